@@ -1,0 +1,194 @@
+//! Locked access to the keys of one command.
+//!
+//! [`Ctx::open`] / [`Ctx::open_many`] lock the shards of the keys a command
+//! names (in ascending shard order), apply lazy expiry to those keys
+//! (propagating the deletion of any that were due), refresh their access
+//! time, and return a [`Locked`] view through which the command reads and
+//! writes them. The locks are released when the view is dropped, after the
+//! command has propagated its effect.
+
+use parking_lot::MutexGuard;
+
+use super::{CmdError, Ctx};
+use crate::keyspace::{Entry, Keyspace, Shard, Slot, StrValue, Value};
+
+enum Guards<'a> {
+    One(usize, MutexGuard<'a, Shard>),
+    Many(Vec<(usize, MutexGuard<'a, Shard>)>),
+}
+
+/// The locked shards of a command's keys in one database.
+pub struct Locked<'a> {
+    ks: &'a Keyspace,
+    guards: Guards<'a>,
+}
+
+/// Seconds-resolution LRU clock, as Redis's LRU_CLOCK (24 bits).
+pub fn lru_clock(now_ms: u64) -> u32 {
+    ((now_ms / 1000) & 0xFF_FFFF) as u32
+}
+
+impl<'a> Ctx<'a> {
+    /// Locks the shard of `key` in the current database.
+    pub fn open(&mut self, key: &[u8]) -> Locked<'a> {
+        self.open_db(self.client.db, key)
+    }
+
+    pub fn open_db(&mut self, db: usize, key: &[u8]) -> Locked<'a> {
+        let ks = &self.srv.keyspace;
+        let slot = ks.slot(key);
+        let g = ks.db(db).lock(slot.shard);
+        let mut l = Locked {
+            ks,
+            guards: Guards::One(slot.shard, g),
+        };
+        self.expire_if_due(&mut l, db, key, slot);
+        l
+    }
+
+    /// Locks the shards of all `keys` in the current database.
+    pub fn open_many<'k>(
+        &mut self,
+        keys: impl IntoIterator<Item = &'k [u8]> + Clone,
+    ) -> Locked<'a> {
+        self.open_many_db(self.client.db, keys)
+    }
+
+    pub fn open_many_db<'k>(
+        &mut self,
+        db: usize,
+        keys: impl IntoIterator<Item = &'k [u8]> + Clone,
+    ) -> Locked<'a> {
+        let ks = &self.srv.keyspace;
+        let mut idx: Vec<usize> = keys.clone().into_iter().map(|k| ks.slot(k).shard).collect();
+        idx.sort_unstable();
+        idx.dedup();
+        let d = ks.db(db);
+        let guards = idx.into_iter().map(|i| (i, d.lock(i))).collect();
+        let mut l = Locked {
+            ks,
+            guards: Guards::Many(guards),
+        };
+        for k in keys {
+            let slot = ks.slot(k);
+            self.expire_if_due(&mut l, db, k, slot);
+        }
+        l
+    }
+
+    fn expire_if_due(&mut self, l: &mut Locked<'a>, db: usize, key: &[u8], slot: Slot) {
+        let now = self.now_ms;
+        let lru = lru_clock(now);
+        let ks = l.ks;
+        let shard = l.shard_mut(slot.shard);
+        let due = match shard.get_raw(slot.hash, key) {
+            Some(e) => e.is_expired(now),
+            None => return,
+        };
+        if due {
+            shard.remove(&ks.hasher, slot.hash, key);
+            self.propagate_expired(db, key);
+        } else if !self.client.no_touch {
+            if let Some(e) = l.entry(key) {
+                e.lru = lru;
+            }
+        }
+    }
+}
+
+impl<'a> Locked<'a> {
+    fn shard_mut(&mut self, shard: usize) -> &mut Shard {
+        match &mut self.guards {
+            Guards::One(i, g) => {
+                debug_assert_eq!(*i, shard, "key outside the locked shards");
+                g
+            }
+            Guards::Many(v) => {
+                let i = v
+                    .binary_search_by_key(&shard, |g| g.0)
+                    .expect("key outside the locked shards");
+                &mut v[i].1
+            }
+        }
+    }
+
+    /// The live entry of `key` (expired keys were removed when locking).
+    pub fn entry(&mut self, key: &[u8]) -> Option<&mut Entry> {
+        let slot = self.ks.slot(key);
+        let shard = self.shard_mut(slot.shard);
+        shard_find(shard, slot.hash, key)
+    }
+
+    /// Whether `key` exists.
+    pub fn exists(&mut self, key: &[u8]) -> bool {
+        self.entry(key).is_some()
+    }
+
+    /// The string at `key`; WRONGTYPE if it holds another type.
+    pub fn get_str(&mut self, key: &[u8]) -> Result<Option<&mut Entry>, CmdError> {
+        match self.entry(key) {
+            None => Ok(None),
+            Some(e) => match e.value {
+                Value::Str(_) => Ok(Some(e)),
+                #[allow(unreachable_patterns)]
+                _ => Err(CmdError::WrongType),
+            },
+        }
+    }
+
+    /// Inserts or replaces `key`, returning the old entry.
+    pub fn put(&mut self, key: &[u8], value: Value, expire_at: u64, version: u64) -> Option<Entry> {
+        let lru = lru_clock(crate::keyspace::hlc::unix_ms());
+        let entry = Entry {
+            key: key.into(),
+            value,
+            expire_at,
+            version,
+            lru,
+            lfu: 5,
+        };
+        self.put_entry(entry)
+    }
+
+    /// Inserts or replaces a whole entry.
+    pub fn put_entry(&mut self, entry: Entry) -> Option<Entry> {
+        let slot = self.ks.slot(&entry.key);
+        let ks = self.ks;
+        self.shard_mut(slot.shard)
+            .insert(&ks.hasher, slot.hash, entry)
+    }
+
+    /// Removes `key`.
+    pub fn remove(&mut self, key: &[u8]) -> Option<Entry> {
+        let slot = self.ks.slot(key);
+        let ks = self.ks;
+        self.shard_mut(slot.shard)
+            .remove(&ks.hasher, slot.hash, key)
+    }
+
+    /// Sets (`at > 0`) or clears (`at == 0`) the expiry of an existing key.
+    pub fn set_expire(&mut self, key: &[u8], at: u64) -> bool {
+        let slot = self.ks.slot(key);
+        let ks = self.ks;
+        self.shard_mut(slot.shard)
+            .set_expire(&ks.hasher, slot.hash, key, at)
+    }
+
+    /// Sets the version of an existing key.
+    pub fn set_version(&mut self, key: &[u8], version: u64) {
+        if let Some(e) = self.entry(key) {
+            e.version = version;
+        }
+    }
+}
+
+#[inline]
+fn shard_find<'s>(shard: &'s mut Shard, hash: u64, key: &[u8]) -> Option<&'s mut Entry> {
+    shard.find_mut(hash, key)
+}
+
+/// Replaces a string entry's value in place, keeping its TTL.
+pub fn set_str_keep_ttl(e: &mut Entry, v: StrValue, version: u64) {
+    e.value = Value::Str(v);
+    e.version = version;
+}

@@ -1,0 +1,5 @@
+//! (family being built)
+
+use super::Command;
+
+pub static COMMANDS: &[Command] = &[];

@@ -1,0 +1,206 @@
+//! Connection commands: PING ECHO QUIT SELECT HELLO AUTH RESET.
+
+use super::util::{arg_i64, eq_ic};
+use super::{flags::*, CmdError, CmdResult, Command, Ctx};
+use crate::protocol::Args;
+
+pub static COMMANDS: &[Command] = &[
+    Command::new("ping", -1, FAST | STALE, ping)
+        .acl("fast connection")
+        .doc(
+            "connection",
+            "1.0.0",
+            "Returns the server's liveliness response.",
+        ),
+    Command::new("echo", 2, FAST, echo)
+        .acl("fast connection")
+        .doc("connection", "1.0.0", "Returns the given string."),
+    Command::new(
+        "quit",
+        -1,
+        FAST | NO_AUTH | STALE | ALLOW_BUSY | LOADING,
+        quit,
+    )
+    .acl("fast connection")
+    .doc("connection", "1.0.0", "Closes the connection."),
+    Command::new("select", 2, FAST | LOADING | STALE, select)
+        .acl("fast connection")
+        .doc("connection", "1.0.0", "Changes the selected database."),
+    Command::new(
+        "hello",
+        -1,
+        FAST | NO_AUTH | STALE | LOADING | NOSCRIPT | ALLOW_BUSY,
+        hello,
+    )
+    .acl("fast connection")
+    .doc("connection", "6.0.0", "Handshakes with the Redis server."),
+    Command::new(
+        "auth",
+        -2,
+        FAST | NO_AUTH | STALE | LOADING | NOSCRIPT | ALLOW_BUSY,
+        auth,
+    )
+    .acl("fast connection")
+    .doc("connection", "1.0.0", "Authenticates the connection."),
+    Command::new(
+        "reset",
+        1,
+        FAST | NO_AUTH | STALE | LOADING | NOSCRIPT | ALLOW_BUSY,
+        reset,
+    )
+    .acl("fast connection")
+    .doc("connection", "6.2.0", "Resets the connection."),
+];
+
+fn ping(ctx: &mut Ctx, args: Args) -> CmdResult {
+    match args.len() {
+        1 => ctx.out.simple("PONG"),
+        2 => ctx.out.bulk(args.get(1)),
+        _ => return Err(CmdError::WrongArity("ping".into())),
+    }
+    Ok(())
+}
+
+fn echo(ctx: &mut Ctx, args: Args) -> CmdResult {
+    ctx.out.bulk(args.get(1));
+    Ok(())
+}
+
+fn quit(ctx: &mut Ctx, _args: Args) -> CmdResult {
+    ctx.out.ok();
+    ctx.client.close_after_reply = true;
+    Ok(())
+}
+
+fn select(ctx: &mut Ctx, args: Args) -> CmdResult {
+    let n = arg_i64(args.get(1))?;
+    if n < 0 || n as usize >= ctx.srv.keyspace.num_dbs() {
+        return Err(CmdError::err("DB index is out of range"));
+    }
+    ctx.client.db = n as usize;
+    ctx.out.ok();
+    Ok(())
+}
+
+/// Checks a password against `requirepass` (only the "default" user exists).
+fn check_password(ctx: &mut Ctx, user: Option<&[u8]>, pass: &[u8]) -> CmdResult {
+    let required = ctx.srv.hot.requirepass.read().clone();
+    let user_ok = user.is_none_or(|u| u == b"default");
+    match required {
+        None if user.is_none() => Err(CmdError::err(
+            "AUTH <password> called without any password configured for the default user. Are you sure your configuration is correct?",
+        )),
+        None if user_ok => Ok(()),
+        Some(p) if user_ok && p.as_bytes() == pass => Ok(()),
+        _ => Err(CmdError::Msg("WRONGPASS invalid username-password pair or user is disabled.".into())),
+    }
+}
+
+fn auth(ctx: &mut Ctx, args: Args) -> CmdResult {
+    let (user, pass) = match args.len() {
+        2 => (None, args.get(1)),
+        3 => (Some(args.get(1)), args.get(2)),
+        _ => return Err(CmdError::Syntax),
+    };
+    check_password(ctx, user, pass)?;
+    ctx.client.authenticated = true;
+    ctx.out.ok();
+    Ok(())
+}
+
+fn hello(ctx: &mut Ctx, args: Args) -> CmdResult {
+    let mut proto = None;
+    let mut i = 1;
+    if args.len() >= 2 {
+        let v = arg_i64(args.get(1)).map_err(|_| {
+            CmdError::Msg("ERR Protocol version is not an integer or out of range".into())
+        })?;
+        if !(2..=3).contains(&v) {
+            return Err(CmdError::Msg("NOPROTO unsupported protocol version".into()));
+        }
+        proto = Some(v as u8);
+        i = 2;
+    }
+    let mut name = None;
+    let mut auth_pair = None;
+    while i < args.len() {
+        let more = args.len() - i - 1;
+        if eq_ic(args.get(i), "AUTH") && more >= 2 {
+            auth_pair = Some((args.get(i + 1), args.get(i + 2)));
+            i += 3;
+        } else if eq_ic(args.get(i), "SETNAME") && more >= 1 {
+            name = Some(args.get(i + 1));
+            i += 2;
+        } else {
+            return Err(CmdError::err(format!(
+                "Syntax error in HELLO option '{}'",
+                super::util::lossy(args.get(i))
+            )));
+        }
+    }
+    if let Some((u, p)) = auth_pair {
+        check_password(ctx, Some(u), p)?;
+        ctx.client.authenticated = true;
+    }
+    if !ctx.client.authenticated {
+        return Err(CmdError::Msg("NOAUTH HELLO must be called with the client already authenticated, otherwise the HELLO <proto> AUTH <user> <pass> option can be used to authenticate the client and select the RESP protocol version at the same time".into()));
+    }
+    if let Some(n) = name {
+        super::server_cmds::validate_client_name(n)?;
+        super::server_cmds::set_client_name(ctx, n);
+    }
+    if let Some(p) = proto {
+        ctx.client.resp = p;
+        ctx.out.resp = p;
+        if let Some(sh) = &ctx.client.shared {
+            sh.resp
+                .store(p as usize, std::sync::atomic::Ordering::Relaxed);
+        }
+    }
+    let out = &mut *ctx.out;
+    out.map(7);
+    out.bulk(b"server");
+    out.bulk(b"redis");
+    out.bulk(b"version");
+    out.bulk(crate::REDIS_VERSION.as_bytes());
+    out.bulk(b"proto");
+    out.int(ctx.client.resp as i64);
+    out.bulk(b"id");
+    out.int(ctx.client.id as i64);
+    out.bulk(b"mode");
+    out.bulk(b"standalone");
+    out.bulk(b"role");
+    out.bulk(b"master");
+    out.bulk(b"modules");
+    out.array(0);
+    Ok(())
+}
+
+fn reset(ctx: &mut Ctx, _args: Args) -> CmdResult {
+    let c = &mut *ctx.client;
+    c.db = 0;
+    c.resp = 2;
+    ctx.out.resp = 2;
+    c.name = None;
+    c.reply_mode = super::super::server::client::ReplyMode::On;
+    c.no_evict = false;
+    c.no_touch = false;
+    if c.monitor {
+        c.monitor = false;
+        if let Some(sh) = &c.shared {
+            sh.monitor
+                .store(false, std::sync::atomic::Ordering::Relaxed);
+            ctx.srv
+                .clients
+                .monitors
+                .fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
+        }
+    }
+    if let Some(sh) = &c.shared {
+        sh.name.lock().clear();
+        sh.resp.store(2, std::sync::atomic::Ordering::Relaxed);
+    }
+    c.authenticated = ctx.srv.hot.requirepass.read().is_none();
+    ctx.out.simple("RESET");
+    Ok(())
+}

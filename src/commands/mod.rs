@@ -1,0 +1,380 @@
+//! The command table and dispatch.
+//!
+//! Each family module (`strings.rs`, `keys.rs`, ... like Redis's t_string.c)
+//! exports a static slice of [`Command`]s. [`CommandTable`] gathers them once
+//! at start-up; it is the single source of truth for dispatch, arity checks,
+//! COMMAND INFO/DOCS/GETKEYS, ACL categories and which commands propagate.
+//!
+//! A handler receives a [`Ctx`] (the shared server, its client's state, the
+//! worker's clock and counters, the reply buffer) and the parsed arguments. It
+//! first parses its options into plain values, touching no data; then it locks
+//! the shards it needs, executes, writes its reply into `ctx.out`, and reports
+//! its write through [`Ctx::propagate`]. Failures are returned as typed
+//! [`CmdError`]s and rendered to Redis's exact strings by the dispatcher.
+
+pub mod access;
+pub mod bitops;
+pub mod config_cmd;
+pub mod connection;
+pub mod error;
+pub mod expire;
+pub mod keys;
+pub mod server_cmds;
+pub mod strings;
+pub mod util;
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+pub use error::CmdError;
+
+use crate::effects::Effect;
+use crate::keyspace::hlc::Hlc;
+use crate::protocol::{Args, ReplyBuf};
+use crate::server::client::ClientState;
+use crate::server::stats::WorkerStats;
+use crate::server::Server;
+
+pub type CmdResult = Result<(), CmdError>;
+pub type Handler = fn(&mut Ctx, Args) -> CmdResult;
+/// Extracts key positions for commands whose keys are not first/last/step.
+pub type KeysFn = fn(Args) -> Vec<usize>;
+
+/// Command flags (Redis 7's names, see COMMAND INFO).
+pub mod flags {
+    pub const WRITE: u32 = 1 << 0;
+    pub const READONLY: u32 = 1 << 1;
+    pub const DENYOOM: u32 = 1 << 2;
+    pub const ADMIN: u32 = 1 << 3;
+    pub const PUBSUB: u32 = 1 << 4;
+    pub const NOSCRIPT: u32 = 1 << 5;
+    pub const BLOCKING: u32 = 1 << 6;
+    pub const LOADING: u32 = 1 << 7;
+    pub const STALE: u32 = 1 << 8;
+    pub const SKIP_MONITOR: u32 = 1 << 9;
+    pub const SKIP_SLOWLOG: u32 = 1 << 10;
+    pub const FAST: u32 = 1 << 11;
+    pub const NO_AUTH: u32 = 1 << 12;
+    pub const MAY_REPLICATE: u32 = 1 << 13;
+    pub const NO_MULTI: u32 = 1 << 14;
+    pub const ALLOW_BUSY: u32 = 1 << 15;
+    pub const NO_MANDATORY_KEYS: u32 = 1 << 16;
+
+    pub const NAMES: &[(u32, &str)] = &[
+        (WRITE, "write"),
+        (READONLY, "readonly"),
+        (DENYOOM, "denyoom"),
+        (ADMIN, "admin"),
+        (PUBSUB, "pubsub"),
+        (NOSCRIPT, "noscript"),
+        (BLOCKING, "blocking"),
+        (LOADING, "loading"),
+        (STALE, "stale"),
+        (SKIP_MONITOR, "skip_monitor"),
+        (SKIP_SLOWLOG, "skip_slowlog"),
+        (FAST, "fast"),
+        (NO_AUTH, "no_auth"),
+        (MAY_REPLICATE, "may_replicate"),
+        (NO_MULTI, "no_multi"),
+        (ALLOW_BUSY, "allow_busy"),
+        (NO_MANDATORY_KEYS, "no_mandatory_keys"),
+    ];
+}
+
+/// One entry of the command table.
+pub struct Command {
+    /// Lower-case name; subcommands use their own name ("get" for CONFIG GET).
+    pub name: &'static str,
+    /// Redis arity: N exact, -N at least N (the name counts).
+    pub arity: i32,
+    pub flags: u32,
+    /// ACL categories without '@', e.g. "string fast read".
+    pub acl: &'static str,
+    pub first_key: i32,
+    pub last_key: i32,
+    pub key_step: i32,
+    pub keys_fn: Option<KeysFn>,
+    pub group: &'static str,
+    pub summary: &'static str,
+    pub since: &'static str,
+    pub complexity: &'static str,
+    pub handler: Handler,
+    pub subcommands: &'static [Command],
+}
+
+impl Command {
+    /// A table entry with the common defaults; families override fields.
+    pub const fn new(name: &'static str, arity: i32, flags: u32, handler: Handler) -> Command {
+        Command {
+            name,
+            arity,
+            flags,
+            acl: "",
+            first_key: 0,
+            last_key: 0,
+            key_step: 0,
+            keys_fn: None,
+            group: "generic",
+            summary: "",
+            since: "1.0.0",
+            complexity: "O(1)",
+            handler,
+            subcommands: &[],
+        }
+    }
+    pub const fn keys(mut self, first: i32, last: i32, step: i32) -> Command {
+        self.first_key = first;
+        self.last_key = last;
+        self.key_step = step;
+        self
+    }
+    pub const fn keys_fn(mut self, f: KeysFn) -> Command {
+        self.keys_fn = Some(f);
+        self
+    }
+    pub const fn doc(
+        mut self,
+        group: &'static str,
+        since: &'static str,
+        summary: &'static str,
+    ) -> Command {
+        self.group = group;
+        self.since = since;
+        self.summary = summary;
+        self
+    }
+    pub const fn acl(mut self, acl: &'static str) -> Command {
+        self.acl = acl;
+        self
+    }
+    pub const fn complexity(mut self, c: &'static str) -> Command {
+        self.complexity = c;
+        self
+    }
+    pub const fn subs(mut self, subs: &'static [Command]) -> Command {
+        self.subcommands = subs;
+        self
+    }
+    pub fn is_write(&self) -> bool {
+        self.flags & flags::WRITE != 0
+    }
+    pub fn arity_ok(&self, argc: usize) -> bool {
+        if self.arity >= 0 {
+            argc == self.arity as usize
+        } else {
+            argc >= (-self.arity) as usize
+        }
+    }
+    /// Positions of key arguments in `args` (which include the name).
+    pub fn key_positions(&self, args: Args) -> Vec<usize> {
+        if let Some(f) = self.keys_fn {
+            return f(args);
+        }
+        if self.first_key <= 0 {
+            return vec![];
+        }
+        let argc = args.len() as i32;
+        let last = if self.last_key < 0 {
+            argc + self.last_key
+        } else {
+            self.last_key.min(argc - 1)
+        };
+        let step = self.key_step.max(1) as usize;
+        (self.first_key as usize..=last.max(0) as usize)
+            .step_by(step)
+            .filter(|&i| i < args.len())
+            .collect()
+    }
+}
+
+/// Every family's commands, gathered once.
+pub struct CommandTable {
+    by_name: HashMap<Vec<u8>, CommandId>,
+    pub all: Vec<&'static Command>,
+    /// "name" or "parent|sub" of each id, for stats.
+    pub full_names: Vec<String>,
+    /// Ids of each top-level command's subcommands, by lower-case name.
+    subs: HashMap<CommandId, HashMap<Vec<u8>, CommandId>>,
+}
+
+pub type CommandId = usize;
+
+/// The families whose commands make up the table.
+pub fn families() -> [&'static [Command]; 7] {
+    [
+        connection::COMMANDS,
+        strings::COMMANDS,
+        bitops::COMMANDS,
+        keys::COMMANDS,
+        expire::COMMANDS,
+        server_cmds::COMMANDS,
+        config_cmd::COMMANDS,
+    ]
+}
+
+impl CommandTable {
+    pub fn build() -> CommandTable {
+        let mut t = CommandTable {
+            by_name: HashMap::new(),
+            all: vec![],
+            full_names: vec![],
+            subs: HashMap::new(),
+        };
+        for fam in families() {
+            for cmd in fam {
+                let id = t.all.len();
+                t.all.push(cmd);
+                t.full_names.push(cmd.name.to_string());
+                let dup = t.by_name.insert(cmd.name.as_bytes().to_vec(), id);
+                assert!(dup.is_none(), "command {} registered twice", cmd.name);
+                let mut subs = HashMap::new();
+                for sub in cmd.subcommands {
+                    let sid = t.all.len();
+                    t.all.push(sub);
+                    t.full_names.push(format!("{}|{}", cmd.name, sub.name));
+                    subs.insert(sub.name.as_bytes().to_vec(), sid);
+                }
+                if !subs.is_empty() {
+                    t.subs.insert(id, subs);
+                }
+            }
+        }
+        t
+    }
+
+    /// Finds a top-level command, case-insensitively.
+    pub fn lookup(&self, name: &[u8]) -> Option<CommandId> {
+        if name.len() > 64 {
+            return None;
+        }
+        let mut buf = [0u8; 64];
+        let lower = &mut buf[..name.len()];
+        lower.copy_from_slice(name);
+        lower.make_ascii_lowercase();
+        self.by_name.get(&lower[..]).copied()
+    }
+
+    /// Finds a subcommand of `parent`, case-insensitively.
+    pub fn lookup_sub(&self, parent: CommandId, name: &[u8]) -> Option<CommandId> {
+        let lower = name.to_ascii_lowercase();
+        self.subs.get(&parent)?.get(&lower).copied()
+    }
+
+    pub fn has_subcommands(&self, id: CommandId) -> bool {
+        self.subs.contains_key(&id)
+    }
+
+    pub fn get(&self, id: CommandId) -> &'static Command {
+        self.all[id]
+    }
+
+    /// Top-level commands only.
+    pub fn top_level(&self) -> impl Iterator<Item = (CommandId, &'static Command)> + '_ {
+        let mut ids: Vec<CommandId> = self.by_name.values().copied().collect();
+        ids.sort_unstable();
+        ids.into_iter().map(move |id| (id, self.all[id]))
+    }
+
+    pub fn num_top_level(&self) -> usize {
+        self.by_name.len()
+    }
+}
+
+/// What a handler may use while executing one command.
+pub struct Ctx<'a> {
+    pub srv: &'a Arc<Server>,
+    pub client: &'a mut ClientState,
+    pub out: &'a mut ReplyBuf,
+    pub clock: &'a mut Hlc,
+    pub stats: &'a WorkerStats,
+    /// Cached unix ms for the whole command (as Redis's `mstime` cache).
+    pub now_ms: u64,
+    /// When replaying an effect, the version it carries.
+    pub replay_version: Option<u64>,
+}
+
+impl Ctx<'_> {
+    /// The selected database's index.
+    pub fn db(&self) -> usize {
+        self.client.db
+    }
+
+    /// The version stamp for a write to a key whose previous version is `prev`.
+    pub fn version_after(&mut self, prev: u64) -> u64 {
+        match self.replay_version {
+            Some(v) => v,
+            None => self.clock.after(prev),
+        }
+    }
+
+    /// A version stamp for a write that does not replace an existing key.
+    pub fn new_version(&mut self) -> u64 {
+        match self.replay_version {
+            Some(v) => v,
+            None => self.clock.now(),
+        }
+    }
+
+    /// Reports a write on the current database (see `effects.rs`). Call while
+    /// still holding the shard locks of the keys written.
+    pub fn propagate(&mut self, version: u64, argv: &[&[u8]]) {
+        self.propagate_db(self.client.db, version, argv);
+    }
+
+    pub fn propagate_db(&mut self, db: usize, version: u64, argv: &[&[u8]]) {
+        self.stats.add_dirty(1);
+        if self.srv.effects.enabled() {
+            let argv = argv.iter().map(|a| a.to_vec()).collect();
+            self.srv.effects.emit(Effect { db, version, argv });
+        }
+    }
+
+    /// Reports that an expired key was deleted (lazily or actively).
+    pub fn propagate_expired(&mut self, db: usize, key: &[u8]) {
+        self.stats.add_expired(1);
+        let v = self.clock.now();
+        self.propagate_db(db, v, &[b"DEL", key]);
+    }
+}
+
+/// Replays one effect record on `srv`'s keyspace, as a replica or AOF loader
+/// does: the command runs with the record's version instead of a fresh stamp.
+pub fn replay(
+    srv: &Arc<Server>,
+    clock: &mut Hlc,
+    stats: &WorkerStats,
+    effect: &Effect,
+) -> Result<(), String> {
+    let mut client = ClientState::new(0);
+    client.db = effect.db;
+    let mut out = ReplyBuf::new(2);
+    let spans: Vec<std::ops::Range<usize>> = {
+        let mut off = 0;
+        effect
+            .argv
+            .iter()
+            .map(|a| {
+                let r = off..off + a.len();
+                off += a.len();
+                r
+            })
+            .collect()
+    };
+    let flat: Vec<u8> = effect.argv.concat();
+    let args = Args::new(&flat, &spans);
+    let id = srv
+        .commands
+        .lookup(args.get(0))
+        .ok_or("unknown command in effect")?;
+    let cmd = srv.commands.get(id);
+    let mut ctx = Ctx {
+        srv,
+        client: &mut client,
+        out: &mut out,
+        clock,
+        stats,
+        now_ms: crate::keyspace::hlc::unix_ms(),
+        replay_version: Some(effect.version),
+    };
+    (cmd.handler)(&mut ctx, args).map_err(|e| e.render())
+}

@@ -1,0 +1,194 @@
+//! Argument parsing shared by the command families, with Redis's rules.
+
+use super::CmdError;
+use crate::protocol::parse_i64;
+
+/// An i64 argument ("ERR value is not an integer or out of range").
+pub fn arg_i64(a: &[u8]) -> Result<i64, CmdError> {
+    parse_i64(a).ok_or(CmdError::NotInteger)
+}
+
+/// A non-negative integer argument with a custom error.
+pub fn arg_u64_or(a: &[u8], err: &str) -> Result<u64, CmdError> {
+    match parse_i64(a) {
+        Some(n) if n >= 0 => Ok(n as u64),
+        _ => Err(CmdError::err(err)),
+    }
+}
+
+/// A float argument as Redis's getLongDoubleFromObject / strtold: no spaces,
+/// accepts "inf"/"-inf"/"+inf", rejects "nan" ("ERR value is not a valid float").
+pub fn arg_f64(a: &[u8]) -> Result<f64, CmdError> {
+    parse_f64(a).ok_or(CmdError::NotFloat)
+}
+
+pub fn parse_f64(a: &[u8]) -> Option<f64> {
+    let s = std::str::from_utf8(a).ok()?;
+    if s.is_empty() || s.starts_with(char::is_whitespace) || s.ends_with(char::is_whitespace) {
+        return None;
+    }
+    let lower = s.to_ascii_lowercase();
+    let v = match lower.as_str() {
+        "inf" | "+inf" | "infinity" | "+infinity" => f64::INFINITY,
+        "-inf" | "-infinity" => f64::NEG_INFINITY,
+        _ => {
+            if lower.contains("nan") || lower.contains("inf") {
+                return None;
+            }
+            // Rust accepts forms C does not ("1_0" no; ".5", "5." yes in both).
+            lower.parse::<f64>().ok()?
+        }
+    };
+    if v.is_nan() {
+        None
+    } else {
+        Some(v)
+    }
+}
+
+/// Case-insensitive comparison of an argument with an ASCII keyword.
+#[inline]
+pub fn eq_ic(a: &[u8], kw: &str) -> bool {
+    a.eq_ignore_ascii_case(kw.as_bytes())
+}
+
+/// Lossy UTF-8 rendering of an argument for error messages.
+pub fn lossy(a: &[u8]) -> String {
+    String::from_utf8_lossy(a).into_owned()
+}
+
+/// Redis's glob matcher (stringmatchlen): `*`, `?`, `[a-z]`, `[^x]`, `\x`.
+pub fn glob_match(pattern: &[u8], s: &[u8], nocase: bool) -> bool {
+    glob_rec(pattern, s, nocase, 0)
+}
+
+fn glob_rec(p: &[u8], s: &[u8], nocase: bool, depth: usize) -> bool {
+    if depth > 1000 {
+        return false;
+    }
+    let (mut pi, mut si) = (0, 0);
+    let eq = |a: u8, b: u8| {
+        if nocase {
+            a.eq_ignore_ascii_case(&b)
+        } else {
+            a == b
+        }
+    };
+    while pi < p.len() {
+        match p[pi] {
+            b'*' => {
+                while pi + 1 < p.len() && p[pi + 1] == b'*' {
+                    pi += 1;
+                }
+                if pi + 1 == p.len() {
+                    return true;
+                }
+                for k in si..=s.len() {
+                    if glob_rec(&p[pi + 1..], &s[k..], nocase, depth + 1) {
+                        return true;
+                    }
+                }
+                return false;
+            }
+            b'?' => {
+                if si >= s.len() {
+                    return false;
+                }
+                si += 1;
+            }
+            b'[' => {
+                if si >= s.len() {
+                    return false;
+                }
+                pi += 1;
+                let not = pi < p.len() && p[pi] == b'^';
+                if not {
+                    pi += 1;
+                }
+                let mut matched = false;
+                loop {
+                    if pi >= p.len() {
+                        pi -= 1;
+                        break;
+                    }
+                    if p[pi] == b'\\' && pi + 2 < p.len() {
+                        pi += 1;
+                        if eq(p[pi], s[si]) {
+                            matched = true;
+                        }
+                    } else if p[pi] == b']' {
+                        break;
+                    } else if pi + 2 < p.len() && p[pi + 1] == b'-' {
+                        let (mut lo, mut hi) = (p[pi], p[pi + 2]);
+                        if lo > hi {
+                            std::mem::swap(&mut lo, &mut hi);
+                        }
+                        let c = s[si];
+                        let in_range = if nocase {
+                            let c = c.to_ascii_lowercase();
+                            c >= lo.to_ascii_lowercase() && c <= hi.to_ascii_lowercase()
+                        } else {
+                            c >= lo && c <= hi
+                        };
+                        if in_range {
+                            matched = true;
+                        }
+                        pi += 2;
+                    } else if eq(p[pi], s[si]) {
+                        matched = true;
+                    }
+                    pi += 1;
+                }
+                if not {
+                    matched = !matched;
+                }
+                if !matched {
+                    return false;
+                }
+                si += 1;
+            }
+            b'\\' if pi + 1 < p.len() => {
+                pi += 1;
+                if si >= s.len() || !eq(p[pi], s[si]) {
+                    return false;
+                }
+                si += 1;
+            }
+            c => {
+                if si >= s.len() || !eq(c, s[si]) {
+                    return false;
+                }
+                si += 1;
+            }
+        }
+        pi += 1;
+    }
+    si == s.len()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn globs() {
+        assert!(glob_match(b"*", b"anything", false));
+        assert!(glob_match(b"h?llo", b"hello", false));
+        assert!(glob_match(b"h[ae]llo", b"hallo", false));
+        assert!(!glob_match(b"h[^e]llo", b"hello", false));
+        assert!(glob_match(b"h[a-b]llo", b"hbllo", false));
+        assert!(glob_match(b"key:*:x", b"key:12:x", false));
+        assert!(!glob_match(b"key:*:x", b"key:12:y", false));
+        assert!(glob_match(b"a\\*b", b"a*b", false));
+        assert!(glob_match(b"FOO*", b"foobar", true));
+    }
+
+    #[test]
+    fn floats() {
+        assert_eq!(parse_f64(b"1.5"), Some(1.5));
+        assert_eq!(parse_f64(b"-inf"), Some(f64::NEG_INFINITY));
+        assert_eq!(parse_f64(b" 1"), None);
+        assert_eq!(parse_f64(b"nan"), None);
+        assert_eq!(parse_f64(b"abc"), None);
+    }
+}

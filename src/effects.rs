@@ -1,0 +1,69 @@
+//! The write-effect stream: one deterministic record per write.
+//!
+//! Every command that changes the keyspace reports what it did through
+//! [`Effects::emit`], the single choke point that AOF and replication consume.
+//! A record is the command that reproduces the change exactly on any replica,
+//! rewritten the way Redis propagates non-deterministic commands (EXPIRE as
+//! PEXPIREAT, SET ... EX as SET ... PXAT, INCRBYFLOAT as SET ... KEEPTTL,
+//! expired keys as DEL), plus the database and the version stamp the write
+//! gave its keys. Replaying the records through [`crate::commands::replay`] on an
+//! empty keyspace yields an identical keyspace, versions included.
+//!
+//! Records are emitted while the writer still holds its shard locks, so the
+//! stream orders the writes to any one key as they happened. With no
+//! subscriber the stream costs one relaxed load per write.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use parking_lot::RwLock;
+
+/// One write, as it must be replayed.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Effect {
+    pub db: usize,
+    /// HLC stamp given to the keys this write touched.
+    pub version: u64,
+    pub argv: Vec<Vec<u8>>,
+}
+
+/// A consumer of the stream (AOF writer, replication feed, test recorder).
+pub trait EffectSink: Send + Sync {
+    fn on_effect(&self, effect: &Effect);
+}
+
+#[derive(Default)]
+pub struct Effects {
+    enabled: AtomicBool,
+    sinks: RwLock<Vec<Arc<dyn EffectSink>>>,
+}
+
+impl Effects {
+    /// Whether anyone listens; writers skip building records when not.
+    #[inline]
+    pub fn enabled(&self) -> bool {
+        self.enabled.load(Ordering::Relaxed)
+    }
+
+    pub fn subscribe(&self, sink: Arc<dyn EffectSink>) {
+        let mut s = self.sinks.write();
+        s.push(sink);
+        self.enabled.store(true, Ordering::Release);
+    }
+
+    pub fn emit(&self, effect: Effect) {
+        for s in self.sinks.read().iter() {
+            s.on_effect(&effect);
+        }
+    }
+}
+
+/// A sink that keeps every record (tests, DEBUG tooling).
+#[derive(Default)]
+pub struct Recorder(pub parking_lot::Mutex<Vec<Effect>>);
+
+impl EffectSink for Recorder {
+    fn on_effect(&self, effect: &Effect) {
+        self.0.lock().push(effect.clone());
+    }
+}

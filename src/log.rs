@@ -1,0 +1,140 @@
+//! Logging in Redis's format: `pid:role dd Mon yyyy hh:mm:ss.mmm <level> message`,
+//! where level is `.` debug, `-` verbose, `*` notice, `#` warning.
+
+use std::io::Write;
+use std::sync::atomic::{AtomicU8, Ordering};
+
+use parking_lot::Mutex;
+
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Debug)]
+#[repr(u8)]
+pub enum Level {
+    Debug = 0,
+    Verbose = 1,
+    Notice = 2,
+    Warning = 3,
+    Nothing = 4,
+}
+
+impl Level {
+    pub fn parse(s: &str) -> Option<Level> {
+        Some(match s {
+            "debug" => Level::Debug,
+            "verbose" => Level::Verbose,
+            "notice" => Level::Notice,
+            "warning" => Level::Warning,
+            "nothing" => Level::Nothing,
+            _ => return None,
+        })
+    }
+    fn mark(self) -> char {
+        match self {
+            Level::Debug => '.',
+            Level::Verbose => '-',
+            Level::Notice => '*',
+            Level::Warning | Level::Nothing => '#',
+        }
+    }
+}
+
+static LEVEL: AtomicU8 = AtomicU8::new(Level::Notice as u8);
+static FILE: Mutex<Option<std::fs::File>> = Mutex::new(None);
+
+pub fn set_level(l: Level) {
+    LEVEL.store(l as u8, Ordering::Relaxed);
+}
+
+/// Logs to `path` instead of stdout ("" = stdout).
+pub fn set_file(path: &str) -> std::io::Result<()> {
+    let f = if path.is_empty() {
+        None
+    } else {
+        Some(
+            std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(path)?,
+        )
+    };
+    *FILE.lock() = f;
+    Ok(())
+}
+
+pub fn enabled(l: Level) -> bool {
+    l as u8 >= LEVEL.load(Ordering::Relaxed)
+}
+
+pub fn log(l: Level, msg: &str) {
+    if !enabled(l) {
+        return;
+    }
+    let line = format!(
+        "{}:M {} {} {}\n",
+        std::process::id(),
+        timestamp(),
+        l.mark(),
+        msg
+    );
+    let mut f = FILE.lock();
+    match f.as_mut() {
+        Some(file) => {
+            let _ = file.write_all(line.as_bytes());
+        }
+        None => {
+            let _ = std::io::stdout().lock().write_all(line.as_bytes());
+        }
+    }
+}
+
+/// "22 Nov 2026 19:56:06.123" in UTC.
+fn timestamp() -> String {
+    let ms = crate::keyspace::hlc::unix_ms();
+    let secs = (ms / 1000) as i64;
+    let (y, mo, d) = civil_from_days(secs.div_euclid(86400));
+    let sod = secs.rem_euclid(86400);
+    const MONTHS: [&str; 12] = [
+        "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
+    ];
+    format!(
+        "{:02} {} {} {:02}:{:02}:{:02}.{:03}",
+        d,
+        MONTHS[(mo - 1) as usize],
+        y,
+        sod / 3600,
+        (sod % 3600) / 60,
+        sod % 60,
+        ms % 1000
+    )
+}
+
+/// Days since 1970-01-01 to (year, month, day) (Howard Hinnant's algorithm).
+fn civil_from_days(z: i64) -> (i64, u32, u32) {
+    let z = z + 719468;
+    let era = z.div_euclid(146097);
+    let doe = z - era * 146097;
+    let yoe = (doe - doe / 1460 + doe / 36524 - doe / 146096) / 365;
+    let y = yoe + era * 400;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
+    (if m <= 2 { y + 1 } else { y }, m, d)
+}
+
+#[macro_export]
+macro_rules! log_notice { ($($t:tt)*) => { $crate::log::log($crate::log::Level::Notice, &format!($($t)*)) } }
+#[macro_export]
+macro_rules! log_warning { ($($t:tt)*) => { $crate::log::log($crate::log::Level::Warning, &format!($($t)*)) } }
+#[macro_export]
+macro_rules! log_verbose { ($($t:tt)*) => { $crate::log::log($crate::log::Level::Verbose, &format!($($t)*)) } }
+#[macro_export]
+macro_rules! log_debug { ($($t:tt)*) => { $crate::log::log($crate::log::Level::Debug, &format!($($t)*)) } }
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn dates() {
+        assert_eq!(super::civil_from_days(0), (1970, 1, 1));
+        assert_eq!(super::civil_from_days(20_000), (2024, 10, 4));
+    }
+}

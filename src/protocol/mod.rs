@@ -1,0 +1,18 @@
+//! RESP protocol: request parsing and reply encoding, with no I/O.
+//!
+//! The server reads bytes from a socket into a buffer and hands that buffer to
+//! [`RequestParser`], which finds complete commands (multibulk `*N\r\n$len\r\n...`
+//! or inline `GET foo\r\n`) and records each argument as a span of the buffer, so
+//! a command is parsed without copying or allocating. Replies are written by
+//! [`ReplyBuf`] straight into the connection's output buffer in RESP2 or RESP3.
+//!
+//! This is the one hot path written by hand instead of taken from a crate: a
+//! general RESP crate builds an owned value tree per request, which costs an
+//! allocation per argument; here a pipeline of 16 GETs costs none.
+
+mod parse;
+mod reply;
+
+pub use parse::parse_i64;
+pub use parse::{Args, ParseError, ParseLimits, Parsed, RequestParser};
+pub use reply::{fmt_i64 as fmt_i64_pub, format_double, format_g, ReplyBuf};

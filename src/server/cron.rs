@@ -1,0 +1,60 @@
+//! Per-worker periodic work (Redis's serverCron, split across threads):
+//! the active expiry cycle over the worker's shards, and ending CLIENT PAUSE.
+
+use std::rc::Rc;
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::conn::Worker;
+use super::Server;
+use crate::keyspace::expire::active_expire_cycle;
+use crate::keyspace::hlc::unix_ms;
+
+pub async fn worker_cron(srv: Arc<Server>, worker: Rc<Worker>, index: usize, nworkers: usize) {
+    let mut more_due = false;
+    loop {
+        let hz = srv.hot.hz.load(Relaxed).max(1);
+        let period = Duration::from_micros(1_000_000 / hz);
+        // While keys remain due, come back sooner (Redis's fast cycle).
+        let wait = if more_due { period / 10 } else { period };
+        tokio::time::sleep(wait).await;
+        if index == 0 {
+            end_pause_if_due(&srv);
+        }
+        if !srv.hot.active_expire.load(Relaxed) {
+            continue;
+        }
+        let budget = period / 4;
+        let mut clock = worker.clock.borrow_mut();
+        let stats = &worker.stats;
+        let st = active_expire_cycle(
+            &srv.keyspace,
+            index,
+            nworkers,
+            unix_ms(),
+            budget,
+            |db, e| {
+                stats.add_expired(1);
+                stats.add_dirty(1);
+                if srv.effects.enabled() {
+                    let v = clock.now();
+                    srv.effects.emit(crate::effects::Effect {
+                        db,
+                        version: v,
+                        argv: vec![b"DEL".to_vec(), e.key.to_vec()],
+                    });
+                }
+            },
+        );
+        more_due = st.more_due;
+    }
+}
+
+fn end_pause_if_due(srv: &Server) {
+    let until = srv.pause_until_ms.load(Relaxed);
+    if until != 0 && unix_ms() >= until {
+        srv.pause_until_ms.store(0, Relaxed);
+        srv.unpaused.notify_waiters();
+    }
+}

@@ -1,0 +1,123 @@
+//! Counters for INFO: kept per worker thread and summed when read.
+//!
+//! Each worker owns a [`WorkerStats`] and is its only writer, so counting a
+//! command is a relaxed load and store on a cache line no other core writes:
+//! no contention however many threads run. INFO sums all workers.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+
+use parking_lot::Mutex;
+
+/// Per-command counters (INFO commandstats).
+#[derive(Default)]
+pub struct CmdStats {
+    pub calls: AtomicU64,
+    pub usec: AtomicU64,
+    pub rejected: AtomicU64,
+    pub failed: AtomicU64,
+}
+
+#[inline]
+fn bump(c: &AtomicU64, n: u64) {
+    // Single writer: a plain load+store is enough and avoids a locked RMW.
+    c.store(c.load(Relaxed).wrapping_add(n), Relaxed);
+}
+
+pub struct WorkerStats {
+    pub cmds: Box<[CmdStats]>,
+    pub commands_processed: AtomicU64,
+    pub keyspace_hits: AtomicU64,
+    pub keyspace_misses: AtomicU64,
+    pub expired_keys: AtomicU64,
+    pub dirty: AtomicU64,
+    pub net_input_bytes: AtomicU64,
+    pub net_output_bytes: AtomicU64,
+    /// Errors by code ("ERR", "WRONGTYPE"): rare, so a mutex is fine.
+    pub errors: Mutex<HashMap<String, u64>>,
+}
+
+impl WorkerStats {
+    pub fn new(num_commands: usize) -> Self {
+        WorkerStats {
+            cmds: (0..num_commands).map(|_| CmdStats::default()).collect(),
+            commands_processed: AtomicU64::new(0),
+            keyspace_hits: AtomicU64::new(0),
+            keyspace_misses: AtomicU64::new(0),
+            expired_keys: AtomicU64::new(0),
+            dirty: AtomicU64::new(0),
+            net_input_bytes: AtomicU64::new(0),
+            net_output_bytes: AtomicU64::new(0),
+            errors: Mutex::new(HashMap::new()),
+        }
+    }
+
+    #[inline]
+    pub fn record_call(&self, id: usize, usec: u64, failed: bool) {
+        let c = &self.cmds[id];
+        bump(&c.calls, 1);
+        bump(&c.usec, usec);
+        if failed {
+            bump(&c.failed, 1);
+        }
+        bump(&self.commands_processed, 1);
+    }
+    pub fn record_rejected(&self, id: Option<usize>) {
+        if let Some(id) = id {
+            bump(&self.cmds[id].rejected, 1);
+        }
+    }
+    pub fn record_error(&self, code: &str) {
+        *self.errors.lock().entry(code.to_string()).or_default() += 1;
+    }
+    #[inline]
+    pub fn hit(&self, found: bool) {
+        bump(
+            if found {
+                &self.keyspace_hits
+            } else {
+                &self.keyspace_misses
+            },
+            1,
+        );
+    }
+    #[inline]
+    pub fn add_expired(&self, n: u64) {
+        bump(&self.expired_keys, n);
+    }
+    #[inline]
+    pub fn add_dirty(&self, n: u64) {
+        bump(&self.dirty, n);
+    }
+    #[inline]
+    pub fn add_net(&self, input: u64, output: u64) {
+        bump(&self.net_input_bytes, input);
+        bump(&self.net_output_bytes, output);
+    }
+
+    /// CONFIG RESETSTAT. (Racy with the owner's updates by design: a count
+    /// may survive a reset by one increment.)
+    pub fn reset(&self) {
+        for c in self.cmds.iter() {
+            for a in [&c.calls, &c.usec, &c.rejected, &c.failed] {
+                a.store(0, Relaxed);
+            }
+        }
+        for a in [
+            &self.commands_processed,
+            &self.keyspace_hits,
+            &self.keyspace_misses,
+            &self.expired_keys,
+            &self.net_input_bytes,
+            &self.net_output_bytes,
+        ] {
+            a.store(0, Relaxed);
+        }
+        self.errors.lock().clear();
+    }
+}
+
+/// Sums of every worker's counters.
+pub fn sum(workers: &[std::sync::Arc<WorkerStats>], f: impl Fn(&WorkerStats) -> &AtomicU64) -> u64 {
+    workers.iter().map(|w| f(w).load(Relaxed)).sum()
+}

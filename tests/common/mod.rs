@@ -1,0 +1,142 @@
+//! Test harness: starts the real `lattice-server` binary on a free port and
+//! hands out connections from the `redis` crate.
+#![allow(dead_code)]
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+pub struct Server {
+    pub child: Child,
+    pub port: u16,
+    pub dir: std::path::PathBuf,
+}
+
+/// A port nobody listens on right now.
+pub fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+impl Server {
+    /// Starts the server with extra `--directive value` arguments.
+    pub fn start(extra: &[&str]) -> Server {
+        Self::start_with(None, extra)
+    }
+
+    /// Starts the server with an optional config file path and extra args.
+    pub fn start_with(config_file: Option<&str>, extra: &[&str]) -> Server {
+        let port = free_port();
+        let dir = std::env::temp_dir().join(format!("lattice-test-{port}-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_lattice-server"));
+        if let Some(f) = config_file {
+            cmd.arg(f);
+        }
+        cmd.arg("--port")
+            .arg(port.to_string())
+            .arg("--dir")
+            .arg(&dir);
+        cmd.args(extra);
+        cmd.stdout(Stdio::null()).stderr(Stdio::null());
+        let child = cmd.spawn().expect("start lattice-server");
+        let s = Server { child, port, dir };
+        s.wait_ready();
+        s
+    }
+
+    fn wait_ready(&self) {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while Instant::now() < deadline {
+            if TcpStream::connect(("127.0.0.1", self.port)).is_ok() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        panic!("server did not start on port {}", self.port);
+    }
+
+    pub fn client(&self) -> redis::Client {
+        redis::Client::open(format!("redis://127.0.0.1:{}/", self.port)).unwrap()
+    }
+
+    pub fn conn(&self) -> redis::Connection {
+        self.client().get_connection().unwrap()
+    }
+
+    /// A raw TCP connection for protocol-level tests.
+    pub fn raw(&self) -> Raw {
+        let s = TcpStream::connect(("127.0.0.1", self.port)).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        Raw {
+            r: BufReader::new(s.try_clone().unwrap()),
+            w: s,
+        }
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// Raw RESP over TCP: send bytes, read reply lines.
+pub struct Raw {
+    pub r: BufReader<TcpStream>,
+    pub w: TcpStream,
+}
+
+impl Raw {
+    pub fn send(&mut self, bytes: &[u8]) {
+        self.w.write_all(bytes).unwrap();
+    }
+    /// Reads one line including CRLF ("" on EOF).
+    pub fn line(&mut self) -> String {
+        let mut s = String::new();
+        self.r.read_line(&mut s).unwrap_or(0);
+        s
+    }
+    /// Reads exactly n bytes.
+    pub fn bytes(&mut self, n: usize) -> Vec<u8> {
+        let mut v = vec![0; n];
+        self.r.read_exact(&mut v).unwrap();
+        v
+    }
+    /// Whether the server closed the connection.
+    pub fn closed(&mut self) -> bool {
+        let mut b = [0u8; 1];
+        matches!(self.r.read(&mut b), Ok(0))
+    }
+}
+
+/// Runs a command and returns its value.
+pub fn cmd<T: redis::FromRedisValue>(c: &mut redis::Connection, args: &[&str]) -> T {
+    let mut q = redis::cmd(args[0]);
+    for a in &args[1..] {
+        q.arg(*a);
+    }
+    q.query(c).unwrap_or_else(|e| panic!("{args:?}: {e}"))
+}
+
+/// Runs a command that must fail; returns the error text as Redis sent it.
+pub fn cmd_err(c: &mut redis::Connection, args: &[&str]) -> String {
+    let mut q = redis::cmd(args[0]);
+    for a in &args[1..] {
+        q.arg(*a);
+    }
+    match q.query::<redis::Value>(c) {
+        Ok(v) => panic!("{args:?} should fail, got {v:?}"),
+        Err(e) => {
+            let code = e.code().unwrap_or("").to_string();
+            let detail = e.detail().unwrap_or("").to_string();
+            format!("{code} {detail}").trim().to_string()
+        }
+    }
+}
