@@ -60,10 +60,8 @@ fn resp3_via_hello() {
     let mut r = s.raw();
     r.send(b"HELLO 3\r\n");
     assert_eq!(r.line(), "%7\r\n");
-    for _ in 0..13 {
-        r.line();
-    }
-    r.line();
+    // Skip the map's 7 pairs: the last value is the empty "modules" array.
+    while r.line() != "*0\r\n" {}
     r.send(b"GET nokey\r\n");
     assert_eq!(r.line(), "_\r\n");
 }
