@@ -18,9 +18,14 @@ enum Guards<'a> {
 }
 
 /// The locked shards of a command's keys in one database.
-pub struct Locked<'a> {
+pub struct Locked<'a, 'k> {
     ks: &'a Keyspace,
     guards: Guards<'a>,
+    /// LRU clock of the command, for entries it creates.
+    lru: u32,
+    /// The key given to [`Ctx::open`] and its slot, so that a command
+    /// working on one key hashes it once.
+    opened: Option<(&'k [u8], Slot)>,
 }
 
 /// Seconds-resolution LRU clock, as Redis's LRU_CLOCK (24 bits).
@@ -30,17 +35,20 @@ pub fn lru_clock(now_ms: u64) -> u32 {
 
 impl<'a> Ctx<'a> {
     /// Locks the shard of `key` in the current database.
-    pub fn open(&mut self, key: &[u8]) -> Locked<'a> {
+    pub fn open<'k>(&mut self, key: &'k [u8]) -> Locked<'a, 'k> {
         self.open_db(self.client.db, key)
     }
 
-    pub fn open_db(&mut self, db: usize, key: &[u8]) -> Locked<'a> {
+    pub fn open_db<'k>(&mut self, db: usize, key: &'k [u8]) -> Locked<'a, 'k> {
         let ks = &self.srv.keyspace;
         let slot = ks.slot(key);
         let g = ks.db(db).lock(slot.shard);
+        let lru = lru_clock(self.now_ms);
         let mut l = Locked {
             ks,
             guards: Guards::One(slot.shard, g),
+            lru,
+            opened: Some((key, slot)),
         };
         self.expire_if_due(&mut l, db, key, slot);
         l
@@ -50,7 +58,7 @@ impl<'a> Ctx<'a> {
     pub fn open_many<'k>(
         &mut self,
         keys: impl IntoIterator<Item = &'k [u8]> + Clone,
-    ) -> Locked<'a> {
+    ) -> Locked<'a, 'k> {
         self.open_many_db(self.client.db, keys)
     }
 
@@ -58,16 +66,19 @@ impl<'a> Ctx<'a> {
         &mut self,
         db: usize,
         keys: impl IntoIterator<Item = &'k [u8]> + Clone,
-    ) -> Locked<'a> {
+    ) -> Locked<'a, 'k> {
         let ks = &self.srv.keyspace;
         let mut idx: Vec<usize> = keys.clone().into_iter().map(|k| ks.slot(k).shard).collect();
         idx.sort_unstable();
         idx.dedup();
         let d = ks.db(db);
         let guards = idx.into_iter().map(|i| (i, d.lock(i))).collect();
+        let lru = lru_clock(self.now_ms);
         let mut l = Locked {
             ks,
             guards: Guards::Many(guards),
+            lru,
+            opened: None,
         };
         for k in keys {
             let slot = ks.slot(k);
@@ -76,27 +87,36 @@ impl<'a> Ctx<'a> {
         l
     }
 
-    fn expire_if_due(&mut self, l: &mut Locked<'a>, db: usize, key: &[u8], slot: Slot) {
+    fn expire_if_due(&mut self, l: &mut Locked<'a, '_>, db: usize, key: &[u8], slot: Slot) {
         let now = self.now_ms;
-        let lru = lru_clock(now);
+        let lru = l.lru;
         let ks = l.ks;
         let shard = l.shard_mut(slot.shard);
-        let due = match shard.get_raw(slot.hash, key) {
-            Some(e) => e.is_expired(now),
-            None => return,
+        let Some(e) = shard.find_mut(slot.hash, key) else {
+            return;
         };
-        if due {
+        if e.is_expired(now) {
             shard.remove(&ks.hasher, slot.hash, key);
             self.propagate_expired(db, key);
         } else if !self.client.no_touch {
-            if let Some(e) = l.entry(key) {
-                e.lru = lru;
-            }
+            e.lru = lru;
         }
     }
 }
 
-impl<'a> Locked<'a> {
+impl Locked<'_, '_> {
+    /// The key's slot, reusing the opened key's when it is the same slice.
+    #[inline]
+    fn slot(&self, key: &[u8]) -> Slot {
+        if let Some((k, slot)) = self.opened {
+            // `k` is still borrowed, so the same address and length mean the same bytes.
+            if std::ptr::eq(k, key) {
+                return slot;
+            }
+        }
+        self.ks.slot(key)
+    }
+
     fn shard_mut(&mut self, shard: usize) -> &mut Shard {
         match &mut self.guards {
             Guards::One(i, g) => {
@@ -114,7 +134,7 @@ impl<'a> Locked<'a> {
 
     /// The live entry of `key` (expired keys were removed when locking).
     pub fn entry(&mut self, key: &[u8]) -> Option<&mut Entry> {
-        let slot = self.ks.slot(key);
+        let slot = self.slot(key);
         let shard = self.shard_mut(slot.shard);
         shard_find(shard, slot.hash, key)
     }
@@ -138,16 +158,18 @@ impl<'a> Locked<'a> {
 
     /// Inserts or replaces `key`, returning the old entry.
     pub fn put(&mut self, key: &[u8], value: Value, expire_at: u64, version: u64) -> Option<Entry> {
-        let lru = lru_clock(crate::keyspace::hlc::unix_ms());
+        let slot = self.slot(key);
         let entry = Entry {
             key: key.into(),
             value,
             expire_at,
             version,
-            lru,
+            lru: self.lru,
             lfu: 5,
         };
-        self.put_entry(entry)
+        let ks = self.ks;
+        self.shard_mut(slot.shard)
+            .insert(&ks.hasher, slot.hash, entry)
     }
 
     /// Inserts or replaces a whole entry.
@@ -160,7 +182,7 @@ impl<'a> Locked<'a> {
 
     /// Removes `key`.
     pub fn remove(&mut self, key: &[u8]) -> Option<Entry> {
-        let slot = self.ks.slot(key);
+        let slot = self.slot(key);
         let ks = self.ks;
         self.shard_mut(slot.shard)
             .remove(&ks.hasher, slot.hash, key)
@@ -168,7 +190,7 @@ impl<'a> Locked<'a> {
 
     /// Sets (`at > 0`) or clears (`at == 0`) the expiry of an existing key.
     pub fn set_expire(&mut self, key: &[u8], at: u64) -> bool {
-        let slot = self.ks.slot(key);
+        let slot = self.slot(key);
         let ks = self.ks;
         self.shard_mut(slot.shard)
             .set_expire(&ks.hasher, slot.hash, key, at)

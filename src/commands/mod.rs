@@ -303,7 +303,7 @@ impl Ctx<'_> {
     pub fn version_after(&mut self, prev: u64) -> u64 {
         match self.replay_version {
             Some(v) => v,
-            None => self.clock.after(prev),
+            None => self.clock.after_at(prev, self.now_ms),
         }
     }
 
@@ -311,7 +311,7 @@ impl Ctx<'_> {
     pub fn new_version(&mut self) -> u64 {
         match self.replay_version {
             Some(v) => v,
-            None => self.clock.now(),
+            None => self.clock.now_at(self.now_ms),
         }
     }
 
@@ -332,7 +332,7 @@ impl Ctx<'_> {
     /// Reports that an expired key was deleted (lazily or actively).
     pub fn propagate_expired(&mut self, db: usize, key: &[u8]) {
         self.stats.add_expired(1);
-        let v = self.clock.now();
+        let v = self.clock.now_at(self.now_ms);
         self.propagate_db(db, v, &[b"DEL", key]);
     }
 }

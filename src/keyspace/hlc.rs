@@ -84,11 +84,16 @@ impl Hlc {
     /// A fresh stamp that is also greater than `prev` (the key's old version,
     /// possibly made by another thread or node): the HLC receive rule.
     pub fn after(&mut self, prev: u64) -> u64 {
+        self.after_at(prev, unix_ms())
+    }
+
+    /// [`after`](Self::after) with `wall_ms` as the physical time.
+    pub fn after_at(&mut self, prev: u64, wall_ms: u64) -> u64 {
         let prev_time = prev >> NODE_BITS;
         if prev_time >= self.last {
             self.last = prev_time;
         }
-        self.now()
+        self.now_at(wall_ms)
     }
 }
 

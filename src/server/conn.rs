@@ -7,14 +7,16 @@
 //! [`dispatch`] is the single path from parsed arguments to a handler: lookup,
 //! arity, auth, pause, MONITOR feed, execution, stats and slowlog.
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::rc::Rc;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 use std::time::Instant;
 
-use bytes::{Buf, BytesMut};
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use std::io::{Read, Write};
+use std::os::fd::AsRawFd;
+
+use tokio::io::unix::AsyncFd;
 use tokio::sync::mpsc;
 
 use super::client::{ClientState, Push, ReplyMode};
@@ -30,6 +32,10 @@ pub struct Worker {
     pub clock: RefCell<Hlc>,
     pub stats: Arc<WorkerStats>,
     pub index: usize,
+    /// An `Instant` and the unix ms it corresponds to: wall-clock time is
+    /// derived from the monotonic reading each command takes anyway, so a
+    /// command costs one clock read. The cron refreshes it (`sync_wall_clock`).
+    wall_base: Cell<(Instant, u64)>,
 }
 
 impl Worker {
@@ -38,7 +44,20 @@ impl Worker {
             clock: RefCell::new(Hlc::new(srv.node_id)),
             stats,
             index,
+            wall_base: Cell::new((Instant::now(), unix_ms())),
         }
+    }
+
+    /// Re-reads the wall clock (follows system time adjustments).
+    pub fn sync_wall_clock(&self) {
+        self.wall_base.set((Instant::now(), unix_ms()));
+    }
+
+    /// The unix ms at monotonic instant `t`.
+    #[inline]
+    pub fn unix_ms_at(&self, t: Instant) -> u64 {
+        let (base, ms) = self.wall_base.get();
+        ms + t.saturating_duration_since(base).as_millis() as u64
     }
 }
 
@@ -49,21 +68,11 @@ pub async fn serve(srv: Arc<Server>, worker: Rc<Worker>, conn: NewConn) {
             let _ = s.set_nonblocking(true);
             set_keepalive(&s, srv.config.read().get_i64("tcp-keepalive"));
             let laddr = s.local_addr().ok();
-            use std::os::fd::AsRawFd;
-            let fd = s.as_raw_fd();
-            let Ok(s) = tokio::net::TcpStream::from_std(s) else {
-                return;
-            };
-            serve_stream(srv, worker, s, Some(addr), laddr, fd).await
+            serve_stream(srv, worker, s, Some(addr), laddr).await
         }
         NewConn::Unix(s) => {
             let _ = s.set_nonblocking(true);
-            use std::os::fd::AsRawFd;
-            let fd = s.as_raw_fd();
-            let Ok(s) = tokio::net::UnixStream::from_std(s) else {
-                return;
-            };
-            serve_stream(srv, worker, s, None, None, fd).await
+            serve_stream(srv, worker, s, None, None).await
         }
     }
 }
@@ -72,7 +81,6 @@ fn set_keepalive(s: &std::net::TcpStream, secs: i64) {
     if secs <= 0 {
         return;
     }
-    use std::os::fd::AsRawFd;
     let fd = s.as_raw_fd();
     let on: libc::c_int = 1;
     let idle: libc::c_int = secs as libc::c_int;
@@ -97,20 +105,125 @@ fn set_keepalive(s: &std::net::TcpStream, secs: i64) {
     }
 }
 
-async fn serve_stream<S: AsyncRead + AsyncWrite + Unpin>(
+/// The query buffer: `data[start..end]` holds unparsed bytes. `data` is
+/// zero-filled once when it grows, so reads go straight into it without
+/// `unsafe` and without re-zeroing per read.
+struct QueryBuf {
+    data: Vec<u8>,
+    start: usize,
+    end: usize,
+}
+
+impl QueryBuf {
+    const INITIAL: usize = 16 * 1024;
+
+    fn new() -> Self {
+        QueryBuf {
+            data: vec![0; Self::INITIAL],
+            start: 0,
+            end: 0,
+        }
+    }
+    fn pending(&self) -> &[u8] {
+        &self.data[self.start..self.end]
+    }
+    fn consume(&mut self, n: usize) {
+        self.start += n;
+        if self.start == self.end {
+            self.start = 0;
+            self.end = 0;
+        }
+    }
+    /// Free space to read into, compacting or growing when low.
+    fn spare(&mut self) -> &mut [u8] {
+        if self.data.len() - self.end < 4096 {
+            if self.start > 0 {
+                self.data.copy_within(self.start..self.end, 0);
+                self.end -= self.start;
+                self.start = 0;
+            }
+            if self.data.len() - self.end < 4096 {
+                let n = self.data.len() * 2;
+                self.data.resize(n, 0);
+            }
+        }
+        &mut self.data[self.end..]
+    }
+    /// Gives back memory after a big request has been consumed.
+    fn shrink_if_idle(&mut self) {
+        if self.start == self.end && self.data.len() > 1 << 20 {
+            *self = QueryBuf::new();
+        }
+    }
+}
+
+/// Reads into `qb`. Returns 0 on EOF. A short read clears the readiness
+/// flag itself (edge-triggered epoll re-arms on new data), which saves the
+/// extra `read` returning EAGAIN that a plain async read costs per request.
+async fn read_some<T>(io: &AsyncFd<T>, qb: &mut QueryBuf) -> std::io::Result<usize>
+where
+    T: AsRawFd,
+    for<'a> &'a T: Read,
+{
+    loop {
+        let mut guard = io.readable().await?;
+        let spare = qb.spare();
+        let room = spare.len();
+        match guard.try_io(|inner| inner.get_ref().read(spare)) {
+            Ok(Ok(n)) => {
+                if n > 0 && n < room {
+                    guard.clear_ready();
+                }
+                qb.end += n;
+                return Ok(n);
+            }
+            Ok(Err(e)) => return Err(e),
+            Err(_would_block) => continue,
+        }
+    }
+}
+
+/// Writes all of `buf`, waiting for writability only when the socket is full.
+async fn write_all<T>(io: &AsyncFd<T>, mut buf: &[u8]) -> std::io::Result<()>
+where
+    T: AsRawFd,
+    for<'a> &'a T: Write,
+{
+    while !buf.is_empty() {
+        match io.get_ref().write(buf) {
+            Ok(0) => return Err(std::io::ErrorKind::WriteZero.into()),
+            Ok(n) => buf = &buf[n..],
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                let mut guard = io.writable().await?;
+                guard.clear_ready();
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}
+
+async fn serve_stream<T>(
     srv: Arc<Server>,
     worker: Rc<Worker>,
-    mut stream: S,
+    stream: T,
     addr: Option<std::net::SocketAddr>,
     laddr: Option<std::net::SocketAddr>,
-    fd: i32,
-) {
+) where
+    T: AsRawFd,
+    for<'a> &'a T: Read + Write,
+{
+    let fd = stream.as_raw_fd();
+    // SAFETY: `stream` is an owned std TcpStream/UnixStream moved into the
+    // AsyncFd; its fd stays open and unchanged until the AsyncFd drops it.
+    let Ok(io) = (unsafe { AsyncFd::register(stream) }) else {
+        return;
+    };
     let id = srv.clients.next_id();
     if srv.clients.len() >= srv.hot.maxclients.load(Relaxed) {
         srv.rejected_connections.fetch_add(1, Relaxed);
-        let _ = stream
-            .write_all(b"-ERR max number of clients reached\r\n")
-            .await;
+        let _ = write_all(&io, b"-ERR max number of clients reached\r\n").await;
         return;
     }
     let (tx, mut rx) = mpsc::unbounded_channel();
@@ -118,86 +231,39 @@ async fn serve_stream<S: AsyncRead + AsyncWrite + Unpin>(
     let mut client = ClientState::new(id);
     client.authenticated = srv.hot.requirepass.read().is_none();
     client.shared = Some(shared.clone());
-    let mut inbuf = BytesMut::with_capacity(16 * 1024);
+    let mut qb = QueryBuf::new();
     let mut parser = RequestParser::new();
     let mut out = ReplyBuf::default();
 
     'conn: loop {
         let timeout = srv.hot.timeout_secs.load(Relaxed);
-        let idle_limit = if timeout > 0 && !client.monitor {
-            std::time::Duration::from_secs(timeout)
-        } else {
-            std::time::Duration::from_secs(86400 * 365)
-        };
-        if inbuf.capacity() - inbuf.len() < 4096 {
-            inbuf.reserve(16 * 1024);
-        }
+        let idle = timeout > 0 && !client.monitor;
         let n = tokio::select! {
-            r = stream.read_buf(&mut inbuf) => match r {
+            biased;
+            p = rx.recv() => match p {
+                Some(Push::Bytes(b)) => {
+                    if write_all(&io, &b).await.is_err() { break 'conn; }
+                    continue 'conn;
+                }
+                Some(Push::Kill) | None => break 'conn,
+            },
+            r = read_some(&io, &mut qb) => match r {
                 Ok(0) | Err(_) => break 'conn,
                 Ok(n) => n,
             },
-            p = rx.recv() => {
-                match p {
-                    Some(Push::Bytes(b)) => {
-                        if stream.write_all(&b).await.is_err() { break 'conn; }
-                        continue 'conn;
-                    }
-                    Some(Push::Kill) | None => break 'conn,
-                }
-            },
-            _ = tokio::time::sleep(idle_limit) => {
+            _ = tokio::time::sleep(std::time::Duration::from_secs(timeout)), if idle => {
                 log_verbose!("Closing idle client");
                 break 'conn;
             }
         };
         worker.stats.add_net(n as u64, 0);
         shared.last_interaction_ms.store(unix_ms(), Relaxed);
-        let limits = ParseLimits {
-            max_bulk_len: srv.hot.proto_max_bulk_len.load(Relaxed),
-            ..Default::default()
-        };
-        let mut close = false;
-        loop {
-            match parser.parse(&inbuf, &limits) {
-                Ok(Parsed::Command { consumed }) => {
-                    let args = parser.args(&inbuf);
-                    if !args.is_empty() {
-                        if let Some(wait) = pause_wait(&srv, &client, args) {
-                            wait.await;
-                        }
-                        let args = parser.args(&inbuf);
-                        dispatch(&srv, &worker, &mut client, &mut out, args);
-                    }
-                    inbuf.advance(consumed);
-                    if client.close_after_reply {
-                        close = true;
-                        break;
-                    }
-                }
-                Ok(Parsed::Incomplete) => break,
-                Err(e) => {
-                    out.error(&format!("ERR Protocol error: {}", e.0));
-                    log_verbose!("Protocol error ({}) from client: id={id}", e.0);
-                    close = true;
-                    break;
-                }
-            }
-        }
-        if !close && inbuf.len() > srv.hot.query_buffer_limit.load(Relaxed) {
-            log_warning!(
-                "Closing client that reached max query buffer length: id={id} qbuf={}",
-                inbuf.len()
-            );
-            close = true;
-        }
-        if inbuf.is_empty() && inbuf.capacity() > 1 << 20 {
-            inbuf = BytesMut::with_capacity(16 * 1024);
-        }
-        shared.qbuf.store(inbuf.len(), Relaxed);
+        let close = process_input(&srv, &worker, &mut client, &mut parser, &mut qb, &mut out).await;
+        qb.shrink_if_idle();
+        shared.qbuf.store(qb.end - qb.start, Relaxed);
         if !out.is_empty() {
             worker.stats.add_net(0, out.len() as u64);
-            if stream.write_all(&out.buf).await.is_err() {
+            if write_all(&io, &out.buf).await.is_err() {
                 break;
             }
             out.buf.clear();
@@ -206,15 +272,64 @@ async fn serve_stream<S: AsyncRead + AsyncWrite + Unpin>(
             }
         }
         if let Some(kind) = client.shutdown_requested.take() {
-            let _ = stream.flush().await;
             srv.request_shutdown(kind);
         }
         if close {
             break;
         }
     }
-    let _ = stream.flush().await;
     srv.clients.unregister(id);
+}
+
+/// Executes every complete command in the query buffer. Returns whether the
+/// connection must close (QUIT, protocol error, query buffer limit).
+async fn process_input(
+    srv: &Arc<Server>,
+    worker: &Worker,
+    client: &mut ClientState,
+    parser: &mut RequestParser,
+    qb: &mut QueryBuf,
+    out: &mut ReplyBuf,
+) -> bool {
+    let limits = ParseLimits {
+        max_bulk_len: srv.hot.proto_max_bulk_len.load(Relaxed),
+        ..Default::default()
+    };
+    // One clock read per command: each command's end is the next one's start.
+    let mut t = Instant::now();
+    loop {
+        match parser.parse(qb.pending(), &limits) {
+            Ok(Parsed::Command { consumed }) => {
+                let args = parser.args(qb.pending());
+                if !args.is_empty() {
+                    if let Some(wait) = pause_wait(srv, client, args) {
+                        wait.await;
+                        t = Instant::now();
+                    }
+                    t = dispatch(srv, worker, client, out, parser.args(qb.pending()), t);
+                }
+                qb.consume(consumed);
+                if client.close_after_reply {
+                    return true;
+                }
+            }
+            Ok(Parsed::Incomplete) => break,
+            Err(e) => {
+                out.error(&format!("ERR Protocol error: {}", e.0));
+                log_verbose!("Protocol error ({}) from client: id={}", e.0, client.id);
+                return true;
+            }
+        }
+    }
+    let pending = qb.end - qb.start;
+    if pending > srv.hot.query_buffer_limit.load(Relaxed) {
+        log_warning!(
+            "Closing client that reached max query buffer length: id={} qbuf={pending}",
+            client.id
+        );
+        return true;
+    }
+    false
 }
 
 /// If CLIENT PAUSE applies to this command, a future that resolves when the
@@ -250,16 +365,19 @@ fn pause_wait(
     })
 }
 
-/// Executes one command and appends its reply to `out`.
+/// Executes one command and appends its reply to `out`. `start` is when the
+/// command started; returns when it ended.
 pub fn dispatch(
     srv: &Arc<Server>,
     worker: &Worker,
     client: &mut ClientState,
     out: &mut ReplyBuf,
     args: Args,
-) {
+    start: Instant,
+) -> Instant {
     let mark = out.len();
     out.resp = client.resp;
+    let mut end = start;
     let res = lookup_and_check(srv, client, args);
     let (id, result, usec) = match res {
         Err((id, e)) => {
@@ -273,7 +391,6 @@ pub fn dispatch(
             {
                 feed_monitors(srv, client, args);
             }
-            let start = Instant::now();
             let mut clock = worker.clock.borrow_mut();
             let mut ctx = Ctx {
                 srv,
@@ -281,11 +398,12 @@ pub fn dispatch(
                 out: &mut *out,
                 clock: &mut clock,
                 stats: &worker.stats,
-                now_ms: unix_ms(),
+                now_ms: worker.unix_ms_at(start),
                 replay_version: None,
             };
             let r = (cmd.handler)(&mut ctx, args);
-            let usec = start.elapsed().as_micros() as u64;
+            end = Instant::now();
+            let usec = end.saturating_duration_since(start).as_micros() as u64;
             worker.stats.record_call(id, usec, r.is_err());
             (Some(id), r, usec)
         }
@@ -311,6 +429,7 @@ pub fn dispatch(
             client.reply_mode = ReplyMode::On;
         }
     }
+    end
 }
 
 /// Resolves the command (and subcommand) and checks arity and auth.

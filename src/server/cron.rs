@@ -19,6 +19,7 @@ pub async fn worker_cron(srv: Arc<Server>, worker: Rc<Worker>, index: usize, nwo
         // While keys remain due, come back sooner (Redis's fast cycle).
         let wait = if more_due { period / 10 } else { period };
         tokio::time::sleep(wait).await;
+        worker.sync_wall_clock();
         if index == 0 {
             end_pause_if_due(&srv);
         }
