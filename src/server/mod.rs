@@ -276,6 +276,7 @@ pub fn run(config: Config) -> Result<i32, String> {
     let (shutdown_tx, shutdown_rx) = std::sync::mpsc::channel();
     *srv.shutdown_tx.lock() = Some(shutdown_tx.clone());
 
+    let pin = matches!(srv.config.read().get_str("server-thread-affinity").to_ascii_lowercase().as_str(), "yes" | "true");
     let mut senders = vec![];
     for i in 0..threads {
         let (tx, rx) = mpsc::unbounded_channel::<NewConn>();
@@ -284,7 +285,12 @@ pub fn run(config: Config) -> Result<i32, String> {
         let stats = srv.new_worker_stats();
         std::thread::Builder::new()
             .name(format!("lattice-worker-{i}"))
-            .spawn(move || worker_main(srv, stats, i, threads, rx))
+            .spawn(move || {
+                if pin {
+                    pin_to_cpu(i);
+                }
+                worker_main(srv, stats, i, threads, rx)
+            })
             .map_err(|e| e.to_string())?;
     }
     {
@@ -317,6 +323,20 @@ pub fn run(config: Config) -> Result<i32, String> {
     }
     log_warning!("{} is now ready to exit, bye bye...", "LatticeDB");
     Ok(0)
+}
+
+/// `server-thread-affinity yes`: worker i runs on CPU i (mod the CPU count).
+fn pin_to_cpu(i: usize) {
+    let ncpu = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
+    // SAFETY: cpu_set_t is plain data, zero is a valid empty set, and
+    // sched_setaffinity(0, ...) only reads the set we pass for this thread.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        libc::CPU_SET(i % ncpu, &mut set);
+        if libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) != 0 {
+            log_warning!("Could not pin worker {i} to CPU {}", i % ncpu);
+        }
+    }
 }
 
 fn worker_main(
