@@ -27,7 +27,10 @@ pub enum Push {
 pub enum ReplyMode {
     On,
     Off,
+    /// Drop the reply of the command being executed, then back to `On`.
     Skip,
+    /// Set by CLIENT REPLY SKIP: becomes `Skip` once that command is done.
+    SkipNext,
 }
 
 /// Per-connection state owned by the connection's task.

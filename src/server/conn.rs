@@ -132,11 +132,10 @@ async fn serve_stream<S: AsyncRead + AsyncWrite + Unpin>(
         if inbuf.capacity() - inbuf.len() < 4096 {
             inbuf.reserve(16 * 1024);
         }
+        // Biased, pushes first: a CLIENT KILL that was answered before this
+        // client's next command arrived closes the connection before it runs.
         let n = tokio::select! {
-            r = stream.read_buf(&mut inbuf) => match r {
-                Ok(0) | Err(_) => break 'conn,
-                Ok(n) => n,
-            },
+            biased;
             p = rx.recv() => {
                 match p {
                     Some(Push::Bytes(b)) => {
@@ -145,6 +144,10 @@ async fn serve_stream<S: AsyncRead + AsyncWrite + Unpin>(
                     }
                     Some(Push::Kill) | None => break 'conn,
                 }
+            },
+            r = stream.read_buf(&mut inbuf) => match r {
+                Ok(0) | Err(_) => break 'conn,
+                Ok(n) => n,
             },
             _ = tokio::time::sleep(idle_limit) => {
                 log_verbose!("Closing idle client");
@@ -310,6 +313,10 @@ pub fn dispatch(
             out.buf.truncate(mark);
             client.reply_mode = ReplyMode::On;
         }
+        ReplyMode::SkipNext => {
+            out.buf.truncate(mark);
+            client.reply_mode = ReplyMode::Skip;
+        }
     }
 }
 
@@ -335,23 +342,21 @@ fn lookup_and_check(
             },
         ));
     };
-    if srv.commands.has_subcommands(id) {
+    // As Redis: the bare container name runs the parent if its arity allows
+    // (COMMAND), and fails the parent's arity check otherwise (CONFIG).
+    if srv.commands.has_subcommands(id) && args.len() >= 2 {
         let parent = srv.commands.get(id);
-        if args.len() >= 2 {
-            match srv.commands.lookup_sub(id, args.get(1)) {
-                Some(sub) => id = sub,
-                None => {
-                    return Err((
-                        Some(id),
-                        CmdError::UnknownSubcommand {
-                            cmd: parent.name.to_string(),
-                            sub: String::from_utf8_lossy(args.get(1)).into_owned(),
-                        },
-                    ))
-                }
+        match srv.commands.lookup_sub(id, args.get(1)) {
+            Some(sub) => id = sub,
+            None => {
+                return Err((
+                    Some(id),
+                    CmdError::UnknownSubcommand {
+                        cmd: parent.name.to_string(),
+                        sub: String::from_utf8_lossy(args.get(1)).into_owned(),
+                    },
+                ))
             }
-        } else {
-            return Err((Some(id), CmdError::WrongArity(parent.name.to_string())));
         }
     }
     let cmd = srv.commands.get(id);
