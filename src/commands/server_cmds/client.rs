@@ -229,12 +229,7 @@ fn flags_of(c: &ClientShared) -> String {
 /// the command being run when `c` is the calling client.
 fn client_line(ctx: &Ctx, c: &ClientShared, current: Option<&str>) -> String {
     let now = unix_ms();
-    let (addr, laddr) = if c.unix {
-        let path = ctx.srv.config.read().get_str("unixsocket");
-        (format!("{path}:0"), path)
-    } else {
-        (c.addr.clone(), c.laddr.clone())
-    };
+    let (addr, laddr) = (&c.addr, &c.laddr);
     let cmd = match current {
         Some(n) => n.to_string(),
         None => match c.last_cmd.load(Relaxed) {
@@ -370,16 +365,11 @@ fn parse_kill(args: Args) -> Result<KillFilter, CmdError> {
 }
 
 fn matches(ctx: &Ctx, f: &KillFilter, c: &ClientShared) -> bool {
-    let (addr, laddr) = if c.unix {
-        let path = ctx.srv.config.read().get_str("unixsocket");
-        (format!("{path}:0"), path)
-    } else {
-        (c.addr.clone(), c.laddr.clone())
-    };
+    let (addr, laddr) = (&c.addr, &c.laddr);
     let age = unix_ms().saturating_sub(c.created_ms) / 1000;
     f.id.is_none_or(|id| id == c.id)
-        && f.addr.as_ref().is_none_or(|a| *a == addr)
-        && f.laddr.as_ref().is_none_or(|a| *a == laddr)
+        && f.addr.as_ref().is_none_or(|a| a == addr)
+        && f.laddr.as_ref().is_none_or(|a| a == laddr)
         && f.kind.is_none_or(|k| k == kind_of(c))
         && f.maxage.is_none_or(|m| age >= m)
         && !(f.skipme && is_self(ctx, c))
@@ -564,7 +554,7 @@ fn trackinginfo(ctx: &mut Ctx, _args: Args) -> CmdResult {
     out.map(3);
     out.bulk(b"flags");
     out.set(1);
-    out.simple("off");
+    out.bulk(b"off");
     out.bulk(b"redirect");
     out.int(-1);
     out.bulk(b"prefixes");

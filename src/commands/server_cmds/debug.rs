@@ -92,8 +92,7 @@ pub fn debug(ctx: &mut Ctx, args: Args) -> CmdResult {
         ctx.srv.hot.active_expire.store(on, Relaxed);
         ctx.out.ok();
     } else if eq_ic(sub, "OBJECT") && n == 3 {
-        let line = with_entry(ctx, args.get(2), object_line)
-            .ok_or(CmdError::NoSuchKey)?;
+        let line = with_entry(ctx, args.get(2), object_line).ok_or(CmdError::NoSuchKey)?;
         ctx.out.simple(&line);
     } else if eq_ic(sub, "DIGEST") && n == 2 {
         let d = dataset_digest(ctx);
@@ -342,8 +341,8 @@ fn stats(ctx: &mut Ctx, _args: Args) -> CmdResult {
 }
 
 fn doctor(ctx: &mut Ctx, _args: Args) -> CmdResult {
-    let (used, _) = info::used_memory();
-    let text = if used < 5 * 1024 * 1024 {
+    // Redis stays silent below 5 MB of data; an empty keyspace is our cue.
+    let text = if ctx.srv.keyspace.total_keys() == 0 {
         "Hi Sam, this instance is empty or is using very little memory, my issues detector can't be used in these conditions. Please, leave for your mission on Earth and fill it with some data. The new Sam and I will be back to our programming as soon as I finished rebooting.\n"
     } else {
         "Hi Sam, I can't find any memory issue in your instance. I can only account for what occurs on this base.\n"
