@@ -466,3 +466,49 @@ fn shutdown_stops_the_server() {
     }
     panic!("server still running after SHUTDOWN");
 }
+
+#[test]
+fn resp3_replies_and_kill_filters() {
+    let s = Server::start(&[]);
+    let mut r = s.raw();
+    r.send(b"HELLO 3\r\n");
+    while r.line() != "*0\r\n" {}
+    // INFO and CLIENT INFO are verbatim strings in RESP3.
+    r.send(b"INFO cluster\r\n");
+    assert_eq!(r.line(), "=34\r\n");
+    assert_eq!(r.line(), "txt:# Cluster\r\n");
+    assert_eq!(r.line(), "cluster_enabled:0\r\n");
+    assert_eq!(r.line(), "\r\n");
+    r.send(b"CLIENT INFO\r\n");
+    assert!(r.line().starts_with('='));
+    assert!(r.line().contains(" resp=3 "));
+    assert_eq!(r.line(), "\r\n");
+
+    // Subcommands are listed (and resolvable) as "parent|sub".
+    let mut c = s.conn();
+    let info: Vec<Value> = cmd(&mut c, &["COMMAND", "INFO", "client|kill"]);
+    let Value::Array(kill) = &info[0] else {
+        panic!("{info:?}")
+    };
+    assert_eq!(kill[0], Value::BulkString(b"client|kill".to_vec()));
+    assert_eq!(kill[1], Value::Int(-3));
+    let flags: Vec<String> = redis::from_redis_value(&kill[2]).unwrap();
+    assert!(flags.contains(&"admin".to_string()));
+
+    // TYPE filter with SKIPME no kills every normal client, ourselves last.
+    let mut other = s.raw();
+    other.send(b"PING\r\n");
+    assert_eq!(other.line(), "+PONG\r\n");
+    assert_eq!(
+        cmd_err(&mut c, &["CLIENT", "KILL", "TYPE", "nosuch"]),
+        "ERR Unknown client type 'nosuch'"
+    );
+    let n: i64 = cmd(
+        &mut c,
+        &["CLIENT", "KILL", "TYPE", "normal", "SKIPME", "no"],
+    );
+    assert!(n >= 3, "{n}");
+    assert!(other.closed());
+    assert!(r.closed());
+    assert!(redis::cmd("PING").query::<String>(&mut c).is_err());
+}

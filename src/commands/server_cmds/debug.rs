@@ -55,6 +55,8 @@ const DEBUG_HELP: &[&str] = &[
     "    Output a hex signature of the values of all the specified keys.",
     "OBJECT <key>",
     "    Show low level info about the key and associated value.",
+    "LOG <message>",
+    "    Write <message> to the server log.",
     "SET-ACTIVE-EXPIRE <0|1>",
     "    Setting it to 0 disables expiring keys in background when they are not",
     "    accessed (otherwise the Redis behavior). Setting it to 1 reenables back the",
@@ -90,6 +92,9 @@ pub fn debug(ctx: &mut Ctx, args: Args) -> CmdResult {
     } else if eq_ic(sub, "SET-ACTIVE-EXPIRE") && n == 3 {
         let on = atof(args.get(2)) as i64 != 0;
         ctx.srv.hot.active_expire.store(on, Relaxed);
+        ctx.out.ok();
+    } else if eq_ic(sub, "LOG") && n == 3 {
+        crate::log_warning!("DEBUG LOG: {}", lossy(args.get(2)));
         ctx.out.ok();
     } else if eq_ic(sub, "OBJECT") && n == 3 {
         let line = with_entry(ctx, args.get(2), object_line).ok_or(CmdError::NoSuchKey)?;

@@ -166,6 +166,21 @@ fn server(srv: &Arc<Server>, o: &mut String) {
         "lattice_version" => crate::LATTICE_VERSION,
         "server_threads" => srv.workers.lock().len(),
     );
+    // Redis 7.2's listener lines.
+    let binds: String = cfg
+        .get_str("bind")
+        .split_whitespace()
+        .map(|b| format!(",bind={b}"))
+        .collect();
+    let mut n = 0;
+    if cfg.port() != 0 {
+        let _ = write!(o, "listener0:name=tcp{binds},port={}\r\n", cfg.port());
+        n += 1;
+    }
+    let unix = cfg.get_str("unixsocket");
+    if !unix.is_empty() {
+        let _ = write!(o, "listener{n}:name=unix,bind={unix}\r\n");
+    }
 }
 
 fn clients(srv: &Arc<Server>, o: &mut String) {
