@@ -132,10 +132,11 @@ async fn serve_stream<S: AsyncRead + AsyncWrite + Unpin>(
         if inbuf.capacity() - inbuf.len() < 4096 {
             inbuf.reserve(16 * 1024);
         }
-        // Biased, pushes first: a CLIENT KILL that was answered before this
-        // client's next command arrived closes the connection before it runs.
         let n = tokio::select! {
-            biased;
+            r = stream.read_buf(&mut inbuf) => match r {
+                Ok(0) | Err(_) => break 'conn,
+                Ok(n) => n,
+            },
             p = rx.recv() => {
                 match p {
                     Some(Push::Bytes(b)) => {
@@ -145,15 +146,23 @@ async fn serve_stream<S: AsyncRead + AsyncWrite + Unpin>(
                     Some(Push::Kill) | None => break 'conn,
                 }
             },
-            r = stream.read_buf(&mut inbuf) => match r {
-                Ok(0) | Err(_) => break 'conn,
-                Ok(n) => n,
-            },
             _ = tokio::time::sleep(idle_limit) => {
                 log_verbose!("Closing idle client");
                 break 'conn;
             }
         };
+        // Pushes already queued go before this input: a CLIENT KILL answered
+        // before this client's next command arrived closes it before it runs.
+        while let Ok(p) = rx.try_recv() {
+            match p {
+                Push::Bytes(b) => {
+                    if stream.write_all(&b).await.is_err() {
+                        break 'conn;
+                    }
+                }
+                Push::Kill => break 'conn,
+            }
+        }
         worker.stats.add_net(n as u64, 0);
         shared.last_interaction_ms.store(unix_ms(), Relaxed);
         let limits = ParseLimits {
