@@ -27,7 +27,10 @@ pub enum Push {
 pub enum ReplyMode {
     On,
     Off,
+    /// Drop the reply of the command being executed, then back to `On`.
     Skip,
+    /// Set by CLIENT REPLY SKIP: becomes `Skip` once that command is done.
+    SkipNext,
 }
 
 /// Per-connection state owned by the connection's task.
@@ -99,9 +102,16 @@ pub struct ClientRegistry {
     next_id: AtomicU64,
     clients: Mutex<BTreeMap<u64, Arc<ClientShared>>>,
     pub monitors: AtomicUsize,
+    /// The `unixsocket` path, for the addresses of unix-socket clients.
+    unix_path: Mutex<String>,
 }
 
 impl ClientRegistry {
+    /// Records the unix socket path (at start-up).
+    pub fn set_unix_path(&self, path: &str) {
+        *self.unix_path.lock() = path.to_string();
+    }
+
     pub fn next_id(&self) -> u64 {
         self.next_id.fetch_add(1, Relaxed) + 1
     }
@@ -117,14 +127,14 @@ impl ClientRegistry {
         tx: mpsc::UnboundedSender<Push>,
     ) -> Arc<ClientShared> {
         let unix = addr.is_none();
+        // Redis shows a unix-socket client as "<path>:0", local "<path>".
+        let path = self.unix_path.lock().clone();
         let c = Arc::new(ClientShared {
             id,
             addr: addr
                 .map(|a| a.to_string())
-                .unwrap_or_else(|| "/unixsocket:0".into()),
-            laddr: laddr
-                .map(|a| a.to_string())
-                .unwrap_or_else(|| "/unixsocket".into()),
+                .unwrap_or_else(|| format!("{path}:0")),
+            laddr: laddr.map(|a| a.to_string()).unwrap_or(path),
             fd,
             created_ms: now_ms,
             last_interaction_ms: AtomicU64::new(now_ms),

@@ -256,6 +256,18 @@ async fn serve_stream<T>(
                 break 'conn;
             }
         };
+        // Pushes already queued go before this input: a CLIENT KILL answered
+        // before this client's next command arrived closes it before it runs.
+        while let Ok(p) = rx.try_recv() {
+            match p {
+                Push::Bytes(b) => {
+                    if stream.write_all(&b).await.is_err() {
+                        break 'conn;
+                    }
+                }
+                Push::Kill => break 'conn,
+            }
+        }
         worker.stats.add_net(n as u64, 0);
         shared.last_interaction_ms.store(unix_ms(), Relaxed);
         let close = process_input(&srv, &worker, &mut client, &mut parser, &mut qb, &mut out).await;
@@ -428,6 +440,10 @@ pub fn dispatch(
             out.buf.truncate(mark);
             client.reply_mode = ReplyMode::On;
         }
+        ReplyMode::SkipNext => {
+            out.buf.truncate(mark);
+            client.reply_mode = ReplyMode::Skip;
+        }
     }
     end
 }
@@ -454,23 +470,21 @@ fn lookup_and_check(
             },
         ));
     };
-    if srv.commands.has_subcommands(id) {
+    // As Redis: the bare container name runs the parent if its arity allows
+    // (COMMAND), and fails the parent's arity check otherwise (CONFIG).
+    if srv.commands.has_subcommands(id) && args.len() >= 2 {
         let parent = srv.commands.get(id);
-        if args.len() >= 2 {
-            match srv.commands.lookup_sub(id, args.get(1)) {
-                Some(sub) => id = sub,
-                None => {
-                    return Err((
-                        Some(id),
-                        CmdError::UnknownSubcommand {
-                            cmd: parent.name.to_string(),
-                            sub: String::from_utf8_lossy(args.get(1)).into_owned(),
-                        },
-                    ))
-                }
+        match srv.commands.lookup_sub(id, args.get(1)) {
+            Some(sub) => id = sub,
+            None => {
+                return Err((
+                    Some(id),
+                    CmdError::UnknownSubcommand {
+                        cmd: parent.name.to_string(),
+                        sub: String::from_utf8_lossy(args.get(1)).into_owned(),
+                    },
+                ))
             }
-        } else {
-            return Err((Some(id), CmdError::WrongArity(parent.name.to_string())));
         }
     }
     let cmd = srv.commands.get(id);

@@ -270,6 +270,7 @@ pub fn run(config: Config) -> Result<i32, String> {
     let port = config.port();
     let srv = Server::new(config);
     srv.tcp_port.store(port as usize, Relaxed);
+    srv.clients.set_unix_path(&unix_path);
     if !pidfile.is_empty() {
         let _ = std::fs::write(&pidfile, format!("{}\n", std::process::id()));
     }

@@ -1,0 +1,451 @@
+//! COMMAND and its subcommands, generated only from the command table.
+//!
+//! Nothing here lists commands by hand: names, arity, flags, key positions,
+//! ACL categories and docs all come from `srv.commands`, so a family that
+//! adds a command shows up in COMMAND, COMMAND DOCS and GETKEYS at once.
+//! Redis 7 derives a few things the table leaves implicit, and so do we:
+//! ACL categories implied by flags (write → @write, not fast → @slow, ...),
+//! the `movablekeys` flag, and key specs built from first/last/step.
+
+use super::super::util::{eq_ic, glob_match, lossy};
+use super::super::{flags::*, CmdError, CmdResult, Command, CommandId, Ctx};
+use super::reply_help;
+use crate::protocol::{Args, ReplyBuf};
+
+const CMD: u32 = LOADING | STALE;
+
+pub static SUBCOMMANDS: &[Command] = &[
+    Command::new("count", 2, CMD, count)
+        .acl("slow connection")
+        .doc("server", "2.8.13", "Returns a count of commands."),
+    Command::new("list", -2, CMD, list)
+        .acl("slow connection")
+        .doc("server", "7.0.0", "Returns a list of command names.")
+        .complexity("O(N) where N is the total number of Redis commands"),
+    Command::new("info", -2, CMD, info)
+        .acl("slow connection")
+        .doc(
+            "server",
+            "2.8.13",
+            "Returns information about one, multiple or all commands.",
+        )
+        .complexity("O(N) where N is the number of commands to look up"),
+    Command::new("docs", -2, CMD, docs)
+        .acl("slow connection")
+        .doc(
+            "server",
+            "7.0.0",
+            "Returns documentary information about one, multiple or all commands.",
+        )
+        .complexity("O(N) where N is the number of commands to look up"),
+    Command::new("getkeys", -3, CMD, getkeys)
+        .acl("slow connection")
+        .doc(
+            "server",
+            "2.8.13",
+            "Extracts the key names from an arbitrary command.",
+        )
+        .complexity("O(N) where N is the number of arguments to the command"),
+    Command::new("getkeysandflags", -3, CMD, getkeysandflags)
+        .acl("slow connection")
+        .doc(
+            "server",
+            "7.0.0",
+            "Extracts the key names and access flags for an arbitrary command.",
+        )
+        .complexity("O(N) where N is the number of arguments to the command"),
+    Command::new("help", 2, CMD, help)
+        .acl("slow connection")
+        .doc(
+            "server",
+            "5.0.0",
+            "Returns helpful text about the different subcommands.",
+        ),
+];
+
+const HELP: &[&str] = &[
+    "(no subcommand)",
+    "    Return details about all Redis commands.",
+    "COUNT",
+    "    Return the total number of commands in this Redis server.",
+    "LIST",
+    "    Return a list of all commands in this Redis server.",
+    "INFO [<command-name> ...]",
+    "    Return details about multiple Redis commands.",
+    "    If no command names are given, documentation details for all",
+    "    commands are returned.",
+    "DOCS [<command-name> ...]",
+    "    Return documentation details about multiple Redis commands.",
+    "    If no command names are given, documentation details for all",
+    "    commands are returned.",
+    "GETKEYS <full-command>",
+    "    Return the keys from a full Redis command.",
+    "GETKEYSANDFLAGS <full-command>",
+    "    Return the keys and the access flags from a full Redis command.",
+];
+
+fn help(ctx: &mut Ctx, _args: Args) -> CmdResult {
+    reply_help(ctx, "command", HELP);
+    Ok(())
+}
+
+/// Flags in the order Redis 7 prints them (movablekeys is derived).
+const FLAG_ORDER: &[(u32, &str)] = &[
+    (WRITE, "write"),
+    (READONLY, "readonly"),
+    (DENYOOM, "denyoom"),
+    (ADMIN, "admin"),
+    (PUBSUB, "pubsub"),
+    (NOSCRIPT, "noscript"),
+    (BLOCKING, "blocking"),
+    (LOADING, "loading"),
+    (STALE, "stale"),
+    (SKIP_MONITOR, "skip_monitor"),
+    (SKIP_SLOWLOG, "skip_slowlog"),
+    (FAST, "fast"),
+    (NO_AUTH, "no_auth"),
+    (MAY_REPLICATE, "may_replicate"),
+    (NO_MANDATORY_KEYS, "no_mandatory_keys"),
+    (NO_MULTI, "no_multi"),
+];
+
+/// ACL categories in Redis's order.
+const ACL_ORDER: &[&str] = &[
+    "keyspace",
+    "read",
+    "write",
+    "set",
+    "sortedset",
+    "list",
+    "hash",
+    "string",
+    "bitmap",
+    "hyperloglog",
+    "geo",
+    "stream",
+    "pubsub",
+    "admin",
+    "fast",
+    "slow",
+    "blocking",
+    "dangerous",
+    "connection",
+    "transaction",
+    "scripting",
+];
+
+fn flag_names(cmd: &Command) -> Vec<&'static str> {
+    let mut v: Vec<&str> = FLAG_ORDER
+        .iter()
+        .filter(|(b, _)| cmd.flags & b != 0)
+        .map(|(_, n)| *n)
+        .collect();
+    if cmd.keys_fn.is_some() {
+        v.push("movablekeys");
+    }
+    if cmd.flags & ALLOW_BUSY != 0 {
+        v.push("allow_busy");
+    }
+    v
+}
+
+/// The command's ACL categories: declared plus implied by its flags.
+pub fn acl_categories(cmd: &Command) -> Vec<&'static str> {
+    let f = cmd.flags;
+    let declared: Vec<&str> = cmd.acl.split_whitespace().collect();
+    ACL_ORDER
+        .iter()
+        .copied()
+        .filter(|c| {
+            declared.contains(c)
+                || match *c {
+                    "write" => f & WRITE != 0,
+                    "read" => f & READONLY != 0,
+                    "admin" | "dangerous" => f & ADMIN != 0,
+                    "pubsub" => f & PUBSUB != 0,
+                    "fast" => f & FAST != 0,
+                    "slow" => f & FAST == 0 && !declared.contains(&"fast"),
+                    "blocking" => f & BLOCKING != 0,
+                    _ => false,
+                }
+        })
+        .collect()
+}
+
+/// Key-spec flags as Redis names them for the command's kind of access.
+fn key_flags(cmd: &Command) -> &'static [&'static str] {
+    if cmd.flags & WRITE != 0 {
+        &["RW", "update"]
+    } else {
+        &["RO", "access"]
+    }
+}
+
+fn write_key_specs(out: &mut ReplyBuf, cmd: &Command) {
+    if cmd.keys_fn.is_none() && cmd.first_key <= 0 {
+        out.set(0);
+        return;
+    }
+    out.set(1);
+    out.map(3);
+    out.bulk(b"flags");
+    let kf = key_flags(cmd);
+    out.set(kf.len());
+    for f in kf {
+        out.simple(f);
+    }
+    if cmd.keys_fn.is_some() {
+        for name in ["begin_search", "find_keys"] {
+            out.bulk_str(name);
+            out.map(2);
+            out.bulk(b"type");
+            out.bulk(b"unknown");
+            out.bulk(b"spec");
+            out.map(0);
+        }
+        return;
+    }
+    out.bulk(b"begin_search");
+    out.map(2);
+    out.bulk(b"type");
+    out.bulk(b"index");
+    out.bulk(b"spec");
+    out.map(1);
+    out.bulk(b"index");
+    out.int(cmd.first_key as i64);
+    out.bulk(b"find_keys");
+    out.map(2);
+    out.bulk(b"type");
+    out.bulk(b"range");
+    out.bulk(b"spec");
+    out.map(3);
+    out.bulk(b"lastkey");
+    let last = if cmd.last_key < 0 {
+        cmd.last_key
+    } else {
+        cmd.last_key - cmd.first_key
+    };
+    out.int(last as i64);
+    out.bulk(b"keystep");
+    out.int(cmd.key_step as i64);
+    out.bulk(b"limit");
+    out.int(0);
+}
+
+/// One COMMAND INFO entry (Redis 7's ten fields), subcommands nested.
+fn write_info(ctx: &mut Ctx, id: CommandId) {
+    let srv = ctx.srv;
+    let cmd = srv.commands.get(id);
+    let out = &mut *ctx.out;
+    out.array(10);
+    out.bulk(srv.commands.full_names[id].as_bytes());
+    out.int(cmd.arity as i64);
+    let flags = flag_names(cmd);
+    out.set(flags.len());
+    for f in flags {
+        out.simple(f);
+    }
+    out.int(cmd.first_key as i64);
+    out.int(cmd.last_key as i64);
+    out.int(cmd.key_step as i64);
+    let cats = acl_categories(cmd);
+    out.set(cats.len());
+    for c in cats {
+        out.simple(&format!("@{c}"));
+    }
+    out.set(0);
+    write_key_specs(out, cmd);
+    let subs = sub_ids(ctx, id);
+    ctx.out.set(subs.len());
+    for s in subs {
+        write_info(ctx, s);
+    }
+}
+
+/// Ids of `id`'s subcommands, in table order.
+fn sub_ids(ctx: &Ctx, id: CommandId) -> Vec<CommandId> {
+    let cmd = ctx.srv.commands.get(id);
+    cmd.subcommands
+        .iter()
+        .filter_map(|s| ctx.srv.commands.lookup_sub(id, s.name.as_bytes()))
+        .collect()
+}
+
+/// Finds "name" or "parent|sub".
+fn resolve(ctx: &Ctx, name: &[u8]) -> Option<CommandId> {
+    let t = &ctx.srv.commands;
+    match name.iter().position(|&c| c == b'|') {
+        None => t.lookup(name),
+        Some(p) => t.lookup_sub(t.lookup(&name[..p])?, &name[p + 1..]),
+    }
+}
+
+pub fn command_all(ctx: &mut Ctx, _args: Args) -> CmdResult {
+    let ids: Vec<CommandId> = ctx.srv.commands.top_level().map(|(id, _)| id).collect();
+    ctx.out.array(ids.len());
+    for id in ids {
+        write_info(ctx, id);
+    }
+    Ok(())
+}
+
+fn count(ctx: &mut Ctx, _args: Args) -> CmdResult {
+    ctx.out.int(ctx.srv.commands.num_top_level() as i64);
+    Ok(())
+}
+
+fn info(ctx: &mut Ctx, args: Args) -> CmdResult {
+    if args.len() == 2 {
+        return command_all(ctx, args);
+    }
+    ctx.out.array(args.len() - 2);
+    for name in args.iter().skip(2) {
+        match resolve(ctx, name) {
+            Some(id) => write_info(ctx, id),
+            None => ctx.out.null(),
+        }
+    }
+    Ok(())
+}
+
+/// Every command id, each top-level one followed by its subcommands.
+fn all_with_subs(ctx: &Ctx) -> Vec<CommandId> {
+    let mut v = vec![];
+    for (id, _) in ctx.srv.commands.top_level() {
+        v.push(id);
+        v.extend(sub_ids(ctx, id));
+    }
+    v
+}
+
+fn list(ctx: &mut Ctx, args: Args) -> CmdResult {
+    enum Filter {
+        None,
+        Module,
+        AclCat(String),
+        Pattern(Vec<u8>),
+    }
+    let filter = match args.len() {
+        2 => Filter::None,
+        5 if eq_ic(args.get(2), "FILTERBY") => {
+            let (kind, val) = (args.get(3), args.get(4));
+            if eq_ic(kind, "MODULE") {
+                Filter::Module
+            } else if eq_ic(kind, "ACLCAT") {
+                Filter::AclCat(lossy(val).to_ascii_lowercase())
+            } else if eq_ic(kind, "PATTERN") {
+                Filter::Pattern(val.to_vec())
+            } else {
+                return Err(CmdError::Syntax);
+            }
+        }
+        _ => return Err(CmdError::Syntax),
+    };
+    let t = &ctx.srv.commands;
+    let names: Vec<&str> = all_with_subs(ctx)
+        .into_iter()
+        .filter(|&id| match &filter {
+            Filter::None => true,
+            Filter::Module => false,
+            Filter::AclCat(c) => acl_categories(t.get(id)).contains(&c.as_str()),
+            Filter::Pattern(p) => glob_match(p, t.full_names[id].as_bytes(), true),
+        })
+        .map(|id| t.full_names[id].as_str())
+        .collect();
+    ctx.out.array(names.len());
+    for n in names {
+        ctx.out.bulk(n.as_bytes());
+    }
+    Ok(())
+}
+
+/// One COMMAND DOCS entry: name, then its doc map.
+fn write_docs(ctx: &mut Ctx, id: CommandId) {
+    let cmd = ctx.srv.commands.get(id);
+    let subs = sub_ids(ctx, id);
+    let out = &mut *ctx.out;
+    out.bulk(ctx.srv.commands.full_names[id].as_bytes());
+    out.map(4 + usize::from(!subs.is_empty()));
+    for (k, v) in [
+        ("summary", cmd.summary),
+        ("since", cmd.since),
+        ("group", cmd.group),
+        ("complexity", cmd.complexity),
+    ] {
+        out.bulk_str(k);
+        out.bulk_str(v);
+    }
+    if !subs.is_empty() {
+        out.bulk(b"subcommands");
+        out.map(subs.len());
+        for s in subs {
+            write_docs(ctx, s);
+        }
+    }
+}
+
+fn docs(ctx: &mut Ctx, args: Args) -> CmdResult {
+    let ids: Vec<CommandId> = if args.len() == 2 {
+        ctx.srv.commands.top_level().map(|(id, _)| id).collect()
+    } else {
+        args.iter()
+            .skip(2)
+            .filter_map(|n| resolve(ctx, n))
+            .collect()
+    };
+    ctx.out.map(ids.len());
+    for id in ids {
+        write_docs(ctx, id);
+    }
+    Ok(())
+}
+
+/// The target command of GETKEYS and the positions of its keys (relative to
+/// `args[2..]`), with Redis's errors.
+fn target_keys(ctx: &Ctx, args: Args) -> Result<(&'static Command, Vec<usize>), CmdError> {
+    let t = &ctx.srv.commands;
+    let target = args.slice_from(2);
+    let invalid = || CmdError::err("Invalid command specified");
+    let mut id = t.lookup(target.get(0)).ok_or_else(invalid)?;
+    if t.has_subcommands(id) && target.len() >= 2 {
+        id = t.lookup_sub(id, target.get(1)).ok_or_else(invalid)?;
+    }
+    let cmd = t.get(id);
+    if cmd.keys_fn.is_none() && cmd.first_key <= 0 {
+        return Err(CmdError::err("The command has no key arguments"));
+    }
+    if !cmd.arity_ok(target.len()) {
+        return Err(CmdError::err(
+            "Invalid number of arguments specified for command",
+        ));
+    }
+    let keys = cmd.key_positions(target);
+    if keys.is_empty() && cmd.flags & NO_MANDATORY_KEYS == 0 {
+        return Err(CmdError::err("Invalid arguments specified for command"));
+    }
+    Ok((cmd, keys))
+}
+
+fn getkeys(ctx: &mut Ctx, args: Args) -> CmdResult {
+    let (_, keys) = target_keys(ctx, args)?;
+    ctx.out.array(keys.len());
+    for k in keys {
+        ctx.out.bulk(args.get(k + 2));
+    }
+    Ok(())
+}
+
+fn getkeysandflags(ctx: &mut Ctx, args: Args) -> CmdResult {
+    let (cmd, keys) = target_keys(ctx, args)?;
+    let kf = key_flags(cmd);
+    ctx.out.array(keys.len());
+    for k in keys {
+        ctx.out.array(2);
+        ctx.out.bulk(args.get(k + 2));
+        ctx.out.set(kf.len());
+        for f in kf {
+            ctx.out.simple(f);
+        }
+    }
+    Ok(())
+}

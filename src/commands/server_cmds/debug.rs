@@ -1,0 +1,368 @@
+//! DEBUG (the subset test suites use) and MEMORY.
+//!
+//! DEBUG OBJECT and MEMORY USAGE look keys up without side effects (no LRU
+//! touch, no lazy-expiry deletion), as Redis's objectCommandLookup does.
+//! DEBUG DIGEST follows Redis's scheme: each key's digest mixes its name,
+//! type, value and expiry, and the keys' digests are XOR-ed, so the result
+//! does not depend on iteration order and is all zeros for an empty dataset.
+
+use std::sync::atomic::Ordering::Relaxed;
+
+use super::super::util::{arg_i64, eq_ic, lossy};
+use super::super::{flags::*, CmdError, CmdResult, Command, Ctx};
+use super::sha1::{hex, sha1};
+use super::{info, reply_help};
+use crate::keyspace::{Entry, Value};
+use crate::protocol::Args;
+
+const MEM: u32 = READONLY;
+
+pub static MEMORY_SUBCOMMANDS: &[Command] = &[
+    Command::new("usage", -3, MEM, usage)
+        .keys(2, 2, 1)
+        .acl("read slow")
+        .doc("server", "4.0.0", "Estimates the memory usage of a key.")
+        .complexity("O(N) where N is the number of samples."),
+    Command::new("stats", 2, 0, stats).acl("slow").doc(
+        "server",
+        "4.0.0",
+        "Returns details about memory usage.",
+    ),
+    Command::new("doctor", 2, 0, doctor).acl("slow").doc(
+        "server",
+        "4.0.0",
+        "Outputs a memory problems report.",
+    ),
+    Command::new("malloc-stats", 2, 0, malloc_stats)
+        .acl("slow")
+        .doc("server", "4.0.0", "Returns the allocator statistics.")
+        .complexity("Depends on how much memory is allocated, could be slow"),
+    Command::new("purge", 2, 0, purge)
+        .acl("slow")
+        .doc("server", "4.0.0", "Asks the allocator to release memory.")
+        .complexity("Depends on how much memory is allocated, could be slow"),
+    Command::new("help", 2, 0, memory_help).acl("slow").doc(
+        "server",
+        "4.0.0",
+        "Returns helpful text about the different subcommands.",
+    ),
+];
+
+const DEBUG_HELP: &[&str] = &[
+    "DIGEST",
+    "    Output a hex signature representing the current DB content.",
+    "DIGEST-VALUE <key> [<key> ...]",
+    "    Output a hex signature of the values of all the specified keys.",
+    "OBJECT <key>",
+    "    Show low level info about the key and associated value.",
+    "LOG <message>",
+    "    Write <message> to the server log.",
+    "SET-ACTIVE-EXPIRE <0|1>",
+    "    Setting it to 0 disables expiring keys in background when they are not",
+    "    accessed (otherwise the Redis behavior). Setting it to 1 reenables back the",
+    "    default.",
+    "SLEEP <seconds>",
+    "    Stop the server for <seconds>. Decimals allowed.",
+];
+
+/// C's atof: the longest numeric prefix, 0 if none.
+fn atof(a: &[u8]) -> f64 {
+    let s = lossy(a);
+    let s = s.trim_start();
+    let end = s
+        .char_indices()
+        .take_while(|(i, c)| {
+            c.is_ascii_digit() || *c == '.' || (*i == 0 && (*c == '-' || *c == '+'))
+        })
+        .map(|(i, c)| i + c.len_utf8())
+        .last()
+        .unwrap_or(0);
+    s[..end].parse().unwrap_or(0.0)
+}
+
+pub fn debug(ctx: &mut Ctx, args: Args) -> CmdResult {
+    let sub = args.get(1);
+    let n = args.len();
+    if eq_ic(sub, "HELP") && n == 2 {
+        reply_help(ctx, "debug", DEBUG_HELP);
+    } else if eq_ic(sub, "SLEEP") && n == 3 {
+        let secs = atof(args.get(2)).max(0.0);
+        std::thread::sleep(std::time::Duration::from_secs_f64(secs.min(1e6)));
+        ctx.out.ok();
+    } else if eq_ic(sub, "SET-ACTIVE-EXPIRE") && n == 3 {
+        let on = atof(args.get(2)) as i64 != 0;
+        ctx.srv.hot.active_expire.store(on, Relaxed);
+        ctx.out.ok();
+    } else if eq_ic(sub, "LOG") && n == 3 {
+        crate::log_warning!("DEBUG LOG: {}", lossy(args.get(2)));
+        ctx.out.ok();
+    } else if eq_ic(sub, "OBJECT") && n == 3 {
+        let line = with_entry(ctx, args.get(2), object_line).ok_or(CmdError::NoSuchKey)?;
+        ctx.out.simple(&line);
+    } else if eq_ic(sub, "DIGEST") && n == 2 {
+        let d = dataset_digest(ctx);
+        ctx.out.simple(&hex(&d));
+    } else if eq_ic(sub, "DIGEST-VALUE") && n >= 2 {
+        ctx.out.array(n - 2);
+        for k in args.iter().skip(2) {
+            let d = with_entry(ctx, k, |e, _| value_digest(e)).unwrap_or([0; 20]);
+            ctx.out.simple(&hex(&d));
+        }
+    } else {
+        return Err(CmdError::err(format!(
+            "unknown subcommand or wrong number of arguments for '{}'. Try DEBUG HELP.",
+            lossy(sub)
+        )));
+    }
+    Ok(())
+}
+
+/// Runs `f` on the live entry of `key` in the client's database, without
+/// touching or deleting it.
+fn with_entry<R>(ctx: &Ctx, key: &[u8], f: impl FnOnce(&Entry, u64) -> R) -> Option<R> {
+    let ks = &ctx.srv.keyspace;
+    let slot = ks.slot(key);
+    let shard = ks.db(ctx.client.db).lock(slot.shard);
+    let e = shard.get_raw(slot.hash, key)?;
+    if e.is_expired(ctx.now_ms) {
+        return None;
+    }
+    Some(f(e, ctx.now_ms))
+}
+
+/// Length of a string as RDB would serialize it (no compression).
+fn serialized_len(v: &Value) -> usize {
+    let Value::Str(s) = v;
+    if let crate::keyspace::StrValue::Int(n) = s {
+        return if (-128..=127).contains(n) {
+            2
+        } else if (-32768..=32767).contains(n) {
+            3
+        } else if i32::try_from(*n).is_ok() {
+            5
+        } else {
+            1 + s.len()
+        };
+    }
+    let len = s.len();
+    let prefix = if len < 64 {
+        1
+    } else if len < 16384 {
+        2
+    } else {
+        5
+    };
+    prefix + len
+}
+
+fn object_line(e: &Entry, now_ms: u64) -> String {
+    let lru_now = crate::commands::access::lru_clock(now_ms);
+    let idle = lru_now.wrapping_sub(e.lru) & 0xFF_FFFF;
+    let shared_int =
+        matches!(&e.value, Value::Str(crate::keyspace::StrValue::Int(n)) if (0..10000).contains(n));
+    format!(
+        "Value at:{:p} refcount:{} encoding:{} serializedlength:{} lru:{} lru_seconds_idle:{}",
+        e as *const Entry,
+        if shared_int { i32::MAX } else { 1 },
+        e.value.encoding(),
+        serialized_len(&e.value),
+        e.lru,
+        idle
+    )
+}
+
+/// Redis's mixDigest: XOR sha1(data) into `d`, then d = sha1(d).
+fn mix(d: &mut [u8; 20], data: &[u8]) {
+    xor(d, data);
+    *d = sha1(d);
+}
+
+/// Redis's xorDigest: XOR sha1(data) into `d`.
+fn xor(d: &mut [u8; 20], data: &[u8]) {
+    let h = sha1(data);
+    for (a, b) in d.iter_mut().zip(h) {
+        *a ^= b;
+    }
+}
+
+/// Redis's xorObjectDigest: mixes the value's type and content into `d`,
+/// then XORs in a marker if the key has an expiry.
+fn mix_object(d: &mut [u8; 20], e: &Entry) {
+    let type_code: u32 = match e.value {
+        Value::Str(_) => 0,
+    };
+    mix(d, &type_code.to_be_bytes());
+    let Value::Str(s) = &e.value;
+    s.with_bytes(|b| mix(d, b));
+    if e.expire_at != 0 {
+        xor(d, b"!!expire!!");
+    }
+}
+
+/// DEBUG DIGEST-VALUE's digest of one key's value.
+fn value_digest(e: &Entry) -> [u8; 20] {
+    let mut d = [0u8; 20];
+    mix_object(&mut d, e);
+    d
+}
+
+fn dataset_digest(ctx: &Ctx) -> [u8; 20] {
+    let ks = &ctx.srv.keyspace;
+    let mut fin = [0u8; 20];
+    for db in 0..ks.num_dbs() {
+        let mut keys_digest = [0u8; 20];
+        let mut any = false;
+        for shard in ks.db(db).lock_all() {
+            for e in shard.iter() {
+                if e.is_expired(ctx.now_ms) {
+                    continue;
+                }
+                any = true;
+                let mut d = [0u8; 20];
+                mix(&mut d, &e.key);
+                mix_object(&mut d, e);
+                xor(&mut keys_digest, &d);
+            }
+        }
+        if any {
+            mix(&mut fin, &(db as u32).to_be_bytes());
+            for (a, b) in fin.iter_mut().zip(keys_digest) {
+                *a ^= b;
+            }
+        }
+    }
+    fin
+}
+
+const MEMORY_HELP: &[&str] = &[
+    "DOCTOR",
+    "    Return memory problems reports.",
+    "MALLOC-STATS",
+    "    Return internal statistics report from the memory allocator.",
+    "PURGE",
+    "    Attempt to purge dirty pages for reclamation by the allocator.",
+    "STATS",
+    "    Return information about the memory usage of the server.",
+    "USAGE <key> [SAMPLES <count>]",
+    "    Return memory in bytes used by <key> and its value. Nested values are",
+    "    sampled up to <count> times (default: 5, 0 means sample all).",
+];
+
+fn memory_help(ctx: &mut Ctx, _args: Args) -> CmdResult {
+    reply_help(ctx, "memory", MEMORY_HELP);
+    Ok(())
+}
+
+/// Bytes an entry takes: table slot and entry header, key, value.
+fn entry_usage(e: &Entry) -> usize {
+    std::mem::size_of::<Entry>() + e.key.len() + e.value.mem_usage()
+}
+
+fn usage(ctx: &mut Ctx, args: Args) -> CmdResult {
+    let mut i = 3;
+    while i < args.len() {
+        if eq_ic(args.get(i), "SAMPLES") && i + 1 < args.len() {
+            let n = arg_i64(args.get(i + 1))?;
+            if n < 0 {
+                return Err(CmdError::Syntax);
+            }
+            i += 2;
+        } else {
+            return Err(CmdError::Syntax);
+        }
+    }
+    match with_entry(ctx, args.get(2), |e, _| entry_usage(e)) {
+        Some(n) => ctx.out.int(n as i64),
+        None => ctx.out.null(),
+    }
+    Ok(())
+}
+
+fn stats(ctx: &mut Ctx, _args: Args) -> CmdResult {
+    let (used, peak) = info::used_memory();
+    let ks = &ctx.srv.keyspace;
+    let keys = ks.total_keys();
+    let startup = 1024 * 1024u64;
+    let dataset = used.saturating_sub(startup);
+    let dbs: Vec<(usize, usize, usize)> = (0..ks.num_dbs())
+        .map(|i| (i, ks.db(i).len(), ks.db(i).volatile_len()))
+        .filter(|d| d.1 > 0)
+        .collect();
+    let ints: &[(&str, u64)] = &[
+        ("peak.allocated", peak),
+        ("total.allocated", used),
+        ("startup.allocated", startup),
+        ("replication.backlog", 0),
+        ("clients.slaves", 0),
+        ("clients.normal", 0),
+        ("cluster.links", 0),
+        ("aof.buffer", 0),
+        ("lua.caches", 0),
+        ("functions.caches", 0),
+    ];
+    let out = &mut *ctx.out;
+    out.map(ints.len() + dbs.len() + 11);
+    for (k, v) in ints {
+        out.bulk_str(k);
+        out.int(*v as i64);
+    }
+    for (i, n, v) in dbs {
+        out.bulk_str(&format!("db.{i}"));
+        out.map(2);
+        out.bulk(b"overhead.hashtable.main");
+        out.int((n * 24) as i64);
+        out.bulk(b"overhead.hashtable.expires");
+        out.int((v * 32) as i64);
+    }
+    out.bulk(b"overhead.total");
+    out.int(startup as i64);
+    out.bulk(b"keys.count");
+    out.int(keys as i64);
+    out.bulk(b"keys.bytes-per-key");
+    out.int(if keys == 0 {
+        0
+    } else {
+        (dataset / keys as u64) as i64
+    });
+    out.bulk(b"dataset.bytes");
+    out.int(dataset as i64);
+    out.bulk(b"dataset.percentage");
+    out.double(dataset as f64 * 100.0 / used.max(1) as f64);
+    out.bulk(b"peak.percentage");
+    out.double(used as f64 * 100.0 / peak.max(1) as f64);
+    for k in [
+        "allocator.allocated",
+        "allocator.active",
+        "allocator.resident",
+    ] {
+        out.bulk_str(k);
+        out.int(used as i64);
+    }
+    out.bulk(b"fragmentation");
+    out.double(1.0);
+    out.bulk(b"fragmentation.bytes");
+    out.int(0);
+    Ok(())
+}
+
+fn doctor(ctx: &mut Ctx, _args: Args) -> CmdResult {
+    // Redis stays silent below 5 MB of data; an empty keyspace is our cue.
+    let text = if ctx.srv.keyspace.total_keys() == 0 {
+        "Hi Sam, this instance is empty or is using very little memory, my issues detector can't be used in these conditions. Please, leave for your mission on Earth and fill it with some data. The new Sam and I will be back to our programming as soon as I finished rebooting.\n"
+    } else {
+        "Hi Sam, I can't find any memory issue in your instance. I can only account for what occurs on this base.\n"
+    };
+    ctx.out.verbatim(text.as_bytes());
+    Ok(())
+}
+
+fn malloc_stats(ctx: &mut Ctx, _args: Args) -> CmdResult {
+    ctx.out
+        .verbatim(b"Stats not supported for the current allocator");
+    Ok(())
+}
+
+fn purge(ctx: &mut Ctx, _args: Args) -> CmdResult {
+    ctx.out.ok();
+    Ok(())
+}

@@ -1,0 +1,546 @@
+//! INFO [section ...]: Redis 7's sections, field names and layout.
+//!
+//! Each section is built by its own function into `# Name\r\n` plus `k:v\r\n`
+//! lines; sections are joined by a blank line and always come in Redis's
+//! order whatever order they were asked in. Client libraries parse this text
+//! (redis-py into a dict, node-redis for `loading:`), so every line is either
+//! a header or `key:value`. Counters are summed over the workers' stats.
+
+use std::fmt::Write as _;
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::Arc;
+
+use super::super::{CmdResult, Ctx};
+use crate::protocol::Args;
+use crate::server::stats::{sum, WorkerStats};
+use crate::server::Server;
+
+/// Every section, in output order: (name, in "default", in "all").
+const SECTIONS: &[(&str, bool, bool)] = &[
+    ("server", true, true),
+    ("clients", true, true),
+    ("memory", true, true),
+    ("persistence", true, true),
+    ("stats", true, true),
+    ("replication", true, true),
+    ("cpu", true, true),
+    ("modules", true, true),
+    ("commandstats", false, true),
+    ("errorstats", true, true),
+    ("latencystats", false, true),
+    ("cluster", true, true),
+    ("keyspace", true, true),
+];
+
+/// Which sections a request names.
+fn wanted(args: Args) -> Vec<&'static str> {
+    let mut want = vec![false; SECTIONS.len()];
+    if args.len() == 1 {
+        for (i, s) in SECTIONS.iter().enumerate() {
+            want[i] = s.1;
+        }
+    }
+    for a in args.iter().skip(1) {
+        let a = String::from_utf8_lossy(a).to_ascii_lowercase();
+        for (i, s) in SECTIONS.iter().enumerate() {
+            let hit = match a.as_str() {
+                "default" => s.1,
+                "all" => s.2,
+                "everything" => true,
+                name => name == s.0,
+            };
+            want[i] |= hit;
+        }
+    }
+    SECTIONS
+        .iter()
+        .zip(want)
+        .filter(|(_, w)| *w)
+        .map(|(s, _)| s.0)
+        .collect()
+}
+
+pub fn info(ctx: &mut Ctx, args: Args) -> CmdResult {
+    let text = info_text(ctx.srv, &wanted(args));
+    ctx.out.verbatim(text.as_bytes());
+    Ok(())
+}
+
+/// The INFO text of the given sections.
+pub fn info_text(srv: &Arc<Server>, sections: &[&str]) -> String {
+    let workers = srv.workers.lock().clone();
+    let mut parts = vec![];
+    for s in sections {
+        let mut o = String::new();
+        match *s {
+            "server" => server(srv, &mut o),
+            "clients" => clients(srv, &mut o),
+            "memory" => memory(srv, &mut o),
+            "persistence" => persistence(srv, &workers, &mut o),
+            "stats" => stats(srv, &workers, &mut o),
+            "replication" => replication(srv, &mut o),
+            "cpu" => cpu(&mut o),
+            "modules" => o.push_str("# Modules\r\n"),
+            "commandstats" => commandstats(srv, &workers, &mut o),
+            "errorstats" => errorstats(&workers, &mut o),
+            "latencystats" => o.push_str("# Latencystats\r\n"),
+            "cluster" => o.push_str("# Cluster\r\ncluster_enabled:0\r\n"),
+            "keyspace" => keyspace(srv, &mut o),
+            _ => {}
+        }
+        parts.push(o);
+    }
+    parts.join("\r\n")
+}
+
+/// Appends `k:v\r\n` lines.
+macro_rules! kv {
+    ($o:expr, $($k:literal => $v:expr),* $(,)?) => {
+        $( let _ = write!($o, concat!($k, ":{}\r\n"), $v); )*
+    };
+}
+
+fn uname() -> (String, String) {
+    // SAFETY: utsname is plain old data; uname fills it with NUL-terminated
+    // strings, read below only if the call succeeded.
+    unsafe {
+        let mut u: libc::utsname = std::mem::zeroed();
+        if libc::uname(&mut u) != 0 {
+            return ("Linux".into(), "x86_64".into());
+        }
+        let s = |f: &[libc::c_char]| {
+            std::ffi::CStr::from_ptr(f.as_ptr())
+                .to_string_lossy()
+                .into_owned()
+        };
+        (
+            format!("{} {}", s(&u.sysname), s(&u.release)),
+            s(&u.machine),
+        )
+    }
+}
+
+fn server(srv: &Arc<Server>, o: &mut String) {
+    let cfg = srv.config.read();
+    let (os, arch) = uname();
+    let now_us = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default()
+        .as_micros();
+    let up = srv.started.elapsed().as_secs();
+    let exe = std::env::current_exe()
+        .map(|p| p.display().to_string())
+        .unwrap_or_default();
+    let config_file = cfg
+        .file
+        .as_ref()
+        .map(|p| p.display().to_string())
+        .unwrap_or_default();
+    let hz = srv.hot.hz.load(Relaxed);
+    o.push_str("# Server\r\n");
+    kv!(o,
+        "redis_version" => crate::REDIS_VERSION,
+        "redis_git_sha1" => "00000000",
+        "redis_git_dirty" => 0,
+        "redis_build_id" => "0",
+        "redis_mode" => "standalone",
+        "os" => format!("{os} {arch}"),
+        "arch_bits" => usize::BITS,
+        "monotonic_clock" => "POSIX clock_gettime",
+        "multiplexing_api" => "epoll",
+        "atomicvar_api" => "c11-builtin",
+        "gcc_version" => "0.0.0",
+        "process_id" => std::process::id(),
+        "process_supervised" => "no",
+        "run_id" => srv.run_id,
+        "tcp_port" => srv.tcp_port.load(Relaxed),
+        "server_time_usec" => now_us,
+        "uptime_in_seconds" => up,
+        "uptime_in_days" => up / 86400,
+        "hz" => hz,
+        "configured_hz" => cfg.get_i64("hz"),
+        "lru_clock" => crate::commands::access::lru_clock(crate::keyspace::hlc::unix_ms()),
+        "executable" => exe,
+        "config_file" => config_file,
+        "io_threads_active" => 0,
+        "lattice_version" => crate::LATTICE_VERSION,
+        "server_threads" => srv.workers.lock().len(),
+    );
+    // Redis 7.2's listener lines.
+    let binds: String = cfg
+        .get_str("bind")
+        .split_whitespace()
+        .map(|b| format!(",bind={b}"))
+        .collect();
+    let mut n = 0;
+    if cfg.port() != 0 {
+        let _ = write!(o, "listener0:name=tcp{binds},port={}\r\n", cfg.port());
+        n += 1;
+    }
+    let unix = cfg.get_str("unixsocket");
+    if !unix.is_empty() {
+        let _ = write!(o, "listener{n}:name=unix,bind={unix}\r\n");
+    }
+}
+
+fn clients(srv: &Arc<Server>, o: &mut String) {
+    let all = srv.clients.snapshot();
+    let max_in = all.iter().map(|c| c.qbuf.load(Relaxed)).max().unwrap_or(0);
+    let max_out = all.iter().map(|c| c.obuf.load(Relaxed)).max().unwrap_or(0);
+    let pubsub = all.iter().filter(|c| c.flags.lock().contains('P')).count();
+    o.push_str("# Clients\r\n");
+    kv!(o,
+        "connected_clients" => all.len(),
+        "cluster_connections" => 0,
+        "maxclients" => srv.hot.maxclients.load(Relaxed),
+        "client_recent_max_input_buffer" => max_in,
+        "client_recent_max_output_buffer" => max_out,
+        "blocked_clients" => all.iter().filter(|c| c.flags.lock().contains('b')).count(),
+        "tracking_clients" => 0,
+        "pubsub_clients" => pubsub,
+        "watching_clients" => 0,
+        "clients_in_timeout_table" => 0,
+        "total_watched_keys" => 0,
+        "total_blocking_keys" => 0,
+        "total_blocking_keys_on_nokey" => 0,
+    );
+}
+
+/// Resident set size in bytes, from /proc/self/statm.
+pub fn rss_bytes() -> u64 {
+    let pages = std::fs::read_to_string("/proc/self/statm")
+        .ok()
+        .and_then(|s| s.split_whitespace().nth(1)?.parse::<u64>().ok())
+        .unwrap_or(0);
+    // SAFETY: sysconf has no memory-safety preconditions.
+    let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+    pages * page.max(4096) as u64
+}
+
+/// Memory used; remembers the peak across calls.
+pub fn used_memory() -> (u64, u64) {
+    static PEAK: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let used = rss_bytes();
+    let peak = PEAK.fetch_max(used, Relaxed).max(used);
+    (used, peak)
+}
+
+/// Redis's bytesToHuman: "895.39K".
+pub fn human(n: u64) -> String {
+    let d = n as f64;
+    const UNITS: &[(f64, &str)] = &[
+        (1024.0 * 1024.0 * 1024.0 * 1024.0 * 1024.0, "P"),
+        (1024.0 * 1024.0 * 1024.0 * 1024.0, "T"),
+        (1024.0 * 1024.0 * 1024.0, "G"),
+        (1024.0 * 1024.0, "M"),
+        (1024.0, "K"),
+    ];
+    for (u, s) in UNITS {
+        if d >= *u {
+            return format!("{:.2}{s}", d / u);
+        }
+    }
+    format!("{n}B")
+}
+
+fn total_system_memory() -> u64 {
+    std::fs::read_to_string("/proc/meminfo")
+        .ok()
+        .and_then(|s| {
+            let l = s.lines().find(|l| l.starts_with("MemTotal:"))?;
+            l.split_whitespace().nth(1)?.parse::<u64>().ok()
+        })
+        .unwrap_or(0)
+        * 1024
+}
+
+fn memory(srv: &Arc<Server>, o: &mut String) {
+    let (used, peak) = used_memory();
+    let cfg = srv.config.read();
+    let maxmemory = cfg.get_i64("maxmemory") as u64;
+    let policy = cfg
+        .get("maxmemory-policy")
+        .unwrap_or("noeviction")
+        .to_string();
+    let sys = total_system_memory();
+    let startup = 1024 * 1024u64;
+    let dataset = used.saturating_sub(startup);
+    o.push_str("# Memory\r\n");
+    kv!(o,
+        "used_memory" => used,
+        "used_memory_human" => human(used),
+        "used_memory_rss" => used,
+        "used_memory_rss_human" => human(used),
+        "used_memory_peak" => peak,
+        "used_memory_peak_human" => human(peak),
+        "used_memory_peak_perc" => format!("{:.2}%", used as f64 * 100.0 / peak.max(1) as f64),
+        "used_memory_overhead" => startup,
+        "used_memory_startup" => startup,
+        "used_memory_dataset" => dataset,
+        "used_memory_dataset_perc" => format!("{:.2}%", dataset as f64 * 100.0 / used.max(1) as f64),
+        "allocator_allocated" => used,
+        "allocator_active" => used,
+        "allocator_resident" => used,
+        "total_system_memory" => sys,
+        "total_system_memory_human" => human(sys),
+        "used_memory_lua" => 31744,
+        "used_memory_vm_eval" => 31744,
+        "used_memory_lua_human" => "31.00K",
+        "used_memory_scripts_eval" => 0,
+        "number_of_cached_scripts" => 0,
+        "number_of_functions" => 0,
+        "number_of_libraries" => 0,
+        "used_memory_vm_functions" => 32768,
+        "used_memory_vm_total" => 64512,
+        "used_memory_vm_total_human" => "63.00K",
+        "used_memory_functions" => 184,
+        "used_memory_scripts" => 184,
+        "used_memory_scripts_human" => "184B",
+        "maxmemory" => maxmemory,
+        "maxmemory_human" => human(maxmemory),
+        "maxmemory_policy" => policy,
+        "allocator_frag_ratio" => "1.00",
+        "allocator_frag_bytes" => 0,
+        "allocator_rss_ratio" => "1.00",
+        "allocator_rss_bytes" => 0,
+        "rss_overhead_ratio" => "1.00",
+        "rss_overhead_bytes" => 0,
+        "mem_fragmentation_ratio" => "1.00",
+        "mem_fragmentation_bytes" => 0,
+        "mem_not_counted_for_evict" => 0,
+        "mem_replication_backlog" => 0,
+        "mem_total_replication_buffers" => 0,
+        "mem_clients_slaves" => 0,
+        "mem_clients_normal" => 0,
+        "mem_cluster_links" => 0,
+        "mem_aof_buffer" => 0,
+        "mem_allocator" => "mimalloc",
+        "active_defrag_running" => 0,
+        "lazyfree_pending_objects" => 0,
+        "lazyfreed_objects" => 0,
+    );
+}
+
+fn persistence(srv: &Arc<Server>, w: &[Arc<WorkerStats>], o: &mut String) {
+    let aof = srv.config.read().get_bool("appendonly") as u8;
+    o.push_str("# Persistence\r\n");
+    kv!(o,
+        "loading" => 0,
+        "async_loading" => 0,
+        "current_cow_peak" => 0,
+        "current_cow_size" => 0,
+        "current_cow_size_age" => 0,
+        "current_fork_perc" => "0.00",
+        "current_save_keys_processed" => 0,
+        "current_save_keys_total" => 0,
+        "rdb_changes_since_last_save" => sum(w, |s| &s.dirty),
+        "rdb_bgsave_in_progress" => 0,
+        "rdb_last_save_time" => srv.lastsave_unix.load(Relaxed),
+        "rdb_last_bgsave_status" => "ok",
+        "rdb_last_bgsave_time_sec" => -1,
+        "rdb_current_bgsave_time_sec" => -1,
+        "rdb_saves" => 0,
+        "rdb_last_cow_size" => 0,
+        "rdb_last_load_keys_expired" => 0,
+        "rdb_last_load_keys_loaded" => 0,
+        "aof_enabled" => aof,
+        "aof_rewrite_in_progress" => 0,
+        "aof_rewrite_scheduled" => 0,
+        "aof_last_rewrite_time_sec" => -1,
+        "aof_current_rewrite_time_sec" => -1,
+        "aof_last_bgrewrite_status" => "ok",
+        "aof_rewrites" => 0,
+        "aof_rewrites_consecutive_failures" => 0,
+        "aof_last_write_status" => "ok",
+        "aof_last_cow_size" => 0,
+        "module_fork_in_progress" => 0,
+        "module_fork_last_cow_size" => 0,
+    );
+}
+
+/// Instantaneous rates: the change of (commands, in, out) since the sample
+/// taken at least a second before, as Redis's 16-sample window would show.
+fn rates(cmds: u64, input: u64, output: u64) -> (u64, f64, f64) {
+    use parking_lot::Mutex;
+    use std::time::Instant;
+    type Sample = (Instant, u64, u64, u64);
+    static SAMPLES: Mutex<Vec<Sample>> = Mutex::new(Vec::new());
+    let now = Instant::now();
+    let mut s = SAMPLES.lock();
+    s.retain(|x| now.duration_since(x.0).as_secs_f64() < 5.0);
+    let base = s.first().copied();
+    s.push((now, cmds, input, output));
+    match base {
+        Some((t, c, i, o)) => {
+            let dt = now.duration_since(t).as_secs_f64().max(0.001);
+            (
+                ((cmds - c.min(cmds)) as f64 / dt) as u64,
+                (input - i.min(input)) as f64 / dt / 1024.0,
+                (output - o.min(output)) as f64 / dt / 1024.0,
+            )
+        }
+        None => (0, 0.0, 0.0),
+    }
+}
+
+fn stats(srv: &Arc<Server>, w: &[Arc<WorkerStats>], o: &mut String) {
+    let processed = sum(w, |s| &s.commands_processed);
+    let input = sum(w, |s| &s.net_input_bytes);
+    let output = sum(w, |s| &s.net_output_bytes);
+    let errors: u64 = w
+        .iter()
+        .map(|s| s.errors.lock().values().sum::<u64>())
+        .sum();
+    let (ops, ikbps, okbps) = rates(processed, input, output);
+    o.push_str("# Stats\r\n");
+    kv!(o,
+        "total_connections_received" => srv.total_connections.load(Relaxed),
+        "total_commands_processed" => processed,
+        "instantaneous_ops_per_sec" => ops,
+        "total_net_input_bytes" => input,
+        "total_net_output_bytes" => output,
+        "total_net_repl_input_bytes" => 0,
+        "total_net_repl_output_bytes" => 0,
+        "instantaneous_input_kbps" => format!("{ikbps:.2}"),
+        "instantaneous_output_kbps" => format!("{okbps:.2}"),
+        "instantaneous_input_repl_kbps" => "0.00",
+        "instantaneous_output_repl_kbps" => "0.00",
+        "rejected_connections" => srv.rejected_connections.load(Relaxed),
+        "sync_full" => 0,
+        "sync_partial_ok" => 0,
+        "sync_partial_err" => 0,
+        "expired_keys" => sum(w, |s| &s.expired_keys),
+        "expired_stale_perc" => "0.00",
+        "expired_time_cap_reached_count" => 0,
+        "expire_cycle_cpu_milliseconds" => 0,
+        "evicted_keys" => 0,
+        "evicted_clients" => 0,
+        "total_eviction_exceeded_time" => 0,
+        "current_eviction_exceeded_time" => 0,
+        "keyspace_hits" => sum(w, |s| &s.keyspace_hits),
+        "keyspace_misses" => sum(w, |s| &s.keyspace_misses),
+        "pubsub_channels" => 0,
+        "pubsub_patterns" => 0,
+        "pubsubshard_channels" => 0,
+        "latest_fork_usec" => 0,
+        "total_forks" => 0,
+        "migrate_cached_sockets" => 0,
+        "slave_expires_tracked_keys" => 0,
+        "active_defrag_hits" => 0,
+        "active_defrag_misses" => 0,
+        "active_defrag_key_hits" => 0,
+        "active_defrag_key_misses" => 0,
+        "total_active_defrag_time" => 0,
+        "current_active_defrag_time" => 0,
+        "tracking_total_keys" => 0,
+        "tracking_total_items" => 0,
+        "tracking_total_prefixes" => 0,
+        "unexpected_error_replies" => 0,
+        "total_error_replies" => errors,
+        "dump_payload_sanitizations" => 0,
+        "total_reads_processed" => processed,
+        "total_writes_processed" => processed,
+        "io_threaded_reads_processed" => 0,
+        "io_threaded_writes_processed" => 0,
+        "reply_buffer_shrinks" => 0,
+        "reply_buffer_expands" => 0,
+    );
+}
+
+fn replication(srv: &Arc<Server>, o: &mut String) {
+    o.push_str("# Replication\r\n");
+    kv!(o,
+        "role" => "master",
+        "connected_slaves" => 0,
+        "master_failover_state" => "no-failover",
+        "master_replid" => srv.run_id,
+        "master_replid2" => "0000000000000000000000000000000000000000",
+        "master_repl_offset" => 0,
+        "second_repl_offset" => -1,
+        "repl_backlog_active" => 0,
+        "repl_backlog_size" => 1048576,
+        "repl_backlog_first_byte_offset" => 0,
+        "repl_backlog_histlen" => 0,
+    );
+}
+
+/// (system, user) CPU seconds of `who` (RUSAGE_SELF, RUSAGE_CHILDREN, RUSAGE_THREAD).
+fn rusage(who: libc::c_int) -> (f64, f64) {
+    // SAFETY: rusage is plain old data, filled by getrusage; read only on success.
+    unsafe {
+        let mut r: libc::rusage = std::mem::zeroed();
+        if libc::getrusage(who, &mut r) != 0 {
+            return (0.0, 0.0);
+        }
+        let t = |tv: libc::timeval| tv.tv_sec as f64 + tv.tv_usec as f64 / 1e6;
+        (t(r.ru_stime), t(r.ru_utime))
+    }
+}
+
+fn cpu(o: &mut String) {
+    let (s, u) = rusage(libc::RUSAGE_SELF);
+    let (cs, cu) = rusage(libc::RUSAGE_CHILDREN);
+    let (ts, tu) = rusage(libc::RUSAGE_THREAD);
+    o.push_str("# CPU\r\n");
+    kv!(o,
+        "used_cpu_sys" => format!("{s:.6}"),
+        "used_cpu_user" => format!("{u:.6}"),
+        "used_cpu_sys_children" => format!("{cs:.6}"),
+        "used_cpu_user_children" => format!("{cu:.6}"),
+        "used_cpu_sys_main_thread" => format!("{ts:.6}"),
+        "used_cpu_user_main_thread" => format!("{tu:.6}"),
+    );
+}
+
+fn commandstats(srv: &Arc<Server>, w: &[Arc<WorkerStats>], o: &mut String) {
+    o.push_str("# Commandstats\r\n");
+    for (id, name) in srv.commands.full_names.iter().enumerate() {
+        let get = |f: fn(&crate::server::stats::CmdStats) -> &std::sync::atomic::AtomicU64| {
+            w.iter().map(|s| f(&s.cmds[id]).load(Relaxed)).sum::<u64>()
+        };
+        let calls = get(|c| &c.calls);
+        let rejected = get(|c| &c.rejected);
+        let failed = get(|c| &c.failed);
+        if calls == 0 && rejected == 0 && failed == 0 {
+            continue;
+        }
+        let usec = get(|c| &c.usec);
+        let per = if calls == 0 {
+            0.0
+        } else {
+            usec as f64 / calls as f64
+        };
+        let _ = write!(
+            o,
+            "cmdstat_{name}:calls={calls},usec={usec},usec_per_call={per:.2},rejected_calls={rejected},failed_calls={failed}\r\n"
+        );
+    }
+}
+
+fn errorstats(w: &[Arc<WorkerStats>], o: &mut String) {
+    let mut all = std::collections::BTreeMap::<String, u64>::new();
+    for s in w {
+        for (k, v) in s.errors.lock().iter() {
+            *all.entry(k.clone()).or_default() += v;
+        }
+    }
+    o.push_str("# Errorstats\r\n");
+    for (k, v) in all {
+        let _ = write!(o, "errorstat_{k}:count={v}\r\n");
+    }
+}
+
+fn keyspace(srv: &Arc<Server>, o: &mut String) {
+    o.push_str("# Keyspace\r\n");
+    for i in 0..srv.keyspace.num_dbs() {
+        let db = srv.keyspace.db(i);
+        let keys = db.len();
+        if keys > 0 {
+            let _ = write!(
+                o,
+                "db{i}:keys={keys},expires={},avg_ttl=0\r\n",
+                db.volatile_len()
+            );
+        }
+    }
+}

@@ -1,0 +1,231 @@
+//! SLOWLOG and LATENCY.
+//!
+//! The slow log itself is filled by the dispatcher (`conn.rs`, after each
+//! command, against `slowlog-log-slower-than`); this file only reads and
+//! resets it. We keep no latency-event samples, so LATENCY answers with
+//! Redis's well-formed empty replies, and HISTOGRAM reports call counts.
+
+use std::sync::atomic::Ordering::Relaxed;
+
+use super::super::{flags::*, CmdError, CmdResult, Command, Ctx};
+use super::reply_help;
+use crate::protocol::Args;
+
+const ADM: u32 = ADMIN | NOSCRIPT | LOADING | STALE;
+
+pub static SLOWLOG_SUBCOMMANDS: &[Command] = &[
+    Command::new("get", -2, ADM, slowlog_get)
+        .acl("admin slow dangerous")
+        .doc("server", "2.2.12", "Returns the slow log's entries.")
+        .complexity("O(N) where N is the number of entries returned"),
+    Command::new("len", 2, ADM, slowlog_len)
+        .acl("admin slow dangerous")
+        .doc(
+            "server",
+            "2.2.12",
+            "Returns the number of entries in the slow log.",
+        ),
+    Command::new("reset", 2, ADM, slowlog_reset)
+        .acl("admin slow dangerous")
+        .doc("server", "2.2.12", "Clears all entries from the slow log.")
+        .complexity("O(N) where N is the number of entries in the slowlog"),
+    Command::new("help", 2, LOADING | STALE, slowlog_help)
+        .acl("slow")
+        .doc(
+            "server",
+            "6.2.0",
+            "Show helpful text about the different subcommands",
+        ),
+];
+
+pub static LATENCY_SUBCOMMANDS: &[Command] = &[
+    Command::new("latest", 2, ADM, latency_empty)
+        .acl("admin slow dangerous")
+        .doc(
+            "server",
+            "2.8.13",
+            "Returns the latest latency samples for all events.",
+        ),
+    Command::new("history", 3, ADM, latency_empty)
+        .acl("admin slow dangerous")
+        .doc(
+            "server",
+            "2.8.13",
+            "Returns timestamp-latency samples for an event.",
+        ),
+    Command::new("reset", -2, ADM, latency_reset)
+        .acl("admin slow dangerous")
+        .doc(
+            "server",
+            "2.8.13",
+            "Resets the latency data for one or more events.",
+        ),
+    Command::new("doctor", 2, ADM, latency_doctor)
+        .acl("admin slow dangerous")
+        .doc(
+            "server",
+            "2.8.13",
+            "Returns a human-readable latency analysis report.",
+        ),
+    Command::new("graph", 3, ADM, latency_graph)
+        .acl("admin slow dangerous")
+        .doc("server", "2.8.13", "Returns a latency graph for an event."),
+    Command::new("histogram", -2, ADM, latency_histogram)
+        .acl("admin slow dangerous")
+        .doc(
+            "server",
+            "7.0.0",
+            "Returns the cumulative distribution of latencies of a subset or all commands.",
+        )
+        .complexity(
+            "O(N) where N is the number of commands with latency information being retrieved.",
+        ),
+    Command::new("help", 2, LOADING | STALE, latency_help)
+        .acl("slow")
+        .doc(
+            "server",
+            "2.8.13",
+            "Returns helpful text about the different subcommands.",
+        ),
+];
+
+const SLOWLOG_HELP: &[&str] = &[
+    "GET [<count>]",
+    "    Return top <count> entries from the slowlog (default: 10, -1 mean all).",
+    "    Entries are made of:",
+    "    id, timestamp, time in microseconds, arguments array, client IP and port,",
+    "    client name",
+    "LEN",
+    "    Return the length of the slowlog.",
+    "RESET",
+    "    Reset the slowlog.",
+];
+
+fn slowlog_help(ctx: &mut Ctx, _args: Args) -> CmdResult {
+    reply_help(ctx, "slowlog", SLOWLOG_HELP);
+    Ok(())
+}
+
+fn slowlog_get(ctx: &mut Ctx, args: Args) -> CmdResult {
+    let count = match args.len() {
+        2 => 10,
+        3 => match crate::protocol::parse_i64(args.get(2)) {
+            Some(-1) => usize::MAX,
+            Some(n) if n >= 0 => n as usize,
+            _ => return Err(CmdError::err("count should be greater than or equal to -1")),
+        },
+        _ => return Err(CmdError::Syntax),
+    };
+    let entries: Vec<_> = ctx.srv.slowlog.lock().iter().take(count).cloned().collect();
+    let out = &mut *ctx.out;
+    out.array(entries.len());
+    for e in entries {
+        out.array(6);
+        out.int(e.id as i64);
+        out.int(e.time as i64);
+        out.int(e.usec as i64);
+        out.array(e.args.len());
+        for a in &e.args {
+            out.bulk(a);
+        }
+        out.bulk(e.addr.as_bytes());
+        out.bulk(e.name.as_bytes());
+    }
+    Ok(())
+}
+
+fn slowlog_len(ctx: &mut Ctx, _args: Args) -> CmdResult {
+    let n = ctx.srv.slowlog.lock().len();
+    ctx.out.int(n as i64);
+    Ok(())
+}
+
+fn slowlog_reset(ctx: &mut Ctx, _args: Args) -> CmdResult {
+    ctx.srv.slowlog.lock().clear();
+    ctx.out.ok();
+    Ok(())
+}
+
+const LATENCY_HELP: &[&str] = &[
+    "DOCTOR",
+    "    Return a human readable latency analysis report.",
+    "GRAPH <event>",
+    "    Return an ASCII latency graph for the <event> class.",
+    "HISTORY <event>",
+    "    Return time-latency samples for the <event> class.",
+    "LATEST",
+    "    Return the latest latency samples for all events.",
+    "RESET [<event> ...]",
+    "    Reset latency data of one or more <event> classes.",
+    "    (default: reset all data for all event classes)",
+    "HISTOGRAM [COMMAND ...]",
+    "    Return a cumulative distribution of latencies in the format of a histogram for the specified command names.",
+    "    If no commands are specified then all histograms are replied.",
+];
+
+fn latency_help(ctx: &mut Ctx, _args: Args) -> CmdResult {
+    reply_help(ctx, "latency", LATENCY_HELP);
+    Ok(())
+}
+
+fn latency_empty(ctx: &mut Ctx, _args: Args) -> CmdResult {
+    ctx.out.array(0);
+    Ok(())
+}
+
+fn latency_reset(ctx: &mut Ctx, _args: Args) -> CmdResult {
+    ctx.out.int(0);
+    Ok(())
+}
+
+fn latency_graph(_ctx: &mut Ctx, args: Args) -> CmdResult {
+    Err(CmdError::err(format!(
+        "No samples available for event '{}'",
+        String::from_utf8_lossy(args.get(2))
+    )))
+}
+
+fn latency_doctor(ctx: &mut Ctx, _args: Args) -> CmdResult {
+    let threshold = ctx.srv.config.read().get_i64("latency-monitor-threshold");
+    let text = if threshold == 0 {
+        "I'm sorry, Dave, I can't do that. Latency monitoring is disabled in this Redis instance. You may use \"CONFIG SET latency-monitor-threshold <milliseconds>.\" in order to enable it. If we weren't in a deep space mission I'd suggest to take a look at https://redis.io/topics/latency-monitor.\n"
+    } else {
+        "Dave, no latency spike was observed during the lifetime of this Redis instance, not in the slightest bit. I honestly think you ought to sleep a little more.\n"
+    };
+    ctx.out.verbatim(text.as_bytes());
+    Ok(())
+}
+
+/// LATENCY HISTOGRAM [cmd ...]: per command its call count; the bucket map
+/// is empty (no per-call latency histogram is kept).
+fn latency_histogram(ctx: &mut Ctx, args: Args) -> CmdResult {
+    let srv = ctx.srv;
+    let workers = srv.workers.lock().clone();
+    let wanted: Vec<String> = args
+        .iter()
+        .skip(2)
+        .map(|a| String::from_utf8_lossy(a).to_ascii_lowercase())
+        .collect();
+    let rows: Vec<(&str, u64)> = srv
+        .commands
+        .full_names
+        .iter()
+        .enumerate()
+        .map(|(id, n)| {
+            let calls = workers.iter().map(|w| w.cmds[id].calls.load(Relaxed)).sum();
+            (n.as_str(), calls)
+        })
+        .filter(|(n, calls)| *calls > 0 && (wanted.is_empty() || wanted.iter().any(|w| w == n)))
+        .collect();
+    let out = &mut *ctx.out;
+    out.map(rows.len());
+    for (n, calls) in rows {
+        out.bulk(n.as_bytes());
+        out.map(2);
+        out.bulk(b"calls");
+        out.int(calls as i64);
+        out.bulk(b"histogram_usec");
+        out.map(0);
+    }
+    Ok(())
+}

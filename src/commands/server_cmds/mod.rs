@@ -1,0 +1,216 @@
+//! Server and introspection commands (Redis's server.c, networking.c,
+//! debug.c, slowlog.c, latency.c, object.c's MEMORY).
+//!
+//! The family is split by topic: `info.rs` (INFO), `client.rs` (CLIENT),
+//! `command.rs` (COMMAND, generated only from the command table), `debug.rs`
+//! (DEBUG and MEMORY), `logs.rs` (SLOWLOG, LATENCY). This file holds the table
+//! and the small commands: TIME, LASTSAVE, SHUTDOWN, MONITOR.
+//!
+//! Container commands (CLIENT, COMMAND, SLOWLOG, ...) list their subcommands
+//! in the table, so the dispatcher resolves `client|list` itself (arity, stats,
+//! COMMAND INFO); the parent's handler only runs for the bare name.
+
+mod client;
+mod command;
+mod debug;
+mod info;
+mod logs;
+mod sha1;
+
+use std::sync::atomic::Ordering::Relaxed;
+
+use super::util::eq_ic;
+use super::{flags::*, CmdError, CmdResult, Command, Ctx};
+use crate::protocol::Args;
+use crate::server::ShutdownKind;
+
+const ADM: u32 = ADMIN | NOSCRIPT | LOADING | STALE;
+
+pub static COMMANDS: &[Command] = &[
+    Command::new("info", -1, LOADING | STALE, info::info)
+        .acl("slow dangerous")
+        .doc(
+            "server",
+            "1.0.0",
+            "Returns information and statistics about the server.",
+        )
+        .complexity("O(1)"),
+    Command::new("time", 1, LOADING | STALE | FAST, time)
+        .acl("fast")
+        .doc("server", "2.6.0", "Returns the server time."),
+    Command::new("lastsave", 1, LOADING | STALE | FAST, lastsave)
+        .acl("fast dangerous admin")
+        .doc(
+            "server",
+            "1.0.0",
+            "Returns the Unix timestamp of the last successful save to disk.",
+        ),
+    Command::new(
+        "shutdown",
+        -1,
+        ADMIN | NOSCRIPT | LOADING | STALE | NO_MULTI | SKIP_SLOWLOG | ALLOW_BUSY,
+        shutdown,
+    )
+    .acl("admin slow dangerous")
+    .doc(
+        "server",
+        "1.0.0",
+        "Synchronously saves the database(s) to disk and shuts down the Redis server.",
+    ),
+    Command::new("monitor", 1, ADM, monitor)
+        .acl("admin slow dangerous")
+        .doc(
+            "server",
+            "1.0.0",
+            "Listens for all requests received by the server in real-time.",
+        ),
+    Command::new("debug", -2, ADM, debug::debug)
+        .acl("admin slow dangerous")
+        .doc("server", "1.0.0", "A container for debugging commands."),
+    Command::new("client", -2, 0, container)
+        .acl("slow")
+        .doc(
+            "connection",
+            "2.4.0",
+            "A container for client connection commands.",
+        )
+        .complexity("Depends on subcommand.")
+        .subs(client::SUBCOMMANDS),
+    Command::new("command", -1, LOADING | STALE, command::command_all)
+        .acl("slow connection")
+        .doc(
+            "server",
+            "2.8.13",
+            "Returns detailed information about all commands.",
+        )
+        .complexity("O(N) where N is the total number of Redis commands")
+        .subs(command::SUBCOMMANDS),
+    Command::new("slowlog", -2, 0, container)
+        .acl("slow")
+        .doc("server", "2.2.12", "A container for slow log commands.")
+        .complexity("Depends on subcommand.")
+        .subs(logs::SLOWLOG_SUBCOMMANDS),
+    Command::new("latency", -2, 0, container)
+        .acl("slow")
+        .doc(
+            "server",
+            "2.8.13",
+            "A container for latency diagnostics commands.",
+        )
+        .complexity("Depends on subcommand.")
+        .subs(logs::LATENCY_SUBCOMMANDS),
+    Command::new("memory", -2, 0, container)
+        .acl("slow")
+        .doc(
+            "server",
+            "4.0.0",
+            "A container for memory diagnostics commands.",
+        )
+        .complexity("Depends on subcommand.")
+        .subs(debug::MEMORY_SUBCOMMANDS),
+];
+
+/// The bare name of a container whose arity allows it (never reached for
+/// arity -2 containers: the dispatcher rejects them first).
+fn container(_ctx: &mut Ctx, args: Args) -> CmdResult {
+    Err(CmdError::WrongArity(
+        String::from_utf8_lossy(args.get(0)).to_ascii_lowercase(),
+    ))
+}
+
+/// Redis's addReplyHelp: a header, the given lines, then HELP's own entry.
+pub(crate) fn reply_help(ctx: &mut Ctx, cmd: &str, lines: &[&str]) {
+    let out = &mut *ctx.out;
+    out.array(lines.len() + 3);
+    out.simple(&format!(
+        "{} <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+        cmd.to_uppercase()
+    ));
+    for l in lines {
+        out.simple(l);
+    }
+    out.simple("HELP");
+    out.simple("    Prints this help.");
+}
+
+/// CLIENT SETNAME's rule: no spaces, newlines or other special characters.
+pub fn validate_client_name(name: &[u8]) -> Result<(), CmdError> {
+    if name.iter().any(|&c| !(b'!'..=b'~').contains(&c)) {
+        return Err(CmdError::err(
+            "Client names cannot contain spaces, newlines or special characters.",
+        ));
+    }
+    Ok(())
+}
+
+pub fn set_client_name(ctx: &mut Ctx, name: &[u8]) {
+    let s = String::from_utf8_lossy(name).into_owned();
+    if let Some(sh) = &ctx.client.shared {
+        *sh.name.lock() = s.clone();
+    }
+    ctx.client.name = if s.is_empty() { None } else { Some(s) };
+}
+
+fn time(ctx: &mut Ctx, _args: Args) -> CmdResult {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default();
+    ctx.out.array(2);
+    ctx.out.bulk_int(now.as_secs() as i64);
+    ctx.out.bulk_int(now.subsec_micros() as i64);
+    Ok(())
+}
+
+fn lastsave(ctx: &mut Ctx, _args: Args) -> CmdResult {
+    ctx.out.int(ctx.srv.lastsave_unix.load(Relaxed) as i64);
+    Ok(())
+}
+
+/// SHUTDOWN [NOSAVE|SAVE] [NOW] [FORCE] [ABORT]. On success nothing is
+/// replied: the connection closes and the main thread stops the server.
+fn shutdown(ctx: &mut Ctx, args: Args) -> CmdResult {
+    let (mut save, mut nosave, mut abort) = (false, false, false);
+    for a in args.iter().skip(1) {
+        if eq_ic(a, "NOSAVE") {
+            nosave = true;
+        } else if eq_ic(a, "SAVE") {
+            save = true;
+        } else if eq_ic(a, "NOW") || eq_ic(a, "FORCE") {
+        } else if eq_ic(a, "ABORT") {
+            abort = true;
+        } else {
+            return Err(CmdError::Syntax);
+        }
+    }
+    if (save && nosave) || (abort && args.len() != 2) {
+        return Err(CmdError::Syntax);
+    }
+    if abort {
+        // Shutdown here is immediate: there is never one in progress.
+        return Err(CmdError::err("No shutdown in progress."));
+    }
+    let kind = if nosave {
+        ShutdownKind::NoSave
+    } else if save {
+        ShutdownKind::Save
+    } else {
+        ShutdownKind::Default
+    };
+    ctx.client.shutdown_requested = Some(kind);
+    ctx.client.close_after_reply = true;
+    Ok(())
+}
+
+/// MONITOR: from now on this connection receives every command executed.
+fn monitor(ctx: &mut Ctx, _args: Args) -> CmdResult {
+    if ctx.client.monitor {
+        return Ok(());
+    }
+    ctx.client.monitor = true;
+    if let Some(sh) = &ctx.client.shared {
+        sh.monitor.store(true, Relaxed);
+        ctx.srv.clients.monitors.fetch_add(1, Relaxed);
+    }
+    ctx.out.ok();
+    Ok(())
+}
