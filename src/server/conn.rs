@@ -261,7 +261,7 @@ async fn serve_stream<T>(
         while let Ok(p) = rx.try_recv() {
             match p {
                 Push::Bytes(b) => {
-                    if stream.write_all(&b).await.is_err() {
+                    if write_all(&io, &b).await.is_err() {
                         break 'conn;
                     }
                 }

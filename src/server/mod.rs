@@ -277,7 +277,14 @@ pub fn run(config: Config) -> Result<i32, String> {
     let (shutdown_tx, shutdown_rx) = std::sync::mpsc::channel();
     *srv.shutdown_tx.lock() = Some(shutdown_tx.clone());
 
-    let pin = matches!(srv.config.read().get_str("server-thread-affinity").to_ascii_lowercase().as_str(), "yes" | "true");
+    let pin = matches!(
+        srv.config
+            .read()
+            .get_str("server-thread-affinity")
+            .to_ascii_lowercase()
+            .as_str(),
+        "yes" | "true"
+    );
     let mut senders = vec![];
     for i in 0..threads {
         let (tx, rx) = mpsc::unbounded_channel::<NewConn>();
@@ -328,7 +335,9 @@ pub fn run(config: Config) -> Result<i32, String> {
 
 /// `server-thread-affinity yes`: worker i runs on CPU i (mod the CPU count).
 fn pin_to_cpu(i: usize) {
-    let ncpu = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
+    let ncpu = std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(1);
     // SAFETY: cpu_set_t is plain data, zero is a valid empty set, and
     // sched_setaffinity(0, ...) only reads the set we pass for this thread.
     unsafe {
