@@ -120,7 +120,7 @@ pub static COMMANDS: &[Command] = &[
 ];
 
 /// The string inside a value already checked to be a string.
-fn str_of(v: &Value) -> &StrValue {
+pub(crate) fn str_of(v: &Value) -> &StrValue {
     match v {
         Value::Str(s) => s,
         #[allow(unreachable_patterns)]
@@ -128,7 +128,7 @@ fn str_of(v: &Value) -> &StrValue {
     }
 }
 
-fn str_of_mut(v: &mut Value) -> &mut StrValue {
+pub(crate) fn str_of_mut(v: &mut Value) -> &mut StrValue {
     match v {
         Value::Str(s) => s,
         #[allow(unreachable_patterns)]
