@@ -920,3 +920,128 @@ fn lcs_reply(ctx: &mut Ctx, o: &LcsOpts, a: &[u8], b: &[u8], t: &[u32]) {
     ctx.out.bulk(b"len");
     ctx.out.int(total as i64);
 }
+
+#[cfg(test)]
+mod tests {
+    //! The effect records of string and bitmap writes replay to an identical
+    //! keyspace (values, encodings, expiries and versions).
+    use std::sync::Arc;
+
+    use crate::commands::{replay, Ctx};
+    use crate::config::Config;
+    use crate::effects::Recorder;
+    use crate::keyspace::hlc::{unix_ms, Hlc};
+    use crate::keyspace::SHARDS;
+    use crate::protocol::{Args, ReplyBuf};
+    use crate::server::client::ClientState;
+    use crate::server::Server;
+
+    fn run(srv: &Arc<Server>, clock: &mut Hlc, argv: &[&str]) -> Vec<u8> {
+        let stats = srv.new_worker_stats();
+        let flat: Vec<u8> = argv.concat().into_bytes();
+        let mut off = 0;
+        let spans: Vec<_> = argv
+            .iter()
+            .map(|a| {
+                off += a.len();
+                off - a.len()..off
+            })
+            .collect();
+        let args = Args::new(&flat, &spans);
+        let cmd = srv.commands.get(srv.commands.lookup(args.get(0)).unwrap());
+        let (mut client, mut out) = (ClientState::new(1), ReplyBuf::new(2));
+        let mut ctx = Ctx {
+            srv,
+            client: &mut client,
+            out: &mut out,
+            clock,
+            stats: &stats,
+            now_ms: unix_ms(),
+            replay_version: None,
+        };
+        (cmd.handler)(&mut ctx, args).unwrap();
+        out.buf
+    }
+
+    fn dump(srv: &Server) -> Vec<String> {
+        let mut v: Vec<String> = (0..SHARDS)
+            .flat_map(|i| {
+                let shard = srv.keyspace.db(0).lock(i);
+                shard
+                    .iter()
+                    .map(|e| {
+                        let enc = e.value.encoding();
+                        format!("{:?}={:?}/{enc}/{}/{}", e.key, e.value, e.expire_at, e.version)
+                    })
+                    .collect::<Vec<_>>()
+            })
+            .collect();
+        v.sort();
+        v
+    }
+
+    #[test]
+    fn effects_replay_to_the_same_keyspace() {
+        let master = Server::new(Config::default());
+        let rec = Arc::new(Recorder::default());
+        master.effects.subscribe(rec.clone());
+        let mut clock = Hlc::new(1);
+        let script: &[&[&str]] = &[
+            &["SET", "a", "1", "EX", "100"],
+            &["INCR", "a"],
+            &["INCRBYFLOAT", "a", "1.1"],
+            &["SETEX", "b", "50", "x"],
+            &["APPEND", "b", "yz"],
+            &["SETRANGE", "c", "3", "q"],
+            &["MSET", "d", "1", "e", "2"],
+            &["MSETNX", "h", "1", "i", "2"],
+            &["SETNX", "h", "9"],
+            &["GETSET", "e", "3"],
+            &["SETBIT", "f", "10", "1"],
+            &["BITFIELD", "f", "INCRBY", "i8", "0", "5"],
+            &["BITOP", "OR", "g", "f", "b"],
+            &["DECRBY", "e", "7"],
+        ];
+        for argv in script {
+            run(&master, &mut clock, argv);
+        }
+        let replica = Server::new(Config::default());
+        let stats = replica.new_worker_stats();
+        let mut rclock = Hlc::new(2);
+        for e in rec.0.lock().iter() {
+            replay(&replica, &mut rclock, &stats, e).unwrap();
+        }
+        assert_eq!(dump(&master), dump(&replica));
+        let argvs = records(&rec);
+        assert!(argvs.iter().any(|a| a == "SETa3.1KEEPTTL"), "{argvs:?}");
+        assert!(argvs.iter().any(|a| a.starts_with("SETbxPXAT")), "{argvs:?}");
+    }
+
+    fn records(rec: &Recorder) -> Vec<String> {
+        let recs = rec.0.lock();
+        recs.iter()
+            .map(|e| String::from_utf8_lossy(&e.argv.concat()).into_owned())
+            .collect()
+    }
+
+    /// Commands whose effects belong to other families (PEXPIREAT, PERSIST,
+    /// DEL) are checked by their records only.
+    #[test]
+    fn getex_and_getdel_propagate_as_redis() {
+        let srv = Server::new(Config::default());
+        let rec = Arc::new(Recorder::default());
+        srv.effects.subscribe(rec.clone());
+        let mut clock = Hlc::new(1);
+        run(&srv, &mut clock, &["SET", "k", "v"]);
+        run(&srv, &mut clock, &["GETEX", "k", "EX", "100"]);
+        run(&srv, &mut clock, &["GETEX", "k", "PERSIST"]);
+        run(&srv, &mut clock, &["GETEX", "k", "PERSIST"]);
+        run(&srv, &mut clock, &["GETEX", "k"]);
+        run(&srv, &mut clock, &["GETDEL", "k"]);
+        run(&srv, &mut clock, &["GETDEL", "k"]);
+        let argvs = records(&rec);
+        assert_eq!(argvs.len(), 4, "{argvs:?}");
+        assert!(argvs[1].starts_with("PEXPIREATk"), "{argvs:?}");
+        assert_eq!(argvs[2..], ["PERSISTk", "DELk"]);
+    }
+}
