@@ -78,8 +78,14 @@ fn bitcount_ranges() {
     // As Redis 7.2: a missing key answers 0 before its range is checked.
     assert_eq!(cmd::<i64>(c, &["BITCOUNT", "none", "0"]), 0);
     assert_eq!(cmd_err(c, &["BITCOUNT", "k", "0"]), "ERR syntax error");
-    assert_eq!(cmd_err(c, &["BITCOUNT", "k", "0", "1", "FOO"]), "ERR syntax error");
-    assert_eq!(cmd_err(c, &["BITCOUNT", "k", "0", "1", "BIT", "x"]), "ERR syntax error");
+    assert_eq!(
+        cmd_err(c, &["BITCOUNT", "k", "0", "1", "FOO"]),
+        "ERR syntax error"
+    );
+    assert_eq!(
+        cmd_err(c, &["BITCOUNT", "k", "0", "1", "BIT", "x"]),
+        "ERR syntax error"
+    );
     assert_eq!(
         cmd_err(c, &["BITCOUNT", "k", "a", "1"]),
         "ERR value is not an integer or out of range"
@@ -109,7 +115,11 @@ fn bitpos_ranges() {
     assert_eq!(bp(c, &["0", "2", "9", "BIT"]), -1);
     assert_eq!(bp(c, &["1", "2", "-1", "bit"]), 2);
     // All ones: without an end the zero after the string counts.
-    let _: () = redis::cmd("SET").arg("ones").arg(&[0xffu8; 2][..]).query(c).unwrap();
+    let _: () = redis::cmd("SET")
+        .arg("ones")
+        .arg(&[0xffu8; 2][..])
+        .query(c)
+        .unwrap();
     assert_eq!(cmd::<i64>(c, &["BITPOS", "ones", "0"]), 16);
     assert_eq!(cmd::<i64>(c, &["BITPOS", "ones", "0", "0"]), 16);
     assert_eq!(cmd::<i64>(c, &["BITPOS", "ones", "0", "0", "-1"]), -1);
@@ -121,7 +131,10 @@ fn bitpos_ranges() {
         cmd_err(c, &["BITPOS", "k", "2"]),
         "ERR The bit argument must be 1 or 0."
     );
-    assert_eq!(cmd_err(c, &["BITPOS", "k", "1", "0", "1", "FOO"]), "ERR syntax error");
+    assert_eq!(
+        cmd_err(c, &["BITPOS", "k", "1", "0", "1", "FOO"]),
+        "ERR syntax error"
+    );
     assert_eq!(
         cmd_err(c, &["BITPOS", "k", "1", "x"]),
         "ERR value is not an integer or out of range"
@@ -172,7 +185,10 @@ fn bitfield_types_and_overflow() {
         cmd(c, &v)
     };
     let ints = |xs: &[i64]| V::Array(xs.iter().map(|&x| V::Int(x)).collect());
-    assert_eq!(bf(c, &["SET", "i8", "0", "-1", "GET", "u8", "0"]), ints(&[0, 255]));
+    assert_eq!(
+        bf(c, &["SET", "i8", "0", "-1", "GET", "u8", "0"]),
+        ints(&[0, 255])
+    );
     assert_eq!(bf(c, &["INCRBY", "u8", "#0", "10"]), ints(&[9]));
     assert_eq!(bf(c, &["GET", "i4", "0", "GET", "u4", "4"]), ints(&[0, 9]));
     assert_eq!(bf(c, &["SET", "u8", "#1", "200"]), ints(&[0]));
@@ -180,28 +196,46 @@ fn bitfield_types_and_overflow() {
     // WRAP (default), SAT and FAIL on a u8 holding 200 and an i8.
     assert_eq!(bf(c, &["INCRBY", "u8", "8", "100"]), ints(&[44]));
     assert_eq!(
-        bf(c, &["OVERFLOW", "SAT", "INCRBY", "u8", "8", "250", "INCRBY", "i8", "8", "-300"]),
+        bf(
+            c,
+            &["OVERFLOW", "SAT", "INCRBY", "u8", "8", "250", "INCRBY", "i8", "8", "-300"]
+        ),
         ints(&[255, -128])
     );
     assert_eq!(
-        bf(c, &["OVERFLOW", "FAIL", "INCRBY", "u8", "8", "200", "GET", "u8", "8"]),
+        bf(
+            c,
+            &["OVERFLOW", "FAIL", "INCRBY", "u8", "8", "200", "GET", "u8", "8"]
+        ),
         V::Array(vec![V::Nil, V::Int(128)])
     );
     assert_eq!(bf(c, &["SET", "i8", "8", "200"]), ints(&[-128]));
     assert_eq!(bf(c, &["GET", "i8", "8"]), ints(&[-56]));
     // 64-bit signed and 63-bit unsigned extremes.
     let max = i64::MAX.to_string();
-    assert_eq!(bf(c, &["SET", "i64", "100", &max, "INCRBY", "i64", "100", "1"]), ints(&[0, i64::MIN]));
     assert_eq!(
-        bf(c, &["OVERFLOW", "SAT", "SET", "u63", "200", "-1", "GET", "u63", "200"]),
+        bf(c, &["SET", "i64", "100", &max, "INCRBY", "i64", "100", "1"]),
+        ints(&[0, i64::MIN])
+    );
+    assert_eq!(
+        bf(
+            c,
+            &["OVERFLOW", "SAT", "SET", "u63", "200", "-1", "GET", "u63", "200"]
+        ),
         ints(&[0, i64::MAX])
     );
     // Reads past the end are zeros; a GET-only call on a missing key works.
     assert_eq!(bf(c, &["GET", "u16", "10000"]), ints(&[0]));
-    assert_eq!(cmd::<V>(c, &["BITFIELD", "none", "GET", "i8", "0"]), ints(&[0]));
+    assert_eq!(
+        cmd::<V>(c, &["BITFIELD", "none", "GET", "i8", "0"]),
+        ints(&[0])
+    );
     assert_eq!(cmd::<Option<String>>(c, &["GET", "none"]), None);
     assert_eq!(cmd::<V>(c, &["BITFIELD", "k"]), V::Array(vec![]));
-    assert_eq!(cmd::<V>(c, &["BITFIELD_RO", "k", "GET", "u8", "0"]), ints(&[9]));
+    assert_eq!(
+        cmd::<V>(c, &["BITFIELD_RO", "k", "GET", "u8", "0"]),
+        ints(&[9])
+    );
 }
 
 #[test]
@@ -211,10 +245,20 @@ fn bitfield_errors() {
     let type_err =
         "ERR Invalid bitfield type. Use something like i16 u8. Note that u64 is not supported but i64 is.";
     for t in ["u64", "i65", "I8", "x8", "i0", "u", "i-1"] {
-        assert_eq!(cmd_err(c, &["BITFIELD", "k", "GET", t, "0"]), type_err, "{t}");
+        assert_eq!(
+            cmd_err(c, &["BITFIELD", "k", "GET", t, "0"]),
+            type_err,
+            "{t}"
+        );
     }
-    assert_eq!(cmd_err(c, &["BITFIELD", "k", "GET", "i8", "-1"]), OFFSET_ERR);
-    assert_eq!(cmd_err(c, &["BITFIELD", "k", "GET", "i8", "#-1"]), OFFSET_ERR);
+    assert_eq!(
+        cmd_err(c, &["BITFIELD", "k", "GET", "i8", "-1"]),
+        OFFSET_ERR
+    );
+    assert_eq!(
+        cmd_err(c, &["BITFIELD", "k", "GET", "i8", "#-1"]),
+        OFFSET_ERR
+    );
     assert_eq!(
         cmd_err(c, &["BITFIELD", "k", "GET", "u8", "4294967296"]),
         OFFSET_ERR
@@ -224,8 +268,14 @@ fn bitfield_errors() {
         "ERR Invalid OVERFLOW type specified"
     );
     assert_eq!(cmd_err(c, &["BITFIELD", "k", "FOO"]), "ERR syntax error");
-    assert_eq!(cmd_err(c, &["BITFIELD", "k", "GET", "i8"]), "ERR syntax error");
-    assert_eq!(cmd_err(c, &["BITFIELD", "k", "SET", "i8", "0"]), "ERR syntax error");
+    assert_eq!(
+        cmd_err(c, &["BITFIELD", "k", "GET", "i8"]),
+        "ERR syntax error"
+    );
+    assert_eq!(
+        cmd_err(c, &["BITFIELD", "k", "SET", "i8", "0"]),
+        "ERR syntax error"
+    );
     assert_eq!(
         cmd_err(c, &["BITFIELD", "k", "INCRBY", "i8", "0", "x"]),
         "ERR value is not an integer or out of range"

@@ -20,19 +20,43 @@ fn set_variants_and_get() {
     assert_eq!(cmd::<Option<String>>(c, &["SET", "k", "w", "NX"]), None);
     assert_eq!(cmd::<String>(c, &["SET", "k", "w", "XX"]), "OK");
     assert_eq!(cmd::<Option<String>>(c, &["SET", "nk", "w", "XX"]), None);
-    assert_eq!(cmd::<Option<String>>(c, &["SET", "k", "x", "GET"]), Some("w".into()));
+    assert_eq!(
+        cmd::<Option<String>>(c, &["SET", "k", "x", "GET"]),
+        Some("w".into())
+    );
     assert_eq!(cmd::<Option<String>>(c, &["SET", "k2", "x", "GET"]), None);
     assert_eq!(get(c, "k2").as_deref(), Some("x"));
     // Repeated options are accepted as in Redis; the last expiry wins.
-    assert_eq!(cmd::<String>(c, &["SET", "k", "v", "EX", "1", "EX", "100"]), "OK");
-    assert_eq!(cmd::<Option<String>>(c, &["SET", "k", "v", "NX", "NX"]), None);
-    assert_eq!(cmd_err(c, &["SET", "k", "v", "NX", "XX"]), "ERR syntax error");
-    assert_eq!(cmd_err(c, &["SET", "k", "v", "EX", "1", "PX", "1"]), "ERR syntax error");
-    assert_eq!(cmd_err(c, &["SET", "k", "v", "KEEPTTL", "EX", "1"]), "ERR syntax error");
+    assert_eq!(
+        cmd::<String>(c, &["SET", "k", "v", "EX", "1", "EX", "100"]),
+        "OK"
+    );
+    assert_eq!(
+        cmd::<Option<String>>(c, &["SET", "k", "v", "NX", "NX"]),
+        None
+    );
+    assert_eq!(
+        cmd_err(c, &["SET", "k", "v", "NX", "XX"]),
+        "ERR syntax error"
+    );
+    assert_eq!(
+        cmd_err(c, &["SET", "k", "v", "EX", "1", "PX", "1"]),
+        "ERR syntax error"
+    );
+    assert_eq!(
+        cmd_err(c, &["SET", "k", "v", "KEEPTTL", "EX", "1"]),
+        "ERR syntax error"
+    );
     assert_eq!(cmd_err(c, &["SET", "k", "v", "EX"]), "ERR syntax error");
-    assert_eq!(cmd_err(c, &["SET", "k", "v", "PERSIST"]), "ERR syntax error");
+    assert_eq!(
+        cmd_err(c, &["SET", "k", "v", "PERSIST"]),
+        "ERR syntax error"
+    );
     // Syntax is checked before the expire value.
-    assert_eq!(cmd_err(c, &["SET", "k", "v", "EX", "-1", "BAD"]), "ERR syntax error");
+    assert_eq!(
+        cmd_err(c, &["SET", "k", "v", "EX", "-1", "BAD"]),
+        "ERR syntax error"
+    );
     assert_eq!(
         cmd_err(c, &["SET", "k", "v", "EX", "0"]),
         "ERR invalid expire time in 'set' command"
@@ -100,7 +124,10 @@ fn getex_options() {
     let s = Server::start(&[]);
     let c = &mut s.conn();
     // A missing key answers nil before its expire value is validated.
-    assert_eq!(cmd::<Option<String>>(c, &["GETEX", "none", "EX", "-1"]), None);
+    assert_eq!(
+        cmd::<Option<String>>(c, &["GETEX", "none", "EX", "-1"]),
+        None
+    );
     assert_eq!(cmd::<String>(c, &["SET", "k", "v"]), "OK");
     assert_eq!(
         cmd_err(c, &["GETEX", "k", "EX", "-1"]),
@@ -110,7 +137,10 @@ fn getex_options() {
         cmd_err(c, &["GETEX", "k", "EX", "abc"]),
         "ERR value is not an integer or out of range"
     );
-    assert_eq!(cmd_err(c, &["GETEX", "k", "PERSIST", "EX", "1"]), "ERR syntax error");
+    assert_eq!(
+        cmd_err(c, &["GETEX", "k", "PERSIST", "EX", "1"]),
+        "ERR syntax error"
+    );
     assert_eq!(cmd_err(c, &["GETEX", "k", "NX"]), "ERR syntax error");
     assert_eq!(cmd_err(c, &["GETEX", "k", "KEEPTTL"]), "ERR syntax error");
     assert_eq!(cmd::<String>(c, &["GETEX", "k"]), "v");
@@ -144,10 +174,16 @@ fn getset_getdel_mget_mset_msetnx() {
     let s = Server::start(&[]);
     let c = &mut s.conn();
     assert_eq!(cmd::<Option<String>>(c, &["GETSET", "k", "1"]), None);
-    assert_eq!(cmd::<Option<String>>(c, &["GETSET", "k", "2"]), Some("1".into()));
+    assert_eq!(
+        cmd::<Option<String>>(c, &["GETSET", "k", "2"]),
+        Some("1".into())
+    );
     assert_eq!(cmd::<Option<String>>(c, &["GETDEL", "k"]), Some("2".into()));
     assert_eq!(cmd::<Option<String>>(c, &["GETDEL", "k"]), None);
-    assert_eq!(cmd::<String>(c, &["MSET", "a", "1", "b", "2", "a", "3"]), "OK");
+    assert_eq!(
+        cmd::<String>(c, &["MSET", "a", "1", "b", "2", "a", "3"]),
+        "OK"
+    );
     assert_eq!(
         cmd::<Vec<Option<String>>>(c, &["MGET", "a", "b", "zz"]),
         vec![Some("3".into()), Some("2".into()), None]
@@ -183,7 +219,10 @@ fn counters_and_overflow() {
     assert_eq!(cmd::<String>(c, &["SET", "big", &max]), "OK");
     let overflow = "ERR increment or decrement would overflow";
     assert_eq!(cmd_err(c, &["INCR", "big"]), overflow);
-    assert_eq!(cmd_err(c, &["INCRBY", "m", &i64::MIN.to_string()]), overflow);
+    assert_eq!(
+        cmd_err(c, &["INCRBY", "m", &i64::MIN.to_string()]),
+        overflow
+    );
     assert_eq!(
         cmd_err(c, &["DECRBY", "n", "-9223372036854775808"]),
         "ERR decrement would overflow"
@@ -296,14 +335,20 @@ fn length_limit_follows_proto_max_bulk_len() {
 fn lcs_variants() {
     let s = Server::start(&[]);
     let c = &mut s.conn();
-    assert_eq!(cmd::<String>(c, &["MSET", "a", "ohmytext", "b", "mynewtext"]), "OK");
+    assert_eq!(
+        cmd::<String>(c, &["MSET", "a", "ohmytext", "b", "mynewtext"]),
+        "OK"
+    );
     assert_eq!(cmd::<String>(c, &["LCS", "a", "b"]), "mytext");
     assert_eq!(cmd::<i64>(c, &["LCS", "a", "b", "LEN"]), 6);
     assert_eq!(cmd::<String>(c, &["LCS", "a", "none"]), "");
     use redis::Value as V;
     let b = |s: &str| V::BulkString(s.as_bytes().to_vec());
     let pair = |x: i64, y: i64| V::Array(vec![V::Int(x), V::Int(y)]);
-    let v: V = cmd(c, &["LCS", "a", "b", "IDX", "MINMATCHLEN", "4", "WITHMATCHLEN"]);
+    let v: V = cmd(
+        c,
+        &["LCS", "a", "b", "IDX", "MINMATCHLEN", "4", "WITHMATCHLEN"],
+    );
     let expect = V::Array(vec![
         b("matches"),
         V::Array(vec![V::Array(vec![pair(4, 7), pair(5, 8), V::Int(4)])]),
@@ -327,7 +372,10 @@ fn lcs_variants() {
         "ERR If you want both the length and indexes, please just use IDX."
     );
     assert_eq!(cmd_err(c, &["LCS", "a", "b", "FOO"]), "ERR syntax error");
-    assert_eq!(cmd_err(c, &["LCS", "a", "b", "MINMATCHLEN"]), "ERR syntax error");
+    assert_eq!(
+        cmd_err(c, &["LCS", "a", "b", "MINMATCHLEN"]),
+        "ERR syntax error"
+    );
     assert_eq!(
         cmd_err(c, &["LCS", "a", "b", "MINMATCHLEN", "x"]),
         "ERR value is not an integer or out of range"
@@ -354,6 +402,11 @@ fn binary_values_round_trip() {
     let _: () = redis::cmd("SET").arg("bin").arg(&bin).query(c).unwrap();
     let got: Vec<u8> = redis::cmd("GET").arg("bin").query(c).unwrap();
     assert_eq!(got, bin);
-    let got: Vec<u8> = redis::cmd("GETRANGE").arg("bin").arg(250).arg(-1).query(c).unwrap();
+    let got: Vec<u8> = redis::cmd("GETRANGE")
+        .arg("bin")
+        .arg(250)
+        .arg(-1)
+        .query(c)
+        .unwrap();
     assert_eq!(got, bin[250..]);
 }

@@ -152,8 +152,16 @@ fn bit_range(start: i64, end: i64, len: usize, bit: bool) -> Option<(u64, u64)> 
 
 /// Bits of byte `i` inside the inclusive bit range [lo, hi], as a mask.
 fn byte_mask(i: u64, lo: u64, hi: u64) -> u8 {
-    let first = if i == lo >> 3 { 0xFFu8 >> (lo & 7) } else { 0xFF };
-    let last = if i == hi >> 3 { 0xFFu8 << (7 - (hi & 7)) } else { 0xFF };
+    let first = if i == lo >> 3 {
+        0xFFu8 >> (lo & 7)
+    } else {
+        0xFF
+    };
+    let last = if i == hi >> 3 {
+        0xFFu8 << (7 - (hi & 7))
+    } else {
+        0xFF
+    };
     first & last
 }
 
@@ -203,7 +211,11 @@ fn count_bits(b: &[u8], lo: u64, hi: u64) -> u64 {
         return edge(first);
     }
     let chunks = b[first + 1..last].chunks_exact(8);
-    let rest: u64 = chunks.remainder().iter().map(|c| c.count_ones() as u64).sum();
+    let rest: u64 = chunks
+        .remainder()
+        .iter()
+        .map(|c| c.count_ones() as u64)
+        .sum();
     let words: u64 = chunks
         .map(|c| u64::from_ne_bytes(c.try_into().expect("8 bytes")).count_ones() as u64)
         .sum();
@@ -228,7 +240,11 @@ fn bitpos(ctx: &mut Ctx, args: Args) -> CmdResult {
         4..=6 => {
             let start = arg_i64(args.get(3))?;
             let bit = args.len() == 6 && parse_unit(args.get(5))?;
-            let end = if args.len() >= 5 { Some(arg_i64(args.get(4))?) } else { None };
+            let end = if args.len() >= 5 {
+                Some(arg_i64(args.get(4))?)
+            } else {
+                None
+            };
             (start, end.unwrap_or(-1), end.is_some(), bit)
         }
         _ => return Err(CmdError::Syntax),
@@ -278,11 +294,16 @@ enum BitOp {
 
 fn bitop(ctx: &mut Ctx, args: Args) -> CmdResult {
     let name = args.get(1);
-    let op = [("AND", BitOp::And), ("OR", BitOp::Or), ("XOR", BitOp::Xor), ("NOT", BitOp::Not)]
-        .into_iter()
-        .find(|(n, _)| eq_ic(name, n))
-        .map(|(_, o)| o)
-        .ok_or(CmdError::Syntax)?;
+    let op = [
+        ("AND", BitOp::And),
+        ("OR", BitOp::Or),
+        ("XOR", BitOp::Xor),
+        ("NOT", BitOp::Not),
+    ]
+    .into_iter()
+    .find(|(n, _)| eq_ic(name, n))
+    .map(|(_, o)| o)
+    .ok_or(CmdError::Syntax)?;
     if op == BitOp::Not && args.len() != 4 {
         return Err(CmdError::err(
             "BITOP NOT must be called with a single source key.",
@@ -308,7 +329,10 @@ fn bitop(ctx: &mut Ctx, args: Args) -> CmdResult {
     let wrote = if res.is_empty() {
         l.remove(dest).is_some()
     } else {
-        let v = Value::Str(StrValue::Bytes { data: res, raw: true });
+        let v = Value::Str(StrValue::Bytes {
+            data: res,
+            raw: true,
+        });
         l.put(dest, v, 0, version);
         true
     };
@@ -396,11 +420,15 @@ fn parse_bitfield(ctx: &Ctx, args: Args) -> Result<Vec<Field>, CmdError> {
             2
         } else if eq_ic(a, "OVERFLOW") && rem >= 1 {
             let t = args.get(i + 1);
-            overflow = [("WRAP", Overflow::Wrap), ("SAT", Overflow::Sat), ("FAIL", Overflow::Fail)]
-                .into_iter()
-                .find(|(n, _)| eq_ic(t, n))
-                .map(|(_, o)| o)
-                .ok_or_else(|| CmdError::err("Invalid OVERFLOW type specified"))?;
+            overflow = [
+                ("WRAP", Overflow::Wrap),
+                ("SAT", Overflow::Sat),
+                ("FAIL", Overflow::Fail),
+            ]
+            .into_iter()
+            .find(|(n, _)| eq_ic(t, n))
+            .map(|(_, o)| o)
+            .ok_or_else(|| CmdError::err("Invalid OVERFLOW type specified"))?;
             i += 2;
             continue;
         } else {
@@ -413,7 +441,13 @@ fn parse_bitfield(ctx: &Ctx, args: Args) -> Result<Vec<Field>, CmdError> {
             1 => FieldOp::Set(arg_i64(args.get(i + 3))?),
             _ => FieldOp::Incr(arg_i64(args.get(i + 3))?),
         };
-        ops.push(Field { op, signed, bits, offset, overflow });
+        ops.push(Field {
+            op,
+            signed,
+            bits,
+            offset,
+            overflow,
+        });
         i += if kind == 0 { 3 } else { 4 };
     }
     Ok(ops)
@@ -446,7 +480,9 @@ fn bitfield_generic(ctx: &mut Ctx, args: Args, ro: bool) -> CmdResult {
         return Ok(());
     };
     if ro {
-        return Err(CmdError::err("BITFIELD_RO only supports the GET subcommand"));
+        return Err(CmdError::err(
+            "BITFIELD_RO only supports the GET subcommand",
+        ));
     }
     let (e, prev, _) = open_for_bits(&mut l, key, max_write)?;
     let data = str_of_mut(&mut e.value).make_raw();
@@ -499,7 +535,11 @@ fn read_field(data: &[u8], f: &Field) -> i64 {
 /// Executes a SET/INCRBY; returns the reply value, None on FAIL overflow.
 fn apply_field(data: &mut [u8], f: &Field) -> Option<i64> {
     let old = read_field(data, f);
-    let old_wide = if f.signed { old as i128 } else { old as u64 as i128 };
+    let old_wide = if f.signed {
+        old as i128
+    } else {
+        old as u64 as i128
+    };
     let target: i128 = match f.op {
         FieldOp::Set(v) if f.signed => v as i128,
         FieldOp::Set(v) => v as u64 as i128,

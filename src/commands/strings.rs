@@ -342,7 +342,14 @@ fn set_generic(
         old_ttl = e.expire_at;
         prev_version = e.version;
     }
-    set_write(ctx, &mut l, key, val, (cond, expire), (exists, old_ttl, prev_version))
+    set_write(
+        ctx,
+        &mut l,
+        key,
+        val,
+        (cond, expire),
+        (exists, old_ttl, prev_version),
+    )
 }
 
 fn set_write(
@@ -519,7 +526,7 @@ fn msetnx(ctx: &mut Ctx, args: Args) -> CmdResult {
 }
 
 fn mset_generic(ctx: &mut Ctx, args: Args, nx: bool) -> CmdResult {
-    if args.len() % 2 == 0 {
+    if args.len().is_multiple_of(2) {
         let name = if nx { "msetnx" } else { "mset" };
         return Err(CmdError::WrongArity(name.into()));
     }
@@ -726,7 +733,12 @@ fn setrange(ctx: &mut Ctx, args: Args) -> CmdResult {
             data.extend_from_slice(val);
             let total = data.len();
             let version = ctx.new_version();
-            l.put(key, Value::Str(StrValue::Bytes { data, raw: true }), 0, version);
+            l.put(
+                key,
+                Value::Str(StrValue::Bytes { data, raw: true }),
+                0,
+                version,
+            );
             ctx.propagate(version, &argv);
             total
         }
@@ -971,7 +983,10 @@ mod tests {
                     .iter()
                     .map(|e| {
                         let enc = e.value.encoding();
-                        format!("{:?}={:?}/{enc}/{}/{}", e.key, e.value, e.expire_at, e.version)
+                        format!(
+                            "{:?}={:?}/{enc}/{}/{}",
+                            e.key, e.value, e.expire_at, e.version
+                        )
                     })
                     .collect::<Vec<_>>()
             })
@@ -1014,7 +1029,10 @@ mod tests {
         assert_eq!(dump(&master), dump(&replica));
         let argvs = records(&rec);
         assert!(argvs.iter().any(|a| a == "SETa3.1KEEPTTL"), "{argvs:?}");
-        assert!(argvs.iter().any(|a| a.starts_with("SETbxPXAT")), "{argvs:?}");
+        assert!(
+            argvs.iter().any(|a| a.starts_with("SETbxPXAT")),
+            "{argvs:?}"
+        );
     }
 
     fn records(rec: &Recorder) -> Vec<String> {

@@ -73,9 +73,18 @@ impl F80 {
             (F80::NaN, _) | (_, F80::NaN) => F80::NaN,
             (F80::Inf(a), F80::Inf(b)) if a != b => F80::NaN,
             (F80::Inf(a), _) | (_, F80::Inf(a)) => F80::Inf(a),
-            (F80::Fin { neg: na, m: ma, e: ea }, F80::Fin { neg: nb, m: mb, e: eb }) => {
-                add_fin((na, ma, ea as i64), (nb, mb, eb as i64))
-            }
+            (
+                F80::Fin {
+                    neg: na,
+                    m: ma,
+                    e: ea,
+                },
+                F80::Fin {
+                    neg: nb,
+                    m: mb,
+                    e: eb,
+                },
+            ) => add_fin((na, ma, ea as i64), (nb, mb, eb as i64)),
         }
     }
 
@@ -210,15 +219,31 @@ fn scale(neg: bool, big: Big, exp2: i64, exp10: i64) -> F80 {
 
 fn add_fin(a: (bool, u64, i64), b: (bool, u64, i64)) -> F80 {
     if b.1 == 0 && (a.1 != 0 || a.0 == b.0) {
-        return F80::Fin { neg: a.0, m: a.1, e: a.2 as i32 };
+        return F80::Fin {
+            neg: a.0,
+            m: a.1,
+            e: a.2 as i32,
+        };
     }
     if a.1 == 0 {
-        return if b.1 == 0 { F80::ZERO } else { F80::Fin { neg: b.0, m: b.1, e: b.2 as i32 } };
+        return if b.1 == 0 {
+            F80::ZERO
+        } else {
+            F80::Fin {
+                neg: b.0,
+                m: b.1,
+                e: b.2 as i32,
+            }
+        };
     }
     // A far smaller operand (under a quarter ulp) cannot change the result.
     let (hi, lo) = if a.2 >= b.2 { (a, b) } else { (b, a) };
     if hi.2 - lo.2 > 130 {
-        return F80::Fin { neg: hi.0, m: hi.1, e: hi.2 as i32 };
+        return F80::Fin {
+            neg: hi.0,
+            m: hi.1,
+            e: hi.2 as i32,
+        };
     }
     let x = Big::from_u64(hi.1).shl((hi.2 - lo.2) as u64);
     let y = Big::from_u64(lo.1);
@@ -347,7 +372,11 @@ impl Big {
         let src = &self.0[w..];
         let v = (0..src.len())
             .map(|i| {
-                let hi = if b == 0 { 0 } else { src.get(i + 1).map_or(0, |&x| x << (64 - b)) };
+                let hi = if b == 0 {
+                    0
+                } else {
+                    src.get(i + 1).map_or(0, |&x| x << (64 - b))
+                };
                 src[i] >> b | hi
             })
             .collect();
@@ -375,7 +404,8 @@ impl Big {
         let mut v = Vec::with_capacity(n + 1);
         let mut carry = 0u128;
         for i in 0..n {
-            let t = *self.0.get(i).unwrap_or(&0) as u128 + *o.0.get(i).unwrap_or(&0) as u128 + carry;
+            let t =
+                *self.0.get(i).unwrap_or(&0) as u128 + *o.0.get(i).unwrap_or(&0) as u128 + carry;
             v.push(t as u64);
             carry = t >> 64;
         }
@@ -456,7 +486,9 @@ mod tests {
 
     #[test]
     fn rejects_like_strtold() {
-        for bad in ["", " 1", "1 ", "nan", "1e", "0x", ".", "abc", "1e5000", "1e-5000", "1.2.3"] {
+        for bad in [
+            "", " 1", "1 ", "nan", "1e", "0x", ".", "abc", "1e5000", "1e-5000", "1.2.3",
+        ] {
             assert!(F80::parse(bad.as_bytes()).is_none(), "{bad}");
         }
         assert_eq!(F80::parse(b"inf"), Some(F80::Inf(false)));
