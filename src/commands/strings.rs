@@ -1062,4 +1062,43 @@ mod tests {
         assert!(argvs[1].starts_with("PEXPIREATk"), "{argvs:?}");
         assert_eq!(argvs[2..], ["PERSISTk", "DELk"]);
     }
+
+    fn encoding(srv: &Server, key: &str) -> &'static str {
+        let slot = srv.keyspace.slot(key.as_bytes());
+        let shard = srv.keyspace.db(0).lock(slot.shard);
+        shard
+            .get_raw(slot.hash, key.as_bytes())
+            .unwrap()
+            .value
+            .encoding()
+    }
+
+    /// OBJECT ENCODING answers as Redis after each kind of write.
+    #[test]
+    fn encodings_follow_redis() {
+        let srv = Server::new(Config::default());
+        let mut clock = Hlc::new(1);
+        let long = "x".repeat(45);
+        let cases: &[(&[&str], &str, &str)] = &[
+            (&["SET", "k", "123"], "k", "int"),
+            (&["INCR", "k"], "k", "int"),
+            (&["SET", "k", "abc"], "k", "embstr"),
+            (&["SET", "k", &long], "k", "raw"),
+            (&["APPEND", "a", "12"], "a", "int"),
+            (&["APPEND", "a", "3"], "a", "raw"),
+            (&["INCR", "a"], "a", "int"),
+            (&["SETRANGE", "r", "0", "1"], "r", "raw"),
+            (&["INCRBYFLOAT", "f", "3"], "f", "embstr"),
+            (&["MSET", "m", "-5", "n", "05"], "m", "int"),
+            (&["GETSET", "n", "x"], "n", "embstr"),
+            (&["SETBIT", "b", "1", "1"], "b", "raw"),
+            (&["SET", "s", "ab"], "s", "embstr"),
+            (&["SETBIT", "s", "0", "0"], "s", "raw"),
+            (&["BITOP", "NOT", "o", "s"], "o", "raw"),
+        ];
+        for (argv, key, enc) in cases {
+            run(&srv, &mut clock, argv);
+            assert_eq!(encoding(&srv, key), *enc, "{argv:?}");
+        }
+    }
 }
