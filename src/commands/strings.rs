@@ -328,46 +328,22 @@ fn set_generic(
     get: bool,
 ) -> Result<bool, CmdError> {
     let mut l = ctx.open(key);
-    let old = l.entry(key);
-    let exists = old.is_some();
-    let (mut old_ttl, mut prev_version) = (0, 0);
     if get {
-        let Some(e) = l.get_str(key)? else {
-            ctx.out.null();
-            return set_write(ctx, &mut l, key, val, (cond, expire), (false, 0, 0));
-        };
-        str_of(&e.value).with_bytes(|b| ctx.out.bulk(b));
+        match l.get_str(key)? {
+            Some(e) => str_of(&e.value).with_bytes(|b| ctx.out.bulk(b)),
+            None => ctx.out.null(),
+        }
     }
-    if let Some(e) = l.entry(key) {
-        old_ttl = e.expire_at;
-        prev_version = e.version;
-    }
-    set_write(
-        ctx,
-        &mut l,
-        key,
-        val,
-        (cond, expire),
-        (exists, old_ttl, prev_version),
-    )
-}
-
-fn set_write(
-    ctx: &mut Ctx,
-    l: &mut super::access::Locked,
-    key: &[u8],
-    val: &[u8],
-    (cond, expire): (Cond, ExpireOpt),
-    (exists, old_ttl, prev_version): (bool, u64, u64),
-) -> Result<bool, CmdError> {
+    let old = l.entry(key).map(|e| (e.expire_at, e.version));
     let blocked = match cond {
-        Cond::Nx => exists,
-        Cond::Xx => !exists,
+        Cond::Nx => old.is_some(),
+        Cond::Xx => old.is_none(),
         Cond::Always => false,
     };
     if blocked {
         return Ok(false);
     }
+    let (old_ttl, prev_version) = old.unwrap_or((0, 0));
     let expire_at = match expire {
         ExpireOpt::None => 0,
         ExpireOpt::KeepTtl => old_ttl,
