@@ -72,6 +72,7 @@ pub static COMMANDS: &[Command] = &[
     Command::new("append", 3, WRITE | DENYOOM | FAST, append)
         .keys(1, 1, 1)
         .acl("write string fast")
+        .complexity("O(1). The amortized time complexity is O(1) assuming the appended value is small and the already present value is of any size, since the dynamic string library used by Redis will double the free space available on every reallocation.")
         .doc(G, "2.0.0", "Appends a string to the value of a key. Creates the key if it doesn't exist."),
     Command::new("strlen", 2, READONLY | FAST, strlen)
         .keys(1, 1, 1)
