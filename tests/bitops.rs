@@ -224,6 +224,23 @@ fn bitfield_types_and_overflow() {
         ),
         ints(&[0, i64::MAX])
     );
+    // Redis's overflow check wraps for far-out-of-range SET values: a
+    // saturating SET of i64::MIN into an i16 stores +32767, as in Redis.
+    let min = i64::MIN.to_string();
+    assert_eq!(
+        cmd::<V>(
+            c,
+            &["BITFIELD", "q", "OVERFLOW", "SAT", "SET", "i16", "0", &min, "GET", "i16", "0"]
+        ),
+        ints(&[0, 32767])
+    );
+    assert_eq!(
+        cmd::<V>(
+            c,
+            &["BITFIELD", "q", "OVERFLOW", "SAT", "SET", "i8", "0", "-200", "GET", "i8", "0"]
+        ),
+        ints(&[127, -128])
+    );
     // Reads past the end are zeros; a GET-only call on a missing key works.
     assert_eq!(bf(c, &["GET", "u16", "10000"]), ints(&[0]));
     assert_eq!(

@@ -535,43 +535,75 @@ fn read_field(data: &[u8], f: &Field) -> i64 {
 /// Executes a SET/INCRBY; returns the reply value, None on FAIL overflow.
 fn apply_field(data: &mut [u8], f: &Field) -> Option<i64> {
     let old = read_field(data, f);
-    let old_wide = if f.signed {
-        old as i128
-    } else {
-        old as u64 as i128
-    };
-    let target: i128 = match f.op {
-        FieldOp::Set(v) if f.signed => v as i128,
-        FieldOp::Set(v) => v as u64 as i128,
-        FieldOp::Incr(by) => old_wide + by as i128,
+    let (value, incr) = match f.op {
+        FieldOp::Set(v) => (v, 0),
+        FieldOp::Incr(by) => (old, by),
         FieldOp::Get => return Some(old),
     };
-    let (min, max): (i128, i128) = if f.signed {
-        (-(1i128 << (f.bits - 1)), (1i128 << (f.bits - 1)) - 1)
+    let checked = if f.signed {
+        signed_overflow(value, incr, f.bits, f.overflow)
     } else {
-        (0, (1i128 << f.bits) - 1)
+        unsigned_overflow(value as u64, incr, f.bits, f.overflow).map(|v| v as i64)
     };
-    let new = if target < min || target > max {
-        match f.overflow {
-            Overflow::Fail => return None,
-            Overflow::Sat => target.clamp(min, max),
-            Overflow::Wrap => {
-                let low = (target as u128 as u64) & (u64::MAX >> (64 - f.bits));
-                if f.signed && f.bits < 64 && low >> (f.bits - 1) & 1 == 1 {
-                    (low | (u64::MAX << f.bits)) as i64 as i128
-                } else if f.signed {
-                    low as i64 as i128
-                } else {
-                    low as i128
-                }
-            }
-        }
-    } else {
-        target
+    let new = match checked {
+        Some(_) if f.overflow == Overflow::Fail => return None,
+        Some(limit) => limit,
+        None => value.wrapping_add(incr),
     };
     set_bits(data, f.offset, f.bits, new as u64);
     Some(match f.op {
         FieldOp::Set(_) => old,
-        _ => new as i64,
+        _ => read_field(data, f),
     })
+}
+
+/// Redis's checkSignedBitfieldOverflow, including its wrapping arithmetic
+/// (so a saturating SET of a far-out-of-range value lands where Redis's
+/// does). Returns the value to store on overflow, None when in range.
+fn signed_overflow(value: i64, incr: i64, bits: u32, ow: Overflow) -> Option<i64> {
+    let max: i64 = if bits == 64 {
+        i64::MAX
+    } else {
+        (1i64 << (bits - 1)) - 1
+    };
+    let min = (-max) - 1;
+    let (maxincr, minincr) = (max.wrapping_sub(value), min.wrapping_sub(value));
+    let wrap = || {
+        let c = (value as u64).wrapping_add(incr as u64);
+        if bits == 64 {
+            return c as i64;
+        }
+        let mask = u64::MAX << bits;
+        (if c >> (bits - 1) & 1 == 1 {
+            c | mask
+        } else {
+            c & !mask
+        }) as i64
+    };
+    let high =
+        value > max || (bits != 64 && incr > maxincr) || (value >= 0 && incr > 0 && incr > maxincr);
+    let low =
+        value < min || (bits != 64 && incr < minincr) || (value < 0 && incr < 0 && incr < minincr);
+    match (high, low, ow) {
+        (false, false, _) => None,
+        (_, _, Overflow::Wrap) => Some(wrap()),
+        (true, _, _) => Some(max),
+        (false, true, _) => Some(min),
+    }
+}
+
+/// Redis's checkUnsignedBitfieldOverflow, with the same conventions.
+fn unsigned_overflow(value: u64, incr: i64, bits: u32, ow: Overflow) -> Option<u64> {
+    let max: u64 = (1u64 << bits) - 1;
+    let maxincr = max.wrapping_sub(value) as i64;
+    let minincr = value.wrapping_neg() as i64;
+    let wrap = || value.wrapping_add(incr as u64) & max;
+    let high = value > max || (incr > 0 && incr > maxincr);
+    let low = incr < 0 && incr < minincr;
+    match (high, low, ow) {
+        (false, false, _) => None,
+        (_, _, Overflow::Wrap) => Some(wrap()),
+        (true, _, _) => Some(max),
+        (false, true, _) => Some(0),
+    }
 }
