@@ -29,31 +29,49 @@ impl Server {
     }
 
     /// Starts the server with an optional config file path and extra args.
+    /// Retries on another port if the chosen one was taken in the meantime.
     pub fn start_with(config_file: Option<&str>, extra: &[&str]) -> Server {
-        let port = free_port();
-        let dir = std::env::temp_dir().join(format!("lattice-test-{port}-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_lattice-server"));
-        if let Some(f) = config_file {
-            cmd.arg(f);
+        for _ in 0..5 {
+            let port = free_port();
+            let dir =
+                std::env::temp_dir().join(format!("lattice-test-{port}-{}", std::process::id()));
+            std::fs::create_dir_all(&dir).unwrap();
+            let mut cmd = Command::new(env!("CARGO_BIN_EXE_lattice-server"));
+            if let Some(f) = config_file {
+                cmd.arg(f);
+            }
+            cmd.arg("--port")
+                .arg(port.to_string())
+                .arg("--dir")
+                .arg(&dir);
+            cmd.args(extra);
+            cmd.stdout(Stdio::null()).stderr(Stdio::null());
+            let child = cmd.spawn().expect("start lattice-server");
+            let mut s = Server { child, port, dir };
+            if s.wait_ready() {
+                return s;
+            }
         }
-        cmd.arg("--port")
-            .arg(port.to_string())
-            .arg("--dir")
-            .arg(&dir);
-        cmd.args(extra);
-        cmd.stdout(Stdio::null()).stderr(Stdio::null());
-        let child = cmd.spawn().expect("start lattice-server");
-        let s = Server { child, port, dir };
-        s.wait_ready();
-        s
+        panic!("lattice-server did not start");
     }
 
-    fn wait_ready(&self) {
+    /// Waits until our child accepts connections; false if it exited (e.g.
+    /// the port was taken between `free_port` and its bind).
+    fn wait_ready(&mut self) -> bool {
         let deadline = Instant::now() + Duration::from_secs(10);
         while Instant::now() < deadline {
-            if TcpStream::connect(("127.0.0.1", self.port)).is_ok() {
-                return;
+            if let Ok(Some(_)) = self.child.try_wait() {
+                return false;
+            }
+            if let Ok(mut s) = TcpStream::connect(("127.0.0.1", self.port)) {
+                // Make sure it is our server answering, not another process.
+                let _ = s.set_read_timeout(Some(Duration::from_secs(2)));
+                let _ = s.write_all(b"PING\r\n");
+                let mut buf = [0u8; 7];
+                if s.read_exact(&mut buf).is_ok() && self.child.try_wait().ok().flatten().is_none()
+                {
+                    return true;
+                }
             }
             std::thread::sleep(Duration::from_millis(20));
         }
