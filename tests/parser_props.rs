@@ -24,8 +24,19 @@ fn multibulk(rng: &mut StdRng) -> Vec<u8> {
 /// An inline command with words, quotes and escapes.
 fn inline(rng: &mut StdRng) -> Vec<u8> {
     const PARTS: &[&[u8]] = &[
-        b"SET", b"GET", b" ", b"  ", b"\"a b\"", b"'c d'", b"\"\\x41\\n\"", b"\"", b"'", b"key",
-        b"\t", b"\\", b"\"x\"y",
+        b"SET",
+        b"GET",
+        b" ",
+        b"  ",
+        b"\"a b\"",
+        b"'c d'",
+        b"\"\\x41\\n\"",
+        b"\"",
+        b"'",
+        b"key",
+        b"\t",
+        b"\\",
+        b"\"x\"y",
     ];
     let mut v = vec![];
     for _ in 0..rng.gen_range(0..6) {

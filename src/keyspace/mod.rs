@@ -18,6 +18,7 @@
 
 pub mod expire;
 pub mod hlc;
+pub mod table;
 pub mod value;
 
 use std::collections::BTreeSet;
@@ -87,7 +88,7 @@ pub struct Slot {
 /// docs/PERFORMANCE.md for the measurements.
 #[derive(Default)]
 pub struct Shard {
-    entries: Vec<Entry>,
+    entries: table::Slab,
     index: HashTable<u32>,
     expires: BTreeSet<(u64, u64)>,
 }
@@ -108,22 +109,16 @@ impl Shard {
     fn pos(&self, hash: u64, key: &[u8]) -> Option<usize> {
         let entries = &self.entries;
         self.index
-            .find(hash, |&i| &*entries[i as usize].key == key)
+            .find(hash, |&i| &*entries.get(i as usize).key == key)
             .map(|&i| i as usize)
     }
 
-    /// Appends a new entry (the key must be absent), growing the slab by half
-    /// its size rather than doubling it, to keep the slack small.
+    /// Appends a new entry (the key must be absent).
     fn push(&mut self, hasher: &KeyHasher, hash: u64, entry: Entry) {
-        if self.entries.len() == self.entries.capacity() {
-            let grow = (self.entries.len() / 2).max(4);
-            self.entries.reserve_exact(grow);
-        }
-        let i = u32::try_from(self.entries.len()).expect("shard holds < 2^32 keys");
-        self.entries.push(entry);
+        let i = u32::try_from(self.entries.push(entry)).expect("shard holds < 2^32 keys");
         let entries = &self.entries;
         self.index
-            .insert_unique(hash, i, |&j| hasher.hash(&entries[j as usize].key));
+            .insert_unique(hash, i, |&j| hasher.hash(&entries.get(j as usize).key));
     }
 
     /// Removes the entry at `pos` (whose key hashes to `hash`) from the slab
@@ -137,13 +132,10 @@ impl Shard {
         if pos < self.entries.len() {
             // The former last entry moved into `pos`: re-point its slot.
             let last = self.entries.len() as u32;
-            let h = hasher.hash(&self.entries[pos].key);
+            let h = hasher.hash(&self.entries.get(pos).key);
             if let Some(slot) = self.index.find_mut(h, |&i| i == last) {
                 *slot = p;
             }
-        }
-        if self.entries.capacity() > 64 && self.entries.len() < self.entries.capacity() / 4 {
-            self.entries.shrink_to(self.entries.len() * 2);
         }
         e
     }
@@ -155,24 +147,24 @@ impl Shard {
         let Some(pos) = self.pos(hash, key) else {
             return Lookup::Missing;
         };
-        if self.entries[pos].is_expired(now_ms) {
+        if self.entries.get(pos).is_expired(now_ms) {
             let e = self.remove_at(hasher, hash, pos);
             self.unindex_expire(hash, e.expire_at);
             return Lookup::Expired(e);
         }
-        Lookup::Found(&mut self.entries[pos])
+        Lookup::Found(self.entries.get_mut(pos))
     }
 
     /// The entry for `key`, mutable, without expiry checks.
     #[inline]
     pub fn find_mut(&mut self, hash: u64, key: &[u8]) -> Option<&mut Entry> {
         let pos = self.pos(hash, key)?;
-        Some(&mut self.entries[pos])
+        Some(self.entries.get_mut(pos))
     }
 
     /// The entry for `key` without expiry checks.
     pub fn get_raw(&self, hash: u64, key: &[u8]) -> Option<&Entry> {
-        self.pos(hash, key).map(|p| &self.entries[p])
+        self.pos(hash, key).map(|p| self.entries.get(p))
     }
 
     /// Inserts or replaces an entry; returns the previous one.
@@ -181,7 +173,7 @@ impl Shard {
             self.expires.insert((entry.expire_at, hash));
         }
         let old = match self.pos(hash, &entry.key) {
-            Some(p) => Some(std::mem::replace(&mut self.entries[p], entry)),
+            Some(p) => Some(std::mem::replace(self.entries.get_mut(p), entry)),
             None => {
                 self.push(hasher, hash, entry);
                 None
@@ -210,7 +202,7 @@ impl Shard {
         let Some(pos) = self.pos(hash, key) else {
             return false;
         };
-        let old = std::mem::replace(&mut self.entries[pos].expire_at, at);
+        let old = std::mem::replace(&mut self.entries.get_mut(pos).expire_at, at);
         if old != 0 {
             self.unindex_expire(hash, old);
         }
@@ -227,7 +219,7 @@ impl Shard {
         let still_needed = self
             .index
             .iter_hash(hash)
-            .any(|&i| entries[i as usize].expire_at == at);
+            .any(|&i| entries.get(i as usize).expire_at == at);
         if !still_needed {
             self.expires.remove(&(at, hash));
         }
@@ -255,7 +247,7 @@ impl Shard {
                 let entries = &self.entries;
                 let Some(&pos) = self
                     .index
-                    .find(hash, |&i| entries[i as usize].expire_at == at)
+                    .find(hash, |&i| entries.get(i as usize).expire_at == at)
                 else {
                     break;
                 };
@@ -274,7 +266,7 @@ impl Shard {
 
     /// The `n`-th entry in slab order (for RANDOMKEY): O(1).
     pub fn nth(&self, n: usize) -> Option<&Entry> {
-        self.entries.get(n)
+        (n < self.entries.len()).then(|| self.entries.get(n))
     }
 
     /// Removes every key; returns the old contents (to drop elsewhere for ASYNC).
@@ -287,10 +279,10 @@ impl Shard {
         let mut i = self.entries.len();
         while i > 0 {
             i -= 1;
-            if keep(&self.entries[i]) {
+            if keep(self.entries.get(i)) {
                 continue;
             }
-            let hash = hasher.hash(&self.entries[i].key);
+            let hash = hasher.hash(&self.entries.get(i).key);
             let e = self.remove_at(hasher, hash, i);
             if e.expire_at != 0 {
                 self.unindex_expire(hash, e.expire_at);
@@ -512,5 +504,18 @@ mod tests {
         let (n, _) = shard.expire_due(&ks.hasher, u64::MAX, usize::MAX, |_| {});
         assert_eq!(n, volatile);
         assert_eq!(shard.len(), model.len() - volatile);
+    }
+}
+#[cfg(test)]
+mod size_probe {
+    #[test]
+    #[ignore]
+    fn sizes() {
+        eprintln!(
+            "Entry {} Value {} StrValue {}",
+            std::mem::size_of::<super::Entry>(),
+            std::mem::size_of::<super::Value>(),
+            std::mem::size_of::<super::StrValue>()
+        );
     }
 }
