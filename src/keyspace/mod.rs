@@ -27,6 +27,7 @@ use std::hash::BuildHasher;
 use hashbrown::HashTable;
 use parking_lot::{Mutex, MutexGuard};
 
+pub use table::Key;
 pub use value::{StrValue, Value};
 
 /// Shards per database (a power of two).
@@ -35,7 +36,8 @@ pub const SHARDS: usize = 256;
 /// One key and its metadata.
 #[derive(Clone, Debug)]
 pub struct Entry {
-    pub key: Box<[u8]>,
+    /// Inline up to 22 bytes (see `table.rs`); derefs to `[u8]`.
+    pub key: Key,
     pub value: Value,
     /// Absolute expiry in unix ms; 0 = persistent.
     pub expire_at: u64,
@@ -455,9 +457,9 @@ mod tests {
             Lookup::Expired(_)
         ));
         let mut gone = vec![];
-        let (n, more) = shard.expire_due(&ks.hasher, 400, 10, |e| gone.push(e.key));
+        let (n, more) = shard.expire_due(&ks.hasher, 400, 10, |e| gone.push(e.key.to_vec()));
         assert_eq!((n, more), (1, false));
-        assert_eq!(gone, vec![Box::from(&b"c"[..])]);
+        assert_eq!(gone, vec![b"c".to_vec()]);
         assert_eq!(shard.len(), 2);
         assert_eq!(shard.volatile_len(), 1);
         let sd = ks.slot(b"d");

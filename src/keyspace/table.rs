@@ -7,8 +7,128 @@
 //! allocator to hold on to). Removal swaps the last entry into the hole, so
 //! the slab stays dense: positions are `0..len`, and only the last chunk can
 //! be partly empty. The shard's hash index maps keys to positions.
+//!
+//! [`Key`] is the entry's key: up to [`KEY_INLINE`] bytes are stored inside
+//! the entry itself (no allocation, and no extra cache miss when a lookup
+//! compares keys); longer keys go to the heap.
+
+use std::borrow::Borrow;
+use std::fmt;
+use std::ops::Deref;
 
 use super::Entry;
+
+/// Longest key stored inline in a [`Key`].
+pub const KEY_INLINE: usize = 22;
+
+/// A key: inline when short, boxed otherwise. Derefs to `[u8]`. 24 bytes,
+/// the same as a `Vec<u8>` header, 8 more than a `Box<[u8]>` but without
+/// its 16+ byte allocation.
+#[derive(Clone)]
+pub enum Key {
+    Inline { len: u8, buf: [u8; KEY_INLINE] },
+    Heap(Box<[u8]>),
+}
+
+impl Deref for Key {
+    type Target = [u8];
+    #[inline]
+    fn deref(&self) -> &[u8] {
+        match self {
+            Key::Inline { len, buf } => &buf[..*len as usize],
+            Key::Heap(b) => b,
+        }
+    }
+}
+
+impl From<&[u8]> for Key {
+    #[inline]
+    fn from(k: &[u8]) -> Key {
+        if k.len() <= KEY_INLINE {
+            let mut buf = [0u8; KEY_INLINE];
+            buf[..k.len()].copy_from_slice(k);
+            Key::Inline {
+                len: k.len() as u8,
+                buf,
+            }
+        } else {
+            Key::Heap(k.into())
+        }
+    }
+}
+
+impl From<&Vec<u8>> for Key {
+    fn from(k: &Vec<u8>) -> Key {
+        Key::from(&k[..])
+    }
+}
+
+impl From<Vec<u8>> for Key {
+    fn from(k: Vec<u8>) -> Key {
+        if k.len() <= KEY_INLINE {
+            Key::from(&k[..])
+        } else {
+            Key::Heap(k.into_boxed_slice())
+        }
+    }
+}
+
+impl From<Box<[u8]>> for Key {
+    fn from(k: Box<[u8]>) -> Key {
+        Key::from(k.into_vec())
+    }
+}
+
+impl<const N: usize> From<&[u8; N]> for Key {
+    fn from(k: &[u8; N]) -> Key {
+        Key::from(&k[..])
+    }
+}
+
+impl From<&str> for Key {
+    fn from(k: &str) -> Key {
+        Key::from(k.as_bytes())
+    }
+}
+
+impl AsRef<[u8]> for Key {
+    fn as_ref(&self) -> &[u8] {
+        self
+    }
+}
+
+impl Borrow<[u8]> for Key {
+    fn borrow(&self) -> &[u8] {
+        self
+    }
+}
+
+impl PartialEq for Key {
+    #[inline]
+    fn eq(&self, other: &Key) -> bool {
+        **self == **other
+    }
+}
+
+impl Eq for Key {}
+
+impl PartialEq<[u8]> for Key {
+    fn eq(&self, other: &[u8]) -> bool {
+        &**self == other
+    }
+}
+
+impl std::hash::Hash for Key {
+    fn hash<H: std::hash::Hasher>(&self, h: &mut H) {
+        (**self).hash(h)
+    }
+}
+
+impl fmt::Debug for Key {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{:?}", String::from_utf8_lossy(self))
+    }
+}
 
 /// Entries per chunk: as many as fit in 4096 bytes.
 pub const CHUNK: usize = {
@@ -111,5 +231,17 @@ mod tests {
         }
         assert!(s.chunks.is_empty());
         assert_eq!(s.iter().count(), 0);
+    }
+
+    #[test]
+    fn keys_inline_or_boxed() {
+        assert_eq!(std::mem::size_of::<Key>(), 24);
+        for len in [0, 1, 16, KEY_INLINE, KEY_INLINE + 1, 100] {
+            let bytes: Vec<u8> = (0..len as u8).collect();
+            let k = Key::from(&bytes[..]);
+            assert_eq!(&*k, &bytes[..]);
+            assert_eq!(matches!(k, Key::Inline { .. }), len <= KEY_INLINE);
+            assert_eq!(Key::from(bytes.clone()), k);
+        }
     }
 }
