@@ -8,16 +8,19 @@
 # exactly one core. Usage:
 #
 #   bench/compare.sh                 # full run
-#   REQUESTS=200000 KEYS=1000000 bench/compare.sh
+#   ROUNDS=5 REQUESTS=200000 bench/compare.sh
 #   SKIP_BUILD=1 SKIP_MEM=1 bench/compare.sh
 #
-# Environment: REQUESTS (per test, default 300000), CLIENTS (50), KEYSPACE
+# Environment: REQUESTS (per pipelined test, 400000), REQUESTS_P1 (100000),
+# ROUNDS (3; the median is shown), CLIENTS (50), KEYSPACE
 # (-r, 100000), KEYS (memory test, 1000000), SKIP_BUILD, SKIP_MEM, SKIP_RPS,
 # SERVER_CPU (0), CLIENT_CPU (1).
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
-REQUESTS="${REQUESTS:-300000}"
+REQUESTS="${REQUESTS:-400000}"
+REQUESTS_P1="${REQUESTS_P1:-100000}"
+ROUNDS="${ROUNDS:-3}"
 CLIENTS="${CLIENTS:-50}"
 KEYSPACE="${KEYSPACE:-100000}"
 KEYS="${KEYS:-1000000}"
@@ -129,24 +132,33 @@ if [[ -z "${SKIP_BUILD:-}" ]]; then
     (cd "$ROOT" && cargo build --release --quiet)
 fi
 
+median() { tr ' ' '\n' | grep -v '^$' | sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
+
 if [[ -z "${SKIP_RPS:-}" ]]; then
+    # ROUNDS rounds, alternating servers, so that a noisy neighbour hurts both
+    # alike; the table shows each test's median.
     declare -A R L
-    for name in redis lattice; do
-        port="$(free_port)"
-        start_server "$name" "$port"
-        for pipe in 1 16; do
-            for t in set get; do
-                v="$(rps "$port" "$t" "$pipe")"
-                if [[ $name == redis ]]; then R[$t-$pipe]=$v; else L[$t-$pipe]=$v; fi
+    for round in $(seq 1 "$ROUNDS"); do
+        for name in redis lattice; do
+            port="$(free_port)"
+            start_server "$name" "$port"
+            for pipe in 1 16; do
+                n=$REQUESTS
+                [[ $pipe == 1 ]] && n=$REQUESTS_P1
+                for t in set get; do
+                    v="$(REQUESTS=$n rps "$port" "$t" "$pipe")"
+                    if [[ $name == redis ]]; then R[$t-$pipe]+="$v "; else L[$t-$pipe]+="$v "; fi
+                done
             done
+            stop_server
         done
-        stop_server
+        echo "round $round done" >&2
     done
     printf '\n%-12s | %12s | %12s | %6s\n' test "redis rps" "lattice rps" ratio
     printf '%s\n' "-------------+--------------+--------------+-------"
     for pipe in 1 16; do
         for t in set get; do
-            r=${R[$t-$pipe]} l=${L[$t-$pipe]}
+            r=$(median <<<"${R[$t-$pipe]}") l=$(median <<<"${L[$t-$pipe]}")
             printf '%-12s | %12s | %12s | %6s\n' "${t^^} P=$pipe" "$r" "$l" \
                 "$(awk -v r="$r" -v l="$l" 'BEGIN { printf "%.2f", (r>0 ? l/r : 0) }')"
         done

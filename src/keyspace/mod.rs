@@ -482,7 +482,7 @@ mod tests {
             let s = ks.slot(k.as_bytes());
             match x % 7 {
                 0..=3 => {
-                    let exp = if x % 5 == 0 { 1000 + step } else { 0 };
+                    let exp = if x.is_multiple_of(5) { 1000 + step } else { 0 };
                     shard.insert(&ks.hasher, s.hash, entry(&k, exp));
                     model.insert(k, exp);
                 }
@@ -490,10 +490,12 @@ mod tests {
                     let got = shard.remove(&ks.hasher, s.hash, k.as_bytes()).is_some();
                     assert_eq!(got, model.remove(&k).is_some());
                 }
-                _ => shard.retain(&ks.hasher, |e| e.key.len() % 2 == 0 || x % 3 != 0),
+                _ => shard.retain(&ks.hasher, |e| {
+                    e.key.len().is_multiple_of(2) || !x.is_multiple_of(3)
+                }),
             }
-            if x % 7 == 6 && x % 3 == 0 {
-                model.retain(|k, _| k.len() % 2 == 0);
+            if x % 7 == 6 && x.is_multiple_of(3) {
+                model.retain(|k, _| k.len().is_multiple_of(2));
             }
             assert_eq!(shard.len(), model.len());
         }
@@ -506,18 +508,5 @@ mod tests {
         let (n, _) = shard.expire_due(&ks.hasher, u64::MAX, usize::MAX, |_| {});
         assert_eq!(n, volatile);
         assert_eq!(shard.len(), model.len() - volatile);
-    }
-}
-#[cfg(test)]
-mod size_probe {
-    #[test]
-    #[ignore]
-    fn sizes() {
-        eprintln!(
-            "Entry {} Value {} StrValue {}",
-            std::mem::size_of::<super::Entry>(),
-            std::mem::size_of::<super::Value>(),
-            std::mem::size_of::<super::StrValue>()
-        );
     }
 }

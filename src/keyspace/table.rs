@@ -169,7 +169,7 @@ impl Slab {
 
     /// Appends `e`; returns its position.
     pub fn push(&mut self, e: Entry) -> usize {
-        if self.len % CHUNK == 0 {
+        if self.len.is_multiple_of(CHUNK) {
             self.chunks.push(Vec::with_capacity(CHUNK));
         }
         self.chunks.last_mut().expect("pushed above").push(e);
