@@ -266,7 +266,11 @@ impl Shard {
         self.entries.iter()
     }
 
-    /// The `n`-th entry in slab order (for RANDOMKEY): O(1).
+    /// The entry at slab position `n` (`0..len`), O(1), for RANDOMKEY and
+    /// SCAN. Positions only change when a removal moves the last entry into
+    /// the hole, so a cursor walking positions downward (len-1 .. 0) never
+    /// misses an entry that exists for the whole scan (SCAN's guarantee);
+    /// it may return a moved entry twice, which SCAN allows.
     pub fn nth(&self, n: usize) -> Option<&Entry> {
         (n < self.entries.len()).then(|| self.entries.get(n))
     }
