@@ -97,7 +97,8 @@ out.write(b"".join(chunk))
 EOF
 }
 
-# mem NAME: loads the keys; prints "bytes_per_key peak_bytes_per_key".
+# mem NAME: loads the keys; writes "bytes_per_key peak_bytes_per_key" to
+# $WORK/mem.NAME (not via $(...), so the EXIT trap still sees SERVER_PID).
 mem() {
     local name="$1" port
     port="$(free_port)"
@@ -116,7 +117,7 @@ mem() {
     if ! grep -q "errors: 0, replies: $KEYS" "$WORK/pipe.log"; then
         echo "$name: load failed" >&2
         cat "$WORK/pipe.log" >&2
-        echo "nan nan"
+        echo "nan nan" >"$WORK/mem.$name"
         stop_server
         return
     fi
@@ -125,7 +126,7 @@ mem() {
     ((now > peak)) && peak=$now
     stop_server
     awk -v b="$before" -v a="$now" -v p="$peak" -v n="$KEYS" \
-        'BEGIN { printf "%.1f %.1f\n", (a-b)*1024/n, (p-b)*1024/n }'
+        'BEGIN { printf "%.1f %.1f\n", (a-b)*1024/n, (p-b)*1024/n }' >"$WORK/mem.$name"
 }
 
 if [[ -z "${SKIP_BUILD:-}" ]]; then
@@ -167,8 +168,10 @@ fi
 
 if [[ -z "${SKIP_MEM:-}" ]]; then
     make_load_file
-    read -r rb rp <<<"$(mem redis)"
-    read -r lb lp <<<"$(mem lattice)"
+    mem redis
+    mem lattice
+    read -r rb rp <"$WORK/mem.redis"
+    read -r lb lp <"$WORK/mem.lattice"
     printf '\nmemory, %s keys of 16-byte keys and values (RSS delta / keys)\n' "$KEYS"
     printf '%-10s | %14s | %22s\n' server "bytes per key" "peak bytes/key in load"
     printf '%-10s | %14s | %22s\n' redis "$rb" "$rp"
