@@ -18,6 +18,7 @@
 
 pub mod expire;
 pub mod hlc;
+pub mod table;
 pub mod value;
 
 use std::collections::BTreeSet;
@@ -26,6 +27,7 @@ use std::hash::BuildHasher;
 use hashbrown::HashTable;
 use parking_lot::{Mutex, MutexGuard};
 
+pub use table::Key;
 pub use value::{StrValue, Value};
 
 /// Shards per database (a power of two).
@@ -34,7 +36,8 @@ pub const SHARDS: usize = 256;
 /// One key and its metadata.
 #[derive(Clone, Debug)]
 pub struct Entry {
-    pub key: Box<[u8]>,
+    /// Inline up to 22 bytes (see `table.rs`); derefs to `[u8]`.
+    pub key: Key,
     pub value: Value,
     /// Absolute expiry in unix ms; 0 = persistent.
     pub expire_at: u64,
@@ -50,13 +53,6 @@ impl Entry {
     pub fn is_expired(&self, now_ms: u64) -> bool {
         self.expire_at != 0 && self.expire_at <= now_ms
     }
-}
-
-/// One shard: a hash table and the expiry index of its volatile keys.
-#[derive(Default)]
-pub struct Shard {
-    table: HashTable<Entry>,
-    expires: BTreeSet<(u64, u64)>,
 }
 
 /// Pads a shard to its own cache lines so neighbouring locks don't false-share.
@@ -81,45 +77,96 @@ pub struct Slot {
     pub shard: usize,
 }
 
+/// One shard: a dense slab of entries, a hash index into it, and the expiry
+/// index of its volatile keys.
+///
+/// The entries live contiguously in `entries` (no empty slots), and the hash
+/// table `index` holds only their positions (`u32`, 4 bytes + 1 control byte
+/// per bucket), so the table's unavoidable slack (hashbrown keeps it between
+/// 7/16 and 7/8 full) costs 5 bytes per empty bucket instead of a whole
+/// `Entry`. Removal swaps the last entry into the hole (`swap_remove`) and
+/// re-points its index slot. Each shard grows on its own, so a resize copies
+/// 1/256 of a database at a time: there is no database-wide 2x spike. See
+/// docs/PERFORMANCE.md for the measurements.
+#[derive(Default)]
+pub struct Shard {
+    entries: table::Slab,
+    index: HashTable<u32>,
+    expires: BTreeSet<(u64, u64)>,
+}
+
 impl Shard {
     pub fn len(&self) -> usize {
-        self.table.len()
+        self.entries.len()
     }
     pub fn is_empty(&self) -> bool {
-        self.table.is_empty()
+        self.entries.is_empty()
     }
     pub fn volatile_len(&self) -> usize {
         self.expires.len()
+    }
+
+    /// Position of `key` in the slab.
+    #[inline]
+    fn pos(&self, hash: u64, key: &[u8]) -> Option<usize> {
+        let entries = &self.entries;
+        self.index
+            .find(hash, |&i| &*entries.get(i as usize).key == key)
+            .map(|&i| i as usize)
+    }
+
+    /// Appends a new entry (the key must be absent).
+    fn push(&mut self, hasher: &KeyHasher, hash: u64, entry: Entry) {
+        let i = u32::try_from(self.entries.push(entry)).expect("shard holds < 2^32 keys");
+        let entries = &self.entries;
+        self.index
+            .insert_unique(hash, i, |&j| hasher.hash(&entries.get(j as usize).key));
+    }
+
+    /// Removes the entry at `pos` (whose key hashes to `hash`) from the slab
+    /// and the index; the expiry index is the caller's business.
+    fn remove_at(&mut self, hasher: &KeyHasher, hash: u64, pos: usize) -> Entry {
+        let p = pos as u32;
+        if let Ok(occ) = self.index.find_entry(hash, |&i| i == p) {
+            occ.remove();
+        }
+        let e = self.entries.swap_remove(pos);
+        if pos < self.entries.len() {
+            // The former last entry moved into `pos`: re-point its slot.
+            let last = self.entries.len() as u32;
+            let h = hasher.hash(&self.entries.get(pos).key);
+            if let Some(slot) = self.index.find_mut(h, |&i| i == last) {
+                *slot = p;
+            }
+        }
+        e
     }
 
     /// Finds a live key. An expired key is removed and returned in `Err` so
     /// the caller can propagate its deletion (lazy expiry).
     #[inline]
     pub fn lookup(&mut self, hasher: &KeyHasher, hash: u64, key: &[u8], now_ms: u64) -> Lookup<'_> {
-        let expired = match self.table.find(hash, |e| &*e.key == key) {
-            None => return Lookup::Missing,
-            Some(e) => e.is_expired(now_ms),
+        let Some(pos) = self.pos(hash, key) else {
+            return Lookup::Missing;
         };
-        if expired {
-            let e = self.remove(hasher, hash, key).expect("found above");
+        if self.entries.get(pos).is_expired(now_ms) {
+            let e = self.remove_at(hasher, hash, pos);
+            self.unindex_expire(hash, e.expire_at);
             return Lookup::Expired(e);
         }
-        Lookup::Found(
-            self.table
-                .find_mut(hash, |e| &*e.key == key)
-                .expect("found above"),
-        )
+        Lookup::Found(self.entries.get_mut(pos))
     }
 
     /// The entry for `key`, mutable, without expiry checks.
     #[inline]
     pub fn find_mut(&mut self, hash: u64, key: &[u8]) -> Option<&mut Entry> {
-        self.table.find_mut(hash, |e| &*e.key == key)
+        let pos = self.pos(hash, key)?;
+        Some(self.entries.get_mut(pos))
     }
 
     /// The entry for `key` without expiry checks.
     pub fn get_raw(&self, hash: u64, key: &[u8]) -> Option<&Entry> {
-        self.table.find(hash, |e| &*e.key == key)
+        self.pos(hash, key).map(|p| self.entries.get(p))
     }
 
     /// Inserts or replaces an entry; returns the previous one.
@@ -127,17 +174,16 @@ impl Shard {
         if entry.expire_at != 0 {
             self.expires.insert((entry.expire_at, hash));
         }
-        let old = match self.table.find_mut(hash, |e| e.key == entry.key) {
-            Some(slot) => Some(std::mem::replace(slot, entry)),
+        let old = match self.pos(hash, &entry.key) {
+            Some(p) => Some(std::mem::replace(self.entries.get_mut(p), entry)),
             None => {
-                self.table
-                    .insert_unique(hash, entry, |e| hasher.hash(&e.key));
+                self.push(hasher, hash, entry);
                 None
             }
         };
         if let Some(o) = &old {
             if o.expire_at != 0 {
-                self.unindex_expire(hasher, hash, o.expire_at);
+                self.unindex_expire(hash, o.expire_at);
             }
         }
         old
@@ -145,24 +191,22 @@ impl Shard {
 
     /// Removes `key`, returning its entry.
     pub fn remove(&mut self, hasher: &KeyHasher, hash: u64, key: &[u8]) -> Option<Entry> {
-        let e = match self.table.find_entry(hash, |e| &*e.key == key) {
-            Ok(occ) => occ.remove().0,
-            Err(_) => return None,
-        };
+        let pos = self.pos(hash, key)?;
+        let e = self.remove_at(hasher, hash, pos);
         if e.expire_at != 0 {
-            self.unindex_expire(hasher, hash, e.expire_at);
+            self.unindex_expire(hash, e.expire_at);
         }
         Some(e)
     }
 
     /// Sets or clears (`at == 0`) the expiry of an existing key.
-    pub fn set_expire(&mut self, hasher: &KeyHasher, hash: u64, key: &[u8], at: u64) -> bool {
-        let Some(e) = self.table.find_mut(hash, |e| &*e.key == key) else {
+    pub fn set_expire(&mut self, _hasher: &KeyHasher, hash: u64, key: &[u8], at: u64) -> bool {
+        let Some(pos) = self.pos(hash, key) else {
             return false;
         };
-        let old = std::mem::replace(&mut e.expire_at, at);
+        let old = std::mem::replace(&mut self.entries.get_mut(pos).expire_at, at);
         if old != 0 {
-            self.unindex_expire(hasher, hash, old);
+            self.unindex_expire(hash, old);
         }
         if at != 0 {
             self.expires.insert((at, hash));
@@ -172,8 +216,12 @@ impl Shard {
 
     /// Drops the index entry `(at, hash)` unless another key with the same
     /// hash and expiry still needs it.
-    fn unindex_expire(&mut self, _hasher: &KeyHasher, hash: u64, at: u64) {
-        let still_needed = self.table.iter_hash(hash).any(|e| e.expire_at == at);
+    fn unindex_expire(&mut self, hash: u64, at: u64) {
+        let entries = &self.entries;
+        let still_needed = self
+            .index
+            .iter_hash(hash)
+            .any(|&i| entries.get(i as usize).expire_at == at);
         if !still_needed {
             self.expires.remove(&(at, hash));
         }
@@ -183,7 +231,7 @@ impl Shard {
     /// each. Returns how many were removed and whether more are due.
     pub fn expire_due(
         &mut self,
-        _hasher: &KeyHasher,
+        hasher: &KeyHasher,
         now_ms: u64,
         max: usize,
         mut on_expired: impl FnMut(Entry),
@@ -197,8 +245,15 @@ impl Shard {
                 return (n, false);
             }
             self.expires.pop_first();
-            while let Ok(occ) = self.table.find_entry(hash, |e| e.expire_at == at) {
-                on_expired(occ.remove().0);
+            loop {
+                let entries = &self.entries;
+                let Some(&pos) = self
+                    .index
+                    .find(hash, |&i| entries.get(i as usize).expire_at == at)
+                else {
+                    break;
+                };
+                on_expired(self.remove_at(hasher, hash, pos as usize));
                 n += 1;
             }
         }
@@ -206,13 +261,18 @@ impl Shard {
         (n, more)
     }
 
+    /// Every entry, in slab order.
     pub fn iter(&self) -> impl Iterator<Item = &Entry> {
-        self.table.iter()
+        self.entries.iter()
     }
 
-    /// The `n`-th entry in table order (for RANDOMKEY).
+    /// The entry at slab position `n` (`0..len`), O(1), for RANDOMKEY and
+    /// SCAN. Positions only change when a removal moves the last entry into
+    /// the hole, so a cursor walking positions downward (len-1 .. 0) never
+    /// misses an entry that exists for the whole scan (SCAN's guarantee);
+    /// it may return a moved entry twice, which SCAN allows.
     pub fn nth(&self, n: usize) -> Option<&Entry> {
-        self.table.iter().nth(n)
+        (n < self.entries.len()).then(|| self.entries.get(n))
     }
 
     /// Removes every key; returns the old contents (to drop elsewhere for ASYNC).
@@ -222,16 +282,17 @@ impl Shard {
 
     /// Keeps only entries for which `keep` is true (used by lazy sweeps).
     pub fn retain(&mut self, hasher: &KeyHasher, mut keep: impl FnMut(&Entry) -> bool) {
-        let mut dropped = vec![];
-        self.table.retain(|e| {
-            let k = keep(e);
-            if !k && e.expire_at != 0 {
-                dropped.push((e.expire_at, hasher.hash(&e.key)));
+        let mut i = self.entries.len();
+        while i > 0 {
+            i -= 1;
+            if keep(self.entries.get(i)) {
+                continue;
             }
-            k
-        });
-        for d in dropped {
-            self.expires.remove(&d);
+            let hash = hasher.hash(&self.entries.get(i).key);
+            let e = self.remove_at(hasher, hash, i);
+            if e.expire_at != 0 {
+                self.unindex_expire(hash, e.expire_at);
+            }
         }
     }
 }
@@ -400,13 +461,56 @@ mod tests {
             Lookup::Expired(_)
         ));
         let mut gone = vec![];
-        let (n, more) = shard.expire_due(&ks.hasher, 400, 10, |e| gone.push(e.key));
+        let (n, more) = shard.expire_due(&ks.hasher, 400, 10, |e| gone.push(e.key.to_vec()));
         assert_eq!((n, more), (1, false));
-        assert_eq!(gone, vec![Box::from(&b"c"[..])]);
+        assert_eq!(gone, vec![b"c".to_vec()]);
         assert_eq!(shard.len(), 2);
         assert_eq!(shard.volatile_len(), 1);
         let sd = ks.slot(b"d");
         shard.set_expire(&ks.hasher, sd.hash, b"d", 0);
         assert_eq!(shard.volatile_len(), 0);
+    }
+
+    #[test]
+    fn slab_matches_a_model_under_churn() {
+        use std::collections::HashMap;
+        let ks = Keyspace::new(1);
+        let mut shard = Shard::default();
+        let mut model: HashMap<String, u64> = HashMap::new();
+        let mut x: u64 = 12345;
+        for step in 0..20_000u64 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            let k = format!("k{}", x % 500);
+            let s = ks.slot(k.as_bytes());
+            match x % 7 {
+                0..=3 => {
+                    let exp = if x.is_multiple_of(5) { 1000 + step } else { 0 };
+                    shard.insert(&ks.hasher, s.hash, entry(&k, exp));
+                    model.insert(k, exp);
+                }
+                4 | 5 => {
+                    let got = shard.remove(&ks.hasher, s.hash, k.as_bytes()).is_some();
+                    assert_eq!(got, model.remove(&k).is_some());
+                }
+                _ => shard.retain(&ks.hasher, |e| {
+                    e.key.len().is_multiple_of(2) || !x.is_multiple_of(3)
+                }),
+            }
+            if x % 7 == 6 && x.is_multiple_of(3) {
+                model.retain(|k, _| k.len().is_multiple_of(2));
+            }
+            assert_eq!(shard.len(), model.len());
+        }
+        for (k, exp) in &model {
+            let s = ks.slot(k.as_bytes());
+            assert_eq!(shard.get_raw(s.hash, k.as_bytes()).unwrap().expire_at, *exp);
+        }
+        let volatile = model.values().filter(|&&e| e != 0).count();
+        assert_eq!(shard.volatile_len(), volatile);
+        let (n, _) = shard.expire_due(&ks.hasher, u64::MAX, usize::MAX, |_| {});
+        assert_eq!(n, volatile);
+        assert_eq!(shard.len(), model.len() - volatile);
     }
 }

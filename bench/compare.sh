@@ -1,0 +1,179 @@
+#!/usr/bin/env bash
+# Compares lattice-server with redis-server (Debian's /usr/bin/redis-server):
+# throughput of SET/GET at pipeline 1 and 16, and memory per key after loading
+# 1,000,000 distinct keys with 16-byte values.
+#
+# Each server runs alone, pinned to CPU 0 (`taskset -c 0`; lattice with one
+# worker thread), and redis-benchmark is pinned to CPU 1, so both servers get
+# exactly one core. Usage:
+#
+#   bench/compare.sh                 # full run
+#   ROUNDS=5 REQUESTS=200000 bench/compare.sh
+#   SKIP_BUILD=1 SKIP_MEM=1 bench/compare.sh
+#
+# Environment: REQUESTS (per pipelined test, 400000), REQUESTS_P1 (100000),
+# ROUNDS (3; the median is shown), CLIENTS (50), KEYSPACE
+# (-r, 100000), KEYS (memory test, 1000000), SKIP_BUILD, SKIP_MEM, SKIP_RPS,
+# SERVER_CPU (0), CLIENT_CPU (1).
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "$0")/.." && pwd)"
+REQUESTS="${REQUESTS:-400000}"
+REQUESTS_P1="${REQUESTS_P1:-100000}"
+ROUNDS="${ROUNDS:-3}"
+CLIENTS="${CLIENTS:-50}"
+KEYSPACE="${KEYSPACE:-100000}"
+KEYS="${KEYS:-1000000}"
+SERVER_CPU="${SERVER_CPU:-0}"
+CLIENT_CPU="${CLIENT_CPU:-1}"
+REDIS_SERVER="${REDIS_SERVER:-/usr/bin/redis-server}"
+LATTICE="$ROOT/target/release/lattice-server"
+WORK="$(mktemp -d /tmp/lattice-bench.XXXXXX)"
+SERVER_PID=""
+
+cleanup() {
+    if [[ -n "$SERVER_PID" ]]; then kill "$SERVER_PID" 2>/dev/null || true; fi
+    rm -rf "$WORK"
+}
+trap cleanup EXIT
+
+free_port() {
+    python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
+}
+
+wait_port() {
+    for _ in $(seq 1 200); do
+        if redis-cli -p "$1" PING >/dev/null 2>&1; then return 0; fi
+        sleep 0.05
+    done
+    echo "server on port $1 did not start" >&2
+    exit 1
+}
+
+# start_server NAME PORT: starts it pinned, sets SERVER_PID.
+start_server() {
+    local name="$1" port="$2"
+    if [[ "$name" == redis ]]; then
+        taskset -c "$SERVER_CPU" "$REDIS_SERVER" --port "$port" --save "" \
+            --appendonly no --dir "$WORK" --daemonize no >"$WORK/redis.log" 2>&1 &
+    else
+        taskset -c "$SERVER_CPU" "$LATTICE" --port "$port" --server-threads 1 \
+            --save "" --appendonly no --dir "$WORK" >"$WORK/lattice.log" 2>&1 &
+    fi
+    SERVER_PID=$!
+    wait_port "$port"
+}
+
+stop_server() {
+    kill "$SERVER_PID" 2>/dev/null || true
+    wait "$SERVER_PID" 2>/dev/null || true
+    SERVER_PID=""
+}
+
+rss_kb() { awk '/^VmRSS:/ {print $2}' "/proc/$1/status"; }
+
+# rps PORT TEST PIPELINE: requests per second from redis-benchmark --csv.
+rps() {
+    local port="$1" test="$2" pipe="$3"
+    taskset -c "$CLIENT_CPU" redis-benchmark -p "$port" -c "$CLIENTS" -n "$REQUESTS" \
+        -d 16 -r "$KEYSPACE" -P "$pipe" -t "$test" --csv -q 2>/dev/null |
+        awk -F'","' 'NR>1 || !/^"test"/ { gsub(/"/, "", $2); print $2; exit }'
+}
+
+# Writes the RESP stream that SETs KEYS distinct 16-byte keys to 16-byte values.
+make_load_file() {
+    python3 - "$KEYS" >"$WORK/load.resp" <<'EOF'
+import sys
+n = int(sys.argv[1])
+out = sys.stdout.buffer
+val = b"v" * 16
+chunk = []
+for i in range(n):
+    k = b"key:%012d" % i
+    chunk.append(b"*3\r\n$3\r\nSET\r\n$16\r\n%s\r\n$16\r\n%s\r\n" % (k, val))
+    if len(chunk) == 10000:
+        out.write(b"".join(chunk)); chunk = []
+out.write(b"".join(chunk))
+EOF
+}
+
+# mem NAME: loads the keys; writes "bytes_per_key peak_bytes_per_key" to
+# $WORK/mem.NAME (not via $(...), so the EXIT trap still sees SERVER_PID).
+mem() {
+    local name="$1" port
+    port="$(free_port)"
+    start_server "$name" "$port"
+    local before peak=0 now
+    before="$(rss_kb "$SERVER_PID")"
+    taskset -c "$CLIENT_CPU" redis-cli -p "$port" --pipe <"$WORK/load.resp" >"$WORK/pipe.log" 2>&1 &
+    local loader=$!
+    while kill -0 "$loader" 2>/dev/null; do
+        now="$(rss_kb "$SERVER_PID")"
+        ((now > peak)) && peak=$now
+        sleep 0.02
+    done
+    wait "$loader"
+    # DBSIZE may not exist yet in lattice: trust --pipe's own count.
+    if ! grep -q "errors: 0, replies: $KEYS" "$WORK/pipe.log"; then
+        echo "$name: load failed" >&2
+        cat "$WORK/pipe.log" >&2
+        echo "nan nan" >"$WORK/mem.$name"
+        stop_server
+        return
+    fi
+    sleep 0.3
+    now="$(rss_kb "$SERVER_PID")"
+    ((now > peak)) && peak=$now
+    stop_server
+    awk -v b="$before" -v a="$now" -v p="$peak" -v n="$KEYS" \
+        'BEGIN { printf "%.1f %.1f\n", (a-b)*1024/n, (p-b)*1024/n }' >"$WORK/mem.$name"
+}
+
+if [[ -z "${SKIP_BUILD:-}" ]]; then
+    (cd "$ROOT" && cargo build --release --quiet)
+fi
+
+median() { tr ' ' '\n' | grep -v '^$' | sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
+
+if [[ -z "${SKIP_RPS:-}" ]]; then
+    # ROUNDS rounds, alternating servers, so that a noisy neighbour hurts both
+    # alike; the table shows each test's median.
+    declare -A R L
+    for round in $(seq 1 "$ROUNDS"); do
+        for name in redis lattice; do
+            port="$(free_port)"
+            start_server "$name" "$port"
+            for pipe in 1 16; do
+                n=$REQUESTS
+                [[ $pipe == 1 ]] && n=$REQUESTS_P1
+                for t in set get; do
+                    v="$(REQUESTS=$n rps "$port" "$t" "$pipe")"
+                    if [[ $name == redis ]]; then R[$t-$pipe]+="$v "; else L[$t-$pipe]+="$v "; fi
+                done
+            done
+            stop_server
+        done
+        echo "round $round done" >&2
+    done
+    printf '\n%-12s | %12s | %12s | %6s\n' test "redis rps" "lattice rps" ratio
+    printf '%s\n' "-------------+--------------+--------------+-------"
+    for pipe in 1 16; do
+        for t in set get; do
+            r=$(median <<<"${R[$t-$pipe]}") l=$(median <<<"${L[$t-$pipe]}")
+            printf '%-12s | %12s | %12s | %6s\n' "${t^^} P=$pipe" "$r" "$l" \
+                "$(awk -v r="$r" -v l="$l" 'BEGIN { printf "%.2f", (r>0 ? l/r : 0) }')"
+        done
+    done
+fi
+
+if [[ -z "${SKIP_MEM:-}" ]]; then
+    make_load_file
+    mem redis
+    mem lattice
+    read -r rb rp <"$WORK/mem.redis"
+    read -r lb lp <"$WORK/mem.lattice"
+    printf '\nmemory, %s keys of 16-byte keys and values (RSS delta / keys)\n' "$KEYS"
+    printf '%-10s | %14s | %22s\n' server "bytes per key" "peak bytes/key in load"
+    printf '%-10s | %14s | %22s\n' redis "$rb" "$rp"
+    printf '%-10s | %14s | %22s\n' lattice "$lb" "$lp"
+fi

@@ -1,0 +1,247 @@
+//! [`Slab`]: the dense, chunked storage of a shard's entries.
+//!
+//! Entries are packed into fixed-size chunks of about 4 KiB (one allocator
+//! size class, so no rounding waste). Growing adds one chunk; nothing is ever
+//! copied or reallocated, so a shard's memory grows by 4 KiB steps with no
+//! transient copy (no 2x spike, and no big freed blocks left for the
+//! allocator to hold on to). Removal swaps the last entry into the hole, so
+//! the slab stays dense: positions are `0..len`, and only the last chunk can
+//! be partly empty. The shard's hash index maps keys to positions.
+//!
+//! [`Key`] is the entry's key: up to [`KEY_INLINE`] bytes are stored inside
+//! the entry itself (no allocation, and no extra cache miss when a lookup
+//! compares keys); longer keys go to the heap.
+
+use std::borrow::Borrow;
+use std::fmt;
+use std::ops::Deref;
+
+use super::Entry;
+
+/// Longest key stored inline in a [`Key`].
+pub const KEY_INLINE: usize = 22;
+
+/// A key: inline when short, boxed otherwise. Derefs to `[u8]`. 24 bytes,
+/// the same as a `Vec<u8>` header, 8 more than a `Box<[u8]>` but without
+/// its 16+ byte allocation.
+#[derive(Clone)]
+pub enum Key {
+    Inline { len: u8, buf: [u8; KEY_INLINE] },
+    Heap(Box<[u8]>),
+}
+
+impl Deref for Key {
+    type Target = [u8];
+    #[inline]
+    fn deref(&self) -> &[u8] {
+        match self {
+            Key::Inline { len, buf } => &buf[..*len as usize],
+            Key::Heap(b) => b,
+        }
+    }
+}
+
+impl From<&[u8]> for Key {
+    #[inline]
+    fn from(k: &[u8]) -> Key {
+        if k.len() <= KEY_INLINE {
+            let mut buf = [0u8; KEY_INLINE];
+            buf[..k.len()].copy_from_slice(k);
+            Key::Inline {
+                len: k.len() as u8,
+                buf,
+            }
+        } else {
+            Key::Heap(k.into())
+        }
+    }
+}
+
+impl From<&Vec<u8>> for Key {
+    fn from(k: &Vec<u8>) -> Key {
+        Key::from(&k[..])
+    }
+}
+
+impl From<Vec<u8>> for Key {
+    fn from(k: Vec<u8>) -> Key {
+        if k.len() <= KEY_INLINE {
+            Key::from(&k[..])
+        } else {
+            Key::Heap(k.into_boxed_slice())
+        }
+    }
+}
+
+impl From<Box<[u8]>> for Key {
+    fn from(k: Box<[u8]>) -> Key {
+        Key::from(k.into_vec())
+    }
+}
+
+impl<const N: usize> From<&[u8; N]> for Key {
+    fn from(k: &[u8; N]) -> Key {
+        Key::from(&k[..])
+    }
+}
+
+impl From<&str> for Key {
+    fn from(k: &str) -> Key {
+        Key::from(k.as_bytes())
+    }
+}
+
+impl AsRef<[u8]> for Key {
+    fn as_ref(&self) -> &[u8] {
+        self
+    }
+}
+
+impl Borrow<[u8]> for Key {
+    fn borrow(&self) -> &[u8] {
+        self
+    }
+}
+
+impl PartialEq for Key {
+    #[inline]
+    fn eq(&self, other: &Key) -> bool {
+        **self == **other
+    }
+}
+
+impl Eq for Key {}
+
+impl PartialEq<[u8]> for Key {
+    fn eq(&self, other: &[u8]) -> bool {
+        &**self == other
+    }
+}
+
+impl std::hash::Hash for Key {
+    fn hash<H: std::hash::Hasher>(&self, h: &mut H) {
+        (**self).hash(h)
+    }
+}
+
+impl fmt::Debug for Key {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{:?}", String::from_utf8_lossy(self))
+    }
+}
+
+/// Entries per chunk: as many as fit in 4096 bytes.
+pub const CHUNK: usize = {
+    let n = 4096 / std::mem::size_of::<Entry>();
+    if n == 0 {
+        1
+    } else {
+        n
+    }
+};
+
+#[derive(Default)]
+pub struct Slab {
+    chunks: Vec<Vec<Entry>>,
+    len: usize,
+}
+
+impl Slab {
+    #[inline]
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    #[inline]
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    #[inline]
+    pub fn get(&self, i: usize) -> &Entry {
+        &self.chunks[i / CHUNK][i % CHUNK]
+    }
+
+    #[inline]
+    pub fn get_mut(&mut self, i: usize) -> &mut Entry {
+        &mut self.chunks[i / CHUNK][i % CHUNK]
+    }
+
+    /// Appends `e`; returns its position.
+    pub fn push(&mut self, e: Entry) -> usize {
+        if self.len.is_multiple_of(CHUNK) {
+            self.chunks.push(Vec::with_capacity(CHUNK));
+        }
+        self.chunks.last_mut().expect("pushed above").push(e);
+        self.len += 1;
+        self.len - 1
+    }
+
+    /// Removes the entry at `i`, moving the last entry (at position
+    /// `len - 1` before the call) into its place. Returns the removed entry.
+    pub fn swap_remove(&mut self, i: usize) -> Entry {
+        assert!(i < self.len, "slab index out of range");
+        let last_chunk = self.chunks.last_mut().expect("non-empty");
+        let last = last_chunk.pop().expect("last chunk is never empty");
+        if last_chunk.is_empty() {
+            self.chunks.pop();
+        }
+        self.len -= 1;
+        if i == self.len {
+            last
+        } else {
+            std::mem::replace(self.get_mut(i), last)
+        }
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = &Entry> {
+        self.chunks.iter().flatten()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::keyspace::Value;
+
+    fn e(n: usize) -> Entry {
+        Entry {
+            key: n.to_string().into_bytes().into(),
+            value: Value::string(b"v"),
+            expire_at: 0,
+            version: n as u64,
+            lru: 0,
+            lfu: 0,
+        }
+    }
+
+    #[test]
+    fn push_and_swap_remove_keep_it_dense() {
+        let mut s = Slab::default();
+        for n in 0..CHUNK * 3 + 1 {
+            assert_eq!(s.push(e(n)), n);
+        }
+        assert_eq!(s.chunks.len(), 4);
+        let gone = s.swap_remove(0);
+        assert_eq!(gone.version, 0);
+        assert_eq!(s.get(0).version, (CHUNK * 3) as u64);
+        assert_eq!(s.chunks.len(), 3);
+        while !s.is_empty() {
+            s.swap_remove(s.len() / 2);
+        }
+        assert!(s.chunks.is_empty());
+        assert_eq!(s.iter().count(), 0);
+    }
+
+    #[test]
+    fn keys_inline_or_boxed() {
+        assert_eq!(std::mem::size_of::<Key>(), 24);
+        for len in [0, 1, 16, KEY_INLINE, KEY_INLINE + 1, 100] {
+            let bytes: Vec<u8> = (0..len as u8).collect();
+            let k = Key::from(&bytes[..]);
+            assert_eq!(&*k, &bytes[..]);
+            assert_eq!(matches!(k, Key::Inline { .. }), len <= KEY_INLINE);
+            assert_eq!(Key::from(bytes.clone()), k);
+        }
+    }
+}
