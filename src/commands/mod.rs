@@ -23,7 +23,8 @@ pub mod server_cmds;
 pub mod strings;
 pub mod util;
 
-use std::collections::HashMap;
+// hashbrown (foldhash) rather than std (SipHash): the table is looked up once per command.
+use hashbrown::HashMap;
 use std::sync::Arc;
 
 pub use error::CmdError;
