@@ -20,25 +20,45 @@ const ADMIN_FLAGS: u32 = ADMIN | NOSCRIPT | LOADING | STALE;
 
 pub static COMMANDS: &[Command] = &[Command::new("config", -2, 0, help)
     .acl("slow")
-    .doc("server", "2.0.0", "A container for server configuration commands.")
+    .doc(
+        "server",
+        "2.0.0",
+        "A container for server configuration commands.",
+    )
     .subs(SUBS)];
 
 static SUBS: &[Command] = &[
     Command::new("get", -3, ADMIN_FLAGS, get)
         .acl("admin slow dangerous")
-        .doc("server", "2.0.0", "Returns the effective values of configuration parameters."),
+        .doc(
+            "server",
+            "2.0.0",
+            "Returns the effective values of configuration parameters.",
+        ),
     Command::new("set", -4, ADMIN_FLAGS, set)
         .acl("admin slow dangerous")
-        .doc("server", "2.0.0", "Sets configuration parameters in-flight."),
+        .doc(
+            "server",
+            "2.0.0",
+            "Sets configuration parameters in-flight.",
+        ),
     Command::new("resetstat", 2, ADMIN_FLAGS, resetstat)
         .acl("admin slow dangerous")
         .doc("server", "2.0.0", "Resets the server's statistics."),
     Command::new("rewrite", 2, ADMIN_FLAGS, rewrite)
         .acl("admin slow dangerous")
-        .doc("server", "2.8.0", "Persists the effective configuration to file."),
+        .doc(
+            "server",
+            "2.8.0",
+            "Persists the effective configuration to file.",
+        ),
     Command::new("help", 2, LOADING | STALE, help)
         .acl("slow")
-        .doc("server", "5.0.0", "Returns helpful text about the different subcommands."),
+        .doc(
+            "server",
+            "5.0.0",
+            "Returns helpful text about the different subcommands.",
+        ),
 ];
 
 const HELP: &[&str] = &[
@@ -124,7 +144,11 @@ fn value_args(d: &Directive, value: &str) -> Vec<String> {
 }
 
 /// Checks one CONFIG SET pair against the current configuration.
-fn check_pair(cfg: &Config, name: &str, value: &str) -> Result<(&'static Directive, String), CmdError> {
+fn check_pair(
+    cfg: &Config,
+    name: &str,
+    value: &str,
+) -> Result<(&'static Directive, String), CmdError> {
     let d = Config::directive(name).ok_or_else(|| {
         CmdError::err(format!(
             "Unknown option or number of arguments for CONFIG SET - '{name}'"
@@ -146,7 +170,7 @@ fn check_pair(cfg: &Config, name: &str, value: &str) -> Result<(&'static Directi
 }
 
 fn set(ctx: &mut Ctx, args: Args) -> CmdResult {
-    if args.len() % 2 != 0 {
+    if !args.len().is_multiple_of(2) {
         return Err(CmdError::WrongArity("config|set".into()));
     }
     let mut cfg = ctx.srv.config.write();
@@ -218,8 +242,7 @@ pub fn render(d: &Directive, value: &str) -> Vec<String> {
 
 fn str_repr(v: &str) -> String {
     let plain = !v.is_empty()
-        && v
-            .chars()
+        && v.chars()
             .all(|c| c.is_ascii_graphic() && c != '"' && c != '\'' && c != '\\');
     if plain {
         v.to_string()

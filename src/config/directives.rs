@@ -81,7 +81,8 @@ impl Kind {
                 Ok(v.to_string())
             }
             Kind::Memory => {
-                let v = parse_memory(a).map_err(|_| "argument must be a memory value".to_string())?;
+                let v =
+                    parse_memory(a).map_err(|_| "argument must be a memory value".to_string())?;
                 if v < 0 {
                     return Err("argument must be a memory value".into());
                 }
@@ -138,7 +139,7 @@ fn norm_save(args: &[String]) -> Result<String, String> {
         return Ok(String::new());
     }
     let words: Vec<&str> = args.iter().flat_map(|a| a.split_whitespace()).collect();
-    if words.is_empty() || words.len() % 2 != 0 {
+    if words.is_empty() || !words.len().is_multiple_of(2) {
         return Err(bad());
     }
     for w in &words {
@@ -158,7 +159,7 @@ fn norm_save(args: &[String]) -> Result<String, String> {
 /// given classes: the caller merges them into the current value).
 fn norm_cob(args: &[String]) -> Result<String, String> {
     let words: Vec<&str> = args.iter().flat_map(|a| a.split_whitespace()).collect();
-    if words.is_empty() || words.len() % 4 != 0 {
+    if words.is_empty() || !words.len().is_multiple_of(4) {
         return Err("Wrong number of arguments in buffer limit configuration.".into());
     }
     let mut out = vec![];
@@ -167,7 +168,9 @@ fn norm_cob(args: &[String]) -> Result<String, String> {
             "normal" => "normal",
             "slave" | "replica" => "slave",
             "pubsub" => "pubsub",
-            _ => return Err("Invalid client class specified in buffer limit configuration.".into()),
+            _ => {
+                return Err("Invalid client class specified in buffer limit configuration.".into())
+            }
         };
         let hard = parse_memory(g[1]);
         let soft = parse_memory(g[2]);
@@ -176,7 +179,12 @@ fn norm_cob(args: &[String]) -> Result<String, String> {
             (Ok(h), Ok(s), Ok(t)) if h >= 0 && s >= 0 && t >= 0 => {
                 out.push(format!("{class} {h} {s} {t}"))
             }
-            _ => return Err("Error in hard, soft or soft_seconds setting in buffer limit configuration.".into()),
+            _ => {
+                return Err(
+                    "Error in hard, soft or soft_seconds setting in buffer limit configuration."
+                        .into(),
+                )
+            }
         }
     }
     Ok(out.join(" "))
@@ -210,7 +218,11 @@ fn norm_oom(args: &[String]) -> Result<String, String> {
     for w in words {
         match w.parse::<i64>() {
             Ok(v) if (-2000..=2000).contains(&v) => out.push(v.to_string()),
-            _ => return Err("Invalid oom-score-adj-values, elements must be between -2000 and 2000.".into()),
+            _ => {
+                return Err(
+                    "Invalid oom-score-adj-values, elements must be between -2000 and 2000.".into(),
+                )
+            }
         }
     }
     Ok(out.join(" "))
@@ -319,7 +331,11 @@ use Kind::*;
 
 pub static DIRECTIVES: &[Directive] = &[
     // Redis 7.0 (CONFIG GET *), in alphabetical order.
-    d("acl-pubsub-default", Enum(&["allchannels", "resetchannels"]), "resetchannels"),
+    d(
+        "acl-pubsub-default",
+        Enum(&["allchannels", "resetchannels"]),
+        "resetchannels",
+    ),
     d("aclfile", Str, "").refused().imm(),
     d("acllog-max-len", Int(0, LONG), "128"),
     d("active-defrag-cycle-max", Int(1, 99), "25"),
@@ -340,7 +356,11 @@ pub static DIRECTIVES: &[Directive] = &[
     d("aof_rewrite_cpulist", Str, "").built().imm(),
     d("appenddirname", Str, "appendonlydir").imm(),
     d("appendfilename", Str, "appendonly.aof").imm(),
-    d("appendfsync", Enum(&["everysec", "always", "no"]), "everysec"),
+    d(
+        "appendfsync",
+        Enum(&["everysec", "always", "no"]),
+        "everysec",
+    ),
     d("appendonly", Bool, "no"),
     d("auto-aof-rewrite-min-size", Memory, "67108864"),
     d("auto-aof-rewrite-percentage", Int(0, INT), "100"),
@@ -348,7 +368,11 @@ pub static DIRECTIVES: &[Directive] = &[
     d("bind-source-addr", Str, ""),
     d("bio_cpulist", Str, "").built().imm(),
     d("busy-reply-threshold", Int(0, LONG), "5000").alias(&["lua-time-limit"]),
-    d("client-output-buffer-limit", ClientOutputBuffer, "normal 0 0 0 slave 268435456 67108864 60 pubsub 33554432 8388608 60"),
+    d(
+        "client-output-buffer-limit",
+        ClientOutputBuffer,
+        "normal 0 0 0 slave 268435456 67108864 60 pubsub 33554432 8388608 60",
+    ),
     d("client-query-buffer-limit", Memory, "1073741824").built(),
     d("cluster-allow-pubsubshard-when-down", Bool, "yes"),
     d("cluster-allow-reads-when-down", Bool, "no"),
@@ -364,9 +388,14 @@ pub static DIRECTIVES: &[Directive] = &[
     d("cluster-migration-barrier", Int(0, INT), "1"),
     d("cluster-node-timeout", Int(0, LONG), "15000"),
     d("cluster-port", Int(0, 65535), "0").imm(),
-    d("cluster-preferred-endpoint-type", Enum(&["ip", "hostname", "unknown-endpoint"]), "ip"),
+    d(
+        "cluster-preferred-endpoint-type",
+        Enum(&["ip", "hostname", "unknown-endpoint"]),
+        "ip",
+    ),
     d("cluster-replica-no-failover", Bool, "no").alias(&["cluster-slave-no-failover"]),
-    d("cluster-replica-validity-factor", Int(0, INT), "10").alias(&["cluster-slave-validity-factor"]),
+    d("cluster-replica-validity-factor", Int(0, INT), "10")
+        .alias(&["cluster-slave-validity-factor"]),
     d("cluster-require-full-coverage", Bool, "yes"),
     d("crash-log-enabled", Bool, "yes").built(),
     d("crash-memcheck-enabled", Bool, "yes").built(),
@@ -376,7 +405,13 @@ pub static DIRECTIVES: &[Directive] = &[
     d("dynamic-hz", Bool, "yes").built(),
     d("enable-debug-command", Enum(&["no", "yes", "local"]), "no").imm(),
     d("enable-module-command", Enum(&["no", "yes", "local"]), "no").imm(),
-    d("enable-protected-configs", Enum(&["no", "yes", "local"]), "no").built().imm(),
+    d(
+        "enable-protected-configs",
+        Enum(&["no", "yes", "local"]),
+        "no",
+    )
+    .built()
+    .imm(),
     d("hash-max-listpack-entries", Int(0, LONG), "512").alias(&["hash-max-ziplist-entries"]),
     d("hash-max-listpack-value", Memory, "64").alias(&["hash-max-ziplist-value"]),
     d("hll-sparse-max-bytes", Memory, "3000"),
@@ -386,7 +421,11 @@ pub static DIRECTIVES: &[Directive] = &[
     d("jemalloc-bg-thread", Bool, "yes").built(),
     d("latency-monitor-threshold", Int(0, LONG), "0").built(),
     d("latency-tracking", Bool, "yes"),
-    d("latency-tracking-info-percentiles", Percentiles, "50 99 99.9"),
+    d(
+        "latency-tracking-info-percentiles",
+        Percentiles,
+        "50 99 99.9",
+    ),
     d("lazyfree-lazy-eviction", Bool, "no"),
     d("lazyfree-lazy-expire", Bool, "no"),
     d("lazyfree-lazy-server-del", Bool, "no"),
@@ -397,24 +436,56 @@ pub static DIRECTIVES: &[Directive] = &[
     d("list-compress-depth", Int(0, INT), "0"),
     d("list-max-listpack-size", Int(-INT, INT), "-2").alias(&["list-max-ziplist-size"]),
     d("logfile", Str, "").built().imm(),
-    d("loglevel", Enum(&["debug", "verbose", "notice", "warning", "nothing"]), "notice").built(),
+    d(
+        "loglevel",
+        Enum(&["debug", "verbose", "notice", "warning", "nothing"]),
+        "notice",
+    )
+    .built(),
     d("masterauth", Str, ""),
     d("masteruser", Str, ""),
     d("maxclients", Int(1, UINT), "10000").built(),
     d("maxmemory", Memory, "0"),
     d("maxmemory-clients", MemOrPercent, "0"),
     d("maxmemory-eviction-tenacity", Int(0, 100), "10"),
-    d("maxmemory-policy", Enum(&["volatile-lru", "volatile-lfu", "volatile-random", "volatile-ttl", "allkeys-lru", "allkeys-lfu", "allkeys-random", "noeviction"]), "noeviction"),
+    d(
+        "maxmemory-policy",
+        Enum(&[
+            "volatile-lru",
+            "volatile-lfu",
+            "volatile-random",
+            "volatile-ttl",
+            "allkeys-lru",
+            "allkeys-lfu",
+            "allkeys-random",
+            "noeviction",
+        ]),
+        "noeviction",
+    ),
     d("maxmemory-samples", Int(1, INT), "5"),
     d("min-replicas-max-lag", Int(0, INT), "10").alias(&["min-slaves-max-lag"]),
     d("min-replicas-to-write", Int(0, INT), "0").alias(&["min-slaves-to-write"]),
     d("no-appendfsync-on-rewrite", Bool, "no"),
     d("notify-keyspace-events", NotifyEvents, ""),
-    d("oom-score-adj", Enum(&["no", "yes", "relative", "absolute"]), "no").built(),
+    d(
+        "oom-score-adj",
+        Enum(&["no", "yes", "relative", "absolute"]),
+        "no",
+    )
+    .built(),
     d("oom-score-adj-values", OomValues, "0 200 800").built(),
     d("pidfile", Str, "").built().imm(),
-    d("proc-title-template", Str, "{title} {listen-addr} {server-mode}").built(),
-    d("propagation-error-behavior", Enum(&["ignore", "panic", "panic-on-replicas"]), "ignore"),
+    d(
+        "proc-title-template",
+        Str,
+        "{title} {listen-addr} {server-mode}",
+    )
+    .built(),
+    d(
+        "propagation-error-behavior",
+        Enum(&["ignore", "panic", "panic-on-replicas"]),
+        "ignore",
+    ),
     d("protected-mode", Bool, "yes").built(),
     d("proto-max-bulk-len", Memory, "536870912").built(),
     d("rdb-del-sync-files", Bool, "no"),
@@ -424,7 +495,11 @@ pub static DIRECTIVES: &[Directive] = &[
     d("repl-backlog-size", Memory, "1048576"),
     d("repl-backlog-ttl", Int(0, LONG), "3600"),
     d("repl-disable-tcp-nodelay", Bool, "no"),
-    d("repl-diskless-load", Enum(&["disabled", "on-empty-db", "swapdb"]), "disabled"),
+    d(
+        "repl-diskless-load",
+        Enum(&["disabled", "on-empty-db", "swapdb"]),
+        "disabled",
+    ),
     d("repl-diskless-sync", Bool, "yes"),
     d("repl-diskless-sync-delay", Int(0, INT), "5"),
     d("repl-diskless-sync-max-replicas", Int(0, INT), "0"),
@@ -440,13 +515,25 @@ pub static DIRECTIVES: &[Directive] = &[
     d("replica-read-only", Bool, "yes").alias(&["slave-read-only"]),
     d("replica-serve-stale-data", Bool, "yes").alias(&["slave-serve-stale-data"]),
     d("replicaof", ReplicaOf, "").imm().alias(&["slaveof"]),
-    d("sanitize-dump-payload", Enum(&["no", "yes", "clients"]), "no"),
+    d(
+        "sanitize-dump-payload",
+        Enum(&["no", "yes", "clients"]),
+        "no",
+    ),
     d("save", Save, "3600 1 300 100 60 10000"),
     d("server_cpulist", Str, "").built().imm(),
     d("set-max-intset-entries", Int(0, LONG), "512"),
     d("set-proc-title", Bool, "yes").built().imm(),
-    d("shutdown-on-sigint", Enum(&["default", "save", "nosave", "now", "force"]), "default"),
-    d("shutdown-on-sigterm", Enum(&["default", "save", "nosave", "now", "force"]), "default"),
+    d(
+        "shutdown-on-sigint",
+        Enum(&["default", "save", "nosave", "now", "force"]),
+        "default",
+    ),
+    d(
+        "shutdown-on-sigterm",
+        Enum(&["default", "save", "nosave", "now", "force"]),
+        "default",
+    ),
     d("shutdown-timeout", Int(0, INT), "10"),
     d("slowlog-log-slower-than", Int(-1, LONG), "10000").built(),
     d("slowlog-max-len", Int(0, LONG), "128").built(),
@@ -454,9 +541,22 @@ pub static DIRECTIVES: &[Directive] = &[
     d("stop-writes-on-bgsave-error", Bool, "yes"),
     d("stream-node-max-bytes", Memory, "4096"),
     d("stream-node-max-entries", Int(0, LONG), "100"),
-    d("supervised", Enum(&["upstart", "systemd", "auto", "no"]), "no").built().imm(),
+    d(
+        "supervised",
+        Enum(&["upstart", "systemd", "auto", "no"]),
+        "no",
+    )
+    .built()
+    .imm(),
     d("syslog-enabled", Bool, "no").imm(),
-    d("syslog-facility", Enum(&["user", "local0", "local1", "local2", "local3", "local4", "local5", "local6", "local7"]), "local0").imm(),
+    d(
+        "syslog-facility",
+        Enum(&[
+            "user", "local0", "local1", "local2", "local3", "local4", "local5", "local6", "local7",
+        ]),
+        "local0",
+    )
+    .imm(),
     d("syslog-ident", Str, "redis").imm(),
     d("tcp-backlog", Int(0, INT), "511").built().imm(),
     d("tcp-keepalive", Int(0, INT), "300").built(),
@@ -494,12 +594,19 @@ pub static DIRECTIVES: &[Directive] = &[
     // Hidden (debug) Redis configs.
     d("rdb-key-save-delay", Int(LONG.wrapping_neg(), LONG), "0"),
     d("key-load-delay", Int(LONG.wrapping_neg(), LONG), "0"),
-    d("loading-process-events-interval-bytes", Int(1024, INT), "2097152"),
+    d(
+        "loading-process-events-interval-bytes",
+        Int(1024, INT),
+        "2097152",
+    ),
     // Redis 7.2 additions.
     d("locale-collate", Str, ""),
     d("cluster-announce-human-nodename", Str, ""),
     // KeyDB 6.3.
-    d("server-threads", Int(0, 256), "0").built().imm().alias(&["io-threads"]),
+    d("server-threads", Int(0, 256), "0")
+        .built()
+        .imm()
+        .alias(&["io-threads"]),
     d("server-thread-affinity", Str, "no").imm(),
     d("active-replica", Bool, "no").imm(),
     d("multi-master", Bool, "no").imm(),

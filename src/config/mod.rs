@@ -93,8 +93,7 @@ impl Config {
     pub fn is_default(&self, d: &Directive) -> bool {
         let v = self.values.get(d.name).map(|s| s.as_str()).unwrap_or("");
         v == d.default
-            || d
-                .kind
+            || d.kind
                 .normalize(&[d.default.to_string()])
                 .is_ok_and(|n| n == v)
     }
@@ -140,8 +139,7 @@ impl Config {
 /// Logs, once per process and directive, that an accepted directive has no
 /// effect yet.
 pub fn warn_accepted(name: &str) {
-    static WARNED: parking_lot::Mutex<BTreeSet<String>> =
-        parking_lot::Mutex::new(BTreeSet::new());
+    static WARNED: parking_lot::Mutex<BTreeSet<String>> = parking_lot::Mutex::new(BTreeSet::new());
     if WARNED.lock().insert(name.to_string()) {
         crate::log_warning!(
             "WARNING: the '{name}' directive is accepted but not implemented yet in LatticeDB: its value is kept but has no effect."

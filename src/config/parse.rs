@@ -10,6 +10,7 @@
 use super::{Config, Kind, Status};
 
 /// Parses "1gb", "10mb", "5k", "100" (Redis's memtoull: k=1000, kb=1024 ...).
+#[allow(clippy::result_unit_err)] // kept: callers match on Ok/Err only
 pub fn parse_memory(s: &str) -> Result<i64, ()> {
     let l = s.to_ascii_lowercase();
     let (num, mul): (&str, i64) = if let Some(n) = l.strip_suffix("gb") {
@@ -34,6 +35,7 @@ pub fn parse_memory(s: &str) -> Result<i64, ()> {
 }
 
 /// Splits one config line into words (sdssplitargs rules).
+#[allow(clippy::result_unit_err)]
 pub fn split_line(line: &str) -> Result<Vec<String>, ()> {
     let mut out = Vec::new();
     let mut p = crate::protocol::RequestParser::new();
@@ -149,9 +151,8 @@ pub fn parse_args(args: &[String]) -> Result<Invocation, String> {
             stdin = true;
             rest = &args[1..];
         } else if !first.starts_with('-') {
-            text = std::fs::read_to_string(first).map_err(|e| {
-                format!("Fatal error, can't open config file '{first}': {e}")
-            })?;
+            text = std::fs::read_to_string(first)
+                .map_err(|e| format!("Fatal error, can't open config file '{first}': {e}"))?;
             let path = std::fs::canonicalize(first).unwrap_or_else(|_| first.into());
             cfg.file = Some(path);
             rest = &args[1..];
@@ -165,8 +166,7 @@ pub fn parse_args(args: &[String]) -> Result<Invocation, String> {
     if stdin {
         crate::log_warning!("Reading config from stdin");
         let mut s = String::new();
-        std::io::Read::read_to_string(&mut std::io::stdin(), &mut s)
-            .map_err(|e| e.to_string())?;
+        std::io::Read::read_to_string(&mut std::io::stdin(), &mut s).map_err(|e| e.to_string())?;
         text.push_str(&s);
     }
     text.push('\n');
@@ -331,6 +331,9 @@ mod tests {
             .iter()
             .map(|s| s.to_string())
             .collect();
-        assert_eq!(options_text(&a), "save \"900\" \"1\" \"300\" \"10\"\nport \"7\"");
+        assert_eq!(
+            options_text(&a),
+            "save \"900\" \"1\" \"300\" \"10\"\nport \"7\""
+        );
     }
 }
