@@ -301,12 +301,38 @@ fn config_rewrite() {
         lines.contains(&format!("port {}", s.port).as_str()),
         "{new}"
     );
-    // The rewritten file loads back to the same values.
+    // The rewritten file loads back to the same values (its `dir` was the
+    // old server's temporary directory, removed with it: make it again).
     drop(c);
     drop(s);
+    let new = std::fs::read_to_string(&f).unwrap();
+    let dir = new.lines().find_map(|l| l.strip_prefix("dir ")).unwrap();
+    std::fs::create_dir_all(dir.trim_matches('"')).unwrap();
     let s = Server::start_with(Some(f.to_str().unwrap()), &[]);
     let mut c = s.conn();
     assert_eq!(get(&mut c, "hz"), "25");
     assert_eq!(get(&mut c, "maxmemory-policy"), "allkeys-lru");
     assert_eq!(get(&mut c, "maxmemory"), "10485760");
+}
+
+#[test]
+fn include_and_dir() {
+    let inc = temp_file("inc-part.conf", "hz 44\nmaxmemory-policy volatile-lru\n");
+    let main = temp_file(
+        "inc-main.conf",
+        &format!(
+            "include {}\nhz 45\n",
+            inc.parent().unwrap().join("inc-p*.conf").display()
+        ),
+    );
+    let s = Server::start_with(Some(main.to_str().unwrap()), &[]);
+    let mut c = s.conn();
+    assert_eq!(get(&mut c, "hz"), "45");
+    assert_eq!(get(&mut c, "maxmemory-policy"), "volatile-lru");
+    // `dir` is where the server runs: CONFIG GET shows the absolute path.
+    let dir = get(&mut c, "dir");
+    assert!(std::path::Path::new(&dir).is_absolute(), "{dir}");
+    let (code, err) = run_fail(&["--dir", "/nonexistent/lattice-dir"]);
+    assert_eq!(code, 1);
+    assert!(err.contains("No such file or directory"), "{err}");
 }

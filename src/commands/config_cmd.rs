@@ -163,6 +163,9 @@ fn check_pair(
     let v = cfg
         .check(d, &value_args(d, value))
         .map_err(|e| set_failed(name, &e))?;
+    if d.name == "dir" && !std::path::Path::new(&v).is_dir() {
+        return Err(set_failed(name, "No such file or directory"));
+    }
     if d.status == Status::Refused && v != d.default {
         return Err(set_failed(name, "not supported by LatticeDB yet"));
     }
@@ -183,7 +186,10 @@ fn set(ctx: &mut Ctx, args: Args) -> CmdResult {
         }
         checked.push((d, v));
     }
-    for (d, v) in checked {
+    for (d, mut v) in checked {
+        if d.name == "dir" {
+            v = parse::change_dir(&v).unwrap_or(v);
+        }
         if d.status == Status::Accepted && v != d.default {
             crate::config::warn_accepted(d.name);
         }

@@ -244,6 +244,10 @@ impl Loader {
                 return Ok(());
             }
             "sentinel" => return reason("sentinel directive while not in sentinel mode"),
+            "rdbfuzz-mode" => return Ok(()), // KeyDB: a no-op here
+            "is-flash-enabled" if args.is_empty() => {
+                return reason("FLASH storage is not enabled in this build")
+            }
             "list-max-ziplist-entries" | "list-max-ziplist-value" | "lua-replicate-commands"
                 if args.len() == 1 =>
             {
@@ -255,6 +259,9 @@ impl Loader {
             return reason("Bad directive or wrong number of arguments");
         };
         let mut value = cfg.check(d, args).map_err(LineError::Reason)?;
+        if d.name == "dir" {
+            value = change_dir(&value).map_err(LineError::Reason)?;
+        }
         if let Kind::Save = d.kind {
             if self.save_seen && !value.is_empty() {
                 let cur = cfg.get(d.name).unwrap_or("");
@@ -279,6 +286,16 @@ impl Loader {
         if self.depth > 16 {
             return Err(LineError::Reason("Too many nested includes".into()));
         }
+        if path.contains(['*', '?', '[']) {
+            for p in glob_files(path) {
+                self.include_one(cfg, &p)?;
+            }
+            return Ok(());
+        }
+        self.include_one(cfg, path)
+    }
+
+    fn include_one(&mut self, cfg: &mut Config, path: &str) -> Result<(), LineError> {
         let text = std::fs::read_to_string(path).map_err(|e| {
             LineError::Nested(format!("Fatal error, can't open config file '{path}': {e}"))
         })?;
@@ -287,6 +304,43 @@ impl Loader {
         self.depth -= 1;
         r.map_err(LineError::Nested)
     }
+}
+
+/// Files matching a wildcard in the last path component, sorted; none is fine.
+fn glob_files(path: &str) -> Vec<String> {
+    let p = std::path::Path::new(path);
+    let dir = match p.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
+        _ => std::path::PathBuf::from("."),
+    };
+    let pat = p.file_name().map(|f| f.to_string_lossy().into_owned());
+    let Some(pat) = pat else { return vec![] };
+    let Ok(rd) = std::fs::read_dir(&dir) else {
+        return vec![];
+    };
+    let mut out: Vec<String> = rd
+        .flatten()
+        .filter(|e| e.path().is_file())
+        .filter(|e| {
+            let name = e.file_name().to_string_lossy().into_owned();
+            crate::commands::util::glob_match(pat.as_bytes(), name.as_bytes(), false)
+        })
+        .map(|e| e.path().to_string_lossy().into_owned())
+        .collect();
+    out.sort();
+    out
+}
+
+/// `dir` changes the working directory at once, as in Redis; CONFIG GET dir
+/// then shows the absolute path.
+pub fn change_dir(dir: &str) -> Result<String, String> {
+    std::env::set_current_dir(dir).map_err(|e| {
+        let s = e.to_string();
+        s.split(" (os error").next().unwrap_or(&s).to_string()
+    })?;
+    Ok(std::env::current_dir()
+        .map(|p| p.to_string_lossy().into_owned())
+        .unwrap_or_else(|_| dir.to_string()))
 }
 
 enum LineError {
