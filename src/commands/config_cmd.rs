@@ -87,7 +87,13 @@ fn help(ctx: &mut Ctx, _args: Args) -> CmdResult {
 fn hidden(d: &Directive) -> bool {
     matches!(
         d.name,
-        "rdb-key-save-delay" | "key-load-delay" | "loading-process-events-interval-bytes"
+        "rdb-key-save-delay"
+            | "key-load-delay"
+            | "loading-process-events-interval-bytes"
+            | "req-res-logfile"
+            | "watchdog-period"
+            | "client-default-resp"
+            | "cluster-ping-interval"
     )
 }
 

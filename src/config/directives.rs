@@ -601,6 +601,12 @@ pub static DIRECTIVES: &[Directive] = &[
     ),
     // Redis 7.2 additions.
     d("locale-collate", Str, ""),
+    d("set-max-listpack-entries", Int(0, LONG), "128"),
+    d("set-max-listpack-value", Int(0, LONG), "64"),
+    d("req-res-logfile", Str, "").imm(),
+    d("watchdog-period", Int(0, INT), "0"),
+    d("client-default-resp", Int(2, 3), "2").imm(),
+    d("cluster-ping-interval", Int(0, LONG), "0"),
     d("cluster-announce-human-nodename", Str, ""),
     // KeyDB 6.3 (keydb.conf and its config.cpp).
     d("server-threads", Int(0, 256), "0")
