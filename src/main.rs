@@ -41,6 +41,11 @@ fn main() {
             "Warning: no config file specified, using the default config. In order to specify a config file use lattice-server /path/to/redis.conf"
         ),
     }
+    lattice::log_notice!(
+        "Running mode=standalone, port={}, server-threads={}.",
+        config.port(),
+        config.threads()
+    );
     for name in config.accepted_in_use() {
         lattice::config::warn_accepted(name);
     }

@@ -132,11 +132,13 @@ pub fn parse_args(args: &[String]) -> Result<Invocation, String> {
     if args.len() == 1 {
         match args[0].as_str() {
             "-v" | "--version" => {
+                // `v=` is the Redis version we are compatible with, for
+                // scripts that parse `redis-server -v`.
                 return Ok(Invocation::Print(format!(
-                    "LatticeDB server v={} redis_version={} bits=64",
-                    crate::LATTICE_VERSION,
-                    crate::REDIS_VERSION
-                )))
+                    "LatticeDB server v={} sha=00000000:0 malloc=mimalloc bits=64 build=lattice-{}",
+                    crate::REDIS_VERSION,
+                    crate::LATTICE_VERSION
+                )));
             }
             "-h" | "--help" => return Ok(Invocation::Print(USAGE.to_string())),
             _ => {}
@@ -203,9 +205,20 @@ pub struct Loader {
     /// A `save` line was seen: later ones append instead of replacing.
     save_seen: bool,
     depth: usize,
+    /// Only compute values: no chdir, no includes, bad lines skipped (used
+    /// by CONFIG REWRITE to read what the old file said).
+    pub dry: bool,
 }
 
 impl Loader {
+    /// A loader that only computes values (see [`Loader::dry`]).
+    pub fn dry() -> Loader {
+        Loader {
+            dry: true,
+            ..Default::default()
+        }
+    }
+
     /// Applies every line of a config text.
     pub fn load_text(&mut self, cfg: &mut Config, text: &str) -> Result<(), String> {
         for (n, raw) in text.split('\n').enumerate() {
@@ -219,7 +232,11 @@ impl Loader {
             if words.is_empty() {
                 continue;
             }
-            self.apply(cfg, &words).map_err(|e| match e {
+            let r = self.apply(cfg, &words);
+            if self.dry {
+                continue;
+            }
+            r.map_err(|e| match e {
                 LineError::Reason(r) => fail(&r),
                 LineError::Nested(s) => s,
             })?;
@@ -232,6 +249,7 @@ impl Loader {
         let args = &words[1..];
         let reason = |s: &str| Err(LineError::Reason(s.to_string()));
         match name.as_str() {
+            "include" if args.len() == 1 && self.dry => return Ok(()),
             "include" if args.len() == 1 => return self.include(cfg, &args[0]),
             "rename-command" if args.len() == 2 => {
                 return reason("rename-command is not supported by LatticeDB: refusing to start rather than leave the command reachable")
@@ -259,7 +277,7 @@ impl Loader {
             return reason("Bad directive or wrong number of arguments");
         };
         let mut value = cfg.check(d, args).map_err(LineError::Reason)?;
-        if d.name == "dir" {
+        if d.name == "dir" && !self.dry {
             value = change_dir(&value).map_err(LineError::Reason)?;
         }
         if let Kind::Save = d.kind {
