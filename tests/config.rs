@@ -242,6 +242,30 @@ fn config_set_rules() {
         cmd_err(&mut c, &["CONFIG", "SET", "hz", "1", "maxmemory"]),
         "ERR wrong number of arguments for 'config|set' command"
     );
+    // Values are normalised as Redis shows them.
+    let _: () = cmd(&mut c, &["CONFIG", "SET", "notify-keyspace-events", "KEA"]);
+    assert_eq!(get(&mut c, "notify-keyspace-events"), "AKE");
+    let _: () = cmd(
+        &mut c,
+        &["CONFIG", "SET", "hz", "600", "appendfsync", "ALWAYS"],
+    );
+    assert_eq!(get(&mut c, "hz"), "500");
+    assert_eq!(get(&mut c, "appendfsync"), "always");
+    let v: Vec<String> = cmd(&mut c, &["CONFIG", "GET", "TIMEOUT"]);
+    assert_eq!(v, ["TIMEOUT", "0"]);
+    let _: () = cmd(
+        &mut c,
+        &[
+            "CONFIG",
+            "SET",
+            "client-output-buffer-limit",
+            "pubsub 1mb 2mb 3",
+        ],
+    );
+    assert_eq!(
+        get(&mut c, "client-output-buffer-limit"),
+        "normal 0 0 0 slave 268435456 67108864 60 pubsub 1048576 2097152 3"
+    );
     // Aliases set the canonical directive.
     let _: () = cmd(&mut c, &["CONFIG", "SET", "slave-priority", "7"]);
     assert_eq!(get(&mut c, "replica-priority"), "7");

@@ -99,16 +99,26 @@ fn hidden(d: &Directive) -> bool {
 
 fn get(ctx: &mut Ctx, args: Args) -> CmdResult {
     let cfg = ctx.srv.config.read();
-    let mut out: Vec<(&'static str, String)> = vec![];
+    let mut out: Vec<(String, String)> = vec![];
     for pat in args.iter().skip(2) {
-        let is_glob = pat.iter().any(|c| matches!(c, b'*' | b'?' | b'['));
+        let is_glob = pat.iter().any(|c| matches!(c, b'*' | b'?' | b'[' | b'\\'));
+        if !is_glob {
+            // An exact name is answered under the name as given, as Redis does.
+            let given = lossy(pat);
+            if let Some(v) = cfg.get(&given) {
+                if !out.iter().any(|(n, _)| n.eq_ignore_ascii_case(&given)) {
+                    out.push((given, v.to_string()));
+                }
+            }
+            continue;
+        }
         for d in DIRECTIVES {
             if is_glob && hidden(d) {
                 continue;
             }
             for name in std::iter::once(&d.name).chain(d.aliases.iter()) {
                 if glob_match(pat, name.as_bytes(), true) && !out.iter().any(|(n, _)| n == name) {
-                    out.push((name, cfg.get(d.name).unwrap_or("").to_string()));
+                    out.push((name.to_string(), cfg.get(d.name).unwrap_or("").to_string()));
                 }
             }
         }
@@ -116,7 +126,7 @@ fn get(ctx: &mut Ctx, args: Args) -> CmdResult {
     drop(cfg);
     ctx.out.map(out.len());
     for (n, v) in out {
-        ctx.out.bulk_str(n);
+        ctx.out.bulk_str(&n);
         ctx.out.bulk_str(&v);
     }
     Ok(())

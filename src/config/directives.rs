@@ -246,12 +246,23 @@ fn norm_percentiles(args: &[String]) -> Result<String, String> {
     Ok(out.join(" "))
 }
 
+/// Keyspace event classes, normalised as Redis shows them: `A` (or the
+/// single classes `g$lshzxetd`), then `K`, `E`, `m`, `n`.
 fn norm_events(a: &str) -> Result<String, String> {
+    const ALL: &str = "g$lshzxetd";
     const OK: &str = "Ag$lshzxeKEtmdn";
     if a.chars().any(|c| !OK.contains(c)) {
         return Err("Invalid event class character. Use 'Ag$lshzxeKEtmdn'.".into());
     }
-    Ok(a.to_string())
+    let has = |c: char| a.contains(c) || (a.contains('A') && ALL.contains(c));
+    let mut out = String::new();
+    if ALL.chars().all(has) {
+        out.push('A');
+    } else {
+        out.extend(ALL.chars().filter(|&c| has(c)));
+    }
+    out.extend("KEmn".chars().filter(|&c| a.contains(c)));
+    Ok(out)
 }
 
 fn norm_replicaof(args: &[String]) -> Result<String, String> {

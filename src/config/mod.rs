@@ -58,6 +58,10 @@ impl Config {
     /// (client-output-buffer-limit merges its classes into the current one).
     pub fn check(&self, d: &'static Directive, args: &[String]) -> Result<String, String> {
         let v = d.kind.normalize(args)?;
+        if d.name == "hz" {
+            // Redis clamps hz into [1, 500] rather than refusing it.
+            return Ok(v.parse::<i64>().unwrap_or(10).clamp(1, 500).to_string());
+        }
         if let Kind::ClientOutputBuffer = d.kind {
             let cur = self.values.get(d.name).map(|s| s.as_str()).unwrap_or("");
             return Ok(directives::merge_cob(cur, &v));
