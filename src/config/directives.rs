@@ -91,8 +91,8 @@ impl Kind {
             Kind::MemOrPercent => norm_mem_or_percent(a),
             Kind::Octal => match i64::from_str_radix(a, 8) {
                 Ok(v) if (0..=0o777).contains(&v) => Ok(format!("{v:o}")),
-                Ok(_) => Err("argument must be between 0 and 777 inclusive".into()),
-                Err(_) => Err("argument couldn't be parsed into an integer".into()),
+                Ok(_) => Err("argument must be between 0 and 511 inclusive".into()),
+                Err(_) => Err("argument couldn't be parsed as an octal number".into()),
             },
             Kind::Enum(words) => {
                 let l = a.to_ascii_lowercase();
@@ -127,7 +127,7 @@ fn norm_mem_or_percent(a: &str) -> Result<String, String> {
 }
 
 fn norm_bind(args: &[String]) -> Result<String, String> {
-    if args.is_empty() || args.len() > 16 {
+    if args.len() > 16 {
         return Err("Too many bind addresses specified.".into());
     }
     Ok(args.join(" "))

@@ -97,6 +97,12 @@ pub enum Invocation {
 }
 
 /// Turns `--name v v --other v` into config text, one directive a line.
+/// An I/O error as strerror() words, without Rust's "(os error N)".
+pub fn io_error_text(e: &std::io::Error) -> String {
+    let s = e.to_string();
+    s.split(" (os error").next().unwrap_or(&s).to_string()
+}
+
 fn options_text(args: &[String]) -> String {
     let mut text = String::new();
     let mut i = 0;
@@ -153,8 +159,12 @@ pub fn parse_args(args: &[String]) -> Result<Invocation, String> {
             stdin = true;
             rest = &args[1..];
         } else if !first.starts_with('-') {
-            text = std::fs::read_to_string(first)
-                .map_err(|e| format!("Fatal error, can't open config file '{first}': {e}"))?;
+            text = std::fs::read_to_string(first).map_err(|e| {
+                format!(
+                    "Fatal error, can't open config file '{first}': {}",
+                    io_error_text(&e)
+                )
+            })?;
             let path = std::fs::canonicalize(first).unwrap_or_else(|_| first.into());
             cfg.file = Some(path);
             rest = &args[1..];
@@ -261,7 +271,7 @@ impl Loader {
                 crate::config::warn_accepted("loadmodule");
                 return Ok(());
             }
-            "sentinel" => return reason("sentinel directive while not in sentinel mode"),
+            "sentinel" => return reason("Unrecognized sentinel configuration statement."),
             "rdbfuzz-mode" => return Ok(()), // KeyDB: a no-op here
             "is-flash-enabled" if args.is_empty() => {
                 return reason("FLASH storage is not enabled in this build")
@@ -315,7 +325,10 @@ impl Loader {
 
     fn include_one(&mut self, cfg: &mut Config, path: &str) -> Result<(), LineError> {
         let text = std::fs::read_to_string(path).map_err(|e| {
-            LineError::Nested(format!("Fatal error, can't open config file '{path}': {e}"))
+            LineError::Nested(format!(
+                "Fatal error, can't open config file '{path}': {}",
+                io_error_text(&e)
+            ))
         })?;
         self.depth += 1;
         let r = self.load_text(cfg, &text);
@@ -352,10 +365,7 @@ fn glob_files(path: &str) -> Vec<String> {
 /// `dir` changes the working directory at once, as in Redis; CONFIG GET dir
 /// then shows the absolute path.
 pub fn change_dir(dir: &str) -> Result<String, String> {
-    std::env::set_current_dir(dir).map_err(|e| {
-        let s = e.to_string();
-        s.split(" (os error").next().unwrap_or(&s).to_string()
-    })?;
+    std::env::set_current_dir(dir).map_err(|e| io_error_text(&e))?;
     Ok(std::env::current_dir()
         .map(|p| p.to_string_lossy().into_owned())
         .unwrap_or_else(|_| dir.to_string()))
