@@ -360,3 +360,33 @@ fn include_and_dir() {
     assert_eq!(code, 1);
     assert!(err.contains("No such file or directory"), "{err}");
 }
+
+/// A non-loopback address of this machine, if it has one.
+fn local_ip() -> Option<std::net::IpAddr> {
+    let s = std::net::UdpSocket::bind("0.0.0.0:0").ok()?;
+    s.connect("192.0.2.1:9").ok()?;
+    let ip = s.local_addr().ok()?.ip();
+    (!ip.is_loopback() && !ip.is_unspecified()).then_some(ip)
+}
+
+#[test]
+fn protected_mode() {
+    let Some(ip) = local_ip() else { return };
+    let s = Server::start(&["--bind", "*"]);
+    let outside = || {
+        let c = redis::Client::open(format!("redis://{ip}:{}/", s.port)).unwrap();
+        c.get_connection()
+            .and_then(|mut c| redis::cmd("PING").query::<String>(&mut c))
+    };
+    // The server says why, then closes.
+    let mut t = std::net::TcpStream::connect((ip, s.port)).unwrap();
+    let mut text = String::new();
+    let _ = std::io::Read::read_to_string(&mut t, &mut text);
+    assert!(
+        text.starts_with("-DENIED Redis is running in protected mode"),
+        "{text}"
+    );
+    assert!(outside().is_err());
+    let _: () = cmd(&mut s.conn(), &["CONFIG", "SET", "protected-mode", "no"]);
+    assert_eq!(outside().unwrap(), "PONG");
+}
