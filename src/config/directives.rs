@@ -357,14 +357,14 @@ pub static DIRECTIVES: &[Directive] = &[
     d("active-defrag-threshold-upper", Int(0, 1000), "100"),
     d("active-expire-effort", Int(1, 10), "1"),
     d("activedefrag", Bool, "no"),
-    d("activerehashing", Bool, "yes").built(),
-    d("always-show-logo", Bool, "no").built().imm(),
+    d("activerehashing", Bool, "yes"),
+    d("always-show-logo", Bool, "no").imm(),
     d("aof-disable-auto-gc", Bool, "no"),
     d("aof-load-truncated", Bool, "yes"),
     d("aof-rewrite-incremental-fsync", Bool, "yes"),
     d("aof-timestamp-enabled", Bool, "no"),
     d("aof-use-rdb-preamble", Bool, "yes"),
-    d("aof_rewrite_cpulist", Str, "").built().imm(),
+    d("aof_rewrite_cpulist", Str, "").imm(),
     d("appenddirname", Str, "appendonlydir").imm(),
     d("appendfilename", Str, "appendonly.aof").imm(),
     d(
@@ -375,9 +375,9 @@ pub static DIRECTIVES: &[Directive] = &[
     d("appendonly", Bool, "no"),
     d("auto-aof-rewrite-min-size", Memory, "67108864"),
     d("auto-aof-rewrite-percentage", Int(0, INT), "100"),
-    d("bgsave_cpulist", Str, "").built().imm(),
+    d("bgsave_cpulist", Str, "").imm(),
     d("bind-source-addr", Str, ""),
-    d("bio_cpulist", Str, "").built().imm(),
+    d("bio_cpulist", Str, "").imm(),
     d("busy-reply-threshold", Int(0, LONG), "5000").alias(&["lua-time-limit"]),
     d(
         "client-output-buffer-limit",
@@ -408,12 +408,12 @@ pub static DIRECTIVES: &[Directive] = &[
     d("cluster-replica-validity-factor", Int(0, INT), "10")
         .alias(&["cluster-slave-validity-factor"]),
     d("cluster-require-full-coverage", Bool, "yes"),
-    d("crash-log-enabled", Bool, "yes").built(),
-    d("crash-memcheck-enabled", Bool, "yes").built(),
-    d("daemonize", Bool, "no").imm(),
+    d("crash-log-enabled", Bool, "yes"),
+    d("crash-memcheck-enabled", Bool, "yes"),
+    d("daemonize", Bool, "no").built().imm(),
     d("databases", Int(1, INT), "16").built().imm(),
-    d("disable-thp", Bool, "yes").built().imm(),
-    d("dynamic-hz", Bool, "yes").built(),
+    d("disable-thp", Bool, "yes").imm(),
+    d("dynamic-hz", Bool, "yes"),
     d("enable-debug-command", Enum(&["no", "yes", "local"]), "no").imm(),
     d("enable-module-command", Enum(&["no", "yes", "local"]), "no").imm(),
     d(
@@ -427,9 +427,9 @@ pub static DIRECTIVES: &[Directive] = &[
     d("hash-max-listpack-value", Memory, "64").alias(&["hash-max-ziplist-value"]),
     d("hll-sparse-max-bytes", Memory, "3000"),
     d("hz", Int(0, INT), "10").built(),
-    d("ignore-warnings", Str, "").built(),
-    d("io-threads-do-reads", Bool, "no").built().imm(),
-    d("jemalloc-bg-thread", Bool, "yes").built(),
+    d("ignore-warnings", Str, ""),
+    d("io-threads-do-reads", Bool, "no").imm(),
+    d("jemalloc-bg-thread", Bool, "yes"),
     d("latency-monitor-threshold", Int(0, LONG), "0").built(),
     d("latency-tracking", Bool, "yes"),
     d(
@@ -482,16 +482,14 @@ pub static DIRECTIVES: &[Directive] = &[
         "oom-score-adj",
         Enum(&["no", "yes", "relative", "absolute"]),
         "no",
-    )
-    .built(),
-    d("oom-score-adj-values", OomValues, "0 200 800").built(),
+    ),
+    d("oom-score-adj-values", OomValues, "0 200 800"),
     d("pidfile", Str, "").built().imm(),
     d(
         "proc-title-template",
         Str,
         "{title} {listen-addr} {server-mode}",
-    )
-    .built(),
+    ),
     d(
         "propagation-error-behavior",
         Enum(&["ignore", "panic", "panic-on-replicas"]),
@@ -532,9 +530,9 @@ pub static DIRECTIVES: &[Directive] = &[
         "no",
     ),
     d("save", Save, "3600 1 300 100 60 10000"),
-    d("server_cpulist", Str, "").built().imm(),
+    d("server_cpulist", Str, "").imm(),
     d("set-max-intset-entries", Int(0, LONG), "512"),
-    d("set-proc-title", Bool, "yes").built().imm(),
+    d("set-proc-title", Bool, "yes").imm(),
     d(
         "shutdown-on-sigint",
         Enum(&["default", "save", "nosave", "now", "force"]),
@@ -548,7 +546,7 @@ pub static DIRECTIVES: &[Directive] = &[
     d("shutdown-timeout", Int(0, INT), "10"),
     d("slowlog-log-slower-than", Int(-1, LONG), "10000").built(),
     d("slowlog-max-len", Int(0, LONG), "128").built(),
-    d("socket-mark-id", Int(0, UINT), "0").built().imm(),
+    d("socket-mark-id", Int(0, UINT), "0").imm(),
     d("stop-writes-on-bgsave-error", Bool, "yes"),
     d("stream-node-max-bytes", Memory, "4096"),
     d("stream-node-max-entries", Int(0, LONG), "100"),
@@ -557,7 +555,6 @@ pub static DIRECTIVES: &[Directive] = &[
         Enum(&["upstart", "systemd", "auto", "no"]),
         "no",
     )
-    .built()
     .imm(),
     d("syslog-enabled", Bool, "no").imm(),
     d(
@@ -569,7 +566,7 @@ pub static DIRECTIVES: &[Directive] = &[
     )
     .imm(),
     d("syslog-ident", Str, "redis").imm(),
-    d("tcp-backlog", Int(0, INT), "511").built().imm(),
+    d("tcp-backlog", Int(0, INT), "511").imm(),
     d("tcp-keepalive", Int(0, INT), "300").built(),
     d("timeout", Int(0, INT), "0").built(),
     d("tls-auth-clients", Enum(&["no", "yes", "optional"]), "yes"),
