@@ -264,6 +264,7 @@ impl Loader {
             "rename-command" if args.len() == 2 => {
                 return reason("rename-command is not supported by LatticeDB: refusing to start rather than leave the command reachable")
             }
+            "user" if is_default_user(args) => return Ok(()),
             "user" if !args.is_empty() => {
                 return reason("ACL users are not supported by LatticeDB yet: refusing to start rather than ignore access rules")
             }
@@ -337,6 +338,25 @@ impl Loader {
     }
 }
 
+/// `user default on nopass ~* &* +@all` and the like: the built-in default
+/// user, which we have, so it is no ACL to refuse.
+fn is_default_user(args: &[String]) -> bool {
+    const SAME: &[&str] = &[
+        "on",
+        "nopass",
+        "~*",
+        "&*",
+        "+@all",
+        "allkeys",
+        "allchannels",
+        "allcommands",
+    ];
+    args.first().is_some_and(|u| u == "default")
+        && args[1..]
+            .iter()
+            .all(|r| SAME.contains(&r.to_ascii_lowercase().as_str()))
+}
+
 /// Files matching a wildcard in the last path component, sorted; none is fine.
 fn glob_files(path: &str) -> Vec<String> {
     let p = std::path::Path::new(path);
@@ -403,6 +423,8 @@ mod tests {
         let e = load("port 1\n\nfoo bar\n").unwrap_err();
         assert!(e.contains("at line 3\n>>> 'foo bar'\nBad directive"), "{e}");
         assert!(load("tls-port 0\n").is_ok());
+        assert!(load("user default on nopass ~* &* +@all\n").is_ok());
+        assert!(load("user default on >secret ~* +@all\n").is_err());
         assert!(load("tls-port 6380\n").is_err());
         assert!(load("maxmemory 1gb\n").unwrap().get("maxmemory") == Some("1073741824"));
     }
