@@ -15,7 +15,7 @@ use super::parse::parse_memory;
 #[derive(Clone, Copy, Debug)]
 pub enum Kind {
     Bool,
-    /// Integer in [min, max] (memory units allowed, as Redis does).
+    /// Integer in [min, max] (plain digits: units are for memory kinds).
     Int(i64, i64),
     /// A memory size ("1gb", "512mb", "100") in [0, i64::MAX].
     Memory,
@@ -71,7 +71,8 @@ impl Kind {
                 _ => Err("argument must be 'yes' or 'no'".into()),
             },
             Kind::Int(min, max) => {
-                let v: i64 = parse_memory(a)
+                let v: i64 = a
+                    .parse()
                     .map_err(|_| "argument couldn't be parsed into an integer".to_string())?;
                 if v < min || v > max {
                     return Err(format!(
