@@ -234,7 +234,7 @@ async fn serve_stream<T>(
         && srv.hot.requirepass.read().is_none()
     {
         srv.rejected_connections.fetch_add(1, Relaxed);
-        let _ = stream.write_all(PROTECTED_DENIED.as_bytes()).await;
+        let _ = write_all(&io, PROTECTED_DENIED.as_bytes()).await;
         return;
     }
     let (tx, mut rx) = mpsc::unbounded_channel();
