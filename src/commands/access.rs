@@ -85,7 +85,9 @@ impl<'a> Ctx<'a> {
             Some(e) => e.is_expired(now),
             None => return,
         };
-        if due {
+        // A replayed effect stream carries the deletions of expired keys
+        // itself (as Redis replicas and AOF loading do not expire keys).
+        if due && self.replay_version.is_none() {
             shard.remove(&ks.hasher, slot.hash, key);
             self.propagate_expired(db, key);
         } else if !self.client.no_touch {
