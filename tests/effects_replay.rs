@@ -67,8 +67,16 @@ fn gen_expire(rng: &mut StdRng) -> Line {
     let mut l = match rng.gen_range(0..6) {
         0 => s(&["EXPIRE", &k, &rng.gen_range(-2..200).to_string()]),
         1 => s(&["PEXPIRE", &k, &rng.gen_range(-50..300).to_string()]),
-        2 => s(&["EXPIREAT", &k, &(now / 1000 + rng.gen_range(-5..500)).to_string()]),
-        3 => s(&["PEXPIREAT", &k, &(now + rng.gen_range(-100..90_000)).to_string()]),
+        2 => s(&[
+            "EXPIREAT",
+            &k,
+            &(now / 1000 + rng.gen_range(-5..500)).to_string(),
+        ]),
+        3 => s(&[
+            "PEXPIREAT",
+            &k,
+            &(now + rng.gen_range(-100..90_000)).to_string(),
+        ]),
         4 => s(&["PERSIST", &k]),
         _ => s(&["PTTL", &k]),
     };
@@ -196,7 +204,15 @@ fn replay_and_compare(srv: &Arc<Server>, rec: &Recorder) {
         .iter()
         .map(|e| String::from_utf8_lossy(&e.argv[0]).to_uppercase())
         .collect();
-    for must in ["SET", "DEL", "PEXPIREAT", "RENAME", "COPY", "MOVE", "SWAPDB"] {
+    for must in [
+        "SET",
+        "DEL",
+        "PEXPIREAT",
+        "RENAME",
+        "COPY",
+        "MOVE",
+        "SWAPDB",
+    ] {
         assert!(names.contains(must), "no {must} effect in {names:?}");
     }
     let copy = Server::new(Config::default());

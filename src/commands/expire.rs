@@ -18,35 +18,67 @@ pub static COMMANDS: &[Command] = &[
     Command::new("expire", -3, WRITE | FAST, expire)
         .keys(1, 1, 1)
         .acl("keyspace write fast")
-        .doc("generic", "1.0.0", "Sets the expiration time of a key in seconds."),
+        .doc(
+            "generic",
+            "1.0.0",
+            "Sets the expiration time of a key in seconds.",
+        ),
     Command::new("pexpire", -3, WRITE | FAST, pexpire)
         .keys(1, 1, 1)
         .acl("keyspace write fast")
-        .doc("generic", "2.6.0", "Sets the expiration time of a key in milliseconds."),
+        .doc(
+            "generic",
+            "2.6.0",
+            "Sets the expiration time of a key in milliseconds.",
+        ),
     Command::new("expireat", -3, WRITE | FAST, expireat)
         .keys(1, 1, 1)
         .acl("keyspace write fast")
-        .doc("generic", "1.2.0", "Sets the expiration time of a key to a Unix timestamp."),
+        .doc(
+            "generic",
+            "1.2.0",
+            "Sets the expiration time of a key to a Unix timestamp.",
+        ),
     Command::new("pexpireat", -3, WRITE | FAST, pexpireat)
         .keys(1, 1, 1)
         .acl("keyspace write fast")
-        .doc("generic", "2.6.0", "Sets the expiration time of a key to a Unix milliseconds timestamp."),
+        .doc(
+            "generic",
+            "2.6.0",
+            "Sets the expiration time of a key to a Unix milliseconds timestamp.",
+        ),
     Command::new("ttl", 2, READONLY | FAST, ttl)
         .keys(1, 1, 1)
         .acl("keyspace read fast")
-        .doc("generic", "1.0.0", "Returns the expiration time in seconds of a key."),
+        .doc(
+            "generic",
+            "1.0.0",
+            "Returns the expiration time in seconds of a key.",
+        ),
     Command::new("pttl", 2, READONLY | FAST, pttl)
         .keys(1, 1, 1)
         .acl("keyspace read fast")
-        .doc("generic", "2.6.0", "Returns the expiration time in milliseconds of a key."),
+        .doc(
+            "generic",
+            "2.6.0",
+            "Returns the expiration time in milliseconds of a key.",
+        ),
     Command::new("expiretime", 2, READONLY | FAST, expiretime)
         .keys(1, 1, 1)
         .acl("keyspace read fast")
-        .doc("generic", "7.0.0", "Returns the expiration time of a key as a Unix timestamp."),
+        .doc(
+            "generic",
+            "7.0.0",
+            "Returns the expiration time of a key as a Unix timestamp.",
+        ),
     Command::new("pexpiretime", 2, READONLY | FAST, pexpiretime)
         .keys(1, 1, 1)
         .acl("keyspace read fast")
-        .doc("generic", "7.0.0", "Returns the expiration time of a key as a Unix milliseconds timestamp."),
+        .doc(
+            "generic",
+            "7.0.0",
+            "Returns the expiration time of a key as a Unix milliseconds timestamp.",
+        ),
     Command::new("persist", 2, WRITE | FAST, persist)
         .keys(1, 1, 1)
         .acl("keyspace write fast")

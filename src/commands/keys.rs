@@ -24,7 +24,8 @@
 //! whole under the shard lock, and the level stays fixed (it is in the cursor)
 //! until the shard is done, so the parts of a shard cover every key exactly
 //! once however the table resizes in between: a key present for the whole
-//! scan is returned exactly once. One call reads parts until it has COUNT keys
+//! scan is returned exactly once. A shard has at most 64 parts, since reading
+//! one costs a pass over the shard. One call reads parts until it has COUNT keys
 //! or has examined about 10 x COUNT entries (as Redis bounds empty buckets).
 //!
 //! Propagation. DEL and UNLINK propagate only the keys that existed (no effect
@@ -119,22 +120,42 @@ static OBJECT_SUBS: &[Command] = &[
     Command::new("encoding", 3, READONLY, object_encoding)
         .keys(2, 2, 1)
         .acl("keyspace read slow")
-        .doc("generic", "2.2.3", "Returns the internal encoding of a Redis object."),
+        .doc(
+            "generic",
+            "2.2.3",
+            "Returns the internal encoding of a Redis object.",
+        ),
     Command::new("freq", 3, READONLY, object_freq)
         .keys(2, 2, 1)
         .acl("keyspace read slow")
-        .doc("generic", "4.0.0", "Returns the logarithmic access frequency counter of a Redis object."),
+        .doc(
+            "generic",
+            "4.0.0",
+            "Returns the logarithmic access frequency counter of a Redis object.",
+        ),
     Command::new("idletime", 3, READONLY, object_idletime)
         .keys(2, 2, 1)
         .acl("keyspace read slow")
-        .doc("generic", "2.2.3", "Returns the time since the last access to a Redis object."),
+        .doc(
+            "generic",
+            "2.2.3",
+            "Returns the time since the last access to a Redis object.",
+        ),
     Command::new("refcount", 3, READONLY, object_refcount)
         .keys(2, 2, 1)
         .acl("keyspace read slow")
-        .doc("generic", "2.2.3", "Returns the reference count of a value of a key."),
+        .doc(
+            "generic",
+            "2.2.3",
+            "Returns the reference count of a value of a key.",
+        ),
     Command::new("help", 2, LOADING | STALE, object_help)
         .acl("keyspace slow")
-        .doc("generic", "6.2.0", "Returns helpful text about the different subcommands."),
+        .doc(
+            "generic",
+            "6.2.0",
+            "Returns helpful text about the different subcommands.",
+        ),
 ];
 
 fn out_of_range() -> CmdError {
@@ -315,7 +336,9 @@ fn randomkey(ctx: &mut Ctx, _args: Args) -> CmdResult {
         }
         // A few random picks in this shard, then any live key of it.
         for _ in 0..8 {
-            let e = g.nth(rand_u64() as usize % g.len()).expect("index below len");
+            let e = g
+                .nth(rand_u64() as usize % g.len())
+                .expect("index below len");
             if !e.is_expired(now) {
                 ctx.out.bulk(&e.key);
                 return Ok(());
@@ -339,7 +362,11 @@ fn randomkey(ctx: &mut Ctx, _args: Args) -> CmdResult {
 
 const LEVEL_SHIFT: u32 = 8;
 const PART_SHIFT: u32 = 13;
-const MAX_LEVEL: u32 = 20;
+/// At most 64 parts per shard: reading a part costs a pass over its shard,
+/// so this bounds a full scan to 64 passes over the data however small the
+/// COUNT (a large shard then gives more than COUNT keys per call, which
+/// COUNT, a hint, allows).
+const MAX_LEVEL: u32 = 6;
 /// Hash bits above the shard bits (32..40) choose a key's part.
 const PART_HASH_SHIFT: u32 = 40;
 
@@ -481,7 +508,9 @@ fn start_cursor(c: u64) -> Option<Cursor> {
     Some(cur)
 }
 
-/// Collects the live keys of one part of a shard; returns the entries examined.
+/// Collects the live keys of one part of a shard; returns the entries
+/// examined (an empty shard costs next to nothing, so an empty or nearly
+/// empty database is scanned in one call).
 fn scan_part(ctx: &Ctx, cur: &mut Cursor, o: &ScanOpts, found: &mut Vec<Box<[u8]>>) -> usize {
     let ks = &ctx.srv.keyspace;
     let now = ctx.now_ms;
@@ -509,7 +538,7 @@ fn scan_part(ctx: &Ctx, cur: &mut Cursor, o: &ScanOpts, found: &mut Vec<Box<[u8]
         }
         found.push(e.key.clone());
     }
-    g.len().max(1)
+    g.len()
 }
 
 fn reply_scan(ctx: &mut Ctx, next: u64, keys: &[Box<[u8]>]) {
@@ -650,7 +679,9 @@ fn open_pair<'a>(
 }
 
 fn expire_in(ctx: &mut Ctx, shard: &mut Shard, db: usize, key: &[u8], hash: u64) {
-    let due = shard.get_raw(hash, key).is_some_and(|e| e.is_expired(ctx.now_ms));
+    let due = shard
+        .get_raw(hash, key)
+        .is_some_and(|e| e.is_expired(ctx.now_ms));
     if due && ctx.replay_version.is_none() {
         shard.remove(&ctx.srv.keyspace.hasher, hash, key);
         ctx.propagate_expired(db, key);
@@ -880,7 +911,8 @@ mod tests {
         assert_eq!(choose_level(0, 10), 0);
         assert_eq!(choose_level(10, 10), 0);
         assert_eq!(choose_level(11, 10), 1);
-        assert_eq!(choose_level(1000, 10), 7);
+        assert_eq!(choose_level(600, 10), 6);
+        assert_eq!(choose_level(1000, 10), MAX_LEVEL);
         assert_eq!(choose_level(usize::MAX / 2, 1), MAX_LEVEL);
     }
 

@@ -407,16 +407,13 @@ pub fn run_local(
         if args.len() < 2 {
             return Err(CmdError::WrongArity(name).render());
         }
-        id = srv
-            .commands
-            .lookup_sub(id, args.get(1))
-            .ok_or_else(|| {
-                CmdError::UnknownSubcommand {
-                    cmd: name,
-                    sub: String::from_utf8_lossy(args.get(1)).into_owned(),
-                }
-                .render()
-            })?;
+        id = srv.commands.lookup_sub(id, args.get(1)).ok_or_else(|| {
+            CmdError::UnknownSubcommand {
+                cmd: name,
+                sub: String::from_utf8_lossy(args.get(1)).into_owned(),
+            }
+            .render()
+        })?;
     }
     let cmd = srv.commands.get(id);
     if !cmd.arity_ok(args.len()) {

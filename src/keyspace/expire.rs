@@ -153,6 +153,7 @@ mod tests {
         let mut total = 0;
         for _ in 0..10_000 {
             let st = active_expire_cycle(&ks, 0, 1, 5_000, Duration::ZERO, |_, _| {});
+            assert!(st.expired <= BATCH, "a spent budget stops the cycle");
             total += st.expired;
             if ks.total_keys() == 0 {
                 break;
