@@ -8,14 +8,18 @@
 //! (optional ones such as INCR are used when some family provides them), short
 //! TTLs so that keys expire lazily in the middle of the run, and cross-database
 //! commands. It runs once on one thread and once on several threads sharing
-//! the keys, which checks that effects are emitted in lock order.
+//! the keys while an active expiry cycle runs beside them, which checks that
+//! effects are emitted in lock order.
 
 use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
+use std::time::Duration;
 
 use lattice::commands::{replay, run_local};
 use lattice::config::Config;
-use lattice::effects::Recorder;
+use lattice::effects::{Effect, Recorder};
+use lattice::keyspace::expire::active_expire_cycle;
 use lattice::keyspace::hlc::{unix_ms, Hlc};
 use lattice::keyspace::{Value, SHARDS};
 use lattice::server::client::ClientState;
@@ -233,6 +237,24 @@ fn replay_and_compare(srv: &Arc<Server>, rec: &Recorder) {
     }
 }
 
+/// Runs the active expiry cycle as the server's cron does (emitting each
+/// deletion under its shard lock) until `done`; returns the keys removed.
+fn active_expiry(srv: &Arc<Server>, done: &AtomicBool) -> usize {
+    let mut clock = Hlc::new(srv.node_id);
+    let mut removed = 0;
+    while !done.load(Ordering::Relaxed) {
+        let budget = Duration::from_millis(5);
+        let st = active_expire_cycle(&srv.keyspace, 0, 1, unix_ms(), budget, |db, e| {
+            let version = clock.now();
+            let argv = vec![b"DEL".to_vec(), e.key.to_vec()];
+            srv.effects.emit(Effect { db, version, argv });
+        });
+        removed += st.expired;
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    removed
+}
+
 #[test]
 fn replay_reproduces_single_threaded_workload() {
     let (srv, rec) = recorded_server();
@@ -249,8 +271,15 @@ fn replay_reproduces_concurrent_workload() {
             std::thread::spawn(move || workload(&srv, 1000 + t, 2500))
         })
         .collect();
+    let done = Arc::new(AtomicBool::new(false));
+    let expirer = {
+        let (srv, done) = (srv.clone(), done.clone());
+        std::thread::spawn(move || active_expiry(&srv, &done))
+    };
     for t in threads {
         t.join().unwrap();
     }
+    done.store(true, Ordering::Relaxed);
+    assert!(expirer.join().unwrap() > 0, "active expiry removed nothing");
     replay_and_compare(&srv, &rec);
 }
