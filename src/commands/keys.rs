@@ -582,7 +582,7 @@ fn del_generic(ctx: &mut Ctx, args: Args, name: &'static [u8]) -> CmdResult {
 fn exists(ctx: &mut Ctx, args: Args) -> CmdResult {
     let keys = arg_keys(args, 1);
     let mut l = open_no_touch(ctx, &keys);
-    let n = keys.iter().filter(|k| l.exists(k)).count();
+    let n = count_hits(ctx, &mut l, &keys);
     ctx.out.int(n as i64);
     Ok(())
 }
@@ -590,15 +590,27 @@ fn exists(ctx: &mut Ctx, args: Args) -> CmdResult {
 fn touch(ctx: &mut Ctx, args: Args) -> CmdResult {
     let keys = arg_keys(args, 1);
     let mut l = ctx.open_many(keys.iter().copied());
-    let n = keys.iter().filter(|k| l.exists(k)).count();
+    let n = count_hits(ctx, &mut l, &keys);
     ctx.out.int(n as i64);
     Ok(())
+}
+
+/// How many of `keys` exist (repeats counted), as keyspace hits and misses.
+fn count_hits(ctx: &Ctx, l: &mut Locked, keys: &[&[u8]]) -> usize {
+    let mut n = 0;
+    for k in keys {
+        let found = l.exists(k);
+        ctx.stats.hit(found);
+        n += usize::from(found);
+    }
+    n
 }
 
 fn type_cmd(ctx: &mut Ctx, args: Args) -> CmdResult {
     let key = args.get(1);
     let mut l = open_no_touch(ctx, &[key]);
     let t = l.entry(key).map_or("none", |e| e.value.type_name());
+    ctx.stats.hit(t != "none");
     ctx.out.simple(t);
     Ok(())
 }
@@ -797,6 +809,7 @@ fn with_object(
         None => None,
         Some(e) => Some(f(ctx, e)?),
     };
+    ctx.stats.hit(r.is_some());
     drop(l);
     match r {
         None => ctx.out.null(),
@@ -813,6 +826,7 @@ fn object_encoding(ctx: &mut Ctx, args: Args) -> CmdResult {
     let key = args.get(2);
     let mut l = open_no_touch(ctx, &[key]);
     let enc = l.entry(key).map(|e| e.value.encoding());
+    ctx.stats.hit(enc.is_some());
     drop(l);
     match enc {
         Some(e) => ctx.out.bulk(e.as_bytes()),
