@@ -236,6 +236,10 @@ fn keys_and_randomkey_skip_expired() {
         cmd_err(&mut c, &["KEYS"]),
         "ERR wrong number of arguments for 'keys' command"
     );
+    // Nested stars against a long key must not go exponential.
+    set(&mut c, &"a".repeat(100), "v");
+    let nested = format!("{}b", "a*".repeat(30));
+    assert!(cmd::<Vec<String>>(&mut c, &["KEYS", &nested]).is_empty());
 }
 
 fn full_scan(c: &mut redis::Connection, extra: &[&str]) -> Vec<String> {
