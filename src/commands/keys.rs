@@ -798,16 +798,18 @@ fn object_parent(_ctx: &mut Ctx, _args: Args) -> CmdResult {
 
 /// Runs `f` on the entry named by OBJECT's key argument (null if missing),
 /// without refreshing its access time.
+/// The memory policy is read before any shard is locked.
 fn with_object(
     ctx: &mut Ctx,
     args: Args,
-    f: impl FnOnce(&Ctx, &Entry) -> Result<i64, CmdError>,
+    f: impl FnOnce(&Ctx, &Policy, &Entry) -> Result<i64, CmdError>,
 ) -> CmdResult {
+    let policy = Policy::read(ctx);
     let key = args.get(2);
     let mut l = open_no_touch(ctx, &[key]);
     let r = match l.entry(key) {
         None => None,
-        Some(e) => Some(f(ctx, e)?),
+        Some(e) => Some(f(ctx, &policy, e)?),
     };
     ctx.stats.hit(r.is_some());
     drop(l);
@@ -818,8 +820,22 @@ fn with_object(
     Ok(())
 }
 
-fn policy(ctx: &Ctx) -> String {
-    ctx.srv.config.read().get_str("maxmemory-policy")
+/// The eviction settings OBJECT's answers depend on.
+struct Policy {
+    lfu: bool,
+    /// Whether values carry their own access data (no shared integers).
+    no_shared: bool,
+}
+
+impl Policy {
+    fn read(ctx: &Ctx) -> Policy {
+        let cfg = ctx.srv.config.read();
+        let p = cfg.get_str("maxmemory-policy");
+        Policy {
+            lfu: p.contains("lfu"),
+            no_shared: cfg.get_i64("maxmemory") != 0 && (p.contains("lru") || p.contains("lfu")),
+        }
+    }
 }
 
 fn object_encoding(ctx: &mut Ctx, args: Args) -> CmdResult {
@@ -836,8 +852,8 @@ fn object_encoding(ctx: &mut Ctx, args: Args) -> CmdResult {
 }
 
 fn object_freq(ctx: &mut Ctx, args: Args) -> CmdResult {
-    with_object(ctx, args, |ctx, e| {
-        if !policy(ctx).contains("lfu") {
+    with_object(ctx, args, |_, policy, e| {
+        if !policy.lfu {
             return Err(CmdError::err("An LFU maxmemory policy is not selected, access frequency not tracked. Please note that when switching between policies at runtime LRU and LFU data will take some time to adjust."));
         }
         Ok(e.lfu as i64)
@@ -845,8 +861,8 @@ fn object_freq(ctx: &mut Ctx, args: Args) -> CmdResult {
 }
 
 fn object_idletime(ctx: &mut Ctx, args: Args) -> CmdResult {
-    with_object(ctx, args, |ctx, e| {
-        if policy(ctx).contains("lfu") {
+    with_object(ctx, args, |ctx, policy, e| {
+        if policy.lfu {
             return Err(CmdError::err("An LFU maxmemory policy is selected, idle time not tracked. Please note that when switching between policies at runtime LRU and LFU data will take some time to adjust."));
         }
         let now = lru_clock(ctx.now_ms);
@@ -855,14 +871,11 @@ fn object_idletime(ctx: &mut Ctx, args: Args) -> CmdResult {
 }
 
 fn object_refcount(ctx: &mut Ctx, args: Args) -> CmdResult {
-    with_object(ctx, args, |ctx, e| {
+    with_object(ctx, args, |_, policy, e| {
         // Redis shares the integers 0..10000 unless an LRU/LFU policy with a
         // memory limit needs per-object access data.
-        let p = policy(ctx);
-        let no_shared = ctx.srv.config.read().get_i64("maxmemory") != 0
-            && (p.contains("lru") || p.contains("lfu"));
         Ok(match e.value {
-            Value::Str(StrValue::Int(n)) if (0..10000).contains(&n) && !no_shared => {
+            Value::Str(StrValue::Int(n)) if (0..10000).contains(&n) && !policy.no_shared => {
                 i32::MAX as i64
             }
             _ => 1,
