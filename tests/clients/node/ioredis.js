@@ -3,7 +3,7 @@
 // (or LATTICE_PORT). Prints each failed check; exits 0 only if all held.
 "use strict";
 const Redis = require("ioredis");
-const { makeChecker, eq } = require("./lib");
+const { makeChecker, eq, hasSetinfo, libName } = require("./lib");
 
 async function main() {
   const port = Number(process.argv[2] || process.env.LATTICE_PORT);
@@ -22,6 +22,9 @@ async function main() {
   });
   if (!ready) return finish(failed, r);
 
+  await check("CLIENT SETINFO lib-name recorded", async () => {
+    if (hasSetinfo(await r.info("server"))) eq(libName(await r.client("INFO")), "ioredis");
+  });
   await check("ping", async () => eq(await r.ping(), "PONG"));
   await check("set/get", async () => {
     eq(await r.set(k + "a", "hello"), "OK");

@@ -20,4 +20,16 @@ function makeChecker(tag) {
   return { check, failed };
 }
 
-module.exports = { eq, makeChecker };
+// CLIENT SETINFO (lib-name/lib-ver) exists since Redis 7.2; older servers
+// reject it and clients ignore that, so only assert it on 7.2+.
+function hasSetinfo(infoText) {
+  const m = /redis_version:(\d+)\.(\d+)/.exec(infoText);
+  return m && (Number(m[1]) > 7 || (Number(m[1]) === 7 && Number(m[2]) >= 2));
+}
+
+function libName(clientInfo) {
+  const m = / lib-name=(\S*)/.exec(clientInfo);
+  return m ? m[1] : null;
+}
+
+module.exports = { eq, makeChecker, hasSetinfo, libName };

@@ -3,7 +3,7 @@
 // PORT (or LATTICE_PORT). Prints each failed check; exits 0 only if all held.
 "use strict";
 const { createClient } = require("redis");
-const { makeChecker, eq } = require("./lib");
+const { makeChecker, eq, hasSetinfo, libName } = require("./lib");
 
 async function main() {
   const port = Number(process.argv[2] || process.env.LATTICE_PORT);
@@ -17,6 +17,9 @@ async function main() {
   await check("connect", async () => { await r.connect(); ok = true; });
   if (!ok) return finish(failed);
 
+  await check("CLIENT SETINFO lib-name recorded", async () => {
+    if (hasSetinfo(await r.info("server"))) eq(libName(await r.sendCommand(["CLIENT", "INFO"])), "node-redis");
+  });
   await check("ping", async () => eq(await r.ping(), "PONG"));
   await check("client name from connect", async () => eq(await r.clientGetName(), "nodec"));
   await check("info", async () => {
@@ -55,6 +58,7 @@ async function main() {
     eq(res.filter((_, i) => i % 2 === 1), [...Array(50).keys()].map(String));
   });
   await check("pipeline(100, auto-pipelined Promise.all)", async () => {
+    await r.set(k + "auto", "0");
     const ps = [];
     for (let i = 0; i < 100; i++) ps.push(r.incr(k + "auto"));
     eq((await Promise.all(ps))[99], 100);

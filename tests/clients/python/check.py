@@ -114,6 +114,33 @@ def run(port, proto):
         r1.close()
     check(f"{tag} select db 1", select)
 
+    def binary_and_large():
+        rb = redis.Redis(port=port, protocol=proto)
+        blob = bytes(range(256)) * 4 + b"\r\n\x00end"
+        eq(rb.set(k + "bin", blob), True)
+        eq(rb.get(k + "bin"), blob)
+        big = b"x" * (1 << 20)
+        rb.set(k + "big", big)
+        eq(rb.get(k + "big"), big)
+        rb.close()
+    check(f"{tag} binary-safe and 1 MiB values", binary_and_large)
+
+    def big_pipeline():
+        r.set(k + "kb", "v" * 1024)
+        p = r.pipeline(transaction=False)
+        for _ in range(10000):
+            p.get(k + "kb")
+        res = p.execute()
+        eq(len(res), 10000)
+        eq(all(x == "v" * 1024 for x in res), True)
+    check(f"{tag} pipeline(10000 GETs, 10 MiB of replies)", big_pipeline)
+
+    def lib_name():
+        ver = tuple(int(x) for x in r.info("server")["redis_version"].split(".")[:2])
+        if ver >= (7, 2):  # CLIENT SETINFO exists since 7.2
+            eq(r.client_info().get("lib-name"), "redis-py")
+    check(f"{tag} CLIENT SETINFO lib-name recorded", lib_name)
+
     def client_info():
         r.client_setname("pyclient")
         eq(r.client_getname(), "pyclient")

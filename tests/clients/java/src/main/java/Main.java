@@ -45,6 +45,14 @@ public class Main {
     check(tag + "connect", () -> { box[0] = open(port, proto, 0); box[0].ping(); });
     Jedis r = box[0];
     if (r == null || !r.isConnected()) return;
+    check(tag + "CLIENT SETINFO lib-name recorded", () -> {
+      var m = java.util.regex.Pattern.compile("redis_version:(\\d+)\\.(\\d+)").matcher(r.info("server"));
+      if (!m.find()) throw new AssertionError("no redis_version");
+      int maj = Integer.parseInt(m.group(1)), min = Integer.parseInt(m.group(2));
+      if (maj > 7 || (maj == 7 && min >= 2)) {
+        eq(r.clientInfo().contains(" lib-name=jedis "), true);
+      }
+    });
     check(tag + "ping", () -> eq(r.ping(), "PONG"));
     check(tag + "client name", () -> eq(r.clientGetname(), "jedisc"));
     check(tag + "info", () -> eq(r.info().contains("redis_version:"), true));
