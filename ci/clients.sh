@@ -4,7 +4,8 @@
 # program in tests/clients/ does its library's normal handshake and asserts
 # plain results; this script installs deps (idempotent, quiet), builds the
 # release server, runs every program and prints "clients: N passed, M failed".
-# Env: SKIP_JAVA=1 skips Jedis; LATTICE_BIN=path uses a prebuilt server.
+# Env: SKIP_JAVA=1 skips Jedis; LATTICE_BIN=path uses a prebuilt server;
+# LATTICE_ARGS="--save ''" adds server arguments (default: only --port N).
 set -uo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 CL="$ROOT/tests/clients"
@@ -37,7 +38,9 @@ start_server() {
     (cd "$ROOT" && cargo build --release --quiet) || { note "cargo build failed"; exit 2; }
   fi
   PORT="$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')"
-  "$BIN" --port "$PORT" >"$LOGDIR/server.log" 2>&1 &
+  # shellcheck disable=SC2086  # LATTICE_ARGS is a word list on purpose
+  eval "set -- ${LATTICE_ARGS:-}"
+  "$BIN" --port "$PORT" "$@" >"$LOGDIR/server.log" 2>&1 &
   SERVER_PID=$!
   trap 'kill "$SERVER_PID" 2>/dev/null; wait "$SERVER_PID" 2>/dev/null' EXIT
   for _ in $(seq 100); do
