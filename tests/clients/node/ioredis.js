@@ -78,6 +78,17 @@ async function main() {
     eq(await r.get(k + "db"), null);
     r1.disconnect();
   });
+  await check("10 connections x 500 concurrent INCRs", async () => {
+    await r.set(k + "cc", "0");
+    const conns = [...Array(10)].map(() => new Redis(opts));
+    await Promise.all(conns.map(async (c) => {
+      const p = c.pipeline();
+      for (let i = 0; i < 500; i++) p.incr(k + "cc");
+      await p.exec();
+    }));
+    conns.forEach((c) => c.disconnect());
+    eq(await r.get(k + "cc"), "5000");
+  });
   await check("client setname (connectionName)", async () => {
     const r2 = new Redis({ ...opts, connectionName: "ioc" });
     eq(await r2.client("GETNAME"), "ioc");

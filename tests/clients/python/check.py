@@ -5,10 +5,12 @@ Usage: python3 check.py PORT [PROTOCOL]   (PORT also from LATTICE_PORT;
 PROTOCOL is 2 or 3, default both). Prints one line per failed check and
 exits 0 only if every check held.
 """
+import asyncio
 import os
 import sys
 
 import redis
+import redis.asyncio
 
 FAILED = []
 
@@ -140,6 +142,23 @@ def run(port, proto):
         if ver >= (7, 2):  # CLIENT SETINFO exists since 7.2
             eq(r.client_info().get("lib-name"), "redis-py")
     check(f"{tag} CLIENT SETINFO lib-name recorded", lib_name)
+
+    def scan_iter():
+        for i in range(30):
+            r.set(f"{k}scan:{i}", "v")
+        got = sorted(r.scan_iter(match=k + "scan:*", count=7))
+        eq(got, sorted(f"{k}scan:{i}" for i in range(30)))
+    check(f"{tag} scan_iter", scan_iter)
+
+    def asyncio_client():
+        async def go():
+            ar = redis.asyncio.Redis(port=port, protocol=proto, decode_responses=True)
+            await ar.set(k + "async", "1")
+            res = await asyncio.gather(*(ar.incr(k + "async") for _ in range(50)))
+            eq(sorted(res), list(range(2, 52)))
+            await ar.aclose()
+        asyncio.run(go())
+    check(f"{tag} asyncio client", asyncio_client)
 
     def client_info():
         r.client_setname("pyclient")
