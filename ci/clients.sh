@@ -53,7 +53,7 @@ start_server() {
 # run NAME CMD...: runs one client program with a timeout, counts the result.
 run() {
   local name="$1"; shift
-  if timeout 60 "$@" "$PORT"; then
+  if timeout 30 "$@" "$PORT"; then
     passed=$((passed + 1))
   else
     failed=$((failed + 1)); failed_names+=("$name")
