@@ -7,6 +7,9 @@
 # Env: SKIP_JAVA=1 skips Jedis; LATTICE_BIN=path uses a prebuilt server;
 # LATTICE_ARGS="--save ''" adds server arguments (default: only --port N).
 set -uo pipefail
+# Client checks not run yet, each with its reason (the list only shrinks):
+#   multi/exec — MULTI/EXEC/WATCH are built with issue 3 (transactions).
+export CLIENT_SKIP="${CLIENT_SKIP-multi/exec}"
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 CL="$ROOT/tests/clients"
 LOGDIR="$(mktemp -d)"

@@ -488,13 +488,15 @@ fn lookup_and_check(
         match srv.commands.lookup_sub(id, args.get(1)) {
             Some(sub) => id = sub,
             None => {
+                // Like an unknown command, an unknown subcommand is not
+                // counted against its parent's rejected_calls (Redis 7).
                 return Err((
-                    Some(id),
+                    None,
                     CmdError::UnknownSubcommand {
                         cmd: parent.name.to_string(),
                         sub: String::from_utf8_lossy(args.get(1)).into_owned(),
                     },
-                ))
+                ));
             }
         }
     }

@@ -15,7 +15,15 @@ import redis.asyncio
 FAILED = []
 
 
+# Checks named in CLIENT_SKIP (comma-separated, case-insensitive substrings)
+# are not run: ci/clients.sh lists features not built yet, with the reason.
+SKIP = [x.strip().lower() for x in os.environ.get("CLIENT_SKIP", "").split(",") if x.strip()]
+
+
 def check(name, fn):
+    if any(x in name.lower() for x in SKIP):
+        print(f"SKIP [{name}]")
+        return
     try:
         fn()
     except Exception as e:  # report every failure, keep going

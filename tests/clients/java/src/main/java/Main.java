@@ -2,6 +2,7 @@
 // SETINFO), basic commands, a 100-command pipeline, error mapping, SELECT.
 // Usage: java Main PORT (or LATTICE_PORT). Prints each failed check; exits 0
 // only if every check held.
+import java.util.Optional;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Objects;
@@ -19,7 +20,17 @@ public class Main {
 
   static final List<String> failed = new ArrayList<>();
 
+  // CLIENT_SKIP: comma-separated substrings of check names not to run
+  // (ci/clients.sh lists features not built yet, with the reason).
+  static final String[] SKIP = Optional.ofNullable(System.getenv("CLIENT_SKIP")).orElse("").toLowerCase().split(",");
+
   static void check(String name, Body b) {
+    for (String x : SKIP) {
+      if (!x.isBlank() && name.toLowerCase().contains(x.trim())) {
+        System.out.println("SKIP [" + name + "]");
+        return;
+      }
+    }
     try {
       b.run();
     } catch (Throwable e) {
