@@ -61,6 +61,8 @@ pub mod flags {
     pub const ALLOW_BUSY: u32 = 1 << 15;
     pub const NO_MANDATORY_KEYS: u32 = 1 << 16;
 
+    /// Flag names in the order Redis 7 prints them in COMMAND INFO, except
+    /// `allow_busy`, which Redis prints after the derived `movablekeys`.
     pub const NAMES: &[(u32, &str)] = &[
         (WRITE, "write"),
         (READONLY, "readonly"),
@@ -76,9 +78,8 @@ pub mod flags {
         (FAST, "fast"),
         (NO_AUTH, "no_auth"),
         (MAY_REPLICATE, "may_replicate"),
-        (NO_MULTI, "no_multi"),
-        (ALLOW_BUSY, "allow_busy"),
         (NO_MANDATORY_KEYS, "no_mandatory_keys"),
+        (NO_MULTI, "no_multi"),
     ];
 }
 
