@@ -146,6 +146,14 @@ pub static DIRECTIVES: &[Directive] = &[
         Built,
         true,
     ),
+    // Temporary (limits branch) until the config branch's version merges.
+    d(
+        "client-output-buffer-limit",
+        Words,
+        "normal 0 0 0 slave 268435456 67108864 60 pubsub 33554432 8388608 60",
+        Built,
+        true,
+    ),
     d("maxclients", Int(1, LONG), "10000", Built, true),
     d("timeout", Int(0, i32::MAX as i64), "0", Built, true),
     d("tcp-keepalive", Int(0, i32::MAX as i64), "300", Built, true),

@@ -17,7 +17,7 @@ use std::io::{Read, Write};
 use std::os::fd::AsRawFd;
 
 use tokio::io::unix::AsyncFd;
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, Notify};
 
 use super::client::{ClientState, Push, ReplyMode};
 use super::stats::WorkerStats;
@@ -184,7 +184,9 @@ where
 }
 
 /// Writes all of `buf`, waiting for writability only when the socket is full.
-async fn write_all<T>(io: &AsyncFd<T>, mut buf: &[u8]) -> std::io::Result<()>
+/// A `kill` notification (output buffer limit, see `client.rs`) aborts the
+/// wait, so a peer that never reads cannot pin the connection here.
+async fn write_all<T>(io: &AsyncFd<T>, mut buf: &[u8], kill: &Notify) -> std::io::Result<()>
 where
     T: AsRawFd,
     for<'a> &'a T: Write,
@@ -194,8 +196,10 @@ where
             Ok(0) => return Err(std::io::ErrorKind::WriteZero.into()),
             Ok(n) => buf = &buf[n..],
             Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
-                let mut guard = io.writable().await?;
-                guard.clear_ready();
+                tokio::select! {
+                    g = io.writable() => g?.clear_ready(),
+                    _ = kill.notified() => return Err(std::io::ErrorKind::ConnectionAborted.into()),
+                }
             }
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
             Err(e) => return Err(e),
@@ -223,7 +227,8 @@ async fn serve_stream<T>(
     let id = srv.clients.next_id();
     if srv.clients.len() >= srv.hot.maxclients.load(Relaxed) {
         srv.rejected_connections.fetch_add(1, Relaxed);
-        let _ = write_all(&io, b"-ERR max number of clients reached\r\n").await;
+        let never = Notify::new();
+        let _ = write_all(&io, b"-ERR max number of clients reached\r\n", &never).await;
         return;
     }
     let (tx, mut rx) = mpsc::unbounded_channel();
@@ -240,9 +245,11 @@ async fn serve_stream<T>(
         let idle = timeout > 0 && !client.monitor;
         let n = tokio::select! {
             biased;
+            _ = shared.kill.notified() => break 'conn,
             p = rx.recv() => match p {
                 Some(Push::Bytes(b)) => {
-                    if write_all(&io, &b).await.is_err() { break 'conn; }
+                    if write_all(&io, &b, &shared.kill).await.is_err() { break 'conn; }
+                    shared.push_written(b.len());
                     continue 'conn;
                 }
                 Some(Push::Kill) | None => break 'conn,
@@ -261,9 +268,10 @@ async fn serve_stream<T>(
         while let Ok(p) = rx.try_recv() {
             match p {
                 Push::Bytes(b) => {
-                    if write_all(&io, &b).await.is_err() {
+                    if write_all(&io, &b, &shared.kill).await.is_err() {
                         break 'conn;
                     }
+                    shared.push_written(b.len());
                 }
                 Push::Kill => break 'conn,
             }
@@ -275,9 +283,23 @@ async fn serve_stream<T>(
         shared.qbuf.store(qb.end - qb.start, Relaxed);
         if !out.is_empty() {
             worker.stats.add_net(0, out.len() as u64);
-            if write_all(&io, &out.buf).await.is_err() {
+            // The whole batch's replies are written before more input is
+            // read: a client that never reads stops being read from
+            // (back-pressure), so `out` holds at most one read's replies.
+            shared.obuf.store(out.len(), Relaxed);
+            let limits = *srv.hot.obuf_limits.read();
+            let limit = if client.monitor {
+                limits.monitor()
+            } else {
+                limits.normal
+            };
+            if (limit.hard > 0 || limit.soft > 0) && shared.check_output_limit(&limit, unix_ms()) {
                 break;
             }
+            if write_all(&io, &out.buf, &shared.kill).await.is_err() {
+                break;
+            }
+            shared.obuf.store(0, Relaxed);
             out.buf.clear();
             if out.buf.capacity() > 1 << 20 {
                 out.buf = Vec::with_capacity(16 * 1024);
@@ -534,7 +556,9 @@ fn feed_monitors(srv: &Server, client: &ClientState, args: Args) {
         line.push('"');
     }
     line.push_str("\r\n");
-    srv.clients.feed_monitors(Arc::new(line.into_bytes()));
+    let limit = srv.hot.obuf_limits.read().monitor();
+    srv.clients
+        .feed_monitors(Arc::new(line.into_bytes()), &limit);
 }
 
 fn maybe_slowlog(srv: &Server, client: &ClientState, id: usize, args: Args, usec: u64) {

@@ -55,6 +55,8 @@ pub struct HotConfig {
     pub slowlog_slower_than: AtomicU64,
     pub slowlog_max_len: AtomicUsize,
     pub active_expire: AtomicBool,
+    /// `client-output-buffer-limit`, parsed (see `client::ObufLimits`).
+    pub obuf_limits: RwLock<client::ObufLimits>,
 }
 
 impl HotConfig {
@@ -75,6 +77,9 @@ impl HotConfig {
             .store(c.get_i64("slowlog-log-slower-than") as u64, Relaxed);
         self.slowlog_max_len
             .store(c.get_i64("slowlog-max-len") as usize, Relaxed);
+        if let Some(l) = client::ObufLimits::parse(&c.get_str("client-output-buffer-limit")) {
+            *self.obuf_limits.write() = l;
+        }
         if let Some(l) = crate::log::Level::parse(&c.get_str("loglevel")) {
             crate::log::set_level(l);
         }
