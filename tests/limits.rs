@@ -281,6 +281,12 @@ fn pipeline_without_reading_is_back_pressured() {
     let grown = rss(&s).saturating_sub(before);
     assert!(grown < 200 << 20, "RSS grew by {grown} bytes");
     assert_alive(&s);
+    // CLIENT KILL reaches it although it is blocked writing.
+    let id = client_field(&mut c, "cmd=get", "id").expect("stuck client listed");
+    let n: i64 = cmd(&mut c, &["CLIENT", "KILL", "ID", &id.to_string()]);
+    assert_eq!(n, 1);
+    std::thread::sleep(Duration::from_millis(200));
+    assert_eq!(client_field(&mut c, "cmd=get", "id"), None);
     let _ = w.shutdown(std::net::Shutdown::Both);
     writer.join().unwrap();
     assert_alive(&s);
@@ -357,4 +363,25 @@ fn normal_client_over_hard_limit_is_closed() {
     let (got, closed) = exchange(&s, b"GET big\r\n");
     assert_eq!((got.as_str(), closed), ("", true));
     assert_alive(&s);
+}
+
+#[test]
+fn unauthenticated_clients_get_small_caps() {
+    let s = Server::start(&["--requirepass", "pw"]);
+    let (got, closed) = exchange(&s, b"*11\r\n");
+    assert_eq!(
+        got,
+        "-ERR Protocol error: unauthenticated multibulk length\r\n"
+    );
+    assert!(closed);
+    let (got, closed) = exchange(&s, b"*1\r\n$16385\r\n");
+    assert_eq!(got, "-ERR Protocol error: unauthenticated bulk length\r\n");
+    assert!(closed);
+    // After AUTH in the same batch the usual limits apply.
+    let mut input =
+        b"*2\r\n$4\r\nAUTH\r\n$2\r\npw\r\n*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$20000\r\n".to_vec();
+    input.extend(std::iter::repeat_n(b'v', 20_000));
+    input.extend_from_slice(b"\r\n");
+    let (got, closed) = exchange(&s, &input);
+    assert_eq!((got.as_str(), closed), ("+OK\r\n+OK\r\n", false));
 }

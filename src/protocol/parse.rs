@@ -19,7 +19,15 @@ pub struct ParseLimits {
     pub max_multibulk_len: usize,
     /// Largest inline request (Redis: PROTO_INLINE_MAX_SIZE, 64 KiB).
     pub max_inline_len: usize,
+    /// The client has not authenticated yet though a password is required:
+    /// as Redis 7.0.15, at most 10 arguments of at most 16 KiB each, so an
+    /// anonymous peer cannot make the server buffer much.
+    pub unauthenticated: bool,
 }
+
+/// Redis's caps for a client that still has to authenticate.
+const UNAUTH_MAX_MULTIBULK: i64 = 10;
+const UNAUTH_MAX_BULK: i64 = 16384;
 
 impl Default for ParseLimits {
     fn default() -> Self {
@@ -27,6 +35,7 @@ impl Default for ParseLimits {
             max_bulk_len: 512 * 1024 * 1024,
             max_multibulk_len: i32::MAX as usize,
             max_inline_len: 64 * 1024,
+            unauthenticated: false,
         }
     }
 }
@@ -132,6 +141,9 @@ impl RequestParser {
             if count > limits.max_multibulk_len as i64 {
                 return Err(ParseError("invalid multibulk length".into()));
             }
+            if limits.unauthenticated && count > UNAUTH_MAX_MULTIBULK {
+                return Err(ParseError("unauthenticated multibulk length".into()));
+            }
             if count <= 0 {
                 // "*0\r\n" and "*-1\r\n" are empty commands, silently skipped.
                 return Ok(Parsed::Command { consumed: next });
@@ -160,6 +172,10 @@ impl RequestParser {
             if len < 0 || len as usize > limits.max_bulk_len {
                 self.reset();
                 return Err(ParseError("invalid bulk length".into()));
+            }
+            if limits.unauthenticated && len > UNAUTH_MAX_BULK {
+                self.reset();
+                return Err(ParseError("unauthenticated bulk length".into()));
             }
             let end = body + len as usize;
             if buf.len() < end + 2 {

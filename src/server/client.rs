@@ -228,6 +228,13 @@ impl ClientShared {
         self.check_output_limit(limit, now_ms);
     }
 
+    /// CLIENT KILL: closes the connection at once, even while it is blocked
+    /// writing to a peer that does not read (`kill` wakes that wait).
+    pub fn kill_now(&self) {
+        let _ = self.tx.send(Push::Kill);
+        self.kill.notify_one();
+    }
+
     /// The connection wrote a push of `len` bytes.
     pub fn push_written(&self, len: usize) {
         self.pushed.fetch_sub(len, Relaxed);
@@ -382,5 +389,28 @@ mod tests {
         assert_eq!(ObufLimits::parse("normal 1mb 0"), None);
         assert_eq!(ObufLimits::parse("bogus 0 0 0"), None);
         assert_eq!(ObufLimits::parse("normal -1 0 0"), None);
+    }
+
+    #[test]
+    fn soft_limit_needs_to_last() {
+        let reg = ClientRegistry::default();
+        let (tx, _rx) = mpsc::unbounded_channel();
+        let c = reg.register(1, None, None, 5, 0, tx);
+        let limit = ObufLimit {
+            hard: 0,
+            soft: 100,
+            soft_secs: 2,
+        };
+        c.obuf.store(150, Relaxed);
+        assert!(!c.check_output_limit(&limit, 10_000)); // starts the clock
+        assert!(!c.check_output_limit(&limit, 12_000)); // 2 s: not longer
+        c.obuf.store(50, Relaxed);
+        assert!(!c.check_output_limit(&limit, 12_500)); // back under: reset
+        c.obuf.store(150, Relaxed);
+        assert!(!c.check_output_limit(&limit, 13_000));
+        assert!(c.check_output_limit(&limit, 15_001));
+        // Closing: further pushes are dropped, not queued.
+        c.push(Arc::new(vec![0; 10]), &limit, 15_002);
+        assert_eq!(c.pushed.load(Relaxed), 0);
     }
 }

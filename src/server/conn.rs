@@ -325,13 +325,16 @@ async fn process_input(
     qb: &mut QueryBuf,
     out: &mut ReplyBuf,
 ) -> bool {
-    let limits = ParseLimits {
-        max_bulk_len: srv.hot.proto_max_bulk_len.load(Relaxed),
-        ..Default::default()
-    };
     // One clock read per command: each command's end is the next one's start.
     let mut t = Instant::now();
     loop {
+        // Per command: an AUTH earlier in this batch lifts the
+        // unauthenticated caps for the commands after it, as in Redis.
+        let limits = ParseLimits {
+            max_bulk_len: srv.hot.proto_max_bulk_len.load(Relaxed),
+            unauthenticated: !client.authenticated,
+            ..Default::default()
+        };
         match parser.parse(qb.pending(), &limits) {
             Ok(Parsed::Command { consumed }) => {
                 let args = parser.args(qb.pending());

@@ -382,7 +382,7 @@ fn kill_one(ctx: &mut Ctx, c: &Arc<ClientShared>) {
     if is_self(ctx, c) {
         ctx.client.close_after_reply = true;
     } else {
-        let _ = c.tx.send(Push::Kill);
+        c.kill_now();
     }
 }
 
