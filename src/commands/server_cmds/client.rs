@@ -12,7 +12,7 @@ use super::super::{flags::*, CmdError, CmdResult, Command, Ctx};
 use super::{reply_help, set_client_name, validate_client_name};
 use crate::keyspace::hlc::unix_ms;
 use crate::protocol::Args;
-use crate::server::client::{ClientShared, Push, ReplyMode};
+use crate::server::client::{ClientShared, ReplyMode};
 
 const CONN: u32 = NOSCRIPT | LOADING | STALE;
 const ADM: u32 = ADMIN | NOSCRIPT | LOADING | STALE;
