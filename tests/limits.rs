@@ -385,3 +385,24 @@ fn unauthenticated_clients_get_small_caps() {
     let (got, closed) = exchange(&s, &input);
     assert_eq!((got.as_str(), closed), ("+OK\r\n+OK\r\n", false));
 }
+
+#[test]
+fn big_replies_in_one_batch_are_written_as_they_go() {
+    let s = Server::start(&[]);
+    let mut c = s.conn();
+    let _: () = cmd(&mut c, &["SET", "mb", &"z".repeat(1 << 20)]);
+    let before = rss(&s);
+    // 300 GETs of a 1 MB value arrive in one read (300 MB of replies).
+    let mut r = connect(&s);
+    r.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    r.write_all(&b"GET mb\r\n".repeat(300)).unwrap();
+    std::thread::sleep(Duration::from_secs(1));
+    let grown = rss(&s).saturating_sub(before);
+    assert!(grown < 100 << 20, "RSS grew by {grown} bytes");
+    let reply = 10 + (1 << 20) + 2; // "$1048576\r\n" + body + CRLF
+    read_n(&mut r, reply * 300);
+    r.write_all(b"PING\r\n").unwrap();
+    let mut b = [0u8; 7];
+    r.read_exact(&mut b).unwrap();
+    assert_eq!(&b, b"+PONG\r\n");
+}

@@ -240,6 +240,9 @@ async fn serve_stream<T>(
     let mut parser = RequestParser::new();
     let mut out = ReplyBuf::default();
 
+    // Set when process_input stopped early because `out` grew large: the
+    // commands left in the query buffer run after the write, before any read.
+    let mut more_input = false;
     'conn: loop {
         let timeout = srv.hot.timeout_secs.load(Relaxed);
         let idle = timeout > 0 && !client.monitor;
@@ -254,7 +257,8 @@ async fn serve_stream<T>(
                 }
                 Some(Push::Kill) | None => break 'conn,
             },
-            r = read_some(&io, &mut qb) => match r {
+            _ = std::future::ready(()), if more_input => 0,
+            r = read_some(&io, &mut qb), if !more_input => match r {
                 Ok(0) | Err(_) => break 'conn,
                 Ok(n) => n,
             },
@@ -278,7 +282,9 @@ async fn serve_stream<T>(
         }
         worker.stats.add_net(n as u64, 0);
         shared.last_interaction_ms.store(unix_ms(), Relaxed);
-        let close = process_input(&srv, &worker, &mut client, &mut parser, &mut qb, &mut out).await;
+        let (close, more) =
+            process_input(&srv, &worker, &mut client, &mut parser, &mut qb, &mut out).await;
+        more_input = more;
         qb.shrink_if_idle();
         shared.qbuf.store(qb.end - qb.start, Relaxed);
         if !out.is_empty() {
@@ -315,8 +321,14 @@ async fn serve_stream<T>(
     srv.clients.unregister(id);
 }
 
-/// Executes every complete command in the query buffer. Returns whether the
-/// connection must close (QUIT, protocol error, query buffer limit).
+/// Replies held before they are written: past this, complete commands wait
+/// in the query buffer until `out` is written, so a pipeline of big replies
+/// to a slow reader never piles up in memory (back-pressure).
+const OUT_BATCH_MAX: usize = 4 << 20;
+
+/// Executes the complete commands in the query buffer. Returns whether the
+/// connection must close (QUIT, protocol error, query buffer limit), and
+/// whether it stopped early with commands left (`out` reached OUT_BATCH_MAX).
 async fn process_input(
     srv: &Arc<Server>,
     worker: &Worker,
@@ -324,7 +336,7 @@ async fn process_input(
     parser: &mut RequestParser,
     qb: &mut QueryBuf,
     out: &mut ReplyBuf,
-) -> bool {
+) -> (bool, bool) {
     // One clock read per command: each command's end is the next one's start.
     let mut t = Instant::now();
     loop {
@@ -347,14 +359,17 @@ async fn process_input(
                 }
                 qb.consume(consumed);
                 if client.close_after_reply {
-                    return true;
+                    return (true, false);
+                }
+                if out.len() >= OUT_BATCH_MAX {
+                    return (false, qb.start != qb.end);
                 }
             }
             Ok(Parsed::Incomplete) => break,
             Err(e) => {
                 out.error(&format!("ERR Protocol error: {}", e.0));
                 log_verbose!("Protocol error ({}) from client: id={}", e.0, client.id);
-                return true;
+                return (true, false);
             }
         }
     }
@@ -364,9 +379,9 @@ async fn process_input(
             "Closing client that reached max query buffer length: id={} qbuf={pending}",
             client.id
         );
-        return true;
+        return (true, false);
     }
-    false
+    (false, false)
 }
 
 /// If CLIENT PAUSE applies to this command, a future that resolves when the
