@@ -406,3 +406,28 @@ fn big_replies_in_one_batch_are_written_as_they_go() {
     r.read_exact(&mut b).unwrap();
     assert_eq!(&b, b"+PONG\r\n");
 }
+
+#[test]
+fn two_thousand_connections_are_served() {
+    let s = Server::start(&[]);
+    let mut conns: Vec<TcpStream> = vec![];
+    // In rounds, so the listen backlog never overflows (SYN retries are slow).
+    for _ in 0..10 {
+        let mut round: Vec<TcpStream> = (0..200)
+            .map(|_| TcpStream::connect(("127.0.0.1", s.port)).unwrap())
+            .collect();
+        for c in &mut round {
+            c.write_all(b"PING\r\n").unwrap();
+        }
+        for c in &mut round {
+            c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+            let mut b = [0u8; 7];
+            c.read_exact(&mut b).unwrap();
+            assert_eq!(&b, b"+PONG\r\n");
+        }
+        conns.extend(round);
+    }
+    let mut c = s.conn();
+    let info: String = cmd(&mut c, &["INFO", "clients"]);
+    assert!(info.contains("connected_clients:2001"), "{info}");
+}
