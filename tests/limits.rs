@@ -431,3 +431,20 @@ fn two_thousand_connections_are_served() {
     let info: String = cmd(&mut c, &["INFO", "clients"]);
     assert!(info.contains("connected_clients:2001"), "{info}");
 }
+
+#[test]
+fn command_with_a_million_arguments() {
+    let s = Server::start(&[]);
+    let mut c = connect(&s);
+    c.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    let mut input = b"*1000001\r\n$4\r\nECHO\r\n".to_vec();
+    input.extend(b"$1\r\nx\r\n".repeat(1_000_000));
+    input.extend_from_slice(b"PING\r\n");
+    let mut w = c.try_clone().unwrap();
+    let writer = std::thread::spawn(move || w.write_all(&input).unwrap());
+    let want = "-ERR wrong number of arguments for 'echo' command\r\n+PONG\r\n";
+    let mut got = vec![0u8; want.len()];
+    c.read_exact(&mut got).unwrap();
+    writer.join().unwrap();
+    assert_eq!(String::from_utf8_lossy(&got), want);
+}

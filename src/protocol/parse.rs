@@ -126,6 +126,10 @@ impl RequestParser {
     /// Try to parse one command at the start of `buf`.
     pub fn parse(&mut self, buf: &[u8], limits: &ParseLimits) -> Result<Parsed, ParseError> {
         if self.remaining.is_none() {
+            if self.spans.capacity() > 4096 {
+                // Give back what a command with very many arguments grew.
+                self.spans = Vec::new();
+            }
             self.spans.clear();
             self.inline = false;
             self.pos = 0;

@@ -4,6 +4,10 @@
 //! every complete command in it (a pipeline of any depth) with replies
 //! appended to one output buffer, and writes that buffer once. Only a framing
 //! error or a limit breach closes the connection; command errors are replies.
+//! Memory per connection stays bounded whatever the peer does: no more input
+//! is read until the replies are written (back-pressure), a batch stops
+//! executing once `OUT_BATCH_MAX` of replies are held, and pushed output is
+//! subject to `client-output-buffer-limit` (see `client.rs`).
 //! [`dispatch`] is the single path from parsed arguments to a handler: lookup,
 //! arity, auth, pause, MONITOR feed, execution, stats and slowlog.
 
