@@ -24,6 +24,7 @@ pub fn roomy_limits(input_len: usize) -> ParseLimits {
         max_bulk_len: 1 << 20,
         max_multibulk_len: 1 << 16,
         max_inline_len: input_len + 1,
+        unauthenticated: false,
     }
 }
 
@@ -85,6 +86,7 @@ pub fn check(input: &[u8], cuts: &[usize]) {
         max_bulk_len: 8,
         max_multibulk_len: 4,
         max_inline_len: 16,
+        unauthenticated: true,
     };
     let _ = run(input, cuts, &tight);
 }

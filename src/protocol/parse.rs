@@ -13,18 +13,29 @@ use std::ops::Range;
 pub struct ParseLimits {
     /// `proto-max-bulk-len`: the largest bulk string accepted.
     pub max_bulk_len: usize,
-    /// Largest multibulk count (Redis: 1024*1024).
+    /// Largest multibulk count (Redis 7: INT_MAX). Nothing is allocated
+    /// from it: spans grow as arguments actually arrive, and the query
+    /// buffer limit bounds how many can arrive.
     pub max_multibulk_len: usize,
     /// Largest inline request (Redis: PROTO_INLINE_MAX_SIZE, 64 KiB).
     pub max_inline_len: usize,
+    /// The client has not authenticated yet though a password is required:
+    /// as Redis 7.0.15, at most 10 arguments of at most 16 KiB each, so an
+    /// anonymous peer cannot make the server buffer much.
+    pub unauthenticated: bool,
 }
+
+/// Redis's caps for a client that still has to authenticate.
+const UNAUTH_MAX_MULTIBULK: i64 = 10;
+const UNAUTH_MAX_BULK: i64 = 16384;
 
 impl Default for ParseLimits {
     fn default() -> Self {
         ParseLimits {
             max_bulk_len: 512 * 1024 * 1024,
-            max_multibulk_len: 1024 * 1024,
+            max_multibulk_len: i32::MAX as usize,
             max_inline_len: 64 * 1024,
+            unauthenticated: false,
         }
     }
 }
@@ -115,6 +126,10 @@ impl RequestParser {
     /// Try to parse one command at the start of `buf`.
     pub fn parse(&mut self, buf: &[u8], limits: &ParseLimits) -> Result<Parsed, ParseError> {
         if self.remaining.is_none() {
+            if self.spans.capacity() > 4096 {
+                // Give back what a command with very many arguments grew.
+                self.spans = Vec::new();
+            }
             self.spans.clear();
             self.inline = false;
             self.pos = 0;
@@ -129,6 +144,9 @@ impl RequestParser {
             };
             if count > limits.max_multibulk_len as i64 {
                 return Err(ParseError("invalid multibulk length".into()));
+            }
+            if limits.unauthenticated && count > UNAUTH_MAX_MULTIBULK {
+                return Err(ParseError("unauthenticated multibulk length".into()));
             }
             if count <= 0 {
                 // "*0\r\n" and "*-1\r\n" are empty commands, silently skipped.
@@ -159,6 +177,10 @@ impl RequestParser {
                 self.reset();
                 return Err(ParseError("invalid bulk length".into()));
             }
+            if limits.unauthenticated && len > UNAUTH_MAX_BULK {
+                self.reset();
+                return Err(ParseError("unauthenticated bulk length".into()));
+            }
             let end = body + len as usize;
             if buf.len() < end + 2 {
                 return Ok(Parsed::Incomplete);
@@ -185,7 +207,15 @@ impl RequestParser {
     }
 
     fn parse_inline(&mut self, buf: &[u8], limits: &ParseLimits) -> Result<Parsed, ParseError> {
-        let Some(nl) = memchr(b'\n', buf) else {
+        // Redis finds the newline with strchr(), which stops at a NUL byte:
+        // a NUL before the first '\n' means "no line yet" (then, past 64 KB,
+        // "too big inline request"). Matching that keeps garbage handling
+        // identical, and it means an inline line never contains a NUL.
+        let Some(nl) = buf
+            .iter()
+            .position(|&b| b == b'\n' || b == 0)
+            .filter(|&i| buf[i] == b'\n')
+        else {
             if buf.len() > limits.max_inline_len {
                 return Err(ParseError("too big inline request".into()));
             }
@@ -289,7 +319,7 @@ fn split_inline_args(
     let mut i = 0;
     let n = line.len();
     loop {
-        while i < n && line[i].is_ascii_whitespace() {
+        while i < n && is_c_space(line[i]) {
             i += 1;
         }
         if i >= n {
@@ -327,7 +357,7 @@ fn split_inline_args(
                         o => o,
                     });
                 } else if c == b'"' {
-                    if i + 1 < n && !line[i + 1].is_ascii_whitespace() {
+                    if i + 1 < n && !is_c_space(line[i + 1]) {
                         return Err(());
                     }
                     i += 1;
@@ -340,7 +370,7 @@ fn split_inline_args(
                     i += 1;
                     out.push(b'\'');
                 } else if c == b'\'' {
-                    if i + 1 < n && !line[i + 1].is_ascii_whitespace() {
+                    if i + 1 < n && !is_c_space(line[i + 1]) {
                         return Err(());
                     }
                     i += 1;
@@ -348,7 +378,7 @@ fn split_inline_args(
                 } else {
                     out.push(c);
                 }
-            } else if c.is_ascii_whitespace() {
+            } else if is_c_space(c) {
                 break;
             } else if c == b'"' {
                 in_dq = true;
@@ -361,6 +391,11 @@ fn split_inline_args(
         }
         spans.push(start..out.len());
     }
+}
+
+/// C's isspace(): ASCII whitespace plus vertical tab, as sdssplitargs uses.
+fn is_c_space(c: u8) -> bool {
+    c.is_ascii_whitespace() || c == 0x0b
 }
 
 fn is_hex(c: u8) -> bool {
@@ -439,6 +474,15 @@ mod tests {
         );
         assert!(parse_all(b"SET \"abc\r\n").is_err());
         assert_eq!(parse_all(b"\r\n").unwrap(), vec![Vec::<Vec<u8>>::new()]);
+        // A NUL before the newline: no line yet, as Redis's strchr().
+        assert_eq!(
+            parse_all(b"\x00\r\nPING\r\n").unwrap(),
+            Vec::<Vec<Vec<u8>>>::new()
+        );
+        assert_eq!(
+            parse_all(b"a\x0bb\r\n").unwrap(),
+            vec![vec![b"a".to_vec(), b"b".to_vec()]]
+        );
     }
 
     #[test]
@@ -452,7 +496,7 @@ mod tests {
         let mut p = RequestParser::new();
         assert_eq!(p.parse(b"*1\r\n$10\r\n", &lim).unwrap(), Parsed::Incomplete);
         assert_eq!(
-            parse_all(b"*2000000\r\n").unwrap_err().0,
+            parse_all(b"*2147483648\r\n").unwrap_err().0,
             "invalid multibulk length"
         );
         assert_eq!(

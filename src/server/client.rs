@@ -5,11 +5,21 @@
 //! by `&mut`. [`ClientShared`] is the part in the registry: a few atomics the
 //! connection refreshes per command, and a channel through which others push
 //! to it (monitor lines, a kill order).
+//!
+//! Output buffer limits (`client-output-buffer-limit`): the bytes queued for
+//! a client are its reply buffer not yet written (`obuf`, set by the
+//! connection around each write) plus the pushes sitting in its channel
+//! (`pushed`, counted by [`ClientShared::push`] and uncounted once written).
+//! A client over its class's hard limit, or over the soft limit for longer
+//! than soft-secs, is flagged `closing` and woken through `kill`: the
+//! connection task selects on it even while blocked writing to a peer that
+//! never reads, so it drops the channel (and its memory) promptly.
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::Relaxed};
 use std::sync::Arc;
+use tokio::sync::Notify;
 
 use parking_lot::Mutex;
 use tokio::sync::mpsc;
@@ -94,6 +104,16 @@ pub struct ClientShared {
     pub flags: Mutex<String>,
     pub tx: mpsc::UnboundedSender<Push>,
     pub unix: bool,
+    /// Bytes pushed through `tx` not yet written to the socket, and how many
+    /// pushes that is (CLIENT LIST `oll`).
+    pub pushed: AtomicUsize,
+    pub pushed_items: AtomicUsize,
+    /// When the output first went over the soft limit (unix ms, 0: not over).
+    pub soft_since_ms: AtomicU64,
+    /// Set once the output buffer limit was overcome: no more pushes.
+    pub closing: AtomicBool,
+    /// Wakes the connection task to close (see the module comment).
+    pub kill: Notify,
 }
 
 /// All connected clients.
@@ -149,6 +169,11 @@ impl ClientRegistry {
             flags: Mutex::new(String::new()),
             tx,
             unix,
+            pushed: AtomicUsize::new(0),
+            pushed_items: AtomicUsize::new(0),
+            soft_since_ms: AtomicU64::new(0),
+            closing: AtomicBool::new(false),
+            kill: Notify::new(),
         });
         self.clients.lock().insert(id, c.clone());
         c
@@ -179,12 +204,213 @@ impl ClientRegistry {
         self.clients.lock().get(&id).cloned()
     }
 
-    /// Sends an encoded line to every MONITOR client.
-    pub fn feed_monitors(&self, line: Arc<Vec<u8>>) {
+    /// Sends an encoded line to every MONITOR client, enforcing `limit`.
+    pub fn feed_monitors(&self, line: Arc<Vec<u8>>, limit: &ObufLimit) {
+        let now = crate::keyspace::hlc::unix_ms();
         for c in self.clients.lock().values() {
             if c.monitor.load(Relaxed) {
-                let _ = c.tx.send(Push::Bytes(line.clone()));
+                c.push(line.clone(), limit, now);
             }
         }
+    }
+}
+
+impl ClientShared {
+    /// Queues bytes for this client and enforces its output buffer limit.
+    /// Once the client is closing, pushes are dropped.
+    pub fn push(&self, bytes: Arc<Vec<u8>>, limit: &ObufLimit, now_ms: u64) {
+        if self.closing.load(Relaxed) {
+            return;
+        }
+        self.pushed.fetch_add(bytes.len(), Relaxed);
+        self.pushed_items.fetch_add(1, Relaxed);
+        let _ = self.tx.send(Push::Bytes(bytes));
+        self.check_output_limit(limit, now_ms);
+    }
+
+    /// CLIENT KILL: closes the connection at once, even while it is blocked
+    /// writing to a peer that does not read (`kill` wakes that wait).
+    pub fn kill_now(&self) {
+        let _ = self.tx.send(Push::Kill);
+        self.kill.notify_one();
+    }
+
+    /// The connection wrote a push of `len` bytes.
+    pub fn push_written(&self, len: usize) {
+        self.pushed.fetch_sub(len, Relaxed);
+        self.pushed_items.fetch_sub(1, Relaxed);
+    }
+
+    /// Bytes queued for this client (CLIENT LIST `omem`).
+    pub fn output_memory(&self) -> usize {
+        self.obuf.load(Relaxed) + self.pushed.load(Relaxed)
+    }
+
+    /// Checks the queued output against `limit` as Redis's
+    /// checkClientOutputBufferLimits: over hard, or over soft continuously
+    /// for more than soft-secs. On a breach, logs Redis's line, flags the
+    /// client and wakes its task; returns whether it must close.
+    pub fn check_output_limit(&self, limit: &ObufLimit, now_ms: u64) -> bool {
+        if self.closing.load(Relaxed) {
+            return true;
+        }
+        let used = self.output_memory();
+        let hard = limit.hard > 0 && used >= limit.hard;
+        let mut soft = limit.soft > 0 && used >= limit.soft;
+        if soft {
+            let since = self.soft_since_ms.load(Relaxed);
+            if since == 0 {
+                self.soft_since_ms.store(now_ms, Relaxed);
+                soft = false;
+            } else if now_ms.saturating_sub(since) <= limit.soft_secs * 1000 {
+                soft = false;
+            }
+        } else {
+            self.soft_since_ms.store(0, Relaxed);
+        }
+        if !(hard || soft) || self.closing.swap(true, Relaxed) {
+            return hard || soft;
+        }
+        crate::log_warning!(
+            "Client id={} addr={} laddr={} fd={} name={} omem={used} scheduled to be closed ASAP \
+             for overcoming of output buffer limits.",
+            self.id,
+            self.addr,
+            self.laddr,
+            self.fd,
+            self.name.lock()
+        );
+        self.kill.notify_one();
+        true
+    }
+}
+
+/// One class's `client-output-buffer-limit`: 0 means no limit.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ObufLimit {
+    pub hard: usize,
+    pub soft: usize,
+    pub soft_secs: u64,
+}
+
+/// The `client-output-buffer-limit` classes.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ObufLimits {
+    pub normal: ObufLimit,
+    pub replica: ObufLimit,
+    pub pubsub: ObufLimit,
+}
+
+/// Redis's default `client-output-buffer-limit`.
+pub const DEFAULT_OBUF_LIMITS: &str = "normal 0 0 0 replica 256mb 64mb 60 pubsub 32mb 8mb 60";
+
+impl ObufLimits {
+    /// Parses `<class> <hard> <soft> <soft-secs>` groups over the defaults
+    /// (classes not named keep their default). An empty string (directive
+    /// unknown to this build) gives the defaults; a malformed one `None`.
+    pub fn parse(s: &str) -> Option<ObufLimits> {
+        let mut l = Self::defaults();
+        let words: Vec<&str> = s.split_whitespace().collect();
+        if !words.len().is_multiple_of(4) {
+            return None;
+        }
+        for g in words.chunks(4) {
+            let mem = |w: &str| {
+                crate::config::parse::parse_memory(w)
+                    .ok()
+                    .filter(|v| *v >= 0)
+            };
+            let secs: i64 = g[3].parse().ok().filter(|v| *v >= 0)?;
+            let class = ObufLimit {
+                hard: mem(g[1])? as usize,
+                soft: mem(g[2])? as usize,
+                soft_secs: secs as u64,
+            };
+            match g[0].to_ascii_lowercase().as_str() {
+                "normal" => l.normal = class,
+                "replica" | "slave" => l.replica = class,
+                "pubsub" => l.pubsub = class,
+                _ => return None,
+            }
+        }
+        Some(l)
+    }
+
+    pub fn defaults() -> ObufLimits {
+        ObufLimits {
+            normal: ObufLimit::default(),
+            replica: ObufLimit {
+                hard: 256 << 20,
+                soft: 64 << 20,
+                soft_secs: 60,
+            },
+            pubsub: ObufLimit {
+                hard: 32 << 20,
+                soft: 8 << 20,
+                soft_secs: 60,
+            },
+        }
+    }
+
+    /// The limit for a MONITOR client. Redis counts MONITOR as "normal"
+    /// (unlimited by default), so a monitor that never reads grows without
+    /// bound there; LatticeDB falls back to the pubsub class when "normal"
+    /// sets no limit, so the server's memory stays bounded.
+    pub fn monitor(&self) -> ObufLimit {
+        if self.normal.hard == 0 && self.normal.soft == 0 {
+            self.pubsub
+        } else {
+            self.normal
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parse_limits() {
+        assert_eq!(
+            ObufLimits::parse(DEFAULT_OBUF_LIMITS),
+            Some(ObufLimits::defaults())
+        );
+        assert_eq!(ObufLimits::parse(""), Some(ObufLimits::defaults()));
+        let l = ObufLimits::parse("normal 1mb 512kb 10").unwrap();
+        assert_eq!(
+            l.normal,
+            ObufLimit {
+                hard: 1 << 20,
+                soft: 512 << 10,
+                soft_secs: 10
+            }
+        );
+        assert_eq!(l.pubsub, ObufLimits::defaults().pubsub);
+        assert_eq!(ObufLimits::parse("normal 1mb 0"), None);
+        assert_eq!(ObufLimits::parse("bogus 0 0 0"), None);
+        assert_eq!(ObufLimits::parse("normal -1 0 0"), None);
+    }
+
+    #[test]
+    fn soft_limit_needs_to_last() {
+        let reg = ClientRegistry::default();
+        let (tx, _rx) = mpsc::unbounded_channel();
+        let c = reg.register(1, None, None, 5, 0, tx);
+        let limit = ObufLimit {
+            hard: 0,
+            soft: 100,
+            soft_secs: 2,
+        };
+        c.obuf.store(150, Relaxed);
+        assert!(!c.check_output_limit(&limit, 10_000)); // starts the clock
+        assert!(!c.check_output_limit(&limit, 12_000)); // 2 s: not longer
+        c.obuf.store(50, Relaxed);
+        assert!(!c.check_output_limit(&limit, 12_500)); // back under: reset
+        c.obuf.store(150, Relaxed);
+        assert!(!c.check_output_limit(&limit, 13_000));
+        assert!(c.check_output_limit(&limit, 15_001));
+        // Closing: further pushes are dropped, not queued.
+        c.push(Arc::new(vec![0; 10]), &limit, 15_002);
+        assert_eq!(c.pushed.load(Relaxed), 0);
     }
 }

@@ -4,6 +4,10 @@
 //! every complete command in it (a pipeline of any depth) with replies
 //! appended to one output buffer, and writes that buffer once. Only a framing
 //! error or a limit breach closes the connection; command errors are replies.
+//! Memory per connection stays bounded whatever the peer does: no more input
+//! is read until the replies are written (back-pressure), a batch stops
+//! executing once `OUT_BATCH_MAX` of replies are held, and pushed output is
+//! subject to `client-output-buffer-limit` (see `client.rs`).
 //! [`dispatch`] is the single path from parsed arguments to a handler: lookup,
 //! arity, auth, pause, MONITOR feed, execution, stats and slowlog.
 
@@ -17,7 +21,7 @@ use std::io::{Read, Write};
 use std::os::fd::AsRawFd;
 
 use tokio::io::unix::AsyncFd;
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, Notify};
 
 use super::client::{ClientState, Push, ReplyMode};
 use super::stats::WorkerStats;
@@ -187,7 +191,9 @@ where
 }
 
 /// Writes all of `buf`, waiting for writability only when the socket is full.
-async fn write_all<T>(io: &AsyncFd<T>, mut buf: &[u8]) -> std::io::Result<()>
+/// A `kill` notification (output buffer limit, see `client.rs`) aborts the
+/// wait, so a peer that never reads cannot pin the connection here.
+async fn write_all<T>(io: &AsyncFd<T>, mut buf: &[u8], kill: &Notify) -> std::io::Result<()>
 where
     T: AsRawFd,
     for<'a> &'a T: Write,
@@ -197,8 +203,10 @@ where
             Ok(0) => return Err(std::io::ErrorKind::WriteZero.into()),
             Ok(n) => buf = &buf[n..],
             Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
-                let mut guard = io.writable().await?;
-                guard.clear_ready();
+                tokio::select! {
+                    g = io.writable() => g?.clear_ready(),
+                    _ = kill.notified() => return Err(std::io::ErrorKind::ConnectionAborted.into()),
+                }
             }
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
             Err(e) => return Err(e),
@@ -226,7 +234,10 @@ async fn serve_stream<T>(
     let id = srv.clients.next_id();
     if srv.clients.len() >= srv.hot.maxclients.load(Relaxed) {
         srv.rejected_connections.fetch_add(1, Relaxed);
-        let _ = write_all(&io, b"-ERR max number of clients reached\r\n").await;
+        // One non-blocking write, as Redis: a refused client gets no more.
+        let _ = io
+            .get_ref()
+            .write(b"-ERR max number of clients reached\r\n");
         return;
     }
     if addr.is_some_and(|a| !a.ip().is_loopback())
@@ -234,7 +245,7 @@ async fn serve_stream<T>(
         && srv.hot.requirepass.read().is_none()
     {
         srv.rejected_connections.fetch_add(1, Relaxed);
-        let _ = write_all(&io, PROTECTED_DENIED.as_bytes()).await;
+        let _ = io.get_ref().write(PROTECTED_DENIED.as_bytes());
         return;
     }
     let (tx, mut rx) = mpsc::unbounded_channel();
@@ -246,19 +257,25 @@ async fn serve_stream<T>(
     let mut parser = RequestParser::new();
     let mut out = ReplyBuf::default();
 
+    // Set when process_input stopped early because `out` grew large: the
+    // commands left in the query buffer run after the write, before any read.
+    let mut more_input = false;
     'conn: loop {
         let timeout = srv.hot.timeout_secs.load(Relaxed);
         let idle = timeout > 0 && !client.monitor;
         let n = tokio::select! {
             biased;
+            _ = shared.kill.notified() => break 'conn,
             p = rx.recv() => match p {
                 Some(Push::Bytes(b)) => {
-                    if write_all(&io, &b).await.is_err() { break 'conn; }
+                    if write_all(&io, &b, &shared.kill).await.is_err() { break 'conn; }
+                    shared.push_written(b.len());
                     continue 'conn;
                 }
                 Some(Push::Kill) | None => break 'conn,
             },
-            r = read_some(&io, &mut qb) => match r {
+            _ = std::future::ready(()), if more_input => 0,
+            r = read_some(&io, &mut qb), if !more_input => match r {
                 Ok(0) | Err(_) => break 'conn,
                 Ok(n) => n,
             },
@@ -272,23 +289,40 @@ async fn serve_stream<T>(
         while let Ok(p) = rx.try_recv() {
             match p {
                 Push::Bytes(b) => {
-                    if write_all(&io, &b).await.is_err() {
+                    if write_all(&io, &b, &shared.kill).await.is_err() {
                         break 'conn;
                     }
+                    shared.push_written(b.len());
                 }
                 Push::Kill => break 'conn,
             }
         }
         worker.stats.add_net(n as u64, 0);
         shared.last_interaction_ms.store(unix_ms(), Relaxed);
-        let close = process_input(&srv, &worker, &mut client, &mut parser, &mut qb, &mut out).await;
+        let (close, more) =
+            process_input(&srv, &worker, &mut client, &mut parser, &mut qb, &mut out).await;
+        more_input = more;
         qb.shrink_if_idle();
         shared.qbuf.store(qb.end - qb.start, Relaxed);
         if !out.is_empty() {
             worker.stats.add_net(0, out.len() as u64);
-            if write_all(&io, &out.buf).await.is_err() {
+            // The whole batch's replies are written before more input is
+            // read: a client that never reads stops being read from
+            // (back-pressure), so `out` holds at most one read's replies.
+            shared.obuf.store(out.len(), Relaxed);
+            let limits = *srv.hot.obuf_limits.read();
+            let limit = if client.monitor {
+                limits.monitor()
+            } else {
+                limits.normal
+            };
+            if (limit.hard > 0 || limit.soft > 0) && shared.check_output_limit(&limit, unix_ms()) {
                 break;
             }
+            if write_all(&io, &out.buf, &shared.kill).await.is_err() {
+                break;
+            }
+            shared.obuf.store(0, Relaxed);
             out.buf.clear();
             if out.buf.capacity() > 1 << 20 {
                 out.buf = Vec::with_capacity(16 * 1024);
@@ -304,8 +338,14 @@ async fn serve_stream<T>(
     srv.clients.unregister(id);
 }
 
-/// Executes every complete command in the query buffer. Returns whether the
-/// connection must close (QUIT, protocol error, query buffer limit).
+/// Replies held before they are written: past this, complete commands wait
+/// in the query buffer until `out` is written, so a pipeline of big replies
+/// to a slow reader never piles up in memory (back-pressure).
+const OUT_BATCH_MAX: usize = 4 << 20;
+
+/// Executes the complete commands in the query buffer. Returns whether the
+/// connection must close (QUIT, protocol error, query buffer limit), and
+/// whether it stopped early with commands left (`out` reached OUT_BATCH_MAX).
 async fn process_input(
     srv: &Arc<Server>,
     worker: &Worker,
@@ -313,14 +353,17 @@ async fn process_input(
     parser: &mut RequestParser,
     qb: &mut QueryBuf,
     out: &mut ReplyBuf,
-) -> bool {
-    let limits = ParseLimits {
-        max_bulk_len: srv.hot.proto_max_bulk_len.load(Relaxed),
-        ..Default::default()
-    };
+) -> (bool, bool) {
     // One clock read per command: each command's end is the next one's start.
     let mut t = Instant::now();
     loop {
+        // Per command: an AUTH earlier in this batch lifts the
+        // unauthenticated caps for the commands after it, as in Redis.
+        let limits = ParseLimits {
+            max_bulk_len: srv.hot.proto_max_bulk_len.load(Relaxed),
+            unauthenticated: !client.authenticated,
+            ..Default::default()
+        };
         match parser.parse(qb.pending(), &limits) {
             Ok(Parsed::Command { consumed }) => {
                 let args = parser.args(qb.pending());
@@ -333,14 +376,17 @@ async fn process_input(
                 }
                 qb.consume(consumed);
                 if client.close_after_reply {
-                    return true;
+                    return (true, false);
+                }
+                if out.len() >= OUT_BATCH_MAX {
+                    return (false, qb.start != qb.end);
                 }
             }
             Ok(Parsed::Incomplete) => break,
             Err(e) => {
                 out.error(&format!("ERR Protocol error: {}", e.0));
                 log_verbose!("Protocol error ({}) from client: id={}", e.0, client.id);
-                return true;
+                return (true, false);
             }
         }
     }
@@ -350,9 +396,9 @@ async fn process_input(
             "Closing client that reached max query buffer length: id={} qbuf={pending}",
             client.id
         );
-        return true;
+        return (true, false);
     }
-    false
+    (false, false)
 }
 
 /// If CLIENT PAUSE applies to this command, a future that resolves when the
@@ -547,7 +593,9 @@ fn feed_monitors(srv: &Server, client: &ClientState, args: Args) {
         line.push('"');
     }
     line.push_str("\r\n");
-    srv.clients.feed_monitors(Arc::new(line.into_bytes()));
+    let limit = srv.hot.obuf_limits.read().monitor();
+    srv.clients
+        .feed_monitors(Arc::new(line.into_bytes()), &limit);
 }
 
 fn maybe_slowlog(srv: &Server, client: &ClientState, id: usize, args: Args, usec: u64) {

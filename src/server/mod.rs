@@ -57,6 +57,8 @@ pub struct HotConfig {
     pub active_expire: AtomicBool,
     /// `protected-mode`: without a password, only loopback clients are served.
     pub protected_mode: AtomicBool,
+    /// `client-output-buffer-limit`, parsed (see `client::ObufLimits`).
+    pub obuf_limits: RwLock<client::ObufLimits>,
 }
 
 impl HotConfig {
@@ -79,6 +81,9 @@ impl HotConfig {
             .store(c.get_i64("slowlog-max-len") as usize, Relaxed);
         self.protected_mode
             .store(c.get_bool("protected-mode"), Relaxed);
+        if let Some(l) = client::ObufLimits::parse(&c.get_str("client-output-buffer-limit")) {
+            *self.obuf_limits.write() = l;
+        }
         if let Some(l) = crate::log::Level::parse(&c.get_str("loglevel")) {
             crate::log::set_level(l);
         }
@@ -215,6 +220,11 @@ fn bind_listeners(
     let port = cfg.port();
     let mut tcp = vec![];
     if port != 0 {
+        // `tcp-backlog` (511 when this build does not know the directive).
+        let backlog = match cfg.get_i64("tcp-backlog") {
+            n if n > 0 => n.min(i32::MAX as i64) as i32,
+            _ => 511,
+        };
         for addr in cfg.get_str("bind").split_whitespace() {
             let (optional, addr) = match addr.strip_prefix('-') {
                 Some(a) => (true, a),
@@ -232,7 +242,7 @@ fn bind_listeners(
             }
             .parse()
             .map_err(|e| format!("Invalid bind address '{addr}': {e}"))?;
-            match bind_tcp(sa) {
+            match bind_tcp(sa, backlog) {
                 Ok(l) => tcp.push(l),
                 Err(e) if optional => log_notice!("Could not bind optional address {sa}: {e}"),
                 Err(e) => {
@@ -264,9 +274,15 @@ fn bind_listeners(
     Ok((tcp, unix))
 }
 
-fn bind_tcp(sa: SocketAddr) -> std::io::Result<std::net::TcpListener> {
+fn bind_tcp(sa: SocketAddr, backlog: i32) -> std::io::Result<std::net::TcpListener> {
     // std sets SO_REUSEADDR on Unix, as Redis does.
-    std::net::TcpListener::bind(sa)
+    let l = std::net::TcpListener::bind(sa)?;
+    // std listens with a backlog of 128; a burst of connections beyond it
+    // loses SYNs and waits a second for the retry. Listening again sets
+    // Redis's `tcp-backlog` (511) instead (the kernel caps it at somaxconn).
+    // SAFETY: the fd belongs to `l`, a bound listening socket, while called.
+    unsafe { libc::listen(std::os::fd::AsRawFd::as_raw_fd(&l), backlog) };
+    Ok(l)
 }
 
 /// Runs the server until SHUTDOWN or a signal. Returns the process exit code.

@@ -12,7 +12,7 @@ use super::super::{flags::*, CmdError, CmdResult, Command, Ctx};
 use super::{reply_help, set_client_name, validate_client_name};
 use crate::keyspace::hlc::unix_ms;
 use crate::protocol::Args;
-use crate::server::client::{ClientShared, Push, ReplyMode};
+use crate::server::client::{ClientShared, ReplyMode};
 
 const CONN: u32 = NOSCRIPT | LOADING | STALE;
 const ADM: u32 = ADMIN | NOSCRIPT | LOADING | STALE;
@@ -243,7 +243,7 @@ fn client_line(ctx: &Ctx, c: &ClientShared, current: Option<&str>) -> String {
     format!(
         "id={} addr={addr} laddr={laddr} fd={} name={} age={} idle={} flags={} db={} \
          sub=0 psub=0 ssub=0 multi=-1 qbuf={qbuf} qbuf-free={} argv-mem=0 multi-mem=0 \
-         rbs=16384 rbp=0 obl={obuf} oll=0 omem=0 tot-mem={} events=r cmd={cmd} \
+         rbs=16384 rbp=0 obl={obuf} oll={} omem={} tot-mem={} events=r cmd={cmd} \
          user=default redir=-1 resp={} lib-name={lib_name} lib-ver={lib_ver}",
         c.id,
         c.fd,
@@ -253,7 +253,9 @@ fn client_line(ctx: &Ctx, c: &ClientShared, current: Option<&str>) -> String {
         flags_of(c),
         c.db.load(Relaxed),
         16384usize.saturating_sub(qbuf),
-        16384 * 2 + qbuf + obuf + 1024,
+        c.pushed_items.load(Relaxed),
+        c.output_memory(),
+        16384 * 2 + qbuf + c.output_memory() + 1024,
         c.resp.load(Relaxed),
     )
 }
@@ -380,7 +382,7 @@ fn kill_one(ctx: &mut Ctx, c: &Arc<ClientShared>) {
     if is_self(ctx, c) {
         ctx.client.close_after_reply = true;
     } else {
-        let _ = c.tx.send(Push::Kill);
+        c.kill_now();
     }
 }
 
