@@ -590,9 +590,9 @@ fn decrby(ctx: &mut Ctx, args: Args) -> CmdResult {
 
 /// The i64 a string holds, as Redis's getLongLongFromObject.
 fn str_i64(s: &StrValue) -> Result<i64, CmdError> {
-    match s {
-        StrValue::Int(n) => Ok(*n),
-        StrValue::Bytes { data, .. } => arg_i64(data),
+    match s.as_int() {
+        Some(n) => Ok(n),
+        None => s.with_bytes(arg_i64),
     }
 }
 
@@ -628,9 +628,9 @@ fn incrbyfloat(ctx: &mut Ctx, args: Args) -> CmdResult {
     let (cur, prev) = match l.get_str(key)? {
         Some(e) => {
             let s = str_of(&e.value);
-            let v = match s {
-                StrValue::Int(n) => Some(longdouble::F80::from_i64(*n)),
-                StrValue::Bytes { data, .. } => longdouble::F80::parse(data),
+            let v = match s.as_int() {
+                Some(n) => Some(longdouble::F80::from_i64(n)),
+                None => s.with_bytes(longdouble::F80::parse),
             };
             (v.ok_or(CmdError::NotFloat)?, Some(e.version))
         }
@@ -641,10 +641,7 @@ fn incrbyfloat(ctx: &mut Ctx, args: Args) -> CmdResult {
         return Err(CmdError::err("increment would produce NaN or Infinity"));
     }
     let text = sum.format_human();
-    let val = StrValue::Bytes {
-        raw: text.len() > crate::keyspace::value::EMBSTR_LIMIT,
-        data: text.clone().into_bytes(),
-    };
+    let val = StrValue::embedded(text.as_bytes());
     let version = match prev {
         Some(p) => {
             let version = ctx.version_after(p);
@@ -710,12 +707,7 @@ fn setrange(ctx: &mut Ctx, args: Args) -> CmdResult {
             data.extend_from_slice(val);
             let total = data.len();
             let version = ctx.new_version();
-            l.put(
-                key,
-                Value::Str(StrValue::Bytes { data, raw: true }),
-                0,
-                version,
-            );
+            l.put(key, Value::Str(StrValue::raw(data)), 0, version);
             ctx.propagate(version, &argv);
             total
         }
