@@ -160,12 +160,9 @@ impl Locked<'_, '_> {
     pub fn put(&mut self, key: &[u8], value: Value, expire_at: u64, version: u64) -> Option<Entry> {
         let slot = self.slot(key);
         let entry = Entry {
-            key: key.into(),
-            value,
-            expire_at,
-            version,
             lru: self.lru,
             lfu: 5,
+            ..Entry::new(key.into(), value, expire_at, version)
         };
         let ks = self.ks;
         self.shard_mut(slot.shard)

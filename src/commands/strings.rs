@@ -335,7 +335,7 @@ fn set_generic(
             None => ctx.out.null(),
         }
     }
-    let old = l.entry(key).map(|e| (e.expire_at, e.version));
+    let old = l.entry(key).map(|e| (e.expire_at(), e.version));
     let blocked = match cond {
         Cond::Nx => old.is_some(),
         Cond::Xx => old.is_none(),
@@ -449,7 +449,7 @@ fn getex(ctx: &mut Ctx, args: Args) -> CmdResult {
     // As Redis, the expiry is validated only once the key is known to exist.
     let at = ext_expire_at(&o, args, ctx.now_ms, "getex")?;
     reply_value(ctx, Some(&*e));
-    let (prev, had_ttl) = (e.version, e.expire_at != 0);
+    let (prev, had_ttl) = (e.version, e.expire_at() != 0);
     if let Some(at) = at {
         let absolute = matches!(o.expire, Some((ExpUnit::ExAt | ExpUnit::PxAt, _)));
         let version = ctx.version_after(prev);
@@ -954,7 +954,7 @@ mod tests {
                         let enc = e.value.encoding();
                         format!(
                             "{:?}={:?}/{enc}/{}/{}",
-                            e.key, e.value, e.expire_at, e.version
+                            e.key, e.value, e.expire_at(), e.version
                         )
                     })
                     .collect::<Vec<_>>()

@@ -10,7 +10,9 @@
 //!
 //! [`Key`] is the entry's key: up to [`KEY_INLINE`] bytes are stored inside
 //! the entry itself (no allocation, and no extra cache miss when a lookup
-//! compares keys); longer keys go to the heap.
+//! compares keys); longer keys go to the heap. A key with a TTL carries its
+//! expiry time in front of its bytes in one heap block, so persistent keys
+//! (the common case) pay nothing for a field most of them never use.
 
 use std::borrow::Borrow;
 use std::fmt;
@@ -26,9 +28,17 @@ pub const KEY_INLINE: usize = 22;
 /// its 16+ byte allocation.
 #[derive(Clone)]
 pub enum Key {
-    Inline { len: u8, buf: [u8; KEY_INLINE] },
+    Inline {
+        len: u8,
+        buf: [u8; KEY_INLINE],
+    },
     Heap(Box<[u8]>),
+    /// A key with a TTL: 8 bytes of expiry (unix ms, little endian, never
+    /// 0), then the key's bytes.
+    Volatile(Box<[u8]>),
 }
+
+const EXP: usize = 8;
 
 impl Deref for Key {
     type Target = [u8];
@@ -37,6 +47,33 @@ impl Deref for Key {
         match self {
             Key::Inline { len, buf } => &buf[..*len as usize],
             Key::Heap(b) => b,
+            Key::Volatile(b) => &b[EXP..],
+        }
+    }
+}
+
+impl Key {
+    /// Absolute expiry in unix ms; 0 = persistent.
+    #[inline]
+    pub fn expire_at(&self) -> u64 {
+        match self {
+            Key::Volatile(b) => u64::from_le_bytes(b[..EXP].try_into().expect("8 bytes")),
+            _ => 0,
+        }
+    }
+
+    /// Sets (`at > 0`) or clears (`at == 0`) the expiry carried by the key.
+    pub fn set_expire_at(&mut self, at: u64) {
+        match self {
+            Key::Volatile(b) if at != 0 => b[..EXP].copy_from_slice(&at.to_le_bytes()),
+            Key::Volatile(_) => *self = Key::from(&**self),
+            _ if at == 0 => {}
+            _ => {
+                let mut v = Vec::with_capacity(EXP + self.len());
+                v.extend_from_slice(&at.to_le_bytes());
+                v.extend_from_slice(self);
+                *self = Key::Volatile(v.into_boxed_slice());
+            }
         }
     }
 }
@@ -205,14 +242,7 @@ mod tests {
     use crate::keyspace::Value;
 
     fn e(n: usize) -> Entry {
-        Entry {
-            key: n.to_string().into_bytes().into(),
-            value: Value::string(b"v"),
-            expire_at: 0,
-            version: n as u64,
-            lru: 0,
-            lfu: 0,
-        }
+        Entry::new(n.to_string().into_bytes().into(), Value::string(b"v"), 0, n as u64)
     }
 
     #[test]
@@ -242,6 +272,15 @@ mod tests {
             assert_eq!(&*k, &bytes[..]);
             assert_eq!(matches!(k, Key::Inline { .. }), len <= KEY_INLINE);
             assert_eq!(Key::from(bytes.clone()), k);
+            let mut v = k.clone();
+            assert_eq!(v.expire_at(), 0);
+            v.set_expire_at(1234);
+            assert_eq!((v.expire_at(), &*v), (1234, &bytes[..]));
+            v.set_expire_at(99);
+            assert_eq!((v.expire_at(), &*v), (99, &bytes[..]));
+            v.set_expire_at(0);
+            assert_eq!((v.expire_at(), &*v), (0, &bytes[..]));
+            assert_eq!(matches!(v, Key::Inline { .. }), len <= KEY_INLINE);
         }
     }
 }

@@ -194,7 +194,7 @@ fn mix_object(d: &mut [u8; 20], e: &Entry) {
     mix(d, &type_code.to_be_bytes());
     let Value::Str(s) = &e.value;
     s.with_bytes(|b| mix(d, b));
-    if e.expire_at != 0 {
+    if e.expire_at() != 0 {
         xor(d, b"!!expire!!");
     }
 }
