@@ -33,22 +33,18 @@ pub use value::{StrValue, Value};
 /// Shards per database (a power of two).
 pub const SHARDS: usize = 256;
 
-/// One key and its metadata: 64 bytes, one cache line (see
-/// docs/PERFORMANCE.md). The expiry time lives in the key's heap block for
-/// keys that have one ([`Entry::expire_at`]); change it through
-/// [`Shard::set_expire`] so the shard's expiry index follows.
+/// One key and its metadata: 56 bytes (see docs/PERFORMANCE.md). The key
+/// also carries the rest, in its spare bytes or its heap block: the expiry
+/// time of keys that have one ([`Entry::expire_at`]; change it through
+/// [`Shard::set_expire`] so the shard's expiry index follows), the LRU
+/// clock ([`Entry::lru`]) and the LFU counter ([`Entry::lfu`]).
 #[derive(Clone, Debug)]
 pub struct Entry {
-    /// Inline up to 22 bytes (see `table.rs`); derefs to `[u8]`. Carries
-    /// the expiry time of a volatile key.
+    /// Inline up to 18 bytes (see `table.rs`); derefs to `[u8]`.
     pub key: Key,
     pub value: Value,
     /// HLC stamp of the last write (see `hlc.rs`).
     pub version: u64,
-    /// LRU clock (seconds, wrapping) of the last access, for OBJECT IDLETIME.
-    pub lru: u32,
-    /// Logarithmic access counter, for OBJECT FREQ.
-    pub lfu: u8,
 }
 
 impl Entry {
@@ -60,9 +56,30 @@ impl Entry {
             key,
             value,
             version,
-            lru: 0,
-            lfu: 0,
         }
+    }
+
+    /// LRU clock (seconds, 24 bits, wrapping) of the last access, for
+    /// OBJECT IDLETIME.
+    #[inline]
+    pub fn lru(&self) -> u32 {
+        self.key.meta().lru()
+    }
+
+    #[inline]
+    pub fn set_lru(&mut self, lru: u32) {
+        self.key.meta_mut().set_lru(lru);
+    }
+
+    /// Logarithmic access counter, for OBJECT FREQ.
+    #[inline]
+    pub fn lfu(&self) -> u8 {
+        self.key.meta().lfu()
+    }
+
+    #[inline]
+    pub fn set_lfu(&mut self, lfu: u8) {
+        self.key.meta_mut().set_lfu(lfu);
     }
 
     /// Absolute expiry in unix ms; 0 = persistent.
@@ -462,8 +479,8 @@ mod tests {
     }
 
     #[test]
-    fn entry_is_one_cache_line() {
-        assert_eq!(std::mem::size_of::<Entry>(), 64);
+    fn entry_is_56_bytes() {
+        assert_eq!(std::mem::size_of::<Entry>(), 56);
     }
 
     #[test]

@@ -157,7 +157,7 @@ fn serialized_len(v: &Value) -> usize {
 
 fn object_line(e: &Entry, now_ms: u64) -> String {
     let lru_now = crate::commands::access::lru_clock(now_ms);
-    let idle = lru_now.wrapping_sub(e.lru) & 0xFF_FFFF;
+    let idle = lru_now.wrapping_sub(e.lru()) & 0xFF_FFFF;
     let shared_int =
         matches!(&e.value, Value::Str(crate::keyspace::StrValue::Int(n)) if (0..10000).contains(n));
     format!(
@@ -166,7 +166,7 @@ fn object_line(e: &Entry, now_ms: u64) -> String {
         if shared_int { i32::MAX } else { 1 },
         e.value.encoding(),
         serialized_len(&e.value),
-        e.lru,
+        e.lru(),
         idle
     )
 }
