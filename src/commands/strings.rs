@@ -954,7 +954,10 @@ mod tests {
                         let enc = e.value.encoding();
                         format!(
                             "{:?}={:?}/{enc}/{}/{}",
-                            e.key, e.value, e.expire_at(), e.version
+                            e.key,
+                            e.value,
+                            e.expire_at(),
+                            e.version
                         )
                     })
                     .collect::<Vec<_>>()

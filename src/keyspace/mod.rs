@@ -545,7 +545,10 @@ mod tests {
         }
         for (k, exp) in &model {
             let s = ks.slot(k.as_bytes());
-            assert_eq!(shard.get_raw(s.hash, k.as_bytes()).unwrap().expire_at(), *exp);
+            assert_eq!(
+                shard.get_raw(s.hash, k.as_bytes()).unwrap().expire_at(),
+                *exp
+            );
         }
         let volatile = model.values().filter(|&&e| e != 0).count();
         assert_eq!(shard.volatile_len(), volatile);

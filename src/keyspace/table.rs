@@ -125,9 +125,7 @@ impl Key {
     #[inline]
     pub fn meta(&self) -> Meta {
         match self {
-            Key::Inline { meta, .. } | Key::Heap { meta, .. } | Key::Volatile { meta, .. } => {
-                *meta
-            }
+            Key::Inline { meta, .. } | Key::Heap { meta, .. } | Key::Volatile { meta, .. } => *meta,
         }
     }
 
@@ -310,7 +308,12 @@ mod tests {
     use crate::keyspace::Value;
 
     fn e(n: usize) -> Entry {
-        Entry::new(n.to_string().into_bytes().into(), Value::string(b"v"), 0, n as u64)
+        Entry::new(
+            n.to_string().into_bytes().into(),
+            Value::string(b"v"),
+            0,
+            n as u64,
+        )
     }
 
     #[test]

@@ -34,7 +34,10 @@ pub enum Value {
 pub enum StrValue {
     Int(i64),
     /// Written whole, up to [`STR_INLINE`] bytes: embstr.
-    Inline { len: u8, buf: [u8; STR_INLINE] },
+    Inline {
+        len: u8,
+        buf: [u8; STR_INLINE],
+    },
     /// Written whole, longer: embstr up to [`EMBSTR_LIMIT`] bytes, raw above.
     Boxed(Box<[u8]>),
     /// Modified in place (or created for that): always raw.
