@@ -1,4 +1,9 @@
-//! `lattice-server [/path/to/redis.conf] [--directive value ...]`
+//! `lattice-server [/path/to/redis.conf | -] [--directive value ...]`
+//!
+//! Parses the configuration (exiting 1 with Redis's fatal config error text
+//! on a bad one), daemonizes if asked, opens the log file, logs the start-up
+//! banner and a warning for each accepted-but-not-built directive in use,
+//! then runs the server.
 
 use mimalloc::MiMalloc;
 
@@ -7,18 +12,69 @@ static GLOBAL: MiMalloc = MiMalloc;
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let config = match lattice::config::parse::load_from_args(&args) {
-        Ok(c) => c,
+    let mut config = match lattice::config::parse::parse_args(&args) {
+        Ok(lattice::config::parse::Invocation::Run(c)) => *c,
+        Ok(lattice::config::parse::Invocation::Print(s)) => {
+            println!("{s}");
+            std::process::exit(0);
+        }
         Err(e) => {
             eprintln!("{e}");
             std::process::exit(1);
         }
     };
+    if config.get_bool("daemonize") {
+        daemonize(&mut config);
+    }
+    if let Err(e) = lattice::log::set_file(&config.get_str("logfile")) {
+        eprintln!("Can't open the log file: {e}");
+        std::process::exit(1);
+    }
+    if let Some(l) = lattice::log::Level::parse(&config.get_str("loglevel")) {
+        lattice::log::set_level(l);
+    }
+    lattice::log_notice!("oO0OoO0OoO0Oo LatticeDB is starting oO0OoO0OoO0Oo");
+    lattice::log_notice!(
+        "LatticeDB version={} (Redis {} compatible), bits=64, pid={}, just started",
+        lattice::LATTICE_VERSION,
+        lattice::REDIS_VERSION,
+        std::process::id()
+    );
+    match &config.file {
+        Some(_) => lattice::log_notice!("Configuration loaded"),
+        None => lattice::log_warning!(
+            "Warning: no config file specified, using the default config. In order to specify a config file use lattice-server /path/to/redis.conf"
+        ),
+    }
+    lattice::log_notice!(
+        "Running mode=standalone, port={}, server-threads={}.",
+        config.port(),
+        config.threads()
+    );
+    for name in config.accepted_in_use() {
+        lattice::config::warn_accepted(name);
+    }
     match lattice::server::run(config) {
         Ok(code) => std::process::exit(code),
         Err(e) => {
             lattice::log_warning!("{e}");
             std::process::exit(1);
         }
+    }
+}
+
+/// `daemonize yes`: detach into the background as redis-server does (stdio to
+/// /dev/null, default pidfile /var/run/redis.pid). Runs before any thread.
+fn daemonize(config: &mut lattice::config::Config) {
+    // SAFETY: called from main before any other thread exists, so fork() in
+    // daemon() duplicates a single-threaded process; the arguments are plain
+    // flags (keep the working directory, redirect stdio to /dev/null).
+    let rc = unsafe { libc::daemon(1, 0) };
+    if rc != 0 {
+        eprintln!("Can't daemonize: {}", std::io::Error::last_os_error());
+        std::process::exit(1);
+    }
+    if config.get_str("pidfile").is_empty() {
+        let _ = config.set("pidfile", &["/var/run/redis.pid".to_string()]);
     }
 }

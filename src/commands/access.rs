@@ -95,7 +95,9 @@ impl<'a> Ctx<'a> {
         let Some(e) = shard.find_mut(slot.hash, key) else {
             return;
         };
-        if e.is_expired(now) {
+        // A replayed effect stream carries the deletions of expired keys
+        // itself (as Redis replicas and AOF loading do not expire keys).
+        if e.is_expired(now) && self.replay_version.is_none() {
             shard.remove(&ks.hasher, slot.hash, key);
             self.propagate_expired(db, key);
         } else if !self.client.no_touch {

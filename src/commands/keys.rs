@@ -1,5 +1,954 @@
-//! (family being built)
+//! Keyspace commands (Redis's db.c and object.c): SWAPDB FLUSHDB FLUSHALL
+//! DBSIZE KEYS SCAN RANDOMKEY DEL UNLINK EXISTS TYPE RENAME RENAMENX MOVE COPY
+//! TOUCH OBJECT. SELECT lives in `connection.rs`.
+//!
+//! Locking. Single-database multi-key commands lock their keys' shards through
+//! `ctx.open_many`, which makes them atomic. MOVE and COPY ... DB touch two
+//! databases: they lock the two shards in the global order (database, then
+//! shard) with `Keyspace::lock_pair`. SWAPDB locks every shard of both
+//! databases, lower index first; FLUSHALL every shard of every database. The
+//! write effect is always emitted while the locks are held, so the effect
+//! stream orders it correctly against concurrent writes.
+//!
+//! SCAN. A shard's hash table reorders itself when it grows, so a position in
+//! it would not survive a resize. The cursor is instead built on the fixed
+//! shard array and on the keys' hashes, which never change:
+//!
+//! ```text
+//!   cursor = part << 13 | level << 8 | shard
+//! ```
+//!
+//! On arriving at a shard (`part == 0`), SCAN picks a `level` so that each of
+//! the shard's `2^level` parts holds about COUNT keys; part `p` is the set of
+//! keys whose hash bits 40.. equal `p` modulo `2^level`. Each part is read
+//! whole under the shard lock, and the level stays fixed (it is in the cursor)
+//! until the shard is done, so the parts of a shard cover every key exactly
+//! once however the table resizes in between: a key present for the whole
+//! scan is returned exactly once. A shard has at most 64 parts, since reading
+//! one costs a pass over the shard. One call reads parts until it has COUNT keys
+//! or has examined about 10 x COUNT entries (as Redis bounds empty buckets).
+//!
+//! Propagation. DEL and UNLINK propagate only the keys that existed (no effect
+//! if none did): the replayed command then does exactly what the original did,
+//! and deterministically so. RENAME and RENAMENX propagate as RENAME; COPY
+//! always with REPLACE (it is only propagated when it copied); MOVE, SWAPDB,
+//! FLUSHDB and FLUSHALL as given (without ASYNC/SYNC). A write gives every key
+//! it creates one version, the one its effect carries.
 
-use super::Command;
+use std::cell::Cell;
 
-pub static COMMANDS: &[Command] = &[];
+use parking_lot::MutexGuard;
+
+use super::access::{lru_clock, Locked};
+use super::util::{arg_i64, eq_ic, glob_match};
+use super::{flags::*, CmdError, CmdResult, Command, Ctx};
+use crate::keyspace::{Entry, Key, Shard, StrValue, Value, SHARDS};
+use crate::protocol::Args;
+
+pub static COMMANDS: &[Command] = &[
+    Command::new("swapdb", 3, WRITE | FAST, swapdb)
+        .acl("keyspace write fast dangerous")
+        .doc("server", "4.0.0", "Swaps two Redis databases."),
+    Command::new("flushdb", -1, WRITE, flushdb)
+        .acl("keyspace write slow dangerous")
+        .doc("server", "1.0.0", "Remove all keys from the current database."),
+    Command::new("flushall", -1, WRITE, flushall)
+        .acl("keyspace write slow dangerous")
+        .doc("server", "1.0.0", "Removes all keys from all databases."),
+    Command::new("dbsize", 1, READONLY | FAST, dbsize)
+        .acl("keyspace read fast")
+        .doc("server", "1.0.0", "Returns the number of keys in the database."),
+    Command::new("keys", 2, READONLY, keys)
+        .acl("keyspace read slow dangerous")
+        .doc("generic", "1.0.0", "Returns all key names that match a pattern.")
+        .complexity("O(N)"),
+    Command::new("scan", -2, READONLY, scan)
+        .acl("keyspace read slow")
+        .doc("generic", "2.8.0", "Iterates over the key names in the database.")
+        .complexity("O(1) for every call. O(N) for a complete iteration."),
+    Command::new("randomkey", 1, READONLY, randomkey)
+        .acl("keyspace read slow")
+        .doc("generic", "1.0.0", "Returns a random key name from the database."),
+    Command::new("del", -2, WRITE, del)
+        .keys(1, -1, 1)
+        .acl("keyspace write slow")
+        .doc("generic", "1.0.0", "Deletes one or more keys.")
+        .complexity("O(N)"),
+    Command::new("unlink", -2, WRITE | FAST, unlink)
+        .keys(1, -1, 1)
+        .acl("keyspace write fast")
+        .doc("generic", "4.0.0", "Asynchronously deletes one or more keys.")
+        .complexity("O(1) for each key removed regardless of its size."),
+    Command::new("exists", -2, READONLY | FAST, exists)
+        .keys(1, -1, 1)
+        .acl("keyspace read fast")
+        .doc("generic", "1.0.0", "Determines whether one or more keys exist.")
+        .complexity("O(N)"),
+    Command::new("type", 2, READONLY | FAST, type_cmd)
+        .keys(1, 1, 1)
+        .acl("keyspace read fast")
+        .doc("generic", "1.0.0", "Determines the type of value stored at a key."),
+    Command::new("rename", 3, WRITE, rename)
+        .keys(1, 2, 1)
+        .acl("keyspace write slow")
+        .doc("generic", "1.0.0", "Renames a key and overwrites the destination."),
+    Command::new("renamenx", 3, WRITE | FAST, renamenx)
+        .keys(1, 2, 1)
+        .acl("keyspace write fast")
+        .doc("generic", "1.0.0", "Renames a key only when the target key name doesn't exist."),
+    Command::new("move", 3, WRITE | FAST, move_cmd)
+        .keys(1, 1, 1)
+        .acl("keyspace write fast")
+        .doc("generic", "1.0.0", "Moves a key to another database."),
+    Command::new("copy", -3, WRITE | DENYOOM, copy)
+        .keys(1, 2, 1)
+        .acl("keyspace write slow")
+        .doc("generic", "6.2.0", "Copies the value of a key to a new key.")
+        .complexity("O(N) worst case for collections, where N is the number of nested items."),
+    Command::new("touch", -2, READONLY | FAST, touch)
+        .keys(1, -1, 1)
+        .acl("keyspace read fast")
+        .doc("generic", "3.2.1", "Returns the number of existing keys out of those specified after updating the time they were last accessed.")
+        .complexity("O(N)"),
+    Command::new("object", -2, 0, object_parent)
+        .acl("slow")
+        .doc("generic", "2.2.3", "A container for object introspection commands.")
+        .subs(OBJECT_SUBS),
+];
+
+static OBJECT_SUBS: &[Command] = &[
+    Command::new("encoding", 3, READONLY, object_encoding)
+        .keys(2, 2, 1)
+        .acl("keyspace read slow")
+        .doc(
+            "generic",
+            "2.2.3",
+            "Returns the internal encoding of a Redis object.",
+        ),
+    Command::new("freq", 3, READONLY, object_freq)
+        .keys(2, 2, 1)
+        .acl("keyspace read slow")
+        .doc(
+            "generic",
+            "4.0.0",
+            "Returns the logarithmic access frequency counter of a Redis object.",
+        ),
+    Command::new("idletime", 3, READONLY, object_idletime)
+        .keys(2, 2, 1)
+        .acl("keyspace read slow")
+        .doc(
+            "generic",
+            "2.2.3",
+            "Returns the time since the last access to a Redis object.",
+        ),
+    Command::new("refcount", 3, READONLY, object_refcount)
+        .keys(2, 2, 1)
+        .acl("keyspace read slow")
+        .doc(
+            "generic",
+            "2.2.3",
+            "Returns the reference count of a value of a key.",
+        ),
+    Command::new("help", 2, LOADING | STALE, object_help)
+        .acl("keyspace slow")
+        .doc(
+            "generic",
+            "6.2.0",
+            "Returns helpful text about the different subcommands.",
+        ),
+];
+
+fn out_of_range() -> CmdError {
+    CmdError::err("DB index is out of range")
+}
+
+fn same_object() -> CmdError {
+    CmdError::err("source and destination objects are the same")
+}
+
+/// A database index argument (MOVE, COPY ... DB).
+fn db_arg(ctx: &Ctx, a: &[u8]) -> Result<usize, CmdError> {
+    let n = arg_i64(a)?;
+    if n < 0 || n as usize >= ctx.srv.keyspace.num_dbs() {
+        return Err(out_of_range());
+    }
+    Ok(n as usize)
+}
+
+/// Opens keys without refreshing their access time (Redis's LOOKUP_NOTOUCH).
+fn open_no_touch<'a, 'k>(ctx: &mut Ctx<'a>, keys: &[&'k [u8]]) -> Locked<'a, 'k> {
+    let prev = ctx.client.no_touch;
+    ctx.client.no_touch = true;
+    let l = ctx.open_many(keys.iter().copied());
+    ctx.client.no_touch = prev;
+    l
+}
+
+fn arg_keys(args: Args<'_>, from: usize) -> Vec<&[u8]> {
+    args.iter().skip(from).collect()
+}
+
+// ---------------------------------------------------------------- SWAPDB
+
+fn swapdb(ctx: &mut Ctx, args: Args) -> CmdResult {
+    let a = arg_i64(args.get(1)).map_err(|_| CmdError::err("invalid first DB index"))?;
+    let b = arg_i64(args.get(2)).map_err(|_| CmdError::err("invalid second DB index"))?;
+    let n = ctx.srv.keyspace.num_dbs() as i64;
+    if !(0..n).contains(&a) || !(0..n).contains(&b) {
+        return Err(out_of_range());
+    }
+    let (lo, hi) = (a.min(b) as usize, a.max(b) as usize);
+    if lo != hi {
+        let ks = &ctx.srv.keyspace;
+        let mut ga = ks.db(lo).lock_all();
+        let mut gb = ks.db(hi).lock_all();
+        for (x, y) in ga.iter_mut().zip(gb.iter_mut()) {
+            std::mem::swap(&mut **x, &mut **y);
+        }
+        let v = ctx.new_version();
+        ctx.propagate(v, &[b"SWAPDB", args.get(1), args.get(2)]);
+    }
+    ctx.out.ok();
+    Ok(())
+}
+
+// ---------------------------------------------------------------- FLUSHDB / FLUSHALL
+
+/// Parses `[ASYNC|SYNC]`; true means free the data on a background thread.
+fn parse_flush(ctx: &Ctx, args: Args) -> Result<bool, CmdError> {
+    match args.len() {
+        1 => Ok(ctx.srv.config.read().get_bool("lazyfree-lazy-user-flush")),
+        2 if eq_ic(args.get(1), "ASYNC") => Ok(true),
+        2 if eq_ic(args.get(1), "SYNC") => Ok(false),
+        _ => Err(CmdError::Syntax),
+    }
+}
+
+/// Frees flushed shards, on a background thread when `lazy`.
+fn free_shards(shards: Vec<Shard>, lazy: bool) {
+    if lazy && shards.iter().any(|s| !s.is_empty()) {
+        // If no thread can be started, the data is freed here instead.
+        let _ = std::thread::Builder::new()
+            .name("lattice-lazyfree".into())
+            .spawn(move || drop(shards));
+    }
+}
+
+fn take_shards(guards: &mut [MutexGuard<'_, Shard>], into: &mut Vec<Shard>) {
+    for g in guards.iter_mut() {
+        if !g.is_empty() || g.volatile_len() != 0 {
+            into.push(g.take_all());
+        }
+    }
+}
+
+fn flushdb(ctx: &mut Ctx, args: Args) -> CmdResult {
+    let lazy = parse_flush(ctx, args)?;
+    let mut taken = vec![];
+    {
+        let mut g = ctx.srv.keyspace.db(ctx.db()).lock_all();
+        take_shards(&mut g, &mut taken);
+        let v = ctx.new_version();
+        ctx.propagate(v, &[b"FLUSHDB"]);
+    }
+    free_shards(taken, lazy);
+    ctx.out.ok();
+    Ok(())
+}
+
+fn flushall(ctx: &mut Ctx, args: Args) -> CmdResult {
+    let lazy = parse_flush(ctx, args)?;
+    let mut taken = vec![];
+    {
+        let mut all = ctx.srv.keyspace.lock_everything();
+        for g in all.iter_mut() {
+            take_shards(g, &mut taken);
+        }
+        let v = ctx.new_version();
+        ctx.propagate(v, &[b"FLUSHALL"]);
+    }
+    free_shards(taken, lazy);
+    ctx.out.ok();
+    Ok(())
+}
+
+// ---------------------------------------------------------------- DBSIZE / KEYS / RANDOMKEY
+
+fn dbsize(ctx: &mut Ctx, _args: Args) -> CmdResult {
+    let n = ctx.srv.keyspace.db(ctx.db()).len();
+    ctx.out.int(n as i64);
+    Ok(())
+}
+
+fn keys(ctx: &mut Ctx, args: Args) -> CmdResult {
+    let pattern = args.get(1);
+    let all = pattern == b"*";
+    let now = ctx.now_ms;
+    let db = ctx.srv.keyspace.db(ctx.db());
+    let mut found: Vec<Key> = vec![];
+    for i in 0..SHARDS {
+        let g = db.lock(i);
+        for e in g.iter() {
+            if !e.is_expired(now) && (all || glob_match(pattern, &e.key, false)) {
+                found.push(e.key.clone());
+            }
+        }
+    }
+    ctx.out.array(found.len());
+    for k in &found {
+        ctx.out.bulk(k);
+    }
+    Ok(())
+}
+
+thread_local! {
+    static RNG: Cell<u64> = Cell::new(seed());
+}
+
+fn seed() -> u64 {
+    use std::hash::{BuildHasher, Hasher};
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u128(crate::keyspace::hlc::unix_ms() as u128);
+    h.finish() | 1
+}
+
+/// xorshift64*: enough randomness for RANDOMKEY.
+fn rand_u64() -> u64 {
+    RNG.with(|r| {
+        let mut x = r.get();
+        x ^= x >> 12;
+        x ^= x << 25;
+        x ^= x >> 27;
+        r.set(x);
+        x.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    })
+}
+
+fn randomkey(ctx: &mut Ctx, _args: Args) -> CmdResult {
+    let now = ctx.now_ms;
+    let db = ctx.srv.keyspace.db(ctx.db());
+    let start = rand_u64() as usize % SHARDS;
+    let mut fallback = None;
+    for i in 0..SHARDS {
+        let g = db.lock((start + i) % SHARDS);
+        if g.is_empty() {
+            continue;
+        }
+        // A few random picks in this shard, then any live key of it.
+        for _ in 0..8 {
+            let e = g
+                .nth(rand_u64() as usize % g.len())
+                .expect("index below len");
+            if !e.is_expired(now) {
+                ctx.out.bulk(&e.key);
+                return Ok(());
+            }
+        }
+        if fallback.is_none() {
+            fallback = g.iter().find(|e| !e.is_expired(now)).map(|e| e.key.clone());
+        }
+        if fallback.is_some() {
+            break;
+        }
+    }
+    match fallback {
+        Some(k) => ctx.out.bulk(&k),
+        None => ctx.out.null(),
+    }
+    Ok(())
+}
+
+// ---------------------------------------------------------------- SCAN
+
+const LEVEL_SHIFT: u32 = 8;
+const PART_SHIFT: u32 = 13;
+/// At most 64 parts per shard: reading a part costs a pass over its shard,
+/// so this bounds a full scan to 64 passes over the data however small the
+/// COUNT (a large shard then gives more than COUNT keys per call, which
+/// COUNT, a hint, allows).
+const MAX_LEVEL: u32 = 6;
+/// Hash bits above the shard bits (32..40) choose a key's part.
+const PART_HASH_SHIFT: u32 = 40;
+
+/// A decoded SCAN cursor (see the module comment).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Cursor {
+    shard: usize,
+    level: u32,
+    part: u64,
+}
+
+impl Cursor {
+    fn decode(c: u64) -> Cursor {
+        Cursor {
+            shard: (c as usize) & (SHARDS - 1),
+            level: ((c >> LEVEL_SHIFT) & 0x1F) as u32,
+            part: c >> PART_SHIFT,
+        }
+    }
+
+    fn encode(self) -> u64 {
+        self.part << PART_SHIFT | (self.level as u64) << LEVEL_SHIFT | self.shard as u64
+    }
+
+    /// The cursor after this part, or None when the database is done.
+    fn next(self) -> Option<Cursor> {
+        if self.part + 1 < (1u64 << self.level) {
+            return Some(Cursor {
+                part: self.part + 1,
+                ..self
+            });
+        }
+        (self.shard + 1 < SHARDS).then_some(Cursor {
+            shard: self.shard + 1,
+            level: 0,
+            part: 0,
+        })
+    }
+}
+
+/// The level that splits `len` keys into parts of about `target` keys.
+fn choose_level(len: usize, target: usize) -> u32 {
+    let parts = len.div_ceil(target.max(1)).max(1);
+    parts.next_power_of_two().trailing_zeros().min(MAX_LEVEL)
+}
+
+struct ScanOpts<'a> {
+    count: usize,
+    pattern: Option<&'a [u8]>,
+    type_name: Option<&'a [u8]>,
+}
+
+/// Parses a cursor as Redis's strtoul does (a leading '-' wraps around).
+fn parse_cursor(a: &[u8]) -> Result<u64, CmdError> {
+    let invalid = || CmdError::err("invalid cursor");
+    let (neg, digits) = match a.split_first() {
+        Some((b'-', rest)) => (true, rest),
+        _ => (false, a),
+    };
+    if digits.is_empty() || !digits.iter().all(u8::is_ascii_digit) {
+        return Err(invalid());
+    }
+    let v: u64 = std::str::from_utf8(digits)
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .ok_or_else(invalid)?;
+    Ok(if neg { v.wrapping_neg() } else { v })
+}
+
+fn parse_scan(args: Args<'_>) -> Result<ScanOpts<'_>, CmdError> {
+    let mut o = ScanOpts {
+        count: 10,
+        pattern: None,
+        type_name: None,
+    };
+    let mut i = 2;
+    while i < args.len() {
+        if i + 1 >= args.len() {
+            return Err(CmdError::Syntax);
+        }
+        let (opt, val) = (args.get(i), args.get(i + 1));
+        if eq_ic(opt, "COUNT") {
+            let n = arg_i64(val)?;
+            if n < 1 {
+                return Err(CmdError::Syntax);
+            }
+            o.count = n as usize;
+        } else if eq_ic(opt, "MATCH") {
+            o.pattern = Some(val).filter(|p| *p != b"*");
+        } else if eq_ic(opt, "TYPE") {
+            o.type_name = Some(val);
+        } else {
+            return Err(CmdError::Syntax);
+        }
+        i += 2;
+    }
+    Ok(o)
+}
+
+fn scan(ctx: &mut Ctx, args: Args) -> CmdResult {
+    let c = parse_cursor(args.get(1))?;
+    let o = parse_scan(args)?;
+    let mut found: Vec<Key> = vec![];
+    let Some(mut cur) = start_cursor(c) else {
+        reply_scan(ctx, 0, &found);
+        return Ok(());
+    };
+    let budget = o.count.saturating_mul(10).max(100);
+    let mut examined = 0usize;
+    let next = loop {
+        examined += scan_part(ctx, &mut cur, &o, &mut found);
+        match cur.next() {
+            None => break 0,
+            Some(n) => cur = n,
+        }
+        if found.len() >= o.count || examined >= budget {
+            break cur.encode();
+        }
+    };
+    reply_scan(ctx, next, &found);
+    Ok(())
+}
+
+/// Where a scan resumes from cursor `c`; a part number beyond its level's
+/// range (a cursor we never returned) resumes at the next shard.
+fn start_cursor(c: u64) -> Option<Cursor> {
+    let cur = Cursor::decode(c);
+    if cur.level > MAX_LEVEL {
+        return None;
+    }
+    let parts = 1u64 << cur.level;
+    if cur.part >= parts {
+        return Cursor {
+            part: parts - 1,
+            ..cur
+        }
+        .next();
+    }
+    Some(cur)
+}
+
+/// Collects the live keys of one part of a shard; returns the entries
+/// examined (an empty shard costs next to nothing, so an empty or nearly
+/// empty database is scanned in one call).
+fn scan_part(ctx: &Ctx, cur: &mut Cursor, o: &ScanOpts, found: &mut Vec<Key>) -> usize {
+    let ks = &ctx.srv.keyspace;
+    let now = ctx.now_ms;
+    let g = ks.db(ctx.db()).lock(cur.shard);
+    if cur.part == 0 {
+        cur.level = choose_level(g.len(), o.count.max(16));
+    }
+    let mask = (1u64 << cur.level) - 1;
+    for e in g.iter() {
+        if mask != 0 && (ks.hasher.hash(&e.key) >> PART_HASH_SHIFT) & mask != cur.part {
+            continue;
+        }
+        if e.is_expired(now) {
+            continue;
+        }
+        if let Some(t) = o.type_name {
+            if !eq_ic(t, e.value.type_name()) {
+                continue;
+            }
+        }
+        if let Some(p) = o.pattern {
+            if !glob_match(p, &e.key, false) {
+                continue;
+            }
+        }
+        found.push(e.key.clone());
+    }
+    g.len()
+}
+
+fn reply_scan(ctx: &mut Ctx, next: u64, keys: &[Key]) {
+    ctx.out.array(2);
+    ctx.out.bulk(next.to_string().as_bytes());
+    ctx.out.array(keys.len());
+    for k in keys {
+        ctx.out.bulk(k);
+    }
+}
+
+// ---------------------------------------------------------------- DEL / UNLINK / EXISTS / TOUCH / TYPE
+
+fn del(ctx: &mut Ctx, args: Args) -> CmdResult {
+    del_generic(ctx, args, b"DEL")
+}
+
+fn unlink(ctx: &mut Ctx, args: Args) -> CmdResult {
+    del_generic(ctx, args, b"UNLINK")
+}
+
+fn del_generic(ctx: &mut Ctx, args: Args, name: &'static [u8]) -> CmdResult {
+    let keys = arg_keys(args, 1);
+    let mut l = ctx.open_many(keys.iter().copied());
+    let mut removed: Vec<&[u8]> = vec![name];
+    for k in &keys {
+        if l.remove(k).is_some() {
+            removed.push(k);
+        }
+    }
+    let n = removed.len() - 1;
+    if n > 0 {
+        let v = ctx.new_version();
+        ctx.propagate(v, &removed);
+    }
+    drop(l);
+    ctx.out.int(n as i64);
+    Ok(())
+}
+
+fn exists(ctx: &mut Ctx, args: Args) -> CmdResult {
+    let keys = arg_keys(args, 1);
+    let mut l = open_no_touch(ctx, &keys);
+    let n = count_hits(ctx, &mut l, &keys);
+    ctx.out.int(n as i64);
+    Ok(())
+}
+
+fn touch(ctx: &mut Ctx, args: Args) -> CmdResult {
+    let keys = arg_keys(args, 1);
+    let mut l = ctx.open_many(keys.iter().copied());
+    let n = count_hits(ctx, &mut l, &keys);
+    ctx.out.int(n as i64);
+    Ok(())
+}
+
+/// How many of `keys` exist (repeats counted), as keyspace hits and misses.
+fn count_hits(ctx: &Ctx, l: &mut Locked, keys: &[&[u8]]) -> usize {
+    let mut n = 0;
+    for k in keys {
+        let found = l.exists(k);
+        ctx.stats.hit(found);
+        n += usize::from(found);
+    }
+    n
+}
+
+fn type_cmd(ctx: &mut Ctx, args: Args) -> CmdResult {
+    let key = args.get(1);
+    let mut l = open_no_touch(ctx, &[key]);
+    let t = l.entry(key).map_or("none", |e| e.value.type_name());
+    ctx.stats.hit(t != "none");
+    ctx.out.simple(t);
+    Ok(())
+}
+
+// ---------------------------------------------------------------- RENAME / RENAMENX
+
+fn rename(ctx: &mut Ctx, args: Args) -> CmdResult {
+    rename_generic(ctx, args, false)
+}
+
+fn renamenx(ctx: &mut Ctx, args: Args) -> CmdResult {
+    rename_generic(ctx, args, true)
+}
+
+fn rename_generic(ctx: &mut Ctx, args: Args, nx: bool) -> CmdResult {
+    let (src, dst) = (args.get(1), args.get(2));
+    let mut l = ctx.open_many([src, dst]);
+    let src_version = l.entry(src).ok_or(CmdError::NoSuchKey)?.version;
+    let dst_version = l.entry(dst).map(|e| e.version);
+    let blocked = src == dst || (nx && dst_version.is_some());
+    if !blocked {
+        let mut e = l.remove(src).expect("checked above");
+        let v = ctx.version_after(src_version.max(dst_version.unwrap_or(0)));
+        e.key = dst.into();
+        e.version = v;
+        l.put_entry(e);
+        ctx.propagate(v, &[b"RENAME", src, dst]);
+    }
+    drop(l);
+    if nx {
+        ctx.out.int(i64::from(!blocked));
+    } else {
+        ctx.out.ok();
+    }
+    Ok(())
+}
+
+// ---------------------------------------------------------------- MOVE / COPY
+
+/// The locked shards of a source key and a destination key, which may be
+/// in different databases or in the very same shard.
+struct Pair<'a> {
+    src: MutexGuard<'a, Shard>,
+    dst: Option<MutexGuard<'a, Shard>>,
+}
+
+impl Pair<'_> {
+    fn src(&mut self) -> &mut Shard {
+        &mut self.src
+    }
+    fn dst(&mut self) -> &mut Shard {
+        match &mut self.dst {
+            Some(g) => g,
+            None => &mut self.src,
+        }
+    }
+}
+
+/// Locks `src_key` in `src_db` and `dst_key` in `dst_db` in the global lock
+/// order and applies lazy expiry to both, as `ctx.open` does.
+fn open_pair<'a>(
+    ctx: &mut Ctx<'a>,
+    (src_db, src_key): (usize, &[u8]),
+    (dst_db, dst_key): (usize, &[u8]),
+) -> Pair<'a> {
+    let ks = &ctx.srv.keyspace;
+    let (ss, ds) = (ks.slot(src_key), ks.slot(dst_key));
+    let (src, dst) = ks.lock_pair((src_db, ss.shard), (dst_db, ds.shard));
+    let mut p = Pair { src, dst };
+    expire_in(ctx, p.src(), src_db, src_key, ss.hash);
+    expire_in(ctx, p.dst(), dst_db, dst_key, ds.hash);
+    if let Some(e) = p.src().find_mut(ss.hash, src_key) {
+        if !ctx.client.no_touch {
+            e.lru = lru_clock(ctx.now_ms);
+        }
+    }
+    p
+}
+
+fn expire_in(ctx: &mut Ctx, shard: &mut Shard, db: usize, key: &[u8], hash: u64) {
+    let due = shard
+        .get_raw(hash, key)
+        .is_some_and(|e| e.is_expired(ctx.now_ms));
+    if due && ctx.replay_version.is_none() {
+        shard.remove(&ctx.srv.keyspace.hasher, hash, key);
+        ctx.propagate_expired(db, key);
+    }
+}
+
+fn move_cmd(ctx: &mut Ctx, args: Args) -> CmdResult {
+    let key = args.get(1);
+    let dst_db = db_arg(ctx, args.get(2))?;
+    let src_db = ctx.db();
+    if dst_db == src_db {
+        return Err(same_object());
+    }
+    let mut p = open_pair(ctx, (src_db, key), (dst_db, key));
+    let hasher = &ctx.srv.keyspace.hasher;
+    let hash = hasher.hash(key);
+    let moved = p.src().get_raw(hash, key).is_some() && p.dst().get_raw(hash, key).is_none();
+    if moved {
+        let mut e = p.src().remove(hasher, hash, key).expect("checked above");
+        let v = ctx.version_after(e.version);
+        e.version = v;
+        p.dst().insert(hasher, hash, e);
+        ctx.propagate(v, &[b"MOVE", key, args.get(2)]);
+    }
+    drop(p);
+    ctx.out.int(i64::from(moved));
+    Ok(())
+}
+
+struct CopyOpts {
+    db: Option<usize>,
+    replace: bool,
+}
+
+fn parse_copy(ctx: &Ctx, args: Args) -> Result<CopyOpts, CmdError> {
+    let mut o = CopyOpts {
+        db: None,
+        replace: false,
+    };
+    let mut i = 3;
+    while i < args.len() {
+        let a = args.get(i);
+        if eq_ic(a, "REPLACE") {
+            o.replace = true;
+        } else if eq_ic(a, "DB") && i + 1 < args.len() {
+            o.db = Some(db_arg(ctx, args.get(i + 1))?);
+            i += 1;
+        } else {
+            return Err(CmdError::Syntax);
+        }
+        i += 1;
+    }
+    Ok(o)
+}
+
+fn copy(ctx: &mut Ctx, args: Args) -> CmdResult {
+    let (src, dst) = (args.get(1), args.get(2));
+    let o = parse_copy(ctx, args)?;
+    let src_db = ctx.db();
+    let dst_db = o.db.unwrap_or(src_db);
+    if src_db == dst_db && src == dst {
+        return Err(same_object());
+    }
+    let mut p = open_pair(ctx, (src_db, src), (dst_db, dst));
+    let hasher = &ctx.srv.keyspace.hasher;
+    let (sh, dh) = (hasher.hash(src), hasher.hash(dst));
+    let Some(se) = p.src().get_raw(sh, src) else {
+        drop(p);
+        ctx.out.int(0);
+        return Ok(());
+    };
+    let (value, expire_at, src_version) = (se.value.clone(), se.expire_at, se.version);
+    let dst_version = p.dst().get_raw(dh, dst).map(|e| e.version);
+    if dst_version.is_some() && !o.replace {
+        drop(p);
+        ctx.out.int(0);
+        return Ok(());
+    }
+    let v = ctx.version_after(src_version.max(dst_version.unwrap_or(0)));
+    let entry = Entry {
+        key: dst.into(),
+        value,
+        expire_at,
+        version: v,
+        lru: lru_clock(ctx.now_ms),
+        lfu: 5,
+    };
+    p.dst().insert(hasher, dh, entry);
+    let db = dst_db.to_string();
+    ctx.propagate(v, &[b"COPY", src, dst, b"DB", db.as_bytes(), b"REPLACE"]);
+    drop(p);
+    ctx.out.int(1);
+    Ok(())
+}
+
+// ---------------------------------------------------------------- OBJECT
+
+fn object_parent(_ctx: &mut Ctx, _args: Args) -> CmdResult {
+    // The dispatcher always resolves a subcommand; this is never reached.
+    Err(CmdError::WrongArity("object".into()))
+}
+
+/// Runs `f` on the entry named by OBJECT's key argument (null if missing),
+/// without refreshing its access time.
+/// The memory policy is read before any shard is locked.
+fn with_object(
+    ctx: &mut Ctx,
+    args: Args,
+    f: impl FnOnce(&Ctx, &Policy, &Entry) -> Result<i64, CmdError>,
+) -> CmdResult {
+    let policy = Policy::read(ctx);
+    let key = args.get(2);
+    let mut l = open_no_touch(ctx, &[key]);
+    let r = match l.entry(key) {
+        None => None,
+        Some(e) => Some(f(ctx, &policy, e)?),
+    };
+    ctx.stats.hit(r.is_some());
+    drop(l);
+    match r {
+        None => ctx.out.null(),
+        Some(n) => ctx.out.int(n),
+    }
+    Ok(())
+}
+
+/// The eviction settings OBJECT's answers depend on.
+struct Policy {
+    lfu: bool,
+    /// Whether values carry their own access data (no shared integers).
+    no_shared: bool,
+}
+
+impl Policy {
+    fn read(ctx: &Ctx) -> Policy {
+        let cfg = ctx.srv.config.read();
+        let p = cfg.get_str("maxmemory-policy");
+        Policy {
+            lfu: p.contains("lfu"),
+            no_shared: cfg.get_i64("maxmemory") != 0 && (p.contains("lru") || p.contains("lfu")),
+        }
+    }
+}
+
+fn object_encoding(ctx: &mut Ctx, args: Args) -> CmdResult {
+    let key = args.get(2);
+    let mut l = open_no_touch(ctx, &[key]);
+    let enc = l.entry(key).map(|e| e.value.encoding());
+    ctx.stats.hit(enc.is_some());
+    drop(l);
+    match enc {
+        Some(e) => ctx.out.bulk(e.as_bytes()),
+        None => ctx.out.null(),
+    }
+    Ok(())
+}
+
+fn object_freq(ctx: &mut Ctx, args: Args) -> CmdResult {
+    with_object(ctx, args, |_, policy, e| {
+        if !policy.lfu {
+            return Err(CmdError::err("An LFU maxmemory policy is not selected, access frequency not tracked. Please note that when switching between policies at runtime LRU and LFU data will take some time to adjust."));
+        }
+        Ok(e.lfu as i64)
+    })
+}
+
+fn object_idletime(ctx: &mut Ctx, args: Args) -> CmdResult {
+    with_object(ctx, args, |ctx, policy, e| {
+        if policy.lfu {
+            return Err(CmdError::err("An LFU maxmemory policy is selected, idle time not tracked. Please note that when switching between policies at runtime LRU and LFU data will take some time to adjust."));
+        }
+        let now = lru_clock(ctx.now_ms);
+        Ok((now.wrapping_sub(e.lru) & 0xFF_FFFF) as i64)
+    })
+}
+
+fn object_refcount(ctx: &mut Ctx, args: Args) -> CmdResult {
+    with_object(ctx, args, |_, policy, e| {
+        // Redis shares the integers 0..10000 unless an LRU/LFU policy with a
+        // memory limit needs per-object access data.
+        Ok(match e.value {
+            Value::Str(StrValue::Int(n)) if (0..10000).contains(&n) && !policy.no_shared => {
+                i32::MAX as i64
+            }
+            _ => 1,
+        })
+    })
+}
+
+const OBJECT_HELP: &[&str] = &[
+    "OBJECT <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+    "ENCODING <key>",
+    "    Return the kind of internal representation used in order to store the value",
+    "    associated with a <key>.",
+    "FREQ <key>",
+    "    Return the access frequency index of the <key>. The returned integer is",
+    "    proportional to the logarithm of the recent access frequency of the key.",
+    "IDLETIME <key>",
+    "    Return the idle time of the <key>, that is the approximated number of",
+    "    seconds elapsed since the last access to the key.",
+    "REFCOUNT <key>",
+    "    Return the number of references of the value associated with the specified",
+    "    <key>.",
+    "HELP",
+    "    Prints this help.",
+];
+
+fn object_help(ctx: &mut Ctx, _args: Args) -> CmdResult {
+    ctx.out.array(OBJECT_HELP.len());
+    for l in OBJECT_HELP {
+        ctx.out.simple(l);
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cursor_roundtrip_and_walk() {
+        let c = Cursor {
+            shard: 7,
+            level: 3,
+            part: 5,
+        };
+        assert_eq!(Cursor::decode(c.encode()), c);
+        let n = c.next().unwrap();
+        assert_eq!((n.shard, n.part), (7, 6));
+        let last = Cursor { part: 7, ..c };
+        assert_eq!(last.next().unwrap().encode(), 8);
+        let end = Cursor {
+            shard: SHARDS - 1,
+            level: 0,
+            part: 0,
+        };
+        assert!(end.next().is_none());
+    }
+
+    #[test]
+    fn levels() {
+        assert_eq!(choose_level(0, 10), 0);
+        assert_eq!(choose_level(10, 10), 0);
+        assert_eq!(choose_level(11, 10), 1);
+        assert_eq!(choose_level(600, 10), 6);
+        assert_eq!(choose_level(1000, 10), MAX_LEVEL);
+        assert_eq!(choose_level(usize::MAX / 2, 1), MAX_LEVEL);
+    }
+
+    #[test]
+    fn cursors_parse_like_strtoul() {
+        assert_eq!(parse_cursor(b"0"), Ok(0));
+        assert_eq!(parse_cursor(b"-1"), Ok(u64::MAX));
+        assert!(parse_cursor(b"18446744073709551616").is_err());
+        assert!(parse_cursor(b"x").is_err());
+        assert!(parse_cursor(b"").is_err());
+    }
+}

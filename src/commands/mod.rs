@@ -23,7 +23,8 @@ pub mod server_cmds;
 pub mod strings;
 pub mod util;
 
-use std::collections::HashMap;
+// hashbrown (foldhash) rather than std (SipHash): the table is looked up once per command.
+use hashbrown::HashMap;
 use std::sync::Arc;
 
 pub use error::CmdError;
@@ -60,6 +61,8 @@ pub mod flags {
     pub const ALLOW_BUSY: u32 = 1 << 15;
     pub const NO_MANDATORY_KEYS: u32 = 1 << 16;
 
+    /// Flag names in the order Redis 7 prints them in COMMAND INFO, except
+    /// `allow_busy`, which Redis prints after the derived `movablekeys`.
     pub const NAMES: &[(u32, &str)] = &[
         (WRITE, "write"),
         (READONLY, "readonly"),
@@ -75,9 +78,8 @@ pub mod flags {
         (FAST, "fast"),
         (NO_AUTH, "no_auth"),
         (MAY_REPLICATE, "may_replicate"),
-        (NO_MULTI, "no_multi"),
-        (ALLOW_BUSY, "allow_busy"),
         (NO_MANDATORY_KEYS, "no_mandatory_keys"),
+        (NO_MULTI, "no_multi"),
     ];
 }
 
@@ -377,4 +379,58 @@ pub fn replay(
         replay_version: Some(effect.version),
     };
     (cmd.handler)(&mut ctx, args).map_err(|e| e.render())
+}
+
+/// Runs one command in-process as a connection would (command and subcommand
+/// lookup, arity check), for tests and tools that drive a [`Server`] without
+/// sockets. Returns the RESP reply, or the error line without its '-'.
+pub fn run_local(
+    srv: &Arc<Server>,
+    clock: &mut Hlc,
+    stats: &WorkerStats,
+    client: &mut ClientState,
+    argv: &[&[u8]],
+) -> Result<Vec<u8>, String> {
+    let mut spans = Vec::with_capacity(argv.len());
+    let mut off = 0;
+    for a in argv {
+        spans.push(off..off + a.len());
+        off += a.len();
+    }
+    let flat: Vec<u8> = argv.concat();
+    let args = Args::new(&flat, &spans);
+    if args.is_empty() {
+        return Err("ERR empty command".into());
+    }
+    let unknown = || format!("ERR unknown command '{}'", String::from_utf8_lossy(argv[0]));
+    let mut id = srv.commands.lookup(args.get(0)).ok_or_else(unknown)?;
+    if srv.commands.has_subcommands(id) {
+        let name = srv.commands.get(id).name.to_string();
+        if args.len() < 2 {
+            return Err(CmdError::WrongArity(name).render());
+        }
+        id = srv.commands.lookup_sub(id, args.get(1)).ok_or_else(|| {
+            CmdError::UnknownSubcommand {
+                cmd: name,
+                sub: String::from_utf8_lossy(args.get(1)).into_owned(),
+            }
+            .render()
+        })?;
+    }
+    let cmd = srv.commands.get(id);
+    if !cmd.arity_ok(args.len()) {
+        return Err(CmdError::WrongArity(srv.commands.full_names[id].clone()).render());
+    }
+    let mut out = ReplyBuf::new(client.resp);
+    let mut ctx = Ctx {
+        srv,
+        client,
+        out: &mut out,
+        clock,
+        stats,
+        now_ms: crate::keyspace::hlc::unix_ms(),
+        replay_version: None,
+    };
+    (cmd.handler)(&mut ctx, args).map_err(|e| e.render())?;
+    Ok(out.buf)
 }

@@ -59,10 +59,13 @@ pub fn lossy(a: &[u8]) -> String {
 
 /// Redis's glob matcher (stringmatchlen): `*`, `?`, `[a-z]`, `[^x]`, `\x`.
 pub fn glob_match(pattern: &[u8], s: &[u8], nocase: bool) -> bool {
-    glob_rec(pattern, s, nocase, 0)
+    glob_rec(pattern, s, nocase, 0, &mut false)
 }
 
-fn glob_rec(p: &[u8], s: &[u8], nocase: bool, depth: usize) -> bool {
+/// `skip` is set once a `*` has tried every rest of the string in vain: then
+/// no enclosing `*` can succeed by consuming more, so matching stops there
+/// instead of going exponential (Redis's skipLongerMatches, CVE-2022-36021).
+fn glob_rec(p: &[u8], s: &[u8], nocase: bool, depth: usize, skip: &mut bool) -> bool {
     if depth > 1000 {
         return false;
     }
@@ -84,10 +87,14 @@ fn glob_rec(p: &[u8], s: &[u8], nocase: bool, depth: usize) -> bool {
                     return true;
                 }
                 for k in si..=s.len() {
-                    if glob_rec(&p[pi + 1..], &s[k..], nocase, depth + 1) {
+                    if glob_rec(&p[pi + 1..], &s[k..], nocase, depth + 1, skip) {
                         return true;
                     }
+                    if *skip {
+                        return false;
+                    }
                 }
+                *skip = true;
                 return false;
             }
             b'?' => {
@@ -181,6 +188,10 @@ mod tests {
         assert!(!glob_match(b"key:*:x", b"key:12:y", false));
         assert!(glob_match(b"a\\*b", b"a*b", false));
         assert!(glob_match(b"FOO*", b"foobar", true));
+        let nested = b"a*a*a*a*a*a*a*a*a*a*a*a*a*a*a*a*a*a*a*a*a*a*a*a*a*a*a*a*a*a*b";
+        assert!(!glob_match(nested, &[b'a'; 90], false));
+        assert!(glob_match(b"*a*b*c", b"xxaxxbxxc", false));
+        assert!(!glob_match(b"*a*b*c", b"xxaxxcxxb", false));
     }
 
     #[test]

@@ -1,26 +1,65 @@
-//! The table of every redis.conf / keydb.conf directive we recognise.
+//! The table of every redis.conf (Redis 7.0/7.2) and keydb.conf (KeyDB 6.3)
+//! directive we recognise, with its kind, default, status and mutability.
+//!
+//! The Redis part was taken from what a real Redis 7.0 answers to `CONFIG GET *`
+//! and to `CONFIG SET` probes (types, ranges, enums, immutability), plus the
+//! 7.2 additions and the KeyDB-only directives. Aliases (`slaveof`,
+//! `hash-max-ziplist-entries`, ...) hang off their canonical directive, as in
+//! Redis's `standardConfig` table. A handful of directives that are not
+//! values at all (`include`, `rename-command`, `user`, `loadmodule`,
+//! `sentinel`) are handled by the parser in `parse.rs`.
+
+use super::parse::parse_memory;
 
 /// How a directive's value is checked and normalised.
 #[derive(Clone, Copy, Debug)]
 pub enum Kind {
     Bool,
-    /// Integer in [min, max].
+    /// Integer in [min, max] (plain digits: units are for memory kinds).
     Int(i64, i64),
-    /// A memory size ("1gb", "512mb", "100") in [0, max].
-    Memory(i64),
+    /// A memory size ("1gb", "512mb", "100") in [0, i64::MAX].
+    Memory,
+    /// A memory size or a percentage ("10%").
+    MemOrPercent,
+    /// An octal integer (unixsocketperm).
+    Octal,
     /// One of the listed words.
     Enum(&'static [&'static str]),
     /// Any single string.
     Str,
-    /// Any number of words (bind, save, client-output-buffer-limit...).
+    /// Any number of words (storage-provider...).
     Words,
+    /// One or more addresses.
+    Bind,
+    /// `save ""` or pairs of `seconds changes`.
+    Save,
+    /// `<class> <hard> <soft> <seconds>` groups.
+    ClientOutputBuffer,
+    /// Three integers in [-2000, 2000].
+    OomValues,
+    /// Floats in [0, 100].
+    Percentiles,
+    /// Keyspace event classes.
+    NotifyEvents,
+    /// `host port`, or `no one` (stored as "").
+    ReplicaOf,
 }
+
+pub const INT: i64 = i32::MAX as i64;
+pub const UINT: i64 = u32::MAX as i64;
+pub const LONG: i64 = i64::MAX;
 
 impl Kind {
     /// Checks `args` and returns the value as CONFIG GET shows it.
     pub fn normalize(&self, args: &[String]) -> Result<String, String> {
         match self {
             Kind::Words => return Ok(args.join(" ")),
+            Kind::Bind => return norm_bind(args),
+            Kind::Save => return norm_save(args),
+            Kind::ClientOutputBuffer => return norm_cob(args),
+            Kind::OomValues => return norm_oom(args),
+            Kind::Percentiles => return norm_percentiles(args),
+            Kind::ReplicaOf => return norm_replicaof(args),
             _ if args.len() != 1 => return Err("wrong number of arguments".into()),
             _ => {}
         }
@@ -32,7 +71,8 @@ impl Kind {
                 _ => Err("argument must be 'yes' or 'no'".into()),
             },
             Kind::Int(min, max) => {
-                let v: i64 = super::parse::parse_memory(a)
+                let v: i64 = a
+                    .parse()
                     .map_err(|_| "argument couldn't be parsed into an integer".to_string())?;
                 if v < min || v > max {
                     return Err(format!(
@@ -41,14 +81,20 @@ impl Kind {
                 }
                 Ok(v.to_string())
             }
-            Kind::Memory(max) => {
-                let v = super::parse::parse_memory(a)
-                    .map_err(|_| "argument must be a memory value".to_string())?;
-                if v < 0 || v > max {
-                    return Err(format!("argument must be between 0 and {max} inclusive"));
+            Kind::Memory => {
+                let v =
+                    parse_memory(a).map_err(|_| "argument must be a memory value".to_string())?;
+                if v < 0 {
+                    return Err("argument must be a memory value".into());
                 }
                 Ok(v.to_string())
             }
+            Kind::MemOrPercent => norm_mem_or_percent(a),
+            Kind::Octal => match i64::from_str_radix(a, 8) {
+                Ok(v) if (0..=0o777).contains(&v) => Ok(format!("{v:o}")),
+                Ok(_) => Err("argument must be between 0 and 511 inclusive".into()),
+                Err(_) => Err("argument couldn't be parsed as an octal number".into()),
+            },
             Kind::Enum(words) => {
                 let l = a.to_ascii_lowercase();
                 if words.contains(&l.as_str()) {
@@ -60,9 +106,176 @@ impl Kind {
                     ))
                 }
             }
-            Kind::Str => Ok(a.clone()),
-            Kind::Words => unreachable!("handled above"),
+            Kind::NotifyEvents => norm_events(a),
+            _ => Ok(a.clone()),
         }
+    }
+}
+
+fn norm_mem_or_percent(a: &str) -> Result<String, String> {
+    let bad = || "argument must be a memory or percent value".to_string();
+    if let Some(p) = a.strip_suffix('%') {
+        let v: i64 = p.parse().map_err(|_| bad())?;
+        if v < 0 {
+            return Err(bad());
+        }
+        return Ok(format!("{v}%"));
+    }
+    match parse_memory(a) {
+        Ok(v) if v >= 0 => Ok(v.to_string()),
+        _ => Err(bad()),
+    }
+}
+
+fn norm_bind(args: &[String]) -> Result<String, String> {
+    if args.len() > 16 {
+        return Err("Too many bind addresses specified.".into());
+    }
+    Ok(args.join(" "))
+}
+
+fn norm_save(args: &[String]) -> Result<String, String> {
+    let bad = || "Invalid save parameters".to_string();
+    if args.len() == 1 && args[0].is_empty() {
+        return Ok(String::new());
+    }
+    let words: Vec<&str> = args.iter().flat_map(|a| a.split_whitespace()).collect();
+    if words.is_empty() || !words.len().is_multiple_of(2) {
+        return Err(bad());
+    }
+    for w in &words {
+        match w.parse::<i64>() {
+            Ok(v) if v >= 0 => {}
+            _ => return Err(bad()),
+        }
+    }
+    Ok(words
+        .iter()
+        .map(|w| w.parse::<i64>().unwrap_or(0).to_string())
+        .collect::<Vec<_>>()
+        .join(" "))
+}
+
+/// Validates `class hard soft secs` groups; returns them normalised (only the
+/// given classes: the caller merges them into the current value).
+fn norm_cob(args: &[String]) -> Result<String, String> {
+    let words: Vec<&str> = args.iter().flat_map(|a| a.split_whitespace()).collect();
+    if words.is_empty() || !words.len().is_multiple_of(4) {
+        return Err("Wrong number of arguments in buffer limit configuration.".into());
+    }
+    let mut out = vec![];
+    for g in words.chunks(4) {
+        let class = match g[0].to_ascii_lowercase().as_str() {
+            "normal" => "normal",
+            "slave" | "replica" => "slave",
+            "pubsub" => "pubsub",
+            _ => {
+                return Err("Invalid client class specified in buffer limit configuration.".into())
+            }
+        };
+        let hard = parse_memory(g[1]);
+        let soft = parse_memory(g[2]);
+        let secs = g[3].parse::<i64>();
+        match (hard, soft, secs) {
+            (Ok(h), Ok(s), Ok(t)) if h >= 0 && s >= 0 && t >= 0 => {
+                out.push(format!("{class} {h} {s} {t}"))
+            }
+            _ => {
+                return Err(
+                    "Error in hard, soft or soft_seconds setting in buffer limit configuration."
+                        .into(),
+                )
+            }
+        }
+    }
+    Ok(out.join(" "))
+}
+
+/// Merges normalised client-output-buffer-limit groups into `current`.
+pub fn merge_cob(current: &str, update: &str) -> String {
+    let mut groups: Vec<Vec<String>> = current
+        .split_whitespace()
+        .map(String::from)
+        .collect::<Vec<_>>()
+        .chunks(4)
+        .map(|c| c.to_vec())
+        .collect();
+    let upd: Vec<String> = update.split_whitespace().map(String::from).collect();
+    for g in upd.chunks(4) {
+        match groups.iter_mut().find(|x| x[0] == g[0]) {
+            Some(x) => *x = g.to_vec(),
+            None => groups.push(g.to_vec()),
+        }
+    }
+    groups.concat().join(" ")
+}
+
+fn norm_oom(args: &[String]) -> Result<String, String> {
+    let words: Vec<&str> = args.iter().flat_map(|a| a.split_whitespace()).collect();
+    if words.len() != 3 {
+        return Err("wrong number of arguments".into());
+    }
+    let mut out = vec![];
+    for w in words {
+        match w.parse::<i64>() {
+            Ok(v) if (-2000..=2000).contains(&v) => out.push(v.to_string()),
+            _ => {
+                return Err(
+                    "Invalid oom-score-adj-values, elements must be between -2000 and 2000.".into(),
+                )
+            }
+        }
+    }
+    Ok(out.join(" "))
+}
+
+fn norm_percentiles(args: &[String]) -> Result<String, String> {
+    let words: Vec<&str> = args.iter().flat_map(|a| a.split_whitespace()).collect();
+    let mut out = vec![];
+    for w in words {
+        let v: f64 = w
+            .parse()
+            .map_err(|_| "Invalid latency-tracking-info-percentiles parameters".to_string())?;
+        if !(0.0..=100.0).contains(&v) {
+            return Err(
+                "latency-tracking-info-percentiles parameters should sit between [0.0,100.0]"
+                    .into(),
+            );
+        }
+        out.push(format!("{v}"));
+    }
+    Ok(out.join(" "))
+}
+
+/// Keyspace event classes, normalised as Redis shows them: `A` (or the
+/// single classes `g$lshzxetd`), then `K`, `E`, `m`, `n`.
+fn norm_events(a: &str) -> Result<String, String> {
+    const ALL: &str = "g$lshzxetd";
+    const OK: &str = "Ag$lshzxeKEtmdn";
+    if a.chars().any(|c| !OK.contains(c)) {
+        return Err("Invalid event class character. Use 'Ag$lshzxeKEtmdn'.".into());
+    }
+    let has = |c: char| a.contains(c) || (a.contains('A') && ALL.contains(c));
+    let mut out = String::new();
+    if ALL.chars().all(has) {
+        out.push('A');
+    } else {
+        out.extend(ALL.chars().filter(|&c| has(c)));
+    }
+    out.extend("KEmn".chars().filter(|&c| a.contains(c)));
+    Ok(out)
+}
+
+fn norm_replicaof(args: &[String]) -> Result<String, String> {
+    if args.len() != 2 {
+        return Err("wrong number of arguments".into());
+    }
+    if args[0].eq_ignore_ascii_case("no") && args[1].eq_ignore_ascii_case("one") {
+        return Ok(String::new());
+    }
+    match args[1].parse::<u16>() {
+        Ok(p) => Ok(format!("{} {p}", args[0])),
+        Err(_) => Err("Invalid master port".into()),
     }
 }
 
@@ -86,82 +299,377 @@ pub struct Directive {
     pub status: Status,
     /// May CONFIG SET change it at run time?
     pub mutable: bool,
+    /// Settable only with `enable-protected-configs` (Redis's PROTECTED_CONFIG).
+    pub protected: bool,
 }
 
-const fn d(
-    name: &'static str,
-    kind: Kind,
-    default: &'static str,
-    status: Status,
-    mutable: bool,
-) -> Directive {
+impl Directive {
+    const fn built(mut self) -> Self {
+        self.status = Status::Built;
+        self
+    }
+    const fn refused(mut self) -> Self {
+        self.status = Status::Refused;
+        self
+    }
+    const fn imm(mut self) -> Self {
+        self.mutable = false;
+        self
+    }
+    const fn prot(mut self) -> Self {
+        self.protected = true;
+        self
+    }
+    const fn alias(mut self, aliases: &'static [&'static str]) -> Self {
+        self.aliases = aliases;
+        self
+    }
+}
+
+/// An accepted, mutable directive; builders adjust the rest.
+const fn d(name: &'static str, kind: Kind, default: &'static str) -> Directive {
     Directive {
         name,
         aliases: &[],
         kind,
         default,
-        status,
-        mutable,
+        status: Status::Accepted,
+        mutable: true,
+        protected: false,
     }
 }
 
-const fn alias(mut dir: Directive, aliases: &'static [&'static str]) -> Directive {
-    dir.aliases = aliases;
-    dir
-}
-
 use Kind::*;
-use Status::*;
-
-const LONG: i64 = i64::MAX;
 
 pub static DIRECTIVES: &[Directive] = &[
-    d("port", Int(0, 65535), "6379", Built, false),
-    d("bind", Words, "127.0.0.1 -::1", Built, false),
-    d("protected-mode", Bool, "yes", Built, true),
-    d("databases", Int(1, i32::MAX as i64), "16", Built, false),
-    alias(
-        d("server-threads", Int(0, 256), "0", Built, false),
-        &["io-threads"],
+    // Redis 7.0 (CONFIG GET *), in alphabetical order.
+    d(
+        "acl-pubsub-default",
+        Enum(&["allchannels", "resetchannels"]),
+        "resetchannels",
     ),
-    d("server-thread-affinity", Str, "no", Built, false),
-    d("hz", Int(1, 500), "10", Built, true),
+    d("aclfile", Str, "").refused().imm(),
+    d("acllog-max-len", Int(0, LONG), "128"),
+    d("active-defrag-cycle-max", Int(1, 99), "25"),
+    d("active-defrag-cycle-min", Int(1, 99), "1"),
+    d("active-defrag-ignore-bytes", Memory, "104857600"),
+    d("active-defrag-max-scan-fields", Int(1, LONG), "1000"),
+    d("active-defrag-threshold-lower", Int(0, 1000), "10"),
+    d("active-defrag-threshold-upper", Int(0, 1000), "100"),
+    d("active-expire-effort", Int(1, 10), "1"),
+    d("activedefrag", Bool, "no"),
+    d("activerehashing", Bool, "yes"),
+    d("always-show-logo", Bool, "no").imm(),
+    d("aof-disable-auto-gc", Bool, "no"),
+    d("aof-load-truncated", Bool, "yes"),
+    d("aof-rewrite-incremental-fsync", Bool, "yes"),
+    d("aof-timestamp-enabled", Bool, "no"),
+    d("aof-use-rdb-preamble", Bool, "yes"),
+    d("aof_rewrite_cpulist", Str, "").imm(),
+    d("appenddirname", Str, "appendonlydir").imm(),
+    d("appendfilename", Str, "appendonly.aof").imm(),
+    d(
+        "appendfsync",
+        Enum(&["everysec", "always", "no"]),
+        "everysec",
+    ),
+    d("appendonly", Bool, "no"),
+    d("auto-aof-rewrite-min-size", Memory, "67108864"),
+    d("auto-aof-rewrite-percentage", Int(0, INT), "100"),
+    d("bgsave_cpulist", Str, "").imm(),
+    d("bind-source-addr", Str, ""),
+    d("bio_cpulist", Str, "").imm(),
+    d("busy-reply-threshold", Int(0, LONG), "5000").alias(&["lua-time-limit"]),
+    d(
+        "client-output-buffer-limit",
+        ClientOutputBuffer,
+        "normal 0 0 0 slave 268435456 67108864 60 pubsub 33554432 8388608 60",
+    ),
+    d("client-query-buffer-limit", Memory, "1073741824").built(),
+    d("cluster-allow-pubsubshard-when-down", Bool, "yes"),
+    d("cluster-allow-reads-when-down", Bool, "no"),
+    d("cluster-allow-replica-migration", Bool, "yes"),
+    d("cluster-announce-bus-port", Int(0, 65535), "0"),
+    d("cluster-announce-hostname", Str, ""),
+    d("cluster-announce-ip", Str, ""),
+    d("cluster-announce-port", Int(0, 65535), "0"),
+    d("cluster-announce-tls-port", Int(0, 65535), "0"),
+    d("cluster-config-file", Str, "nodes.conf").imm(),
+    d("cluster-enabled", Bool, "no").imm(),
+    d("cluster-link-sendbuf-limit", Memory, "0"),
+    d("cluster-migration-barrier", Int(0, INT), "1"),
+    d("cluster-node-timeout", Int(0, LONG), "15000"),
+    d("cluster-port", Int(0, 65535), "0").imm(),
+    d(
+        "cluster-preferred-endpoint-type",
+        Enum(&["ip", "hostname", "unknown-endpoint"]),
+        "ip",
+    ),
+    d("cluster-replica-no-failover", Bool, "no").alias(&["cluster-slave-no-failover"]),
+    d("cluster-replica-validity-factor", Int(0, INT), "10")
+        .alias(&["cluster-slave-validity-factor"]),
+    d("cluster-require-full-coverage", Bool, "yes"),
+    d("crash-log-enabled", Bool, "yes"),
+    d("crash-memcheck-enabled", Bool, "yes"),
+    d("daemonize", Bool, "no").built().imm(),
+    d("databases", Int(1, INT), "16").built().imm(),
+    d("disable-thp", Bool, "yes").imm(),
+    d("dynamic-hz", Bool, "yes"),
+    d("enable-debug-command", Enum(&["no", "yes", "local"]), "no").imm(),
+    d("enable-module-command", Enum(&["no", "yes", "local"]), "no").imm(),
+    d(
+        "enable-protected-configs",
+        Enum(&["no", "yes", "local"]),
+        "no",
+    )
+    .built()
+    .imm(),
+    d("hash-max-listpack-entries", Int(0, LONG), "512").alias(&["hash-max-ziplist-entries"]),
+    d("hash-max-listpack-value", Memory, "64").alias(&["hash-max-ziplist-value"]),
+    d("hll-sparse-max-bytes", Memory, "3000"),
+    d("hz", Int(0, INT), "10").built(),
+    d("ignore-warnings", Str, ""),
+    d("io-threads-do-reads", Bool, "no").imm(),
+    d("jemalloc-bg-thread", Bool, "yes"),
+    d("latency-monitor-threshold", Int(0, LONG), "0").built(),
+    d("latency-tracking", Bool, "yes"),
+    d(
+        "latency-tracking-info-percentiles",
+        Percentiles,
+        "50 99 99.9",
+    ),
+    d("lazyfree-lazy-eviction", Bool, "no"),
+    d("lazyfree-lazy-expire", Bool, "no"),
+    d("lazyfree-lazy-server-del", Bool, "no"),
+    d("lazyfree-lazy-user-del", Bool, "no"),
+    d("lazyfree-lazy-user-flush", Bool, "no"),
+    d("lfu-decay-time", Int(0, INT), "1"),
+    d("lfu-log-factor", Int(0, INT), "10"),
+    d("list-compress-depth", Int(0, INT), "0"),
+    d("list-max-listpack-size", Int(-INT, INT), "-2").alias(&["list-max-ziplist-size"]),
+    d("logfile", Str, "").built().imm(),
     d(
         "loglevel",
         Enum(&["debug", "verbose", "notice", "warning", "nothing"]),
         "notice",
-        Built,
-        true,
-    ),
-    d("logfile", Str, "", Built, false),
-    d("daemonize", Bool, "no", Accepted, false),
-    d("pidfile", Str, "", Built, false),
-    d("dir", Str, "./", Built, true),
-    d("dbfilename", Str, "dump.rdb", Accepted, true),
-    d("proto-max-bulk-len", Memory(LONG), "536870912", Built, true),
+    )
+    .built(),
+    d("masterauth", Str, ""),
+    d("masteruser", Str, ""),
+    d("maxclients", Int(1, UINT), "10000").built(),
+    d("maxmemory", Memory, "0"),
+    d("maxmemory-clients", MemOrPercent, "0"),
+    d("maxmemory-eviction-tenacity", Int(0, 100), "10"),
     d(
-        "client-query-buffer-limit",
-        Memory(LONG),
-        "1073741824",
-        Built,
-        true,
+        "maxmemory-policy",
+        Enum(&[
+            "volatile-lru",
+            "volatile-lfu",
+            "volatile-random",
+            "volatile-ttl",
+            "allkeys-lru",
+            "allkeys-lfu",
+            "allkeys-random",
+            "noeviction",
+        ]),
+        "noeviction",
     ),
-    d("maxclients", Int(1, LONG), "10000", Built, true),
-    d("timeout", Int(0, i32::MAX as i64), "0", Built, true),
-    d("tcp-keepalive", Int(0, i32::MAX as i64), "300", Built, true),
-    d("unixsocket", Str, "", Built, false),
-    d("unixsocketperm", Str, "0", Built, false),
-    d("requirepass", Str, "", Built, true),
+    d("maxmemory-samples", Int(1, INT), "5"),
+    d("min-replicas-max-lag", Int(0, INT), "10").alias(&["min-slaves-max-lag"]),
+    d("min-replicas-to-write", Int(0, INT), "0").alias(&["min-slaves-to-write"]),
+    d("no-appendfsync-on-rewrite", Bool, "no"),
+    d("notify-keyspace-events", NotifyEvents, ""),
     d(
-        "slowlog-log-slower-than",
-        Int(-1, LONG),
-        "10000",
-        Built,
-        true,
+        "oom-score-adj",
+        Enum(&["no", "yes", "relative", "absolute"]),
+        "no",
     ),
-    d("slowlog-max-len", Int(0, LONG), "128", Built, true),
-    d("latency-monitor-threshold", Int(0, LONG), "0", Built, true),
-    d("save", Words, "3600 1 300 100 60 10000", Accepted, true),
-    d("appendonly", Bool, "no", Accepted, true),
-    d("maxmemory", Memory(LONG), "0", Accepted, true),
+    d("oom-score-adj-values", OomValues, "0 200 800"),
+    d("pidfile", Str, "").built().imm(),
+    d(
+        "proc-title-template",
+        Str,
+        "{title} {listen-addr} {server-mode}",
+    ),
+    d(
+        "propagation-error-behavior",
+        Enum(&["ignore", "panic", "panic-on-replicas"]),
+        "ignore",
+    ),
+    d("protected-mode", Bool, "yes").built(),
+    d("proto-max-bulk-len", Memory, "536870912").built(),
+    d("rdb-del-sync-files", Bool, "no"),
+    d("rdb-save-incremental-fsync", Bool, "yes"),
+    d("rdbchecksum", Bool, "yes").imm(),
+    d("rdbcompression", Bool, "yes"),
+    d("repl-backlog-size", Memory, "1048576"),
+    d("repl-backlog-ttl", Int(0, LONG), "3600"),
+    d("repl-disable-tcp-nodelay", Bool, "no"),
+    d(
+        "repl-diskless-load",
+        Enum(&["disabled", "on-empty-db", "swapdb"]),
+        "disabled",
+    ),
+    d("repl-diskless-sync", Bool, "yes"),
+    d("repl-diskless-sync-delay", Int(0, INT), "5"),
+    d("repl-diskless-sync-max-replicas", Int(0, INT), "0"),
+    d("repl-ping-replica-period", Int(1, INT), "10").alias(&["repl-ping-slave-period"]),
+    d("repl-timeout", Int(1, INT), "60"),
+    d("replica-announce-ip", Str, "").alias(&["slave-announce-ip"]),
+    d("replica-announce-port", Int(0, 65535), "0").alias(&["slave-announce-port"]),
+    d("replica-announced", Bool, "yes"),
+    d("replica-ignore-disk-write-errors", Bool, "no"),
+    d("replica-ignore-maxmemory", Bool, "yes").alias(&["slave-ignore-maxmemory"]),
+    d("replica-lazy-flush", Bool, "no").alias(&["slave-lazy-flush"]),
+    d("replica-priority", Int(0, INT), "100").alias(&["slave-priority"]),
+    d("replica-read-only", Bool, "yes").alias(&["slave-read-only"]),
+    d("replica-serve-stale-data", Bool, "yes").alias(&["slave-serve-stale-data"]),
+    d("replicaof", ReplicaOf, "").imm().alias(&["slaveof"]),
+    d(
+        "sanitize-dump-payload",
+        Enum(&["no", "yes", "clients"]),
+        "no",
+    ),
+    d("save", Save, "3600 1 300 100 60 10000"),
+    d("server_cpulist", Str, "").imm(),
+    d("set-max-intset-entries", Int(0, LONG), "512"),
+    d("set-proc-title", Bool, "yes").imm(),
+    d(
+        "shutdown-on-sigint",
+        Enum(&["default", "save", "nosave", "now", "force"]),
+        "default",
+    ),
+    d(
+        "shutdown-on-sigterm",
+        Enum(&["default", "save", "nosave", "now", "force"]),
+        "default",
+    ),
+    d("shutdown-timeout", Int(0, INT), "10"),
+    d("slowlog-log-slower-than", Int(-1, LONG), "10000").built(),
+    d("slowlog-max-len", Int(0, LONG), "128").built(),
+    d("socket-mark-id", Int(0, UINT), "0").imm(),
+    d("stop-writes-on-bgsave-error", Bool, "yes"),
+    d("stream-node-max-bytes", Memory, "4096"),
+    d("stream-node-max-entries", Int(0, LONG), "100"),
+    d(
+        "supervised",
+        Enum(&["upstart", "systemd", "auto", "no"]),
+        "no",
+    )
+    .imm(),
+    d("syslog-enabled", Bool, "no").imm(),
+    d(
+        "syslog-facility",
+        Enum(&[
+            "user", "local0", "local1", "local2", "local3", "local4", "local5", "local6", "local7",
+        ]),
+        "local0",
+    )
+    .imm(),
+    d("syslog-ident", Str, "redis").imm(),
+    d("tcp-backlog", Int(0, INT), "511").imm(),
+    d("tcp-keepalive", Int(0, INT), "300").built(),
+    d("timeout", Int(0, INT), "0").built(),
+    d("tls-auth-clients", Enum(&["no", "yes", "optional"]), "yes"),
+    d("tls-ca-cert-dir", Str, "").refused(),
+    d("tls-ca-cert-file", Str, "").refused(),
+    d("tls-cert-file", Str, "").refused(),
+    d("tls-ciphers", Str, ""),
+    d("tls-ciphersuites", Str, ""),
+    d("tls-client-cert-file", Str, "").refused(),
+    d("tls-client-key-file", Str, "").refused(),
+    d("tls-client-key-file-pass", Str, "").refused(),
+    d("tls-cluster", Bool, "no").refused(),
+    d("tls-dh-params-file", Str, "").refused(),
+    d("tls-key-file", Str, "").refused(),
+    d("tls-key-file-pass", Str, "").refused(),
+    d("tls-port", Int(0, 65535), "0").refused(),
+    d("tls-prefer-server-ciphers", Bool, "no"),
+    d("tls-protocols", Str, ""),
+    d("tls-replication", Bool, "no").refused(),
+    d("tls-session-cache-size", Int(0, INT), "20480"),
+    d("tls-session-cache-timeout", Int(0, INT), "300"),
+    d("tls-session-caching", Bool, "yes"),
+    d("tracking-table-max-keys", Int(0, LONG), "1000000"),
+    d("unixsocket", Str, "").built().imm(),
+    d("unixsocketperm", Octal, "0").built().imm(),
+    d("zset-max-listpack-entries", Int(0, LONG), "128").alias(&["zset-max-ziplist-entries"]),
+    d("zset-max-listpack-value", Memory, "64").alias(&["zset-max-ziplist-value"]),
+    d("port", Int(0, 65535), "6379").built().imm(),
+    d("bind", Bind, "127.0.0.1 -::1").built().imm(),
+    d("dir", Str, "./").built().prot(),
+    d("dbfilename", Str, "dump.rdb").prot(),
+    d("requirepass", Str, "").built(),
+    // Hidden (debug) Redis configs.
+    d("rdb-key-save-delay", Int(LONG.wrapping_neg(), LONG), "0"),
+    d("key-load-delay", Int(LONG.wrapping_neg(), LONG), "0"),
+    d(
+        "loading-process-events-interval-bytes",
+        Int(1024, INT),
+        "2097152",
+    ),
+    // Redis 7.2 additions.
+    d("locale-collate", Str, ""),
+    d("set-max-listpack-entries", Int(0, LONG), "128"),
+    d("set-max-listpack-value", Int(0, LONG), "64"),
+    d("req-res-logfile", Str, "").imm(),
+    d("watchdog-period", Int(0, INT), "0"),
+    d("client-default-resp", Int(2, 3), "2").imm(),
+    d("cluster-ping-interval", Int(0, LONG), "0"),
+    d("cluster-announce-human-nodename", Str, ""),
+    // KeyDB 6.3 (keydb.conf and its config.cpp).
+    d("server-threads", Int(0, 256), "0")
+        .built()
+        .imm()
+        .alias(&["io-threads"]),
+    d("server-thread-affinity", Str, "no").imm(),
+    d("active-replica", Bool, "no").imm(),
+    d("multi-master", Bool, "no").imm(),
+    d("multi-master-no-forward", Bool, "no"),
+    d("replica-weighting-factor", Int(1, INT), "2").alias(&["slave-weighting-factor"]),
+    d("replica-quorum", Int(-1, INT), "-1"),
+    d("storage-provider", Words, "none").imm(),
+    d("storage-provider-options", Str, "").imm(),
+    d("storage-flush-period", Int(1, 10000), "500"),
+    d(
+        "storage-cache-mode",
+        Enum(&["writeback", "writethrough"]),
+        "writethrough",
+    )
+    .imm(),
+    d("scratch-file-path", Str, "").imm(),
+    d("db-s3-object", Str, ""),
+    d("active-client-balancing", Bool, "yes"),
+    d("availability-zone", Str, ""),
+    d("overload-protect-percent", Int(0, 200), "0"),
+    d("force-eviction-percent", Int(0, 100), "0"),
+    d("max-snapshot-slip", Int(0, 5000), "400"),
+    d("max-rand-count", Int(0, LONG / 2), "4611686018427387903"),
+    d("min-clients-per-thread", Int(0, 400), "20"),
+    d("maxclients-reserved", Int(0, 100), "0"),
+    d("enable-keydb-fastsync", Bool, "no"),
+    d("enable-async-commands", Bool, "no"),
+    d("enable-async-rehash", Bool, "yes"),
+    d("enable-motd", Bool, "yes").imm(),
+    d("time-thread-priority", Bool, "no").imm(),
+    d("use-fork", Bool, "yes").imm(),
+    d("use-exit-on-panic", Bool, "no"),
+    d("version-override", Str, "").imm(),
+    d("allow-write-during-load", Bool, "no"),
+    d("allow-rdb-resize-op", Bool, "yes"),
+    d("delete-on-evict", Bool, "no"),
+    d("prefetch-enabled", Bool, "yes"),
+    d("multithread-load-enabled", Bool, "no"),
+    d("loading-process-events-interval-keys", Memory, "8192"),
+    d("repl-backlog-disk-reserve", Memory, "0").imm(),
+    d("force-backlog-disk-reserve", Bool, "no"),
+    d("maxstorage", Memory, "0"),
+    d("soft-shutdown", Bool, "no"),
+    d("flash-disable-key-cache", Bool, "no"),
+    d("semi-ordered-set-bucket-size", Int(0, 1024), "0"),
+    d("blob-support", Str, "false"),
+    d("testmode", Bool, "no").imm(),
+    d("tls-allowlist", Words, "").refused(),
+    d("tls-auditlog-blocklist", Words, "").refused(),
+    d("tls-rotation", Bool, "no").refused(),
 ];

@@ -2,15 +2,16 @@
 //!
 //! Every directive we know lives in one table ([`directives::DIRECTIVES`])
 //! with its type, default and status: built (applied), accepted (a feature not
-//! built yet: logged once and kept for CONFIG GET/REWRITE) or refused (a
-//! security feature whose silent absence would be unsafe: start-up fails).
-//! Values are kept as normalised strings, as CONFIG GET shows them; typed
-//! getters read them, and the server mirrors the few hot ones into atomics.
+//! built yet: a warning is logged once and the value kept for CONFIG
+//! GET/REWRITE) or refused (a security feature whose silent absence would be
+//! unsafe: start-up fails). Values are kept as normalised strings, as CONFIG
+//! GET shows them; typed getters read them, and the server mirrors the few
+//! hot ones into atomics (`server::HotConfig`).
 
 pub mod directives;
 pub mod parse;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 pub use directives::{Directive, Kind, Status, DIRECTIVES};
 
@@ -18,6 +19,8 @@ pub use directives::{Directive, Kind, Status, DIRECTIVES};
 #[derive(Clone, Debug)]
 pub struct Config {
     values: BTreeMap<&'static str, String>,
+    /// Directives given in the config file or on the command line.
+    pub explicit: BTreeSet<&'static str>,
     /// Path of the config file, if started with one (for CONFIG REWRITE).
     pub file: Option<std::path::PathBuf>,
 }
@@ -28,7 +31,11 @@ impl Default for Config {
         for d in DIRECTIVES {
             values.insert(d.name, d.default.to_string());
         }
-        Config { values, file: None }
+        Config {
+            values,
+            explicit: BTreeSet::new(),
+            file: None,
+        }
     }
 }
 
@@ -47,13 +54,33 @@ impl Config {
         self.values.get(d.name).map(|s| s.as_str())
     }
 
+    /// Checks `args` for directive `d` and returns the value to store
+    /// (client-output-buffer-limit merges its classes into the current one).
+    pub fn check(&self, d: &'static Directive, args: &[String]) -> Result<String, String> {
+        let v = d.kind.normalize(args)?;
+        if d.name == "hz" {
+            // Redis clamps hz into [1, 500] rather than refusing it.
+            return Ok(v.parse::<i64>().unwrap_or(10).clamp(1, 500).to_string());
+        }
+        if let Kind::ClientOutputBuffer = d.kind {
+            let cur = self.values.get(d.name).map(|s| s.as_str()).unwrap_or("");
+            return Ok(directives::merge_cob(cur, &v));
+        }
+        Ok(v)
+    }
+
     /// Validates and stores one value (start-up and CONFIG SET).
     pub fn set(&mut self, name: &str, args: &[String]) -> Result<(), String> {
         let d = Self::directive(name)
             .ok_or_else(|| "Bad directive or wrong number of arguments".to_string())?;
-        let v = d.kind.normalize(args)?;
+        let v = self.check(d, args)?;
         self.values.insert(d.name, v);
         Ok(())
+    }
+
+    /// Stores an already checked value.
+    pub fn store(&mut self, d: &'static Directive, value: String) {
+        self.values.insert(d.name, value);
     }
 
     /// All (name, value) pairs, in table order.
@@ -64,6 +91,15 @@ impl Config {
                 self.values.get(d.name).map(|s| s.as_str()).unwrap_or(""),
             )
         })
+    }
+
+    /// Whether a directive differs from its default.
+    pub fn is_default(&self, d: &Directive) -> bool {
+        let v = self.values.get(d.name).map(|s| s.as_str()).unwrap_or("");
+        v == d.default
+            || d.kind
+                .normalize(&[d.default.to_string()])
+                .is_ok_and(|n| n == v)
     }
 
     pub fn get_i64(&self, name: &str) -> i64 {
@@ -92,5 +128,25 @@ impl Config {
                 .map(|n| n.get())
                 .unwrap_or(1),
         }
+    }
+
+    /// Accepted (not built) directives set to a non-default value.
+    pub fn accepted_in_use(&self) -> Vec<&'static str> {
+        DIRECTIVES
+            .iter()
+            .filter(|d| d.status == Status::Accepted && !self.is_default(d))
+            .map(|d| d.name)
+            .collect()
+    }
+}
+
+/// Logs, once per process and directive, that an accepted directive has no
+/// effect yet.
+pub fn warn_accepted(name: &str) {
+    static WARNED: parking_lot::Mutex<BTreeSet<String>> = parking_lot::Mutex::new(BTreeSet::new());
+    if WARNED.lock().insert(name.to_string()) {
+        crate::log_warning!(
+            "WARNING: the '{name}' directive is accepted but not implemented yet in LatticeDB: its value is kept but has no effect."
+        );
     }
 }

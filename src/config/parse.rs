@@ -1,7 +1,16 @@
 //! redis.conf syntax: lines of `directive arg arg ...`, `#` comments, quoted
-//! arguments, `include`, and the command-line form `--directive value`.
+//! arguments, `include`, and the command-line form
+//! `lattice-server [file | -] [--directive value ...]`.
+//!
+//! As redis-server does, the command-line directives are turned into config
+//! text (values quoted like `sdscatrepr`) and appended to the file's text, so
+//! that one loader handles both and its fatal errors look alike, line
+//! numbers included.
+
+use super::{Config, Kind, Status};
 
 /// Parses "1gb", "10mb", "5k", "100" (Redis's memtoull: k=1000, kb=1024 ...).
+#[allow(clippy::result_unit_err)] // kept: callers match on Ok/Err only
 pub fn parse_memory(s: &str) -> Result<i64, ()> {
     let l = s.to_ascii_lowercase();
     let (num, mul): (&str, i64) = if let Some(n) = l.strip_suffix("gb") {
@@ -26,6 +35,7 @@ pub fn parse_memory(s: &str) -> Result<i64, ()> {
 }
 
 /// Splits one config line into words (sdssplitargs rules).
+#[allow(clippy::result_unit_err)]
 pub fn split_line(line: &str) -> Result<Vec<String>, ()> {
     let mut out = Vec::new();
     let mut p = crate::protocol::RequestParser::new();
@@ -42,74 +52,392 @@ pub fn split_line(line: &str) -> Result<Vec<String>, ()> {
     }
 }
 
-/// Builds the configuration from the command line: an optional config file
-/// (or `-` for stdin) followed by `--directive value...` pairs.
-pub fn load_from_args(args: &[String]) -> Result<super::Config, String> {
-    let mut cfg = super::Config::default();
-    let mut i = 0;
-    if let Some(first) = args.first() {
-        if first == "-v" || first == "--version" {
-            println!(
-                "LatticeDB server v={} (redis {})",
-                crate::LATTICE_VERSION,
-                crate::REDIS_VERSION
-            );
-            std::process::exit(0);
-        }
-        if !first.starts_with("--") {
-            let text = if first == "-" {
-                let mut s = String::new();
-                std::io::Read::read_to_string(&mut std::io::stdin(), &mut s)
-                    .map_err(|e| e.to_string())?;
-                s
-            } else {
-                std::fs::read_to_string(first)
-                    .map_err(|e| format!("Fatal error, can't open config file '{first}': {e}"))?
-            };
-            load_text(&mut cfg, &text, first)?;
-            if first != "-" {
-                cfg.file = Some(std::path::PathBuf::from(first));
+/// Quotes a value as Redis's `sdscatrepr` does.
+pub fn quote(s: &str) -> String {
+    let mut o = String::with_capacity(s.len() + 2);
+    o.push('"');
+    for c in s.chars() {
+        match c {
+            '\\' => o.push_str("\\\\"),
+            '"' => o.push_str("\\\""),
+            '\n' => o.push_str("\\n"),
+            '\r' => o.push_str("\\r"),
+            '\t' => o.push_str("\\t"),
+            '\x07' => o.push_str("\\a"),
+            '\x08' => o.push_str("\\b"),
+            c if (c as u32) < 0x20 || c as u32 == 0x7f => {
+                o.push_str(&format!("\\x{:02x}", c as u32))
             }
-            i = 1;
+            c => o.push(c),
         }
     }
+    o.push('"');
+    o
+}
+
+const USAGE: &str = "Usage: ./lattice-server [/path/to/redis.conf] [options] [-]
+       ./lattice-server - (read config from stdin)
+       ./lattice-server -v or --version
+       ./lattice-server -h or --help
+
+Examples:
+       ./lattice-server (run the server with default config)
+       ./lattice-server /etc/redis/6379.conf
+       ./lattice-server --port 7777
+       ./lattice-server --port 7777 --replicaof 127.0.0.1 8888
+       ./lattice-server /etc/myredis.conf --loglevel verbose -
+       ./lattice-server /etc/myredis.conf --loglevel verbose
+";
+
+/// What the command line asks for.
+pub enum Invocation {
+    Run(Box<Config>),
+    /// Print this and exit 0 (-v, -h).
+    Print(String),
+}
+
+/// Turns `--name v v --other v` into config text, one directive a line.
+/// An I/O error as strerror() words, without Rust's "(os error N)".
+pub fn io_error_text(e: &std::io::Error) -> String {
+    let s = e.to_string();
+    s.split(" (os error").next().unwrap_or(&s).to_string()
+}
+
+fn options_text(args: &[String]) -> String {
     let mut text = String::new();
+    let mut i = 0;
+    let mut first = true;
     while i < args.len() {
         let a = &args[i];
-        if let Some(name) = a.strip_prefix("--") {
-            text.push('\n');
-            text.push_str(name);
-        } else {
-            text.push(' ');
-            text.push_str(&quote(a));
+        match a.strip_prefix("--") {
+            Some(name) if !name.is_empty() => {
+                if !first {
+                    text.push('\n');
+                }
+                first = false;
+                text.push_str(name);
+                // `--save` with no value means `save ""`.
+                let next_is_opt = args.get(i + 1).is_none_or(|n| n.starts_with("--"));
+                if name.eq_ignore_ascii_case("save") && next_is_opt {
+                    text.push_str(" \"\"");
+                }
+            }
+            _ => {
+                text.push(' ');
+                text.push_str(&quote(a));
+            }
         }
         i += 1;
     }
-    load_text(&mut cfg, &text, "(command line)")?;
-    Ok(cfg)
+    text
 }
 
-fn quote(s: &str) -> String {
-    format!("\"{}\"", s.replace('\\', "\\\\").replace('"', "\\\""))
-}
-
-/// Applies every line of a config text.
-pub fn load_text(cfg: &mut super::Config, text: &str, file: &str) -> Result<(), String> {
-    for (n, raw) in text.lines().enumerate() {
-        let line = raw.trim();
-        if line.is_empty() || line.starts_with('#') {
-            continue;
+/// Builds the configuration from the command line: an optional config file
+/// (or `-` for stdin) followed by `--directive value...` pairs.
+pub fn parse_args(args: &[String]) -> Result<Invocation, String> {
+    if args.len() == 1 {
+        match args[0].as_str() {
+            "-v" | "--version" => {
+                // `v=` is the Redis version we are compatible with, for
+                // scripts that parse `redis-server -v`.
+                return Ok(Invocation::Print(format!(
+                    "LatticeDB server v={} sha=00000000:0 malloc=mimalloc bits=64 build=lattice-{}",
+                    crate::REDIS_VERSION,
+                    crate::LATTICE_VERSION
+                )));
+            }
+            "-h" | "--help" => return Ok(Invocation::Print(USAGE.to_string())),
+            _ => {}
         }
-        let fail = |reason: &str| {
-            format!("\n*** FATAL CONFIG FILE ERROR (Redis 7.2.4) ***\nReading the configuration file, at line {}\n>>> '{}'\n{}", n + 1, line, reason)
-        };
-        let words =
-            split_line(line).map_err(|_| fail("Unbalanced quotes in configuration line"))?;
-        if words.is_empty() {
-            continue;
-        }
-        let _ = file;
-        cfg.set(&words[0], &words[1..]).map_err(|e| fail(&e))?;
     }
-    Ok(())
+    let mut cfg = Config::default();
+    let mut text = String::new();
+    let mut rest = args;
+    let mut stdin = false;
+    if let Some(first) = args.first() {
+        if first == "-" {
+            stdin = true;
+            rest = &args[1..];
+        } else if !first.starts_with('-') {
+            text = std::fs::read_to_string(first).map_err(|e| {
+                format!(
+                    "Fatal error, can't open config file '{first}': {}",
+                    io_error_text(&e)
+                )
+            })?;
+            let path = std::fs::canonicalize(first).unwrap_or_else(|_| first.into());
+            cfg.file = Some(path);
+            rest = &args[1..];
+        }
+    }
+    // A trailing `-` also means "and read stdin", as redis-server allows.
+    if rest.last().is_some_and(|a| a == "-") {
+        stdin = true;
+        rest = &rest[..rest.len() - 1];
+    }
+    if stdin {
+        crate::log_warning!("Reading config from stdin");
+        let mut s = String::new();
+        std::io::Read::read_to_string(&mut std::io::stdin(), &mut s).map_err(|e| e.to_string())?;
+        text.push_str(&s);
+    }
+    text.push('\n');
+    text.push_str(&options_text(rest));
+    Loader::default().load_text(&mut cfg, &text)?;
+    Ok(Invocation::Run(Box::new(cfg)))
+}
+
+/// Kept for callers of the old entry point.
+pub fn load_from_args(args: &[String]) -> Result<Config, String> {
+    match parse_args(args)? {
+        Invocation::Run(c) => Ok(*c),
+        Invocation::Print(s) => {
+            println!("{s}");
+            std::process::exit(0)
+        }
+    }
+}
+
+/// Redis's fatal config error text.
+pub fn fatal(line_no: usize, line: &str, reason: &str) -> String {
+    format!(
+        "\n*** FATAL CONFIG FILE ERROR (Redis {}) ***\nReading the configuration file, at line {}\n>>> '{}'\n{}",
+        crate::REDIS_VERSION,
+        line_no,
+        line,
+        reason
+    )
+}
+
+/// State across the lines of one load (and its includes).
+#[derive(Default)]
+pub struct Loader {
+    /// A `save` line was seen: later ones append instead of replacing.
+    save_seen: bool,
+    depth: usize,
+    /// Only compute values: no chdir, no includes, bad lines skipped (used
+    /// by CONFIG REWRITE to read what the old file said).
+    pub dry: bool,
+}
+
+impl Loader {
+    /// A loader that only computes values (see [`Loader::dry`]).
+    pub fn dry() -> Loader {
+        Loader {
+            dry: true,
+            ..Default::default()
+        }
+    }
+
+    /// Applies every line of a config text.
+    pub fn load_text(&mut self, cfg: &mut Config, text: &str) -> Result<(), String> {
+        for (n, raw) in text.split('\n').enumerate() {
+            let line = raw.trim_matches(|c| c == ' ' || c == '\t' || c == '\r');
+            if line.is_empty() || line.starts_with('#') {
+                continue;
+            }
+            let fail = |reason: &str| fatal(n + 1, line, reason);
+            let words =
+                split_line(line).map_err(|_| fail("Unbalanced quotes in configuration line"))?;
+            if words.is_empty() {
+                continue;
+            }
+            let r = self.apply(cfg, &words);
+            if self.dry {
+                continue;
+            }
+            r.map_err(|e| match e {
+                LineError::Reason(r) => fail(&r),
+                LineError::Nested(s) => s,
+            })?;
+        }
+        Ok(())
+    }
+
+    fn apply(&mut self, cfg: &mut Config, words: &[String]) -> Result<(), LineError> {
+        let name = words[0].to_ascii_lowercase();
+        let args = &words[1..];
+        let reason = |s: &str| Err(LineError::Reason(s.to_string()));
+        match name.as_str() {
+            "include" if args.len() == 1 && self.dry => return Ok(()),
+            "include" if args.len() == 1 => return self.include(cfg, &args[0]),
+            "rename-command" if args.len() == 2 => {
+                return reason("rename-command is not supported by LatticeDB: refusing to start rather than leave the command reachable")
+            }
+            "user" if is_default_user(args) => return Ok(()),
+            "user" if !args.is_empty() => {
+                return reason("ACL users are not supported by LatticeDB yet: refusing to start rather than ignore access rules")
+            }
+            "loadmodule" if !args.is_empty() => {
+                crate::config::warn_accepted("loadmodule");
+                return Ok(());
+            }
+            "sentinel" => return reason("Unrecognized sentinel configuration statement."),
+            "rdbfuzz-mode" => return Ok(()), // KeyDB: a no-op here
+            "is-flash-enabled" if args.is_empty() => {
+                return reason("FLASH storage is not enabled in this build")
+            }
+            "list-max-ziplist-entries" | "list-max-ziplist-value" | "lua-replicate-commands"
+                if args.len() == 1 =>
+            {
+                return Ok(()) // deprecated: ignored, as Redis 7 does
+            }
+            _ => {}
+        }
+        let Some(d) = Config::directive(&name) else {
+            return reason("Bad directive or wrong number of arguments");
+        };
+        let mut value = cfg.check(d, args).map_err(LineError::Reason)?;
+        if d.name == "dir" && !self.dry {
+            value = change_dir(&value).map_err(LineError::Reason)?;
+        }
+        if let Kind::Save = d.kind {
+            if self.save_seen && !value.is_empty() {
+                let cur = cfg.get(d.name).unwrap_or("");
+                if !cur.is_empty() {
+                    value = format!("{cur} {value}");
+                }
+            }
+            self.save_seen = true;
+        }
+        cfg.store(d, value);
+        cfg.explicit.insert(d.name);
+        if d.status == Status::Refused && !cfg.is_default(d) {
+            return reason(&format!(
+                "'{}' is not supported by LatticeDB yet (TLS/ACL): refusing to start rather than ignore it",
+                d.name
+            ));
+        }
+        Ok(())
+    }
+
+    fn include(&mut self, cfg: &mut Config, path: &str) -> Result<(), LineError> {
+        if self.depth > 16 {
+            return Err(LineError::Reason("Too many nested includes".into()));
+        }
+        if path.contains(['*', '?', '[']) {
+            for p in glob_files(path) {
+                self.include_one(cfg, &p)?;
+            }
+            return Ok(());
+        }
+        self.include_one(cfg, path)
+    }
+
+    fn include_one(&mut self, cfg: &mut Config, path: &str) -> Result<(), LineError> {
+        let text = std::fs::read_to_string(path).map_err(|e| {
+            LineError::Nested(format!(
+                "Fatal error, can't open config file '{path}': {}",
+                io_error_text(&e)
+            ))
+        })?;
+        self.depth += 1;
+        let r = self.load_text(cfg, &text);
+        self.depth -= 1;
+        r.map_err(LineError::Nested)
+    }
+}
+
+/// `user default on nopass ~* &* +@all` and the like: the built-in default
+/// user, which we have, so it is no ACL to refuse.
+fn is_default_user(args: &[String]) -> bool {
+    const SAME: &[&str] = &[
+        "on",
+        "nopass",
+        "~*",
+        "&*",
+        "+@all",
+        "allkeys",
+        "allchannels",
+        "allcommands",
+    ];
+    args.first().is_some_and(|u| u == "default")
+        && args[1..]
+            .iter()
+            .all(|r| SAME.contains(&r.to_ascii_lowercase().as_str()))
+}
+
+/// Files matching a wildcard in the last path component, sorted; none is fine.
+fn glob_files(path: &str) -> Vec<String> {
+    let p = std::path::Path::new(path);
+    let dir = match p.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
+        _ => std::path::PathBuf::from("."),
+    };
+    let pat = p.file_name().map(|f| f.to_string_lossy().into_owned());
+    let Some(pat) = pat else { return vec![] };
+    let Ok(rd) = std::fs::read_dir(&dir) else {
+        return vec![];
+    };
+    let mut out: Vec<String> = rd
+        .flatten()
+        .filter(|e| e.path().is_file())
+        .filter(|e| {
+            let name = e.file_name().to_string_lossy().into_owned();
+            crate::commands::util::glob_match(pat.as_bytes(), name.as_bytes(), false)
+        })
+        .map(|e| e.path().to_string_lossy().into_owned())
+        .collect();
+    out.sort();
+    out
+}
+
+/// `dir` changes the working directory at once, as in Redis; CONFIG GET dir
+/// then shows the absolute path.
+pub fn change_dir(dir: &str) -> Result<String, String> {
+    std::env::set_current_dir(dir).map_err(|e| io_error_text(&e))?;
+    Ok(std::env::current_dir()
+        .map(|p| p.to_string_lossy().into_owned())
+        .unwrap_or_else(|_| dir.to_string()))
+}
+
+enum LineError {
+    /// The reason this line is wrong.
+    Reason(String),
+    /// A complete message from an included file.
+    Nested(String),
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn load(text: &str) -> Result<Config, String> {
+        let mut c = Config::default();
+        Loader::default().load_text(&mut c, text).map(|_| c)
+    }
+
+    #[test]
+    fn save_lines_accumulate() {
+        let c = load("save 900 1\nsave 300 10\n").unwrap();
+        assert_eq!(c.get("save"), Some("900 1 300 10"));
+        let c = load("save \"\"\n").unwrap();
+        assert_eq!(c.get("save"), Some(""));
+    }
+
+    #[test]
+    fn aliases_and_errors() {
+        let c = load("slaveof 10.0.0.1 6380\nhash-max-ziplist-entries 100\n").unwrap();
+        assert_eq!(c.get("replicaof"), Some("10.0.0.1 6380"));
+        assert_eq!(c.get("hash-max-listpack-entries"), Some("100"));
+        let e = load("port 1\n\nfoo bar\n").unwrap_err();
+        assert!(e.contains("at line 3\n>>> 'foo bar'\nBad directive"), "{e}");
+        assert!(load("tls-port 0\n").is_ok());
+        assert!(load("user default on nopass ~* &* +@all\n").is_ok());
+        assert!(load("user default on >secret ~* +@all\n").is_err());
+        assert!(load("tls-port 6380\n").is_err());
+        assert!(load("maxmemory 1gb\n").unwrap().get("maxmemory") == Some("1073741824"));
+    }
+
+    #[test]
+    fn options() {
+        let a: Vec<String> = ["--save", "900", "1", "300", "10", "--port", "7"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        assert_eq!(
+            options_text(&a),
+            "save \"900\" \"1\" \"300\" \"10\"\nport \"7\""
+        );
+    }
 }

@@ -11,13 +11,27 @@
 //! is spent; whatever is left is taken by the next cycle, which is scheduled
 //! sooner (Redis's fast cycle) while keys remain due. Memory held by expired
 //! keys is thus bounded by what arrives between cycles.
+//!
+//! A cycle cut short by its budget remembers where it stopped (per worker
+//! thread) and the next cycle resumes there, so under sustained load every
+//! shard of every database gets its turn instead of the first ones only. The
+//! clock is read after every shard that had due keys and every 32 shards
+//! visited, so a cycle overruns its budget by at most one batch.
 
+use std::cell::Cell;
 use std::time::{Duration, Instant};
 
 use super::{Entry, Keyspace, SHARDS};
 
 /// Keys removed per shard between two clock checks.
 const BATCH: usize = 64;
+/// Shards visited between two clock checks when none had due keys.
+const CHECK_EVERY: usize = 32;
+
+thread_local! {
+    /// Where this thread's last cycle stopped: (worker, nworkers, position).
+    static RESUME: Cell<(usize, usize, usize)> = const { Cell::new((usize::MAX, 0, 0)) };
+}
 
 /// Outcome of one cycle.
 #[derive(Debug, Default, Clone, Copy)]
@@ -40,28 +54,111 @@ pub fn active_expire_cycle(
 ) -> CycleStats {
     let start = Instant::now();
     let mut st = CycleStats::default();
-    for db in 0..ks.num_dbs() {
+    let step = nworkers.max(1);
+    let first = worker % step;
+    // This worker's shards per database, and positions over all databases.
+    let mine = (SHARDS - first).div_ceil(step);
+    let total = mine * ks.num_dbs();
+    let (w, n, resume) = RESUME.with(|r| r.get());
+    let from = if (w, n) == (worker, nworkers) && resume < total {
+        resume
+    } else {
+        0
+    };
+    for i in 0..total {
+        let pos = (from + i) % total;
+        let (db, shard) = (pos / mine, first + (pos % mine) * step);
         let d = ks.db(db);
-        let mut shard = worker % nworkers.max(1);
-        while shard < SHARDS {
-            loop {
-                let mut g = d.lock(shard);
-                if g.volatile_len() == 0 {
-                    break;
-                }
-                let (n, more) = g.expire_due(&ks.hasher, now_ms, BATCH, |e| on_expired(db, e));
-                drop(g);
-                st.expired += n;
-                if !more {
-                    break;
-                }
-                if start.elapsed() >= budget {
-                    st.more_due = true;
-                    return st;
-                }
+        let mut removed_here = 0;
+        loop {
+            let mut g = d.lock(shard);
+            if g.volatile_len() == 0 {
+                break;
             }
-            shard += nworkers.max(1);
+            let (k, more) = g.expire_due(&ks.hasher, now_ms, BATCH, |e| on_expired(db, e));
+            drop(g);
+            removed_here += k;
+            if !more {
+                break;
+            }
+            if start.elapsed() >= budget {
+                st.expired += removed_here;
+                st.more_due = true;
+                RESUME.with(|r| r.set((worker, nworkers, pos)));
+                return st;
+            }
+        }
+        st.expired += removed_here;
+        let check = removed_here > 0 || i % CHECK_EVERY == CHECK_EVERY - 1;
+        if check && i + 1 < total && start.elapsed() >= budget {
+            // Not known to be due: the next cycle comes at the normal pace.
+            RESUME.with(|r| r.set((worker, nworkers, (pos + 1) % total)));
+            return st;
         }
     }
+    RESUME.with(|r| r.set((worker, nworkers, 0)));
     st
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::keyspace::Value;
+
+    fn fill(ks: &Keyspace, db: usize, n: usize, at: u64) {
+        for i in 0..n {
+            let key = format!("k{i}");
+            let s = ks.slot(key.as_bytes());
+            let e = Entry {
+                key: key.as_bytes().into(),
+                value: Value::string(b"v"),
+                expire_at: at,
+                version: 1,
+                lru: 0,
+                lfu: 0,
+            };
+            ks.db(db).lock(s.shard).insert(&ks.hasher, s.hash, e);
+        }
+    }
+
+    #[test]
+    fn removes_due_keys_only_and_reports_them() {
+        let ks = Keyspace::new(3);
+        fill(&ks, 0, 500, 100);
+        fill(&ks, 2, 300, 100);
+        fill(&ks, 1, 200, 10_000);
+        let mut seen = vec![0; 3];
+        let st = active_expire_cycle(&ks, 0, 1, 5_000, Duration::from_secs(5), |db, _| {
+            seen[db] += 1
+        });
+        assert_eq!(st.expired, 800);
+        assert!(!st.more_due);
+        assert_eq!(seen, vec![500, 0, 300]);
+        assert_eq!(ks.db(0).len() + ks.db(2).len(), 0);
+        assert_eq!(ks.db(1).len(), 200);
+    }
+
+    #[test]
+    fn workers_split_the_shards_and_resume_after_budget() {
+        let ks = Keyspace::new(2);
+        fill(&ks, 0, 4000, 100);
+        fill(&ks, 1, 4000, 100);
+        // Two workers cover everything between them.
+        let a = active_expire_cycle(&ks, 0, 2, 5_000, Duration::from_secs(5), |_, _| {});
+        let b = active_expire_cycle(&ks, 1, 2, 5_000, Duration::from_secs(5), |_, _| {});
+        assert_eq!(a.expired + b.expired, 8000);
+        assert_eq!(ks.total_keys(), 0);
+        // A zero budget still makes progress, and repeated cycles finish.
+        fill(&ks, 1, 4000, 100);
+        let mut total = 0;
+        for _ in 0..10_000 {
+            let st = active_expire_cycle(&ks, 0, 1, 5_000, Duration::ZERO, |_, _| {});
+            assert!(st.expired <= BATCH, "a spent budget stops the cycle");
+            total += st.expired;
+            if ks.total_keys() == 0 {
+                break;
+            }
+        }
+        assert_eq!(total, 4000);
+    }
 }

@@ -470,6 +470,38 @@ impl<'a> MultiLock<'a> {
     }
 }
 
+impl Keyspace {
+    /// Locks shard `a.1` of database `a.0` and shard `b.1` of database `b.0`
+    /// in the global lock order (database, then shard), so commands that span
+    /// two databases (MOVE, COPY ... DB) cannot deadlock with each other or
+    /// with SWAPDB/FLUSHALL. Returns the guards as `(a, b)`; `b` is `None`
+    /// when both name the same shard of the same database.
+    pub fn lock_pair(
+        &self,
+        a: (usize, usize),
+        b: (usize, usize),
+    ) -> (MutexGuard<'_, Shard>, Option<MutexGuard<'_, Shard>>) {
+        if a == b {
+            return (self.db(a.0).lock(a.1), None);
+        }
+        if a < b {
+            let ga = self.db(a.0).lock(a.1);
+            let gb = self.db(b.0).lock(b.1);
+            (ga, Some(gb))
+        } else {
+            let gb = self.db(b.0).lock(b.1);
+            let ga = self.db(a.0).lock(a.1);
+            (ga, Some(gb))
+        }
+    }
+
+    /// Locks every shard of every database, in the global lock order
+    /// (FLUSHALL). Indexed `[db][shard]`.
+    pub fn lock_everything(&self) -> Vec<Vec<MutexGuard<'_, Shard>>> {
+        self.dbs.iter().map(|d| d.lock_all()).collect()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -61,6 +61,9 @@ impl Worker {
     }
 }
 
+/// Redis's reply to a non-loopback client in protected mode (exact text).
+const PROTECTED_DENIED: &str = "-DENIED Redis is running in protected mode because protected mode is enabled and no password is set for the default user. In this mode connections are only accepted from the loopback interface. If you want to connect from external computers to Redis you may adopt one of the following solutions: 1) Just disable protected mode sending the command 'CONFIG SET protected-mode no' from the loopback interface by connecting to Redis from the same host the server is running, however MAKE SURE Redis is not publicly accessible from internet if you do so. Use CONFIG REWRITE to make this change permanent. 2) Alternatively you can just disable the protected mode by editing the Redis configuration file, and setting the protected mode option to 'no', and then restarting the server. 3) If you started the server manually just for testing, restart it with the '--protected-mode no' option. 4) Set up an authentication password for the default user. NOTE: You only need to do one of the above things in order for the server to start accepting connections from the outside.\r\n";
+
 /// Serves one accepted connection until it closes.
 pub async fn serve(srv: Arc<Server>, worker: Rc<Worker>, conn: NewConn) {
     match conn {
@@ -224,6 +227,14 @@ async fn serve_stream<T>(
     if srv.clients.len() >= srv.hot.maxclients.load(Relaxed) {
         srv.rejected_connections.fetch_add(1, Relaxed);
         let _ = write_all(&io, b"-ERR max number of clients reached\r\n").await;
+        return;
+    }
+    if addr.is_some_and(|a| !a.ip().is_loopback())
+        && srv.hot.protected_mode.load(Relaxed)
+        && srv.hot.requirepass.read().is_none()
+    {
+        srv.rejected_connections.fetch_add(1, Relaxed);
+        let _ = write_all(&io, PROTECTED_DENIED.as_bytes()).await;
         return;
     }
     let (tx, mut rx) = mpsc::unbounded_channel();
@@ -477,13 +488,15 @@ fn lookup_and_check(
         match srv.commands.lookup_sub(id, args.get(1)) {
             Some(sub) => id = sub,
             None => {
+                // Like an unknown command, an unknown subcommand is not
+                // counted against its parent's rejected_calls (Redis 7).
                 return Err((
-                    Some(id),
+                    None,
                     CmdError::UnknownSubcommand {
                         cmd: parent.name.to_string(),
                         sub: String::from_utf8_lossy(args.get(1)).into_owned(),
                     },
-                ))
+                ));
             }
         }
     }

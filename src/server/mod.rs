@@ -55,6 +55,8 @@ pub struct HotConfig {
     pub slowlog_slower_than: AtomicU64,
     pub slowlog_max_len: AtomicUsize,
     pub active_expire: AtomicBool,
+    /// `protected-mode`: without a password, only loopback clients are served.
+    pub protected_mode: AtomicBool,
 }
 
 impl HotConfig {
@@ -75,6 +77,8 @@ impl HotConfig {
             .store(c.get_i64("slowlog-log-slower-than") as u64, Relaxed);
         self.slowlog_max_len
             .store(c.get_i64("slowlog-max-len") as usize, Relaxed);
+        self.protected_mode
+            .store(c.get_bool("protected-mode"), Relaxed);
         if let Some(l) = crate::log::Level::parse(&c.get_str("loglevel")) {
             crate::log::set_level(l);
         }
@@ -216,7 +220,11 @@ fn bind_listeners(
                 Some(a) => (true, a),
                 None => (false, addr),
             };
-            let addr = if addr == "*" { "0.0.0.0" } else { addr };
+            let addr = match addr {
+                "*" => "0.0.0.0",
+                "::*" => "::",
+                a => a,
+            };
             let sa: SocketAddr = if addr.contains(':') {
                 format!("[{addr}]:{port}")
             } else {

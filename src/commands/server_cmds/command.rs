@@ -89,26 +89,6 @@ fn help(ctx: &mut Ctx, _args: Args) -> CmdResult {
     Ok(())
 }
 
-/// Flags in the order Redis 7 prints them (movablekeys is derived).
-const FLAG_ORDER: &[(u32, &str)] = &[
-    (WRITE, "write"),
-    (READONLY, "readonly"),
-    (DENYOOM, "denyoom"),
-    (ADMIN, "admin"),
-    (PUBSUB, "pubsub"),
-    (NOSCRIPT, "noscript"),
-    (BLOCKING, "blocking"),
-    (LOADING, "loading"),
-    (STALE, "stale"),
-    (SKIP_MONITOR, "skip_monitor"),
-    (SKIP_SLOWLOG, "skip_slowlog"),
-    (FAST, "fast"),
-    (NO_AUTH, "no_auth"),
-    (MAY_REPLICATE, "may_replicate"),
-    (NO_MANDATORY_KEYS, "no_mandatory_keys"),
-    (NO_MULTI, "no_multi"),
-];
-
 /// ACL categories in Redis's order.
 const ACL_ORDER: &[&str] = &[
     "keyspace",
@@ -135,7 +115,7 @@ const ACL_ORDER: &[&str] = &[
 ];
 
 fn flag_names(cmd: &Command) -> Vec<&'static str> {
-    let mut v: Vec<&str> = FLAG_ORDER
+    let mut v: Vec<&str> = crate::commands::flags::NAMES
         .iter()
         .filter(|(b, _)| cmd.flags & b != 0)
         .map(|(_, n)| *n)

@@ -1,0 +1,216 @@
+//! Expiry through the real binary: EXPIRE PEXPIRE EXPIREAT PEXPIREAT with NX
+//! XX GT LT, TTL PTTL EXPIRETIME PEXPIRETIME PERSIST, lazy expiry, and the
+//! active expiry cycle removing keys nobody touches.
+mod common;
+use common::*;
+
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+fn now_s() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_secs() as i64
+}
+
+fn set(c: &mut redis::Connection, k: &str, v: &str) {
+    assert_eq!(cmd::<String>(c, &["SET", k, v]), "OK");
+}
+
+#[test]
+fn expire_ttl_persist_basics() {
+    let s = Server::start(&[]);
+    let mut c = s.conn();
+    assert_eq!(cmd::<i64>(&mut c, &["EXPIRE", "nokey", "10"]), 0);
+    assert_eq!(cmd::<i64>(&mut c, &["TTL", "nokey"]), -2);
+    assert_eq!(cmd::<i64>(&mut c, &["PTTL", "nokey"]), -2);
+    assert_eq!(cmd::<i64>(&mut c, &["EXPIRETIME", "nokey"]), -2);
+    assert_eq!(cmd::<i64>(&mut c, &["PERSIST", "nokey"]), 0);
+    set(&mut c, "k", "v");
+    assert_eq!(cmd::<i64>(&mut c, &["TTL", "k"]), -1);
+    assert_eq!(cmd::<i64>(&mut c, &["PEXPIRETIME", "k"]), -1);
+    assert_eq!(cmd::<i64>(&mut c, &["PERSIST", "k"]), 0);
+    assert_eq!(cmd::<i64>(&mut c, &["EXPIRE", "k", "100"]), 1);
+    assert_eq!(cmd::<i64>(&mut c, &["TTL", "k"]), 100);
+    let pttl: i64 = cmd(&mut c, &["PTTL", "k"]);
+    assert!((98_000..=100_000).contains(&pttl));
+    let at: i64 = cmd(&mut c, &["EXPIRETIME", "k"]);
+    assert!((at - now_s() - 100).abs() <= 1);
+    assert_eq!(cmd::<i64>(&mut c, &["PEXPIRE", "k", "50000"]), 1);
+    assert_eq!(cmd::<i64>(&mut c, &["TTL", "k"]), 50);
+    assert_eq!(cmd::<i64>(&mut c, &["PERSIST", "k"]), 1);
+    assert_eq!(cmd::<i64>(&mut c, &["TTL", "k"]), -1);
+    let future = (now_s() + 1000).to_string();
+    assert_eq!(cmd::<i64>(&mut c, &["EXPIREAT", "k", &future]), 1);
+    assert_eq!(cmd::<String>(&mut c, &["EXPIRETIME", "k"]), future);
+    let fut_ms = (now_s() + 2000) * 1000 + 123;
+    assert_eq!(
+        cmd::<i64>(&mut c, &["PEXPIREAT", "k", &fut_ms.to_string()]),
+        1
+    );
+    assert_eq!(cmd::<i64>(&mut c, &["PEXPIRETIME", "k"]), fut_ms);
+    assert_eq!(
+        cmd::<i64>(&mut c, &["EXPIRETIME", "k"]),
+        (fut_ms + 500) / 1000
+    );
+    // A plain SET clears the TTL.
+    set(&mut c, "k", "v2");
+    assert_eq!(cmd::<i64>(&mut c, &["TTL", "k"]), -1);
+}
+
+#[test]
+fn past_or_zero_deadlines_delete() {
+    let s = Server::start(&[]);
+    let mut c = s.conn();
+    for (i, args) in [
+        vec!["EXPIRE", "0"],
+        vec!["EXPIRE", "-5"],
+        vec!["PEXPIRE", "-1"],
+        vec!["EXPIREAT", "1"],
+        vec!["PEXPIREAT", "0"],
+    ]
+    .iter()
+    .enumerate()
+    {
+        let k = format!("k{i}");
+        set(&mut c, &k, "v");
+        let argv = [args[0], k.as_str(), args[1]];
+        assert_eq!(cmd::<i64>(&mut c, &argv), 1, "{argv:?}");
+        assert_eq!(cmd::<i64>(&mut c, &["EXISTS", &k]), 0, "{argv:?}");
+    }
+}
+
+#[test]
+fn conditions_nx_xx_gt_lt() {
+    let s = Server::start(&[]);
+    let mut c = s.conn();
+    set(&mut c, "k", "v");
+    assert_eq!(cmd::<i64>(&mut c, &["EXPIRE", "k", "100", "XX"]), 0);
+    assert_eq!(cmd::<i64>(&mut c, &["EXPIRE", "k", "100", "GT"]), 0);
+    assert_eq!(cmd::<i64>(&mut c, &["EXPIRE", "k", "100", "nx"]), 1);
+    assert_eq!(cmd::<i64>(&mut c, &["EXPIRE", "k", "200", "NX"]), 0);
+    assert_eq!(cmd::<i64>(&mut c, &["EXPIRE", "k", "50", "GT"]), 0);
+    assert_eq!(cmd::<i64>(&mut c, &["EXPIRE", "k", "200", "GT"]), 1);
+    assert_eq!(cmd::<i64>(&mut c, &["TTL", "k"]), 200);
+    assert_eq!(cmd::<i64>(&mut c, &["EXPIRE", "k", "300", "LT"]), 0);
+    assert_eq!(cmd::<i64>(&mut c, &["EXPIRE", "k", "150", "XX", "LT"]), 1);
+    assert_eq!(cmd::<i64>(&mut c, &["TTL", "k"]), 150);
+    assert_eq!(cmd::<i64>(&mut c, &["PERSIST", "k"]), 1);
+    assert_eq!(
+        cmd::<i64>(&mut c, &["EXPIRE", "k", "150", "LT"]),
+        1,
+        "LT on persistent"
+    );
+    assert_eq!(cmd::<i64>(&mut c, &["TTL", "k"]), 150);
+    assert_eq!(
+        cmd_err(&mut c, &["EXPIRE", "k", "10", "NX", "XX"]),
+        "ERR NX and XX, GT or LT options at the same time are not compatible"
+    );
+    assert_eq!(
+        cmd_err(&mut c, &["EXPIRE", "k", "10", "GT", "NX"]),
+        "ERR NX and XX, GT or LT options at the same time are not compatible"
+    );
+    assert_eq!(
+        cmd_err(&mut c, &["PEXPIRE", "k", "10", "GT", "LT"]),
+        "ERR GT and LT options at the same time are not compatible"
+    );
+    assert_eq!(
+        cmd_err(&mut c, &["EXPIRE", "k", "10", "foo"]),
+        "ERR Unsupported option foo"
+    );
+    // Options are checked before the number.
+    assert_eq!(
+        cmd_err(&mut c, &["EXPIRE", "k", "x", "foo"]),
+        "ERR Unsupported option foo"
+    );
+}
+
+#[test]
+fn invalid_times() {
+    let s = Server::start(&[]);
+    let mut c = s.conn();
+    set(&mut c, "k", "v");
+    assert_eq!(
+        cmd_err(&mut c, &["EXPIRE", "k", "x"]),
+        "ERR value is not an integer or out of range"
+    );
+    assert_eq!(
+        cmd_err(&mut c, &["EXPIRE", "k", "9223372036854775"]),
+        "ERR invalid expire time in 'expire' command"
+    );
+    assert_eq!(
+        cmd_err(&mut c, &["EXPIRE", "nokey", "99999999999999999"]),
+        "ERR invalid expire time in 'expire' command"
+    );
+    assert_eq!(
+        cmd_err(&mut c, &["PEXPIRE", "k", "9223372036854775807"]),
+        "ERR invalid expire time in 'pexpire' command"
+    );
+    assert_eq!(
+        cmd_err(&mut c, &["EXPIREAT", "k", "9223372036854775807"]),
+        "ERR invalid expire time in 'expireat' command"
+    );
+    assert_eq!(
+        cmd_err(&mut c, &["EXPIRE", "k", "-9223372036854775808"]),
+        "ERR invalid expire time in 'expire' command"
+    );
+    assert_eq!(
+        cmd_err(&mut c, &["EXPIRE", "k"]),
+        "ERR wrong number of arguments for 'expire' command"
+    );
+    assert_eq!(
+        cmd_err(&mut c, &["TTL"]),
+        "ERR wrong number of arguments for 'ttl' command"
+    );
+    assert_eq!(cmd::<i64>(&mut c, &["TTL", "k"]), -1, "untouched by errors");
+}
+
+#[test]
+fn lazy_expiry_on_access() {
+    let s = Server::start(&["--hz", "1"]);
+    let mut c = s.conn();
+    set(&mut c, "k", "v");
+    assert_eq!(cmd::<i64>(&mut c, &["PEXPIRE", "k", "50"]), 1);
+    std::thread::sleep(Duration::from_millis(120));
+    assert_eq!(cmd::<Option<String>>(&mut c, &["GET", "k"]), None);
+    assert_eq!(cmd::<i64>(&mut c, &["TTL", "k"]), -2);
+    assert_eq!(cmd::<i64>(&mut c, &["EXISTS", "k"]), 0);
+}
+
+#[test]
+fn active_expiry_removes_untouched_keys() {
+    let s = Server::start(&[]);
+    let mut c = s.conn();
+    // Keys in several databases, all with a 100 ms TTL, plus survivors.
+    for db in ["0", "3"] {
+        assert_eq!(cmd::<String>(&mut c, &["SELECT", db]), "OK");
+        let mut p = redis::pipe();
+        for i in 0..5000 {
+            p.cmd("SET")
+                .arg(format!("t{i}"))
+                .arg("v")
+                .arg("PX")
+                .arg(100);
+        }
+        for i in 0..10 {
+            p.cmd("SET").arg(format!("keep{i}")).arg("v");
+        }
+        p.query::<()>(&mut c).unwrap();
+    }
+    let deadline = Instant::now() + Duration::from_secs(4);
+    loop {
+        let mut sizes = vec![];
+        for db in ["0", "3"] {
+            assert_eq!(cmd::<String>(&mut c, &["SELECT", db]), "OK");
+            sizes.push(cmd::<i64>(&mut c, &["DBSIZE"]));
+        }
+        if sizes == [10, 10] {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "keys not expired actively: {sizes:?}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
