@@ -59,6 +59,15 @@ impl Entry {
         }
     }
 
+    /// Gives the entry another key, keeping its expiry and access metadata
+    /// (RENAME). Assigning `key` directly would drop both.
+    pub fn rename(&mut self, key: &[u8]) {
+        let (at, meta) = (self.expire_at(), self.key.meta());
+        self.key = Key::from(key);
+        self.key.set_expire_at(at);
+        *self.key.meta_mut() = meta;
+    }
+
     /// LRU clock (seconds, 24 bits, wrapping) of the last access, for
     /// OBJECT IDLETIME.
     #[inline]
