@@ -185,7 +185,7 @@ fn dump(srv: &Server) -> Dump {
                 for e in g.iter() {
                     let Value::Str(v) = &e.value;
                     let t = e.value.type_name().to_string();
-                    m.insert(e.key.to_vec(), (t, v.to_vec(), e.expire_at, e.version));
+                    m.insert(e.key.to_vec(), (t, v.to_vec(), e.expire_at(), e.version));
                 }
             }
             m

@@ -101,7 +101,7 @@ impl<'a> Ctx<'a> {
             shard.remove(&ks.hasher, slot.hash, key);
             self.propagate_expired(db, key);
         } else if !self.client.no_touch {
-            e.lru = lru;
+            e.set_lru(lru);
         }
     }
 }
@@ -161,14 +161,9 @@ impl Locked<'_, '_> {
     /// Inserts or replaces `key`, returning the old entry.
     pub fn put(&mut self, key: &[u8], value: Value, expire_at: u64, version: u64) -> Option<Entry> {
         let slot = self.slot(key);
-        let entry = Entry {
-            key: key.into(),
-            value,
-            expire_at,
-            version,
-            lru: self.lru,
-            lfu: 5,
-        };
+        let mut entry = Entry::new(key.into(), value, expire_at, version);
+        entry.set_lru(self.lru);
+        entry.set_lfu(5);
         let ks = self.ks;
         self.shard_mut(slot.shard)
             .insert(&ks.hasher, slot.hash, entry)

@@ -82,7 +82,7 @@ fn open_for_bits<'l>(
     let created = l.get_str(key)?.is_none();
     if created {
         let data = vec![0u8; need];
-        l.put(key, Value::Str(StrValue::Bytes { data, raw: true }), 0, 0);
+        l.put(key, Value::Str(StrValue::raw(data)), 0, 0);
     }
     let e = l.entry(key).expect("present");
     let prev = (!created).then_some(e.version);
@@ -329,10 +329,7 @@ fn bitop(ctx: &mut Ctx, args: Args) -> CmdResult {
     let wrote = if res.is_empty() {
         l.remove(dest).is_some()
     } else {
-        let v = Value::Str(StrValue::Bytes {
-            data: res,
-            raw: true,
-        });
+        let v = Value::Str(StrValue::raw(res));
         l.put(dest, v, 0, version);
         true
     };

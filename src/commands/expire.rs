@@ -178,7 +178,7 @@ fn expire_generic(
         ctx.out.int(0);
         return Ok(());
     };
-    let (current, prev_version) = (e.expire_at, e.version);
+    let (current, prev_version) = (e.expire_at(), e.version);
     if !cond.allows(current, when) {
         drop(l);
         ctx.out.int(0);
@@ -208,7 +208,7 @@ fn ttl_generic(ctx: &mut Ctx, args: Args, ms: bool, absolute: bool) -> CmdResult
     ctx.client.no_touch = true;
     let mut l = ctx.open(key);
     ctx.client.no_touch = prev;
-    let at = l.entry(key).map(|e| e.expire_at);
+    let at = l.entry(key).map(|e| e.expire_at());
     drop(l);
     ctx.stats.hit(at.is_some());
     let reply = match at {
@@ -250,7 +250,7 @@ fn pexpiretime(ctx: &mut Ctx, args: Args) -> CmdResult {
 fn persist(ctx: &mut Ctx, args: Args) -> CmdResult {
     let key = args.get(1);
     let mut l = ctx.open(key);
-    let state = l.entry(key).map(|e| (e.expire_at, e.version));
+    let state = l.entry(key).map(|e| (e.expire_at(), e.version));
     let cleared = match state {
         Some((at, version)) if at != 0 => {
             let v = ctx.version_after(version);

@@ -634,7 +634,7 @@ fn rename_generic(ctx: &mut Ctx, args: Args, nx: bool) -> CmdResult {
     if !blocked {
         let mut e = l.remove(src).expect("checked above");
         let v = ctx.version_after(src_version.max(dst_version.unwrap_or(0)));
-        e.key = dst.into();
+        e.rename(dst);
         e.version = v;
         l.put_entry(e);
         ctx.propagate(v, &[b"RENAME", src, dst]);
@@ -684,7 +684,7 @@ fn open_pair<'a>(
     expire_in(ctx, p.dst(), dst_db, dst_key, ds.hash);
     if let Some(e) = p.src().find_mut(ss.hash, src_key) {
         if !ctx.client.no_touch {
-            e.lru = lru_clock(ctx.now_ms);
+            e.set_lru(lru_clock(ctx.now_ms));
         }
     }
     p
@@ -765,7 +765,7 @@ fn copy(ctx: &mut Ctx, args: Args) -> CmdResult {
         ctx.out.int(0);
         return Ok(());
     };
-    let (value, expire_at, src_version) = (se.value.clone(), se.expire_at, se.version);
+    let (value, expire_at, src_version) = (se.value.clone(), se.expire_at(), se.version);
     let dst_version = p.dst().get_raw(dh, dst).map(|e| e.version);
     if dst_version.is_some() && !o.replace {
         drop(p);
@@ -773,14 +773,9 @@ fn copy(ctx: &mut Ctx, args: Args) -> CmdResult {
         return Ok(());
     }
     let v = ctx.version_after(src_version.max(dst_version.unwrap_or(0)));
-    let entry = Entry {
-        key: dst.into(),
-        value,
-        expire_at,
-        version: v,
-        lru: lru_clock(ctx.now_ms),
-        lfu: 5,
-    };
+    let mut entry = Entry::new(dst.into(), value, expire_at, v);
+    entry.set_lru(lru_clock(ctx.now_ms));
+    entry.set_lfu(5);
     p.dst().insert(hasher, dh, entry);
     let db = dst_db.to_string();
     ctx.propagate(v, &[b"COPY", src, dst, b"DB", db.as_bytes(), b"REPLACE"]);
@@ -856,7 +851,7 @@ fn object_freq(ctx: &mut Ctx, args: Args) -> CmdResult {
         if !policy.lfu {
             return Err(CmdError::err("An LFU maxmemory policy is not selected, access frequency not tracked. Please note that when switching between policies at runtime LRU and LFU data will take some time to adjust."));
         }
-        Ok(e.lfu as i64)
+        Ok(e.lfu() as i64)
     })
 }
 
@@ -866,7 +861,7 @@ fn object_idletime(ctx: &mut Ctx, args: Args) -> CmdResult {
             return Err(CmdError::err("An LFU maxmemory policy is selected, idle time not tracked. Please note that when switching between policies at runtime LRU and LFU data will take some time to adjust."));
         }
         let now = lru_clock(ctx.now_ms);
-        Ok((now.wrapping_sub(e.lru) & 0xFF_FFFF) as i64)
+        Ok((now.wrapping_sub(e.lru()) & 0xFF_FFFF) as i64)
     })
 }
 

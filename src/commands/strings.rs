@@ -335,7 +335,7 @@ fn set_generic(
             None => ctx.out.null(),
         }
     }
-    let old = l.entry(key).map(|e| (e.expire_at, e.version));
+    let old = l.entry(key).map(|e| (e.expire_at(), e.version));
     let blocked = match cond {
         Cond::Nx => old.is_some(),
         Cond::Xx => old.is_none(),
@@ -449,7 +449,7 @@ fn getex(ctx: &mut Ctx, args: Args) -> CmdResult {
     // As Redis, the expiry is validated only once the key is known to exist.
     let at = ext_expire_at(&o, args, ctx.now_ms, "getex")?;
     reply_value(ctx, Some(&*e));
-    let (prev, had_ttl) = (e.version, e.expire_at != 0);
+    let (prev, had_ttl) = (e.version, e.expire_at() != 0);
     if let Some(at) = at {
         let absolute = matches!(o.expire, Some((ExpUnit::ExAt | ExpUnit::PxAt, _)));
         let version = ctx.version_after(prev);
@@ -590,9 +590,9 @@ fn decrby(ctx: &mut Ctx, args: Args) -> CmdResult {
 
 /// The i64 a string holds, as Redis's getLongLongFromObject.
 fn str_i64(s: &StrValue) -> Result<i64, CmdError> {
-    match s {
-        StrValue::Int(n) => Ok(*n),
-        StrValue::Bytes { data, .. } => arg_i64(data),
+    match s.as_int() {
+        Some(n) => Ok(n),
+        None => s.with_bytes(arg_i64),
     }
 }
 
@@ -628,9 +628,9 @@ fn incrbyfloat(ctx: &mut Ctx, args: Args) -> CmdResult {
     let (cur, prev) = match l.get_str(key)? {
         Some(e) => {
             let s = str_of(&e.value);
-            let v = match s {
-                StrValue::Int(n) => Some(longdouble::F80::from_i64(*n)),
-                StrValue::Bytes { data, .. } => longdouble::F80::parse(data),
+            let v = match s.as_int() {
+                Some(n) => Some(longdouble::F80::from_i64(n)),
+                None => s.with_bytes(longdouble::F80::parse),
             };
             (v.ok_or(CmdError::NotFloat)?, Some(e.version))
         }
@@ -641,10 +641,7 @@ fn incrbyfloat(ctx: &mut Ctx, args: Args) -> CmdResult {
         return Err(CmdError::err("increment would produce NaN or Infinity"));
     }
     let text = sum.format_human();
-    let val = StrValue::Bytes {
-        raw: text.len() > crate::keyspace::value::EMBSTR_LIMIT,
-        data: text.clone().into_bytes(),
-    };
+    let val = StrValue::embedded(text.as_bytes());
     let version = match prev {
         Some(p) => {
             let version = ctx.version_after(p);
@@ -710,12 +707,7 @@ fn setrange(ctx: &mut Ctx, args: Args) -> CmdResult {
             data.extend_from_slice(val);
             let total = data.len();
             let version = ctx.new_version();
-            l.put(
-                key,
-                Value::Str(StrValue::Bytes { data, raw: true }),
-                0,
-                version,
-            );
+            l.put(key, Value::Str(StrValue::raw(data)), 0, version);
             ctx.propagate(version, &argv);
             total
         }
@@ -962,7 +954,10 @@ mod tests {
                         let enc = e.value.encoding();
                         format!(
                             "{:?}={:?}/{enc}/{}/{}",
-                            e.key, e.value, e.expire_at, e.version
+                            e.key,
+                            e.value,
+                            e.expire_at(),
+                            e.version
                         )
                     })
                     .collect::<Vec<_>>()

@@ -109,14 +109,7 @@ mod tests {
         for i in 0..n {
             let key = format!("k{i}");
             let s = ks.slot(key.as_bytes());
-            let e = Entry {
-                key: key.as_bytes().into(),
-                value: Value::string(b"v"),
-                expire_at: at,
-                version: 1,
-                lru: 0,
-                lfu: 0,
-            };
+            let e = Entry::new(key.as_bytes().into(), Value::string(b"v"), at, 1);
             ks.db(db).lock(s.shard).insert(&ks.hasher, s.hash, e);
         }
     }

@@ -33,25 +33,74 @@ pub use value::{StrValue, Value};
 /// Shards per database (a power of two).
 pub const SHARDS: usize = 256;
 
-/// One key and its metadata.
+/// One key and its metadata: 56 bytes (see docs/PERFORMANCE.md). The key
+/// also carries the rest, in its spare bytes or its heap block: the expiry
+/// time of keys that have one ([`Entry::expire_at`]; change it through
+/// [`Shard::set_expire`] so the shard's expiry index follows), the LRU
+/// clock ([`Entry::lru`]) and the LFU counter ([`Entry::lfu`]).
 #[derive(Clone, Debug)]
 pub struct Entry {
-    /// Inline up to 22 bytes (see `table.rs`); derefs to `[u8]`.
+    /// Inline up to 18 bytes (see `table.rs`); derefs to `[u8]`.
     pub key: Key,
     pub value: Value,
-    /// Absolute expiry in unix ms; 0 = persistent.
-    pub expire_at: u64,
     /// HLC stamp of the last write (see `hlc.rs`).
     pub version: u64,
-    /// LRU clock (seconds, wrapping) of the last access, for OBJECT IDLETIME.
-    pub lru: u32,
-    /// Logarithmic access counter, for OBJECT FREQ.
-    pub lfu: u8,
 }
 
 impl Entry {
+    /// An entry with `lru` and `lfu` at 0.
+    pub fn new(key: Key, value: Value, expire_at: u64, version: u64) -> Entry {
+        let mut key = key;
+        key.set_expire_at(expire_at);
+        Entry {
+            key,
+            value,
+            version,
+        }
+    }
+
+    /// Gives the entry another key, keeping its expiry and access metadata
+    /// (RENAME). Assigning `key` directly would drop both.
+    pub fn rename(&mut self, key: &[u8]) {
+        let (at, meta) = (self.expire_at(), self.key.meta());
+        self.key = Key::from(key);
+        self.key.set_expire_at(at);
+        *self.key.meta_mut() = meta;
+    }
+
+    /// LRU clock (seconds, 24 bits, wrapping) of the last access, for
+    /// OBJECT IDLETIME.
+    #[inline]
+    pub fn lru(&self) -> u32 {
+        self.key.meta().lru()
+    }
+
+    #[inline]
+    pub fn set_lru(&mut self, lru: u32) {
+        self.key.meta_mut().set_lru(lru);
+    }
+
+    /// Logarithmic access counter, for OBJECT FREQ.
+    #[inline]
+    pub fn lfu(&self) -> u8 {
+        self.key.meta().lfu()
+    }
+
+    #[inline]
+    pub fn set_lfu(&mut self, lfu: u8) {
+        self.key.meta_mut().set_lfu(lfu);
+    }
+
+    /// Absolute expiry in unix ms; 0 = persistent.
+    #[inline]
+    pub fn expire_at(&self) -> u64 {
+        self.key.expire_at()
+    }
+
+    #[inline]
     pub fn is_expired(&self, now_ms: u64) -> bool {
-        self.expire_at != 0 && self.expire_at <= now_ms
+        let at = self.expire_at();
+        at != 0 && at <= now_ms
     }
 }
 
@@ -151,7 +200,7 @@ impl Shard {
         };
         if self.entries.get(pos).is_expired(now_ms) {
             let e = self.remove_at(hasher, hash, pos);
-            self.unindex_expire(hash, e.expire_at);
+            self.unindex_expire(hash, e.expire_at());
             return Lookup::Expired(e);
         }
         Lookup::Found(self.entries.get_mut(pos))
@@ -171,8 +220,8 @@ impl Shard {
 
     /// Inserts or replaces an entry; returns the previous one.
     pub fn insert(&mut self, hasher: &KeyHasher, hash: u64, entry: Entry) -> Option<Entry> {
-        if entry.expire_at != 0 {
-            self.expires.insert((entry.expire_at, hash));
+        if entry.expire_at() != 0 {
+            self.expires.insert((entry.expire_at(), hash));
         }
         let old = match self.pos(hash, &entry.key) {
             Some(p) => Some(std::mem::replace(self.entries.get_mut(p), entry)),
@@ -182,8 +231,8 @@ impl Shard {
             }
         };
         if let Some(o) = &old {
-            if o.expire_at != 0 {
-                self.unindex_expire(hash, o.expire_at);
+            if o.expire_at() != 0 {
+                self.unindex_expire(hash, o.expire_at());
             }
         }
         old
@@ -193,8 +242,8 @@ impl Shard {
     pub fn remove(&mut self, hasher: &KeyHasher, hash: u64, key: &[u8]) -> Option<Entry> {
         let pos = self.pos(hash, key)?;
         let e = self.remove_at(hasher, hash, pos);
-        if e.expire_at != 0 {
-            self.unindex_expire(hash, e.expire_at);
+        if e.expire_at() != 0 {
+            self.unindex_expire(hash, e.expire_at());
         }
         Some(e)
     }
@@ -204,7 +253,9 @@ impl Shard {
         let Some(pos) = self.pos(hash, key) else {
             return false;
         };
-        let old = std::mem::replace(&mut self.entries.get_mut(pos).expire_at, at);
+        let key = &mut self.entries.get_mut(pos).key;
+        let old = key.expire_at();
+        key.set_expire_at(at);
         if old != 0 {
             self.unindex_expire(hash, old);
         }
@@ -221,7 +272,7 @@ impl Shard {
         let still_needed = self
             .index
             .iter_hash(hash)
-            .any(|&i| entries.get(i as usize).expire_at == at);
+            .any(|&i| entries.get(i as usize).expire_at() == at);
         if !still_needed {
             self.expires.remove(&(at, hash));
         }
@@ -249,7 +300,7 @@ impl Shard {
                 let entries = &self.entries;
                 let Some(&pos) = self
                     .index
-                    .find(hash, |&i| entries.get(i as usize).expire_at == at)
+                    .find(hash, |&i| entries.get(i as usize).expire_at() == at)
                 else {
                     break;
                 };
@@ -290,8 +341,8 @@ impl Shard {
             }
             let hash = hasher.hash(&self.entries.get(i).key);
             let e = self.remove_at(hasher, hash, i);
-            if e.expire_at != 0 {
-                self.unindex_expire(hash, e.expire_at);
+            if e.expire_at() != 0 {
+                self.unindex_expire(hash, e.expire_at());
             }
         }
     }
@@ -465,14 +516,12 @@ mod tests {
     use super::*;
 
     fn entry(k: &str, exp: u64) -> Entry {
-        Entry {
-            key: k.as_bytes().into(),
-            value: Value::string(b"v"),
-            expire_at: exp,
-            version: 1,
-            lru: 0,
-            lfu: 0,
-        }
+        Entry::new(k.as_bytes().into(), Value::string(b"v"), exp, 1)
+    }
+
+    #[test]
+    fn entry_is_56_bytes() {
+        assert_eq!(std::mem::size_of::<Entry>(), 56);
     }
 
     #[test]
@@ -537,7 +586,10 @@ mod tests {
         }
         for (k, exp) in &model {
             let s = ks.slot(k.as_bytes());
-            assert_eq!(shard.get_raw(s.hash, k.as_bytes()).unwrap().expire_at, *exp);
+            assert_eq!(
+                shard.get_raw(s.hash, k.as_bytes()).unwrap().expire_at(),
+                *exp
+            );
         }
         let volatile = model.values().filter(|&&e| e != 0).count();
         assert_eq!(shard.volatile_len(), volatile);

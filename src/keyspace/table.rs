@@ -10,7 +10,9 @@
 //!
 //! [`Key`] is the entry's key: up to [`KEY_INLINE`] bytes are stored inside
 //! the entry itself (no allocation, and no extra cache miss when a lookup
-//! compares keys); longer keys go to the heap.
+//! compares keys); longer keys go to the heap. A key with a TTL carries its
+//! expiry time in front of its bytes in one heap block, so persistent keys
+//! (the common case) pay nothing for a field most of them never use.
 
 use std::borrow::Borrow;
 use std::fmt;
@@ -19,24 +21,118 @@ use std::ops::Deref;
 use super::Entry;
 
 /// Longest key stored inline in a [`Key`].
-pub const KEY_INLINE: usize = 22;
+pub const KEY_INLINE: usize = 18;
+
+/// Access metadata carried in a key's spare bytes: the 24-bit LRU clock
+/// (little endian) and the 8-bit LFU counter. Byte-aligned so that it fits
+/// beside the tag in every variant of [`Key`].
+#[derive(Clone, Copy, Default, Debug, PartialEq, Eq)]
+pub struct Meta([u8; 4]);
+
+impl Meta {
+    #[inline]
+    pub fn lru(self) -> u32 {
+        u32::from_le_bytes([self.0[0], self.0[1], self.0[2], 0])
+    }
+
+    #[inline]
+    pub fn set_lru(&mut self, lru: u32) {
+        self.0[..3].copy_from_slice(&lru.to_le_bytes()[..3]);
+    }
+
+    #[inline]
+    pub fn lfu(self) -> u8 {
+        self.0[3]
+    }
+
+    #[inline]
+    pub fn set_lfu(&mut self, lfu: u8) {
+        self.0[3] = lfu;
+    }
+}
 
 /// A key: inline when short, boxed otherwise. Derefs to `[u8]`. 24 bytes,
-/// the same as a `Vec<u8>` header, 8 more than a `Box<[u8]>` but without
-/// its 16+ byte allocation.
+/// the same as a `Vec<u8>` header, without a 16+ byte allocation for short
+/// keys; every variant also carries the entry's LRU/LFU [`Meta`] in bytes
+/// that would otherwise be padding.
 #[derive(Clone)]
 pub enum Key {
-    Inline { len: u8, buf: [u8; KEY_INLINE] },
-    Heap(Box<[u8]>),
+    Inline {
+        meta: Meta,
+        len: u8,
+        buf: [u8; KEY_INLINE],
+    },
+    Heap {
+        meta: Meta,
+        bytes: Box<[u8]>,
+    },
+    /// A key with a TTL: 8 bytes of expiry (unix ms, little endian, never
+    /// 0), then the key's bytes.
+    Volatile {
+        meta: Meta,
+        bytes: Box<[u8]>,
+    },
 }
+
+const EXP: usize = 8;
 
 impl Deref for Key {
     type Target = [u8];
     #[inline]
     fn deref(&self) -> &[u8] {
         match self {
-            Key::Inline { len, buf } => &buf[..*len as usize],
-            Key::Heap(b) => b,
+            Key::Inline { len, buf, .. } => &buf[..*len as usize],
+            Key::Heap { bytes, .. } => bytes,
+            Key::Volatile { bytes, .. } => &bytes[EXP..],
+        }
+    }
+}
+
+impl Key {
+    /// Absolute expiry in unix ms; 0 = persistent.
+    #[inline]
+    pub fn expire_at(&self) -> u64 {
+        match self {
+            Key::Volatile { bytes, .. } => {
+                u64::from_le_bytes(bytes[..EXP].try_into().expect("8 bytes"))
+            }
+            _ => 0,
+        }
+    }
+
+    /// Sets (`at > 0`) or clears (`at == 0`) the expiry carried by the key.
+    pub fn set_expire_at(&mut self, at: u64) {
+        let meta = self.meta();
+        match self {
+            Key::Volatile { bytes, .. } if at != 0 => {
+                bytes[..EXP].copy_from_slice(&at.to_le_bytes())
+            }
+            Key::Volatile { .. } => {
+                *self = Key::from(&**self);
+                *self.meta_mut() = meta;
+            }
+            _ if at == 0 => {}
+            _ => {
+                let mut v = Vec::with_capacity(EXP + self.len());
+                v.extend_from_slice(&at.to_le_bytes());
+                v.extend_from_slice(self);
+                let bytes = v.into_boxed_slice();
+                *self = Key::Volatile { meta, bytes };
+            }
+        }
+    }
+
+    #[inline]
+    pub fn meta(&self) -> Meta {
+        match self {
+            Key::Inline { meta, .. } | Key::Heap { meta, .. } | Key::Volatile { meta, .. } => *meta,
+        }
+    }
+
+    #[inline]
+    pub fn meta_mut(&mut self) -> &mut Meta {
+        match self {
+            Key::Inline { meta, .. } | Key::Heap { meta, .. } | Key::Volatile { meta, .. } => meta,
         }
     }
 }
@@ -48,11 +144,15 @@ impl From<&[u8]> for Key {
             let mut buf = [0u8; KEY_INLINE];
             buf[..k.len()].copy_from_slice(k);
             Key::Inline {
+                meta: Meta::default(),
                 len: k.len() as u8,
                 buf,
             }
         } else {
-            Key::Heap(k.into())
+            Key::Heap {
+                meta: Meta::default(),
+                bytes: k.into(),
+            }
         }
     }
 }
@@ -68,7 +168,10 @@ impl From<Vec<u8>> for Key {
         if k.len() <= KEY_INLINE {
             Key::from(&k[..])
         } else {
-            Key::Heap(k.into_boxed_slice())
+            Key::Heap {
+                meta: Meta::default(),
+                bytes: k.into_boxed_slice(),
+            }
         }
     }
 }
@@ -205,14 +308,12 @@ mod tests {
     use crate::keyspace::Value;
 
     fn e(n: usize) -> Entry {
-        Entry {
-            key: n.to_string().into_bytes().into(),
-            value: Value::string(b"v"),
-            expire_at: 0,
-            version: n as u64,
-            lru: 0,
-            lfu: 0,
-        }
+        Entry::new(
+            n.to_string().into_bytes().into(),
+            Value::string(b"v"),
+            0,
+            n as u64,
+        )
     }
 
     #[test]
@@ -242,6 +343,18 @@ mod tests {
             assert_eq!(&*k, &bytes[..]);
             assert_eq!(matches!(k, Key::Inline { .. }), len <= KEY_INLINE);
             assert_eq!(Key::from(bytes.clone()), k);
+            let mut v = k.clone();
+            assert_eq!(v.expire_at(), 0);
+            v.set_expire_at(1234);
+            assert_eq!((v.expire_at(), &*v), (1234, &bytes[..]));
+            v.set_expire_at(99);
+            assert_eq!((v.expire_at(), &*v), (99, &bytes[..]));
+            v.meta_mut().set_lru(0xAB_CDEF);
+            v.meta_mut().set_lfu(7);
+            v.set_expire_at(0);
+            assert_eq!((v.expire_at(), &*v), (0, &bytes[..]));
+            assert_eq!((v.meta().lru(), v.meta().lfu()), (0xAB_CDEF, 7));
+            assert_eq!(matches!(v, Key::Inline { .. }), len <= KEY_INLINE);
         }
     }
 }

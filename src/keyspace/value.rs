@@ -5,6 +5,13 @@
 //! of at most 44 bytes written whole by SET and never modified in place) and
 //! `raw` (anything else, or any string modified in place by APPEND, SETRANGE,
 //! SETBIT...). Collection types arrive with their command families.
+//!
+//! Memory layout: a [`StrValue`] is 24 bytes. Strings written whole of up to
+//! [`STR_INLINE`] bytes live inside it (no allocation, no extra cache miss on
+//! GET); longer ones are one boxed slice; strings edited in place are a boxed
+//! `Vec` (the extra indirection buys amortized growth for APPEND/SETRANGE
+//! without widening every value by the `Vec`'s capacity word). See
+//! docs/PERFORMANCE.md for the measurements.
 
 use crate::protocol::parse_i64;
 
@@ -12,20 +19,39 @@ use crate::protocol::parse_i64;
 pub const EMBSTR_LIMIT: usize = 44;
 /// Largest string value (proto-max-bulk-len default; Redis's 512 MB).
 pub const MAX_STRING: usize = 512 * 1024 * 1024;
+/// Longest string stored inside a [`StrValue`].
+pub const STR_INLINE: usize = 22;
 
 #[derive(Clone, Debug, PartialEq)]
 pub enum Value {
     Str(StrValue),
 }
 
-#[derive(Clone, Debug, PartialEq)]
+/// A string value. Build it with [`StrValue::from_bytes`] (SET's choice of
+/// encoding), [`StrValue::from_int`], [`StrValue::embedded`] (never int) or
+/// [`StrValue::raw`]; read it with [`StrValue::with_bytes`].
+#[derive(Clone, PartialEq)]
 pub enum StrValue {
     Int(i64),
-    /// `raw == false` means embstr (if short enough).
-    Bytes {
-        data: Vec<u8>,
-        raw: bool,
+    /// Written whole, up to [`STR_INLINE`] bytes: embstr.
+    Inline {
+        len: u8,
+        buf: [u8; STR_INLINE],
     },
+    /// Written whole, longer: embstr up to [`EMBSTR_LIMIT`] bytes, raw above.
+    Boxed(Box<[u8]>),
+    /// Modified in place (or created for that): always raw.
+    Raw(Box<Vec<u8>>),
+}
+
+impl std::fmt::Debug for StrValue {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            StrValue::Int(n) => write!(f, "Int({n})"),
+            StrValue::Raw(v) => write!(f, "Raw({:?})", String::from_utf8_lossy(v)),
+            _ => self.with_bytes(|b| write!(f, "Str({:?})", String::from_utf8_lossy(b))),
+        }
+    }
 }
 
 impl Value {
@@ -45,40 +71,63 @@ impl Value {
     pub fn encoding(&self) -> &'static str {
         match self {
             Value::Str(StrValue::Int(_)) => "int",
-            Value::Str(StrValue::Bytes { data, raw }) => {
-                if !raw && data.len() <= EMBSTR_LIMIT {
-                    "embstr"
-                } else {
-                    "raw"
-                }
-            }
+            Value::Str(StrValue::Inline { .. }) => "embstr",
+            Value::Str(StrValue::Boxed(b)) if b.len() <= EMBSTR_LIMIT => "embstr",
+            Value::Str(_) => "raw",
         }
     }
 
-    /// Approximate bytes used, for MEMORY USAGE.
+    /// Approximate bytes used beyond the entry, for MEMORY USAGE.
     pub fn mem_usage(&self) -> usize {
         match self {
-            Value::Str(StrValue::Int(_)) => 16,
-            Value::Str(StrValue::Bytes { data, .. }) => 16 + data.capacity(),
+            Value::Str(StrValue::Int(_) | StrValue::Inline { .. }) => 0,
+            Value::Str(StrValue::Boxed(b)) => b.len(),
+            Value::Str(StrValue::Raw(v)) => 24 + v.capacity(),
         }
     }
 }
 
 impl StrValue {
+    /// The encoding SET chooses: int when canonical, else embedded.
     pub fn from_bytes(data: &[u8]) -> StrValue {
         if data.len() <= 20 {
             if let Some(n) = parse_i64(data) {
                 return StrValue::Int(n);
             }
         }
-        StrValue::Bytes {
-            data: data.to_vec(),
-            raw: data.len() > EMBSTR_LIMIT,
+        StrValue::embedded(data)
+    }
+
+    /// A string written whole, never int-encoded (as Redis's
+    /// createStringObject: INCRBYFLOAT's result).
+    pub fn embedded(data: &[u8]) -> StrValue {
+        if data.len() <= STR_INLINE {
+            let mut buf = [0u8; STR_INLINE];
+            buf[..data.len()].copy_from_slice(data);
+            StrValue::Inline {
+                len: data.len() as u8,
+                buf,
+            }
+        } else {
+            StrValue::Boxed(data.into())
         }
+    }
+
+    /// A raw-encoded string owning `data` (for strings built to be edited).
+    pub fn raw(data: Vec<u8>) -> StrValue {
+        StrValue::Raw(Box::new(data))
     }
 
     pub fn from_int(n: i64) -> StrValue {
         StrValue::Int(n)
+    }
+
+    /// The integer, if int-encoded.
+    pub fn as_int(&self) -> Option<i64> {
+        match self {
+            StrValue::Int(n) => Some(*n),
+            _ => None,
+        }
     }
 
     pub fn len(&self) -> usize {
@@ -87,7 +136,9 @@ impl StrValue {
                 let mut b = [0u8; 20];
                 crate::protocol::fmt_i64_pub(&mut b, *n).len()
             }
-            StrValue::Bytes { data, .. } => data.len(),
+            StrValue::Inline { len, .. } => *len as usize,
+            StrValue::Boxed(b) => b.len(),
+            StrValue::Raw(v) => v.len(),
         }
     }
 
@@ -96,13 +147,16 @@ impl StrValue {
     }
 
     /// Calls `f` with the string's bytes (formatting an int on the stack).
+    #[inline]
     pub fn with_bytes<R>(&self, f: impl FnOnce(&[u8]) -> R) -> R {
         match self {
             StrValue::Int(n) => {
                 let mut b = [0u8; 20];
                 f(crate::protocol::fmt_i64_pub(&mut b, *n))
             }
-            StrValue::Bytes { data, .. } => f(data),
+            StrValue::Inline { len, buf } => f(&buf[..*len as usize]),
+            StrValue::Boxed(b) => f(b),
+            StrValue::Raw(v) => f(v),
         }
     }
 
@@ -112,18 +166,39 @@ impl StrValue {
 
     /// Mutable bytes for in-place edits: converts to the raw encoding.
     pub fn make_raw(&mut self) -> &mut Vec<u8> {
-        if let StrValue::Int(_) = self {
-            *self = StrValue::Bytes {
-                data: self.to_vec(),
-                raw: true,
-            };
+        if !matches!(self, StrValue::Raw(_)) {
+            *self = StrValue::raw(self.to_vec());
         }
         match self {
-            StrValue::Bytes { data, raw } => {
-                *raw = true;
-                data
-            }
-            StrValue::Int(_) => unreachable!("converted above"),
+            StrValue::Raw(v) => v,
+            _ => unreachable!("converted above"),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes_and_encodings() {
+        assert_eq!(std::mem::size_of::<StrValue>(), 24);
+        assert_eq!(std::mem::size_of::<Value>(), 24);
+        let enc = |v: StrValue| Value::Str(v).encoding();
+        assert_eq!(enc(StrValue::from_bytes(b"12")), "int");
+        assert_eq!(enc(StrValue::from_bytes(b"012")), "embstr");
+        for len in [0, 1, STR_INLINE, STR_INLINE + 1, EMBSTR_LIMIT] {
+            let data = vec![b'x'; len];
+            let v = StrValue::from_bytes(&data);
+            assert_eq!(enc(v.clone()), "embstr");
+            assert_eq!(v.to_vec(), data);
+            assert_eq!(v.len(), len);
+        }
+        let big = vec![b'y'; EMBSTR_LIMIT + 1];
+        assert_eq!(enc(StrValue::from_bytes(&big)), "raw");
+        let mut v = StrValue::from_int(-5);
+        v.make_raw().push(b'!');
+        assert_eq!(v.to_vec(), b"-5!");
+        assert_eq!(enc(v), "raw");
     }
 }

@@ -157,7 +157,7 @@ fn serialized_len(v: &Value) -> usize {
 
 fn object_line(e: &Entry, now_ms: u64) -> String {
     let lru_now = crate::commands::access::lru_clock(now_ms);
-    let idle = lru_now.wrapping_sub(e.lru) & 0xFF_FFFF;
+    let idle = lru_now.wrapping_sub(e.lru()) & 0xFF_FFFF;
     let shared_int =
         matches!(&e.value, Value::Str(crate::keyspace::StrValue::Int(n)) if (0..10000).contains(n));
     format!(
@@ -166,7 +166,7 @@ fn object_line(e: &Entry, now_ms: u64) -> String {
         if shared_int { i32::MAX } else { 1 },
         e.value.encoding(),
         serialized_len(&e.value),
-        e.lru,
+        e.lru(),
         idle
     )
 }
@@ -194,7 +194,7 @@ fn mix_object(d: &mut [u8; 20], e: &Entry) {
     mix(d, &type_code.to_be_bytes());
     let Value::Str(s) = &e.value;
     s.with_bytes(|b| mix(d, b));
-    if e.expire_at != 0 {
+    if e.expire_at() != 0 {
         xor(d, b"!!expire!!");
     }
 }
