@@ -9,6 +9,8 @@
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 which=${1:-all}
+# generous limits: a unit cut short by a limit is skipped whole
+export TCL_BUDGET=${TCL_BUDGET:-1800} REDIS_PY_TIMEOUT=${REDIS_PY_TIMEOUT:-1800}
 cargo build --release --bin lattice-server
 if [ "$which" = all ] || [ "$which" = redis-py ]; then
     python3 ci/lib/redis_py.py --update-skiplist

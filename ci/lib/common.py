@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -153,6 +154,21 @@ def write_skiplist(path: Path, header: list[str], kept: list[Entry], failing: li
         lines += ["", f"# --- written by ci/update-skiplists.sh ({len(new)} entries) ---"]
         lines += [f"{k} # {TRIAGE}" for k in new]
     path.write_text("\n".join(lines) + "\n")
+
+
+def run_group(cmd: list[str], timeout: float, **kw) -> tuple[bytes, int | None]:
+    """Runs cmd in its own process group with stdout+stderr captured, unless
+    kw["stdout"] says otherwise; on timeout kills the whole group (the Tcl
+    suite forks test clients) and returns (output so far, None)."""
+    kw.setdefault("stdout", subprocess.PIPE)
+    p = subprocess.Popen(cmd, stderr=subprocess.STDOUT, start_new_session=True, **kw)
+    try:
+        out, _ = p.communicate(timeout=timeout)
+        return out or b"", p.returncode
+    except subprocess.TimeoutExpired:
+        os.killpg(p.pid, signal.SIGKILL)
+        out, _ = p.communicate()
+        return out or b"", None
 
 
 def run(cmd: list[str], **kw) -> None:
