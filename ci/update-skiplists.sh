@@ -6,12 +6,15 @@
 # Give an entry a real reason to keep it across runs. Review with `git diff ci/`.
 #   bash ci/update-skiplists.sh            # both suites
 #   bash ci/update-skiplists.sh redis-py   # or: tcl
+#   LATTICE_SERVER=/path/to/lattice-server bash ci/update-skiplists.sh   # no build
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 which=${1:-all}
 # generous limits: a unit cut short by a limit is skipped whole
 export TCL_BUDGET=${TCL_BUDGET:-1800} REDIS_PY_TIMEOUT=${REDIS_PY_TIMEOUT:-1800}
-cargo build --release --bin lattice-server
+if [ -z "${LATTICE_SERVER:-}" ]; then   # else: use that binary as is
+    cargo build --release --bin lattice-server
+fi
 if [ "$which" = all ] || [ "$which" = redis-py ]; then
     python3 ci/lib/redis_py.py --update-skiplist
 fi
