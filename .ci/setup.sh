@@ -33,11 +33,9 @@ enable_deb_src() {
 echo "== .ci/setup: deb-src + apt packages"
 enable_deb_src
 apt-get update -qq
+# (redis-server's package may start a system server on 6379; the suites use
+# their own free ports, so it is left alone.) python3-venv: in case python3 is
+# Debian's, whose venv module needs it.
 apt-get install -y -qq --no-install-recommends \
-    redis-server redis-tools tcl dpkg-dev xz-utils ca-certificates >/dev/null
-# The package may start a system redis-server on 6379; our suites use their
-# own free ports, so it does not matter, but stop it to keep the machine quiet.
-if command -v service >/dev/null 2>&1; then
-    service redis-server stop >/dev/null 2>&1 || true
-fi
+    redis-server redis-tools tcl dpkg-dev xz-utils ca-certificates python3-venv >/dev/null
 echo "== .ci/setup: done ($(redis-server --version | awk '{print $3}'), tclsh $(echo 'puts [info patchlevel]' | tclsh))"

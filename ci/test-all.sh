@@ -48,7 +48,7 @@ suite_total() {
     totals+=("${line:-$2: no summary (runner failed; see $logs/$1.log)}")
 }
 
-step fmt cargo fmt --all -- --check
+step fmt cargo fmt --all -- --check --color never
 step clippy cargo clippy --all-targets -- -D warnings
 if step cargo-test cargo test --workspace; then :; fi
 ct=$(grep -E '^test result: ' "$logs/cargo-test.log" |
