@@ -50,10 +50,15 @@ suite_total() {
 
 step fmt cargo fmt --all -- --check --color never
 step clippy cargo clippy --all-targets -- -D warnings
-if step cargo-test cargo test --workspace; then :; fi
+ct_rc=0
+step cargo-test cargo test --workspace || ct_rc=$?
 ct=$(grep -E '^test result: ' "$logs/cargo-test.log" |
     awk '{p += $4; f += $6} END {printf "%d passed, %d failed", p, f}')
-totals+=("cargo test: $ct")
+case "$ct_rc:$ct" in
+    0:*) totals+=("cargo test: $ct") ;;
+    *", 0 failed") totals+=("cargo test: $ct, but exit $ct_rc (build error or crash)") ;;
+    *) totals+=("cargo test: $ct") ;;
+esac
 if step release cargo build --release --bin lattice-server; then
     step redis-py bash ci/redis-py.sh
     suite_total redis-py redis-py

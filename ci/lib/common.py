@@ -54,7 +54,7 @@ class Server:
 
     def __init__(self, name: str):
         self.name = name
-        self.logfile = CACHE / "logs" / f"server-{name}.log"
+        self.logfile = CACHE / "logs" / "servers" / f"{name}.log"
         self.logfile.parent.mkdir(parents=True, exist_ok=True)
         binary = server_binary()
         if not binary.exists():

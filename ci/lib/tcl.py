@@ -172,7 +172,7 @@ def run_unit(src: Path, unit: str, skips: list[str], lane: int, spawn: bool,
         server = None
         cmd += ["--baseport", str(21111 + 1000 * lane), "--portcount", "900"]
     else:
-        server = Server(f"tcl-{lane}")
+        server = Server("tcl-" + unit.replace("/", "_"))
         cmd += ["--host", "127.0.0.1", "--port", str(server.port),
                 "--baseport", str(21111 + 100 * lane)]
     env = dict(os.environ, TERM="dumb")
