@@ -1,0 +1,76 @@
+#!/usr/bin/env bash
+# Runs every test LatticeDB has, in order:
+#   1. cargo fmt --check
+#   2. cargo clippy --all-targets -- -D warnings
+#   3. cargo test (unit, integration and doc tests)
+#   4. cargo build --release
+#   5. redis-py's test suite against the release binary   (ci/redis-py.sh)
+#   6. Redis 7.0's Tcl test suite against the release binary (ci/tcl.sh)
+# Every step runs even if an earlier one failed (except that the suites need
+# the release build). Exit status is non-zero if any step failed. The last
+# lines printed are one `<suite>: N passed, M failed` line per suite.
+# Needs: Rust, python3, tclsh, and the Redis 7.0 source package reachable via
+# `apt-get source redis` (or already in .ci/cache); .ci/setup.sh installs all
+# of that on Debian 12. See ci/README.md.
+set -uo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+export CARGO_TERM_COLOR=never
+logs=.ci/cache/logs
+mkdir -p "$logs"
+t0=$(date +%s)
+status=0
+steps=()
+totals=()
+
+# step NAME CMD...: runs CMD, tees its output to $logs/NAME.log, records the result.
+step() {
+    local name=$1 start rc
+    shift
+    start=$(date +%s)
+    echo
+    echo "=== $name: $*"
+    "$@" 2>&1 | tee "$logs/$name.log"
+    rc=${PIPESTATUS[0]}
+    local took=$(( $(date +%s) - start ))
+    if [ "$rc" -eq 0 ]; then
+        steps+=("$name: ok (${took}s)")
+    else
+        steps+=("$name: FAILED, exit $rc (${took}s)")
+        status=1
+    fi
+    return "$rc"
+}
+
+# suite_total NAME PREFIX: the suite's own `PREFIX: N passed, M failed` line.
+suite_total() {
+    local line
+    line=$(grep -E "^$2: [0-9]+ passed, [0-9]+ failed$" "$logs/$1.log" | tail -n 1)
+    totals+=("${line:-$2: no summary (runner failed; see $logs/$1.log)}")
+}
+
+step fmt cargo fmt --all -- --check --color never
+step clippy cargo clippy --all-targets -- -D warnings
+ct_rc=0
+step cargo-test cargo test --workspace || ct_rc=$?
+ct=$(grep -E '^test result: ' "$logs/cargo-test.log" |
+    awk '{p += $4; f += $6} END {printf "%d passed, %d failed", p, f}')
+case "$ct_rc:$ct" in
+    0:*) totals+=("cargo test: $ct") ;;
+    *", 0 failed") totals+=("cargo test: $ct, but exit $ct_rc (build error or crash)") ;;
+    *) totals+=("cargo test: $ct") ;;
+esac
+if step release cargo build --release --bin lattice-server; then
+    step redis-py bash ci/redis-py.sh
+    suite_total redis-py redis-py
+    step tcl bash ci/tcl.sh
+    suite_total tcl tcl
+else
+    totals+=("redis-py: not run (release build failed)" "tcl: not run (release build failed)")
+fi
+
+echo
+echo "=== summary ($(( $(date +%s) - t0 ))s total; logs in $logs/)"
+printf '%s\n' "${steps[@]}"
+[ "$status" -eq 0 ] && echo "RESULT: all passed" || echo "RESULT: FAILED"
+printf '%s\n' "${totals[@]}"
+exit "$status"
