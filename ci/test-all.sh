@@ -6,6 +6,7 @@
 #   4. cargo build --release
 #   5. redis-py's test suite against the release binary   (ci/redis-py.sh)
 #   6. Redis 7.0's Tcl test suite against the release binary (ci/tcl.sh)
+#   7. real client libraries (redis-py, ioredis, node-redis, Jedis) against it (ci/clients.sh)
 # Every step runs even if an earlier one failed (except that the suites need
 # the release build). Exit status is non-zero if any step failed. The last
 # lines printed are one `<suite>: N passed, M failed` line per suite.
@@ -64,8 +65,11 @@ if step release cargo build --release --bin lattice-server; then
     suite_total redis-py redis-py
     step tcl bash ci/tcl.sh
     suite_total tcl tcl
+    step clients env LATTICE_BIN="$PWD/target/release/lattice-server" bash ci/clients.sh
+    suite_total clients clients
 else
     totals+=("redis-py: not run (release build failed)" "tcl: not run (release build failed)")
+    totals+=("clients: not run (release build failed)")
 fi
 
 echo

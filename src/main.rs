@@ -33,6 +33,9 @@ fn main() {
     if let Some(l) = lattice::log::Level::parse(&config.get_str("loglevel")) {
         lattice::log::set_level(l);
     }
+    if config.get_bool("always-show-logo") {
+        print_logo(&config);
+    }
     lattice::log_notice!("oO0OoO0OoO0Oo LatticeDB is starting oO0OoO0OoO0Oo");
     lattice::log_notice!(
         "LatticeDB version={} (Redis {} compatible), bits=64, pid={}, just started",
@@ -77,4 +80,17 @@ fn daemonize(config: &mut lattice::config::Config) {
     if config.get_str("pidfile").is_empty() {
         let _ = config.set("pidfile", &["/var/run/redis.pid".to_string()]);
     }
+}
+
+/// The start-up banner (`always-show-logo yes`). Like Redis's, it names the
+/// port and the PID: tools that start the server (Redis's own test suite)
+/// wait for " PID: <pid>" in its output.
+fn print_logo(config: &lattice::config::Config) {
+    println!(
+        "\n    LatticeDB {} (Redis {} compatible) 64 bit\n    Running in standalone mode\n    Port: {}\n    PID: {}\n",
+        lattice::LATTICE_VERSION,
+        lattice::REDIS_VERSION,
+        config.port(),
+        std::process::id()
+    );
 }

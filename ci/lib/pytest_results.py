@@ -11,6 +11,7 @@ import json
 import os
 
 _outcomes = {}
+_messages = {}  # nodeid -> the failure's error line, for skip-list reasons
 
 
 def _record(nodeid, outcome):
@@ -23,10 +24,18 @@ def _record(nodeid, outcome):
 def pytest_runtest_logreport(report):
     if report.failed:
         _record(report.nodeid, "failed")
+        _messages.setdefault(report.nodeid, _error_line(report))
     elif report.skipped:
         _record(report.nodeid, "skipped")
     elif report.when == "call":
         _record(report.nodeid, "passed")
+
+
+def _error_line(report):
+    """The last 'E   ...' line of the traceback: the exception and its text."""
+    text = getattr(report, "longreprtext", "") or ""
+    lines = [ln[1:].strip() for ln in text.splitlines() if ln.startswith("E ")]
+    return lines[0] if lines else text.strip().splitlines()[-1] if text.strip() else ""
 
 
 def pytest_collectreport(report):
@@ -39,3 +48,5 @@ def pytest_sessionfinish(session, exitstatus):
     if path:
         with open(path, "w") as f:
             json.dump(_outcomes, f, indent=0, sort_keys=True)
+        with open(path + ".messages", "w") as f:
+            json.dump(_messages, f, indent=0, sort_keys=True)

@@ -131,7 +131,9 @@ def main(argv: list[str]) -> int:
         if not ok or any(k.startswith("<") for k in failed):
             log("redis-py: not updating the skip list: the run itself broke")
             return 1
-        write_skiplist(SKIPLIST, header, kept, failed)
+        msg_file = CACHE / "logs" / "redis-py-results.json.messages"
+        messages = json.loads(msg_file.read_text()) if msg_file.exists() else {}
+        write_skiplist(SKIPLIST, header, kept, failed, messages)
         log(f"redis-py: wrote {len(failed)} '{TRIAGE}' entries to {SKIPLIST}")
     log(f"redis-py: {skipped} skipped by markers/skipif, "
         f"{len(kept) if update else len(entries)} skip-list entries, {time.time() - start:.0f}s")

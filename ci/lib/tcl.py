@@ -101,12 +101,18 @@ class UnitResult:
     seconds: float = 0
     note: str = ""
     hung: str | None = None  # the test that made the suite time out
+    messages: dict[str, str] = field(default_factory=dict)  # test -> first error line
 
 
 def parse(unit: str, output: str, res: UnitResult) -> None:
     suffix = f" in tests/{unit}.tcl"
     timed_out = False
+    last_err = None  # the failed test whose message is the next line
     for line in output.splitlines():
+        if last_err is not None:
+            if line.strip():
+                res.messages.setdefault(last_err, line.strip())
+            last_err = None
         if timed_out:  # the state report names the test that hung, if one did
             m = re.search(r" => \(IN PROGRESS\) (.*)$", line)
             if m:
@@ -125,6 +131,7 @@ def parse(unit: str, output: str, res: UnitResult) -> None:
             first = line[7:]
             if first.endswith(suffix):
                 res.failed.append(first[: -len(suffix)])
+                last_err = first[: -len(suffix)]
             else:  # error outside a test (e.g. in a start_server block's setup)
                 res.failed.append("")
                 res.note = res.note or f"error outside a test: {first[:120]}"
@@ -285,7 +292,13 @@ def main(argv: list[str]) -> int:
         new = [k for k in new if split_key(k)[0] not in skip_units]  # named explicitly
         ran = set(units)
         kept = [e for e in entries if not e.triage or split_key(e.key)[0] not in ran]
-        write_skiplist(SKIPLIST, header, kept, new)
+        messages = {}
+        for r in results:
+            for t, msg in r.messages.items():
+                messages[f"{r.unit}: {t}"] = msg
+            if r.note:
+                messages.setdefault(r.unit, r.note)
+        write_skiplist(SKIPLIST, header, kept, new, messages)
         log(f"tcl: wrote {len(set(new))} '{TRIAGE}' entries to {SKIPLIST}")
     log(f"tcl: {passed} passed, {len(failing)} failed")
     return 1 if failing and not update else 0

@@ -359,7 +359,7 @@ pub static DIRECTIVES: &[Directive] = &[
     d("active-expire-effort", Int(1, 10), "1"),
     d("activedefrag", Bool, "no"),
     d("activerehashing", Bool, "yes"),
-    d("always-show-logo", Bool, "no").imm(),
+    d("always-show-logo", Bool, "no").built().imm(),
     d("aof-disable-auto-gc", Bool, "no"),
     d("aof-load-truncated", Bool, "yes"),
     d("aof-rewrite-incremental-fsync", Bool, "yes"),

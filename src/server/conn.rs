@@ -36,10 +36,18 @@ pub struct Worker {
     pub clock: RefCell<Hlc>,
     pub stats: Arc<WorkerStats>,
     pub index: usize,
-    /// An `Instant` and the unix ms it corresponds to: wall-clock time is
+    /// An `Instant` and the unix time in µs it corresponds to: wall-clock time is
     /// derived from the monotonic reading each command takes anyway, so a
     /// command costs one clock read. The cron refreshes it (`sync_wall_clock`).
     wall_base: Cell<(Instant, u64)>,
+}
+
+/// Unix time in microseconds.
+fn unix_us() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_micros() as u64)
+        .unwrap_or(0)
 }
 
 impl Worker {
@@ -48,20 +56,22 @@ impl Worker {
             clock: RefCell::new(Hlc::new(srv.node_id)),
             stats,
             index,
-            wall_base: Cell::new((Instant::now(), unix_ms())),
+            wall_base: Cell::new((Instant::now(), unix_us())),
         }
     }
 
     /// Re-reads the wall clock (follows system time adjustments).
     pub fn sync_wall_clock(&self) {
-        self.wall_base.set((Instant::now(), unix_ms()));
+        self.wall_base.set((Instant::now(), unix_us()));
     }
 
     /// The unix ms at monotonic instant `t`.
     #[inline]
     pub fn unix_ms_at(&self, t: Instant) -> u64 {
-        let (base, ms) = self.wall_base.get();
-        ms + t.saturating_duration_since(base).as_millis() as u64
+        // Added in microseconds and truncated once, so the result is never
+        // behind a direct clock read by more than that read's own truncation.
+        let (base, us) = self.wall_base.get();
+        (us + t.saturating_duration_since(base).as_micros() as u64) / 1000
     }
 }
 
@@ -369,7 +379,16 @@ async fn process_input(
                 let args = parser.args(qb.pending());
                 if !args.is_empty() {
                     if let Some(wait) = pause_wait(srv, client, args) {
+                        // A paused client is a blocked client, as in Redis
+                        // (INFO blocked_clients, CLIENT LIST flags=b).
+                        let shared = client.shared.clone();
+                        if let Some(sh) = &shared {
+                            sh.flags.lock().push('b');
+                        }
                         wait.await;
+                        if let Some(sh) = &shared {
+                            sh.flags.lock().retain(|c| c != 'b');
+                        }
                         t = Instant::now();
                     }
                     t = dispatch(srv, worker, client, out, parser.args(qb.pending()), t);

@@ -246,9 +246,11 @@ fn bind_listeners(
                 Ok(l) => tcp.push(l),
                 Err(e) if optional => log_notice!("Could not bind optional address {sa}: {e}"),
                 Err(e) => {
-                    return Err(format!(
-                        "Warning: Could not create server TCP listening socket {sa}: {e}"
-                    ))
+                    // Redis's two lines; tools (its test suite) look for the second.
+                    log_warning!(
+                        "Warning: Could not create server TCP listening socket {sa}: bind: {e}"
+                    );
+                    return Err(format!("Failed listening on port {port} (tcp), aborting."));
                 }
             }
         }

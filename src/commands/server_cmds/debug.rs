@@ -55,6 +55,9 @@ const DEBUG_HELP: &[&str] = &[
     "    Output a hex signature of the values of all the specified keys.",
     "OBJECT <key>",
     "    Show low level info about the key and associated value.",
+    "ERROR <string>",
+    "    Return a Redis protocol error with <string> as message. Useful for clients",
+    "    unit tests to simulate Redis errors.",
     "LOG <message>",
     "    Write <message> to the server log.",
     "SET-ACTIVE-EXPIRE <0|1>",
@@ -93,6 +96,9 @@ pub fn debug(ctx: &mut Ctx, args: Args) -> CmdResult {
         let on = atof(args.get(2)) as i64 != 0;
         ctx.srv.hot.active_expire.store(on, Relaxed);
         ctx.out.ok();
+    } else if eq_ic(sub, "ERROR") && n == 3 {
+        // Replies with the given text as an error (clients' test suites use it).
+        return Err(CmdError::Msg(lossy(args.get(2))));
     } else if eq_ic(sub, "LOG") && n == 3 {
         crate::log_warning!("DEBUG LOG: {}", lossy(args.get(2)));
         ctx.out.ok();
