@@ -431,7 +431,9 @@ fn pause_wait(
     if until == 0 || client.monitor {
         return None;
     }
-    let id = srv.commands.lookup(args.get(0))?;
+    // A command that will be rejected (unknown, wrong arity, no auth) gets
+    // its error at once, as in Redis.
+    let id = lookup_and_check(srv, client, args).ok()?;
     let cmd = srv.commands.get(id);
     let all = srv.pause_all.load(Relaxed);
     let pausable = all || cmd.is_write() || cmd.flags & flags::MAY_REPLICATE != 0;
