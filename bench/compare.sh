@@ -72,6 +72,14 @@ stop_server() {
 
 rss_kb() { awk '/^VmRSS:/ {print $2}' "/proc/$1/status"; }
 
+# cpu_ns PID: CPU time the server's threads have run, in ns (schedstat).
+# At pipeline 16 the single-threaded redis-benchmark saturates before either
+# server does, so rps alone understates the server's per-core speed; CPU
+# time per request is the server-side measure that the client cannot cap.
+# A busy thread's counter is only brought up to date when it is descheduled,
+# so each reading waits for the server to go idle first.
+cpu_ns() { sleep 0.2; cat /proc/"$1"/task/*/schedstat | awk '{ s += $1 } END { printf "%.0f", s }'; }
+
 # rps PORT TEST PIPELINE: requests per second from redis-benchmark --csv.
 rps() {
     local port="$1" test="$2" pipe="$3"
@@ -138,7 +146,7 @@ median() { tr ' ' '\n' | grep -v '^$' | sort -g | awk '{a[NR]=$1} END {print a[i
 if [[ -z "${SKIP_RPS:-}" ]]; then
     # ROUNDS rounds, alternating servers, so that a noisy neighbour hurts both
     # alike; the table shows each test's median.
-    declare -A R L
+    declare -A R L RC LC
     for round in $(seq 1 "$ROUNDS"); do
         for name in redis lattice; do
             port="$(free_port)"
@@ -147,23 +155,34 @@ if [[ -z "${SKIP_RPS:-}" ]]; then
                 n=$REQUESTS
                 [[ $pipe == 1 ]] && n=$REQUESTS_P1
                 for t in set get; do
+                    c0="$(cpu_ns "$SERVER_PID")"
                     v="$(REQUESTS=$n rps "$port" "$t" "$pipe")"
-                    if [[ $name == redis ]]; then R[$t-$pipe]+="$v "; else L[$t-$pipe]+="$v "; fi
+                    c1="$(cpu_ns "$SERVER_PID")"
+                    ns=$(((c1 - c0) / n))
+                    if [[ $name == redis ]]; then
+                        R[$t-$pipe]+="$v " RC[$t-$pipe]+="$ns "
+                    else
+                        L[$t-$pipe]+="$v " LC[$t-$pipe]+="$ns "
+                    fi
                 done
             done
             stop_server
         done
         echo "round $round done" >&2
     done
-    printf '\n%-12s | %12s | %12s | %6s\n' test "redis rps" "lattice rps" ratio
-    printf '%s\n' "-------------+--------------+--------------+-------"
+    printf '\n%-12s | %12s | %12s | %6s | %14s | %16s | %9s\n' test "redis rps" \
+        "lattice rps" ratio "redis cpu ns/r" "lattice cpu ns/r" "cpu ratio"
+    printf '%s\n' "-------------+--------------+--------------+--------+----------------+------------------+----------"
+    ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", (b>0 ? a/b : 0) }'; }
     for pipe in 1 16; do
         for t in set get; do
             r=$(median <<<"${R[$t-$pipe]}") l=$(median <<<"${L[$t-$pipe]}")
-            printf '%-12s | %12s | %12s | %6s\n' "${t^^} P=$pipe" "$r" "$l" \
-                "$(awk -v r="$r" -v l="$l" 'BEGIN { printf "%.2f", (r>0 ? l/r : 0) }')"
+            rc=$(median <<<"${RC[$t-$pipe]}") lc=$(median <<<"${LC[$t-$pipe]}")
+            printf '%-12s | %12s | %12s | %6s | %14s | %16s | %9s\n' "${t^^} P=$pipe" \
+                "$r" "$l" "$(ratio "$l" "$r")" "$rc" "$lc" "$(ratio "$rc" "$lc")"
         done
     done
+    echo "(cpu ratio = redis CPU per request / lattice CPU per request; >1 means lattice does more per core)"
 fi
 
 if [[ -z "${SKIP_MEM:-}" ]]; then
