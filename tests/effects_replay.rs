@@ -183,14 +183,37 @@ fn dump(srv: &Server) -> Dump {
             for sh in 0..SHARDS {
                 let g = ks.db(db).lock(sh);
                 for e in g.iter() {
-                    let Value::Str(v) = &e.value;
                     let t = e.value.type_name().to_string();
-                    m.insert(e.key.to_vec(), (t, v.to_vec(), e.expire_at(), e.version));
+                    let v = canonical(&e.value);
+                    m.insert(e.key.to_vec(), (t, v, e.expire_at(), e.version));
                 }
             }
             m
         })
         .collect()
+}
+
+/// The value's content, independent of its encoding and of the iteration
+/// order of unordered types.
+fn canonical(v: &Value) -> Vec<u8> {
+    let join = |mut items: Vec<Vec<u8>>, sort: bool| {
+        if sort {
+            items.sort();
+        }
+        items.join(&b"\0"[..])
+    };
+    match v {
+        Value::Str(s) => s.to_vec(),
+        Value::List(l) => join(l.iter().map(|e| e.to_vec()).collect(), false),
+        Value::Set(st) => join(st.iter().map(|e| e.to_vec()).collect(), true),
+        Value::Hash(h) => join(h.iter().map(|(f, v)| [f, b"=", v].concat()).collect(), true),
+        Value::ZSet(z) => join(
+            z.iter()
+                .map(|(m, sc)| [m, b"=", sc.to_string().as_bytes()].concat())
+                .collect(),
+            false,
+        ),
+    }
 }
 
 fn recorded_server() -> (Arc<Server>, Arc<Recorder>) {

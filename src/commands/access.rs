@@ -152,9 +152,40 @@ impl Locked<'_, '_> {
             None => Ok(None),
             Some(e) => match e.value {
                 Value::Str(_) => Ok(Some(e)),
-                #[allow(unreachable_patterns)]
                 _ => Err(CmdError::WrongType),
             },
+        }
+    }
+
+    /// The list at `key`; WRONGTYPE if it holds another type.
+    pub fn get_list(&mut self, key: &[u8]) -> Result<Option<&mut Entry>, CmdError> {
+        self.get_typed(key, |v| matches!(v, Value::List(_)))
+    }
+
+    /// The hash at `key`; WRONGTYPE if it holds another type.
+    pub fn get_hash(&mut self, key: &[u8]) -> Result<Option<&mut Entry>, CmdError> {
+        self.get_typed(key, |v| matches!(v, Value::Hash(_)))
+    }
+
+    /// The set at `key`; WRONGTYPE if it holds another type.
+    pub fn get_set(&mut self, key: &[u8]) -> Result<Option<&mut Entry>, CmdError> {
+        self.get_typed(key, |v| matches!(v, Value::Set(_)))
+    }
+
+    /// The sorted set at `key`; WRONGTYPE if it holds another type.
+    pub fn get_zset(&mut self, key: &[u8]) -> Result<Option<&mut Entry>, CmdError> {
+        self.get_typed(key, |v| matches!(v, Value::ZSet(_)))
+    }
+
+    fn get_typed(
+        &mut self,
+        key: &[u8],
+        is: impl Fn(&Value) -> bool,
+    ) -> Result<Option<&mut Entry>, CmdError> {
+        match self.entry(key) {
+            None => Ok(None),
+            Some(e) if is(&e.value) => Ok(Some(e)),
+            Some(_) => Err(CmdError::WrongType),
         }
     }
 

@@ -17,11 +17,18 @@ pub mod bitops;
 pub mod config_cmd;
 pub mod connection;
 pub mod error;
+pub mod events;
 pub mod expire;
+pub mod hashes;
 pub mod keys;
+pub mod lists;
+pub mod multi;
+pub mod pubsub;
 pub mod server_cmds;
+pub mod sets;
 pub mod strings;
 pub mod util;
+pub mod zsets;
 
 // hashbrown (foldhash) rather than std (SipHash): the table is looked up once per command.
 use hashbrown::HashMap;
@@ -202,13 +209,19 @@ pub struct CommandTable {
 pub type CommandId = usize;
 
 /// The families whose commands make up the table.
-pub fn families() -> [&'static [Command]; 7] {
+pub fn families() -> [&'static [Command]; 13] {
     [
         connection::COMMANDS,
         strings::COMMANDS,
         bitops::COMMANDS,
         keys::COMMANDS,
         expire::COMMANDS,
+        lists::COMMANDS,
+        hashes::COMMANDS,
+        sets::COMMANDS,
+        zsets::COMMANDS,
+        multi::COMMANDS,
+        pubsub::COMMANDS,
         server_cmds::COMMANDS,
         config_cmd::COMMANDS,
     ]

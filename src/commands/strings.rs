@@ -124,7 +124,6 @@ pub static COMMANDS: &[Command] = &[
 pub(crate) fn str_of(v: &Value) -> &StrValue {
     match v {
         Value::Str(s) => s,
-        #[allow(unreachable_patterns)]
         _ => unreachable!("type checked by get_str"),
     }
 }
@@ -132,7 +131,6 @@ pub(crate) fn str_of(v: &Value) -> &StrValue {
 pub(crate) fn str_of_mut(v: &mut Value) -> &mut StrValue {
     match v {
         Value::Str(s) => s,
-        #[allow(unreachable_patterns)]
         _ => unreachable!("type checked by get_str"),
     }
 }
@@ -482,7 +480,6 @@ fn mget(ctx: &mut Ctx, args: Args) -> CmdResult {
                     s.with_bytes(|b| ctx.out.bulk(b));
                     ctx.stats.hit(true);
                 }
-                #[allow(unreachable_patterns)]
                 _ => ctx.out.null(),
             },
             None => {
@@ -783,7 +780,6 @@ fn lcs(ctx: &mut Ctx, args: Args) -> CmdResult {
             None => Ok(vec![]),
             Some(e) => match &e.value {
                 Value::Str(s) => Ok(s.to_vec()),
-                #[allow(unreachable_patterns)]
                 _ => Err(CmdError::err(
                     "The specified keys must contain string values",
                 )),

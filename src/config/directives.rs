@@ -424,8 +424,12 @@ pub static DIRECTIVES: &[Directive] = &[
     )
     .built()
     .imm(),
-    d("hash-max-listpack-entries", Int(0, LONG), "512").alias(&["hash-max-ziplist-entries"]),
-    d("hash-max-listpack-value", Memory, "64").alias(&["hash-max-ziplist-value"]),
+    d("hash-max-listpack-entries", Int(0, LONG), "512")
+        .alias(&["hash-max-ziplist-entries"])
+        .built(),
+    d("hash-max-listpack-value", Memory, "64")
+        .alias(&["hash-max-ziplist-value"])
+        .built(),
     d("hll-sparse-max-bytes", Memory, "3000"),
     d("hz", Int(0, INT), "10").built(),
     d("ignore-warnings", Str, ""),
@@ -446,7 +450,9 @@ pub static DIRECTIVES: &[Directive] = &[
     d("lfu-decay-time", Int(0, INT), "1"),
     d("lfu-log-factor", Int(0, INT), "10"),
     d("list-compress-depth", Int(0, INT), "0"),
-    d("list-max-listpack-size", Int(-INT, INT), "-2").alias(&["list-max-ziplist-size"]),
+    d("list-max-listpack-size", Int(-INT, INT), "-2")
+        .alias(&["list-max-ziplist-size"])
+        .built(),
     d("logfile", Str, "").built().imm(),
     d(
         "loglevel",
@@ -532,7 +538,7 @@ pub static DIRECTIVES: &[Directive] = &[
     ),
     d("save", Save, "3600 1 300 100 60 10000"),
     d("server_cpulist", Str, "").imm(),
-    d("set-max-intset-entries", Int(0, LONG), "512"),
+    d("set-max-intset-entries", Int(0, LONG), "512").built(),
     d("set-proc-title", Bool, "yes").imm(),
     d(
         "shutdown-on-sigint",
@@ -593,8 +599,12 @@ pub static DIRECTIVES: &[Directive] = &[
     d("tracking-table-max-keys", Int(0, LONG), "1000000"),
     d("unixsocket", Str, "").built().imm(),
     d("unixsocketperm", Octal, "0").built().imm(),
-    d("zset-max-listpack-entries", Int(0, LONG), "128").alias(&["zset-max-ziplist-entries"]),
-    d("zset-max-listpack-value", Memory, "64").alias(&["zset-max-ziplist-value"]),
+    d("zset-max-listpack-entries", Int(0, LONG), "128")
+        .alias(&["zset-max-ziplist-entries"])
+        .built(),
+    d("zset-max-listpack-value", Memory, "64")
+        .alias(&["zset-max-ziplist-value"])
+        .built(),
     d("port", Int(0, 65535), "6379").built().imm(),
     d("bind", Bind, "127.0.0.1 -::1").built().imm(),
     d("dir", Str, "./").built().prot(),
@@ -610,8 +620,8 @@ pub static DIRECTIVES: &[Directive] = &[
     ),
     // Redis 7.2 additions.
     d("locale-collate", Str, ""),
-    d("set-max-listpack-entries", Int(0, LONG), "128"),
-    d("set-max-listpack-value", Int(0, LONG), "64"),
+    d("set-max-listpack-entries", Int(0, LONG), "128").built(),
+    d("set-max-listpack-value", Int(0, LONG), "64").built(),
     d("req-res-logfile", Str, "").imm(),
     d("watchdog-period", Int(0, INT), "0"),
     d("client-default-resp", Int(2, 3), "2").imm(),

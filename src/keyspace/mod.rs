@@ -17,9 +17,13 @@
 //! by the cycle's budget.
 
 pub mod expire;
+pub mod hash;
 pub mod hlc;
+pub mod list;
+pub mod set;
 pub mod table;
 pub mod value;
+pub mod zset;
 
 use std::collections::BTreeSet;
 use std::hash::BuildHasher;

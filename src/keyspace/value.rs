@@ -4,7 +4,10 @@
 //! Redis does: `int` (a canonical decimal that fits an i64), `embstr` (a string
 //! of at most 44 bytes written whole by SET and never modified in place) and
 //! `raw` (anything else, or any string modified in place by APPEND, SETRANGE,
-//! SETBIT...). Collection types arrive with their command families.
+//! SETBIT...). Collections live in their own modules (`list.rs`, `hash.rs`,
+//! `set.rs`, `zset.rs`), boxed so that a [`Value`] stays 24 bytes: the box
+//! takes the niche left in [`StrValue`]'s tag, and a string key pays nothing
+//! for the collection variants.
 //!
 //! Memory layout: a [`StrValue`] is 24 bytes. Strings written whole of up to
 //! [`STR_INLINE`] bytes live inside it (no allocation, no extra cache miss on
@@ -13,6 +16,10 @@
 //! without widening every value by the `Vec`'s capacity word). See
 //! docs/PERFORMANCE.md for the measurements.
 
+use super::hash::HashValue;
+use super::list::ListValue;
+use super::set::SetValue;
+use super::zset::ZSetValue;
 use crate::protocol::parse_i64;
 
 /// Redis's OBJ_ENCODING_EMBSTR_SIZE_LIMIT.
@@ -25,6 +32,10 @@ pub const STR_INLINE: usize = 22;
 #[derive(Clone, Debug, PartialEq)]
 pub enum Value {
     Str(StrValue),
+    List(Box<ListValue>),
+    Hash(Box<HashValue>),
+    Set(Box<SetValue>),
+    ZSet(Box<ZSetValue>),
 }
 
 /// A string value. Build it with [`StrValue::from_bytes`] (SET's choice of
@@ -64,6 +75,10 @@ impl Value {
     pub fn type_name(&self) -> &'static str {
         match self {
             Value::Str(_) => "string",
+            Value::List(_) => "list",
+            Value::Hash(_) => "hash",
+            Value::Set(_) => "set",
+            Value::ZSet(_) => "zset",
         }
     }
 
@@ -74,6 +89,10 @@ impl Value {
             Value::Str(StrValue::Inline { .. }) => "embstr",
             Value::Str(StrValue::Boxed(b)) if b.len() <= EMBSTR_LIMIT => "embstr",
             Value::Str(_) => "raw",
+            Value::List(l) => l.encoding(),
+            Value::Hash(h) => h.encoding(),
+            Value::Set(s) => s.encoding(),
+            Value::ZSet(z) => z.encoding(),
         }
     }
 
@@ -83,6 +102,22 @@ impl Value {
             Value::Str(StrValue::Int(_) | StrValue::Inline { .. }) => 0,
             Value::Str(StrValue::Boxed(b)) => b.len(),
             Value::Str(StrValue::Raw(v)) => 24 + v.capacity(),
+            Value::List(l) => l.mem_usage(),
+            Value::Hash(h) => h.mem_usage(),
+            Value::Set(s) => s.mem_usage(),
+            Value::ZSet(z) => z.mem_usage(),
+        }
+    }
+
+    /// Whether the value is a collection with no elements left: Redis
+    /// deletes such keys, so a command that empties one removes the key.
+    pub fn is_empty_collection(&self) -> bool {
+        match self {
+            Value::Str(_) => false,
+            Value::List(l) => l.is_empty(),
+            Value::Hash(h) => h.is_empty(),
+            Value::Set(s) => s.is_empty(),
+            Value::ZSet(z) => z.is_empty(),
         }
     }
 }

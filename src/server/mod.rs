@@ -18,7 +18,7 @@ pub mod cron;
 pub mod stats;
 
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::Relaxed};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, AtomicUsize, Ordering::Relaxed};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -59,6 +59,48 @@ pub struct HotConfig {
     pub protected_mode: AtomicBool,
     /// `client-output-buffer-limit`, parsed (see `client::ObufLimits`).
     pub obuf_limits: RwLock<client::ObufLimits>,
+    /// Thresholds at which small collections leave their compact encoding.
+    pub encoding: EncodingLimits,
+}
+
+/// The `*-max-listpack-*` / `set-max-intset-entries` thresholds: a
+/// collection converts from its compact encoding (listpack, intset) to the
+/// big one when it grows past them, as in Redis; CONFIG SET applies to
+/// conversions made afterwards.
+#[derive(Default)]
+pub struct EncodingLimits {
+    /// `list-max-listpack-size`: > 0 entries per node, < 0 a size class
+    /// (-1 4 KiB ... -5 64 KiB).
+    pub list_max_listpack_size: AtomicI64,
+    pub hash_max_listpack_entries: AtomicUsize,
+    pub hash_max_listpack_value: AtomicUsize,
+    pub set_max_intset_entries: AtomicUsize,
+    pub set_max_listpack_entries: AtomicUsize,
+    pub set_max_listpack_value: AtomicUsize,
+    pub zset_max_listpack_entries: AtomicUsize,
+    pub zset_max_listpack_value: AtomicUsize,
+}
+
+impl EncodingLimits {
+    fn load(&self, c: &Config) {
+        let u = |name: &str| c.get_i64(name).max(0) as usize;
+        self.list_max_listpack_size
+            .store(c.get_i64("list-max-listpack-size"), Relaxed);
+        self.hash_max_listpack_entries
+            .store(u("hash-max-listpack-entries"), Relaxed);
+        self.hash_max_listpack_value
+            .store(u("hash-max-listpack-value"), Relaxed);
+        self.set_max_intset_entries
+            .store(u("set-max-intset-entries"), Relaxed);
+        self.set_max_listpack_entries
+            .store(u("set-max-listpack-entries"), Relaxed);
+        self.set_max_listpack_value
+            .store(u("set-max-listpack-value"), Relaxed);
+        self.zset_max_listpack_entries
+            .store(u("zset-max-listpack-entries"), Relaxed);
+        self.zset_max_listpack_value
+            .store(u("zset-max-listpack-value"), Relaxed);
+    }
 }
 
 impl HotConfig {
@@ -87,6 +129,7 @@ impl HotConfig {
         if let Some(l) = crate::log::Level::parse(&c.get_str("loglevel")) {
             crate::log::set_level(l);
         }
+        self.encoding.load(c);
     }
 }
 

@@ -138,7 +138,15 @@ fn with_entry<R>(ctx: &Ctx, key: &[u8], f: impl FnOnce(&Entry, u64) -> R) -> Opt
 
 /// Length of a string as RDB would serialize it (no compression).
 fn serialized_len(v: &Value) -> usize {
-    let Value::Str(s) = v;
+    let s = match v {
+        Value::Str(s) => s,
+        // Collections: element bytes plus a length prefix each (an estimate
+        // until the RDB writer of issue 4 can answer exactly).
+        Value::List(l) => return l.iter().map(|e| e.len() + 1).sum::<usize>() + 1,
+        Value::Set(st) => return st.iter().map(|e| e.len() + 1).sum::<usize>() + 1,
+        Value::Hash(h) => return h.iter().map(|(f, v)| f.len() + v.len() + 2).sum::<usize>() + 1,
+        Value::ZSet(z) => return z.iter().map(|(m, _)| m.len() + 9).sum::<usize>() + 1,
+    };
     if let crate::keyspace::StrValue::Int(n) = s {
         return if (-128..=127).contains(n) {
             2
@@ -194,12 +202,46 @@ fn xor(d: &mut [u8; 20], data: &[u8]) {
 /// Redis's xorObjectDigest: mixes the value's type and content into `d`,
 /// then XORs in a marker if the key has an expiry.
 fn mix_object(d: &mut [u8; 20], e: &Entry) {
+    // Redis's OBJ_* type codes.
     let type_code: u32 = match e.value {
         Value::Str(_) => 0,
+        Value::List(_) => 1,
+        Value::Set(_) => 2,
+        Value::ZSet(_) => 3,
+        Value::Hash(_) => 4,
     };
     mix(d, &type_code.to_be_bytes());
-    let Value::Str(s) = &e.value;
-    s.with_bytes(|b| mix(d, b));
+    match &e.value {
+        Value::Str(s) => s.with_bytes(|b| mix(d, b)),
+        // Ordered: each element is mixed in turn.
+        Value::List(l) => l.iter().for_each(|b| mix(d, b)),
+        // Unordered: element digests are XORed, then mixed once.
+        Value::Set(st) => {
+            let mut acc = [0u8; 20];
+            st.iter().for_each(|m| xor(&mut acc, m));
+            mix(d, &acc);
+        }
+        Value::Hash(h) => {
+            let mut acc = [0u8; 20];
+            for (f, v) in h.iter() {
+                let mut ele = [0u8; 20];
+                mix(&mut ele, f);
+                mix(&mut ele, v);
+                xor(&mut acc, &ele);
+            }
+            mix(d, &acc);
+        }
+        Value::ZSet(z) => {
+            let mut acc = [0u8; 20];
+            for (m, score) in z.iter() {
+                let mut ele = [0u8; 20];
+                mix(&mut ele, m);
+                mix(&mut ele, format!("{score}").as_bytes());
+                xor(&mut acc, &ele);
+            }
+            mix(d, &acc);
+        }
+    }
     if e.expire_at() != 0 {
         xor(d, b"!!expire!!");
     }

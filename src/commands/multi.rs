@@ -1,0 +1,5 @@
+//! Transactions: MULTI EXEC DISCARD WATCH UNWATCH (Redis's multi.c). Issue 3: being built.
+
+use super::Command;
+
+pub static COMMANDS: &[Command] = &[];

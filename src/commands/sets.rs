@@ -1,0 +1,5 @@
+//! Sets (Redis's t_set.c). Issue 3: being built.
+
+use super::Command;
+
+pub static COMMANDS: &[Command] = &[];
