@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use super::conn::Worker;
 use super::Server;
+use crate::commands::events::class::EXPIRED;
 use crate::keyspace::expire::active_expire_cycle;
 use crate::keyspace::hlc::unix_ms;
 
@@ -29,13 +30,15 @@ pub async fn worker_cron(srv: Arc<Server>, worker: Rc<Worker>, index: usize, nwo
         let budget = period / 4;
         let mut clock = worker.clock.borrow_mut();
         let stats = &worker.stats;
+        let now = unix_ms();
         let st = active_expire_cycle(
             &srv.keyspace,
             index,
             nworkers,
-            unix_ms(),
+            now,
             budget,
             |db, e| {
+                crate::commands::events::notify_keyspace(&srv, db, EXPIRED, "expired", &e.key, now);
                 stats.add_expired(1);
                 stats.add_dirty(1);
                 if srv.effects.enabled() {
