@@ -56,7 +56,8 @@ fn ping(ctx: &mut Ctx, args: Args) -> CmdResult {
     if args.len() <= 2 && super::pubsub::in_resp2_subscribed_mode(ctx.client) {
         ctx.out.array(2);
         ctx.out.bulk(b"pong");
-        ctx.out.bulk(if args.len() == 2 { args.get(1) } else { b"" });
+        ctx.out
+            .bulk(if args.len() == 2 { args.get(1) } else { b"" });
         return Ok(());
     }
     match args.len() {

@@ -35,7 +35,8 @@ pub mod class {
     pub const MODULE: u32 = 1 << 12; // d
     pub const NEW: u32 = 1 << 13; // n
     /// 'A': every class but key-miss and new (Redis's NOTIFY_ALL).
-    pub const ALL: u32 = GENERIC | STRING | LIST | SET | HASH | ZSET | EXPIRED | EVICTED | STREAM | MODULE;
+    pub const ALL: u32 =
+        GENERIC | STRING | LIST | SET | HASH | ZSET | EXPIRED | EVICTED | STREAM | MODULE;
 }
 
 /// `notify-keyspace-events` text to class bits (Redis's
