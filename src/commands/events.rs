@@ -66,13 +66,18 @@ pub fn parse_classes(s: &str) -> u32 {
 }
 
 /// Publishes a keyspace notification (Redis's notifyKeyspaceEvent); usable
-/// without a command context (the active expiry cycle).
+/// without a command context (the active expiry cycle). `now_ms` 0: read
+/// the clock, only if something is published.
 pub fn notify_keyspace(srv: &Server, db: usize, class: u32, event: &str, key: &[u8], now_ms: u64) {
     let flags = srv.hot.notify_keyspace_events.load(Relaxed);
     if flags & class == 0 || flags & (class::KEYSPACE | class::KEYEVENT) == 0 {
         return;
     }
     let limit = srv.hot.obuf_limits.read().pubsub;
+    let now_ms = match now_ms {
+        0 => crate::keyspace::hlc::unix_ms(),
+        t => t,
+    };
     if flags & class::KEYSPACE != 0 {
         let mut chan = format!("__keyspace@{db}__:").into_bytes();
         chan.extend_from_slice(key);

@@ -30,20 +30,26 @@ pub async fn worker_cron(srv: Arc<Server>, worker: Rc<Worker>, index: usize, nwo
         let budget = period / 4;
         let mut clock = worker.clock.borrow_mut();
         let stats = &worker.stats;
-        let now = unix_ms();
-        let st = active_expire_cycle(&srv.keyspace, index, nworkers, now, budget, |db, e| {
-            crate::commands::events::notify_keyspace(&srv, db, EXPIRED, "expired", &e.key, now);
-            stats.add_expired(1);
-            stats.add_dirty(1);
-            if srv.effects.enabled() {
-                let v = clock.now();
-                srv.effects.emit(crate::effects::Effect {
-                    db,
-                    version: v,
-                    argv: vec![b"DEL".to_vec(), e.key.to_vec()],
-                });
-            }
-        });
+        let st = active_expire_cycle(
+            &srv.keyspace,
+            index,
+            nworkers,
+            unix_ms(),
+            budget,
+            |db, e| {
+                crate::commands::events::notify_keyspace(&srv, db, EXPIRED, "expired", &e.key, 0);
+                stats.add_expired(1);
+                stats.add_dirty(1);
+                if srv.effects.enabled() {
+                    let v = clock.now();
+                    srv.effects.emit(crate::effects::Effect {
+                        db,
+                        version: v,
+                        argv: vec![b"DEL".to_vec(), e.key.to_vec()],
+                    });
+                }
+            },
+        );
         more_due = st.more_due;
     }
 }
