@@ -487,3 +487,28 @@ fn keyspace_notifications() {
     assert_eq!(n, 1);
     assert_eq!(note(&mut r), ("__keyevent@0__:probe".into(), "p".into()));
 }
+
+#[test]
+fn confirmations_survive_client_reply_off() {
+    let s = Server::start(&[]);
+    let mut r = s.raw();
+    send(&mut r, &["CLIENT", "REPLY", "OFF"]);
+    assert_eq!(
+        call(&mut r, &["SUBSCRIBE", "ch"]),
+        arr(&[b("subscribe"), b("ch"), V::Int(1)])
+    );
+    let mut c = s.conn();
+    let n: i64 = cmd(&mut c, &["PUBLISH", "ch", "x"]);
+    assert_eq!(n, 1);
+    assert_eq!(read_v(&mut r), arr(&[b("message"), b("ch"), b("x")]));
+    assert_eq!(
+        call(&mut r, &["UNSUBSCRIBE"]),
+        arr(&[b("unsubscribe"), b("ch"), V::Int(0)])
+    );
+    // Other replies stay silenced.
+    send(&mut r, &["PING"]);
+    assert_eq!(
+        call(&mut r, &["CLIENT", "REPLY", "ON"]),
+        V::Simple("OK".into())
+    );
+}

@@ -10,11 +10,12 @@
 //! commands of [`check_subscribed_mode`] run.
 
 use std::sync::atomic::Ordering::Relaxed;
+use std::sync::Arc;
 
 use super::util::lossy;
 use super::{flags::*, CmdError, CmdResult, Command, Ctx};
 use crate::protocol::Args;
-use crate::server::client::ClientState;
+use crate::server::client::{ClientState, ReplyMode};
 use crate::server::pubsub::Kind;
 use crate::server::Server;
 
@@ -181,7 +182,22 @@ fn reply_event(ctx: &mut Ctx, tag: &str, name: Option<&[u8]>, count: usize) {
     ctx.out.int(count as i64);
 }
 
+/// (Un)subscribe confirmations are pushes: as in Redis, they reach the
+/// client even under CLIENT REPLY OFF/SKIP, which the dispatcher applies by
+/// truncating `out`, so they go through the client's push channel instead.
+fn confirm_despite_reply_mode(ctx: &mut Ctx, mark: usize) {
+    if !matches!(ctx.client.reply_mode, ReplyMode::Off | ReplyMode::Skip) {
+        return;
+    }
+    let bytes = ctx.out.buf.split_off(mark);
+    if let Some(sh) = &ctx.client.shared {
+        let limit = ctx.srv.hot.obuf_limits.read().pubsub;
+        sh.push(Arc::new(bytes), &limit, ctx.now_ms);
+    }
+}
+
 fn sub_generic(ctx: &mut Ctx, args: Args, kind: Kind) -> CmdResult {
+    let mark = ctx.out.len();
     for name in args.iter().skip(1) {
         if ctx.client.pubsub.sets[kind.index()].insert(name.to_vec()) {
             if let Some(sh) = &ctx.client.shared {
@@ -192,6 +208,7 @@ fn sub_generic(ctx: &mut Ctx, args: Args, kind: Kind) -> CmdResult {
         reply_event(ctx, kind.sub_tag(), Some(name), n);
     }
     sync_shared(ctx.client);
+    confirm_despite_reply_mode(ctx, mark);
     Ok(())
 }
 
@@ -204,6 +221,7 @@ fn unsub_one(ctx: &mut Ctx, kind: Kind, name: &[u8]) {
 }
 
 fn unsub_generic(ctx: &mut Ctx, args: Args, kind: Kind) -> CmdResult {
+    let mark = ctx.out.len();
     if args.len() > 1 {
         for name in args.iter().skip(1) {
             unsub_one(ctx, kind, name);
@@ -222,6 +240,7 @@ fn unsub_generic(ctx: &mut Ctx, args: Args, kind: Kind) -> CmdResult {
         }
     }
     sync_shared(ctx.client);
+    confirm_despite_reply_mode(ctx, mark);
     Ok(())
 }
 
