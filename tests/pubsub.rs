@@ -512,3 +512,21 @@ fn confirmations_survive_client_reply_off() {
         V::Simple("OK".into())
     );
 }
+
+#[test]
+fn subscribers_are_exempt_from_idle_timeout() {
+    let s = Server::start(&["--timeout", "1"]);
+    let mut sub = s.raw();
+    call(&mut sub, &["SUBSCRIBE", "ch"]);
+    let mut idle = s.raw();
+    call(&mut idle, &["PING"]);
+    std::thread::sleep(Duration::from_millis(2500));
+    assert!(idle.closed());
+    let mut c = s.conn();
+    let n: i64 = cmd(&mut c, &["PUBLISH", "ch", "still here"]);
+    assert_eq!(n, 1);
+    assert_eq!(
+        read_v(&mut sub),
+        arr(&[b("message"), b("ch"), b("still here")])
+    );
+}

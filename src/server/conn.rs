@@ -275,7 +275,7 @@ async fn serve_stream<T>(
     let mut more_input = false;
     'conn: loop {
         let timeout = srv.hot.timeout_secs.load(Relaxed);
-        let idle = timeout > 0 && !client.monitor;
+        let idle = timeout > 0 && !client.monitor && client.pubsub.total() == 0;
         let n = tokio::select! {
             biased;
             _ = shared.kill.notified() => break 'conn,
