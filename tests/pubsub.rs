@@ -530,3 +530,36 @@ fn subscribers_are_exempt_from_idle_timeout() {
         arr(&[b("message"), b("ch"), b("still here")])
     );
 }
+
+#[test]
+fn redis_crate_pubsub_client() {
+    let s = Server::start(&[]);
+    let mut con = s.conn();
+    let mut ps = con.as_pubsub();
+    ps.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    ps.subscribe("events").unwrap();
+    ps.psubscribe("ev*").unwrap();
+    let mut p = s.conn();
+    let n: i64 = cmd(&mut p, &["PUBLISH", "events", "payload"]);
+    assert_eq!(n, 2);
+    let mut got = vec![];
+    for _ in 0..2 {
+        let m = ps.get_message().unwrap();
+        let pat: Option<String> = m.get_pattern().ok();
+        let body: String = m.get_payload().unwrap();
+        got.push((m.get_channel_name().to_string(), pat, body));
+    }
+    got.sort();
+    assert_eq!(
+        got,
+        [
+            ("events".into(), None, "payload".into()),
+            ("events".into(), Some("ev*".into()), "payload".into()),
+        ]
+    );
+    ps.unsubscribe("events").unwrap();
+    ps.punsubscribe("ev*").unwrap();
+    drop(ps);
+    let pong: String = cmd(&mut con, &["PING"]);
+    assert_eq!(pong, "PONG");
+}
