@@ -563,3 +563,27 @@ fn redis_crate_pubsub_client() {
     let pong: String = cmd(&mut con, &["PING"]);
     assert_eq!(pong, "PONG");
 }
+
+#[test]
+fn notify_keyspace_events_normalized_as_redis() {
+    let s = Server::start(&[]);
+    let mut c = s.conn();
+    for (set, get) in [
+        ("gKE", "gKE"),
+        ("$lshzxeKE", "$lshzxeKE"),
+        ("KA", "AK"),
+        ("EA", "AE"),
+        ("nKxm", "xnKm"),
+        ("ndgE", "gdnE"),
+        ("", ""),
+    ] {
+        let _: () = cmd(&mut c, &["CONFIG", "SET", "notify-keyspace-events", set]);
+        let v: Vec<String> = cmd(&mut c, &["CONFIG", "GET", "notify-keyspace-events"]);
+        assert_eq!(v[1], get, "{set}");
+    }
+    let e = cmd_err(&mut c, &["CONFIG", "SET", "notify-keyspace-events", "Q"]);
+    assert!(
+        e.contains("Invalid event class character. Use 'Ag$lshzxeKEtmdn'."),
+        "{e}"
+    );
+}
