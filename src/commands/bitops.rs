@@ -114,6 +114,7 @@ fn setbit(ctx: &mut Ctx, args: Args) -> CmdResult {
         };
         let argv: Vec<&[u8]> = args.iter().collect();
         ctx.propagate(e.version, &argv);
+        ctx.notify(super::events::class::STRING, "setbit", args.get(1));
     }
     ctx.out.int(old as i64);
     Ok(())
@@ -336,6 +337,11 @@ fn bitop(ctx: &mut Ctx, args: Args) -> CmdResult {
     if wrote {
         let argv: Vec<&[u8]> = args.iter().collect();
         ctx.propagate(version, &argv);
+        if len > 0 {
+            ctx.notify(super::events::class::STRING, "set", dest)
+        } else {
+            ctx.notify(super::events::class::GENERIC, "del", dest)
+        }
     }
     ctx.out.int(len as i64);
     Ok(())
@@ -496,6 +502,7 @@ fn bitfield_generic(ctx: &mut Ctx, args: Args, ro: bool) -> CmdResult {
     };
     let argv: Vec<&[u8]> = args.iter().collect();
     ctx.propagate(e.version, &argv);
+    ctx.notify(super::events::class::STRING, "setbit", args.get(1));
     Ok(())
 }
 

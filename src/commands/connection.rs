@@ -53,6 +53,13 @@ pub static COMMANDS: &[Command] = &[
 ];
 
 fn ping(ctx: &mut Ctx, args: Args) -> CmdResult {
+    if args.len() <= 2 && super::pubsub::in_resp2_subscribed_mode(ctx.client) {
+        ctx.out.array(2);
+        ctx.out.bulk(b"pong");
+        ctx.out
+            .bulk(if args.len() == 2 { args.get(1) } else { b"" });
+        return Ok(());
+    }
     match args.len() {
         1 => ctx.out.simple("PONG"),
         2 => ctx.out.bulk(args.get(1)),
@@ -177,6 +184,7 @@ fn hello(ctx: &mut Ctx, args: Args) -> CmdResult {
 }
 
 fn reset(ctx: &mut Ctx, _args: Args) -> CmdResult {
+    super::pubsub::remove_client(ctx.srv, ctx.client);
     let c = &mut *ctx.client;
     c.db = 0;
     c.resp = 2;

@@ -6,10 +6,17 @@
 //! Command families call these at the points Redis calls
 //! notifyKeyspaceEvent / signalKeyAsReady, with Redis's event names
 //! ("lpush", "hset", "zadd", "del", "expired", ...).
-//! Issue 3: the pub/sub and blocking work fills in the delivery; until then
-//! both are no-ops, so calling them is always correct.
+//! Notifications publish on `__keyspace@<db>__:<key>` (message: the event)
+//! and `__keyevent@<db>__:<event>` (message: the key) through the pub/sub
+//! registry, so they reach subscribers on any thread. The enabled classes
+//! are an atomic mirrored from the config: with none enabled (the default)
+//! a notification costs one load. Key-ready signals are filled in by the
+//! blocking work; until then a no-op, so calling it is always correct.
+
+use std::sync::atomic::Ordering::Relaxed;
 
 use super::Ctx;
+use crate::server::Server;
 
 /// Event classes, as Redis's NOTIFY_* bits.
 pub mod class {
@@ -27,6 +34,61 @@ pub mod class {
     pub const KEY_MISS: u32 = 1 << 11; // m
     pub const MODULE: u32 = 1 << 12; // d
     pub const NEW: u32 = 1 << 13; // n
+    /// 'A': every class but key-miss and new (Redis's NOTIFY_ALL).
+    pub const ALL: u32 =
+        GENERIC | STRING | LIST | SET | HASH | ZSET | EXPIRED | EVICTED | STREAM | MODULE;
+}
+
+/// `notify-keyspace-events` text to class bits (Redis's
+/// keyspaceEventsStringToFlags); unknown characters are ignored here, the
+/// config layer rejects them.
+pub fn parse_classes(s: &str) -> u32 {
+    s.chars().fold(0, |f, c| {
+        f | match c {
+            'A' => class::ALL,
+            'g' => class::GENERIC,
+            '$' => class::STRING,
+            'l' => class::LIST,
+            's' => class::SET,
+            'h' => class::HASH,
+            'z' => class::ZSET,
+            'x' => class::EXPIRED,
+            'e' => class::EVICTED,
+            'K' => class::KEYSPACE,
+            'E' => class::KEYEVENT,
+            't' => class::STREAM,
+            'm' => class::KEY_MISS,
+            'd' => class::MODULE,
+            'n' => class::NEW,
+            _ => 0,
+        }
+    })
+}
+
+/// Publishes a keyspace notification (Redis's notifyKeyspaceEvent); usable
+/// without a command context (the active expiry cycle). `now_ms` 0: read
+/// the clock, only if something is published.
+pub fn notify_keyspace(srv: &Server, db: usize, class: u32, event: &str, key: &[u8], now_ms: u64) {
+    let flags = srv.hot.notify_keyspace_events.load(Relaxed);
+    if flags & class == 0 || flags & (class::KEYSPACE | class::KEYEVENT) == 0 {
+        return;
+    }
+    let limit = srv.hot.obuf_limits.read().pubsub;
+    let now_ms = match now_ms {
+        0 => crate::keyspace::hlc::unix_ms(),
+        t => t,
+    };
+    if flags & class::KEYSPACE != 0 {
+        let mut chan = format!("__keyspace@{db}__:").into_bytes();
+        chan.extend_from_slice(key);
+        srv.pubsub
+            .publish(false, &chan, event.as_bytes(), &limit, now_ms);
+    }
+    if flags & class::KEYEVENT != 0 {
+        let chan = format!("__keyevent@{db}__:{event}");
+        srv.pubsub
+            .publish(false, chan.as_bytes(), key, &limit, now_ms);
+    }
 }
 
 impl Ctx<'_> {
@@ -37,7 +99,9 @@ impl Ctx<'_> {
         self.notify_db(db, class, event, key);
     }
 
-    pub fn notify_db(&mut self, _db: usize, _class: u32, _event: &str, _key: &[u8]) {}
+    pub fn notify_db(&mut self, db: usize, class: u32, event: &str, key: &[u8]) {
+        notify_keyspace(self.srv, db, class, event, key, self.now_ms);
+    }
 
     /// Tells clients blocked on `key` (BLPOP, BZPOPMIN, ...) that it may now
     /// serve them. Call after the write, while still holding the key's lock.

@@ -188,6 +188,7 @@ fn expire_generic(
     if when <= ctx.now_ms as i64 && ctx.replay_version.is_none() {
         l.remove(key);
         ctx.propagate(v, &[b"DEL", key]);
+        ctx.notify(super::events::class::GENERIC, "del", key);
     } else {
         // A replayed deadline may lie in the past; 0 would mean "persistent".
         let at = when.max(1) as u64;
@@ -195,6 +196,7 @@ fn expire_generic(
         l.set_version(key, v);
         let at = at.to_string();
         ctx.propagate(v, &[b"PEXPIREAT", key, at.as_bytes()]);
+        ctx.notify(super::events::class::GENERIC, "expire", key);
     }
     drop(l);
     ctx.out.int(1);
@@ -257,6 +259,7 @@ fn persist(ctx: &mut Ctx, args: Args) -> CmdResult {
             l.set_expire(key, 0);
             l.set_version(key, v);
             ctx.propagate(v, &[b"PERSIST", key]);
+            ctx.notify(super::events::class::GENERIC, "persist", key);
             true
         }
         _ => false,

@@ -567,6 +567,7 @@ fn del_generic(ctx: &mut Ctx, args: Args, name: &'static [u8]) -> CmdResult {
     for k in &keys {
         if l.remove(k).is_some() {
             removed.push(k);
+            ctx.notify(super::events::class::GENERIC, "del", k);
         }
     }
     let n = removed.len() - 1;
@@ -638,6 +639,8 @@ fn rename_generic(ctx: &mut Ctx, args: Args, nx: bool) -> CmdResult {
         e.version = v;
         l.put_entry(e);
         ctx.propagate(v, &[b"RENAME", src, dst]);
+        ctx.notify(super::events::class::GENERIC, "rename_from", src);
+        ctx.notify(super::events::class::GENERIC, "rename_to", dst);
     }
     drop(l);
     if nx {
@@ -717,6 +720,8 @@ fn move_cmd(ctx: &mut Ctx, args: Args) -> CmdResult {
         e.version = v;
         p.dst().insert(hasher, hash, e);
         ctx.propagate(v, &[b"MOVE", key, args.get(2)]);
+        ctx.notify_db(src_db, super::events::class::GENERIC, "move_from", key);
+        ctx.notify_db(dst_db, super::events::class::GENERIC, "move_to", key);
     }
     drop(p);
     ctx.out.int(i64::from(moved));
@@ -779,6 +784,7 @@ fn copy(ctx: &mut Ctx, args: Args) -> CmdResult {
     p.dst().insert(hasher, dh, entry);
     let db = dst_db.to_string();
     ctx.propagate(v, &[b"COPY", src, dst, b"DB", db.as_bytes(), b"REPLACE"]);
+    ctx.notify_db(dst_db, super::events::class::GENERIC, "copy_to", dst);
     drop(p);
     ctx.out.int(1);
     Ok(())

@@ -346,6 +346,7 @@ impl Ctx<'_> {
 
     /// Reports that an expired key was deleted (lazily or actively).
     pub fn propagate_expired(&mut self, db: usize, key: &[u8]) {
+        self.notify_db(db, events::class::EXPIRED, "expired", key);
         self.stats.add_expired(1);
         let v = self.clock.now_at(self.now_ms);
         self.propagate_db(db, v, &[b"DEL", key]);

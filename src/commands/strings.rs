@@ -353,10 +353,15 @@ fn set_generic(
         // Already expired (EXAT/PXAT in the past): the key is deleted.
         if l.remove(key).is_some() {
             ctx.propagate(version, &[b"DEL", key]);
+            ctx.notify(super::events::class::GENERIC, "del", key);
         }
     } else {
         l.put(key, Value::string(val), expire_at, version);
         propagate_set(ctx, version, key, val, expire);
+        ctx.notify(super::events::class::STRING, "set", key);
+        if matches!(expire, ExpireOpt::At(_)) {
+            ctx.notify(super::events::class::GENERIC, "expire", key);
+        }
     }
     Ok(true)
 }
@@ -383,6 +388,7 @@ fn setnx(ctx: &mut Ctx, args: Args) -> CmdResult {
     let version = ctx.new_version();
     l.put(key, Value::string(val), 0, version);
     ctx.propagate(version, &[b"SETNX", key, val]);
+    ctx.notify(super::events::class::STRING, "set", key);
     ctx.out.int(1);
     Ok(())
 }
@@ -419,6 +425,7 @@ fn getset(ctx: &mut Ctx, args: Args) -> CmdResult {
     let version = ctx.version_after(prev);
     l.put(key, Value::string(val), 0, version);
     ctx.propagate(version, &[b"SET", key, val]);
+    ctx.notify(super::events::class::STRING, "set", key);
     Ok(())
 }
 
@@ -433,6 +440,7 @@ fn getdel(ctx: &mut Ctx, args: Args) -> CmdResult {
     let version = ctx.version_after(e.version);
     l.remove(key);
     ctx.propagate(version, &[b"DEL", key]);
+    ctx.notify(super::events::class::GENERIC, "del", key);
     Ok(())
 }
 
@@ -454,17 +462,20 @@ fn getex(ctx: &mut Ctx, args: Args) -> CmdResult {
         if absolute && at <= ctx.now_ms && ctx.replay_version.is_none() {
             l.remove(key);
             ctx.propagate(version, &[b"DEL", key]);
+            ctx.notify(super::events::class::GENERIC, "del", key);
         } else {
             l.set_expire(key, at);
             l.set_version(key, version);
             let at = at.to_string();
             ctx.propagate(version, &[b"PEXPIREAT", key, at.as_bytes()]);
+            ctx.notify(super::events::class::GENERIC, "expire", key);
         }
     } else if o.persist && had_ttl {
         let version = ctx.version_after(prev);
         l.set_expire(key, 0);
         l.set_version(key, version);
         ctx.propagate(version, &[b"PERSIST", key]);
+        ctx.notify(super::events::class::GENERIC, "persist", key);
     }
     Ok(())
 }
@@ -520,6 +531,7 @@ fn mset_generic(ctx: &mut Ctx, args: Args, nx: bool) -> CmdResult {
     let version = ctx.version_after(prev);
     for i in (1..args.len()).step_by(2) {
         l.put(args.get(i), Value::string(args.get(i + 1)), 0, version);
+        ctx.notify(super::events::class::STRING, "set", args.get(i));
     }
     let argv: Vec<&[u8]> = args.iter().collect();
     ctx.propagate(version, &argv);
@@ -539,6 +551,7 @@ fn append(ctx: &mut Ctx, args: Args) -> CmdResult {
             let version = ctx.new_version();
             l.put(key, Value::string(val), 0, version);
             ctx.propagate(version, &[b"APPEND", key, val]);
+            ctx.notify(super::events::class::STRING, "append", key);
             val.len()
         }
         Some(e) => {
@@ -549,6 +562,7 @@ fn append(ctx: &mut Ctx, args: Args) -> CmdResult {
             let total = data.len();
             e.version = ctx.version_after(e.version);
             ctx.propagate(e.version, &[b"APPEND", key, val]);
+            ctx.notify(super::events::class::STRING, "append", key);
             total
         }
     };
@@ -605,12 +619,14 @@ fn incr_decr(ctx: &mut Ctx, args: Args, by: i64) -> CmdResult {
             let version = ctx.version_after(e.version);
             super::access::set_str_keep_ttl(e, StrValue::Int(n), version);
             ctx.propagate(version, &argv);
+            ctx.notify(super::events::class::STRING, "incrby", key);
             n
         }
         None => {
             let version = ctx.new_version();
             l.put(key, Value::Str(StrValue::Int(by)), 0, version);
             ctx.propagate(version, &argv);
+            ctx.notify(super::events::class::STRING, "incrby", key);
             by
         }
     };
@@ -653,6 +669,7 @@ fn incrbyfloat(ctx: &mut Ctx, args: Args) -> CmdResult {
         }
     };
     ctx.propagate(version, &[b"SET", key, text.as_bytes(), b"KEEPTTL"]);
+    ctx.notify(super::events::class::STRING, "incrbyfloat", key);
     ctx.out.bulk(text.as_bytes());
     Ok(())
 }
@@ -706,6 +723,7 @@ fn setrange(ctx: &mut Ctx, args: Args) -> CmdResult {
             let version = ctx.new_version();
             l.put(key, Value::Str(StrValue::raw(data)), 0, version);
             ctx.propagate(version, &argv);
+            ctx.notify(super::events::class::STRING, "setrange", key);
             total
         }
         Some(e) => {
@@ -723,6 +741,7 @@ fn setrange(ctx: &mut Ctx, args: Args) -> CmdResult {
                 let total = data.len();
                 e.version = ctx.version_after(e.version);
                 ctx.propagate(e.version, &argv);
+                ctx.notify(super::events::class::STRING, "setrange", key);
                 total
             }
         }

@@ -261,8 +261,9 @@ fn norm_events(a: &str) -> Result<String, String> {
         out.push('A');
     } else {
         out.extend(ALL.chars().filter(|&c| has(c)));
+        out.extend(a.contains('n').then_some('n')); // Redis 7.0 prints 'n' here only
     }
-    out.extend("KEmn".chars().filter(|&c| a.contains(c)));
+    out.extend("KEm".chars().filter(|&c| a.contains(c)));
     Ok(out)
 }
 
@@ -484,7 +485,7 @@ pub static DIRECTIVES: &[Directive] = &[
     d("min-replicas-max-lag", Int(0, INT), "10").alias(&["min-slaves-max-lag"]),
     d("min-replicas-to-write", Int(0, INT), "0").alias(&["min-slaves-to-write"]),
     d("no-appendfsync-on-rewrite", Bool, "no"),
-    d("notify-keyspace-events", NotifyEvents, ""),
+    d("notify-keyspace-events", NotifyEvents, "").built(),
     d(
         "oom-score-adj",
         Enum(&["no", "yes", "relative", "absolute"]),

@@ -26,7 +26,7 @@ use tokio::sync::mpsc;
 
 /// Something pushed to a connection by another.
 pub enum Push {
-    /// Already-encoded bytes to write (MONITOR lines, later pub/sub).
+    /// Already-encoded bytes to write (MONITOR lines, pub/sub messages).
     Bytes(Arc<Vec<u8>>),
     /// CLIENT KILL or timeout: close the connection.
     Kill,
@@ -61,6 +61,8 @@ pub struct ClientState {
     /// Set by SHUTDOWN: the server should stop after this reply.
     pub shutdown_requested: Option<crate::server::ShutdownKind>,
     pub shared: Option<Arc<ClientShared>>,
+    /// Pub/sub subscriptions (see `server/pubsub.rs`).
+    pub pubsub: crate::server::pubsub::ClientSubs,
 }
 
 impl ClientState {
@@ -80,6 +82,7 @@ impl ClientState {
             close_after_reply: false,
             shutdown_requested: None,
             shared: None,
+            pubsub: Default::default(),
         }
     }
 }
@@ -114,6 +117,8 @@ pub struct ClientShared {
     pub closing: AtomicBool,
     /// Wakes the connection task to close (see the module comment).
     pub kill: Notify,
+    /// Subscription counts by `pubsub::Kind` (CLIENT LIST sub/psub/ssub).
+    pub subs: [AtomicUsize; 3],
 }
 
 /// All connected clients.
@@ -174,6 +179,7 @@ impl ClientRegistry {
             soft_since_ms: AtomicU64::new(0),
             closing: AtomicBool::new(false),
             kill: Notify::new(),
+            subs: Default::default(),
         });
         self.clients.lock().insert(id, c.clone());
         c

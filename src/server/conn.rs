@@ -275,7 +275,7 @@ async fn serve_stream<T>(
     let mut more_input = false;
     'conn: loop {
         let timeout = srv.hot.timeout_secs.load(Relaxed);
-        let idle = timeout > 0 && !client.monitor;
+        let idle = timeout > 0 && !client.monitor && client.pubsub.total() == 0;
         let n = tokio::select! {
             biased;
             _ = shared.kill.notified() => break 'conn,
@@ -326,6 +326,8 @@ async fn serve_stream<T>(
             let limits = *srv.hot.obuf_limits.read();
             let limit = if client.monitor {
                 limits.monitor()
+            } else if client.pubsub.total() > 0 {
+                limits.pubsub
             } else {
                 limits.normal
             };
@@ -348,6 +350,7 @@ async fn serve_stream<T>(
             break;
         }
     }
+    crate::commands::pubsub::remove_client(&srv, &mut client);
     srv.clients.unregister(id);
 }
 
@@ -580,6 +583,8 @@ fn lookup_and_check(
     if !client.authenticated && cmd.flags & flags::NO_AUTH == 0 {
         return Err((Some(id), CmdError::NoAuth));
     }
+    crate::commands::pubsub::check_subscribed_mode(client, &srv.commands.full_names[id])
+        .map_err(|e| (Some(id), e))?;
     Ok(id)
 }
 

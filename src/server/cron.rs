@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use super::conn::Worker;
 use super::Server;
+use crate::commands::events::class::EXPIRED;
 use crate::keyspace::expire::active_expire_cycle;
 use crate::keyspace::hlc::unix_ms;
 
@@ -36,6 +37,7 @@ pub async fn worker_cron(srv: Arc<Server>, worker: Rc<Worker>, index: usize, nwo
             unix_ms(),
             budget,
             |db, e| {
+                crate::commands::events::notify_keyspace(&srv, db, EXPIRED, "expired", &e.key, 0);
                 stats.add_expired(1);
                 stats.add_dirty(1);
                 if srv.effects.enabled() {

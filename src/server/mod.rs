@@ -15,10 +15,13 @@
 pub mod client;
 pub mod conn;
 pub mod cron;
+pub mod pubsub;
 pub mod stats;
 
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, AtomicUsize, Ordering::Relaxed};
+use std::sync::atomic::{
+    AtomicBool, AtomicI64, AtomicU32, AtomicU64, AtomicUsize, Ordering::Relaxed,
+};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -61,6 +64,8 @@ pub struct HotConfig {
     pub obuf_limits: RwLock<client::ObufLimits>,
     /// Thresholds at which small collections leave their compact encoding.
     pub encoding: EncodingLimits,
+    /// `notify-keyspace-events` as `commands::events::class` bits.
+    pub notify_keyspace_events: AtomicU32,
 }
 
 /// The `*-max-listpack-*` / `set-max-intset-entries` thresholds: a
@@ -130,6 +135,10 @@ impl HotConfig {
             crate::log::set_level(l);
         }
         self.encoding.load(c);
+        self.notify_keyspace_events.store(
+            crate::commands::events::parse_classes(&c.get_str("notify-keyspace-events")),
+            Relaxed,
+        );
     }
 }
 
@@ -170,6 +179,8 @@ pub struct Server {
     pub shutdown_tx: Mutex<Option<std::sync::mpsc::Sender<ShutdownKind>>>,
     pub shutting_down: AtomicBool,
     pub lastsave_unix: AtomicU64,
+    /// Pub/sub channels and patterns (see `pubsub.rs`).
+    pub pubsub: pubsub::PubSub,
 }
 
 impl Server {
@@ -204,6 +215,7 @@ impl Server {
             shutdown_tx: Mutex::new(None),
             shutting_down: AtomicBool::new(false),
             lastsave_unix: AtomicU64::new(now / 1000),
+            pubsub: Default::default(),
         })
     }
 

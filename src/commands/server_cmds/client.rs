@@ -242,7 +242,7 @@ fn client_line(ctx: &Ctx, c: &ClientShared, current: Option<&str>) -> String {
     let (lib_name, lib_ver) = c.lib.lock().clone();
     format!(
         "id={} addr={addr} laddr={laddr} fd={} name={} age={} idle={} flags={} db={} \
-         sub=0 psub=0 ssub=0 multi=-1 qbuf={qbuf} qbuf-free={} argv-mem=0 multi-mem=0 \
+         sub={} psub={} ssub={} multi=-1 qbuf={qbuf} qbuf-free={} argv-mem=0 multi-mem=0 \
          rbs=16384 rbp=0 obl={obuf} oll={} omem={} tot-mem={} events=r cmd={cmd} \
          user=default redir=-1 resp={} lib-name={lib_name} lib-ver={lib_ver}",
         c.id,
@@ -252,6 +252,9 @@ fn client_line(ctx: &Ctx, c: &ClientShared, current: Option<&str>) -> String {
         now.saturating_sub(c.last_interaction_ms.load(Relaxed)) / 1000,
         flags_of(c),
         c.db.load(Relaxed),
+        c.subs[0].load(Relaxed),
+        c.subs[1].load(Relaxed),
+        c.subs[2].load(Relaxed),
         16384usize.saturating_sub(qbuf),
         c.pushed_items.load(Relaxed),
         c.output_memory(),
