@@ -7,14 +7,12 @@
 //! writes them. The locks are released when the view is dropped, after the
 //! command has propagated its effect.
 
-use parking_lot::MutexGuard;
-
 use super::{CmdError, Ctx};
-use crate::keyspace::{Entry, Keyspace, Shard, Slot, StrValue, Value};
+use crate::keyspace::{Entry, Keyspace, Shard, ShardGuard, Slot, StrValue, Value};
 
 enum Guards<'a> {
-    One(usize, MutexGuard<'a, Shard>),
-    Many(Vec<(usize, MutexGuard<'a, Shard>)>),
+    One(usize, ShardGuard<'a>),
+    Many(Vec<(usize, ShardGuard<'a>)>),
 }
 
 /// The locked shards of a command's keys in one database.

@@ -61,6 +61,15 @@ pub struct ClientState {
     /// Set by SHUTDOWN: the server should stop after this reply.
     pub shutdown_requested: Option<crate::server::ShutdownKind>,
     pub shared: Option<Arc<ClientShared>>,
+    /// Transactions (`commands/multi.rs`): the open MULTI, if any.
+    pub multi: Option<crate::commands::multi::MultiState>,
+    /// True while EXEC runs this client's queued commands: blocking
+    /// commands (BLPOP ...) must answer as if they timed out, not block.
+    pub in_exec: bool,
+    /// Keys this client WATCHes (unregistered when dropped).
+    pub watches: Option<crate::commands::multi::Watches>,
+    /// Effects of the running EXEC, emitted together when it ends.
+    pub exec_effects: Option<Vec<crate::effects::Effect>>,
 }
 
 impl ClientState {
@@ -80,6 +89,10 @@ impl ClientState {
             close_after_reply: false,
             shutdown_requested: None,
             shared: None,
+            multi: None,
+            in_exec: false,
+            watches: None,
+            exec_effects: None,
         }
     }
 }

@@ -472,12 +472,15 @@ pub fn dispatch(
     out.resp = client.resp;
     let mut end = start;
     let res = lookup_and_check(srv, client, args);
+    // In MULTI, commands are queued (Ok(None)) instead of run.
+    let res = crate::commands::multi::intercept(srv, client, out, args, res);
     let (id, result, usec) = match res {
         Err((id, e)) => {
             worker.stats.record_rejected(id);
             (None, Err(e), 0)
         }
-        Ok(id) => {
+        Ok(None) => (None, Ok(()), 0),
+        Ok(Some(id)) => {
             let cmd = srv.commands.get(id);
             if srv.clients.monitors.load(Relaxed) > 0
                 && cmd.flags & (flags::ADMIN | flags::SKIP_MONITOR) == 0

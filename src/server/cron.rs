@@ -38,6 +38,7 @@ pub async fn worker_cron(srv: Arc<Server>, worker: Rc<Worker>, index: usize, nwo
             |db, e| {
                 stats.add_expired(1);
                 stats.add_dirty(1);
+                srv.watch.touch_expired(db, &e.key);
                 if srv.effects.enabled() {
                     let v = clock.now();
                     srv.effects.emit(crate::effects::Effect {

@@ -170,6 +170,8 @@ pub struct Server {
     pub shutdown_tx: Mutex<Option<std::sync::mpsc::Sender<ShutdownKind>>>,
     pub shutting_down: AtomicBool,
     pub lastsave_unix: AtomicU64,
+    /// Keys WATCHed by clients (`commands/multi.rs`).
+    pub watch: Arc<crate::commands::multi::WatchRegistry>,
 }
 
 impl Server {
@@ -204,6 +206,7 @@ impl Server {
             shutdown_tx: Mutex::new(None),
             shutting_down: AtomicBool::new(false),
             lastsave_unix: AtomicU64::new(now / 1000),
+            watch: Default::default(),
         })
     }
 
