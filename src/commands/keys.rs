@@ -37,7 +37,6 @@
 
 use std::cell::Cell;
 
-
 use super::access::{lru_clock, Locked};
 use super::util::{arg_i64, eq_ic, glob_match};
 use super::{flags::*, CmdError, CmdResult, Command, Ctx};

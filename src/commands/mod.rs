@@ -456,6 +456,12 @@ pub fn run_local(
         return Err(CmdError::WrongArity(srv.commands.full_names[id].clone()).render());
     }
     let mut out = ReplyBuf::new(client.resp);
+    // In MULTI the command is queued, as on a connection.
+    match multi::intercept(srv, client, &mut out, args, Ok(id)) {
+        Ok(Some(_)) => {}
+        Ok(None) => return Ok(out.buf),
+        Err((_, e)) => return Err(e.render()),
+    }
     let mut ctx = Ctx {
         srv,
         client,

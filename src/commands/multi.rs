@@ -325,7 +325,12 @@ fn plan_locks(
 ) -> Option<Vec<(usize, usize)>> {
     let ks = &srv.keyspace;
     let mut t: Vec<(usize, usize)> = watches
-        .map(|w| w.keys.iter().map(|k| (k.db, ks.slot(&k.key).shard)).collect())
+        .map(|w| {
+            w.keys
+                .iter()
+                .map(|k| (k.db, ks.slot(&k.key).shard))
+                .collect()
+        })
         .unwrap_or_default();
     let mut db = start_db;
     for q in &m.queue {
@@ -478,9 +483,7 @@ pub fn touch_write(srv: &Server, db: usize, argv: &[&[u8]]) {
 fn store_destination<'a>(name: &[u8], argv: &[&'a [u8]]) -> Option<&'a [u8]> {
     match name {
         b"sunionstore" | b"sinterstore" | b"sdiffstore" | b"zunionstore" | b"zinterstore"
-        | b"zdiffstore" | b"zrangestore" | b"geosearchstore" | b"pfmerge" => {
-            argv.get(1).copied()
-        }
+        | b"zdiffstore" | b"zrangestore" | b"geosearchstore" | b"pfmerge" => argv.get(1).copied(),
         b"bitop" => argv.get(2).copied(),
         b"sort" | b"georadius" | b"georadiusbymember" => {
             let i = argv.iter().rposition(|a| {
