@@ -6,6 +6,13 @@
 //! time, and return a [`Locked`] view through which the command reads and
 //! writes them. The locks are released when the view is dropped, after the
 //! command has propagated its effect.
+//!
+//! Inside EXEC the shards are already locked by the transaction
+//! (`Keyspace::hold`, see `keyspace/held.rs` and `multi.rs`): the lock
+//! requests made here then borrow those held locks (a `ShardGuard::Borrowed`
+//! that unlocks nothing when dropped) instead of locking again, which would
+//! deadlock since parking_lot mutexes are not reentrant. Handlers need not
+//! know whether they run inside a transaction.
 
 use super::{CmdError, Ctx};
 use crate::keyspace::{Entry, Keyspace, Shard, ShardGuard, Slot, StrValue, Value};

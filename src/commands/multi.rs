@@ -162,6 +162,18 @@ pub fn intercept(
     Ok(None)
 }
 
+/// Whether `name` is an EXEC whose queue holds a write (CLIENT PAUSE WRITE
+/// holds such an EXEC back, as Redis does).
+pub fn exec_may_write(srv: &Server, client: &ClientState, name: &str) -> bool {
+    name == "exec"
+        && client.multi.as_ref().is_some_and(|m| {
+            m.queue.iter().any(|q| {
+                let f = srv.commands.get(q.id).flags;
+                f & (WRITE | MAY_REPLICATE) != 0
+            })
+        })
+}
+
 /// RESET: leaves MULTI and forgets the watched keys.
 pub fn reset(client: &mut ClientState) {
     client.multi = None;
@@ -365,12 +377,15 @@ pub struct WatchEntry {
     present: bool,
 }
 
+/// The watchers of each watched key of one database.
+type DbWatches = HashMap<Vec<u8>, Vec<Arc<WatchEntry>>>;
+
 /// Every watched key, for writers to mark their watchers dirty.
 #[derive(Default)]
 pub struct WatchRegistry {
     /// Keys in `map`: 0 means nobody watches and writers skip the hook.
     count: AtomicUsize,
-    map: Mutex<HashMap<usize, HashMap<Vec<u8>, Vec<Arc<WatchEntry>>>>>,
+    map: Mutex<HashMap<usize, DbWatches>>,
 }
 
 impl WatchRegistry {

@@ -439,7 +439,10 @@ fn pause_wait(
     let id = lookup_and_check(srv, client, args).ok()?;
     let cmd = srv.commands.get(id);
     let all = srv.pause_all.load(Relaxed);
-    let pausable = all || cmd.is_write() || cmd.flags & flags::MAY_REPLICATE != 0;
+    let pausable = all
+        || cmd.is_write()
+        || cmd.flags & flags::MAY_REPLICATE != 0
+        || crate::commands::multi::exec_may_write(srv, client, cmd.name);
     if !pausable || unix_ms() >= until {
         return None;
     }
