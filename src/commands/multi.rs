@@ -324,7 +324,17 @@ fn keyless_safe(name: &str) -> bool {
 fn needs_everything(name: &str) -> bool {
     matches!(
         name,
-        "move" | "copy" | "swapdb" | "flushall" | "flushdb" | "sort" | "sort_ro" | "debug"
+        "move"
+            | "copy"
+            | "swapdb"
+            | "flushall"
+            | "flushdb"
+            | "sort"
+            | "sort_ro"
+            | "georadius"
+            | "georadiusbymember"
+            | "migrate"
+            | "debug"
     ) || name.starts_with("debug|")
 }
 

@@ -59,7 +59,15 @@ impl DerefMut for ShardGuard<'_> {
 /// Locks `m`, or borrows it if this thread's EXEC already holds it.
 #[inline]
 pub fn lock(m: &Mutex<Shard>) -> ShardGuard<'_> {
-    if ACTIVE.with(|a| a.get()) && is_held(m) {
+    if ACTIVE.with(|a| a.get()) {
+        return lock_in_exec(m);
+    }
+    ShardGuard::Owned(m.lock())
+}
+
+#[cold]
+fn lock_in_exec(m: &Mutex<Shard>) -> ShardGuard<'_> {
+    if is_held(m) {
         // SAFETY: this thread holds `m`'s lock (EXEC's `Hold`, which keeps it
         // until after every command of the transaction returned, and never
         // touches the data itself meanwhile). A handler never has two guards
@@ -68,6 +76,10 @@ pub fn lock(m: &Mutex<Shard>) -> ShardGuard<'_> {
         // handler, which returns before `Hold` is dropped.
         return ShardGuard::Borrowed(unsafe { &mut *m.data_ptr() });
     }
+    // A command locked a shard EXEC did not plan for (`multi::plan_locks`
+    // must then list it as needing every shard): locking out of order
+    // risks a deadlock, so make it visible.
+    crate::log_warning!("EXEC: a queued command locked a shard outside the transaction's plan");
     ShardGuard::Owned(m.lock())
 }
 
