@@ -176,8 +176,21 @@ pub fn exec_may_write(srv: &Server, client: &ClientState, name: &str) -> bool {
 
 /// RESET: leaves MULTI and forgets the watched keys.
 pub fn reset(client: &mut ClientState) {
-    client.multi = None;
+    take_multi(client);
     client.watches = None;
+}
+
+/// Leaves MULTI, returning the transaction (CLIENT LIST loses flag 'x').
+fn take_multi(client: &mut ClientState) -> Option<MultiState> {
+    let m = client.multi.take()?;
+    clear_multi_flag(client);
+    Some(m)
+}
+
+fn clear_multi_flag(client: &ClientState) {
+    if let Some(sh) = &client.shared {
+        sh.flags.lock().retain(|c| c != 'x');
+    }
 }
 
 fn multi(ctx: &mut Ctx, _args: Args) -> CmdResult {
@@ -185,6 +198,9 @@ fn multi(ctx: &mut Ctx, _args: Args) -> CmdResult {
         return Err(CmdError::err("MULTI calls can not be nested"));
     }
     ctx.client.multi = Some(MultiState::default());
+    if let Some(sh) = &ctx.client.shared {
+        sh.flags.lock().push('x');
+    }
     ctx.out.ok();
     Ok(())
 }
@@ -210,6 +226,13 @@ fn exec(ctx: &mut Ctx, _args: Args) -> CmdResult {
     let Some(m) = ctx.client.multi.take() else {
         return Err(CmdError::err("EXEC without MULTI"));
     };
+    // As in Redis, the client shows flag 'x' until its EXEC is done.
+    let r = exec_multi(ctx, m);
+    clear_multi_flag(ctx.client);
+    r
+}
+
+fn exec_multi(ctx: &mut Ctx, m: MultiState) -> CmdResult {
     let watches = ctx.client.watches.take();
     if m.aborted {
         return Err(CmdError::Msg(
