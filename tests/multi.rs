@@ -452,3 +452,31 @@ fn effects_of_a_transaction_are_one_unit() {
     );
     assert_eq!(got.unwrap(), b"*3\r\n$1\r\n1\r\n$1\r\n2\r\n$1\r\n3\r\n");
 }
+
+#[test]
+fn monitor_shows_exec_after_its_commands() {
+    let s = Server::start(&[]);
+    let mut m = s.raw();
+    m.send(b"MONITOR\r\n");
+    assert_eq!(m.line().trim_end(), "+OK");
+    let mut c = s.conn();
+    cmd::<()>(&mut c, &["MULTI"]);
+    cmd::<String>(&mut c, &["SET", "foo", "bar"]);
+    exec_raw(&mut c);
+    cmd::<()>(&mut c, &["MULTI"]);
+    let _ = cmd_err(&mut c, &["SYNTAX", "error"]);
+    let _ = cmd_err(&mut c, &["EXEC"]);
+    for want in [
+        "\"multi\"",
+        "\"set\" \"foo\" \"bar\"",
+        "\"exec\"",
+        "\"multi\"",
+        "\"exec\"",
+    ] {
+        let mut l = m.line().to_lowercase();
+        while l.contains("\"client\"") {
+            l = m.line().to_lowercase(); // redis-rs's CLIENT SETINFO
+        }
+        assert!(l.contains(want), "{want} not in {l}");
+    }
+}

@@ -272,6 +272,9 @@ fn run_one(ctx: &mut Ctx, q: &Queued) {
     let cmd = ctx.srv.commands.get(q.id);
     let mark = ctx.out.len();
     ctx.out.resp = ctx.client.resp;
+    if ctx.srv.clients.monitors.load(Relaxed) > 0 && cmd.flags & (ADMIN | SKIP_MONITOR) == 0 {
+        crate::server::conn::feed_monitors(ctx.srv, ctx.client, q.args());
+    }
     let start = quanta::Instant::now();
     let r = {
         let mut sub = Ctx {

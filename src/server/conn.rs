@@ -485,9 +485,10 @@ pub fn dispatch(
         Ok(None) => (None, Ok(()), 0),
         Ok(Some(id)) => {
             let cmd = srv.commands.get(id);
-            if srv.clients.monitors.load(Relaxed) > 0
-                && cmd.flags & (flags::ADMIN | flags::SKIP_MONITOR) == 0
-            {
+            // EXEC is shown after the commands it ran, as in Redis.
+            let monitored = srv.clients.monitors.load(Relaxed) > 0
+                && cmd.flags & (flags::ADMIN | flags::SKIP_MONITOR) == 0;
+            if monitored && cmd.name != "exec" {
                 feed_monitors(srv, client, args);
             }
             let mut clock = worker.clock.borrow_mut();
@@ -501,6 +502,9 @@ pub fn dispatch(
                 replay_version: None,
             };
             let r = (cmd.handler)(&mut ctx, args);
+            if monitored && cmd.name == "exec" {
+                feed_monitors(srv, client, args);
+            }
             end = Instant::now();
             let usec = end.saturating_duration_since(start).as_micros() as u64;
             worker.stats.record_call(id, usec, r.is_err());
@@ -589,7 +593,7 @@ fn lookup_and_check(
     Ok(id)
 }
 
-fn feed_monitors(srv: &Server, client: &ClientState, args: Args) {
+pub(crate) fn feed_monitors(srv: &Server, client: &ClientState, args: Args) {
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap_or_default();
