@@ -103,7 +103,11 @@ impl<'a> Hold<'a> {
     /// are every shard of every database.
     pub(super) fn new(mutexes: Vec<&'a Mutex<Shard>>, everything: bool) -> Hold<'a> {
         assert!(!ACTIVE.with(|a| a.get()), "nested shard hold");
-        let mut addrs: Vec<usize> = mutexes.iter().map(|m| *m as *const _ as usize).collect();
+        let mut addrs: Vec<usize> = if everything {
+            Vec::new()
+        } else {
+            mutexes.iter().map(|m| *m as *const _ as usize).collect()
+        };
         let guards = mutexes.into_iter().map(|m| m.lock()).collect();
         addrs.sort_unstable();
         HELD.with(|h| *h.borrow_mut() = (everything, addrs));
