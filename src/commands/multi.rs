@@ -290,6 +290,7 @@ fn run_one(ctx: &mut Ctx, q: &Queued) {
     };
     let usec = start.elapsed().as_micros() as u64;
     ctx.stats.record_call(q.id, usec, r.is_err());
+    crate::server::conn::maybe_slowlog(ctx.srv, ctx.client, q.id, q.args(), usec);
     if let Err(e) = r {
         ctx.out.buf.truncate(mark);
         ctx.stats.record_error(&e.code());

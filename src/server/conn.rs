@@ -632,7 +632,7 @@ pub(crate) fn feed_monitors(srv: &Server, client: &ClientState, args: Args) {
         .feed_monitors(Arc::new(line.into_bytes()), &limit);
 }
 
-fn maybe_slowlog(srv: &Server, client: &ClientState, id: usize, args: Args, usec: u64) {
+pub(crate) fn maybe_slowlog(srv: &Server, client: &ClientState, id: usize, args: Args, usec: u64) {
     let threshold = srv.hot.slowlog_slower_than.load(Relaxed) as i64;
     if threshold < 0 || (usec as i64) < threshold {
         return;
