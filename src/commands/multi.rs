@@ -48,6 +48,7 @@ use super::flags::*;
 use super::util::arg_i64;
 use super::{CmdError, CmdResult, Command, CommandId, Ctx};
 use crate::effects::Effect;
+use crate::keyspace::KeyHasher;
 use crate::protocol::{Args, ReplyBuf};
 use crate::server::client::ClientState;
 use crate::server::Server;
@@ -417,12 +418,26 @@ pub struct WatchEntry {
 /// The watchers of each watched key of one database.
 type DbWatches = HashMap<Vec<u8>, Vec<Arc<WatchEntry>>>;
 
-/// Every watched key, for writers to mark their watchers dirty.
-#[derive(Default)]
+/// Every watched key, for writers to mark their watchers dirty. Split in
+/// stripes by key hash so writers on different threads rarely meet on one
+/// mutex while someone watches.
 pub struct WatchRegistry {
-    /// Keys in `map`: 0 means nobody watches and writers skip the hook.
+    /// Keys registered: 0 means nobody watches and writers skip the hook.
     count: AtomicUsize,
-    map: Mutex<HashMap<usize, DbWatches>>,
+    hasher: KeyHasher,
+    stripes: Box<[Mutex<HashMap<usize, DbWatches>>]>,
+}
+
+const STRIPES: usize = 64;
+
+impl Default for WatchRegistry {
+    fn default() -> Self {
+        WatchRegistry {
+            count: AtomicUsize::new(0),
+            hasher: KeyHasher::default(),
+            stripes: (0..STRIPES).map(|_| Mutex::default()).collect(),
+        }
+    }
 }
 
 impl WatchRegistry {
@@ -432,8 +447,12 @@ impl WatchRegistry {
         self.count.load(Relaxed) != 0
     }
 
+    fn stripe(&self, key: &[u8]) -> &Mutex<HashMap<usize, DbWatches>> {
+        &self.stripes[self.hasher.hash(key) as usize % STRIPES]
+    }
+
     fn add(&self, db: usize, key: &[u8], e: Arc<WatchEntry>) {
-        let mut map = self.map.lock();
+        let mut map = self.stripe(key).lock();
         let keys = map.entry(db).or_default();
         match keys.get_mut(key) {
             Some(v) => v.push(e),
@@ -445,7 +464,7 @@ impl WatchRegistry {
     }
 
     fn remove(&self, db: usize, key: &[u8], e: &Arc<WatchEntry>) {
-        let mut map = self.map.lock();
+        let mut map = self.stripe(key).lock();
         let Some(keys) = map.get_mut(&db) else { return };
         let Some(v) = keys.get_mut(key) else { return };
         v.retain(|x| !Arc::ptr_eq(x, e));
@@ -458,7 +477,7 @@ impl WatchRegistry {
     /// A write to `key`: its watchers become dirty. For the deletion of an
     /// expired key (`expiry`), only those that saw it present.
     pub fn touch_key(&self, db: usize, key: &[u8], expiry: bool) {
-        let map = self.map.lock();
+        let map = self.stripe(key).lock();
         let Some(v) = map.get(&db).and_then(|keys| keys.get(key)) else {
             return;
         };
@@ -474,10 +493,12 @@ impl WatchRegistry {
     /// created since are dirty already; a stale key's removal changes
     /// nothing, as in Redis 7).
     pub fn touch_db(&self, db: Option<usize>) {
-        let map = self.map.lock();
-        for (_, keys) in map.iter().filter(|(d, _)| db.is_none_or(|x| **d == x)) {
-            for e in keys.values().flatten().filter(|e| e.present) {
-                e.dirty.store(true, Relaxed);
+        for stripe in self.stripes.iter() {
+            let map = stripe.lock();
+            for (_, keys) in map.iter().filter(|(d, _)| db.is_none_or(|x| **d == x)) {
+                for e in keys.values().flatten().filter(|e| e.present) {
+                    e.dirty.store(true, Relaxed);
+                }
             }
         }
     }
