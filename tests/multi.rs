@@ -480,3 +480,58 @@ fn monitor_shows_exec_after_its_commands() {
         assert!(l.contains(want), "{want} not in {l}");
     }
 }
+
+#[test]
+fn mixed_transactions_and_db_wide_commands_do_not_deadlock() {
+    let s = Arc::new(Server::start(&["--server-threads", "4"]));
+    let scripts: Vec<Vec<Vec<&'static str>>> = vec![
+        // Keyless commands: EXEC holds every shard of every database.
+        vec![
+            vec!["SET", "a", "1"],
+            vec!["DBSIZE"],
+            vec!["SELECT", "2"],
+            vec!["SET", "b", "2"],
+            vec!["SELECT", "0"],
+        ],
+        // Keyed commands only: just their shards.
+        vec![
+            vec!["SET", "x", "1"],
+            vec!["RENAME", "x", "y"],
+            vec!["MGET", "a", "y"],
+        ],
+        vec![
+            vec!["SWAPDB", "0", "1"],
+            vec!["SET", "z", "1"],
+            vec!["MOVE", "z", "3"],
+        ],
+    ];
+    let handles: Vec<_> = scripts
+        .into_iter()
+        .enumerate()
+        .map(|(i, script)| {
+            let s = s.clone();
+            std::thread::spawn(move || {
+                let mut c = s.conn();
+                for round in 0..150 {
+                    if (round + i) % 3 == 0 {
+                        // Plain commands between transactions.
+                        cmd::<()>(&mut c, &["SET", "a", "0"]);
+                        cmd::<()>(&mut c, &["FLUSHDB"]);
+                        continue;
+                    }
+                    cmd::<()>(&mut c, &["WATCH", "a", "y"]);
+                    cmd::<()>(&mut c, &["MULTI"]);
+                    for q in &script {
+                        assert_eq!(cmd::<String>(&mut c, q), "QUEUED");
+                    }
+                    let _: V = redis::cmd("EXEC").query(&mut c).unwrap();
+                }
+            })
+        })
+        .collect();
+    for h in handles {
+        h.join().unwrap();
+    }
+    let mut c = s.conn();
+    assert_eq!(cmd::<String>(&mut c, &["PING"]), "PONG");
+}
