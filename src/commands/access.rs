@@ -6,15 +6,20 @@
 //! time, and return a [`Locked`] view through which the command reads and
 //! writes them. The locks are released when the view is dropped, after the
 //! command has propagated its effect.
-
-use parking_lot::MutexGuard;
+//!
+//! Inside EXEC the shards are already locked by the transaction
+//! (`Keyspace::hold`, see `keyspace/held.rs` and `multi.rs`): the lock
+//! requests made here then borrow those held locks (a `ShardGuard::Borrowed`
+//! that unlocks nothing when dropped) instead of locking again, which would
+//! deadlock since parking_lot mutexes are not reentrant. Handlers need not
+//! know whether they run inside a transaction.
 
 use super::{CmdError, Ctx};
-use crate::keyspace::{Entry, Keyspace, Shard, Slot, StrValue, Value};
+use crate::keyspace::{Entry, Keyspace, Shard, ShardGuard, Slot, StrValue, Value};
 
 enum Guards<'a> {
-    One(usize, MutexGuard<'a, Shard>),
-    Many(Vec<(usize, MutexGuard<'a, Shard>)>),
+    One(usize, ShardGuard<'a>),
+    Many(Vec<(usize, ShardGuard<'a>)>),
 }
 
 /// The locked shards of a command's keys in one database.

@@ -185,6 +185,7 @@ fn hello(ctx: &mut Ctx, args: Args) -> CmdResult {
 
 fn reset(ctx: &mut Ctx, _args: Args) -> CmdResult {
     super::pubsub::remove_client(ctx.srv, ctx.client);
+    super::multi::reset(ctx.client);
     let c = &mut *ctx.client;
     c.db = 0;
     c.resp = 2;

@@ -37,12 +37,10 @@
 
 use std::cell::Cell;
 
-use parking_lot::MutexGuard;
-
 use super::access::{lru_clock, Locked};
 use super::util::{arg_i64, eq_ic, glob_match};
 use super::{flags::*, CmdError, CmdResult, Command, Ctx};
-use crate::keyspace::{Entry, Key, Shard, StrValue, Value, SHARDS};
+use crate::keyspace::{Entry, Key, Shard, ShardGuard, StrValue, Value, SHARDS};
 use crate::protocol::Args;
 
 pub static COMMANDS: &[Command] = &[
@@ -234,7 +232,7 @@ fn free_shards(shards: Vec<Shard>, lazy: bool) {
     }
 }
 
-fn take_shards(guards: &mut [MutexGuard<'_, Shard>], into: &mut Vec<Shard>) {
+fn take_shards(guards: &mut [ShardGuard<'_>], into: &mut Vec<Shard>) {
     for g in guards.iter_mut() {
         if !g.is_empty() || g.volatile_len() != 0 {
             into.push(g.take_all());
@@ -656,8 +654,8 @@ fn rename_generic(ctx: &mut Ctx, args: Args, nx: bool) -> CmdResult {
 /// The locked shards of a source key and a destination key, which may be
 /// in different databases or in the very same shard.
 struct Pair<'a> {
-    src: MutexGuard<'a, Shard>,
-    dst: Option<MutexGuard<'a, Shard>>,
+    src: ShardGuard<'a>,
+    dst: Option<ShardGuard<'a>>,
 }
 
 impl Pair<'_> {

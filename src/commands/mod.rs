@@ -338,9 +338,22 @@ impl Ctx<'_> {
 
     pub fn propagate_db(&mut self, db: usize, version: u64, argv: &[&[u8]]) {
         self.stats.add_dirty(1);
+        if self.srv.watch.active() {
+            multi::touch_write(self.srv, db, argv);
+        }
+        self.emit_effect(db, version, argv);
+    }
+
+    /// Sends a record to the effect stream, or to the running EXEC's buffer
+    /// (which emits its records as one unit, see `multi.rs`).
+    fn emit_effect(&mut self, db: usize, version: u64, argv: &[&[u8]]) {
         if self.srv.effects.enabled() {
             let argv = argv.iter().map(|a| a.to_vec()).collect();
-            self.srv.effects.emit(Effect { db, version, argv });
+            let e = Effect { db, version, argv };
+            match &mut self.client.exec_effects {
+                Some(buf) => buf.push(e),
+                None => self.srv.effects.emit(e),
+            }
         }
     }
 
@@ -348,8 +361,10 @@ impl Ctx<'_> {
     pub fn propagate_expired(&mut self, db: usize, key: &[u8]) {
         self.notify_db(db, events::class::EXPIRED, "expired", key);
         self.stats.add_expired(1);
+        self.stats.add_dirty(1);
+        self.srv.watch.touch_expired(db, key);
         let v = self.clock.now_at(self.now_ms);
-        self.propagate_db(db, v, &[b"DEL", key]);
+        self.emit_effect(db, v, &[b"DEL", key]);
     }
 }
 
@@ -361,6 +376,12 @@ pub fn replay(
     stats: &WorkerStats,
     effect: &Effect,
 ) -> Result<(), String> {
+    // A transaction's bounds: its writes follow as ordinary records.
+    if let [name] = effect.argv.as_slice() {
+        if name.eq_ignore_ascii_case(b"multi") || name.eq_ignore_ascii_case(b"exec") {
+            return Ok(());
+        }
+    }
     let mut client = ClientState::new(0);
     client.db = effect.db;
     let mut out = ReplyBuf::new(2);
@@ -436,6 +457,12 @@ pub fn run_local(
         return Err(CmdError::WrongArity(srv.commands.full_names[id].clone()).render());
     }
     let mut out = ReplyBuf::new(client.resp);
+    // In MULTI the command is queued, as on a connection.
+    match multi::intercept(srv, client, &mut out, args, Ok(id)) {
+        Ok(Some(_)) => {}
+        Ok(None) => return Ok(out.buf),
+        Err((_, e)) => return Err(e.render()),
+    }
     let mut ctx = Ctx {
         srv,
         client,

@@ -1,5 +1,678 @@
-//! Transactions: MULTI EXEC DISCARD WATCH UNWATCH (Redis's multi.c). Issue 3: being built.
+//! Transactions: MULTI EXEC DISCARD WATCH UNWATCH (Redis's multi.c).
+//!
+//! Queueing. While a client is in MULTI, `conn.rs` hands every command that
+//! passed lookup/arity/auth to [`intercept`]: EXEC, DISCARD, MULTI, WATCH,
+//! QUIT and RESET run at once, `no_multi` commands are refused, anything else
+//! is copied into [`MultiState`] and answered `+QUEUED`. A rejected command
+//! flags the transaction, so EXEC answers EXECABORT.
+//!
+//! Atomicity and isolation. EXEC works out every shard the transaction may
+//! touch: the shards of the watched keys, and of each queued command's key
+//! arguments (command table key positions) in the database selected at that
+//! point of the queue (SELECT is followed). A queued command that may touch
+//! data beyond its key arguments (FLUSHALL, SWAPDB, MOVE, COPY, KEYS, SCAN,
+//! DBSIZE, INFO, unknown keyless commands...) makes EXEC take every shard of
+//! every database instead. The shards are locked in the global (db, shard)
+//! order through `Keyspace::hold`, and held until the last queued command
+//! returned; meanwhile the handlers' own `ctx.open`/`Db::lock` calls borrow
+//! the held locks (`keyspace/held.rs`). So no other thread sees a
+//! transaction half applied, and none can write in between.
+//!
+//! WATCH. At WATCH a client records, per key, its database, whether it was
+//! logically present (existing and not expired) and its version, and
+//! registers the key in the server's [`WatchRegistry`] (under the key's
+//! shard lock, so a writer either sees the registration or wrote before the
+//! recorded state). Every write passes through `Ctx::propagate_db`, which,
+//! when anyone watches (one relaxed load otherwise), calls [`touch_write`]:
+//! it marks the watchers of the written keys dirty (FLUSHDB, FLUSHALL and
+//! SWAPDB mark the watchers of keys present at WATCH time in their
+//! databases). Expiry deletions mark dirty only watchers that saw the key
+//! present, as Redis 7 does for keys already expired at WATCH. At EXEC,
+//! under the held locks, the transaction aborts if the client is dirty or
+//! if any watched key's present/absent state or version differs from the
+//! recorded one (which catches keys that expired without being deleted).
+//!
+//! Effects. During EXEC the client's effects are buffered; at the end, still
+//! under the locks, a single effect is emitted alone and several are
+//! wrapped in `MULTI` ... `EXEC` records, as Redis propagates transactions.
+//! Blocking commands see `ClientState::in_exec` and must not block.
 
-use super::Command;
+use std::ops::Range;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::Relaxed};
+use std::sync::Arc;
 
-pub static COMMANDS: &[Command] = &[];
+use hashbrown::HashMap;
+use parking_lot::Mutex;
+
+use super::flags::*;
+use super::util::arg_i64;
+use super::{CmdError, CmdResult, Command, CommandId, Ctx};
+use crate::effects::Effect;
+use crate::keyspace::KeyHasher;
+use crate::protocol::{Args, ReplyBuf};
+use crate::server::client::ClientState;
+use crate::server::Server;
+
+const TX: u32 = NOSCRIPT | LOADING | STALE | FAST | ALLOW_BUSY;
+
+pub static COMMANDS: &[Command] = &[
+    Command::new("multi", 1, TX, multi)
+        .acl("fast transaction")
+        .doc("transactions", "1.2.0", "Starts a transaction."),
+    Command::new("exec", 1, NOSCRIPT | LOADING | STALE | SKIP_SLOWLOG, exec)
+        .acl("slow transaction")
+        .doc(
+            "transactions",
+            "1.2.0",
+            "Executes all commands in a transaction.",
+        )
+        .complexity("Depends on commands in the transaction"),
+    Command::new("discard", 1, TX, discard)
+        .acl("fast transaction")
+        .doc("transactions", "2.0.0", "Discards a transaction.")
+        .complexity("O(N), when N is the number of queued commands"),
+    Command::new("watch", -2, TX, watch)
+        .keys(1, -1, 1)
+        .acl("fast transaction")
+        .doc(
+            "transactions",
+            "2.2.0",
+            "Monitors changes to keys to determine the execution of a transaction.",
+        )
+        .complexity("O(1) for every key."),
+    Command::new("unwatch", 1, TX, unwatch)
+        .acl("fast transaction")
+        .doc(
+            "transactions",
+            "2.2.0",
+            "Forgets about watched keys of a transaction.",
+        ),
+];
+
+// ---------------------------------------------------------------- queueing
+
+/// A client's open transaction.
+#[derive(Default)]
+pub struct MultiState {
+    queue: Vec<Queued>,
+    /// A command was rejected while queueing: EXEC answers EXECABORT.
+    aborted: bool,
+}
+
+/// One queued command, its arguments copied out of the query buffer.
+struct Queued {
+    id: CommandId,
+    flat: Vec<u8>,
+    spans: Vec<Range<usize>>,
+}
+
+impl Queued {
+    fn new(id: CommandId, args: Args) -> Queued {
+        let mut flat = Vec::new();
+        let mut spans = Vec::with_capacity(args.len());
+        for a in args.iter() {
+            spans.push(flat.len()..flat.len() + a.len());
+            flat.extend_from_slice(a);
+        }
+        Queued { id, flat, spans }
+    }
+    fn args(&self) -> Args<'_> {
+        Args::new(&self.flat, &self.spans)
+    }
+}
+
+/// The result of looking a command up, as `conn.rs` computes it.
+pub type Checked = Result<CommandId, (Option<CommandId>, CmdError)>;
+
+/// Called by the dispatcher for a client in MULTI. Returns `Ok(None)` when
+/// the command was queued (`+QUEUED` written), `Ok(Some(id))` to run it now,
+/// or the error to reply (which flags the transaction).
+pub fn intercept(
+    srv: &Server,
+    client: &mut ClientState,
+    out: &mut ReplyBuf,
+    args: Args,
+    checked: Checked,
+) -> Result<Option<CommandId>, (Option<CommandId>, CmdError)> {
+    let Some(m) = client.multi.as_mut() else {
+        return checked.map(Some);
+    };
+    let id = match checked {
+        Ok(id) => id,
+        Err(e) => {
+            m.aborted = true;
+            return Err(e);
+        }
+    };
+    let cmd = srv.commands.get(id);
+    if matches!(
+        cmd.name,
+        "exec" | "discard" | "multi" | "watch" | "quit" | "reset"
+    ) {
+        return Ok(Some(id));
+    }
+    if cmd.flags & NO_MULTI != 0 {
+        m.aborted = true;
+        return Err((
+            Some(id),
+            CmdError::err("Command not allowed inside a transaction"),
+        ));
+    }
+    m.queue.push(Queued::new(id, args));
+    out.simple("QUEUED");
+    Ok(None)
+}
+
+/// Whether `name` is an EXEC whose queue holds a write (CLIENT PAUSE WRITE
+/// holds such an EXEC back, as Redis does).
+pub fn exec_may_write(srv: &Server, client: &ClientState, name: &str) -> bool {
+    name == "exec"
+        && client.multi.as_ref().is_some_and(|m| {
+            m.queue.iter().any(|q| {
+                let f = srv.commands.get(q.id).flags;
+                f & (WRITE | MAY_REPLICATE) != 0
+            })
+        })
+}
+
+/// RESET: leaves MULTI and forgets the watched keys.
+pub fn reset(client: &mut ClientState) {
+    take_multi(client);
+    client.watches = None;
+}
+
+/// Leaves MULTI, returning the transaction (CLIENT LIST loses flag 'x').
+fn take_multi(client: &mut ClientState) -> Option<MultiState> {
+    let m = client.multi.take()?;
+    clear_multi_flag(client);
+    Some(m)
+}
+
+fn clear_multi_flag(client: &ClientState) {
+    if let Some(sh) = &client.shared {
+        sh.flags.lock().retain(|c| c != 'x');
+    }
+}
+
+fn multi(ctx: &mut Ctx, _args: Args) -> CmdResult {
+    if ctx.client.multi.is_some() {
+        return Err(CmdError::err("MULTI calls can not be nested"));
+    }
+    ctx.client.multi = Some(MultiState::default());
+    if let Some(sh) = &ctx.client.shared {
+        sh.flags.lock().push('x');
+    }
+    ctx.out.ok();
+    Ok(())
+}
+
+fn discard(ctx: &mut Ctx, _args: Args) -> CmdResult {
+    if ctx.client.multi.is_none() {
+        return Err(CmdError::err("DISCARD without MULTI"));
+    }
+    reset(ctx.client);
+    ctx.out.ok();
+    Ok(())
+}
+
+fn unwatch(ctx: &mut Ctx, _args: Args) -> CmdResult {
+    ctx.client.watches = None;
+    ctx.out.ok();
+    Ok(())
+}
+
+// ---------------------------------------------------------------- EXEC
+
+fn exec(ctx: &mut Ctx, _args: Args) -> CmdResult {
+    let Some(m) = ctx.client.multi.take() else {
+        return Err(CmdError::err("EXEC without MULTI"));
+    };
+    // As in Redis, the client shows flag 'x' until its EXEC is done.
+    let r = exec_multi(ctx, m);
+    clear_multi_flag(ctx.client);
+    r
+}
+
+fn exec_multi(ctx: &mut Ctx, m: MultiState) -> CmdResult {
+    let watches = ctx.client.watches.take();
+    if m.aborted {
+        return Err(CmdError::Msg(
+            "EXECABORT Transaction discarded because of previous errors.".into(),
+        ));
+    }
+    let srv: &Arc<Server> = ctx.srv;
+    let plan = plan_locks(srv, ctx.client.db, &m, watches.as_ref());
+    let _hold = srv.keyspace.hold(plan.as_deref());
+    if watches.is_some_and(|w| w.broken(srv, ctx.now_ms)) {
+        ctx.out.null_array();
+        return Ok(());
+    }
+    run_queue(ctx, &m);
+    Ok(())
+}
+
+/// Runs the queued commands, replying with the array of their replies, and
+/// emits their effects as one unit. The caller holds the locks.
+fn run_queue(ctx: &mut Ctx, m: &MultiState) {
+    ctx.client.in_exec = true;
+    if ctx.srv.effects.enabled() {
+        ctx.client.exec_effects = Some(Vec::new());
+    }
+    ctx.out.array(m.queue.len());
+    for q in &m.queue {
+        run_one(ctx, q);
+    }
+    ctx.client.in_exec = false;
+    if let Some(effects) = ctx.client.exec_effects.take() {
+        emit_unit(ctx.srv, effects);
+    }
+}
+
+/// Runs one queued command as the dispatcher would, its error inline.
+fn run_one(ctx: &mut Ctx, q: &Queued) {
+    let cmd = ctx.srv.commands.get(q.id);
+    let mark = ctx.out.len();
+    ctx.out.resp = ctx.client.resp;
+    if ctx.srv.clients.monitors.load(Relaxed) > 0 && cmd.flags & (ADMIN | SKIP_MONITOR) == 0 {
+        crate::server::conn::feed_monitors(ctx.srv, ctx.client, q.args());
+    }
+    let start = quanta::Instant::now();
+    let r = {
+        let mut sub = Ctx {
+            srv: ctx.srv,
+            client: &mut *ctx.client,
+            out: &mut *ctx.out,
+            clock: &mut *ctx.clock,
+            stats: ctx.stats,
+            now_ms: ctx.now_ms,
+            replay_version: None,
+        };
+        (cmd.handler)(&mut sub, q.args())
+    };
+    let usec = start.elapsed().as_micros() as u64;
+    ctx.stats.record_call(q.id, usec, r.is_err());
+    crate::server::conn::maybe_slowlog(ctx.srv, ctx.client, q.id, q.args(), usec);
+    if let Err(e) = r {
+        ctx.out.buf.truncate(mark);
+        ctx.stats.record_error(&e.code());
+        ctx.out.error(&e.render());
+    }
+}
+
+/// Emits a transaction's effects: one alone, several between MULTI and EXEC.
+fn emit_unit(srv: &Server, effects: Vec<Effect>) {
+    if effects.len() > 1 {
+        let (first, last) = (&effects[0], &effects[effects.len() - 1]);
+        let open = Effect {
+            db: first.db,
+            version: first.version,
+            argv: vec![b"MULTI".to_vec()],
+        };
+        let close = Effect {
+            db: last.db,
+            version: last.version,
+            argv: vec![b"EXEC".to_vec()],
+        };
+        srv.effects.emit(open);
+        for e in effects {
+            srv.effects.emit(e);
+        }
+        srv.effects.emit(close);
+    } else {
+        for e in effects {
+            srv.effects.emit(e);
+        }
+    }
+}
+
+/// Commands with no key arguments that touch no shard.
+fn keyless_safe(name: &str) -> bool {
+    const PREFIXES: &[&str] = &[
+        "client|", "command|", "config|", "slowlog|", "latency|", "pubsub|", "acl|",
+    ];
+    matches!(
+        name,
+        "ping"
+            | "echo"
+            | "select"
+            | "time"
+            | "lastsave"
+            | "publish"
+            | "spublish"
+            | "unwatch"
+            | "hello"
+            | "command"
+            | "auth"
+            | "readonly"
+            | "readwrite"
+    ) || PREFIXES.iter().any(|p| name.starts_with(p))
+}
+
+/// Commands that may touch more than their key arguments' shards.
+fn needs_everything(name: &str) -> bool {
+    matches!(
+        name,
+        "move"
+            | "copy"
+            | "swapdb"
+            | "flushall"
+            | "flushdb"
+            | "sort"
+            | "sort_ro"
+            | "georadius"
+            | "georadiusbymember"
+            | "migrate"
+            | "debug"
+    ) || name.starts_with("debug|")
+}
+
+/// The `(db, shard)`s a transaction may touch; `None` means all of them.
+fn plan_locks(
+    srv: &Server,
+    start_db: usize,
+    m: &MultiState,
+    watches: Option<&Watches>,
+) -> Option<Vec<(usize, usize)>> {
+    let ks = &srv.keyspace;
+    let mut t: Vec<(usize, usize)> = watches
+        .map(|w| {
+            w.keys
+                .iter()
+                .map(|k| (k.db, ks.slot(&k.key).shard))
+                .collect()
+        })
+        .unwrap_or_default();
+    let mut db = start_db;
+    for q in &m.queue {
+        let name = srv.commands.full_names[q.id].as_str();
+        let args = q.args();
+        if name == "select" {
+            match arg_i64(args.get(1)) {
+                Ok(n) if n >= 0 && (n as usize) < ks.num_dbs() => db = n as usize,
+                _ => {}
+            }
+            continue;
+        }
+        if needs_everything(name) {
+            return None;
+        }
+        let pos = srv.commands.get(q.id).key_positions(args);
+        if pos.is_empty() && !keyless_safe(name) {
+            return None;
+        }
+        t.extend(pos.into_iter().map(|p| (db, ks.slot(args.get(p)).shard)));
+    }
+    Some(t)
+}
+
+// ---------------------------------------------------------------- WATCH
+
+/// One client's watch of one key, as the registry sees it.
+pub struct WatchEntry {
+    /// The watching client's dirty flag (shared by all its watched keys).
+    dirty: Arc<AtomicBool>,
+    /// The key was logically present (existing, not expired) at WATCH.
+    present: bool,
+}
+
+/// The watchers of each watched key of one database.
+type DbWatches = HashMap<Vec<u8>, Vec<Arc<WatchEntry>>>;
+
+/// Every watched key, for writers to mark their watchers dirty. Split in
+/// stripes by key hash so writers on different threads rarely meet on one
+/// mutex while someone watches.
+pub struct WatchRegistry {
+    /// Keys registered: 0 means nobody watches and writers skip the hook.
+    count: AtomicUsize,
+    hasher: KeyHasher,
+    stripes: Box<[Mutex<HashMap<usize, DbWatches>>]>,
+}
+
+const STRIPES: usize = 64;
+
+impl Default for WatchRegistry {
+    fn default() -> Self {
+        WatchRegistry {
+            count: AtomicUsize::new(0),
+            hasher: KeyHasher::default(),
+            stripes: (0..STRIPES).map(|_| Mutex::default()).collect(),
+        }
+    }
+}
+
+impl WatchRegistry {
+    /// Whether anyone watches a key (one relaxed load).
+    #[inline]
+    pub fn active(&self) -> bool {
+        self.count.load(Relaxed) != 0
+    }
+
+    fn stripe(&self, key: &[u8]) -> &Mutex<HashMap<usize, DbWatches>> {
+        &self.stripes[self.hasher.hash(key) as usize % STRIPES]
+    }
+
+    fn add(&self, db: usize, key: &[u8], e: Arc<WatchEntry>) {
+        let mut map = self.stripe(key).lock();
+        let keys = map.entry(db).or_default();
+        match keys.get_mut(key) {
+            Some(v) => v.push(e),
+            None => {
+                keys.insert(key.to_vec(), vec![e]);
+                self.count.fetch_add(1, Relaxed);
+            }
+        }
+    }
+
+    fn remove(&self, db: usize, key: &[u8], e: &Arc<WatchEntry>) {
+        let mut map = self.stripe(key).lock();
+        let Some(keys) = map.get_mut(&db) else { return };
+        let Some(v) = keys.get_mut(key) else { return };
+        v.retain(|x| !Arc::ptr_eq(x, e));
+        if v.is_empty() {
+            keys.remove(key);
+            self.count.fetch_sub(1, Relaxed);
+        }
+    }
+
+    /// A write to `key`: its watchers become dirty. For the deletion of an
+    /// expired key (`expiry`), only those that saw it present.
+    pub fn touch_key(&self, db: usize, key: &[u8], expiry: bool) {
+        let map = self.stripe(key).lock();
+        let Some(v) = map.get(&db).and_then(|keys| keys.get(key)) else {
+            return;
+        };
+        for e in v {
+            if !expiry || e.present {
+                e.dirty.store(true, Relaxed);
+            }
+        }
+    }
+
+    /// A whole database was emptied or swapped: the watchers of keys that
+    /// were present at WATCH become dirty (keys absent then that were
+    /// created since are dirty already; a stale key's removal changes
+    /// nothing, as in Redis 7).
+    pub fn touch_db(&self, db: Option<usize>) {
+        for stripe in self.stripes.iter() {
+            let map = stripe.lock();
+            for (_, keys) in map.iter().filter(|(d, _)| db.is_none_or(|x| **d == x)) {
+                for e in keys.values().flatten().filter(|e| e.present) {
+                    e.dirty.store(true, Relaxed);
+                }
+            }
+        }
+    }
+
+    /// The deletion of an expired key (lazy or active expiry).
+    pub fn touch_expired(&self, db: usize, key: &[u8]) {
+        if self.active() {
+            self.touch_key(db, key, true);
+        }
+    }
+}
+
+/// Marks the watchers of the keys an effect `argv` wrote on `db` dirty.
+/// Called by `Ctx::propagate_db` when the registry is active.
+pub fn touch_write(srv: &Server, db: usize, argv: &[&[u8]]) {
+    let reg = &srv.watch;
+    let Some(&name) = argv.first() else { return };
+    let lname = name.to_ascii_lowercase();
+    let db_arg = |i: usize| {
+        argv.get(i)
+            .and_then(|a| arg_i64(a).ok())
+            .map(|n| n as usize)
+    };
+    match lname.as_slice() {
+        b"flushall" => return reg.touch_db(None),
+        b"flushdb" => return reg.touch_db(Some(db)),
+        b"swapdb" => {
+            for d in [db_arg(1), db_arg(2)].into_iter().flatten() {
+                reg.touch_db(Some(d));
+            }
+            return;
+        }
+        b"multi" | b"exec" => return,
+        b"move" => {
+            reg.touch_key(db, argv[1], false);
+            if let Some(d) = db_arg(2) {
+                reg.touch_key(d, argv[1], false);
+            }
+            return;
+        }
+        b"copy" if argv.len() > 2 => {
+            let pos = argv.iter().position(|a| a.eq_ignore_ascii_case(b"db"));
+            let d = pos.and_then(|i| db_arg(i + 1)).unwrap_or(db);
+            return reg.touch_key(d, argv[2], false);
+        }
+        _ => {}
+    }
+    if let Some(dst) = store_destination(&lname, argv) {
+        return reg.touch_key(db, dst, false);
+    }
+    touch_key_args(srv, db, argv);
+}
+
+/// The only key written by commands whose other keys are only read.
+fn store_destination<'a>(name: &[u8], argv: &[&'a [u8]]) -> Option<&'a [u8]> {
+    match name {
+        b"sunionstore" | b"sinterstore" | b"sdiffstore" | b"zunionstore" | b"zinterstore"
+        | b"zdiffstore" | b"zrangestore" | b"geosearchstore" | b"pfmerge" => argv.get(1).copied(),
+        b"bitop" => argv.get(2).copied(),
+        b"sort" | b"georadius" | b"georadiusbymember" => {
+            let i = argv.iter().rposition(|a| {
+                a.eq_ignore_ascii_case(b"store") || a.eq_ignore_ascii_case(b"storedist")
+            })?;
+            argv.get(i + 1).copied()
+        }
+        _ => None,
+    }
+}
+
+/// Touches every key argument of `argv` per the command table.
+fn touch_key_args(srv: &Server, db: usize, argv: &[&[u8]]) {
+    let mut spans = Vec::with_capacity(argv.len());
+    let mut off = 0;
+    for a in argv {
+        spans.push(off..off + a.len());
+        off += a.len();
+    }
+    let flat = argv.concat();
+    let args = Args::new(&flat, &spans);
+    let Some(mut id) = srv.commands.lookup(argv[0]) else {
+        return;
+    };
+    if srv.commands.has_subcommands(id) && args.len() > 1 {
+        match srv.commands.lookup_sub(id, args.get(1)) {
+            Some(s) => id = s,
+            None => return,
+        }
+    }
+    for p in srv.commands.get(id).key_positions(args) {
+        srv.watch.touch_key(db, args.get(p), false);
+    }
+}
+
+/// One watched key, as its client recorded it.
+struct Watched {
+    db: usize,
+    key: Vec<u8>,
+    /// Version if the key was present at WATCH.
+    version: Option<u64>,
+    entry: Arc<WatchEntry>,
+}
+
+/// A client's watched keys; dropping it (UNWATCH, EXEC, DISCARD, RESET,
+/// disconnection) unregisters them.
+pub struct Watches {
+    reg: Arc<WatchRegistry>,
+    dirty: Arc<AtomicBool>,
+    keys: Vec<Watched>,
+}
+
+impl Watches {
+    /// Whether the transaction must abort. Called with the watched keys'
+    /// shards held.
+    fn broken(&self, srv: &Server, now_ms: u64) -> bool {
+        if self.dirty.load(Relaxed) {
+            return true;
+        }
+        let ks = &srv.keyspace;
+        self.keys.iter().any(|k| {
+            let slot = ks.slot(&k.key);
+            let g = ks.db(k.db).lock(slot.shard);
+            let now = match g.get_raw(slot.hash, &k.key) {
+                Some(e) if !e.is_expired(now_ms) => Some(e.version),
+                _ => None,
+            };
+            now != k.version
+        })
+    }
+}
+
+impl Drop for Watches {
+    fn drop(&mut self) {
+        for k in &self.keys {
+            self.reg.remove(k.db, &k.key, &k.entry);
+        }
+    }
+}
+
+fn watch(ctx: &mut Ctx, args: Args) -> CmdResult {
+    if ctx.client.multi.is_some() {
+        return Err(CmdError::err("WATCH inside MULTI is not allowed"));
+    }
+    let srv: &Arc<Server> = ctx.srv;
+    let (db, now_ms) = (ctx.client.db, ctx.now_ms);
+    let w = ctx.client.watches.get_or_insert_with(|| Watches {
+        reg: srv.watch.clone(),
+        dirty: Arc::new(AtomicBool::new(false)),
+        keys: Vec::new(),
+    });
+    for key in args.iter().skip(1) {
+        if w.keys.iter().any(|k| k.db == db && k.key == key) {
+            continue;
+        }
+        let slot = srv.keyspace.slot(key);
+        // Registered under the key's lock: a writer either sees the watch
+        // or finished before the state recorded here.
+        let g = srv.keyspace.db(db).lock(slot.shard);
+        let version = match g.get_raw(slot.hash, key) {
+            Some(e) if !e.is_expired(now_ms) => Some(e.version),
+            _ => None,
+        };
+        let entry = Arc::new(WatchEntry {
+            dirty: w.dirty.clone(),
+            present: version.is_some(),
+        });
+        srv.watch.add(db, key, entry.clone());
+        drop(g);
+        w.keys.push(Watched {
+            db,
+            key: key.to_vec(),
+            version,
+            entry,
+        });
+    }
+    ctx.out.ok();
+    Ok(())
+}

@@ -18,6 +18,7 @@
 
 pub mod expire;
 pub mod hash;
+pub mod held;
 pub mod hlc;
 pub mod list;
 pub mod set;
@@ -29,7 +30,9 @@ use std::collections::BTreeSet;
 use std::hash::BuildHasher;
 
 use hashbrown::HashTable;
-use parking_lot::{Mutex, MutexGuard};
+use parking_lot::Mutex;
+
+pub use held::{Hold, ShardGuard};
 
 pub use table::Key;
 pub use value::{StrValue, Value};
@@ -375,19 +378,21 @@ impl Default for Db {
 }
 
 impl Db {
+    /// Locks one shard (or borrows it from a transaction's held locks, see
+    /// `held.rs`).
     #[inline]
-    pub fn lock(&self, shard: usize) -> MutexGuard<'_, Shard> {
-        self.shards[shard].0.lock()
+    pub fn lock(&self, shard: usize) -> ShardGuard<'_> {
+        held::lock(&self.shards[shard].0)
     }
 
     /// Locks every shard in index order.
-    pub fn lock_all(&self) -> Vec<MutexGuard<'_, Shard>> {
-        self.shards.iter().map(|s| s.0.lock()).collect()
+    pub fn lock_all(&self) -> Vec<ShardGuard<'_>> {
+        self.shards.iter().map(|s| held::lock(&s.0)).collect()
     }
 
     /// Number of keys (locks shards one at a time: a snapshot per shard).
     pub fn len(&self) -> usize {
-        self.shards.iter().map(|s| s.0.lock().len()).sum()
+        self.shards.iter().map(|s| held::lock(&s.0).len()).sum()
     }
 
     pub fn is_empty(&self) -> bool {
@@ -395,7 +400,10 @@ impl Db {
     }
 
     pub fn volatile_len(&self) -> usize {
-        self.shards.iter().map(|s| s.0.lock().volatile_len()).sum()
+        self.shards
+            .iter()
+            .map(|s| held::lock(&s.0).volatile_len())
+            .sum()
     }
 }
 
@@ -469,7 +477,7 @@ impl Keyspace {
 
 /// Guards for a set of shards of one database, held together.
 pub struct MultiLock<'a> {
-    guards: Vec<(usize, MutexGuard<'a, Shard>)>,
+    guards: Vec<(usize, ShardGuard<'a>)>,
 }
 
 impl<'a> MultiLock<'a> {
@@ -493,7 +501,7 @@ impl Keyspace {
         &self,
         a: (usize, usize),
         b: (usize, usize),
-    ) -> (MutexGuard<'_, Shard>, Option<MutexGuard<'_, Shard>>) {
+    ) -> (ShardGuard<'_>, Option<ShardGuard<'_>>) {
         if a == b {
             return (self.db(a.0).lock(a.1), None);
         }
@@ -510,8 +518,28 @@ impl Keyspace {
 
     /// Locks every shard of every database, in the global lock order
     /// (FLUSHALL). Indexed `[db][shard]`.
-    pub fn lock_everything(&self) -> Vec<Vec<MutexGuard<'_, Shard>>> {
+    pub fn lock_everything(&self) -> Vec<Vec<ShardGuard<'_>>> {
         self.dbs.iter().map(|d| d.lock_all()).collect()
+    }
+
+    /// Locks the shards `(db, shard)` of `targets` (every shard of every
+    /// database if `None`) in the global lock order and holds them for a
+    /// transaction: until the [`Hold`] drops, this thread's lock requests
+    /// for them borrow the held locks (see `held.rs`).
+    pub fn hold(&self, targets: Option<&[(usize, usize)]>) -> Hold<'_> {
+        match targets {
+            None => {
+                let all = self.dbs.iter().flat_map(|d| d.shards.iter().map(|s| &s.0));
+                Hold::new(all.collect(), true)
+            }
+            Some(t) => {
+                let mut t = t.to_vec();
+                t.sort_unstable();
+                t.dedup();
+                let m = t.iter().map(|&(db, i)| &self.dbs[db].shards[i].0);
+                Hold::new(m.collect(), false)
+            }
+        }
     }
 }
 

@@ -63,6 +63,15 @@ pub struct ClientState {
     pub shared: Option<Arc<ClientShared>>,
     /// Pub/sub subscriptions (see `server/pubsub.rs`).
     pub pubsub: crate::server::pubsub::ClientSubs,
+    /// Transactions (`commands/multi.rs`): the open MULTI, if any.
+    pub multi: Option<crate::commands::multi::MultiState>,
+    /// True while EXEC runs this client's queued commands: blocking
+    /// commands (BLPOP ...) must answer as if they timed out, not block.
+    pub in_exec: bool,
+    /// Keys this client WATCHes (unregistered when dropped).
+    pub watches: Option<crate::commands::multi::Watches>,
+    /// Effects of the running EXEC, emitted together when it ends.
+    pub exec_effects: Option<Vec<crate::effects::Effect>>,
 }
 
 impl ClientState {
@@ -83,6 +92,10 @@ impl ClientState {
             shutdown_requested: None,
             shared: None,
             pubsub: Default::default(),
+            multi: None,
+            in_exec: false,
+            watches: None,
+            exec_effects: None,
         }
     }
 }

@@ -442,7 +442,10 @@ fn pause_wait(
     let id = lookup_and_check(srv, client, args).ok()?;
     let cmd = srv.commands.get(id);
     let all = srv.pause_all.load(Relaxed);
-    let pausable = all || cmd.is_write() || cmd.flags & flags::MAY_REPLICATE != 0;
+    let pausable = all
+        || cmd.is_write()
+        || cmd.flags & flags::MAY_REPLICATE != 0
+        || crate::commands::multi::exec_may_write(srv, client, cmd.name);
     if !pausable || unix_ms() >= until {
         return None;
     }
@@ -475,16 +478,20 @@ pub fn dispatch(
     out.resp = client.resp;
     let mut end = start;
     let res = lookup_and_check(srv, client, args);
+    // In MULTI, commands are queued (Ok(None)) instead of run.
+    let res = crate::commands::multi::intercept(srv, client, out, args, res);
     let (id, result, usec) = match res {
         Err((id, e)) => {
             worker.stats.record_rejected(id);
             (None, Err(e), 0)
         }
-        Ok(id) => {
+        Ok(None) => (None, Ok(()), 0),
+        Ok(Some(id)) => {
             let cmd = srv.commands.get(id);
-            if srv.clients.monitors.load(Relaxed) > 0
-                && cmd.flags & (flags::ADMIN | flags::SKIP_MONITOR) == 0
-            {
+            // EXEC is shown after the commands it ran, as in Redis.
+            let monitored = srv.clients.monitors.load(Relaxed) > 0
+                && cmd.flags & (flags::ADMIN | flags::SKIP_MONITOR) == 0;
+            if monitored && cmd.name != "exec" {
                 feed_monitors(srv, client, args);
             }
             let mut clock = worker.clock.borrow_mut();
@@ -498,6 +505,9 @@ pub fn dispatch(
                 replay_version: None,
             };
             let r = (cmd.handler)(&mut ctx, args);
+            if monitored && cmd.name == "exec" {
+                feed_monitors(srv, client, args);
+            }
             end = Instant::now();
             let usec = end.saturating_duration_since(start).as_micros() as u64;
             worker.stats.record_call(id, usec, r.is_err());
@@ -588,7 +598,7 @@ fn lookup_and_check(
     Ok(id)
 }
 
-fn feed_monitors(srv: &Server, client: &ClientState, args: Args) {
+pub(crate) fn feed_monitors(srv: &Server, client: &ClientState, args: Args) {
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap_or_default();
@@ -627,7 +637,7 @@ fn feed_monitors(srv: &Server, client: &ClientState, args: Args) {
         .feed_monitors(Arc::new(line.into_bytes()), &limit);
 }
 
-fn maybe_slowlog(srv: &Server, client: &ClientState, id: usize, args: Args, usec: u64) {
+pub(crate) fn maybe_slowlog(srv: &Server, client: &ClientState, id: usize, args: Args, usec: u64) {
     let threshold = srv.hot.slowlog_slower_than.load(Relaxed) as i64;
     if threshold < 0 || (usec as i64) < threshold {
         return;

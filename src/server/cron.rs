@@ -40,6 +40,7 @@ pub async fn worker_cron(srv: Arc<Server>, worker: Rc<Worker>, index: usize, nwo
                 crate::commands::events::notify_keyspace(&srv, db, EXPIRED, "expired", &e.key, 0);
                 stats.add_expired(1);
                 stats.add_dirty(1);
+                srv.watch.touch_expired(db, &e.key);
                 if srv.effects.enabled() {
                     let v = clock.now();
                     srv.effects.emit(crate::effects::Effect {

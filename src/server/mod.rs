@@ -181,6 +181,8 @@ pub struct Server {
     pub lastsave_unix: AtomicU64,
     /// Pub/sub channels and patterns (see `pubsub.rs`).
     pub pubsub: pubsub::PubSub,
+    /// Keys WATCHed by clients (`commands/multi.rs`).
+    pub watch: Arc<crate::commands::multi::WatchRegistry>,
 }
 
 impl Server {
@@ -216,6 +218,7 @@ impl Server {
             shutting_down: AtomicBool::new(false),
             lastsave_unix: AtomicU64::new(now / 1000),
             pubsub: Default::default(),
+            watch: Default::default(),
         })
     }
 
