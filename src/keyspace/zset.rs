@@ -257,7 +257,10 @@ impl Big {
     fn remove(&mut self, m: &[u8]) -> Option<f64> {
         let h = self.hash(m);
         let nodes = &self.nodes;
-        let Ok(slot) = self.index.find_entry(h, |&i| &*nodes[i as usize].member == m) else {
+        let Ok(slot) = self
+            .index
+            .find_entry(h, |&i| &*nodes[i as usize].member == m)
+        else {
             return None;
         };
         let (x, _) = slot.remove();
@@ -512,8 +515,7 @@ impl ZSetValue {
             Repr::Pack(v) => {
                 if let Some(i) = v.iter().position(|(x, _)| &**x == m) {
                     let (x, _) = v.remove(i);
-                    let at =
-                        v.partition_point(|(y, s)| key_cmp(*s, y, score, m) == Ordering::Less);
+                    let at = v.partition_point(|(y, s)| key_cmp(*s, y, score, m) == Ordering::Less);
                     v.insert(at, (x, score));
                 }
             }
@@ -639,8 +641,14 @@ mod tests {
     #[test]
     fn model_check() {
         let lims = [
-            ZLimits { max_entries: 128, max_value: 64 },
-            ZLimits { max_entries: 0, max_value: 64 },
+            ZLimits {
+                max_entries: 128,
+                max_value: 64,
+            },
+            ZLimits {
+                max_entries: 0,
+                max_value: 64,
+            },
         ];
         for lim in lims {
             let mut z = ZSetValue::with_hint(0, 0, lim);
@@ -681,12 +689,19 @@ mod tests {
                         assert_eq!(below, model.iter().filter(|(x, _)| x.0 < s).count());
                         if !model.is_empty() {
                             let k = (next() as usize) % model.len();
-                            let fwd: Vec<_> = z.iter_from(k, false).map(|(m, _)| m.to_vec()).collect();
-                            let want: Vec<_> = model.iter().skip(k).map(|(_, m)| m.clone()).collect();
-                            assert_eq!(fwd, want);
-                            let back: Vec<_> = z.iter_from(k, true).map(|(m, _)| m.to_vec()).collect();
+                            let fwd: Vec<_> =
+                                z.iter_from(k, false).map(|(m, _)| m.to_vec()).collect();
                             let want: Vec<_> =
-                                model.iter().take(k + 1).rev().map(|(_, m)| m.clone()).collect();
+                                model.iter().skip(k).map(|(_, m)| m.clone()).collect();
+                            assert_eq!(fwd, want);
+                            let back: Vec<_> =
+                                z.iter_from(k, true).map(|(m, _)| m.to_vec()).collect();
+                            let want: Vec<_> = model
+                                .iter()
+                                .take(k + 1)
+                                .rev()
+                                .map(|(_, m)| m.clone())
+                                .collect();
                             assert_eq!(back, want);
                         }
                     }
