@@ -207,6 +207,13 @@ fn read_zset<'e>(
 /// A score argument as getDoubleFromObject reads it.
 fn parse_score(a: &[u8]) -> Option<f64> {
     let v = parse_f64(a)?;
+    if v == 0.0 {
+        // strtod underflow (ERANGE with a zero result) is an error too.
+        let mant = a.split(|&c| c == b'e' || c == b'E').next().unwrap_or(a);
+        if mant.iter().any(|c| (b'1'..=b'9').contains(c)) {
+            return None;
+        }
+    }
     if v.is_infinite() {
         // strtod overflow (ERANGE) is an error; only spelled-out infinities pass.
         let s = std::str::from_utf8(a).ok()?.to_ascii_lowercase();
@@ -348,9 +355,11 @@ impl ScoreRange {
 }
 
 fn parse_bound(a: &[u8]) -> Option<(f64, bool)> {
+    // strtod of nothing is 0, which zslParseRange accepts.
+    let num = |x: &[u8]| if x.is_empty() { Some(0.0) } else { parse_f64(x) };
     match a.first() {
-        Some(b'(') => parse_f64(&a[1..]).map(|v| (v, true)),
-        _ => parse_f64(a).map(|v| (v, false)),
+        Some(b'(') => num(&a[1..]).map(|v| (v, true)),
+        _ => num(a).map(|v| (v, false)),
     }
 }
 
@@ -437,6 +446,16 @@ fn bounds(z: &ZSetValue, k: &Kind) -> (usize, usize) {
         ),
         Kind::Rank(..) => unreachable!("rank ranges have no bounds"),
     };
+    // As zslFirstInRange: the first element past the minimum must also be
+    // within the maximum (matters for lex ranges over mixed scores).
+    let in_max = |(m, s): (&[u8], f64)| match k {
+        Kind::Score(r) => r.lte_max(s),
+        Kind::Lex(r) => r.lte_max(m),
+        Kind::Rank(..) => true,
+    };
+    if !z.get(first).is_some_and(in_max) {
+        return (first, first);
+    }
     (first, last.max(first))
 }
 
@@ -1386,9 +1405,7 @@ fn zintercard(ctx: &mut Ctx, args: Args) -> CmdResult {
         ));
     }
     if n as u64 > (args.len() - 2) as u64 {
-        return Err(CmdError::err(
-            "Number of keys can't be greater than number of args",
-        ));
+        return Err(CmdError::Syntax);
     }
     let n = n as usize;
     let mut limit = 0usize;

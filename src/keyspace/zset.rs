@@ -46,6 +46,16 @@ pub fn key_cmp(s1: f64, m1: &[u8], s2: f64, m2: &[u8]) -> Ordering {
         .then_with(|| m1.cmp(m2))
 }
 
+/// A listpack stores scores as text, where -0 reads back as 0.
+#[inline]
+fn pack_score(s: f64) -> f64 {
+    if s == 0.0 {
+        0.0
+    } else {
+        s
+    }
+}
+
 #[derive(Clone)]
 struct Node {
     member: Box<[u8]>,
@@ -398,6 +408,7 @@ impl ZSetValue {
     pub fn from_sorted(items: Vec<(Box<[u8]>, f64)>, lim: ZLimits) -> ZSetValue {
         let max_len = items.iter().map(|(m, _)| m.len()).max().unwrap_or(0);
         if items.len() <= lim.max_entries && max_len <= lim.max_value {
+            let items = items.into_iter().map(|(m, s)| (m, pack_score(s))).collect();
             return ZSetValue {
                 repr: Repr::Pack(items),
             };
@@ -502,6 +513,7 @@ impl ZSetValue {
         }
         match &mut self.repr {
             Repr::Pack(v) => {
+                let score = pack_score(score);
                 let at = v.partition_point(|(x, s)| key_cmp(*s, x, score, m) == Ordering::Less);
                 v.insert(at, (m.into(), score));
             }
@@ -513,6 +525,7 @@ impl ZSetValue {
     pub fn update(&mut self, m: &[u8], score: f64) {
         match &mut self.repr {
             Repr::Pack(v) => {
+                let score = pack_score(score);
                 if let Some(i) = v.iter().position(|(x, _)| &**x == m) {
                     let (x, _) = v.remove(i);
                     let at = v.partition_point(|(y, s)| key_cmp(*s, y, score, m) == Ordering::Less);
