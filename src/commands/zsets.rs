@@ -356,7 +356,13 @@ impl ScoreRange {
 
 fn parse_bound(a: &[u8]) -> Option<(f64, bool)> {
     // strtod of nothing is 0, which zslParseRange accepts.
-    let num = |x: &[u8]| if x.is_empty() { Some(0.0) } else { parse_f64(x) };
+    let num = |x: &[u8]| {
+        if x.is_empty() {
+            Some(0.0)
+        } else {
+            parse_f64(x)
+        }
+    };
     match a.first() {
         Some(b'(') => num(&a[1..]).map(|v| (v, true)),
         _ => num(a).map(|v| (v, false)),
@@ -760,8 +766,8 @@ fn zadd_generic(ctx: &mut Ctx, args: Args, f: AddFlags, pairs: &[(f64, &[u8])]) 
     let mut l = ctx.open(key);
     let exists = l.get_zset(key)?.is_some();
     if !exists && !f.xx {
-        let max_len = pairs.iter().map(|p| p.1.len()).max().unwrap_or(0);
-        let z = ZSetValue::with_hint(pairs.len(), max_len, lim);
+        // Redis 7.0 picks the encoding from the first member alone.
+        let z = ZSetValue::with_hint(1, pairs[0].1.len(), lim);
         let v = ctx.new_version();
         l.put(key, Value::ZSet(Box::new(z)), 0, v);
     }
