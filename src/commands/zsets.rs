@@ -27,6 +27,9 @@ use crate::protocol::{format_double, Args, ReplyBuf};
 
 const G: &str = "sorted-set";
 
+/// Owned (member, score) pairs.
+type Items = Vec<(Box<[u8]>, f64)>;
+
 /// Keys of `ZUNIONSTORE dest numkeys k..` style commands.
 fn keys_store(args: Args) -> Vec<usize> {
     let mut v = vec![1];
@@ -654,6 +657,9 @@ struct AddFlags {
     incr: bool,
 }
 
+/// ZADD's (score, member) arguments.
+type ScorePairs<'a> = Vec<(f64, &'a [u8])>;
+
 /// What zsetAdd did with one pair.
 enum AddOutcome {
     Added(f64),
@@ -663,7 +669,7 @@ enum AddOutcome {
     Nop,
 }
 
-fn parse_zadd(args: Args<'_>) -> Result<(AddFlags, Vec<(f64, &[u8])>), CmdError> {
+fn parse_zadd(args: Args<'_>) -> Result<(AddFlags, ScorePairs<'_>), CmdError> {
     let mut f = AddFlags::default();
     let mut i = 2;
     while i < args.len() {
@@ -681,7 +687,7 @@ fn parse_zadd(args: Args<'_>) -> Result<(AddFlags, Vec<(f64, &[u8])>), CmdError>
         i += 1;
     }
     let rest = args.len() - i;
-    if rest == 0 || rest % 2 != 0 {
+    if rest == 0 || !rest.is_multiple_of(2) {
         return Err(CmdError::Syntax);
     }
     if f.nx && f.xx {
@@ -689,7 +695,7 @@ fn parse_zadd(args: Args<'_>) -> Result<(AddFlags, Vec<(f64, &[u8])>), CmdError>
             "XX and NX options at the same time are not compatible",
         ));
     }
-    if (f.gt && f.nx) || (f.lt && f.nx) || (f.gt && f.lt) {
+    if (f.nx && (f.gt || f.lt)) || (f.gt && f.lt) {
         return Err(CmdError::err(
             "GT, LT, and/or NX options at the same time are not compatible",
         ));
@@ -1059,9 +1065,9 @@ fn zpopmax(ctx: &mut Ctx, args: Args) -> CmdResult {
 
 /// ZMPOP numkeys key.. MIN|MAX [COUNT n]: (keys, max, count).
 fn parse_zmpop(args: Args<'_>, idx: usize) -> Result<(Vec<&[u8]>, bool, usize), CmdError> {
-    let numkeys = match arg_i64(args.get(idx))? {
-        n if n <= 0 => return Err(CmdError::err("numkeys should be greater than 0")),
-        n => n as usize,
+    let numkeys = match arg_i64(args.get(idx)) {
+        Ok(n) if n > 0 => n as usize,
+        _ => return Err(CmdError::err("numkeys should be greater than 0")),
     };
     let where_idx = idx.saturating_add(numkeys).saturating_add(1);
     if where_idx >= args.len() {
@@ -1283,7 +1289,7 @@ fn parse_algebra<'a>(
 }
 
 /// Copies the members (and scores; 1 for plain sets) of `key`.
-fn read_input(l: &mut Locked, key: &[u8]) -> Result<Vec<(Box<[u8]>, f64)>, CmdError> {
+fn read_input(l: &mut Locked, key: &[u8]) -> Result<Items, CmdError> {
     Ok(match l.entry(key).map(|e| &e.value) {
         None => Vec::new(),
         Some(Value::ZSet(z)) => z.iter().map(|(m, s)| (m.into(), s)).collect(),
@@ -1302,11 +1308,7 @@ fn weighted(w: f64, s: f64) -> f64 {
 }
 
 /// Computes the result, sorted by (score, member).
-fn compute(
-    mut inputs: Vec<(Vec<(Box<[u8]>, f64)>, f64)>,
-    op: Op,
-    agg: Agg,
-) -> Vec<(Box<[u8]>, f64)> {
+fn compute(mut inputs: Vec<(Items, f64)>, op: Op, agg: Agg) -> Vec<(Box<[u8]>, f64)> {
     let mut out: Vec<(Box<[u8]>, f64)> = match op {
         Op::Union => {
             inputs.sort_by_key(|i| i.0.len());

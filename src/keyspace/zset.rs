@@ -493,7 +493,7 @@ impl ZSetValue {
     }
 
     /// Converts to the skiplist encoding.
-    fn to_big(&mut self) {
+    fn convert_to_big(&mut self) {
         if let Repr::Pack(v) = &mut self.repr {
             let mut b = Big::new();
             for (m, s) in std::mem::take(v) {
@@ -508,7 +508,7 @@ impl ZSetValue {
     pub fn insert(&mut self, m: &[u8], score: f64, lim: ZLimits) {
         if let Repr::Pack(v) = &self.repr {
             if v.len() + 1 > lim.max_entries || m.len() > lim.max_value {
-                self.to_big();
+                self.convert_to_big();
             }
         }
         match &mut self.repr {
@@ -635,8 +635,13 @@ mod tests {
     use super::*;
     use std::collections::{BTreeSet, HashMap};
 
-    #[derive(PartialEq, PartialOrd, Clone, Copy, Debug)]
+    #[derive(PartialEq, Clone, Copy, Debug)]
     struct F(f64);
+    impl PartialOrd for F {
+        fn partial_cmp(&self, o: &Self) -> Option<Ordering> {
+            Some(self.cmp(o))
+        }
+    }
     impl Eq for F {}
     impl Ord for F {
         fn cmp(&self, o: &Self) -> Ordering {
