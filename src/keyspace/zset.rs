@@ -150,19 +150,20 @@ impl Big {
             .copied()
     }
 
-    /// Splits `t` into (nodes below the key, the rest).
-    fn split(&mut self, t: u32, s: f64, m: &[u8]) -> (u32, u32) {
+    /// Splits `t` into (nodes below the key, the rest). Node `me` (whose
+    /// member may be taken out meanwhile) has the key itself: it goes right.
+    fn split(&mut self, t: u32, s: f64, m: &[u8], me: u32) -> (u32, u32) {
         if t == NIL {
             return (NIL, NIL);
         }
         let n = &self.nodes[t as usize];
-        if key_cmp(n.score, &n.member, s, m) == Ordering::Less {
-            let (l, r) = self.split(n.right, s, m);
+        if t != me && key_cmp(n.score, &n.member, s, m) == Ordering::Less {
+            let (l, r) = self.split(n.right, s, m, me);
             self.nodes[t as usize].right = l;
             self.fix(t);
             (t, r)
         } else {
-            let (l, r) = self.split(n.left, s, m);
+            let (l, r) = self.split(n.left, s, m, me);
             self.nodes[t as usize].left = r;
             self.fix(t);
             (l, t)
@@ -214,18 +215,21 @@ impl Big {
 
     /// Links node `x` (detached, size 1) into the tree at its place.
     fn link(&mut self, x: u32) {
-        let n = &self.nodes[x as usize];
-        let (s, m) = (n.score, n.member.clone());
-        let (l, r) = self.split(self.root, s, &m);
+        // The member is moved out for the walk (no copy) and put back.
+        let m = std::mem::take(&mut self.nodes[x as usize].member);
+        let s = self.nodes[x as usize].score;
+        let (l, r) = self.split(self.root, s, &m, x);
+        self.nodes[x as usize].member = m;
         let lx = self.merge(l, x);
         self.root = self.merge(lx, r);
     }
 
     /// Unlinks node `x` from the tree (it stays in the arena).
     fn unlink(&mut self, x: u32) {
-        let n = &self.nodes[x as usize];
-        let (s, m) = (n.score, n.member.clone());
-        let (l, r) = self.split(self.root, s, &m);
+        let m = std::mem::take(&mut self.nodes[x as usize].member);
+        let s = self.nodes[x as usize].score;
+        let (l, r) = self.split(self.root, s, &m, x);
+        self.nodes[x as usize].member = m;
         let (got, r2) = self.pop_first(r);
         debug_assert_eq!(got, x);
         let n = &mut self.nodes[x as usize];
