@@ -531,3 +531,95 @@ fn resp3_shapes() {
         "*2\r\n$1\r\n0\r\n*2\r\n$1\r\nc\r\n$3\r\n1.5\r\n"
     );
 }
+
+/// Every zset write propagates an effect that replays to the same keyspace
+/// (contents, encodings and versions), including the rewritten ZMPOP.
+#[test]
+fn effects_replay_to_the_same_state() {
+    use lattice::commands::{replay, run_local};
+    use lattice::config::Config;
+    use lattice::effects::Recorder;
+    use lattice::keyspace::hlc::Hlc;
+    use lattice::keyspace::{Value, SHARDS};
+    use lattice::server::client::ClientState;
+    use lattice::server::Server as Srv;
+    use rand::rngs::StdRng;
+    use rand::{Rng, SeedableRng};
+    use std::sync::Arc;
+
+    let srv = Srv::new(Config::default());
+    let rec = Arc::new(Recorder::default());
+    srv.effects.subscribe(rec.clone());
+    let mut clock = Hlc::new(srv.node_id);
+    let stats = srv.new_worker_stats();
+    let mut client = ClientState::new(1);
+    let mut rng = StdRng::seed_from_u64(7);
+    for _ in 0..6000 {
+        let k = format!("z{}", rng.gen_range(0..6));
+        let k2 = format!("z{}", rng.gen_range(0..6));
+        let m = format!("m{}", rng.gen_range(0..200));
+        let sc = rng.gen_range(-50..50).to_string();
+        let line: Vec<String> = match rng.gen_range(0..14) {
+            0..=4 => vec!["ZADD".into(), k, sc, m.clone(), "1".into(), format!("{m}x")],
+            5 => vec!["ZINCRBY".into(), k, "2.5".into(), m],
+            6 => vec!["ZREM".into(), k, m],
+            7 => vec!["ZPOPMIN".into(), k, "2".into()],
+            8 => vec![
+                "ZMPOP".into(),
+                "2".into(),
+                k,
+                k2,
+                "MAX".into(),
+                "COUNT".into(),
+                "3".into(),
+            ],
+            9 => vec!["ZREMRANGEBYSCORE".into(), k, "(0".into(), "5".into()],
+            10 => vec![
+                "ZUNIONSTORE".into(),
+                k,
+                "2".into(),
+                k2,
+                "z1".into(),
+                "WEIGHTS".into(),
+                "2".into(),
+                "1".into(),
+            ],
+            11 => vec!["ZINTERSTORE".into(), k, "2".into(), k2, "z2".into()],
+            12 => vec!["ZRANGESTORE".into(), k, k2, "0".into(), "150".into()],
+            _ => vec!["ZADD".into(), k, "GT".into(), "CH".into(), sc, m],
+        };
+        let argv: Vec<&[u8]> = line.iter().map(|a| a.as_bytes()).collect();
+        let _ = run_local(&srv, &mut clock, &stats, &mut client, &argv);
+    }
+    let effects = rec.0.lock().clone();
+    assert!(effects.len() > 1000);
+    assert!(
+        effects.iter().any(|e| e.argv[0] == b"ZPOPMAX"),
+        "ZMPOP rewritten"
+    );
+    let copy = Srv::new(Config::default());
+    let mut clock2 = Hlc::new(copy.node_id);
+    let stats2 = copy.new_worker_stats();
+    for e in &effects {
+        replay(&copy, &mut clock2, &stats2, e).unwrap_or_else(|err| panic!("{e:?}: {err}"));
+    }
+    let dump = |s: &Srv| {
+        let mut out = Vec::new();
+        for sh in 0..SHARDS {
+            let g = s.keyspace.db(0).lock(sh);
+            for e in g.iter() {
+                let Value::ZSet(z) = &e.value else {
+                    panic!("not a zset")
+                };
+                let items: Vec<(Vec<u8>, u64)> =
+                    z.iter().map(|(m, s)| (m.to_vec(), s.to_bits())).collect();
+                out.push((e.key.to_vec(), z.encoding(), items, e.version));
+            }
+        }
+        out.sort();
+        out
+    };
+    let (a, b) = (dump(&srv), dump(&copy));
+    assert!(!a.is_empty());
+    assert_eq!(a, b);
+}

@@ -1109,7 +1109,8 @@ fn zmpop(ctx: &mut Ctx, args: Args) -> CmdResult {
         let v = l
             .entry(key)
             .map_or_else(|| ctx.new_version(), |e| e.version);
-        let c = count.to_string();
+        // Redis propagates the number actually popped.
+        let c = got.len().to_string();
         let name: &[u8] = if max { b"ZPOPMAX" } else { b"ZPOPMIN" };
         ctx.propagate(v, &[name, key, c.as_bytes()]);
         ctx.out.array(2);
