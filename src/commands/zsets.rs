@@ -138,6 +138,7 @@ pub static COMMANDS: &[Command] = &[
         .complexity("O(N)+O(M*log(M)) with N being the sum of the sizes of the input sorted sets, and M being the number of elements in the resulting sorted set.")
         .doc(G, "6.2.0", "Returns the union of multiple sorted sets."),
     Command::new("zunionstore", -4, WRITE | DENYOOM, zunionstore)
+        .keys(1, 1, 1)
         .keys_fn(keys_store)
         .acl(WR)
         .complexity("O(N)+O(M log(M)) with N being the sum of the sizes of the input sorted sets, and M being the number of elements in the resulting sorted set.")
@@ -148,6 +149,7 @@ pub static COMMANDS: &[Command] = &[
         .complexity("O(N*K)+O(M*log(M)) worst case with N being the smallest input sorted set, K being the number of input sorted sets and M being the number of elements in the resulting sorted set.")
         .doc(G, "6.2.0", "Returns the intersect of multiple sorted sets."),
     Command::new("zinterstore", -4, WRITE | DENYOOM, zinterstore)
+        .keys(1, 1, 1)
         .keys_fn(keys_store)
         .acl(WR)
         .complexity("O(N*K)+O(M*log(M)) worst case with N being the smallest input sorted set, K being the number of input sorted sets and M being the number of elements in the resulting sorted set.")
@@ -163,6 +165,7 @@ pub static COMMANDS: &[Command] = &[
         .complexity("O(L + (N-K)log(N)) worst case where L is the total number of elements in all the sets, N is the size of the first set, and K is the size of the result set.")
         .doc(G, "6.2.0", "Returns the difference between multiple sorted sets."),
     Command::new("zdiffstore", -4, WRITE | DENYOOM, zdiffstore)
+        .keys(1, 1, 1)
         .keys_fn(keys_store)
         .acl(WR)
         .complexity("O(L + (N-K)log(N)) worst case where L is the total number of elements in all the sets, N is the size of the first set, and K is the size of the result set.")
@@ -563,8 +566,8 @@ fn parse_range(
     }
     let rev = rev_o.unwrap_or(false);
     let auto = kind_o.unwrap_or(Auto::Rank);
-    let has_limit = limit != -1 || offset != 0;
-    if has_limit && auto == Auto::Rank {
+    // As Redis: only a count other than -1 counts as a LIMIT here.
+    if limit != -1 && auto == Auto::Rank {
         return Err(CmdError::err(
             "syntax error, LIMIT is only supported in combination with either BYSCORE or BYLEX",
         ));
