@@ -402,6 +402,20 @@ struct LexRange {
 }
 
 impl LexRange {
+    /// sdscmplex(min, max) > 0, or equal with an exclusive end.
+    fn is_empty(&self) -> bool {
+        use std::cmp::Ordering::*;
+        let (cmp, ex) = match (&self.min, &self.max) {
+            (Lex::NegInf, Lex::NegInf) | (Lex::PosInf, Lex::PosInf) => (Equal, true),
+            (Lex::NegInf, _) | (_, Lex::PosInf) => (Less, false),
+            (Lex::PosInf, _) | (_, Lex::NegInf) => (Greater, false),
+            (Lex::Incl(a) | Lex::Excl(a), Lex::Incl(b) | Lex::Excl(b)) => (
+                a.cmp(b),
+                matches!(self.min, Lex::Excl(_)) || matches!(self.max, Lex::Excl(_)),
+            ),
+        };
+        cmp == Greater || (cmp == Equal && ex)
+    }
     fn gte_min(&self, m: &[u8]) -> bool {
         match &self.min {
             Lex::NegInf => true,
@@ -445,27 +459,51 @@ enum Kind {
     Lex(LexRange),
 }
 
-/// The forward rank interval `[first, last)` a score or lex range covers.
-fn bounds(z: &ZSetValue, k: &Kind) -> (usize, usize) {
-    let (first, last) = match k {
-        Kind::Score(r) => (
-            z.count_below(&|s, _| !r.gte_min(s)),
-            z.count_below(&|s, _| r.lte_max(s)),
-        ),
-        Kind::Lex(r) => (
-            z.count_below(&|_, m| !r.gte_min(m)),
-            z.count_below(&|_, m| r.lte_max(m)),
-        ),
+/// The forward rank interval `[first, last)` a score or lex range covers,
+/// found from its low end, or from its high end if `rev` (which differs only
+/// for lex ranges over members of mixed scores, where Redis's walks do).
+fn bounds(z: &ZSetValue, k: &Kind, rev: bool) -> (usize, usize) {
+    let r = match k {
+        Kind::Score(r) => {
+            let first = z.count_below(&|s, _| !r.gte_min(s));
+            let last = z.count_below(&|s, _| r.lte_max(s));
+            return (first, last.max(first));
+        }
+        Kind::Lex(r) => r,
         Kind::Rank(..) => unreachable!("rank ranges have no bounds"),
     };
-    // As zslFirstInRange: the first element past the minimum must also be
-    // within the maximum (matters for lex ranges over mixed scores).
-    let in_max = |(m, s): (&[u8], f64)| match k {
-        Kind::Score(r) => r.lte_max(s),
-        Kind::Lex(r) => r.lte_max(m),
-        Kind::Rank(..) => true,
+    let n = z.len();
+    // zslIsInLexRange: empty ranges, and ranges past either end.
+    let outside = match (z.get(0), z.get(n.saturating_sub(1))) {
+        (Some((lo, _)), Some((hi, _))) => !r.gte_min(hi) || !r.lte_max(lo),
+        _ => true,
     };
-    if !z.get(first).is_some_and(in_max) {
+    if r.is_empty() || outside {
+        return (0, 0);
+    }
+    if z.is_compact() {
+        // The listpack walks of zzlFirstInLexRange / zzlLastInLexRange.
+        let items: Vec<&[u8]> = z.iter().map(|(m, _)| m).collect();
+        if rev {
+            let Some(e) = items.iter().rposition(|m| r.lte_max(m)) else {
+                return (0, 0);
+            };
+            let k = items[..=e]
+                .iter()
+                .rev()
+                .take_while(|m| r.gte_min(m))
+                .count();
+            return (e + 1 - k, e + 1);
+        }
+        let Some(f) = items.iter().position(|m| r.gte_min(m)) else {
+            return (0, 0);
+        };
+        let k = items[f..].iter().take_while(|m| r.lte_max(m)).count();
+        return (f, f + k);
+    }
+    let first = z.count_below(&|_, m| !r.gte_min(m));
+    let last = z.count_below(&|_, m| r.lte_max(m));
+    if !z.get(first).is_some_and(|(m, _)| r.lte_max(m)) {
         return (first, first);
     }
     (first, last.max(first))
@@ -508,7 +546,10 @@ fn plan(z: &ZSetValue, req: &RangeReq) -> (usize, usize) {
             Some((s, e)) => (s, e - s + 1),
         };
     }
-    let (first, last) = bounds(z, &req.kind);
+    let (first, last) = bounds(z, &req.kind, req.rev);
+    if let Kind::Lex(r) = &req.kind {
+        return plan_lex(z, req, r, first, last);
+    }
     let avail = (last - first) as i64;
     if req.offset < 0 || req.offset >= avail {
         return (0, 0);
@@ -523,6 +564,44 @@ fn plan(z: &ZSetValue, req: &RangeReq) -> (usize, usize) {
         first + req.offset as usize
     };
     (start, n as usize)
+}
+
+/// A lex range walks as Redis does: from the range's end, skip OFFSET
+/// elements unchecked, then take while the far bound holds (the same as
+/// counting when scores are equal, as lex ranges require).
+fn plan_lex(
+    z: &ZSetValue,
+    req: &RangeReq,
+    r: &LexRange,
+    first: usize,
+    last: usize,
+) -> (usize, usize) {
+    if last <= first || req.offset < 0 {
+        return (0, 0);
+    }
+    let off = req.offset as usize;
+    let start = if req.rev {
+        match (last - 1).checked_sub(off) {
+            Some(s) => s,
+            None => return (0, 0),
+        }
+    } else {
+        first.saturating_add(off)
+    };
+    if start >= z.len() {
+        return (0, 0);
+    }
+    let limit = if req.limit < 0 {
+        usize::MAX
+    } else {
+        req.limit as usize
+    };
+    let n = z
+        .iter_from(start, req.rev)
+        .take(limit)
+        .take_while(|(m, _)| if req.rev { r.gte_min(m) } else { r.lte_max(m) })
+        .count();
+    (start, n)
 }
 
 #[derive(Clone, Copy, PartialEq)]
@@ -843,7 +922,7 @@ fn count_generic(ctx: &mut Ctx, args: Args, kind: Kind) -> CmdResult {
     let n = match read_zset(ctx, &mut l, key)? {
         None => 0,
         Some(z) => {
-            let (a, b) = bounds(z, &kind);
+            let (a, b) = bounds(z, &kind, false);
             b - a
         }
     };
@@ -956,7 +1035,7 @@ fn remrange_generic(ctx: &mut Ctx, args: Args, kind: Kind, event: &str) -> CmdRe
         let z = zs_mut(&mut e.value);
         let range = match kind {
             Kind::Rank(s, e) => rank_interval(z.len(), s, e),
-            _ => Some(bounds(z, &kind))
+            _ => Some(bounds(z, &kind, false))
                 .filter(|(a, b)| b > a)
                 .map(|(a, b)| (a, b - 1)),
         };
