@@ -1244,10 +1244,14 @@ fn zrandmember(ctx: &mut Ctx, args: Args) -> CmdResult {
         return Ok(());
     };
     let len = z.len();
-    let ranks: Vec<usize> = if count < 0 {
+    if count < 0 {
+        // Streamed: the count may be far larger than the set.
         let n = count.unsigned_abs() as usize;
-        (0..n).map(|_| (rand_u64() % len as u64) as usize).collect()
-    } else if count as usize >= len {
+        let items = (0..n).filter_map(|_| z.get((rand_u64() % len as u64) as usize));
+        reply_items(ctx.out, items, n, withscores);
+        return Ok(());
+    }
+    let ranks: Vec<usize> = if count as usize >= len {
         (0..len).collect()
     } else {
         sample_distinct(len, count as usize)
