@@ -12,6 +12,14 @@
 //! with its count; a write that changed nothing is not propagated.
 //! Replies follow Redis 7: scores are doubles (bulk strings in RESP2), and in
 //! RESP3 WITHSCORES replies are arrays of [member, score] pairs.
+//!
+//! Lex ranges are only meaningful when all scores are equal; over mixed
+//! scores a listpack answers exactly as Redis's listpack walks do (checked
+//! by differential fuzzing against redis-server 7.0), while the skiplist
+//! form, like Redis's (whose answer depends on its random node levels),
+//! gives some consistent but unspecified answer. ZADD picks the encoding of
+//! a new key from its first member, as Redis 7.0 does; ZRANK/ZREVRANK take
+//! Redis 7.2's WITHSCORE.
 
 use std::sync::atomic::Ordering::Relaxed;
 

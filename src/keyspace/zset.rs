@@ -23,7 +23,9 @@
 //! slot to visit. A node keeps its slot for as long as its member stays in
 //! the set (updates change the score in place and relink the node), so every
 //! member present for the whole scan is returned exactly once; members added
-//! meanwhile may or may not be seen.
+//! meanwhile may or may not be seen. The price: the arena does not compact
+//! (freed slots are reused by later inserts, and an emptied set frees all),
+//! so a skiplist that shrank a lot keeps its peak node array.
 
 use std::cmp::Ordering;
 
