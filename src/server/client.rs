@@ -61,6 +61,8 @@ pub struct ClientState {
     /// Set by SHUTDOWN: the server should stop after this reply.
     pub shutdown_requested: Option<crate::server::ShutdownKind>,
     pub shared: Option<Arc<ClientShared>>,
+    /// BLPOP & co.: a pending block and retry state (see `blocking.rs`).
+    pub block: super::blocking::BlockSlot,
 }
 
 impl ClientState {
@@ -80,6 +82,7 @@ impl ClientState {
             close_after_reply: false,
             shutdown_requested: None,
             shared: None,
+            block: Default::default(),
         }
     }
 }

@@ -12,6 +12,7 @@
 //! [`Server`] is what all threads share: keyspace, configuration, command
 //! table, client registry, counters and the write-effect stream.
 
+pub mod blocking;
 pub mod client;
 pub mod conn;
 pub mod cron;
@@ -170,6 +171,8 @@ pub struct Server {
     pub shutdown_tx: Mutex<Option<std::sync::mpsc::Sender<ShutdownKind>>>,
     pub shutting_down: AtomicBool,
     pub lastsave_unix: AtomicU64,
+    /// Clients blocked on keys (BLPOP & co.), see `blocking.rs`.
+    pub blocking: blocking::Registry,
 }
 
 impl Server {
@@ -204,6 +207,7 @@ impl Server {
             shutdown_tx: Mutex::new(None),
             shutting_down: AtomicBool::new(false),
             lastsave_unix: AtomicU64::new(now / 1000),
+            blocking: Default::default(),
         })
     }
 
