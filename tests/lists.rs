@@ -521,3 +521,91 @@ fn blocked_timeout_and_disconnect_cleanup() {
     assert_eq!(cmd::<i64>(c, &["CLIENT", "KILL", "ID", &id]), 1);
     wait_blocked(c, 0);
 }
+
+/// Every list write propagates an effect that replays to the same lists
+/// with the same versions (LMPOP as LPOP/RPOP n, BLPOP as LPOP, ...).
+#[test]
+fn list_effects_replay_identically() {
+    use lattice::commands::{replay, run_local};
+    use lattice::config::Config;
+    use lattice::effects::Recorder;
+    use lattice::keyspace::hlc::Hlc;
+    use lattice::keyspace::{Value, SHARDS};
+    use lattice::server::client::ClientState;
+    use std::sync::Arc;
+
+    let srv = lattice::server::Server::new(Config::default());
+    let rec = Arc::new(Recorder::default());
+    srv.effects.subscribe(rec.clone());
+    let mut clock = Hlc::new(srv.node_id);
+    let stats = srv.new_worker_stats();
+    let mut client = ClientState::new(1);
+    let mut x: u64 = 99;
+    for _ in 0..4000 {
+        x = x
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        let k = format!("k{}", (x >> 20) % 5);
+        let k2 = format!("k{}", (x >> 30) % 5);
+        let v = format!("v{}", (x >> 40) % 7);
+        let n = ((x >> 50) % 4).to_string();
+        let m = ((x >> 54) % 9) as i64 - 4;
+        let line: Vec<String> = match (x >> 33) % 16 {
+            0 | 1 => vec!["RPUSH".into(), k, v.clone(), v],
+            2 | 3 => vec!["LPUSH".into(), k, v],
+            4 => vec!["LPOP".into(), k, n],
+            5 => vec!["RPOP".into(), k],
+            6 => vec!["LMOVE".into(), k, k2, "LEFT".into(), "RIGHT".into()],
+            7 => vec!["RPOPLPUSH".into(), k, k2],
+            8 => vec![
+                "LMPOP".into(),
+                "2".into(),
+                k,
+                k2,
+                "RIGHT".into(),
+                "COUNT".into(),
+                n,
+            ],
+            9 => vec!["LINSERT".into(), k, "BEFORE".into(), v, "ins".into()],
+            10 => vec!["LSET".into(), k, m.to_string(), v],
+            11 => vec!["LREM".into(), k, m.to_string(), v],
+            12 => vec!["LTRIM".into(), k, m.to_string(), n],
+            13 => vec!["BLPOP".into(), k, k2, "0".into()],
+            14 => vec![
+                "BLMOVE".into(),
+                k,
+                k2,
+                "RIGHT".into(),
+                "LEFT".into(),
+                "0".into(),
+            ],
+            _ => vec!["RPUSHX".into(), k, v],
+        };
+        let argv: Vec<&[u8]> = line.iter().map(|a| a.as_bytes()).collect();
+        let _ = run_local(&srv, &mut clock, &stats, &mut client, &argv);
+    }
+    let copy = lattice::server::Server::new(Config::default());
+    let mut clock2 = Hlc::new(copy.node_id);
+    let stats2 = copy.new_worker_stats();
+    let effects = rec.0.lock().clone();
+    assert!(effects.len() > 1000);
+    for e in &effects {
+        replay(&copy, &mut clock2, &stats2, e).unwrap_or_else(|err| panic!("{e:?}: {err}"));
+    }
+    let dump = |s: &lattice::server::Server| {
+        let mut m = std::collections::BTreeMap::new();
+        for sh in 0..SHARDS {
+            for e in s.keyspace.db(0).lock(sh).iter() {
+                let Value::List(l) = &e.value else {
+                    panic!("only lists")
+                };
+                let items: Vec<Vec<u8>> = l.iter().map(|b| b.to_vec()).collect();
+                m.insert(e.key.to_vec(), (items, e.version));
+            }
+        }
+        m
+    };
+    let (a, b) = (dump(&srv), dump(&copy));
+    assert!(!a.is_empty());
+    assert_eq!(a, b);
+}
