@@ -207,6 +207,8 @@ fn swapdb(ctx: &mut Ctx, args: Args) -> CmdResult {
         }
         let v = ctx.new_version();
         ctx.propagate(v, &[b"SWAPDB", args.get(1), args.get(2)]);
+        ctx.srv.blocking.signal_db(lo);
+        ctx.srv.blocking.signal_db(hi);
     }
     ctx.out.ok();
     Ok(())
@@ -638,6 +640,7 @@ fn rename_generic(ctx: &mut Ctx, args: Args, nx: bool) -> CmdResult {
         e.version = v;
         l.put_entry(e);
         ctx.propagate(v, &[b"RENAME", src, dst]);
+        ctx.signal_ready(ctx.db(), dst);
     }
     drop(l);
     if nx {
@@ -717,6 +720,7 @@ fn move_cmd(ctx: &mut Ctx, args: Args) -> CmdResult {
         e.version = v;
         p.dst().insert(hasher, hash, e);
         ctx.propagate(v, &[b"MOVE", key, args.get(2)]);
+        ctx.signal_ready(dst_db, key);
     }
     drop(p);
     ctx.out.int(i64::from(moved));
@@ -779,6 +783,7 @@ fn copy(ctx: &mut Ctx, args: Args) -> CmdResult {
     p.dst().insert(hasher, dh, entry);
     let db = dst_db.to_string();
     ctx.propagate(v, &[b"COPY", src, dst, b"DB", db.as_bytes(), b"REPLACE"]);
+    ctx.signal_ready(dst_db, dst);
     drop(p);
     ctx.out.int(1);
     Ok(())

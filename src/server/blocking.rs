@@ -164,6 +164,24 @@ impl Registry {
         }
     }
 
+    /// Wakes the first waiter of every key of `db` (SWAPDB: any key may
+    /// have changed; a woken client that finds nothing blocks again).
+    pub fn signal_db(&self, db: usize) {
+        if self.inner.count.load(Relaxed) == 0 {
+            return;
+        }
+        let keys: Vec<Vec<u8>> = {
+            let q = self.inner.queues.lock();
+            q.keys()
+                .filter(|(d, _)| *d == db)
+                .map(|(_, k)| k.clone())
+                .collect()
+        };
+        for k in keys {
+            self.signal(db, &k);
+        }
+    }
+
     /// Number of registered waiters.
     pub fn len(&self) -> usize {
         self.inner.count.load(Relaxed)
