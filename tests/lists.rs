@@ -609,3 +609,33 @@ fn list_effects_replay_identically() {
     assert!(!a.is_empty());
     assert_eq!(a, b);
 }
+
+/// As in Redis, clients woken by a write are served before that write's
+/// reply: chained BLMOVEs have all run when RPUSH returns.
+#[test]
+fn woken_clients_are_served_before_the_push_replies() {
+    let s = Server::start(&[]);
+    let c = &mut s.conn();
+    let mut r1 = s.raw();
+    let mut r2 = s.raw();
+    r1.send(
+        b"*6\r\n$6\r\nBLMOVE\r\n$2\r\nl1\r\n$2\r\nl2\r\n$5\r\nRIGHT\r\n$4\r\nLEFT\r\n$1\r\n0\r\n",
+    );
+    wait_blocked(c, 1);
+    r2.send(
+        b"*6\r\n$6\r\nBLMOVE\r\n$2\r\nl2\r\n$2\r\nl3\r\n$4\r\nLEFT\r\n$5\r\nRIGHT\r\n$1\r\n0\r\n",
+    );
+    wait_blocked(c, 2);
+    cmd::<i64>(c, &["RPUSH", "l1", "foo"]);
+    assert!(range(c, "l1").is_empty());
+    assert!(range(c, "l2").is_empty());
+    assert_eq!(range(c, "l3"), ["foo"]);
+    assert_eq!(reply(&mut r1), "$3\r\nfoo\r\n");
+    assert_eq!(reply(&mut r2), "$3\r\nfoo\r\n");
+    // A self-referential BRPOPLPUSH leaves the element in place.
+    r1.send(b"*4\r\n$10\r\nBRPOPLPUSH\r\n$1\r\nb\r\n$1\r\nb\r\n$1\r\n0\r\n");
+    wait_blocked(c, 1);
+    cmd::<i64>(c, &["RPUSH", "b", "x"]);
+    assert_eq!(range(c, "b"), ["x"]);
+    assert_eq!(reply(&mut r1), "$1\r\nx\r\n");
+}

@@ -34,7 +34,7 @@
 //! if [`may_block`] is false reply what Redis replies for a timeout.
 
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::Relaxed};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::*};
 use std::sync::Arc;
 
 use hashbrown::HashMap;
@@ -71,6 +71,8 @@ pub struct Waiter {
     ticket: u64,
     notify: Notify,
     woken: AtomicBool,
+    /// The wake-up's in-flight count was given back.
+    released: AtomicBool,
 }
 
 impl Waiter {
@@ -94,6 +96,22 @@ struct Inner {
     queues: Mutex<Queues>,
     /// Registered waiters: signal_ready skips the lock when zero.
     count: AtomicUsize,
+    /// Woken clients that have not re-run their command yet.
+    inflight: AtomicUsize,
+    /// Notified when `inflight` drops to zero.
+    settled: Notify,
+}
+
+impl Inner {
+    /// Gives back `w`'s in-flight wake-up, once.
+    fn release(&self, w: &Waiter) {
+        if !w.woken.load(Relaxed) || w.released.swap(true, Relaxed) {
+            return;
+        }
+        if self.inflight.fetch_sub(1, Release) == 1 {
+            self.settled.notify_waiters();
+        }
+    }
 }
 
 /// The server's waiters, by key.
@@ -109,6 +127,32 @@ pub struct WaitGuard {
     pub waiter: Arc<Waiter>,
     db: usize,
     keys: Vec<Vec<u8>>,
+    /// The in-flight wake-up was handed to a [`WakeToken`].
+    handed_over: bool,
+}
+
+/// Holds a woken client's in-flight wake-up until it has re-run.
+pub struct WakeToken {
+    inner: Arc<Inner>,
+    waiter: Arc<Waiter>,
+}
+
+impl Drop for WakeToken {
+    fn drop(&mut self) {
+        self.inner.release(&self.waiter);
+    }
+}
+
+impl WaitGuard {
+    /// Unregisters the waiter, keeping its wake-up (if any) in flight until
+    /// the returned token is dropped, after the re-run.
+    pub fn finish(mut self) -> WakeToken {
+        self.handed_over = true;
+        WakeToken {
+            inner: self.inner.clone(),
+            waiter: self.waiter.clone(),
+        }
+    }
 }
 
 impl Registry {
@@ -120,6 +164,7 @@ impl Registry {
             ticket,
             notify: Notify::new(),
             woken: AtomicBool::new(false),
+            released: AtomicBool::new(false),
         });
         let mut keys: Vec<Vec<u8>> = keys.to_vec();
         keys.sort_unstable();
@@ -136,6 +181,7 @@ impl Registry {
             waiter,
             db,
             keys,
+            handed_over: false,
         }
     }
 
@@ -149,7 +195,9 @@ impl Registry {
             return;
         };
         if let Some(w) = queue.pop_front() {
-            w.woken.store(true, Relaxed);
+            if !w.woken.swap(true, Relaxed) {
+                self.inner.inflight.fetch_add(1, Release);
+            }
             w.notify.notify_one();
         }
         if queue.is_empty() {
@@ -182,6 +230,29 @@ impl Registry {
         }
     }
 
+    /// Whether woken clients have yet to re-run their command.
+    pub fn busy(&self) -> bool {
+        self.inner.inflight.load(Acquire) > 0
+    }
+
+    /// Waits (at most `max`) until every woken client has re-run its
+    /// command: a write that wakes blocked clients replies after they were
+    /// served, as in Redis, where they are served before the next command.
+    pub async fn settle(&self, max: std::time::Duration) {
+        let deadline = tokio::time::Instant::now() + max;
+        loop {
+            let n = self.inner.settled.notified();
+            tokio::pin!(n);
+            n.as_mut().enable();
+            if !self.busy() {
+                return;
+            }
+            if tokio::time::timeout_at(deadline, n).await.is_err() {
+                return;
+            }
+        }
+    }
+
     /// Number of registered waiters.
     pub fn len(&self) -> usize {
         self.inner.count.load(Relaxed)
@@ -205,6 +276,9 @@ impl Drop for WaitGuard {
             }
         }
         self.inner.count.fetch_sub(1, Relaxed);
+        if !self.handed_over {
+            self.inner.release(&self.waiter);
+        }
     }
 }
 

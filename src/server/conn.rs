@@ -406,6 +406,12 @@ async fn process_input(
                 if client.block.request.is_some() {
                     return (false, qb.start != qb.end);
                 }
+                if srv.blocking.busy() {
+                    // Clients this command woke are served before it replies.
+                    srv.blocking
+                        .settle(std::time::Duration::from_millis(200))
+                        .await;
+                }
                 if client.close_after_reply {
                     return (true, false);
                 }
@@ -721,7 +727,8 @@ where
             }
         };
         let (ticket, woken) = (guard.waiter.ticket(), guard.waiter.was_woken());
-        drop(guard);
+        // Held until this client re-ran (and passed its wake-up on).
+        let _token = guard.finish();
         match outcome {
             Outcome::Close => break false,
             Outcome::Timeout => {
