@@ -110,21 +110,21 @@ pub static COMMANDS: &[Command] = &[
         .acl("write list slow")
         .complexity("O(N+M) where N is the number of provided keys and M is the number of elements returned.")
         .doc(G, "7.0.0", "Returns multiple elements from a list after removing them. Deletes the list if the last element was popped."),
-    Command::new("blpop", -3, WRITE | BLOCKING, blpop)
+    Command::new("blpop", -3, WRITE | NOSCRIPT | BLOCKING, blpop)
         .keys(1, -2, 1)
         .acl("write list slow blocking")
         .complexity("O(N) where N is the number of provided keys.")
         .doc(G, "2.0.0", "Removes and returns the first element in a list. Blocks until an element is available otherwise. Deletes the list if the last element was popped."),
-    Command::new("brpop", -3, WRITE | BLOCKING, brpop)
+    Command::new("brpop", -3, WRITE | NOSCRIPT | BLOCKING, brpop)
         .keys(1, -2, 1)
         .acl("write list slow blocking")
         .complexity("O(N) where N is the number of provided keys.")
         .doc(G, "2.0.0", "Removes and returns the last element in a list. Blocks until an element is available otherwise. Deletes the list if the last element was popped."),
-    Command::new("brpoplpush", 4, WRITE | DENYOOM | BLOCKING, brpoplpush)
+    Command::new("brpoplpush", 4, WRITE | DENYOOM | NOSCRIPT | BLOCKING, brpoplpush)
         .keys(1, 2, 1)
         .acl("write list slow blocking")
         .doc(G, "2.2.0", "Pops an element from a list, pushes it to another list and returns it. Block until an element is available otherwise. Deletes the list if the last element was popped."),
-    Command::new("blmove", 6, WRITE | DENYOOM | BLOCKING, blmove)
+    Command::new("blmove", 6, WRITE | DENYOOM | NOSCRIPT | BLOCKING, blmove)
         .keys(1, 2, 1)
         .acl("write list slow blocking")
         .doc(G, "6.2.0", "Pops an element from a list, pushes it to another list and returns it. Blocks until an element is available otherwise. Deletes the list if the last element was moved."),
@@ -449,8 +449,9 @@ fn lmpop(ctx: &mut Ctx, args: Args) -> CmdResult {
 fn llen(ctx: &mut Ctx, args: Args) -> CmdResult {
     let key = args.get(1);
     let mut l = ctx.open(key);
-    let n = l.get_list(key)?.map_or(0, |e| list_mut(&mut e.value).len());
-    ctx.out.int(n as i64);
+    let n = l.get_list(key)?.map(|e| list_mut(&mut e.value).len());
+    ctx.stats.hit(n.is_some());
+    ctx.out.int(n.unwrap_or(0) as i64);
     Ok(())
 }
 
