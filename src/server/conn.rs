@@ -723,7 +723,12 @@ where
                 _ = guard.waiter.wait() => break Outcome::Woken,
                 _ = tokio::time::sleep(std::time::Duration::from_millis(left)), if deadline_ms > 0 => break Outcome::Timeout,
                 _ = shared.kill.notified() => break Outcome::Close,
-                r = read_some(io, qb) => if !matches!(r, Ok(n) if n > 0) { break Outcome::Close },
+                r = read_some(io, qb) => {
+                    let over = qb.end - qb.start > srv.hot.query_buffer_limit.load(Relaxed);
+                    if over || !matches!(r, Ok(n) if n > 0) {
+                        break Outcome::Close;
+                    }
+                }
             }
         };
         let (ticket, woken) = (guard.waiter.ticket(), guard.waiter.was_woken());
