@@ -639,3 +639,42 @@ fn woken_clients_are_served_before_the_push_replies() {
     assert_eq!(range(c, "b"), ["x"]);
     assert_eq!(reply(&mut r1), "$1\r\nx\r\n");
 }
+
+/// CLIENT UNBLOCK ends a wait as a timeout or with an error; RENAME of a
+/// list onto the awaited key wakes the waiter.
+#[test]
+fn client_unblock_and_rename_wake() {
+    let s = Server::start(&[]);
+    let c = &mut s.conn();
+    let mut r = s.raw();
+    let id = req(&mut r, &["CLIENT", "ID"]);
+    let id = id.trim_start_matches(':').trim().to_string();
+    let blpop = b"*3\r\n$5\r\nBLPOP\r\n$1\r\nq\r\n$1\r\n0\r\n";
+    r.send(blpop);
+    wait_blocked(c, 1);
+    assert_eq!(cmd::<i64>(c, &["CLIENT", "UNBLOCK", &id]), 1);
+    assert_eq!(reply(&mut r), "*-1\r\n");
+    r.send(blpop);
+    wait_blocked(c, 1);
+    assert_eq!(cmd::<i64>(c, &["CLIENT", "UNBLOCK", &id, "ERROR"]), 1);
+    assert_eq!(
+        reply(&mut r),
+        "-UNBLOCKED client unblocked via CLIENT UNBLOCK\r\n"
+    );
+    wait_blocked(c, 0);
+    assert_eq!(cmd::<i64>(c, &["CLIENT", "UNBLOCK", &id]), 0);
+    assert_eq!(
+        cmd_err(c, &["CLIENT", "UNBLOCK", &id, "FOO"]),
+        "ERR CLIENT UNBLOCK reason should be TIMEOUT or ERROR"
+    );
+    assert_eq!(
+        cmd_err(c, &["CLIENT", "UNBLOCK", "x"]),
+        "ERR value is not an integer or out of range"
+    );
+    r.send(blpop);
+    wait_blocked(c, 1);
+    cmd::<i64>(c, &["RPUSH", "other", "a", "b"]);
+    cmd::<()>(c, &["RENAME", "other", "q"]);
+    assert_eq!(reply(&mut r), "*2\r\n$1\r\nq\r\n$1\r\na\r\n");
+    assert_eq!(range(c, "q"), ["b"]);
+}

@@ -34,7 +34,7 @@
 //! if [`may_block`] is false reply what Redis replies for a timeout.
 
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::*};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, AtomicUsize, Ordering::*};
 use std::sync::Arc;
 
 use hashbrown::HashMap;
@@ -73,6 +73,8 @@ pub struct Waiter {
     woken: AtomicBool,
     /// The wake-up's in-flight count was given back.
     released: AtomicBool,
+    /// Set by CLIENT UNBLOCK: 1 = as a timeout, 2 = with an error.
+    unblocked: AtomicU8,
 }
 
 impl Waiter {
@@ -82,6 +84,13 @@ impl Waiter {
     /// The place in line taken when the client first blocked.
     pub fn ticket(&self) -> u64 {
         self.ticket
+    }
+    /// Whether CLIENT UNBLOCK ended the wait: Some(true) with an error.
+    pub fn unblocked(&self) -> Option<bool> {
+        match self.unblocked.load(Relaxed) {
+            0 => None,
+            u => Some(u == 2),
+        }
     }
     pub fn was_woken(&self) -> bool {
         self.woken.load(Relaxed)
@@ -96,6 +105,8 @@ struct Inner {
     queues: Mutex<Queues>,
     /// Registered waiters: signal_ready skips the lock when zero.
     count: AtomicUsize,
+    /// Blocked clients by id, for CLIENT UNBLOCK.
+    by_client: Mutex<HashMap<u64, Arc<Waiter>>>,
     /// Woken clients that have not re-run their command yet.
     inflight: AtomicUsize,
     /// Notified when `inflight` drops to zero.
@@ -123,6 +134,7 @@ pub struct Registry {
 
 /// A registration; dropping it removes the waiter from all its queues.
 pub struct WaitGuard {
+    client: u64,
     inner: Arc<Inner>,
     pub waiter: Arc<Waiter>,
     db: usize,
@@ -158,13 +170,20 @@ impl WaitGuard {
 impl Registry {
     /// Registers a waiter on `keys` of `db`, in ticket order (a new ticket
     /// unless `ticket` is given, i.e. a retry keeping its place).
-    pub fn register(&self, db: usize, keys: &[Vec<u8>], ticket: Option<u64>) -> WaitGuard {
+    pub fn register(
+        &self,
+        client: u64,
+        db: usize,
+        keys: &[Vec<u8>],
+        ticket: Option<u64>,
+    ) -> WaitGuard {
         let ticket = ticket.unwrap_or_else(|| self.tickets.fetch_add(1, Relaxed));
         let waiter = Arc::new(Waiter {
             ticket,
             notify: Notify::new(),
             woken: AtomicBool::new(false),
             released: AtomicBool::new(false),
+            unblocked: AtomicU8::new(0),
         });
         let mut keys: Vec<Vec<u8>> = keys.to_vec();
         keys.sort_unstable();
@@ -176,7 +195,10 @@ impl Registry {
             queue.insert(at, waiter.clone());
         }
         self.inner.count.fetch_add(1, Relaxed);
+        drop(q);
+        self.inner.by_client.lock().insert(client, waiter.clone());
         WaitGuard {
+            client,
             inner: self.inner.clone(),
             waiter,
             db,
@@ -230,6 +252,18 @@ impl Registry {
         }
     }
 
+    /// CLIENT UNBLOCK: ends client `id`'s wait as a timeout or (`error`)
+    /// with an UNBLOCKED error. False if it is not blocked on keys.
+    pub fn unblock(&self, id: u64, error: bool) -> bool {
+        let by = self.inner.by_client.lock();
+        let Some(w) = by.get(&id) else {
+            return false;
+        };
+        w.unblocked.store(if error { 2 } else { 1 }, Relaxed);
+        w.notify.notify_one();
+        true
+    }
+
     /// Whether woken clients have yet to re-run their command.
     pub fn busy(&self) -> bool {
         self.inner.inflight.load(Acquire) > 0
@@ -276,6 +310,15 @@ impl Drop for WaitGuard {
             }
         }
         self.inner.count.fetch_sub(1, Relaxed);
+        drop(q);
+        let mut by = self.inner.by_client.lock();
+        if by
+            .get(&self.client)
+            .is_some_and(|w| Arc::ptr_eq(w, &self.waiter))
+        {
+            by.remove(&self.client);
+        }
+        drop(by);
         if !self.handed_over {
             self.inner.release(&self.waiter);
         }
@@ -313,7 +356,7 @@ pub fn block_on(ctx: &mut Ctx, args: Args, keys: Vec<Vec<u8>>, deadline_ms: u64)
         None => (None, deadline_ms),
     };
     let db = ctx.db();
-    let guard = ctx.srv.blocking.register(db, &keys, ticket);
+    let guard = ctx.srv.blocking.register(ctx.client.id, db, &keys, ticket);
     ctx.client.block.request = Some(BlockRequest {
         db,
         keys,

@@ -732,6 +732,7 @@ where
             }
         };
         let (ticket, woken) = (guard.waiter.ticket(), guard.waiter.was_woken());
+        let guard_unblocked = guard.waiter.unblocked();
         // Held until this client re-ran (and passed its wake-up on).
         let _token = guard.finish();
         match outcome {
@@ -742,6 +743,17 @@ where
                 }
                 out.resp = client.resp;
                 out.null_array();
+                break true;
+            }
+            Outcome::Woken if guard_unblocked.is_some() => {
+                if woken {
+                    srv.blocking.signal_keys(db, &keys);
+                }
+                out.resp = client.resp;
+                match guard_unblocked {
+                    Some(true) => out.error("UNBLOCKED client unblocked via CLIENT UNBLOCK"),
+                    _ => out.null_array(),
+                }
                 break true;
             }
             Outcome::Woken => {
