@@ -18,9 +18,21 @@
 //! the key and takes it off that key's queue. A served client passes the
 //! wake-up on ([`Registry::signal_keys`]) so a push of several elements
 //! serves several waiters in order; a waiter woken but timed out does too.
-//! Registering under the key lock and signalling under it means no wake-up
-//! is lost between "found nothing" and "waiting".
+//! Registering under the key lock and signalling after the write means no
+//! wake-up is lost between "found nothing" and "waiting".
 //!
+//! Ordering as in Redis, where blocked clients are served before the next
+//! command runs: a wake-up stays "in flight" until the woken client re-ran
+//! (a [`WakeToken`]), and the connection that made the write waits for
+//! in-flight wake-ups to settle (bounded, [`Registry::settle`]) before its
+//! reply goes out, so a client that pushes and then reads sees the blocked
+//! clients already served (chains of BLMOVEs included).
+//!
+//! CLIENT UNBLOCK finds the waiter by client id ([`Registry::unblock`]) and
+//! ends the wait as a timeout or with Redis's UNBLOCKED error.
+//!
+//! Lock order: a shard lock may be held while taking the registry's locks,
+//! never the reverse.
 //! Cleanup: the registration is a [`WaitGuard`] whose `Drop` removes the
 //! waiter from every queue, so a client that disconnects, is killed, or
 //! whose task is dropped leaves nothing behind. Clients that may not block
