@@ -535,3 +535,19 @@ fn mixed_transactions_and_db_wide_commands_do_not_deadlock() {
     let mut c = s.conn();
     assert_eq!(cmd::<String>(&mut c, &["PING"]), "PONG");
 }
+
+/// A blocking pop inside MULTI does not block: on an empty list it answers
+/// as if it had timed out (null array), on a full one it pops at once.
+#[test]
+fn blocking_pop_inside_exec_does_not_block() {
+    let s = Server::start(&[]);
+    let mut r = s.raw();
+    r.send(b"MULTI\r\nBLPOP nolist 0\r\nRPUSH l a\r\nBLPOP l 0\r\nEXEC\r\n");
+    for want in [
+        "+OK", "+QUEUED", "+QUEUED", "+QUEUED", "*3", "*-1", ":1", "*2", "$1", "l", "$1", "a",
+    ] {
+        assert_eq!(r.line().trim_end(), want);
+    }
+    let mut c = s.conn();
+    assert_eq!(cmd::<i64>(&mut c, &["EXISTS", "l"]), 0);
+}

@@ -105,5 +105,7 @@ impl Ctx<'_> {
 
     /// Tells clients blocked on `key` (BLPOP, BZPOPMIN, ...) that it may now
     /// serve them. Call after the write, while still holding the key's lock.
-    pub fn signal_ready(&mut self, _db: usize, _key: &[u8]) {}
+    pub fn signal_ready(&mut self, db: usize, key: &[u8]) {
+        self.srv.blocking.signal(db, key);
+    }
 }

@@ -205,6 +205,8 @@ fn swapdb(ctx: &mut Ctx, args: Args) -> CmdResult {
         }
         let v = ctx.new_version();
         ctx.propagate(v, &[b"SWAPDB", args.get(1), args.get(2)]);
+        ctx.srv.blocking.signal_db(lo);
+        ctx.srv.blocking.signal_db(hi);
     }
     ctx.out.ok();
     Ok(())
@@ -639,6 +641,7 @@ fn rename_generic(ctx: &mut Ctx, args: Args, nx: bool) -> CmdResult {
         ctx.propagate(v, &[b"RENAME", src, dst]);
         ctx.notify(super::events::class::GENERIC, "rename_from", src);
         ctx.notify(super::events::class::GENERIC, "rename_to", dst);
+        ctx.signal_ready(ctx.db(), dst);
     }
     drop(l);
     if nx {
@@ -720,6 +723,7 @@ fn move_cmd(ctx: &mut Ctx, args: Args) -> CmdResult {
         ctx.propagate(v, &[b"MOVE", key, args.get(2)]);
         ctx.notify_db(src_db, super::events::class::GENERIC, "move_from", key);
         ctx.notify_db(dst_db, super::events::class::GENERIC, "move_to", key);
+        ctx.signal_ready(dst_db, key);
     }
     drop(p);
     ctx.out.int(i64::from(moved));
@@ -783,6 +787,7 @@ fn copy(ctx: &mut Ctx, args: Args) -> CmdResult {
     let db = dst_db.to_string();
     ctx.propagate(v, &[b"COPY", src, dst, b"DB", db.as_bytes(), b"REPLACE"]);
     ctx.notify_db(dst_db, super::events::class::GENERIC, "copy_to", dst);
+    ctx.signal_ready(dst_db, dst);
     drop(p);
     ctx.out.int(1);
     Ok(())

@@ -72,6 +72,8 @@ pub struct ClientState {
     pub watches: Option<crate::commands::multi::Watches>,
     /// Effects of the running EXEC, emitted together when it ends.
     pub exec_effects: Option<Vec<crate::effects::Effect>>,
+    /// BLPOP & co.: a pending block and retry state (see `blocking.rs`).
+    pub block: super::blocking::BlockSlot,
 }
 
 impl ClientState {
@@ -96,6 +98,7 @@ impl ClientState {
             in_exec: false,
             watches: None,
             exec_effects: None,
+            block: Default::default(),
         }
     }
 }

@@ -343,6 +343,12 @@ async fn serve_stream<T>(
                 out.buf = Vec::with_capacity(16 * 1024);
             }
         }
+        if client.block.request.is_some() {
+            if !block_wait(&srv, &worker, &mut client, &io, &mut qb, &mut out, &shared).await {
+                break;
+            }
+            more_input = true;
+        }
         if let Some(kind) = client.shutdown_requested.take() {
             srv.request_shutdown(kind);
         }
@@ -400,6 +406,15 @@ async fn process_input(
                     t = dispatch(srv, worker, client, out, parser.args(qb.pending()), t);
                 }
                 qb.consume(consumed);
+                if client.block.request.is_some() {
+                    return (false, qb.start != qb.end);
+                }
+                if srv.blocking.busy() {
+                    // Clients this command woke are served before it replies.
+                    srv.blocking
+                        .settle(std::time::Duration::from_millis(200))
+                        .await;
+                }
                 if client.close_after_reply {
                     return (true, false);
                 }
@@ -679,4 +694,108 @@ pub(crate) fn maybe_slowlog(srv: &Server, client: &ClientState, id: usize, args:
     while log.len() > max {
         log.pop_back();
     }
+}
+
+/// A client blocked by BLPOP & co. (see `blocking.rs`): waits for a wake-up,
+/// the deadline, a kill or the peer closing (input that arrives meanwhile is
+/// only buffered), re-running the command on each wake-up until it is
+/// served; its reply (or the timeout's null array) ends up in `out`.
+/// Returns false when the connection must close.
+async fn block_wait<T>(
+    srv: &Arc<Server>,
+    worker: &Worker,
+    client: &mut ClientState,
+    io: &AsyncFd<T>,
+    qb: &mut QueryBuf,
+    out: &mut ReplyBuf,
+    shared: &super::client::ClientShared,
+) -> bool
+where
+    T: AsRawFd,
+    for<'a> &'a T: Read,
+{
+    use super::blocking::BlockRequest;
+    enum Outcome {
+        Woken,
+        Timeout,
+        Close,
+    }
+    shared.flags.lock().push('b');
+    let alive = loop {
+        let Some(req) = client.block.request.take() else {
+            break true;
+        };
+        let BlockRequest {
+            db,
+            keys,
+            deadline_ms,
+            argv,
+            guard,
+        } = req;
+        let outcome = loop {
+            let left = deadline_ms.saturating_sub(unix_ms());
+            tokio::select! {
+                _ = guard.waiter.wait() => break Outcome::Woken,
+                _ = tokio::time::sleep(std::time::Duration::from_millis(left)), if deadline_ms > 0 => break Outcome::Timeout,
+                _ = shared.kill.notified() => break Outcome::Close,
+                r = read_some(io, qb) => {
+                    let over = qb.end - qb.start > srv.hot.query_buffer_limit.load(Relaxed);
+                    if over || !matches!(r, Ok(n) if n > 0) {
+                        break Outcome::Close;
+                    }
+                }
+            }
+        };
+        let (ticket, woken) = (guard.waiter.ticket(), guard.waiter.was_woken());
+        let guard_unblocked = guard.waiter.unblocked();
+        // Held until this client re-ran (and passed its wake-up on).
+        let _token = guard.finish();
+        match outcome {
+            Outcome::Close => break false,
+            Outcome::Timeout => {
+                if woken {
+                    srv.blocking.signal_keys(db, &keys);
+                }
+                out.resp = client.resp;
+                out.null_array();
+                break true;
+            }
+            Outcome::Woken if guard_unblocked.is_some() => {
+                if woken {
+                    srv.blocking.signal_keys(db, &keys);
+                }
+                out.resp = client.resp;
+                match guard_unblocked {
+                    Some(true) => out.error("UNBLOCKED client unblocked via CLIENT UNBLOCK"),
+                    _ => out.null_array(),
+                }
+                break true;
+            }
+            Outcome::Woken => {
+                client.block.retry = Some((ticket, deadline_ms));
+                let spans: Vec<std::ops::Range<usize>> = argv
+                    .iter()
+                    .scan(0, |off, a| {
+                        *off += a.len();
+                        Some(*off - a.len()..*off)
+                    })
+                    .collect();
+                let flat = argv.concat();
+                dispatch(
+                    srv,
+                    worker,
+                    client,
+                    out,
+                    Args::new(&flat, &spans),
+                    Instant::now(),
+                );
+                client.block.retry = None;
+                if client.block.request.is_none() {
+                    srv.blocking.signal_keys(db, &keys);
+                }
+            }
+        }
+    };
+    shared.flags.lock().retain(|c| c != 'b');
+    alive
 }

@@ -12,6 +12,7 @@
 //! [`Server`] is what all threads share: keyspace, configuration, command
 //! table, client registry, counters and the write-effect stream.
 
+pub mod blocking;
 pub mod client;
 pub mod conn;
 pub mod cron;
@@ -183,6 +184,8 @@ pub struct Server {
     pub pubsub: pubsub::PubSub,
     /// Keys WATCHed by clients (`commands/multi.rs`).
     pub watch: Arc<crate::commands::multi::WatchRegistry>,
+    /// Clients blocked on keys (BLPOP & co.), see `blocking.rs`.
+    pub blocking: blocking::Registry,
 }
 
 impl Server {
@@ -219,6 +222,7 @@ impl Server {
             lastsave_unix: AtomicU64::new(now / 1000),
             pubsub: Default::default(),
             watch: Default::default(),
+            blocking: Default::default(),
         })
     }
 

@@ -99,6 +99,14 @@ pub static SUBCOMMANDS: &[Command] = &[
             "6.2.0",
             "Returns information about server-assisted client-side caching for the connection.",
         ),
+    sub("unblock", -3, ADM, unblock)
+        .acl("admin slow dangerous connection")
+        .doc(
+            "connection",
+            "5.0.0",
+            "Unblocks a client blocked by a blocking command from a different connection.",
+        )
+        .complexity("O(log N) where N is the number of client connections"),
     sub("help", 2, LOADING | STALE, help)
         .acl("slow connection")
         .doc(
@@ -149,6 +157,8 @@ const HELP: &[&str] = &[
     "    Set client meta attr. Options are:",
     "    * LIB-NAME: the client lib name.",
     "    * LIB-VER: the client lib version.",
+    "UNBLOCK <clientid> [TIMEOUT|ERROR]",
+    "    Unblock the specified blocked client.",
     "GETREDIR",
     "    Return the client ID we are redirecting to when tracking is enabled.",
     "TRACKINGINFO",
@@ -564,5 +574,29 @@ fn trackinginfo(ctx: &mut Ctx, _args: Args) -> CmdResult {
     out.int(-1);
     out.bulk(b"prefixes");
     out.array(0);
+    Ok(())
+}
+
+/// CLIENT UNBLOCK id [TIMEOUT|ERROR]: ends a wait of BLPOP & co.
+fn unblock(ctx: &mut Ctx, args: Args) -> CmdResult {
+    if args.len() > 4 {
+        return Err(CmdError::err(format!(
+            "unknown subcommand or wrong number of arguments for '{}'. Try CLIENT HELP.",
+            lossy(args.get(1))
+        )));
+    }
+    let error = match args.len() {
+        4 if eq_ic(args.get(3), "timeout") => false,
+        4 if eq_ic(args.get(3), "error") => true,
+        4 => {
+            return Err(CmdError::err(
+                "CLIENT UNBLOCK reason should be TIMEOUT or ERROR",
+            ))
+        }
+        _ => false,
+    };
+    let id = arg_i64(args.get(2))?;
+    let done = id >= 0 && ctx.srv.blocking.unblock(id as u64, error);
+    ctx.out.int(i64::from(done));
     Ok(())
 }

@@ -99,6 +99,9 @@ pub fn debug(ctx: &mut Ctx, args: Args) -> CmdResult {
     } else if eq_ic(sub, "ERROR") && n == 3 {
         // Replies with the given text as an error (clients' test suites use it).
         return Err(CmdError::Msg(lossy(args.get(2))));
+    } else if eq_ic(sub, "QUICKLIST-PACKED-THRESHOLD") && n == 3 {
+        // Lists keep big elements in ordinary chunks: nothing to tune.
+        ctx.out.ok();
     } else if eq_ic(sub, "LOG") && n == 3 {
         crate::log_warning!("DEBUG LOG: {}", lossy(args.get(2)));
         ctx.out.ok();
