@@ -20,6 +20,7 @@ pub mod expire;
 pub mod hash;
 pub mod hlc;
 pub mod list;
+pub mod ordtable;
 pub mod set;
 pub mod table;
 pub mod value;

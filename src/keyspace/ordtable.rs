@@ -1,0 +1,441 @@
+//! The "hashtable" encoding of big hashes and sets: a hash table whose slots
+//! stay sorted by the elements' 64-bit hashes, so that HSCAN/SSCAN (and later
+//! ZSCAN) can resume from a cursor that survives any resize.
+//!
+//! Layout. `slots` holds `2^bits` home slots plus [`SLACK`] overflow slots at
+//! the end (no wrap-around). An element's home is the top `bits` bits of its
+//! hash; it lives at its home or, by linear probing, after it. Insertion keeps
+//! the occupied slots sorted by hash (it shifts the rest of the run right),
+//! deletion shifts the run back left. Invariants:
+//!
+//! 1. reading the slots left to right, hashes never decrease;
+//! 2. every element sits at or after its home, with no empty slot between.
+//!
+//! Since `home` is monotonic in the hash, every element whose hash is `>= c`
+//! sits at or after `home(c)` whatever the table's size: that is the cursor
+//! guarantee. [`OrdTable::scan`] returns elements in hash order from a cursor
+//! `c` (a hash value) and the next cursor is `last hash + 1`, so an element
+//! present for the whole scan is returned exactly once, even if the table
+//! grows or shrinks between calls (all elements sharing one full 64-bit hash
+//! are returned in the same call).
+//!
+//! Memory: one slot is a `Option<Box<[u8]>>` (16 bytes); the table is grown
+//! past 3/4 load and shrunk under 1/8 (as Redis shrinks dicts under 10%).
+//! Each element is a single allocation; a hash packs field and value into it
+//! (see [`Packed`]). Hashes are not stored but recomputed (foldhash, a few ns
+//! for short strings) on the few probes an operation makes.
+//!
+//! The hasher is one process-wide randomly seeded foldhash state, so the
+//! order is unpredictable to clients (hash flooding) but stable while the
+//! process lives, which is all a cursor needs.
+
+use std::hash::BuildHasher;
+use std::marker::PhantomData;
+use std::sync::OnceLock;
+
+/// Overflow slots after the last home slot; an insert that would run past
+/// them grows the table instead.
+const SLACK: usize = 32;
+/// Smallest number of home-slot bits.
+const MIN_BITS: u32 = 3;
+
+/// How an element's lookup key is found in its bytes.
+pub trait KeyOf {
+    fn key(elem: &[u8]) -> &[u8];
+}
+
+/// Set members: the whole element is the key.
+#[derive(Clone, Debug, PartialEq, Default)]
+pub struct Whole;
+impl KeyOf for Whole {
+    #[inline]
+    fn key(elem: &[u8]) -> &[u8] {
+        elem
+    }
+}
+
+/// Hash entries: a [`Packed`] field/value pair keyed by its field.
+#[derive(Clone, Debug, PartialEq, Default)]
+pub struct Packed;
+impl KeyOf for Packed {
+    #[inline]
+    fn key(elem: &[u8]) -> &[u8] {
+        unpack(elem).0
+    }
+}
+
+/// Packs a field and its value into one allocation:
+/// `varint(field len) field value`.
+pub fn pack(field: &[u8], value: &[u8]) -> Box<[u8]> {
+    let mut v = Vec::with_capacity(field.len() + value.len() + 5);
+    let mut n = field.len();
+    loop {
+        let b = (n & 0x7f) as u8;
+        n >>= 7;
+        if n == 0 {
+            v.push(b);
+            break;
+        }
+        v.push(b | 0x80);
+    }
+    v.extend_from_slice(field);
+    v.extend_from_slice(value);
+    v.into_boxed_slice()
+}
+
+/// The (field, value) of a [`pack`]ed element.
+#[inline]
+pub fn unpack(e: &[u8]) -> (&[u8], &[u8]) {
+    let (mut n, mut shift, mut i) = (0usize, 0, 0);
+    loop {
+        let b = e[i];
+        n |= ((b & 0x7f) as usize) << shift;
+        i += 1;
+        if b & 0x80 == 0 {
+            break;
+        }
+        shift += 7;
+    }
+    (&e[i..i + n], &e[i + n..])
+}
+
+fn hasher() -> &'static hashbrown::DefaultHashBuilder {
+    static H: OnceLock<hashbrown::DefaultHashBuilder> = OnceLock::new();
+    H.get_or_init(hashbrown::DefaultHashBuilder::default)
+}
+
+/// The hash that orders elements (and that cursors are made of).
+#[inline]
+pub fn hash_of(key: &[u8]) -> u64 {
+    hasher().hash_one(key)
+}
+
+/// A hash-ordered table of byte-string elements (see the module comment).
+#[derive(Clone, Debug)]
+pub struct OrdTable<K: KeyOf> {
+    slots: Vec<Option<Box<[u8]>>>,
+    bits: u32,
+    len: usize,
+    _k: PhantomData<K>,
+}
+
+impl<K: KeyOf> PartialEq for OrdTable<K> {
+    fn eq(&self, o: &Self) -> bool {
+        self.len == o.len && self.iter().all(|e| o.get(K::key(e)).is_some_and(|x| x == e))
+    }
+}
+
+impl<K: KeyOf> Default for OrdTable<K> {
+    fn default() -> Self {
+        Self::with_capacity(0)
+    }
+}
+
+impl<K: KeyOf> OrdTable<K> {
+    /// A table sized for `n` elements.
+    pub fn with_capacity(n: usize) -> Self {
+        let mut bits = MIN_BITS;
+        while (1usize << bits) * 3 / 4 < n {
+            bits += 1;
+        }
+        OrdTable {
+            slots: empty_slots(bits),
+            bits,
+            len: 0,
+            _k: PhantomData,
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    #[inline]
+    fn home(&self, h: u64) -> usize {
+        (h >> (64 - self.bits)) as usize
+    }
+
+    #[inline]
+    fn hash_at(&self, i: usize) -> Option<u64> {
+        self.slots[i].as_deref().map(|e| hash_of(K::key(e)))
+    }
+
+    /// The slot holding `key`, if present.
+    fn find(&self, key: &[u8]) -> Option<usize> {
+        let h = hash_of(key);
+        let mut i = self.home(h);
+        while let Some(e) = self.slots.get(i)?.as_deref() {
+            let k = K::key(e);
+            let eh = hash_of(k);
+            if eh > h {
+                return None;
+            }
+            if eh == h && k == key {
+                return Some(i);
+            }
+            i += 1;
+        }
+        None
+    }
+
+    /// The element whose key is `key`.
+    pub fn get(&self, key: &[u8]) -> Option<&[u8]> {
+        self.find(key).and_then(|i| self.slots[i].as_deref())
+    }
+
+    /// Replaces the element at `key`'s slot (same key), or inserts it.
+    /// Returns the previous element with that key.
+    pub fn insert(&mut self, elem: Box<[u8]>) -> Option<Box<[u8]>> {
+        if let Some(i) = self.find(K::key(&elem)) {
+            return self.slots[i].replace(elem);
+        }
+        if (self.len + 1) > (1usize << self.bits) * 3 / 4 {
+            self.rebuild(self.bits + 1);
+        }
+        let mut elem = elem;
+        loop {
+            match self.try_insert(elem) {
+                Ok(()) => {
+                    self.len += 1;
+                    return None;
+                }
+                Err(e) => {
+                    elem = e;
+                    self.rebuild(self.bits + 1);
+                }
+            }
+        }
+    }
+
+    /// Inserts a new element in hash order; gives it back if the run
+    /// would overflow the slack.
+    fn try_insert(&mut self, elem: Box<[u8]>) -> Result<(), Box<[u8]>> {
+        let h = hash_of(K::key(&elem));
+        let mut i = self.home(h);
+        while i < self.slots.len() && self.hash_at(i).is_some_and(|eh| eh <= h) {
+            i += 1;
+        }
+        let mut j = i;
+        while j < self.slots.len() && self.slots[j].is_some() {
+            j += 1;
+        }
+        if j == self.slots.len() {
+            return Err(elem);
+        }
+        // Shift the run [i, j) right by one and put the element at i.
+        self.slots[i..=j].rotate_right(1);
+        self.slots[i] = Some(elem);
+        Ok(())
+    }
+
+    /// Removes and returns the element whose key is `key`.
+    pub fn remove(&mut self, key: &[u8]) -> Option<Box<[u8]>> {
+        let i = self.find(key)?;
+        Some(self.remove_at(i))
+    }
+
+    fn remove_at(&mut self, mut i: usize) -> Box<[u8]> {
+        let out = self.slots[i].take().expect("occupied slot");
+        // Backward-shift: pull later elements of the run towards their home.
+        while i + 1 < self.slots.len() {
+            match self.hash_at(i + 1) {
+                Some(h) if self.home(h) <= i => {
+                    self.slots[i] = self.slots[i + 1].take();
+                    i += 1;
+                }
+                _ => break,
+            }
+        }
+        self.len -= 1;
+        if self.bits > MIN_BITS && self.len * 8 < (1usize << self.bits) {
+            let mut bits = self.bits;
+            while bits > MIN_BITS && (1usize << (bits - 1)) * 3 / 8 >= self.len {
+                bits -= 1;
+            }
+            self.rebuild(bits);
+        }
+        out
+    }
+
+    /// Moves every element into a table of `2^bits` home slots (more if
+    /// the elements do not fit in its slack).
+    fn rebuild(&mut self, mut bits: u32) {
+        let old: Vec<(u64, Box<[u8]>)> = std::mem::take(&mut self.slots)
+            .into_iter()
+            .flatten()
+            .map(|e| (hash_of(K::key(&e)), e))
+            .collect();
+        'retry: loop {
+            let mut next = 0usize;
+            let n = (1usize << bits) + SLACK;
+            for (h, _) in &old {
+                next = ((h >> (64 - bits)) as usize).max(next) + 1;
+                if next > n {
+                    bits += 1;
+                    continue 'retry;
+                }
+            }
+            let mut slots = empty_slots(bits);
+            let mut next = 0usize;
+            for (h, e) in old {
+                let pos = ((h >> (64 - bits)) as usize).max(next);
+                slots[pos] = Some(e);
+                next = pos + 1;
+            }
+            self.slots = slots;
+            self.bits = bits;
+            return;
+        }
+    }
+
+    /// Elements in hash order.
+    pub fn iter(&self) -> impl Iterator<Item = &[u8]> + '_ {
+        self.slots.iter().filter_map(|s| s.as_deref())
+    }
+
+    /// Up to about `count` elements whose hash is `>= cursor`, in hash order,
+    /// passed to `f`; returns the next cursor (0 when done). Examines at most
+    /// `10 * count` slots beyond the first, as Redis bounds empty buckets.
+    pub fn scan(&self, cursor: u64, count: usize, mut f: impl FnMut(&[u8])) -> u64 {
+        let mut i = self.home(cursor);
+        let mut taken = 0usize;
+        let mut last: Option<u64> = None;
+        let mut budget = count.saturating_mul(10).max(10);
+        while i < self.slots.len() {
+            if let Some(e) = self.slots[i].as_deref() {
+                let h = hash_of(K::key(e));
+                if h >= cursor {
+                    if taken >= count && last != Some(h) {
+                        return h;
+                    }
+                    f(e);
+                    taken += 1;
+                    last = Some(h);
+                }
+            } else if i >= (1usize << self.bits) {
+                // Past the homes, an empty slot ends the last run.
+                return 0;
+            } else if taken >= count || budget == 0 {
+                // Resume at this empty slot's range: every hash below its
+                // start has been returned (they live before it).
+                return self.slot_start(i).max(cursor).max(1);
+            }
+            budget = budget.saturating_sub(1);
+            i += 1;
+        }
+        0
+    }
+
+    /// The smallest hash whose home is slot `i`.
+    fn slot_start(&self, i: usize) -> u64 {
+        (i as u64) << (64 - self.bits)
+    }
+
+    /// A uniformly random element; `rnd` yields random u64s.
+    pub fn random(&self, rnd: &mut impl FnMut() -> u64) -> Option<&[u8]> {
+        if self.len == 0 {
+            return None;
+        }
+        loop {
+            let i = (rnd() % self.slots.len() as u64) as usize;
+            if let Some(e) = self.slots[i].as_deref() {
+                return Some(e);
+            }
+        }
+    }
+
+    /// Removes a random element.
+    pub fn pop_random(&mut self, rnd: &mut impl FnMut() -> u64) -> Option<Box<[u8]>> {
+        if self.len == 0 {
+            return None;
+        }
+        loop {
+            let i = (rnd() % self.slots.len() as u64) as usize;
+            if self.slots[i].is_some() {
+                return Some(self.remove_at(i));
+            }
+        }
+    }
+
+    /// Heap bytes: the slot array and the elements.
+    pub fn mem_usage(&self) -> usize {
+        self.slots.len() * 16 + self.iter().map(|e| alloc_size(e.len())).sum::<usize>()
+    }
+}
+
+fn empty_slots(bits: u32) -> Vec<Option<Box<[u8]>>> {
+    let n = (1usize << bits) + SLACK;
+    let mut v = Vec::with_capacity(n);
+    v.resize_with(n, || None);
+    v
+}
+
+/// Bytes an allocator hands out for `n` requested (rounded to 8).
+pub fn alloc_size(n: usize) -> usize {
+    (n + 7) & !7
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn check<K: KeyOf>(t: &OrdTable<K>) {
+        let hs: Vec<u64> = t.iter().map(|e| hash_of(K::key(e))).collect();
+        assert!(hs.windows(2).all(|w| w[0] <= w[1]));
+        assert_eq!(hs.len(), t.len());
+    }
+
+    #[test]
+    fn insert_remove_scan() {
+        let mut t: OrdTable<Whole> = OrdTable::default();
+        for i in 0..5000 {
+            assert!(t.insert(i.to_string().into_bytes().into()).is_none());
+        }
+        check(&t);
+        assert!(t.insert(b"42".to_vec().into()).is_some());
+        assert_eq!(t.len(), 5000);
+        for i in 0..5000 {
+            assert!(t.get(i.to_string().as_bytes()).is_some());
+        }
+        // Scan while the table shrinks and grows: every survivor once.
+        let mut seen = std::collections::HashMap::new();
+        let mut c = 0;
+        let mut round = 0;
+        loop {
+            c = t.scan(c, 7, |e| *seen.entry(e.to_vec()).or_insert(0) += 1);
+            round += 1;
+            if round % 3 == 0 {
+                for k in 0..40 {
+                    t.insert(format!("new{round}-{k}").into_bytes().into());
+                }
+            }
+            if c == 0 {
+                break;
+            }
+        }
+        for i in 0..5000 {
+            assert_eq!(seen.get(i.to_string().as_bytes()), Some(&1), "{i}");
+        }
+        for i in 0..4990 {
+            assert!(t.remove(i.to_string().as_bytes()).is_some());
+        }
+        check(&t);
+        assert!(t.get(b"4995").is_some());
+        assert!(t.get(b"5").is_none());
+    }
+
+    #[test]
+    fn packed() {
+        let e = pack(&[b'f'; 300], b"v");
+        assert_eq!(unpack(&e), (&[b'f'; 300][..], &b"v"[..]));
+        let mut t: OrdTable<Packed> = OrdTable::default();
+        t.insert(pack(b"a", b"1"));
+        t.insert(pack(b"a", b"2"));
+        assert_eq!(t.len(), 1);
+        assert_eq!(unpack(t.get(b"a").unwrap()).1, b"2");
+    }
+}
