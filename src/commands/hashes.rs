@@ -348,6 +348,8 @@ fn parse_hash_float(v: &[u8]) -> Result<F80, CmdError> {
     let not_float = || CmdError::err("hash value is not a float");
     match parse_i64(v) {
         Some(n) => Ok(F80::from_i64(n)),
+        // string2ld wants strtold to consume every byte: a NUL stops it.
+        None if v.contains(&0) => Err(not_float()),
         None => F80::parse(v).filter(F80::is_finite).ok_or_else(not_float),
     }
 }
