@@ -115,7 +115,19 @@ fn errors_and_wrongtype() {
         cmd_err(&mut c, &["HMSET", "h", "a", "1", "b"]),
         "ERR wrong number of arguments for 'hmset' command"
     );
-    cmd::<()>(&mut c, &["HSET", "h", "s", "abc", "n", "1", "big", "9223372036854775807"]);
+    cmd::<()>(
+        &mut c,
+        &[
+            "HSET",
+            "h",
+            "s",
+            "abc",
+            "n",
+            "1",
+            "big",
+            "9223372036854775807",
+        ],
+    );
     assert_eq!(
         cmd_err(&mut c, &["HINCRBY", "h", "s", "1"]),
         "ERR hash value is not an integer"
@@ -154,7 +166,10 @@ fn errors_and_wrongtype() {
         "ERR value is out of range, value must between -9223372036854775807 and 9223372036854775807"
     );
     assert_eq!(
-        cmd_err(&mut c, &["HRANDFIELD", "h", "-4611686018427387904", "WITHVALUES"]),
+        cmd_err(
+            &mut c,
+            &["HRANDFIELD", "h", "-4611686018427387904", "WITHVALUES"]
+        ),
         "ERR value is out of range"
     );
 }
@@ -173,7 +188,10 @@ fn counters() {
         cmd::<String>(&mut c, &["HINCRBYFLOAT", "h", "f", "0.1"]),
         "10.6"
     );
-    assert_eq!(cmd::<String>(&mut c, &["HINCRBYFLOAT", "h", "n", "1.5e3"]), "1498");
+    assert_eq!(
+        cmd::<String>(&mut c, &["HINCRBYFLOAT", "h", "n", "1.5e3"]),
+        "1498"
+    );
     assert_eq!(cmd::<String>(&mut c, &["HGET", "h", "n"]), "1498");
 }
 
@@ -201,8 +219,16 @@ fn encodings_convert_once() {
     assert_eq!(enc(&mut c, "longf"), "hashtable");
     cmd::<()>(&mut c, &["HSET", "short", "a", "12345678"]);
     assert_eq!(enc(&mut c, "short"), "listpack");
-    cmd::<()>(&mut c, &["CONFIG", "SET", "hash-max-listpack-entries", "100"]);
-    cmd::<()>(&mut c, &["HSET", "h2", "a", "1", "b", "2", "c", "3", "d", "4", "e", "5"]);
+    cmd::<()>(
+        &mut c,
+        &["CONFIG", "SET", "hash-max-listpack-entries", "100"],
+    );
+    cmd::<()>(
+        &mut c,
+        &[
+            "HSET", "h2", "a", "1", "b", "2", "c", "3", "d", "4", "e", "5",
+        ],
+    );
     assert_eq!(enc(&mut c, "h2"), "listpack");
     // The big encoding answers the same values.
     let all: HashMap<String, String> = cmd(&mut c, &["HGETALL", "h"]);

@@ -142,7 +142,7 @@ fn hash_for_write<'l>(
 }
 
 fn hset(ctx: &mut Ctx, args: Args) -> CmdResult {
-    if args.len() % 2 != 0 {
+    if !args.len().is_multiple_of(2) {
         let name = String::from_utf8_lossy(args.get(0)).to_ascii_lowercase();
         return Err(CmdError::WrongArity(name));
     }
@@ -233,14 +233,18 @@ fn hgetall(ctx: &mut Ctx, args: Args) -> CmdResult {
 fn hkeys(ctx: &mut Ctx, args: Args) -> CmdResult {
     read(ctx, args.get(1), |ctx, h| {
         ctx.out.array(h.map_or(0, |h| h.len()));
-        h.iter().flat_map(|h| h.iter()).for_each(|(f, _)| ctx.out.bulk(f));
+        h.iter()
+            .flat_map(|h| h.iter())
+            .for_each(|(f, _)| ctx.out.bulk(f));
     })
 }
 
 fn hvals(ctx: &mut Ctx, args: Args) -> CmdResult {
     read(ctx, args.get(1), |ctx, h| {
         ctx.out.array(h.map_or(0, |h| h.len()));
-        h.iter().flat_map(|h| h.iter()).for_each(|(_, v)| ctx.out.bulk(v));
+        h.iter()
+            .flat_map(|h| h.iter())
+            .for_each(|(_, v)| ctx.out.bulk(v));
     })
 }
 
@@ -252,7 +256,8 @@ fn hlen(ctx: &mut Ctx, args: Args) -> CmdResult {
 
 fn hexists(ctx: &mut Ctx, args: Args) -> CmdResult {
     read(ctx, args.get(1), |ctx, h| {
-        ctx.out.int(h.is_some_and(|h| h.contains(args.get(2))) as i64)
+        ctx.out
+            .int(h.is_some_and(|h| h.contains(args.get(2))) as i64)
     })
 }
 
@@ -370,7 +375,7 @@ fn parse_randfield(args: Args) -> Result<Option<(usize, bool, bool)>, CmdError> 
             "value is out of range, value must between -9223372036854775807 and 9223372036854775807",
         ));
     }
-    if withvalues && (n < -(i64::MAX / 2) || n > i64::MAX / 2) {
+    if withvalues && !(-(i64::MAX / 2)..=i64::MAX / 2).contains(&n) {
         return Err(CmdError::err("value is out of range"));
     }
     Ok(Some((n.unsigned_abs() as usize, n < 0, withvalues)))
@@ -413,7 +418,8 @@ fn reply_pairs(ctx: &mut Ctx, picks: &[(&[u8], &[u8])], withvalues: bool) {
         return;
     }
     let resp3 = ctx.out.resp >= 3;
-    ctx.out.array(if resp3 { picks.len() } else { 2 * picks.len() });
+    ctx.out
+        .array(if resp3 { picks.len() } else { 2 * picks.len() });
     for (f, v) in picks {
         if resp3 {
             ctx.out.array(2);

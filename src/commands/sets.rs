@@ -217,7 +217,8 @@ fn scard(ctx: &mut Ctx, args: Args) -> CmdResult {
 
 fn sismember(ctx: &mut Ctx, args: Args) -> CmdResult {
     read(ctx, args.get(1), |ctx, s| {
-        ctx.out.int(s.is_some_and(|s| s.contains(args.get(2))) as i64)
+        ctx.out
+            .int(s.is_some_and(|s| s.contains(args.get(2))) as i64)
     })
 }
 
@@ -287,7 +288,10 @@ fn pick_distinct(s: &SetValue, count: usize) -> Vec<Vec<u8>> {
     if count * 3 > s.len() {
         all = s.iter().map(|m| m.to_vec()).collect();
         let idx = distinct_indices(all.len(), count);
-        return idx.into_iter().map(|i| std::mem::take(&mut all[i])).collect();
+        return idx
+            .into_iter()
+            .map(|i| std::mem::take(&mut all[i]))
+            .collect();
     }
     let mut rnd = rand_u64;
     let mut seen = hashbrown::HashSet::with_capacity(count);
@@ -387,7 +391,12 @@ fn smove(ctx: &mut Ctx, args: Args) -> CmdResult {
         ctx.notify(class::GENERIC, "del", src);
     }
     if dst_version.is_none() {
-        l.put(dst, Value::Set(Box::new(SetValue::for_member(m))), 0, version);
+        l.put(
+            dst,
+            Value::Set(Box::new(SetValue::for_member(m))),
+            0,
+            version,
+        );
     }
     let de = l.entry(dst).expect("present");
     de.version = version;

@@ -121,7 +121,10 @@ pub struct OrdTable<K: KeyOf> {
 
 impl<K: KeyOf> PartialEq for OrdTable<K> {
     fn eq(&self, o: &Self) -> bool {
-        self.len == o.len && self.iter().all(|e| o.get(K::key(e)).is_some_and(|x| x == e))
+        self.len == o.len
+            && self
+                .iter()
+                .all(|e| o.get(K::key(e)).is_some_and(|x| x == e))
     }
 }
 
