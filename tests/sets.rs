@@ -104,8 +104,10 @@ fn errors_and_wrongtype() {
     ] {
         assert_eq!(cmd_err(&mut c, args), wrong, "{args:?}");
     }
-    // SINTER stops at the first missing key, as Redis does.
-    assert!(cmd::<Vec<String>>(&mut c, &["SINTER", "nokey", "str"]).is_empty());
+    // Every key is type-checked, even after a missing one.
+    assert_eq!(cmd_err(&mut c, &["SINTER", "nokey", "str"]), wrong);
+    assert_eq!(cmd_err(&mut c, &["SINTERSTORE", "d", "nokey", "str"]), wrong);
+    assert_eq!(cmd_err(&mut c, &["SINTERCARD", "2", "nokey", "str"]), wrong);
     // A missing source makes SMOVE answer 0 before any type check.
     assert_eq!(cmd::<i64>(&mut c, &["SMOVE", "nokey", "str", "a"]), 0);
     assert_eq!(

@@ -13,9 +13,8 @@
 //! except SPOP, which is sent as `SREM key members...` (all popped members in
 //! one record) or as `DEL key` when it popped the whole set. A write that
 //! touches several keys stamps them all with one version, later than each
-//! key's previous one. Type checks follow Redis's order: SINTER stops at the
-//! first missing key (a later wrong-type key is not reported), SUNION/SDIFF
-//! check every key. Results of the algebra are built as Redis 7.0 builds
+//! key's previous one. Every source key is type-checked before anything
+//! is computed (a wrong-type key is reported even after a missing one). Results of the algebra are built as Redis 7.0 builds
 //! them (starting as an intset), so OBJECT ENCODING of a stored result
 //! matches.
 
@@ -425,17 +424,20 @@ struct Sources<'k> {
     order: Vec<usize>,
 }
 
-/// Type-checks the source keys in Redis's order and takes their sets.
-/// For SINTER, the first missing key ends the checks: Ok(None) then.
+/// Type-checks every source key (WRONGTYPE wins over a missing key, as in
+/// Redis 7.0.15) and takes their sets. For an intersection with a missing
+/// key: Ok(None), the result is empty.
 fn take_sources<'k>(
     l: &mut Locked,
     srcs: &[&'k [u8]],
     op: Op,
 ) -> Result<Option<Sources<'k>>, CmdError> {
+    let mut missing = false;
     for k in srcs {
-        if l.get_set(k)?.is_none() && op == Op::Inter {
-            return Ok(None);
-        }
+        missing |= l.get_set(k)?.is_none();
+    }
+    if missing && op == Op::Inter {
+        return Ok(None);
     }
     let mut s = Sources {
         keys: vec![],
