@@ -399,12 +399,23 @@ fn hrandfield(ctx: &mut Ctx, args: Args) -> CmdResult {
             (0..count).filter_map(|_| h.random(&mut rnd)).collect()
         } else if count >= h.len() {
             h.iter().collect()
-        } else {
+        } else if count * 3 > h.len() {
             let all: Vec<(&[u8], &[u8])> = h.iter().collect();
             distinct_indices(all.len(), count)
                 .into_iter()
                 .map(|i| all[i])
                 .collect()
+        } else {
+            // Few among many: draw until `count` distinct fields.
+            let mut seen = hashbrown::HashSet::with_capacity(count);
+            let mut v = Vec::with_capacity(count);
+            while v.len() < count {
+                let p = h.random(&mut rnd).expect("not empty");
+                if seen.insert(p.0) {
+                    v.push(p);
+                }
+            }
+            v
         };
         reply_pairs(ctx, &picks, withvalues);
     })
