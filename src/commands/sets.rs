@@ -308,11 +308,11 @@ fn spop(ctx: &mut Ctx, args: Args) -> CmdResult {
     let count = match args.len() {
         2 => None,
         3 => {
-            let n = arg_i64(args.get(2))?;
-            if n < 0 {
-                return Err(CmdError::err("value is out of range, must be positive"));
+            // Redis's getPositiveLongFromObjectOrReply: one message for all.
+            match arg_i64(args.get(2)) {
+                Ok(n) if n >= 0 => Some(n as usize),
+                _ => return Err(CmdError::err("value is out of range, must be positive")),
             }
-            Some(n as usize)
         }
         _ => return Err(CmdError::Syntax),
     };
