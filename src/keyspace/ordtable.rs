@@ -167,77 +167,60 @@ impl<K: KeyOf> OrdTable<K> {
         self.slots[i].as_deref().map(|e| hash_of(K::key(e)))
     }
 
-    /// The slot holding `key`, if present.
-    fn find(&self, key: &[u8]) -> Option<usize> {
-        let h = hash_of(key);
+    /// Where `key` (of hash `h`) is: Ok(its slot), or Err(the slot where
+    /// it would be inserted: after every element of hash `<= h`).
+    fn position(&self, h: u64, key: &[u8]) -> Result<usize, usize> {
         let mut i = self.home(h);
-        while let Some(e) = self.slots.get(i)?.as_deref() {
+        while let Some(Some(e)) = self.slots.get(i).map(|s| s.as_deref()) {
             let k = K::key(e);
             let eh = hash_of(k);
             if eh > h {
-                return None;
+                break;
             }
             if eh == h && k == key {
-                return Some(i);
+                return Ok(i);
             }
             i += 1;
         }
-        None
+        Err(i)
     }
 
     /// The element whose key is `key`.
     pub fn get(&self, key: &[u8]) -> Option<&[u8]> {
-        self.find(key).and_then(|i| self.slots[i].as_deref())
+        let i = self.position(hash_of(key), key).ok()?;
+        self.slots[i].as_deref()
     }
 
-    /// Replaces the element at `key`'s slot (same key), or inserts it.
-    /// Returns the previous element with that key.
+    /// Replaces the element at `key`'s slot (same key), or inserts it in
+    /// hash order, shifting the rest of its run right. Returns the previous
+    /// element with that key.
     pub fn insert(&mut self, elem: Box<[u8]>) -> Option<Box<[u8]>> {
-        if let Some(i) = self.find(K::key(&elem)) {
-            return self.slots[i].replace(elem);
-        }
-        if self.len + 1 > max_len(self.homes) {
-            self.rebuild(grown(self.len + 1));
-        }
-        let mut elem = elem;
+        let h = hash_of(K::key(&elem));
         loop {
-            match self.try_insert(elem) {
-                Ok(()) => {
+            let mut i = match self.position(h, K::key(&elem)) {
+                Ok(i) => return self.slots[i].replace(elem),
+                Err(i) => i,
+            };
+            if self.len + 1 > max_len(self.homes) {
+                self.rebuild(grown(self.len + 1));
+                i = self.position(h, K::key(&elem)).unwrap_err();
+            }
+            match (i..self.slots.len()).find(|&j| self.slots[j].is_none()) {
+                Some(j) => {
+                    self.slots[i..=j].rotate_right(1);
+                    self.slots[i] = Some(elem);
                     self.len += 1;
                     return None;
                 }
-                Err(e) => {
-                    elem = e;
-                    self.rebuild(self.homes + self.homes / 2);
-                }
+                // The run would overflow the slack: grow.
+                None => self.rebuild(self.homes + self.homes / 2),
             }
         }
     }
 
-    /// Inserts a new element in hash order; gives it back if the run
-    /// would overflow the slack.
-    fn try_insert(&mut self, elem: Box<[u8]>) -> Result<(), Box<[u8]>> {
-        let h = hash_of(K::key(&elem));
-        let mut i = self.home(h);
-        while i < self.slots.len() && self.hash_at(i).is_some_and(|eh| eh <= h) {
-            i += 1;
-        }
-        let mut j = i;
-        while j < self.slots.len() && self.slots[j].is_some() {
-            j += 1;
-        }
-        if j == self.slots.len() {
-            return Err(elem);
-        }
-        // Shift the run [i, j) right by one and put the element at i.
-        self.slots[i..=j].rotate_right(1);
-        self.slots[i] = Some(elem);
-        Ok(())
-    }
-
     /// Removes and returns the element whose key is `key`.
     pub fn remove(&mut self, key: &[u8]) -> Option<Box<[u8]>> {
-        let i = self.find(key)?;
+        let i = self.position(hash_of(key), key).ok()?;
         Some(self.remove_at(i))
     }
 
@@ -376,7 +359,7 @@ fn home_in(h: u64, homes: usize) -> usize {
 /// Searches stop at the first larger hash, so a miss costs no more than a
 /// hit (about 4.5 probes at the 7/8 peak); inserts shift the run after them.
 fn max_len(homes: usize) -> usize {
-    homes / 8 * 7
+    homes * 7 / 8
 }
 
 /// The homes for `n` elements after a resize: load 2/3, so growing (at 7/8)
