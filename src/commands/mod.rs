@@ -14,6 +14,7 @@
 
 pub mod access;
 pub mod bitops;
+pub mod collscan;
 pub mod config_cmd;
 pub mod connection;
 pub mod error;

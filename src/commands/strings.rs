@@ -10,7 +10,7 @@
 //! Encodings follow Redis: SET/MSET/APPEND-on-new pick int/embstr/raw, INCR
 //! keeps `int`, INCRBYFLOAT stores an embstr, APPEND/SETRANGE make `raw`.
 
-mod longdouble;
+pub(crate) mod longdouble;
 
 use std::sync::atomic::Ordering::Relaxed;
 

@@ -21,6 +21,7 @@ pub mod hash;
 pub mod held;
 pub mod hlc;
 pub mod list;
+pub mod ordtable;
 pub mod set;
 pub mod table;
 pub mod value;

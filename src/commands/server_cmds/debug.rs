@@ -221,7 +221,7 @@ fn mix_object(d: &mut [u8; 20], e: &Entry) {
         // Unordered: element digests are XORed, then mixed once.
         Value::Set(st) => {
             let mut acc = [0u8; 20];
-            st.iter().for_each(|m| xor(&mut acc, m));
+            st.iter().for_each(|m| xor(&mut acc, &m));
             mix(d, &acc);
         }
         Value::Hash(h) => {
