@@ -1388,7 +1388,7 @@ fn read_input(l: &mut Locked, key: &[u8]) -> Result<Items, CmdError> {
     Ok(match l.entry(key).map(|e| &e.value) {
         None => Vec::new(),
         Some(Value::ZSet(z)) => z.iter().map(|(m, s)| (m.into(), s)).collect(),
-        Some(Value::Set(s)) => s.iter().map(|m| (m.into(), 1.0)).collect(),
+        Some(Value::Set(s)) => s.iter().map(|m| (Box::<[u8]>::from(&*m), 1.0)).collect(),
         Some(_) => return Err(CmdError::WrongType),
     })
 }
