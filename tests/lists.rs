@@ -678,3 +678,24 @@ fn client_unblock_and_rename_wake() {
     assert_eq!(reply(&mut r), "*2\r\n$1\r\nq\r\n$1\r\na\r\n");
     assert_eq!(range(c, "q"), ["b"]);
 }
+
+/// A blocked client woken for a key that, by the time it runs, holds
+/// another type (a transaction pushed, deleted and SET it) keeps waiting,
+/// as in Redis, and is served by a later push.
+#[test]
+fn blocked_client_ignores_key_turned_into_another_type() {
+    let s = Server::start(&[]);
+    let c = &mut s.conn();
+    let mut r1 = s.raw();
+    r1.send(b"*3\r\n$5\r\nBLPOP\r\n$4\r\nlist\r\n$1\r\n0\r\n");
+    wait_blocked(c, 1);
+    let mut t = s.raw();
+    t.send(b"MULTI\r\nLPUSH list a\r\nDEL list\r\nSET list foo\r\nEXEC\r\n");
+    for _ in 0..5 {
+        reply(&mut t);
+    }
+    wait_blocked(c, 1);
+    cmd::<i64>(c, &["DEL", "list"]);
+    cmd::<i64>(c, &["LPUSH", "list", "b"]);
+    assert_eq!(reply(&mut r1), "*2\r\n$4\r\nlist\r\n$1\r\nb\r\n");
+}

@@ -484,3 +484,29 @@ mod replay {
         assert_eq!(a, b);
     }
 }
+
+/// SMOVE of a member the destination already has modifies only the source:
+/// a transaction WATCHing the destination still commits (Redis's rule).
+#[test]
+fn smove_to_set_that_has_member_leaves_destination_unmodified() {
+    let s = Server::start(&[]);
+    let mut c = s.conn();
+    let mut other = s.conn();
+    cmd::<i64>(&mut c, &["SADD", "src", "a", "b"]);
+    cmd::<i64>(&mut c, &["SADD", "dst", "a"]);
+    cmd::<()>(&mut c, &["WATCH", "dst"]);
+    cmd::<()>(&mut c, &["MULTI"]);
+    cmd::<()>(&mut c, &["SADD", "dst", "c"]);
+    assert_eq!(cmd::<i64>(&mut other, &["SMOVE", "src", "dst", "a"]), 1);
+    let res: Option<Vec<i64>> = cmd(&mut c, &["EXEC"]);
+    assert_eq!(res, Some(vec![1]));
+    assert_eq!(cmd::<i64>(&mut c, &["SCARD", "dst"]), 2);
+    assert_eq!(cmd::<i64>(&mut c, &["SCARD", "src"]), 1);
+    // Moving a member the destination lacks does modify it.
+    cmd::<()>(&mut c, &["WATCH", "dst"]);
+    cmd::<()>(&mut c, &["MULTI"]);
+    cmd::<()>(&mut c, &["SADD", "dst", "d"]);
+    assert_eq!(cmd::<i64>(&mut other, &["SMOVE", "src", "dst", "b"]), 1);
+    let res: Option<Vec<i64>> = cmd(&mut c, &["EXEC"]);
+    assert_eq!(res, None);
+}

@@ -797,10 +797,16 @@ fn brpop(ctx: &mut Ctx, args: Args) -> CmdResult {
 fn bpop_generic(ctx: &mut Ctx, args: Args, left: bool) -> CmdResult {
     let deadline = blocking::parse_timeout(ctx.now_ms, args.get(args.len() - 1))?;
     let keys: Vec<&[u8]> = (1..args.len() - 1).map(|i| args.get(i)).collect();
+    let retrying = ctx.client.block.retry.is_some();
     let mut l = ctx.open_many(keys.iter().copied());
     for &key in &keys {
-        let Some(e) = l.get_list(key)? else {
-            continue;
+        let e = match l.get_list(key) {
+            Ok(Some(e)) => e,
+            Ok(None) => continue,
+            // Woken for a key that is no longer a list: keep waiting, as
+            // Redis serves a blocked client only from a key of its type.
+            Err(_) if retrying => continue,
+            Err(err) => return Err(err),
         };
         let v = list_mut(&mut e.value)
             .pop(left)
@@ -823,9 +829,14 @@ fn bpop_generic(ctx: &mut Ctx, args: Args, left: bool) -> CmdResult {
 fn blmpop(ctx: &mut Ctx, args: Args) -> CmdResult {
     let deadline = blocking::parse_timeout(ctx.now_ms, args.get(1))?;
     let p = parse_mpop(args, 2)?;
+    let retrying = ctx.client.block.retry.is_some();
     let mut l = ctx.open_many(p.keys.iter().copied());
-    if mpop_from(ctx, &mut l, &p.keys, p.left, p.count)? {
-        return Ok(());
+    match mpop_from(ctx, &mut l, &p.keys, p.left, p.count) {
+        Ok(true) => return Ok(()),
+        Ok(false) => {}
+        // Woken for a key that is no longer a list: keep waiting (BLPOP).
+        Err(CmdError::WrongType) if retrying => {}
+        Err(err) => return Err(err),
     }
     block_or_null(ctx, args, &p.keys, deadline);
     drop(l);

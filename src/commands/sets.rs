@@ -377,17 +377,32 @@ fn smove(ctx: &mut Ctx, args: Args) -> CmdResult {
         ctx.out.int(has as i64);
         return Ok(());
     }
+    let dst_has =
+        dst_version.is_some() && set_ref(&l.entry(dst).expect("present").value).contains(m);
     let se = l.entry(src).expect("present");
     if !set_mut(&mut se.value).remove(m) {
         ctx.out.int(0);
         return Ok(());
     }
-    let version = ctx.version_after(src_version.max(dst_version.unwrap_or(0)));
+    // A member the destination already has only leaves the source: as in
+    // Redis, the destination is not modified (its WATCHers keep their
+    // transaction), so the effect is the SREM alone.
+    let prev = if dst_has {
+        src_version
+    } else {
+        src_version.max(dst_version.unwrap_or(0))
+    };
+    let version = ctx.version_after(prev);
     se.version = version;
     ctx.notify(class::SET, "srem", src);
     if se.value.is_empty_collection() {
         l.remove(src);
         ctx.notify(class::GENERIC, "del", src);
+    }
+    ctx.out.int(1);
+    if dst_has {
+        ctx.propagate(version, &[b"SREM", src, m]);
+        return Ok(());
     }
     if dst_version.is_none() {
         l.put(
@@ -399,10 +414,8 @@ fn smove(ctx: &mut Ctx, args: Args) -> CmdResult {
     }
     let de = l.entry(dst).expect("present");
     de.version = version;
-    if set_mut(&mut de.value).add(m, max) {
-        ctx.notify(class::SET, "sadd", dst);
-    }
-    ctx.out.int(1);
+    set_mut(&mut de.value).add(m, max);
+    ctx.notify(class::SET, "sadd", dst);
     ctx.propagate(version, &[b"SMOVE", src, dst, m]);
     Ok(())
 }
