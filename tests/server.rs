@@ -181,6 +181,9 @@ fn client_setname_list_kill() {
 
     let killed: i64 = cmd(&mut a, &["CLIENT", "KILL", "ID", &b_id.to_string()]);
     assert_eq!(killed, 1);
+    // Gone from CLIENT LIST as soon as KILL has replied, as in Redis.
+    let gone: String = cmd(&mut a, &["CLIENT", "LIST", "ID", &b_id.to_string()]);
+    assert_eq!(gone, "");
     assert!(redis::cmd("PING").query::<String>(&mut b).is_err());
     assert_eq!(
         cmd_err(&mut a, &["CLIENT", "KILL", "1.2.3.4:5"]),

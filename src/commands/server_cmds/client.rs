@@ -396,6 +396,9 @@ fn kill_one(ctx: &mut Ctx, c: &Arc<ClientShared>) {
         ctx.client.close_after_reply = true;
     } else {
         c.kill_now();
+        // Gone from CLIENT LIST and INFO at once, as Redis frees it in the
+        // call; its connection task finishes closing on its own thread.
+        ctx.srv.clients.unregister(c.id);
     }
 }
 
