@@ -623,3 +623,42 @@ fn effects_replay_to_the_same_state() {
     assert!(!a.is_empty());
     assert_eq!(a, b);
 }
+
+/// BZPOPMIN/BZPOPMAX/BZMPOP: served at once when a set has members, woken
+/// by a ZADD from another connection when not, and a null array after the
+/// timeout; inside MULTI they do not block.
+#[test]
+fn blocking_pops() {
+    let s = Server::start(&[]);
+    let c = &mut s.conn();
+    cmd::<i64>(c, &["ZADD", "z", "1", "a", "2", "b"]);
+    let got: (String, String, String) = cmd(c, &["BZPOPMAX", "none", "z", "0"]);
+    assert_eq!(got, ("z".into(), "b".into(), "2".into()));
+    let mut r = s.raw();
+    r.send(b"BZPOPMIN q 0\r\n");
+    // Wait until the client is blocked, then wake it from this connection.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        let info: String = cmd(c, &["INFO", "clients"]);
+        if info.contains("blocked_clients:1") {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "never blocked");
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    cmd::<i64>(c, &["ZADD", "q", "5", "m"]);
+    for want in ["*3", "$1", "q", "$1", "m", "$1", "5"] {
+        assert_eq!(r.line().trim_end(), want);
+    }
+    assert_eq!(cmd::<i64>(c, &["EXISTS", "q"]), 0);
+    r.send(b"BZMPOP 0.05 2 x y MIN COUNT 2\r\n");
+    assert_eq!(r.line().trim_end(), "*-1");
+    assert_eq!(
+        cmd_err(c, &["BZPOPMIN", "z", "-1"]),
+        "ERR timeout is negative"
+    );
+    r.send(b"MULTI\r\nBZPOPMIN empty 0\r\nEXEC\r\n");
+    for want in ["+OK", "+QUEUED", "*1", "*-1"] {
+        assert_eq!(r.line().trim_end(), want);
+    }
+}

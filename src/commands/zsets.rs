@@ -32,6 +32,7 @@ use super::{flags::*, CmdError, CmdResult, Command, Ctx};
 use crate::keyspace::zset::{ZLimits, ZSetValue};
 use crate::keyspace::Value;
 use crate::protocol::{format_double, Args, ReplyBuf};
+use crate::server::blocking;
 
 const G: &str = "sorted-set";
 
@@ -48,6 +49,10 @@ fn keys_store(args: Args) -> Vec<usize> {
 /// Keys of `ZUNION numkeys k..` style commands.
 fn keys_numkeys(args: Args) -> Vec<usize> {
     numkeys_at(args, 1)
+}
+
+fn keys_numkeys_at2(args: Args) -> Vec<usize> {
+    numkeys_at(args, 2)
 }
 
 fn numkeys_at(args: Args, i: usize) -> Vec<usize> {
@@ -132,6 +137,21 @@ pub static COMMANDS: &[Command] = &[
     zcmd!("zpopmax", -2, WRITE | FAST, zpopmax, WRF, "5.0.0",
         "Returns the highest-scoring members from a sorted set after removing them. Deletes the sorted set if the last member was popped.",
         "O(log(N)*M) with N being the number of elements in the sorted set, and M being the number of elements popped."),
+    Command::new("bzpopmin", -3, WRITE | FAST | BLOCKING, bzpopmin)
+        .keys(1, -2, 1)
+        .acl("write sortedset fast blocking")
+        .complexity("O(log(N)) with N being the number of elements in the sorted set.")
+        .doc(G, "5.0.0", "Removes and returns the member with the lowest score from one or more sorted sets. Blocks until a member is available otherwise. Deletes the sorted set if the last element was popped."),
+    Command::new("bzpopmax", -3, WRITE | FAST | BLOCKING, bzpopmax)
+        .keys(1, -2, 1)
+        .acl("write sortedset fast blocking")
+        .complexity("O(log(N)) with N being the number of elements in the sorted set.")
+        .doc(G, "5.0.0", "Removes and returns the member with the highest score from one or more sorted sets. Blocks until a member available otherwise.  Deletes the sorted set if the last element was popped."),
+    Command::new("bzmpop", -5, WRITE | BLOCKING, bzmpop)
+        .keys_fn(keys_numkeys_at2)
+        .acl("write sortedset slow blocking")
+        .complexity("O(K) + O(M*log(N)) where K is the number of provided keys, N being the number of elements in the sorted set, and M being the number of elements popped.")
+        .doc(G, "7.0.0", "Removes and returns a member by score from one or more sorted sets. Blocks until a member is available otherwise. Deletes the sorted set if the last element was popped."),
     Command::new("zmpop", -4, WRITE, zmpop)
         .keys_fn(keys_numkeys)
         .acl(WR)
@@ -1191,11 +1211,33 @@ fn parse_zmpop(args: Args<'_>, idx: usize) -> Result<(Vec<&[u8]>, bool, usize), 
 fn zmpop(ctx: &mut Ctx, args: Args) -> CmdResult {
     let (keys, max, count) = parse_zmpop(args, 1)?;
     let mut l = ctx.open_many(keys.iter().copied());
-    for &key in &keys {
-        if l.get_zset(key)?.is_none() {
-            continue;
+    if !mpop_from(ctx, &mut l, &keys, max, count)? {
+        ctx.out.null_array();
+    }
+    Ok(())
+}
+
+/// ZMPOP/BZMPOP's pop from the first non-empty key: replies `[key,
+/// [[member, score]...]]` and propagates ZPOPMIN|ZPOPMAX key n. Whether
+/// a key was found. While a woken BZMPOP re-runs, a key that is no longer
+/// a sorted set is passed over (Redis serves blocked clients only from a
+/// key of their type).
+fn mpop_from(
+    ctx: &mut Ctx,
+    l: &mut Locked,
+    keys: &[&[u8]],
+    max: bool,
+    count: usize,
+) -> Result<bool, CmdError> {
+    let retrying = ctx.client.block.retry.is_some();
+    for &key in keys {
+        match l.get_zset(key) {
+            Ok(Some(_)) => {}
+            Ok(None) => continue,
+            Err(_) if retrying => continue,
+            Err(e) => return Err(e),
         }
-        let got = pop_from(ctx, &mut l, key, max, count);
+        let got = pop_from(ctx, l, key, max, count);
         let v = l
             .entry(key)
             .map_or_else(|| ctx.new_version(), |e| e.version);
@@ -1211,10 +1253,73 @@ fn zmpop(ctx: &mut Ctx, args: Args) -> CmdResult {
             ctx.out.bulk(m);
             ctx.out.double(*s);
         }
+        return Ok(true);
+    }
+    Ok(false)
+}
+
+// ---------------------------------------------------------------- blocking pops
+
+fn bzpopmin(ctx: &mut Ctx, args: Args) -> CmdResult {
+    bzpop_generic(ctx, args, false)
+}
+
+fn bzpopmax(ctx: &mut Ctx, args: Args) -> CmdResult {
+    bzpop_generic(ctx, args, true)
+}
+
+/// BZPOPMIN/BZPOPMAX key... timeout: `[key, member, score]` from the first
+/// non-empty key, propagated as ZPOPMIN|ZPOPMAX key; else blocks (see
+/// `server/blocking.rs`), or replies a null array where it may not block.
+fn bzpop_generic(ctx: &mut Ctx, args: Args, max: bool) -> CmdResult {
+    let deadline = blocking::parse_timeout(ctx.now_ms, args.get(args.len() - 1))?;
+    let keys: Vec<&[u8]> = (1..args.len() - 1).map(|i| args.get(i)).collect();
+    let retrying = ctx.client.block.retry.is_some();
+    let mut l = ctx.open_many(keys.iter().copied());
+    for &key in &keys {
+        match l.get_zset(key) {
+            Ok(Some(_)) => {}
+            Ok(None) => continue,
+            Err(_) if retrying => continue,
+            Err(e) => return Err(e),
+        }
+        let got = pop_from(ctx, &mut l, key, max, 1);
+        let v = l
+            .entry(key)
+            .map_or_else(|| ctx.new_version(), |e| e.version);
+        let name: &[u8] = if max { b"ZPOPMAX" } else { b"ZPOPMIN" };
+        ctx.propagate(v, &[name, key]);
+        let (m, score) = &got[0];
+        ctx.out.array(3);
+        ctx.out.bulk(key);
+        ctx.out.bulk(m);
+        ctx.out.double(*score);
         return Ok(());
     }
-    ctx.out.null_array();
+    block_or_null(ctx, args, &keys, deadline);
     Ok(())
+}
+
+/// BZMPOP timeout numkeys key... MIN|MAX [COUNT n].
+fn bzmpop(ctx: &mut Ctx, args: Args) -> CmdResult {
+    let deadline = blocking::parse_timeout(ctx.now_ms, args.get(1))?;
+    let (keys, max, count) = parse_zmpop(args, 2)?;
+    let mut l = ctx.open_many(keys.iter().copied());
+    if !mpop_from(ctx, &mut l, &keys, max, count)? {
+        block_or_null(ctx, args, &keys, deadline);
+    }
+    Ok(())
+}
+
+/// Blocks on `keys` (their locks held by the caller), or replies the
+/// timeout's null array where the client may not block (MULTI, replay).
+fn block_or_null(ctx: &mut Ctx, args: Args, keys: &[&[u8]], deadline_ms: u64) {
+    if blocking::may_block(ctx) {
+        let keys = keys.iter().map(|k| k.to_vec()).collect();
+        blocking::block_on(ctx, args, keys, deadline_ms);
+    } else {
+        ctx.out.null_array();
+    }
 }
 
 // ---------------------------------------------------------------- ZRANDMEMBER
