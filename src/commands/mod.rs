@@ -27,6 +27,7 @@ pub mod multi;
 pub mod pubsub;
 pub mod server_cmds;
 pub mod sets;
+pub mod sort;
 pub mod strings;
 pub mod util;
 pub mod zsets;
@@ -210,7 +211,7 @@ pub struct CommandTable {
 pub type CommandId = usize;
 
 /// The families whose commands make up the table.
-pub fn families() -> [&'static [Command]; 13] {
+pub fn families() -> [&'static [Command]; 14] {
     [
         connection::COMMANDS,
         strings::COMMANDS,
@@ -221,6 +222,7 @@ pub fn families() -> [&'static [Command]; 13] {
         hashes::COMMANDS,
         sets::COMMANDS,
         zsets::COMMANDS,
+        sort::COMMANDS,
         multi::COMMANDS,
         pubsub::COMMANDS,
         server_cmds::COMMANDS,
