@@ -19,9 +19,18 @@ fn sort_orders_limits_and_patterns() {
     let c = &mut s.conn();
     cmd::<i64>(c, &["RPUSH", "l", "3", "10", "1", "2"]);
     assert_eq!(strs(c, &["SORT", "l"]), some(&["1", "2", "3", "10"]));
-    assert_eq!(strs(c, &["SORT", "l", "DESC"]), some(&["10", "3", "2", "1"]));
-    assert_eq!(strs(c, &["SORT", "l", "ALPHA"]), some(&["1", "10", "2", "3"]));
-    assert_eq!(strs(c, &["SORT", "l", "LIMIT", "1", "2"]), some(&["2", "3"]));
+    assert_eq!(
+        strs(c, &["SORT", "l", "DESC"]),
+        some(&["10", "3", "2", "1"])
+    );
+    assert_eq!(
+        strs(c, &["SORT", "l", "ALPHA"]),
+        some(&["1", "10", "2", "3"])
+    );
+    assert_eq!(
+        strs(c, &["SORT", "l", "LIMIT", "1", "2"]),
+        some(&["2", "3"])
+    );
     assert_eq!(strs(c, &["SORT_RO", "l", "LIMIT", "10", "2"]), some(&[]));
     // BY a string key per element, GET # and another key, missing → nil.
     for (e, w) in [("3", "1"), ("10", "2"), ("1", "3")] {
@@ -29,7 +38,10 @@ fn sort_orders_limits_and_patterns() {
         cmd::<i64>(c, &["HSET", &format!("h_{e}"), "name", &format!("n{e}")]);
     }
     assert_eq!(
-        strs(c, &["SORT", "l", "BY", "w_*", "GET", "#", "GET", "h_*->name"]),
+        strs(
+            c,
+            &["SORT", "l", "BY", "w_*", "GET", "#", "GET", "h_*->name"]
+        ),
         vec![
             Some("2".into()),
             None,
@@ -42,15 +54,24 @@ fn sort_orders_limits_and_patterns() {
         ]
     );
     // BY without '*' keeps the source order.
-    assert_eq!(strs(c, &["SORT", "l", "BY", "nosort"]), some(&["3", "10", "1", "2"]));
+    assert_eq!(
+        strs(c, &["SORT", "l", "BY", "nosort"]),
+        some(&["3", "10", "1", "2"])
+    );
     // Sets and sorted sets.
     cmd::<i64>(c, &["SADD", "s", "b", "a", "c"]);
     assert_eq!(strs(c, &["SORT", "s", "ALPHA"]), some(&["a", "b", "c"]));
     cmd::<i64>(c, &["ZADD", "z", "3", "x", "1", "y", "2", "w"]);
-    assert_eq!(strs(c, &["SORT", "z", "BY", "nosort"]), some(&["y", "w", "x"]));
+    assert_eq!(
+        strs(c, &["SORT", "z", "BY", "nosort"]),
+        some(&["y", "w", "x"])
+    );
     // STORE replaces the destination with a list; an empty result deletes it.
     assert_eq!(cmd::<i64>(c, &["SORT", "l", "STORE", "dst"]), 4);
-    assert_eq!(strs(c, &["LRANGE", "dst", "0", "-1"]), some(&["1", "2", "3", "10"]));
+    assert_eq!(
+        strs(c, &["LRANGE", "dst", "0", "-1"]),
+        some(&["1", "2", "3", "10"])
+    );
     assert_eq!(cmd::<i64>(c, &["SORT", "missing", "STORE", "dst"]), 0);
     assert_eq!(cmd::<i64>(c, &["EXISTS", "dst"]), 0);
 }
@@ -67,7 +88,10 @@ fn sort_errors() {
         "ERR One or more scores can't be converted into double"
     );
     assert_eq!(cmd_err(c, &["SORT", "l", "FOO"]), "ERR syntax error");
-    assert_eq!(cmd_err(c, &["SORT_RO", "l", "STORE", "d"]), "ERR syntax error");
+    assert_eq!(
+        cmd_err(c, &["SORT_RO", "l", "STORE", "d"]),
+        "ERR syntax error"
+    );
     assert_eq!(
         cmd_err(c, &["SORT", "l", "LIMIT", "x", "1"]),
         "ERR value is not an integer or out of range"
