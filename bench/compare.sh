@@ -28,65 +28,8 @@ SERVER_CPU="${SERVER_CPU:-0}"
 CLIENT_CPU="${CLIENT_CPU:-1}"
 REDIS_SERVER="${REDIS_SERVER:-/usr/bin/redis-server}"
 LATTICE="$ROOT/target/release/lattice-server"
-WORK="$(mktemp -d /tmp/lattice-bench.XXXXXX)"
-SERVER_PID=""
-
-cleanup() {
-    if [[ -n "$SERVER_PID" ]]; then kill "$SERVER_PID" 2>/dev/null || true; fi
-    rm -rf "$WORK"
-}
-trap cleanup EXIT
-
-free_port() {
-    python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
-}
-
-wait_port() {
-    for _ in $(seq 1 200); do
-        if redis-cli -p "$1" PING >/dev/null 2>&1; then return 0; fi
-        sleep 0.05
-    done
-    echo "server on port $1 did not start" >&2
-    exit 1
-}
-
-# start_server NAME PORT: starts it pinned, sets SERVER_PID.
-start_server() {
-    local name="$1" port="$2"
-    if [[ "$name" == redis ]]; then
-        taskset -c "$SERVER_CPU" "$REDIS_SERVER" --port "$port" --save "" \
-            --appendonly no --dir "$WORK" --daemonize no >"$WORK/redis.log" 2>&1 &
-    else
-        taskset -c "$SERVER_CPU" "$LATTICE" --port "$port" --server-threads 1 \
-            --save "" --appendonly no --dir "$WORK" >"$WORK/lattice.log" 2>&1 &
-    fi
-    SERVER_PID=$!
-    wait_port "$port"
-}
-
-stop_server() {
-    kill "$SERVER_PID" 2>/dev/null || true
-    wait "$SERVER_PID" 2>/dev/null || true
-    SERVER_PID=""
-}
-
-rss_kb() { awk '/^VmRSS:/ {print $2}' "/proc/$1/status"; }
-
-# cpu_ns PID: CPU time the server's threads have run, in ns (schedstat).
-# At pipeline 16 the single-threaded redis-benchmark saturates before either
-# server does, so rps alone understates the server's per-core speed; CPU
-# time per request is the server-side measure that the client cannot cap.
-# A busy thread's counter is only brought up to date when it is descheduled,
-# so each reading waits for the server to go idle first.
-cpu_ns() { sleep 0.2; cat /proc/"$1"/task/*/schedstat | awk '{ s += $1 } END { printf "%.0f", s }'; }
-
-# rps PORT TEST PIPELINE: requests per second from redis-benchmark --csv.
-rps() {
-    local port="$1" test="$2" pipe="$3"
-    taskset -c "$CLIENT_CPU" redis-benchmark -p "$port" -c "$CLIENTS" -n "$REQUESTS" \
-        -d 16 -r "$KEYSPACE" -P "$pipe" -t "$test" --csv -q 2>/dev/null |
-        awk -F'","' 'NR>1 || !/^"test"/ { gsub(/"/, "", $2); print $2; exit }'
-}
+# shellcheck source=bench/lib.sh
+source "$ROOT/bench/lib.sh"
 
 # Writes the RESP stream that SETs KEYS distinct 16-byte keys to 16-byte values.
 make_load_file() {
@@ -106,42 +49,18 @@ EOF
 }
 
 # mem NAME: loads the keys; writes "bytes_per_key peak_bytes_per_key" to
-# $WORK/mem.NAME (not via $(...), so the EXIT trap still sees SERVER_PID).
+# $WORK/mem.NAME.
 mem() {
-    local name="$1" port
-    port="$(free_port)"
-    start_server "$name" "$port"
-    local before peak=0 now
-    before="$(rss_kb "$SERVER_PID")"
-    taskset -c "$CLIENT_CPU" redis-cli -p "$port" --pipe <"$WORK/load.resp" >"$WORK/pipe.log" 2>&1 &
-    local loader=$!
-    while kill -0 "$loader" 2>/dev/null; do
-        now="$(rss_kb "$SERVER_PID")"
-        ((now > peak)) && peak=$now
-        sleep 0.02
-    done
-    wait "$loader"
-    # DBSIZE may not exist yet in lattice: trust --pipe's own count.
-    if ! grep -q "errors: 0, replies: $KEYS" "$WORK/pipe.log"; then
-        echo "$name: load failed" >&2
-        cat "$WORK/pipe.log" >&2
-        echo "nan nan" >"$WORK/mem.$name"
-        stop_server
-        return
-    fi
-    sleep 0.3
-    now="$(rss_kb "$SERVER_PID")"
-    ((now > peak)) && peak=$now
-    stop_server
+    load_rss "$1" "$WORK/load.resp" "$KEYS"
+    read -r before peak now <"$WORK/rss.$1"
     awk -v b="$before" -v a="$now" -v p="$peak" -v n="$KEYS" \
-        'BEGIN { printf "%.1f %.1f\n", (a-b)*1024/n, (p-b)*1024/n }' >"$WORK/mem.$name"
+        'BEGIN { if (a == "nan") print "nan nan"; else printf "%.1f %.1f\n", (a-b)*1024/n, (p-b)*1024/n }' >"$WORK/mem.$1"
 }
 
 if [[ -z "${SKIP_BUILD:-}" ]]; then
     (cd "$ROOT" && cargo build --release --quiet)
 fi
 
-median() { tr ' ' '\n' | grep -v '^$' | sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
 
 if [[ -z "${SKIP_RPS:-}" ]]; then
     # ROUNDS rounds, alternating servers, so that a noisy neighbour hurts both

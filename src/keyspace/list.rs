@@ -1,9 +1,10 @@
 //! List values (Redis's t_list.c objects, quicklist.c's layout).
 //!
-//! Representation: a deque of chunks, each chunk a deque of boxed elements
-//! plus its byte count. This is Redis's quicklist idea: a small list is one
-//! chunk (the compact form: one allocation for the chunk's pointer ring,
-//! one per element), a big list is many chunks whose size is bounded by
+//! Representation: a deque of chunks, each chunk a [`Packed`] buffer
+//! (elements written one after another with their lengths, Redis's listpack
+//! idea: 2 bytes of overhead per short element instead of a pointer and an
+//! allocation) plus its byte count. This is Redis's quicklist: a small list
+//! is one chunk, a big list is many chunks whose size is bounded by
 //! `list-max-listpack-size` (positive: entries per chunk; negative: a byte
 //! class, -1 = 4 KiB ... -5 = 64 KiB), so an insertion or removal in the
 //! middle moves at most one chunk's pointers, never the whole list's.
@@ -19,10 +20,12 @@
 
 use std::collections::VecDeque;
 
+use super::packed::Packed;
+
 /// One chunk (a quicklist node): never empty once in a list.
 #[derive(Clone, Debug, Default)]
 struct Chunk {
-    items: VecDeque<Box<[u8]>>,
+    items: Packed,
     /// Sum of element lengths plus a small per-element overhead.
     bytes: usize,
 }
@@ -43,11 +46,20 @@ fn size_class(fill: i64) -> usize {
 }
 
 impl Chunk {
-    fn one(v: Box<[u8]>) -> Chunk {
-        let bytes = v.len() + ENTRY_OVERHEAD;
+    fn one(v: &[u8]) -> Chunk {
         Chunk {
-            items: VecDeque::from([v]),
-            bytes,
+            items: Packed::one(v),
+            bytes: v.len() + ENTRY_OVERHEAD,
+        }
+    }
+
+    /// The chunk started when the end chunk is full: sized for a byte-class
+    /// fill up front (see `Packed::one_with_capacity`).
+    fn after_full(v: &[u8], fill: i64) -> Chunk {
+        let cap = if fill < 0 { size_class(fill) } else { 0 };
+        Chunk {
+            items: Packed::one_with_capacity(v, cap),
+            bytes: v.len() + ENTRY_OVERHEAD,
         }
     }
 
@@ -105,9 +117,7 @@ impl ListValue {
 
     /// Elements from head to tail (reversible).
     pub fn iter(&self) -> impl DoubleEndedIterator<Item = &[u8]> + '_ {
-        self.chunks
-            .iter()
-            .flat_map(|c| c.items.iter().map(|b| &b[..]))
+        self.chunks.iter().flat_map(|c| c.items.iter())
     }
 
     /// Elements from index `start` (0-based, clamped) to the tail.
@@ -116,8 +126,7 @@ impl ListValue {
         self.chunks
             .range(ci..)
             .enumerate()
-            .flat_map(move |(k, c)| c.items.range(if k == 0 { off } else { 0 }..))
-            .map(|b| &b[..])
+            .flat_map(move |(k, c)| c.items.range_from(if k == 0 { off } else { 0 }))
     }
 
     /// OBJECT ENCODING: Redis 7.0 answers "quicklist" for every list.
@@ -127,10 +136,7 @@ impl ListValue {
 
     /// Approximate heap bytes, for MEMORY USAGE.
     pub fn mem_usage(&self) -> usize {
-        self.chunks
-            .iter()
-            .map(|c| 48 + c.items.capacity() * 16 + c.bytes)
-            .sum()
+        self.chunks.iter().map(|c| 48 + c.items.capacity()).sum()
     }
 
     /// Number of chunks (quicklist nodes), for tests and DEBUG.
@@ -139,7 +145,6 @@ impl ListValue {
     }
 
     pub fn push_front(&mut self, fill: i64, v: &[u8]) {
-        let v: Box<[u8]> = v.into();
         self.len += 1;
         if let Some(c) = self.chunks.front_mut() {
             if c.fits(fill, v.len()) {
@@ -147,12 +152,15 @@ impl ListValue {
                 c.items.push_front(v);
                 return;
             }
+            // Full: it will not grow again from this end.
+            c.items.shrink_to_fit();
+            self.chunks.push_front(Chunk::after_full(v, fill));
+            return;
         }
         self.chunks.push_front(Chunk::one(v));
     }
 
     pub fn push_back(&mut self, fill: i64, v: &[u8]) {
-        let v: Box<[u8]> = v.into();
         self.len += 1;
         if let Some(c) = self.chunks.back_mut() {
             if c.fits(fill, v.len()) {
@@ -160,6 +168,9 @@ impl ListValue {
                 c.items.push_back(v);
                 return;
             }
+            c.items.shrink_to_fit();
+            self.chunks.push_back(Chunk::after_full(v, fill));
+            return;
         }
         self.chunks.push_back(Chunk::one(v));
     }
@@ -233,7 +244,7 @@ impl ListValue {
     /// The element at index `i` (0 = head).
     pub fn get(&self, i: usize) -> Option<&[u8]> {
         let (ci, off) = self.locate(i)?;
-        Some(&self.chunks[ci].items[off])
+        self.chunks[ci].items.get(off)
     }
 
     /// Replaces the element at `i`; false when out of range.
@@ -242,8 +253,9 @@ impl ListValue {
             return false;
         };
         let c = &mut self.chunks[ci];
-        c.bytes = c.bytes - c.items[off].len() + v.len();
-        c.items[off] = v.into();
+        let old = c.items.get(off).map_or(0, <[u8]>::len);
+        c.bytes = c.bytes - old + v.len();
+        c.items.set(off, v);
         self.split_if_over(fill, ci);
         true
     }
@@ -259,7 +271,7 @@ impl ListValue {
         let (ci, off) = self.locate(i).expect("index checked against len");
         let c = &mut self.chunks[ci];
         c.bytes += v.len() + ENTRY_OVERHEAD;
-        c.items.insert(off, v.into());
+        c.items.insert(off, v);
         self.len += 1;
         self.split_if_over(fill, ci);
     }
@@ -302,7 +314,7 @@ impl ListValue {
                 break;
             }
             c.items.retain(|e| {
-                if left == 0 || &e[..] != v {
+                if left == 0 || e != v {
                     return true;
                 }
                 if skip > 0 {
@@ -329,7 +341,7 @@ impl ListValue {
                 n -= c.items.len();
                 self.chunks.pop_front();
             } else {
-                c.items.drain(..n);
+                c.items.drain_front(n);
                 c.recount();
                 n = 0;
             }

@@ -22,6 +22,7 @@ pub mod held;
 pub mod hlc;
 pub mod list;
 pub mod ordtable;
+pub mod packed;
 pub mod set;
 pub mod table;
 pub mod value;
