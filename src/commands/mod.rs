@@ -27,6 +27,7 @@ pub mod pubsub;
 pub mod server_cmds;
 pub mod sets;
 pub mod strings;
+pub mod tracking;
 pub mod util;
 pub mod zsets;
 
@@ -340,6 +341,9 @@ impl Ctx<'_> {
         self.stats.add_dirty(1);
         if self.srv.watch.active() {
             multi::touch_write(self.srv, db, argv);
+        }
+        if self.srv.tracking.active() {
+            tracking::touch_write(self, argv);
         }
         self.emit_effect(db, version, argv);
     }

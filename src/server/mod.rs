@@ -183,6 +183,7 @@ pub struct Server {
     pub pubsub: pubsub::PubSub,
     /// Keys WATCHed by clients (`commands/multi.rs`).
     pub watch: Arc<crate::commands::multi::WatchRegistry>,
+    pub tracking: crate::commands::tracking::Tracking,
 }
 
 impl Server {
@@ -219,6 +220,7 @@ impl Server {
             lastsave_unix: AtomicU64::new(now / 1000),
             pubsub: Default::default(),
             watch: Default::default(),
+            tracking: Default::default(),
         })
     }
 

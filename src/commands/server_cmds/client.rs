@@ -99,6 +99,20 @@ pub static SUBCOMMANDS: &[Command] = &[
             "6.2.0",
             "Returns information about server-assisted client-side caching for the connection.",
         ),
+    sub("tracking", -3, CONN, crate::commands::tracking::tracking)
+        .acl("slow connection")
+        .doc(
+            "connection",
+            "6.0.0",
+            "Controls server-assisted client-side caching for the connection.",
+        ),
+    sub("caching", 3, CONN, crate::commands::tracking::caching)
+        .acl("slow connection")
+        .doc(
+            "connection",
+            "6.0.0",
+            "Instructs the server whether to track the keys in the next request.",
+        ),
     sub("help", 2, LOADING | STALE, help)
         .acl("slow connection")
         .doc(
@@ -549,20 +563,10 @@ fn setinfo(ctx: &mut Ctx, args: Args) -> CmdResult {
     Ok(())
 }
 
-fn getredir(ctx: &mut Ctx, _args: Args) -> CmdResult {
-    ctx.out.int(-1);
-    Ok(())
+fn getredir(ctx: &mut Ctx, args: Args) -> CmdResult {
+    crate::commands::tracking::getredir(ctx, args)
 }
 
-fn trackinginfo(ctx: &mut Ctx, _args: Args) -> CmdResult {
-    let out = &mut *ctx.out;
-    out.map(3);
-    out.bulk(b"flags");
-    out.set(1);
-    out.bulk(b"off");
-    out.bulk(b"redirect");
-    out.int(-1);
-    out.bulk(b"prefixes");
-    out.array(0);
-    Ok(())
+fn trackinginfo(ctx: &mut Ctx, args: Args) -> CmdResult {
+    crate::commands::tracking::trackinginfo(ctx, args)
 }
