@@ -16,9 +16,9 @@ fn lines(r: &mut Raw, n: usize) -> String {
 fn resp3(s: &Server) -> Raw {
     let mut r = s.raw();
     r.send(b"HELLO 3\r\n");
-    let first = r.line();
-    let n: usize = first[1..].trim().parse().unwrap();
-    lines(&mut r, n * 4);
+    // The HELLO map ends with "modules" and its empty array.
+    while r.line() != "modules\r\n" {}
+    assert_eq!(r.line(), "*0\r\n");
     r
 }
 
@@ -52,9 +52,9 @@ fn resp2_redirect_to_subscriber_and_flushall() {
     let mut c = s.conn();
     cmd::<()>(&mut c, &["SET", "foo", "1"]);
     let msg = "*3\r\n$7\r\nmessage\r\n$20\r\n__redis__:invalidate\r\n";
-    assert_eq!(lines(&mut sub, 9), format!("{msg}*1\r\n$3\r\nfoo\r\n"));
+    assert_eq!(lines(&mut sub, 8), format!("{msg}*1\r\n$3\r\nfoo\r\n"));
     cmd::<()>(&mut c, &["FLUSHALL"]);
-    assert_eq!(lines(&mut sub, 8), format!("{msg}$-1\r\n"));
+    assert_eq!(lines(&mut sub, 6), format!("{msg}$-1\r\n"));
 }
 
 #[test]
