@@ -89,13 +89,14 @@ fn errors_match_redis() {
     let s = Server::start(&[]);
     let mut c = s.conn();
     let e = |c: &mut redis::Connection, a: &str| cmd_err(c, &a.split(' ').collect::<Vec<_>>());
-    assert!(e(&mut c, "CLIENT TRACKING on PREFIX a").contains("Prefixes are only valid with BCAST"));
+    assert!(e(&mut c, "CLIENT TRACKING on PREFIX a")
+        .contains("PREFIX option requires BCAST mode to be enabled"));
     assert!(e(&mut c, "CLIENT TRACKING on OPTIN OPTOUT")
         .contains("You can't use OPTIN and OPTOUT at the same time"));
     assert!(e(&mut c, "CLIENT TRACKING on REDIRECT 9999")
         .contains("The client ID you want redirect to does not exist"));
     assert!(e(&mut c, "CLIENT CACHING yes").contains("CLIENT CACHING can be called only"));
     assert!(e(&mut c, "CLIENT TRACKING on BCAST PREFIX a PREFIX ab")
-        .contains("Prefix 'a' overlaps with an existing prefix 'ab'"));
+        .contains("Prefix 'a' overlaps with another provided prefix 'ab'"));
     assert_eq!(cmd::<i64>(&mut c, &["CLIENT", "GETREDIR"]), -1);
 }

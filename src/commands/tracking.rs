@@ -265,19 +265,16 @@ fn check_on(n: &Settings, old: Option<&Settings>) -> CmdResult {
         }
     }
     if !n.bcast && !n.prefixes.is_empty() {
-        return Err(err("Prefixes are only valid with BCAST"));
+        return Err(err("PREFIX option requires BCAST mode to be enabled"));
     }
     if n.bcast {
         let existing = old.map_or(&[][..], |o| &o.prefixes[..]);
         for (j, p) in n.prefixes.iter().enumerate() {
-            let others = existing.iter().chain(n.prefixes[j + 1..].iter());
-            for q in others {
+            let others = existing.iter().map(|q| (q, "an existing"));
+            let news = n.prefixes[j + 1..].iter().map(|q| (q, "another provided"));
+            for (q, what) in others.chain(news) {
                 if p.starts_with(q) || q.starts_with(p) {
-                    return Err(err(&format!(
-                        "Prefix '{}' overlaps with an existing prefix '{}'. Prefixes for a single client must not overlap.",
-                        String::from_utf8_lossy(p),
-                        String::from_utf8_lossy(q)
-                    )));
+                    return Err(overlap(p, q, what));
                 }
             }
         }
@@ -296,17 +293,25 @@ fn check_on(n: &Settings, old: Option<&Settings>) -> CmdResult {
     Ok(())
 }
 
+fn overlap(p: &[u8], q: &[u8], what: &str) -> CmdError {
+    err(&format!(
+        "Prefix '{}' overlaps with {what} prefix '{}'. Prefixes for a single client must not overlap.",
+        String::from_utf8_lossy(p),
+        String::from_utf8_lossy(q)
+    ))
+}
+
 /// CLIENT CACHING YES|NO
 pub fn caching(ctx: &mut Ctx, args: Args) -> CmdResult {
-    let yes = match args.get(2).to_ascii_lowercase().as_slice() {
-        b"yes" => true,
-        b"no" => false,
-        _ => return Err(CmdError::Syntax),
-    };
     let me = ctx.client.id;
     let mut g = ctx.srv.tracking.inner.lock();
     let Some(s) = g.clients.get_mut(&me).filter(|s| s.optin || s.optout) else {
         return Err(err("CLIENT CACHING can be called only when the client is in tracking mode with OPTIN or OPTOUT mode enabled"));
+    };
+    let yes = match args.get(2).to_ascii_lowercase().as_slice() {
+        b"yes" => true,
+        b"no" => false,
+        _ => return Err(CmdError::Syntax),
     };
     if yes && !s.optin {
         return Err(err(
