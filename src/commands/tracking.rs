@@ -62,6 +62,15 @@ impl Tracking {
         }
     }
 
+    /// The redirect of a tracking client (0 = none); None when not tracking.
+    pub fn redirect_of(&self, id: u64) -> Option<u64> {
+        if !self.active() {
+            return None;
+        }
+        self.inner.lock().clients.get(&id).map(|s| s.redirect)
+    }
+
+    /// (tracking clients, tracked keys, BCAST prefixes) for INFO.
     pub fn stats(&self) -> (usize, usize, usize) {
         let g = self.inner.lock();
         let p = g.clients.values().map(|s| s.prefixes.len()).sum();

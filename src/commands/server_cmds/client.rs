@@ -254,17 +254,23 @@ fn client_line(ctx: &Ctx, c: &ClientShared, current: Option<&str>) -> String {
     let qbuf = c.qbuf.load(Relaxed);
     let obuf = c.obuf.load(Relaxed);
     let (lib_name, lib_ver) = c.lib.lock().clone();
+    let redir = ctx.srv.tracking.redirect_of(c.id);
+    let mut flags = flags_of(c);
+    if redir.is_some() {
+        flags = flags.replace('N', "") + "t";
+    }
+    let redir = redir.map_or(-1, |r| r as i64);
     format!(
         "id={} addr={addr} laddr={laddr} fd={} name={} age={} idle={} flags={} db={} \
          sub={} psub={} ssub={} multi=-1 qbuf={qbuf} qbuf-free={} argv-mem=0 multi-mem=0 \
          rbs=16384 rbp=0 obl={obuf} oll={} omem={} tot-mem={} events=r cmd={cmd} \
-         user=default redir=-1 resp={} lib-name={lib_name} lib-ver={lib_ver}",
+         user=default redir={redir} resp={} lib-name={lib_name} lib-ver={lib_ver}",
         c.id,
         c.fd,
         c.name.lock(),
         now.saturating_sub(c.created_ms) / 1000,
         now.saturating_sub(c.last_interaction_ms.load(Relaxed)) / 1000,
-        flags_of(c),
+        flags,
         c.db.load(Relaxed),
         c.subs[0].load(Relaxed),
         c.subs[1].load(Relaxed),
