@@ -135,19 +135,23 @@ pub fn touch_write(ctx: &Ctx, argv: &[&[u8]]) {
             None => return,
         }
     }
-    for p in srv.commands.get(id).key_positions(args) {
-        invalidate_key(ctx, args.get(p));
-    }
+    let keys: Vec<&[u8]> = srv
+        .commands
+        .get(id)
+        .key_positions(args)
+        .into_iter()
+        .map(|p| args.get(p))
+        .collect();
+    invalidate_keys(ctx, &keys);
 }
 
-fn invalidate_key(ctx: &Ctx, key: &[u8]) {
+/// Sends each client one message listing the keys of this write it tracks.
+fn invalidate_keys(ctx: &Ctx, keys: &[&[u8]]) {
     let me = ctx.client.id;
-    let mut targets = Vec::new();
-    {
-        let mut g = ctx.srv.tracking.inner.lock();
-        if let Some(ids) = g.keys.remove(key) {
-            targets.extend(ids);
-        }
+    let mut per: HashMap<u64, Vec<&[u8]>> = HashMap::new();
+    let mut g = ctx.srv.tracking.inner.lock();
+    for &key in keys {
+        let mut targets: Vec<u64> = g.keys.remove(key).into_iter().flatten().collect();
         for (&id, s) in &g.clients {
             if s.bcast && (s.prefixes.is_empty() || s.prefixes.iter().any(|p| key.starts_with(p))) {
                 targets.push(id);
@@ -156,10 +160,16 @@ fn invalidate_key(ctx: &Ctx, key: &[u8]) {
         targets.retain(|id| !(g.clients.get(id).is_some_and(|s| s.noloop) && *id == me));
         targets.sort_unstable();
         targets.dedup();
-        for id in &targets {
-            let r = g.clients.get(id).map_or(0, |s| s.redirect);
-            send(ctx, *id, r, Some(key));
+        for id in targets {
+            let v = per.entry(id).or_default();
+            if !v.contains(&key) {
+                v.push(key);
+            }
         }
+    }
+    for (id, ks) in per {
+        let r = g.clients.get(&id).map_or(0, |s| s.redirect);
+        send(ctx, id, r, Some(&ks));
     }
 }
 
@@ -172,7 +182,7 @@ fn invalidate_all(ctx: &Ctx) {
 }
 
 /// Sends one invalidation to client `id` (or its redirect target).
-fn send(ctx: &Ctx, id: u64, redirect: u64, key: Option<&[u8]>) {
+fn send(ctx: &Ctx, id: u64, redirect: u64, keys: Option<&[&[u8]]>) {
     let target = if redirect != 0 { redirect } else { id };
     let Some(c) = ctx.srv.clients.get(target) else {
         return;
@@ -190,10 +200,12 @@ fn send(ctx: &Ctx, id: u64, redirect: u64, key: Option<&[u8]>) {
         b.bulk(b"message");
         b.bulk(b"__redis__:invalidate");
     }
-    match key {
-        Some(k) => {
-            b.array(1);
-            b.bulk(k);
+    match keys {
+        Some(ks) => {
+            b.array(ks.len());
+            for k in ks {
+                b.bulk(k);
+            }
         }
         None => b.null(),
     }
