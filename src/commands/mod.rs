@@ -29,6 +29,7 @@ pub mod server_cmds;
 pub mod sets;
 pub mod sort;
 pub mod strings;
+pub mod tracking;
 pub mod util;
 pub mod zsets;
 
@@ -343,6 +344,9 @@ impl Ctx<'_> {
         self.stats.add_dirty(1);
         if self.srv.watch.active() {
             multi::touch_write(self.srv, db, argv);
+        }
+        if self.srv.tracking.active() {
+            tracking::touch_write(self, argv);
         }
         self.emit_effect(db, version, argv);
     }

@@ -357,6 +357,7 @@ async fn serve_stream<T>(
         }
     }
     crate::commands::pubsub::remove_client(&srv, &mut client);
+    srv.tracking.remove_client(id);
     srv.clients.unregister(id);
 }
 
@@ -520,6 +521,9 @@ pub fn dispatch(
                 replay_version: None,
             };
             let r = (cmd.handler)(&mut ctx, args);
+            if r.is_ok() {
+                crate::commands::tracking::after_command(srv, client.id, id, args);
+            }
             if monitored && cmd.name == "exec" {
                 feed_monitors(srv, client, args);
             }

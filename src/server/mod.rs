@@ -186,6 +186,7 @@ pub struct Server {
     pub watch: Arc<crate::commands::multi::WatchRegistry>,
     /// Clients blocked on keys (BLPOP & co.), see `blocking.rs`.
     pub blocking: blocking::Registry,
+    pub tracking: crate::commands::tracking::Tracking,
 }
 
 impl Server {
@@ -223,6 +224,7 @@ impl Server {
             pubsub: Default::default(),
             watch: Default::default(),
             blocking: Default::default(),
+            tracking: Default::default(),
         })
     }
 

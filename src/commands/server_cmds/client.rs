@@ -107,6 +107,20 @@ pub static SUBCOMMANDS: &[Command] = &[
             "Unblocks a client blocked by a blocking command from a different connection.",
         )
         .complexity("O(log N) where N is the number of client connections"),
+    sub("tracking", -3, CONN, crate::commands::tracking::tracking)
+        .acl("slow connection")
+        .doc(
+            "connection",
+            "6.0.0",
+            "Controls server-assisted client-side caching for the connection.",
+        ),
+    sub("caching", 3, CONN, crate::commands::tracking::caching)
+        .acl("slow connection")
+        .doc(
+            "connection",
+            "6.0.0",
+            "Instructs the server whether to track the keys in the next request.",
+        ),
     sub("help", 2, LOADING | STALE, help)
         .acl("slow connection")
         .doc(
@@ -250,17 +264,23 @@ fn client_line(ctx: &Ctx, c: &ClientShared, current: Option<&str>) -> String {
     let qbuf = c.qbuf.load(Relaxed);
     let obuf = c.obuf.load(Relaxed);
     let (lib_name, lib_ver) = c.lib.lock().clone();
+    let redir = ctx.srv.tracking.redirect_of(c.id);
+    let mut flags = flags_of(c);
+    if redir.is_some() {
+        flags = flags.replace('N', "") + "t";
+    }
+    let redir = redir.map_or(-1, |r| r as i64);
     format!(
         "id={} addr={addr} laddr={laddr} fd={} name={} age={} idle={} flags={} db={} \
          sub={} psub={} ssub={} multi=-1 qbuf={qbuf} qbuf-free={} argv-mem=0 multi-mem=0 \
          rbs=16384 rbp=0 obl={obuf} oll={} omem={} tot-mem={} events=r cmd={cmd} \
-         user=default redir=-1 resp={} lib-name={lib_name} lib-ver={lib_ver}",
+         user=default redir={redir} resp={} lib-name={lib_name} lib-ver={lib_ver}",
         c.id,
         c.fd,
         c.name.lock(),
         now.saturating_sub(c.created_ms) / 1000,
         now.saturating_sub(c.last_interaction_ms.load(Relaxed)) / 1000,
-        flags_of(c),
+        flags,
         c.db.load(Relaxed),
         c.subs[0].load(Relaxed),
         c.subs[1].load(Relaxed),
@@ -562,22 +582,12 @@ fn setinfo(ctx: &mut Ctx, args: Args) -> CmdResult {
     Ok(())
 }
 
-fn getredir(ctx: &mut Ctx, _args: Args) -> CmdResult {
-    ctx.out.int(-1);
-    Ok(())
+fn getredir(ctx: &mut Ctx, args: Args) -> CmdResult {
+    crate::commands::tracking::getredir(ctx, args)
 }
 
-fn trackinginfo(ctx: &mut Ctx, _args: Args) -> CmdResult {
-    let out = &mut *ctx.out;
-    out.map(3);
-    out.bulk(b"flags");
-    out.set(1);
-    out.bulk(b"off");
-    out.bulk(b"redirect");
-    out.int(-1);
-    out.bulk(b"prefixes");
-    out.array(0);
-    Ok(())
+fn trackinginfo(ctx: &mut Ctx, args: Args) -> CmdResult {
+    crate::commands::tracking::trackinginfo(ctx, args)
 }
 
 /// CLIENT UNBLOCK id [TIMEOUT|ERROR]: ends a wait of BLPOP & co.
