@@ -186,6 +186,7 @@ fn hello(ctx: &mut Ctx, args: Args) -> CmdResult {
 fn reset(ctx: &mut Ctx, _args: Args) -> CmdResult {
     super::pubsub::remove_client(ctx.srv, ctx.client);
     super::multi::reset(ctx.client);
+    ctx.srv.tracking.remove_client(ctx.client.id);
     let c = &mut *ctx.client;
     c.db = 0;
     c.resp = 2;

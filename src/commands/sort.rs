@@ -34,7 +34,7 @@ pub static COMMANDS: &[Command] = &[
         .complexity(CX)
         .doc("generic", "1.0.0", DOC),
     Command::new("sort_ro", -2, READONLY, sort_ro)
-        .keys(1, 1, 1)
+        .keys_fn(sort_ro_keys)
         .acl("read set sortedset list slow dangerous")
         .complexity(CX)
         .doc(
@@ -67,6 +67,12 @@ fn sort_keys(args: Args) -> Vec<usize> {
         i += 1;
     }
     keys
+}
+
+/// The source key (a key function, as Redis: BY/GET patterns make SORT_RO
+/// movablekeys too).
+fn sort_ro_keys(_args: Args) -> Vec<usize> {
+    vec![1]
 }
 
 /// SORT's options, parsed before any data is touched.
