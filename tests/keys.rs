@@ -407,3 +407,21 @@ fn object_subcommands() {
         "ERR wrong number of arguments for 'object|encoding' command"
     );
 }
+
+/// RANDOMKEY is uniform over keys, not over shards: each of a few keys
+/// (which land in arbitrary shards, some right after others) comes up.
+/// With 5 keys and 500 draws, a fair pick misses one with p < 1e-47.
+#[test]
+fn randomkey_reaches_every_key() {
+    let s = Server::start(&[]);
+    let mut c = s.conn();
+    let keys = ["a", "b", "c", "foo", "bar"];
+    for k in keys {
+        cmd::<()>(&mut c, &["SET", k, "v"]);
+    }
+    let mut seen = std::collections::HashSet::new();
+    for _ in 0..500 {
+        seen.insert(cmd::<String>(&mut c, &["RANDOMKEY"]));
+    }
+    assert_eq!(seen.len(), keys.len(), "{seen:?}");
+}

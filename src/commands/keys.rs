@@ -35,9 +35,8 @@
 //! FLUSHDB and FLUSHALL as given (without ASYNC/SYNC). A write gives every key
 //! it creates one version, the one its effect carries.
 
-use std::cell::Cell;
-
 use super::access::{lru_clock, Locked};
+use super::collscan::rand_u64;
 use super::util::{arg_i64, eq_ic, glob_match};
 use super::{flags::*, CmdError, CmdResult, Command, Ctx};
 use crate::keyspace::{Entry, Key, Shard, ShardGuard, StrValue, Value, SHARDS};
@@ -301,60 +300,50 @@ fn keys(ctx: &mut Ctx, args: Args) -> CmdResult {
     Ok(())
 }
 
-thread_local! {
-    static RNG: Cell<u64> = Cell::new(seed());
-}
-
-fn seed() -> u64 {
-    use std::hash::{BuildHasher, Hasher};
-    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
-    h.write_u128(crate::keyspace::hlc::unix_ms() as u128);
-    h.finish() | 1
-}
-
-/// xorshift64*: enough randomness for RANDOMKEY.
-fn rand_u64() -> u64 {
-    RNG.with(|r| {
-        let mut x = r.get();
-        x ^= x >> 12;
-        x ^= x << 25;
-        x ^= x >> 27;
-        r.set(x);
-        x.wrapping_mul(0x2545_F491_4F6C_DD1D)
-    })
-}
-
 fn randomkey(ctx: &mut Ctx, _args: Args) -> CmdResult {
     let now = ctx.now_ms;
     let db = ctx.srv.keyspace.db(ctx.db());
-    let start = rand_u64() as usize % SHARDS;
-    let mut fallback = None;
-    for i in 0..SHARDS {
-        let g = db.lock((start + i) % SHARDS);
+    // Uniform over keys, not shards: pick the i-th key of the database by
+    // the shards' sizes (picking a shard first would favour the keys of a
+    // shard that follows empty ones). A few tries skip expired keys.
+    for _ in 0..8 {
+        let sizes: Vec<usize> = (0..SHARDS).map(|i| db.lock(i).len()).collect();
+        let total: usize = sizes.iter().sum();
+        if total == 0 {
+            break;
+        }
+        let mut n = rand_u64() as usize % total;
+        let shard = sizes
+            .iter()
+            .position(|&len| {
+                let here = n < len;
+                if !here {
+                    n -= len;
+                }
+                here
+            })
+            .expect("n below the total");
+        let g = db.lock(shard);
+        // The shard may have shrunk since it was measured: take any key.
         if g.is_empty() {
             continue;
         }
-        // A few random picks in this shard, then any live key of it.
-        for _ in 0..8 {
-            let e = g
-                .nth(rand_u64() as usize % g.len())
-                .expect("index below len");
-            if !e.is_expired(now) {
-                ctx.out.bulk(&e.key);
-                return Ok(());
-            }
-        }
-        if fallback.is_none() {
-            fallback = g.iter().find(|e| !e.is_expired(now)).map(|e| e.key.clone());
-        }
-        if fallback.is_some() {
-            break;
+        let e = g.nth(n % g.len()).expect("index below len");
+        if !e.is_expired(now) {
+            ctx.out.bulk(&e.key);
+            return Ok(());
         }
     }
-    match fallback {
-        Some(k) => ctx.out.bulk(&k),
-        None => ctx.out.null(),
+    // Mostly expired keys: any live one, else nil.
+    for i in 0..SHARDS {
+        let g = db.lock(i);
+        let live = g.iter().find(|e| !e.is_expired(now)).map(|e| e.key.clone());
+        if let Some(k) = live {
+            ctx.out.bulk(&k);
+            return Ok(());
+        }
     }
+    ctx.out.null();
     Ok(())
 }
 

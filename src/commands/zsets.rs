@@ -26,6 +26,7 @@ use std::sync::atomic::Ordering::Relaxed;
 use hashbrown::HashMap;
 
 use super::access::Locked;
+use super::collscan::rand_u64;
 use super::events::class;
 use super::util::{arg_i64, eq_ic, glob_match, parse_f64};
 use super::{flags::*, CmdError, CmdResult, Command, Ctx};
@@ -343,23 +344,6 @@ fn argv_of(args: Args<'_>) -> Vec<&[u8]> {
 }
 
 /// xorshift64* per thread, for ZRANDMEMBER.
-fn rand_u64() -> u64 {
-    use std::cell::Cell;
-    thread_local!(static RNG: Cell<u64> = Cell::new({
-        let t = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(1, |d| d.as_nanos() as u64);
-        t | 1
-    }));
-    RNG.with(|r| {
-        let mut x = r.get();
-        x ^= x >> 12;
-        x ^= x << 25;
-        x ^= x >> 27;
-        r.set(x);
-        x.wrapping_mul(0x2545_F491_4F6C_DD1D)
-    })
-}
 
 // ---------------------------------------------------------------- ranges
 
