@@ -773,17 +773,6 @@ fn move_generic(
 
 // ------------------------------------------------------------------ blocking
 
-/// Blocks the client on `keys` (locks held by the caller), or, if it may
-/// not block, replies the timeout's null array at once.
-fn block_or_null(ctx: &mut Ctx, args: Args, keys: &[&[u8]], deadline_ms: u64) {
-    if blocking::may_block(ctx) {
-        let keys = keys.iter().map(|k| k.to_vec()).collect();
-        blocking::block_on(ctx, args, keys, deadline_ms);
-    } else {
-        ctx.out.null_array();
-    }
-}
-
 fn blpop(ctx: &mut Ctx, args: Args) -> CmdResult {
     bpop_generic(ctx, args, true)
 }
@@ -821,7 +810,7 @@ fn bpop_generic(ctx: &mut Ctx, args: Args, left: bool) -> CmdResult {
         ctx.propagate(version, &[cmd, key]);
         return Ok(());
     }
-    block_or_null(ctx, args, &keys, deadline);
+    blocking::block_or_null(ctx, args, &keys, deadline);
     drop(l);
     Ok(())
 }
@@ -838,7 +827,7 @@ fn blmpop(ctx: &mut Ctx, args: Args) -> CmdResult {
         Err(CmdError::WrongType) if retrying => {}
         Err(err) => return Err(err),
     }
-    block_or_null(ctx, args, &p.keys, deadline);
+    blocking::block_or_null(ctx, args, &p.keys, deadline);
     drop(l);
     Ok(())
 }

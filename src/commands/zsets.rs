@@ -1280,7 +1280,7 @@ fn bzpop_generic(ctx: &mut Ctx, args: Args, max: bool) -> CmdResult {
         ctx.out.double(*score);
         return Ok(());
     }
-    block_or_null(ctx, args, &keys, deadline);
+    blocking::block_or_null(ctx, args, &keys, deadline);
     Ok(())
 }
 
@@ -1290,20 +1290,9 @@ fn bzmpop(ctx: &mut Ctx, args: Args) -> CmdResult {
     let (keys, max, count) = parse_zmpop(args, 2)?;
     let mut l = ctx.open_many(keys.iter().copied());
     if !mpop_from(ctx, &mut l, &keys, max, count)? {
-        block_or_null(ctx, args, &keys, deadline);
+        blocking::block_or_null(ctx, args, &keys, deadline);
     }
     Ok(())
-}
-
-/// Blocks on `keys` (their locks held by the caller), or replies the
-/// timeout's null array where the client may not block (MULTI, replay).
-fn block_or_null(ctx: &mut Ctx, args: Args, keys: &[&[u8]], deadline_ms: u64) {
-    if blocking::may_block(ctx) {
-        let keys = keys.iter().map(|k| k.to_vec()).collect();
-        blocking::block_on(ctx, args, keys, deadline_ms);
-    } else {
-        ctx.out.null_array();
-    }
 }
 
 // ---------------------------------------------------------------- ZRANDMEMBER

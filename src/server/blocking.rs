@@ -337,6 +337,17 @@ impl Drop for WaitGuard {
     }
 }
 
+/// Blocks the client on `keys` (their locks held by the caller), or, where
+/// it may not block (MULTI/EXEC, replay), replies the timeout's null array.
+pub fn block_or_null(ctx: &mut Ctx, args: Args, keys: &[&[u8]], deadline_ms: u64) {
+    if may_block(ctx) {
+        let keys = keys.iter().map(|k| k.to_vec()).collect();
+        block_on(ctx, args, keys, deadline_ms);
+    } else {
+        ctx.out.null_array();
+    }
+}
+
 /// Whether the client running `ctx` may block.
 pub fn may_block(ctx: &Ctx) -> bool {
     ctx.client.shared.is_some()
