@@ -551,3 +551,28 @@ fn blocking_pop_inside_exec_does_not_block() {
     let mut c = s.conn();
     assert_eq!(cmd::<i64>(&mut c, &["EXISTS", "l"]), 0);
 }
+
+/// CLIENT LIST shows how many commands an open MULTI has queued (multi=N),
+/// and -1 outside a transaction, as Redis does.
+#[test]
+fn client_list_counts_queued_commands() {
+    let s = Server::start(&[]);
+    let mut c = s.conn();
+    let mut other = s.conn();
+    let id: i64 = cmd(&mut c, &["CLIENT", "ID"]);
+    let multi_field = |o: &mut redis::Connection| -> String {
+        let line: String = cmd(o, &["CLIENT", "LIST", "ID", &id.to_string()]);
+        line.split(' ')
+            .find(|f| f.starts_with("multi="))
+            .unwrap()
+            .to_string()
+    };
+    assert_eq!(multi_field(&mut other), "multi=-1");
+    cmd::<()>(&mut c, &["MULTI"]);
+    assert_eq!(multi_field(&mut other), "multi=0");
+    cmd::<()>(&mut c, &["SET", "a", "1"]);
+    cmd::<()>(&mut c, &["INCR", "a"]);
+    assert_eq!(multi_field(&mut other), "multi=2");
+    exec_raw(&mut c);
+    assert_eq!(multi_field(&mut other), "multi=-1");
+}

@@ -159,6 +159,9 @@ pub fn intercept(
         ));
     }
     m.queue.push(Queued::new(id, args));
+    if let Some(sh) = &client.shared {
+        sh.multi_queued.store(m.queue.len() as i64, Relaxed);
+    }
     out.simple("QUEUED");
     Ok(None)
 }
@@ -191,6 +194,7 @@ fn take_multi(client: &mut ClientState) -> Option<MultiState> {
 fn clear_multi_flag(client: &ClientState) {
     if let Some(sh) = &client.shared {
         sh.flags.lock().retain(|c| c != 'x');
+        sh.multi_queued.store(-1, Relaxed);
     }
 }
 
@@ -201,6 +205,7 @@ fn multi(ctx: &mut Ctx, _args: Args) -> CmdResult {
     ctx.client.multi = Some(MultiState::default());
     if let Some(sh) = &ctx.client.shared {
         sh.flags.lock().push('x');
+        sh.multi_queued.store(0, Relaxed);
     }
     ctx.out.ok();
     Ok(())

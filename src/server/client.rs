@@ -135,6 +135,8 @@ pub struct ClientShared {
     pub kill: Notify,
     /// Subscription counts by `pubsub::Kind` (CLIENT LIST sub/psub/ssub).
     pub subs: [AtomicUsize; 3],
+    /// Commands queued by an open MULTI; -1 outside one (CLIENT LIST multi=).
+    pub multi_queued: std::sync::atomic::AtomicI64,
 }
 
 /// All connected clients.
@@ -196,6 +198,7 @@ impl ClientRegistry {
             closing: AtomicBool::new(false),
             kill: Notify::new(),
             subs: Default::default(),
+            multi_queued: std::sync::atomic::AtomicI64::new(-1),
         });
         self.clients.lock().insert(id, c.clone());
         c

@@ -272,7 +272,7 @@ fn client_line(ctx: &Ctx, c: &ClientShared, current: Option<&str>) -> String {
     let redir = redir.map_or(-1, |r| r as i64);
     format!(
         "id={} addr={addr} laddr={laddr} fd={} name={} age={} idle={} flags={} db={} \
-         sub={} psub={} ssub={} multi=-1 qbuf={qbuf} qbuf-free={} argv-mem=0 multi-mem=0 \
+         sub={} psub={} ssub={} multi={} qbuf={qbuf} qbuf-free={} argv-mem=0 multi-mem=0 \
          rbs=16384 rbp=0 obl={obuf} oll={} omem={} tot-mem={} events=r cmd={cmd} \
          user=default redir={redir} resp={} lib-name={lib_name} lib-ver={lib_ver}",
         c.id,
@@ -285,6 +285,7 @@ fn client_line(ctx: &Ctx, c: &ClientShared, current: Option<&str>) -> String {
         c.subs[0].load(Relaxed),
         c.subs[1].load(Relaxed),
         c.subs[2].load(Relaxed),
+        c.multi_queued.load(Relaxed),
         16384usize.saturating_sub(qbuf),
         c.pushed_items.load(Relaxed),
         c.output_memory(),
