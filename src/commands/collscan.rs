@@ -28,6 +28,8 @@ pub struct ScanOpts<'a> {
     pub cursor: u64,
     pub count: usize,
     pub pattern: Option<&'a [u8]>,
+    /// SCAN's TYPE filter (only SCAN accepts it).
+    pub type_name: Option<&'a [u8]>,
 }
 
 impl ScanOpts<'_> {
@@ -54,14 +56,25 @@ pub fn parse_cursor(a: &[u8]) -> Result<u64, CmdError> {
     Ok(if neg { v.wrapping_neg() } else { v })
 }
 
-/// Parses `args[2..]` of `HSCAN key cursor ...` (cursor at index 2).
+/// Parses `HSCAN key cursor [MATCH p] [COUNT n]` (cursor at index 2).
 pub fn parse_scan(args: Args<'_>) -> Result<ScanOpts<'_>, CmdError> {
+    parse_scan_at(args, 2, false)
+}
+
+/// Parses a SCAN-family command whose cursor is `args[cursor_at]`, options
+/// after it; TYPE is accepted only when `allow_type` (SCAN itself).
+pub fn parse_scan_at(
+    args: Args<'_>,
+    cursor_at: usize,
+    allow_type: bool,
+) -> Result<ScanOpts<'_>, CmdError> {
     let mut o = ScanOpts {
-        cursor: parse_cursor(args.get(2))?,
+        cursor: parse_cursor(args.get(cursor_at))?,
         count: 10,
         pattern: None,
+        type_name: None,
     };
-    let mut i = 3;
+    let mut i = cursor_at + 1;
     while i < args.len() {
         if i + 1 >= args.len() {
             return Err(CmdError::Syntax);
@@ -75,6 +88,8 @@ pub fn parse_scan(args: Args<'_>) -> Result<ScanOpts<'_>, CmdError> {
             o.count = n as usize;
         } else if eq_ic(opt, "MATCH") {
             o.pattern = Some(val).filter(|p| *p != b"*");
+        } else if allow_type && eq_ic(opt, "TYPE") {
+            o.type_name = Some(val);
         } else {
             return Err(CmdError::Syntax);
         }

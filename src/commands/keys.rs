@@ -36,7 +36,7 @@
 //! it creates one version, the one its effect carries.
 
 use super::access::{lru_clock, Locked};
-use super::collscan::rand_u64;
+use super::collscan::{parse_scan_at, rand_u64, ScanOpts};
 use super::util::{arg_i64, eq_ic, glob_match};
 use super::{flags::*, CmdError, CmdResult, Command, Ctx};
 use crate::keyspace::{Entry, Key, Shard, ShardGuard, StrValue, Value, SHARDS};
@@ -402,62 +402,9 @@ fn choose_level(len: usize, target: usize) -> u32 {
     parts.next_power_of_two().trailing_zeros().min(MAX_LEVEL)
 }
 
-struct ScanOpts<'a> {
-    count: usize,
-    pattern: Option<&'a [u8]>,
-    type_name: Option<&'a [u8]>,
-}
-
-/// Parses a cursor as Redis's strtoul does (a leading '-' wraps around).
-fn parse_cursor(a: &[u8]) -> Result<u64, CmdError> {
-    let invalid = || CmdError::err("invalid cursor");
-    let (neg, digits) = match a.split_first() {
-        Some((b'-', rest)) => (true, rest),
-        _ => (false, a),
-    };
-    if digits.is_empty() || !digits.iter().all(u8::is_ascii_digit) {
-        return Err(invalid());
-    }
-    let v: u64 = std::str::from_utf8(digits)
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .ok_or_else(invalid)?;
-    Ok(if neg { v.wrapping_neg() } else { v })
-}
-
-fn parse_scan(args: Args<'_>) -> Result<ScanOpts<'_>, CmdError> {
-    let mut o = ScanOpts {
-        count: 10,
-        pattern: None,
-        type_name: None,
-    };
-    let mut i = 2;
-    while i < args.len() {
-        if i + 1 >= args.len() {
-            return Err(CmdError::Syntax);
-        }
-        let (opt, val) = (args.get(i), args.get(i + 1));
-        if eq_ic(opt, "COUNT") {
-            let n = arg_i64(val)?;
-            if n < 1 {
-                return Err(CmdError::Syntax);
-            }
-            o.count = n as usize;
-        } else if eq_ic(opt, "MATCH") {
-            o.pattern = Some(val).filter(|p| *p != b"*");
-        } else if eq_ic(opt, "TYPE") {
-            o.type_name = Some(val);
-        } else {
-            return Err(CmdError::Syntax);
-        }
-        i += 2;
-    }
-    Ok(o)
-}
-
 fn scan(ctx: &mut Ctx, args: Args) -> CmdResult {
-    let c = parse_cursor(args.get(1))?;
-    let o = parse_scan(args)?;
+    let o = parse_scan_at(args, 1, true)?;
+    let c = o.cursor;
     let mut found: Vec<Key> = vec![];
     let Some(mut cur) = start_cursor(c) else {
         reply_scan(ctx, 0, &found);
@@ -938,6 +885,7 @@ mod tests {
 
     #[test]
     fn cursors_parse_like_strtoul() {
+        use crate::commands::collscan::parse_cursor;
         assert_eq!(parse_cursor(b"0"), Ok(0));
         assert_eq!(parse_cursor(b"-1"), Ok(u64::MAX));
         assert!(parse_cursor(b"18446744073709551616").is_err());

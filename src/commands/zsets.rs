@@ -26,7 +26,7 @@ use std::sync::atomic::Ordering::Relaxed;
 use hashbrown::HashMap;
 
 use super::access::Locked;
-use super::collscan::rand_u64;
+use super::collscan::{parse_scan, rand_u64};
 use super::events::class;
 use super::util::{arg_i64, eq_ic, glob_match, parse_f64};
 use super::{flags::*, CmdError, CmdResult, Command, Ctx};
@@ -1619,37 +1619,9 @@ fn zintercard(ctx: &mut Ctx, args: Args) -> CmdResult {
 
 // ---------------------------------------------------------------- ZSCAN
 
-/// Parses a cursor as strtoul does (Redis's parseScanCursorOrReply).
-fn parse_cursor(a: &[u8]) -> Result<u64, CmdError> {
-    let invalid = || CmdError::err("invalid cursor");
-    std::str::from_utf8(a)
-        .ok()
-        .filter(|s| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit()))
-        .and_then(|s| s.parse().ok())
-        .ok_or_else(invalid)
-}
-
 fn zscan(ctx: &mut Ctx, args: Args) -> CmdResult {
-    let cursor = parse_cursor(args.get(2))?;
-    let (mut count, mut pattern) = (10usize, None);
-    let mut i = 3;
-    while i < args.len() {
-        if i + 1 >= args.len() {
-            return Err(CmdError::Syntax);
-        }
-        let (opt, val) = (args.get(i), args.get(i + 1));
-        if eq_ic(opt, "count") {
-            match arg_i64(val)? {
-                n if n < 1 => return Err(CmdError::Syntax),
-                n => count = n as usize,
-            }
-        } else if eq_ic(opt, "match") {
-            pattern = Some(val).filter(|p| *p != b"*");
-        } else {
-            return Err(CmdError::Syntax);
-        }
-        i += 2;
-    }
+    let o = parse_scan(args)?;
+    let (cursor, count, pattern) = (o.cursor, o.count, o.pattern);
     let key = args.get(1);
     let mut l = ctx.open(key);
     let mut found = Vec::new();
