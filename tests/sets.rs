@@ -7,41 +7,6 @@ use common::*;
 
 use std::collections::{HashMap, HashSet};
 
-fn raw_cmd(r: &mut Raw, args: &[&str]) -> String {
-    let mut req = format!("*{}\r\n", args.len());
-    for a in args {
-        req.push_str(&format!("${}\r\n{}\r\n", a.len(), a));
-    }
-    r.send(req.as_bytes());
-    read_reply(r)
-}
-
-fn read_reply(r: &mut Raw) -> String {
-    let line = r.line();
-    let line = line.trim_end();
-    let (t, rest) = line.split_at(1);
-    match t {
-        "$" => {
-            let n: i64 = rest.parse().unwrap();
-            if n < 0 {
-                return "nil".into();
-            }
-            let b = r.bytes(n as usize + 2);
-            String::from_utf8_lossy(&b[..n as usize]).into_owned()
-        }
-        "*" | "~" | "%" | ">" => {
-            let n: i64 = rest.parse().unwrap();
-            if n < 0 {
-                return "nil".into();
-            }
-            let k = if t == "%" { 2 * n } else { n };
-            let items: Vec<String> = (0..k).map(|_| read_reply(r)).collect();
-            format!("{t}{n}[{}]", items.join(","))
-        }
-        _ => line.to_string(),
-    }
-}
-
 fn sorted(mut v: Vec<String>) -> Vec<String> {
     v.sort();
     v
