@@ -489,6 +489,31 @@ fn keyspace_notifications() {
 }
 
 #[test]
+fn new_key_notifications() {
+    // Class `n`: one "new" event whenever a write creates a key (any type,
+    // any command), before the command's own event; none for overwrites.
+    let s = Server::start(&[]);
+    let mut c = s.conn();
+    let _: () = cmd(&mut c, &["CONFIG", "SET", "notify-keyspace-events", "Enl"]);
+    let mut r = s.raw();
+    call(&mut r, &["PSUBSCRIBE", "__keyevent@0__:*"]);
+    let _: () = cmd(&mut c, &["SET", "s", "1"]);
+    let _: () = cmd(&mut c, &["SET", "s", "2"]);
+    let _: i64 = cmd(&mut c, &["RPUSH", "l", "a"]);
+    let _: i64 = cmd(&mut c, &["RPUSH", "l", "b"]);
+    let _: () = cmd(&mut c, &["RENAME", "s", "t"]);
+    let got: Vec<(String, String)> = (0..4).map(|_| note(&mut r)).collect();
+    let want = [("new", "s"), ("new", "l"), ("rpush", "l"), ("rpush", "l")];
+    for ((ch, key), (ev, k)) in got.iter().zip(want) {
+        assert_eq!(
+            (ch.as_str(), key.as_str()),
+            (&*format!("__keyevent@0__:{ev}"), k)
+        );
+    }
+    assert_eq!(note(&mut r), ("__keyevent@0__:new".into(), "t".into()));
+}
+
+#[test]
 fn confirmations_survive_client_reply_off() {
     let s = Server::start(&[]);
     let mut r = s.raw();

@@ -14,8 +14,12 @@
 //! deadlock since parking_lot mutexes are not reentrant. Handlers need not
 //! know whether they run inside a transaction.
 
+use std::sync::atomic::Ordering::Relaxed;
+
+use super::events::{class, notify_keyspace};
 use super::{CmdError, Ctx};
 use crate::keyspace::{Entry, Keyspace, Shard, ShardGuard, Slot, StrValue, Value};
+use crate::server::Server;
 
 enum Guards<'a> {
     One(usize, ShardGuard<'a>),
@@ -31,6 +35,9 @@ pub struct Locked<'a, 'k> {
     /// The key given to [`Ctx::open`] and its slot, so that a command
     /// working on one key hashes it once.
     opened: Option<(&'k [u8], Slot)>,
+    /// Set when `notify-keyspace-events` has the `n` class: a key created
+    /// through this view publishes a "new" event (Redis's dbAdd does).
+    new_key_event: Option<(&'a Server, usize)>,
 }
 
 /// Seconds-resolution LRU clock, as Redis's LRU_CLOCK (24 bits).
@@ -54,6 +61,7 @@ impl<'a> Ctx<'a> {
             guards: Guards::One(slot.shard, g),
             lru,
             opened: Some((key, slot)),
+            new_key_event: self.new_key_event(db),
         };
         self.expire_if_due(&mut l, db, key, slot);
         l
@@ -84,12 +92,18 @@ impl<'a> Ctx<'a> {
             guards: Guards::Many(guards),
             lru,
             opened: None,
+            new_key_event: self.new_key_event(db),
         };
         for k in keys {
             let slot = ks.slot(k);
             self.expire_if_due(&mut l, db, k, slot);
         }
         l
+    }
+
+    fn new_key_event(&self, db: usize) -> Option<(&'a Server, usize)> {
+        let on = self.srv.hot.notify_keyspace_events.load(Relaxed) & class::NEW != 0;
+        on.then_some((&**self.srv, db))
     }
 
     fn expire_if_due(&mut self, l: &mut Locked<'a, '_>, db: usize, key: &[u8], slot: Slot) {
@@ -200,17 +214,25 @@ impl Locked<'_, '_> {
         let mut entry = Entry::new(key.into(), value, expire_at, version);
         entry.set_lru(self.lru);
         entry.set_lfu(5);
-        let ks = self.ks;
-        self.shard_mut(slot.shard)
-            .insert(&ks.hasher, slot.hash, entry)
+        self.insert(slot, entry)
     }
 
     /// Inserts or replaces a whole entry.
     pub fn put_entry(&mut self, entry: Entry) -> Option<Entry> {
         let slot = self.ks.slot(&entry.key);
+        self.insert(slot, entry)
+    }
+
+    fn insert(&mut self, slot: Slot, entry: Entry) -> Option<Entry> {
         let ks = self.ks;
-        self.shard_mut(slot.shard)
-            .insert(&ks.hasher, slot.hash, entry)
+        let event = self.new_key_event.map(|ev| (ev, entry.key.clone()));
+        let old = self
+            .shard_mut(slot.shard)
+            .insert(&ks.hasher, slot.hash, entry);
+        if let (None, Some(((srv, db), key))) = (&old, event) {
+            notify_keyspace(srv, db, class::NEW, "new", &key, 0);
+        }
+        old
     }
 
     /// Removes `key`.
