@@ -140,6 +140,81 @@ fn command_table_introspection() {
     assert_eq!(d[0], Value::BulkString(b"get".to_vec()));
 }
 
+/// One key spec of COMMAND INFO as (flags, begin_search, find_keys) text.
+fn spec_text(spec: &Value) -> String {
+    let v: Vec<Value> = redis::from_redis_value(spec).unwrap();
+    let mut out = vec![];
+    for pair in v.chunks(2) {
+        let name: String = redis::from_redis_value(&pair[0]).unwrap();
+        if name == "notes" {
+            continue;
+        }
+        out.push(format!("{name}={}", flat(&pair[1])));
+    }
+    out.join(" ")
+}
+
+fn flat(v: &Value) -> String {
+    match v {
+        Value::Array(a) | Value::Set(a) => a.iter().map(flat).collect::<Vec<_>>().join(","),
+        Value::Map(m) => m
+            .iter()
+            .map(|(k, v)| format!("{}:{}", flat(k), flat(v)))
+            .collect::<Vec<_>>()
+            .join(","),
+        Value::BulkString(b) => String::from_utf8_lossy(b).into(),
+        Value::SimpleString(s) => s.clone(),
+        Value::Int(i) => i.to_string(),
+        other => format!("{other:?}"),
+    }
+}
+
+#[test]
+fn key_specs_tips_and_key_flags() {
+    let s = Server::start(&[]);
+    let mut c = s.conn();
+    let info: Vec<Vec<Value>> = cmd(
+        &mut c,
+        &["COMMAND", "INFO", "lmove", "zunionstore", "dbsize"],
+    );
+    let specs = |i: usize| -> Vec<String> {
+        let v: Vec<Value> = redis::from_redis_value(&info[i][8]).unwrap();
+        v.iter().map(spec_text).collect()
+    };
+    assert_eq!(
+        specs(0),
+        [
+            "flags=RW,access,delete begin_search=type,index,spec,index,1 \
+             find_keys=type,range,spec,lastkey,0,keystep,1,limit,0",
+            "flags=RW,insert begin_search=type,index,spec,index,2 \
+             find_keys=type,range,spec,lastkey,0,keystep,1,limit,0",
+        ]
+    );
+    assert_eq!(
+        specs(1)[1],
+        "flags=RO,access begin_search=type,index,spec,index,2 \
+         find_keys=type,keynum,spec,keynumidx,0,firstkey,1,keystep,1"
+    );
+    assert_eq!(
+        flat(&info[2][7]),
+        "request_policy:all_shards,response_policy:agg_sum"
+    );
+
+    // Flags per key, including commands whose flags depend on arguments.
+    for (line, want) in [
+        ("SET k v", "k,OW,update"),
+        ("SET k v GET", "k,RW,access,update"),
+        ("SORT src BY w_* STORE dst", "src,RO,access,dst,OW,update"),
+        ("ZUNIONSTORE d 2 a b", "d,OW,update,a,RO,access,b,RO,access"),
+        ("BITFIELD k GET u8 0", "k,RO,access"),
+    ] {
+        let mut argv = vec!["COMMAND", "GETKEYSANDFLAGS"];
+        argv.extend(line.split(' '));
+        let got: Value = cmd(&mut c, &argv);
+        assert_eq!(flat(&got), want, "{line}");
+    }
+}
+
 #[test]
 fn client_setname_list_kill() {
     let s = Server::start(&[]);

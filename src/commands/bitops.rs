@@ -9,6 +9,7 @@
 //! BITFIELD propagates verbatim only when it had a SET or INCRBY; BITOP
 //! propagates verbatim when it wrote or deleted its destination.
 
+use super::keyspec::KeySpec;
 use std::sync::atomic::Ordering::Relaxed;
 
 use super::strings::{str_of, str_of_mut};
@@ -21,6 +22,9 @@ const G: &str = "bitmap";
 
 pub static COMMANDS: &[Command] = &[
     Command::new("setbit", 4, WRITE | DENYOOM, setbit)
+        .key_specs(&[
+            KeySpec::at(1, &["RW", "access", "update"]),
+        ])
         .keys(1, 1, 1)
         .acl("write bitmap slow")
         .doc(G, "2.2.0", "Sets or clears the bit at offset of the string value. Creates the key if it doesn't exist."),
@@ -39,11 +43,20 @@ pub static COMMANDS: &[Command] = &[
         .complexity("O(N)")
         .doc(G, "2.8.7", "Finds the first set (1) or clear (0) bit in a string."),
     Command::new("bitop", -4, WRITE | DENYOOM, bitop)
+        .key_specs(&[
+            KeySpec::at(2, &["OW", "update"]),
+            KeySpec::at(3, &["RO", "access"]).range(-1, 1, 0),
+        ])
         .keys(2, -1, 1)
         .acl("write bitmap slow")
         .complexity("O(N)")
         .doc(G, "2.6.0", "Performs bitwise operations on multiple strings, and stores the result."),
     Command::new("bitfield", -2, WRITE | DENYOOM, bitfield)
+        .key_specs(&[
+            KeySpec::at(1, &["RW", "access", "update", "variable_flags"])
+                .notes("This command allows both access and modification of the key"),
+        ])
+        .key_flags_fn(bitfield_key_flags)
         .keys(1, 1, 1)
         .acl("write bitmap slow")
         .complexity("O(1) for each subcommand specified")
@@ -610,4 +623,18 @@ fn unsigned_overflow(value: u64, incr: i64, bits: u32, ow: Overflow) -> Option<u
         (true, _, _) => Some(max),
         (false, true, _) => Some(0),
     }
+}
+
+/// BITFIELD only reads its key when every operation is a GET.
+fn bitfield_key_flags(args: Args, _pos: usize) -> Option<&'static [&'static str]> {
+    let writes = ["set", "incrby"];
+    let write = args
+        .iter()
+        .skip(2)
+        .any(|a| writes.iter().any(|w| eq_ic(a, w)));
+    Some(if write {
+        &["RW", "access", "update"]
+    } else {
+        &["RO", "access"]
+    })
 }

@@ -36,6 +36,7 @@ static SUBS: &[Command] = &[
             "Returns the effective values of configuration parameters.",
         ),
     Command::new("set", -4, ADMIN_FLAGS, set)
+        .tips(&["request_policy:all_nodes", "response_policy:all_succeeded"])
         .acl("admin slow dangerous")
         .doc(
             "server",

@@ -6,6 +6,7 @@ use crate::protocol::Args;
 
 pub static COMMANDS: &[Command] = &[
     Command::new("ping", -1, FAST | STALE, ping)
+        .tips(&["request_policy:all_shards", "response_policy:all_succeeded"])
         .acl("fast connection")
         .doc(
             "connection",

@@ -48,6 +48,7 @@ pub static COMMANDS: &[Command] = &[
             "Sets the expiration time of a key to a Unix milliseconds timestamp.",
         ),
     Command::new("ttl", 2, READONLY | FAST, ttl)
+        .tips(&["nondeterministic_output"])
         .keys(1, 1, 1)
         .acl("keyspace read fast")
         .doc(
@@ -56,6 +57,7 @@ pub static COMMANDS: &[Command] = &[
             "Returns the expiration time in seconds of a key.",
         ),
     Command::new("pttl", 2, READONLY | FAST, pttl)
+        .tips(&["nondeterministic_output"])
         .keys(1, 1, 1)
         .acl("keyspace read fast")
         .doc(

@@ -9,6 +9,7 @@
 //! representation and its conversion thresholds live in `keyspace/hash.rs`;
 //! HSCAN's cursor scheme in `collscan.rs`.
 
+use super::keyspec::KeySpec;
 use std::sync::atomic::Ordering::Relaxed;
 
 use super::collscan::{distinct_indices, parse_scan, rand_u64, reply_scan};
@@ -29,6 +30,9 @@ pub static COMMANDS: &[Command] = &[
         .complexity("O(1) for each field/value pair added, so O(N) to add N field/value pairs when the command is called with multiple field/value pairs.")
         .doc(G, "2.0.0", "Creates or modifies the value of a field in a hash."),
     Command::new("hsetnx", 4, WRITE | DENYOOM | FAST, hsetnx)
+        .key_specs(&[
+            KeySpec::at(1, &["RW", "insert"]),
+        ])
         .keys(1, 1, 1)
         .acl("write hash fast")
         .doc(G, "2.0.0", "Sets the value of a field in a hash only when the field doesn't exist."),
@@ -46,52 +50,58 @@ pub static COMMANDS: &[Command] = &[
         .acl("read hash fast")
         .complexity("O(N) where N is the number of fields being requested.")
         .doc(G, "2.0.0", "Returns the values of all fields in a hash."),
-    Command::new("hgetall", 2, READONLY, hgetall)
+    Command::new("hgetall", 2, READONLY, hgetall).tips(&["nondeterministic_output_order"])
         .keys(1, 1, 1)
         .acl("read hash slow")
         .complexity("O(N) where N is the size of the hash.")
         .doc(G, "2.0.0", "Returns all fields and values in a hash."),
-    Command::new("hkeys", 2, READONLY, hkeys)
+    Command::new("hkeys", 2, READONLY, hkeys).tips(&["nondeterministic_output_order"])
         .keys(1, 1, 1)
         .acl("read hash slow")
         .complexity("O(N) where N is the size of the hash.")
         .doc(G, "2.0.0", "Returns all fields in a hash."),
-    Command::new("hvals", 2, READONLY, hvals)
+    Command::new("hvals", 2, READONLY, hvals).tips(&["nondeterministic_output_order"])
         .keys(1, 1, 1)
         .acl("read hash slow")
         .complexity("O(N) where N is the size of the hash.")
         .doc(G, "2.0.0", "Returns all values in a hash."),
-    Command::new("hlen", 2, READONLY | FAST, hlen)
+    Command::new("hlen", 2, READONLY | FAST, hlen).key_specs(&[KeySpec::at(1, &["RO"])])
         .keys(1, 1, 1)
         .acl("read hash fast")
         .doc(G, "2.0.0", "Returns the number of fields in a hash."),
-    Command::new("hexists", 3, READONLY | FAST, hexists)
+    Command::new("hexists", 3, READONLY | FAST, hexists).key_specs(&[KeySpec::at(1, &["RO"])])
         .keys(1, 1, 1)
         .acl("read hash fast")
         .doc(G, "2.0.0", "Determines whether a field exists in a hash."),
-    Command::new("hdel", -3, WRITE | FAST, hdel)
+    Command::new("hdel", -3, WRITE | FAST, hdel).key_specs(&[KeySpec::at(1, &["RW", "delete"])])
         .keys(1, 1, 1)
         .acl("write hash fast")
         .complexity("O(N) where N is the number of fields to be removed.")
         .doc(G, "2.0.0", "Deletes one or more fields and their values from a hash. Deletes the hash if no fields remain."),
     Command::new("hincrby", 4, WRITE | DENYOOM | FAST, hincrby)
+        .key_specs(&[
+            KeySpec::at(1, &["RW", "access", "update"]),
+        ])
         .keys(1, 1, 1)
         .acl("write hash fast")
         .doc(G, "2.0.0", "Increments the integer value of a field in a hash by a number. Uses 0 as initial value if the field doesn't exist."),
     Command::new("hincrbyfloat", 4, WRITE | DENYOOM | FAST, hincrbyfloat)
+        .key_specs(&[
+            KeySpec::at(1, &["RW", "access", "update"]),
+        ])
         .keys(1, 1, 1)
         .acl("write hash fast")
         .doc(G, "2.6.0", "Increments the floating point value of a field by a number. Uses 0 as initial value if the field doesn't exist."),
-    Command::new("hstrlen", 3, READONLY | FAST, hstrlen)
+    Command::new("hstrlen", 3, READONLY | FAST, hstrlen).key_specs(&[KeySpec::at(1, &["RO"])])
         .keys(1, 1, 1)
         .acl("read hash fast")
         .doc(G, "3.2.0", "Returns the length of the value of a field."),
-    Command::new("hrandfield", -2, READONLY, hrandfield)
+    Command::new("hrandfield", -2, READONLY, hrandfield).tips(&["nondeterministic_output"])
         .keys(1, 1, 1)
         .acl("read hash slow")
         .complexity("O(N) where N is the number of fields returned")
         .doc(G, "6.2.0", "Returns one or more random fields from a hash."),
-    Command::new("hscan", -3, READONLY, hscan)
+    Command::new("hscan", -3, READONLY, hscan).tips(&["nondeterministic_output"])
         .keys(1, 1, 1)
         .acl("read hash slow")
         .complexity("O(1) for every call. O(N) for a complete iteration, including enough command calls for the cursor to return back to 0. N is the number of elements inside the collection.")

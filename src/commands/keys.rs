@@ -37,6 +37,7 @@
 
 use super::access::{lru_clock, Locked};
 use super::collscan::{parse_scan_at, rand_u64, ScanOpts};
+use super::keyspec::KeySpec;
 use super::util::{arg_i64, eq_ic, glob_match};
 use super::{flags::*, CmdError, CmdResult, Command, Ctx};
 use crate::keyspace::{Entry, Key, Shard, ShardGuard, StrValue, Value, SHARDS};
@@ -47,62 +48,113 @@ pub static COMMANDS: &[Command] = &[
         .acl("keyspace write fast dangerous")
         .doc("server", "4.0.0", "Swaps two Redis databases."),
     Command::new("flushdb", -1, WRITE, flushdb)
+        .tips(&[
+            "request_policy:all_shards",
+            "response_policy:all_succeeded",
+        ])
         .acl("keyspace write slow dangerous")
         .doc("server", "1.0.0", "Remove all keys from the current database."),
     Command::new("flushall", -1, WRITE, flushall)
+        .tips(&[
+            "request_policy:all_shards",
+            "response_policy:all_succeeded",
+        ])
         .acl("keyspace write slow dangerous")
         .doc("server", "1.0.0", "Removes all keys from all databases."),
     Command::new("dbsize", 1, READONLY | FAST, dbsize)
+        .tips(&[
+            "request_policy:all_shards",
+            "response_policy:agg_sum",
+        ])
         .acl("keyspace read fast")
         .doc("server", "1.0.0", "Returns the number of keys in the database."),
     Command::new("keys", 2, READONLY, keys)
+        .tips(&[
+            "request_policy:all_shards",
+            "nondeterministic_output_order",
+        ])
         .acl("keyspace read slow dangerous")
         .doc("generic", "1.0.0", "Returns all key names that match a pattern.")
         .complexity("O(N)"),
     Command::new("scan", -2, READONLY, scan)
+        .tips(&[
+            "nondeterministic_output",
+            "request_policy:special",
+        ])
         .acl("keyspace read slow")
         .doc("generic", "2.8.0", "Iterates over the key names in the database.")
         .complexity("O(1) for every call. O(N) for a complete iteration."),
     Command::new("randomkey", 1, READONLY, randomkey)
+        .tips(&[
+            "request_policy:all_shards",
+            "nondeterministic_output",
+        ])
         .acl("keyspace read slow")
         .doc("generic", "1.0.0", "Returns a random key name from the database."),
     Command::new("del", -2, WRITE, del)
+        .key_specs(&[
+            KeySpec::at(1, &["RM", "delete"]).range(-1, 1, 0),
+        ]).tips(&["request_policy:multi_shard", "response_policy:agg_sum"])
         .keys(1, -1, 1)
         .acl("keyspace write slow")
         .doc("generic", "1.0.0", "Deletes one or more keys.")
         .complexity("O(N)"),
     Command::new("unlink", -2, WRITE | FAST, unlink)
+        .key_specs(&[
+            KeySpec::at(1, &["RM", "delete"]).range(-1, 1, 0),
+        ]).tips(&["request_policy:multi_shard", "response_policy:agg_sum"])
         .keys(1, -1, 1)
         .acl("keyspace write fast")
         .doc("generic", "4.0.0", "Asynchronously deletes one or more keys.")
         .complexity("O(1) for each key removed regardless of its size."),
     Command::new("exists", -2, READONLY | FAST, exists)
+        .key_specs(&[
+            KeySpec::at(1, &["RO"]).range(-1, 1, 0),
+        ]).tips(&["request_policy:multi_shard", "response_policy:agg_sum"])
         .keys(1, -1, 1)
         .acl("keyspace read fast")
         .doc("generic", "1.0.0", "Determines whether one or more keys exist.")
         .complexity("O(N)"),
-    Command::new("type", 2, READONLY | FAST, type_cmd)
+    Command::new("type", 2, READONLY | FAST, type_cmd).key_specs(&[KeySpec::at(1, &["RO"])])
         .keys(1, 1, 1)
         .acl("keyspace read fast")
         .doc("generic", "1.0.0", "Determines the type of value stored at a key."),
     Command::new("rename", 3, WRITE, rename)
+        .key_specs(&[
+            KeySpec::at(1, &["RW", "access", "delete"]),
+            KeySpec::at(2, &["OW", "update"]),
+        ])
         .keys(1, 2, 1)
         .acl("keyspace write slow")
         .doc("generic", "1.0.0", "Renames a key and overwrites the destination."),
     Command::new("renamenx", 3, WRITE | FAST, renamenx)
+        .key_specs(&[
+            KeySpec::at(1, &["RW", "access", "delete"]),
+            KeySpec::at(2, &["OW", "insert"]),
+        ])
         .keys(1, 2, 1)
         .acl("keyspace write fast")
         .doc("generic", "1.0.0", "Renames a key only when the target key name doesn't exist."),
     Command::new("move", 3, WRITE | FAST, move_cmd)
+        .key_specs(&[
+            KeySpec::at(1, &["RW", "access", "update"]),
+        ])
         .keys(1, 1, 1)
         .acl("keyspace write fast")
         .doc("generic", "1.0.0", "Moves a key to another database."),
     Command::new("copy", -3, WRITE | DENYOOM, copy)
+        .key_specs(&[
+            KeySpec::at(1, &["RO", "access"]),
+            KeySpec::at(2, &["OW", "update"]),
+        ])
         .keys(1, 2, 1)
         .acl("keyspace write slow")
         .doc("generic", "6.2.0", "Copies the value of a key to a new key.")
         .complexity("O(N) worst case for collections, where N is the number of nested items."),
     Command::new("touch", -2, READONLY | FAST, touch)
+        .key_specs(&[
+            KeySpec::at(1, &["RO"]).range(-1, 1, 0),
+        ]).tips(&["request_policy:multi_shard", "response_policy:agg_sum"])
         .keys(1, -1, 1)
         .acl("keyspace read fast")
         .doc("generic", "3.2.1", "Returns the number of existing keys out of those specified after updating the time they were last accessed.")
@@ -115,6 +167,8 @@ pub static COMMANDS: &[Command] = &[
 
 static OBJECT_SUBS: &[Command] = &[
     Command::new("encoding", 3, READONLY, object_encoding)
+        .key_specs(&[KeySpec::at(2, &["RO"])])
+        .tips(&["nondeterministic_output"])
         .keys(2, 2, 1)
         .acl("keyspace read slow")
         .doc(
@@ -123,6 +177,8 @@ static OBJECT_SUBS: &[Command] = &[
             "Returns the internal encoding of a Redis object.",
         ),
     Command::new("freq", 3, READONLY, object_freq)
+        .key_specs(&[KeySpec::at(2, &["RO"])])
+        .tips(&["nondeterministic_output"])
         .keys(2, 2, 1)
         .acl("keyspace read slow")
         .doc(
@@ -131,6 +187,8 @@ static OBJECT_SUBS: &[Command] = &[
             "Returns the logarithmic access frequency counter of a Redis object.",
         ),
     Command::new("idletime", 3, READONLY, object_idletime)
+        .key_specs(&[KeySpec::at(2, &["RO"])])
+        .tips(&["nondeterministic_output"])
         .keys(2, 2, 1)
         .acl("keyspace read slow")
         .doc(
@@ -139,6 +197,8 @@ static OBJECT_SUBS: &[Command] = &[
             "Returns the time since the last access to a Redis object.",
         ),
     Command::new("refcount", 3, READONLY, object_refcount)
+        .key_specs(&[KeySpec::at(2, &["RO"])])
+        .tips(&["nondeterministic_output"])
         .keys(2, 2, 1)
         .acl("keyspace read slow")
         .doc(

@@ -22,6 +22,7 @@ pub mod events;
 pub mod expire;
 pub mod hashes;
 pub mod keys;
+pub mod keyspec;
 pub mod lists;
 pub mod multi;
 pub mod pubsub;
@@ -50,6 +51,8 @@ pub type CmdResult = Result<(), CmdError>;
 pub type Handler = fn(&mut Ctx, Args) -> CmdResult;
 /// Extracts key positions for commands whose keys are not first/last/step.
 pub type KeysFn = fn(Args) -> Vec<usize>;
+/// The key-spec flags of the key at a position, for `variable_flags` commands.
+pub type KeyFlagsFn = fn(Args, usize) -> Option<&'static [&'static str]>;
 
 /// Command flags (Redis 7's names, see COMMAND INFO).
 pub mod flags {
@@ -112,6 +115,15 @@ pub struct Command {
     pub complexity: &'static str,
     pub handler: Handler,
     pub subcommands: &'static [Command],
+    /// Key specs as Redis reports them; empty: derived from first/last/step
+    /// (`keyspec::derived`).
+    pub key_specs: &'static [keyspec::KeySpec],
+    /// Per-key flags for commands whose flags depend on their arguments
+    /// (`variable_flags`: SET with or without GET, SORT's STORE key);
+    /// `None` for a key falls back to the specs.
+    pub key_flags_fn: Option<KeyFlagsFn>,
+    /// Command tips (COMMAND INFO field 8), e.g. "nondeterministic_output".
+    pub tips: &'static [&'static str],
 }
 
 impl Command {
@@ -132,6 +144,9 @@ impl Command {
             complexity: "O(1)",
             handler,
             subcommands: &[],
+            key_specs: &[],
+            key_flags_fn: None,
+            tips: &[],
         }
     }
     pub const fn keys(mut self, first: i32, last: i32, step: i32) -> Command {
@@ -161,6 +176,18 @@ impl Command {
     }
     pub const fn complexity(mut self, c: &'static str) -> Command {
         self.complexity = c;
+        self
+    }
+    pub const fn key_specs(mut self, specs: &'static [keyspec::KeySpec]) -> Command {
+        self.key_specs = specs;
+        self
+    }
+    pub const fn key_flags_fn(mut self, f: KeyFlagsFn) -> Command {
+        self.key_flags_fn = Some(f);
+        self
+    }
+    pub const fn tips(mut self, tips: &'static [&'static str]) -> Command {
+        self.tips = tips;
         self
     }
     pub const fn subs(mut self, subs: &'static [Command]) -> Command {

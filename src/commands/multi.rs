@@ -37,6 +37,7 @@
 //! wrapped in `MULTI` ... `EXEC` records, as Redis propagates transactions.
 //! Blocking commands see `ClientState::in_exec` and must not block.
 
+use super::keyspec::KeySpec;
 use std::ops::Range;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::Relaxed};
 use std::sync::Arc;
@@ -72,6 +73,7 @@ pub static COMMANDS: &[Command] = &[
         .doc("transactions", "2.0.0", "Discards a transaction.")
         .complexity("O(N), when N is the number of queued commands"),
     Command::new("watch", -2, TX, watch)
+        .key_specs(&[KeySpec::at(1, &["RO"]).range(-1, 1, 0)])
         .keys(1, -1, 1)
         .acl("fast transaction")
         .doc(

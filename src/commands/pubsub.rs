@@ -9,6 +9,7 @@
 //! A RESP2 client with any subscription is in subscribed mode: only the
 //! commands of [`check_subscribed_mode`] run.
 
+use super::keyspec::KeySpec;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 
@@ -58,6 +59,9 @@ pub static COMMANDS: &[Command] = &[
             "O(N+M) where N is the number of clients subscribed to the receiving channel and M is the total number of subscribed patterns (by any client).",
         ),
     Command::new("ssubscribe", -2, SUB_FLAGS, ssubscribe)
+        .key_specs(&[
+            KeySpec::at(1, &["not_key"]).range(-1, 1, 0),
+        ])
         .keys(1, -1, 1)
         .acl("pubsub slow")
         .doc(
@@ -67,6 +71,9 @@ pub static COMMANDS: &[Command] = &[
         )
         .complexity("O(N) where N is the number of shard channels to subscribe to."),
     Command::new("sunsubscribe", -1, SUB_FLAGS, sunsubscribe)
+        .key_specs(&[
+            KeySpec::at(1, &["not_key"]).range(-1, 1, 0),
+        ])
         .keys(1, -1, 1)
         .acl("pubsub slow")
         .doc(
@@ -75,7 +82,7 @@ pub static COMMANDS: &[Command] = &[
             "Stops listening to messages posted to shard channels.",
         )
         .complexity("O(N) where N is the number of clients already subscribed to a shard channel."),
-    Command::new("spublish", 3, PUB_FLAGS, spublish)
+    Command::new("spublish", 3, PUB_FLAGS, spublish).key_specs(&[KeySpec::at(1, &["not_key"])])
         .keys(1, 1, 1)
         .acl("pubsub fast")
         .doc("pubsub", "7.0.0", "Post a message to a shard channel")

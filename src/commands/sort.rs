@@ -13,6 +13,7 @@
 //! `DEL dst` alone for an empty result): the stored list, whatever the
 //! source's iteration order, replays identically.
 
+use super::keyspec::KeySpec;
 use std::cmp::Ordering;
 
 use super::events::class;
@@ -29,11 +30,26 @@ const CX: &str = "O(N+M*log(M)) where N is the number of elements in the list or
 
 pub static COMMANDS: &[Command] = &[
     Command::new("sort", -2, WRITE | DENYOOM, sort)
+        .key_specs(&[
+            KeySpec::at(1, &["RO", "access"]),
+            KeySpec::unknown(&["RO", "access"])
+                .notes("For the optional BY/GET keyword. It is marked 'unknown' because the key names derive from the content of the key we sort"),
+            KeySpec::unknown(&["OW", "update"])
+                .notes("For the optional STORE keyword. It is marked 'unknown' because the keyword can appear anywhere in the argument array"),
+        ])
+        .keys(1, 1, 1)
         .keys_fn(sort_keys)
+        .key_flags_fn(sort_key_flags)
         .acl("write set sortedset list slow dangerous")
         .complexity(CX)
         .doc("generic", "1.0.0", DOC),
     Command::new("sort_ro", -2, READONLY, sort_ro)
+        .key_specs(&[
+            KeySpec::at(1, &["RO", "access"]),
+            KeySpec::unknown(&["RO", "access"])
+                .notes("For the optional BY/GET keyword. It is marked 'unknown' because the key names derive from the content of the key we sort"),
+        ])
+        .keys(1, 1, 1)
         .keys_fn(sort_ro_keys)
         .acl("read set sortedset list slow dangerous")
         .complexity(CX)
@@ -45,6 +61,15 @@ pub static COMMANDS: &[Command] = &[
 ];
 
 /// The source key and, with STORE, the destination.
+/// SORT reads its source and overwrites its STORE destination.
+fn sort_key_flags(_args: Args, pos: usize) -> Option<&'static [&'static str]> {
+    Some(if pos == 1 {
+        &["RO", "access"]
+    } else {
+        &["OW", "update"]
+    })
+}
+
 fn sort_keys(args: Args) -> Vec<usize> {
     let mut keys = vec![1];
     let mut i = 2;

@@ -12,6 +12,7 @@
 
 pub(crate) mod longdouble;
 
+use super::keyspec::KeySpec;
 use std::sync::atomic::Ordering::Relaxed;
 
 use super::util::{arg_i64, eq_ic};
@@ -27,74 +28,119 @@ pub static COMMANDS: &[Command] = &[
         .acl("read string fast")
         .doc(G, "1.0.0", "Returns the string value of a key."),
     Command::new("set", -3, WRITE | DENYOOM, set)
+        .key_specs(&[
+            KeySpec::at(1, &["RW", "access", "update", "variable_flags"])
+                .notes("RW and ACCESS due to the optional `GET` argument"),
+        ])
+        .key_flags_fn(set_key_flags)
         .keys(1, 1, 1)
         .acl("write string slow")
         .doc(G, "1.0.0", "Sets the string value of a key, ignoring its type. The key is created if it doesn't exist."),
     Command::new("setnx", 3, WRITE | DENYOOM | FAST, setnx)
+        .key_specs(&[
+            KeySpec::at(1, &["OW", "insert"]),
+        ])
         .keys(1, 1, 1)
         .acl("write string fast")
         .doc(G, "1.0.0", "Set the string value of a key only when the key doesn't exist."),
-    Command::new("setex", 4, WRITE | DENYOOM, setex)
+    Command::new("setex", 4, WRITE | DENYOOM, setex).key_specs(&[KeySpec::at(1, &["OW", "update"])])
         .keys(1, 1, 1)
         .acl("write string slow")
         .doc(G, "2.0.0", "Sets the string value and expiration time of a key. Creates the key if it doesn't exist."),
     Command::new("psetex", 4, WRITE | DENYOOM, psetex)
+        .key_specs(&[
+            KeySpec::at(1, &["OW", "update"]),
+        ])
         .keys(1, 1, 1)
         .acl("write string slow")
         .doc(G, "2.6.0", "Sets both string value and expiration time in milliseconds of a key. The key is created if it doesn't exist."),
-    Command::new("mget", -2, READONLY | FAST, mget)
+    Command::new("mget", -2, READONLY | FAST, mget).tips(&["request_policy:multi_shard"])
         .keys(1, -1, 1)
         .acl("read string fast")
         .complexity("O(N) where N is the number of keys to retrieve.")
         .doc(G, "1.0.0", "Atomically returns the string values of one or more keys."),
     Command::new("mset", -3, WRITE | DENYOOM, mset)
+        .key_specs(&[
+            KeySpec::at(1, &["OW", "update"]).range(-1, 2, 0),
+        ]).tips(&["request_policy:multi_shard", "response_policy:all_succeeded"])
         .keys(1, -1, 2)
         .acl("write string slow")
         .complexity("O(N) where N is the number of keys to set.")
         .doc(G, "1.0.1", "Atomically creates or modifies the string values of one or more keys."),
     Command::new("msetnx", -3, WRITE | DENYOOM, msetnx)
+        .key_specs(&[
+            KeySpec::at(1, &["OW", "insert"]).range(-1, 2, 0),
+        ]).tips(&["request_policy:multi_shard", "response_policy:agg_min"])
         .keys(1, -1, 2)
         .acl("write string slow")
         .complexity("O(N) where N is the number of keys to set.")
         .doc(G, "1.0.1", "Atomically modifies the string values of one or more keys only when all keys don't exist."),
     Command::new("getset", 3, WRITE | DENYOOM | FAST, getset)
+        .key_specs(&[
+            KeySpec::at(1, &["RW", "access", "update"]),
+        ])
         .keys(1, 1, 1)
         .acl("write string fast")
         .doc(G, "1.0.0", "Returns the previous string value of a key after setting it to a new value."),
     Command::new("getdel", 2, WRITE | FAST, getdel)
+        .key_specs(&[
+            KeySpec::at(1, &["RW", "access", "delete"]),
+        ])
         .keys(1, 1, 1)
         .acl("write string fast")
         .doc(G, "6.2.0", "Returns the string value of a key after deleting the key."),
     Command::new("getex", -2, WRITE | FAST, getex)
+        .key_specs(&[
+            KeySpec::at(1, &["RW", "access", "update"])
+                .notes("RW and UPDATE because it changes the TTL"),
+        ])
         .keys(1, 1, 1)
         .acl("write string fast")
         .doc(G, "6.2.0", "Returns the string value of a key after setting its expiration time."),
     Command::new("append", 3, WRITE | DENYOOM | FAST, append)
+        .key_specs(&[
+            KeySpec::at(1, &["RW", "insert"]),
+        ])
         .keys(1, 1, 1)
         .acl("write string fast")
         .complexity("O(1). The amortized time complexity is O(1) assuming the appended value is small and the already present value is of any size, since the dynamic string library used by Redis will double the free space available on every reallocation.")
         .doc(G, "2.0.0", "Appends a string to the value of a key. Creates the key if it doesn't exist."),
-    Command::new("strlen", 2, READONLY | FAST, strlen)
+    Command::new("strlen", 2, READONLY | FAST, strlen).key_specs(&[KeySpec::at(1, &["RO"])])
         .keys(1, 1, 1)
         .acl("read string fast")
         .doc(G, "2.2.0", "Returns the length of a string value."),
     Command::new("incr", 2, WRITE | DENYOOM | FAST, incr)
+        .key_specs(&[
+            KeySpec::at(1, &["RW", "access", "update"]),
+        ])
         .keys(1, 1, 1)
         .acl("write string fast")
         .doc(G, "1.0.0", "Increments the integer value of a key by one. Uses 0 as initial value if the key doesn't exist."),
     Command::new("decr", 2, WRITE | DENYOOM | FAST, decr)
+        .key_specs(&[
+            KeySpec::at(1, &["RW", "access", "update"]),
+        ])
         .keys(1, 1, 1)
         .acl("write string fast")
         .doc(G, "1.0.0", "Decrements the integer value of a key by one. Uses 0 as initial value if the key doesn't exist."),
     Command::new("incrby", 3, WRITE | DENYOOM | FAST, incrby)
+        .key_specs(&[
+            KeySpec::at(1, &["RW", "access", "update"]),
+        ])
         .keys(1, 1, 1)
         .acl("write string fast")
         .doc(G, "1.0.0", "Increments the integer value of a key by a number. Uses 0 as initial value if the key doesn't exist."),
     Command::new("decrby", 3, WRITE | DENYOOM | FAST, decrby)
+        .key_specs(&[
+            KeySpec::at(1, &["RW", "access", "update"]),
+        ])
         .keys(1, 1, 1)
         .acl("write string fast")
         .doc(G, "1.0.0", "Decrements a number from the integer value of a key. Uses 0 as initial value if the key doesn't exist."),
     Command::new("incrbyfloat", 3, WRITE | DENYOOM | FAST, incrbyfloat)
+        .key_specs(&[
+            KeySpec::at(1, &["RW", "access", "update"]),
+        ])
         .keys(1, 1, 1)
         .acl("write string fast")
         .doc(G, "2.6.0", "Increment the floating point value of a key by a number. Uses 0 as initial value if the key doesn't exist."),
@@ -915,6 +961,16 @@ fn lcs_reply(ctx: &mut Ctx, o: &LcsOpts, a: &[u8], b: &[u8], t: &[u32]) {
     }
     ctx.out.bulk(b"len");
     ctx.out.int(total as i64);
+}
+
+/// SET overwrites its key unless GET also reads it (COMMAND GETKEYSANDFLAGS).
+fn set_key_flags(args: Args, _pos: usize) -> Option<&'static [&'static str]> {
+    let get = args.iter().skip(3).any(|a| eq_ic(a, "get"));
+    Some(if get {
+        &["RW", "access", "update"]
+    } else {
+        &["OW", "update"]
+    })
 }
 
 #[cfg(test)]

@@ -21,6 +21,7 @@
 //! a new key from its first member, as Redis 7.0 does; ZRANK/ZREVRANK take
 //! Redis 7.2's WITHSCORE.
 
+use super::keyspec::KeySpec;
 use std::sync::atomic::Ordering::Relaxed;
 
 use hashbrown::HashMap;
@@ -87,9 +88,15 @@ pub static COMMANDS: &[Command] = &[
         "Adds one or more members to a sorted set, or updates their scores. Creates the key if it doesn't exist.",
         "O(log(N)) for each item added, where N is the number of elements in the sorted set."),
     zcmd!("zincrby", 4, WRITE | DENYOOM | FAST, zincrby, WRF, "1.2.0",
-        "Increments the score of a member in a sorted set.", LOGN),
+        "Increments the score of a member in a sorted set.", LOGN)
+            .key_specs(&[
+                KeySpec::at(1, &["RW", "access", "update"]),
+            ]),
     zcmd!("zcard", 2, READONLY | FAST, zcard, RDF, "1.2.0",
-        "Returns the number of members in a sorted set.", "O(1)"),
+        "Returns the number of members in a sorted set.", "O(1)")
+            .key_specs(&[
+                KeySpec::at(1, &["RO"]),
+            ]),
     zcmd!("zcount", 4, READONLY | FAST, zcount, RDF, "2.0.0",
         "Returns the count of members in a sorted set that have scores within a range.", LOGN),
     zcmd!("zlexcount", 4, READONLY | FAST, zlexcount, RDF, "2.8.9",
@@ -106,6 +113,10 @@ pub static COMMANDS: &[Command] = &[
     zcmd!("zrange", -4, READONLY, zrange, RD, "1.2.0",
         "Returns members in a sorted set within a range of indexes.", RANGE_CX),
     Command::new("zrangestore", -5, WRITE | DENYOOM, zrangestore)
+        .key_specs(&[
+            KeySpec::at(1, &["OW", "update"]),
+            KeySpec::at(2, &["RO", "access"]),
+        ])
         .keys(1, 2, 1)
         .acl(WR)
         .complexity("O(log(N)+M) with N being the number of elements in the sorted set and M the number of elements stored into the destination key.")
@@ -122,78 +133,132 @@ pub static COMMANDS: &[Command] = &[
         "Returns members in a sorted set within a lexicographical range in reverse order.", RANGE_CX),
     zcmd!("zrem", -3, WRITE | FAST, zrem, WRF, "1.2.0",
         "Removes one or more members from a sorted set. Deletes the sorted set if all members were removed.",
-        "O(M*log(N)) with N being the number of elements in the sorted set and M the number of elements to be removed."),
+        "O(M*log(N)) with N being the number of elements in the sorted set and M the number of elements to be removed.")
+            .key_specs(&[
+                KeySpec::at(1, &["RW", "delete"]),
+            ]),
     zcmd!("zremrangebyrank", 4, WRITE, zremrangebyrank, WR, "2.0.0",
         "Removes members in a sorted set within a range of indexes. Deletes the sorted set if all members were removed.",
-        "O(log(N)+M) with N being the number of elements in the sorted set and M the number of elements removed by the operation."),
+        "O(log(N)+M) with N being the number of elements in the sorted set and M the number of elements removed by the operation.")
+            .key_specs(&[
+                KeySpec::at(1, &["RW", "delete"]),
+            ]),
     zcmd!("zremrangebyscore", 4, WRITE, zremrangebyscore, WR, "1.2.0",
         "Removes members in a sorted set within a range of scores. Deletes the sorted set if all members were removed.",
-        "O(log(N)+M) with N being the number of elements in the sorted set and M the number of elements removed by the operation."),
+        "O(log(N)+M) with N being the number of elements in the sorted set and M the number of elements removed by the operation.")
+            .key_specs(&[
+                KeySpec::at(1, &["RW", "delete"]),
+            ]),
     zcmd!("zremrangebylex", 4, WRITE, zremrangebylex, WR, "2.8.9",
         "Removes members in a sorted set within a lexicographical range. Deletes the sorted set if all members were removed.",
-        "O(log(N)+M) with N being the number of elements in the sorted set and M the number of elements removed by the operation."),
+        "O(log(N)+M) with N being the number of elements in the sorted set and M the number of elements removed by the operation.")
+            .key_specs(&[
+                KeySpec::at(1, &["RW", "delete"]),
+            ]),
     zcmd!("zpopmin", -2, WRITE | FAST, zpopmin, WRF, "5.0.0",
         "Returns the lowest-scoring members from a sorted set after removing them. Deletes the sorted set if the last member was popped.",
-        "O(log(N)*M) with N being the number of elements in the sorted set, and M being the number of elements popped."),
+        "O(log(N)*M) with N being the number of elements in the sorted set, and M being the number of elements popped.")
+            .key_specs(&[
+                KeySpec::at(1, &["RW", "access", "delete"]),
+            ]),
     zcmd!("zpopmax", -2, WRITE | FAST, zpopmax, WRF, "5.0.0",
         "Returns the highest-scoring members from a sorted set after removing them. Deletes the sorted set if the last member was popped.",
-        "O(log(N)*M) with N being the number of elements in the sorted set, and M being the number of elements popped."),
+        "O(log(N)*M) with N being the number of elements in the sorted set, and M being the number of elements popped.")
+            .key_specs(&[
+                KeySpec::at(1, &["RW", "access", "delete"]),
+            ]),
     Command::new("bzpopmin", -3, WRITE | FAST | BLOCKING, bzpopmin)
+        .key_specs(&[
+            KeySpec::at(1, &["RW", "access", "delete"]).range(-2, 1, 0),
+        ])
         .keys(1, -2, 1)
         .acl("write sortedset fast blocking")
         .complexity("O(log(N)) with N being the number of elements in the sorted set.")
         .doc(G, "5.0.0", "Removes and returns the member with the lowest score from one or more sorted sets. Blocks until a member is available otherwise. Deletes the sorted set if the last element was popped."),
     Command::new("bzpopmax", -3, WRITE | FAST | BLOCKING, bzpopmax)
+        .key_specs(&[
+            KeySpec::at(1, &["RW", "access", "delete"]).range(-2, 1, 0),
+        ])
         .keys(1, -2, 1)
         .acl("write sortedset fast blocking")
         .complexity("O(log(N)) with N being the number of elements in the sorted set.")
         .doc(G, "5.0.0", "Removes and returns the member with the highest score from one or more sorted sets. Blocks until a member available otherwise.  Deletes the sorted set if the last element was popped."),
     Command::new("bzmpop", -5, WRITE | BLOCKING, bzmpop)
+        .key_specs(&[
+            KeySpec::at(2, &["RW", "access", "delete"]).keynum(0, 1, 1),
+        ])
         .keys_fn(keys_numkeys_at2)
         .acl("write sortedset slow blocking")
         .complexity("O(K) + O(M*log(N)) where K is the number of provided keys, N being the number of elements in the sorted set, and M being the number of elements popped.")
         .doc(G, "7.0.0", "Removes and returns a member by score from one or more sorted sets. Blocks until a member is available otherwise. Deletes the sorted set if the last element was popped."),
     Command::new("zmpop", -4, WRITE, zmpop)
+        .key_specs(&[
+            KeySpec::at(1, &["RW", "access", "delete"]).keynum(0, 1, 1),
+        ])
         .keys_fn(keys_numkeys)
         .acl(WR)
         .complexity("O(K) + O(M*log(N)) where K is the number of provided keys, N being the number of elements in the sorted set, and M being the number of elements popped.")
         .doc(G, "7.0.0", "Returns the highest- or lowest-scoring members from one or more sorted sets after removing them. Deletes the sorted set if the last member was popped."),
     zcmd!("zrandmember", -2, READONLY, zrandmember, RD, "6.2.0",
         "Returns one or more random members from a sorted set.",
-        "O(N) where N is the number of members returned"),
+        "O(N) where N is the number of members returned").tips(&["nondeterministic_output"]),
     Command::new("zunion", -3, READONLY, zunion)
+        .key_specs(&[
+            KeySpec::at(1, &["RO", "access"]).keynum(0, 1, 1),
+        ])
         .keys_fn(keys_numkeys)
         .acl(RD)
         .complexity("O(N)+O(M*log(M)) with N being the sum of the sizes of the input sorted sets, and M being the number of elements in the resulting sorted set.")
         .doc(G, "6.2.0", "Returns the union of multiple sorted sets."),
     Command::new("zunionstore", -4, WRITE | DENYOOM, zunionstore)
+        .key_specs(&[
+            KeySpec::at(1, &["OW", "update"]),
+            KeySpec::at(2, &["RO", "access"]).keynum(0, 1, 1),
+        ])
         .keys(1, 1, 1)
         .keys_fn(keys_store)
         .acl(WR)
         .complexity("O(N)+O(M log(M)) with N being the sum of the sizes of the input sorted sets, and M being the number of elements in the resulting sorted set.")
         .doc(G, "2.0.0", "Stores the union of multiple sorted sets in a key."),
     Command::new("zinter", -3, READONLY, zinter)
+        .key_specs(&[
+            KeySpec::at(1, &["RO", "access"]).keynum(0, 1, 1),
+        ])
         .keys_fn(keys_numkeys)
         .acl(RD)
         .complexity("O(N*K)+O(M*log(M)) worst case with N being the smallest input sorted set, K being the number of input sorted sets and M being the number of elements in the resulting sorted set.")
         .doc(G, "6.2.0", "Returns the intersect of multiple sorted sets."),
     Command::new("zinterstore", -4, WRITE | DENYOOM, zinterstore)
+        .key_specs(&[
+            KeySpec::at(1, &["OW", "update"]),
+            KeySpec::at(2, &["RO", "access"]).keynum(0, 1, 1),
+        ])
         .keys(1, 1, 1)
         .keys_fn(keys_store)
         .acl(WR)
         .complexity("O(N*K)+O(M*log(M)) worst case with N being the smallest input sorted set, K being the number of input sorted sets and M being the number of elements in the resulting sorted set.")
         .doc(G, "2.0.0", "Stores the intersect of multiple sorted sets in a key."),
     Command::new("zintercard", -3, READONLY, zintercard)
+        .key_specs(&[
+            KeySpec::at(1, &["RO", "access"]).keynum(0, 1, 1),
+        ])
         .keys_fn(keys_numkeys)
         .acl(RD)
         .complexity("O(N*K) worst case with N being the smallest input sorted set, K being the number of input sorted sets.")
         .doc(G, "7.0.0", "Returns the number of members of the intersect of multiple sorted sets."),
     Command::new("zdiff", -3, READONLY, zdiff)
+        .key_specs(&[
+            KeySpec::at(1, &["RO", "access"]).keynum(0, 1, 1),
+        ])
         .keys_fn(keys_numkeys)
         .acl(RD)
         .complexity("O(L + (N-K)log(N)) worst case where L is the total number of elements in all the sets, N is the size of the first set, and K is the size of the result set.")
         .doc(G, "6.2.0", "Returns the difference between multiple sorted sets."),
     Command::new("zdiffstore", -4, WRITE | DENYOOM, zdiffstore)
+        .key_specs(&[
+            KeySpec::at(1, &["OW", "update"]),
+            KeySpec::at(2, &["RO", "access"]).keynum(0, 1, 1),
+        ])
         .keys(1, 1, 1)
         .keys_fn(keys_store)
         .acl(WR)
@@ -201,7 +266,10 @@ pub static COMMANDS: &[Command] = &[
         .doc(G, "6.2.0", "Stores the difference of multiple sorted sets in a key."),
     zcmd!("zscan", -3, READONLY, zscan, RD, "2.8.0",
         "Iterates over members and scores of a sorted set.",
-        "O(1) for every call. O(N) for a complete iteration, including enough command calls for the cursor to return back to 0. N is the number of elements inside the collection."),
+        "O(1) for every call. O(N) for a complete iteration, including enough command calls for the cursor to return back to 0. N is the number of elements inside the collection.")
+            .tips(&[
+                "nondeterministic_output",
+            ]),
 ];
 
 // ---------------------------------------------------------------- helpers

@@ -5,8 +5,10 @@
 //! adds a command shows up in COMMAND, COMMAND DOCS and GETKEYS at once.
 //! Redis 7 derives a few things the table leaves implicit, and so do we:
 //! ACL categories implied by flags (write → @write, not fast → @slow, ...),
-//! the `movablekeys` flag, and key specs built from first/last/step.
+//! the `movablekeys` flag, and key specs for entries that give none
+//! (`keyspec::derived`, from first/last/step).
 
+use super::super::keyspec::{self, Begin, Find, KeySpec};
 use super::super::util::{eq_ic, glob_match, lossy};
 use super::super::{flags::*, CmdError, CmdResult, Command, CommandId, Ctx};
 use super::reply_help;
@@ -19,10 +21,12 @@ pub static SUBCOMMANDS: &[Command] = &[
         .acl("slow connection")
         .doc("server", "2.8.13", "Returns a count of commands."),
     Command::new("list", -2, CMD, list)
+        .tips(&["nondeterministic_output_order"])
         .acl("slow connection")
         .doc("server", "7.0.0", "Returns a list of command names.")
         .complexity("O(N) where N is the total number of Redis commands"),
     Command::new("info", -2, CMD, info)
+        .tips(&["nondeterministic_output_order"])
         .acl("slow connection")
         .doc(
             "server",
@@ -31,6 +35,7 @@ pub static SUBCOMMANDS: &[Command] = &[
         )
         .complexity("O(N) where N is the number of commands to look up"),
     Command::new("docs", -2, CMD, docs)
+        .tips(&["nondeterministic_output_order"])
         .acl("slow connection")
         .doc(
             "server",
@@ -152,64 +157,74 @@ pub fn acl_categories(cmd: &Command) -> Vec<&'static str> {
         .collect()
 }
 
-/// Key-spec flags as Redis names them for the command's kind of access.
-fn key_flags(cmd: &Command) -> &'static [&'static str] {
-    if cmd.flags & WRITE != 0 {
-        &["RW", "update"]
-    } else {
-        &["RO", "access"]
+fn write_key_specs(out: &mut ReplyBuf, cmd: &Command) {
+    let specs = keyspec::specs_of(cmd);
+    out.set(specs.len());
+    for spec in specs {
+        write_key_spec(out, &spec);
     }
 }
 
-fn write_key_specs(out: &mut ReplyBuf, cmd: &Command) {
-    if cmd.keys_fn.is_none() && cmd.first_key <= 0 {
-        out.set(0);
-        return;
+fn write_key_spec(out: &mut ReplyBuf, spec: &KeySpec) {
+    out.map(if spec.notes.is_empty() { 3 } else { 4 });
+    if !spec.notes.is_empty() {
+        out.bulk(b"notes");
+        out.bulk_str(spec.notes);
     }
-    out.set(1);
-    out.map(3);
     out.bulk(b"flags");
-    let kf = key_flags(cmd);
-    out.set(kf.len());
-    for f in kf {
+    out.set(spec.flags.len());
+    for f in spec.flags {
         out.simple(f);
-    }
-    if cmd.keys_fn.is_some() {
-        for name in ["begin_search", "find_keys"] {
-            out.bulk_str(name);
-            out.map(2);
-            out.bulk(b"type");
-            out.bulk(b"unknown");
-            out.bulk(b"spec");
-            out.map(0);
-        }
-        return;
     }
     out.bulk(b"begin_search");
     out.map(2);
     out.bulk(b"type");
-    out.bulk(b"index");
-    out.bulk(b"spec");
-    out.map(1);
-    out.bulk(b"index");
-    out.int(cmd.first_key as i64);
+    match spec.begin {
+        Begin::Index(i) => {
+            out.bulk(b"index");
+            out.bulk(b"spec");
+            out.map(1);
+            out.bulk(b"index");
+            out.int(i as i64);
+        }
+        Begin::Keyword(kw, from) => {
+            out.bulk(b"keyword");
+            out.bulk(b"spec");
+            out.map(2);
+            out.bulk(b"keyword");
+            out.bulk_str(kw);
+            out.bulk(b"startfrom");
+            out.int(from as i64);
+        }
+        Begin::Unknown => {
+            out.bulk(b"unknown");
+            out.bulk(b"spec");
+            out.map(0);
+        }
+    }
     out.bulk(b"find_keys");
     out.map(2);
     out.bulk(b"type");
-    out.bulk(b"range");
-    out.bulk(b"spec");
-    out.map(3);
-    out.bulk(b"lastkey");
-    let last = if cmd.last_key < 0 {
-        cmd.last_key
-    } else {
-        cmd.last_key - cmd.first_key
+    let fields: &[(&str, i32)] = match spec.find {
+        Find::Range { last, step, limit } => {
+            out.bulk(b"range");
+            &[("lastkey", last), ("keystep", step), ("limit", limit)]
+        }
+        Find::KeyNum { idx, first, step } => {
+            out.bulk(b"keynum");
+            &[("keynumidx", idx), ("firstkey", first), ("keystep", step)]
+        }
+        Find::Unknown => {
+            out.bulk(b"unknown");
+            &[]
+        }
     };
-    out.int(last as i64);
-    out.bulk(b"keystep");
-    out.int(cmd.key_step as i64);
-    out.bulk(b"limit");
-    out.int(0);
+    out.bulk(b"spec");
+    out.map(fields.len());
+    for (name, v) in fields {
+        out.bulk_str(name);
+        out.int(*v as i64);
+    }
 }
 
 /// One COMMAND INFO entry (Redis 7's ten fields), subcommands nested.
@@ -233,7 +248,10 @@ fn write_info(ctx: &mut Ctx, id: CommandId) {
     for c in cats {
         out.simple(&format!("@{c}"));
     }
-    out.set(0);
+    out.set(cmd.tips.len());
+    for t in cmd.tips {
+        out.simple(t);
+    }
     write_key_specs(out, cmd);
     let subs = sub_ids(ctx, id);
     ctx.out.set(subs.len());
@@ -417,9 +435,10 @@ fn getkeys(ctx: &mut Ctx, args: Args) -> CmdResult {
 
 fn getkeysandflags(ctx: &mut Ctx, args: Args) -> CmdResult {
     let (cmd, keys) = target_keys(ctx, args)?;
-    let kf = key_flags(cmd);
+    let line = args.slice_from(2);
     ctx.out.array(keys.len());
     for k in keys {
+        let kf = keyspec::flags_for(cmd, line, k);
         ctx.out.array(2);
         ctx.out.bulk(args.get(k + 2));
         ctx.out.set(kf.len());

@@ -6,6 +6,7 @@
 //! type, value and expiry, and the keys' digests are XOR-ed, so the result
 //! does not depend on iteration order and is all zeros for an empty dataset.
 
+use super::super::keyspec::KeySpec;
 use std::sync::atomic::Ordering::Relaxed;
 
 use super::super::util::{arg_i64, eq_ic, lossy};
@@ -19,25 +20,38 @@ const MEM: u32 = READONLY;
 
 pub static MEMORY_SUBCOMMANDS: &[Command] = &[
     Command::new("usage", -3, MEM, usage)
+        .key_specs(&[KeySpec::at(2, &["RO"])])
         .keys(2, 2, 1)
         .acl("read slow")
         .doc("server", "4.0.0", "Estimates the memory usage of a key.")
         .complexity("O(N) where N is the number of samples."),
-    Command::new("stats", 2, 0, stats).acl("slow").doc(
-        "server",
-        "4.0.0",
-        "Returns details about memory usage.",
-    ),
-    Command::new("doctor", 2, 0, doctor).acl("slow").doc(
-        "server",
-        "4.0.0",
-        "Outputs a memory problems report.",
-    ),
+    Command::new("stats", 2, 0, stats)
+        .tips(&[
+            "nondeterministic_output",
+            "request_policy:all_shards",
+            "response_policy:special",
+        ])
+        .acl("slow")
+        .doc("server", "4.0.0", "Returns details about memory usage."),
+    Command::new("doctor", 2, 0, doctor)
+        .tips(&[
+            "nondeterministic_output",
+            "request_policy:all_shards",
+            "response_policy:special",
+        ])
+        .acl("slow")
+        .doc("server", "4.0.0", "Outputs a memory problems report."),
     Command::new("malloc-stats", 2, 0, malloc_stats)
+        .tips(&[
+            "nondeterministic_output",
+            "request_policy:all_shards",
+            "response_policy:special",
+        ])
         .acl("slow")
         .doc("server", "4.0.0", "Returns the allocator statistics.")
         .complexity("Depends on how much memory is allocated, could be slow"),
     Command::new("purge", 2, 0, purge)
+        .tips(&["request_policy:all_shards", "response_policy:all_succeeded"])
         .acl("slow")
         .doc("server", "4.0.0", "Asks the allocator to release memory.")
         .complexity("Depends on how much memory is allocated, could be slow"),

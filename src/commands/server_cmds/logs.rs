@@ -15,10 +15,16 @@ const ADM: u32 = ADMIN | NOSCRIPT | LOADING | STALE;
 
 pub static SLOWLOG_SUBCOMMANDS: &[Command] = &[
     Command::new("get", -2, ADM, slowlog_get)
+        .tips(&["request_policy:all_nodes", "nondeterministic_output"])
         .acl("admin slow dangerous")
         .doc("server", "2.2.12", "Returns the slow log's entries.")
         .complexity("O(N) where N is the number of entries returned"),
     Command::new("len", 2, ADM, slowlog_len)
+        .tips(&[
+            "request_policy:all_nodes",
+            "response_policy:agg_sum",
+            "nondeterministic_output",
+        ])
         .acl("admin slow dangerous")
         .doc(
             "server",
@@ -26,6 +32,7 @@ pub static SLOWLOG_SUBCOMMANDS: &[Command] = &[
             "Returns the number of entries in the slow log.",
         ),
     Command::new("reset", 2, ADM, slowlog_reset)
+        .tips(&["request_policy:all_nodes", "response_policy:all_succeeded"])
         .acl("admin slow dangerous")
         .doc("server", "2.2.12", "Clears all entries from the slow log.")
         .complexity("O(N) where N is the number of entries in the slowlog"),
@@ -40,6 +47,11 @@ pub static SLOWLOG_SUBCOMMANDS: &[Command] = &[
 
 pub static LATENCY_SUBCOMMANDS: &[Command] = &[
     Command::new("latest", 2, ADM, latency_empty)
+        .tips(&[
+            "nondeterministic_output",
+            "request_policy:all_nodes",
+            "response_policy:special",
+        ])
         .acl("admin slow dangerous")
         .doc(
             "server",
@@ -47,6 +59,11 @@ pub static LATENCY_SUBCOMMANDS: &[Command] = &[
             "Returns the latest latency samples for all events.",
         ),
     Command::new("history", 3, ADM, latency_empty)
+        .tips(&[
+            "nondeterministic_output",
+            "request_policy:all_nodes",
+            "response_policy:special",
+        ])
         .acl("admin slow dangerous")
         .doc(
             "server",
@@ -54,6 +71,7 @@ pub static LATENCY_SUBCOMMANDS: &[Command] = &[
             "Returns timestamp-latency samples for an event.",
         ),
     Command::new("reset", -2, ADM, latency_reset)
+        .tips(&["request_policy:all_nodes", "response_policy:all_succeeded"])
         .acl("admin slow dangerous")
         .doc(
             "server",
@@ -61,6 +79,11 @@ pub static LATENCY_SUBCOMMANDS: &[Command] = &[
             "Resets the latency data for one or more events.",
         ),
     Command::new("doctor", 2, ADM, latency_doctor)
+        .tips(&[
+            "nondeterministic_output",
+            "request_policy:all_nodes",
+            "response_policy:special",
+        ])
         .acl("admin slow dangerous")
         .doc(
             "server",
@@ -68,9 +91,19 @@ pub static LATENCY_SUBCOMMANDS: &[Command] = &[
             "Returns a human-readable latency analysis report.",
         ),
     Command::new("graph", 3, ADM, latency_graph)
+        .tips(&[
+            "nondeterministic_output",
+            "request_policy:all_nodes",
+            "response_policy:special",
+        ])
         .acl("admin slow dangerous")
         .doc("server", "2.8.13", "Returns a latency graph for an event."),
     Command::new("histogram", -2, ADM, latency_histogram)
+        .tips(&[
+            "nondeterministic_output",
+            "request_policy:all_nodes",
+            "response_policy:special",
+        ])
         .acl("admin slow dangerous")
         .doc(
             "server",

@@ -28,6 +28,11 @@ const ADM: u32 = ADMIN | NOSCRIPT | LOADING | STALE;
 
 pub static COMMANDS: &[Command] = &[
     Command::new("info", -1, LOADING | STALE, info::info)
+        .tips(&[
+            "nondeterministic_output",
+            "request_policy:all_shards",
+            "response_policy:special",
+        ])
         .acl("slow dangerous")
         .doc(
             "server",
@@ -36,9 +41,11 @@ pub static COMMANDS: &[Command] = &[
         )
         .complexity("O(1)"),
     Command::new("time", 1, LOADING | STALE | FAST, time)
+        .tips(&["nondeterministic_output"])
         .acl("fast")
         .doc("server", "2.6.0", "Returns the server time."),
     Command::new("lastsave", 1, LOADING | STALE | FAST, lastsave)
+        .tips(&["nondeterministic_output"])
         .acl("fast dangerous admin")
         .doc(
             "server",
@@ -77,6 +84,7 @@ pub static COMMANDS: &[Command] = &[
         .complexity("Depends on subcommand.")
         .subs(client::SUBCOMMANDS),
     Command::new("command", -1, LOADING | STALE, command::command_all)
+        .tips(&["nondeterministic_output_order"])
         .acl("slow connection")
         .doc(
             "server",
