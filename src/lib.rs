@@ -9,6 +9,7 @@
 //! - `effects.rs`       the write-effect stream consumed by AOF/replication
 //! - `config/`          redis.conf directives, CONFIG GET/SET/REWRITE
 
+pub mod alloc;
 pub mod commands;
 pub mod config;
 pub mod effects;

@@ -7,10 +7,12 @@
 
 use mimalloc::MiMalloc;
 
+// mimalloc, with every allocation counted for INFO's used_memory.
 #[global_allocator]
-static GLOBAL: MiMalloc = MiMalloc;
+static GLOBAL: lattice::alloc::Counting<MiMalloc> = lattice::alloc::Counting(MiMalloc);
 
 fn main() {
+    lattice::alloc::mark_installed();
     let args: Vec<String> = std::env::args().skip(1).collect();
     let mut config = match lattice::config::parse::parse_args(&args) {
         Ok(lattice::config::parse::Invocation::Run(c)) => *c,

@@ -117,7 +117,10 @@ impl<'a> Ctx<'a> {
         // A replayed effect stream carries the deletions of expired keys
         // itself (as Redis replicas and AOF loading do not expire keys).
         if e.is_expired(now) && self.replay_version.is_none() {
-            shard.remove(&ks.hasher, slot.hash, key);
+            let old = shard.remove(&ks.hasher, slot.hash, key);
+            if let Some(old) = old.filter(|_| self.srv.hot.lazyfree_expire.load(Relaxed)) {
+                self.srv.lazyfree.free_entry(old);
+            }
             self.propagate_expired(db, key);
         } else if !self.client.no_touch {
             e.set_lru(lru);

@@ -35,6 +35,8 @@
 //! FLUSHDB and FLUSHALL as given (without ASYNC/SYNC). A write gives every key
 //! it creates one version, the one its effect carries.
 
+use std::sync::atomic::Ordering::Relaxed;
+
 use super::access::{lru_clock, Locked};
 use super::collscan::{parse_scan_at, rand_u64, ScanOpts};
 use super::keyspec::KeySpec;
@@ -283,13 +285,10 @@ fn parse_flush(ctx: &Ctx, args: Args) -> Result<bool, CmdError> {
     }
 }
 
-/// Frees flushed shards, on a background thread when `lazy`.
-fn free_shards(shards: Vec<Shard>, lazy: bool) {
-    if lazy && shards.iter().any(|s| !s.is_empty()) {
-        // If no thread can be started, the data is freed here instead.
-        let _ = std::thread::Builder::new()
-            .name("lattice-lazyfree".into())
-            .spawn(move || drop(shards));
+/// Frees flushed shards, on the lazyfree thread when `lazy`.
+fn free_shards(ctx: &Ctx, shards: Vec<Shard>, lazy: bool) {
+    if lazy {
+        ctx.srv.lazyfree.free_shards(shards);
     }
 }
 
@@ -310,7 +309,7 @@ fn flushdb(ctx: &mut Ctx, args: Args) -> CmdResult {
         let v = ctx.new_version();
         ctx.propagate(v, &[b"FLUSHDB"]);
     }
-    free_shards(taken, lazy);
+    free_shards(ctx, taken, lazy);
     ctx.out.ok();
     Ok(())
 }
@@ -326,7 +325,7 @@ fn flushall(ctx: &mut Ctx, args: Args) -> CmdResult {
         let v = ctx.new_version();
         ctx.propagate(v, &[b"FLUSHALL"]);
     }
-    free_shards(taken, lazy);
+    free_shards(ctx, taken, lazy);
     ctx.out.ok();
     Ok(())
 }
@@ -549,19 +548,24 @@ fn reply_scan(ctx: &mut Ctx, next: u64, keys: &[Key]) {
 // ---------------------------------------------------------------- DEL / UNLINK / EXISTS / TOUCH / TYPE
 
 fn del(ctx: &mut Ctx, args: Args) -> CmdResult {
-    del_generic(ctx, args, b"DEL")
+    let lazy = ctx.srv.hot.lazyfree_user_del.load(Relaxed);
+    del_generic(ctx, args, b"DEL", lazy)
 }
 
+/// DEL whose big values are freed on the lazyfree thread.
 fn unlink(ctx: &mut Ctx, args: Args) -> CmdResult {
-    del_generic(ctx, args, b"UNLINK")
+    del_generic(ctx, args, b"UNLINK", true)
 }
 
-fn del_generic(ctx: &mut Ctx, args: Args, name: &'static [u8]) -> CmdResult {
+fn del_generic(ctx: &mut Ctx, args: Args, name: &'static [u8], lazy: bool) -> CmdResult {
     let keys = arg_keys(args, 1);
     let mut l = ctx.open_many(keys.iter().copied());
     let mut removed: Vec<&[u8]> = vec![name];
     for k in &keys {
-        if l.remove(k).is_some() {
+        if let Some(old) = l.remove(k) {
+            if lazy {
+                ctx.srv.lazyfree.free_entry(old);
+            }
             removed.push(k);
             ctx.notify(super::events::class::GENERIC, "del", k);
         }

@@ -20,6 +20,7 @@ pub mod expire;
 pub mod hash;
 pub mod held;
 pub mod hlc;
+pub mod lazyfree;
 pub mod list;
 pub mod ordtable;
 pub mod packed;

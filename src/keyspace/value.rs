@@ -109,6 +109,22 @@ impl Value {
         }
     }
 
+    /// Allocations to release when the value is dropped (Redis's
+    /// lazyfreeGetFreeEffort): one for strings and compact encodings,
+    /// the chunks of a list, the elements of a hash table or tree.
+    pub fn free_effort(&self) -> usize {
+        match self {
+            Value::Str(_) => 1,
+            Value::List(l) => l.chunk_count(),
+            Value::Hash(h) if h.encoding() == "listpack" => 1,
+            Value::Hash(h) => h.len(),
+            Value::Set(s) if s.encoding() == "hashtable" => s.len(),
+            Value::Set(_) => 1,
+            Value::ZSet(z) if z.is_compact() => 1,
+            Value::ZSet(z) => z.len(),
+        }
+    }
+
     /// Whether the value is a collection with no elements left: Redis
     /// deletes such keys, so a command that empties one removes the key.
     pub fn is_empty_collection(&self) -> bool {

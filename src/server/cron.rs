@@ -49,6 +49,9 @@ pub async fn worker_cron(srv: Arc<Server>, worker: Rc<Worker>, index: usize, nwo
                         argv: vec![b"DEL".to_vec(), e.key.to_vec()],
                     });
                 }
+                if srv.hot.lazyfree_expire.load(Relaxed) {
+                    srv.lazyfree.free_entry(e);
+                }
             },
         );
         more_due = st.more_due;

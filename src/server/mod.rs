@@ -67,6 +67,10 @@ pub struct HotConfig {
     pub encoding: EncodingLimits,
     /// `notify-keyspace-events` as `commands::events::class` bits.
     pub notify_keyspace_events: AtomicU32,
+    /// `lazyfree-lazy-user-del`: DEL frees big values as UNLINK does.
+    pub lazyfree_user_del: AtomicBool,
+    /// `lazyfree-lazy-expire`: expired big values are freed in the background.
+    pub lazyfree_expire: AtomicBool,
 }
 
 /// The `*-max-listpack-*` / `set-max-intset-entries` thresholds: a
@@ -140,6 +144,10 @@ impl HotConfig {
             crate::commands::events::parse_classes(&c.get_str("notify-keyspace-events")),
             Relaxed,
         );
+        self.lazyfree_user_del
+            .store(c.get_bool("lazyfree-lazy-user-del"), Relaxed);
+        self.lazyfree_expire
+            .store(c.get_bool("lazyfree-lazy-expire"), Relaxed);
     }
 }
 
@@ -187,6 +195,8 @@ pub struct Server {
     /// Clients blocked on keys (BLPOP & co.), see `blocking.rs`.
     pub blocking: blocking::Registry,
     pub tracking: crate::commands::tracking::Tracking,
+    /// The background thread that frees big values and flushed databases.
+    pub lazyfree: crate::keyspace::lazyfree::LazyFree,
 }
 
 impl Server {
@@ -225,6 +235,7 @@ impl Server {
             watch: Default::default(),
             blocking: Default::default(),
             tracking: Default::default(),
+            lazyfree: Default::default(),
         })
     }
 

@@ -217,10 +217,11 @@ pub fn rss_bytes() -> u64 {
     pages * page.max(4096) as u64
 }
 
-/// Memory used; remembers the peak across calls.
+/// Heap bytes allocated (the RSS where allocations are not counted);
+/// remembers the peak across calls.
 pub fn used_memory() -> (u64, u64) {
     static PEAK: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-    let used = rss_bytes();
+    let used = crate::alloc::allocated_bytes().unwrap_or_else(rss_bytes);
     let peak = PEAK.fetch_max(used, Relaxed).max(used);
     (used, peak)
 }
@@ -256,6 +257,8 @@ fn total_system_memory() -> u64 {
 
 fn memory(srv: &Arc<Server>, o: &mut String) {
     let (used, peak) = used_memory();
+    let rss = rss_bytes();
+    let frag = rss as f64 / used.max(1) as f64;
     let cfg = srv.config.read();
     let maxmemory = cfg.get_i64("maxmemory") as u64;
     let policy = cfg
@@ -269,8 +272,8 @@ fn memory(srv: &Arc<Server>, o: &mut String) {
     kv!(o,
         "used_memory" => used,
         "used_memory_human" => human(used),
-        "used_memory_rss" => used,
-        "used_memory_rss_human" => human(used),
+        "used_memory_rss" => rss,
+        "used_memory_rss_human" => human(rss),
         "used_memory_peak" => peak,
         "used_memory_peak_human" => human(peak),
         "used_memory_peak_perc" => format!("{:.2}%", used as f64 * 100.0 / peak.max(1) as f64),
@@ -280,7 +283,7 @@ fn memory(srv: &Arc<Server>, o: &mut String) {
         "used_memory_dataset_perc" => format!("{:.2}%", dataset as f64 * 100.0 / used.max(1) as f64),
         "allocator_allocated" => used,
         "allocator_active" => used,
-        "allocator_resident" => used,
+        "allocator_resident" => rss,
         "total_system_memory" => sys,
         "total_system_memory_human" => human(sys),
         "used_memory_lua" => 31744,
@@ -301,12 +304,12 @@ fn memory(srv: &Arc<Server>, o: &mut String) {
         "maxmemory_policy" => policy,
         "allocator_frag_ratio" => "1.00",
         "allocator_frag_bytes" => 0,
-        "allocator_rss_ratio" => "1.00",
-        "allocator_rss_bytes" => 0,
+        "allocator_rss_ratio" => format!("{frag:.2}"),
+        "allocator_rss_bytes" => rss as i64 - used as i64,
         "rss_overhead_ratio" => "1.00",
         "rss_overhead_bytes" => 0,
-        "mem_fragmentation_ratio" => "1.00",
-        "mem_fragmentation_bytes" => 0,
+        "mem_fragmentation_ratio" => format!("{frag:.2}"),
+        "mem_fragmentation_bytes" => rss as i64 - used as i64,
         "mem_not_counted_for_evict" => 0,
         "mem_replication_backlog" => 0,
         "mem_total_replication_buffers" => 0,
@@ -316,8 +319,8 @@ fn memory(srv: &Arc<Server>, o: &mut String) {
         "mem_aof_buffer" => 0,
         "mem_allocator" => "mimalloc",
         "active_defrag_running" => 0,
-        "lazyfree_pending_objects" => 0,
-        "lazyfreed_objects" => 0,
+        "lazyfree_pending_objects" => srv.lazyfree.pending(),
+        "lazyfreed_objects" => srv.lazyfree.freed(),
     );
 }
 
