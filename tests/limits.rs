@@ -448,3 +448,81 @@ fn command_with_a_million_arguments() {
     writer.join().unwrap();
     assert_eq!(String::from_utf8_lossy(&got), want);
 }
+
+/// Fills a list, hash, set and sorted set of `n` elements each.
+fn fill_collections(c: &mut redis::Connection, n: usize) {
+    let mut p = redis::pipe();
+    for chunk in (0..n).collect::<Vec<_>>().chunks(1000) {
+        let mut rpush = redis::cmd("RPUSH");
+        let mut hset = redis::cmd("HSET");
+        let mut sadd = redis::cmd("SADD");
+        let mut zadd = redis::cmd("ZADD");
+        rpush.arg("l");
+        hset.arg("h");
+        sadd.arg("s");
+        zadd.arg("z");
+        for i in chunk {
+            let m = format!("element-{i:06}");
+            rpush.arg(&m);
+            hset.arg(&m).arg(i);
+            sadd.arg(&m);
+            zadd.arg(i).arg(&m);
+        }
+        p.add_command(rpush).ignore();
+        p.add_command(hset).ignore();
+        p.add_command(sadd).ignore();
+        p.add_command(zadd).ignore();
+    }
+    let _: () = p.query(c).unwrap();
+}
+
+#[test]
+fn pipelined_collection_replies_respect_the_output_limit() {
+    let s = Server::start(&["--client-output-buffer-limit", "normal 4mb 0 0"]);
+    let mut c = s.conn();
+    fill_collections(&mut c, 10_000); // replies of 150-300 KB each
+    let before = rss(&s);
+    let reads: [&[u8]; 4] = [
+        b"LRANGE l 0 -1\r\n",
+        b"HGETALL h\r\n",
+        b"SMEMBERS s\r\n",
+        b"ZRANGE z 0 -1 WITHSCORES\r\n",
+    ];
+    for (i, read) in reads.iter().enumerate() {
+        // 200 pipelined reads (30+ MB of replies) from a client that never reads.
+        let name = format!("lazyreader{i}");
+        let mut r = connect(&s);
+        r.write_all(format!("CLIENT SETNAME {name}\r\n").as_bytes())
+            .unwrap();
+        r.write_all(&read.repeat(200)).unwrap();
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while client_field(&mut c, &format!("name={name}"), "omem").is_some() {
+            assert!(std::time::Instant::now() < deadline, "{name} never closed");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        // What was sent before the close is there, then EOF: far less than asked.
+        r.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        let mut got = vec![];
+        let _ = r.read_to_end(&mut got);
+        assert!(got.len() < 20 << 20, "{name}: {} bytes", got.len());
+    }
+    let grown = rss(&s).saturating_sub(before);
+    assert!(grown < 100 << 20, "RSS grew by {grown} bytes");
+
+    // A client that reads gets every reply of a pipeline within the limit.
+    let mut p = redis::pipe();
+    for _ in 0..10 {
+        p.cmd("LRANGE").arg("l").arg(0).arg(-1);
+    }
+    let all: Vec<Vec<String>> = p.query(&mut c).unwrap();
+    assert!(all.iter().all(|l| l.len() == 10_000));
+    let z: Vec<(String, f64)> = cmd(&mut c, &["ZRANGE", "z", "-2", "-1", "WITHSCORES"]);
+    assert_eq!(
+        z,
+        [
+            ("element-009998".into(), 9998.0),
+            ("element-009999".into(), 9999.0)
+        ]
+    );
+    assert_alive(&s);
+}
