@@ -8,6 +8,8 @@ exits 0 only if every check held.
 import asyncio
 import os
 import sys
+import threading
+import time
 
 import redis
 import redis.asyncio
@@ -176,11 +178,113 @@ def run(port, proto):
     r.close()
 
 
+def run_collections(port, proto):
+    """Lists, hashes, sets, sorted sets, blocking pops, pub/sub, WATCH and
+    client-side-caching invalidations, as an application sees them."""
+    tag = f"redis-py {redis.__version__} RESP{proto}"
+    r = redis.Redis(port=port, protocol=proto, decode_responses=True)
+    other = redis.Redis(port=port, protocol=proto, decode_responses=True)
+    k = f"pycoll:{proto}:"
+    r.delete(*[k + x for x in ["l", "h", "s", "z", "q", "w", "t"]])
+
+    def lists():
+        eq(r.rpush(k + "l", "a", "b", "c"), 3)
+        eq(r.lrange(k + "l", 0, -1), ["a", "b", "c"])
+        eq(r.lpop(k + "l", 2), ["a", "b"])
+        eq(r.lpos(k + "l", "c"), 0)
+    check(f"{tag} lists", lists)
+
+    def hashes():
+        eq(r.hset(k + "h", mapping={"f1": "1", "f2": "2"}), 2)
+        eq(r.hgetall(k + "h"), {"f1": "1", "f2": "2"})
+        eq(r.hincrbyfloat(k + "h", "f1", 0.5), 1.5)
+    check(f"{tag} hashes", hashes)
+
+    def sets():
+        eq(r.sadd(k + "s", "x", "y", "z"), 3)
+        eq(r.smembers(k + "s"), {"x", "y", "z"})
+        eq(r.smismember(k + "s", ["x", "nope"]), [1, 0])
+    check(f"{tag} sets", sets)
+
+    def zsets():
+        eq(r.zadd(k + "z", {"a": 1.5, "b": 2, "c": 3}), 3)
+        pairs = lambda v: [tuple(x) for x in v]  # noqa: E731 (RESP2 tuples, RESP3 lists)
+        eq(pairs(r.zrange(k + "z", 0, 1, withscores=True)), [("a", 1.5), ("b", 2.0)])
+        eq(r.zrank(k + "z", "c"), 2)
+        eq(r.zincrby(k + "z", 1, "a"), 2.5)
+        popped = r.zpopmin(k + "z")  # RESP3 without COUNT: one flat pair
+        eq(pairs(popped) if proto == 2 else [tuple(popped)], [("b", 2.0)])
+    check(f"{tag} sorted sets", zsets)
+
+    def blocking_pop():
+        pusher = threading.Timer(0.2, lambda: other.rpush(k + "q", "job"))
+        pusher.start()
+        eq(list(r.blpop([k + "q"], timeout=5)), [k + "q", "job"])
+        pusher.join()
+        eq(r.blpop([k + "q"], timeout=0.1), None)
+    check(f"{tag} blocking pop woken by another client", blocking_pop)
+
+    def pubsub():
+        p = r.pubsub()
+        p.subscribe("pych")
+        eq(p.get_message(timeout=2)["type"], "subscribe")
+        eq(other.publish("pych", "hi"), 1)
+        msg = p.get_message(timeout=2)
+        eq((msg["type"], msg["channel"], msg["data"]), ("message", "pych", "hi"))
+        p.close()
+    check(f"{tag} pub/sub", pubsub)
+
+    def watch():
+        r.set(k + "w", "0")
+        with r.pipeline() as pipe:
+            pipe.watch(k + "w")
+            other.set(k + "w", "changed")
+            pipe.multi()
+            pipe.set(k + "w", "mine")
+            try:
+                pipe.execute()
+                raise AssertionError("EXEC ran despite a WATCHed change")
+            except redis.WatchError:
+                pass
+        eq(r.get(k + "w"), "changed")
+    check(f"{tag} WATCH aborts on a concurrent write", watch)
+
+    def tracking():
+        if proto == 3:
+            c = redis.Redis(port=port, protocol=3, single_connection_client=True)
+            got = []
+            c.connection._parser.set_invalidation_push_handler(got.append)
+            c.execute_command("CLIENT", "TRACKING", "ON")
+        else:
+            # RESP2: invalidations go to a connection subscribed to
+            # __redis__:invalidate (REDIRECT).
+            sub = redis.Redis(port=port, protocol=2).connection_pool.get_connection()
+            sub.send_command("CLIENT", "ID")
+            sub_id = sub.read_response()
+            sub.send_command("SUBSCRIBE", "__redis__:invalidate")
+            sub.read_response()
+            c = redis.Redis(port=port, protocol=2, single_connection_client=True)
+            c.execute_command("CLIENT", "TRACKING", "ON", "REDIRECT", sub_id)
+        c.set(k + "t", "1")
+        eq(c.get(k + "t"), b"1")
+        other.set(k + "t", "2")
+        if proto == 3:
+            c.ping()  # the push arrives ahead of this reply
+            eq(got, [[b"invalidate", [(k + "t").encode()]]])
+        else:
+            eq(sub.read_response(), [b"message", b"__redis__:invalidate", [(k + "t").encode()]])
+        c.close()
+    check(f"{tag} CLIENT TRACKING invalidation", tracking)
+    r.close()
+    other.close()
+
+
 def main():
     port = int(sys.argv[1] if len(sys.argv) > 1 else os.environ["LATTICE_PORT"])
     protos = [int(sys.argv[2])] if len(sys.argv) > 2 else [2, 3]
     for proto in protos:
         run(port, proto)
+        run_collections(port, proto)
     print(f"redis-py: {len(FAILED)} failed")
     sys.exit(1 if FAILED else 0)
 
