@@ -155,17 +155,17 @@ fn logfile_and_accepted_warnings() {
     let s = Server::start(&[
         "--logfile",
         log.to_str().unwrap(),
-        "--maxmemory",
-        "1gb",
+        "--hll-sparse-max-bytes",
+        "4000",
         "--active-replica",
         "yes",
     ]);
     let mut c = s.conn();
-    let _: () = cmd(&mut c, &["CONFIG", "SET", "maxmemory", "2gb"]);
+    let _: () = cmd(&mut c, &["CONFIG", "SET", "hll-sparse-max-bytes", "5000"]);
     let text = std::fs::read_to_string(&log).unwrap();
     assert!(text.contains("Ready to accept connections tcp"), "{text}");
     assert!(text.contains(" * Server initialized"), "{text}");
-    assert_eq!(text.matches("'maxmemory'").count(), 1, "{text}");
+    assert_eq!(text.matches("'hll-sparse-max-bytes'").count(), 1, "{text}");
     assert!(text.contains("'active-replica'"), "{text}");
     assert_eq!(get(&mut c, "logfile"), log.to_str().unwrap());
 }

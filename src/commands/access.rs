@@ -123,7 +123,12 @@ impl<'a> Ctx<'a> {
             }
             self.propagate_expired(db, key);
         } else if !self.client.no_touch {
-            e.set_lru(lru);
+            if self.srv.hot.maxmemory.load(Relaxed) != 0 && self.srv.hot.eviction.policy().is_lfu()
+            {
+                super::evict::lfu_touch(self.srv, e, lru);
+            } else {
+                e.set_lru(lru);
+            }
         }
     }
 }

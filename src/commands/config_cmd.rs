@@ -214,6 +214,8 @@ fn set(ctx: &mut Ctx, args: Args) -> CmdResult {
     }
     ctx.srv.hot.load(&cfg);
     drop(cfg);
+    // A lower maxmemory (or a new policy) takes effect now, as in Redis.
+    super::evict::evict_if_over(ctx);
     ctx.out.ok();
     Ok(())
 }

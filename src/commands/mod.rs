@@ -19,6 +19,7 @@ pub mod config_cmd;
 pub mod connection;
 pub mod error;
 pub mod events;
+pub mod evict;
 pub mod expire;
 pub mod hashes;
 pub mod keys;

@@ -180,6 +180,16 @@ pub fn exec_may_write(srv: &Server, client: &ClientState, name: &str) -> bool {
         })
 }
 
+/// The flags of the commands queued in the client's transaction, ORed
+/// (0 outside MULTI): the maxmemory check refuses an EXEC holding denyoom.
+pub fn queued_flags(srv: &Server, client: &ClientState) -> u32 {
+    client.multi.as_ref().map_or(0, |m| {
+        m.queue
+            .iter()
+            .fold(0, |f, q| f | srv.commands.get(q.id).flags)
+    })
+}
+
 /// RESET: leaves MULTI and forgets the watched keys.
 pub fn reset(client: &mut ClientState) {
     take_multi(client);

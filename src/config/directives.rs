@@ -443,13 +443,13 @@ pub static DIRECTIVES: &[Directive] = &[
         Percentiles,
         "50 99 99.9",
     ),
-    d("lazyfree-lazy-eviction", Bool, "no"),
-    d("lazyfree-lazy-expire", Bool, "no"),
+    d("lazyfree-lazy-eviction", Bool, "no").built(),
+    d("lazyfree-lazy-expire", Bool, "no").built(),
     d("lazyfree-lazy-server-del", Bool, "no"),
-    d("lazyfree-lazy-user-del", Bool, "no"),
-    d("lazyfree-lazy-user-flush", Bool, "no"),
-    d("lfu-decay-time", Int(0, INT), "1"),
-    d("lfu-log-factor", Int(0, INT), "10"),
+    d("lazyfree-lazy-user-del", Bool, "no").built(),
+    d("lazyfree-lazy-user-flush", Bool, "no").built(),
+    d("lfu-decay-time", Int(0, INT), "1").built(),
+    d("lfu-log-factor", Int(0, INT), "10").built(),
     d("list-compress-depth", Int(0, INT), "0"),
     d("list-max-listpack-size", Int(-INT, INT), "-2")
         .alias(&["list-max-ziplist-size"])
@@ -464,9 +464,9 @@ pub static DIRECTIVES: &[Directive] = &[
     d("masterauth", Str, ""),
     d("masteruser", Str, ""),
     d("maxclients", Int(1, UINT), "10000").built(),
-    d("maxmemory", Memory, "0"),
+    d("maxmemory", Memory, "0").built(),
     d("maxmemory-clients", MemOrPercent, "0"),
-    d("maxmemory-eviction-tenacity", Int(0, 100), "10"),
+    d("maxmemory-eviction-tenacity", Int(0, 100), "10").built(),
     d(
         "maxmemory-policy",
         Enum(&[
@@ -480,8 +480,9 @@ pub static DIRECTIVES: &[Directive] = &[
             "noeviction",
         ]),
         "noeviction",
-    ),
-    d("maxmemory-samples", Int(1, INT), "5"),
+    )
+    .built(),
+    d("maxmemory-samples", Int(1, INT), "5").built(),
     d("min-replicas-max-lag", Int(0, INT), "10").alias(&["min-slaves-max-lag"]),
     d("min-replicas-to-write", Int(0, INT), "0").alias(&["min-slaves-to-write"]),
     d("no-appendfsync-on-rewrite", Bool, "no"),

@@ -336,6 +336,16 @@ impl Shard {
         (n < self.entries.len()).then(|| self.entries.get(n))
     }
 
+    /// The key that expires first, for eviction's volatile-ttl.
+    pub fn soonest_expiring(&self) -> Option<&Entry> {
+        let &(at, hash) = self.expires.first()?;
+        let entries = &self.entries;
+        let &pos = self
+            .index
+            .find(hash, |&i| entries.get(i as usize).expire_at() == at)?;
+        Some(self.entries.get(pos as usize))
+    }
+
     /// Removes every key; returns the old contents (to drop elsewhere for ASYNC).
     pub fn take_all(&mut self) -> Shard {
         std::mem::take(self)

@@ -493,7 +493,12 @@ pub fn dispatch(
     let mark = out.len();
     out.resp = client.resp;
     let mut end = start;
-    let res = lookup_and_check(srv, client, args);
+    let res = lookup_and_check(srv, client, args).and_then(|id| {
+        let mut clock = worker.clock.borrow_mut();
+        crate::commands::evict::admit(srv, &mut clock, &worker.stats, client, id)
+            .map(|()| id)
+            .map_err(|e| (Some(id), e))
+    });
     // In MULTI, commands are queued (Ok(None)) instead of run.
     let res = crate::commands::multi::intercept(srv, client, out, args, res);
     let (id, result, usec) = match res {

@@ -71,6 +71,9 @@ pub struct HotConfig {
     pub lazyfree_user_del: AtomicBool,
     /// `lazyfree-lazy-expire`: expired big values are freed in the background.
     pub lazyfree_expire: AtomicBool,
+    /// `maxmemory` in bytes (0: no limit) and how to stay under it.
+    pub maxmemory: AtomicU64,
+    pub eviction: crate::commands::evict::EvictionConfig,
 }
 
 /// The `*-max-listpack-*` / `set-max-intset-entries` thresholds: a
@@ -148,6 +151,9 @@ impl HotConfig {
             .store(c.get_bool("lazyfree-lazy-user-del"), Relaxed);
         self.lazyfree_expire
             .store(c.get_bool("lazyfree-lazy-expire"), Relaxed);
+        self.maxmemory
+            .store(c.get_i64("maxmemory").max(0) as u64, Relaxed);
+        self.eviction.load(c);
     }
 }
 

@@ -30,6 +30,7 @@ pub struct WorkerStats {
     pub keyspace_hits: AtomicU64,
     pub keyspace_misses: AtomicU64,
     pub expired_keys: AtomicU64,
+    pub evicted_keys: AtomicU64,
     pub dirty: AtomicU64,
     pub net_input_bytes: AtomicU64,
     pub net_output_bytes: AtomicU64,
@@ -45,6 +46,7 @@ impl WorkerStats {
             keyspace_hits: AtomicU64::new(0),
             keyspace_misses: AtomicU64::new(0),
             expired_keys: AtomicU64::new(0),
+            evicted_keys: AtomicU64::new(0),
             dirty: AtomicU64::new(0),
             net_input_bytes: AtomicU64::new(0),
             net_output_bytes: AtomicU64::new(0),
@@ -86,6 +88,10 @@ impl WorkerStats {
         bump(&self.expired_keys, n);
     }
     #[inline]
+    pub fn add_evicted(&self, n: u64) {
+        bump(&self.evicted_keys, n);
+    }
+    #[inline]
     pub fn add_dirty(&self, n: u64) {
         bump(&self.dirty, n);
     }
@@ -108,6 +114,7 @@ impl WorkerStats {
             &self.keyspace_hits,
             &self.keyspace_misses,
             &self.expired_keys,
+            &self.evicted_keys,
             &self.net_input_bytes,
             &self.net_output_bytes,
         ] {

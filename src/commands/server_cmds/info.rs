@@ -416,7 +416,7 @@ fn stats(srv: &Arc<Server>, w: &[Arc<WorkerStats>], o: &mut String) {
         "expired_stale_perc" => "0.00",
         "expired_time_cap_reached_count" => 0,
         "expire_cycle_cpu_milliseconds" => 0,
-        "evicted_keys" => 0,
+        "evicted_keys" => sum(w, |s| &s.evicted_keys),
         "evicted_clients" => 0,
         "total_eviction_exceeded_time" => 0,
         "current_eviction_exceeded_time" => 0,

@@ -1,0 +1,347 @@
+//! maxmemory: eviction and OOM replies (Redis's evict.c and the OOM check
+//! of processCommand).
+//!
+//! Before each command, when `maxmemory` is set and the allocator's count
+//! (`alloc::allocated_bytes`, INFO's used_memory) is over it, [`admit`]
+//! evicts keys by `maxmemory-policy` until memory is under the limit or the
+//! time budget (`maxmemory-eviction-tenacity`) runs out. If nothing can be
+//! evicted (noeviction, or no key qualifies) memory stays over the limit and
+//! commands flagged `denyoom` get Redis's OOM error, as does an EXEC whose
+//! transaction holds one (answered with EXECABORT, the transaction dropped).
+//! Commands that do not grow memory (reads, DEL) always run.
+//!
+//! Victims are chosen as Redis approximates LRU/LFU: sample
+//! `maxmemory-samples` keys from random shards of databases that have keys
+//! and evict the best of them (idlest, least frequently used, soonest to
+//! expire, or any). Redis also keeps a pool of good candidates between
+//! rounds; we sample afresh each time, which is a little less precise.
+//! An evicted key is propagated as DEL, notified as `evicted`, breaks
+//! WATCH and counts in INFO's evicted_keys.
+
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU8, AtomicUsize};
+use std::time::{Duration, Instant};
+
+use super::collscan::rand_u64;
+use super::events::{class, notify_keyspace};
+use super::flags::DENYOOM;
+use super::{CmdError, CommandId};
+use crate::config::Config;
+use crate::keyspace::hlc::Hlc;
+use crate::keyspace::{Entry, Key, SHARDS};
+use crate::server::client::ClientState;
+use crate::server::stats::WorkerStats;
+use crate::server::Server;
+
+/// `maxmemory-policy`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Policy {
+    NoEviction,
+    AllKeysLru,
+    AllKeysLfu,
+    AllKeysRandom,
+    VolatileLru,
+    VolatileLfu,
+    VolatileRandom,
+    VolatileTtl,
+}
+
+impl Policy {
+    const ALL: [(&'static str, Policy); 8] = [
+        ("noeviction", Policy::NoEviction),
+        ("allkeys-lru", Policy::AllKeysLru),
+        ("allkeys-lfu", Policy::AllKeysLfu),
+        ("allkeys-random", Policy::AllKeysRandom),
+        ("volatile-lru", Policy::VolatileLru),
+        ("volatile-lfu", Policy::VolatileLfu),
+        ("volatile-random", Policy::VolatileRandom),
+        ("volatile-ttl", Policy::VolatileTtl),
+    ];
+
+    fn volatile_only(self) -> bool {
+        matches!(
+            self,
+            Policy::VolatileLru
+                | Policy::VolatileLfu
+                | Policy::VolatileRandom
+                | Policy::VolatileTtl
+        )
+    }
+
+    pub fn is_lfu(self) -> bool {
+        matches!(self, Policy::AllKeysLfu | Policy::VolatileLfu)
+    }
+}
+
+/// The eviction directives, mirrored from the config for the hot path.
+#[derive(Default)]
+pub struct EvictionConfig {
+    policy: AtomicU8,
+    samples: AtomicUsize,
+    tenacity: AtomicU32,
+    lazy: AtomicBool,
+    lfu_log_factor: AtomicU32,
+    lfu_decay_time: AtomicU32,
+}
+
+impl EvictionConfig {
+    pub fn load(&self, c: &Config) {
+        let name = c.get_str("maxmemory-policy");
+        let i = Policy::ALL
+            .iter()
+            .position(|(n, _)| *n == name)
+            .unwrap_or(0);
+        self.policy.store(i as u8, Relaxed);
+        let int = |k: &str| c.get_i64(k).max(0) as u32;
+        self.samples
+            .store(int("maxmemory-samples").max(1) as usize, Relaxed);
+        self.tenacity
+            .store(int("maxmemory-eviction-tenacity"), Relaxed);
+        self.lazy
+            .store(c.get_bool("lazyfree-lazy-eviction"), Relaxed);
+        self.lfu_log_factor.store(int("lfu-log-factor"), Relaxed);
+        self.lfu_decay_time.store(int("lfu-decay-time"), Relaxed);
+    }
+
+    pub fn policy(&self) -> Policy {
+        Policy::ALL[self.policy.load(Relaxed) as usize % Policy::ALL.len()].1
+    }
+
+    /// Time one command may spend evicting (Redis's evictionTimeLimitUs:
+    /// 50 us per tenacity step up to 10, then growing 15% a step; 100 means
+    /// no limit).
+    fn budget(&self) -> Duration {
+        let t = self.tenacity.load(Relaxed);
+        if t >= 100 {
+            return Duration::MAX;
+        }
+        let us = if t <= 10 {
+            50 * t as u64
+        } else {
+            (500.0 * 1.15f64.powi(t as i32 - 10)) as u64
+        };
+        Duration::from_micros(us.max(1))
+    }
+}
+
+/// Redis's OOM error.
+pub fn oom_error() -> CmdError {
+    CmdError::Msg("OOM command not allowed when used memory > 'maxmemory'.".into())
+}
+
+/// Bytes used, as eviction counts them: the allocator's count (0, so no
+/// eviction, in a build without the counting allocator).
+fn used_memory() -> u64 {
+    crate::alloc::allocated_bytes().unwrap_or(0)
+}
+
+/// The maxmemory check before a command: evicts if over the limit, and
+/// refuses commands that would grow memory when that is not enough.
+pub fn admit(
+    srv: &Server,
+    clock: &mut Hlc,
+    stats: &WorkerStats,
+    client: &mut ClientState,
+    id: CommandId,
+) -> Result<(), CmdError> {
+    let limit = srv.hot.maxmemory.load(Relaxed);
+    if limit == 0 || used_memory() <= limit || evict(srv, clock, stats, limit) {
+        return Ok(());
+    }
+    let cmd = srv.commands.get(id);
+    if cmd.flags & DENYOOM != 0 {
+        return Err(oom_error());
+    }
+    if cmd.name == "exec" && super::multi::queued_flags(srv, client) & DENYOOM != 0 {
+        super::multi::reset(client);
+        return Err(CmdError::Msg(format!(
+            "EXECABORT Transaction discarded because of: {}",
+            oom_error().render()
+        )));
+    }
+    Ok(())
+}
+
+/// Evicts now if memory is over `maxmemory` (after CONFIG SET).
+pub fn evict_if_over(ctx: &mut super::Ctx) {
+    let limit = ctx.srv.hot.maxmemory.load(Relaxed);
+    if limit != 0 && used_memory() > limit {
+        evict(ctx.srv, ctx.clock, ctx.stats, limit);
+    }
+}
+
+/// Evicts keys until memory is under `limit`; false if it could not get
+/// there because nothing (more) can be evicted. Running out of time with
+/// progress made counts as success, as in Redis (EVICT_RUNNING).
+fn evict(srv: &Server, clock: &mut Hlc, stats: &WorkerStats, limit: u64) -> bool {
+    let cfg = &srv.hot.eviction;
+    let policy = cfg.policy();
+    if policy == Policy::NoEviction {
+        return false;
+    }
+    let start = Instant::now();
+    let budget = cfg.budget();
+    let dbs = dbs_with_keys(srv, policy);
+    loop {
+        let Some((db, key)) = pick_victim(srv, policy, &dbs) else {
+            return false;
+        };
+        evict_key(srv, clock, stats, db, &key);
+        if used_memory() <= limit {
+            return true;
+        }
+        if start.elapsed() >= budget {
+            return true;
+        }
+    }
+}
+
+/// Databases holding keys the policy may evict. Finding out locks every
+/// shard of the empty ones, so each thread keeps the answer for 100 ms
+/// (a database that fills meanwhile waits that long to be sampled).
+fn dbs_with_keys(srv: &Server, policy: Policy) -> Vec<usize> {
+    thread_local! {
+        static CACHE: std::cell::RefCell<Option<(Instant, Policy, Vec<usize>)>> =
+            const { std::cell::RefCell::new(None) };
+    }
+    CACHE.with(|c| {
+        let mut c = c.borrow_mut();
+        if let Some((at, p, dbs)) = c.as_ref() {
+            if *p == policy && at.elapsed() < Duration::from_millis(100) && !dbs.is_empty() {
+                return dbs.clone();
+            }
+        }
+        let dbs = scan_dbs(srv, policy);
+        *c = Some((Instant::now(), policy, dbs.clone()));
+        dbs
+    })
+}
+
+fn scan_dbs(srv: &Server, policy: Policy) -> Vec<usize> {
+    let ks = &srv.keyspace;
+    (0..ks.num_dbs())
+        .filter(|&db| {
+            let d = ks.db(db);
+            (0..SHARDS).any(|s| {
+                let g = d.lock(s);
+                if policy.volatile_only() {
+                    g.volatile_len() > 0
+                } else {
+                    !g.is_empty()
+                }
+            })
+        })
+        .collect()
+}
+
+/// The best of `maxmemory-samples` sampled keys, by the policy.
+fn pick_victim(srv: &Server, policy: Policy, dbs: &[usize]) -> Option<(usize, Key)> {
+    if dbs.is_empty() {
+        return None;
+    }
+    let samples = srv.hot.eviction.samples.load(Relaxed);
+    let now_lru = crate::commands::access::lru_clock(crate::keyspace::hlc::unix_ms());
+    let decay = srv.hot.eviction.lfu_decay_time.load(Relaxed);
+    let mut best: Option<(u64, usize, Key)> = None;
+    let mut tries = 0;
+    let mut taken = 0;
+    while taken < samples && tries < samples * 64 {
+        tries += 1;
+        let db = dbs[rand_u64() as usize % dbs.len()];
+        let g = srv.keyspace.db(db).lock(rand_u64() as usize % SHARDS);
+        let Some(e) = sample(&g, policy) else {
+            continue;
+        };
+        taken += 1;
+        let score = match policy {
+            Policy::AllKeysLru | Policy::VolatileLru => idle(e, now_lru) as u64,
+            Policy::AllKeysLfu | Policy::VolatileLfu => 255 - lfu_decayed(e, now_lru, decay) as u64,
+            Policy::VolatileTtl => u64::MAX - e.expire_at(),
+            _ => rand_u64(),
+        };
+        if best.as_ref().is_none_or(|b| score > b.0) {
+            best = Some((score, db, e.key.clone()));
+        }
+    }
+    best.map(|(_, db, key)| (db, key))
+}
+
+/// A candidate from one shard: a random key, or for volatile policies a key
+/// with a TTL (the soonest to expire when random picks miss).
+fn sample(g: &crate::keyspace::Shard, policy: Policy) -> Option<&Entry> {
+    if g.is_empty() {
+        return None;
+    }
+    if !policy.volatile_only() {
+        return g.nth(rand_u64() as usize % g.len());
+    }
+    if g.volatile_len() == 0 {
+        return None;
+    }
+    if policy != Policy::VolatileTtl {
+        for _ in 0..4 {
+            let e = g.nth(rand_u64() as usize % g.len())?;
+            if e.expire_at() != 0 {
+                return Some(e);
+            }
+        }
+    }
+    g.soonest_expiring()
+}
+
+fn evict_key(srv: &Server, clock: &mut Hlc, stats: &WorkerStats, db: usize, key: &[u8]) {
+    let ks = &srv.keyspace;
+    let slot = ks.slot(key);
+    let mut g = ks.db(db).lock(slot.shard);
+    let Some(old) = g.remove(&ks.hasher, slot.hash, key) else {
+        return; // gone meanwhile
+    };
+    notify_keyspace(srv, db, class::EVICTED, "evicted", key, 0);
+    stats.add_evicted(1);
+    stats.add_dirty(1);
+    srv.watch.touch_expired(db, key);
+    if srv.effects.enabled() {
+        srv.effects.emit(crate::effects::Effect {
+            db,
+            version: clock.now(),
+            argv: vec![b"DEL".to_vec(), key.to_vec()],
+        });
+    }
+    drop(g);
+    if srv.hot.eviction.lazy.load(Relaxed) {
+        srv.lazyfree.free_entry(old);
+    }
+}
+
+/// Seconds since the key was last touched (the LRU clock wraps at 24 bits).
+fn idle(e: &Entry, now_lru: u32) -> u32 {
+    now_lru.wrapping_sub(e.lru()) & 0xFF_FFFF
+}
+
+/// The LFU counter after decay: one step down per `lfu-decay-time` minutes
+/// since the last access (Redis's LFUDecrAndReturn).
+pub fn lfu_decayed(e: &Entry, now_lru: u32, decay_minutes: u32) -> u8 {
+    let c = e.lfu();
+    if decay_minutes == 0 {
+        return c;
+    }
+    let periods = idle(e, now_lru) / 60 / decay_minutes;
+    c.saturating_sub(periods.min(255) as u8)
+}
+
+/// An access under an LFU policy: decay, then a logarithmic increment
+/// (Redis's updateLFU / LFULogIncr), and the access time for the next decay.
+pub fn lfu_touch(srv: &Server, e: &mut Entry, now_lru: u32) {
+    let cfg = &srv.hot.eviction;
+    let mut c = lfu_decayed(e, now_lru, cfg.lfu_decay_time.load(Relaxed));
+    if c < 255 {
+        let base = c.saturating_sub(5) as f64;
+        let p = 1.0 / (base * cfg.lfu_log_factor.load(Relaxed) as f64 + 1.0);
+        let r = (rand_u64() >> 11) as f64 / (1u64 << 53) as f64;
+        if r < p {
+            c += 1;
+        }
+    }
+    e.set_lfu(c);
+    e.set_lru(now_lru);
+}

@@ -1,0 +1,113 @@
+//! maxmemory: OOM replies under noeviction, eviction that keeps used_memory
+//! near the limit, and which keys each policy chooses.
+
+mod common;
+use common::*;
+
+fn used_memory(c: &mut redis::Connection) -> u64 {
+    let info: String = cmd(c, &["INFO", "memory"]);
+    info.lines()
+        .find_map(|l| l.strip_prefix("used_memory:"))
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap()
+}
+
+fn evicted_keys(c: &mut redis::Connection) -> u64 {
+    let info: String = cmd(c, &["INFO", "stats"]);
+    info.lines()
+        .find_map(|l| l.strip_prefix("evicted_keys:"))
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap()
+}
+
+/// SETs `n` keys `prefix:i` of 1 KB, with `ttl` seconds when given;
+/// returns the first error reply, if any.
+fn fill(c: &mut redis::Connection, prefix: &str, n: usize, ttl: Option<u64>) -> Option<String> {
+    let value = "v".repeat(1000);
+    for i in 0..n {
+        let key = format!("{prefix}:{i}");
+        let mut set = redis::cmd("SET");
+        set.arg(&key).arg(&value);
+        if let Some(t) = ttl {
+            set.arg("EX").arg(t);
+        }
+        if let Err(e) = set.query::<()>(c) {
+            return Some(e.to_string());
+        }
+    }
+    None
+}
+
+/// Sets maxmemory to what is used now plus `headroom` bytes.
+fn limit_to_now_plus(c: &mut redis::Connection, headroom: u64) -> u64 {
+    let limit = used_memory(c) + headroom;
+    let _: () = cmd(c, &["CONFIG", "SET", "maxmemory", &limit.to_string()]);
+    limit
+}
+
+#[test]
+fn noeviction_refuses_writes_that_grow_memory() {
+    let s = Server::start(&[]);
+    let mut c = s.conn();
+    let _: () = cmd(&mut c, &["SET", "keep", "1"]);
+    limit_to_now_plus(&mut c, 1 << 20);
+    let err = fill(&mut c, "k", 5000, None).expect("writes refused once over the limit");
+    // (The redis crate shows the code as "OOM:".)
+    assert!(
+        err.starts_with("OOM")
+            && err.ends_with("command not allowed when used memory > 'maxmemory'."),
+        "{err}"
+    );
+    // Reads and deletes still run, and deleting makes room again.
+    assert_eq!(cmd::<String>(&mut c, &["GET", "keep"]), "1");
+    let keys: Vec<String> = cmd(&mut c, &["KEYS", "k:*"]);
+    let mut del = vec!["DEL"];
+    del.extend(keys.iter().map(|k| k.as_str()));
+    let n: usize = cmd(&mut c, &del);
+    assert_eq!(n, keys.len());
+    let _: () = cmd(&mut c, &["SET", "after", "x"]);
+    assert_eq!(evicted_keys(&mut c), 0);
+
+    // A volatile policy with no volatile keys has nothing to evict either.
+    let _: () = cmd(
+        &mut c,
+        &["CONFIG", "SET", "maxmemory-policy", "volatile-lru"],
+    );
+    let err = fill(&mut c, "p", 5000, None).expect("no volatile keys to evict");
+    assert!(err.starts_with("OOM"), "{err}");
+}
+
+#[test]
+fn allkeys_eviction_keeps_memory_near_the_limit() {
+    let s = Server::start(&["--maxmemory-policy", "allkeys-random"]);
+    let mut c = s.conn();
+    let limit = limit_to_now_plus(&mut c, 2 << 20);
+    assert_eq!(fill(&mut c, "k", 20_000, None), None); // ~20 MB through a 2 MB window
+    let used = used_memory(&mut c);
+    assert!(
+        used <= limit + (256 << 10),
+        "used {used} over limit {limit}"
+    );
+    let evicted = evicted_keys(&mut c);
+    let size: u64 = cmd(&mut c, &["DBSIZE"]);
+    assert_eq!(size + evicted, 20_000);
+    assert!(evicted > 10_000, "evicted {evicted}");
+}
+
+#[test]
+fn volatile_ttl_evicts_the_keys_expiring_first() {
+    let s = Server::start(&["--maxmemory-policy", "volatile-ttl"]);
+    let mut c = s.conn();
+    assert_eq!(fill(&mut c, "persistent", 100, None), None);
+    assert_eq!(fill(&mut c, "long", 100, Some(100_000)), None);
+    limit_to_now_plus(&mut c, 2 << 20);
+    assert_eq!(fill(&mut c, "short", 10_000, Some(1000)), None);
+    assert!(evicted_keys(&mut c) > 5_000);
+    let persistent: Vec<String> = cmd(&mut c, &["KEYS", "persistent:*"]);
+    let long: Vec<String> = cmd(&mut c, &["KEYS", "long:*"]);
+    assert_eq!((persistent.len(), long.len()), (100, 100));
+}
