@@ -35,6 +35,9 @@ pub fn parse_f64(a: &[u8]) -> Option<f64> {
             if lower.contains("nan") || lower.contains("inf") {
                 return None;
             }
+            if let Some(v) = parse_hex_f64(&lower) {
+                return Some(v);
+            }
             // Rust accepts forms C does not ("1_0" no; ".5", "5." yes in both).
             lower.parse::<f64>().ok()?
         }
@@ -44,6 +47,36 @@ pub fn parse_f64(a: &[u8]) -> Option<f64> {
     } else {
         Some(v)
     }
+}
+
+/// C's hexadecimal floats, which strtod accepts (`0x10`, `-0x1.8p3`):
+/// `[sign]0x<hex digits>[.<hex digits>][p[sign]<decimal exponent>]`,
+/// already lower-cased. None if `s` is not one.
+fn parse_hex_f64(s: &str) -> Option<f64> {
+    let (neg, rest) = match s.as_bytes().first()? {
+        b'-' => (true, &s[1..]),
+        b'+' => (false, &s[1..]),
+        _ => (false, s),
+    };
+    let body = rest.strip_prefix("0x")?;
+    let (digits, exp) = match body.split_once('p') {
+        Some((d, e)) => (d, e.parse::<i32>().ok()?),
+        None => (body, 0),
+    };
+    let (int, frac) = digits.split_once('.').unwrap_or((digits, ""));
+    if int.is_empty() && frac.is_empty() {
+        return None;
+    }
+    let mut m = 0f64;
+    for c in int.chars().chain(frac.chars()) {
+        m = m * 16.0 + c.to_digit(16)? as f64;
+    }
+    let scale = exp.checked_sub(4 * frac.len() as i32)?;
+    let v = m * 2f64.powi(scale);
+    if v.is_infinite() {
+        return None; // out of range, as strtod's ERANGE
+    }
+    Some(if neg { -v } else { v })
 }
 
 /// Case-insensitive comparison of an argument with an ASCII keyword.
@@ -176,6 +209,22 @@ fn glob_rec(p: &[u8], s: &[u8], nocase: bool, depth: usize, skip: &mut bool) -> 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn hex_floats_parse_as_strtod() {
+        for (s, v) in [
+            ("0x10", 16.0),
+            ("-0x1p2", -4.0),
+            ("0x1.8p1", 3.0),
+            ("0x.8", 0.5),
+            ("0X1P-1", 0.5),
+        ] {
+            assert_eq!(parse_f64(s.as_bytes()), Some(v), "{s}");
+        }
+        for s in ["0x", "0xg", "0x1p", "0x1p2.5", "0x1p99999"] {
+            assert_eq!(parse_f64(s.as_bytes()), None, "{s}");
+        }
+    }
 
     #[test]
     fn globs() {
