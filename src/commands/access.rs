@@ -123,8 +123,8 @@ impl<'a> Ctx<'a> {
             }
             self.propagate_expired(db, key);
         } else if !self.client.no_touch {
-            if self.srv.hot.maxmemory.load(Relaxed) != 0 && self.srv.hot.eviction.policy().is_lfu()
-            {
+            // An LFU policy counts accesses, with or without a maxmemory.
+            if self.srv.hot.eviction.policy().is_lfu() {
                 super::evict::lfu_touch(self.srv, e, lru);
             } else {
                 e.set_lru(lru);

@@ -856,11 +856,12 @@ fn object_encoding(ctx: &mut Ctx, args: Args) -> CmdResult {
 }
 
 fn object_freq(ctx: &mut Ctx, args: Args) -> CmdResult {
-    with_object(ctx, args, |_, policy, e| {
+    with_object(ctx, args, |ctx, policy, e| {
         if !policy.lfu {
             return Err(CmdError::err("An LFU maxmemory policy is not selected, access frequency not tracked. Please note that when switching between policies at runtime LRU and LFU data will take some time to adjust."));
         }
-        Ok(e.lfu() as i64)
+        let decay = ctx.srv.config.read().get_i64("lfu-decay-time").max(0) as u32;
+        Ok(super::evict::lfu_decayed(e, lru_clock(ctx.now_ms), decay) as i64)
     })
 }
 
