@@ -590,3 +590,18 @@ fn resp3_replies_and_kill_filters() {
     assert!(r.closed());
     assert!(redis::cmd("PING").query::<String>(&mut c).is_err());
 }
+
+#[test]
+fn debug_is_disabled_unless_enabled() {
+    let s = Server::start(&["--enable-debug-command", "no"]);
+    let mut c = s.conn();
+    assert_eq!(
+        cmd_err(&mut c, &["DEBUG", "SLEEP", "0"]),
+        "ERR DEBUG command not allowed. If the enable-debug-command option is set to \"local\", \
+         you can run it from a local connection, otherwise you need to set this option in the \
+         configuration file, and then restart the server."
+    );
+    let s = Server::start(&["--enable-debug-command", "local"]);
+    let mut c = s.conn();
+    let _: () = cmd(&mut c, &["DEBUG", "SLEEP", "0"]);
+}

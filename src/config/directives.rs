@@ -416,7 +416,9 @@ pub static DIRECTIVES: &[Directive] = &[
     d("databases", Int(1, INT), "16").built().imm(),
     d("disable-thp", Bool, "yes").imm(),
     d("dynamic-hz", Bool, "yes"),
-    d("enable-debug-command", Enum(&["no", "yes", "local"]), "no").imm(),
+    d("enable-debug-command", Enum(&["no", "yes", "local"]), "no")
+        .imm()
+        .built(),
     d("enable-module-command", Enum(&["no", "yes", "local"]), "no").imm(),
     d(
         "enable-protected-configs",

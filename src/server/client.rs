@@ -46,6 +46,8 @@ pub enum ReplyMode {
 /// Per-connection state owned by the connection's task.
 pub struct ClientState {
     pub id: u64,
+    /// Connected over loopback or a unix socket (`enable-debug-command local`).
+    pub local: bool,
     pub db: usize,
     pub resp: u8,
     pub authenticated: bool,
@@ -80,6 +82,7 @@ impl ClientState {
     pub fn new(id: u64) -> Self {
         ClientState {
             id,
+            local: true,
             db: 0,
             resp: 2,
             authenticated: true,

@@ -264,6 +264,7 @@ async fn serve_stream<T>(
     let (tx, mut rx) = mpsc::unbounded_channel();
     let shared = srv.clients.register(id, addr, laddr, fd, unix_ms(), tx);
     let mut client = ClientState::new(id);
+    client.local = addr.is_none_or(|a| a.ip().is_loopback());
     client.authenticated = srv.hot.requirepass.read().is_none();
     client.shared = Some(shared.clone());
     let mut qb = QueryBuf::new();
@@ -617,9 +618,24 @@ fn lookup_and_check(
     if !client.authenticated && cmd.flags & flags::NO_AUTH == 0 {
         return Err((Some(id), CmdError::NoAuth));
     }
+    if cmd.name == "debug" {
+        debug_allowed(srv, client).map_err(|e| (Some(id), e))?;
+    }
     crate::commands::pubsub::check_subscribed_mode(client, &srv.commands.full_names[id])
         .map_err(|e| (Some(id), e))?;
     Ok(id)
+}
+
+/// `enable-debug-command`: DEBUG runs only when it is `yes`, or `local` and
+/// the client is on loopback or a unix socket (Redis 7's default is `no`).
+fn debug_allowed(srv: &Server, client: &ClientState) -> Result<(), CmdError> {
+    let setting = srv.config.read().get_str("enable-debug-command");
+    if setting == "yes" || (setting == "local" && client.local) {
+        return Ok(());
+    }
+    Err(CmdError::err(
+        "DEBUG command not allowed. If the enable-debug-command option is set to \"local\", you can run it from a local connection, otherwise you need to set this option in the configuration file, and then restart the server.",
+    ))
 }
 
 pub(crate) fn feed_monitors(srv: &Server, client: &ClientState, args: Args) {

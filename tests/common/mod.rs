@@ -44,6 +44,11 @@ impl Server {
                 .arg(port.to_string())
                 .arg("--dir")
                 .arg(&dir);
+            // Tests use DEBUG (Redis 7 disables it by default); a test
+            // about that setting passes its own.
+            if !extra.contains(&"--enable-debug-command") {
+                cmd.args(["--enable-debug-command", "local"]);
+            }
             cmd.args(extra);
             cmd.stdout(Stdio::null()).stderr(Stdio::null());
             let child = cmd.spawn().expect("start lattice-server");
