@@ -605,3 +605,44 @@ fn debug_is_disabled_unless_enabled() {
     let mut c = s.conn();
     let _: () = cmd(&mut c, &["DEBUG", "SLEEP", "0"]);
 }
+
+#[test]
+fn debug_populate_and_protocol() {
+    let s = Server::start(&[]);
+    let mut c = s.conn();
+    let _: () = cmd(&mut c, &["SET", "p:0", "mine"]);
+    let _: () = cmd(&mut c, &["DEBUG", "POPULATE", "3", "p", "10"]);
+    assert_eq!(cmd::<String>(&mut c, &["GET", "p:0"]), "mine"); // existing keys stay
+    assert_eq!(cmd::<Vec<u8>>(&mut c, &["GET", "p:2"]), b"value:2\0\0\0");
+    let _: () = cmd(&mut c, &["DEBUG", "POPULATE", "2"]);
+    assert_eq!(cmd::<String>(&mut c, &["GET", "key:1"]), "value:1");
+    assert_eq!(
+        cmd_err(&mut c, &["DEBUG", "POPULATE", "-1"]),
+        "ERR value is out of range, must be positive"
+    );
+    let mut r = s.raw();
+    for (kind, want) in [
+        ("bignum", "$37\r\n1234567999999999999999999999999999999\r\n"),
+        ("map", "*6\r\n:0\r\n:0\r\n:1\r\n:1\r\n:2\r\n:0\r\n"),
+        (
+            "attrib",
+            "$39\r\nSome real reply following the attribute\r\n",
+        ),
+        ("push", "-ERR RESP2 is not supported by this command\r\n"),
+    ] {
+        r.send(format!("DEBUG PROTOCOL {kind}\r\n").as_bytes());
+        let got = String::from_utf8(r.bytes(want.len())).unwrap();
+        assert_eq!(got, want, "{kind}");
+    }
+    r.send(b"HELLO 3\r\n");
+    read_reply(&mut r);
+    for (kind, want) in [
+        ("bignum", "(1234567999999999999999999999999999999\r\n"),
+        ("map", "%3\r\n:0\r\n#f\r\n:1\r\n#t\r\n:2\r\n#f\r\n"),
+        ("verbatim", "=29\r\ntxt:This is a verbatim\nstring\r\n"),
+    ] {
+        r.send(format!("DEBUG PROTOCOL {kind}\r\n").as_bytes());
+        let got = String::from_utf8(r.bytes(want.len())).unwrap();
+        assert_eq!(got, want, "{kind}");
+    }
+}

@@ -160,6 +160,16 @@ impl ReplyBuf {
             self.bulk(s);
         }
     }
+    /// A big number: `(` in RESP3, a bulk string in RESP2.
+    pub fn bignum(&mut self, digits: &str) {
+        if self.resp >= 3 {
+            self.buf.push(b'(');
+            self.buf.extend_from_slice(digits.as_bytes());
+            self.buf.extend_from_slice(b"\r\n");
+        } else {
+            self.bulk(digits.as_bytes());
+        }
+    }
     /// Bytes already encoded as RESP.
     pub fn raw(&mut self, s: &[u8]) {
         self.buf.extend_from_slice(s);

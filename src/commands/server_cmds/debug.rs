@@ -67,6 +67,14 @@ const DEBUG_HELP: &[&str] = &[
     "    Output a hex signature representing the current DB content.",
     "DIGEST-VALUE <key> [<key> ...]",
     "    Output a hex signature of the values of all the specified keys.",
+    "POPULATE <count> [<prefix>] [<size>]",
+    "    Create <count> string keys named key:<num>. If <prefix> is specified then",
+    "    it is used instead of the 'key' prefix. These are not propagated to",
+    "    replicas.",
+    "PROTOCOL <type>",
+    "    Reply with a test value of the specified type. <type> can be: string,",
+    "    integer, double, bignum, null, array, set, map, attrib, push, verbatim,",
+    "    true, false.",
     "OBJECT <key>",
     "    Show low level info about the key and associated value.",
     "ERROR <string>",
@@ -125,6 +133,10 @@ pub fn debug(ctx: &mut Ctx, args: Args) -> CmdResult {
     } else if eq_ic(sub, "DIGEST") && n == 2 {
         let d = dataset_digest(ctx);
         ctx.out.simple(&hex(&d));
+    } else if eq_ic(sub, "POPULATE") && (3..=5).contains(&n) {
+        populate(ctx, args)?;
+    } else if eq_ic(sub, "PROTOCOL") && n == 3 {
+        protocol(ctx, args.get(2))?;
     } else if eq_ic(sub, "DIGEST-VALUE") && n >= 2 {
         ctx.out.array(n - 2);
         for k in args.iter().skip(2) {
@@ -136,6 +148,100 @@ pub fn debug(ctx: &mut Ctx, args: Args) -> CmdResult {
             "unknown subcommand or wrong number of arguments for '{}'. Try DEBUG HELP.",
             lossy(sub)
         )));
+    }
+    Ok(())
+}
+
+/// DEBUG POPULATE count [prefix] [size]: string keys `prefix:N` (default
+/// `key`) holding `value:N`, cut or zero-padded to `size` bytes when given.
+/// Existing keys are left alone. Like Redis, the keys are not propagated:
+/// a test-data tool, not a write.
+fn populate(ctx: &mut Ctx, args: Args) -> CmdResult {
+    let positive = || CmdError::err("value is out of range, must be positive");
+    let num = |i: usize| -> Result<u64, CmdError> {
+        std::str::from_utf8(args.get(i))
+            .ok()
+            .and_then(|s| s.parse::<i64>().ok())
+            .filter(|&v| v >= 0)
+            .map(|v| v as u64)
+            .ok_or_else(positive)
+    };
+    let count = num(2)?;
+    let prefix = if args.len() > 3 { args.get(3) } else { b"key" };
+    let size = if args.len() > 4 {
+        Some(num(4)? as usize)
+    } else {
+        None
+    };
+    for j in 0..count {
+        let mut key = prefix.to_vec();
+        key.extend_from_slice(format!(":{j}").as_bytes());
+        let mut value = format!("value:{j}").into_bytes();
+        if let Some(size) = size {
+            value.resize(size, 0);
+        }
+        let mut l = ctx.open(&key);
+        if !l.exists(&key) {
+            let v = ctx.new_version();
+            l.put(&key, Value::string(&value), 0, v);
+        }
+    }
+    ctx.out.ok();
+    Ok(())
+}
+
+/// DEBUG PROTOCOL <type>: one reply of each RESP type, for client tests.
+fn protocol(ctx: &mut Ctx, kind: &[u8]) -> CmdResult {
+    let out = &mut *ctx.out;
+    match lossy(kind).to_ascii_lowercase().as_str() {
+        "string" => out.bulk(b"Hello World"),
+        "integer" => out.int(12345),
+        "double" => out.double(3.141),
+        "bignum" => out.bignum("1234567999999999999999999999999999999"),
+        "null" => out.null(),
+        "array" | "set" => {
+            if eq_ic(kind, "set") {
+                out.set(3);
+            } else {
+                out.array(3);
+            }
+            (0..3).for_each(|j| out.int(j));
+        }
+        "map" => {
+            out.map(3);
+            for j in 0..3 {
+                out.int(j);
+                out.boolean(j == 1);
+            }
+        }
+        "attrib" => {
+            if out.resp >= 3 {
+                out.raw(b"|1\r\n");
+                out.bulk(b"key-popularity");
+                out.array(2);
+                out.bulk(b"key:123");
+                out.int(90);
+            }
+            out.bulk(b"Some real reply following the attribute");
+        }
+        "push" => {
+            if out.resp < 3 {
+                return Err(CmdError::err("RESP2 is not supported by this command"));
+            }
+            out.push(2);
+            out.bulk(b"server-cpu-usage");
+            out.int(42);
+            out.bulk(b"Some real reply following the push reply");
+        }
+        "verbatim" => out.verbatim(b"This is a verbatim\nstring"),
+        "true" => out.boolean(true),
+        "false" => out.boolean(false),
+        _ => {
+            return Err(CmdError::err(
+                "Wrong protocol type name. Please use one of the following: \
+                 string|integer|double|bignum|null|array|set|map|attrib|push|verbatim|true|false",
+            ))
+        }
     }
     Ok(())
 }
