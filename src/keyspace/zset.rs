@@ -152,26 +152,34 @@ impl Big {
             .copied()
     }
 
-    /// Splits `t` into (nodes below the key, the rest). Node `me` (whose
-    /// member may be taken out meanwhile) has the key itself: it goes right.
-    fn split(&mut self, t: u32, s: f64, m: &[u8], me: u32) -> (u32, u32) {
+    /// Whether node `a` orders before node `b`.
+    #[inline]
+    fn less(&self, a: u32, b: u32) -> bool {
+        let (x, y) = (&self.nodes[a as usize], &self.nodes[b as usize]);
+        key_cmp(x.score, &x.member, y.score, &y.member) == Ordering::Less
+    }
+
+    /// Splits `t` into (nodes ordered before node `x`, the rest); `x` is
+    /// not in `t`. Called on the subtree a new node takes over, whose
+    /// expected depth is O(1).
+    fn split(&mut self, t: u32, x: u32) -> (u32, u32) {
         if t == NIL {
             return (NIL, NIL);
         }
-        let n = &self.nodes[t as usize];
-        if t != me && key_cmp(n.score, &n.member, s, m) == Ordering::Less {
-            let (l, r) = self.split(n.right, s, m, me);
+        if self.less(t, x) {
+            let (l, r) = self.split(self.nodes[t as usize].right, x);
             self.nodes[t as usize].right = l;
             self.fix(t);
             (t, r)
         } else {
-            let (l, r) = self.split(n.left, s, m, me);
+            let (l, r) = self.split(self.nodes[t as usize].left, x);
             self.nodes[t as usize].left = r;
             self.fix(t);
             (l, t)
         }
     }
 
+    /// Joins `a` and `b` (every key of `a` below every key of `b`).
     fn merge(&mut self, a: u32, b: u32) -> u32 {
         if a == NIL {
             return b;
@@ -192,19 +200,16 @@ impl Big {
         }
     }
 
-    /// Detaches the leftmost node of `t`: (it, the rest).
-    fn pop_first(&mut self, t: u32) -> (u32, u32) {
-        let l = self.nodes[t as usize].left;
-        if l == NIL {
-            let r = self.nodes[t as usize].right;
-            self.nodes[t as usize].right = NIL;
-            self.fix(t);
-            return (t, r);
+    /// Points `parent`'s child slot (the root if NIL) at `c`.
+    #[inline]
+    fn set_child(&mut self, parent: u32, left: bool, c: u32) {
+        if parent == NIL {
+            self.root = c;
+        } else if left {
+            self.nodes[parent as usize].left = c;
+        } else {
+            self.nodes[parent as usize].right = c;
         }
-        let (x, rest) = self.pop_first(l);
-        self.nodes[t as usize].left = rest;
-        self.fix(t);
-        (x, t)
     }
 
     fn next_prio(&mut self) -> u32 {
@@ -215,30 +220,43 @@ impl Big {
         (self.rng.wrapping_mul(0x2545_F491_4F6C_DD1D) >> 32) as u32
     }
 
-    /// Links node `x` (detached, size 1) into the tree at its place.
+    /// Links node `x` (detached, size 1) into the tree at its place: one
+    /// descent to where its priority puts it (counting it into the sizes
+    /// on the way), then a split of the subtree it takes over.
     fn link(&mut self, x: u32) {
-        // The member is moved out for the walk (no copy) and put back.
-        let m = std::mem::take(&mut self.nodes[x as usize].member);
-        let s = self.nodes[x as usize].score;
-        let (l, r) = self.split(self.root, s, &m, x);
-        self.nodes[x as usize].member = m;
-        let lx = self.merge(l, x);
-        self.root = self.merge(lx, r);
+        let p = self.nodes[x as usize].prio;
+        let (mut parent, mut left, mut t) = (NIL, false, self.root);
+        while t != NIL && self.nodes[t as usize].prio > p {
+            self.nodes[t as usize].size += 1;
+            parent = t;
+            left = self.less(x, t);
+            let n = &self.nodes[t as usize];
+            t = if left { n.left } else { n.right };
+        }
+        let (l, r) = self.split(t, x);
+        let n = &mut self.nodes[x as usize];
+        (n.left, n.right) = (l, r);
+        self.fix(x);
+        self.set_child(parent, left, x);
     }
 
-    /// Unlinks node `x` from the tree (it stays in the arena).
+    /// Unlinks node `x` from the tree (it stays in the arena): one descent
+    /// to it (uncounting it from the sizes), then its children merged.
     fn unlink(&mut self, x: u32) {
-        let m = std::mem::take(&mut self.nodes[x as usize].member);
-        let s = self.nodes[x as usize].score;
-        let (l, r) = self.split(self.root, s, &m, x);
-        self.nodes[x as usize].member = m;
-        let (got, r2) = self.pop_first(r);
-        debug_assert_eq!(got, x);
+        let (mut parent, mut left, mut t) = (NIL, false, self.root);
+        while t != x {
+            debug_assert!(t != NIL, "unlink: node not in the tree");
+            self.nodes[t as usize].size -= 1;
+            parent = t;
+            left = self.less(x, t);
+            let n = &self.nodes[t as usize];
+            t = if left { n.left } else { n.right };
+        }
+        let (l, r) = (self.nodes[x as usize].left, self.nodes[x as usize].right);
+        let c = self.merge(l, r);
+        self.set_child(parent, left, c);
         let n = &mut self.nodes[x as usize];
-        n.left = NIL;
-        n.right = NIL;
-        n.size = 1;
-        self.root = self.merge(l, r2);
+        (n.left, n.right, n.size) = (NIL, NIL, 1);
     }
 
     fn insert(&mut self, m: &[u8], score: f64) {
@@ -345,6 +363,10 @@ impl Big {
         st
     }
 }
+
+/// A member's place in a [`ZSetValue`]: a listpack index or a node slot.
+#[derive(Clone, Copy, Debug)]
+pub struct Pos(usize);
 
 /// Walks a sorted set in rank order (or reverse) from a starting rank.
 pub enum ZIter<'a> {
@@ -527,22 +549,37 @@ impl ZSetValue {
         }
     }
 
-    /// Changes the score of a present member `m`.
-    pub fn update(&mut self, m: &[u8], score: f64) {
+    /// Where a present member `m` is, and its score: one lookup that
+    /// [`ZSetValue::update_at`] reuses (ZADD reads then writes a member).
+    pub fn find(&self, m: &[u8]) -> Option<(Pos, f64)> {
+        match &self.repr {
+            Repr::Pack(v) => v
+                .iter()
+                .position(|(x, _)| &**x == m)
+                .map(|i| (Pos(i), v[i].1)),
+            Repr::Big(b) => b
+                .find(m)
+                .map(|i| (Pos(i as usize), b.nodes[i as usize].score)),
+        }
+    }
+
+    /// Changes the score of the member `m` found at `at` (no write since).
+    pub fn update_at(&mut self, at: Pos, m: &[u8], score: f64) {
         match &mut self.repr {
             Repr::Pack(v) => {
                 let score = pack_score(score);
-                if let Some(i) = v.iter().position(|(x, _)| &**x == m) {
-                    let (x, _) = v.remove(i);
-                    let at = v.partition_point(|(y, s)| key_cmp(*s, y, score, m) == Ordering::Less);
-                    v.insert(at, (x, score));
-                }
+                let (x, _) = v.remove(at.0);
+                let i = v.partition_point(|(y, s)| key_cmp(*s, y, score, m) == Ordering::Less);
+                v.insert(i, (x, score));
             }
-            Repr::Big(b) => {
-                if let Some(x) = b.find(m) {
-                    b.set_score(x, score);
-                }
-            }
+            Repr::Big(b) => b.set_score(at.0 as u32, score),
+        }
+    }
+
+    /// Changes the score of a present member `m`.
+    pub fn update(&mut self, m: &[u8], score: f64) {
+        if let Some((at, _)) = self.find(m) {
+            self.update_at(at, m, score);
         }
     }
 
