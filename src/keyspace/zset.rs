@@ -391,6 +391,21 @@ impl Big {
         c
     }
 
+    /// The rank of node `x`: one descent to it.
+    fn rank_of(&self, x: u32) -> usize {
+        let (mut t, mut c) = (self.root, 0usize);
+        while t != x {
+            let n = &self.nodes[t as usize];
+            if self.less(t, x) {
+                c += self.size(n.left) as usize + 1;
+                t = n.right;
+            } else {
+                t = n.left;
+            }
+        }
+        c + self.size(self.nodes[x as usize].left) as usize
+    }
+
     /// The stack of an in-order walk positioned at rank `k`.
     fn stack_at(&self, mut k: usize, rev: bool) -> Vec<u32> {
         let mut st = Vec::with_capacity(40);
@@ -658,9 +673,7 @@ impl ZSetValue {
             Repr::Pack(v) => v.iter().position(|(x, _)| &**x == m).map(|i| (i, v[i].1)),
             Repr::Big(b) => {
                 let x = b.find(m)?;
-                let s = b.nodes[x as usize].score;
-                let r = b.count_below(&|ns, nm| key_cmp(ns, nm, s, m) == Ordering::Less);
-                Some((r, s))
+                Some((b.rank_of(x), b.nodes[x as usize].score))
             }
         }
     }
