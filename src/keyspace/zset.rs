@@ -763,7 +763,22 @@ mod tests {
         }
     }
 
+    /// Subtree sizes add up and priorities are heap-ordered; returns the size.
+    fn check_tree(b: &Big, t: u32, max_prio: u32) -> u32 {
+        if t == NIL {
+            return 0;
+        }
+        let n = &b.nodes[t as usize];
+        assert!(n.prio <= max_prio, "heap order");
+        let s = 1 + check_tree(b, n.left, n.prio) + check_tree(b, n.right, n.prio);
+        assert_eq!(n.size, s, "subtree size");
+        s
+    }
+
     fn check(z: &ZSetValue, model: &BTreeSet<(F, Vec<u8>)>) {
+        if let Repr::Big(b) = &z.repr {
+            assert_eq!(check_tree(b, b.root, u32::MAX) as usize, z.len());
+        }
         assert_eq!(z.len(), model.len());
         let got: Vec<(Vec<u8>, f64)> = z.iter().map(|(m, s)| (m.to_vec(), s)).collect();
         let want: Vec<(Vec<u8>, f64)> = model.iter().map(|(s, m)| (m.clone(), s.0)).collect();
@@ -804,7 +819,17 @@ mod tests {
                 rng
             };
             for step in 0..6000 {
-                let m = format!("m{}", next() % 300).into_bytes();
+                // Some members too long to be stored inline.
+                let k = next() % 300;
+                let m = format!(
+                    "m{k}{}",
+                    if k % 5 == 0 {
+                        "-long-enough-for-the-heap"
+                    } else {
+                        ""
+                    }
+                )
+                .into_bytes();
                 let s = (next() % 50) as f64;
                 match next() % 4 {
                     0 | 1 => {
