@@ -887,8 +887,8 @@ fn zset_add(
     m: &[u8],
     lim: ZLimits,
 ) -> Result<AddOutcome, CmdError> {
-    match z.score(m) {
-        Some(cur) => {
+    match z.find(m) {
+        Some((at, cur)) => {
             if f.nx {
                 return Ok(AddOutcome::Nop);
             }
@@ -900,7 +900,7 @@ fn zset_add(
                 return Ok(AddOutcome::Nop);
             }
             if new != cur {
-                z.update(m, new);
+                z.update_at(at, m, new);
                 Ok(AddOutcome::Updated(new))
             } else {
                 Ok(AddOutcome::Same(new))
@@ -928,60 +928,82 @@ fn zincrby(ctx: &mut Ctx, args: Args) -> CmdResult {
     zadd_generic(ctx, args, f, &[(score, args.get(3))])
 }
 
+/// What ZADD's pairs did to one set.
+#[derive(Default)]
+struct AddTally {
+    added: i64,
+    updated: i64,
+    processed: i64,
+    last: f64,
+    failed: Option<CmdError>,
+}
+
+/// Applies ZADD's pairs to `z` in order, stopping at the first error.
+fn add_pairs(z: &mut ZSetValue, f: AddFlags, pairs: &[(f64, &[u8])], lim: ZLimits) -> AddTally {
+    let mut t = AddTally::default();
+    for &(score, m) in pairs {
+        match zset_add(z, f, score, m, lim) {
+            Err(err) => {
+                t.failed = Some(err);
+                break;
+            }
+            Ok(AddOutcome::Added(s)) => {
+                (t.added, t.processed, t.last) = (t.added + 1, t.processed + 1, s)
+            }
+            Ok(AddOutcome::Updated(s)) => {
+                (t.updated, t.processed, t.last) = (t.updated + 1, t.processed + 1, s)
+            }
+            Ok(AddOutcome::Same(s)) => (t.processed, t.last) = (t.processed + 1, s),
+            Ok(AddOutcome::Nop) => {}
+        }
+    }
+    t
+}
+
+/// ZADD and ZINCRBY. One keyspace lookup: an existing set is changed in
+/// place (its version bumped there); a new one is built first and stored
+/// only if a pair added to it (Redis 7.0 picks its encoding from the first
+/// member alone).
 fn zadd_generic(ctx: &mut Ctx, args: Args, f: AddFlags, pairs: &[(f64, &[u8])]) -> CmdResult {
     let key = args.get(1);
     let lim = limits(ctx);
     let mut l = ctx.open(key);
-    let exists = l.get_zset(key)?.is_some();
-    if !exists && !f.xx {
-        // Redis 7.0 picks the encoding from the first member alone.
-        let z = ZSetValue::with_hint(1, pairs[0].1.len(), lim);
-        let v = ctx.new_version();
-        l.put(key, Value::ZSet(Box::new(z)), 0, v);
-    }
-    let (mut added, mut updated, mut processed, mut last) = (0i64, 0i64, 0, 0.0);
-    let mut failed = None;
-    if let Some(e) = l.entry(key).filter(|_| exists || !f.xx) {
-        let z = zs_mut(&mut e.value);
-        for &(score, m) in pairs {
-            match zset_add(z, f, score, m, lim) {
-                Err(err) => {
-                    failed = Some(err);
-                    break;
-                }
-                Ok(AddOutcome::Added(s)) => {
-                    (added, processed, last) = (added + 1, processed + 1, s)
-                }
-                Ok(AddOutcome::Updated(s)) => {
-                    (updated, processed, last) = (updated + 1, processed + 1, s)
-                }
-                Ok(AddOutcome::Same(s)) => (processed, last) = (processed + 1, s),
-                Ok(AddOutcome::Nop) => {}
+    let (t, version) = match l.get_zset(key)? {
+        Some(e) => {
+            let t = add_pairs(zs_mut(&mut e.value), f, pairs, lim);
+            if t.added + t.updated > 0 {
+                e.version = ctx.version_after(e.version);
             }
+            (t, e.version)
         }
-    }
-    if added + updated > 0 {
-        let v = bump(ctx, &mut l, key);
-        ctx.propagate(v, &argv_of(args));
+        None if f.xx => (AddTally::default(), 0),
+        None => {
+            let mut z = ZSetValue::with_hint(1, pairs[0].1.len(), lim);
+            let t = add_pairs(&mut z, f, pairs, lim);
+            let v = ctx.new_version();
+            if t.added + t.updated > 0 {
+                l.put(key, Value::ZSet(Box::new(z)), 0, v);
+            }
+            (t, v)
+        }
+    };
+    if t.added + t.updated > 0 {
+        ctx.propagate(version, &argv_of(args));
         ctx.notify(class::ZSET, if f.incr { "zincr" } else { "zadd" }, key);
         ctx.signal_ready(ctx.db(), key);
-    } else if !exists {
-        // Created for nothing (all NOPs): not a write.
-        if l.entry(key).is_some_and(|e| e.value.is_empty_collection()) {
-            l.remove(key);
-        }
     }
-    if let Some(err) = failed {
+    if let Some(err) = t.failed {
         return Err(err);
     }
     if f.incr {
-        if processed > 0 {
-            ctx.out.double(last);
+        if t.processed > 0 {
+            ctx.out.double(t.last);
         } else {
             ctx.out.null();
         }
     } else {
-        ctx.out.int(if f.ch { added + updated } else { added });
+        ctx.out
+            .int(if f.ch { t.added + t.updated } else { t.added });
     }
     Ok(())
 }

@@ -414,7 +414,7 @@ pub static DIRECTIVES: &[Directive] = &[
     d("crash-memcheck-enabled", Bool, "yes"),
     d("daemonize", Bool, "no").built().imm(),
     d("databases", Int(1, INT), "16").built().imm(),
-    d("disable-thp", Bool, "yes").imm(),
+    d("disable-thp", Bool, "yes").built().imm(),
     d("dynamic-hz", Bool, "yes"),
     d("enable-debug-command", Enum(&["no", "yes", "local"]), "no")
         .imm()
