@@ -315,6 +315,7 @@ async fn serve_stream<T>(
         let (close, more) =
             process_input(&srv, &worker, &mut client, &mut parser, &mut qb, &mut out).await;
         more_input = more;
+        crate::commands::tracking::flush_bcast(&srv);
         qb.shrink_if_idle();
         shared.qbuf.store(qb.end - qb.start, Relaxed);
         if !out.is_empty() {
@@ -348,6 +349,7 @@ async fn serve_stream<T>(
                 break;
             }
             more_input = true;
+            crate::commands::tracking::flush_bcast(&srv);
         }
         if let Some(kind) = client.shutdown_requested.take() {
             srv.request_shutdown(kind);
@@ -520,10 +522,8 @@ pub fn dispatch(
                 now_ms: worker.unix_ms_at(start),
                 replay_version: None,
             };
+            crate::commands::tracking::before_command(srv, ctx.client, id, args);
             let r = (cmd.handler)(&mut ctx, args);
-            if r.is_ok() {
-                crate::commands::tracking::after_command(srv, client.id, id, args);
-            }
             if monitored && cmd.name == "exec" {
                 feed_monitors(srv, client, args);
             }
@@ -557,6 +557,9 @@ pub fn dispatch(
             out.buf.truncate(mark);
             client.reply_mode = ReplyMode::Skip;
         }
+    }
+    if let Some(id) = id {
+        crate::commands::tracking::after_command(srv, client, id, out);
     }
     end
 }
