@@ -7,7 +7,8 @@
 //! - the tracking table: key name → ids of the clients that read it (the db
 //!   is ignored, as in Redis). An id stays in it after its client stops
 //!   tracking (Redis does no id cleanup either); a stale id is skipped when
-//!   sending. `tracking-table-max-keys` is enforced by the cron, which
+//!   sending. When the last tracking client stops, the table is emptied
+//!   (Redis keeps stale ids; here writes stop consulting the table then). `tracking-table-max-keys` is enforced by the cron, which
 //!   invalidates keys until the table fits.
 //! - the prefix table of BCAST clients: prefix → its clients and the keys
 //!   written since the last broadcast, each with the client that wrote it
@@ -113,7 +114,12 @@ impl Tracking {
         let Some(s) = g.clients.remove(&id) else {
             return;
         };
-        self.active.fetch_sub(1, Relaxed);
+        if self.active.fetch_sub(1, Relaxed) == 1 {
+            // Nobody tracks: writes stop reaching the table (the hooks cost
+            // nothing then), so its ids, all stale now, are dropped.
+            g.keys = HashMap::new();
+            g.items = 0;
+        }
         if s.caching {
             self.caching.fetch_sub(1, Relaxed);
         }
@@ -214,7 +220,13 @@ pub fn after_command(srv: &Server, client: &ClientState, cmd_id: usize, out: &mu
             Some(_) => Payload::Keys(&key),
             None => Payload::Flush,
         };
-        send(srv, &mut g, client.id, payload, Some((client.id, &mut *out)));
+        send(
+            srv,
+            &mut g,
+            client.id,
+            payload,
+            Some((client.id, &mut *out)),
+        );
     }
 }
 
