@@ -264,7 +264,7 @@ fn client_line(ctx: &Ctx, c: &ClientShared, current: Option<&str>) -> String {
     let qbuf = c.qbuf.load(Relaxed);
     let obuf = c.obuf.load(Relaxed);
     let (lib_name, lib_ver) = c.lib.lock().clone();
-    let (tflags, redir) = crate::commands::tracking::list_fields(&ctx.srv, c.id);
+    let (tflags, redir) = crate::commands::tracking::list_fields(ctx.srv, c.id);
     let mut flags = flags_of(c);
     if !tflags.is_empty() {
         flags = flags.replace('N', "") + &tflags;
