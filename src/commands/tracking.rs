@@ -68,27 +68,50 @@ struct Prefix {
     pending: BTreeMap<Vec<u8>, u64>,
 }
 
+/// Everything but the tracking table, under one lock.
 #[derive(Default)]
 struct Inner {
     clients: HashMap<u64, Settings>,
-    keys: HashMap<Vec<u8>, HashSet<u64>>,
-    /// Sum of the id sets' sizes in `keys` (INFO tracking_total_items).
-    items: usize,
     prefixes: BTreeMap<Vec<u8>, Prefix>,
     /// Invalidations held until the end of client id's command (None: flush).
     deferred: HashMap<u64, Vec<Option<Vec<u8>>>>,
 }
 
+/// Shards of the tracking table (key name → ids of clients that read it).
+const TABLE_SHARDS: usize = 16;
+type TableShard = HashMap<Vec<u8>, HashSet<u64>>;
+
 /// The server-wide tracking registry.
-#[derive(Default)]
 pub struct Tracking {
     active: AtomicUsize,
     /// Clients with a CLIENT CACHING flag set.
     caching: AtomicUsize,
     /// Clients with deferred invalidations.
     deferred: AtomicUsize,
+    /// BCAST prefixes registered: writes skip the prefix table at 0.
+    nprefixes: AtomicUsize,
     bcast_pending: AtomicBool,
+    /// (key, client) pairs in the table (INFO tracking_total_items).
+    items: AtomicUsize,
     inner: Mutex<Inner>,
+    /// Sharded by key hash, so writes to untracked keys while some client
+    /// tracks only take one shard's lock. Never held with `inner`.
+    table: [Mutex<TableShard>; TABLE_SHARDS],
+}
+
+impl Default for Tracking {
+    fn default() -> Self {
+        Tracking {
+            active: AtomicUsize::new(0),
+            caching: AtomicUsize::new(0),
+            deferred: AtomicUsize::new(0),
+            nprefixes: AtomicUsize::new(0),
+            bcast_pending: AtomicBool::new(false),
+            items: AtomicUsize::new(0),
+            inner: Mutex::default(),
+            table: std::array::from_fn(|_| Mutex::default()),
+        }
+    }
 }
 
 /// What an invalidation message carries.
@@ -104,6 +127,31 @@ impl Tracking {
         self.active.load(Relaxed) > 0
     }
 
+    fn shard(&self, key: &[u8]) -> &Mutex<TableShard> {
+        use std::hash::{BuildHasher, BuildHasherDefault};
+        type H = BuildHasherDefault<std::collections::hash_map::DefaultHasher>;
+        let h = H::default().hash_one(key);
+        &self.table[(h as usize) % TABLE_SHARDS]
+    }
+
+    /// Removes `key` from the table: the ids that tracked it, sorted.
+    fn take_key(&self, key: &[u8]) -> Option<Vec<u64>> {
+        let ids = self.shard(key).lock().remove(key)?;
+        self.items.fetch_sub(ids.len(), Relaxed);
+        let mut ids: Vec<u64> = ids.into_iter().collect();
+        ids.sort_unstable();
+        Some(ids)
+    }
+
+    fn clear_table(&self) {
+        for s in &self.table {
+            let mut s = s.lock();
+            self.items
+                .fetch_sub(s.values().map(|x| x.len()).sum(), Relaxed);
+            *s = HashMap::new();
+        }
+    }
+
     /// Turns tracking off for a client (CLIENT TRACKING off, RESET,
     /// disconnect). Its ids stay in the tracking table, as in Redis.
     pub fn remove_client(&self, id: u64) {
@@ -114,12 +162,7 @@ impl Tracking {
         let Some(s) = g.clients.remove(&id) else {
             return;
         };
-        if self.active.fetch_sub(1, Relaxed) == 1 {
-            // Nobody tracks: writes stop reaching the table (the hooks cost
-            // nothing then), so its ids, all stale now, are dropped.
-            g.keys = HashMap::new();
-            g.items = 0;
-        }
+        let last = self.active.fetch_sub(1, Relaxed) == 1;
         if s.caching {
             self.caching.fetch_sub(1, Relaxed);
         }
@@ -133,7 +176,14 @@ impl Tracking {
             });
             if empty {
                 g.prefixes.remove(p);
+                self.nprefixes.fetch_sub(1, Relaxed);
             }
+        }
+        drop(g);
+        if last {
+            // Nobody tracks: writes stop reaching the table (the hooks cost
+            // nothing then), so its ids, all stale now, are dropped.
+            self.clear_table();
         }
     }
 
@@ -147,13 +197,14 @@ impl Tracking {
 
     /// (tracking clients, tracked keys, BCAST prefixes) for INFO.
     pub fn stats(&self) -> (usize, usize, usize) {
+        let keys = self.table.iter().map(|s| s.lock().len()).sum();
         let g = self.inner.lock();
-        (g.clients.len(), g.keys.len(), g.prefixes.len())
+        (g.clients.len(), keys, g.prefixes.len())
     }
 
     /// INFO tracking_total_items: (key, client) pairs in the tracking table.
     pub fn total_items(&self) -> usize {
-        self.inner.lock().items
+        self.items.load(Relaxed)
     }
 }
 
@@ -161,29 +212,30 @@ impl Tracking {
 /// read-only command reads when its client tracks them (see module doc).
 pub fn before_command(srv: &Server, client: &ClientState, cmd_id: usize, args: Args) {
     let t = &srv.tracking;
-    if !t.active() {
+    if !t.active() || !client.tracking {
         return;
     }
     let cmd = srv.commands.get(cmd_id);
     if cmd.flags & super::flags::READONLY == 0 {
         return;
     }
-    let mut g = t.inner.lock();
+    let g = t.inner.lock();
     let Some(s) = g.clients.get(&client.id) else {
         return;
     };
     if s.bcast || (s.optin && !s.caching) || (s.optout && s.caching) {
         return;
     }
-    let g = &mut *g;
+    drop(g);
     for p in cmd.key_positions(args) {
         let key = args.get(p);
-        let ids = match g.keys.get_mut(key) {
+        let mut shard = t.shard(key).lock();
+        let ids = match shard.get_mut(key) {
             Some(ids) => ids,
-            None => g.keys.entry(key.to_vec()).or_default(),
+            None => shard.entry(key.to_vec()).or_default(),
         };
         if ids.insert(client.id) {
-            g.items += 1;
+            t.items.fetch_add(1, Relaxed);
         }
     }
 }
@@ -255,9 +307,8 @@ pub fn touch_write(ctx: &Ctx, argv: &[&[u8]]) {
         }
     }
     let me = ctx.client.id;
-    let mut g = srv.tracking.inner.lock();
     for p in srv.commands.get(id).key_positions(args) {
-        invalidate_key(srv, &mut g, me, me, args.get(p));
+        invalidate_key(srv, me, me, args.get(p));
     }
 }
 
@@ -267,31 +318,31 @@ pub fn touch_expired(srv: &Server, current: u64, key: &[u8]) {
     if !srv.tracking.active() {
         return;
     }
-    let mut g = srv.tracking.inner.lock();
-    invalidate_key(srv, &mut g, current, 0, key);
+    invalidate_key(srv, current, 0, key);
 }
 
 /// Invalidates one key: queues it for the matching BCAST prefixes (written
 /// by `writer`) and notifies the clients that read it, except `current`
 /// itself with NOLOOP; `current`'s own message waits for its reply.
-fn invalidate_key(srv: &Server, g: &mut Inner, current: u64, writer: u64, key: &[u8]) {
+fn invalidate_key(srv: &Server, current: u64, writer: u64, key: &[u8]) {
     let t = &srv.tracking;
-    let mut queued = false;
-    for (p, state) in g.prefixes.iter_mut() {
-        if key.starts_with(p) {
-            state.pending.insert(key.to_vec(), writer);
-            queued = true;
+    if t.nprefixes.load(Relaxed) > 0 {
+        let mut g = t.inner.lock();
+        let mut queued = false;
+        for (p, state) in g.prefixes.iter_mut() {
+            if key.starts_with(p) {
+                state.pending.insert(key.to_vec(), writer);
+                queued = true;
+            }
+        }
+        if queued {
+            t.bcast_pending.store(true, Relaxed);
         }
     }
-    if queued {
-        t.bcast_pending.store(true, Relaxed);
-    }
-    let Some(ids) = g.keys.remove(key) else {
+    let Some(ids) = t.take_key(key) else {
         return;
     };
-    g.items -= ids.len();
-    let mut ids: Vec<u64> = ids.into_iter().collect();
-    ids.sort_unstable();
+    let g = &mut *t.inner.lock();
     for id in ids {
         let Some(s) = g.clients.get(&id) else {
             continue;
@@ -319,9 +370,8 @@ fn defer(t: &Tracking, g: &mut Inner, id: u64, item: Option<Vec<u8>>) {
 /// flushing client after its reply) and the tracking table is emptied.
 fn invalidate_all(srv: &Server, current: u64) {
     let t = &srv.tracking;
+    t.clear_table();
     let mut g = t.inner.lock();
-    g.keys = HashMap::new();
-    g.items = 0;
     let mut ids: Vec<u64> = g.clients.keys().copied().collect();
     ids.sort_unstable();
     for id in ids {
@@ -376,15 +426,19 @@ pub fn cron(srv: &Server) {
         return;
     }
     let max = srv.config.read().get_i64("tracking-table-max-keys").max(0) as usize;
-    if max > 0 {
-        let mut g = t.inner.lock();
-        if g.keys.len() > max {
-            let n = g.keys.len() - max;
-            let victims: Vec<Vec<u8>> = g.keys.keys().take(n).cloned().collect();
-            for key in victims {
-                // Evicted, not written: no client is excluded or deferred.
-                invalidate_key(srv, &mut g, 0, 0, &key);
-            }
+    let total: usize = t.table.iter().map(|s| s.lock().len()).sum();
+    if max > 0 && total > max {
+        let mut n = total - max;
+        let mut victims: Vec<Vec<u8>> = Vec::with_capacity(n);
+        for s in &t.table {
+            let s = s.lock();
+            let k = n.min(s.len());
+            victims.extend(s.keys().take(k).cloned());
+            n -= k;
+        }
+        for key in victims {
+            // Evicted, not written: no client is excluded or deferred.
+            invalidate_key(srv, 0, 0, &key);
         }
     }
     flush_bcast(srv);
@@ -497,6 +551,7 @@ pub fn tracking(ctx: &mut Ctx, args: Args) -> CmdResult {
     let t = &ctx.srv.tracking;
     if !on {
         t.remove_client(me);
+        ctx.client.tracking = false;
         ctx.out.ok();
         return Ok(());
     }
@@ -505,6 +560,7 @@ pub fn tracking(ctx: &mut Ctx, args: Args) -> CmdResult {
     check_on(&n, &prefixes, old.as_ref())?;
     enable(t, &mut g, me, n, old, prefixes);
     drop(g);
+    ctx.client.tracking = true;
     ctx.out.ok();
     Ok(())
 }
@@ -535,7 +591,11 @@ fn enable(
             prefixes.push(Vec::new());
         }
         for p in prefixes {
-            g.prefixes.entry(p.clone()).or_default().clients.insert(me);
+            let state = g.prefixes.entry(p.clone()).or_insert_with(|| {
+                t.nprefixes.fetch_add(1, Relaxed);
+                Prefix::default()
+            });
+            state.clients.insert(me);
             n.prefixes.insert(p);
         }
     }
