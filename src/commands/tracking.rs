@@ -2,10 +2,13 @@
 //! clients track which keys, invalidation delivery, and the CLIENT TRACKING /
 //! CACHING / GETREDIR / TRACKINGINFO handlers.
 //!
-//! One mutex-guarded registry (`Tracking`) plus atomic counters, so every
-//! hook costs one relaxed load while nobody tracks. Its parts mirror Redis:
+//! The registry (`Tracking`) keeps atomic counters, so every hook costs one
+//! relaxed load while nobody tracks; a read by a client that does not track
+//! costs no lock (`ClientState::tracking`), a write to an untracked key one
+//! table-shard lock (plus the settings lock while BCAST prefixes exist).
+//! Its parts mirror Redis:
 //! - the tracking table: key name → ids of the clients that read it (the db
-//!   is ignored, as in Redis). An id stays in it after its client stops
+//!   is ignored, as in Redis), sharded by key hash. An id stays in it after its client stops
 //!   tracking (Redis does no id cleanup either); a stale id is skipped when
 //!   sending. When the last tracking client stops, the table is emptied
 //!   (Redis keeps stale ids; here writes stop consulting the table then). `tracking-table-max-keys` is enforced by the cron, which
