@@ -23,8 +23,6 @@ pub async fn worker_cron(srv: Arc<Server>, worker: Rc<Worker>, index: usize, nwo
         worker.sync_wall_clock();
         if index == 0 {
             end_pause_if_due(&srv);
-        }
-        if index == 0 {
             crate::commands::tracking::cron(&srv);
         }
         if !srv.hot.active_expire.load(Relaxed) {
