@@ -92,11 +92,170 @@ fn errors_match_redis() {
     assert!(e(&mut c, "CLIENT TRACKING on PREFIX a")
         .contains("PREFIX option requires BCAST mode to be enabled"));
     assert!(e(&mut c, "CLIENT TRACKING on OPTIN OPTOUT")
-        .contains("You can't use OPTIN and OPTOUT at the same time"));
+        .contains("You can't specify both OPTIN mode and OPTOUT mode"));
     assert!(e(&mut c, "CLIENT TRACKING on REDIRECT 9999")
         .contains("The client ID you want redirect to does not exist"));
     assert!(e(&mut c, "CLIENT CACHING yes").contains("CLIENT CACHING can be called only"));
     assert!(e(&mut c, "CLIENT TRACKING on BCAST PREFIX a PREFIX ab")
         .contains("Prefix 'a' overlaps with another provided prefix 'ab'"));
     assert_eq!(cmd::<i64>(&mut c, &["CLIENT", "GETREDIR"]), -1);
+}
+
+/// `r` sends `c` (words split on spaces) and reads one reply, rendered.
+fn rc(r: &mut Raw, c: &str) -> String {
+    raw_cmd(r, &c.split(' ').collect::<Vec<_>>())
+}
+
+fn inv(keys: &[&str]) -> String {
+    format!(">2[invalidate,*{}[{}]]", keys.len(), keys.join(","))
+}
+
+#[test]
+fn bcast_sends_one_message_per_prefix_per_batch() {
+    let s = Server::start(&[]);
+    let mut a = resp3(&s);
+    assert_eq!(
+        rc(&mut a, "CLIENT TRACKING on BCAST PREFIX b: PREFIX a:"),
+        "+OK"
+    );
+    let mut w = s.raw();
+    w.send(b"MULTI\r\nSET a:1 x\r\nSET b:1 x\r\nSET a:2 x\r\nSET c:1 x\r\nEXEC\r\n");
+    for _ in 0..5 {
+        read_reply(&mut w);
+    }
+    // Prefixes in order, keys sorted, c:1 matched none.
+    assert_eq!(read_reply(&mut a), inv(&["a:1", "a:2"]));
+    assert_eq!(read_reply(&mut a), inv(&["b:1"]));
+    // A pipelined batch is one pass too.
+    w.send(b"SET a:3 x\r\nSET a:4 x\r\n");
+    read_reply(&mut w);
+    read_reply(&mut w);
+    assert_eq!(read_reply(&mut a), inv(&["a:3", "a:4"]));
+    assert_eq!(rc(&mut a, "PING"), "+PONG");
+}
+
+#[test]
+fn own_write_invalidation_follows_the_reply() {
+    let s = Server::start(&[]);
+    let mut a = resp3(&s);
+    rc(&mut a, "CLIENT TRACKING on");
+    rc(&mut a, "GET foo");
+    a.send(b"SET foo 1\r\nPING\r\n");
+    assert_eq!(read_reply(&mut a), "+OK");
+    assert_eq!(read_reply(&mut a), inv(&["foo"]));
+    assert_eq!(read_reply(&mut a), "+PONG");
+    // In a transaction, after EXEC's reply; a flush is a null invalidation.
+    rc(&mut a, "GET foo");
+    a.send(b"MULTI\r\nINCR foo\r\nFLUSHDB\r\nEXEC\r\n");
+    for want in ["+OK", "+QUEUED", "+QUEUED", "*2[:2,+OK]"] {
+        assert_eq!(read_reply(&mut a), want);
+    }
+    assert_eq!(read_reply(&mut a), inv(&["foo"]));
+    assert_eq!(read_reply(&mut a), ">2[invalidate,_]");
+    // NOLOOP: nothing for its own writes.
+    rc(&mut a, "CLIENT TRACKING on NOLOOP");
+    rc(&mut a, "GET foo");
+    assert_eq!(rc(&mut a, "SET foo 2"), "+OK");
+    assert_eq!(rc(&mut a, "PING"), "+PONG");
+}
+
+#[test]
+fn expired_keys_are_invalidated() {
+    let s = Server::start(&[]);
+    let mut a = resp3(&s);
+    let mut c = s.conn();
+    rc(&mut a, "CLIENT TRACKING on");
+    // Active expiry.
+    cmd::<()>(&mut c, &["SET", "k1", "v", "PX", "50"]);
+    rc(&mut a, "GET k1");
+    assert_eq!(read_reply(&mut a), inv(&["k1"]));
+    // Lazy expiry during the client's own read: after the reply.
+    cmd::<()>(&mut c, &["DEBUG", "SET-ACTIVE-EXPIRE", "0"]);
+    cmd::<()>(&mut c, &["SET", "k2", "v", "PX", "20"]);
+    rc(&mut a, "GET k2");
+    std::thread::sleep(std::time::Duration::from_millis(100));
+    assert_eq!(rc(&mut a, "MGET k2 k3"), "*2[_,_]");
+    assert_eq!(read_reply(&mut a), inv(&["k2"]));
+    // BCAST gets expirations too.
+    rc(&mut a, "CLIENT TRACKING off");
+    rc(&mut a, "CLIENT TRACKING on BCAST NOLOOP");
+    cmd::<()>(&mut c, &["DEBUG", "SET-ACTIVE-EXPIRE", "1"]);
+    rc(&mut a, "SET k4 v PX 20");
+    assert_eq!(read_reply(&mut a), inv(&["k4"]));
+}
+
+#[test]
+fn broken_redirect_is_reported() {
+    let s = Server::start(&[]);
+    let mut r = s.raw();
+    let id = rc(&mut r, "CLIENT ID")[1..].to_string();
+    let mut a = resp3(&s);
+    rc(&mut a, &format!("CLIENT TRACKING on REDIRECT {id}"));
+    rc(&mut a, "GET foo");
+    assert_eq!(rc(&mut r, "QUIT"), "+OK");
+    assert!(r.closed());
+    let mut c = s.conn();
+    std::thread::sleep(std::time::Duration::from_millis(50));
+    cmd::<()>(&mut c, &["SET", "foo", "1"]);
+    let want = format!(">2[tracking-redir-broken,:{id}]");
+    assert_eq!(read_reply(&mut a), want);
+    let info = rc(&mut a, "CLIENT TRACKINGINFO");
+    assert_eq!(
+        info,
+        format!("%3[flags,~2[on,broken_redirect],redirect,:{id},prefixes,*0[]]")
+    );
+    let list: String = cmd(&mut c, &["CLIENT", "LIST"]);
+    assert!(list.contains("flags=tR db=0"), "{list}");
+    assert!(list.contains(&format!("redir={id} ")), "{list}");
+}
+
+#[test]
+fn table_limit_and_info_fields() {
+    let s = Server::start(&[]);
+    let mut a = resp3(&s);
+    let mut b = resp3(&s);
+    let mut c = s.conn();
+    rc(&mut a, "CLIENT TRACKING on");
+    rc(&mut b, "CLIENT TRACKING on");
+    rc(&mut b, "CLIENT TRACKING on BCAST PREFIX x PREFIX y");
+    rc(&mut b, "CLIENT TRACKING off");
+    rc(&mut b, "CLIENT TRACKING on BCAST PREFIX x PREFIX y");
+    rc(&mut a, "MGET k1 k2");
+    let info: String = cmd(&mut c, &["INFO"]);
+    for want in [
+        "tracking_clients:2\r\n",
+        "tracking_total_keys:2\r\n",
+        "tracking_total_items:2\r\n",
+        "tracking_total_prefixes:2\r\n",
+    ] {
+        assert!(info.contains(want), "{want} in {info}");
+    }
+    cmd::<()>(&mut c, &["CONFIG", "SET", "tracking-table-max-keys", "1"]);
+    let got = read_reply(&mut a);
+    assert!(got == inv(&["k1"]) || got == inv(&["k2"]), "{got}");
+    assert_eq!(rc(&mut a, "PING"), "+PONG");
+}
+
+#[test]
+fn caching_errors_and_scope() {
+    let s = Server::start(&[]);
+    let mut a = resp3(&s);
+    rc(&mut a, "CLIENT TRACKING on");
+    assert!(
+        rc(&mut a, "CLIENT CACHING yes").contains("only valid when tracking is enabled in OPTIN")
+    );
+    assert_eq!(rc(&mut a, "CLIENT CACHING maybe"), "-ERR syntax error");
+    assert!(rc(&mut a, "CLIENT TRACKING on BCAST").contains("You can't switch BCAST mode"));
+    rc(&mut a, "CLIENT TRACKING off");
+    rc(&mut a, "CLIENT TRACKING on OPTOUT");
+    assert!(rc(&mut a, "CLIENT TRACKING on OPTIN").contains("switch OPTIN/OPTOUT"));
+    // CACHING no survives CLIENT subcommands, ends after the next command.
+    rc(&mut a, "CLIENT CACHING no");
+    assert!(rc(&mut a, "CLIENT TRACKINGINFO").contains("caching-no"));
+    rc(&mut a, "GET skipped");
+    rc(&mut a, "GET tracked");
+    let mut c = s.conn();
+    cmd::<()>(&mut c, &["MSET", "skipped", "1", "tracked", "1"]);
+    assert_eq!(read_reply(&mut a), inv(&["tracked"]));
+    assert_eq!(rc(&mut a, "PING"), "+PONG");
 }

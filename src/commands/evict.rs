@@ -16,7 +16,7 @@
 //! expire, or any). Redis also keeps a pool of good candidates between
 //! rounds; we sample afresh each time, which is a little less precise.
 //! An evicted key is propagated as DEL, notified as `evicted`, breaks
-//! WATCH and counts in INFO's evicted_keys.
+//! WATCH, invalidates client-side caches and counts in INFO's evicted_keys.
 
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU8, AtomicUsize};
@@ -145,7 +145,7 @@ pub fn admit(
     id: CommandId,
 ) -> Result<(), CmdError> {
     let limit = srv.hot.maxmemory.load(Relaxed);
-    if limit == 0 || used_memory() <= limit || evict(srv, clock, stats, limit) {
+    if limit == 0 || used_memory() <= limit || evict(srv, clock, stats, client.id, limit) {
         return Ok(());
     }
     let cmd = srv.commands.get(id);
@@ -166,14 +166,14 @@ pub fn admit(
 pub fn evict_if_over(ctx: &mut super::Ctx) {
     let limit = ctx.srv.hot.maxmemory.load(Relaxed);
     if limit != 0 && used_memory() > limit {
-        evict(ctx.srv, ctx.clock, ctx.stats, limit);
+        evict(ctx.srv, ctx.clock, ctx.stats, ctx.client.id, limit);
     }
 }
 
-/// Evicts keys until memory is under `limit`; false if it could not get
+/// Evicts keys until memory is under `limit`, for client `current`; false if it could not get
 /// there because nothing (more) can be evicted. Running out of time with
 /// progress made counts as success, as in Redis (EVICT_RUNNING).
-fn evict(srv: &Server, clock: &mut Hlc, stats: &WorkerStats, limit: u64) -> bool {
+fn evict(srv: &Server, clock: &mut Hlc, stats: &WorkerStats, current: u64, limit: u64) -> bool {
     let cfg = &srv.hot.eviction;
     let policy = cfg.policy();
     if policy == Policy::NoEviction {
@@ -182,18 +182,22 @@ fn evict(srv: &Server, clock: &mut Hlc, stats: &WorkerStats, limit: u64) -> bool
     let start = Instant::now();
     let budget = cfg.budget();
     let dbs = dbs_with_keys(srv, policy);
-    loop {
+    // As Redis: the amount to free is fixed up front and only what the
+    // deletions themselves release counts, so memory the evictions cause
+    // elsewhere (invalidation pushes queued to clients) cannot feed back
+    // into evicting more and more.
+    let to_free = used_memory().saturating_sub(limit);
+    let mut freed = 0;
+    while freed < to_free {
         let Some((db, key)) = pick_victim(srv, policy, &dbs) else {
             return false;
         };
-        evict_key(srv, clock, stats, db, &key);
-        if used_memory() <= limit {
-            return true;
-        }
+        freed += evict_key(srv, clock, stats, current, db, &key);
         if start.elapsed() >= budget {
-            return true;
+            break;
         }
     }
+    true
 }
 
 /// Databases holding keys the policy may evict. Finding out locks every
@@ -289,17 +293,43 @@ fn sample(g: &crate::keyspace::Shard, policy: Policy) -> Option<&Entry> {
     g.soonest_expiring()
 }
 
-fn evict_key(srv: &Server, clock: &mut Hlc, stats: &WorkerStats, db: usize, key: &[u8]) {
+/// Evicts `key` of `db` while client `current` waits to run its command;
+/// returns the bytes that makes available.
+fn evict_key(
+    srv: &Server,
+    clock: &mut Hlc,
+    stats: &WorkerStats,
+    current: u64,
+    db: usize,
+    key: &[u8],
+) -> u64 {
     let ks = &srv.keyspace;
     let slot = ks.slot(key);
+    let before = used_memory();
     let mut g = ks.db(db).lock(slot.shard);
     let Some(old) = g.remove(&ks.hasher, slot.hash, key) else {
-        return; // gone meanwhile
+        return 0; // gone meanwhile
     };
+    // What the key held: its entry (56 bytes in the shard's slab, reused
+    // by the next insert rather than returned to the allocator), index
+    // slot, key and value.
+    let held = (64 + old.key.len() + old.value.mem_usage()) as u64;
+    let freed = if srv.hot.eviction.lazy.load(Relaxed) {
+        srv.lazyfree.free_entry(old);
+        held
+    } else {
+        // Measured too: removing the last key of a shard frees its slab chunk.
+        drop(old);
+        held.max(before.saturating_sub(used_memory()))
+    };
+    // The rest under the shard lock, so the DEL is ordered with other
+    // writes to the key in the effect stream.
     notify_keyspace(srv, db, class::EVICTED, "evicted", key, 0);
     stats.add_evicted(1);
     stats.add_dirty(1);
     srv.watch.touch_expired(db, key);
+    // Other clients get it at once, `current` ahead of its reply.
+    super::tracking::touch_expired(srv, current, key);
     if srv.effects.enabled() {
         srv.effects.emit(crate::effects::Effect {
             db,
@@ -308,9 +338,7 @@ fn evict_key(srv: &Server, clock: &mut Hlc, stats: &WorkerStats, db: usize, key:
         });
     }
     drop(g);
-    if srv.hot.eviction.lazy.load(Relaxed) {
-        srv.lazyfree.free_entry(old);
-    }
+    freed
 }
 
 /// Seconds since the key was last touched (the LRU clock wraps at 24 bits).

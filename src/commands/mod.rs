@@ -398,6 +398,7 @@ impl Ctx<'_> {
         self.stats.add_expired(1);
         self.stats.add_dirty(1);
         self.srv.watch.touch_expired(db, key);
+        tracking::touch_expired(self.srv, self.client.id, key);
         let v = self.clock.now_at(self.now_ms);
         self.emit_effect(db, v, &[b"DEL", key]);
     }

@@ -304,6 +304,7 @@ fn run_one(ctx: &mut Ctx, q: &Queued) {
             now_ms: ctx.now_ms,
             replay_version: None,
         };
+        crate::commands::tracking::before_command(ctx.srv, sub.client, q.id, q.args());
         (cmd.handler)(&mut sub, q.args())
     };
     let usec = start.elapsed().as_micros() as u64;

@@ -1,20 +1,52 @@
 //! Client-side caching (Redis 6+ `CLIENT TRACKING`): the registry of which
-//! clients track which keys, and the CLIENT TRACKING / CACHING / GETREDIR /
-//! TRACKINGINFO handlers.
+//! clients track which keys, invalidation delivery, and the CLIENT TRACKING /
+//! CACHING / GETREDIR / TRACKINGINFO handlers.
 //!
-//! Built as one mutex-guarded registry (`Tracking`) plus an atomic count of
-//! tracking clients, so the write path (`Ctx::propagate_db`) and the read
-//! path (dispatch) pay one relaxed load when nobody tracks. Invalidations
-//! are delivered through each client's push channel (`ClientShared::push`),
-//! the mechanism PUBLISH uses: RESP3 `>2 invalidate [keys]` or, for RESP2
-//! redirect targets, a `__redis__:invalidate` pub/sub message.
+//! The registry (`Tracking`) keeps atomic counters, so every hook costs one
+//! relaxed load while nobody tracks; a read by a client that does not track
+//! costs no lock (`ClientState::tracking`), a write to an untracked key one
+//! table-shard lock (plus the settings lock while BCAST prefixes exist).
+//! Its parts mirror Redis:
+//! - the tracking table: key name → ids of the clients that read it (the db
+//!   is ignored, as in Redis), sharded by key hash. An id stays in it after its client stops
+//!   tracking (Redis does no id cleanup either); a stale id is skipped when
+//!   sending. When the last tracking client stops, the table is emptied
+//!   (Redis keeps stale ids; here writes stop consulting the table then). `tracking-table-max-keys` is enforced by the cron, which
+//!   invalidates keys until the table fits.
+//! - the prefix table of BCAST clients: prefix → its clients and the keys
+//!   written since the last broadcast, each with the client that wrote it
+//!   (0 for expiry) so NOLOOP clients can leave out their own writes.
+//!
+//! Redis is single-threaded and sends BCAST invalidations once per event-loop
+//! pass (beforeSleep). Here the equivalent pass is one connection's batch of
+//! pipelined commands: `flush_bcast` runs after each batch (and after each
+//! cron pass, for keys the active expiry cycle deleted) and sends each client
+//! one message per prefix with all the keys collected so far, from any thread.
+//!
+//! Keys a command reads are registered *before* the handler runs (Redis does
+//! it after): with threads, a write between the read and a later
+//! registration would be lost; registered first, such a write always sends
+//! an invalidation.
+//!
+//! An invalidation meant for the client whose command caused it (its own
+//! write, or a key its read found expired) waits until that command's reply
+//! has been written (`after_command`), as Redis's `tracking_pending_keys`:
+//! a push never lands inside a reply, and a transaction's come after EXEC's.
+//! Pushes to other clients go through their push channel
+//! (`ClientShared::push`), the mechanism PUBLISH uses: RESP3 `>2 invalidate
+//! [keys]`, or for a RESP2 redirect target in Pub/Sub mode a
+//! `__redis__:invalidate` message. A redirect whose client is gone marks the
+//! tracking client `broken_redirect` and, in RESP3, sends it
+//! `tracking-redir-broken <id>` instead.
 use super::error::CmdError;
 use super::{Args, CmdResult, Ctx};
 use crate::protocol::ReplyBuf;
+use crate::server::client::ClientState;
 use crate::server::Server;
 use parking_lot::Mutex;
-use std::collections::{HashMap, HashSet};
-use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::Relaxed};
+use std::sync::Arc;
 
 /// One client's tracking settings.
 #[derive(Default, Clone)]
@@ -24,22 +56,73 @@ struct Settings {
     optin: bool,
     optout: bool,
     noloop: bool,
-    prefixes: Vec<Vec<u8>>,
-    /// CLIENT CACHING yes/no for the next command.
-    caching: Option<bool>,
+    prefixes: BTreeSet<Vec<u8>>,
+    /// CLIENT CACHING yes (OPTIN) / no (OPTOUT) for the next command.
+    caching: bool,
+    /// A message could not be sent because the redirect client is gone.
+    broken: bool,
 }
 
+/// A BCAST prefix: its clients and the keys written since the last flush,
+/// each with the id of the client that wrote it last (0: none, as expiry).
+#[derive(Default)]
+struct Prefix {
+    clients: BTreeSet<u64>,
+    pending: BTreeMap<Vec<u8>, u64>,
+}
+
+/// Everything but the tracking table, under one lock.
 #[derive(Default)]
 struct Inner {
     clients: HashMap<u64, Settings>,
-    keys: HashMap<Vec<u8>, HashSet<u64>>,
+    prefixes: BTreeMap<Vec<u8>, Prefix>,
+    /// Invalidations held until the end of client id's command (None: flush).
+    deferred: HashMap<u64, Vec<Option<Vec<u8>>>>,
 }
 
+/// Shards of the tracking table (key name → ids of clients that read it).
+const TABLE_SHARDS: usize = 16;
+type TableShard = HashMap<Vec<u8>, HashSet<u64>>;
+
 /// The server-wide tracking registry.
-#[derive(Default)]
 pub struct Tracking {
     active: AtomicUsize,
+    /// Clients with a CLIENT CACHING flag set.
+    caching: AtomicUsize,
+    /// Clients with deferred invalidations.
+    deferred: AtomicUsize,
+    /// BCAST prefixes registered: writes skip the prefix table at 0.
+    nprefixes: AtomicUsize,
+    bcast_pending: AtomicBool,
+    /// (key, client) pairs in the table (INFO tracking_total_items).
+    items: AtomicUsize,
     inner: Mutex<Inner>,
+    /// Sharded by key hash, so writes to untracked keys while some client
+    /// tracks only take one shard's lock. Never held with `inner`.
+    table: [Mutex<TableShard>; TABLE_SHARDS],
+}
+
+impl Default for Tracking {
+    fn default() -> Self {
+        Tracking {
+            active: AtomicUsize::new(0),
+            caching: AtomicUsize::new(0),
+            deferred: AtomicUsize::new(0),
+            nprefixes: AtomicUsize::new(0),
+            bcast_pending: AtomicBool::new(false),
+            items: AtomicUsize::new(0),
+            inner: Mutex::default(),
+            table: std::array::from_fn(|_| Mutex::default()),
+        }
+    }
+}
+
+/// What an invalidation message carries.
+#[derive(Clone, Copy)]
+enum Payload<'a> {
+    Keys(&'a [&'a [u8]]),
+    /// FLUSHALL / FLUSHDB: null, in the tracking client's protocol.
+    Flush,
 }
 
 impl Tracking {
@@ -47,18 +130,63 @@ impl Tracking {
         self.active.load(Relaxed) > 0
     }
 
-    /// Forgets a client (tracking off, disconnect).
+    fn shard(&self, key: &[u8]) -> &Mutex<TableShard> {
+        use std::hash::{BuildHasher, BuildHasherDefault};
+        type H = BuildHasherDefault<std::collections::hash_map::DefaultHasher>;
+        let h = H::default().hash_one(key);
+        &self.table[(h as usize) % TABLE_SHARDS]
+    }
+
+    /// Removes `key` from the table: the ids that tracked it, sorted.
+    fn take_key(&self, key: &[u8]) -> Option<Vec<u64>> {
+        let ids = self.shard(key).lock().remove(key)?;
+        self.items.fetch_sub(ids.len(), Relaxed);
+        let mut ids: Vec<u64> = ids.into_iter().collect();
+        ids.sort_unstable();
+        Some(ids)
+    }
+
+    fn clear_table(&self) {
+        for s in &self.table {
+            let mut s = s.lock();
+            self.items
+                .fetch_sub(s.values().map(|x| x.len()).sum(), Relaxed);
+            *s = HashMap::new();
+        }
+    }
+
+    /// Turns tracking off for a client (CLIENT TRACKING off, RESET,
+    /// disconnect). Its ids stay in the tracking table, as in Redis.
     pub fn remove_client(&self, id: u64) {
         if !self.active() {
             return;
         }
         let mut g = self.inner.lock();
-        if g.clients.remove(&id).is_some() {
-            self.active.fetch_sub(1, Relaxed);
-            g.keys.retain(|_, s| {
-                s.remove(&id);
-                !s.is_empty()
+        let Some(s) = g.clients.remove(&id) else {
+            return;
+        };
+        let last = self.active.fetch_sub(1, Relaxed) == 1;
+        if s.caching {
+            self.caching.fetch_sub(1, Relaxed);
+        }
+        if g.deferred.remove(&id).is_some() {
+            self.deferred.fetch_sub(1, Relaxed);
+        }
+        for p in &s.prefixes {
+            let empty = g.prefixes.get_mut(p).is_some_and(|x| {
+                x.clients.remove(&id);
+                x.clients.is_empty()
             });
+            if empty {
+                g.prefixes.remove(p);
+                self.nprefixes.fetch_sub(1, Relaxed);
+            }
+        }
+        drop(g);
+        if last {
+            // Nobody tracks: writes stop reaching the table (the hooks cost
+            // nothing then), so its ids, all stale now, are dropped.
+            self.clear_table();
         }
     }
 
@@ -72,42 +200,90 @@ impl Tracking {
 
     /// (tracking clients, tracked keys, BCAST prefixes) for INFO.
     pub fn stats(&self) -> (usize, usize, usize) {
+        let keys = self.table.iter().map(|s| s.lock().len()).sum();
         let g = self.inner.lock();
-        let p = g.clients.values().map(|s| s.prefixes.len()).sum();
-        (g.clients.len(), g.keys.len(), p)
+        (g.clients.len(), keys, g.prefixes.len())
+    }
+
+    /// INFO tracking_total_items: (key, client) pairs in the tracking table.
+    pub fn total_items(&self) -> usize {
+        self.items.load(Relaxed)
     }
 }
 
-/// Dispatch hook: after command `cmd_id` ran for client `id`, remembers
-/// the keys it read if the client tracks them.
-pub fn after_command(srv: &Server, id: u64, cmd_id: usize, args: Args) {
+/// Dispatch hook, before a command's handler runs: registers the keys a
+/// read-only command reads when its client tracks them (see module doc).
+pub fn before_command(srv: &Server, client: &ClientState, cmd_id: usize, args: Args) {
+    let t = &srv.tracking;
+    if !t.active() || !client.tracking {
+        return;
+    }
+    let cmd = srv.commands.get(cmd_id);
+    if cmd.flags & super::flags::READONLY == 0 {
+        return;
+    }
+    let g = t.inner.lock();
+    let Some(s) = g.clients.get(&client.id) else {
+        return;
+    };
+    if s.bcast || (s.optin && !s.caching) || (s.optout && s.caching) {
+        return;
+    }
+    drop(g);
+    for p in cmd.key_positions(args) {
+        let key = args.get(p);
+        let mut shard = t.shard(key).lock();
+        let ids = match shard.get_mut(key) {
+            Some(ids) => ids,
+            None => shard.entry(key.to_vec()).or_default(),
+        };
+        if ids.insert(client.id) {
+            t.items.fetch_add(1, Relaxed);
+        }
+    }
+}
+
+/// Dispatch hook, after a top-level command's reply is in `out`: ends the
+/// CLIENT CACHING flag's scope (as Redis, it survives CLIENT subcommands and
+/// a transaction until EXEC) and appends the invalidations it deferred.
+pub fn after_command(srv: &Server, client: &ClientState, cmd_id: usize, out: &mut ReplyBuf) {
     let t = &srv.tracking;
     if !t.active() {
         return;
     }
-    let cmd = srv.commands.get(cmd_id);
+    if t.caching.load(Relaxed) > 0
+        && client.multi.is_none()
+        && !srv.commands.full_names[cmd_id].starts_with("client|")
+    {
+        let mut g = t.inner.lock();
+        if let Some(s) = g.clients.get_mut(&client.id).filter(|s| s.caching) {
+            s.caching = false;
+            t.caching.fetch_sub(1, Relaxed);
+        }
+    }
+    append_deferred(srv, client.id, out);
+}
+
+/// Appends the invalidations deferred for client `id` to its output: after
+/// its reply for its own writes, before it for keys evicted to admit its
+/// command (dispatch calls this both before and after the handler).
+pub fn append_deferred(srv: &Server, id: u64, out: &mut ReplyBuf) {
+    let t = &srv.tracking;
+    if t.deferred.load(Relaxed) == 0 {
+        return;
+    }
     let mut g = t.inner.lock();
-    let Some(s) = g.clients.get_mut(&id) else {
+    let Some(list) = g.deferred.remove(&id) else {
         return;
     };
-    if srv.commands.full_names[cmd_id] == "client|caching" {
-        return;
-    }
-    let caching = s.caching.take();
-    let track = !s.bcast
-        && cmd.flags & super::flags::READONLY != 0
-        && if s.optin {
-            caching == Some(true)
-        } else if s.optout {
-            caching != Some(false)
-        } else {
-            true
+    t.deferred.fetch_sub(1, Relaxed);
+    for item in list {
+        let key: Vec<&[u8]> = item.iter().map(|k| &k[..]).collect();
+        let payload = match item {
+            Some(_) => Payload::Keys(&key),
+            None => Payload::Flush,
         };
-    if !track {
-        return;
-    }
-    for p in cmd.key_positions(args) {
-        g.keys.entry(args.get(p).to_vec()).or_default().insert(id);
+        send(srv, &mut g, id, payload, Some((id, &mut *out)));
     }
 }
 
@@ -116,7 +292,7 @@ pub fn touch_write(ctx: &Ctx, argv: &[&[u8]]) {
     let Some(&name) = argv.first() else { return };
     let srv = ctx.srv;
     if name.eq_ignore_ascii_case(b"flushall") || name.eq_ignore_ascii_case(b"flushdb") {
-        return invalidate_all(ctx);
+        return invalidate_all(srv, ctx.client.id);
     }
     let mut spans = Vec::with_capacity(argv.len());
     let mut off = 0;
@@ -135,82 +311,204 @@ pub fn touch_write(ctx: &Ctx, argv: &[&[u8]]) {
             None => return,
         }
     }
-    let keys: Vec<&[u8]> = srv
-        .commands
-        .get(id)
-        .key_positions(args)
-        .into_iter()
-        .map(|p| args.get(p))
-        .collect();
-    invalidate_keys(ctx, &keys);
-}
-
-/// Sends each client one message listing the keys of this write it tracks.
-fn invalidate_keys(ctx: &Ctx, keys: &[&[u8]]) {
     let me = ctx.client.id;
-    let mut per: HashMap<u64, Vec<&[u8]>> = HashMap::new();
-    let mut g = ctx.srv.tracking.inner.lock();
-    for &key in keys {
-        let mut targets: Vec<u64> = g.keys.remove(key).into_iter().flatten().collect();
-        for (&id, s) in &g.clients {
-            if s.bcast && (s.prefixes.is_empty() || s.prefixes.iter().any(|p| key.starts_with(p))) {
-                targets.push(id);
-            }
-        }
-        targets.retain(|id| !(g.clients.get(id).is_some_and(|s| s.noloop) && *id == me));
-        targets.sort_unstable();
-        targets.dedup();
-        for id in targets {
-            let v = per.entry(id).or_default();
-            if !v.contains(&key) {
-                v.push(key);
-            }
-        }
-    }
-    for (id, ks) in per {
-        let r = g.clients.get(&id).map_or(0, |s| s.redirect);
-        send(ctx, id, r, Some(&ks));
+    for p in srv.commands.get(id).key_positions(args) {
+        invalidate_key(srv, me, me, args.get(p));
     }
 }
 
-fn invalidate_all(ctx: &Ctx) {
-    let g = &mut *ctx.srv.tracking.inner.lock();
-    g.keys.clear();
-    for (&id, s) in &g.clients {
-        send(ctx, id, s.redirect, None);
+/// Expiry hook: `key` expired and was deleted, lazily during client
+/// `current`'s command or (current 0) by the active expiry cycle.
+pub fn touch_expired(srv: &Server, current: u64, key: &[u8]) {
+    if !srv.tracking.active() {
+        return;
     }
+    invalidate_key(srv, current, 0, key);
 }
 
-/// Sends one invalidation to client `id` (or its redirect target).
-fn send(ctx: &Ctx, id: u64, redirect: u64, keys: Option<&[&[u8]]>) {
-    let target = if redirect != 0 { redirect } else { id };
-    let Some(c) = ctx.srv.clients.get(target) else {
+/// Invalidates one key: queues it for the matching BCAST prefixes (written
+/// by `writer`) and notifies the clients that read it, except `current`
+/// itself with NOLOOP; `current`'s own message waits for its reply.
+fn invalidate_key(srv: &Server, current: u64, writer: u64, key: &[u8]) {
+    let t = &srv.tracking;
+    if t.nprefixes.load(Relaxed) > 0 {
+        let mut g = t.inner.lock();
+        let mut queued = false;
+        for (p, state) in g.prefixes.iter_mut() {
+            if key.starts_with(p) {
+                state.pending.insert(key.to_vec(), writer);
+                queued = true;
+            }
+        }
+        if queued {
+            t.bcast_pending.store(true, Relaxed);
+        }
+    }
+    let Some(ids) = t.take_key(key) else {
         return;
     };
-    let resp = c.resp.load(Relaxed);
-    let mut b = ReplyBuf::new(if resp >= 3 { 3 } else { 2 });
-    if resp >= 3 {
-        b.push(2);
-        b.bulk(b"invalidate");
+    let g = &mut *t.inner.lock();
+    for id in ids {
+        let Some(s) = g.clients.get(&id) else {
+            continue;
+        };
+        if s.bcast || (s.noloop && id == current) {
+            continue;
+        }
+        if id == current {
+            defer(t, g, id, Some(key.to_vec()));
+        } else {
+            send(srv, g, id, Payload::Keys(&[key]), None);
+        }
+    }
+}
+
+fn defer(t: &Tracking, g: &mut Inner, id: u64, item: Option<Vec<u8>>) {
+    let list = g.deferred.entry(id).or_insert_with(|| {
+        t.deferred.fetch_add(1, Relaxed);
+        Vec::new()
+    });
+    list.push(item);
+}
+
+/// FLUSHALL / FLUSHDB: every tracking client gets a null invalidation (the
+/// flushing client after its reply) and the tracking table is emptied.
+fn invalidate_all(srv: &Server, current: u64) {
+    let t = &srv.tracking;
+    t.clear_table();
+    let mut g = t.inner.lock();
+    let mut ids: Vec<u64> = g.clients.keys().copied().collect();
+    ids.sort_unstable();
+    for id in ids {
+        if id == current {
+            defer(t, &mut g, id, None);
+        } else {
+            send(srv, &mut g, id, Payload::Flush, None);
+        }
+    }
+}
+
+/// Sends the BCAST invalidations collected since the last call: per prefix,
+/// one message per client with the keys written (a NOLOOP client's own
+/// writes left out). Called after each connection batch and cron pass.
+pub fn flush_bcast(srv: &Server) {
+    let t = &srv.tracking;
+    if !t.bcast_pending.load(Relaxed) || !t.bcast_pending.swap(false, Relaxed) {
+        return;
+    }
+    let mut g = t.inner.lock();
+    let g2 = &mut *g;
+    let mut batches: Vec<(u64, Vec<Vec<u8>>)> = Vec::new();
+    for state in g2.prefixes.values_mut() {
+        if state.pending.is_empty() {
+            continue;
+        }
+        let pending = std::mem::take(&mut state.pending);
+        for &id in &state.clients {
+            let noloop = g2.clients.get(&id).is_some_and(|s| s.noloop);
+            let keys = pending
+                .iter()
+                .filter(|(_, &w)| !(noloop && w == id))
+                .map(|(k, _)| k.clone())
+                .collect();
+            batches.push((id, keys));
+        }
+    }
+    for (id, keys) in batches {
+        if keys.is_empty() {
+            continue;
+        }
+        let ks: Vec<&[u8]> = keys.iter().map(|k| &k[..]).collect();
+        send(srv, &mut g, id, Payload::Keys(&ks), None);
+    }
+}
+
+/// Cron hook (worker 0): enforces `tracking-table-max-keys` by invalidating
+/// tracked keys until the table fits, and sends pending BCAST messages.
+pub fn cron(srv: &Server) {
+    let t = &srv.tracking;
+    if !t.active() {
+        return;
+    }
+    let max = srv.config.read().get_i64("tracking-table-max-keys").max(0) as usize;
+    let total: usize = t.table.iter().map(|s| s.lock().len()).sum();
+    if max > 0 && total > max {
+        let mut n = total - max;
+        let mut victims: Vec<Vec<u8>> = Vec::with_capacity(n);
+        for s in &t.table {
+            let s = s.lock();
+            let k = n.min(s.len());
+            victims.extend(s.keys().take(k).cloned());
+            n -= k;
+        }
+        for key in victims {
+            // Evicted, not written: no client is excluded or deferred.
+            invalidate_key(srv, 0, 0, &key);
+        }
+    }
+    flush_bcast(srv);
+}
+
+/// Sends one invalidation for tracking client `id` to where it goes: its
+/// redirect target or itself. `own` is the client whose reply buffer is at
+/// hand (a message for it is appended there instead of pushed).
+fn send(srv: &Server, g: &mut Inner, id: u64, p: Payload, own: Option<(u64, &mut ReplyBuf)>) {
+    let Some(s) = g.clients.get_mut(&id) else {
+        return;
+    };
+    let Some(me) = srv.clients.get(id) else {
+        return;
+    };
+    let my_resp = me.resp.load(Relaxed);
+    let mut msg = Vec::with_capacity(64);
+    let target = if s.redirect == 0 {
+        me
+    } else if let Some(r) = srv.clients.get(s.redirect) {
+        r
     } else {
-        if c.subs[0].load(Relaxed) == 0 {
+        s.broken = true;
+        if my_resp < 3 {
             return;
         }
-        b.push(3);
-        b.bulk(b"message");
-        b.bulk(b"__redis__:invalidate");
+        msg.extend_from_slice(b">2\r\n$21\r\ntracking-redir-broken\r\n");
+        msg.extend_from_slice(format!(":{}\r\n", s.redirect).as_bytes());
+        return deliver(srv, me, msg, own);
+    };
+    if target.resp.load(Relaxed) >= 3 {
+        msg.extend_from_slice(b">2\r\n$10\r\ninvalidate\r\n");
+    } else if s.redirect != 0 && target.subs.iter().any(|n| n.load(Relaxed) > 0) {
+        msg.extend_from_slice(b"*3\r\n$7\r\nmessage\r\n$20\r\n__redis__:invalidate\r\n");
+    } else {
+        return; // RESP2 without a Pub/Sub redirect: nowhere to send it.
     }
-    match keys {
-        Some(ks) => {
-            b.array(ks.len());
+    match p {
+        Payload::Keys(ks) => {
+            msg.extend_from_slice(format!("*{}\r\n", ks.len()).as_bytes());
             for k in ks {
-                b.bulk(k);
+                msg.extend_from_slice(format!("${}\r\n", k.len()).as_bytes());
+                msg.extend_from_slice(k);
+                msg.extend_from_slice(b"\r\n");
             }
         }
-        None => b.null(),
+        Payload::Flush if my_resp >= 3 => msg.extend_from_slice(b"_\r\n"),
+        Payload::Flush => msg.extend_from_slice(b"$-1\r\n"),
     }
-    let limit = ctx.srv.hot.obuf_limits.read().pubsub;
-    c.push(std::sync::Arc::new(b.buf), &limit, ctx.now_ms);
+    deliver(srv, target, msg, own)
+}
+
+fn deliver(
+    srv: &Server,
+    to: Arc<crate::server::client::ClientShared>,
+    msg: Vec<u8>,
+    own: Option<(u64, &mut ReplyBuf)>,
+) {
+    match own {
+        Some((id, out)) if id == to.id => out.buf.extend_from_slice(&msg),
+        _ => {
+            let limit = srv.hot.obuf_limits.read().pubsub;
+            to.push(Arc::new(msg), &limit, crate::keyspace::hlc::unix_ms());
+        }
+    }
 }
 
 fn err(s: &str) -> CmdError {
@@ -219,12 +517,8 @@ fn err(s: &str) -> CmdError {
 
 /// CLIENT TRACKING ON|OFF [REDIRECT id] [PREFIX p ...] [BCAST] [OPTIN] [OPTOUT] [NOLOOP]
 pub fn tracking(ctx: &mut Ctx, args: Args) -> CmdResult {
-    let on = match args.get(2).to_ascii_lowercase().as_slice() {
-        b"on" => true,
-        b"off" => false,
-        _ => return Err(CmdError::Syntax),
-    };
     let mut n = Settings::default();
+    let mut prefixes: Vec<Vec<u8>> = Vec::new();
     let mut i = 3;
     while i < args.len() {
         let a = args.get(i).to_ascii_lowercase();
@@ -246,72 +540,105 @@ pub fn tracking(ctx: &mut Ctx, args: Args) -> CmdResult {
             b"optout" => n.optout = true,
             b"noloop" => n.noloop = true,
             b"prefix" if has_next => {
-                n.prefixes.push(args.get(i + 1).to_vec());
+                prefixes.push(args.get(i + 1).to_vec());
                 i += 1;
             }
             _ => return Err(CmdError::Syntax),
         }
         i += 1;
     }
+    let on = match args.get(2).to_ascii_lowercase().as_slice() {
+        b"on" => true,
+        b"off" => false,
+        _ => return Err(CmdError::Syntax),
+    };
     let me = ctx.client.id;
     let t = &ctx.srv.tracking;
     if !on {
         t.remove_client(me);
+        ctx.client.tracking = false;
         ctx.out.ok();
         return Ok(());
     }
     let mut g = t.inner.lock();
     let old = g.clients.get(&me).cloned();
-    check_on(&n, old.as_ref())?;
-    let mut merged = n;
-    if let Some(o) = old {
-        let mut p = o.prefixes;
-        p.extend(merged.prefixes);
-        merged.prefixes = p;
-        merged.optin |= o.optin;
-        merged.optout |= o.optout;
-    } else {
-        t.active.fetch_add(1, Relaxed);
-    }
-    g.clients.insert(me, merged);
+    check_on(&n, &prefixes, old.as_ref())?;
+    enable(t, &mut g, me, n, old, prefixes);
     drop(g);
+    ctx.client.tracking = true;
     ctx.out.ok();
     Ok(())
 }
 
-fn check_on(n: &Settings, old: Option<&Settings>) -> CmdResult {
-    if let Some(o) = old {
-        if o.bcast != n.bcast {
-            return Err(err("You can't switch BCAST mode on/off before disabling tracking for this client, and then re-enabling it with a different mode."));
-        }
-    }
-    if !n.bcast && !n.prefixes.is_empty() {
-        return Err(err("PREFIX option requires BCAST mode to be enabled"));
-    }
-    if n.bcast {
-        let existing = old.map_or(&[][..], |o| &o.prefixes[..]);
-        for (j, p) in n.prefixes.iter().enumerate() {
-            let others = existing.iter().map(|q| (q, "an existing"));
-            let news = n.prefixes[j + 1..].iter().map(|q| (q, "another provided"));
-            for (q, what) in others.chain(news) {
-                if p.starts_with(q) || q.starts_with(p) {
-                    return Err(overlap(p, q, what));
-                }
+/// Sets client `me`'s mode (flags and redirect replaced, BCAST prefixes
+/// added to those it had), as Redis's enableTracking.
+fn enable(
+    t: &Tracking,
+    g: &mut Inner,
+    me: u64,
+    mut n: Settings,
+    old: Option<Settings>,
+    mut prefixes: Vec<Vec<u8>>,
+) {
+    match old {
+        Some(o) => {
+            n.prefixes = o.prefixes;
+            if o.caching {
+                t.caching.fetch_sub(1, Relaxed);
             }
         }
-    }
-    if n.optin && n.optout {
-        return Err(err("You can't use OPTIN and OPTOUT at the same time"));
-    }
-    if let Some(o) = old {
-        if (n.optin && o.optout) || (n.optout && o.optin) {
-            return Err(err("You can't switch OPTIN/OPTOUT mode before disabling tracking for this client, and then re-enabling it with a different mode."));
+        None => {
+            t.active.fetch_add(1, Relaxed);
         }
+    }
+    if n.bcast {
+        if prefixes.is_empty() {
+            prefixes.push(Vec::new());
+        }
+        for p in prefixes {
+            let state = g.prefixes.entry(p.clone()).or_insert_with(|| {
+                t.nprefixes.fetch_add(1, Relaxed);
+                Prefix::default()
+            });
+            state.clients.insert(me);
+            n.prefixes.insert(p);
+        }
+    }
+    g.clients.insert(me, n);
+}
+
+fn check_on(n: &Settings, prefixes: &[Vec<u8>], old: Option<&Settings>) -> CmdResult {
+    if !n.bcast && !prefixes.is_empty() {
+        return Err(err("PREFIX option requires BCAST mode to be enabled"));
+    }
+    if old.is_some_and(|o| o.bcast != n.bcast) {
+        return Err(err("You can't switch BCAST mode on/off before disabling tracking for this client, and then re-enabling it with a different mode."));
     }
     if n.bcast && (n.optin || n.optout) {
         return Err(err("OPTIN and OPTOUT are not compatible with BCAST"));
     }
+    if n.optin && n.optout {
+        return Err(err("You can't specify both OPTIN mode and OPTOUT mode"));
+    }
+    if old.is_some_and(|o| (n.optin && o.optout) || (n.optout && o.optin)) {
+        return Err(err("You can't switch OPTIN/OPTOUT mode before disabling tracking for this client, and then re-enabling it with a different mode."));
+    }
+    if n.bcast {
+        let existing = old.map(|o| &o.prefixes);
+        for (j, p) in prefixes.iter().enumerate() {
+            if let Some(q) = existing.into_iter().flatten().find(|q| overlaps(p, q)) {
+                return Err(overlap(p, q, "an existing"));
+            }
+            if let Some(q) = prefixes[j + 1..].iter().find(|q| overlaps(p, q)) {
+                return Err(overlap(p, q, "another provided"));
+            }
+        }
+    }
     Ok(())
+}
+
+fn overlaps(p: &[u8], q: &[u8]) -> bool {
+    p.starts_with(q) || q.starts_with(p)
 }
 
 fn overlap(p: &[u8], q: &[u8], what: &str) -> CmdError {
@@ -325,41 +652,56 @@ fn overlap(p: &[u8], q: &[u8], what: &str) -> CmdError {
 /// CLIENT CACHING YES|NO
 pub fn caching(ctx: &mut Ctx, args: Args) -> CmdResult {
     let me = ctx.client.id;
-    let mut g = ctx.srv.tracking.inner.lock();
-    let Some(s) = g.clients.get_mut(&me).filter(|s| s.optin || s.optout) else {
+    let t = &ctx.srv.tracking;
+    let mut g = t.inner.lock();
+    let Some(s) = g.clients.get_mut(&me) else {
         return Err(err("CLIENT CACHING can be called only when the client is in tracking mode with OPTIN or OPTOUT mode enabled"));
     };
-    let yes = match args.get(2).to_ascii_lowercase().as_slice() {
-        b"yes" => true,
-        b"no" => false,
-        _ => return Err(CmdError::Syntax),
-    };
-    if yes && !s.optin {
-        return Err(err(
+    match args.get(2).to_ascii_lowercase().as_slice() {
+        b"yes" if !s.optin => Err(err(
             "CLIENT CACHING YES is only valid when tracking is enabled in OPTIN mode.",
-        ));
-    }
-    if !yes && !s.optout {
-        return Err(err(
+        )),
+        b"no" if !s.optout => Err(err(
             "CLIENT CACHING NO is only valid when tracking is enabled in OPTOUT mode.",
-        ));
+        )),
+        b"yes" | b"no" => {
+            if !s.caching {
+                s.caching = true;
+                t.caching.fetch_add(1, Relaxed);
+            }
+            drop(g);
+            ctx.out.ok();
+            Ok(())
+        }
+        _ => Err(CmdError::Syntax),
     }
-    s.caching = Some(yes);
-    drop(g);
-    ctx.out.ok();
-    Ok(())
 }
 
 /// CLIENT GETREDIR
 pub fn getredir(ctx: &mut Ctx, _args: Args) -> CmdResult {
-    let g = ctx.srv.tracking.inner.lock();
-    let r = g
-        .clients
-        .get(&ctx.client.id)
-        .map_or(-1, |s| s.redirect as i64);
-    drop(g);
-    ctx.out.int(r);
+    let r = ctx.srv.tracking.redirect_of(ctx.client.id);
+    ctx.out.int(r.map_or(-1, |r| r as i64));
     Ok(())
+}
+
+/// CLIENT LIST / INFO: the tracking flags ("t", then "R" for a broken
+/// redirect and "B" for BCAST) and `redir=` (-1 when not tracking).
+pub fn list_fields(srv: &Server, id: u64) -> (String, i64) {
+    if !srv.tracking.active() {
+        return (String::new(), -1);
+    }
+    let g = srv.tracking.inner.lock();
+    let Some(s) = g.clients.get(&id) else {
+        return (String::new(), -1);
+    };
+    let mut f = String::from("t");
+    if s.broken {
+        f.push('R');
+    }
+    if s.bcast {
+        f.push('B');
+    }
+    (f, s.redirect as i64)
 }
 
 /// CLIENT TRACKINGINFO
@@ -377,22 +719,16 @@ pub fn trackinginfo(ctx: &mut Ctx, _args: Args) -> CmdResult {
         None => flags.push("off"),
         Some(s) => {
             flags.push("on");
-            for (on, f) in [(s.bcast, "bcast"), (s.optin, "optin"), (s.optout, "optout")] {
-                if on {
-                    flags.push(f);
-                }
-            }
-            match s.caching {
-                Some(true) => flags.push("caching-yes"),
-                Some(false) => flags.push("caching-no"),
-                None => {}
-            }
-            if s.noloop {
-                flags.push("noloop");
-            }
-            if s.redirect != 0 && ctx.srv.clients.get(s.redirect).is_none() {
-                flags.push("broken_redirect");
-            }
+            let all = [
+                (s.bcast, "bcast"),
+                (s.optin, "optin"),
+                (s.optin && s.caching, "caching-yes"),
+                (s.optout, "optout"),
+                (s.optout && s.caching, "caching-no"),
+                (s.noloop, "noloop"),
+                (s.broken, "broken_redirect"),
+            ];
+            flags.extend(all.iter().filter(|(on, _)| *on).map(|(_, f)| *f));
         }
     }
     let out = &mut *ctx.out;

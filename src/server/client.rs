@@ -58,6 +58,9 @@ pub struct ClientState {
     pub no_evict: bool,
     pub no_touch: bool,
     pub monitor: bool,
+    /// CLIENT TRACKING is on (a hint: reads by other clients skip the
+    /// tracking registry's lock; see `commands/tracking.rs`).
+    pub tracking: bool,
     /// Set by QUIT, SHUTDOWN or a self-kill: close once replies are written.
     pub close_after_reply: bool,
     /// Set by SHUTDOWN: the server should stop after this reply.
@@ -93,6 +96,7 @@ impl ClientState {
             no_evict: false,
             no_touch: false,
             monitor: false,
+            tracking: false,
             close_after_reply: false,
             shutdown_requested: None,
             shared: None,

@@ -316,6 +316,7 @@ async fn serve_stream<T>(
         let (close, more) =
             process_input(&srv, &worker, &mut client, &mut parser, &mut qb, &mut out).await;
         more_input = more;
+        crate::commands::tracking::flush_bcast(&srv);
         qb.shrink_if_idle();
         shared.qbuf.store(qb.end - qb.start, Relaxed);
         if !out.is_empty() {
@@ -349,6 +350,7 @@ async fn serve_stream<T>(
                 break;
             }
             more_input = true;
+            crate::commands::tracking::flush_bcast(&srv);
         }
         if let Some(kind) = client.shutdown_requested.take() {
             srv.request_shutdown(kind);
@@ -491,7 +493,6 @@ pub fn dispatch(
     args: Args,
     start: Instant,
 ) -> Instant {
-    let mark = out.len();
     out.resp = client.resp;
     let mut end = start;
     let res = lookup_and_check(srv, client, args).and_then(|id| {
@@ -500,6 +501,9 @@ pub fn dispatch(
             .map(|()| id)
             .map_err(|e| (Some(id), e))
     });
+    // Invalidations of keys evicted just now go ahead of the reply (Redis).
+    crate::commands::tracking::append_deferred(srv, client.id, out);
+    let mark = out.len();
     // In MULTI, commands are queued (Ok(None)) instead of run.
     let res = crate::commands::multi::intercept(srv, client, out, args, res);
     let (id, result, usec) = match res {
@@ -526,10 +530,8 @@ pub fn dispatch(
                 now_ms: worker.unix_ms_at(start),
                 replay_version: None,
             };
+            crate::commands::tracking::before_command(srv, ctx.client, id, args);
             let r = (cmd.handler)(&mut ctx, args);
-            if r.is_ok() {
-                crate::commands::tracking::after_command(srv, client.id, id, args);
-            }
             if monitored && cmd.name == "exec" {
                 feed_monitors(srv, client, args);
             }
@@ -563,6 +565,9 @@ pub fn dispatch(
             out.buf.truncate(mark);
             client.reply_mode = ReplyMode::Skip;
         }
+    }
+    if let Some(id) = id {
+        crate::commands::tracking::after_command(srv, client, id, out);
     }
     end
 }

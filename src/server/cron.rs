@@ -23,6 +23,7 @@ pub async fn worker_cron(srv: Arc<Server>, worker: Rc<Worker>, index: usize, nwo
         worker.sync_wall_clock();
         if index == 0 {
             end_pause_if_due(&srv);
+            crate::commands::tracking::cron(&srv);
         }
         if !srv.hot.active_expire.load(Relaxed) {
             continue;
@@ -41,6 +42,7 @@ pub async fn worker_cron(srv: Arc<Server>, worker: Rc<Worker>, index: usize, nwo
                 stats.add_expired(1);
                 stats.add_dirty(1);
                 srv.watch.touch_expired(db, &e.key);
+                crate::commands::tracking::touch_expired(&srv, 0, &e.key);
                 if srv.effects.enabled() {
                     let v = clock.now();
                     srv.effects.emit(crate::effects::Effect {
@@ -55,6 +57,7 @@ pub async fn worker_cron(srv: Arc<Server>, worker: Rc<Worker>, index: usize, nwo
             },
         );
         more_due = st.more_due;
+        crate::commands::tracking::flush_bcast(&srv);
     }
 }
 

@@ -264,12 +264,11 @@ fn client_line(ctx: &Ctx, c: &ClientShared, current: Option<&str>) -> String {
     let qbuf = c.qbuf.load(Relaxed);
     let obuf = c.obuf.load(Relaxed);
     let (lib_name, lib_ver) = c.lib.lock().clone();
-    let redir = ctx.srv.tracking.redirect_of(c.id);
+    let (tflags, redir) = crate::commands::tracking::list_fields(ctx.srv, c.id);
     let mut flags = flags_of(c);
-    if redir.is_some() {
-        flags = flags.replace('N', "") + "t";
+    if !tflags.is_empty() {
+        flags = flags.replace('N', "") + &tflags;
     }
-    let redir = redir.map_or(-1, |r| r as i64);
     format!(
         "id={} addr={addr} laddr={laddr} fd={} name={} age={} idle={} flags={} db={} \
          sub={} psub={} ssub={} multi={} qbuf={qbuf} qbuf-free={} argv-mem=0 multi-mem=0 \

@@ -436,7 +436,7 @@ fn stats(srv: &Arc<Server>, w: &[Arc<WorkerStats>], o: &mut String) {
         "total_active_defrag_time" => 0,
         "current_active_defrag_time" => 0,
         "tracking_total_keys" => srv.tracking.stats().1,
-        "tracking_total_items" => srv.tracking.stats().1,
+        "tracking_total_items" => srv.tracking.total_items(),
         "tracking_total_prefixes" => srv.tracking.stats().2,
         "unexpected_error_replies" => 0,
         "total_error_replies" => errors,
