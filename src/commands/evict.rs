@@ -170,9 +170,9 @@ pub fn evict_if_over(ctx: &mut super::Ctx) {
     }
 }
 
-/// Evicts keys until memory is under `limit`, for client `current`; false if it could not get
-/// there because nothing (more) can be evicted. Running out of time with
-/// progress made counts as success, as in Redis (EVICT_RUNNING).
+/// Evicts keys until memory is under `limit`, for client `current`; false
+/// if it runs out of keys to evict first. Running out of time counts as
+/// success (Redis's EVICT_RUNNING: the next command continues).
 fn evict(srv: &Server, clock: &mut Hlc, stats: &WorkerStats, current: u64, limit: u64) -> bool {
     let cfg = &srv.hot.eviction;
     let policy = cfg.policy();
@@ -182,22 +182,15 @@ fn evict(srv: &Server, clock: &mut Hlc, stats: &WorkerStats, current: u64, limit
     let start = Instant::now();
     let budget = cfg.budget();
     let dbs = dbs_with_keys(srv, policy);
-    // As Redis: the amount to free is fixed up front and only what the
-    // deletions themselves release counts, so memory the evictions cause
-    // elsewhere (invalidation pushes queued to clients) cannot feed back
-    // into evicting more and more.
-    let to_free = used_memory().saturating_sub(limit);
-    let mut freed = 0;
-    while freed < to_free {
+    loop {
         let Some((db, key)) = pick_victim(srv, policy, &dbs) else {
-            return false;
+            return false; // nothing (more) to evict, still over the limit
         };
-        freed += evict_key(srv, clock, stats, current, db, &key);
-        if start.elapsed() >= budget {
-            break;
+        evict_key(srv, clock, stats, current, db, &key);
+        if used_memory() <= limit || start.elapsed() >= budget {
+            return true;
         }
     }
-    true
 }
 
 /// Databases holding keys the policy may evict. Finding out locks every
@@ -247,24 +240,28 @@ fn pick_victim(srv: &Server, policy: Policy, dbs: &[usize]) -> Option<(usize, Ke
     let now_lru = crate::commands::access::lru_clock(crate::keyspace::hlc::unix_ms());
     let decay = srv.hot.eviction.lfu_decay_time.load(Relaxed);
     let mut best: Option<(u64, usize, Key)> = None;
-    let mut tries = 0;
-    let mut taken = 0;
-    while taken < samples && tries < samples * 64 {
-        tries += 1;
-        let db = dbs[rand_u64() as usize % dbs.len()];
-        let g = srv.keyspace.db(db).lock(rand_u64() as usize % SHARDS);
-        let Some(e) = sample(&g, policy) else {
-            continue;
-        };
-        taken += 1;
-        let score = match policy {
-            Policy::AllKeysLru | Policy::VolatileLru => idle(e, now_lru) as u64,
-            Policy::AllKeysLfu | Policy::VolatileLfu => 255 - lfu_decayed(e, now_lru, decay) as u64,
-            Policy::VolatileTtl => u64::MAX - e.expire_at(),
-            _ => rand_u64(),
-        };
-        if best.as_ref().is_none_or(|b| score > b.0) {
-            best = Some((score, db, e.key.clone()));
+    for _ in 0..samples {
+        // From a random shard of a random database, walk on to the next
+        // shard holding a candidate: a sparse keyspace is still found (pure
+        // random probes miss a lone key in 256 shards too often).
+        let (db, start) = (dbs[rand_u64() as usize % dbs.len()], rand_u64() as usize);
+        for i in 0..SHARDS {
+            let g = srv.keyspace.db(db).lock((start + i) % SHARDS);
+            let Some(e) = sample(&g, policy) else {
+                continue;
+            };
+            let score = match policy {
+                Policy::AllKeysLru | Policy::VolatileLru => idle(e, now_lru) as u64,
+                Policy::AllKeysLfu | Policy::VolatileLfu => {
+                    255 - lfu_decayed(e, now_lru, decay) as u64
+                }
+                Policy::VolatileTtl => u64::MAX - e.expire_at(),
+                _ => rand_u64(),
+            };
+            if best.as_ref().is_none_or(|b| score > b.0) {
+                best = Some((score, db, e.key.clone()));
+            }
+            break;
         }
     }
     best.map(|(_, db, key)| (db, key))
@@ -294,7 +291,7 @@ fn sample(g: &crate::keyspace::Shard, policy: Policy) -> Option<&Entry> {
 }
 
 /// Evicts `key` of `db` while client `current` waits to run its command;
-/// returns the bytes that makes available.
+/// false if it was gone meanwhile.
 fn evict_key(
     srv: &Server,
     clock: &mut Hlc,
@@ -302,26 +299,18 @@ fn evict_key(
     current: u64,
     db: usize,
     key: &[u8],
-) -> u64 {
+) -> bool {
     let ks = &srv.keyspace;
     let slot = ks.slot(key);
-    let before = used_memory();
     let mut g = ks.db(db).lock(slot.shard);
     let Some(old) = g.remove(&ks.hasher, slot.hash, key) else {
-        return 0; // gone meanwhile
+        return false;
     };
-    // What the key held: its entry (56 bytes in the shard's slab, reused
-    // by the next insert rather than returned to the allocator), index
-    // slot, key and value.
-    let held = (64 + old.key.len() + old.value.mem_usage()) as u64;
-    let freed = if srv.hot.eviction.lazy.load(Relaxed) {
+    if srv.hot.eviction.lazy.load(Relaxed) {
         srv.lazyfree.free_entry(old);
-        held
     } else {
-        // Measured too: removing the last key of a shard frees its slab chunk.
         drop(old);
-        held.max(before.saturating_sub(used_memory()))
-    };
+    }
     // The rest under the shard lock, so the DEL is ordered with other
     // writes to the key in the effect stream.
     notify_keyspace(srv, db, class::EVICTED, "evicted", key, 0);
@@ -337,8 +326,7 @@ fn evict_key(
             argv: vec![b"DEL".to_vec(), key.to_vec()],
         });
     }
-    drop(g);
-    freed
+    true
 }
 
 /// Seconds since the key was last touched (the LRU clock wraps at 24 bits).
