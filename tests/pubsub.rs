@@ -514,6 +514,26 @@ fn new_key_notifications() {
 }
 
 #[test]
+fn key_miss_notifications() {
+    // Class `m`: a read of a missing key publishes "keymiss", as Redis's
+    // lookupKeyRead does; hits, writes and OBJECT do not.
+    let s = Server::start(&[]);
+    let mut c = s.conn();
+    let _: () = cmd(&mut c, &["CONFIG", "SET", "notify-keyspace-events", "Em"]);
+    let mut r = s.raw();
+    call(&mut r, &["PSUBSCRIBE", "__keyevent@0__:*"]);
+    let _: () = cmd(&mut c, &["SET", "here", "1"]);
+    let _: Option<String> = cmd(&mut c, &["GET", "here"]);
+    let _: Option<String> = cmd(&mut c, &["OBJECT", "ENCODING", "gone0"]);
+    let _: Option<String> = cmd(&mut c, &["GET", "gone1"]);
+    let _: i64 = cmd(&mut c, &["STRLEN", "gone2"]);
+    let _: Vec<String> = cmd(&mut c, &["LRANGE", "gone3", "0", "-1"]);
+    for k in ["gone1", "gone2", "gone3"] {
+        assert_eq!(note(&mut r), ("__keyevent@0__:keymiss".into(), k.into()));
+    }
+}
+
+#[test]
 fn confirmations_survive_client_reply_off() {
     let s = Server::start(&[]);
     let mut r = s.raw();

@@ -137,7 +137,9 @@ fn getbit(ctx: &mut Ctx, args: Args) -> CmdResult {
     let key = args.get(1);
     let off = bit_offset(ctx, args.get(2), 0)?;
     let mut l = ctx.open(key);
-    let bit = match l.get_str(key)? {
+    let found = l.get_str(key)?;
+    ctx.read_hit(key, found.is_some());
+    let bit = match found {
         None => 0,
         Some(e) => str_of(&e.value).with_bytes(|b| {
             b.get((off >> 3) as usize)
@@ -193,9 +195,11 @@ fn bitcount(ctx: &mut Ctx, args: Args) -> CmdResult {
     let key = args.get(1);
     let mut l = ctx.open(key);
     let Some(e) = l.get_str(key)? else {
+        ctx.read_hit(key, false);
         ctx.out.int(0);
         return Ok(());
     };
+    ctx.read_hit(key, true);
     let s = str_of(&e.value);
     let (start, end, bit) = match args.len() {
         2 => (0, -1, false),
@@ -245,9 +249,11 @@ fn bitpos(ctx: &mut Ctx, args: Args) -> CmdResult {
     };
     let mut l = ctx.open(key);
     let Some(e) = l.get_str(key)? else {
+        ctx.read_hit(key, false);
         ctx.out.int(if want == 1 { -1 } else { 0 });
         return Ok(());
     };
+    ctx.read_hit(key, true);
     let s = str_of(&e.value);
     let (start, end, end_given, bit) = match args.len() {
         3 => (0, -1, false, false),

@@ -99,6 +99,22 @@ impl Ctx<'_> {
         self.notify_db(db, class, event, key);
     }
 
+    /// A read lookup of `key` (Redis's lookupKeyRead): counts a keyspace
+    /// hit or miss, and a miss publishes "keymiss" (class `m`).
+    pub fn read_hit(&self, key: &[u8], found: bool) {
+        self.stats.hit(found);
+        if !found {
+            notify_keyspace(
+                self.srv,
+                self.client.db,
+                class::KEY_MISS,
+                "keymiss",
+                key,
+                self.now_ms,
+            );
+        }
+    }
+
     pub fn notify_db(&mut self, db: usize, class: u32, event: &str, key: &[u8]) {
         notify_keyspace(self.srv, db, class, event, key, self.now_ms);
     }

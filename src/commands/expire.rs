@@ -214,7 +214,7 @@ fn ttl_generic(ctx: &mut Ctx, args: Args, ms: bool, absolute: bool) -> CmdResult
     ctx.client.no_touch = prev;
     let at = l.entry(key).map(|e| e.expire_at());
     drop(l);
-    ctx.stats.hit(at.is_some());
+    ctx.read_hit(key, at.is_some());
     let reply = match at {
         None => -2,
         Some(0) => -1,

@@ -202,7 +202,7 @@ fn read<R>(
 ) -> Result<R, CmdError> {
     let mut l = ctx.open(key);
     let h = l.get_hash(key)?.map(|e| hash_ref(&e.value));
-    ctx.stats.hit(h.is_some());
+    ctx.read_hit(key, h.is_some());
     Ok(f(ctx, h))
 }
 

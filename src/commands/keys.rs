@@ -601,7 +601,7 @@ fn count_hits(ctx: &Ctx, l: &mut Locked, keys: &[&[u8]]) -> usize {
     let mut n = 0;
     for k in keys {
         let found = l.exists(k);
-        ctx.stats.hit(found);
+        ctx.read_hit(k, found);
         n += usize::from(found);
     }
     n
@@ -611,7 +611,7 @@ fn type_cmd(ctx: &mut Ctx, args: Args) -> CmdResult {
     let key = args.get(1);
     let mut l = open_no_touch(ctx, &[key]);
     let t = l.entry(key).map_or("none", |e| e.value.type_name());
-    ctx.stats.hit(t != "none");
+    ctx.read_hit(key, t != "none");
     ctx.out.simple(t);
     Ok(())
 }

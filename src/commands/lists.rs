@@ -500,7 +500,7 @@ fn llen(ctx: &mut Ctx, args: Args) -> CmdResult {
     let key = args.get(1);
     let mut l = ctx.open(key);
     let n = l.get_list(key)?.map(|e| list_mut(&mut e.value).len());
-    ctx.stats.hit(n.is_some());
+    ctx.read_hit(key, n.is_some());
     ctx.out.int(n.unwrap_or(0) as i64);
     Ok(())
 }
@@ -511,11 +511,11 @@ fn lrange(ctx: &mut Ctx, args: Args) -> CmdResult {
     let key = args.get(1);
     let mut l = ctx.open(key);
     let Some(e) = l.get_list(key)? else {
-        ctx.stats.hit(false);
+        ctx.read_hit(key, false);
         ctx.out.array(0);
         return Ok(());
     };
-    ctx.stats.hit(true);
+    ctx.read_hit(key, true);
     let list = list_mut(&mut e.value);
     match resolve_range(start, end, list.len()) {
         None => ctx.out.array(0),
@@ -534,11 +534,11 @@ fn lindex(ctx: &mut Ctx, args: Args) -> CmdResult {
     let key = args.get(1);
     let mut l = ctx.open(key);
     let Some(e) = l.get_list(key)? else {
-        ctx.stats.hit(false);
+        ctx.read_hit(key, false);
         ctx.out.null();
         return Ok(());
     };
-    ctx.stats.hit(true);
+    ctx.read_hit(key, true);
     let list = list_mut(&mut e.value);
     let i = if index < 0 {
         list.len() as i64 + index
@@ -596,14 +596,14 @@ fn lpos(ctx: &mut Ctx, args: Args) -> CmdResult {
     let (key, ele) = (args.get(1), args.get(2));
     let mut l = ctx.open(key);
     let Some(e) = l.get_list(key)? else {
-        ctx.stats.hit(false);
+        ctx.read_hit(key, false);
         match o.count {
             Some(_) => ctx.out.array(0),
             None => ctx.out.null(),
         }
         return Ok(());
     };
-    ctx.stats.hit(true);
+    ctx.read_hit(key, true);
     let list = list_mut(&mut e.value);
     let len = list.len();
     let scan = if o.maxlen == 0 {

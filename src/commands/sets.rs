@@ -169,7 +169,7 @@ fn read<R>(
 ) -> Result<R, CmdError> {
     let mut l = ctx.open(key);
     let s = l.get_set(key)?.map(|e| set_ref(&e.value));
-    ctx.stats.hit(s.is_some());
+    ctx.read_hit(key, s.is_some());
     Ok(f(ctx, s))
 }
 

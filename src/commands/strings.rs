@@ -199,20 +199,20 @@ fn check_len(ctx: &Ctx, size: u64, append: u64) -> CmdResult {
 fn get(ctx: &mut Ctx, args: Args) -> CmdResult {
     let key = args.get(1);
     let mut l = ctx.open(key);
-    reply_value(ctx, l.get_str(key)?.map(|e| &*e));
+    reply_value(ctx, key, l.get_str(key)?.map(|e| &*e));
     Ok(())
 }
 
 /// Replies with a string entry's value or null, counting the keyspace hit.
-fn reply_value(ctx: &mut Ctx, e: Option<&Entry>) {
+fn reply_value(ctx: &mut Ctx, key: &[u8], e: Option<&Entry>) {
     match e {
         Some(e) => {
             str_of(&e.value).with_bytes(|b| ctx.out.bulk(b));
-            ctx.stats.hit(true);
+            ctx.read_hit(key, true);
         }
         None => {
             ctx.out.null();
-            ctx.stats.hit(false);
+            ctx.read_hit(key, false);
         }
     }
 }
@@ -479,10 +479,10 @@ fn getdel(ctx: &mut Ctx, args: Args) -> CmdResult {
     let key = args.get(1);
     let mut l = ctx.open(key);
     let Some(e) = l.get_str(key)? else {
-        reply_value(ctx, None);
+        reply_value(ctx, key, None);
         return Ok(());
     };
-    reply_value(ctx, Some(&*e));
+    reply_value(ctx, key, Some(&*e));
     let version = ctx.version_after(e.version);
     l.remove(key);
     ctx.propagate(version, &[b"DEL", key]);
@@ -495,12 +495,12 @@ fn getex(ctx: &mut Ctx, args: Args) -> CmdResult {
     let key = args.get(1);
     let mut l = ctx.open(key);
     let Some(e) = l.get_str(key)? else {
-        reply_value(ctx, None);
+        reply_value(ctx, key, None);
         return Ok(());
     };
     // As Redis, the expiry is validated only once the key is known to exist.
     let at = ext_expire_at(&o, args, ctx.now_ms, "getex")?;
-    reply_value(ctx, Some(&*e));
+    reply_value(ctx, key, Some(&*e));
     let (prev, had_ttl) = (e.version, e.expire_at() != 0);
     if let Some(at) = at {
         let absolute = matches!(o.expire, Some((ExpUnit::ExAt | ExpUnit::PxAt, _)));
@@ -535,13 +535,13 @@ fn mget(ctx: &mut Ctx, args: Args) -> CmdResult {
             Some(e) => match &e.value {
                 Value::Str(s) => {
                     s.with_bytes(|b| ctx.out.bulk(b));
-                    ctx.stats.hit(true);
+                    ctx.read_hit(k, true);
                 }
                 _ => ctx.out.null(),
             },
             None => {
                 ctx.out.null();
-                ctx.stats.hit(false);
+                ctx.read_hit(k, false);
             }
         }
     }
@@ -619,8 +619,9 @@ fn append(ctx: &mut Ctx, args: Args) -> CmdResult {
 fn strlen(ctx: &mut Ctx, args: Args) -> CmdResult {
     let key = args.get(1);
     let mut l = ctx.open(key);
-    let n = l.get_str(key)?.map_or(0, |e| str_of(&e.value).len());
-    ctx.out.int(n as i64);
+    let n = l.get_str(key)?.map(|e| str_of(&e.value).len());
+    ctx.read_hit(key, n.is_some());
+    ctx.out.int(n.unwrap_or(0) as i64);
     Ok(())
 }
 
@@ -726,9 +727,11 @@ fn getrange(ctx: &mut Ctx, args: Args) -> CmdResult {
     let mut end = arg_i64(args.get(3))?;
     let mut l = ctx.open(key);
     let Some(e) = l.get_str(key)? else {
+        ctx.read_hit(key, false);
         ctx.out.bulk(b"");
         return Ok(());
     };
+    ctx.read_hit(key, true);
     str_of(&e.value).with_bytes(|s| {
         let len = s.len() as i64;
         if start < 0 && end < 0 && start > end {

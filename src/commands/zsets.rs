@@ -303,7 +303,7 @@ fn read_zset<'e>(
     key: &[u8],
 ) -> Result<Option<&'e ZSetValue>, CmdError> {
     let z = l.get_zset(key)?.map(|e| zs(&e.value));
-    ctx.stats.hit(z.is_some());
+    ctx.read_hit(key, z.is_some());
     Ok(z)
 }
 
