@@ -6,21 +6,11 @@ mod common;
 use common::*;
 use std::time::{Duration, Instant};
 
-fn info_field(c: &mut redis::Connection, field: &str) -> u64 {
-    let info: String = cmd(c, &["INFO", "memory"]);
-    info.lines()
-        .find_map(|l| l.strip_prefix(&format!("{field}:")))
-        .unwrap_or_else(|| panic!("no {field} in INFO"))
-        .trim()
-        .parse()
-        .unwrap()
-}
-
 /// Waits (up to 5 s) until `field` reaches at least `want`.
 fn wait_field(c: &mut redis::Connection, field: &str, want: u64) -> u64 {
     let deadline = Instant::now() + Duration::from_secs(5);
     loop {
-        let v = info_field(c, field);
+        let v: u64 = info_field(c, field);
         if v >= want || Instant::now() > deadline {
             return v;
         }
@@ -40,9 +30,9 @@ fn fill_set(c: &mut redis::Connection, key: &str, n: usize) {
 fn unlink_frees_big_values_in_the_background() {
     let s = Server::start(&[]);
     let mut c = s.conn();
-    let before = info_field(&mut c, "used_memory");
+    let before: u64 = info_field(&mut c, "used_memory");
     fill_set(&mut c, "big", 100_000);
-    let peak = info_field(&mut c, "used_memory");
+    let peak: u64 = info_field(&mut c, "used_memory");
     assert!(
         peak > before + 2_000_000,
         "100k members: {before} -> {peak}"
@@ -53,8 +43,8 @@ fn unlink_frees_big_values_in_the_background() {
     let n: i64 = cmd(&mut c, &["UNLINK", "small", "big", "missing"]);
     assert_eq!(n, 2);
     assert_eq!(wait_field(&mut c, "lazyfreed_objects", 1), 1);
-    assert_eq!(info_field(&mut c, "lazyfree_pending_objects"), 0);
-    let after = info_field(&mut c, "used_memory");
+    assert_eq!(info_field::<u64>(&mut c, "lazyfree_pending_objects"), 0);
+    let after: u64 = info_field(&mut c, "used_memory");
     assert!(
         after < before + (peak - before) / 4,
         "{before} {peak} {after}"
@@ -75,7 +65,7 @@ fn del_follows_lazyfree_lazy_user_del_and_flush_async_counts_keys() {
     fill_set(&mut c, "b", 1000);
     let _: i64 = cmd(&mut c, &["DEL", "b"]);
     std::thread::sleep(Duration::from_millis(100));
-    assert_eq!(info_field(&mut c, "lazyfreed_objects"), 1);
+    assert_eq!(info_field::<u64>(&mut c, "lazyfreed_objects"), 1);
 
     for i in 0..50 {
         let _: () = cmd(&mut c, &["SET", &format!("k{i}"), "v"]);

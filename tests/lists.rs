@@ -43,13 +43,7 @@ fn reply(r: &mut Raw) -> String {
 }
 
 fn info_blocked(c: &mut C) -> i64 {
-    let info: String = cmd(c, &["INFO", "clients"]);
-    info.lines()
-        .find_map(|l| l.strip_prefix("blocked_clients:"))
-        .unwrap()
-        .trim()
-        .parse()
-        .unwrap()
+    info_field(c, "blocked_clients")
 }
 
 /// Waits (generously) until `n` clients are blocked.

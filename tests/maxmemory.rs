@@ -5,23 +5,11 @@ mod common;
 use common::*;
 
 fn used_memory(c: &mut redis::Connection) -> u64 {
-    let info: String = cmd(c, &["INFO", "memory"]);
-    info.lines()
-        .find_map(|l| l.strip_prefix("used_memory:"))
-        .unwrap()
-        .trim()
-        .parse()
-        .unwrap()
+    info_field(c, "used_memory")
 }
 
 fn evicted_keys(c: &mut redis::Connection) -> u64 {
-    let info: String = cmd(c, &["INFO", "stats"]);
-    info.lines()
-        .find_map(|l| l.strip_prefix("evicted_keys:"))
-        .unwrap()
-        .trim()
-        .parse()
-        .unwrap()
+    info_field(c, "evicted_keys")
 }
 
 /// SETs `n` keys `prefix:i` of 1 KB, with `ttl` seconds when given;

@@ -87,14 +87,6 @@ fn read_n(r: &mut Raw, n: usize) -> Vec<V> {
     (0..n).map(|_| read_v(r)).collect()
 }
 
-fn info_field(c: &mut redis::Connection, field: &str) -> String {
-    let info: String = cmd(c, &["INFO", "all"]);
-    info.lines()
-        .find_map(|l| l.strip_prefix(&format!("{field}:")))
-        .unwrap_or_else(|| panic!("no {field} in INFO"))
-        .to_string()
-}
-
 /// Polls `f` until it is true or 5 s pass.
 fn eventually(mut f: impl FnMut() -> bool) -> bool {
     let deadline = Instant::now() + Duration::from_secs(5);
@@ -325,10 +317,10 @@ fn introspection_and_cleanup_on_disconnect() {
     let help: Vec<String> = cmd(&mut c, &["PUBSUB", "HELP"]);
     assert_eq!(help.len(), 14);
 
-    assert_eq!(info_field(&mut c, "pubsub_channels"), "3");
-    assert_eq!(info_field(&mut c, "pubsub_patterns"), "1");
-    assert_eq!(info_field(&mut c, "pubsubshard_channels"), "1");
-    assert_eq!(info_field(&mut c, "pubsub_clients"), "2");
+    assert_eq!(info_field::<u64>(&mut c, "pubsub_channels"), 3);
+    assert_eq!(info_field::<u64>(&mut c, "pubsub_patterns"), 1);
+    assert_eq!(info_field::<u64>(&mut c, "pubsubshard_channels"), 1);
+    assert_eq!(info_field::<u64>(&mut c, "pubsub_clients"), 2);
     let list: String = cmd(&mut c, &["CLIENT", "LIST"]);
     let line = list.lines().find(|l| l.contains("sub=3")).expect(&list);
     assert!(line.contains(" flags=P ") && line.contains(" psub=1 ") && line.contains(" ssub=1 "));
@@ -337,9 +329,11 @@ fn introspection_and_cleanup_on_disconnect() {
 
     drop(r);
     drop(r2);
-    assert!(eventually(|| info_field(&mut c, "pubsub_channels") == "0"));
-    assert_eq!(info_field(&mut c, "pubsub_patterns"), "0");
-    assert_eq!(info_field(&mut c, "pubsubshard_channels"), "0");
+    assert!(eventually(
+        || info_field::<u64>(&mut c, "pubsub_channels") == 0
+    ));
+    assert_eq!(info_field::<u64>(&mut c, "pubsub_patterns"), 0);
+    assert_eq!(info_field::<u64>(&mut c, "pubsubshard_channels"), 0);
     let n: i64 = cmd(&mut c, &["PUBLISH", "ch1", "x"]);
     assert_eq!(n, 0);
     let list: String = cmd(&mut c, &["CLIENT", "LIST"]);

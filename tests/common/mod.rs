@@ -203,3 +203,15 @@ pub fn read_reply(r: &mut Raw) -> String {
         _ => line.to_string(),
     }
 }
+
+/// One field of `INFO all`, parsed (panics if absent or not a `T`).
+pub fn info_field<T: std::str::FromStr>(c: &mut redis::Connection, field: &str) -> T {
+    let info: String = cmd(c, &["INFO", "all"]);
+    let v = info
+        .lines()
+        .find_map(|l| l.strip_prefix(&format!("{field}:")))
+        .unwrap_or_else(|| panic!("no {field} in INFO"));
+    v.trim()
+        .parse()
+        .unwrap_or_else(|_| panic!("INFO {field}:{v} does not parse"))
+}
