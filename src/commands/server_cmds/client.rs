@@ -38,14 +38,18 @@ pub static SUBCOMMANDS: &[Command] = &[
         "Returns the name of the connection.",
     ),
     sub("list", -2, ADM, list)
+        .tips(&["nondeterministic_output"])
         .acl("admin slow dangerous connection")
         .doc("connection", "2.4.0", "Lists open connections.")
         .complexity("O(N) where N is the number of client connections"),
-    sub("info", 2, CONN, info).acl("slow connection").doc(
-        "connection",
-        "6.2.0",
-        "Returns information about the connection.",
-    ),
+    sub("info", 2, CONN, info)
+        .tips(&["nondeterministic_output"])
+        .acl("slow connection")
+        .doc(
+            "connection",
+            "6.2.0",
+            "Returns information about the connection.",
+        ),
     sub("kill", -3, ADM, kill)
         .acl("admin slow dangerous connection")
         .doc("connection", "2.4.0", "Terminates open connections.")
