@@ -101,6 +101,16 @@ impl<'a> Ctx<'a> {
         l
     }
 
+    /// After a write removed elements from the collection at `key`: deletes
+    /// the key if nothing is left, notifying "del" (Redis deletes empty
+    /// collections).
+    pub fn remove_if_empty(&mut self, l: &mut Locked, key: &[u8]) {
+        if l.entry(key).is_some_and(|e| e.value.is_empty_collection()) {
+            l.remove(key);
+            self.notify(super::events::class::GENERIC, "del", key);
+        }
+    }
+
     fn new_key_event(&self, db: usize) -> Option<(&'a Server, usize)> {
         let on = self.srv.hot.notify_keyspace_events.load(Relaxed) & class::NEW != 0;
         on.then_some((&**self.srv, db))

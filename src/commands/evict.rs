@@ -290,8 +290,8 @@ fn sample(g: &crate::keyspace::Shard, policy: Policy) -> Option<&Entry> {
     g.soonest_expiring()
 }
 
-/// Evicts `key` of `db` while client `current` waits to run its command;
-/// false if it was gone meanwhile.
+/// Evicts `key` of `db` (if still there) while client `current` waits to
+/// run its command.
 fn evict_key(
     srv: &Server,
     clock: &mut Hlc,
@@ -299,12 +299,12 @@ fn evict_key(
     current: u64,
     db: usize,
     key: &[u8],
-) -> bool {
+) {
     let ks = &srv.keyspace;
     let slot = ks.slot(key);
     let mut g = ks.db(db).lock(slot.shard);
     let Some(old) = g.remove(&ks.hasher, slot.hash, key) else {
-        return false;
+        return; // gone meanwhile
     };
     if srv.hot.eviction.lazy.load(Relaxed) {
         srv.lazyfree.free_entry(old);
@@ -326,7 +326,6 @@ fn evict_key(
             argv: vec![b"DEL".to_vec(), key.to_vec()],
         });
     }
-    true
 }
 
 /// Seconds since the key was last touched (the LRU clock wraps at 24 bits).

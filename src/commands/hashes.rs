@@ -50,17 +50,20 @@ pub static COMMANDS: &[Command] = &[
         .acl("read hash fast")
         .complexity("O(N) where N is the number of fields being requested.")
         .doc(G, "2.0.0", "Returns the values of all fields in a hash."),
-    Command::new("hgetall", 2, READONLY, hgetall).tips(&["nondeterministic_output_order"])
+    Command::new("hgetall", 2, READONLY, hgetall)
+        .tips(&["nondeterministic_output_order"])
         .keys(1, 1, 1)
         .acl("read hash slow")
         .complexity("O(N) where N is the size of the hash.")
         .doc(G, "2.0.0", "Returns all fields and values in a hash."),
-    Command::new("hkeys", 2, READONLY, hkeys).tips(&["nondeterministic_output_order"])
+    Command::new("hkeys", 2, READONLY, hkeys)
+        .tips(&["nondeterministic_output_order"])
         .keys(1, 1, 1)
         .acl("read hash slow")
         .complexity("O(N) where N is the size of the hash.")
         .doc(G, "2.0.0", "Returns all fields in a hash."),
-    Command::new("hvals", 2, READONLY, hvals).tips(&["nondeterministic_output_order"])
+    Command::new("hvals", 2, READONLY, hvals)
+        .tips(&["nondeterministic_output_order"])
         .keys(1, 1, 1)
         .acl("read hash slow")
         .complexity("O(N) where N is the size of the hash.")
@@ -96,12 +99,14 @@ pub static COMMANDS: &[Command] = &[
         .keys(1, 1, 1)
         .acl("read hash fast")
         .doc(G, "3.2.0", "Returns the length of the value of a field."),
-    Command::new("hrandfield", -2, READONLY, hrandfield).tips(&["nondeterministic_output"])
+    Command::new("hrandfield", -2, READONLY, hrandfield)
+        .tips(&["nondeterministic_output"])
         .keys(1, 1, 1)
         .acl("read hash slow")
         .complexity("O(N) where N is the number of fields returned")
         .doc(G, "6.2.0", "Returns one or more random fields from a hash."),
-    Command::new("hscan", -3, READONLY, hscan).tips(&["nondeterministic_output"])
+    Command::new("hscan", -3, READONLY, hscan)
+        .tips(&["nondeterministic_output"])
         .keys(1, 1, 1)
         .acl("read hash slow")
         .complexity("O(1) for every call. O(N) for a complete iteration, including enough command calls for the cursor to return back to 0. N is the number of elements inside the collection.")
@@ -300,10 +305,7 @@ fn hdel(ctx: &mut Ctx, args: Args) -> CmdResult {
     let version = ctx.version_after(e.version);
     e.version = version;
     ctx.notify(class::HASH, "hdel", key);
-    if e.value.is_empty_collection() {
-        l.remove(key);
-        ctx.notify(class::GENERIC, "del", key);
-    }
+    ctx.remove_if_empty(&mut l, key);
     let argv: Vec<&[u8]> = args.iter().collect();
     ctx.propagate(version, &argv);
     Ok(())

@@ -96,7 +96,8 @@ pub static COMMANDS: &[Command] = &[
     Command::new("del", -2, WRITE, del)
         .key_specs(&[
             KeySpec::at(1, &["RM", "delete"]).range(-1, 1, 0),
-        ]).tips(&["request_policy:multi_shard", "response_policy:agg_sum"])
+        ])
+        .tips(&["request_policy:multi_shard", "response_policy:agg_sum"])
         .keys(1, -1, 1)
         .acl("keyspace write slow")
         .doc("generic", "1.0.0", "Deletes one or more keys.")
@@ -104,7 +105,8 @@ pub static COMMANDS: &[Command] = &[
     Command::new("unlink", -2, WRITE | FAST, unlink)
         .key_specs(&[
             KeySpec::at(1, &["RM", "delete"]).range(-1, 1, 0),
-        ]).tips(&["request_policy:multi_shard", "response_policy:agg_sum"])
+        ])
+        .tips(&["request_policy:multi_shard", "response_policy:agg_sum"])
         .keys(1, -1, 1)
         .acl("keyspace write fast")
         .doc("generic", "4.0.0", "Asynchronously deletes one or more keys.")
@@ -112,7 +114,8 @@ pub static COMMANDS: &[Command] = &[
     Command::new("exists", -2, READONLY | FAST, exists)
         .key_specs(&[
             KeySpec::at(1, &["RO"]).range(-1, 1, 0),
-        ]).tips(&["request_policy:multi_shard", "response_policy:agg_sum"])
+        ])
+        .tips(&["request_policy:multi_shard", "response_policy:agg_sum"])
         .keys(1, -1, 1)
         .acl("keyspace read fast")
         .doc("generic", "1.0.0", "Determines whether one or more keys exist.")
@@ -156,7 +159,8 @@ pub static COMMANDS: &[Command] = &[
     Command::new("touch", -2, READONLY | FAST, touch)
         .key_specs(&[
             KeySpec::at(1, &["RO"]).range(-1, 1, 0),
-        ]).tips(&["request_policy:multi_shard", "response_policy:agg_sum"])
+        ])
+        .tips(&["request_policy:multi_shard", "response_policy:agg_sum"])
         .keys(1, -1, 1)
         .acl("keyspace read fast")
         .doc("generic", "3.2.1", "Returns the number of existing keys out of those specified after updating the time they were last accessed.")

@@ -404,16 +404,7 @@ fn pop_generic(ctx: &mut Ctx, args: Args, left: bool) -> CmdResult {
 /// removal (with "del") when the list is now empty.
 fn finish_pop(ctx: &mut Ctx, l: &mut Locked, key: &[u8], left: bool) {
     ctx.notify(class::LIST, pop_event(left), key);
-    remove_if_empty(ctx, l, key);
-}
-
-/// Removes `key` if its list is empty, notifying "del".
-fn remove_if_empty(ctx: &mut Ctx, l: &mut Locked, key: &[u8]) {
-    let empty = l.entry(key).is_some_and(|e| e.value.is_empty_collection());
-    if empty {
-        l.remove(key);
-        ctx.notify(class::GENERIC, "del", key);
-    }
+    ctx.remove_if_empty(l, key);
 }
 
 /// Pops up to `count` elements from the first non-empty list among `keys`
@@ -721,7 +712,7 @@ fn lrem(ctx: &mut Ctx, args: Args) -> CmdResult {
     let version = ctx.version_after(e.version);
     e.version = version;
     ctx.notify(class::LIST, "lrem", key);
-    remove_if_empty(ctx, &mut l, key);
+    ctx.remove_if_empty(&mut l, key);
     let argv: Vec<&[u8]> = args.iter().collect();
     ctx.propagate(version, &argv);
     Ok(())
@@ -750,7 +741,7 @@ fn ltrim(ctx: &mut Ctx, args: Args) -> CmdResult {
     }
     ctx.out.ok();
     ctx.notify(class::LIST, "ltrim", key);
-    remove_if_empty(ctx, &mut l, key);
+    ctx.remove_if_empty(&mut l, key);
     if front + back > 0 {
         let argv: Vec<&[u8]> = args.iter().collect();
         ctx.propagate(version, &argv);

@@ -74,6 +74,9 @@ pub mod flags {
     pub const NO_MULTI: u32 = 1 << 14;
     pub const ALLOW_BUSY: u32 = 1 << 15;
     pub const NO_MANDATORY_KEYS: u32 = 1 << 16;
+    /// Runs only as `enable-debug-command` allows (Redis's CMD_PROTECTED;
+    /// not shown by COMMAND INFO, as in Redis).
+    pub const PROTECTED: u32 = 1 << 17;
 
     /// Flag names in the order Redis 7 prints them in COMMAND INFO, except
     /// `allow_busy`, which Redis prints after the derived `movablekeys`.

@@ -59,12 +59,14 @@ pub static COMMANDS: &[Command] = &[
         .acl("read set fast")
         .complexity("O(N) where N is the number of elements being checked for membership")
         .doc(G, "6.2.0", "Determines whether multiple members belong to a set."),
-    Command::new("smembers", 2, READONLY, smembers).tips(&["nondeterministic_output_order"])
+    Command::new("smembers", 2, READONLY, smembers)
+        .tips(&["nondeterministic_output_order"])
         .keys(1, 1, 1)
         .acl("read set slow")
         .complexity("O(N) where N is the set cardinality.")
         .doc(G, "1.0.0", "Returns all members of a set."),
-    Command::new("srandmember", -2, READONLY, srandmember).tips(&["nondeterministic_output"])
+    Command::new("srandmember", -2, READONLY, srandmember)
+        .tips(&["nondeterministic_output"])
         .keys(1, 1, 1)
         .acl("read set slow")
         .complexity("Without the count argument O(1), otherwise O(N) where N is the absolute value of the passed count.")
@@ -72,7 +74,8 @@ pub static COMMANDS: &[Command] = &[
     Command::new("spop", -2, WRITE | FAST, spop)
         .key_specs(&[
             KeySpec::at(1, &["RW", "access", "delete"]),
-        ]).tips(&["nondeterministic_output"])
+        ])
+        .tips(&["nondeterministic_output"])
         .keys(1, 1, 1)
         .acl("write set fast")
         .complexity("Without the count argument O(1), otherwise O(N) where N is the value of the passed count.")
@@ -85,7 +88,8 @@ pub static COMMANDS: &[Command] = &[
         .keys(1, 2, 1)
         .acl("write set fast")
         .doc(G, "1.0.0", "Moves a member from one set to another."),
-    Command::new("sinter", -2, READONLY, sinter).tips(&["nondeterministic_output_order"])
+    Command::new("sinter", -2, READONLY, sinter)
+        .tips(&["nondeterministic_output_order"])
         .keys(1, -1, 1)
         .acl("read set slow")
         .complexity("O(N*M) worst case where N is the cardinality of the smallest set and M is the number of sets.")
@@ -107,7 +111,8 @@ pub static COMMANDS: &[Command] = &[
         .acl("write set slow")
         .complexity("O(N*M) worst case where N is the cardinality of the smallest set and M is the number of sets.")
         .doc(G, "1.0.0", "Stores the intersect of multiple sets in a key."),
-    Command::new("sunion", -2, READONLY, sunion).tips(&["nondeterministic_output_order"])
+    Command::new("sunion", -2, READONLY, sunion)
+        .tips(&["nondeterministic_output_order"])
         .keys(1, -1, 1)
         .acl("read set slow")
         .complexity("O(N) where N is the total number of elements in all given sets.")
@@ -121,7 +126,8 @@ pub static COMMANDS: &[Command] = &[
         .acl("write set slow")
         .complexity("O(N) where N is the total number of elements in all given sets.")
         .doc(G, "1.0.0", "Stores the union of multiple sets in a key."),
-    Command::new("sdiff", -2, READONLY, sdiff).tips(&["nondeterministic_output_order"])
+    Command::new("sdiff", -2, READONLY, sdiff)
+        .tips(&["nondeterministic_output_order"])
         .keys(1, -1, 1)
         .acl("read set slow")
         .complexity("O(N) where N is the total number of elements in all given sets.")
@@ -135,7 +141,8 @@ pub static COMMANDS: &[Command] = &[
         .acl("write set slow")
         .complexity("O(N) where N is the total number of elements in all given sets.")
         .doc(G, "1.0.0", "Stores the difference of multiple sets in a key."),
-    Command::new("sscan", -3, READONLY, sscan).tips(&["nondeterministic_output"])
+    Command::new("sscan", -3, READONLY, sscan)
+        .tips(&["nondeterministic_output"])
         .keys(1, 1, 1)
         .acl("read set slow")
         .complexity("O(1) for every call. O(N) for a complete iteration, including enough command calls for the cursor to return back to 0. N is the number of elements inside the collection.")
@@ -225,10 +232,7 @@ fn srem(ctx: &mut Ctx, args: Args) -> CmdResult {
     let version = ctx.version_after(e.version);
     e.version = version;
     ctx.notify(class::SET, "srem", key);
-    if e.value.is_empty_collection() {
-        l.remove(key);
-        ctx.notify(class::GENERIC, "del", key);
-    }
+    ctx.remove_if_empty(&mut l, key);
     let argv: Vec<&[u8]> = args.iter().collect();
     ctx.propagate(version, &argv);
     Ok(())
@@ -421,10 +425,7 @@ fn smove(ctx: &mut Ctx, args: Args) -> CmdResult {
     let version = ctx.version_after(prev);
     se.version = version;
     ctx.notify(class::SET, "srem", src);
-    if se.value.is_empty_collection() {
-        l.remove(src);
-        ctx.notify(class::GENERIC, "del", src);
-    }
+    ctx.remove_if_empty(&mut l, src);
     ctx.out.int(1);
     if dst_has {
         ctx.propagate(version, &[b"SREM", src, m]);

@@ -54,7 +54,8 @@ pub static COMMANDS: &[Command] = &[
         .keys(1, 1, 1)
         .acl("write string slow")
         .doc(G, "2.6.0", "Sets both string value and expiration time in milliseconds of a key. The key is created if it doesn't exist."),
-    Command::new("mget", -2, READONLY | FAST, mget).tips(&["request_policy:multi_shard"])
+    Command::new("mget", -2, READONLY | FAST, mget)
+        .tips(&["request_policy:multi_shard"])
         .keys(1, -1, 1)
         .acl("read string fast")
         .complexity("O(N) where N is the number of keys to retrieve.")
@@ -62,7 +63,8 @@ pub static COMMANDS: &[Command] = &[
     Command::new("mset", -3, WRITE | DENYOOM, mset)
         .key_specs(&[
             KeySpec::at(1, &["OW", "update"]).range(-1, 2, 0),
-        ]).tips(&["request_policy:multi_shard", "response_policy:all_succeeded"])
+        ])
+        .tips(&["request_policy:multi_shard", "response_policy:all_succeeded"])
         .keys(1, -1, 2)
         .acl("write string slow")
         .complexity("O(N) where N is the number of keys to set.")
@@ -70,7 +72,8 @@ pub static COMMANDS: &[Command] = &[
     Command::new("msetnx", -3, WRITE | DENYOOM, msetnx)
         .key_specs(&[
             KeySpec::at(1, &["OW", "insert"]).range(-1, 2, 0),
-        ]).tips(&["request_policy:multi_shard", "response_policy:agg_min"])
+        ])
+        .tips(&["request_policy:multi_shard", "response_policy:agg_min"])
         .keys(1, -1, 2)
         .acl("write string slow")
         .complexity("O(N) where N is the number of keys to set.")

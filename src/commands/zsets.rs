@@ -201,7 +201,8 @@ pub static COMMANDS: &[Command] = &[
         .doc(G, "7.0.0", "Returns the highest- or lowest-scoring members from one or more sorted sets after removing them. Deletes the sorted set if the last member was popped."),
     zcmd!("zrandmember", -2, READONLY, zrandmember, RD, "6.2.0",
         "Returns one or more random members from a sorted set.",
-        "O(N) where N is the number of members returned").tips(&["nondeterministic_output"]),
+        "O(N) where N is the number of members returned")
+        .tips(&["nondeterministic_output"]),
     Command::new("zunion", -3, READONLY, zunion)
         .key_specs(&[
             KeySpec::at(1, &["RO", "access"]).keynum(0, 1, 1),
@@ -355,14 +356,6 @@ fn reply_items<'a>(
             out.bulk(m);
             out.double(s);
         }
-    }
-}
-
-/// After removing members from `key`: deletes it if empty (notifying "del").
-fn drop_if_empty(ctx: &mut Ctx, l: &mut Locked, key: &[u8]) {
-    if l.entry(key).is_some_and(|e| e.value.is_empty_collection()) {
-        l.remove(key);
-        ctx.notify(class::GENERIC, "del", key);
     }
 }
 
@@ -1123,7 +1116,7 @@ fn zrem(ctx: &mut Ctx, args: Args) -> CmdResult {
         let v = bump(ctx, &mut l, key);
         ctx.propagate(v, &argv_of(args));
         ctx.notify(class::ZSET, "zrem", key);
-        drop_if_empty(ctx, &mut l, key);
+        ctx.remove_if_empty(&mut l, key);
     }
     ctx.out.int(n);
     Ok(())
@@ -1149,7 +1142,7 @@ fn remrange_generic(ctx: &mut Ctx, args: Args, kind: Kind, event: &str) -> CmdRe
         let v = bump(ctx, &mut l, key);
         ctx.propagate(v, &argv_of(args));
         ctx.notify(class::ZSET, event, key);
-        drop_if_empty(ctx, &mut l, key);
+        ctx.remove_if_empty(&mut l, key);
     }
     ctx.out.int(n as i64);
     Ok(())
@@ -1197,7 +1190,7 @@ fn pop_from(
     if !got.is_empty() {
         bump(ctx, l, key);
         ctx.notify(class::ZSET, if max { "zpopmax" } else { "zpopmin" }, key);
-        drop_if_empty(ctx, l, key);
+        ctx.remove_if_empty(l, key);
     }
     got
 }

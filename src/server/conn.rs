@@ -623,7 +623,7 @@ fn lookup_and_check(
     if !client.authenticated && cmd.flags & flags::NO_AUTH == 0 {
         return Err((Some(id), CmdError::NoAuth));
     }
-    if cmd.name == "debug" {
+    if cmd.flags & flags::PROTECTED != 0 {
         debug_allowed(srv, client).map_err(|e| (Some(id), e))?;
     }
     crate::commands::pubsub::check_subscribed_mode(client, &srv.commands.full_names[id])

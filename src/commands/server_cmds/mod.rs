@@ -71,7 +71,7 @@ pub static COMMANDS: &[Command] = &[
             "1.0.0",
             "Listens for all requests received by the server in real-time.",
         ),
-    Command::new("debug", -2, ADM, debug::debug)
+    Command::new("debug", -2, ADM | PROTECTED, debug::debug)
         .acl("admin slow dangerous")
         .doc("server", "1.0.0", "A container for debugging commands."),
     Command::new("client", -2, 0, container)
