@@ -15,6 +15,7 @@ pub mod config;
 pub mod effects;
 pub mod keyspace;
 pub mod log;
+pub mod persistence;
 pub mod protocol;
 pub mod server;
 

@@ -203,6 +203,8 @@ pub struct Server {
     pub tracking: crate::commands::tracking::Tracking,
     /// The background thread that frees big values and flushed databases.
     pub lazyfree: crate::keyspace::lazyfree::LazyFree,
+    /// RDB snapshots and the AOF (`src/persistence/`).
+    pub persist: crate::persistence::Persistence,
 }
 
 impl Server {
@@ -242,6 +244,7 @@ impl Server {
             blocking: Default::default(),
             tracking: Default::default(),
             lazyfree: Default::default(),
+            persist: Default::default(),
         })
     }
 

@@ -1,0 +1,131 @@
+//! The RDB format: constants shared by the writer (`encode.rs`) and the loader
+//! (`decode.rs`), and the error type.
+//!
+//! We write RDB version 10 (Redis 7.0's), using only the types 7.0 knows, so
+//! that every Redis 7.x loads our files and RESTOREs our DUMP payloads; we load
+//! versions 1 to 11 (11 is Redis 7.2's, which adds listpack-encoded sets). See
+//! docs/DECISIONS.md.
+//!
+//! Per-key HLC versions: before a batch of keys the writer may put an aux field
+//! named [`AUX_VERSIONS`] whose value is the batch's versions as little-endian
+//! u64s, in key order. Redis skips unknown aux fields (it logs them at debug
+//! level); our loader gives each following key the next version of the batch,
+//! and a fresh stamp to keys without one.
+
+/// Version we write.
+pub const RDB_VERSION: u16 = 10;
+/// Newest version we load.
+pub const RDB_VERSION_MAX_LOAD: u16 = 11;
+
+/// Aux field carrying the versions of the keys that follow it.
+pub const AUX_VERSIONS: &[u8] = b"lattice-versions";
+
+/// Value types (the byte before a key).
+pub mod types {
+    pub const STRING: u8 = 0;
+    pub const LIST: u8 = 1;
+    pub const SET: u8 = 2;
+    pub const ZSET: u8 = 3;
+    pub const HASH: u8 = 4;
+    pub const ZSET_2: u8 = 5;
+    pub const MODULE_PRE_GA: u8 = 6;
+    pub const MODULE_2: u8 = 7;
+    pub const HASH_ZIPMAP: u8 = 9;
+    pub const LIST_ZIPLIST: u8 = 10;
+    pub const SET_INTSET: u8 = 11;
+    pub const ZSET_ZIPLIST: u8 = 12;
+    pub const HASH_ZIPLIST: u8 = 13;
+    pub const LIST_QUICKLIST: u8 = 14;
+    pub const STREAM_LISTPACKS: u8 = 15;
+    pub const HASH_LISTPACK: u8 = 16;
+    pub const ZSET_LISTPACK: u8 = 17;
+    pub const LIST_QUICKLIST_2: u8 = 18;
+    pub const STREAM_LISTPACKS_2: u8 = 19;
+    pub const SET_LISTPACK: u8 = 20;
+    pub const STREAM_LISTPACKS_3: u8 = 21;
+}
+
+/// Opcodes that are not value types.
+pub mod opcode {
+    pub const FUNCTION2: u8 = 245;
+    pub const FUNCTION_PRE_GA: u8 = 246;
+    pub const MODULE_AUX: u8 = 247;
+    pub const IDLE: u8 = 248;
+    pub const FREQ: u8 = 249;
+    pub const AUX: u8 = 250;
+    pub const RESIZEDB: u8 = 251;
+    pub const EXPIRETIME_MS: u8 = 252;
+    pub const EXPIRETIME: u8 = 253;
+    pub const SELECTDB: u8 = 254;
+    pub const EOF: u8 = 255;
+}
+
+/// Length encoding: the top two bits of the first byte.
+pub mod len {
+    pub const BITS_6: u8 = 0;
+    pub const BITS_14: u8 = 1;
+    /// 0x80: a 32-bit big-endian length follows; 0x81: a 64-bit one.
+    pub const LEN_32: u8 = 0x80;
+    pub const LEN_64: u8 = 0x81;
+    /// Top bits 11: a specially encoded string, kind in the low six bits.
+    pub const ENCVAL: u8 = 3;
+    pub const ENC_INT8: u8 = 0;
+    pub const ENC_INT16: u8 = 1;
+    pub const ENC_INT32: u8 = 2;
+    pub const ENC_LZF: u8 = 3;
+}
+
+/// Quicklist 2 node containers.
+pub const QUICKLIST_NODE_PLAIN: u64 = 1;
+pub const QUICKLIST_NODE_PACKED: u64 = 2;
+
+/// Module value opcodes (to skip module aux data without the module).
+pub mod module_opcode {
+    pub const EOF: u64 = 0;
+    pub const SINT: u64 = 1;
+    pub const UINT: u64 = 2;
+    pub const FLOAT: u64 = 3;
+    pub const DOUBLE: u64 = 4;
+    pub const STRING: u64 = 5;
+}
+
+/// CRC-64/Jones as Redis computes it (crc64.c), over the whole file up to the
+/// checksum, and over a DUMP payload up to its checksum.
+pub const CRC64: crc::Crc<u64> = crc::Crc::<u64>::new(&crc::CRC_64_REDIS);
+
+/// Why a file or payload could not be loaded.
+#[derive(Debug)]
+pub enum RdbError {
+    Io(std::io::Error),
+    /// Not an RDB file, or a version we do not know.
+    BadHeader(String),
+    /// The checksum at the end does not match the contents.
+    Checksum { expected: u64, computed: u64 },
+    /// A type we cannot hold (streams, modules).
+    Unsupported(String),
+    /// Anything malformed; the text says what and where.
+    Corrupt(String),
+}
+
+impl std::fmt::Display for RdbError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            RdbError::Io(e) => write!(f, "I/O error: {e}"),
+            RdbError::BadHeader(s) => write!(f, "bad RDB header: {s}"),
+            RdbError::Checksum { expected, computed } => write!(
+                f,
+                "wrong RDB checksum expected: ({expected:x}) got: ({computed:x})"
+            ),
+            RdbError::Unsupported(s) => write!(f, "unsupported: {s}"),
+            RdbError::Corrupt(s) => write!(f, "corrupt RDB: {s}"),
+        }
+    }
+}
+
+impl std::error::Error for RdbError {}
+
+impl From<std::io::Error> for RdbError {
+    fn from(e: std::io::Error) -> Self {
+        RdbError::Io(e)
+    }
+}
