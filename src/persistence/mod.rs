@@ -6,9 +6,12 @@
 //! Redis. Our own per-key version stamps travel in an RDB aux field that Redis
 //! ignores (see `rdb/mod.rs`).
 
+pub mod aof;
 pub mod rdb;
 
 /// Persistence state kept on the server: one field per mechanism (RDB
 /// snapshots, AOF), each owned by its module.
 #[derive(Default)]
-pub struct Persistence {}
+pub struct Persistence {
+    pub aof: aof::AofState,
+}

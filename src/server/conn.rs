@@ -320,6 +320,7 @@ async fn serve_stream<T>(
         qb.shrink_if_idle();
         shared.qbuf.store(qb.end - qb.start, Relaxed);
         if !out.is_empty() {
+            crate::persistence::aof::before_reply(&srv);
             worker.stats.add_net(0, out.len() as u64);
             // The whole batch's replies are written before more input is
             // read: a client that never reads stops being read from
@@ -498,6 +499,7 @@ pub fn dispatch(
     let res = lookup_and_check(srv, client, args).and_then(|id| {
         let mut clock = worker.clock.borrow_mut();
         crate::commands::evict::admit(srv, &mut clock, &worker.stats, client, id)
+            .and_then(|()| crate::persistence::aof::check_writable(srv, srv.commands.get(id)))
             .map(|()| id)
             .map_err(|e| (Some(id), e))
     });

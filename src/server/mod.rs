@@ -379,6 +379,7 @@ pub fn run(config: Config) -> Result<i32, String> {
     let unix_path = config.get_str("unixsocket");
     let port = config.port();
     let srv = Server::new(config);
+    crate::persistence::aof::load_at_startup(&srv)?;
     srv.tcp_port.store(port as usize, Relaxed);
     srv.clients.set_unix_path(&unix_path);
     if !pidfile.is_empty() {
@@ -433,6 +434,7 @@ pub fn run(config: Config) -> Result<i32, String> {
         }
         _ => log_warning!("User requested shutdown..."),
     }
+    crate::persistence::aof::on_shutdown(&srv);
     if !pidfile.is_empty() {
         let _ = std::fs::remove_file(&pidfile);
     }

@@ -44,6 +44,19 @@ pub static COMMANDS: &[Command] = &[
         .tips(&["nondeterministic_output"])
         .acl("fast")
         .doc("server", "2.6.0", "Returns the server time."),
+    Command::new(
+        "bgrewriteaof",
+        1,
+        ADMIN | NOSCRIPT,
+        crate::persistence::aof::bgrewriteaof,
+    )
+    .acl("admin slow dangerous")
+    .doc(
+        "server",
+        "1.0.0",
+        "Asynchronously rewrites the append-only file to disk.",
+    )
+    .complexity("O(1)"),
     Command::new("lastsave", 1, LOADING | STALE | FAST, lastsave)
         .tips(&["nondeterministic_output"])
         .acl("fast dangerous admin")

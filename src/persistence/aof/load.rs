@@ -1,0 +1,365 @@
+//! Loading one AOF file: RESP commands (with `#` annotations such as `#TS:`)
+//! replayed through [`crate::commands::replay`], or an RDB base / preamble.
+//!
+//! The rules are Redis's loadSingleAppendOnlyFile: a file that ends inside a
+//! command (a crash mid-write) is "truncated": with `aof-load-truncated yes`
+//! and when it is the last file, everything up to the last whole command is
+//! kept, the file is cut there (so appends continue cleanly) and the server
+//! starts with a warning; otherwise start-up fails. A transaction left open at
+//! the end counts as truncated at its MULTI (its commands are queued, never
+//! applied). Anything malformed elsewhere fails start-up and nothing on disk
+//! is touched. The log lines are Redis's: tools and tests grep for them.
+
+use std::io::{BufRead, BufReader, Read};
+use std::path::Path;
+use std::sync::Arc;
+
+use crate::effects::Effect;
+use crate::keyspace::hlc::Hlc;
+use crate::server::stats::WorkerStats;
+use crate::server::Server;
+use crate::{log_notice, log_verbose, log_warning};
+
+/// How a file loaded.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Loaded {
+    Ok,
+    /// Zero bytes.
+    Empty,
+    /// Cut at its last whole command.
+    Truncated,
+}
+
+/// Why loading stopped (the reason was logged).
+#[derive(Debug)]
+pub struct Failed(pub String);
+
+/// Reading state shared by the file's commands.
+struct Replayer<'a> {
+    srv: &'a Arc<Server>,
+    clock: Hlc,
+    stats: WorkerStats,
+    db: usize,
+    /// Commands of an open MULTI, applied at its EXEC.
+    queued: Option<Vec<(usize, Vec<Vec<u8>>)>>,
+}
+
+enum Stop {
+    /// EOF inside a command.
+    Eof,
+    /// Malformed input.
+    Format,
+    Fatal(String),
+}
+
+/// Loads `dir/name`. `last`: whether it is the last file of the AOF (only
+/// that one may be truncated).
+pub fn load_file(
+    srv: &Arc<Server>,
+    dir: &Path,
+    name: &str,
+    last: bool,
+    old_style: bool,
+) -> Result<Loaded, Failed> {
+    let path = dir.join(name);
+    let file = match std::fs::File::open(&path) {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            let m = format!("The append log file {name} doesn't exist: {e}");
+            log_warning!("{m}");
+            return Err(Failed(m));
+        }
+        Err(e) => {
+            let m = format!("Fatal error: can't open the append log file {name} for reading: {e}");
+            log_warning!("{m}");
+            return Err(Failed(m));
+        }
+    };
+    if file.metadata().map(|m| m.len()).unwrap_or(0) == 0 {
+        return Ok(Loaded::Empty);
+    }
+    let mut r = Reader {
+        inner: BufReader::with_capacity(1 << 16, file),
+        pos: 0,
+    };
+    let mut rp = Replayer {
+        srv,
+        clock: Hlc::new(srv.node_id),
+        stats: WorkerStats::new(srv.commands.all.len()),
+        db: 0,
+        queued: None,
+    };
+    if r.inner.fill_buf().map(|b| b.starts_with(b"REDIS")).unwrap_or(false) {
+        load_rdb_part(srv, &mut r, name, old_style)?;
+    }
+    let mut valid_up_to = r.pos;
+    let mut valid_before_multi = r.pos;
+    let stop = loop {
+        match next_command(&mut r) {
+            Ok(None) => break None,
+            Ok(Some(argv)) => {
+                let multi = argv[0].eq_ignore_ascii_case(b"multi");
+                if multi && rp.queued.is_none() {
+                    valid_before_multi = valid_up_to;
+                }
+                if let Err(e) = rp.apply(argv, name) {
+                    break Some(Stop::Fatal(e));
+                }
+                valid_up_to = r.pos;
+            }
+            Err(s) => break Some(s),
+        }
+    };
+    let stop = match stop {
+        None if rp.queued.is_some() => {
+            log_warning!("Revert incomplete MULTI/EXEC transaction in AOF file {name}");
+            valid_up_to = valid_before_multi;
+            Stop::Eof
+        }
+        None => return Ok(Loaded::Ok),
+        Some(s) => s,
+    };
+    match stop {
+        Stop::Fatal(m) => Err(Failed(m)),
+        Stop::Format => {
+            let m = format!("Bad file format reading the append only file {name}: make a backup of your AOF file, then use ./redis-check-aof --fix <filename.manifest>");
+            log_warning!("{m}");
+            Err(Failed(m))
+        }
+        Stop::Eof => truncated(srv, &path, name, last, valid_up_to),
+    }
+}
+
+/// A file that ended inside a command.
+fn truncated(
+    srv: &Server,
+    path: &Path,
+    name: &str,
+    last: bool,
+    valid_up_to: u64,
+) -> Result<Loaded, Failed> {
+    let allowed = srv.config.read().get_bool("aof-load-truncated");
+    if allowed && last {
+        log_warning!("!!! Warning: short read while loading the AOF file {name}!!!");
+        log_warning!("!!! Truncating the AOF {name} at offset {valid_up_to} !!!");
+        let cut = std::fs::OpenOptions::new()
+            .write(true)
+            .open(path)
+            .and_then(|f| {
+                f.set_len(valid_up_to)?;
+                f.sync_all()
+            });
+        match cut {
+            Ok(()) => {
+                log_warning!("AOF {name} loaded anyway because aof-load-truncated is enabled");
+                return Ok(Loaded::Truncated);
+            }
+            Err(e) => log_warning!("Error truncating the AOF file {name}: {e}"),
+        }
+    }
+    let m = if allowed {
+        "Fatal error: the truncated file is not the last file".to_string()
+    } else {
+        format!("Unexpected end of file reading the append only file {name}. You can: 1) Make a backup of your AOF file, then use ./redis-check-aof --fix <filename.manifest>. 2) Alternatively you can set the 'aof-load-truncated' configuration option to yes and restart the server.")
+    };
+    log_warning!("{m}");
+    Err(Failed(m))
+}
+
+/// An RDB base file, or the RDB preamble of an old-style AOF (whose AOF
+/// tail is then read as usual).
+fn load_rdb_part(
+    srv: &Arc<Server>,
+    r: &mut Reader,
+    name: &str,
+    old_style: bool,
+) -> Result<(), Failed> {
+    if old_style {
+        log_notice!("Reading RDB preamble from AOF file...");
+    } else {
+        log_notice!("Reading RDB base file on AOF loading...");
+    }
+    match super::rdb_base::load(srv, r) {
+        Ok(()) => {
+            if old_style {
+                log_notice!("Reading the remaining AOF tail...");
+            }
+            Ok(())
+        }
+        Err(e) => {
+            let m = if old_style {
+                format!("Error reading the RDB preamble of the AOF file {name}, AOF loading aborted: {e}")
+            } else {
+                format!("Error reading the RDB base file {name}, AOF loading aborted: {e}")
+            };
+            log_warning!("{m}");
+            Err(Failed(m))
+        }
+    }
+}
+
+impl Replayer<'_> {
+    /// Runs (or queues, inside MULTI) one command.
+    fn apply(&mut self, argv: Vec<Vec<u8>>, file: &str) -> Result<(), String> {
+        let Some(id) = self.srv.commands.lookup(&argv[0]) else {
+            let m = format!(
+                "Unknown command '{}' reading the append only file {file}",
+                String::from_utf8_lossy(&argv[0])
+            );
+            log_warning!("{m}");
+            return Err(m);
+        };
+        let name = self.srv.commands.get(id).name;
+        match name {
+            "select" => {
+                let db = std::str::from_utf8(argv.get(1).map_or(&b""[..], |v| v))
+                    .ok()
+                    .and_then(|s| s.parse::<usize>().ok())
+                    .filter(|&d| d < self.srv.keyspace.num_dbs());
+                match db {
+                    Some(d) => self.db = d,
+                    None => {
+                        let m = format!("Bad SELECT in the append only file {file}: DB index is out of range");
+                        log_warning!("{m}");
+                        return Err(m);
+                    }
+                }
+            }
+            "multi" => self.queued = Some(vec![]),
+            "exec" => {
+                for (db, argv) in self.queued.take().unwrap_or_default() {
+                    self.run(db, argv);
+                }
+            }
+            _ => match &mut self.queued {
+                Some(q) => q.push((self.db, argv)),
+                None => self.run(self.db, argv),
+            },
+        }
+        Ok(())
+    }
+
+    fn run(&mut self, db: usize, argv: Vec<Vec<u8>>) {
+        let Some(id) = self.srv.commands.lookup(&argv[0]) else {
+            return;
+        };
+        if !self.srv.commands.get(id).arity_ok(argv.len()) {
+            log_warning!(
+                "Skipping '{}' with a wrong number of arguments in the AOF",
+                String::from_utf8_lossy(&argv[0])
+            );
+            return;
+        }
+        let version = self.clock.now();
+        let e = Effect { db, version, argv };
+        if let Err(err) = crate::commands::replay(self.srv, &mut self.clock, &self.stats, &e) {
+            log_verbose!("AOF command failed while loading: {err}");
+        }
+    }
+}
+
+/// A reader that counts the bytes consumed (the offset of the last whole
+/// command is where a truncated file is cut).
+pub struct Reader {
+    inner: BufReader<std::fs::File>,
+    pub pos: u64,
+}
+
+impl Read for Reader {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        self.pos += n as u64;
+        Ok(n)
+    }
+}
+
+impl Reader {
+    /// One line including its '\n' (without it at EOF); empty at EOF.
+    fn line(&mut self) -> Result<Vec<u8>, Stop> {
+        let mut l = Vec::new();
+        let n = (&mut self.inner)
+            .take(64 * 1024)
+            .read_until(b'\n', &mut l)
+            .map_err(|e| Stop::Fatal(read_error(e)))?;
+        self.pos += n as u64;
+        Ok(l)
+    }
+
+    fn exact(&mut self, n: usize) -> Result<Vec<u8>, Stop> {
+        let mut v = Vec::with_capacity(n.min(1 << 20));
+        let got = (&mut self.inner)
+            .take(n as u64)
+            .read_to_end(&mut v)
+            .map_err(|e| Stop::Fatal(read_error(e)))?;
+        self.pos += got as u64;
+        if got < n {
+            return Err(Stop::Eof);
+        }
+        Ok(v)
+    }
+}
+
+fn read_error(e: std::io::Error) -> String {
+    let m = format!("Unrecoverable error reading the append only file: {e}");
+    log_warning!("{m}");
+    m
+}
+
+/// The next command; `None` at a clean end of file.
+fn next_command(r: &mut Reader) -> Result<Option<Vec<Vec<u8>>>, Stop> {
+    let mut line;
+    loop {
+        line = r.line()?;
+        if line.is_empty() {
+            return Ok(None);
+        }
+        if line[0] != b'#' {
+            break;
+        }
+        if !line.ends_with(b"\n") {
+            return Err(Stop::Eof);
+        }
+    }
+    if line[0] != b'*' {
+        return Err(Stop::Format);
+    }
+    if line.len() == 1 {
+        return Err(Stop::Eof);
+    }
+    let argc = atoi(&line[1..]);
+    if argc < 1 {
+        return Err(Stop::Format);
+    }
+    let mut argv = Vec::with_capacity((argc as usize).min(1024));
+    for _ in 0..argc {
+        let l = r.line()?;
+        if l.is_empty() {
+            return Err(Stop::Eof);
+        }
+        if l[0] != b'$' {
+            return Err(Stop::Format);
+        }
+        let len = atoi(&l[1..]).max(0) as usize;
+        argv.push(r.exact(len)?);
+        r.exact(2)?;
+    }
+    Ok(Some(argv))
+}
+
+/// C's atoi/strtol: optional sign, leading digits, 0 if none.
+fn atoi(s: &[u8]) -> i64 {
+    let (neg, digits) = match s.first() {
+        Some(b'-') => (true, &s[1..]),
+        Some(b'+') => (false, &s[1..]),
+        _ => (false, s),
+    };
+    let mut n: i64 = 0;
+    for &c in digits.iter().take_while(|c| c.is_ascii_digit()) {
+        n = n.saturating_mul(10).saturating_add((c - b'0') as i64);
+    }
+    if neg {
+        -n
+    } else {
+        n
+    }
+}

@@ -1,0 +1,446 @@
+//! The append-only file, in Redis 7's multi-part layout: `appenddirname/`
+//! holds a manifest, one base file (RDB or AOF format) and the incr files
+//! written since the base (see `manifest.rs`).
+//!
+//! - `writer.rs`: the effect-stream sink and the flushes (appendfsync).
+//! - `load.rs`: start-up loading of base and incr files.
+//! - `rewrite.rs`: BGREWRITEAOF, auto-rewrite, turning the AOF on at runtime.
+//! - `manifest.rs`, `resp.rs`, `rdb_base.rs`, `snap.rs`: formats and helpers.
+//!
+//! This file is the interface the rest of the server calls: the start-up
+//! hook, the hook before replies are written, the write refusal after a
+//! write error, CONFIG SET, the cron check, BGREWRITEAOF and INFO.
+
+pub mod load;
+pub mod manifest;
+mod rdb_base;
+pub mod resp;
+pub mod rewrite;
+mod snap;
+pub mod writer;
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering::*};
+use std::sync::Arc;
+
+use parking_lot::Mutex;
+
+use crate::commands::{CmdError, CmdResult, Ctx};
+use crate::protocol::Args;
+use crate::server::Server;
+use crate::{log_notice, log_warning};
+use manifest::Manifest;
+use rewrite::{RewriteStats, StartError};
+use writer::Core;
+
+/// The AOF's state on the server (`srv.persist.aof`).
+#[derive(Default)]
+pub struct AofState {
+    pub core: Arc<Core>,
+    /// The sink is subscribed to the effect stream (done once).
+    subscribed: AtomicBool,
+    pub manifest: Mutex<Manifest>,
+    pub rw: Mutex<RewriteStats>,
+}
+
+/// Called before a batch's replies are written to a client: with the AOF
+/// on, the batch's writes are in the file (and fsynced with `always`)
+/// before anyone hears of them. One relaxed load when the AOF is off.
+#[inline]
+pub fn before_reply(srv: &Server) {
+    let core = &srv.persist.aof.core;
+    if core.active.load(Relaxed) {
+        core.before_reply();
+    }
+}
+
+/// Refuses write commands (and PING, as Redis) while the AOF cannot be
+/// written.
+#[inline]
+pub fn check_writable(srv: &Server, cmd: &crate::commands::Command) -> Result<(), CmdError> {
+    let core = &srv.persist.aof.core;
+    if !core.write_err.load(Relaxed) || !(cmd.is_write() || cmd.name == "ping") {
+        return Ok(());
+    }
+    Err(CmdError::Msg(format!(
+        "MISCONF Errors writing to the AOF file: {}",
+        core.last_error.lock()
+    )))
+}
+
+/// Opens `path` for appending (creating it; emptying it if `truncate`).
+pub(crate) fn open_append(path: &Path, truncate: bool) -> std::io::Result<std::fs::File> {
+    let f = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)?;
+    if truncate {
+        f.set_len(0)?;
+    }
+    Ok(f)
+}
+
+fn names(srv: &Server) -> (PathBuf, String) {
+    let cfg = srv.config.read();
+    (
+        PathBuf::from(cfg.get_str("appenddirname")),
+        cfg.get_str("appendfilename"),
+    )
+}
+
+/// Mirrors the AOF settings read on the write path.
+fn load_settings(srv: &Server) {
+    let cfg = srv.config.read();
+    let core = &srv.persist.aof.core;
+    let policy = match cfg.get_str("appendfsync").as_str() {
+        "always" => writer::FSYNC_ALWAYS,
+        "no" => writer::FSYNC_NO,
+        _ => writer::FSYNC_EVERYSEC,
+    };
+    core.policy.store(policy, Relaxed);
+    core.timestamps
+        .store(cfg.get_bool("aof-timestamp-enabled"), Relaxed);
+}
+
+/// Start-up (before listeners serve): reads the manifest and, with
+/// `appendonly yes`, loads the AOF and opens the incr file for appending.
+/// Returns whether data came from the AOF; Err stops the server.
+pub fn load_at_startup(srv: &Arc<Server>) -> Result<bool, String> {
+    load_settings(srv);
+    let (dir, fname) = names(srv);
+    let on = srv.config.read().get_bool("appendonly");
+    let mut m = match manifest::load(&dir, &fname) {
+        Ok(m) => m.unwrap_or_default(),
+        Err(e) if on => {
+            log_warning!("{e}");
+            return Err(e);
+        }
+        Err(e) => {
+            log_warning!("{e}");
+            Manifest::default()
+        }
+    };
+    if !on {
+        *srv.persist.aof.manifest.lock() = m;
+        return Ok(false);
+    }
+    upgrade_if_needed(&dir, &fname, &mut m)?;
+    let loaded = load_files(srv, &dir, &fname, &m)?;
+    open_on_start(srv, &dir, &fname, m)?;
+    Ok(loaded)
+}
+
+/// Adopts a pre-7.0 `appendonly.aof` in `dir` as the base (aofUpgradePrepare).
+fn upgrade_if_needed(dir: &Path, fname: &str, m: &mut Manifest) -> Result<(), String> {
+    let old = Path::new(fname);
+    if !old.is_file() {
+        return Ok(());
+    }
+    let adopt = !dir.is_dir()
+        || (m.base.is_none() && m.incrs.is_empty())
+        || (m.incrs.is_empty()
+            && m.base.as_ref().is_some_and(|b| b.name == fname)
+            && !dir.join(fname).exists());
+    if !adopt {
+        return Ok(());
+    }
+    std::fs::create_dir_all(dir).map_err(|e| {
+        format!(
+            "Can't open or create append-only dir {}: {e}",
+            dir.display()
+        )
+    })?;
+    *m = Manifest::default();
+    m.base = Some(manifest::AofFile {
+        name: fname.to_string(),
+        seq: 1,
+        kind: manifest::FileType::Base,
+    });
+    m.base_seq = 1;
+    manifest::persist(dir, fname, m)?;
+    std::fs::rename(old, dir.join(fname)).map_err(|e| {
+        format!(
+            "Error trying to move the old AOF file {fname} into dir {}: {e}",
+            dir.display()
+        )
+    })?;
+    log_notice!(
+        "Successfully migrated an old-style AOF file ({fname}) into the AOF directory ({}).",
+        dir.display()
+    );
+    Ok(())
+}
+
+/// Loads base then incr files (loadAppendOnlyFiles).
+fn load_files(srv: &Arc<Server>, dir: &Path, fname: &str, m: &Manifest) -> Result<bool, String> {
+    let files = m.load_order();
+    if files.is_empty() {
+        return Ok(false);
+    }
+    let mut total = 0;
+    for f in &files {
+        match std::fs::metadata(dir.join(&f.name)) {
+            Ok(md) => total += md.len(),
+            Err(e) => {
+                let msg = format!("The append log file {} doesn't exist: {e}", f.name);
+                log_warning!("{msg}");
+                return Err(msg);
+            }
+        }
+    }
+    if total == 0 {
+        return Ok(false);
+    }
+    let start = std::time::Instant::now();
+    let n = files.len();
+    for (i, f) in files.iter().enumerate() {
+        let t = std::time::Instant::now();
+        let old_style = f.name == fname;
+        let r = load::load_file(srv, dir, &f.name, i + 1 == n, old_style).map_err(|e| e.0)?;
+        let kind = if f.kind == manifest::FileType::Base {
+            "base"
+        } else {
+            "incr"
+        };
+        if r != load::Loaded::Empty {
+            log_notice!(
+                "DB loaded from {kind} file {}: {:.3} seconds",
+                f.name,
+                t.elapsed().as_secs_f64()
+            );
+        }
+    }
+    let base = m
+        .base
+        .as_ref()
+        .and_then(|b| std::fs::metadata(dir.join(&b.name)).ok())
+        .map_or(0, |md| md.len());
+    let core = &srv.persist.aof.core;
+    core.base_size.store(base, Relaxed);
+    log_notice!(
+        "DB loaded from append only file: {:.3} seconds",
+        start.elapsed().as_secs_f64()
+    );
+    Ok(true)
+}
+
+/// Creates the base of an empty AOF, opens the last incr file (creating one
+/// if none) and persists the manifest (aofOpenIfNeededOnServerStart).
+fn open_on_start(srv: &Arc<Server>, dir: &Path, fname: &str, mut m: Manifest) -> Result<(), String> {
+    let dir_err = |e: std::io::Error| {
+        format!(
+            "Can't open or create append-only dir {}: {e}",
+            dir.display()
+        )
+    };
+    std::fs::create_dir_all(dir).map_err(dir_err)?;
+    if m.base.is_none() && m.incrs.is_empty() {
+        let rdb = srv.config.read().get_bool("aof-use-rdb-preamble") && rdb_base::rdb_supported();
+        let name = m.new_base(fname, rdb);
+        let data = if rdb { rdb_base::empty_rdb() } else { vec![] };
+        write_synced(&dir.join(&name), &data)
+            .map_err(|e| format!("Can't create the AOF base file {name}: {e}"))?;
+        log_notice!("Creating AOF base file {name} on server start");
+    }
+    let existing = !m.incrs.is_empty();
+    let name = match m.incrs.last() {
+        Some(f) => f.name.clone(),
+        None => m.new_incr(fname),
+    };
+    let file = open_append(&dir.join(&name), false)
+        .map_err(|e| format!("Can't open the append-only file {name}: {e}"))?;
+    let size = file.metadata().map(|md| md.len()).unwrap_or(0);
+    manifest::persist(dir, fname, &m)?;
+    if existing {
+        log_notice!("Opening AOF incr file {name} on server start");
+    } else {
+        log_notice!("Creating AOF incr file {name} on server start");
+    }
+    let total: u64 = m
+        .load_order()
+        .iter()
+        .filter_map(|f| std::fs::metadata(dir.join(&f.name)).ok())
+        .map(|md| md.len())
+        .sum();
+    let st = &srv.persist.aof;
+    if m.base.is_some() && st.core.base_size.load(Relaxed) == 0 {
+        let b = m.base.as_ref().map(|b| dir.join(&b.name));
+        let len = b.and_then(|p| std::fs::metadata(p).ok()).map_or(0, |md| md.len());
+        st.core.base_size.store(len, Relaxed);
+    }
+    st.core.current_size.store(total, Relaxed);
+    *st.manifest.lock() = m;
+    let _ = st.core.switch_to(file, size);
+    start_recording(srv);
+    Ok(())
+}
+
+fn write_synced(path: &Path, data: &[u8]) -> std::io::Result<()> {
+    use std::io::Write;
+    let mut f = std::fs::File::create(path)?;
+    f.write_all(data)?;
+    f.sync_all()?;
+    if let Some(d) = path.parent() {
+        manifest::fsync_dir(d)?;
+    }
+    Ok(())
+}
+
+/// Subscribes the sink (once), starts the once-a-second thread, and turns
+/// recording on.
+fn start_recording(srv: &Arc<Server>) {
+    subscribe(srv);
+    srv.persist.aof.core.active.store(true, Relaxed);
+}
+
+fn subscribe(srv: &Arc<Server>) {
+    let st = &srv.persist.aof;
+    if st.subscribed.swap(true, AcqRel) {
+        return;
+    }
+    srv.effects.subscribe(st.core.clone());
+    let weak = Arc::downgrade(srv);
+    let _ = std::thread::Builder::new()
+        .name("lattice-aof-fsync".into())
+        .spawn(move || loop {
+            std::thread::sleep(std::time::Duration::from_secs(1));
+            let Some(srv) = weak.upgrade() else { return };
+            if srv.persist.aof.core.is_open() {
+                srv.persist.aof.core.tick();
+            }
+        });
+}
+
+/// After CONFIG SET: applies the AOF settings, turning the AOF on (with a
+/// rewrite, as Redis) or off. Err: it could not be turned on.
+pub fn config_changed(srv: &Arc<Server>) -> Result<(), String> {
+    load_settings(srv);
+    let want = srv.config.read().get_bool("appendonly");
+    let st = &srv.persist.aof;
+    let on = st.core.active.load(Relaxed) || st.core.is_open();
+    if want && !on {
+        subscribe(srv);
+        match rewrite::start(srv, true) {
+            Ok(()) => {}
+            Err(StartError::Busy) | Err(StartError::InProgress) => {
+                log_warning!("AOF was enabled but there is already another background operation. An AOF background was scheduled to start when possible.");
+                st.rw.lock().scheduled = true;
+            }
+            Err(StartError::Failed(e)) => {
+                log_warning!("Redis needs to enable the AOF but can't trigger a background AOF rewrite operation. Check the above logs for more info about the error: {e}");
+                return Err("Unable to turn on AOF. Check server logs.".into());
+            }
+        }
+    } else if !want && on {
+        st.core.close();
+        st.rw.lock().scheduled = false;
+        log_notice!("AOF stopped");
+    }
+    Ok(())
+}
+
+/// Once per cron pass (worker 0): scheduled rewrites and the automatic
+/// rewrite on growth (auto-aof-rewrite-percentage / -min-size).
+pub fn cron(srv: &Arc<Server>) {
+    let st = &srv.persist.aof;
+    let (scheduled, busy) = {
+        let rw = st.rw.lock();
+        (rw.scheduled, rw.in_progress)
+    };
+    if busy {
+        return;
+    }
+    let want = srv.config.read().get_bool("appendonly");
+    if scheduled {
+        let enabling = want && !st.core.active.load(Relaxed);
+        let _ = rewrite::start(srv, enabling);
+        return;
+    }
+    if !st.core.active.load(Relaxed) {
+        return;
+    }
+    let (perc, min) = {
+        let cfg = srv.config.read();
+        (
+            cfg.get_i64("auto-aof-rewrite-percentage"),
+            cfg.get_i64("auto-aof-rewrite-min-size").max(0) as u64,
+        )
+    };
+    let size = st.core.current_size.load(Relaxed);
+    if perc <= 0 || size <= min {
+        return;
+    }
+    let base = st.core.base_size.load(Relaxed).max(1);
+    let growth = (size * 100 / base) as i64 - 100;
+    if growth >= perc {
+        log_notice!("Starting automatic rewriting of AOF on {growth}% growth");
+        let _ = rewrite::start(srv, false);
+    }
+}
+
+/// BGREWRITEAOF.
+pub fn bgrewriteaof(ctx: &mut Ctx, _args: Args) -> CmdResult {
+    match rewrite::start(ctx.srv, false) {
+        Ok(()) => ctx
+            .out
+            .simple("Background append only file rewriting started"),
+        Err(StartError::InProgress) => {
+            return Err(CmdError::err(
+                "Background append only file rewriting already in progress",
+            ))
+        }
+        Err(StartError::Busy) => {
+            ctx.srv.persist.aof.rw.lock().scheduled = true;
+            ctx.out
+                .simple("Background append only file rewriting scheduled");
+        }
+        Err(StartError::Failed(_)) => {
+            return Err(CmdError::err(
+                "Can't execute an AOF background rewriting. Please check the server logs for more information.",
+            ))
+        }
+    }
+    Ok(())
+}
+
+/// The aof_* lines of INFO persistence, in Redis's order.
+pub fn info_fields(srv: &Server, out: &mut String) {
+    use std::fmt::Write;
+    let st = &srv.persist.aof;
+    let on = srv.config.read().get_bool("appendonly");
+    let rw = st.rw.lock();
+    let current = rw.started.map_or(-1, |t| t.elapsed().as_secs() as i64);
+    let core = &st.core;
+    let ok = |b: bool| if b { "ok" } else { "err" };
+    let _ = write!(
+        out,
+        "aof_enabled:{}\r\naof_rewrite_in_progress:{}\r\naof_rewrite_scheduled:{}\r\naof_last_rewrite_time_sec:{}\r\naof_current_rewrite_time_sec:{current}\r\naof_last_bgrewrite_status:{}\r\naof_rewrites:{}\r\naof_rewrites_consecutive_failures:{}\r\naof_last_write_status:{}\r\naof_last_cow_size:0\r\n",
+        on as u8,
+        rw.in_progress as u8,
+        rw.scheduled as u8,
+        rw.last_time_sec,
+        ok(rw.last_ok),
+        rw.rewrites,
+        rw.consecutive_failures,
+        ok(!core.write_err.load(Relaxed)),
+    );
+    if on {
+        let _ = write!(
+            out,
+            "aof_current_size:{}\r\naof_base_size:{}\r\naof_pending_rewrite:{}\r\naof_buffer_length:{}\r\naof_pending_bio_fsync:0\r\naof_delayed_fsync:{}\r\n",
+            core.current_size.load(Relaxed),
+            core.base_size.load(Relaxed),
+            rw.scheduled as u8,
+            core.buffered(),
+            core.delayed_fsync.load(Relaxed),
+        );
+    }
+}
+
+/// At shutdown: everything buffered is written and fsynced.
+pub fn on_shutdown(srv: &Server) {
+    let core = &srv.persist.aof.core;
+    if core.is_open() {
+        core.flush(true);
+    }
+}

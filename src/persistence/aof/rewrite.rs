@@ -1,0 +1,357 @@
+//! AOF rewrite: a new base file written from a point-in-time snapshot, and
+//! the manifest bookkeeping around it (Redis 7's multi-part rewrite).
+//!
+//! The snapshot captures the keyspace at one instant (the cut, taken with
+//! every shard locked). At the cut the writer switches to a new INCR file,
+//! already listed in a persisted manifest, so each write lands either in the
+//! snapshot or in the new incr, never both and never neither. When the base
+//! is complete a new manifest names it, and the old base and incr files
+//! become history and are deleted (unless `aof-disable-auto-gc`). A crash at
+//! any point leaves a manifest that loads exactly what was acknowledged.
+//!
+//! Turning the AOF on at runtime is a rewrite too: recording starts at the
+//! cut, into an incr file that enters the manifest only with its base.
+//!
+//! [`encode_entry_commands`] is the AOF form of one key, used by the snapshot
+//! for `SnapFormat::Aof` bases.
+
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering::*};
+use std::sync::Arc;
+use std::time::Instant;
+
+use super::{manifest, resp, AofState};
+use crate::keyspace::{Entry, Value};
+use crate::server::Server;
+use crate::{log_notice, log_warning};
+
+/// Elements per command in a rewritten collection (AOF_REWRITE_ITEMS_PER_CMD).
+const ITEMS_PER_CMD: usize = 64;
+
+/// Appends the commands that rebuild `e`: SET, or RPUSH / HMSET / SADD /
+/// ZADD in batches of 64 elements, then PEXPIREAT for a TTL.
+pub fn encode_entry_commands(out: &mut Vec<u8>, e: &Entry) {
+    let key: &[u8] = &e.key;
+    match &e.value {
+        Value::Str(s) => s.with_bytes(|v| resp::command(out, &[&b"SET"[..], key, v])),
+        Value::List(l) => batched(out, b"RPUSH", key, l.len(), 1, |f| {
+            for item in l.iter() {
+                f(&[item]);
+            }
+        }),
+        Value::Set(s) => batched(out, b"SADD", key, s.len(), 1, |f| {
+            for m in s.iter() {
+                f(&[&m]);
+            }
+        }),
+        Value::Hash(h) => batched(out, b"HMSET", key, h.len(), 2, |f| {
+            for (field, v) in h.iter() {
+                f(&[field, v]);
+            }
+        }),
+        Value::ZSet(z) => batched(out, b"ZADD", key, z.len(), 2, |f| {
+            for (m, score) in z.iter() {
+                let s = crate::protocol::format_double(score);
+                f(&[s.as_bytes(), m]);
+            }
+        }),
+    }
+    let at = e.expire_at();
+    if at != 0 {
+        resp::command(out, &[&b"PEXPIREAT"[..], key, at.to_string().as_bytes()]);
+    }
+}
+
+/// Writes `total` elements of `width` arguments each as `cmd key ...`
+/// commands of at most 64 elements; `each` feeds the elements in order.
+fn batched(
+    out: &mut Vec<u8>,
+    cmd: &[u8],
+    key: &[u8],
+    total: usize,
+    width: usize,
+    each: impl FnOnce(&mut dyn FnMut(&[&[u8]])),
+) {
+    let (mut left, mut in_cmd) = (total, 0);
+    each(&mut |args: &[&[u8]]| {
+        if in_cmd == 0 {
+            let n = left.min(ITEMS_PER_CMD);
+            resp::array(out, 2 + n * width);
+            resp::bulk(out, cmd);
+            resp::bulk(out, key);
+            in_cmd = n;
+            left -= n;
+        }
+        for a in args {
+            resp::bulk(out, a);
+        }
+        in_cmd -= 1;
+    });
+}
+
+/// Appends `SELECT db` (a rewritten base selects each non-empty database).
+pub fn encode_select(out: &mut Vec<u8>, db: usize) {
+    resp::select(out, db);
+}
+
+/// Rewrite bookkeeping shown by INFO.
+pub struct RewriteStats {
+    pub in_progress: bool,
+    pub scheduled: bool,
+    pub started: Option<Instant>,
+    pub last_time_sec: i64,
+    pub last_ok: bool,
+    pub rewrites: u64,
+    pub consecutive_failures: u64,
+}
+
+impl Default for RewriteStats {
+    fn default() -> Self {
+        RewriteStats {
+            in_progress: false,
+            scheduled: false,
+            started: None,
+            last_time_sec: -1,
+            last_ok: true,
+            rewrites: 0,
+            consecutive_failures: 0,
+        }
+    }
+}
+
+/// Why a rewrite did not start.
+#[derive(Debug, PartialEq, Eq)]
+pub enum StartError {
+    InProgress,
+    /// Another snapshot (BGSAVE) runs: try again when it ends.
+    Busy,
+    Failed(String),
+}
+
+/// The snapshot request (the shape of `persistence::snapshot`'s job).
+pub struct Job {
+    pub path: PathBuf,
+    pub rdb: bool,
+    pub at_cut: Box<dyn FnOnce() + Send>,
+    pub done: Box<dyn FnOnce(std::io::Result<u64>) + Send>,
+}
+
+/// Starts a rewrite. `enabling`: the AOF is being turned on (recording
+/// starts at the cut).
+pub fn start(srv: &Arc<Server>, enabling: bool) -> Result<(), StartError> {
+    let st = &srv.persist.aof;
+    {
+        let mut rw = st.rw.lock();
+        if rw.in_progress {
+            return Err(StartError::InProgress);
+        }
+        rw.in_progress = true;
+        rw.scheduled = false;
+        rw.started = Some(Instant::now());
+    }
+    let (dir, fname, rdb) = paths(srv);
+    if let Err(e) = std::fs::create_dir_all(&dir) {
+        log_warning!("Can't open or create append-only dir {}: {e}", dir.display());
+        finished(st, false);
+        return Err(StartError::Failed(e.to_string()));
+    }
+    let base_name = st.manifest.lock().clone().new_base(&fname, rdb);
+    let cut_ok = Arc::new(AtomicBool::new(false));
+    let job = Job {
+        path: dir.join(&base_name),
+        rdb,
+        at_cut: {
+            let (srv, cut_ok) = (srv.clone(), cut_ok.clone());
+            Box::new(move || cut_ok.store(at_cut(&srv, enabling), Relaxed))
+        },
+        done: {
+            let srv = srv.clone();
+            Box::new(move |res| done(&srv, res, cut_ok.load(Relaxed), &base_name, rdb, enabling))
+        },
+    };
+    match super::snap::start(srv, job) {
+        Ok(()) => {
+            log_notice!("Background append only file rewriting started");
+            Ok(())
+        }
+        Err(e) => {
+            let mut rw = st.rw.lock();
+            rw.in_progress = false;
+            rw.started = None;
+            Err(e)
+        }
+    }
+}
+
+fn paths(srv: &Server) -> (PathBuf, String, bool) {
+    let cfg = srv.config.read();
+    let rdb = cfg.get_bool("aof-use-rdb-preamble") && super::rdb_base::rdb_supported();
+    (
+        PathBuf::from(cfg.get_str("appenddirname")),
+        cfg.get_str("appendfilename"),
+        rdb,
+    )
+}
+
+/// At the cut (every shard locked): switch to a new incr file. False if
+/// that failed (the rewrite then fails: the base would duplicate writes).
+fn at_cut(srv: &Arc<Server>, enabling: bool) -> bool {
+    let st = &srv.persist.aof;
+    if !enabling && !st.core.active.load(Relaxed) {
+        return true;
+    }
+    let (dir, fname, _) = paths(srv);
+    let mut m = st.manifest.lock();
+    let mut next = m.clone();
+    let name = next.new_incr(&fname);
+    let file = match super::open_append(&dir.join(&name), true) {
+        Ok(f) => f,
+        Err(e) => {
+            log_warning!("Can't open the append-only file {name}: {e}");
+            return false;
+        }
+    };
+    // Turning on: the incr enters the manifest with its base.
+    if !enabling {
+        if let Err(e) = manifest::persist(&dir, &fname, &next) {
+            log_warning!("{e}");
+            let _ = std::fs::remove_file(dir.join(&name));
+            return false;
+        }
+    }
+    *m = next;
+    let ok = st.core.switch_to(file, 0).is_ok();
+    if enabling {
+        st.core.active.store(true, Relaxed);
+    }
+    log_notice!("Creating AOF incr file {name} on background rewrite");
+    ok
+}
+
+/// The snapshot finished (its own thread): install the base or give up.
+fn done(
+    srv: &Arc<Server>,
+    res: std::io::Result<u64>,
+    cut_ok: bool,
+    base_name: &str,
+    rdb: bool,
+    enabling: bool,
+) {
+    let st = &srv.persist.aof;
+    let (dir, _, _) = paths(srv);
+    let outcome = match res {
+        Ok(_) if !cut_ok => Err("could not switch to a new incr file".to_string()),
+        Ok(bytes) => install(srv, base_name, rdb, bytes),
+        Err(e) => Err(e.to_string()),
+    };
+    match outcome {
+        Ok(()) => {
+            log_notice!("Background AOF rewrite terminated with success");
+            log_notice!("Background AOF rewrite finished successfully");
+            finished(st, true);
+            delete_history(srv);
+        }
+        Err(e) => {
+            let _ = std::fs::remove_file(dir.join(base_name));
+            log_warning!("Background AOF rewrite failed: {e}");
+            finished(st, false);
+            if enabling && st.core.active.load(Relaxed) {
+                st.rw.lock().scheduled = true;
+            }
+        }
+    }
+}
+
+/// Writes the manifest naming the new base; the old base and the incr
+/// files it covers become history.
+fn install(srv: &Server, base_name: &str, rdb: bool, bytes: u64) -> Result<(), String> {
+    let st = &srv.persist.aof;
+    let (dir, fname, _) = paths(srv);
+    let _ = manifest::fsync_dir(&dir);
+    let mut m = st.manifest.lock();
+    let mut next = m.clone();
+    let name = next.new_base(&fname, rdb);
+    if name != base_name {
+        return Err(format!("unexpected base name {name}"));
+    }
+    let keep = st.core.active.load(Relaxed) as usize;
+    next.incrs_to_history(keep);
+    manifest::persist(&dir, &fname, &next)?;
+    *m = next;
+    st.core.base_size.store(bytes, Relaxed);
+    let incr = if keep == 1 { st.core.incr_size() } else { 0 };
+    st.core.current_size.store(bytes + incr, Relaxed);
+    Ok(())
+}
+
+fn finished(st: &AofState, ok: bool) {
+    let mut rw = st.rw.lock();
+    rw.in_progress = false;
+    if let Some(t) = rw.started.take() {
+        rw.last_time_sec = t.elapsed().as_secs() as i64;
+    }
+    rw.last_ok = ok;
+    if ok {
+        rw.rewrites += 1;
+        rw.consecutive_failures = 0;
+    } else {
+        rw.consecutive_failures += 1;
+    }
+}
+
+/// Deletes history files (aofDelHistoryFiles), unless `aof-disable-auto-gc`.
+pub fn delete_history(srv: &Server) {
+    let st = &srv.persist.aof;
+    if srv.config.read().get_bool("aof-disable-auto-gc") {
+        return;
+    }
+    let (dir, fname, _) = paths(srv);
+    let mut m = st.manifest.lock();
+    if m.history.is_empty() {
+        return;
+    }
+    for h in std::mem::take(&mut m.history) {
+        log_notice!("Removing the history file {} in the background", h.name);
+        let _ = std::fs::remove_file(dir.join(&h.name));
+    }
+    if let Err(e) = manifest::persist(&dir, &fname, &m) {
+        log_warning!("{e}");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::keyspace::{Key, StrValue};
+
+    #[test]
+    fn string_with_ttl() {
+        let e = Entry::new(
+            Key::from(&b"k"[..]),
+            Value::Str(StrValue::from_bytes(b"v")),
+            1234,
+            1,
+        );
+        let mut out = vec![];
+        encode_entry_commands(&mut out, &e);
+        assert_eq!(
+            out,
+            b"*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$1\r\nv\r\n*3\r\n$9\r\nPEXPIREAT\r\n$1\r\nk\r\n$4\r\n1234\r\n"
+        );
+    }
+
+    #[test]
+    fn batches_of_64() {
+        let mut out = vec![];
+        let items: Vec<Vec<u8>> = (0..130).map(|i| i.to_string().into_bytes()).collect();
+        batched(&mut out, b"RPUSH", b"l", items.len(), 1, |f| {
+            for i in &items {
+                f(&[i]);
+            }
+        });
+        let text = String::from_utf8(out).unwrap();
+        assert_eq!(text.matches("RPUSH").count(), 3);
+        assert!(text.starts_with("*66\r\n$5\r\nRPUSH"));
+        assert!(text.contains("*4\r\n$5\r\nRPUSH\r\n$1\r\nl\r\n$3\r\n128\r\n"));
+    }
+}

@@ -1,0 +1,294 @@
+//! The AOF writer: an [`EffectSink`] that appends each write-effect record as
+//! a RESP command to an in-memory buffer, and the flushes that move the
+//! buffer into the current INCR file.
+//!
+//! Records arrive while their writer still holds its shard locks, so
+//! appending is a short critical section (the `pending` mutex) and never does
+//! I/O. The I/O happens in [`Core::flush`], called before a batch's replies
+//! reach the socket (group commit, as Redis's beforeSleep) and once a second
+//! from the background thread. Flushes serialise on the `file` mutex and take
+//! the whole buffer each time, so the file receives records in stream order.
+//! Three byte counters make "is my write durable yet?" a load: `appended`
+//! (pushed into the buffer), `written` (in the file) and `synced` (fsynced).
+//!
+//! Lock order: shard locks, then `file`, then `pending`. Flushers never take
+//! a shard lock; effect emitters never wait for `file`.
+//!
+//! A failed write keeps the unwritten bytes at the front of the buffer (a
+//! partial write is cut back off the file first), sets `write_err` so new
+//! writes are refused with MISCONF, and is retried every second; with
+//! `appendfsync always` the process exits instead, as Redis does, since a
+//! reply could otherwise acknowledge a write that is not on disk.
+
+use std::cell::Cell;
+use std::fs::File;
+use std::io::Write;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering::*};
+use std::sync::Arc;
+
+use parking_lot::Mutex;
+
+use super::resp;
+use crate::effects::{Effect, EffectSink};
+use crate::log_warning;
+
+pub const FSYNC_NO: u8 = 0;
+pub const FSYNC_EVERYSEC: u8 = 1;
+pub const FSYNC_ALWAYS: u8 = 2;
+
+thread_local! {
+    /// `appended` after the last record this thread emitted.
+    static LAST_END: Cell<u64> = const { Cell::new(0) };
+}
+
+#[derive(Default)]
+struct Pending {
+    buf: Vec<u8>,
+    /// Database the file's last SELECT chose (None: none yet in this file).
+    db: Option<usize>,
+    /// Second of the last `#TS:` annotation.
+    ts: u64,
+}
+
+#[derive(Default)]
+struct Output {
+    file: Option<Arc<File>>,
+    /// Files switched away from whose tail is not fsynced yet.
+    retired: Vec<Arc<File>>,
+    /// Bytes in `file`.
+    size: u64,
+}
+
+/// Shared by the sink, the flushers and the rewrite.
+#[derive(Default)]
+pub struct Core {
+    /// Records are appended (AOF on, past its start).
+    pub active: AtomicBool,
+    /// aof_last_write_status is err: writes are refused.
+    pub write_err: AtomicBool,
+    pub last_error: Mutex<String>,
+    pub timestamps: AtomicBool,
+    pub policy: AtomicU8,
+    pending: Mutex<Pending>,
+    out: Mutex<Output>,
+    appended: AtomicU64,
+    written: AtomicU64,
+    synced: AtomicU64,
+    /// aof_current_size: base plus incr files.
+    pub current_size: AtomicU64,
+    /// aof_base_size: at the last rewrite (or start-up).
+    pub base_size: AtomicU64,
+    pub delayed_fsync: AtomicU64,
+}
+
+impl Output {
+    /// Retired files (taken) and the current one.
+    fn files_to_sync(&mut self) -> Vec<Arc<File>> {
+        let mut v = std::mem::take(&mut self.retired);
+        v.extend(self.file.clone());
+        v
+    }
+}
+
+impl EffectSink for Core {
+    fn on_effect(&self, e: &Effect) {
+        if !self.active.load(Relaxed) {
+            return;
+        }
+        let mut p = self.pending.lock();
+        let before = p.buf.len();
+        if self.timestamps.load(Relaxed) {
+            let now = crate::keyspace::hlc::unix_ms() / 1000;
+            if now != p.ts {
+                p.ts = now;
+                p.buf.extend_from_slice(format!("#TS:{now}\r\n").as_bytes());
+            }
+        }
+        if p.db != Some(e.db) {
+            p.db = Some(e.db);
+            resp::select(&mut p.buf, e.db);
+        }
+        resp::command(&mut p.buf, &e.argv);
+        let end = self.appended.load(Relaxed) + (p.buf.len() - before) as u64;
+        self.appended.store(end, Release);
+        LAST_END.with(|c| c.set(end));
+    }
+}
+
+impl Core {
+    /// Whether this thread's records (and, with `always`, everyone's) are
+    /// written, and fsynced with `always`; flushes if not.
+    pub fn before_reply(&self) {
+        if self.policy.load(Relaxed) == FSYNC_ALWAYS {
+            if self.synced.load(Acquire) < self.appended.load(Acquire) {
+                self.flush(true);
+            }
+        } else if self.written.load(Acquire) < LAST_END.with(|c| c.get()) {
+            self.flush(false);
+        }
+    }
+
+    /// Bytes buffered, not yet written (aof_buffer_length).
+    pub fn buffered(&self) -> usize {
+        self.pending.lock().buf.len()
+    }
+
+    /// Writes the buffer to the file, and fsyncs it if `sync`.
+    pub fn flush(&self, sync: bool) {
+        let mut out = self.out.lock();
+        let always = self.policy.load(Relaxed) == FSYNC_ALWAYS;
+        if let Err(e) = self.write_pending(&mut out) {
+            if always {
+                log_warning!("Can't recover from AOF write error when the AOF fsync policy is 'always'. Exiting...");
+                let _ = e;
+                std::process::exit(1);
+            }
+            return;
+        }
+        if sync {
+            let end = self.written.load(Acquire);
+            let files = out.files_to_sync();
+            if let Err(e) = files.iter().try_for_each(|f| f.sync_data()) {
+                self.fsync_failed(&e, always);
+                return;
+            }
+            self.synced.fetch_max(end, Release);
+        }
+    }
+
+    /// The background thread's once-a-second pass: write what is buffered
+    /// (retrying after errors), then fsync outside the file lock with
+    /// `everysec`.
+    pub fn tick(&self) {
+        let policy = self.policy.load(Relaxed);
+        if policy == FSYNC_ALWAYS {
+            self.flush(true);
+            return;
+        }
+        let (files, end) = {
+            let mut out = self.out.lock();
+            if self.write_pending(&mut out).is_err() {
+                return;
+            }
+            if policy != FSYNC_EVERYSEC {
+                return;
+            }
+            let files = out.files_to_sync();
+            (files, self.written.load(Acquire))
+        };
+        if self.synced.load(Acquire) >= end && files.len() <= 1 {
+            return;
+        }
+        match files.iter().try_for_each(|f| f.sync_data()) {
+            Ok(()) => {
+                self.synced.fetch_max(end, Release);
+            }
+            Err(e) => self.fsync_failed(&e, false),
+        }
+    }
+
+    fn fsync_failed(&self, e: &std::io::Error, always: bool) {
+        if always {
+            log_warning!("Can't persist AOF for fsync error when the AOF fsync policy is 'always': {e}. Exiting...");
+            std::process::exit(1);
+        }
+        log_warning!("Fail to fsync the AOF file: {e}");
+        *self.last_error.lock() = e.to_string();
+        self.write_err.store(true, Relaxed);
+    }
+
+    /// Moves the buffer into the file. On error the unwritten bytes stay
+    /// buffered (ahead of newer ones) and the file is cut back to its last
+    /// whole write.
+    fn write_pending(&self, out: &mut Output) -> std::io::Result<()> {
+        let (mut data, end) = {
+            let mut p = self.pending.lock();
+            (std::mem::take(&mut p.buf), self.appended.load(Acquire))
+        };
+        let Some(file) = out.file.clone() else {
+            // AOF is off: nothing to write to (a stop flushed first).
+            self.written.fetch_max(end, Release);
+            self.synced.fetch_max(end, Release);
+            return Ok(());
+        };
+        if data.is_empty() {
+            return Ok(());
+        }
+        let mut done = 0;
+        let res = loop {
+            if done == data.len() {
+                break Ok(());
+            }
+            match (&*file).write(&data[done..]) {
+                Ok(0) => break Err(std::io::Error::from(std::io::ErrorKind::WriteZero)),
+                Ok(n) => done += n,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => break Err(e),
+            }
+        };
+        match res {
+            Ok(()) => {
+                out.size += data.len() as u64;
+                self.current_size.fetch_add(data.len() as u64, Relaxed);
+                self.written.store(end, Release);
+                if self.write_err.swap(false, Relaxed) {
+                    log_warning!("AOF write error looks solved, Redis can write again.");
+                }
+                Ok(())
+            }
+            Err(e) => {
+                if done > 0 && file.set_len(out.size).is_err() {
+                    // The partial write stays: count it as written.
+                    out.size += done as u64;
+                    self.current_size.fetch_add(done as u64, Relaxed);
+                    data.drain(..done);
+                }
+                let mut p = self.pending.lock();
+                data.extend_from_slice(&p.buf);
+                p.buf = data;
+                drop(p);
+                if !self.write_err.swap(true, Relaxed) {
+                    log_warning!("Error writing to the AOF file: {e}");
+                }
+                *self.last_error.lock() = e.to_string();
+                Err(e)
+            }
+        }
+    }
+
+    /// Starts appending to `file` (holding `size` bytes) from now on; the
+    /// buffer goes to the previous file first. Err if that write failed
+    /// (the buffer then stays, to go to the new file).
+    pub fn switch_to(&self, file: File, size: u64) -> std::io::Result<()> {
+        let mut out = self.out.lock();
+        let r = self.write_pending(&mut out);
+        if let Some(old) = out.file.take() {
+            out.retired.push(old);
+        }
+        out.file = Some(Arc::new(file));
+        out.size = size;
+        self.pending.lock().db = None;
+        r
+    }
+
+    /// Stops appending: flushes and fsyncs, then closes the file.
+    pub fn close(&self) {
+        self.flush(true);
+        self.active.store(false, Relaxed);
+        self.flush(true);
+        let mut out = self.out.lock();
+        out.file = None;
+        out.retired.clear();
+        self.pending.lock().db = None;
+    }
+
+    /// Size of the file being appended to.
+    pub fn incr_size(&self) -> u64 {
+        self.out.lock().size
+    }
+
+    /// Whether a write from now on is durable once flushed (tests).
+    pub fn is_open(&self) -> bool {
+        self.out.lock().file.is_some()
+    }
+}
