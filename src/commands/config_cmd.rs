@@ -215,7 +215,11 @@ fn set(ctx: &mut Ctx, args: Args) -> CmdResult {
     ctx.srv.hot.load(&cfg);
     drop(cfg);
     if let Err(e) = crate::persistence::aof::config_changed(ctx.srv) {
-        let _ = ctx.srv.config.write().set("appendonly", &["no".to_string()]);
+        let _ = ctx
+            .srv
+            .config
+            .write()
+            .set("appendonly", &["no".to_string()]);
         return Err(set_failed("appendonly", &e));
     }
     // A lower maxmemory (or a new policy) takes effect now, as in Redis.

@@ -89,7 +89,11 @@ pub fn load_file(
         db: 0,
         queued: None,
     };
-    if r.inner.fill_buf().map(|b| b.starts_with(b"REDIS")).unwrap_or(false) {
+    if r.inner
+        .fill_buf()
+        .map(|b| b.starts_with(b"REDIS"))
+        .unwrap_or(false)
+    {
         load_rdb_part(srv, &mut r, name, old_style)?;
     }
     let mut valid_up_to = r.pos;
@@ -219,7 +223,9 @@ impl Replayer<'_> {
                 match db {
                     Some(d) => self.db = d,
                     None => {
-                        let m = format!("Bad SELECT in the append only file {file}: DB index is out of range");
+                        let m = format!(
+                            "Bad SELECT in the append only file {file}: DB index is out of range"
+                        );
                         log_warning!("{m}");
                         return Err(m);
                     }

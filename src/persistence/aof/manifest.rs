@@ -97,8 +97,8 @@ impl Manifest {
             if !complete || line.len() > 1024 {
                 return Err(err("The AOF manifest file contains too long line"));
             }
-            let f = parse_line(text.trim()).map_err(|m| err(m))?;
-            m.add_parsed(f).map_err(|m| err(m))?;
+            let f = parse_line(text.trim()).map_err(&err)?;
+            m.add_parsed(f).map_err(err)?;
         }
         Ok(m)
     }

@@ -226,7 +226,12 @@ fn load_files(srv: &Arc<Server>, dir: &Path, fname: &str, m: &Manifest) -> Resul
 
 /// Creates the base of an empty AOF, opens the last incr file (creating one
 /// if none) and persists the manifest (aofOpenIfNeededOnServerStart).
-fn open_on_start(srv: &Arc<Server>, dir: &Path, fname: &str, mut m: Manifest) -> Result<(), String> {
+fn open_on_start(
+    srv: &Arc<Server>,
+    dir: &Path,
+    fname: &str,
+    mut m: Manifest,
+) -> Result<(), String> {
     let dir_err = |e: std::io::Error| {
         format!(
             "Can't open or create append-only dir {}: {e}",
@@ -265,7 +270,9 @@ fn open_on_start(srv: &Arc<Server>, dir: &Path, fname: &str, mut m: Manifest) ->
     let st = &srv.persist.aof;
     if m.base.is_some() && st.core.base_size.load(Relaxed) == 0 {
         let b = m.base.as_ref().map(|b| dir.join(&b.name));
-        let len = b.and_then(|p| std::fs::metadata(p).ok()).map_or(0, |md| md.len());
+        let len = b
+            .and_then(|p| std::fs::metadata(p).ok())
+            .map_or(0, |md| md.len());
         st.core.base_size.store(len, Relaxed);
     }
     st.core.current_size.store(total, Relaxed);

@@ -151,7 +151,10 @@ pub fn start(srv: &Arc<Server>, enabling: bool) -> Result<(), StartError> {
     }
     let (dir, fname, rdb) = paths(srv);
     if let Err(e) = std::fs::create_dir_all(&dir) {
-        log_warning!("Can't open or create append-only dir {}: {e}", dir.display());
+        log_warning!(
+            "Can't open or create append-only dir {}: {e}",
+            dir.display()
+        );
         finished(st, false);
         return Err(StartError::Failed(e.to_string()));
     }

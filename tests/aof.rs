@@ -1,0 +1,430 @@
+//! The append-only file, seen from outside: what was acknowledged survives a
+//! restart (and a SIGKILL), damaged files are handled as Redis handles them,
+//! the directory layout is Redis 7's, and Redis and LatticeDB load each
+//! other's AOF directories.
+
+mod common;
+use common::*;
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// A server on a directory that outlives it (restarts reuse it).
+struct Node {
+    child: Child,
+    port: u16,
+}
+
+fn tempdir(tag: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("lattice-aof-{tag}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+fn spawn(bin: &str, dir: &Path, port: u16, extra: &[&str]) -> Child {
+    let mut c = Command::new(bin);
+    c.arg("--port")
+        .arg(port.to_string())
+        .arg("--dir")
+        .arg(dir)
+        .args(["--logfile", "log.txt"])
+        .args(extra);
+    c.stdout(Stdio::null()).stderr(Stdio::null());
+    c.spawn().expect("spawn server")
+}
+
+impl Node {
+    fn start(dir: &Path, extra: &[&str]) -> Node {
+        Self::start_bin(env!("CARGO_BIN_EXE_lattice-server"), dir, extra)
+    }
+
+    fn start_bin(bin: &str, dir: &Path, extra: &[&str]) -> Node {
+        let port = free_port();
+        let mut child = spawn(bin, dir, port, extra);
+        let _ = child.try_wait();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while Instant::now() < deadline {
+            if let Ok(Some(st)) = child.try_wait() {
+                panic!("server exited: {st}; log:\n{}", log(dir));
+            }
+            if let Ok(c) = redis::Client::open(format!("redis://127.0.0.1:{port}/")) {
+                if let Ok(mut conn) = c.get_connection() {
+                    if redis::cmd("PING").query::<String>(&mut conn).is_ok() {
+                        return Node { child, port };
+                    }
+                }
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        panic!("server did not start");
+    }
+
+    fn conn(&self) -> redis::Connection {
+        redis::Client::open(format!("redis://127.0.0.1:{}/", self.port))
+            .unwrap()
+            .get_connection()
+            .unwrap()
+    }
+
+    fn kill9(mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for Node {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn log(dir: &Path) -> String {
+    std::fs::read_to_string(dir.join("log.txt")).unwrap_or_default()
+}
+
+/// Starts the server expecting it to exit at start-up; returns its log.
+fn refuses_to_start(dir: &Path, extra: &[&str]) -> String {
+    let mut child = spawn(
+        env!("CARGO_BIN_EXE_lattice-server"),
+        dir,
+        free_port(),
+        extra,
+    );
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while Instant::now() < deadline {
+        if let Ok(Some(st)) = child.try_wait() {
+            assert!(!st.success());
+            return log(dir);
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    panic!("server started on a damaged AOF");
+}
+
+fn incr_file(dir: &Path) -> PathBuf {
+    let m = std::fs::read_to_string(dir.join("appendonlydir/appendonly.aof.manifest")).unwrap();
+    let name = m
+        .lines()
+        .rfind(|l| l.ends_with("type i"))
+        .unwrap()
+        .split(' ')
+        .nth(1)
+        .unwrap()
+        .to_string();
+    dir.join("appendonlydir").join(name)
+}
+
+fn snapshot_dir(dir: &Path) -> Vec<(String, Vec<u8>)> {
+    let mut v: Vec<(String, Vec<u8>)> = std::fs::read_dir(dir.join("appendonlydir"))
+        .unwrap()
+        .map(|e| {
+            let e = e.unwrap();
+            (
+                e.file_name().to_string_lossy().into_owned(),
+                std::fs::read(e.path()).unwrap(),
+            )
+        })
+        .collect();
+    v.sort();
+    v
+}
+
+fn write_sample(c: &mut redis::Connection) {
+    let _: () = cmd(c, &["SET", "s", "hello"]);
+    let _: i64 = cmd(c, &["INCR", "n"]);
+    let _: i64 = cmd(c, &["INCRBY", "n", "41"]);
+    let _: i64 = cmd(c, &["RPUSH", "l", "a", "b", "c"]);
+    let _: i64 = cmd(c, &["HSET", "h", "f", "v"]);
+    let _: i64 = cmd(c, &["ZADD", "z", "1.5", "m"]);
+    let _: i64 = cmd(c, &["SADD", "set", "x", "y"]);
+    let _: i64 = cmd(c, &["EXPIRE", "s", "1000"]);
+    let _: () = cmd(c, &["SELECT", "3"]);
+    let _: () = cmd(c, &["SET", "in3", "yes"]);
+    let _: () = cmd(c, &["SELECT", "0"]);
+    let mut p = redis::pipe();
+    p.atomic()
+        .cmd("SET")
+        .arg("t1")
+        .arg("1")
+        .cmd("SET")
+        .arg("t2")
+        .arg("2");
+    let _: () = p.query(c).unwrap();
+}
+
+fn check_sample(c: &mut redis::Connection) {
+    assert_eq!(cmd::<String>(c, &["GET", "s"]), "hello");
+    assert_eq!(cmd::<i64>(c, &["GET", "n"]), 42);
+    assert_eq!(
+        cmd::<Vec<String>>(c, &["LRANGE", "l", "0", "-1"]),
+        ["a", "b", "c"]
+    );
+    assert_eq!(cmd::<String>(c, &["HGET", "h", "f"]), "v");
+    assert_eq!(cmd::<String>(c, &["ZSCORE", "z", "m"]), "1.5");
+    assert_eq!(cmd::<i64>(c, &["SCARD", "set"]), 2);
+    let ttl: i64 = cmd(c, &["TTL", "s"]);
+    assert!(ttl > 900 && ttl <= 1000, "ttl {ttl}");
+    assert_eq!(cmd::<String>(c, &["GET", "t2"]), "2");
+    let _: () = cmd(c, &["SELECT", "3"]);
+    assert_eq!(cmd::<String>(c, &["GET", "in3"]), "yes");
+    let _: () = cmd(c, &["SELECT", "0"]);
+}
+
+#[test]
+fn writes_survive_restart_for_each_fsync_policy() {
+    for policy in ["always", "everysec", "no"] {
+        let dir = tempdir(&format!("policy-{policy}"));
+        let args = ["--appendonly", "yes", "--appendfsync", policy];
+        let n = Node::start(&dir, &args);
+        write_sample(&mut n.conn());
+        // Written before the reply: a SIGKILL loses nothing (page cache).
+        n.kill9();
+        let n = Node::start(&dir, &args);
+        check_sample(&mut n.conn());
+        assert!(log(&dir).contains("DB loaded from append only file"));
+        drop(n);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}
+
+#[test]
+fn sigkill_with_appendfsync_always_loses_no_acknowledged_write() {
+    let dir = tempdir("kill9");
+    let args = ["--appendonly", "yes", "--appendfsync", "always"];
+    let n = Node::start(&dir, &args);
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let handles: Vec<_> = (0..6)
+        .map(|i| {
+            let mut c = n.conn();
+            let stop = stop.clone();
+            std::thread::spawn(move || {
+                let (mut acked, mut last_set) = (0i64, None);
+                for j in 0.. {
+                    if stop.load(std::sync::atomic::Ordering::Relaxed) {
+                        break;
+                    }
+                    let r: redis::RedisResult<i64> =
+                        redis::cmd("INCR").arg(format!("ctr{i}")).query(&mut c);
+                    match r {
+                        Ok(v) => acked = v,
+                        Err(_) => break,
+                    }
+                    let r: redis::RedisResult<()> = redis::cmd("SET")
+                        .arg(format!("k{i}:{j}"))
+                        .arg(j)
+                        .query(&mut c);
+                    match r {
+                        Ok(()) => last_set = Some(j),
+                        Err(_) => break,
+                    }
+                }
+                (i, acked, last_set)
+            })
+        })
+        .collect();
+    std::thread::sleep(Duration::from_millis(800));
+    n.kill9();
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let results: Vec<_> = handles.into_iter().map(|h| h.join().unwrap()).collect();
+    let n = Node::start(&dir, &args);
+    let mut c = n.conn();
+    for (i, acked, last_set) in results {
+        assert!(acked > 0, "client {i} wrote nothing");
+        let got: i64 = cmd(&mut c, &["GET", &format!("ctr{i}")]);
+        assert!(got >= acked, "ctr{i}: {got} < acknowledged {acked}");
+        if let Some(j) = last_set {
+            let v: Option<String> = cmd(&mut c, &["GET", &format!("k{i}:{j}")]);
+            assert_eq!(v, Some(j.to_string()));
+        }
+    }
+    drop(n);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn truncated_tail_loads_with_warning_or_refuses() {
+    let dir = tempdir("trunc");
+    let n = Node::start(&dir, &["--appendonly", "yes"]);
+    let mut c = n.conn();
+    let _: () = cmd(&mut c, &["SET", "a", "1"]);
+    let _: () = cmd(&mut c, &["SET", "b", "2"]);
+    n.kill9();
+    let incr = incr_file(&dir);
+    let whole = std::fs::read(&incr).unwrap();
+    let mut f = std::fs::OpenOptions::new()
+        .append(true)
+        .open(&incr)
+        .unwrap();
+    std::io::Write::write_all(&mut f, b"*3\r\n$3\r\nSET\r\n$1\r\nc\r\n$5\r\nhel").unwrap();
+    drop(f);
+    let damaged = snapshot_dir(&dir);
+
+    let msg = refuses_to_start(&dir, &["--appendonly", "yes", "--aof-load-truncated", "no"]);
+    assert!(msg.contains("Unexpected end of file reading the append only file"));
+    assert_eq!(
+        snapshot_dir(&dir),
+        damaged,
+        "refusing must not touch the files"
+    );
+
+    let n = Node::start(&dir, &["--appendonly", "yes"]);
+    let mut c = n.conn();
+    assert_eq!(cmd::<String>(&mut c, &["GET", "b"]), "2");
+    assert_eq!(cmd::<Option<String>>(&mut c, &["GET", "c"]), None);
+    assert!(log(&dir).contains("!!! Warning: short read while loading the AOF file"));
+    assert!(log(&dir).contains("loaded anyway because aof-load-truncated is enabled"));
+    // Cut at the last whole command, so appends continue cleanly.
+    assert_eq!(std::fs::read(&incr).unwrap(), whole);
+    let _: () = cmd(&mut c, &["SET", "c", "3"]);
+    n.kill9();
+    let n = Node::start(&dir, &["--appendonly", "yes"]);
+    assert_eq!(cmd::<String>(&mut n.conn(), &["GET", "c"]), "3");
+    drop(n);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn corruption_in_the_middle_refuses_and_touches_nothing() {
+    let dir = tempdir("corrupt");
+    let n = Node::start(&dir, &["--appendonly", "yes"]);
+    let mut c = n.conn();
+    let _: () = cmd(&mut c, &["SET", "a", "1"]);
+    let _: () = cmd(&mut c, &["SET", "b", "2"]);
+    n.kill9();
+    let incr = incr_file(&dir);
+    let mut data = std::fs::read(&incr).unwrap();
+    // Between two whole commands, so the damage is not at the tail.
+    let at = data.windows(4).rposition(|w| w == b"*3\r\n").unwrap();
+    data.splice(at..at, b"garbage!\r\n".iter().copied());
+    std::fs::write(&incr, &data).unwrap();
+    let before = snapshot_dir(&dir);
+    let msg = refuses_to_start(&dir, &["--appendonly", "yes"]);
+    assert!(
+        msg.contains("Bad file format reading the append only file"),
+        "{msg}"
+    );
+    assert_eq!(snapshot_dir(&dir), before);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn manifest_layout_and_rewrite() {
+    let dir = tempdir("manifest");
+    let args = ["--appendonly", "yes", "--aof-use-rdb-preamble", "no"];
+    let n = Node::start(&dir, &args);
+    let manifest = dir.join("appendonlydir/appendonly.aof.manifest");
+    assert_eq!(
+        std::fs::read_to_string(&manifest).unwrap(),
+        "file appendonly.aof.1.base.aof seq 1 type b\nfile appendonly.aof.1.incr.aof seq 1 type i\n"
+    );
+    let mut c = n.conn();
+    write_sample(&mut c);
+    let r: String = cmd(&mut c, &["BGREWRITEAOF"]);
+    assert_eq!(r, "Background append only file rewriting started");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while std::fs::read_to_string(&manifest).unwrap()
+        != "file appendonly.aof.2.base.aof seq 2 type b\nfile appendonly.aof.2.incr.aof seq 2 type i\n"
+    {
+        assert!(Instant::now() < deadline, "rewrite did not finish");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // History files are gone; writes after the rewrite go to the new incr.
+    let names: Vec<String> = snapshot_dir(&dir).into_iter().map(|(n, _)| n).collect();
+    assert_eq!(
+        names,
+        [
+            "appendonly.aof.2.base.aof",
+            "appendonly.aof.2.incr.aof",
+            "appendonly.aof.manifest"
+        ]
+    );
+    let _: i64 = cmd(&mut c, &["RPUSH", "l", "d"]);
+    n.kill9();
+    let n = Node::start(&dir, &args);
+    let mut c = n.conn();
+    assert_eq!(cmd::<i64>(&mut c, &["LLEN", "l"]), 4);
+    let _: String = cmd(&mut c, &["RPOP", "l"]);
+    check_sample(&mut c);
+    drop(n);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn config_set_appendonly_at_runtime() {
+    let dir = tempdir("runtime");
+    let n = Node::start(&dir, &["--aof-use-rdb-preamble", "no"]);
+    let mut c = n.conn();
+    write_sample(&mut c);
+    let _: () = cmd(&mut c, &["CONFIG", "SET", "appendonly", "yes"]);
+    let manifest = dir.join("appendonlydir/appendonly.aof.manifest");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !manifest.exists() {
+        assert!(Instant::now() < deadline, "no manifest after enabling");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let _: () = cmd(&mut c, &["SET", "later", "1"]);
+    n.kill9();
+    let n = Node::start(&dir, &["--appendonly", "yes"]);
+    let mut c = n.conn();
+    check_sample(&mut c);
+    assert_eq!(cmd::<String>(&mut c, &["GET", "later"]), "1");
+    drop(n);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn redis_and_lattice_load_each_others_aof() {
+    if !Path::new("/usr/bin/redis-server").exists() {
+        return;
+    }
+    let args = ["--appendonly", "yes", "--aof-use-rdb-preamble", "no"];
+    // Redis writes, we load.
+    let dir = tempdir("from-redis");
+    let r = Node::start_bin("/usr/bin/redis-server", &dir, &args);
+    write_sample(&mut r.conn());
+    let _: () = cmd(&mut r.conn(), &["BGREWRITEAOF"]);
+    std::thread::sleep(Duration::from_millis(300));
+    let _: i64 = cmd(&mut r.conn(), &["RPUSH", "l", "d"]);
+    let _: String = cmd(&mut r.conn(), &["RPOP", "l"]);
+    r.kill9();
+    let n = Node::start(&dir, &args);
+    check_sample(&mut n.conn());
+    n.kill9();
+    let _ = std::fs::remove_dir_all(&dir);
+    // We write, Redis loads.
+    let dir = tempdir("to-redis");
+    let n = Node::start(&dir, &args);
+    write_sample(&mut n.conn());
+    n.kill9();
+    let r = Node::start_bin("/usr/bin/redis-server", &dir, &args);
+    check_sample(&mut r.conn());
+    drop(r);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn old_single_file_aof_is_adopted() {
+    let dir = tempdir("upgrade");
+    std::fs::write(
+        dir.join("appendonly.aof"),
+        b"*2\r\n$6\r\nSELECT\r\n$1\r\n0\r\n*3\r\n$3\r\nSET\r\n$3\r\nold\r\n$5\r\nvalue\r\n",
+    )
+    .unwrap();
+    let n = Node::start(&dir, &["--appendonly", "yes"]);
+    assert_eq!(cmd::<String>(&mut n.conn(), &["GET", "old"]), "value");
+    assert!(!dir.join("appendonly.aof").exists());
+    assert!(dir.join("appendonlydir/appendonly.aof").exists());
+    assert!(log(&dir).contains("Successfully migrated an old-style AOF file"));
+    let m = std::fs::read_to_string(dir.join("appendonlydir/appendonly.aof.manifest")).unwrap();
+    assert_eq!(
+        m,
+        "file appendonly.aof seq 1 type b\nfile appendonly.aof.1.incr.aof seq 1 type i\n"
+    );
+    drop(n);
+    let _ = std::fs::remove_dir_all(&dir);
+}
