@@ -12,6 +12,8 @@
 //! level); our loader gives each following key the next version of the batch,
 //! and a fresh stamp to keys without one.
 
+pub mod encode;
+
 /// Version we write.
 pub const RDB_VERSION: u16 = 10;
 /// Newest version we load.
@@ -91,7 +93,8 @@ pub mod module_opcode {
 
 /// CRC-64/Jones as Redis computes it (crc64.c), over the whole file up to the
 /// checksum, and over a DUMP payload up to its checksum.
-pub const CRC64: crc::Crc<u64> = crc::Crc::<u64>::new(&crc::CRC_64_REDIS);
+pub const CRC64: crc::Crc<u64, crc::Table<16>> =
+    crc::Crc::<u64, crc::Table<16>>::new(&crc::CRC_64_REDIS);
 
 /// Why a file or payload could not be loaded.
 #[derive(Debug)]
@@ -100,7 +103,10 @@ pub enum RdbError {
     /// Not an RDB file, or a version we do not know.
     BadHeader(String),
     /// The checksum at the end does not match the contents.
-    Checksum { expected: u64, computed: u64 },
+    Checksum {
+        expected: u64,
+        computed: u64,
+    },
     /// A type we cannot hold (streams, modules).
     Unsupported(String),
     /// Anything malformed; the text says what and where.
