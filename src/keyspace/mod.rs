@@ -25,6 +25,7 @@ pub mod list;
 pub mod ordtable;
 pub mod packed;
 pub mod set;
+pub mod snap;
 pub mod table;
 pub mod value;
 pub mod zset;
@@ -152,6 +153,8 @@ pub struct Shard {
     entries: table::Slab,
     index: HashTable<u32>,
     expires: BTreeSet<(u64, u64)>,
+    /// The running snapshot's pending entries here (see `snap.rs`).
+    snap: Option<Box<snap::ShardSnap>>,
 }
 
 impl Shard {
@@ -185,6 +188,7 @@ impl Shard {
     /// Removes the entry at `pos` (whose key hashes to `hash`) from the slab
     /// and the index; the expiry index is the caller's business.
     fn remove_at(&mut self, hasher: &KeyHasher, hash: u64, pos: usize) -> Entry {
+        self.before_write(pos);
         let p = pos as u32;
         if let Ok(occ) = self.index.find_entry(hash, |&i| i == p) {
             occ.remove();
@@ -193,6 +197,9 @@ impl Shard {
         if pos < self.entries.len() {
             // The former last entry moved into `pos`: re-point its slot.
             let last = self.entries.len() as u32;
+            if let Some(s) = &mut self.snap {
+                s.moved(last as usize, pos);
+            }
             let h = hasher.hash(&self.entries.get(pos).key);
             if let Some(slot) = self.index.find_mut(h, |&i| i == last) {
                 *slot = p;
@@ -213,6 +220,7 @@ impl Shard {
             self.unindex_expire(hash, e.expire_at());
             return Lookup::Expired(e);
         }
+        self.before_write(pos);
         Lookup::Found(self.entries.get_mut(pos))
     }
 
@@ -220,6 +228,7 @@ impl Shard {
     #[inline]
     pub fn find_mut(&mut self, hash: u64, key: &[u8]) -> Option<&mut Entry> {
         let pos = self.pos(hash, key)?;
+        self.before_write(pos);
         Some(self.entries.get_mut(pos))
     }
 
@@ -234,7 +243,10 @@ impl Shard {
             self.expires.insert((entry.expire_at(), hash));
         }
         let old = match self.pos(hash, &entry.key) {
-            Some(p) => Some(std::mem::replace(self.entries.get_mut(p), entry)),
+            Some(p) => {
+                self.before_write(p);
+                Some(std::mem::replace(self.entries.get_mut(p), entry))
+            }
             None => {
                 self.push(hasher, hash, entry);
                 None
@@ -263,6 +275,7 @@ impl Shard {
         let Some(pos) = self.pos(hash, key) else {
             return false;
         };
+        self.before_write(pos);
         let key = &mut self.entries.get_mut(pos).key;
         let old = key.expire_at();
         key.set_expire_at(at);
@@ -348,7 +361,63 @@ impl Shard {
 
     /// Removes every key; returns the old contents (to drop elsewhere for ASYNC).
     pub fn take_all(&mut self) -> Shard {
+        self.snap_drain();
         std::mem::take(self)
+    }
+
+    /// A running snapshot still needs the entry at `pos`: hand it over
+    /// before it changes.
+    #[inline]
+    fn before_write(&mut self, pos: usize) {
+        if let Some(s) = &mut self.snap {
+            s.before_write(pos, self.entries.get(pos));
+        }
+    }
+
+    /// Starts a snapshot of this shard's current entries (at the cut).
+    pub fn snap_begin(&mut self, db: usize, sink: std::sync::Arc<dyn snap::SnapSink>) {
+        if !self.entries.is_empty() {
+            self.snap = Some(Box::new(snap::ShardSnap::new(self.entries.len(), db, sink)));
+        }
+    }
+
+    /// The saver's step: calls `f` for up to `max` entries the snapshot
+    /// still needs, highest positions first, and forgets them; `f` returns
+    /// false to end the step early. Returns true once the shard has nothing
+    /// left for the snapshot.
+    pub fn snap_step(&mut self, max: usize, mut f: impl FnMut(&Entry) -> bool) -> bool {
+        let Some(s) = &mut self.snap else {
+            return true;
+        };
+        for _ in 0..max {
+            let Some(pos) = s.next_pending(s.cursor) else {
+                break;
+            };
+            s.take(pos);
+            s.cursor = pos;
+            if !f(self.entries.get(pos)) {
+                break;
+            }
+        }
+        if s.remaining() == 0 {
+            self.snap = None;
+        }
+        self.snap.is_none()
+    }
+
+    /// Forgets a snapshot that stopped (its file failed).
+    pub fn snap_abort(&mut self) {
+        self.snap = None;
+    }
+
+    /// Hands every entry the snapshot still needs to its sink (before a
+    /// change that moves or drops the whole shard: FLUSHALL, SWAPDB).
+    pub fn snap_drain(&mut self) {
+        if let Some(mut s) = self.snap.take() {
+            while let Some(pos) = s.next_pending(usize::MAX) {
+                s.before_write(pos, self.entries.get(pos));
+            }
+        }
     }
 
     /// Keeps only entries for which `keep` is true (used by lazy sweeps).
@@ -478,6 +547,9 @@ impl Keyspace {
         let mut ga = self.db(lo).lock_all();
         let mut gb = self.db(hi).lock_all();
         for (x, y) in ga.iter_mut().zip(gb.iter_mut()) {
+            // A running snapshot knows shards by their database at the cut.
+            x.snap_drain();
+            y.snap_drain();
             std::mem::swap(&mut **x, &mut **y);
         }
     }
