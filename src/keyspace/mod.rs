@@ -636,6 +636,74 @@ mod tests {
         Entry::new(k.as_bytes().into(), Value::string(b"v"), exp, 1)
     }
 
+    /// Collects what a snapshot sees: pre-images from writers and the
+    /// saver's steps.
+    #[derive(Default)]
+    struct Seen(Mutex<Vec<(String, String)>>);
+    impl snap::SnapSink for Seen {
+        fn preserve(&self, _db: usize, e: &Entry) {
+            self.0.lock().push(seen(e));
+        }
+    }
+    fn seen(e: &Entry) -> (String, String) {
+        let k = String::from_utf8_lossy(&e.key).into_owned();
+        let v = match &e.value {
+            Value::Str(s) => s.with_bytes(|b| String::from_utf8_lossy(b).into_owned()),
+            _ => unreachable!(),
+        };
+        (k, v)
+    }
+
+    #[test]
+    fn snapshot_sees_the_cut_whatever_writers_do_meanwhile() {
+        let ks = Keyspace::new(1);
+        let mut shard = Shard::default();
+        let put = |shard: &mut Shard, k: &str, v: &str| {
+            let s = ks.slot(k.as_bytes());
+            let e = Entry::new(k.as_bytes().into(), Value::string(v.as_bytes()), 0, 1);
+            shard.insert(&ks.hasher, s.hash, e);
+        };
+        let n = 300;
+        for i in 0..n {
+            put(&mut shard, &format!("k{i}"), "old");
+        }
+        let sink = std::sync::Arc::new(Seen::default());
+        shard.snap_begin(0, sink.clone());
+        let mut rng = 12345u64;
+        let mut next = || {
+            rng ^= rng << 13;
+            rng ^= rng >> 7;
+            rng ^= rng << 17;
+            rng
+        };
+        // Interleave saver steps with overwrites, removals (which move the
+        // last entry into the hole), new keys and expiry changes.
+        let mut done = false;
+        while !done {
+            for _ in 0..7 {
+                let k = format!("k{}", next() % n);
+                let s = ks.slot(k.as_bytes());
+                match next() % 4 {
+                    0 => put(&mut shard, &k, "new"),
+                    1 => drop(shard.remove(&ks.hasher, s.hash, k.as_bytes())),
+                    2 => put(&mut shard, &format!("fresh{}", next()), "new"),
+                    _ => drop(shard.set_expire(&ks.hasher, s.hash, k.as_bytes(), 99)),
+                }
+            }
+            done = shard.snap_step(5, |e| {
+                sink.0.lock().push(seen(e));
+                true
+            });
+        }
+        let mut got = sink.0.lock().clone();
+        got.sort();
+        let mut want: Vec<_> = (0..n)
+            .map(|i| (format!("k{i}"), "old".to_string()))
+            .collect();
+        want.sort();
+        assert_eq!(got, want);
+    }
+
     #[test]
     fn entry_is_56_bytes() {
         assert_eq!(std::mem::size_of::<Entry>(), 56);
