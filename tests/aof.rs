@@ -382,7 +382,16 @@ fn redis_and_lattice_load_each_others_aof() {
     if !Path::new("/usr/bin/redis-server").exists() {
         return;
     }
-    let args = ["--appendonly", "yes", "--aof-use-rdb-preamble", "no"];
+    // `always`: with everysec Redis may postpone a write while a background
+    // fsync runs, so a SIGKILL can lose an acknowledged write there.
+    let args = [
+        "--appendonly",
+        "yes",
+        "--aof-use-rdb-preamble",
+        "no",
+        "--appendfsync",
+        "always",
+    ];
     // Redis writes, we load.
     let dir = tempdir("from-redis");
     let r = Node::start_bin("/usr/bin/redis-server", &dir, &args);

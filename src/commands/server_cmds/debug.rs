@@ -340,31 +340,23 @@ fn mix_object(d: &mut [u8; 20], e: &Entry) {
         Value::Str(s) => s.with_bytes(|b| mix(d, b)),
         // Ordered: each element is mixed in turn.
         Value::List(l) => l.iter().for_each(|b| mix(d, b)),
-        // Unordered: element digests are XORed, then mixed once.
-        Value::Set(st) => {
-            let mut acc = [0u8; 20];
-            st.iter().for_each(|m| xor(&mut acc, &m));
-            mix(d, &acc);
-        }
+        // Unordered: each element's digest is XORed in (xorDigest).
+        Value::Set(st) => st.iter().for_each(|m| xor(d, &m)),
         Value::Hash(h) => {
-            let mut acc = [0u8; 20];
             for (f, v) in h.iter() {
                 let mut ele = [0u8; 20];
                 mix(&mut ele, f);
                 mix(&mut ele, v);
-                xor(&mut acc, &ele);
+                xor(d, &ele);
             }
-            mix(d, &acc);
         }
         Value::ZSet(z) => {
-            let mut acc = [0u8; 20];
             for (m, score) in z.iter() {
                 let mut ele = [0u8; 20];
                 mix(&mut ele, m);
-                mix(&mut ele, format!("{score}").as_bytes());
-                xor(&mut acc, &ele);
+                mix(&mut ele, crate::protocol::format_double(score).as_bytes());
+                xor(d, &ele);
             }
-            mix(d, &acc);
         }
     }
     if e.expire_at() != 0 {

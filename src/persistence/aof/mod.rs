@@ -54,15 +54,14 @@ pub fn before_reply(srv: &Server) {
     }
 }
 
-/// Refuses write commands (and PING, as Redis) while the AOF cannot be
-/// written.
-#[inline]
-pub fn check_writable(srv: &Server, cmd: &crate::commands::Command) -> Result<(), CmdError> {
+/// The MISCONF error write commands get while the AOF cannot be written
+/// (`persistence::admit_write` applies it as Redis's processCommand does).
+pub fn disk_error(srv: &Server) -> Option<CmdError> {
     let core = &srv.persist.aof.core;
-    if !core.write_err.load(Relaxed) || !(cmd.is_write() || cmd.name == "ping") {
-        return Ok(());
+    if !core.write_err.load(Relaxed) {
+        return None;
     }
-    Err(CmdError::Msg(format!(
+    Some(CmdError::Msg(format!(
         "MISCONF Errors writing to the AOF file: {}",
         core.last_error.lock()
     )))
@@ -410,7 +409,9 @@ pub fn bgrewriteaof(ctx: &mut Ctx, _args: Args) -> CmdResult {
     Ok(())
 }
 
-/// The aof_* lines of INFO persistence, in Redis's order.
+/// The aof_* lines of INFO persistence, in Redis's order; Redis puts the
+/// module_fork_* pair between the always-present block and the block shown
+/// while the AOF is on, so those two lines are written here too.
 pub fn info_fields(srv: &Server, out: &mut String) {
     use std::fmt::Write;
     let st = &srv.persist.aof;
@@ -421,7 +422,7 @@ pub fn info_fields(srv: &Server, out: &mut String) {
     let ok = |b: bool| if b { "ok" } else { "err" };
     let _ = write!(
         out,
-        "aof_enabled:{}\r\naof_rewrite_in_progress:{}\r\naof_rewrite_scheduled:{}\r\naof_last_rewrite_time_sec:{}\r\naof_current_rewrite_time_sec:{current}\r\naof_last_bgrewrite_status:{}\r\naof_rewrites:{}\r\naof_rewrites_consecutive_failures:{}\r\naof_last_write_status:{}\r\naof_last_cow_size:0\r\n",
+        "aof_enabled:{}\r\naof_rewrite_in_progress:{}\r\naof_rewrite_scheduled:{}\r\naof_last_rewrite_time_sec:{}\r\naof_current_rewrite_time_sec:{current}\r\naof_last_bgrewrite_status:{}\r\naof_rewrites:{}\r\naof_rewrites_consecutive_failures:{}\r\naof_last_write_status:{}\r\naof_last_cow_size:0\r\nmodule_fork_in_progress:0\r\nmodule_fork_last_cow_size:0\r\n",
         on as u8,
         rw.in_progress as u8,
         rw.scheduled as u8,

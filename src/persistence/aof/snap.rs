@@ -1,11 +1,12 @@
 //! The point-in-time snapshot a rewrite writes its base from.
 //!
-//! `persistence::snapshot` (the fork-free snapshot shared with BGSAVE) is the
-//! real provider; until it is part of this build, this module takes the
-//! snapshot itself on a background thread by holding every shard lock while
-//! it encodes the keyspace into memory (in AOF format), then writes the file
-//! with the locks released. That stalls writers for the encoding time, as
-//! Redis's synchronous rewriteAppendOnlyFile does, but keeps the cut exact.
+//! An RDB base (`aof-use-rdb-preamble yes`) comes from
+//! `persistence::snapshot`, the fork-free snapshot shared with BGSAVE (one
+//! at a time: Busy while a BGSAVE runs). That snapshot writes RDB only, so an
+//! AOF-format base is taken here: on a background thread holding every
+//! shard lock while the keyspace is encoded into memory, then written with
+//! the locks released. That stalls writers for the encoding time, as Redis's
+//! synchronous rewriteAppendOnlyFile does, but keeps the cut exact.
 
 use std::io::Write;
 use std::sync::Arc;
@@ -15,6 +16,12 @@ use crate::server::Server;
 
 /// Takes the snapshot `job` describes, in the background.
 pub fn start(srv: &Arc<Server>, job: Job) -> Result<(), StartError> {
+    if job.rdb {
+        return start_rdb(srv, job);
+    }
+    if srv.persist.snapshot.running() {
+        return Err(StartError::Busy);
+    }
     let srv = srv.clone();
     std::thread::Builder::new()
         .name("lattice-aof-rewrite".into())
@@ -56,4 +63,23 @@ fn write_file(path: &std::path::Path, data: &[u8]) -> std::io::Result<()> {
     f.write_all(data)?;
     f.sync_all()?;
     std::fs::rename(&tmp, path)
+}
+
+/// An RDB base through the shared snapshot.
+fn start_rdb(srv: &Arc<Server>, job: Job) -> Result<(), StartError> {
+    use crate::persistence::snapshot::{self, SnapshotError, SnapshotJob};
+    let threads = std::thread::available_parallelism()
+        .map_or(1, |n| n.get())
+        .div_ceil(2);
+    let sj = SnapshotJob {
+        path: job.path,
+        at_cut: Some(job.at_cut),
+        done: job.done,
+        threads,
+        aux: vec![("aof-base".to_string(), "1".to_string())],
+    };
+    snapshot::start(srv, sj).map_err(|e| match e {
+        SnapshotError::Busy => StartError::Busy,
+        SnapshotError::Spawn(e) => StartError::Failed(e.to_string()),
+    })
 }
