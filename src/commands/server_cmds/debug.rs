@@ -137,6 +137,9 @@ pub fn debug(ctx: &mut Ctx, args: Args) -> CmdResult {
         populate(ctx, args)?;
     } else if eq_ic(sub, "PROTOCOL") && n == 3 {
         protocol(ctx, args.get(2))?;
+    } else if eq_ic(sub, "LOADAOF") && n == 2 {
+        crate::persistence::aof::debug_loadaof(ctx.srv);
+        ctx.out.ok();
     } else if eq_ic(sub, "DIGEST-VALUE") && n >= 2 {
         ctx.out.array(n - 2);
         for k in args.iter().skip(2) {

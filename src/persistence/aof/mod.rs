@@ -103,17 +103,25 @@ fn load_settings(srv: &Server) {
 
 /// Start-up (before listeners serve): reads the manifest and, with
 /// `appendonly yes`, loads the AOF and opens the incr file for appending.
-/// Returns whether data came from the AOF; Err stops the server.
+/// Returns whether data came from the AOF; Err stops the server (the
+/// reasons were logged, as Redis logs them).
 pub fn load_at_startup(srv: &Arc<Server>) -> Result<bool, String> {
     load_settings(srv);
+    startup(srv).map_err(|e| {
+        if !e.is_empty() {
+            log_warning!("{e}");
+        }
+        "Fatal error loading the AOF, exiting.".to_string()
+    })
+}
+
+/// Err: the reason, or "" if it was logged already.
+fn startup(srv: &Arc<Server>) -> Result<bool, String> {
     let (dir, fname) = names(srv);
     let on = srv.config.read().get_bool("appendonly");
     let mut m = match manifest::load(&dir, &fname) {
         Ok(m) => m.unwrap_or_default(),
-        Err(e) if on => {
-            log_warning!("{e}");
-            return Err(e);
-        }
+        Err(e) if on => return Err(e),
         Err(e) => {
             log_warning!("{e}");
             Manifest::default()
@@ -181,9 +189,7 @@ fn load_files(srv: &Arc<Server>, dir: &Path, fname: &str, m: &Manifest) -> Resul
         match std::fs::metadata(dir.join(&f.name)) {
             Ok(md) => total += md.len(),
             Err(e) => {
-                let msg = format!("The append log file {} doesn't exist: {e}", f.name);
-                log_warning!("{msg}");
-                return Err(msg);
+                return Err(format!("The append log file {} doesn't exist: {e}", f.name));
             }
         }
     }
@@ -195,7 +201,8 @@ fn load_files(srv: &Arc<Server>, dir: &Path, fname: &str, m: &Manifest) -> Resul
     for (i, f) in files.iter().enumerate() {
         let t = std::time::Instant::now();
         let old_style = f.name == fname;
-        let r = load::load_file(srv, dir, &f.name, i + 1 == n, old_style).map_err(|e| e.0)?;
+        let r =
+            load::load_file(srv, dir, &f.name, i + 1 == n, old_style).map_err(|_| String::new())?;
         let kind = if f.kind == manifest::FileType::Base {
             "base"
         } else {
@@ -443,6 +450,45 @@ pub fn info_fields(srv: &Server, out: &mut String) {
             core.delayed_fsync.load(Relaxed),
         );
     }
+}
+
+/// DEBUG LOADAOF: flushes the AOF, empties the keyspace and loads the AOF
+/// again from the manifest on disk (deleting history files first). Exits if
+/// it cannot be loaded, as Redis does. Recording pauses meanwhile so the
+/// replayed commands are not appended again.
+pub fn debug_loadaof(srv: &Arc<Server>) {
+    let st = &srv.persist.aof;
+    let was_on = st.core.active.load(Relaxed);
+    if was_on {
+        st.core.flush(true);
+    }
+    st.core.active.store(false, Relaxed);
+    let taken: Vec<crate::keyspace::Shard> = {
+        let mut all = srv.keyspace.lock_everything();
+        all.iter_mut()
+            .flat_map(|db| db.iter_mut())
+            .map(|g| g.take_all())
+            .collect()
+    };
+    drop(taken);
+    let (dir, fname) = names(srv);
+    match manifest::load(&dir, &fname) {
+        Ok(m) => *st.manifest.lock() = m.unwrap_or_default(),
+        Err(e) => {
+            log_warning!("{e}");
+            std::process::exit(1);
+        }
+    }
+    rewrite::delete_history(srv);
+    let m = st.manifest.lock().clone();
+    if let Err(e) = load_files(srv, &dir, &fname, &m) {
+        if !e.is_empty() {
+            log_warning!("{e}");
+        }
+        std::process::exit(1);
+    }
+    st.core.active.store(was_on, Relaxed);
+    log_warning!("Append Only File loaded by DEBUG LOADAOF");
 }
 
 /// At shutdown: everything buffered is written and fsynced.
