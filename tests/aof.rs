@@ -437,3 +437,77 @@ fn old_single_file_aof_is_adopted() {
     drop(n);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn auto_rewrite_timestamps_info_and_debug_loadaof() {
+    let dir = tempdir("auto");
+    let n = Node::start(
+        &dir,
+        &[
+            "--appendonly",
+            "yes",
+            "--aof-use-rdb-preamble",
+            "no",
+            "--aof-timestamp-enabled",
+            "yes",
+            "--auto-aof-rewrite-min-size",
+            "1kb",
+            "--auto-aof-rewrite-percentage",
+            "100",
+            "--enable-debug-command",
+            "yes",
+        ],
+    );
+    let mut c = n.conn();
+    let _: () = cmd(&mut c, &["SET", "first", "1"]);
+    let incr = incr_file(&dir);
+    let head = std::fs::read_to_string(&incr).unwrap();
+    assert!(head.starts_with("#TS:"), "{head:?}");
+    assert_eq!(info_field::<i64>(&mut c, "aof_enabled"), 1);
+    assert_eq!(info_field::<String>(&mut c, "aof_last_write_status"), "ok");
+    for i in 0..200 {
+        let _: () = cmd(&mut c, &["SET", &format!("key:{i}"), &"x".repeat(20)]);
+    }
+    // The AOF outgrew min-size and doubled since the (empty) base.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while info_field::<i64>(&mut c, "aof_rewrites") < 1 {
+        assert!(Instant::now() < deadline, "no automatic rewrite");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let base =
+        std::fs::read_to_string(dir.join("appendonlydir/appendonly.aof.2.base.aof")).unwrap();
+    assert!(base.starts_with("#TS:"));
+    let before: String = cmd(&mut c, &["DEBUG", "DIGEST"]);
+    let _: () = cmd(&mut c, &["DEBUG", "LOADAOF"]);
+    let after: String = cmd(&mut c, &["DEBUG", "DIGEST"]);
+    assert_eq!(before, after);
+    assert_eq!(cmd::<i64>(&mut c, &["DBSIZE"]), 201);
+    drop(n);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn bgrewriteaof_while_rewriting_and_with_aof_off() {
+    let dir = tempdir("bgrw-off");
+    let n = Node::start(&dir, &["--aof-use-rdb-preamble", "no"]);
+    let mut c = n.conn();
+    write_sample(&mut c);
+    // With the AOF off a rewrite still writes a base (Redis 7).
+    let r: String = cmd(&mut c, &["BGREWRITEAOF"]);
+    assert_eq!(r, "Background append only file rewriting started");
+    let manifest = dir.join("appendonlydir/appendonly.aof.manifest");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while std::fs::read_to_string(&manifest).ok().as_deref()
+        != Some("file appendonly.aof.1.base.aof seq 1 type b\n")
+    {
+        assert!(Instant::now() < deadline, "rewrite did not finish");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(info_field::<i64>(&mut c, "aof_rewrites"), 1);
+    drop(n);
+    // That base loads when the AOF is turned on.
+    let n = Node::start(&dir, &["--appendonly", "yes"]);
+    check_sample(&mut n.conn());
+    drop(n);
+    let _ = std::fs::remove_dir_all(&dir);
+}

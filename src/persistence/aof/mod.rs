@@ -349,6 +349,8 @@ pub fn config_changed(srv: &Arc<Server>) -> Result<(), String> {
         st.rw.lock().scheduled = false;
         log_notice!("AOF stopped");
     }
+    // `aof-disable-auto-gc no` deletes the history kept meanwhile.
+    rewrite::delete_history(srv);
     Ok(())
 }
 
@@ -365,8 +367,10 @@ pub fn cron(srv: &Arc<Server>) {
     }
     let want = srv.config.read().get_bool("appendonly");
     if scheduled {
-        let enabling = want && !st.core.active.load(Relaxed);
-        let _ = rewrite::start(srv, enabling);
+        if !srv.persist.snapshot.running() {
+            let enabling = want && !st.core.active.load(Relaxed);
+            let _ = rewrite::start(srv, enabling);
+        }
         return;
     }
     if !st.core.active.load(Relaxed) {

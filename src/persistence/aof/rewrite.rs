@@ -181,6 +181,8 @@ pub fn start(srv: &Arc<Server>, enabling: bool) -> Result<(), StartError> {
             let mut rw = st.rw.lock();
             rw.in_progress = false;
             rw.started = None;
+            // Another snapshot runs: the cron starts this one after it.
+            rw.scheduled = e == StartError::Busy;
             Err(e)
         }
     }
