@@ -511,3 +511,47 @@ fn bgrewriteaof_while_rewriting_and_with_aof_off() {
     drop(n);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn rewrites_under_write_load_neither_lose_nor_repeat_writes() {
+    let dir = tempdir("rw-load");
+    let args = ["--appendonly", "yes", "--aof-use-rdb-preamble", "no"];
+    let n = Node::start(&dir, &args);
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let writers: Vec<_> = (0..4)
+        .map(|i| {
+            let mut c = n.conn();
+            let stop = stop.clone();
+            std::thread::spawn(move || {
+                let mut last = 0i64;
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    last = cmd(&mut c, &["INCR", &format!("ctr{i}")]);
+                    let _: i64 = cmd(&mut c, &["RPUSH", &format!("list{i}"), &last.to_string()]);
+                }
+                last
+            })
+        })
+        .collect();
+    let mut c = n.conn();
+    for _ in 0..3 {
+        std::thread::sleep(Duration::from_millis(100));
+        let _: String = cmd(&mut c, &["BGREWRITEAOF"]);
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while info_field::<i64>(&mut c, "aof_rewrite_in_progress") == 1 {
+            assert!(Instant::now() < deadline);
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let finals: Vec<i64> = writers.into_iter().map(|h| h.join().unwrap()).collect();
+    assert_eq!(info_field::<i64>(&mut c, "aof_rewrites"), 3);
+    n.kill9();
+    let n = Node::start(&dir, &args);
+    let mut c = n.conn();
+    for (i, last) in finals.into_iter().enumerate() {
+        assert_eq!(cmd::<i64>(&mut c, &["GET", &format!("ctr{i}")]), last);
+        assert_eq!(cmd::<i64>(&mut c, &["LLEN", &format!("list{i}")]), last);
+    }
+    drop(n);
+    let _ = std::fs::remove_dir_all(&dir);
+}

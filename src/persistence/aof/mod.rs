@@ -41,6 +41,9 @@ pub struct AofState {
     subscribed: AtomicBool,
     pub manifest: Mutex<Manifest>,
     pub rw: Mutex<RewriteStats>,
+    /// Turning on: recording starts at the next rewrite's cut, and its incr
+    /// file enters the manifest only with its base (AOF_WAIT_REWRITE).
+    pub wait_rewrite: AtomicBool,
 }
 
 /// Called before a batch's replies are written to a client: with the AOF
@@ -331,20 +334,23 @@ pub fn config_changed(srv: &Arc<Server>) -> Result<(), String> {
     let want = srv.config.read().get_bool("appendonly");
     let st = &srv.persist.aof;
     let on = st.core.active.load(Relaxed) || st.core.is_open();
-    if want && !on {
+    if want && !on && !st.wait_rewrite.load(Relaxed) {
         subscribe(srv);
-        match rewrite::start(srv, true) {
+        st.wait_rewrite.store(true, Relaxed);
+        match rewrite::start(srv) {
             Ok(()) => {}
             Err(StartError::Busy) | Err(StartError::InProgress) => {
                 log_warning!("AOF was enabled but there is already another background operation. An AOF background was scheduled to start when possible.");
                 st.rw.lock().scheduled = true;
             }
             Err(StartError::Failed(e)) => {
+                st.wait_rewrite.store(false, Relaxed);
                 log_warning!("Redis needs to enable the AOF but can't trigger a background AOF rewrite operation. Check the above logs for more info about the error: {e}");
                 return Err("Unable to turn on AOF. Check server logs.".into());
             }
         }
-    } else if !want && on {
+    } else if !want && (on || st.wait_rewrite.load(Relaxed)) {
+        st.wait_rewrite.store(false, Relaxed);
         st.core.close();
         st.rw.lock().scheduled = false;
         log_notice!("AOF stopped");
@@ -365,11 +371,9 @@ pub fn cron(srv: &Arc<Server>) {
     if busy {
         return;
     }
-    let want = srv.config.read().get_bool("appendonly");
     if scheduled {
         if !srv.persist.snapshot.running() {
-            let enabling = want && !st.core.active.load(Relaxed);
-            let _ = rewrite::start(srv, enabling);
+            let _ = rewrite::start(srv);
         }
         return;
     }
@@ -391,13 +395,13 @@ pub fn cron(srv: &Arc<Server>) {
     let growth = (size * 100 / base) as i64 - 100;
     if growth >= perc {
         log_notice!("Starting automatic rewriting of AOF on {growth}% growth");
-        let _ = rewrite::start(srv, false);
+        let _ = rewrite::start(srv);
     }
 }
 
 /// BGREWRITEAOF.
 pub fn bgrewriteaof(ctx: &mut Ctx, _args: Args) -> CmdResult {
-    match rewrite::start(ctx.srv, false) {
+    match rewrite::start(ctx.srv) {
         Ok(()) => ctx
             .out
             .simple("Background append only file rewriting started"),

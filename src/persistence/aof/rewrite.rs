@@ -136,9 +136,9 @@ pub struct Job {
     pub done: Box<dyn FnOnce(std::io::Result<u64>) + Send>,
 }
 
-/// Starts a rewrite. `enabling`: the AOF is being turned on (recording
-/// starts at the cut).
-pub fn start(srv: &Arc<Server>, enabling: bool) -> Result<(), StartError> {
+/// Starts a rewrite. While the AOF is being turned on (`wait_rewrite`),
+/// recording starts at the cut.
+pub fn start(srv: &Arc<Server>) -> Result<(), StartError> {
     let st = &srv.persist.aof;
     {
         let mut rw = st.rw.lock();
@@ -149,15 +149,25 @@ pub fn start(srv: &Arc<Server>, enabling: bool) -> Result<(), StartError> {
         rw.scheduled = false;
         rw.started = Some(Instant::now());
     }
+    let waiting = st.wait_rewrite.load(Relaxed);
     let (dir, fname, rdb) = paths(srv);
-    if let Err(e) = std::fs::create_dir_all(&dir) {
-        log_warning!(
-            "Can't open or create append-only dir {}: {e}",
-            dir.display()
-        );
-        finished(st, false);
-        return Err(StartError::Failed(e.to_string()));
-    }
+    let next = std::fs::create_dir_all(&dir)
+        .map_err(|e| {
+            format!(
+                "Can't open or create append-only dir {}: {e}",
+                dir.display()
+            )
+        })
+        .and_then(|()| prepare_incr(srv, waiting));
+    let next = match next {
+        Ok(n) => n,
+        Err(e) => {
+            log_warning!("{e}");
+            finished(st, false);
+            return Err(StartError::Failed(e));
+        }
+    };
+    let listed = next.as_ref().filter(|_| !waiting).map(|n| n.1.clone());
     let base_name = st.manifest.lock().clone().new_base(&fname, rdb);
     let cut_ok = Arc::new(AtomicBool::new(false));
     let job = Job {
@@ -165,11 +175,11 @@ pub fn start(srv: &Arc<Server>, enabling: bool) -> Result<(), StartError> {
         rdb,
         at_cut: {
             let (srv, cut_ok) = (srv.clone(), cut_ok.clone());
-            Box::new(move || cut_ok.store(at_cut(&srv, enabling), Relaxed))
+            Box::new(move || cut_ok.store(at_cut(&srv, next, waiting), Relaxed))
         },
         done: {
             let srv = srv.clone();
-            Box::new(move |res| done(&srv, res, cut_ok.load(Relaxed), &base_name, rdb, enabling))
+            Box::new(move |res| done(&srv, res, cut_ok.load(Relaxed), &base_name, rdb, waiting))
         },
     };
     match super::snap::start(srv, job) {
@@ -178,6 +188,13 @@ pub fn start(srv: &Arc<Server>, enabling: bool) -> Result<(), StartError> {
             Ok(())
         }
         Err(e) => {
+            // An incr already in the manifest takes the appends from now
+            // on (harmless at any instant: it follows the current one).
+            if let Some(name) = listed {
+                if let Ok(f) = super::open_append(&dir.join(name), false) {
+                    let _ = st.core.switch_to(f, 0);
+                }
+            }
             let mut rw = st.rw.lock();
             rw.in_progress = false;
             rw.started = None;
@@ -198,38 +215,50 @@ fn paths(srv: &Server) -> (PathBuf, String, bool) {
     )
 }
 
-/// At the cut (every shard locked): switch to a new incr file. False if
-/// that failed (the rewrite then fails: the base would duplicate writes).
-fn at_cut(srv: &Arc<Server>, enabling: bool) -> bool {
+/// Creates the incr file the rewrite switches to at its cut (None with the
+/// AOF off). With the AOF on it enters the persisted manifest now, so the
+/// cut only swaps file handles; while turning on, it enters the manifest
+/// with its base (Redis's temp incr file).
+fn prepare_incr(srv: &Server, waiting: bool) -> Result<Option<(std::fs::File, String)>, String> {
     let st = &srv.persist.aof;
-    if !enabling && !st.core.active.load(Relaxed) {
-        return true;
+    if !waiting && !st.core.active.load(Relaxed) {
+        return Ok(None);
     }
     let (dir, fname, _) = paths(srv);
     let mut m = st.manifest.lock();
-    let mut next = m.clone();
-    let name = next.new_incr(&fname);
-    let file = match super::open_append(&dir.join(&name), true) {
-        Ok(f) => f,
-        Err(e) => {
-            log_warning!("Can't open the append-only file {name}: {e}");
-            return false;
-        }
-    };
-    // Turning on: the incr enters the manifest with its base.
-    if !enabling {
-        if let Err(e) = manifest::persist(&dir, &fname, &next) {
-            log_warning!("{e}");
+    let name = m.clone().new_incr(&fname);
+    let file = super::open_append(&dir.join(&name), true)
+        .map_err(|e| format!("Can't open the append-only file {name}: {e}"))?;
+    if !waiting {
+        m.new_incr(&fname);
+        if let Err(e) = manifest::persist(&dir, &fname, &m) {
+            m.incrs.pop();
+            m.incr_seq -= 1;
             let _ = std::fs::remove_file(dir.join(&name));
-            return false;
+            return Err(e);
         }
+        log_notice!("Creating AOF incr file {name} on background rewrite");
     }
-    *m = next;
+    Ok(Some((file, name)))
+}
+
+/// At the cut (every shard locked): appends go to the new incr file from
+/// here. False if the buffer could not be written to the old one first
+/// (the base would then repeat writes the new incr also holds).
+fn at_cut(srv: &Arc<Server>, next: Option<(std::fs::File, String)>, waiting: bool) -> bool {
+    let st = &srv.persist.aof;
+    let Some((file, name)) = next else {
+        return true;
+    };
+    if waiting {
+        let (_, fname, _) = paths(srv);
+        st.manifest.lock().new_incr(&fname);
+    }
     let ok = st.core.switch_to(file, 0).is_ok();
-    if enabling {
+    if waiting {
         st.core.active.store(true, Relaxed);
+        log_notice!("Creating AOF incr file {name} on background rewrite");
     }
-    log_notice!("Creating AOF incr file {name} on background rewrite");
     ok
 }
 
@@ -240,7 +269,7 @@ fn done(
     cut_ok: bool,
     base_name: &str,
     rdb: bool,
-    enabling: bool,
+    waiting: bool,
 ) {
     let st = &srv.persist.aof;
     let (dir, _, _) = paths(srv);
@@ -253,6 +282,9 @@ fn done(
         Ok(()) => {
             log_notice!("Background AOF rewrite terminated with success");
             log_notice!("Background AOF rewrite finished successfully");
+            if waiting {
+                st.wait_rewrite.store(false, Relaxed);
+            }
             finished(st, true);
             delete_history(srv);
         }
@@ -260,7 +292,8 @@ fn done(
             let _ = std::fs::remove_file(dir.join(base_name));
             log_warning!("Background AOF rewrite failed: {e}");
             finished(st, false);
-            if enabling && st.core.active.load(Relaxed) {
+            // Still turning on: try again from the cron (Redis retries too).
+            if waiting && st.wait_rewrite.load(Relaxed) {
                 st.rw.lock().scheduled = true;
             }
         }
