@@ -555,3 +555,50 @@ fn rewrites_under_write_load_neither_lose_nor_repeat_writes() {
     drop(n);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn write_errors_refuse_writes_until_the_aof_can_be_written() {
+    let dir = tempdir("misconf");
+    let args = [
+        "--appendonly",
+        "yes",
+        "--appendfsync",
+        "no",
+        "--aof-use-rdb-preamble",
+        "no",
+    ];
+    Node::start(&dir, &args).kill9();
+    // The incr file becomes /dev/full: every write fails with ENOSPC.
+    let incr = incr_file(&dir);
+    std::fs::remove_file(&incr).unwrap();
+    std::os::unix::fs::symlink("/dev/full", &incr).unwrap();
+    let n = Node::start(&dir, &args);
+    let mut c = n.conn();
+    // Accepted into the AOF buffer; writing it fails.
+    let _: () = cmd(&mut c, &["SET", "a", "1"]);
+    let err = cmd_err(&mut c, &["SET", "b", "2"]);
+    assert_eq!(
+        err,
+        "MISCONF Errors writing to the AOF file: No space left on device"
+    );
+    assert!(cmd_err(&mut c, &["PING"]).starts_with("MISCONF"));
+    assert_eq!(cmd::<String>(&mut c, &["GET", "a"]), "1");
+    assert_eq!(info_field::<String>(&mut c, "aof_last_write_status"), "err");
+    // A rewrite opens a new incr file: the buffered write lands there.
+    let _: String = cmd(&mut c, &["BGREWRITEAOF"]);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while info_field::<String>(&mut c, "aof_last_write_status") != "ok" {
+        assert!(Instant::now() < deadline, "AOF writes did not recover");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let _: () = cmd(&mut c, &["SET", "c", "3"]);
+    assert!(log(&dir).contains("AOF write error looks solved"));
+    n.kill9();
+    let n = Node::start(&dir, &args);
+    let mut c = n.conn();
+    assert_eq!(cmd::<String>(&mut c, &["GET", "a"]), "1");
+    assert_eq!(cmd::<String>(&mut c, &["GET", "c"]), "3");
+    assert_eq!(cmd::<Option<String>>(&mut c, &["GET", "b"]), None);
+    drop(n);
+    let _ = std::fs::remove_dir_all(&dir);
+}

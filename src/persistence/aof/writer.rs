@@ -192,8 +192,9 @@ impl Core {
             log_warning!("Can't persist AOF for fsync error when the AOF fsync policy is 'always': {e}. Exiting...");
             std::process::exit(1);
         }
-        log_warning!("Fail to fsync the AOF file: {e}");
-        *self.last_error.lock() = e.to_string();
+        let text = crate::config::parse::io_error_text(e);
+        log_warning!("Fail to fsync the AOF file: {text}");
+        *self.last_error.lock() = text;
         self.write_err.store(true, Relaxed);
     }
 
@@ -247,10 +248,11 @@ impl Core {
                 data.extend_from_slice(&p.buf);
                 p.buf = data;
                 drop(p);
+                let text = crate::config::parse::io_error_text(&e);
                 if !self.write_err.swap(true, Relaxed) {
-                    log_warning!("Error writing to the AOF file: {e}");
+                    log_warning!("Error writing to the AOF file: {text}");
                 }
-                *self.last_error.lock() = e.to_string();
+                *self.last_error.lock() = text;
                 Err(e)
             }
         }
