@@ -129,3 +129,6 @@ impl From<std::io::Error> for RdbError {
         RdbError::Io(e)
     }
 }
+
+pub mod decode;
+pub mod packed;
