@@ -451,14 +451,18 @@ fn read_header<R: Read>(s: &mut Src<R>) -> Result<u16, RdbError> {
         .array()
         .map_err(|_| RdbError::BadHeader("file too short".into()))?;
     if &h[..5] != b"REDIS" || !h[5..].iter().all(u8::is_ascii_digit) {
-        return Err(RdbError::BadHeader("wrong signature trying to load DB".into()));
+        return Err(RdbError::BadHeader(
+            "wrong signature trying to load DB".into(),
+        ));
     }
     let v: u16 = std::str::from_utf8(&h[5..])
         .expect("digits")
         .parse()
         .expect("4 digits");
     if v < 1 || v > RDB_VERSION_MAX_LOAD {
-        return Err(RdbError::BadHeader(format!("can't handle RDB format version {v}")));
+        return Err(RdbError::BadHeader(format!(
+            "can't handle RDB format version {v}"
+        )));
     }
     Ok(v)
 }
@@ -534,7 +538,9 @@ pub fn load(
             }
             opcode::FUNCTION2 => {
                 s.string()?;
-                crate::log_warning!("RDB: skipped a function library (functions are not supported)");
+                crate::log_warning!(
+                    "RDB: skipped a function library (functions are not supported)"
+                );
             }
             opcode::FUNCTION_PRE_GA => {
                 s.string()?;
@@ -543,7 +549,9 @@ pub fn load(
                     s.string()?;
                 }
                 s.string()?;
-                crate::log_warning!("RDB: skipped a function library (functions are not supported)");
+                crate::log_warning!(
+                    "RDB: skipped a function library (functions are not supported)"
+                );
             }
             opcode::EOF => break,
             _ => {
@@ -633,7 +641,7 @@ mod tests {
     fn limits() -> EncodingLimits {
         let l = EncodingLimits::default();
         l.list_max_listpack_size.store(-2, Relaxed);
-        l.hash_max_listpack_entries.store(128, Relaxed);
+        l.hash_max_listpack_entries.store(512, Relaxed);
         l.hash_max_listpack_value.store(64, Relaxed);
         l.set_max_intset_entries.store(512, Relaxed);
         l.zset_max_listpack_entries.store(128, Relaxed);

@@ -100,7 +100,10 @@ pub enum RdbError {
     /// Not an RDB file, or a version we do not know.
     BadHeader(String),
     /// The checksum at the end does not match the contents.
-    Checksum { expected: u64, computed: u64 },
+    Checksum {
+        expected: u64,
+        computed: u64,
+    },
     /// A type we cannot hold (streams, modules).
     Unsupported(String),
     /// Anything malformed; the text says what and where.

@@ -87,7 +87,9 @@ pub fn ziplist(b: &[u8]) -> Result<Vec<Vec<u8>>, RdbError> {
                 slice(b, at, len, W)?.to_vec()
             }
             1 => {
-                let lo = *b.get(at + 1).ok_or_else(|| corrupt(W, "entry out of range"))?;
+                let lo = *b
+                    .get(at + 1)
+                    .ok_or_else(|| corrupt(W, "entry out of range"))?;
                 let len = (((enc & 0x3F) as usize) << 8) | lo as usize;
                 at += 2;
                 slice(b, at, len, W)?.to_vec()
@@ -303,7 +305,15 @@ mod tests {
         let n = lp.len() as u32;
         lp[..4].copy_from_slice(&n.to_le_bytes());
         let v = listpack(&lp).unwrap();
-        assert_eq!(v, vec![b"a".to_vec(), b"5".to_vec(), b"-1".to_vec(), b"300".to_vec()]);
+        assert_eq!(
+            v,
+            vec![
+                b"a".to_vec(),
+                b"5".to_vec(),
+                b"-1".to_vec(),
+                b"300".to_vec()
+            ]
+        );
         for cut in 0..lp.len() {
             assert!(listpack(&lp[..cut]).is_err());
         }
