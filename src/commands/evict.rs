@@ -251,7 +251,7 @@ fn pick_victim(srv: &Server, policy: Policy, dbs: &[usize]) -> Option<(usize, Ke
                 continue;
             };
             let score = match policy {
-                Policy::AllKeysLru | Policy::VolatileLru => idle(e, now_lru) as u64,
+                Policy::AllKeysLru | Policy::VolatileLru => idle_secs(e, now_lru) as u64,
                 Policy::AllKeysLfu | Policy::VolatileLfu => {
                     255 - lfu_decayed(e, now_lru, decay) as u64
                 }
@@ -329,7 +329,7 @@ fn evict_key(
 }
 
 /// Seconds since the key was last touched (the LRU clock wraps at 24 bits).
-fn idle(e: &Entry, now_lru: u32) -> u32 {
+pub fn idle_secs(e: &Entry, now_lru: u32) -> u32 {
     now_lru.wrapping_sub(e.lru()) & 0xFF_FFFF
 }
 
@@ -340,7 +340,7 @@ pub fn lfu_decayed(e: &Entry, now_lru: u32, decay_minutes: u32) -> u8 {
     if decay_minutes == 0 {
         return c;
     }
-    let periods = idle(e, now_lru) / 60 / decay_minutes;
+    let periods = idle_secs(e, now_lru) / 60 / decay_minutes;
     c.saturating_sub(periods.min(255) as u8)
 }
 

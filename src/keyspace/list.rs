@@ -120,6 +120,11 @@ impl ListValue {
         self.chunks.iter().flat_map(|c| c.items.iter())
     }
 
+    /// The elements chunk by chunk (quicklist nodes), for the RDB writer.
+    pub fn chunks(&self) -> impl Iterator<Item = crate::keyspace::packed::Iter<'_>> + '_ {
+        self.chunks.iter().map(|c| c.items.iter())
+    }
+
     /// Elements from index `start` (0-based, clamped) to the tail.
     pub fn iter_from(&self, start: usize) -> impl Iterator<Item = &[u8]> + '_ {
         let (ci, off) = self.locate(start).unwrap_or((self.chunks.len(), 0));

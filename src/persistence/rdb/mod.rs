@@ -12,6 +12,8 @@
 //! level); our loader gives each following key the next version of the batch,
 //! and a fresh stamp to keys without one.
 
+pub mod encode;
+
 /// Version we write.
 pub const RDB_VERSION: u16 = 10;
 /// Newest version we load.
@@ -91,7 +93,8 @@ pub mod module_opcode {
 
 /// CRC-64/Jones as Redis computes it (crc64.c), over the whole file up to the
 /// checksum, and over a DUMP payload up to its checksum.
-pub const CRC64: crc::Crc<u64> = crc::Crc::<u64>::new(&crc::CRC_64_REDIS);
+pub const CRC64: crc::Crc<u64, crc::Table<16>> =
+    crc::Crc::<u64, crc::Table<16>>::new(&crc::CRC_64_REDIS);
 
 /// Why a file or payload could not be loaded.
 #[derive(Debug)]
