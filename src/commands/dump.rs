@@ -326,9 +326,8 @@ fn migrate(ctx: &mut Ctx, args: Args) -> CmdResult {
         return Ok(());
     }
     let timeout = Duration::from_millis(o.timeout_ms);
-    let mut stream = connect(o.host, o.port, timeout).ok_or_else(|| {
-        CmdError::Msg("IOERR error or timeout connecting to the client".into())
-    })?;
+    let mut stream = connect(o.host, o.port, timeout)
+        .ok_or_else(|| CmdError::Msg("IOERR error or timeout connecting to the client".into()))?;
     let request = migrate_request(&o, &out);
     if stream.write_all(&request).is_err() {
         return Err(io_error("writing"));
@@ -388,7 +387,9 @@ fn migrate_request(o: &MigrateOpts, out: &[Outgoing]) -> Vec<u8> {
 
 fn read_line(r: &mut impl BufRead) -> Option<Vec<u8>> {
     let mut line = Vec::new();
-    Read::take(&mut *r, 64 * 1024).read_until(b'\n', &mut line).ok()?;
+    Read::take(&mut *r, 64 * 1024)
+        .read_until(b'\n', &mut line)
+        .ok()?;
     if !line.ends_with(b"\r\n") {
         return None;
     }
