@@ -135,3 +135,6 @@ impl From<std::io::Error> for RdbError {
         RdbError::Io(e)
     }
 }
+
+pub mod decode;
+pub mod packed;
