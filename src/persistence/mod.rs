@@ -6,6 +6,7 @@
 //! Redis. Our own per-key version stamps travel in an RDB aux field that Redis
 //! ignores (see `rdb/mod.rs`).
 
+pub mod load;
 pub mod rdb;
 pub mod save;
 pub mod snapshot;

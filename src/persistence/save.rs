@@ -274,7 +274,7 @@ pub fn save_on_shutdown(srv: &Arc<Server>, force_save: bool) -> bool {
 }
 
 /// Waits for a running snapshot (at shutdown, before the final save).
-fn wait_for_snapshot(srv: &Server) {
+pub fn wait_for_snapshot(srv: &Server) {
     while srv.persist.snapshot.running() {
         std::thread::sleep(std::time::Duration::from_millis(10));
     }

@@ -1,0 +1,161 @@
+//! Loading an RDB file into the keyspace: at start-up and for DEBUG RELOAD.
+//!
+//! The decoder (`rdb/decode.rs`) streams keys; each is inserted into its
+//! shard with its expiry, eviction metadata and version (the version the file
+//! carries in our aux field, or a fresh stamp for files written by Redis).
+//! Keys already expired are skipped and counted, as a Redis master does.
+
+use std::fs::File;
+use std::io::{self, BufReader};
+use std::path::Path;
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::Arc;
+use std::time::Instant;
+
+use super::rdb::decode::{self, LoadOpts, LoadedKey};
+use super::rdb::RdbError;
+use crate::commands::access::lru_clock;
+use crate::keyspace::hlc::{unix_ms, Hlc};
+use crate::keyspace::Entry;
+use crate::log_notice;
+use crate::server::Server;
+
+/// What a load did.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct LoadStats {
+    pub keys: u64,
+    pub expired: u64,
+}
+
+/// How to treat a key already present (DEBUG RELOAD MERGE replaces it;
+/// otherwise a file with a key twice is corrupt, as in Redis).
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum OnDuplicate {
+    Fail,
+    Replace,
+}
+
+/// Loads `path` into the keyspace. `Ok(None)` when the file does not exist.
+pub fn load_file(
+    srv: &Arc<Server>,
+    path: &Path,
+    dup: OnDuplicate,
+) -> Result<Option<LoadStats>, String> {
+    let f = match File::open(path) {
+        Ok(f) => f,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(format!("Error opening {}: {e}", path.display())),
+    };
+    let started = Instant::now();
+    let stats = load_reader(srv, BufReader::with_capacity(1 << 20, f), dup)
+        .map_err(|e| format!("Short read or OOM loading DB. Unrecoverable error: {e}"))?;
+    log_notice!(
+        "Done loading RDB, keys loaded: {}, keys expired: {}.",
+        stats.keys,
+        stats.expired
+    );
+    log_notice!(
+        "DB loaded from disk: {:.3} seconds",
+        started.elapsed().as_secs_f64()
+    );
+    let st = &srv.persist.rdb;
+    st.last_load_keys.store(stats.keys, Relaxed);
+    st.last_load_expired.store(stats.expired, Relaxed);
+    Ok(Some(stats))
+}
+
+/// Loads an RDB stream (a file, or an AOF's RDB preamble).
+pub fn load_reader(
+    srv: &Arc<Server>,
+    r: impl io::Read,
+    dup: OnDuplicate,
+) -> Result<LoadStats, RdbError> {
+    let verify_checksum = srv.config.read().get_bool("rdbchecksum");
+    let opts = LoadOpts {
+        limits: &srv.hot.encoding,
+        verify_checksum,
+    };
+    let mut clock = Hlc::new(srv.node_id);
+    let now = unix_ms();
+    let now_lru = lru_clock(now);
+    let mut stats = LoadStats::default();
+    let mut on_key = |k: LoadedKey| -> Result<(), RdbError> {
+        if k.expire_at_ms != 0 && k.expire_at_ms <= now {
+            stats.expired += 1;
+            return Ok(());
+        }
+        insert(srv, k, &mut clock, now_lru, dup)?;
+        stats.keys += 1;
+        Ok(())
+    };
+    let summary = decode::load(r, &opts, &mut on_key)?;
+    for (k, v) in &summary.aux {
+        if k == b"redis-ver" {
+            log_notice!(
+                "Loading RDB produced by version {}",
+                String::from_utf8_lossy(v)
+            );
+        }
+    }
+    Ok(stats)
+}
+
+fn insert(
+    srv: &Server,
+    k: LoadedKey,
+    clock: &mut Hlc,
+    now_lru: u32,
+    dup: OnDuplicate,
+) -> Result<(), RdbError> {
+    let ks = &srv.keyspace;
+    if k.db >= ks.num_dbs() {
+        return Err(RdbError::Corrupt(format!(
+            "FATAL: Data file was created with a Redis server configured to handle \
+             more than {} databases. Exiting",
+            ks.num_dbs()
+        )));
+    }
+    let version = k.version.unwrap_or_else(|| clock.now());
+    let mut e = Entry::new(k.key.as_slice().into(), k.value, k.expire_at_ms, version);
+    let lru = match k.idle_secs {
+        Some(idle) => now_lru.wrapping_sub(idle.min(0xFF_FFFF) as u32) & 0xFF_FFFF,
+        None => now_lru,
+    };
+    e.set_lru(lru);
+    e.set_lfu(k.freq.unwrap_or(5));
+    let slot = ks.slot(&k.key);
+    let mut shard = ks.db(k.db).lock(slot.shard);
+    let old = shard.insert(&ks.hasher, slot.hash, e);
+    if old.is_some() && dup == OnDuplicate::Fail {
+        return Err(RdbError::Corrupt(format!(
+            "RDB has duplicated key '{}' in DB {}",
+            String::from_utf8_lossy(&k.key),
+            k.db
+        )));
+    }
+    Ok(())
+}
+
+/// Empties every database without propagating (DEBUG RELOAD, replicas
+/// before a full sync), freeing the data on the lazyfree thread.
+pub fn empty_all(srv: &Server) {
+    let mut taken = Vec::new();
+    for mut shards in srv.keyspace.lock_everything() {
+        for g in shards.iter_mut() {
+            if !g.is_empty() {
+                taken.push(g.take_all());
+            }
+        }
+    }
+    srv.lazyfree.free_shards(taken);
+}
+
+/// At start-up: the AOF when `appendonly yes` (it is the more complete
+/// record), else the RDB file. Errors stop the server with Redis's words.
+pub fn at_startup(srv: &Arc<Server>) -> Result<(), String> {
+    let path = std::path::PathBuf::from(srv.config.read().get_str("dbfilename"));
+    match load_file(srv, &path, OnDuplicate::Fail) {
+        Ok(_) => Ok(()),
+        Err(e) => Err(format!("Fatal error loading the DB: {e}. Exiting.")),
+    }
+}
