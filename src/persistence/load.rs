@@ -47,8 +47,13 @@ pub fn load_file(
         Err(e) => return Err(format!("Error opening {}: {e}", path.display())),
     };
     let started = Instant::now();
-    let stats = load_reader(srv, BufReader::with_capacity(1 << 20, f), dup)
-        .map_err(|e| format!("Short read or OOM loading DB. Unrecoverable error: {e}"))?;
+    let stats =
+        load_reader(srv, BufReader::with_capacity(1 << 20, f), dup).map_err(|e| match e {
+            RdbError::Io(e) if e.kind() == io::ErrorKind::UnexpectedEof => {
+                "Short read or OOM loading DB. Unrecoverable error, aborting now.".to_string()
+            }
+            e => e.to_string(),
+        })?;
     log_notice!(
         "Done loading RDB, keys loaded: {}, keys expired: {}.",
         stats.keys,

@@ -149,6 +149,9 @@ fn finish(srv: &Server, r: &io::Result<u64>, background: bool, started_ms: u64) 
                 log_notice!("DB saved on disk");
             }
         }
+        Err(e) if e.kind() == io::ErrorKind::Interrupted => {
+            log_warning!("Background saving terminated by FLUSHALL");
+        }
         Err(e) => {
             log_warning!("Write error saving DB on disk: {e}");
             if background {
@@ -218,6 +221,14 @@ pub fn bgsave(srv: &Arc<Server>, schedule: bool, in_exec: bool) -> Result<&'stat
 
 fn background_threads() -> usize {
     cores().div_ceil(2)
+}
+
+/// FLUSHALL stops a running BGSAVE (Redis kills the child): the dataset it
+/// was saving is gone, and the change counter stays as it was.
+pub fn abort_bgsave(srv: &Server) {
+    if srv.persist.rdb.bgsave_running() {
+        snapshot::abort(srv);
+    }
 }
 
 /// `save` directive: (seconds, changes) pairs.
