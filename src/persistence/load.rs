@@ -16,7 +16,7 @@ use super::rdb::decode::{self, LoadOpts, LoadedKey};
 use super::rdb::RdbError;
 use crate::commands::access::lru_clock;
 use crate::keyspace::hlc::{unix_ms, Hlc};
-use crate::keyspace::Entry;
+use crate::keyspace::{Entry, Slot};
 use crate::log_notice;
 use crate::server::Server;
 
@@ -69,7 +69,15 @@ pub fn load_file(
     Ok(Some(stats))
 }
 
+/// Keys per batch handed from the decoder to an inserter.
+const BATCH: usize = 1024;
+
 /// Loads an RDB stream (a file, or an AOF's RDB preamble).
+///
+/// This thread decodes; inserter threads (one per remaining core, at least
+/// one) build the entries and insert them, each owning a disjoint set of
+/// shards, so their shard locks are never contended and decoding overlaps
+/// insertion.
 pub fn load_reader(
     srv: &Arc<Server>,
     r: impl io::Read,
@@ -80,33 +88,108 @@ pub fn load_reader(
         limits: &srv.hot.encoding,
         verify_checksum,
     };
-    let mut clock = Hlc::new(srv.node_id);
     let now = unix_ms();
     let now_lru = lru_clock(now);
-    let mut stats = LoadStats::default();
-    let mut on_key = |k: LoadedKey| -> Result<(), RdbError> {
-        if k.expire_at_ms != 0 && k.expire_at_ms <= now {
-            stats.expired += 1;
-            return Ok(());
+    let key_delay = srv.config.read().get_i64("key-load-delay").max(0) as u64;
+    let inserters = std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(1)
+        .saturating_sub(1)
+        .max(1);
+    std::thread::scope(|scope| {
+        let mut txs = Vec::with_capacity(inserters);
+        let mut handles = Vec::with_capacity(inserters);
+        for _ in 0..inserters {
+            let (tx, rx) = std::sync::mpsc::sync_channel::<Vec<(Slot, LoadedKey)>>(8);
+            txs.push(tx);
+            handles.push(scope.spawn(move || insert_batches(srv, rx, now_lru, dup)));
         }
-        insert(srv, k, &mut clock, now_lru, dup)?;
-        stats.keys += 1;
-        Ok(())
-    };
-    let summary = decode::load(r, &opts, &mut on_key)?;
-    for (k, v) in &summary.aux {
-        if k == b"redis-ver" {
-            log_notice!(
-                "Loading RDB produced by version {}",
-                String::from_utf8_lossy(v)
-            );
+        let mut batches: Vec<Vec<(Slot, LoadedKey)>> = (0..inserters).map(|_| Vec::new()).collect();
+        let mut expired = 0u64;
+        let mut on_key = |k: LoadedKey| -> Result<(), RdbError> {
+            if k.expire_at_ms != 0 && k.expire_at_ms <= now {
+                expired += 1;
+                return Ok(());
+            }
+            if key_delay > 0 {
+                std::thread::sleep(std::time::Duration::from_micros(key_delay));
+            }
+            let slot = srv.keyspace.slot(&k.key);
+            let i = slot.shard % inserters;
+            batches[i].push((slot, k));
+            if batches[i].len() >= BATCH {
+                let full = std::mem::take(&mut batches[i]);
+                txs[i].send(full).map_err(|_| inserter_failed())?;
+            }
+            Ok(())
+        };
+        let decoded = decode::load(r, &opts, &mut on_key);
+        for (tx, rest) in txs.iter().zip(batches) {
+            if !rest.is_empty() {
+                let _ = tx.send(rest);
+            }
+        }
+        drop(txs);
+        let mut keys = 0;
+        let mut first_err = None;
+        for h in handles {
+            match h.join().unwrap_or_else(|_| Err(inserter_failed())) {
+                Ok(n) => keys += n,
+                Err(e) => first_err = first_err.or(Some(e)),
+            }
+        }
+        let summary = decoded?;
+        if let Some(e) = first_err {
+            return Err(e);
+        }
+        for (k, v) in &summary.aux {
+            if k == b"redis-ver" {
+                log_notice!(
+                    "Loading RDB produced by version {}",
+                    String::from_utf8_lossy(v)
+                );
+            }
+        }
+        Ok(LoadStats { keys, expired })
+    })
+}
+
+fn inserter_failed() -> RdbError {
+    RdbError::Corrupt("a loader thread stopped".into())
+}
+
+/// An inserter thread: its batches' keys into their shards. After an error
+/// it keeps draining (so the decoder never blocks) and reports the first.
+fn insert_batches(
+    srv: &Server,
+    rx: std::sync::mpsc::Receiver<Vec<(Slot, LoadedKey)>>,
+    now_lru: u32,
+    dup: OnDuplicate,
+) -> Result<u64, RdbError> {
+    let mut clock = Hlc::new(srv.node_id);
+    let mut n = 0;
+    let mut err = None;
+    for batch in rx {
+        if err.is_some() {
+            continue;
+        }
+        for (slot, k) in batch {
+            if let Err(e) = insert(srv, slot, k, &mut clock, now_lru, dup) {
+                err = Some(e);
+                break;
+            }
+            n += 1;
         }
     }
-    Ok(stats)
+    match err {
+        Some(e) => Err(e),
+        None => Ok(n),
+    }
 }
 
 fn insert(
     srv: &Server,
+    slot: Slot,
     k: LoadedKey,
     clock: &mut Hlc,
     now_lru: u32,
@@ -128,7 +211,6 @@ fn insert(
     };
     e.set_lru(lru);
     e.set_lfu(k.freq.unwrap_or(5));
-    let slot = ks.slot(&k.key);
     let mut shard = ks.db(k.db).lock(slot.shard);
     let old = shard.insert(&ks.hasher, slot.hash, e);
     if old.is_some() && dup == OnDuplicate::Fail {
