@@ -382,38 +382,58 @@ fn redis_and_lattice_load_each_others_aof() {
     if !Path::new("/usr/bin/redis-server").exists() {
         return;
     }
+    for preamble in ["no", "yes"] {
+        interop(preamble);
+    }
+}
+
+/// Each server writes (a rewrite makes a base, more writes follow in the
+/// incr file), the other loads the directory.
+fn interop(preamble: &str) {
     // `always`: with everysec Redis may postpone a write while a background
     // fsync runs, so a SIGKILL can lose an acknowledged write there.
     let args = [
         "--appendonly",
         "yes",
         "--aof-use-rdb-preamble",
-        "no",
+        preamble,
         "--appendfsync",
         "always",
     ];
-    // Redis writes, we load.
-    let dir = tempdir("from-redis");
-    let r = Node::start_bin("/usr/bin/redis-server", &dir, &args);
-    write_sample(&mut r.conn());
-    let _: () = cmd(&mut r.conn(), &["BGREWRITEAOF"]);
-    std::thread::sleep(Duration::from_millis(300));
-    let _: i64 = cmd(&mut r.conn(), &["RPUSH", "l", "d"]);
-    let _: String = cmd(&mut r.conn(), &["RPOP", "l"]);
-    r.kill9();
-    let n = Node::start(&dir, &args);
-    check_sample(&mut n.conn());
-    n.kill9();
-    let _ = std::fs::remove_dir_all(&dir);
-    // We write, Redis loads.
-    let dir = tempdir("to-redis");
-    let n = Node::start(&dir, &args);
-    write_sample(&mut n.conn());
-    n.kill9();
-    let r = Node::start_bin("/usr/bin/redis-server", &dir, &args);
-    check_sample(&mut r.conn());
-    drop(r);
-    let _ = std::fs::remove_dir_all(&dir);
+    let redis = "/usr/bin/redis-server";
+    let ours = env!("CARGO_BIN_EXE_lattice-server");
+    for (writer, reader) in [(redis, ours), (ours, redis)] {
+        let dir = tempdir(&format!("interop-{preamble}-{}", writer.len()));
+        let w = Node::start_bin(writer, &dir, &args);
+        let mut c = w.conn();
+        write_sample(&mut c);
+        let _: String = cmd(&mut c, &["BGREWRITEAOF"]);
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while info_field::<i64>(&mut c, "aof_rewrite_in_progress") == 1
+            || info_field::<i64>(&mut c, "aof_rewrite_scheduled") == 1
+        {
+            assert!(Instant::now() < deadline);
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let _: i64 = cmd(&mut c, &["RPUSH", "l", "d"]);
+        let _: String = cmd(&mut c, &["RPOP", "l"]);
+        let _: () = cmd(&mut c, &["SET", "after", "rewrite"]);
+        w.kill9();
+        let base_ext = if preamble == "yes" { "rdb" } else { "aof" };
+        let m = std::fs::read_to_string(dir.join("appendonlydir/appendonly.aof.manifest")).unwrap();
+        assert!(
+            m.starts_with(&format!(
+                "file appendonly.aof.2.base.{base_ext} seq 2 type b\n"
+            )),
+            "{m}"
+        );
+        let r = Node::start_bin(reader, &dir, &args);
+        let mut c = r.conn();
+        check_sample(&mut c);
+        assert_eq!(cmd::<String>(&mut c, &["GET", "after"]), "rewrite");
+        drop(r);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
 }
 
 #[test]
@@ -514,8 +534,13 @@ fn bgrewriteaof_while_rewriting_and_with_aof_off() {
 
 #[test]
 fn rewrites_under_write_load_neither_lose_nor_repeat_writes() {
-    let dir = tempdir("rw-load");
-    let args = ["--appendonly", "yes", "--aof-use-rdb-preamble", "no"];
+    rewrites_under_load("no");
+    rewrites_under_load("yes");
+}
+
+fn rewrites_under_load(preamble: &str) {
+    let dir = tempdir(&format!("rw-load-{preamble}"));
+    let args = ["--appendonly", "yes", "--aof-use-rdb-preamble", preamble];
     let n = Node::start(&dir, &args);
     let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     let writers: Vec<_> = (0..4)
@@ -599,6 +624,30 @@ fn write_errors_refuse_writes_until_the_aof_can_be_written() {
     assert_eq!(cmd::<String>(&mut c, &["GET", "a"]), "1");
     assert_eq!(cmd::<String>(&mut c, &["GET", "c"]), "3");
     assert_eq!(cmd::<Option<String>>(&mut c, &["GET", "b"]), None);
+    drop(n);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn old_style_aof_with_rdb_preamble_is_adopted() {
+    let dir = tempdir("upgrade-rdb");
+    // An RDB (our SAVE) followed by an AOF tail: a Redis 4-6 appendonly.aof.
+    let n = Node::start(&dir, &[]);
+    let mut c = n.conn();
+    write_sample(&mut c);
+    let _: () = cmd(&mut c, &["SAVE"]);
+    drop(n);
+    let mut data = std::fs::read(dir.join("dump.rdb")).unwrap();
+    std::fs::remove_file(dir.join("dump.rdb")).unwrap();
+    data.extend_from_slice(b"*3\r\n$3\r\nSET\r\n$4\r\ntail\r\n$3\r\nyes\r\n");
+    std::fs::write(dir.join("appendonly.aof"), &data).unwrap();
+    let n = Node::start(&dir, &["--appendonly", "yes"]);
+    let mut c = n.conn();
+    check_sample(&mut c);
+    assert_eq!(cmd::<String>(&mut c, &["GET", "tail"]), "yes");
+    let l = log(&dir);
+    assert!(l.contains("Reading RDB preamble from AOF file..."), "{l}");
+    assert!(l.contains("Reading the remaining AOF tail..."));
     drop(n);
     let _ = std::fs::remove_dir_all(&dir);
 }

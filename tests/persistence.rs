@@ -273,3 +273,86 @@ fn shutdown_save_writes_the_file_and_a_failing_save_keeps_the_server_up() {
     let o = Oracle::start(&s.dir, "dump.rdb");
     assert_eq!(cmd::<String>(&mut o.conn(), &["GET", "k"]), "v");
 }
+
+/// A redis-server of our own choosing that writes a dump for us to load.
+fn redis_dump(dir: &Path, fill: impl FnOnce(&mut redis::Connection)) -> String {
+    let o = Oracle::start(dir, "dump.rdb");
+    let mut r = o.conn();
+    fill(&mut r);
+    let digest: String = cmd(&mut r, &["DEBUG", "DIGEST"]);
+    let () = cmd(&mut r, &["SAVE"]);
+    digest
+}
+
+#[test]
+fn start_up_loads_a_redis_dump_and_our_own() {
+    let dir = std::env::temp_dir().join(format!("lattice-load-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let digest = redis_dump(&dir, populate);
+    let d = dir.to_str().unwrap();
+    let s = Server::start(&["--dir", d]);
+    let mut c = s.conn();
+    assert_eq!(cmd::<String>(&mut c, &["DEBUG", "DIGEST"]), digest);
+    assert_eq!(info_field::<u64>(&mut c, "rdb_last_load_keys_loaded"), 18);
+    assert_eq!(
+        cmd::<String>(&mut c, &["OBJECT", "ENCODING", "set:int"]),
+        "intset"
+    );
+    // Our own file, written with versions, loads back the same.
+    let () = cmd(&mut c, &["SET", "more", "data"]);
+    let digest: String = cmd(&mut c, &["DEBUG", "DIGEST"]);
+    let () = cmd(&mut c, &["SAVE"]);
+    drop(c);
+    drop(s);
+    let s = Server::start(&["--dir", d]);
+    assert_eq!(cmd::<String>(&mut s.conn(), &["DEBUG", "DIGEST"]), digest);
+    drop(s);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_corrupt_dump_stops_start_up_with_a_message() {
+    let dir = std::env::temp_dir().join(format!("lattice-corrupt-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let bytes = b"REDIS0010\xfa\x09redis-ver\x05";
+    std::fs::write(dir.join("dump.rdb"), bytes).unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_lattice-server"))
+        .args([
+            "--port",
+            &free_port().to_string(),
+            "--dir",
+            dir.to_str().unwrap(),
+        ])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let log = String::from_utf8_lossy(&out.stdout);
+    assert!(log.contains("Fatal error loading the DB"), "{log}");
+    // The file is left as it was.
+    assert_eq!(std::fs::read(dir.join("dump.rdb")).unwrap(), bytes);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn debug_reload_keeps_every_key_and_encoding() {
+    let s = Server::start(&[]);
+    let mut c = s.conn();
+    populate(&mut c);
+    let digest: String = cmd(&mut c, &["DEBUG", "DIGEST"]);
+    let encodings: Vec<String> = ["list:big", "hash:big", "set:int", "zset:small"]
+        .iter()
+        .map(|k| cmd(&mut c, &["OBJECT", "ENCODING", k]))
+        .collect();
+    assert_eq!(cmd::<String>(&mut c, &["DEBUG", "RELOAD"]), "OK");
+    assert_eq!(cmd::<String>(&mut c, &["DEBUG", "DIGEST"]), digest);
+    let after: Vec<String> = ["list:big", "hash:big", "set:int", "zset:small"]
+        .iter()
+        .map(|k| cmd(&mut c, &["OBJECT", "ENCODING", k]))
+        .collect();
+    assert_eq!(after, encodings);
+    // NOSAVE reloads the file as it is: a key written since is gone.
+    let () = cmd(&mut c, &["SET", "later", "x"]);
+    assert_eq!(cmd::<String>(&mut c, &["DEBUG", "RELOAD", "NOSAVE"]), "OK");
+    assert_eq!(cmd::<Option<String>>(&mut c, &["GET", "later"]), None);
+    assert_eq!(cmd::<String>(&mut c, &["DEBUG", "DIGEST"]), digest);
+}

@@ -17,6 +17,7 @@ pub mod bitops;
 pub mod collscan;
 pub mod config_cmd;
 pub mod connection;
+pub mod dump;
 pub mod error;
 pub mod events;
 pub mod evict;
@@ -245,7 +246,7 @@ pub struct CommandTable {
 pub type CommandId = usize;
 
 /// The families whose commands make up the table.
-pub fn families() -> [&'static [Command]; 14] {
+pub fn families() -> [&'static [Command]; 15] {
     [
         connection::COMMANDS,
         strings::COMMANDS,
@@ -261,6 +262,7 @@ pub fn families() -> [&'static [Command]; 14] {
         pubsub::COMMANDS,
         server_cmds::COMMANDS,
         config_cmd::COMMANDS,
+        dump::COMMANDS,
     ]
 }
 

@@ -7,6 +7,7 @@
 //! ignores (see `rdb/mod.rs`).
 
 pub mod aof;
+pub mod load;
 pub mod rdb;
 pub mod save;
 pub mod snapshot;

@@ -149,6 +149,9 @@ fn finish(srv: &Server, r: &io::Result<u64>, background: bool, started_ms: u64) 
                 log_notice!("DB saved on disk");
             }
         }
+        Err(e) if e.kind() == io::ErrorKind::Interrupted => {
+            log_warning!("Background saving terminated by FLUSHALL");
+        }
         Err(e) => {
             log_warning!("Write error saving DB on disk: {e}");
             if background {
@@ -220,6 +223,14 @@ fn background_threads() -> usize {
     cores().div_ceil(2)
 }
 
+/// FLUSHALL stops a running BGSAVE (Redis kills the child): the dataset it
+/// was saving is gone, and the change counter stays as it was.
+pub fn abort_bgsave(srv: &Server) {
+    if srv.persist.rdb.bgsave_running() {
+        snapshot::abort(srv);
+    }
+}
+
 /// `save` directive: (seconds, changes) pairs.
 fn save_points(srv: &Server) -> Vec<(u64, u64)> {
     let v = srv.config.read().get_str("save");
@@ -274,7 +285,7 @@ pub fn save_on_shutdown(srv: &Arc<Server>, force_save: bool) -> bool {
 }
 
 /// Waits for a running snapshot (at shutdown, before the final save).
-fn wait_for_snapshot(srv: &Server) {
+pub fn wait_for_snapshot(srv: &Server) {
     while srv.persist.snapshot.running() {
         std::thread::sleep(std::time::Duration::from_millis(10));
     }

@@ -63,6 +63,10 @@ pub enum SnapshotError {
 #[derive(Default)]
 pub struct SnapshotState {
     running: AtomicBool,
+    /// Set by [`abort`]: the writer gives up instead of renaming.
+    aborted: AtomicBool,
+    /// `rdb-key-save-delay` (microseconds per key, for tests).
+    key_delay_us: AtomicUsize,
     pub keys_total: AtomicUsize,
     pub keys_done: AtomicUsize,
 }
@@ -112,6 +116,9 @@ pub fn start(srv: &Arc<Server>, job: SnapshotJob) -> Result<(), SnapshotError> {
     if state.running.swap(true, AcqRel) {
         return Err(SnapshotError::Busy);
     }
+    state.aborted.store(false, Relaxed);
+    let delay = srv.config.read().get_i64("rdb-key-save-delay").max(0) as usize;
+    state.key_delay_us.store(delay, Relaxed);
     let opts = save_opts(srv);
     let ndb = srv.keyspace.num_dbs();
     let preserved = Arc::new(Preserved {
@@ -176,6 +183,14 @@ fn cut(
     sizes
 }
 
+/// Stops the running snapshot (FLUSHALL stops a BGSAVE, as Redis kills its
+/// child): the marks go at once, so the flush does not hand every key over,
+/// and the writer fails with `Interrupted` instead of renaming.
+pub fn abort(srv: &Server) {
+    srv.persist.snapshot.aborted.store(true, Relaxed);
+    finish_cut(srv);
+}
+
 /// Clears any snapshot marks left (after a failed write).
 fn finish_cut(srv: &Server) {
     for db in 0..srv.keyspace.num_dbs() {
@@ -230,6 +245,12 @@ fn write_file(
             encode::write_select_db(&mut sel, db, keys as u64, volatile as u64);
             w.write(&sel)?;
             write_db(srv, db, &mut w, preserved, threads)?;
+        }
+        if srv.persist.snapshot.aborted.load(Relaxed) {
+            return Err(io::Error::new(
+                io::ErrorKind::Interrupted,
+                "snapshot aborted",
+            ));
         }
         let written = w.written;
         let f = w.finish()?.into_inner().map_err(|e| e.into_error())?;
@@ -327,6 +348,8 @@ fn serialize_shards(
     tx: &mpsc::SyncSender<Vec<u8>>,
 ) {
     let progress = &srv.persist.snapshot.keys_done;
+    let delay = srv.persist.snapshot.key_delay_us.load(Relaxed) as u64;
+    let batch = if delay > 0 { 1 } else { BATCH_KEYS };
     loop {
         let shard = next.fetch_add(1, Relaxed);
         if shard >= SHARDS {
@@ -335,7 +358,7 @@ fn serialize_shards(
         loop {
             let mut versions = Vec::new();
             let mut body = Vec::new();
-            let done = srv.keyspace.db(db).lock(shard).snap_step(BATCH_KEYS, |e| {
+            let done = srv.keyspace.db(db).lock(shard).snap_step(batch, |e| {
                 versions.extend_from_slice(&e.version.to_le_bytes());
                 encode::encode_entry(&mut body, e, opts);
                 body.len() < BATCH_BYTES
@@ -351,6 +374,9 @@ fn serialize_shards(
             }
             if done {
                 break;
+            }
+            if delay > 0 {
+                std::thread::sleep(std::time::Duration::from_micros(delay));
             }
         }
     }

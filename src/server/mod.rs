@@ -379,7 +379,13 @@ pub fn run(config: Config) -> Result<i32, String> {
     let unix_path = config.get_str("unixsocket");
     let port = config.port();
     let srv = Server::new(config);
+    // The AOF, when on, is the more complete record: the RDB is not loaded
+    // then (as Redis), even if the AOF is still empty.
+    let aof_on = srv.config.read().get_bool("appendonly");
     crate::persistence::aof::load_at_startup(&srv)?;
+    if !aof_on {
+        crate::persistence::load::at_startup(&srv)?;
+    }
     srv.tcp_port.store(port as usize, Relaxed);
     srv.clients.set_unix_path(&unix_path);
     if !pidfile.is_empty() {

@@ -67,6 +67,12 @@ const DEBUG_HELP: &[&str] = &[
     "    Output a hex signature representing the current DB content.",
     "DIGEST-VALUE <key> [<key> ...]",
     "    Output a hex signature of the values of all the specified keys.",
+    "RELOAD [option ...]",
+    "    Save the RDB on disk and reload it back to memory. Available <option> values:",
+    "    * MERGE: conflicting keys will be loaded from RDB.",
+    "    * NOFLUSH: the existing database will not be removed before load, but",
+    "      conflicting keys will generate an error.",
+    "    * NOSAVE: the database will be loaded from an existing RDB file.",
     "POPULATE <count> [<prefix>] [<size>]",
     "    Create <count> string keys named key:<num>. If <prefix> is specified then",
     "    it is used instead of the 'key' prefix. These are not propagated to",
@@ -133,6 +139,8 @@ pub fn debug(ctx: &mut Ctx, args: Args) -> CmdResult {
     } else if eq_ic(sub, "DIGEST") && n == 2 {
         let d = dataset_digest(ctx);
         ctx.out.simple(&hex(&d));
+    } else if eq_ic(sub, "RELOAD") {
+        reload(ctx, args)?;
     } else if eq_ic(sub, "POPULATE") && (3..=5).contains(&n) {
         populate(ctx, args)?;
     } else if eq_ic(sub, "PROTOCOL") && n == 3 {
@@ -153,6 +161,55 @@ pub fn debug(ctx: &mut Ctx, args: Args) -> CmdResult {
         )));
     }
     Ok(())
+}
+
+/// DEBUG RELOAD [MERGE] [NOFLUSH] [NOSAVE]: save the RDB file, empty the
+/// keyspace and load the file back (each step skippable), as Redis does to
+/// check that what is saved is what is loaded.
+fn reload(ctx: &mut Ctx, args: Args) -> CmdResult {
+    use crate::persistence::load::{self, OnDuplicate};
+    let (mut merge, mut flush, mut save) = (false, true, true);
+    for a in args.iter().skip(2) {
+        if eq_ic(a, "MERGE") {
+            merge = true;
+        } else if eq_ic(a, "NOFLUSH") {
+            flush = false;
+        } else if eq_ic(a, "NOSAVE") {
+            save = false;
+        } else {
+            return Err(CmdError::err(
+                "DEBUG RELOAD only supports the MERGE, NOFLUSH and NOSAVE options.",
+            ));
+        }
+    }
+    if ctx.client.in_exec {
+        // The save's serializer threads would wait on the shards EXEC holds.
+        return Err(CmdError::err("DEBUG RELOAD is not allowed inside MULTI"));
+    }
+    if save {
+        crate::persistence::save::wait_for_snapshot(ctx.srv);
+        crate::persistence::save::save(ctx.srv)
+            .map_err(|_| CmdError::err("Error trying to save the DB"))?;
+    }
+    if flush {
+        load::empty_all(ctx.srv);
+    }
+    let path = std::path::PathBuf::from(ctx.srv.config.read().get_str("dbfilename"));
+    let dup = if merge {
+        OnDuplicate::Replace
+    } else {
+        OnDuplicate::Fail
+    };
+    match load::load_file(ctx.srv, &path, dup) {
+        Ok(Some(_)) => {
+            crate::log_warning!("DB reloaded by DEBUG RELOAD");
+            ctx.out.ok();
+            Ok(())
+        }
+        Ok(None) | Err(_) => Err(CmdError::err(
+            "Error trying to load the RDB dump, check server logs.",
+        )),
+    }
 }
 
 /// DEBUG POPULATE count [prefix] [size]: string keys `prefix:N` (default

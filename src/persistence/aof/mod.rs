@@ -471,14 +471,7 @@ pub fn debug_loadaof(srv: &Arc<Server>) {
         st.core.flush(true);
     }
     st.core.active.store(false, Relaxed);
-    let taken: Vec<crate::keyspace::Shard> = {
-        let mut all = srv.keyspace.lock_everything();
-        all.iter_mut()
-            .flat_map(|db| db.iter_mut())
-            .map(|g| g.take_all())
-            .collect()
-    };
-    drop(taken);
+    crate::persistence::load::empty_all(srv);
     let (dir, fname) = names(srv);
     match manifest::load(&dir, &fname) {
         Ok(m) => *st.manifest.lock() = m.unwrap_or_default(),

@@ -2,9 +2,8 @@
 //! RDB preamble into the keyspace, and the empty RDB written as the first
 //! base of a new, empty AOF.
 //!
-//! Decoding is `crate::persistence::rdb::decode`'s job; until it is part of
-//! this build, a base in RDB format is refused with a clear error and new
-//! bases are written in AOF format (see [`rdb_supported`]).
+//! Decoding and inserting are `persistence::load`'s job (the RDB loader);
+//! this module only adapts it to the AOF's files.
 
 use std::io::Read;
 use std::sync::Arc;
@@ -13,13 +12,16 @@ use crate::server::Server;
 
 /// Whether RDB bases can be loaded (and so may be written).
 pub fn rdb_supported() -> bool {
-    false
+    true
 }
 
 /// Loads the RDB at the reader's position, leaving the reader just past
-/// its checksum (an AOF tail may follow).
-pub fn load(_srv: &Arc<Server>, _r: &mut impl Read) -> Result<(), String> {
-    Err("this build cannot load RDB data yet (set aof-use-rdb-preamble no)".into())
+/// its checksum (an AOF tail may follow: the decoder reads no further).
+pub fn load(srv: &Arc<Server>, r: &mut impl Read) -> Result<(), String> {
+    use crate::persistence::load::{load_reader, OnDuplicate};
+    load_reader(srv, r, OnDuplicate::Fail)
+        .map(|_| ())
+        .map_err(|e| e.to_string())
 }
 
 /// An RDB file holding no keys: header, EOF opcode, CRC-64.
