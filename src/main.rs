@@ -65,7 +65,11 @@ fn main() {
     match lattice::server::run(config) {
         Ok(code) => std::process::exit(code),
         Err(e) => {
-            lattice::log_warning!("{e}");
+            // Empty: the reason was logged already (Redis's last line, which
+            // tools read).
+            if !e.is_empty() {
+                lattice::log_warning!("{e}");
+            }
             std::process::exit(1);
         }
     }
