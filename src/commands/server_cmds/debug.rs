@@ -145,6 +145,13 @@ pub fn debug(ctx: &mut Ctx, args: Args) -> CmdResult {
         populate(ctx, args)?;
     } else if eq_ic(sub, "PROTOCOL") && n == 3 {
         protocol(ctx, args.get(2))?;
+    } else if eq_ic(sub, "AOF-FLUSH-SLEEP") && n == 3 {
+        let us = std::str::from_utf8(args.get(2))
+            .ok()
+            .and_then(|s| s.parse::<u64>().ok())
+            .ok_or(CmdError::NotInteger)?;
+        crate::persistence::aof::set_flush_sleep(ctx.srv, us);
+        ctx.out.ok();
     } else if eq_ic(sub, "LOADAOF") && n == 2 {
         crate::persistence::aof::debug_loadaof(ctx.srv);
         ctx.out.ok();

@@ -493,6 +493,12 @@ pub fn debug_loadaof(srv: &Arc<Server>) {
     log_warning!("Append Only File loaded by DEBUG LOADAOF");
 }
 
+/// DEBUG AOF-FLUSH-SLEEP: sleep before each AOF write (tests use it to
+/// check that replies wait for the write).
+pub fn set_flush_sleep(srv: &Server, us: u64) {
+    srv.persist.aof.core.flush_sleep_us.store(us, Relaxed);
+}
+
 /// At shutdown: everything buffered is written and fsynced.
 pub fn on_shutdown(srv: &Server) {
     let core = &srv.persist.aof.core;

@@ -79,6 +79,8 @@ pub struct Core {
     /// aof_base_size: at the last rewrite (or start-up).
     pub base_size: AtomicU64,
     pub delayed_fsync: AtomicU64,
+    /// DEBUG AOF-FLUSH-SLEEP: microseconds to sleep before each write.
+    pub flush_sleep_us: AtomicU64,
 }
 
 impl Output {
@@ -214,6 +216,10 @@ impl Core {
         };
         if data.is_empty() {
             return Ok(());
+        }
+        let sleep = self.flush_sleep_us.load(Relaxed);
+        if sleep > 0 {
+            std::thread::sleep(std::time::Duration::from_micros(sleep));
         }
         let mut done = 0;
         let res = loop {
