@@ -62,32 +62,8 @@ pub fn load_file(
     old_style: bool,
 ) -> Result<Loaded, Failed> {
     let path = dir.join(name);
-    let file = match std::fs::File::open(&path) {
-        Ok(f) => f,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            let m = format!("The append log file {name} doesn't exist: {e}");
-            log_warning!("{m}");
-            return Err(Failed(m));
-        }
-        Err(e) => {
-            let m = format!("Fatal error: can't open the append log file {name} for reading: {e}");
-            log_warning!("{m}");
-            return Err(Failed(m));
-        }
-    };
-    if file.metadata().map(|m| m.len()).unwrap_or(0) == 0 {
+    let Some(mut r) = open(&path, name)? else {
         return Ok(Loaded::Empty);
-    }
-    let mut r = Reader {
-        inner: BufReader::with_capacity(1 << 16, file),
-        pos: 0,
-    };
-    let mut rp = Replayer {
-        srv,
-        clock: Hlc::new(srv.node_id),
-        stats: WorkerStats::new(srv.commands.all.len()),
-        db: 0,
-        queued: None,
     };
     if r.inner
         .fill_buf()
@@ -96,14 +72,58 @@ pub fn load_file(
     {
         load_rdb_part(srv, &mut r, name, old_style)?;
     }
+    let (stop, valid_up_to) = replay_commands(srv, &mut r, name);
+    match stop {
+        None => Ok(Loaded::Ok),
+        Some(Stop::Fatal(m)) => Err(Failed(m)),
+        Some(Stop::Format) => {
+            let m = format!("Bad file format reading the append only file {name}: make a backup of your AOF file, then use ./redis-check-aof --fix <filename.manifest>");
+            log_warning!("{m}");
+            Err(Failed(m))
+        }
+        Some(Stop::Eof) => truncated(srv, &path, name, last, valid_up_to),
+    }
+}
+
+/// Opens a file to load; `None` if it is empty.
+fn open(path: &Path, name: &str) -> Result<Option<Reader>, Failed> {
+    let file = std::fs::File::open(path).map_err(|e| {
+        let m = if e.kind() == std::io::ErrorKind::NotFound {
+            format!("The append log file {name} doesn't exist: {e}")
+        } else {
+            format!("Fatal error: can't open the append log file {name} for reading: {e}")
+        };
+        log_warning!("{m}");
+        Failed(m)
+    })?;
+    if file.metadata().map(|m| m.len()).unwrap_or(0) == 0 {
+        return Ok(None);
+    }
+    Ok(Some(Reader {
+        inner: BufReader::with_capacity(1 << 16, file),
+        pos: 0,
+    }))
+}
+
+/// Replays the file's commands from the reader's position. Returns why it
+/// stopped (None: a clean end) and the offset of the last whole command (or
+/// of the MULTI of a transaction left open, which then counts as a short
+/// read: its commands were only queued).
+fn replay_commands(srv: &Arc<Server>, r: &mut Reader, name: &str) -> (Option<Stop>, u64) {
+    let mut rp = Replayer {
+        srv,
+        clock: Hlc::new(srv.node_id),
+        stats: WorkerStats::new(srv.commands.all.len()),
+        db: 0,
+        queued: None,
+    };
     let mut valid_up_to = r.pos;
     let mut valid_before_multi = r.pos;
     let stop = loop {
-        match next_command(&mut r) {
+        match next_command(r) {
             Ok(None) => break None,
             Ok(Some(argv)) => {
-                let multi = argv[0].eq_ignore_ascii_case(b"multi");
-                if multi && rp.queued.is_none() {
+                if rp.queued.is_none() && argv[0].eq_ignore_ascii_case(b"multi") {
                     valid_before_multi = valid_up_to;
                 }
                 if let Err(e) = rp.apply(argv, name) {
@@ -114,24 +134,11 @@ pub fn load_file(
             Err(s) => break Some(s),
         }
     };
-    let stop = match stop {
-        None if rp.queued.is_some() => {
-            log_warning!("Revert incomplete MULTI/EXEC transaction in AOF file {name}");
-            valid_up_to = valid_before_multi;
-            Stop::Eof
-        }
-        None => return Ok(Loaded::Ok),
-        Some(s) => s,
-    };
-    match stop {
-        Stop::Fatal(m) => Err(Failed(m)),
-        Stop::Format => {
-            let m = format!("Bad file format reading the append only file {name}: make a backup of your AOF file, then use ./redis-check-aof --fix <filename.manifest>");
-            log_warning!("{m}");
-            Err(Failed(m))
-        }
-        Stop::Eof => truncated(srv, &path, name, last, valid_up_to),
+    if stop.is_none() && rp.queued.is_some() {
+        log_warning!("Revert incomplete MULTI/EXEC transaction in AOF file {name}");
+        return (Some(Stop::Eof), valid_before_multi);
     }
+    (stop, valid_up_to)
 }
 
 /// A file that ended inside a command.

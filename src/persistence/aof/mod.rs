@@ -220,13 +220,6 @@ fn load_files(srv: &Arc<Server>, dir: &Path, fname: &str, m: &Manifest) -> Resul
             );
         }
     }
-    let base = m
-        .base
-        .as_ref()
-        .and_then(|b| std::fs::metadata(dir.join(&b.name)).ok())
-        .map_or(0, |md| md.len());
-    let core = &srv.persist.aof.core;
-    core.base_size.store(base, Relaxed);
     log_notice!(
         "DB loaded from append only file: {:.3} seconds",
         start.elapsed().as_secs_f64()
@@ -271,20 +264,13 @@ fn open_on_start(
     } else {
         log_notice!("Creating AOF incr file {name} on server start");
     }
-    let total: u64 = m
-        .load_order()
-        .iter()
-        .filter_map(|f| std::fs::metadata(dir.join(&f.name)).ok())
-        .map(|md| md.len())
-        .sum();
     let st = &srv.persist.aof;
-    if m.base.is_some() && st.core.base_size.load(Relaxed) == 0 {
-        let b = m.base.as_ref().map(|b| dir.join(&b.name));
-        let len = b
-            .and_then(|p| std::fs::metadata(p).ok())
-            .map_or(0, |md| md.len());
-        st.core.base_size.store(len, Relaxed);
-    }
+    let size_of =
+        |f: &manifest::AofFile| std::fs::metadata(dir.join(&f.name)).map_or(0, |md| md.len());
+    let total: u64 = m.load_order().into_iter().map(size_of).sum();
+    st.core
+        .base_size
+        .store(m.base.as_ref().map_or(0, size_of), Relaxed);
     st.core.current_size.store(total, Relaxed);
     *st.manifest.lock() = m;
     let _ = st.core.switch_to(file, size);

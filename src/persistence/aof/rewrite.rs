@@ -169,20 +169,7 @@ pub fn start(srv: &Arc<Server>) -> Result<(), StartError> {
     };
     let listed = next.as_ref().filter(|_| !waiting).map(|n| n.1.clone());
     let base_name = st.manifest.lock().clone().new_base(&fname, rdb);
-    let cut_ok = Arc::new(AtomicBool::new(false));
-    let job = Job {
-        path: dir.join(&base_name),
-        rdb,
-        at_cut: {
-            let (srv, cut_ok) = (srv.clone(), cut_ok.clone());
-            Box::new(move || cut_ok.store(at_cut(&srv, next, waiting), Relaxed))
-        },
-        done: {
-            let srv = srv.clone();
-            Box::new(move |res| done(&srv, res, cut_ok.load(Relaxed), &base_name, rdb, waiting))
-        },
-    };
-    match super::snap::start(srv, job) {
+    match super::snap::start(srv, job(srv, dir.join(&base_name), rdb, next, waiting)) {
         Ok(()) => {
             log_notice!("Background append only file rewriting started");
             Ok(())
@@ -202,6 +189,33 @@ pub fn start(srv: &Arc<Server>) -> Result<(), StartError> {
             rw.scheduled = e == StartError::Busy;
             Err(e)
         }
+    }
+}
+
+/// The snapshot request: switch files at the cut, install the base when done.
+fn job(
+    srv: &Arc<Server>,
+    path: PathBuf,
+    rdb: bool,
+    next: Option<(std::fs::File, String)>,
+    waiting: bool,
+) -> Job {
+    let cut_ok = Arc::new(AtomicBool::new(false));
+    let base_name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    Job {
+        path,
+        rdb,
+        at_cut: {
+            let (srv, cut_ok) = (srv.clone(), cut_ok.clone());
+            Box::new(move || cut_ok.store(at_cut(&srv, next, waiting), Relaxed))
+        },
+        done: {
+            let srv = srv.clone();
+            Box::new(move |res| done(&srv, res, cut_ok.load(Relaxed), &base_name, rdb, waiting))
+        },
     }
 }
 

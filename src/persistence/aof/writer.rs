@@ -83,6 +83,21 @@ pub struct Core {
     pub flush_sleep_us: AtomicU64,
 }
 
+/// Writes all of `data`; returns how much was written, and the error that
+/// stopped it.
+fn write_counted(file: &File, data: &[u8]) -> (usize, std::io::Result<()>) {
+    let mut done = 0;
+    while done < data.len() {
+        match (&*file).write(&data[done..]) {
+            Ok(0) => return (done, Err(std::io::ErrorKind::WriteZero.into())),
+            Ok(n) => done += n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return (done, Err(e)),
+        }
+    }
+    (done, Ok(()))
+}
+
 impl Output {
     /// Retired files (taken) and the current one.
     fn files_to_sync(&mut self) -> Vec<Arc<File>> {
@@ -221,18 +236,7 @@ impl Core {
         if sleep > 0 {
             std::thread::sleep(std::time::Duration::from_micros(sleep));
         }
-        let mut done = 0;
-        let res = loop {
-            if done == data.len() {
-                break Ok(());
-            }
-            match (&*file).write(&data[done..]) {
-                Ok(0) => break Err(std::io::Error::from(std::io::ErrorKind::WriteZero)),
-                Ok(n) => done += n,
-                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-                Err(e) => break Err(e),
-            }
-        };
+        let (done, res) = write_counted(&file, &data);
         match res {
             Ok(()) => {
                 out.size += data.len() as u64;
