@@ -651,3 +651,32 @@ fn old_style_aof_with_rdb_preamble_is_adopted() {
     drop(n);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn turning_the_aof_off_and_on_at_runtime() {
+    let dir = tempdir("toggle");
+    let n = Node::start(&dir, &["--appendonly", "yes"]);
+    let mut c = n.conn();
+    let _: () = cmd(&mut c, &["SET", "a", "1"]);
+    let _: () = cmd(&mut c, &["CONFIG", "SET", "appendonly", "no"]);
+    assert_eq!(info_field::<i64>(&mut c, "aof_enabled"), 0);
+    let _: () = cmd(&mut c, &["SET", "b", "2"]);
+    let _: () = cmd(&mut c, &["CONFIG", "SET", "appendonly", "yes"]);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while info_field::<i64>(&mut c, "aof_rewrites") < 1 {
+        assert!(Instant::now() < deadline, "no rewrite after turning on");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let _: () = cmd(&mut c, &["SET", "c", "3"]);
+    n.kill9();
+    let n = Node::start(&dir, &["--appendonly", "yes"]);
+    let mut c = n.conn();
+    for (k, v) in [("a", "1"), ("b", "2"), ("c", "3")] {
+        assert_eq!(cmd::<String>(&mut c, &["GET", k]), v);
+    }
+    // Only the new base and the incr opened at its cut remain.
+    let m = std::fs::read_to_string(dir.join("appendonlydir/appendonly.aof.manifest")).unwrap();
+    assert_eq!(m.lines().count(), 2, "{m}");
+    drop(n);
+    let _ = std::fs::remove_dir_all(&dir);
+}

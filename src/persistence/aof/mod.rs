@@ -337,6 +337,8 @@ pub fn config_changed(srv: &Arc<Server>) -> Result<(), String> {
             }
         }
     } else if !want && (on || st.wait_rewrite.load(Relaxed)) {
+        // Under the manifest lock: a rewrite's cut checks these under it.
+        let _m = st.manifest.lock();
         st.wait_rewrite.store(false, Relaxed);
         st.core.close();
         st.rw.lock().scheduled = false;

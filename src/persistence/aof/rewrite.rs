@@ -178,8 +178,11 @@ pub fn start(srv: &Arc<Server>) -> Result<(), StartError> {
             // An incr already in the manifest takes the appends from now
             // on (harmless at any instant: it follows the current one).
             if let Some(name) = listed {
-                if let Ok(f) = super::open_append(&dir.join(name), false) {
-                    let _ = st.core.switch_to(f, 0);
+                let _m = st.manifest.lock();
+                if st.core.active.load(Relaxed) {
+                    if let Ok(f) = super::open_append(&dir.join(name), false) {
+                        let _ = st.core.switch_to(f, 0);
+                    }
                 }
             }
             let mut rw = st.rw.lock();
@@ -264,9 +267,23 @@ fn at_cut(srv: &Arc<Server>, next: Option<(std::fs::File, String)>, waiting: boo
     let Some((file, name)) = next else {
         return true;
     };
+    let (dir, fname, _) = paths(srv);
+    // Held while switching: turning the AOF off takes it too.
+    let mut m = st.manifest.lock();
+    let still_on = if waiting {
+        st.wait_rewrite.load(Relaxed)
+    } else {
+        st.core.active.load(Relaxed)
+    };
+    if !still_on {
+        // Turned off since the rewrite started: nothing to record.
+        if waiting {
+            let _ = std::fs::remove_file(dir.join(&name));
+        }
+        return true;
+    }
     if waiting {
-        let (_, fname, _) = paths(srv);
-        st.manifest.lock().new_incr(&fname);
+        m.new_incr(&fname);
     }
     let ok = st.core.switch_to(file, 0).is_ok();
     if waiting {
