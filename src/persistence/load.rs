@@ -106,7 +106,14 @@ pub fn load_reader(
         }
         let mut batches: Vec<Vec<(Slot, LoadedKey)>> = (0..inserters).map(|_| Vec::new()).collect();
         let mut expired = 0u64;
+        let mut seen = 0u64;
+        let mut last_log = Instant::now();
         let mut on_key = |k: LoadedKey| -> Result<(), RdbError> {
+            seen += 1;
+            if seen % 65536 == 0 && last_log.elapsed().as_secs() >= 2 {
+                last_log = Instant::now();
+                log_notice!("Loading RDB: {seen} keys read so far");
+            }
             if k.expire_at_ms != 0 && k.expire_at_ms <= now {
                 expired += 1;
                 return Ok(());
