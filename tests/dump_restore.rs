@@ -163,7 +163,7 @@ fn populate(c: &mut redis::Connection) -> Vec<&'static str> {
     p.cmd("RPUSH")
         .arg("l_plain")
         .arg(&long)
-        .arg(&"P".repeat(20_000))
+        .arg("P".repeat(20_000))
         .ignore();
     p.cmd("HSET")
         .arg("h_small")

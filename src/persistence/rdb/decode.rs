@@ -459,7 +459,7 @@ fn read_header<R: Read>(s: &mut Src<R>) -> Result<u16, RdbError> {
         .expect("digits")
         .parse()
         .expect("4 digits");
-    if v < 1 || v > RDB_VERSION_MAX_LOAD {
+    if !(1..=RDB_VERSION_MAX_LOAD).contains(&v) {
         return Err(RdbError::BadHeader(format!(
             "can't handle RDB format version {v}"
         )));
