@@ -707,4 +707,37 @@ mod tests {
             assert!(load(&f[..cut], &opts, &mut |_| Ok(())).is_err());
         }
     }
+
+    #[test]
+    fn set_listpack_and_old_zsets() {
+        let l = limits();
+        // SET_LISTPACK (RDB 11): members "a" and 7.
+        let mut lp = vec![0, 0, 0, 0, 2, 0, 0x81, b'a', 2, 7, 1, 0xFF];
+        let n = lp.len() as u8;
+        lp[0] = n;
+        let mut body = vec![types::SET_LISTPACK, n];
+        body.extend_from_slice(&lp);
+        let v = decode_dump_payload(&payload(&body), &l).unwrap();
+        let Value::Set(set) = v else { panic!() };
+        assert!(set.contains(b"a") && set.contains(b"7") && set.len() == 2);
+        // ZSET (type 3): text scores and the inf/nan markers.
+        let body = [types::ZSET, 2, 1, b'a', 3, b'1', b'.', b'5', 1, b'b', 255];
+        let Value::ZSet(z) = decode_dump_payload(&payload(&body), &l).unwrap() else {
+            panic!()
+        };
+        let got: Vec<_> = z.iter().map(|(m, s)| (m.to_vec(), s)).collect();
+        assert_eq!(
+            got,
+            vec![(b"b".to_vec(), f64::NEG_INFINITY), (b"a".to_vec(), 1.5)]
+        );
+        let nan = [types::ZSET, 1, 1, b'a', 253];
+        assert!(decode_dump_payload(&payload(&nan), &l).is_err());
+        // ZSET_2: binary doubles.
+        let mut body = vec![types::ZSET_2, 1, 1, b'm'];
+        body.extend_from_slice(&2.25f64.to_le_bytes());
+        let Value::ZSet(z) = decode_dump_payload(&payload(&body), &l).unwrap() else {
+            panic!()
+        };
+        assert_eq!(z.score(b"m"), Some(2.25));
+    }
 }
