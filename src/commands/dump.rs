@@ -174,8 +174,9 @@ fn restore(ctx: &mut Ctx, args: Args) -> CmdResult {
     if old_version.is_some() {
         l.remove(key);
     }
-    if at != 0 && at <= now {
-        // Already expired: the key is not created (the old one is gone).
+    if at != 0 && at <= now && ctx.replay_version.is_none() {
+        // Already expired: the key is not created (the old one is gone);
+        // a replica or AOF replay creates it and lets the expiry remove it.
         if old_version.is_some() {
             ctx.propagate(version, &[b"DEL", key]);
             ctx.notify(class::GENERIC, "del", key);
