@@ -71,6 +71,10 @@ impl Policy {
     pub fn is_lfu(self) -> bool {
         matches!(self, Policy::AllKeysLfu | Policy::VolatileLfu)
     }
+
+    pub fn is_lru(self) -> bool {
+        matches!(self, Policy::AllKeysLru | Policy::VolatileLru)
+    }
 }
 
 /// The eviction directives, mirrored from the config for the hot path.
@@ -101,6 +105,10 @@ impl EvictionConfig {
             .store(c.get_bool("lazyfree-lazy-eviction"), Relaxed);
         self.lfu_log_factor.store(int("lfu-log-factor"), Relaxed);
         self.lfu_decay_time.store(int("lfu-decay-time"), Relaxed);
+    }
+
+    pub fn lfu_decay_time(&self) -> u32 {
+        self.lfu_decay_time.load(Relaxed)
     }
 
     pub fn policy(&self) -> Policy {

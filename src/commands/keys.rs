@@ -320,6 +320,7 @@ fn flushdb(ctx: &mut Ctx, args: Args) -> CmdResult {
 
 fn flushall(ctx: &mut Ctx, args: Args) -> CmdResult {
     let lazy = parse_flush(ctx, args)?;
+    crate::persistence::save::abort_bgsave(ctx.srv);
     let mut taken = vec![];
     {
         let mut all = ctx.srv.keyspace.lock_everything();

@@ -78,6 +78,7 @@ pub mod flags {
     /// Runs only as `enable-debug-command` allows (Redis's CMD_PROTECTED;
     /// not shown by COMMAND INFO, as in Redis).
     pub const PROTECTED: u32 = 1 << 17;
+    pub const NO_ASYNC_LOADING: u32 = 1 << 18;
 
     /// Flag names in the order Redis 7 prints them in COMMAND INFO, except
     /// `allow_busy`, which Redis prints after the derived `movablekeys`.
@@ -97,6 +98,7 @@ pub mod flags {
         (NO_AUTH, "no_auth"),
         (MAY_REPLICATE, "may_replicate"),
         (NO_MANDATORY_KEYS, "no_mandatory_keys"),
+        (NO_ASYNC_LOADING, "no_async_loading"),
         (NO_MULTI, "no_multi"),
     ];
 }

@@ -25,6 +25,7 @@ pub mod list;
 pub mod ordtable;
 pub mod packed;
 pub mod set;
+pub mod snap;
 pub mod table;
 pub mod value;
 pub mod zset;
@@ -152,6 +153,8 @@ pub struct Shard {
     entries: table::Slab,
     index: HashTable<u32>,
     expires: BTreeSet<(u64, u64)>,
+    /// The running snapshot's pending entries here (see `snap.rs`).
+    snap: Option<Box<snap::ShardSnap>>,
 }
 
 impl Shard {
@@ -185,6 +188,7 @@ impl Shard {
     /// Removes the entry at `pos` (whose key hashes to `hash`) from the slab
     /// and the index; the expiry index is the caller's business.
     fn remove_at(&mut self, hasher: &KeyHasher, hash: u64, pos: usize) -> Entry {
+        self.before_write(pos);
         let p = pos as u32;
         if let Ok(occ) = self.index.find_entry(hash, |&i| i == p) {
             occ.remove();
@@ -193,6 +197,9 @@ impl Shard {
         if pos < self.entries.len() {
             // The former last entry moved into `pos`: re-point its slot.
             let last = self.entries.len() as u32;
+            if let Some(s) = &mut self.snap {
+                s.moved(last as usize, pos);
+            }
             let h = hasher.hash(&self.entries.get(pos).key);
             if let Some(slot) = self.index.find_mut(h, |&i| i == last) {
                 *slot = p;
@@ -213,6 +220,7 @@ impl Shard {
             self.unindex_expire(hash, e.expire_at());
             return Lookup::Expired(e);
         }
+        self.before_write(pos);
         Lookup::Found(self.entries.get_mut(pos))
     }
 
@@ -220,6 +228,7 @@ impl Shard {
     #[inline]
     pub fn find_mut(&mut self, hash: u64, key: &[u8]) -> Option<&mut Entry> {
         let pos = self.pos(hash, key)?;
+        self.before_write(pos);
         Some(self.entries.get_mut(pos))
     }
 
@@ -234,7 +243,10 @@ impl Shard {
             self.expires.insert((entry.expire_at(), hash));
         }
         let old = match self.pos(hash, &entry.key) {
-            Some(p) => Some(std::mem::replace(self.entries.get_mut(p), entry)),
+            Some(p) => {
+                self.before_write(p);
+                Some(std::mem::replace(self.entries.get_mut(p), entry))
+            }
             None => {
                 self.push(hasher, hash, entry);
                 None
@@ -263,6 +275,7 @@ impl Shard {
         let Some(pos) = self.pos(hash, key) else {
             return false;
         };
+        self.before_write(pos);
         let key = &mut self.entries.get_mut(pos).key;
         let old = key.expire_at();
         key.set_expire_at(at);
@@ -348,7 +361,63 @@ impl Shard {
 
     /// Removes every key; returns the old contents (to drop elsewhere for ASYNC).
     pub fn take_all(&mut self) -> Shard {
+        self.snap_drain();
         std::mem::take(self)
+    }
+
+    /// A running snapshot still needs the entry at `pos`: hand it over
+    /// before it changes.
+    #[inline]
+    fn before_write(&mut self, pos: usize) {
+        if let Some(s) = &mut self.snap {
+            s.before_write(pos, self.entries.get(pos));
+        }
+    }
+
+    /// Starts a snapshot of this shard's current entries (at the cut).
+    pub fn snap_begin(&mut self, db: usize, sink: std::sync::Arc<dyn snap::SnapSink>) {
+        if !self.entries.is_empty() {
+            self.snap = Some(Box::new(snap::ShardSnap::new(self.entries.len(), db, sink)));
+        }
+    }
+
+    /// The saver's step: calls `f` for up to `max` entries the snapshot
+    /// still needs, highest positions first, and forgets them; `f` returns
+    /// false to end the step early. Returns true once the shard has nothing
+    /// left for the snapshot.
+    pub fn snap_step(&mut self, max: usize, mut f: impl FnMut(&Entry) -> bool) -> bool {
+        let Some(s) = &mut self.snap else {
+            return true;
+        };
+        for _ in 0..max {
+            let Some(pos) = s.next_pending(s.cursor) else {
+                break;
+            };
+            s.take(pos);
+            s.cursor = pos;
+            if !f(self.entries.get(pos)) {
+                break;
+            }
+        }
+        if s.remaining() == 0 {
+            self.snap = None;
+        }
+        self.snap.is_none()
+    }
+
+    /// Forgets a snapshot that stopped (its file failed).
+    pub fn snap_abort(&mut self) {
+        self.snap = None;
+    }
+
+    /// Hands every entry the snapshot still needs to its sink (before a
+    /// change that moves or drops the whole shard: FLUSHALL, SWAPDB).
+    pub fn snap_drain(&mut self) {
+        if let Some(mut s) = self.snap.take() {
+            while let Some(pos) = s.next_pending(usize::MAX) {
+                s.before_write(pos, self.entries.get(pos));
+            }
+        }
     }
 
     /// Keeps only entries for which `keep` is true (used by lazy sweeps).
@@ -478,6 +547,9 @@ impl Keyspace {
         let mut ga = self.db(lo).lock_all();
         let mut gb = self.db(hi).lock_all();
         for (x, y) in ga.iter_mut().zip(gb.iter_mut()) {
+            // A running snapshot knows shards by their database at the cut.
+            x.snap_drain();
+            y.snap_drain();
             std::mem::swap(&mut **x, &mut **y);
         }
     }
@@ -562,6 +634,74 @@ mod tests {
 
     fn entry(k: &str, exp: u64) -> Entry {
         Entry::new(k.as_bytes().into(), Value::string(b"v"), exp, 1)
+    }
+
+    /// Collects what a snapshot sees: pre-images from writers and the
+    /// saver's steps.
+    #[derive(Default)]
+    struct Seen(Mutex<Vec<(String, String)>>);
+    impl snap::SnapSink for Seen {
+        fn preserve(&self, _db: usize, e: &Entry) {
+            self.0.lock().push(seen(e));
+        }
+    }
+    fn seen(e: &Entry) -> (String, String) {
+        let k = String::from_utf8_lossy(&e.key).into_owned();
+        let v = match &e.value {
+            Value::Str(s) => s.with_bytes(|b| String::from_utf8_lossy(b).into_owned()),
+            _ => unreachable!(),
+        };
+        (k, v)
+    }
+
+    #[test]
+    fn snapshot_sees_the_cut_whatever_writers_do_meanwhile() {
+        let ks = Keyspace::new(1);
+        let mut shard = Shard::default();
+        let put = |shard: &mut Shard, k: &str, v: &str| {
+            let s = ks.slot(k.as_bytes());
+            let e = Entry::new(k.as_bytes().into(), Value::string(v.as_bytes()), 0, 1);
+            shard.insert(&ks.hasher, s.hash, e);
+        };
+        let n = 300;
+        for i in 0..n {
+            put(&mut shard, &format!("k{i}"), "old");
+        }
+        let sink = std::sync::Arc::new(Seen::default());
+        shard.snap_begin(0, sink.clone());
+        let mut rng = 12345u64;
+        let mut next = || {
+            rng ^= rng << 13;
+            rng ^= rng >> 7;
+            rng ^= rng << 17;
+            rng
+        };
+        // Interleave saver steps with overwrites, removals (which move the
+        // last entry into the hole), new keys and expiry changes.
+        let mut done = false;
+        while !done {
+            for _ in 0..7 {
+                let k = format!("k{}", next() % n);
+                let s = ks.slot(k.as_bytes());
+                match next() % 4 {
+                    0 => put(&mut shard, &k, "new"),
+                    1 => drop(shard.remove(&ks.hasher, s.hash, k.as_bytes())),
+                    2 => put(&mut shard, &format!("fresh{}", next()), "new"),
+                    _ => drop(shard.set_expire(&ks.hasher, s.hash, k.as_bytes(), 99)),
+                }
+            }
+            done = shard.snap_step(5, |e| {
+                sink.0.lock().push(seen(e));
+                true
+            });
+        }
+        let mut got = sink.0.lock().clone();
+        got.sort();
+        let mut want: Vec<_> = (0..n)
+            .map(|i| (format!("k{i}"), "old".to_string()))
+            .collect();
+        want.sort();
+        assert_eq!(got, want);
     }
 
     #[test]

@@ -6,9 +6,42 @@
 //! Redis. Our own per-key version stamps travel in an RDB aux field that Redis
 //! ignores (see `rdb/mod.rs`).
 
+pub mod load;
 pub mod rdb;
+pub mod save;
+pub mod snapshot;
 
 /// Persistence state kept on the server: one field per mechanism (RDB
 /// snapshots, AOF), each owned by its module.
 #[derive(Default)]
-pub struct Persistence {}
+pub struct Persistence {
+    pub snapshot: snapshot::SnapshotState,
+    pub rdb: save::RdbState,
+}
+
+/// Before a command runs: while the disk cannot take writes (a failed
+/// BGSAVE under `stop-writes-on-bgsave-error`), write commands, PING and an
+/// EXEC holding a write get MISCONF, as Redis's processCommand does. One
+/// relaxed load when all is well.
+pub fn admit_write(
+    srv: &crate::server::Server,
+    client: &mut crate::server::client::ClientState,
+    id: crate::commands::CommandId,
+) -> Result<(), crate::commands::CmdError> {
+    use crate::commands::{flags::WRITE, multi, CmdError};
+    let Some(err) = save::disk_error(srv) else {
+        return Ok(());
+    };
+    let cmd = srv.commands.get(id);
+    if cmd.flags & WRITE != 0 || cmd.name == "ping" {
+        return Err(err);
+    }
+    if cmd.name == "exec" && multi::queued_flags(srv, client) & WRITE != 0 {
+        multi::reset(client);
+        return Err(CmdError::Msg(format!(
+            "EXECABORT Transaction discarded because of: {}",
+            err.render()
+        )));
+    }
+    Ok(())
+}

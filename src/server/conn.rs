@@ -498,6 +498,7 @@ pub fn dispatch(
     let res = lookup_and_check(srv, client, args).and_then(|id| {
         let mut clock = worker.clock.borrow_mut();
         crate::commands::evict::admit(srv, &mut clock, &worker.stats, client, id)
+            .and_then(|()| crate::persistence::admit_write(srv, client, id))
             .map(|()| id)
             .map_err(|e| (Some(id), e))
     });

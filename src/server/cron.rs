@@ -24,6 +24,7 @@ pub async fn worker_cron(srv: Arc<Server>, worker: Rc<Worker>, index: usize, nwo
         if index == 0 {
             end_pause_if_due(&srv);
             crate::commands::tracking::cron(&srv);
+            crate::persistence::save::cron(&srv);
         }
         if !srv.hot.active_expire.load(Relaxed) {
             continue;

@@ -379,6 +379,7 @@ pub fn run(config: Config) -> Result<i32, String> {
     let unix_path = config.get_str("unixsocket");
     let port = config.port();
     let srv = Server::new(config);
+    crate::persistence::load::at_startup(&srv)?;
     srv.tcp_port.store(port as usize, Relaxed);
     srv.clients.set_unix_path(&unix_path);
     if !pidfile.is_empty() {
@@ -420,19 +421,26 @@ pub fn run(config: Config) -> Result<i32, String> {
     }
     log_notice!("Server initialized");
     log_notice!("Ready to accept connections tcp");
-    let kind = shutdown_rx.recv().unwrap_or(ShutdownKind::Default);
-    srv.shutting_down.store(true, Relaxed);
-    match kind {
-        ShutdownKind::Signal(sig) => {
-            let name = if sig == libc::SIGINT {
-                "SIGINT"
-            } else {
-                "SIGTERM"
-            };
-            log_warning!("Received {name} scheduling shutdown...");
+    loop {
+        let kind = shutdown_rx.recv().unwrap_or(ShutdownKind::Default);
+        match kind {
+            ShutdownKind::Signal(sig) => {
+                let name = if sig == libc::SIGINT {
+                    "SIGINT"
+                } else {
+                    "SIGTERM"
+                };
+                log_warning!("Received {name} scheduling shutdown...");
+                // As Redis: if the final save fails, the server stays up.
+                if !crate::persistence::save::save_on_shutdown(&srv, false) {
+                    continue;
+                }
+            }
+            _ => log_warning!("User requested shutdown..."),
         }
-        _ => log_warning!("User requested shutdown..."),
+        break;
     }
+    srv.shutting_down.store(true, Relaxed);
     if !pidfile.is_empty() {
         let _ = std::fs::remove_file(&pidfile);
     }

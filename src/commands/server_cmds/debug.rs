@@ -67,6 +67,12 @@ const DEBUG_HELP: &[&str] = &[
     "    Output a hex signature representing the current DB content.",
     "DIGEST-VALUE <key> [<key> ...]",
     "    Output a hex signature of the values of all the specified keys.",
+    "RELOAD [option ...]",
+    "    Save the RDB on disk and reload it back to memory. Available <option> values:",
+    "    * MERGE: conflicting keys will be loaded from RDB.",
+    "    * NOFLUSH: the existing database will not be removed before load, but",
+    "      conflicting keys will generate an error.",
+    "    * NOSAVE: the database will be loaded from an existing RDB file.",
     "POPULATE <count> [<prefix>] [<size>]",
     "    Create <count> string keys named key:<num>. If <prefix> is specified then",
     "    it is used instead of the 'key' prefix. These are not propagated to",
@@ -133,6 +139,8 @@ pub fn debug(ctx: &mut Ctx, args: Args) -> CmdResult {
     } else if eq_ic(sub, "DIGEST") && n == 2 {
         let d = dataset_digest(ctx);
         ctx.out.simple(&hex(&d));
+    } else if eq_ic(sub, "RELOAD") {
+        reload(ctx, args)?;
     } else if eq_ic(sub, "POPULATE") && (3..=5).contains(&n) {
         populate(ctx, args)?;
     } else if eq_ic(sub, "PROTOCOL") && n == 3 {
@@ -154,6 +162,55 @@ pub fn debug(ctx: &mut Ctx, args: Args) -> CmdResult {
         )));
     }
     Ok(())
+}
+
+/// DEBUG RELOAD [MERGE] [NOFLUSH] [NOSAVE]: save the RDB file, empty the
+/// keyspace and load the file back (each step skippable), as Redis does to
+/// check that what is saved is what is loaded.
+fn reload(ctx: &mut Ctx, args: Args) -> CmdResult {
+    use crate::persistence::load::{self, OnDuplicate};
+    let (mut merge, mut flush, mut save) = (false, true, true);
+    for a in args.iter().skip(2) {
+        if eq_ic(a, "MERGE") {
+            merge = true;
+        } else if eq_ic(a, "NOFLUSH") {
+            flush = false;
+        } else if eq_ic(a, "NOSAVE") {
+            save = false;
+        } else {
+            return Err(CmdError::err(
+                "DEBUG RELOAD only supports the MERGE, NOFLUSH and NOSAVE options.",
+            ));
+        }
+    }
+    if ctx.client.in_exec {
+        // The save's serializer threads would wait on the shards EXEC holds.
+        return Err(CmdError::err("DEBUG RELOAD is not allowed inside MULTI"));
+    }
+    if save {
+        crate::persistence::save::wait_for_snapshot(ctx.srv);
+        crate::persistence::save::save(ctx.srv)
+            .map_err(|_| CmdError::err("Error trying to save the DB"))?;
+    }
+    if flush {
+        load::empty_all(ctx.srv);
+    }
+    let path = std::path::PathBuf::from(ctx.srv.config.read().get_str("dbfilename"));
+    let dup = if merge {
+        OnDuplicate::Replace
+    } else {
+        OnDuplicate::Fail
+    };
+    match load::load_file(ctx.srv, &path, dup) {
+        Ok(Some(_)) => {
+            crate::log_warning!("DB reloaded by DEBUG RELOAD");
+            ctx.out.ok();
+            Ok(())
+        }
+        Ok(None) | Err(_) => Err(CmdError::err(
+            "Error trying to load the RDB dump, check server logs.",
+        )),
+    }
 }
 
 /// DEBUG POPULATE count [prefix] [size]: string keys `prefix:N` (default
@@ -344,31 +401,23 @@ fn mix_object(d: &mut [u8; 20], e: &Entry) {
         Value::Str(s) => s.with_bytes(|b| mix(d, b)),
         // Ordered: each element is mixed in turn.
         Value::List(l) => l.iter().for_each(|b| mix(d, b)),
-        // Unordered: element digests are XORed, then mixed once.
-        Value::Set(st) => {
-            let mut acc = [0u8; 20];
-            st.iter().for_each(|m| xor(&mut acc, &m));
-            mix(d, &acc);
-        }
+        // Unordered: each element's digest is XORed in (xorDigest).
+        Value::Set(st) => st.iter().for_each(|m| xor(d, &m)),
         Value::Hash(h) => {
-            let mut acc = [0u8; 20];
             for (f, v) in h.iter() {
                 let mut ele = [0u8; 20];
                 mix(&mut ele, f);
                 mix(&mut ele, v);
-                xor(&mut acc, &ele);
+                xor(d, &ele);
             }
-            mix(d, &acc);
         }
         Value::ZSet(z) => {
-            let mut acc = [0u8; 20];
             for (m, score) in z.iter() {
                 let mut ele = [0u8; 20];
                 mix(&mut ele, m);
-                mix(&mut ele, format!("{score}").as_bytes());
-                xor(&mut acc, &ele);
+                mix(&mut ele, crate::protocol::format_double(score).as_bytes());
+                xor(d, &ele);
             }
-            mix(d, &acc);
         }
     }
     if e.expire_at() != 0 {

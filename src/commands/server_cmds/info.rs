@@ -76,7 +76,7 @@ pub fn info_text(srv: &Arc<Server>, sections: &[&str]) -> String {
             "server" => server(srv, &mut o),
             "clients" => clients(srv, &mut o),
             "memory" => memory(srv, &mut o),
-            "persistence" => persistence(srv, &workers, &mut o),
+            "persistence" => persistence(srv, &mut o),
             "stats" => stats(srv, &workers, &mut o),
             "replication" => replication(srv, &mut o),
             "cpu" => cpu(&mut o),
@@ -324,7 +324,8 @@ fn memory(srv: &Arc<Server>, o: &mut String) {
     );
 }
 
-fn persistence(srv: &Arc<Server>, w: &[Arc<WorkerStats>], o: &mut String) {
+fn persistence(srv: &Arc<Server>, o: &mut String) {
+    let snap = &srv.persist.snapshot;
     let aof = srv.config.read().get_bool("appendonly") as u8;
     o.push_str("# Persistence\r\n");
     kv!(o,
@@ -334,18 +335,11 @@ fn persistence(srv: &Arc<Server>, w: &[Arc<WorkerStats>], o: &mut String) {
         "current_cow_size" => 0,
         "current_cow_size_age" => 0,
         "current_fork_perc" => "0.00",
-        "current_save_keys_processed" => 0,
-        "current_save_keys_total" => 0,
-        "rdb_changes_since_last_save" => sum(w, |s| &s.dirty),
-        "rdb_bgsave_in_progress" => 0,
-        "rdb_last_save_time" => srv.lastsave_unix.load(Relaxed),
-        "rdb_last_bgsave_status" => "ok",
-        "rdb_last_bgsave_time_sec" => -1,
-        "rdb_current_bgsave_time_sec" => -1,
-        "rdb_saves" => 0,
-        "rdb_last_cow_size" => 0,
-        "rdb_last_load_keys_expired" => 0,
-        "rdb_last_load_keys_loaded" => 0,
+        "current_save_keys_processed" => snap.keys_done.load(Relaxed) * snap.running() as usize,
+        "current_save_keys_total" => snap.keys_total.load(Relaxed) * snap.running() as usize,
+    );
+    crate::persistence::save::info_fields(srv, o);
+    kv!(o,
         "aof_enabled" => aof,
         "aof_rewrite_in_progress" => 0,
         "aof_rewrite_scheduled" => 0,

@@ -15,6 +15,7 @@ mod command;
 mod debug;
 mod info;
 mod logs;
+mod persist;
 mod sha1;
 
 use std::sync::atomic::Ordering::Relaxed;
@@ -44,6 +45,32 @@ pub static COMMANDS: &[Command] = &[
         .tips(&["nondeterministic_output"])
         .acl("fast")
         .doc("server", "2.6.0", "Returns the server time."),
+    Command::new(
+        "save",
+        1,
+        ADMIN | NOSCRIPT | NO_ASYNC_LOADING | NO_MULTI,
+        persist::save,
+    )
+    .acl("slow dangerous admin")
+    .doc(
+        "server",
+        "1.0.0",
+        "Synchronously saves the database(s) to disk.",
+    )
+    .complexity("O(N) where N is the total number of keys in all databases"),
+    Command::new(
+        "bgsave",
+        -1,
+        ADMIN | NOSCRIPT | NO_ASYNC_LOADING,
+        persist::bgsave,
+    )
+    .acl("slow dangerous admin")
+    .doc(
+        "server",
+        "1.0.0",
+        "Asynchronously saves the database(s) to disk.",
+    )
+    .complexity("O(1)"),
     Command::new("lastsave", 1, LOADING | STALE | FAST, lastsave)
         .tips(&["nondeterministic_output"])
         .acl("fast dangerous admin")
@@ -177,13 +204,15 @@ fn lastsave(ctx: &mut Ctx, _args: Args) -> CmdResult {
 /// SHUTDOWN [NOSAVE|SAVE] [NOW] [FORCE] [ABORT]. On success nothing is
 /// replied: the connection closes and the main thread stops the server.
 fn shutdown(ctx: &mut Ctx, args: Args) -> CmdResult {
-    let (mut save, mut nosave, mut abort) = (false, false, false);
+    let (mut save, mut nosave, mut abort, mut force) = (false, false, false, false);
     for a in args.iter().skip(1) {
         if eq_ic(a, "NOSAVE") {
             nosave = true;
         } else if eq_ic(a, "SAVE") {
             save = true;
-        } else if eq_ic(a, "NOW") || eq_ic(a, "FORCE") {
+        } else if eq_ic(a, "FORCE") {
+            force = true;
+        } else if eq_ic(a, "NOW") {
         } else if eq_ic(a, "ABORT") {
             abort = true;
         } else {
@@ -197,13 +226,12 @@ fn shutdown(ctx: &mut Ctx, args: Args) -> CmdResult {
         // Shutdown here is immediate: there is never one in progress.
         return Err(CmdError::err("No shutdown in progress."));
     }
-    let kind = if nosave {
-        ShutdownKind::NoSave
-    } else if save {
-        ShutdownKind::Save
-    } else {
-        ShutdownKind::Default
-    };
+    // The final save runs here, so that a failure is this command's error
+    // and the server stays up (Redis: unless FORCE).
+    if !nosave && !crate::persistence::save::save_on_shutdown(ctx.srv, save) && !force {
+        return Err(CmdError::err("Errors trying to SHUTDOWN. Check logs."));
+    }
+    let kind = ShutdownKind::NoSave;
     ctx.client.shutdown_requested = Some(kind);
     ctx.client.close_after_reply = true;
     Ok(())

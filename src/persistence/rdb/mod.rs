@@ -120,7 +120,7 @@ impl std::fmt::Display for RdbError {
             RdbError::BadHeader(s) => write!(f, "bad RDB header: {s}"),
             RdbError::Checksum { expected, computed } => write!(
                 f,
-                "wrong RDB checksum expected: ({expected:x}) got: ({computed:x})"
+                "Wrong RDB checksum expected: ({expected:x}) got: ({computed:x}). RDB CRC error"
             ),
             RdbError::Unsupported(s) => write!(f, "unsupported: {s}"),
             RdbError::Corrupt(s) => write!(f, "corrupt RDB: {s}"),

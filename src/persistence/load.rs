@@ -1,0 +1,248 @@
+//! Loading an RDB file into the keyspace: at start-up and for DEBUG RELOAD.
+//!
+//! The decoder (`rdb/decode.rs`) streams keys; each is inserted into its
+//! shard with its expiry, eviction metadata and version (the version the file
+//! carries in our aux field, or a fresh stamp for files written by Redis).
+//! Keys already expired are skipped and counted, as a Redis master does.
+
+use std::fs::File;
+use std::io::{self, BufReader};
+use std::path::Path;
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::Arc;
+use std::time::Instant;
+
+use super::rdb::decode::{self, LoadOpts, LoadedKey};
+use super::rdb::RdbError;
+use crate::commands::access::lru_clock;
+use crate::keyspace::hlc::{unix_ms, Hlc};
+use crate::keyspace::{Entry, Slot};
+use crate::log_notice;
+use crate::server::Server;
+
+/// What a load did.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct LoadStats {
+    pub keys: u64,
+    pub expired: u64,
+}
+
+/// How to treat a key already present (DEBUG RELOAD MERGE replaces it;
+/// otherwise a file with a key twice is corrupt, as in Redis).
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum OnDuplicate {
+    Fail,
+    Replace,
+}
+
+/// Loads `path` into the keyspace. `Ok(None)` when the file does not exist.
+pub fn load_file(
+    srv: &Arc<Server>,
+    path: &Path,
+    dup: OnDuplicate,
+) -> Result<Option<LoadStats>, String> {
+    let f = match File::open(path) {
+        Ok(f) => f,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(format!("Error opening {}: {e}", path.display())),
+    };
+    let started = Instant::now();
+    let stats =
+        load_reader(srv, BufReader::with_capacity(1 << 20, f), dup).map_err(|e| match e {
+            RdbError::Io(e) if e.kind() == io::ErrorKind::UnexpectedEof => {
+                "Short read or OOM loading DB. Unrecoverable error, aborting now.".to_string()
+            }
+            e => e.to_string(),
+        })?;
+    log_notice!(
+        "Done loading RDB, keys loaded: {}, keys expired: {}.",
+        stats.keys,
+        stats.expired
+    );
+    log_notice!(
+        "DB loaded from disk: {:.3} seconds",
+        started.elapsed().as_secs_f64()
+    );
+    let st = &srv.persist.rdb;
+    st.last_load_keys.store(stats.keys, Relaxed);
+    st.last_load_expired.store(stats.expired, Relaxed);
+    Ok(Some(stats))
+}
+
+/// Keys per batch handed from the decoder to an inserter.
+const BATCH: usize = 1024;
+
+/// Loads an RDB stream (a file, or an AOF's RDB preamble).
+///
+/// This thread decodes; inserter threads (one per remaining core, at least
+/// one) build the entries and insert them, each owning a disjoint set of
+/// shards, so their shard locks are never contended and decoding overlaps
+/// insertion.
+pub fn load_reader(
+    srv: &Arc<Server>,
+    r: impl io::Read,
+    dup: OnDuplicate,
+) -> Result<LoadStats, RdbError> {
+    let verify_checksum = srv.config.read().get_bool("rdbchecksum");
+    let opts = LoadOpts {
+        limits: &srv.hot.encoding,
+        verify_checksum,
+    };
+    let now = unix_ms();
+    let now_lru = lru_clock(now);
+    let key_delay = srv.config.read().get_i64("key-load-delay").max(0) as u64;
+    let inserters = std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(1)
+        .saturating_sub(1)
+        .max(1);
+    std::thread::scope(|scope| {
+        let mut txs = Vec::with_capacity(inserters);
+        let mut handles = Vec::with_capacity(inserters);
+        for _ in 0..inserters {
+            let (tx, rx) = std::sync::mpsc::sync_channel::<Vec<(Slot, LoadedKey)>>(8);
+            txs.push(tx);
+            handles.push(scope.spawn(move || insert_batches(srv, rx, now_lru, dup)));
+        }
+        let mut batches: Vec<Vec<(Slot, LoadedKey)>> = (0..inserters).map(|_| Vec::new()).collect();
+        let mut expired = 0u64;
+        let mut on_key = |k: LoadedKey| -> Result<(), RdbError> {
+            if k.expire_at_ms != 0 && k.expire_at_ms <= now {
+                expired += 1;
+                return Ok(());
+            }
+            if key_delay > 0 {
+                std::thread::sleep(std::time::Duration::from_micros(key_delay));
+            }
+            let slot = srv.keyspace.slot(&k.key);
+            let i = slot.shard % inserters;
+            batches[i].push((slot, k));
+            if batches[i].len() >= BATCH {
+                let full = std::mem::take(&mut batches[i]);
+                txs[i].send(full).map_err(|_| inserter_failed())?;
+            }
+            Ok(())
+        };
+        let decoded = decode::load(r, &opts, &mut on_key);
+        for (tx, rest) in txs.iter().zip(batches) {
+            if !rest.is_empty() {
+                let _ = tx.send(rest);
+            }
+        }
+        drop(txs);
+        let mut keys = 0;
+        let mut first_err = None;
+        for h in handles {
+            match h.join().unwrap_or_else(|_| Err(inserter_failed())) {
+                Ok(n) => keys += n,
+                Err(e) => first_err = first_err.or(Some(e)),
+            }
+        }
+        let summary = decoded?;
+        if let Some(e) = first_err {
+            return Err(e);
+        }
+        for (k, v) in &summary.aux {
+            if k == b"redis-ver" {
+                log_notice!(
+                    "Loading RDB produced by version {}",
+                    String::from_utf8_lossy(v)
+                );
+            }
+        }
+        Ok(LoadStats { keys, expired })
+    })
+}
+
+fn inserter_failed() -> RdbError {
+    RdbError::Corrupt("a loader thread stopped".into())
+}
+
+/// An inserter thread: its batches' keys into their shards. After an error
+/// it keeps draining (so the decoder never blocks) and reports the first.
+fn insert_batches(
+    srv: &Server,
+    rx: std::sync::mpsc::Receiver<Vec<(Slot, LoadedKey)>>,
+    now_lru: u32,
+    dup: OnDuplicate,
+) -> Result<u64, RdbError> {
+    let mut clock = Hlc::new(srv.node_id);
+    let mut n = 0;
+    let mut err = None;
+    for batch in rx {
+        if err.is_some() {
+            continue;
+        }
+        for (slot, k) in batch {
+            if let Err(e) = insert(srv, slot, k, &mut clock, now_lru, dup) {
+                err = Some(e);
+                break;
+            }
+            n += 1;
+        }
+    }
+    match err {
+        Some(e) => Err(e),
+        None => Ok(n),
+    }
+}
+
+fn insert(
+    srv: &Server,
+    slot: Slot,
+    k: LoadedKey,
+    clock: &mut Hlc,
+    now_lru: u32,
+    dup: OnDuplicate,
+) -> Result<(), RdbError> {
+    let ks = &srv.keyspace;
+    if k.db >= ks.num_dbs() {
+        return Err(RdbError::Corrupt(format!(
+            "FATAL: Data file was created with a Redis server configured to handle \
+             more than {} databases. Exiting",
+            ks.num_dbs()
+        )));
+    }
+    let version = k.version.unwrap_or_else(|| clock.now());
+    let mut e = Entry::new(k.key.as_slice().into(), k.value, k.expire_at_ms, version);
+    let lru = match k.idle_secs {
+        Some(idle) => now_lru.wrapping_sub(idle.min(0xFF_FFFF) as u32) & 0xFF_FFFF,
+        None => now_lru,
+    };
+    e.set_lru(lru);
+    e.set_lfu(k.freq.unwrap_or(5));
+    let mut shard = ks.db(k.db).lock(slot.shard);
+    let old = shard.insert(&ks.hasher, slot.hash, e);
+    if old.is_some() && dup == OnDuplicate::Fail {
+        return Err(RdbError::Corrupt(format!(
+            "RDB has duplicated key '{}' in DB {}",
+            String::from_utf8_lossy(&k.key),
+            k.db
+        )));
+    }
+    Ok(())
+}
+
+/// Empties every database without propagating (DEBUG RELOAD, replicas
+/// before a full sync), freeing the data on the lazyfree thread.
+pub fn empty_all(srv: &Server) {
+    let mut taken = Vec::new();
+    for mut shards in srv.keyspace.lock_everything() {
+        for g in shards.iter_mut() {
+            if !g.is_empty() {
+                taken.push(g.take_all());
+            }
+        }
+    }
+    srv.lazyfree.free_shards(taken);
+}
+
+/// At start-up: the AOF when `appendonly yes` (it is the more complete
+/// record), else the RDB file. Errors stop the server with Redis's words.
+pub fn at_startup(srv: &Arc<Server>) -> Result<(), String> {
+    let path = std::path::PathBuf::from(srv.config.read().get_str("dbfilename"));
+    match load_file(srv, &path, OnDuplicate::Fail) {
+        Ok(_) => Ok(()),
+        Err(e) => Err(format!("Fatal error loading the DB: {e}. Exiting.")),
+    }
+}

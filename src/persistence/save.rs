@@ -1,0 +1,360 @@
+//! RDB saving as Redis users drive it: SAVE, BGSAVE, the `save` schedule,
+//! saving at shutdown, `stop-writes-on-bgsave-error`, and the rdb_* fields of
+//! INFO persistence. The snapshot itself is `snapshot.rs`.
+//!
+//! Redis's SAVE blocks the whole server; ours blocks only the client that
+//! sent it (and the connections of its worker thread) while the snapshot
+//! uses every core. BGSAVE returns at once and serializes with half of the
+//! cores beside the traffic.
+
+use std::io;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering::*};
+use std::sync::Arc;
+
+use super::snapshot::{self, SnapshotError, SnapshotJob};
+use crate::commands::CmdError;
+use crate::keyspace::hlc::unix_ms;
+use crate::server::Server;
+use crate::{log_notice, log_warning};
+
+/// How long after a failed BGSAVE the schedule tries again (Redis's
+/// CONFIG_BGSAVE_RETRY_DELAY).
+const RETRY_DELAY_SECS: u64 = 5;
+
+/// State of RDB saving.
+pub struct RdbState {
+    last_ok: AtomicBool,
+    bgsave_running: AtomicBool,
+    pub bgsave_scheduled: AtomicBool,
+    saves: AtomicU64,
+    /// Start of the running BGSAVE (unix ms), for rdb_current_bgsave_time_sec.
+    bgsave_start_ms: AtomicU64,
+    last_bgsave_secs: AtomicI64,
+    /// The server's write counter at the last successful save's cut, and
+    /// at the running save's cut.
+    dirty_at_save: AtomicU64,
+    dirty_at_cut: AtomicU64,
+    last_try_unix: AtomicU64,
+    /// Keys loaded and skipped as expired by the last load.
+    pub last_load_keys: AtomicU64,
+    pub last_load_expired: AtomicU64,
+}
+
+impl Default for RdbState {
+    fn default() -> Self {
+        RdbState {
+            last_ok: AtomicBool::new(true),
+            bgsave_running: AtomicBool::new(false),
+            bgsave_scheduled: AtomicBool::new(false),
+            saves: AtomicU64::new(0),
+            bgsave_start_ms: AtomicU64::new(0),
+            last_bgsave_secs: AtomicI64::new(-1),
+            dirty_at_save: AtomicU64::new(0),
+            dirty_at_cut: AtomicU64::new(0),
+            last_try_unix: AtomicU64::new(0),
+            last_load_keys: AtomicU64::new(0),
+            last_load_expired: AtomicU64::new(0),
+        }
+    }
+}
+
+impl RdbState {
+    pub fn bgsave_running(&self) -> bool {
+        self.bgsave_running.load(Acquire)
+    }
+}
+
+/// The server's count of writes since start (all workers).
+pub fn dirty_total(srv: &Server) -> u64 {
+    srv.workers
+        .lock()
+        .iter()
+        .map(|w| w.dirty.load(Relaxed))
+        .sum()
+}
+
+/// Writes since the last successful save.
+pub fn dirty_since_save(srv: &Server) -> u64 {
+    dirty_total(srv).saturating_sub(srv.persist.rdb.dirty_at_save.load(Relaxed))
+}
+
+fn rdb_path(srv: &Server) -> PathBuf {
+    PathBuf::from(srv.config.read().get_str("dbfilename"))
+}
+
+fn cores() -> usize {
+    std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(1)
+}
+
+/// Told the outcome of a save.
+type OnSaved = Box<dyn FnOnce(&io::Result<u64>) + Send>;
+
+/// Starts a snapshot to the RDB file; `done` also gets the outcome.
+fn start_rdb(
+    srv: &Arc<Server>,
+    threads: usize,
+    background: bool,
+    done: OnSaved,
+) -> Result<(), SnapshotError> {
+    let st = &srv.persist.rdb;
+    let path = rdb_path(srv);
+    let srv_cut = srv.clone();
+    let srv_done = srv.clone();
+    let started = unix_ms();
+    st.last_try_unix.store(started / 1000, Relaxed);
+    st.saves.fetch_add(1, Relaxed);
+    let job = SnapshotJob {
+        path,
+        threads,
+        aux: Vec::new(),
+        at_cut: Some(Box::new(move || {
+            let d = dirty_total(&srv_cut);
+            srv_cut.persist.rdb.dirty_at_cut.store(d, Relaxed);
+        })),
+        done: Box::new(move |r: io::Result<u64>| {
+            let st = &srv_done.persist.rdb;
+            finish(&srv_done, &r, background, started);
+            if background {
+                st.bgsave_running.store(false, Release);
+            }
+            done(&r);
+        }),
+    };
+    if background {
+        st.bgsave_running.store(true, Release);
+        st.bgsave_start_ms.store(started, Relaxed);
+    }
+    snapshot::start(srv, job).inspect_err(|_| {
+        if background {
+            st.bgsave_running.store(false, Release);
+        }
+    })
+}
+
+/// Bookkeeping after a save, as Redis's backgroundSaveDoneHandler.
+fn finish(srv: &Server, r: &io::Result<u64>, background: bool, started_ms: u64) {
+    let st = &srv.persist.rdb;
+    match r {
+        Ok(_) => {
+            st.dirty_at_save
+                .store(st.dirty_at_cut.load(Relaxed), Relaxed);
+            srv.lastsave_unix.store(started_ms / 1000, Relaxed);
+            st.last_ok.store(true, Relaxed);
+            if background {
+                log_notice!("Background saving terminated with success");
+            } else {
+                log_notice!("DB saved on disk");
+            }
+        }
+        Err(e) if e.kind() == io::ErrorKind::Interrupted => {
+            log_warning!("Background saving terminated by FLUSHALL");
+        }
+        Err(e) => {
+            log_warning!("Write error saving DB on disk: {e}");
+            if background {
+                // Only a failed background save stops writes (Redis).
+                st.last_ok.store(false, Relaxed);
+                log_warning!("Background saving error");
+            }
+        }
+    }
+    if background {
+        let secs = (unix_ms().saturating_sub(started_ms) / 1000) as i64;
+        st.last_bgsave_secs.store(secs, Relaxed);
+    }
+}
+
+/// SAVE: a snapshot with every core; returns once the file is on disk.
+pub fn save(srv: &Arc<Server>) -> Result<(), CmdError> {
+    if srv.persist.snapshot.running() {
+        return Err(CmdError::err("Background save already in progress"));
+    }
+    let (tx, rx) = std::sync::mpsc::channel();
+    let done = Box::new(move |r: &io::Result<u64>| {
+        let _ = tx.send(r.as_ref().map(|_| ()).map_err(|e| e.to_string()));
+    });
+    match start_rdb(srv, cores(), false, done) {
+        Ok(()) => {}
+        Err(SnapshotError::Busy) => {
+            return Err(CmdError::err("Background save already in progress"))
+        }
+        Err(SnapshotError::Spawn(_)) => return Err(CmdError::Msg("ERR".into())),
+    }
+    match rx.recv() {
+        Ok(Ok(())) => Ok(()),
+        _ => Err(CmdError::Msg("ERR".into())),
+    }
+}
+
+/// BGSAVE [SCHEDULE]: the status line to reply.
+/// `in_exec`: inside a transaction the save is scheduled for the cron, as
+/// Redis does (the cut must not take locks while EXEC holds some).
+pub fn bgsave(srv: &Arc<Server>, schedule: bool, in_exec: bool) -> Result<&'static str, CmdError> {
+    let st = &srv.persist.rdb;
+    if st.bgsave_running() {
+        return Err(CmdError::err("Background save already in progress"));
+    }
+    if srv.persist.snapshot.running() || in_exec {
+        if schedule || in_exec {
+            st.bgsave_scheduled.store(true, Relaxed);
+            return Ok("Background saving scheduled");
+        }
+        return Err(CmdError::err(
+            "Another child process is active (AOF?): can't BGSAVE right now. \
+             Use BGSAVE SCHEDULE in order to schedule a BGSAVE whenever possible.",
+        ));
+    }
+    match start_rdb(srv, background_threads(), true, Box::new(|_| {})) {
+        Ok(()) => {
+            log_notice!("Background saving started");
+            Ok("Background saving started")
+        }
+        Err(SnapshotError::Busy) => Err(CmdError::err("Background save already in progress")),
+        Err(SnapshotError::Spawn(e)) => {
+            Err(CmdError::Msg(format!("ERR Background save failed: {e}")))
+        }
+    }
+}
+
+fn background_threads() -> usize {
+    cores().div_ceil(2)
+}
+
+/// FLUSHALL stops a running BGSAVE (Redis kills the child): the dataset it
+/// was saving is gone, and the change counter stays as it was.
+pub fn abort_bgsave(srv: &Server) {
+    if srv.persist.rdb.bgsave_running() {
+        snapshot::abort(srv);
+    }
+}
+
+/// `save` directive: (seconds, changes) pairs.
+fn save_points(srv: &Server) -> Vec<(u64, u64)> {
+    let v = srv.config.read().get_str("save");
+    let nums: Vec<u64> = v
+        .split_whitespace()
+        .filter_map(|s| s.parse().ok())
+        .collect();
+    nums.chunks_exact(2).map(|c| (c[0], c[1])).collect()
+}
+
+/// Once a second from the cron: a scheduled BGSAVE, or one the `save`
+/// points ask for (Redis's serverCron).
+pub fn cron(srv: &Arc<Server>) {
+    let st = &srv.persist.rdb;
+    if srv.persist.snapshot.running() || srv.shutting_down.load(Relaxed) {
+        return;
+    }
+    if st.bgsave_scheduled.swap(false, Relaxed) {
+        let _ = bgsave(srv, false, false);
+        return;
+    }
+    let now = unix_ms() / 1000;
+    let last = srv.lastsave_unix.load(Relaxed);
+    let retry_ok = st.last_ok.load(Relaxed)
+        || now.saturating_sub(st.last_try_unix.load(Relaxed)) >= RETRY_DELAY_SECS;
+    let dirty = dirty_since_save(srv);
+    for (secs, changes) in save_points(srv) {
+        if dirty >= changes && now.saturating_sub(last) >= secs && retry_ok {
+            log_notice!("{changes} changes in {secs} seconds. Saving...");
+            let _ = bgsave(srv, false, false);
+            return;
+        }
+    }
+}
+
+/// Saving at shutdown: `SHUTDOWN SAVE`, or the default when save points
+/// exist. Returns false if the save failed (then Redis refuses to exit
+/// unless FORCE).
+pub fn save_on_shutdown(srv: &Arc<Server>, force_save: bool) -> bool {
+    if !force_save && save_points(srv).is_empty() {
+        return true;
+    }
+    log_notice!("Saving the final RDB snapshot before exiting.");
+    wait_for_snapshot(srv);
+    match save(srv) {
+        Ok(()) => true,
+        Err(_) => {
+            log_warning!("Error trying to save the DB, can't exit.");
+            false
+        }
+    }
+}
+
+/// Waits for a running snapshot (at shutdown, before the final save).
+pub fn wait_for_snapshot(srv: &Server) {
+    while srv.persist.snapshot.running() {
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+}
+
+/// `stop-writes-on-bgsave-error`: while the last background save failed
+/// and save points exist, write commands (and PING) get MISCONF. One
+/// relaxed load when the last save succeeded.
+pub fn disk_error(srv: &Server) -> Option<CmdError> {
+    if srv.persist.rdb.last_ok.load(Relaxed) {
+        return None;
+    }
+    let stop = srv.config.read().get_bool("stop-writes-on-bgsave-error");
+    if !stop || save_points(srv).is_empty() {
+        return None;
+    }
+    Some(CmdError::Msg(
+        "MISCONF Redis is configured to save RDB snapshots, but it's currently unable to \
+         persist to disk. Commands that may modify the data set are disabled, because this \
+         instance is configured to report errors during writes if RDB snapshotting fails \
+         (stop-writes-on-bgsave-error option). Please check the Redis logs for details about \
+         the RDB error."
+            .into(),
+    ))
+}
+
+/// The rdb_* lines of INFO persistence (after `loading` and the cow lines).
+pub fn info_fields(srv: &Server, o: &mut String) {
+    use std::fmt::Write;
+    let st = &srv.persist.rdb;
+    let running = st.bgsave_running();
+    let current = if running {
+        (unix_ms().saturating_sub(st.bgsave_start_ms.load(Relaxed)) / 1000) as i64
+    } else {
+        -1
+    };
+    let status = if st.last_ok.load(Relaxed) {
+        "ok"
+    } else {
+        "err"
+    };
+    let lines: [(&str, String); 10] = [
+        (
+            "rdb_changes_since_last_save",
+            dirty_since_save(srv).to_string(),
+        ),
+        ("rdb_bgsave_in_progress", (running as u8).to_string()),
+        (
+            "rdb_last_save_time",
+            srv.lastsave_unix.load(Relaxed).to_string(),
+        ),
+        ("rdb_last_bgsave_status", status.to_string()),
+        (
+            "rdb_last_bgsave_time_sec",
+            st.last_bgsave_secs.load(Relaxed).to_string(),
+        ),
+        ("rdb_current_bgsave_time_sec", current.to_string()),
+        ("rdb_saves", st.saves.load(Relaxed).to_string()),
+        ("rdb_last_cow_size", "0".into()),
+        (
+            "rdb_last_load_keys_expired",
+            st.last_load_expired.load(Relaxed).to_string(),
+        ),
+        (
+            "rdb_last_load_keys_loaded",
+            st.last_load_keys.load(Relaxed).to_string(),
+        ),
+    ];
+    for (k, v) in lines {
+        let _ = write!(o, "{k}:{v}\r\n");
+    }
+}

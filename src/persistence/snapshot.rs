@@ -1,0 +1,383 @@
+//! Point-in-time snapshots of the whole keyspace, written while writes go on,
+//! without fork (BGSAVE, SAVE, AOF rewrite, DEBUG RELOAD).
+//!
+//! The mechanism is described in `keyspace/snap.rs`: at the cut every shard
+//! is locked at once and marked; then serializer threads walk the shards a
+//! batch at a time (each batch under its shard's lock, a few hundred
+//! microseconds at most) while commands that touch a key the snapshot has
+//! not taken yet hand it over first ([`Preserved`]). The coordinator thread
+//! writes what the serializers produce, in any order within a database
+//! (RDB does not order keys), computes the checksum, syncs the file and
+//! renames it over the target, so a crash mid-save never damages the
+//! previous file.
+//!
+//! Serializing uses `threads` threads (all cores for SAVE, which a client
+//! waits for; half of them for BGSAVE, which runs beside the traffic).
+
+use std::fs::File;
+use std::io::{self, BufWriter, Write};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::*};
+use std::sync::{mpsc, Arc};
+
+use parking_lot::Mutex;
+
+use super::rdb::encode::{self, FileWriter, KeyMeta, SaveOpts};
+use super::rdb::AUX_VERSIONS;
+use crate::keyspace::snap::SnapSink;
+use crate::keyspace::{Entry, SHARDS};
+use crate::server::Server;
+
+/// Stop a batch once its serialized bytes pass this (bounds lock hold time
+/// and the memory in flight).
+const BATCH_BYTES: usize = 256 * 1024;
+/// Most keys per batch.
+const BATCH_KEYS: usize = 512;
+
+/// What a snapshot is for.
+pub struct SnapshotJob {
+    /// Final file name (relative to `dir`); written under a temporary name
+    /// first, then renamed.
+    pub path: PathBuf,
+    /// Runs while every shard is locked: the instant the snapshot captures
+    /// (the AOF switches to a new incremental file there).
+    pub at_cut: Option<Box<dyn FnOnce() + Send>>,
+    /// Called on the coordinator thread with the bytes written or the error.
+    pub done: Box<dyn FnOnce(io::Result<u64>) + Send>,
+    /// Serializer threads.
+    pub threads: usize,
+    /// Extra aux fields (e.g. `aof-base`).
+    pub aux: Vec<(String, String)>,
+}
+
+#[derive(Debug)]
+pub enum SnapshotError {
+    /// Another snapshot is running (one at a time, as Redis's one child).
+    Busy,
+    /// No thread could be started for it (Redis's fork failure).
+    Spawn(io::Error),
+}
+
+/// Whether a snapshot runs, and how far it is (INFO's
+/// current_save_keys_processed / _total).
+#[derive(Default)]
+pub struct SnapshotState {
+    running: AtomicBool,
+    /// Set by [`abort`]: the writer gives up instead of renaming.
+    aborted: AtomicBool,
+    /// `rdb-key-save-delay` (microseconds per key, for tests).
+    key_delay_us: AtomicUsize,
+    pub keys_total: AtomicUsize,
+    pub keys_done: AtomicUsize,
+}
+
+impl SnapshotState {
+    pub fn running(&self) -> bool {
+        self.running.load(Acquire)
+    }
+}
+
+/// Entries handed over by commands about to change them, serialized per
+/// database of the cut, until the coordinator writes them out.
+struct Preserved {
+    bufs: Vec<Mutex<Vec<u8>>>,
+    opts: SaveOpts,
+}
+
+impl SnapSink for Preserved {
+    fn preserve(&self, db: usize, e: &Entry) {
+        let mut b = self.bufs[db].lock();
+        encode::encode_entries(&mut b, [e], &self.opts);
+    }
+}
+
+/// The save options the configuration asks for.
+pub fn save_opts(srv: &Server) -> SaveOpts {
+    let compress = srv.config.read().get_bool("rdbcompression");
+    let now_lru = crate::commands::access::lru_clock(crate::keyspace::hlc::unix_ms());
+    let ev = &srv.hot.eviction;
+    let policy = ev.policy();
+    let meta = if policy.is_lfu() {
+        KeyMeta::Freq {
+            now_lru,
+            decay_minutes: ev.lfu_decay_time(),
+        }
+    } else if policy.is_lru() {
+        KeyMeta::Idle { now_lru }
+    } else {
+        KeyMeta::None
+    };
+    SaveOpts { compress, meta }
+}
+
+/// Takes the cut and starts the background writer.
+pub fn start(srv: &Arc<Server>, job: SnapshotJob) -> Result<(), SnapshotError> {
+    let state = &srv.persist.snapshot;
+    if state.running.swap(true, AcqRel) {
+        return Err(SnapshotError::Busy);
+    }
+    state.aborted.store(false, Relaxed);
+    let delay = srv.config.read().get_i64("rdb-key-save-delay").max(0) as usize;
+    state.key_delay_us.store(delay, Relaxed);
+    let opts = save_opts(srv);
+    let ndb = srv.keyspace.num_dbs();
+    let preserved = Arc::new(Preserved {
+        bufs: (0..ndb).map(|_| Mutex::new(Vec::new())).collect(),
+        opts,
+    });
+    let sizes = cut(srv, &preserved, job.at_cut);
+    let total: usize = sizes.iter().map(|s| s.0).sum();
+    state.keys_total.store(total, Relaxed);
+    state.keys_done.store(0, Relaxed);
+    let checksum = srv.config.read().get_bool("rdbchecksum");
+    let srv2 = srv.clone();
+    let srv = srv.clone();
+    let spawned = std::thread::Builder::new()
+        .name("lattice-save".into())
+        .spawn(move || {
+            let header = header_bytes(&job.aux);
+            let r = write_file(
+                &srv,
+                &job.path,
+                &header,
+                &sizes,
+                &preserved,
+                checksum,
+                job.threads,
+            );
+            // Should the write have failed midway, drop what shards still hold.
+            finish_cut(&srv);
+            srv.persist.snapshot.running.store(false, Release);
+            (job.done)(r);
+        });
+    if let Err(e) = spawned {
+        finish_cut(&srv2);
+        state.running.store(false, Release);
+        return Err(SnapshotError::Spawn(e));
+    }
+    Ok(())
+}
+
+/// Locks everything, marks every shard, runs `at_cut`; returns each
+/// database's (keys, volatile keys) at the cut.
+fn cut(
+    srv: &Server,
+    sink: &Arc<Preserved>,
+    at_cut: Option<Box<dyn FnOnce() + Send>>,
+) -> Vec<(usize, usize)> {
+    let mut all = srv.keyspace.lock_everything();
+    let sink: Arc<dyn SnapSink> = sink.clone();
+    let mut sizes = Vec::with_capacity(all.len());
+    for (db, shards) in all.iter_mut().enumerate() {
+        let (mut keys, mut volatile) = (0, 0);
+        for g in shards.iter_mut() {
+            keys += g.len();
+            volatile += g.volatile_len();
+            g.snap_begin(db, sink.clone());
+        }
+        sizes.push((keys, volatile));
+    }
+    if let Some(f) = at_cut {
+        f();
+    }
+    sizes
+}
+
+/// Stops the running snapshot (FLUSHALL stops a BGSAVE, as Redis kills its
+/// child): the marks go at once, so the flush does not hand every key over,
+/// and the writer fails with `Interrupted` instead of renaming.
+pub fn abort(srv: &Server) {
+    srv.persist.snapshot.aborted.store(true, Relaxed);
+    finish_cut(srv);
+}
+
+/// Clears any snapshot marks left (after a failed write).
+fn finish_cut(srv: &Server) {
+    for db in 0..srv.keyspace.num_dbs() {
+        for s in 0..SHARDS {
+            srv.keyspace.db(db).lock(s).snap_abort();
+        }
+    }
+}
+
+/// Magic, version and aux fields, as Redis's rdbSaveInfoAuxFields.
+fn header_bytes(extra: &[(String, String)]) -> Vec<u8> {
+    let mut h = Vec::new();
+    encode::write_header(&mut h);
+    let now = crate::keyspace::hlc::unix_ms() / 1000;
+    let used = crate::alloc::allocated_bytes().unwrap_or(0);
+    let aux: [(&str, String); 5] = [
+        ("redis-ver", crate::REDIS_VERSION.to_string()),
+        ("redis-bits", (usize::BITS).to_string()),
+        ("ctime", now.to_string()),
+        ("used-mem", used.to_string()),
+        ("lattice-ver", crate::LATTICE_VERSION.to_string()),
+    ];
+    for (k, v) in aux.iter() {
+        encode::write_aux(&mut h, k.as_bytes(), v.as_bytes());
+    }
+    for (k, v) in extra {
+        encode::write_aux(&mut h, k.as_bytes(), v.as_bytes());
+    }
+    h
+}
+
+/// Writes the temporary file, syncs it and renames it to `path`.
+fn write_file(
+    srv: &Arc<Server>,
+    path: &Path,
+    header: &[u8],
+    sizes: &[(usize, usize)],
+    preserved: &Preserved,
+    checksum: bool,
+    threads: usize,
+) -> io::Result<u64> {
+    let tmp = temp_name(path);
+    let r = (|| {
+        let f = File::create(&tmp)?;
+        let mut w = FileWriter::new(BufWriter::with_capacity(1 << 20, f), checksum);
+        w.write(header)?;
+        for (db, &(keys, volatile)) in sizes.iter().enumerate() {
+            if keys == 0 {
+                continue;
+            }
+            let mut sel = Vec::new();
+            encode::write_select_db(&mut sel, db, keys as u64, volatile as u64);
+            w.write(&sel)?;
+            write_db(srv, db, &mut w, preserved, threads)?;
+        }
+        if srv.persist.snapshot.aborted.load(Relaxed) {
+            return Err(io::Error::new(
+                io::ErrorKind::Interrupted,
+                "snapshot aborted",
+            ));
+        }
+        let written = w.written;
+        let f = w.finish()?.into_inner().map_err(|e| e.into_error())?;
+        f.sync_all()?;
+        Ok(written + 9)
+    })();
+    match r {
+        Ok(n) => {
+            std::fs::rename(&tmp, path)?;
+            sync_dir(path);
+            Ok(n)
+        }
+        Err(e) => {
+            let _ = std::fs::remove_file(&tmp);
+            Err(e)
+        }
+    }
+}
+
+/// `temp-<pid>-<n>.rdb` beside the target.
+fn temp_name(path: &Path) -> PathBuf {
+    static SEQ: AtomicUsize = AtomicUsize::new(0);
+    let n = SEQ.fetch_add(1, Relaxed);
+    let name = format!("temp-{}-{n}.rdb", std::process::id());
+    match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p.join(name),
+        _ => PathBuf::from(name),
+    }
+}
+
+/// Makes the rename durable.
+fn sync_dir(path: &Path) {
+    let dir = match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    if let Ok(d) = File::open(dir) {
+        let _ = d.sync_all();
+    }
+}
+
+/// One database's keys: serializer threads take shards from a shared
+/// counter and send batches; this thread writes them, and the entries
+/// commands handed over meanwhile.
+fn write_db<W: Write>(
+    srv: &Arc<Server>,
+    db: usize,
+    w: &mut FileWriter<W>,
+    preserved: &Preserved,
+    threads: usize,
+) -> io::Result<()> {
+    let next = AtomicUsize::new(0);
+    let threads = threads.max(1);
+    let (tx, rx) = mpsc::sync_channel::<Vec<u8>>(threads * 4);
+    let opts = preserved.opts;
+    std::thread::scope(|scope| -> io::Result<()> {
+        for _ in 0..threads {
+            let tx = tx.clone();
+            let next = &next;
+            let srv = &**srv;
+            scope.spawn(move || serialize_shards(srv, db, next, &opts, &tx));
+        }
+        drop(tx);
+        let mut result = Ok(());
+        for chunk in rx {
+            if result.is_ok() {
+                result = w
+                    .write(&chunk)
+                    .and_then(|_| flush_preserved(w, preserved, db));
+            }
+            if result.is_err() {
+                // Stop the serializers: they finish their shard marks below.
+                next.store(SHARDS, Relaxed);
+            }
+        }
+        result?;
+        flush_preserved(w, preserved, db)
+    })
+}
+
+fn flush_preserved<W: Write>(w: &mut FileWriter<W>, p: &Preserved, db: usize) -> io::Result<()> {
+    let taken = std::mem::take(&mut *p.bufs[db].lock());
+    if taken.is_empty() {
+        return Ok(());
+    }
+    w.write(&taken)
+}
+
+/// A serializer thread: whole shards, batch by batch.
+fn serialize_shards(
+    srv: &Server,
+    db: usize,
+    next: &AtomicUsize,
+    opts: &SaveOpts,
+    tx: &mpsc::SyncSender<Vec<u8>>,
+) {
+    let progress = &srv.persist.snapshot.keys_done;
+    let delay = srv.persist.snapshot.key_delay_us.load(Relaxed) as u64;
+    let batch = if delay > 0 { 1 } else { BATCH_KEYS };
+    loop {
+        let shard = next.fetch_add(1, Relaxed);
+        if shard >= SHARDS {
+            return;
+        }
+        loop {
+            let mut versions = Vec::new();
+            let mut body = Vec::new();
+            let done = srv.keyspace.db(db).lock(shard).snap_step(batch, |e| {
+                versions.extend_from_slice(&e.version.to_le_bytes());
+                encode::encode_entry(&mut body, e, opts);
+                body.len() < BATCH_BYTES
+            });
+            if !versions.is_empty() {
+                progress.fetch_add(versions.len() / 8, Relaxed);
+                let mut chunk = Vec::with_capacity(body.len() + versions.len() + 32);
+                encode::write_aux(&mut chunk, AUX_VERSIONS, &versions);
+                chunk.extend_from_slice(&body);
+                if tx.send(chunk).is_err() {
+                    return;
+                }
+            }
+            if done {
+                break;
+            }
+            if delay > 0 {
+                std::thread::sleep(std::time::Duration::from_micros(delay));
+            }
+        }
+    }
+}
