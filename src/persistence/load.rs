@@ -110,7 +110,7 @@ pub fn load_reader(
         let mut last_log = Instant::now();
         let mut on_key = |k: LoadedKey| -> Result<(), RdbError> {
             seen += 1;
-            if seen % 65536 == 0 && last_log.elapsed().as_secs() >= 2 {
+            if seen.is_multiple_of(65536) && last_log.elapsed().as_secs() >= 2 {
                 last_log = Instant::now();
                 log_notice!("Loading RDB: {seen} keys read so far");
             }
