@@ -379,7 +379,7 @@ pub fn run(config: Config) -> Result<i32, String> {
     let unix_path = config.get_str("unixsocket");
     let port = config.port();
     let srv = Server::new(config);
-    crate::persistence::load::at_startup(&srv)?;
+    crate::persistence::load::begin_startup(&srv);
     srv.tcp_port.store(port as usize, Relaxed);
     srv.clients.set_unix_path(&unix_path);
     if !pidfile.is_empty() {
@@ -420,6 +420,7 @@ pub fn run(config: Config) -> Result<i32, String> {
             .map_err(|e| e.to_string())?;
     }
     log_notice!("Server initialized");
+    crate::persistence::load::at_startup(&srv)?;
     log_notice!("Ready to accept connections tcp");
     loop {
         let kind = shutdown_rx.recv().unwrap_or(ShutdownKind::Default);

@@ -329,7 +329,7 @@ fn persistence(srv: &Arc<Server>, o: &mut String) {
     let aof = srv.config.read().get_bool("appendonly") as u8;
     o.push_str("# Persistence\r\n");
     kv!(o,
-        "loading" => 0,
+        "loading" => srv.persist.loading.active() as u8,
         "async_loading" => 0,
         "current_cow_peak" => 0,
         "current_cow_size" => 0,
@@ -353,6 +353,7 @@ fn persistence(srv: &Arc<Server>, o: &mut String) {
         "module_fork_in_progress" => 0,
         "module_fork_last_cow_size" => 0,
     );
+    srv.persist.loading.info_fields(o);
 }
 
 /// Instantaneous rates: the change of (commands, in, out) since the sample
