@@ -149,8 +149,8 @@ const BATCH: usize = 1024;
 
 /// Loads an RDB stream (a file, or an AOF's RDB preamble).
 ///
-/// This thread decodes; inserter threads (one per remaining core, at least
-/// one) build the entries and insert them, each owning a disjoint set of
+/// This thread decodes; inserter threads (one per core: decoding waits on
+/// them when they fall behind) build the entries and insert them, each owning a disjoint set of
 /// shards, so their shard locks are never contended and decoding overlaps
 /// insertion.
 pub fn load_reader(
@@ -168,9 +168,7 @@ pub fn load_reader(
     let key_delay = srv.config.read().get_i64("key-load-delay").max(0) as u64;
     let inserters = std::thread::available_parallelism()
         .map(|n| n.get())
-        .unwrap_or(1)
-        .saturating_sub(1)
-        .max(1);
+        .unwrap_or(1);
     std::thread::scope(|scope| {
         let mut txs = Vec::with_capacity(inserters);
         let mut handles = Vec::with_capacity(inserters);
@@ -294,8 +292,11 @@ fn insert(
     e.set_lru(lru);
     e.set_lfu(k.freq.unwrap_or(5));
     let mut shard = ks.db(k.db).lock(slot.shard);
-    let old = shard.insert(&ks.hasher, slot.hash, e);
-    if old.is_some() && dup == OnDuplicate::Fail {
+    let fresh = match dup {
+        OnDuplicate::Fail => shard.insert_new(&ks.hasher, slot.hash, e).is_ok(),
+        OnDuplicate::Replace => shard.insert(&ks.hasher, slot.hash, e).is_none(),
+    };
+    if !fresh && dup == OnDuplicate::Fail {
         return Err(RdbError::Corrupt(format!(
             "RDB has duplicated key '{}' in DB {}",
             String::from_utf8_lossy(&k.key),
