@@ -5,7 +5,7 @@
 #    "value:N"): seconds, keys/s, file size. Servers are not pinned: Redis
 #    saves and loads on one core by design, lattice-server uses every core.
 # 2. Memory during BGSAVE under a SET load: DATASET_KEYS keys of VALUE_SIZE
-#    bytes, then BGSAVE while redis-benchmark (pinned to CLIENT_CPU)
+#    bytes (written by redis-benchmark, so the load overwrites them), then BGSAVE while redis-benchmark (pinned to CLIENT_CPU)
 #    overwrites random keys. The server's memory is sampled as PSS summed
 #    over the server and its children (a forked Redis child shares pages with
 #    its parent until they are written, and PSS counts each shared page once),
@@ -14,14 +14,14 @@
 #   bench/persistence.sh
 #   KEYS=1000000 DATASET_KEYS=500000 bench/persistence.sh     # quick
 #
-# Environment: KEYS (10000000), DATASET_KEYS (5000000), VALUE_SIZE (1000),
+# Environment: KEYS (10000000), DATASET_KEYS (2500000), VALUE_SIZE (2000),
 # CLIENT_CPU (1), SKIP_BUILD, SKIP_SAVELOAD, SKIP_BGSAVE.
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 KEYS="${KEYS:-10000000}"
-DATASET_KEYS="${DATASET_KEYS:-5000000}"
-VALUE_SIZE="${VALUE_SIZE:-1000}"
+DATASET_KEYS="${DATASET_KEYS:-2500000}"
+VALUE_SIZE="${VALUE_SIZE:-2000}"
 CLIENT_CPU="${CLIENT_CPU:-1}"
 SERVER_CPU="${SERVER_CPU:-0}"
 CLIENTS=50
@@ -96,7 +96,11 @@ bgsave_memory() {
     rm -f "$WORK/dump.rdb"
     launch "$name" "$port"
     ready "$port" >/dev/null
-    redis-cli -p "$port" DEBUG POPULATE "$DATASET_KEYS" key "$VALUE_SIZE" >/dev/null
+    # Fill the keyspace the load will overwrite (redis-benchmark's own key
+    # names): 4 x DATASET_KEYS random SETs leave ~2% of the keys unwritten,
+    # so the load below overwrites rather than grows the dataset.
+    taskset -c "$CLIENT_CPU" redis-benchmark -p "$port" -q -t set -d "$VALUE_SIZE" \
+        -r "$DATASET_KEYS" -n "$((4 * DATASET_KEYS))" -P 16 -c 50 >/dev/null 2>&1
     sleep 1
     local base peak now
     base=$(pss_kb "$SERVER_PID")

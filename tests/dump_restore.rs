@@ -496,3 +496,76 @@ fn mutated_payloads_never_panic() {
     }
     assert_eq!(cmd::<String>(&mut c, &["PING"]), "PONG");
 }
+
+/// RESTORE's effects, as replicas and the AOF get them: a relative TTL is
+/// rewritten to the absolute deadline with ABSTTL appended, ABSTTL and no
+/// TTL go as received, a RESTORE REPLACE whose deadline already passed is a
+/// DEL; replaying the effects rebuilds the same keys, deadlines and versions.
+#[test]
+fn restore_propagates_deterministically() {
+    use lattice::commands::{replay, run_local};
+    use lattice::config::Config;
+    use lattice::effects::Recorder;
+    use lattice::keyspace::hlc::Hlc;
+    use lattice::server::client::ClientState;
+    use lattice::server::Server;
+    use std::sync::Arc;
+
+    let srv = Server::new(Config::default());
+    let rec = Arc::new(Recorder::default());
+    srv.effects.subscribe(rec.clone());
+    let mut clock = Hlc::new(srv.node_id);
+    let stats = srv.new_worker_stats();
+    let mut client = ClientState::new(1);
+    let mut run = |argv: &[&[u8]]| run_local(&srv, &mut clock, &stats, &mut client, argv);
+    run(&[b"RPUSH", b"src", b"a", b"b"]).unwrap();
+    let reply = run(&[b"DUMP", b"src"]).unwrap();
+    // "$<n>\r\n<payload>\r\n"
+    let start = reply.iter().position(|&b| b == b'\n').unwrap() + 1;
+    let payload = reply[start..reply.len() - 2].to_vec();
+    let abs = (lattice::keyspace::hlc::unix_ms() + 500_000).to_string();
+    run(&[b"RESTORE", b"rel", b"100000", &payload]).unwrap();
+    run(&[b"RESTORE", b"abs", abs.as_bytes(), &payload, b"absttl"]).unwrap();
+    run(&[b"RESTORE", b"none", b"0", &payload, b"IDLETIME", b"5"]).unwrap();
+    run(&[b"RESTORE", b"src", b"1", &payload, b"ABSTTL", b"REPLACE"]).unwrap();
+    let effects = rec.0.lock().clone();
+    let argv: Vec<Vec<String>> = effects
+        .iter()
+        .map(|e| {
+            e.argv
+                .iter()
+                .map(|a| String::from_utf8_lossy(a).into_owned())
+                .collect()
+        })
+        .collect();
+    assert_eq!(argv.len(), 5, "{argv:?}");
+    let rel = &argv[1];
+    assert_eq!(
+        (rel[0].as_str(), rel[1].as_str(), rel[4].as_str()),
+        ("RESTORE", "rel", "ABSTTL")
+    );
+    let at: u64 = rel[2].parse().unwrap();
+    let now = lattice::keyspace::hlc::unix_ms();
+    assert!(at > now + 90_000 && at <= now + 100_000, "{at}");
+    assert_eq!(argv[2][2], abs);
+    assert_eq!(argv[2].len(), 5);
+    assert_eq!(argv[3][2], "0");
+    assert_eq!(argv[4], vec!["DEL".to_string(), "src".to_string()]);
+    // Replay on a fresh server: same keys, deadlines, versions.
+    let copy = Server::new(Config::default());
+    let mut clock2 = Hlc::new(copy.node_id);
+    let stats2 = copy.new_worker_stats();
+    for e in &effects {
+        replay(&copy, &mut clock2, &stats2, e).unwrap();
+    }
+    for key in [&b"rel"[..], b"abs", b"none", b"src"] {
+        let show = |s: &Arc<Server>| {
+            let ks = &s.keyspace;
+            let slot = ks.slot(key);
+            let g = ks.db(0).lock(slot.shard);
+            g.get_raw(slot.hash, key)
+                .map(|e| (e.expire_at(), e.version, format!("{:?}", e.value)))
+        };
+        assert_eq!(show(&srv), show(&copy), "{}", String::from_utf8_lossy(key));
+    }
+}

@@ -356,3 +356,42 @@ fn debug_reload_keeps_every_key_and_encoding() {
     assert_eq!(cmd::<Option<String>>(&mut c, &["GET", "later"]), None);
     assert_eq!(cmd::<String>(&mut c, &["DEBUG", "DIGEST"]), digest);
 }
+
+#[test]
+fn clients_get_loading_errors_while_the_dump_loads() {
+    let dir = std::env::temp_dir().join(format!("lattice-loading-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    redis_dump(&dir, |c| {
+        let () = cmd(c, &["DEBUG", "POPULATE", "2000"]);
+    });
+    // 2000 keys at 1 ms each: two seconds of loading to observe.
+    let port = free_port();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_lattice-server"))
+        .args(["--port", &port.to_string(), "--key-load-delay", "1000"])
+        .arg("--dir")
+        .arg(&dir)
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    let url = format!("redis://127.0.0.1:{port}/");
+    let mut c = loop {
+        if let Ok(c) = redis::Client::open(url.as_str()).unwrap().get_connection() {
+            break c;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    let err = cmd_err(&mut c, &["GET", "key:1"]);
+    assert_eq!(err, "LOADING Redis is loading the dataset in memory");
+    assert_eq!(info_field::<u32>(&mut c, "loading"), 1);
+    assert!(info_field::<u64>(&mut c, "loading_total_bytes") > 0);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while info_field::<u32>(&mut c, "loading") == 1 {
+        assert!(Instant::now() < deadline, "loading did not finish");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(cmd::<String>(&mut c, &["GET", "key:1"]), "value:1");
+    assert_eq!(cmd::<i64>(&mut c, &["DBSIZE"]), 2000);
+    let _ = child.kill();
+    let _ = child.wait();
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -27,6 +27,7 @@ use super::events::class;
 use super::keyspec::KeySpec;
 use super::util::{arg_i64, eq_ic};
 use super::{flags::*, CmdError, CmdResult, Command, Ctx};
+use crate::keyspace::Entry;
 use crate::persistence::rdb::{decode, encode, RdbError};
 use crate::protocol::Args;
 
@@ -174,8 +175,9 @@ fn restore(ctx: &mut Ctx, args: Args) -> CmdResult {
     if old_version.is_some() {
         l.remove(key);
     }
-    if at != 0 && at <= now {
-        // Already expired: the key is not created (the old one is gone).
+    if at != 0 && at <= now && ctx.replay_version.is_none() {
+        // Already expired: the key is not created (the old one is gone);
+        // a replica or AOF replay creates it and lets the expiry remove it.
         if old_version.is_some() {
             ctx.propagate(version, &[b"DEL", key]);
             ctx.notify(class::GENERIC, "del", key);
@@ -186,15 +188,7 @@ fn restore(ctx: &mut Ctx, args: Args) -> CmdResult {
     }
     l.put(key, value, at as u64, version);
     if let Some(e) = l.entry(key) {
-        let now_lru = lru_clock(ctx.now_ms);
-        if lfu_policy {
-            if let Some(f) = o.freq {
-                e.set_lfu(f);
-                e.set_lru(now_lru);
-            }
-        } else if let Some(idle) = o.idle {
-            e.set_lru(now_lru.wrapping_sub(idle.min(0xFF_FFFF) as u32) & 0xFF_FFFF);
-        }
+        set_access(e, &o, lfu_policy, lru_clock(ctx.now_ms));
     }
     propagate_restore(ctx, version, args, ttl != 0 && !o.absttl, at);
     ctx.notify(class::GENERIC, "restore", key);
@@ -202,6 +196,19 @@ fn restore(ctx: &mut Ctx, args: Args) -> CmdResult {
     drop(l);
     ctx.out.ok();
     Ok(())
+}
+
+/// IDLETIME (under an LRU or no policy) or FREQ (under an LFU policy) on
+/// the new entry, as Redis's objectSetLRUOrLFU; the other is ignored.
+fn set_access(e: &mut Entry, o: &RestoreOpts, lfu_policy: bool, now_lru: u32) {
+    if lfu_policy {
+        if let Some(f) = o.freq {
+            e.set_lfu(f);
+            e.set_lru(now_lru);
+        }
+    } else if let Some(idle) = o.idle {
+        e.set_lru(now_lru.wrapping_sub(idle.min(0xFF_FFFF) as u32) & 0xFF_FFFF);
+    }
 }
 
 /// RESTORE as received, or with its TTL made absolute and ABSTTL appended.

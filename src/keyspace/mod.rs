@@ -260,6 +260,28 @@ impl Shard {
         old
     }
 
+    /// Inserts an entry whose key must be new, with one probe of the index
+    /// (loading); gives the entry back if the key is already there.
+    pub fn insert_new(&mut self, hasher: &KeyHasher, hash: u64, entry: Entry) -> Result<(), Entry> {
+        let entries = &self.entries;
+        let slot = self.index.entry(
+            hash,
+            |&i| *entries.get(i as usize).key == *entry.key,
+            |&j| hasher.hash(&entries.get(j as usize).key),
+        );
+        let hashbrown::hash_table::Entry::Vacant(vacant) = slot else {
+            return Err(entry);
+        };
+        let at = entry.expire_at();
+        let i = u32::try_from(self.entries.len()).expect("shard holds < 2^32 keys");
+        vacant.insert(i);
+        self.entries.push(entry);
+        if at != 0 {
+            self.expires.insert((at, hash));
+        }
+        Ok(())
+    }
+
     /// Removes `key`, returning its entry.
     pub fn remove(&mut self, hasher: &KeyHasher, hash: u64, key: &[u8]) -> Option<Entry> {
         let pos = self.pos(hash, key)?;

@@ -8,7 +8,7 @@
 use std::fs::File;
 use std::io::{self, BufReader};
 use std::path::Path;
-use std::sync::atomic::Ordering::Relaxed;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -19,6 +19,77 @@ use crate::keyspace::hlc::{unix_ms, Hlc};
 use crate::keyspace::{Entry, Slot};
 use crate::log_notice;
 use crate::server::Server;
+
+/// The start-up load in progress, for `-LOADING` replies and INFO's
+/// loading_* fields. Clients are served meanwhile; commands without the
+/// `loading` flag are refused (see `persistence::admit_write`).
+#[derive(Default)]
+pub struct Loading {
+    active: AtomicBool,
+    start_unix: AtomicU64,
+    total_bytes: AtomicU64,
+    loaded_bytes: AtomicU64,
+}
+
+impl Loading {
+    #[inline]
+    pub fn active(&self) -> bool {
+        self.active.load(Relaxed)
+    }
+
+    fn begin(&self, total: u64) {
+        self.start_unix.store(unix_ms() / 1000, Relaxed);
+        self.total_bytes.store(total, Relaxed);
+        self.loaded_bytes.store(0, Relaxed);
+        self.active.store(true, Relaxed);
+    }
+
+    fn end(&self) {
+        self.active.store(false, Relaxed);
+    }
+
+    /// While loading, the progress lines of INFO persistence.
+    pub fn info_fields(&self, o: &mut String) {
+        use std::fmt::Write;
+        if !self.active() {
+            return;
+        }
+        let total = self.total_bytes.load(Relaxed);
+        let done = self.loaded_bytes.load(Relaxed);
+        let start = self.start_unix.load(Relaxed);
+        let elapsed = (unix_ms() / 1000).saturating_sub(start);
+        let perc = if total > 0 {
+            done as f64 * 100.0 / total as f64
+        } else {
+            0.0
+        };
+        let eta = if done > 0 && elapsed > 0 {
+            (total.saturating_sub(done) as f64 / (done as f64 / elapsed as f64)) as u64
+        } else {
+            1
+        };
+        let _ = write!(
+            o,
+            "loading_start_time:{start}\r\nloading_total_bytes:{total}\r\n\
+             loading_rdb_used_mem:0\r\nloading_loaded_bytes:{done}\r\n\
+             loading_loaded_perc:{perc:.2}%\r\nloading_eta_seconds:{eta}\r\n"
+        );
+    }
+}
+
+/// Counts the bytes read, for INFO's loading_loaded_bytes.
+struct Counting<'a, R> {
+    inner: R,
+    loading: &'a Loading,
+}
+
+impl<R: io::Read> io::Read for Counting<'_, R> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        self.loading.loaded_bytes.fetch_add(n as u64, Relaxed);
+        Ok(n)
+    }
+}
 
 /// What a load did.
 #[derive(Debug, Default, Clone, Copy)]
@@ -47,8 +118,12 @@ pub fn load_file(
         Err(e) => return Err(format!("Error opening {}: {e}", path.display())),
     };
     let started = Instant::now();
+    let r = Counting {
+        inner: f,
+        loading: &srv.persist.loading,
+    };
     let stats =
-        load_reader(srv, BufReader::with_capacity(1 << 20, f), dup).map_err(|e| match e {
+        load_reader(srv, BufReader::with_capacity(1 << 20, r), dup).map_err(|e| match e {
             RdbError::Io(e) if e.kind() == io::ErrorKind::UnexpectedEof => {
                 "Short read or OOM loading DB. Unrecoverable error, aborting now.".to_string()
             }
@@ -74,8 +149,8 @@ const BATCH: usize = 1024;
 
 /// Loads an RDB stream (a file, or an AOF's RDB preamble).
 ///
-/// This thread decodes; inserter threads (one per remaining core, at least
-/// one) build the entries and insert them, each owning a disjoint set of
+/// This thread decodes; inserter threads (one per core: decoding waits on
+/// them when they fall behind) build the entries and insert them, each owning a disjoint set of
 /// shards, so their shard locks are never contended and decoding overlaps
 /// insertion.
 pub fn load_reader(
@@ -93,9 +168,7 @@ pub fn load_reader(
     let key_delay = srv.config.read().get_i64("key-load-delay").max(0) as u64;
     let inserters = std::thread::available_parallelism()
         .map(|n| n.get())
-        .unwrap_or(1)
-        .saturating_sub(1)
-        .max(1);
+        .unwrap_or(1);
     std::thread::scope(|scope| {
         let mut txs = Vec::with_capacity(inserters);
         let mut handles = Vec::with_capacity(inserters);
@@ -106,7 +179,14 @@ pub fn load_reader(
         }
         let mut batches: Vec<Vec<(Slot, LoadedKey)>> = (0..inserters).map(|_| Vec::new()).collect();
         let mut expired = 0u64;
+        let mut seen = 0u64;
+        let mut last_log = Instant::now();
         let mut on_key = |k: LoadedKey| -> Result<(), RdbError> {
+            seen += 1;
+            if seen.is_multiple_of(65536) && last_log.elapsed().as_secs() >= 2 {
+                last_log = Instant::now();
+                log_notice!("Loading RDB: {seen} keys read so far");
+            }
             if k.expire_at_ms != 0 && k.expire_at_ms <= now {
                 expired += 1;
                 return Ok(());
@@ -212,8 +292,11 @@ fn insert(
     e.set_lru(lru);
     e.set_lfu(k.freq.unwrap_or(5));
     let mut shard = ks.db(k.db).lock(slot.shard);
-    let old = shard.insert(&ks.hasher, slot.hash, e);
-    if old.is_some() && dup == OnDuplicate::Fail {
+    let fresh = match dup {
+        OnDuplicate::Fail => shard.insert_new(&ks.hasher, slot.hash, e).is_ok(),
+        OnDuplicate::Replace => shard.insert(&ks.hasher, slot.hash, e).is_none(),
+    };
+    if !fresh && dup == OnDuplicate::Fail {
         return Err(RdbError::Corrupt(format!(
             "RDB has duplicated key '{}' in DB {}",
             String::from_utf8_lossy(&k.key),
@@ -237,11 +320,23 @@ pub fn empty_all(srv: &Server) {
     srv.lazyfree.free_shards(taken);
 }
 
-/// At start-up: the AOF when `appendonly yes` (it is the more complete
-/// record), else the RDB file. Errors stop the server with Redis's words.
+/// Marks the server as loading, before it accepts clients: from then on
+/// commands without the `loading` flag get `-LOADING` until [`at_startup`]
+/// is done.
+pub fn begin_startup(srv: &Server) {
+    let path = srv.config.read().get_str("dbfilename");
+    let size = std::fs::metadata(path).map(|m| m.len()).unwrap_or(0);
+    srv.persist.loading.begin(size);
+}
+
+/// At start-up, while clients are already served: the AOF when `appendonly
+/// yes` (it is the more complete record), else the RDB file. Errors stop
+/// the server with Redis's words.
 pub fn at_startup(srv: &Arc<Server>) -> Result<(), String> {
     let path = std::path::PathBuf::from(srv.config.read().get_str("dbfilename"));
-    match load_file(srv, &path, OnDuplicate::Fail) {
+    let r = load_file(srv, &path, OnDuplicate::Fail);
+    srv.persist.loading.end();
+    match r {
         Ok(_) => Ok(()),
         Err(e) => Err(format!("Fatal error loading the DB: {e}. Exiting.")),
     }

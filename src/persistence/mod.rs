@@ -19,9 +19,12 @@ pub struct Persistence {
     pub aof: aof::AofState,
     pub snapshot: snapshot::SnapshotState,
     pub rdb: save::RdbState,
+    pub loading: load::Loading,
 }
 
-/// Before a command runs: while the disk cannot take writes (a failed
+/// Before a command runs: while the start-up load runs, only commands
+/// flagged `loading` are served (Redis's `-LOADING`); then, while the disk
+/// cannot take writes (a failed
 /// BGSAVE under `stop-writes-on-bgsave-error`), write commands, PING and an
 /// EXEC holding a write get MISCONF, as Redis's processCommand does. One
 /// relaxed load when all is well.
@@ -30,7 +33,12 @@ pub fn admit_write(
     client: &mut crate::server::client::ClientState,
     id: crate::commands::CommandId,
 ) -> Result<(), crate::commands::CmdError> {
-    use crate::commands::{flags::WRITE, multi, CmdError};
+    use crate::commands::{flags::LOADING, flags::WRITE, multi, CmdError};
+    if srv.persist.loading.active() && srv.commands.get(id).flags & LOADING == 0 {
+        return Err(CmdError::Msg(
+            "LOADING Redis is loading the dataset in memory".into(),
+        ));
+    }
     let Some(err) = save::disk_error(srv).or_else(|| aof::disk_error(srv)) else {
         return Ok(());
     };

@@ -245,7 +245,10 @@ fn save_points(srv: &Server) -> Vec<(u64, u64)> {
 /// points ask for (Redis's serverCron).
 pub fn cron(srv: &Arc<Server>) {
     let st = &srv.persist.rdb;
-    if srv.persist.snapshot.running() || srv.shutting_down.load(Relaxed) {
+    if srv.persist.snapshot.running()
+        || srv.shutting_down.load(Relaxed)
+        || srv.persist.loading.active()
+    {
         return;
     }
     if st.bgsave_scheduled.swap(false, Relaxed) {

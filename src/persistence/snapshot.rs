@@ -130,28 +130,21 @@ pub fn start(srv: &Arc<Server>, job: SnapshotJob) -> Result<(), SnapshotError> {
     state.keys_total.store(total, Relaxed);
     state.keys_done.store(0, Relaxed);
     let checksum = srv.config.read().get_bool("rdbchecksum");
-    let srv2 = srv.clone();
-    let srv = srv.clone();
+    let writer_srv = srv.clone();
     let spawned = std::thread::Builder::new()
         .name("lattice-save".into())
         .spawn(move || {
+            let srv = writer_srv;
             let header = header_bytes(&job.aux);
-            let r = write_file(
-                &srv,
-                &job.path,
-                &header,
-                &sizes,
-                &preserved,
-                checksum,
-                job.threads,
-            );
+            let files = (job.path.as_path(), &header[..], &sizes[..]);
+            let r = write_file(&srv, files, &preserved, checksum, job.threads);
             // Should the write have failed midway, drop what shards still hold.
             finish_cut(&srv);
             srv.persist.snapshot.running.store(false, Release);
             (job.done)(r);
         });
     if let Err(e) = spawned {
-        finish_cut(&srv2);
+        finish_cut(srv);
         state.running.store(false, Release);
         return Err(SnapshotError::Spawn(e));
     }
@@ -223,15 +216,16 @@ fn header_bytes(extra: &[(String, String)]) -> Vec<u8> {
 }
 
 /// Writes the temporary file, syncs it and renames it to `path`.
+/// `what`: the target path, the header bytes, each database's (keys,
+/// volatile keys) at the cut.
 fn write_file(
     srv: &Arc<Server>,
-    path: &Path,
-    header: &[u8],
-    sizes: &[(usize, usize)],
+    what: (&Path, &[u8], &[(usize, usize)]),
     preserved: &Preserved,
     checksum: bool,
     threads: usize,
 ) -> io::Result<u64> {
+    let (path, header, sizes) = what;
     let tmp = temp_name(path);
     let r = (|| {
         let f = File::create(&tmp)?;

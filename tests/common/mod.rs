@@ -60,7 +60,7 @@ impl Server {
         panic!("lattice-server did not start");
     }
 
-    /// Waits until our child accepts connections; false if it exited (e.g.
+    /// Waits until our child answers PING (accepting and done loading); false if it exited (e.g.
     /// the port was taken between `free_port` and its bind).
     fn wait_ready(&mut self) -> bool {
         let deadline = Instant::now() + Duration::from_secs(10);
@@ -72,8 +72,11 @@ impl Server {
                 // Make sure it is our server answering, not another process.
                 let _ = s.set_read_timeout(Some(Duration::from_secs(2)));
                 let _ = s.write_all(b"PING\r\n");
+                // "+PONG\r\n" once loading is over ("-LOADING ..." before).
                 let mut buf = [0u8; 7];
-                if s.read_exact(&mut buf).is_ok() && self.child.try_wait().ok().flatten().is_none()
+                if s.read_exact(&mut buf).is_ok()
+                    && &buf == b"+PONG\r\n"
+                    && self.child.try_wait().ok().flatten().is_none()
                 {
                     return true;
                 }

@@ -145,6 +145,10 @@ pub fn debug(ctx: &mut Ctx, args: Args) -> CmdResult {
         populate(ctx, args)?;
     } else if eq_ic(sub, "PROTOCOL") && n == 3 {
         protocol(ctx, args.get(2))?;
+    } else if eq_ic(sub, "SET-SKIP-CHECKSUM-VALIDATION") && n == 3 {
+        let on = atof(args.get(2)) as i64 != 0;
+        crate::persistence::rdb::decode::SKIP_CHECKSUM_VALIDATION.store(on, Relaxed);
+        ctx.out.ok();
     } else if eq_ic(sub, "AOF-FLUSH-SLEEP") && n == 3 {
         let us = std::str::from_utf8(args.get(2))
             .ok()

@@ -328,7 +328,7 @@ fn persistence(srv: &Arc<Server>, o: &mut String) {
     let snap = &srv.persist.snapshot;
     o.push_str("# Persistence\r\n");
     kv!(o,
-        "loading" => 0,
+        "loading" => srv.persist.loading.active() as u8,
         "async_loading" => 0,
         "current_cow_peak" => 0,
         "current_cow_size" => 0,
@@ -339,6 +339,7 @@ fn persistence(srv: &Arc<Server>, o: &mut String) {
     );
     crate::persistence::save::info_fields(srv, o);
     crate::persistence::aof::info_fields(srv, o);
+    srv.persist.loading.info_fields(o);
 }
 
 /// Instantaneous rates: the change of (commands, in, out) since the sample

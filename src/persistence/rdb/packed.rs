@@ -62,86 +62,63 @@ pub fn ziplist(b: &[u8]) -> Result<Vec<Vec<u8>>, RdbError> {
         return Err(corrupt(W, "missing terminator"));
     }
     let mut out = Vec::new();
-    let mut at = 10;
-    let mut prev_len = 0usize;
-    let mut last_start = 10;
+    let (mut at, mut prev_len, mut last_start) = (10, 0, 10);
     while at < b.len() - 1 {
-        let start = at;
-        // Previous entry's length.
-        let (prevlen, n) = if b[at] < 254 {
-            (b[at] as usize, 1)
-        } else if b[at] == 254 {
-            (le_u32(b, at + 1, W)? as usize, 5)
-        } else {
-            return Err(corrupt(W, "bad prevlen"));
-        };
-        if prevlen != prev_len {
-            return Err(corrupt(W, "prevlen mismatch"));
+        let (value, next) = zip_entry(b, at, prev_len)?;
+        if next >= b.len() {
+            return Err(corrupt(W, "entry overruns terminator"));
         }
-        at += n;
-        let enc = *b.get(at).ok_or_else(|| corrupt(W, "entry out of range"))?;
-        let value = match enc >> 6 {
-            0 => {
-                let len = (enc & 0x3F) as usize;
-                at += 1;
-                slice(b, at, len, W)?.to_vec()
-            }
-            1 => {
-                let lo = *b
-                    .get(at + 1)
-                    .ok_or_else(|| corrupt(W, "entry out of range"))?;
-                let len = (((enc & 0x3F) as usize) << 8) | lo as usize;
-                at += 2;
-                slice(b, at, len, W)?.to_vec()
-            }
-            2 => {
-                if enc != 0x80 {
-                    return Err(corrupt(W, "bad string encoding"));
-                }
-                let len = u32::from_be_bytes(slice(b, at + 1, 4, W)?.try_into().expect("4"));
-                at += 5;
-                slice(b, at, len as usize, W)?.to_vec()
-            }
-            _ => {
-                at += 1;
-                let width = match enc {
-                    0xC0 => 2,
-                    0xD0 => 4,
-                    0xE0 => 8,
-                    0xF0 => 3,
-                    0xFE => 1,
-                    0xF1..=0xFD => 0,
-                    _ => return Err(corrupt(W, "bad integer encoding")),
-                };
-                if width == 0 {
-                    int_bytes((enc & 0x0F) as i64 - 1)
-                } else {
-                    int_bytes(le_signed(slice(b, at, width, W)?))
-                }
-            }
-        };
-        at += match enc >> 6 {
-            3 => match enc {
+        (prev_len, last_start, at) = (next - at, at, next);
+        out.push(value);
+    }
+    if (count != u16::MAX && count as usize != out.len()) || tail != last_start {
+        return Err(corrupt(W, "header count or tail mismatch"));
+    }
+    Ok(out)
+}
+
+/// The ziplist entry at `at` (whose predecessor is `prev_len` bytes long):
+/// its value and where the next entry starts.
+fn zip_entry(b: &[u8], mut at: usize, prev_len: usize) -> Result<(Vec<u8>, usize), RdbError> {
+    const W: &str = "ziplist";
+    let byte = |i: usize| {
+        b.get(i)
+            .copied()
+            .ok_or_else(|| corrupt(W, "entry out of range"))
+    };
+    let (prevlen, n) = match byte(at)? {
+        p @ 0..=253 => (p as usize, 1),
+        254 => (le_u32(b, at + 1, W)? as usize, 5),
+        _ => return Err(corrupt(W, "bad prevlen")),
+    };
+    if prevlen != prev_len {
+        return Err(corrupt(W, "prevlen mismatch"));
+    }
+    at += n;
+    let enc = byte(at)?;
+    let (hdr, len) = match enc >> 6 {
+        0 => (1, (enc & 0x3F) as usize),
+        1 => (2, (((enc & 0x3F) as usize) << 8) | byte(at + 1)? as usize),
+        2 if enc == 0x80 => {
+            let len = u32::from_be_bytes(slice(b, at + 1, 4, W)?.try_into().expect("4"));
+            (5, len as usize)
+        }
+        2 => return Err(corrupt(W, "bad string encoding")),
+        _ => {
+            let width = match enc {
                 0xC0 => 2,
                 0xD0 => 4,
                 0xE0 => 8,
                 0xF0 => 3,
                 0xFE => 1,
-                _ => 0,
-            },
-            _ => value.len(),
-        };
-        if at >= b.len() {
-            return Err(corrupt(W, "entry overruns terminator"));
+                0xF1..=0xFD => return Ok((int_bytes((enc & 0x0F) as i64 - 1), at + 1)),
+                _ => return Err(corrupt(W, "bad integer encoding")),
+            };
+            let v = int_bytes(le_signed(slice(b, at + 1, width, W)?));
+            return Ok((v, at + 1 + width));
         }
-        prev_len = at - start;
-        last_start = start;
-        out.push(value);
-    }
-    if (count != u16::MAX && count as usize != out.len()) || (tail != last_start) {
-        return Err(corrupt(W, "header count or tail mismatch"));
-    }
-    Ok(out)
+    };
+    Ok((slice(b, at + hdr, len, W)?.to_vec(), at + hdr + len))
 }
 
 /// Bytes of a listpack back length for an entry of `l` bytes.
