@@ -680,3 +680,34 @@ fn turning_the_aof_off_and_on_at_runtime() {
     drop(n);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn bgrewriteaof_is_scheduled_while_a_bgsave_runs() {
+    let dir = tempdir("scheduled");
+    let n = Node::start(&dir, &["--appendonly", "yes"]);
+    let mut c = n.conn();
+    for i in 0..40 {
+        let _: () = cmd(&mut c, &["SET", &format!("k{i}"), "v"]);
+    }
+    let _: () = cmd(&mut c, &["CONFIG", "SET", "rdb-key-save-delay", "20000"]);
+    let _: String = cmd(&mut c, &["BGSAVE"]);
+    let r: String = cmd(&mut c, &["BGREWRITEAOF"]);
+    assert_eq!(r, "Background append only file rewriting scheduled");
+    assert_eq!(info_field::<i64>(&mut c, "aof_rewrite_scheduled"), 1);
+    let _: () = cmd(&mut c, &["CONFIG", "SET", "rdb-key-save-delay", "0"]);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while info_field::<i64>(&mut c, "aof_rewrites") < 1 {
+        assert!(Instant::now() < deadline, "the scheduled rewrite never ran");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(info_field::<i64>(&mut c, "aof_rewrite_scheduled"), 0);
+    // A rewrite already running is refused.
+    let _: () = cmd(&mut c, &["CONFIG", "SET", "rdb-key-save-delay", "20000"]);
+    let _: String = cmd(&mut c, &["BGREWRITEAOF"]);
+    assert_eq!(
+        cmd_err(&mut c, &["BGREWRITEAOF"]),
+        "ERR Background append only file rewriting already in progress"
+    );
+    drop(n);
+    let _ = std::fs::remove_dir_all(&dir);
+}
