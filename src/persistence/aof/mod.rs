@@ -9,7 +9,16 @@
 //!
 //! This file is the interface the rest of the server calls: the start-up
 //! hook, the hook before replies are written, the write refusal after a
-//! write error, CONFIG SET, the cron check, BGREWRITEAOF and INFO.
+//! write error, CONFIG SET, the cron check, BGREWRITEAOF, DEBUG LOADAOF and
+//! INFO.
+//!
+//! Durability, as Redis: every write's record is in the file before the
+//! reply that acknowledges it leaves (the connection calls [`before_reply`]
+//! once per batch of replies: group commit, like Redis's beforeSleep); with
+//! `appendfsync always` it is also fsynced by then, with `everysec` a
+//! background thread fsyncs once a second, with `no` the kernel decides.
+//! Start-up loading happens before clients are served; the AOF, when on,
+//! replaces the RDB file as the source (as Redis).
 
 pub mod load;
 pub mod manifest;

@@ -78,6 +78,7 @@ pub struct Core {
     pub current_size: AtomicU64,
     /// aof_base_size: at the last rewrite (or start-up).
     pub base_size: AtomicU64,
+    /// aof_delayed_fsync: always 0 (writes never wait for a running fsync).
     pub delayed_fsync: AtomicU64,
     /// DEBUG AOF-FLUSH-SLEEP: microseconds to sleep before each write.
     pub flush_sleep_us: AtomicU64,
@@ -299,7 +300,7 @@ impl Core {
         self.out.lock().size
     }
 
-    /// Whether a write from now on is durable once flushed (tests).
+    /// Whether an incr file is open for appending (the AOF is on).
     pub fn is_open(&self) -> bool {
         self.out.lock().file.is_some()
     }
