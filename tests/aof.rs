@@ -16,11 +16,27 @@ struct Node {
     port: u16,
 }
 
-fn tempdir(tag: &str) -> PathBuf {
+/// A test directory, removed when the test ends (passed or not).
+struct Dir(PathBuf);
+
+impl std::ops::Deref for Dir {
+    type Target = Path;
+    fn deref(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for Dir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn tempdir(tag: &str) -> Dir {
     let d = std::env::temp_dir().join(format!("lattice-aof-{tag}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&d);
     std::fs::create_dir_all(&d).unwrap();
-    d
+    Dir(d)
 }
 
 fn spawn(bin: &str, dir: &Path, port: u16, extra: &[&str]) -> Child {
@@ -188,7 +204,6 @@ fn writes_survive_restart_for_each_fsync_policy() {
         check_sample(&mut n.conn());
         assert!(log(&dir).contains("DB loaded from append only file"));
         drop(n);
-        let _ = std::fs::remove_dir_all(&dir);
     }
 }
 
@@ -243,7 +258,6 @@ fn sigkill_with_appendfsync_always_loses_no_acknowledged_write() {
         }
     }
     drop(n);
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
@@ -285,7 +299,6 @@ fn truncated_tail_loads_with_warning_or_refuses() {
     let n = Node::start(&dir, &["--appendonly", "yes"]);
     assert_eq!(cmd::<String>(&mut n.conn(), &["GET", "c"]), "3");
     drop(n);
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
@@ -309,7 +322,6 @@ fn corruption_in_the_middle_refuses_and_touches_nothing() {
         "{msg}"
     );
     assert_eq!(snapshot_dir(&dir), before);
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
@@ -351,7 +363,6 @@ fn manifest_layout_and_rewrite() {
     let _: String = cmd(&mut c, &["RPOP", "l"]);
     check_sample(&mut c);
     drop(n);
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
@@ -374,7 +385,6 @@ fn config_set_appendonly_at_runtime() {
     check_sample(&mut c);
     assert_eq!(cmd::<String>(&mut c, &["GET", "later"]), "1");
     drop(n);
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
@@ -432,7 +442,6 @@ fn interop(preamble: &str) {
         check_sample(&mut c);
         assert_eq!(cmd::<String>(&mut c, &["GET", "after"]), "rewrite");
         drop(r);
-        let _ = std::fs::remove_dir_all(&dir);
     }
 }
 
@@ -455,7 +464,6 @@ fn old_single_file_aof_is_adopted() {
         "file appendonly.aof seq 1 type b\nfile appendonly.aof.1.incr.aof seq 1 type i\n"
     );
     drop(n);
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
@@ -503,7 +511,6 @@ fn auto_rewrite_timestamps_info_and_debug_loadaof() {
     assert_eq!(before, after);
     assert_eq!(cmd::<i64>(&mut c, &["DBSIZE"]), 201);
     drop(n);
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
@@ -529,7 +536,6 @@ fn bgrewriteaof_while_rewriting_and_with_aof_off() {
     let n = Node::start(&dir, &["--appendonly", "yes"]);
     check_sample(&mut n.conn());
     drop(n);
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
@@ -578,7 +584,6 @@ fn rewrites_under_load(preamble: &str) {
         assert_eq!(cmd::<i64>(&mut c, &["LLEN", &format!("list{i}")]), last);
     }
     drop(n);
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
@@ -625,7 +630,6 @@ fn write_errors_refuse_writes_until_the_aof_can_be_written() {
     assert_eq!(cmd::<String>(&mut c, &["GET", "c"]), "3");
     assert_eq!(cmd::<Option<String>>(&mut c, &["GET", "b"]), None);
     drop(n);
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
@@ -649,7 +653,6 @@ fn old_style_aof_with_rdb_preamble_is_adopted() {
     assert!(l.contains("Reading RDB preamble from AOF file..."), "{l}");
     assert!(l.contains("Reading the remaining AOF tail..."));
     drop(n);
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
@@ -678,7 +681,6 @@ fn turning_the_aof_off_and_on_at_runtime() {
     let m = std::fs::read_to_string(dir.join("appendonlydir/appendonly.aof.manifest")).unwrap();
     assert_eq!(m.lines().count(), 2, "{m}");
     drop(n);
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
@@ -709,5 +711,4 @@ fn bgrewriteaof_is_scheduled_while_a_bgsave_runs() {
         "ERR Background append only file rewriting already in progress"
     );
     drop(n);
-    let _ = std::fs::remove_dir_all(&dir);
 }
