@@ -330,13 +330,24 @@ pub fn begin_startup(srv: &Server) {
 }
 
 /// At start-up, while clients are already served: the AOF when `appendonly
-/// yes` (it is the more complete record), else the RDB file. Errors stop
-/// the server with Redis's words.
+/// yes` (it is the more complete record: the RDB is not loaded then, even
+/// if the AOF is empty, as in Redis), else the RDB file. Errors stop the
+/// server with Redis's words (the AOF's are logged already: empty text).
 pub fn at_startup(srv: &Arc<Server>) -> Result<(), String> {
-    let path = std::path::PathBuf::from(srv.config.read().get_str("dbfilename"));
-    let r = load_file(srv, &path, OnDuplicate::Fail);
+    let r = load_startup_data(srv);
     srv.persist.loading.end();
-    match r {
+    r
+}
+
+fn load_startup_data(srv: &Arc<Server>) -> Result<(), String> {
+    // Reads the AOF manifest even when off (CONFIG SET appendonly yes
+    // later continues from it).
+    super::aof::load_at_startup(srv)?;
+    if srv.config.read().get_bool("appendonly") {
+        return Ok(());
+    }
+    let path = std::path::PathBuf::from(srv.config.read().get_str("dbfilename"));
+    match load_file(srv, &path, OnDuplicate::Fail) {
         Ok(_) => Ok(()),
         Err(e) => Err(format!("Fatal error loading the DB: {e}. Exiting.")),
     }

@@ -379,14 +379,9 @@ pub fn run(config: Config) -> Result<i32, String> {
     let unix_path = config.get_str("unixsocket");
     let port = config.port();
     let srv = Server::new(config);
-    // The AOF, when on, is the more complete record: the RDB is not loaded
-    // then (as Redis), even if the AOF is still empty. The AOF loads here,
-    // before clients are served.
-    let aof_on = srv.config.read().get_bool("appendonly");
-    crate::persistence::aof::load_at_startup(&srv)?;
-    if !aof_on {
-        crate::persistence::load::begin_startup(&srv);
-    }
+    // Clients are served while the data loads (after the workers start),
+    // with -LOADING for commands without the `loading` flag.
+    crate::persistence::load::begin_startup(&srv);
     srv.tcp_port.store(port as usize, Relaxed);
     srv.clients.set_unix_path(&unix_path);
     if !pidfile.is_empty() {
@@ -427,9 +422,7 @@ pub fn run(config: Config) -> Result<i32, String> {
             .map_err(|e| e.to_string())?;
     }
     log_notice!("Server initialized");
-    if !aof_on {
-        crate::persistence::load::at_startup(&srv)?;
-    }
+    crate::persistence::load::at_startup(&srv)?;
     log_notice!("Ready to accept connections tcp");
     loop {
         let kind = shutdown_rx.recv().unwrap_or(ShutdownKind::Default);

@@ -72,10 +72,10 @@ impl Server {
                 // Make sure it is our server answering, not another process.
                 let _ = s.set_read_timeout(Some(Duration::from_secs(2)));
                 let _ = s.write_all(b"PING\r\n");
-                // "+PONG\r\n" once loading is over ("-LOADING ..." before).
+                // Any reply but "-LOADING ..." (PONG, or NOAUTH with a password).
                 let mut buf = [0u8; 7];
                 if s.read_exact(&mut buf).is_ok()
-                    && &buf == b"+PONG\r\n"
+                    && &buf != b"-LOADIN"
                     && self.child.try_wait().ok().flatten().is_none()
                 {
                     return true;
