@@ -107,6 +107,7 @@ fn start_rdb(
     st.last_try_unix.store(started / 1000, Relaxed);
     st.saves.fetch_add(1, Relaxed);
     let job = SnapshotJob {
+        format: snapshot::SnapFormat::Rdb,
         path,
         threads,
         aux: Vec::new(),

@@ -34,8 +34,46 @@ const BATCH_BYTES: usize = 256 * 1024;
 /// Most keys per batch.
 const BATCH_KEYS: usize = 512;
 
+/// The file a snapshot writes: an RDB file, or an AOF base of commands
+/// (a rewrite with `aof-use-rdb-preamble no`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SnapFormat {
+    Rdb,
+    Aof,
+}
+
+impl SnapFormat {
+    /// One entry: an RDB record (its version goes in the batch's aux
+    /// field, see `versions`), or the commands that rebuild it.
+    fn entry(self, out: &mut Vec<u8>, versions: &mut Vec<u8>, e: &Entry, o: &SaveOpts) {
+        match self {
+            SnapFormat::Rdb => {
+                versions.extend_from_slice(&e.version.to_le_bytes());
+                encode::encode_entry(out, e, o);
+            }
+            SnapFormat::Aof => crate::persistence::aof::rewrite::encode_entry_commands(out, e),
+        }
+    }
+
+    /// A batch: the versions aux field (RDB), then the entries' bytes.
+    fn batch(out: &mut Vec<u8>, versions: &[u8], body: &[u8]) {
+        if !versions.is_empty() {
+            encode::write_aux(out, AUX_VERSIONS, versions);
+        }
+        out.extend_from_slice(body);
+    }
+
+    fn select_db(self, out: &mut Vec<u8>, db: usize, keys: usize, volatile: usize) {
+        match self {
+            SnapFormat::Rdb => encode::write_select_db(out, db, keys as u64, volatile as u64),
+            SnapFormat::Aof => crate::persistence::aof::rewrite::encode_select(out, db),
+        }
+    }
+}
+
 /// What a snapshot is for.
 pub struct SnapshotJob {
+    pub format: SnapFormat,
     /// Final file name (relative to `dir`); written under a temporary name
     /// first, then renamed.
     pub path: PathBuf,
@@ -82,12 +120,14 @@ impl SnapshotState {
 struct Preserved {
     bufs: Vec<Mutex<Vec<u8>>>,
     opts: SaveOpts,
+    format: SnapFormat,
 }
 
 impl SnapSink for Preserved {
     fn preserve(&self, db: usize, e: &Entry) {
-        let mut b = self.bufs[db].lock();
-        encode::encode_entries(&mut b, [e], &self.opts);
+        let (mut versions, mut body) = (Vec::new(), Vec::new());
+        self.format.entry(&mut body, &mut versions, e, &self.opts);
+        SnapFormat::batch(&mut self.bufs[db].lock(), &versions, &body);
     }
 }
 
@@ -124,6 +164,7 @@ pub fn start(srv: &Arc<Server>, job: SnapshotJob) -> Result<(), SnapshotError> {
     let preserved = Arc::new(Preserved {
         bufs: (0..ndb).map(|_| Mutex::new(Vec::new())).collect(),
         opts,
+        format: job.format,
     });
     let sizes = cut(srv, &preserved, job.at_cut);
     let total: usize = sizes.iter().map(|s| s.0).sum();
@@ -135,7 +176,7 @@ pub fn start(srv: &Arc<Server>, job: SnapshotJob) -> Result<(), SnapshotError> {
         .name("lattice-save".into())
         .spawn(move || {
             let srv = writer_srv;
-            let header = header_bytes(&job.aux);
+            let header = header_bytes(&srv, job.format, &job.aux);
             let files = (job.path.as_path(), &header[..], &sizes[..]);
             let r = write_file(&srv, files, &preserved, checksum, job.threads);
             // Should the write have failed midway, drop what shards still hold.
@@ -193,9 +234,17 @@ fn finish_cut(srv: &Server) {
     }
 }
 
-/// Magic, version and aux fields, as Redis's rdbSaveInfoAuxFields.
-fn header_bytes(extra: &[(String, String)]) -> Vec<u8> {
+/// RDB: magic, version and aux fields, as Redis's rdbSaveInfoAuxFields.
+/// AOF: the timestamp annotation when `aof-timestamp-enabled`.
+fn header_bytes(srv: &Server, format: SnapFormat, extra: &[(String, String)]) -> Vec<u8> {
     let mut h = Vec::new();
+    if format == SnapFormat::Aof {
+        if srv.config.read().get_bool("aof-timestamp-enabled") {
+            let now = crate::keyspace::hlc::unix_ms() / 1000;
+            h.extend_from_slice(format!("#TS:{now}\r\n").as_bytes());
+        }
+        return h;
+    }
     encode::write_header(&mut h);
     let now = crate::keyspace::hlc::unix_ms() / 1000;
     let used = crate::alloc::allocated_bytes().unwrap_or(0);
@@ -211,6 +260,9 @@ fn header_bytes(extra: &[(String, String)]) -> Vec<u8> {
     }
     for (k, v) in extra {
         encode::write_aux(&mut h, k.as_bytes(), v.as_bytes());
+    }
+    if !extra.iter().any(|(k, _)| k == "aof-base") {
+        encode::write_aux(&mut h, b"aof-base", b"0");
     }
     h
 }
@@ -229,14 +281,15 @@ fn write_file(
     let tmp = temp_name(path);
     let r = (|| {
         let f = File::create(&tmp)?;
-        let mut w = FileWriter::new(BufWriter::with_capacity(1 << 20, f), checksum);
+        let rdb = preserved.format == SnapFormat::Rdb;
+        let mut w = FileWriter::new(BufWriter::with_capacity(1 << 20, f), checksum && rdb);
         w.write(header)?;
         for (db, &(keys, volatile)) in sizes.iter().enumerate() {
             if keys == 0 {
                 continue;
             }
             let mut sel = Vec::new();
-            encode::write_select_db(&mut sel, db, keys as u64, volatile as u64);
+            preserved.format.select_db(&mut sel, db, keys, volatile);
             w.write(&sel)?;
             write_db(srv, db, &mut w, preserved, threads)?;
         }
@@ -246,10 +299,10 @@ fn write_file(
                 "snapshot aborted",
             ));
         }
-        let written = w.written;
-        let f = w.finish()?.into_inner().map_err(|e| e.into_error())?;
+        let w = if rdb { w.finish()? } else { w.into_inner() };
+        let f = w.into_inner().map_err(|e| e.into_error())?;
         f.sync_all()?;
-        Ok(written + 9)
+        Ok(f.metadata()?.len())
     })();
     match r {
         Ok(n) => {
@@ -299,13 +352,13 @@ fn write_db<W: Write>(
     let next = AtomicUsize::new(0);
     let threads = threads.max(1);
     let (tx, rx) = mpsc::sync_channel::<Vec<u8>>(threads * 4);
-    let opts = preserved.opts;
+    let (opts, format) = (preserved.opts, preserved.format);
     std::thread::scope(|scope| -> io::Result<()> {
         for _ in 0..threads {
             let tx = tx.clone();
             let next = &next;
             let srv = &**srv;
-            scope.spawn(move || serialize_shards(srv, db, next, &opts, &tx));
+            scope.spawn(move || serialize_shards(srv, db, next, (format, &opts), &tx));
         }
         drop(tx);
         let mut result = Ok(());
@@ -338,7 +391,7 @@ fn serialize_shards(
     srv: &Server,
     db: usize,
     next: &AtomicUsize,
-    opts: &SaveOpts,
+    (format, opts): (SnapFormat, &SaveOpts),
     tx: &mpsc::SyncSender<Vec<u8>>,
 ) {
     let progress = &srv.persist.snapshot.keys_done;
@@ -350,18 +403,16 @@ fn serialize_shards(
             return;
         }
         loop {
-            let mut versions = Vec::new();
-            let mut body = Vec::new();
+            let (mut versions, mut body, mut n) = (Vec::new(), Vec::new(), 0);
             let done = srv.keyspace.db(db).lock(shard).snap_step(batch, |e| {
-                versions.extend_from_slice(&e.version.to_le_bytes());
-                encode::encode_entry(&mut body, e, opts);
+                n += 1;
+                format.entry(&mut body, &mut versions, e, opts);
                 body.len() < BATCH_BYTES
             });
-            if !versions.is_empty() {
-                progress.fetch_add(versions.len() / 8, Relaxed);
+            if n > 0 {
+                progress.fetch_add(n, Relaxed);
                 let mut chunk = Vec::with_capacity(body.len() + versions.len() + 32);
-                encode::write_aux(&mut chunk, AUX_VERSIONS, &versions);
-                chunk.extend_from_slice(&body);
+                SnapFormat::batch(&mut chunk, &versions, &body);
                 if tx.send(chunk).is_err() {
                     return;
                 }

@@ -469,6 +469,11 @@ impl<W: Write> FileWriter<W> {
         self.inner.write_all(bytes)
     }
 
+    /// The inner writer, without a trailer (for files that are not RDB).
+    pub fn into_inner(self) -> W {
+        self.inner
+    }
+
     /// Writes EOF and the checksum; returns the inner writer (to flush and
     /// sync it).
     pub fn finish(mut self) -> io::Result<W> {
