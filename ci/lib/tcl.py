@@ -147,6 +147,27 @@ def parse(unit: str, output: str, res: UnitResult) -> None:
         res.note = res.note or f"no progress for {NO_PROGRESS}s"
 
 
+def kill_leftover_servers(src: Path) -> None:
+    """Spawn mode: SIGKILL servers a unit left running (the suite escalates to
+    SIGKILL only after 20 s, and a run that timed out leaves its servers),
+    so they cannot hold the next unit's ports. Matches processes started as
+    src/redis-server whose working directory is under this suite's tests/."""
+    tests = str(src / "tests")
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            argv0 = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[0]
+            cwd = os.readlink(f"/proc/{pid}/cwd")
+        except OSError:
+            continue
+        if argv0 == b"src/redis-server" and cwd.startswith(tests):
+            try:
+                os.kill(int(pid), 9)
+            except OSError:
+                pass
+
+
 def link_binaries(src: Path) -> None:
     """Spawn mode: the suite starts src/redis-server and calls src/redis-cli etc."""
     links = {"redis-server": server_binary(), "redis-cli": Path("/usr/bin/redis-cli"),
@@ -184,6 +205,8 @@ def run_unit(src: Path, unit: str, skips: list[str], lane: int, spawn: bool,
                 "--baseport", str(21111 + 100 * lane)]
     env = dict(os.environ, TERM="dumb")
     out, rc = run_group(cmd, limit, cwd=src, env=env)
+    if spawn:
+        kill_leftover_servers(src)
     output = out.decode("utf-8", "replace")
     os.unlink(f.name)
     logfile.write_text(output)
