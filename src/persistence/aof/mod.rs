@@ -17,8 +17,9 @@
 //! once per batch of replies: group commit, like Redis's beforeSleep); with
 //! `appendfsync always` it is also fsynced by then, with `everysec` a
 //! background thread fsyncs once a second, with `no` the kernel decides.
-//! Start-up loading happens before clients are served; the AOF, when on,
-//! replaces the RDB file as the source (as Redis).
+//! Start-up loading happens while clients get `-LOADING` (see
+//! `persistence/load.rs`); the AOF, when on, replaces the RDB file as the
+//! source (as Redis).
 
 pub mod load;
 pub mod manifest;
