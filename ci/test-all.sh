@@ -52,6 +52,8 @@ suite_total() {
 step fmt cargo fmt --all -- --check --color never
 step clippy cargo clippy --all-targets -- -D warnings
 ct_rc=0
+# Some cargo tests read the Redis suite's RDB fixtures: fetch the sources first.
+step fetch-redis-src python3 ci/lib/tcl.py --fetch
 step cargo-test cargo test --workspace || ct_rc=$?
 ct=$(grep -E '^test result: ' "$logs/cargo-test.log" |
     awk '{p += $4; f += $6} END {printf "%d passed, %d failed", p, f}')
