@@ -71,7 +71,7 @@ if step release cargo build --release --bin lattice-server; then
     # the suite spawns lattice-server in place of src/redis-server.
     step tcl-spawn bash ci/tcl.sh --spawn unit/maxmemory integration/rdb \
         integration/convert-zipmap-hash-on-load integration/convert-ziplist-hash-on-load \
-        integration/convert-ziplist-zset-on-load integration/aof integration/aof-multi-part
+        integration/convert-ziplist-zset-on-load integration/aof integration/aof-multi-part integration/corrupt-dump
     suite_total tcl-spawn tcl
     step clients env LATTICE_BIN="$PWD/target/release/lattice-server" bash ci/clients.sh
     suite_total clients clients

@@ -569,3 +569,20 @@ fn restore_propagates_deterministically() {
         assert_eq!(show(&srv), show(&copy), "{}", String::from_utf8_lossy(key));
     }
 }
+
+#[test]
+fn a_quicklist_node_of_zero_bytes_is_bad_data() {
+    // From Redis's corrupt-dump suite: one PLAIN node whose encoded length is 0.
+    let s = Server::start(&[]);
+    let mut c = s.conn();
+    let payload = b"\x12\x01\x01\x00\x0a\x00\x8f\xc6\xc0\x57\x1c\x0a\xb3\x3c";
+    let err: redis::RedisResult<()> = redis::cmd("RESTORE")
+        .arg("l")
+        .arg(0)
+        .arg(&payload[..])
+        .arg("REPLACE")
+        .query(&mut c);
+    let err = err.unwrap_err();
+    assert_eq!(err.detail(), Some("Bad data format"), "{err:?}");
+    assert_eq!(cmd::<i64>(&mut c, &["EXISTS", "l"]), 0);
+}

@@ -96,6 +96,7 @@ impl<R: io::Read> io::Read for Counting<'_, R> {
 pub struct LoadStats {
     pub keys: u64,
     pub expired: u64,
+    pub empty_skipped: u64,
 }
 
 /// How to treat a key already present (DEBUG RELOAD MERGE replaces it;
@@ -129,11 +130,20 @@ pub fn load_file(
             }
             e => e.to_string(),
         })?;
-    log_notice!(
-        "Done loading RDB, keys loaded: {}, keys expired: {}.",
-        stats.keys,
-        stats.expired
-    );
+    if stats.empty_skipped > 0 {
+        log_notice!(
+            "Done loading RDB, keys loaded: {}, keys expired: {}, empty keys skipped: {}.",
+            stats.keys,
+            stats.expired,
+            stats.empty_skipped
+        );
+    } else {
+        log_notice!(
+            "Done loading RDB, keys loaded: {}, keys expired: {}.",
+            stats.keys,
+            stats.expired
+        );
+    }
     log_notice!(
         "DB loaded from disk: {:.3} seconds",
         started.elapsed().as_secs_f64()
@@ -230,7 +240,11 @@ pub fn load_reader(
                 );
             }
         }
-        Ok(LoadStats { keys, expired })
+        Ok(LoadStats {
+            keys,
+            expired,
+            empty_skipped: summary.empty_skipped,
+        })
     })
 }
 
@@ -349,6 +363,10 @@ fn load_startup_data(srv: &Arc<Server>) -> Result<(), String> {
     let path = std::path::PathBuf::from(srv.config.read().get_str("dbfilename"));
     match load_file(srv, &path, OnDuplicate::Fail) {
         Ok(_) => Ok(()),
-        Err(e) => Err(format!("Fatal error loading the DB: {e}. Exiting.")),
+        Err(e) => {
+            crate::log_warning!("Internal error in RDB reading -> {e}");
+            crate::log_warning!("Terminating server after rdb file reading failure.");
+            Err(format!("Fatal error loading the DB: {e}. Exiting."))
+        }
     }
 }
