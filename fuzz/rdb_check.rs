@@ -27,6 +27,7 @@ pub fn default_limits() -> EncodingLimits {
 pub fn check(data: &[u8], limits: &EncodingLimits) {
     for verify_checksum in [true, false] {
         let opts = LoadOpts {
+            on_resize: None,
             limits,
             verify_checksum,
         };

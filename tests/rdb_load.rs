@@ -181,6 +181,7 @@ fn decode_file(path: &Path) -> Keys {
     let data = std::fs::read(path).unwrap();
     let limits = rdb_check::default_limits();
     let opts = LoadOpts {
+        on_resize: None,
         limits: &limits,
         verify_checksum: true,
     };
@@ -348,6 +349,7 @@ fn corrupt_fixtures_give_errors() {
     let assets = redis_src().join("tests/assets");
     let limits = rdb_check::default_limits();
     let opts = LoadOpts {
+        on_resize: None,
         limits: &limits,
         verify_checksum: true,
     };
@@ -490,6 +492,7 @@ fn writer_and_loader_agree() {
     let file = w.finish().unwrap();
     let limits = rdb_check::default_limits();
     let opts = LoadOpts {
+        on_resize: None,
         limits: &limits,
         verify_checksum: true,
     };

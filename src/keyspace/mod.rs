@@ -260,6 +260,14 @@ impl Shard {
         old
     }
 
+    /// Makes room in the index for `more` keys (loading a file that says
+    /// how many keys follow), so it does not grow by doubling meanwhile.
+    pub fn reserve(&mut self, hasher: &KeyHasher, more: usize) {
+        let entries = &self.entries;
+        self.index
+            .reserve(more, |&j| hasher.hash(&entries.get(j as usize).key));
+    }
+
     /// Inserts an entry whose key must be new, with one probe of the index
     /// (loading); gives the entry back if the key is already there.
     pub fn insert_new(&mut self, hasher: &KeyHasher, hash: u64, entry: Entry) -> Result<(), Entry> {

@@ -169,9 +169,23 @@ pub fn load_reader(
     dup: OnDuplicate,
 ) -> Result<LoadStats, RdbError> {
     let verify_checksum = srv.config.read().get_bool("rdbchecksum");
+    // RESIZEDB: size every shard of the database once (keys spread evenly).
+    // The hint is the file's word: bounded, so a lying file costs at most
+    // ~90 MB of index up front (16M keys per database).
+    let reserve = |db: usize, keys: u64| {
+        let ks = &srv.keyspace;
+        if db < ks.num_dbs() {
+            let keys = keys.min(1 << 24) as usize;
+            let per_shard = keys / crate::keyspace::SHARDS * 21 / 20;
+            for i in 0..crate::keyspace::SHARDS {
+                ks.db(db).lock(i).reserve(&ks.hasher, per_shard);
+            }
+        }
+    };
     let opts = LoadOpts {
         limits: &srv.hot.encoding,
         verify_checksum,
+        on_resize: Some(&reserve),
     };
     let now = unix_ms();
     let now_lru = lru_clock(now);

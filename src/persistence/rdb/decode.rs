@@ -57,6 +57,9 @@ pub struct LoadedKey {
 pub struct LoadOpts<'a> {
     pub limits: &'a EncodingLimits,
     pub verify_checksum: bool,
+    /// Told each RESIZEDB (database, keys) before that database's keys, so
+    /// the loader can size its tables once.
+    pub on_resize: Option<&'a dyn Fn(usize, u64)>,
 }
 
 #[derive(Debug)]
@@ -72,12 +75,12 @@ fn corrupt(s: impl Into<String>) -> RdbError {
     RdbError::Corrupt(s.into())
 }
 
-static CRC: crc::Crc<u64> = crc::Crc::<u64>::new(&crc::CRC_64_REDIS);
+use super::CRC64 as CRC;
 
 /// A reader that keeps the running checksum of what it consumed.
 struct Src<R: Read> {
     r: R,
-    digest: crc::Digest<'static, u64>,
+    digest: crc::Digest<'static, u64, crc::Table<16>>,
 }
 
 /// A length or a special string encoding (the top bits 11).
@@ -116,7 +119,13 @@ impl<R: Read> Src<R> {
     /// `n` bytes, read in bounded pieces so a lying length cannot make us
     /// allocate more than the input actually holds.
     fn bytes(&mut self, n: u64) -> Result<Vec<u8>, RdbError> {
-        let mut out = Vec::with_capacity(n.min(1 << 16) as usize);
+        // Small strings (nearly all keys and values): one exact read.
+        if n <= 1 << 16 {
+            let mut out = vec![0u8; n as usize];
+            self.fill(&mut out)?;
+            return Ok(out);
+        }
+        let mut out = Vec::with_capacity(1 << 16);
         let got = (&mut self.r).take(n).read_to_end(&mut out)?;
         if got as u64 != n {
             return Err(corrupt("unexpected end of data in a string"));
@@ -556,7 +565,7 @@ pub fn load(
         if t == opcode::EOF {
             break;
         }
-        if !read_opcode(&mut s, t, &mut st)? {
+        if !read_opcode(&mut s, t, &mut st, opts)? {
             read_key(&mut s, t, opts, &mut st, on_key)?;
         }
     }
@@ -567,7 +576,12 @@ pub fn load(
 }
 
 /// Handles a non-key record; false if `t` is a value type.
-fn read_opcode<R: Read>(s: &mut Src<R>, t: u8, st: &mut State) -> Result<bool, RdbError> {
+fn read_opcode<R: Read>(
+    s: &mut Src<R>,
+    t: u8,
+    st: &mut State,
+    opts: &LoadOpts,
+) -> Result<bool, RdbError> {
     let p = &mut st.pending;
     match t {
         opcode::EXPIRETIME => {
@@ -587,8 +601,11 @@ fn read_opcode<R: Read>(s: &mut Src<R>, t: u8, st: &mut State) -> Result<bool, R
                 .ok_or_else(|| corrupt(format!("bad database number {n}")))?;
         }
         opcode::RESIZEDB => {
+            let keys = s.len()?;
             s.len()?;
-            s.len()?;
+            if let Some(f) = opts.on_resize {
+                f(st.db, keys);
+            }
         }
         opcode::AUX => {
             let (k, v) = (s.string()?, s.string()?);
@@ -775,6 +792,7 @@ mod tests {
         f.extend_from_slice(&crc.to_le_bytes());
         let l = limits();
         let opts = LoadOpts {
+            on_resize: None,
             limits: &l,
             verify_checksum: true,
         };
