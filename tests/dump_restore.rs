@@ -10,62 +10,10 @@ mod common;
 mod rdb_check;
 
 use common::*;
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
 
 use lattice::persistence::rdb::CRC64;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
-
-/// A redis-server child, killed on drop.
-struct Redis {
-    child: Child,
-    port: u16,
-}
-
-impl Drop for Redis {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-impl Redis {
-    fn start() -> Redis {
-        let port = free_port();
-        let child = Command::new("/usr/bin/redis-server")
-            .args([
-                "--port",
-                &port.to_string(),
-                "--save",
-                "",
-                "--appendonly",
-                "no",
-            ])
-            .args(["--bind", "127.0.0.1", "--requirepass", ""])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("start redis-server");
-        let r = Redis { child, port };
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while Instant::now() < deadline {
-            if let Ok(mut c) = r.try_conn() {
-                if redis::cmd("PING").query::<String>(&mut c).is_ok() {
-                    return r;
-                }
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        panic!("redis-server did not start");
-    }
-    fn try_conn(&self) -> redis::RedisResult<redis::Connection> {
-        redis::Client::open(format!("redis://127.0.0.1:{}/", self.port))?.get_connection()
-    }
-    fn conn(&self) -> redis::Connection {
-        self.try_conn().unwrap()
-    }
-}
 
 fn bin(c: &mut redis::Connection, args: &[&[u8]]) -> redis::RedisResult<redis::Value> {
     let mut q = redis::cmd(std::str::from_utf8(args[0]).unwrap());
@@ -249,7 +197,7 @@ fn round_trips_every_type() {
 
 #[test]
 fn payloads_cross_between_redis_and_lattice() {
-    let r = Redis::start();
+    let r = RedisOracle::start(&["--requirepass", ""]);
     let s = Server::start(&[]);
     let (mut rc, mut lc) = (r.conn(), s.conn());
     let keys = populate(&mut rc);
@@ -368,7 +316,7 @@ fn idletime_and_freq() {
 fn migrate_to_lattice_and_redis() {
     let a = Server::start(&[]);
     let b = Server::start(&["--requirepass", "pw"]);
-    let r = Redis::start();
+    let r = RedisOracle::start(&["--requirepass", ""]);
     let mut ac = a.conn();
     let keys = populate(&mut ac);
     let descs: Vec<String> = keys.iter().map(|k| describe(&mut ac, k)).collect();

@@ -7,60 +7,13 @@ mod common;
 use common::*;
 
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 /// A real redis-server loading `dir/dbfilename`.
-struct Oracle {
-    child: Child,
-    port: u16,
-}
-
-impl Oracle {
-    fn start(dir: &Path, dbfilename: &str) -> Oracle {
-        let port = free_port();
-        let child = Command::new("redis-server")
-            .args([
-                "--port",
-                &port.to_string(),
-                "--save",
-                "",
-                "--appendonly",
-                "no",
-            ])
-            .args(["--dbfilename", dbfilename, "--enable-debug-command", "yes"])
-            .arg("--dir")
-            .arg(dir)
-            .stdout(Stdio::null())
-            .spawn()
-            .expect("redis-server must be installed (apt-get install redis-server)");
-        let o = Oracle { child, port };
-        let deadline = Instant::now() + Duration::from_secs(10);
-        loop {
-            if let Ok(c) = o.client().get_connection() {
-                let mut c = c;
-                let loading: Result<String, _> = redis::cmd("PING").query(&mut c);
-                if loading.is_ok() {
-                    return o;
-                }
-            }
-            assert!(Instant::now() < deadline, "redis-server did not start");
-            std::thread::sleep(Duration::from_millis(50));
-        }
-    }
-    fn client(&self) -> redis::Client {
-        redis::Client::open(format!("redis://127.0.0.1:{}/", self.port)).unwrap()
-    }
-    fn conn(&self) -> redis::Connection {
-        self.client().get_connection().unwrap()
-    }
-}
-
-impl Drop for Oracle {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
+fn oracle(dir: &Path, dbfilename: &str) -> RedisOracle {
+    let dir = dir.to_str().unwrap();
+    RedisOracle::start(&["--dir", dir, "--dbfilename", dbfilename])
 }
 
 /// Every type in both of its encodings, TTLs, and three databases.
@@ -127,7 +80,7 @@ fn save_writes_a_file_redis_loads_with_the_same_data() {
     populate(&mut c);
     let digest: String = cmd(&mut c, &["DEBUG", "DIGEST"]);
     assert_eq!(cmd::<String>(&mut c, &["SAVE"]), "OK");
-    let o = Oracle::start(&s.dir, "dump.rdb");
+    let o = oracle(&s.dir, "dump.rdb");
     let mut r = o.conn();
     assert_eq!(cmd::<String>(&mut r, &["DEBUG", "DIGEST"]), digest);
     for (key, enc) in [
@@ -174,7 +127,7 @@ fn bgsave_captures_the_instant_it_was_asked_for() {
     assert_eq!(started, "Background saving started");
     wait_for_bgsave(&mut c);
     assert_eq!(info_field::<String>(&mut c, "rdb_last_bgsave_status"), "ok");
-    let o = Oracle::start(&s.dir, "dump.rdb");
+    let o = oracle(&s.dir, "dump.rdb");
     let mut r = o.conn();
     assert_eq!(cmd::<i64>(&mut r, &["DBSIZE"]), n);
     assert_eq!(cmd::<String>(&mut r, &["DEBUG", "DIGEST"]), digest);
@@ -270,13 +223,13 @@ fn shutdown_save_writes_the_file_and_a_failing_save_keeps_the_server_up() {
     let mut s = s;
     let status = s.child.wait().unwrap();
     assert!(status.success());
-    let o = Oracle::start(&s.dir, "dump.rdb");
+    let o = oracle(&s.dir, "dump.rdb");
     assert_eq!(cmd::<String>(&mut o.conn(), &["GET", "k"]), "v");
 }
 
 /// A redis-server of our own choosing that writes a dump for us to load.
 fn redis_dump(dir: &Path, fill: impl FnOnce(&mut redis::Connection)) -> String {
-    let o = Oracle::start(dir, "dump.rdb");
+    let o = oracle(dir, "dump.rdb");
     let mut r = o.conn();
     fill(&mut r);
     let digest: String = cmd(&mut r, &["DEBUG", "DIGEST"]);

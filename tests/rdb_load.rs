@@ -4,13 +4,14 @@
 //! mutated files. The expected values are always what a redis-server reports
 //! after loading the same file, read back over the wire.
 
+mod common;
+use common::RedisOracle;
+
 #[path = "../fuzz/rdb_check.rs"]
 mod rdb_check;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
 
 use lattice::keyspace::Value;
 use lattice::persistence::rdb::decode::{self, LoadOpts};
@@ -54,66 +55,9 @@ fn canon(v: &Value) -> Canon {
     }
 }
 
-/// A redis-server child, killed on drop.
-struct Redis {
-    child: Child,
-    port: u16,
-}
-
-impl Drop for Redis {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn redis_bin() -> &'static str {
-    "/usr/bin/redis-server"
-}
-
-fn start_redis(dir: &Path, dbfilename: &str) -> Redis {
-    let port = {
-        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        l.local_addr().unwrap().port()
-    };
-    let child = Command::new(redis_bin())
-        .args([
-            "--port",
-            &port.to_string(),
-            "--save",
-            "",
-            "--appendonly",
-            "no",
-        ])
-        .args(["--bind", "127.0.0.1", "--enable-debug-command", "yes"])
-        .arg("--dir")
-        .arg(dir)
-        .args(["--dbfilename", dbfilename])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("start redis-server");
-    let r = Redis { child, port };
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while Instant::now() < deadline {
-        if let Ok(mut c) = r.conn_try() {
-            let loading: Result<String, _> = redis::cmd("PING").query(&mut c);
-            if loading.is_ok() {
-                return r;
-            }
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    panic!("redis-server did not start on {port}");
-}
-
-impl Redis {
-    fn conn_try(&self) -> redis::RedisResult<redis::Connection> {
-        redis::Client::open(format!("redis://127.0.0.1:{}/", self.port))?.get_connection()
-    }
-    fn conn(&self) -> redis::Connection {
-        self.conn_try().unwrap()
-    }
+fn start_redis(dir: &Path, dbfilename: &str) -> RedisOracle {
+    let dir = dir.to_str().unwrap();
+    RedisOracle::start(&["--dir", dir, "--dbfilename", dbfilename])
 }
 
 fn q<T: redis::FromRedisValue>(c: &mut redis::Connection, args: &[&[u8]]) -> T {
@@ -126,7 +70,7 @@ fn q<T: redis::FromRedisValue>(c: &mut redis::Connection, args: &[&[u8]]) -> T {
 }
 
 /// Everything a redis-server holds, per database.
-fn snapshot(r: &Redis) -> Keys {
+fn snapshot(r: &RedisOracle) -> Keys {
     let mut c = r.conn();
     let mut out = Keys::new();
     for db in 0..16usize {

@@ -218,3 +218,59 @@ pub fn info_field<T: std::str::FromStr>(c: &mut redis::Connection, field: &str) 
         .parse()
         .unwrap_or_else(|_| panic!("INFO {field}:{v} does not parse"))
 }
+
+/// A real redis-server (Debian's, the oracle for edge cases and interop),
+/// on a free loopback port with saving off, killed on drop. `extra` adds or
+/// overrides directives (`--dir`, `--dbfilename`, ...).
+pub struct RedisOracle {
+    pub child: Child,
+    pub port: u16,
+}
+
+impl RedisOracle {
+    pub fn start(extra: &[&str]) -> RedisOracle {
+        let port = free_port();
+        let child = Command::new("/usr/bin/redis-server")
+            .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
+            .args([
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+                "--enable-debug-command",
+                "yes",
+            ])
+            .args(extra)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("redis-server must be installed (apt-get install redis-server)");
+        let o = RedisOracle { child, port };
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while Instant::now() < deadline {
+            // PING answers once the dump is loaded (-LOADING before).
+            if let Ok(mut c) = o.try_conn() {
+                if redis::cmd("PING").query::<String>(&mut c).is_ok() {
+                    return o;
+                }
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        panic!("redis-server did not start on port {port}");
+    }
+
+    pub fn try_conn(&self) -> redis::RedisResult<redis::Connection> {
+        redis::Client::open(format!("redis://127.0.0.1:{}/", self.port))?.get_connection()
+    }
+
+    pub fn conn(&self) -> redis::Connection {
+        self.try_conn().unwrap()
+    }
+}
+
+impl Drop for RedisOracle {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
