@@ -4,23 +4,12 @@
 //! or an error, never a panic, and whatever loads is a well-formed value
 //! (no empty collection, which Redis would never hold).
 
-use std::sync::atomic::Ordering::Relaxed;
-
 use lattice::persistence::rdb::decode::{self, LoadOpts};
 use lattice::server::EncodingLimits;
 
 /// Redis 7.0's default encoding limits.
 pub fn default_limits() -> EncodingLimits {
-    let l = EncodingLimits::default();
-    l.list_max_listpack_size.store(-2, Relaxed);
-    l.hash_max_listpack_entries.store(512, Relaxed);
-    l.hash_max_listpack_value.store(64, Relaxed);
-    l.set_max_intset_entries.store(512, Relaxed);
-    l.set_max_listpack_entries.store(128, Relaxed);
-    l.set_max_listpack_value.store(64, Relaxed);
-    l.zset_max_listpack_entries.store(128, Relaxed);
-    l.zset_max_listpack_value.store(64, Relaxed);
-    l
+    EncodingLimits::defaults()
 }
 
 /// Feeds `data` to both entry points; panics only on a broken invariant.

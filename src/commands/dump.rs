@@ -29,7 +29,7 @@ use super::util::{arg_i64, eq_ic};
 use super::{flags::*, CmdError, CmdResult, Command, Ctx};
 use crate::keyspace::Entry;
 use crate::persistence::rdb::{decode, encode, RdbError};
-use crate::protocol::Args;
+use crate::protocol::{request, Args};
 
 const G: &str = "generic";
 
@@ -369,31 +369,22 @@ fn connect(host: &[u8], port: &[u8], timeout: Duration) -> Option<TcpStream> {
     Some(s)
 }
 
-fn push_command(buf: &mut Vec<u8>, argv: &[&[u8]]) {
-    buf.extend_from_slice(format!("*{}\r\n", argv.len()).as_bytes());
-    for a in argv {
-        buf.extend_from_slice(format!("${}\r\n", a.len()).as_bytes());
-        buf.extend_from_slice(a);
-        buf.extend_from_slice(b"\r\n");
-    }
-}
-
 /// AUTH (if asked), SELECT, then one RESTORE per key.
 fn migrate_request(o: &MigrateOpts, out: &[Outgoing]) -> Vec<u8> {
     let mut buf = Vec::new();
     match o.auth {
-        Some((Some(user), pass)) => push_command(&mut buf, &[b"AUTH", user, pass]),
-        Some((None, pass)) => push_command(&mut buf, &[b"AUTH", pass]),
+        Some((Some(user), pass)) => request::command(&mut buf, &[b"AUTH", user, pass]),
+        Some((None, pass)) => request::command(&mut buf, &[b"AUTH", pass]),
         None => {}
     }
-    push_command(&mut buf, &[b"SELECT", o.db.to_string().as_bytes()]);
+    request::command(&mut buf, &[b"SELECT", o.db.to_string().as_bytes()]);
     for k in out {
         let ttl = k.ttl.to_string();
         let mut argv: Vec<&[u8]> = vec![b"RESTORE", k.key, ttl.as_bytes(), &k.payload];
         if o.replace {
             argv.push(b"REPLACE");
         }
-        push_command(&mut buf, &argv);
+        request::command(&mut buf, &argv);
     }
     buf
 }

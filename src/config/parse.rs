@@ -52,6 +52,28 @@ pub fn split_line(line: &str) -> Result<Vec<String>, ()> {
     }
 }
 
+/// Appends `b` quoted as Redis's `sdscatrepr` does, byte by byte (bytes
+/// outside printable ASCII as `\xNN`): MONITOR lines, AOF manifest names.
+pub fn push_quoted_bytes(o: &mut String, b: &[u8]) {
+    o.push('"');
+    for &c in b {
+        match c {
+            b'\\' => o.push_str("\\\\"),
+            b'"' => o.push_str("\\\""),
+            b'\n' => o.push_str("\\n"),
+            b'\r' => o.push_str("\\r"),
+            b'\t' => o.push_str("\\t"),
+            7 => o.push_str("\\a"),
+            8 => o.push_str("\\b"),
+            c if c.is_ascii_graphic() || c == b' ' => o.push(c as char),
+            c => {
+                let _ = std::fmt::Write::write_fmt(o, format_args!("\\x{c:02x}"));
+            }
+        }
+    }
+    o.push('"');
+}
+
 /// Quotes a value as Redis's `sdscatrepr` does.
 pub fn quote(s: &str) -> String {
     let mut o = String::with_capacity(s.len() + 2);

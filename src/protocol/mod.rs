@@ -12,6 +12,7 @@
 
 mod parse;
 mod reply;
+pub mod request;
 
 pub use parse::parse_i64;
 pub use parse::{Args, ParseError, ParseLimits, Parsed, RequestParser};

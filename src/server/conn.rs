@@ -662,21 +662,8 @@ pub(crate) fn feed_monitors(srv: &Server, client: &ClientState, args: Args) {
         addr
     );
     for a in args.iter() {
-        line.push_str(" \"");
-        for &c in a {
-            match c {
-                b'\\' => line.push_str("\\\\"),
-                b'"' => line.push_str("\\\""),
-                b'\n' => line.push_str("\\n"),
-                b'\r' => line.push_str("\\r"),
-                b'\t' => line.push_str("\\t"),
-                7 => line.push_str("\\a"),
-                8 => line.push_str("\\b"),
-                c if c.is_ascii_graphic() || c == b' ' => line.push(c as char),
-                c => line.push_str(&format!("\\x{c:02x}")),
-            }
-        }
-        line.push('"');
+        line.push(' ');
+        crate::config::parse::push_quoted_bytes(&mut line, a);
     }
     line.push_str("\r\n");
     let limit = srv.hot.obuf_limits.read().monitor();

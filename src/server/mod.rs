@@ -95,6 +95,14 @@ pub struct EncodingLimits {
 }
 
 impl EncodingLimits {
+    /// Redis 7's defaults (the directives' defaults), for code without a
+    /// server: tests and fuzzing of the loader.
+    pub fn defaults() -> EncodingLimits {
+        let l = EncodingLimits::default();
+        l.load(&Config::default());
+        l
+    }
+
     fn load(&self, c: &Config) {
         let u = |name: &str| c.get_i64(name).max(0) as usize;
         self.list_max_listpack_size

@@ -278,21 +278,8 @@ fn quote_if_needed(name: &str) -> String {
     if !needs {
         return name.to_string();
     }
-    let mut s = String::from("\"");
-    for b in name.bytes() {
-        match b {
-            b'\\' => s.push_str("\\\\"),
-            b'"' => s.push_str("\\\""),
-            b'\n' => s.push_str("\\n"),
-            b'\r' => s.push_str("\\r"),
-            b'\t' => s.push_str("\\t"),
-            7 => s.push_str("\\a"),
-            8 => s.push_str("\\b"),
-            b if b.is_ascii_graphic() || b == b' ' => s.push(b as char),
-            b => s.push_str(&format!("\\x{b:02x}")),
-        }
-    }
-    s.push('"');
+    let mut s = String::new();
+    crate::config::parse::push_quoted_bytes(&mut s, name.as_bytes());
     s
 }
 

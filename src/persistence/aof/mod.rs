@@ -5,7 +5,8 @@
 //! - `writer.rs`: the effect-stream sink and the flushes (appendfsync).
 //! - `load.rs`: start-up loading of base and incr files.
 //! - `rewrite.rs`: BGREWRITEAOF, auto-rewrite, turning the AOF on at runtime.
-//! - `manifest.rs`, `resp.rs`, `rdb_base.rs`, `snap.rs`: formats and helpers.
+//! - `manifest.rs`, `rdb_base.rs`, `snap.rs`: formats and helpers (RESP
+//!   encoding is `protocol::request`).
 //!
 //! This file is the interface the rest of the server calls: the start-up
 //! hook, the hook before replies are written, the write refusal after a
@@ -24,7 +25,6 @@
 pub mod load;
 pub mod manifest;
 mod rdb_base;
-pub mod resp;
 pub mod rewrite;
 mod snap;
 pub mod writer;

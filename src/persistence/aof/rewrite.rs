@@ -20,8 +20,9 @@ use std::sync::atomic::{AtomicBool, Ordering::*};
 use std::sync::Arc;
 use std::time::Instant;
 
-use super::{manifest, resp, AofState};
+use super::{manifest, AofState};
 use crate::keyspace::{Entry, Value};
+use crate::protocol::request as resp;
 use crate::server::Server;
 use crate::{log_notice, log_warning};
 

@@ -28,9 +28,9 @@ use std::sync::Arc;
 
 use parking_lot::Mutex;
 
-use super::resp;
 use crate::effects::{Effect, EffectSink};
 use crate::log_warning;
+use crate::protocol::request as resp;
 
 pub const FSYNC_NO: u8 = 0;
 pub const FSYNC_EVERYSEC: u8 = 1;

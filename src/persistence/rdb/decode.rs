@@ -741,14 +741,7 @@ mod tests {
     use super::*;
 
     fn limits() -> EncodingLimits {
-        let l = EncodingLimits::default();
-        l.list_max_listpack_size.store(-2, Relaxed);
-        l.hash_max_listpack_entries.store(512, Relaxed);
-        l.hash_max_listpack_value.store(64, Relaxed);
-        l.set_max_intset_entries.store(512, Relaxed);
-        l.zset_max_listpack_entries.store(128, Relaxed);
-        l.zset_max_listpack_value.store(64, Relaxed);
-        l
+        EncodingLimits::defaults()
     }
 
     fn payload(body: &[u8]) -> Vec<u8> {

@@ -1,18 +1,19 @@
-//! RESP encoding of AOF commands: `*<argc>\r\n` then `$<len>\r\n<arg>\r\n`
-//! per argument, exactly what Redis's catAppendOnlyGenericCommand writes, so
-//! our files load into Redis and `redis-check-aof` accepts them.
+//! RESP encoding of commands as a client sends them: `*<argc>\r\n` then
+//! `$<len>\r\n<arg>\r\n` per argument. The AOF writes exactly this (Redis's
+//! catAppendOnlyGenericCommand, so `redis-check-aof` accepts our files), and
+//! MIGRATE sends it to the target server.
 
 /// Appends the array header of a command with `argc` arguments.
 pub fn array(out: &mut Vec<u8>, argc: usize) {
     out.push(b'*');
-    push_num(out, argc as u64);
+    push_num(out, argc as i64);
     out.extend_from_slice(b"\r\n");
 }
 
 /// Appends one bulk argument.
 pub fn bulk(out: &mut Vec<u8>, arg: &[u8]) {
     out.push(b'$');
-    push_num(out, arg.len() as u64);
+    push_num(out, arg.len() as i64);
     out.extend_from_slice(b"\r\n");
     out.extend_from_slice(arg);
     out.extend_from_slice(b"\r\n");
@@ -20,7 +21,8 @@ pub fn bulk(out: &mut Vec<u8>, arg: &[u8]) {
 
 /// Appends one bulk argument holding a decimal integer.
 pub fn bulk_int(out: &mut Vec<u8>, n: i64) {
-    bulk(out, n.to_string().as_bytes());
+    let mut b = [0u8; 20];
+    bulk(out, super::reply::fmt_i64(&mut b, n));
 }
 
 /// Appends a whole command.
@@ -38,18 +40,9 @@ pub fn select(out: &mut Vec<u8>, db: usize) {
     bulk_int(out, db as i64);
 }
 
-fn push_num(out: &mut Vec<u8>, mut n: u64) {
+fn push_num(out: &mut Vec<u8>, n: i64) {
     let mut b = [0u8; 20];
-    let mut i = b.len();
-    loop {
-        i -= 1;
-        b[i] = b'0' + (n % 10) as u8;
-        n /= 10;
-        if n == 0 {
-            break;
-        }
-    }
-    out.extend_from_slice(&b[i..]);
+    out.extend_from_slice(super::reply::fmt_i64(&mut b, n));
 }
 
 #[cfg(test)]
