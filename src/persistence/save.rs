@@ -232,17 +232,29 @@ pub fn abort_bgsave(srv: &Server) {
     }
 }
 
-/// `save` directive: (seconds, changes) pairs.
-fn save_points(srv: &Server) -> Vec<(u64, u64)> {
-    let v = srv.config.read().get_str("save");
-    let nums: Vec<u64> = v
+/// The first `save` point (seconds, changes) for which `due` holds, read
+/// from the directive in place: the cron asks every tick, without
+/// allocating.
+fn find_save_point(srv: &Server, due: impl Fn(u64, u64) -> bool) -> Option<(u64, u64)> {
+    let cfg = srv.config.read();
+    let mut nums = cfg
+        .get("save")
+        .unwrap_or("")
         .split_whitespace()
-        .filter_map(|s| s.parse().ok())
-        .collect();
-    nums.chunks_exact(2).map(|c| (c[0], c[1])).collect()
+        .filter_map(|s| s.parse().ok());
+    while let (Some(secs), Some(changes)) = (nums.next(), nums.next()) {
+        if due(secs, changes) {
+            return Some((secs, changes));
+        }
+    }
+    None
 }
 
-/// Once a second from the cron: a scheduled BGSAVE, or one the `save`
+fn has_save_points(srv: &Server) -> bool {
+    find_save_point(srv, |_, _| true).is_some()
+}
+
+/// Each cron tick (worker 0): a scheduled BGSAVE, or one the `save`
 /// points ask for (Redis's serverCron).
 pub fn cron(srv: &Arc<Server>) {
     let st = &srv.persist.rdb;
@@ -260,13 +272,14 @@ pub fn cron(srv: &Arc<Server>) {
     let last = srv.lastsave_unix.load(Relaxed);
     let retry_ok = st.last_ok.load(Relaxed)
         || now.saturating_sub(st.last_try_unix.load(Relaxed)) >= RETRY_DELAY_SECS;
+    if !retry_ok {
+        return;
+    }
     let dirty = dirty_since_save(srv);
-    for (secs, changes) in save_points(srv) {
-        if dirty >= changes && now.saturating_sub(last) >= secs && retry_ok {
-            log_notice!("{changes} changes in {secs} seconds. Saving...");
-            let _ = bgsave(srv, false, false);
-            return;
-        }
+    let due = |secs, changes| dirty >= changes && now.saturating_sub(last) >= secs;
+    if let Some((secs, changes)) = find_save_point(srv, due) {
+        log_notice!("{changes} changes in {secs} seconds. Saving...");
+        let _ = bgsave(srv, false, false);
     }
 }
 
@@ -274,7 +287,7 @@ pub fn cron(srv: &Arc<Server>) {
 /// exist. Returns false if the save failed (then Redis refuses to exit
 /// unless FORCE).
 pub fn save_on_shutdown(srv: &Arc<Server>, force_save: bool) -> bool {
-    if !force_save && save_points(srv).is_empty() {
+    if !force_save && !has_save_points(srv) {
         return true;
     }
     log_notice!("Saving the final RDB snapshot before exiting.");
@@ -303,7 +316,7 @@ pub fn disk_error(srv: &Server) -> Option<CmdError> {
         return None;
     }
     let stop = srv.config.read().get_bool("stop-writes-on-bgsave-error");
-    if !stop || save_points(srv).is_empty() {
+    if !stop || !has_save_points(srv) {
         return None;
     }
     Some(CmdError::Msg(
