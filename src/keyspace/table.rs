@@ -1,10 +1,14 @@
 //! [`Slab`]: the dense, chunked storage of a shard's entries.
 //!
 //! Entries are packed into fixed-size chunks of about 4 KiB (one allocator
-//! size class, so no rounding waste). Growing adds one chunk; nothing is ever
-//! copied or reallocated, so a shard's memory grows by 4 KiB steps with no
-//! transient copy (no 2x spike, and no big freed blocks left for the
-//! allocator to hold on to). Removal swaps the last entry into the hole, so
+//! size class, so no rounding waste). Growing adds one chunk; past the first
+//! chunk nothing is ever copied or reallocated, so a shard's memory grows by
+//! 4 KiB steps with no transient copy (no 2x spike, and no big freed blocks
+//! left for the allocator to hold on to). The first chunk alone starts at
+//! [`FIRST_CHUNK`] entries and doubles up to a whole chunk: a database has
+//! 256 shards, and a 4 KiB chunk for each shard's first key would make a
+//! small database's used_memory jump by 1 MiB in its first few hundred keys
+//! (maxmemory tests and users watching INFO expect memory to follow the data). Removal swaps the last entry into the hole, so
 //! the slab stays dense: positions are `0..len`, and only the last chunk can
 //! be partly empty. The shard's hash index maps keys to positions.
 //!
@@ -243,6 +247,9 @@ pub const CHUNK: usize = {
     }
 };
 
+/// Capacity of a shard's first chunk when its first entry arrives.
+const FIRST_CHUNK: usize = 2;
+
 #[derive(Default)]
 pub struct Slab {
     chunks: Vec<Vec<Entry>>,
@@ -273,9 +280,19 @@ impl Slab {
     /// Appends `e`; returns its position.
     pub fn push(&mut self, e: Entry) -> usize {
         if self.len.is_multiple_of(CHUNK) {
-            self.chunks.push(Vec::with_capacity(CHUNK));
+            let cap = if self.len == 0 {
+                FIRST_CHUNK.min(CHUNK)
+            } else {
+                CHUNK
+            };
+            self.chunks.push(Vec::with_capacity(cap));
         }
-        self.chunks.last_mut().expect("pushed above").push(e);
+        let last = self.chunks.last_mut().expect("pushed above");
+        if last.len() == last.capacity() {
+            // Only the first chunk can be full here: double it, up to CHUNK.
+            last.reserve_exact((last.capacity() * 2).min(CHUNK) - last.len());
+        }
+        last.push(e);
         self.len += 1;
         self.len - 1
     }
@@ -332,6 +349,22 @@ mod tests {
         }
         assert!(s.chunks.is_empty());
         assert_eq!(s.iter().count(), 0);
+    }
+
+    #[test]
+    fn first_chunk_grows_with_the_entries_later_chunks_are_whole() {
+        let mut s = Slab::default();
+        s.push(e(0));
+        assert_eq!(s.chunks[0].capacity(), FIRST_CHUNK);
+        for n in 1..CHUNK {
+            s.push(e(n));
+            let cap = s.chunks[0].capacity();
+            assert!(cap > n && cap <= CHUNK && cap <= 2 * (n + 1), "{n}: {cap}");
+        }
+        assert_eq!(s.chunks[0].capacity(), CHUNK);
+        s.push(e(CHUNK));
+        assert_eq!(s.chunks[1].capacity(), CHUNK);
+        assert!((0..=CHUNK).all(|n| s.get(n).version == n as u64));
     }
 
     #[test]

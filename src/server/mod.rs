@@ -185,6 +185,8 @@ pub struct Server {
     pub commands: CommandTable,
     pub clients: ClientRegistry,
     pub workers: Mutex<Vec<Arc<WorkerStats>>>,
+    /// INFO's instantaneous_* rates, sampled by the cron.
+    pub metrics: stats::InstantMetrics,
     pub started: Instant,
     pub start_unix_ms: u64,
     pub run_id: String,
@@ -232,6 +234,7 @@ impl Server {
             commands: CommandTable::build(),
             clients: ClientRegistry::default(),
             workers: Mutex::new(vec![]),
+            metrics: Default::default(),
             started: Instant::now(),
             start_unix_ms: now,
             run_id,

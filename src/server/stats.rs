@@ -128,3 +128,69 @@ impl WorkerStats {
 pub fn sum(workers: &[std::sync::Arc<WorkerStats>], f: impl Fn(&WorkerStats) -> &AtomicU64) -> u64 {
     workers.iter().map(|w| f(w).load(Relaxed)).sum()
 }
+
+/// The counters INFO shows an instantaneous rate of.
+#[derive(Clone, Copy)]
+pub enum Metric {
+    Commands = 0,
+    NetInput,
+    NetOutput,
+}
+const METRICS: usize = 3;
+/// Samples averaged (Redis's STATS_METRIC_SAMPLES).
+const SAMPLES: usize = 16;
+
+/// Instantaneous rates, as Redis's trackInstantaneousMetric keeps them: the
+/// cron records each counter's per-second rate over the last interval (at
+/// least ~100 ms) into a ring of [`SAMPLES`], and INFO shows the ring's
+/// average. Fixed size, so a client calling INFO in a loop allocates nothing
+/// (a sample per INFO call once grew a Vec by 160 KB jumps).
+pub struct InstantMetrics {
+    inner: Mutex<Rings>,
+}
+
+struct Rings {
+    last_at: std::time::Instant,
+    last: [u64; METRICS],
+    rates: [[f64; SAMPLES]; METRICS],
+    next: usize,
+}
+
+impl Default for InstantMetrics {
+    /// Counting from zero now (at start-up).
+    fn default() -> Self {
+        InstantMetrics {
+            inner: Mutex::new(Rings {
+                last_at: std::time::Instant::now(),
+                last: [0; METRICS],
+                rates: [[0.0; SAMPLES]; METRICS],
+                next: 0,
+            }),
+        }
+    }
+}
+
+impl InstantMetrics {
+    /// Records one sample of each counter (`now` in [`Metric`] order);
+    /// ignored if the last one is under 90 ms old (a 100 ms cron jitters).
+    pub fn sample(&self, now: [u64; METRICS]) {
+        let at = std::time::Instant::now();
+        let mut r = self.inner.lock();
+        let secs = at.duration_since(r.last_at).as_secs_f64();
+        if secs < 0.09 {
+            return;
+        }
+        let slot = r.next;
+        let last = r.last;
+        for (m, ring) in r.rates.iter_mut().enumerate() {
+            ring[slot] = now[m].saturating_sub(last[m]) as f64 / secs;
+        }
+        r.next = (slot + 1) % SAMPLES;
+        (r.last_at, r.last) = (at, now);
+    }
+
+    /// The average rate of `m` per second over the ring.
+    pub fn rate(&self, m: Metric) -> f64 {
+        self.inner.lock().rates[m as usize].iter().sum::<f64>() / SAMPLES as f64
+    }
+}

@@ -12,7 +12,7 @@ use std::sync::Arc;
 
 use super::super::{CmdResult, Ctx};
 use crate::protocol::Args;
-use crate::server::stats::{sum, WorkerStats};
+use crate::server::stats::{sum, Metric, WorkerStats};
 use crate::server::Server;
 
 /// Every section, in output order: (name, in "default", in "all").
@@ -342,29 +342,14 @@ fn persistence(srv: &Arc<Server>, o: &mut String) {
     srv.persist.loading.info_fields(o);
 }
 
-/// Instantaneous rates: the change of (commands, in, out) since the sample
-/// taken at least a second before, as Redis's 16-sample window would show.
-fn rates(cmds: u64, input: u64, output: u64) -> (u64, f64, f64) {
-    use parking_lot::Mutex;
-    use std::time::Instant;
-    type Sample = (Instant, u64, u64, u64);
-    static SAMPLES: Mutex<Vec<Sample>> = Mutex::new(Vec::new());
-    let now = Instant::now();
-    let mut s = SAMPLES.lock();
-    s.retain(|x| now.duration_since(x.0).as_secs_f64() < 5.0);
-    let base = s.first().copied();
-    s.push((now, cmds, input, output));
-    match base {
-        Some((t, c, i, o)) => {
-            let dt = now.duration_since(t).as_secs_f64().max(0.001);
-            (
-                ((cmds - c.min(cmds)) as f64 / dt) as u64,
-                (input - i.min(input)) as f64 / dt / 1024.0,
-                (output - o.min(output)) as f64 / dt / 1024.0,
-            )
-        }
-        None => (0, 0.0, 0.0),
-    }
+/// Samples the counters behind INFO's instantaneous rates (the cron's job).
+pub fn sample_rates(srv: &Server) {
+    let w = srv.workers.lock().clone();
+    srv.metrics.sample([
+        sum(&w, |s| &s.commands_processed),
+        sum(&w, |s| &s.net_input_bytes),
+        sum(&w, |s| &s.net_output_bytes),
+    ]);
 }
 
 fn stats(srv: &Arc<Server>, w: &[Arc<WorkerStats>], o: &mut String) {
@@ -375,7 +360,9 @@ fn stats(srv: &Arc<Server>, w: &[Arc<WorkerStats>], o: &mut String) {
         .iter()
         .map(|s| s.errors.lock().values().sum::<u64>())
         .sum();
-    let (ops, ikbps, okbps) = rates(processed, input, output);
+    let ops = srv.metrics.rate(Metric::Commands) as u64;
+    let ikbps = srv.metrics.rate(Metric::NetInput) / 1024.0;
+    let okbps = srv.metrics.rate(Metric::NetOutput) / 1024.0;
     o.push_str("# Stats\r\n");
     kv!(o,
         "total_connections_received" => srv.total_connections.load(Relaxed),

@@ -18,6 +18,8 @@ mod logs;
 mod persist;
 mod sha1;
 
+pub use info::sample_rates;
+
 use std::sync::atomic::Ordering::Relaxed;
 
 use super::util::eq_ic;
