@@ -17,6 +17,7 @@ pub mod keyspace;
 pub mod log;
 pub mod persistence;
 pub mod protocol;
+pub mod replication;
 pub mod server;
 
 /// The Redis version we report for feature detection (`redis_version`).

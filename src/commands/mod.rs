@@ -28,6 +28,7 @@ pub mod keyspec;
 pub mod lists;
 pub mod multi;
 pub mod pubsub;
+pub mod replication;
 pub mod server_cmds;
 pub mod sets;
 pub mod sort;
@@ -246,7 +247,7 @@ pub struct CommandTable {
 pub type CommandId = usize;
 
 /// The families whose commands make up the table.
-pub fn families() -> [&'static [Command]; 15] {
+pub fn families() -> [&'static [Command]; 16] {
     [
         connection::COMMANDS,
         strings::COMMANDS,
@@ -263,6 +264,7 @@ pub fn families() -> [&'static [Command]; 15] {
         server_cmds::COMMANDS,
         config_cmd::COMMANDS,
         dump::COMMANDS,
+        replication::COMMANDS,
     ]
 }
 

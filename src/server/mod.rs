@@ -215,6 +215,8 @@ pub struct Server {
     pub lazyfree: crate::keyspace::lazyfree::LazyFree,
     /// RDB snapshots and the AOF (`src/persistence/`).
     pub persist: crate::persistence::Persistence,
+    /// Replication, both roles (`src/replication/`).
+    pub repl: crate::replication::Replication,
 }
 
 impl Server {
@@ -256,6 +258,7 @@ impl Server {
             tracking: Default::default(),
             lazyfree: Default::default(),
             persist: Default::default(),
+            repl: Default::default(),
         })
     }
 

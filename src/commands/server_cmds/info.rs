@@ -78,7 +78,7 @@ pub fn info_text(srv: &Arc<Server>, sections: &[&str]) -> String {
             "memory" => memory(srv, &mut o),
             "persistence" => persistence(srv, &mut o),
             "stats" => stats(srv, &workers, &mut o),
-            "replication" => replication(srv, &mut o),
+            "replication" => crate::replication::info_section(srv, &mut o),
             "cpu" => cpu(&mut o),
             "modules" => o.push_str("# Modules\r\n"),
             "commandstats" => commandstats(srv, &workers, &mut o),
@@ -415,23 +415,6 @@ fn stats(srv: &Arc<Server>, w: &[Arc<WorkerStats>], o: &mut String) {
         "io_threaded_writes_processed" => 0,
         "reply_buffer_shrinks" => 0,
         "reply_buffer_expands" => 0,
-    );
-}
-
-fn replication(srv: &Arc<Server>, o: &mut String) {
-    o.push_str("# Replication\r\n");
-    kv!(o,
-        "role" => "master",
-        "connected_slaves" => 0,
-        "master_failover_state" => "no-failover",
-        "master_replid" => srv.run_id,
-        "master_replid2" => "0000000000000000000000000000000000000000",
-        "master_repl_offset" => 0,
-        "second_repl_offset" => -1,
-        "repl_backlog_active" => 0,
-        "repl_backlog_size" => 1048576,
-        "repl_backlog_first_byte_offset" => 0,
-        "repl_backlog_histlen" => 0,
     );
 }
 

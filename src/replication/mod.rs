@@ -1,0 +1,181 @@
+//! Replication, Redis's protocol both ways (PSYNC2): this node as a master
+//! feeding replicas (`master.rs`) and as a replica of a Redis or LatticeDB
+//! master (`replica.rs`), sharing one stream (`backlog.rs`).
+//!
+//! What is shared, and why it lives here:
+//! - The replication ids (`ReplIds`): master_replid, and master_replid2 with
+//!   second_repl_offset, the history this node can still serve partial
+//!   resyncs of after a failover (Redis's PSYNC2).
+//! - The backlog, whose end is master_repl_offset on both roles. A master
+//!   appends its own writes (the write-effect stream, encoded as RESP by
+//!   [`Feed`]); a replica appends the exact bytes its master sent, so that
+//!   sub-replicas (A -> B -> C) get the top master's stream with the same
+//!   offsets, and its own effects are not fed (they would duplicate it).
+//! - `is_replica`: the one flag the command path reads (read-only
+//!   replicas, expiry left to the master), a relaxed load per write.
+//!
+//! INFO replication and ROLE are rendered here from both sides.
+
+pub mod backlog;
+pub mod master;
+pub mod replica;
+
+use std::fmt::Write as _;
+use std::sync::atomic::{AtomicBool, Ordering::*};
+use std::sync::Arc;
+
+use parking_lot::Mutex;
+
+use crate::effects::{Effect, EffectSink};
+use crate::server::Server;
+
+/// The replication ids of this node's history (Redis's replid/replid2).
+#[derive(Clone, Debug)]
+pub struct ReplIds {
+    pub replid: String,
+    /// The previous master's id, valid up to `second_offset` (else 40 zeros).
+    pub replid2: String,
+    /// Last offset of `replid2`'s history plus one (Redis's
+    /// second_replid_offset), -1 when none.
+    pub second_offset: i64,
+}
+
+pub const NO_REPLID: &str = "0000000000000000000000000000000000000000";
+
+impl ReplIds {
+    fn new() -> Self {
+        ReplIds {
+            replid: crate::server::random_hex(40),
+            replid2: NO_REPLID.into(),
+            second_offset: -1,
+        }
+    }
+}
+
+pub struct Replication {
+    pub backlog: Arc<backlog::Backlog>,
+    pub ids: Mutex<ReplIds>,
+    /// This node follows a master (REPLICAOF host port). Shared with the
+    /// [`Feed`], which stops feeding our own effects while it is set.
+    pub is_replica: Arc<AtomicBool>,
+    /// Our replicas (master side).
+    pub master: master::MasterSide,
+    /// Our link to our master (replica side).
+    pub replica: replica::ReplicaSide,
+    /// The effect stream feeds the backlog (subscribed on first use).
+    fed: AtomicBool,
+}
+
+impl Default for Replication {
+    fn default() -> Self {
+        Replication {
+            backlog: Default::default(),
+            ids: Mutex::new(ReplIds::new()),
+            is_replica: Arc::new(AtomicBool::new(false)),
+            master: Default::default(),
+            replica: Default::default(),
+            fed: AtomicBool::new(false),
+        }
+    }
+}
+
+impl Replication {
+    #[inline]
+    pub fn is_replica(&self) -> bool {
+        self.is_replica.load(Relaxed)
+    }
+
+    /// Starts the backlog (the first replica attached, or a replica that
+    /// will relay to its own replicas), and subscribes it to the write
+    /// effects once: before that, writes build no records for it.
+    pub fn activate_backlog(&self, srv: &Server) {
+        let size = srv.config.read().get_i64("repl-backlog-size").max(1) as usize;
+        self.backlog.activate(size);
+        if !self.fed.swap(true, AcqRel) {
+            srv.effects.subscribe(Arc::new(Feed {
+                backlog: self.backlog.clone(),
+                is_replica: self.is_replica.clone(),
+            }));
+        }
+    }
+
+    /// A new history: new replid, the old one kept as replid2 up to the
+    /// current offset (Redis's shiftReplicationId, at promotion).
+    pub fn shift_replid(&self) {
+        let mut ids = self.ids.lock();
+        ids.replid2 = std::mem::replace(&mut ids.replid, crate::server::random_hex(40));
+        ids.second_offset = self.backlog.end() as i64 + 1;
+    }
+}
+
+/// The sink that encodes this master's write effects into the backlog.
+struct Feed {
+    backlog: Arc<backlog::Backlog>,
+    is_replica: Arc<AtomicBool>,
+}
+
+impl EffectSink for Feed {
+    fn on_effect(&self, e: &Effect) {
+        if self.is_replica.load(Relaxed) {
+            return;
+        }
+        self.backlog
+            .append_command(e.db, |out| crate::protocol::request::command(out, &e.argv));
+    }
+}
+
+/// INFO's replication section.
+pub fn info_section(srv: &Server, o: &mut String) {
+    o.push_str("# Replication\r\n");
+    let repl = &srv.repl;
+    if repl.is_replica() {
+        o.push_str("role:slave\r\n");
+        repl.replica.info_fields(srv, o);
+    } else {
+        o.push_str("role:master\r\n");
+    }
+    repl.master.info_fields(srv, o);
+    let ids = repl.ids.lock().clone();
+    let (first, histlen) = repl.backlog.range();
+    let active = repl.backlog.is_active();
+    let _ = write!(
+        o,
+        "master_failover_state:{}\r\nmaster_replid:{}\r\nmaster_replid2:{}\r\n\
+         master_repl_offset:{}\r\nsecond_repl_offset:{}\r\nrepl_backlog_active:{}\r\n\
+         repl_backlog_size:{}\r\nrepl_backlog_first_byte_offset:{}\r\nrepl_backlog_histlen:{}\r\n",
+        repl.master.failover_state(),
+        ids.replid,
+        ids.replid2,
+        repl.backlog.end(),
+        ids.second_offset,
+        active as u8,
+        srv.config.read().get_i64("repl-backlog-size"),
+        if active { first } else { 0 },
+        if active { histlen } else { 0 },
+    );
+}
+
+/// ROLE: ["master", offset, [[ip, port, ack offset], ...]] or
+/// ["slave", host, port, state, offset].
+pub fn role(
+    ctx: &mut crate::commands::Ctx,
+    _args: crate::protocol::Args,
+) -> crate::commands::CmdResult {
+    let repl = &ctx.srv.repl;
+    if repl.is_replica() {
+        return repl.replica.role_reply(ctx);
+    }
+    let list = repl.master.replicas.lock().clone();
+    ctx.out.array(3);
+    ctx.out.bulk(b"master");
+    ctx.out.int(repl.backlog.end() as i64);
+    ctx.out.array(list.len());
+    for r in list {
+        ctx.out.array(3);
+        ctx.out.bulk(r.ip.as_bytes());
+        ctx.out.bulk(r.port.load(Relaxed).to_string().as_bytes());
+        ctx.out
+            .bulk(r.ack_offset.load(Relaxed).to_string().as_bytes());
+    }
+    Ok(())
+}
