@@ -109,6 +109,7 @@ fn start_rdb(
     let job = SnapshotJob {
         format: snapshot::SnapFormat::Rdb,
         path,
+        stream: None,
         threads,
         aux: Vec::new(),
         at_cut: Some(Box::new(move || {

@@ -75,8 +75,11 @@ impl SnapFormat {
 pub struct SnapshotJob {
     pub format: SnapFormat,
     /// Final file name (relative to `dir`); written under a temporary name
-    /// first, then renamed.
+    /// first, then renamed. Unused when `stream` is given.
     pub path: PathBuf,
+    /// Write the snapshot into this instead of a file (a diskless full
+    /// sync's socket pipe): no temp file, no fsync, no rename.
+    pub stream: Option<Box<dyn Write + Send>>,
     /// Runs while every shard is locked: the instant the snapshot captures
     /// (the AOF switches to a new incremental file there).
     pub at_cut: Option<Box<dyn FnOnce() + Send>>,
@@ -177,8 +180,16 @@ pub fn start(srv: &Arc<Server>, job: SnapshotJob) -> Result<(), SnapshotError> {
         .spawn(move || {
             let srv = writer_srv;
             let header = header_bytes(&srv, job.format, &job.aux);
-            let files = (job.path.as_path(), &header[..], &sizes[..]);
-            let r = write_file(&srv, files, &preserved, checksum, job.threads);
+            let r = match job.stream {
+                Some(out) => {
+                    let what = (out, &header[..], &sizes[..]);
+                    write_stream(&srv, what, &preserved, checksum, job.threads)
+                }
+                None => {
+                    let files = (job.path.as_path(), &header[..], &sizes[..]);
+                    write_file(&srv, files, &preserved, checksum, job.threads)
+                }
+            };
             // Should the write have failed midway, drop what shards still hold.
             finish_cut(&srv);
             srv.persist.snapshot.running.store(false, Release);
@@ -267,6 +278,51 @@ fn header_bytes(srv: &Server, format: SnapFormat, extra: &[(String, String)]) ->
     h
 }
 
+/// Writes the snapshot into `out` (diskless replication); returns the bytes.
+fn write_stream(
+    srv: &Arc<Server>,
+    what: (Box<dyn Write + Send>, &[u8], &[(usize, usize)]),
+    preserved: &Preserved,
+    checksum: bool,
+    threads: usize,
+) -> io::Result<u64> {
+    let (out, header, sizes) = what;
+    let rdb = preserved.format == SnapFormat::Rdb;
+    let mut w = FileWriter::new(BufWriter::with_capacity(1 << 16, out), checksum && rdb);
+    write_body(srv, &mut w, (header, sizes), preserved, threads)?;
+    let n = w.written + if rdb { 9 } else { 0 }; // EOF opcode and CRC
+    let mut w = if rdb { w.finish()? } else { w.into_inner() };
+    w.flush()?;
+    Ok(n)
+}
+
+/// The header, then each database's keys; fails if the snapshot was aborted.
+fn write_body<W: Write>(
+    srv: &Arc<Server>,
+    w: &mut FileWriter<W>,
+    (header, sizes): (&[u8], &[(usize, usize)]),
+    preserved: &Preserved,
+    threads: usize,
+) -> io::Result<()> {
+    w.write(header)?;
+    for (db, &(keys, volatile)) in sizes.iter().enumerate() {
+        if keys == 0 {
+            continue;
+        }
+        let mut sel = Vec::new();
+        preserved.format.select_db(&mut sel, db, keys, volatile);
+        w.write(&sel)?;
+        write_db(srv, db, w, preserved, threads)?;
+    }
+    if srv.persist.snapshot.aborted.load(Relaxed) {
+        return Err(io::Error::new(
+            io::ErrorKind::Interrupted,
+            "snapshot aborted",
+        ));
+    }
+    Ok(())
+}
+
 /// Writes the temporary file, syncs it and renames it to `path`.
 /// `what`: the target path, the header bytes, each database's (keys,
 /// volatile keys) at the cut.
@@ -283,22 +339,7 @@ fn write_file(
         let f = File::create(&tmp)?;
         let rdb = preserved.format == SnapFormat::Rdb;
         let mut w = FileWriter::new(BufWriter::with_capacity(1 << 20, f), checksum && rdb);
-        w.write(header)?;
-        for (db, &(keys, volatile)) in sizes.iter().enumerate() {
-            if keys == 0 {
-                continue;
-            }
-            let mut sel = Vec::new();
-            preserved.format.select_db(&mut sel, db, keys, volatile);
-            w.write(&sel)?;
-            write_db(srv, db, &mut w, preserved, threads)?;
-        }
-        if srv.persist.snapshot.aborted.load(Relaxed) {
-            return Err(io::Error::new(
-                io::ErrorKind::Interrupted,
-                "snapshot aborted",
-            ));
-        }
+        write_body(srv, &mut w, (header, sizes), preserved, threads)?;
         let w = if rdb { w.finish()? } else { w.into_inner() };
         let f = w.into_inner().map_err(|e| e.into_error())?;
         f.sync_all()?;

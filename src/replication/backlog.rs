@@ -23,7 +23,7 @@
 //! hook runs) rather than once per write.
 
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::*};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::*};
 
 use parking_lot::Mutex;
 use tokio::sync::Notify;
@@ -55,6 +55,12 @@ pub struct Backlog {
     dirty: AtomicBool,
     /// Feeders wait here for new bytes.
     pub wake: Notify,
+    /// The lowest offset an attached replica still needs (0: none), kept
+    /// by the feeders; trimming never drops it unless over `hard_cap`.
+    pub keep_from: AtomicU64,
+    /// Most bytes kept for lagging replicas (`client-output-buffer-limit
+    /// replica` hard limit; 0: no limit).
+    pub hard_cap: AtomicUsize,
 }
 
 /// A read past what the backlog still holds (or beyond its end).
@@ -154,34 +160,33 @@ impl Backlog {
         g.end += bytes.len() as u64;
         self.end.store(g.end, Release);
         self.dirty.store(true, Relaxed);
+        if g.buf.len() > g.size + TRIM_SLACK {
+            self.trim_locked(g);
+        }
     }
 
     /// Trims the front down to `size`, but never past `keep_from` (the
     /// lowest offset a connected replica still needs) unless that would
-    /// hold more than `hard_cap` bytes. Returns the bytes now held.
-    pub fn trim(&self, keep_from: Option<u64>, hard_cap: usize) -> usize {
-        let mut g = self.inner.lock();
+    /// hold more than `hard_cap` bytes.
+    fn trim_locked(&self, g: &mut Inner) {
         let len = g.buf.len();
-        if len <= g.size + TRIM_SLACK {
-            return len;
-        }
         let first = g.end - len as u64 + 1;
-        let mut drop = len - g.size;
-        if let Some(k) = keep_from {
-            let needed = k.saturating_sub(first) as usize;
-            drop = drop
-                .min(needed)
-                .max(len.saturating_sub(hard_cap.max(g.size)));
+        let mut drop = len.saturating_sub(g.size);
+        let keep = self.keep_from.load(Relaxed);
+        if keep != 0 {
+            let cap = match self.hard_cap.load(Relaxed) {
+                0 => usize::MAX,
+                c => c.max(g.size),
+            };
+            let needed = keep.saturating_sub(first) as usize;
+            drop = drop.min(needed).max(len.saturating_sub(cap));
         }
         g.buf.drain(..drop.min(len));
-        len - drop.min(len)
     }
 
-    /// Bytes held beyond what `repl-backlog-size` asks for (kept for a
-    /// lagging replica).
-    pub fn over_size(&self) -> usize {
-        let g = self.inner.lock();
-        g.buf.len().saturating_sub(g.size)
+    /// Bytes held.
+    pub fn held(&self) -> usize {
+        self.inner.lock().buf.len()
     }
 
     /// Copies up to `max` bytes starting at offset `from` into `out`
@@ -246,20 +251,23 @@ mod tests {
         assert_eq!(b.read(43, 10, &mut out), Ok(0));
         assert_eq!(b.read(44, 10, &mut out), Err(OutOfRange));
         // Past size + slack, the front goes, but not what a replica needs.
+        b.keep_from.store(10, Relaxed);
         let chunk = vec![b'a'; 1024];
         for _ in 0..200 {
             b.append_raw(&chunk);
         }
-        let held = b.trim(Some(10), usize::MAX);
-        assert_eq!(held as u64, b.end() - 10 + 1);
-        let held = b.trim(None, usize::MAX);
-        assert_eq!(held, 16 * 1024);
+        assert_eq!(b.held() as u64, b.end() - 10 + 1);
+        b.keep_from.store(0, Relaxed);
+        b.append_raw(&chunk);
+        assert_eq!(b.held(), 16 * 1024);
         assert_eq!(b.range(), (b.end() - 16 * 1024 + 1, 16 * 1024));
         // The hard cap wins over a replica stuck far behind.
+        b.keep_from.store(b.range().0, Relaxed);
+        b.hard_cap.store(100 * 1024, Relaxed);
         for _ in 0..200 {
             b.append_raw(&chunk);
         }
-        let held = b.trim(Some(b.range().0), 100 * 1024);
-        assert_eq!(held, 100 * 1024);
+        assert!(b.held() <= 100 * 1024 + TRIM_SLACK, "{}", b.held());
+        assert!(b.read(b.range().0 - 1, 1, &mut out).is_err());
     }
 }

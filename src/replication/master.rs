@@ -1,14 +1,52 @@
-//! The master side: replicas attach with PSYNC (or SYNC), get a snapshot
-//! or a partial resync, then follow the backlog from their offset.
-//! (Built in steps; see docs/STATUS.md.)
+//! The master side: replicas attach with PSYNC (or SYNC), get a partial
+//! resync from the backlog or a full one (a fork-free snapshot sent as
+//! `$<len>` from a file, or diskless as `$EOF:<mark>` straight from the
+//! serializer), then follow the backlog from their offset.
+//!
+//! A replica's connection task becomes its feeder ([`serve_replica`]): it
+//! copies the backlog's bytes past the replica's position into the socket
+//! as fast as the socket takes them, and reads the replica's REPLCONF ACKs.
+//! Nothing is queued per replica, so a slow replica is never disconnected
+//! for its output buffer; the backlog keeps what it still needs (see
+//! `backlog.rs`) and writers are slowed when it lags too far
+//! ([`throttle_writers`]).
 
 use std::fmt::Write as _;
+use std::io::{Read, Write};
+use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicU64, Ordering::*};
 use std::sync::Arc;
+use std::time::Duration;
 
 use parking_lot::Mutex;
+use tokio::io::unix::AsyncFd;
 
+use crate::commands::{CmdError, CmdResult, Ctx};
+use crate::keyspace::hlc::unix_ms;
+use crate::protocol::{Args, ParseLimits, Parsed, RequestParser};
+use crate::server::client::{ClientShared, ClientState};
+use crate::server::conn::{read_some, write_all, QueryBuf};
 use crate::server::Server;
+use crate::{log_notice, log_warning};
+
+/// What a connection told us with REPLCONF before PSYNC.
+#[derive(Default, Clone, Debug)]
+pub struct ReplConf {
+    pub listening_port: u16,
+    pub ip: Option<String>,
+    pub capa_eof: bool,
+    pub capa_psync2: bool,
+}
+
+/// A PSYNC or SYNC to serve once the connection's replies are written.
+#[derive(Debug)]
+pub struct SyncRequest {
+    /// PSYNC (SYNC is the old protocol: full sync, no +FULLRESYNC line).
+    pub psync: bool,
+    pub replid: String,
+    /// The first offset the replica wants (its offset + 1).
+    pub offset: i64,
+}
 
 /// One attached replica, as INFO's slaveN line shows it.
 pub struct ReplicaHandle {
@@ -20,7 +58,7 @@ pub struct ReplicaHandle {
     pub ack_offset: AtomicU64,
     /// Unix ms of the last ACK.
     pub ack_ms: AtomicU64,
-    /// Next offset the feeder will send.
+    /// Next offset the feeder sends: the backlog keeps it.
     pub sent: AtomicU64,
     /// wait_bgsave, send_bulk or online.
     pub state: Mutex<&'static str>,
@@ -29,6 +67,9 @@ pub struct ReplicaHandle {
 #[derive(Default)]
 pub struct MasterSide {
     pub replicas: Mutex<Vec<Arc<ReplicaHandle>>>,
+    pub sync_full: AtomicU64,
+    pub sync_partial_ok: AtomicU64,
+    pub sync_partial_err: AtomicU64,
 }
 
 impl MasterSide {
@@ -36,7 +77,7 @@ impl MasterSide {
     pub fn info_fields(&self, _srv: &Server, o: &mut String) {
         let list = self.replicas.lock().clone();
         let _ = write!(o, "connected_slaves:{}\r\n", list.len());
-        let now = crate::keyspace::hlc::unix_ms();
+        let now = unix_ms();
         for (i, r) in list.iter().enumerate() {
             let _ = write!(
                 o,
@@ -53,26 +94,107 @@ impl MasterSide {
     pub fn failover_state(&self) -> &'static str {
         "no-failover"
     }
+
+    /// The lowest offset an attached replica still needs.
+    fn keep_from(&self) -> Option<u64> {
+        self.replicas
+            .lock()
+            .iter()
+            .map(|r| r.sent.load(Relaxed))
+            .filter(|&s| s != 0)
+            .min()
+    }
+
+    /// Replicas online that acknowledged `offset` (WAIT).
+    pub fn acked(&self, offset: u64) -> usize {
+        self.replicas
+            .lock()
+            .iter()
+            .filter(|r| *r.state.lock() == "online" && r.ack_offset.load(Relaxed) >= offset)
+            .count()
+    }
 }
 
-use crate::commands::{CmdError, CmdResult, Ctx};
-use crate::protocol::Args;
+// ------------------------------------------------------------ commands
 
-pub fn psync(_ctx: &mut Ctx, _args: Args) -> CmdResult {
-    Err(CmdError::Msg("ERR PSYNC is not built yet".into()))
+pub fn psync(ctx: &mut Ctx, args: Args) -> CmdResult {
+    let offset = crate::commands::util::arg_i64(args.get(2))?;
+    let replid = String::from_utf8_lossy(args.get(1)).into_owned();
+    request_sync(ctx, true, replid, offset)
 }
 
-pub fn sync(_ctx: &mut Ctx, _args: Args) -> CmdResult {
-    Err(CmdError::Msg("ERR SYNC is not built yet".into()))
+pub fn sync(ctx: &mut Ctx, _args: Args) -> CmdResult {
+    request_sync(ctx, false, "?".into(), -1)
 }
 
-pub fn replconf(ctx: &mut Ctx, _args: Args) -> CmdResult {
+fn request_sync(ctx: &mut Ctx, psync: bool, replid: String, offset: i64) -> CmdResult {
+    if ctx.client.sync_request.is_some() || ctx.client.shared.is_none() {
+        return Ok(()); // already a replica (Redis ignores it)
+    }
+    if ctx.srv.repl.is_replica() && !ctx.srv.repl.replica.link_up() {
+        return Err(CmdError::Msg(
+            "NOMASTERLINK Can't SYNC while not connected with my master".into(),
+        ));
+    }
+    ctx.client.sync_request = Some(SyncRequest {
+        psync,
+        replid,
+        offset,
+    });
+    Ok(())
+}
+
+/// REPLCONF <option> <value> ...: listening-port, ip-address, capa, ack,
+/// getack (on a replica, from its master), rdb-only and the like.
+pub fn replconf(ctx: &mut Ctx, args: Args) -> CmdResult {
+    if args.len() % 2 == 0 {
+        return Err(CmdError::Syntax);
+    }
+    let conf = ctx.client.replconf.get_or_insert_with(Default::default);
+    let mut i = 1;
+    while i < args.len() {
+        let opt = String::from_utf8_lossy(args.get(i)).to_ascii_lowercase();
+        let val = args.get(i + 1);
+        match opt.as_str() {
+            "listening-port" => {
+                let p = crate::commands::util::arg_i64(val)?;
+                conf.listening_port = p.clamp(0, 65535) as u16;
+            }
+            "ip-address" => conf.ip = Some(String::from_utf8_lossy(val).into_owned()),
+            "capa" => {
+                conf.capa_eof |= val.eq_ignore_ascii_case(b"eof");
+                conf.capa_psync2 |= val.eq_ignore_ascii_case(b"psync2");
+            }
+            "getack" => return crate::replication::replica::getack(ctx),
+            "ack" | "fack" => return Ok(()), // acks arrive on the feed, not here
+            "rdb-only" | "rdb-filter-only" => {}
+            _ => {
+                return Err(CmdError::Msg(format!(
+                    "ERR Unrecognized REPLCONF option: {opt}"
+                )))
+            }
+        }
+        i += 2;
+    }
     ctx.out.ok();
     Ok(())
 }
 
-pub fn wait(ctx: &mut Ctx, _args: Args) -> CmdResult {
-    ctx.out.int(0);
+pub fn wait(ctx: &mut Ctx, args: Args) -> CmdResult {
+    let _numreplicas = crate::commands::util::arg_i64(args.get(1))?;
+    let timeout = crate::commands::util::arg_i64(args.get(2))?;
+    if timeout < 0 {
+        return Err(CmdError::Msg("ERR timeout is negative".into()));
+    }
+    if ctx.srv.repl.is_replica() {
+        return Err(CmdError::Msg(
+            "ERR WAIT cannot be used with replica instances. Please also note that since Redis 4.0 if a replica is configured to be writable (which is not the default) writes to replicas are just local and are not propagated.".into(),
+        ));
+    }
+    // The answer is computed by the connection (it must wait without
+    // blocking its worker): see `wait_acks`.
+    let n = ctx.srv.repl.master.acked(ctx.srv.repl.backlog.end());
+    ctx.out.int(n as i64);
     Ok(())
 }
 
@@ -82,4 +204,391 @@ pub fn waitaof(_ctx: &mut Ctx, _args: Args) -> CmdResult {
 
 pub fn failover(_ctx: &mut Ctx, _args: Args) -> CmdResult {
     Err(CmdError::Msg("ERR FAILOVER is not built yet".into()))
+}
+
+// ------------------------------------------------------------ the feed
+
+/// Serves a replica on its connection until it goes away: the PSYNC reply,
+/// the full sync if needed, then the stream.
+pub(crate) async fn serve_replica<T>(
+    srv: &Arc<Server>,
+    io: &AsyncFd<T>,
+    qb: QueryBuf,
+    client: &ClientState,
+    req: SyncRequest,
+    shared: &Arc<ClientShared>,
+) where
+    T: AsRawFd,
+    for<'a> &'a T: Read + Write,
+{
+    let conf = client.replconf.as_deref().cloned().unwrap_or_default();
+    let ip = conf.ip.clone().unwrap_or_else(|| host_of(&shared.addr));
+    let handle = Arc::new(ReplicaHandle {
+        client_id: client.id,
+        ip,
+        port: AtomicU64::new(conf.listening_port as u64),
+        ack_offset: AtomicU64::new(0),
+        ack_ms: AtomicU64::new(unix_ms()),
+        sent: AtomicU64::new(0),
+        state: Mutex::new("wait_bgsave"),
+    });
+    srv.repl.activate_backlog(srv);
+    shared.flags.lock().push('S');
+    srv.repl.master.replicas.lock().push(handle.clone());
+    let start = match partial_from(srv, &req) {
+        Some(from) => continue_partial(srv, io, &conf, &handle, from, shared).await,
+        None => full_sync(srv, io, &conf, &req, &handle, shared).await,
+    };
+    if let Some(from) = start {
+        *handle.state.lock() = "online";
+        log_notice!(
+            "Synchronization with replica {}:{} succeeded",
+            handle.ip,
+            handle.port.load(Relaxed)
+        );
+        feed(srv, io, qb, &handle, from, shared).await;
+    }
+    srv.repl.master.replicas.lock().retain(|r| !Arc::ptr_eq(r, &handle));
+    srv.repl.master.update_keep_from(&srv.repl.backlog);
+    log_notice!(
+        "Connection with replica {}:{} lost.",
+        handle.ip,
+        handle.port.load(Relaxed)
+    );
+}
+
+fn host_of(addr: &str) -> String {
+    match addr.rsplit_once(':') {
+        Some((h, _)) => h.trim_start_matches('[').trim_end_matches(']').to_string(),
+        None => addr.to_string(),
+    }
+}
+
+/// The offset a PSYNC may continue from, if this history has it.
+fn partial_from(srv: &Server, req: &SyncRequest) -> Option<u64> {
+    let master = &srv.repl.master;
+    if !req.psync || req.replid == "?" {
+        return None;
+    }
+    let ids = srv.repl.ids.lock().clone();
+    let same = req.replid == ids.replid;
+    let previous = req.replid == ids.replid2 && req.offset <= ids.second_offset;
+    let ok = (same || previous)
+        && req.offset >= 0
+        && srv.repl.backlog.can_continue_from(req.offset as u64);
+    if !ok {
+        master.sync_partial_err.fetch_add(1, Relaxed);
+        log_notice!(
+            "Partial resynchronization not accepted: replid {} offset {} (ours {} up to {})",
+            req.replid,
+            req.offset,
+            ids.replid,
+            srv.repl.backlog.end()
+        );
+        return None;
+    }
+    Some(req.offset as u64)
+}
+
+async fn continue_partial<T>(
+    srv: &Arc<Server>,
+    io: &AsyncFd<T>,
+    conf: &ReplConf,
+    handle: &ReplicaHandle,
+    from: u64,
+    shared: &ClientShared,
+) -> Option<u64>
+where
+    T: AsRawFd,
+    for<'a> &'a T: Write,
+{
+    handle.sent.store(from, Relaxed);
+    let replid = srv.repl.ids.lock().replid.clone();
+    let line = if conf.capa_psync2 {
+        format!("+CONTINUE {replid}\r\n")
+    } else {
+        "+CONTINUE\r\n".to_string()
+    };
+    write_all(io, line.as_bytes(), &shared.kill).await.ok()?;
+    srv.repl.master.sync_partial_ok.fetch_add(1, Relaxed);
+    log_notice!(
+        "Partial resynchronization request from {} accepted. Sending {} bytes of backlog starting from offset {}.",
+        handle.ip,
+        srv.repl.backlog.end() + 1 - from,
+        from
+    );
+    Some(from)
+}
+
+/// `temp-repl-<pid>-<client>.rdb`: a disk-based sync's file.
+fn sync_file_name(client_id: u64) -> std::path::PathBuf {
+    format!("temp-repl-{}-{client_id}.rdb", std::process::id()).into()
+}
+
+/// Takes a snapshot for this replica and sends it; returns the offset the
+/// stream continues from, or None if the sync failed (the connection
+/// closes and the replica retries).
+async fn full_sync<T>(
+    srv: &Arc<Server>,
+    io: &AsyncFd<T>,
+    conf: &ReplConf,
+    req: &SyncRequest,
+    handle: &Arc<ReplicaHandle>,
+    shared: &ClientShared,
+) -> Option<u64>
+where
+    T: AsRawFd,
+    for<'a> &'a T: Write,
+{
+    let diskless = conf.capa_eof && srv.config.read().get_bool("repl-diskless-sync");
+    srv.repl.master.sync_full.fetch_add(1, Relaxed);
+    let (offset, pipe, done) = start_snapshot(srv, io, handle, diskless, shared).await?;
+    log_notice!(
+        "Starting BGSAVE for SYNC with target: {}",
+        if diskless { "replicas sockets" } else { "disk" }
+    );
+    if req.psync {
+        let replid = srv.repl.ids.lock().replid.clone();
+        let line = format!("+FULLRESYNC {replid} {offset}\r\n");
+        write_all(io, line.as_bytes(), &shared.kill).await.ok()?;
+    }
+    *handle.state.lock() = "send_bulk";
+    let sent = match pipe {
+        Some(pipe) => send_diskless(io, pipe, done, shared).await,
+        None => send_file(io, handle.client_id, done, shared).await,
+    };
+    let _ = std::fs::remove_file(sync_file_name(handle.client_id));
+    match sent {
+        Ok(()) => Some(offset + 1),
+        Err(e) => {
+            log_warning!("Full sync to replica {} failed: {e}", handle.ip);
+            None
+        }
+    }
+}
+
+type SnapDone = tokio::sync::oneshot::Receiver<std::io::Result<u64>>;
+
+/// Starts the snapshot (waiting for a running one to end, with newline
+/// keepalives as Redis sends); returns the cut's offset, the read end of a
+/// diskless pipe, and the completion.
+async fn start_snapshot<T>(
+    srv: &Arc<Server>,
+    io: &AsyncFd<T>,
+    handle: &Arc<ReplicaHandle>,
+    diskless: bool,
+    shared: &ClientShared,
+) -> Option<(u64, Option<tokio::net::UnixStream>, SnapDone)>
+where
+    T: AsRawFd,
+    for<'a> &'a T: Write,
+{
+    use crate::persistence::snapshot::{self, SnapFormat, SnapshotError, SnapshotJob};
+    let mut waited = 0u32;
+    loop {
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        let cut_offset = Arc::new(AtomicU64::new(0));
+        let (writer, reader) = if diskless {
+            let (w, r) = std::os::unix::net::UnixStream::pair().ok()?;
+            r.set_nonblocking(true).ok()?;
+            (Some(w), Some(r))
+        } else {
+            (None, None)
+        };
+        let (srv_cut, h, off) = (srv.clone(), handle.clone(), cut_offset.clone());
+        let job = SnapshotJob {
+            format: SnapFormat::Rdb,
+            path: sync_file_name(handle.client_id),
+            stream: writer.map(|w| Box::new(w) as Box<dyn Write + Send>),
+            at_cut: Some(Box::new(move || {
+                // Every shard is locked: no write is half in the stream.
+                let b = &srv_cut.repl.backlog;
+                let end = b.end();
+                off.store(end, Relaxed);
+                h.sent.store(end + 1, Relaxed);
+                srv_cut.repl.master.update_keep_from(b);
+                b.forget_db();
+            })),
+            done: Box::new(move |r| {
+                let _ = tx.send(r);
+            }),
+            threads: std::thread::available_parallelism().map_or(1, |n| (n.get() / 2).max(1)),
+            aux: Vec::new(),
+        };
+        match snapshot::start(srv, job) {
+            Ok(()) => {
+                let pipe = reader.and_then(|r| tokio::net::UnixStream::from_std(r).ok());
+                return Some((cut_offset.load(Relaxed), pipe, rx));
+            }
+            Err(SnapshotError::Busy) => {
+                // Another save runs: wait for it, keeping the link alive.
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                waited += 1;
+                if waited % 10 == 0 {
+                    write_all(io, b"\n", &shared.kill).await.ok()?;
+                }
+            }
+            Err(SnapshotError::Spawn(e)) => {
+                log_warning!("Can't start the snapshot for a replica: {e}");
+                return None;
+            }
+        }
+    }
+}
+
+/// Sends the diskless snapshot as `$EOF:<mark>\r\n<rdb><mark>`; the mark
+/// goes only once the snapshot reported success, so a failed one never
+/// looks complete to the replica.
+async fn send_diskless<T>(
+    io: &AsyncFd<T>,
+    mut pipe: tokio::net::UnixStream,
+    done: SnapDone,
+    shared: &ClientShared,
+) -> std::io::Result<()>
+where
+    T: AsRawFd,
+    for<'a> &'a T: Write,
+{
+    use tokio::io::AsyncReadExt;
+    let mark = crate::server::random_hex(40);
+    write_all(io, format!("$EOF:{mark}\r\n").as_bytes(), &shared.kill).await?;
+    let mut buf = vec![0u8; 256 * 1024];
+    loop {
+        let n = pipe.read(&mut buf).await?;
+        if n == 0 {
+            break;
+        }
+        write_all(io, &buf[..n], &shared.kill).await?;
+    }
+    let n = done.await.map_err(|_| std::io::ErrorKind::BrokenPipe)??;
+    write_all(io, mark.as_bytes(), &shared.kill).await?;
+    log_notice!("Diskless sync of {n} bytes to replica done");
+    Ok(())
+}
+
+/// Waits for the file (newline keepalives every second), then sends it as
+/// `$<len>\r\n<rdb>`.
+async fn send_file<T>(
+    io: &AsyncFd<T>,
+    client_id: u64,
+    mut done: SnapDone,
+    shared: &ClientShared,
+) -> std::io::Result<()>
+where
+    T: AsRawFd,
+    for<'a> &'a T: Write,
+{
+    let len = loop {
+        tokio::select! {
+            r = &mut done => break r.map_err(|_| std::io::ErrorKind::BrokenPipe)??,
+            _ = tokio::time::sleep(Duration::from_secs(1)) => {
+                write_all(io, b"\n", &shared.kill).await?;
+            }
+        }
+    };
+    let mut f = std::fs::File::open(sync_file_name(client_id))?;
+    write_all(io, format!("${len}\r\n").as_bytes(), &shared.kill).await?;
+    let mut buf = vec![0u8; 256 * 1024];
+    loop {
+        let n = f.read(&mut buf)?;
+        if n == 0 {
+            return Ok(());
+        }
+        write_all(io, &buf[..n], &shared.kill).await?;
+    }
+}
+
+/// The stream: copies the backlog past `from` to the replica whenever
+/// there is some, and reads its REPLCONF ACKs; ends when the replica goes.
+async fn feed<T>(
+    srv: &Arc<Server>,
+    io: &AsyncFd<T>,
+    mut qb: QueryBuf,
+    handle: &ReplicaHandle,
+    mut from: u64,
+    shared: &ClientShared,
+) where
+    T: AsRawFd,
+    for<'a> &'a T: Read + Write,
+{
+    let backlog = &srv.repl.backlog;
+    let mut parser = RequestParser::new();
+    let mut buf = Vec::with_capacity(256 * 1024);
+    loop {
+        let notified = backlog.wake.notified();
+        tokio::pin!(notified);
+        notified.as_mut().enable();
+        buf.clear();
+        let n = match backlog.read(from, 1 << 20, &mut buf) {
+            Ok(n) => n,
+            Err(_) => {
+                log_warning!(
+                    "Replica {}:{} fell out of the backlog (more than the replica hard limit behind): closing it, it will resync",
+                    handle.ip,
+                    handle.port.load(Relaxed)
+                );
+                return;
+            }
+        };
+        if n > 0 {
+            if write_all(io, &buf, &shared.kill).await.is_err() {
+                return;
+            }
+            from += n as u64;
+            handle.sent.store(from, Relaxed);
+            srv.repl.master.update_keep_from(backlog);
+        }
+        // Acks: read what is there without waiting when there is more to send.
+        let input = tokio::select! {
+            biased;
+            _ = shared.kill.notified() => return,
+            r = read_some(io, &mut qb) => Some(r),
+            _ = std::future::ready(()), if n > 0 => None,
+            _ = &mut notified => None,
+            _ = tokio::time::sleep(Duration::from_millis(100)) => None,
+        };
+        match input {
+            Some(Ok(0)) | Some(Err(_)) => return,
+            Some(Ok(_)) => {
+                if !read_acks(&mut parser, &mut qb, handle) {
+                    return;
+                }
+            }
+            None => {}
+        }
+    }
+}
+
+/// Handles the commands a replica sends on its link (REPLCONF ACK <offset>
+/// [FACK <aof offset>], PING); false on a protocol error.
+fn read_acks(parser: &mut RequestParser, qb: &mut QueryBuf, handle: &ReplicaHandle) -> bool {
+    loop {
+        match parser.parse(qb.pending(), &ParseLimits::default()) {
+            Ok(Parsed::Command { consumed }) => {
+                let args = parser.args(qb.pending());
+                if args.len() >= 3
+                    && args.get(0).eq_ignore_ascii_case(b"replconf")
+                    && args.get(1).eq_ignore_ascii_case(b"ack")
+                {
+                    if let Some(off) = std::str::from_utf8(args.get(2))
+                        .ok()
+                        .and_then(|s| s.parse::<u64>().ok())
+                    {
+                        handle.ack_offset.fetch_max(off, Relaxed);
+                        handle.ack_ms.store(unix_ms(), Relaxed);
+                    }
+                }
+                qb.consume(consumed);
+            }
+            Ok(Parsed::Incomplete) => return true,
+            Err(_) => return false,
+        }
+    }
+}
+
+impl MasterSide {
+    /// Recomputes the backlog's pin: the lowest offset still to send.
+    pub fn update_keep_from(&self, backlog: &crate::replication::backlog::Backlog) {
+        backlog.keep_from.store(self.keep_from().unwrap_or(0), Relaxed);
+    }
 }

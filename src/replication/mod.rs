@@ -179,3 +179,37 @@ pub fn role(
     }
     Ok(())
 }
+
+/// Worker 0's cron: PINGs replicas every `repl-ping-replica-period`
+/// through the stream (as Redis, so it counts in the offsets and keeps an
+/// idle link alive), and keeps the backlog's hard cap current.
+pub fn cron(srv: &Server) {
+    use std::sync::atomic::AtomicU64;
+    static LAST_PING_MS: AtomicU64 = AtomicU64::new(0);
+    let repl = &srv.repl;
+    if repl.is_replica() || repl.master.replicas.lock().is_empty() {
+        return;
+    }
+    let now = crate::keyspace::hlc::unix_ms();
+    let (period, hard) = {
+        let c = srv.config.read();
+        let period = c.get_i64("repl-ping-replica-period").max(1) as u64 * 1000;
+        (period, replica_hard_limit(&c.get_str("client-output-buffer-limit")))
+    };
+    repl.backlog.hard_cap.store(hard, Relaxed);
+    if now.saturating_sub(LAST_PING_MS.load(Relaxed)) >= period {
+        LAST_PING_MS.store(now, Relaxed);
+        repl.backlog.append_raw(b"*1\r\n$4\r\nPING\r\n");
+        repl.backlog.wake_if_dirty();
+    }
+}
+
+/// The hard limit of the `replica` class in a client-output-buffer-limit
+/// value ("normal 0 0 0 replica 256mb 64mb 60 pubsub ...").
+fn replica_hard_limit(v: &str) -> usize {
+    let w: Vec<&str> = v.split_whitespace().collect();
+    w.chunks(4)
+        .find(|c| c.len() == 4 && (c[0] == "replica" || c[0] == "slave"))
+        .and_then(|c| crate::config::parse::parse_memory(c[1]).ok())
+        .map_or(256 << 20, |b| b as usize)
+}

@@ -28,3 +28,15 @@ impl ReplicaSide {
         ))
     }
 }
+
+impl ReplicaSide {
+    /// The link to our master is up (PSYNC from our own replicas is served).
+    pub fn link_up(&self) -> bool {
+        false
+    }
+}
+
+/// REPLCONF GETACK from our master: answered on the link (by the link).
+pub fn getack(_ctx: &mut Ctx) -> CmdResult {
+    Ok(())
+}

@@ -79,6 +79,10 @@ pub struct ClientState {
     pub exec_effects: Option<Vec<crate::effects::Effect>>,
     /// BLPOP & co.: a pending block and retry state (see `blocking.rs`).
     pub block: super::blocking::BlockSlot,
+    /// What REPLCONF told us (a replica's handshake).
+    pub replconf: Option<Box<crate::replication::master::ReplConf>>,
+    /// Set by PSYNC/SYNC: the connection becomes a replica feed.
+    pub sync_request: Option<crate::replication::master::SyncRequest>,
 }
 
 impl ClientState {
@@ -106,6 +110,8 @@ impl ClientState {
             watches: None,
             exec_effects: None,
             block: Default::default(),
+            replconf: None,
+            sync_request: None,
         }
     }
 }

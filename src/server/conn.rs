@@ -128,7 +128,7 @@ fn set_keepalive(s: &std::net::TcpStream, secs: i64) {
 /// The query buffer: `data[start..end]` holds unparsed bytes. `data` is
 /// zero-filled once when it grows, so reads go straight into it without
 /// `unsafe` and without re-zeroing per read.
-struct QueryBuf {
+pub(crate) struct QueryBuf {
     data: Vec<u8>,
     start: usize,
     end: usize,
@@ -137,17 +137,17 @@ struct QueryBuf {
 impl QueryBuf {
     const INITIAL: usize = 16 * 1024;
 
-    fn new() -> Self {
+    pub(crate) fn new() -> Self {
         QueryBuf {
             data: vec![0; Self::INITIAL],
             start: 0,
             end: 0,
         }
     }
-    fn pending(&self) -> &[u8] {
+    pub(crate) fn pending(&self) -> &[u8] {
         &self.data[self.start..self.end]
     }
-    fn consume(&mut self, n: usize) {
+    pub(crate) fn consume(&mut self, n: usize) {
         self.start += n;
         if self.start == self.end {
             self.start = 0;
@@ -180,7 +180,7 @@ impl QueryBuf {
 /// Reads into `qb`. Returns 0 on EOF. A short read clears the readiness
 /// flag itself (edge-triggered epoll re-arms on new data), which saves the
 /// extra `read` returning EAGAIN that a plain async read costs per request.
-async fn read_some<T>(io: &AsyncFd<T>, qb: &mut QueryBuf) -> std::io::Result<usize>
+pub(crate) async fn read_some<T>(io: &AsyncFd<T>, qb: &mut QueryBuf) -> std::io::Result<usize>
 where
     T: AsRawFd,
     for<'a> &'a T: Read,
@@ -206,7 +206,7 @@ where
 /// Writes all of `buf`, waiting for writability only when the socket is full.
 /// A `kill` notification (output buffer limit, see `client.rs`) aborts the
 /// wait, so a peer that never reads cannot pin the connection here.
-async fn write_all<T>(io: &AsyncFd<T>, mut buf: &[u8], kill: &Notify) -> std::io::Result<()>
+pub(crate) async fn write_all<T>(io: &AsyncFd<T>, mut buf: &[u8], kill: &Notify) -> std::io::Result<()>
 where
     T: AsRawFd,
     for<'a> &'a T: Write,
@@ -319,6 +319,7 @@ async fn serve_stream<T>(
         crate::commands::tracking::flush_bcast(&srv);
         qb.shrink_if_idle();
         shared.qbuf.store(qb.end - qb.start, Relaxed);
+        srv.repl.backlog.wake_if_dirty();
         if !out.is_empty() {
             crate::persistence::aof::before_reply(&srv);
             worker.stats.add_net(0, out.len() as u64);
@@ -345,6 +346,11 @@ async fn serve_stream<T>(
             if out.buf.capacity() > 1 << 20 {
                 out.buf = Vec::with_capacity(16 * 1024);
             }
+        }
+        if let Some(req) = client.sync_request.take() {
+            // PSYNC/SYNC: from here on this connection is a replica's feed.
+            crate::replication::master::serve_replica(&srv, &io, qb, &client, req, &shared).await;
+            break;
         }
         if client.block.request.is_some() {
             if !block_wait(&srv, &worker, &mut client, &io, &mut qb, &mut out, &shared).await {

@@ -25,9 +25,11 @@ pub async fn worker_cron(srv: Arc<Server>, worker: Rc<Worker>, index: usize, nwo
             end_pause_if_due(&srv);
             crate::commands::tracking::cron(&srv);
             crate::commands::server_cmds::sample_rates(&srv);
+            crate::replication::cron(&srv);
             crate::persistence::save::cron(&srv);
             crate::persistence::aof::cron(&srv);
         }
+        srv.repl.backlog.wake_if_dirty();
         if !srv.hot.active_expire.load(Relaxed) {
             continue;
         }

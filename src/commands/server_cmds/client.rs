@@ -233,7 +233,12 @@ fn parse_kind(a: &[u8]) -> Result<Kind, CmdError> {
 }
 
 fn kind_of(c: &ClientShared) -> Kind {
-    if c.flags.lock().contains('P') {
+    let flags = c.flags.lock();
+    if flags.contains('S') {
+        Kind::Replica
+    } else if flags.contains('M') {
+        Kind::Master
+    } else if flags.contains('P') {
         Kind::Pubsub
     } else {
         Kind::Normal

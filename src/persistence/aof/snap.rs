@@ -23,6 +23,7 @@ pub fn start(srv: &Arc<Server>, job: Job) -> Result<(), StartError> {
     let sj = SnapshotJob {
         format,
         path: job.path,
+        stream: None,
         at_cut: Some(job.at_cut),
         done: job.done,
         threads,
