@@ -278,15 +278,17 @@ fn header_bytes(srv: &Server, format: SnapFormat, extra: &[(String, String)]) ->
     h
 }
 
+/// Each database's (keys, volatile keys) at the cut.
+type DbSizes = [(usize, usize)];
+
 /// Writes the snapshot into `out` (diskless replication); returns the bytes.
 fn write_stream(
     srv: &Arc<Server>,
-    what: (Box<dyn Write + Send>, &[u8], &[(usize, usize)]),
+    (out, header, sizes): (Box<dyn Write + Send>, &[u8], &DbSizes),
     preserved: &Preserved,
     checksum: bool,
     threads: usize,
 ) -> io::Result<u64> {
-    let (out, header, sizes) = what;
     let rdb = preserved.format == SnapFormat::Rdb;
     let mut w = FileWriter::new(BufWriter::with_capacity(1 << 16, out), checksum && rdb);
     write_body(srv, &mut w, (header, sizes), preserved, threads)?;

@@ -70,6 +70,8 @@ pub struct MasterSide {
     pub sync_full: AtomicU64,
     pub sync_partial_ok: AtomicU64,
     pub sync_partial_err: AtomicU64,
+    /// Woken when a replica acknowledges (WAIT).
+    pub acked_notify: tokio::sync::Notify,
 }
 
 impl MasterSide {
@@ -147,7 +149,7 @@ fn request_sync(ctx: &mut Ctx, psync: bool, replid: String, offset: i64) -> CmdR
 /// REPLCONF <option> <value> ...: listening-port, ip-address, capa, ack,
 /// getack (on a replica, from its master), rdb-only and the like.
 pub fn replconf(ctx: &mut Ctx, args: Args) -> CmdResult {
-    if args.len() % 2 == 0 {
+    if args.len().is_multiple_of(2) {
         return Err(CmdError::Syntax);
     }
     let conf = ctx.client.replconf.get_or_insert_with(Default::default);
@@ -180,8 +182,20 @@ pub fn replconf(ctx: &mut Ctx, args: Args) -> CmdResult {
     Ok(())
 }
 
+/// A WAIT that could not be answered at once.
+#[derive(Debug)]
+pub struct WaitRequest {
+    pub offset: u64,
+    pub replicas: usize,
+    /// Unix ms, 0: forever.
+    pub deadline_ms: u64,
+}
+
+/// WAIT numreplicas timeout: how many replicas acknowledged every write
+/// this server made so far (this client's included), waiting up to
+/// `timeout` ms (0: forever) for `numreplicas` of them.
 pub fn wait(ctx: &mut Ctx, args: Args) -> CmdResult {
-    let _numreplicas = crate::commands::util::arg_i64(args.get(1))?;
+    let replicas = crate::commands::util::arg_i64(args.get(1))?;
     let timeout = crate::commands::util::arg_i64(args.get(2))?;
     if timeout < 0 {
         return Err(CmdError::Msg("ERR timeout is negative".into()));
@@ -191,11 +205,57 @@ pub fn wait(ctx: &mut Ctx, args: Args) -> CmdResult {
             "ERR WAIT cannot be used with replica instances. Please also note that since Redis 4.0 if a replica is configured to be writable (which is not the default) writes to replicas are just local and are not propagated.".into(),
         ));
     }
-    // The answer is computed by the connection (it must wait without
-    // blocking its worker): see `wait_acks`.
-    let n = ctx.srv.repl.master.acked(ctx.srv.repl.backlog.end());
-    ctx.out.int(n as i64);
+    let offset = ctx.srv.repl.backlog.end();
+    let acked = ctx.srv.repl.master.acked(offset);
+    if acked as i64 >= replicas || ctx.client.in_exec {
+        ctx.out.int(acked as i64);
+        return Ok(());
+    }
+    request_acks(ctx.srv);
+    ctx.client.wait_request = Some(WaitRequest {
+        offset,
+        replicas: replicas.max(0) as usize,
+        deadline_ms: if timeout == 0 {
+            0
+        } else {
+            ctx.now_ms + timeout as u64
+        },
+    });
     Ok(())
+}
+
+/// Asks every replica for an immediate ACK (REPLCONF GETACK * in the
+/// stream, as Redis does for WAIT).
+fn request_acks(srv: &Server) {
+    let b = &srv.repl.backlog;
+    if b.is_active() {
+        b.append_raw(b"*3\r\n$8\r\nREPLCONF\r\n$6\r\nGETACK\r\n$1\r\n*\r\n");
+        b.wake_if_dirty();
+    }
+}
+
+/// Waits until `w.replicas` replicas acknowledged `w.offset`, the deadline
+/// passes or the client is killed; returns how many did.
+pub async fn wait_acks(srv: &Server, w: WaitRequest, kill: &tokio::sync::Notify) -> usize {
+    let master = &srv.repl.master;
+    loop {
+        let n = master.acked(w.offset);
+        let now = unix_ms();
+        if n >= w.replicas || (w.deadline_ms != 0 && now >= w.deadline_ms) {
+            return n;
+        }
+        let left = if w.deadline_ms == 0 {
+            100
+        } else {
+            (w.deadline_ms - now).min(100)
+        };
+        let acked = master.acked_notify.notified();
+        tokio::select! {
+            _ = acked => {}
+            _ = kill.notified() => return n,
+            _ = tokio::time::sleep(Duration::from_millis(left)) => {}
+        }
+    }
 }
 
 pub fn waitaof(_ctx: &mut Ctx, _args: Args) -> CmdResult {
@@ -248,7 +308,11 @@ pub(crate) async fn serve_replica<T>(
         );
         feed(srv, io, qb, &handle, from, shared).await;
     }
-    srv.repl.master.replicas.lock().retain(|r| !Arc::ptr_eq(r, &handle));
+    srv.repl
+        .master
+        .replicas
+        .lock()
+        .retain(|r| !Arc::ptr_eq(r, &handle));
     srv.repl.master.update_keep_from(&srv.repl.backlog);
     log_notice!(
         "Connection with replica {}:{} lost.",
@@ -424,7 +488,7 @@ where
                 // Another save runs: wait for it, keeping the link alive.
                 tokio::time::sleep(Duration::from_millis(100)).await;
                 waited += 1;
-                if waited % 10 == 0 {
+                if waited.is_multiple_of(10) {
                     write_all(io, b"\n", &shared.kill).await.ok()?;
                 }
             }
@@ -549,19 +613,25 @@ async fn feed<T>(
         };
         match input {
             Some(Ok(0)) | Some(Err(_)) => return,
-            Some(Ok(_)) => {
-                if !read_acks(&mut parser, &mut qb, handle) {
-                    return;
-                }
-            }
+            Some(Ok(_)) => match read_acks(&mut parser, &mut qb, handle) {
+                None => return,
+                Some(true) => srv.repl.master.acked_notify.notify_waiters(),
+                Some(false) => {}
+            },
             None => {}
         }
     }
 }
 
 /// Handles the commands a replica sends on its link (REPLCONF ACK <offset>
-/// [FACK <aof offset>], PING); false on a protocol error.
-fn read_acks(parser: &mut RequestParser, qb: &mut QueryBuf, handle: &ReplicaHandle) -> bool {
+/// [FACK <aof offset>], PING): whether one was an ACK; None on a protocol
+/// error.
+fn read_acks(
+    parser: &mut RequestParser,
+    qb: &mut QueryBuf,
+    handle: &ReplicaHandle,
+) -> Option<bool> {
+    let mut acked = false;
     loop {
         match parser.parse(qb.pending(), &ParseLimits::default()) {
             Ok(Parsed::Command { consumed }) => {
@@ -576,12 +646,13 @@ fn read_acks(parser: &mut RequestParser, qb: &mut QueryBuf, handle: &ReplicaHand
                     {
                         handle.ack_offset.fetch_max(off, Relaxed);
                         handle.ack_ms.store(unix_ms(), Relaxed);
+                        acked = true;
                     }
                 }
                 qb.consume(consumed);
             }
-            Ok(Parsed::Incomplete) => return true,
-            Err(_) => return false,
+            Ok(Parsed::Incomplete) => return Some(acked),
+            Err(_) => return None,
         }
     }
 }
@@ -589,6 +660,8 @@ fn read_acks(parser: &mut RequestParser, qb: &mut QueryBuf, handle: &ReplicaHand
 impl MasterSide {
     /// Recomputes the backlog's pin: the lowest offset still to send.
     pub fn update_keep_from(&self, backlog: &crate::replication::backlog::Backlog) {
-        backlog.keep_from.store(self.keep_from().unwrap_or(0), Relaxed);
+        backlog
+            .keep_from
+            .store(self.keep_from().unwrap_or(0), Relaxed);
     }
 }

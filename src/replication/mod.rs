@@ -194,7 +194,10 @@ pub fn cron(srv: &Server) {
     let (period, hard) = {
         let c = srv.config.read();
         let period = c.get_i64("repl-ping-replica-period").max(1) as u64 * 1000;
-        (period, replica_hard_limit(&c.get_str("client-output-buffer-limit")))
+        (
+            period,
+            replica_hard_limit(&c.get_str("client-output-buffer-limit")),
+        )
     };
     repl.backlog.hard_cap.store(hard, Relaxed);
     if now.saturating_sub(LAST_PING_MS.load(Relaxed)) >= period {

@@ -83,6 +83,8 @@ pub struct ClientState {
     pub replconf: Option<Box<crate::replication::master::ReplConf>>,
     /// Set by PSYNC/SYNC: the connection becomes a replica feed.
     pub sync_request: Option<crate::replication::master::SyncRequest>,
+    /// Set by WAIT that must wait: answered by the connection.
+    pub wait_request: Option<crate::replication::master::WaitRequest>,
 }
 
 impl ClientState {
@@ -112,6 +114,7 @@ impl ClientState {
             block: Default::default(),
             replconf: None,
             sync_request: None,
+            wait_request: None,
         }
     }
 }

@@ -206,7 +206,11 @@ where
 /// Writes all of `buf`, waiting for writability only when the socket is full.
 /// A `kill` notification (output buffer limit, see `client.rs`) aborts the
 /// wait, so a peer that never reads cannot pin the connection here.
-pub(crate) async fn write_all<T>(io: &AsyncFd<T>, mut buf: &[u8], kill: &Notify) -> std::io::Result<()>
+pub(crate) async fn write_all<T>(
+    io: &AsyncFd<T>,
+    mut buf: &[u8],
+    kill: &Notify,
+) -> std::io::Result<()>
 where
     T: AsRawFd,
     for<'a> &'a T: Write,
@@ -347,6 +351,16 @@ async fn serve_stream<T>(
                 out.buf = Vec::with_capacity(16 * 1024);
             }
         }
+        if let Some(w) = client.wait_request.take() {
+            // WAIT: the replies before it are out; answer once acknowledged.
+            let n = crate::replication::master::wait_acks(&srv, w, &shared.kill).await;
+            out.int(n as i64);
+            if write_all(&io, &out.buf, &shared.kill).await.is_err() {
+                break;
+            }
+            out.buf.clear();
+            more_input = true;
+        }
         if let Some(req) = client.sync_request.take() {
             // PSYNC/SYNC: from here on this connection is a replica's feed.
             crate::replication::master::serve_replica(&srv, &io, qb, &client, req, &shared).await;
@@ -417,7 +431,7 @@ async fn process_input(
                     t = dispatch(srv, worker, client, out, parser.args(qb.pending()), t);
                 }
                 qb.consume(consumed);
-                if client.block.request.is_some() {
+                if client.block.request.is_some() || client.wait_request.is_some() {
                     return (false, qb.start != qb.end);
                 }
                 if srv.blocking.busy() {

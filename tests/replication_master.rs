@@ -1,0 +1,141 @@
+//! LatticeDB as a master, with a real redis-server 7 as its replica: the
+//! full sync (diskless and disk-based) gives the replica our exact dataset
+//! (DEBUG DIGEST), live writes follow, a dropped link resumes with a
+//! partial resync, and WAIT counts the replica's acknowledgements.
+
+mod common;
+use common::*;
+use std::time::{Duration, Instant};
+
+/// Polls `f` for up to 20 s.
+fn eventually(what: &str, mut f: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while Instant::now() < deadline {
+        if f() {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    panic!("timed out waiting for {what}");
+}
+
+fn digest(c: &mut redis::Connection) -> String {
+    cmd(c, &["DEBUG", "DIGEST"])
+}
+
+/// Every type, both encodings, TTLs, three databases.
+fn fill(c: &mut redis::Connection) {
+    let big = "x".repeat(5000);
+    let _: () = cmd(c, &["SET", "s", "v"]);
+    let _: () = cmd(c, &["SET", "n", "12345"]);
+    let _: () = cmd(c, &["SET", "big", &big]);
+    let _: () = cmd(c, &["SET", "ttl", "v", "EX", "1000"]);
+    let _: i64 = cmd(c, &["RPUSH", "l", "a", "b", "1"]);
+    let _: i64 = cmd(c, &["HSET", "h", "f", "v", "g", "1"]);
+    let _: i64 = cmd(c, &["SADD", "si", "1", "2", "3"]);
+    let _: i64 = cmd(c, &["SADD", "ss", "a", "b"]);
+    let _: i64 = cmd(c, &["ZADD", "z", "1", "a", "2.5", "b"]);
+    for i in 0..300 {
+        let (k, v) = (format!("m{i}"), format!("{i}{big}"));
+        let _: i64 = cmd(c, &["RPUSH", "biglist", &v]);
+        let _: i64 = cmd(c, &["HSET", "bighash", &k, &v]);
+        let _: i64 = cmd(c, &["ZADD", "bigzset", &i.to_string(), &k]);
+    }
+    for db in ["1", "2"] {
+        let _: () = cmd(c, &["SELECT", db]);
+        let _: () = cmd(c, &["SET", "in", db]);
+    }
+    let _: () = cmd(c, &["SELECT", "0"]);
+}
+
+/// Writes of every kind the stream must carry, across databases.
+fn live_writes(c: &mut redis::Connection) {
+    let _: i64 = cmd(c, &["INCR", "n"]);
+    let _: () = cmd(c, &["SET", "later", "v", "PX", "100000"]);
+    let _: i64 = cmd(c, &["EXPIRE", "s", "500"]);
+    let _: i64 = cmd(c, &["DEL", "ss"]);
+    let _: i64 = cmd(c, &["LPUSH", "l", "front"]);
+    let _: String = cmd(c, &["INCRBYFLOAT", "f", "1.5"]);
+    let _: redis::Value = redis::pipe()
+        .atomic()
+        .cmd("SET")
+        .arg("tx1")
+        .arg("1")
+        .cmd("SET")
+        .arg("tx2")
+        .arg("2")
+        .query(c)
+        .unwrap();
+    let _: () = cmd(c, &["SELECT", "2"]);
+    let _: () = cmd(c, &["FLUSHDB"]);
+    let _: () = cmd(c, &["SET", "fresh", "2"]);
+    let _: () = cmd(c, &["SELECT", "0"]);
+}
+
+fn in_sync(master: &mut redis::Connection, replica: &mut redis::Connection) -> bool {
+    let offset: u64 = info_field(master, "master_repl_offset");
+    let link: String = info_field(replica, "master_link_status");
+    link == "up"
+        && info_field::<u64>(replica, "master_repl_offset") == offset
+        && digest(master) == digest(replica)
+}
+
+fn full_sync_then_live(diskless: &str) {
+    let s = Server::start(&["--repl-diskless-sync", diskless]);
+    let mut m = s.conn();
+    fill(&mut m);
+    let r = RedisOracle::start(&["--replicaof", "127.0.0.1", &s.port.to_string()]);
+    let mut rc = r.conn();
+    eventually("the initial sync", || in_sync(&mut m, &mut rc));
+    live_writes(&mut m);
+    eventually("the live writes", || in_sync(&mut m, &mut rc));
+    let v: String = cmd(&mut rc, &["GET", "tx2"]);
+    assert_eq!(v, "2");
+    let ttl: i64 = cmd(&mut rc, &["PTTL", "later"]);
+    assert!(ttl > 90_000, "{ttl}");
+    // What the master reports.
+    assert_eq!(info_field::<u64>(&mut m, "connected_slaves"), 1);
+    let slave0: String = info_field(&mut m, "slave0");
+    assert!(
+        slave0.starts_with(&format!("ip=127.0.0.1,port={},state=online,", r.port)),
+        "{slave0}"
+    );
+    assert_eq!(info_field::<u64>(&mut m, "sync_full"), 1);
+    let role: Vec<redis::Value> = cmd(&mut m, &["ROLE"]);
+    assert_eq!(role[0], redis::Value::BulkString(b"master".to_vec()));
+}
+
+#[test]
+fn redis_replica_diskless_full_sync_then_live_writes() {
+    full_sync_then_live("yes");
+}
+
+#[test]
+fn redis_replica_disk_full_sync_then_live_writes() {
+    full_sync_then_live("no");
+}
+
+#[test]
+fn dropped_link_resumes_with_a_partial_resync_and_wait_counts_acks() {
+    let s = Server::start(&[]);
+    let mut m = s.conn();
+    fill(&mut m);
+    let r = RedisOracle::start(&["--replicaof", "127.0.0.1", &s.port.to_string()]);
+    let mut rc = r.conn();
+    eventually("the initial sync", || in_sync(&mut m, &mut rc));
+    // WAIT: the replica acknowledges a write at once.
+    let _: () = cmd(&mut m, &["SET", "acked", "1"]);
+    let n: i64 = cmd(&mut m, &["WAIT", "1", "5000"]);
+    assert_eq!(n, 1);
+    // Asking for two replicas waits the timeout, then counts the one.
+    let n: i64 = cmd(&mut m, &["WAIT", "2", "200"]);
+    assert_eq!(n, 1);
+    for round in 0..3 {
+        let killed: i64 = cmd(&mut m, &["CLIENT", "KILL", "TYPE", "replica"]);
+        assert_eq!(killed, 1);
+        let _: () = cmd(&mut m, &["SET", &format!("while-down-{round}"), "1"]);
+        eventually("the resync", || in_sync(&mut m, &mut rc));
+    }
+    assert_eq!(info_field::<u64>(&mut m, "sync_full"), 1);
+    assert_eq!(info_field::<u64>(&mut m, "sync_partial_ok"), 3);
+}
