@@ -72,6 +72,14 @@ pub struct MasterSide {
     pub sync_partial_err: AtomicU64,
     /// Woken when a replica acknowledges (WAIT).
     pub acked_notify: tokio::sync::Notify,
+    /// Back-pressure: write batches delayed, and the total delay (µs).
+    pub throttled: AtomicU64,
+    pub throttle_us: AtomicU64,
+    /// Replicas closed for lagging past the hard limit.
+    pub lag_disconnects: AtomicU64,
+    /// repl-throttle-lag, and whether repl-lag-policy is "throttle".
+    throttle_lag: AtomicU64,
+    throttle_on: std::sync::atomic::AtomicBool,
 }
 
 impl MasterSide {
@@ -91,6 +99,24 @@ impl MasterSide {
                 now.saturating_sub(r.ack_ms.load(Relaxed)) / 1000,
             );
         }
+    }
+
+    /// LatticeDB's own lines (after Redis's): how far the slowest replica
+    /// is, what the backlog holds for it, and the back-pressure applied.
+    pub fn lag_fields(&self, srv: &Server, o: &mut String) {
+        let b = &srv.repl.backlog;
+        let keep = b.keep_from.load(Relaxed);
+        let lag = if keep == 0 { 0 } else { (b.end() + 1).saturating_sub(keep) };
+        let _ = write!(
+            o,
+            "repl_lag_policy:{}\r\nrepl_max_replica_lag_bytes:{lag}\r\nrepl_backlog_held_bytes:{}\r\n\
+             repl_throttled_batches:{}\r\nrepl_throttle_wait_ms:{}\r\nrepl_lag_disconnects:{}\r\n",
+            srv.config.read().get_str("repl-lag-policy"),
+            b.held(),
+            self.throttled.load(Relaxed),
+            self.throttle_us.load(Relaxed) / 1000,
+            self.lag_disconnects.load(Relaxed),
+        );
     }
 
     pub fn failover_state(&self) -> &'static str {
@@ -586,6 +612,7 @@ async fn feed<T>(
         let n = match backlog.read(from, 1 << 20, &mut buf) {
             Ok(n) => n,
             Err(_) => {
+                srv.repl.master.lag_disconnects.fetch_add(1, Relaxed);
                 log_warning!(
                     "Replica {}:{} fell out of the backlog (more than the replica hard limit behind): closing it, it will resync",
                     handle.ip,
@@ -663,5 +690,49 @@ impl MasterSide {
         backlog
             .keep_from
             .store(self.keep_from().unwrap_or(0), Relaxed);
+    }
+}
+
+thread_local! {
+    /// This thread appended to the backlog since the last [`throttle`].
+    pub static WROTE: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Back-pressure, called by a connection after a batch of commands and
+/// before its replies go out: if the batch wrote and the slowest replica
+/// is more than `repl-throttle-lag` bytes behind, the replies wait in
+/// proportion to how far past it is (1 ms per MB, at most 100 ms a batch),
+/// so writers slow to the rate the replica takes and it never reaches the
+/// hard limit that would cost it a full resync. `repl-lag-policy
+/// disconnect` turns this off (Redis's behaviour: the replica is dropped at
+/// the hard limit).
+pub async fn throttle(srv: &Server) {
+    if !WROTE.with(|w| w.replace(false)) {
+        return;
+    }
+    let b = &srv.repl.backlog;
+    let keep = b.keep_from.load(Relaxed);
+    if keep == 0 {
+        return;
+    }
+    let m = &srv.repl.master;
+    let (start, on) = (m.throttle_lag.load(Relaxed), m.throttle_on.load(Relaxed));
+    let lag = (b.end() + 1).saturating_sub(keep);
+    if !on || lag <= start {
+        return;
+    }
+    let ms = ((lag - start) >> 20).clamp(1, 100);
+    m.throttled.fetch_add(1, Relaxed);
+    m.throttle_us.fetch_add(ms * 1000, Relaxed);
+    tokio::time::sleep(Duration::from_millis(ms)).await;
+}
+
+impl MasterSide {
+    /// Re-reads the back-pressure settings (cron).
+    pub fn load_throttle_conf(&self, c: &crate::config::Config) {
+        let lag = c.get_i64("repl-throttle-lag").max(0) as u64;
+        self.throttle_lag.store(lag, Relaxed);
+        let on = c.get_str("repl-lag-policy") == "throttle";
+        self.throttle_on.store(on, Relaxed);
     }
 }

@@ -121,6 +121,7 @@ impl EffectSink for Feed {
         }
         self.backlog
             .append_command(e.db, |out| crate::protocol::request::command(out, &e.argv));
+        master::WROTE.with(|w| w.set(true));
     }
 }
 
@@ -153,6 +154,7 @@ pub fn info_section(srv: &Server, o: &mut String) {
         if active { first } else { 0 },
         if active { histlen } else { 0 },
     );
+    repl.master.lag_fields(srv, o);
 }
 
 /// ROLE: ["master", offset, [[ip, port, ack offset], ...]] or
@@ -194,6 +196,7 @@ pub fn cron(srv: &Server) {
     let (period, hard) = {
         let c = srv.config.read();
         let period = c.get_i64("repl-ping-replica-period").max(1) as u64 * 1000;
+        repl.master.load_throttle_conf(&c);
         (
             period,
             replica_hard_limit(&c.get_str("client-output-buffer-limit")),

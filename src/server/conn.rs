@@ -324,6 +324,7 @@ async fn serve_stream<T>(
         qb.shrink_if_idle();
         shared.qbuf.store(qb.end - qb.start, Relaxed);
         srv.repl.backlog.wake_if_dirty();
+        crate::replication::master::throttle(&srv).await;
         if !out.is_empty() {
             crate::persistence::aof::before_reply(&srv);
             worker.stats.add_net(0, out.len() as u64);
