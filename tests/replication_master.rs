@@ -139,3 +139,37 @@ fn dropped_link_resumes_with_a_partial_resync_and_wait_counts_acks() {
     assert_eq!(info_field::<u64>(&mut m, "sync_full"), 1);
     assert_eq!(info_field::<u64>(&mut m, "sync_partial_ok"), 3);
 }
+
+#[test]
+fn min_replicas_to_write_refuses_writes_without_a_good_replica() {
+    let s = Server::start(&[
+        "--min-replicas-to-write",
+        "1",
+        "--min-replicas-max-lag",
+        "10",
+    ]);
+    let mut m = s.conn();
+    let err = cmd_err(&mut m, &["SET", "k", "v"]);
+    assert!(err.contains("Not enough good replicas to write."), "{err}");
+    let r: redis::RedisResult<redis::Value> = redis::pipe()
+        .atomic()
+        .cmd("SET")
+        .arg("k")
+        .arg("v")
+        .query(&mut m);
+    // Refused while queued, as Redis does (EXEC then aborts).
+    let err = r.unwrap_err().to_string();
+    assert!(err.contains("NOREPLICAS"), "{err}");
+    // Reads still run.
+    let v: Option<String> = cmd(&mut m, &["GET", "k"]);
+    assert_eq!(v, None);
+    let r = RedisOracle::start(&["--replicaof", "127.0.0.1", &s.port.to_string()]);
+    let mut rc = r.conn();
+    eventually("a good replica", || {
+        info_field::<u64>(&mut m, "min_slaves_good_slaves") == 1
+    });
+    let _: () = cmd(&mut m, &["SET", "k", "v"]);
+    eventually("the write on the replica", || {
+        cmd::<Option<String>>(&mut rc, &["GET", "k"]).as_deref() == Some("v")
+    });
+}

@@ -530,7 +530,12 @@ pub static DIRECTIVES: &[Directive] = &[
     d("repl-diskless-sync-delay", Int(0, INT), "5"),
     d("repl-diskless-sync-max-replicas", Int(0, INT), "0"),
     // LatticeDB: what a master does when a replica lags (DECISIONS 29).
-    d("repl-lag-policy", Enum(&["throttle", "disconnect"]), "throttle").built(),
+    d(
+        "repl-lag-policy",
+        Enum(&["throttle", "disconnect"]),
+        "throttle",
+    )
+    .built(),
     d("repl-throttle-lag", Memory, "32mb").built(),
     d("repl-ping-replica-period", Int(1, INT), "10").alias(&["repl-ping-slave-period"]),
     d("repl-timeout", Int(1, INT), "60"),

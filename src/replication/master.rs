@@ -84,9 +84,14 @@ pub struct MasterSide {
 
 impl MasterSide {
     /// connected_slaves and the slaveN lines.
-    pub fn info_fields(&self, _srv: &Server, o: &mut String) {
+    pub fn info_fields(&self, srv: &Server, o: &mut String) {
         let list = self.replicas.lock().clone();
         let _ = write!(o, "connected_slaves:{}\r\n", list.len());
+        let lag = srv.hot.min_replicas_max_lag.load(Relaxed);
+        if srv.hot.min_replicas_to_write.load(Relaxed) > 0 && lag > 0 {
+            let good = self.good_replicas(lag * 1000);
+            let _ = write!(o, "min_slaves_good_slaves:{good}\r\n");
+        }
         let now = unix_ms();
         for (i, r) in list.iter().enumerate() {
             let _ = write!(
@@ -106,7 +111,11 @@ impl MasterSide {
     pub fn lag_fields(&self, srv: &Server, o: &mut String) {
         let b = &srv.repl.backlog;
         let keep = b.keep_from.load(Relaxed);
-        let lag = if keep == 0 { 0 } else { (b.end() + 1).saturating_sub(keep) };
+        let lag = if keep == 0 {
+            0
+        } else {
+            (b.end() + 1).saturating_sub(keep)
+        };
         let _ = write!(
             o,
             "repl_lag_policy:{}\r\nrepl_max_replica_lag_bytes:{lag}\r\nrepl_backlog_held_bytes:{}\r\n\
@@ -131,6 +140,19 @@ impl MasterSide {
             .map(|r| r.sent.load(Relaxed))
             .filter(|&s| s != 0)
             .min()
+    }
+
+    /// Replicas online whose last ACK is at most `max_lag_ms` old.
+    pub fn good_replicas(&self, max_lag_ms: u64) -> usize {
+        let now = unix_ms();
+        self.replicas
+            .lock()
+            .iter()
+            .filter(|r| {
+                *r.state.lock() == "online"
+                    && now.saturating_sub(r.ack_ms.load(Relaxed)) <= max_lag_ms
+            })
+            .count()
     }
 
     /// Replicas online that acknowledged `offset` (WAIT).

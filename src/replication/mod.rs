@@ -219,3 +219,37 @@ fn replica_hard_limit(v: &str) -> usize {
         .and_then(|c| crate::config::parse::parse_memory(c[1]).ok())
         .map_or(256 << 20, |b| b as usize)
 }
+
+/// `min-replicas-to-write`: a master with fewer good replicas (online,
+/// acknowledged within `min-replicas-max-lag` seconds) refuses writes, and
+/// an EXEC holding one, with NOREPLICAS. One relaxed load when unset.
+pub fn admit_write(
+    srv: &Server,
+    client: &mut crate::server::client::ClientState,
+    id: crate::commands::CommandId,
+) -> Result<(), crate::commands::CmdError> {
+    use crate::commands::{flags::WRITE, multi, CmdError};
+    let need = srv.hot.min_replicas_to_write.load(Relaxed);
+    if need == 0 || srv.repl.is_replica() {
+        return Ok(());
+    }
+    let cmd = srv.commands.get(id);
+    let writes = cmd.flags & WRITE != 0
+        || (cmd.name == "exec" && multi::queued_flags(srv, client) & WRITE != 0);
+    if !writes {
+        return Ok(());
+    }
+    let max_lag_ms = srv.hot.min_replicas_max_lag.load(Relaxed) * 1000;
+    if srv.repl.master.good_replicas(max_lag_ms) as u64 >= need {
+        return Ok(());
+    }
+    let err = CmdError::Msg("NOREPLICAS Not enough good replicas to write.".into());
+    if cmd.name == "exec" {
+        multi::reset(client);
+        return Err(CmdError::Msg(format!(
+            "EXECABORT Transaction discarded because of: {}",
+            err.render()
+        )));
+    }
+    Err(err)
+}

@@ -521,6 +521,7 @@ pub fn dispatch(
         let mut clock = worker.clock.borrow_mut();
         crate::commands::evict::admit(srv, &mut clock, &worker.stats, client, id)
             .and_then(|()| crate::persistence::admit_write(srv, client, id))
+            .and_then(|()| crate::replication::admit_write(srv, client, id))
             .map(|()| id)
             .map_err(|e| (Some(id), e))
     });

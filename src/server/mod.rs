@@ -73,6 +73,9 @@ pub struct HotConfig {
     pub lazyfree_expire: AtomicBool,
     /// `maxmemory` in bytes (0: no limit) and how to stay under it.
     pub maxmemory: AtomicU64,
+    /// min-replicas-to-write and min-replicas-max-lag (seconds).
+    pub min_replicas_to_write: AtomicU64,
+    pub min_replicas_max_lag: AtomicU64,
     pub eviction: crate::commands::evict::EvictionConfig,
 }
 
@@ -161,6 +164,10 @@ impl HotConfig {
             .store(c.get_bool("lazyfree-lazy-expire"), Relaxed);
         self.maxmemory
             .store(c.get_i64("maxmemory").max(0) as u64, Relaxed);
+        self.min_replicas_to_write
+            .store(c.get_i64("min-replicas-to-write").max(0) as u64, Relaxed);
+        self.min_replicas_max_lag
+            .store(c.get_i64("min-replicas-max-lag").max(0) as u64, Relaxed);
         self.eviction.load(c);
     }
 }
