@@ -173,3 +173,41 @@ fn min_replicas_to_write_refuses_writes_without_a_good_replica() {
         cmd::<Option<String>>(&mut rc, &["GET", "k"]).as_deref() == Some("v")
     });
 }
+
+/// kill -9 of the master in the middle of a write load: every write that
+/// WAIT 1 acknowledged is on the replica.
+#[test]
+fn writes_acknowledged_by_wait_survive_a_master_kill() {
+    let mut s = Server::start(&[]);
+    let r = RedisOracle::start(&["--replicaof", "127.0.0.1", &s.port.to_string()]);
+    let mut rc = r.conn();
+    let mut m = s.conn();
+    eventually("the initial sync", || in_sync(&mut m, &mut rc));
+    let port = s.port;
+    let writer = std::thread::spawn(move || {
+        let mut c = redis::Client::open(format!("redis://127.0.0.1:{port}/"))
+            .unwrap()
+            .get_connection()
+            .unwrap();
+        let mut acked = vec![];
+        for i in 0.. {
+            let key = format!("k{i}");
+            if redis::cmd("SET").arg(&key).arg(i).query::<()>(&mut c).is_err() {
+                break;
+            }
+            match redis::cmd("WAIT").arg(1).arg(0).query::<i64>(&mut c) {
+                Ok(1) => acked.push(key),
+                _ => break,
+            }
+        }
+        acked
+    });
+    std::thread::sleep(Duration::from_millis(300));
+    let _ = s.child.kill(); // SIGKILL
+    let acked = writer.join().unwrap();
+    assert!(acked.len() > 10, "only {} writes before the kill", acked.len());
+    for key in &acked {
+        let v: Option<String> = cmd(&mut rc, &["GET", key]);
+        assert!(v.is_some(), "{key} was acknowledged by WAIT but is not on the replica");
+    }
+}
