@@ -192,7 +192,12 @@ fn writes_acknowledged_by_wait_survive_a_master_kill() {
         let mut acked = vec![];
         for i in 0.. {
             let key = format!("k{i}");
-            if redis::cmd("SET").arg(&key).arg(i).query::<()>(&mut c).is_err() {
+            if redis::cmd("SET")
+                .arg(&key)
+                .arg(i)
+                .query::<()>(&mut c)
+                .is_err()
+            {
                 break;
             }
             match redis::cmd("WAIT").arg(1).arg(0).query::<i64>(&mut c) {
@@ -205,9 +210,31 @@ fn writes_acknowledged_by_wait_survive_a_master_kill() {
     std::thread::sleep(Duration::from_millis(300));
     let _ = s.child.kill(); // SIGKILL
     let acked = writer.join().unwrap();
-    assert!(acked.len() > 10, "only {} writes before the kill", acked.len());
+    assert!(
+        acked.len() > 10,
+        "only {} writes before the kill",
+        acked.len()
+    );
     for key in &acked {
         let v: Option<String> = cmd(&mut rc, &["GET", key]);
-        assert!(v.is_some(), "{key} was acknowledged by WAIT but is not on the replica");
+        assert!(
+            v.is_some(),
+            "{key} was acknowledged by WAIT but is not on the replica"
+        );
     }
+}
+
+#[test]
+fn waitaof_waits_for_the_local_fsync() {
+    let s = Server::start(&["--appendonly", "yes", "--appendfsync", "everysec"]);
+    let mut m = s.conn();
+    let _: () = cmd(&mut m, &["SET", "k", "v"]);
+    let r: Vec<i64> = cmd(&mut m, &["WAITAOF", "1", "0", "0"]);
+    assert_eq!(r, vec![1, 0]);
+    // No replica fsyncs: the timeout answers with what there is.
+    let r: Vec<i64> = cmd(&mut m, &["WAITAOF", "0", "1", "100"]);
+    assert_eq!(r, vec![0, 0]);
+    let _: () = cmd(&mut m, &["CONFIG", "SET", "appendonly", "no"]);
+    let err = cmd_err(&mut m, &["WAITAOF", "1", "0", "0"]);
+    assert!(err.contains("appendonly is disabled"), "{err}");
 }

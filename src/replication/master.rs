@@ -56,6 +56,8 @@ pub struct ReplicaHandle {
     pub port: AtomicU64,
     /// Offset the replica last acknowledged (REPLCONF ACK).
     pub ack_offset: AtomicU64,
+    /// Offset the replica's AOF is fsynced to (REPLCONF ACK ... FACK).
+    pub fack_offset: AtomicU64,
     /// Unix ms of the last ACK.
     pub ack_ms: AtomicU64,
     /// Next offset the feeder sends: the backlog keeps it.
@@ -152,6 +154,15 @@ impl MasterSide {
                 *r.state.lock() == "online"
                     && now.saturating_sub(r.ack_ms.load(Relaxed)) <= max_lag_ms
             })
+            .count()
+    }
+
+    /// Replicas online whose AOF is fsynced up to `offset` (WAITAOF).
+    pub fn fsynced(&self, offset: u64) -> usize {
+        self.replicas
+            .lock()
+            .iter()
+            .filter(|r| *r.state.lock() == "online" && r.fack_offset.load(Relaxed) >= offset)
             .count()
     }
 
@@ -260,7 +271,7 @@ pub fn wait(ctx: &mut Ctx, args: Args) -> CmdResult {
         return Ok(());
     }
     request_acks(ctx.srv);
-    ctx.client.wait_request = Some(WaitRequest {
+    ctx.client.repl_wait = Some(ReplWait::Wait(WaitRequest {
         offset,
         replicas: replicas.max(0) as usize,
         deadline_ms: if timeout == 0 {
@@ -268,8 +279,37 @@ pub fn wait(ctx: &mut Ctx, args: Args) -> CmdResult {
         } else {
             ctx.now_ms + timeout as u64
         },
-    });
+    }));
     Ok(())
+}
+
+/// A WAIT or WAITAOF the connection answers once it is satisfied or
+/// timed out (the worker serves other clients meanwhile).
+#[derive(Debug)]
+pub enum ReplWait {
+    Wait(WaitRequest),
+    WaitAof(WaitAof),
+}
+
+/// Waits for `w` and writes its reply into `out`.
+pub async fn answer_wait(
+    srv: &Server,
+    w: ReplWait,
+    kill: &tokio::sync::Notify,
+    out: &mut crate::protocol::ReplyBuf,
+) {
+    match w {
+        ReplWait::Wait(w) => {
+            let n = wait_acks(srv, w, kill).await;
+            out.int(n as i64);
+        }
+        ReplWait::WaitAof(w) => {
+            let (local, n) = waitaof_acks(srv, w, kill).await;
+            out.array(2);
+            out.int(local as i64);
+            out.int(n as i64);
+        }
+    }
 }
 
 /// Asks every replica for an immediate ACK (REPLCONF GETACK * in the
@@ -306,8 +346,91 @@ pub async fn wait_acks(srv: &Server, w: WaitRequest, kill: &tokio::sync::Notify)
     }
 }
 
-pub fn waitaof(_ctx: &mut Ctx, _args: Args) -> CmdResult {
-    Err(CmdError::Msg("ERR WAITAOF is not built yet".into()))
+/// WAITAOF numlocal numreplicas timeout (Redis 7.2): waits until this
+/// client's writes are fsynced to our AOF (numlocal 1) and to the AOF of
+/// `numreplicas` replicas (their REPLCONF ACK ... FACK offsets); replies
+/// [local fsynced 0|1, replicas that fsynced].
+pub fn waitaof(ctx: &mut Ctx, args: Args) -> CmdResult {
+    let numlocal = crate::commands::util::arg_i64(args.get(1))?;
+    let numreplicas = crate::commands::util::arg_i64(args.get(2))?;
+    let timeout = crate::commands::util::arg_i64(args.get(3))?;
+    if timeout < 0 {
+        return Err(CmdError::Msg("ERR timeout is negative".into()));
+    }
+    if ctx.srv.repl.is_replica() {
+        return Err(CmdError::Msg(
+            "ERR WAITAOF cannot be used with replica instances. Please also note that writes to replicas are just local and are not propagated.".into(),
+        ));
+    }
+    let aof = &ctx.srv.persist.aof.core;
+    if numlocal > 0 && !aof.active.load(Relaxed) {
+        return Err(CmdError::Msg(
+            "ERR WAITAOF cannot be used when numlocal is set but appendonly is disabled.".into(),
+        ));
+    }
+    let w = WaitAof {
+        local_end: (numlocal > 0).then(|| aof.my_end()),
+        offset: ctx.srv.repl.backlog.end(),
+        replicas: numreplicas.max(0) as usize,
+        deadline_ms: if timeout == 0 {
+            0
+        } else {
+            ctx.now_ms + timeout as u64
+        },
+    };
+    if ctx.client.in_exec {
+        // Inside EXEC nothing can wait: the state as it is now.
+        let local = w.local_end.is_some_and(|end| aof.synced_to(end));
+        ctx.out.array(2);
+        ctx.out.int(local as i64);
+        ctx.out.int(ctx.srv.repl.master.fsynced(w.offset) as i64);
+        return Ok(());
+    }
+    if numreplicas > 0 {
+        request_acks(ctx.srv);
+    }
+    ctx.client.repl_wait = Some(ReplWait::WaitAof(w));
+    Ok(())
+}
+
+/// A WAITAOF in progress (answered by the connection, as WAIT).
+#[derive(Debug)]
+pub struct WaitAof {
+    /// Our AOF's offset the client's writes end at (None: numlocal 0).
+    pub local_end: Option<u64>,
+    pub offset: u64,
+    pub replicas: usize,
+    pub deadline_ms: u64,
+}
+
+/// Waits for a WAITAOF's fsyncs; returns (local fsynced, replicas fsynced).
+pub async fn waitaof_acks(srv: &Server, w: WaitAof, kill: &tokio::sync::Notify) -> (bool, usize) {
+    let aof = &srv.persist.aof.core;
+    let master = &srv.repl.master;
+    if let Some(end) = w.local_end {
+        if !aof.synced_to(end) {
+            aof.flush(true); // fsync now rather than at the next second
+        }
+    }
+    loop {
+        let local = w.local_end.is_none_or(|end| aof.synced_to(end));
+        let n = master.fsynced(w.offset);
+        let now = unix_ms();
+        let done = local && n >= w.replicas;
+        if done || (w.deadline_ms != 0 && now >= w.deadline_ms) {
+            return (w.local_end.is_some() && local, n);
+        }
+        let left = if w.deadline_ms == 0 {
+            20
+        } else {
+            (w.deadline_ms - now).min(20)
+        };
+        tokio::select! {
+            _ = master.acked_notify.notified() => {}
+            _ = kill.notified() => return (false, n),
+            _ = tokio::time::sleep(Duration::from_millis(left)) => {}
+        }
+    }
 }
 
 pub fn failover(_ctx: &mut Ctx, _args: Args) -> CmdResult {
@@ -336,6 +459,7 @@ pub(crate) async fn serve_replica<T>(
         ip,
         port: AtomicU64::new(conf.listening_port as u64),
         ack_offset: AtomicU64::new(0),
+        fack_offset: AtomicU64::new(0),
         ack_ms: AtomicU64::new(unix_ms()),
         sent: AtomicU64::new(0),
         state: Mutex::new("wait_bgsave"),
@@ -696,6 +820,12 @@ fn read_acks(
                         handle.ack_offset.fetch_max(off, Relaxed);
                         handle.ack_ms.store(unix_ms(), Relaxed);
                         acked = true;
+                    }
+                    let fack = (args.len() >= 5 && args.get(3).eq_ignore_ascii_case(b"fack"))
+                        .then(|| std::str::from_utf8(args.get(4)).ok()?.parse::<u64>().ok())
+                        .flatten();
+                    if let Some(f) = fack {
+                        handle.fack_offset.fetch_max(f, Relaxed);
                     }
                 }
                 qb.consume(consumed);

@@ -83,8 +83,8 @@ pub struct ClientState {
     pub replconf: Option<Box<crate::replication::master::ReplConf>>,
     /// Set by PSYNC/SYNC: the connection becomes a replica feed.
     pub sync_request: Option<crate::replication::master::SyncRequest>,
-    /// Set by WAIT that must wait: answered by the connection.
-    pub wait_request: Option<crate::replication::master::WaitRequest>,
+    /// Set by a WAIT or WAITAOF that must wait: answered by the connection.
+    pub repl_wait: Option<crate::replication::master::ReplWait>,
 }
 
 impl ClientState {
@@ -114,7 +114,7 @@ impl ClientState {
             block: Default::default(),
             replconf: None,
             sync_request: None,
-            wait_request: None,
+            repl_wait: None,
         }
     }
 }

@@ -352,10 +352,10 @@ async fn serve_stream<T>(
                 out.buf = Vec::with_capacity(16 * 1024);
             }
         }
-        if let Some(w) = client.wait_request.take() {
-            // WAIT: the replies before it are out; answer once acknowledged.
-            let n = crate::replication::master::wait_acks(&srv, w, &shared.kill).await;
-            out.int(n as i64);
+        if let Some(w) = client.repl_wait.take() {
+            // WAIT/WAITAOF: the replies before it are out; answer once the
+            // replicas (or the disk) acknowledged, then read on.
+            crate::replication::master::answer_wait(&srv, w, &shared.kill, &mut out).await;
             if write_all(&io, &out.buf, &shared.kill).await.is_err() {
                 break;
             }
@@ -432,7 +432,7 @@ async fn process_input(
                     t = dispatch(srv, worker, client, out, parser.args(qb.pending()), t);
                 }
                 qb.consume(consumed);
-                if client.block.request.is_some() || client.wait_request.is_some() {
+                if client.block.request.is_some() || client.repl_wait.is_some() {
                     return (false, qb.start != qb.end);
                 }
                 if srv.blocking.busy() {

@@ -146,6 +146,16 @@ impl Core {
         }
     }
 
+    /// Where this thread's last record ends (WAITAOF's local target).
+    pub fn my_end(&self) -> u64 {
+        LAST_END.with(|c| c.get())
+    }
+
+    /// Whether the file is fsynced up to `end`.
+    pub fn synced_to(&self, end: u64) -> bool {
+        self.synced.load(Acquire) >= end
+    }
+
     /// Bytes buffered, not yet written (aof_buffer_length).
     pub fn buffered(&self) -> usize {
         self.pending.lock().buf.len()
