@@ -178,7 +178,11 @@ fn hello(ctx: &mut Ctx, args: Args) -> CmdResult {
     out.bulk(b"mode");
     out.bulk(b"standalone");
     out.bulk(b"role");
-    out.bulk(b"master");
+    out.bulk(if ctx.srv.repl.is_replica() {
+        b"replica"
+    } else {
+        b"master"
+    });
     out.bulk(b"modules");
     out.array(0);
     Ok(())

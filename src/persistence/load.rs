@@ -334,6 +334,20 @@ fn insert(
     Ok(())
 }
 
+/// A replica's full sync: empties every database and loads `path`,
+/// serving -LOADING meanwhile; on failure the databases are left empty.
+pub fn load_for_replica(srv: &Arc<Server>, path: &Path) -> Result<(), String> {
+    let size = std::fs::metadata(path).map(|m| m.len()).unwrap_or(0);
+    srv.persist.loading.begin(size);
+    empty_all(srv);
+    let r = load_file(srv, path, OnDuplicate::Fail);
+    if r.is_err() {
+        empty_all(srv);
+    }
+    srv.persist.loading.end();
+    r.map(|_| ())
+}
+
 /// Empties every database without propagating (DEBUG RELOAD, replicas
 /// before a full sync), freeing the data on the lazyfree thread.
 pub fn empty_all(srv: &Server) {

@@ -64,6 +64,9 @@ pub struct Replication {
     pub replica: replica::ReplicaSide,
     /// The effect stream feeds the backlog (subscribed on first use).
     fed: AtomicBool,
+    /// Our replication id and offset name data we hold (we synced, or had
+    /// replicas): a replica then asks its master to continue from them.
+    pub has_history: AtomicBool,
 }
 
 impl Default for Replication {
@@ -75,6 +78,7 @@ impl Default for Replication {
             master: Default::default(),
             replica: Default::default(),
             fed: AtomicBool::new(false),
+            has_history: AtomicBool::new(false),
         }
     }
 }
@@ -91,6 +95,7 @@ impl Replication {
     pub fn activate_backlog(&self, srv: &Server) {
         let size = srv.config.read().get_i64("repl-backlog-size").max(1) as usize;
         self.backlog.activate(size);
+        self.has_history.store(true, Release);
         if !self.fed.swap(true, AcqRel) {
             srv.effects.subscribe(Arc::new(Feed {
                 backlog: self.backlog.clone(),
@@ -229,8 +234,11 @@ pub fn admit_write(
     id: crate::commands::CommandId,
 ) -> Result<(), crate::commands::CmdError> {
     use crate::commands::{flags::WRITE, multi, CmdError};
+    if srv.repl.is_replica() {
+        return replica_admit(srv, client, id);
+    }
     let need = srv.hot.min_replicas_to_write.load(Relaxed);
-    if need == 0 || srv.repl.is_replica() {
+    if need == 0 {
         return Ok(());
     }
     let cmd = srv.commands.get(id);
@@ -252,4 +260,43 @@ pub fn admit_write(
         )));
     }
     Err(err)
+}
+
+/// On a replica: MASTERDOWN while the link is down with
+/// `replica-serve-stale-data no` (commands without the stale flag), and
+/// READONLY for writes with `replica-read-only yes`.
+fn replica_admit(
+    srv: &Server,
+    client: &mut crate::server::client::ClientState,
+    id: crate::commands::CommandId,
+) -> Result<(), crate::commands::CmdError> {
+    use crate::commands::{flags::STALE, flags::WRITE, multi, CmdError};
+    let cmd = srv.commands.get(id);
+    let (serve_stale, read_only) = {
+        let c = srv.config.read();
+        (
+            c.get_bool("replica-serve-stale-data"),
+            c.get_bool("replica-read-only"),
+        )
+    };
+    if !serve_stale && !srv.repl.replica.link_up() && cmd.flags & STALE == 0 {
+        return Err(CmdError::Msg(
+            "MASTERDOWN Link with MASTER is down and replica-serve-stale-data is set to 'no'."
+                .into(),
+        ));
+    }
+    let writes = cmd.flags & WRITE != 0
+        || (cmd.name == "exec" && multi::queued_flags(srv, client) & WRITE != 0);
+    if read_only && writes {
+        if cmd.name == "exec" {
+            multi::reset(client);
+            return Err(CmdError::Msg(
+                "EXECABORT Transaction discarded because of: READONLY You can't write against a read only replica.".into(),
+            ));
+        }
+        return Err(CmdError::Msg(
+            "READONLY You can't write against a read only replica.".into(),
+        ));
+    }
+    Ok(())
 }

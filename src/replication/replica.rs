@@ -1,42 +1,633 @@
-//! The replica side: REPLICAOF, the link to our master (handshake, full or
-//! partial sync, then the command stream), acknowledgements.
-//! (Built in steps; see docs/STATUS.md.)
+//! The replica side: REPLICAOF, the link to our master, acknowledgements.
+//!
+//! The link is one plain thread with a blocking socket (`link_thread`):
+//! connect, Redis's handshake (PING, AUTH, REPLCONF listening-port / capa
+//! eof psync2, PSYNC with the cached replication id and offset), then a full
+//! sync (the RDB into a temp file, loaded as at start-up, renamed to
+//! `dbfilename`) or a partial one (+CONTINUE), then the command stream. Each
+//! command runs through `commands::run_local` as the master client (exempt
+//! from read-only, no replies), and its exact bytes are appended to the
+//! backlog, which makes our offset the master's and is what our own
+//! replicas read. A thread, not a task: the link's work is sequential and
+//! mostly waiting, and loading a big RDB must not hold a worker.
+//!
+//! Any failure (connect, handshake, a truncated or corrupt payload, a
+//! timeout, garbage from the peer) ends the link: the thread logs why,
+//! waits a second and starts over with a PSYNC for what it has. A failed
+//! load empties the databases first, so a half-loaded dataset is never
+//! served as complete. REPLICAOF bumps `generation`, which every loop of
+//! the old link checks.
 
-use crate::server::Server;
+use std::fmt::Write as _;
+use std::io::{Read, Write};
+use std::net::{Shutdown, TcpStream, ToSocketAddrs};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::*};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
-#[derive(Default)]
-pub struct ReplicaSide {}
-
-impl ReplicaSide {
-    /// INFO's replica-only fields, from master_host to replica_announced.
-    pub fn info_fields(&self, _srv: &Server, _o: &mut String) {}
-}
+use parking_lot::Mutex;
 
 use crate::commands::{CmdError, CmdResult, Ctx};
-use crate::protocol::Args;
+use crate::keyspace::hlc::{unix_ms, Hlc};
+use crate::protocol::{Args, ParseLimits, Parsed, RequestParser};
+use crate::server::client::ClientState;
+use crate::server::Server;
+use crate::{log_notice, log_warning};
 
-/// REPLICAOF host port | NO ONE (and SLAVEOF).
-pub fn replicaof(_ctx: &mut Ctx, _args: Args) -> CmdResult {
-    Err(CmdError::Msg("ERR REPLICAOF is not built yet".into()))
+#[derive(Default)]
+pub struct ReplicaSide {
+    /// (host, port) of our master.
+    master: Mutex<Option<(String, u16)>>,
+    /// Redis's link states: connect, connecting, sync, connected.
+    state: Mutex<&'static str>,
+    generation: AtomicU64,
+    up: AtomicBool,
+    last_io_ms: AtomicU64,
+    down_since_ms: AtomicU64,
+    /// The link's socket, so REPLICAOF can close it at once.
+    socket: Mutex<Option<TcpStream>>,
+    /// Full sync progress (bytes).
+    sync_total: AtomicU64,
+    sync_read: AtomicU64,
+    /// Database the master client has selected (kept across links).
+    master_db: AtomicUsize,
 }
 
 impl ReplicaSide {
-    /// ROLE on a replica: ["slave", host, port, state, offset].
-    pub fn role_reply(&self, _ctx: &mut Ctx) -> CmdResult {
-        Err(CmdError::Msg(
-            "ERR ROLE on a replica is not built yet".into(),
-        ))
-    }
-}
-
-impl ReplicaSide {
-    /// The link to our master is up (PSYNC from our own replicas is served).
+    /// The link to our master is up (our own replicas may sync then).
     pub fn link_up(&self) -> bool {
-        false
+        self.up.load(Acquire)
+    }
+
+    fn set_state(&self, s: &'static str) {
+        *self.state.lock() = s;
+    }
+
+    /// INFO's replica-only fields, from master_host to replica_announced.
+    pub fn info_fields(&self, srv: &Server, o: &mut String) {
+        let (host, port) = self.master.lock().clone().unwrap_or_default();
+        let up = self.link_up();
+        let now = unix_ms();
+        let last_io = (now.saturating_sub(self.last_io_ms.load(Relaxed)) / 1000) as i64;
+        let state = *self.state.lock();
+        let syncing = state == "sync";
+        let offset = srv.repl.backlog.end();
+        let _ = write!(
+            o,
+            "master_host:{host}\r\nmaster_port:{port}\r\nmaster_link_status:{}\r\n\
+             master_last_io_seconds_ago:{}\r\nmaster_sync_in_progress:{}\r\n\
+             slave_read_repl_offset:{offset}\r\nslave_repl_offset:{offset}\r\n",
+            if up { "up" } else { "down" },
+            if up { last_io } else { -1 },
+            syncing as u8,
+        );
+        if syncing {
+            let (total, read) = (self.sync_total.load(Relaxed), self.sync_read.load(Relaxed));
+            let perc = if total > 0 {
+                read as f64 * 100.0 / total as f64
+            } else {
+                0.0
+            };
+            let _ = write!(
+                o,
+                "master_sync_total_bytes:{total}\r\nmaster_sync_read_bytes:{read}\r\n\
+                 master_sync_left_bytes:{}\r\nmaster_sync_perc:{perc:.2}\r\n\
+                 master_sync_last_io_seconds_ago:{last_io}\r\n",
+                total.saturating_sub(read) as i64,
+            );
+        }
+        if !up {
+            let since = self.down_since_ms.load(Relaxed);
+            let secs = if since == 0 {
+                -1
+            } else {
+                (now.saturating_sub(since) / 1000) as i64
+            };
+            let _ = write!(o, "master_link_down_since_seconds:{secs}\r\n");
+        }
+        let c = srv.config.read();
+        let _ = write!(
+            o,
+            "slave_priority:{}\r\nslave_read_only:{}\r\nreplica_announced:{}\r\n",
+            c.get_i64("replica-priority"),
+            c.get_bool("replica-read-only") as u8,
+            c.get_bool("replica-announced") as u8,
+        );
+    }
+
+    /// ROLE on a replica: ["slave", host, port, state, offset].
+    pub fn role_reply(&self, ctx: &mut Ctx) -> CmdResult {
+        let (host, port) = self.master.lock().clone().unwrap_or_default();
+        let state = *self.state.lock();
+        ctx.out.array(5);
+        ctx.out.bulk(b"slave");
+        ctx.out.bulk(host.as_bytes());
+        ctx.out.int(port as i64);
+        ctx.out.bulk(state.as_bytes());
+        ctx.out.int(ctx.srv.repl.backlog.end() as i64);
+        Ok(())
+    }
+
+    /// Ends the current link (its thread sees the new generation).
+    fn stop_link(&self) {
+        self.generation.fetch_add(1, AcqRel);
+        if let Some(s) = self.socket.lock().take() {
+            let _ = s.shutdown(Shutdown::Both);
+        }
+        self.up.store(false, Release);
     }
 }
 
-/// REPLCONF GETACK from our master: answered on the link (by the link).
+/// REPLCONF GETACK from a client other than our master link: nothing to do
+/// (the link answers its master's GETACK itself).
 pub fn getack(_ctx: &mut Ctx) -> CmdResult {
     Ok(())
+}
+
+/// REPLICAOF host port | NO ONE (and SLAVEOF).
+pub fn replicaof(ctx: &mut Ctx, args: Args) -> CmdResult {
+    let (host, port) = (args.get(1), args.get(2));
+    if host.eq_ignore_ascii_case(b"no") && port.eq_ignore_ascii_case(b"one") {
+        promote(ctx.srv);
+        ctx.out.ok();
+        return Ok(());
+    }
+    let port = crate::commands::util::arg_i64(port)?;
+    if !(0..=65535).contains(&port) {
+        return Err(CmdError::Msg("ERR Invalid master port".into()));
+    }
+    let host = String::from_utf8_lossy(host).into_owned();
+    let repl = &ctx.srv.repl;
+    if repl.is_replica() && *repl.replica.master.lock() == Some((host.clone(), port as u16)) {
+        log_notice!("REPLICAOF would result into synchronization with the master we are already connected with. No operation performed.");
+        ctx.out.simple("OK Already connected to specified master");
+        return Ok(());
+    }
+    follow(ctx.srv, host.clone(), port as u16);
+    log_notice!(
+        "REPLICAOF {host}:{port} enabled (user request from 'id={}')",
+        ctx.client.id
+    );
+    ctx.out.ok();
+    Ok(())
+}
+
+/// The `replicaof` directive at start-up ("host port").
+pub fn start_from_config(srv: &Arc<Server>) {
+    let v = srv.config.read().get_str("replicaof");
+    let mut w = v.split_whitespace();
+    if let (Some(h), Some(p)) = (w.next(), w.next().and_then(|p| p.parse::<u16>().ok())) {
+        follow(srv, h.to_string(), p);
+    }
+}
+
+/// Becomes a replica of host:port: the current history is the cached
+/// master (so a demoted master can continue partially from its new master,
+/// PSYNC2), then the link thread starts.
+fn follow(srv: &Arc<Server>, host: String, port: u16) {
+    let side = &srv.repl.replica;
+    side.stop_link();
+    *side.master.lock() = Some((host.clone(), port));
+    side.set_state("connect");
+    side.down_since_ms.store(0, Relaxed);
+    srv.repl.is_replica.store(true, Release);
+    // Clients blocked on keys would wait for writes that now come from the
+    // master only: Redis unblocks them with an error; we let them time out.
+    let gen = side.generation.load(Acquire);
+    let srv2 = srv.clone();
+    let spawned = std::thread::Builder::new()
+        .name("lattice-repl-link".into())
+        .spawn(move || link_thread(srv2, gen, host, port));
+    if let Err(e) = spawned {
+        log_warning!("Can't start the replication link thread: {e}");
+    }
+}
+
+/// REPLICAOF NO ONE: a master again, with a new replication id; the old
+/// one stays as replid2 so our replicas can continue partially.
+fn promote(srv: &Server) {
+    let repl = &srv.repl;
+    if !repl.is_replica() {
+        return;
+    }
+    repl.replica.stop_link();
+    *repl.replica.master.lock() = None;
+    repl.shift_replid();
+    repl.is_replica.store(false, Release);
+    log_notice!("MASTER MODE enabled (user request)");
+}
+
+fn link_thread(srv: Arc<Server>, gen: u64, host: String, port: u16) {
+    let side = &srv.repl.replica;
+    let current = || side.generation.load(Acquire) == gen;
+    while current() {
+        side.set_state("connecting");
+        log_notice!("Connecting to MASTER {host}:{port}");
+        if let Err(e) = run_link(&srv, gen, &host, port) {
+            if current() {
+                log_warning!("Replication link with MASTER {host}:{port}: {e}");
+            }
+        }
+        if side.up.swap(false, AcqRel) || side.down_since_ms.load(Relaxed) == 0 {
+            side.down_since_ms.store(unix_ms(), Relaxed);
+        }
+        *side.socket.lock() = None;
+        if current() {
+            side.set_state("connect");
+            std::thread::sleep(Duration::from_secs(1));
+        }
+    }
+}
+
+/// Our master's socket with a read buffer.
+struct Peer {
+    s: TcpStream,
+    buf: Vec<u8>,
+    start: usize,
+}
+
+impl Peer {
+    fn send(&mut self, argv: &[&[u8]]) -> Result<(), String> {
+        let mut out = Vec::new();
+        crate::protocol::request::command(&mut out, argv);
+        self.s
+            .write_all(&out)
+            .map_err(|e| format!("write error: {e}"))
+    }
+
+    /// Reads more bytes into the buffer; Ok(0) on a read timeout.
+    fn fill(&mut self) -> Result<usize, String> {
+        if self.start > 0 && self.start == self.buf.len() {
+            self.buf.clear();
+            self.start = 0;
+        }
+        let mut tmp = [0u8; 64 * 1024];
+        match self.s.read(&mut tmp) {
+            Ok(0) => Err("connection closed by the master".into()),
+            Ok(n) => {
+                self.buf.extend_from_slice(&tmp[..n]);
+                Ok(n)
+            }
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                ) =>
+            {
+                Ok(0)
+            }
+            Err(e) => Err(format!("read error: {e}")),
+        }
+    }
+
+    /// One reply line (without CRLF), skipping the bare newlines a master
+    /// sends as keepalives while it prepares a sync; gives up after `wait`.
+    fn line(&mut self, wait: Duration) -> Result<String, String> {
+        let deadline = Instant::now() + wait;
+        loop {
+            while self.start < self.buf.len() && self.buf[self.start] == b'\n' {
+                self.start += 1;
+            }
+            let pending = &self.buf[self.start..];
+            if let Some(i) = pending.iter().position(|&b| b == b'\n') {
+                let line = String::from_utf8_lossy(&pending[..i])
+                    .trim_end_matches('\r')
+                    .to_string();
+                self.start += i + 1;
+                return Ok(line);
+            }
+            if pending.len() > 64 * 1024 {
+                return Err("protocol error: reply line too long".into());
+            }
+            if Instant::now() >= deadline {
+                return Err("timeout waiting for the master's reply".into());
+            }
+            self.fill()?;
+        }
+    }
+
+    fn take(&mut self, max: usize) -> &[u8] {
+        let n = (self.buf.len() - self.start).min(max);
+        let s = self.start;
+        self.start += n;
+        &self.buf[s..s + n]
+    }
+}
+
+fn repl_timeout(srv: &Server) -> Duration {
+    Duration::from_secs(srv.config.read().get_i64("repl-timeout").max(1) as u64)
+}
+
+fn connect(host: &str, port: u16) -> Result<TcpStream, String> {
+    let addr = (host, port)
+        .to_socket_addrs()
+        .map_err(|e| format!("can't resolve {host}: {e}"))?
+        .next()
+        .ok_or_else(|| format!("can't resolve {host}"))?;
+    let s = TcpStream::connect_timeout(&addr, Duration::from_secs(5))
+        .map_err(|e| format!("Error condition on socket for SYNC: {e}"))?;
+    let _ = s.set_nodelay(true);
+    s.set_read_timeout(Some(Duration::from_secs(1)))
+        .map_err(|e| e.to_string())?;
+    Ok(s)
+}
+
+fn run_link(srv: &Arc<Server>, gen: u64, host: &str, port: u16) -> Result<(), String> {
+    let side = &srv.repl.replica;
+    let s = connect(host, port)?;
+    *side.socket.lock() = s.try_clone().ok();
+    if side.generation.load(Acquire) != gen {
+        return Ok(());
+    }
+    let mut peer = Peer {
+        s,
+        buf: Vec::new(),
+        start: 0,
+    };
+    log_notice!("MASTER <-> REPLICA sync started");
+    handshake(srv, &mut peer)?;
+    let (replid, offset) = cached_master(srv);
+    let off_arg = if replid == "?" {
+        "-1".to_string()
+    } else {
+        (offset + 1).to_string()
+    };
+    peer.send(&[b"PSYNC", replid.as_bytes(), off_arg.as_bytes()])?;
+    let reply = peer.line(repl_timeout(srv))?;
+    if let Some(rest) = reply.strip_prefix("+FULLRESYNC ") {
+        let mut w = rest.split_whitespace();
+        let id = w.next().unwrap_or_default().to_string();
+        let off: u64 = w
+            .next()
+            .and_then(|o| o.parse().ok())
+            .ok_or("bad FULLRESYNC reply")?;
+        log_notice!("Full resync from master: {id}:{off}");
+        full_sync(srv, &mut peer, &id, off)?;
+    } else if let Some(rest) = reply.strip_prefix("+CONTINUE") {
+        continue_from(srv, rest.trim(), &replid);
+        log_notice!("MASTER <-> REPLICA sync: Master accepted a Partial Resynchronization.");
+    } else {
+        return Err(format!("unexpected reply to PSYNC from master: {reply}"));
+    }
+    side.up.store(true, Release);
+    side.set_state("connected");
+    side.last_io_ms.store(unix_ms(), Relaxed);
+    stream(srv, gen, &mut peer)
+}
+
+/// PING, AUTH, REPLCONF: Redis's handshake, with its error texts.
+fn handshake(srv: &Server, peer: &mut Peer) -> Result<(), String> {
+    let wait = repl_timeout(srv);
+    peer.send(&[b"PING"])?;
+    let r = peer.line(wait)?;
+    if r.starts_with('-')
+        && !r.starts_with("-NOAUTH")
+        && !r.starts_with("-NOPERM")
+        && !r.starts_with("-ERR operation not permitted")
+    {
+        return Err(format!("Error reply to PING from master: '{r}'"));
+    }
+    log_notice!("Master replied to PING, replication can continue...");
+    let (user, pass, announce_ip, announce_port, port) = {
+        let c = srv.config.read();
+        (
+            c.get_str("masteruser"),
+            c.get_str("masterauth"),
+            c.get_str("replica-announce-ip"),
+            c.get_i64("replica-announce-port"),
+            srv.tcp_port.load(Relaxed) as i64,
+        )
+    };
+    if !pass.is_empty() {
+        if user.is_empty() {
+            peer.send(&[b"AUTH", pass.as_bytes()])?;
+        } else {
+            peer.send(&[b"AUTH", user.as_bytes(), pass.as_bytes()])?;
+        }
+        let r = peer.line(wait)?;
+        if r.starts_with('-') {
+            return Err(format!("Unable to AUTH to MASTER: {r}"));
+        }
+    }
+    let lport = if announce_port > 0 {
+        announce_port
+    } else {
+        port
+    }
+    .to_string();
+    peer.send(&[b"REPLCONF", b"listening-port", lport.as_bytes()])?;
+    let r = peer.line(wait)?;
+    if r.starts_with('-') {
+        log_notice!("(Non critical) Master does not understand REPLCONF listening-port: {r}");
+    }
+    if !announce_ip.is_empty() {
+        peer.send(&[b"REPLCONF", b"ip-address", announce_ip.as_bytes()])?;
+        let _ = peer.line(wait)?;
+    }
+    peer.send(&[b"REPLCONF", b"capa", b"eof", b"capa", b"psync2"])?;
+    let r = peer.line(wait)?;
+    if r.starts_with('-') {
+        log_notice!("(Non critical) Master does not understand REPLCONF capa: {r}");
+    }
+    Ok(())
+}
+
+/// (replid, offset) for PSYNC: our own history ("?" when we have none
+/// worth continuing, e.g. before our first sync).
+fn cached_master(srv: &Server) -> (String, u64) {
+    let repl = &srv.repl;
+    if !repl.has_history.load(Acquire) {
+        return ("?".into(), 0);
+    }
+    (repl.ids.lock().replid.clone(), repl.backlog.end())
+}
+
+/// +CONTINUE [<new replid>]: a new id means our master changed history
+/// (a failover); ours becomes replid2, valid up to our offset.
+fn continue_from(srv: &Server, new_id: &str, old_id: &str) {
+    let repl = &srv.repl;
+    if !new_id.is_empty() && new_id != old_id {
+        let mut ids = repl.ids.lock();
+        ids.replid2 = old_id.to_string();
+        ids.second_offset = repl.backlog.end() as i64 + 1;
+        ids.replid = new_id.to_string();
+        log_notice!("Master replication ID changed to {new_id}");
+    }
+    repl.activate_backlog(srv);
+    repl.has_history.store(true, Release);
+}
+
+/// Receives the RDB into a temp file and loads it; on any failure the
+/// databases are left empty (never half loaded) and the error returned.
+fn full_sync(srv: &Arc<Server>, peer: &mut Peer, replid: &str, offset: u64) -> Result<(), String> {
+    let side = &srv.repl.replica;
+    side.set_state("sync");
+    let header = peer.line(repl_timeout(srv))?;
+    let tmp = format!("temp-{}.{}.rdb", unix_ms() / 1000, std::process::id());
+    let r = receive_rdb(srv, peer, &header, &tmp).and_then(|()| {
+        log_notice!("MASTER <-> REPLICA sync: Flushing old data");
+        log_notice!("MASTER <-> REPLICA sync: Loading DB in memory");
+        crate::persistence::load::load_for_replica(srv, std::path::Path::new(&tmp))
+    });
+    if let Err(e) = r {
+        let _ = std::fs::remove_file(&tmp);
+        return Err(format!("MASTER <-> REPLICA sync failed: {e}"));
+    }
+    let dbfile = srv.config.read().get_str("dbfilename");
+    if let Err(e) = std::fs::rename(&tmp, &dbfile) {
+        log_warning!("Failed trying to rename the temp DB into {dbfile} in MASTER <-> REPLICA synchronization: {e}");
+        let _ = std::fs::remove_file(&tmp);
+    }
+    let repl = &srv.repl;
+    repl.backlog.reset_to(offset);
+    *repl.ids.lock() = crate::replication::ReplIds {
+        replid: replid.to_string(),
+        replid2: crate::replication::NO_REPLID.into(),
+        second_offset: -1,
+    };
+    side.master_db.store(0, Relaxed);
+    repl.activate_backlog(srv);
+    repl.has_history.store(true, Release);
+    // Our own replicas follow a history that just ended: they resync.
+    for r in repl.master.replicas.lock().iter() {
+        if let Some(c) = srv.clients.get(r.client_id) {
+            c.kill_now();
+        }
+    }
+    log_notice!("MASTER <-> REPLICA sync: Finished with success");
+    Ok(())
+}
+
+/// `$<len>\r\n<bytes>` or `$EOF:<40 byte mark>\r\n<bytes><mark>` into `path`.
+fn receive_rdb(srv: &Server, peer: &mut Peer, header: &str, path: &str) -> Result<(), String> {
+    let side = &srv.repl.replica;
+    let spec = header
+        .strip_prefix('$')
+        .ok_or_else(|| format!("Bad protocol from MASTER, the first byte is not '$' (we received '{header}'), are you sure the host and port are right?"))?;
+    let eof_mark = spec.strip_prefix("EOF:").map(|m| m.as_bytes().to_vec());
+    let len: Option<u64> = match &eof_mark {
+        Some(m) if m.len() == 40 => None,
+        Some(_) => return Err("bad EOF mark from master".into()),
+        None => Some(
+            spec.parse()
+                .map_err(|_| format!("bad RDB length from master: {spec}"))?,
+        ),
+    };
+    side.sync_total.store(len.unwrap_or(0), Relaxed);
+    side.sync_read.store(0, Relaxed);
+    let mut f = std::io::BufWriter::new(std::fs::File::create(path).map_err(|e| {
+        format!("Opening the temp file needed for MASTER <-> REPLICA synchronization: {e}")
+    })?);
+    let timeout = repl_timeout(srv);
+    let mut idle = Instant::now();
+    let mut got: u64 = 0;
+    // With an EOF mark, the last 40 bytes seen are held back until more
+    // arrive: they may be the mark.
+    let mut tail: Vec<u8> = Vec::new();
+    loop {
+        let want = len.map_or(usize::MAX, |l| (l - got) as usize);
+        if want == 0 {
+            break;
+        }
+        if peer.start == peer.buf.len() {
+            if peer.fill()? == 0 {
+                if idle.elapsed() >= timeout {
+                    return Err("Timeout receiving bulk data from MASTER... If the problem persists try to set the 'repl-timeout' parameter in redis.conf to a larger value.".into());
+                }
+                continue;
+            }
+            idle = Instant::now();
+        }
+        let chunk = peer.take(want).to_vec();
+        got += chunk.len() as u64;
+        side.sync_read.store(got, Relaxed);
+        side.last_io_ms.store(unix_ms(), Relaxed);
+        match &eof_mark {
+            None => f.write_all(&chunk).map_err(|e| e.to_string())?,
+            Some(mark) => {
+                tail.extend_from_slice(&chunk);
+                if tail.len() >= 40 && tail[tail.len() - 40..] == mark[..] {
+                    tail.truncate(tail.len() - 40);
+                    f.write_all(&tail).map_err(|e| e.to_string())?;
+                    break;
+                }
+                if tail.len() > 40 {
+                    let keep = tail.split_off(tail.len() - 40);
+                    f.write_all(&tail).map_err(|e| e.to_string())?;
+                    tail = keep;
+                }
+            }
+        }
+    }
+    f.flush().map_err(|e| e.to_string())?;
+    f.get_ref().sync_all().map_err(|e| e.to_string())
+}
+
+/// The command stream, until the link fails or REPLICAOF changes it.
+fn stream(srv: &Arc<Server>, gen: u64, peer: &mut Peer) -> Result<(), String> {
+    let side = &srv.repl.replica;
+    let mut client = ClientState::new(u64::MAX);
+    client.db = side.master_db.load(Relaxed);
+    let mut clock = Hlc::new(srv.node_id);
+    let stats = srv.new_worker_stats();
+    let mut parser = RequestParser::new();
+    let timeout = repl_timeout(srv);
+    let mut last_ack = Instant::now() - Duration::from_secs(2);
+    loop {
+        if side.generation.load(Acquire) != gen {
+            return Ok(());
+        }
+        if last_ack.elapsed() >= Duration::from_secs(1) {
+            send_ack(srv, peer)?;
+            last_ack = Instant::now();
+        }
+        if peer.fill()? == 0 {
+            let idle = unix_ms().saturating_sub(side.last_io_ms.load(Relaxed));
+            if idle >= timeout.as_millis() as u64 {
+                return Err("MASTER timeout: no data nor PING received...".into());
+            }
+            continue;
+        }
+        side.last_io_ms.store(unix_ms(), Relaxed);
+        loop {
+            let pending = &peer.buf[peer.start..];
+            let consumed = match parser.parse(pending, &ParseLimits::default()) {
+                Ok(Parsed::Command { consumed }) => consumed,
+                Ok(Parsed::Incomplete) => break,
+                Err(e) => return Err(format!("protocol error from master: {}", e.0)),
+            };
+            let args = parser.args(pending);
+            let getack = args.len() >= 2
+                && args.get(0).eq_ignore_ascii_case(b"replconf")
+                && args.get(1).eq_ignore_ascii_case(b"getack");
+            if !getack && !args.is_empty() {
+                let argv: Vec<&[u8]> = (0..args.len()).map(|i| args.get(i)).collect();
+                if let Err(e) =
+                    crate::commands::run_local(srv, &mut clock, &stats, &mut client, &argv)
+                {
+                    log_warning!("Command from master failed: {e}");
+                }
+            }
+            srv.repl.backlog.append_raw(&pending[..consumed]);
+            peer.start += consumed;
+            if getack {
+                send_ack(srv, peer)?;
+                last_ack = Instant::now();
+            }
+        }
+        side.master_db.store(client.db, Relaxed);
+        srv.repl.backlog.wake_if_dirty();
+    }
+}
+
+/// REPLCONF ACK <offset> [FACK <aof offset>] (FACK when our AOF is on and
+/// fsynced: WAITAOF on our master counts us then).
+fn send_ack(srv: &Server, peer: &mut Peer) -> Result<(), String> {
+    let off = srv.repl.backlog.end().to_string();
+    let aof = &srv.persist.aof.core;
+    if aof.active.load(Relaxed) && aof.synced_to(aof.my_end()) {
+        peer.send(&[b"REPLCONF", b"ACK", off.as_bytes(), b"FACK", off.as_bytes()])
+    } else {
+        peer.send(&[b"REPLCONF", b"ACK", off.as_bytes()])
+    }
 }

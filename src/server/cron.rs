@@ -30,7 +30,8 @@ pub async fn worker_cron(srv: Arc<Server>, worker: Rc<Worker>, index: usize, nwo
             crate::persistence::aof::cron(&srv);
         }
         srv.repl.backlog.wake_if_dirty();
-        if !srv.hot.active_expire.load(Relaxed) {
+        // A replica's keys expire by its master's DELs (Redis's rule).
+        if !srv.hot.active_expire.load(Relaxed) || srv.repl.is_replica() {
             continue;
         }
         let budget = period / 4;

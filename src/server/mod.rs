@@ -444,6 +444,7 @@ pub fn run(config: Config) -> Result<i32, String> {
     }
     log_notice!("Server initialized");
     crate::persistence::load::at_startup(&srv)?;
+    crate::replication::replica::start_from_config(&srv);
     log_notice!("Ready to accept connections tcp");
     loop {
         let kind = shutdown_rx.recv().unwrap_or(ShutdownKind::Default);
