@@ -1,0 +1,145 @@
+//! LatticeDB as a replica: of a real redis-server 7 master (full sync,
+//! live writes, partial resync after a dropped link, AUTH, read-only), of
+//! another LatticeDB in a chain A -> B -> C with the top master's offsets,
+//! promotion with REPLICAOF NO ONE, and a fake master that speaks garbage.
+
+mod common;
+use common::*;
+use std::io::{Read, Write};
+use std::time::{Duration, Instant};
+
+fn eventually(what: &str, mut f: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while Instant::now() < deadline {
+        if f() {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    panic!("timed out waiting for {what}");
+}
+
+fn digest(c: &mut redis::Connection) -> String {
+    cmd(c, &["DEBUG", "DIGEST"])
+}
+
+fn in_sync(master: &mut redis::Connection, replica: &mut redis::Connection) -> bool {
+    let offset: u64 = info_field(master, "master_repl_offset");
+    let link: String = info_field(replica, "master_link_status");
+    link == "up"
+        && info_field::<u64>(replica, "master_repl_offset") == offset
+        && digest(master) == digest(replica)
+}
+
+fn fill(c: &mut redis::Connection) {
+    let _: () = cmd(c, &["SET", "s", "v"]);
+    let _: () = cmd(c, &["SET", "ttl", "v", "EX", "1000"]);
+    let _: i64 = cmd(c, &["RPUSH", "l", "a", "b", "1"]);
+    let _: i64 = cmd(c, &["HSET", "h", "f", "v"]);
+    let _: i64 = cmd(c, &["SADD", "set", "1", "2"]);
+    let _: i64 = cmd(c, &["ZADD", "z", "1", "a"]);
+    let _: () = cmd(c, &["SELECT", "3"]);
+    let _: () = cmd(c, &["SET", "in3", "x"]);
+    let _: () = cmd(c, &["SELECT", "0"]);
+}
+
+#[test]
+fn replica_of_redis_syncs_follows_and_resumes_partially() {
+    // No diskless delay, so the test does not wait 5 s for the sync.
+    let m = RedisOracle::start(&["--repl-diskless-sync-delay", "0"]);
+    let mut mc = m.conn();
+    let _: () = cmd(&mut mc, &["CONFIG", "SET", "requirepass", "pw"]);
+    let _: () = cmd(&mut mc, &["AUTH", "pw"]);
+    fill(&mut mc);
+    let s = Server::start(&["--masterauth", "pw"]);
+    let mut rc = s.conn();
+    let _: () = cmd(&mut rc, &["REPLICAOF", "127.0.0.1", &m.port.to_string()]);
+    eventually("the initial sync", || in_sync(&mut mc, &mut rc));
+    assert_eq!(info_field::<String>(&mut rc, "role"), "slave");
+    let role: Vec<redis::Value> = cmd(&mut rc, &["ROLE"]);
+    assert_eq!(role[0], redis::Value::BulkString(b"slave".to_vec()));
+    assert_eq!(role[3], redis::Value::BulkString(b"connected".to_vec()));
+    // Read-only.
+    let err = cmd_err(&mut rc, &["SET", "x", "1"]);
+    assert!(
+        err.contains("You can't write against a read only replica."),
+        "{err}"
+    );
+    // Live writes, then a dropped link resumes with a partial resync.
+    let _: i64 = cmd(&mut mc, &["INCR", "n"]);
+    eventually("live writes", || in_sync(&mut mc, &mut rc));
+    let killed: i64 = cmd(&mut mc, &["CLIENT", "KILL", "TYPE", "replica"]);
+    assert_eq!(killed, 1);
+    let _: i64 = cmd(&mut mc, &["INCR", "n"]);
+    eventually("the resync", || in_sync(&mut mc, &mut rc));
+    assert_eq!(info_field::<u64>(&mut mc, "sync_full"), 1);
+    assert_eq!(info_field::<u64>(&mut mc, "sync_partial_ok"), 1);
+    // The master's DEL of an expiring key reaches us.
+    let _: i64 = cmd(&mut mc, &["PEXPIRE", "s", "50"]);
+    eventually("the expiry", || {
+        cmd::<Option<String>>(&mut rc, &["GET", "s"]).is_none() && in_sync(&mut mc, &mut rc)
+    });
+    // Promotion: writable, and the old history is kept as replid2.
+    let old: String = info_field(&mut rc, "master_replid");
+    let _: () = cmd(&mut rc, &["REPLICAOF", "NO", "ONE"]);
+    let _: () = cmd(&mut rc, &["SET", "x", "1"]);
+    assert_eq!(info_field::<String>(&mut rc, "role"), "master");
+    assert_eq!(info_field::<String>(&mut rc, "master_replid2"), old);
+}
+
+#[test]
+fn chain_of_lattice_nodes_relays_the_exact_stream() {
+    let a = Server::start(&[]);
+    let mut ac = a.conn();
+    fill(&mut ac);
+    let b = Server::start(&["--replicaof", "127.0.0.1", &a.port.to_string()]);
+    let c = Server::start(&["--replicaof", "127.0.0.1", &b.port.to_string()]);
+    let (mut bc, mut cc) = (b.conn(), c.conn());
+    for i in 0..200 {
+        let _: () = cmd(&mut ac, &["SET", &format!("k{i}"), &i.to_string()]);
+    }
+    let _: i64 = cmd(&mut ac, &["EXPIRE", "k1", "100"]);
+    eventually("A -> B", || in_sync(&mut ac, &mut bc));
+    eventually("B -> C", || in_sync(&mut ac, &mut cc));
+    // A restarted middle node: C's link drops and resumes partially.
+    let _: () = cmd(&mut bc, &["CLIENT", "KILL", "TYPE", "replica"]);
+    let _: () = cmd(&mut ac, &["SET", "after", "1"]);
+    eventually("C again", || in_sync(&mut ac, &mut cc));
+    assert_eq!(info_field::<u64>(&mut bc, "sync_partial_ok"), 1);
+    // B promoted: C keeps following it with a partial resync (PSYNC2).
+    let _: () = cmd(&mut bc, &["REPLICAOF", "NO", "ONE"]);
+    let _: () = cmd(&mut bc, &["SET", "on-b", "1"]);
+    eventually("C follows B", || in_sync(&mut bc, &mut cc));
+    assert_eq!(info_field::<u64>(&mut bc, "sync_full"), 1);
+}
+
+/// A "master" that answers the handshake with nonsense: the replica keeps
+/// retrying, logs, and serves its clients all along.
+#[test]
+fn a_master_speaking_garbage_never_takes_the_replica_down() {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let fake = std::thread::spawn(move || {
+        let mut accepted = 0;
+        for stream in listener.incoming().take(3) {
+            let mut s = stream.unwrap();
+            let mut buf = [0u8; 256];
+            let _ = s.read(&mut buf);
+            let garbage: &[u8] = match accepted {
+                0 => b"+PONG\r\n+OK\r\n+OK\r\n+FULLRESYNC abc 0\r\n$100\r\nshort",
+                1 => b"\x00\xff garbage \r\n\r\n$$$",
+                _ => b"+PONG\r\n+OK\r\n+OK\r\n+FULLRESYNC abc 0\r\n$EOF:0123456789012345678901234567890123456789\r\nREDIS0010notanrdb0123456789012345678901234567890123456789",
+            };
+            let _ = s.write_all(garbage);
+            accepted += 1;
+        }
+        accepted
+    });
+    let s = Server::start(&["--replicaof", "127.0.0.1", &port.to_string()]);
+    let mut c = s.conn();
+    assert_eq!(fake.join().unwrap(), 3);
+    let pong: String = cmd(&mut c, &["PING"]);
+    assert_eq!(pong, "PONG");
+    assert_eq!(info_field::<String>(&mut c, "master_link_status"), "down");
+    assert_eq!(cmd::<i64>(&mut c, &["DBSIZE"]), 0);
+}
