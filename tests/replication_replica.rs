@@ -143,3 +143,38 @@ fn a_master_speaking_garbage_never_takes_the_replica_down() {
     assert_eq!(info_field::<String>(&mut c, "master_link_status"), "down");
     assert_eq!(cmd::<i64>(&mut c, &["DBSIZE"]), 0);
 }
+
+#[test]
+fn failover_switches_roles_with_a_partial_resync() {
+    let a = Server::start(&[]);
+    let mut ac = a.conn();
+    let err = cmd_err(&mut ac, &["FAILOVER"]);
+    assert!(
+        err.contains("FAILOVER requires connected replicas."),
+        "{err}"
+    );
+    let err = cmd_err(&mut ac, &["FAILOVER", "ABORT"]);
+    assert!(err.contains("No failover in progress."), "{err}");
+    fill(&mut ac);
+    let b = Server::start(&["--replicaof", "127.0.0.1", &a.port.to_string()]);
+    let mut bc = b.conn();
+    eventually("the initial sync", || in_sync(&mut ac, &mut bc));
+    let err = cmd_err(
+        &mut ac,
+        &["FAILOVER", "TO", "127.0.0.1", "1", "TIMEOUT", "100"],
+    );
+    assert!(err.contains("is not a replica"), "{err}");
+    let _: () = cmd(&mut ac, &["FAILOVER", "TIMEOUT", "5000"]);
+    eventually("the switch", || {
+        info_field::<String>(&mut bc, "role") == "master"
+            && info_field::<String>(&mut ac, "role") == "slave"
+            && info_field::<String>(&mut ac, "master_link_status") == "up"
+            && info_field::<String>(&mut ac, "master_failover_state") == "no-failover"
+    });
+    let _: () = cmd(&mut bc, &["SET", "on-new-master", "1"]);
+    eventually("A follows B", || in_sync(&mut bc, &mut ac));
+    let err = cmd_err(&mut ac, &["SET", "x", "1"]);
+    assert!(err.contains("read only replica"), "{err}");
+    assert_eq!(info_field::<u64>(&mut bc, "sync_partial_ok"), 1);
+    assert_eq!(info_field::<u64>(&mut bc, "sync_full"), 0);
+}

@@ -55,7 +55,7 @@ pub static COMMANDS: &[Command] = &[
             "Blocks until all of the preceding write commands sent by the connection are written to the append-only file of the master and/or replicas.",
         )
         .complexity("O(1)"),
-    Command::new("failover", -1, ADMIN | NOSCRIPT | STALE, master::failover)
+    Command::new("failover", -1, ADMIN | NOSCRIPT | STALE, crate::replication::failover::failover)
         .acl("admin slow dangerous")
         .doc("server", "6.2.0", "Starts a coordinated failover from a server to one of its replicas.")
         .complexity("O(1)"),

@@ -130,10 +130,6 @@ impl MasterSide {
         );
     }
 
-    pub fn failover_state(&self) -> &'static str {
-        "no-failover"
-    }
-
     /// The lowest offset an attached replica still needs.
     fn keep_from(&self) -> Option<u64> {
         self.replicas
@@ -181,6 +177,16 @@ impl MasterSide {
 pub fn psync(ctx: &mut Ctx, args: Args) -> CmdResult {
     let offset = crate::commands::util::arg_i64(args.get(2))?;
     let replid = String::from_utf8_lossy(args.get(1)).into_owned();
+    if args.len() > 3 && args.get(3).eq_ignore_ascii_case(b"failover") {
+        // Our master hands over to us (FAILOVER): promote, then serve it.
+        if replid != ctx.srv.repl.ids.lock().replid {
+            return Err(CmdError::Msg(
+                "ERR PSYNC FAILOVER replid must match my replid.".into(),
+            ));
+        }
+        log_notice!("Failover request received for replid {replid}.");
+        crate::replication::replica::promote(ctx.srv);
+    }
     request_sync(ctx, true, replid, offset)
 }
 
@@ -314,7 +320,7 @@ pub async fn answer_wait(
 
 /// Asks every replica for an immediate ACK (REPLCONF GETACK * in the
 /// stream, as Redis does for WAIT).
-fn request_acks(srv: &Server) {
+pub(crate) fn request_acks(srv: &Server) {
     let b = &srv.repl.backlog;
     if b.is_active() {
         b.append_raw(b"*3\r\n$8\r\nREPLCONF\r\n$6\r\nGETACK\r\n$1\r\n*\r\n");
@@ -431,10 +437,6 @@ pub async fn waitaof_acks(srv: &Server, w: WaitAof, kill: &tokio::sync::Notify) 
             _ = tokio::time::sleep(Duration::from_millis(left)) => {}
         }
     }
-}
-
-pub fn failover(_ctx: &mut Ctx, _args: Args) -> CmdResult {
-    Err(CmdError::Msg("ERR FAILOVER is not built yet".into()))
 }
 
 // ------------------------------------------------------------ the feed

@@ -17,6 +17,7 @@
 //! INFO replication and ROLE are rendered here from both sides.
 
 pub mod backlog;
+pub mod failover;
 pub mod master;
 pub mod replica;
 
@@ -62,6 +63,8 @@ pub struct Replication {
     pub master: master::MasterSide,
     /// Our link to our master (replica side).
     pub replica: replica::ReplicaSide,
+    /// A FAILOVER in progress, if any.
+    pub failover: failover::Failover,
     /// The effect stream feeds the backlog (subscribed on first use).
     fed: AtomicBool,
     /// Our replication id and offset name data we hold (we synced, or had
@@ -77,6 +80,7 @@ impl Default for Replication {
             is_replica: Arc::new(AtomicBool::new(false)),
             master: Default::default(),
             replica: Default::default(),
+            failover: Default::default(),
             fed: AtomicBool::new(false),
             has_history: AtomicBool::new(false),
         }
@@ -149,7 +153,7 @@ pub fn info_section(srv: &Server, o: &mut String) {
         "master_failover_state:{}\r\nmaster_replid:{}\r\nmaster_replid2:{}\r\n\
          master_repl_offset:{}\r\nsecond_repl_offset:{}\r\nrepl_backlog_active:{}\r\n\
          repl_backlog_size:{}\r\nrepl_backlog_first_byte_offset:{}\r\nrepl_backlog_histlen:{}\r\n",
-        repl.master.failover_state(),
+        repl.failover.state_name(),
         ids.replid,
         ids.replid2,
         repl.backlog.end(),

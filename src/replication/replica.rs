@@ -51,6 +51,8 @@ pub struct ReplicaSide {
     sync_read: AtomicU64,
     /// Database the master client has selected (kept across links).
     master_db: AtomicUsize,
+    /// The next PSYNC is a FAILOVER hand-over (see `failover.rs`).
+    failover_psync: AtomicBool,
 }
 
 impl ReplicaSide {
@@ -203,9 +205,16 @@ fn follow(srv: &Arc<Server>, host: String, port: u16) {
     }
 }
 
+/// FAILOVER's step 2: become the replica of `host:port`, whose PSYNC
+/// carries FAILOVER so that the target promotes itself first.
+pub(crate) fn follow_for_failover(srv: &Arc<Server>, host: String, port: u16) {
+    srv.repl.replica.failover_psync.store(true, Release);
+    follow(srv, host, port);
+}
+
 /// REPLICAOF NO ONE: a master again, with a new replication id; the old
 /// one stays as replid2 so our replicas can continue partially.
-fn promote(srv: &Server) {
+pub(crate) fn promote(srv: &Server) {
     let repl = &srv.repl;
     if !repl.is_replica() {
         return;
@@ -352,7 +361,11 @@ fn run_link(srv: &Arc<Server>, gen: u64, host: &str, port: u16) -> Result<(), St
     } else {
         (offset + 1).to_string()
     };
-    peer.send(&[b"PSYNC", replid.as_bytes(), off_arg.as_bytes()])?;
+    if side.failover_psync.swap(false, AcqRel) {
+        peer.send(&[b"PSYNC", replid.as_bytes(), off_arg.as_bytes(), b"FAILOVER"])?;
+    } else {
+        peer.send(&[b"PSYNC", replid.as_bytes(), off_arg.as_bytes()])?;
+    }
     let reply = peer.line(repl_timeout(srv))?;
     if let Some(rest) = reply.strip_prefix("+FULLRESYNC ") {
         let mut w = rest.split_whitespace();
