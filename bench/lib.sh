@@ -30,10 +30,12 @@ start_server() {
     local name="$1" port="$2"
     if [[ "$name" == redis ]]; then
         taskset -c "$SERVER_CPU" "$REDIS_SERVER" --port "$port" --save "" \
-            --appendonly no --dir "$WORK" --daemonize no >"$WORK/redis.log" 2>&1 &
+            --appendonly no --dir "$WORK" --daemonize no --enable-debug-command yes \
+            >"$WORK/redis.log" 2>&1 &
     else
         taskset -c "$SERVER_CPU" "$LATTICE" --port "$port" --server-threads 1 \
-            --save "" --appendonly no --dir "$WORK" >"$WORK/lattice.log" 2>&1 &
+            --save "" --appendonly no --dir "$WORK" --enable-debug-command yes \
+            >"$WORK/lattice.log" 2>&1 &
     fi
     SERVER_PID=$!
     wait_port "$port"
