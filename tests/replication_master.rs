@@ -238,3 +238,59 @@ fn waitaof_waits_for_the_local_fsync() {
     let err = cmd_err(&mut m, &["WAITAOF", "1", "0", "0"]);
     assert!(err.contains("appendonly is disabled"), "{err}");
 }
+
+/// SET 8 KB values as fast as one client goes while the replica is frozen
+/// (SIGSTOP) for a while: returns the master's (sync_full,
+/// repl_throttled_batches, repl_lag_disconnects) once the replica caught
+/// up again, after checking both hold the same data.
+fn frozen_replica_under_load(policy: &str) -> (u64, u64, u64) {
+    let s = Server::start(&[
+        "--repl-lag-policy",
+        policy,
+        "--repl-throttle-lag",
+        "1mb",
+        "--repl-backlog-size",
+        "1mb",
+        "--client-output-buffer-limit",
+        "replica 8mb 4mb 60",
+    ]);
+    let r = Server::start(&["--replicaof", "127.0.0.1", &s.port.to_string()]);
+    let (mut m, mut rc) = (s.conn(), r.conn());
+    eventually("the initial sync", || in_sync(&mut m, &mut rc));
+    let pid = r.child.id().to_string();
+    let signal = move |sig: &str| {
+        std::process::Command::new("kill")
+            .args([sig, &pid])
+            .status()
+            .unwrap();
+    };
+    signal("-STOP");
+    // Thawed after 2 s, whatever the writes are doing (they may wait).
+    let thaw = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_secs(2));
+        signal("-CONT");
+    });
+    // 16 MB of writes against an 8 MB hard limit.
+    let value = "v".repeat(8192);
+    for i in 0..2000 {
+        let _: () = cmd(&mut m, &["SET", &format!("k{}", i % 500), &value]);
+    }
+    thaw.join().unwrap();
+    eventually("the catch-up", || in_sync(&mut m, &mut rc));
+    (
+        info_field(&mut m, "sync_full"),
+        info_field(&mut m, "repl_throttled_batches"),
+        info_field(&mut m, "repl_lag_disconnects"),
+    )
+}
+
+#[test]
+fn a_frozen_replica_slows_writers_instead_of_being_dropped() {
+    let (full, throttled, dropped) = frozen_replica_under_load("throttle");
+    assert_eq!((full, dropped), (1, 0), "no resync, no drop");
+    assert!(throttled > 0, "writers were slowed");
+    // Redis's policy, for contrast: the replica is dropped and resyncs.
+    let (full, throttled, dropped) = frozen_replica_under_load("disconnect");
+    assert_eq!(throttled, 0);
+    assert!(dropped >= 1 && full >= 2, "full {full} dropped {dropped}");
+}

@@ -130,13 +130,16 @@ impl MasterSide {
         );
     }
 
-    /// The lowest offset an attached replica still needs.
+    /// The lowest offset an attached replica still needs: the first byte
+    /// it has not acknowledged. Not the first one unsent: bytes in the
+    /// kernel's socket buffers (megabytes) are lost with the connection, and
+    /// the partial resync after it needs them.
     fn keep_from(&self) -> Option<u64> {
         self.replicas
             .lock()
             .iter()
-            .map(|r| r.sent.load(Relaxed))
-            .filter(|&s| s != 0)
+            .filter(|r| r.sent.load(Relaxed) != 0)
+            .map(|r| r.ack_offset.load(Relaxed) + 1)
             .min()
     }
 
@@ -540,7 +543,9 @@ where
     T: AsRawFd,
     for<'a> &'a T: Write,
 {
+    handle.ack_offset.store(from - 1, Relaxed);
     handle.sent.store(from, Relaxed);
+    srv.repl.master.update_keep_from(&srv.repl.backlog);
     let replid = srv.repl.ids.lock().replid.clone();
     let line = if conf.capa_psync2 {
         format!("+CONTINUE {replid}\r\n")
@@ -643,6 +648,7 @@ where
                 let b = &srv_cut.repl.backlog;
                 let end = b.end();
                 off.store(end, Relaxed);
+                h.ack_offset.store(end, Relaxed);
                 h.sent.store(end + 1, Relaxed);
                 srv_cut.repl.master.update_keep_from(b);
                 b.forget_db();
@@ -777,6 +783,14 @@ async fn feed<T>(
             handle.sent.store(from, Relaxed);
             srv.repl.master.update_keep_from(backlog);
         }
+        let timeout_ms = srv.config.read().get_i64("repl-timeout").max(1) as u64 * 1000;
+        if unix_ms().saturating_sub(handle.ack_ms.load(Relaxed)) > timeout_ms {
+            log_warning!(
+                "Disconnecting timedout replica (streaming sync): {}",
+                handle.ip
+            );
+            return;
+        }
         // Acks: read what is there without waiting when there is more to send.
         let input = tokio::select! {
             biased;
@@ -853,35 +867,60 @@ thread_local! {
 }
 
 /// Back-pressure, called by a connection after a batch of commands and
-/// before its replies go out: if the batch wrote and the slowest replica
-/// is more than `repl-throttle-lag` bytes behind, the replies wait in
-/// proportion to how far past it is (1 ms per MB, at most 100 ms a batch),
-/// so writers slow to the rate the replica takes and it never reaches the
-/// hard limit that would cost it a full resync. `repl-lag-policy
-/// disconnect` turns this off (Redis's behaviour: the replica is dropped at
-/// the hard limit).
+/// before its replies go out, if the batch wrote. With the slowest replica
+/// `lag` bytes behind, `repl-throttle-lag` = `start` and 90% of the
+/// replica class's hard limit = `wall`:
+/// - lag <= start: nothing;
+/// - start < lag < wall: the replies wait in proportion, up to 100 ms a
+///   batch at the wall, so writers slow to the rate the replica takes;
+/// - lag >= wall: the replies wait until the replica is back under it (or
+///   goes away: a replica that stops acknowledging is dropped after
+///   `repl-timeout`), so it is never cut off for lagging and never needs a
+///   full resync. Data first: writers stall rather than lose the replica.
+/// `repl-lag-policy disconnect` turns all of it off (Redis's behaviour).
 pub async fn throttle(srv: &Server) {
     if !WROTE.with(|w| w.replace(false)) {
         return;
     }
-    let b = &srv.repl.backlog;
-    let keep = b.keep_from.load(Relaxed);
-    if keep == 0 {
-        return;
-    }
     let m = &srv.repl.master;
-    let (start, on) = (m.throttle_lag.load(Relaxed), m.throttle_on.load(Relaxed));
-    let lag = (b.end() + 1).saturating_sub(keep);
-    if !on || lag <= start {
+    let Some((lag, start, wall)) = m.lag_over_start(srv) else {
         return;
+    };
+    let began = std::time::Instant::now();
+    if lag < wall {
+        let ms = (100 * (lag - start) / (wall - start).max(1)).clamp(1, 100);
+        tokio::time::sleep(Duration::from_millis(ms)).await;
+    } else {
+        while m
+            .lag_over_start(srv)
+            .is_some_and(|(lag, _, wall)| lag >= wall)
+        {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
     }
-    let ms = ((lag - start) >> 20).clamp(1, 100);
     m.throttled.fetch_add(1, Relaxed);
-    m.throttle_us.fetch_add(ms * 1000, Relaxed);
-    tokio::time::sleep(Duration::from_millis(ms)).await;
+    m.throttle_us
+        .fetch_add(began.elapsed().as_micros() as u64, Relaxed);
 }
 
 impl MasterSide {
+    /// (lag, repl-throttle-lag, wall) when throttling applies and the
+    /// slowest replica lags past repl-throttle-lag.
+    fn lag_over_start(&self, srv: &Server) -> Option<(u64, u64, u64)> {
+        let b = &srv.repl.backlog;
+        let keep = b.keep_from.load(Relaxed);
+        if keep == 0 || !self.throttle_on.load(Relaxed) {
+            return None;
+        }
+        let lag = (b.end() + 1).saturating_sub(keep);
+        let start = self.throttle_lag.load(Relaxed);
+        let wall = match b.hard_cap.load(Relaxed) as u64 {
+            0 => u64::MAX,
+            cap => (cap / 10 * 9).max(start + 1),
+        };
+        (lag > start).then_some((lag, start, wall))
+    }
+
     /// Re-reads the back-pressure settings (cron).
     pub fn load_throttle_conf(&self, c: &crate::config::Config) {
         let lag = c.get_i64("repl-throttle-lag").max(0) as u64;
