@@ -877,6 +877,7 @@ thread_local! {
 ///   goes away: a replica that stops acknowledging is dropped after
 ///   `repl-timeout`), so it is never cut off for lagging and never needs a
 ///   full resync. Data first: writers stall rather than lose the replica.
+///
 /// `repl-lag-policy disconnect` turns all of it off (Redis's behaviour).
 pub async fn throttle(srv: &Server) {
     if !WROTE.with(|w| w.replace(false)) {
