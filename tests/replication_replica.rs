@@ -178,3 +178,45 @@ fn failover_switches_roles_with_a_partial_resync() {
     assert_eq!(info_field::<u64>(&mut bc, "sync_partial_ok"), 1);
     assert_eq!(info_field::<u64>(&mut bc, "sync_full"), 0);
 }
+
+/// A replica restarted from its RDB (repl-id and repl-offset aux fields)
+/// continues with a partial resync; so do replicas of a restarted master.
+#[test]
+fn restarts_resume_with_partial_resyncs() {
+    let dir = std::env::temp_dir().join(format!("lattice-repl-restart-{}", std::process::id()));
+    let (mdir, rdir) = (dir.join("m"), dir.join("r"));
+    std::fs::create_dir_all(&mdir).unwrap();
+    std::fs::create_dir_all(&rdir).unwrap();
+    let (md, rd) = (mdir.to_str().unwrap(), rdir.to_str().unwrap());
+    let m = Server::start(&["--dir", md]);
+    let mut mc = m.conn();
+    fill(&mut mc);
+    let mport = m.port.to_string();
+    let r = Server::start(&["--dir", rd, "--replicaof", "127.0.0.1", &mport]);
+    let mut rc = r.conn();
+    eventually("the initial sync", || in_sync(&mut mc, &mut rc));
+    // The replica restarts.
+    let _ = redis::cmd("SHUTDOWN").arg("SAVE").query::<()>(&mut rc);
+    drop(r);
+    let _: i64 = cmd(&mut mc, &["INCR", "while-replica-down"]);
+    let r = Server::start(&["--dir", rd, "--replicaof", "127.0.0.1", &mport]);
+    let mut rc = r.conn();
+    eventually("the resync after the replica's restart", || {
+        in_sync(&mut mc, &mut rc)
+    });
+    assert_eq!(info_field::<u64>(&mut mc, "sync_full"), 1);
+    assert_eq!(info_field::<u64>(&mut mc, "sync_partial_ok"), 1);
+    // The master restarts (on another port: the replica is pointed there).
+    let _ = redis::cmd("SHUTDOWN").arg("SAVE").query::<()>(&mut mc);
+    drop(m);
+    let m = Server::start(&["--dir", md]);
+    let mut mc = m.conn();
+    let _: i64 = cmd(&mut mc, &["INCR", "after-master-restart"]);
+    let _: () = cmd(&mut rc, &["REPLICAOF", "127.0.0.1", &m.port.to_string()]);
+    eventually("the resync after the master's restart", || {
+        in_sync(&mut mc, &mut rc)
+    });
+    assert_eq!(info_field::<u64>(&mut mc, "sync_full"), 0);
+    assert_eq!(info_field::<u64>(&mut mc, "sync_partial_ok"), 1);
+    let _ = std::fs::remove_dir_all(&dir);
+}

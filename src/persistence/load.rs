@@ -92,8 +92,10 @@ impl<R: io::Read> io::Read for Counting<'_, R> {
 }
 
 /// What a load did.
-#[derive(Debug, Default, Clone, Copy)]
+#[derive(Debug, Default, Clone)]
 pub struct LoadStats {
+    /// The file's aux fields (repl-id and repl-offset among them).
+    pub aux: Vec<(Vec<u8>, Vec<u8>)>,
     pub keys: u64,
     pub expired: u64,
     pub empty_skipped: u64,
@@ -258,6 +260,7 @@ pub fn load_reader(
             keys,
             expired,
             empty_skipped: summary.empty_skipped,
+            aux: summary.aux,
         })
     })
 }
@@ -390,7 +393,11 @@ fn load_startup_data(srv: &Arc<Server>) -> Result<(), String> {
     }
     let path = std::path::PathBuf::from(srv.config.read().get_str("dbfilename"));
     match load_file(srv, &path, OnDuplicate::Fail) {
-        Ok(_) => Ok(()),
+        Ok(Some(stats)) => {
+            crate::replication::restore_save_info(srv, &stats.aux);
+            Ok(())
+        }
+        Ok(None) => Ok(()),
         Err(e) => {
             crate::log_warning!("Internal error in RDB reading -> {e}");
             crate::log_warning!("Terminating server after rdb file reading failure.");

@@ -169,7 +169,7 @@ pub fn start(srv: &Arc<Server>, job: SnapshotJob) -> Result<(), SnapshotError> {
         opts,
         format: job.format,
     });
-    let sizes = cut(srv, &preserved, job.at_cut);
+    let (sizes, repl_aux) = cut(srv, &preserved, job.at_cut);
     let total: usize = sizes.iter().map(|s| s.0).sum();
     state.keys_total.store(total, Relaxed);
     state.keys_done.store(0, Relaxed);
@@ -179,7 +179,9 @@ pub fn start(srv: &Arc<Server>, job: SnapshotJob) -> Result<(), SnapshotError> {
         .name("lattice-save".into())
         .spawn(move || {
             let srv = writer_srv;
-            let header = header_bytes(&srv, job.format, &job.aux);
+            let mut aux = job.aux;
+            aux.extend(repl_aux);
+            let header = header_bytes(&srv, job.format, &aux);
             let r = match job.stream {
                 Some(out) => {
                     let what = (out, &header[..], &sizes[..]);
@@ -204,12 +206,16 @@ pub fn start(srv: &Arc<Server>, job: SnapshotJob) -> Result<(), SnapshotError> {
 }
 
 /// Locks everything, marks every shard, runs `at_cut`; returns each
-/// database's (keys, volatile keys) at the cut.
+/// database's (keys, volatile keys) at the cut, and the replication aux
+/// fields of that instant (see `replication::save_info`).
 fn cut(
     srv: &Server,
     sink: &Arc<Preserved>,
     at_cut: Option<Box<dyn FnOnce() + Send>>,
-) -> Vec<(usize, usize)> {
+) -> (Vec<(usize, usize)>, Vec<(String, String)>) {
+    // A replica applies a command and counts its bytes under this lock:
+    // the offset saved matches the data saved.
+    let _applying = srv.repl.replica.apply_lock.lock();
     let mut all = srv.keyspace.lock_everything();
     let sink: Arc<dyn SnapSink> = sink.clone();
     let mut sizes = Vec::with_capacity(all.len());
@@ -225,7 +231,7 @@ fn cut(
     if let Some(f) = at_cut {
         f();
     }
-    sizes
+    (sizes, crate::replication::save_info(srv))
 }
 
 /// Stops the running snapshot (FLUSHALL stops a BGSAVE, as Redis kills its

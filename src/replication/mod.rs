@@ -304,3 +304,62 @@ fn replica_admit(
     }
     Ok(())
 }
+
+/// The replication aux fields of an RDB taken now (Redis's
+/// rdbPopulateSaveInfo): our history's id and offset, and the database the
+/// stream has selected, so that a restarted node continues partially.
+/// Called at a snapshot's cut, with every shard locked.
+pub fn save_info(srv: &Server) -> Vec<(String, String)> {
+    let repl = &srv.repl;
+    if !repl.has_history.load(Acquire) {
+        return Vec::new();
+    }
+    let db = if repl.is_replica() {
+        repl.replica.stream_db()
+    } else {
+        0
+    };
+    vec![
+        ("repl-stream-db".into(), db.to_string()),
+        ("repl-id".into(), repl.ids.lock().replid.clone()),
+        ("repl-offset".into(), repl.backlog.end().to_string()),
+    ]
+}
+
+/// At start-up, after loading an RDB with replication aux fields: take the
+/// history back, so our replicas (or our master) continue partially. A
+/// master starts its backlog at once: writes made before a replica comes
+/// back must be in it.
+pub fn restore_save_info(srv: &Server, aux: &[(Vec<u8>, Vec<u8>)]) {
+    let get = |k: &[u8]| {
+        aux.iter()
+            .find(|(key, _)| key == k)
+            .map(|(_, v)| String::from_utf8_lossy(v).into_owned())
+    };
+    let (Some(id), Some(offset)) = (get(b"repl-id"), get(b"repl-offset")) else {
+        return;
+    };
+    let Ok(offset) = offset.parse::<u64>() else {
+        return;
+    };
+    if id.len() != 40 {
+        return;
+    }
+    let repl = &srv.repl;
+    *repl.ids.lock() = ReplIds {
+        replid: id,
+        replid2: NO_REPLID.into(),
+        second_offset: -1,
+    };
+    repl.backlog.reset_to(offset);
+    let db = get(b"repl-stream-db")
+        .and_then(|d| d.parse().ok())
+        .unwrap_or(0);
+    repl.replica.set_stream_db(db);
+    repl.has_history.store(true, Release);
+    let replica = !srv.config.read().get_str("replicaof").is_empty();
+    if !replica {
+        repl.activate_backlog(srv);
+    }
+    crate::log_notice!("Restored replication ID and offset from the RDB: offset {offset}");
+}

@@ -53,6 +53,10 @@ pub struct ReplicaSide {
     master_db: AtomicUsize,
     /// The next PSYNC is a FAILOVER hand-over (see `failover.rs`).
     failover_psync: AtomicBool,
+    /// Held while a command from the master is applied and its bytes
+    /// counted, and by a snapshot's cut: the offset saved in an RDB
+    /// (repl-offset) matches its data.
+    pub apply_lock: Mutex<()>,
 }
 
 impl ReplicaSide {
@@ -632,6 +636,17 @@ fn stream(srv: &Arc<Server>, gen: u64, peer: &mut Peer) -> Result<(), String> {
         }
         side.master_db.store(client.db, Relaxed);
         srv.repl.backlog.wake_if_dirty();
+    }
+}
+
+impl ReplicaSide {
+    /// The database the master's stream has selected (repl-stream-db).
+    pub fn stream_db(&self) -> usize {
+        self.master_db.load(Relaxed)
+    }
+
+    pub fn set_stream_db(&self, db: usize) {
+        self.master_db.store(db, Relaxed);
     }
 }
 
