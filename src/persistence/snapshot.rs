@@ -212,7 +212,7 @@ fn cut(
     srv: &Server,
     sink: &Arc<Preserved>,
     at_cut: Option<Box<dyn FnOnce() + Send>>,
-) -> (Vec<(usize, usize)>, Vec<(String, String)>) {
+) -> (Vec<(usize, usize)>, AuxFields) {
     // A replica applies a command and counts its bytes under this lock:
     // the offset saved matches the data saved.
     let _applying = srv.repl.replica.apply_lock.lock();
@@ -286,6 +286,8 @@ fn header_bytes(srv: &Server, format: SnapFormat, extra: &[(String, String)]) ->
 
 /// Each database's (keys, volatile keys) at the cut.
 type DbSizes = [(usize, usize)];
+/// RDB aux fields (name, value).
+type AuxFields = Vec<(String, String)>;
 
 /// Writes the snapshot into `out` (diskless replication); returns the bytes.
 fn write_stream(
