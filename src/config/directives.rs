@@ -554,7 +554,7 @@ pub static DIRECTIVES: &[Directive] = &[
         Enum(&["no", "yes", "clients"]),
         "no",
     ),
-    d("save", Save, "3600 1 300 100 60 10000"),
+    d("save", Save, "3600 1 300 100 60 10000").built(),
     d("server_cpulist", Str, "").imm(),
     d("set-max-intset-entries", Int(0, LONG), "512").built(),
     d("set-proc-title", Bool, "yes").imm(),
@@ -626,7 +626,7 @@ pub static DIRECTIVES: &[Directive] = &[
     d("port", Int(0, 65535), "6379").built().imm(),
     d("bind", Bind, "127.0.0.1 -::1").built().imm(),
     d("dir", Str, "./").built().prot(),
-    d("dbfilename", Str, "dump.rdb").prot(),
+    d("dbfilename", Str, "dump.rdb").built().prot(),
     d("requirepass", Str, "").built(),
     // Hidden (debug) Redis configs.
     d("rdb-key-save-delay", Int(LONG.wrapping_neg(), LONG), "0"),
