@@ -294,3 +294,20 @@ fn a_frozen_replica_slows_writers_instead_of_being_dropped() {
     assert_eq!(throttled, 0);
     assert!(dropped >= 1 && full >= 2, "full {full} dropped {dropped}");
 }
+
+#[test]
+fn the_backlog_is_freed_after_repl_backlog_ttl_without_replicas() {
+    let s = Server::start(&["--repl-backlog-ttl", "1"]);
+    let mut m = s.conn();
+    let old: String = info_field(&mut m, "master_replid");
+    {
+        let r = Server::start(&["--replicaof", "127.0.0.1", &s.port.to_string()]);
+        let mut rc = r.conn();
+        eventually("the initial sync", || in_sync(&mut m, &mut rc));
+        assert_eq!(info_field::<u64>(&mut m, "repl_backlog_active"), 1);
+    }
+    eventually("the backlog freed", || {
+        info_field::<u64>(&mut m, "repl_backlog_active") == 0
+    });
+    assert_ne!(info_field::<String>(&mut m, "master_replid"), old);
+}

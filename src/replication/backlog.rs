@@ -90,6 +90,14 @@ impl Backlog {
         g.size = size.max(16 * 1024);
     }
 
+    /// Frees the history (repl-backlog-ttl passed without replicas).
+    pub fn deactivate(&self) {
+        let mut g = self.inner.lock();
+        g.active = false;
+        g.buf = VecDeque::new();
+        g.db = None;
+    }
+
     /// repl-backlog-size changed.
     pub fn resize(&self, size: usize) {
         let mut g = self.inner.lock();

@@ -197,11 +197,35 @@ pub fn role(
 pub fn cron(srv: &Server) {
     use std::sync::atomic::AtomicU64;
     static LAST_PING_MS: AtomicU64 = AtomicU64::new(0);
+    static NO_REPLICAS_SINCE_MS: AtomicU64 = AtomicU64::new(0);
     let repl = &srv.repl;
+    let now = crate::keyspace::hlc::unix_ms();
     if repl.is_replica() || repl.master.replicas.lock().is_empty() {
+        if repl.is_replica() || !repl.backlog.is_active() {
+            NO_REPLICAS_SINCE_MS.store(0, Relaxed);
+            return;
+        }
+        // repl-backlog-ttl: a master alone frees its backlog after that
+        // long, with a new replication id (nobody can continue the old).
+        let since = match NO_REPLICAS_SINCE_MS.load(Relaxed) {
+            0 => {
+                NO_REPLICAS_SINCE_MS.store(now, Relaxed);
+                now
+            }
+            t => t,
+        };
+        let ttl = srv.config.read().get_i64("repl-backlog-ttl").max(0) as u64;
+        if ttl > 0 && now.saturating_sub(since) >= ttl * 1000 {
+            repl.backlog.deactivate();
+            *repl.ids.lock() = ReplIds::new();
+            NO_REPLICAS_SINCE_MS.store(0, Relaxed);
+            crate::log_notice!(
+                "Replication backlog freed after {ttl} seconds without connected replicas."
+            );
+        }
         return;
     }
-    let now = crate::keyspace::hlc::unix_ms();
+    NO_REPLICAS_SINCE_MS.store(0, Relaxed);
     let (period, hard) = {
         let c = srv.config.read();
         let period = c.get_i64("repl-ping-replica-period").max(1) as u64 * 1000;
