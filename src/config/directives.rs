@@ -491,8 +491,12 @@ pub static DIRECTIVES: &[Directive] = &[
     )
     .built(),
     d("maxmemory-samples", Int(1, INT), "5").built(),
-    d("min-replicas-max-lag", Int(0, INT), "10").alias(&["min-slaves-max-lag"]),
-    d("min-replicas-to-write", Int(0, INT), "0").alias(&["min-slaves-to-write"]),
+    d("min-replicas-max-lag", Int(0, INT), "10")
+        .alias(&["min-slaves-max-lag"])
+        .built(),
+    d("min-replicas-to-write", Int(0, INT), "0")
+        .alias(&["min-slaves-to-write"])
+        .built(),
     d("no-appendfsync-on-rewrite", Bool, "no"),
     d("notify-keyspace-events", NotifyEvents, "").built(),
     d(
