@@ -129,6 +129,24 @@ impl ReplicaSide {
     }
 
     /// Ends the current link (its thread sees the new generation).
+    /// CLIENT KILL aimed at our master's link (Redis lists the master as a
+    /// client): closes the socket when `hit(peer addr, local addr)` says
+    /// so; the link thread reconnects and asks for a partial resync.
+    pub fn kill_link_if(&self, hit: impl Fn(&str, &str) -> bool) -> bool {
+        let guard = self.socket.lock();
+        let Some(s) = guard.as_ref() else {
+            return false;
+        };
+        let (Ok(peer), Ok(local)) = (s.peer_addr(), s.local_addr()) else {
+            return false;
+        };
+        if !hit(&peer.to_string(), &local.to_string()) {
+            return false;
+        }
+        let _ = s.shutdown(Shutdown::Both);
+        true
+    }
+
     fn stop_link(&self) {
         self.generation.fetch_add(1, AcqRel);
         if let Some(s) = self.socket.lock().take() {
@@ -453,7 +471,15 @@ fn continue_from(srv: &Server, new_id: &str, old_id: &str) {
         ids.replid2 = old_id.to_string();
         ids.second_offset = repl.backlog.end() as i64 + 1;
         ids.replid = new_id.to_string();
+        drop(ids);
         log_notice!("Master replication ID changed to {new_id}");
+        // As Redis: our own replicas reconnect to learn the new id (they
+        // continue partially, the old one being our replid2 now).
+        for r in repl.master.replicas.lock().iter() {
+            if let Some(c) = srv.clients.get(r.client_id) {
+                c.kill_now();
+            }
+        }
     }
     repl.activate_backlog(srv);
     repl.has_history.store(true, Release);
