@@ -488,8 +488,7 @@ fn kill_master_link(ctx: &Ctx, f: &KillFilter) -> bool {
         return false;
     }
     ctx.srv.repl.replica.kill_link_if(|peer, local| {
-        f.addr.as_deref().is_none_or(|a| a == peer)
-            && f.laddr.as_deref().is_none_or(|a| a == local)
+        f.addr.as_deref().is_none_or(|a| a == peer) && f.laddr.as_deref().is_none_or(|a| a == local)
     })
 }
 
