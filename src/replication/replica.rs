@@ -574,8 +574,12 @@ fn receive_rdb(srv: &Server, peer: &mut Peer, header: &str, path: &str) -> Resul
             None => f.write_all(&chunk).map_err(|e| e.to_string())?,
             Some(mark) => {
                 tail.extend_from_slice(&chunk);
-                if tail.len() >= 40 && tail[tail.len() - 40..] == mark[..] {
-                    tail.truncate(tail.len() - 40);
+                // The command stream may follow the mark in the same read:
+                // what comes after it goes back to the peer's buffer.
+                if let Some(p) = tail.windows(40).position(|w| w == &mark[..]) {
+                    let after = tail.len() - (p + 40);
+                    peer.start -= after;
+                    tail.truncate(p);
                     f.write_all(&tail).map_err(|e| e.to_string())?;
                     break;
                 }
