@@ -246,14 +246,17 @@ fn link_thread(srv: Arc<Server>, gen: u64, host: String, port: u16) {
                 log_warning!("Replication link with MASTER {host}:{port}: {e}");
             }
         }
+        // A link replaced by REPLICAOF may end after its successor came
+        // up: only the current link's state is ours to clear.
+        if !current() {
+            break;
+        }
         if side.up.swap(false, AcqRel) || side.down_since_ms.load(Relaxed) == 0 {
             side.down_since_ms.store(unix_ms(), Relaxed);
         }
         *side.socket.lock() = None;
-        if current() {
-            side.set_state("connect");
-            std::thread::sleep(Duration::from_secs(1));
-        }
+        side.set_state("connect");
+        std::thread::sleep(Duration::from_secs(1));
     }
 }
 
