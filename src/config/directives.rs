@@ -491,8 +491,12 @@ pub static DIRECTIVES: &[Directive] = &[
     )
     .built(),
     d("maxmemory-samples", Int(1, INT), "5").built(),
-    d("min-replicas-max-lag", Int(0, INT), "10").alias(&["min-slaves-max-lag"]),
-    d("min-replicas-to-write", Int(0, INT), "0").alias(&["min-slaves-to-write"]),
+    d("min-replicas-max-lag", Int(0, INT), "10")
+        .alias(&["min-slaves-max-lag"])
+        .built(),
+    d("min-replicas-to-write", Int(0, INT), "0")
+        .alias(&["min-slaves-to-write"])
+        .built(),
     d("no-appendfsync-on-rewrite", Bool, "no"),
     d("notify-keyspace-events", NotifyEvents, "").built(),
     d(
@@ -518,7 +522,7 @@ pub static DIRECTIVES: &[Directive] = &[
     d("rdb-save-incremental-fsync", Bool, "yes"),
     d("rdbchecksum", Bool, "yes").imm(),
     d("rdbcompression", Bool, "yes"),
-    d("repl-backlog-size", Memory, "1048576"),
+    d("repl-backlog-size", Memory, "1048576").built(),
     d("repl-backlog-ttl", Int(0, LONG), "3600"),
     d("repl-disable-tcp-nodelay", Bool, "no"),
     d(
@@ -526,7 +530,7 @@ pub static DIRECTIVES: &[Directive] = &[
         Enum(&["disabled", "on-empty-db", "swapdb"]),
         "disabled",
     ),
-    d("repl-diskless-sync", Bool, "yes"),
+    d("repl-diskless-sync", Bool, "yes").built(),
     d("repl-diskless-sync-delay", Int(0, INT), "5"),
     d("repl-diskless-sync-max-replicas", Int(0, INT), "0"),
     // LatticeDB: what a master does when a replica lags (DECISIONS 29).
@@ -537,17 +541,29 @@ pub static DIRECTIVES: &[Directive] = &[
     )
     .built(),
     d("repl-throttle-lag", Memory, "32mb").built(),
-    d("repl-ping-replica-period", Int(1, INT), "10").alias(&["repl-ping-slave-period"]),
-    d("repl-timeout", Int(1, INT), "60"),
-    d("replica-announce-ip", Str, "").alias(&["slave-announce-ip"]),
-    d("replica-announce-port", Int(0, 65535), "0").alias(&["slave-announce-port"]),
-    d("replica-announced", Bool, "yes"),
+    d("repl-ping-replica-period", Int(1, INT), "10")
+        .alias(&["repl-ping-slave-period"])
+        .built(),
+    d("repl-timeout", Int(1, INT), "60").built(),
+    d("replica-announce-ip", Str, "")
+        .alias(&["slave-announce-ip"])
+        .built(),
+    d("replica-announce-port", Int(0, 65535), "0")
+        .alias(&["slave-announce-port"])
+        .built(),
+    d("replica-announced", Bool, "yes").built(),
     d("replica-ignore-disk-write-errors", Bool, "no"),
     d("replica-ignore-maxmemory", Bool, "yes").alias(&["slave-ignore-maxmemory"]),
     d("replica-lazy-flush", Bool, "no").alias(&["slave-lazy-flush"]),
-    d("replica-priority", Int(0, INT), "100").alias(&["slave-priority"]),
-    d("replica-read-only", Bool, "yes").alias(&["slave-read-only"]),
-    d("replica-serve-stale-data", Bool, "yes").alias(&["slave-serve-stale-data"]),
+    d("replica-priority", Int(0, INT), "100")
+        .alias(&["slave-priority"])
+        .built(),
+    d("replica-read-only", Bool, "yes")
+        .alias(&["slave-read-only"])
+        .built(),
+    d("replica-serve-stale-data", Bool, "yes")
+        .alias(&["slave-serve-stale-data"])
+        .built(),
     d("replicaof", ReplicaOf, "").imm().alias(&["slaveof"]),
     d(
         "sanitize-dump-payload",

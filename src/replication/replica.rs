@@ -135,6 +135,24 @@ impl ReplicaSide {
     }
 
     /// Ends the current link (its thread sees the new generation).
+    /// CLIENT KILL aimed at our master's link (Redis lists the master as a
+    /// client): closes the socket when `hit(peer addr, local addr)` says
+    /// so; the link thread reconnects and asks for a partial resync.
+    pub fn kill_link_if(&self, hit: impl Fn(&str, &str) -> bool) -> bool {
+        let guard = self.socket.lock();
+        let Some(s) = guard.as_ref() else {
+            return false;
+        };
+        let (Ok(peer), Ok(local)) = (s.peer_addr(), s.local_addr()) else {
+            return false;
+        };
+        if !hit(&peer.to_string(), &local.to_string()) {
+            return false;
+        }
+        let _ = s.shutdown(Shutdown::Both);
+        true
+    }
+
     fn stop_link(&self) {
         self.generation.fetch_add(1, AcqRel);
         if let Some(s) = self.socket.lock().take() {
@@ -241,14 +259,17 @@ fn link_thread(srv: Arc<Server>, gen: u64, host: String, port: u16) {
                 log_warning!("Replication link with MASTER {host}:{port}: {e}");
             }
         }
+        // A link replaced by REPLICAOF may end after its successor came
+        // up: only the current link's state is ours to clear.
+        if !current() {
+            break;
+        }
         if side.up.swap(false, AcqRel) || side.down_since_ms.load(Relaxed) == 0 {
             side.down_since_ms.store(unix_ms(), Relaxed);
         }
         *side.socket.lock() = None;
-        if current() {
-            side.set_state("connect");
-            std::thread::sleep(Duration::from_secs(1));
-        }
+        side.set_state("connect");
+        std::thread::sleep(Duration::from_secs(1));
     }
 }
 
@@ -470,7 +491,15 @@ fn continue_from(srv: &Server, new_id: &str, old_id: &str) {
         ids.replid2 = old_id.to_string();
         ids.second_offset = repl.backlog.end() as i64 + 1;
         ids.replid = new_id.to_string();
+        drop(ids);
         log_notice!("Master replication ID changed to {new_id}");
+        // As Redis: our own replicas reconnect to learn the new id (they
+        // continue partially, the old one being our replid2 now).
+        for r in repl.master.replicas.lock().iter() {
+            if let Some(c) = srv.clients.get(r.client_id) {
+                c.kill_now();
+            }
+        }
     }
     repl.activate_backlog(srv);
     repl.has_history.store(true, Release);
@@ -565,8 +594,12 @@ fn receive_rdb(srv: &Server, peer: &mut Peer, header: &str, path: &str) -> Resul
             None => f.write_all(&chunk).map_err(|e| e.to_string())?,
             Some(mark) => {
                 tail.extend_from_slice(&chunk);
-                if tail.len() >= 40 && tail[tail.len() - 40..] == mark[..] {
-                    tail.truncate(tail.len() - 40);
+                // The command stream may follow the mark in the same read:
+                // what comes after it goes back to the peer's buffer.
+                if let Some(p) = tail.windows(40).position(|w| w == &mark[..]) {
+                    let after = tail.len() - (p + 40);
+                    peer.start -= after;
+                    tail.truncate(p);
                     f.write_all(&tail).map_err(|e| e.to_string())?;
                     break;
                 }

@@ -445,7 +445,12 @@ fn kill(ctx: &mut Ctx, args: Args) -> CmdResult {
             .into_iter()
             .filter(|c| matches(ctx, &f, c))
             .collect();
-        if victims.is_empty() {
+        let link = ctx
+            .srv
+            .repl
+            .replica
+            .kill_link_if(|peer, _| f.addr.as_deref() == Some(peer));
+        if victims.is_empty() && !link {
             return Err(CmdError::err("No such client"));
         }
         for c in &victims {
@@ -465,8 +470,26 @@ fn kill(ctx: &mut Ctx, args: Args) -> CmdResult {
     for c in &victims {
         kill_one(ctx, c);
     }
-    ctx.out.int(victims.len() as i64);
+    let link = kill_master_link(ctx, &f);
+    ctx.out.int(victims.len() as i64 + link as i64);
     Ok(())
+}
+
+/// Our master's link, when the filter names it (by address or TYPE master;
+/// it has no client id or age here).
+fn kill_master_link(ctx: &Ctx, f: &KillFilter) -> bool {
+    if f.id.is_some() || f.user.is_some() || f.maxage.is_some() {
+        return false;
+    }
+    if f.kind.is_some_and(|k| k != Kind::Master) {
+        return false;
+    }
+    if f.kind.is_none() && f.addr.is_none() && f.laddr.is_none() {
+        return false;
+    }
+    ctx.srv.repl.replica.kill_link_if(|peer, local| {
+        f.addr.as_deref().is_none_or(|a| a == peer) && f.laddr.as_deref().is_none_or(|a| a == local)
+    })
 }
 
 fn pause(ctx: &mut Ctx, args: Args) -> CmdResult {
