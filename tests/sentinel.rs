@@ -1,10 +1,12 @@
 //! Redis Sentinel (the real one: redis-server 7 in `--sentinel` mode)
 //! watching LatticeDB: one master, two replicas, three sentinels. What a
 //! user of Sentinel sees: the sentinels name our master, discover both
-//! replicas and each other; after a SIGKILL of the master they promote a
-//! replica (ROLE master, accepts writes), repoint the other one at it (it
+//! replicas and each other; after a SIGKILL of the master they promote the
+//! replica whose priority allows it (the other has `replica-priority 0`;
+//! ROLE master, accepts writes), repoint the other one at it (it
 //! receives the new master's writes), and a client that asks Sentinel for
-//! the master reads a write that `WAIT 2` acknowledged before the kill.
+//! the master reads a write that `WAIT 2` acknowledged before the kill;
+//! the old master, restarted, is turned into a replica of the new one.
 //!
 //! Sentinel drives our servers with PING, INFO, ROLE, CLIENT SETNAME,
 //! pub/sub hellos on `__sentinel__:hello`, and at failover a MULTI with
@@ -32,10 +34,8 @@ impl Sentinel {
     fn start(master_port: u16) -> Sentinel {
         for _ in 0..5 {
             let port = free_port();
-            let dir = std::env::temp_dir().join(format!(
-                "lattice-sentinel-{port}-{}",
-                std::process::id()
-            ));
+            let dir = std::env::temp_dir()
+                .join(format!("lattice-sentinel-{port}-{}", std::process::id()));
             std::fs::create_dir_all(&dir).unwrap();
             let conf = dir.join("sentinel.conf");
             std::fs::write(&conf, sentinel_conf(port, master_port, &dir)).unwrap();
@@ -168,6 +168,7 @@ fn assert_discovery(sentinels: &[Sentinel], master: u16, replicas: [u16; 2]) {
                 .filter(|r| r.get("flags").is_some_and(|f| f == "slave"))
                 .filter(|r| r.get("master-link-status").is_some_and(|l| l == "ok"))
                 .filter(|r| r.get("master-port") == Some(&master.to_string()))
+                .filter(|r| r.get("replica-announced").is_some_and(|a| a == "1"))
                 .filter_map(|r| r.get("port")?.parse().ok())
                 .collect();
             ports.sort_unstable();
@@ -197,7 +198,14 @@ fn sentinels_fail_over_from_a_killed_master_to_a_replica() {
     let mport = master.port.to_string();
     let replicas = [
         Server::start(&["--replicaof", "127.0.0.1", &mport]),
-        Server::start(&["--replicaof", "127.0.0.1", &mport]),
+        // Never to be promoted (INFO's slave_priority:0).
+        Server::start(&[
+            "--replicaof",
+            "127.0.0.1",
+            &mport,
+            "--replica-priority",
+            "0",
+        ]),
     ];
     for r in &replicas {
         eventually(20, "the replica's link up", || {
@@ -213,6 +221,13 @@ fn sentinels_fail_over_from_a_killed_master_to_a_replica() {
     let mut rports = [replicas[0].port, replicas[1].port];
     rports.sort_unstable();
     assert_discovery(&sentinels, master.port, rports);
+    let priorities: HashMap<String, String> = sentinels[0]
+        .instances("replicas")
+        .into_iter()
+        .map(|r| (r["port"].clone(), r["slave-priority"].clone()))
+        .collect();
+    assert_eq!(priorities[&replicas[0].port.to_string()], "100");
+    assert_eq!(priorities[&replicas[1].port.to_string()], "0");
 
     // SIGKILL: no goodbye to replicas or sentinels.
     master.child.kill().unwrap();
@@ -221,17 +236,13 @@ fn sentinels_fail_over_from_a_killed_master_to_a_replica() {
         let p = sentinels[0].master_port()?;
         (p != master.port).then_some(p)
     });
-    assert!(rports.contains(&new_port), "promoted :{new_port}");
+    assert_eq!(new_port, replicas[0].port, "the replica with priority 100");
     for s in &sentinels {
         eventually(30, "every sentinel to name the new master", || {
             (s.master_port()? == new_port).then_some(())
         });
     }
-    let (promoted, other) = if replicas[0].port == new_port {
-        (&replicas[0], &replicas[1])
-    } else {
-        (&replicas[1], &replicas[0])
-    };
+    let (promoted, other) = (&replicas[0], &replicas[1]);
 
     let mut p = promoted.conn();
     let role: Vec<redis::Value> = cmd(&mut p, &["ROLE"]);
@@ -257,4 +268,29 @@ fn sentinels_fail_over_from_a_killed_master_to_a_replica() {
     let v: String = cmd(&mut c, &["GET", "before"]);
     assert_eq!(v, "acknowledged");
     let _: () = cmd(&mut c, &["SET", "client", "writes"]);
+
+    // The old master, back on its port (empty: no persistence), is turned
+    // into a replica of the new one by the sentinels.
+    restart(&mut master);
+    eventually(40, "the old master to rejoin as a replica", || {
+        let port = repl_field(&master, "master_port")?;
+        let up = repl_field(&master, "master_link_status")?;
+        (port == new_port.to_string() && up == "up").then_some(())
+    });
+    eventually(
+        20,
+        "the rejoined node to hold the new master's data",
+        || (try_get(&master, "client")? == "writes").then_some(()),
+    );
+}
+
+/// Starts our binary again on a killed server's port and directory.
+fn restart(s: &mut Server) {
+    s.child = Command::new(env!("CARGO_BIN_EXE_lattice-server"))
+        .args(["--port", &s.port.to_string(), "--dir"])
+        .arg(&s.dir)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("restart lattice-server");
 }
