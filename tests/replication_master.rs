@@ -5,23 +5,7 @@
 
 mod common;
 use common::*;
-use std::time::{Duration, Instant};
-
-/// Polls `f` for up to 20 s.
-fn eventually(what: &str, mut f: impl FnMut() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while Instant::now() < deadline {
-        if f() {
-            return;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    panic!("timed out waiting for {what}");
-}
-
-fn digest(c: &mut redis::Connection) -> String {
-    cmd(c, &["DEBUG", "DIGEST"])
-}
+use std::time::Duration;
 
 /// Every type, both encodings, TTLs, three databases.
 fn fill(c: &mut redis::Connection) {
@@ -70,14 +54,6 @@ fn live_writes(c: &mut redis::Connection) {
     let _: () = cmd(c, &["FLUSHDB"]);
     let _: () = cmd(c, &["SET", "fresh", "2"]);
     let _: () = cmd(c, &["SELECT", "0"]);
-}
-
-fn in_sync(master: &mut redis::Connection, replica: &mut redis::Connection) -> bool {
-    let offset: u64 = info_field(master, "master_repl_offset");
-    let link: String = info_field(replica, "master_link_status");
-    link == "up"
-        && info_field::<u64>(replica, "master_repl_offset") == offset
-        && digest(master) == digest(replica)
 }
 
 fn full_sync_then_live(diskless: &str) {

@@ -6,30 +6,6 @@
 mod common;
 use common::*;
 use std::io::{Read, Write};
-use std::time::{Duration, Instant};
-
-fn eventually(what: &str, mut f: impl FnMut() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while Instant::now() < deadline {
-        if f() {
-            return;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    panic!("timed out waiting for {what}");
-}
-
-fn digest(c: &mut redis::Connection) -> String {
-    cmd(c, &["DEBUG", "DIGEST"])
-}
-
-fn in_sync(master: &mut redis::Connection, replica: &mut redis::Connection) -> bool {
-    let offset: u64 = info_field(master, "master_repl_offset");
-    let link: String = info_field(replica, "master_link_status");
-    link == "up"
-        && info_field::<u64>(replica, "master_repl_offset") == offset
-        && digest(master) == digest(replica)
-}
 
 fn fill(c: &mut redis::Connection) {
     let _: () = cmd(c, &["SET", "s", "v"]);

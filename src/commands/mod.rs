@@ -478,11 +478,27 @@ pub fn run_local(
         off += a.len();
     }
     let flat: Vec<u8> = argv.concat();
-    let args = Args::new(&flat, &spans);
+    run_args(srv, clock, stats, client, Args::new(&flat, &spans))
+}
+
+/// [`run_local`] for a command already parsed (a replica's link runs its
+/// master's stream through here, without copying each command).
+pub fn run_args(
+    srv: &Arc<Server>,
+    clock: &mut Hlc,
+    stats: &WorkerStats,
+    client: &mut ClientState,
+    args: Args,
+) -> Result<Vec<u8>, String> {
     if args.is_empty() {
         return Err("ERR empty command".into());
     }
-    let unknown = || format!("ERR unknown command '{}'", String::from_utf8_lossy(argv[0]));
+    let unknown = || {
+        format!(
+            "ERR unknown command '{}'",
+            String::from_utf8_lossy(args.get(0))
+        )
+    };
     let mut id = srv.commands.lookup(args.get(0)).ok_or_else(unknown)?;
     if srv.commands.has_subcommands(id) {
         let name = srv.commands.get(id).name.to_string();

@@ -259,15 +259,26 @@ pub struct WaitRequest {
     pub deadline_ms: u64,
 }
 
+/// A WAIT/WAITAOF timeout argument (ms, 0: forever) as a unix-ms deadline
+/// (0: none).
+fn wait_deadline(ctx: &Ctx, arg: &[u8]) -> Result<u64, CmdError> {
+    let timeout = crate::commands::util::arg_i64(arg)?;
+    if timeout < 0 {
+        return Err(CmdError::Msg("ERR timeout is negative".into()));
+    }
+    Ok(if timeout == 0 {
+        0
+    } else {
+        ctx.now_ms + timeout as u64
+    })
+}
+
 /// WAIT numreplicas timeout: how many replicas acknowledged every write
 /// this server made so far (this client's included), waiting up to
 /// `timeout` ms (0: forever) for `numreplicas` of them.
 pub fn wait(ctx: &mut Ctx, args: Args) -> CmdResult {
     let replicas = crate::commands::util::arg_i64(args.get(1))?;
-    let timeout = crate::commands::util::arg_i64(args.get(2))?;
-    if timeout < 0 {
-        return Err(CmdError::Msg("ERR timeout is negative".into()));
-    }
+    let deadline_ms = wait_deadline(ctx, args.get(2))?;
     if ctx.srv.repl.is_replica() {
         return Err(CmdError::Msg(
             "ERR WAIT cannot be used with replica instances. Please also note that since Redis 4.0 if a replica is configured to be writable (which is not the default) writes to replicas are just local and are not propagated.".into(),
@@ -283,11 +294,7 @@ pub fn wait(ctx: &mut Ctx, args: Args) -> CmdResult {
     ctx.client.repl_wait = Some(ReplWait::Wait(WaitRequest {
         offset,
         replicas: replicas.max(0) as usize,
-        deadline_ms: if timeout == 0 {
-            0
-        } else {
-            ctx.now_ms + timeout as u64
-        },
+        deadline_ms,
     }));
     Ok(())
 }
@@ -362,10 +369,7 @@ pub async fn wait_acks(srv: &Server, w: WaitRequest, kill: &tokio::sync::Notify)
 pub fn waitaof(ctx: &mut Ctx, args: Args) -> CmdResult {
     let numlocal = crate::commands::util::arg_i64(args.get(1))?;
     let numreplicas = crate::commands::util::arg_i64(args.get(2))?;
-    let timeout = crate::commands::util::arg_i64(args.get(3))?;
-    if timeout < 0 {
-        return Err(CmdError::Msg("ERR timeout is negative".into()));
-    }
+    let deadline_ms = wait_deadline(ctx, args.get(3))?;
     if ctx.srv.repl.is_replica() {
         return Err(CmdError::Msg(
             "ERR WAITAOF cannot be used with replica instances. Please also note that writes to replicas are just local and are not propagated.".into(),
@@ -381,11 +385,7 @@ pub fn waitaof(ctx: &mut Ctx, args: Args) -> CmdResult {
         local_end: (numlocal > 0).then(|| aof.my_end()),
         offset: ctx.srv.repl.backlog.end(),
         replicas: numreplicas.max(0) as usize,
-        deadline_ms: if timeout == 0 {
-            0
-        } else {
-            ctx.now_ms + timeout as u64
-        },
+        deadline_ms,
     };
     if ctx.client.in_exec {
         // Inside EXEC nothing can wait: the state as it is now.
@@ -781,10 +781,9 @@ async fn feed<T>(
             }
             from += n as u64;
             handle.sent.store(from, Relaxed);
-            srv.repl.master.update_keep_from(backlog);
         }
-        let timeout_ms = srv.config.read().get_i64("repl-timeout").max(1) as u64 * 1000;
-        if unix_ms().saturating_sub(handle.ack_ms.load(Relaxed)) > timeout_ms {
+        // (The backlog's pin moves with the ACKs, not here: see keep_from.)
+        if n == 0 && replica_timed_out(srv, handle) {
             log_warning!(
                 "Disconnecting timedout replica (streaming sync): {}",
                 handle.ip
@@ -810,6 +809,13 @@ async fn feed<T>(
             None => {}
         }
     }
+}
+
+/// No ACK from the replica for `repl-timeout` (checked when the feed is
+/// idle, so the configuration lock stays off the streaming path).
+fn replica_timed_out(srv: &Server, handle: &ReplicaHandle) -> bool {
+    let timeout_ms = srv.config.read().get_i64("repl-timeout").max(1) as u64 * 1000;
+    unix_ms().saturating_sub(handle.ack_ms.load(Relaxed)) > timeout_ms
 }
 
 /// Handles the commands a replica sends on its link (REPLCONF ACK <offset>

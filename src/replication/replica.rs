@@ -5,7 +5,7 @@
 //! eof psync2, PSYNC with the cached replication id and offset), then a full
 //! sync (the RDB into a temp file, loaded as at start-up, renamed to
 //! `dbfilename`) or a partial one (+CONTINUE), then the command stream. Each
-//! command runs through `commands::run_local` as the master client (exempt
+//! command runs through `commands::run_args` as the master client (exempt
 //! from read-only, no replies), and its exact bytes are appended to the
 //! backlog, which makes our offset the master's and is what our own
 //! replicas read. A thread, not a task: the link's work is sequential and
@@ -653,9 +653,8 @@ fn stream(srv: &Arc<Server>, gen: u64, peer: &mut Peer) -> Result<(), String> {
                 && args.get(0).eq_ignore_ascii_case(b"replconf")
                 && args.get(1).eq_ignore_ascii_case(b"getack");
             if !getack && !args.is_empty() {
-                let argv: Vec<&[u8]> = (0..args.len()).map(|i| args.get(i)).collect();
                 if let Err(e) =
-                    crate::commands::run_local(srv, &mut clock, &stats, &mut client, &argv)
+                    crate::commands::run_args(srv, &mut clock, &stats, &mut client, args)
                 {
                     log_warning!("Command from master failed: {e}");
                 }

@@ -274,3 +274,31 @@ impl Drop for RedisOracle {
         let _ = self.child.wait();
     }
 }
+
+// ------------------------------------------------------------ replication
+
+/// Polls `f` every 50 ms for up to 30 s; panics naming `what` if it never holds.
+pub fn eventually(what: &str, mut f: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while Instant::now() < deadline {
+        if f() {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    panic!("timed out waiting for {what}");
+}
+
+pub fn digest(c: &mut redis::Connection) -> String {
+    cmd(c, &["DEBUG", "DIGEST"])
+}
+
+/// The replica's link is up, its offset is the master's and both hold the
+/// same data (DEBUG DIGEST, equal between Redis and LatticeDB).
+pub fn in_sync(master: &mut redis::Connection, replica: &mut redis::Connection) -> bool {
+    let offset: u64 = info_field(master, "master_repl_offset");
+    let link: String = info_field(replica, "master_link_status");
+    link == "up"
+        && info_field::<u64>(replica, "master_repl_offset") == offset
+        && digest(master) == digest(replica)
+}
