@@ -261,7 +261,6 @@ fn frozen_replica_under_load(policy: &str) -> (u64, u64, u64) {
 }
 
 #[test]
-#[ignore = "flaky when the whole suite loads the machine (1 of 4 runs resynced): see docs/STATUS.md; run with --ignored"]
 fn a_frozen_replica_slows_writers_instead_of_being_dropped() {
     let (full, throttled, dropped) = frozen_replica_under_load("throttle");
     assert_eq!((full, dropped), (1, 0), "no resync, no drop");

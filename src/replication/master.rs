@@ -473,17 +473,24 @@ pub(crate) async fn serve_replica<T>(
     shared.flags.lock().push('S');
     srv.repl.master.replicas.lock().push(handle.clone());
     let start = match partial_from(srv, &req) {
-        Some(from) => continue_partial(srv, io, &conf, &handle, from, shared).await,
+        Some(from) => continue_partial(srv, io, &conf, &handle, from, shared)
+            .await
+            .map(|from| (from, false)),
         None => full_sync(srv, io, &conf, &req, &handle, shared).await,
     };
-    if let Some(from) = start {
+    if let Some((from, streamed)) = start {
         *handle.state.lock() = "online";
-        log_notice!(
-            "Synchronization with replica {}:{} succeeded",
-            handle.ip,
-            handle.port.load(Relaxed)
-        );
-        feed(srv, io, qb, &handle, from, shared).await;
+        handle.ack_ms.store(unix_ms(), Relaxed);
+        if streamed {
+            log_notice!(
+                "Streamed RDB transfer with replica {}:{} succeeded (socket). Waiting for REPLCONF ACK from replica to enable streaming",
+                handle.ip,
+                handle.port.load(Relaxed)
+            );
+        } else {
+            log_synced(&handle);
+        }
+        feed(srv, io, qb, &handle, from, streamed, shared).await;
     }
     srv.repl
         .master
@@ -493,6 +500,14 @@ pub(crate) async fn serve_replica<T>(
     srv.repl.master.update_keep_from(&srv.repl.backlog);
     log_notice!(
         "Connection with replica {}:{} lost.",
+        handle.ip,
+        handle.port.load(Relaxed)
+    );
+}
+
+fn log_synced(handle: &ReplicaHandle) {
+    log_notice!(
+        "Synchronization with replica {}:{} succeeded",
         handle.ip,
         handle.port.load(Relaxed)
     );
@@ -578,7 +593,7 @@ async fn full_sync<T>(
     req: &SyncRequest,
     handle: &Arc<ReplicaHandle>,
     shared: &ClientShared,
-) -> Option<u64>
+) -> Option<(u64, bool)>
 where
     T: AsRawFd,
     for<'a> &'a T: Write,
@@ -596,13 +611,14 @@ where
         write_all(io, line.as_bytes(), &shared.kill).await.ok()?;
     }
     *handle.state.lock() = "send_bulk";
+    let pipe_used = pipe.is_some();
     let sent = match pipe {
         Some(pipe) => send_diskless(io, pipe, done, shared).await,
         None => send_file(io, handle.client_id, done, shared).await,
     };
     let _ = std::fs::remove_file(sync_file_name(handle.client_id));
     match sent {
-        Ok(()) => Some(offset + 1),
+        Ok(()) => Some((offset + 1, pipe_used)),
         Err(e) => {
             log_warning!("Full sync to replica {} failed: {e}", handle.ip);
             None
@@ -744,12 +760,18 @@ where
 
 /// The stream: copies the backlog past `from` to the replica whenever
 /// there is some, and reads its REPLCONF ACKs; ends when the replica goes.
+///
+/// After a diskless transfer (`await_ack`) nothing is sent until the
+/// replica's first ACK, as Redis does: a replica spots the end of an
+/// `$EOF:` payload by the mark being the last bytes it read, so stream
+/// bytes arriving right behind the mark would hide it.
 async fn feed<T>(
     srv: &Arc<Server>,
     io: &AsyncFd<T>,
     mut qb: QueryBuf,
     handle: &ReplicaHandle,
     mut from: u64,
+    mut await_ack: bool,
     shared: &ClientShared,
 ) where
     T: AsRawFd,
@@ -763,7 +785,7 @@ async fn feed<T>(
         tokio::pin!(notified);
         notified.as_mut().enable();
         buf.clear();
-        let n = match backlog.read(from, 1 << 20, &mut buf) {
+        let n = match backlog.read(from, if await_ack { 0 } else { 1 << 20 }, &mut buf) {
             Ok(n) => n,
             Err(_) => {
                 srv.repl.master.lag_disconnects.fetch_add(1, Relaxed);
@@ -780,9 +802,13 @@ async fn feed<T>(
                 return;
             }
             from += n as u64;
-            handle.sent.store(from, Relaxed);
+            if handle.sent.swap(from, Relaxed) == 0 {
+                // From its first byte on, this replica pins the backlog.
+                srv.repl.master.update_keep_from(backlog);
+            }
         }
-        // (The backlog's pin moves with the ACKs, not here: see keep_from.)
+        // After that the pin moves with its ACKs, not with what was sent:
+        // see keep_from.
         if n == 0 && replica_timed_out(srv, handle) {
             log_warning!(
                 "Disconnecting timedout replica (streaming sync): {}",
@@ -801,11 +827,23 @@ async fn feed<T>(
         };
         match input {
             Some(Ok(0)) | Some(Err(_)) => return,
-            Some(Ok(_)) => match read_acks(&mut parser, &mut qb, handle) {
-                None => return,
-                Some(true) => srv.repl.master.acked_notify.notify_waiters(),
-                Some(false) => {}
-            },
+            Some(Ok(_)) => {
+                // Any input shows the replica alive: it sends newlines
+                // while it loads a big payload, as Redis's replicas do.
+                handle.ack_ms.store(unix_ms(), Relaxed);
+                match read_acks(&mut parser, &mut qb, handle) {
+                    None => return,
+                    Some(true) => {
+                        srv.repl.master.update_keep_from(backlog);
+                        if await_ack {
+                            await_ack = false;
+                            log_synced(handle);
+                        }
+                        srv.repl.master.acked_notify.notify_waiters()
+                    }
+                    Some(false) => {}
+                }
+            }
             None => {}
         }
     }

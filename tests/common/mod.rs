@@ -50,7 +50,8 @@ impl Server {
                 cmd.args(["--enable-debug-command", "local"]);
             }
             cmd.args(extra);
-            cmd.stdout(Stdio::null()).stderr(Stdio::null());
+            let log = std::fs::File::create(dir.join("server.log")).unwrap();
+            cmd.stdout(log.try_clone().unwrap()).stderr(log);
             let child = cmd.spawn().expect("start lattice-server");
             let mut s = Server { child, port, dir };
             if s.wait_ready() {
@@ -109,6 +110,7 @@ impl Drop for Server {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+        print_log_if_failing("lattice-server", self.port, &self.dir.join("server.log"));
         let _ = std::fs::remove_dir_all(&self.dir);
     }
 }
@@ -225,13 +227,21 @@ pub fn info_field<T: std::str::FromStr>(c: &mut redis::Connection, field: &str) 
 pub struct RedisOracle {
     pub child: Child,
     pub port: u16,
+    /// Its own `dir` (a replica writes its dump there) and log file.
+    pub dir: std::path::PathBuf,
 }
 
 impl RedisOracle {
     pub fn start(extra: &[&str]) -> RedisOracle {
         let port = free_port();
+        let dir = std::env::temp_dir().join(format!("redis-oracle-{port}-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
         let child = Command::new("/usr/bin/redis-server")
             .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
+            .arg("--dir")
+            .arg(&dir)
+            .arg("--logfile")
+            .arg(dir.join("redis.log"))
             .args([
                 "--save",
                 "",
@@ -245,7 +255,7 @@ impl RedisOracle {
             .stderr(Stdio::null())
             .spawn()
             .expect("redis-server must be installed (apt-get install redis-server)");
-        let o = RedisOracle { child, port };
+        let o = RedisOracle { child, port, dir };
         let deadline = Instant::now() + Duration::from_secs(10);
         while Instant::now() < deadline {
             // PING answers once the dump is loaded (-LOADING before).
@@ -272,6 +282,23 @@ impl Drop for RedisOracle {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+        print_log_if_failing("redis-server", self.port, &self.dir.join("redis.log"));
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// When a test fails, the servers it started print their logs' last lines
+/// into its captured output, so a failure in CI explains itself.
+fn print_log_if_failing(what: &str, port: u16, log: &std::path::Path) {
+    if !std::thread::panicking() {
+        return;
+    }
+    let text = std::fs::read_to_string(log).unwrap_or_default();
+    let lines: Vec<&str> = text.lines().collect();
+    let tail = &lines[lines.len().saturating_sub(40)..];
+    eprintln!("---- {what} on port {port}, last {} log lines:", tail.len());
+    for l in tail {
+        eprintln!("{l}");
     }
 }
 
