@@ -242,6 +242,8 @@ def run_units(src: Path, units: list[str], test_skips: dict[str, list[str]],
         note = f"  ({r.note})" if r.note else ""
         log(f"tcl {unit}: {len(r.passed)} passed, {len(r.failed)} failed, "
             f"{r.skipped} skipped, {r.seconds:.0f}s{note}")
+        for name in filter(None, r.failed):  # named here too: CI shows this part
+            log(f"tcl {unit}: FAILED {name}")
         return r
 
     with ThreadPoolExecutor(jobs) as pool:
