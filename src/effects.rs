@@ -27,9 +27,41 @@ pub struct Effect {
     pub argv: Vec<Vec<u8>>,
 }
 
+impl Effect {
+    /// Emits it (building the borrowed view sinks take).
+    fn with_ref<R>(&self, f: impl FnOnce(&EffectRef<'_>) -> R) -> R {
+        let argv: Vec<&[u8]> = self.argv.iter().map(|a| a.as_slice()).collect();
+        f(&EffectRef {
+            db: self.db,
+            version: self.version,
+            argv: &argv,
+        })
+    }
+}
+
+/// One write as sinks see it: borrowed from the writer, so a write that
+/// goes straight to the sinks (all but a transaction's, which are held
+/// until EXEC) costs no copy of its arguments before a sink encodes them.
+#[derive(Clone, Copy, Debug)]
+pub struct EffectRef<'a> {
+    pub db: usize,
+    pub version: u64,
+    pub argv: &'a [&'a [u8]],
+}
+
+impl EffectRef<'_> {
+    pub fn to_owned(&self) -> Effect {
+        Effect {
+            db: self.db,
+            version: self.version,
+            argv: self.argv.iter().map(|a| a.to_vec()).collect(),
+        }
+    }
+}
+
 /// A consumer of the stream (AOF writer, replication feed, test recorder).
 pub trait EffectSink: Send + Sync {
-    fn on_effect(&self, effect: &Effect);
+    fn on_effect(&self, effect: &EffectRef<'_>);
 }
 
 #[derive(Default)]
@@ -51,10 +83,15 @@ impl Effects {
         self.enabled.store(true, Ordering::Release);
     }
 
-    pub fn emit(&self, effect: Effect) {
+    pub fn emit(&self, effect: &EffectRef<'_>) {
         for s in self.sinks.read().iter() {
-            s.on_effect(&effect);
+            s.on_effect(effect);
         }
+    }
+
+    /// Emits a record held since it was made (a transaction's, at EXEC).
+    pub fn emit_owned(&self, effect: &Effect) {
+        effect.with_ref(|e| self.emit(e));
     }
 }
 
@@ -63,7 +100,7 @@ impl Effects {
 pub struct Recorder(pub parking_lot::Mutex<Vec<Effect>>);
 
 impl EffectSink for Recorder {
-    fn on_effect(&self, effect: &Effect) {
-        self.0.lock().push(effect.clone());
+    fn on_effect(&self, effect: &EffectRef<'_>) {
+        self.0.lock().push(effect.to_owned());
     }
 }

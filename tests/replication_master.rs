@@ -253,6 +253,12 @@ fn frozen_replica_under_load(policy: &str) -> (u64, u64, u64) {
     }
     thaw.join().unwrap();
     eventually("the catch-up", || in_sync(&mut m, &mut rc));
+    // Shown if an assertion on the counters fails.
+    eprintln!(
+        "---- master log:\n{}---- replica log:\n{}",
+        s.log(),
+        r.log()
+    );
     (
         info_field(&mut m, "sync_full"),
         info_field(&mut m, "repl_throttled_batches"),

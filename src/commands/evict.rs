@@ -328,10 +328,10 @@ fn evict_key(
     // Other clients get it at once, `current` ahead of its reply.
     super::tracking::touch_expired(srv, current, key);
     if srv.effects.enabled() {
-        srv.effects.emit(crate::effects::Effect {
+        srv.effects.emit(&crate::effects::EffectRef {
             db,
             version: clock.now(),
-            argv: vec![b"DEL".to_vec(), key.to_vec()],
+            argv: &[b"DEL", key],
         });
     }
 }

@@ -43,7 +43,7 @@ use std::sync::Arc;
 
 pub use error::CmdError;
 
-use crate::effects::Effect;
+use crate::effects::{Effect, EffectRef};
 use crate::keyspace::hlc::Hlc;
 use crate::protocol::{Args, ReplyBuf};
 use crate::server::client::ClientState;
@@ -392,11 +392,10 @@ impl Ctx<'_> {
     /// (which emits its records as one unit, see `multi.rs`).
     fn emit_effect(&mut self, db: usize, version: u64, argv: &[&[u8]]) {
         if self.srv.effects.enabled() {
-            let argv = argv.iter().map(|a| a.to_vec()).collect();
-            let e = Effect { db, version, argv };
+            let e = EffectRef { db, version, argv };
             match &mut self.client.exec_effects {
-                Some(buf) => buf.push(e),
-                None => self.srv.effects.emit(e),
+                Some(buf) => buf.push(e.to_owned()),
+                None => self.srv.effects.emit(&e),
             }
         }
     }

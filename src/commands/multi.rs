@@ -48,7 +48,7 @@ use parking_lot::Mutex;
 use super::flags::*;
 use super::util::arg_i64;
 use super::{CmdError, CmdResult, Command, CommandId, Ctx};
-use crate::effects::Effect;
+use crate::effects::{Effect, EffectRef};
 use crate::keyspace::KeyHasher;
 use crate::protocol::{Args, ReplyBuf};
 use crate::server::client::ClientState;
@@ -321,24 +321,24 @@ fn run_one(ctx: &mut Ctx, q: &Queued) {
 fn emit_unit(srv: &Server, effects: Vec<Effect>) {
     if effects.len() > 1 {
         let (first, last) = (&effects[0], &effects[effects.len() - 1]);
-        let open = Effect {
+        let open = EffectRef {
             db: first.db,
             version: first.version,
-            argv: vec![b"MULTI".to_vec()],
+            argv: &[b"MULTI"],
         };
-        let close = Effect {
+        let close = EffectRef {
             db: last.db,
             version: last.version,
-            argv: vec![b"EXEC".to_vec()],
+            argv: &[b"EXEC"],
         };
-        srv.effects.emit(open);
-        for e in effects {
-            srv.effects.emit(e);
+        srv.effects.emit(&open);
+        for e in &effects {
+            srv.effects.emit_owned(e);
         }
-        srv.effects.emit(close);
+        srv.effects.emit(&close);
     } else {
-        for e in effects {
-            srv.effects.emit(e);
+        for e in &effects {
+            srv.effects.emit_owned(e);
         }
     }
 }

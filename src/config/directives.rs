@@ -391,7 +391,8 @@ pub static DIRECTIVES: &[Directive] = &[
         "client-output-buffer-limit",
         ClientOutputBuffer,
         "normal 0 0 0 slave 268435456 67108864 60 pubsub 33554432 8388608 60",
-    ),
+    )
+    .built(),
     d("client-query-buffer-limit", Memory, "1073741824").built(),
     d("cluster-allow-pubsubshard-when-down", Bool, "yes"),
     d("cluster-allow-reads-when-down", Bool, "no"),
@@ -469,8 +470,8 @@ pub static DIRECTIVES: &[Directive] = &[
         "notice",
     )
     .built(),
-    d("masterauth", Str, ""),
-    d("masteruser", Str, ""),
+    d("masterauth", Str, "").built(),
+    d("masteruser", Str, "").built(),
     d("maxclients", Int(1, UINT), "10000").built(),
     d("maxmemory", Memory, "0").built(),
     d("maxmemory-clients", MemOrPercent, "0"),
@@ -523,7 +524,7 @@ pub static DIRECTIVES: &[Directive] = &[
     d("rdbchecksum", Bool, "yes").imm(),
     d("rdbcompression", Bool, "yes"),
     d("repl-backlog-size", Memory, "1048576").built(),
-    d("repl-backlog-ttl", Int(0, LONG), "3600"),
+    d("repl-backlog-ttl", Int(0, LONG), "3600").built(),
     d("repl-disable-tcp-nodelay", Bool, "no"),
     d(
         "repl-diskless-load",
@@ -564,7 +565,10 @@ pub static DIRECTIVES: &[Directive] = &[
     d("replica-serve-stale-data", Bool, "yes")
         .alias(&["slave-serve-stale-data"])
         .built(),
-    d("replicaof", ReplicaOf, "").imm().alias(&["slaveof"]),
+    d("replicaof", ReplicaOf, "")
+        .imm()
+        .alias(&["slaveof"])
+        .built(),
     d(
         "sanitize-dump-payload",
         Enum(&["no", "yes", "clients"]),

@@ -12,10 +12,15 @@ pub fn array(out: &mut Vec<u8>, argc: usize) {
 
 /// Appends one bulk argument.
 pub fn bulk(out: &mut Vec<u8>, arg: &[u8]) {
-    out.push(b'$');
-    push_num(out, arg.len() as i64);
-    out.extend_from_slice(b"\r\n");
+    bulk_header(out, arg.len());
     out.extend_from_slice(arg);
+    out.extend_from_slice(b"\r\n");
+}
+
+/// Appends `$<len>\r\n`, a bulk argument's header (its bytes and CRLF follow).
+pub fn bulk_header(out: &mut Vec<u8>, len: usize) {
+    out.push(b'$');
+    push_num(out, len as i64);
     out.extend_from_slice(b"\r\n");
 }
 

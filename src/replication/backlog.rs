@@ -126,10 +126,13 @@ impl Backlog {
         (g.end - g.buf.len() as u64 + 1, g.buf.len() as u64)
     }
 
-    /// Appends one encoded command for database `db`, preceded by a SELECT
-    /// when the stream is in another database. `encode` writes the command
-    /// into the scratch buffer it is given.
-    pub fn append_command(&self, db: usize, encode: impl FnOnce(&mut Vec<u8>)) {
+    /// Appends one command for database `db`, preceded by a SELECT when the
+    /// stream is in another database. It is encoded straight into the
+    /// buffer: a big argument (an 8 KB value) is copied once, from the
+    /// writer's argv, small ones go through a scratch buffer.
+    pub fn append_command(&self, db: usize, argv: &[&[u8]]) {
+        use crate::protocol::request;
+        const BIG: usize = 512;
         thread_local! {
             static SCRATCH: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
         }
@@ -141,11 +144,26 @@ impl Backlog {
                 return;
             }
             if g.db != Some(db) {
-                crate::protocol::request::select(&mut s, db);
+                request::select(&mut s, db);
                 g.db = Some(db);
             }
-            encode(&mut s);
-            self.push_locked(&mut g, &s);
+            request::array(&mut s, argv.len());
+            let mut n = 0;
+            for a in argv {
+                if a.len() < BIG {
+                    request::bulk(&mut s, a);
+                    continue;
+                }
+                request::bulk_header(&mut s, a.len());
+                g.buf.extend(s.iter());
+                g.buf.extend(a.iter());
+                n += s.len() + a.len();
+                s.clear();
+                s.extend_from_slice(b"\r\n");
+            }
+            g.buf.extend(s.iter());
+            n += s.len();
+            self.appended_locked(&mut g, n);
         });
     }
 
@@ -165,7 +183,12 @@ impl Backlog {
 
     fn push_locked(&self, g: &mut Inner, bytes: &[u8]) {
         g.buf.extend(bytes);
-        g.end += bytes.len() as u64;
+        self.appended_locked(g, bytes.len());
+    }
+
+    /// `n` bytes were just added to the buffer's back.
+    fn appended_locked(&self, g: &mut Inner, n: usize) {
+        g.end += n as u64;
         self.end.store(g.end, Release);
         self.dirty.store(true, Relaxed);
         if g.buf.len() > g.size + TRIM_SLACK {
@@ -246,18 +269,24 @@ mod tests {
         b.activate(16 * 1024);
         assert!(b.can_continue_from(5));
         assert!(!b.can_continue_from(4));
-        b.append_command(0, |s| s.extend_from_slice(b"*1\r\n$4\r\nPING\r\n"));
+        b.append_command(0, &[b"PING"]);
         let mut out = vec![];
         assert_eq!(b.read(5, 1000, &mut out), Ok(37));
         assert!(out.starts_with(b"*2\r\n$6\r\nSELECT\r\n$1\r\n0\r\n*1\r\n$4\r\nPING"));
-        // Same database: no second SELECT.
-        b.append_command(0, |s| s.extend_from_slice(b"x"));
-        assert_eq!(b.end(), 42);
+        // Same database: no second SELECT; a big argument is copied whole.
+        let big = vec![b'v'; 600];
+        b.append_command(0, &[b"SET", b"k", &big]);
+        let set = b"*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$600\r\n".len() + 600 + 2;
+        assert_eq!(b.end(), 41 + set as u64);
         out.clear();
-        assert_eq!(b.read(42, 10, &mut out), Ok(1));
-        assert_eq!(out, b"x");
-        assert_eq!(b.read(43, 10, &mut out), Ok(0));
-        assert_eq!(b.read(44, 10, &mut out), Err(OutOfRange));
+        assert_eq!(b.read(42, 10_000, &mut out), Ok(set));
+        let mut want = b"*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$600\r\n".to_vec();
+        want.extend_from_slice(&big);
+        want.extend_from_slice(b"\r\n");
+        assert_eq!(out, want);
+        let end = b.end();
+        assert_eq!(b.read(end + 1, 10, &mut out), Ok(0));
+        assert_eq!(b.read(end + 2, 10, &mut out), Err(OutOfRange));
         // Past size + slack, the front goes, but not what a replica needs.
         b.keep_from.store(10, Relaxed);
         let chunk = vec![b'a'; 1024];

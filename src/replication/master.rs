@@ -112,12 +112,7 @@ impl MasterSide {
     /// is, what the backlog holds for it, and the back-pressure applied.
     pub fn lag_fields(&self, srv: &Server, o: &mut String) {
         let b = &srv.repl.backlog;
-        let keep = b.keep_from.load(Relaxed);
-        let lag = if keep == 0 {
-            0
-        } else {
-            (b.end() + 1).saturating_sub(keep)
-        };
+        let lag = self.max_unsent(b.end()).unwrap_or(0);
         let _ = write!(
             o,
             "repl_lag_policy:{}\r\nrepl_max_replica_lag_bytes:{lag}\r\nrepl_backlog_held_bytes:{}\r\n\
@@ -789,10 +784,13 @@ async fn feed<T>(
             Ok(n) => n,
             Err(_) => {
                 srv.repl.master.lag_disconnects.fetch_add(1, Relaxed);
+                let (first, held) = backlog.range();
                 log_warning!(
-                    "Replica {}:{} fell out of the backlog (more than the replica hard limit behind): closing it, it will resync",
+                    "Replica {}:{} fell out of the backlog (more than the replica hard limit behind): closing it, it will resync (next offset {from}, backlog {first}..={}, {held} bytes, hard cap {})",
                     handle.ip,
-                    handle.port.load(Relaxed)
+                    handle.port.load(Relaxed),
+                    backlog.end(),
+                    backlog.hard_cap.load(Relaxed),
                 );
                 return;
             }
@@ -952,18 +950,34 @@ impl MasterSide {
     /// (lag, repl-throttle-lag, wall) when throttling applies and the
     /// slowest replica lags past repl-throttle-lag.
     fn lag_over_start(&self, srv: &Server) -> Option<(u64, u64, u64)> {
-        let b = &srv.repl.backlog;
-        let keep = b.keep_from.load(Relaxed);
-        if keep == 0 || !self.throttle_on.load(Relaxed) {
+        if !self.throttle_on.load(Relaxed) {
             return None;
         }
-        let lag = (b.end() + 1).saturating_sub(keep);
+        let b = &srv.repl.backlog;
+        let lag = self.max_unsent(b.end())?;
         let start = self.throttle_lag.load(Relaxed);
         let wall = match b.hard_cap.load(Relaxed) as u64 {
             0 => u64::MAX,
             cap => (cap / 10 * 9).max(start + 1),
         };
         (lag > start).then_some((lag, start, wall))
+    }
+
+    /// The most bytes appended but not yet written to a replica's socket,
+    /// over the replicas being streamed to (None: none is). This is the
+    /// lag that matters for back-pressure: it is what Redis holds in a
+    /// replica's output buffer and caps with the hard limit, and the
+    /// backlog may only trim up to it. Acknowledged offsets trail it by up
+    /// to a second (a replica ACKs once a second, hundreds of MB at 8 KB
+    /// SETs), so they decide only what is kept for partial resyncs.
+    fn max_unsent(&self, end: u64) -> Option<u64> {
+        self.replicas
+            .lock()
+            .iter()
+            .map(|r| r.sent.load(Relaxed))
+            .filter(|&next| next != 0)
+            .map(|next| (end + 1).saturating_sub(next))
+            .max()
     }
 
     /// Re-reads the back-pressure settings (cron).

@@ -27,7 +27,7 @@ use std::sync::Arc;
 
 use parking_lot::Mutex;
 
-use crate::effects::{Effect, EffectSink};
+use crate::effects::{EffectRef, EffectSink};
 use crate::server::Server;
 
 /// The replication ids of this node's history (Redis's replid/replid2).
@@ -99,6 +99,7 @@ impl Replication {
     pub fn activate_backlog(&self, srv: &Server) {
         let size = srv.config.read().get_i64("repl-backlog-size").max(1) as usize;
         self.backlog.activate(size);
+        self.load_limits(srv);
         self.has_history.store(true, Release);
         if !self.fed.swap(true, AcqRel) {
             srv.effects.subscribe(Arc::new(Feed {
@@ -106,6 +107,17 @@ impl Replication {
                 is_replica: self.is_replica.clone(),
             }));
         }
+    }
+
+    /// Reads the back-pressure settings and the backlog's hard cap from the
+    /// configuration: when a replica attaches (before its first byte, so a
+    /// burst of writes right after a sync is already held back), then each
+    /// cron tick (CONFIG SET).
+    pub fn load_limits(&self, srv: &Server) {
+        let c = srv.config.read();
+        self.master.load_throttle_conf(&c);
+        let hard = replica_hard_limit(&c.get_str("client-output-buffer-limit"));
+        self.backlog.hard_cap.store(hard, Relaxed);
     }
 
     /// A new history: new replid, the old one kept as replid2 up to the
@@ -124,12 +136,11 @@ struct Feed {
 }
 
 impl EffectSink for Feed {
-    fn on_effect(&self, e: &Effect) {
+    fn on_effect(&self, e: &EffectRef<'_>) {
         if self.is_replica.load(Relaxed) {
             return;
         }
-        self.backlog
-            .append_command(e.db, |out| crate::protocol::request::command(out, &e.argv));
+        self.backlog.append_command(e.db, e.argv);
         master::WROTE.with(|w| w.set(true));
     }
 }
@@ -226,16 +237,8 @@ pub fn cron(srv: &Server) {
         return;
     }
     NO_REPLICAS_SINCE_MS.store(0, Relaxed);
-    let (period, hard) = {
-        let c = srv.config.read();
-        let period = c.get_i64("repl-ping-replica-period").max(1) as u64 * 1000;
-        repl.master.load_throttle_conf(&c);
-        (
-            period,
-            replica_hard_limit(&c.get_str("client-output-buffer-limit")),
-        )
-    };
-    repl.backlog.hard_cap.store(hard, Relaxed);
+    repl.load_limits(srv);
+    let period = srv.config.read().get_i64("repl-ping-replica-period").max(1) as u64 * 1000;
     if now.saturating_sub(LAST_PING_MS.load(Relaxed)) >= period {
         LAST_PING_MS.store(now, Relaxed);
         repl.backlog.append_raw(b"*1\r\n$4\r\nPING\r\n");

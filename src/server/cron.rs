@@ -51,10 +51,10 @@ pub async fn worker_cron(srv: Arc<Server>, worker: Rc<Worker>, index: usize, nwo
                 crate::commands::tracking::touch_expired(&srv, 0, &e.key);
                 if srv.effects.enabled() {
                     let v = clock.now();
-                    srv.effects.emit(crate::effects::Effect {
+                    srv.effects.emit(&crate::effects::EffectRef {
                         db,
                         version: v,
-                        argv: vec![b"DEL".to_vec(), e.key.to_vec()],
+                        argv: &[b"DEL", &e.key],
                     });
                 }
                 if srv.hot.lazyfree_expire.load(Relaxed) {

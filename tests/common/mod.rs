@@ -87,6 +87,11 @@ impl Server {
         panic!("server did not start on port {}", self.port);
     }
 
+    /// What the server logged so far.
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.join("server.log")).unwrap_or_default()
+    }
+
     pub fn client(&self) -> redis::Client {
         redis::Client::open(format!("redis://127.0.0.1:{}/", self.port)).unwrap()
     }

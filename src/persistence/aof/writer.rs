@@ -28,7 +28,7 @@ use std::sync::Arc;
 
 use parking_lot::Mutex;
 
-use crate::effects::{Effect, EffectSink};
+use crate::effects::{EffectRef, EffectSink};
 use crate::log_warning;
 use crate::protocol::request as resp;
 
@@ -109,7 +109,7 @@ impl Output {
 }
 
 impl EffectSink for Core {
-    fn on_effect(&self, e: &Effect) {
+    fn on_effect(&self, e: &EffectRef<'_>) {
         if !self.active.load(Relaxed) {
             return;
         }
@@ -126,7 +126,7 @@ impl EffectSink for Core {
             p.db = Some(e.db);
             resp::select(&mut p.buf, e.db);
         }
-        resp::command(&mut p.buf, &e.argv);
+        resp::command(&mut p.buf, e.argv);
         let end = self.appended.load(Relaxed) + (p.buf.len() - before) as u64;
         self.appended.store(end, Release);
         LAST_END.with(|c| c.set(end));
