@@ -28,6 +28,7 @@ use std::time::{Duration, Instant};
 use parking_lot::Mutex;
 
 use crate::commands::{CmdError, CmdResult, Ctx};
+use crate::persistence::load::{ReplicaLoad, SocketLoad};
 use crate::keyspace::hlc::{unix_ms, Hlc};
 use crate::protocol::{Args, ParseLimits, Parsed, RequestParser};
 use crate::server::client::ClientState;
@@ -402,7 +403,7 @@ fn run_link(srv: &Arc<Server>, gen: u64, host: &str, port: u16) -> Result<(), St
             .and_then(|o| o.parse().ok())
             .ok_or("bad FULLRESYNC reply")?;
         log_notice!("Full resync from master: {id}:{off}");
-        full_sync(srv, &mut peer, &id, off)?;
+        full_sync(srv, gen, &mut peer, &id, off)?;
     } else if let Some(rest) = reply.strip_prefix("+CONTINUE") {
         continue_from(srv, rest.trim(), &replid);
         log_notice!("MASTER <-> REPLICA sync: Master accepted a Partial Resynchronization.");
@@ -505,26 +506,75 @@ fn continue_from(srv: &Server, new_id: &str, old_id: &str) {
     repl.has_history.store(true, Release);
 }
 
-/// Receives the RDB into a temp file and loads it; on any failure the
-/// databases are left empty (never half loaded) and the error returned.
-fn full_sync(srv: &Arc<Server>, peer: &mut Peer, replid: &str, offset: u64) -> Result<(), String> {
+/// The full-sync payload's header: `$<len>` or `$EOF:<40 byte mark>`.
+struct PayloadSpec {
+    len: Option<u64>,
+    mark: Option<Vec<u8>>,
+}
+
+fn parse_payload_header(header: &str) -> Result<PayloadSpec, String> {
+    if let Some(e) = header.strip_prefix('-') {
+        return Err(format!("MASTER aborted replication with an error: {e}"));
+    }
+    let spec = header
+        .strip_prefix('$')
+        .ok_or_else(|| format!("Bad protocol from MASTER, the first byte is not '$' (we received '{header}'), are you sure the host and port are right?"))?;
+    match spec.strip_prefix("EOF:") {
+        Some(m) if m.len() == 40 => Ok(PayloadSpec {
+            len: None,
+            mark: Some(m.as_bytes().to_vec()),
+        }),
+        Some(_) => Err("bad EOF mark from master".into()),
+        None => Ok(PayloadSpec {
+            len: Some(
+                spec.parse()
+                    .map_err(|_| format!("bad RDB length from master: {spec}"))?,
+            ),
+            mark: None,
+        }),
+    }
+}
+
+/// `repl-diskless-load`: whether this payload is parsed straight from the
+/// socket, and into what. `swapdb` loads asynchronously (old data served)
+/// when the master continues the history we hold (same replid, as Redis).
+fn socket_load_mode(srv: &Server, replid: &str) -> Option<SocketLoad> {
+    let mode = srv.config.read().get_str("repl-diskless-load");
+    match mode.as_str() {
+        "swapdb" => Some(SocketLoad::Swap {
+            async_load: srv.repl.ids.lock().replid == replid,
+        }),
+        "on-empty-db" if srv.keyspace.total_keys() == 0 => Some(SocketLoad::Live),
+        _ => None,
+    }
+}
+
+/// Loads the payload (into a temp file first, or straight from the
+/// socket, per `repl-diskless-load`); on any failure no half-loaded
+/// dataset is left (see `persistence::load`) and the error is returned.
+fn full_sync(
+    srv: &Arc<Server>,
+    gen: u64,
+    peer: &mut Peer,
+    replid: &str,
+    offset: u64,
+) -> Result<(), String> {
     let side = &srv.repl.replica;
     side.set_state("sync");
     let header = peer.line(repl_timeout(srv))?;
-    let tmp = format!("temp-{}.{}.rdb", unix_ms() / 1000, std::process::id());
-    let r = receive_rdb(srv, peer, &header, &tmp).and_then(|()| {
-        log_notice!("MASTER <-> REPLICA sync: Flushing old data");
-        log_notice!("MASTER <-> REPLICA sync: Loading DB in memory");
-        crate::persistence::load::load_for_replica(srv, std::path::Path::new(&tmp))
-    });
-    if let Err(e) = r {
-        let _ = std::fs::remove_file(&tmp);
-        return Err(format!("MASTER <-> REPLICA sync failed: {e}"));
+    let spec = parse_payload_header(&header)?;
+    side.sync_total.store(spec.len.unwrap_or(0), Relaxed);
+    side.sync_read.store(0, Relaxed);
+    let socket = socket_load_mode(srv, replid);
+    let to = if socket.is_some() { "to parser" } else { "to disk" };
+    match spec.len {
+        Some(n) => log_notice!("MASTER <-> REPLICA sync: receiving {n} bytes from master {to}"),
+        None => log_notice!("MASTER <-> REPLICA sync: receiving streamed RDB from master with EOF {to}"),
     }
-    let dbfile = srv.config.read().get_str("dbfilename");
-    if let Err(e) = std::fs::rename(&tmp, &dbfile) {
-        log_warning!("Failed trying to rename the temp DB into {dbfile} in MASTER <-> REPLICA synchronization: {e}");
-        let _ = std::fs::remove_file(&tmp);
+    match socket {
+        Some(mode) => load_from_socket(srv, gen, peer, &spec, mode)
+            .map_err(|e| format!("MASTER <-> REPLICA sync failed: {e}"))?,
+        None => load_via_file(srv, peer, &spec)?,
     }
     let repl = &srv.repl;
     repl.backlog.reset_to(offset);
@@ -546,23 +596,213 @@ fn full_sync(srv: &Arc<Server>, peer: &mut Peer, replid: &str, offset: u64) -> R
     Ok(())
 }
 
-/// `$<len>\r\n<bytes>` or `$EOF:<40 byte mark>\r\n<bytes><mark>` into `path`.
-fn receive_rdb(srv: &Server, peer: &mut Peer, header: &str, path: &str) -> Result<(), String> {
-    let side = &srv.repl.replica;
-    let spec = header
-        .strip_prefix('$')
-        .ok_or_else(|| format!("Bad protocol from MASTER, the first byte is not '$' (we received '{header}'), are you sure the host and port are right?"))?;
-    let eof_mark = spec.strip_prefix("EOF:").map(|m| m.as_bytes().to_vec());
-    let len: Option<u64> = match &eof_mark {
-        Some(m) if m.len() == 40 => None,
-        Some(_) => return Err("bad EOF mark from master".into()),
-        None => Some(
-            spec.parse()
-                .map_err(|_| format!("bad RDB length from master: {spec}"))?,
-        ),
+/// `repl-diskless-load disabled`: the payload into a temp file, loaded as
+/// at start-up, then renamed to `dbfilename`.
+fn load_via_file(srv: &Arc<Server>, peer: &mut Peer, spec: &PayloadSpec) -> Result<(), String> {
+    let tmp = format!("temp-{}.{}.rdb", unix_ms() / 1000, std::process::id());
+    let r = receive_rdb(srv, peer, spec, &tmp).and_then(|()| {
+        log_notice!("MASTER <-> REPLICA sync: Flushing old data");
+        log_notice!("MASTER <-> REPLICA sync: Loading DB in memory");
+        crate::persistence::load::load_for_replica(srv, std::path::Path::new(&tmp))
+    });
+    if let Err(e) = r {
+        let _ = std::fs::remove_file(&tmp);
+        return Err(format!("MASTER <-> REPLICA sync failed: {e}"));
+    }
+    let dbfile = srv.config.read().get_str("dbfilename");
+    if let Err(e) = std::fs::rename(&tmp, &dbfile) {
+        log_warning!("Failed trying to rename the temp DB into {dbfile} in MASTER <-> REPLICA synchronization: {e}");
+        let _ = std::fs::remove_file(&tmp);
+    }
+    Ok(())
+}
+
+/// Diskless load: the RDB decoded as it arrives. `Live` empties the
+/// databases first; `Swap` fills a staging dataset, swapped in only once
+/// the payload (and its EOF mark) is complete. A short read, a corrupt
+/// payload or a broken mark aborts: the staging data is dropped (the old
+/// dataset stays), live databases are emptied.
+fn load_from_socket(
+    srv: &Arc<Server>,
+    gen: u64,
+    peer: &mut Peer,
+    spec: &PayloadSpec,
+    mode: SocketLoad,
+) -> Result<(), String> {
+    if mode == SocketLoad::Live {
+        log_notice!("MASTER <-> REPLICA sync: Flushing old data");
+    }
+    let job = ReplicaLoad::begin(srv, mode, spec.len.unwrap_or(0));
+    log_notice!("MASTER <-> REPLICA sync: Loading DB in memory");
+    let mut sock = SocketPayload {
+        srv,
+        gen,
+        peer,
+        left: spec.len,
+        mark: spec.mark.clone(),
+        held: Vec::new(),
+        pos: 0,
+        marked: false,
+        idle: Instant::now(),
+        timeout: repl_timeout(srv),
     };
-    side.sync_total.store(len.unwrap_or(0), Relaxed);
-    side.sync_read.store(0, Relaxed);
+    let r = load_socket_payload(srv, &job, &mut sock);
+    match r {
+        Ok(()) => {
+            job.commit(srv);
+            Ok(())
+        }
+        Err(e) => {
+            log_warning!("Failed trying to load the MASTER synchronization DB from socket: {e}");
+            job.abort(srv);
+            Err(e)
+        }
+    }
+}
+
+fn load_socket_payload(
+    srv: &Arc<Server>,
+    job: &ReplicaLoad,
+    sock: &mut SocketPayload,
+) -> Result<(), String> {
+    use crate::persistence::load::{load_reader_into, OnDuplicate};
+    let mut br = std::io::BufReader::with_capacity(64 * 1024, &mut *sock);
+    let r = load_reader_into(srv, job.target(srv), &mut br, OnDuplicate::Fail);
+    let leftover = br.buffer().len();
+    drop(br);
+    if let Err(e) = r {
+        log_warning!("Internal error in RDB reading offset {} -> {e}. Failure loading rdb format from socket, assuming connection error, resuming operation.", srv.repl.replica.sync_read.load(Relaxed));
+        return Err(e.to_string());
+    }
+    sock.finish(leftover)
+}
+
+/// The payload read straight from the socket: `$<len>` bytes, or all up to
+/// the 40-byte EOF mark, whose candidates are held back until more bytes
+/// tell them apart from data. Bytes after the mark (the command stream)
+/// go back to the peer's buffer. Timeouts (`repl-timeout` without a byte),
+/// a closed link and a REPLICAOF elsewhere are read errors.
+struct SocketPayload<'a> {
+    srv: &'a Server,
+    gen: u64,
+    peer: &'a mut Peer,
+    left: Option<u64>,
+    mark: Option<Vec<u8>>,
+    /// Bytes taken from the socket not yet handed out (EOF mark mode).
+    held: Vec<u8>,
+    pos: usize,
+    marked: bool,
+    idle: Instant,
+    timeout: Duration,
+}
+
+impl SocketPayload<'_> {
+    /// Waits for unread bytes in the peer's buffer.
+    fn more(&mut self) -> std::io::Result<()> {
+        use std::io::{Error, ErrorKind};
+        let side = &self.srv.repl.replica;
+        while self.peer.start == self.peer.buf.len() {
+            if side.generation.load(Acquire) != self.gen {
+                return Err(Error::other("the replication link was replaced"));
+            }
+            match self.peer.fill() {
+                Ok(0) if self.idle.elapsed() >= self.timeout => {
+                    return Err(Error::new(ErrorKind::TimedOut, "Timeout receiving bulk data from MASTER... If the problem persists try to set the 'repl-timeout' parameter in redis.conf to a larger value."));
+                }
+                Ok(0) => {}
+                Ok(_) => self.idle = Instant::now(),
+                Err(e) => return Err(Error::new(ErrorKind::UnexpectedEof, e)),
+            }
+        }
+        Ok(())
+    }
+
+    fn count(&self, n: usize) {
+        let side = &self.srv.repl.replica;
+        side.sync_read.fetch_add(n as u64, Relaxed);
+        side.last_io_ms.store(unix_ms(), Relaxed);
+        self.srv.persist.loading.add_loaded(n as u64);
+    }
+
+    /// After the RDB decoded: the rest of the payload must be empty (with
+    /// an EOF mark: nothing but the mark; `leftover`: bytes read ahead).
+    fn finish(&mut self, leftover: usize) -> Result<(), String> {
+        let mut extra = leftover;
+        let mut buf = [0u8; 4096];
+        loop {
+            match std::io::Read::read(self, &mut buf) {
+                Ok(0) => break,
+                Ok(n) => extra += n,
+                Err(e) => return Err(e.to_string()),
+            }
+        }
+        if extra > 0 && self.mark.is_some() {
+            return Err("Replication stream EOF marker is broken".into());
+        }
+        Ok(())
+    }
+
+    fn read_marked(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        loop {
+            let avail = self.held.len() - self.pos;
+            let free = if self.marked {
+                avail
+            } else {
+                avail.saturating_sub(40)
+            };
+            if free > 0 {
+                let n = free.min(buf.len());
+                buf[..n].copy_from_slice(&self.held[self.pos..self.pos + n]);
+                self.pos += n;
+                return Ok(n);
+            }
+            if self.marked {
+                return Ok(0);
+            }
+            self.more()?;
+            self.held.drain(..self.pos);
+            self.pos = 0;
+            // The mark may start in the bytes held back.
+            let from = self.held.len().saturating_sub(39);
+            let chunk = self.peer.take(usize::MAX);
+            let n = chunk.len();
+            self.held.extend_from_slice(chunk);
+            self.count(n);
+            let mark = self.mark.as_deref().unwrap_or_default();
+            if let Some(p) = self.held[from..].windows(40).position(|w| w == mark) {
+                let p = from + p;
+                let after = self.held.len() - (p + 40);
+                self.peer.start -= after;
+                self.held.truncate(p);
+                self.marked = true;
+            }
+        }
+    }
+}
+
+impl Read for SocketPayload<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let Some(left) = self.left else {
+            return self.read_marked(buf);
+        };
+        if left == 0 || buf.is_empty() {
+            return Ok(0);
+        }
+        self.more()?;
+        let want = (left as usize).min(buf.len());
+        let chunk = self.peer.take(want);
+        let n = chunk.len();
+        buf[..n].copy_from_slice(chunk);
+        self.left = Some(left - n as u64);
+        self.count(n);
+        Ok(n)
+    }
+}
+
+/// `$<len>\r\n<bytes>` or `$EOF:<40 byte mark>\r\n<bytes><mark>` into `path`.
+fn receive_rdb(srv: &Server, peer: &mut Peer, spec: &PayloadSpec, path: &str) -> Result<(), String> {
+    let side = &srv.repl.replica;
+    let (len, eof_mark) = (spec.len, &spec.mark);
     let mut f = std::io::BufWriter::new(std::fs::File::create(path).map_err(|e| {
         format!("Opening the temp file needed for MASTER <-> REPLICA synchronization: {e}")
     })?);
