@@ -28,8 +28,8 @@ use std::time::{Duration, Instant};
 use parking_lot::Mutex;
 
 use crate::commands::{CmdError, CmdResult, Ctx};
-use crate::persistence::load::{ReplicaLoad, SocketLoad};
 use crate::keyspace::hlc::{unix_ms, Hlc};
+use crate::persistence::load::{ReplicaLoad, SocketLoad};
 use crate::protocol::{Args, ParseLimits, Parsed, RequestParser};
 use crate::server::client::ClientState;
 use crate::server::Server;
@@ -566,10 +566,16 @@ fn full_sync(
     side.sync_total.store(spec.len.unwrap_or(0), Relaxed);
     side.sync_read.store(0, Relaxed);
     let socket = socket_load_mode(srv, replid);
-    let to = if socket.is_some() { "to parser" } else { "to disk" };
+    let to = if socket.is_some() {
+        "to parser"
+    } else {
+        "to disk"
+    };
     match spec.len {
         Some(n) => log_notice!("MASTER <-> REPLICA sync: receiving {n} bytes from master {to}"),
-        None => log_notice!("MASTER <-> REPLICA sync: receiving streamed RDB from master with EOF {to}"),
+        None => {
+            log_notice!("MASTER <-> REPLICA sync: receiving streamed RDB from master with EOF {to}")
+        }
     }
     match socket {
         Some(mode) => load_from_socket(srv, gen, peer, &spec, mode)
@@ -800,7 +806,12 @@ impl Read for SocketPayload<'_> {
 }
 
 /// `$<len>\r\n<bytes>` or `$EOF:<40 byte mark>\r\n<bytes><mark>` into `path`.
-fn receive_rdb(srv: &Server, peer: &mut Peer, spec: &PayloadSpec, path: &str) -> Result<(), String> {
+fn receive_rdb(
+    srv: &Server,
+    peer: &mut Peer,
+    spec: &PayloadSpec,
+    path: &str,
+) -> Result<(), String> {
     let side = &srv.repl.replica;
     let (len, eof_mark) = (spec.len, &spec.mark);
     let mut f = std::io::BufWriter::new(std::fs::File::create(path).map_err(|e| {
@@ -865,6 +876,8 @@ fn stream(srv: &Arc<Server>, gen: u64, peer: &mut Peer) -> Result<(), String> {
     let mut parser = RequestParser::new();
     let timeout = repl_timeout(srv);
     let mut last_ack = Instant::now() - Duration::from_secs(2);
+    // Stream bytes that came with the end of the payload are parsed first.
+    let mut buffered = peer.start < peer.buf.len();
     loop {
         if side.generation.load(Acquire) != gen {
             return Ok(());
@@ -873,14 +886,16 @@ fn stream(srv: &Arc<Server>, gen: u64, peer: &mut Peer) -> Result<(), String> {
             send_ack(srv, peer)?;
             last_ack = Instant::now();
         }
-        if peer.fill()? == 0 {
-            let idle = unix_ms().saturating_sub(side.last_io_ms.load(Relaxed));
-            if idle >= timeout.as_millis() as u64 {
-                return Err("MASTER timeout: no data nor PING received...".into());
+        if !std::mem::take(&mut buffered) {
+            if peer.fill()? == 0 {
+                let idle = unix_ms().saturating_sub(side.last_io_ms.load(Relaxed));
+                if idle >= timeout.as_millis() as u64 {
+                    return Err("MASTER timeout: no data nor PING received...".into());
+                }
+                continue;
             }
-            continue;
+            side.last_io_ms.store(unix_ms(), Relaxed);
         }
-        side.last_io_ms.store(unix_ms(), Relaxed);
         loop {
             let pending = &peer.buf[peer.start..];
             let consumed = match parser.parse(pending, &ParseLimits::default()) {
