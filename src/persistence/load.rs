@@ -1,4 +1,6 @@
-//! Loading an RDB file into the keyspace: at start-up and for DEBUG RELOAD.
+//! Loading an RDB file into the keyspace: at start-up, for DEBUG RELOAD and
+//! for a replica's full sync (from a file, or from the socket into the live
+//! keyspace or a staging one swapped in on success: [`ReplicaLoad`]).
 //!
 //! The decoder (`rdb/decode.rs`) streams keys; each is inserted into its
 //! shard with its expiry, eviction metadata and version (the version the file

@@ -3,8 +3,11 @@
 //! The link is one plain thread with a blocking socket (`link_thread`):
 //! connect, Redis's handshake (PING, AUTH, REPLCONF listening-port / capa
 //! eof psync2, PSYNC with the cached replication id and offset), then a full
-//! sync (the RDB into a temp file, loaded as at start-up, renamed to
-//! `dbfilename`) or a partial one (+CONTINUE), then the command stream. Each
+//! sync or a partial one (+CONTINUE), then the command stream. A full sync
+//! goes through a temp file (loaded as at start-up, renamed to
+//! `dbfilename`), or with `repl-diskless-load` straight from the socket
+//! (`SocketPayload`): `on-empty-db` into the empty databases, `swapdb` into
+//! a staging dataset swapped in on success (DECISIONS 30). Each
 //! command runs through `commands::run_args` as the master client (exempt
 //! from read-only, no replies), and its exact bytes are appended to the
 //! backlog, which makes our offset the master's and is what our own
@@ -14,8 +17,8 @@
 //! Any failure (connect, handshake, a truncated or corrupt payload, a
 //! timeout, garbage from the peer) ends the link: the thread logs why,
 //! waits a second and starts over with a PSYNC for what it has. A failed
-//! load empties the databases first, so a half-loaded dataset is never
-//! served as complete. REPLICAOF bumps `generation`, which every loop of
+//! load empties the databases (swapdb: drops the staging data, the old
+//! dataset stays), so a half-loaded dataset is never served as complete. REPLICAOF bumps `generation`, which every loop of
 //! the old link checks.
 
 use std::fmt::Write as _;
