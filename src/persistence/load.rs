@@ -400,7 +400,6 @@ pub enum SocketLoad {
 /// A replica's socket load in progress: where keys go, and what success
 /// or failure does with the datasets.
 pub struct ReplicaLoad {
-    mode: SocketLoad,
     staging: Option<Keyspace>,
 }
 
@@ -423,16 +422,12 @@ impl ReplicaLoad {
                 Some(srv.keyspace.staging())
             }
         };
-        ReplicaLoad { mode, staging }
+        ReplicaLoad { staging }
     }
 
     /// The keyspace the payload's keys go into.
     pub fn target<'a>(&'a self, srv: &'a Server) -> &'a Keyspace {
         self.staging.as_ref().unwrap_or(&srv.keyspace)
-    }
-
-    pub fn mode(&self) -> SocketLoad {
-        self.mode
     }
 
     /// The whole payload loaded: a staging dataset replaces the live one

@@ -103,7 +103,8 @@ impl ReplicaSide {
                 "master_sync_total_bytes:{total}\r\nmaster_sync_read_bytes:{read}\r\n\
                  master_sync_left_bytes:{}\r\nmaster_sync_perc:{perc:.2}\r\n\
                  master_sync_last_io_seconds_ago:{last_io}\r\n",
-                total.saturating_sub(read) as i64,
+                // Negative with an EOF mark (size unknown), as Redis prints it.
+                total as i64 - read as i64,
             );
         }
         if !up {
@@ -580,12 +581,22 @@ fn full_sync(
             log_notice!("MASTER <-> REPLICA sync: receiving streamed RDB from master with EOF {to}")
         }
     }
-    match socket {
-        Some(mode) => load_from_socket(srv, gen, peer, &spec, mode)
-            .map_err(|e| format!("MASTER <-> REPLICA sync failed: {e}"))?,
-        None => load_via_file(srv, peer, &spec)?,
-    }
+    let loaded = match socket {
+        Some(mode) => Some(
+            load_from_socket(srv, gen, peer, &spec, mode)
+                .map_err(|e| format!("MASTER <-> REPLICA sync failed: {e}"))?,
+        ),
+        None => {
+            load_via_file(srv, peer, &spec)?;
+            None
+        }
+    };
     let repl = &srv.repl;
+    // A snapshot's cut sees the new data with the new history, or neither.
+    let cut = side.apply_lock.lock();
+    if let Some(job) = loaded {
+        job.commit(srv);
+    }
     repl.backlog.reset_to(offset);
     *repl.ids.lock() = crate::replication::ReplIds {
         replid: replid.to_string(),
@@ -595,6 +606,7 @@ fn full_sync(
     side.master_db.store(0, Relaxed);
     repl.activate_backlog(srv);
     repl.has_history.store(true, Release);
+    drop(cut);
     // Our own replicas follow a history that just ended: they resync.
     for r in repl.master.replicas.lock().iter() {
         if let Some(c) = srv.clients.get(r.client_id) {
@@ -627,17 +639,18 @@ fn load_via_file(srv: &Arc<Server>, peer: &mut Peer, spec: &PayloadSpec) -> Resu
 }
 
 /// Diskless load: the RDB decoded as it arrives. `Live` empties the
-/// databases first; `Swap` fills a staging dataset, swapped in only once
-/// the payload (and its EOF mark) is complete. A short read, a corrupt
-/// payload or a broken mark aborts: the staging data is dropped (the old
-/// dataset stays), live databases are emptied.
+/// databases first; `Swap` fills a staging dataset, to be swapped in (by
+/// the caller's `commit`) only once the payload and its EOF mark are
+/// complete. A short read, a corrupt payload or a broken mark aborts: the
+/// staging data is dropped (the old dataset stays), live databases are
+/// emptied.
 fn load_from_socket(
     srv: &Arc<Server>,
     gen: u64,
     peer: &mut Peer,
     spec: &PayloadSpec,
     mode: SocketLoad,
-) -> Result<(), String> {
+) -> Result<ReplicaLoad, String> {
     if mode == SocketLoad::Live {
         log_notice!("MASTER <-> REPLICA sync: Flushing old data");
     }
@@ -657,10 +670,7 @@ fn load_from_socket(
     };
     let r = load_socket_payload(srv, &job, &mut sock);
     match r {
-        Ok(()) => {
-            job.commit(srv);
-            Ok(())
-        }
+        Ok(()) => Ok(job),
         Err(e) => {
             log_warning!("Failed trying to load the MASTER synchronization DB from socket: {e}");
             job.abort(srv);
