@@ -187,10 +187,11 @@ fn swapdb_killed_master_keeps_old_data_and_retries() {
 
 /// swapdb when the master continues our history (its backlog no longer
 /// has what we miss): an async load, the old data serving reads and
-/// `no_async_loading` commands refused, then the new data swapped in.
-#[test]
-fn swapdb_async_loading_serves_old_data_then_swaps() {
-    let m = RedisOracle::start(&[
+/// `no_async_loading` commands refused; then the new data swapped in (a
+/// WATCHing transaction fails), or, the master killed mid-transfer, the
+/// old data kept.
+fn swapdb_async_loading(abort: bool) {
+    let mut m = RedisOracle::start(&[
         "--repl-diskless-sync",
         "yes",
         "--repl-diskless-sync-delay",
@@ -208,6 +209,8 @@ fn swapdb_async_loading_serves_old_data_then_swaps() {
     let _: () = cmd(&mut rc, &["REPLICAOF", "127.0.0.1", &m.port.to_string()]);
     eventually("initial sync", || in_sync(&mut mc, &mut rc));
     let _: () = cmd(&mut rc, &["SET", "mykey", "myvalue"]);
+    let mut watcher = r.conn();
+    let _: () = cmd(&mut watcher, &["WATCH", "mykey"]);
     let _: () = cmd(&mut mc, &["DEBUG", "POPULATE", "200000", "big", "10"]);
     let _: () = cmd(
         &mut mc,
@@ -232,11 +235,41 @@ fn swapdb_async_loading_serves_old_data_then_swaps() {
     assert!(cmd_err(&mut rc, &["CONFIG", "SET", "appendonly", "no"]).starts_with("LOADING"));
     assert!(cmd_err(&mut rc, &["REPLICAOF", "NO", "ONE"]).starts_with("LOADING"));
     assert_eq!(info_field::<u8>(&mut rc, "async_loading"), 1);
+    if abort {
+        eventually("bytes read", || {
+            info_field::<u64>(&mut rc, "master_sync_read_bytes") > 100_000
+        });
+        let _ = m.child.kill();
+        let _ = m.child.wait();
+        eventually("load aborted", || {
+            info_field::<u8>(&mut rc, "async_loading") == 0
+        });
+        assert_eq!(cmd::<String>(&mut rc, &["GET", "mykey"]), "myvalue");
+        assert_eq!(cmd::<i64>(&mut rc, &["DBSIZE"]), 1001);
+        assert_eq!(cmd::<i64>(&mut rc, &["EXISTS", "big:0", "big:199999"]), 0);
+        return;
+    }
     eventually("swapped in", || in_sync(&mut mc, &mut rc));
     assert_eq!(cmd::<Option<String>>(&mut rc, &["GET", "mykey"]), None);
     assert_eq!(info_field::<u8>(&mut rc, "async_loading"), 0);
+    let _: () = cmd(&mut watcher, &["MULTI"]);
+    let _: () = cmd(&mut watcher, &["SET", "w", "1"]);
+    assert_eq!(
+        cmd::<redis::Value>(&mut watcher, &["EXEC"]),
+        redis::Value::Nil
+    );
     let _: () = cmd(&mut mc, &["SET", "after", "1"]);
     eventually("live writes", || in_sync(&mut mc, &mut rc));
+}
+
+#[test]
+fn swapdb_async_loading_serves_old_data_then_swaps() {
+    swapdb_async_loading(false);
+}
+
+#[test]
+fn swapdb_async_loading_aborted_keeps_old_data() {
+    swapdb_async_loading(true);
 }
 
 // ------------------------------------------------------ a scripted master

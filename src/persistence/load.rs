@@ -431,13 +431,11 @@ impl ReplicaLoad {
     }
 
     /// The whole payload loaded: a staging dataset replaces the live one
-    /// at once (WATCHers of the old keys see them touched), the old data
-    /// is freed on the lazyfree thread.
+    /// at once, the old data is freed on the lazyfree thread.
     pub fn commit(self, srv: &Server) {
         if let Some(staging) = self.staging {
             log_notice!("MASTER <-> REPLICA sync: Swapping active DB with loaded DB");
             srv.keyspace.swap_with(&staging);
-            srv.watch.touch_db(None);
             discard(srv, staging);
             log_notice!("MASTER <-> REPLICA sync: Discarding old DB in background");
         }

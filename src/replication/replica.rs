@@ -607,6 +607,7 @@ fn full_sync(
     repl.activate_backlog(srv);
     repl.has_history.store(true, Release);
     drop(cut);
+    dataset_replaced(srv);
     // Our own replicas follow a history that just ended: they resync.
     for r in repl.master.replicas.lock().iter() {
         if let Some(c) = srv.clients.get(r.client_id) {
@@ -615,6 +616,17 @@ fn full_sync(
     }
     log_notice!("MASTER <-> REPLICA sync: Finished with success");
     Ok(())
+}
+
+/// A full sync replaced the dataset: as Redis (signalFlushedDb, or
+/// swapMainDbWithTempDb), WATCHed keys are touched, tracking clients get a
+/// flush invalidation and clients blocked on keys look again.
+fn dataset_replaced(srv: &Server) {
+    srv.watch.touch_db(None);
+    crate::commands::tracking::invalidate_all(srv, u64::MAX);
+    for db in 0..srv.keyspace.num_dbs() {
+        srv.blocking.signal_db(db);
+    }
 }
 
 /// `repl-diskless-load disabled`: the payload into a temp file, loaded as
