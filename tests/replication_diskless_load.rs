@@ -4,7 +4,8 @@
 //! writes; `swapdb` keeps the old dataset through a master killed
 //! mid-transfer (behind -LOADING for a new history, serving reads as an
 //! async load when the master continues ours) and retries; a truncated or
-//! corrupt payload never leaves a half-loaded dataset.
+//! corrupt payload never leaves a half-loaded dataset; an AOF replica
+//! rewrites its AOF after a full sync.
 
 mod common;
 use common::*;
@@ -400,4 +401,52 @@ fn swapdb_bad_payloads_keep_the_old_data() {
 #[test]
 fn on_empty_db_bad_payloads_leave_it_empty() {
     bad_payloads_leave_no_half_loaded_data("on-empty-db");
+}
+
+/// A replica with the AOF on rewrites it after a full sync (Redis's
+/// restartAOFAfterSYNC): restarted on its own, it has the master's data,
+/// not the data it held before the sync.
+#[test]
+fn an_aof_replica_restarts_with_the_synced_data() {
+    for mode in ["disabled", "swapdb"] {
+        let m = Server::start(&["--repl-diskless-sync-delay", "0"]);
+        let mut mc = m.conn();
+        fill(&mut mc);
+        let dir = std::env::temp_dir().join(format!("lattice-dl-aof-{}-{mode}", m.port));
+        std::fs::create_dir_all(&dir).unwrap();
+        let d = dir.to_str().unwrap();
+        let args = [
+            "--dir",
+            d,
+            "--appendonly",
+            "yes",
+            "--repl-diskless-load",
+            mode,
+        ];
+        let mut r = Server::start(&args);
+        let mut rc = r.conn();
+        let _: () = cmd(&mut rc, &["SET", "mykey", "myvalue"]);
+        let _: () = cmd(&mut rc, &["REPLICAOF", "127.0.0.1", &m.port.to_string()]);
+        eventually("sync", || in_sync(&mut mc, &mut rc));
+        eventually("AOF rewritten", || {
+            info_field::<u64>(&mut rc, "aof_rewrites") >= 1
+                && info_field::<u8>(&mut rc, "aof_rewrite_in_progress") == 0
+        });
+        let _: () = cmd(&mut mc, &["SET", "after", "1"]);
+        eventually("live write", || in_sync(&mut mc, &mut rc));
+        let want = digest(&mut mc);
+        let _ = r.child.kill();
+        let _ = r.child.wait();
+        drop(r);
+        let r = Server::start(&args);
+        let mut rc = r.conn();
+        assert_eq!(
+            cmd::<Option<String>>(&mut rc, &["GET", "after"]),
+            Some("1".into())
+        );
+        assert_eq!(digest(&mut rc), want, "{mode}");
+        assert_eq!(cmd::<Option<String>>(&mut rc, &["GET", "mykey"]), None);
+        drop(r);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
 }

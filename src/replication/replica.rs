@@ -608,6 +608,7 @@ fn full_sync(
     repl.has_history.store(true, Release);
     drop(cut);
     dataset_replaced(srv);
+    restart_aof(srv);
     // Our own replicas follow a history that just ended: they resync.
     for r in repl.master.replicas.lock().iter() {
         if let Some(c) = srv.clients.get(r.client_id) {
@@ -626,6 +627,25 @@ fn dataset_replaced(srv: &Server) {
     crate::commands::tracking::invalidate_all(srv, u64::MAX);
     for db in 0..srv.keyspace.num_dbs() {
         srv.blocking.signal_db(db);
+    }
+}
+
+/// With the AOF on, its files still hold the old dataset: a rewrite (or
+/// one scheduled after the running one) bases it on the new one, as
+/// Redis's restartAOFAfterSYNC.
+fn restart_aof(srv: &Arc<Server>) {
+    use crate::persistence::aof::rewrite::{start, StartError};
+    if !srv.config.read().get_bool("appendonly") {
+        return;
+    }
+    match start(srv) {
+        Ok(()) => {}
+        Err(StartError::InProgress | StartError::Busy) => {
+            srv.persist.aof.rw.lock().scheduled = true;
+        }
+        Err(StartError::Failed(e)) => {
+            log_warning!("Can't rewrite the AOF after the sync with the master: {e}");
+        }
     }
 }
 
@@ -947,6 +967,8 @@ fn stream(srv: &Arc<Server>, gen: u64, peer: &mut Peer) -> Result<(), String> {
             }
         }
         side.master_db.store(client.db, Relaxed);
+        // The batch's writes go to the AOF now, as a client's would.
+        crate::persistence::aof::before_reply(srv);
         srv.repl.backlog.wake_if_dirty();
     }
 }
@@ -965,6 +987,7 @@ impl ReplicaSide {
 /// REPLCONF ACK <offset> [FACK <aof offset>] (FACK when our AOF is on and
 /// fsynced: WAITAOF on our master counts us then).
 fn send_ack(srv: &Server, peer: &mut Peer) -> Result<(), String> {
+    crate::persistence::aof::before_reply(srv);
     let off = srv.repl.backlog.end().to_string();
     let aof = &srv.persist.aof.core;
     if aof.active.load(Relaxed) && aof.synced_to(aof.my_end()) {
