@@ -49,16 +49,19 @@ impl Loading {
     }
 
     fn begin(&self, total: u64) {
-        self.start_unix.store(unix_ms() / 1000, Relaxed);
-        self.total_bytes.store(total, Relaxed);
-        self.loaded_bytes.store(0, Relaxed);
+        self.start_progress(total);
         self.active.store(true, Relaxed);
     }
 
     fn begin_async(&self, total: u64) {
-        self.begin(total);
-        self.active.store(false, Relaxed);
+        self.start_progress(total);
         self.async_active.store(true, Relaxed);
+    }
+
+    fn start_progress(&self, total: u64) {
+        self.start_unix.store(unix_ms() / 1000, Relaxed);
+        self.total_bytes.store(total, Relaxed);
+        self.loaded_bytes.store(0, Relaxed);
     }
 
     fn end(&self) {
