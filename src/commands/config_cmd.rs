@@ -193,6 +193,20 @@ fn set(ctx: &mut Ctx, args: Args) -> CmdResult {
     if !args.len().is_multiple_of(2) {
         return Err(CmdError::WrongArity("config|set".into()));
     }
+    // Redis's DENY_LOADING_CONFIG, whose error wins over any other.
+    let loading = &ctx.srv.persist.loading;
+    if (loading.active() || loading.async_active())
+        && (2..args.len()).step_by(2).any(|i| {
+            let n = args.get(i);
+            [&b"appendonly"[..], b"repl-diskless-load", b"dir"]
+                .iter()
+                .any(|d| n.eq_ignore_ascii_case(d))
+        })
+    {
+        return Err(CmdError::Msg(
+            "LOADING Redis is loading the dataset in memory".into(),
+        ));
+    }
     let mut cfg = ctx.srv.config.write();
     let mut checked: Vec<(&'static Directive, String)> = vec![];
     for i in (2..args.len()).step_by(2) {

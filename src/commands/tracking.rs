@@ -371,9 +371,10 @@ fn defer(t: &Tracking, g: &mut Inner, id: u64, item: Option<Vec<u8>>) {
     list.push(item);
 }
 
-/// FLUSHALL / FLUSHDB: every tracking client gets a null invalidation (the
-/// flushing client after its reply) and the tracking table is emptied.
-fn invalidate_all(srv: &Server, current: u64) {
+/// FLUSHALL / FLUSHDB (and a replica's full sync): every tracking client
+/// gets a null invalidation (the flushing client after its reply) and the
+/// tracking table is emptied.
+pub(crate) fn invalidate_all(srv: &Server, current: u64) {
     let t = &srv.tracking;
     t.clear_table();
     let mut g = t.inner.lock();

@@ -588,6 +588,31 @@ impl Keyspace {
     pub fn total_keys(&self) -> usize {
         self.dbs.iter().map(|d| d.len()).sum()
     }
+
+    /// An empty keyspace with the same databases and hasher: a replica's
+    /// `repl-diskless-load swapdb` loads into it, then swaps it in whole
+    /// ([`Keyspace::swap_with`]). Same hasher, so entries keep their slots.
+    pub fn staging(&self) -> Keyspace {
+        Keyspace {
+            hasher: self.hasher.clone(),
+            dbs: (0..self.dbs.len()).map(|_| Db::default()).collect(),
+        }
+    }
+
+    /// Swaps every database's contents with `other`'s (made by
+    /// [`Keyspace::staging`]) at once: all of our shards are locked
+    /// meanwhile, so no command sees a mix of the two.
+    pub fn swap_with(&self, other: &Keyspace) {
+        let mut ours = self.lock_everything();
+        let mut theirs = other.lock_everything();
+        for (a, b) in ours.iter_mut().zip(theirs.iter_mut()) {
+            for (x, y) in a.iter_mut().zip(b.iter_mut()) {
+                // A running snapshot knows shards by their place at the cut.
+                x.snap_drain();
+                std::mem::swap(&mut **x, &mut **y);
+            }
+        }
+    }
 }
 
 /// Guards for a set of shards of one database, held together.

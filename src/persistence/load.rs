@@ -1,4 +1,6 @@
-//! Loading an RDB file into the keyspace: at start-up and for DEBUG RELOAD.
+//! Loading an RDB file into the keyspace: at start-up, for DEBUG RELOAD and
+//! for a replica's full sync (from a file, or from the socket into the live
+//! keyspace or a staging one swapped in on success: [`ReplicaLoad`]).
 //!
 //! The decoder (`rdb/decode.rs`) streams keys; each is inserted into its
 //! shard with its expiry, eviction metadata and version (the version the file
@@ -16,16 +18,19 @@ use super::rdb::decode::{self, LoadOpts, LoadedKey};
 use super::rdb::RdbError;
 use crate::commands::access::lru_clock;
 use crate::keyspace::hlc::{unix_ms, Hlc};
-use crate::keyspace::{Entry, Slot};
+use crate::keyspace::{Entry, Keyspace, Slot};
 use crate::log_notice;
 use crate::server::Server;
 
 /// The start-up load in progress, for `-LOADING` replies and INFO's
 /// loading_* fields. Clients are served meanwhile; commands without the
-/// `loading` flag are refused (see `persistence::admit_write`).
+/// `loading` flag are refused (see `persistence::admit_write`). A replica's
+/// `swapdb` load of the same history is an *async* load instead: the old
+/// dataset serves every command but the `no_async_loading` ones.
 #[derive(Default)]
 pub struct Loading {
     active: AtomicBool,
+    async_active: AtomicBool,
     start_unix: AtomicU64,
     total_bytes: AtomicU64,
     loaded_bytes: AtomicU64,
@@ -37,21 +42,42 @@ impl Loading {
         self.active.load(Relaxed)
     }
 
+    /// An async load (INFO's async_loading) is in progress.
+    #[inline]
+    pub fn async_active(&self) -> bool {
+        self.async_active.load(Relaxed)
+    }
+
     fn begin(&self, total: u64) {
+        self.start_progress(total);
+        self.active.store(true, Relaxed);
+    }
+
+    fn begin_async(&self, total: u64) {
+        self.start_progress(total);
+        self.async_active.store(true, Relaxed);
+    }
+
+    fn start_progress(&self, total: u64) {
         self.start_unix.store(unix_ms() / 1000, Relaxed);
         self.total_bytes.store(total, Relaxed);
         self.loaded_bytes.store(0, Relaxed);
-        self.active.store(true, Relaxed);
     }
 
     fn end(&self) {
         self.active.store(false, Relaxed);
+        self.async_active.store(false, Relaxed);
+    }
+
+    /// Bytes of the payload read so far (a socket load counts its own).
+    pub fn add_loaded(&self, n: u64) {
+        self.loaded_bytes.fetch_add(n, Relaxed);
     }
 
     /// While loading, the progress lines of INFO persistence.
     pub fn info_fields(&self, o: &mut String) {
         use std::fmt::Write;
-        if !self.active() {
+        if !self.active() && !self.async_active() {
             return;
         }
         let total = self.total_bytes.load(Relaxed);
@@ -170,12 +196,23 @@ pub fn load_reader(
     r: impl io::Read,
     dup: OnDuplicate,
 ) -> Result<LoadStats, RdbError> {
+    load_reader_into(srv, &srv.keyspace, r, dup)
+}
+
+/// [`load_reader`] into `ks`: the server's keyspace or a replica's staging
+/// one (made by [`Keyspace::staging`], same hasher, so `srv.keyspace.slot`
+/// holds for it).
+pub fn load_reader_into(
+    srv: &Arc<Server>,
+    ks: &Keyspace,
+    r: impl io::Read,
+    dup: OnDuplicate,
+) -> Result<LoadStats, RdbError> {
     let verify_checksum = srv.config.read().get_bool("rdbchecksum");
     // RESIZEDB: size every shard of the database once (keys spread evenly).
     // The hint is the file's word: bounded, so a lying file costs at most
     // ~90 MB of index up front (16M keys per database).
     let reserve = |db: usize, keys: u64| {
-        let ks = &srv.keyspace;
         if db < ks.num_dbs() {
             let keys = keys.min(1 << 24) as usize;
             let per_shard = keys / crate::keyspace::SHARDS * 21 / 20;
@@ -201,7 +238,7 @@ pub fn load_reader(
         for _ in 0..inserters {
             let (tx, rx) = std::sync::mpsc::sync_channel::<Vec<(Slot, LoadedKey)>>(8);
             txs.push(tx);
-            handles.push(scope.spawn(move || insert_batches(srv, rx, now_lru, dup)));
+            handles.push(scope.spawn(move || insert_batches(srv, ks, rx, now_lru, dup)));
         }
         let mut batches: Vec<Vec<(Slot, LoadedKey)>> = (0..inserters).map(|_| Vec::new()).collect();
         let mut expired = 0u64;
@@ -273,6 +310,7 @@ fn inserter_failed() -> RdbError {
 /// it keeps draining (so the decoder never blocks) and reports the first.
 fn insert_batches(
     srv: &Server,
+    ks: &Keyspace,
     rx: std::sync::mpsc::Receiver<Vec<(Slot, LoadedKey)>>,
     now_lru: u32,
     dup: OnDuplicate,
@@ -285,7 +323,7 @@ fn insert_batches(
             continue;
         }
         for (slot, k) in batch {
-            if let Err(e) = insert(srv, slot, k, &mut clock, now_lru, dup) {
+            if let Err(e) = insert(ks, slot, k, &mut clock, now_lru, dup) {
                 err = Some(e);
                 break;
             }
@@ -299,14 +337,13 @@ fn insert_batches(
 }
 
 fn insert(
-    srv: &Server,
+    ks: &Keyspace,
     slot: Slot,
     k: LoadedKey,
     clock: &mut Hlc,
     now_lru: u32,
     dup: OnDuplicate,
 ) -> Result<(), RdbError> {
-    let ks = &srv.keyspace;
     if k.db >= ks.num_dbs() {
         return Err(RdbError::Corrupt(format!(
             "FATAL: Data file was created with a Redis server configured to handle \
@@ -349,6 +386,90 @@ pub fn load_for_replica(srv: &Arc<Server>, path: &Path) -> Result<(), String> {
     }
     srv.persist.loading.end();
     r.map(|_| ())
+}
+
+/// How a replica loads a payload straight from its master's socket
+/// (`repl-diskless-load`).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum SocketLoad {
+    /// `on-empty-db`: into the (empty) live databases, serving -LOADING.
+    Live,
+    /// `swapdb`: into a staging dataset swapped in on success; the old one
+    /// stays meanwhile, behind -LOADING (`async_load: false`) or serving
+    /// reads (`true`: the payload continues the history we hold).
+    Swap { async_load: bool },
+}
+
+/// A replica's socket load in progress: where keys go, and what success
+/// or failure does with the datasets.
+pub struct ReplicaLoad {
+    staging: Option<Keyspace>,
+}
+
+impl ReplicaLoad {
+    /// Sets INFO's loading/async_loading (`total`: the payload's size, 0
+    /// when unknown) and, for [`SocketLoad::Live`], empties the databases.
+    pub fn begin(srv: &Server, mode: SocketLoad, total: u64) -> ReplicaLoad {
+        let staging = match mode {
+            SocketLoad::Live => {
+                srv.persist.loading.begin(total);
+                empty_all(srv);
+                None
+            }
+            SocketLoad::Swap { async_load } => {
+                if async_load {
+                    srv.persist.loading.begin_async(total);
+                } else {
+                    srv.persist.loading.begin(total);
+                }
+                Some(srv.keyspace.staging())
+            }
+        };
+        ReplicaLoad { staging }
+    }
+
+    /// The keyspace the payload's keys go into.
+    pub fn target<'a>(&'a self, srv: &'a Server) -> &'a Keyspace {
+        self.staging.as_ref().unwrap_or(&srv.keyspace)
+    }
+
+    /// The whole payload loaded: a staging dataset replaces the live one
+    /// at once, the old data is freed on the lazyfree thread.
+    pub fn commit(self, srv: &Server) {
+        if let Some(staging) = self.staging {
+            log_notice!("MASTER <-> REPLICA sync: Swapping active DB with loaded DB");
+            srv.keyspace.swap_with(&staging);
+            discard(srv, staging);
+            log_notice!("MASTER <-> REPLICA sync: Discarding old DB in background");
+        }
+        srv.persist.loading.end();
+    }
+
+    /// The payload failed: a staging dataset is dropped (the old data was
+    /// never touched); live databases loaded in part are emptied.
+    pub fn abort(self, srv: &Server) {
+        match self.staging {
+            Some(staging) => {
+                discard(srv, staging);
+                log_notice!("MASTER <-> REPLICA sync: Discarding temporary DB in background");
+            }
+            None => empty_all(srv),
+        }
+        srv.persist.loading.end();
+    }
+}
+
+/// Frees a staging keyspace's contents on the lazyfree thread.
+fn discard(srv: &Server, ks: Keyspace) {
+    let mut taken = Vec::new();
+    for mut shards in ks.lock_everything() {
+        for g in shards.iter_mut() {
+            if !g.is_empty() {
+                taken.push(g.take_all());
+            }
+        }
+    }
+    srv.lazyfree.free_shards(taken);
 }
 
 /// Empties every database without propagating (DEBUG RELOAD, replicas

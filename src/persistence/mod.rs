@@ -23,7 +23,8 @@ pub struct Persistence {
 }
 
 /// Before a command runs: while the start-up load runs, only commands
-/// flagged `loading` are served (Redis's `-LOADING`); then, while the disk
+/// flagged `loading` are served (Redis's `-LOADING`; during a replica's
+/// async load, all but the `no_async_loading` ones); then, while the disk
 /// cannot take writes (a failed
 /// BGSAVE under `stop-writes-on-bgsave-error`), write commands, PING and an
 /// EXEC holding a write get MISCONF, as Redis's processCommand does. One
@@ -33,11 +34,21 @@ pub fn admit_write(
     client: &mut crate::server::client::ClientState,
     id: crate::commands::CommandId,
 ) -> Result<(), crate::commands::CmdError> {
-    use crate::commands::{flags::LOADING, flags::WRITE, multi, CmdError};
+    use crate::commands::{flags::LOADING, flags::NO_ASYNC_LOADING, flags::WRITE, multi, CmdError};
     if srv.persist.loading.active() && srv.commands.get(id).flags & LOADING == 0 {
         return Err(CmdError::Msg(
             "LOADING Redis is loading the dataset in memory".into(),
         ));
+    }
+    if srv.persist.loading.async_active() {
+        let cmd = srv.commands.get(id);
+        let deny = cmd.flags & NO_ASYNC_LOADING != 0
+            || (cmd.name == "exec" && multi::queued_flags(srv, client) & NO_ASYNC_LOADING != 0);
+        if deny {
+            return Err(CmdError::Msg(
+                "LOADING Redis is loading the dataset in memory".into(),
+            ));
+        }
     }
     let Some(err) = save::disk_error(srv).or_else(|| aof::disk_error(srv)) else {
         return Ok(());

@@ -3,8 +3,11 @@
 //! The link is one plain thread with a blocking socket (`link_thread`):
 //! connect, Redis's handshake (PING, AUTH, REPLCONF listening-port / capa
 //! eof psync2, PSYNC with the cached replication id and offset), then a full
-//! sync (the RDB into a temp file, loaded as at start-up, renamed to
-//! `dbfilename`) or a partial one (+CONTINUE), then the command stream. Each
+//! sync or a partial one (+CONTINUE), then the command stream. A full sync
+//! goes through a temp file (loaded as at start-up, renamed to
+//! `dbfilename`), or with `repl-diskless-load` straight from the socket
+//! (`SocketPayload`): `on-empty-db` into the empty databases, `swapdb` into
+//! a staging dataset swapped in on success (DECISIONS 30). Each
 //! command runs through `commands::run_args` as the master client (exempt
 //! from read-only, no replies), and its exact bytes are appended to the
 //! backlog, which makes our offset the master's and is what our own
@@ -14,8 +17,8 @@
 //! Any failure (connect, handshake, a truncated or corrupt payload, a
 //! timeout, garbage from the peer) ends the link: the thread logs why,
 //! waits a second and starts over with a PSYNC for what it has. A failed
-//! load empties the databases first, so a half-loaded dataset is never
-//! served as complete. REPLICAOF bumps `generation`, which every loop of
+//! load empties the databases (swapdb: drops the staging data, the old
+//! dataset stays), so a half-loaded dataset is never served as complete. REPLICAOF bumps `generation`, which every loop of
 //! the old link checks.
 
 use std::fmt::Write as _;
@@ -29,6 +32,7 @@ use parking_lot::Mutex;
 
 use crate::commands::{CmdError, CmdResult, Ctx};
 use crate::keyspace::hlc::{unix_ms, Hlc};
+use crate::persistence::load::{ReplicaLoad, SocketLoad};
 use crate::protocol::{Args, ParseLimits, Parsed, RequestParser};
 use crate::server::client::ClientState;
 use crate::server::Server;
@@ -99,7 +103,8 @@ impl ReplicaSide {
                 "master_sync_total_bytes:{total}\r\nmaster_sync_read_bytes:{read}\r\n\
                  master_sync_left_bytes:{}\r\nmaster_sync_perc:{perc:.2}\r\n\
                  master_sync_last_io_seconds_ago:{last_io}\r\n",
-                total.saturating_sub(read) as i64,
+                // Negative with an EOF mark (size unknown), as Redis prints it.
+                total as i64 - read as i64,
             );
         }
         if !up {
@@ -402,7 +407,7 @@ fn run_link(srv: &Arc<Server>, gen: u64, host: &str, port: u16) -> Result<(), St
             .and_then(|o| o.parse().ok())
             .ok_or("bad FULLRESYNC reply")?;
         log_notice!("Full resync from master: {id}:{off}");
-        full_sync(srv, &mut peer, &id, off)?;
+        full_sync(srv, gen, &mut peer, &id, off)?;
     } else if let Some(rest) = reply.strip_prefix("+CONTINUE") {
         continue_from(srv, rest.trim(), &replid);
         log_notice!("MASTER <-> REPLICA sync: Master accepted a Partial Resynchronization.");
@@ -505,14 +510,150 @@ fn continue_from(srv: &Server, new_id: &str, old_id: &str) {
     repl.has_history.store(true, Release);
 }
 
-/// Receives the RDB into a temp file and loads it; on any failure the
-/// databases are left empty (never half loaded) and the error returned.
-fn full_sync(srv: &Arc<Server>, peer: &mut Peer, replid: &str, offset: u64) -> Result<(), String> {
+/// The full-sync payload's header: `$<len>` or `$EOF:<40 byte mark>`.
+struct PayloadSpec {
+    len: Option<u64>,
+    mark: Option<Vec<u8>>,
+}
+
+fn parse_payload_header(header: &str) -> Result<PayloadSpec, String> {
+    if let Some(e) = header.strip_prefix('-') {
+        return Err(format!("MASTER aborted replication with an error: {e}"));
+    }
+    let spec = header
+        .strip_prefix('$')
+        .ok_or_else(|| format!("Bad protocol from MASTER, the first byte is not '$' (we received '{header}'), are you sure the host and port are right?"))?;
+    match spec.strip_prefix("EOF:") {
+        Some(m) if m.len() == 40 => Ok(PayloadSpec {
+            len: None,
+            mark: Some(m.as_bytes().to_vec()),
+        }),
+        Some(_) => Err("bad EOF mark from master".into()),
+        None => Ok(PayloadSpec {
+            len: Some(
+                spec.parse()
+                    .map_err(|_| format!("bad RDB length from master: {spec}"))?,
+            ),
+            mark: None,
+        }),
+    }
+}
+
+/// `repl-diskless-load`: whether this payload is parsed straight from the
+/// socket, and into what. `swapdb` loads asynchronously (old data served)
+/// when the master continues the history we hold (same replid, as Redis).
+fn socket_load_mode(srv: &Server, replid: &str) -> Option<SocketLoad> {
+    let mode = srv.config.read().get_str("repl-diskless-load");
+    match mode.as_str() {
+        "swapdb" => Some(SocketLoad::Swap {
+            async_load: srv.repl.ids.lock().replid == replid,
+        }),
+        "on-empty-db" if srv.keyspace.total_keys() == 0 => Some(SocketLoad::Live),
+        _ => None,
+    }
+}
+
+/// Loads the payload (into a temp file first, or straight from the
+/// socket, per `repl-diskless-load`); on any failure no half-loaded
+/// dataset is left (see `persistence::load`) and the error is returned.
+fn full_sync(
+    srv: &Arc<Server>,
+    gen: u64,
+    peer: &mut Peer,
+    replid: &str,
+    offset: u64,
+) -> Result<(), String> {
     let side = &srv.repl.replica;
     side.set_state("sync");
     let header = peer.line(repl_timeout(srv))?;
+    let spec = parse_payload_header(&header)?;
+    side.sync_total.store(spec.len.unwrap_or(0), Relaxed);
+    side.sync_read.store(0, Relaxed);
+    let socket = socket_load_mode(srv, replid);
+    let to = if socket.is_some() {
+        "to parser"
+    } else {
+        "to disk"
+    };
+    match spec.len {
+        Some(n) => log_notice!("MASTER <-> REPLICA sync: receiving {n} bytes from master {to}"),
+        None => {
+            log_notice!("MASTER <-> REPLICA sync: receiving streamed RDB from master with EOF {to}")
+        }
+    }
+    let loaded = match socket {
+        Some(mode) => Some(
+            load_from_socket(srv, gen, peer, &spec, mode)
+                .map_err(|e| format!("MASTER <-> REPLICA sync failed: {e}"))?,
+        ),
+        None => {
+            load_via_file(srv, peer, &spec)?;
+            None
+        }
+    };
+    let repl = &srv.repl;
+    // A snapshot's cut sees the new data with the new history, or neither.
+    let cut = side.apply_lock.lock();
+    if let Some(job) = loaded {
+        job.commit(srv);
+    }
+    repl.backlog.reset_to(offset);
+    *repl.ids.lock() = crate::replication::ReplIds {
+        replid: replid.to_string(),
+        replid2: crate::replication::NO_REPLID.into(),
+        second_offset: -1,
+    };
+    side.master_db.store(0, Relaxed);
+    repl.activate_backlog(srv);
+    repl.has_history.store(true, Release);
+    drop(cut);
+    dataset_replaced(srv);
+    restart_aof(srv);
+    // Our own replicas follow a history that just ended: they resync.
+    for r in repl.master.replicas.lock().iter() {
+        if let Some(c) = srv.clients.get(r.client_id) {
+            c.kill_now();
+        }
+    }
+    log_notice!("MASTER <-> REPLICA sync: Finished with success");
+    Ok(())
+}
+
+/// A full sync replaced the dataset: as Redis (signalFlushedDb, or
+/// swapMainDbWithTempDb), WATCHed keys are touched, tracking clients get a
+/// flush invalidation and clients blocked on keys look again.
+fn dataset_replaced(srv: &Server) {
+    srv.watch.touch_db(None);
+    crate::commands::tracking::invalidate_all(srv, u64::MAX);
+    for db in 0..srv.keyspace.num_dbs() {
+        srv.blocking.signal_db(db);
+    }
+}
+
+/// With the AOF on, its files still hold the old dataset: a rewrite (or
+/// one scheduled after the running one) bases it on the new one, as
+/// Redis's restartAOFAfterSYNC.
+fn restart_aof(srv: &Arc<Server>) {
+    use crate::persistence::aof::rewrite::{start, StartError};
+    if !srv.config.read().get_bool("appendonly") {
+        return;
+    }
+    match start(srv) {
+        Ok(()) => {}
+        Err(StartError::InProgress | StartError::Busy) => {
+            srv.persist.aof.rw.lock().scheduled = true;
+        }
+        Err(StartError::Failed(e)) => {
+            log_warning!("Can't rewrite the AOF after the sync with the master: {e}");
+        }
+    }
+}
+
+/// `repl-diskless-load disabled`: the payload into a temp file, loaded as
+/// at start-up, then renamed to `dbfilename`.
+fn load_via_file(srv: &Arc<Server>, peer: &mut Peer, spec: &PayloadSpec) -> Result<(), String> {
     let tmp = format!("temp-{}.{}.rdb", unix_ms() / 1000, std::process::id());
-    let r = receive_rdb(srv, peer, &header, &tmp).and_then(|()| {
+    let r = receive_rdb(srv, peer, spec, &tmp).and_then(|()| {
         log_notice!("MASTER <-> REPLICA sync: Flushing old data");
         log_notice!("MASTER <-> REPLICA sync: Loading DB in memory");
         crate::persistence::load::load_for_replica(srv, std::path::Path::new(&tmp))
@@ -526,43 +667,198 @@ fn full_sync(srv: &Arc<Server>, peer: &mut Peer, replid: &str, offset: u64) -> R
         log_warning!("Failed trying to rename the temp DB into {dbfile} in MASTER <-> REPLICA synchronization: {e}");
         let _ = std::fs::remove_file(&tmp);
     }
-    let repl = &srv.repl;
-    repl.backlog.reset_to(offset);
-    *repl.ids.lock() = crate::replication::ReplIds {
-        replid: replid.to_string(),
-        replid2: crate::replication::NO_REPLID.into(),
-        second_offset: -1,
-    };
-    side.master_db.store(0, Relaxed);
-    repl.activate_backlog(srv);
-    repl.has_history.store(true, Release);
-    // Our own replicas follow a history that just ended: they resync.
-    for r in repl.master.replicas.lock().iter() {
-        if let Some(c) = srv.clients.get(r.client_id) {
-            c.kill_now();
-        }
-    }
-    log_notice!("MASTER <-> REPLICA sync: Finished with success");
     Ok(())
 }
 
-/// `$<len>\r\n<bytes>` or `$EOF:<40 byte mark>\r\n<bytes><mark>` into `path`.
-fn receive_rdb(srv: &Server, peer: &mut Peer, header: &str, path: &str) -> Result<(), String> {
-    let side = &srv.repl.replica;
-    let spec = header
-        .strip_prefix('$')
-        .ok_or_else(|| format!("Bad protocol from MASTER, the first byte is not '$' (we received '{header}'), are you sure the host and port are right?"))?;
-    let eof_mark = spec.strip_prefix("EOF:").map(|m| m.as_bytes().to_vec());
-    let len: Option<u64> = match &eof_mark {
-        Some(m) if m.len() == 40 => None,
-        Some(_) => return Err("bad EOF mark from master".into()),
-        None => Some(
-            spec.parse()
-                .map_err(|_| format!("bad RDB length from master: {spec}"))?,
-        ),
+/// Diskless load: the RDB decoded as it arrives. `Live` empties the
+/// databases first; `Swap` fills a staging dataset, to be swapped in (by
+/// the caller's `commit`) only once the payload and its EOF mark are
+/// complete. A short read, a corrupt payload or a broken mark aborts: the
+/// staging data is dropped (the old dataset stays), live databases are
+/// emptied.
+fn load_from_socket(
+    srv: &Arc<Server>,
+    gen: u64,
+    peer: &mut Peer,
+    spec: &PayloadSpec,
+    mode: SocketLoad,
+) -> Result<ReplicaLoad, String> {
+    if mode == SocketLoad::Live {
+        log_notice!("MASTER <-> REPLICA sync: Flushing old data");
+    }
+    let job = ReplicaLoad::begin(srv, mode, spec.len.unwrap_or(0));
+    log_notice!("MASTER <-> REPLICA sync: Loading DB in memory");
+    let mut sock = SocketPayload {
+        srv,
+        gen,
+        peer,
+        left: spec.len,
+        mark: spec.mark.clone(),
+        held: Vec::new(),
+        pos: 0,
+        marked: false,
+        idle: Instant::now(),
+        timeout: repl_timeout(srv),
     };
-    side.sync_total.store(len.unwrap_or(0), Relaxed);
-    side.sync_read.store(0, Relaxed);
+    let r = load_socket_payload(srv, &job, &mut sock);
+    match r {
+        Ok(()) => Ok(job),
+        Err(e) => {
+            log_warning!("Failed trying to load the MASTER synchronization DB from socket: {e}");
+            job.abort(srv);
+            Err(e)
+        }
+    }
+}
+
+fn load_socket_payload(
+    srv: &Arc<Server>,
+    job: &ReplicaLoad,
+    sock: &mut SocketPayload,
+) -> Result<(), String> {
+    use crate::persistence::load::{load_reader_into, OnDuplicate};
+    let mut br = std::io::BufReader::with_capacity(64 * 1024, &mut *sock);
+    let r = load_reader_into(srv, job.target(srv), &mut br, OnDuplicate::Fail);
+    let leftover = br.buffer().len();
+    drop(br);
+    if let Err(e) = r {
+        log_warning!("Internal error in RDB reading offset {} -> {e}. Failure loading rdb format from socket, assuming connection error, resuming operation.", srv.repl.replica.sync_read.load(Relaxed));
+        return Err(e.to_string());
+    }
+    sock.finish(leftover)
+}
+
+/// The payload read straight from the socket: `$<len>` bytes, or all up to
+/// the 40-byte EOF mark, whose candidates are held back until more bytes
+/// tell them apart from data. Bytes after the mark (the command stream)
+/// go back to the peer's buffer. Timeouts (`repl-timeout` without a byte),
+/// a closed link and a REPLICAOF elsewhere are read errors.
+struct SocketPayload<'a> {
+    srv: &'a Server,
+    gen: u64,
+    peer: &'a mut Peer,
+    left: Option<u64>,
+    mark: Option<Vec<u8>>,
+    /// Bytes taken from the socket not yet handed out (EOF mark mode).
+    held: Vec<u8>,
+    pos: usize,
+    marked: bool,
+    idle: Instant,
+    timeout: Duration,
+}
+
+impl SocketPayload<'_> {
+    /// Waits for unread bytes in the peer's buffer.
+    fn more(&mut self) -> std::io::Result<()> {
+        use std::io::{Error, ErrorKind};
+        let side = &self.srv.repl.replica;
+        while self.peer.start == self.peer.buf.len() {
+            if side.generation.load(Acquire) != self.gen {
+                return Err(Error::other("the replication link was replaced"));
+            }
+            match self.peer.fill() {
+                Ok(0) if self.idle.elapsed() >= self.timeout => {
+                    return Err(Error::new(ErrorKind::TimedOut, "Timeout receiving bulk data from MASTER... If the problem persists try to set the 'repl-timeout' parameter in redis.conf to a larger value."));
+                }
+                Ok(0) => {}
+                Ok(_) => self.idle = Instant::now(),
+                Err(e) => return Err(Error::new(ErrorKind::UnexpectedEof, e)),
+            }
+        }
+        Ok(())
+    }
+
+    fn count(&self, n: usize) {
+        let side = &self.srv.repl.replica;
+        side.sync_read.fetch_add(n as u64, Relaxed);
+        side.last_io_ms.store(unix_ms(), Relaxed);
+        self.srv.persist.loading.add_loaded(n as u64);
+    }
+
+    /// After the RDB decoded: the rest of the payload must be empty (with
+    /// an EOF mark: nothing but the mark; `leftover`: bytes read ahead).
+    fn finish(&mut self, leftover: usize) -> Result<(), String> {
+        let mut extra = leftover;
+        let mut buf = [0u8; 4096];
+        loop {
+            match std::io::Read::read(self, &mut buf) {
+                Ok(0) => break,
+                Ok(n) => extra += n,
+                Err(e) => return Err(e.to_string()),
+            }
+        }
+        if extra > 0 && self.mark.is_some() {
+            return Err("Replication stream EOF marker is broken".into());
+        }
+        Ok(())
+    }
+
+    fn read_marked(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        loop {
+            let avail = self.held.len() - self.pos;
+            let free = if self.marked {
+                avail
+            } else {
+                avail.saturating_sub(40)
+            };
+            if free > 0 {
+                let n = free.min(buf.len());
+                buf[..n].copy_from_slice(&self.held[self.pos..self.pos + n]);
+                self.pos += n;
+                return Ok(n);
+            }
+            if self.marked {
+                return Ok(0);
+            }
+            self.more()?;
+            self.held.drain(..self.pos);
+            self.pos = 0;
+            // The mark may start in the bytes held back.
+            let from = self.held.len().saturating_sub(39);
+            let chunk = self.peer.take(usize::MAX);
+            let n = chunk.len();
+            self.held.extend_from_slice(chunk);
+            self.count(n);
+            let mark = self.mark.as_deref().unwrap_or_default();
+            if let Some(p) = self.held[from..].windows(40).position(|w| w == mark) {
+                let p = from + p;
+                let after = self.held.len() - (p + 40);
+                self.peer.start -= after;
+                self.held.truncate(p);
+                self.marked = true;
+            }
+        }
+    }
+}
+
+impl Read for SocketPayload<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let Some(left) = self.left else {
+            return self.read_marked(buf);
+        };
+        if left == 0 || buf.is_empty() {
+            return Ok(0);
+        }
+        self.more()?;
+        let want = (left as usize).min(buf.len());
+        let chunk = self.peer.take(want);
+        let n = chunk.len();
+        buf[..n].copy_from_slice(chunk);
+        self.left = Some(left - n as u64);
+        self.count(n);
+        Ok(n)
+    }
+}
+
+/// `$<len>\r\n<bytes>` or `$EOF:<40 byte mark>\r\n<bytes><mark>` into `path`.
+fn receive_rdb(
+    srv: &Server,
+    peer: &mut Peer,
+    spec: &PayloadSpec,
+    path: &str,
+) -> Result<(), String> {
+    let side = &srv.repl.replica;
+    let (len, eof_mark) = (spec.len, &spec.mark);
     let mut f = std::io::BufWriter::new(std::fs::File::create(path).map_err(|e| {
         format!("Opening the temp file needed for MASTER <-> REPLICA synchronization: {e}")
     })?);
@@ -625,6 +921,8 @@ fn stream(srv: &Arc<Server>, gen: u64, peer: &mut Peer) -> Result<(), String> {
     let mut parser = RequestParser::new();
     let timeout = repl_timeout(srv);
     let mut last_ack = Instant::now() - Duration::from_secs(2);
+    // Stream bytes that came with the end of the payload are parsed first.
+    let mut buffered = peer.start < peer.buf.len();
     loop {
         if side.generation.load(Acquire) != gen {
             return Ok(());
@@ -636,14 +934,16 @@ fn stream(srv: &Arc<Server>, gen: u64, peer: &mut Peer) -> Result<(), String> {
             send_ack(srv, peer)?;
             last_ack = Instant::now();
         }
-        if peer.fill()? == 0 {
-            let idle = unix_ms().saturating_sub(side.last_io_ms.load(Relaxed));
-            if idle >= timeout.as_millis() as u64 {
-                return Err("MASTER timeout: no data nor PING received...".into());
+        if !std::mem::take(&mut buffered) {
+            if peer.fill()? == 0 {
+                let idle = unix_ms().saturating_sub(side.last_io_ms.load(Relaxed));
+                if idle >= timeout.as_millis() as u64 {
+                    return Err("MASTER timeout: no data nor PING received...".into());
+                }
+                continue;
             }
-            continue;
+            side.last_io_ms.store(unix_ms(), Relaxed);
         }
-        side.last_io_ms.store(unix_ms(), Relaxed);
         loop {
             let pending = &peer.buf[peer.start..];
             let consumed = match parser.parse(pending, &ParseLimits::default()) {
@@ -670,6 +970,8 @@ fn stream(srv: &Arc<Server>, gen: u64, peer: &mut Peer) -> Result<(), String> {
             }
         }
         side.master_db.store(client.db, Relaxed);
+        // The batch's writes go to the AOF now, as a client's would.
+        crate::persistence::aof::before_reply(srv);
         srv.repl.backlog.wake_if_dirty();
     }
 }
@@ -688,6 +990,7 @@ impl ReplicaSide {
 /// REPLCONF ACK <offset> [FACK <aof offset>] (FACK when our AOF is on and
 /// fsynced: WAITAOF on our master counts us then).
 fn send_ack(srv: &Server, peer: &mut Peer) -> Result<(), String> {
+    crate::persistence::aof::before_reply(srv);
     let off = srv.repl.backlog.end().to_string();
     let aof = &srv.persist.aof.core;
     if aof.active.load(Relaxed) && aof.synced_to(aof.my_end()) {

@@ -329,7 +329,7 @@ fn persistence(srv: &Arc<Server>, o: &mut String) {
     o.push_str("# Persistence\r\n");
     kv!(o,
         "loading" => srv.persist.loading.active() as u8,
-        "async_loading" => 0,
+        "async_loading" => srv.persist.loading.async_active() as u8,
         "current_cow_peak" => 0,
         "current_cow_size" => 0,
         "current_cow_size_age" => 0,
