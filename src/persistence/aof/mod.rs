@@ -148,6 +148,9 @@ fn startup(srv: &Arc<Server>) -> Result<bool, String> {
     upgrade_if_needed(&dir, &fname, &mut m)?;
     let loaded = load_files(srv, &dir, &fname, &m)?;
     open_on_start(srv, &dir, &fname, m)?;
+    // History a crash left behind (killed between a rewrite and its
+    // clean-up), as Redis's start-up does (aofDelHistoryFiles).
+    rewrite::delete_history(srv);
     Ok(loaded)
 }
 
