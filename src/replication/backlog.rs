@@ -102,6 +102,9 @@ impl Backlog {
     pub fn resize(&self, size: usize) {
         let mut g = self.inner.lock();
         g.size = size.max(16 * 1024);
+        if g.buf.len() > g.size {
+            self.trim_locked(&mut g);
+        }
     }
 
     /// Drops the history and restarts at `offset` (a replica that loaded
@@ -215,6 +218,16 @@ impl Backlog {
         g.buf.drain(..drop.min(len));
     }
 
+    /// Trims now what no replica needs any more beyond `size` (a replica's
+    /// pin moved or went): a master whose replica left holds
+    /// `repl-backlog-size`, not what the replica had not acknowledged.
+    pub fn trim(&self) {
+        let mut g = self.inner.lock();
+        if g.buf.len() > g.size {
+            self.trim_locked(&mut g);
+        }
+    }
+
     /// Bytes held.
     pub fn held(&self) -> usize {
         self.inner.lock().buf.len()
@@ -294,8 +307,9 @@ mod tests {
             b.append_raw(&chunk);
         }
         assert_eq!(b.held() as u64, b.end() - 10 + 1);
+        // The replica left: trimmed back to size at once.
         b.keep_from.store(0, Relaxed);
-        b.append_raw(&chunk);
+        b.trim();
         assert_eq!(b.held(), 16 * 1024);
         assert_eq!(b.range(), (b.end() - 16 * 1024 + 1, 16 * 1024));
         // The hard cap wins over a replica stuck far behind.

@@ -897,9 +897,10 @@ fn read_acks(
 impl MasterSide {
     /// Recomputes the backlog's pin: the lowest offset still to send.
     pub fn update_keep_from(&self, backlog: &crate::replication::backlog::Backlog) {
-        backlog
-            .keep_from
-            .store(self.keep_from().unwrap_or(0), Relaxed);
+        let keep = self.keep_from().unwrap_or(0);
+        if backlog.keep_from.swap(keep, Relaxed) != keep {
+            backlog.trim();
+        }
     }
 }
 
