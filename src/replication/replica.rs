@@ -296,8 +296,11 @@ impl Peer {
 
     /// Reads more bytes into the buffer; Ok(0) on a read timeout.
     fn fill(&mut self) -> Result<usize, String> {
-        if self.start > 0 && self.start == self.buf.len() {
-            self.buf.clear();
+        // Drop what was consumed: at once when all was, else once it is
+        // 64 KB (a stream rarely ends a read on a command's end, and the
+        // buffer must not grow with it).
+        if self.start > 0 && (self.start == self.buf.len() || self.start >= 64 * 1024) {
+            self.buf.drain(..self.start);
             self.start = 0;
         }
         let mut tmp = [0u8; 64 * 1024];
