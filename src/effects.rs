@@ -27,6 +27,16 @@ pub struct Effect {
     pub argv: Vec<Vec<u8>>,
 }
 
+impl Effect {
+    /// Records for replicas only, never the AOF: PUBLISH and SPUBLISH
+    /// (Redis propagates them with PROPAGATE_REPL alone).
+    pub fn repl_only(&self) -> bool {
+        self.argv.first().is_some_and(|n| {
+            n.eq_ignore_ascii_case(b"publish") || n.eq_ignore_ascii_case(b"spublish")
+        })
+    }
+}
+
 /// A consumer of the stream (AOF writer, replication feed, test recorder).
 pub trait EffectSink: Send + Sync {
     fn on_effect(&self, effect: &Effect);

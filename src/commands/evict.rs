@@ -314,7 +314,8 @@ fn evict_key(
     let Some(old) = g.remove(&ks.hasher, slot.hash, key) else {
         return; // gone meanwhile
     };
-    if srv.hot.eviction.lazy.load(Relaxed) {
+    let lazy = srv.hot.eviction.lazy.load(Relaxed);
+    if lazy {
         srv.lazyfree.free_entry(old);
     } else {
         drop(old);
@@ -331,7 +332,11 @@ fn evict_key(
         srv.effects.emit(crate::effects::Effect {
             db,
             version: clock.now(),
-            argv: vec![b"DEL".to_vec(), key.to_vec()],
+            // UNLINK when freed lazily, as Redis propagates it.
+            argv: vec![
+                if lazy { &b"UNLINK"[..] } else { b"DEL" }.to_vec(),
+                key.to_vec(),
+            ],
         });
     }
 }

@@ -401,6 +401,13 @@ impl Ctx<'_> {
         }
     }
 
+    /// Sends a record to replicas that changed no key (PUBLISH): no dirty
+    /// count, no WATCH or tracking touch, and the AOF skips it.
+    pub fn propagate_repl_only(&mut self, argv: &[&[u8]]) {
+        let v = self.new_version();
+        self.emit_effect(self.client.db, v, argv);
+    }
+
     /// Reports that an expired key was deleted (lazily or actively).
     pub fn propagate_expired(&mut self, db: usize, key: &[u8]) {
         self.notify_db(db, events::class::EXPIRED, "expired", key);
@@ -409,7 +416,10 @@ impl Ctx<'_> {
         self.srv.watch.touch_expired(db, key);
         tracking::touch_expired(self.srv, self.client.id, key);
         let v = self.clock.now_at(self.now_ms);
-        self.emit_effect(db, v, &[b"DEL", key]);
+        // Redis propagates UNLINK when the value is freed lazily.
+        let lazy = self.srv.hot.lazyfree_expire.load(std::sync::atomic::Ordering::Relaxed);
+        let name: &[u8] = if lazy { b"UNLINK" } else { b"DEL" };
+        self.emit_effect(db, v, &[name, key]);
     }
 }
 

@@ -190,6 +190,17 @@ pub fn queued_flags(srv: &Server, client: &ClientState) -> u32 {
     })
 }
 
+/// The flags every queued command has, ANDed (all bits outside MULTI or
+/// for an empty queue): a stale replica refuses an EXEC holding a command
+/// without the stale flag.
+pub fn queued_common_flags(srv: &Server, client: &ClientState) -> u32 {
+    client.multi.as_ref().map_or(u32::MAX, |m| {
+        m.queue
+            .iter()
+            .fold(u32::MAX, |f, q| f & srv.commands.get(q.id).flags)
+    })
+}
+
 /// RESET: leaves MULTI and forgets the watched keys.
 pub fn reset(client: &mut ClientState) {
     take_multi(client);
@@ -282,6 +293,9 @@ fn run_queue(ctx: &mut Ctx, m: &MultiState) {
     ctx.client.in_exec = false;
     if let Some(effects) = ctx.client.exec_effects.take() {
         emit_unit(ctx.srv, effects);
+    }
+    for (db, key) in std::mem::take(&mut ctx.client.exec_ready) {
+        ctx.srv.blocking.signal(db, &key);
     }
 }
 

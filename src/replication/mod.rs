@@ -236,6 +236,11 @@ pub fn cron(srv: &Server) {
         )
     };
     repl.backlog.hard_cap.store(hard, Relaxed);
+    // The first period starts now: a new replica's stream does not begin
+    // with a PING (Redis pings on its cron's period, not on attach).
+    if LAST_PING_MS.load(Relaxed) == 0 {
+        LAST_PING_MS.store(now, Relaxed);
+    }
     if now.saturating_sub(LAST_PING_MS.load(Relaxed)) >= period {
         LAST_PING_MS.store(now, Relaxed);
         repl.backlog.append_raw(b"*1\r\n$4\r\nPING\r\n");
@@ -307,11 +312,24 @@ fn replica_admit(
             c.get_bool("replica-read-only"),
         )
     };
-    if !serve_stale && !srv.repl.replica.link_up() && cmd.flags & STALE == 0 {
-        return Err(CmdError::Msg(
-            "MASTERDOWN Link with MASTER is down and replica-serve-stale-data is set to 'no'."
-                .into(),
-        ));
+    // EXEC is refused if one of its queued commands would be (Redis's
+    // cmd_inv_flags), the error then aborting the transaction.
+    let is_exec = cmd.name == "exec";
+    let deny_stale = if is_exec {
+        multi::queued_common_flags(srv, client) & STALE == 0
+    } else {
+        cmd.flags & STALE == 0
+    };
+    if !serve_stale && !srv.repl.replica.link_up() && deny_stale {
+        const DOWN: &str =
+            "MASTERDOWN Link with MASTER is down and replica-serve-stale-data is set to 'no'.";
+        if is_exec {
+            multi::reset(client);
+            return Err(CmdError::Msg(format!(
+                "EXECABORT Transaction discarded because of: {DOWN}"
+            )));
+        }
+        return Err(CmdError::Msg(DOWN.into()));
     }
     let writes = cmd.flags & WRITE != 0
         || (cmd.name == "exec" && multi::queued_flags(srv, client) & WRITE != 0);

@@ -110,7 +110,7 @@ impl Output {
 
 impl EffectSink for Core {
     fn on_effect(&self, e: &Effect) {
-        if !self.active.load(Relaxed) {
+        if !self.active.load(Relaxed) || e.repl_only() {
             return;
         }
         let mut p = self.pending.lock();
