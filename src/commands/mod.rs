@@ -417,7 +417,11 @@ impl Ctx<'_> {
         tracking::touch_expired(self.srv, self.client.id, key);
         let v = self.clock.now_at(self.now_ms);
         // Redis propagates UNLINK when the value is freed lazily.
-        let lazy = self.srv.hot.lazyfree_expire.load(std::sync::atomic::Ordering::Relaxed);
+        let lazy = self
+            .srv
+            .hot
+            .lazyfree_expire
+            .load(std::sync::atomic::Ordering::Relaxed);
         let name: &[u8] = if lazy { b"UNLINK" } else { b"DEL" };
         self.emit_effect(db, v, &[name, key]);
     }
