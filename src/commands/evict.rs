@@ -170,8 +170,13 @@ pub fn admit(
     Ok(())
 }
 
-/// Evicts now if memory is over `maxmemory` (after CONFIG SET).
+/// Evicts now if memory is over `maxmemory` (after CONFIG SET). Not inside
+/// EXEC: as Redis, a transaction runs whole and eviction waits for the next
+/// command (and its DELs follow the transaction in the effect stream).
 pub fn evict_if_over(ctx: &mut super::Ctx) {
+    if ctx.client.in_exec {
+        return;
+    }
     let limit = ctx.srv.hot.maxmemory.load(Relaxed);
     if limit != 0 && used_memory() > limit {
         evict(ctx.srv, ctx.clock, ctx.stats, ctx.client.id, limit);
