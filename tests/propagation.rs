@@ -119,6 +119,9 @@ fn transactions_wrap_only_several_writes() {
         .query(&mut c)
         .unwrap();
     let _: () = redis::pipe().atomic().query(&mut c).unwrap();
+    // SPOP with a count: one SREM per member, wrapped (Redis 7.0).
+    let _: i64 = cmd(&mut c, &["SADD", "s", "a", "b", "c"]);
+    let popped: Vec<String> = cmd(&mut c, &["SPOP", "s", "2"]);
     let _: () = cmd(&mut c, &["SET", "c", "3"]);
     expect(
         &mut r,
@@ -129,6 +132,11 @@ fn transactions_wrap_only_several_writes() {
             &["set", "b", "2"],
             &["select", "1"],
             &["incr", "n"],
+            &["exec"],
+            &["sadd", "s", "a", "b", "c"],
+            &["multi"],
+            &["srem", "s", &popped[0]],
+            &["srem", "s", &popped[1]],
             &["exec"],
             &["set", "c", "3"],
         ],

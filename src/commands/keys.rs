@@ -823,8 +823,10 @@ fn copy(ctx: &mut Ctx, args: Args) -> CmdResult {
     entry.set_lru(lru_clock(ctx.now_ms));
     entry.set_lfu(5);
     p.dst().insert(hasher, dh, entry);
-    let db = dst_db.to_string();
-    ctx.propagate(v, &[b"COPY", src, dst, b"DB", db.as_bytes(), b"REPLACE"]);
+    // As the client sent it (Redis does): replayed in order, the replica
+    // holds the same keys, so it copies exactly when we did.
+    let argv: Vec<&[u8]> = (0..args.len()).map(|i| args.get(i)).collect();
+    ctx.propagate(v, &argv);
     ctx.notify_db(dst_db, super::events::class::GENERIC, "copy_to", dst);
     ctx.signal_ready(dst_db, dst);
     drop(p);

@@ -401,6 +401,24 @@ impl Ctx<'_> {
         }
     }
 
+    /// Reports a write Redis propagates as several records (SPOP with a
+    /// count: one SREM per member): outside a transaction, several records
+    /// go between MULTI and EXEC, as Redis wraps a command's records.
+    pub fn propagate_unit(&mut self, version: u64, records: &[Vec<&[u8]>]) {
+        let wrap =
+            records.len() > 1 && self.client.exec_effects.is_none() && self.srv.effects.enabled();
+        let db = self.client.db;
+        if wrap {
+            self.emit_effect(db, version, &[b"MULTI"]);
+        }
+        for r in records {
+            self.propagate_db(db, version, r);
+        }
+        if wrap {
+            self.emit_effect(db, version, &[b"EXEC"]);
+        }
+    }
+
     /// Sends a record to replicas that changed no key (PUBLISH): no dirty
     /// count, no WATCH or tracking touch, and the AOF skips it.
     pub fn propagate_repl_only(&mut self, argv: &[&[u8]]) {
