@@ -347,6 +347,10 @@ pub struct Ctx<'a> {
     pub now_ms: u64,
     /// When replaying an effect, the version it carries.
     pub replay_version: Option<u64>,
+    /// The command as the client sent it (None when replaying): a record
+    /// equal to it keeps the client's spelling of the name, as Redis
+    /// propagates an unrewritten command's argv verbatim.
+    pub sent: Option<Args<'a>>,
 }
 
 impl Ctx<'_> {
@@ -385,6 +389,19 @@ impl Ctx<'_> {
         if self.srv.tracking.active() {
             tracking::touch_write(self, argv);
         }
+        self.emit_as_sent(db, version, argv);
+    }
+
+    /// [`Self::emit_effect`], in the client's spelling when the record is
+    /// the command it sent.
+    fn emit_as_sent(&mut self, db: usize, version: u64, argv: &[&[u8]]) {
+        if self.srv.effects.enabled() {
+            if let Some(s) = self.sent.filter(|s| as_sent(s, argv)) {
+                let mut v = argv.to_vec();
+                v[0] = s.get(0);
+                return self.emit_effect(db, version, &v);
+            }
+        }
         self.emit_effect(db, version, argv);
     }
 
@@ -398,6 +415,28 @@ impl Ctx<'_> {
                 Some(buf) => buf.push(e),
                 None => self.srv.effects.emit(e),
             }
+        }
+    }
+
+    /// How a key deleted because its expiry passed is propagated: UNLINK
+    /// with `lazyfree-lazy-expire`, else DEL (Redis's propagateDeletion).
+    pub fn expired_del_name(&self) -> &'static [u8] {
+        use std::sync::atomic::Ordering::Relaxed;
+        if self.srv.hot.lazyfree_expire.load(Relaxed) {
+            b"UNLINK"
+        } else {
+            b"DEL"
+        }
+    }
+
+    /// How a user deletion (GETDEL) is propagated: UNLINK with
+    /// `lazyfree-lazy-user-del`, else DEL.
+    pub fn user_del_name(&self) -> &'static [u8] {
+        use std::sync::atomic::Ordering::Relaxed;
+        if self.srv.hot.lazyfree_user_del.load(Relaxed) {
+            b"UNLINK"
+        } else {
+            b"DEL"
         }
     }
 
@@ -423,7 +462,7 @@ impl Ctx<'_> {
     /// count, no WATCH or tracking touch, and the AOF skips it.
     pub fn propagate_repl_only(&mut self, argv: &[&[u8]]) {
         let v = self.new_version();
-        self.emit_effect(self.client.db, v, argv);
+        self.emit_as_sent(self.client.db, v, argv);
     }
 
     /// Reports that an expired key was deleted (lazily or actively).
@@ -435,14 +474,18 @@ impl Ctx<'_> {
         tracking::touch_expired(self.srv, self.client.id, key);
         let v = self.clock.now_at(self.now_ms);
         // Redis propagates UNLINK when the value is freed lazily.
-        let lazy = self
-            .srv
-            .hot
-            .lazyfree_expire
-            .load(std::sync::atomic::Ordering::Relaxed);
-        let name: &[u8] = if lazy { b"UNLINK" } else { b"DEL" };
+        let name = self.expired_del_name();
         self.emit_effect(db, v, &[name, key]);
     }
+}
+
+/// Whether a record is the sent command itself, but for the name's case.
+fn as_sent(sent: &Args, argv: &[&[u8]]) -> bool {
+    sent.len() == argv.len()
+        && !argv.is_empty()
+        && sent.get(0) != argv[0]
+        && sent.get(0).eq_ignore_ascii_case(argv[0])
+        && (1..argv.len()).all(|i| sent.get(i) == argv[i])
 }
 
 /// Replays one effect record on `srv`'s keyspace, as a replica or AOF loader
@@ -489,6 +532,7 @@ pub fn replay(
         stats,
         now_ms: crate::keyspace::hlc::unix_ms(),
         replay_version: Some(effect.version),
+        sent: None,
     };
     (cmd.handler)(&mut ctx, args).map_err(|e| e.render())
 }
@@ -564,6 +608,7 @@ pub fn run_args(
         stats,
         now_ms: crate::keyspace::hlc::unix_ms(),
         replay_version: None,
+        sent: Some(args),
     };
     (cmd.handler)(&mut ctx, args).map_err(|e| e.render())?;
     Ok(out.buf)

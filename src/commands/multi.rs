@@ -317,6 +317,7 @@ fn run_one(ctx: &mut Ctx, q: &Queued) {
             stats: ctx.stats,
             now_ms: ctx.now_ms,
             replay_version: None,
+            sent: Some(q.args()),
         };
         crate::commands::tracking::before_command(ctx.srv, sub.client, q.id, q.args());
         (cmd.handler)(&mut sub, q.args())
