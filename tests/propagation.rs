@@ -39,21 +39,26 @@ fn attach(s: &Server) -> Raw {
 
 /// The next command of the stream, its name lowercased.
 fn next(r: &mut Raw) -> Vec<String> {
+    let mut argv = next_as_is(r);
+    argv[0] = argv[0].to_lowercase();
+    argv
+}
+
+/// The next command of the stream, byte for byte.
+fn next_as_is(r: &mut Raw) -> Vec<String> {
     let head = r.line();
     let n: usize = head
         .trim_end()
         .strip_prefix('*')
         .and_then(|n| n.parse().ok())
         .unwrap_or_else(|| panic!("unexpected stream line {head:?}"));
-    let mut argv: Vec<String> = (0..n)
+    (0..n)
         .map(|_| {
             let len: usize = r.line().trim_end()[1..].parse().unwrap();
             let b = r.bytes(len + 2);
             String::from_utf8_lossy(&b[..len]).into_owned()
         })
-        .collect();
-    argv[0] = argv[0].to_lowercase();
-    argv
+        .collect()
 }
 
 /// Reads one record per pattern; a `*` argument matches anything.
@@ -193,5 +198,35 @@ fn lazy_expiry_is_one_del_per_key_never_wrapped() {
     assert_eq!(dels, [["del", "s1"], ["del", "s2"]]);
     let _: i64 = cmd(&mut c, &["PUBLISH", "ch", "hello"]);
     expect(&mut r, &[&["publish", "ch", "hello"]]);
+    expect_quiet(&mut r);
+}
+
+#[test]
+fn commands_keep_the_clients_spelling_unless_rewritten() {
+    let s = Server::start(&[]);
+    let mut c = s.raw();
+    let mut r = attach(&s);
+    for line in [
+        "set a 1\r\n",
+        "set a 2 XX get\r\n",
+        "Incr n\r\n",
+        "set b 1 ex 100\r\n",
+        "getdel a\r\n",
+    ] {
+        c.send(line.as_bytes());
+        let _ = read_reply(&mut c);
+    }
+    let got: Vec<Vec<String>> = (0..6).map(|_| next_as_is(&mut r)).collect();
+    let want: [&[&str]; 5] = [
+        &["SELECT", "0"],
+        &["set", "a", "1"],
+        &["set", "a", "2", "XX"],
+        &["Incr", "n"],
+        &["SET", "b", "1", "PXAT"],
+    ];
+    for (g, w) in got.iter().zip(want) {
+        assert_eq!(&g[..w.len()], w, "{got:?}");
+    }
+    assert_eq!(got[5], ["DEL", "a"]);
     expect_quiet(&mut r);
 }
