@@ -5,13 +5,24 @@
 //! A record is the command that reproduces the change exactly on any replica,
 //! rewritten the way Redis propagates non-deterministic commands (EXPIRE as
 //! PEXPIREAT, SET ... EX as SET ... PXAT, INCRBYFLOAT as SET ... KEEPTTL,
-//! expired keys as DEL), plus the database and the version stamp the write
+//! expired keys as DEL or UNLINK), plus the database and the version stamp the write
 //! gave its keys. Replaying the records through [`crate::commands::replay`] on an
 //! empty keyspace yields an identical keyspace, versions included.
 //!
 //! Records are emitted while the writer still holds its shard locks, so the
 //! stream orders the writes to any one key as they happened. With no
 //! subscriber the stream costs one relaxed load per write.
+//!
+//! Fidelity to Redis 7.0's replication stream (tests/propagation.rs, and
+//! the Tcl suite's assert_replication_stream tests): a command propagated
+//! unrewritten keeps the client's spelling (`Ctx::sent`); PUBLISH reaches
+//! replicas but not the AOF ([`Effect::repl_only`]); SPOP with a count is
+//! one SREM per member between MULTI and EXEC. Known difference: a single
+//! command outside MULTI whose lazy expiry and own write make several
+//! records (MGET over two expired keys, SET on an expired key) emits them
+//! unwrapped where Redis wraps them in MULTI/EXEC: wrapping would need the
+//! group emitted before the handler's locks go, which handlers do not
+//! expose. The resulting data is the same.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;

@@ -35,7 +35,12 @@
 //! Effects. During EXEC the client's effects are buffered; at the end, still
 //! under the locks, a single effect is emitted alone and several are
 //! wrapped in `MULTI` ... `EXEC` records, as Redis propagates transactions.
-//! Blocking commands see `ClientState::in_exec` and must not block.
+//! Blocking commands see `ClientState::in_exec` and must not block. Keys
+//! the transaction made ready for blocked clients (`Ctx::signal_ready`) are
+//! signalled once it is over, as Redis serves blocked clients after EXEC:
+//! the woken client sees what the whole transaction left (a key that
+//! expired meanwhile is deleted, propagated as DEL after the EXEC record).
+//! CONFIG SET maxmemory inside EXEC evicts nothing until the next command.
 
 use super::keyspec::KeySpec;
 use std::ops::Range;
