@@ -17,12 +17,12 @@
 //! the Tcl suite's assert_replication_stream tests): a command propagated
 //! unrewritten keeps the client's spelling (`Ctx::sent`); PUBLISH reaches
 //! replicas but not the AOF ([`Effect::repl_only`]); SPOP with a count is
-//! one SREM per member between MULTI and EXEC. Known difference: a single
-//! command outside MULTI whose lazy expiry and own write make several
-//! records (MGET over two expired keys, SET on an expired key) emits them
-//! unwrapped where Redis wraps them in MULTI/EXEC: wrapping would need the
-//! group emitted before the handler's locks go, which handlers do not
-//! expose. The resulting data is the same.
+//! one SREM per member between MULTI and EXEC. A command whose locking
+//! lazily expired keys holds their DELs back, with its own records, until
+//! its `Locked` view drops (still under the locks): several are then
+//! wrapped in MULTI/EXEC as Redis wraps a command's records (MGET over two
+//! expired keys, SET on an expired key); SCAN and RANDOMKEY expire each key
+//! under its own view, so their DELs stay unwrapped, as in Redis.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;

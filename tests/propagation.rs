@@ -3,8 +3,9 @@
 //! compare it record by record with what Redis 7.0 sends for the same
 //! commands (checked against the real redis-server): transactions wrapped
 //! in MULTI/EXEC only when they wrote more than once, relative TTLs as
-//! absolute PEXPIREAT / PXAT, lazily expired keys as one DEL each (never
-//! wrapped), PUBLISH passed on.
+//! absolute PEXPIREAT / PXAT, lazily expired keys as one DEL each (wrapped
+//! with the rest of one command's records, not for SCAN), PUBLISH passed
+//! on, the client's spelling kept unless the command was rewritten.
 
 mod common;
 use common::*;
@@ -181,7 +182,7 @@ fn relative_ttls_become_absolute() {
 }
 
 #[test]
-fn lazy_expiry_is_one_del_per_key_never_wrapped() {
+fn lazy_expiry_dels_wrapped_only_within_one_command() {
     let s = Server::start(&[]);
     let mut c = s.conn();
     let _: () = cmd(&mut c, &["DEBUG", "SET-ACTIVE-EXPIRE", "0"]);
@@ -196,6 +197,29 @@ fn lazy_expiry_is_one_del_per_key_never_wrapped() {
     let mut dels = vec![next(&mut r), next(&mut r)];
     dels.sort();
     assert_eq!(dels, [["del", "s1"], ["del", "s2"]]);
+    // One command expiring two keys, or expiring then writing one: wrapped.
+    for k in ["m1", "m2", "w"] {
+        let _: () = cmd(&mut c, &["SET", k, "v", "PX", "1"]);
+    }
+    std::thread::sleep(Duration::from_millis(20));
+    let _: Vec<Option<String>> = cmd(&mut c, &["MGET", "m1", "m2"]);
+    let _: () = cmd(&mut c, &["SET", "w", "new"]);
+    for _ in 0..3 {
+        let _ = next(&mut r); // the SET ... PXAT records
+    }
+    expect(
+        &mut r,
+        &[
+            &["multi"],
+            &["del", "m1"],
+            &["del", "m2"],
+            &["exec"],
+            &["multi"],
+            &["del", "w"],
+            &["set", "w", "new"],
+            &["exec"],
+        ],
+    );
     let _: i64 = cmd(&mut c, &["PUBLISH", "ch", "hello"]);
     expect(&mut r, &[&["publish", "ch", "hello"]]);
     expect_quiet(&mut r);

@@ -413,7 +413,11 @@ impl Ctx<'_> {
             let e = Effect { db, version, argv };
             match &mut self.client.exec_effects {
                 Some(buf) => buf.push(e),
-                None => self.srv.effects.emit(e),
+                None => {
+                    if let Some(e) = defer(e, false) {
+                        self.srv.effects.emit(e)
+                    }
+                }
             }
         }
     }
@@ -467,16 +471,63 @@ impl Ctx<'_> {
 
     /// Reports that an expired key was deleted (lazily or actively).
     pub fn propagate_expired(&mut self, db: usize, key: &[u8]) {
-        self.notify_db(db, events::class::EXPIRED, "expired", key);
-        self.stats.add_expired(1);
-        self.stats.add_dirty(1);
-        self.srv.watch.touch_expired(db, key);
-        tracking::touch_expired(self.srv, self.client.id, key);
+        self.note_expired(db, key);
         let v = self.clock.now_at(self.now_ms);
         // Redis propagates UNLINK when the value is freed lazily.
         let name = self.expired_del_name();
         self.emit_effect(db, v, &[name, key]);
     }
+
+    /// [`Self::propagate_expired`] for a key a `Locked` view expired while
+    /// locking: outside EXEC its DEL is held back with the records that
+    /// follow until the view is dropped ([`flush_deferred`], still under
+    /// the locks), which wraps several in MULTI/EXEC as Redis wraps a
+    /// command's records (MGET over two expired keys, SET on an expired
+    /// key). Returns whether a record was deferred.
+    pub(crate) fn propagate_expired_deferred(&mut self, db: usize, key: &[u8]) -> bool {
+        if !self.srv.effects.enabled() || self.client.exec_effects.is_some() {
+            self.propagate_expired(db, key);
+            return false;
+        }
+        self.note_expired(db, key);
+        let version = self.clock.now_at(self.now_ms);
+        let argv = vec![self.expired_del_name().to_vec(), key.to_vec()];
+        defer(Effect { db, version, argv }, true);
+        true
+    }
+
+    fn note_expired(&mut self, db: usize, key: &[u8]) {
+        self.notify_db(db, events::class::EXPIRED, "expired", key);
+        self.stats.add_expired(1);
+        self.stats.add_dirty(1);
+        self.srv.watch.touch_expired(db, key);
+        tracking::touch_expired(self.srv, self.client.id, key);
+    }
+}
+
+thread_local! {
+    /// Records held back while a `Locked` view that lazily expired a key is
+    /// open (see [`Ctx::propagate_expired_deferred`]).
+    static DEFERRED: std::cell::RefCell<Vec<Effect>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// Holds `e` back if records are being held (or `start`); else returns it.
+fn defer(e: Effect, start: bool) -> Option<Effect> {
+    DEFERRED.with(|d| {
+        let mut d = d.borrow_mut();
+        if d.is_empty() && !start {
+            return Some(e);
+        }
+        d.push(e);
+        None
+    })
+}
+
+/// Emits the held-back records: one alone, several between MULTI and EXEC.
+/// Called when the `Locked` view that started holding them is dropped.
+pub(crate) fn flush_deferred(srv: &Server) {
+    let records = DEFERRED.with(|d| std::mem::take(&mut *d.borrow_mut()));
+    multi::emit_unit(srv, records);
 }
 
 /// Whether a record is the sent command itself, but for the name's case.

@@ -338,7 +338,7 @@ fn run_one(ctx: &mut Ctx, q: &Queued) {
 }
 
 /// Emits a transaction's effects: one alone, several between MULTI and EXEC.
-fn emit_unit(srv: &Server, effects: Vec<Effect>) {
+pub(crate) fn emit_unit(srv: &Server, effects: Vec<Effect>) {
     if effects.len() > 1 {
         let (first, last) = (&effects[0], &effects[effects.len() - 1]);
         let open = Effect {
