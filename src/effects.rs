@@ -51,6 +51,15 @@ impl Effect {
 /// A consumer of the stream (AOF writer, replication feed, test recorder).
 pub trait EffectSink: Send + Sync {
     fn on_effect(&self, effect: &Effect);
+
+    /// Several records that must stay together (a transaction's MULTI ...
+    /// EXEC): a sink that orders records under a lock takes it once, so no
+    /// other writer's record lands in between.
+    fn on_effects(&self, effects: &[Effect]) {
+        for e in effects {
+            self.on_effect(e);
+        }
+    }
 }
 
 #[derive(Default)]
@@ -75,6 +84,13 @@ impl Effects {
     pub fn emit(&self, effect: Effect) {
         for s in self.sinks.read().iter() {
             s.on_effect(&effect);
+        }
+    }
+
+    /// Emits records as one unit (see [`EffectSink::on_effects`]).
+    pub fn emit_all(&self, effects: &[Effect]) {
+        for s in self.sinks.read().iter() {
+            s.on_effects(effects);
         }
     }
 }

@@ -351,11 +351,11 @@ pub(crate) fn emit_unit(srv: &Server, effects: Vec<Effect>) {
             version: last.version,
             argv: vec![b"EXEC".to_vec()],
         };
-        srv.effects.emit(open);
-        for e in effects {
-            srv.effects.emit(e);
-        }
-        srv.effects.emit(close);
+        let mut all = Vec::with_capacity(effects.len() + 2);
+        all.push(open);
+        all.extend(effects);
+        all.push(close);
+        srv.effects.emit_all(&all);
     } else {
         for e in effects {
             srv.effects.emit(e);

@@ -132,6 +132,15 @@ impl EffectSink for Feed {
             .append_command(e.db, |out| crate::protocol::request::command(out, &e.argv));
         master::WROTE.with(|w| w.set(true));
     }
+
+    fn on_effects(&self, effects: &[Effect]) {
+        if self.is_replica.load(Relaxed) {
+            return;
+        }
+        self.backlog
+            .append_commands(effects.iter().map(|e| (e.db, &e.argv[..])));
+        master::WROTE.with(|w| w.set(true));
+    }
 }
 
 /// INFO's replication section.

@@ -110,10 +110,24 @@ impl Output {
 
 impl EffectSink for Core {
     fn on_effect(&self, e: &Effect) {
-        if !self.active.load(Relaxed) || e.repl_only() {
+        self.on_effects(std::slice::from_ref(e));
+    }
+
+    /// Under one lock of the pending buffer: a transaction stays together.
+    fn on_effects(&self, effects: &[Effect]) {
+        if !self.active.load(Relaxed) {
             return;
         }
         let mut p = self.pending.lock();
+        for e in effects.iter().filter(|e| !e.repl_only()) {
+            self.append_locked(&mut p, e);
+        }
+    }
+}
+
+impl Core {
+    /// Appends one record to the pending buffer (locked by the caller).
+    fn append_locked(&self, p: &mut Pending, e: &Effect) {
         let before = p.buf.len();
         if self.timestamps.load(Relaxed) {
             let now = crate::keyspace::hlc::unix_ms() / 1000;
