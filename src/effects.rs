@@ -5,13 +5,24 @@
 //! A record is the command that reproduces the change exactly on any replica,
 //! rewritten the way Redis propagates non-deterministic commands (EXPIRE as
 //! PEXPIREAT, SET ... EX as SET ... PXAT, INCRBYFLOAT as SET ... KEEPTTL,
-//! expired keys as DEL), plus the database and the version stamp the write
+//! expired keys as DEL or UNLINK), plus the database and the version stamp the write
 //! gave its keys. Replaying the records through [`crate::commands::replay`] on an
 //! empty keyspace yields an identical keyspace, versions included.
 //!
 //! Records are emitted while the writer still holds its shard locks, so the
 //! stream orders the writes to any one key as they happened. With no
 //! subscriber the stream costs one relaxed load per write.
+//!
+//! Fidelity to Redis 7.0's replication stream (tests/propagation.rs, and
+//! the Tcl suite's assert_replication_stream tests): a command propagated
+//! unrewritten keeps the client's spelling (`Ctx::sent`); PUBLISH reaches
+//! replicas but not the AOF ([`Effect::repl_only`]); SPOP with a count is
+//! one SREM per member between MULTI and EXEC. A command whose locking
+//! lazily expired keys holds their DELs back, with its own records, until
+//! its `Locked` view drops (still under the locks): several are then
+//! wrapped in MULTI/EXEC as Redis wraps a command's records (MGET over two
+//! expired keys, SET on an expired key); SCAN and RANDOMKEY expire each key
+//! under its own view, so their DELs stay unwrapped, as in Redis.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -28,7 +39,7 @@ pub struct Effect {
 }
 
 impl Effect {
-    /// Emits it (building the borrowed view sinks take).
+    /// The borrowed view sinks take.
     fn with_ref<R>(&self, f: impl FnOnce(&EffectRef<'_>) -> R) -> R {
         let argv: Vec<&[u8]> = self.argv.iter().map(|a| a.as_slice()).collect();
         f(&EffectRef {
@@ -37,11 +48,16 @@ impl Effect {
             argv: &argv,
         })
     }
+
+    pub fn repl_only(&self) -> bool {
+        is_repl_only(self.argv.first().map(|a| a.as_slice()))
+    }
 }
 
 /// One write as sinks see it: borrowed from the writer, so a write that
-/// goes straight to the sinks (all but a transaction's, which are held
-/// until EXEC) costs no copy of its arguments before a sink encodes them.
+/// goes straight to the sinks (all but the records held for a unit: a
+/// transaction's, a command's with lazy-expire DELs) costs no copy of its
+/// arguments before a sink encodes them.
 #[derive(Clone, Copy, Debug)]
 pub struct EffectRef<'a> {
     pub db: usize,
@@ -57,11 +73,30 @@ impl EffectRef<'_> {
             argv: self.argv.iter().map(|a| a.to_vec()).collect(),
         }
     }
+
+    pub fn repl_only(&self) -> bool {
+        is_repl_only(self.argv.first().copied())
+    }
+}
+
+/// Records for replicas only, never the AOF: PUBLISH and SPUBLISH (Redis
+/// propagates them with PROPAGATE_REPL alone).
+fn is_repl_only(name: Option<&[u8]>) -> bool {
+    name.is_some_and(|n| n.eq_ignore_ascii_case(b"publish") || n.eq_ignore_ascii_case(b"spublish"))
 }
 
 /// A consumer of the stream (AOF writer, replication feed, test recorder).
 pub trait EffectSink: Send + Sync {
     fn on_effect(&self, effect: &EffectRef<'_>);
+
+    /// Several records that must stay together (a transaction's MULTI ...
+    /// EXEC): a sink that orders records under a lock takes it once, so no
+    /// other writer's record lands in between.
+    fn on_effects(&self, effects: &[Effect]) {
+        for e in effects {
+            e.with_ref(|e| self.on_effect(e));
+        }
+    }
 }
 
 #[derive(Default)]
@@ -89,9 +124,16 @@ impl Effects {
         }
     }
 
-    /// Emits a record held since it was made (a transaction's, at EXEC).
+    /// Emits a record held since it was made.
     pub fn emit_owned(&self, effect: &Effect) {
         effect.with_ref(|e| self.emit(e));
+    }
+
+    /// Emits records as one unit (see [`EffectSink::on_effects`]).
+    pub fn emit_all(&self, effects: &[Effect]) {
+        for s in self.sinks.read().iter() {
+            s.on_effects(effects);
+        }
     }
 }
 

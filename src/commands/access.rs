@@ -38,6 +38,9 @@ pub struct Locked<'a, 'k> {
     /// Set when `notify-keyspace-events` has the `n` class: a key created
     /// through this view publishes a "new" event (Redis's dbAdd does).
     new_key_event: Option<(&'a Server, usize)>,
+    /// Set when locking expired a key whose DEL is held back: the records
+    /// held are emitted when the view is dropped (`flush_deferred`).
+    flush: Option<&'a Server>,
 }
 
 /// Seconds-resolution LRU clock, as Redis's LRU_CLOCK (24 bits).
@@ -62,6 +65,7 @@ impl<'a> Ctx<'a> {
             lru,
             opened: Some((key, slot)),
             new_key_event: self.new_key_event(db),
+            flush: None,
         };
         self.expire_if_due(&mut l, db, key, slot);
         l
@@ -93,6 +97,7 @@ impl<'a> Ctx<'a> {
             lru,
             opened: None,
             new_key_event: self.new_key_event(db),
+            flush: None,
         };
         for k in keys {
             let slot = ks.slot(k);
@@ -131,7 +136,9 @@ impl<'a> Ctx<'a> {
             if let Some(old) = old.filter(|_| self.srv.hot.lazyfree_expire.load(Relaxed)) {
                 self.srv.lazyfree.free_entry(old);
             }
-            self.propagate_expired(db, key);
+            if self.propagate_expired_deferred(db, key) {
+                l.flush = Some(&**self.srv);
+            }
         } else if !self.client.no_touch {
             // An LFU policy counts accesses, with or without a maxmemory.
             if self.srv.hot.eviction.policy().is_lfu() {
@@ -139,6 +146,16 @@ impl<'a> Ctx<'a> {
             } else {
                 e.set_lru(lru);
             }
+        }
+    }
+}
+
+impl Drop for Locked<'_, '_> {
+    /// Emits the records held back since locking expired a key, before the
+    /// shard locks go (they are released after this, with the fields).
+    fn drop(&mut self) {
+        if let Some(srv) = self.flush {
+            super::flush_deferred(srv);
         }
     }
 }

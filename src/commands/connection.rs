@@ -5,7 +5,7 @@ use super::{flags::*, CmdError, CmdResult, Command, Ctx};
 use crate::protocol::Args;
 
 pub static COMMANDS: &[Command] = &[
-    Command::new("ping", -1, FAST | STALE, ping)
+    Command::new("ping", -1, FAST, ping)
         .tips(&["request_policy:all_shards", "response_policy:all_succeeded"])
         .acl("fast connection")
         .doc(

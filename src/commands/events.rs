@@ -122,6 +122,11 @@ impl Ctx<'_> {
     /// Tells clients blocked on `key` (BLPOP, BZPOPMIN, ...) that it may now
     /// serve them. Call after the write, while still holding the key's lock.
     pub fn signal_ready(&mut self, db: usize, key: &[u8]) {
+        if self.client.in_exec {
+            // Served once the transaction is over (see multi.rs).
+            self.client.exec_ready.push((db, key.to_vec()));
+            return;
+        }
         self.srv.blocking.signal(db, key);
     }
 }

@@ -170,8 +170,13 @@ pub fn admit(
     Ok(())
 }
 
-/// Evicts now if memory is over `maxmemory` (after CONFIG SET).
+/// Evicts now if memory is over `maxmemory` (after CONFIG SET). Not inside
+/// EXEC: as Redis, a transaction runs whole and eviction waits for the next
+/// command (and its DELs follow the transaction in the effect stream).
 pub fn evict_if_over(ctx: &mut super::Ctx) {
+    if ctx.client.in_exec {
+        return;
+    }
     let limit = ctx.srv.hot.maxmemory.load(Relaxed);
     if limit != 0 && used_memory() > limit {
         evict(ctx.srv, ctx.clock, ctx.stats, ctx.client.id, limit);
@@ -314,7 +319,8 @@ fn evict_key(
     let Some(old) = g.remove(&ks.hasher, slot.hash, key) else {
         return; // gone meanwhile
     };
-    if srv.hot.eviction.lazy.load(Relaxed) {
+    let lazy = srv.hot.eviction.lazy.load(Relaxed);
+    if lazy {
         srv.lazyfree.free_entry(old);
     } else {
         drop(old);
@@ -331,7 +337,8 @@ fn evict_key(
         srv.effects.emit(&crate::effects::EffectRef {
             db,
             version: clock.now(),
-            argv: &[b"DEL", key],
+            // UNLINK when freed lazily, as Redis propagates it.
+            argv: &[if lazy { &b"UNLINK"[..] } else { b"DEL" }, key],
         });
     }
 }

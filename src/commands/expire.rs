@@ -189,7 +189,8 @@ fn expire_generic(
     let v = ctx.version_after(prev_version);
     if when <= ctx.now_ms as i64 && ctx.replay_version.is_none() {
         l.remove(key);
-        ctx.propagate(v, &[b"DEL", key]);
+        let del = ctx.expired_del_name();
+        ctx.propagate(v, &[del, key]);
         ctx.notify(super::events::class::GENERIC, "del", key);
     } else {
         // A replayed deadline may lie in the past; 0 would mean "persistent".

@@ -369,8 +369,11 @@ fn randomkey(ctx: &mut Ctx, _args: Args) -> CmdResult {
     let db = ctx.srv.keyspace.db(ctx.db());
     // Uniform over keys, not shards: pick the i-th key of the database by
     // the shards' sizes (picking a shard first would favour the keys of a
-    // shard that follows empty ones). A few tries skip expired keys.
+    // shard that follows empty ones). Expired keys met are deleted, as
+    // Redis's lazy expiry does (each propagated as its own DEL).
+    let mut expired: Vec<Key> = vec![];
     for _ in 0..8 {
+        expire_keys(ctx, &mut expired);
         let sizes: Vec<usize> = (0..SHARDS).map(|i| db.lock(i).len()).collect();
         let total: usize = sizes.iter().sum();
         if total == 0 {
@@ -397,11 +400,25 @@ fn randomkey(ctx: &mut Ctx, _args: Args) -> CmdResult {
             ctx.out.bulk(&e.key);
             return Ok(());
         }
+        expired.push(e.key.clone());
     }
-    // Mostly expired keys: any live one, else nil.
+    expire_keys(ctx, &mut expired);
+    // Mostly expired keys: any live one (deleting up to 128 expired keys
+    // met on the way), else nil.
     for i in 0..SHARDS {
         let g = db.lock(i);
-        let live = g.iter().find(|e| !e.is_expired(now)).map(|e| e.key.clone());
+        let mut live = None;
+        for e in g.iter() {
+            if !e.is_expired(now) {
+                live = Some(e.key.clone());
+                break;
+            }
+            if expired.len() < 128 {
+                expired.push(e.key.clone());
+            }
+        }
+        drop(g);
+        expire_keys(ctx, &mut expired);
         if let Some(k) = live {
             ctx.out.bulk(&k);
             return Ok(());
@@ -476,8 +493,10 @@ fn scan(ctx: &mut Ctx, args: Args) -> CmdResult {
     };
     let budget = o.count.saturating_mul(10).max(100);
     let mut examined = 0usize;
+    let mut expired: Vec<Key> = vec![];
     let next = loop {
-        examined += scan_part(ctx, &mut cur, &o, &mut found);
+        examined += scan_part(ctx, &mut cur, &o, &mut found, &mut expired);
+        expire_keys(ctx, &mut expired);
         match cur.next() {
             None => break 0,
             Some(n) => cur = n,
@@ -508,10 +527,24 @@ fn start_cursor(c: u64) -> Option<Cursor> {
     Some(cur)
 }
 
-/// Collects the live keys of one part of a shard; returns the entries
-/// examined (an empty shard costs next to nothing, so an empty or nearly
-/// empty database is scanned in one call).
-fn scan_part(ctx: &Ctx, cur: &mut Cursor, o: &ScanOpts, found: &mut Vec<Key>) -> usize {
+/// Deletes (and propagates as DEL, one record each, as Redis's lazy
+/// expiry does) the keys a read found expired, once its shard lock is gone.
+fn expire_keys(ctx: &mut Ctx, keys: &mut Vec<Key>) {
+    for k in keys.drain(..) {
+        drop(ctx.open(&k));
+    }
+}
+
+/// Collects the live keys of one part of a shard, and its expired ones in
+/// `expired`; returns the entries examined (an empty shard costs next to
+/// nothing, so an empty or nearly empty database is scanned in one call).
+fn scan_part(
+    ctx: &Ctx,
+    cur: &mut Cursor,
+    o: &ScanOpts,
+    found: &mut Vec<Key>,
+    expired: &mut Vec<Key>,
+) -> usize {
     let ks = &ctx.srv.keyspace;
     let now = ctx.now_ms;
     let g = ks.db(ctx.db()).lock(cur.shard);
@@ -524,6 +557,7 @@ fn scan_part(ctx: &Ctx, cur: &mut Cursor, o: &ScanOpts, found: &mut Vec<Key>) ->
             continue;
         }
         if e.is_expired(now) {
+            expired.push(e.key.clone());
             continue;
         }
         if let Some(t) = o.type_name {
@@ -789,8 +823,10 @@ fn copy(ctx: &mut Ctx, args: Args) -> CmdResult {
     entry.set_lru(lru_clock(ctx.now_ms));
     entry.set_lfu(5);
     p.dst().insert(hasher, dh, entry);
-    let db = dst_db.to_string();
-    ctx.propagate(v, &[b"COPY", src, dst, b"DB", db.as_bytes(), b"REPLACE"]);
+    // As the client sent it (Redis does): replayed in order, the replica
+    // holds the same keys, so it copies exactly when we did.
+    let argv: Vec<&[u8]> = (0..args.len()).map(|i| args.get(i)).collect();
+    ctx.propagate(v, &argv);
     ctx.notify_db(dst_db, super::events::class::GENERIC, "copy_to", dst);
     ctx.signal_ready(dst_db, dst);
     drop(p);

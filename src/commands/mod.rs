@@ -347,6 +347,10 @@ pub struct Ctx<'a> {
     pub now_ms: u64,
     /// When replaying an effect, the version it carries.
     pub replay_version: Option<u64>,
+    /// The command as the client sent it (None when replaying): a record
+    /// equal to it keeps the client's spelling of the name, as Redis
+    /// propagates an unrewritten command's argv verbatim.
+    pub sent: Option<Args<'a>>,
 }
 
 impl Ctx<'_> {
@@ -385,6 +389,19 @@ impl Ctx<'_> {
         if self.srv.tracking.active() {
             tracking::touch_write(self, argv);
         }
+        self.emit_as_sent(db, version, argv);
+    }
+
+    /// [`Self::emit_effect`], in the client's spelling when the record is
+    /// the command it sent.
+    fn emit_as_sent(&mut self, db: usize, version: u64, argv: &[&[u8]]) {
+        if self.srv.effects.enabled() {
+            if let Some(s) = self.sent.filter(|s| as_sent(s, argv)) {
+                let mut v = argv.to_vec();
+                v[0] = s.get(0);
+                return self.emit_effect(db, version, &v);
+            }
+        }
         self.emit_effect(db, version, argv);
     }
 
@@ -395,21 +412,125 @@ impl Ctx<'_> {
             let e = EffectRef { db, version, argv };
             match &mut self.client.exec_effects {
                 Some(buf) => buf.push(e.to_owned()),
+                None if deferring() => defer(e.to_owned()),
                 None => self.srv.effects.emit(&e),
             }
         }
     }
 
+    /// How a key deleted because its expiry passed is propagated: UNLINK
+    /// with `lazyfree-lazy-expire`, else DEL (Redis's propagateDeletion).
+    pub fn expired_del_name(&self) -> &'static [u8] {
+        use std::sync::atomic::Ordering::Relaxed;
+        if self.srv.hot.lazyfree_expire.load(Relaxed) {
+            b"UNLINK"
+        } else {
+            b"DEL"
+        }
+    }
+
+    /// How a user deletion (GETDEL) is propagated: UNLINK with
+    /// `lazyfree-lazy-user-del`, else DEL.
+    pub fn user_del_name(&self) -> &'static [u8] {
+        use std::sync::atomic::Ordering::Relaxed;
+        if self.srv.hot.lazyfree_user_del.load(Relaxed) {
+            b"UNLINK"
+        } else {
+            b"DEL"
+        }
+    }
+
+    /// Reports a write Redis propagates as several records (SPOP with a
+    /// count: one SREM per member): outside a transaction, several records
+    /// go between MULTI and EXEC, as Redis wraps a command's records.
+    pub fn propagate_unit(&mut self, version: u64, records: &[Vec<&[u8]>]) {
+        let wrap =
+            records.len() > 1 && self.client.exec_effects.is_none() && self.srv.effects.enabled();
+        let db = self.client.db;
+        if wrap {
+            self.emit_effect(db, version, &[b"MULTI"]);
+        }
+        for r in records {
+            self.propagate_db(db, version, r);
+        }
+        if wrap {
+            self.emit_effect(db, version, &[b"EXEC"]);
+        }
+    }
+
+    /// Sends a record to replicas that changed no key (PUBLISH): no dirty
+    /// count, no WATCH or tracking touch, and the AOF skips it.
+    pub fn propagate_repl_only(&mut self, argv: &[&[u8]]) {
+        let v = self.new_version();
+        self.emit_as_sent(self.client.db, v, argv);
+    }
+
     /// Reports that an expired key was deleted (lazily or actively).
     pub fn propagate_expired(&mut self, db: usize, key: &[u8]) {
+        self.note_expired(db, key);
+        let v = self.clock.now_at(self.now_ms);
+        // Redis propagates UNLINK when the value is freed lazily.
+        let name = self.expired_del_name();
+        self.emit_effect(db, v, &[name, key]);
+    }
+
+    /// [`Self::propagate_expired`] for a key a `Locked` view expired while
+    /// locking: outside EXEC its DEL is held back with the records that
+    /// follow until the view is dropped ([`flush_deferred`], still under
+    /// the locks), which wraps several in MULTI/EXEC as Redis wraps a
+    /// command's records (MGET over two expired keys, SET on an expired
+    /// key). Returns whether a record was deferred.
+    pub(crate) fn propagate_expired_deferred(&mut self, db: usize, key: &[u8]) -> bool {
+        if !self.srv.effects.enabled() || self.client.exec_effects.is_some() {
+            self.propagate_expired(db, key);
+            return false;
+        }
+        self.note_expired(db, key);
+        let version = self.clock.now_at(self.now_ms);
+        let argv = vec![self.expired_del_name().to_vec(), key.to_vec()];
+        defer(Effect { db, version, argv });
+        true
+    }
+
+    fn note_expired(&mut self, db: usize, key: &[u8]) {
         self.notify_db(db, events::class::EXPIRED, "expired", key);
         self.stats.add_expired(1);
         self.stats.add_dirty(1);
         self.srv.watch.touch_expired(db, key);
         tracking::touch_expired(self.srv, self.client.id, key);
-        let v = self.clock.now_at(self.now_ms);
-        self.emit_effect(db, v, &[b"DEL", key]);
     }
+}
+
+thread_local! {
+    /// Records held back while a `Locked` view that lazily expired a key is
+    /// open (see [`Ctx::propagate_expired_deferred`]).
+    static DEFERRED: std::cell::RefCell<Vec<Effect>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// Whether records are being held back (see [`flush_deferred`]).
+fn deferring() -> bool {
+    DEFERRED.with(|d| !d.borrow().is_empty())
+}
+
+/// Holds `e` back (the first one starts holding).
+fn defer(e: Effect) {
+    DEFERRED.with(|d| d.borrow_mut().push(e));
+}
+
+/// Emits the held-back records: one alone, several between MULTI and EXEC.
+/// Called when the `Locked` view that started holding them is dropped.
+pub(crate) fn flush_deferred(srv: &Server) {
+    let records = DEFERRED.with(|d| std::mem::take(&mut *d.borrow_mut()));
+    multi::emit_unit(srv, records);
+}
+
+/// Whether a record is the sent command itself, but for the name's case.
+fn as_sent(sent: &Args, argv: &[&[u8]]) -> bool {
+    sent.len() == argv.len()
+        && !argv.is_empty()
+        && sent.get(0) != argv[0]
+        && sent.get(0).eq_ignore_ascii_case(argv[0])
+        && (1..argv.len()).all(|i| sent.get(i) == argv[i])
 }
 
 /// Replays one effect record on `srv`'s keyspace, as a replica or AOF loader
@@ -456,6 +577,7 @@ pub fn replay(
         stats,
         now_ms: crate::keyspace::hlc::unix_ms(),
         replay_version: Some(effect.version),
+        sent: None,
     };
     (cmd.handler)(&mut ctx, args).map_err(|e| e.render())
 }
@@ -531,6 +653,7 @@ pub fn run_args(
         stats,
         now_ms: crate::keyspace::hlc::unix_ms(),
         replay_version: None,
+        sent: Some(args),
     };
     (cmd.handler)(&mut ctx, args).map_err(|e| e.render())?;
     Ok(out.buf)

@@ -35,7 +35,12 @@
 //! Effects. During EXEC the client's effects are buffered; at the end, still
 //! under the locks, a single effect is emitted alone and several are
 //! wrapped in `MULTI` ... `EXEC` records, as Redis propagates transactions.
-//! Blocking commands see `ClientState::in_exec` and must not block.
+//! Blocking commands see `ClientState::in_exec` and must not block. Keys
+//! the transaction made ready for blocked clients (`Ctx::signal_ready`) are
+//! signalled once it is over, as Redis serves blocked clients after EXEC:
+//! the woken client sees what the whole transaction left (a key that
+//! expired meanwhile is deleted, propagated as DEL after the EXEC record).
+//! CONFIG SET maxmemory inside EXEC evicts nothing until the next command.
 
 use super::keyspec::KeySpec;
 use std::ops::Range;
@@ -48,7 +53,7 @@ use parking_lot::Mutex;
 use super::flags::*;
 use super::util::arg_i64;
 use super::{CmdError, CmdResult, Command, CommandId, Ctx};
-use crate::effects::{Effect, EffectRef};
+use crate::effects::Effect;
 use crate::keyspace::KeyHasher;
 use crate::protocol::{Args, ReplyBuf};
 use crate::server::client::ClientState;
@@ -190,6 +195,17 @@ pub fn queued_flags(srv: &Server, client: &ClientState) -> u32 {
     })
 }
 
+/// The flags every queued command has, ANDed (all bits outside MULTI or
+/// for an empty queue): a stale replica refuses an EXEC holding a command
+/// without the stale flag.
+pub fn queued_common_flags(srv: &Server, client: &ClientState) -> u32 {
+    client.multi.as_ref().map_or(u32::MAX, |m| {
+        m.queue
+            .iter()
+            .fold(u32::MAX, |f, q| f & srv.commands.get(q.id).flags)
+    })
+}
+
 /// RESET: leaves MULTI and forgets the watched keys.
 pub fn reset(client: &mut ClientState) {
     take_multi(client);
@@ -283,6 +299,9 @@ fn run_queue(ctx: &mut Ctx, m: &MultiState) {
     if let Some(effects) = ctx.client.exec_effects.take() {
         emit_unit(ctx.srv, effects);
     }
+    for (db, key) in std::mem::take(&mut ctx.client.exec_ready) {
+        ctx.srv.blocking.signal(db, &key);
+    }
 }
 
 /// Runs one queued command as the dispatcher would, its error inline.
@@ -303,6 +322,7 @@ fn run_one(ctx: &mut Ctx, q: &Queued) {
             stats: ctx.stats,
             now_ms: ctx.now_ms,
             replay_version: None,
+            sent: Some(q.args()),
         };
         crate::commands::tracking::before_command(ctx.srv, sub.client, q.id, q.args());
         (cmd.handler)(&mut sub, q.args())
@@ -317,25 +337,26 @@ fn run_one(ctx: &mut Ctx, q: &Queued) {
     }
 }
 
-/// Emits a transaction's effects: one alone, several between MULTI and EXEC.
-fn emit_unit(srv: &Server, effects: Vec<Effect>) {
+/// Emits a transaction's effects: one alone, several between MULTI and EXEC
+/// as one unit (no other writer's record lands inside).
+pub(crate) fn emit_unit(srv: &Server, effects: Vec<Effect>) {
     if effects.len() > 1 {
         let (first, last) = (&effects[0], &effects[effects.len() - 1]);
-        let open = EffectRef {
+        let open = Effect {
             db: first.db,
             version: first.version,
-            argv: &[b"MULTI"],
+            argv: vec![b"MULTI".to_vec()],
         };
-        let close = EffectRef {
+        let close = Effect {
             db: last.db,
             version: last.version,
-            argv: &[b"EXEC"],
+            argv: vec![b"EXEC".to_vec()],
         };
-        srv.effects.emit(&open);
-        for e in &effects {
-            srv.effects.emit_owned(e);
-        }
-        srv.effects.emit(&close);
+        let mut all = Vec::with_capacity(effects.len() + 2);
+        all.push(open);
+        all.extend(effects);
+        all.push(close);
+        srv.effects.emit_all(&all);
     } else {
         for e in &effects {
             srv.effects.emit_owned(e);

@@ -282,6 +282,9 @@ fn publish_generic(ctx: &mut Ctx, args: Args, shard: bool) -> CmdResult {
         .pubsub
         .publish(shard, args.get(1), args.get(2), &limit, ctx.now_ms);
     ctx.out.int(n as i64);
+    // Replicas get it too (their subscribers hear it), as Redis does.
+    let name: &[u8] = if shard { b"SPUBLISH" } else { b"PUBLISH" };
+    ctx.propagate_repl_only(&[name, args.get(1), args.get(2)]);
     Ok(())
 }
 

@@ -384,9 +384,9 @@ fn spop(ctx: &mut Ctx, args: Args) -> CmdResult {
     if whole {
         ctx.propagate(version, &[b"DEL", key]);
     } else {
-        let mut argv: Vec<&[u8]> = vec![b"SREM", key];
-        argv.extend(popped.iter().map(|m| &m[..]));
-        ctx.propagate(version, &argv);
+        // One SREM per member, as Redis 7.0 propagates SPOP with a count.
+        let records: Vec<Vec<&[u8]>> = popped.iter().map(|m| vec![&b"SREM"[..], key, m]).collect();
+        ctx.propagate_unit(version, &records);
     }
     Ok(())
 }

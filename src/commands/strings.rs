@@ -401,18 +401,39 @@ fn set_generic(
     if expire_at != 0 && expire_at <= ctx.now_ms && ctx.replay_version.is_none() {
         // Already expired (EXAT/PXAT in the past): the key is deleted.
         if l.remove(key).is_some() {
-            ctx.propagate(version, &[b"DEL", key]);
+            let del = ctx.expired_del_name();
+            ctx.propagate(version, &[del, key]);
             ctx.notify(super::events::class::GENERIC, "del", key);
         }
     } else {
         l.put(key, Value::string(val), expire_at, version);
-        propagate_set(ctx, version, key, val, expire);
+        match ctx
+            .sent
+            .filter(|s| !matches!(expire, ExpireOpt::At(_)) && is_set(s))
+        {
+            // No expiry to make absolute: as sent, less GET (as Redis).
+            Some(s) => {
+                let argv: Vec<&[u8]> = (0..s.len())
+                    .map(|i| s.get(i))
+                    .enumerate()
+                    .filter(|(i, a)| *i < 3 || !a.eq_ignore_ascii_case(b"get"))
+                    .map(|(_, a)| a)
+                    .collect();
+                ctx.propagate(version, &argv);
+            }
+            None => propagate_set(ctx, version, key, val, expire),
+        }
         ctx.notify(super::events::class::STRING, "set", key);
         if matches!(expire, ExpireOpt::At(_)) {
             ctx.notify(super::events::class::GENERIC, "expire", key);
         }
     }
     Ok(true)
+}
+
+/// Whether the client's command is SET itself (not SETEX, GETSET ...).
+fn is_set(sent: &Args) -> bool {
+    sent.get(0).eq_ignore_ascii_case(b"set")
 }
 
 /// Propagates a SET with its expiry made absolute.
@@ -488,7 +509,8 @@ fn getdel(ctx: &mut Ctx, args: Args) -> CmdResult {
     reply_value(ctx, key, Some(&*e));
     let version = ctx.version_after(e.version);
     l.remove(key);
-    ctx.propagate(version, &[b"DEL", key]);
+    let del = ctx.user_del_name();
+    ctx.propagate(version, &[del, key]);
     ctx.notify(super::events::class::GENERIC, "del", key);
     Ok(())
 }
@@ -510,7 +532,8 @@ fn getex(ctx: &mut Ctx, args: Args) -> CmdResult {
         let version = ctx.version_after(prev);
         if absolute && at <= ctx.now_ms && ctx.replay_version.is_none() {
             l.remove(key);
-            ctx.propagate(version, &[b"DEL", key]);
+            let del = ctx.expired_del_name();
+            ctx.propagate(version, &[del, key]);
             ctx.notify(super::events::class::GENERIC, "del", key);
         } else {
             l.set_expire(key, at);
@@ -1016,6 +1039,7 @@ mod tests {
             stats: &stats,
             now_ms: unix_ms(),
             replay_version: None,
+            sent: None,
         };
         (cmd.handler)(&mut ctx, args).unwrap();
         out.buf

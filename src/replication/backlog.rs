@@ -170,6 +170,24 @@ impl Backlog {
         });
     }
 
+    /// Appends several commands (database, argv) under one lock: a
+    /// transaction's MULTI ... EXEC with no other writer's record inside.
+    pub fn append_commands<'e>(&self, records: impl IntoIterator<Item = (usize, &'e [Vec<u8>])>) {
+        let mut g = self.inner.lock();
+        if !g.active {
+            return;
+        }
+        let mut s = Vec::new();
+        for (db, argv) in records {
+            if g.db != Some(db) {
+                crate::protocol::request::select(&mut s, db);
+                g.db = Some(db);
+            }
+            crate::protocol::request::command(&mut s, argv);
+        }
+        self.push_locked(&mut g, &s);
+    }
+
     /// Appends bytes as they are (a replica relaying its master's stream,
     /// or a PING). `db` is the database the bytes leave selected, if known.
     pub fn append_raw(&self, bytes: &[u8]) {

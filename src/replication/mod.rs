@@ -27,7 +27,7 @@ use std::sync::Arc;
 
 use parking_lot::Mutex;
 
-use crate::effects::{EffectRef, EffectSink};
+use crate::effects::{Effect, EffectRef, EffectSink};
 use crate::server::Server;
 
 /// The replication ids of this node's history (Redis's replid/replid2).
@@ -143,6 +143,15 @@ impl EffectSink for Feed {
         self.backlog.append_command(e.db, e.argv);
         master::WROTE.with(|w| w.set(true));
     }
+
+    fn on_effects(&self, effects: &[Effect]) {
+        if self.is_replica.load(Relaxed) {
+            return;
+        }
+        self.backlog
+            .append_commands(effects.iter().map(|e| (e.db, &e.argv[..])));
+        master::WROTE.with(|w| w.set(true));
+    }
 }
 
 /// INFO's replication section.
@@ -239,6 +248,11 @@ pub fn cron(srv: &Server) {
     NO_REPLICAS_SINCE_MS.store(0, Relaxed);
     repl.load_limits(srv);
     let period = srv.config.read().get_i64("repl-ping-replica-period").max(1) as u64 * 1000;
+    // The first period starts now: a new replica's stream does not begin
+    // with a PING (Redis pings on its cron's period, not on attach).
+    if LAST_PING_MS.load(Relaxed) == 0 {
+        LAST_PING_MS.store(now, Relaxed);
+    }
     if now.saturating_sub(LAST_PING_MS.load(Relaxed)) >= period {
         LAST_PING_MS.store(now, Relaxed);
         repl.backlog.append_raw(b"*1\r\n$4\r\nPING\r\n");
@@ -310,11 +324,24 @@ fn replica_admit(
             c.get_bool("replica-read-only"),
         )
     };
-    if !serve_stale && !srv.repl.replica.link_up() && cmd.flags & STALE == 0 {
-        return Err(CmdError::Msg(
-            "MASTERDOWN Link with MASTER is down and replica-serve-stale-data is set to 'no'."
-                .into(),
-        ));
+    // EXEC is refused if one of its queued commands would be (Redis's
+    // cmd_inv_flags), the error then aborting the transaction.
+    let is_exec = cmd.name == "exec";
+    let deny_stale = if is_exec {
+        multi::queued_common_flags(srv, client) & STALE == 0
+    } else {
+        cmd.flags & STALE == 0
+    };
+    if !serve_stale && !srv.repl.replica.link_up() && deny_stale {
+        const DOWN: &str =
+            "MASTERDOWN Link with MASTER is down and replica-serve-stale-data is set to 'no'.";
+        if is_exec {
+            multi::reset(client);
+            return Err(CmdError::Msg(format!(
+                "EXECABORT Transaction discarded because of: {DOWN}"
+            )));
+        }
+        return Err(CmdError::Msg(DOWN.into()));
     }
     let writes = cmd.flags & WRITE != 0
         || (cmd.name == "exec" && multi::queued_flags(srv, client) & WRITE != 0);

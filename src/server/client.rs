@@ -77,6 +77,9 @@ pub struct ClientState {
     pub watches: Option<crate::commands::multi::Watches>,
     /// Effects of the running EXEC, emitted together when it ends.
     pub exec_effects: Option<Vec<crate::effects::Effect>>,
+    /// Keys the running EXEC made ready for blocked clients (db, key):
+    /// signalled when it ends, as Redis serves them after the command.
+    pub exec_ready: Vec<(usize, Vec<u8>)>,
     /// BLPOP & co.: a pending block and retry state (see `blocking.rs`).
     pub block: super::blocking::BlockSlot,
     /// What REPLCONF told us (a replica's handshake).
@@ -111,6 +114,7 @@ impl ClientState {
             in_exec: false,
             watches: None,
             exec_effects: None,
+            exec_ready: Vec::new(),
             block: Default::default(),
             replconf: None,
             sync_request: None,

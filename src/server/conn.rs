@@ -553,6 +553,7 @@ pub fn dispatch(
                 stats: &worker.stats,
                 now_ms: worker.unix_ms_at(start),
                 replay_version: None,
+                sent: Some(args),
             };
             crate::commands::tracking::before_command(srv, ctx.client, id, args);
             let r = (cmd.handler)(&mut ctx, args);

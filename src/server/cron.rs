@@ -54,7 +54,8 @@ pub async fn worker_cron(srv: Arc<Server>, worker: Rc<Worker>, index: usize, nwo
                     srv.effects.emit(&crate::effects::EffectRef {
                         db,
                         version: v,
-                        argv: &[b"DEL", &e.key],
+                        // UNLINK when freed lazily, as Redis propagates it.
+                        argv: &[del_name(&srv), &e.key],
                     });
                 }
                 if srv.hot.lazyfree_expire.load(Relaxed) {
@@ -72,5 +73,14 @@ fn end_pause_if_due(srv: &Server) {
     if until != 0 && unix_ms() >= until {
         srv.pause_until_ms.store(0, Relaxed);
         srv.unpaused.notify_waiters();
+    }
+}
+
+/// The command an expired key's deletion is propagated as.
+fn del_name(srv: &Server) -> &'static [u8] {
+    if srv.hot.lazyfree_expire.load(Relaxed) {
+        b"UNLINK"
+    } else {
+        b"DEL"
     }
 }

@@ -28,7 +28,7 @@ use std::sync::Arc;
 
 use parking_lot::Mutex;
 
-use crate::effects::{EffectRef, EffectSink};
+use crate::effects::{Effect, EffectRef, EffectSink};
 use crate::log_warning;
 use crate::protocol::request as resp;
 
@@ -110,10 +110,27 @@ impl Output {
 
 impl EffectSink for Core {
     fn on_effect(&self, e: &EffectRef<'_>) {
+        if !self.active.load(Relaxed) || e.repl_only() {
+            return;
+        }
+        self.append_locked(&mut self.pending.lock(), e.db, e.argv);
+    }
+
+    /// Under one lock of the pending buffer: a transaction stays together.
+    fn on_effects(&self, effects: &[Effect]) {
         if !self.active.load(Relaxed) {
             return;
         }
         let mut p = self.pending.lock();
+        for e in effects.iter().filter(|e| !e.repl_only()) {
+            self.append_locked(&mut p, e.db, &e.argv);
+        }
+    }
+}
+
+impl Core {
+    /// Appends one record to the pending buffer (locked by the caller).
+    fn append_locked<A: AsRef<[u8]>>(&self, p: &mut Pending, db: usize, argv: &[A]) {
         let before = p.buf.len();
         if self.timestamps.load(Relaxed) {
             let now = crate::keyspace::hlc::unix_ms() / 1000;
@@ -122,11 +139,11 @@ impl EffectSink for Core {
                 p.buf.extend_from_slice(format!("#TS:{now}\r\n").as_bytes());
             }
         }
-        if p.db != Some(e.db) {
-            p.db = Some(e.db);
-            resp::select(&mut p.buf, e.db);
+        if p.db != Some(db) {
+            p.db = Some(db);
+            resp::select(&mut p.buf, db);
         }
-        resp::command(&mut p.buf, e.argv);
+        resp::command(&mut p.buf, argv);
         let end = self.appended.load(Relaxed) + (p.buf.len() - before) as u64;
         self.appended.store(end, Release);
         LAST_END.with(|c| c.set(end));
