@@ -110,6 +110,9 @@ pub struct SnapshotState {
     key_delay_us: AtomicUsize,
     pub keys_total: AtomicUsize,
     pub keys_done: AtomicUsize,
+    /// The running snapshot feeds replicas (a BGSAVE for INFO's
+    /// rdb_bgsave_in_progress, as Redis's replication child is one).
+    pub for_replicas: AtomicBool,
 }
 
 impl SnapshotState {

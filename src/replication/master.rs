@@ -82,6 +82,8 @@ pub struct MasterSide {
     /// repl-throttle-lag, and whether repl-lag-policy is "throttle".
     throttle_lag: AtomicU64,
     throttle_on: std::sync::atomic::AtomicBool,
+    /// Replicas waiting for the next shared diskless snapshot.
+    pending_sync: Mutex<Option<SyncGroup>>,
 }
 
 impl MasterSide {
@@ -600,21 +602,23 @@ where
 {
     let diskless = conf.capa_eof && srv.config.read().get_bool("repl-diskless-sync");
     srv.repl.master.sync_full.fetch_add(1, Relaxed);
-    let (offset, pipe, done) = start_snapshot(srv, io, handle, diskless, shared).await?;
-    log_notice!(
-        "Starting BGSAVE for SYNC with target: {}",
-        if diskless { "replicas sockets" } else { "disk" }
-    );
+    let (offset, pipe, done) = if diskless {
+        wait_shared_snapshot(srv, io, handle, shared).await?
+    } else {
+        let started = start_snapshot(srv, io, handle, shared).await?;
+        log_notice!("Starting BGSAVE for SYNC with target: disk");
+        started
+    };
     if req.psync {
         let replid = srv.repl.ids.lock().replid.clone();
         let line = format!("+FULLRESYNC {replid} {offset}\r\n");
         write_all(io, line.as_bytes(), &shared.kill).await.ok()?;
     }
-    *handle.state.lock() = "send_bulk";
     let pipe_used = pipe.is_some();
     let sent = match pipe {
+        // Redis shows wait_bgsave while its child streams to the socket.
         Some(pipe) => send_diskless(io, pipe, done, shared).await,
-        None => send_file(io, handle.client_id, done, shared).await,
+        None => send_file(io, handle, done, shared).await,
     };
     let _ = std::fs::remove_file(sync_file_name(handle.client_id));
     match sent {
@@ -628,14 +632,13 @@ where
 
 type SnapDone = tokio::sync::oneshot::Receiver<std::io::Result<u64>>;
 
-/// Starts the snapshot (waiting for a running one to end, with newline
-/// keepalives as Redis sends); returns the cut's offset, the read end of a
-/// diskless pipe, and the completion.
+/// Starts a disk-based snapshot for this replica alone (waiting for a
+/// running one to end, with newline keepalives as Redis sends); returns
+/// the cut's offset and the completion.
 async fn start_snapshot<T>(
     srv: &Arc<Server>,
     io: &AsyncFd<T>,
     handle: &Arc<ReplicaHandle>,
-    diskless: bool,
     shared: &ClientShared,
 ) -> Option<(u64, Option<tokio::net::UnixStream>, SnapDone)>
 where
@@ -647,39 +650,32 @@ where
     loop {
         let (tx, rx) = tokio::sync::oneshot::channel();
         let cut_offset = Arc::new(AtomicU64::new(0));
-        let (writer, reader) = if diskless {
-            let (w, r) = std::os::unix::net::UnixStream::pair().ok()?;
-            r.set_nonblocking(true).ok()?;
-            (Some(w), Some(r))
-        } else {
-            (None, None)
-        };
         let (srv_cut, h, off) = (srv.clone(), handle.clone(), cut_offset.clone());
+        let srv_done = srv.clone();
         let job = SnapshotJob {
             format: SnapFormat::Rdb,
             path: sync_file_name(handle.client_id),
-            stream: writer.map(|w| Box::new(w) as Box<dyn Write + Send>),
+            stream: None,
             at_cut: Some(Box::new(move || {
                 // Every shard is locked: no write is half in the stream.
                 let b = &srv_cut.repl.backlog;
                 let end = b.end();
                 off.store(end, Relaxed);
+                srv_cut.persist.snapshot.for_replicas.store(true, Relaxed);
                 h.ack_offset.store(end, Relaxed);
                 h.sent.store(end + 1, Relaxed);
                 srv_cut.repl.master.update_keep_from(b);
                 b.forget_db();
             })),
             done: Box::new(move |r| {
+                srv_done.persist.snapshot.for_replicas.store(false, Relaxed);
                 let _ = tx.send(r);
             }),
-            threads: std::thread::available_parallelism().map_or(1, |n| (n.get() / 2).max(1)),
+            threads: snapshot_threads(srv),
             aux: Vec::new(),
         };
         match snapshot::start(srv, job) {
-            Ok(()) => {
-                let pipe = reader.and_then(|r| tokio::net::UnixStream::from_std(r).ok());
-                return Some((cut_offset.load(Relaxed), pipe, rx));
-            }
+            Ok(()) => return Some((cut_offset.load(Relaxed), None, rx)),
             Err(SnapshotError::Busy) => {
                 // Another save runs: wait for it, keeping the link alive.
                 tokio::time::sleep(Duration::from_millis(100)).await;
@@ -693,6 +689,204 @@ where
                 return None;
             }
         }
+    }
+}
+
+/// Serializer threads for a replication snapshot: half the cores, one
+/// when `rdb-key-save-delay` stretches it (the delay is per key).
+fn snapshot_threads(srv: &Server) -> usize {
+    if srv.config.read().get_i64("rdb-key-save-delay") != 0 {
+        return 1;
+    }
+    std::thread::available_parallelism().map_or(1, |n| (n.get() / 2).max(1))
+}
+
+// ------------------------------------------------- shared diskless syncs
+
+/// A replica waiting for the next diskless snapshot.
+struct SyncMember {
+    handle: Arc<ReplicaHandle>,
+    /// The snapshot writes here; the replica's task reads the other end.
+    writer: std::os::unix::net::UnixStream,
+    /// The cut's offset, once the snapshot starts.
+    started: tokio::sync::oneshot::Sender<u64>,
+    done: tokio::sync::oneshot::Sender<std::io::Result<u64>>,
+}
+
+/// The replicas that will share the next diskless snapshot
+/// (`repl-diskless-sync-delay`, `repl-diskless-sync-max-replicas`).
+pub struct SyncGroup {
+    members: Vec<SyncMember>,
+    /// Unix ms the first one arrived.
+    since_ms: u64,
+}
+
+/// Joins the diskless snapshot about to start (or opens one, started by a
+/// coordinator thread once `repl-diskless-sync-delay` seconds pass or
+/// `repl-diskless-sync-max-replicas` replicas wait), then waits for it to
+/// start, sending newlines meanwhile as Redis does. Every replica of one
+/// snapshot gets the same cut offset.
+async fn wait_shared_snapshot<T>(
+    srv: &Arc<Server>,
+    io: &AsyncFd<T>,
+    handle: &Arc<ReplicaHandle>,
+    shared: &ClientShared,
+) -> Option<(u64, Option<tokio::net::UnixStream>, SnapDone)>
+where
+    T: AsRawFd,
+    for<'a> &'a T: Write,
+{
+    let (writer, reader) = std::os::unix::net::UnixStream::pair().ok()?;
+    reader.set_nonblocking(true).ok()?;
+    let reader = tokio::net::UnixStream::from_std(reader).ok()?;
+    let (started_tx, mut started) = tokio::sync::oneshot::channel();
+    let (done_tx, done) = tokio::sync::oneshot::channel();
+    let member = SyncMember {
+        handle: handle.clone(),
+        writer,
+        started: started_tx,
+        done: done_tx,
+    };
+    let opened = {
+        let mut pending = srv.repl.master.pending_sync.lock();
+        let group = pending.get_or_insert_with(|| SyncGroup {
+            members: Vec::new(),
+            since_ms: unix_ms(),
+        });
+        group.members.push(member);
+        group.members.len() == 1
+    };
+    if opened {
+        let srv = srv.clone();
+        let spawned = std::thread::Builder::new()
+            .name("lattice-replsync".into())
+            .spawn(move || coordinate_shared_sync(&srv));
+        if let Err(e) = spawned {
+            log_warning!("Can't start the replication sync thread: {e}");
+            return None;
+        }
+    }
+    let offset = loop {
+        tokio::select! {
+            r = &mut started => break r.ok()?,
+            _ = shared.kill.notified() => return None,
+            _ = tokio::time::sleep(Duration::from_secs(1)) => {
+                write_all(io, b"\n", &shared.kill).await.ok()?;
+            }
+        }
+    };
+    Some((offset, Some(reader), done))
+}
+
+/// The thread behind a [`SyncGroup`]: waits until the group is due, then
+/// starts its snapshot (retrying while another save runs).
+fn coordinate_shared_sync(srv: &Arc<Server>) {
+    use crate::persistence::snapshot::{self, SnapshotError};
+    let master = &srv.repl.master;
+    loop {
+        let (delay_ms, max) = {
+            let c = srv.config.read();
+            let delay = c.get_i64("repl-diskless-sync-delay").max(0) as u64;
+            (delay * 1000, c.get_i64("repl-diskless-sync-max-replicas").max(0))
+        };
+        {
+            let mut pending = master.pending_sync.lock();
+            let Some(group) = pending.as_mut() else {
+                return;
+            };
+            // Replicas that left meanwhile no longer count.
+            let attached = master.replicas.lock().clone();
+            group
+                .members
+                .retain(|m| attached.iter().any(|r| Arc::ptr_eq(r, &m.handle)));
+            if group.members.is_empty() {
+                *pending = None;
+                return;
+            }
+            let due = unix_ms().saturating_sub(group.since_ms) >= delay_ms
+                || (max > 0 && group.members.len() as i64 >= max);
+            if due && !srv.persist.snapshot.running() {
+                drop(pending);
+                match snapshot::start(srv, shared_job(srv)) {
+                    Ok(()) => return,
+                    Err(SnapshotError::Busy) => {}
+                    Err(SnapshotError::Spawn(e)) => {
+                        log_warning!("Can't start the snapshot for replicas: {e}");
+                        master.pending_sync.lock().take(); // their syncs fail
+                        return;
+                    }
+                }
+            }
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// The job of a shared diskless snapshot: at the cut it takes the waiting
+/// group (whoever joined until that instant), gives them all the cut's
+/// offset, and streams to all of them.
+fn shared_job(srv: &Arc<Server>) -> crate::persistence::snapshot::SnapshotJob {
+    use crate::persistence::snapshot::{SnapFormat, SnapshotJob};
+    let sinks = Arc::new(Mutex::new(Vec::new()));
+    let dones = Arc::new(Mutex::new(Vec::new()));
+    let (srv_cut, cut_sinks, cut_dones) = (srv.clone(), sinks.clone(), dones.clone());
+    let srv_done = srv.clone();
+    let at_cut = move || {
+        let group = srv_cut.repl.master.pending_sync.lock().take();
+        let members = group.map(|g| g.members).unwrap_or_default();
+        let b = &srv_cut.repl.backlog;
+        let end = b.end();
+        srv_cut.persist.snapshot.for_replicas.store(true, Relaxed);
+        log_notice!(
+            "Starting BGSAVE for SYNC with target: replicas sockets ({} replicas)",
+            members.len()
+        );
+        for m in members {
+            m.handle.ack_offset.store(end, Relaxed);
+            m.handle.sent.store(end + 1, Relaxed);
+            let _ = m.started.send(end);
+            cut_sinks.lock().push(m.writer);
+            cut_dones.lock().push(m.done);
+        }
+        srv_cut.repl.master.update_keep_from(b);
+        b.forget_db();
+    };
+    SnapshotJob {
+        format: SnapFormat::Rdb,
+        path: std::path::PathBuf::new(),
+        stream: Some(Box::new(Fanout(sinks))),
+        at_cut: Some(Box::new(at_cut)),
+        done: Box::new(move |r| {
+            srv_done.persist.snapshot.for_replicas.store(false, Relaxed);
+            for d in dones.lock().drain(..) {
+                let each = match &r {
+                    Ok(n) => Ok(*n),
+                    Err(e) => Err(std::io::Error::new(e.kind(), e.to_string())),
+                };
+                let _ = d.send(each);
+            }
+        }),
+        threads: snapshot_threads(srv),
+        aux: Vec::new(),
+    }
+}
+
+/// Writes a diskless snapshot to every replica of its group; a replica
+/// gone is dropped, the snapshot fails only when none is left.
+struct Fanout(Arc<Mutex<Vec<std::os::unix::net::UnixStream>>>);
+
+impl Write for Fanout {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let mut sinks = self.0.lock();
+        sinks.retain_mut(|s| s.write_all(buf).is_ok());
+        if sinks.is_empty() {
+            return Err(std::io::ErrorKind::BrokenPipe.into());
+        }
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
     }
 }
 
@@ -730,7 +924,7 @@ where
 /// `$<len>\r\n<rdb>`.
 async fn send_file<T>(
     io: &AsyncFd<T>,
-    client_id: u64,
+    handle: &ReplicaHandle,
     mut done: SnapDone,
     shared: &ClientShared,
 ) -> std::io::Result<()>
@@ -746,7 +940,8 @@ where
             }
         }
     };
-    let mut f = std::fs::File::open(sync_file_name(client_id))?;
+    *handle.state.lock() = "send_bulk";
+    let mut f = std::fs::File::open(sync_file_name(handle.client_id))?;
     write_all(io, format!("${len}\r\n").as_bytes(), &shared.kill).await?;
     let mut buf = vec![0u8; 256 * 1024];
     loop {
