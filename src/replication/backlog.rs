@@ -192,6 +192,16 @@ impl Backlog {
         g.buf.drain(..drop.min(len));
     }
 
+    /// Trims now (a replica went: what only it needed is freed at once).
+    pub fn trim(&self) {
+        let mut g = self.inner.lock();
+        if g.buf.len() > g.size {
+            self.trim_locked(&mut g);
+            let keep = g.size + TRIM_SLACK;
+            g.buf.shrink_to(keep);
+        }
+    }
+
     /// Bytes held.
     pub fn held(&self) -> usize {
         self.inner.lock().buf.len()

@@ -145,6 +145,28 @@ impl MasterSide {
             .min()
     }
 
+    /// INFO's mem_total_replication_buffers, as Redis counts it: the
+    /// backlog (up to repl-backlog-size) plus what some replica has not
+    /// been sent yet. Redis frees a byte once every replica's socket took
+    /// it; we keep it until acknowledged (see `keep_from`), which
+    /// `repl_backlog_held_bytes` shows.
+    pub fn buffer_bytes(&self, srv: &Server) -> usize {
+        let b = &srv.repl.backlog;
+        let held = b.held();
+        let size = srv.config.read().get_i64("repl-backlog-size").max(0) as usize;
+        let end = b.end() + 1;
+        let unsent = self
+            .replicas
+            .lock()
+            .iter()
+            .map(|r| r.sent.load(Relaxed))
+            .filter(|&s| s != 0)
+            .map(|s| end.saturating_sub(s) as usize)
+            .max()
+            .unwrap_or(0);
+        held.min(size.max(unsent))
+    }
+
     /// Replicas online whose last ACK is at most `max_lag_ms` old.
     pub fn good_replicas(&self, max_lag_ms: u64) -> usize {
         let now = unix_ms();
@@ -451,7 +473,7 @@ pub async fn waitaof_acks(srv: &Server, w: WaitAof, kill: &tokio::sync::Notify) 
 pub(crate) async fn serve_replica<T>(
     srv: &Arc<Server>,
     io: &AsyncFd<T>,
-    qb: QueryBuf,
+    mut qb: QueryBuf,
     client: &ClientState,
     req: SyncRequest,
     shared: &Arc<ClientShared>,
@@ -478,7 +500,7 @@ pub(crate) async fn serve_replica<T>(
         Some(from) => continue_partial(srv, io, &conf, &handle, from, shared)
             .await
             .map(|from| (from, false)),
-        None => full_sync(srv, io, &conf, &req, &handle, shared).await,
+        None => full_sync(srv, io, &mut qb, (&conf, &req), &handle, shared).await,
     };
     if let Some((from, streamed)) = start {
         *handle.state.lock() = "online";
@@ -500,6 +522,7 @@ pub(crate) async fn serve_replica<T>(
         .lock()
         .retain(|r| !Arc::ptr_eq(r, &handle));
     srv.repl.master.update_keep_from(&srv.repl.backlog);
+    srv.repl.backlog.trim(); // what only this replica needed goes now
     log_notice!(
         "Connection with replica {}:{} lost.",
         handle.ip,
@@ -591,19 +614,19 @@ fn sync_file_name(client_id: u64) -> std::path::PathBuf {
 async fn full_sync<T>(
     srv: &Arc<Server>,
     io: &AsyncFd<T>,
-    conf: &ReplConf,
-    req: &SyncRequest,
+    qb: &mut QueryBuf,
+    (conf, req): (&ReplConf, &SyncRequest),
     handle: &Arc<ReplicaHandle>,
     shared: &ClientShared,
 ) -> Option<(u64, bool)>
 where
     T: AsRawFd,
-    for<'a> &'a T: Write,
+    for<'a> &'a T: Read + Write,
 {
     let diskless = conf.capa_eof && srv.config.read().get_bool("repl-diskless-sync");
     srv.repl.master.sync_full.fetch_add(1, Relaxed);
     let (offset, pipe, done) = if diskless {
-        wait_shared_snapshot(srv, io, handle, shared).await?
+        wait_shared_snapshot(srv, io, qb, handle, shared).await?
     } else {
         let started = start_snapshot(srv, io, handle, shared).await?;
         log_notice!("Starting BGSAVE for SYNC with target: disk");
@@ -617,7 +640,13 @@ where
     let pipe_used = pipe.is_some();
     let sent = match pipe {
         // Redis shows wait_bgsave while its child streams to the socket.
-        Some(pipe) => send_diskless(io, pipe, done, shared).await,
+        Some((pipe, readers)) => {
+            let sent = send_diskless(io, qb, pipe, done, shared).await;
+            if sent.is_err() {
+                readers.leave(srv);
+            }
+            sent
+        }
         None => send_file(io, handle, done, shared).await,
     };
     let _ = std::fs::remove_file(sync_file_name(handle.client_id));
@@ -631,6 +660,8 @@ where
 }
 
 type SnapDone = tokio::sync::oneshot::Receiver<std::io::Result<u64>>;
+/// A diskless snapshot's read end, and who else reads the same snapshot.
+type DisklessPipe = (tokio::net::UnixStream, Arc<SyncReaders>);
 
 /// Starts a disk-based snapshot for this replica alone (waiting for a
 /// running one to end, with newline keepalives as Redis sends); returns
@@ -640,7 +671,7 @@ async fn start_snapshot<T>(
     io: &AsyncFd<T>,
     handle: &Arc<ReplicaHandle>,
     shared: &ClientShared,
-) -> Option<(u64, Option<tokio::net::UnixStream>, SnapDone)>
+) -> Option<(u64, Option<DisklessPipe>, SnapDone)>
 where
     T: AsRawFd,
     for<'a> &'a T: Write,
@@ -709,7 +740,7 @@ struct SyncMember {
     /// The snapshot writes here; the replica's task reads the other end.
     writer: std::os::unix::net::UnixStream,
     /// The cut's offset, once the snapshot starts.
-    started: tokio::sync::oneshot::Sender<u64>,
+    started: tokio::sync::oneshot::Sender<(u64, Arc<SyncReaders>)>,
     done: tokio::sync::oneshot::Sender<std::io::Result<u64>>,
 }
 
@@ -729,12 +760,13 @@ pub struct SyncGroup {
 async fn wait_shared_snapshot<T>(
     srv: &Arc<Server>,
     io: &AsyncFd<T>,
+    qb: &mut QueryBuf,
     handle: &Arc<ReplicaHandle>,
     shared: &ClientShared,
-) -> Option<(u64, Option<tokio::net::UnixStream>, SnapDone)>
+) -> Option<(u64, Option<DisklessPipe>, SnapDone)>
 where
     T: AsRawFd,
-    for<'a> &'a T: Write,
+    for<'a> &'a T: Read + Write,
 {
     let (writer, reader) = std::os::unix::net::UnixStream::pair().ok()?;
     reader.set_nonblocking(true).ok()?;
@@ -766,16 +798,34 @@ where
             return None;
         }
     }
-    let offset = loop {
+    let (offset, readers) = loop {
         tokio::select! {
             r = &mut started => break r.ok()?,
             _ = shared.kill.notified() => return None,
+            // The replica hung up (what it sends is kept for the feed).
+            r = read_some(io, qb) => if !matches!(r, Ok(n) if n > 0) { return None },
             _ = tokio::time::sleep(Duration::from_secs(1)) => {
                 write_all(io, b"\n", &shared.kill).await.ok()?;
             }
         }
     };
-    Some((offset, Some(reader), done))
+    Some((offset, Some((reader, readers)), done))
+}
+
+/// The replicas still reading one shared diskless snapshot: when the last
+/// one goes, the snapshot stops (Redis kills its child then).
+pub struct SyncReaders {
+    left: std::sync::atomic::AtomicUsize,
+    finished: std::sync::atomic::AtomicBool,
+}
+
+impl SyncReaders {
+    fn leave(&self, srv: &Server) {
+        if self.left.fetch_sub(1, Relaxed) == 1 && !self.finished.load(Relaxed) {
+            log_warning!("Diskless rdb transfer, last replica dropped, stopping the snapshot");
+            crate::persistence::snapshot::abort(srv);
+        }
+    }
 }
 
 /// The thread behind a [`SyncGroup`]: waits until the group is due, then
@@ -831,6 +881,11 @@ fn shared_job(srv: &Arc<Server>) -> crate::persistence::snapshot::SnapshotJob {
     let dones = Arc::new(Mutex::new(Vec::new()));
     let (srv_cut, cut_sinks, cut_dones) = (srv.clone(), sinks.clone(), dones.clone());
     let srv_done = srv.clone();
+    let readers = Arc::new(SyncReaders {
+        left: Default::default(),
+        finished: Default::default(),
+    });
+    let (cut_readers, done_readers) = (readers.clone(), readers);
     let at_cut = move || {
         let group = srv_cut.repl.master.pending_sync.lock().take();
         let members = group.map(|g| g.members).unwrap_or_default();
@@ -844,7 +899,10 @@ fn shared_job(srv: &Arc<Server>) -> crate::persistence::snapshot::SnapshotJob {
         for m in members {
             m.handle.ack_offset.store(end, Relaxed);
             m.handle.sent.store(end + 1, Relaxed);
-            let _ = m.started.send(end);
+            cut_readers.left.fetch_add(1, Relaxed);
+            if m.started.send((end, cut_readers.clone())).is_err() {
+                cut_readers.left.fetch_sub(1, Relaxed);
+            }
             cut_sinks.lock().push(m.writer);
             cut_dones.lock().push(m.done);
         }
@@ -857,6 +915,7 @@ fn shared_job(srv: &Arc<Server>) -> crate::persistence::snapshot::SnapshotJob {
         stream: Some(Box::new(Fanout(sinks))),
         at_cut: Some(Box::new(at_cut)),
         done: Box::new(move |r| {
+            done_readers.finished.store(true, Relaxed);
             srv_done.persist.snapshot.for_replicas.store(false, Relaxed);
             for d in dones.lock().drain(..) {
                 let each = match &r {
@@ -895,20 +954,29 @@ impl Write for Fanout {
 /// looks complete to the replica.
 async fn send_diskless<T>(
     io: &AsyncFd<T>,
+    qb: &mut QueryBuf,
     mut pipe: tokio::net::UnixStream,
     done: SnapDone,
     shared: &ClientShared,
 ) -> std::io::Result<()>
 where
     T: AsRawFd,
-    for<'a> &'a T: Write,
+    for<'a> &'a T: Read + Write,
 {
     use tokio::io::AsyncReadExt;
     let mark = crate::server::random_hex(40);
     write_all(io, format!("$EOF:{mark}\r\n").as_bytes(), &shared.kill).await?;
     let mut buf = vec![0u8; 256 * 1024];
     loop {
-        let n = pipe.read(&mut buf).await?;
+        // A slow snapshot (rdb-key-save-delay) may send nothing for long:
+        // watch the replica's side meanwhile, so one that hung up is let go.
+        let n = tokio::select! {
+            r = pipe.read(&mut buf) => r?,
+            r = read_some(io, qb) => match r {
+                Ok(n) if n > 0 => continue,
+                _ => return Err(std::io::ErrorKind::ConnectionReset.into()),
+            },
+        };
         if n == 0 {
             break;
         }
