@@ -192,7 +192,11 @@ fn drive(srv: &Arc<Server>, plan: Plan, generation: u64) {
         if deadline.is_some_and(|d| Instant::now() >= d) {
             if plan.force {
                 let t = plan.target.clone().expect("FORCE needs a target");
-                log_notice!("FAILOVER to {}:{} time out exceeded, failing over.", t.0, t.1);
+                log_notice!(
+                    "FAILOVER to {}:{} time out exceeded, failing over.",
+                    t.0,
+                    t.1
+                );
                 break t;
             }
             return end(srv, "Failover target did not sync within the timeout");

@@ -837,7 +837,10 @@ fn coordinate_shared_sync(srv: &Arc<Server>) {
         let (delay_ms, max) = {
             let c = srv.config.read();
             let delay = c.get_i64("repl-diskless-sync-delay").max(0) as u64;
-            (delay * 1000, c.get_i64("repl-diskless-sync-max-replicas").max(0))
+            (
+                delay * 1000,
+                c.get_i64("repl-diskless-sync-max-replicas").max(0),
+            )
         };
         {
             let mut pending = master.pending_sync.lock();
