@@ -625,6 +625,9 @@ fn stream(srv: &Arc<Server>, gen: u64, peer: &mut Peer) -> Result<(), String> {
     let mut parser = RequestParser::new();
     let timeout = repl_timeout(srv);
     let mut last_ack = Instant::now() - Duration::from_secs(2);
+    // What came in the same read as +CONTINUE (or the payload) is parsed
+    // first, without waiting for more (it may be all there is for a while).
+    let mut buffered = peer.start < peer.buf.len();
     loop {
         if side.generation.load(Acquire) != gen {
             return Ok(());
@@ -633,7 +636,7 @@ fn stream(srv: &Arc<Server>, gen: u64, peer: &mut Peer) -> Result<(), String> {
             send_ack(srv, peer)?;
             last_ack = Instant::now();
         }
-        if peer.fill()? == 0 {
+        if !std::mem::take(&mut buffered) && peer.fill()? == 0 {
             let idle = unix_ms().saturating_sub(side.last_io_ms.load(Relaxed));
             if idle >= timeout.as_millis() as u64 {
                 return Err("MASTER timeout: no data nor PING received...".into());
