@@ -3,6 +3,12 @@
 //! `$<len>` from a file, or diskless as `$EOF:<mark>` straight from the
 //! serializer), then follow the backlog from their offset.
 //!
+//! Diskless full syncs are batched as Redis does: replicas that ask within
+//! `repl-diskless-sync-delay` seconds (or until
+//! `repl-diskless-sync-max-replicas` wait) share one snapshot, written to
+//! all of them at once ([`Fanout`]) and cut at one offset for all; the
+//! snapshot stops when its last replica goes.
+//!
 //! A replica's connection task becomes its feeder ([`serve_replica`]): it
 //! copies the backlog's bytes past the replica's position into the socket
 //! as fast as the socket takes them, and reads the replica's REPLCONF ACKs.
