@@ -69,13 +69,14 @@ if step release cargo build --release --bin lattice-server; then
     suite_total tcl tcl
     # Units tagged external:skip that need their own servers (configs, restarts):
     # the suite spawns lattice-server in place of src/redis-server.
-    # About 6 minutes, most of it the replication units: a budget above the default 480 s.
-    step tcl-spawn env TCL_BUDGET=660 bash ci/tcl.sh --spawn unit/maxmemory integration/rdb \
+    # About 7 minutes, most of it the replication units: a budget above the default 480 s.
+    step tcl-spawn env TCL_BUDGET=720 bash ci/tcl.sh --spawn unit/maxmemory integration/rdb \
         integration/convert-zipmap-hash-on-load integration/convert-ziplist-hash-on-load \
         integration/convert-ziplist-zset-on-load integration/aof integration/aof-multi-part integration/corrupt-dump \
         unit/wait integration/replication-2 integration/replication-3 integration/block-repl \
         integration/psync2 integration/psync2-reg integration/psync2-pingoff \
-        integration/psync2-master-restart integration/replication-psync integration/failover
+        integration/psync2-master-restart integration/replication-psync integration/failover \
+        integration/replication-buffer
     suite_total tcl-spawn tcl
     step clients env LATTICE_BIN="$PWD/target/release/lattice-server" bash ci/clients.sh
     suite_total clients clients

@@ -57,7 +57,12 @@ fn live_writes(c: &mut redis::Connection) {
 }
 
 fn full_sync_then_live(diskless: &str) {
-    let s = Server::start(&["--repl-diskless-sync", diskless]);
+    let s = Server::start(&[
+        "--repl-diskless-sync-delay",
+        "0",
+        "--repl-diskless-sync",
+        diskless,
+    ]);
     let mut m = s.conn();
     fill(&mut m);
     let r = RedisOracle::start(&["--replicaof", "127.0.0.1", &s.port.to_string()]);
@@ -93,7 +98,7 @@ fn redis_replica_disk_full_sync_then_live_writes() {
 
 #[test]
 fn dropped_link_resumes_with_a_partial_resync_and_wait_counts_acks() {
-    let s = Server::start(&[]);
+    let s = Server::start(&["--repl-diskless-sync-delay", "0"]);
     let mut m = s.conn();
     fill(&mut m);
     let r = RedisOracle::start(&["--replicaof", "127.0.0.1", &s.port.to_string()]);
@@ -119,6 +124,8 @@ fn dropped_link_resumes_with_a_partial_resync_and_wait_counts_acks() {
 #[test]
 fn min_replicas_to_write_refuses_writes_without_a_good_replica() {
     let s = Server::start(&[
+        "--repl-diskless-sync-delay",
+        "0",
         "--min-replicas-to-write",
         "1",
         "--min-replicas-max-lag",
@@ -237,7 +244,14 @@ fn writes_acknowledged_by_wait_survive_a_master_kill_with_a_lattice_replica() {
 
 #[test]
 fn waitaof_waits_for_the_local_fsync() {
-    let s = Server::start(&["--appendonly", "yes", "--appendfsync", "everysec"]);
+    let s = Server::start(&[
+        "--repl-diskless-sync-delay",
+        "0",
+        "--appendonly",
+        "yes",
+        "--appendfsync",
+        "everysec",
+    ]);
     let mut m = s.conn();
     let _: () = cmd(&mut m, &["SET", "k", "v"]);
     let r: Vec<i64> = cmd(&mut m, &["WAITAOF", "1", "0", "0"]);
@@ -256,6 +270,8 @@ fn waitaof_waits_for_the_local_fsync() {
 /// up again, after checking both hold the same data.
 fn frozen_replica_under_load(policy: &str) -> (u64, u64, u64) {
     let s = Server::start(&[
+        "--repl-diskless-sync-delay",
+        "0",
         "--repl-lag-policy",
         policy,
         "--repl-throttle-lag",
@@ -265,7 +281,13 @@ fn frozen_replica_under_load(policy: &str) -> (u64, u64, u64) {
         "--client-output-buffer-limit",
         "replica 8mb 4mb 60",
     ]);
-    let r = Server::start(&["--replicaof", "127.0.0.1", &s.port.to_string()]);
+    let r = Server::start(&[
+        "--repl-diskless-sync-delay",
+        "0",
+        "--replicaof",
+        "127.0.0.1",
+        &s.port.to_string(),
+    ]);
     let (mut m, mut rc) = (s.conn(), r.conn());
     eventually("the initial sync", || in_sync(&mut m, &mut rc));
     let pid = r.child.id().to_string();
@@ -314,11 +336,17 @@ fn a_frozen_replica_slows_writers_instead_of_being_dropped() {
 
 #[test]
 fn the_backlog_is_freed_after_repl_backlog_ttl_without_replicas() {
-    let s = Server::start(&["--repl-backlog-ttl", "1"]);
+    let s = Server::start(&["--repl-diskless-sync-delay", "0", "--repl-backlog-ttl", "1"]);
     let mut m = s.conn();
     let old: String = info_field(&mut m, "master_replid");
     {
-        let r = Server::start(&["--replicaof", "127.0.0.1", &s.port.to_string()]);
+        let r = Server::start(&[
+            "--repl-diskless-sync-delay",
+            "0",
+            "--replicaof",
+            "127.0.0.1",
+            &s.port.to_string(),
+        ]);
         let mut rc = r.conn();
         eventually("the initial sync", || in_sync(&mut m, &mut rc));
         assert_eq!(info_field::<u64>(&mut m, "repl_backlog_active"), 1);

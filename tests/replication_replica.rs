@@ -27,7 +27,7 @@ fn replica_of_redis_syncs_follows_and_resumes_partially() {
     let _: () = cmd(&mut mc, &["CONFIG", "SET", "requirepass", "pw"]);
     let _: () = cmd(&mut mc, &["AUTH", "pw"]);
     fill(&mut mc);
-    let s = Server::start(&["--masterauth", "pw"]);
+    let s = Server::start(&["--repl-diskless-sync-delay", "0", "--masterauth", "pw"]);
     let mut rc = s.conn();
     let _: () = cmd(&mut rc, &["REPLICAOF", "127.0.0.1", &m.port.to_string()]);
     eventually("the initial sync", || in_sync(&mut mc, &mut rc));
@@ -65,11 +65,23 @@ fn replica_of_redis_syncs_follows_and_resumes_partially() {
 
 #[test]
 fn chain_of_lattice_nodes_relays_the_exact_stream() {
-    let a = Server::start(&[]);
+    let a = Server::start(&["--repl-diskless-sync-delay", "0"]);
     let mut ac = a.conn();
     fill(&mut ac);
-    let b = Server::start(&["--replicaof", "127.0.0.1", &a.port.to_string()]);
-    let c = Server::start(&["--replicaof", "127.0.0.1", &b.port.to_string()]);
+    let b = Server::start(&[
+        "--repl-diskless-sync-delay",
+        "0",
+        "--replicaof",
+        "127.0.0.1",
+        &a.port.to_string(),
+    ]);
+    let c = Server::start(&[
+        "--repl-diskless-sync-delay",
+        "0",
+        "--replicaof",
+        "127.0.0.1",
+        &b.port.to_string(),
+    ]);
     let (mut bc, mut cc) = (b.conn(), c.conn());
     for i in 0..200 {
         let _: () = cmd(&mut ac, &["SET", &format!("k{i}"), &i.to_string()]);
@@ -111,7 +123,13 @@ fn a_master_speaking_garbage_never_takes_the_replica_down() {
         }
         accepted
     });
-    let s = Server::start(&["--replicaof", "127.0.0.1", &port.to_string()]);
+    let s = Server::start(&[
+        "--repl-diskless-sync-delay",
+        "0",
+        "--replicaof",
+        "127.0.0.1",
+        &port.to_string(),
+    ]);
     let mut c = s.conn();
     assert_eq!(fake.join().unwrap(), 3);
     let pong: String = cmd(&mut c, &["PING"]);
@@ -122,7 +140,7 @@ fn a_master_speaking_garbage_never_takes_the_replica_down() {
 
 #[test]
 fn failover_switches_roles_with_a_partial_resync() {
-    let a = Server::start(&[]);
+    let a = Server::start(&["--repl-diskless-sync-delay", "0"]);
     let mut ac = a.conn();
     let err = cmd_err(&mut ac, &["FAILOVER"]);
     assert!(
@@ -132,7 +150,13 @@ fn failover_switches_roles_with_a_partial_resync() {
     let err = cmd_err(&mut ac, &["FAILOVER", "ABORT"]);
     assert!(err.contains("No failover in progress."), "{err}");
     fill(&mut ac);
-    let b = Server::start(&["--replicaof", "127.0.0.1", &a.port.to_string()]);
+    let b = Server::start(&[
+        "--repl-diskless-sync-delay",
+        "0",
+        "--replicaof",
+        "127.0.0.1",
+        &a.port.to_string(),
+    ]);
     let mut bc = b.conn();
     eventually("the initial sync", || in_sync(&mut ac, &mut bc));
     let err = cmd_err(
@@ -164,18 +188,34 @@ fn restarts_resume_with_partial_resyncs() {
     std::fs::create_dir_all(&mdir).unwrap();
     std::fs::create_dir_all(&rdir).unwrap();
     let (md, rd) = (mdir.to_str().unwrap(), rdir.to_str().unwrap());
-    let m = Server::start(&["--dir", md]);
+    let m = Server::start(&["--repl-diskless-sync-delay", "0", "--dir", md]);
     let mut mc = m.conn();
     fill(&mut mc);
     let mport = m.port.to_string();
-    let r = Server::start(&["--dir", rd, "--replicaof", "127.0.0.1", &mport]);
+    let r = Server::start(&[
+        "--repl-diskless-sync-delay",
+        "0",
+        "--dir",
+        rd,
+        "--replicaof",
+        "127.0.0.1",
+        &mport,
+    ]);
     let mut rc = r.conn();
     eventually("the initial sync", || in_sync(&mut mc, &mut rc));
     // The replica restarts.
     let _ = redis::cmd("SHUTDOWN").arg("SAVE").query::<()>(&mut rc);
     drop(r);
     let _: i64 = cmd(&mut mc, &["INCR", "while-replica-down"]);
-    let r = Server::start(&["--dir", rd, "--replicaof", "127.0.0.1", &mport]);
+    let r = Server::start(&[
+        "--repl-diskless-sync-delay",
+        "0",
+        "--dir",
+        rd,
+        "--replicaof",
+        "127.0.0.1",
+        &mport,
+    ]);
     let mut rc = r.conn();
     eventually("the resync after the replica's restart", || {
         in_sync(&mut mc, &mut rc)
@@ -185,7 +225,7 @@ fn restarts_resume_with_partial_resyncs() {
     // The master restarts (on another port: the replica is pointed there).
     let _ = redis::cmd("SHUTDOWN").arg("SAVE").query::<()>(&mut mc);
     drop(m);
-    let m = Server::start(&["--dir", md]);
+    let m = Server::start(&["--repl-diskless-sync-delay", "0", "--dir", md]);
     let mut mc = m.conn();
     let _: i64 = cmd(&mut mc, &["INCR", "after-master-restart"]);
     let _: () = cmd(&mut rc, &["REPLICAOF", "127.0.0.1", &m.port.to_string()]);

@@ -194,12 +194,20 @@ fn assert_discovery(sentinels: &[Sentinel], master: u16, replicas: [u16; 2]) {
 
 #[test]
 fn sentinels_fail_over_from_a_killed_master_to_a_replica() {
-    let mut master = Server::start(&[]);
+    let mut master = Server::start(&["--repl-diskless-sync-delay", "0"]);
     let mport = master.port.to_string();
     let replicas = [
-        Server::start(&["--replicaof", "127.0.0.1", &mport]),
+        Server::start(&[
+            "--repl-diskless-sync-delay",
+            "0",
+            "--replicaof",
+            "127.0.0.1",
+            &mport,
+        ]),
         // Never to be promoted (INFO's slave_priority:0).
         Server::start(&[
+            "--repl-diskless-sync-delay",
+            "0",
             "--replicaof",
             "127.0.0.1",
             &mport,

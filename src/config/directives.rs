@@ -532,8 +532,8 @@ pub static DIRECTIVES: &[Directive] = &[
         "disabled",
     ),
     d("repl-diskless-sync", Bool, "yes").built(),
-    d("repl-diskless-sync-delay", Int(0, INT), "5"),
-    d("repl-diskless-sync-max-replicas", Int(0, INT), "0"),
+    d("repl-diskless-sync-delay", Int(0, INT), "5").built(),
+    d("repl-diskless-sync-max-replicas", Int(0, INT), "0").built(),
     // LatticeDB: what a master does when a replica lags (DECISIONS 29).
     d(
         "repl-lag-policy",
@@ -649,8 +649,8 @@ pub static DIRECTIVES: &[Directive] = &[
     d("dbfilename", Str, "dump.rdb").built().prot(),
     d("requirepass", Str, "").built(),
     // Hidden (debug) Redis configs.
-    d("rdb-key-save-delay", Int(LONG.wrapping_neg(), LONG), "0"),
-    d("key-load-delay", Int(LONG.wrapping_neg(), LONG), "0"),
+    d("rdb-key-save-delay", Int(LONG.wrapping_neg(), LONG), "0").built(),
+    d("key-load-delay", Int(LONG.wrapping_neg(), LONG), "0").built(),
     d(
         "loading-process-events-interval-bytes",
         Int(1024, INT),

@@ -334,7 +334,7 @@ pub fn disk_error(srv: &Server) -> Option<CmdError> {
 pub fn info_fields(srv: &Server, o: &mut String) {
     use std::fmt::Write;
     let st = &srv.persist.rdb;
-    let running = st.bgsave_running();
+    let running = st.bgsave_running() || srv.persist.snapshot.for_replicas.load(Relaxed);
     let current = if running {
         (unix_ms().saturating_sub(st.bgsave_start_ms.load(Relaxed)) / 1000) as i64
     } else {

@@ -110,6 +110,9 @@ pub struct SnapshotState {
     key_delay_us: AtomicUsize,
     pub keys_total: AtomicUsize,
     pub keys_done: AtomicUsize,
+    /// The running snapshot feeds replicas (a BGSAVE for INFO's
+    /// rdb_bgsave_in_progress, as Redis's replication child is one).
+    pub for_replicas: AtomicBool,
 }
 
 impl SnapshotState {
@@ -122,6 +125,8 @@ impl SnapshotState {
 /// database of the cut, until the coordinator writes them out.
 struct Preserved {
     bufs: Vec<Mutex<Vec<u8>>>,
+    /// Entries in `bufs` (rdb-key-save-delay paces them too).
+    keys: AtomicUsize,
     opts: SaveOpts,
     format: SnapFormat,
 }
@@ -131,6 +136,7 @@ impl SnapSink for Preserved {
         let (mut versions, mut body) = (Vec::new(), Vec::new());
         self.format.entry(&mut body, &mut versions, e, &self.opts);
         SnapFormat::batch(&mut self.bufs[db].lock(), &versions, &body);
+        self.keys.fetch_add(1, Relaxed);
     }
 }
 
@@ -166,6 +172,7 @@ pub fn start(srv: &Arc<Server>, job: SnapshotJob) -> Result<(), SnapshotError> {
     let ndb = srv.keyspace.num_dbs();
     let preserved = Arc::new(Preserved {
         bufs: (0..ndb).map(|_| Mutex::new(Vec::new())).collect(),
+        keys: AtomicUsize::new(0),
         opts,
         format: job.format,
     });
@@ -402,7 +409,7 @@ fn write_db<W: Write>(
 ) -> io::Result<()> {
     let next = AtomicUsize::new(0);
     let threads = threads.max(1);
-    let (tx, rx) = mpsc::sync_channel::<Vec<u8>>(threads * 4);
+    let (tx, rx) = mpsc::sync_channel::<(usize, Vec<u8>)>(threads * 4);
     let (opts, format) = (preserved.opts, preserved.format);
     std::thread::scope(|scope| -> io::Result<()> {
         for _ in 0..threads {
@@ -413,11 +420,12 @@ fn write_db<W: Write>(
         }
         drop(tx);
         let mut result = Ok(());
-        for chunk in rx {
+        for (keys, chunk) in rx {
             if result.is_ok() {
+                pace(srv, keys);
                 result = w
                     .write(&chunk)
-                    .and_then(|_| flush_preserved(w, preserved, db));
+                    .and_then(|_| flush_preserved(srv, w, preserved, db));
             }
             if result.is_err() {
                 // Stop the serializers: they finish their shard marks below.
@@ -425,16 +433,42 @@ fn write_db<W: Write>(
             }
         }
         result?;
-        flush_preserved(w, preserved, db)
+        flush_preserved(srv, w, preserved, db)
     })
 }
 
-fn flush_preserved<W: Write>(w: &mut FileWriter<W>, p: &Preserved, db: usize) -> io::Result<()> {
+fn flush_preserved<W: Write>(
+    srv: &Server,
+    w: &mut FileWriter<W>,
+    p: &Preserved,
+    db: usize,
+) -> io::Result<()> {
     let taken = std::mem::take(&mut *p.bufs[db].lock());
     if taken.is_empty() {
         return Ok(());
     }
+    pace(srv, p.keys.swap(0, Relaxed));
     w.write(&taken)
+}
+
+/// `rdb-key-save-delay`: the writer spends that many microseconds per key
+/// it writes, whether a serializer or a command handed the key over (so a
+/// test can stretch a save as Redis's child does, writes or not).
+fn pace(srv: &Server, keys: usize) {
+    let state = &srv.persist.snapshot;
+    let delay = state.key_delay_us.load(Relaxed) as u64;
+    if delay == 0 || keys == 0 {
+        return;
+    }
+    let until = std::time::Instant::now() + std::time::Duration::from_micros(delay * keys as u64);
+    // In steps, so an aborted snapshot ends soon.
+    while !state.aborted.load(Relaxed) {
+        let now = std::time::Instant::now();
+        if now >= until {
+            return;
+        }
+        std::thread::sleep((until - now).min(std::time::Duration::from_millis(100)));
+    }
 }
 
 /// A serializer thread: whole shards, batch by batch.
@@ -443,11 +477,12 @@ fn serialize_shards(
     db: usize,
     next: &AtomicUsize,
     (format, opts): (SnapFormat, &SaveOpts),
-    tx: &mpsc::SyncSender<Vec<u8>>,
+    tx: &mpsc::SyncSender<(usize, Vec<u8>)>,
 ) {
     let progress = &srv.persist.snapshot.keys_done;
-    let delay = srv.persist.snapshot.key_delay_us.load(Relaxed) as u64;
-    let batch = if delay > 0 { 1 } else { BATCH_KEYS };
+    // With rdb-key-save-delay the writer paces keys one by one (see pace).
+    let delay = srv.persist.snapshot.key_delay_us.load(Relaxed) > 0;
+    let batch = if delay { 1 } else { BATCH_KEYS };
     loop {
         let shard = next.fetch_add(1, Relaxed);
         if shard >= SHARDS {
@@ -464,15 +499,12 @@ fn serialize_shards(
                 progress.fetch_add(n, Relaxed);
                 let mut chunk = Vec::with_capacity(body.len() + versions.len() + 32);
                 SnapFormat::batch(&mut chunk, &versions, &body);
-                if tx.send(chunk).is_err() {
+                if tx.send((n, chunk)).is_err() {
                     return;
                 }
             }
             if done {
                 break;
-            }
-            if delay > 0 {
-                std::thread::sleep(std::time::Duration::from_micros(delay));
             }
         }
     }

@@ -238,11 +238,18 @@ impl Backlog {
 
     /// Trims now what no replica needs any more beyond `size` (a replica's
     /// pin moved or went): a master whose replica left holds
-    /// `repl-backlog-size`, not what the replica had not acknowledged.
+    /// `repl-backlog-size`, not what the replica had not acknowledged, and
+    /// gives the memory back.
     pub fn trim(&self) {
         let mut g = self.inner.lock();
         if g.buf.len() > g.size {
             self.trim_locked(&mut g);
+        }
+        // Memory back once the pinned bytes are gone (not while a replica
+        // still pins most of it: that would reallocate at every ACK).
+        if g.buf.capacity() > 2 * (g.buf.len() + g.size + TRIM_SLACK) {
+            let keep = g.size + TRIM_SLACK;
+            g.buf.shrink_to(keep);
         }
     }
 

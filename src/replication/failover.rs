@@ -14,7 +14,7 @@
 //! The driver is a short-lived thread that polls every 10 ms: the steps are
 //! sequential and rare, and nothing on the command path waits for it.
 
-use std::sync::atomic::{AtomicBool, AtomicU8, Ordering::*};
+use std::sync::atomic::{AtomicU64, AtomicU8, Ordering::*};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -31,7 +31,9 @@ const IN_PROGRESS: u8 = 2;
 #[derive(Default)]
 pub struct Failover {
     state: AtomicU8,
-    abort: AtomicBool,
+    /// Bumped by every FAILOVER and FAILOVER ABORT: a driver whose
+    /// generation is no longer current was aborted (or superseded).
+    generation: AtomicU64,
 }
 
 impl Failover {
@@ -103,7 +105,16 @@ pub fn failover(ctx: &mut Ctx, args: Args) -> CmdResult {
         if fo.state.load(Relaxed) == NONE {
             return Err(CmdError::err("No failover in progress."));
         }
-        fo.abort.store(true, Relaxed);
+        fo.generation.fetch_add(1, AcqRel);
+        // As Redis: over at once while waiting for the sync; once we
+        // follow the target, the driver turns us back into a master.
+        if fo
+            .state
+            .compare_exchange(WAITING, NONE, AcqRel, Relaxed)
+            .is_ok()
+        {
+            end(srv, "FAILOVER ABORT");
+        }
         ctx.out.ok();
         return Ok(());
     }
@@ -128,13 +139,13 @@ pub fn failover(ctx: &mut Ctx, args: Args) -> CmdResult {
             return Err(CmdError::err("FAILOVER target replica is not online."));
         }
     }
-    fo.abort.store(false, Relaxed);
+    let generation = fo.generation.fetch_add(1, AcqRel) + 1;
     fo.state.store(WAITING, Relaxed);
     pause_writes(srv, true);
     let srv2 = srv.clone();
     let spawned = std::thread::Builder::new()
         .name("lattice-failover".into())
-        .spawn(move || drive(&srv2, plan));
+        .spawn(move || drive(&srv2, plan, generation));
     if spawned.is_err() {
         end(srv, "could not start the failover thread");
         return Err(CmdError::err("FAILOVER could not start"));
@@ -164,22 +175,29 @@ fn end(srv: &Server, why: &str) {
     pause_writes(srv, false);
 }
 
-fn drive(srv: &Arc<Server>, plan: Plan) {
+fn drive(srv: &Arc<Server>, plan: Plan, generation: u64) {
     let fo = &srv.repl.failover;
+    let aborted = || fo.generation.load(Acquire) != generation;
     let start = Instant::now();
     let deadline = (plan.timeout_ms > 0).then(|| start + Duration::from_millis(plan.timeout_ms));
     let offset = srv.repl.backlog.end();
     // 1. Wait for the target (or any replica) to acknowledge everything.
     let target = loop {
-        if fo.abort.load(Relaxed) {
-            return end(srv, "FAILOVER ABORT");
+        if aborted() {
+            return; // FAILOVER ABORT ended it
         }
         if let Some(t) = synced_target(srv, &plan, offset) {
             break t;
         }
         if deadline.is_some_and(|d| Instant::now() >= d) {
             if plan.force {
-                break plan.target.clone().expect("FORCE needs a target");
+                let t = plan.target.clone().expect("FORCE needs a target");
+                log_notice!(
+                    "FAILOVER to {}:{} time out exceeded, failing over.",
+                    t.0,
+                    t.1
+                );
+                break t;
             }
             return end(srv, "Failover target did not sync within the timeout");
         }
@@ -187,7 +205,13 @@ fn drive(srv: &Arc<Server>, plan: Plan) {
         std::thread::sleep(Duration::from_millis(10));
     };
     // 2. Become the target's replica; its PSYNC FAILOVER promotes it.
-    fo.state.store(IN_PROGRESS, Relaxed);
+    if fo
+        .state
+        .compare_exchange(WAITING, IN_PROGRESS, AcqRel, Relaxed)
+        .is_err()
+    {
+        return; // aborted meanwhile
+    }
     log_notice!(
         "Failover target {}:{} is synced, switching roles",
         target.0,
@@ -195,7 +219,7 @@ fn drive(srv: &Arc<Server>, plan: Plan) {
     );
     super::replica::follow_for_failover(srv, target.0.clone(), target.1);
     let handover = Instant::now() + Duration::from_millis(plan.timeout_ms.max(5000));
-    while Instant::now() < handover && !fo.abort.load(Relaxed) {
+    while Instant::now() < handover && !aborted() {
         if srv.repl.replica.link_up() {
             fo.state.store(NONE, Relaxed);
             pause_writes(srv, false);

@@ -3,6 +3,12 @@
 //! `$<len>` from a file, or diskless as `$EOF:<mark>` straight from the
 //! serializer), then follow the backlog from their offset.
 //!
+//! Diskless full syncs are batched as Redis does: replicas that ask within
+//! `repl-diskless-sync-delay` seconds (or until
+//! `repl-diskless-sync-max-replicas` wait) share one snapshot, written to
+//! all of them at once ([`Fanout`]) and cut at one offset for all; the
+//! snapshot stops when its last replica goes.
+//!
 //! A replica's connection task becomes its feeder ([`serve_replica`]): it
 //! copies the backlog's bytes past the replica's position into the socket
 //! as fast as the socket takes them, and reads the replica's REPLCONF ACKs.
@@ -82,6 +88,8 @@ pub struct MasterSide {
     /// repl-throttle-lag, and whether repl-lag-policy is "throttle".
     throttle_lag: AtomicU64,
     throttle_on: std::sync::atomic::AtomicBool,
+    /// Replicas waiting for the next shared diskless snapshot.
+    pending_sync: Mutex<Option<SyncGroup>>,
 }
 
 impl MasterSide {
@@ -136,6 +144,28 @@ impl MasterSide {
             .filter(|r| r.sent.load(Relaxed) != 0)
             .map(|r| r.ack_offset.load(Relaxed) + 1)
             .min()
+    }
+
+    /// INFO's mem_total_replication_buffers, as Redis counts it: the
+    /// backlog (up to repl-backlog-size) plus what some replica has not
+    /// been sent yet. Redis frees a byte once every replica's socket took
+    /// it; we keep it until acknowledged (see `keep_from`), which
+    /// `repl_backlog_held_bytes` shows.
+    pub fn buffer_bytes(&self, srv: &Server) -> usize {
+        let b = &srv.repl.backlog;
+        let held = b.held();
+        let size = srv.config.read().get_i64("repl-backlog-size").max(0) as usize;
+        let end = b.end() + 1;
+        let unsent = self
+            .replicas
+            .lock()
+            .iter()
+            .map(|r| r.sent.load(Relaxed))
+            .filter(|&s| s != 0)
+            .map(|s| end.saturating_sub(s) as usize)
+            .max()
+            .unwrap_or(0);
+        held.min(size.max(unsent))
     }
 
     /// Replicas online whose last ACK is at most `max_lag_ms` old.
@@ -444,7 +474,7 @@ pub async fn waitaof_acks(srv: &Server, w: WaitAof, kill: &tokio::sync::Notify) 
 pub(crate) async fn serve_replica<T>(
     srv: &Arc<Server>,
     io: &AsyncFd<T>,
-    qb: QueryBuf,
+    mut qb: QueryBuf,
     client: &ClientState,
     req: SyncRequest,
     shared: &Arc<ClientShared>,
@@ -471,7 +501,7 @@ pub(crate) async fn serve_replica<T>(
         Some(from) => continue_partial(srv, io, &conf, &handle, from, shared)
             .await
             .map(|from| (from, false)),
-        None => full_sync(srv, io, &conf, &req, &handle, shared).await,
+        None => full_sync(srv, io, &mut qb, (&conf, &req), &handle, shared).await,
     };
     if let Some((from, streamed)) = start {
         *handle.state.lock() = "online";
@@ -492,6 +522,7 @@ pub(crate) async fn serve_replica<T>(
         .replicas
         .lock()
         .retain(|r| !Arc::ptr_eq(r, &handle));
+    // What only this replica needed goes now (the pin moves or goes).
     srv.repl.master.update_keep_from(&srv.repl.backlog);
     log_notice!(
         "Connection with replica {}:{} lost.",
@@ -584,32 +615,40 @@ fn sync_file_name(client_id: u64) -> std::path::PathBuf {
 async fn full_sync<T>(
     srv: &Arc<Server>,
     io: &AsyncFd<T>,
-    conf: &ReplConf,
-    req: &SyncRequest,
+    qb: &mut QueryBuf,
+    (conf, req): (&ReplConf, &SyncRequest),
     handle: &Arc<ReplicaHandle>,
     shared: &ClientShared,
 ) -> Option<(u64, bool)>
 where
     T: AsRawFd,
-    for<'a> &'a T: Write,
+    for<'a> &'a T: Read + Write,
 {
     let diskless = conf.capa_eof && srv.config.read().get_bool("repl-diskless-sync");
     srv.repl.master.sync_full.fetch_add(1, Relaxed);
-    let (offset, pipe, done) = start_snapshot(srv, io, handle, diskless, shared).await?;
-    log_notice!(
-        "Starting BGSAVE for SYNC with target: {}",
-        if diskless { "replicas sockets" } else { "disk" }
-    );
+    let (offset, pipe, done) = if diskless {
+        wait_shared_snapshot(srv, io, qb, handle, shared).await?
+    } else {
+        let started = start_snapshot(srv, io, handle, shared).await?;
+        log_notice!("Starting BGSAVE for SYNC with target: disk");
+        started
+    };
     if req.psync {
         let replid = srv.repl.ids.lock().replid.clone();
         let line = format!("+FULLRESYNC {replid} {offset}\r\n");
         write_all(io, line.as_bytes(), &shared.kill).await.ok()?;
     }
-    *handle.state.lock() = "send_bulk";
     let pipe_used = pipe.is_some();
     let sent = match pipe {
-        Some(pipe) => send_diskless(io, pipe, done, shared).await,
-        None => send_file(io, handle.client_id, done, shared).await,
+        // Redis shows wait_bgsave while its child streams to the socket.
+        Some((pipe, readers)) => {
+            let sent = send_diskless(io, qb, pipe, done, shared).await;
+            if sent.is_err() {
+                readers.leave(srv);
+            }
+            sent
+        }
+        None => send_file(io, handle, done, shared).await,
     };
     let _ = std::fs::remove_file(sync_file_name(handle.client_id));
     match sent {
@@ -622,17 +661,18 @@ where
 }
 
 type SnapDone = tokio::sync::oneshot::Receiver<std::io::Result<u64>>;
+/// A diskless snapshot's read end, and who else reads the same snapshot.
+type DisklessPipe = (tokio::net::UnixStream, Arc<SyncReaders>);
 
-/// Starts the snapshot (waiting for a running one to end, with newline
-/// keepalives as Redis sends); returns the cut's offset, the read end of a
-/// diskless pipe, and the completion.
+/// Starts a disk-based snapshot for this replica alone (waiting for a
+/// running one to end, with newline keepalives as Redis sends); returns
+/// the cut's offset and the completion.
 async fn start_snapshot<T>(
     srv: &Arc<Server>,
     io: &AsyncFd<T>,
     handle: &Arc<ReplicaHandle>,
-    diskless: bool,
     shared: &ClientShared,
-) -> Option<(u64, Option<tokio::net::UnixStream>, SnapDone)>
+) -> Option<(u64, Option<DisklessPipe>, SnapDone)>
 where
     T: AsRawFd,
     for<'a> &'a T: Write,
@@ -642,39 +682,32 @@ where
     loop {
         let (tx, rx) = tokio::sync::oneshot::channel();
         let cut_offset = Arc::new(AtomicU64::new(0));
-        let (writer, reader) = if diskless {
-            let (w, r) = std::os::unix::net::UnixStream::pair().ok()?;
-            r.set_nonblocking(true).ok()?;
-            (Some(w), Some(r))
-        } else {
-            (None, None)
-        };
         let (srv_cut, h, off) = (srv.clone(), handle.clone(), cut_offset.clone());
+        let srv_done = srv.clone();
         let job = SnapshotJob {
             format: SnapFormat::Rdb,
             path: sync_file_name(handle.client_id),
-            stream: writer.map(|w| Box::new(w) as Box<dyn Write + Send>),
+            stream: None,
             at_cut: Some(Box::new(move || {
                 // Every shard is locked: no write is half in the stream.
                 let b = &srv_cut.repl.backlog;
                 let end = b.end();
                 off.store(end, Relaxed);
+                srv_cut.persist.snapshot.for_replicas.store(true, Relaxed);
                 h.ack_offset.store(end, Relaxed);
                 h.sent.store(end + 1, Relaxed);
                 srv_cut.repl.master.update_keep_from(b);
                 b.forget_db();
             })),
             done: Box::new(move |r| {
+                srv_done.persist.snapshot.for_replicas.store(false, Relaxed);
                 let _ = tx.send(r);
             }),
-            threads: std::thread::available_parallelism().map_or(1, |n| (n.get() / 2).max(1)),
+            threads: snapshot_threads(srv),
             aux: Vec::new(),
         };
         match snapshot::start(srv, job) {
-            Ok(()) => {
-                let pipe = reader.and_then(|r| tokio::net::UnixStream::from_std(r).ok());
-                return Some((cut_offset.load(Relaxed), pipe, rx));
-            }
+            Ok(()) => return Some((cut_offset.load(Relaxed), None, rx)),
             Err(SnapshotError::Busy) => {
                 // Another save runs: wait for it, keeping the link alive.
                 tokio::time::sleep(Duration::from_millis(100)).await;
@@ -691,25 +724,263 @@ where
     }
 }
 
+/// Serializer threads for a replication snapshot: half the cores, one
+/// when `rdb-key-save-delay` stretches it (the delay is per key).
+fn snapshot_threads(srv: &Server) -> usize {
+    if srv.config.read().get_i64("rdb-key-save-delay") != 0 {
+        return 1;
+    }
+    std::thread::available_parallelism().map_or(1, |n| (n.get() / 2).max(1))
+}
+
+// ------------------------------------------------- shared diskless syncs
+
+/// A replica waiting for the next diskless snapshot.
+struct SyncMember {
+    handle: Arc<ReplicaHandle>,
+    /// The snapshot writes here; the replica's task reads the other end.
+    writer: std::os::unix::net::UnixStream,
+    /// The cut's offset, once the snapshot starts.
+    started: tokio::sync::oneshot::Sender<(u64, Arc<SyncReaders>)>,
+    done: tokio::sync::oneshot::Sender<std::io::Result<u64>>,
+}
+
+/// The replicas that will share the next diskless snapshot
+/// (`repl-diskless-sync-delay`, `repl-diskless-sync-max-replicas`).
+pub struct SyncGroup {
+    members: Vec<SyncMember>,
+    /// Unix ms the first one arrived.
+    since_ms: u64,
+}
+
+/// Joins the diskless snapshot about to start (or opens one, started by a
+/// coordinator thread once `repl-diskless-sync-delay` seconds pass or
+/// `repl-diskless-sync-max-replicas` replicas wait), then waits for it to
+/// start, sending newlines meanwhile as Redis does. Every replica of one
+/// snapshot gets the same cut offset.
+async fn wait_shared_snapshot<T>(
+    srv: &Arc<Server>,
+    io: &AsyncFd<T>,
+    qb: &mut QueryBuf,
+    handle: &Arc<ReplicaHandle>,
+    shared: &ClientShared,
+) -> Option<(u64, Option<DisklessPipe>, SnapDone)>
+where
+    T: AsRawFd,
+    for<'a> &'a T: Read + Write,
+{
+    let (writer, reader) = std::os::unix::net::UnixStream::pair().ok()?;
+    reader.set_nonblocking(true).ok()?;
+    let reader = tokio::net::UnixStream::from_std(reader).ok()?;
+    let (started_tx, mut started) = tokio::sync::oneshot::channel();
+    let (done_tx, done) = tokio::sync::oneshot::channel();
+    let member = SyncMember {
+        handle: handle.clone(),
+        writer,
+        started: started_tx,
+        done: done_tx,
+    };
+    let opened = {
+        let mut pending = srv.repl.master.pending_sync.lock();
+        let group = pending.get_or_insert_with(|| SyncGroup {
+            members: Vec::new(),
+            since_ms: unix_ms(),
+        });
+        group.members.push(member);
+        group.members.len() == 1
+    };
+    if opened {
+        let srv = srv.clone();
+        let spawned = std::thread::Builder::new()
+            .name("lattice-replsync".into())
+            .spawn(move || coordinate_shared_sync(&srv));
+        if let Err(e) = spawned {
+            log_warning!("Can't start the replication sync thread: {e}");
+            return None;
+        }
+    }
+    let (offset, readers) = loop {
+        tokio::select! {
+            r = &mut started => break r.ok()?,
+            _ = shared.kill.notified() => return None,
+            // The replica hung up (what it sends is kept for the feed).
+            r = read_some(io, qb) => if !matches!(r, Ok(n) if n > 0) { return None },
+            _ = tokio::time::sleep(Duration::from_secs(1)) => {
+                write_all(io, b"\n", &shared.kill).await.ok()?;
+            }
+        }
+    };
+    Some((offset, Some((reader, readers)), done))
+}
+
+/// The replicas still reading one shared diskless snapshot: when the last
+/// one goes, the snapshot stops (Redis kills its child then).
+pub struct SyncReaders {
+    left: std::sync::atomic::AtomicUsize,
+    finished: std::sync::atomic::AtomicBool,
+}
+
+impl SyncReaders {
+    fn leave(&self, srv: &Server) {
+        if self.left.fetch_sub(1, Relaxed) == 1 && !self.finished.load(Relaxed) {
+            log_warning!("Diskless rdb transfer, last replica dropped, stopping the snapshot");
+            crate::persistence::snapshot::abort(srv);
+        }
+    }
+}
+
+/// The thread behind a [`SyncGroup`]: waits until the group is due, then
+/// starts its snapshot (retrying while another save runs).
+fn coordinate_shared_sync(srv: &Arc<Server>) {
+    use crate::persistence::snapshot::{self, SnapshotError};
+    let master = &srv.repl.master;
+    loop {
+        let (delay_ms, max) = {
+            let c = srv.config.read();
+            let delay = c.get_i64("repl-diskless-sync-delay").max(0) as u64;
+            (
+                delay * 1000,
+                c.get_i64("repl-diskless-sync-max-replicas").max(0),
+            )
+        };
+        {
+            let mut pending = master.pending_sync.lock();
+            let Some(group) = pending.as_mut() else {
+                return;
+            };
+            // Replicas that left meanwhile no longer count.
+            let attached = master.replicas.lock().clone();
+            group
+                .members
+                .retain(|m| attached.iter().any(|r| Arc::ptr_eq(r, &m.handle)));
+            if group.members.is_empty() {
+                *pending = None;
+                return;
+            }
+            let due = unix_ms().saturating_sub(group.since_ms) >= delay_ms
+                || (max > 0 && group.members.len() as i64 >= max);
+            if due && !srv.persist.snapshot.running() {
+                drop(pending);
+                match snapshot::start(srv, shared_job(srv)) {
+                    Ok(()) => return,
+                    Err(SnapshotError::Busy) => {}
+                    Err(SnapshotError::Spawn(e)) => {
+                        log_warning!("Can't start the snapshot for replicas: {e}");
+                        master.pending_sync.lock().take(); // their syncs fail
+                        return;
+                    }
+                }
+            }
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// The job of a shared diskless snapshot: at the cut it takes the waiting
+/// group (whoever joined until that instant), gives them all the cut's
+/// offset, and streams to all of them.
+fn shared_job(srv: &Arc<Server>) -> crate::persistence::snapshot::SnapshotJob {
+    use crate::persistence::snapshot::{SnapFormat, SnapshotJob};
+    let sinks = Arc::new(Mutex::new(Vec::new()));
+    let dones = Arc::new(Mutex::new(Vec::new()));
+    let (srv_cut, cut_sinks, cut_dones) = (srv.clone(), sinks.clone(), dones.clone());
+    let srv_done = srv.clone();
+    let readers = Arc::new(SyncReaders {
+        left: Default::default(),
+        finished: Default::default(),
+    });
+    let (cut_readers, done_readers) = (readers.clone(), readers);
+    let at_cut = move || {
+        let group = srv_cut.repl.master.pending_sync.lock().take();
+        let members = group.map(|g| g.members).unwrap_or_default();
+        let b = &srv_cut.repl.backlog;
+        let end = b.end();
+        srv_cut.persist.snapshot.for_replicas.store(true, Relaxed);
+        log_notice!(
+            "Starting BGSAVE for SYNC with target: replicas sockets ({} replicas)",
+            members.len()
+        );
+        for m in members {
+            m.handle.ack_offset.store(end, Relaxed);
+            m.handle.sent.store(end + 1, Relaxed);
+            cut_readers.left.fetch_add(1, Relaxed);
+            if m.started.send((end, cut_readers.clone())).is_err() {
+                cut_readers.left.fetch_sub(1, Relaxed);
+            }
+            cut_sinks.lock().push(m.writer);
+            cut_dones.lock().push(m.done);
+        }
+        srv_cut.repl.master.update_keep_from(b);
+        b.forget_db();
+    };
+    SnapshotJob {
+        format: SnapFormat::Rdb,
+        path: std::path::PathBuf::new(),
+        stream: Some(Box::new(Fanout(sinks))),
+        at_cut: Some(Box::new(at_cut)),
+        done: Box::new(move |r| {
+            done_readers.finished.store(true, Relaxed);
+            srv_done.persist.snapshot.for_replicas.store(false, Relaxed);
+            for d in dones.lock().drain(..) {
+                let each = match &r {
+                    Ok(n) => Ok(*n),
+                    Err(e) => Err(std::io::Error::new(e.kind(), e.to_string())),
+                };
+                let _ = d.send(each);
+            }
+        }),
+        threads: snapshot_threads(srv),
+        aux: Vec::new(),
+    }
+}
+
+/// Writes a diskless snapshot to every replica of its group; a replica
+/// gone is dropped, the snapshot fails only when none is left.
+struct Fanout(Arc<Mutex<Vec<std::os::unix::net::UnixStream>>>);
+
+impl Write for Fanout {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let mut sinks = self.0.lock();
+        sinks.retain_mut(|s| s.write_all(buf).is_ok());
+        if sinks.is_empty() {
+            return Err(std::io::ErrorKind::BrokenPipe.into());
+        }
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
 /// Sends the diskless snapshot as `$EOF:<mark>\r\n<rdb><mark>`; the mark
 /// goes only once the snapshot reported success, so a failed one never
 /// looks complete to the replica.
 async fn send_diskless<T>(
     io: &AsyncFd<T>,
+    qb: &mut QueryBuf,
     mut pipe: tokio::net::UnixStream,
     done: SnapDone,
     shared: &ClientShared,
 ) -> std::io::Result<()>
 where
     T: AsRawFd,
-    for<'a> &'a T: Write,
+    for<'a> &'a T: Read + Write,
 {
     use tokio::io::AsyncReadExt;
     let mark = crate::server::random_hex(40);
     write_all(io, format!("$EOF:{mark}\r\n").as_bytes(), &shared.kill).await?;
     let mut buf = vec![0u8; 256 * 1024];
     loop {
-        let n = pipe.read(&mut buf).await?;
+        // A slow snapshot (rdb-key-save-delay) may send nothing for long:
+        // watch the replica's side meanwhile, so one that hung up is let go.
+        let n = tokio::select! {
+            r = pipe.read(&mut buf) => r?,
+            r = read_some(io, qb) => match r {
+                Ok(n) if n > 0 => continue,
+                _ => return Err(std::io::ErrorKind::ConnectionReset.into()),
+            },
+        };
         if n == 0 {
             break;
         }
@@ -725,7 +996,7 @@ where
 /// `$<len>\r\n<rdb>`.
 async fn send_file<T>(
     io: &AsyncFd<T>,
-    client_id: u64,
+    handle: &ReplicaHandle,
     mut done: SnapDone,
     shared: &ClientShared,
 ) -> std::io::Result<()>
@@ -741,7 +1012,8 @@ where
             }
         }
     };
-    let mut f = std::fs::File::open(sync_file_name(client_id))?;
+    *handle.state.lock() = "send_bulk";
+    let mut f = std::fs::File::open(sync_file_name(handle.client_id))?;
     write_all(io, format!("${len}\r\n").as_bytes(), &shared.kill).await?;
     let mut buf = vec![0u8; 256 * 1024];
     loop {

@@ -49,6 +49,11 @@ impl Server {
             if !extra.contains(&"--enable-debug-command") {
                 cmd.args(["--enable-debug-command", "local"]);
             }
+            // A diskless full sync starts at once (Redis's default waits
+            // 5 s for more replicas); a test about that passes its own.
+            if !extra.contains(&"--repl-diskless-sync-delay") {
+                cmd.args(["--repl-diskless-sync-delay", "0"]);
+            }
             cmd.args(extra);
             let log = std::fs::File::create(dir.join("server.log")).unwrap();
             cmd.stdout(log.try_clone().unwrap()).stderr(log);

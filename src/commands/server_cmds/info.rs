@@ -312,7 +312,7 @@ fn memory(srv: &Arc<Server>, o: &mut String) {
         "mem_fragmentation_bytes" => rss as i64 - used as i64,
         "mem_not_counted_for_evict" => 0,
         "mem_replication_backlog" => 0,
-        "mem_total_replication_buffers" => 0,
+        "mem_total_replication_buffers" => srv.repl.master.buffer_bytes(srv),
         "mem_clients_slaves" => 0,
         "mem_clients_normal" => 0,
         "mem_cluster_links" => 0,
