@@ -976,6 +976,8 @@ where
         // watch the replica's side meanwhile, so one that hung up is let go.
         let n = tokio::select! {
             r = pipe.read(&mut buf) => r?,
+            // CLIENT KILL: the link ends now, not when the payload is sent.
+            _ = shared.kill.notified() => return Err(std::io::ErrorKind::ConnectionAborted.into()),
             r = read_some(io, qb) => match r {
                 Ok(n) if n > 0 => continue,
                 _ => return Err(std::io::ErrorKind::ConnectionReset.into()),
