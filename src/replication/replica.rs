@@ -925,6 +925,12 @@ fn stream(srv: &Arc<Server>, gen: u64, peer: &mut Peer) -> Result<(), String> {
     let timeout = repl_timeout(srv);
     let mut last_ack = Instant::now() - Duration::from_secs(2);
     // Stream bytes that came with the end of the payload are parsed first.
+    let mut link = Link {
+        clock: &mut clock,
+        stats: &stats,
+        client: &mut client,
+        parser: &mut parser,
+    };
     let mut buffered = peer.start < peer.buf.len();
     loop {
         if side.generation.load(Acquire) != gen {
@@ -947,35 +953,66 @@ fn stream(srv: &Arc<Server>, gen: u64, peer: &mut Peer) -> Result<(), String> {
             }
             side.last_io_ms.store(unix_ms(), Relaxed);
         }
+        if link.apply_buffered(srv, peer)? {
+            last_ack = Instant::now();
+        }
+        // The batch's writes go to the AOF now, as a client's would.
+        crate::persistence::aof::before_reply(srv);
+        srv.repl.backlog.wake_if_dirty();
+    }
+}
+
+/// What applies the master's commands: the master client and its clock.
+struct Link<'a> {
+    clock: &'a mut Hlc,
+    stats: &'a crate::server::stats::WorkerStats,
+    client: &'a mut ClientState,
+    parser: &'a mut RequestParser,
+}
+
+impl Link<'_> {
+    /// Applies the whole commands in the peer's buffer and relays their
+    /// bytes to our backlog, answering GETACKs; whether it ACKed. All under
+    /// `apply_lock`, so a snapshot's cut sees the data, the offset and the
+    /// stream's database of one instant (an RDB saved here, or a
+    /// sub-replica's full sync, continues at exactly the right byte).
+    fn apply_buffered(&mut self, srv: &Arc<Server>, peer: &mut Peer) -> Result<bool, String> {
+        let side = &srv.repl.replica;
+        let _applying = side.apply_lock.lock();
+        let mut acked = false;
+        let mut relayed = peer.start;
         loop {
             let pending = &peer.buf[peer.start..];
-            let consumed = match parser.parse(pending, &ParseLimits::default()) {
+            let consumed = match self.parser.parse(pending, &ParseLimits::default()) {
                 Ok(Parsed::Command { consumed }) => consumed,
                 Ok(Parsed::Incomplete) => break,
                 Err(e) => return Err(format!("protocol error from master: {}", e.0)),
             };
-            let args = parser.args(pending);
+            let args = self.parser.args(pending);
             let getack = args.len() >= 2
                 && args.get(0).eq_ignore_ascii_case(b"replconf")
                 && args.get(1).eq_ignore_ascii_case(b"getack");
             if !getack && !args.is_empty() {
-                if let Err(e) =
-                    crate::commands::run_args(srv, &mut clock, &stats, &mut client, args)
-                {
+                let r = crate::commands::run_args(srv, self.clock, self.stats, self.client, args);
+                if let Err(e) = r {
                     log_warning!("Command from master failed: {e}");
                 }
             }
-            srv.repl.backlog.append_raw(&pending[..consumed]);
             peer.start += consumed;
             if getack {
+                // The offset it reports counts the GETACK itself.
+                srv.repl.backlog.append_raw(&peer.buf[relayed..peer.start]);
+                relayed = peer.start;
                 send_ack(srv, peer)?;
-                last_ack = Instant::now();
+                acked = true;
             }
         }
-        side.master_db.store(client.db, Relaxed);
-        // The batch's writes go to the AOF now, as a client's would.
-        crate::persistence::aof::before_reply(srv);
-        srv.repl.backlog.wake_if_dirty();
+        // One relay per read, not per command.
+        if relayed < peer.start {
+            srv.repl.backlog.append_raw(&peer.buf[relayed..peer.start]);
+        }
+        side.master_db.store(self.client.db, Relaxed);
+        Ok(acked)
     }
 }
 
