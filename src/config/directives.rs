@@ -530,7 +530,8 @@ pub static DIRECTIVES: &[Directive] = &[
         "repl-diskless-load",
         Enum(&["disabled", "on-empty-db", "swapdb"]),
         "disabled",
-    ),
+    )
+    .built(),
     d("repl-diskless-sync", Bool, "yes").built(),
     d("repl-diskless-sync-delay", Int(0, INT), "5").built(),
     d("repl-diskless-sync-max-replicas", Int(0, INT), "0").built(),
