@@ -20,6 +20,7 @@ pub mod backlog;
 pub mod failover;
 pub mod master;
 pub mod replica;
+pub mod stage;
 
 use std::fmt::Write as _;
 use std::sync::atomic::{AtomicBool, Ordering::*};
