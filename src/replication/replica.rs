@@ -312,12 +312,17 @@ impl Peer<'_> {
         }
     }
 
+    /// Sends a command (a master that reads nothing for `timeout` ends
+    /// the stage too: the socket's write timeout).
     fn send(&mut self, argv: &[&[u8]]) -> Result<(), String> {
         let mut out = Vec::new();
         crate::protocol::request::command(&mut out, argv);
-        self.s
-            .write_all(&out)
-            .map_err(|e| format!("write error: {e}"))
+        self.s.write_all(&out).map_err(|e| match e.kind() {
+            std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut => {
+                format!("the master read nothing for {} s", self.timeout.as_secs())
+            }
+            _ => format!("write error: {e}"),
+        })
     }
 
     /// Reads more bytes into the buffer: Ok(0) after a second without any
@@ -406,6 +411,7 @@ fn connect(host: &str, port: u16, timeout: Duration) -> Result<TcpStream, String
     })?;
     let _ = s.set_nodelay(true);
     s.set_read_timeout(Some(Duration::from_secs(1)))
+        .and_then(|()| s.set_write_timeout(Some(timeout)))
         .map_err(|e| e.to_string())?;
     Ok(s)
 }
