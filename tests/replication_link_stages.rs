@@ -310,3 +310,41 @@ fn a_stalled_load_times_out_and_keeps_the_master_posted() {
         .contains("for the loader to take more of the payload)"));
     assert_eq!(cmd::<i64>(&mut r, &["DBSIZE"]), 0);
 }
+
+/// DEBUG SLEEP on a replica holds its link as Redis's single thread
+/// would: killed inside the same transaction, the link stays down for the
+/// whole sleep, long enough for a master with `repl-backlog-ttl 2` to
+/// free its backlog, so the replica comes back with a full sync (as
+/// Redis's replication-psync "backlog expired" tests expect).
+#[test]
+fn debug_sleep_holds_the_replication_link() {
+    let master = Server::start(&["--repl-backlog-ttl", "2"]);
+    let replica = Server::start(&[]);
+    let (mut m, mut r) = (master.conn(), replica.conn());
+    let _: () = cmd(&mut m, &["SET", "k", "v"]);
+    let _: () = cmd(
+        &mut r,
+        &["REPLICAOF", "127.0.0.1", &master.port.to_string()],
+    );
+    eventually("first sync", || in_sync(&mut m, &mut r));
+    let full: u64 = info_field(&mut m, "sync_full");
+    let slept = Instant::now();
+    let replies: Vec<redis::Value> = redis::pipe()
+        .atomic()
+        .cmd("CLIENT")
+        .arg("KILL")
+        .arg("TYPE")
+        .arg("master")
+        .cmd("DEBUG")
+        .arg("SLEEP")
+        .arg("4")
+        .query(&mut r)
+        .unwrap();
+    assert_eq!(replies.len(), 2);
+    assert!(slept.elapsed() >= Duration::from_secs(4));
+    let _: () = cmd(&mut m, &["SET", "k", "after"]);
+    eventually("back in sync", || in_sync(&mut m, &mut r));
+    assert!(info_field::<u64>(&mut m, "sync_partial_err") > 0);
+    assert_eq!(info_field::<u64>(&mut m, "sync_full"), full + 1);
+    assert!(master.log().contains("Replication backlog freed"));
+}

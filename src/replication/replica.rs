@@ -23,7 +23,8 @@
 //! over with a PSYNC for what it has. A failed load empties the databases
 //! (swapdb: drops the staging data, the old dataset stays), so a
 //! half-loaded dataset is never served as complete. REPLICAOF bumps
-//! `generation`, which every loop of the old link checks.
+//! `generation`, which every loop of the old link checks. DEBUG SLEEP
+//! holds the link too, as Redis's single thread would be held.
 
 use std::fmt::Write as _;
 use std::io::{Read, Write};
@@ -63,6 +64,8 @@ pub struct ReplicaSide {
     master_db: AtomicUsize,
     /// The next PSYNC is a FAILOVER hand-over (see `failover.rs`).
     failover_psync: AtomicBool,
+    /// Unix ms until which a DEBUG SLEEP holds the link (see `debug_sleep`).
+    paused_until_ms: AtomicU64,
     /// Held while a command from the master is applied and its bytes
     /// counted, and by a snapshot's cut: the offset saved in an RDB
     /// (repl-offset) matches its data.
@@ -167,6 +170,35 @@ impl ReplicaSide {
         true
     }
 
+    /// DEBUG SLEEP: Redis sleeps in its one thread, link included (no
+    /// reads from the master, no ACKs, no reconnection); ours stops the
+    /// link thread for as long, at its next read or connection attempt.
+    pub fn debug_sleep(&self, d: Duration) {
+        let until = unix_ms().saturating_add(d.as_millis() as u64);
+        self.paused_until_ms.fetch_max(until, Relaxed);
+    }
+
+    /// Waits out a DEBUG SLEEP (while this link is current).
+    fn wait_out_pause(&self, gen: u64) {
+        loop {
+            let until = self.paused_until_ms.load(Relaxed);
+            if until == 0 {
+                return;
+            }
+            let left = until.saturating_sub(unix_ms());
+            if left == 0 {
+                let _ = self
+                    .paused_until_ms
+                    .compare_exchange(until, 0, Relaxed, Relaxed);
+                return;
+            }
+            if self.generation.load(Acquire) != gen {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(left.min(100)));
+        }
+    }
+
     fn stop_link(&self) {
         self.generation.fetch_add(1, AcqRel);
         if let Some(s) = self.socket.lock().take() {
@@ -266,6 +298,7 @@ fn link_thread(srv: Arc<Server>, gen: u64, host: String, port: u16) {
     let side = &srv.repl.replica;
     let current = || side.generation.load(Acquire) == gen;
     while current() {
+        side.wait_out_pause(gen);
         log_notice!("Connecting to MASTER {host}:{port}");
         if let Err(e) = run_link(&srv, gen, &host, port) {
             if current() {
@@ -1067,6 +1100,7 @@ fn stream(srv: &Arc<Server>, gen: u64, peer: &mut Peer) -> Result<(), String> {
             send_ack(srv, peer)?;
             last_ack = Instant::now();
         }
+        side.wait_out_pause(gen);
         // (Without a byte for repl-timeout, fill ends the link.)
         if !std::mem::take(&mut buffered) && peer.fill()? == 0 {
             continue;

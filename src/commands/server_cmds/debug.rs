@@ -117,8 +117,10 @@ pub fn debug(ctx: &mut Ctx, args: Args) -> CmdResult {
     if eq_ic(sub, "HELP") && n == 2 {
         reply_help(ctx, "debug", DEBUG_HELP);
     } else if eq_ic(sub, "SLEEP") && n == 3 {
-        let secs = atof(args.get(2)).max(0.0);
-        std::thread::sleep(std::time::Duration::from_secs_f64(secs.min(1e6)));
+        let secs = std::time::Duration::from_secs_f64(atof(args.get(2)).clamp(0.0, 1e6));
+        // Redis's one thread sleeps, its link to its master included.
+        ctx.srv.repl.replica.debug_sleep(secs);
+        std::thread::sleep(secs);
         ctx.out.ok();
     } else if eq_ic(sub, "SET-ACTIVE-EXPIRE") && n == 3 {
         let on = atof(args.get(2)) as i64 != 0;
