@@ -178,18 +178,24 @@ impl MasterSide {
         self.departed.lock().iter().map(|d| d.from).min()
     }
 
-    /// A streaming replica's connection ended: under the spill policy,
-    /// what it has not acknowledged stays pinned until it returns (unless
-    /// it already has, on a new connection).
-    fn depart(&self, srv: &Server, handle: &ReplicaHandle) {
-        if srv.repl.backlog.disk_max.load(Relaxed) == 0 || handle.sent.load(Relaxed) == 0 {
+    /// A streaming replica's connection ended: under the spill policy, a
+    /// replica that lagged (dropped for `repl-timeout`, or behind what
+    /// memory holds) keeps what it has not acknowledged pinned until it
+    /// returns (unless it already has, on a new connection). One that was
+    /// keeping up gets what Redis gives it: `repl-backlog-size`.
+    fn depart(&self, srv: &Server, handle: &ReplicaHandle, timed_out: bool) {
+        let b = &srv.repl.backlog;
+        if b.disk_max.load(Relaxed) == 0 || handle.sent.load(Relaxed) == 0 {
+            return;
+        }
+        let from = handle.ack_offset.load(Relaxed) + 1;
+        if !timed_out && from >= b.range().0 {
             return;
         }
         let addr = handle.addr();
         if self.replicas.lock().iter().any(|r| r.addr() == addr) {
             return;
         }
-        let from = handle.ack_offset.load(Relaxed) + 1;
         let mut d = self.departed.lock();
         d.retain(|d| d.addr != addr);
         d.push(Departed { addr, from });
@@ -565,6 +571,7 @@ pub(crate) async fn serve_replica<T>(
             .map(|from| (from, false)),
         None => full_sync(srv, io, &mut qb, (&conf, &req), &handle, shared).await,
     };
+    let mut timed_out = false;
     if let Some((from, streamed)) = start {
         srv.repl.master.returned(&handle);
         *handle.state.lock() = "online";
@@ -578,14 +585,14 @@ pub(crate) async fn serve_replica<T>(
         } else {
             log_synced(&handle);
         }
-        feed(srv, io, qb, &handle, from, streamed, shared).await;
+        timed_out = feed(srv, io, qb, &handle, from, streamed, shared).await;
     }
     srv.repl
         .master
         .replicas
         .lock()
         .retain(|r| !Arc::ptr_eq(r, &handle));
-    srv.repl.master.depart(srv, &handle);
+    srv.repl.master.depart(srv, &handle, timed_out);
     // What only this replica needed goes now (the pin moves or goes).
     srv.repl.master.update_keep_from(&srv.repl.backlog);
     log_notice!(
@@ -1092,7 +1099,8 @@ where
 }
 
 /// The stream: copies the backlog past `from` to the replica whenever
-/// there is some, and reads its REPLCONF ACKs; ends when the replica goes.
+/// there is some, and reads its REPLCONF ACKs; ends when the replica goes,
+/// true when it was dropped for `repl-timeout`.
 ///
 /// After a diskless transfer (`await_ack`) nothing is sent until the
 /// replica's first ACK, as Redis does: a replica spots the end of an
@@ -1106,7 +1114,8 @@ async fn feed<T>(
     mut from: u64,
     mut await_ack: bool,
     shared: &ClientShared,
-) where
+) -> bool
+where
     T: AsRawFd,
     for<'a> &'a T: Read + Write,
 {
@@ -1131,7 +1140,7 @@ async fn feed<T>(
                     backlog.hard_cap.load(Relaxed),
                     backlog.disk_range().1,
                 );
-                return;
+                return false;
             }
         };
         if n > 0 {
@@ -1142,14 +1151,14 @@ async fn feed<T>(
             let wrote = tokio::time::timeout(repl_timeout(srv), write_all(io, &buf, &shared.kill));
             match wrote.await {
                 Ok(Ok(())) => {}
-                Ok(Err(_)) => return,
+                Ok(Err(_)) => return false,
                 Err(_) => {
                     log_warning!(
                         "Disconnecting timedout replica (streaming sync): {}:{} took no bytes for repl-timeout",
                         handle.ip,
                         handle.port.load(Relaxed)
                     );
-                    return;
+                    return true;
                 }
             }
             from += n as u64;
@@ -1165,25 +1174,25 @@ async fn feed<T>(
                 "Disconnecting timedout replica (streaming sync): {}",
                 handle.ip
             );
-            return;
+            return true;
         }
         // Acks: read what is there without waiting when there is more to send.
         let input = tokio::select! {
             biased;
-            _ = shared.kill.notified() => return,
+            _ = shared.kill.notified() => return false,
             r = read_some(io, &mut qb) => Some(r),
             _ = std::future::ready(()), if n > 0 => None,
             _ = &mut notified => None,
             _ = tokio::time::sleep(Duration::from_millis(100)) => None,
         };
         match input {
-            Some(Ok(0)) | Some(Err(_)) => return,
+            Some(Ok(0)) | Some(Err(_)) => return false,
             Some(Ok(_)) => {
                 // Any input shows the replica alive: it sends newlines
                 // while it loads a big payload, as Redis's replicas do.
                 handle.ack_ms.store(unix_ms(), Relaxed);
                 match read_acks(&mut parser, &mut qb, handle) {
-                    None => return,
+                    None => return false,
                     Some(true) => {
                         srv.repl.master.update_keep_from(backlog);
                         if await_ack {
