@@ -79,7 +79,7 @@ sample() {
 }
 
 # stat: "median slowest" of the first column.
-stat() { sort -n | awk '{a[NR]=$1} END {printf "%d %d", a[int((NR+1)/2)], a[1]}'; }
+stat() { sort -n | awk '{a[NR]=$1} END {printf "%d %d\n", a[int((NR+1)/2)], a[1]}'; }
 # peak_mb: the largest second column, in MB.
 peak_mb() { awk '$2 > m {m = $2} END {printf "%d", m / 1048576}'; }
 
@@ -138,7 +138,7 @@ run() {
 
 echo "replica frozen ${FREEZE}s under SET -d 8192 -c $CLIENTS; writes/s of the master"
 printf '%-9s %8s %8s %8s %8s %10s %8s %6s %6s\n' kind before during slowest after \
-    disk catchup(s) fulls equal
+    disk catchup_s fulls equal
 for which in "${@:-redis throttle spill}"; do
     for w in $which; do
         case $w in

@@ -34,6 +34,10 @@ pub struct Loading {
     start_unix: AtomicU64,
     total_bytes: AtomicU64,
     loaded_bytes: AtomicU64,
+    /// Keys decoded (progress while the bytes read stay put).
+    keys: AtomicU64,
+    /// Set by [`Loading::abort`]: the load fails at its next read or key.
+    aborted: AtomicBool,
 }
 
 impl Loading {
@@ -62,16 +66,38 @@ impl Loading {
         self.start_unix.store(unix_ms() / 1000, Relaxed);
         self.total_bytes.store(total, Relaxed);
         self.loaded_bytes.store(0, Relaxed);
+        self.keys.store(0, Relaxed);
+        self.aborted.store(false, Relaxed);
     }
 
     fn end(&self) {
         self.active.store(false, Relaxed);
         self.async_active.store(false, Relaxed);
+        self.aborted.store(false, Relaxed);
     }
 
     /// Bytes of the payload read so far (a socket load counts its own).
     pub fn add_loaded(&self, n: u64) {
         self.loaded_bytes.fetch_add(n, Relaxed);
+    }
+
+    /// Grows while a load makes progress: bytes read plus keys decoded.
+    pub fn progress(&self) -> u64 {
+        self.loaded_bytes.load(Relaxed) + self.keys.load(Relaxed)
+    }
+
+    /// Stops the load in progress (a replica's that made no progress for
+    /// repl-timeout): it fails at its next read or key.
+    pub fn abort(&self) {
+        self.aborted.store(true, Relaxed);
+    }
+
+    /// The error of a load stopped by [`Loading::abort`], if it was.
+    pub fn check_aborted(&self) -> io::Result<()> {
+        if self.aborted.load(Relaxed) {
+            return Err(io::Error::new(io::ErrorKind::TimedOut, LOAD_ABORTED));
+        }
+        Ok(())
     }
 
     /// While loading, the progress lines of INFO persistence.
@@ -103,7 +129,11 @@ impl Loading {
     }
 }
 
-/// Counts the bytes read, for INFO's loading_loaded_bytes.
+/// Why a load stopped by [`Loading::abort`] failed.
+pub const LOAD_ABORTED: &str = "the load made no progress for repl-timeout";
+
+/// Counts the bytes read, for INFO's loading_loaded_bytes; fails once the
+/// load is aborted.
 struct Counting<'a, R> {
     inner: R,
     loading: &'a Loading,
@@ -111,6 +141,7 @@ struct Counting<'a, R> {
 
 impl<R: io::Read> io::Read for Counting<'_, R> {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        self.loading.check_aborted()?;
         let n = self.inner.read(buf)?;
         self.loading.loaded_bytes.fetch_add(n as u64, Relaxed);
         Ok(n)
@@ -246,6 +277,9 @@ pub fn load_reader_into(
         let mut last_log = Instant::now();
         let mut on_key = |k: LoadedKey| -> Result<(), RdbError> {
             seen += 1;
+            let loading = &srv.persist.loading;
+            loading.keys.fetch_add(1, Relaxed);
+            loading.check_aborted().map_err(RdbError::Io)?;
             if seen.is_multiple_of(65536) && last_log.elapsed().as_secs() >= 2 {
                 last_log = Instant::now();
                 log_notice!("Loading RDB: {seen} keys read so far");
@@ -375,7 +409,8 @@ fn insert(
 }
 
 /// A replica's full sync: empties every database and loads `path`,
-/// serving -LOADING meanwhile; on failure the databases are left empty.
+/// serving -LOADING meanwhile; on failure (or abort) the databases are
+/// left empty.
 pub fn load_for_replica(srv: &Arc<Server>, path: &Path) -> Result<(), String> {
     let size = std::fs::metadata(path).map(|m| m.len()).unwrap_or(0);
     srv.persist.loading.begin(size);

@@ -189,7 +189,9 @@ pub fn start(srv: &Arc<Server>, job: SnapshotJob) -> Result<(), SnapshotError> {
             let mut aux = job.aux;
             aux.extend(repl_aux);
             let header = header_bytes(&srv, job.format, &aux);
-            let r = match job.stream {
+            // A panic (a bug) fails this snapshot, not every later one: the
+            // state below must be cleared whatever happens.
+            let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| match job.stream {
                 Some(out) => {
                     let what = (out, &header[..], &sizes[..]);
                     write_stream(&srv, what, &preserved, checksum, job.threads)
@@ -198,7 +200,11 @@ pub fn start(srv: &Arc<Server>, job: SnapshotJob) -> Result<(), SnapshotError> {
                     let files = (job.path.as_path(), &header[..], &sizes[..]);
                     write_file(&srv, files, &preserved, checksum, job.threads)
                 }
-            };
+            }))
+            .unwrap_or_else(|_| {
+                crate::log_warning!("The snapshot writer panicked: snapshot failed");
+                Err(io::Error::other("the snapshot writer panicked"))
+            });
             // Should the write have failed midway, drop what shards still hold.
             finish_cut(&srv);
             srv.persist.snapshot.running.store(false, Release);

@@ -21,6 +21,7 @@ pub mod failover;
 pub mod master;
 pub mod replica;
 pub mod spill;
+pub mod stage;
 
 use std::fmt::Write as _;
 use std::sync::atomic::{AtomicBool, Ordering::*};

@@ -14,12 +14,16 @@
 //! replicas read. A thread, not a task: the link's work is sequential and
 //! mostly waiting, and loading a big RDB must not hold a worker.
 //!
-//! Any failure (connect, handshake, a truncated or corrupt payload, a
-//! timeout, garbage from the peer) ends the link: the thread logs why,
-//! waits a second and starts over with a PSYNC for what it has. A failed
-//! load empties the databases (swapdb: drops the staging data, the old
-//! dataset stays), so a half-loaded dataset is never served as complete. REPLICAOF bumps `generation`, which every loop of
-//! the old link checks.
+//! Every stage of a sync (`stage.rs`: connecting, each handshake reply,
+//! the PSYNC reply, the payload's header, the payload, loading it) ends
+//! within `repl-timeout` of its last progress; INFO replication shows the
+//! stage and how long the link has been in it. Any failure (connect,
+//! handshake, a truncated or corrupt payload, a timeout, garbage from the
+//! peer) ends the link: the thread logs why, waits a second and starts
+//! over with a PSYNC for what it has. A failed load empties the databases
+//! (swapdb: drops the staging data, the old dataset stays), so a
+//! half-loaded dataset is never served as complete. REPLICAOF bumps
+//! `generation`, which every loop of the old link checks.
 
 use std::fmt::Write as _;
 use std::io::{Read, Write};
@@ -38,12 +42,14 @@ use crate::server::client::ClientState;
 use crate::server::Server;
 use crate::{log_notice, log_warning};
 
+use super::stage::{Stage, StageClock};
+
 #[derive(Default)]
 pub struct ReplicaSide {
     /// (host, port) of our master.
     master: Mutex<Option<(String, u16)>>,
-    /// Redis's link states: connect, connecting, sync, connected.
-    state: Mutex<&'static str>,
+    /// Where the link is (INFO's master_sync_stage, ROLE's state).
+    stage: StageClock,
     generation: AtomicU64,
     up: AtomicBool,
     last_io_ms: AtomicU64,
@@ -69,8 +75,9 @@ impl ReplicaSide {
         self.up.load(Acquire)
     }
 
-    fn set_state(&self, s: &'static str) {
-        *self.state.lock() = s;
+    /// The link's stage (see `stage.rs`).
+    pub fn stage(&self) -> Stage {
+        self.stage.get()
     }
 
     /// INFO's replica-only fields, from master_host to replica_announced.
@@ -79,8 +86,8 @@ impl ReplicaSide {
         let up = self.link_up();
         let now = unix_ms();
         let last_io = (now.saturating_sub(self.last_io_ms.load(Relaxed)) / 1000) as i64;
-        let state = *self.state.lock();
-        let syncing = state == "sync";
+        let stage = self.stage.get();
+        let syncing = stage.syncing();
         let offset = srv.repl.backlog.end();
         let _ = write!(
             o,
@@ -119,22 +126,24 @@ impl ReplicaSide {
         let c = srv.config.read();
         let _ = write!(
             o,
-            "slave_priority:{}\r\nslave_read_only:{}\r\nreplica_announced:{}\r\n",
+            "slave_priority:{}\r\nslave_read_only:{}\r\nreplica_announced:{}\r\n\
+             master_sync_stage:{}\r\nmaster_sync_stage_seconds:{}\r\n",
             c.get_i64("replica-priority"),
             c.get_bool("replica-read-only") as u8,
             c.get_bool("replica-announced") as u8,
+            stage.name(),
+            self.stage.seconds(),
         );
     }
 
     /// ROLE on a replica: ["slave", host, port, state, offset].
     pub fn role_reply(&self, ctx: &mut Ctx) -> CmdResult {
         let (host, port) = self.master.lock().clone().unwrap_or_default();
-        let state = *self.state.lock();
         ctx.out.array(5);
         ctx.out.bulk(b"slave");
         ctx.out.bulk(host.as_bytes());
         ctx.out.int(port as i64);
-        ctx.out.bulk(state.as_bytes());
+        ctx.out.bulk(self.stage.get().role_state().as_bytes());
         ctx.out.int(ctx.srv.repl.backlog.end() as i64);
         Ok(())
     }
@@ -217,7 +226,7 @@ fn follow(srv: &Arc<Server>, host: String, port: u16) {
     let side = &srv.repl.replica;
     side.stop_link();
     *side.master.lock() = Some((host.clone(), port));
-    side.set_state("connect");
+    side.stage.set(Stage::Connect);
     side.down_since_ms.store(0, Relaxed);
     srv.repl.is_replica.store(true, Release);
     // Clients blocked on keys would wait for writes that now come from the
@@ -257,7 +266,6 @@ fn link_thread(srv: Arc<Server>, gen: u64, host: String, port: u16) {
     let side = &srv.repl.replica;
     let current = || side.generation.load(Acquire) == gen;
     while current() {
-        side.set_state("connecting");
         log_notice!("Connecting to MASTER {host}:{port}");
         if let Err(e) = run_link(&srv, gen, &host, port) {
             if current() {
@@ -273,19 +281,37 @@ fn link_thread(srv: Arc<Server>, gen: u64, host: String, port: u16) {
             side.down_since_ms.store(unix_ms(), Relaxed);
         }
         *side.socket.lock() = None;
-        side.set_state("connect");
+        side.stage.set(Stage::Connect);
         std::thread::sleep(Duration::from_secs(1));
     }
 }
 
-/// Our master's socket with a read buffer.
-struct Peer {
+/// Our master's socket with a read buffer, and the stage the link is in:
+/// a stage ends with an error once `timeout` passes without a byte from
+/// the master (the newlines a master sends while it prepares a sync count).
+struct Peer<'a> {
     s: TcpStream,
     buf: Vec<u8>,
     start: usize,
+    side: &'a ReplicaSide,
+    gen: u64,
+    stage: Stage,
+    timeout: Duration,
+    /// The stage's start, or the last byte read in it.
+    progress: Instant,
 }
 
-impl Peer {
+impl Peer<'_> {
+    /// Enters `stage` (INFO shows it, unless REPLICAOF replaced this
+    /// link); its timeout counts from now.
+    fn begin(&mut self, stage: Stage) {
+        self.stage = stage;
+        self.progress = Instant::now();
+        if self.side.generation.load(Acquire) == self.gen {
+            self.side.stage.set(stage);
+        }
+    }
+
     fn send(&mut self, argv: &[&[u8]]) -> Result<(), String> {
         let mut out = Vec::new();
         crate::protocol::request::command(&mut out, argv);
@@ -294,7 +320,9 @@ impl Peer {
             .map_err(|e| format!("write error: {e}"))
     }
 
-    /// Reads more bytes into the buffer; Ok(0) on a read timeout.
+    /// Reads more bytes into the buffer: Ok(0) after a second without any
+    /// (the socket's read timeout), the stage's timeout error after
+    /// `timeout`.
     fn fill(&mut self) -> Result<usize, String> {
         // Drop what was consumed: at once when all was, else once it is
         // 64 KB (a stream rarely ends a read on a command's end, and the
@@ -308,6 +336,8 @@ impl Peer {
             Ok(0) => Err("connection closed by the master".into()),
             Ok(n) => {
                 self.buf.extend_from_slice(&tmp[..n]);
+                self.progress = Instant::now();
+                self.side.last_io_ms.store(unix_ms(), Relaxed);
                 Ok(n)
             }
             Err(e)
@@ -318,6 +348,9 @@ impl Peer {
                         | std::io::ErrorKind::Interrupted
                 ) =>
             {
+                if self.progress.elapsed() >= self.timeout {
+                    return Err(self.stage.timeout_message(self.timeout.as_secs()));
+                }
                 Ok(0)
             }
             Err(e) => Err(format!("read error: {e}")),
@@ -325,9 +358,8 @@ impl Peer {
     }
 
     /// One reply line (without CRLF), skipping the bare newlines a master
-    /// sends as keepalives while it prepares a sync; gives up after `wait`.
-    fn line(&mut self, wait: Duration) -> Result<String, String> {
-        let deadline = Instant::now() + wait;
+    /// sends as keepalives while it prepares a sync.
+    fn line(&mut self) -> Result<String, String> {
         loop {
             while self.start < self.buf.len() && self.buf[self.start] == b'\n' {
                 self.start += 1;
@@ -342,9 +374,6 @@ impl Peer {
             }
             if pending.len() > 64 * 1024 {
                 return Err("protocol error: reply line too long".into());
-            }
-            if Instant::now() >= deadline {
-                return Err("timeout waiting for the master's reply".into());
             }
             self.fill()?;
         }
@@ -362,14 +391,19 @@ fn repl_timeout(srv: &Server) -> Duration {
     Duration::from_secs(srv.config.read().get_i64("repl-timeout").max(1) as u64)
 }
 
-fn connect(host: &str, port: u16) -> Result<TcpStream, String> {
+/// Resolves `host` and connects within `timeout`.
+fn connect(host: &str, port: u16, timeout: Duration) -> Result<TcpStream, String> {
     let addr = (host, port)
         .to_socket_addrs()
         .map_err(|e| format!("can't resolve {host}: {e}"))?
         .next()
         .ok_or_else(|| format!("can't resolve {host}"))?;
-    let s = TcpStream::connect_timeout(&addr, Duration::from_secs(5))
-        .map_err(|e| format!("Error condition on socket for SYNC: {e}"))?;
+    let s = TcpStream::connect_timeout(&addr, timeout).map_err(|e| match e.kind() {
+        std::io::ErrorKind::TimedOut | std::io::ErrorKind::WouldBlock => {
+            Stage::Connecting.timeout_message(timeout.as_secs())
+        }
+        _ => format!("Error condition on socket for SYNC: {e}"),
+    })?;
     let _ = s.set_nodelay(true);
     s.set_read_timeout(Some(Duration::from_secs(1)))
         .map_err(|e| e.to_string())?;
@@ -378,7 +412,11 @@ fn connect(host: &str, port: u16) -> Result<TcpStream, String> {
 
 fn run_link(srv: &Arc<Server>, gen: u64, host: &str, port: u16) -> Result<(), String> {
     let side = &srv.repl.replica;
-    let s = connect(host, port)?;
+    let timeout = repl_timeout(srv);
+    if side.generation.load(Acquire) == gen {
+        side.stage.set(Stage::Connecting);
+    }
+    let s = connect(host, port, timeout)?;
     *side.socket.lock() = s.try_clone().ok();
     if side.generation.load(Acquire) != gen {
         return Ok(());
@@ -387,21 +425,36 @@ fn run_link(srv: &Arc<Server>, gen: u64, host: &str, port: u16) -> Result<(), St
         s,
         buf: Vec::new(),
         start: 0,
+        side,
+        gen,
+        stage: Stage::Connecting,
+        timeout,
+        progress: Instant::now(),
     };
     log_notice!("MASTER <-> REPLICA sync started");
     handshake(srv, &mut peer)?;
+    psync(srv, gen, &mut peer)?;
+    side.up.store(true, Release);
+    peer.begin(Stage::Connected);
+    side.last_io_ms.store(unix_ms(), Relaxed);
+    stream(srv, gen, &mut peer)
+}
+
+/// PSYNC for what we hold: the stream continues, or a full sync first.
+fn psync(srv: &Arc<Server>, gen: u64, peer: &mut Peer) -> Result<(), String> {
     let (replid, offset) = cached_master(srv);
     let off_arg = if replid == "?" {
         "-1".to_string()
     } else {
         (offset + 1).to_string()
     };
-    if side.failover_psync.swap(false, AcqRel) {
+    peer.begin(Stage::ReceivePsyncReply);
+    if srv.repl.replica.failover_psync.swap(false, AcqRel) {
         peer.send(&[b"PSYNC", replid.as_bytes(), off_arg.as_bytes(), b"FAILOVER"])?;
     } else {
         peer.send(&[b"PSYNC", replid.as_bytes(), off_arg.as_bytes()])?;
     }
-    let reply = peer.line(repl_timeout(srv))?;
+    let reply = peer.line()?;
     if let Some(rest) = reply.strip_prefix("+FULLRESYNC ") {
         let mut w = rest.split_whitespace();
         let id = w.next().unwrap_or_default().to_string();
@@ -410,24 +463,21 @@ fn run_link(srv: &Arc<Server>, gen: u64, host: &str, port: u16) -> Result<(), St
             .and_then(|o| o.parse().ok())
             .ok_or("bad FULLRESYNC reply")?;
         log_notice!("Full resync from master: {id}:{off}");
-        full_sync(srv, gen, &mut peer, &id, off)?;
+        full_sync(srv, gen, peer, &id, off)
     } else if let Some(rest) = reply.strip_prefix("+CONTINUE") {
         continue_from(srv, rest.trim(), &replid);
         log_notice!("MASTER <-> REPLICA sync: Master accepted a Partial Resynchronization.");
+        Ok(())
     } else {
-        return Err(format!("unexpected reply to PSYNC from master: {reply}"));
+        Err(format!("unexpected reply to PSYNC from master: {reply}"))
     }
-    side.up.store(true, Release);
-    side.set_state("connected");
-    side.last_io_ms.store(unix_ms(), Relaxed);
-    stream(srv, gen, &mut peer)
 }
 
 /// PING, AUTH, REPLCONF: Redis's handshake, with its error texts.
 fn handshake(srv: &Server, peer: &mut Peer) -> Result<(), String> {
-    let wait = repl_timeout(srv);
+    peer.begin(Stage::ReceivePingReply);
     peer.send(&[b"PING"])?;
-    let r = peer.line(wait)?;
+    let r = peer.line()?;
     if r.starts_with('-')
         && !r.starts_with("-NOAUTH")
         && !r.starts_with("-NOPERM")
@@ -447,12 +497,13 @@ fn handshake(srv: &Server, peer: &mut Peer) -> Result<(), String> {
         )
     };
     if !pass.is_empty() {
+        peer.begin(Stage::ReceiveAuthReply);
         if user.is_empty() {
             peer.send(&[b"AUTH", pass.as_bytes()])?;
         } else {
             peer.send(&[b"AUTH", user.as_bytes(), pass.as_bytes()])?;
         }
-        let r = peer.line(wait)?;
+        let r = peer.line()?;
         if r.starts_with('-') {
             return Err(format!("Unable to AUTH to MASTER: {r}"));
         }
@@ -463,17 +514,20 @@ fn handshake(srv: &Server, peer: &mut Peer) -> Result<(), String> {
         port
     }
     .to_string();
+    peer.begin(Stage::ReceivePortReply);
     peer.send(&[b"REPLCONF", b"listening-port", lport.as_bytes()])?;
-    let r = peer.line(wait)?;
+    let r = peer.line()?;
     if r.starts_with('-') {
         log_notice!("(Non critical) Master does not understand REPLCONF listening-port: {r}");
     }
     if !announce_ip.is_empty() {
+        peer.begin(Stage::ReceiveIpReply);
         peer.send(&[b"REPLCONF", b"ip-address", announce_ip.as_bytes()])?;
-        let _ = peer.line(wait)?;
+        let _ = peer.line()?;
     }
+    peer.begin(Stage::ReceiveCapaReply);
     peer.send(&[b"REPLCONF", b"capa", b"eof", b"capa", b"psync2"])?;
-    let r = peer.line(wait)?;
+    let r = peer.line()?;
     if r.starts_with('-') {
         log_notice!("(Non critical) Master does not understand REPLCONF capa: {r}");
     }
@@ -566,35 +620,9 @@ fn full_sync(
     replid: &str,
     offset: u64,
 ) -> Result<(), String> {
-    let side = &srv.repl.replica;
-    side.set_state("sync");
-    let header = peer.line(repl_timeout(srv))?;
-    let spec = parse_payload_header(&header)?;
-    side.sync_total.store(spec.len.unwrap_or(0), Relaxed);
-    side.sync_read.store(0, Relaxed);
-    let socket = socket_load_mode(srv, replid);
-    let to = if socket.is_some() {
-        "to parser"
-    } else {
-        "to disk"
-    };
-    match spec.len {
-        Some(n) => log_notice!("MASTER <-> REPLICA sync: receiving {n} bytes from master {to}"),
-        None => {
-            log_notice!("MASTER <-> REPLICA sync: receiving streamed RDB from master with EOF {to}")
-        }
-    }
-    let loaded = match socket {
-        Some(mode) => Some(
-            load_from_socket(srv, gen, peer, &spec, mode)
-                .map_err(|e| format!("MASTER <-> REPLICA sync failed: {e}"))?,
-        ),
-        None => {
-            load_via_file(srv, peer, &spec)?;
-            None
-        }
-    };
+    let loaded = receive_payload(srv, gen, peer, replid)?;
     let repl = &srv.repl;
+    let side = &repl.replica;
     // A snapshot's cut sees the new data with the new history, or neither.
     let cut = side.apply_lock.lock();
     if let Some(job) = loaded {
@@ -620,6 +648,107 @@ fn full_sync(
     }
     log_notice!("MASTER <-> REPLICA sync: Finished with success");
     Ok(())
+}
+
+/// The payload's header, then the payload, loaded; a socket load's
+/// staging data is returned to be committed with the new history.
+fn receive_payload(
+    srv: &Arc<Server>,
+    gen: u64,
+    peer: &mut Peer,
+    replid: &str,
+) -> Result<Option<ReplicaLoad>, String> {
+    let side = &srv.repl.replica;
+    peer.begin(Stage::ReceivePayloadHeader);
+    let header = peer.line()?;
+    let spec = parse_payload_header(&header)?;
+    side.sync_total.store(spec.len.unwrap_or(0), Relaxed);
+    side.sync_read.store(0, Relaxed);
+    let socket = socket_load_mode(srv, replid);
+    let to = if socket.is_some() {
+        "to parser"
+    } else {
+        "to disk"
+    };
+    match spec.len {
+        Some(n) => log_notice!("MASTER <-> REPLICA sync: receiving {n} bytes from master {to}"),
+        None => {
+            log_notice!("MASTER <-> REPLICA sync: receiving streamed RDB from master with EOF {to}")
+        }
+    }
+    peer.begin(Stage::ReceivePayload);
+    match socket {
+        Some(mode) => {
+            let taken = || srv.persist.loading.progress();
+            let job = watched(srv, peer, taken, |peer| {
+                load_from_socket(srv, gen, peer, &spec, mode)
+            });
+            job.map(Some)
+                .map_err(|e| format!("MASTER <-> REPLICA sync failed: {e}"))
+        }
+        None => load_via_file(srv, peer, &spec).map(|()| None),
+    }
+}
+
+/// Runs `work` (a load) while a helper thread sends the master a newline
+/// every second, as Redis's replicas do while they load (so a long load
+/// does not look like a dead replica), and watches `taken` (bytes the
+/// loader read plus keys it decoded): if it stays still for longer than
+/// `repl-timeout`, the helper logs the stage's timeout and aborts the
+/// load, which fails at its next read or key.
+fn watched<T>(
+    srv: &Server,
+    peer: &mut Peer,
+    taken: impl Fn() -> u64 + Sync,
+    work: impl FnOnce(&mut Peer) -> T,
+) -> T {
+    let watch = Watch {
+        sock: peer.s.try_clone().ok(),
+        done: AtomicBool::new(false),
+        stage: peer.stage,
+        timeout: peer.timeout,
+    };
+    std::thread::scope(|scope| {
+        let helper = scope.spawn(|| watch.run(&taken, &srv.persist.loading));
+        let r = work(peer);
+        watch.done.store(true, Release);
+        helper.thread().unpark();
+        r
+    })
+}
+
+/// The helper of [`watched`].
+struct Watch {
+    sock: Option<TcpStream>,
+    done: AtomicBool,
+    stage: Stage,
+    timeout: Duration,
+}
+
+impl Watch {
+    fn run(&self, taken: &dyn Fn() -> u64, loading: &crate::persistence::load::Loading) {
+        let second = Duration::from_secs(1);
+        let (mut seen, mut moved, mut newline) = (taken(), Instant::now(), Instant::now());
+        while !self.done.load(Acquire) {
+            std::thread::park_timeout(second);
+            if newline.elapsed() >= second {
+                newline = Instant::now();
+                if let Some(s) = &self.sock {
+                    let _ = (&*s).write_all(b"\n");
+                }
+            }
+            let now = taken();
+            if now != seen {
+                (seen, moved) = (now, Instant::now());
+            } else if moved.elapsed() > self.timeout + second && !self.done.load(Acquire) {
+                // (A second more than the socket's own timeout, which
+                // reports a master gone quiet first.)
+                log_warning!("{}", self.stage.timeout_message(self.timeout.as_secs()));
+                loading.abort();
+                return;
+            }
+        }
+    }
 }
 
 /// A full sync replaced the dataset: as Redis (signalFlushedDb, or
@@ -659,7 +788,12 @@ fn load_via_file(srv: &Arc<Server>, peer: &mut Peer, spec: &PayloadSpec) -> Resu
     let r = receive_rdb(srv, peer, spec, &tmp).and_then(|()| {
         log_notice!("MASTER <-> REPLICA sync: Flushing old data");
         log_notice!("MASTER <-> REPLICA sync: Loading DB in memory");
-        crate::persistence::load::load_for_replica(srv, std::path::Path::new(&tmp))
+        peer.begin(Stage::Loading);
+        let path = std::path::Path::new(&tmp);
+        let taken = || srv.persist.loading.progress();
+        watched(srv, peer, taken, |_| {
+            crate::persistence::load::load_for_replica(srv, path)
+        })
     });
     if let Err(e) = r {
         let _ = std::fs::remove_file(&tmp);
@@ -700,8 +834,6 @@ fn load_from_socket(
         held: Vec::new(),
         pos: 0,
         marked: false,
-        idle: Instant::now(),
-        timeout: repl_timeout(srv),
     };
     let r = load_socket_payload(srv, &job, &mut sock);
     match r {
@@ -734,47 +866,42 @@ fn load_socket_payload(
 /// The payload read straight from the socket: `$<len>` bytes, or all up to
 /// the 40-byte EOF mark, whose candidates are held back until more bytes
 /// tell them apart from data. Bytes after the mark (the command stream)
-/// go back to the peer's buffer. Timeouts (`repl-timeout` without a byte),
-/// a closed link and a REPLICAOF elsewhere are read errors.
-struct SocketPayload<'a> {
+/// go back to the peer's buffer. Timeouts (`repl-timeout` without a byte
+/// from the master, or an aborted load), a closed link and a REPLICAOF
+/// elsewhere are read errors.
+struct SocketPayload<'a, 'p> {
     srv: &'a Server,
     gen: u64,
-    peer: &'a mut Peer,
+    peer: &'a mut Peer<'p>,
     left: Option<u64>,
     mark: Option<Vec<u8>>,
     /// Bytes taken from the socket not yet handed out (EOF mark mode).
     held: Vec<u8>,
     pos: usize,
     marked: bool,
-    idle: Instant,
-    timeout: Duration,
 }
 
-impl SocketPayload<'_> {
+impl SocketPayload<'_, '_> {
     /// Waits for unread bytes in the peer's buffer.
     fn more(&mut self) -> std::io::Result<()> {
         use std::io::{Error, ErrorKind};
         let side = &self.srv.repl.replica;
+        self.srv.persist.loading.check_aborted()?;
         while self.peer.start == self.peer.buf.len() {
             if side.generation.load(Acquire) != self.gen {
                 return Err(Error::other("the replication link was replaced"));
             }
-            match self.peer.fill() {
-                Ok(0) if self.idle.elapsed() >= self.timeout => {
-                    return Err(Error::new(ErrorKind::TimedOut, "Timeout receiving bulk data from MASTER... If the problem persists try to set the 'repl-timeout' parameter in redis.conf to a larger value."));
-                }
-                Ok(0) => {}
-                Ok(_) => self.idle = Instant::now(),
-                Err(e) => return Err(Error::new(ErrorKind::UnexpectedEof, e)),
+            // Not UnexpectedEof, which the decoder reports without the
+            // reason (a timeout, a closed link).
+            if let Err(e) = self.peer.fill() {
+                return Err(Error::new(ErrorKind::ConnectionAborted, e));
             }
         }
         Ok(())
     }
 
     fn count(&self, n: usize) {
-        let side = &self.srv.repl.replica;
-        side.sync_read.fetch_add(n as u64, Relaxed);
-        side.last_io_ms.store(unix_ms(), Relaxed);
+        self.srv.repl.replica.sync_read.fetch_add(n as u64, Relaxed);
         self.srv.persist.loading.add_loaded(n as u64);
     }
 
@@ -834,7 +961,7 @@ impl SocketPayload<'_> {
     }
 }
 
-impl Read for SocketPayload<'_> {
+impl Read for SocketPayload<'_, '_> {
     fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
         let Some(left) = self.left else {
             return self.read_marked(buf);
@@ -865,8 +992,6 @@ fn receive_rdb(
     let mut f = std::io::BufWriter::new(std::fs::File::create(path).map_err(|e| {
         format!("Opening the temp file needed for MASTER <-> REPLICA synchronization: {e}")
     })?);
-    let timeout = repl_timeout(srv);
-    let mut idle = Instant::now();
     let mut got: u64 = 0;
     // With an EOF mark, the last 40 bytes seen are held back until more
     // arrive: they may be the mark.
@@ -877,18 +1002,12 @@ fn receive_rdb(
             break;
         }
         if peer.start == peer.buf.len() {
-            if peer.fill()? == 0 {
-                if idle.elapsed() >= timeout {
-                    return Err("Timeout receiving bulk data from MASTER... If the problem persists try to set the 'repl-timeout' parameter in redis.conf to a larger value.".into());
-                }
-                continue;
-            }
-            idle = Instant::now();
+            peer.fill()?;
+            continue;
         }
         let chunk = peer.take(want).to_vec();
         got += chunk.len() as u64;
         side.sync_read.store(got, Relaxed);
-        side.last_io_ms.store(unix_ms(), Relaxed);
         match &eof_mark {
             None => f.write_all(&chunk).map_err(|e| e.to_string())?,
             Some(mark) => {
@@ -922,7 +1041,6 @@ fn stream(srv: &Arc<Server>, gen: u64, peer: &mut Peer) -> Result<(), String> {
     let mut clock = Hlc::new(srv.node_id);
     let stats = srv.new_worker_stats();
     let mut parser = RequestParser::new();
-    let timeout = repl_timeout(srv);
     let mut last_ack = Instant::now() - Duration::from_secs(2);
     // Stream bytes that came with the end of the payload are parsed first.
     let mut link = Link {
@@ -943,15 +1061,9 @@ fn stream(srv: &Arc<Server>, gen: u64, peer: &mut Peer) -> Result<(), String> {
             send_ack(srv, peer)?;
             last_ack = Instant::now();
         }
-        if !std::mem::take(&mut buffered) {
-            if peer.fill()? == 0 {
-                let idle = unix_ms().saturating_sub(side.last_io_ms.load(Relaxed));
-                if idle >= timeout.as_millis() as u64 {
-                    return Err("MASTER timeout: no data nor PING received...".into());
-                }
-                continue;
-            }
-            side.last_io_ms.store(unix_ms(), Relaxed);
+        // (Without a byte for repl-timeout, fill ends the link.)
+        if !std::mem::take(&mut buffered) && peer.fill()? == 0 {
+            continue;
         }
         if link.apply_buffered(srv, peer)? {
             last_ack = Instant::now();

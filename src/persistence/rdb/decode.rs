@@ -176,10 +176,8 @@ impl<R: Read> Src<R> {
             return Err(corrupt("invalid LZF compressed string"));
         }
         let data = self.bytes(clen)?;
-        match lzf::decompress(&data, ulen as usize) {
-            Ok(v) if v.len() as u64 == ulen => Ok(v),
-            _ => Err(corrupt("invalid LZF compressed string")),
-        }
+        super::lzf::decompress(&data, ulen as usize)
+            .ok_or_else(|| corrupt("invalid LZF compressed string"))
     }
 
     /// A ZSET (type 3) score: a length-prefixed decimal or a marker.

@@ -122,15 +122,13 @@ fn write_int_string(out: &mut Vec<u8>, v: i64) {
     }
 }
 
-/// LZF form, when it saves more than 4 bytes (Redis gives lzf_compress an
-/// output buffer of `len - 4` and stores raw if that does not fit).
+/// LZF form, when it saves more than 4 bytes (as Redis: the compressor
+/// gets `len - 4` bytes of room, and the string is stored raw if that does
+/// not hold it).
 fn write_lzf(out: &mut Vec<u8>, s: &[u8]) -> bool {
-    let Ok(c) = lzf::compress(s) else {
+    let Some(c) = super::lzf::compress(s, s.len() - 4) else {
         return false;
     };
-    if c.is_empty() || c.len() > s.len() - 4 {
-        return false;
-    }
     out.push((len::ENCVAL << 6) | len::ENC_LZF);
     write_len(out, c.len() as u64);
     write_len(out, s.len() as u64);

@@ -137,4 +137,5 @@ impl From<std::io::Error> for RdbError {
 }
 
 pub mod decode;
+pub mod lzf;
 pub mod packed;
