@@ -196,13 +196,15 @@ def run_unit(src: Path, unit: str, skips: list[str], lane: int, spawn: bool,
         f.write("\n".join(skips) + "\n")
     cmd = ["tclsh", "tests/test_helper.tcl", "--single", unit, "--durable", "--clients", "1",
            "--timeout", str(NO_PROGRESS), "--skipfile", f.name]
+    # TCL_BASEPORT: another range, so that two worktrees can run at once.
+    base = int(os.environ.get("TCL_BASEPORT", "21111"))
     if spawn:
         server = None
-        cmd += ["--baseport", str(21111 + 1000 * lane), "--portcount", "900"]
+        cmd += ["--baseport", str(base + 1000 * lane), "--portcount", "900"]
     else:
         server = Server("tcl-" + unit.replace("/", "_"))
         cmd += ["--host", "127.0.0.1", "--port", str(server.port),
-                "--baseport", str(21111 + 100 * lane)]
+                "--baseport", str(base + 100 * lane)]
     env = dict(os.environ, TERM="dumb")
     out, rc = run_group(cmd, limit, cwd=src, env=env)
     if spawn:

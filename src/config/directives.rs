@@ -535,13 +535,14 @@ pub static DIRECTIVES: &[Directive] = &[
     d("repl-diskless-sync", Bool, "yes").built(),
     d("repl-diskless-sync-delay", Int(0, INT), "5").built(),
     d("repl-diskless-sync-max-replicas", Int(0, INT), "0").built(),
-    // LatticeDB: what a master does when a replica lags (DECISIONS 29).
+    // LatticeDB: what a master does when a replica lags (DECISIONS 29, 31).
     d(
         "repl-lag-policy",
-        Enum(&["throttle", "disconnect"]),
-        "throttle",
+        Enum(&["spill", "throttle", "disconnect"]),
+        "spill",
     )
     .built(),
+    d("repl-backlog-disk-size", Memory, "4gb").built(),
     d("repl-throttle-lag", Memory, "32mb").built(),
     d("repl-ping-replica-period", Int(1, INT), "10")
         .alias(&["repl-ping-slave-period"])

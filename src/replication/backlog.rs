@@ -21,16 +21,41 @@
 //! order), so the critical section is a memcpy; feeders are woken once per
 //! batch of writes (`wake_if_dirty`, called where the AOF's before-reply
 //! hook runs) rather than once per write.
+//!
+//! Two tiers (`repl-lag-policy spill`, DECISIONS 31): bytes a replica still
+//! needs (the pin, `keep_from`) stay in memory while memory holds less than
+//! the spill threshold (half the replica hard limit while the replica is
+//! attached; `repl-backlog-size` once it has gone); past it the spiller
+//! thread copies the oldest pinned bytes to disk segments (`spill.rs`),
+//! outside the lock, and only then may trimming drop them from memory.
+//! Writers never touch the disk: their cost is the memcpy above, plus
+//! waking the spiller once when memory crosses the threshold. A read or a
+//! PSYNC below memory's first byte is served from disk when the disk tier
+//! reaches up to memory without a gap. `repl-backlog-disk-size` bounds the
+//! disk tier; the oldest segments go past it, and a replica that needed
+//! them full-syncs.
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::*};
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
 
 use parking_lot::Mutex;
 use tokio::sync::Notify;
 
+use super::spill::{self, DiskTier, Segment};
+
 /// Over `size` by this much before trimming (so trimming, which looks at the
 /// replicas' positions, runs once per this many bytes, not per write).
 const TRIM_SLACK: usize = 64 * 1024;
+
+/// The spiller copies at most this much per lock round trip (a 1 MB
+/// memcpy holds writers back for tens of microseconds).
+const SPILL_CHUNK: usize = 1 << 20;
+
+/// The memory limit for pinned bytes when the replica hard limit is 0
+/// (unlimited), before they spill.
+const UNCAPPED_SPILL_AT: usize = 128 << 20;
 
 #[derive(Default)]
 struct Inner {
@@ -44,6 +69,45 @@ struct Inner {
     /// Database the stream's last SELECT chose (None: the next record
     /// starts with a SELECT).
     db: Option<usize>,
+    /// Older bytes on disk (empty unless a pinned replica fell behind).
+    disk: DiskTier,
+    /// Bumped whenever the history restarts, so a spill job copied from
+    /// the old one is not recorded in the new.
+    gen: u64,
+    /// `repl-backlog-disk-size` dropped history before this offset: a pin
+    /// below it is lost and no longer holds bytes back.
+    lost_before: u64,
+}
+
+impl Inner {
+    /// The offset of memory's first byte.
+    fn mem_first(&self) -> u64 {
+        self.end - self.buf.len() as u64 + 1
+    }
+
+    /// Whether the disk tier reaches memory's first byte: only then can
+    /// reads go below memory.
+    fn disk_joins(&self) -> bool {
+        !self.disk.is_empty() && self.disk.next() >= self.mem_first()
+    }
+
+    /// The oldest offset a replica can be served from.
+    fn first_available(&self) -> u64 {
+        if self.disk_joins() {
+            self.disk.first()
+        } else {
+            self.mem_first()
+        }
+    }
+
+    /// Forgets the history's bytes (memory and disk).
+    fn restart(&mut self) {
+        self.buf.clear();
+        self.db = None;
+        self.disk.clear();
+        self.gen += 1;
+        self.lost_before = 0;
+    }
 }
 
 #[derive(Default)]
@@ -61,6 +125,24 @@ pub struct Backlog {
     /// Most bytes kept for lagging replicas (`client-output-buffer-limit
     /// replica` hard limit; 0: no limit).
     pub hard_cap: AtomicUsize,
+    /// Whether the pin is an attached replica's (else only replicas that
+    /// left pin it: their bytes go to disk at once).
+    pub pin_attached: AtomicBool,
+    /// repl-backlog-disk-size when the policy is `spill`, else 0 (no disk
+    /// tier).
+    pub disk_max: AtomicU64,
+    /// Bytes of history dropped from disk past `disk_max`, and failed
+    /// spill writes (INFO).
+    pub disk_dropped: AtomicU64,
+    pub spill_errors: AtomicU64,
+    /// The spiller was asked to run and has not started yet.
+    spill_wanted: AtomicBool,
+    /// Mirror of the bytes held in memory, for the writers' check.
+    held_bytes: AtomicUsize,
+    spiller: OnceLock<std::thread::Thread>,
+    /// Where segment files go (the server's `dir` when the first replica
+    /// attached).
+    spill_dir: Mutex<std::path::PathBuf>,
 }
 
 /// A read past what the backlog still holds (or beyond its end).
@@ -84,8 +166,7 @@ impl Backlog {
         let mut g = self.inner.lock();
         if !g.active {
             g.active = true;
-            g.buf.clear();
-            g.db = None;
+            g.restart();
         }
         g.size = size.max(16 * 1024);
     }
@@ -94,8 +175,8 @@ impl Backlog {
     pub fn deactivate(&self) {
         let mut g = self.inner.lock();
         g.active = false;
+        g.restart();
         g.buf = VecDeque::new();
-        g.db = None;
     }
 
     /// repl-backlog-size changed.
@@ -111,9 +192,8 @@ impl Backlog {
     /// its master's snapshot, or a new replication id).
     pub fn reset_to(&self, offset: u64) {
         let mut g = self.inner.lock();
-        g.buf.clear();
+        g.restart();
         g.end = offset;
-        g.db = None;
         self.end.store(offset, Release);
     }
 
@@ -126,7 +206,16 @@ impl Backlog {
     /// (repl_backlog_first_byte_offset, repl_backlog_histlen).
     pub fn range(&self) -> (u64, u64) {
         let g = self.inner.lock();
-        (g.end - g.buf.len() as u64 + 1, g.buf.len() as u64)
+        (g.mem_first(), g.buf.len() as u64)
+    }
+
+    /// The disk tier's (first offset, bytes); (0, 0) when empty.
+    pub fn disk_range(&self) -> (u64, u64) {
+        let g = self.inner.lock();
+        match g.disk.is_empty() {
+            true => (0, 0),
+            false => (g.disk.first(), g.disk.bytes()),
+        }
     }
 
     /// Appends one command for database `db`, preceded by a SELECT when the
@@ -214,26 +303,49 @@ impl Backlog {
         self.dirty.store(true, Relaxed);
         if g.buf.len() > g.size + TRIM_SLACK {
             self.trim_locked(g);
+            if g.buf.len() > self.spill_at(g) && !self.spill_wanted.load(Relaxed) {
+                self.wake_spiller();
+            }
+        }
+    }
+
+    /// The lowest offset still to keep (0: none): `keep_from`, unless the
+    /// disk bound already dropped history past it.
+    fn pin(&self, g: &Inner) -> u64 {
+        match self.keep_from.load(Relaxed) {
+            0 => 0,
+            keep => keep.max(g.lost_before),
         }
     }
 
     /// Trims the front down to `size`, but never past `keep_from` (the
-    /// lowest offset a connected replica still needs) unless that would
-    /// hold more than `hard_cap` bytes.
+    /// lowest offset a replica still needs) unless those bytes are on disk
+    /// or memory would hold more than `hard_cap` bytes. Disk segments
+    /// nobody needs go too.
     fn trim_locked(&self, g: &mut Inner) {
         let len = g.buf.len();
-        let first = g.end - len as u64 + 1;
+        let first = g.mem_first();
         let mut drop = len.saturating_sub(g.size);
-        let keep = self.keep_from.load(Relaxed);
+        let keep = self.pin(g);
         if keep != 0 {
             let cap = match self.hard_cap.load(Relaxed) {
                 0 => usize::MAX,
                 c => c.max(g.size),
             };
-            let needed = keep.saturating_sub(first) as usize;
+            let kept_from = match g.disk_joins() && keep >= g.disk.first() {
+                true => keep.max(g.disk.next()),
+                false => keep,
+            };
+            let needed = kept_from.saturating_sub(first) as usize;
             drop = drop.min(needed).max(len.saturating_sub(cap));
         }
         g.buf.drain(..drop.min(len));
+        self.held_bytes.store(g.buf.len(), Relaxed);
+        if keep == 0 || (!g.disk.is_empty() && !g.disk_joins()) {
+            g.disk.clear();
+        } else {
+            g.disk.drop_before(keep);
+        }
     }
 
     /// Trims now what no replica needs any more beyond `size` (a replica's
@@ -262,29 +374,29 @@ impl Backlog {
     /// (appended). Ok(0) when `from` is the end.
     pub fn read(&self, from: u64, max: usize, out: &mut Vec<u8>) -> Result<usize, OutOfRange> {
         let g = self.inner.lock();
-        let first = g.end - g.buf.len() as u64 + 1;
+        let first = g.mem_first();
+        if from < first && g.active && g.disk_joins() {
+            // Below memory: from disk, outside the lock.
+            let at = g.disk.locate(from).ok_or(OutOfRange)?;
+            drop(g);
+            return at.read_into(max, out).map_err(|e| {
+                crate::log_warning!("Could not read the replication backlog from disk: {e}");
+                OutOfRange
+            });
+        }
         if from < first || from > g.end + 1 || (!g.active && from != g.end + 1) {
             return Err(OutOfRange);
         }
         let skip = (from - first) as usize;
         let n = (g.buf.len() - skip).min(max);
-        let (a, b) = g.buf.as_slices();
-        let start = skip;
-        let stop = skip + n;
-        if start < a.len() {
-            out.extend_from_slice(&a[start..stop.min(a.len())]);
-        }
-        if stop > a.len() {
-            out.extend_from_slice(&b[start.saturating_sub(a.len())..stop - a.len()]);
-        }
+        copy_out(&g.buf, skip, n, out);
         Ok(n)
     }
 
     /// Whether a replica may continue from offset `from` (PSYNC).
     pub fn can_continue_from(&self, from: u64) -> bool {
         let g = self.inner.lock();
-        let first = g.end - g.buf.len() as u64 + 1;
-        g.active && from >= first && from <= g.end + 1
+        g.active && from >= g.first_available() && from <= g.end + 1
     }
 
     /// Wakes feeders if anything was appended since the last call.
@@ -292,6 +404,192 @@ impl Backlog {
         if self.dirty.load(Relaxed) && self.dirty.swap(false, Relaxed) {
             self.wake.notify_waiters();
         }
+    }
+}
+
+/// Appends `buf[skip .. skip + n]` to `out`, as at most two memcpys.
+fn copy_out(buf: &VecDeque<u8>, skip: usize, n: usize, out: &mut Vec<u8>) {
+    let (a, b) = buf.as_slices();
+    let stop = skip + n;
+    if skip < a.len() {
+        out.extend_from_slice(&a[skip..stop.min(a.len())]);
+    }
+    if stop > a.len() {
+        out.extend_from_slice(&b[skip.saturating_sub(a.len())..stop - a.len()]);
+    }
+}
+
+// ------------------------------------------------------------ the spiller
+
+/// What one spill round writes: `bytes` (in the caller's buffer) go to
+/// offset `from`, appended to `tail` (file, position) or, when None, into a
+/// new segment.
+struct SpillJob {
+    gen: u64,
+    from: u64,
+    tail: Option<(Arc<std::fs::File>, u64)>,
+}
+
+impl Backlog {
+    /// Starts the spiller thread, once (the first replica attached), with
+    /// its segments in `dir` (the server's working directory: `dir`).
+    pub fn start_spiller(self: &Arc<Self>, dir: &std::path::Path) {
+        *self.spill_dir.lock() = std::path::absolute(dir).unwrap_or_else(|_| dir.into());
+        self.spiller.get_or_init(|| {
+            spill::remove_stale_files(dir);
+            let b = self.clone();
+            std::thread::Builder::new()
+                .name("repl-spill".into())
+                .spawn(move || b.spill_loop())
+                .expect("spawn the backlog's spill thread")
+                .thread()
+                .clone()
+        });
+    }
+
+    fn wake_spiller(&self) {
+        if !self.spill_wanted.swap(true, Relaxed) {
+            if let Some(t) = self.spiller.get() {
+                t.unpark();
+            }
+        }
+    }
+
+    /// Memory held past which pinned bytes go to disk (usize::MAX: no
+    /// disk tier). While the pinning replica is attached, a quarter of the
+    /// hard limit: a healthy replica's unacknowledged bytes stay in memory,
+    /// and the spiller has the other three quarters of headroom before
+    /// the hard limit would drop what it has not written yet.
+    fn spill_at(&self, g: &Inner) -> usize {
+        if self.disk_max.load(Relaxed) == 0 || self.keep_from.load(Relaxed) == 0 {
+            return usize::MAX;
+        }
+        if !self.pin_attached.load(Relaxed) {
+            return g.size + TRIM_SLACK;
+        }
+        (self.memory_cap() / 4).max(g.size + TRIM_SLACK)
+    }
+
+    /// The hard limit on memory held for lagging replicas.
+    fn memory_cap(&self) -> usize {
+        match self.hard_cap.load(Relaxed) {
+            0 => 4 * UNCAPPED_SPILL_AT,
+            cap => cap,
+        }
+    }
+
+    /// How far the spiller is behind, as a fraction of the way from half
+    /// the hard limit (0.0) to the limit itself (1.0), where unwritten
+    /// pinned bytes would be dropped; 0.0 when it keeps up or nothing
+    /// spills. Writers back off in proportion (see `master::throttle`).
+    pub fn spill_pressure(&self) -> f64 {
+        if self.disk_max.load(Relaxed) == 0 {
+            return 0.0;
+        }
+        let half = self.memory_cap() / 2;
+        let held = self.held_bytes.load(Relaxed);
+        (held.saturating_sub(half) as f64 / half.max(1) as f64).min(1.0)
+    }
+
+    fn spill_loop(&self) {
+        let mut buf = Vec::new();
+        loop {
+            std::thread::park_timeout(Duration::from_millis(500));
+            self.spill_wanted.store(false, Relaxed);
+            while self.spill_once(&mut buf) {}
+        }
+    }
+
+    /// Writes one chunk of pinned bytes to disk; false when there is
+    /// nothing to write (or the write failed).
+    fn spill_once(&self, buf: &mut Vec<u8>) -> bool {
+        buf.clear();
+        let Some(job) = self.plan_spill(&mut self.inner.lock(), buf) else {
+            return false;
+        };
+        let written = match &job.tail {
+            Some((file, pos)) => spill::write_at(file, buf, *pos).map(|()| None),
+            None => Segment::create(&self.spill_dir.lock().clone(), job.from)
+                .and_then(|seg| spill::write_at(seg.file(), buf, 0).map(|()| Some(seg))),
+        };
+        match written {
+            Ok(seg) => {
+                let mut g = self.inner.lock();
+                self.record_spill(&mut g, job, seg, buf.len() as u64);
+                true
+            }
+            Err(e) => {
+                self.spill_errors.fetch_add(1, Relaxed);
+                crate::log_warning!(
+                    "Could not write the replication backlog to disk ({e}): lagging replicas are kept in memory up to the replica hard limit"
+                );
+                std::thread::sleep(Duration::from_secs(1));
+                false
+            }
+        }
+    }
+
+    /// The next chunk to spill, copied into `out`: pinned bytes at the
+    /// front of memory not yet on disk, while memory is over the spill
+    /// threshold, never the newest `size` bytes.
+    fn plan_spill(&self, g: &mut Inner, out: &mut Vec<u8>) -> Option<SpillJob> {
+        let keep = self.pin(g);
+        if !g.active || g.buf.len() <= self.spill_at(g) {
+            return None;
+        }
+        g.disk.drop_before(keep);
+        if !g.disk.is_empty() && !g.disk_joins() {
+            g.disk.clear();
+        }
+        let first = g.mem_first();
+        let from = match g.disk.is_empty() {
+            true => keep.max(first),
+            false => g.disk.next(),
+        };
+        let stop = g.end + 1 - g.size.min(g.buf.len()) as u64;
+        let n = stop.saturating_sub(from).min(SPILL_CHUNK as u64) as usize;
+        if n == 0 {
+            return None;
+        }
+        copy_out(&g.buf, (from - first) as usize, n, out);
+        let tail = if g.disk.is_empty() {
+            None
+        } else {
+            g.disk.open_tail()
+        };
+        Some(SpillJob {
+            gen: g.gen,
+            from,
+            tail,
+        })
+    }
+
+    /// Records a written chunk (unless the history moved on meanwhile),
+    /// bounds the disk tier and trims what is now on disk from memory.
+    fn record_spill(&self, g: &mut Inner, job: SpillJob, seg: Option<Segment>, n: u64) {
+        let fits = match g.disk.is_empty() {
+            true => seg.is_some(),
+            false => g.disk.next() == job.from,
+        };
+        if g.gen != job.gen || !fits {
+            return;
+        }
+        g.disk.extend(seg, n);
+        let next = g.disk.next();
+        let lost = g.disk.bound(self.disk_max.load(Relaxed));
+        if lost > 0 {
+            g.lost_before = if g.disk.is_empty() {
+                next
+            } else {
+                g.disk.first()
+            };
+            self.disk_dropped.fetch_add(lost, Relaxed);
+            crate::log_warning!(
+                "Replication backlog on disk reached repl-backlog-disk-size: dropped {lost} bytes of history before offset {}; a replica that still needed them will full-sync",
+                g.disk.first()
+            );
+        }
+        self.trim_locked(g);
     }
 }
 
@@ -345,5 +643,47 @@ mod tests {
         }
         assert!(b.held() <= 100 * 1024 + TRIM_SLACK, "{}", b.held());
         assert!(b.read(b.range().0 - 1, 1, &mut out).is_err());
+    }
+
+    #[test]
+    fn pinned_bytes_move_to_disk_and_are_read_back_across_the_tiers() {
+        let dir = std::env::temp_dir().join(format!("backlog-spill-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let b = Backlog::default();
+        *b.spill_dir.lock() = dir.clone();
+        b.activate(16 * 1024);
+        b.hard_cap.store(1 << 20, Relaxed);
+        b.disk_max.store(64 << 20, Relaxed);
+        // A replica that left at offset 1 pins everything from there.
+        b.keep_from.store(1, Relaxed);
+        let stream: Vec<u8> = (0..3_000_000u32).map(|i| (i % 251) as u8).collect();
+        let mut buf = Vec::new();
+        for chunk in stream.chunks(10_000) {
+            b.append_raw(chunk);
+            while b.spill_once(&mut buf) {}
+        }
+        // Memory holds about repl-backlog-size; the rest is on disk, and
+        // the two tiers read back as the one stream.
+        assert!(b.held() <= 16 * 1024 + TRIM_SLACK + 10_000, "{}", b.held());
+        assert_eq!(b.disk_range().0, 1);
+        assert!(b.can_continue_from(1));
+        let mut out = Vec::new();
+        while (out.len() as u64) < b.end() {
+            let from = out.len() as u64 + 1;
+            assert!(b.read(from, 1 << 20, &mut out).unwrap() > 0);
+        }
+        assert!(out == stream, "the stream read back differs");
+        // Past repl-backlog-disk-size the oldest segments go.
+        b.disk_max.store(1, Relaxed);
+        b.append_raw(&stream[..100_000]);
+        while b.spill_once(&mut buf) {}
+        assert!(!b.can_continue_from(1));
+        assert!(b.disk_dropped.load(Relaxed) > 0);
+        // Nobody pins: the disk tier is emptied and its files removed.
+        b.keep_from.store(0, Relaxed);
+        b.trim();
+        assert_eq!(b.disk_range(), (0, 0));
+        assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 0);
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }

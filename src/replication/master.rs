@@ -90,6 +90,23 @@ pub struct MasterSide {
     throttle_on: std::sync::atomic::AtomicBool,
     /// Replicas waiting for the next shared diskless snapshot.
     pending_sync: Mutex<Option<SyncGroup>>,
+    /// Replicas that left with bytes unacknowledged, under `repl-lag-policy
+    /// spill`: their history is kept (on disk) for their partial resync.
+    departed: Mutex<Vec<Departed>>,
+}
+
+/// A replica that left behind the stream's end: where it would continue.
+struct Departed {
+    /// ip:listening-port, how it is recognised when it comes back.
+    addr: String,
+    from: u64,
+}
+
+impl ReplicaHandle {
+    /// ip:listening-port, the replica's name across its connections.
+    fn addr(&self) -> String {
+        format!("{}:{}", self.ip, self.port.load(Relaxed))
+    }
 }
 
 impl MasterSide {
@@ -131,6 +148,16 @@ impl MasterSide {
             self.throttle_us.load(Relaxed) / 1000,
             self.lag_disconnects.load(Relaxed),
         );
+        let (disk_first, disk_bytes) = b.disk_range();
+        let _ = write!(
+            o,
+            "repl_backlog_disk_bytes:{disk_bytes}\r\nrepl_backlog_disk_first_byte_offset:{disk_first}\r\n\
+             repl_backlog_disk_dropped_bytes:{}\r\nrepl_backlog_disk_write_errors:{}\r\n\
+             repl_departed_replicas:{}\r\n",
+            b.disk_dropped.load(Relaxed),
+            b.spill_errors.load(Relaxed),
+            self.departed.lock().len(),
+        );
     }
 
     /// The lowest offset an attached replica still needs: the first byte
@@ -144,6 +171,47 @@ impl MasterSide {
             .filter(|r| r.sent.load(Relaxed) != 0)
             .map(|r| r.ack_offset.load(Relaxed) + 1)
             .min()
+    }
+
+    /// The lowest offset a departed replica would continue from.
+    fn departed_keep_from(&self) -> Option<u64> {
+        self.departed.lock().iter().map(|d| d.from).min()
+    }
+
+    /// A streaming replica's connection ended: under the spill policy, a
+    /// replica that lagged (dropped for `repl-timeout`, or behind what
+    /// memory holds) keeps what it has not acknowledged pinned until it
+    /// returns (unless it already has, on a new connection). One that was
+    /// keeping up gets what Redis gives it: `repl-backlog-size`.
+    fn depart(&self, srv: &Server, handle: &ReplicaHandle, timed_out: bool) {
+        let b = &srv.repl.backlog;
+        if b.disk_max.load(Relaxed) == 0 || handle.sent.load(Relaxed) == 0 {
+            return;
+        }
+        let from = handle.ack_offset.load(Relaxed) + 1;
+        if !timed_out && from >= b.range().0 {
+            return;
+        }
+        let addr = handle.addr();
+        if self.replicas.lock().iter().any(|r| r.addr() == addr) {
+            return;
+        }
+        let mut d = self.departed.lock();
+        d.retain(|d| d.addr != addr);
+        d.push(Departed { addr, from });
+    }
+
+    /// A replica is back (its sync started): it no longer needs its old
+    /// position kept.
+    fn returned(&self, handle: &ReplicaHandle) {
+        let addr = handle.addr();
+        self.departed.lock().retain(|d| d.addr != addr);
+    }
+
+    /// Forgets every departed replica (the history was freed).
+    pub fn forget_departed(&self, backlog: &crate::replication::backlog::Backlog) {
+        self.departed.lock().clear();
+        self.update_keep_from(backlog);
     }
 
     /// INFO's mem_total_replication_buffers, as Redis counts it: the
@@ -503,7 +571,9 @@ pub(crate) async fn serve_replica<T>(
             .map(|from| (from, false)),
         None => full_sync(srv, io, &mut qb, (&conf, &req), &handle, shared).await,
     };
+    let mut timed_out = false;
     if let Some((from, streamed)) = start {
+        srv.repl.master.returned(&handle);
         *handle.state.lock() = "online";
         handle.ack_ms.store(unix_ms(), Relaxed);
         if streamed {
@@ -515,13 +585,14 @@ pub(crate) async fn serve_replica<T>(
         } else {
             log_synced(&handle);
         }
-        feed(srv, io, qb, &handle, from, streamed, shared).await;
+        timed_out = feed(srv, io, qb, &handle, from, streamed, shared).await;
     }
     srv.repl
         .master
         .replicas
         .lock()
         .retain(|r| !Arc::ptr_eq(r, &handle));
+    srv.repl.master.depart(srv, &handle, timed_out);
     // What only this replica needed goes now (the pin moves or goes).
     srv.repl.master.update_keep_from(&srv.repl.backlog);
     log_notice!(
@@ -1028,7 +1099,8 @@ where
 }
 
 /// The stream: copies the backlog past `from` to the replica whenever
-/// there is some, and reads its REPLCONF ACKs; ends when the replica goes.
+/// there is some, and reads its REPLCONF ACKs; ends when the replica goes,
+/// true when it was dropped for `repl-timeout`.
 ///
 /// After a diskless transfer (`await_ack`) nothing is sent until the
 /// replica's first ACK, as Redis does: a replica spots the end of an
@@ -1042,7 +1114,8 @@ async fn feed<T>(
     mut from: u64,
     mut await_ack: bool,
     shared: &ClientShared,
-) where
+) -> bool
+where
     T: AsRawFd,
     for<'a> &'a T: Read + Write,
 {
@@ -1060,18 +1133,33 @@ async fn feed<T>(
                 srv.repl.master.lag_disconnects.fetch_add(1, Relaxed);
                 let (first, held) = backlog.range();
                 log_warning!(
-                    "Replica {}:{} fell out of the backlog (more than the replica hard limit behind): closing it, it will resync (next offset {from}, backlog {first}..={}, {held} bytes, hard cap {})",
+                    "Replica {}:{} fell out of the backlog (behind the replica hard limit in memory, or repl-backlog-disk-size on disk): closing it, it will resync (next offset {from}, memory {first}..={}, {held} bytes, hard cap {}; disk {} bytes)",
                     handle.ip,
                     handle.port.load(Relaxed),
                     backlog.end(),
                     backlog.hard_cap.load(Relaxed),
+                    backlog.disk_range().1,
                 );
-                return;
+                return false;
             }
         };
         if n > 0 {
-            if write_all(io, &buf, &shared.kill).await.is_err() {
-                return;
+            // A replica that takes nothing for repl-timeout (stopped, or a
+            // link that stays open but carries nothing) is dropped, as
+            // Redis drops one that stops acknowledging: writers must not
+            // wait on it, and under the spill policy its bytes stay pinned.
+            let wrote = tokio::time::timeout(repl_timeout(srv), write_all(io, &buf, &shared.kill));
+            match wrote.await {
+                Ok(Ok(())) => {}
+                Ok(Err(_)) => return false,
+                Err(_) => {
+                    log_warning!(
+                        "Disconnecting timedout replica (streaming sync): {}:{} took no bytes for repl-timeout",
+                        handle.ip,
+                        handle.port.load(Relaxed)
+                    );
+                    return true;
+                }
             }
             from += n as u64;
             if handle.sent.swap(from, Relaxed) == 0 {
@@ -1086,25 +1174,25 @@ async fn feed<T>(
                 "Disconnecting timedout replica (streaming sync): {}",
                 handle.ip
             );
-            return;
+            return true;
         }
         // Acks: read what is there without waiting when there is more to send.
         let input = tokio::select! {
             biased;
-            _ = shared.kill.notified() => return,
+            _ = shared.kill.notified() => return false,
             r = read_some(io, &mut qb) => Some(r),
             _ = std::future::ready(()), if n > 0 => None,
             _ = &mut notified => None,
             _ = tokio::time::sleep(Duration::from_millis(100)) => None,
         };
         match input {
-            Some(Ok(0)) | Some(Err(_)) => return,
+            Some(Ok(0)) | Some(Err(_)) => return false,
             Some(Ok(_)) => {
                 // Any input shows the replica alive: it sends newlines
                 // while it loads a big payload, as Redis's replicas do.
                 handle.ack_ms.store(unix_ms(), Relaxed);
                 match read_acks(&mut parser, &mut qb, handle) {
-                    None => return,
+                    None => return false,
                     Some(true) => {
                         srv.repl.master.update_keep_from(backlog);
                         if await_ack {
@@ -1124,8 +1212,12 @@ async fn feed<T>(
 /// No ACK from the replica for `repl-timeout` (checked when the feed is
 /// idle, so the configuration lock stays off the streaming path).
 fn replica_timed_out(srv: &Server, handle: &ReplicaHandle) -> bool {
-    let timeout_ms = srv.config.read().get_i64("repl-timeout").max(1) as u64 * 1000;
+    let timeout_ms = repl_timeout(srv).as_millis() as u64;
     unix_ms().saturating_sub(handle.ack_ms.load(Relaxed)) > timeout_ms
+}
+
+fn repl_timeout(srv: &Server) -> Duration {
+    Duration::from_secs(srv.config.read().get_i64("repl-timeout").max(1) as u64)
 }
 
 /// Handles the commands a replica sends on its link (REPLCONF ACK <offset>
@@ -1169,9 +1261,30 @@ fn read_acks(
 }
 
 impl MasterSide {
-    /// Recomputes the backlog's pin: the lowest offset still to send.
+    /// Recomputes the backlog's pin: the lowest offset an attached replica
+    /// has not acknowledged, or a departed one would continue from.
+    /// Departed replicas whose history is gone (past the disk bound, or a
+    /// new history) are forgotten with a log line: they will full-sync.
     pub fn update_keep_from(&self, backlog: &crate::replication::backlog::Backlog) {
-        let keep = self.keep_from().unwrap_or(0);
+        let mut departed = self.departed.lock();
+        departed.retain(|d| {
+            let kept = backlog.disk_max.load(Relaxed) != 0 && backlog.can_continue_from(d.from);
+            if !kept {
+                log_warning!(
+                    "Replica {} left at offset {} and its history is no longer kept (repl-backlog-disk-size, or a new history): it will need a full sync",
+                    d.addr,
+                    d.from
+                );
+            }
+            kept
+        });
+        drop(departed);
+        let attached = self.keep_from();
+        let keep = match (attached, self.departed_keep_from()) {
+            (Some(a), Some(d)) => a.min(d),
+            (a, d) => a.or(d).unwrap_or(0),
+        };
+        backlog.pin_attached.store(attached.is_some(), Relaxed);
         if backlog.keep_from.swap(keep, Relaxed) != keep {
             backlog.trim();
         }
@@ -1183,39 +1296,34 @@ thread_local! {
     pub static WROTE: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
 }
 
-/// Back-pressure, called by a connection after a batch of commands and
-/// before its replies go out, if the batch wrote. With the slowest replica
-/// `lag` bytes behind, `repl-throttle-lag` = `start` and 90% of the
-/// replica class's hard limit = `wall`:
-/// - lag <= start: nothing;
-/// - start < lag < wall: the replies wait in proportion, up to 100 ms a
-///   batch at the wall, so writers slow to the rate the replica takes;
-/// - lag >= wall: the replies wait until the replica is back under it (or
-///   goes away: a replica that stops acknowledging is dropped after
-///   `repl-timeout`), so it is never cut off for lagging and never needs a
-///   full resync. Data first: writers stall rather than lose the replica.
-///
-/// `repl-lag-policy disconnect` turns all of it off (Redis's behaviour).
+/// Back-pressure (`repl-lag-policy throttle`), called by a connection
+/// after a batch of commands and before its replies go out, if the batch
+/// wrote. With the slowest replica `lag` bytes behind, `repl-throttle-lag`
+/// = `start` and 90% of the replica class's hard limit = `wall`, the
+/// replies wait in proportion to how far `lag` is between the two, up to
+/// 100 ms a batch at and past the wall: writers slow to the rate the
+/// replica takes, but never stop. A replica that stops reading altogether
+/// is dropped after `repl-timeout` (see `feed`), or once it falls out of
+/// the hard limit, and full-syncs. `repl-lag-policy spill` (the default)
+/// keeps its bytes on disk instead; its writers wait only while the disk
+/// falls behind them (memory past half the hard limit), up to 10 ms a
+/// batch.
 pub async fn throttle(srv: &Server) {
     if !WROTE.with(|w| w.replace(false)) {
         return;
     }
     let m = &srv.repl.master;
-    let Some((lag, start, wall)) = m.lag_over_start(srv) else {
-        return;
+    let ms = match m.lag_over_start(srv) {
+        Some((lag, start, wall)) => (100 * (lag - start) / (wall - start).max(1)).clamp(1, 100),
+        None => match srv.repl.backlog.spill_pressure() {
+            // The disk falls behind the writers: give it time, at most
+            // 10 ms a batch, before the hard limit would lose history.
+            p if p > 0.0 => (10.0 * p).ceil() as u64,
+            _ => return,
+        },
     };
     let began = std::time::Instant::now();
-    if lag < wall {
-        let ms = (100 * (lag - start) / (wall - start).max(1)).clamp(1, 100);
-        tokio::time::sleep(Duration::from_millis(ms)).await;
-    } else {
-        while m
-            .lag_over_start(srv)
-            .is_some_and(|(lag, _, wall)| lag >= wall)
-        {
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
-    }
+    tokio::time::sleep(Duration::from_millis(ms)).await;
     m.throttled.fetch_add(1, Relaxed);
     m.throttle_us
         .fetch_add(began.elapsed().as_micros() as u64, Relaxed);

@@ -20,6 +20,7 @@ pub mod backlog;
 pub mod failover;
 pub mod master;
 pub mod replica;
+pub mod spill;
 pub mod stage;
 
 use std::fmt::Write as _;
@@ -100,6 +101,7 @@ impl Replication {
     pub fn activate_backlog(&self, srv: &Server) {
         let size = srv.config.read().get_i64("repl-backlog-size").max(1) as usize;
         self.backlog.activate(size);
+        self.backlog.start_spiller(std::path::Path::new("."));
         self.load_limits(srv);
         self.has_history.store(true, Release);
         if !self.fed.swap(true, AcqRel) {
@@ -119,6 +121,11 @@ impl Replication {
         self.master.load_throttle_conf(&c);
         let hard = replica_hard_limit(&c.get_str("client-output-buffer-limit"));
         self.backlog.hard_cap.store(hard, Relaxed);
+        let disk = match c.get_str("repl-lag-policy") == "spill" {
+            true => c.get_i64("repl-backlog-disk-size").max(0) as u64,
+            false => 0,
+        };
+        self.backlog.disk_max.store(disk, Relaxed);
     }
 
     /// A new history: new replid, the old one kept as replid2 up to the
@@ -221,6 +228,8 @@ pub fn cron(srv: &Server) {
     static NO_REPLICAS_SINCE_MS: AtomicU64 = AtomicU64::new(0);
     let repl = &srv.repl;
     let now = crate::keyspace::hlc::unix_ms();
+    // Departed replicas whose history is gone stop pinning the backlog.
+    repl.master.update_keep_from(&repl.backlog);
     if repl.is_replica() || repl.master.replicas.lock().is_empty() {
         if repl.is_replica() || !repl.backlog.is_active() {
             NO_REPLICAS_SINCE_MS.store(0, Relaxed);
@@ -238,6 +247,7 @@ pub fn cron(srv: &Server) {
         let ttl = srv.config.read().get_i64("repl-backlog-ttl").max(0) as u64;
         if ttl > 0 && now.saturating_sub(since) >= ttl * 1000 {
             repl.backlog.deactivate();
+            repl.master.forget_departed(&repl.backlog);
             *repl.ids.lock() = ReplIds::new();
             NO_REPLICAS_SINCE_MS.store(0, Relaxed);
             crate::log_notice!(
