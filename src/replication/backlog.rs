@@ -28,8 +28,10 @@
 //! attached; `repl-backlog-size` once it has gone); past it the spiller
 //! thread copies the oldest pinned bytes to disk segments (`spill.rs`),
 //! outside the lock, and only then may trimming drop them from memory.
-//! Writers never touch the disk: their cost is the memcpy above, plus
-//! waking the spiller once when memory crosses the threshold. A read or a
+//! Writers never touch the disk and never wait for it: their cost is the
+//! memcpy above, plus waking the spiller once when memory crosses the
+//! threshold. Should the disk fall behind by the whole hard limit, the
+//! oldest pinned bytes are dropped instead (that replica full-syncs). A read or a
 //! PSYNC below memory's first byte is served from disk when the disk tier
 //! reaches up to memory without a gap. `repl-backlog-disk-size` bounds the
 //! disk tier; the oldest segments go past it, and a replica that needed
@@ -53,8 +55,8 @@ const TRIM_SLACK: usize = 64 * 1024;
 /// memcpy holds writers back for tens of microseconds).
 const SPILL_CHUNK: usize = 1 << 20;
 
-/// The memory limit for pinned bytes when the replica hard limit is 0
-/// (unlimited), before they spill.
+/// Memory held for pinned bytes before they spill when the replica hard
+/// limit is 0 (unlimited).
 const UNCAPPED_SPILL_AT: usize = 128 << 20;
 
 #[derive(Default)]
@@ -74,8 +76,9 @@ struct Inner {
     /// Bumped whenever the history restarts, so a spill job copied from
     /// the old one is not recorded in the new.
     gen: u64,
-    /// `repl-backlog-disk-size` dropped history before this offset: a pin
-    /// below it is lost and no longer holds bytes back.
+    /// History before this offset was dropped while pinned (past
+    /// `repl-backlog-disk-size`, or past the hard limit before the spiller
+    /// wrote it): a pin below it is lost and no longer holds bytes back.
     lost_before: u64,
 }
 
@@ -137,8 +140,6 @@ pub struct Backlog {
     pub spill_errors: AtomicU64,
     /// The spiller was asked to run and has not started yet.
     spill_wanted: AtomicBool,
-    /// Mirror of the bytes held in memory, for the writers' check.
-    held_bytes: AtomicUsize,
     spiller: OnceLock<std::thread::Thread>,
     /// Where segment files go (the server's `dir` when the first replica
     /// attached).
@@ -338,9 +339,18 @@ impl Backlog {
             };
             let needed = kept_from.saturating_sub(first) as usize;
             drop = drop.min(needed).max(len.saturating_sub(cap));
+            if drop > needed && self.disk_max.load(Relaxed) != 0 {
+                // Pinned bytes not yet on disk went (the disk fell behind
+                // the writers by the whole hard limit): writers come first,
+                // the replica that needed them will full-sync.
+                g.lost_before = first + drop as u64;
+                crate::log_warning!(
+                    "Replication backlog over the replica hard limit with bytes not yet on disk: dropped history before offset {}; a replica that still needed it will full-sync",
+                    g.lost_before
+                );
+            }
         }
         g.buf.drain(..drop.min(len));
-        self.held_bytes.store(g.buf.len(), Relaxed);
         if keep == 0 || (!g.disk.is_empty() && !g.disk_joins()) {
             g.disk.clear();
         } else {
@@ -467,28 +477,11 @@ impl Backlog {
         if !self.pin_attached.load(Relaxed) {
             return g.size + TRIM_SLACK;
         }
-        (self.memory_cap() / 4).max(g.size + TRIM_SLACK)
-    }
-
-    /// The hard limit on memory held for lagging replicas.
-    fn memory_cap(&self) -> usize {
         match self.hard_cap.load(Relaxed) {
-            0 => 4 * UNCAPPED_SPILL_AT,
-            cap => cap,
+            0 => UNCAPPED_SPILL_AT,
+            cap => cap / 4,
         }
-    }
-
-    /// How far the spiller is behind, as a fraction of the way from half
-    /// the hard limit (0.0) to the limit itself (1.0), where unwritten
-    /// pinned bytes would be dropped; 0.0 when it keeps up or nothing
-    /// spills. Writers back off in proportion (see `master::throttle`).
-    pub fn spill_pressure(&self) -> f64 {
-        if self.disk_max.load(Relaxed) == 0 {
-            return 0.0;
-        }
-        let half = self.memory_cap() / 2;
-        let held = self.held_bytes.load(Relaxed);
-        (held.saturating_sub(half) as f64 / half.max(1) as f64).min(1.0)
+        .max(g.size + TRIM_SLACK)
     }
 
     fn spill_loop(&self) {

@@ -1305,23 +1305,16 @@ thread_local! {
 /// replica takes, but never stop. A replica that stops reading altogether
 /// is dropped after `repl-timeout` (see `feed`), or once it falls out of
 /// the hard limit, and full-syncs. `repl-lag-policy spill` (the default)
-/// keeps its bytes on disk instead; its writers wait only while the disk
-/// falls behind them (memory past half the hard limit), up to 10 ms a
-/// batch.
+/// keeps its bytes on disk instead and never makes writers wait.
 pub async fn throttle(srv: &Server) {
     if !WROTE.with(|w| w.replace(false)) {
         return;
     }
     let m = &srv.repl.master;
-    let ms = match m.lag_over_start(srv) {
-        Some((lag, start, wall)) => (100 * (lag - start) / (wall - start).max(1)).clamp(1, 100),
-        None => match srv.repl.backlog.spill_pressure() {
-            // The disk falls behind the writers: give it time, at most
-            // 10 ms a batch, before the hard limit would lose history.
-            p if p > 0.0 => (10.0 * p).ceil() as u64,
-            _ => return,
-        },
+    let Some((lag, start, wall)) = m.lag_over_start(srv) else {
+        return;
     };
+    let ms = (100 * (lag - start) / (wall - start).max(1)).clamp(1, 100);
     let began = std::time::Instant::now();
     tokio::time::sleep(Duration::from_millis(ms)).await;
     m.throttled.fetch_add(1, Relaxed);
