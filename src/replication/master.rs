@@ -27,6 +27,7 @@ use std::time::Duration;
 use parking_lot::Mutex;
 use tokio::io::unix::AsyncFd;
 
+use super::repl_timeout;
 use crate::commands::{CmdError, CmdResult, Ctx};
 use crate::keyspace::hlc::unix_ms;
 use crate::protocol::{Args, ParseLimits, Parsed, RequestParser};
@@ -1214,10 +1215,6 @@ where
 fn replica_timed_out(srv: &Server, handle: &ReplicaHandle) -> bool {
     let timeout_ms = repl_timeout(srv).as_millis() as u64;
     unix_ms().saturating_sub(handle.ack_ms.load(Relaxed)) > timeout_ms
-}
-
-fn repl_timeout(srv: &Server) -> Duration {
-    Duration::from_secs(srv.config.read().get_i64("repl-timeout").max(1) as u64)
 }
 
 /// Handles the commands a replica sends on its link (REPLCONF ACK <offset>

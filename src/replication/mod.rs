@@ -271,6 +271,11 @@ pub fn cron(srv: &Server) {
     }
 }
 
+/// `repl-timeout`: how long either end of a link waits without progress.
+pub(crate) fn repl_timeout(srv: &Server) -> std::time::Duration {
+    std::time::Duration::from_secs(srv.config.read().get_i64("repl-timeout").max(1) as u64)
+}
+
 /// The hard limit of the `replica` class in a client-output-buffer-limit
 /// value ("normal 0 0 0 replica 256mb 64mb 60 pubsub ...").
 fn replica_hard_limit(v: &str) -> usize {

@@ -35,6 +35,7 @@ use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
 
+use super::repl_timeout;
 use crate::commands::{CmdError, CmdResult, Ctx};
 use crate::keyspace::hlc::{unix_ms, Hlc};
 use crate::persistence::load::{ReplicaLoad, SocketLoad};
@@ -423,10 +424,6 @@ impl Peer<'_> {
         self.start += n;
         &self.buf[s..s + n]
     }
-}
-
-fn repl_timeout(srv: &Server) -> Duration {
-    Duration::from_secs(srv.config.read().get_i64("repl-timeout").max(1) as u64)
 }
 
 /// Resolves `host` and connects within `timeout`.
