@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # Runs every test LatticeDB has, in order:
 #   1. cargo fmt --check
-#   2. cargo clippy --all-targets -- -D warnings
-#   3. cargo test (unit, integration and doc tests)
-#   4. cargo build --release
-#   5. redis-py's test suite against the release binary   (ci/redis-py.sh)
-#   6. Redis 7.0's Tcl test suite against the release binary (ci/tcl.sh)
-#   7. real client libraries (redis-py, ioredis, node-redis, Jedis) against it (ci/clients.sh)
+#   2. the layering of src/ (ci/layers.py, docs/ARCHITECTURE.md "Layers")
+#   3. cargo clippy --all-targets -- -D warnings
+#   4. cargo test (unit, integration and doc tests)
+#   5. cargo build --release
+#   6. redis-py's test suite against the release binary   (ci/redis-py.sh)
+#   7. Redis 7.0's Tcl test suite against the release binary (ci/tcl.sh)
+#   8. real client libraries (redis-py, ioredis, node-redis, Jedis) against it (ci/clients.sh)
 # Every step runs even if an earlier one failed (except that the suites need
 # the release build). Exit status is non-zero if any step failed. The last
 # lines printed are one `<suite>: N passed, M failed` line per suite.
@@ -50,6 +51,7 @@ suite_total() {
 }
 
 step fmt cargo fmt --all -- --check --color never
+step layers python3 ci/layers.py
 step clippy cargo clippy --all-targets -- -D warnings
 ct_rc=0
 # Some cargo tests read the Redis suite's RDB fixtures: fetch the sources first.

@@ -4,8 +4,8 @@
 //! or an error, never a panic, and whatever loads is a well-formed value
 //! (no empty collection, which Redis would never hold).
 
+use lattice::keyspace::encoding::EncodingLimits;
 use lattice::persistence::rdb::decode::{self, LoadOpts};
-use lattice::server::EncodingLimits;
 
 /// Redis 7.0's default encoding limits.
 pub fn default_limits() -> EncodingLimits {

@@ -13,6 +13,7 @@ pub mod alloc;
 pub mod commands;
 pub mod config;
 pub mod effects;
+pub mod glob;
 pub mod keyspace;
 pub mod log;
 pub mod persistence;

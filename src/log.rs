@@ -88,7 +88,9 @@ pub fn log(l: Level, msg: &str) {
 
 /// "22 Nov 2026 19:56:06.123" in UTC.
 fn timestamp() -> String {
-    let ms = crate::keyspace::hlc::unix_ms();
+    let ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64);
     let secs = (ms / 1000) as i64;
     let (y, mo, d) = civil_from_days(secs.div_euclid(86400));
     let sod = secs.rem_euclid(86400);

@@ -264,9 +264,9 @@ fn pick_victim(srv: &Server, policy: Policy, dbs: &[usize]) -> Option<(usize, Ke
                 continue;
             };
             let score = match policy {
-                Policy::AllKeysLru | Policy::VolatileLru => idle_secs(e, now_lru) as u64,
+                Policy::AllKeysLru | Policy::VolatileLru => e.idle_secs(now_lru) as u64,
                 Policy::AllKeysLfu | Policy::VolatileLfu => {
-                    255 - lfu_decayed(e, now_lru, decay) as u64
+                    255 - e.lfu_decayed(now_lru, decay) as u64
                 }
                 Policy::VolatileTtl => u64::MAX - e.expire_at(),
                 _ => rand_u64(),
@@ -343,27 +343,11 @@ fn evict_key(
     }
 }
 
-/// Seconds since the key was last touched (the LRU clock wraps at 24 bits).
-pub fn idle_secs(e: &Entry, now_lru: u32) -> u32 {
-    now_lru.wrapping_sub(e.lru()) & 0xFF_FFFF
-}
-
-/// The LFU counter after decay: one step down per `lfu-decay-time` minutes
-/// since the last access (Redis's LFUDecrAndReturn).
-pub fn lfu_decayed(e: &Entry, now_lru: u32, decay_minutes: u32) -> u8 {
-    let c = e.lfu();
-    if decay_minutes == 0 {
-        return c;
-    }
-    let periods = idle_secs(e, now_lru) / 60 / decay_minutes;
-    c.saturating_sub(periods.min(255) as u8)
-}
-
 /// An access under an LFU policy: decay, then a logarithmic increment
 /// (Redis's updateLFU / LFULogIncr), and the access time for the next decay.
 pub fn lfu_touch(srv: &Server, e: &mut Entry, now_lru: u32) {
     let cfg = &srv.hot.eviction;
-    let mut c = lfu_decayed(e, now_lru, cfg.lfu_decay_time.load(Relaxed));
+    let mut c = e.lfu_decayed(now_lru, cfg.lfu_decay_time.load(Relaxed));
     if c < 255 {
         let base = c.saturating_sub(5) as f64;
         let p = 1.0 / (base * cfg.lfu_log_factor.load(Relaxed) as f64 + 1.0);

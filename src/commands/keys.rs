@@ -902,7 +902,7 @@ fn object_freq(ctx: &mut Ctx, args: Args) -> CmdResult {
             return Err(CmdError::err("An LFU maxmemory policy is not selected, access frequency not tracked. Please note that when switching between policies at runtime LRU and LFU data will take some time to adjust."));
         }
         let decay = ctx.srv.config.read().get_i64("lfu-decay-time").max(0) as u32;
-        Ok(super::evict::lfu_decayed(e, lru_clock(ctx.now_ms), decay) as i64)
+        Ok(e.lfu_decayed(lru_clock(ctx.now_ms), decay) as i64)
     })
 }
 

@@ -79,6 +79,8 @@ fn parse_hex_f64(s: &str) -> Option<f64> {
     Some(if neg { -v } else { v })
 }
 
+pub use crate::glob::glob_match;
+
 /// Case-insensitive comparison of an argument with an ASCII keyword.
 #[inline]
 pub fn eq_ic(a: &[u8], kw: &str) -> bool {
@@ -88,122 +90,6 @@ pub fn eq_ic(a: &[u8], kw: &str) -> bool {
 /// Lossy UTF-8 rendering of an argument for error messages.
 pub fn lossy(a: &[u8]) -> String {
     String::from_utf8_lossy(a).into_owned()
-}
-
-/// Redis's glob matcher (stringmatchlen): `*`, `?`, `[a-z]`, `[^x]`, `\x`.
-pub fn glob_match(pattern: &[u8], s: &[u8], nocase: bool) -> bool {
-    glob_rec(pattern, s, nocase, 0, &mut false)
-}
-
-/// `skip` is set once a `*` has tried every rest of the string in vain: then
-/// no enclosing `*` can succeed by consuming more, so matching stops there
-/// instead of going exponential (Redis's skipLongerMatches, CVE-2022-36021).
-fn glob_rec(p: &[u8], s: &[u8], nocase: bool, depth: usize, skip: &mut bool) -> bool {
-    if depth > 1000 {
-        return false;
-    }
-    let (mut pi, mut si) = (0, 0);
-    let eq = |a: u8, b: u8| {
-        if nocase {
-            a.eq_ignore_ascii_case(&b)
-        } else {
-            a == b
-        }
-    };
-    while pi < p.len() {
-        match p[pi] {
-            b'*' => {
-                while pi + 1 < p.len() && p[pi + 1] == b'*' {
-                    pi += 1;
-                }
-                if pi + 1 == p.len() {
-                    return true;
-                }
-                for k in si..=s.len() {
-                    if glob_rec(&p[pi + 1..], &s[k..], nocase, depth + 1, skip) {
-                        return true;
-                    }
-                    if *skip {
-                        return false;
-                    }
-                }
-                *skip = true;
-                return false;
-            }
-            b'?' => {
-                if si >= s.len() {
-                    return false;
-                }
-                si += 1;
-            }
-            b'[' => {
-                if si >= s.len() {
-                    return false;
-                }
-                pi += 1;
-                let not = pi < p.len() && p[pi] == b'^';
-                if not {
-                    pi += 1;
-                }
-                let mut matched = false;
-                loop {
-                    if pi >= p.len() {
-                        pi -= 1;
-                        break;
-                    }
-                    if p[pi] == b'\\' && pi + 2 < p.len() {
-                        pi += 1;
-                        if eq(p[pi], s[si]) {
-                            matched = true;
-                        }
-                    } else if p[pi] == b']' {
-                        break;
-                    } else if pi + 2 < p.len() && p[pi + 1] == b'-' {
-                        let (mut lo, mut hi) = (p[pi], p[pi + 2]);
-                        if lo > hi {
-                            std::mem::swap(&mut lo, &mut hi);
-                        }
-                        let c = s[si];
-                        let in_range = if nocase {
-                            let c = c.to_ascii_lowercase();
-                            c >= lo.to_ascii_lowercase() && c <= hi.to_ascii_lowercase()
-                        } else {
-                            c >= lo && c <= hi
-                        };
-                        if in_range {
-                            matched = true;
-                        }
-                        pi += 2;
-                    } else if eq(p[pi], s[si]) {
-                        matched = true;
-                    }
-                    pi += 1;
-                }
-                if not {
-                    matched = !matched;
-                }
-                if !matched {
-                    return false;
-                }
-                si += 1;
-            }
-            b'\\' if pi + 1 < p.len() => {
-                pi += 1;
-                if si >= s.len() || !eq(p[pi], s[si]) {
-                    return false;
-                }
-                si += 1;
-            }
-            c => {
-                if si >= s.len() || !eq(c, s[si]) {
-                    return false;
-                }
-                si += 1;
-            }
-        }
-        pi += 1;
-    }
-    si == s.len()
 }
 
 #[cfg(test)]
@@ -224,23 +110,6 @@ mod tests {
         for s in ["0x", "0xg", "0x1p", "0x1p2.5", "0x1p99999"] {
             assert_eq!(parse_f64(s.as_bytes()), None, "{s}");
         }
-    }
-
-    #[test]
-    fn globs() {
-        assert!(glob_match(b"*", b"anything", false));
-        assert!(glob_match(b"h?llo", b"hello", false));
-        assert!(glob_match(b"h[ae]llo", b"hallo", false));
-        assert!(!glob_match(b"h[^e]llo", b"hello", false));
-        assert!(glob_match(b"h[a-b]llo", b"hbllo", false));
-        assert!(glob_match(b"key:*:x", b"key:12:x", false));
-        assert!(!glob_match(b"key:*:x", b"key:12:y", false));
-        assert!(glob_match(b"a\\*b", b"a*b", false));
-        assert!(glob_match(b"FOO*", b"foobar", true));
-        let nested = b"a*a*a*a*a*a*a*a*a*a*a*a*a*a*a*a*a*a*a*a*a*a*a*a*a*a*a*a*a*a*b";
-        assert!(!glob_match(nested, &[b'a'; 90], false));
-        assert!(glob_match(b"*a*b*c", b"xxaxxbxxc", false));
-        assert!(!glob_match(b"*a*b*c", b"xxaxxcxxb", false));
     }
 
     #[test]

@@ -396,7 +396,7 @@ fn glob_files(path: &str) -> Vec<String> {
         .filter(|e| e.path().is_file())
         .filter(|e| {
             let name = e.file_name().to_string_lossy().into_owned();
-            crate::commands::util::glob_match(pat.as_bytes(), name.as_bytes(), false)
+            crate::glob::glob_match(pat.as_bytes(), name.as_bytes(), false)
         })
         .map(|e| e.path().to_string_lossy().into_owned())
         .collect();

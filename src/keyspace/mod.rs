@@ -16,6 +16,7 @@
 //! in order instead of sampling, and the memory held by expired keys is bounded
 //! by the cycle's budget.
 
+pub mod encoding;
 pub mod expire;
 pub mod hash;
 pub mod held;
@@ -95,6 +96,22 @@ impl Entry {
     #[inline]
     pub fn lfu(&self) -> u8 {
         self.key.meta().lfu()
+    }
+
+    /// Seconds since the key was last touched (the LRU clock wraps at 24 bits).
+    pub fn idle_secs(&self, now_lru: u32) -> u32 {
+        now_lru.wrapping_sub(self.lru()) & 0xFF_FFFF
+    }
+
+    /// The LFU counter after decay: one step down per `lfu-decay-time` minutes
+    /// since the last access (Redis's LFUDecrAndReturn).
+    pub fn lfu_decayed(&self, now_lru: u32, decay_minutes: u32) -> u8 {
+        let c = self.lfu();
+        if decay_minutes == 0 {
+            return c;
+        }
+        let periods = self.idle_secs(now_lru) / 60 / decay_minutes;
+        c.saturating_sub(periods.min(255) as u8)
     }
 
     #[inline]

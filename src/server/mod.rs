@@ -20,9 +20,7 @@ pub mod pubsub;
 pub mod stats;
 
 use std::net::SocketAddr;
-use std::sync::atomic::{
-    AtomicBool, AtomicI64, AtomicU32, AtomicU64, AtomicUsize, Ordering::Relaxed,
-};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering::Relaxed};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -32,6 +30,7 @@ use tokio::sync::{mpsc, Notify};
 use crate::commands::CommandTable;
 use crate::config::Config;
 use crate::effects::Effects;
+use crate::keyspace::encoding::EncodingLimits;
 use crate::keyspace::Keyspace;
 use crate::{log_notice, log_warning};
 use client::ClientRegistry;
@@ -77,54 +76,6 @@ pub struct HotConfig {
     pub min_replicas_to_write: AtomicU64,
     pub min_replicas_max_lag: AtomicU64,
     pub eviction: crate::commands::evict::EvictionConfig,
-}
-
-/// The `*-max-listpack-*` / `set-max-intset-entries` thresholds: a
-/// collection converts from its compact encoding (listpack, intset) to the
-/// big one when it grows past them, as in Redis; CONFIG SET applies to
-/// conversions made afterwards.
-#[derive(Default)]
-pub struct EncodingLimits {
-    /// `list-max-listpack-size`: > 0 entries per node, < 0 a size class
-    /// (-1 4 KiB ... -5 64 KiB).
-    pub list_max_listpack_size: AtomicI64,
-    pub hash_max_listpack_entries: AtomicUsize,
-    pub hash_max_listpack_value: AtomicUsize,
-    pub set_max_intset_entries: AtomicUsize,
-    pub set_max_listpack_entries: AtomicUsize,
-    pub set_max_listpack_value: AtomicUsize,
-    pub zset_max_listpack_entries: AtomicUsize,
-    pub zset_max_listpack_value: AtomicUsize,
-}
-
-impl EncodingLimits {
-    /// Redis 7's defaults (the directives' defaults), for code without a
-    /// server: tests and fuzzing of the loader.
-    pub fn defaults() -> EncodingLimits {
-        let l = EncodingLimits::default();
-        l.load(&Config::default());
-        l
-    }
-
-    fn load(&self, c: &Config) {
-        let u = |name: &str| c.get_i64(name).max(0) as usize;
-        self.list_max_listpack_size
-            .store(c.get_i64("list-max-listpack-size"), Relaxed);
-        self.hash_max_listpack_entries
-            .store(u("hash-max-listpack-entries"), Relaxed);
-        self.hash_max_listpack_value
-            .store(u("hash-max-listpack-value"), Relaxed);
-        self.set_max_intset_entries
-            .store(u("set-max-intset-entries"), Relaxed);
-        self.set_max_listpack_entries
-            .store(u("set-max-listpack-entries"), Relaxed);
-        self.set_max_listpack_value
-            .store(u("set-max-listpack-value"), Relaxed);
-        self.zset_max_listpack_entries
-            .store(u("zset-max-listpack-entries"), Relaxed);
-        self.zset_max_listpack_value
-            .store(u("zset-max-listpack-value"), Relaxed);
-    }
 }
 
 impl HotConfig {

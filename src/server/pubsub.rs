@@ -185,7 +185,7 @@ impl PubSub {
             return n;
         }
         for (pat, subs) in &m.by_kind[Kind::Pattern.index()] {
-            if !crate::commands::util::glob_match(pat, channel, false) {
+            if !crate::glob::glob_match(pat, channel, false) {
                 continue;
             }
             let parts = [&b"pmessage"[..], pat, channel, msg];
@@ -203,7 +203,7 @@ impl PubSub {
         let m = self.maps.read();
         m.by_kind[kind.index()]
             .keys()
-            .filter(|k| pattern.is_none_or(|p| crate::commands::util::glob_match(p, k, false)))
+            .filter(|k| pattern.is_none_or(|p| crate::glob::glob_match(p, k, false)))
             .cloned()
             .collect()
     }

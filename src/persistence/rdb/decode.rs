@@ -25,12 +25,12 @@ use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use super::packed;
 use super::{len, opcode, types, RdbError, AUX_VERSIONS, RDB_VERSION_MAX_LOAD};
 use super::{module_opcode, QUICKLIST_NODE_PACKED, QUICKLIST_NODE_PLAIN};
+use crate::keyspace::encoding::EncodingLimits;
 use crate::keyspace::hash::{HashLimits, HashValue};
 use crate::keyspace::list::ListValue;
 use crate::keyspace::set::SetValue;
 use crate::keyspace::zset::{key_cmp, ZLimits, ZSetValue};
 use crate::keyspace::Value;
-use crate::server::EncodingLimits;
 
 /// DEBUG SET-SKIP-CHECKSUM-VALIDATION: RESTORE payloads and loaded files
 /// are not checked against their CRC-64 (Redis's server-wide

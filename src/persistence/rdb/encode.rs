@@ -357,18 +357,14 @@ pub fn encode_entry(out: &mut Vec<u8>, e: &Entry, opts: &SaveOpts) {
         KeyMeta::None => {}
         KeyMeta::Idle { now_lru } => {
             out.push(opcode::IDLE);
-            write_len(out, crate::commands::evict::idle_secs(e, now_lru) as u64);
+            write_len(out, e.idle_secs(now_lru) as u64);
         }
         KeyMeta::Freq {
             now_lru,
             decay_minutes,
         } => {
             out.push(opcode::FREQ);
-            out.push(crate::commands::evict::lfu_decayed(
-                e,
-                now_lru,
-                decay_minutes,
-            ));
+            out.push(e.lfu_decayed(now_lru, decay_minutes));
         }
     }
     out.push(type_of(&e.value));

@@ -1,0 +1,56 @@
+//! The thresholds at which a small collection leaves its compact encoding
+//! (listpack, intset) for the big one, as Redis's `*-max-listpack-*` and
+//! `set-max-intset-entries` directives set them. The values and the RDB
+//! loader read them; the server mirrors them from the configuration.
+
+use std::sync::atomic::{AtomicI64, AtomicUsize, Ordering::Relaxed};
+
+use crate::config::Config;
+
+/// The `*-max-listpack-*` / `set-max-intset-entries` thresholds: a
+/// collection converts from its compact encoding (listpack, intset) to the
+/// big one when it grows past them, as in Redis; CONFIG SET applies to
+/// conversions made afterwards.
+#[derive(Default)]
+pub struct EncodingLimits {
+    /// `list-max-listpack-size`: > 0 entries per node, < 0 a size class
+    /// (-1 4 KiB ... -5 64 KiB).
+    pub list_max_listpack_size: AtomicI64,
+    pub hash_max_listpack_entries: AtomicUsize,
+    pub hash_max_listpack_value: AtomicUsize,
+    pub set_max_intset_entries: AtomicUsize,
+    pub set_max_listpack_entries: AtomicUsize,
+    pub set_max_listpack_value: AtomicUsize,
+    pub zset_max_listpack_entries: AtomicUsize,
+    pub zset_max_listpack_value: AtomicUsize,
+}
+
+impl EncodingLimits {
+    /// Redis 7's defaults (the directives' defaults), for code without a
+    /// server: tests and fuzzing of the loader.
+    pub fn defaults() -> EncodingLimits {
+        let l = EncodingLimits::default();
+        l.load(&Config::default());
+        l
+    }
+
+    pub fn load(&self, c: &Config) {
+        let u = |name: &str| c.get_i64(name).max(0) as usize;
+        self.list_max_listpack_size
+            .store(c.get_i64("list-max-listpack-size"), Relaxed);
+        self.hash_max_listpack_entries
+            .store(u("hash-max-listpack-entries"), Relaxed);
+        self.hash_max_listpack_value
+            .store(u("hash-max-listpack-value"), Relaxed);
+        self.set_max_intset_entries
+            .store(u("set-max-intset-entries"), Relaxed);
+        self.set_max_listpack_entries
+            .store(u("set-max-listpack-entries"), Relaxed);
+        self.set_max_listpack_value
+            .store(u("set-max-listpack-value"), Relaxed);
+        self.zset_max_listpack_entries
+            .store(u("zset-max-listpack-entries"), Relaxed);
+        self.zset_max_listpack_value
+            .store(u("zset-max-listpack-value"), Relaxed);
+    }
+}
