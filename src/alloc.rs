@@ -115,3 +115,25 @@ unsafe impl<A: GlobalAlloc> GlobalAlloc for Counting<A> {
         p
     }
 }
+
+/// Resident set size in bytes, from /proc/self/statm.
+pub fn rss_bytes() -> u64 {
+    let pages = std::fs::read_to_string("/proc/self/statm")
+        .ok()
+        .and_then(|s| s.split_whitespace().nth(1)?.parse::<u64>().ok())
+        .unwrap_or(0);
+    // SAFETY: sysconf has no memory-safety preconditions.
+    let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+    pages * page.max(4096) as u64
+}
+
+/// Heap bytes allocated (the RSS where allocations are not counted);
+/// remembers the peak across calls.
+pub fn used_memory() -> (u64, u64) {
+    static PEAK: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let used = allocated_bytes().unwrap_or_else(rss_bytes);
+    let peak = PEAK
+        .fetch_max(used, std::sync::atomic::Ordering::Relaxed)
+        .max(used);
+    (used, peak)
+}

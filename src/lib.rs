@@ -1,17 +1,26 @@
 //! LatticeDB: a Redis-compatible, multi-threaded in-memory database.
 //!
-//! Layout (follow a GET from socket to shard and back):
-//! - `server/conn.rs`   reads the socket, parses, dispatches, writes replies
-//! - `protocol/`        RESP parsing and reply encoding, no I/O
-//! - `commands/mod.rs`  the command table and `Ctx`; `commands/strings.rs` has GET
-//! - `commands/access.rs` locks the key's shard, applies lazy expiry
-//! - `keyspace/`        shards, entries, values, expiry index, HLC versions
-//! - `effects.rs`       the write-effect stream consumed by AOF/replication
-//! - `config/`          redis.conf directives, CONFIG GET/SET/REWRITE
+//! The modules are layered; each may use only itself and the layers below
+//! (docs/ARCHITECTURE.md "Layers", checked by `ci/layers.py`), top first:
+//! - `server/`        listeners, workers, connections (`conn.rs`), cron, INFO
+//! - `replication/`   PSYNC2 in both roles, the backlog and its disk tier
+//! - `persistence/`   snapshots, RDB files, the AOF (`persistence/rdb/`, the
+//!                    codec, sits with the keyspace)
+//! - `commands/`      the command table and `Ctx`; one module per family
+//! - `core/`          what data commands share (`Core`) and `Admin`, their way up
+//! - `effects.rs`     the write-effect stream consumed by AOF/replication
+//! - `keyspace/`      shards, entries, values, expiry index, HLC versions
+//! - `config/`        redis.conf directives and parsing
+//! - `protocol/`, `log.rs`, `alloc.rs`, `glob.rs`: RESP (no I/O), logging,
+//!   memory accounting, glob patterns
+//!
+//! A GET goes `server/conn.rs` -> `commands/mod.rs` -> `commands/strings.rs`
+//! -> `commands/access.rs` -> `keyspace/mod.rs` and back.
 
 pub mod alloc;
 pub mod commands;
 pub mod config;
+pub mod core;
 pub mod effects;
 pub mod glob;
 pub mod keyspace;

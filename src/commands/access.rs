@@ -18,8 +18,8 @@ use std::sync::atomic::Ordering::Relaxed;
 
 use super::events::{class, notify_keyspace};
 use super::{CmdError, Ctx};
+use crate::core::Core;
 use crate::keyspace::{Entry, Keyspace, Shard, ShardGuard, Slot, StrValue, Value};
-use crate::server::Server;
 
 enum Guards<'a> {
     One(usize, ShardGuard<'a>),
@@ -37,10 +37,10 @@ pub struct Locked<'a, 'k> {
     opened: Option<(&'k [u8], Slot)>,
     /// Set when `notify-keyspace-events` has the `n` class: a key created
     /// through this view publishes a "new" event (Redis's dbAdd does).
-    new_key_event: Option<(&'a Server, usize)>,
+    new_key_event: Option<(&'a Core, usize)>,
     /// Set when locking expired a key whose DEL is held back: the records
     /// held are emitted when the view is dropped (`flush_deferred`).
-    flush: Option<&'a Server>,
+    flush: Option<&'a Core>,
 }
 
 /// Seconds-resolution LRU clock, as Redis's LRU_CLOCK (24 bits).
@@ -55,7 +55,7 @@ impl<'a> Ctx<'a> {
     }
 
     pub fn open_db<'k>(&mut self, db: usize, key: &'k [u8]) -> Locked<'a, 'k> {
-        let ks = &self.srv.keyspace;
+        let ks = &self.core.keyspace;
         let slot = ks.slot(key);
         let g = ks.db(db).lock(slot.shard);
         let lru = lru_clock(self.now_ms);
@@ -84,7 +84,7 @@ impl<'a> Ctx<'a> {
         db: usize,
         keys: impl IntoIterator<Item = &'k [u8]> + Clone,
     ) -> Locked<'a, 'k> {
-        let ks = &self.srv.keyspace;
+        let ks = &self.core.keyspace;
         let mut idx: Vec<usize> = keys.clone().into_iter().map(|k| ks.slot(k).shard).collect();
         idx.sort_unstable();
         idx.dedup();
@@ -116,9 +116,9 @@ impl<'a> Ctx<'a> {
         }
     }
 
-    fn new_key_event(&self, db: usize) -> Option<(&'a Server, usize)> {
-        let on = self.srv.hot.notify_keyspace_events.load(Relaxed) & class::NEW != 0;
-        on.then_some((&**self.srv, db))
+    fn new_key_event(&self, db: usize) -> Option<(&'a Core, usize)> {
+        let on = self.core.hot.notify_keyspace_events.load(Relaxed) & class::NEW != 0;
+        on.then_some((self.core, db))
     }
 
     fn expire_if_due(&mut self, l: &mut Locked<'a, '_>, db: usize, key: &[u8], slot: Slot) {
@@ -133,16 +133,16 @@ impl<'a> Ctx<'a> {
         // itself (as Redis replicas and AOF loading do not expire keys).
         if e.is_expired(now) && self.replay_version.is_none() {
             let old = shard.remove(&ks.hasher, slot.hash, key);
-            if let Some(old) = old.filter(|_| self.srv.hot.lazyfree_expire.load(Relaxed)) {
-                self.srv.lazyfree.free_entry(old);
+            if let Some(old) = old.filter(|_| self.core.hot.lazyfree_expire.load(Relaxed)) {
+                self.core.lazyfree.free_entry(old);
             }
             if self.propagate_expired_deferred(db, key) {
-                l.flush = Some(&**self.srv);
+                l.flush = Some(self.core);
             }
         } else if !self.client.no_touch {
             // An LFU policy counts accesses, with or without a maxmemory.
-            if self.srv.hot.eviction.policy().is_lfu() {
-                super::evict::lfu_touch(self.srv, e, lru);
+            if self.core.hot.eviction.policy().is_lfu() {
+                super::evict::lfu_touch(self.core, e, lru);
             } else {
                 e.set_lru(lru);
             }

@@ -76,7 +76,7 @@ fn bit_offset(ctx: &Ctx, a: &[u8], bits: u32) -> Result<u64, CmdError> {
     if hash {
         n = n.checked_mul(bits as i64).ok_or_else(err)?;
     }
-    let max = ctx.srv.hot.proto_max_bulk_len.load(Relaxed) as i64;
+    let max = ctx.core.hot.proto_max_bulk_len.load(Relaxed) as i64;
     if n < 0 || (ctx.replay_version.is_none() && (n >> 3) >= max) {
         return Err(err());
     }

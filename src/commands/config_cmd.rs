@@ -99,7 +99,7 @@ fn hidden(d: &Directive) -> bool {
 }
 
 fn get(ctx: &mut Ctx, args: Args) -> CmdResult {
-    let cfg = ctx.srv.config.read();
+    let cfg = ctx.core.config.read();
     let mut out: Vec<(String, String)> = vec![];
     for pat in args.iter().skip(2) {
         let is_glob = pat.iter().any(|c| matches!(c, b'*' | b'?' | b'[' | b'\\'));
@@ -194,8 +194,7 @@ fn set(ctx: &mut Ctx, args: Args) -> CmdResult {
         return Err(CmdError::WrongArity("config|set".into()));
     }
     // Redis's DENY_LOADING_CONFIG, whose error wins over any other.
-    let loading = &ctx.srv.persist.loading;
-    if (loading.active() || loading.async_active())
+    if ctx.admin.loading()
         && (2..args.len()).step_by(2).any(|i| {
             let n = args.get(i);
             [&b"appendonly"[..], b"repl-diskless-load", b"dir"]
@@ -207,7 +206,7 @@ fn set(ctx: &mut Ctx, args: Args) -> CmdResult {
             "LOADING Redis is loading the dataset in memory".into(),
         ));
     }
-    let mut cfg = ctx.srv.config.write();
+    let mut cfg = ctx.core.config.write();
     let mut checked: Vec<(&'static Directive, String)> = vec![];
     for i in (2..args.len()).step_by(2) {
         let name = lossy(args.get(i));
@@ -226,11 +225,11 @@ fn set(ctx: &mut Ctx, args: Args) -> CmdResult {
         }
         cfg.store(d, v);
     }
-    ctx.srv.hot.load(&cfg);
+    ctx.core.hot.load(&cfg);
     drop(cfg);
-    if let Err(e) = crate::persistence::aof::config_changed(ctx.srv) {
+    if let Err(e) = ctx.admin.config_changed() {
         let _ = ctx
-            .srv
+            .core
             .config
             .write()
             .set("appendonly", &["no".to_string()]);
@@ -244,17 +243,17 @@ fn set(ctx: &mut Ctx, args: Args) -> CmdResult {
 
 fn resetstat(ctx: &mut Ctx, _args: Args) -> CmdResult {
     use std::sync::atomic::Ordering::Relaxed;
-    for w in ctx.srv.workers.lock().iter() {
+    for w in ctx.core.workers.lock().iter() {
         w.reset();
     }
-    ctx.srv.total_connections.store(0, Relaxed);
-    ctx.srv.rejected_connections.store(0, Relaxed);
+    ctx.core.total_connections.store(0, Relaxed);
+    ctx.core.rejected_connections.store(0, Relaxed);
     ctx.out.ok();
     Ok(())
 }
 
 fn rewrite(ctx: &mut Ctx, _args: Args) -> CmdResult {
-    let cfg = ctx.srv.config.read().clone();
+    let cfg = ctx.core.config.read().clone();
     let Some(path) = cfg.file.clone() else {
         return Err(CmdError::err("The server is running without a config file"));
     };

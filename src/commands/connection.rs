@@ -82,7 +82,7 @@ fn quit(ctx: &mut Ctx, _args: Args) -> CmdResult {
 
 fn select(ctx: &mut Ctx, args: Args) -> CmdResult {
     let n = arg_i64(args.get(1))?;
-    if n < 0 || n as usize >= ctx.srv.keyspace.num_dbs() {
+    if n < 0 || n as usize >= ctx.core.keyspace.num_dbs() {
         return Err(CmdError::err("DB index is out of range"));
     }
     ctx.client.db = n as usize;
@@ -92,7 +92,7 @@ fn select(ctx: &mut Ctx, args: Args) -> CmdResult {
 
 /// Checks a password against `requirepass` (only the "default" user exists).
 fn check_password(ctx: &mut Ctx, user: Option<&[u8]>, pass: &[u8]) -> CmdResult {
-    let required = ctx.srv.hot.requirepass.read().clone();
+    let required = ctx.core.hot.requirepass.read().clone();
     let user_ok = user.is_none_or(|u| u == b"default");
     match required {
         None if user.is_none() => Err(CmdError::err(
@@ -178,7 +178,7 @@ fn hello(ctx: &mut Ctx, args: Args) -> CmdResult {
     out.bulk(b"mode");
     out.bulk(b"standalone");
     out.bulk(b"role");
-    out.bulk(if ctx.srv.repl.is_replica() {
+    out.bulk(if ctx.admin.is_replica() {
         b"replica"
     } else {
         b"master"
@@ -189,9 +189,9 @@ fn hello(ctx: &mut Ctx, args: Args) -> CmdResult {
 }
 
 fn reset(ctx: &mut Ctx, _args: Args) -> CmdResult {
-    super::pubsub::remove_client(ctx.srv, ctx.client);
+    super::pubsub::remove_client(ctx.core, ctx.client);
     super::multi::reset(ctx.client);
-    ctx.srv.tracking.remove_client(ctx.client.id);
+    ctx.core.tracking.remove_client(ctx.client.id);
     let c = &mut *ctx.client;
     c.db = 0;
     c.resp = 2;
@@ -205,7 +205,7 @@ fn reset(ctx: &mut Ctx, _args: Args) -> CmdResult {
         if let Some(sh) = &c.shared {
             sh.monitor
                 .store(false, std::sync::atomic::Ordering::Relaxed);
-            ctx.srv
+            ctx.core
                 .clients
                 .monitors
                 .fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
@@ -215,7 +215,7 @@ fn reset(ctx: &mut Ctx, _args: Args) -> CmdResult {
         sh.name.lock().clear();
         sh.resp.store(2, std::sync::atomic::Ordering::Relaxed);
     }
-    c.authenticated = ctx.srv.hot.requirepass.read().is_none();
+    c.authenticated = ctx.core.hot.requirepass.read().is_none();
     ctx.out.simple("RESET");
     Ok(())
 }

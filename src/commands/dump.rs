@@ -61,7 +61,7 @@ pub static COMMANDS: &[Command] = &[
 ];
 
 fn compress(ctx: &Ctx) -> bool {
-    ctx.srv.config.read().get_bool("rdbcompression")
+    ctx.core.config.read().get_bool("rdbcompression")
 }
 
 // ---------------------------------------------------------------- DUMP
@@ -149,9 +149,9 @@ fn restore(ctx: &mut Ctx, args: Args) -> CmdResult {
     let o = parse_restore(args)?;
     // Decoded before locking; its errors are reported in Redis's order.
     let ttl = arg_i64(ttl_arg);
-    let value = decode::decode_dump_payload(args.get(3), &ctx.srv.hot.encoding);
+    let value = decode::decode_dump_payload(args.get(3), &ctx.core.hot.encoding);
     let lfu_policy = ctx
-        .srv
+        .core
         .config
         .read()
         .get_str("maxmemory-policy")

@@ -16,7 +16,7 @@
 use std::sync::atomic::Ordering::Relaxed;
 
 use super::Ctx;
-use crate::server::Server;
+use crate::core::Core;
 
 /// Event classes, as Redis's NOTIFY_* bits.
 pub mod class {
@@ -68,7 +68,7 @@ pub fn parse_classes(s: &str) -> u32 {
 /// Publishes a keyspace notification (Redis's notifyKeyspaceEvent); usable
 /// without a command context (the active expiry cycle). `now_ms` 0: read
 /// the clock, only if something is published.
-pub fn notify_keyspace(srv: &Server, db: usize, class: u32, event: &str, key: &[u8], now_ms: u64) {
+pub fn notify_keyspace(srv: &Core, db: usize, class: u32, event: &str, key: &[u8], now_ms: u64) {
     let flags = srv.hot.notify_keyspace_events.load(Relaxed);
     if flags & class == 0 || flags & (class::KEYSPACE | class::KEYEVENT) == 0 {
         return;
@@ -105,7 +105,7 @@ impl Ctx<'_> {
         self.stats.hit(found);
         if !found {
             notify_keyspace(
-                self.srv,
+                self.core,
                 self.client.db,
                 class::KEY_MISS,
                 "keymiss",
@@ -116,7 +116,7 @@ impl Ctx<'_> {
     }
 
     pub fn notify_db(&mut self, db: usize, class: u32, event: &str, key: &[u8]) {
-        notify_keyspace(self.srv, db, class, event, key, self.now_ms);
+        notify_keyspace(self.core, db, class, event, key, self.now_ms);
     }
 
     /// Tells clients blocked on `key` (BLPOP, BZPOPMIN, ...) that it may now
@@ -127,6 +127,6 @@ impl Ctx<'_> {
             self.client.exec_ready.push((db, key.to_vec()));
             return;
         }
-        self.srv.blocking.signal(db, key);
+        self.core.blocking.signal(db, key);
     }
 }

@@ -27,11 +27,11 @@ use super::events::{class, notify_keyspace};
 use super::flags::DENYOOM;
 use super::{CmdError, CommandId};
 use crate::config::Config;
+use crate::core::Core;
 use crate::keyspace::hlc::Hlc;
 use crate::keyspace::{Entry, Key, SHARDS};
 use crate::server::client::ClientState;
 use crate::server::stats::WorkerStats;
-use crate::server::Server;
 
 /// `maxmemory-policy`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -146,7 +146,7 @@ fn used_memory() -> u64 {
 /// The maxmemory check before a command: evicts if over the limit, and
 /// refuses commands that would grow memory when that is not enough.
 pub fn admit(
-    srv: &Server,
+    srv: &Core,
     clock: &mut Hlc,
     stats: &WorkerStats,
     client: &mut ClientState,
@@ -177,16 +177,16 @@ pub fn evict_if_over(ctx: &mut super::Ctx) {
     if ctx.client.in_exec {
         return;
     }
-    let limit = ctx.srv.hot.maxmemory.load(Relaxed);
+    let limit = ctx.core.hot.maxmemory.load(Relaxed);
     if limit != 0 && used_memory() > limit {
-        evict(ctx.srv, ctx.clock, ctx.stats, ctx.client.id, limit);
+        evict(ctx.core, ctx.clock, ctx.stats, ctx.client.id, limit);
     }
 }
 
 /// Evicts keys until memory is under `limit`, for client `current`; false
 /// if it runs out of keys to evict first. Running out of time counts as
 /// success (Redis's EVICT_RUNNING: the next command continues).
-fn evict(srv: &Server, clock: &mut Hlc, stats: &WorkerStats, current: u64, limit: u64) -> bool {
+fn evict(srv: &Core, clock: &mut Hlc, stats: &WorkerStats, current: u64, limit: u64) -> bool {
     let cfg = &srv.hot.eviction;
     let policy = cfg.policy();
     if policy == Policy::NoEviction {
@@ -209,7 +209,7 @@ fn evict(srv: &Server, clock: &mut Hlc, stats: &WorkerStats, current: u64, limit
 /// Databases holding keys the policy may evict. Finding out locks every
 /// shard of the empty ones, so each thread keeps the answer for 100 ms
 /// (a database that fills meanwhile waits that long to be sampled).
-fn dbs_with_keys(srv: &Server, policy: Policy) -> Vec<usize> {
+fn dbs_with_keys(srv: &Core, policy: Policy) -> Vec<usize> {
     thread_local! {
         static CACHE: std::cell::RefCell<Option<(Instant, Policy, Vec<usize>)>> =
             const { std::cell::RefCell::new(None) };
@@ -227,7 +227,7 @@ fn dbs_with_keys(srv: &Server, policy: Policy) -> Vec<usize> {
     })
 }
 
-fn scan_dbs(srv: &Server, policy: Policy) -> Vec<usize> {
+fn scan_dbs(srv: &Core, policy: Policy) -> Vec<usize> {
     let ks = &srv.keyspace;
     (0..ks.num_dbs())
         .filter(|&db| {
@@ -245,7 +245,7 @@ fn scan_dbs(srv: &Server, policy: Policy) -> Vec<usize> {
 }
 
 /// The best of `maxmemory-samples` sampled keys, by the policy.
-fn pick_victim(srv: &Server, policy: Policy, dbs: &[usize]) -> Option<(usize, Key)> {
+fn pick_victim(srv: &Core, policy: Policy, dbs: &[usize]) -> Option<(usize, Key)> {
     if dbs.is_empty() {
         return None;
     }
@@ -306,7 +306,7 @@ fn sample(g: &crate::keyspace::Shard, policy: Policy) -> Option<&Entry> {
 /// Evicts `key` of `db` (if still there) while client `current` waits to
 /// run its command.
 fn evict_key(
-    srv: &Server,
+    srv: &Core,
     clock: &mut Hlc,
     stats: &WorkerStats,
     current: u64,
@@ -345,7 +345,7 @@ fn evict_key(
 
 /// An access under an LFU policy: decay, then a logarithmic increment
 /// (Redis's updateLFU / LFULogIncr), and the access time for the next decay.
-pub fn lfu_touch(srv: &Server, e: &mut Entry, now_lru: u32) {
+pub fn lfu_touch(srv: &Core, e: &mut Entry, now_lru: u32) {
     let cfg = &srv.hot.eviction;
     let mut c = e.lfu_decayed(now_lru, cfg.lfu_decay_time.load(Relaxed));
     if c < 255 {

@@ -129,7 +129,7 @@ fn hash_mut(v: &mut Value) -> &mut HashValue {
 }
 
 fn limits(ctx: &Ctx) -> HashLimits {
-    let e = &ctx.srv.hot.encoding;
+    let e = &ctx.core.hot.encoding;
     HashLimits {
         entries: e.hash_max_listpack_entries.load(Relaxed),
         value: e.hash_max_listpack_value.load(Relaxed),

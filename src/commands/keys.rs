@@ -232,7 +232,7 @@ fn same_object() -> CmdError {
 /// A database index argument (MOVE, COPY ... DB).
 fn db_arg(ctx: &Ctx, a: &[u8]) -> Result<usize, CmdError> {
     let n = arg_i64(a)?;
-    if n < 0 || n as usize >= ctx.srv.keyspace.num_dbs() {
+    if n < 0 || n as usize >= ctx.core.keyspace.num_dbs() {
         return Err(out_of_range());
     }
     Ok(n as usize)
@@ -256,13 +256,13 @@ fn arg_keys(args: Args<'_>, from: usize) -> Vec<&[u8]> {
 fn swapdb(ctx: &mut Ctx, args: Args) -> CmdResult {
     let a = arg_i64(args.get(1)).map_err(|_| CmdError::err("invalid first DB index"))?;
     let b = arg_i64(args.get(2)).map_err(|_| CmdError::err("invalid second DB index"))?;
-    let n = ctx.srv.keyspace.num_dbs() as i64;
+    let n = ctx.core.keyspace.num_dbs() as i64;
     if !(0..n).contains(&a) || !(0..n).contains(&b) {
         return Err(out_of_range());
     }
     let (lo, hi) = (a.min(b) as usize, a.max(b) as usize);
     if lo != hi {
-        let ks = &ctx.srv.keyspace;
+        let ks = &ctx.core.keyspace;
         let mut ga = ks.db(lo).lock_all();
         let mut gb = ks.db(hi).lock_all();
         for (x, y) in ga.iter_mut().zip(gb.iter_mut()) {
@@ -270,8 +270,8 @@ fn swapdb(ctx: &mut Ctx, args: Args) -> CmdResult {
         }
         let v = ctx.new_version();
         ctx.propagate(v, &[b"SWAPDB", args.get(1), args.get(2)]);
-        ctx.srv.blocking.signal_db(lo);
-        ctx.srv.blocking.signal_db(hi);
+        ctx.core.blocking.signal_db(lo);
+        ctx.core.blocking.signal_db(hi);
     }
     ctx.out.ok();
     Ok(())
@@ -282,7 +282,7 @@ fn swapdb(ctx: &mut Ctx, args: Args) -> CmdResult {
 /// Parses `[ASYNC|SYNC]`; true means free the data on a background thread.
 fn parse_flush(ctx: &Ctx, args: Args) -> Result<bool, CmdError> {
     match args.len() {
-        1 => Ok(ctx.srv.config.read().get_bool("lazyfree-lazy-user-flush")),
+        1 => Ok(ctx.core.config.read().get_bool("lazyfree-lazy-user-flush")),
         2 if eq_ic(args.get(1), "ASYNC") => Ok(true),
         2 if eq_ic(args.get(1), "SYNC") => Ok(false),
         _ => Err(CmdError::Syntax),
@@ -292,7 +292,7 @@ fn parse_flush(ctx: &Ctx, args: Args) -> Result<bool, CmdError> {
 /// Frees flushed shards, on the lazyfree thread when `lazy`.
 fn free_shards(ctx: &Ctx, shards: Vec<Shard>, lazy: bool) {
     if lazy {
-        ctx.srv.lazyfree.free_shards(shards);
+        ctx.core.lazyfree.free_shards(shards);
     }
 }
 
@@ -308,7 +308,7 @@ fn flushdb(ctx: &mut Ctx, args: Args) -> CmdResult {
     let lazy = parse_flush(ctx, args)?;
     let mut taken = vec![];
     {
-        let mut g = ctx.srv.keyspace.db(ctx.db()).lock_all();
+        let mut g = ctx.core.keyspace.db(ctx.db()).lock_all();
         take_shards(&mut g, &mut taken);
         let v = ctx.new_version();
         ctx.propagate(v, &[b"FLUSHDB"]);
@@ -320,10 +320,10 @@ fn flushdb(ctx: &mut Ctx, args: Args) -> CmdResult {
 
 fn flushall(ctx: &mut Ctx, args: Args) -> CmdResult {
     let lazy = parse_flush(ctx, args)?;
-    crate::persistence::save::abort_bgsave(ctx.srv);
+    ctx.admin.abort_bgsave();
     let mut taken = vec![];
     {
-        let mut all = ctx.srv.keyspace.lock_everything();
+        let mut all = ctx.core.keyspace.lock_everything();
         for g in all.iter_mut() {
             take_shards(g, &mut taken);
         }
@@ -338,7 +338,7 @@ fn flushall(ctx: &mut Ctx, args: Args) -> CmdResult {
 // ---------------------------------------------------------------- DBSIZE / KEYS / RANDOMKEY
 
 fn dbsize(ctx: &mut Ctx, _args: Args) -> CmdResult {
-    let n = ctx.srv.keyspace.db(ctx.db()).len();
+    let n = ctx.core.keyspace.db(ctx.db()).len();
     ctx.out.int(n as i64);
     Ok(())
 }
@@ -347,7 +347,7 @@ fn keys(ctx: &mut Ctx, args: Args) -> CmdResult {
     let pattern = args.get(1);
     let all = pattern == b"*";
     let now = ctx.now_ms;
-    let db = ctx.srv.keyspace.db(ctx.db());
+    let db = ctx.core.keyspace.db(ctx.db());
     let mut found: Vec<Key> = vec![];
     for i in 0..SHARDS {
         let g = db.lock(i);
@@ -366,7 +366,7 @@ fn keys(ctx: &mut Ctx, args: Args) -> CmdResult {
 
 fn randomkey(ctx: &mut Ctx, _args: Args) -> CmdResult {
     let now = ctx.now_ms;
-    let db = ctx.srv.keyspace.db(ctx.db());
+    let db = ctx.core.keyspace.db(ctx.db());
     // Uniform over keys, not shards: pick the i-th key of the database by
     // the shards' sizes (picking a shard first would favour the keys of a
     // shard that follows empty ones). Expired keys met are deleted, as
@@ -545,7 +545,7 @@ fn scan_part(
     found: &mut Vec<Key>,
     expired: &mut Vec<Key>,
 ) -> usize {
-    let ks = &ctx.srv.keyspace;
+    let ks = &ctx.core.keyspace;
     let now = ctx.now_ms;
     let g = ks.db(ctx.db()).lock(cur.shard);
     if cur.part == 0 {
@@ -587,7 +587,7 @@ fn reply_scan(ctx: &mut Ctx, next: u64, keys: &[Key]) {
 // ---------------------------------------------------------------- DEL / UNLINK / EXISTS / TOUCH / TYPE
 
 fn del(ctx: &mut Ctx, args: Args) -> CmdResult {
-    let lazy = ctx.srv.hot.lazyfree_user_del.load(Relaxed);
+    let lazy = ctx.core.hot.lazyfree_user_del.load(Relaxed);
     del_generic(ctx, args, b"DEL", lazy)
 }
 
@@ -603,7 +603,7 @@ fn del_generic(ctx: &mut Ctx, args: Args, name: &'static [u8], lazy: bool) -> Cm
     for k in &keys {
         if let Some(old) = l.remove(k) {
             if lazy {
-                ctx.srv.lazyfree.free_entry(old);
+                ctx.core.lazyfree.free_entry(old);
             }
             removed.push(k);
             ctx.notify(super::events::class::GENERIC, "del", k);
@@ -719,7 +719,7 @@ fn open_pair<'a>(
     (src_db, src_key): (usize, &[u8]),
     (dst_db, dst_key): (usize, &[u8]),
 ) -> Pair<'a> {
-    let ks = &ctx.srv.keyspace;
+    let ks = &ctx.core.keyspace;
     let (ss, ds) = (ks.slot(src_key), ks.slot(dst_key));
     let (src, dst) = ks.lock_pair((src_db, ss.shard), (dst_db, ds.shard));
     let mut p = Pair { src, dst };
@@ -738,7 +738,7 @@ fn expire_in(ctx: &mut Ctx, shard: &mut Shard, db: usize, key: &[u8], hash: u64)
         .get_raw(hash, key)
         .is_some_and(|e| e.is_expired(ctx.now_ms));
     if due && ctx.replay_version.is_none() {
-        shard.remove(&ctx.srv.keyspace.hasher, hash, key);
+        shard.remove(&ctx.core.keyspace.hasher, hash, key);
         ctx.propagate_expired(db, key);
     }
 }
@@ -751,7 +751,7 @@ fn move_cmd(ctx: &mut Ctx, args: Args) -> CmdResult {
         return Err(same_object());
     }
     let mut p = open_pair(ctx, (src_db, key), (dst_db, key));
-    let hasher = &ctx.srv.keyspace.hasher;
+    let hasher = &ctx.core.keyspace.hasher;
     let hash = hasher.hash(key);
     let moved = p.src().get_raw(hash, key).is_some() && p.dst().get_raw(hash, key).is_none();
     if moved {
@@ -804,7 +804,7 @@ fn copy(ctx: &mut Ctx, args: Args) -> CmdResult {
         return Err(same_object());
     }
     let mut p = open_pair(ctx, (src_db, src), (dst_db, dst));
-    let hasher = &ctx.srv.keyspace.hasher;
+    let hasher = &ctx.core.keyspace.hasher;
     let (sh, dh) = (hasher.hash(src), hasher.hash(dst));
     let Some(se) = p.src().get_raw(sh, src) else {
         drop(p);
@@ -874,7 +874,7 @@ struct Policy {
 
 impl Policy {
     fn read(ctx: &Ctx) -> Policy {
-        let cfg = ctx.srv.config.read();
+        let cfg = ctx.core.config.read();
         let p = cfg.get_str("maxmemory-policy");
         Policy {
             lfu: p.contains("lfu"),
@@ -901,7 +901,7 @@ fn object_freq(ctx: &mut Ctx, args: Args) -> CmdResult {
         if !policy.lfu {
             return Err(CmdError::err("An LFU maxmemory policy is not selected, access frequency not tracked. Please note that when switching between policies at runtime LRU and LFU data will take some time to adjust."));
         }
-        let decay = ctx.srv.config.read().get_i64("lfu-decay-time").max(0) as u32;
+        let decay = ctx.core.config.read().get_i64("lfu-decay-time").max(0) as u32;
         Ok(e.lfu_decayed(lru_clock(ctx.now_ms), decay) as i64)
     })
 }

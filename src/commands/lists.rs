@@ -212,7 +212,7 @@ fn list_mut(v: &mut Value) -> &mut ListValue {
 
 /// `list-max-listpack-size` as a chunk fill (0 behaves as 1, below -5 as -5).
 fn fill(ctx: &Ctx) -> i64 {
-    match ctx.srv.hot.encoding.list_max_listpack_size.load(Relaxed) {
+    match ctx.core.hot.encoding.list_max_listpack_size.load(Relaxed) {
         0 => 1,
         f => f.max(-5),
     }

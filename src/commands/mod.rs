@@ -39,16 +39,16 @@ pub mod zsets;
 
 // hashbrown (foldhash) rather than std (SipHash): the table is looked up once per command.
 use hashbrown::HashMap;
-use std::sync::Arc;
 
 pub use error::CmdError;
 
+use crate::core::admin::Admin;
+use crate::core::Core;
 use crate::effects::{Effect, EffectRef};
 use crate::keyspace::hlc::Hlc;
 use crate::protocol::{Args, ReplyBuf};
 use crate::server::client::ClientState;
 use crate::server::stats::WorkerStats;
-use crate::server::Server;
 
 pub type CmdResult = Result<(), CmdError>;
 pub type Handler = fn(&mut Ctx, Args) -> CmdResult;
@@ -338,7 +338,11 @@ impl CommandTable {
 
 /// What a handler may use while executing one command.
 pub struct Ctx<'a> {
-    pub srv: &'a Arc<Server>,
+    /// What data commands share (keyspace, config, registries).
+    pub core: &'a Core,
+    /// Persistence, replication and the server, for the commands that
+    /// reach them (see `core/admin.rs`).
+    pub admin: &'a dyn Admin,
     pub client: &'a mut ClientState,
     pub out: &'a mut ReplyBuf,
     pub clock: &'a mut Hlc,
@@ -383,10 +387,10 @@ impl Ctx<'_> {
 
     pub fn propagate_db(&mut self, db: usize, version: u64, argv: &[&[u8]]) {
         self.stats.add_dirty(1);
-        if self.srv.watch.active() {
-            multi::touch_write(self.srv, db, argv);
+        if self.core.watch.active() {
+            multi::touch_write(self.core, db, argv);
         }
-        if self.srv.tracking.active() {
+        if self.core.tracking.active() {
             tracking::touch_write(self, argv);
         }
         self.emit_as_sent(db, version, argv);
@@ -395,7 +399,7 @@ impl Ctx<'_> {
     /// [`Self::emit_effect`], in the client's spelling when the record is
     /// the command it sent.
     fn emit_as_sent(&mut self, db: usize, version: u64, argv: &[&[u8]]) {
-        if self.srv.effects.enabled() {
+        if self.core.effects.enabled() {
             if let Some(s) = self.sent.filter(|s| as_sent(s, argv)) {
                 let mut v = argv.to_vec();
                 v[0] = s.get(0);
@@ -408,12 +412,12 @@ impl Ctx<'_> {
     /// Sends a record to the effect stream, or to the running EXEC's buffer
     /// (which emits its records as one unit, see `multi.rs`).
     fn emit_effect(&mut self, db: usize, version: u64, argv: &[&[u8]]) {
-        if self.srv.effects.enabled() {
+        if self.core.effects.enabled() {
             let e = EffectRef { db, version, argv };
             match &mut self.client.exec_effects {
                 Some(buf) => buf.push(e.to_owned()),
                 None if deferring() => defer(e.to_owned()),
-                None => self.srv.effects.emit(&e),
+                None => self.core.effects.emit(&e),
             }
         }
     }
@@ -422,7 +426,7 @@ impl Ctx<'_> {
     /// with `lazyfree-lazy-expire`, else DEL (Redis's propagateDeletion).
     pub fn expired_del_name(&self) -> &'static [u8] {
         use std::sync::atomic::Ordering::Relaxed;
-        if self.srv.hot.lazyfree_expire.load(Relaxed) {
+        if self.core.hot.lazyfree_expire.load(Relaxed) {
             b"UNLINK"
         } else {
             b"DEL"
@@ -433,7 +437,7 @@ impl Ctx<'_> {
     /// `lazyfree-lazy-user-del`, else DEL.
     pub fn user_del_name(&self) -> &'static [u8] {
         use std::sync::atomic::Ordering::Relaxed;
-        if self.srv.hot.lazyfree_user_del.load(Relaxed) {
+        if self.core.hot.lazyfree_user_del.load(Relaxed) {
             b"UNLINK"
         } else {
             b"DEL"
@@ -445,7 +449,7 @@ impl Ctx<'_> {
     /// go between MULTI and EXEC, as Redis wraps a command's records.
     pub fn propagate_unit(&mut self, version: u64, records: &[Vec<&[u8]>]) {
         let wrap =
-            records.len() > 1 && self.client.exec_effects.is_none() && self.srv.effects.enabled();
+            records.len() > 1 && self.client.exec_effects.is_none() && self.core.effects.enabled();
         let db = self.client.db;
         if wrap {
             self.emit_effect(db, version, &[b"MULTI"]);
@@ -481,7 +485,7 @@ impl Ctx<'_> {
     /// command's records (MGET over two expired keys, SET on an expired
     /// key). Returns whether a record was deferred.
     pub(crate) fn propagate_expired_deferred(&mut self, db: usize, key: &[u8]) -> bool {
-        if !self.srv.effects.enabled() || self.client.exec_effects.is_some() {
+        if !self.core.effects.enabled() || self.client.exec_effects.is_some() {
             self.propagate_expired(db, key);
             return false;
         }
@@ -496,8 +500,8 @@ impl Ctx<'_> {
         self.notify_db(db, events::class::EXPIRED, "expired", key);
         self.stats.add_expired(1);
         self.stats.add_dirty(1);
-        self.srv.watch.touch_expired(db, key);
-        tracking::touch_expired(self.srv, self.client.id, key);
+        self.core.watch.touch_expired(db, key);
+        tracking::touch_expired(self.core, self.client.id, key);
     }
 }
 
@@ -519,7 +523,7 @@ fn defer(e: Effect) {
 
 /// Emits the held-back records: one alone, several between MULTI and EXEC.
 /// Called when the `Locked` view that started holding them is dropped.
-pub(crate) fn flush_deferred(srv: &Server) {
+pub(crate) fn flush_deferred(srv: &Core) {
     let records = DEFERRED.with(|d| std::mem::take(&mut *d.borrow_mut()));
     multi::emit_unit(srv, records);
 }
@@ -536,11 +540,12 @@ fn as_sent(sent: &Args, argv: &[&[u8]]) -> bool {
 /// Replays one effect record on `srv`'s keyspace, as a replica or AOF loader
 /// does: the command runs with the record's version instead of a fresh stamp.
 pub fn replay(
-    srv: &Arc<Server>,
+    host: &dyn Admin,
     clock: &mut Hlc,
     stats: &WorkerStats,
     effect: &Effect,
 ) -> Result<(), String> {
+    let srv = host.core();
     // A transaction's bounds: its writes follow as ordinary records.
     if let [name] = effect.argv.as_slice() {
         if name.eq_ignore_ascii_case(b"multi") || name.eq_ignore_ascii_case(b"exec") {
@@ -570,7 +575,8 @@ pub fn replay(
         .ok_or("unknown command in effect")?;
     let cmd = srv.commands.get(id);
     let mut ctx = Ctx {
-        srv,
+        core: srv,
+        admin: host,
         client: &mut client,
         out: &mut out,
         clock,
@@ -586,7 +592,7 @@ pub fn replay(
 /// lookup, arity check), for tests and tools that drive a [`Server`] without
 /// sockets. Returns the RESP reply, or the error line without its '-'.
 pub fn run_local(
-    srv: &Arc<Server>,
+    host: &dyn Admin,
     clock: &mut Hlc,
     stats: &WorkerStats,
     client: &mut ClientState,
@@ -599,18 +605,19 @@ pub fn run_local(
         off += a.len();
     }
     let flat: Vec<u8> = argv.concat();
-    run_args(srv, clock, stats, client, Args::new(&flat, &spans))
+    run_args(host, clock, stats, client, Args::new(&flat, &spans))
 }
 
 /// [`run_local`] for a command already parsed (a replica's link runs its
 /// master's stream through here, without copying each command).
 pub fn run_args(
-    srv: &Arc<Server>,
+    host: &dyn Admin,
     clock: &mut Hlc,
     stats: &WorkerStats,
     client: &mut ClientState,
     args: Args,
 ) -> Result<Vec<u8>, String> {
+    let srv = host.core();
     if args.is_empty() {
         return Err("ERR empty command".into());
     }
@@ -646,7 +653,8 @@ pub fn run_args(
         Err((_, e)) => return Err(e.render()),
     }
     let mut ctx = Ctx {
-        srv,
+        core: srv,
+        admin: host,
         client,
         out: &mut out,
         clock,

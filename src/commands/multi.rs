@@ -53,11 +53,11 @@ use parking_lot::Mutex;
 use super::flags::*;
 use super::util::arg_i64;
 use super::{CmdError, CmdResult, Command, CommandId, Ctx};
+use crate::core::Core;
 use crate::effects::Effect;
 use crate::keyspace::KeyHasher;
 use crate::protocol::{Args, ReplyBuf};
 use crate::server::client::ClientState;
-use crate::server::Server;
 
 const TX: u32 = NOSCRIPT | LOADING | STALE | FAST | ALLOW_BUSY;
 
@@ -135,7 +135,7 @@ pub type Checked = Result<CommandId, (Option<CommandId>, CmdError)>;
 /// the command was queued (`+QUEUED` written), `Ok(Some(id))` to run it now,
 /// or the error to reply (which flags the transaction).
 pub fn intercept(
-    srv: &Server,
+    srv: &Core,
     client: &mut ClientState,
     out: &mut ReplyBuf,
     args: Args,
@@ -175,7 +175,7 @@ pub fn intercept(
 
 /// Whether `name` is an EXEC whose queue holds a write (CLIENT PAUSE WRITE
 /// holds such an EXEC back, as Redis does).
-pub fn exec_may_write(srv: &Server, client: &ClientState, name: &str) -> bool {
+pub fn exec_may_write(srv: &Core, client: &ClientState, name: &str) -> bool {
     name == "exec"
         && client.multi.as_ref().is_some_and(|m| {
             m.queue.iter().any(|q| {
@@ -187,7 +187,7 @@ pub fn exec_may_write(srv: &Server, client: &ClientState, name: &str) -> bool {
 
 /// The flags of the commands queued in the client's transaction, ORed
 /// (0 outside MULTI): the maxmemory check refuses an EXEC holding denyoom.
-pub fn queued_flags(srv: &Server, client: &ClientState) -> u32 {
+pub fn queued_flags(srv: &Core, client: &ClientState) -> u32 {
     client.multi.as_ref().map_or(0, |m| {
         m.queue
             .iter()
@@ -198,7 +198,7 @@ pub fn queued_flags(srv: &Server, client: &ClientState) -> u32 {
 /// The flags every queued command has, ANDed (all bits outside MULTI or
 /// for an empty queue): a stale replica refuses an EXEC holding a command
 /// without the stale flag.
-pub fn queued_common_flags(srv: &Server, client: &ClientState) -> u32 {
+pub fn queued_common_flags(srv: &Core, client: &ClientState) -> u32 {
     client.multi.as_ref().map_or(u32::MAX, |m| {
         m.queue
             .iter()
@@ -273,7 +273,7 @@ fn exec_multi(ctx: &mut Ctx, m: MultiState) -> CmdResult {
             "EXECABORT Transaction discarded because of previous errors.".into(),
         ));
     }
-    let srv: &Arc<Server> = ctx.srv;
+    let srv: &Core = ctx.core;
     let plan = plan_locks(srv, ctx.client.db, &m, watches.as_ref());
     let _hold = srv.keyspace.hold(plan.as_deref());
     if watches.is_some_and(|w| w.broken(srv, ctx.now_ms)) {
@@ -288,7 +288,7 @@ fn exec_multi(ctx: &mut Ctx, m: MultiState) -> CmdResult {
 /// emits their effects as one unit. The caller holds the locks.
 fn run_queue(ctx: &mut Ctx, m: &MultiState) {
     ctx.client.in_exec = true;
-    if ctx.srv.effects.enabled() {
+    if ctx.core.effects.enabled() {
         ctx.client.exec_effects = Some(Vec::new());
     }
     ctx.out.array(m.queue.len());
@@ -297,25 +297,26 @@ fn run_queue(ctx: &mut Ctx, m: &MultiState) {
     }
     ctx.client.in_exec = false;
     if let Some(effects) = ctx.client.exec_effects.take() {
-        emit_unit(ctx.srv, effects);
+        emit_unit(ctx.core, effects);
     }
     for (db, key) in std::mem::take(&mut ctx.client.exec_ready) {
-        ctx.srv.blocking.signal(db, &key);
+        ctx.core.blocking.signal(db, &key);
     }
 }
 
 /// Runs one queued command as the dispatcher would, its error inline.
 fn run_one(ctx: &mut Ctx, q: &Queued) {
-    let cmd = ctx.srv.commands.get(q.id);
+    let cmd = ctx.core.commands.get(q.id);
     let mark = ctx.out.len();
     ctx.out.resp = ctx.client.resp;
-    if ctx.srv.clients.monitors.load(Relaxed) > 0 && cmd.flags & (ADMIN | SKIP_MONITOR) == 0 {
-        crate::server::conn::feed_monitors(ctx.srv, ctx.client, q.args());
+    if ctx.core.clients.monitors.load(Relaxed) > 0 && cmd.flags & (ADMIN | SKIP_MONITOR) == 0 {
+        super::server_cmds::logs::feed_monitors(ctx.core, ctx.client, q.args());
     }
     let start = quanta::Instant::now();
     let r = {
         let mut sub = Ctx {
-            srv: ctx.srv,
+            core: ctx.core,
+            admin: ctx.admin,
             client: &mut *ctx.client,
             out: &mut *ctx.out,
             clock: &mut *ctx.clock,
@@ -324,12 +325,12 @@ fn run_one(ctx: &mut Ctx, q: &Queued) {
             replay_version: None,
             sent: Some(q.args()),
         };
-        crate::commands::tracking::before_command(ctx.srv, sub.client, q.id, q.args());
+        crate::commands::tracking::before_command(ctx.core, sub.client, q.id, q.args());
         (cmd.handler)(&mut sub, q.args())
     };
     let usec = start.elapsed().as_micros() as u64;
     ctx.stats.record_call(q.id, usec, r.is_err());
-    crate::server::conn::maybe_slowlog(ctx.srv, ctx.client, q.id, q.args(), usec);
+    super::server_cmds::logs::maybe_slowlog(ctx.core, ctx.client, q.id, q.args(), usec);
     if let Err(e) = r {
         ctx.out.buf.truncate(mark);
         ctx.stats.record_error(&e.code());
@@ -339,7 +340,7 @@ fn run_one(ctx: &mut Ctx, q: &Queued) {
 
 /// Emits a transaction's effects: one alone, several between MULTI and EXEC
 /// as one unit (no other writer's record lands inside).
-pub(crate) fn emit_unit(srv: &Server, effects: Vec<Effect>) {
+pub(crate) fn emit_unit(srv: &Core, effects: Vec<Effect>) {
     if effects.len() > 1 {
         let (first, last) = (&effects[0], &effects[effects.len() - 1]);
         let open = Effect {
@@ -407,7 +408,7 @@ fn needs_everything(name: &str) -> bool {
 
 /// The `(db, shard)`s a transaction may touch; `None` means all of them.
 fn plan_locks(
-    srv: &Server,
+    srv: &Core,
     start_db: usize,
     m: &MultiState,
     watches: Option<&Watches>,
@@ -552,7 +553,7 @@ impl WatchRegistry {
 
 /// Marks the watchers of the keys an effect `argv` wrote on `db` dirty.
 /// Called by `Ctx::propagate_db` when the registry is active.
-pub fn touch_write(srv: &Server, db: usize, argv: &[&[u8]]) {
+pub fn touch_write(srv: &Core, db: usize, argv: &[&[u8]]) {
     let reg = &srv.watch;
     let Some(&name) = argv.first() else { return };
     let lname = name.to_ascii_lowercase();
@@ -608,7 +609,7 @@ fn store_destination<'a>(name: &[u8], argv: &[&'a [u8]]) -> Option<&'a [u8]> {
 }
 
 /// Touches every key argument of `argv` per the command table.
-fn touch_key_args(srv: &Server, db: usize, argv: &[&[u8]]) {
+fn touch_key_args(srv: &Core, db: usize, argv: &[&[u8]]) {
     let mut spans = Vec::with_capacity(argv.len());
     let mut off = 0;
     for a in argv {
@@ -651,7 +652,7 @@ pub struct Watches {
 impl Watches {
     /// Whether the transaction must abort. Called with the watched keys'
     /// shards held.
-    fn broken(&self, srv: &Server, now_ms: u64) -> bool {
+    fn broken(&self, srv: &Core, now_ms: u64) -> bool {
         if self.dirty.load(Relaxed) {
             return true;
         }
@@ -680,7 +681,7 @@ fn watch(ctx: &mut Ctx, args: Args) -> CmdResult {
     if ctx.client.multi.is_some() {
         return Err(CmdError::err("WATCH inside MULTI is not allowed"));
     }
-    let srv: &Arc<Server> = ctx.srv;
+    let srv: &Core = ctx.core;
     let (db, now_ms) = (ctx.client.db, ctx.now_ms);
     let w = ctx.client.watches.get_or_insert_with(|| Watches {
         reg: srv.watch.clone(),

@@ -15,10 +15,10 @@ use std::sync::Arc;
 
 use super::util::lossy;
 use super::{flags::*, CmdError, CmdResult, Command, Ctx};
+use crate::core::Core;
 use crate::protocol::Args;
 use crate::server::client::{ClientState, ReplyMode};
 use crate::server::pubsub::Kind;
-use crate::server::Server;
 
 const SUB_FLAGS: u32 = PUBSUB | NOSCRIPT | LOADING | STALE;
 const PUB_FLAGS: u32 = PUBSUB | LOADING | STALE | FAST | MAY_REPLICATE;
@@ -161,7 +161,7 @@ pub fn in_resp2_subscribed_mode(client: &ClientState) -> bool {
 }
 
 /// Drops every subscription of a client without replies (disconnect, RESET).
-pub fn remove_client(srv: &Server, client: &mut ClientState) {
+pub fn remove_client(srv: &Core, client: &mut ClientState) {
     srv.pubsub.remove_client(&mut client.pubsub, client.id);
     sync_shared(client);
 }
@@ -198,7 +198,7 @@ fn confirm_despite_reply_mode(ctx: &mut Ctx, mark: usize) {
     }
     let bytes = ctx.out.buf.split_off(mark);
     if let Some(sh) = &ctx.client.shared {
-        let limit = ctx.srv.hot.obuf_limits.read().pubsub;
+        let limit = ctx.core.hot.obuf_limits.read().pubsub;
         sh.push(Arc::new(bytes), &limit, ctx.now_ms);
     }
 }
@@ -208,7 +208,7 @@ fn sub_generic(ctx: &mut Ctx, args: Args, kind: Kind) -> CmdResult {
     for name in args.iter().skip(1) {
         if ctx.client.pubsub.sets[kind.index()].insert(name.to_vec()) {
             if let Some(sh) = &ctx.client.shared {
-                ctx.srv.pubsub.subscribe(kind, name, sh);
+                ctx.core.pubsub.subscribe(kind, name, sh);
             }
         }
         let n = ctx.client.pubsub.count_for(kind);
@@ -221,7 +221,7 @@ fn sub_generic(ctx: &mut Ctx, args: Args, kind: Kind) -> CmdResult {
 
 fn unsub_one(ctx: &mut Ctx, kind: Kind, name: &[u8]) {
     if ctx.client.pubsub.sets[kind.index()].remove(name) {
-        ctx.srv.pubsub.unsubscribe(kind, name, ctx.client.id);
+        ctx.core.pubsub.unsubscribe(kind, name, ctx.client.id);
     }
     let n = ctx.client.pubsub.count_for(kind);
     reply_event(ctx, kind.unsub_tag(), Some(name), n);
@@ -276,9 +276,9 @@ fn sunsubscribe(ctx: &mut Ctx, args: Args) -> CmdResult {
 }
 
 fn publish_generic(ctx: &mut Ctx, args: Args, shard: bool) -> CmdResult {
-    let limit = ctx.srv.hot.obuf_limits.read().pubsub;
+    let limit = ctx.core.hot.obuf_limits.read().pubsub;
     let n = ctx
-        .srv
+        .core
         .pubsub
         .publish(shard, args.get(1), args.get(2), &limit, ctx.now_ms);
     ctx.out.int(n as i64);
@@ -304,7 +304,7 @@ fn list_names(ctx: &mut Ctx, args: Args, kind: Kind) -> CmdResult {
         )));
     }
     let pat = (args.len() == 3).then(|| args.get(2));
-    let names = ctx.srv.pubsub.names(kind, pat);
+    let names = ctx.core.pubsub.names(kind, pat);
     ctx.out.array(names.len());
     for n in &names {
         ctx.out.bulk(n);
@@ -324,7 +324,7 @@ fn count_subs(ctx: &mut Ctx, args: Args, kind: Kind) -> CmdResult {
     ctx.out.array((args.len() - 2) * 2);
     for name in args.iter().skip(2) {
         ctx.out.bulk(name);
-        let n = ctx.srv.pubsub.num_subscribers(kind, name);
+        let n = ctx.core.pubsub.num_subscribers(kind, name);
         ctx.out.int(n as i64);
     }
     Ok(())
@@ -339,7 +339,7 @@ fn shardnumsub(ctx: &mut Ctx, args: Args) -> CmdResult {
 }
 
 fn numpat(ctx: &mut Ctx, _args: Args) -> CmdResult {
-    ctx.out.int(ctx.srv.pubsub.count(Kind::Pattern) as i64);
+    ctx.out.int(ctx.core.pubsub.count(Kind::Pattern) as i64);
     Ok(())
 }
 

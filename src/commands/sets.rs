@@ -165,7 +165,7 @@ fn set_mut(v: &mut Value) -> &mut SetValue {
 }
 
 fn max_intset(ctx: &Ctx) -> usize {
-    ctx.srv.hot.encoding.set_max_intset_entries.load(Relaxed)
+    ctx.core.hot.encoding.set_max_intset_entries.load(Relaxed)
 }
 
 /// Runs `f` on the set at `key` (None if missing), for read commands.

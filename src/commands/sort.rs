@@ -323,7 +323,7 @@ fn lookup_by_pattern(ctx: &mut Ctx, pattern: &[u8], elem: &[u8]) -> Option<Vec<u
 /// empty strings), or deletes it for an empty result; replies the length.
 fn store(ctx: &mut Ctx, dst: &[u8], rows: Vec<Option<Vec<u8>>>) -> CmdResult {
     let fill = match ctx
-        .srv
+        .core
         .hot
         .encoding
         .list_max_listpack_size

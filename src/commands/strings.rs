@@ -190,7 +190,7 @@ fn check_len(ctx: &Ctx, size: u64, append: u64) -> CmdResult {
     if ctx.replay_version.is_some() {
         return Ok(());
     }
-    let max = ctx.srv.hot.proto_max_bulk_len.load(Relaxed) as u64;
+    let max = ctx.core.hot.proto_max_bulk_len.load(Relaxed) as u64;
     match size.checked_add(append) {
         Some(t) if t <= max => Ok(()),
         _ => Err(CmdError::err(
@@ -885,7 +885,7 @@ fn lcs(ctx: &mut Ctx, args: Args) -> CmdResult {
         return Err(CmdError::err("String too long for LCS"));
     }
     let cells = (a.len() as u64 + 1) * (b.len() as u64 + 1);
-    if cells * 4 > ctx.srv.hot.proto_max_bulk_len.load(Relaxed) as u64 {
+    if cells * 4 > ctx.core.hot.proto_max_bulk_len.load(Relaxed) as u64 {
         return Err(CmdError::err(
             "Insufficient memory, transient memory for LCS exceeds proto-max-bulk-len",
         ));
@@ -1010,6 +1010,7 @@ mod tests {
 
     use crate::commands::{replay, Ctx};
     use crate::config::Config;
+    use crate::core::Core;
     use crate::effects::Recorder;
     use crate::keyspace::hlc::{unix_ms, Hlc};
     use crate::keyspace::SHARDS;
@@ -1032,7 +1033,8 @@ mod tests {
         let cmd = srv.commands.get(srv.commands.lookup(args.get(0)).unwrap());
         let (mut client, mut out) = (ClientState::new(1), ReplyBuf::new(2));
         let mut ctx = Ctx {
-            srv,
+            core: srv,
+            admin: srv,
             client: &mut client,
             out: &mut out,
             clock,
@@ -1045,7 +1047,7 @@ mod tests {
         out.buf
     }
 
-    fn dump(srv: &Server) -> Vec<String> {
+    fn dump(srv: &Core) -> Vec<String> {
         let mut v: Vec<String> = (0..SHARDS)
             .flat_map(|i| {
                 let shard = srv.keyspace.db(0).lock(i);
@@ -1136,7 +1138,7 @@ mod tests {
         assert_eq!(argvs[2..], ["PERSISTk", "DELk"]);
     }
 
-    fn encoding(srv: &Server, key: &str) -> &'static str {
+    fn encoding(srv: &Core, key: &str) -> &'static str {
         let slot = srv.keyspace.slot(key.as_bytes());
         let shard = srv.keyspace.db(0).lock(slot.shard);
         shard

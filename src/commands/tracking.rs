@@ -40,9 +40,9 @@
 //! `tracking-redir-broken <id>` instead.
 use super::error::CmdError;
 use super::{Args, CmdResult, Ctx};
+use crate::core::Core;
 use crate::protocol::ReplyBuf;
 use crate::server::client::ClientState;
-use crate::server::Server;
 use parking_lot::Mutex;
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::Relaxed};
@@ -213,7 +213,7 @@ impl Tracking {
 
 /// Dispatch hook, before a command's handler runs: registers the keys a
 /// read-only command reads when its client tracks them (see module doc).
-pub fn before_command(srv: &Server, client: &ClientState, cmd_id: usize, args: Args) {
+pub fn before_command(srv: &Core, client: &ClientState, cmd_id: usize, args: Args) {
     let t = &srv.tracking;
     if !t.active() || !client.tracking {
         return;
@@ -246,7 +246,7 @@ pub fn before_command(srv: &Server, client: &ClientState, cmd_id: usize, args: A
 /// Dispatch hook, after a top-level command's reply is in `out`: ends the
 /// CLIENT CACHING flag's scope (as Redis, it survives CLIENT subcommands and
 /// a transaction until EXEC) and appends the invalidations it deferred.
-pub fn after_command(srv: &Server, client: &ClientState, cmd_id: usize, out: &mut ReplyBuf) {
+pub fn after_command(srv: &Core, client: &ClientState, cmd_id: usize, out: &mut ReplyBuf) {
     let t = &srv.tracking;
     if !t.active() {
         return;
@@ -267,7 +267,7 @@ pub fn after_command(srv: &Server, client: &ClientState, cmd_id: usize, out: &mu
 /// Appends the invalidations deferred for client `id` to its output: after
 /// its reply for its own writes, before it for keys evicted to admit its
 /// command (dispatch calls this both before and after the handler).
-pub fn append_deferred(srv: &Server, id: u64, out: &mut ReplyBuf) {
+pub fn append_deferred(srv: &Core, id: u64, out: &mut ReplyBuf) {
     let t = &srv.tracking;
     if t.deferred.load(Relaxed) == 0 {
         return;
@@ -290,7 +290,7 @@ pub fn append_deferred(srv: &Server, id: u64, out: &mut ReplyBuf) {
 /// Write hook (from `Ctx::propagate_db`): invalidates the keys `argv` wrote.
 pub fn touch_write(ctx: &Ctx, argv: &[&[u8]]) {
     let Some(&name) = argv.first() else { return };
-    let srv = ctx.srv;
+    let srv = ctx.core;
     if name.eq_ignore_ascii_case(b"flushall") || name.eq_ignore_ascii_case(b"flushdb") {
         return invalidate_all(srv, ctx.client.id);
     }
@@ -319,7 +319,7 @@ pub fn touch_write(ctx: &Ctx, argv: &[&[u8]]) {
 
 /// Expiry hook: `key` expired and was deleted, lazily during client
 /// `current`'s command or (current 0) by the active expiry cycle.
-pub fn touch_expired(srv: &Server, current: u64, key: &[u8]) {
+pub fn touch_expired(srv: &Core, current: u64, key: &[u8]) {
     if !srv.tracking.active() {
         return;
     }
@@ -329,7 +329,7 @@ pub fn touch_expired(srv: &Server, current: u64, key: &[u8]) {
 /// Invalidates one key: queues it for the matching BCAST prefixes (written
 /// by `writer`) and notifies the clients that read it, except `current`
 /// itself with NOLOOP; `current`'s own message waits for its reply.
-fn invalidate_key(srv: &Server, current: u64, writer: u64, key: &[u8]) {
+fn invalidate_key(srv: &Core, current: u64, writer: u64, key: &[u8]) {
     let t = &srv.tracking;
     if t.nprefixes.load(Relaxed) > 0 {
         let mut g = t.inner.lock();
@@ -374,7 +374,7 @@ fn defer(t: &Tracking, g: &mut Inner, id: u64, item: Option<Vec<u8>>) {
 /// FLUSHALL / FLUSHDB (and a replica's full sync): every tracking client
 /// gets a null invalidation (the flushing client after its reply) and the
 /// tracking table is emptied.
-pub(crate) fn invalidate_all(srv: &Server, current: u64) {
+pub(crate) fn invalidate_all(srv: &Core, current: u64) {
     let t = &srv.tracking;
     t.clear_table();
     let mut g = t.inner.lock();
@@ -392,7 +392,7 @@ pub(crate) fn invalidate_all(srv: &Server, current: u64) {
 /// Sends the BCAST invalidations collected since the last call: per prefix,
 /// one message per client with the keys written (a NOLOOP client's own
 /// writes left out). Called after each connection batch and cron pass.
-pub fn flush_bcast(srv: &Server) {
+pub fn flush_bcast(srv: &Core) {
     let t = &srv.tracking;
     if !t.bcast_pending.load(Relaxed) || !t.bcast_pending.swap(false, Relaxed) {
         return;
@@ -426,7 +426,7 @@ pub fn flush_bcast(srv: &Server) {
 
 /// Cron hook (worker 0): enforces `tracking-table-max-keys` by invalidating
 /// tracked keys until the table fits, and sends pending BCAST messages.
-pub fn cron(srv: &Server) {
+pub fn cron(srv: &Core) {
     let t = &srv.tracking;
     if !t.active() {
         return;
@@ -453,7 +453,7 @@ pub fn cron(srv: &Server) {
 /// Sends one invalidation for tracking client `id` to where it goes: its
 /// redirect target or itself. `own` is the client whose reply buffer is at
 /// hand (a message for it is appended there instead of pushed).
-fn send(srv: &Server, g: &mut Inner, id: u64, p: Payload, own: Option<(u64, &mut ReplyBuf)>) {
+fn send(srv: &Core, g: &mut Inner, id: u64, p: Payload, own: Option<(u64, &mut ReplyBuf)>) {
     let Some(s) = g.clients.get_mut(&id) else {
         return;
     };
@@ -498,7 +498,7 @@ fn send(srv: &Server, g: &mut Inner, id: u64, p: Payload, own: Option<(u64, &mut
 }
 
 fn deliver(
-    srv: &Server,
+    srv: &Core,
     to: Arc<crate::server::client::ClientShared>,
     msg: Vec<u8>,
     own: Option<(u64, &mut ReplyBuf)>,
@@ -530,7 +530,7 @@ pub fn tracking(ctx: &mut Ctx, args: Args) -> CmdResult {
                     return Err(err("A client can only redirect to a single other client"));
                 }
                 let id = super::util::arg_i64(args.get(i + 1))?;
-                if id <= 0 || ctx.srv.clients.get(id as u64).is_none() {
+                if id <= 0 || ctx.core.clients.get(id as u64).is_none() {
                     return Err(err("The client ID you want redirect to does not exist"));
                 }
                 n.redirect = id as u64;
@@ -554,7 +554,7 @@ pub fn tracking(ctx: &mut Ctx, args: Args) -> CmdResult {
         _ => return Err(CmdError::Syntax),
     };
     let me = ctx.client.id;
-    let t = &ctx.srv.tracking;
+    let t = &ctx.core.tracking;
     if !on {
         t.remove_client(me);
         ctx.client.tracking = false;
@@ -653,7 +653,7 @@ fn overlap(p: &[u8], q: &[u8], what: &str) -> CmdError {
 /// CLIENT CACHING YES|NO
 pub fn caching(ctx: &mut Ctx, args: Args) -> CmdResult {
     let me = ctx.client.id;
-    let t = &ctx.srv.tracking;
+    let t = &ctx.core.tracking;
     let mut g = t.inner.lock();
     let Some(s) = g.clients.get_mut(&me) else {
         return Err(err("CLIENT CACHING can be called only when the client is in tracking mode with OPTIN or OPTOUT mode enabled"));
@@ -680,14 +680,14 @@ pub fn caching(ctx: &mut Ctx, args: Args) -> CmdResult {
 
 /// CLIENT GETREDIR
 pub fn getredir(ctx: &mut Ctx, _args: Args) -> CmdResult {
-    let r = ctx.srv.tracking.redirect_of(ctx.client.id);
+    let r = ctx.core.tracking.redirect_of(ctx.client.id);
     ctx.out.int(r.map_or(-1, |r| r as i64));
     Ok(())
 }
 
 /// CLIENT LIST / INFO: the tracking flags ("t", then "R" for a broken
 /// redirect and "B" for BCAST) and `redir=` (-1 when not tracking).
-pub fn list_fields(srv: &Server, id: u64) -> (String, i64) {
+pub fn list_fields(srv: &Core, id: u64) -> (String, i64) {
     if !srv.tracking.active() {
         return (String::new(), -1);
     }
@@ -708,7 +708,7 @@ pub fn list_fields(srv: &Server, id: u64) -> (String, i64) {
 /// CLIENT TRACKINGINFO
 pub fn trackinginfo(ctx: &mut Ctx, _args: Args) -> CmdResult {
     let s = ctx
-        .srv
+        .core
         .tracking
         .inner
         .lock()

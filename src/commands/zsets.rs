@@ -276,7 +276,7 @@ pub static COMMANDS: &[Command] = &[
 // ---------------------------------------------------------------- helpers
 
 fn limits(ctx: &Ctx) -> ZLimits {
-    let e = &ctx.srv.hot.encoding;
+    let e = &ctx.core.hot.encoding;
     ZLimits {
         max_entries: e.zset_max_listpack_entries.load(Relaxed),
         max_value: e.zset_max_listpack_value.load(Relaxed),

@@ -521,6 +521,38 @@ pub fn empty_all(srv: &Server) {
     srv.lazyfree.free_shards(taken);
 }
 
+/// DEBUG RELOAD: save the RDB file, empty the keyspace and load the file
+/// back (each step skippable), as Redis does to check that what is saved
+/// is what is loaded.
+pub fn debug_reload(
+    srv: &Arc<Server>,
+    steps: crate::core::admin::Reload,
+) -> Result<(), crate::commands::CmdError> {
+    use crate::commands::CmdError;
+    if steps.save {
+        super::save::wait_for_snapshot(srv);
+        super::save::save(srv).map_err(|_| CmdError::err("Error trying to save the DB"))?;
+    }
+    if steps.flush {
+        empty_all(srv);
+    }
+    let path = std::path::PathBuf::from(srv.config.read().get_str("dbfilename"));
+    let dup = if steps.merge {
+        OnDuplicate::Replace
+    } else {
+        OnDuplicate::Fail
+    };
+    match load_file(srv, &path, dup) {
+        Ok(Some(_)) => {
+            crate::log_warning!("DB reloaded by DEBUG RELOAD");
+            Ok(())
+        }
+        Ok(None) | Err(_) => Err(CmdError::err(
+            "Error trying to load the RDB dump, check server logs.",
+        )),
+    }
+}
+
 /// Marks the server as loading, before it accepts clients: from then on
 /// commands without the `loading` flag get `-LOADING` until [`at_startup`]
 /// is done.

@@ -99,7 +99,7 @@ fn parse(args: Args) -> Result<(Plan, bool), CmdError> {
 
 pub fn failover(ctx: &mut Ctx, args: Args) -> CmdResult {
     let (plan, abort) = parse(args)?;
-    let srv = ctx.srv;
+    let srv = crate::server::of(ctx);
     let fo = &srv.repl.failover;
     if abort {
         if fo.state.load(Relaxed) == NONE {

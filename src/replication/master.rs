@@ -276,13 +276,13 @@ pub fn psync(ctx: &mut Ctx, args: Args) -> CmdResult {
     let replid = String::from_utf8_lossy(args.get(1)).into_owned();
     if args.len() > 3 && args.get(3).eq_ignore_ascii_case(b"failover") {
         // Our master hands over to us (FAILOVER): promote, then serve it.
-        if replid != ctx.srv.repl.ids.lock().replid {
+        if replid != crate::server::of(ctx).repl.ids.lock().replid {
             return Err(CmdError::Msg(
                 "ERR PSYNC FAILOVER replid must match my replid.".into(),
             ));
         }
         log_notice!("Failover request received for replid {replid}.");
-        crate::replication::replica::promote(ctx.srv);
+        crate::replication::replica::promote(crate::server::of(ctx));
     }
     request_sync(ctx, true, replid, offset)
 }
@@ -295,7 +295,7 @@ fn request_sync(ctx: &mut Ctx, psync: bool, replid: String, offset: i64) -> CmdR
     if ctx.client.sync_request.is_some() || ctx.client.shared.is_none() {
         return Ok(()); // already a replica (Redis ignores it)
     }
-    if ctx.srv.repl.is_replica() && !ctx.srv.repl.replica.link_up() {
+    if crate::server::of(ctx).repl.is_replica() && !crate::server::of(ctx).repl.replica.link_up() {
         return Err(CmdError::Msg(
             "NOMASTERLINK Can't SYNC while not connected with my master".into(),
         ));
@@ -373,18 +373,18 @@ fn wait_deadline(ctx: &Ctx, arg: &[u8]) -> Result<u64, CmdError> {
 pub fn wait(ctx: &mut Ctx, args: Args) -> CmdResult {
     let replicas = crate::commands::util::arg_i64(args.get(1))?;
     let deadline_ms = wait_deadline(ctx, args.get(2))?;
-    if ctx.srv.repl.is_replica() {
+    if crate::server::of(ctx).repl.is_replica() {
         return Err(CmdError::Msg(
             "ERR WAIT cannot be used with replica instances. Please also note that since Redis 4.0 if a replica is configured to be writable (which is not the default) writes to replicas are just local and are not propagated.".into(),
         ));
     }
-    let offset = ctx.srv.repl.backlog.end();
-    let acked = ctx.srv.repl.master.acked(offset);
+    let offset = crate::server::of(ctx).repl.backlog.end();
+    let acked = crate::server::of(ctx).repl.master.acked(offset);
     if acked as i64 >= replicas || ctx.client.in_exec {
         ctx.out.int(acked as i64);
         return Ok(());
     }
-    request_acks(ctx.srv);
+    request_acks(crate::server::of(ctx));
     ctx.client.repl_wait = Some(ReplWait::Wait(WaitRequest {
         offset,
         replicas: replicas.max(0) as usize,
@@ -464,12 +464,12 @@ pub fn waitaof(ctx: &mut Ctx, args: Args) -> CmdResult {
     let numlocal = crate::commands::util::arg_i64(args.get(1))?;
     let numreplicas = crate::commands::util::arg_i64(args.get(2))?;
     let deadline_ms = wait_deadline(ctx, args.get(3))?;
-    if ctx.srv.repl.is_replica() {
+    if crate::server::of(ctx).repl.is_replica() {
         return Err(CmdError::Msg(
             "ERR WAITAOF cannot be used with replica instances. Please also note that writes to replicas are just local and are not propagated.".into(),
         ));
     }
-    let aof = &ctx.srv.persist.aof.core;
+    let aof = &crate::server::of(ctx).persist.aof.core;
     if numlocal > 0 && !aof.active.load(Relaxed) {
         return Err(CmdError::Msg(
             "ERR WAITAOF cannot be used when numlocal is set but appendonly is disabled.".into(),
@@ -477,7 +477,7 @@ pub fn waitaof(ctx: &mut Ctx, args: Args) -> CmdResult {
     }
     let w = WaitAof {
         local_end: (numlocal > 0).then(|| aof.my_end()),
-        offset: ctx.srv.repl.backlog.end(),
+        offset: crate::server::of(ctx).repl.backlog.end(),
         replicas: numreplicas.max(0) as usize,
         deadline_ms,
     };
@@ -486,11 +486,12 @@ pub fn waitaof(ctx: &mut Ctx, args: Args) -> CmdResult {
         let local = w.local_end.is_some_and(|end| aof.synced_to(end));
         ctx.out.array(2);
         ctx.out.int(local as i64);
-        ctx.out.int(ctx.srv.repl.master.fsynced(w.offset) as i64);
+        ctx.out
+            .int(crate::server::of(ctx).repl.master.fsynced(w.offset) as i64);
         return Ok(());
     }
     if numreplicas > 0 {
-        request_acks(ctx.srv);
+        request_acks(crate::server::of(ctx));
     }
     ctx.client.repl_wait = Some(ReplWait::WaitAof(w));
     Ok(())

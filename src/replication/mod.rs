@@ -200,7 +200,7 @@ pub fn role(
     ctx: &mut crate::commands::Ctx,
     _args: crate::protocol::Args,
 ) -> crate::commands::CmdResult {
-    let repl = &ctx.srv.repl;
+    let repl = &crate::server::of(ctx).repl;
     if repl.is_replica() {
         return repl.replica.role_reply(ctx);
     }

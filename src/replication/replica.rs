@@ -148,7 +148,8 @@ impl ReplicaSide {
         ctx.out.bulk(host.as_bytes());
         ctx.out.int(port as i64);
         ctx.out.bulk(self.stage.get().role_state().as_bytes());
-        ctx.out.int(ctx.srv.repl.backlog.end() as i64);
+        ctx.out
+            .int(crate::server::of(ctx).repl.backlog.end() as i64);
         Ok(())
     }
 
@@ -219,7 +220,7 @@ pub fn getack(_ctx: &mut Ctx) -> CmdResult {
 pub fn replicaof(ctx: &mut Ctx, args: Args) -> CmdResult {
     let (host, port) = (args.get(1), args.get(2));
     if host.eq_ignore_ascii_case(b"no") && port.eq_ignore_ascii_case(b"one") {
-        promote(ctx.srv);
+        promote(crate::server::of(ctx));
         ctx.out.ok();
         return Ok(());
     }
@@ -228,13 +229,13 @@ pub fn replicaof(ctx: &mut Ctx, args: Args) -> CmdResult {
         return Err(CmdError::Msg("ERR Invalid master port".into()));
     }
     let host = String::from_utf8_lossy(host).into_owned();
-    let repl = &ctx.srv.repl;
+    let repl = &crate::server::of(ctx).repl;
     if repl.is_replica() && *repl.replica.master.lock() == Some((host.clone(), port as u16)) {
         log_notice!("REPLICAOF would result into synchronization with the master we are already connected with. No operation performed.");
         ctx.out.simple("OK Already connected to specified master");
         return Ok(());
     }
-    follow(ctx.srv, host.clone(), port as u16);
+    follow(crate::server::of(ctx), host.clone(), port as u16);
     log_notice!(
         "REPLICAOF {host}:{port} enabled (user request from 'id={}')",
         ctx.client.id

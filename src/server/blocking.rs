@@ -382,7 +382,7 @@ pub fn block_on(ctx: &mut Ctx, args: Args, keys: Vec<Vec<u8>>, deadline_ms: u64)
         None => (None, deadline_ms),
     };
     let db = ctx.db();
-    let guard = ctx.srv.blocking.register(ctx.client.id, db, &keys, ticket);
+    let guard = ctx.core.blocking.register(ctx.client.id, db, &keys, ticket);
     ctx.client.block.request = Some(BlockRequest {
         db,
         keys,

@@ -29,6 +29,7 @@ use tokio::sync::{mpsc, Notify};
 use super::client::{ClientState, Push, ReplyMode};
 use super::stats::WorkerStats;
 use super::{NewConn, Server};
+use crate::commands::server_cmds::logs;
 use crate::commands::{flags, CmdError, Ctx};
 use crate::keyspace::hlc::{unix_ms, Hlc};
 use crate::protocol::{Args, ParseLimits, Parsed, ReplyBuf, RequestParser};
@@ -542,11 +543,12 @@ pub fn dispatch(
             let monitored = srv.clients.monitors.load(Relaxed) > 0
                 && cmd.flags & (flags::ADMIN | flags::SKIP_MONITOR) == 0;
             if monitored && cmd.name != "exec" {
-                feed_monitors(srv, client, args);
+                logs::feed_monitors(srv, client, args);
             }
             let mut clock = worker.clock.borrow_mut();
             let mut ctx = Ctx {
-                srv,
+                core: srv,
+                admin: srv,
                 client: &mut *client,
                 out: &mut *out,
                 clock: &mut clock,
@@ -558,7 +560,7 @@ pub fn dispatch(
             crate::commands::tracking::before_command(srv, ctx.client, id, args);
             let r = (cmd.handler)(&mut ctx, args);
             if monitored && cmd.name == "exec" {
-                feed_monitors(srv, client, args);
+                logs::feed_monitors(srv, client, args);
             }
             end = Instant::now();
             let usec = end.saturating_duration_since(start).as_micros() as u64;
@@ -573,7 +575,7 @@ pub fn dispatch(
         out.error(&msg);
     }
     if let Some(id) = id {
-        maybe_slowlog(srv, client, id, args, usec);
+        logs::maybe_slowlog(srv, client, id, args, usec);
         if let Some(sh) = &client.shared {
             sh.last_cmd.store(id, Relaxed);
             sh.db.store(client.db, Relaxed);
@@ -666,76 +668,6 @@ fn debug_allowed(srv: &Server, client: &ClientState) -> Result<(), CmdError> {
     Err(CmdError::err(
         "DEBUG command not allowed. If the enable-debug-command option is set to \"local\", you can run it from a local connection, otherwise you need to set this option in the configuration file, and then restart the server.",
     ))
-}
-
-pub(crate) fn feed_monitors(srv: &Server, client: &ClientState, args: Args) {
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap_or_default();
-    let addr = client
-        .shared
-        .as_ref()
-        .map(|s| s.addr.clone())
-        .unwrap_or_default();
-    let mut line = format!(
-        "+{}.{:06} [{} {}]",
-        now.as_secs(),
-        now.subsec_micros(),
-        client.db,
-        addr
-    );
-    for a in args.iter() {
-        line.push(' ');
-        crate::config::parse::push_quoted_bytes(&mut line, a);
-    }
-    line.push_str("\r\n");
-    let limit = srv.hot.obuf_limits.read().monitor();
-    srv.clients
-        .feed_monitors(Arc::new(line.into_bytes()), &limit);
-}
-
-pub(crate) fn maybe_slowlog(srv: &Server, client: &ClientState, id: usize, args: Args, usec: u64) {
-    let threshold = srv.hot.slowlog_slower_than.load(Relaxed) as i64;
-    if threshold < 0 || (usec as i64) < threshold {
-        return;
-    }
-    let cmd = srv.commands.get(id);
-    if cmd.flags & flags::SKIP_SLOWLOG != 0 {
-        return;
-    }
-    let max = srv.hot.slowlog_max_len.load(Relaxed);
-    let mut shown: Vec<Vec<u8>> = vec![];
-    let argc = args.len();
-    for (i, a) in args.iter().enumerate() {
-        if i == 31 && argc > 32 {
-            shown.push(format!("... ({} more arguments)", argc - 31).into_bytes());
-            break;
-        }
-        if a.len() > 128 {
-            let mut v = a[..128].to_vec();
-            v.extend_from_slice(format!("... ({} more bytes)", a.len() - 128).as_bytes());
-            shown.push(v);
-        } else {
-            shown.push(a.to_vec());
-        }
-    }
-    let entry = super::SlowEntry {
-        id: srv.slowlog_next_id.fetch_add(1, Relaxed),
-        time: unix_ms() / 1000,
-        usec,
-        args: shown,
-        addr: client
-            .shared
-            .as_ref()
-            .map(|s| s.addr.clone())
-            .unwrap_or_default(),
-        name: client.name.clone().unwrap_or_default(),
-    };
-    let mut log = srv.slowlog.lock();
-    log.push_front(entry);
-    while log.len() > max {
-        log.pop_back();
-    }
 }
 
 /// A client blocked by BLPOP & co. (see `blocking.rs`): waits for a wake-up,

@@ -24,7 +24,7 @@ pub async fn worker_cron(srv: Arc<Server>, worker: Rc<Worker>, index: usize, nwo
         if index == 0 {
             end_pause_if_due(&srv);
             crate::commands::tracking::cron(&srv);
-            crate::commands::server_cmds::sample_rates(&srv);
+            super::info::sample_rates(&srv);
             crate::replication::cron(&srv);
             crate::persistence::save::cron(&srv);
             crate::persistence::aof::cron(&srv);

@@ -12,219 +12,71 @@
 //! [`Server`] is what all threads share: keyspace, configuration, command
 //! table, client registry, counters and the write-effect stream.
 
+pub mod admin;
 pub mod blocking;
 pub mod client;
 pub mod conn;
 pub mod cron;
+pub mod info;
 pub mod pubsub;
 pub mod stats;
 
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering::Relaxed};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::Relaxed};
 use std::sync::Arc;
 use std::time::Instant;
 
-use parking_lot::{Mutex, RwLock};
-use tokio::sync::{mpsc, Notify};
+use parking_lot::Mutex;
+use tokio::sync::mpsc;
 
-use crate::commands::CommandTable;
 use crate::config::Config;
-use crate::effects::Effects;
-use crate::keyspace::encoding::EncodingLimits;
-use crate::keyspace::Keyspace;
+pub use crate::core::admin::ShutdownKind;
+use crate::core::Core;
 use crate::{log_notice, log_warning};
-use client::ClientRegistry;
 use stats::WorkerStats;
 
-/// How SHUTDOWN asked to stop.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ShutdownKind {
-    Default,
-    Save,
-    NoSave,
-    /// A signal (SIGTERM/SIGINT).
-    Signal(i32),
-}
-
-/// Configuration values read on the hot path, mirrored from [`Config`].
-#[derive(Default)]
-pub struct HotConfig {
-    pub proto_max_bulk_len: AtomicUsize,
-    pub query_buffer_limit: AtomicUsize,
-    pub maxclients: AtomicUsize,
-    pub timeout_secs: AtomicU64,
-    pub requirepass: RwLock<Option<String>>,
-    pub hz: AtomicU64,
-    pub slowlog_slower_than: AtomicU64,
-    pub slowlog_max_len: AtomicUsize,
-    pub active_expire: AtomicBool,
-    /// `protected-mode`: without a password, only loopback clients are served.
-    pub protected_mode: AtomicBool,
-    /// `client-output-buffer-limit`, parsed (see `client::ObufLimits`).
-    pub obuf_limits: RwLock<client::ObufLimits>,
-    /// Thresholds at which small collections leave their compact encoding.
-    pub encoding: EncodingLimits,
-    /// `notify-keyspace-events` as `commands::events::class` bits.
-    pub notify_keyspace_events: AtomicU32,
-    /// `lazyfree-lazy-user-del`: DEL frees big values as UNLINK does.
-    pub lazyfree_user_del: AtomicBool,
-    /// `lazyfree-lazy-expire`: expired big values are freed in the background.
-    pub lazyfree_expire: AtomicBool,
-    /// `maxmemory` in bytes (0: no limit) and how to stay under it.
-    pub maxmemory: AtomicU64,
-    /// min-replicas-to-write and min-replicas-max-lag (seconds).
-    pub min_replicas_to_write: AtomicU64,
-    pub min_replicas_max_lag: AtomicU64,
-    pub eviction: crate::commands::evict::EvictionConfig,
-}
-
-impl HotConfig {
-    /// Refreshes the mirror after the configuration changed.
-    pub fn load(&self, c: &Config) {
-        self.proto_max_bulk_len
-            .store(c.get_i64("proto-max-bulk-len") as usize, Relaxed);
-        self.query_buffer_limit
-            .store(c.get_i64("client-query-buffer-limit") as usize, Relaxed);
-        self.maxclients
-            .store(c.get_i64("maxclients") as usize, Relaxed);
-        self.timeout_secs
-            .store(c.get_i64("timeout") as u64, Relaxed);
-        let pass = c.get_str("requirepass");
-        *self.requirepass.write() = if pass.is_empty() { None } else { Some(pass) };
-        self.hz.store(c.get_i64("hz").clamp(1, 500) as u64, Relaxed);
-        self.slowlog_slower_than
-            .store(c.get_i64("slowlog-log-slower-than") as u64, Relaxed);
-        self.slowlog_max_len
-            .store(c.get_i64("slowlog-max-len") as usize, Relaxed);
-        self.protected_mode
-            .store(c.get_bool("protected-mode"), Relaxed);
-        if let Some(l) = client::ObufLimits::parse(&c.get_str("client-output-buffer-limit")) {
-            *self.obuf_limits.write() = l;
-        }
-        if let Some(l) = crate::log::Level::parse(&c.get_str("loglevel")) {
-            crate::log::set_level(l);
-        }
-        self.encoding.load(c);
-        self.notify_keyspace_events.store(
-            crate::commands::events::parse_classes(&c.get_str("notify-keyspace-events")),
-            Relaxed,
-        );
-        self.lazyfree_user_del
-            .store(c.get_bool("lazyfree-lazy-user-del"), Relaxed);
-        self.lazyfree_expire
-            .store(c.get_bool("lazyfree-lazy-expire"), Relaxed);
-        self.maxmemory
-            .store(c.get_i64("maxmemory").max(0) as u64, Relaxed);
-        self.min_replicas_to_write
-            .store(c.get_i64("min-replicas-to-write").max(0) as u64, Relaxed);
-        self.min_replicas_max_lag
-            .store(c.get_i64("min-replicas-max-lag").max(0) as u64, Relaxed);
-        self.eviction.load(c);
-    }
-}
-
-/// One SLOWLOG entry.
-#[derive(Clone, Debug)]
-pub struct SlowEntry {
-    pub id: u64,
-    pub time: u64,
-    pub usec: u64,
-    pub args: Vec<Vec<u8>>,
-    pub addr: String,
-    pub name: String,
-}
-
-/// State shared by every thread.
+/// State shared by every thread: the [`Core`] data commands see (reached
+/// through `Deref`, so `srv.keyspace` reads as before), and what only the
+/// server and its subsystems use.
 pub struct Server {
-    pub keyspace: Keyspace,
-    pub config: RwLock<Config>,
-    pub hot: HotConfig,
-    pub effects: Effects,
-    pub commands: CommandTable,
-    pub clients: ClientRegistry,
-    pub workers: Mutex<Vec<Arc<WorkerStats>>>,
-    /// INFO's instantaneous_* rates, sampled by the cron.
-    pub metrics: stats::InstantMetrics,
+    pub core: Core,
     pub started: Instant,
     pub start_unix_ms: u64,
     pub run_id: String,
-    /// Low bits of the HLC stamps this node issues.
-    pub node_id: u64,
     pub tcp_port: AtomicUsize,
-    pub total_connections: AtomicU64,
-    pub rejected_connections: AtomicU64,
-    pub slowlog: Mutex<std::collections::VecDeque<SlowEntry>>,
-    pub slowlog_next_id: AtomicU64,
-    /// CLIENT PAUSE: deadline (unix ms, 0 = none) and whether all commands pause.
-    pub pause_until_ms: AtomicU64,
-    pub pause_all: AtomicBool,
-    pub unpaused: Notify,
     pub shutdown_tx: Mutex<Option<std::sync::mpsc::Sender<ShutdownKind>>>,
     pub shutting_down: AtomicBool,
     pub lastsave_unix: AtomicU64,
-    /// Pub/sub channels and patterns (see `pubsub.rs`).
-    pub pubsub: pubsub::PubSub,
-    /// Keys WATCHed by clients (`commands/multi.rs`).
-    pub watch: Arc<crate::commands::multi::WatchRegistry>,
-    /// Clients blocked on keys (BLPOP & co.), see `blocking.rs`.
-    pub blocking: blocking::Registry,
-    pub tracking: crate::commands::tracking::Tracking,
-    /// The background thread that frees big values and flushed databases.
-    pub lazyfree: crate::keyspace::lazyfree::LazyFree,
     /// RDB snapshots and the AOF (`src/persistence/`).
     pub persist: crate::persistence::Persistence,
     /// Replication, both roles (`src/replication/`).
     pub repl: crate::replication::Replication,
 }
 
+impl std::ops::Deref for Server {
+    type Target = Core;
+    fn deref(&self) -> &Core {
+        &self.core
+    }
+}
+
 impl Server {
     pub fn new(config: Config) -> Arc<Server> {
-        let databases = config.get_i64("databases").max(1) as usize;
-        let hot = HotConfig::default();
-        hot.active_expire.store(true, Relaxed);
-        hot.load(&config);
         let run_id = random_hex(40);
         let node_id = u64::from_str_radix(&run_id[..4], 16).unwrap_or(1);
         let now = crate::keyspace::hlc::unix_ms();
         Arc::new(Server {
-            keyspace: Keyspace::new(databases),
-            config: RwLock::new(config),
-            hot,
-            effects: Effects::default(),
-            commands: CommandTable::build(),
-            clients: ClientRegistry::default(),
-            workers: Mutex::new(vec![]),
-            metrics: Default::default(),
+            core: Core::new(config, node_id),
             started: Instant::now(),
             start_unix_ms: now,
             run_id,
-            node_id,
             tcp_port: AtomicUsize::new(0),
-            total_connections: AtomicU64::new(0),
-            rejected_connections: AtomicU64::new(0),
-            slowlog: Mutex::new(Default::default()),
-            slowlog_next_id: AtomicU64::new(0),
-            pause_until_ms: AtomicU64::new(0),
-            pause_all: AtomicBool::new(false),
-            unpaused: Notify::new(),
             shutdown_tx: Mutex::new(None),
             shutting_down: AtomicBool::new(false),
             lastsave_unix: AtomicU64::new(now / 1000),
-            pubsub: Default::default(),
-            watch: Default::default(),
-            blocking: Default::default(),
-            tracking: Default::default(),
-            lazyfree: Default::default(),
             persist: Default::default(),
             repl: Default::default(),
         })
-    }
-
-    /// A new stats block for one worker (or a test harness).
-    pub fn new_worker_stats(&self) -> Arc<WorkerStats> {
-        let s = Arc::new(WorkerStats::new(self.commands.all.len()));
-        self.workers.lock().push(s.clone());
-        s
     }
 
     /// Asks the main thread to stop the server.
@@ -233,6 +85,16 @@ impl Server {
             let _ = tx.send(kind);
         }
     }
+}
+
+/// The server behind a handler's `Ctx`, for the commands written in the
+/// layers above the core (PSYNC, WAIT, BGREWRITEAOF's scheduling ...).
+pub fn of<'a>(ctx: &crate::commands::Ctx<'a>) -> &'a Arc<Server> {
+    let admin: &'a dyn crate::core::admin::Admin = ctx.admin;
+    admin
+        .as_any()
+        .downcast_ref::<Arc<Server>>()
+        .expect("the admin of every Ctx is the server")
 }
 
 /// Random lowercase hex (run ids), seeded from the clock and address space.

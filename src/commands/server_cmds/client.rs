@@ -267,13 +267,13 @@ fn client_line(ctx: &Ctx, c: &ClientShared, current: Option<&str>) -> String {
         Some(n) => n.to_string(),
         None => match c.last_cmd.load(Relaxed) {
             usize::MAX => "NULL".to_string(),
-            id => ctx.srv.commands.full_names[id].clone(),
+            id => ctx.core.commands.full_names[id].clone(),
         },
     };
     let qbuf = c.qbuf.load(Relaxed);
     let obuf = c.obuf.load(Relaxed);
     let (lib_name, lib_ver) = c.lib.lock().clone();
-    let (tflags, redir) = crate::commands::tracking::list_fields(ctx.srv, c.id);
+    let (tflags, redir) = crate::commands::tracking::list_fields(ctx.core, c.id);
     let mut flags = flags_of(c);
     if !tflags.is_empty() {
         flags = flags.replace('N', "") + &tflags;
@@ -324,7 +324,7 @@ fn list(ctx: &mut Ctx, args: Args) -> CmdResult {
         return Err(CmdError::Syntax);
     }
     let mut text = String::new();
-    for c in ctx.srv.clients.snapshot() {
+    for c in ctx.core.clients.snapshot() {
         if kind.is_some_and(|k| k != kind_of(&c)) {
             continue;
         }
@@ -427,7 +427,7 @@ fn kill_one(ctx: &mut Ctx, c: &Arc<ClientShared>) {
         c.kill_now();
         // Gone from CLIENT LIST and INFO at once, as Redis frees it in the
         // call; its connection task finishes closing on its own thread.
-        ctx.srv.clients.unregister(c.id);
+        ctx.core.clients.unregister(c.id);
     }
 }
 
@@ -439,17 +439,15 @@ fn kill(ctx: &mut Ctx, args: Args) -> CmdResult {
             ..Default::default()
         };
         let victims: Vec<_> = ctx
-            .srv
+            .core
             .clients
             .snapshot()
             .into_iter()
             .filter(|c| matches(ctx, &f, c))
             .collect();
         let link = ctx
-            .srv
-            .repl
-            .replica
-            .kill_link_if(|peer, _| f.addr.as_deref() == Some(peer));
+            .admin
+            .kill_master_link_if(&|peer, _| f.addr.as_deref() == Some(peer));
         if victims.is_empty() && !link {
             return Err(CmdError::err("No such client"));
         }
@@ -461,7 +459,7 @@ fn kill(ctx: &mut Ctx, args: Args) -> CmdResult {
     }
     let f = parse_kill(args)?;
     let victims: Vec<_> = ctx
-        .srv
+        .core
         .clients
         .snapshot()
         .into_iter()
@@ -487,7 +485,7 @@ fn kill_master_link(ctx: &Ctx, f: &KillFilter) -> bool {
     if f.kind.is_none() && f.addr.is_none() && f.laddr.is_none() {
         return false;
     }
-    ctx.srv.repl.replica.kill_link_if(|peer, local| {
+    ctx.admin.kill_master_link_if(&|peer, local| {
         f.addr.as_deref().is_none_or(|a| a == peer) && f.laddr.as_deref().is_none_or(|a| a == local)
     })
 }
@@ -505,7 +503,7 @@ fn pause(ctx: &mut Ctx, args: Args) -> CmdResult {
         4 => return Err(CmdError::err("CLIENT PAUSE mode must be WRITE or ALL")),
         _ => return Err(CmdError::Syntax),
     };
-    let srv = ctx.srv;
+    let srv = ctx.core;
     let end = ctx.now_ms.saturating_add(ms as u64);
     let old = srv.pause_until_ms.load(Relaxed);
     let active = old != 0 && old > ctx.now_ms;
@@ -519,9 +517,9 @@ fn pause(ctx: &mut Ctx, args: Args) -> CmdResult {
 }
 
 fn unpause(ctx: &mut Ctx, _args: Args) -> CmdResult {
-    ctx.srv.pause_until_ms.store(0, Relaxed);
-    ctx.srv.pause_all.store(false, Relaxed);
-    ctx.srv.unpaused.notify_waiters();
+    ctx.core.pause_until_ms.store(0, Relaxed);
+    ctx.core.pause_all.store(false, Relaxed);
+    ctx.core.unpaused.notify_waiters();
     ctx.out.ok();
     Ok(())
 }
@@ -641,7 +639,7 @@ fn unblock(ctx: &mut Ctx, args: Args) -> CmdResult {
         _ => false,
     };
     let id = arg_i64(args.get(2))?;
-    let done = id >= 0 && ctx.srv.blocking.unblock(id as u64, error);
+    let done = id >= 0 && ctx.core.blocking.unblock(id as u64, error);
     ctx.out.int(i64::from(done));
     Ok(())
 }

@@ -229,7 +229,7 @@ fn write_key_spec(out: &mut ReplyBuf, spec: &KeySpec) {
 
 /// One COMMAND INFO entry (Redis 7's ten fields), subcommands nested.
 fn write_info(ctx: &mut Ctx, id: CommandId) {
-    let srv = ctx.srv;
+    let srv = ctx.core;
     let cmd = srv.commands.get(id);
     let out = &mut *ctx.out;
     out.array(10);
@@ -262,16 +262,16 @@ fn write_info(ctx: &mut Ctx, id: CommandId) {
 
 /// Ids of `id`'s subcommands, in table order.
 fn sub_ids(ctx: &Ctx, id: CommandId) -> Vec<CommandId> {
-    let cmd = ctx.srv.commands.get(id);
+    let cmd = ctx.core.commands.get(id);
     cmd.subcommands
         .iter()
-        .filter_map(|s| ctx.srv.commands.lookup_sub(id, s.name.as_bytes()))
+        .filter_map(|s| ctx.core.commands.lookup_sub(id, s.name.as_bytes()))
         .collect()
 }
 
 /// Finds "name" or "parent|sub".
 fn resolve(ctx: &Ctx, name: &[u8]) -> Option<CommandId> {
-    let t = &ctx.srv.commands;
+    let t = &ctx.core.commands;
     match name.iter().position(|&c| c == b'|') {
         None => t.lookup(name),
         Some(p) => t.lookup_sub(t.lookup(&name[..p])?, &name[p + 1..]),
@@ -279,7 +279,7 @@ fn resolve(ctx: &Ctx, name: &[u8]) -> Option<CommandId> {
 }
 
 pub fn command_all(ctx: &mut Ctx, _args: Args) -> CmdResult {
-    let ids: Vec<CommandId> = ctx.srv.commands.top_level().map(|(id, _)| id).collect();
+    let ids: Vec<CommandId> = ctx.core.commands.top_level().map(|(id, _)| id).collect();
     ctx.out.array(ids.len());
     for id in ids {
         write_info(ctx, id);
@@ -288,7 +288,7 @@ pub fn command_all(ctx: &mut Ctx, _args: Args) -> CmdResult {
 }
 
 fn count(ctx: &mut Ctx, _args: Args) -> CmdResult {
-    ctx.out.int(ctx.srv.commands.num_top_level() as i64);
+    ctx.out.int(ctx.core.commands.num_top_level() as i64);
     Ok(())
 }
 
@@ -309,7 +309,7 @@ fn info(ctx: &mut Ctx, args: Args) -> CmdResult {
 /// Every command id, each top-level one followed by its subcommands.
 fn all_with_subs(ctx: &Ctx) -> Vec<CommandId> {
     let mut v = vec![];
-    for (id, _) in ctx.srv.commands.top_level() {
+    for (id, _) in ctx.core.commands.top_level() {
         v.push(id);
         v.extend(sub_ids(ctx, id));
     }
@@ -339,7 +339,7 @@ fn list(ctx: &mut Ctx, args: Args) -> CmdResult {
         }
         _ => return Err(CmdError::Syntax),
     };
-    let t = &ctx.srv.commands;
+    let t = &ctx.core.commands;
     let names: Vec<&str> = all_with_subs(ctx)
         .into_iter()
         .filter(|&id| match &filter {
@@ -359,10 +359,10 @@ fn list(ctx: &mut Ctx, args: Args) -> CmdResult {
 
 /// One COMMAND DOCS entry: name, then its doc map.
 fn write_docs(ctx: &mut Ctx, id: CommandId) {
-    let cmd = ctx.srv.commands.get(id);
+    let cmd = ctx.core.commands.get(id);
     let subs = sub_ids(ctx, id);
     let out = &mut *ctx.out;
-    out.bulk(ctx.srv.commands.full_names[id].as_bytes());
+    out.bulk(ctx.core.commands.full_names[id].as_bytes());
     out.map(4 + usize::from(!subs.is_empty()));
     for (k, v) in [
         ("summary", cmd.summary),
@@ -384,7 +384,7 @@ fn write_docs(ctx: &mut Ctx, id: CommandId) {
 
 fn docs(ctx: &mut Ctx, args: Args) -> CmdResult {
     let ids: Vec<CommandId> = if args.len() == 2 {
-        ctx.srv.commands.top_level().map(|(id, _)| id).collect()
+        ctx.core.commands.top_level().map(|(id, _)| id).collect()
     } else {
         args.iter()
             .skip(2)
@@ -401,7 +401,7 @@ fn docs(ctx: &mut Ctx, args: Args) -> CmdResult {
 /// The target command of GETKEYS and the positions of its keys (relative to
 /// `args[2..]`), with Redis's errors.
 fn target_keys(ctx: &Ctx, args: Args) -> Result<(&'static Command, Vec<usize>), CmdError> {
-    let t = &ctx.srv.commands;
+    let t = &ctx.core.commands;
     let target = args.slice_from(2);
     let invalid = || CmdError::err("Invalid command specified");
     let mut id = t.lookup(target.get(0)).ok_or_else(invalid)?;

@@ -11,8 +11,9 @@ use std::sync::atomic::Ordering::Relaxed;
 
 use super::super::util::{arg_i64, eq_ic, lossy};
 use super::super::{flags::*, CmdError, CmdResult, Command, Ctx};
+use super::reply_help;
 use super::sha1::{hex, sha1};
-use super::{info, reply_help};
+use crate::core::admin::Reload;
 use crate::keyspace::{Entry, Value};
 use crate::protocol::Args;
 
@@ -119,12 +120,12 @@ pub fn debug(ctx: &mut Ctx, args: Args) -> CmdResult {
     } else if eq_ic(sub, "SLEEP") && n == 3 {
         let secs = std::time::Duration::from_secs_f64(atof(args.get(2)).clamp(0.0, 1e6));
         // Redis's one thread sleeps, its link to its master included.
-        ctx.srv.repl.replica.debug_sleep(secs);
+        ctx.admin.hold_master_link(secs);
         std::thread::sleep(secs);
         ctx.out.ok();
     } else if eq_ic(sub, "SET-ACTIVE-EXPIRE") && n == 3 {
         let on = atof(args.get(2)) as i64 != 0;
-        ctx.srv.hot.active_expire.store(on, Relaxed);
+        ctx.core.hot.active_expire.store(on, Relaxed);
         ctx.out.ok();
     } else if eq_ic(sub, "ERROR") && n == 3 {
         // Replies with the given text as an error (clients' test suites use it).
@@ -156,10 +157,10 @@ pub fn debug(ctx: &mut Ctx, args: Args) -> CmdResult {
             .ok()
             .and_then(|s| s.parse::<u64>().ok())
             .ok_or(CmdError::NotInteger)?;
-        crate::persistence::aof::set_flush_sleep(ctx.srv, us);
+        ctx.admin.debug_aof_flush_sleep(us);
         ctx.out.ok();
     } else if eq_ic(sub, "LOADAOF") && n == 2 {
-        crate::persistence::aof::debug_loadaof(ctx.srv);
+        ctx.admin.debug_loadaof();
         ctx.out.ok();
     } else if eq_ic(sub, "DIGEST-VALUE") && n >= 2 {
         ctx.out.array(n - 2);
@@ -180,15 +181,18 @@ pub fn debug(ctx: &mut Ctx, args: Args) -> CmdResult {
 /// keyspace and load the file back (each step skippable), as Redis does to
 /// check that what is saved is what is loaded.
 fn reload(ctx: &mut Ctx, args: Args) -> CmdResult {
-    use crate::persistence::load::{self, OnDuplicate};
-    let (mut merge, mut flush, mut save) = (false, true, true);
+    let mut steps = Reload {
+        save: true,
+        flush: true,
+        merge: false,
+    };
     for a in args.iter().skip(2) {
         if eq_ic(a, "MERGE") {
-            merge = true;
+            steps.merge = true;
         } else if eq_ic(a, "NOFLUSH") {
-            flush = false;
+            steps.flush = false;
         } else if eq_ic(a, "NOSAVE") {
-            save = false;
+            steps.save = false;
         } else {
             return Err(CmdError::err(
                 "DEBUG RELOAD only supports the MERGE, NOFLUSH and NOSAVE options.",
@@ -199,30 +203,9 @@ fn reload(ctx: &mut Ctx, args: Args) -> CmdResult {
         // The save's serializer threads would wait on the shards EXEC holds.
         return Err(CmdError::err("DEBUG RELOAD is not allowed inside MULTI"));
     }
-    if save {
-        crate::persistence::save::wait_for_snapshot(ctx.srv);
-        crate::persistence::save::save(ctx.srv)
-            .map_err(|_| CmdError::err("Error trying to save the DB"))?;
-    }
-    if flush {
-        load::empty_all(ctx.srv);
-    }
-    let path = std::path::PathBuf::from(ctx.srv.config.read().get_str("dbfilename"));
-    let dup = if merge {
-        OnDuplicate::Replace
-    } else {
-        OnDuplicate::Fail
-    };
-    match load::load_file(ctx.srv, &path, dup) {
-        Ok(Some(_)) => {
-            crate::log_warning!("DB reloaded by DEBUG RELOAD");
-            ctx.out.ok();
-            Ok(())
-        }
-        Ok(None) | Err(_) => Err(CmdError::err(
-            "Error trying to load the RDB dump, check server logs.",
-        )),
-    }
+    ctx.admin.debug_reload(steps)?;
+    ctx.out.ok();
+    Ok(())
 }
 
 /// DEBUG POPULATE count [prefix] [size]: string keys `prefix:N` (default
@@ -324,7 +307,7 @@ fn protocol(ctx: &mut Ctx, kind: &[u8]) -> CmdResult {
 /// Runs `f` on the live entry of `key` in the client's database, without
 /// touching or deleting it.
 fn with_entry<R>(ctx: &Ctx, key: &[u8], f: impl FnOnce(&Entry, u64) -> R) -> Option<R> {
-    let ks = &ctx.srv.keyspace;
+    let ks = &ctx.core.keyspace;
     let slot = ks.slot(key);
     let shard = ks.db(ctx.client.db).lock(slot.shard);
     let e = shard.get_raw(slot.hash, key)?;
@@ -445,7 +428,7 @@ fn value_digest(e: &Entry) -> [u8; 20] {
 }
 
 fn dataset_digest(ctx: &Ctx) -> [u8; 20] {
-    let ks = &ctx.srv.keyspace;
+    let ks = &ctx.core.keyspace;
     let mut fin = [0u8; 20];
     for db in 0..ks.num_dbs() {
         let mut keys_digest = [0u8; 20];
@@ -517,8 +500,8 @@ fn usage(ctx: &mut Ctx, args: Args) -> CmdResult {
 }
 
 fn stats(ctx: &mut Ctx, _args: Args) -> CmdResult {
-    let (used, peak) = info::used_memory();
-    let ks = &ctx.srv.keyspace;
+    let (used, peak) = crate::alloc::used_memory();
+    let ks = &ctx.core.keyspace;
     let keys = ks.total_keys();
     let startup = 1024 * 1024u64;
     let dataset = used.saturating_sub(startup);
@@ -585,7 +568,7 @@ fn stats(ctx: &mut Ctx, _args: Args) -> CmdResult {
 
 fn doctor(ctx: &mut Ctx, _args: Args) -> CmdResult {
     // Redis stays silent below 5 MB of data; an empty keyspace is our cue.
-    let text = if ctx.srv.keyspace.total_keys() == 0 {
+    let text = if ctx.core.keyspace.total_keys() == 0 {
         "Hi Sam, this instance is empty or is using very little memory, my issues detector can't be used in these conditions. Please, leave for your mission on Earth and fill it with some data. The new Sam and I will be back to our programming as soon as I finished rebooting.\n"
     } else {
         "Hi Sam, I can't find any memory issue in your instance. I can only account for what occurs on this base.\n"

@@ -9,7 +9,12 @@ use std::sync::atomic::Ordering::Relaxed;
 
 use super::super::{flags::*, CmdError, CmdResult, Command, Ctx};
 use super::reply_help;
+use std::sync::Arc;
+
+use crate::core::Core;
+use crate::keyspace::hlc::unix_ms;
 use crate::protocol::Args;
+use crate::server::client::ClientState;
 
 const ADM: u32 = ADMIN | NOSCRIPT | LOADING | STALE;
 
@@ -149,7 +154,14 @@ fn slowlog_get(ctx: &mut Ctx, args: Args) -> CmdResult {
         },
         _ => return Err(CmdError::Syntax),
     };
-    let entries: Vec<_> = ctx.srv.slowlog.lock().iter().take(count).cloned().collect();
+    let entries: Vec<_> = ctx
+        .core
+        .slowlog
+        .lock()
+        .iter()
+        .take(count)
+        .cloned()
+        .collect();
     let out = &mut *ctx.out;
     out.array(entries.len());
     for e in entries {
@@ -168,13 +180,13 @@ fn slowlog_get(ctx: &mut Ctx, args: Args) -> CmdResult {
 }
 
 fn slowlog_len(ctx: &mut Ctx, _args: Args) -> CmdResult {
-    let n = ctx.srv.slowlog.lock().len();
+    let n = ctx.core.slowlog.lock().len();
     ctx.out.int(n as i64);
     Ok(())
 }
 
 fn slowlog_reset(ctx: &mut Ctx, _args: Args) -> CmdResult {
-    ctx.srv.slowlog.lock().clear();
+    ctx.core.slowlog.lock().clear();
     ctx.out.ok();
     Ok(())
 }
@@ -219,7 +231,7 @@ fn latency_graph(_ctx: &mut Ctx, args: Args) -> CmdResult {
 }
 
 fn latency_doctor(ctx: &mut Ctx, _args: Args) -> CmdResult {
-    let threshold = ctx.srv.config.read().get_i64("latency-monitor-threshold");
+    let threshold = ctx.core.config.read().get_i64("latency-monitor-threshold");
     let text = if threshold == 0 {
         "I'm sorry, Dave, I can't do that. Latency monitoring is disabled in this Redis instance. You may use \"CONFIG SET latency-monitor-threshold <milliseconds>.\" in order to enable it. If we weren't in a deep space mission I'd suggest to take a look at https://redis.io/topics/latency-monitor.\n"
     } else {
@@ -232,7 +244,7 @@ fn latency_doctor(ctx: &mut Ctx, _args: Args) -> CmdResult {
 /// LATENCY HISTOGRAM [cmd ...]: per command its call count; the bucket map
 /// is empty (no per-call latency histogram is kept).
 fn latency_histogram(ctx: &mut Ctx, args: Args) -> CmdResult {
-    let srv = ctx.srv;
+    let srv = ctx.core;
     let workers = srv.workers.lock().clone();
     let wanted: Vec<String> = args
         .iter()
@@ -261,4 +273,74 @@ fn latency_histogram(ctx: &mut Ctx, args: Args) -> CmdResult {
         out.map(0);
     }
     Ok(())
+}
+
+pub fn feed_monitors(srv: &Core, client: &ClientState, args: Args) {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default();
+    let addr = client
+        .shared
+        .as_ref()
+        .map(|s| s.addr.clone())
+        .unwrap_or_default();
+    let mut line = format!(
+        "+{}.{:06} [{} {}]",
+        now.as_secs(),
+        now.subsec_micros(),
+        client.db,
+        addr
+    );
+    for a in args.iter() {
+        line.push(' ');
+        crate::config::parse::push_quoted_bytes(&mut line, a);
+    }
+    line.push_str("\r\n");
+    let limit = srv.hot.obuf_limits.read().monitor();
+    srv.clients
+        .feed_monitors(Arc::new(line.into_bytes()), &limit);
+}
+
+pub fn maybe_slowlog(srv: &Core, client: &ClientState, id: usize, args: Args, usec: u64) {
+    let threshold = srv.hot.slowlog_slower_than.load(Relaxed) as i64;
+    if threshold < 0 || (usec as i64) < threshold {
+        return;
+    }
+    let cmd = srv.commands.get(id);
+    if cmd.flags & SKIP_SLOWLOG != 0 {
+        return;
+    }
+    let max = srv.hot.slowlog_max_len.load(Relaxed);
+    let mut shown: Vec<Vec<u8>> = vec![];
+    let argc = args.len();
+    for (i, a) in args.iter().enumerate() {
+        if i == 31 && argc > 32 {
+            shown.push(format!("... ({} more arguments)", argc - 31).into_bytes());
+            break;
+        }
+        if a.len() > 128 {
+            let mut v = a[..128].to_vec();
+            v.extend_from_slice(format!("... ({} more bytes)", a.len() - 128).as_bytes());
+            shown.push(v);
+        } else {
+            shown.push(a.to_vec());
+        }
+    }
+    let entry = crate::core::SlowEntry {
+        id: srv.slowlog_next_id.fetch_add(1, Relaxed),
+        time: unix_ms() / 1000,
+        usec,
+        args: shown,
+        addr: client
+            .shared
+            .as_ref()
+            .map(|s| s.addr.clone())
+            .unwrap_or_default(),
+        name: client.name.clone().unwrap_or_default(),
+    };
+    let mut log = srv.slowlog.lock();
+    log.push_front(entry);
+    while log.len() > max {
+        log.pop_back();
+    }
 }

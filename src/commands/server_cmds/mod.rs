@@ -14,18 +14,16 @@ mod client;
 mod command;
 mod debug;
 mod info;
-mod logs;
+pub mod logs;
 mod persist;
 mod sha1;
-
-pub use info::sample_rates;
 
 use std::sync::atomic::Ordering::Relaxed;
 
 use super::util::eq_ic;
 use super::{flags::*, CmdError, CmdResult, Command, Ctx};
+use crate::core::admin::ShutdownKind;
 use crate::protocol::Args;
-use crate::server::ShutdownKind;
 
 const ADM: u32 = ADMIN | NOSCRIPT | LOADING | STALE;
 
@@ -51,7 +49,7 @@ pub static COMMANDS: &[Command] = &[
         "bgrewriteaof",
         1,
         ADMIN | NOSCRIPT | NO_ASYNC_LOADING,
-        crate::persistence::aof::bgrewriteaof,
+        persist::bgrewriteaof,
     )
     .acl("admin slow dangerous")
     .doc(
@@ -212,7 +210,7 @@ fn time(ctx: &mut Ctx, _args: Args) -> CmdResult {
 }
 
 fn lastsave(ctx: &mut Ctx, _args: Args) -> CmdResult {
-    ctx.out.int(ctx.srv.lastsave_unix.load(Relaxed) as i64);
+    ctx.out.int(ctx.admin.lastsave() as i64);
     Ok(())
 }
 
@@ -243,7 +241,7 @@ fn shutdown(ctx: &mut Ctx, args: Args) -> CmdResult {
     }
     // The final save runs here, so that a failure is this command's error
     // and the server stays up (Redis: unless FORCE).
-    if !nosave && !crate::persistence::save::save_on_shutdown(ctx.srv, save) && !force {
+    if !nosave && !ctx.admin.save_on_shutdown(save) && !force {
         return Err(CmdError::err("Errors trying to SHUTDOWN. Check logs."));
     }
     let kind = ShutdownKind::NoSave;
@@ -260,7 +258,7 @@ fn monitor(ctx: &mut Ctx, _args: Args) -> CmdResult {
     ctx.client.monitor = true;
     if let Some(sh) = &ctx.client.shared {
         sh.monitor.store(true, Relaxed);
-        ctx.srv.clients.monitors.fetch_add(1, Relaxed);
+        ctx.core.clients.monitors.fetch_add(1, Relaxed);
     }
     ctx.out.ok();
     Ok(())

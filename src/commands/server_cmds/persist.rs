@@ -1,12 +1,12 @@
-//! SAVE and BGSAVE (Redis's rdb.c saveCommand / bgsaveCommand). What they
-//! start lives in `persistence/save.rs`.
+//! SAVE, BGSAVE and BGREWRITEAOF (Redis's rdb.c saveCommand / bgsaveCommand). What they
+//! start lives in `persistence/save.rs`, reached through `Ctx::admin`.
 
 use super::super::util::eq_ic;
 use super::super::{CmdError, CmdResult, Ctx};
 use crate::protocol::Args;
 
 pub fn save(ctx: &mut Ctx, _args: Args) -> CmdResult {
-    crate::persistence::save::save(ctx.srv)?;
+    ctx.admin.save()?;
     ctx.out.ok();
     Ok(())
 }
@@ -18,7 +18,14 @@ pub fn bgsave(ctx: &mut Ctx, args: Args) -> CmdResult {
         2 if eq_ic(args.get(1), "SCHEDULE") => true,
         _ => return Err(CmdError::Syntax),
     };
-    let line = crate::persistence::save::bgsave(ctx.srv, schedule, ctx.client.in_exec)?;
+    let line = ctx.admin.bgsave(schedule, ctx.client.in_exec)?;
+    ctx.out.simple(line);
+    Ok(())
+}
+
+/// BGREWRITEAOF
+pub fn bgrewriteaof(ctx: &mut Ctx, _args: Args) -> CmdResult {
+    let line = ctx.admin.bgrewriteaof()?;
     ctx.out.simple(line);
     Ok(())
 }

@@ -35,8 +35,7 @@ use std::sync::Arc;
 
 use parking_lot::Mutex;
 
-use crate::commands::{CmdError, CmdResult, Ctx};
-use crate::protocol::Args;
+use crate::commands::CmdError;
 use crate::server::Server;
 use crate::{log_notice, log_warning};
 use manifest::Manifest;
@@ -401,29 +400,21 @@ pub fn cron(srv: &Arc<Server>) {
     }
 }
 
-/// BGREWRITEAOF.
-pub fn bgrewriteaof(ctx: &mut Ctx, _args: Args) -> CmdResult {
-    match rewrite::start(ctx.srv) {
-        Ok(()) => ctx
-            .out
-            .simple("Background append only file rewriting started"),
-        Err(StartError::InProgress) => {
-            return Err(CmdError::err(
-                "Background append only file rewriting already in progress",
-            ))
-        }
+/// BGREWRITEAOF: the status line to reply.
+pub fn bgrewriteaof(srv: &Arc<Server>) -> Result<&'static str, CmdError> {
+    match rewrite::start(srv) {
+        Ok(()) => Ok("Background append only file rewriting started"),
+        Err(StartError::InProgress) => Err(CmdError::err(
+            "Background append only file rewriting already in progress",
+        )),
         Err(StartError::Busy) => {
-            ctx.srv.persist.aof.rw.lock().scheduled = true;
-            ctx.out
-                .simple("Background append only file rewriting scheduled");
+            srv.persist.aof.rw.lock().scheduled = true;
+            Ok("Background append only file rewriting scheduled")
         }
-        Err(StartError::Failed(_)) => {
-            return Err(CmdError::err(
-                "Can't execute an AOF background rewriting. Please check the server logs for more information.",
-            ))
-        }
+        Err(StartError::Failed(_)) => Err(CmdError::err(
+            "Can't execute an AOF background rewriting. Please check the server logs for more information.",
+        )),
     }
-    Ok(())
 }
 
 /// The aof_* lines of INFO persistence, in Redis's order; Redis puts the

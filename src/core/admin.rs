@@ -1,0 +1,76 @@
+//! What a command may ask of the layers above the core: persistence,
+//! replication and the server itself. The server implements [`Admin`]
+//! (`server/admin.rs`) and hands it to every handler in `Ctx::admin`, so the
+//! commands layer names no subsystem: SAVE asks `admin.save()`, not
+//! `persistence::save`. Each method is one thing a Redis command does to a
+//! subsystem; adding one is the way for a new command to reach further.
+//!
+//! Commands that belong to a subsystem (PSYNC, WAIT, BGREWRITEAOF ...) are
+//! written in that subsystem and get the whole server back with
+//! [`Admin::as_any`]: they sit above the core, where that is allowed.
+
+use std::any::Any;
+use std::time::Duration;
+
+use super::Core;
+use crate::commands::CmdError;
+
+/// How SHUTDOWN asked to stop.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ShutdownKind {
+    Default,
+    Save,
+    NoSave,
+    /// A signal (SIGTERM/SIGINT).
+    Signal(i32),
+}
+
+/// DEBUG RELOAD's steps (each can be skipped).
+#[derive(Clone, Copy, Debug)]
+pub struct Reload {
+    pub save: bool,
+    pub flush: bool,
+    /// Keys already present are replaced instead of failing the load.
+    pub merge: bool,
+}
+
+/// The server's side of the commands layer (see the module comment).
+pub trait Admin: Sync {
+    /// The core this server runs on.
+    fn core(&self) -> &Core;
+    /// The implementing server, for commands written in the layers above
+    /// (they downcast it to `Arc<Server>`).
+    fn as_any(&self) -> &dyn Any;
+
+    /// INFO's text for these sections (empty: the default ones).
+    fn info(&self, sections: &[&str]) -> String;
+    /// SAVE: a snapshot to the RDB file, now.
+    fn save(&self) -> Result<(), CmdError>;
+    /// BGSAVE [SCHEDULE]: the status line to reply.
+    fn bgsave(&self, schedule: bool, in_exec: bool) -> Result<&'static str, CmdError>;
+    /// BGREWRITEAOF: the status line to reply.
+    fn bgrewriteaof(&self) -> Result<&'static str, CmdError>;
+    /// A running BGSAVE is no longer wanted (FLUSHALL).
+    fn abort_bgsave(&self);
+    /// SHUTDOWN's final save; false if it failed.
+    fn save_on_shutdown(&self, force_save: bool) -> bool;
+    /// LASTSAVE: unix seconds of the last successful save.
+    fn lastsave(&self) -> u64;
+    /// Whether a dataset is being loaded (CONFIG SET refuses some directives).
+    fn loading(&self) -> bool;
+    /// After CONFIG SET: persistence applies what changed (appendonly ...).
+    fn config_changed(&self) -> Result<(), String>;
+    /// DEBUG RELOAD.
+    fn debug_reload(&self, steps: Reload) -> Result<(), CmdError>;
+    /// DEBUG AOF-FLUSH-SLEEP: microseconds each AOF flush sleeps.
+    fn debug_aof_flush_sleep(&self, us: u64);
+    /// DEBUG LOADAOF: flush the AOF, empty the keyspace and load it back.
+    fn debug_loadaof(&self);
+
+    /// Whether this server replicates from a master.
+    fn is_replica(&self) -> bool;
+    /// DEBUG SLEEP: the link to our master sleeps too, as Redis's one thread would.
+    fn hold_master_link(&self, d: Duration);
+    /// CLIENT KILL: drops the link to our master if `hit(peer, local)`; true if it did.
+    fn kill_master_link_if(&self, hit: &dyn Fn(&str, &str) -> bool) -> bool;
+}

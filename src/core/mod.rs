@@ -1,0 +1,188 @@
+//! The core: the state data commands are written against, shared by every
+//! thread — the keyspace, the configuration and its hot mirror, the
+//! write-effect stream, the command table, and the registries commands
+//! consult (clients, WATCH, client-side tracking, blocked clients, pub/sub,
+//! slowlog, pause), plus the lazyfree thread.
+//!
+//! Persistence, replication and the listeners are not here: they live in
+//! the layers above (docs/ARCHITECTURE.md, "Layers"), and a command reaches
+//! them only through [`admin::Admin`]. The server holds a `Core` and derefs
+//! to it, so code of the upper layers reads `srv.keyspace` as before, while
+//! a handler's `Ctx` carries only `&Core` and `&dyn Admin`.
+
+pub mod admin;
+
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering::Relaxed};
+use std::sync::Arc;
+
+use parking_lot::{Mutex, RwLock};
+use tokio::sync::Notify;
+
+use crate::commands::CommandTable;
+use crate::config::Config;
+use crate::effects::Effects;
+use crate::keyspace::encoding::EncodingLimits;
+use crate::keyspace::Keyspace;
+use crate::server::client::ClientRegistry;
+use crate::server::stats::WorkerStats;
+
+/// What data commands share (see the module comment).
+pub struct Core {
+    pub keyspace: Keyspace,
+    pub config: RwLock<Config>,
+    pub hot: HotConfig,
+    pub effects: Effects,
+    pub commands: CommandTable,
+    pub clients: ClientRegistry,
+    pub workers: Mutex<Vec<Arc<WorkerStats>>>,
+    /// INFO's instantaneous_* rates, sampled by the cron.
+    pub metrics: crate::server::stats::InstantMetrics,
+    /// Low bits of the HLC stamps this node issues.
+    pub node_id: u64,
+    pub total_connections: AtomicU64,
+    pub rejected_connections: AtomicU64,
+    pub slowlog: Mutex<std::collections::VecDeque<SlowEntry>>,
+    pub slowlog_next_id: AtomicU64,
+    /// CLIENT PAUSE: deadline (unix ms, 0 = none) and whether all commands pause.
+    pub pause_until_ms: AtomicU64,
+    pub pause_all: AtomicBool,
+    pub unpaused: Notify,
+    /// Pub/sub channels and patterns (see `server/pubsub.rs`).
+    pub pubsub: crate::server::pubsub::PubSub,
+    /// Keys WATCHed by clients (`commands/multi.rs`).
+    pub watch: Arc<crate::commands::multi::WatchRegistry>,
+    /// Clients blocked on keys (BLPOP & co.), see `server/blocking.rs`.
+    pub blocking: crate::server::blocking::Registry,
+    pub tracking: crate::commands::tracking::Tracking,
+    /// The background thread that frees big values and flushed databases.
+    pub lazyfree: crate::keyspace::lazyfree::LazyFree,
+}
+
+impl Core {
+    pub fn new(config: Config, node_id: u64) -> Core {
+        let databases = config.get_i64("databases").max(1) as usize;
+        let hot = HotConfig::default();
+        hot.active_expire.store(true, Relaxed);
+        hot.load(&config);
+        Core {
+            keyspace: Keyspace::new(databases),
+            config: RwLock::new(config),
+            hot,
+            effects: Effects::default(),
+            commands: CommandTable::build(),
+            clients: ClientRegistry::default(),
+            workers: Mutex::new(vec![]),
+            metrics: Default::default(),
+            node_id,
+            total_connections: AtomicU64::new(0),
+            rejected_connections: AtomicU64::new(0),
+            slowlog: Mutex::new(Default::default()),
+            slowlog_next_id: AtomicU64::new(0),
+            pause_until_ms: AtomicU64::new(0),
+            pause_all: AtomicBool::new(false),
+            unpaused: Notify::new(),
+            pubsub: Default::default(),
+            watch: Default::default(),
+            blocking: Default::default(),
+            tracking: Default::default(),
+            lazyfree: Default::default(),
+        }
+    }
+
+    /// A new stats block for one worker (or a test harness).
+    pub fn new_worker_stats(&self) -> Arc<WorkerStats> {
+        let s = Arc::new(WorkerStats::new(self.commands.all.len()));
+        self.workers.lock().push(s.clone());
+        s
+    }
+}
+
+/// Configuration values read on the hot path, mirrored from [`Config`].
+#[derive(Default)]
+pub struct HotConfig {
+    pub proto_max_bulk_len: AtomicUsize,
+    pub query_buffer_limit: AtomicUsize,
+    pub maxclients: AtomicUsize,
+    pub timeout_secs: AtomicU64,
+    pub requirepass: RwLock<Option<String>>,
+    pub hz: AtomicU64,
+    pub slowlog_slower_than: AtomicU64,
+    pub slowlog_max_len: AtomicUsize,
+    pub active_expire: AtomicBool,
+    /// `protected-mode`: without a password, only loopback clients are served.
+    pub protected_mode: AtomicBool,
+    /// `client-output-buffer-limit`, parsed (see `crate::server::client::ObufLimits`).
+    pub obuf_limits: RwLock<crate::server::client::ObufLimits>,
+    /// Thresholds at which small collections leave their compact encoding.
+    pub encoding: EncodingLimits,
+    /// `notify-keyspace-events` as `commands::events::class` bits.
+    pub notify_keyspace_events: AtomicU32,
+    /// `lazyfree-lazy-user-del`: DEL frees big values as UNLINK does.
+    pub lazyfree_user_del: AtomicBool,
+    /// `lazyfree-lazy-expire`: expired big values are freed in the background.
+    pub lazyfree_expire: AtomicBool,
+    /// `maxmemory` in bytes (0: no limit) and how to stay under it.
+    pub maxmemory: AtomicU64,
+    /// min-replicas-to-write and min-replicas-max-lag (seconds).
+    pub min_replicas_to_write: AtomicU64,
+    pub min_replicas_max_lag: AtomicU64,
+    pub eviction: crate::commands::evict::EvictionConfig,
+}
+
+impl HotConfig {
+    /// Refreshes the mirror after the configuration changed.
+    pub fn load(&self, c: &Config) {
+        self.proto_max_bulk_len
+            .store(c.get_i64("proto-max-bulk-len") as usize, Relaxed);
+        self.query_buffer_limit
+            .store(c.get_i64("client-query-buffer-limit") as usize, Relaxed);
+        self.maxclients
+            .store(c.get_i64("maxclients") as usize, Relaxed);
+        self.timeout_secs
+            .store(c.get_i64("timeout") as u64, Relaxed);
+        let pass = c.get_str("requirepass");
+        *self.requirepass.write() = if pass.is_empty() { None } else { Some(pass) };
+        self.hz.store(c.get_i64("hz").clamp(1, 500) as u64, Relaxed);
+        self.slowlog_slower_than
+            .store(c.get_i64("slowlog-log-slower-than") as u64, Relaxed);
+        self.slowlog_max_len
+            .store(c.get_i64("slowlog-max-len") as usize, Relaxed);
+        self.protected_mode
+            .store(c.get_bool("protected-mode"), Relaxed);
+        if let Some(l) =
+            crate::server::client::ObufLimits::parse(&c.get_str("client-output-buffer-limit"))
+        {
+            *self.obuf_limits.write() = l;
+        }
+        if let Some(l) = crate::log::Level::parse(&c.get_str("loglevel")) {
+            crate::log::set_level(l);
+        }
+        self.encoding.load(c);
+        self.notify_keyspace_events.store(
+            crate::commands::events::parse_classes(&c.get_str("notify-keyspace-events")),
+            Relaxed,
+        );
+        self.lazyfree_user_del
+            .store(c.get_bool("lazyfree-lazy-user-del"), Relaxed);
+        self.lazyfree_expire
+            .store(c.get_bool("lazyfree-lazy-expire"), Relaxed);
+        self.maxmemory
+            .store(c.get_i64("maxmemory").max(0) as u64, Relaxed);
+        self.min_replicas_to_write
+            .store(c.get_i64("min-replicas-to-write").max(0) as u64, Relaxed);
+        self.min_replicas_max_lag
+            .store(c.get_i64("min-replicas-max-lag").max(0) as u64, Relaxed);
+        self.eviction.load(c);
+    }
+}
+
+/// One SLOWLOG entry.
+#[derive(Clone, Debug)]
+pub struct SlowEntry {
+    pub id: u64,
+    pub time: u64,
+    pub usec: u64,
+    pub args: Vec<Vec<u8>>,
+    pub addr: String,
+    pub name: String,
+}

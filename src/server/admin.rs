@@ -1,0 +1,87 @@
+//! The server's implementation of [`Admin`]: what commands ask of
+//! persistence, replication and the server, answered by the subsystem
+//! that owns it. Every method is a one-line forward; the point is that the
+//! commands layer does not name these subsystems (docs/ARCHITECTURE.md,
+//! "Layers").
+
+use std::any::Any;
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::Server;
+use crate::commands::CmdError;
+use crate::core::admin::{Admin, Reload};
+use crate::core::Core;
+use crate::persistence::{aof, load, save};
+
+impl Admin for Arc<Server> {
+    fn core(&self) -> &Core {
+        &self.core
+    }
+
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+
+    fn info(&self, sections: &[&str]) -> String {
+        super::info::info_text(self, sections)
+    }
+
+    fn save(&self) -> Result<(), CmdError> {
+        save::save(self)
+    }
+
+    fn bgsave(&self, schedule: bool, in_exec: bool) -> Result<&'static str, CmdError> {
+        save::bgsave(self, schedule, in_exec)
+    }
+
+    fn bgrewriteaof(&self) -> Result<&'static str, CmdError> {
+        aof::bgrewriteaof(self)
+    }
+
+    fn abort_bgsave(&self) {
+        save::abort_bgsave(self)
+    }
+
+    fn save_on_shutdown(&self, force_save: bool) -> bool {
+        save::save_on_shutdown(self, force_save)
+    }
+
+    fn lastsave(&self) -> u64 {
+        self.lastsave_unix.load(Relaxed)
+    }
+
+    fn loading(&self) -> bool {
+        let l = &self.persist.loading;
+        l.active() || l.async_active()
+    }
+
+    fn config_changed(&self) -> Result<(), String> {
+        aof::config_changed(self)
+    }
+
+    fn debug_reload(&self, steps: Reload) -> Result<(), CmdError> {
+        load::debug_reload(self, steps)
+    }
+
+    fn debug_aof_flush_sleep(&self, us: u64) {
+        aof::set_flush_sleep(self, us)
+    }
+
+    fn debug_loadaof(&self) {
+        aof::debug_loadaof(self)
+    }
+
+    fn is_replica(&self) -> bool {
+        self.repl.is_replica()
+    }
+
+    fn hold_master_link(&self, d: Duration) {
+        self.repl.replica.debug_sleep(d)
+    }
+
+    fn kill_master_link_if(&self, hit: &dyn Fn(&str, &str) -> bool) -> bool {
+        self.repl.replica.kill_link_if(hit)
+    }
+}

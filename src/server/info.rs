@@ -1,0 +1,430 @@
+//! INFO's text: Redis 7's sections, field names and layout.
+//!
+//! Each section is built by its own function into `# Name\r\n` plus `k:v\r\n`
+//! lines; sections are joined by a blank line and always come in Redis's
+//! order whatever order they were asked in (`commands/server_cmds/info.rs`
+//! picks them). Client libraries parse this text (redis-py into a dict,
+//! node-redis for `loading:`), so every line is either a header or
+//! `key:value`. Counters are summed over the workers' stats.
+
+use std::fmt::Write as _;
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::Arc;
+
+use super::stats::{sum, Metric, WorkerStats};
+use super::Server;
+
+/// The INFO text of the given sections.
+pub fn info_text(srv: &Arc<Server>, sections: &[&str]) -> String {
+    let workers = srv.workers.lock().clone();
+    let mut parts = vec![];
+    for s in sections {
+        let mut o = String::new();
+        match *s {
+            "server" => server(srv, &mut o),
+            "clients" => clients(srv, &mut o),
+            "memory" => memory(srv, &mut o),
+            "persistence" => persistence(srv, &mut o),
+            "stats" => stats(srv, &workers, &mut o),
+            "replication" => crate::replication::info_section(srv, &mut o),
+            "cpu" => cpu(&mut o),
+            "modules" => o.push_str("# Modules\r\n"),
+            "commandstats" => commandstats(srv, &workers, &mut o),
+            "errorstats" => errorstats(&workers, &mut o),
+            "latencystats" => o.push_str("# Latencystats\r\n"),
+            "cluster" => o.push_str("# Cluster\r\ncluster_enabled:0\r\n"),
+            "keyspace" => keyspace(srv, &mut o),
+            _ => {}
+        }
+        parts.push(o);
+    }
+    parts.join("\r\n")
+}
+
+/// Appends `k:v\r\n` lines.
+macro_rules! kv {
+    ($o:expr, $($k:literal => $v:expr),* $(,)?) => {
+        $( let _ = write!($o, concat!($k, ":{}\r\n"), $v); )*
+    };
+}
+
+fn uname() -> (String, String) {
+    // SAFETY: utsname is plain old data; uname fills it with NUL-terminated
+    // strings, read below only if the call succeeded.
+    unsafe {
+        let mut u: libc::utsname = std::mem::zeroed();
+        if libc::uname(&mut u) != 0 {
+            return ("Linux".into(), "x86_64".into());
+        }
+        let s = |f: &[libc::c_char]| {
+            std::ffi::CStr::from_ptr(f.as_ptr())
+                .to_string_lossy()
+                .into_owned()
+        };
+        (
+            format!("{} {}", s(&u.sysname), s(&u.release)),
+            s(&u.machine),
+        )
+    }
+}
+
+fn server(srv: &Arc<Server>, o: &mut String) {
+    let cfg = srv.config.read();
+    let (os, arch) = uname();
+    let now_us = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default()
+        .as_micros();
+    let up = srv.started.elapsed().as_secs();
+    let exe = std::env::current_exe()
+        .map(|p| p.display().to_string())
+        .unwrap_or_default();
+    let config_file = cfg
+        .file
+        .as_ref()
+        .map(|p| p.display().to_string())
+        .unwrap_or_default();
+    let hz = srv.hot.hz.load(Relaxed);
+    o.push_str("# Server\r\n");
+    kv!(o,
+        "redis_version" => crate::REDIS_VERSION,
+        "redis_git_sha1" => "00000000",
+        "redis_git_dirty" => 0,
+        "redis_build_id" => "0",
+        "redis_mode" => "standalone",
+        "os" => format!("{os} {arch}"),
+        "arch_bits" => usize::BITS,
+        "monotonic_clock" => "POSIX clock_gettime",
+        "multiplexing_api" => "epoll",
+        "atomicvar_api" => "c11-builtin",
+        "gcc_version" => "0.0.0",
+        "process_id" => std::process::id(),
+        "process_supervised" => "no",
+        "run_id" => srv.run_id,
+        "tcp_port" => srv.tcp_port.load(Relaxed),
+        "server_time_usec" => now_us,
+        "uptime_in_seconds" => up,
+        "uptime_in_days" => up / 86400,
+        "hz" => hz,
+        "configured_hz" => cfg.get_i64("hz"),
+        "lru_clock" => crate::commands::access::lru_clock(crate::keyspace::hlc::unix_ms()),
+        "executable" => exe,
+        "config_file" => config_file,
+        "io_threads_active" => 0,
+        "lattice_version" => crate::LATTICE_VERSION,
+        "server_threads" => srv.workers.lock().len(),
+    );
+    // Redis 7.2's listener lines.
+    let binds: String = cfg
+        .get_str("bind")
+        .split_whitespace()
+        .map(|b| format!(",bind={b}"))
+        .collect();
+    let mut n = 0;
+    if cfg.port() != 0 {
+        let _ = write!(o, "listener0:name=tcp{binds},port={}\r\n", cfg.port());
+        n += 1;
+    }
+    let unix = cfg.get_str("unixsocket");
+    if !unix.is_empty() {
+        let _ = write!(o, "listener{n}:name=unix,bind={unix}\r\n");
+    }
+}
+
+fn clients(srv: &Arc<Server>, o: &mut String) {
+    let all = srv.clients.snapshot();
+    let max_in = all.iter().map(|c| c.qbuf.load(Relaxed)).max().unwrap_or(0);
+    let max_out = all.iter().map(|c| c.obuf.load(Relaxed)).max().unwrap_or(0);
+    let pubsub = all.iter().filter(|c| c.flags.lock().contains('P')).count();
+    o.push_str("# Clients\r\n");
+    kv!(o,
+        "connected_clients" => all.len(),
+        "cluster_connections" => 0,
+        "maxclients" => srv.hot.maxclients.load(Relaxed),
+        "client_recent_max_input_buffer" => max_in,
+        "client_recent_max_output_buffer" => max_out,
+        "blocked_clients" => all.iter().filter(|c| c.flags.lock().contains('b')).count(),
+        "tracking_clients" => srv.tracking.stats().0,
+        "pubsub_clients" => pubsub,
+        "watching_clients" => 0,
+        "clients_in_timeout_table" => 0,
+        "total_watched_keys" => 0,
+        "total_blocking_keys" => 0,
+        "total_blocking_keys_on_nokey" => 0,
+    );
+}
+
+pub use crate::alloc::{rss_bytes, used_memory};
+
+/// Redis's bytesToHuman: "895.39K".
+pub fn human(n: u64) -> String {
+    let d = n as f64;
+    const UNITS: &[(f64, &str)] = &[
+        (1024.0 * 1024.0 * 1024.0 * 1024.0 * 1024.0, "P"),
+        (1024.0 * 1024.0 * 1024.0 * 1024.0, "T"),
+        (1024.0 * 1024.0 * 1024.0, "G"),
+        (1024.0 * 1024.0, "M"),
+        (1024.0, "K"),
+    ];
+    for (u, s) in UNITS {
+        if d >= *u {
+            return format!("{:.2}{s}", d / u);
+        }
+    }
+    format!("{n}B")
+}
+
+fn total_system_memory() -> u64 {
+    std::fs::read_to_string("/proc/meminfo")
+        .ok()
+        .and_then(|s| {
+            let l = s.lines().find(|l| l.starts_with("MemTotal:"))?;
+            l.split_whitespace().nth(1)?.parse::<u64>().ok()
+        })
+        .unwrap_or(0)
+        * 1024
+}
+
+fn memory(srv: &Arc<Server>, o: &mut String) {
+    let (used, peak) = used_memory();
+    let rss = rss_bytes();
+    let frag = rss as f64 / used.max(1) as f64;
+    let cfg = srv.config.read();
+    let maxmemory = cfg.get_i64("maxmemory") as u64;
+    let policy = cfg
+        .get("maxmemory-policy")
+        .unwrap_or("noeviction")
+        .to_string();
+    let sys = total_system_memory();
+    let startup = 1024 * 1024u64;
+    let dataset = used.saturating_sub(startup);
+    o.push_str("# Memory\r\n");
+    kv!(o,
+        "used_memory" => used,
+        "used_memory_human" => human(used),
+        "used_memory_rss" => rss,
+        "used_memory_rss_human" => human(rss),
+        "used_memory_peak" => peak,
+        "used_memory_peak_human" => human(peak),
+        "used_memory_peak_perc" => format!("{:.2}%", used as f64 * 100.0 / peak.max(1) as f64),
+        "used_memory_overhead" => startup,
+        "used_memory_startup" => startup,
+        "used_memory_dataset" => dataset,
+        "used_memory_dataset_perc" => format!("{:.2}%", dataset as f64 * 100.0 / used.max(1) as f64),
+        "allocator_allocated" => used,
+        "allocator_active" => used,
+        "allocator_resident" => rss,
+        "total_system_memory" => sys,
+        "total_system_memory_human" => human(sys),
+        "used_memory_lua" => 31744,
+        "used_memory_vm_eval" => 31744,
+        "used_memory_lua_human" => "31.00K",
+        "used_memory_scripts_eval" => 0,
+        "number_of_cached_scripts" => 0,
+        "number_of_functions" => 0,
+        "number_of_libraries" => 0,
+        "used_memory_vm_functions" => 32768,
+        "used_memory_vm_total" => 64512,
+        "used_memory_vm_total_human" => "63.00K",
+        "used_memory_functions" => 184,
+        "used_memory_scripts" => 184,
+        "used_memory_scripts_human" => "184B",
+        "maxmemory" => maxmemory,
+        "maxmemory_human" => human(maxmemory),
+        "maxmemory_policy" => policy,
+        "allocator_frag_ratio" => "1.00",
+        "allocator_frag_bytes" => 0,
+        "allocator_rss_ratio" => format!("{frag:.2}"),
+        "allocator_rss_bytes" => rss as i64 - used as i64,
+        "rss_overhead_ratio" => "1.00",
+        "rss_overhead_bytes" => 0,
+        "mem_fragmentation_ratio" => format!("{frag:.2}"),
+        "mem_fragmentation_bytes" => rss as i64 - used as i64,
+        "mem_not_counted_for_evict" => 0,
+        "mem_replication_backlog" => 0,
+        "mem_total_replication_buffers" => srv.repl.master.buffer_bytes(srv),
+        "mem_clients_slaves" => 0,
+        "mem_clients_normal" => 0,
+        "mem_cluster_links" => 0,
+        "mem_aof_buffer" => 0,
+        "mem_allocator" => "mimalloc",
+        "active_defrag_running" => 0,
+        "lazyfree_pending_objects" => srv.lazyfree.pending(),
+        "lazyfreed_objects" => srv.lazyfree.freed(),
+    );
+}
+
+fn persistence(srv: &Arc<Server>, o: &mut String) {
+    let snap = &srv.persist.snapshot;
+    o.push_str("# Persistence\r\n");
+    kv!(o,
+        "loading" => srv.persist.loading.active() as u8,
+        "async_loading" => srv.persist.loading.async_active() as u8,
+        "current_cow_peak" => 0,
+        "current_cow_size" => 0,
+        "current_cow_size_age" => 0,
+        "current_fork_perc" => "0.00",
+        "current_save_keys_processed" => snap.keys_done.load(Relaxed) * snap.running() as usize,
+        "current_save_keys_total" => snap.keys_total.load(Relaxed) * snap.running() as usize,
+    );
+    crate::persistence::save::info_fields(srv, o);
+    crate::persistence::aof::info_fields(srv, o);
+    srv.persist.loading.info_fields(o);
+}
+
+/// Samples the counters behind INFO's instantaneous rates (the cron's job).
+pub fn sample_rates(srv: &Server) {
+    let w = srv.workers.lock().clone();
+    srv.metrics.sample([
+        sum(&w, |s| &s.commands_processed),
+        sum(&w, |s| &s.net_input_bytes),
+        sum(&w, |s| &s.net_output_bytes),
+    ]);
+}
+
+fn stats(srv: &Arc<Server>, w: &[Arc<WorkerStats>], o: &mut String) {
+    let processed = sum(w, |s| &s.commands_processed);
+    let input = sum(w, |s| &s.net_input_bytes);
+    let output = sum(w, |s| &s.net_output_bytes);
+    let errors: u64 = w
+        .iter()
+        .map(|s| s.errors.lock().values().sum::<u64>())
+        .sum();
+    let ops = srv.metrics.rate(Metric::Commands) as u64;
+    let ikbps = srv.metrics.rate(Metric::NetInput) / 1024.0;
+    let okbps = srv.metrics.rate(Metric::NetOutput) / 1024.0;
+    o.push_str("# Stats\r\n");
+    kv!(o,
+        "total_connections_received" => srv.total_connections.load(Relaxed),
+        "total_commands_processed" => processed,
+        "instantaneous_ops_per_sec" => ops,
+        "total_net_input_bytes" => input,
+        "total_net_output_bytes" => output,
+        "total_net_repl_input_bytes" => 0,
+        "total_net_repl_output_bytes" => 0,
+        "instantaneous_input_kbps" => format!("{ikbps:.2}"),
+        "instantaneous_output_kbps" => format!("{okbps:.2}"),
+        "instantaneous_input_repl_kbps" => "0.00",
+        "instantaneous_output_repl_kbps" => "0.00",
+        "rejected_connections" => srv.rejected_connections.load(Relaxed),
+        "sync_full" => srv.repl.master.sync_full.load(Relaxed),
+        "sync_partial_ok" => srv.repl.master.sync_partial_ok.load(Relaxed),
+        "sync_partial_err" => srv.repl.master.sync_partial_err.load(Relaxed),
+        "expired_keys" => sum(w, |s| &s.expired_keys),
+        "expired_stale_perc" => "0.00",
+        "expired_time_cap_reached_count" => 0,
+        "expire_cycle_cpu_milliseconds" => 0,
+        "evicted_keys" => sum(w, |s| &s.evicted_keys),
+        "evicted_clients" => 0,
+        "total_eviction_exceeded_time" => 0,
+        "current_eviction_exceeded_time" => 0,
+        "keyspace_hits" => sum(w, |s| &s.keyspace_hits),
+        "keyspace_misses" => sum(w, |s| &s.keyspace_misses),
+        "pubsub_channels" => srv.pubsub.count(crate::server::pubsub::Kind::Channel),
+        "pubsub_patterns" => srv.pubsub.count(crate::server::pubsub::Kind::Pattern),
+        "pubsubshard_channels" => srv.pubsub.count(crate::server::pubsub::Kind::Shard),
+        "latest_fork_usec" => 0,
+        "total_forks" => 0,
+        "migrate_cached_sockets" => 0,
+        "slave_expires_tracked_keys" => 0,
+        "active_defrag_hits" => 0,
+        "active_defrag_misses" => 0,
+        "active_defrag_key_hits" => 0,
+        "active_defrag_key_misses" => 0,
+        "total_active_defrag_time" => 0,
+        "current_active_defrag_time" => 0,
+        "tracking_total_keys" => srv.tracking.stats().1,
+        "tracking_total_items" => srv.tracking.total_items(),
+        "tracking_total_prefixes" => srv.tracking.stats().2,
+        "unexpected_error_replies" => 0,
+        "total_error_replies" => errors,
+        "dump_payload_sanitizations" => 0,
+        "total_reads_processed" => processed,
+        "total_writes_processed" => processed,
+        "io_threaded_reads_processed" => 0,
+        "io_threaded_writes_processed" => 0,
+        "reply_buffer_shrinks" => 0,
+        "reply_buffer_expands" => 0,
+    );
+}
+
+/// (system, user) CPU seconds of `who` (RUSAGE_SELF, RUSAGE_CHILDREN, RUSAGE_THREAD).
+fn rusage(who: libc::c_int) -> (f64, f64) {
+    // SAFETY: rusage is plain old data, filled by getrusage; read only on success.
+    unsafe {
+        let mut r: libc::rusage = std::mem::zeroed();
+        if libc::getrusage(who, &mut r) != 0 {
+            return (0.0, 0.0);
+        }
+        let t = |tv: libc::timeval| tv.tv_sec as f64 + tv.tv_usec as f64 / 1e6;
+        (t(r.ru_stime), t(r.ru_utime))
+    }
+}
+
+fn cpu(o: &mut String) {
+    let (s, u) = rusage(libc::RUSAGE_SELF);
+    let (cs, cu) = rusage(libc::RUSAGE_CHILDREN);
+    let (ts, tu) = rusage(libc::RUSAGE_THREAD);
+    o.push_str("# CPU\r\n");
+    kv!(o,
+        "used_cpu_sys" => format!("{s:.6}"),
+        "used_cpu_user" => format!("{u:.6}"),
+        "used_cpu_sys_children" => format!("{cs:.6}"),
+        "used_cpu_user_children" => format!("{cu:.6}"),
+        "used_cpu_sys_main_thread" => format!("{ts:.6}"),
+        "used_cpu_user_main_thread" => format!("{tu:.6}"),
+    );
+}
+
+fn commandstats(srv: &Arc<Server>, w: &[Arc<WorkerStats>], o: &mut String) {
+    o.push_str("# Commandstats\r\n");
+    for (id, name) in srv.commands.full_names.iter().enumerate() {
+        let get = |f: fn(&crate::server::stats::CmdStats) -> &std::sync::atomic::AtomicU64| {
+            w.iter().map(|s| f(&s.cmds[id]).load(Relaxed)).sum::<u64>()
+        };
+        let calls = get(|c| &c.calls);
+        let rejected = get(|c| &c.rejected);
+        let failed = get(|c| &c.failed);
+        if calls == 0 && rejected == 0 && failed == 0 {
+            continue;
+        }
+        let usec = get(|c| &c.usec);
+        let per = if calls == 0 {
+            0.0
+        } else {
+            usec as f64 / calls as f64
+        };
+        let _ = write!(
+            o,
+            "cmdstat_{name}:calls={calls},usec={usec},usec_per_call={per:.2},rejected_calls={rejected},failed_calls={failed}\r\n"
+        );
+    }
+}
+
+fn errorstats(w: &[Arc<WorkerStats>], o: &mut String) {
+    let mut all = std::collections::BTreeMap::<String, u64>::new();
+    for s in w {
+        for (k, v) in s.errors.lock().iter() {
+            *all.entry(k.clone()).or_default() += v;
+        }
+    }
+    o.push_str("# Errorstats\r\n");
+    for (k, v) in all {
+        let _ = write!(o, "errorstat_{k}:count={v}\r\n");
+    }
+}
+
+fn keyspace(srv: &Arc<Server>, o: &mut String) {
+    o.push_str("# Keyspace\r\n");
+    for i in 0..srv.keyspace.num_dbs() {
+        let db = srv.keyspace.db(i);
+        let keys = db.len();
+        if keys > 0 {
+            let _ = write!(
+                o,
+                "db{i}:keys={keys},expires={},avg_ttl=0\r\n",
+                db.volatile_len()
+            );
+        }
+    }
+}
