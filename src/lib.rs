@@ -4,8 +4,8 @@
 //! (docs/ARCHITECTURE.md "Layers", checked by `ci/layers.py`), top first:
 //! - `server/`        listeners, workers, connections (`conn.rs`), cron, INFO
 //! - `replication/`   PSYNC2 in both roles, the backlog and its disk tier
-//! - `persistence/`   snapshots, RDB files, the AOF (`persistence/rdb/`, the
-//!                    codec, sits with the keyspace)
+//! - `persistence/`   snapshots, RDB files, the AOF (its RDB codec,
+//!   `persistence/rdb/`, sits with the keyspace)
 //! - `commands/`      the command table and `Ctx`; one module per family
 //! - `core/`          what data commands share (`Core`) and `Admin`, their way up
 //! - `effects.rs`     the write-effect stream consumed by AOF/replication
