@@ -22,6 +22,33 @@ pub struct Persistence {
     pub loading: load::Loading,
 }
 
+/// Persistence's part in serving connections (`server/hooks.rs`).
+pub struct PersistenceHooks;
+pub static HOOKS: PersistenceHooks = PersistenceHooks;
+
+impl crate::server::hooks::Hooks for PersistenceHooks {
+    fn admit(
+        &self,
+        srv: &crate::server::Server,
+        client: &mut crate::server::client::ClientState,
+        id: crate::commands::CommandId,
+    ) -> Result<(), crate::commands::CmdError> {
+        admit_write(srv, client, id)
+    }
+
+    /// `appendfsync always`: the batch's writes reach the disk first.
+    fn before_reply(&self, srv: &crate::server::Server) {
+        aof::before_reply(srv)
+    }
+
+    fn cron(&self, srv: &std::sync::Arc<crate::server::Server>, worker: usize) {
+        if worker == 0 {
+            save::cron(srv);
+            aof::cron(srv);
+        }
+    }
+}
+
 /// Before a command runs: while the start-up load runs, only commands
 /// flagged `loading` are served (Redis's `-LOADING`; during a replica's
 /// async load, all but the `no_async_loading` ones); then, while the disk

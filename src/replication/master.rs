@@ -1294,9 +1294,9 @@ thread_local! {
     pub static WROTE: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
 }
 
-/// Back-pressure (`repl-lag-policy throttle`), called by a connection
-/// after a batch of commands and before its replies go out, if the batch
-/// wrote. With the slowest replica `lag` bytes behind, `repl-throttle-lag`
+/// Back-pressure (`repl-lag-policy throttle`): how long a connection's
+/// replies wait after a batch of commands that wrote (the connection
+/// sleeps it, see `server/hooks.rs`). With the slowest replica `lag` bytes behind, `repl-throttle-lag`
 /// = `start` and 90% of the replica class's hard limit = `wall`, the
 /// replies wait in proportion to how far `lag` is between the two, up to
 /// 100 ms a batch at and past the wall: writers slow to the rate the
@@ -1304,20 +1304,16 @@ thread_local! {
 /// is dropped after `repl-timeout` (see `feed`), or once it falls out of
 /// the hard limit, and full-syncs. `repl-lag-policy spill` (the default)
 /// keeps its bytes on disk instead and never makes writers wait.
-pub async fn throttle(srv: &Server) {
+pub fn throttle(srv: &Server) -> Option<Duration> {
     if !WROTE.with(|w| w.replace(false)) {
-        return;
+        return None;
     }
     let m = &srv.repl.master;
-    let Some((lag, start, wall)) = m.lag_over_start(srv) else {
-        return;
-    };
+    let (lag, start, wall) = m.lag_over_start(srv)?;
     let ms = (100 * (lag - start) / (wall - start).max(1)).clamp(1, 100);
-    let began = std::time::Instant::now();
-    tokio::time::sleep(Duration::from_millis(ms)).await;
     m.throttled.fetch_add(1, Relaxed);
-    m.throttle_us
-        .fetch_add(began.elapsed().as_micros() as u64, Relaxed);
+    m.throttle_us.fetch_add(ms * 1000, Relaxed);
+    Some(Duration::from_millis(ms))
 }
 
 impl MasterSide {

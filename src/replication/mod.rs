@@ -219,6 +219,39 @@ pub fn role(
     Ok(())
 }
 
+/// Replication's part in serving connections (`server/hooks.rs`).
+pub struct ReplicationHooks;
+pub static HOOKS: ReplicationHooks = ReplicationHooks;
+
+impl crate::server::hooks::Hooks for ReplicationHooks {
+    fn admit(
+        &self,
+        srv: &Server,
+        client: &mut crate::server::client::ClientState,
+        id: crate::commands::CommandId,
+    ) -> Result<(), crate::commands::CmdError> {
+        admit_write(srv, client, id)
+    }
+
+    /// Wakes the feeders of what the batch wrote; the throttle's wait.
+    fn after_batch(&self, srv: &Server) -> Option<std::time::Duration> {
+        srv.repl.backlog.wake_if_dirty();
+        master::throttle(srv)
+    }
+
+    fn cron(&self, srv: &Arc<Server>, worker: usize) {
+        if worker == 0 {
+            cron(srv);
+        }
+        srv.repl.backlog.wake_if_dirty();
+    }
+
+    /// A replica's keys expire by its master's DELs (Redis's rule).
+    fn expires_keys(&self, srv: &Server) -> bool {
+        !srv.repl.is_replica()
+    }
+}
+
 /// Worker 0's cron: PINGs replicas every `repl-ping-replica-period`
 /// through the stream (as Redis, so it counts in the offsets and keeps an
 /// idle link alive), and keeps the backlog's hard cap current.

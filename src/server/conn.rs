@@ -324,10 +324,11 @@ async fn serve_stream<T>(
         crate::commands::tracking::flush_bcast(&srv);
         qb.shrink_if_idle();
         shared.qbuf.store(qb.end - qb.start, Relaxed);
-        srv.repl.backlog.wake_if_dirty();
-        crate::replication::master::throttle(&srv).await;
+        if let Some(wait) = super::hooks::after_batch(&srv) {
+            tokio::time::sleep(wait).await;
+        }
         if !out.is_empty() {
-            crate::persistence::aof::before_reply(&srv);
+            super::hooks::before_reply(&srv);
             worker.stats.add_net(0, out.len() as u64);
             // The whole batch's replies are written before more input is
             // read: a client that never reads stops being read from
@@ -521,8 +522,7 @@ pub fn dispatch(
     let res = lookup_and_check(srv, client, args).and_then(|id| {
         let mut clock = worker.clock.borrow_mut();
         crate::commands::evict::admit(srv, &mut clock, &worker.stats, client, id)
-            .and_then(|()| crate::persistence::admit_write(srv, client, id))
-            .and_then(|()| crate::replication::admit_write(srv, client, id))
+            .and_then(|()| super::hooks::admit(srv, client, id))
             .map(|()| id)
             .map_err(|e| (Some(id), e))
     });

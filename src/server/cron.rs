@@ -1,5 +1,6 @@
 //! Per-worker periodic work (Redis's serverCron, split across threads):
-//! the active expiry cycle over the worker's shards, and ending CLIENT PAUSE.
+//! the active expiry cycle over the worker's shards, ending CLIENT PAUSE,
+//! and the subsystems' own (`hooks.rs`).
 
 use std::rc::Rc;
 use std::sync::atomic::Ordering::Relaxed;
@@ -25,13 +26,9 @@ pub async fn worker_cron(srv: Arc<Server>, worker: Rc<Worker>, index: usize, nwo
             end_pause_if_due(&srv);
             crate::commands::tracking::cron(&srv);
             super::info::sample_rates(&srv);
-            crate::replication::cron(&srv);
-            crate::persistence::save::cron(&srv);
-            crate::persistence::aof::cron(&srv);
         }
-        srv.repl.backlog.wake_if_dirty();
-        // A replica's keys expire by its master's DELs (Redis's rule).
-        if !srv.hot.active_expire.load(Relaxed) || srv.repl.is_replica() {
+        super::hooks::cron(&srv, index);
+        if !srv.hot.active_expire.load(Relaxed) || !super::hooks::expires_keys(&srv) {
             continue;
         }
         let budget = period / 4;

@@ -17,6 +17,7 @@ pub mod blocking;
 pub mod client;
 pub mod conn;
 pub mod cron;
+pub mod hooks;
 pub mod info;
 pub mod pubsub;
 pub mod stats;

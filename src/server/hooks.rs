@@ -1,0 +1,71 @@
+//! What persistence and replication do at fixed points of serving a
+//! connection and of the cron. A subsystem implements [`Hooks`] (each
+//! method defaults to nothing) and is listed in [`HOOKS`]; `conn.rs` and
+//! `cron.rs` call the points below, which loop over the list, so neither
+//! names a subsystem. The list's order is the order of the calls:
+//! persistence admits first (-LOADING and -MISCONF before -NOREPLICAS and
+//! -READONLY, as Redis's processCommand checks them).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::client::ClientState;
+use super::Server;
+use crate::commands::{CmdError, CommandId};
+
+/// A subsystem's part in serving connections (see the module comment).
+pub trait Hooks: Sync {
+    /// Before a command runs (after lookup and arity): an error refuses it.
+    fn admit(
+        &self,
+        _srv: &Server,
+        _client: &mut ClientState,
+        _id: CommandId,
+    ) -> Result<(), CmdError> {
+        Ok(())
+    }
+
+    /// After a connection ran a batch of commands, before it writes their
+    /// replies: follow-up work of the batch's writes, and how long the
+    /// replies must wait (back-pressure), if at all.
+    fn after_batch(&self, _srv: &Server) -> Option<Duration> {
+        None
+    }
+
+    /// Just before a batch's replies are written to the socket.
+    fn before_reply(&self, _srv: &Server) {}
+
+    /// Each worker's cron tick (`hz` a second); `worker` 0 does the
+    /// server-wide work.
+    fn cron(&self, _srv: &Arc<Server>, _worker: usize) {}
+
+    /// Whether this node expires keys itself (a replica waits for its
+    /// master's DELs, Redis's rule).
+    fn expires_keys(&self, _srv: &Server) -> bool {
+        true
+    }
+}
+
+/// The subsystems, in call order.
+pub static HOOKS: [&dyn Hooks; 2] = [&crate::persistence::HOOKS, &crate::replication::HOOKS];
+
+pub fn admit(srv: &Server, client: &mut ClientState, id: CommandId) -> Result<(), CmdError> {
+    HOOKS.iter().try_for_each(|h| h.admit(srv, client, id))
+}
+
+/// The longest wait any subsystem asks for.
+pub fn after_batch(srv: &Server) -> Option<Duration> {
+    HOOKS.iter().filter_map(|h| h.after_batch(srv)).max()
+}
+
+pub fn before_reply(srv: &Server) {
+    HOOKS.iter().for_each(|h| h.before_reply(srv))
+}
+
+pub fn cron(srv: &Arc<Server>, worker: usize) {
+    HOOKS.iter().for_each(|h| h.cron(srv, worker))
+}
+
+pub fn expires_keys(srv: &Server) -> bool {
+    HOOKS.iter().all(|h| h.expires_keys(srv))
+}
