@@ -65,9 +65,15 @@ def strip_comments(text: str) -> str:
                      for line in text.splitlines())
 
 
-def crate_paths(text: str) -> set[str]:
-    """Every `crate::a::b` path named, with `use crate::{a::x, b}` groups expanded."""
+def crate_paths(text: str, module: str) -> set[str]:
+    """Every `crate::a::b` path named, with `use crate::{a::x, b}` groups
+    expanded, and `super::` paths that climb to the crate root resolved."""
     out = set()
+    parts = module.split("/")
+    for m in re.finditer(r"\b((?:super::)+)([a-z_][a-z0-9_]*)", text):
+        up = m.group(1).count("super::")
+        if up >= len(parts):
+            out.add(m.group(2))
     for m in re.finditer(r"crate::\{([^{}]*(?:\{[^{}]*\}[^{}]*)*)\}", text):
         for part in re.split(r",(?![^{]*\})", m.group(1)):
             part = part.strip()
@@ -91,7 +97,7 @@ def violations() -> list[tuple[str, str, str]]:
         if src is None:
             found.append((path.relative_to(ROOT).as_posix(), rel, "module in no layer"))
             continue
-        for p in sorted(crate_paths(strip_comments(path.read_text()))):
+        for p in sorted(crate_paths(strip_comments(path.read_text()), rel)):
             dst = module_of(p.replace("::", "/"))
             if dst is None or dst[0] == src[0]:
                 continue  # crate-root items (macros, consts) or the same module

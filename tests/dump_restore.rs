@@ -506,9 +506,9 @@ fn mutated_payloads_never_panic() {
 fn restore_propagates_deterministically() {
     use lattice::commands::{replay, run_local};
     use lattice::config::Config;
+    use lattice::core::client::ClientState;
     use lattice::effects::Recorder;
     use lattice::keyspace::hlc::Hlc;
-    use lattice::server::client::ClientState;
     use lattice::server::Server;
     use std::sync::Arc;
 

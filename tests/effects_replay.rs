@@ -18,11 +18,11 @@ use std::time::Duration;
 
 use lattice::commands::{replay, run_local};
 use lattice::config::Config;
+use lattice::core::client::ClientState;
 use lattice::effects::{Effect, Recorder};
 use lattice::keyspace::expire::active_expire_cycle;
 use lattice::keyspace::hlc::{unix_ms, Hlc};
 use lattice::keyspace::{Value, SHARDS};
-use lattice::server::client::ClientState;
 use lattice::server::Server;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};

@@ -522,10 +522,10 @@ fn blocked_timeout_and_disconnect_cleanup() {
 fn list_effects_replay_identically() {
     use lattice::commands::{replay, run_local};
     use lattice::config::Config;
+    use lattice::core::client::ClientState;
     use lattice::effects::Recorder;
     use lattice::keyspace::hlc::Hlc;
     use lattice::keyspace::{Value, SHARDS};
-    use lattice::server::client::ClientState;
     use std::sync::Arc;
 
     let srv = lattice::server::Server::new(Config::default());

@@ -405,9 +405,9 @@ fn redis_rs_atomic_pipeline_and_stats() {
 fn effects_of_a_transaction_are_one_unit() {
     use lattice::commands::{replay, run_local};
     use lattice::config::Config;
+    use lattice::core::client::ClientState;
     use lattice::effects::Recorder;
     use lattice::keyspace::hlc::Hlc;
-    use lattice::server::client::ClientState;
 
     let srv = lattice::server::Server::new(Config::default());
     let rec = Arc::new(Recorder::default());

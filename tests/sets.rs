@@ -358,10 +358,10 @@ mod replay {
 
     use lattice::commands::{replay, run_local};
     use lattice::config::Config;
+    use lattice::core::client::ClientState;
     use lattice::effects::Recorder;
     use lattice::keyspace::hlc::Hlc;
     use lattice::keyspace::{Value, SHARDS};
-    use lattice::server::client::ClientState;
     use lattice::server::Server;
     use rand::rngs::StdRng;
     use rand::{Rng, SeedableRng};

@@ -538,10 +538,10 @@ fn resp3_shapes() {
 fn effects_replay_to_the_same_state() {
     use lattice::commands::{replay, run_local};
     use lattice::config::Config;
+    use lattice::core::client::ClientState;
     use lattice::effects::Recorder;
     use lattice::keyspace::hlc::Hlc;
     use lattice::keyspace::{Value, SHARDS};
-    use lattice::server::client::ClientState;
     use lattice::server::Server as Srv;
     use rand::rngs::StdRng;
     use rand::{Rng, SeedableRng};

@@ -197,7 +197,7 @@ fn reset(ctx: &mut Ctx, _args: Args) -> CmdResult {
     c.resp = 2;
     ctx.out.resp = 2;
     c.name = None;
-    c.reply_mode = super::super::server::client::ReplyMode::On;
+    c.reply_mode = crate::core::client::ReplyMode::On;
     c.no_evict = false;
     c.no_touch = false;
     if c.monitor {

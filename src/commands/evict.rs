@@ -27,11 +27,11 @@ use super::events::{class, notify_keyspace};
 use super::flags::DENYOOM;
 use super::{CmdError, CommandId};
 use crate::config::Config;
+use crate::core::client::ClientState;
+use crate::core::stats::WorkerStats;
 use crate::core::Core;
 use crate::keyspace::hlc::Hlc;
 use crate::keyspace::{Entry, Key, SHARDS};
-use crate::server::client::ClientState;
-use crate::server::stats::WorkerStats;
 
 /// `maxmemory-policy`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -12,19 +12,19 @@
 //! Blocking commands (BLPOP, BRPOP, BLMOVE, BRPOPLPUSH, BLMPOP) stay
 //! synchronous: when nothing can be served and the client may block, the
 //! handler stores a [`BlockRequest`] in the client state and writes no reply;
-//! the connection task waits (see `server/blocking.rs`) and re-runs it.
+//! the connection task waits (see `core/blocking.rs`) and re-runs it.
 
 use super::keyspec::KeySpec;
 use std::sync::atomic::Ordering::Relaxed;
 
 use super::access::Locked;
+use super::blocking;
 use super::events::class;
 use super::util::{arg_i64, eq_ic};
 use super::{flags::*, CmdError, CmdResult, Command, Ctx};
 use crate::keyspace::list::ListValue;
 use crate::keyspace::Value;
 use crate::protocol::{parse_i64, Args};
-use crate::server::blocking;
 
 const G: &str = "list";
 

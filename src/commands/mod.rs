@@ -14,6 +14,7 @@
 
 pub mod access;
 pub mod bitops;
+pub mod blocking;
 pub mod collscan;
 pub mod config_cmd;
 pub mod connection;
@@ -43,12 +44,12 @@ use hashbrown::HashMap;
 pub use error::CmdError;
 
 use crate::core::admin::Admin;
+use crate::core::client::ClientState;
+use crate::core::stats::WorkerStats;
 use crate::core::Core;
 use crate::effects::{Effect, EffectRef};
 use crate::keyspace::hlc::Hlc;
 use crate::protocol::{Args, ReplyBuf};
-use crate::server::client::ClientState;
-use crate::server::stats::WorkerStats;
 
 pub type CmdResult = Result<(), CmdError>;
 pub type Handler = fn(&mut Ctx, Args) -> CmdResult;

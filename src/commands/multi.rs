@@ -53,11 +53,11 @@ use parking_lot::Mutex;
 use super::flags::*;
 use super::util::arg_i64;
 use super::{CmdError, CmdResult, Command, CommandId, Ctx};
+use crate::core::client::ClientState;
 use crate::core::Core;
 use crate::effects::Effect;
 use crate::keyspace::KeyHasher;
 use crate::protocol::{Args, ReplyBuf};
-use crate::server::client::ClientState;
 
 const TX: u32 = NOSCRIPT | LOADING | STALE | FAST | ALLOW_BUSY;
 

@@ -15,10 +15,10 @@ use std::sync::Arc;
 
 use super::util::lossy;
 use super::{flags::*, CmdError, CmdResult, Command, Ctx};
+use crate::core::client::{ClientState, ReplyMode};
+use crate::core::pubsub::Kind;
 use crate::core::Core;
 use crate::protocol::Args;
-use crate::server::client::{ClientState, ReplyMode};
-use crate::server::pubsub::Kind;
 
 const SUB_FLAGS: u32 = PUBSUB | NOSCRIPT | LOADING | STALE;
 const PUB_FLAGS: u32 = PUBSUB | LOADING | STALE | FAST | MAY_REPLICATE;

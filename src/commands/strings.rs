@@ -1010,12 +1010,12 @@ mod tests {
 
     use crate::commands::{replay, Ctx};
     use crate::config::Config;
+    use crate::core::client::ClientState;
     use crate::core::Core;
     use crate::effects::Recorder;
     use crate::keyspace::hlc::{unix_ms, Hlc};
     use crate::keyspace::SHARDS;
     use crate::protocol::{Args, ReplyBuf};
-    use crate::server::client::ClientState;
     use crate::server::Server;
 
     fn run(srv: &Arc<Server>, clock: &mut Hlc, argv: &[&str]) -> Vec<u8> {

@@ -40,9 +40,9 @@
 //! `tracking-redir-broken <id>` instead.
 use super::error::CmdError;
 use super::{Args, CmdResult, Ctx};
+use crate::core::client::ClientState;
 use crate::core::Core;
 use crate::protocol::ReplyBuf;
-use crate::server::client::ClientState;
 use parking_lot::Mutex;
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::Relaxed};
@@ -499,7 +499,7 @@ fn send(srv: &Core, g: &mut Inner, id: u64, p: Payload, own: Option<(u64, &mut R
 
 fn deliver(
     srv: &Core,
-    to: Arc<crate::server::client::ClientShared>,
+    to: Arc<crate::core::client::ClientShared>,
     msg: Vec<u8>,
     own: Option<(u64, &mut ReplyBuf)>,
 ) {

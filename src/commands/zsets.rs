@@ -27,6 +27,7 @@ use std::sync::atomic::Ordering::Relaxed;
 use hashbrown::HashMap;
 
 use super::access::Locked;
+use super::blocking;
 use super::collscan::{parse_scan, rand_u64};
 use super::events::class;
 use super::util::{arg_i64, eq_ic, glob_match, parse_f64};
@@ -34,7 +35,6 @@ use super::{flags::*, CmdError, CmdResult, Command, Ctx};
 use crate::keyspace::zset::{ZLimits, ZSetValue};
 use crate::keyspace::Value;
 use crate::protocol::{format_double, Args, ReplyBuf};
-use crate::server::blocking;
 
 const G: &str = "sorted-set";
 
@@ -1337,7 +1337,7 @@ fn bzpopmax(ctx: &mut Ctx, args: Args) -> CmdResult {
 
 /// BZPOPMIN/BZPOPMAX key... timeout: `[key, member, score]` from the first
 /// non-empty key, propagated as ZPOPMIN|ZPOPMAX key; else blocks (see
-/// `server/blocking.rs`), or replies a null array where it may not block.
+/// `core/blocking.rs`), or replies a null array where it may not block.
 fn bzpop_generic(ctx: &mut Ctx, args: Args, max: bool) -> CmdResult {
     let deadline = blocking::parse_timeout(ctx.now_ms, args.get(args.len() - 1))?;
     let keys: Vec<&[u8]> = (1..args.len() - 1).map(|i| args.get(i)).collect();

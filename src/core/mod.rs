@@ -11,6 +11,10 @@
 //! a handler's `Ctx` carries only `&Core` and `&dyn Admin`.
 
 pub mod admin;
+pub mod blocking;
+pub mod client;
+pub mod pubsub;
+pub mod stats;
 
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering::Relaxed};
 use std::sync::Arc;
@@ -23,8 +27,8 @@ use crate::config::Config;
 use crate::effects::Effects;
 use crate::keyspace::encoding::EncodingLimits;
 use crate::keyspace::Keyspace;
-use crate::server::client::ClientRegistry;
-use crate::server::stats::WorkerStats;
+use client::ClientRegistry;
+use stats::WorkerStats;
 
 /// What data commands share (see the module comment).
 pub struct Core {
@@ -36,7 +40,7 @@ pub struct Core {
     pub clients: ClientRegistry,
     pub workers: Mutex<Vec<Arc<WorkerStats>>>,
     /// INFO's instantaneous_* rates, sampled by the cron.
-    pub metrics: crate::server::stats::InstantMetrics,
+    pub metrics: crate::core::stats::InstantMetrics,
     /// Low bits of the HLC stamps this node issues.
     pub node_id: u64,
     pub total_connections: AtomicU64,
@@ -47,12 +51,12 @@ pub struct Core {
     pub pause_until_ms: AtomicU64,
     pub pause_all: AtomicBool,
     pub unpaused: Notify,
-    /// Pub/sub channels and patterns (see `server/pubsub.rs`).
-    pub pubsub: crate::server::pubsub::PubSub,
+    /// Pub/sub channels and patterns (see `core/pubsub.rs`).
+    pub pubsub: crate::core::pubsub::PubSub,
     /// Keys WATCHed by clients (`commands/multi.rs`).
     pub watch: Arc<crate::commands::multi::WatchRegistry>,
-    /// Clients blocked on keys (BLPOP & co.), see `server/blocking.rs`.
-    pub blocking: crate::server::blocking::Registry,
+    /// Clients blocked on keys (BLPOP & co.), see `core/blocking.rs`.
+    pub blocking: crate::core::blocking::Registry,
     pub tracking: crate::commands::tracking::Tracking,
     /// The background thread that frees big values and flushed databases.
     pub lazyfree: crate::keyspace::lazyfree::LazyFree,
@@ -111,8 +115,8 @@ pub struct HotConfig {
     pub active_expire: AtomicBool,
     /// `protected-mode`: without a password, only loopback clients are served.
     pub protected_mode: AtomicBool,
-    /// `client-output-buffer-limit`, parsed (see `crate::server::client::ObufLimits`).
-    pub obuf_limits: RwLock<crate::server::client::ObufLimits>,
+    /// `client-output-buffer-limit`, parsed (see `crate::core::client::ObufLimits`).
+    pub obuf_limits: RwLock<crate::core::client::ObufLimits>,
     /// Thresholds at which small collections leave their compact encoding.
     pub encoding: EncodingLimits,
     /// `notify-keyspace-events` as `commands::events::class` bits.
@@ -150,7 +154,7 @@ impl HotConfig {
         self.protected_mode
             .store(c.get_bool("protected-mode"), Relaxed);
         if let Some(l) =
-            crate::server::client::ObufLimits::parse(&c.get_str("client-output-buffer-limit"))
+            crate::core::client::ObufLimits::parse(&c.get_str("client-output-buffer-limit"))
         {
             *self.obuf_limits.write() = l;
         }

@@ -30,7 +30,7 @@ impl crate::server::hooks::Hooks for PersistenceHooks {
     fn admit(
         &self,
         srv: &crate::server::Server,
-        client: &mut crate::server::client::ClientState,
+        client: &mut crate::core::client::ClientState,
         id: crate::commands::CommandId,
     ) -> Result<(), crate::commands::CmdError> {
         admit_write(srv, client, id)
@@ -58,7 +58,7 @@ impl crate::server::hooks::Hooks for PersistenceHooks {
 /// relaxed load when all is well.
 pub fn admit_write(
     srv: &crate::server::Server,
-    client: &mut crate::server::client::ClientState,
+    client: &mut crate::core::client::ClientState,
     id: crate::commands::CommandId,
 ) -> Result<(), crate::commands::CmdError> {
     use crate::commands::{flags::LOADING, flags::NO_ASYNC_LOADING, flags::WRITE, multi, CmdError};

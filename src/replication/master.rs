@@ -29,31 +29,13 @@ use tokio::io::unix::AsyncFd;
 
 use super::repl_timeout;
 use crate::commands::{CmdError, CmdResult, Ctx};
+use crate::core::client::{ClientShared, ClientState};
+pub use crate::core::client::{ReplConf, ReplWait, SyncRequest, WaitAof, WaitRequest};
 use crate::keyspace::hlc::unix_ms;
 use crate::protocol::{Args, ParseLimits, Parsed, RequestParser};
-use crate::server::client::{ClientShared, ClientState};
 use crate::server::conn::{read_some, write_all, QueryBuf};
 use crate::server::Server;
 use crate::{log_notice, log_warning};
-
-/// What a connection told us with REPLCONF before PSYNC.
-#[derive(Default, Clone, Debug)]
-pub struct ReplConf {
-    pub listening_port: u16,
-    pub ip: Option<String>,
-    pub capa_eof: bool,
-    pub capa_psync2: bool,
-}
-
-/// A PSYNC or SYNC to serve once the connection's replies are written.
-#[derive(Debug)]
-pub struct SyncRequest {
-    /// PSYNC (SYNC is the old protocol: full sync, no +FULLRESYNC line).
-    pub psync: bool,
-    pub replid: String,
-    /// The first offset the replica wants (its offset + 1).
-    pub offset: i64,
-}
 
 /// One attached replica, as INFO's slaveN line shows it.
 pub struct ReplicaHandle {
@@ -344,15 +326,6 @@ pub fn replconf(ctx: &mut Ctx, args: Args) -> CmdResult {
     Ok(())
 }
 
-/// A WAIT that could not be answered at once.
-#[derive(Debug)]
-pub struct WaitRequest {
-    pub offset: u64,
-    pub replicas: usize,
-    /// Unix ms, 0: forever.
-    pub deadline_ms: u64,
-}
-
 /// A WAIT/WAITAOF timeout argument (ms, 0: forever) as a unix-ms deadline
 /// (0: none).
 fn wait_deadline(ctx: &Ctx, arg: &[u8]) -> Result<u64, CmdError> {
@@ -391,14 +364,6 @@ pub fn wait(ctx: &mut Ctx, args: Args) -> CmdResult {
         deadline_ms,
     }));
     Ok(())
-}
-
-/// A WAIT or WAITAOF the connection answers once it is satisfied or
-/// timed out (the worker serves other clients meanwhile).
-#[derive(Debug)]
-pub enum ReplWait {
-    Wait(WaitRequest),
-    WaitAof(WaitAof),
 }
 
 /// Waits for `w` and writes its reply into `out`.
@@ -495,16 +460,6 @@ pub fn waitaof(ctx: &mut Ctx, args: Args) -> CmdResult {
     }
     ctx.client.repl_wait = Some(ReplWait::WaitAof(w));
     Ok(())
-}
-
-/// A WAITAOF in progress (answered by the connection, as WAIT).
-#[derive(Debug)]
-pub struct WaitAof {
-    /// Our AOF's offset the client's writes end at (None: numlocal 0).
-    pub local_end: Option<u64>,
-    pub offset: u64,
-    pub replicas: usize,
-    pub deadline_ms: u64,
 }
 
 /// Waits for a WAITAOF's fsyncs; returns (local fsynced, replicas fsynced).

@@ -227,7 +227,7 @@ impl crate::server::hooks::Hooks for ReplicationHooks {
     fn admit(
         &self,
         srv: &Server,
-        client: &mut crate::server::client::ClientState,
+        client: &mut crate::core::client::ClientState,
         id: crate::commands::CommandId,
     ) -> Result<(), crate::commands::CmdError> {
         admit_write(srv, client, id)
@@ -324,7 +324,7 @@ fn replica_hard_limit(v: &str) -> usize {
 /// an EXEC holding one, with NOREPLICAS. One relaxed load when unset.
 pub fn admit_write(
     srv: &Server,
-    client: &mut crate::server::client::ClientState,
+    client: &mut crate::core::client::ClientState,
     id: crate::commands::CommandId,
 ) -> Result<(), crate::commands::CmdError> {
     use crate::commands::{flags::WRITE, multi, CmdError};
@@ -361,7 +361,7 @@ pub fn admit_write(
 /// READONLY for writes with `replica-read-only yes`.
 fn replica_admit(
     srv: &Server,
-    client: &mut crate::server::client::ClientState,
+    client: &mut crate::core::client::ClientState,
     id: crate::commands::CommandId,
 ) -> Result<(), crate::commands::CmdError> {
     use crate::commands::{flags::STALE, flags::WRITE, multi, CmdError};

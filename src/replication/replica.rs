@@ -37,10 +37,10 @@ use parking_lot::Mutex;
 
 use super::repl_timeout;
 use crate::commands::{CmdError, CmdResult, Ctx};
+use crate::core::client::ClientState;
 use crate::keyspace::hlc::{unix_ms, Hlc};
 use crate::persistence::load::{ReplicaLoad, SocketLoad};
 use crate::protocol::{Args, ParseLimits, Parsed, RequestParser};
-use crate::server::client::ClientState;
 use crate::server::Server;
 use crate::{log_notice, log_warning};
 
@@ -1067,7 +1067,17 @@ fn receive_rdb(
         }
     }
     f.flush().map_err(|e| e.to_string())?;
-    f.get_ref().sync_all().map_err(|e| e.to_string())
+    // Redis fsyncs the temp file too; on a disk busy with other writers
+    // that can take long, which the log says (the stage has no timeout here).
+    let began = Instant::now();
+    f.get_ref().sync_all().map_err(|e| e.to_string())?;
+    if began.elapsed() >= Duration::from_secs(1) {
+        log_warning!(
+            "MASTER <-> REPLICA sync: fsync of the received RDB took {:.1} s",
+            began.elapsed().as_secs_f64()
+        );
+    }
+    Ok(())
 }
 
 /// The command stream, until the link fails or REPLICAOF changes it.
@@ -1115,7 +1125,7 @@ fn stream(srv: &Arc<Server>, gen: u64, peer: &mut Peer) -> Result<(), String> {
 /// What applies the master's commands: the master client and its clock.
 struct Link<'a> {
     clock: &'a mut Hlc,
-    stats: &'a crate::server::stats::WorkerStats,
+    stats: &'a crate::core::stats::WorkerStats,
     client: &'a mut ClientState,
     parser: &'a mut RequestParser,
 }

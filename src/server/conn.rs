@@ -7,7 +7,7 @@
 //! Memory per connection stays bounded whatever the peer does: no more input
 //! is read until the replies are written (back-pressure), a batch stops
 //! executing once `OUT_BATCH_MAX` of replies are held, and pushed output is
-//! subject to `client-output-buffer-limit` (see `client.rs`).
+//! subject to `client-output-buffer-limit` (see `core/client.rs`).
 //! [`dispatch`] is the single path from parsed arguments to a handler: lookup,
 //! arity, auth, pause, MONITOR feed, execution, stats and slowlog.
 
@@ -26,11 +26,11 @@ use std::os::fd::AsRawFd;
 use tokio::io::unix::AsyncFd;
 use tokio::sync::{mpsc, Notify};
 
-use super::client::{ClientState, Push, ReplyMode};
-use super::stats::WorkerStats;
 use super::{NewConn, Server};
 use crate::commands::server_cmds::logs;
 use crate::commands::{flags, CmdError, Ctx};
+use crate::core::client::{ClientState, Push, ReplyMode};
+use crate::core::stats::WorkerStats;
 use crate::keyspace::hlc::{unix_ms, Hlc};
 use crate::protocol::{Args, ParseLimits, Parsed, ReplyBuf, RequestParser};
 use crate::{log_verbose, log_warning};
@@ -205,7 +205,7 @@ where
 }
 
 /// Writes all of `buf`, waiting for writability only when the socket is full.
-/// A `kill` notification (output buffer limit, see `client.rs`) aborts the
+/// A `kill` notification (output buffer limit, see `core/client.rs`) aborts the
 /// wait, so a peer that never reads cannot pin the connection here.
 pub(crate) async fn write_all<T>(
     io: &AsyncFd<T>,
@@ -670,7 +670,7 @@ fn debug_allowed(srv: &Server, client: &ClientState) -> Result<(), CmdError> {
     ))
 }
 
-/// A client blocked by BLPOP & co. (see `blocking.rs`): waits for a wake-up,
+/// A client blocked by BLPOP & co. (see `core/blocking.rs`): waits for a wake-up,
 /// the deadline, a kill or the peer closing (input that arrives meanwhile is
 /// only buffered), re-running the command on each wake-up until it is
 /// served; its reply (or the timeout's null array) ends up in `out`.
@@ -682,13 +682,13 @@ async fn block_wait<T>(
     io: &AsyncFd<T>,
     qb: &mut QueryBuf,
     out: &mut ReplyBuf,
-    shared: &super::client::ClientShared,
+    shared: &crate::core::client::ClientShared,
 ) -> bool
 where
     T: AsRawFd,
     for<'a> &'a T: Read,
 {
-    use super::blocking::BlockRequest;
+    use crate::core::blocking::BlockRequest;
     enum Outcome {
         Woken,
         Timeout,

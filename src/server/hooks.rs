@@ -9,9 +9,9 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::client::ClientState;
 use super::Server;
 use crate::commands::{CmdError, CommandId};
+use crate::core::client::ClientState;
 
 /// A subsystem's part in serving connections (see the module comment).
 pub trait Hooks: Sync {

@@ -11,8 +11,8 @@ use std::fmt::Write as _;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 
-use super::stats::{sum, Metric, WorkerStats};
 use super::Server;
+use crate::core::stats::{sum, Metric, WorkerStats};
 
 /// The INFO text of the given sections.
 pub fn info_text(srv: &Arc<Server>, sections: &[&str]) -> String {
@@ -320,9 +320,9 @@ fn stats(srv: &Arc<Server>, w: &[Arc<WorkerStats>], o: &mut String) {
         "current_eviction_exceeded_time" => 0,
         "keyspace_hits" => sum(w, |s| &s.keyspace_hits),
         "keyspace_misses" => sum(w, |s| &s.keyspace_misses),
-        "pubsub_channels" => srv.pubsub.count(crate::server::pubsub::Kind::Channel),
-        "pubsub_patterns" => srv.pubsub.count(crate::server::pubsub::Kind::Pattern),
-        "pubsubshard_channels" => srv.pubsub.count(crate::server::pubsub::Kind::Shard),
+        "pubsub_channels" => srv.pubsub.count(crate::core::pubsub::Kind::Channel),
+        "pubsub_patterns" => srv.pubsub.count(crate::core::pubsub::Kind::Pattern),
+        "pubsubshard_channels" => srv.pubsub.count(crate::core::pubsub::Kind::Shard),
         "latest_fork_usec" => 0,
         "total_forks" => 0,
         "migrate_cached_sockets" => 0,
@@ -379,7 +379,7 @@ fn cpu(o: &mut String) {
 fn commandstats(srv: &Arc<Server>, w: &[Arc<WorkerStats>], o: &mut String) {
     o.push_str("# Commandstats\r\n");
     for (id, name) in srv.commands.full_names.iter().enumerate() {
-        let get = |f: fn(&crate::server::stats::CmdStats) -> &std::sync::atomic::AtomicU64| {
+        let get = |f: fn(&crate::core::stats::CmdStats) -> &std::sync::atomic::AtomicU64| {
             w.iter().map(|s| f(&s.cmds[id]).load(Relaxed)).sum::<u64>()
         };
         let calls = get(|c| &c.calls);

@@ -13,14 +13,10 @@
 //! table, client registry, counters and the write-effect stream.
 
 pub mod admin;
-pub mod blocking;
-pub mod client;
 pub mod conn;
 pub mod cron;
 pub mod hooks;
 pub mod info;
-pub mod pubsub;
-pub mod stats;
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::Relaxed};
@@ -32,9 +28,9 @@ use tokio::sync::mpsc;
 
 use crate::config::Config;
 pub use crate::core::admin::ShutdownKind;
+use crate::core::stats::WorkerStats;
 use crate::core::Core;
 use crate::{log_notice, log_warning};
-use stats::WorkerStats;
 
 /// State shared by every thread: the [`Core`] data commands see (reached
 /// through `Deref`, so `srv.keyspace` reads as before), and what only the

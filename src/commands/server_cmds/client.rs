@@ -10,9 +10,9 @@ use std::sync::Arc;
 use super::super::util::{arg_i64, eq_ic, lossy};
 use super::super::{flags::*, CmdError, CmdResult, Command, Ctx};
 use super::{reply_help, set_client_name, validate_client_name};
+use crate::core::client::{ClientShared, ReplyMode};
 use crate::keyspace::hlc::unix_ms;
 use crate::protocol::Args;
-use crate::server::client::{ClientShared, ReplyMode};
 
 const CONN: u32 = NOSCRIPT | LOADING | STALE;
 const ADM: u32 = ADMIN | NOSCRIPT | LOADING | STALE;

@@ -11,10 +11,10 @@ use super::super::{flags::*, CmdError, CmdResult, Command, Ctx};
 use super::reply_help;
 use std::sync::Arc;
 
+use crate::core::client::ClientState;
 use crate::core::Core;
 use crate::keyspace::hlc::unix_ms;
 use crate::protocol::Args;
-use crate::server::client::ClientState;
 
 const ADM: u32 = ADMIN | NOSCRIPT | LOADING | STALE;
 

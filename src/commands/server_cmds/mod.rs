@@ -1,7 +1,7 @@
 //! Server and introspection commands (Redis's server.c, networking.c,
 //! debug.c, slowlog.c, latency.c, object.c's MEMORY).
 //!
-//! The family is split by topic: `info.rs` (INFO), `client.rs` (CLIENT),
+//! The family is split by topic: `info.rs` (INFO's sections; the text is `server/info.rs`), `client.rs` (CLIENT),
 //! `command.rs` (COMMAND, generated only from the command table), `debug.rs`
 //! (DEBUG and MEMORY), `logs.rs` (SLOWLOG, LATENCY). This file holds the table
 //! and the small commands: TIME, LASTSAVE, SHUTDOWN, MONITOR.

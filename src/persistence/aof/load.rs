@@ -14,9 +14,9 @@ use std::io::{BufRead, BufReader, Read};
 use std::path::Path;
 use std::sync::Arc;
 
+use crate::core::stats::WorkerStats;
 use crate::effects::Effect;
 use crate::keyspace::hlc::Hlc;
-use crate::server::stats::WorkerStats;
 use crate::server::Server;
 use crate::{log_notice, log_verbose, log_warning};
 

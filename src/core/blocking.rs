@@ -2,7 +2,7 @@
 //! BZPOPMIN & co. through the same API), Redis's blocked.c.
 //!
 //! Design: command handlers stay synchronous. A blocking handler that finds
-//! nothing to serve calls [`block_on`] **while still holding the locks of
+//! nothing to serve calls `commands::blocking::block_on` **while still holding the locks of
 //! its keys**: that registers a waiter in the server's [`Registry`] (one FIFO
 //! per (db, key), ordered by a ticket taken when the client first blocked)
 //! and stores a [`BlockRequest`] in the client's [`BlockSlot`]; the handler
@@ -38,10 +38,10 @@
 //! whose task is dropped leaves nothing behind. Clients that may not block
 //! (inside MULTI/EXEC or a script: set [`BlockSlot::deny`]; replays and
 //! in-process runs, which have no connection) get the timeout reply at once;
-//! [`may_block`] tells a handler which case it is in.
+//! `commands::blocking::may_block` tells a handler which case it is in.
 //!
 //! Use from another family (e.g. BZPOPMIN): parse the timeout with
-//! [`parse_timeout`], try to serve under `ctx.open_many(keys)`; if nothing,
+//! `commands::blocking::parse_timeout`, try to serve under `ctx.open_many(keys)`; if nothing,
 //! call `block_on(ctx, args, keys, deadline)` before dropping the locks, and
 //! if [`may_block`] is false reply what Redis replies for a timeout.
 
@@ -52,9 +52,6 @@ use std::sync::Arc;
 use hashbrown::HashMap;
 use parking_lot::Mutex;
 use tokio::sync::Notify;
-
-use crate::commands::{CmdError, Ctx};
-use crate::protocol::Args;
 
 /// Per-client blocking state (a field of `ClientState`).
 #[derive(Default)]
@@ -335,59 +332,4 @@ impl Drop for WaitGuard {
             self.inner.release(&self.waiter);
         }
     }
-}
-
-/// Blocks the client on `keys` (their locks held by the caller), or, where
-/// it may not block (MULTI/EXEC, replay), replies the timeout's null array.
-pub fn block_or_null(ctx: &mut Ctx, args: Args, keys: &[&[u8]], deadline_ms: u64) {
-    if may_block(ctx) {
-        let keys = keys.iter().map(|k| k.to_vec()).collect();
-        block_on(ctx, args, keys, deadline_ms);
-    } else {
-        ctx.out.null_array();
-    }
-}
-
-/// Whether the client running `ctx` may block.
-pub fn may_block(ctx: &Ctx) -> bool {
-    ctx.client.shared.is_some()
-        && !ctx.client.block.deny
-        && !ctx.client.in_exec
-        && ctx.replay_version.is_none()
-}
-
-/// A blocking command's timeout in seconds, as Redis's
-/// getTimeoutFromObjectOrReply: the deadline in unix ms (0 = forever).
-pub fn parse_timeout(now_ms: u64, a: &[u8]) -> Result<u64, CmdError> {
-    let secs = crate::commands::util::parse_f64(a)
-        .ok_or(CmdError::err("timeout is not a float or out of range"))?;
-    let ms = (secs * 1000.0).ceil();
-    // Redis casts to long long: out of range becomes LLONG_MIN, "negative".
-    if !(0.0..9.2e18).contains(&ms) {
-        return Err(CmdError::err("timeout is negative"));
-    }
-    let ms = ms as u64;
-    Ok(if ms == 0 {
-        0
-    } else {
-        now_ms.saturating_add(ms)
-    })
-}
-
-/// Blocks the client on `keys` (call while holding their locks). The caller
-/// has checked [`may_block`].
-pub fn block_on(ctx: &mut Ctx, args: Args, keys: Vec<Vec<u8>>, deadline_ms: u64) {
-    let (ticket, deadline_ms) = match ctx.client.block.retry {
-        Some((t, d)) => (Some(t), d),
-        None => (None, deadline_ms),
-    };
-    let db = ctx.db();
-    let guard = ctx.core.blocking.register(ctx.client.id, db, &keys, ticket);
-    ctx.client.block.request = Some(BlockRequest {
-        db,
-        keys,
-        deadline_ms,
-        argv: args.to_vec(),
-        guard,
-    });
 }

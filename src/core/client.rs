@@ -64,10 +64,10 @@ pub struct ClientState {
     /// Set by QUIT, SHUTDOWN or a self-kill: close once replies are written.
     pub close_after_reply: bool,
     /// Set by SHUTDOWN: the server should stop after this reply.
-    pub shutdown_requested: Option<crate::server::ShutdownKind>,
+    pub shutdown_requested: Option<crate::core::admin::ShutdownKind>,
     pub shared: Option<Arc<ClientShared>>,
     /// Pub/sub subscriptions (see `server/pubsub.rs`).
-    pub pubsub: crate::server::pubsub::ClientSubs,
+    pub pubsub: crate::core::pubsub::ClientSubs,
     /// Transactions (`commands/multi.rs`): the open MULTI, if any.
     pub multi: Option<crate::commands::multi::MultiState>,
     /// True while EXEC runs this client's queued commands: blocking
@@ -83,11 +83,11 @@ pub struct ClientState {
     /// BLPOP & co.: a pending block and retry state (see `blocking.rs`).
     pub block: super::blocking::BlockSlot,
     /// What REPLCONF told us (a replica's handshake).
-    pub replconf: Option<Box<crate::replication::master::ReplConf>>,
+    pub replconf: Option<Box<ReplConf>>,
     /// Set by PSYNC/SYNC: the connection becomes a replica feed.
-    pub sync_request: Option<crate::replication::master::SyncRequest>,
+    pub sync_request: Option<SyncRequest>,
     /// Set by a WAIT or WAITAOF that must wait: answered by the connection.
-    pub repl_wait: Option<crate::replication::master::ReplWait>,
+    pub repl_wait: Option<ReplWait>,
 }
 
 impl ClientState {
@@ -408,6 +408,56 @@ impl ObufLimits {
             self.normal
         }
     }
+}
+
+// ---------------------------------------------------------------- replication
+// What a connection asked of replication, kept in its state until the
+// connection acts on it (`replication/master.rs` serves them).
+
+/// What a connection told us with REPLCONF before PSYNC.
+#[derive(Default, Clone, Debug)]
+pub struct ReplConf {
+    pub listening_port: u16,
+    pub ip: Option<String>,
+    pub capa_eof: bool,
+    pub capa_psync2: bool,
+}
+
+/// A PSYNC or SYNC to serve once the connection's replies are written.
+#[derive(Debug)]
+pub struct SyncRequest {
+    /// PSYNC (SYNC is the old protocol: full sync, no +FULLRESYNC line).
+    pub psync: bool,
+    pub replid: String,
+    /// The first offset the replica wants (its offset + 1).
+    pub offset: i64,
+}
+
+/// A WAIT that could not be answered at once.
+#[derive(Debug)]
+pub struct WaitRequest {
+    pub offset: u64,
+    pub replicas: usize,
+    /// Unix ms, 0: forever.
+    pub deadline_ms: u64,
+}
+
+/// A WAIT or WAITAOF the connection answers once it is satisfied or
+/// timed out (the worker serves other clients meanwhile).
+#[derive(Debug)]
+pub enum ReplWait {
+    Wait(WaitRequest),
+    WaitAof(WaitAof),
+}
+
+/// A WAITAOF in progress (answered by the connection, as WAIT).
+#[derive(Debug)]
+pub struct WaitAof {
+    /// Our AOF's offset the client's writes end at (None: numlocal 0).
+    pub local_end: Option<u64>,
+    pub offset: u64,
+    pub replicas: usize,
+    pub deadline_ms: u64,
 }
 
 #[cfg(test)]
