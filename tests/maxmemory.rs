@@ -1,5 +1,6 @@
 //! maxmemory: OOM replies under noeviction, eviction that keeps used_memory
-//! near the limit, and which keys each policy chooses.
+//! near the limit, which keys each policy chooses, and what an eviction
+//! tells the rest (event, counter, WATCH, tracking, AOF).
 
 mod common;
 use common::*;
@@ -145,4 +146,76 @@ fn instantaneous_ops_per_sec_shows_recent_commands() {
     // The cron samples every 100 ms; allow it a few rounds.
     std::thread::sleep(std::time::Duration::from_millis(400));
     assert!(info_field::<u64>(&mut c, "instantaneous_ops_per_sec") > 0);
+}
+
+/// An evicted key is gone for everyone, as with Redis's evict.c: the
+/// `evicted` keyspace event, INFO's evicted_keys, a WATCH on it broken,
+/// client-side caches told, and a DEL in the AOF (the record replicas get).
+#[test]
+fn an_evicted_key_is_notified_counted_unwatched_invalidated_and_propagated() {
+    let s = Server::start(&[
+        "--maxmemory-policy",
+        "allkeys-random",
+        "--notify-keyspace-events",
+        "Ee",
+        "--appendonly",
+        "yes",
+        "--appendfsync",
+        "always",
+    ]);
+    let timeout = Some(std::time::Duration::from_secs(5));
+    let mut c = s.conn();
+    let _: () = cmd(&mut c, &["SET", "w", &"v".repeat(1 << 20)]);
+    let mut watcher = s.conn();
+    let _: () = cmd(&mut watcher, &["WATCH", "w"]);
+    let mut inval = s.conn();
+    let inval_id: i64 = cmd(&mut inval, &["CLIENT", "ID"]);
+    let mut reader = s.conn();
+    let redirect = inval_id.to_string();
+    let _: () = cmd(
+        &mut reader,
+        &["CLIENT", "TRACKING", "on", "REDIRECT", &redirect],
+    );
+    let _: String = cmd(&mut reader, &["GET", "w"]);
+    let mut inval = inval.as_pubsub();
+    inval.set_read_timeout(timeout).unwrap();
+    inval.subscribe("__redis__:invalidate").unwrap();
+    let mut events = s.conn();
+    let mut events = events.as_pubsub();
+    events.set_read_timeout(timeout).unwrap();
+    events.subscribe("__keyevent@0__:evicted").unwrap();
+
+    // Half a megabyte under what is used: the next command evicts `w`,
+    // the only key.
+    let limit = used_memory(&mut c) - (512 << 10);
+    let _: () = cmd(&mut c, &["CONFIG", "SET", "maxmemory", &limit.to_string()]);
+    let _: () = cmd(&mut c, &["SET", "small", "1"]);
+    let _: () = cmd(&mut c, &["CONFIG", "SET", "maxmemory", "0"]);
+    assert_eq!(evicted_keys(&mut c), 1);
+    assert_eq!(cmd::<i64>(&mut c, &["EXISTS", "w"]), 0);
+
+    let m = events.get_message().unwrap();
+    assert_eq!(m.get_channel_name(), "__keyevent@0__:evicted");
+    assert_eq!(m.get_payload::<String>().unwrap(), "w");
+    let m = inval.get_message().unwrap();
+    assert_eq!(m.get_payload::<Vec<String>>().unwrap(), ["w"]);
+    let _: () = cmd(&mut watcher, &["MULTI"]);
+    let _: String = cmd(&mut watcher, &["SET", "w", "2"]);
+    assert_eq!(
+        cmd::<redis::Value>(&mut watcher, &["EXEC"]),
+        redis::Value::Nil
+    );
+
+    let aof_dir = s.dir.join("appendonlydir");
+    let incr = std::fs::read_dir(&aof_dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.to_string_lossy().ends_with(".incr.aof"))
+        .expect("an incr AOF file");
+    let aof = std::fs::read(incr).unwrap();
+    let del = b"*2\r\n$3\r\nDEL\r\n$1\r\nw\r\n";
+    assert!(
+        aof.windows(del.len()).any(|w| w == del),
+        "no DEL w in the AOF"
+    );
 }

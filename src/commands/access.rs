@@ -173,18 +173,22 @@ impl Locked<'_, '_> {
         self.ks.slot(key)
     }
 
+    /// The locked shard `shard`. A key outside the locked shards is a bug in
+    /// the handler (it named a key it did not open): checked in every build,
+    /// it panics rather than touch a shard this view does not hold (see
+    /// docs/DECISIONS.md, "The wrong-shard check").
     fn shard_mut(&mut self, shard: usize) -> &mut Shard {
         match &mut self.guards {
             Guards::One(i, g) => {
-                debug_assert_eq!(*i, shard, "key outside the locked shards");
+                if *i != shard {
+                    outside_locked_shards(shard);
+                }
                 g
             }
-            Guards::Many(v) => {
-                let i = v
-                    .binary_search_by_key(&shard, |g| g.0)
-                    .expect("key outside the locked shards");
-                &mut v[i].1
-            }
+            Guards::Many(v) => match v.binary_search_by_key(&shard, |g| g.0) {
+                Ok(i) => &mut v[i].1,
+                Err(_) => outside_locked_shards(shard),
+            },
         }
     }
 
@@ -294,6 +298,15 @@ impl Locked<'_, '_> {
     }
 }
 
+/// A handler reached for a key whose shard it did not lock.
+#[cold]
+#[inline(never)]
+fn outside_locked_shards(shard: usize) -> ! {
+    panic!(
+        "key outside the locked shards (shard {shard}): the command must open every key it touches"
+    );
+}
+
 #[inline]
 fn shard_find<'s>(shard: &'s mut Shard, hash: u64, key: &[u8]) -> Option<&'s mut Entry> {
     shard.find_mut(hash, key)
@@ -303,4 +316,42 @@ fn shard_find<'s>(shard: &'s mut Shard, hash: u64, key: &[u8]) -> Option<&'s mut
 pub fn set_str_keep_ttl(e: &mut Entry, v: StrValue, version: u64) {
     e.value = Value::Str(v);
     e.version = version;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A view of shard 0 of a fresh keyspace, and a key of another shard.
+    fn view_and_stray_key(ks: &Keyspace) -> (Locked<'_, 'static>, Vec<u8>) {
+        let l = Locked {
+            ks,
+            guards: Guards::One(0, ks.db(0).lock(0)),
+            lru: 0,
+            opened: None,
+            new_key_event: None,
+            flush: None,
+        };
+        let key = (0u32..)
+            .map(|i| format!("k{i}").into_bytes())
+            .find(|k| ks.slot(k).shard != 0)
+            .unwrap();
+        (l, key)
+    }
+
+    #[test]
+    #[should_panic(expected = "key outside the locked shards")]
+    fn reading_a_key_of_an_unlocked_shard_panics() {
+        let ks = Keyspace::new(1);
+        let (mut l, key) = view_and_stray_key(&ks);
+        l.entry(&key);
+    }
+
+    #[test]
+    #[should_panic(expected = "key outside the locked shards")]
+    fn writing_a_key_of_an_unlocked_shard_panics() {
+        let ks = Keyspace::new(1);
+        let (mut l, key) = view_and_stray_key(&ks);
+        l.put(&key, Value::string(b"v"), 0, 1);
+    }
 }

@@ -16,15 +16,16 @@
 //! expire, or any). Redis also keeps a pool of good candidates between
 //! rounds; we sample afresh each time, which is a little less precise.
 //! An evicted key is propagated as DEL, notified as `evicted`, breaks
-//! WATCH, invalidates client-side caches and counts in INFO's evicted_keys.
+//! WATCH, invalidates client-side caches and counts in INFO's evicted_keys
+//! (`gone.rs`, shared with expiry).
 
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU8, AtomicUsize};
 use std::time::{Duration, Instant};
 
 use super::collscan::rand_u64;
-use super::events::{class, notify_keyspace};
 use super::flags::DENYOOM;
+use super::gone::{key_gone, to_stream, Gone, Why};
 use super::{CmdError, CommandId};
 use crate::config::Config;
 use crate::core::client::ClientState;
@@ -109,6 +110,11 @@ impl EvictionConfig {
 
     pub fn lfu_decay_time(&self) -> u32 {
         self.lfu_decay_time.load(Relaxed)
+    }
+
+    /// `lazyfree-lazy-eviction`: evicted values are freed in the background.
+    pub fn lazy(&self) -> bool {
+        self.lazy.load(Relaxed)
     }
 
     pub fn policy(&self) -> Policy {
@@ -319,28 +325,21 @@ fn evict_key(
     let Some(old) = g.remove(&ks.hasher, slot.hash, key) else {
         return; // gone meanwhile
     };
-    let lazy = srv.hot.eviction.lazy.load(Relaxed);
-    if lazy {
+    if srv.hot.eviction.lazy() {
         srv.lazyfree.free_entry(old);
     } else {
         drop(old);
     }
     // The rest under the shard lock, so the DEL is ordered with other
-    // writes to the key in the effect stream.
-    notify_keyspace(srv, db, class::EVICTED, "evicted", key, 0);
-    stats.add_evicted(1);
-    stats.add_dirty(1);
-    srv.watch.touch_expired(db, key);
-    // Other clients get it at once, `current` ahead of its reply.
-    super::tracking::touch_expired(srv, current, key);
-    if srv.effects.enabled() {
-        srv.effects.emit(&crate::effects::EffectRef {
-            db,
-            version: clock.now(),
-            // UNLINK when freed lazily, as Redis propagates it.
-            argv: &[if lazy { &b"UNLINK"[..] } else { b"DEL" }, key],
-        });
-    }
+    // writes to the key in the effect stream. Other clients' caches are
+    // invalidated at once, `current`'s ahead of its reply.
+    let gone = Gone {
+        srv,
+        stats,
+        client: current,
+        now_ms: 0,
+    };
+    key_gone(&gone, Why::Evicted, db, key, to_stream(srv, clock, db));
 }
 
 /// An access under an LFU policy: decay, then a logarithmic increment

@@ -23,6 +23,7 @@ pub mod error;
 pub mod events;
 pub mod evict;
 pub mod expire;
+pub mod gone;
 pub mod hashes;
 pub mod keys;
 pub mod keyspec;
@@ -426,12 +427,7 @@ impl Ctx<'_> {
     /// How a key deleted because its expiry passed is propagated: UNLINK
     /// with `lazyfree-lazy-expire`, else DEL (Redis's propagateDeletion).
     pub fn expired_del_name(&self) -> &'static [u8] {
-        use std::sync::atomic::Ordering::Relaxed;
-        if self.core.hot.lazyfree_expire.load(Relaxed) {
-            b"UNLINK"
-        } else {
-            b"DEL"
-        }
+        gone::Why::Expired.del_name(self.core)
     }
 
     /// How a user deletion (GETDEL) is propagated: UNLINK with
@@ -470,13 +466,13 @@ impl Ctx<'_> {
         self.emit_as_sent(self.client.db, v, argv);
     }
 
-    /// Reports that an expired key was deleted (lazily or actively).
+    /// Reports that an expired key was deleted by this command's lazy
+    /// expiry (see `gone.rs`).
     pub fn propagate_expired(&mut self, db: usize, key: &[u8]) {
-        self.note_expired(db, key);
-        let v = self.clock.now_at(self.now_ms);
-        // Redis propagates UNLINK when the value is freed lazily.
-        let name = self.expired_del_name();
-        self.emit_effect(db, v, &[name, key]);
+        gone::key_gone(&self.gone(), gone::Why::Expired, db, key, |argv| {
+            let v = self.clock.now_at(self.now_ms);
+            self.emit_effect(db, v, argv);
+        });
     }
 
     /// [`Self::propagate_expired`] for a key a `Locked` view expired while
@@ -490,19 +486,12 @@ impl Ctx<'_> {
             self.propagate_expired(db, key);
             return false;
         }
-        self.note_expired(db, key);
-        let version = self.clock.now_at(self.now_ms);
-        let argv = vec![self.expired_del_name().to_vec(), key.to_vec()];
-        defer(Effect { db, version, argv });
+        gone::key_gone(&self.gone(), gone::Why::Expired, db, key, |argv| {
+            let version = self.clock.now_at(self.now_ms);
+            let argv = argv.iter().map(|a| a.to_vec()).collect();
+            defer(Effect { db, version, argv });
+        });
         true
-    }
-
-    fn note_expired(&mut self, db: usize, key: &[u8]) {
-        self.notify_db(db, events::class::EXPIRED, "expired", key);
-        self.stats.add_expired(1);
-        self.stats.add_dirty(1);
-        self.core.watch.touch_expired(db, key);
-        tracking::touch_expired(self.core, self.client.id, key);
     }
 }
 

@@ -102,18 +102,34 @@ impl Config {
                 .is_ok_and(|n| n == v)
     }
 
+    /// The value of directive `name`, which the code names itself: an
+    /// unknown name (a typo) fails debug builds at the caller. The names
+    /// written as literals are also checked by a test (`tests` below).
+    #[track_caller]
+    fn known(&self, name: &str) -> Option<&str> {
+        let v = self.get(name);
+        debug_assert!(v.is_some(), "no config directive named {name:?}");
+        v
+    }
+
+    /// An integer or memory directive (0 if unknown or not a number).
+    #[track_caller]
     pub fn get_i64(&self, name: &str) -> i64 {
-        self.get(name)
+        self.known(name)
             .and_then(|v| parse::parse_memory(v).ok())
             .unwrap_or(0)
     }
 
+    /// A yes/no directive.
+    #[track_caller]
     pub fn get_bool(&self, name: &str) -> bool {
-        self.get(name) == Some("yes")
+        self.known(name) == Some("yes")
     }
 
+    /// A directive's value as text.
+    #[track_caller]
     pub fn get_str(&self, name: &str) -> String {
-        self.get(name).unwrap_or("").to_string()
+        self.known(name).unwrap_or("").to_string()
     }
 
     pub fn port(&self) -> u16 {
@@ -148,5 +164,96 @@ pub fn warn_accepted(name: &str) {
         crate::log_warning!(
             "WARNING: the '{name}' directive is accepted but not implemented yet in LatticeDB: its value is kept but has no effect."
         );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Config;
+    use std::path::Path;
+
+    /// Literal names given to `.get(...)` in src/ that are not a Config's.
+    const NOT_CONFIG: &[&str] = &[];
+
+    /// Every directive name written as a literal in a config read
+    /// (`get_i64("...")`, `get_str`, `get_bool`, and `.get("...")`, which in
+    /// src/ is only Config's) names a directive of the table: a misspelled
+    /// name would read 0, "" or no.
+    #[test]
+    fn every_directive_name_in_the_code_exists() {
+        let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+        let mut calls = 0;
+        let mut unknown = vec![];
+        for path in rust_files(&src) {
+            let text = std::fs::read_to_string(&path).unwrap();
+            for (line, name) in literal_reads(&text) {
+                calls += 1;
+                if Config::directive(name).is_none() && !NOT_CONFIG.contains(&name) {
+                    let file = path.strip_prefix(src.parent().unwrap()).unwrap();
+                    unknown.push(format!("{}:{line}: {name:?}", file.display()));
+                }
+            }
+        }
+        assert!(
+            calls > 50,
+            "found only {calls} config reads: has the scan gone stale?"
+        );
+        assert!(
+            unknown.is_empty(),
+            "config reads of names that are not in config/directives.rs:\n{}",
+            unknown.join("\n")
+        );
+    }
+
+    #[test]
+    fn the_scan_finds_literal_reads_only() {
+        // Quotes written as ' so that this file's own scan skips them.
+        let text = [
+            "c.get_i64('hz');",
+            "x.get_str(key); // get_str('in-a-comment')",
+            "l.get_str(b'k')",
+            "",
+            "c.get_bool(\n  'no-such')",
+        ]
+        .join("\n")
+        .replace('\'', "\"");
+        assert_eq!(literal_reads(&text), [(1, "hz"), (6, "no-such")]);
+    }
+
+    /// `(line, name)` of each read of a directive by a literal name.
+    fn literal_reads(text: &str) -> Vec<(usize, &str)> {
+        let mut found = vec![];
+        for getter in ["get_i64", "get_str", "get_bool", ".get"] {
+            let call = format!("{getter}(");
+            for (at, _) in text.match_indices(&call) {
+                let line_start = text[..at].rfind('\n').map_or(0, |i| i + 1);
+                if text[line_start..at].contains("//") {
+                    continue; // in a comment
+                }
+                let rest = &text[at + call.len()..];
+                let arg = rest.trim_start();
+                let Some(lit) = arg.strip_prefix('"') else {
+                    continue;
+                };
+                let Some(end) = lit.find('"') else { continue };
+                let start = text.len() - lit.len();
+                found.push((text[..start].matches('\n').count() + 1, &lit[..end]));
+            }
+        }
+        found.sort();
+        found
+    }
+
+    fn rust_files(dir: &Path) -> Vec<std::path::PathBuf> {
+        let mut out = vec![];
+        for e in std::fs::read_dir(dir).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                out.extend(rust_files(&p));
+            } else if p.extension().is_some_and(|x| x == "rs") {
+                out.push(p);
+            }
+        }
+        out
     }
 }

@@ -6,10 +6,13 @@
 //! `Ctx::open`). parking_lot mutexes are not reentrant, so EXEC first locks
 //! every shard the transaction may touch, in the global (db, shard) order,
 //! with [`Keyspace::hold`](super::Keyspace::hold), which also records the held
-//! mutexes in a thread-local set. While that set is installed, a lock request
+//! shards in a thread-local set. While that set is installed, a lock request
 //! on this thread for a held shard returns a [`ShardGuard::Borrowed`] view of
 //! the data instead of locking again; dropping it unlocks nothing. Other
 //! threads still block on the real mutex, which EXEC keeps until it is done.
+//! The set is exact: it holds the address spans of the shards locked (one
+//! span per database when EXEC locks every shard), so a shard of any other
+//! keyspace (a replica's staging keyspace, say) is still really locked.
 //!
 //! The set is per thread and only installed during EXEC, which runs
 //! synchronously on its worker thread (no `.await` in between), so no other
@@ -21,12 +24,12 @@ use std::ops::{Deref, DerefMut};
 
 use parking_lot::{Mutex, MutexGuard};
 
-use super::Shard;
+use super::{PaddedShard, Shard};
 
 thread_local! {
     static ACTIVE: Cell<bool> = const { Cell::new(false) };
-    /// Addresses of the held mutexes, sorted; `everything` covers all.
-    static HELD: RefCell<(bool, Vec<usize>)> = const { RefCell::new((false, Vec::new())) };
+    /// The address spans `[start, end)` of the runs of shards held, sorted.
+    static HELD: RefCell<Vec<(usize, usize)>> = const { RefCell::new(Vec::new()) };
 }
 
 /// A locked shard: owned (a real lock) or borrowed from the locks EXEC holds.
@@ -83,11 +86,16 @@ fn lock_in_exec(m: &Mutex<Shard>) -> ShardGuard<'_> {
     ShardGuard::Owned(m.lock())
 }
 
+/// Whether `m` is the mutex of a held shard: its address lies in a held
+/// run. Exact, since the only `Mutex<Shard>` inside a run's memory are its
+/// shards' own (a `Shard` cannot contain one).
 fn is_held(m: &Mutex<Shard>) -> bool {
     let addr = m as *const _ as usize;
     HELD.with(|h| {
         let h = h.borrow();
-        h.0 || h.1.binary_search(&addr).is_ok()
+        // The last span starting at or before `addr`.
+        let i = h.partition_point(|s| s.0 <= addr);
+        i > 0 && addr < h[i - 1].1
     })
 }
 
@@ -98,19 +106,29 @@ pub struct Hold<'a> {
 }
 
 impl<'a> Hold<'a> {
-    /// Locks `mutexes` (already in the global lock order, no duplicates)
-    /// and installs them as this thread's held set. `everything` says they
-    /// are every shard of every database.
-    pub(super) fn new(mutexes: Vec<&'a Mutex<Shard>>, everything: bool) -> Hold<'a> {
+    /// Locks the shards of `runs` (each a run of adjacent shards: a whole
+    /// database, or one shard; already in the global lock order, no shard
+    /// twice) and installs them as this thread's held set.
+    pub(super) fn new(runs: Vec<&'a [PaddedShard]>) -> Hold<'a> {
         assert!(!ACTIVE.with(|a| a.get()), "nested shard hold");
-        let mut addrs: Vec<usize> = if everything {
-            Vec::new()
-        } else {
-            mutexes.iter().map(|m| *m as *const _ as usize).collect()
-        };
-        let guards = mutexes.into_iter().map(|m| m.lock()).collect();
-        addrs.sort_unstable();
-        HELD.with(|h| *h.borrow_mut() = (everything, addrs));
+        let mut spans: Vec<(usize, usize)> = runs
+            .iter()
+            .map(|r| {
+                let p = r.as_ptr_range();
+                (p.start as usize, p.end as usize)
+            })
+            .collect();
+        spans.sort_unstable();
+        debug_assert!(
+            spans.windows(2).all(|w| w[0].1 <= w[1].0),
+            "overlapping runs"
+        );
+        let guards = runs
+            .iter()
+            .flat_map(|r| r.iter())
+            .map(|s| s.0.lock())
+            .collect();
+        HELD.with(|h| *h.borrow_mut() = spans);
         ACTIVE.with(|a| a.set(true));
         Hold { guards }
     }
@@ -119,11 +137,44 @@ impl<'a> Hold<'a> {
 impl Drop for Hold<'_> {
     fn drop(&mut self) {
         ACTIVE.with(|a| a.set(false));
-        HELD.with(|h| {
-            let mut h = h.borrow_mut();
-            h.0 = false;
-            h.1.clear();
-        });
+        HELD.with(|h| h.borrow_mut().clear());
         self.guards.clear();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::Keyspace;
+    use super::ShardGuard;
+
+    fn borrowed(g: ShardGuard) -> bool {
+        matches!(g, ShardGuard::Borrowed(_))
+    }
+
+    #[test]
+    fn a_planned_hold_borrows_exactly_its_shards() {
+        let ks = Keyspace::new(2);
+        let hold = ks.hold(Some(&[(1, 7), (0, 3), (0, 3)]));
+        assert!(borrowed(ks.db(0).lock(3)));
+        assert!(borrowed(ks.db(1).lock(7)));
+        assert!(!borrowed(ks.db(0).lock(7)));
+        assert!(!borrowed(ks.db(1).lock(3)));
+        assert!(!borrowed(ks.db(0).lock(4)));
+        drop(hold);
+        assert!(!borrowed(ks.db(0).lock(3)));
+    }
+
+    #[test]
+    fn holding_everything_borrows_only_this_keyspaces_shards() {
+        let ks = Keyspace::new(2);
+        let other = Keyspace::new(1);
+        let hold = ks.hold(None);
+        assert!(borrowed(ks.db(0).lock(0)));
+        assert!(borrowed(ks.db(1).lock(255)));
+        // Another keyspace's shards are not held: they are really locked.
+        assert!(!borrowed(other.db(0).lock(0)));
+        assert!(!borrowed(other.db(0).lock(255)));
+        drop(hold);
+        assert!(!borrowed(ks.db(1).lock(255)));
     }
 }

@@ -685,16 +685,15 @@ impl Keyspace {
     /// for them borrow the held locks (see `held.rs`).
     pub fn hold(&self, targets: Option<&[(usize, usize)]>) -> Hold<'_> {
         match targets {
-            None => {
-                let all = self.dbs.iter().flat_map(|d| d.shards.iter().map(|s| &s.0));
-                Hold::new(all.collect(), true)
-            }
+            None => Hold::new(self.dbs.iter().map(|d| &d.shards[..]).collect()),
             Some(t) => {
                 let mut t = t.to_vec();
                 t.sort_unstable();
                 t.dedup();
-                let m = t.iter().map(|&(db, i)| &self.dbs[db].shards[i].0);
-                Hold::new(m.collect(), false)
+                let runs = t
+                    .iter()
+                    .map(|&(db, i)| std::slice::from_ref(&self.dbs[db].shards[i]));
+                Hold::new(runs.collect())
             }
         }
     }

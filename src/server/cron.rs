@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use super::conn::Worker;
 use super::Server;
-use crate::commands::events::class::EXPIRED;
+use crate::commands::gone::{key_gone, to_stream, Gone, Why};
 use crate::keyspace::expire::active_expire_cycle;
 use crate::keyspace::hlc::unix_ms;
 
@@ -33,7 +33,13 @@ pub async fn worker_cron(srv: Arc<Server>, worker: Rc<Worker>, index: usize, nwo
         }
         let budget = period / 4;
         let mut clock = worker.clock.borrow_mut();
-        let stats = &worker.stats;
+        // Expired by no client's command; each event reads the clock.
+        let gone = Gone {
+            srv: &srv,
+            stats: &worker.stats,
+            client: 0,
+            now_ms: 0,
+        };
         let st = active_expire_cycle(
             &srv.keyspace,
             index,
@@ -41,20 +47,13 @@ pub async fn worker_cron(srv: Arc<Server>, worker: Rc<Worker>, index: usize, nwo
             unix_ms(),
             budget,
             |db, e| {
-                crate::commands::events::notify_keyspace(&srv, db, EXPIRED, "expired", &e.key, 0);
-                stats.add_expired(1);
-                stats.add_dirty(1);
-                srv.watch.touch_expired(db, &e.key);
-                crate::commands::tracking::touch_expired(&srv, 0, &e.key);
-                if srv.effects.enabled() {
-                    let v = clock.now();
-                    srv.effects.emit(&crate::effects::EffectRef {
-                        db,
-                        version: v,
-                        // UNLINK when freed lazily, as Redis propagates it.
-                        argv: &[del_name(&srv), &e.key],
-                    });
-                }
+                key_gone(
+                    &gone,
+                    Why::Expired,
+                    db,
+                    &e.key,
+                    to_stream(&srv, &mut clock, db),
+                );
                 if srv.hot.lazyfree_expire.load(Relaxed) {
                     srv.lazyfree.free_entry(e);
                 }
@@ -70,14 +69,5 @@ fn end_pause_if_due(srv: &Server) {
     if until != 0 && unix_ms() >= until {
         srv.pause_until_ms.store(0, Relaxed);
         srv.unpaused.notify_waiters();
-    }
-}
-
-/// The command an expired key's deletion is propagated as.
-fn del_name(srv: &Server) -> &'static [u8] {
-    if srv.hot.lazyfree_expire.load(Relaxed) {
-        b"UNLINK"
-    } else {
-        b"DEL"
     }
 }

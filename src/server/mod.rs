@@ -347,9 +347,14 @@ fn acceptor_main(
             let l = tokio::net::TcpListener::from_std(l).expect("listener");
             let (workers, next, srv) = (workers.clone(), next.clone(), srv.clone());
             tokio::spawn(async move {
+                let mut failed = AcceptErrors::default();
                 loop {
-                    let Ok((s, addr)) = l.accept().await else {
-                        continue;
+                    let (s, addr) = match l.accept().await {
+                        Ok(c) => c,
+                        Err(e) => {
+                            failed.back_off(e).await;
+                            continue;
+                        }
                     };
                     srv.total_connections.fetch_add(1, Relaxed);
                     let _ = s.set_nodelay(true);
@@ -363,9 +368,14 @@ fn acceptor_main(
             let l = tokio::net::UnixListener::from_std(l).expect("unix listener");
             let (workers, next, srv) = (workers.clone(), next.clone(), srv.clone());
             tokio::spawn(async move {
+                let mut failed = AcceptErrors::default();
                 loop {
-                    let Ok((s, _)) = l.accept().await else {
-                        continue;
+                    let s = match l.accept().await {
+                        Ok((s, _)) => s,
+                        Err(e) => {
+                            failed.back_off(e).await;
+                            continue;
+                        }
                     };
                     srv.total_connections.fetch_add(1, Relaxed);
                     let Ok(s) = s.into_std() else { continue };
@@ -384,4 +394,30 @@ fn acceptor_main(
         let _ = shutdown.send(ShutdownKind::Signal(sig));
         std::future::pending::<()>().await;
     });
+}
+
+/// A failed accept. Out of descriptors (EMFILE, ENFILE) or memory, the
+/// pending connection stays queued and the listener readable, so accepting
+/// again at once would fail again, at 100% CPU: wait [`Self::PAUSE`] first.
+/// An error about the one connection (aborted before it was accepted)
+/// consumed it: accept the next at once. Logged as Redis does ("Accepting
+/// client connection: ..."), at most once a second.
+#[derive(Default)]
+struct AcceptErrors {
+    logged: Option<Instant>,
+}
+
+impl AcceptErrors {
+    const PAUSE: std::time::Duration = std::time::Duration::from_millis(10);
+
+    async fn back_off(&mut self, e: std::io::Error) {
+        if self.logged.is_none_or(|t| t.elapsed().as_secs() >= 1) {
+            self.logged = Some(Instant::now());
+            log_warning!("Accepting client connection: {e}");
+        }
+        use std::io::ErrorKind::{ConnectionAborted, ConnectionReset, Interrupted};
+        if !matches!(e.kind(), ConnectionAborted | ConnectionReset | Interrupted) {
+            tokio::time::sleep(Self::PAUSE).await;
+        }
+    }
 }

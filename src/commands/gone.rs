@@ -1,0 +1,107 @@
+//! One path for "a key is gone": a key removed because its expiry passed
+//! (lazily, by the command that found it due, or actively, by the cron) or
+//! because it was evicted under `maxmemory`.
+//!
+//! Each of the three removes the entry and frees it (lazily or not) itself,
+//! and calls [`key_gone`] for the rest, in Redis's order: the keyspace
+//! event (`expired` / `evicted`), INFO's counters (`expired_keys` /
+//! `evicted_keys`, and the dirty count), WATCH (the watchers' EXEC fails),
+//! client-side caching (the readers are told), and last the DEL, or UNLINK
+//! when the value is freed lazily, for the AOF and replicas (Redis's
+//! propagateDeletion). Keep that order: Redis's suite depends on the event
+//! coming before the record. Where the record goes differs (a command's
+//! transaction buffer or held-back records, or straight to the effect
+//! stream), so the caller says.
+
+use std::sync::atomic::Ordering::Relaxed;
+
+use super::events::{class, notify_keyspace};
+use crate::core::stats::WorkerStats;
+use crate::core::Core;
+use crate::effects::EffectRef;
+use crate::keyspace::hlc::Hlc;
+
+/// Why a key went.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Why {
+    /// Its expiry passed (lazy or active expiry).
+    Expired,
+    /// Evicted under `maxmemory`.
+    Evicted,
+}
+
+impl Why {
+    /// DEL, or UNLINK when such a key's value is freed lazily
+    /// (`lazyfree-lazy-expire`, `lazyfree-lazy-eviction`), as Redis
+    /// propagates it.
+    pub fn del_name(self, srv: &Core) -> &'static [u8] {
+        let lazy = match self {
+            Why::Expired => srv.hot.lazyfree_expire.load(Relaxed),
+            Why::Evicted => srv.hot.eviction.lazy(),
+        };
+        if lazy {
+            b"UNLINK"
+        } else {
+            b"DEL"
+        }
+    }
+}
+
+/// Where and on whose behalf a key went.
+pub struct Gone<'a> {
+    pub srv: &'a Core,
+    /// The counters of the worker that removed it.
+    pub stats: &'a WorkerStats,
+    /// The client whose command removed it (its own invalidation waits for
+    /// its reply), or 0 (the cron).
+    pub client: u64,
+    /// The command's cached clock for the event, or 0 to read the clock if
+    /// an event is published.
+    pub now_ms: u64,
+}
+
+impl<'a> super::Ctx<'a> {
+    /// This command, as the one during which a key went.
+    pub(crate) fn gone(&self) -> Gone<'a> {
+        Gone {
+            srv: self.core,
+            stats: self.stats,
+            client: self.client.id,
+            now_ms: self.now_ms,
+        }
+    }
+}
+
+/// Everything that follows the removal of `key` of `db` (the entry already
+/// gone from its shard, whose lock the caller still holds): see the module
+/// doc. `emit` gets the DEL/UNLINK record last and sends it where the caller
+/// sends records ([`to_stream`] for the cron and eviction).
+pub fn key_gone(g: &Gone, why: Why, db: usize, key: &[u8], emit: impl FnOnce(&[&[u8]])) {
+    let srv = g.srv;
+    match why {
+        Why::Expired => {
+            notify_keyspace(srv, db, class::EXPIRED, "expired", key, g.now_ms);
+            g.stats.add_expired(1);
+        }
+        Why::Evicted => {
+            notify_keyspace(srv, db, class::EVICTED, "evicted", key, g.now_ms);
+            g.stats.add_evicted(1);
+        }
+    }
+    g.stats.add_dirty(1);
+    srv.watch.touch_expired(db, key);
+    super::tracking::touch_expired(srv, g.client, key);
+    emit(&[why.del_name(srv), key]);
+}
+
+/// An `emit` for [`key_gone`] outside a command (the cron, eviction): the
+/// record goes straight to the effect stream, stamped by `clock`, if any
+/// stream is on.
+pub fn to_stream<'c>(srv: &'c Core, clock: &'c mut Hlc, db: usize) -> impl FnOnce(&[&[u8]]) + 'c {
+    move |argv| {
+        if srv.effects.enabled() {
+            let version = clock.now();
+            srv.effects.emit(&EffectRef { db, version, argv });
+        }
+    }
+}
