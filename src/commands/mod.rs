@@ -19,7 +19,6 @@ pub mod collscan;
 pub mod config_cmd;
 pub mod connection;
 pub mod dump;
-pub mod error;
 pub mod events;
 pub mod evict;
 pub mod expire;
@@ -42,7 +41,7 @@ pub mod zsets;
 // hashbrown (foldhash) rather than std (SipHash): the table is looked up once per command.
 use hashbrown::HashMap;
 
-pub use error::CmdError;
+pub use crate::core::error::CmdError;
 
 use crate::core::admin::Admin;
 use crate::core::client::ClientState;

@@ -38,7 +38,7 @@
 //! `__redis__:invalidate` message. A redirect whose client is gone marks the
 //! tracking client `broken_redirect` and, in RESP3, sends it
 //! `tracking-redir-broken <id>` instead.
-use super::error::CmdError;
+use super::CmdError;
 use super::{Args, CmdResult, Ctx};
 use crate::core::client::ClientState;
 use crate::core::Core;

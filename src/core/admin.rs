@@ -13,7 +13,7 @@ use std::any::Any;
 use std::time::Duration;
 
 use super::Core;
-use crate::commands::CmdError;
+use crate::core::error::CmdError;
 
 /// How SHUTDOWN asked to stop.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -13,6 +13,8 @@
 pub mod admin;
 pub mod blocking;
 pub mod client;
+pub mod error;
+pub mod eviction;
 pub mod pubsub;
 pub mod stats;
 
@@ -130,7 +132,7 @@ pub struct HotConfig {
     /// min-replicas-to-write and min-replicas-max-lag (seconds).
     pub min_replicas_to_write: AtomicU64,
     pub min_replicas_max_lag: AtomicU64,
-    pub eviction: crate::commands::evict::EvictionConfig,
+    pub eviction: eviction::EvictionConfig,
 }
 
 impl HotConfig {

@@ -582,7 +582,7 @@ fn load_startup_data(srv: &Arc<Server>) -> Result<(), String> {
     let path = std::path::PathBuf::from(srv.config.read().get_str("dbfilename"));
     match load_file(srv, &path, OnDuplicate::Fail) {
         Ok(Some(stats)) => {
-            crate::replication::restore_save_info(srv, &stats.aux);
+            crate::server::hooks::rdb_aux_loaded(srv, &stats.aux);
             Ok(())
         }
         Ok(None) => Ok(()),

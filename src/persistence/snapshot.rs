@@ -244,7 +244,7 @@ fn cut(
     if let Some(f) = at_cut {
         f();
     }
-    (sizes, crate::replication::save_info(srv))
+    (sizes, crate::server::hooks::rdb_aux(srv))
 }
 
 /// Stops the running snapshot (FLUSHALL stops a BGSAVE, as Redis kills its

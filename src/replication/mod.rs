@@ -246,6 +246,15 @@ impl crate::server::hooks::Hooks for ReplicationHooks {
         srv.repl.backlog.wake_if_dirty();
     }
 
+    /// repl-id, repl-offset and repl-stream-db, as Redis saves them.
+    fn rdb_aux(&self, srv: &Server) -> Vec<(String, String)> {
+        save_info(srv)
+    }
+
+    fn rdb_aux_loaded(&self, srv: &Server, aux: &[(Vec<u8>, Vec<u8>)]) {
+        restore_save_info(srv, aux)
+    }
+
     /// A replica's keys expire by its master's DELs (Redis's rule).
     fn expires_keys(&self, srv: &Server) -> bool {
         !srv.repl.is_replica()

@@ -2,7 +2,8 @@
 //! connection and of the cron. A subsystem implements [`Hooks`] (each
 //! method defaults to nothing) and is listed in [`HOOKS`]; `conn.rs` and
 //! `cron.rs` call the points below, which loop over the list, so neither
-//! names a subsystem. The list's order is the order of the calls:
+//! names a subsystem (nor does persistence name replication: the RDB's
+//! aux fields go through here too). The list's order is the order of the calls:
 //! persistence admits first (-LOADING and -MISCONF before -NOREPLICAS and
 //! -READONLY, as Redis's processCommand checks them).
 
@@ -39,6 +40,14 @@ pub trait Hooks: Sync {
     /// server-wide work.
     fn cron(&self, _srv: &Arc<Server>, _worker: usize) {}
 
+    /// Aux fields this subsystem adds to every RDB file we write.
+    fn rdb_aux(&self, _srv: &Server) -> Vec<(String, String)> {
+        Vec::new()
+    }
+
+    /// After loading an RDB file at start-up: its aux fields.
+    fn rdb_aux_loaded(&self, _srv: &Server, _aux: &[(Vec<u8>, Vec<u8>)]) {}
+
     /// Whether this node expires keys itself (a replica waits for its
     /// master's DELs, Redis's rule).
     fn expires_keys(&self, _srv: &Server) -> bool {
@@ -64,6 +73,14 @@ pub fn before_reply(srv: &Server) {
 
 pub fn cron(srv: &Arc<Server>, worker: usize) {
     HOOKS.iter().for_each(|h| h.cron(srv, worker))
+}
+
+pub fn rdb_aux(srv: &Server) -> Vec<(String, String)> {
+    HOOKS.iter().flat_map(|h| h.rdb_aux(srv)).collect()
+}
+
+pub fn rdb_aux_loaded(srv: &Server, aux: &[(Vec<u8>, Vec<u8>)]) {
+    HOOKS.iter().for_each(|h| h.rdb_aux_loaded(srv, aux))
 }
 
 pub fn expires_keys(srv: &Server) -> bool {
