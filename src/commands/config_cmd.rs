@@ -20,7 +20,7 @@ const ADMIN_FLAGS: u32 = ADMIN | NOSCRIPT | LOADING | STALE;
 
 pub static COMMANDS: &[Command] = &[Command::new("config", -2, 0, help)
     .acl("slow")
-    .doc(
+    .doc_in(
         "server",
         "2.0.0",
         "A container for server configuration commands.",
@@ -30,7 +30,7 @@ pub static COMMANDS: &[Command] = &[Command::new("config", -2, 0, help)
 static SUBS: &[Command] = &[
     Command::new("get", -3, ADMIN_FLAGS, get)
         .acl("admin slow dangerous")
-        .doc(
+        .doc_in(
             "server",
             "2.0.0",
             "Returns the effective values of configuration parameters.",
@@ -38,24 +38,24 @@ static SUBS: &[Command] = &[
     Command::new("set", -4, ADMIN_FLAGS, set)
         .tips(&["request_policy:all_nodes", "response_policy:all_succeeded"])
         .acl("admin slow dangerous")
-        .doc(
+        .doc_in(
             "server",
             "2.0.0",
             "Sets configuration parameters in-flight.",
         ),
     Command::new("resetstat", 2, ADMIN_FLAGS, resetstat)
         .acl("admin slow dangerous")
-        .doc("server", "2.0.0", "Resets the server's statistics."),
+        .doc_in("server", "2.0.0", "Resets the server's statistics."),
     Command::new("rewrite", 2, ADMIN_FLAGS, rewrite)
         .acl("admin slow dangerous")
-        .doc(
+        .doc_in(
             "server",
             "2.8.0",
             "Persists the effective configuration to file.",
         ),
     Command::new("help", 2, LOADING | STALE, help)
         .acl("slow")
-        .doc(
+        .doc_in(
             "server",
             "5.0.0",
             "Returns helpful text about the different subcommands.",

@@ -40,13 +40,13 @@ pub static COMMANDS: &[Command] = &[
         .keys(1, 1, 1)
         .acl("keyspace read slow")
         .complexity("O(1) to access the key and additional O(N*M) to serialize it, where N is the number of Redis objects composing the value and M their average size. For small string values the time complexity is thus O(1)+O(1*M) where M is small, so simply O(1).")
-        .doc(G, "2.6.0", "Returns a serialized representation of the value stored at a key."),
+        .doc_in(G, "2.6.0", "Returns a serialized representation of the value stored at a key."),
     Command::new("restore", -4, WRITE | DENYOOM, restore)
         .key_specs(&[KeySpec::at(1, &["OW", "update"])])
         .keys(1, 1, 1)
         .acl("keyspace write slow dangerous")
         .complexity("O(1) to create the new key and additional O(N*M) to reconstruct the serialized value, where N is the number of Redis objects composing the value and M their average size. For small string values the time complexity is thus O(1)+O(1*M) where M is small, so simply O(1). However for sorted set values the complexity is O(N*M*log(N)) because inserting values into sorted sets is O(log(N)).")
-        .doc(G, "2.6.0", "Creates a key from the serialized representation of a value."),
+        .doc_in(G, "2.6.0", "Creates a key from the serialized representation of a value."),
     Command::new("migrate", -6, WRITE, migrate)
         .key_specs(&[
             KeySpec::at(3, &["RW", "access", "delete"]),
@@ -57,7 +57,7 @@ pub static COMMANDS: &[Command] = &[
         .keys_fn(migrate_keys)
         .acl("keyspace write slow dangerous")
         .complexity("This command actually executes a DUMP+DEL in the source instance, and a RESTORE in the target instance. See the pages of these commands for time complexity. Also an O(N) data transfer between the two instances is performed.")
-        .doc(G, "2.6.0", "Atomically transfers a key from one Redis instance to another."),
+        .doc_in(G, "2.6.0", "Atomically transfers a key from one Redis instance to another."),
 ];
 
 fn compress(ctx: &Ctx) -> bool {

@@ -18,7 +18,7 @@ pub static COMMANDS: &[Command] = &[
     Command::new("expire", -3, WRITE | FAST, expire)
         .keys(1, 1, 1)
         .acl("keyspace write fast")
-        .doc(
+        .doc_in(
             "generic",
             "1.0.0",
             "Sets the expiration time of a key in seconds.",
@@ -26,7 +26,7 @@ pub static COMMANDS: &[Command] = &[
     Command::new("pexpire", -3, WRITE | FAST, pexpire)
         .keys(1, 1, 1)
         .acl("keyspace write fast")
-        .doc(
+        .doc_in(
             "generic",
             "2.6.0",
             "Sets the expiration time of a key in milliseconds.",
@@ -34,7 +34,7 @@ pub static COMMANDS: &[Command] = &[
     Command::new("expireat", -3, WRITE | FAST, expireat)
         .keys(1, 1, 1)
         .acl("keyspace write fast")
-        .doc(
+        .doc_in(
             "generic",
             "1.2.0",
             "Sets the expiration time of a key to a Unix timestamp.",
@@ -42,7 +42,7 @@ pub static COMMANDS: &[Command] = &[
     Command::new("pexpireat", -3, WRITE | FAST, pexpireat)
         .keys(1, 1, 1)
         .acl("keyspace write fast")
-        .doc(
+        .doc_in(
             "generic",
             "2.6.0",
             "Sets the expiration time of a key to a Unix milliseconds timestamp.",
@@ -51,7 +51,7 @@ pub static COMMANDS: &[Command] = &[
         .tips(&["nondeterministic_output"])
         .keys(1, 1, 1)
         .acl("keyspace read fast")
-        .doc(
+        .doc_in(
             "generic",
             "1.0.0",
             "Returns the expiration time in seconds of a key.",
@@ -60,7 +60,7 @@ pub static COMMANDS: &[Command] = &[
         .tips(&["nondeterministic_output"])
         .keys(1, 1, 1)
         .acl("keyspace read fast")
-        .doc(
+        .doc_in(
             "generic",
             "2.6.0",
             "Returns the expiration time in milliseconds of a key.",
@@ -68,7 +68,7 @@ pub static COMMANDS: &[Command] = &[
     Command::new("expiretime", 2, READONLY | FAST, expiretime)
         .keys(1, 1, 1)
         .acl("keyspace read fast")
-        .doc(
+        .doc_in(
             "generic",
             "7.0.0",
             "Returns the expiration time of a key as a Unix timestamp.",
@@ -76,7 +76,7 @@ pub static COMMANDS: &[Command] = &[
     Command::new("pexpiretime", 2, READONLY | FAST, pexpiretime)
         .keys(1, 1, 1)
         .acl("keyspace read fast")
-        .doc(
+        .doc_in(
             "generic",
             "7.0.0",
             "Returns the expiration time of a key as a Unix milliseconds timestamp.",
@@ -84,7 +84,7 @@ pub static COMMANDS: &[Command] = &[
     Command::new("persist", 2, WRITE | FAST, persist)
         .keys(1, 1, 1)
         .acl("keyspace write fast")
-        .doc("generic", "2.2.0", "Removes the expiration time of a key."),
+        .doc_in("generic", "2.2.0", "Removes the expiration time of a key."),
 ];
 
 /// EXPIRE's condition flags.

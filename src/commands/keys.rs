@@ -48,35 +48,35 @@ use crate::protocol::Args;
 pub static COMMANDS: &[Command] = &[
     Command::new("swapdb", 3, WRITE | FAST, swapdb)
         .acl("keyspace write fast dangerous")
-        .doc("server", "4.0.0", "Swaps two Redis databases."),
+        .doc_in("server", "4.0.0", "Swaps two Redis databases."),
     Command::new("flushdb", -1, WRITE, flushdb)
         .tips(&[
             "request_policy:all_shards",
             "response_policy:all_succeeded",
         ])
         .acl("keyspace write slow dangerous")
-        .doc("server", "1.0.0", "Remove all keys from the current database."),
+        .doc_in("server", "1.0.0", "Remove all keys from the current database."),
     Command::new("flushall", -1, WRITE, flushall)
         .tips(&[
             "request_policy:all_shards",
             "response_policy:all_succeeded",
         ])
         .acl("keyspace write slow dangerous")
-        .doc("server", "1.0.0", "Removes all keys from all databases."),
+        .doc_in("server", "1.0.0", "Removes all keys from all databases."),
     Command::new("dbsize", 1, READONLY | FAST, dbsize)
         .tips(&[
             "request_policy:all_shards",
             "response_policy:agg_sum",
         ])
         .acl("keyspace read fast")
-        .doc("server", "1.0.0", "Returns the number of keys in the database."),
+        .doc_in("server", "1.0.0", "Returns the number of keys in the database."),
     Command::new("keys", 2, READONLY, keys)
         .tips(&[
             "request_policy:all_shards",
             "nondeterministic_output_order",
         ])
         .acl("keyspace read slow dangerous")
-        .doc("generic", "1.0.0", "Returns all key names that match a pattern.")
+        .doc_in("generic", "1.0.0", "Returns all key names that match a pattern.")
         .complexity("O(N)"),
     Command::new("scan", -2, READONLY, scan)
         .tips(&[
@@ -84,7 +84,7 @@ pub static COMMANDS: &[Command] = &[
             "request_policy:special",
         ])
         .acl("keyspace read slow")
-        .doc("generic", "2.8.0", "Iterates over the key names in the database.")
+        .doc_in("generic", "2.8.0", "Iterates over the key names in the database.")
         .complexity("O(1) for every call. O(N) for a complete iteration."),
     Command::new("randomkey", 1, READONLY, randomkey)
         .tips(&[
@@ -92,7 +92,7 @@ pub static COMMANDS: &[Command] = &[
             "nondeterministic_output",
         ])
         .acl("keyspace read slow")
-        .doc("generic", "1.0.0", "Returns a random key name from the database."),
+        .doc_in("generic", "1.0.0", "Returns a random key name from the database."),
     Command::new("del", -2, WRITE, del)
         .key_specs(&[
             KeySpec::at(1, &["RM", "delete"]).range(-1, 1, 0),
@@ -100,7 +100,7 @@ pub static COMMANDS: &[Command] = &[
         .tips(&["request_policy:multi_shard", "response_policy:agg_sum"])
         .keys(1, -1, 1)
         .acl("keyspace write slow")
-        .doc("generic", "1.0.0", "Deletes one or more keys.")
+        .doc_in("generic", "1.0.0", "Deletes one or more keys.")
         .complexity("O(N)"),
     Command::new("unlink", -2, WRITE | FAST, unlink)
         .key_specs(&[
@@ -109,7 +109,7 @@ pub static COMMANDS: &[Command] = &[
         .tips(&["request_policy:multi_shard", "response_policy:agg_sum"])
         .keys(1, -1, 1)
         .acl("keyspace write fast")
-        .doc("generic", "4.0.0", "Asynchronously deletes one or more keys.")
+        .doc_in("generic", "4.0.0", "Asynchronously deletes one or more keys.")
         .complexity("O(1) for each key removed regardless of its size."),
     Command::new("exists", -2, READONLY | FAST, exists)
         .key_specs(&[
@@ -118,12 +118,12 @@ pub static COMMANDS: &[Command] = &[
         .tips(&["request_policy:multi_shard", "response_policy:agg_sum"])
         .keys(1, -1, 1)
         .acl("keyspace read fast")
-        .doc("generic", "1.0.0", "Determines whether one or more keys exist.")
+        .doc_in("generic", "1.0.0", "Determines whether one or more keys exist.")
         .complexity("O(N)"),
     Command::new("type", 2, READONLY | FAST, type_cmd).key_specs(&[KeySpec::at(1, &["RO"])])
         .keys(1, 1, 1)
         .acl("keyspace read fast")
-        .doc("generic", "1.0.0", "Determines the type of value stored at a key."),
+        .doc_in("generic", "1.0.0", "Determines the type of value stored at a key."),
     Command::new("rename", 3, WRITE, rename)
         .key_specs(&[
             KeySpec::at(1, &["RW", "access", "delete"]),
@@ -131,7 +131,7 @@ pub static COMMANDS: &[Command] = &[
         ])
         .keys(1, 2, 1)
         .acl("keyspace write slow")
-        .doc("generic", "1.0.0", "Renames a key and overwrites the destination."),
+        .doc_in("generic", "1.0.0", "Renames a key and overwrites the destination."),
     Command::new("renamenx", 3, WRITE | FAST, renamenx)
         .key_specs(&[
             KeySpec::at(1, &["RW", "access", "delete"]),
@@ -139,14 +139,14 @@ pub static COMMANDS: &[Command] = &[
         ])
         .keys(1, 2, 1)
         .acl("keyspace write fast")
-        .doc("generic", "1.0.0", "Renames a key only when the target key name doesn't exist."),
+        .doc_in("generic", "1.0.0", "Renames a key only when the target key name doesn't exist."),
     Command::new("move", 3, WRITE | FAST, move_cmd)
         .key_specs(&[
             KeySpec::at(1, &["RW", "access", "update"]),
         ])
         .keys(1, 1, 1)
         .acl("keyspace write fast")
-        .doc("generic", "1.0.0", "Moves a key to another database."),
+        .doc_in("generic", "1.0.0", "Moves a key to another database."),
     Command::new("copy", -3, WRITE | DENYOOM, copy)
         .key_specs(&[
             KeySpec::at(1, &["RO", "access"]),
@@ -154,7 +154,7 @@ pub static COMMANDS: &[Command] = &[
         ])
         .keys(1, 2, 1)
         .acl("keyspace write slow")
-        .doc("generic", "6.2.0", "Copies the value of a key to a new key.")
+        .doc_in("generic", "6.2.0", "Copies the value of a key to a new key.")
         .complexity("O(N) worst case for collections, where N is the number of nested items."),
     Command::new("touch", -2, READONLY | FAST, touch)
         .key_specs(&[
@@ -163,11 +163,11 @@ pub static COMMANDS: &[Command] = &[
         .tips(&["request_policy:multi_shard", "response_policy:agg_sum"])
         .keys(1, -1, 1)
         .acl("keyspace read fast")
-        .doc("generic", "3.2.1", "Returns the number of existing keys out of those specified after updating the time they were last accessed.")
+        .doc_in("generic", "3.2.1", "Returns the number of existing keys out of those specified after updating the time they were last accessed.")
         .complexity("O(N)"),
     Command::new("object", -2, 0, object_parent)
         .acl("slow")
-        .doc("generic", "2.2.3", "A container for object introspection commands.")
+        .doc_in("generic", "2.2.3", "A container for object introspection commands.")
         .subs(OBJECT_SUBS),
 ];
 
@@ -177,7 +177,7 @@ static OBJECT_SUBS: &[Command] = &[
         .tips(&["nondeterministic_output"])
         .keys(2, 2, 1)
         .acl("keyspace read slow")
-        .doc(
+        .doc_in(
             "generic",
             "2.2.3",
             "Returns the internal encoding of a Redis object.",
@@ -187,7 +187,7 @@ static OBJECT_SUBS: &[Command] = &[
         .tips(&["nondeterministic_output"])
         .keys(2, 2, 1)
         .acl("keyspace read slow")
-        .doc(
+        .doc_in(
             "generic",
             "4.0.0",
             "Returns the logarithmic access frequency counter of a Redis object.",
@@ -197,7 +197,7 @@ static OBJECT_SUBS: &[Command] = &[
         .tips(&["nondeterministic_output"])
         .keys(2, 2, 1)
         .acl("keyspace read slow")
-        .doc(
+        .doc_in(
             "generic",
             "2.2.3",
             "Returns the time since the last access to a Redis object.",
@@ -207,14 +207,14 @@ static OBJECT_SUBS: &[Command] = &[
         .tips(&["nondeterministic_output"])
         .keys(2, 2, 1)
         .acl("keyspace read slow")
-        .doc(
+        .doc_in(
             "generic",
             "2.2.3",
             "Returns the reference count of a value of a key.",
         ),
     Command::new("help", 2, LOADING | STALE, object_help)
         .acl("keyspace slow")
-        .doc(
+        .doc_in(
             "generic",
             "6.2.0",
             "Returns helpful text about the different subcommands.",

@@ -36,7 +36,7 @@ pub static COMMANDS: &[Command] = &[
         .keys(1, 1, 1)
         .acl("write list fast")
         .complexity("O(1) for each element added, so O(N) to add N elements when the command is called with multiple arguments.")
-        .doc(G, "1.0.0", "Prepends one or more elements to a list. Creates the key if it doesn't exist."),
+        .doc_in(G, "1.0.0", "Prepends one or more elements to a list. Creates the key if it doesn't exist."),
     Command::new("rpush", -3, WRITE | DENYOOM | FAST, rpush)
         .key_specs(&[
             KeySpec::at(1, &["RW", "insert"]),
@@ -44,7 +44,7 @@ pub static COMMANDS: &[Command] = &[
         .keys(1, 1, 1)
         .acl("write list fast")
         .complexity("O(1) for each element added, so O(N) to add N elements when the command is called with multiple arguments.")
-        .doc(G, "1.0.0", "Appends one or more elements to a list. Creates the key if it doesn't exist."),
+        .doc_in(G, "1.0.0", "Appends one or more elements to a list. Creates the key if it doesn't exist."),
     Command::new("lpushx", -3, WRITE | DENYOOM | FAST, lpushx)
         .key_specs(&[
             KeySpec::at(1, &["RW", "insert"]),
@@ -52,7 +52,7 @@ pub static COMMANDS: &[Command] = &[
         .keys(1, 1, 1)
         .acl("write list fast")
         .complexity("O(1) for each element added, so O(N) to add N elements when the command is called with multiple arguments.")
-        .doc(G, "2.2.0", "Prepends one or more elements to a list only when the list exists."),
+        .doc_in(G, "2.2.0", "Prepends one or more elements to a list only when the list exists."),
     Command::new("rpushx", -3, WRITE | DENYOOM | FAST, rpushx)
         .key_specs(&[
             KeySpec::at(1, &["RW", "insert"]),
@@ -60,7 +60,7 @@ pub static COMMANDS: &[Command] = &[
         .keys(1, 1, 1)
         .acl("write list fast")
         .complexity("O(1) for each element added, so O(N) to add N elements when the command is called with multiple arguments.")
-        .doc(G, "2.2.0", "Appends an element to a list only when the list exists."),
+        .doc_in(G, "2.2.0", "Appends an element to a list only when the list exists."),
     Command::new("lpop", -2, WRITE | FAST, lpop)
         .key_specs(&[
             KeySpec::at(1, &["RW", "access", "delete"]),
@@ -68,7 +68,7 @@ pub static COMMANDS: &[Command] = &[
         .keys(1, 1, 1)
         .acl("write list fast")
         .complexity("O(N) where N is the number of elements returned")
-        .doc(G, "1.0.0", "Returns the first elements in a list after removing it. Deletes the list if the last element was popped."),
+        .doc_in(G, "1.0.0", "Returns the first elements in a list after removing it. Deletes the list if the last element was popped."),
     Command::new("rpop", -2, WRITE | FAST, rpop)
         .key_specs(&[
             KeySpec::at(1, &["RW", "access", "delete"]),
@@ -76,26 +76,26 @@ pub static COMMANDS: &[Command] = &[
         .keys(1, 1, 1)
         .acl("write list fast")
         .complexity("O(N) where N is the number of elements returned")
-        .doc(G, "1.0.0", "Returns and removes the last elements of a list. Deletes the list if the last element was popped."),
+        .doc_in(G, "1.0.0", "Returns and removes the last elements of a list. Deletes the list if the last element was popped."),
     Command::new("llen", 2, READONLY | FAST, llen).key_specs(&[KeySpec::at(1, &["RO"])])
         .keys(1, 1, 1)
         .acl("read list fast")
-        .doc(G, "1.0.0", "Returns the length of a list."),
+        .doc_in(G, "1.0.0", "Returns the length of a list."),
     Command::new("lrange", 4, READONLY, lrange)
         .keys(1, 1, 1)
         .acl("read list slow")
         .complexity("O(S+N) where S is the distance of start offset from HEAD for small lists, from nearest end (HEAD or TAIL) for large lists; and N is the number of elements in the specified range.")
-        .doc(G, "1.0.0", "Returns a range of elements from a list."),
+        .doc_in(G, "1.0.0", "Returns a range of elements from a list."),
     Command::new("lindex", 3, READONLY, lindex)
         .keys(1, 1, 1)
         .acl("read list slow")
         .complexity("O(N) where N is the number of elements to traverse to get to the element at index. This makes asking for the first or the last element of the list O(1).")
-        .doc(G, "1.0.0", "Returns an element from a list by its index."),
+        .doc_in(G, "1.0.0", "Returns an element from a list by its index."),
     Command::new("lset", 4, WRITE | DENYOOM, lset)
         .keys(1, 1, 1)
         .acl("write list slow")
         .complexity("O(N) where N is the length of the list. Setting either the first or the last element of the list is O(1).")
-        .doc(G, "1.0.0", "Sets the value of an element in a list by its index."),
+        .doc_in(G, "1.0.0", "Sets the value of an element in a list by its index."),
     Command::new("linsert", 5, WRITE | DENYOOM, linsert)
         .key_specs(&[
             KeySpec::at(1, &["RW", "insert"]),
@@ -103,22 +103,22 @@ pub static COMMANDS: &[Command] = &[
         .keys(1, 1, 1)
         .acl("write list slow")
         .complexity("O(N) where N is the number of elements to traverse before seeing the value pivot. This means that inserting somewhere on the left end on the list (head) can be considered O(1) and inserting somewhere on the right end (tail) is O(N).")
-        .doc(G, "2.2.0", "Inserts an element before or after another element in a list."),
+        .doc_in(G, "2.2.0", "Inserts an element before or after another element in a list."),
     Command::new("lrem", 4, WRITE, lrem).key_specs(&[KeySpec::at(1, &["RW", "delete"])])
         .keys(1, 1, 1)
         .acl("write list slow")
         .complexity("O(N+M) where N is the length of the list and M is the number of elements removed.")
-        .doc(G, "1.0.0", "Removes elements from a list. Deletes the list if the last element was removed."),
+        .doc_in(G, "1.0.0", "Removes elements from a list. Deletes the list if the last element was removed."),
     Command::new("ltrim", 4, WRITE, ltrim).key_specs(&[KeySpec::at(1, &["RW", "delete"])])
         .keys(1, 1, 1)
         .acl("write list slow")
         .complexity("O(N) where N is the number of elements to be removed by the operation.")
-        .doc(G, "1.0.0", "Removes elements from both ends a list. Deletes the list if all elements were trimmed."),
+        .doc_in(G, "1.0.0", "Removes elements from both ends a list. Deletes the list if all elements were trimmed."),
     Command::new("lpos", -3, READONLY, lpos)
         .keys(1, 1, 1)
         .acl("read list slow")
         .complexity("O(N) where N is the number of elements in the list, for the average case. When searching for elements near the head or the tail of the list, or when the MAXLEN option is provided, the command may run in constant time.")
-        .doc(G, "6.0.6", "Returns the index of matching elements in a list."),
+        .doc_in(G, "6.0.6", "Returns the index of matching elements in a list."),
     Command::new("rpoplpush", 3, WRITE | DENYOOM, rpoplpush)
         .key_specs(&[
             KeySpec::at(1, &["RW", "access", "delete"]),
@@ -126,7 +126,7 @@ pub static COMMANDS: &[Command] = &[
         ])
         .keys(1, 2, 1)
         .acl("write list slow")
-        .doc(G, "1.2.0", "Returns the last element of a list after removing and pushing it to another list. Deletes the list if the last element was popped."),
+        .doc_in(G, "1.2.0", "Returns the last element of a list after removing and pushing it to another list. Deletes the list if the last element was popped."),
     Command::new("lmove", 5, WRITE | DENYOOM, lmove)
         .key_specs(&[
             KeySpec::at(1, &["RW", "access", "delete"]),
@@ -134,7 +134,7 @@ pub static COMMANDS: &[Command] = &[
         ])
         .keys(1, 2, 1)
         .acl("write list slow")
-        .doc(G, "6.2.0", "Returns an element after popping it from one list and pushing it to another. Deletes the list if the last element was moved."),
+        .doc_in(G, "6.2.0", "Returns an element after popping it from one list and pushing it to another. Deletes the list if the last element was moved."),
     Command::new("lmpop", -4, WRITE, lmpop)
         .key_specs(&[
             KeySpec::at(1, &["RW", "access", "delete"]).keynum(0, 1, 1),
@@ -142,7 +142,7 @@ pub static COMMANDS: &[Command] = &[
         .keys_fn(lmpop_keys)
         .acl("write list slow")
         .complexity("O(N+M) where N is the number of provided keys and M is the number of elements returned.")
-        .doc(G, "7.0.0", "Returns multiple elements from a list after removing them. Deletes the list if the last element was popped."),
+        .doc_in(G, "7.0.0", "Returns multiple elements from a list after removing them. Deletes the list if the last element was popped."),
     Command::new("blpop", -3, WRITE | NOSCRIPT | BLOCKING, blpop)
         .key_specs(&[
             KeySpec::at(1, &["RW", "access", "delete"]).range(-2, 1, 0),
@@ -150,7 +150,7 @@ pub static COMMANDS: &[Command] = &[
         .keys(1, -2, 1)
         .acl("write list slow blocking")
         .complexity("O(N) where N is the number of provided keys.")
-        .doc(G, "2.0.0", "Removes and returns the first element in a list. Blocks until an element is available otherwise. Deletes the list if the last element was popped."),
+        .doc_in(G, "2.0.0", "Removes and returns the first element in a list. Blocks until an element is available otherwise. Deletes the list if the last element was popped."),
     Command::new("brpop", -3, WRITE | NOSCRIPT | BLOCKING, brpop)
         .key_specs(&[
             KeySpec::at(1, &["RW", "access", "delete"]).range(-2, 1, 0),
@@ -158,7 +158,7 @@ pub static COMMANDS: &[Command] = &[
         .keys(1, -2, 1)
         .acl("write list slow blocking")
         .complexity("O(N) where N is the number of provided keys.")
-        .doc(G, "2.0.0", "Removes and returns the last element in a list. Blocks until an element is available otherwise. Deletes the list if the last element was popped."),
+        .doc_in(G, "2.0.0", "Removes and returns the last element in a list. Blocks until an element is available otherwise. Deletes the list if the last element was popped."),
     Command::new("brpoplpush", 4, WRITE | DENYOOM | NOSCRIPT | BLOCKING, brpoplpush)
         .key_specs(&[
             KeySpec::at(1, &["RW", "access", "delete"]),
@@ -166,7 +166,7 @@ pub static COMMANDS: &[Command] = &[
         ])
         .keys(1, 2, 1)
         .acl("write list slow blocking")
-        .doc(G, "2.2.0", "Pops an element from a list, pushes it to another list and returns it. Block until an element is available otherwise. Deletes the list if the last element was popped."),
+        .doc_in(G, "2.2.0", "Pops an element from a list, pushes it to another list and returns it. Block until an element is available otherwise. Deletes the list if the last element was popped."),
     Command::new("blmove", 6, WRITE | DENYOOM | NOSCRIPT | BLOCKING, blmove)
         .key_specs(&[
             KeySpec::at(1, &["RW", "access", "delete"]),
@@ -174,7 +174,7 @@ pub static COMMANDS: &[Command] = &[
         ])
         .keys(1, 2, 1)
         .acl("write list slow blocking")
-        .doc(G, "6.2.0", "Pops an element from a list, pushes it to another list and returns it. Blocks until an element is available otherwise. Deletes the list if the last element was moved."),
+        .doc_in(G, "6.2.0", "Pops an element from a list, pushes it to another list and returns it. Blocks until an element is available otherwise. Deletes the list if the last element was moved."),
     Command::new("blmpop", -5, WRITE | BLOCKING, blmpop)
         .key_specs(&[
             KeySpec::at(2, &["RW", "access", "delete"]).keynum(0, 1, 1),
@@ -182,7 +182,7 @@ pub static COMMANDS: &[Command] = &[
         .keys_fn(blmpop_keys)
         .acl("write list slow blocking")
         .complexity("O(N+M) where N is the number of provided keys and M is the number of elements returned.")
-        .doc(G, "7.0.0", "Pops the first element from one of multiple lists. Blocks until an element is available otherwise. Deletes the list if the last element was popped."),
+        .doc_in(G, "7.0.0", "Pops the first element from one of multiple lists. Blocks until an element is available otherwise. Deletes the list if the last element was popped."),
 ];
 
 /// Keys of `LMPOP numkeys key...`.

@@ -5,6 +5,16 @@
 //! at start-up; it is the single source of truth for dispatch, arity checks,
 //! COMMAND INFO/DOCS/GETKEYS, ACL categories and which commands propagate.
 //!
+//! Every list of commands, top-level or subcommands, is written in one form,
+//! the [`command_table!`] macro: a `family(..)` line with the group and the
+//! ACL category its commands share, then one entry per command, its head
+//! (name, arity, flags, handler, extra ACL categories) followed by the const
+//! builder calls for the facts that vary per command (docs, keys, key specs,
+//! tips, subcommands). What Redis derives is not written: the ACL categories
+//! implied by the flags (see the macro), the key specs of plain first/last/step
+//! keys (`keyspec::derived`), `movablekeys`. Why a macro and not only the const
+//! builder: docs/DECISIONS.md (39).
+//!
 //! A handler receives a [`Ctx`] (the shared server, its client's state, the
 //! worker's clock and counters, the reply buffer) and the parsed arguments. It
 //! first parses its options into plain values, touching no data; then it locks
@@ -106,6 +116,77 @@ pub mod flags {
     ];
 }
 
+/*
+ * The command-table form. Every family writes its list as
+ *
+ *     pub static COMMANDS: &[Command] = command_table! {
+ *         family(group = "generic", acl = "keyspace"),
+ *         cmd("del", -2, WRITE, del)
+ *             .doc("1.0.0", "Deletes one or more keys.")
+ *             .complexity("O(N)")
+ *             .keys(1, -1, 1),
+ *         cmd("flushdb", -1, WRITE, flushdb, acl = "dangerous")
+ *             .group("server")
+ *             .doc("1.0.0", "Remove all keys from the current database."),
+ *         container("object", -2, object_parent)
+ *             .doc("2.2.3", "A container for object introspection commands.")
+ *             .subs(OBJECT_SUBS),
+ *     };
+ *
+ * `family(..)` is written once per list: the docs group (COMMAND DOCS) and
+ * the ACL category every command of the list carries ("" for none).
+ *
+ * `cmd(name, arity, flags, handler)` is one command; `, acl = ".."` adds the
+ * categories that are neither the family's nor implied by the flags. Redis
+ * 7 (server.c, setImplicitACLCategories) implies: write -> @write,
+ * readonly -> @read, admin -> @admin @dangerous, pubsub -> @pubsub,
+ * fast -> @fast, blocking -> @blocking, and @slow for whatever is not @fast.
+ * COMMAND INFO adds those (`server_cmds/command.rs`, `acl_categories`), so an
+ * entry never spells them out; what is left is e.g. @dangerous on FLUSHDB or
+ * @connection on WAIT.
+ *
+ * `container(name, arity, handler)` is a command whose work is done by its
+ * subcommands (CONFIG, CLIENT, OBJECT): no flags and no ACL category but
+ * the implied @slow, as Redis's containers.
+ *
+ * The builder calls after the head are the `const fn`s of [`Command`]
+ * (`doc`, `complexity`, `keys`, `keys_fn`, `key_specs`, `key_flags_fn`,
+ * `tips`, `subs`, and `group` for an entry outside its family's group), in
+ * that order by convention. Defaults: since 1.0.0, complexity O(1), no keys.
+ * The whole list is one const expression, so the table stays static data.
+ * Braces, not brackets: rustfmt leaves a `name! { }` body as written, so
+ * every list keeps this layout (one line per head and per builder call, long
+ * strings unbroken) whether or not its lines fit in 100 columns.
+ */
+/// One list of the command table, in the form described above.
+macro_rules! command_table {
+    (
+        family(group = $group:literal, acl = $acl:literal),
+        $( $head:ident ( $($arg:tt)* ) $( .$method:ident ( $($marg:tt)* ) )* ),* $(,)?
+    ) => {
+        &[$(
+            $crate::commands::command_table!(@head $group, $acl, $head($($arg)*))
+                $( .$method($($marg)*) )*
+        ),*]
+    };
+    (@head $group:literal, $acl:literal,
+        cmd($name:literal, $arity:expr, $flags:expr, $handler:expr $(, acl = $extra:literal)? $(,)?)
+    ) => {
+        $crate::commands::Command {
+            group: $group,
+            acl: concat!($acl $(, " ", $extra)?),
+            ..$crate::commands::Command::new($name, $arity, $flags, $handler)
+        }
+    };
+    (@head $group:literal, $acl:literal, container($name:literal, $arity:expr, $handler:expr $(,)?)) => {
+        $crate::commands::Command {
+            group: $group,
+            ..$crate::commands::Command::new($name, $arity, 0, $handler)
+        }
+    };
+}
+pub(crate) use command_table;
+
 /// One entry of the command table.
 pub struct Command {
     /// Lower-case name; subcommands use their own name ("get" for CONFIG GET).
@@ -169,7 +250,19 @@ impl Command {
         self.keys_fn = Some(f);
         self
     }
-    pub const fn doc(
+    /// The version that added the command, and its one-line summary.
+    pub const fn doc(mut self, since: &'static str, summary: &'static str) -> Command {
+        self.since = since;
+        self.summary = summary;
+        self
+    }
+    /// The docs group, for an entry outside its family's.
+    pub const fn group(mut self, group: &'static str) -> Command {
+        self.group = group;
+        self
+    }
+    /// The form before `command_table!`, for families not converted yet.
+    pub const fn doc_in(
         mut self,
         group: &'static str,
         since: &'static str,

@@ -64,10 +64,10 @@ const TX: u32 = NOSCRIPT | LOADING | STALE | FAST | ALLOW_BUSY;
 pub static COMMANDS: &[Command] = &[
     Command::new("multi", 1, TX, multi)
         .acl("fast transaction")
-        .doc("transactions", "1.2.0", "Starts a transaction."),
+        .doc_in("transactions", "1.2.0", "Starts a transaction."),
     Command::new("exec", 1, NOSCRIPT | LOADING | STALE | SKIP_SLOWLOG, exec)
         .acl("slow transaction")
-        .doc(
+        .doc_in(
             "transactions",
             "1.2.0",
             "Executes all commands in a transaction.",
@@ -75,13 +75,13 @@ pub static COMMANDS: &[Command] = &[
         .complexity("Depends on commands in the transaction"),
     Command::new("discard", 1, TX, discard)
         .acl("fast transaction")
-        .doc("transactions", "2.0.0", "Discards a transaction.")
+        .doc_in("transactions", "2.0.0", "Discards a transaction.")
         .complexity("O(N), when N is the number of queued commands"),
     Command::new("watch", -2, TX, watch)
         .key_specs(&[KeySpec::at(1, &["RO"]).range(-1, 1, 0)])
         .keys(1, -1, 1)
         .acl("fast transaction")
-        .doc(
+        .doc_in(
             "transactions",
             "2.2.0",
             "Monitors changes to keys to determine the execution of a transaction.",
@@ -89,7 +89,7 @@ pub static COMMANDS: &[Command] = &[
         .complexity("O(1) for every key."),
     Command::new("unwatch", 1, TX, unwatch)
         .acl("fast transaction")
-        .doc(
+        .doc_in(
             "transactions",
             "2.2.0",
             "Forgets about watched keys of a transaction.",

@@ -26,11 +26,11 @@ const PUB_FLAGS: u32 = PUBSUB | LOADING | STALE | FAST | MAY_REPLICATE;
 pub static COMMANDS: &[Command] = &[
     Command::new("subscribe", -2, SUB_FLAGS, subscribe)
         .acl("pubsub slow")
-        .doc("pubsub", "2.0.0", "Listens for messages published to channels.")
+        .doc_in("pubsub", "2.0.0", "Listens for messages published to channels.")
         .complexity("O(N) where N is the number of channels to subscribe to."),
     Command::new("unsubscribe", -1, SUB_FLAGS, unsubscribe)
         .acl("pubsub slow")
-        .doc(
+        .doc_in(
             "pubsub",
             "2.0.0",
             "Stops listening to messages posted to channels.",
@@ -38,7 +38,7 @@ pub static COMMANDS: &[Command] = &[
         .complexity("O(N) where N is the number of channels to unsubscribe."),
     Command::new("psubscribe", -2, SUB_FLAGS, psubscribe)
         .acl("pubsub slow")
-        .doc(
+        .doc_in(
             "pubsub",
             "2.0.0",
             "Listens for messages published to channels that match one or more patterns.",
@@ -46,7 +46,7 @@ pub static COMMANDS: &[Command] = &[
         .complexity("O(N) where N is the number of patterns to subscribe to."),
     Command::new("punsubscribe", -1, SUB_FLAGS, punsubscribe)
         .acl("pubsub slow")
-        .doc(
+        .doc_in(
             "pubsub",
             "2.0.0",
             "Stops listening to messages published to channels that match one or more patterns.",
@@ -54,7 +54,7 @@ pub static COMMANDS: &[Command] = &[
         .complexity("O(N) where N is the number of patterns to unsubscribe."),
     Command::new("publish", 3, PUB_FLAGS, publish)
         .acl("pubsub fast")
-        .doc("pubsub", "2.0.0", "Posts a message to a channel.")
+        .doc_in("pubsub", "2.0.0", "Posts a message to a channel.")
         .complexity(
             "O(N+M) where N is the number of clients subscribed to the receiving channel and M is the total number of subscribed patterns (by any client).",
         ),
@@ -64,7 +64,7 @@ pub static COMMANDS: &[Command] = &[
         ])
         .keys(1, -1, 1)
         .acl("pubsub slow")
-        .doc(
+        .doc_in(
             "pubsub",
             "7.0.0",
             "Listens for messages published to shard channels.",
@@ -76,7 +76,7 @@ pub static COMMANDS: &[Command] = &[
         ])
         .keys(1, -1, 1)
         .acl("pubsub slow")
-        .doc(
+        .doc_in(
             "pubsub",
             "7.0.0",
             "Stops listening to messages posted to shard channels.",
@@ -85,13 +85,13 @@ pub static COMMANDS: &[Command] = &[
     Command::new("spublish", 3, PUB_FLAGS, spublish).key_specs(&[KeySpec::at(1, &["not_key"])])
         .keys(1, 1, 1)
         .acl("pubsub fast")
-        .doc("pubsub", "7.0.0", "Post a message to a shard channel")
+        .doc_in("pubsub", "7.0.0", "Post a message to a shard channel")
         .complexity(
             "O(N) where N is the number of clients subscribed to the receiving shard channel.",
         ),
     Command::new("pubsub", -2, 0, help)
         .acl("slow")
-        .doc("pubsub", "2.8.0", "A container for Pub/Sub commands.")
+        .doc_in("pubsub", "2.8.0", "A container for Pub/Sub commands.")
         .complexity("Depends on subcommand.")
         .subs(SUBS),
 ];
@@ -101,26 +101,26 @@ const INTRO_FLAGS: u32 = PUBSUB | LOADING | STALE;
 static SUBS: &[Command] = &[
     Command::new("channels", -2, INTRO_FLAGS, channels)
         .acl("pubsub slow")
-        .doc("pubsub", "2.8.0", "Returns the active channels.")
+        .doc_in("pubsub", "2.8.0", "Returns the active channels.")
         .complexity("O(N) where N is the number of active channels, and assuming constant time pattern matching (relatively short channels and patterns)"),
     Command::new("numpat", 2, INTRO_FLAGS, numpat)
         .acl("pubsub slow")
-        .doc("pubsub", "2.8.0", "Returns a count of unique pattern subscriptions."),
+        .doc_in("pubsub", "2.8.0", "Returns a count of unique pattern subscriptions."),
     Command::new("numsub", -2, INTRO_FLAGS, numsub)
         .acl("pubsub slow")
-        .doc("pubsub", "2.8.0", "Returns a count of subscribers to channels.")
+        .doc_in("pubsub", "2.8.0", "Returns a count of subscribers to channels.")
         .complexity("O(N) for the NUMSUB subcommand, where N is the number of requested channels"),
     Command::new("shardchannels", -2, INTRO_FLAGS, shardchannels)
         .acl("pubsub slow")
-        .doc("pubsub", "7.0.0", "Returns the active shard channels.")
+        .doc_in("pubsub", "7.0.0", "Returns the active shard channels.")
         .complexity("O(N) where N is the number of active shard channels, and assuming constant time pattern matching (relatively short shard channels)."),
     Command::new("shardnumsub", -2, INTRO_FLAGS, shardnumsub)
         .acl("pubsub slow")
-        .doc("pubsub", "7.0.0", "Returns the count of subscribers of shard channels.")
+        .doc_in("pubsub", "7.0.0", "Returns the count of subscribers of shard channels.")
         .complexity("O(N) for the SHARDNUMSUB subcommand, where N is the number of requested shard channels"),
     Command::new("help", 2, LOADING | STALE, help)
         .acl("slow")
-        .doc("pubsub", "6.2.0", "Returns helpful text about the different subcommands."),
+        .doc_in("pubsub", "6.2.0", "Returns helpful text about the different subcommands."),
 ];
 
 const HELP: &[&str] = &[

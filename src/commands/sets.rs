@@ -40,37 +40,37 @@ pub static COMMANDS: &[Command] = &[
         .keys(1, 1, 1)
         .acl("write set fast")
         .complexity("O(1) for each element added, so O(N) to add N elements when the command is called with multiple arguments.")
-        .doc(G, "1.0.0", "Adds one or more members to a set. Creates the key if it doesn't exist."),
+        .doc_in(G, "1.0.0", "Adds one or more members to a set. Creates the key if it doesn't exist."),
     Command::new("srem", -3, WRITE | FAST, srem).key_specs(&[KeySpec::at(1, &["RW", "delete"])])
         .keys(1, 1, 1)
         .acl("write set fast")
         .complexity("O(N) where N is the number of members to be removed.")
-        .doc(G, "1.0.0", "Removes one or more members from a set. Deletes the set if the last member was removed."),
+        .doc_in(G, "1.0.0", "Removes one or more members from a set. Deletes the set if the last member was removed."),
     Command::new("scard", 2, READONLY | FAST, scard).key_specs(&[KeySpec::at(1, &["RO"])])
         .keys(1, 1, 1)
         .acl("read set fast")
-        .doc(G, "1.0.0", "Returns the number of members in a set."),
+        .doc_in(G, "1.0.0", "Returns the number of members in a set."),
     Command::new("sismember", 3, READONLY | FAST, sismember).key_specs(&[KeySpec::at(1, &["RO"])])
         .keys(1, 1, 1)
         .acl("read set fast")
-        .doc(G, "1.0.0", "Determines whether a member belongs to a set."),
+        .doc_in(G, "1.0.0", "Determines whether a member belongs to a set."),
     Command::new("smismember", -3, READONLY | FAST, smismember)
         .keys(1, 1, 1)
         .acl("read set fast")
         .complexity("O(N) where N is the number of elements being checked for membership")
-        .doc(G, "6.2.0", "Determines whether multiple members belong to a set."),
+        .doc_in(G, "6.2.0", "Determines whether multiple members belong to a set."),
     Command::new("smembers", 2, READONLY, smembers)
         .tips(&["nondeterministic_output_order"])
         .keys(1, 1, 1)
         .acl("read set slow")
         .complexity("O(N) where N is the set cardinality.")
-        .doc(G, "1.0.0", "Returns all members of a set."),
+        .doc_in(G, "1.0.0", "Returns all members of a set."),
     Command::new("srandmember", -2, READONLY, srandmember)
         .tips(&["nondeterministic_output"])
         .keys(1, 1, 1)
         .acl("read set slow")
         .complexity("Without the count argument O(1), otherwise O(N) where N is the absolute value of the passed count.")
-        .doc(G, "1.0.0", "Get one or multiple random members from a set"),
+        .doc_in(G, "1.0.0", "Get one or multiple random members from a set"),
     Command::new("spop", -2, WRITE | FAST, spop)
         .key_specs(&[
             KeySpec::at(1, &["RW", "access", "delete"]),
@@ -79,7 +79,7 @@ pub static COMMANDS: &[Command] = &[
         .keys(1, 1, 1)
         .acl("write set fast")
         .complexity("Without the count argument O(1), otherwise O(N) where N is the value of the passed count.")
-        .doc(G, "1.0.0", "Returns one or more random members from a set after removing them. Deletes the set if the last member was popped."),
+        .doc_in(G, "1.0.0", "Returns one or more random members from a set after removing them. Deletes the set if the last member was popped."),
     Command::new("smove", 4, WRITE | FAST, smove)
         .key_specs(&[
             KeySpec::at(1, &["RW", "access", "delete"]),
@@ -87,13 +87,13 @@ pub static COMMANDS: &[Command] = &[
         ])
         .keys(1, 2, 1)
         .acl("write set fast")
-        .doc(G, "1.0.0", "Moves a member from one set to another."),
+        .doc_in(G, "1.0.0", "Moves a member from one set to another."),
     Command::new("sinter", -2, READONLY, sinter)
         .tips(&["nondeterministic_output_order"])
         .keys(1, -1, 1)
         .acl("read set slow")
         .complexity("O(N*M) worst case where N is the cardinality of the smallest set and M is the number of sets.")
-        .doc(G, "1.0.0", "Returns the intersect of multiple sets."),
+        .doc_in(G, "1.0.0", "Returns the intersect of multiple sets."),
     Command::new("sintercard", -3, READONLY, sintercard)
         .key_specs(&[
             KeySpec::at(1, &["RO", "access"]).keynum(0, 1, 1),
@@ -101,7 +101,7 @@ pub static COMMANDS: &[Command] = &[
         .keys_fn(sintercard_keys)
         .acl("read set slow")
         .complexity("O(N*M) worst case where N is the cardinality of the smallest set and M is the number of sets.")
-        .doc(G, "7.0.0", "Returns the number of members of the intersect of multiple sets."),
+        .doc_in(G, "7.0.0", "Returns the number of members of the intersect of multiple sets."),
     Command::new("sinterstore", -3, WRITE | DENYOOM, sinterstore)
         .key_specs(&[
             KeySpec::at(1, &["RW", "update"]),
@@ -110,13 +110,13 @@ pub static COMMANDS: &[Command] = &[
         .keys(1, -1, 1)
         .acl("write set slow")
         .complexity("O(N*M) worst case where N is the cardinality of the smallest set and M is the number of sets.")
-        .doc(G, "1.0.0", "Stores the intersect of multiple sets in a key."),
+        .doc_in(G, "1.0.0", "Stores the intersect of multiple sets in a key."),
     Command::new("sunion", -2, READONLY, sunion)
         .tips(&["nondeterministic_output_order"])
         .keys(1, -1, 1)
         .acl("read set slow")
         .complexity("O(N) where N is the total number of elements in all given sets.")
-        .doc(G, "1.0.0", "Returns the union of multiple sets."),
+        .doc_in(G, "1.0.0", "Returns the union of multiple sets."),
     Command::new("sunionstore", -3, WRITE | DENYOOM, sunionstore)
         .key_specs(&[
             KeySpec::at(1, &["OW", "update"]),
@@ -125,13 +125,13 @@ pub static COMMANDS: &[Command] = &[
         .keys(1, -1, 1)
         .acl("write set slow")
         .complexity("O(N) where N is the total number of elements in all given sets.")
-        .doc(G, "1.0.0", "Stores the union of multiple sets in a key."),
+        .doc_in(G, "1.0.0", "Stores the union of multiple sets in a key."),
     Command::new("sdiff", -2, READONLY, sdiff)
         .tips(&["nondeterministic_output_order"])
         .keys(1, -1, 1)
         .acl("read set slow")
         .complexity("O(N) where N is the total number of elements in all given sets.")
-        .doc(G, "1.0.0", "Returns the difference of multiple sets."),
+        .doc_in(G, "1.0.0", "Returns the difference of multiple sets."),
     Command::new("sdiffstore", -3, WRITE | DENYOOM, sdiffstore)
         .key_specs(&[
             KeySpec::at(1, &["OW", "update"]),
@@ -140,13 +140,13 @@ pub static COMMANDS: &[Command] = &[
         .keys(1, -1, 1)
         .acl("write set slow")
         .complexity("O(N) where N is the total number of elements in all given sets.")
-        .doc(G, "1.0.0", "Stores the difference of multiple sets in a key."),
+        .doc_in(G, "1.0.0", "Stores the difference of multiple sets in a key."),
     Command::new("sscan", -3, READONLY, sscan)
         .tips(&["nondeterministic_output"])
         .keys(1, 1, 1)
         .acl("read set slow")
         .complexity("O(1) for every call. O(N) for a complete iteration, including enough command calls for the cursor to return back to 0. N is the number of elements inside the collection.")
-        .doc(G, "2.8.0", "Iterates over members of a set."),
+        .doc_in(G, "2.8.0", "Iterates over members of a set."),
 ];
 
 /// The set inside a value already checked to be one.

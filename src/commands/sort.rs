@@ -42,7 +42,7 @@ pub static COMMANDS: &[Command] = &[
         .key_flags_fn(sort_key_flags)
         .acl("write set sortedset list slow dangerous")
         .complexity(CX)
-        .doc("generic", "1.0.0", DOC),
+        .doc_in("generic", "1.0.0", DOC),
     Command::new("sort_ro", -2, READONLY, sort_ro)
         .key_specs(&[
             KeySpec::at(1, &["RO", "access"]),
@@ -53,7 +53,7 @@ pub static COMMANDS: &[Command] = &[
         .keys_fn(sort_ro_keys)
         .acl("read set sortedset list slow dangerous")
         .complexity(CX)
-        .doc(
+        .doc_in(
             "generic",
             "7.0.0",
             "Returns the sorted elements of a list, a set, or a sorted set.",

@@ -72,7 +72,7 @@ macro_rules! zcmd {
             .keys(1, 1, 1)
             .acl($acl)
             .complexity($cx)
-            .doc(G, $since, $sum)
+            .doc_in(G, $since, $sum)
     };
 }
 
@@ -120,7 +120,7 @@ pub static COMMANDS: &[Command] = &[
         .keys(1, 2, 1)
         .acl(WR)
         .complexity("O(log(N)+M) with N being the number of elements in the sorted set and M the number of elements stored into the destination key.")
-        .doc(G, "6.2.0", "Stores a range of members from sorted set in a key."),
+        .doc_in(G, "6.2.0", "Stores a range of members from sorted set in a key."),
     zcmd!("zrevrange", -4, READONLY, zrevrange, RD, "1.2.0",
         "Returns members in a sorted set within a range of indexes in reverse order.", RANGE_CX),
     zcmd!("zrangebyscore", -4, READONLY, zrangebyscore, RD, "1.0.5",
@@ -174,7 +174,7 @@ pub static COMMANDS: &[Command] = &[
         .keys(1, -2, 1)
         .acl("write sortedset fast blocking")
         .complexity("O(log(N)) with N being the number of elements in the sorted set.")
-        .doc(G, "5.0.0", "Removes and returns the member with the lowest score from one or more sorted sets. Blocks until a member is available otherwise. Deletes the sorted set if the last element was popped."),
+        .doc_in(G, "5.0.0", "Removes and returns the member with the lowest score from one or more sorted sets. Blocks until a member is available otherwise. Deletes the sorted set if the last element was popped."),
     Command::new("bzpopmax", -3, WRITE | FAST | BLOCKING, bzpopmax)
         .key_specs(&[
             KeySpec::at(1, &["RW", "access", "delete"]).range(-2, 1, 0),
@@ -182,7 +182,7 @@ pub static COMMANDS: &[Command] = &[
         .keys(1, -2, 1)
         .acl("write sortedset fast blocking")
         .complexity("O(log(N)) with N being the number of elements in the sorted set.")
-        .doc(G, "5.0.0", "Removes and returns the member with the highest score from one or more sorted sets. Blocks until a member available otherwise.  Deletes the sorted set if the last element was popped."),
+        .doc_in(G, "5.0.0", "Removes and returns the member with the highest score from one or more sorted sets. Blocks until a member available otherwise.  Deletes the sorted set if the last element was popped."),
     Command::new("bzmpop", -5, WRITE | BLOCKING, bzmpop)
         .key_specs(&[
             KeySpec::at(2, &["RW", "access", "delete"]).keynum(0, 1, 1),
@@ -190,7 +190,7 @@ pub static COMMANDS: &[Command] = &[
         .keys_fn(keys_numkeys_at2)
         .acl("write sortedset slow blocking")
         .complexity("O(K) + O(M*log(N)) where K is the number of provided keys, N being the number of elements in the sorted set, and M being the number of elements popped.")
-        .doc(G, "7.0.0", "Removes and returns a member by score from one or more sorted sets. Blocks until a member is available otherwise. Deletes the sorted set if the last element was popped."),
+        .doc_in(G, "7.0.0", "Removes and returns a member by score from one or more sorted sets. Blocks until a member is available otherwise. Deletes the sorted set if the last element was popped."),
     Command::new("zmpop", -4, WRITE, zmpop)
         .key_specs(&[
             KeySpec::at(1, &["RW", "access", "delete"]).keynum(0, 1, 1),
@@ -198,7 +198,7 @@ pub static COMMANDS: &[Command] = &[
         .keys_fn(keys_numkeys)
         .acl(WR)
         .complexity("O(K) + O(M*log(N)) where K is the number of provided keys, N being the number of elements in the sorted set, and M being the number of elements popped.")
-        .doc(G, "7.0.0", "Returns the highest- or lowest-scoring members from one or more sorted sets after removing them. Deletes the sorted set if the last member was popped."),
+        .doc_in(G, "7.0.0", "Returns the highest- or lowest-scoring members from one or more sorted sets after removing them. Deletes the sorted set if the last member was popped."),
     zcmd!("zrandmember", -2, READONLY, zrandmember, RD, "6.2.0",
         "Returns one or more random members from a sorted set.",
         "O(N) where N is the number of members returned")
@@ -210,7 +210,7 @@ pub static COMMANDS: &[Command] = &[
         .keys_fn(keys_numkeys)
         .acl(RD)
         .complexity("O(N)+O(M*log(M)) with N being the sum of the sizes of the input sorted sets, and M being the number of elements in the resulting sorted set.")
-        .doc(G, "6.2.0", "Returns the union of multiple sorted sets."),
+        .doc_in(G, "6.2.0", "Returns the union of multiple sorted sets."),
     Command::new("zunionstore", -4, WRITE | DENYOOM, zunionstore)
         .key_specs(&[
             KeySpec::at(1, &["OW", "update"]),
@@ -220,7 +220,7 @@ pub static COMMANDS: &[Command] = &[
         .keys_fn(keys_store)
         .acl(WR)
         .complexity("O(N)+O(M log(M)) with N being the sum of the sizes of the input sorted sets, and M being the number of elements in the resulting sorted set.")
-        .doc(G, "2.0.0", "Stores the union of multiple sorted sets in a key."),
+        .doc_in(G, "2.0.0", "Stores the union of multiple sorted sets in a key."),
     Command::new("zinter", -3, READONLY, zinter)
         .key_specs(&[
             KeySpec::at(1, &["RO", "access"]).keynum(0, 1, 1),
@@ -228,7 +228,7 @@ pub static COMMANDS: &[Command] = &[
         .keys_fn(keys_numkeys)
         .acl(RD)
         .complexity("O(N*K)+O(M*log(M)) worst case with N being the smallest input sorted set, K being the number of input sorted sets and M being the number of elements in the resulting sorted set.")
-        .doc(G, "6.2.0", "Returns the intersect of multiple sorted sets."),
+        .doc_in(G, "6.2.0", "Returns the intersect of multiple sorted sets."),
     Command::new("zinterstore", -4, WRITE | DENYOOM, zinterstore)
         .key_specs(&[
             KeySpec::at(1, &["OW", "update"]),
@@ -238,7 +238,7 @@ pub static COMMANDS: &[Command] = &[
         .keys_fn(keys_store)
         .acl(WR)
         .complexity("O(N*K)+O(M*log(M)) worst case with N being the smallest input sorted set, K being the number of input sorted sets and M being the number of elements in the resulting sorted set.")
-        .doc(G, "2.0.0", "Stores the intersect of multiple sorted sets in a key."),
+        .doc_in(G, "2.0.0", "Stores the intersect of multiple sorted sets in a key."),
     Command::new("zintercard", -3, READONLY, zintercard)
         .key_specs(&[
             KeySpec::at(1, &["RO", "access"]).keynum(0, 1, 1),
@@ -246,7 +246,7 @@ pub static COMMANDS: &[Command] = &[
         .keys_fn(keys_numkeys)
         .acl(RD)
         .complexity("O(N*K) worst case with N being the smallest input sorted set, K being the number of input sorted sets.")
-        .doc(G, "7.0.0", "Returns the number of members of the intersect of multiple sorted sets."),
+        .doc_in(G, "7.0.0", "Returns the number of members of the intersect of multiple sorted sets."),
     Command::new("zdiff", -3, READONLY, zdiff)
         .key_specs(&[
             KeySpec::at(1, &["RO", "access"]).keynum(0, 1, 1),
@@ -254,7 +254,7 @@ pub static COMMANDS: &[Command] = &[
         .keys_fn(keys_numkeys)
         .acl(RD)
         .complexity("O(L + (N-K)log(N)) worst case where L is the total number of elements in all the sets, N is the size of the first set, and K is the size of the result set.")
-        .doc(G, "6.2.0", "Returns the difference between multiple sorted sets."),
+        .doc_in(G, "6.2.0", "Returns the difference between multiple sorted sets."),
     Command::new("zdiffstore", -4, WRITE | DENYOOM, zdiffstore)
         .key_specs(&[
             KeySpec::at(1, &["OW", "update"]),
@@ -264,7 +264,7 @@ pub static COMMANDS: &[Command] = &[
         .keys_fn(keys_store)
         .acl(WR)
         .complexity("O(L + (N-K)log(N)) worst case where L is the total number of elements in all the sets, N is the size of the first set, and K is the size of the result set.")
-        .doc(G, "6.2.0", "Stores the difference of multiple sorted sets in a key."),
+        .doc_in(G, "6.2.0", "Stores the difference of multiple sorted sets in a key."),
     zcmd!("zscan", -3, READONLY, zscan, RD, "2.8.0",
         "Iterates over members and scores of a sorted set.",
         "O(1) for every call. O(N) for a complete iteration, including enough command calls for the cursor to return back to 0. N is the number of elements inside the collection.")

@@ -22,90 +22,88 @@ const fn sub(name: &'static str, arity: i32, flags: u32, h: super::super::Handle
 }
 
 pub static SUBCOMMANDS: &[Command] = &[
-    sub("id", 2, CONN, id).acl("slow connection").doc(
+    sub("id", 2, CONN, id).acl("slow connection").doc_in(
         "connection",
         "5.0.0",
         "Returns the unique client ID of the connection.",
     ),
-    sub("setname", 3, CONN, setname).acl("slow connection").doc(
-        "connection",
-        "2.6.9",
-        "Sets the connection name.",
-    ),
-    sub("getname", 2, CONN, getname).acl("slow connection").doc(
-        "connection",
-        "2.6.9",
-        "Returns the name of the connection.",
-    ),
+    sub("setname", 3, CONN, setname)
+        .acl("slow connection")
+        .doc_in("connection", "2.6.9", "Sets the connection name."),
+    sub("getname", 2, CONN, getname)
+        .acl("slow connection")
+        .doc_in("connection", "2.6.9", "Returns the name of the connection."),
     sub("list", -2, ADM, list)
         .tips(&["nondeterministic_output"])
         .acl("admin slow dangerous connection")
-        .doc("connection", "2.4.0", "Lists open connections.")
+        .doc_in("connection", "2.4.0", "Lists open connections.")
         .complexity("O(N) where N is the number of client connections"),
     sub("info", 2, CONN, info)
         .tips(&["nondeterministic_output"])
         .acl("slow connection")
-        .doc(
+        .doc_in(
             "connection",
             "6.2.0",
             "Returns information about the connection.",
         ),
     sub("kill", -3, ADM, kill)
         .acl("admin slow dangerous connection")
-        .doc("connection", "2.4.0", "Terminates open connections.")
+        .doc_in("connection", "2.4.0", "Terminates open connections.")
         .complexity("O(N) where N is the number of client connections"),
     sub("pause", -3, ADM, pause)
         .acl("admin slow dangerous connection")
-        .doc("connection", "3.0.0", "Suspends commands processing."),
+        .doc_in("connection", "3.0.0", "Suspends commands processing."),
     sub("unpause", 2, ADM, unpause)
         .acl("admin slow dangerous connection")
-        .doc(
+        .doc_in(
             "connection",
             "6.2.0",
             "Resumes processing commands from paused clients.",
         )
         .complexity("O(N) Where N is the number of paused clients"),
-    sub("reply", 3, CONN, reply).acl("slow connection").doc(
+    sub("reply", 3, CONN, reply).acl("slow connection").doc_in(
         "connection",
         "3.2.0",
         "Instructs the server whether to reply to commands.",
     ),
     sub("no-evict", 3, ADM, no_evict)
         .acl("admin slow dangerous connection")
-        .doc(
+        .doc_in(
             "connection",
             "7.0.0",
             "Sets the client eviction mode of the connection.",
         ),
     sub("no-touch", 3, CONN, no_touch)
         .acl("slow connection")
-        .doc(
+        .doc_in(
             "connection",
             "7.2.0",
             "Controls whether commands sent by the client affect the LRU/LFU of accessed keys.",
         ),
-    sub("setinfo", 4, CONN, setinfo).acl("slow connection").doc(
-        "connection",
-        "7.2.0",
-        "Sets information specific to the client or connection.",
-    ),
+    sub("setinfo", 4, CONN, setinfo)
+        .acl("slow connection")
+        .doc_in(
+            "connection",
+            "7.2.0",
+            "Sets information specific to the client or connection.",
+        ),
     sub("getredir", 2, CONN, getredir)
         .acl("slow connection")
-        .doc(
+        .doc_in(
         "connection",
         "6.0.0",
         "Returns the client ID to which the connection's tracking notifications are redirected.",
     ),
     sub("trackinginfo", 2, CONN, trackinginfo)
         .acl("slow connection")
-        .doc(
+        .doc_in(
             "connection",
             "6.2.0",
             "Returns information about server-assisted client-side caching for the connection.",
         ),
     sub("unblock", -3, ADM, unblock)
         .acl("admin slow dangerous connection")
-        .doc(
+        .doc_in(
             "connection",
             "5.0.0",
             "Unblocks a client blocked by a blocking command from a different connection.",
@@ -113,21 +111,21 @@ pub static SUBCOMMANDS: &[Command] = &[
         .complexity("O(log N) where N is the number of client connections"),
     sub("tracking", -3, CONN, crate::commands::tracking::tracking)
         .acl("slow connection")
-        .doc(
+        .doc_in(
             "connection",
             "6.0.0",
             "Controls server-assisted client-side caching for the connection.",
         ),
     sub("caching", 3, CONN, crate::commands::tracking::caching)
         .acl("slow connection")
-        .doc(
+        .doc_in(
             "connection",
             "6.0.0",
             "Instructs the server whether to track the keys in the next request.",
         ),
     sub("help", 2, LOADING | STALE, help)
         .acl("slow connection")
-        .doc(
+        .doc_in(
             "connection",
             "5.0.0",
             "Returns helpful text about the different subcommands.",

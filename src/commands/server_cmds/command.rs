@@ -19,16 +19,16 @@ const CMD: u32 = LOADING | STALE;
 pub static SUBCOMMANDS: &[Command] = &[
     Command::new("count", 2, CMD, count)
         .acl("slow connection")
-        .doc("server", "2.8.13", "Returns a count of commands."),
+        .doc_in("server", "2.8.13", "Returns a count of commands."),
     Command::new("list", -2, CMD, list)
         .tips(&["nondeterministic_output_order"])
         .acl("slow connection")
-        .doc("server", "7.0.0", "Returns a list of command names.")
+        .doc_in("server", "7.0.0", "Returns a list of command names.")
         .complexity("O(N) where N is the total number of Redis commands"),
     Command::new("info", -2, CMD, info)
         .tips(&["nondeterministic_output_order"])
         .acl("slow connection")
-        .doc(
+        .doc_in(
             "server",
             "2.8.13",
             "Returns information about one, multiple or all commands.",
@@ -37,7 +37,7 @@ pub static SUBCOMMANDS: &[Command] = &[
     Command::new("docs", -2, CMD, docs)
         .tips(&["nondeterministic_output_order"])
         .acl("slow connection")
-        .doc(
+        .doc_in(
             "server",
             "7.0.0",
             "Returns documentary information about one, multiple or all commands.",
@@ -45,7 +45,7 @@ pub static SUBCOMMANDS: &[Command] = &[
         .complexity("O(N) where N is the number of commands to look up"),
     Command::new("getkeys", -3, CMD, getkeys)
         .acl("slow connection")
-        .doc(
+        .doc_in(
             "server",
             "2.8.13",
             "Extracts the key names from an arbitrary command.",
@@ -53,7 +53,7 @@ pub static SUBCOMMANDS: &[Command] = &[
         .complexity("O(N) where N is the number of arguments to the command"),
     Command::new("getkeysandflags", -3, CMD, getkeysandflags)
         .acl("slow connection")
-        .doc(
+        .doc_in(
             "server",
             "7.0.0",
             "Extracts the key names and access flags for an arbitrary command.",
@@ -61,7 +61,7 @@ pub static SUBCOMMANDS: &[Command] = &[
         .complexity("O(N) where N is the number of arguments to the command"),
     Command::new("help", 2, CMD, help)
         .acl("slow connection")
-        .doc(
+        .doc_in(
             "server",
             "5.0.0",
             "Returns helpful text about the different subcommands.",

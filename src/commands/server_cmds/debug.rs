@@ -24,7 +24,7 @@ pub static MEMORY_SUBCOMMANDS: &[Command] = &[
         .key_specs(&[KeySpec::at(2, &["RO"])])
         .keys(2, 2, 1)
         .acl("read slow")
-        .doc("server", "4.0.0", "Estimates the memory usage of a key.")
+        .doc_in("server", "4.0.0", "Estimates the memory usage of a key.")
         .complexity("O(N) where N is the number of samples."),
     Command::new("stats", 2, 0, stats)
         .tips(&[
@@ -33,7 +33,7 @@ pub static MEMORY_SUBCOMMANDS: &[Command] = &[
             "response_policy:special",
         ])
         .acl("slow")
-        .doc("server", "4.0.0", "Returns details about memory usage."),
+        .doc_in("server", "4.0.0", "Returns details about memory usage."),
     Command::new("doctor", 2, 0, doctor)
         .tips(&[
             "nondeterministic_output",
@@ -41,7 +41,7 @@ pub static MEMORY_SUBCOMMANDS: &[Command] = &[
             "response_policy:special",
         ])
         .acl("slow")
-        .doc("server", "4.0.0", "Outputs a memory problems report."),
+        .doc_in("server", "4.0.0", "Outputs a memory problems report."),
     Command::new("malloc-stats", 2, 0, malloc_stats)
         .tips(&[
             "nondeterministic_output",
@@ -49,14 +49,14 @@ pub static MEMORY_SUBCOMMANDS: &[Command] = &[
             "response_policy:special",
         ])
         .acl("slow")
-        .doc("server", "4.0.0", "Returns the allocator statistics.")
+        .doc_in("server", "4.0.0", "Returns the allocator statistics.")
         .complexity("Depends on how much memory is allocated, could be slow"),
     Command::new("purge", 2, 0, purge)
         .tips(&["request_policy:all_shards", "response_policy:all_succeeded"])
         .acl("slow")
-        .doc("server", "4.0.0", "Asks the allocator to release memory.")
+        .doc_in("server", "4.0.0", "Asks the allocator to release memory.")
         .complexity("Depends on how much memory is allocated, could be slow"),
-    Command::new("help", 2, 0, memory_help).acl("slow").doc(
+    Command::new("help", 2, 0, memory_help).acl("slow").doc_in(
         "server",
         "4.0.0",
         "Returns helpful text about the different subcommands.",

@@ -22,7 +22,7 @@ pub static SLOWLOG_SUBCOMMANDS: &[Command] = &[
     Command::new("get", -2, ADM, slowlog_get)
         .tips(&["request_policy:all_nodes", "nondeterministic_output"])
         .acl("admin slow dangerous")
-        .doc("server", "2.2.12", "Returns the slow log's entries.")
+        .doc_in("server", "2.2.12", "Returns the slow log's entries.")
         .complexity("O(N) where N is the number of entries returned"),
     Command::new("len", 2, ADM, slowlog_len)
         .tips(&[
@@ -31,7 +31,7 @@ pub static SLOWLOG_SUBCOMMANDS: &[Command] = &[
             "nondeterministic_output",
         ])
         .acl("admin slow dangerous")
-        .doc(
+        .doc_in(
             "server",
             "2.2.12",
             "Returns the number of entries in the slow log.",
@@ -39,11 +39,11 @@ pub static SLOWLOG_SUBCOMMANDS: &[Command] = &[
     Command::new("reset", 2, ADM, slowlog_reset)
         .tips(&["request_policy:all_nodes", "response_policy:all_succeeded"])
         .acl("admin slow dangerous")
-        .doc("server", "2.2.12", "Clears all entries from the slow log.")
+        .doc_in("server", "2.2.12", "Clears all entries from the slow log.")
         .complexity("O(N) where N is the number of entries in the slowlog"),
     Command::new("help", 2, LOADING | STALE, slowlog_help)
         .acl("slow")
-        .doc(
+        .doc_in(
             "server",
             "6.2.0",
             "Show helpful text about the different subcommands",
@@ -58,7 +58,7 @@ pub static LATENCY_SUBCOMMANDS: &[Command] = &[
             "response_policy:special",
         ])
         .acl("admin slow dangerous")
-        .doc(
+        .doc_in(
             "server",
             "2.8.13",
             "Returns the latest latency samples for all events.",
@@ -70,7 +70,7 @@ pub static LATENCY_SUBCOMMANDS: &[Command] = &[
             "response_policy:special",
         ])
         .acl("admin slow dangerous")
-        .doc(
+        .doc_in(
             "server",
             "2.8.13",
             "Returns timestamp-latency samples for an event.",
@@ -78,7 +78,7 @@ pub static LATENCY_SUBCOMMANDS: &[Command] = &[
     Command::new("reset", -2, ADM, latency_reset)
         .tips(&["request_policy:all_nodes", "response_policy:all_succeeded"])
         .acl("admin slow dangerous")
-        .doc(
+        .doc_in(
             "server",
             "2.8.13",
             "Resets the latency data for one or more events.",
@@ -90,7 +90,7 @@ pub static LATENCY_SUBCOMMANDS: &[Command] = &[
             "response_policy:special",
         ])
         .acl("admin slow dangerous")
-        .doc(
+        .doc_in(
             "server",
             "2.8.13",
             "Returns a human-readable latency analysis report.",
@@ -102,7 +102,7 @@ pub static LATENCY_SUBCOMMANDS: &[Command] = &[
             "response_policy:special",
         ])
         .acl("admin slow dangerous")
-        .doc("server", "2.8.13", "Returns a latency graph for an event."),
+        .doc_in("server", "2.8.13", "Returns a latency graph for an event."),
     Command::new("histogram", -2, ADM, latency_histogram)
         .tips(&[
             "nondeterministic_output",
@@ -110,7 +110,7 @@ pub static LATENCY_SUBCOMMANDS: &[Command] = &[
             "response_policy:special",
         ])
         .acl("admin slow dangerous")
-        .doc(
+        .doc_in(
             "server",
             "7.0.0",
             "Returns the cumulative distribution of latencies of a subset or all commands.",
@@ -120,7 +120,7 @@ pub static LATENCY_SUBCOMMANDS: &[Command] = &[
         ),
     Command::new("help", 2, LOADING | STALE, latency_help)
         .acl("slow")
-        .doc(
+        .doc_in(
             "server",
             "2.8.13",
             "Returns helpful text about the different subcommands.",

@@ -35,7 +35,7 @@ pub static COMMANDS: &[Command] = &[
             "response_policy:special",
         ])
         .acl("slow dangerous")
-        .doc(
+        .doc_in(
             "server",
             "1.0.0",
             "Returns information and statistics about the server.",
@@ -44,7 +44,7 @@ pub static COMMANDS: &[Command] = &[
     Command::new("time", 1, LOADING | STALE | FAST, time)
         .tips(&["nondeterministic_output"])
         .acl("fast")
-        .doc("server", "2.6.0", "Returns the server time."),
+        .doc_in("server", "2.6.0", "Returns the server time."),
     Command::new(
         "bgrewriteaof",
         1,
@@ -52,7 +52,7 @@ pub static COMMANDS: &[Command] = &[
         persist::bgrewriteaof,
     )
     .acl("admin slow dangerous")
-    .doc(
+    .doc_in(
         "server",
         "1.0.0",
         "Asynchronously rewrites the append-only file to disk.",
@@ -65,7 +65,7 @@ pub static COMMANDS: &[Command] = &[
         persist::save,
     )
     .acl("slow dangerous admin")
-    .doc(
+    .doc_in(
         "server",
         "1.0.0",
         "Synchronously saves the database(s) to disk.",
@@ -78,7 +78,7 @@ pub static COMMANDS: &[Command] = &[
         persist::bgsave,
     )
     .acl("slow dangerous admin")
-    .doc(
+    .doc_in(
         "server",
         "1.0.0",
         "Asynchronously saves the database(s) to disk.",
@@ -87,7 +87,7 @@ pub static COMMANDS: &[Command] = &[
     Command::new("lastsave", 1, LOADING | STALE | FAST, lastsave)
         .tips(&["nondeterministic_output"])
         .acl("fast dangerous admin")
-        .doc(
+        .doc_in(
             "server",
             "1.0.0",
             "Returns the Unix timestamp of the last successful save to disk.",
@@ -99,24 +99,24 @@ pub static COMMANDS: &[Command] = &[
         shutdown,
     )
     .acl("admin slow dangerous")
-    .doc(
+    .doc_in(
         "server",
         "1.0.0",
         "Synchronously saves the database(s) to disk and shuts down the Redis server.",
     ),
     Command::new("monitor", 1, ADM, monitor)
         .acl("admin slow dangerous")
-        .doc(
+        .doc_in(
             "server",
             "1.0.0",
             "Listens for all requests received by the server in real-time.",
         ),
     Command::new("debug", -2, ADM | PROTECTED, debug::debug)
         .acl("admin slow dangerous")
-        .doc("server", "1.0.0", "A container for debugging commands."),
+        .doc_in("server", "1.0.0", "A container for debugging commands."),
     Command::new("client", -2, 0, container)
         .acl("slow")
-        .doc(
+        .doc_in(
             "connection",
             "2.4.0",
             "A container for client connection commands.",
@@ -126,7 +126,7 @@ pub static COMMANDS: &[Command] = &[
     Command::new("command", -1, LOADING | STALE, command::command_all)
         .tips(&["nondeterministic_output_order"])
         .acl("slow connection")
-        .doc(
+        .doc_in(
             "server",
             "2.8.13",
             "Returns detailed information about all commands.",
@@ -135,12 +135,12 @@ pub static COMMANDS: &[Command] = &[
         .subs(command::SUBCOMMANDS),
     Command::new("slowlog", -2, 0, container)
         .acl("slow")
-        .doc("server", "2.2.12", "A container for slow log commands.")
+        .doc_in("server", "2.2.12", "A container for slow log commands.")
         .complexity("Depends on subcommand.")
         .subs(logs::SLOWLOG_SUBCOMMANDS),
     Command::new("latency", -2, 0, container)
         .acl("slow")
-        .doc(
+        .doc_in(
             "server",
             "2.8.13",
             "A container for latency diagnostics commands.",
@@ -149,7 +149,7 @@ pub static COMMANDS: &[Command] = &[
         .subs(logs::LATENCY_SUBCOMMANDS),
     Command::new("memory", -2, 0, container)
         .acl("slow")
-        .doc(
+        .doc_in(
             "server",
             "4.0.0",
             "A container for memory diagnostics commands.",
