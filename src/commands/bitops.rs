@@ -18,55 +18,45 @@ use super::{flags::*, CmdError, CmdResult, Command, Ctx};
 use crate::keyspace::{StrValue, Value};
 use crate::protocol::Args;
 
-const G: &str = "bitmap";
-
-pub static COMMANDS: &[Command] = &[
-    Command::new("setbit", 4, WRITE | DENYOOM, setbit)
-        .key_specs(&[
-            KeySpec::at(1, &["RW", "access", "update"]),
-        ])
+pub static COMMANDS: &[Command] = crate::commands::command_table! {
+    family(group = "bitmap", acl = "bitmap"),
+    cmd("setbit", 4, WRITE | DENYOOM, setbit)
+        .doc("2.2.0", "Sets or clears the bit at offset of the string value. Creates the key if it doesn't exist.")
         .keys(1, 1, 1)
-        .acl("write bitmap slow")
-        .doc(G, "2.2.0", "Sets or clears the bit at offset of the string value. Creates the key if it doesn't exist."),
-    Command::new("getbit", 3, READONLY | FAST, getbit)
-        .keys(1, 1, 1)
-        .acl("read bitmap fast")
-        .doc(G, "2.2.0", "Returns a bit value by offset."),
-    Command::new("bitcount", -2, READONLY, bitcount)
-        .keys(1, 1, 1)
-        .acl("read bitmap slow")
+        .key_specs(&[KeySpec::at(1, &["RW", "access", "update"])]),
+    cmd("getbit", 3, READONLY | FAST, getbit)
+        .doc("2.2.0", "Returns a bit value by offset.")
+        .keys(1, 1, 1),
+    cmd("bitcount", -2, READONLY, bitcount)
+        .doc("2.6.0", "Counts the number of set bits (population counting) in a string.")
         .complexity("O(N)")
-        .doc(G, "2.6.0", "Counts the number of set bits (population counting) in a string."),
-    Command::new("bitpos", -3, READONLY, bitpos)
-        .keys(1, 1, 1)
-        .acl("read bitmap slow")
+        .keys(1, 1, 1),
+    cmd("bitpos", -3, READONLY, bitpos)
+        .doc("2.8.7", "Finds the first set (1) or clear (0) bit in a string.")
         .complexity("O(N)")
-        .doc(G, "2.8.7", "Finds the first set (1) or clear (0) bit in a string."),
-    Command::new("bitop", -4, WRITE | DENYOOM, bitop)
+        .keys(1, 1, 1),
+    cmd("bitop", -4, WRITE | DENYOOM, bitop)
+        .doc("2.6.0", "Performs bitwise operations on multiple strings, and stores the result.")
+        .complexity("O(N)")
+        .keys(2, -1, 1)
         .key_specs(&[
             KeySpec::at(2, &["OW", "update"]),
             KeySpec::at(3, &["RO", "access"]).range(-1, 1, 0),
-        ])
-        .keys(2, -1, 1)
-        .acl("write bitmap slow")
-        .complexity("O(N)")
-        .doc(G, "2.6.0", "Performs bitwise operations on multiple strings, and stores the result."),
-    Command::new("bitfield", -2, WRITE | DENYOOM, bitfield)
+        ]),
+    cmd("bitfield", -2, WRITE | DENYOOM, bitfield)
+        .doc("3.2.0", "Performs arbitrary bitfield integer operations on strings.")
+        .complexity("O(1) for each subcommand specified")
+        .keys(1, 1, 1)
         .key_specs(&[
             KeySpec::at(1, &["RW", "access", "update", "variable_flags"])
                 .notes("This command allows both access and modification of the key"),
         ])
-        .key_flags_fn(bitfield_key_flags)
-        .keys(1, 1, 1)
-        .acl("write bitmap slow")
+        .key_flags_fn(bitfield_key_flags),
+    cmd("bitfield_ro", -2, READONLY | FAST, bitfield_ro)
+        .doc("6.0.0", "Performs arbitrary read-only bitfield integer operations on strings.")
         .complexity("O(1) for each subcommand specified")
-        .doc(G, "3.2.0", "Performs arbitrary bitfield integer operations on strings."),
-    Command::new("bitfield_ro", -2, READONLY | FAST, bitfield_ro)
-        .keys(1, 1, 1)
-        .acl("read bitmap fast")
-        .complexity("O(1) for each subcommand specified")
-        .doc(G, "6.0.0", "Performs arbitrary read-only bitfield integer operations on strings."),
-];
+        .keys(1, 1, 1),
+};
 
 /// Redis's getBitOffsetFromArgument: `n` or, with `bits > 0`, `#n` (n*bits).
 fn bit_offset(ctx: &Ctx, a: &[u8], bits: u32) -> Result<u64, CmdError> {

@@ -18,49 +18,27 @@ use crate::protocol::Args;
 
 const ADMIN_FLAGS: u32 = ADMIN | NOSCRIPT | LOADING | STALE;
 
-pub static COMMANDS: &[Command] = &[Command::new("config", -2, 0, help)
-    .acl("slow")
-    .doc(
-        "server",
-        "2.0.0",
-        "A container for server configuration commands.",
-    )
-    .subs(SUBS)];
+pub static COMMANDS: &[Command] = crate::commands::command_table! {
+    family(group = "server", acl = ""),
+    container("config", -2, help)
+        .doc("2.0.0", "A container for server configuration commands.")
+        .subs(SUBS),
+};
 
-static SUBS: &[Command] = &[
-    Command::new("get", -3, ADMIN_FLAGS, get)
-        .acl("admin slow dangerous")
-        .doc(
-            "server",
-            "2.0.0",
-            "Returns the effective values of configuration parameters.",
-        ),
-    Command::new("set", -4, ADMIN_FLAGS, set)
-        .tips(&["request_policy:all_nodes", "response_policy:all_succeeded"])
-        .acl("admin slow dangerous")
-        .doc(
-            "server",
-            "2.0.0",
-            "Sets configuration parameters in-flight.",
-        ),
-    Command::new("resetstat", 2, ADMIN_FLAGS, resetstat)
-        .acl("admin slow dangerous")
-        .doc("server", "2.0.0", "Resets the server's statistics."),
-    Command::new("rewrite", 2, ADMIN_FLAGS, rewrite)
-        .acl("admin slow dangerous")
-        .doc(
-            "server",
-            "2.8.0",
-            "Persists the effective configuration to file.",
-        ),
-    Command::new("help", 2, LOADING | STALE, help)
-        .acl("slow")
-        .doc(
-            "server",
-            "5.0.0",
-            "Returns helpful text about the different subcommands.",
-        ),
-];
+static SUBS: &[Command] = crate::commands::command_table! {
+    family(group = "server", acl = ""),
+    cmd("get", -3, ADMIN_FLAGS, get)
+        .doc("2.0.0", "Returns the effective values of configuration parameters."),
+    cmd("set", -4, ADMIN_FLAGS, set)
+        .doc("2.0.0", "Sets configuration parameters in-flight.")
+        .tips(&["request_policy:all_nodes", "response_policy:all_succeeded"]),
+    cmd("resetstat", 2, ADMIN_FLAGS, resetstat)
+        .doc("2.0.0", "Resets the server's statistics."),
+    cmd("rewrite", 2, ADMIN_FLAGS, rewrite)
+        .doc("2.8.0", "Persists the effective configuration to file."),
+    cmd("help", 2, LOADING | STALE, help)
+        .doc("5.0.0", "Returns helpful text about the different subcommands."),
+};
 
 const HELP: &[&str] = &[
     "CONFIG <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",

@@ -4,54 +4,24 @@ use super::util::{arg_i64, eq_ic};
 use super::{flags::*, CmdError, CmdResult, Command, Ctx};
 use crate::protocol::Args;
 
-pub static COMMANDS: &[Command] = &[
-    Command::new("ping", -1, FAST, ping)
-        .tips(&["request_policy:all_shards", "response_policy:all_succeeded"])
-        .acl("fast connection")
-        .doc(
-            "connection",
-            "1.0.0",
-            "Returns the server's liveliness response.",
-        ),
-    Command::new("echo", 2, FAST, echo)
-        .acl("fast connection")
-        .doc("connection", "1.0.0", "Returns the given string."),
-    Command::new(
-        "quit",
-        -1,
-        FAST | NO_AUTH | STALE | ALLOW_BUSY | LOADING,
-        quit,
-    )
-    .acl("fast connection")
-    .doc("connection", "1.0.0", "Closes the connection."),
-    Command::new("select", 2, FAST | LOADING | STALE, select)
-        .acl("fast connection")
-        .doc("connection", "1.0.0", "Changes the selected database."),
-    Command::new(
-        "hello",
-        -1,
-        FAST | NO_AUTH | STALE | LOADING | NOSCRIPT | ALLOW_BUSY,
-        hello,
-    )
-    .acl("fast connection")
-    .doc("connection", "6.0.0", "Handshakes with the Redis server."),
-    Command::new(
-        "auth",
-        -2,
-        FAST | NO_AUTH | STALE | LOADING | NOSCRIPT | ALLOW_BUSY,
-        auth,
-    )
-    .acl("fast connection")
-    .doc("connection", "1.0.0", "Authenticates the connection."),
-    Command::new(
-        "reset",
-        1,
-        FAST | NO_AUTH | STALE | LOADING | NOSCRIPT | ALLOW_BUSY,
-        reset,
-    )
-    .acl("fast connection")
-    .doc("connection", "6.2.0", "Resets the connection."),
-];
+pub static COMMANDS: &[Command] = crate::commands::command_table! {
+    family(group = "connection", acl = "connection"),
+    cmd("ping", -1, FAST, ping)
+        .doc("1.0.0", "Returns the server's liveliness response.")
+        .tips(&["request_policy:all_shards", "response_policy:all_succeeded"]),
+    cmd("echo", 2, FAST, echo)
+        .doc("1.0.0", "Returns the given string."),
+    cmd("quit", -1, FAST | NO_AUTH | STALE | ALLOW_BUSY | LOADING, quit)
+        .doc("1.0.0", "Closes the connection."),
+    cmd("select", 2, FAST | LOADING | STALE, select)
+        .doc("1.0.0", "Changes the selected database."),
+    cmd("hello", -1, FAST | NO_AUTH | STALE | LOADING | NOSCRIPT | ALLOW_BUSY, hello)
+        .doc("6.0.0", "Handshakes with the Redis server."),
+    cmd("auth", -2, FAST | NO_AUTH | STALE | LOADING | NOSCRIPT | ALLOW_BUSY, auth)
+        .doc("1.0.0", "Authenticates the connection."),
+    cmd("reset", 1, FAST | NO_AUTH | STALE | LOADING | NOSCRIPT | ALLOW_BUSY, reset)
+        .doc("6.2.0", "Resets the connection."),
+};
 
 fn ping(ctx: &mut Ctx, args: Args) -> CmdResult {
     if args.len() <= 2 && super::pubsub::in_resp2_subscribed_mode(ctx.client) {

@@ -31,34 +31,30 @@ use crate::keyspace::Entry;
 use crate::persistence::rdb::{decode, encode, RdbError};
 use crate::protocol::{request, Args};
 
-const G: &str = "generic";
-
-pub static COMMANDS: &[Command] = &[
-    Command::new("dump", 2, READONLY, dump)
-        .key_specs(&[KeySpec::at(1, &["RO", "access"])])
-        .tips(&["nondeterministic_output"])
-        .keys(1, 1, 1)
-        .acl("keyspace read slow")
+pub static COMMANDS: &[Command] = crate::commands::command_table! {
+    family(group = "generic", acl = "keyspace"),
+    cmd("dump", 2, READONLY, dump)
+        .doc("2.6.0", "Returns a serialized representation of the value stored at a key.")
         .complexity("O(1) to access the key and additional O(N*M) to serialize it, where N is the number of Redis objects composing the value and M their average size. For small string values the time complexity is thus O(1)+O(1*M) where M is small, so simply O(1).")
-        .doc(G, "2.6.0", "Returns a serialized representation of the value stored at a key."),
-    Command::new("restore", -4, WRITE | DENYOOM, restore)
-        .key_specs(&[KeySpec::at(1, &["OW", "update"])])
         .keys(1, 1, 1)
-        .acl("keyspace write slow dangerous")
+        .key_specs(&[KeySpec::at(1, &["RO", "access"])])
+        .tips(&["nondeterministic_output"]),
+    cmd("restore", -4, WRITE | DENYOOM, restore, acl = "dangerous")
+        .doc("2.6.0", "Creates a key from the serialized representation of a value.")
         .complexity("O(1) to create the new key and additional O(N*M) to reconstruct the serialized value, where N is the number of Redis objects composing the value and M their average size. For small string values the time complexity is thus O(1)+O(1*M) where M is small, so simply O(1). However for sorted set values the complexity is O(N*M*log(N)) because inserting values into sorted sets is O(log(N)).")
-        .doc(G, "2.6.0", "Creates a key from the serialized representation of a value."),
-    Command::new("migrate", -6, WRITE, migrate)
+        .keys(1, 1, 1)
+        .key_specs(&[KeySpec::at(1, &["OW", "update"])]),
+    cmd("migrate", -6, WRITE, migrate, acl = "dangerous")
+        .doc("2.6.0", "Atomically transfers a key from one Redis instance to another.")
+        .complexity("This command actually executes a DUMP+DEL in the source instance, and a RESTORE in the target instance. See the pages of these commands for time complexity. Also an O(N) data transfer between the two instances is performed.")
+        .keys(3, 3, 1)
+        .keys_fn(migrate_keys)
         .key_specs(&[
             KeySpec::at(3, &["RW", "access", "delete"]),
             KeySpec::keyword("KEYS", -2, &["RW", "access", "delete", "incomplete"]).range(-1, 1, 0),
         ])
-        .tips(&["nondeterministic_output"])
-        .keys(3, 3, 1)
-        .keys_fn(migrate_keys)
-        .acl("keyspace write slow dangerous")
-        .complexity("This command actually executes a DUMP+DEL in the source instance, and a RESTORE in the target instance. See the pages of these commands for time complexity. Also an O(N) data transfer between the two instances is performed.")
-        .doc(G, "2.6.0", "Atomically transfers a key from one Redis instance to another."),
-];
+        .tips(&["nondeterministic_output"]),
+};
 
 fn compress(ctx: &Ctx) -> bool {
     ctx.core.config.read().get_bool("rdbcompression")

@@ -14,78 +14,38 @@ use super::util::{arg_i64, eq_ic, lossy};
 use super::{flags::*, CmdError, CmdResult, Command, Ctx};
 use crate::protocol::Args;
 
-pub static COMMANDS: &[Command] = &[
-    Command::new("expire", -3, WRITE | FAST, expire)
+pub static COMMANDS: &[Command] = crate::commands::command_table! {
+    family(group = "generic", acl = "keyspace"),
+    cmd("expire", -3, WRITE | FAST, expire)
+        .doc("1.0.0", "Sets the expiration time of a key in seconds.")
+        .keys(1, 1, 1),
+    cmd("pexpire", -3, WRITE | FAST, pexpire)
+        .doc("2.6.0", "Sets the expiration time of a key in milliseconds.")
+        .keys(1, 1, 1),
+    cmd("expireat", -3, WRITE | FAST, expireat)
+        .doc("1.2.0", "Sets the expiration time of a key to a Unix timestamp.")
+        .keys(1, 1, 1),
+    cmd("pexpireat", -3, WRITE | FAST, pexpireat)
+        .doc("2.6.0", "Sets the expiration time of a key to a Unix milliseconds timestamp.")
+        .keys(1, 1, 1),
+    cmd("ttl", 2, READONLY | FAST, ttl)
+        .doc("1.0.0", "Returns the expiration time in seconds of a key.")
         .keys(1, 1, 1)
-        .acl("keyspace write fast")
-        .doc(
-            "generic",
-            "1.0.0",
-            "Sets the expiration time of a key in seconds.",
-        ),
-    Command::new("pexpire", -3, WRITE | FAST, pexpire)
+        .tips(&["nondeterministic_output"]),
+    cmd("pttl", 2, READONLY | FAST, pttl)
+        .doc("2.6.0", "Returns the expiration time in milliseconds of a key.")
         .keys(1, 1, 1)
-        .acl("keyspace write fast")
-        .doc(
-            "generic",
-            "2.6.0",
-            "Sets the expiration time of a key in milliseconds.",
-        ),
-    Command::new("expireat", -3, WRITE | FAST, expireat)
-        .keys(1, 1, 1)
-        .acl("keyspace write fast")
-        .doc(
-            "generic",
-            "1.2.0",
-            "Sets the expiration time of a key to a Unix timestamp.",
-        ),
-    Command::new("pexpireat", -3, WRITE | FAST, pexpireat)
-        .keys(1, 1, 1)
-        .acl("keyspace write fast")
-        .doc(
-            "generic",
-            "2.6.0",
-            "Sets the expiration time of a key to a Unix milliseconds timestamp.",
-        ),
-    Command::new("ttl", 2, READONLY | FAST, ttl)
-        .tips(&["nondeterministic_output"])
-        .keys(1, 1, 1)
-        .acl("keyspace read fast")
-        .doc(
-            "generic",
-            "1.0.0",
-            "Returns the expiration time in seconds of a key.",
-        ),
-    Command::new("pttl", 2, READONLY | FAST, pttl)
-        .tips(&["nondeterministic_output"])
-        .keys(1, 1, 1)
-        .acl("keyspace read fast")
-        .doc(
-            "generic",
-            "2.6.0",
-            "Returns the expiration time in milliseconds of a key.",
-        ),
-    Command::new("expiretime", 2, READONLY | FAST, expiretime)
-        .keys(1, 1, 1)
-        .acl("keyspace read fast")
-        .doc(
-            "generic",
-            "7.0.0",
-            "Returns the expiration time of a key as a Unix timestamp.",
-        ),
-    Command::new("pexpiretime", 2, READONLY | FAST, pexpiretime)
-        .keys(1, 1, 1)
-        .acl("keyspace read fast")
-        .doc(
-            "generic",
-            "7.0.0",
-            "Returns the expiration time of a key as a Unix milliseconds timestamp.",
-        ),
-    Command::new("persist", 2, WRITE | FAST, persist)
-        .keys(1, 1, 1)
-        .acl("keyspace write fast")
-        .doc("generic", "2.2.0", "Removes the expiration time of a key."),
-];
+        .tips(&["nondeterministic_output"]),
+    cmd("expiretime", 2, READONLY | FAST, expiretime)
+        .doc("7.0.0", "Returns the expiration time of a key as a Unix timestamp.")
+        .keys(1, 1, 1),
+    cmd("pexpiretime", 2, READONLY | FAST, pexpiretime)
+        .doc("7.0.0", "Returns the expiration time of a key as a Unix milliseconds timestamp.")
+        .keys(1, 1, 1),
+    cmd("persist", 2, WRITE | FAST, persist)
+        .doc("2.2.0", "Removes the expiration time of a key.")
+        .keys(1, 1, 1),
+};
 
 /// EXPIRE's condition flags.
 #[derive(Clone, Copy, Default, Debug, PartialEq, Eq)]

@@ -21,97 +21,78 @@ use crate::keyspace::hash::{HashLimits, HashValue};
 use crate::keyspace::{Entry, Value};
 use crate::protocol::{parse_i64, Args};
 
-const G: &str = "hash";
-
-pub static COMMANDS: &[Command] = &[
-    Command::new("hset", -4, WRITE | DENYOOM | FAST, hset)
-        .keys(1, 1, 1)
-        .acl("write hash fast")
+pub static COMMANDS: &[Command] = crate::commands::command_table! {
+    family(group = "hash", acl = "hash"),
+    cmd("hset", -4, WRITE | DENYOOM | FAST, hset)
+        .doc("2.0.0", "Creates or modifies the value of a field in a hash.")
         .complexity("O(1) for each field/value pair added, so O(N) to add N field/value pairs when the command is called with multiple field/value pairs.")
-        .doc(G, "2.0.0", "Creates or modifies the value of a field in a hash."),
-    Command::new("hsetnx", 4, WRITE | DENYOOM | FAST, hsetnx)
-        .key_specs(&[
-            KeySpec::at(1, &["RW", "insert"]),
-        ])
+        .keys(1, 1, 1),
+    cmd("hsetnx", 4, WRITE | DENYOOM | FAST, hsetnx)
+        .doc("2.0.0", "Sets the value of a field in a hash only when the field doesn't exist.")
         .keys(1, 1, 1)
-        .acl("write hash fast")
-        .doc(G, "2.0.0", "Sets the value of a field in a hash only when the field doesn't exist."),
-    Command::new("hmset", -4, WRITE | DENYOOM | FAST, hset)
-        .keys(1, 1, 1)
-        .acl("write hash fast")
+        .key_specs(&[KeySpec::at(1, &["RW", "insert"])]),
+    cmd("hmset", -4, WRITE | DENYOOM | FAST, hset)
+        .doc("2.0.0", "Sets the values of multiple fields.")
         .complexity("O(N) where N is the number of fields being set.")
-        .doc(G, "2.0.0", "Sets the values of multiple fields."),
-    Command::new("hget", 3, READONLY | FAST, hget)
-        .keys(1, 1, 1)
-        .acl("read hash fast")
-        .doc(G, "2.0.0", "Returns the value of a field in a hash."),
-    Command::new("hmget", -3, READONLY | FAST, hmget)
-        .keys(1, 1, 1)
-        .acl("read hash fast")
+        .keys(1, 1, 1),
+    cmd("hget", 3, READONLY | FAST, hget)
+        .doc("2.0.0", "Returns the value of a field in a hash.")
+        .keys(1, 1, 1),
+    cmd("hmget", -3, READONLY | FAST, hmget)
+        .doc("2.0.0", "Returns the values of all fields in a hash.")
         .complexity("O(N) where N is the number of fields being requested.")
-        .doc(G, "2.0.0", "Returns the values of all fields in a hash."),
-    Command::new("hgetall", 2, READONLY, hgetall)
-        .tips(&["nondeterministic_output_order"])
-        .keys(1, 1, 1)
-        .acl("read hash slow")
+        .keys(1, 1, 1),
+    cmd("hgetall", 2, READONLY, hgetall)
+        .doc("2.0.0", "Returns all fields and values in a hash.")
         .complexity("O(N) where N is the size of the hash.")
-        .doc(G, "2.0.0", "Returns all fields and values in a hash."),
-    Command::new("hkeys", 2, READONLY, hkeys)
-        .tips(&["nondeterministic_output_order"])
         .keys(1, 1, 1)
-        .acl("read hash slow")
+        .tips(&["nondeterministic_output_order"]),
+    cmd("hkeys", 2, READONLY, hkeys)
+        .doc("2.0.0", "Returns all fields in a hash.")
         .complexity("O(N) where N is the size of the hash.")
-        .doc(G, "2.0.0", "Returns all fields in a hash."),
-    Command::new("hvals", 2, READONLY, hvals)
-        .tips(&["nondeterministic_output_order"])
         .keys(1, 1, 1)
-        .acl("read hash slow")
+        .tips(&["nondeterministic_output_order"]),
+    cmd("hvals", 2, READONLY, hvals)
+        .doc("2.0.0", "Returns all values in a hash.")
         .complexity("O(N) where N is the size of the hash.")
-        .doc(G, "2.0.0", "Returns all values in a hash."),
-    Command::new("hlen", 2, READONLY | FAST, hlen).key_specs(&[KeySpec::at(1, &["RO"])])
         .keys(1, 1, 1)
-        .acl("read hash fast")
-        .doc(G, "2.0.0", "Returns the number of fields in a hash."),
-    Command::new("hexists", 3, READONLY | FAST, hexists).key_specs(&[KeySpec::at(1, &["RO"])])
+        .tips(&["nondeterministic_output_order"]),
+    cmd("hlen", 2, READONLY | FAST, hlen)
+        .doc("2.0.0", "Returns the number of fields in a hash.")
         .keys(1, 1, 1)
-        .acl("read hash fast")
-        .doc(G, "2.0.0", "Determines whether a field exists in a hash."),
-    Command::new("hdel", -3, WRITE | FAST, hdel).key_specs(&[KeySpec::at(1, &["RW", "delete"])])
+        .key_specs(&[KeySpec::at(1, &["RO"])]),
+    cmd("hexists", 3, READONLY | FAST, hexists)
+        .doc("2.0.0", "Determines whether a field exists in a hash.")
         .keys(1, 1, 1)
-        .acl("write hash fast")
+        .key_specs(&[KeySpec::at(1, &["RO"])]),
+    cmd("hdel", -3, WRITE | FAST, hdel)
+        .doc("2.0.0", "Deletes one or more fields and their values from a hash. Deletes the hash if no fields remain.")
         .complexity("O(N) where N is the number of fields to be removed.")
-        .doc(G, "2.0.0", "Deletes one or more fields and their values from a hash. Deletes the hash if no fields remain."),
-    Command::new("hincrby", 4, WRITE | DENYOOM | FAST, hincrby)
-        .key_specs(&[
-            KeySpec::at(1, &["RW", "access", "update"]),
-        ])
         .keys(1, 1, 1)
-        .acl("write hash fast")
-        .doc(G, "2.0.0", "Increments the integer value of a field in a hash by a number. Uses 0 as initial value if the field doesn't exist."),
-    Command::new("hincrbyfloat", 4, WRITE | DENYOOM | FAST, hincrbyfloat)
-        .key_specs(&[
-            KeySpec::at(1, &["RW", "access", "update"]),
-        ])
+        .key_specs(&[KeySpec::at(1, &["RW", "delete"])]),
+    cmd("hincrby", 4, WRITE | DENYOOM | FAST, hincrby)
+        .doc("2.0.0", "Increments the integer value of a field in a hash by a number. Uses 0 as initial value if the field doesn't exist.")
         .keys(1, 1, 1)
-        .acl("write hash fast")
-        .doc(G, "2.6.0", "Increments the floating point value of a field by a number. Uses 0 as initial value if the field doesn't exist."),
-    Command::new("hstrlen", 3, READONLY | FAST, hstrlen).key_specs(&[KeySpec::at(1, &["RO"])])
+        .key_specs(&[KeySpec::at(1, &["RW", "access", "update"])]),
+    cmd("hincrbyfloat", 4, WRITE | DENYOOM | FAST, hincrbyfloat)
+        .doc("2.6.0", "Increments the floating point value of a field by a number. Uses 0 as initial value if the field doesn't exist.")
         .keys(1, 1, 1)
-        .acl("read hash fast")
-        .doc(G, "3.2.0", "Returns the length of the value of a field."),
-    Command::new("hrandfield", -2, READONLY, hrandfield)
-        .tips(&["nondeterministic_output"])
+        .key_specs(&[KeySpec::at(1, &["RW", "access", "update"])]),
+    cmd("hstrlen", 3, READONLY | FAST, hstrlen)
+        .doc("3.2.0", "Returns the length of the value of a field.")
         .keys(1, 1, 1)
-        .acl("read hash slow")
+        .key_specs(&[KeySpec::at(1, &["RO"])]),
+    cmd("hrandfield", -2, READONLY, hrandfield)
+        .doc("6.2.0", "Returns one or more random fields from a hash.")
         .complexity("O(N) where N is the number of fields returned")
-        .doc(G, "6.2.0", "Returns one or more random fields from a hash."),
-    Command::new("hscan", -3, READONLY, hscan)
-        .tips(&["nondeterministic_output"])
         .keys(1, 1, 1)
-        .acl("read hash slow")
+        .tips(&["nondeterministic_output"]),
+    cmd("hscan", -3, READONLY, hscan)
+        .doc("2.8.0", "Iterates over fields and values of a hash.")
         .complexity("O(1) for every call. O(N) for a complete iteration, including enough command calls for the cursor to return back to 0. N is the number of elements inside the collection.")
-        .doc(G, "2.8.0", "Iterates over fields and values of a hash."),
-];
+        .keys(1, 1, 1)
+        .tips(&["nondeterministic_output"]),
+};
 
 /// The hash inside a value already checked to be one.
 fn hash_ref(v: &Value) -> &HashValue {

@@ -45,181 +45,115 @@ use super::{flags::*, CmdError, CmdResult, Command, Ctx};
 use crate::keyspace::{Entry, Key, Shard, ShardGuard, StrValue, Value, SHARDS};
 use crate::protocol::Args;
 
-pub static COMMANDS: &[Command] = &[
-    Command::new("swapdb", 3, WRITE | FAST, swapdb)
-        .acl("keyspace write fast dangerous")
-        .doc("server", "4.0.0", "Swaps two Redis databases."),
-    Command::new("flushdb", -1, WRITE, flushdb)
-        .tips(&[
-            "request_policy:all_shards",
-            "response_policy:all_succeeded",
-        ])
-        .acl("keyspace write slow dangerous")
-        .doc("server", "1.0.0", "Remove all keys from the current database."),
-    Command::new("flushall", -1, WRITE, flushall)
-        .tips(&[
-            "request_policy:all_shards",
-            "response_policy:all_succeeded",
-        ])
-        .acl("keyspace write slow dangerous")
-        .doc("server", "1.0.0", "Removes all keys from all databases."),
-    Command::new("dbsize", 1, READONLY | FAST, dbsize)
-        .tips(&[
-            "request_policy:all_shards",
-            "response_policy:agg_sum",
-        ])
-        .acl("keyspace read fast")
-        .doc("server", "1.0.0", "Returns the number of keys in the database."),
-    Command::new("keys", 2, READONLY, keys)
-        .tips(&[
-            "request_policy:all_shards",
-            "nondeterministic_output_order",
-        ])
-        .acl("keyspace read slow dangerous")
-        .doc("generic", "1.0.0", "Returns all key names that match a pattern.")
-        .complexity("O(N)"),
-    Command::new("scan", -2, READONLY, scan)
-        .tips(&[
-            "nondeterministic_output",
-            "request_policy:special",
-        ])
-        .acl("keyspace read slow")
-        .doc("generic", "2.8.0", "Iterates over the key names in the database.")
-        .complexity("O(1) for every call. O(N) for a complete iteration."),
-    Command::new("randomkey", 1, READONLY, randomkey)
-        .tips(&[
-            "request_policy:all_shards",
-            "nondeterministic_output",
-        ])
-        .acl("keyspace read slow")
-        .doc("generic", "1.0.0", "Returns a random key name from the database."),
-    Command::new("del", -2, WRITE, del)
-        .key_specs(&[
-            KeySpec::at(1, &["RM", "delete"]).range(-1, 1, 0),
-        ])
-        .tips(&["request_policy:multi_shard", "response_policy:agg_sum"])
+pub static COMMANDS: &[Command] = crate::commands::command_table! {
+    family(group = "generic", acl = "keyspace"),
+    cmd("swapdb", 3, WRITE | FAST, swapdb, acl = "dangerous")
+        .group("server")
+        .doc("4.0.0", "Swaps two Redis databases."),
+    cmd("flushdb", -1, WRITE, flushdb, acl = "dangerous")
+        .group("server")
+        .doc("1.0.0", "Remove all keys from the current database.")
+        .tips(&["request_policy:all_shards", "response_policy:all_succeeded"]),
+    cmd("flushall", -1, WRITE, flushall, acl = "dangerous")
+        .group("server")
+        .doc("1.0.0", "Removes all keys from all databases.")
+        .tips(&["request_policy:all_shards", "response_policy:all_succeeded"]),
+    cmd("dbsize", 1, READONLY | FAST, dbsize)
+        .group("server")
+        .doc("1.0.0", "Returns the number of keys in the database.")
+        .tips(&["request_policy:all_shards", "response_policy:agg_sum"]),
+    cmd("keys", 2, READONLY, keys, acl = "dangerous")
+        .doc("1.0.0", "Returns all key names that match a pattern.")
+        .complexity("O(N)")
+        .tips(&["request_policy:all_shards", "nondeterministic_output_order"]),
+    cmd("scan", -2, READONLY, scan)
+        .doc("2.8.0", "Iterates over the key names in the database.")
+        .complexity("O(1) for every call. O(N) for a complete iteration.")
+        .tips(&["nondeterministic_output", "request_policy:special"]),
+    cmd("randomkey", 1, READONLY, randomkey)
+        .doc("1.0.0", "Returns a random key name from the database.")
+        .tips(&["request_policy:all_shards", "nondeterministic_output"]),
+    cmd("del", -2, WRITE, del)
+        .doc("1.0.0", "Deletes one or more keys.")
+        .complexity("O(N)")
         .keys(1, -1, 1)
-        .acl("keyspace write slow")
-        .doc("generic", "1.0.0", "Deletes one or more keys.")
-        .complexity("O(N)"),
-    Command::new("unlink", -2, WRITE | FAST, unlink)
-        .key_specs(&[
-            KeySpec::at(1, &["RM", "delete"]).range(-1, 1, 0),
-        ])
-        .tips(&["request_policy:multi_shard", "response_policy:agg_sum"])
+        .key_specs(&[KeySpec::at(1, &["RM", "delete"]).range(-1, 1, 0)])
+        .tips(&["request_policy:multi_shard", "response_policy:agg_sum"]),
+    cmd("unlink", -2, WRITE | FAST, unlink)
+        .doc("4.0.0", "Asynchronously deletes one or more keys.")
+        .complexity("O(1) for each key removed regardless of its size.")
         .keys(1, -1, 1)
-        .acl("keyspace write fast")
-        .doc("generic", "4.0.0", "Asynchronously deletes one or more keys.")
-        .complexity("O(1) for each key removed regardless of its size."),
-    Command::new("exists", -2, READONLY | FAST, exists)
-        .key_specs(&[
-            KeySpec::at(1, &["RO"]).range(-1, 1, 0),
-        ])
-        .tips(&["request_policy:multi_shard", "response_policy:agg_sum"])
+        .key_specs(&[KeySpec::at(1, &["RM", "delete"]).range(-1, 1, 0)])
+        .tips(&["request_policy:multi_shard", "response_policy:agg_sum"]),
+    cmd("exists", -2, READONLY | FAST, exists)
+        .doc("1.0.0", "Determines whether one or more keys exist.")
+        .complexity("O(N)")
         .keys(1, -1, 1)
-        .acl("keyspace read fast")
-        .doc("generic", "1.0.0", "Determines whether one or more keys exist.")
-        .complexity("O(N)"),
-    Command::new("type", 2, READONLY | FAST, type_cmd).key_specs(&[KeySpec::at(1, &["RO"])])
+        .key_specs(&[KeySpec::at(1, &["RO"]).range(-1, 1, 0)])
+        .tips(&["request_policy:multi_shard", "response_policy:agg_sum"]),
+    cmd("type", 2, READONLY | FAST, type_cmd)
+        .doc("1.0.0", "Determines the type of value stored at a key.")
         .keys(1, 1, 1)
-        .acl("keyspace read fast")
-        .doc("generic", "1.0.0", "Determines the type of value stored at a key."),
-    Command::new("rename", 3, WRITE, rename)
+        .key_specs(&[KeySpec::at(1, &["RO"])]),
+    cmd("rename", 3, WRITE, rename)
+        .doc("1.0.0", "Renames a key and overwrites the destination.")
+        .keys(1, 2, 1)
         .key_specs(&[
             KeySpec::at(1, &["RW", "access", "delete"]),
             KeySpec::at(2, &["OW", "update"]),
-        ])
+        ]),
+    cmd("renamenx", 3, WRITE | FAST, renamenx)
+        .doc("1.0.0", "Renames a key only when the target key name doesn't exist.")
         .keys(1, 2, 1)
-        .acl("keyspace write slow")
-        .doc("generic", "1.0.0", "Renames a key and overwrites the destination."),
-    Command::new("renamenx", 3, WRITE | FAST, renamenx)
         .key_specs(&[
             KeySpec::at(1, &["RW", "access", "delete"]),
             KeySpec::at(2, &["OW", "insert"]),
-        ])
-        .keys(1, 2, 1)
-        .acl("keyspace write fast")
-        .doc("generic", "1.0.0", "Renames a key only when the target key name doesn't exist."),
-    Command::new("move", 3, WRITE | FAST, move_cmd)
-        .key_specs(&[
-            KeySpec::at(1, &["RW", "access", "update"]),
-        ])
+        ]),
+    cmd("move", 3, WRITE | FAST, move_cmd)
+        .doc("1.0.0", "Moves a key to another database.")
         .keys(1, 1, 1)
-        .acl("keyspace write fast")
-        .doc("generic", "1.0.0", "Moves a key to another database."),
-    Command::new("copy", -3, WRITE | DENYOOM, copy)
-        .key_specs(&[
-            KeySpec::at(1, &["RO", "access"]),
-            KeySpec::at(2, &["OW", "update"]),
-        ])
+        .key_specs(&[KeySpec::at(1, &["RW", "access", "update"])]),
+    cmd("copy", -3, WRITE | DENYOOM, copy)
+        .doc("6.2.0", "Copies the value of a key to a new key.")
+        .complexity("O(N) worst case for collections, where N is the number of nested items.")
         .keys(1, 2, 1)
-        .acl("keyspace write slow")
-        .doc("generic", "6.2.0", "Copies the value of a key to a new key.")
-        .complexity("O(N) worst case for collections, where N is the number of nested items."),
-    Command::new("touch", -2, READONLY | FAST, touch)
-        .key_specs(&[
-            KeySpec::at(1, &["RO"]).range(-1, 1, 0),
-        ])
-        .tips(&["request_policy:multi_shard", "response_policy:agg_sum"])
+        .key_specs(&[KeySpec::at(1, &["RO", "access"]), KeySpec::at(2, &["OW", "update"])]),
+    cmd("touch", -2, READONLY | FAST, touch)
+        .doc("3.2.1", "Returns the number of existing keys out of those specified after updating the time they were last accessed.")
+        .complexity("O(N)")
         .keys(1, -1, 1)
-        .acl("keyspace read fast")
-        .doc("generic", "3.2.1", "Returns the number of existing keys out of those specified after updating the time they were last accessed.")
-        .complexity("O(N)"),
-    Command::new("object", -2, 0, object_parent)
-        .acl("slow")
-        .doc("generic", "2.2.3", "A container for object introspection commands.")
+        .key_specs(&[KeySpec::at(1, &["RO"]).range(-1, 1, 0)])
+        .tips(&["request_policy:multi_shard", "response_policy:agg_sum"]),
+    container("object", -2, object_parent)
+        .doc("2.2.3", "A container for object introspection commands.")
         .subs(OBJECT_SUBS),
-];
+};
 
-static OBJECT_SUBS: &[Command] = &[
-    Command::new("encoding", 3, READONLY, object_encoding)
-        .key_specs(&[KeySpec::at(2, &["RO"])])
-        .tips(&["nondeterministic_output"])
+static OBJECT_SUBS: &[Command] = crate::commands::command_table! {
+    family(group = "generic", acl = "keyspace"),
+    cmd("encoding", 3, READONLY, object_encoding)
+        .doc("2.2.3", "Returns the internal encoding of a Redis object.")
         .keys(2, 2, 1)
-        .acl("keyspace read slow")
-        .doc(
-            "generic",
-            "2.2.3",
-            "Returns the internal encoding of a Redis object.",
-        ),
-    Command::new("freq", 3, READONLY, object_freq)
         .key_specs(&[KeySpec::at(2, &["RO"])])
-        .tips(&["nondeterministic_output"])
+        .tips(&["nondeterministic_output"]),
+    cmd("freq", 3, READONLY, object_freq)
+        .doc("4.0.0", "Returns the logarithmic access frequency counter of a Redis object.")
         .keys(2, 2, 1)
-        .acl("keyspace read slow")
-        .doc(
-            "generic",
-            "4.0.0",
-            "Returns the logarithmic access frequency counter of a Redis object.",
-        ),
-    Command::new("idletime", 3, READONLY, object_idletime)
         .key_specs(&[KeySpec::at(2, &["RO"])])
-        .tips(&["nondeterministic_output"])
+        .tips(&["nondeterministic_output"]),
+    cmd("idletime", 3, READONLY, object_idletime)
+        .doc("2.2.3", "Returns the time since the last access to a Redis object.")
         .keys(2, 2, 1)
-        .acl("keyspace read slow")
-        .doc(
-            "generic",
-            "2.2.3",
-            "Returns the time since the last access to a Redis object.",
-        ),
-    Command::new("refcount", 3, READONLY, object_refcount)
         .key_specs(&[KeySpec::at(2, &["RO"])])
-        .tips(&["nondeterministic_output"])
+        .tips(&["nondeterministic_output"]),
+    cmd("refcount", 3, READONLY, object_refcount)
+        .doc("2.2.3", "Returns the reference count of a value of a key.")
         .keys(2, 2, 1)
-        .acl("keyspace read slow")
-        .doc(
-            "generic",
-            "2.2.3",
-            "Returns the reference count of a value of a key.",
-        ),
-    Command::new("help", 2, LOADING | STALE, object_help)
-        .acl("keyspace slow")
-        .doc(
-            "generic",
-            "6.2.0",
-            "Returns helpful text about the different subcommands.",
-        ),
-];
+        .key_specs(&[KeySpec::at(2, &["RO"])])
+        .tips(&["nondeterministic_output"]),
+    cmd("help", 2, LOADING | STALE, object_help)
+        .doc("6.2.0", "Returns helpful text about the different subcommands."),
+};
 
 fn out_of_range() -> CmdError {
     CmdError::err("DB index is out of range")

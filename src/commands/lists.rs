@@ -26,164 +26,122 @@ use crate::keyspace::list::ListValue;
 use crate::keyspace::Value;
 use crate::protocol::{parse_i64, Args};
 
-const G: &str = "list";
-
-pub static COMMANDS: &[Command] = &[
-    Command::new("lpush", -3, WRITE | DENYOOM | FAST, lpush)
-        .key_specs(&[
-            KeySpec::at(1, &["RW", "insert"]),
-        ])
-        .keys(1, 1, 1)
-        .acl("write list fast")
+pub static COMMANDS: &[Command] = crate::commands::command_table! {
+    family(group = "list", acl = "list"),
+    cmd("lpush", -3, WRITE | DENYOOM | FAST, lpush)
+        .doc("1.0.0", "Prepends one or more elements to a list. Creates the key if it doesn't exist.")
         .complexity("O(1) for each element added, so O(N) to add N elements when the command is called with multiple arguments.")
-        .doc(G, "1.0.0", "Prepends one or more elements to a list. Creates the key if it doesn't exist."),
-    Command::new("rpush", -3, WRITE | DENYOOM | FAST, rpush)
-        .key_specs(&[
-            KeySpec::at(1, &["RW", "insert"]),
-        ])
         .keys(1, 1, 1)
-        .acl("write list fast")
+        .key_specs(&[KeySpec::at(1, &["RW", "insert"])]),
+    cmd("rpush", -3, WRITE | DENYOOM | FAST, rpush)
+        .doc("1.0.0", "Appends one or more elements to a list. Creates the key if it doesn't exist.")
         .complexity("O(1) for each element added, so O(N) to add N elements when the command is called with multiple arguments.")
-        .doc(G, "1.0.0", "Appends one or more elements to a list. Creates the key if it doesn't exist."),
-    Command::new("lpushx", -3, WRITE | DENYOOM | FAST, lpushx)
-        .key_specs(&[
-            KeySpec::at(1, &["RW", "insert"]),
-        ])
         .keys(1, 1, 1)
-        .acl("write list fast")
+        .key_specs(&[KeySpec::at(1, &["RW", "insert"])]),
+    cmd("lpushx", -3, WRITE | DENYOOM | FAST, lpushx)
+        .doc("2.2.0", "Prepends one or more elements to a list only when the list exists.")
         .complexity("O(1) for each element added, so O(N) to add N elements when the command is called with multiple arguments.")
-        .doc(G, "2.2.0", "Prepends one or more elements to a list only when the list exists."),
-    Command::new("rpushx", -3, WRITE | DENYOOM | FAST, rpushx)
-        .key_specs(&[
-            KeySpec::at(1, &["RW", "insert"]),
-        ])
         .keys(1, 1, 1)
-        .acl("write list fast")
+        .key_specs(&[KeySpec::at(1, &["RW", "insert"])]),
+    cmd("rpushx", -3, WRITE | DENYOOM | FAST, rpushx)
+        .doc("2.2.0", "Appends an element to a list only when the list exists.")
         .complexity("O(1) for each element added, so O(N) to add N elements when the command is called with multiple arguments.")
-        .doc(G, "2.2.0", "Appends an element to a list only when the list exists."),
-    Command::new("lpop", -2, WRITE | FAST, lpop)
-        .key_specs(&[
-            KeySpec::at(1, &["RW", "access", "delete"]),
-        ])
         .keys(1, 1, 1)
-        .acl("write list fast")
+        .key_specs(&[KeySpec::at(1, &["RW", "insert"])]),
+    cmd("lpop", -2, WRITE | FAST, lpop)
+        .doc("1.0.0", "Returns the first elements in a list after removing it. Deletes the list if the last element was popped.")
         .complexity("O(N) where N is the number of elements returned")
-        .doc(G, "1.0.0", "Returns the first elements in a list after removing it. Deletes the list if the last element was popped."),
-    Command::new("rpop", -2, WRITE | FAST, rpop)
-        .key_specs(&[
-            KeySpec::at(1, &["RW", "access", "delete"]),
-        ])
         .keys(1, 1, 1)
-        .acl("write list fast")
+        .key_specs(&[KeySpec::at(1, &["RW", "access", "delete"])]),
+    cmd("rpop", -2, WRITE | FAST, rpop)
+        .doc("1.0.0", "Returns and removes the last elements of a list. Deletes the list if the last element was popped.")
         .complexity("O(N) where N is the number of elements returned")
-        .doc(G, "1.0.0", "Returns and removes the last elements of a list. Deletes the list if the last element was popped."),
-    Command::new("llen", 2, READONLY | FAST, llen).key_specs(&[KeySpec::at(1, &["RO"])])
         .keys(1, 1, 1)
-        .acl("read list fast")
-        .doc(G, "1.0.0", "Returns the length of a list."),
-    Command::new("lrange", 4, READONLY, lrange)
+        .key_specs(&[KeySpec::at(1, &["RW", "access", "delete"])]),
+    cmd("llen", 2, READONLY | FAST, llen)
+        .doc("1.0.0", "Returns the length of a list.")
         .keys(1, 1, 1)
-        .acl("read list slow")
+        .key_specs(&[KeySpec::at(1, &["RO"])]),
+    cmd("lrange", 4, READONLY, lrange)
+        .doc("1.0.0", "Returns a range of elements from a list.")
         .complexity("O(S+N) where S is the distance of start offset from HEAD for small lists, from nearest end (HEAD or TAIL) for large lists; and N is the number of elements in the specified range.")
-        .doc(G, "1.0.0", "Returns a range of elements from a list."),
-    Command::new("lindex", 3, READONLY, lindex)
-        .keys(1, 1, 1)
-        .acl("read list slow")
+        .keys(1, 1, 1),
+    cmd("lindex", 3, READONLY, lindex)
+        .doc("1.0.0", "Returns an element from a list by its index.")
         .complexity("O(N) where N is the number of elements to traverse to get to the element at index. This makes asking for the first or the last element of the list O(1).")
-        .doc(G, "1.0.0", "Returns an element from a list by its index."),
-    Command::new("lset", 4, WRITE | DENYOOM, lset)
-        .keys(1, 1, 1)
-        .acl("write list slow")
+        .keys(1, 1, 1),
+    cmd("lset", 4, WRITE | DENYOOM, lset)
+        .doc("1.0.0", "Sets the value of an element in a list by its index.")
         .complexity("O(N) where N is the length of the list. Setting either the first or the last element of the list is O(1).")
-        .doc(G, "1.0.0", "Sets the value of an element in a list by its index."),
-    Command::new("linsert", 5, WRITE | DENYOOM, linsert)
-        .key_specs(&[
-            KeySpec::at(1, &["RW", "insert"]),
-        ])
-        .keys(1, 1, 1)
-        .acl("write list slow")
+        .keys(1, 1, 1),
+    cmd("linsert", 5, WRITE | DENYOOM, linsert)
+        .doc("2.2.0", "Inserts an element before or after another element in a list.")
         .complexity("O(N) where N is the number of elements to traverse before seeing the value pivot. This means that inserting somewhere on the left end on the list (head) can be considered O(1) and inserting somewhere on the right end (tail) is O(N).")
-        .doc(G, "2.2.0", "Inserts an element before or after another element in a list."),
-    Command::new("lrem", 4, WRITE, lrem).key_specs(&[KeySpec::at(1, &["RW", "delete"])])
         .keys(1, 1, 1)
-        .acl("write list slow")
+        .key_specs(&[KeySpec::at(1, &["RW", "insert"])]),
+    cmd("lrem", 4, WRITE, lrem)
+        .doc("1.0.0", "Removes elements from a list. Deletes the list if the last element was removed.")
         .complexity("O(N+M) where N is the length of the list and M is the number of elements removed.")
-        .doc(G, "1.0.0", "Removes elements from a list. Deletes the list if the last element was removed."),
-    Command::new("ltrim", 4, WRITE, ltrim).key_specs(&[KeySpec::at(1, &["RW", "delete"])])
         .keys(1, 1, 1)
-        .acl("write list slow")
+        .key_specs(&[KeySpec::at(1, &["RW", "delete"])]),
+    cmd("ltrim", 4, WRITE, ltrim)
+        .doc("1.0.0", "Removes elements from both ends a list. Deletes the list if all elements were trimmed.")
         .complexity("O(N) where N is the number of elements to be removed by the operation.")
-        .doc(G, "1.0.0", "Removes elements from both ends a list. Deletes the list if all elements were trimmed."),
-    Command::new("lpos", -3, READONLY, lpos)
         .keys(1, 1, 1)
-        .acl("read list slow")
+        .key_specs(&[KeySpec::at(1, &["RW", "delete"])]),
+    cmd("lpos", -3, READONLY, lpos)
+        .doc("6.0.6", "Returns the index of matching elements in a list.")
         .complexity("O(N) where N is the number of elements in the list, for the average case. When searching for elements near the head or the tail of the list, or when the MAXLEN option is provided, the command may run in constant time.")
-        .doc(G, "6.0.6", "Returns the index of matching elements in a list."),
-    Command::new("rpoplpush", 3, WRITE | DENYOOM, rpoplpush)
+        .keys(1, 1, 1),
+    cmd("rpoplpush", 3, WRITE | DENYOOM, rpoplpush)
+        .doc("1.2.0", "Returns the last element of a list after removing and pushing it to another list. Deletes the list if the last element was popped.")
+        .keys(1, 2, 1)
         .key_specs(&[
             KeySpec::at(1, &["RW", "access", "delete"]),
             KeySpec::at(2, &["RW", "insert"]),
-        ])
+        ]),
+    cmd("lmove", 5, WRITE | DENYOOM, lmove)
+        .doc("6.2.0", "Returns an element after popping it from one list and pushing it to another. Deletes the list if the last element was moved.")
         .keys(1, 2, 1)
-        .acl("write list slow")
-        .doc(G, "1.2.0", "Returns the last element of a list after removing and pushing it to another list. Deletes the list if the last element was popped."),
-    Command::new("lmove", 5, WRITE | DENYOOM, lmove)
         .key_specs(&[
             KeySpec::at(1, &["RW", "access", "delete"]),
             KeySpec::at(2, &["RW", "insert"]),
-        ])
-        .keys(1, 2, 1)
-        .acl("write list slow")
-        .doc(G, "6.2.0", "Returns an element after popping it from one list and pushing it to another. Deletes the list if the last element was moved."),
-    Command::new("lmpop", -4, WRITE, lmpop)
-        .key_specs(&[
-            KeySpec::at(1, &["RW", "access", "delete"]).keynum(0, 1, 1),
-        ])
+        ]),
+    cmd("lmpop", -4, WRITE, lmpop)
+        .doc("7.0.0", "Returns multiple elements from a list after removing them. Deletes the list if the last element was popped.")
+        .complexity("O(N+M) where N is the number of provided keys and M is the number of elements returned.")
         .keys_fn(lmpop_keys)
-        .acl("write list slow")
+        .key_specs(&[KeySpec::at(1, &["RW", "access", "delete"]).keynum(0, 1, 1)]),
+    cmd("blpop", -3, WRITE | NOSCRIPT | BLOCKING, blpop)
+        .doc("2.0.0", "Removes and returns the first element in a list. Blocks until an element is available otherwise. Deletes the list if the last element was popped.")
+        .complexity("O(N) where N is the number of provided keys.")
+        .keys(1, -2, 1)
+        .key_specs(&[KeySpec::at(1, &["RW", "access", "delete"]).range(-2, 1, 0)]),
+    cmd("brpop", -3, WRITE | NOSCRIPT | BLOCKING, brpop)
+        .doc("2.0.0", "Removes and returns the last element in a list. Blocks until an element is available otherwise. Deletes the list if the last element was popped.")
+        .complexity("O(N) where N is the number of provided keys.")
+        .keys(1, -2, 1)
+        .key_specs(&[KeySpec::at(1, &["RW", "access", "delete"]).range(-2, 1, 0)]),
+    cmd("brpoplpush", 4, WRITE | DENYOOM | NOSCRIPT | BLOCKING, brpoplpush)
+        .doc("2.2.0", "Pops an element from a list, pushes it to another list and returns it. Block until an element is available otherwise. Deletes the list if the last element was popped.")
+        .keys(1, 2, 1)
+        .key_specs(&[
+            KeySpec::at(1, &["RW", "access", "delete"]),
+            KeySpec::at(2, &["RW", "insert"]),
+        ]),
+    cmd("blmove", 6, WRITE | DENYOOM | NOSCRIPT | BLOCKING, blmove)
+        .doc("6.2.0", "Pops an element from a list, pushes it to another list and returns it. Blocks until an element is available otherwise. Deletes the list if the last element was moved.")
+        .keys(1, 2, 1)
+        .key_specs(&[
+            KeySpec::at(1, &["RW", "access", "delete"]),
+            KeySpec::at(2, &["RW", "insert"]),
+        ]),
+    cmd("blmpop", -5, WRITE | BLOCKING, blmpop)
+        .doc("7.0.0", "Pops the first element from one of multiple lists. Blocks until an element is available otherwise. Deletes the list if the last element was popped.")
         .complexity("O(N+M) where N is the number of provided keys and M is the number of elements returned.")
-        .doc(G, "7.0.0", "Returns multiple elements from a list after removing them. Deletes the list if the last element was popped."),
-    Command::new("blpop", -3, WRITE | NOSCRIPT | BLOCKING, blpop)
-        .key_specs(&[
-            KeySpec::at(1, &["RW", "access", "delete"]).range(-2, 1, 0),
-        ])
-        .keys(1, -2, 1)
-        .acl("write list slow blocking")
-        .complexity("O(N) where N is the number of provided keys.")
-        .doc(G, "2.0.0", "Removes and returns the first element in a list. Blocks until an element is available otherwise. Deletes the list if the last element was popped."),
-    Command::new("brpop", -3, WRITE | NOSCRIPT | BLOCKING, brpop)
-        .key_specs(&[
-            KeySpec::at(1, &["RW", "access", "delete"]).range(-2, 1, 0),
-        ])
-        .keys(1, -2, 1)
-        .acl("write list slow blocking")
-        .complexity("O(N) where N is the number of provided keys.")
-        .doc(G, "2.0.0", "Removes and returns the last element in a list. Blocks until an element is available otherwise. Deletes the list if the last element was popped."),
-    Command::new("brpoplpush", 4, WRITE | DENYOOM | NOSCRIPT | BLOCKING, brpoplpush)
-        .key_specs(&[
-            KeySpec::at(1, &["RW", "access", "delete"]),
-            KeySpec::at(2, &["RW", "insert"]),
-        ])
-        .keys(1, 2, 1)
-        .acl("write list slow blocking")
-        .doc(G, "2.2.0", "Pops an element from a list, pushes it to another list and returns it. Block until an element is available otherwise. Deletes the list if the last element was popped."),
-    Command::new("blmove", 6, WRITE | DENYOOM | NOSCRIPT | BLOCKING, blmove)
-        .key_specs(&[
-            KeySpec::at(1, &["RW", "access", "delete"]),
-            KeySpec::at(2, &["RW", "insert"]),
-        ])
-        .keys(1, 2, 1)
-        .acl("write list slow blocking")
-        .doc(G, "6.2.0", "Pops an element from a list, pushes it to another list and returns it. Blocks until an element is available otherwise. Deletes the list if the last element was moved."),
-    Command::new("blmpop", -5, WRITE | BLOCKING, blmpop)
-        .key_specs(&[
-            KeySpec::at(2, &["RW", "access", "delete"]).keynum(0, 1, 1),
-        ])
         .keys_fn(blmpop_keys)
-        .acl("write list slow blocking")
-        .complexity("O(N+M) where N is the number of provided keys and M is the number of elements returned.")
-        .doc(G, "7.0.0", "Pops the first element from one of multiple lists. Blocks until an element is available otherwise. Deletes the list if the last element was popped."),
-];
+        .key_specs(&[KeySpec::at(2, &["RW", "access", "delete"]).keynum(0, 1, 1)]),
+};
 
 /// Keys of `LMPOP numkeys key...`.
 fn lmpop_keys(args: Args) -> Vec<usize> {

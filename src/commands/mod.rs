@@ -5,6 +5,16 @@
 //! at start-up; it is the single source of truth for dispatch, arity checks,
 //! COMMAND INFO/DOCS/GETKEYS, ACL categories and which commands propagate.
 //!
+//! Every list of commands, top-level or subcommands, is written in one form,
+//! the [`command_table!`] macro: a `family(..)` line with the group and the
+//! ACL category its commands share, then one entry per command, its head
+//! (name, arity, flags, handler, extra ACL categories) followed by the const
+//! builder calls for the facts that vary per command (docs, keys, key specs,
+//! tips, subcommands). What Redis derives is not written: the ACL categories
+//! implied by the flags (see the macro), the key specs of plain first/last/step
+//! keys (`keyspec::derived`), `movablekeys`. Why a macro and not only the const
+//! builder: docs/DECISIONS.md (39).
+//!
 //! A handler receives a [`Ctx`] (the shared server, its client's state, the
 //! worker's clock and counters, the reply buffer) and the parsed arguments. It
 //! first parses its options into plain values, touching no data; then it locks
@@ -105,6 +115,125 @@ pub mod flags {
     ];
 }
 
+/*
+ * The command-table form. Every family writes its list as
+ *
+ *     pub static COMMANDS: &[Command] = crate::commands::command_table! {
+ *         family(group = "generic", acl = "keyspace"),
+ *         cmd("del", -2, WRITE, del)
+ *             .doc("1.0.0", "Deletes one or more keys.")
+ *             .complexity("O(N)")
+ *             .keys(1, -1, 1),
+ *         cmd("flushdb", -1, WRITE, flushdb, acl = "dangerous")
+ *             .group("server")
+ *             .doc("1.0.0", "Remove all keys from the current database."),
+ *         container("object", -2, object_parent)
+ *             .doc("2.2.3", "A container for object introspection commands.")
+ *             .subs(OBJECT_SUBS),
+ *     };
+ *
+ * `family(..)` is written once per list: the docs group (COMMAND DOCS) and
+ * the ACL category every command of the list carries ("" for none).
+ *
+ * `cmd(name, arity, flags, handler)` is one command; `, acl = ".."` adds the
+ * categories that are neither the family's nor implied by the flags. Redis
+ * 7 (server.c, setImplicitACLCategories) implies: write -> @write,
+ * readonly -> @read, admin -> @admin @dangerous, pubsub -> @pubsub,
+ * fast -> @fast, blocking -> @blocking, and @slow for whatever is not @fast.
+ * COMMAND INFO adds those (`server_cmds/command.rs`, `acl_categories`), so an
+ * entry never spells them out (a test below checks); what is left is e.g.
+ * @dangerous on FLUSHDB or @connection on WAIT. There is no builder call for
+ * categories: the family line and the head are the only places they go.
+ *
+ * `container(name, arity, handler)` is a command whose work is done by its
+ * subcommands (CONFIG, CLIENT, OBJECT): no flags and no ACL category but
+ * the implied @slow, as Redis's containers.
+ *
+ * The builder calls after the head are the `const fn`s of [`Command`], in
+ * this order by convention: `group` (only for an entry outside its family's
+ * group), `doc`, `complexity`, `keys`, `keys_fn`, `key_specs`,
+ * `key_flags_fn`, `tips`, `subs`. Defaults: since 1.0.0, complexity O(1), no
+ * keys, key specs derived from `keys` (`keyspec::derived`).
+ * The whole list is one const expression, so the table stays static data.
+ * Braces, not brackets: rustfmt leaves a `name! { }` body as written, so
+ * every list keeps this layout (one line per head and per builder call, long
+ * strings unbroken) whether or not its lines fit in 100 columns. Invoked by
+ * its path, so a family's imports do not change for it.
+ */
+/// One list of the command table, in the form described above.
+macro_rules! command_table {
+    (
+        family(group = $group:literal, acl = $acl:literal),
+        $( $head:ident ( $($arg:tt)* ) $( .$method:ident ( $($marg:tt)* ) )* ),* $(,)?
+    ) => {
+        &[$(
+            $crate::commands::command_table!(@head $group, $acl, $head($($arg)*))
+                $( .$method($($marg)*) )*
+        ),*]
+    };
+    (@head $group:literal, $acl:literal,
+        cmd($name:literal, $arity:expr, $flags:expr, $handler:expr $(, acl = $extra:literal)? $(,)?)
+    ) => {
+        $crate::commands::Command {
+            group: $group,
+            acl: concat!($acl $(, " ", $extra)?),
+            ..$crate::commands::Command::new($name, $arity, $flags, $handler)
+        }
+    };
+    (@head $group:literal, $acl:literal, container($name:literal, $arity:expr, $handler:expr $(,)?)) => {
+        $crate::commands::Command {
+            group: $group,
+            ..$crate::commands::Command::new($name, $arity, 0, $handler)
+        }
+    };
+}
+pub(crate) use command_table;
+
+#[cfg(test)]
+mod form_tests {
+    use super::{families, flags::*, Command};
+
+    /// Redis 7's ACL categories.
+    const CATEGORIES: &str = "keyspace read write set sortedset list hash string bitmap \
+        hyperloglog geo stream pubsub admin fast slow blocking dangerous connection \
+        transaction scripting";
+
+    /// Whether `flags` imply category `cat` (setImplicitACLCategories);
+    /// @fast and @slow always follow from the FAST flag.
+    fn implied(flags: u32, cat: &str) -> bool {
+        match cat {
+            "write" => flags & WRITE != 0,
+            "read" => flags & READONLY != 0,
+            "admin" | "dangerous" => flags & ADMIN != 0,
+            "pubsub" => flags & PUBSUB != 0,
+            "blocking" => flags & BLOCKING != 0,
+            "fast" | "slow" => true,
+            _ => false,
+        }
+    }
+
+    #[test]
+    fn entries_declare_only_known_categories_their_flags_do_not_imply() {
+        fn check(cmds: &[Command]) {
+            for c in cmds {
+                for cat in c.acl.split_whitespace() {
+                    let known = CATEGORIES.split_whitespace().any(|k| k == cat);
+                    assert!(known, "{}: no category @{cat}", c.name);
+                    assert!(
+                        !implied(c.flags, cat),
+                        "{}: @{cat} follows from the flags",
+                        c.name
+                    );
+                }
+                check(c.subcommands);
+            }
+        }
+        for family in families() {
+            check(family);
+        }
+    }
+}
+
 /// One entry of the command table.
 pub struct Command {
     /// Lower-case name; subcommands use their own name ("get" for CONFIG GET).
@@ -112,7 +241,9 @@ pub struct Command {
     /// Redis arity: N exact, -N at least N (the name counts).
     pub arity: i32,
     pub flags: u32,
-    /// ACL categories without '@', e.g. "string fast read".
+    /// Declared ACL categories without '@', space-separated: the family's
+    /// and the entry's extras (`command_table!`); those the flags imply are
+    /// added by COMMAND INFO, not written here.
     pub acl: &'static str,
     pub first_key: i32,
     pub last_key: i32,
@@ -136,7 +267,7 @@ pub struct Command {
 }
 
 impl Command {
-    /// A table entry with the common defaults; families override fields.
+    /// A table entry with the common defaults, for `command_table!`.
     pub const fn new(name: &'static str, arity: i32, flags: u32, handler: Handler) -> Command {
         Command {
             name,
@@ -168,19 +299,15 @@ impl Command {
         self.keys_fn = Some(f);
         self
     }
-    pub const fn doc(
-        mut self,
-        group: &'static str,
-        since: &'static str,
-        summary: &'static str,
-    ) -> Command {
-        self.group = group;
+    /// The version that added the command, and its one-line summary.
+    pub const fn doc(mut self, since: &'static str, summary: &'static str) -> Command {
         self.since = since;
         self.summary = summary;
         self
     }
-    pub const fn acl(mut self, acl: &'static str) -> Command {
-        self.acl = acl;
+    /// The docs group, for an entry outside its family's.
+    pub const fn group(mut self, group: &'static str) -> Command {
+        self.group = group;
         self
     }
     pub const fn complexity(mut self, c: &'static str) -> Command {

@@ -61,40 +61,24 @@ use crate::protocol::{Args, ReplyBuf};
 
 const TX: u32 = NOSCRIPT | LOADING | STALE | FAST | ALLOW_BUSY;
 
-pub static COMMANDS: &[Command] = &[
-    Command::new("multi", 1, TX, multi)
-        .acl("fast transaction")
-        .doc("transactions", "1.2.0", "Starts a transaction."),
-    Command::new("exec", 1, NOSCRIPT | LOADING | STALE | SKIP_SLOWLOG, exec)
-        .acl("slow transaction")
-        .doc(
-            "transactions",
-            "1.2.0",
-            "Executes all commands in a transaction.",
-        )
+pub static COMMANDS: &[Command] = crate::commands::command_table! {
+    family(group = "transactions", acl = "transaction"),
+    cmd("multi", 1, TX, multi)
+        .doc("1.2.0", "Starts a transaction."),
+    cmd("exec", 1, NOSCRIPT | LOADING | STALE | SKIP_SLOWLOG, exec)
+        .doc("1.2.0", "Executes all commands in a transaction.")
         .complexity("Depends on commands in the transaction"),
-    Command::new("discard", 1, TX, discard)
-        .acl("fast transaction")
-        .doc("transactions", "2.0.0", "Discards a transaction.")
+    cmd("discard", 1, TX, discard)
+        .doc("2.0.0", "Discards a transaction.")
         .complexity("O(N), when N is the number of queued commands"),
-    Command::new("watch", -2, TX, watch)
-        .key_specs(&[KeySpec::at(1, &["RO"]).range(-1, 1, 0)])
+    cmd("watch", -2, TX, watch)
+        .doc("2.2.0", "Monitors changes to keys to determine the execution of a transaction.")
+        .complexity("O(1) for every key.")
         .keys(1, -1, 1)
-        .acl("fast transaction")
-        .doc(
-            "transactions",
-            "2.2.0",
-            "Monitors changes to keys to determine the execution of a transaction.",
-        )
-        .complexity("O(1) for every key."),
-    Command::new("unwatch", 1, TX, unwatch)
-        .acl("fast transaction")
-        .doc(
-            "transactions",
-            "2.2.0",
-            "Forgets about watched keys of a transaction.",
-        ),
-];
+        .key_specs(&[KeySpec::at(1, &["RO"]).range(-1, 1, 0)]),
+    cmd("unwatch", 1, TX, unwatch)
+        .doc("2.2.0", "Forgets about watched keys of a transaction."),
+};
 
 // ---------------------------------------------------------------- queueing
 

@@ -23,105 +23,65 @@ use crate::protocol::Args;
 const SUB_FLAGS: u32 = PUBSUB | NOSCRIPT | LOADING | STALE;
 const PUB_FLAGS: u32 = PUBSUB | LOADING | STALE | FAST | MAY_REPLICATE;
 
-pub static COMMANDS: &[Command] = &[
-    Command::new("subscribe", -2, SUB_FLAGS, subscribe)
-        .acl("pubsub slow")
-        .doc("pubsub", "2.0.0", "Listens for messages published to channels.")
+pub static COMMANDS: &[Command] = crate::commands::command_table! {
+    family(group = "pubsub", acl = ""),
+    cmd("subscribe", -2, SUB_FLAGS, subscribe)
+        .doc("2.0.0", "Listens for messages published to channels.")
         .complexity("O(N) where N is the number of channels to subscribe to."),
-    Command::new("unsubscribe", -1, SUB_FLAGS, unsubscribe)
-        .acl("pubsub slow")
-        .doc(
-            "pubsub",
-            "2.0.0",
-            "Stops listening to messages posted to channels.",
-        )
+    cmd("unsubscribe", -1, SUB_FLAGS, unsubscribe)
+        .doc("2.0.0", "Stops listening to messages posted to channels.")
         .complexity("O(N) where N is the number of channels to unsubscribe."),
-    Command::new("psubscribe", -2, SUB_FLAGS, psubscribe)
-        .acl("pubsub slow")
-        .doc(
-            "pubsub",
-            "2.0.0",
-            "Listens for messages published to channels that match one or more patterns.",
-        )
+    cmd("psubscribe", -2, SUB_FLAGS, psubscribe)
+        .doc("2.0.0", "Listens for messages published to channels that match one or more patterns.")
         .complexity("O(N) where N is the number of patterns to subscribe to."),
-    Command::new("punsubscribe", -1, SUB_FLAGS, punsubscribe)
-        .acl("pubsub slow")
-        .doc(
-            "pubsub",
-            "2.0.0",
-            "Stops listening to messages published to channels that match one or more patterns.",
-        )
+    cmd("punsubscribe", -1, SUB_FLAGS, punsubscribe)
+        .doc("2.0.0", "Stops listening to messages published to channels that match one or more patterns.")
         .complexity("O(N) where N is the number of patterns to unsubscribe."),
-    Command::new("publish", 3, PUB_FLAGS, publish)
-        .acl("pubsub fast")
-        .doc("pubsub", "2.0.0", "Posts a message to a channel.")
-        .complexity(
-            "O(N+M) where N is the number of clients subscribed to the receiving channel and M is the total number of subscribed patterns (by any client).",
-        ),
-    Command::new("ssubscribe", -2, SUB_FLAGS, ssubscribe)
-        .key_specs(&[
-            KeySpec::at(1, &["not_key"]).range(-1, 1, 0),
-        ])
+    cmd("publish", 3, PUB_FLAGS, publish)
+        .doc("2.0.0", "Posts a message to a channel.")
+        .complexity("O(N+M) where N is the number of clients subscribed to the receiving channel and M is the total number of subscribed patterns (by any client)."),
+    cmd("ssubscribe", -2, SUB_FLAGS, ssubscribe)
+        .doc("7.0.0", "Listens for messages published to shard channels.")
+        .complexity("O(N) where N is the number of shard channels to subscribe to.")
         .keys(1, -1, 1)
-        .acl("pubsub slow")
-        .doc(
-            "pubsub",
-            "7.0.0",
-            "Listens for messages published to shard channels.",
-        )
-        .complexity("O(N) where N is the number of shard channels to subscribe to."),
-    Command::new("sunsubscribe", -1, SUB_FLAGS, sunsubscribe)
-        .key_specs(&[
-            KeySpec::at(1, &["not_key"]).range(-1, 1, 0),
-        ])
+        .key_specs(&[KeySpec::at(1, &["not_key"]).range(-1, 1, 0)]),
+    cmd("sunsubscribe", -1, SUB_FLAGS, sunsubscribe)
+        .doc("7.0.0", "Stops listening to messages posted to shard channels.")
+        .complexity("O(N) where N is the number of clients already subscribed to a shard channel.")
         .keys(1, -1, 1)
-        .acl("pubsub slow")
-        .doc(
-            "pubsub",
-            "7.0.0",
-            "Stops listening to messages posted to shard channels.",
-        )
-        .complexity("O(N) where N is the number of clients already subscribed to a shard channel."),
-    Command::new("spublish", 3, PUB_FLAGS, spublish).key_specs(&[KeySpec::at(1, &["not_key"])])
+        .key_specs(&[KeySpec::at(1, &["not_key"]).range(-1, 1, 0)]),
+    cmd("spublish", 3, PUB_FLAGS, spublish)
+        .doc("7.0.0", "Post a message to a shard channel")
+        .complexity("O(N) where N is the number of clients subscribed to the receiving shard channel.")
         .keys(1, 1, 1)
-        .acl("pubsub fast")
-        .doc("pubsub", "7.0.0", "Post a message to a shard channel")
-        .complexity(
-            "O(N) where N is the number of clients subscribed to the receiving shard channel.",
-        ),
-    Command::new("pubsub", -2, 0, help)
-        .acl("slow")
-        .doc("pubsub", "2.8.0", "A container for Pub/Sub commands.")
+        .key_specs(&[KeySpec::at(1, &["not_key"])]),
+    container("pubsub", -2, help)
+        .doc("2.8.0", "A container for Pub/Sub commands.")
         .complexity("Depends on subcommand.")
         .subs(SUBS),
-];
+};
 
 const INTRO_FLAGS: u32 = PUBSUB | LOADING | STALE;
 
-static SUBS: &[Command] = &[
-    Command::new("channels", -2, INTRO_FLAGS, channels)
-        .acl("pubsub slow")
-        .doc("pubsub", "2.8.0", "Returns the active channels.")
+static SUBS: &[Command] = crate::commands::command_table! {
+    family(group = "pubsub", acl = ""),
+    cmd("channels", -2, INTRO_FLAGS, channels)
+        .doc("2.8.0", "Returns the active channels.")
         .complexity("O(N) where N is the number of active channels, and assuming constant time pattern matching (relatively short channels and patterns)"),
-    Command::new("numpat", 2, INTRO_FLAGS, numpat)
-        .acl("pubsub slow")
-        .doc("pubsub", "2.8.0", "Returns a count of unique pattern subscriptions."),
-    Command::new("numsub", -2, INTRO_FLAGS, numsub)
-        .acl("pubsub slow")
-        .doc("pubsub", "2.8.0", "Returns a count of subscribers to channels.")
+    cmd("numpat", 2, INTRO_FLAGS, numpat)
+        .doc("2.8.0", "Returns a count of unique pattern subscriptions."),
+    cmd("numsub", -2, INTRO_FLAGS, numsub)
+        .doc("2.8.0", "Returns a count of subscribers to channels.")
         .complexity("O(N) for the NUMSUB subcommand, where N is the number of requested channels"),
-    Command::new("shardchannels", -2, INTRO_FLAGS, shardchannels)
-        .acl("pubsub slow")
-        .doc("pubsub", "7.0.0", "Returns the active shard channels.")
+    cmd("shardchannels", -2, INTRO_FLAGS, shardchannels)
+        .doc("7.0.0", "Returns the active shard channels.")
         .complexity("O(N) where N is the number of active shard channels, and assuming constant time pattern matching (relatively short shard channels)."),
-    Command::new("shardnumsub", -2, INTRO_FLAGS, shardnumsub)
-        .acl("pubsub slow")
-        .doc("pubsub", "7.0.0", "Returns the count of subscribers of shard channels.")
+    cmd("shardnumsub", -2, INTRO_FLAGS, shardnumsub)
+        .doc("7.0.0", "Returns the count of subscribers of shard channels.")
         .complexity("O(N) for the SHARDNUMSUB subcommand, where N is the number of requested shard channels"),
-    Command::new("help", 2, LOADING | STALE, help)
-        .acl("slow")
-        .doc("pubsub", "6.2.0", "Returns helpful text about the different subcommands."),
-];
+    cmd("help", 2, LOADING | STALE, help)
+        .doc("6.2.0", "Returns helpful text about the different subcommands."),
+};
 
 const HELP: &[&str] = &[
     "PUBSUB <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",

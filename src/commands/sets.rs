@@ -30,124 +30,103 @@ use crate::keyspace::set::SetValue;
 use crate::keyspace::{StrValue, Value};
 use crate::protocol::Args;
 
-const G: &str = "set";
-
-pub static COMMANDS: &[Command] = &[
-    Command::new("sadd", -3, WRITE | DENYOOM | FAST, sadd)
-        .key_specs(&[
-            KeySpec::at(1, &["RW", "insert"]),
-        ])
-        .keys(1, 1, 1)
-        .acl("write set fast")
+pub static COMMANDS: &[Command] = crate::commands::command_table! {
+    family(group = "set", acl = "set"),
+    cmd("sadd", -3, WRITE | DENYOOM | FAST, sadd)
+        .doc("1.0.0", "Adds one or more members to a set. Creates the key if it doesn't exist.")
         .complexity("O(1) for each element added, so O(N) to add N elements when the command is called with multiple arguments.")
-        .doc(G, "1.0.0", "Adds one or more members to a set. Creates the key if it doesn't exist."),
-    Command::new("srem", -3, WRITE | FAST, srem).key_specs(&[KeySpec::at(1, &["RW", "delete"])])
         .keys(1, 1, 1)
-        .acl("write set fast")
+        .key_specs(&[KeySpec::at(1, &["RW", "insert"])]),
+    cmd("srem", -3, WRITE | FAST, srem)
+        .doc("1.0.0", "Removes one or more members from a set. Deletes the set if the last member was removed.")
         .complexity("O(N) where N is the number of members to be removed.")
-        .doc(G, "1.0.0", "Removes one or more members from a set. Deletes the set if the last member was removed."),
-    Command::new("scard", 2, READONLY | FAST, scard).key_specs(&[KeySpec::at(1, &["RO"])])
         .keys(1, 1, 1)
-        .acl("read set fast")
-        .doc(G, "1.0.0", "Returns the number of members in a set."),
-    Command::new("sismember", 3, READONLY | FAST, sismember).key_specs(&[KeySpec::at(1, &["RO"])])
+        .key_specs(&[KeySpec::at(1, &["RW", "delete"])]),
+    cmd("scard", 2, READONLY | FAST, scard)
+        .doc("1.0.0", "Returns the number of members in a set.")
         .keys(1, 1, 1)
-        .acl("read set fast")
-        .doc(G, "1.0.0", "Determines whether a member belongs to a set."),
-    Command::new("smismember", -3, READONLY | FAST, smismember)
+        .key_specs(&[KeySpec::at(1, &["RO"])]),
+    cmd("sismember", 3, READONLY | FAST, sismember)
+        .doc("1.0.0", "Determines whether a member belongs to a set.")
         .keys(1, 1, 1)
-        .acl("read set fast")
+        .key_specs(&[KeySpec::at(1, &["RO"])]),
+    cmd("smismember", -3, READONLY | FAST, smismember)
+        .doc("6.2.0", "Determines whether multiple members belong to a set.")
         .complexity("O(N) where N is the number of elements being checked for membership")
-        .doc(G, "6.2.0", "Determines whether multiple members belong to a set."),
-    Command::new("smembers", 2, READONLY, smembers)
-        .tips(&["nondeterministic_output_order"])
-        .keys(1, 1, 1)
-        .acl("read set slow")
+        .keys(1, 1, 1),
+    cmd("smembers", 2, READONLY, smembers)
+        .doc("1.0.0", "Returns all members of a set.")
         .complexity("O(N) where N is the set cardinality.")
-        .doc(G, "1.0.0", "Returns all members of a set."),
-    Command::new("srandmember", -2, READONLY, srandmember)
-        .tips(&["nondeterministic_output"])
         .keys(1, 1, 1)
-        .acl("read set slow")
+        .tips(&["nondeterministic_output_order"]),
+    cmd("srandmember", -2, READONLY, srandmember)
+        .doc("1.0.0", "Get one or multiple random members from a set")
         .complexity("Without the count argument O(1), otherwise O(N) where N is the absolute value of the passed count.")
-        .doc(G, "1.0.0", "Get one or multiple random members from a set"),
-    Command::new("spop", -2, WRITE | FAST, spop)
-        .key_specs(&[
-            KeySpec::at(1, &["RW", "access", "delete"]),
-        ])
-        .tips(&["nondeterministic_output"])
         .keys(1, 1, 1)
-        .acl("write set fast")
+        .tips(&["nondeterministic_output"]),
+    cmd("spop", -2, WRITE | FAST, spop)
+        .doc("1.0.0", "Returns one or more random members from a set after removing them. Deletes the set if the last member was popped.")
         .complexity("Without the count argument O(1), otherwise O(N) where N is the value of the passed count.")
-        .doc(G, "1.0.0", "Returns one or more random members from a set after removing them. Deletes the set if the last member was popped."),
-    Command::new("smove", 4, WRITE | FAST, smove)
+        .keys(1, 1, 1)
+        .key_specs(&[KeySpec::at(1, &["RW", "access", "delete"])])
+        .tips(&["nondeterministic_output"]),
+    cmd("smove", 4, WRITE | FAST, smove)
+        .doc("1.0.0", "Moves a member from one set to another.")
+        .keys(1, 2, 1)
         .key_specs(&[
             KeySpec::at(1, &["RW", "access", "delete"]),
             KeySpec::at(2, &["RW", "insert"]),
-        ])
-        .keys(1, 2, 1)
-        .acl("write set fast")
-        .doc(G, "1.0.0", "Moves a member from one set to another."),
-    Command::new("sinter", -2, READONLY, sinter)
-        .tips(&["nondeterministic_output_order"])
+        ]),
+    cmd("sinter", -2, READONLY, sinter)
+        .doc("1.0.0", "Returns the intersect of multiple sets.")
+        .complexity("O(N*M) worst case where N is the cardinality of the smallest set and M is the number of sets.")
         .keys(1, -1, 1)
-        .acl("read set slow")
+        .tips(&["nondeterministic_output_order"]),
+    cmd("sintercard", -3, READONLY, sintercard)
+        .doc("7.0.0", "Returns the number of members of the intersect of multiple sets.")
         .complexity("O(N*M) worst case where N is the cardinality of the smallest set and M is the number of sets.")
-        .doc(G, "1.0.0", "Returns the intersect of multiple sets."),
-    Command::new("sintercard", -3, READONLY, sintercard)
-        .key_specs(&[
-            KeySpec::at(1, &["RO", "access"]).keynum(0, 1, 1),
-        ])
         .keys_fn(sintercard_keys)
-        .acl("read set slow")
+        .key_specs(&[KeySpec::at(1, &["RO", "access"]).keynum(0, 1, 1)]),
+    cmd("sinterstore", -3, WRITE | DENYOOM, sinterstore)
+        .doc("1.0.0", "Stores the intersect of multiple sets in a key.")
         .complexity("O(N*M) worst case where N is the cardinality of the smallest set and M is the number of sets.")
-        .doc(G, "7.0.0", "Returns the number of members of the intersect of multiple sets."),
-    Command::new("sinterstore", -3, WRITE | DENYOOM, sinterstore)
+        .keys(1, -1, 1)
         .key_specs(&[
             KeySpec::at(1, &["RW", "update"]),
             KeySpec::at(2, &["RO", "access"]).range(-1, 1, 0),
-        ])
-        .keys(1, -1, 1)
-        .acl("write set slow")
-        .complexity("O(N*M) worst case where N is the cardinality of the smallest set and M is the number of sets.")
-        .doc(G, "1.0.0", "Stores the intersect of multiple sets in a key."),
-    Command::new("sunion", -2, READONLY, sunion)
-        .tips(&["nondeterministic_output_order"])
-        .keys(1, -1, 1)
-        .acl("read set slow")
+        ]),
+    cmd("sunion", -2, READONLY, sunion)
+        .doc("1.0.0", "Returns the union of multiple sets.")
         .complexity("O(N) where N is the total number of elements in all given sets.")
-        .doc(G, "1.0.0", "Returns the union of multiple sets."),
-    Command::new("sunionstore", -3, WRITE | DENYOOM, sunionstore)
+        .keys(1, -1, 1)
+        .tips(&["nondeterministic_output_order"]),
+    cmd("sunionstore", -3, WRITE | DENYOOM, sunionstore)
+        .doc("1.0.0", "Stores the union of multiple sets in a key.")
+        .complexity("O(N) where N is the total number of elements in all given sets.")
+        .keys(1, -1, 1)
         .key_specs(&[
             KeySpec::at(1, &["OW", "update"]),
             KeySpec::at(2, &["RO", "access"]).range(-1, 1, 0),
-        ])
-        .keys(1, -1, 1)
-        .acl("write set slow")
+        ]),
+    cmd("sdiff", -2, READONLY, sdiff)
+        .doc("1.0.0", "Returns the difference of multiple sets.")
         .complexity("O(N) where N is the total number of elements in all given sets.")
-        .doc(G, "1.0.0", "Stores the union of multiple sets in a key."),
-    Command::new("sdiff", -2, READONLY, sdiff)
-        .tips(&["nondeterministic_output_order"])
         .keys(1, -1, 1)
-        .acl("read set slow")
+        .tips(&["nondeterministic_output_order"]),
+    cmd("sdiffstore", -3, WRITE | DENYOOM, sdiffstore)
+        .doc("1.0.0", "Stores the difference of multiple sets in a key.")
         .complexity("O(N) where N is the total number of elements in all given sets.")
-        .doc(G, "1.0.0", "Returns the difference of multiple sets."),
-    Command::new("sdiffstore", -3, WRITE | DENYOOM, sdiffstore)
+        .keys(1, -1, 1)
         .key_specs(&[
             KeySpec::at(1, &["OW", "update"]),
             KeySpec::at(2, &["RO", "access"]).range(-1, 1, 0),
-        ])
-        .keys(1, -1, 1)
-        .acl("write set slow")
-        .complexity("O(N) where N is the total number of elements in all given sets.")
-        .doc(G, "1.0.0", "Stores the difference of multiple sets in a key."),
-    Command::new("sscan", -3, READONLY, sscan)
-        .tips(&["nondeterministic_output"])
-        .keys(1, 1, 1)
-        .acl("read set slow")
+        ]),
+    cmd("sscan", -3, READONLY, sscan)
+        .doc("2.8.0", "Iterates over members of a set.")
         .complexity("O(1) for every call. O(N) for a complete iteration, including enough command calls for the cursor to return back to 0. N is the number of elements inside the collection.")
-        .doc(G, "2.8.0", "Iterates over members of a set."),
-];
+        .keys(1, 1, 1)
+        .tips(&["nondeterministic_output"]),
+};
 
 /// The set inside a value already checked to be one.
 fn set_ref(v: &Value) -> &SetValue {

@@ -24,12 +24,15 @@ use crate::keyspace::list::ListValue;
 use crate::keyspace::Value;
 use crate::protocol::Args;
 
-const DOC: &str =
-    "Sorts the elements in a list, a set, or a sorted set, optionally storing the result.";
 const CX: &str = "O(N+M*log(M)) where N is the number of elements in the list or set to sort, and M the number of returned elements. When the elements are not sorted, complexity is O(N).";
 
-pub static COMMANDS: &[Command] = &[
-    Command::new("sort", -2, WRITE | DENYOOM, sort)
+pub static COMMANDS: &[Command] = crate::commands::command_table! {
+    family(group = "generic", acl = "set sortedset list"),
+    cmd("sort", -2, WRITE | DENYOOM, sort, acl = "dangerous")
+        .doc("1.0.0", "Sorts the elements in a list, a set, or a sorted set, optionally storing the result.")
+        .complexity(CX)
+        .keys(1, 1, 1)
+        .keys_fn(sort_keys)
         .key_specs(&[
             KeySpec::at(1, &["RO", "access"]),
             KeySpec::unknown(&["RO", "access"])
@@ -37,28 +40,18 @@ pub static COMMANDS: &[Command] = &[
             KeySpec::unknown(&["OW", "update"])
                 .notes("For the optional STORE keyword. It is marked 'unknown' because the keyword can appear anywhere in the argument array"),
         ])
-        .keys(1, 1, 1)
-        .keys_fn(sort_keys)
-        .key_flags_fn(sort_key_flags)
-        .acl("write set sortedset list slow dangerous")
+        .key_flags_fn(sort_key_flags),
+    cmd("sort_ro", -2, READONLY, sort_ro, acl = "dangerous")
+        .doc("7.0.0", "Returns the sorted elements of a list, a set, or a sorted set.")
         .complexity(CX)
-        .doc("generic", "1.0.0", DOC),
-    Command::new("sort_ro", -2, READONLY, sort_ro)
+        .keys(1, 1, 1)
+        .keys_fn(sort_ro_keys)
         .key_specs(&[
             KeySpec::at(1, &["RO", "access"]),
             KeySpec::unknown(&["RO", "access"])
                 .notes("For the optional BY/GET keyword. It is marked 'unknown' because the key names derive from the content of the key we sort"),
-        ])
-        .keys(1, 1, 1)
-        .keys_fn(sort_ro_keys)
-        .acl("read set sortedset list slow dangerous")
-        .complexity(CX)
-        .doc(
-            "generic",
-            "7.0.0",
-            "Returns the sorted elements of a list, a set, or a sorted set.",
-        ),
-];
+        ]),
+};
 
 /// The source key and, with STORE, the destination.
 /// SORT reads its source and overwrites its STORE destination.

@@ -20,154 +20,109 @@ use super::{flags::*, CmdError, CmdResult, Command, Ctx};
 use crate::keyspace::{Entry, StrValue, Value};
 use crate::protocol::Args;
 
-const G: &str = "string";
-
-pub static COMMANDS: &[Command] = &[
-    Command::new("get", 2, READONLY | FAST, get)
+pub static COMMANDS: &[Command] = crate::commands::command_table! {
+    family(group = "string", acl = "string"),
+    cmd("get", 2, READONLY | FAST, get)
+        .doc("1.0.0", "Returns the string value of a key.")
+        .keys(1, 1, 1),
+    cmd("set", -3, WRITE | DENYOOM, set)
+        .doc("1.0.0", "Sets the string value of a key, ignoring its type. The key is created if it doesn't exist.")
         .keys(1, 1, 1)
-        .acl("read string fast")
-        .doc(G, "1.0.0", "Returns the string value of a key."),
-    Command::new("set", -3, WRITE | DENYOOM, set)
         .key_specs(&[
             KeySpec::at(1, &["RW", "access", "update", "variable_flags"])
                 .notes("RW and ACCESS due to the optional `GET` argument"),
         ])
-        .key_flags_fn(set_key_flags)
+        .key_flags_fn(set_key_flags),
+    cmd("setnx", 3, WRITE | DENYOOM | FAST, setnx)
+        .doc("1.0.0", "Set the string value of a key only when the key doesn't exist.")
         .keys(1, 1, 1)
-        .acl("write string slow")
-        .doc(G, "1.0.0", "Sets the string value of a key, ignoring its type. The key is created if it doesn't exist."),
-    Command::new("setnx", 3, WRITE | DENYOOM | FAST, setnx)
-        .key_specs(&[
-            KeySpec::at(1, &["OW", "insert"]),
-        ])
+        .key_specs(&[KeySpec::at(1, &["OW", "insert"])]),
+    cmd("setex", 4, WRITE | DENYOOM, setex)
+        .doc("2.0.0", "Sets the string value and expiration time of a key. Creates the key if it doesn't exist.")
         .keys(1, 1, 1)
-        .acl("write string fast")
-        .doc(G, "1.0.0", "Set the string value of a key only when the key doesn't exist."),
-    Command::new("setex", 4, WRITE | DENYOOM, setex).key_specs(&[KeySpec::at(1, &["OW", "update"])])
+        .key_specs(&[KeySpec::at(1, &["OW", "update"])]),
+    cmd("psetex", 4, WRITE | DENYOOM, psetex)
+        .doc("2.6.0", "Sets both string value and expiration time in milliseconds of a key. The key is created if it doesn't exist.")
         .keys(1, 1, 1)
-        .acl("write string slow")
-        .doc(G, "2.0.0", "Sets the string value and expiration time of a key. Creates the key if it doesn't exist."),
-    Command::new("psetex", 4, WRITE | DENYOOM, psetex)
-        .key_specs(&[
-            KeySpec::at(1, &["OW", "update"]),
-        ])
-        .keys(1, 1, 1)
-        .acl("write string slow")
-        .doc(G, "2.6.0", "Sets both string value and expiration time in milliseconds of a key. The key is created if it doesn't exist."),
-    Command::new("mget", -2, READONLY | FAST, mget)
-        .tips(&["request_policy:multi_shard"])
-        .keys(1, -1, 1)
-        .acl("read string fast")
+        .key_specs(&[KeySpec::at(1, &["OW", "update"])]),
+    cmd("mget", -2, READONLY | FAST, mget)
+        .doc("1.0.0", "Atomically returns the string values of one or more keys.")
         .complexity("O(N) where N is the number of keys to retrieve.")
-        .doc(G, "1.0.0", "Atomically returns the string values of one or more keys."),
-    Command::new("mset", -3, WRITE | DENYOOM, mset)
-        .key_specs(&[
-            KeySpec::at(1, &["OW", "update"]).range(-1, 2, 0),
-        ])
-        .tips(&["request_policy:multi_shard", "response_policy:all_succeeded"])
-        .keys(1, -1, 2)
-        .acl("write string slow")
+        .keys(1, -1, 1)
+        .tips(&["request_policy:multi_shard"]),
+    cmd("mset", -3, WRITE | DENYOOM, mset)
+        .doc("1.0.1", "Atomically creates or modifies the string values of one or more keys.")
         .complexity("O(N) where N is the number of keys to set.")
-        .doc(G, "1.0.1", "Atomically creates or modifies the string values of one or more keys."),
-    Command::new("msetnx", -3, WRITE | DENYOOM, msetnx)
-        .key_specs(&[
-            KeySpec::at(1, &["OW", "insert"]).range(-1, 2, 0),
-        ])
-        .tips(&["request_policy:multi_shard", "response_policy:agg_min"])
         .keys(1, -1, 2)
-        .acl("write string slow")
+        .key_specs(&[KeySpec::at(1, &["OW", "update"]).range(-1, 2, 0)])
+        .tips(&["request_policy:multi_shard", "response_policy:all_succeeded"]),
+    cmd("msetnx", -3, WRITE | DENYOOM, msetnx)
+        .doc("1.0.1", "Atomically modifies the string values of one or more keys only when all keys don't exist.")
         .complexity("O(N) where N is the number of keys to set.")
-        .doc(G, "1.0.1", "Atomically modifies the string values of one or more keys only when all keys don't exist."),
-    Command::new("getset", 3, WRITE | DENYOOM | FAST, getset)
-        .key_specs(&[
-            KeySpec::at(1, &["RW", "access", "update"]),
-        ])
+        .keys(1, -1, 2)
+        .key_specs(&[KeySpec::at(1, &["OW", "insert"]).range(-1, 2, 0)])
+        .tips(&["request_policy:multi_shard", "response_policy:agg_min"]),
+    cmd("getset", 3, WRITE | DENYOOM | FAST, getset)
+        .doc("1.0.0", "Returns the previous string value of a key after setting it to a new value.")
         .keys(1, 1, 1)
-        .acl("write string fast")
-        .doc(G, "1.0.0", "Returns the previous string value of a key after setting it to a new value."),
-    Command::new("getdel", 2, WRITE | FAST, getdel)
-        .key_specs(&[
-            KeySpec::at(1, &["RW", "access", "delete"]),
-        ])
+        .key_specs(&[KeySpec::at(1, &["RW", "access", "update"])]),
+    cmd("getdel", 2, WRITE | FAST, getdel)
+        .doc("6.2.0", "Returns the string value of a key after deleting the key.")
         .keys(1, 1, 1)
-        .acl("write string fast")
-        .doc(G, "6.2.0", "Returns the string value of a key after deleting the key."),
-    Command::new("getex", -2, WRITE | FAST, getex)
+        .key_specs(&[KeySpec::at(1, &["RW", "access", "delete"])]),
+    cmd("getex", -2, WRITE | FAST, getex)
+        .doc("6.2.0", "Returns the string value of a key after setting its expiration time.")
+        .keys(1, 1, 1)
         .key_specs(&[
             KeySpec::at(1, &["RW", "access", "update"])
                 .notes("RW and UPDATE because it changes the TTL"),
-        ])
-        .keys(1, 1, 1)
-        .acl("write string fast")
-        .doc(G, "6.2.0", "Returns the string value of a key after setting its expiration time."),
-    Command::new("append", 3, WRITE | DENYOOM | FAST, append)
-        .key_specs(&[
-            KeySpec::at(1, &["RW", "insert"]),
-        ])
-        .keys(1, 1, 1)
-        .acl("write string fast")
+        ]),
+    cmd("append", 3, WRITE | DENYOOM | FAST, append)
+        .doc("2.0.0", "Appends a string to the value of a key. Creates the key if it doesn't exist.")
         .complexity("O(1). The amortized time complexity is O(1) assuming the appended value is small and the already present value is of any size, since the dynamic string library used by Redis will double the free space available on every reallocation.")
-        .doc(G, "2.0.0", "Appends a string to the value of a key. Creates the key if it doesn't exist."),
-    Command::new("strlen", 2, READONLY | FAST, strlen).key_specs(&[KeySpec::at(1, &["RO"])])
         .keys(1, 1, 1)
-        .acl("read string fast")
-        .doc(G, "2.2.0", "Returns the length of a string value."),
-    Command::new("incr", 2, WRITE | DENYOOM | FAST, incr)
-        .key_specs(&[
-            KeySpec::at(1, &["RW", "access", "update"]),
-        ])
+        .key_specs(&[KeySpec::at(1, &["RW", "insert"])]),
+    cmd("strlen", 2, READONLY | FAST, strlen)
+        .doc("2.2.0", "Returns the length of a string value.")
         .keys(1, 1, 1)
-        .acl("write string fast")
-        .doc(G, "1.0.0", "Increments the integer value of a key by one. Uses 0 as initial value if the key doesn't exist."),
-    Command::new("decr", 2, WRITE | DENYOOM | FAST, decr)
-        .key_specs(&[
-            KeySpec::at(1, &["RW", "access", "update"]),
-        ])
+        .key_specs(&[KeySpec::at(1, &["RO"])]),
+    cmd("incr", 2, WRITE | DENYOOM | FAST, incr)
+        .doc("1.0.0", "Increments the integer value of a key by one. Uses 0 as initial value if the key doesn't exist.")
         .keys(1, 1, 1)
-        .acl("write string fast")
-        .doc(G, "1.0.0", "Decrements the integer value of a key by one. Uses 0 as initial value if the key doesn't exist."),
-    Command::new("incrby", 3, WRITE | DENYOOM | FAST, incrby)
-        .key_specs(&[
-            KeySpec::at(1, &["RW", "access", "update"]),
-        ])
+        .key_specs(&[KeySpec::at(1, &["RW", "access", "update"])]),
+    cmd("decr", 2, WRITE | DENYOOM | FAST, decr)
+        .doc("1.0.0", "Decrements the integer value of a key by one. Uses 0 as initial value if the key doesn't exist.")
         .keys(1, 1, 1)
-        .acl("write string fast")
-        .doc(G, "1.0.0", "Increments the integer value of a key by a number. Uses 0 as initial value if the key doesn't exist."),
-    Command::new("decrby", 3, WRITE | DENYOOM | FAST, decrby)
-        .key_specs(&[
-            KeySpec::at(1, &["RW", "access", "update"]),
-        ])
+        .key_specs(&[KeySpec::at(1, &["RW", "access", "update"])]),
+    cmd("incrby", 3, WRITE | DENYOOM | FAST, incrby)
+        .doc("1.0.0", "Increments the integer value of a key by a number. Uses 0 as initial value if the key doesn't exist.")
         .keys(1, 1, 1)
-        .acl("write string fast")
-        .doc(G, "1.0.0", "Decrements a number from the integer value of a key. Uses 0 as initial value if the key doesn't exist."),
-    Command::new("incrbyfloat", 3, WRITE | DENYOOM | FAST, incrbyfloat)
-        .key_specs(&[
-            KeySpec::at(1, &["RW", "access", "update"]),
-        ])
+        .key_specs(&[KeySpec::at(1, &["RW", "access", "update"])]),
+    cmd("decrby", 3, WRITE | DENYOOM | FAST, decrby)
+        .doc("1.0.0", "Decrements a number from the integer value of a key. Uses 0 as initial value if the key doesn't exist.")
         .keys(1, 1, 1)
-        .acl("write string fast")
-        .doc(G, "2.6.0", "Increment the floating point value of a key by a number. Uses 0 as initial value if the key doesn't exist."),
-    Command::new("getrange", 4, READONLY, getrange)
+        .key_specs(&[KeySpec::at(1, &["RW", "access", "update"])]),
+    cmd("incrbyfloat", 3, WRITE | DENYOOM | FAST, incrbyfloat)
+        .doc("2.6.0", "Increment the floating point value of a key by a number. Uses 0 as initial value if the key doesn't exist.")
         .keys(1, 1, 1)
-        .acl("read string slow")
+        .key_specs(&[KeySpec::at(1, &["RW", "access", "update"])]),
+    cmd("getrange", 4, READONLY, getrange)
+        .doc("2.4.0", "Returns a substring of the string stored at a key.")
         .complexity("O(N) where N is the length of the returned string. The complexity is ultimately determined by the returned length, but because creating a substring from an existing string is very cheap, it can be considered O(1) for small strings.")
-        .doc(G, "2.4.0", "Returns a substring of the string stored at a key."),
-    Command::new("setrange", 4, WRITE | DENYOOM, setrange)
-        .keys(1, 1, 1)
-        .acl("write string slow")
+        .keys(1, 1, 1),
+    cmd("setrange", 4, WRITE | DENYOOM, setrange)
+        .doc("2.2.0", "Overwrites a part of a string value with another by an offset. Creates the key if it doesn't exist.")
         .complexity("O(1), not counting the time taken to copy the new string in place. Usually, this string is very small so the amortized complexity is O(1). Otherwise, complexity is O(M) with M being the length of the value argument.")
-        .doc(G, "2.2.0", "Overwrites a part of a string value with another by an offset. Creates the key if it doesn't exist."),
-    Command::new("substr", 4, READONLY, getrange)
-        .keys(1, 1, 1)
-        .acl("read string slow")
+        .keys(1, 1, 1),
+    cmd("substr", 4, READONLY, getrange)
+        .doc("1.0.0", "Returns a substring from a string value.")
         .complexity("O(N) where N is the length of the returned string. The complexity is ultimately determined by the returned length, but because creating a substring from an existing string is very cheap, it can be considered O(1) for small strings.")
-        .doc(G, "1.0.0", "Returns a substring from a string value."),
-    Command::new("lcs", -3, READONLY, lcs)
-        .keys(1, 2, 1)
-        .acl("read string slow")
+        .keys(1, 1, 1),
+    cmd("lcs", -3, READONLY, lcs)
+        .doc("7.0.0", "Finds the longest common substring.")
         .complexity("O(N*M) where N and M are the lengths of s1 and s2, respectively")
-        .doc(G, "7.0.0", "Finds the longest common substring."),
-];
+        .keys(1, 2, 1),
+};
 
 /// The string inside a value already checked to be a string.
 pub(crate) fn str_of(v: &Value) -> &StrValue {

@@ -36,8 +36,6 @@ use crate::keyspace::zset::{ZLimits, ZSetValue};
 use crate::keyspace::Value;
 use crate::protocol::{format_double, Args, ReplyBuf};
 
-const G: &str = "sorted-set";
-
 /// Owned (member, score) pairs.
 type Items = Vec<(Box<[u8]>, f64)>;
 
@@ -66,212 +64,183 @@ fn numkeys_at(args: Args, i: usize) -> Vec<usize> {
     (i + 1..(i + 1 + n).min(args.len())).collect()
 }
 
-macro_rules! zcmd {
-    ($name:expr, $arity:expr, $flags:expr, $h:expr, $acl:expr, $since:expr, $sum:expr, $cx:expr) => {
-        Command::new($name, $arity, $flags, $h)
-            .keys(1, 1, 1)
-            .acl($acl)
-            .complexity($cx)
-            .doc(G, $since, $sum)
-    };
-}
-
-const RD: &str = "read sortedset slow";
-const RDF: &str = "read sortedset fast";
-const WR: &str = "write sortedset slow";
-const WRF: &str = "write sortedset fast";
-const LOGN: &str = "O(log(N))";
 const RANGE_CX: &str = "O(log(N)+M) with N being the number of elements in the sorted set and M the number of elements returned.";
 
-pub static COMMANDS: &[Command] = &[
-    zcmd!("zadd", -4, WRITE | DENYOOM | FAST, zadd, WRF, "1.2.0",
-        "Adds one or more members to a sorted set, or updates their scores. Creates the key if it doesn't exist.",
-        "O(log(N)) for each item added, where N is the number of elements in the sorted set."),
-    zcmd!("zincrby", 4, WRITE | DENYOOM | FAST, zincrby, WRF, "1.2.0",
-        "Increments the score of a member in a sorted set.", LOGN)
-            .key_specs(&[
-                KeySpec::at(1, &["RW", "access", "update"]),
-            ]),
-    zcmd!("zcard", 2, READONLY | FAST, zcard, RDF, "1.2.0",
-        "Returns the number of members in a sorted set.", "O(1)")
-            .key_specs(&[
-                KeySpec::at(1, &["RO"]),
-            ]),
-    zcmd!("zcount", 4, READONLY | FAST, zcount, RDF, "2.0.0",
-        "Returns the count of members in a sorted set that have scores within a range.", LOGN),
-    zcmd!("zlexcount", 4, READONLY | FAST, zlexcount, RDF, "2.8.9",
-        "Returns the number of members in a sorted set within a lexicographical range.", LOGN),
-    zcmd!("zscore", 3, READONLY | FAST, zscore, RDF, "1.2.0",
-        "Returns the score of a member in a sorted set.", "O(1)"),
-    zcmd!("zmscore", -3, READONLY | FAST, zmscore, RDF, "6.2.0",
-        "Returns the score of one or more members in a sorted set.",
-        "O(N) where N is the number of members being requested."),
-    zcmd!("zrank", -3, READONLY | FAST, zrank, RDF, "2.0.0",
-        "Returns the index of a member in a sorted set ordered by ascending scores.", LOGN),
-    zcmd!("zrevrank", -3, READONLY | FAST, zrevrank, RDF, "2.0.0",
-        "Returns the index of a member in a sorted set ordered by descending scores.", LOGN),
-    zcmd!("zrange", -4, READONLY, zrange, RD, "1.2.0",
-        "Returns members in a sorted set within a range of indexes.", RANGE_CX),
-    Command::new("zrangestore", -5, WRITE | DENYOOM, zrangestore)
-        .key_specs(&[
-            KeySpec::at(1, &["OW", "update"]),
-            KeySpec::at(2, &["RO", "access"]),
-        ])
-        .keys(1, 2, 1)
-        .acl(WR)
+pub static COMMANDS: &[Command] = crate::commands::command_table! {
+    family(group = "sorted-set", acl = "sortedset"),
+    cmd("zadd", -4, WRITE | DENYOOM | FAST, zadd)
+        .doc("1.2.0", "Adds one or more members to a sorted set, or updates their scores. Creates the key if it doesn't exist.")
+        .complexity("O(log(N)) for each item added, where N is the number of elements in the sorted set.")
+        .keys(1, 1, 1),
+    cmd("zincrby", 4, WRITE | DENYOOM | FAST, zincrby)
+        .doc("1.2.0", "Increments the score of a member in a sorted set.")
+        .complexity("O(log(N))")
+        .keys(1, 1, 1)
+        .key_specs(&[KeySpec::at(1, &["RW", "access", "update"])]),
+    cmd("zcard", 2, READONLY | FAST, zcard)
+        .doc("1.2.0", "Returns the number of members in a sorted set.")
+        .keys(1, 1, 1)
+        .key_specs(&[KeySpec::at(1, &["RO"])]),
+    cmd("zcount", 4, READONLY | FAST, zcount)
+        .doc("2.0.0", "Returns the count of members in a sorted set that have scores within a range.")
+        .complexity("O(log(N))")
+        .keys(1, 1, 1),
+    cmd("zlexcount", 4, READONLY | FAST, zlexcount)
+        .doc("2.8.9", "Returns the number of members in a sorted set within a lexicographical range.")
+        .complexity("O(log(N))")
+        .keys(1, 1, 1),
+    cmd("zscore", 3, READONLY | FAST, zscore)
+        .doc("1.2.0", "Returns the score of a member in a sorted set.")
+        .keys(1, 1, 1),
+    cmd("zmscore", -3, READONLY | FAST, zmscore)
+        .doc("6.2.0", "Returns the score of one or more members in a sorted set.")
+        .complexity("O(N) where N is the number of members being requested.")
+        .keys(1, 1, 1),
+    cmd("zrank", -3, READONLY | FAST, zrank)
+        .doc("2.0.0", "Returns the index of a member in a sorted set ordered by ascending scores.")
+        .complexity("O(log(N))")
+        .keys(1, 1, 1),
+    cmd("zrevrank", -3, READONLY | FAST, zrevrank)
+        .doc("2.0.0", "Returns the index of a member in a sorted set ordered by descending scores.")
+        .complexity("O(log(N))")
+        .keys(1, 1, 1),
+    cmd("zrange", -4, READONLY, zrange)
+        .doc("1.2.0", "Returns members in a sorted set within a range of indexes.")
+        .complexity(RANGE_CX)
+        .keys(1, 1, 1),
+    cmd("zrangestore", -5, WRITE | DENYOOM, zrangestore)
+        .doc("6.2.0", "Stores a range of members from sorted set in a key.")
         .complexity("O(log(N)+M) with N being the number of elements in the sorted set and M the number of elements stored into the destination key.")
-        .doc(G, "6.2.0", "Stores a range of members from sorted set in a key."),
-    zcmd!("zrevrange", -4, READONLY, zrevrange, RD, "1.2.0",
-        "Returns members in a sorted set within a range of indexes in reverse order.", RANGE_CX),
-    zcmd!("zrangebyscore", -4, READONLY, zrangebyscore, RD, "1.0.5",
-        "Returns members in a sorted set within a range of scores.", RANGE_CX),
-    zcmd!("zrevrangebyscore", -4, READONLY, zrevrangebyscore, RD, "2.2.0",
-        "Returns members in a sorted set within a range of scores in reverse order.", RANGE_CX),
-    zcmd!("zrangebylex", -4, READONLY, zrangebylex, RD, "2.8.9",
-        "Returns members in a sorted set within a lexicographical range.", RANGE_CX),
-    zcmd!("zrevrangebylex", -4, READONLY, zrevrangebylex, RD, "2.8.9",
-        "Returns members in a sorted set within a lexicographical range in reverse order.", RANGE_CX),
-    zcmd!("zrem", -3, WRITE | FAST, zrem, WRF, "1.2.0",
-        "Removes one or more members from a sorted set. Deletes the sorted set if all members were removed.",
-        "O(M*log(N)) with N being the number of elements in the sorted set and M the number of elements to be removed.")
-            .key_specs(&[
-                KeySpec::at(1, &["RW", "delete"]),
-            ]),
-    zcmd!("zremrangebyrank", 4, WRITE, zremrangebyrank, WR, "2.0.0",
-        "Removes members in a sorted set within a range of indexes. Deletes the sorted set if all members were removed.",
-        "O(log(N)+M) with N being the number of elements in the sorted set and M the number of elements removed by the operation.")
-            .key_specs(&[
-                KeySpec::at(1, &["RW", "delete"]),
-            ]),
-    zcmd!("zremrangebyscore", 4, WRITE, zremrangebyscore, WR, "1.2.0",
-        "Removes members in a sorted set within a range of scores. Deletes the sorted set if all members were removed.",
-        "O(log(N)+M) with N being the number of elements in the sorted set and M the number of elements removed by the operation.")
-            .key_specs(&[
-                KeySpec::at(1, &["RW", "delete"]),
-            ]),
-    zcmd!("zremrangebylex", 4, WRITE, zremrangebylex, WR, "2.8.9",
-        "Removes members in a sorted set within a lexicographical range. Deletes the sorted set if all members were removed.",
-        "O(log(N)+M) with N being the number of elements in the sorted set and M the number of elements removed by the operation.")
-            .key_specs(&[
-                KeySpec::at(1, &["RW", "delete"]),
-            ]),
-    zcmd!("zpopmin", -2, WRITE | FAST, zpopmin, WRF, "5.0.0",
-        "Returns the lowest-scoring members from a sorted set after removing them. Deletes the sorted set if the last member was popped.",
-        "O(log(N)*M) with N being the number of elements in the sorted set, and M being the number of elements popped.")
-            .key_specs(&[
-                KeySpec::at(1, &["RW", "access", "delete"]),
-            ]),
-    zcmd!("zpopmax", -2, WRITE | FAST, zpopmax, WRF, "5.0.0",
-        "Returns the highest-scoring members from a sorted set after removing them. Deletes the sorted set if the last member was popped.",
-        "O(log(N)*M) with N being the number of elements in the sorted set, and M being the number of elements popped.")
-            .key_specs(&[
-                KeySpec::at(1, &["RW", "access", "delete"]),
-            ]),
-    Command::new("bzpopmin", -3, WRITE | FAST | BLOCKING, bzpopmin)
-        .key_specs(&[
-            KeySpec::at(1, &["RW", "access", "delete"]).range(-2, 1, 0),
-        ])
-        .keys(1, -2, 1)
-        .acl("write sortedset fast blocking")
+        .keys(1, 2, 1)
+        .key_specs(&[KeySpec::at(1, &["OW", "update"]), KeySpec::at(2, &["RO", "access"])]),
+    cmd("zrevrange", -4, READONLY, zrevrange)
+        .doc("1.2.0", "Returns members in a sorted set within a range of indexes in reverse order.")
+        .complexity(RANGE_CX)
+        .keys(1, 1, 1),
+    cmd("zrangebyscore", -4, READONLY, zrangebyscore)
+        .doc("1.0.5", "Returns members in a sorted set within a range of scores.")
+        .complexity(RANGE_CX)
+        .keys(1, 1, 1),
+    cmd("zrevrangebyscore", -4, READONLY, zrevrangebyscore)
+        .doc("2.2.0", "Returns members in a sorted set within a range of scores in reverse order.")
+        .complexity(RANGE_CX)
+        .keys(1, 1, 1),
+    cmd("zrangebylex", -4, READONLY, zrangebylex)
+        .doc("2.8.9", "Returns members in a sorted set within a lexicographical range.")
+        .complexity(RANGE_CX)
+        .keys(1, 1, 1),
+    cmd("zrevrangebylex", -4, READONLY, zrevrangebylex)
+        .doc("2.8.9", "Returns members in a sorted set within a lexicographical range in reverse order.")
+        .complexity(RANGE_CX)
+        .keys(1, 1, 1),
+    cmd("zrem", -3, WRITE | FAST, zrem)
+        .doc("1.2.0", "Removes one or more members from a sorted set. Deletes the sorted set if all members were removed.")
+        .complexity("O(M*log(N)) with N being the number of elements in the sorted set and M the number of elements to be removed.")
+        .keys(1, 1, 1)
+        .key_specs(&[KeySpec::at(1, &["RW", "delete"])]),
+    cmd("zremrangebyrank", 4, WRITE, zremrangebyrank)
+        .doc("2.0.0", "Removes members in a sorted set within a range of indexes. Deletes the sorted set if all members were removed.")
+        .complexity("O(log(N)+M) with N being the number of elements in the sorted set and M the number of elements removed by the operation.")
+        .keys(1, 1, 1)
+        .key_specs(&[KeySpec::at(1, &["RW", "delete"])]),
+    cmd("zremrangebyscore", 4, WRITE, zremrangebyscore)
+        .doc("1.2.0", "Removes members in a sorted set within a range of scores. Deletes the sorted set if all members were removed.")
+        .complexity("O(log(N)+M) with N being the number of elements in the sorted set and M the number of elements removed by the operation.")
+        .keys(1, 1, 1)
+        .key_specs(&[KeySpec::at(1, &["RW", "delete"])]),
+    cmd("zremrangebylex", 4, WRITE, zremrangebylex)
+        .doc("2.8.9", "Removes members in a sorted set within a lexicographical range. Deletes the sorted set if all members were removed.")
+        .complexity("O(log(N)+M) with N being the number of elements in the sorted set and M the number of elements removed by the operation.")
+        .keys(1, 1, 1)
+        .key_specs(&[KeySpec::at(1, &["RW", "delete"])]),
+    cmd("zpopmin", -2, WRITE | FAST, zpopmin)
+        .doc("5.0.0", "Returns the lowest-scoring members from a sorted set after removing them. Deletes the sorted set if the last member was popped.")
+        .complexity("O(log(N)*M) with N being the number of elements in the sorted set, and M being the number of elements popped.")
+        .keys(1, 1, 1)
+        .key_specs(&[KeySpec::at(1, &["RW", "access", "delete"])]),
+    cmd("zpopmax", -2, WRITE | FAST, zpopmax)
+        .doc("5.0.0", "Returns the highest-scoring members from a sorted set after removing them. Deletes the sorted set if the last member was popped.")
+        .complexity("O(log(N)*M) with N being the number of elements in the sorted set, and M being the number of elements popped.")
+        .keys(1, 1, 1)
+        .key_specs(&[KeySpec::at(1, &["RW", "access", "delete"])]),
+    cmd("bzpopmin", -3, WRITE | FAST | BLOCKING, bzpopmin)
+        .doc("5.0.0", "Removes and returns the member with the lowest score from one or more sorted sets. Blocks until a member is available otherwise. Deletes the sorted set if the last element was popped.")
         .complexity("O(log(N)) with N being the number of elements in the sorted set.")
-        .doc(G, "5.0.0", "Removes and returns the member with the lowest score from one or more sorted sets. Blocks until a member is available otherwise. Deletes the sorted set if the last element was popped."),
-    Command::new("bzpopmax", -3, WRITE | FAST | BLOCKING, bzpopmax)
-        .key_specs(&[
-            KeySpec::at(1, &["RW", "access", "delete"]).range(-2, 1, 0),
-        ])
         .keys(1, -2, 1)
-        .acl("write sortedset fast blocking")
+        .key_specs(&[KeySpec::at(1, &["RW", "access", "delete"]).range(-2, 1, 0)]),
+    cmd("bzpopmax", -3, WRITE | FAST | BLOCKING, bzpopmax)
+        .doc("5.0.0", "Removes and returns the member with the highest score from one or more sorted sets. Blocks until a member available otherwise.  Deletes the sorted set if the last element was popped.")
         .complexity("O(log(N)) with N being the number of elements in the sorted set.")
-        .doc(G, "5.0.0", "Removes and returns the member with the highest score from one or more sorted sets. Blocks until a member available otherwise.  Deletes the sorted set if the last element was popped."),
-    Command::new("bzmpop", -5, WRITE | BLOCKING, bzmpop)
-        .key_specs(&[
-            KeySpec::at(2, &["RW", "access", "delete"]).keynum(0, 1, 1),
-        ])
+        .keys(1, -2, 1)
+        .key_specs(&[KeySpec::at(1, &["RW", "access", "delete"]).range(-2, 1, 0)]),
+    cmd("bzmpop", -5, WRITE | BLOCKING, bzmpop)
+        .doc("7.0.0", "Removes and returns a member by score from one or more sorted sets. Blocks until a member is available otherwise. Deletes the sorted set if the last element was popped.")
+        .complexity("O(K) + O(M*log(N)) where K is the number of provided keys, N being the number of elements in the sorted set, and M being the number of elements popped.")
         .keys_fn(keys_numkeys_at2)
-        .acl("write sortedset slow blocking")
+        .key_specs(&[KeySpec::at(2, &["RW", "access", "delete"]).keynum(0, 1, 1)]),
+    cmd("zmpop", -4, WRITE, zmpop)
+        .doc("7.0.0", "Returns the highest- or lowest-scoring members from one or more sorted sets after removing them. Deletes the sorted set if the last member was popped.")
         .complexity("O(K) + O(M*log(N)) where K is the number of provided keys, N being the number of elements in the sorted set, and M being the number of elements popped.")
-        .doc(G, "7.0.0", "Removes and returns a member by score from one or more sorted sets. Blocks until a member is available otherwise. Deletes the sorted set if the last element was popped."),
-    Command::new("zmpop", -4, WRITE, zmpop)
-        .key_specs(&[
-            KeySpec::at(1, &["RW", "access", "delete"]).keynum(0, 1, 1),
-        ])
         .keys_fn(keys_numkeys)
-        .acl(WR)
-        .complexity("O(K) + O(M*log(N)) where K is the number of provided keys, N being the number of elements in the sorted set, and M being the number of elements popped.")
-        .doc(G, "7.0.0", "Returns the highest- or lowest-scoring members from one or more sorted sets after removing them. Deletes the sorted set if the last member was popped."),
-    zcmd!("zrandmember", -2, READONLY, zrandmember, RD, "6.2.0",
-        "Returns one or more random members from a sorted set.",
-        "O(N) where N is the number of members returned")
+        .key_specs(&[KeySpec::at(1, &["RW", "access", "delete"]).keynum(0, 1, 1)]),
+    cmd("zrandmember", -2, READONLY, zrandmember)
+        .doc("6.2.0", "Returns one or more random members from a sorted set.")
+        .complexity("O(N) where N is the number of members returned")
+        .keys(1, 1, 1)
         .tips(&["nondeterministic_output"]),
-    Command::new("zunion", -3, READONLY, zunion)
-        .key_specs(&[
-            KeySpec::at(1, &["RO", "access"]).keynum(0, 1, 1),
-        ])
-        .keys_fn(keys_numkeys)
-        .acl(RD)
+    cmd("zunion", -3, READONLY, zunion)
+        .doc("6.2.0", "Returns the union of multiple sorted sets.")
         .complexity("O(N)+O(M*log(M)) with N being the sum of the sizes of the input sorted sets, and M being the number of elements in the resulting sorted set.")
-        .doc(G, "6.2.0", "Returns the union of multiple sorted sets."),
-    Command::new("zunionstore", -4, WRITE | DENYOOM, zunionstore)
-        .key_specs(&[
-            KeySpec::at(1, &["OW", "update"]),
-            KeySpec::at(2, &["RO", "access"]).keynum(0, 1, 1),
-        ])
-        .keys(1, 1, 1)
-        .keys_fn(keys_store)
-        .acl(WR)
+        .keys_fn(keys_numkeys)
+        .key_specs(&[KeySpec::at(1, &["RO", "access"]).keynum(0, 1, 1)]),
+    cmd("zunionstore", -4, WRITE | DENYOOM, zunionstore)
+        .doc("2.0.0", "Stores the union of multiple sorted sets in a key.")
         .complexity("O(N)+O(M log(M)) with N being the sum of the sizes of the input sorted sets, and M being the number of elements in the resulting sorted set.")
-        .doc(G, "2.0.0", "Stores the union of multiple sorted sets in a key."),
-    Command::new("zinter", -3, READONLY, zinter)
-        .key_specs(&[
-            KeySpec::at(1, &["RO", "access"]).keynum(0, 1, 1),
-        ])
-        .keys_fn(keys_numkeys)
-        .acl(RD)
-        .complexity("O(N*K)+O(M*log(M)) worst case with N being the smallest input sorted set, K being the number of input sorted sets and M being the number of elements in the resulting sorted set.")
-        .doc(G, "6.2.0", "Returns the intersect of multiple sorted sets."),
-    Command::new("zinterstore", -4, WRITE | DENYOOM, zinterstore)
+        .keys(1, 1, 1)
+        .keys_fn(keys_store)
         .key_specs(&[
             KeySpec::at(1, &["OW", "update"]),
             KeySpec::at(2, &["RO", "access"]).keynum(0, 1, 1),
-        ])
+        ]),
+    cmd("zinter", -3, READONLY, zinter)
+        .doc("6.2.0", "Returns the intersect of multiple sorted sets.")
+        .complexity("O(N*K)+O(M*log(M)) worst case with N being the smallest input sorted set, K being the number of input sorted sets and M being the number of elements in the resulting sorted set.")
+        .keys_fn(keys_numkeys)
+        .key_specs(&[KeySpec::at(1, &["RO", "access"]).keynum(0, 1, 1)]),
+    cmd("zinterstore", -4, WRITE | DENYOOM, zinterstore)
+        .doc("2.0.0", "Stores the intersect of multiple sorted sets in a key.")
+        .complexity("O(N*K)+O(M*log(M)) worst case with N being the smallest input sorted set, K being the number of input sorted sets and M being the number of elements in the resulting sorted set.")
         .keys(1, 1, 1)
         .keys_fn(keys_store)
-        .acl(WR)
-        .complexity("O(N*K)+O(M*log(M)) worst case with N being the smallest input sorted set, K being the number of input sorted sets and M being the number of elements in the resulting sorted set.")
-        .doc(G, "2.0.0", "Stores the intersect of multiple sorted sets in a key."),
-    Command::new("zintercard", -3, READONLY, zintercard)
         .key_specs(&[
-            KeySpec::at(1, &["RO", "access"]).keynum(0, 1, 1),
-        ])
-        .keys_fn(keys_numkeys)
-        .acl(RD)
+            KeySpec::at(1, &["OW", "update"]),
+            KeySpec::at(2, &["RO", "access"]).keynum(0, 1, 1),
+        ]),
+    cmd("zintercard", -3, READONLY, zintercard)
+        .doc("7.0.0", "Returns the number of members of the intersect of multiple sorted sets.")
         .complexity("O(N*K) worst case with N being the smallest input sorted set, K being the number of input sorted sets.")
-        .doc(G, "7.0.0", "Returns the number of members of the intersect of multiple sorted sets."),
-    Command::new("zdiff", -3, READONLY, zdiff)
-        .key_specs(&[
-            KeySpec::at(1, &["RO", "access"]).keynum(0, 1, 1),
-        ])
         .keys_fn(keys_numkeys)
-        .acl(RD)
+        .key_specs(&[KeySpec::at(1, &["RO", "access"]).keynum(0, 1, 1)]),
+    cmd("zdiff", -3, READONLY, zdiff)
+        .doc("6.2.0", "Returns the difference between multiple sorted sets.")
         .complexity("O(L + (N-K)log(N)) worst case where L is the total number of elements in all the sets, N is the size of the first set, and K is the size of the result set.")
-        .doc(G, "6.2.0", "Returns the difference between multiple sorted sets."),
-    Command::new("zdiffstore", -4, WRITE | DENYOOM, zdiffstore)
+        .keys_fn(keys_numkeys)
+        .key_specs(&[KeySpec::at(1, &["RO", "access"]).keynum(0, 1, 1)]),
+    cmd("zdiffstore", -4, WRITE | DENYOOM, zdiffstore)
+        .doc("6.2.0", "Stores the difference of multiple sorted sets in a key.")
+        .complexity("O(L + (N-K)log(N)) worst case where L is the total number of elements in all the sets, N is the size of the first set, and K is the size of the result set.")
+        .keys(1, 1, 1)
+        .keys_fn(keys_store)
         .key_specs(&[
             KeySpec::at(1, &["OW", "update"]),
             KeySpec::at(2, &["RO", "access"]).keynum(0, 1, 1),
-        ])
+        ]),
+    cmd("zscan", -3, READONLY, zscan)
+        .doc("2.8.0", "Iterates over members and scores of a sorted set.")
+        .complexity("O(1) for every call. O(N) for a complete iteration, including enough command calls for the cursor to return back to 0. N is the number of elements inside the collection.")
         .keys(1, 1, 1)
-        .keys_fn(keys_store)
-        .acl(WR)
-        .complexity("O(L + (N-K)log(N)) worst case where L is the total number of elements in all the sets, N is the size of the first set, and K is the size of the result set.")
-        .doc(G, "6.2.0", "Stores the difference of multiple sorted sets in a key."),
-    zcmd!("zscan", -3, READONLY, zscan, RD, "2.8.0",
-        "Iterates over members and scores of a sorted set.",
-        "O(1) for every call. O(N) for a complete iteration, including enough command calls for the cursor to return back to 0. N is the number of elements inside the collection.")
-            .tips(&[
-                "nondeterministic_output",
-            ]),
-];
+        .tips(&["nondeterministic_output"]),
+};
 
 // ---------------------------------------------------------------- helpers
 

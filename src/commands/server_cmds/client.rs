@@ -17,122 +17,51 @@ use crate::protocol::Args;
 const CONN: u32 = NOSCRIPT | LOADING | STALE;
 const ADM: u32 = ADMIN | NOSCRIPT | LOADING | STALE;
 
-const fn sub(name: &'static str, arity: i32, flags: u32, h: super::super::Handler) -> Command {
-    Command::new(name, arity, flags, h)
-}
-
-pub static SUBCOMMANDS: &[Command] = &[
-    sub("id", 2, CONN, id).acl("slow connection").doc(
-        "connection",
-        "5.0.0",
-        "Returns the unique client ID of the connection.",
-    ),
-    sub("setname", 3, CONN, setname).acl("slow connection").doc(
-        "connection",
-        "2.6.9",
-        "Sets the connection name.",
-    ),
-    sub("getname", 2, CONN, getname).acl("slow connection").doc(
-        "connection",
-        "2.6.9",
-        "Returns the name of the connection.",
-    ),
-    sub("list", -2, ADM, list)
-        .tips(&["nondeterministic_output"])
-        .acl("admin slow dangerous connection")
-        .doc("connection", "2.4.0", "Lists open connections.")
+pub static SUBCOMMANDS: &[Command] = crate::commands::command_table! {
+    family(group = "connection", acl = "connection"),
+    cmd("id", 2, CONN, id)
+        .doc("5.0.0", "Returns the unique client ID of the connection."),
+    cmd("setname", 3, CONN, setname)
+        .doc("2.6.9", "Sets the connection name."),
+    cmd("getname", 2, CONN, getname)
+        .doc("2.6.9", "Returns the name of the connection."),
+    cmd("list", -2, ADM, list)
+        .doc("2.4.0", "Lists open connections.")
+        .complexity("O(N) where N is the number of client connections")
+        .tips(&["nondeterministic_output"]),
+    cmd("info", 2, CONN, info)
+        .doc("6.2.0", "Returns information about the connection.")
+        .tips(&["nondeterministic_output"]),
+    cmd("kill", -3, ADM, kill)
+        .doc("2.4.0", "Terminates open connections.")
         .complexity("O(N) where N is the number of client connections"),
-    sub("info", 2, CONN, info)
-        .tips(&["nondeterministic_output"])
-        .acl("slow connection")
-        .doc(
-            "connection",
-            "6.2.0",
-            "Returns information about the connection.",
-        ),
-    sub("kill", -3, ADM, kill)
-        .acl("admin slow dangerous connection")
-        .doc("connection", "2.4.0", "Terminates open connections.")
-        .complexity("O(N) where N is the number of client connections"),
-    sub("pause", -3, ADM, pause)
-        .acl("admin slow dangerous connection")
-        .doc("connection", "3.0.0", "Suspends commands processing."),
-    sub("unpause", 2, ADM, unpause)
-        .acl("admin slow dangerous connection")
-        .doc(
-            "connection",
-            "6.2.0",
-            "Resumes processing commands from paused clients.",
-        )
+    cmd("pause", -3, ADM, pause)
+        .doc("3.0.0", "Suspends commands processing."),
+    cmd("unpause", 2, ADM, unpause)
+        .doc("6.2.0", "Resumes processing commands from paused clients.")
         .complexity("O(N) Where N is the number of paused clients"),
-    sub("reply", 3, CONN, reply).acl("slow connection").doc(
-        "connection",
-        "3.2.0",
-        "Instructs the server whether to reply to commands.",
-    ),
-    sub("no-evict", 3, ADM, no_evict)
-        .acl("admin slow dangerous connection")
-        .doc(
-            "connection",
-            "7.0.0",
-            "Sets the client eviction mode of the connection.",
-        ),
-    sub("no-touch", 3, CONN, no_touch)
-        .acl("slow connection")
-        .doc(
-            "connection",
-            "7.2.0",
-            "Controls whether commands sent by the client affect the LRU/LFU of accessed keys.",
-        ),
-    sub("setinfo", 4, CONN, setinfo).acl("slow connection").doc(
-        "connection",
-        "7.2.0",
-        "Sets information specific to the client or connection.",
-    ),
-    sub("getredir", 2, CONN, getredir)
-        .acl("slow connection")
-        .doc(
-        "connection",
-        "6.0.0",
-        "Returns the client ID to which the connection's tracking notifications are redirected.",
-    ),
-    sub("trackinginfo", 2, CONN, trackinginfo)
-        .acl("slow connection")
-        .doc(
-            "connection",
-            "6.2.0",
-            "Returns information about server-assisted client-side caching for the connection.",
-        ),
-    sub("unblock", -3, ADM, unblock)
-        .acl("admin slow dangerous connection")
-        .doc(
-            "connection",
-            "5.0.0",
-            "Unblocks a client blocked by a blocking command from a different connection.",
-        )
+    cmd("reply", 3, CONN, reply)
+        .doc("3.2.0", "Instructs the server whether to reply to commands."),
+    cmd("no-evict", 3, ADM, no_evict)
+        .doc("7.0.0", "Sets the client eviction mode of the connection."),
+    cmd("no-touch", 3, CONN, no_touch)
+        .doc("7.2.0", "Controls whether commands sent by the client affect the LRU/LFU of accessed keys."),
+    cmd("setinfo", 4, CONN, setinfo)
+        .doc("7.2.0", "Sets information specific to the client or connection."),
+    cmd("getredir", 2, CONN, getredir)
+        .doc("6.0.0", "Returns the client ID to which the connection's tracking notifications are redirected."),
+    cmd("trackinginfo", 2, CONN, trackinginfo)
+        .doc("6.2.0", "Returns information about server-assisted client-side caching for the connection."),
+    cmd("unblock", -3, ADM, unblock)
+        .doc("5.0.0", "Unblocks a client blocked by a blocking command from a different connection.")
         .complexity("O(log N) where N is the number of client connections"),
-    sub("tracking", -3, CONN, crate::commands::tracking::tracking)
-        .acl("slow connection")
-        .doc(
-            "connection",
-            "6.0.0",
-            "Controls server-assisted client-side caching for the connection.",
-        ),
-    sub("caching", 3, CONN, crate::commands::tracking::caching)
-        .acl("slow connection")
-        .doc(
-            "connection",
-            "6.0.0",
-            "Instructs the server whether to track the keys in the next request.",
-        ),
-    sub("help", 2, LOADING | STALE, help)
-        .acl("slow connection")
-        .doc(
-            "connection",
-            "5.0.0",
-            "Returns helpful text about the different subcommands.",
-        ),
-];
+    cmd("tracking", -3, CONN, crate::commands::tracking::tracking)
+        .doc("6.0.0", "Controls server-assisted client-side caching for the connection."),
+    cmd("caching", 3, CONN, crate::commands::tracking::caching)
+        .doc("6.0.0", "Instructs the server whether to track the keys in the next request."),
+    cmd("help", 2, LOADING | STALE, help)
+        .doc("5.0.0", "Returns helpful text about the different subcommands."),
+};
 
 const HELP: &[&str] = &[
     "GETNAME",

@@ -16,57 +16,31 @@ use crate::protocol::{Args, ReplyBuf};
 
 const CMD: u32 = LOADING | STALE;
 
-pub static SUBCOMMANDS: &[Command] = &[
-    Command::new("count", 2, CMD, count)
-        .acl("slow connection")
-        .doc("server", "2.8.13", "Returns a count of commands."),
-    Command::new("list", -2, CMD, list)
-        .tips(&["nondeterministic_output_order"])
-        .acl("slow connection")
-        .doc("server", "7.0.0", "Returns a list of command names.")
-        .complexity("O(N) where N is the total number of Redis commands"),
-    Command::new("info", -2, CMD, info)
-        .tips(&["nondeterministic_output_order"])
-        .acl("slow connection")
-        .doc(
-            "server",
-            "2.8.13",
-            "Returns information about one, multiple or all commands.",
-        )
-        .complexity("O(N) where N is the number of commands to look up"),
-    Command::new("docs", -2, CMD, docs)
-        .tips(&["nondeterministic_output_order"])
-        .acl("slow connection")
-        .doc(
-            "server",
-            "7.0.0",
-            "Returns documentary information about one, multiple or all commands.",
-        )
-        .complexity("O(N) where N is the number of commands to look up"),
-    Command::new("getkeys", -3, CMD, getkeys)
-        .acl("slow connection")
-        .doc(
-            "server",
-            "2.8.13",
-            "Extracts the key names from an arbitrary command.",
-        )
+pub static SUBCOMMANDS: &[Command] = crate::commands::command_table! {
+    family(group = "server", acl = "connection"),
+    cmd("count", 2, CMD, count)
+        .doc("2.8.13", "Returns a count of commands."),
+    cmd("list", -2, CMD, list)
+        .doc("7.0.0", "Returns a list of command names.")
+        .complexity("O(N) where N is the total number of Redis commands")
+        .tips(&["nondeterministic_output_order"]),
+    cmd("info", -2, CMD, info)
+        .doc("2.8.13", "Returns information about one, multiple or all commands.")
+        .complexity("O(N) where N is the number of commands to look up")
+        .tips(&["nondeterministic_output_order"]),
+    cmd("docs", -2, CMD, docs)
+        .doc("7.0.0", "Returns documentary information about one, multiple or all commands.")
+        .complexity("O(N) where N is the number of commands to look up")
+        .tips(&["nondeterministic_output_order"]),
+    cmd("getkeys", -3, CMD, getkeys)
+        .doc("2.8.13", "Extracts the key names from an arbitrary command.")
         .complexity("O(N) where N is the number of arguments to the command"),
-    Command::new("getkeysandflags", -3, CMD, getkeysandflags)
-        .acl("slow connection")
-        .doc(
-            "server",
-            "7.0.0",
-            "Extracts the key names and access flags for an arbitrary command.",
-        )
+    cmd("getkeysandflags", -3, CMD, getkeysandflags)
+        .doc("7.0.0", "Extracts the key names and access flags for an arbitrary command.")
         .complexity("O(N) where N is the number of arguments to the command"),
-    Command::new("help", 2, CMD, help)
-        .acl("slow connection")
-        .doc(
-            "server",
-            "5.0.0",
-            "Returns helpful text about the different subcommands.",
-        ),
-];
+    cmd("help", 2, CMD, help)
+        .doc("5.0.0", "Returns helpful text about the different subcommands."),
+};
 
 const HELP: &[&str] = &[
     "(no subcommand)",

@@ -17,51 +17,30 @@ use crate::core::admin::Reload;
 use crate::keyspace::{Entry, Value};
 use crate::protocol::Args;
 
-const MEM: u32 = READONLY;
-
-pub static MEMORY_SUBCOMMANDS: &[Command] = &[
-    Command::new("usage", -3, MEM, usage)
-        .key_specs(&[KeySpec::at(2, &["RO"])])
+pub static MEMORY_SUBCOMMANDS: &[Command] = crate::commands::command_table! {
+    family(group = "server", acl = ""),
+    cmd("usage", -3, READONLY, usage)
+        .doc("4.0.0", "Estimates the memory usage of a key.")
+        .complexity("O(N) where N is the number of samples.")
         .keys(2, 2, 1)
-        .acl("read slow")
-        .doc("server", "4.0.0", "Estimates the memory usage of a key.")
-        .complexity("O(N) where N is the number of samples."),
-    Command::new("stats", 2, 0, stats)
-        .tips(&[
-            "nondeterministic_output",
-            "request_policy:all_shards",
-            "response_policy:special",
-        ])
-        .acl("slow")
-        .doc("server", "4.0.0", "Returns details about memory usage."),
-    Command::new("doctor", 2, 0, doctor)
-        .tips(&[
-            "nondeterministic_output",
-            "request_policy:all_shards",
-            "response_policy:special",
-        ])
-        .acl("slow")
-        .doc("server", "4.0.0", "Outputs a memory problems report."),
-    Command::new("malloc-stats", 2, 0, malloc_stats)
-        .tips(&[
-            "nondeterministic_output",
-            "request_policy:all_shards",
-            "response_policy:special",
-        ])
-        .acl("slow")
-        .doc("server", "4.0.0", "Returns the allocator statistics.")
-        .complexity("Depends on how much memory is allocated, could be slow"),
-    Command::new("purge", 2, 0, purge)
-        .tips(&["request_policy:all_shards", "response_policy:all_succeeded"])
-        .acl("slow")
-        .doc("server", "4.0.0", "Asks the allocator to release memory.")
-        .complexity("Depends on how much memory is allocated, could be slow"),
-    Command::new("help", 2, 0, memory_help).acl("slow").doc(
-        "server",
-        "4.0.0",
-        "Returns helpful text about the different subcommands.",
-    ),
-];
+        .key_specs(&[KeySpec::at(2, &["RO"])]),
+    cmd("stats", 2, 0, stats)
+        .doc("4.0.0", "Returns details about memory usage.")
+        .tips(&["nondeterministic_output", "request_policy:all_shards", "response_policy:special"]),
+    cmd("doctor", 2, 0, doctor)
+        .doc("4.0.0", "Outputs a memory problems report.")
+        .tips(&["nondeterministic_output", "request_policy:all_shards", "response_policy:special"]),
+    cmd("malloc-stats", 2, 0, malloc_stats)
+        .doc("4.0.0", "Returns the allocator statistics.")
+        .complexity("Depends on how much memory is allocated, could be slow")
+        .tips(&["nondeterministic_output", "request_policy:all_shards", "response_policy:special"]),
+    cmd("purge", 2, 0, purge)
+        .doc("4.0.0", "Asks the allocator to release memory.")
+        .complexity("Depends on how much memory is allocated, could be slow")
+        .tips(&["request_policy:all_shards", "response_policy:all_succeeded"]),
+    cmd("help", 2, 0, memory_help)
+        .doc("4.0.0", "Returns helpful text about the different subcommands."),
+};
 
 const DEBUG_HELP: &[&str] = &[
     "DIGEST",

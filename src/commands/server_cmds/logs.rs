@@ -18,114 +18,47 @@ use crate::protocol::Args;
 
 const ADM: u32 = ADMIN | NOSCRIPT | LOADING | STALE;
 
-pub static SLOWLOG_SUBCOMMANDS: &[Command] = &[
-    Command::new("get", -2, ADM, slowlog_get)
-        .tips(&["request_policy:all_nodes", "nondeterministic_output"])
-        .acl("admin slow dangerous")
-        .doc("server", "2.2.12", "Returns the slow log's entries.")
-        .complexity("O(N) where N is the number of entries returned"),
-    Command::new("len", 2, ADM, slowlog_len)
-        .tips(&[
-            "request_policy:all_nodes",
-            "response_policy:agg_sum",
-            "nondeterministic_output",
-        ])
-        .acl("admin slow dangerous")
-        .doc(
-            "server",
-            "2.2.12",
-            "Returns the number of entries in the slow log.",
-        ),
-    Command::new("reset", 2, ADM, slowlog_reset)
-        .tips(&["request_policy:all_nodes", "response_policy:all_succeeded"])
-        .acl("admin slow dangerous")
-        .doc("server", "2.2.12", "Clears all entries from the slow log.")
-        .complexity("O(N) where N is the number of entries in the slowlog"),
-    Command::new("help", 2, LOADING | STALE, slowlog_help)
-        .acl("slow")
-        .doc(
-            "server",
-            "6.2.0",
-            "Show helpful text about the different subcommands",
-        ),
-];
+pub static SLOWLOG_SUBCOMMANDS: &[Command] = crate::commands::command_table! {
+    family(group = "server", acl = ""),
+    cmd("get", -2, ADM, slowlog_get)
+        .doc("2.2.12", "Returns the slow log's entries.")
+        .complexity("O(N) where N is the number of entries returned")
+        .tips(&["request_policy:all_nodes", "nondeterministic_output"]),
+    cmd("len", 2, ADM, slowlog_len)
+        .doc("2.2.12", "Returns the number of entries in the slow log.")
+        .tips(&["request_policy:all_nodes", "response_policy:agg_sum", "nondeterministic_output"]),
+    cmd("reset", 2, ADM, slowlog_reset)
+        .doc("2.2.12", "Clears all entries from the slow log.")
+        .complexity("O(N) where N is the number of entries in the slowlog")
+        .tips(&["request_policy:all_nodes", "response_policy:all_succeeded"]),
+    cmd("help", 2, LOADING | STALE, slowlog_help)
+        .doc("6.2.0", "Show helpful text about the different subcommands"),
+};
 
-pub static LATENCY_SUBCOMMANDS: &[Command] = &[
-    Command::new("latest", 2, ADM, latency_empty)
-        .tips(&[
-            "nondeterministic_output",
-            "request_policy:all_nodes",
-            "response_policy:special",
-        ])
-        .acl("admin slow dangerous")
-        .doc(
-            "server",
-            "2.8.13",
-            "Returns the latest latency samples for all events.",
-        ),
-    Command::new("history", 3, ADM, latency_empty)
-        .tips(&[
-            "nondeterministic_output",
-            "request_policy:all_nodes",
-            "response_policy:special",
-        ])
-        .acl("admin slow dangerous")
-        .doc(
-            "server",
-            "2.8.13",
-            "Returns timestamp-latency samples for an event.",
-        ),
-    Command::new("reset", -2, ADM, latency_reset)
-        .tips(&["request_policy:all_nodes", "response_policy:all_succeeded"])
-        .acl("admin slow dangerous")
-        .doc(
-            "server",
-            "2.8.13",
-            "Resets the latency data for one or more events.",
-        ),
-    Command::new("doctor", 2, ADM, latency_doctor)
-        .tips(&[
-            "nondeterministic_output",
-            "request_policy:all_nodes",
-            "response_policy:special",
-        ])
-        .acl("admin slow dangerous")
-        .doc(
-            "server",
-            "2.8.13",
-            "Returns a human-readable latency analysis report.",
-        ),
-    Command::new("graph", 3, ADM, latency_graph)
-        .tips(&[
-            "nondeterministic_output",
-            "request_policy:all_nodes",
-            "response_policy:special",
-        ])
-        .acl("admin slow dangerous")
-        .doc("server", "2.8.13", "Returns a latency graph for an event."),
-    Command::new("histogram", -2, ADM, latency_histogram)
-        .tips(&[
-            "nondeterministic_output",
-            "request_policy:all_nodes",
-            "response_policy:special",
-        ])
-        .acl("admin slow dangerous")
-        .doc(
-            "server",
-            "7.0.0",
-            "Returns the cumulative distribution of latencies of a subset or all commands.",
-        )
-        .complexity(
-            "O(N) where N is the number of commands with latency information being retrieved.",
-        ),
-    Command::new("help", 2, LOADING | STALE, latency_help)
-        .acl("slow")
-        .doc(
-            "server",
-            "2.8.13",
-            "Returns helpful text about the different subcommands.",
-        ),
-];
+pub static LATENCY_SUBCOMMANDS: &[Command] = crate::commands::command_table! {
+    family(group = "server", acl = ""),
+    cmd("latest", 2, ADM, latency_empty)
+        .doc("2.8.13", "Returns the latest latency samples for all events.")
+        .tips(&["nondeterministic_output", "request_policy:all_nodes", "response_policy:special"]),
+    cmd("history", 3, ADM, latency_empty)
+        .doc("2.8.13", "Returns timestamp-latency samples for an event.")
+        .tips(&["nondeterministic_output", "request_policy:all_nodes", "response_policy:special"]),
+    cmd("reset", -2, ADM, latency_reset)
+        .doc("2.8.13", "Resets the latency data for one or more events.")
+        .tips(&["request_policy:all_nodes", "response_policy:all_succeeded"]),
+    cmd("doctor", 2, ADM, latency_doctor)
+        .doc("2.8.13", "Returns a human-readable latency analysis report.")
+        .tips(&["nondeterministic_output", "request_policy:all_nodes", "response_policy:special"]),
+    cmd("graph", 3, ADM, latency_graph)
+        .doc("2.8.13", "Returns a latency graph for an event.")
+        .tips(&["nondeterministic_output", "request_policy:all_nodes", "response_policy:special"]),
+    cmd("histogram", -2, ADM, latency_histogram)
+        .doc("7.0.0", "Returns the cumulative distribution of latencies of a subset or all commands.")
+        .complexity("O(N) where N is the number of commands with latency information being retrieved.")
+        .tips(&["nondeterministic_output", "request_policy:all_nodes", "response_policy:special"]),
+    cmd("help", 2, LOADING | STALE, latency_help)
+        .doc("2.8.13", "Returns helpful text about the different subcommands."),
+};
 
 const SLOWLOG_HELP: &[&str] = &[
     "GET [<count>]",

@@ -27,136 +27,53 @@ use crate::protocol::Args;
 
 const ADM: u32 = ADMIN | NOSCRIPT | LOADING | STALE;
 
-pub static COMMANDS: &[Command] = &[
-    Command::new("info", -1, LOADING | STALE, info::info)
-        .tips(&[
-            "nondeterministic_output",
-            "request_policy:all_shards",
-            "response_policy:special",
-        ])
-        .acl("slow dangerous")
-        .doc(
-            "server",
-            "1.0.0",
-            "Returns information and statistics about the server.",
-        )
-        .complexity("O(1)"),
-    Command::new("time", 1, LOADING | STALE | FAST, time)
-        .tips(&["nondeterministic_output"])
-        .acl("fast")
-        .doc("server", "2.6.0", "Returns the server time."),
-    Command::new(
-        "bgrewriteaof",
-        1,
-        ADMIN | NOSCRIPT | NO_ASYNC_LOADING,
-        persist::bgrewriteaof,
-    )
-    .acl("admin slow dangerous")
-    .doc(
-        "server",
-        "1.0.0",
-        "Asynchronously rewrites the append-only file to disk.",
-    )
-    .complexity("O(1)"),
-    Command::new(
-        "save",
-        1,
-        ADMIN | NOSCRIPT | NO_ASYNC_LOADING | NO_MULTI,
-        persist::save,
-    )
-    .acl("slow dangerous admin")
-    .doc(
-        "server",
-        "1.0.0",
-        "Synchronously saves the database(s) to disk.",
-    )
-    .complexity("O(N) where N is the total number of keys in all databases"),
-    Command::new(
-        "bgsave",
-        -1,
-        ADMIN | NOSCRIPT | NO_ASYNC_LOADING,
-        persist::bgsave,
-    )
-    .acl("slow dangerous admin")
-    .doc(
-        "server",
-        "1.0.0",
-        "Asynchronously saves the database(s) to disk.",
-    )
-    .complexity("O(1)"),
-    Command::new("lastsave", 1, LOADING | STALE | FAST, lastsave)
-        .tips(&["nondeterministic_output"])
-        .acl("fast dangerous admin")
-        .doc(
-            "server",
-            "1.0.0",
-            "Returns the Unix timestamp of the last successful save to disk.",
-        ),
-    Command::new(
-        "shutdown",
-        -1,
-        ADMIN | NOSCRIPT | LOADING | STALE | NO_MULTI | SKIP_SLOWLOG | ALLOW_BUSY,
-        shutdown,
-    )
-    .acl("admin slow dangerous")
-    .doc(
-        "server",
-        "1.0.0",
-        "Synchronously saves the database(s) to disk and shuts down the Redis server.",
-    ),
-    Command::new("monitor", 1, ADM, monitor)
-        .acl("admin slow dangerous")
-        .doc(
-            "server",
-            "1.0.0",
-            "Listens for all requests received by the server in real-time.",
-        ),
-    Command::new("debug", -2, ADM | PROTECTED, debug::debug)
-        .acl("admin slow dangerous")
-        .doc("server", "1.0.0", "A container for debugging commands."),
-    Command::new("client", -2, 0, container)
-        .acl("slow")
-        .doc(
-            "connection",
-            "2.4.0",
-            "A container for client connection commands.",
-        )
+pub static COMMANDS: &[Command] = crate::commands::command_table! {
+    family(group = "server", acl = ""),
+    cmd("info", -1, LOADING | STALE, info::info, acl = "dangerous")
+        .doc("1.0.0", "Returns information and statistics about the server.")
+        .tips(&["nondeterministic_output", "request_policy:all_shards", "response_policy:special"]),
+    cmd("time", 1, LOADING | STALE | FAST, time)
+        .doc("2.6.0", "Returns the server time.")
+        .tips(&["nondeterministic_output"]),
+    cmd("bgrewriteaof", 1, ADMIN | NOSCRIPT | NO_ASYNC_LOADING, persist::bgrewriteaof)
+        .doc("1.0.0", "Asynchronously rewrites the append-only file to disk."),
+    cmd("save", 1, ADMIN | NOSCRIPT | NO_ASYNC_LOADING | NO_MULTI, persist::save)
+        .doc("1.0.0", "Synchronously saves the database(s) to disk.")
+        .complexity("O(N) where N is the total number of keys in all databases"),
+    cmd("bgsave", -1, ADMIN | NOSCRIPT | NO_ASYNC_LOADING, persist::bgsave)
+        .doc("1.0.0", "Asynchronously saves the database(s) to disk."),
+    cmd("lastsave", 1, LOADING | STALE | FAST, lastsave, acl = "admin dangerous")
+        .doc("1.0.0", "Returns the Unix timestamp of the last successful save to disk.")
+        .tips(&["nondeterministic_output"]),
+    cmd("shutdown", -1, ADMIN | NOSCRIPT | LOADING | STALE | NO_MULTI | SKIP_SLOWLOG | ALLOW_BUSY, shutdown)
+        .doc("1.0.0", "Synchronously saves the database(s) to disk and shuts down the Redis server."),
+    cmd("monitor", 1, ADM, monitor)
+        .doc("1.0.0", "Listens for all requests received by the server in real-time."),
+    cmd("debug", -2, ADM | PROTECTED, debug::debug)
+        .doc("1.0.0", "A container for debugging commands."),
+    container("client", -2, container)
+        .group("connection")
+        .doc("2.4.0", "A container for client connection commands.")
         .complexity("Depends on subcommand.")
         .subs(client::SUBCOMMANDS),
-    Command::new("command", -1, LOADING | STALE, command::command_all)
-        .tips(&["nondeterministic_output_order"])
-        .acl("slow connection")
-        .doc(
-            "server",
-            "2.8.13",
-            "Returns detailed information about all commands.",
-        )
+    cmd("command", -1, LOADING | STALE, command::command_all, acl = "connection")
+        .doc("2.8.13", "Returns detailed information about all commands.")
         .complexity("O(N) where N is the total number of Redis commands")
+        .tips(&["nondeterministic_output_order"])
         .subs(command::SUBCOMMANDS),
-    Command::new("slowlog", -2, 0, container)
-        .acl("slow")
-        .doc("server", "2.2.12", "A container for slow log commands.")
+    container("slowlog", -2, container)
+        .doc("2.2.12", "A container for slow log commands.")
         .complexity("Depends on subcommand.")
         .subs(logs::SLOWLOG_SUBCOMMANDS),
-    Command::new("latency", -2, 0, container)
-        .acl("slow")
-        .doc(
-            "server",
-            "2.8.13",
-            "A container for latency diagnostics commands.",
-        )
+    container("latency", -2, container)
+        .doc("2.8.13", "A container for latency diagnostics commands.")
         .complexity("Depends on subcommand.")
         .subs(logs::LATENCY_SUBCOMMANDS),
-    Command::new("memory", -2, 0, container)
-        .acl("slow")
-        .doc(
-            "server",
-            "4.0.0",
-            "A container for memory diagnostics commands.",
-        )
+    container("memory", -2, container)
+        .doc("4.0.0", "A container for memory diagnostics commands.")
         .complexity("Depends on subcommand.")
         .subs(debug::MEMORY_SUBCOMMANDS),
-];
+};
 
 /// The bare name of a container whose arity allows it (never reached for
 /// arity -2 containers: the dispatcher rejects them first).
