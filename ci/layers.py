@@ -56,10 +56,23 @@ def module_of(rel: str) -> tuple[str, int, int] | None:
     return best
 
 
+def drop_test_modules(text: str) -> str:
+    """Removes every `#[cfg(test)] mod name { ... }` block (braces matched)."""
+    while True:
+        m = re.search(r"#\[cfg\(test\)\]\s*(?:pub(?:\(crate\))?\s+)?mod\s+\w+\s*\{", text)
+        if not m:
+            return text
+        depth, i = 1, m.end()
+        while i < len(text) and depth:
+            depth += {"{": 1, "}": -1}.get(text[i], 0)
+            i += 1
+        text = text[:m.start()] + text[i:]
+
+
 def strip_comments(text: str) -> str:
-    """The code that counts: comments go, and so does a trailing unit-test
-    module (tests may build a whole server to drive a lower layer)."""
-    text = re.split(r"\n#\[cfg\(test\)\]\s*\nmod tests\b", text)[0]
+    """The code that counts: comments go, and so do unit-test modules
+    (a test may build a whole server to drive a lower layer)."""
+    text = drop_test_modules(text)
     text = re.sub(r"/\*.*?\*/", "", text, flags=re.S)
     return "\n".join(line.split("//", 1)[0] if "//" in line else line
                      for line in text.splitlines())

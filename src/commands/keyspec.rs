@@ -253,7 +253,7 @@ mod tests {
                 check(c.subcommands);
             }
         }
-        for family in super::super::families() {
+        for family in crate::server::command_families() {
             check(family);
         }
     }

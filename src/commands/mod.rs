@@ -39,7 +39,6 @@ pub mod keyspec;
 pub mod lists;
 pub mod multi;
 pub mod pubsub;
-pub mod replication;
 pub mod server_cmds;
 pub mod sets;
 pub mod sort;
@@ -191,7 +190,7 @@ pub(crate) use command_table;
 
 #[cfg(test)]
 mod form_tests {
-    use super::{families, flags::*, Command};
+    use super::{flags::*, Command};
 
     /// Redis 7's ACL categories.
     const CATEGORIES: &str = "keyspace read write set sortedset list hash string bitmap \
@@ -228,7 +227,8 @@ mod form_tests {
                 check(c.subcommands);
             }
         }
-        for family in families() {
+        // The whole table, the replication commands included.
+        for family in crate::server::command_families() {
             check(family);
         }
     }
@@ -374,8 +374,9 @@ pub struct CommandTable {
 
 pub type CommandId = usize;
 
-/// The families whose commands make up the table.
-pub fn families() -> [&'static [Command]; 16] {
+/// The families of this layer; the server adds those of the layers above
+/// (`server::command_families`) and builds the table from all of them.
+pub fn families() -> [&'static [Command]; 15] {
     [
         connection::COMMANDS,
         strings::COMMANDS,
@@ -392,20 +393,19 @@ pub fn families() -> [&'static [Command]; 16] {
         server_cmds::COMMANDS,
         config_cmd::COMMANDS,
         dump::COMMANDS,
-        replication::COMMANDS,
     ]
 }
 
 impl CommandTable {
-    pub fn build() -> CommandTable {
+    pub fn build(families: &[&'static [Command]]) -> CommandTable {
         let mut t = CommandTable {
             by_name: HashMap::new(),
             all: vec![],
             full_names: vec![],
             subs: HashMap::new(),
         };
-        for fam in families() {
-            for cmd in fam {
+        for fam in families {
+            for cmd in fam.iter() {
                 let id = t.all.len();
                 t.all.push(cmd);
                 t.full_names.push(cmd.name.to_string());

@@ -65,7 +65,7 @@ pub struct Core {
 }
 
 impl Core {
-    pub fn new(config: Config, node_id: u64) -> Core {
+    pub fn new(config: Config, node_id: u64, commands: CommandTable) -> Core {
         let databases = config.get_i64("databases").max(1) as usize;
         let hot = HotConfig::default();
         hot.active_expire.store(true, Relaxed);
@@ -75,7 +75,7 @@ impl Core {
             config: RwLock::new(config),
             hot,
             effects: Effects::default(),
-            commands: CommandTable::build(),
+            commands,
             clients: ClientRegistry::default(),
             workers: Mutex::new(vec![]),
             metrics: Default::default(),

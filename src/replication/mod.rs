@@ -17,6 +17,7 @@
 //! INFO replication and ROLE are rendered here from both sides.
 
 pub mod backlog;
+pub mod commands;
 pub mod failover;
 pub mod master;
 pub mod replica;

@@ -26,6 +26,7 @@ use std::time::Instant;
 use parking_lot::Mutex;
 use tokio::sync::mpsc;
 
+use crate::commands::CommandTable;
 use crate::config::Config;
 pub use crate::core::admin::ShutdownKind;
 use crate::core::stats::WorkerStats;
@@ -63,7 +64,7 @@ impl Server {
         let node_id = u64::from_str_radix(&run_id[..4], 16).unwrap_or(1);
         let now = crate::keyspace::hlc::unix_ms();
         Arc::new(Server {
-            core: Core::new(config, node_id),
+            core: Core::new(config, node_id, CommandTable::build(&command_families())),
             started: Instant::now(),
             start_unix_ms: now,
             run_id,
@@ -82,6 +83,14 @@ impl Server {
             let _ = tx.send(kind);
         }
     }
+}
+
+/// Every family of the command table: the commands layer's, then the
+/// replication commands (written in `replication/`, above the commands).
+pub fn command_families() -> Vec<&'static [crate::commands::Command]> {
+    let mut f = crate::commands::families().to_vec();
+    f.push(crate::replication::commands::COMMANDS);
+    f
 }
 
 /// The server behind a handler's `Ctx`, for the commands written in the

@@ -1,8 +1,9 @@
-//! Replication commands (Redis's replication.c family): the table entries;
-//! the handlers live with the state they drive in `src/replication/`.
+//! Replication commands (Redis's replication.c family): the table entries
+//! of the handlers in this module's siblings. The server adds them to the
+//! command table (`server::command_families`).
 
-use super::{flags::*, Command};
-use crate::replication::{master, replica};
+use super::{master, replica};
+use crate::commands::{flags::*, Command};
 
 pub static COMMANDS: &[Command] = crate::commands::command_table! {
     family(group = "server", acl = ""),
