@@ -6,15 +6,16 @@
 //! - `replication/`   PSYNC2 in both roles, the backlog and its disk tier
 //! - `persistence/`   snapshots, RDB files, the AOF (its RDB codec,
 //!   `persistence/rdb/`, sits with the keyspace)
-//! - `commands/`      the command table and `Ctx`; one module per family
-//! - `core/`          what data commands share (`Core`) and `Admin`, their way up
+//! - `commands/`      one module per family, each with its table entries
+//! - `core/`          what data commands share (`Core`), `Ctx`, the table's
+//!   types, client state, registries, and `Admin`, their way up
 //! - `effects.rs`     the write-effect stream consumed by AOF/replication
 //! - `keyspace/`      shards, entries, values, expiry index, HLC versions
 //! - `config/`        redis.conf directives and parsing
 //! - `protocol/`, `log.rs`, `alloc.rs`, `glob.rs`: RESP (no I/O), logging,
 //!   memory accounting, glob patterns
 //!
-//! A GET goes `server/conn.rs` -> `commands/mod.rs` -> `commands/strings.rs`
+//! A GET goes `server/conn.rs` -> `core/ctx.rs` -> `commands/strings.rs`
 //! -> `commands/access.rs` -> `keyspace/mod.rs` and back.
 
 pub mod alloc;

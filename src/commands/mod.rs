@@ -1,9 +1,12 @@
-//! The command table and dispatch.
+//! The command families, and what every handler shares: how writes are
+//! reported (`Ctx::propagate` and its kin, below) and how commands run
+//! in-process (`replay`, `run_local`).
 //!
 //! Each family module (`strings.rs`, `keys.rs`, ... like Redis's t_string.c)
-//! exports a static slice of [`Command`]s. [`CommandTable`] gathers them once
-//! at start-up; it is the single source of truth for dispatch, arity checks,
-//! COMMAND INFO/DOCS/GETKEYS, ACL categories and which commands propagate.
+//! exports a static slice of [`Command`]s. [`CommandTable`] (`core/table.rs`)
+//! gathers them once at start-up; it is the single source of truth for
+//! dispatch, arity checks, COMMAND INFO/DOCS/GETKEYS, ACL categories and
+//! which commands propagate.
 //!
 //! Every list of commands, top-level or subcommands, is written in one form,
 //! the [`command_table!`] macro: a `family(..)` line with the group and the
@@ -15,8 +18,8 @@
 //! keys (`keyspec::derived`), `movablekeys`. Why a macro and not only the const
 //! builder: docs/DECISIONS.md (39).
 //!
-//! A handler receives a [`Ctx`] (the shared server, its client's state, the
-//! worker's clock and counters, the reply buffer) and the parsed arguments. It
+//! A handler receives a [`Ctx`] (the core, the admin interface, its client's
+//! state, the worker's clock and counters, the reply buffer) and the parsed arguments. It
 //! first parses its options into plain values, touching no data; then it locks
 //! the shards it needs, executes, writes its reply into `ctx.out`, and reports
 //! its write through [`Ctx::propagate`]. Failures are returned as typed
@@ -35,7 +38,6 @@ pub mod expire;
 pub mod gone;
 pub mod hashes;
 pub mod keys;
-pub mod keyspec;
 pub mod lists;
 pub mod multi;
 pub mod pubsub;
@@ -47,10 +49,13 @@ pub mod tracking;
 pub mod util;
 pub mod zsets;
 
-// hashbrown (foldhash) rather than std (SipHash): the table is looked up once per command.
-use hashbrown::HashMap;
-
+pub use crate::core::ctx::Ctx;
 pub use crate::core::error::CmdError;
+pub use crate::core::keyspec;
+pub(crate) use crate::core::table::command_table;
+pub use crate::core::table::{
+    flags, CmdResult, Command, CommandId, CommandTable, Handler, KeyFlagsFn, KeysFn,
+};
 
 use crate::core::admin::Admin;
 use crate::core::client::ClientState;
@@ -59,134 +64,6 @@ use crate::core::Core;
 use crate::effects::{Effect, EffectRef};
 use crate::keyspace::hlc::Hlc;
 use crate::protocol::{Args, ReplyBuf};
-
-pub type CmdResult = Result<(), CmdError>;
-pub type Handler = fn(&mut Ctx, Args) -> CmdResult;
-/// Extracts key positions for commands whose keys are not first/last/step.
-pub type KeysFn = fn(Args) -> Vec<usize>;
-/// The key-spec flags of the key at a position, for `variable_flags` commands.
-pub type KeyFlagsFn = fn(Args, usize) -> Option<&'static [&'static str]>;
-
-/// Command flags (Redis 7's names, see COMMAND INFO).
-pub mod flags {
-    pub const WRITE: u32 = 1 << 0;
-    pub const READONLY: u32 = 1 << 1;
-    pub const DENYOOM: u32 = 1 << 2;
-    pub const ADMIN: u32 = 1 << 3;
-    pub const PUBSUB: u32 = 1 << 4;
-    pub const NOSCRIPT: u32 = 1 << 5;
-    pub const BLOCKING: u32 = 1 << 6;
-    pub const LOADING: u32 = 1 << 7;
-    pub const STALE: u32 = 1 << 8;
-    pub const SKIP_MONITOR: u32 = 1 << 9;
-    pub const SKIP_SLOWLOG: u32 = 1 << 10;
-    pub const FAST: u32 = 1 << 11;
-    pub const NO_AUTH: u32 = 1 << 12;
-    pub const MAY_REPLICATE: u32 = 1 << 13;
-    pub const NO_MULTI: u32 = 1 << 14;
-    pub const ALLOW_BUSY: u32 = 1 << 15;
-    pub const NO_MANDATORY_KEYS: u32 = 1 << 16;
-    /// Runs only as `enable-debug-command` allows (Redis's CMD_PROTECTED;
-    /// not shown by COMMAND INFO, as in Redis).
-    pub const PROTECTED: u32 = 1 << 17;
-    pub const NO_ASYNC_LOADING: u32 = 1 << 18;
-
-    /// Flag names in the order Redis 7 prints them in COMMAND INFO, except
-    /// `allow_busy`, which Redis prints after the derived `movablekeys`.
-    pub const NAMES: &[(u32, &str)] = &[
-        (WRITE, "write"),
-        (READONLY, "readonly"),
-        (DENYOOM, "denyoom"),
-        (ADMIN, "admin"),
-        (PUBSUB, "pubsub"),
-        (NOSCRIPT, "noscript"),
-        (BLOCKING, "blocking"),
-        (LOADING, "loading"),
-        (STALE, "stale"),
-        (SKIP_MONITOR, "skip_monitor"),
-        (SKIP_SLOWLOG, "skip_slowlog"),
-        (FAST, "fast"),
-        (NO_AUTH, "no_auth"),
-        (MAY_REPLICATE, "may_replicate"),
-        (NO_MANDATORY_KEYS, "no_mandatory_keys"),
-        (NO_ASYNC_LOADING, "no_async_loading"),
-        (NO_MULTI, "no_multi"),
-    ];
-}
-
-/*
- * The command-table form. Every family writes its list as
- *
- *     pub static COMMANDS: &[Command] = crate::commands::command_table! {
- *         family(group = "generic", acl = "keyspace"),
- *         cmd("del", -2, WRITE, del)
- *             .doc("1.0.0", "Deletes one or more keys.")
- *             .complexity("O(N)")
- *             .keys(1, -1, 1),
- *         cmd("flushdb", -1, WRITE, flushdb, acl = "dangerous")
- *             .group("server")
- *             .doc("1.0.0", "Remove all keys from the current database."),
- *         container("object", -2, object_parent)
- *             .doc("2.2.3", "A container for object introspection commands.")
- *             .subs(OBJECT_SUBS),
- *     };
- *
- * `family(..)` is written once per list: the docs group (COMMAND DOCS) and
- * the ACL category every command of the list carries ("" for none).
- *
- * `cmd(name, arity, flags, handler)` is one command; `, acl = ".."` adds the
- * categories that are neither the family's nor implied by the flags. Redis
- * 7 (server.c, setImplicitACLCategories) implies: write -> @write,
- * readonly -> @read, admin -> @admin @dangerous, pubsub -> @pubsub,
- * fast -> @fast, blocking -> @blocking, and @slow for whatever is not @fast.
- * COMMAND INFO adds those (`server_cmds/command.rs`, `acl_categories`), so an
- * entry never spells them out (a test below checks); what is left is e.g.
- * @dangerous on FLUSHDB or @connection on WAIT. There is no builder call for
- * categories: the family line and the head are the only places they go.
- *
- * `container(name, arity, handler)` is a command whose work is done by its
- * subcommands (CONFIG, CLIENT, OBJECT): no flags and no ACL category but
- * the implied @slow, as Redis's containers.
- *
- * The builder calls after the head are the `const fn`s of [`Command`], in
- * this order by convention: `group` (only for an entry outside its family's
- * group), `doc`, `complexity`, `keys`, `keys_fn`, `key_specs`,
- * `key_flags_fn`, `tips`, `subs`. Defaults: since 1.0.0, complexity O(1), no
- * keys, key specs derived from `keys` (`keyspec::derived`).
- * The whole list is one const expression, so the table stays static data.
- * Braces, not brackets: rustfmt leaves a `name! { }` body as written, so
- * every list keeps this layout (one line per head and per builder call, long
- * strings unbroken) whether or not its lines fit in 100 columns. Invoked by
- * its path, so a family's imports do not change for it.
- */
-/// One list of the command table, in the form described above.
-macro_rules! command_table {
-    (
-        family(group = $group:literal, acl = $acl:literal),
-        $( $head:ident ( $($arg:tt)* ) $( .$method:ident ( $($marg:tt)* ) )* ),* $(,)?
-    ) => {
-        &[$(
-            $crate::commands::command_table!(@head $group, $acl, $head($($arg)*))
-                $( .$method($($marg)*) )*
-        ),*]
-    };
-    (@head $group:literal, $acl:literal,
-        cmd($name:literal, $arity:expr, $flags:expr, $handler:expr $(, acl = $extra:literal)? $(,)?)
-    ) => {
-        $crate::commands::Command {
-            group: $group,
-            acl: concat!($acl $(, " ", $extra)?),
-            ..$crate::commands::Command::new($name, $arity, $flags, $handler)
-        }
-    };
-    (@head $group:literal, $acl:literal, container($name:literal, $arity:expr, $handler:expr $(,)?)) => {
-        $crate::commands::Command {
-            group: $group,
-            ..$crate::commands::Command::new($name, $arity, 0, $handler)
-        }
-    };
-}
-pub(crate) use command_table;
 
 #[cfg(test)]
 mod form_tests {
@@ -234,146 +111,6 @@ mod form_tests {
     }
 }
 
-/// One entry of the command table.
-pub struct Command {
-    /// Lower-case name; subcommands use their own name ("get" for CONFIG GET).
-    pub name: &'static str,
-    /// Redis arity: N exact, -N at least N (the name counts).
-    pub arity: i32,
-    pub flags: u32,
-    /// Declared ACL categories without '@', space-separated: the family's
-    /// and the entry's extras (`command_table!`); those the flags imply are
-    /// added by COMMAND INFO, not written here.
-    pub acl: &'static str,
-    pub first_key: i32,
-    pub last_key: i32,
-    pub key_step: i32,
-    pub keys_fn: Option<KeysFn>,
-    pub group: &'static str,
-    pub summary: &'static str,
-    pub since: &'static str,
-    pub complexity: &'static str,
-    pub handler: Handler,
-    pub subcommands: &'static [Command],
-    /// Key specs as Redis reports them; empty: derived from first/last/step
-    /// (`keyspec::derived`).
-    pub key_specs: &'static [keyspec::KeySpec],
-    /// Per-key flags for commands whose flags depend on their arguments
-    /// (`variable_flags`: SET with or without GET, SORT's STORE key);
-    /// `None` for a key falls back to the specs.
-    pub key_flags_fn: Option<KeyFlagsFn>,
-    /// Command tips (COMMAND INFO field 8), e.g. "nondeterministic_output".
-    pub tips: &'static [&'static str],
-}
-
-impl Command {
-    /// A table entry with the common defaults, for `command_table!`.
-    pub const fn new(name: &'static str, arity: i32, flags: u32, handler: Handler) -> Command {
-        Command {
-            name,
-            arity,
-            flags,
-            acl: "",
-            first_key: 0,
-            last_key: 0,
-            key_step: 0,
-            keys_fn: None,
-            group: "generic",
-            summary: "",
-            since: "1.0.0",
-            complexity: "O(1)",
-            handler,
-            subcommands: &[],
-            key_specs: &[],
-            key_flags_fn: None,
-            tips: &[],
-        }
-    }
-    pub const fn keys(mut self, first: i32, last: i32, step: i32) -> Command {
-        self.first_key = first;
-        self.last_key = last;
-        self.key_step = step;
-        self
-    }
-    pub const fn keys_fn(mut self, f: KeysFn) -> Command {
-        self.keys_fn = Some(f);
-        self
-    }
-    /// The version that added the command, and its one-line summary.
-    pub const fn doc(mut self, since: &'static str, summary: &'static str) -> Command {
-        self.since = since;
-        self.summary = summary;
-        self
-    }
-    /// The docs group, for an entry outside its family's.
-    pub const fn group(mut self, group: &'static str) -> Command {
-        self.group = group;
-        self
-    }
-    pub const fn complexity(mut self, c: &'static str) -> Command {
-        self.complexity = c;
-        self
-    }
-    pub const fn key_specs(mut self, specs: &'static [keyspec::KeySpec]) -> Command {
-        self.key_specs = specs;
-        self
-    }
-    pub const fn key_flags_fn(mut self, f: KeyFlagsFn) -> Command {
-        self.key_flags_fn = Some(f);
-        self
-    }
-    pub const fn tips(mut self, tips: &'static [&'static str]) -> Command {
-        self.tips = tips;
-        self
-    }
-    pub const fn subs(mut self, subs: &'static [Command]) -> Command {
-        self.subcommands = subs;
-        self
-    }
-    pub fn is_write(&self) -> bool {
-        self.flags & flags::WRITE != 0
-    }
-    pub fn arity_ok(&self, argc: usize) -> bool {
-        if self.arity >= 0 {
-            argc == self.arity as usize
-        } else {
-            argc >= (-self.arity) as usize
-        }
-    }
-    /// Positions of key arguments in `args` (which include the name).
-    pub fn key_positions(&self, args: Args) -> Vec<usize> {
-        if let Some(f) = self.keys_fn {
-            return f(args);
-        }
-        if self.first_key <= 0 {
-            return vec![];
-        }
-        let argc = args.len() as i32;
-        let last = if self.last_key < 0 {
-            argc + self.last_key
-        } else {
-            self.last_key.min(argc - 1)
-        };
-        let step = self.key_step.max(1) as usize;
-        (self.first_key as usize..=last.max(0) as usize)
-            .step_by(step)
-            .filter(|&i| i < args.len())
-            .collect()
-    }
-}
-
-/// Every family's commands, gathered once.
-pub struct CommandTable {
-    by_name: HashMap<Vec<u8>, CommandId>,
-    pub all: Vec<&'static Command>,
-    /// "name" or "parent|sub" of each id, for stats.
-    pub full_names: Vec<String>,
-    /// Ids of each top-level command's subcommands, by lower-case name.
-    subs: HashMap<CommandId, HashMap<Vec<u8>, CommandId>>,
-}
-
-pub type CommandId = usize;
-
 /// The families of this layer; the server adds those of the layers above
 /// (`server::command_families`) and builds the table from all of them.
 pub fn families() -> [&'static [Command]; 15] {
@@ -396,117 +133,7 @@ pub fn families() -> [&'static [Command]; 15] {
     ]
 }
 
-impl CommandTable {
-    pub fn build(families: &[&'static [Command]]) -> CommandTable {
-        let mut t = CommandTable {
-            by_name: HashMap::new(),
-            all: vec![],
-            full_names: vec![],
-            subs: HashMap::new(),
-        };
-        for fam in families {
-            for cmd in fam.iter() {
-                let id = t.all.len();
-                t.all.push(cmd);
-                t.full_names.push(cmd.name.to_string());
-                let dup = t.by_name.insert(cmd.name.as_bytes().to_vec(), id);
-                assert!(dup.is_none(), "command {} registered twice", cmd.name);
-                let mut subs = HashMap::new();
-                for sub in cmd.subcommands {
-                    let sid = t.all.len();
-                    t.all.push(sub);
-                    t.full_names.push(format!("{}|{}", cmd.name, sub.name));
-                    subs.insert(sub.name.as_bytes().to_vec(), sid);
-                }
-                if !subs.is_empty() {
-                    t.subs.insert(id, subs);
-                }
-            }
-        }
-        t
-    }
-
-    /// Finds a top-level command, case-insensitively.
-    pub fn lookup(&self, name: &[u8]) -> Option<CommandId> {
-        if name.len() > 64 {
-            return None;
-        }
-        let mut buf = [0u8; 64];
-        let lower = &mut buf[..name.len()];
-        lower.copy_from_slice(name);
-        lower.make_ascii_lowercase();
-        self.by_name.get(&lower[..]).copied()
-    }
-
-    /// Finds a subcommand of `parent`, case-insensitively.
-    pub fn lookup_sub(&self, parent: CommandId, name: &[u8]) -> Option<CommandId> {
-        let lower = name.to_ascii_lowercase();
-        self.subs.get(&parent)?.get(&lower).copied()
-    }
-
-    pub fn has_subcommands(&self, id: CommandId) -> bool {
-        self.subs.contains_key(&id)
-    }
-
-    pub fn get(&self, id: CommandId) -> &'static Command {
-        self.all[id]
-    }
-
-    /// Top-level commands only.
-    pub fn top_level(&self) -> impl Iterator<Item = (CommandId, &'static Command)> + '_ {
-        let mut ids: Vec<CommandId> = self.by_name.values().copied().collect();
-        ids.sort_unstable();
-        ids.into_iter().map(move |id| (id, self.all[id]))
-    }
-
-    pub fn num_top_level(&self) -> usize {
-        self.by_name.len()
-    }
-}
-
-/// What a handler may use while executing one command.
-pub struct Ctx<'a> {
-    /// What data commands share (keyspace, config, registries).
-    pub core: &'a Core,
-    /// Persistence, replication and the server, for the commands that
-    /// reach them (see `core/admin.rs`).
-    pub admin: &'a dyn Admin,
-    pub client: &'a mut ClientState,
-    pub out: &'a mut ReplyBuf,
-    pub clock: &'a mut Hlc,
-    pub stats: &'a WorkerStats,
-    /// Cached unix ms for the whole command (as Redis's `mstime` cache).
-    pub now_ms: u64,
-    /// When replaying an effect, the version it carries.
-    pub replay_version: Option<u64>,
-    /// The command as the client sent it (None when replaying): a record
-    /// equal to it keeps the client's spelling of the name, as Redis
-    /// propagates an unrewritten command's argv verbatim.
-    pub sent: Option<Args<'a>>,
-}
-
 impl Ctx<'_> {
-    /// The selected database's index.
-    pub fn db(&self) -> usize {
-        self.client.db
-    }
-
-    /// The version stamp for a write to a key whose previous version is `prev`.
-    pub fn version_after(&mut self, prev: u64) -> u64 {
-        match self.replay_version {
-            Some(v) => v,
-            None => self.clock.after_at(prev, self.now_ms),
-        }
-    }
-
-    /// A version stamp for a write that does not replace an existing key.
-    pub fn new_version(&mut self) -> u64 {
-        match self.replay_version {
-            Some(v) => v,
-            None => self.clock.now_at(self.now_ms),
-        }
-    }
-
     /// Reports a write on the current database (see `effects.rs`). Call while
     /// still holding the shard locks of the keys written.
     pub fn propagate(&mut self, version: u64, argv: &[&[u8]]) {

@@ -13,10 +13,13 @@
 pub mod admin;
 pub mod blocking;
 pub mod client;
+pub mod ctx;
 pub mod error;
 pub mod eviction;
+pub mod keyspec;
 pub mod pubsub;
 pub mod stats;
+pub mod table;
 
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering::Relaxed};
 use std::sync::Arc;
@@ -24,13 +27,13 @@ use std::sync::Arc;
 use parking_lot::{Mutex, RwLock};
 use tokio::sync::Notify;
 
-use crate::commands::CommandTable;
 use crate::config::Config;
 use crate::effects::Effects;
 use crate::keyspace::encoding::EncodingLimits;
 use crate::keyspace::Keyspace;
 use client::ClientRegistry;
 use stats::WorkerStats;
+use table::CommandTable;
 
 /// What data commands share (see the module comment).
 pub struct Core {

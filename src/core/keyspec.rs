@@ -14,8 +14,11 @@
 //! literal; [`KeySpec::find`] evaluates one against a command line (COMMAND
 //! GETKEYSANDFLAGS).
 
-use super::util::eq_ic;
-use super::Command;
+use super::table::Command;
+
+fn eq_ic(a: &[u8], kw: &str) -> bool {
+    a.eq_ignore_ascii_case(kw.as_bytes())
+}
 use crate::protocol::Args;
 
 /// The flag names a spec may carry (Redis's key-spec flags).
