@@ -69,12 +69,12 @@ pub struct ClientState {
     /// Pub/sub subscriptions (see `server/pubsub.rs`).
     pub pubsub: crate::core::pubsub::ClientSubs,
     /// Transactions (`commands/multi.rs`): the open MULTI, if any.
-    pub multi: Option<crate::commands::multi::MultiState>,
+    pub multi: Option<crate::core::multi::MultiState>,
     /// True while EXEC runs this client's queued commands: blocking
     /// commands (BLPOP ...) must answer as if they timed out, not block.
     pub in_exec: bool,
     /// Keys this client WATCHes (unregistered when dropped).
-    pub watches: Option<crate::commands::multi::Watches>,
+    pub watches: Option<crate::core::multi::Watches>,
     /// Effects of the running EXEC, emitted together when it ends.
     pub exec_effects: Option<Vec<crate::effects::Effect>>,
     /// Keys the running EXEC made ready for blocked clients (db, key):

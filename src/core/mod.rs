@@ -17,9 +17,12 @@ pub mod ctx;
 pub mod error;
 pub mod eviction;
 pub mod keyspec;
+pub mod multi;
+pub mod notify;
 pub mod pubsub;
 pub mod stats;
 pub mod table;
+pub mod tracking;
 
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering::Relaxed};
 use std::sync::Arc;
@@ -59,10 +62,10 @@ pub struct Core {
     /// Pub/sub channels and patterns (see `core/pubsub.rs`).
     pub pubsub: crate::core::pubsub::PubSub,
     /// Keys WATCHed by clients (`commands/multi.rs`).
-    pub watch: Arc<crate::commands::multi::WatchRegistry>,
+    pub watch: Arc<multi::WatchRegistry>,
     /// Clients blocked on keys (BLPOP & co.), see `core/blocking.rs`.
     pub blocking: crate::core::blocking::Registry,
-    pub tracking: crate::commands::tracking::Tracking,
+    pub tracking: tracking::Tracking,
     /// The background thread that frees big values and flushed databases.
     pub lazyfree: crate::keyspace::lazyfree::LazyFree,
 }
@@ -168,7 +171,7 @@ impl HotConfig {
         }
         self.encoding.load(c);
         self.notify_keyspace_events.store(
-            crate::commands::events::parse_classes(&c.get_str("notify-keyspace-events")),
+            notify::parse_classes(&c.get_str("notify-keyspace-events")),
             Relaxed,
         );
         self.lazyfree_user_del
