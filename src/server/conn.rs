@@ -268,7 +268,11 @@ async fn serve_stream<T>(
     }
     let (tx, mut rx) = mpsc::unbounded_channel();
     let shared = srv.clients.register(id, addr, laddr, fd, unix_ms(), tx);
-    let mut client = ClientState::new(id);
+    let mut registered = Registered {
+        srv: &srv,
+        client: ClientState::new(id),
+    };
+    let client = &mut registered.client;
     client.local = addr.is_none_or(|a| a.ip().is_loopback());
     client.authenticated = srv.hot.requirepass.read().is_none();
     client.shared = Some(shared.clone());
@@ -319,7 +323,7 @@ async fn serve_stream<T>(
         worker.stats.add_net(n as u64, 0);
         shared.last_interaction_ms.store(unix_ms(), Relaxed);
         let (close, more) =
-            process_input(&srv, &worker, &mut client, &mut parser, &mut qb, &mut out).await;
+            process_input(&srv, &worker, &mut *client, &mut parser, &mut qb, &mut out).await;
         more_input = more;
         crate::commands::tracking::flush_bcast(&srv);
         qb.shrink_if_idle();
@@ -366,11 +370,11 @@ async fn serve_stream<T>(
         }
         if let Some(req) = client.sync_request.take() {
             // PSYNC/SYNC: from here on this connection is a replica's feed.
-            crate::replication::master::serve_replica(&srv, &io, qb, &client, req, &shared).await;
+            crate::replication::master::serve_replica(&srv, &io, qb, client, req, &shared).await;
             break;
         }
         if client.block.request.is_some() {
-            if !block_wait(&srv, &worker, &mut client, &io, &mut qb, &mut out, &shared).await {
+            if !block_wait(&srv, &worker, &mut *client, &io, &mut qb, &mut out, &shared).await {
                 break;
             }
             more_input = true;
@@ -383,9 +387,23 @@ async fn serve_stream<T>(
             break;
         }
     }
-    crate::commands::pubsub::remove_client(&srv, &mut client);
-    srv.tracking.remove_client(id);
-    srv.clients.unregister(id);
+}
+
+/// A registered client: however its connection ends, a handler's panic
+/// included (the task's future is dropped while unwinding), it leaves the
+/// registries (pub/sub, tracking, CLIENT LIST and the maxclients count).
+struct Registered<'a> {
+    srv: &'a Server,
+    client: ClientState,
+}
+
+impl Drop for Registered<'_> {
+    fn drop(&mut self) {
+        let id = self.client.id;
+        crate::commands::pubsub::remove_client(self.srv, &mut self.client);
+        self.srv.tracking.remove_client(id);
+        self.srv.clients.unregister(id);
+    }
 }
 
 /// Replies held before they are written: past this, complete commands wait
