@@ -499,6 +499,11 @@ pub static DIRECTIVES: &[Directive] = &[
         .alias(&["min-slaves-to-write"])
         .built(),
     d("no-appendfsync-on-rewrite", Bool, "no"),
+    // LatticeDB: this node's 64-bit id, 16 hex digits ("": the id saved in the
+    // RDB file, else a fresh random one), and the 10-bit slot its HLC stamps
+    // carry (-1: derived from the id). docs/ACTIVE-ACTIVE.md, "Identity".
+    d("node-id", Str, "").built().imm(),
+    d("node-slot", Int(-1, 1023), "-1").built().imm(),
     d("notify-keyspace-events", NotifyEvents, "").built(),
     d(
         "oom-score-adj",
