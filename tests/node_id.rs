@@ -149,3 +149,32 @@ fn redis_server_loads_a_file_with_the_node_id() {
     assert_eq!(cmd::<String>(&mut rc, &["DEBUG", "DIGEST"]), digest);
     assert_eq!(cmd::<String>(&mut rc, &["GET", "k"]), "v");
 }
+
+/// A replica keeps its own id: a full sync's payload (which a replica
+/// renames to its dump file) does not carry the master's.
+#[test]
+fn a_replica_does_not_take_its_masters_id() {
+    let m = Server::start(&[]);
+    let mut mc = m.conn();
+    let master_id = node_id(&mut mc);
+    let () = cmd(&mut mc, &["SET", "k", "v"]);
+    let dir = temp_dir("replica");
+    let d = dir.to_str().unwrap();
+    let port = m.port.to_string();
+    let r = Server::start(&["--dir", d, "--replicaof", "127.0.0.1", &port]);
+    let mut rc = r.conn();
+    let replica_id = node_id(&mut rc);
+    assert_ne!(replica_id, master_id);
+    eventually("the replica syncs", || {
+        info_field::<String>(&mut rc, "master_link_status") == "up"
+            && cmd::<Option<String>>(&mut rc, &["GET", "k"]).is_some()
+    });
+    let dump = std::fs::read(dir.join("dump.rdb")).unwrap();
+    assert!(!dump.windows(16).any(|w| w == master_id.as_bytes()));
+    drop(rc);
+    drop(r);
+    let r = Server::start(&["--dir", d]);
+    assert_ne!(node_id(&mut r.conn()), master_id);
+    drop(r);
+    let _ = std::fs::remove_dir_all(&dir);
+}

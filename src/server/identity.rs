@@ -9,6 +9,8 @@
 //! than after the load through `Hooks::rdb_aux_loaded`. The `node-id`
 //! directive, when set, wins over the file.
 
+use std::sync::atomic::Ordering::Relaxed;
+
 use super::hooks::Hooks;
 use super::Server;
 use crate::config::Config;
@@ -91,13 +93,19 @@ pub fn resolve(config: &Config) -> Identity {
     Identity::new(node_id, slot)
 }
 
-/// Writes the node id into every RDB file.
+/// Writes the node id into every RDB file we keep, not into a full sync's
+/// payload: a replica renames that payload to its `dbfilename`, and would
+/// take its master's id at its next start.
 pub struct IdentityHooks;
 
 pub static HOOKS: IdentityHooks = IdentityHooks;
 
 impl Hooks for IdentityHooks {
     fn rdb_aux(&self, srv: &Server) -> Vec<(String, String)> {
+        // Set at the cut of a snapshot for replicas, before this is called.
+        if srv.persist.snapshot.for_replicas.load(Relaxed) {
+            return Vec::new();
+        }
         vec![(AUX_NODE_ID.to_string(), srv.identity.hex())]
     }
 }
