@@ -499,6 +499,11 @@ pub static DIRECTIVES: &[Directive] = &[
         .alias(&["min-slaves-to-write"])
         .built(),
     d("no-appendfsync-on-rewrite", Bool, "no"),
+    // LatticeDB (docs/ACTIVE-ACTIVE.md, "Identity"; server/identity.rs).
+    // node-id: this node's 64-bit id, up to 16 hex digits ("": the id saved in the RDB file, else random).
+    d("node-id", Str, "").built().imm(),
+    // node-slot: the 10-bit slot its HLC stamps carry, 0-1023 (-1: the id's hash mod 1024).
+    d("node-slot", Int(-1, 1023), "-1").built().imm(),
     d("notify-keyspace-events", NotifyEvents, "").built(),
     d(
         "oom-score-adj",

@@ -39,6 +39,20 @@ impl Default for Config {
     }
 }
 
+/// `node-id`: empty, or 1 to 16 hex digits, not all zero; shown as 16
+/// lowercase digits.
+fn normalize_node_id(v: &str) -> Result<String, String> {
+    if v.is_empty() {
+        return Ok(String::new());
+    }
+    match u64::from_str_radix(v, 16) {
+        Ok(id) if id != 0 && v.len() <= 16 && v.bytes().all(|b| b.is_ascii_hexdigit()) => {
+            Ok(format!("{id:016x}"))
+        }
+        _ => Err("argument must be 1 to 16 hex digits, not all zero".into()),
+    }
+}
+
 impl Config {
     /// Finds a directive by name or alias, case-insensitively.
     pub fn directive(name: &str) -> Option<&'static Directive> {
@@ -61,6 +75,9 @@ impl Config {
         if d.name == "hz" {
             // Redis clamps hz into [1, 500] rather than refusing it.
             return Ok(v.parse::<i64>().unwrap_or(10).clamp(1, 500).to_string());
+        }
+        if d.name == "node-id" {
+            return normalize_node_id(&v);
         }
         if let Kind::ClientOutputBuffer = d.kind {
             let cur = self.values.get(d.name).map(|s| s.as_str()).unwrap_or("");

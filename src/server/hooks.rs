@@ -56,7 +56,11 @@ pub trait Hooks: Sync {
 }
 
 /// The subsystems, in call order.
-pub static HOOKS: [&dyn Hooks; 2] = [&crate::persistence::HOOKS, &crate::replication::HOOKS];
+pub static HOOKS: [&dyn Hooks; 3] = [
+    &crate::persistence::HOOKS,
+    &crate::replication::HOOKS,
+    &super::identity::HOOKS,
+];
 
 pub fn admit(srv: &Server, client: &mut ClientState, id: CommandId) -> Result<(), CmdError> {
     HOOKS.iter().try_for_each(|h| h.admit(srv, client, id))

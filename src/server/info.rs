@@ -101,6 +101,8 @@ fn server(srv: &Arc<Server>, o: &mut String) {
         "process_id" => std::process::id(),
         "process_supervised" => "no",
         "run_id" => srv.run_id,
+        "lattice_node_id" => srv.identity.hex(),
+        "lattice_node_slot" => srv.identity.slot,
         "tcp_port" => srv.tcp_port.load(Relaxed),
         "server_time_usec" => now_us,
         "uptime_in_seconds" => up,

@@ -16,6 +16,7 @@ pub mod admin;
 pub mod conn;
 pub mod cron;
 pub mod hooks;
+pub mod identity;
 pub mod info;
 
 use std::net::SocketAddr;
@@ -41,6 +42,8 @@ pub struct Server {
     pub started: Instant,
     pub start_unix_ms: u64,
     pub run_id: String,
+    /// The node id and the slot its stamps carry (`identity.rs`).
+    pub identity: identity::Identity,
     pub tcp_port: AtomicUsize,
     pub shutdown_tx: Mutex<Option<std::sync::mpsc::Sender<ShutdownKind>>>,
     pub shutting_down: AtomicBool,
@@ -59,15 +62,25 @@ impl std::ops::Deref for Server {
 }
 
 impl Server {
+    /// A server with a fresh identity (tests; start-up uses
+    /// [`Server::with_identity`]).
     pub fn new(config: Config) -> Arc<Server> {
+        Self::with_identity(config, identity::Identity::random())
+    }
+
+    pub fn with_identity(config: Config, identity: identity::Identity) -> Arc<Server> {
         let run_id = random_hex(40);
-        let node_id = u64::from_str_radix(&run_id[..4], 16).unwrap_or(1);
         let now = crate::keyspace::hlc::unix_ms();
         Arc::new(Server {
-            core: Core::new(config, node_id, CommandTable::build(&command_families())),
+            core: Core::new(
+                config,
+                identity.slot,
+                CommandTable::build(&command_families()),
+            ),
             started: Instant::now(),
             start_unix_ms: now,
             run_id,
+            identity,
             tcp_port: AtomicUsize::new(0),
             shutdown_tx: Mutex::new(None),
             shutting_down: AtomicBool::new(false),
@@ -218,7 +231,8 @@ pub fn run(config: Config) -> Result<i32, String> {
     let pidfile = config.get_str("pidfile");
     let unix_path = config.get_str("unixsocket");
     let port = config.port();
-    let srv = Server::new(config);
+    let identity = identity::resolve(&config);
+    let srv = Server::with_identity(config, identity);
     // Clients are served while the data loads (after the workers start),
     // with -LOADING for commands without the `loading` flag.
     crate::persistence::load::begin_startup(&srv);

@@ -573,6 +573,22 @@ pub fn load(
     Ok(st.summary)
 }
 
+/// An aux field: name and value.
+pub type AuxField = (Vec<u8>, Vec<u8>);
+
+/// The aux fields at the head of an RDB file (before its first other
+/// record), without reading further: what start-up needs before the server
+/// is built (the node id, see `server/identity.rs`).
+pub fn leading_aux(r: impl Read) -> Result<Vec<AuxField>, RdbError> {
+    let mut s = Src::new(r);
+    read_header(&mut s)?;
+    let mut aux = Vec::new();
+    while s.u8()? == opcode::AUX {
+        aux.push((s.string()?, s.string()?));
+    }
+    Ok(aux)
+}
+
 /// Handles a non-key record; false if `t` is a value type.
 fn read_opcode<R: Read>(
     s: &mut Src<R>,
@@ -737,6 +753,26 @@ fn decode_dump_body(body: &[u8], limits: &EncodingLimits) -> Result<Value, RdbEr
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn leading_aux_stops_at_the_first_other_record() {
+        use super::super::encode::{write_aux, write_header, write_select_db};
+        let mut f = Vec::new();
+        write_header(&mut f);
+        write_aux(&mut f, b"redis-ver", b"7.0.0");
+        write_aux(&mut f, b"lattice-node-id", b"00000000000000ff");
+        write_select_db(&mut f, 0, 1, 0);
+        write_aux(&mut f, b"later", b"not read");
+        let aux = leading_aux(&f[..]).unwrap();
+        assert_eq!(
+            aux,
+            vec![
+                (b"redis-ver".to_vec(), b"7.0.0".to_vec()),
+                (b"lattice-node-id".to_vec(), b"00000000000000ff".to_vec()),
+            ]
+        );
+        assert!(leading_aux(&b"NOTREDIS0"[..]).is_err());
+    }
 
     fn limits() -> EncodingLimits {
         EncodingLimits::defaults()
