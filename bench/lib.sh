@@ -6,9 +6,14 @@
 WORK="$(mktemp -d /tmp/lattice-bench.XXXXXX)"
 SERVER_PID=""
 
+# KEEP_WORK=1 keeps the servers' logs and files in $WORK (printed at exit).
 cleanup() {
     if [[ -n "$SERVER_PID" ]]; then kill "$SERVER_PID" 2>/dev/null || true; fi
-    rm -rf "$WORK"
+    if [[ -n "${KEEP_WORK:-}" ]]; then
+        echo "kept $WORK" >&2
+    else
+        rm -rf "$WORK"
+    fi
 }
 trap cleanup EXIT
 
