@@ -230,7 +230,7 @@ fn evict_key(
     // writes to the key in the effect stream. Other clients' caches are
     // invalidated at once, `current`'s ahead of its reply.
     let gone = Gone {
-        srv,
+        core: srv,
         stats,
         client: current,
         now_ms: 0,

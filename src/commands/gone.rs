@@ -49,7 +49,7 @@ impl Why {
 
 /// Where and on whose behalf a key went.
 pub struct Gone<'a> {
-    pub srv: &'a Core,
+    pub core: &'a Core,
     /// The counters of the worker that removed it.
     pub stats: &'a WorkerStats,
     /// The client whose command removed it (its own invalidation waits for
@@ -64,7 +64,7 @@ impl<'a> super::Ctx<'a> {
     /// This command, as the one during which a key went.
     pub(crate) fn gone(&self) -> Gone<'a> {
         Gone {
-            srv: self.core,
+            core: self.core,
             stats: self.stats,
             client: self.client.id,
             now_ms: self.now_ms,
@@ -77,7 +77,7 @@ impl<'a> super::Ctx<'a> {
 /// doc. `emit` gets the DEL/UNLINK record last and sends it where the caller
 /// sends records ([`to_stream`] for the cron and eviction).
 pub fn key_gone(g: &Gone, why: Why, db: usize, key: &[u8], emit: impl FnOnce(&[&[u8]])) {
-    let srv = g.srv;
+    let srv = g.core;
     match why {
         Why::Expired => {
             notify_keyspace(srv, db, class::EXPIRED, "expired", key, g.now_ms);

@@ -3,7 +3,7 @@
 //!
 //! Without cluster mode, shard channels are plain channels in a namespace of
 //! their own. The registry shared by all threads lives in
-//! `server/pubsub.rs`; this module keeps each client's own view
+//! `core/pubsub.rs`; this module keeps each client's own view
 //! (`ClientState::pubsub`) in step with it and mirrors the counts into the
 //! client's shared record (CLIENT LIST `sub=`/`psub=`/`ssub=`, flag `P`).
 //! A RESP2 client with any subscription is in subscribed mode: only the

@@ -81,11 +81,7 @@ fn parse_hex_f64(s: &str) -> Option<f64> {
 
 pub use crate::glob::glob_match;
 
-/// Case-insensitive comparison of an argument with an ASCII keyword.
-#[inline]
-pub fn eq_ic(a: &[u8], kw: &str) -> bool {
-    a.eq_ignore_ascii_case(kw.as_bytes())
-}
+pub use crate::protocol::eq_ic;
 
 /// Lossy UTF-8 rendering of an argument for error messages.
 pub fn lossy(a: &[u8]) -> String {

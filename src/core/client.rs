@@ -66,7 +66,7 @@ pub struct ClientState {
     /// Set by SHUTDOWN: the server should stop after this reply.
     pub shutdown_requested: Option<crate::core::admin::ShutdownKind>,
     pub shared: Option<Arc<ClientShared>>,
-    /// Pub/sub subscriptions (see `server/pubsub.rs`).
+    /// Pub/sub subscriptions (see `core/pubsub.rs`).
     pub pubsub: crate::core::pubsub::ClientSubs,
     /// Transactions (`commands/multi.rs`): the open MULTI, if any.
     pub multi: Option<crate::core::multi::MultiState>,

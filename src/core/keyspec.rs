@@ -15,10 +15,7 @@
 //! GETKEYSANDFLAGS).
 
 use super::table::Command;
-
-fn eq_ic(a: &[u8], kw: &str) -> bool {
-    a.eq_ignore_ascii_case(kw.as_bytes())
-}
+use crate::protocol::eq_ic;
 use crate::protocol::Args;
 
 /// The flag names a spec may carry (Redis's key-spec flags).

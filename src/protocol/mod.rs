@@ -17,3 +17,9 @@ pub mod request;
 pub use parse::parse_i64;
 pub use parse::{Args, ParseError, ParseLimits, Parsed, RequestParser};
 pub use reply::{fmt_i64 as fmt_i64_pub, format_double, format_g, ReplyBuf};
+
+/// Case-insensitive comparison of an argument with an ASCII keyword.
+#[inline]
+pub fn eq_ic(a: &[u8], kw: &str) -> bool {
+    a.eq_ignore_ascii_case(kw.as_bytes())
+}

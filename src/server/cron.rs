@@ -35,7 +35,7 @@ pub async fn worker_cron(srv: Arc<Server>, worker: Rc<Worker>, index: usize, nwo
         let mut clock = worker.clock.borrow_mut();
         // Expired by no client's command; each event reads the clock.
         let gone = Gone {
-            srv: &srv,
+            core: &srv,
             stats: &worker.stats,
             client: 0,
             now_ms: 0,
