@@ -29,6 +29,12 @@ use std::sync::Arc;
 
 use parking_lot::RwLock;
 
+/// Under active replication, a key the write found, as the index of its
+/// name in `argv` and the version it had then (0: absent, no tombstone).
+/// A peer applies the write as it is only where its keys have these
+/// versions (docs/ACTIVE-ACTIVE.md, "What travels").
+pub type Base = (u32, u64);
+
 /// One write, as it must be replayed.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Effect {
@@ -36,6 +42,8 @@ pub struct Effect {
     /// HLC stamp given to the keys this write touched.
     pub version: u64,
     pub argv: Vec<Vec<u8>>,
+    /// Empty unless active replication is on.
+    pub bases: Vec<Base>,
 }
 
 impl Effect {
@@ -46,6 +54,7 @@ impl Effect {
             db: self.db,
             version: self.version,
             argv: &argv,
+            bases: &self.bases,
         })
     }
 
@@ -63,6 +72,7 @@ pub struct EffectRef<'a> {
     pub db: usize,
     pub version: u64,
     pub argv: &'a [&'a [u8]],
+    pub bases: &'a [Base],
 }
 
 impl EffectRef<'_> {
@@ -71,6 +81,7 @@ impl EffectRef<'_> {
             db: self.db,
             version: self.version,
             argv: self.argv.iter().map(|a| a.to_vec()).collect(),
+            bases: self.bases.to_vec(),
         }
     }
 

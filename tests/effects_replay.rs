@@ -270,7 +270,13 @@ fn active_expiry(srv: &Arc<Server>, done: &AtomicBool) -> usize {
         let st = active_expire_cycle(&srv.keyspace, 0, 1, unix_ms(), budget, |db, e| {
             let version = clock.now();
             let argv = vec![b"DEL".to_vec(), e.key.to_vec()];
-            srv.effects.emit_owned(&Effect { db, version, argv });
+            srv.effects.emit_owned(&Effect {
+                db,
+                version,
+                argv,
+                bases: vec![],
+            });
+            None
         });
         removed += st.expired;
         std::thread::sleep(Duration::from_millis(5));

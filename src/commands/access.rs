@@ -41,6 +41,9 @@ pub struct Locked<'a, 'k> {
     /// Set when locking expired a key whose DEL is held back: the records
     /// held are emitted when the view is dropped (`flush_deferred`).
     flush: Option<&'a Core>,
+    /// Under active replication, the stamp a key removed through this view
+    /// leaves as its tombstone (the command's stamp); 0 otherwise.
+    tomb: u64,
 }
 
 /// Seconds-resolution LRU clock, as Redis's LRU_CLOCK (24 bits).
@@ -66,8 +69,13 @@ impl<'a> Ctx<'a> {
             opened: Some((key, slot)),
             new_key_event: self.new_key_event(db),
             flush: None,
+            tomb: 0,
         };
         self.expire_if_due(&mut l, db, key, slot);
+        if self.active.is_some() {
+            let v = l.shard_mut(slot.shard).version_of(slot.hash, key);
+            l.tomb = self.note_base(key, v);
+        }
         l
     }
 
@@ -98,10 +106,18 @@ impl<'a> Ctx<'a> {
             opened: None,
             new_key_event: self.new_key_event(db),
             flush: None,
+            tomb: 0,
         };
-        for k in keys {
+        for k in keys.clone() {
             let slot = ks.slot(k);
             self.expire_if_due(&mut l, db, k, slot);
+        }
+        if self.active.is_some() {
+            for k in keys {
+                let slot = ks.slot(k);
+                let v = l.shard_mut(slot.shard).version_of(slot.hash, k);
+                l.tomb = self.note_base(k, v);
+            }
         }
         l
     }
@@ -132,11 +148,16 @@ impl<'a> Ctx<'a> {
         // A replayed effect stream carries the deletions of expired keys
         // itself (as Redis replicas and AOF loading do not expire keys).
         if e.is_expired(now) && self.replay_version.is_none() {
+            let prev = e.version;
+            let stamp = self.clock.after_at(prev, now);
             let old = shard.remove(&ks.hasher, slot.hash, key);
+            if self.core.active {
+                shard.set_tombstone(key, stamp);
+            }
             if let Some(old) = old.filter(|_| self.core.hot.lazyfree_expire.load(Relaxed)) {
                 self.core.lazyfree.free_entry(old);
             }
-            if self.propagate_expired_deferred(db, key) {
+            if self.propagate_expired_deferred(db, key, stamp, prev) {
                 l.flush = Some(self.core);
             }
         } else if !self.client.no_touch {
@@ -274,12 +295,17 @@ impl Locked<'_, '_> {
         old
     }
 
-    /// Removes `key`.
+    /// Removes `key` (leaving a tombstone under active replication).
     pub fn remove(&mut self, key: &[u8]) -> Option<Entry> {
         let slot = self.slot(key);
         let ks = self.ks;
-        self.shard_mut(slot.shard)
-            .remove(&ks.hasher, slot.hash, key)
+        let tomb = self.tomb;
+        let shard = self.shard_mut(slot.shard);
+        let old = shard.remove(&ks.hasher, slot.hash, key);
+        if tomb != 0 && old.is_some() {
+            shard.set_tombstone(key, tomb);
+        }
+        old
     }
 
     /// Sets (`at > 0`) or clears (`at == 0`) the expiry of an existing key.
@@ -331,6 +357,7 @@ mod tests {
             opened: None,
             new_key_event: None,
             flush: None,
+            tomb: 0,
         };
         let key = (0u32..)
             .map(|i| format!("k{i}").into_bytes())

@@ -221,6 +221,10 @@ fn evict_key(
     let Some(old) = g.remove(&ks.hasher, slot.hash, key) else {
         return; // gone meanwhile
     };
+    let (prev, stamp) = (old.version, super::gone::stamp_after(clock, old.version));
+    if srv.active {
+        g.set_tombstone(key, stamp);
+    }
     if srv.hot.eviction.lazy() {
         srv.lazyfree.free_entry(old);
     } else {
@@ -235,7 +239,13 @@ fn evict_key(
         client: current,
         now_ms: 0,
     };
-    key_gone(&gone, Why::Evicted, db, key, to_stream(srv, clock, db));
+    key_gone(
+        &gone,
+        Why::Evicted,
+        db,
+        key,
+        to_stream(srv, db, stamp, prev),
+    );
 }
 
 /// An access under an LFU policy: decay, then a logarithmic increment

@@ -94,14 +94,36 @@ pub fn key_gone(g: &Gone, why: Why, db: usize, key: &[u8], emit: impl FnOnce(&[&
     emit(&[why.del_name(srv), key]);
 }
 
+/// The stamp of the deletion of a key whose version was `prev`: after it,
+/// so that the deletion wins over the write it undoes on every node.
+pub fn stamp_after(clock: &mut Hlc, prev: u64) -> u64 {
+    clock.after_at(prev, crate::keyspace::hlc::unix_ms())
+}
+
+/// The bases of a DEL record for a key gone by itself (its name is the
+/// record's argument 1): under active replication a peer deletes it only
+/// where it still has the version that expired or was evicted here.
+pub fn bases(core: &Core, prev: u64) -> Vec<crate::effects::Base> {
+    if core.active {
+        vec![(1, prev)]
+    } else {
+        vec![]
+    }
+}
+
 /// An `emit` for [`key_gone`] outside a command (the cron, eviction): the
-/// record goes straight to the effect stream, stamped by `clock`, if any
-/// stream is on.
-pub fn to_stream<'c>(srv: &'c Core, clock: &'c mut Hlc, db: usize) -> impl FnOnce(&[&[u8]]) + 'c {
+/// record goes straight to the effect stream, stamped `stamp`, if any
+/// stream is on; `prev` is the version the key had.
+pub fn to_stream(srv: &Core, db: usize, stamp: u64, prev: u64) -> impl FnOnce(&[&[u8]]) + '_ {
     move |argv| {
         if srv.effects.enabled() {
-            let version = clock.now();
-            srv.effects.emit(&EffectRef { db, version, argv });
+            let bases = bases(srv, prev);
+            srv.effects.emit(&EffectRef {
+                db,
+                version: stamp,
+                argv,
+                bases: &bases,
+            });
         }
     }
 }

@@ -672,8 +672,14 @@ fn expire_in(ctx: &mut Ctx, shard: &mut Shard, db: usize, key: &[u8], hash: u64)
         .get_raw(hash, key)
         .is_some_and(|e| e.is_expired(ctx.now_ms));
     if due && ctx.replay_version.is_none() {
-        shard.remove(&ctx.core.keyspace.hasher, hash, key);
-        ctx.propagate_expired(db, key);
+        let Some(old) = shard.remove(&ctx.core.keyspace.hasher, hash, key) else {
+            return;
+        };
+        let stamp = ctx.clock.after_at(old.version, ctx.now_ms);
+        if ctx.core.active {
+            shard.set_tombstone(key, stamp);
+        }
+        ctx.propagate_expired(db, key, stamp, old.version);
     }
 }
 

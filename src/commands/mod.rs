@@ -61,7 +61,7 @@ use crate::core::admin::Admin;
 use crate::core::client::ClientState;
 use crate::core::stats::WorkerStats;
 use crate::core::Core;
-use crate::effects::{Effect, EffectRef};
+use crate::effects::{Base, Effect, EffectRef};
 use crate::keyspace::hlc::Hlc;
 use crate::protocol::{Args, ReplyBuf};
 
@@ -167,8 +167,25 @@ impl Ctx<'_> {
     /// Sends a record to the effect stream, or to the running EXEC's buffer
     /// (which emits its records as one unit, see `multi.rs`).
     fn emit_effect(&mut self, db: usize, version: u64, argv: &[&[u8]]) {
+        if !self.core.effects.enabled() {
+            return;
+        }
+        let bases = match &self.active {
+            Some(a) => bases_in(argv, &a.bases),
+            None => vec![],
+        };
+        self.emit_effect_based(db, version, argv, &bases);
+    }
+
+    /// [`Self::emit_effect`] with the bases given.
+    fn emit_effect_based(&mut self, db: usize, version: u64, argv: &[&[u8]], bases: &[Base]) {
         if self.core.effects.enabled() {
-            let e = EffectRef { db, version, argv };
+            let e = EffectRef {
+                db,
+                version,
+                argv,
+                bases,
+            };
             match &mut self.client.exec_effects {
                 Some(buf) => buf.push(e.to_owned()),
                 None if deferring() => defer(e.to_owned()),
@@ -219,12 +236,12 @@ impl Ctx<'_> {
         self.emit_as_sent(self.client.db, v, argv);
     }
 
-    /// Reports that an expired key was deleted by this command's lazy
-    /// expiry (see `gone.rs`).
-    pub fn propagate_expired(&mut self, db: usize, key: &[u8]) {
+    /// Reports that an expired key, whose version was `prev`, was deleted
+    /// by this command's lazy expiry with the stamp `stamp` (see `gone.rs`).
+    pub fn propagate_expired(&mut self, db: usize, key: &[u8], stamp: u64, prev: u64) {
         gone::key_gone(&self.gone(), gone::Why::Expired, db, key, |argv| {
-            let v = self.clock.now_at(self.now_ms);
-            self.emit_effect(db, v, argv);
+            let bases = gone::bases(self.core, prev);
+            self.emit_effect_based(db, stamp, argv, &bases);
         });
     }
 
@@ -234,18 +251,41 @@ impl Ctx<'_> {
     /// the locks), which wraps several in MULTI/EXEC as Redis wraps a
     /// command's records (MGET over two expired keys, SET on an expired
     /// key). Returns whether a record was deferred.
-    pub(crate) fn propagate_expired_deferred(&mut self, db: usize, key: &[u8]) -> bool {
+    pub(crate) fn propagate_expired_deferred(
+        &mut self,
+        db: usize,
+        key: &[u8],
+        stamp: u64,
+        prev: u64,
+    ) -> bool {
         if !self.core.effects.enabled() || self.client.exec_effects.is_some() {
-            self.propagate_expired(db, key);
+            self.propagate_expired(db, key, stamp, prev);
             return false;
         }
         gone::key_gone(&self.gone(), gone::Why::Expired, db, key, |argv| {
-            let version = self.clock.now_at(self.now_ms);
             let argv = argv.iter().map(|a| a.to_vec()).collect();
-            defer(Effect { db, version, argv });
+            let bases = gone::bases(self.core, prev);
+            defer(Effect {
+                db,
+                version: stamp,
+                argv,
+                bases,
+            });
         });
         true
     }
+}
+
+/// The bases of a record: the keys among `argv`'s arguments that the
+/// command opened, each once, with the version it had then.
+fn bases_in(argv: &[&[u8]], opened: &[(Vec<u8>, u64)]) -> Vec<Base> {
+    opened
+        .iter()
+        .filter_map(|(key, v)| {
+            let i = argv.iter().skip(1).position(|a| a == key)?;
+            Some((i as u32 + 1, *v))
+        })
+        .collect()
 }
 
 thread_local! {
@@ -327,6 +367,7 @@ pub fn replay(
         now_ms: crate::keyspace::hlc::unix_ms(),
         replay_version: Some(effect.version),
         sent: None,
+        active: srv.active.then(crate::core::ctx::ActiveWrite::default),
     };
     (cmd.handler)(&mut ctx, args).map_err(|e| e.render())
 }
@@ -405,6 +446,7 @@ pub fn run_args(
         now_ms: crate::keyspace::hlc::unix_ms(),
         replay_version: None,
         sent: Some(args),
+        active: crate::core::ctx::ActiveWrite::for_command(srv, cmd.flags),
     };
     (cmd.handler)(&mut ctx, args).map_err(|e| e.render())?;
     Ok(out.buf)

@@ -274,6 +274,7 @@ fn run_one(ctx: &mut Ctx, q: &Queued) {
             now_ms: ctx.now_ms,
             replay_version: None,
             sent: Some(q.args()),
+            active: crate::core::ctx::ActiveWrite::for_command(ctx.core, cmd.flags),
         };
         crate::commands::tracking::before_command(ctx.core, sub.client, q.id, q.args());
         (cmd.handler)(&mut sub, q.args())
@@ -297,11 +298,13 @@ pub(crate) fn emit_unit(srv: &Core, effects: Vec<Effect>) {
             db: first.db,
             version: first.version,
             argv: vec![b"MULTI".to_vec()],
+            bases: vec![],
         };
         let close = Effect {
             db: last.db,
             version: last.version,
             argv: vec![b"EXEC".to_vec()],
+            bases: vec![],
         };
         let mut all = Vec::with_capacity(effects.len() + 2);
         all.push(open);

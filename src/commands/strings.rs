@@ -997,6 +997,7 @@ mod tests {
             now_ms: unix_ms(),
             replay_version: None,
             sent: None,
+            active: None,
         };
         (cmd.handler)(&mut ctx, args).unwrap();
         out.buf

@@ -678,9 +678,11 @@ pub static DIRECTIVES: &[Directive] = &[
         .imm()
         .alias(&["io-threads"]),
     d("server-thread-affinity", Str, "no").imm(),
-    d("active-replica", Bool, "no").imm(),
-    d("multi-master", Bool, "no").imm(),
-    d("multi-master-no-forward", Bool, "no"),
+    d("active-replica", Bool, "no").built().imm(),
+    d("multi-master", Bool, "no").built().imm(),
+    // Accepted: a node never forwards a peer's write (each sends only its
+    // own), so there is nothing to switch off (docs/ACTIVE-ACTIVE.md).
+    d("multi-master-no-forward", Bool, "no").built(),
     d("replica-weighting-factor", Int(1, INT), "2").alias(&["slave-weighting-factor"]),
     d("replica-quorum", Int(-1, INT), "-1"),
     d("storage-provider", Words, "none").imm(),

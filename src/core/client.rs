@@ -86,6 +86,9 @@ pub struct ClientState {
     pub replconf: Option<Box<ReplConf>>,
     /// Set by PSYNC/SYNC: the connection becomes a replica feed.
     pub sync_request: Option<SyncRequest>,
+    /// Set by LATTICE.PEER: after the batch's replies the connection
+    /// becomes an active peer's feed.
+    pub peer_request: Option<PeerRequest>,
     /// Set by a WAIT or WAITAOF that must wait: answered by the connection.
     pub repl_wait: Option<ReplWait>,
 }
@@ -118,6 +121,7 @@ impl ClientState {
             block: Default::default(),
             replconf: None,
             sync_request: None,
+            peer_request: None,
             repl_wait: None,
         }
     }
@@ -413,6 +417,17 @@ impl ObufLimits {
 // ---------------------------------------------------------------- replication
 // What a connection asked of replication, kept in its state until the
 // connection acts on it (`replication/master.rs` serves them).
+
+/// LATTICE.PEER: an active peer asks for our stream (see
+/// `replication/active/serve.rs`).
+#[derive(Clone, Debug)]
+pub struct PeerRequest {
+    pub node_id: u64,
+    /// The stream id it holds an offset of ("?": none).
+    pub stream_id: String,
+    /// The first offset it wants.
+    pub offset: u64,
+}
 
 /// What a connection told us with REPLCONF before PSYNC.
 #[derive(Default, Clone, Debug)]

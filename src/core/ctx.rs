@@ -30,6 +30,29 @@ pub struct Ctx<'a> {
     /// equal to it keeps the client's spelling of the name, as Redis
     /// propagates an unrewritten command's argv verbatim.
     pub sent: Option<Args<'a>>,
+    /// Under active replication, a write command's stamp and the versions
+    /// its keys had (see [`ActiveWrite`]); None otherwise.
+    pub active: Option<ActiveWrite>,
+}
+
+/// What active replication needs from one write command: the versions its
+/// keys had when it opened them (the bases a peer checks before applying
+/// the write as it is) and the one stamp all its writes take, after every
+/// one of those versions, tombstones included, so that a delete or a key
+/// created again is ordered after what it replaced wherever it arrives.
+#[derive(Debug, Default)]
+pub struct ActiveWrite {
+    /// 0 until the command opens a key or asks for a version.
+    pub stamp: u64,
+    /// Each key opened, with the version it had (after lazy expiry).
+    pub bases: Vec<(Vec<u8>, u64)>,
+}
+
+impl ActiveWrite {
+    /// Some for a write command when active replication is on.
+    pub fn for_command(core: &Core, flags: u32) -> Option<ActiveWrite> {
+        (core.active && flags & super::table::flags::WRITE != 0).then(ActiveWrite::default)
+    }
 }
 
 impl Ctx<'_> {
@@ -40,17 +63,51 @@ impl Ctx<'_> {
 
     /// The version stamp for a write to a key whose previous version is `prev`.
     pub fn version_after(&mut self, prev: u64) -> u64 {
-        match self.replay_version {
-            Some(v) => v,
+        if let Some(v) = self.replay_version {
+            return v;
+        }
+        match &mut self.active {
+            Some(a) if a.stamp > prev => a.stamp,
+            Some(a) => {
+                a.stamp = self.clock.after_at(prev, self.now_ms);
+                a.stamp
+            }
             None => self.clock.after_at(prev, self.now_ms),
         }
     }
 
-    /// A version stamp for a write that does not replace an existing key.
+    /// A version stamp for a write that does not replace an existing key
+    /// (under active replication: the command's stamp, which follows the
+    /// versions of every key it opened).
     pub fn new_version(&mut self) -> u64 {
-        match self.replay_version {
-            Some(v) => v,
+        if let Some(v) = self.replay_version {
+            return v;
+        }
+        match &mut self.active {
+            Some(a) if a.stamp != 0 => a.stamp,
+            Some(a) => {
+                a.stamp = self.clock.now_at(self.now_ms);
+                a.stamp
+            }
             None => self.clock.now_at(self.now_ms),
         }
+    }
+
+    /// Under active replication: notes that this write command opened
+    /// `key`, whose version was `version`, and returns the command's stamp
+    /// (after it); 0 when active replication is off or this is no write.
+    pub fn note_base(&mut self, key: &[u8], version: u64) -> u64 {
+        let Some(a) = &mut self.active else {
+            return 0;
+        };
+        if !a.bases.iter().any(|(k, _)| k == key) {
+            a.bases.push((key.to_vec(), version));
+        }
+        if let Some(v) = self.replay_version {
+            a.stamp = v;
+        } else if a.stamp <= version {
+            a.stamp = self.clock.after_at(version, self.now_ms);
+        }
+        a.stamp
     }
 }

@@ -51,6 +51,10 @@ pub struct Core {
     pub metrics: crate::core::stats::InstantMetrics,
     /// Low bits of the HLC stamps this node issues.
     pub node_id: u64,
+    /// Active replication (`active-replica` or `multi-master`): every write
+    /// records the versions its keys had and deletions leave tombstones
+    /// (docs/ACTIVE-ACTIVE.md). Fixed at start.
+    pub active: bool,
     pub total_connections: AtomicU64,
     pub rejected_connections: AtomicU64,
     pub slowlog: Mutex<std::collections::VecDeque<SlowEntry>>,
@@ -76,7 +80,9 @@ impl Core {
         let hot = HotConfig::default();
         hot.active_expire.store(true, Relaxed);
         hot.load(&config);
+        let active = config.get_bool("active-replica") || config.get_bool("multi-master");
         Core {
+            active,
             keyspace: Keyspace::new(databases),
             config: RwLock::new(config),
             hot,

@@ -50,7 +50,7 @@ pub fn active_expire_cycle(
     nworkers: usize,
     now_ms: u64,
     budget: Duration,
-    mut on_expired: impl FnMut(usize, Entry),
+    mut on_expired: impl FnMut(usize, Entry) -> Option<super::Tombstone>,
 ) -> CycleStats {
     let start = Instant::now();
     let mut st = CycleStats::default();
@@ -122,7 +122,8 @@ mod tests {
         fill(&ks, 1, 200, 10_000);
         let mut seen = vec![0; 3];
         let st = active_expire_cycle(&ks, 0, 1, 5_000, Duration::from_secs(5), |db, _| {
-            seen[db] += 1
+            seen[db] += 1;
+            None
         });
         assert_eq!(st.expired, 800);
         assert!(!st.more_due);
@@ -137,15 +138,15 @@ mod tests {
         fill(&ks, 0, 4000, 100);
         fill(&ks, 1, 4000, 100);
         // Two workers cover everything between them.
-        let a = active_expire_cycle(&ks, 0, 2, 5_000, Duration::from_secs(5), |_, _| {});
-        let b = active_expire_cycle(&ks, 1, 2, 5_000, Duration::from_secs(5), |_, _| {});
+        let a = active_expire_cycle(&ks, 0, 2, 5_000, Duration::from_secs(5), |_, _| None);
+        let b = active_expire_cycle(&ks, 1, 2, 5_000, Duration::from_secs(5), |_, _| None);
         assert_eq!(a.expired + b.expired, 8000);
         assert_eq!(ks.total_keys(), 0);
         // A zero budget still makes progress, and repeated cycles finish.
         fill(&ks, 1, 4000, 100);
         let mut total = 0;
         for _ in 0..10_000 {
-            let st = active_expire_cycle(&ks, 0, 1, 5_000, Duration::ZERO, |_, _| {});
+            let st = active_expire_cycle(&ks, 0, 1, 5_000, Duration::ZERO, |_, _| None);
             assert!(st.expired <= BATCH, "a spent budget stops the cycle");
             total += st.expired;
             if ks.total_keys() == 0 {

@@ -172,6 +172,11 @@ pub struct Shard {
     expires: BTreeSet<(u64, u64)>,
     /// The running snapshot's pending entries here (see `snap.rs`).
     snap: Option<Box<snap::ShardSnap>>,
+    /// Active replication only: deleted keys and the stamp of their
+    /// deletion, so that an older write arriving later stays deleted
+    /// (docs/ACTIVE-ACTIVE.md, "Tombstones"). Invisible to commands; a key
+    /// written again leaves this map. Empty (and unallocated) otherwise.
+    tombstones: hashbrown::HashMap<Box<[u8]>, u64>,
 }
 
 impl Shard {
@@ -194,8 +199,47 @@ impl Shard {
             .map(|&i| i as usize)
     }
 
+    /// The version `key` has here: its entry's, else its tombstone's, else
+    /// 0 (never written, or deleted without active replication).
+    pub fn version_of(&self, hash: u64, key: &[u8]) -> u64 {
+        match self.get_raw(hash, key) {
+            Some(e) => e.version,
+            None => self.tombstone(key).unwrap_or(0),
+        }
+    }
+
+    /// The stamp of `key`'s deletion, if it left a tombstone.
+    pub fn tombstone(&self, key: &[u8]) -> Option<u64> {
+        if self.tombstones.is_empty() {
+            return None;
+        }
+        self.tombstones.get(key).copied()
+    }
+
+    /// Records that `key` was deleted by a write stamped `stamp`.
+    pub fn set_tombstone(&mut self, key: &[u8], stamp: u64) {
+        match self.tombstones.get_mut(key) {
+            Some(s) => *s = (*s).max(stamp),
+            None => {
+                self.tombstones.insert(key.into(), stamp);
+            }
+        }
+    }
+
+    /// The tombstones, for a snapshot sent to a peer.
+    pub fn tombstones(&self) -> impl Iterator<Item = (&[u8], u64)> {
+        self.tombstones.iter().map(|(k, &s)| (&**k, s))
+    }
+
+    pub fn tombstone_count(&self) -> usize {
+        self.tombstones.len()
+    }
+
     /// Appends a new entry (the key must be absent).
     fn push(&mut self, hasher: &KeyHasher, hash: u64, entry: Entry) {
+        if !self.tombstones.is_empty() {
+            self.tombstones.remove(&*entry.key);
+        }
         let i = u32::try_from(self.entries.push(entry)).expect("shard holds < 2^32 keys");
         let entries = &self.entries;
         self.index
@@ -297,6 +341,9 @@ impl Shard {
         let hashbrown::hash_table::Entry::Vacant(vacant) = slot else {
             return Err(entry);
         };
+        if !self.tombstones.is_empty() {
+            self.tombstones.remove(&*entry.key);
+        }
         let at = entry.expire_at();
         let i = u32::try_from(self.entries.len()).expect("shard holds < 2^32 keys");
         vacant.insert(i);
@@ -355,7 +402,7 @@ impl Shard {
         hasher: &KeyHasher,
         now_ms: u64,
         max: usize,
-        mut on_expired: impl FnMut(Entry),
+        mut on_expired: impl FnMut(Entry) -> Option<Tombstone>,
     ) -> (usize, bool) {
         let mut n = 0;
         while n < max {
@@ -374,7 +421,10 @@ impl Shard {
                 else {
                     break;
                 };
-                on_expired(self.remove_at(hasher, hash, pos as usize));
+                let e = self.remove_at(hasher, hash, pos as usize);
+                if let Some((key, stamp)) = on_expired(e) {
+                    self.set_tombstone(&key, stamp);
+                }
                 n += 1;
             }
         }
@@ -483,6 +533,9 @@ impl Shard {
         }
     }
 }
+
+/// A deleted key and the stamp of its deletion, to leave as a tombstone.
+pub type Tombstone = (Vec<u8>, u64);
 
 /// Result of [`Shard::lookup`].
 pub enum Lookup<'a> {
@@ -798,7 +851,10 @@ mod tests {
             Lookup::Expired(_)
         ));
         let mut gone = vec![];
-        let (n, more) = shard.expire_due(&ks.hasher, 400, 10, |e| gone.push(e.key.to_vec()));
+        let (n, more) = shard.expire_due(&ks.hasher, 400, 10, |e| {
+            gone.push(e.key.to_vec());
+            None
+        });
         assert_eq!((n, more), (1, false));
         assert_eq!(gone, vec![b"c".to_vec()]);
         assert_eq!(shard.len(), 2);
@@ -849,7 +905,7 @@ mod tests {
         }
         let volatile = model.values().filter(|&&e| e != 0).count();
         assert_eq!(shard.volatile_len(), volatile);
-        let (n, _) = shard.expire_due(&ks.hasher, u64::MAX, usize::MAX, |_| {});
+        let (n, _) = shard.expire_due(&ks.hasher, u64::MAX, usize::MAX, |_| None);
         assert_eq!(n, volatile);
         assert_eq!(shard.len(), model.len() - volatile);
     }

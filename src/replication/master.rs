@@ -269,6 +269,12 @@ pub fn psync(ctx: &mut Ctx, args: Args) -> CmdResult {
     request_sync(ctx, true, replid, offset)
 }
 
+/// LATTICE.PEER: an active peer asks for our stream (`active/serve.rs`).
+pub fn lattice_peer(ctx: &mut Ctx, args: Args) -> CmdResult {
+    let host = crate::server::of(ctx).peer_host();
+    super::active::serve::peer_cmd(ctx, args, &*host)
+}
+
 pub fn sync(ctx: &mut Ctx, _args: Args) -> CmdResult {
     request_sync(ctx, false, "?".into(), -1)
 }

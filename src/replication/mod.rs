@@ -16,6 +16,7 @@
 //!
 //! INFO replication and ROLE are rendered here from both sides.
 
+pub mod active;
 pub mod backlog;
 pub mod commands;
 pub mod failover;
@@ -68,6 +69,9 @@ pub struct Replication {
     pub replica: replica::ReplicaSide,
     /// A FAILOVER in progress, if any.
     pub failover: failover::Failover,
+    /// Active replication's stream and peers (`active/`), idle unless
+    /// `active-replica` or `multi-master` is on.
+    pub active: Arc<active::Active>,
     /// The effect stream feeds the backlog (subscribed on first use).
     fed: AtomicBool,
     /// Our replication id and offset name data we hold (we synced, or had
@@ -84,6 +88,7 @@ impl Default for Replication {
             master: Default::default(),
             replica: Default::default(),
             failover: Default::default(),
+            active: Arc::new(active::Active::new(crate::server::random_hex(40))),
             fed: AtomicBool::new(false),
             has_history: AtomicBool::new(false),
         }
@@ -173,6 +178,9 @@ pub fn info_section(srv: &Server, o: &mut String) {
     } else {
         o.push_str("role:master\r\n");
     }
+    if srv.core.active {
+        active::info_fields(&srv.repl.active, o);
+    }
     repl.master.info_fields(srv, o);
     let ids = repl.ids.lock().clone();
     let (first, histlen) = repl.backlog.range();
@@ -243,6 +251,9 @@ impl crate::server::hooks::Hooks for ReplicationHooks {
     fn cron(&self, srv: &Arc<Server>, worker: usize) {
         if worker == 0 {
             cron(srv);
+            if srv.core.active {
+                active::cron(&srv.repl.active);
+            }
         }
         srv.repl.backlog.wake_if_dirty();
     }

@@ -218,6 +218,10 @@ pub fn getack(_ctx: &mut Ctx) -> CmdResult {
 
 /// REPLICAOF host port | NO ONE (and SLAVEOF).
 pub fn replicaof(ctx: &mut Ctx, args: Args) -> CmdResult {
+    if ctx.core.active {
+        let host = crate::server::of(ctx).peer_host();
+        return super::active::link::replicaof(ctx, args, &host);
+    }
     let (host, port) = (args.get(1), args.get(2));
     if host.eq_ignore_ascii_case(b"no") && port.eq_ignore_ascii_case(b"one") {
         promote(crate::server::of(ctx));

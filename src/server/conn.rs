@@ -368,6 +368,15 @@ async fn serve_stream<T>(
             out.buf.clear();
             more_input = true;
         }
+        if let Some(req) = client.peer_request.take() {
+            // LATTICE.PEER: the connection becomes an active peer's feed,
+            // on a thread of its own.
+            let fd = io.get_ref().as_raw_fd();
+            let addr = shared.addr.clone();
+            let host = srv.peer_host();
+            crate::replication::active::serve::hand_off(&host, fd, qb.pending(), req, addr);
+            break;
+        }
         if let Some(req) = client.sync_request.take() {
             // PSYNC/SYNC: from here on this connection is a replica's feed.
             crate::replication::master::serve_replica(&srv, &io, qb, client, req, &shared).await;
@@ -574,6 +583,7 @@ pub fn dispatch(
                 now_ms: worker.unix_ms_at(start),
                 replay_version: None,
                 sent: Some(args),
+                active: crate::core::ctx::ActiveWrite::for_command(srv, cmd.flags),
             };
             crate::commands::tracking::before_command(srv, ctx.client, id, args);
             let r = (cmd.handler)(&mut ctx, args);

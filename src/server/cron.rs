@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use super::conn::Worker;
 use super::Server;
-use crate::commands::gone::{key_gone, to_stream, Gone, Why};
+use crate::commands::gone::{key_gone, stamp_after, to_stream, Gone, Why};
 use crate::keyspace::expire::active_expire_cycle;
 use crate::keyspace::hlc::unix_ms;
 
@@ -47,16 +47,14 @@ pub async fn worker_cron(srv: Arc<Server>, worker: Rc<Worker>, index: usize, nwo
             unix_ms(),
             budget,
             |db, e| {
-                key_gone(
-                    &gone,
-                    Why::Expired,
-                    db,
-                    &e.key,
-                    to_stream(&srv, &mut clock, db),
-                );
+                let stamp = stamp_after(&mut clock, e.version);
+                let emit = to_stream(&srv, db, stamp, e.version);
+                key_gone(&gone, Why::Expired, db, &e.key, emit);
+                let tomb = srv.active.then(|| (e.key.to_vec(), stamp));
                 if srv.hot.lazyfree_expire.load(Relaxed) {
                     srv.lazyfree.free_entry(e);
                 }
+                tomb
             },
         );
         more_due = st.more_due;

@@ -108,6 +108,31 @@ pub fn command_families() -> Vec<&'static [crate::commands::Command]> {
 
 /// The server behind a handler's `Ctx`, for the commands written in the
 /// layers above the core (PSYNC, WAIT, BGREWRITEAOF's scheduling ...).
+/// The server as active replication's host (`replication/active`).
+struct PeerHost(Arc<Server>);
+
+impl crate::replication::active::Host for PeerHost {
+    fn admin(&self) -> &dyn crate::core::admin::Admin {
+        &self.0
+    }
+    fn active(&self) -> &Arc<crate::replication::active::Active> {
+        &self.0.repl.active
+    }
+    fn identity(&self) -> (u64, u64) {
+        (self.0.identity.node_id, self.0.identity.slot)
+    }
+    fn port(&self) -> u16 {
+        self.0.tcp_port.load(std::sync::atomic::Ordering::Relaxed) as u16
+    }
+}
+
+impl Server {
+    /// A handle on this server for active replication's threads.
+    pub fn peer_host(self: &Arc<Self>) -> crate::replication::active::HostRef {
+        Arc::new(PeerHost(self.clone()))
+    }
+}
+
 pub fn of<'a>(ctx: &crate::commands::Ctx<'a>) -> &'a Arc<Server> {
     let admin: &'a dyn crate::core::admin::Admin = ctx.admin;
     admin
@@ -277,7 +302,11 @@ pub fn run(config: Config) -> Result<i32, String> {
     }
     log_notice!("Server initialized");
     crate::persistence::load::at_startup(&srv)?;
-    crate::replication::replica::start_from_config(&srv);
+    if srv.core.active {
+        crate::replication::active::start(&srv.peer_host());
+    } else {
+        crate::replication::replica::start_from_config(&srv);
+    }
     log_notice!("Ready to accept connections tcp");
     loop {
         let kind = shutdown_rx.recv().unwrap_or(ShutdownKind::Default);

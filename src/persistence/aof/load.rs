@@ -264,7 +264,12 @@ impl Replayer<'_> {
             return;
         }
         let version = self.clock.now();
-        let e = Effect { db, version, argv };
+        let e = Effect {
+            db,
+            version,
+            argv,
+            bases: vec![],
+        };
         if let Err(err) = crate::commands::replay(self.srv, &mut self.clock, &self.stats, &e) {
             log_verbose!("AOF command failed while loading: {err}");
         }

@@ -1,0 +1,560 @@
+//! The pulling side of active replication: one thread per peer reads the
+//! peer's stream and applies its records by the rule in `mod.rs`.
+//!
+//! The link remembers the peer's stream id and the next offset across
+//! reconnects, so a dropped connection continues where it stopped; a peer
+//! that restarted (a new stream id) or no longer holds that offset sends a
+//! snapshot of key states instead, merged key by key into the live data
+//! (the newer stamp wins), while this node serves reads and writes.
+
+use std::collections::HashSet;
+use std::fmt::Write as _;
+use std::io::{Read, Write};
+use std::net::{TcpStream, ToSocketAddrs};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::*};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use parking_lot::Mutex;
+
+use super::{applying, Active, Host, HostRef};
+use crate::core::stats::WorkerStats;
+use crate::effects::Effect;
+use crate::keyspace::hlc::{unix_ms, Hlc};
+use crate::protocol::Args;
+use crate::protocol::{ParseLimits, Parsed, RequestParser};
+use crate::{log_notice, log_warning};
+
+/// One peer we pull from.
+pub struct LinkState {
+    pub host: String,
+    pub port: u16,
+    stop: AtomicBool,
+    up: AtomicBool,
+    /// The peer's stream id and the next offset we want from it.
+    stream_id: Mutex<String>,
+    next: AtomicU64,
+    last_io_ms: AtomicU64,
+    /// Records applied as they came, and keys whose state we asked for.
+    applied: AtomicU64,
+    conflicts: AtomicU64,
+    socket: Mutex<Option<TcpStream>>,
+    last_error: Mutex<String>,
+}
+
+impl LinkState {
+    /// INFO's value for this peer.
+    pub fn info(&self, o: &mut String) {
+        let up = self.up.load(Acquire);
+        let idle = unix_ms().saturating_sub(self.last_io_ms.load(Relaxed)) / 1000;
+        let _ = write!(
+            o,
+            "host={},port={},state={},offset={},last_io_seconds_ago={},applied={},conflicts={}",
+            self.host,
+            self.port,
+            if up { "connected" } else { "connecting" },
+            self.next.load(Relaxed).saturating_sub(1),
+            if self.last_io_ms.load(Relaxed) == 0 {
+                -1
+            } else {
+                idle as i64
+            },
+            self.applied.load(Relaxed),
+            self.conflicts.load(Relaxed),
+        );
+    }
+
+    pub fn is_up(&self) -> bool {
+        self.up.load(Acquire)
+    }
+
+    fn stop(&self) {
+        self.stop.store(true, Release);
+        if let Some(s) = self.socket.lock().take() {
+            let _ = s.shutdown(std::net::Shutdown::Both);
+        }
+    }
+}
+
+/// Starts pulling from `host:port`, unless we already do.
+pub fn add_peer(node: &HostRef, host: String, port: u16) -> bool {
+    let mut links = node.active().links.lock();
+    if links.iter().any(|l| l.host == host && l.port == port) {
+        return false;
+    }
+    let st = Arc::new(LinkState {
+        host,
+        port,
+        stop: AtomicBool::new(false),
+        up: AtomicBool::new(false),
+        stream_id: Mutex::new("?".into()),
+        next: AtomicU64::new(0),
+        last_io_ms: AtomicU64::new(0),
+        applied: AtomicU64::new(0),
+        conflicts: AtomicU64::new(0),
+        socket: Mutex::new(None),
+        last_error: Mutex::new(String::new()),
+    });
+    links.push(st.clone());
+    let node = node.clone();
+    let spawned = std::thread::Builder::new()
+        .name("lattice-peer-link".into())
+        .spawn(move || link_thread(&node, &st));
+    if let Err(e) = spawned {
+        log_warning!("Active replication: can't start a link thread: {e}");
+    }
+    true
+}
+
+/// Stops pulling from every peer (REPLICAOF NO ONE).
+pub fn drop_all(active: &Active) {
+    for l in active.links.lock().drain(..) {
+        l.stop();
+    }
+}
+
+/// Stops pulling from every peer but `host:port` (REPLICAOF without
+/// multi-master: the new peer replaces the old).
+pub fn keep_only(active: &Active, host: &str, port: u16) {
+    active.links.lock().retain(|l| {
+        let keep = l.host == host && l.port == port;
+        if !keep {
+            l.stop();
+        }
+        keep
+    });
+}
+
+fn link_thread(node: &HostRef, st: &LinkState) {
+    let mut clock = Hlc::new(node.identity().1);
+    let stats = node.core().new_worker_stats();
+    while !st.stop.load(Acquire) {
+        log_notice!("Connecting to active peer {}:{}", st.host, st.port);
+        if let Err(e) = run(node, st, &mut clock, &stats) {
+            if !st.stop.load(Acquire) {
+                log_warning!("Active replication link with {}:{}: {e}", st.host, st.port);
+                *st.last_error.lock() = e;
+            }
+        }
+        st.up.store(false, Release);
+        *st.socket.lock() = None;
+        if st.stop.load(Acquire) {
+            break;
+        }
+        std::thread::sleep(Duration::from_secs(1));
+    }
+}
+
+/// The socket with a read buffer.
+struct Conn {
+    s: TcpStream,
+    buf: Vec<u8>,
+    start: usize,
+    timeout: Duration,
+    progress: Instant,
+    parser: RequestParser,
+}
+
+impl Conn {
+    fn send(&mut self, argv: &[&[u8]]) -> Result<(), String> {
+        let mut out = Vec::new();
+        crate::protocol::request::command(&mut out, argv);
+        self.s
+            .write_all(&out)
+            .map_err(|e| format!("write error: {e}"))
+    }
+
+    /// Reads more; Ok(0) after a second without bytes, an error once
+    /// `timeout` passed without any.
+    fn fill(&mut self) -> Result<usize, String> {
+        if self.start > 0 && (self.start == self.buf.len() || self.start >= 64 * 1024) {
+            self.buf.drain(..self.start);
+            self.start = 0;
+        }
+        let mut tmp = [0u8; 64 * 1024];
+        match self.s.read(&mut tmp) {
+            Ok(0) => Err("connection closed by the peer".into()),
+            Ok(n) => {
+                self.buf.extend_from_slice(&tmp[..n]);
+                self.progress = Instant::now();
+                Ok(n)
+            }
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::WouldBlock
+                        | std::io::ErrorKind::TimedOut
+                        | std::io::ErrorKind::Interrupted
+                ) =>
+            {
+                if self.progress.elapsed() >= self.timeout {
+                    return Err(format!(
+                        "the peer sent nothing for {} s",
+                        self.timeout.as_secs()
+                    ));
+                }
+                Ok(0)
+            }
+            Err(e) => Err(format!("read error: {e}")),
+        }
+    }
+
+    fn line(&mut self) -> Result<String, String> {
+        loop {
+            let pending = &self.buf[self.start..];
+            if let Some(i) = pending.iter().position(|&b| b == b'\n') {
+                let line = String::from_utf8_lossy(&pending[..i])
+                    .trim_end()
+                    .to_string();
+                self.start += i + 1;
+                return Ok(line);
+            }
+            if pending.len() > 64 * 1024 {
+                return Err("protocol error: reply line too long".into());
+            }
+            self.fill()?;
+        }
+    }
+}
+
+fn connect(host: &str, port: u16, timeout: Duration) -> Result<TcpStream, String> {
+    let addr = (host, port)
+        .to_socket_addrs()
+        .map_err(|e| format!("can't resolve {host}: {e}"))?
+        .next()
+        .ok_or_else(|| format!("can't resolve {host}"))?;
+    let s =
+        TcpStream::connect_timeout(&addr, timeout).map_err(|e| format!("can't connect: {e}"))?;
+    let _ = s.set_nodelay(true);
+    s.set_read_timeout(Some(Duration::from_secs(1)))
+        .and_then(|()| s.set_write_timeout(Some(timeout)))
+        .map_err(|e| e.to_string())?;
+    Ok(s)
+}
+
+/// AUTH (masterauth / masteruser) and REPLCONF listening-port, as a
+/// replica's handshake does.
+fn handshake(node: &dyn Host, c: &mut Conn) -> Result<(), String> {
+    let (user, pass, port) = {
+        let cfg = node.core().config.read();
+        (
+            cfg.get_str("masteruser"),
+            cfg.get_str("masterauth"),
+            node.port().to_string(),
+        )
+    };
+    if !pass.is_empty() {
+        if user.is_empty() {
+            c.send(&[b"AUTH", pass.as_bytes()])?;
+        } else {
+            c.send(&[b"AUTH", user.as_bytes(), pass.as_bytes()])?;
+        }
+        let r = c.line()?;
+        if r.starts_with('-') {
+            return Err(format!("Unable to AUTH to the peer: {r}"));
+        }
+    }
+    c.send(&[b"REPLCONF", b"listening-port", port.as_bytes()])?;
+    let _ = c.line()?;
+    Ok(())
+}
+
+fn run(node: &HostRef, st: &LinkState, clock: &mut Hlc, stats: &WorkerStats) -> Result<(), String> {
+    let timeout = node.timeout();
+    let s = connect(&st.host, st.port, timeout)?;
+    *st.socket.lock() = s.try_clone().ok();
+    let mut c = Conn {
+        s,
+        buf: Vec::new(),
+        start: 0,
+        timeout,
+        progress: Instant::now(),
+        parser: RequestParser::new(),
+    };
+    handshake(&**node, &mut c)?;
+    let (id, slot) = node.identity();
+    let (id, slot) = (format!("{id:016x}"), slot.to_string());
+    let known = st.stream_id.lock().clone();
+    let next = st.next.load(Acquire).to_string();
+    c.send(&[
+        b"LATTICE.PEER",
+        id.as_bytes(),
+        slot.as_bytes(),
+        known.as_bytes(),
+        next.as_bytes(),
+    ])?;
+    let reply = c.line()?;
+    let mut w = reply.split_whitespace();
+    let (kind, sid, off) = (
+        w.next(),
+        w.next(),
+        w.next().and_then(|o| o.parse::<u64>().ok()),
+    );
+    let (snapshot, sid, off) = match (kind, sid, off) {
+        (Some("+CONTINUE"), Some(sid), Some(off)) => (false, sid, off),
+        (Some("+FULL"), Some(sid), Some(off)) => (true, sid, off),
+        _ => return Err(format!("the peer refused: {reply}")),
+    };
+    *st.stream_id.lock() = sid.to_string();
+    st.next.store(off, Release);
+    st.up.store(true, Release);
+    st.last_io_ms.store(unix_ms(), Relaxed);
+    log_notice!(
+        "Active peer {}:{} {}",
+        st.host,
+        st.port,
+        if snapshot {
+            "sends a snapshot"
+        } else {
+            "continues its stream"
+        }
+    );
+    let mut link = Link {
+        node: &**node,
+        st,
+        clock,
+        stats,
+        snapshot,
+        asked: HashSet::new(),
+    };
+    let mut last_ack = Instant::now();
+    loop {
+        link.apply_buffered(&mut c)?;
+        if last_ack.elapsed() >= Duration::from_secs(1) {
+            let off = st.next.load(Acquire).saturating_sub(1).to_string();
+            c.send(&[b"LATTICE.ACK", off.as_bytes()])?;
+            last_ack = Instant::now();
+        }
+        if st.stop.load(Acquire) {
+            return Ok(());
+        }
+        if c.fill()? > 0 {
+            st.last_io_ms.store(unix_ms(), Relaxed);
+        }
+    }
+}
+
+struct Link<'a> {
+    node: &'a dyn Host,
+    st: &'a LinkState,
+    clock: &'a mut Hlc,
+    stats: &'a WorkerStats,
+    /// Still reading the snapshot (its bytes are not stream offsets).
+    snapshot: bool,
+    /// Keys whose state we asked for and not yet received.
+    asked: HashSet<(usize, Vec<u8>)>,
+}
+
+impl Link<'_> {
+    /// Applies every whole record in the buffer, then asks for the states
+    /// it found diverged.
+    fn apply_buffered(&mut self, c: &mut Conn) -> Result<(), String> {
+        let mut ask = Vec::new();
+        loop {
+            let pending = &c.buf[c.start..];
+            let consumed = match c.parser.parse(pending, &ParseLimits::default()) {
+                Ok(Parsed::Command { consumed }) => consumed,
+                Ok(Parsed::Incomplete) => break,
+                Err(e) => return Err(format!("protocol error from the peer: {}", e.0)),
+            };
+            let args = c.parser.args(pending);
+            let in_snapshot = self.snapshot;
+            self.record(args, &mut ask)?;
+            c.start += consumed;
+            if !in_snapshot {
+                self.st.next.fetch_add(consumed as u64, AcqRel);
+            }
+        }
+        for (db, key) in ask {
+            let d = db.to_string();
+            c.send(&[b"LATTICE.STATE", d.as_bytes(), &key])?;
+            self.asked.insert((db, key));
+        }
+        Ok(())
+    }
+
+    fn record(&mut self, args: Args, ask: &mut Vec<(usize, Vec<u8>)>) -> Result<(), String> {
+        let name = args.get(0);
+        if name.eq_ignore_ascii_case(b"LATTICE.W") {
+            let db = self.db_arg(args.get(1))?;
+            for key in self.apply_write(db, args)? {
+                if !self.asked.contains(&(db, key.clone())) {
+                    self.st.conflicts.fetch_add(1, Relaxed);
+                    ask.push((db, key));
+                }
+            }
+        } else if name.eq_ignore_ascii_case(b"LATTICE.S") && args.len() == 6 {
+            let db = self.db_arg(args.get(1))?;
+            let (stamp, at) = (num(args.get(3))?, num(args.get(4))?);
+            self.asked.remove(&(db, args.get(2).to_vec()));
+            self.apply_state(db, args.get(2), stamp, at, args.get(5));
+        } else if name.eq_ignore_ascii_case(b"LATTICE.SNAPEND") {
+            self.snapshot = false;
+            log_notice!(
+                "Active peer {}:{}: snapshot merged",
+                self.st.host,
+                self.st.port
+            );
+        } else if !name.eq_ignore_ascii_case(b"PING") {
+            return Err(format!(
+                "unexpected record from the peer: {}",
+                String::from_utf8_lossy(name)
+            ));
+        }
+        Ok(())
+    }
+
+    fn db_arg(&self, a: &[u8]) -> Result<usize, String> {
+        let db = num(a)? as usize;
+        if db >= self.node.core().keyspace.num_dbs() {
+            return Err(format!(
+                "the peer wrote to database {db}, which this node does not have"
+            ));
+        }
+        Ok(db)
+    }
+
+    /// `LATTICE.W`: applies the write where every key has its base version;
+    /// returns the keys that diverged and whose state we must ask for (the
+    /// write is newer than what we hold).
+    fn apply_write(&mut self, db: usize, args: Args) -> Result<Vec<Vec<u8>>, String> {
+        let stamp = num(args.get(2))?;
+        let n = num(args.get(3))? as usize;
+        let first = 4 + 2 * n;
+        if args.len() <= first {
+            return Err("truncated LATTICE.W record".into());
+        }
+        let argv: Vec<&[u8]> = (first..args.len()).map(|i| args.get(i)).collect();
+        let mut bases = Vec::with_capacity(n);
+        for j in 0..n {
+            let i = num(args.get(4 + 2 * j))? as usize;
+            let key = *argv.get(i).ok_or("LATTICE.W base outside its arguments")?;
+            bases.push((key, num(args.get(5 + 2 * j))?));
+        }
+        let ks = &self.node.core().keyspace;
+        let targets: Vec<(usize, usize)> =
+            bases.iter().map(|(k, _)| (db, ks.slot(k).shard)).collect();
+        let _hold = ks.hold(Some(&targets));
+        let mut diverged = Vec::new();
+        let mut same = true;
+        for (key, want) in &bases {
+            let local = version_of(self.node, db, key);
+            if local != *want {
+                same = false;
+                if local < stamp {
+                    diverged.push(key.to_vec());
+                }
+            }
+        }
+        if same {
+            self.replay(db, stamp, &argv);
+            self.st.applied.fetch_add(1, Relaxed);
+        }
+        Ok(diverged)
+    }
+
+    /// `LATTICE.S`: the key's whole state, applied if newer than ours.
+    fn apply_state(&mut self, db: usize, key: &[u8], stamp: u64, at: u64, payload: &[u8]) {
+        let ks = &self.node.core().keyspace;
+        let slot = ks.slot(key);
+        let _hold = ks.hold(Some(&[(db, slot.shard)]));
+        let (local, exists) = {
+            let g = ks.db(db).lock(slot.shard);
+            (
+                g.version_of(slot.hash, key),
+                g.get_raw(slot.hash, key).is_some(),
+            )
+        };
+        if stamp <= local {
+            return;
+        }
+        if payload.is_empty() {
+            if exists {
+                self.replay(db, stamp, &[b"DEL", key]);
+            } else {
+                ks.db(db).lock(slot.shard).set_tombstone(key, stamp);
+            }
+        } else {
+            let at = at.to_string();
+            self.replay(
+                db,
+                stamp,
+                &[
+                    b"RESTORE",
+                    key,
+                    at.as_bytes(),
+                    payload,
+                    b"REPLACE",
+                    b"ABSTTL",
+                ],
+            );
+        }
+    }
+
+    fn replay(&mut self, db: usize, stamp: u64, argv: &[&[u8]]) {
+        let e = Effect {
+            db,
+            version: stamp,
+            argv: argv.iter().map(|a| a.to_vec()).collect(),
+            bases: vec![],
+        };
+        let admin = self.node.admin();
+        if let Err(err) = applying(|| crate::commands::replay(admin, self.clock, self.stats, &e)) {
+            log_warning!("A record from an active peer failed: {err}");
+        }
+    }
+}
+
+/// The version `key` has here (entry, tombstone or 0); its shard must be
+/// held by this thread.
+fn version_of(node: &dyn Host, db: usize, key: &[u8]) -> u64 {
+    let ks = &node.core().keyspace;
+    let slot = ks.slot(key);
+    ks.db(db).lock(slot.shard).version_of(slot.hash, key)
+}
+
+fn num(a: &[u8]) -> Result<u64, String> {
+    std::str::from_utf8(a)
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .ok_or_else(|| {
+            format!(
+                "bad number in a peer record: {}",
+                String::from_utf8_lossy(a)
+            )
+        })
+}
+
+/// REPLICAOF on an active node: `NO ONE` stops pulling from every peer;
+/// `host port` adds a peer under `multi-master`, else replaces the peer.
+/// The node stays writable and keeps its data (KeyDB's behaviour).
+pub fn replicaof(
+    ctx: &mut crate::commands::Ctx,
+    args: Args,
+    node: &HostRef,
+) -> crate::commands::CmdResult {
+    use crate::commands::CmdError;
+    let active = node.active();
+    let (host, port) = (args.get(1), args.get(2));
+    if host.eq_ignore_ascii_case(b"no") && port.eq_ignore_ascii_case(b"one") {
+        drop_all(active);
+        log_notice!("Active replication: every peer dropped (REPLICAOF NO ONE)");
+        ctx.out.ok();
+        return Ok(());
+    }
+    let port = crate::commands::util::arg_i64(port)?;
+    if !(0..=65535).contains(&port) {
+        return Err(CmdError::Msg("ERR Invalid master port".into()));
+    }
+    let host = String::from_utf8_lossy(host).into_owned();
+    if !ctx.core.config.read().get_bool("multi-master") {
+        keep_only(active, &host, port as u16);
+    }
+    if add_peer(node, host.clone(), port as u16) {
+        log_notice!("Active replication: pulling from {host}:{port} (user request)");
+        ctx.out.ok();
+    } else {
+        ctx.out.simple("OK Already connected to specified master");
+    }
+    Ok(())
+}

@@ -1,0 +1,268 @@
+//! Active replication: every node takes writes, and nodes that pull each
+//! other's streams converge (KeyDB's `active-replica` / `multi-master`,
+//! built on stamps; docs/ACTIVE-ACTIVE.md is the design).
+//!
+//! What a node sends its peers is its own stream ([`Active::stream`], a
+//! [`Backlog`] with its own offsets, not the Redis replication backlog):
+//! one record per write made here, never the writes it applied from a
+//! peer, so nothing is echoed back to its origin and, in a pair or a full
+//! mesh, each write crosses each link once. A record is a RESP array:
+//!
+//! ```text
+//!   LATTICE.W <db> <stamp> <n> <arg index> <version> ...(n pairs) <argv...>
+//!   LATTICE.S <db> <key> <stamp> <expire at ms, 0: none> <DUMP payload, empty: absent>
+//!   LATTICE.SNAPEND           (after the key states of a full snapshot)
+//!   PING                      (keeps an idle link's timeout from firing)
+//! ```
+//!
+//! `LATTICE.W` is the write as the effect stream recorded it, with its
+//! stamp and its *bases*: the version each key it opened had before it.
+//! A peer applies it as it is only where its own keys have exactly those
+//! versions (then the result is the same everywhere: a key's version names
+//! one value on every node). Elsewhere the write and the peer's key
+//! diverged: if the write's stamp is newer, the peer asks the origin for
+//! the key's whole state (`LATTICE.STATE <db> <key>`, sent back on the
+//! link), which comes as `LATTICE.S` in the stream and is applied if its
+//! stamp is newer than the key's; if the peer's key is newer, the peer's
+//! own record of it will win at the origin. So whatever order writes
+//! arrive in, every node ends with the state of each key's newest write
+//! (last writer wins, ties broken by the stamp's node slot), deletes
+//! included: a deleted key keeps a tombstone with its deletion's stamp
+//! (`keyspace::Shard::set_tombstone`).
+//!
+//! The serving side is `serve.rs` (LATTICE.PEER, a snapshot of key states
+//! for a peer that cannot continue, then the stream); the pulling side,
+//! one thread per peer, and the apply rule are `link.rs`.
+
+pub mod link;
+pub mod serve;
+
+use std::cell::{Cell, RefCell};
+use std::sync::atomic::{fence, AtomicU64, AtomicUsize, Ordering::*};
+use std::sync::Arc;
+use std::time::Duration;
+
+use parking_lot::{Condvar, Mutex};
+
+use super::backlog::Backlog;
+use crate::core::admin::Admin;
+use crate::core::Core;
+use crate::effects::{EffectRef, EffectSink};
+use crate::protocol::request::{array, bulk, bulk_int};
+
+/// What active replication needs from the node that runs it (the server
+/// implements it; this module never names the server): the data, its own
+/// state, and who this node is.
+pub trait Host: Send + Sync {
+    /// The node's data and upper layers; records replay through it.
+    fn admin(&self) -> &dyn Admin;
+    fn active(&self) -> &Arc<Active>;
+    /// This node's id and the slot its stamps carry.
+    fn identity(&self) -> (u64, u64);
+    /// The port peers reach this node on (REPLCONF listening-port).
+    fn port(&self) -> u16;
+}
+
+/// A shared handle on the host, for the link and feed threads.
+pub type HostRef = Arc<dyn Host>;
+
+impl dyn Host + '_ {
+    pub fn core(&self) -> &Core {
+        self.admin().core()
+    }
+
+    /// `repl-timeout`.
+    pub fn timeout(&self) -> Duration {
+        let secs = self.core().config.read().get_i64("repl-timeout").max(1);
+        Duration::from_secs(secs as u64)
+    }
+}
+
+/// This node's side of active replication.
+pub struct Active {
+    /// The records of the writes made here, for peers to read.
+    pub stream: Arc<Backlog>,
+    /// Names this stream's history: a peer that held another (this node
+    /// restarted) cannot continue by offset and takes a snapshot.
+    pub stream_id: String,
+    /// Feeders sleep here until the stream grows.
+    pub bell: Bell,
+    /// The peers we pull from (`replicaof` lines, REPLICAOF).
+    pub links: Mutex<Vec<Arc<link::LinkState>>>,
+    /// The peers pulling from us.
+    pub feeds: Mutex<Vec<Arc<serve::FeedState>>>,
+    /// Records written to the stream (INFO).
+    pub records: AtomicU64,
+}
+
+impl Active {
+    /// `stream_id`: random, new at every start.
+    pub fn new(stream_id: String) -> Self {
+        Active {
+            stream: Default::default(),
+            stream_id,
+            bell: Bell::default(),
+            links: Mutex::new(vec![]),
+            feeds: Mutex::new(vec![]),
+            records: AtomicU64::new(0),
+        }
+    }
+}
+
+/// Wakes the feeders when records are appended. A writer pays one atomic
+/// load when no feeder sleeps.
+#[derive(Default)]
+pub struct Bell {
+    rung: Mutex<u64>,
+    cv: Condvar,
+    sleepers: AtomicUsize,
+}
+
+impl Bell {
+    pub fn ring(&self) {
+        fence(SeqCst);
+        if self.sleepers.load(SeqCst) > 0 {
+            *self.rung.lock() += 1;
+            self.cv.notify_all();
+        }
+    }
+
+    /// Sleeps until a ring or `max`, unless `ready` (checked after
+    /// announcing the sleep, so a ring in between is not missed).
+    pub fn sleep_unless(&self, ready: impl Fn() -> bool, max: Duration) {
+        self.sleepers.fetch_add(1, SeqCst);
+        let mut g = self.rung.lock();
+        let seen = *g;
+        fence(SeqCst);
+        if !ready() {
+            let deadline = std::time::Instant::now() + max;
+            while *g == seen && !self.cv.wait_until(&mut g, deadline).timed_out() {}
+        }
+        drop(g);
+        self.sleepers.fetch_sub(1, SeqCst);
+    }
+}
+
+thread_local! {
+    /// Set while a link thread applies a peer's record: the writes that
+    /// causes are the origin's, not ours, and do not enter our stream.
+    static APPLYING: Cell<bool> = const { Cell::new(false) };
+    static ENCODE_BUF: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
+}
+
+/// Runs `f` as the application of a peer's record (see [`APPLYING`]).
+pub fn applying<R>(f: impl FnOnce() -> R) -> R {
+    APPLYING.with(|a| a.set(true));
+    let r = f();
+    APPLYING.with(|a| a.set(false));
+    r
+}
+
+/// The effect sink that writes this node's own writes to its stream.
+struct StreamFeed(Arc<Active>);
+
+impl EffectSink for StreamFeed {
+    fn on_effect(&self, e: &EffectRef<'_>) {
+        if APPLYING.with(|a| a.get()) || is_unit_bound(e.argv) {
+            return;
+        }
+        ENCODE_BUF.with(|b| {
+            let mut b = b.borrow_mut();
+            b.clear();
+            encode_write(&mut b, e);
+            self.0.stream.append_raw(&b);
+        });
+        self.0.records.fetch_add(1, Relaxed);
+        self.0.bell.ring();
+    }
+}
+
+/// MULTI and EXEC: a transaction's records apply one by one at a peer,
+/// each checked against its own bases.
+fn is_unit_bound(argv: &[&[u8]]) -> bool {
+    matches!(argv, [n] if n.eq_ignore_ascii_case(b"multi") || n.eq_ignore_ascii_case(b"exec"))
+}
+
+fn bulk_u64(out: &mut Vec<u8>, n: u64) {
+    bulk(out, n.to_string().as_bytes());
+}
+
+/// Appends a `LATTICE.W` record.
+pub fn encode_write(out: &mut Vec<u8>, e: &EffectRef<'_>) {
+    array(out, 4 + 2 * e.bases.len() + e.argv.len());
+    bulk(out, b"LATTICE.W");
+    bulk_int(out, e.db as i64);
+    bulk_u64(out, e.version);
+    bulk_int(out, e.bases.len() as i64);
+    for &(i, v) in e.bases {
+        bulk_int(out, i as i64);
+        bulk_u64(out, v);
+    }
+    for a in e.argv {
+        bulk(out, a);
+    }
+}
+
+/// Appends a `LATTICE.S` record: `key`'s state (`payload` empty: absent).
+pub fn encode_state(out: &mut Vec<u8>, db: usize, key: &[u8], stamp: u64, at: u64, payload: &[u8]) {
+    array(out, 6);
+    bulk(out, b"LATTICE.S");
+    bulk_int(out, db as i64);
+    bulk(out, key);
+    bulk_u64(out, stamp);
+    bulk_u64(out, at);
+    bulk(out, payload);
+}
+
+/// At start-up: the stream and its feed, and the links to the peers the
+/// config names.
+pub fn start(host: &HostRef) {
+    let core = host.core();
+    let active = host.active();
+    let size = core.config.read().get_i64("repl-backlog-size").max(1 << 20) as usize;
+    active.stream.activate(size.max(64 << 20));
+    core.effects.subscribe(Arc::new(StreamFeed(active.clone())));
+    let v = core.config.read().get_str("replicaof");
+    let mut w = v.split_whitespace();
+    if let (Some(h), Some(p)) = (w.next(), w.next().and_then(|p| p.parse::<u16>().ok())) {
+        link::add_peer(host, h.to_string(), p);
+    }
+}
+
+/// The cron: a PING record when the stream was idle for a second, so a
+/// peer's link notices a dead connection by its own timeout.
+pub fn cron(active: &Active) {
+    static LAST: AtomicU64 = AtomicU64::new(0);
+    let end = active.stream.end();
+    if end != LAST.load(Relaxed) {
+        LAST.store(end, Relaxed);
+        return;
+    }
+    if active.feeds.lock().is_empty() {
+        return;
+    }
+    let mut b = Vec::new();
+    crate::protocol::request::command(&mut b, &[b"PING"]);
+    active.stream.append_raw(&b);
+    LAST.store(active.stream.end(), Relaxed);
+    active.bell.ring();
+}
+
+/// INFO replication's lines for the peers of an active node.
+pub fn info_fields(active: &Active, o: &mut String) {
+    use std::fmt::Write as _;
+    let links = active.links.lock();
+    let _ = write!(o, "active_replica:1\r\nactive_peers:{}\r\n", links.len());
+    for (i, l) in links.iter().enumerate() {
+        let _ = write!(o, "peer{i}:");
+        l.info(o);
+        o.push_str("\r\n");
+    }
+    let _ = write!(
+        o,
+        "active_stream_offset:{}\r\nactive_stream_records:{}\r\nactive_feeds:{}\r\n",
+        active.stream.end(),
+        active.records.load(Relaxed),
+        active.feeds.lock().len()
+    );
+}

@@ -1,0 +1,315 @@
+//! The serving side of active replication: a peer's link sends
+//! `LATTICE.PEER <node id> <slot> <stream id> <offset>`; we refuse a peer
+//! with our node id or slot (a copied data directory, or two nodes whose
+//! stamps could tie), else answer `+CONTINUE <stream id> <offset>` when our
+//! stream still holds what it asks for, or `+FULL <stream id> <offset>`
+//! followed by the state of every key and tombstone (`LATTICE.S`, one shard
+//! at a time, so no copy of the dataset is made) and `LATTICE.SNAPEND`;
+//! then the stream from that offset. The peer sends back `LATTICE.STATE
+//! <db> <key>` (answered in the stream) and `LATTICE.ACK <offset>`.
+//!
+//! The connection leaves the async worker for a thread of its own with
+//! blocking I/O, as Redis gives a replica's socket to its own writer: the
+//! feed is one sequential copy loop.
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::os::fd::{BorrowedFd, RawFd};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::*};
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::{encode_state, Active, Host, HostRef};
+use crate::commands::{CmdError, CmdResult, Ctx};
+use crate::core::client::PeerRequest;
+use crate::core::Core;
+use crate::protocol::Args;
+use crate::protocol::{ParseLimits, Parsed, RequestParser};
+use crate::{log_notice, log_warning};
+
+/// A peer reading our stream.
+pub struct FeedState {
+    pub addr: String,
+    pub node_id: u64,
+    /// The next offset it gets.
+    pub pos: AtomicU64,
+    /// The offset it last acknowledged.
+    pub acked: AtomicU64,
+    gone: AtomicBool,
+}
+
+/// LATTICE.PEER <node id (hex)> <slot> <stream id | ?> <offset>.
+pub fn peer_cmd(ctx: &mut Ctx, args: Args, host: &dyn Host) -> CmdResult {
+    if !ctx.core.active {
+        return Err(CmdError::err(
+            "this node does not run active replication (active-replica no)",
+        ));
+    }
+    let node_id = std::str::from_utf8(args.get(1))
+        .ok()
+        .filter(|h| h.len() == 16)
+        .and_then(|h| u64::from_str_radix(h, 16).ok())
+        .ok_or_else(|| CmdError::err("invalid node id"))?;
+    let slot = crate::commands::util::arg_i64(args.get(2))?;
+    let offset = crate::commands::util::arg_i64(args.get(4))?;
+    let (my_id, my_slot) = host.identity();
+    if node_id == my_id {
+        return Err(CmdError::Msg(format!(
+            "ERR duplicate node id {node_id:016x}: this node has it too (a copied data directory?); give one of them another `node-id`"
+        )));
+    }
+    if slot as u64 == my_slot {
+        return Err(CmdError::Msg(format!(
+            "ERR node slot {slot} is this node's too: set a different `node-slot` on one of them"
+        )));
+    }
+    if ctx.client.shared.is_none() {
+        return Err(CmdError::err("LATTICE.PEER needs a connection"));
+    }
+    ctx.client.peer_request = Some(PeerRequest {
+        node_id,
+        stream_id: String::from_utf8_lossy(args.get(3)).into_owned(),
+        offset: offset.max(0) as u64,
+    });
+    Ok(())
+}
+
+/// Takes the connection `fd` over from its async worker: the feed runs on a
+/// thread of its own with a blocking duplicate of the socket (the worker
+/// closes its own fd when it returns).
+pub fn hand_off(host: &HostRef, fd: RawFd, leftover: &[u8], req: PeerRequest, addr: String) {
+    // SAFETY: `fd` is the connection's socket, open for the whole call
+    // (the caller's AsyncFd owns it and drops it only after we return).
+    let borrowed = unsafe { BorrowedFd::borrow_raw(fd) };
+    let sock = match borrowed.try_clone_to_owned() {
+        Ok(owned) => TcpStream::from(owned),
+        Err(e) => {
+            log_warning!("Active replication: can't take over the peer's socket: {e}");
+            return;
+        }
+    };
+    let (host, leftover) = (host.clone(), leftover.to_vec());
+    let spawned = std::thread::Builder::new()
+        .name("lattice-peer-feed".into())
+        .spawn(move || serve(&host, sock, leftover, req, addr));
+    if let Err(e) = spawned {
+        log_warning!("Active replication: can't start a feed thread: {e}");
+    }
+}
+
+fn serve(host: &HostRef, sock: TcpStream, leftover: Vec<u8>, req: PeerRequest, addr: String) {
+    let _ = sock.set_nonblocking(false);
+    let _ = sock.set_nodelay(true);
+    let active = host.active();
+    let feed = Arc::new(FeedState {
+        addr: addr.clone(),
+        node_id: req.node_id,
+        pos: AtomicU64::new(0),
+        acked: AtomicU64::new(0),
+        gone: AtomicBool::new(false),
+    });
+    let stream = &active.stream;
+    let cont = req.stream_id == active.stream_id && stream.can_continue_from(req.offset);
+    let from = if cont { req.offset } else { stream.end() + 1 };
+    feed.pos.store(from, Release);
+    active.feeds.lock().push(feed.clone());
+    pin(active);
+    log_notice!(
+        "Active replica {addr} (node {:016x}) {} from offset {from}",
+        req.node_id,
+        if cont {
+            "continues"
+        } else {
+            "takes a snapshot"
+        }
+    );
+    let r = (|| -> std::io::Result<()> {
+        let mut w = sock.try_clone()?;
+        let reader = sock.try_clone()?;
+        start_reader(host, reader, leftover, feed.clone());
+        let kind = if cont { "CONTINUE" } else { "FULL" };
+        w.write_all(format!("+{kind} {} {from}\r\n", active.stream_id).as_bytes())?;
+        if !cont {
+            send_snapshot(host.core(), &mut w)?;
+        }
+        send_stream(&**host, &mut w, &feed)
+    })();
+    if let Err(e) = r {
+        log_notice!("Active replica {addr} left: {e}");
+    }
+    feed.gone.store(true, Release);
+    let _ = sock.shutdown(std::net::Shutdown::Both);
+    active.feeds.lock().retain(|f| !Arc::ptr_eq(f, &feed));
+    pin(active);
+}
+
+/// Keeps in the stream what the slowest feed has not sent yet.
+fn pin(active: &Active) {
+    let min = active
+        .feeds
+        .lock()
+        .iter()
+        .map(|f| f.pos.load(Acquire))
+        .min();
+    active.stream.keep_from.store(min.unwrap_or(0), Release);
+    active.stream.trim();
+}
+
+/// Every key's state and every tombstone, shard by shard (each shard's
+/// records are made under its lock, then written outside it).
+fn send_snapshot(core: &Core, w: &mut TcpStream) -> std::io::Result<()> {
+    let ks = &core.keyspace;
+    let compress = false;
+    let mut buf = Vec::new();
+    for db in 0..ks.num_dbs() {
+        for shard in 0..crate::keyspace::SHARDS {
+            {
+                let g = ks.db(db).lock(shard);
+                for e in g.iter() {
+                    let payload = crate::persistence::rdb::encode::dump_payload(&e.value, compress);
+                    encode_state(&mut buf, db, &e.key, e.version, e.expire_at(), &payload);
+                }
+                for (key, stamp) in g.tombstones() {
+                    encode_state(&mut buf, db, key, stamp, 0, b"");
+                }
+            }
+            if !buf.is_empty() {
+                w.write_all(&buf)?;
+                buf.clear();
+            }
+        }
+    }
+    crate::protocol::request::command(&mut buf, &[b"LATTICE.SNAPEND"]);
+    w.write_all(&buf)
+}
+
+/// Copies the stream to the peer from its position, sleeping while there
+/// is nothing new.
+fn send_stream(host: &dyn Host, w: &mut TcpStream, feed: &FeedState) -> std::io::Result<()> {
+    let active = host.active();
+    let stream = &active.stream;
+    let mut buf = Vec::with_capacity(64 * 1024);
+    let timeout = host.timeout();
+    w.set_write_timeout(Some(timeout))?;
+    while !feed.gone.load(Acquire) {
+        let pos = feed.pos.load(Acquire);
+        buf.clear();
+        match stream.read(pos, 64 * 1024, &mut buf) {
+            Ok(0) => {
+                active.bell.sleep_unless(
+                    || stream.end() + 1 > pos || feed.gone.load(Acquire),
+                    Duration::from_millis(100),
+                );
+            }
+            Ok(n) => {
+                w.write_all(&buf)?;
+                feed.pos.store(pos + n as u64, Release);
+                pin(active);
+            }
+            Err(_) => {
+                return Err(std::io::Error::other(
+                    "the stream no longer holds what the peer needs",
+                ))
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Reads what the peer sends back on the feed's connection: state
+/// requests and acknowledgements.
+fn start_reader(host: &HostRef, mut sock: TcpStream, leftover: Vec<u8>, feed: Arc<FeedState>) {
+    let host = host.clone();
+    let spawned = std::thread::Builder::new()
+        .name("lattice-peer-read".into())
+        .spawn(move || {
+            let mut buf = leftover;
+            let mut parser = RequestParser::new();
+            let mut tmp = vec![0u8; 16 * 1024];
+            loop {
+                let mut start = 0;
+                loop {
+                    match parser.parse(&buf[start..], &ParseLimits::default()) {
+                        Ok(Parsed::Command { consumed }) => {
+                            let args = parser.args(&buf[start..]);
+                            on_peer_command(&*host, &feed, args);
+                            start += consumed;
+                        }
+                        Ok(Parsed::Incomplete) => break,
+                        Err(_) => {
+                            feed.gone.store(true, Release);
+                            return;
+                        }
+                    }
+                }
+                buf.drain(..start);
+                match sock.read(&mut tmp) {
+                    Ok(0) | Err(_) => break,
+                    Ok(n) => buf.extend_from_slice(&tmp[..n]),
+                }
+            }
+            feed.gone.store(true, Release);
+            host.active().bell.ring();
+        });
+    if let Err(e) = spawned {
+        log_warning!("Active replication: can't start a reader thread: {e}");
+    }
+}
+
+fn on_peer_command(host: &dyn Host, feed: &FeedState, args: Args) {
+    let name = args.get(0);
+    if name.eq_ignore_ascii_case(b"LATTICE.STATE") && args.len() == 3 {
+        if let Some(db) = std::str::from_utf8(args.get(1))
+            .ok()
+            .and_then(|d| d.parse::<usize>().ok())
+            .filter(|&d| d < host.core().keyspace.num_dbs())
+        {
+            answer_state(host, db, args.get(2));
+        }
+    } else if name.eq_ignore_ascii_case(b"LATTICE.ACK") && args.len() == 2 {
+        if let Some(off) = std::str::from_utf8(args.get(1))
+            .ok()
+            .and_then(|o| o.parse().ok())
+        {
+            feed.acked.store(off, Release);
+        }
+    }
+}
+
+/// Puts the state of `key` in the stream, under its shard's lock so that it
+/// lands in order with the writes to it.
+fn answer_state(host: &dyn Host, db: usize, key: &[u8]) {
+    let ks = &host.core().keyspace;
+    let slot = ks.slot(key);
+    let g = ks.db(db).lock(slot.shard);
+    let mut buf = Vec::new();
+    match g.get_raw(slot.hash, key) {
+        Some(e) => {
+            let payload = crate::persistence::rdb::encode::dump_payload(&e.value, false);
+            encode_state(&mut buf, db, key, e.version, e.expire_at(), &payload);
+        }
+        None => {
+            let stamp = g.tombstone(key).unwrap_or(0);
+            encode_state(&mut buf, db, key, stamp, 0, b"");
+        }
+    }
+    host.active().stream.append_raw(&buf);
+    drop(g);
+    host.active().bell.ring();
+}
+
+/// INFO: the peers reading our stream.
+pub fn feed_lines(active: &Active, o: &mut String) {
+    use std::fmt::Write as _;
+    let end = active.stream.end();
+    for (i, f) in active.feeds.lock().iter().enumerate() {
+        let _ = write!(
+            o,
+            "feed{i}:addr={},node={:016x},offset={},lag_bytes={}\r\n",
+            f.addr,
+            f.node_id,
+            f.pos.load(Acquire),
+            (end + 1).saturating_sub(f.pos.load(Acquire))
+        );
+    }
+}
