@@ -6,6 +6,16 @@
 # release server, runs every program and prints "clients: N passed, M failed".
 # Env: SKIP_JAVA=1 skips Jedis; LATTICE_BIN=path uses a prebuilt server;
 # LATTICE_ARGS="--save ''" adds server arguments (default: only --port N).
+#
+# ACTIVE_CLIENT_CHECKS=1 (default off) also runs issue 12 item 7: node-redis 3
+# (npm redis@3, installed as "redis3"), ioredis and redis-py must connect to
+# and write to a node whose peers are down. A second server is started with
+# ACTIVE_ARGS (default: --active-replica yes --replicaof 127.0.0.1 <a port
+# nobody listens on>) and tests/clients/*/peer-down* / peer_down.py run
+# against it. Off by default because today that node is a plain read-only
+# replica (node-redis 3's ready check loops on master_link_status:down, the
+# others get READONLY); make it the default once the server accepts writes
+# there. ACTIVE_ARGS="" checks the programs themselves against a plain server.
 set -uo pipefail
 # Client checks not run yet, each with its reason (the list only shrinks):
 #   (none: multi/exec runs since MULTI/EXEC/WATCH were built, issue 3)
@@ -20,7 +30,8 @@ note() { echo "clients.sh: $*" >&2; }
 install_deps() {
   python3 -c 'import redis' 2>/dev/null || pip install -q redis >"$LOGDIR/pip.log" 2>&1 \
     || note "pip install redis failed (see $LOGDIR/pip.log)"
-  if [ ! -d "$CL/node/node_modules/ioredis" ] || [ ! -d "$CL/node/node_modules/redis" ]; then
+  if [ ! -d "$CL/node/node_modules/ioredis" ] || [ ! -d "$CL/node/node_modules/redis" ] \
+    || [ ! -d "$CL/node/node_modules/redis3" ]; then
     (cd "$CL/node" && npm ci --no-audit --no-fund --silent >"$LOGDIR/npm.log" 2>&1) \
       || note "npm ci failed (see $LOGDIR/npm.log)"
   fi
@@ -35,36 +46,63 @@ install_deps() {
   fi
 }
 
-start_server() {
+free_port() {
+  python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
+}
+
+build_server() {
   BIN="${LATTICE_BIN:-$ROOT/target/release/lattice-server}"
   if [ -z "${LATTICE_BIN:-}" ]; then
     (cd "$ROOT" && cargo build --release --quiet) || { note "cargo build failed"; exit 2; }
   fi
-  PORT="$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')"
-  # shellcheck disable=SC2086  # LATTICE_ARGS is a word list on purpose
-  eval "set -- ${LATTICE_ARGS:-}"
-  "$BIN" --port "$PORT" "$@" >"$LOGDIR/server.log" 2>&1 &
-  SERVER_PID=$!
-  trap 'kill "$SERVER_PID" 2>/dev/null; wait "$SERVER_PID" 2>/dev/null' EXIT
-  for _ in $(seq 100); do
-    python3 -c "import socket; socket.create_connection(('127.0.0.1',$PORT),0.2)" 2>/dev/null && return
-    sleep 0.1
-  done
-  note "server did not start"; cat "$LOGDIR/server.log" >&2; exit 2
 }
 
-# run NAME CMD...: runs one client program with a timeout, counts the result.
+# start_server NAME [ARGS...]: starts a server on a free port with
+# LATTICE_ARGS and ARGS (log: $LOGDIR/NAME.log), waits until it accepts
+# connections and sets STARTED_PORT. Every server is killed on exit.
+SERVER_PIDS=()
+trap 'for p in "${SERVER_PIDS[@]}"; do kill "$p" 2>/dev/null; wait "$p" 2>/dev/null; done' EXIT
+start_server() {
+  local name="$1" port; shift
+  port="$(free_port)"
+  local extra=()
+  # LATTICE_ARGS is a word list with shell quoting ("--save ''").
+  eval "extra=(${LATTICE_ARGS:-})"
+  "$BIN" --port "$port" "${extra[@]}" "$@" >"$LOGDIR/$name.log" 2>&1 &
+  SERVER_PIDS+=($!)
+  for _ in $(seq 100); do
+    python3 -c "import socket; socket.create_connection(('127.0.0.1',$port),0.2)" 2>/dev/null \
+      && { STARTED_PORT="$port"; return; }
+    sleep 0.1
+  done
+  note "$name server did not start"; cat "$LOGDIR/$name.log" >&2; exit 2
+}
+
+# run NAME CMD...: runs one client program against port $TARGET with a
+# timeout, counts the result.
 run() {
   local name="$1"; shift
-  if timeout 30 "$@" "$PORT"; then
+  if timeout 30 "$@" "$TARGET"; then
     passed=$((passed + 1))
   else
     failed=$((failed + 1)); failed_names+=("$name")
   fi
 }
 
+# alive NAME: the server on $TARGET still answers (no crash, no wedged state).
+alive() {
+  python3 - "$TARGET" <<'PY' || { failed=$((failed + 1)); failed_names+=("$1"); }
+import socket, sys
+s = socket.create_connection(("127.0.0.1", int(sys.argv[1])), 2)
+s.sendall(b"PING\r\n")
+assert s.recv(64) == b"+PONG\r\n"
+PY
+}
+
 install_deps
-start_server
+build_server
+start_server server
+PORT="$STARTED_PORT" TARGET="$STARTED_PORT"
 export LATTICE_PORT="$PORT"
 run redis-py-resp2 python3 "$CL/python/check.py" "$PORT" 2
 run redis-py-resp3 python3 "$CL/python/check.py" "$PORT" 3
@@ -74,13 +112,20 @@ run node-redis node node-redis.js
 if [ "$JAVA_OK" = 1 ]; then
   cd "$CL/java" && run jedis java -cp "target/classes:$(cat cp.txt)" Main
 fi
-# Server must still answer after all clients (no crash, no wedged state).
-python3 - "$PORT" <<'PY' || { failed=$((failed + 1)); failed_names+=("server-alive"); }
-import socket, sys
-s = socket.create_connection(("127.0.0.1", int(sys.argv[1])), 2)
-s.sendall(b"PING\r\n")
-assert s.recv(64) == b"+PONG\r\n"
-PY
+alive server-alive
+
+# Issue 12 item 7: a node whose only peer is down (see the header).
+if [ "${ACTIVE_CLIENT_CHECKS:-0}" = 1 ]; then
+  ACTIVE_ARGS="${ACTIVE_ARGS-"--active-replica yes --replicaof 127.0.0.1 $(free_port)"}"
+  eval "active_args=($ACTIVE_ARGS)"
+  start_server peer-down "${active_args[@]}"
+  TARGET="$STARTED_PORT"
+  run peer-down-node-redis3 node "$CL/node/peer-down-node-redis3.js"
+  run peer-down-ioredis node "$CL/node/peer-down-ioredis.js"
+  run peer-down-redis-py python3 "$CL/python/peer_down.py"
+  alive peer-down-server-alive
+fi
+
 [ "$failed" -gt 0 ] && note "failed: ${failed_names[*]}"
 echo "clients: $passed passed, $failed failed"
 [ "$failed" -eq 0 ]

@@ -7,6 +7,8 @@ use std::net::{TcpListener, TcpStream};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+pub mod proxy;
+
 pub struct Server {
     pub child: Child,
     pub port: u16,
