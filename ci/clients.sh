@@ -7,15 +7,14 @@
 # Env: SKIP_JAVA=1 skips Jedis; LATTICE_BIN=path uses a prebuilt server;
 # LATTICE_ARGS="--save ''" adds server arguments (default: only --port N).
 #
-# ACTIVE_CLIENT_CHECKS=1 (default off) also runs issue 12 item 7: node-redis 3
-# (npm redis@3, installed as "redis3"), ioredis and redis-py must connect to
-# and write to a node whose peers are down. A second server is started with
-# ACTIVE_ARGS (default: --active-replica yes --replicaof 127.0.0.1 <a port
-# nobody listens on>) and tests/clients/*/peer-down* / peer_down.py run
-# against it. Off by default because today that node is a plain read-only
-# replica (node-redis 3's ready check loops on master_link_status:down, the
-# others get READONLY); make it the default once the server accepts writes
-# there. ACTIVE_ARGS="" checks the programs themselves against a plain server.
+# ACTIVE_CLIENT_CHECKS=1 (the default; 0 skips them) also runs issue 12 item 7:
+# node-redis 3 (npm redis@3, installed as "redis3"), ioredis and redis-py must
+# connect to and write to a node whose peers are down. A second server is
+# started with ACTIVE_ARGS (default: --active-replica yes --replicaof
+# 127.0.0.1 <a port nobody listens on>) and tests/clients/*/peer-down* /
+# peer_down.py run against it (node-redis 3's ready check loops while INFO
+# shows master_link_status:down; a read-only node answers READONLY).
+# ACTIVE_ARGS="" checks the programs themselves against a plain server.
 set -uo pipefail
 # Client checks not run yet, each with its reason (the list only shrinks):
 #   (none: multi/exec runs since MULTI/EXEC/WATCH were built, issue 3)
@@ -115,7 +114,7 @@ fi
 alive server-alive
 
 # Issue 12 item 7: a node whose only peer is down (see the header).
-if [ "${ACTIVE_CLIENT_CHECKS:-0}" = 1 ]; then
+if [ "${ACTIVE_CLIENT_CHECKS:-1}" = 1 ]; then
   ACTIVE_ARGS="${ACTIVE_ARGS-"--active-replica yes --replicaof 127.0.0.1 $(free_port)"}"
   eval "active_args=($ACTIVE_ARGS)"
   start_server peer-down "${active_args[@]}"
