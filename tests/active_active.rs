@@ -279,3 +279,97 @@ fn an_active_node_whose_peer_is_down_looks_healthy_and_takes_writes() {
     let role: Vec<redis::Value> = cmd(&mut c, &["ROLE"]);
     assert_eq!(role[0], redis::Value::BulkString(b"master".to_vec()));
 }
+
+#[test]
+fn a_flush_drops_what_is_older_than_it_on_every_node_and_keeps_newer_writes() {
+    let p = pair();
+    let (mut a, mut b) = (p.a.conn(), p.b.conn());
+    conflicting_writes(&p.a, 12, 500);
+    converged(&[&p.a, &p.b]);
+    p.partition();
+    let _: () = cmd(&mut b, &["SET", "before", "x"]);
+    std::thread::sleep(Duration::from_millis(5));
+    let _: () = cmd(&mut a, &["FLUSHALL"]);
+    std::thread::sleep(Duration::from_millis(5));
+    let _: () = cmd(&mut b, &["SET", "after", "y"]);
+    p.heal();
+    converged(&[&p.a, &p.b]);
+    for c in [&mut a, &mut b] {
+        let keys: Vec<String> = cmd(c, &["KEYS", "*"]);
+        assert_eq!(keys, vec!["after".to_string()]);
+    }
+    let _: () = cmd(&mut b, &["SET", "k", "v"]);
+    let _: () = cmd(&mut a, &["FLUSHDB"]);
+    converged(&[&p.a, &p.b]);
+}
+
+#[test]
+fn commands_without_a_convergent_meaning_are_refused() {
+    let a = node(&[]);
+    let mut c = a.conn();
+    let _: () = cmd(&mut c, &["SET", "k", "v"]);
+    for args in [
+        &["SWAPDB", "0", "1"][..],
+        &["MOVE", "k", "1"],
+        &["COPY", "k", "k2", "DB", "1"],
+    ] {
+        let e = cmd_err(&mut c, args);
+        assert!(e.contains("not supported with active replication"), "{e}");
+    }
+    let copied: i64 = cmd(&mut c, &["COPY", "k", "k2"]);
+    assert_eq!(copied, 1);
+}
+
+#[test]
+fn a_full_mesh_of_three_converges_and_each_write_crosses_each_link_once() {
+    let nodes: Vec<Server> = (0..3).map(|_| node(&["--multi-master", "yes"])).collect();
+    // proxies[i][j]: what node j pulls from node i.
+    let proxies: Vec<Vec<Proxy>> = nodes
+        .iter()
+        .map(|n| (0..3).map(|_| Proxy::start(n.port)).collect())
+        .collect();
+    for (j, n) in nodes.iter().enumerate() {
+        for (i, row) in proxies.iter().enumerate() {
+            if i != j {
+                pull(n, row[j].port);
+            }
+        }
+    }
+    for n in &nodes {
+        wait_linked(n, 2);
+    }
+    std::thread::scope(|s| {
+        for (i, n) in nodes.iter().enumerate() {
+            s.spawn(move || conflicting_writes(n, 20 + i as u64, 2000));
+        }
+    });
+    let refs: Vec<&Server> = nodes.iter().collect();
+    converged(&refs);
+    // What node 0 wrote reached each peer once: the streams node 0 sent
+    // are equal in size, and nothing it applied from a peer went back out.
+    let sent: Vec<u64> = (1..3).map(|j| proxies[0][j].bytes_down()).collect();
+    let stream: u64 = info_field(&mut nodes[0].conn(), "active_stream_offset");
+    for s in &sent {
+        assert!(*s >= stream && *s < stream + 4096, "{sent:?} vs {stream}");
+    }
+}
+
+#[test]
+fn several_replicaof_lines_under_multi_master_are_all_peers() {
+    let (d1, d2) = (free_port().to_string(), free_port().to_string());
+    let a = Server::start(&[
+        "--multi-master",
+        "yes",
+        "--active-replica",
+        "yes",
+        "--replicaof",
+        "127.0.0.1",
+        &d1,
+        "--replicaof",
+        "127.0.0.1",
+        &d2,
+    ]);
+    let mut c = a.conn();
+    let peers: i64 = info_field(&mut c, "active_peers");
+    assert_eq!(peers, 2);
+}

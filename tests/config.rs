@@ -157,8 +157,8 @@ fn logfile_and_accepted_warnings() {
         log.to_str().unwrap(),
         "--hll-sparse-max-bytes",
         "4000",
-        "--active-replica",
-        "yes",
+        "--replica-weighting-factor",
+        "3",
     ]);
     let mut c = s.conn();
     let _: () = cmd(&mut c, &["CONFIG", "SET", "hll-sparse-max-bytes", "5000"]);
@@ -166,7 +166,7 @@ fn logfile_and_accepted_warnings() {
     assert!(text.contains("Ready to accept connections tcp"), "{text}");
     assert!(text.contains(" * Server initialized"), "{text}");
     assert_eq!(text.matches("'hll-sparse-max-bytes'").count(), 1, "{text}");
-    assert!(text.contains("'active-replica'"), "{text}");
+    assert!(text.contains("'replica-weighting-factor'"), "{text}");
     assert_eq!(get(&mut c, "logfile"), log.to_str().unwrap());
 }
 

@@ -149,7 +149,7 @@ impl<'a> Ctx<'a> {
         // itself (as Redis replicas and AOF loading do not expire keys).
         if e.is_expired(now) && self.replay_version.is_none() {
             let prev = e.version;
-            let stamp = self.clock.after_at(prev, now);
+            let stamp = self.deletion_stamp(prev);
             let old = shard.remove(&ks.hasher, slot.hash, key);
             if self.core.active {
                 shard.set_tombstone(key, stamp);

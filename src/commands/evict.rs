@@ -221,7 +221,10 @@ fn evict_key(
     let Some(old) = g.remove(&ks.hasher, slot.hash, key) else {
         return; // gone meanwhile
     };
-    let (prev, stamp) = (old.version, super::gone::stamp_after(clock, old.version));
+    let (prev, stamp) = (
+        old.version,
+        super::gone::stamp_after(srv, clock, old.version),
+    );
     if srv.active {
         g.set_tombstone(key, stamp);
     }

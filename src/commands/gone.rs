@@ -94,10 +94,30 @@ pub fn key_gone(g: &Gone, why: Why, db: usize, key: &[u8], emit: impl FnOnce(&[&
     emit(&[why.del_name(srv), key]);
 }
 
-/// The stamp of the deletion of a key whose version was `prev`: after it,
-/// so that the deletion wins over the write it undoes on every node.
-pub fn stamp_after(clock: &mut Hlc, prev: u64) -> u64 {
-    clock.after_at(prev, crate::keyspace::hlc::unix_ms())
+/// The stamp of the deletion of a key whose version was `prev`: after it
+/// (and, under active replication, after the node's stamp floor), so that
+/// the deletion wins over the write it undoes on every node.
+pub fn stamp_after(core: &Core, clock: &mut Hlc, prev: u64) -> u64 {
+    let now = crate::keyspace::hlc::unix_ms();
+    if !core.active {
+        return clock.after_at(prev, now);
+    }
+    let s = clock.after_at(prev.max(core.stamp_floor.load(Relaxed)), now);
+    if crate::keyspace::hlc::stamp_ms(s) > now {
+        core.stamp_floor.fetch_max(s, Relaxed);
+    }
+    s
+}
+
+impl super::Ctx<'_> {
+    /// [`stamp_after`] within a command (its cached clock).
+    pub(crate) fn deletion_stamp(&mut self, prev: u64) -> u64 {
+        if self.core.active {
+            self.active_stamp_after(prev)
+        } else {
+            self.clock.after_at(prev, self.now_ms)
+        }
+    }
 }
 
 /// The bases of a DEL record for a key gone by itself (its name is the

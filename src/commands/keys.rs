@@ -188,6 +188,7 @@ fn arg_keys(args: Args<'_>, from: usize) -> Vec<&[u8]> {
 // ---------------------------------------------------------------- SWAPDB
 
 fn swapdb(ctx: &mut Ctx, args: Args) -> CmdResult {
+    refuse_if_active(ctx, "SWAPDB")?;
     let a = arg_i64(args.get(1)).map_err(|_| CmdError::err("invalid first DB index"))?;
     let b = arg_i64(args.get(2)).map_err(|_| CmdError::err("invalid second DB index"))?;
     let n = ctx.core.keyspace.num_dbs() as i64;
@@ -238,8 +239,47 @@ fn take_shards(guards: &mut [ShardGuard<'_>], into: &mut Vec<Shard>) {
     }
 }
 
+/// Refuses a command that has no convergent meaning under active
+/// replication (docs/ACTIVE-ACTIVE.md, "Tombstones").
+fn refuse_if_active(ctx: &Ctx, name: &str) -> Result<(), CmdError> {
+    if ctx.core.active && ctx.replay_version.is_none() {
+        return Err(CmdError::Msg(format!(
+            "ERR {name} is not supported with active replication"
+        )));
+    }
+    Ok(())
+}
+
+/// FLUSHDB / FLUSHALL under active replication: one stamp, after every
+/// version this node has issued or seen (the floor moves to it), and a
+/// per-database tombstone in every shard (`Shard::flush_older_than`).
+fn flush_active(ctx: &mut Ctx, dbs: std::ops::Range<usize>, name: &[u8]) {
+    use std::sync::atomic::Ordering::Relaxed;
+    let stamp = match ctx.replay_version {
+        Some(v) => v,
+        None => {
+            let next_ms = crate::keyspace::hlc::make_stamp(ctx.now_ms + 1, 0, 0);
+            ctx.active_stamp_after(next_ms)
+        }
+    };
+    ctx.core.stamp_floor.fetch_max(stamp, Relaxed);
+    let ks = &ctx.core.keyspace;
+    for db in dbs {
+        for mut g in ks.db(db).lock_all() {
+            g.flush_older_than(&ks.hasher, stamp);
+        }
+    }
+    ctx.propagate(stamp, &[name]);
+}
+
 fn flushdb(ctx: &mut Ctx, args: Args) -> CmdResult {
     let lazy = parse_flush(ctx, args)?;
+    if ctx.core.active {
+        let db = ctx.db();
+        flush_active(ctx, db..db + 1, b"FLUSHDB");
+        ctx.out.ok();
+        return Ok(());
+    }
     let mut taken = vec![];
     {
         let mut g = ctx.core.keyspace.db(ctx.db()).lock_all();
@@ -255,6 +295,11 @@ fn flushdb(ctx: &mut Ctx, args: Args) -> CmdResult {
 fn flushall(ctx: &mut Ctx, args: Args) -> CmdResult {
     let lazy = parse_flush(ctx, args)?;
     ctx.admin.abort_bgsave();
+    if ctx.core.active {
+        flush_active(ctx, 0..ctx.core.keyspace.num_dbs(), b"FLUSHALL");
+        ctx.out.ok();
+        return Ok(());
+    }
     let mut taken = vec![];
     {
         let mut all = ctx.core.keyspace.lock_everything();
@@ -667,6 +712,10 @@ fn open_pair<'a>(
     p
 }
 
+fn ss_hash(ctx: &Ctx, key: &[u8]) -> u64 {
+    ctx.core.keyspace.hasher.hash(key)
+}
+
 fn expire_in(ctx: &mut Ctx, shard: &mut Shard, db: usize, key: &[u8], hash: u64) {
     let due = shard
         .get_raw(hash, key)
@@ -675,7 +724,7 @@ fn expire_in(ctx: &mut Ctx, shard: &mut Shard, db: usize, key: &[u8], hash: u64)
         let Some(old) = shard.remove(&ctx.core.keyspace.hasher, hash, key) else {
             return;
         };
-        let stamp = ctx.clock.after_at(old.version, ctx.now_ms);
+        let stamp = ctx.deletion_stamp(old.version);
         if ctx.core.active {
             shard.set_tombstone(key, stamp);
         }
@@ -684,6 +733,7 @@ fn expire_in(ctx: &mut Ctx, shard: &mut Shard, db: usize, key: &[u8], hash: u64)
 }
 
 fn move_cmd(ctx: &mut Ctx, args: Args) -> CmdResult {
+    refuse_if_active(ctx, "MOVE")?;
     let key = args.get(1);
     let dst_db = db_arg(ctx, args.get(2))?;
     let src_db = ctx.db();
@@ -743,7 +793,18 @@ fn copy(ctx: &mut Ctx, args: Args) -> CmdResult {
     if src_db == dst_db && src == dst {
         return Err(same_object());
     }
+    if dst_db != src_db {
+        refuse_if_active(ctx, "COPY to another database")?;
+    }
     let mut p = open_pair(ctx, (src_db, src), (dst_db, dst));
+    if ctx.active.is_some() {
+        let (sv, dv) = (
+            p.src().version_of(ss_hash(ctx, src), src),
+            p.dst().version_of(ss_hash(ctx, dst), dst),
+        );
+        ctx.note_base(src, sv);
+        ctx.note_base(dst, dv);
+    }
     let hasher = &ctx.core.keyspace.hasher;
     let (sh, dh) = (hasher.hash(src), hasher.hash(dst));
     let Some(se) = p.src().get_raw(sh, src) else {

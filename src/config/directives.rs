@@ -272,17 +272,32 @@ fn norm_events(a: &str) -> Result<String, String> {
     Ok(out)
 }
 
+/// `host port`, or several pairs (`multi-master` peers; what several
+/// `replicaof` lines add up to, see `parse.rs`), or `no one`.
 fn norm_replicaof(args: &[String]) -> Result<String, String> {
-    if args.len() != 2 {
+    if args.is_empty() || !args.len().is_multiple_of(2) {
         return Err("wrong number of arguments".into());
     }
-    if args[0].eq_ignore_ascii_case("no") && args[1].eq_ignore_ascii_case("one") {
+    if args.len() == 2 && args[0].eq_ignore_ascii_case("no") && args[1].eq_ignore_ascii_case("one")
+    {
         return Ok(String::new());
     }
-    match args[1].parse::<u16>() {
-        Ok(p) => Ok(format!("{} {p}", args[0])),
-        Err(_) => Err("Invalid master port".into()),
+    let mut pairs = Vec::with_capacity(args.len() / 2);
+    for pair in args.chunks(2) {
+        match pair[1].parse::<u16>() {
+            Ok(p) => pairs.push(format!("{} {p}", pair[0])),
+            Err(_) => return Err("Invalid master port".into()),
+        }
     }
+    Ok(pairs.join(" "))
+}
+
+/// The `(host, port)` pairs of a `replicaof` value.
+pub fn replicaof_pairs(v: &str) -> Vec<(String, u16)> {
+    let w: Vec<&str> = v.split_whitespace().collect();
+    w.chunks(2)
+        .filter_map(|p| Some((p.first()?.to_string(), p.get(1)?.parse().ok()?)))
+        .collect()
 }
 
 /// Whether we act on a directive.
@@ -683,6 +698,10 @@ pub static DIRECTIVES: &[Directive] = &[
     // Accepted: a node never forwards a peer's write (each sends only its
     // own), so there is nothing to switch off (docs/ACTIVE-ACTIVE.md).
     d("multi-master-no-forward", Bool, "no").built(),
+    // LatticeDB: how far ahead of this node's clock a peer's stamp may be
+    // (ms) before the link is dropped instead of the write applied: a node
+    // whose clock runs ahead must not win every conflict (ACTIVE-ACTIVE.md).
+    d("active-max-clock-skew", Int(0, LONG), "60000").built(),
     d("replica-weighting-factor", Int(1, INT), "2").alias(&["slave-weighting-factor"]),
     d("replica-quorum", Int(-1, INT), "-1"),
     d("storage-provider", Words, "none").imm(),

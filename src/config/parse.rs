@@ -236,6 +236,9 @@ pub fn fatal(line_no: usize, line: &str, reason: &str) -> String {
 pub struct Loader {
     /// A `save` line was seen: later ones append instead of replacing.
     save_seen: bool,
+    /// A `replicaof` line was seen: later ones append (several peers under
+    /// `multi-master`; a plain replica follows the last one).
+    replicaof_seen: bool,
     depth: usize,
     /// Only compute values: no chdir, no includes, bad lines skipped (used
     /// by CONFIG REWRITE to read what the old file said).
@@ -321,6 +324,13 @@ impl Loader {
                 }
             }
             self.save_seen = true;
+        }
+        if let Kind::ReplicaOf = d.kind {
+            let cur = cfg.get(d.name).unwrap_or("");
+            if self.replicaof_seen && !value.is_empty() && !cur.is_empty() {
+                value = format!("{cur} {value}");
+            }
+            self.replicaof_seen = true;
         }
         cfg.store(d, value);
         cfg.explicit.insert(d.name);

@@ -4,6 +4,8 @@
 //! (`propagate`), opens keys (`open`) and notifies lives with the commands
 //! (`commands/mod.rs`, `commands/access.rs`), in further `impl Ctx` blocks.
 
+use std::sync::atomic::Ordering::Relaxed;
+
 use super::admin::Admin;
 use super::client::ClientState;
 use super::stats::WorkerStats;
@@ -66,14 +68,30 @@ impl Ctx<'_> {
         if let Some(v) = self.replay_version {
             return v;
         }
-        match &mut self.active {
-            Some(a) if a.stamp > prev => a.stamp,
-            Some(a) => {
-                a.stamp = self.clock.after_at(prev, self.now_ms);
-                a.stamp
-            }
-            None => self.clock.after_at(prev, self.now_ms),
+        if self.active.is_none() {
+            return self.clock.after_at(prev, self.now_ms);
         }
+        let stamp = self.active.as_ref().map_or(0, |a| a.stamp);
+        if stamp > prev {
+            return stamp;
+        }
+        let s = self.active_stamp_after(prev);
+        if let Some(a) = &mut self.active {
+            a.stamp = s;
+        }
+        s
+    }
+
+    /// Under active replication, a fresh stamp after `prev` and the
+    /// node's stamp floor; a stamp ahead of the wall clock raises the floor
+    /// (HLC's receive rule), so that every later stamp follows it.
+    pub fn active_stamp_after(&mut self, prev: u64) -> u64 {
+        let floor = self.core.stamp_floor.load(Relaxed);
+        let s = self.clock.after_at(prev.max(floor), self.now_ms);
+        if crate::keyspace::hlc::stamp_ms(s) > self.now_ms {
+            self.core.stamp_floor.fetch_max(s, Relaxed);
+        }
+        s
     }
 
     /// A version stamp for a write that does not replace an existing key
@@ -83,12 +101,15 @@ impl Ctx<'_> {
         if let Some(v) = self.replay_version {
             return v;
         }
-        match &mut self.active {
-            Some(a) if a.stamp != 0 => a.stamp,
-            Some(a) => {
-                a.stamp = self.clock.now_at(self.now_ms);
-                a.stamp
+        match self.active.as_ref().map(|a| a.stamp) {
+            Some(0) => {
+                let s = self.active_stamp_after(0);
+                if let Some(a) = &mut self.active {
+                    a.stamp = s;
+                }
+                s
             }
+            Some(s) => s,
             None => self.clock.now_at(self.now_ms),
         }
     }
@@ -103,11 +124,15 @@ impl Ctx<'_> {
         if !a.bases.iter().any(|(k, _)| k == key) {
             a.bases.push((key.to_vec(), version));
         }
-        if let Some(v) = self.replay_version {
-            a.stamp = v;
-        } else if a.stamp <= version {
-            a.stamp = self.clock.after_at(version, self.now_ms);
+        let stamp = a.stamp;
+        let s = match self.replay_version {
+            Some(v) => v,
+            None if stamp > version => stamp,
+            None => self.active_stamp_after(version),
+        };
+        if let Some(a) = &mut self.active {
+            a.stamp = s;
         }
-        a.stamp
+        s
     }
 }

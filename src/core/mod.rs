@@ -55,6 +55,12 @@ pub struct Core {
     /// records the versions its keys had and deletions leave tombstones
     /// (docs/ACTIVE-ACTIVE.md). Fixed at start.
     pub active: bool,
+    /// Active replication: no stamp issued here may be at or below this
+    /// (the latest FLUSHDB/FLUSHALL's stamp, and stamps from peers or
+    /// writes whose clock ran ahead of ours: HLC's receive rule, applied
+    /// only when a stamp is ahead of the wall clock, so it is rarely
+    /// written). See `Ctx::version_after`.
+    pub stamp_floor: AtomicU64,
     pub total_connections: AtomicU64,
     pub rejected_connections: AtomicU64,
     pub slowlog: Mutex<std::collections::VecDeque<SlowEntry>>,
@@ -83,6 +89,7 @@ impl Core {
         let active = config.get_bool("active-replica") || config.get_bool("multi-master");
         Core {
             active,
+            stamp_floor: AtomicU64::new(0),
             keyspace: Keyspace::new(databases),
             config: RwLock::new(config),
             hot,

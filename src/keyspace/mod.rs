@@ -177,6 +177,9 @@ pub struct Shard {
     /// (docs/ACTIVE-ACTIVE.md, "Tombstones"). Invisible to commands; a key
     /// written again leaves this map. Empty (and unallocated) otherwise.
     tombstones: hashbrown::HashMap<Box<[u8]>, u64>,
+    /// Active replication: the stamp of the last FLUSHDB/FLUSHALL; a key
+    /// absent here is at least this old (a per-database tombstone).
+    flushed_at: u64,
 }
 
 impl Shard {
@@ -204,8 +207,23 @@ impl Shard {
     pub fn version_of(&self, hash: u64, key: &[u8]) -> u64 {
         match self.get_raw(hash, key) {
             Some(e) => e.version,
-            None => self.tombstone(key).unwrap_or(0),
+            None => self.tombstone(key).unwrap_or(0).max(self.flushed_at),
         }
+    }
+
+    /// The stamp of the last flush (active replication), 0 if none.
+    pub fn flushed_at(&self) -> u64 {
+        self.flushed_at
+    }
+
+    /// FLUSHDB under active replication, stamped `stamp`: drops every key
+    /// and tombstone older than it (a peer's newer write survives it, as it
+    /// would have had it arrived after the flush) and remembers the stamp.
+    pub fn flush_older_than(&mut self, hasher: &KeyHasher, stamp: u64) {
+        self.snap_drain();
+        self.retain(hasher, |e| e.version >= stamp);
+        self.tombstones.retain(|_, s| *s >= stamp);
+        self.flushed_at = self.flushed_at.max(stamp);
     }
 
     /// The stamp of `key`'s deletion, if it left a tombstone.

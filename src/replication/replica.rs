@@ -251,9 +251,9 @@ pub fn replicaof(ctx: &mut Ctx, args: Args) -> CmdResult {
 /// The `replicaof` directive at start-up ("host port").
 pub fn start_from_config(srv: &Arc<Server>) {
     let v = srv.config.read().get_str("replicaof");
-    let mut w = v.split_whitespace();
-    if let (Some(h), Some(p)) = (w.next(), w.next().and_then(|p| p.parse::<u16>().ok())) {
-        follow(srv, h.to_string(), p);
+    // Several lines: the last one wins, as in Redis.
+    if let Some((h, p)) = crate::config::directives::replicaof_pairs(&v).pop() {
+        follow(srv, h, p);
     }
 }
 

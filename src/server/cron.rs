@@ -47,7 +47,7 @@ pub async fn worker_cron(srv: Arc<Server>, worker: Rc<Worker>, index: usize, nwo
             unix_ms(),
             budget,
             |db, e| {
-                let stamp = stamp_after(&mut clock, e.version);
+                let stamp = stamp_after(&srv, &mut clock, e.version);
                 let emit = to_stream(&srv, db, stamp, e.version);
                 key_gone(&gone, Why::Expired, db, &e.key, emit);
                 let tomb = srv.active.then(|| (e.key.to_vec(), stamp));

@@ -385,7 +385,7 @@ impl Link<'_> {
             }
         } else if name.eq_ignore_ascii_case(b"LATTICE.S") && args.len() == 6 {
             let db = self.db_arg(args.get(1))?;
-            let (stamp, at) = (num(args.get(3))?, num(args.get(4))?);
+            let (stamp, at) = (self.checked_stamp(args.get(3))?, num(args.get(4))?);
             self.asked.remove(&(db, args.get(2).to_vec()));
             self.apply_state(db, args.get(2), stamp, at, args.get(5));
         } else if name.eq_ignore_ascii_case(b"LATTICE.SNAPEND") {
@@ -404,6 +404,26 @@ impl Link<'_> {
         Ok(())
     }
 
+    /// A record's stamp, refused when further ahead of our clock than
+    /// `active-max-clock-skew`; one ahead of the wall clock raises the
+    /// stamp floor, so that our later writes to the key follow it.
+    fn checked_stamp(&self, a: &[u8]) -> Result<u64, String> {
+        let stamp = num(a)?;
+        let core = self.node.core();
+        let (now, ms) = (unix_ms(), crate::keyspace::hlc::stamp_ms(stamp));
+        if ms > now {
+            let max = core.config.read().get_i64("active-max-clock-skew").max(0) as u64;
+            if ms - now > max {
+                return Err(format!(
+                    "a record is stamped {} ms ahead of this node's clock (active-max-clock-skew is {max} ms): check the clocks of both nodes",
+                    ms - now
+                ));
+            }
+            core.stamp_floor.fetch_max(stamp, Relaxed);
+        }
+        Ok(stamp)
+    }
+
     fn db_arg(&self, a: &[u8]) -> Result<usize, String> {
         let db = num(a)? as usize;
         if db >= self.node.core().keyspace.num_dbs() {
@@ -418,7 +438,7 @@ impl Link<'_> {
     /// returns the keys that diverged and whose state we must ask for (the
     /// write is newer than what we hold).
     fn apply_write(&mut self, db: usize, args: Args) -> Result<Vec<Vec<u8>>, String> {
-        let stamp = num(args.get(2))?;
+        let stamp = self.checked_stamp(args.get(2))?;
         let n = num(args.get(3))? as usize;
         let first = 4 + 2 * n;
         if args.len() <= first {

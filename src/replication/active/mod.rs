@@ -222,10 +222,17 @@ pub fn start(host: &HostRef) {
     let size = core.config.read().get_i64("repl-backlog-size").max(1 << 20) as usize;
     active.stream.activate(size.max(64 << 20));
     core.effects.subscribe(Arc::new(StreamFeed(active.clone())));
-    let v = core.config.read().get_str("replicaof");
-    let mut w = v.split_whitespace();
-    if let (Some(h), Some(p)) = (w.next(), w.next().and_then(|p| p.parse::<u16>().ok())) {
-        link::add_peer(host, h.to_string(), p);
+    let (v, multi) = {
+        let c = core.config.read();
+        (c.get_str("replicaof"), c.get_bool("multi-master"))
+    };
+    let mut peers = crate::config::directives::replicaof_pairs(&v);
+    if !multi {
+        // Without multi-master a node has one peer: the last line's.
+        peers = peers.split_off(peers.len().saturating_sub(1));
+    }
+    for (h, p) in peers {
+        link::add_peer(host, h, p);
     }
 }
 

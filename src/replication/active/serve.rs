@@ -23,6 +23,7 @@ use super::{encode_state, Active, Host, HostRef};
 use crate::commands::{CmdError, CmdResult, Ctx};
 use crate::core::client::PeerRequest;
 use crate::core::Core;
+use crate::effects::EffectRef;
 use crate::protocol::Args;
 use crate::protocol::{ParseLimits, Parsed, RequestParser};
 use crate::{log_notice, log_warning};
@@ -162,6 +163,21 @@ fn send_snapshot(core: &Core, w: &mut TcpStream) -> std::io::Result<()> {
     let compress = false;
     let mut buf = Vec::new();
     for db in 0..ks.num_dbs() {
+        // The database's last flush first: it drops the peer's keys older
+        // than it, as it did here.
+        let flushed_at = (0..crate::keyspace::SHARDS)
+            .map(|i| ks.db(db).lock(i).flushed_at())
+            .max()
+            .unwrap_or(0);
+        if flushed_at > 0 {
+            let flush = EffectRef {
+                db,
+                version: flushed_at,
+                argv: &[b"FLUSHDB"],
+                bases: &[],
+            };
+            super::encode_write(&mut buf, &flush);
+        }
         for shard in 0..crate::keyspace::SHARDS {
             {
                 let g = ks.db(db).lock(shard);
