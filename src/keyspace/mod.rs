@@ -216,6 +216,11 @@ impl Shard {
         self.flushed_at
     }
 
+    /// Sets the stamp of the last flush (loading a file that recorded it).
+    pub fn set_flushed_at(&mut self, stamp: u64) {
+        self.flushed_at = self.flushed_at.max(stamp);
+    }
+
     /// FLUSHDB under active replication, stamped `stamp`: drops every key
     /// and tombstone older than it (a peer's newer write survives it, as it
     /// would have had it arrived after the flush) and remembers the stamp.
