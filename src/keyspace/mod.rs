@@ -258,6 +258,18 @@ impl Shard {
         self.tombstones.len()
     }
 
+    /// Forgets the tombstones stamped before `cutoff`; returns how many.
+    pub fn collect_tombstones(&mut self, cutoff: u64) -> usize {
+        let before = self.tombstones.len();
+        if before > 0 {
+            self.tombstones.retain(|_, s| *s >= cutoff);
+            if self.tombstones.is_empty() {
+                self.tombstones = Default::default(); // give the table back
+            }
+        }
+        before - self.tombstones.len()
+    }
+
     /// Appends a new entry (the key must be absent).
     fn push(&mut self, hasher: &KeyHasher, hash: u64, entry: Entry) {
         if !self.tombstones.is_empty() {

@@ -179,7 +179,7 @@ pub fn info_section(srv: &Server, o: &mut String) {
         o.push_str("role:master\r\n");
     }
     if srv.core.active {
-        active::info_fields(&srv.repl.active, o);
+        active::info_fields(&srv.repl.active, &srv.core, o);
     }
     repl.master.info_fields(srv, o);
     let ids = repl.ids.lock().clone();
@@ -252,7 +252,7 @@ impl crate::server::hooks::Hooks for ReplicationHooks {
         if worker == 0 {
             cron(srv);
             if srv.core.active {
-                active::cron(&srv.repl.active);
+                active::cron(&srv.repl.active, &srv.core);
             }
         }
         srv.repl.backlog.wake_if_dirty();

@@ -236,9 +236,56 @@ pub fn start(host: &HostRef) {
     }
 }
 
-/// The cron: a PING record when the stream was idle for a second, so a
-/// peer's link notices a dead connection by its own timeout.
-pub fn cron(active: &Active) {
+/// Worker 0's cron, once a second: a PING record when the stream was idle
+/// for a second (so a peer's link notices a dead connection by its own
+/// timeout), and the collection of old tombstones.
+pub fn cron(active: &Active, core: &Core) {
+    static LAST_MS: AtomicU64 = AtomicU64::new(0);
+    let now = crate::keyspace::hlc::unix_ms();
+    if now.saturating_sub(LAST_MS.load(Relaxed)) < 1000 {
+        return;
+    }
+    LAST_MS.store(now, Relaxed);
+    collect_tombstones(active, core);
+    ping_if_idle(active);
+}
+
+/// Forgets, a slice of the keyspace per call, the tombstones older than
+/// `active-tombstone-grace`, but only while every peer is connected both
+/// ways: a delete is kept for a peer that has not heard of it, and for a
+/// peer whose older writes may still be on their way.
+fn collect_tombstones(active: &Active, core: &Core) {
+    static NEXT: AtomicUsize = AtomicUsize::new(0);
+    let links = active.links.lock();
+    let all_up = links.iter().all(|l| l.is_up()) && active.feeds.lock().len() >= links.len();
+    drop(links);
+    if !all_up {
+        return;
+    }
+    let grace_ms = 1000 * core.config.read().get_i64("active-tombstone-grace").max(0) as u64;
+    let now = crate::keyspace::hlc::unix_ms();
+    let cutoff = crate::keyspace::hlc::make_stamp(now.saturating_sub(grace_ms), 0, 0);
+    let ks = &core.keyspace;
+    let total = ks.num_dbs() * crate::keyspace::SHARDS;
+    // A quarter of the shards per second: every tombstone is looked at
+    // within 4 s, and no call holds one shard's lock for long.
+    for _ in 0..total.div_ceil(4) {
+        let i = NEXT.fetch_add(1, Relaxed) % total;
+        let (db, shard) = (i / crate::keyspace::SHARDS, i % crate::keyspace::SHARDS);
+        ks.db(db).lock(shard).collect_tombstones(cutoff);
+    }
+}
+
+/// Tombstones held (INFO).
+pub fn tombstones(core: &Core) -> usize {
+    let ks = &core.keyspace;
+    (0..ks.num_dbs())
+        .flat_map(|db| (0..crate::keyspace::SHARDS).map(move |s| (db, s)))
+        .map(|(db, s)| ks.db(db).lock(s).tombstone_count())
+        .sum()
+}
+
+fn ping_if_idle(active: &Active) {
     static LAST: AtomicU64 = AtomicU64::new(0);
     let end = active.stream.end();
     if end != LAST.load(Relaxed) {
@@ -256,8 +303,9 @@ pub fn cron(active: &Active) {
 }
 
 /// INFO replication's lines for the peers of an active node.
-pub fn info_fields(active: &Active, o: &mut String) {
+pub fn info_fields(active: &Active, core: &Core, o: &mut String) {
     use std::fmt::Write as _;
+    let _ = write!(o, "active_tombstones:{}\r\n", tombstones(core));
     let links = active.links.lock();
     let _ = write!(o, "active_replica:1\r\nactive_peers:{}\r\n", links.len());
     for (i, l) in links.iter().enumerate() {
