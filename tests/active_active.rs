@@ -345,12 +345,26 @@ fn a_full_mesh_of_three_converges_and_each_write_crosses_each_link_once() {
     });
     let refs: Vec<&Server> = nodes.iter().collect();
     converged(&refs);
-    // What node 0 wrote reached each peer once: the streams node 0 sent
-    // are equal in size, and nothing it applied from a peer went back out.
-    let sent: Vec<u64> = (1..3).map(|j| proxies[0][j].bytes_down()).collect();
-    let stream: u64 = info_field(&mut nodes[0].conn(), "active_stream_offset");
+    // Without conflicts (no key states asked for), what node 0 writes
+    // reaches each peer once, and nothing it applied from a peer goes back
+    // out: each link carries node 0's own records and a few position
+    // markers and PINGs.
+    let mut c0 = nodes[0].conn();
+    let sent0: Vec<u64> = (1..3).map(|j| proxies[0][j].bytes_down()).collect();
+    let own0: u64 = info_field(&mut c0, "active_own_bytes");
+    for i in 0..3000 {
+        let _: () = cmd(
+            &mut c0,
+            &["SET", &format!("own{i}"), "some value of a few bytes"],
+        );
+    }
+    converged(&refs);
+    let own = info_field::<u64>(&mut c0, "active_own_bytes") - own0;
+    let sent: Vec<u64> = (1..3)
+        .map(|j| proxies[0][j].bytes_down() - sent0[j - 1])
+        .collect();
     for s in &sent {
-        assert!(*s >= stream && *s < stream + 4096, "{sent:?} vs {stream}");
+        assert!(*s >= own && *s < own + own / 50 + 1024, "{sent:?} vs {own}");
     }
 }
 
@@ -402,4 +416,48 @@ fn tombstones_are_kept_while_a_peer_is_away_and_collected_after_the_grace() {
     });
     let n: i64 = cmd(&mut p.b.conn(), &["DBSIZE"]);
     assert_eq!(n, 0);
+}
+
+/// Links `i` and `j` both ways (each pulls from the other).
+fn link_both(nodes: &[Server], i: usize, j: usize) {
+    pull(&nodes[i], nodes[j].port);
+    pull(&nodes[j], nodes[i].port);
+}
+
+#[test]
+fn a_chain_forwards_each_write_along_to_the_far_end() {
+    let nodes: Vec<Server> = (0..3).map(|_| node(&["--multi-master", "yes"])).collect();
+    link_both(&nodes, 0, 1);
+    link_both(&nodes, 1, 2);
+    wait_linked(&nodes[1], 2);
+    std::thread::scope(|s| {
+        for (i, n) in nodes.iter().enumerate() {
+            s.spawn(move || conflicting_writes(n, 30 + i as u64, 1500));
+        }
+    });
+    converged(&nodes.iter().collect::<Vec<_>>());
+    let _: () = cmd(&mut nodes[0].conn(), &["SET", "from-a", "1"]);
+    let _: () = cmd(&mut nodes[2].conn(), &["SET", "from-c", "1"]);
+    let mut c = nodes[2].conn();
+    eventually("a's write at c", || {
+        cmd::<Option<String>>(&mut c, &["GET", "from-a"]).is_some()
+    });
+    converged(&nodes.iter().collect::<Vec<_>>());
+}
+
+#[test]
+fn a_ring_of_four_converges_with_every_node_writing() {
+    let nodes: Vec<Server> = (0..4).map(|_| node(&["--multi-master", "yes"])).collect();
+    for i in 0..4 {
+        link_both(&nodes, i, (i + 1) % 4);
+    }
+    for n in &nodes {
+        wait_linked(n, 2);
+    }
+    std::thread::scope(|s| {
+        for (i, n) in nodes.iter().enumerate() {
+            s.spawn(move || conflicting_writes(n, 40 + i as u64, 1500));
+        }
+    });
+    converged(&nodes.iter().collect::<Vec<_>>());
 }

@@ -427,6 +427,9 @@ pub struct PeerRequest {
     pub stream_id: String,
     /// The first offset it wants.
     pub offset: u64,
+    /// The node ids it pulls from directly: records of those origins are
+    /// not forwarded to it.
+    pub direct: Vec<u64>,
 }
 
 /// What a connection told us with REPLCONF before PSYNC.

@@ -29,7 +29,7 @@ pub static COMMANDS: &[Command] = crate::commands::command_table! {
         .group("generic")
         .doc("7.2.0", "Blocks until all of the preceding write commands sent by the connection are written to the append-only file of the master and/or replicas.")
         .tips(&["request_policy:all_shards", "response_policy:agg_min"]),
-    cmd("lattice.peer", 5, ADMIN | NOSCRIPT | NO_MULTI | STALE, master::lattice_peer)
+    cmd("lattice.peer", -5, ADMIN | NOSCRIPT | NO_MULTI | STALE, master::lattice_peer)
         .doc("8.0.0", "An internal command used in active replication: a peer asks for this node's stream."),
     cmd("failover", -1, ADMIN | NOSCRIPT | STALE, crate::replication::failover::failover)
         .doc("6.2.0", "Starts a coordinated failover from a server to one of its replicas."),

@@ -31,6 +31,8 @@ pub struct LinkState {
     pub port: u16,
     stop: AtomicBool,
     up: AtomicBool,
+    /// The peer's node id, once a handshake told it (0: not yet).
+    peer_id: AtomicU64,
     /// The peer's stream id and the next offset we want from it.
     stream_id: Mutex<String>,
     next: AtomicU64,
@@ -68,6 +70,12 @@ impl LinkState {
         self.up.load(Acquire)
     }
 
+    /// The peer's node id while the link is up.
+    pub fn peer_id(&self) -> Option<u64> {
+        let id = self.peer_id.load(Acquire);
+        (self.is_up() && id != 0).then_some(id)
+    }
+
     fn stop(&self) {
         self.stop.store(true, Release);
         if let Some(s) = self.socket.lock().take() {
@@ -87,6 +95,7 @@ pub fn add_peer(node: &HostRef, host: String, port: u16) -> bool {
         port,
         stop: AtomicBool::new(false),
         up: AtomicBool::new(false),
+        peer_id: AtomicU64::new(0),
         stream_id: Mutex::new("?".into()),
         next: AtomicU64::new(0),
         last_io_ms: AtomicU64::new(0),
@@ -136,7 +145,9 @@ fn link_thread(node: &HostRef, st: &LinkState) {
                 *st.last_error.lock() = e;
             }
         }
-        st.up.store(false, Release);
+        if st.up.swap(false, AcqRel) {
+            node.active().direct_gen.fetch_add(1, AcqRel);
+        }
         *st.socket.lock() = None;
         if st.stop.load(Acquire) {
             break;
@@ -276,13 +287,13 @@ fn run(node: &HostRef, st: &LinkState, clock: &mut Hlc, stats: &WorkerStats) -> 
     let (id, slot) = (format!("{id:016x}"), slot.to_string());
     let known = st.stream_id.lock().clone();
     let next = st.next.load(Acquire).to_string();
-    c.send(&[
-        b"LATTICE.PEER",
-        id.as_bytes(),
-        slot.as_bytes(),
-        known.as_bytes(),
-        next.as_bytes(),
-    ])?;
+    let active = node.active();
+    let mut gen = active.direct_gen.load(Acquire);
+    let direct = direct_ids(active, st);
+    let mut argv: Vec<&[u8]> = vec![b"LATTICE.PEER", id.as_bytes(), slot.as_bytes()];
+    argv.extend([known.as_bytes(), next.as_bytes()]);
+    argv.extend(direct.iter().map(|d| d.as_bytes()));
+    c.send(&argv)?;
     let reply = c.line()?;
     let mut w = reply.split_whitespace();
     let (kind, sid, off) = (
@@ -290,14 +301,17 @@ fn run(node: &HostRef, st: &LinkState, clock: &mut Hlc, stats: &WorkerStats) -> 
         w.next(),
         w.next().and_then(|o| o.parse::<u64>().ok()),
     );
-    let (snapshot, sid, off) = match (kind, sid, off) {
-        (Some("+CONTINUE"), Some(sid), Some(off)) => (false, sid, off),
-        (Some("+FULL"), Some(sid), Some(off)) => (true, sid, off),
+    let peer_id = w.next().and_then(|p| u64::from_str_radix(p, 16).ok());
+    let (snapshot, sid, off, peer_id) = match (kind, sid, off, peer_id) {
+        (Some("+CONTINUE"), Some(sid), Some(off), Some(p)) => (false, sid, off, p),
+        (Some("+FULL"), Some(sid), Some(off), Some(p)) => (true, sid, off, p),
         _ => return Err(format!("the peer refused: {reply}")),
     };
     *st.stream_id.lock() = sid.to_string();
     st.next.store(off, Release);
+    st.peer_id.store(peer_id, Release);
     st.up.store(true, Release);
+    active.direct_gen.fetch_add(1, AcqRel);
     st.last_io_ms.store(unix_ms(), Relaxed);
     log_notice!(
         "Active peer {}:{} {}",
@@ -320,6 +334,16 @@ fn run(node: &HostRef, st: &LinkState, clock: &mut Hlc, stats: &WorkerStats) -> 
     let mut last_ack = Instant::now();
     loop {
         link.apply_buffered(&mut c)?;
+        let now_gen = active.direct_gen.load(Acquire);
+        if now_gen != gen {
+            // Our direct links changed: the peer forwards us only what we
+            // do not hear from its origin directly.
+            gen = now_gen;
+            let ids = direct_ids(active, st);
+            let mut argv: Vec<&[u8]> = vec![b"LATTICE.DIRECT"];
+            argv.extend(ids.iter().map(|d| d.as_bytes()));
+            c.send(&argv)?;
+        }
         if last_ack.elapsed() >= Duration::from_secs(1) {
             let off = st.next.load(Acquire).saturating_sub(1).to_string();
             c.send(&[b"LATTICE.ACK", off.as_bytes()])?;
@@ -332,6 +356,14 @@ fn run(node: &HostRef, st: &LinkState, clock: &mut Hlc, stats: &WorkerStats) -> 
             st.last_io_ms.store(unix_ms(), Relaxed);
         }
     }
+}
+
+/// The node ids (hex) we pull from directly, but the one `st` pulls from.
+fn direct_ids(active: &Active, st: &LinkState) -> Vec<String> {
+    let own = st.peer_id.load(Acquire);
+    let mut ids: Vec<u64> = active.direct_origins();
+    ids.retain(|&d| d != own);
+    ids.iter().map(|d| format!("{d:016x}")).collect()
 }
 
 struct Link<'a> {
@@ -358,10 +390,10 @@ impl Link<'_> {
                 Err(e) => return Err(format!("protocol error from the peer: {}", e.0)),
             };
             let args = c.parser.args(pending);
-            let in_snapshot = self.snapshot;
-            self.record(args, &mut ask)?;
+            let counted = !self.snapshot && !args.get(0).eq_ignore_ascii_case(b"LATTICE.AT");
+            self.record(args, &pending[..consumed], &mut ask)?;
             c.start += consumed;
-            if !in_snapshot {
+            if counted {
                 self.st.next.fetch_add(consumed as u64, AcqRel);
             }
         }
@@ -373,21 +405,30 @@ impl Link<'_> {
         Ok(())
     }
 
-    fn record(&mut self, args: Args, ask: &mut Vec<(usize, Vec<u8>)>) -> Result<(), String> {
+    /// One record (`raw`, its bytes, are forwarded to our own peers when
+    /// it is new here).
+    fn record(
+        &mut self,
+        args: Args,
+        raw: &[u8],
+        ask: &mut Vec<(usize, Vec<u8>)>,
+    ) -> Result<(), String> {
         let name = args.get(0);
-        if name.eq_ignore_ascii_case(b"LATTICE.W") {
-            let db = self.db_arg(args.get(1))?;
-            for key in self.apply_write(db, args)? {
+        if name.eq_ignore_ascii_case(b"LATTICE.W") && args.len() > 6 {
+            let db = self.db_arg(args.get(3))?;
+            for key in self.apply_write(db, args, raw)? {
                 if !self.asked.contains(&(db, key.clone())) {
                     self.st.conflicts.fetch_add(1, Relaxed);
                     ask.push((db, key));
                 }
             }
-        } else if name.eq_ignore_ascii_case(b"LATTICE.S") && args.len() == 6 {
-            let db = self.db_arg(args.get(1))?;
-            let (stamp, at) = (self.checked_stamp(args.get(3))?, num(args.get(4))?);
-            self.asked.remove(&(db, args.get(2).to_vec()));
-            self.apply_state(db, args.get(2), stamp, at, args.get(5));
+        } else if name.eq_ignore_ascii_case(b"LATTICE.S") && args.len() == 7 {
+            let db = self.db_arg(args.get(2))?;
+            let (stamp, at) = (self.checked_stamp(args.get(4))?, num(args.get(5))?);
+            self.asked.remove(&(db, args.get(3).to_vec()));
+            self.apply_state(db, args.get(3), (stamp, at), args.get(6), raw);
+        } else if name.eq_ignore_ascii_case(b"LATTICE.AT") && args.len() == 2 {
+            self.st.next.store(num(args.get(1))?, Release);
         } else if name.eq_ignore_ascii_case(b"LATTICE.SNAPEND") {
             self.snapshot = false;
             log_notice!(
@@ -437,19 +478,24 @@ impl Link<'_> {
     /// `LATTICE.W`: applies the write where every key has its base version;
     /// returns the keys that diverged and whose state we must ask for (the
     /// write is newer than what we hold).
-    fn apply_write(&mut self, db: usize, args: Args) -> Result<Vec<Vec<u8>>, String> {
-        let stamp = self.checked_stamp(args.get(2))?;
-        let n = num(args.get(3))? as usize;
-        let first = 4 + 2 * n;
+    fn apply_write(&mut self, db: usize, args: Args, raw: &[u8]) -> Result<Vec<Vec<u8>>, String> {
+        let (origin, seq) = (num(args.get(1))?, num(args.get(2))?);
+        let active = self.node.active();
+        if origin == active.node_id.load(Relaxed) {
+            return Ok(vec![]); // our own write, back through a ring
+        }
+        let stamp = self.checked_stamp(args.get(4))?;
+        let n = num(args.get(5))? as usize;
+        let first = 6 + 2 * n;
         if args.len() <= first {
             return Err("truncated LATTICE.W record".into());
         }
         let argv: Vec<&[u8]> = (first..args.len()).map(|i| args.get(i)).collect();
         let mut bases = Vec::with_capacity(n);
         for j in 0..n {
-            let i = num(args.get(4 + 2 * j))? as usize;
+            let i = num(args.get(6 + 2 * j))? as usize;
             let key = *argv.get(i).ok_or("LATTICE.W base outside its arguments")?;
-            bases.push((key, num(args.get(5 + 2 * j))?));
+            bases.push((key, num(args.get(7 + 2 * j))?));
         }
         let ks = &self.node.core().keyspace;
         let targets: Vec<(usize, usize)> =
@@ -470,11 +516,19 @@ impl Link<'_> {
             self.replay(db, stamp, &argv);
             self.st.applied.fetch_add(1, Relaxed);
         }
+        // Forwarded whether or not it applied here (a peer of ours may hold
+        // its bases), once, and still under the keys' locks so that it
+        // keeps its place among the writes to them.
+        if seq != 0 && active.first_sight(origin, seq) {
+            active.append(raw);
+        }
         Ok(diverged)
     }
 
     /// `LATTICE.S`: the key's whole state, applied if newer than ours.
-    fn apply_state(&mut self, db: usize, key: &[u8], stamp: u64, at: u64, payload: &[u8]) {
+    /// Forwarded when it changed the key here.
+    fn apply_state(&mut self, db: usize, key: &[u8], s: (u64, u64), payload: &[u8], raw: &[u8]) {
+        let (stamp, at) = s;
         let ks = &self.node.core().keyspace;
         let slot = ks.slot(key);
         let _hold = ks.hold(Some(&[(db, slot.shard)]));
@@ -509,6 +563,7 @@ impl Link<'_> {
                 ],
             );
         }
+        self.node.active().append(raw);
     }
 
     fn replay(&mut self, db: usize, stamp: u64, argv: &[&[u8]]) {

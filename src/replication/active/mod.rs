@@ -38,6 +38,7 @@ pub mod link;
 pub mod serve;
 
 use std::cell::{Cell, RefCell};
+use std::collections::HashMap;
 use std::sync::atomic::{fence, AtomicU64, AtomicUsize, Ordering::*};
 use std::sync::Arc;
 use std::time::Duration;
@@ -91,8 +92,24 @@ pub struct Active {
     pub links: Mutex<Vec<Arc<link::LinkState>>>,
     /// The peers pulling from us.
     pub feeds: Mutex<Vec<Arc<serve::FeedState>>>,
-    /// Records written to the stream (INFO).
+    /// This node's own records written to the stream, and their bytes
+    /// (INFO; the stream also holds what it forwards).
     pub records: AtomicU64,
+    pub own_bytes: AtomicU64,
+    /// This node's id (set at start): the origin of its own records.
+    pub node_id: AtomicU64,
+    /// The sequence number of this node's last record: its start time in
+    /// ms << 16 plus a count, so it keeps growing across restarts (peers
+    /// remember the highest they saw). Held while the record is appended,
+    /// so sequence numbers follow the stream's order.
+    seq: Mutex<u64>,
+    /// The version vector: per origin, the highest sequence number applied
+    /// here (a record at or below it came by another path already and is
+    /// not forwarded again).
+    pub applied: Mutex<HashMap<u64, u64>>,
+    /// Bumped when a link learns or loses its peer's node id: the links
+    /// then tell their peers which origins this node hears directly.
+    pub direct_gen: AtomicU64,
 }
 
 impl Active {
@@ -105,7 +122,38 @@ impl Active {
             links: Mutex::new(vec![]),
             feeds: Mutex::new(vec![]),
             records: AtomicU64::new(0),
+            own_bytes: AtomicU64::new(0),
+            node_id: AtomicU64::new(0),
+            seq: Mutex::new(crate::keyspace::hlc::unix_ms() << 16),
+            applied: Mutex::new(HashMap::new()),
+            direct_gen: AtomicU64::new(0),
         }
+    }
+
+    /// The node ids of the peers we pull from that are connected.
+    pub fn direct_origins(&self) -> Vec<u64> {
+        self.links
+            .lock()
+            .iter()
+            .filter_map(|l| l.peer_id())
+            .collect()
+    }
+
+    /// Marks `seq` of `origin` as seen; false if it (or a later one) was.
+    pub fn first_sight(&self, origin: u64, seq: u64) -> bool {
+        let mut applied = self.applied.lock();
+        let last = applied.entry(origin).or_insert(0);
+        if seq <= *last {
+            return false;
+        }
+        *last = seq;
+        true
+    }
+
+    /// Appends bytes to the stream and wakes the feeders.
+    pub fn append(&self, bytes: &[u8]) {
+        self.stream.append_raw(bytes);
+        self.bell.ring();
     }
 }
 
@@ -166,11 +214,15 @@ impl EffectSink for StreamFeed {
         if APPLYING.with(|a| a.get()) || is_unit_bound(e.argv) {
             return;
         }
+        let origin = self.0.node_id.load(Relaxed);
         ENCODE_BUF.with(|b| {
             let mut b = b.borrow_mut();
             b.clear();
-            encode_write(&mut b, e);
+            let mut seq = self.0.seq.lock();
+            *seq += 1;
+            encode_write(&mut b, origin, *seq, e);
             self.0.stream.append_raw(&b);
+            self.0.own_bytes.fetch_add(b.len() as u64, Relaxed);
         });
         self.0.records.fetch_add(1, Relaxed);
         self.0.bell.ring();
@@ -187,10 +239,13 @@ fn bulk_u64(out: &mut Vec<u8>, n: u64) {
     bulk(out, n.to_string().as_bytes());
 }
 
-/// Appends a `LATTICE.W` record.
-pub fn encode_write(out: &mut Vec<u8>, e: &EffectRef<'_>) {
-    array(out, 4 + 2 * e.bases.len() + e.argv.len());
+/// Appends a `LATTICE.W` record of `origin`'s write number `seq` (0: a
+/// record that is never forwarded, e.g. a snapshot's flush).
+pub fn encode_write(out: &mut Vec<u8>, origin: u64, seq: u64, e: &EffectRef<'_>) {
+    array(out, 6 + 2 * e.bases.len() + e.argv.len());
     bulk(out, b"LATTICE.W");
+    bulk_u64(out, origin);
+    bulk_u64(out, seq);
     bulk_int(out, e.db as i64);
     bulk_u64(out, e.version);
     bulk_int(out, e.bases.len() as i64);
@@ -203,10 +258,20 @@ pub fn encode_write(out: &mut Vec<u8>, e: &EffectRef<'_>) {
     }
 }
 
-/// Appends a `LATTICE.S` record: `key`'s state (`payload` empty: absent).
-pub fn encode_state(out: &mut Vec<u8>, db: usize, key: &[u8], stamp: u64, at: u64, payload: &[u8]) {
-    array(out, 6);
+/// Appends a `LATTICE.S` record: `key`'s state (`payload` empty: absent),
+/// as `origin` holds it.
+pub fn encode_state(
+    out: &mut Vec<u8>,
+    origin: u64,
+    db: usize,
+    key: &[u8],
+    s: (u64, u64),
+    payload: &[u8],
+) {
+    let (stamp, at) = s;
+    array(out, 7);
     bulk(out, b"LATTICE.S");
+    bulk_u64(out, origin);
     bulk_int(out, db as i64);
     bulk(out, key);
     bulk_u64(out, stamp);
@@ -219,6 +284,7 @@ pub fn encode_state(out: &mut Vec<u8>, db: usize, key: &[u8], stamp: u64, at: u6
 pub fn start(host: &HostRef) {
     let core = host.core();
     let active = host.active();
+    active.node_id.store(host.identity().0, Relaxed);
     let size = core.config.read().get_i64("repl-backlog-size").max(1 << 20) as usize;
     active.stream.activate(size.max(64 << 20));
     core.effects.subscribe(Arc::new(StreamFeed(active.clone())));
@@ -315,9 +381,11 @@ pub fn info_fields(active: &Active, core: &Core, o: &mut String) {
     }
     let _ = write!(
         o,
-        "active_stream_offset:{}\r\nactive_stream_records:{}\r\nactive_feeds:{}\r\n",
+        "active_stream_offset:{}\r\nactive_own_records:{}\r\nactive_own_bytes:{}\r\nactive_feeds:{}\r\n",
         active.stream.end(),
         active.records.load(Relaxed),
+        active.own_bytes.load(Relaxed),
         active.feeds.lock().len()
     );
+    serve::feed_lines(active, o);
 }

@@ -12,6 +12,7 @@
 //! blocking I/O, as Redis gives a replica's socket to its own writer: the
 //! feed is one sequential copy loop.
 
+use std::collections::HashSet;
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::os::fd::{BorrowedFd, RawFd};
@@ -27,11 +28,15 @@ use crate::effects::EffectRef;
 use crate::protocol::Args;
 use crate::protocol::{ParseLimits, Parsed, RequestParser};
 use crate::{log_notice, log_warning};
+use parking_lot::Mutex;
 
 /// A peer reading our stream.
 pub struct FeedState {
     pub addr: String,
     pub node_id: u64,
+    /// The origins whose records it does not get from us: itself, and the
+    /// nodes it pulls from directly (`LATTICE.DIRECT` updates them).
+    skip: Mutex<HashSet<u64>>,
     /// The next offset it gets.
     pub pos: AtomicU64,
     /// The offset it last acknowledged.
@@ -39,17 +44,26 @@ pub struct FeedState {
     gone: AtomicBool,
 }
 
-/// LATTICE.PEER <node id (hex)> <slot> <stream id | ?> <offset>.
+/// Parses a node id (16 hex digits).
+fn parse_node_id(a: &[u8]) -> Option<u64> {
+    std::str::from_utf8(a)
+        .ok()
+        .filter(|h| h.len() == 16)
+        .and_then(|h| u64::from_str_radix(h, 16).ok())
+}
+
+/// LATTICE.PEER <node id (hex)> <slot> <stream id | ?> <offset> [<node id
+/// it pulls from> ...].
 pub fn peer_cmd(ctx: &mut Ctx, args: Args, host: &dyn Host) -> CmdResult {
     if !ctx.core.active {
         return Err(CmdError::err(
             "this node does not run active replication (active-replica no)",
         ));
     }
-    let node_id = std::str::from_utf8(args.get(1))
-        .ok()
-        .filter(|h| h.len() == 16)
-        .and_then(|h| u64::from_str_radix(h, 16).ok())
+    let node_id = parse_node_id(args.get(1)).ok_or_else(|| CmdError::err("invalid node id"))?;
+    let direct = (5..args.len())
+        .map(|i| parse_node_id(args.get(i)))
+        .collect::<Option<Vec<u64>>>()
         .ok_or_else(|| CmdError::err("invalid node id"))?;
     let slot = crate::commands::util::arg_i64(args.get(2))?;
     let offset = crate::commands::util::arg_i64(args.get(4))?;
@@ -71,6 +85,7 @@ pub fn peer_cmd(ctx: &mut Ctx, args: Args, host: &dyn Host) -> CmdResult {
         node_id,
         stream_id: String::from_utf8_lossy(args.get(3)).into_owned(),
         offset: offset.max(0) as u64,
+        direct,
     });
     Ok(())
 }
@@ -102,9 +117,13 @@ fn serve(host: &HostRef, sock: TcpStream, leftover: Vec<u8>, req: PeerRequest, a
     let _ = sock.set_nonblocking(false);
     let _ = sock.set_nodelay(true);
     let active = host.active();
+    let mut skip: HashSet<u64> = req.direct.iter().copied().collect();
+    skip.insert(req.node_id);
+    skip.remove(&host.identity().0);
     let feed = Arc::new(FeedState {
         addr: addr.clone(),
         node_id: req.node_id,
+        skip: Mutex::new(skip),
         pos: AtomicU64::new(0),
         acked: AtomicU64::new(0),
         gone: AtomicBool::new(false),
@@ -129,9 +148,11 @@ fn serve(host: &HostRef, sock: TcpStream, leftover: Vec<u8>, req: PeerRequest, a
         let reader = sock.try_clone()?;
         start_reader(host, reader, leftover, feed.clone());
         let kind = if cont { "CONTINUE" } else { "FULL" };
-        w.write_all(format!("+{kind} {} {from}\r\n", active.stream_id).as_bytes())?;
+        let me = host.identity().0;
+        let line = format!("+{kind} {} {from} {me:016x}\r\n", active.stream_id);
+        w.write_all(line.as_bytes())?;
         if !cont {
-            send_snapshot(host.core(), &mut w)?;
+            send_snapshot(host.core(), me, &mut w)?;
         }
         send_stream(&**host, &mut w, &feed)
     })();
@@ -158,7 +179,7 @@ fn pin(active: &Active) {
 
 /// Every key's state and every tombstone, shard by shard (each shard's
 /// records are made under its lock, then written outside it).
-fn send_snapshot(core: &Core, w: &mut TcpStream) -> std::io::Result<()> {
+fn send_snapshot(core: &Core, me: u64, w: &mut TcpStream) -> std::io::Result<()> {
     let ks = &core.keyspace;
     let compress = false;
     let mut buf = Vec::new();
@@ -176,17 +197,18 @@ fn send_snapshot(core: &Core, w: &mut TcpStream) -> std::io::Result<()> {
                 argv: &[b"FLUSHDB"],
                 bases: &[],
             };
-            super::encode_write(&mut buf, &flush);
+            super::encode_write(&mut buf, me, 0, &flush);
         }
         for shard in 0..crate::keyspace::SHARDS {
             {
                 let g = ks.db(db).lock(shard);
                 for e in g.iter() {
                     let payload = crate::persistence::rdb::encode::dump_payload(&e.value, compress);
-                    encode_state(&mut buf, db, &e.key, e.version, e.expire_at(), &payload);
+                    let s = (e.version, e.expire_at());
+                    encode_state(&mut buf, me, db, &e.key, s, &payload);
                 }
                 for (key, stamp) in g.tombstones() {
-                    encode_state(&mut buf, db, key, stamp, 0, b"");
+                    encode_state(&mut buf, me, db, key, (stamp, 0), b"");
                 }
             }
             if !buf.is_empty() {
@@ -199,37 +221,89 @@ fn send_snapshot(core: &Core, w: &mut TcpStream) -> std::io::Result<()> {
     w.write_all(&buf)
 }
 
-/// Copies the stream to the peer from its position, sleeping while there
-/// is nothing new.
+/// Copies the stream to the peer from its position, but for the records
+/// it hears from their origin directly (or is the origin of), each batch
+/// followed by `LATTICE.AT <offset>`: where the peer continues from after
+/// a reconnect. Sleeps while there is nothing new.
 fn send_stream(host: &dyn Host, w: &mut TcpStream, feed: &FeedState) -> std::io::Result<()> {
     let active = host.active();
     let stream = &active.stream;
-    let mut buf = Vec::with_capacity(64 * 1024);
-    let timeout = host.timeout();
-    w.set_write_timeout(Some(timeout))?;
+    let (mut buf, mut out) = (Vec::with_capacity(64 * 1024), Vec::with_capacity(64 * 1024));
+    let mut want = 64 * 1024;
+    let mut parser = RequestParser::new();
+    let mut skipped = false;
+    w.set_write_timeout(Some(host.timeout()))?;
     while !feed.gone.load(Acquire) {
         let pos = feed.pos.load(Acquire);
         buf.clear();
-        match stream.read(pos, 64 * 1024, &mut buf) {
-            Ok(0) => {
-                active.bell.sleep_unless(
-                    || stream.end() + 1 > pos || feed.gone.load(Acquire),
-                    Duration::from_millis(100),
-                );
-            }
-            Ok(n) => {
-                w.write_all(&buf)?;
-                feed.pos.store(pos + n as u64, Release);
-                pin(active);
-            }
-            Err(_) => {
-                return Err(std::io::Error::other(
-                    "the stream no longer holds what the peer needs",
-                ))
-            }
+        let n = stream
+            .read(pos, want, &mut buf)
+            .map_err(|_| std::io::Error::other("the stream no longer holds what the peer needs"))?;
+        if n == 0 {
+            active.bell.sleep_unless(
+                || stream.end() + 1 > pos || feed.gone.load(Acquire),
+                Duration::from_millis(100),
+            );
+            continue;
         }
+        out.clear();
+        let used = filter_records(&mut parser, &buf, &feed.skip.lock(), &mut out)?;
+        if used == 0 {
+            want *= 2; // one record bigger than a read
+            continue;
+        }
+        want = 64 * 1024;
+        skipped |= out.len() < used;
+        let next = pos + used as u64;
+        if skipped && stream.end() < next {
+            // Caught up after skipping some: tell the peer where it is (it
+            // counts the bytes it gets, which fall short by what we
+            // skipped; a reconnect would otherwise repeat them, harmless
+            // but wasted).
+            let at = next.to_string();
+            let marker: [&[u8]; 2] = [b"LATTICE.AT", at.as_bytes()];
+            crate::protocol::request::command(&mut out, &marker);
+            skipped = false;
+        }
+        w.write_all(&out)?;
+        feed.pos.store(pos + used as u64, Release);
+        pin(active);
     }
     Ok(())
+}
+
+/// Copies the whole records at the start of `buf` to `out`, but for those
+/// of an origin in `skip`; returns the bytes of `buf` consumed.
+fn filter_records(
+    parser: &mut RequestParser,
+    buf: &[u8],
+    skip: &HashSet<u64>,
+    out: &mut Vec<u8>,
+) -> std::io::Result<usize> {
+    let mut used = 0;
+    loop {
+        let rest = &buf[used..];
+        let n = match parser.parse(rest, &ParseLimits::default()) {
+            Ok(Parsed::Command { consumed }) => consumed,
+            Ok(Parsed::Incomplete) => {
+                parser.reset();
+                return Ok(used);
+            }
+            Err(e) => return Err(std::io::Error::other(format!("corrupt stream: {}", e.0))),
+        };
+        let args = parser.args(rest);
+        let origin = if args.len() > 1 && args.get(0).starts_with(b"LATTICE.") {
+            std::str::from_utf8(args.get(1))
+                .ok()
+                .and_then(|o| o.parse::<u64>().ok())
+        } else {
+            None
+        };
+        if !origin.is_some_and(|o| skip.contains(&o)) {
+            out.extend_from_slice(&rest[..n]);
+        }
+        used += n;
+    }
 }
 
 /// Reads what the peer sends back on the feed's connection: state
@@ -282,6 +356,13 @@ fn on_peer_command(host: &dyn Host, feed: &FeedState, args: Args) {
         {
             answer_state(host, db, args.get(2));
         }
+    } else if name.eq_ignore_ascii_case(b"LATTICE.DIRECT") {
+        let mut skip: HashSet<u64> = (1..args.len())
+            .filter_map(|i| parse_node_id(args.get(i)))
+            .collect();
+        skip.insert(feed.node_id);
+        skip.remove(&host.identity().0);
+        *feed.skip.lock() = skip;
     } else if name.eq_ignore_ascii_case(b"LATTICE.ACK") && args.len() == 2 {
         if let Some(off) = std::str::from_utf8(args.get(1))
             .ok()
@@ -296,22 +377,22 @@ fn on_peer_command(host: &dyn Host, feed: &FeedState, args: Args) {
 /// lands in order with the writes to it.
 fn answer_state(host: &dyn Host, db: usize, key: &[u8]) {
     let ks = &host.core().keyspace;
+    let me = host.identity().0;
     let slot = ks.slot(key);
     let g = ks.db(db).lock(slot.shard);
     let mut buf = Vec::new();
     match g.get_raw(slot.hash, key) {
         Some(e) => {
             let payload = crate::persistence::rdb::encode::dump_payload(&e.value, false);
-            encode_state(&mut buf, db, key, e.version, e.expire_at(), &payload);
+            encode_state(&mut buf, me, db, key, (e.version, e.expire_at()), &payload);
         }
         None => {
-            let stamp = g.tombstone(key).unwrap_or(0);
-            encode_state(&mut buf, db, key, stamp, 0, b"");
+            let stamp = g.version_of(slot.hash, key);
+            encode_state(&mut buf, me, db, key, (stamp, 0), b"");
         }
     }
-    host.active().stream.append_raw(&buf);
+    host.active().append(&buf);
     drop(g);
-    host.active().bell.ring();
 }
 
 /// INFO: the peers reading our stream.
