@@ -461,3 +461,30 @@ fn a_ring_of_four_converges_with_every_node_writing() {
     });
     converged(&nodes.iter().collect::<Vec<_>>());
 }
+
+#[test]
+fn a_partitioned_peer_continues_from_where_it_stopped_even_past_memory() {
+    // The stream keeps 16 KB in memory and pins 1 MB for a peer: the
+    // rest of what the partitioned peer misses waits on disk.
+    let args = [
+        "--repl-backlog-size",
+        "16kb",
+        "--client-output-buffer-limit",
+        "replica 1mb 0 0",
+    ];
+    let (a, b) = (node(&args), node(&args));
+    let (pa, pb) = (Proxy::start(a.port), Proxy::start(b.port));
+    pull(&a, pb.port);
+    pull(&b, pa.port);
+    wait_linked(&b, 1);
+    pa.cut();
+    let mut c = a.conn();
+    let value = "v".repeat(200);
+    for i in 0..5000 {
+        let _: () = cmd(&mut c, &["SET", &format!("p{i}"), &value]);
+    }
+    pa.heal();
+    converged(&[&a, &b]);
+    let info: String = cmd(&mut b.conn(), &["INFO", "replication"]);
+    assert!(info.contains("snapshots=1"), "{info}");
+}

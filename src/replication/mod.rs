@@ -332,7 +332,7 @@ pub(crate) fn repl_timeout(srv: &Server) -> std::time::Duration {
 
 /// The hard limit of the `replica` class in a client-output-buffer-limit
 /// value ("normal 0 0 0 replica 256mb 64mb 60 pubsub ...").
-fn replica_hard_limit(v: &str) -> usize {
+pub(crate) fn replica_hard_limit(v: &str) -> usize {
     let w: Vec<&str> = v.split_whitespace().collect();
     w.chunks(4)
         .find(|c| c.len() == 4 && (c[0] == "replica" || c[0] == "slave"))

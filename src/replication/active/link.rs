@@ -40,6 +40,8 @@ pub struct LinkState {
     /// Records applied as they came, and keys whose state we asked for.
     applied: AtomicU64,
     conflicts: AtomicU64,
+    /// Snapshots taken from this peer (it could not continue our offset).
+    snapshots: AtomicU64,
     socket: Mutex<Option<TcpStream>>,
     last_error: Mutex<String>,
 }
@@ -51,7 +53,7 @@ impl LinkState {
         let idle = unix_ms().saturating_sub(self.last_io_ms.load(Relaxed)) / 1000;
         let _ = write!(
             o,
-            "host={},port={},state={},offset={},last_io_seconds_ago={},applied={},conflicts={}",
+            "host={},port={},state={},offset={},last_io_seconds_ago={},applied={},conflicts={},snapshots={}",
             self.host,
             self.port,
             if up { "connected" } else { "connecting" },
@@ -63,6 +65,7 @@ impl LinkState {
             },
             self.applied.load(Relaxed),
             self.conflicts.load(Relaxed),
+            self.snapshots.load(Relaxed),
         );
     }
 
@@ -101,6 +104,7 @@ pub fn add_peer(node: &HostRef, host: String, port: u16) -> bool {
         last_io_ms: AtomicU64::new(0),
         applied: AtomicU64::new(0),
         conflicts: AtomicU64::new(0),
+        snapshots: AtomicU64::new(0),
         socket: Mutex::new(None),
         last_error: Mutex::new(String::new()),
     });
@@ -310,6 +314,9 @@ fn run(node: &HostRef, st: &LinkState, clock: &mut Hlc, stats: &WorkerStats) -> 
     *st.stream_id.lock() = sid.to_string();
     st.next.store(off, Release);
     st.peer_id.store(peer_id, Release);
+    if snapshot {
+        st.snapshots.fetch_add(1, Relaxed);
+    }
     st.up.store(true, Release);
     active.direct_gen.fetch_add(1, AcqRel);
     st.last_io_ms.store(unix_ms(), Relaxed);

@@ -110,6 +110,11 @@ pub struct Active {
     /// Bumped when a link learns or loses its peer's node id: the links
     /// then tell their peers which origins this node hears directly.
     pub direct_gen: AtomicU64,
+    /// Peers that left, by node id, with the offset they will ask for: the
+    /// stream keeps it for them (on disk past memory, within
+    /// `repl-backlog-disk-size`), so a partitioned peer continues instead
+    /// of taking a snapshot.
+    pub departed: Mutex<HashMap<u64, u64>>,
 }
 
 impl Active {
@@ -127,7 +132,24 @@ impl Active {
             seq: Mutex::new(crate::keyspace::hlc::unix_ms() << 16),
             applied: Mutex::new(HashMap::new()),
             direct_gen: AtomicU64::new(0),
+            departed: Mutex::new(HashMap::new()),
         }
+    }
+
+    /// Pins the stream at the lowest offset a peer, connected or gone,
+    /// still needs, and trims what none needs.
+    pub fn pin(&self) {
+        let feeds = self.feeds.lock();
+        let attached = feeds.iter().map(|f| f.pos.load(Acquire)).min();
+        let gone = self.departed.lock().values().copied().min();
+        let keep = match (attached, gone) {
+            (Some(a), Some(g)) => a.min(g),
+            (a, g) => a.or(g).unwrap_or(0),
+        };
+        self.stream.pin_attached.store(attached.is_some(), Relaxed);
+        drop(feeds);
+        self.stream.keep_from.store(keep, Release);
+        self.stream.trim();
     }
 
     /// The node ids of the peers we pull from that are connected.
@@ -285,8 +307,24 @@ pub fn start(host: &HostRef) {
     let core = host.core();
     let active = host.active();
     active.node_id.store(host.identity().0, Relaxed);
-    let size = core.config.read().get_i64("repl-backlog-size").max(1 << 20) as usize;
-    active.stream.activate(size.max(64 << 20));
+    let (size, disk, hard) = {
+        let c = core.config.read();
+        let size = c.get_i64("repl-backlog-size").max(16 * 1024) as usize;
+        let disk = c.get_i64("repl-backlog-disk-size").max(0) as u64;
+        let hard = super::replica_hard_limit(&c.get_str("client-output-buffer-limit"));
+        (size, disk, hard)
+    };
+    active.stream.activate(size);
+    // What a peer has not received waits for it in memory up to the
+    // replica hard limit, then on disk (in its own directory: the Redis
+    // backlog spills beside it with the same file names).
+    active.stream.hard_cap.store(hard, Relaxed);
+    active.stream.disk_max.store(disk, Relaxed);
+    let dir = std::path::Path::new("active-stream");
+    match std::fs::create_dir_all(dir) {
+        Ok(()) => active.stream.start_spiller(dir),
+        Err(e) => crate::log_warning!("Active replication: no disk tier for the stream ({e})"),
+    }
     core.effects.subscribe(Arc::new(StreamFeed(active.clone())));
     let (v, multi) = {
         let c = core.config.read();

@@ -132,8 +132,9 @@ fn serve(host: &HostRef, sock: TcpStream, leftover: Vec<u8>, req: PeerRequest, a
     let cont = req.stream_id == active.stream_id && stream.can_continue_from(req.offset);
     let from = if cont { req.offset } else { stream.end() + 1 };
     feed.pos.store(from, Release);
+    active.departed.lock().remove(&req.node_id);
     active.feeds.lock().push(feed.clone());
-    pin(active);
+    active.pin();
     log_notice!(
         "Active replica {addr} (node {:016x}) {} from offset {from}",
         req.node_id,
@@ -161,20 +162,19 @@ fn serve(host: &HostRef, sock: TcpStream, leftover: Vec<u8>, req: PeerRequest, a
     }
     feed.gone.store(true, Release);
     let _ = sock.shutdown(std::net::Shutdown::Both);
-    active.feeds.lock().retain(|f| !Arc::ptr_eq(f, &feed));
-    pin(active);
-}
-
-/// Keeps in the stream what the slowest feed has not sent yet.
-fn pin(active: &Active) {
-    let min = active
-        .feeds
+    // What it has not acknowledged stays for it (the bytes in flight too).
+    let acked = feed.acked.load(Acquire);
+    let resume = if acked > 0 {
+        acked + 1
+    } else {
+        feed.pos.load(Acquire)
+    };
+    active
+        .departed
         .lock()
-        .iter()
-        .map(|f| f.pos.load(Acquire))
-        .min();
-    active.stream.keep_from.store(min.unwrap_or(0), Release);
-    active.stream.trim();
+        .insert(req.node_id, resume.min(feed.pos.load(Acquire)));
+    active.feeds.lock().retain(|f| !Arc::ptr_eq(f, &feed));
+    active.pin();
 }
 
 /// Every key's state and every tombstone, shard by shard (each shard's
@@ -228,20 +228,21 @@ fn send_snapshot(core: &Core, me: u64, w: &mut TcpStream) -> std::io::Result<()>
 fn send_stream(host: &dyn Host, w: &mut TcpStream, feed: &FeedState) -> std::io::Result<()> {
     let active = host.active();
     let stream = &active.stream;
+    // `buf` holds the stream's bytes from the feed's position on that were
+    // read but not sent yet (the tail of a record cut by a read).
     let (mut buf, mut out) = (Vec::with_capacity(64 * 1024), Vec::with_capacity(64 * 1024));
-    let mut want = 64 * 1024;
     let mut parser = RequestParser::new();
     let mut skipped = false;
     w.set_write_timeout(Some(host.timeout()))?;
     while !feed.gone.load(Acquire) {
         let pos = feed.pos.load(Acquire);
-        buf.clear();
         let n = stream
-            .read(pos, want, &mut buf)
+            .read(pos + buf.len() as u64, 64 * 1024, &mut buf)
             .map_err(|_| std::io::Error::other("the stream no longer holds what the peer needs"))?;
         if n == 0 {
+            let have = pos + buf.len() as u64;
             active.bell.sleep_unless(
-                || stream.end() + 1 > pos || feed.gone.load(Acquire),
+                || stream.end() + 1 > have || feed.gone.load(Acquire),
                 Duration::from_millis(100),
             );
             continue;
@@ -249,10 +250,9 @@ fn send_stream(host: &dyn Host, w: &mut TcpStream, feed: &FeedState) -> std::io:
         out.clear();
         let used = filter_records(&mut parser, &buf, &feed.skip.lock(), &mut out)?;
         if used == 0 {
-            want *= 2; // one record bigger than a read
-            continue;
+            continue; // one record longer than what was read: read on
         }
-        want = 64 * 1024;
+        buf.drain(..used);
         skipped |= out.len() < used;
         let next = pos + used as u64;
         if skipped && stream.end() < next {
@@ -266,8 +266,8 @@ fn send_stream(host: &dyn Host, w: &mut TcpStream, feed: &FeedState) -> std::io:
             skipped = false;
         }
         w.write_all(&out)?;
-        feed.pos.store(pos + used as u64, Release);
-        pin(active);
+        feed.pos.store(next, Release);
+        active.pin();
     }
     Ok(())
 }
