@@ -488,3 +488,16 @@ fn a_partitioned_peer_continues_from_where_it_stopped_even_past_memory() {
     let info: String = cmd(&mut b.conn(), &["INFO", "replication"]);
     assert!(info.contains("snapshots=1"), "{info}");
 }
+
+#[test]
+fn wait_counts_the_peers_that_applied_the_write() {
+    let p = pair();
+    let mut a = p.a.conn();
+    let _: () = cmd(&mut a, &["SET", "w", "1"]);
+    let n: i64 = cmd(&mut a, &["WAIT", "1", "5000"]);
+    assert_eq!(n, 1);
+    p.partition();
+    let _: () = cmd(&mut a, &["SET", "w", "2"]);
+    let n: i64 = cmd(&mut a, &["WAIT", "1", "200"]);
+    assert_eq!(n, 0);
+}

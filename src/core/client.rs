@@ -455,6 +455,9 @@ pub struct SyncRequest {
 #[derive(Debug)]
 pub struct WaitRequest {
     pub offset: u64,
+    /// Under active replication, the active stream's end: peers that
+    /// acknowledged it count too.
+    pub active_offset: u64,
     pub replicas: usize,
     /// Unix ms, 0: forever.
     pub deadline_ms: u64,

@@ -357,8 +357,10 @@ pub fn wait(ctx: &mut Ctx, args: Args) -> CmdResult {
             "ERR WAIT cannot be used with replica instances. Please also note that since Redis 4.0 if a replica is configured to be writable (which is not the default) writes to replicas are just local and are not propagated.".into(),
         ));
     }
-    let offset = crate::server::of(ctx).repl.backlog.end();
-    let acked = crate::server::of(ctx).repl.master.acked(offset);
+    let repl = &crate::server::of(ctx).repl;
+    let offset = repl.backlog.end();
+    let active_offset = repl.active.stream.end();
+    let acked = repl.master.acked(offset) + repl.active.acked(active_offset);
     if acked as i64 >= replicas || ctx.client.in_exec {
         ctx.out.int(acked as i64);
         return Ok(());
@@ -366,6 +368,7 @@ pub fn wait(ctx: &mut Ctx, args: Args) -> CmdResult {
     request_acks(crate::server::of(ctx));
     ctx.client.repl_wait = Some(ReplWait::Wait(WaitRequest {
         offset,
+        active_offset,
         replicas: replicas.max(0) as usize,
         deadline_ms,
     }));
@@ -407,16 +410,18 @@ pub(crate) fn request_acks(srv: &Server) {
 /// passes or the client is killed; returns how many did.
 pub async fn wait_acks(srv: &Server, w: WaitRequest, kill: &tokio::sync::Notify) -> usize {
     let master = &srv.repl.master;
+    // Active peers acknowledge on their own (no notify): poll them often.
+    let step = if srv.core.active { 5 } else { 100 };
     loop {
-        let n = master.acked(w.offset);
+        let n = master.acked(w.offset) + srv.repl.active.acked(w.active_offset);
         let now = unix_ms();
         if n >= w.replicas || (w.deadline_ms != 0 && now >= w.deadline_ms) {
             return n;
         }
         let left = if w.deadline_ms == 0 {
-            100
+            step
         } else {
-            (w.deadline_ms - now).min(100)
+            (w.deadline_ms - now).min(step)
         };
         let acked = master.acked_notify.notified();
         tokio::select! {

@@ -338,7 +338,7 @@ fn run(node: &HostRef, st: &LinkState, clock: &mut Hlc, stats: &WorkerStats) -> 
         snapshot,
         asked: HashSet::new(),
     };
-    let mut last_ack = Instant::now();
+    let (mut last_ack, mut last_acked) = (Instant::now(), 0);
     loop {
         link.apply_buffered(&mut c)?;
         let now_gen = active.direct_gen.load(Acquire);
@@ -351,10 +351,12 @@ fn run(node: &HostRef, st: &LinkState, clock: &mut Hlc, stats: &WorkerStats) -> 
             argv.extend(ids.iter().map(|d| d.as_bytes()));
             c.send(&argv)?;
         }
-        if last_ack.elapsed() >= Duration::from_secs(1) {
-            let off = st.next.load(Acquire).saturating_sub(1).to_string();
-            c.send(&[b"LATTICE.ACK", off.as_bytes()])?;
-            last_ack = Instant::now();
+        // Acknowledge what we applied at once (WAIT on the peer counts
+        // it), and once a second anyway.
+        let done = st.next.load(Acquire).saturating_sub(1);
+        if done != last_acked || last_ack.elapsed() >= Duration::from_secs(1) {
+            c.send(&[b"LATTICE.ACK", done.to_string().as_bytes()])?;
+            (last_ack, last_acked) = (Instant::now(), done);
         }
         if st.stop.load(Acquire) {
             return Ok(());

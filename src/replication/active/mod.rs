@@ -172,6 +172,18 @@ impl Active {
         true
     }
 
+    /// Peers that acknowledged our stream up to `offset` (WAIT).
+    pub fn acked(&self, offset: u64) -> usize {
+        if offset == 0 {
+            return 0;
+        }
+        let feeds = self.feeds.lock();
+        feeds
+            .iter()
+            .filter(|f| f.acked.load(Acquire) >= offset)
+            .count()
+    }
+
     /// Appends bytes to the stream and wakes the feeders.
     pub fn append(&self, bytes: &[u8]) {
         self.stream.append_raw(bytes);
