@@ -435,7 +435,8 @@ impl Link<'_> {
             let db = self.db_arg(args.get(2))?;
             let (stamp, at) = (self.checked_stamp(args.get(4))?, num(args.get(5))?);
             self.asked.remove(&(db, args.get(3).to_vec()));
-            self.apply_state(db, args.get(3), (stamp, at), args.get(6), raw);
+            let origin = num(args.get(1))?;
+            self.apply_state(db, args.get(3), (stamp, at), args.get(6), (origin, raw));
         } else if name.eq_ignore_ascii_case(b"LATTICE.AT") && args.len() == 2 {
             self.st.next.store(num(args.get(1))?, Release);
         } else if name.eq_ignore_ascii_case(b"LATTICE.SNAPEND") {
@@ -528,7 +529,7 @@ impl Link<'_> {
         // Forwarded whether or not it applied here (a peer of ours may hold
         // its bases), once, and still under the keys' locks so that it
         // keeps its place among the writes to them.
-        if seq != 0 && active.first_sight(origin, seq) {
+        if seq != 0 && active.first_sight(origin, seq) && active.wanted(origin) {
             active.append(raw);
         }
         Ok(diverged)
@@ -536,7 +537,14 @@ impl Link<'_> {
 
     /// `LATTICE.S`: the key's whole state, applied if newer than ours.
     /// Forwarded when it changed the key here.
-    fn apply_state(&mut self, db: usize, key: &[u8], s: (u64, u64), payload: &[u8], raw: &[u8]) {
+    fn apply_state(
+        &mut self,
+        db: usize,
+        key: &[u8],
+        s: (u64, u64),
+        payload: &[u8],
+        (origin, raw): (u64, &[u8]),
+    ) {
         let (stamp, at) = s;
         let ks = &self.node.core().keyspace;
         let slot = ks.slot(key);
@@ -572,7 +580,10 @@ impl Link<'_> {
                 ],
             );
         }
-        self.node.active().append(raw);
+        let active = self.node.active();
+        if active.wanted(origin) {
+            active.append(raw);
+        }
     }
 
     fn replay(&mut self, db: usize, stamp: u64, argv: &[&[u8]]) {

@@ -184,6 +184,15 @@ impl Active {
             .count()
     }
 
+    /// Whether a record of `origin` must enter our stream to reach anyone:
+    /// a connected peer that does not hear `origin` directly, or a peer
+    /// that left (it may need it when it returns). In a pair or a full mesh
+    /// nothing is, so a snapshot merged from a peer is not copied into our
+    /// stream.
+    pub fn wanted(&self, origin: u64) -> bool {
+        !self.departed.lock().is_empty() || self.feeds.lock().iter().any(|f| f.takes(origin))
+    }
+
     /// Appends bytes to the stream and wakes the feeders.
     pub fn append(&self, bytes: &[u8]) {
         self.stream.append_raw(bytes);

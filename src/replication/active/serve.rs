@@ -44,6 +44,13 @@ pub struct FeedState {
     gone: AtomicBool,
 }
 
+impl FeedState {
+    /// Whether this peer gets records of `origin` from us.
+    pub fn takes(&self, origin: u64) -> bool {
+        !self.skip.lock().contains(&origin)
+    }
+}
+
 /// Parses a node id (16 hex digits).
 fn parse_node_id(a: &[u8]) -> Option<u64> {
     std::str::from_utf8(a)
