@@ -254,3 +254,39 @@ fn commands_keep_the_clients_spelling_unless_rewritten() {
     assert_eq!(got[5], ["DEL", "a"]);
     expect_quiet(&mut r);
 }
+
+/// MOVE and COPY onto a key that expires as they lock it: the DEL goes
+/// with the command's record, wrapped, as Redis 7.0 sends them (checked
+/// with `redis-cli --replica` against redis-server 7.0.15).
+#[test]
+fn move_and_copy_wrap_the_lazy_expiry_of_their_keys() {
+    let s = Server::start(&[]);
+    let mut c = s.conn();
+    let _: () = cmd(&mut c, &["DEBUG", "SET-ACTIVE-EXPIRE", "0"]);
+    let _: () = cmd(&mut c, &["SELECT", "1"]);
+    let _: () = cmd(&mut c, &["SET", "mk", "old", "PX", "1"]);
+    let _: () = cmd(&mut c, &["SELECT", "0"]);
+    let _: () = cmd(&mut c, &["SET", "mk", "new"]);
+    let _: () = cmd(&mut c, &["SET", "ck", "old", "PX", "1"]);
+    let _: () = cmd(&mut c, &["SET", "cs", "v"]);
+    std::thread::sleep(Duration::from_millis(20));
+    let mut r = attach(&s);
+    assert_eq!(cmd::<i64>(&mut c, &["MOVE", "mk", "1"]), 1);
+    assert_eq!(cmd::<i64>(&mut c, &["COPY", "cs", "ck"]), 1);
+    expect(
+        &mut r,
+        &[
+            &["select", "1"],
+            &["multi"],
+            &["del", "mk"],
+            &["select", "0"],
+            &["move", "mk", "1"],
+            &["exec"],
+            &["multi"],
+            &["del", "ck"],
+            &["copy", "cs", "ck"],
+            &["exec"],
+        ],
+    );
+    expect_quiet(&mut r);
+}
