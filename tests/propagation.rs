@@ -290,3 +290,34 @@ fn move_and_copy_wrap_the_lazy_expiry_of_their_keys() {
     );
     expect_quiet(&mut r);
 }
+
+/// SORT ... STORE is sent as the list it stored (Redis sends the SORT,
+/// which a replica could only re-run on the same source and BY/GET keys;
+/// here they are read under other locks than the destination's): RPUSH,
+/// after a DEL when it replaced a key, the two as one unit.
+#[test]
+fn sort_store_propagates_the_stored_list_as_one_unit() {
+    let s = Server::start(&[]);
+    let mut c = s.conn();
+    let _: i64 = cmd(&mut c, &["RPUSH", "src", "c", "a", "b"]);
+    let _: () = cmd(&mut c, &["SET", "dst", "x"]);
+    let mut r = attach(&s);
+    let sort = |c: &mut redis::Connection, dst: &str| {
+        let n: i64 = cmd(c, &["SORT", "src", "ALPHA", "STORE", dst]);
+        assert_eq!(n, 3);
+    };
+    sort(&mut c, "dst");
+    sort(&mut c, "new");
+    expect(
+        &mut r,
+        &[
+            &["select", "0"],
+            &["multi"],
+            &["del", "dst"],
+            &["rpush", "dst", "a", "b", "c"],
+            &["exec"],
+            &["rpush", "new", "a", "b", "c"],
+        ],
+    );
+    expect_quiet(&mut r);
+}
