@@ -321,3 +321,29 @@ fn sort_store_propagates_the_stored_list_as_one_unit() {
     );
     expect_quiet(&mut r);
 }
+
+/// MIGRATE (without COPY) is sent as one DEL of the keys the target took,
+/// as Redis rewrites it.
+#[test]
+fn migrate_propagates_one_del() {
+    let s = Server::start(&[]);
+    let target = Server::start(&[]);
+    let mut c = s.conn();
+    let _: () = cmd(&mut c, &["MSET", "sa", "1", "sb", "2"]);
+    let mut r = attach(&s);
+    let port = target.port.to_string();
+    let argv = [
+        "MIGRATE",
+        "127.0.0.1",
+        &port,
+        "",
+        "0",
+        "5000",
+        "KEYS",
+        "sa",
+        "sb",
+    ];
+    assert_eq!(cmd::<String>(&mut c, &argv), "OK");
+    expect(&mut r, &[&["select", "0"], &["del", "sa", "sb"]]);
+    expect_quiet(&mut r);
+}
