@@ -16,9 +16,10 @@
 //!
 //! The single-threaded run replays in lockstep: after every command the new
 //! records are replayed on the replica and both keyspaces are compared, so a
-//! divergence names the command that caused it. It also checks that every
-//! write command emitted a record at least once and that no template
-//! produced a syntax error. The concurrent run has several threads share the
+//! divergence names the command that caused it. It also checks that each
+//! step's records are one unit (one record, or several between MULTI and
+//! EXEC, as Redis propagates a command), that every write command emitted
+//! a record at least once and that no template produced a syntax error. The concurrent run has several threads share the
 //! keys while an active expiry cycle and an eviction loop (`maxmemory`
 //! lowered under the memory in use, policy by policy) run beside them, with
 //! the lazyfree options on so that deletions propagate as UNLINK; it checks
@@ -1074,6 +1075,66 @@ fn every_write_command_has_a_template() {
     }
 }
 
+/// Commands whose lazy-expiry DELs may go ahead of their write, each
+/// alone: reads that expire each key under its own lock (Redis does not
+/// wrap SCAN's and RANDOMKEY's DELs either), SORT, whose BY/GET keys are
+/// each read so, and MIGRATE, which reads its keys before talking to the
+/// target and deletes them after, under other locks.
+const LONE_DELS_AHEAD: &[&str] = &["SCAN", "RANDOMKEY", "SORT", "MIGRATE"];
+
+/// Whether the records of one step are one unit, as Redis propagates a
+/// command (or a transaction): a single record, or several between MULTI
+/// and EXEC, never nested. For [`LONE_DELS_AHEAD`], lone DELs of other
+/// keys may come first.
+fn one_unit(lines: &[Line], records: &[Effect]) -> Result<(), String> {
+    let name = |e: &Effect| String::from_utf8_lossy(&e.argv[0]).to_uppercase();
+    // Split into units: a MULTI ... EXEC block, or one record.
+    let mut units: Vec<&[Effect]> = vec![];
+    let mut open = None;
+    for (i, e) in records.iter().enumerate() {
+        match (name(e).as_str(), open) {
+            ("MULTI", Some(_)) => return Err("nested MULTI".into()),
+            ("MULTI", None) => open = Some(i),
+            ("EXEC", None) => return Err("EXEC without MULTI".into()),
+            ("EXEC", Some(start)) => {
+                units.push(&records[start..=i]);
+                open = None;
+            }
+            (_, Some(_)) => {}
+            (_, None) => units.push(&records[i..=i]),
+        }
+    }
+    if open.is_some() {
+        return Err("MULTI without EXEC".into());
+    }
+    let Some((last, ahead)) = units.split_last() else {
+        return Ok(());
+    };
+    let may = lines.len() == 1
+        && LONE_DELS_AHEAD
+            .iter()
+            .any(|n| lines[0][0].eq_ignore_ascii_case(n.as_bytes()));
+    if ahead.is_empty() {
+        return Ok(());
+    } else if !may {
+        return Err("several records, not one unit between MULTI and EXEC".into());
+    }
+    for u in ahead {
+        let lone_del = u.len() == 1 && ["DEL", "UNLINK"].contains(&name(&u[0]).as_str());
+        let key = u[0].argv.get(1);
+        let written_after = last
+            .iter()
+            .any(|e| e.argv[1..].iter().any(|a| Some(a) == key));
+        if !lone_del || u[0].argv.len() != 2 || written_after {
+            return Err(format!(
+                "{} ahead of the write, not one unit with it",
+                show(&u[0].argv)
+            ));
+        }
+    }
+    Ok(())
+}
+
 /// The single-threaded run's replica, kept in step with the origin.
 struct Lockstep {
     srv: Arc<Server>,
@@ -1093,6 +1154,10 @@ impl Lockstep {
         }
         let new: Vec<Effect> = self.rec.0.lock()[self.replayed..].to_vec();
         self.replayed += new.len();
+        if let Err(e) = one_unit(lines, &new) {
+            let recs: Vec<String> = new.iter().map(|e| show(&e.argv)).collect();
+            panic!("step {}: {shown:?} emitted {recs:?}: {e}", self.steps);
+        }
         self.replica.replay(&new);
         if let Some(d) = diff(&dump(&self.srv), &dump(&self.replica.srv)) {
             let recs: Vec<String> = new.iter().map(|e| show(&e.argv)).collect();
