@@ -254,3 +254,96 @@ fn commands_keep_the_clients_spelling_unless_rewritten() {
     assert_eq!(got[5], ["DEL", "a"]);
     expect_quiet(&mut r);
 }
+
+/// MOVE and COPY onto a key that expires as they lock it: the DEL goes
+/// with the command's record, wrapped, as Redis 7.0 sends them (checked
+/// with `redis-cli --replica` against redis-server 7.0.15).
+#[test]
+fn move_and_copy_wrap_the_lazy_expiry_of_their_keys() {
+    let s = Server::start(&[]);
+    let mut c = s.conn();
+    let _: () = cmd(&mut c, &["DEBUG", "SET-ACTIVE-EXPIRE", "0"]);
+    let _: () = cmd(&mut c, &["SELECT", "1"]);
+    let _: () = cmd(&mut c, &["SET", "mk", "old", "PX", "1"]);
+    let _: () = cmd(&mut c, &["SELECT", "0"]);
+    let _: () = cmd(&mut c, &["SET", "mk", "new"]);
+    let _: () = cmd(&mut c, &["SET", "ck", "old", "PX", "1"]);
+    let _: () = cmd(&mut c, &["SET", "cs", "v"]);
+    std::thread::sleep(Duration::from_millis(20));
+    let mut r = attach(&s);
+    assert_eq!(cmd::<i64>(&mut c, &["MOVE", "mk", "1"]), 1);
+    assert_eq!(cmd::<i64>(&mut c, &["COPY", "cs", "ck"]), 1);
+    expect(
+        &mut r,
+        &[
+            &["select", "1"],
+            &["multi"],
+            &["del", "mk"],
+            &["select", "0"],
+            &["move", "mk", "1"],
+            &["exec"],
+            &["multi"],
+            &["del", "ck"],
+            &["copy", "cs", "ck"],
+            &["exec"],
+        ],
+    );
+    expect_quiet(&mut r);
+}
+
+/// SORT ... STORE is sent as the list it stored (Redis sends the SORT,
+/// which a replica could only re-run on the same source and BY/GET keys;
+/// here they are read under other locks than the destination's): RPUSH,
+/// after a DEL when it replaced a key, the two as one unit.
+#[test]
+fn sort_store_propagates_the_stored_list_as_one_unit() {
+    let s = Server::start(&[]);
+    let mut c = s.conn();
+    let _: i64 = cmd(&mut c, &["RPUSH", "src", "c", "a", "b"]);
+    let _: () = cmd(&mut c, &["SET", "dst", "x"]);
+    let mut r = attach(&s);
+    let sort = |c: &mut redis::Connection, dst: &str| {
+        let n: i64 = cmd(c, &["SORT", "src", "ALPHA", "STORE", dst]);
+        assert_eq!(n, 3);
+    };
+    sort(&mut c, "dst");
+    sort(&mut c, "new");
+    expect(
+        &mut r,
+        &[
+            &["select", "0"],
+            &["multi"],
+            &["del", "dst"],
+            &["rpush", "dst", "a", "b", "c"],
+            &["exec"],
+            &["rpush", "new", "a", "b", "c"],
+        ],
+    );
+    expect_quiet(&mut r);
+}
+
+/// MIGRATE (without COPY) is sent as one DEL of the keys the target took,
+/// as Redis rewrites it.
+#[test]
+fn migrate_propagates_one_del() {
+    let s = Server::start(&[]);
+    let target = Server::start(&[]);
+    let mut c = s.conn();
+    let _: () = cmd(&mut c, &["MSET", "sa", "1", "sb", "2"]);
+    let mut r = attach(&s);
+    let port = target.port.to_string();
+    let argv = [
+        "MIGRATE",
+        "127.0.0.1",
+        &port,
+        "",
+        "0",
+        "5000",
+        "KEYS",
+        "sa",
+        "sb",
+    ];
+    assert_eq!(cmd::<String>(&mut c, &argv), "OK");
+    expect(&mut r, &[&["select", "0"], &["del", "sa", "sb"]]);
+    expect_quiet(&mut r);
+}

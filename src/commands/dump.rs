@@ -434,18 +434,28 @@ fn read_replies(
     (acked, error)
 }
 
-/// Deletes the keys the target accepted, unless they changed meanwhile.
+/// Deletes the keys the target accepted, unless they changed meanwhile,
+/// and propagates them as one DEL (Redis rewrites MIGRATE so), a single
+/// record for the replicas and the AOF to apply as a unit.
 fn delete_migrated(ctx: &mut Ctx, out: &[Outgoing], acked: &[bool]) {
     let keys: Vec<&[u8]> = out.iter().map(|k| k.key).collect();
     let mut l = ctx.open_many(keys.iter().copied());
+    let mut deleted: Vec<&[u8]> = vec![b"DEL"];
+    let mut newest = 0;
     for (k, _) in out.iter().zip(acked).filter(|(_, &a)| a) {
         if l.entry(k.key).is_some_and(|e| e.version == k.version) {
             let old = l.remove(k.key);
-            let v = ctx.version_after(k.version);
-            ctx.propagate(v, &[b"DEL", k.key]);
+            deleted.push(k.key);
+            newest = newest.max(k.version);
             ctx.notify(class::GENERIC, "del", k.key);
             drop(old);
         }
+    }
+    if deleted.len() > 1 {
+        // One dirty per key, as Redis counts (propagate adds the first).
+        ctx.stats.add_dirty(deleted.len() as u64 - 2);
+        let v = ctx.version_after(newest);
+        ctx.propagate(v, &deleted);
     }
     drop(l);
 }

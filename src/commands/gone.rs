@@ -131,6 +131,33 @@ pub fn bases(core: &Core, prev: u64) -> Vec<crate::effects::Base> {
     }
 }
 
+/// What follows the active expiry cycle's removal of `e` from `db` (the
+/// server's cron, and tests that run the cycle): everything [`key_gone`]
+/// does, the DEL stamped after the key's version, the value freed lazily
+/// if so configured; returns the tombstone to leave under active
+/// replication.
+pub fn actively_expired(
+    g: &Gone,
+    clock: &mut Hlc,
+    db: usize,
+    e: crate::keyspace::Entry,
+) -> Option<crate::keyspace::Tombstone> {
+    let core = g.core;
+    let stamp = stamp_after(core, clock, e.version);
+    key_gone(
+        g,
+        Why::Expired,
+        db,
+        &e.key,
+        to_stream(core, db, stamp, e.version),
+    );
+    let tomb = core.active.then(|| (e.key.to_vec(), stamp));
+    if core.hot.lazyfree_expire.load(Relaxed) {
+        core.lazyfree.free_entry(e);
+    }
+    tomb
+}
+
 /// An `emit` for [`key_gone`] outside a command (the cron, eviction): the
 /// record goes straight to the effect stream, stamped `stamp`, if any
 /// stream is on; `prev` is the version the key had.

@@ -42,6 +42,7 @@ use super::collscan::{parse_scan_at, rand_u64, ScanOpts};
 use super::keyspec::KeySpec;
 use super::util::{arg_i64, eq_ic, glob_match};
 use super::{flags::*, CmdError, CmdResult, Command, Ctx};
+use crate::core::Core;
 use crate::keyspace::{Entry, Key, Shard, ShardGuard, StrValue, Value, SHARDS};
 use crate::protocol::Args;
 
@@ -677,6 +678,18 @@ fn rename_generic(ctx: &mut Ctx, args: Args, nx: bool) -> CmdResult {
 struct Pair<'a> {
     src: ShardGuard<'a>,
     dst: Option<ShardGuard<'a>>,
+    /// Set when locking expired a key whose DEL is held back: the records
+    /// held are emitted when the pair is dropped, still under the locks,
+    /// as a `Locked` view does.
+    flush: Option<&'a Core>,
+}
+
+impl Drop for Pair<'_> {
+    fn drop(&mut self) {
+        if let Some(core) = self.flush {
+            super::flush_deferred(core);
+        }
+    }
 }
 
 impl Pair<'_> {
@@ -701,9 +714,16 @@ fn open_pair<'a>(
     let ks = &ctx.core.keyspace;
     let (ss, ds) = (ks.slot(src_key), ks.slot(dst_key));
     let (src, dst) = ks.lock_pair((src_db, ss.shard), (dst_db, ds.shard));
-    let mut p = Pair { src, dst };
-    expire_in(ctx, p.src(), src_db, src_key, ss.hash);
-    expire_in(ctx, p.dst(), dst_db, dst_key, ds.hash);
+    let mut p = Pair {
+        src,
+        dst,
+        flush: None,
+    };
+    let held = expire_in(ctx, p.src(), src_db, src_key, ss.hash)
+        | expire_in(ctx, p.dst(), dst_db, dst_key, ds.hash);
+    if held {
+        p.flush = Some(ctx.core);
+    }
     if let Some(e) = p.src().find_mut(ss.hash, src_key) {
         if !ctx.client.no_touch {
             e.set_lru(lru_clock(ctx.now_ms));
@@ -716,20 +736,24 @@ fn ss_hash(ctx: &Ctx, key: &[u8]) -> u64 {
     ctx.core.keyspace.hasher.hash(key)
 }
 
-fn expire_in(ctx: &mut Ctx, shard: &mut Shard, db: usize, key: &[u8], hash: u64) {
+/// Lazy expiry of `key` in a locked `shard`. Its DEL is held back to go
+/// with the command's record, as Redis wraps them (a MOVE or COPY onto an
+/// expired key: MULTI, DEL, the command, EXEC); returns whether it was.
+fn expire_in(ctx: &mut Ctx, shard: &mut Shard, db: usize, key: &[u8], hash: u64) -> bool {
     let due = shard
         .get_raw(hash, key)
         .is_some_and(|e| e.is_expired(ctx.now_ms));
     if due && ctx.replay_version.is_none() {
         let Some(old) = shard.remove(&ctx.core.keyspace.hasher, hash, key) else {
-            return;
+            return false;
         };
         let stamp = ctx.deletion_stamp(old.version);
         if ctx.core.active {
             shard.set_tombstone(key, stamp);
         }
-        ctx.propagate_expired(db, key, stamp, old.version);
+        return ctx.propagate_expired_deferred(db, key, stamp, old.version);
     }
+    false
 }
 
 fn move_cmd(ctx: &mut Ctx, args: Args) -> CmdResult {

@@ -215,8 +215,11 @@ impl Ctx<'_> {
     /// count: one SREM per member): outside a transaction, several records
     /// go between MULTI and EXEC, as Redis wraps a command's records.
     pub fn propagate_unit(&mut self, version: u64, records: &[Vec<&[u8]>]) {
-        let wrap =
-            records.len() > 1 && self.client.exec_effects.is_none() && self.core.effects.enabled();
+        // While expiry DELs are held back, their release wraps the unit.
+        let wrap = records.len() > 1
+            && self.client.exec_effects.is_none()
+            && self.core.effects.enabled()
+            && !deferring();
         let db = self.client.db;
         if wrap {
             self.emit_effect(db, version, &[b"MULTI"]);

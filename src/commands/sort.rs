@@ -347,12 +347,17 @@ fn store(ctx: &mut Ctx, dst: &[u8], rows: Vec<Option<Vec<u8>>>) -> CmdResult {
     l.put(dst, Value::List(Box::new(list)), 0, version);
     ctx.notify(class::LIST, "sortstore", dst);
     ctx.signal_ready(ctx.db(), dst);
+    // The stored list itself rather than the SORT (which Redis sends):
+    // the source and the BY/GET keys were read under other locks, so a
+    // replica re-running it could read them otherwise. Replacing a key is
+    // DEL then RPUSH, which go as one unit (MULTI/EXEC).
+    let mut rpush: Vec<&[u8]> = vec![b"RPUSH", dst];
+    rpush.extend(rows.iter().map(|r| r.as_deref().unwrap_or(b"")));
     if old.is_some() {
-        ctx.propagate(version, &[b"DEL", dst]);
+        ctx.propagate_unit(version, &[vec![b"DEL", dst], rpush]);
+    } else {
+        ctx.propagate(version, &rpush);
     }
-    let mut argv: Vec<&[u8]> = vec![b"RPUSH", dst];
-    argv.extend(rows.iter().map(|r| r.as_deref().unwrap_or(b"")));
-    ctx.propagate(version, &argv);
     ctx.out.int(n as i64);
     Ok(())
 }

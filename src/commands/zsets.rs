@@ -15,9 +15,12 @@
 //!
 //! Lex ranges are only meaningful when all scores are equal; over mixed
 //! scores a listpack answers exactly as Redis's listpack walks do (checked
-//! by differential fuzzing against redis-server 7.0), while the skiplist
-//! form, like Redis's (whose answer depends on its random node levels),
-//! gives some consistent but unspecified answer. ZADD picks the encoding of
+//! by differential fuzzing against redis-server 7.0), and so does the
+//! skiplist form, whose tree descent would otherwise stop where the tree's
+//! shape puts it (Redis's answer there depends on its random node levels):
+//! the answer depends on the members' order alone, so a replica whose tree
+//! was built otherwise (a full sync, a RESTORE) removes or stores the same
+//! members for the same record. ZADD picks the encoding of
 //! a new key from its first member, as Redis 7.0 does; ZRANK/ZREVRANK take
 //! Redis 7.2's WITHSCORE.
 
@@ -516,14 +519,20 @@ fn bounds(z: &ZSetValue, k: &Kind, rev: bool) -> (usize, usize) {
     };
     let n = z.len();
     // zslIsInLexRange: empty ranges, and ranges past either end.
-    let outside = match (z.get(0), z.get(n.saturating_sub(1))) {
-        (Some((lo, _)), Some((hi, _))) => !r.gte_min(hi) || !r.lte_max(lo),
-        _ => true,
+    let (outside, mixed) = match (z.get(0), z.get(n.saturating_sub(1))) {
+        (Some((lo, ls)), Some((hi, hs))) => (!r.gte_min(hi) || !r.lte_max(lo), ls != hs),
+        _ => (true, false),
     };
     if r.is_empty() || outside {
         return (0, 0);
     }
-    if z.is_compact() {
+    // Over mixed scores the members are not in lex order, so a descent
+    // would stop where the tree's shape puts it, and the shape differs
+    // between a master and its replica (built by other histories: a full
+    // sync, a RESTORE): the same ZREMRANGEBYLEX or ZRANGESTORE BYLEX record
+    // would remove or store other members there. Walk instead, as a
+    // listpack does, which depends on the members' order alone.
+    if z.is_compact() || mixed {
         // The listpack walks of zzlFirstInLexRange / zzlLastInLexRange.
         let items: Vec<&[u8]> = z.iter().map(|(m, _)| m).collect();
         if rev {

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use super::conn::Worker;
 use super::Server;
-use crate::commands::gone::{key_gone, stamp_after, to_stream, Gone, Why};
+use crate::commands::gone::{actively_expired, Gone};
 use crate::keyspace::expire::active_expire_cycle;
 use crate::keyspace::hlc::unix_ms;
 
@@ -46,16 +46,7 @@ pub async fn worker_cron(srv: Arc<Server>, worker: Rc<Worker>, index: usize, nwo
             nworkers,
             unix_ms(),
             budget,
-            |db, e| {
-                let stamp = stamp_after(&srv, &mut clock, e.version);
-                let emit = to_stream(&srv, db, stamp, e.version);
-                key_gone(&gone, Why::Expired, db, &e.key, emit);
-                let tomb = srv.active.then(|| (e.key.to_vec(), stamp));
-                if srv.hot.lazyfree_expire.load(Relaxed) {
-                    srv.lazyfree.free_entry(e);
-                }
-                tomb
-            },
+            |db, e| actively_expired(&gone, &mut clock, db, e),
         );
         more_due = st.more_due;
         crate::commands::tracking::flush_bcast(&srv);
