@@ -6,6 +6,12 @@
 //! shard with its expiry, eviction metadata and version (the version the file
 //! carries in our aux field, or a fresh stamp for files written by Redis).
 //! Keys already expired are skipped and counted, as a Redis master does.
+//!
+//! Under active replication the file's tombstones and flush stamps are
+//! restored too (`rdb/mod.rs` has their aux fields), and the node's stamp
+//! floor rises past every loaded stamp, so that no write made after the
+//! load is stamped below data it replaces (docs/DECISIONS.md 41). A plain
+//! node ignores them.
 
 use std::fs::File;
 use std::io::{self, BufReader};
@@ -308,16 +314,24 @@ pub fn load_reader_into(
         }
         drop(txs);
         let mut keys = 0;
+        let mut max_version = 0;
         let mut first_err = None;
         for h in handles {
             match h.join().unwrap_or_else(|_| Err(inserter_failed())) {
-                Ok(n) => keys += n,
+                Ok((n, max)) => {
+                    keys += n;
+                    max_version = max_version.max(max);
+                }
                 Err(e) => first_err = first_err.or(Some(e)),
             }
         }
         let summary = decoded?;
         if let Some(e) = first_err {
             return Err(e);
+        }
+        if srv.active {
+            let max = restore_deletions(ks, &summary)?;
+            srv.stamp_floor.fetch_max(max_version.max(max), Relaxed);
         }
         for (k, v) in &summary.aux {
             if k == b"redis-ver" {
@@ -340,33 +354,72 @@ fn inserter_failed() -> RdbError {
     RdbError::Corrupt("a loader thread stopped".into())
 }
 
+/// Active replication: the file's flush stamps and tombstones into `ks`
+/// (after its keys: a consistent file never holds a key and its
+/// tombstone, and a key present wins over one). Returns the highest stamp.
+fn restore_deletions(ks: &Keyspace, summary: &decode::LoadSummary) -> Result<u64, RdbError> {
+    let mut max = 0;
+    let bad_db = |db: usize| {
+        RdbError::Corrupt(format!(
+            "FATAL: Data file was created with a Redis server configured to handle \
+             more than {} databases. Exiting",
+            db
+        ))
+    };
+    for &(db, stamp) in &summary.flushed {
+        if db >= ks.num_dbs() {
+            return Err(bad_db(ks.num_dbs()));
+        }
+        for mut g in ks.db(db).lock_all() {
+            g.set_flushed_at(stamp);
+        }
+        max = max.max(stamp);
+    }
+    for (db, key, stamp) in &summary.tombstones {
+        if *db >= ks.num_dbs() {
+            return Err(bad_db(ks.num_dbs()));
+        }
+        let slot = ks.slot(key);
+        let mut g = ks.db(*db).lock(slot.shard);
+        if g.get_raw(slot.hash, key).is_none() {
+            g.set_tombstone(key, *stamp);
+        }
+        max = max.max(*stamp);
+    }
+    Ok(max)
+}
+
 /// An inserter thread: its batches' keys into their shards. After an error
 /// it keeps draining (so the decoder never blocks) and reports the first.
+/// Returns the keys inserted and their highest version.
 fn insert_batches(
     srv: &Server,
     ks: &Keyspace,
     rx: std::sync::mpsc::Receiver<Vec<(Slot, LoadedKey)>>,
     now_lru: u32,
     dup: OnDuplicate,
-) -> Result<u64, RdbError> {
+) -> Result<(u64, u64), RdbError> {
     let mut clock = Hlc::new(srv.node_id);
-    let mut n = 0;
+    let (mut n, mut max) = (0, 0);
     let mut err = None;
     for batch in rx {
         if err.is_some() {
             continue;
         }
         for (slot, k) in batch {
-            if let Err(e) = insert(ks, slot, k, &mut clock, now_lru, dup) {
-                err = Some(e);
-                break;
+            match insert(ks, slot, k, &mut clock, now_lru, dup) {
+                Ok(v) => max = max.max(v),
+                Err(e) => {
+                    err = Some(e);
+                    break;
+                }
             }
             n += 1;
         }
     }
     match err {
         Some(e) => Err(e),
-        None => Ok(n),
+        None => Ok((n, max)),
     }
 }
 
@@ -377,7 +430,7 @@ fn insert(
     clock: &mut Hlc,
     now_lru: u32,
     dup: OnDuplicate,
-) -> Result<(), RdbError> {
+) -> Result<u64, RdbError> {
     if k.db >= ks.num_dbs() {
         return Err(RdbError::Corrupt(format!(
             "FATAL: Data file was created with a Redis server configured to handle \
@@ -405,7 +458,7 @@ fn insert(
             k.db
         )));
     }
-    Ok(())
+    Ok(version)
 }
 
 /// A replica's full sync: empties every database and loads `path`,

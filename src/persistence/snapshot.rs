@@ -23,7 +23,7 @@ use std::sync::{mpsc, Arc};
 use parking_lot::Mutex;
 
 use super::rdb::encode::{self, FileWriter, KeyMeta, SaveOpts};
-use super::rdb::AUX_VERSIONS;
+use super::rdb::{AUX_FLUSHED, AUX_TOMBSTONES, AUX_VERSIONS, TOMBSTONES_PER_AUX};
 use crate::keyspace::snap::SnapSink;
 use crate::keyspace::{Entry, SHARDS};
 use crate::server::Server;
@@ -42,19 +42,73 @@ pub enum SnapFormat {
     Aof,
 }
 
-impl SnapFormat {
+/// How a snapshot writes entries: its format, the RDB options, and
+/// whether it keeps active replication's stamps in the AOF form (each
+/// command after a stamp annotation, see `aof/writer.rs`).
+#[derive(Clone, Copy)]
+struct Form {
+    format: SnapFormat,
+    opts: SaveOpts,
+    active: bool,
+}
+
+impl Form {
     /// One entry: an RDB record (its version goes in the batch's aux
     /// field, see `versions`), or the commands that rebuild it.
-    fn entry(self, out: &mut Vec<u8>, versions: &mut Vec<u8>, e: &Entry, o: &SaveOpts) {
-        match self {
+    fn entry(&self, out: &mut Vec<u8>, versions: &mut Vec<u8>, e: &Entry) {
+        match self.format {
             SnapFormat::Rdb => {
                 versions.extend_from_slice(&e.version.to_le_bytes());
-                encode::encode_entry(out, e, o);
+                encode::encode_entry(out, e, &self.opts);
             }
-            SnapFormat::Aof => crate::persistence::aof::rewrite::encode_entry_commands(out, e),
+            SnapFormat::Aof => {
+                let stamp = self.active.then_some(e.version);
+                crate::persistence::aof::rewrite::encode_entry_commands(out, e, stamp)
+            }
         }
     }
 
+    /// Active replication: a database's flush stamp (after its SELECT,
+    /// before its keys: in the AOF form a stamped FLUSHDB, which must not
+    /// come after them).
+    fn flushed(&self, out: &mut Vec<u8>, stamp: u64) {
+        match self.format {
+            SnapFormat::Rdb => encode::write_aux(out, AUX_FLUSHED, stamp.to_string().as_bytes()),
+            SnapFormat::Aof => {
+                crate::persistence::aof::writer::write_stamp(out, stamp);
+                crate::protocol::request::command(out, &[&b"FLUSHDB"[..]]);
+            }
+        }
+    }
+
+    /// Active replication: tombstones (after the database's keys): aux
+    /// fields of [`TOMBSTONES_PER_AUX`] bytes, or a stamped `DEL` each (the
+    /// AOF loader turns a stamped DEL of an absent key into a tombstone;
+    /// Redis does nothing with it).
+    fn tombstones<'a>(&self, out: &mut Vec<u8>, ts: impl Iterator<Item = (&'a [u8], u64)>) {
+        let mut value = Vec::new();
+        for (key, stamp) in ts {
+            match self.format {
+                SnapFormat::Rdb => {
+                    encode::push_tombstone(&mut value, key, stamp);
+                    if value.len() >= TOMBSTONES_PER_AUX {
+                        encode::write_aux(out, AUX_TOMBSTONES, &value);
+                        value.clear();
+                    }
+                }
+                SnapFormat::Aof => {
+                    crate::persistence::aof::writer::write_stamp(out, stamp);
+                    crate::protocol::request::command(out, &[&b"DEL"[..], key]);
+                }
+            }
+        }
+        if !value.is_empty() {
+            encode::write_aux(out, AUX_TOMBSTONES, &value);
+        }
+    }
+}
+
+impl SnapFormat {
     /// A batch: the versions aux field (RDB), then the entries' bytes.
     fn batch(out: &mut Vec<u8>, versions: &[u8], body: &[u8]) {
         if !versions.is_empty() {
@@ -127,14 +181,30 @@ struct Preserved {
     bufs: Vec<Mutex<Vec<u8>>>,
     /// Entries in `bufs` (rdb-key-save-delay paces them too).
     keys: AtomicUsize,
-    opts: SaveOpts,
-    format: SnapFormat,
+    form: Form,
+    /// Active replication: each database's flush stamp and tombstones at
+    /// the cut, in the snapshot's format (empty otherwise).
+    deletions: Mutex<Vec<Deletions>>,
+}
+
+/// What a database's deletions add to a snapshot (active replication):
+/// `head` right after its SELECT, `tail` after its keys.
+#[derive(Default)]
+struct Deletions {
+    head: Vec<u8>,
+    tail: Vec<u8>,
+}
+
+impl Deletions {
+    fn is_empty(&self) -> bool {
+        self.head.is_empty() && self.tail.is_empty()
+    }
 }
 
 impl SnapSink for Preserved {
     fn preserve(&self, db: usize, e: &Entry) {
         let (mut versions, mut body) = (Vec::new(), Vec::new());
-        self.format.entry(&mut body, &mut versions, e, &self.opts);
+        self.form.entry(&mut body, &mut versions, e);
         SnapFormat::batch(&mut self.bufs[db].lock(), &versions, &body);
         self.keys.fetch_add(1, Relaxed);
     }
@@ -173,8 +243,12 @@ pub fn start(srv: &Arc<Server>, job: SnapshotJob) -> Result<(), SnapshotError> {
     let preserved = Arc::new(Preserved {
         bufs: (0..ndb).map(|_| Mutex::new(Vec::new())).collect(),
         keys: AtomicUsize::new(0),
-        opts,
-        format: job.format,
+        form: Form {
+            format: job.format,
+            opts,
+            active: srv.active,
+        },
+        deletions: Mutex::new(Vec::new()),
     });
     let (sizes, repl_aux) = cut(srv, &preserved, job.at_cut);
     let total: usize = sizes.iter().map(|s| s.0).sum();
@@ -230,8 +304,10 @@ fn cut(
     // the offset saved matches the data saved.
     let _applying = srv.repl.replica.apply_lock.lock();
     let mut all = srv.keyspace.lock_everything();
+    let (sink_form, sink_deletions) = (sink.form, &sink.deletions);
     let sink: Arc<dyn SnapSink> = sink.clone();
     let mut sizes = Vec::with_capacity(all.len());
+    let mut deletions = Vec::new();
     for (db, shards) in all.iter_mut().enumerate() {
         let (mut keys, mut volatile) = (0, 0);
         for g in shards.iter_mut() {
@@ -240,7 +316,22 @@ fn cut(
             g.snap_begin(db, sink.clone());
         }
         sizes.push((keys, volatile));
+        if srv.active {
+            // Copied here, at the instant the keys are cut: a tombstone
+            // comes and goes with its key, so a later copy could hold a
+            // key and its tombstone both, or neither.
+            let mut d = Deletions::default();
+            let flushed = shards.iter().map(|g| g.flushed_at()).max().unwrap_or(0);
+            if flushed > 0 {
+                sink_form.flushed(&mut d.head, flushed);
+            }
+            for g in shards.iter() {
+                sink_form.tombstones(&mut d.tail, g.tombstones());
+            }
+            deletions.push(d);
+        }
     }
+    *sink_deletions.lock() = deletions;
     if let Some(f) = at_cut {
         f();
     }
@@ -310,7 +401,7 @@ fn write_stream(
     checksum: bool,
     threads: usize,
 ) -> io::Result<u64> {
-    let rdb = preserved.format == SnapFormat::Rdb;
+    let rdb = preserved.form.format == SnapFormat::Rdb;
     let mut w = FileWriter::new(BufWriter::with_capacity(1 << 16, out), checksum && rdb);
     write_body(srv, &mut w, (header, sizes), preserved, threads)?;
     let n = w.written + if rdb { 9 } else { 0 }; // EOF opcode and CRC
@@ -328,14 +419,27 @@ fn write_body<W: Write>(
     threads: usize,
 ) -> io::Result<()> {
     w.write(header)?;
+    let deletions = std::mem::take(&mut *preserved.deletions.lock());
     for (db, &(keys, volatile)) in sizes.iter().enumerate() {
-        if keys == 0 {
+        let del = deletions.get(db).filter(|d| !d.is_empty());
+        if keys == 0 && del.is_none() {
             continue;
         }
         let mut sel = Vec::new();
-        preserved.format.select_db(&mut sel, db, keys, volatile);
+        preserved
+            .form
+            .format
+            .select_db(&mut sel, db, keys, volatile);
         w.write(&sel)?;
-        write_db(srv, db, w, preserved, threads)?;
+        if let Some(d) = del {
+            w.write(&d.head)?;
+        }
+        if keys > 0 {
+            write_db(srv, db, w, preserved, threads)?;
+        }
+        if let Some(d) = del {
+            w.write(&d.tail)?;
+        }
     }
     if srv.persist.snapshot.aborted.load(Relaxed) {
         return Err(io::Error::new(
@@ -360,7 +464,7 @@ fn write_file(
     let tmp = temp_name(path);
     let r = (|| {
         let f = File::create(&tmp)?;
-        let rdb = preserved.format == SnapFormat::Rdb;
+        let rdb = preserved.form.format == SnapFormat::Rdb;
         let mut w = FileWriter::new(BufWriter::with_capacity(1 << 20, f), checksum && rdb);
         write_body(srv, &mut w, (header, sizes), preserved, threads)?;
         let w = if rdb { w.finish()? } else { w.into_inner() };
@@ -416,13 +520,14 @@ fn write_db<W: Write>(
     let next = AtomicUsize::new(0);
     let threads = threads.max(1);
     let (tx, rx) = mpsc::sync_channel::<(usize, Vec<u8>)>(threads * 4);
-    let (opts, format) = (preserved.opts, preserved.format);
+    let form = preserved.form;
     std::thread::scope(|scope| -> io::Result<()> {
         for _ in 0..threads {
             let tx = tx.clone();
             let next = &next;
             let srv = &**srv;
-            scope.spawn(move || serialize_shards(srv, db, next, (format, &opts), &tx));
+            let form = &form;
+            scope.spawn(move || serialize_shards(srv, db, next, form, &tx));
         }
         drop(tx);
         let mut result = Ok(());
@@ -482,7 +587,7 @@ fn serialize_shards(
     srv: &Server,
     db: usize,
     next: &AtomicUsize,
-    (format, opts): (SnapFormat, &SaveOpts),
+    form: &Form,
     tx: &mpsc::SyncSender<(usize, Vec<u8>)>,
 ) {
     let progress = &srv.persist.snapshot.keys_done;
@@ -498,7 +603,7 @@ fn serialize_shards(
             let (mut versions, mut body, mut n) = (Vec::new(), Vec::new(), 0);
             let done = srv.keyspace.db(db).lock(shard).snap_step(batch, |e| {
                 n += 1;
-                format.entry(&mut body, &mut versions, e, opts);
+                form.entry(&mut body, &mut versions, e);
                 body.len() < BATCH_BYTES
             });
             if n > 0 {

@@ -2,6 +2,8 @@
 //!
 //! DEBUG OBJECT and MEMORY USAGE look keys up without side effects (no LRU
 //! touch, no lazy-expiry deletion), as Redis's objectCommandLookup does.
+//! DEBUG OBJECT's line ends with a field of ours, `lattice_version:<n>`,
+//! the key's HLC version (tests check that persistence keeps it).
 //! DEBUG DIGEST follows Redis's scheme: each key's digest mixes its name,
 //! type, value and expiry, and the keys' digests are XOR-ed, so the result
 //! does not depend on iteration order and is all zeros for an empty dataset.
@@ -335,13 +337,14 @@ fn object_line(e: &Entry, now_ms: u64) -> String {
     let shared_int =
         matches!(&e.value, Value::Str(crate::keyspace::StrValue::Int(n)) if (0..10000).contains(n));
     format!(
-        "Value at:{:p} refcount:{} encoding:{} serializedlength:{} lru:{} lru_seconds_idle:{}",
+        "Value at:{:p} refcount:{} encoding:{} serializedlength:{} lru:{} lru_seconds_idle:{} lattice_version:{}",
         e as *const Entry,
         if shared_int { i32::MAX } else { 1 },
         e.value.encoding(),
         serialized_len(&e.value),
         e.lru(),
-        idle
+        idle,
+        e.version
     )
 }
 

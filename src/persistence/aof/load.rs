@@ -9,12 +9,22 @@
 //! the end counts as truncated at its MULTI (its commands are queued, never
 //! applied). Anything malformed elsewhere fails start-up and nothing on disk
 //! is touched. The log lines are Redis's: tools and tests grep for them.
+//!
+//! Stamps (active replication, docs/DECISIONS.md 41): a `#LV:<stamp>`
+//! annotation gives the next command (SELECT, MULTI and EXEC pass it on)
+//! that stamp instead of a fresh one, so keys get back the versions they
+//! had, and a stamped DEL or UNLINK of a key that is absent leaves a
+//! tombstone with its stamp (how a rewritten base of commands keeps
+//! them). Under active replication the node's stamp floor rises past
+//! every stamp replayed.
 
 use std::io::{BufRead, BufReader, Read};
 use std::path::Path;
 use std::sync::Arc;
 
 use crate::core::stats::WorkerStats;
+use std::sync::atomic::Ordering::Relaxed;
+
 use crate::effects::Effect;
 use crate::keyspace::hlc::Hlc;
 use crate::server::Server;
@@ -40,8 +50,20 @@ struct Replayer<'a> {
     clock: Hlc,
     stats: WorkerStats,
     db: usize,
-    /// Commands of an open MULTI, applied at its EXEC.
-    queued: Option<Vec<(usize, Vec<Vec<u8>>)>>,
+    /// The stamp the last `#LV:` annotation gave the next command.
+    stamp: Option<u64>,
+    /// Commands of an open MULTI (with their stamps), applied at its EXEC.
+    queued: Option<Vec<Queued>>,
+}
+
+/// A command of an open MULTI: database, arguments, stamp.
+type Queued = (usize, Vec<Vec<u8>>, Option<u64>);
+
+/// What the next lines of a file hold.
+enum Item {
+    Command(Vec<Vec<u8>>),
+    /// A `#LV:` annotation.
+    Stamp(u64),
 }
 
 enum Stop {
@@ -115,14 +137,16 @@ fn replay_commands(srv: &Arc<Server>, r: &mut Reader, name: &str) -> (Option<Sto
         clock: Hlc::new(srv.node_id),
         stats: WorkerStats::new(srv.commands.all.len()),
         db: 0,
+        stamp: None,
         queued: None,
     };
     let mut valid_up_to = r.pos;
     let mut valid_before_multi = r.pos;
     let stop = loop {
-        match next_command(r) {
+        match next_item(r) {
             Ok(None) => break None,
-            Ok(Some(argv)) => {
+            Ok(Some(Item::Stamp(s))) => rp.stamp = Some(s),
+            Ok(Some(Item::Command(argv))) => {
                 if rp.queued.is_none() && argv[0].eq_ignore_ascii_case(b"multi") {
                     valid_before_multi = valid_up_to;
                 }
@@ -240,19 +264,22 @@ impl Replayer<'_> {
             }
             "multi" => self.queued = Some(vec![]),
             "exec" => {
-                for (db, argv) in self.queued.take().unwrap_or_default() {
-                    self.run(db, argv);
+                for (db, argv, stamp) in self.queued.take().unwrap_or_default() {
+                    self.run(db, argv, stamp);
                 }
             }
-            _ => match &mut self.queued {
-                Some(q) => q.push((self.db, argv)),
-                None => self.run(self.db, argv),
-            },
+            _ => {
+                let stamp = self.stamp.take();
+                match &mut self.queued {
+                    Some(q) => q.push((self.db, argv, stamp)),
+                    None => self.run(self.db, argv, stamp),
+                }
+            }
         }
         Ok(())
     }
 
-    fn run(&mut self, db: usize, argv: Vec<Vec<u8>>) {
+    fn run(&mut self, db: usize, argv: Vec<Vec<u8>>, stamp: Option<u64>) {
         let Some(id) = self.srv.commands.lookup(&argv[0]) else {
             return;
         };
@@ -263,7 +290,17 @@ impl Replayer<'_> {
             );
             return;
         }
-        let version = self.clock.now();
+        let active = self.srv.active;
+        let version = match stamp {
+            Some(s) => s,
+            // Unstamped (written by a plain node): a fresh stamp, after
+            // every one loaded so far under active replication.
+            None if active => self.clock.after(self.srv.stamp_floor.load(Relaxed)),
+            None => self.clock.now(),
+        };
+        if active {
+            self.srv.stamp_floor.fetch_max(version, Relaxed);
+        }
         let e = Effect {
             db,
             version,
@@ -272,6 +309,27 @@ impl Replayer<'_> {
         };
         if let Err(err) = crate::commands::replay(self.srv, &mut self.clock, &self.stats, &e) {
             log_verbose!("AOF command failed while loading: {err}");
+        }
+        if active && stamp.is_some() {
+            self.tombstones_for_absent(&e);
+        }
+    }
+
+    /// A stamped DEL or UNLINK leaves a tombstone for each key it names
+    /// that is absent after it (a rewritten base's tombstones; the keys it
+    /// deleted have theirs already).
+    fn tombstones_for_absent(&self, e: &Effect) {
+        let name = &e.argv[0];
+        if !name.eq_ignore_ascii_case(b"del") && !name.eq_ignore_ascii_case(b"unlink") {
+            return;
+        }
+        let ks = &self.srv.keyspace;
+        for key in &e.argv[1..] {
+            let slot = ks.slot(key);
+            let mut g = ks.db(e.db).lock(slot.shard);
+            if g.get_raw(slot.hash, key).is_none() {
+                g.set_tombstone(key, e.version);
+            }
         }
     }
 }
@@ -323,8 +381,9 @@ fn read_error(e: std::io::Error) -> String {
     m
 }
 
-/// The next command; `None` at a clean end of file.
-fn next_command(r: &mut Reader) -> Result<Option<Vec<Vec<u8>>>, Stop> {
+/// The next command or stamp annotation (other annotations are skipped);
+/// `None` at a clean end of file.
+fn next_item(r: &mut Reader) -> Result<Option<Item>, Stop> {
     let mut line;
     loop {
         line = r.line()?;
@@ -336,6 +395,14 @@ fn next_command(r: &mut Reader) -> Result<Option<Vec<Vec<u8>>>, Stop> {
         }
         if !line.ends_with(b"\n") {
             return Err(Stop::Eof);
+        }
+        if let Some(rest) = line.strip_prefix(super::writer::STAMP_NOTE) {
+            let digits = rest.strip_suffix(b"\r\n").ok_or(Stop::Format)?;
+            let stamp = std::str::from_utf8(digits)
+                .ok()
+                .and_then(|d| d.parse::<u64>().ok())
+                .ok_or(Stop::Format)?;
+            return Ok(Some(Item::Stamp(stamp)));
         }
     }
     if line[0] != b'*' {
@@ -361,7 +428,7 @@ fn next_command(r: &mut Reader) -> Result<Option<Vec<Vec<u8>>>, Stop> {
         argv.push(r.exact(len)?);
         r.exact(2)?;
     }
-    Ok(Some(argv))
+    Ok(Some(Item::Command(argv)))
 }
 
 /// C's atoi/strtol: optional sign, leading digits, 0 if none.

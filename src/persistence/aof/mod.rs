@@ -111,6 +111,7 @@ fn load_settings(srv: &Server) {
     core.policy.store(policy, Relaxed);
     core.timestamps
         .store(cfg.get_bool("aof-timestamp-enabled"), Relaxed);
+    core.stamps.store(srv.active, Relaxed);
 }
 
 /// Start-up (before listeners serve): reads the manifest and, with

@@ -30,27 +30,36 @@ use crate::{log_notice, log_warning};
 const ITEMS_PER_CMD: usize = 64;
 
 /// Appends the commands that rebuild `e`: SET, or RPUSH / HMSET / SADD /
-/// ZADD in batches of 64 elements, then PEXPIREAT for a TTL.
-pub fn encode_entry_commands(out: &mut Vec<u8>, e: &Entry) {
+/// ZADD in batches of 64 elements, then PEXPIREAT for a TTL; with a
+/// `stamp` (active replication), each after its stamp annotation.
+pub fn encode_entry_commands(out: &mut Vec<u8>, e: &Entry, stamp: Option<u64>) {
     let key: &[u8] = &e.key;
+    let note = |out: &mut Vec<u8>| {
+        if let Some(s) = stamp {
+            super::writer::write_stamp(out, s);
+        }
+    };
     match &e.value {
-        Value::Str(s) => s.with_bytes(|v| resp::command(out, &[&b"SET"[..], key, v])),
-        Value::List(l) => batched(out, b"RPUSH", key, l.len(), 1, |f| {
+        Value::Str(s) => {
+            note(out);
+            s.with_bytes(|v| resp::command(out, &[&b"SET"[..], key, v]))
+        }
+        Value::List(l) => batched(out, (b"RPUSH", stamp), key, l.len(), 1, |f| {
             for item in l.iter() {
                 f(&[item]);
             }
         }),
-        Value::Set(s) => batched(out, b"SADD", key, s.len(), 1, |f| {
+        Value::Set(s) => batched(out, (b"SADD", stamp), key, s.len(), 1, |f| {
             for m in s.iter() {
                 f(&[&m]);
             }
         }),
-        Value::Hash(h) => batched(out, b"HMSET", key, h.len(), 2, |f| {
+        Value::Hash(h) => batched(out, (b"HMSET", stamp), key, h.len(), 2, |f| {
             for (field, v) in h.iter() {
                 f(&[field, v]);
             }
         }),
-        Value::ZSet(z) => batched(out, b"ZADD", key, z.len(), 2, |f| {
+        Value::ZSet(z) => batched(out, (b"ZADD", stamp), key, z.len(), 2, |f| {
             for (m, score) in z.iter() {
                 let s = crate::protocol::format_double(score);
                 f(&[s.as_bytes(), m]);
@@ -59,15 +68,17 @@ pub fn encode_entry_commands(out: &mut Vec<u8>, e: &Entry) {
     }
     let at = e.expire_at();
     if at != 0 {
+        note(out);
         resp::command(out, &[&b"PEXPIREAT"[..], key, at.to_string().as_bytes()]);
     }
 }
 
 /// Writes `total` elements of `width` arguments each as `cmd key ...`
-/// commands of at most 64 elements; `each` feeds the elements in order.
+/// commands of at most 64 elements (each after `stamp`'s annotation if
+/// given); `each` feeds the elements in order.
 fn batched(
     out: &mut Vec<u8>,
-    cmd: &[u8],
+    (cmd, stamp): (&[u8], Option<u64>),
     key: &[u8],
     total: usize,
     width: usize,
@@ -76,6 +87,9 @@ fn batched(
     let (mut left, mut in_cmd) = (total, 0);
     each(&mut |args: &[&[u8]]| {
         if in_cmd == 0 {
+            if let Some(s) = stamp {
+                super::writer::write_stamp(out, s);
+            }
             let n = left.min(ITEMS_PER_CMD);
             resp::array(out, 2 + n * width);
             resp::bulk(out, cmd);
@@ -403,10 +417,16 @@ mod tests {
             1,
         );
         let mut out = vec![];
-        encode_entry_commands(&mut out, &e);
+        encode_entry_commands(&mut out, &e, None);
         assert_eq!(
             out,
             b"*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$1\r\nv\r\n*3\r\n$9\r\nPEXPIREAT\r\n$1\r\nk\r\n$4\r\n1234\r\n"
+        );
+        let mut out = vec![];
+        encode_entry_commands(&mut out, &e, Some(77));
+        assert_eq!(
+            out,
+            b"#LV:77\r\n*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$1\r\nv\r\n#LV:77\r\n*3\r\n$9\r\nPEXPIREAT\r\n$1\r\nk\r\n$4\r\n1234\r\n"
         );
     }
 
@@ -414,7 +434,7 @@ mod tests {
     fn batches_of_64() {
         let mut out = vec![];
         let items: Vec<Vec<u8>> = (0..130).map(|i| i.to_string().into_bytes()).collect();
-        batched(&mut out, b"RPUSH", b"l", items.len(), 1, |f| {
+        batched(&mut out, (b"RPUSH", None), b"l", items.len(), 1, |f| {
             for i in &items {
                 f(&[i]);
             }

@@ -11,6 +11,13 @@
 //! Three byte counters make "is my write durable yet?" a load: `appended`
 //! (pushed into the buffer), `written` (in the file) and `synced` (fsynced).
 //!
+//! Active replication (`Core::stamps`, docs/DECISIONS.md 41): each record
+//! but SELECT, MULTI and EXEC follows a stamp annotation, `#LV:<stamp>`,
+//! the version the write gave its keys, so that loading replays it with
+//! that stamp instead of a fresh one. Redis's loaders skip `#` lines (they
+//! are how `aof-timestamp-enabled` writes `#TS:`), so Redis still loads
+//! such a file; a plain node never writes them.
+//!
 //! Lock order: shard locks, then `file`, then `pending`. Flushers never take
 //! a shard lock; effect emitters never wait for `file`.
 //!
@@ -35,6 +42,16 @@ use crate::protocol::request as resp;
 pub const FSYNC_NO: u8 = 0;
 pub const FSYNC_EVERYSEC: u8 = 1;
 pub const FSYNC_ALWAYS: u8 = 2;
+
+/// The annotation that gives the next command of an AOF its stamp.
+pub const STAMP_NOTE: &[u8] = b"#LV:";
+
+/// Appends a stamp annotation: `#LV:<stamp>\r\n`.
+pub fn write_stamp(out: &mut Vec<u8>, stamp: u64) {
+    out.extend_from_slice(STAMP_NOTE);
+    out.extend_from_slice(stamp.to_string().as_bytes());
+    out.extend_from_slice(b"\r\n");
+}
 
 thread_local! {
     /// `appended` after the last record this thread emitted.
@@ -68,6 +85,8 @@ pub struct Core {
     pub write_err: AtomicBool,
     pub last_error: Mutex<String>,
     pub timestamps: AtomicBool,
+    /// Active replication: each record follows its stamp (`write_stamp`).
+    pub stamps: AtomicBool,
     pub policy: AtomicU8,
     pending: Mutex<Pending>,
     out: Mutex<Output>,
@@ -113,7 +132,7 @@ impl EffectSink for Core {
         if !self.active.load(Relaxed) || e.repl_only() {
             return;
         }
-        self.append_locked(&mut self.pending.lock(), e.db, e.argv);
+        self.append_locked(&mut self.pending.lock(), e.db, e.version, e.argv);
     }
 
     /// Under one lock of the pending buffer: a transaction stays together.
@@ -123,14 +142,14 @@ impl EffectSink for Core {
         }
         let mut p = self.pending.lock();
         for e in effects.iter().filter(|e| !e.repl_only()) {
-            self.append_locked(&mut p, e.db, &e.argv);
+            self.append_locked(&mut p, e.db, e.version, &e.argv);
         }
     }
 }
 
 impl Core {
     /// Appends one record to the pending buffer (locked by the caller).
-    fn append_locked<A: AsRef<[u8]>>(&self, p: &mut Pending, db: usize, argv: &[A]) {
+    fn append_locked<A: AsRef<[u8]>>(&self, p: &mut Pending, db: usize, version: u64, argv: &[A]) {
         let before = p.buf.len();
         if self.timestamps.load(Relaxed) {
             let now = crate::keyspace::hlc::unix_ms() / 1000;
@@ -143,11 +162,19 @@ impl Core {
             p.db = Some(db);
             resp::select(&mut p.buf, db);
         }
+        if version != 0 && self.stamps.load(Relaxed) && !is_unit_bound(argv) {
+            write_stamp(&mut p.buf, version);
+        }
         resp::command(&mut p.buf, argv);
         let end = self.appended.load(Relaxed) + (p.buf.len() - before) as u64;
         self.appended.store(end, Release);
         LAST_END.with(|c| c.set(end));
     }
+}
+
+/// MULTI and EXEC, which carry no stamp of their own.
+fn is_unit_bound<A: AsRef<[u8]>>(argv: &[A]) -> bool {
+    matches!(argv, [n] if n.as_ref().eq_ignore_ascii_case(b"multi") || n.as_ref().eq_ignore_ascii_case(b"exec"))
 }
 
 impl Core {

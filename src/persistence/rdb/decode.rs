@@ -25,6 +25,7 @@ use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use super::packed;
 use super::{len, opcode, types, RdbError, AUX_VERSIONS, RDB_VERSION_MAX_LOAD};
 use super::{module_opcode, QUICKLIST_NODE_PACKED, QUICKLIST_NODE_PLAIN};
+use super::{AUX_FLUSHED, AUX_TOMBSTONES};
 use crate::keyspace::encoding::EncodingLimits;
 use crate::keyspace::hash::{HashLimits, HashValue};
 use crate::keyspace::list::ListValue;
@@ -68,7 +69,13 @@ pub struct LoadSummary {
     pub keys: u64,
     /// Empty collections skipped (Redis logs them and loads the rest).
     pub empty_skipped: u64,
+    /// The aux fields, but for the per-key ones (versions, tombstones,
+    /// flush stamps), which go where they belong.
     pub aux: Vec<(Vec<u8>, Vec<u8>)>,
+    /// Active replication's tombstones: (database, key, stamp).
+    pub tombstones: Vec<(usize, Vec<u8>, u64)>,
+    /// Active replication's per-database flush stamps: (database, stamp).
+    pub flushed: Vec<(usize, u64)>,
 }
 
 fn corrupt(s: impl Into<String>) -> RdbError {
@@ -553,6 +560,8 @@ pub fn load(
             keys: 0,
             empty_skipped: 0,
             aux: Vec::new(),
+            tombstones: Vec::new(),
+            flushed: Vec::new(),
         },
         db: 0,
         versions: VecDeque::new(),
@@ -631,8 +640,17 @@ fn read_opcode<R: Read>(
                     .chunks_exact(8)
                     .map(|c| u64::from_le_bytes(c.try_into().expect("8")))
                     .collect();
+            } else if k == AUX_TOMBSTONES {
+                read_tombstones(&v, st.db, &mut st.summary.tombstones)?;
+            } else if k == AUX_FLUSHED {
+                let stamp = std::str::from_utf8(&v)
+                    .ok()
+                    .and_then(|s| s.parse::<u64>().ok())
+                    .ok_or_else(|| corrupt("bad lattice-flushed aux field"))?;
+                st.summary.flushed.push((st.db, stamp));
+            } else {
+                st.summary.aux.push((k, v));
             }
-            st.summary.aux.push((k, v));
         }
         opcode::MODULE_AUX => {
             let id = s.len()?;
@@ -658,6 +676,26 @@ fn read_opcode<R: Read>(
         _ => return Ok(false),
     }
     Ok(true)
+}
+
+/// The tombstones an [`AUX_TOMBSTONES`] field holds, for database `db`.
+fn read_tombstones(
+    mut v: &[u8],
+    db: usize,
+    out: &mut Vec<(usize, Vec<u8>, u64)>,
+) -> Result<(), RdbError> {
+    let bad = || corrupt("bad lattice-tombs aux field");
+    while !v.is_empty() {
+        if v.len() < 12 {
+            return Err(bad());
+        }
+        let stamp = u64::from_le_bytes(v[..8].try_into().expect("8"));
+        let n = u32::from_le_bytes(v[8..12].try_into().expect("4")) as usize;
+        let key = v.get(12..12 + n).ok_or_else(bad)?;
+        out.push((db, key.to_vec(), stamp));
+        v = &v[12 + n..];
+    }
+    Ok(())
 }
 
 /// Reads one key record of type `t` and hands it to `on_key`.
@@ -836,6 +874,50 @@ mod tests {
         for cut in 0..f.len() {
             assert!(load(&f[..cut], &opts, &mut |_| Ok(())).is_err());
         }
+    }
+
+    #[test]
+    fn file_with_tombstones_and_a_flush_stamp() {
+        use super::super::encode::{push_tombstone, write_aux, write_header, write_select_db};
+        let mut f = Vec::new();
+        write_header(&mut f);
+        write_select_db(&mut f, 2, 0, 0);
+        write_aux(&mut f, AUX_FLUSHED, b"77");
+        let mut v = Vec::new();
+        push_tombstone(&mut v, b"gone", 99);
+        push_tombstone(&mut v, b"", 100);
+        write_aux(&mut f, AUX_TOMBSTONES, &v);
+        f.push(opcode::EOF);
+        let crc = CRC.checksum(&f);
+        f.extend_from_slice(&crc.to_le_bytes());
+        let l = limits();
+        let opts = LoadOpts {
+            on_resize: None,
+            limits: &l,
+            verify_checksum: true,
+        };
+        let sum = load(&f[..], &opts, &mut |_| Ok(())).unwrap();
+        assert_eq!(sum.flushed, vec![(2, 77)]);
+        assert_eq!(
+            sum.tombstones,
+            vec![(2, b"gone".to_vec(), 99), (2, vec![], 100)]
+        );
+        assert!(sum.aux.is_empty());
+        // A cut inside a tombstone (the first is 16 bytes) is a corrupt field.
+        for cut in (1..v.len()).filter(|&c| c != 16) {
+            let mut g = Vec::new();
+            write_header(&mut g);
+            write_aux(&mut g, AUX_TOMBSTONES, &v[..cut]);
+            g.push(opcode::EOF);
+            g.extend_from_slice(&[0; 8]);
+            assert!(load(&g[..], &opts, &mut |_| Ok(())).is_err(), "{cut}");
+        }
+        let mut g = Vec::new();
+        write_header(&mut g);
+        write_aux(&mut g, AUX_FLUSHED, b"x1");
+        g.push(opcode::EOF);
+        g.extend_from_slice(&[0; 8]);
+        assert!(load(&g[..], &opts, &mut |_| Ok(())).is_err());
     }
 
     #[test]

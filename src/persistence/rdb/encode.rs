@@ -410,6 +410,14 @@ pub fn write_aux(out: &mut Vec<u8>, name: &[u8], value: &[u8]) {
     write_string(out, value, false);
 }
 
+/// Appends one tombstone to the value of an `AUX_TOMBSTONES` field
+/// (`rdb/mod.rs`): stamp, key length, key.
+pub fn push_tombstone(value: &mut Vec<u8>, key: &[u8], stamp: u64) {
+    value.extend_from_slice(&stamp.to_le_bytes());
+    value.extend_from_slice(&(key.len() as u32).to_le_bytes());
+    value.extend_from_slice(key);
+}
+
 /// The magic and version.
 pub fn write_header(out: &mut Vec<u8>) {
     out.extend_from_slice(format!("REDIS{RDB_VERSION:04}").as_bytes());

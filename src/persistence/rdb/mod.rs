@@ -11,6 +11,16 @@
 //! u64s, in key order. Redis skips unknown aux fields (it logs them at debug
 //! level); our loader gives each following key the next version of the batch,
 //! and a fresh stamp to keys without one.
+//!
+//! Active replication's deletions (docs/DECISIONS.md 41), written only by a
+//! node with `active-replica`/`multi-master` on, so a plain node's files
+//! are unchanged: after a database's SELECTDB, [`AUX_FLUSHED`] holds the
+//! stamp of its last FLUSHDB/FLUSHALL (decimal), and after its keys, one or
+//! more [`AUX_TOMBSTONES`] fields hold its tombstones, each
+//! `<stamp: u64 LE><key length: u32 LE><key>`, repeated. Both apply to the
+//! database the last SELECTDB chose. Redis 7.0's loader skips unknown aux
+//! fields wherever they are (rdbLoadRioWithLoadingCtx), so it loads these
+//! files with the same keys.
 
 pub mod encode;
 
@@ -21,6 +31,18 @@ pub const RDB_VERSION_MAX_LOAD: u16 = 11;
 
 /// Aux field carrying the versions of the keys that follow it.
 pub const AUX_VERSIONS: &[u8] = b"lattice-versions";
+
+/// Aux field carrying tombstones of the selected database (active
+/// replication).
+pub const AUX_TOMBSTONES: &[u8] = b"lattice-tombs";
+
+/// Aux field carrying the stamp of the selected database's last flush
+/// (active replication).
+pub const AUX_FLUSHED: &[u8] = b"lattice-flushed";
+
+/// Bytes of tombstones per [`AUX_TOMBSTONES`] field, at most (one field
+/// may exceed it by one tombstone).
+pub const TOMBSTONES_PER_AUX: usize = 64 * 1024;
 
 /// Value types (the byte before a key).
 pub mod types {

@@ -19,7 +19,7 @@ use parking_lot::Mutex;
 
 use super::{applying, Active, Host, HostRef};
 use crate::core::stats::WorkerStats;
-use crate::effects::Effect;
+use crate::effects::{Effect, EffectRef};
 use crate::keyspace::hlc::{unix_ms, Hlc};
 use crate::protocol::Args;
 use crate::protocol::{ParseLimits, Parsed, RequestParser};
@@ -563,7 +563,18 @@ impl Link<'_> {
             if exists {
                 self.replay(db, stamp, &[b"DEL", key]);
             } else {
+                // No key to delete: the tombstone alone, and a stamped DEL
+                // for the AOF (its loader makes it a tombstone again).
                 ks.db(db).lock(slot.shard).set_tombstone(key, stamp);
+                let core = self.node.core();
+                applying(|| {
+                    core.effects.emit(&EffectRef {
+                        db,
+                        version: stamp,
+                        argv: &[b"DEL", key],
+                        bases: &[],
+                    })
+                });
             }
         } else {
             let at = at.to_string();

@@ -1,0 +1,425 @@
+//! Persistence under active replication (issue 12, items 3 and 8): a node
+//! restarted from its RDB file or its AOF gets back every key's version
+//! (HLC stamp), its tombstones and its databases' flush stamps, and stamps
+//! its new writes after all of them. Without that, a restarted node's stale
+//! data would look newer than its peers' newer writes and win everywhere,
+//! and keys it had deleted would come back from a peer that missed the
+//! delete. Redis 7.0 still loads the files (it skips our aux fields and
+//! annotations), and a plain node's files do not change.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use common::*;
+
+struct Dir(PathBuf);
+
+impl std::ops::Deref for Dir {
+    type Target = Path;
+    fn deref(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for Dir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn tempdir(tag: &str) -> Dir {
+    let d = std::env::temp_dir().join(format!("lattice-activep-{tag}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    Dir(d)
+}
+
+/// An active node (no peers yet) keeping its files in `dir`.
+fn node(dir: &Path, extra: &[&str]) -> Server {
+    let d = dir.to_str().unwrap();
+    let mut args = vec!["--active-replica", "yes", "--repl-timeout", "3", "--dir", d];
+    args.extend_from_slice(extra);
+    Server::start(&args)
+}
+
+/// `a` pulls from `port`.
+fn pull(a: &Server, port: u16) {
+    let r: String = cmd(
+        &mut a.conn(),
+        &["REPLICAOF", "127.0.0.1", &port.to_string()],
+    );
+    assert!(r.starts_with("OK"), "{r}");
+}
+
+fn wait_linked(n: &Server) {
+    let mut c = n.conn();
+    eventually("the peer link to connect", || {
+        let info: String = cmd(&mut c, &["INFO", "replication"]);
+        info.matches("state=connected").count() == 1
+    });
+}
+
+fn converged(nodes: &[&Server]) {
+    let mut conns: Vec<_> = nodes.iter().map(|n| n.conn()).collect();
+    eventually("the nodes to converge", || {
+        let d: Vec<String> = conns.iter_mut().map(digest).collect();
+        d.windows(2).all(|w| w[0] == w[1])
+    });
+}
+
+/// The key's version, from DEBUG OBJECT's `lattice_version` field.
+fn version(c: &mut redis::Connection, key: &str) -> u64 {
+    let line: String = cmd(c, &["DEBUG", "OBJECT", key]);
+    line.split(' ')
+        .find_map(|w| w.strip_prefix("lattice_version:"))
+        .unwrap_or_else(|| panic!("no lattice_version in {line}"))
+        .parse()
+        .unwrap()
+}
+
+/// BGREWRITEAOF, waiting until it is done.
+fn rewrite(c: &mut redis::Connection) {
+    let _: String = cmd(c, &["BGREWRITEAOF"]);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while info_field::<i64>(c, "aof_rewrite_in_progress") == 1
+        || info_field::<i64>(c, "aof_rewrite_scheduled") == 1
+    {
+        assert!(Instant::now() < deadline, "the rewrite did not finish");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// How a node keeps its data across a restart: its directives, and what it
+/// does before it is killed.
+struct Persist {
+    tag: &'static str,
+    args: &'static [&'static str],
+    before_kill: fn(&mut redis::Connection),
+}
+
+const RDB: Persist = Persist {
+    tag: "rdb",
+    args: &[],
+    before_kill: |c| {
+        let () = cmd(c, &["SAVE"]);
+    },
+};
+
+const AOF: Persist = Persist {
+    tag: "aof",
+    args: &["--appendonly", "yes"],
+    before_kill: |_| {},
+};
+
+/// The AOF rewritten (its base now holds what was written so far), then
+/// one more write in the incr file.
+fn rewrite_then_write(c: &mut redis::Connection) {
+    rewrite(c);
+    let () = cmd(c, &["SET", "after-rewrite", "x"]);
+}
+
+const AOF_RDB_BASE: Persist = Persist {
+    tag: "aof-rdb-base",
+    args: &["--appendonly", "yes", "--aof-use-rdb-preamble", "yes"],
+    before_kill: rewrite_then_write,
+};
+
+const AOF_COMMAND_BASE: Persist = Persist {
+    tag: "aof-cmd-base",
+    args: &["--appendonly", "yes", "--aof-use-rdb-preamble", "no"],
+    before_kill: rewrite_then_write,
+};
+
+/// Keys of every type (a list long enough for several RPUSH commands in a
+/// rewritten base), a TTL, a second database.
+fn populate(c: &mut redis::Connection) -> Vec<&'static str> {
+    let mut p = redis::pipe();
+    p.cmd("SET").arg("s").arg("v");
+    p.cmd("SET").arg("n").arg(12345);
+    p.cmd("INCR").arg("n");
+    for i in 0..150 {
+        p.cmd("RPUSH").arg("l").arg(i);
+    }
+    p.cmd("HSET").arg("h").arg(&["f1", "v1", "f2", "v2"]);
+    p.cmd("SADD").arg("set").arg(&["a", "b", "c"]);
+    p.cmd("ZADD").arg("z").arg(&["1", "a", "2", "b"]);
+    p.cmd("SET").arg("ttl").arg("v").arg("EX").arg(1000);
+    p.cmd("PEXPIRE").arg("h").arg(5_000_000);
+    p.cmd("SET").arg("gone").arg("v");
+    p.cmd("DEL").arg("gone");
+    let () = p.query(c).unwrap();
+    vec!["s", "n", "l", "h", "set", "z", "ttl"]
+}
+
+/// Every way of persisting keeps each key's version, and a write after the
+/// restart is stamped after the loaded keys.
+#[test]
+fn versions_survive_a_restart_from_the_rdb_and_the_aof() {
+    for p in [RDB, AOF, AOF_RDB_BASE, AOF_COMMAND_BASE] {
+        let dir = tempdir(&format!("versions-{}", p.tag));
+        let s = node(&dir, p.args);
+        let mut c = s.conn();
+        let keys = populate(&mut c);
+        let () = cmd(&mut c, &["SELECT", "3"]);
+        let () = cmd(&mut c, &["SET", "db3", "x"]);
+        let v3 = version(&mut c, "db3");
+        let () = cmd(&mut c, &["SELECT", "0"]);
+        let before: Vec<u64> = keys.iter().map(|k| version(&mut c, k)).collect();
+        let dig = digest(&mut c);
+        (p.before_kill)(&mut c);
+        drop(c);
+        drop(s);
+        let s = node(&dir, p.args);
+        let mut c = s.conn();
+        let after: Vec<u64> = keys.iter().map(|k| version(&mut c, k)).collect();
+        assert_eq!(after, before, "{}: versions after the restart", p.tag);
+        let () = cmd(&mut c, &["SELECT", "3"]);
+        assert_eq!(version(&mut c, "db3"), v3, "{}", p.tag);
+        let () = cmd(&mut c, &["SELECT", "0"]);
+        if p.tag.starts_with("aof-") {
+            let () = cmd(&mut c, &["DEL", "after-rewrite"]);
+        }
+        assert_eq!(digest(&mut c), dig, "{}: data after the restart", p.tag);
+        let () = cmd(&mut c, &["SET", "new", "x"]);
+        let max = before.iter().copied().max().unwrap().max(v3);
+        assert!(version(&mut c, "new") > max, "{}", p.tag);
+    }
+}
+
+/// A stamp far ahead of the clock (a node whose clock ran ahead wrote it):
+/// after loading it, the node's writes are still stamped after it.
+#[test]
+fn writes_after_loading_a_stamp_from_the_future_are_stamped_after_it() {
+    let dir = tempdir("future");
+    let now_ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as u64;
+    let future = (now_ms + 3_600_000) << 22;
+    // REDIS0010, the versions aux field, one key "k" = "v", EOF, no CRC.
+    let mut f = b"REDIS0010".to_vec();
+    f.extend_from_slice(&[0xFA, 16]);
+    f.extend_from_slice(b"lattice-versions");
+    f.push(8);
+    f.extend_from_slice(&future.to_le_bytes());
+    f.extend_from_slice(&[0xFE, 0, 0, 1, b'k', 1, b'v', 0xFF]);
+    f.extend_from_slice(&[0; 8]);
+    std::fs::write(dir.join("dump.rdb"), &f).unwrap();
+    let s = node(&dir, &[]);
+    let mut c = s.conn();
+    assert_eq!(version(&mut c, "k"), future);
+    let () = cmd(&mut c, &["SET", "other", "x"]);
+    assert!(version(&mut c, "other") > future);
+    let () = cmd(&mut c, &["SET", "k", "w"]);
+    assert!(version(&mut c, "k") > future);
+}
+
+/// The RDB file holds the tombstones and the flush stamp (read back with
+/// our decoder), and Redis 7.0 loads it with the same data.
+#[test]
+fn tombstones_and_flushes_are_in_the_rdb_and_redis_loads_it() {
+    use lattice::keyspace::encoding::EncodingLimits;
+    use lattice::persistence::rdb::decode::{self, LoadOpts};
+    let dir = tempdir("tombs");
+    let s = node(&dir, &[]);
+    let mut c = s.conn();
+    populate(&mut c);
+    let () = cmd(&mut c, &["SET", "deleted", "v"]);
+    let v = version(&mut c, "deleted");
+    let _: i64 = cmd(&mut c, &["DEL", "deleted"]);
+    let () = cmd(&mut c, &["SELECT", "1"]);
+    let () = cmd(&mut c, &["SET", "flushed", "v"]);
+    let () = cmd(&mut c, &["FLUSHDB"]);
+    let () = cmd(&mut c, &["SELECT", "2"]);
+    let () = cmd(&mut c, &["SET", "kept", "v"]);
+    let () = cmd(&mut c, &["FLUSHDB"]);
+    let () = cmd(&mut c, &["SET", "kept", "w"]);
+    let flushed_at = version(&mut c, "kept");
+    let () = cmd(&mut c, &["SELECT", "0"]);
+    let dig = digest(&mut c);
+    let () = cmd(&mut c, &["SAVE"]);
+    let bytes = std::fs::read(dir.join("dump.rdb")).unwrap();
+    let limits = EncodingLimits::defaults();
+    let opts = LoadOpts {
+        limits: &limits,
+        verify_checksum: true,
+        on_resize: None,
+    };
+    let sum = decode::load(&bytes[..], &opts, &mut |_| Ok(())).unwrap();
+    let tomb = |db: usize, key: &[u8]| {
+        sum.tombstones
+            .iter()
+            .find(|(d, k, _)| *d == db && k == key)
+            .map(|t| t.2)
+    };
+    assert!(tomb(0, b"deleted").is_some_and(|s| s > v), "{sum:?}");
+    assert!(tomb(0, b"gone").is_some(), "{sum:?}");
+    assert_eq!(sum.flushed.len(), 2, "{sum:?}");
+    assert!(sum.flushed.iter().any(|&(d, s)| d == 2 && s < flushed_at));
+    assert!(sum.flushed.iter().any(|&(d, _)| d == 1));
+    // Not left in the plain aux fields.
+    assert!(!sum.aux.iter().any(|(k, _)| k.starts_with(b"lattice-tombs")));
+    // Restarted, the node has them back: a new write of a deleted key is
+    // stamped after its tombstone.
+    drop(c);
+    drop(s);
+    let s = node(&dir, &[]);
+    let mut c = s.conn();
+    assert_eq!(digest(&mut c), dig);
+    let () = cmd(&mut c, &["SET", "deleted", "again"]);
+    assert!(version(&mut c, "deleted") > tomb(0, b"deleted").unwrap());
+    drop(c);
+    drop(s);
+    // Redis 7.0 loads the same file.
+    let o = RedisOracle::start(&["--dir", dir.to_str().unwrap()]);
+    let mut r = o.conn();
+    assert_eq!(digest(&mut r), dig);
+    assert_eq!(cmd::<i64>(&mut r, &["DBSIZE"]), 7);
+}
+
+/// Redis 7.0 loads an active node's AOF (stamp annotations in the incr
+/// file; the base as RDB with our aux fields, or as commands with stamped
+/// FLUSHDB and DEL for the flush and the tombstones) with the same data.
+#[test]
+fn redis_loads_an_active_nodes_aof() {
+    for preamble in ["yes", "no"] {
+        let dir = tempdir(&format!("redis-aof-{preamble}"));
+        let args = [
+            "--appendonly",
+            "yes",
+            "--aof-use-rdb-preamble",
+            preamble,
+            "--appendfsync",
+            "always",
+        ];
+        let s = node(&dir, &args);
+        let mut c = s.conn();
+        populate(&mut c);
+        let () = cmd(&mut c, &["SELECT", "1"]);
+        let () = cmd(&mut c, &["SET", "flushed", "v"]);
+        let () = cmd(&mut c, &["FLUSHDB"]);
+        let () = cmd(&mut c, &["SET", "kept", "v"]);
+        let () = cmd(&mut c, &["SELECT", "0"]);
+        rewrite(&mut c);
+        let () = cmd(&mut c, &["SET", "after", "rewrite"]);
+        let _: i64 = cmd(&mut c, &["DEL", "s"]);
+        let _: i64 = cmd(&mut c, &["RPUSH", "l", "more"]);
+        let dig = digest(&mut c);
+        drop(c);
+        drop(s);
+        let incr = std::fs::read_dir(dir.join("appendonlydir"))
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .find(|p| p.to_string_lossy().ends_with(".incr.aof"))
+            .unwrap();
+        let text = String::from_utf8_lossy(&std::fs::read(incr).unwrap()).into_owned();
+        assert!(text.contains("#LV:"), "{text}");
+        let o = RedisOracle::start(&[
+            "--dir",
+            dir.to_str().unwrap(),
+            "--appendonly",
+            "yes",
+            "--aof-use-rdb-preamble",
+            preamble,
+        ]);
+        assert_eq!(digest(&mut o.conn()), dig, "preamble {preamble}");
+    }
+}
+
+/// A plain node writes neither stamps into its AOF nor tombstones (it has
+/// none) into its RDB.
+#[test]
+fn a_plain_nodes_files_have_no_stamps() {
+    let s = Server::start(&["--appendonly", "yes"]);
+    let mut c = s.conn();
+    populate(&mut c);
+    let () = cmd(&mut c, &["SAVE"]);
+    let rdb = std::fs::read(s.dir.join("dump.rdb")).unwrap();
+    let has = |hay: &[u8], needle: &[u8]| hay.windows(needle.len()).any(|w| w == needle);
+    assert!(!has(&rdb, b"lattice-tombs") && !has(&rdb, b"lattice-flushed"));
+    let mut aof = Vec::new();
+    for e in std::fs::read_dir(s.dir.join("appendonlydir")).unwrap() {
+        aof.extend(std::fs::read(e.unwrap().path()).unwrap());
+    }
+    assert!(has(&aof, b"RPUSH") && !has(&aof, b"#LV:"));
+}
+
+/// The pair of issue 12 item 8: B saves `k1 = v1` and deletes `k2` and
+/// flushes database 1 while A is down; A comes back and writes `k1 = v2`
+/// while B is down; B comes back from its files. Linked again, both must
+/// end with A's newer `k1` and without B's deleted keys: B's reloaded `v1`
+/// must not look newer than `v2` (it would with a load-time stamp), and A's
+/// older copies of the deleted keys must not come back (they would without
+/// B's tombstones and flush stamp).
+fn a_restarted_node_converges(p: Persist) {
+    let (da, dbb) = (
+        tempdir(&format!("pair-{}-a", p.tag)),
+        tempdir(&format!("pair-{}-b", p.tag)),
+    );
+    let a = node(&da, &[]);
+    let b = node(&dbb, p.args);
+    pull(&a, b.port);
+    pull(&b, a.port);
+    wait_linked(&a);
+    wait_linked(&b);
+    let mut ca = a.conn();
+    for k in ["k1", "k2", "k3"] {
+        let () = cmd(&mut ca, &["SET", k, "v1"]);
+    }
+    let () = cmd(&mut ca, &["SELECT", "1"]);
+    let () = cmd(&mut ca, &["SET", "f", "x"]);
+    let () = cmd(&mut ca, &["SELECT", "0"]);
+    converged(&[&a, &b]);
+    // A saves and goes down; B deletes meanwhile, persists, goes down.
+    let () = cmd(&mut ca, &["SAVE"]);
+    drop(ca);
+    drop(a);
+    let mut cb = b.conn();
+    let _: i64 = cmd(&mut cb, &["DEL", "k2"]);
+    let () = cmd(&mut cb, &["SELECT", "1"]);
+    let () = cmd(&mut cb, &["FLUSHDB"]);
+    let () = cmd(&mut cb, &["SELECT", "0"]);
+    (p.before_kill)(&mut cb);
+    drop(cb);
+    drop(b);
+    // A back from its RDB, writes while B is down.
+    let a = node(&da, &[]);
+    let mut ca = a.conn();
+    let () = cmd(&mut ca, &["SET", "k1", "v2"]);
+    // B back from its files: its k1 is the older one.
+    let b = node(&dbb, p.args);
+    let mut cb = b.conn();
+    assert_eq!(cmd::<String>(&mut cb, &["GET", "k1"]), "v1", "{}", p.tag);
+    assert_eq!(cmd::<Option<String>>(&mut cb, &["GET", "k2"]), None);
+    pull(&a, b.port);
+    pull(&b, a.port);
+    wait_linked(&a);
+    wait_linked(&b);
+    converged(&[&a, &b]);
+    for c in [&mut ca, &mut cb] {
+        assert_eq!(cmd::<String>(c, &["GET", "k1"]), "v2", "{}", p.tag);
+        assert_eq!(cmd::<Option<String>>(c, &["GET", "k2"]), None, "{}", p.tag);
+        assert_eq!(cmd::<String>(c, &["GET", "k3"]), "v1", "{}", p.tag);
+        let () = cmd(c, &["SELECT", "1"]);
+        assert_eq!(cmd::<i64>(c, &["DBSIZE"]), 0, "{}", p.tag);
+        let () = cmd(c, &["SELECT", "0"]);
+    }
+}
+
+#[test]
+fn a_node_restarted_from_its_rdb_converges_with_newer_writes_and_its_deletes() {
+    a_restarted_node_converges(RDB);
+}
+
+#[test]
+fn a_node_restarted_from_its_aof_converges_with_newer_writes_and_its_deletes() {
+    a_restarted_node_converges(AOF);
+}
+
+#[test]
+fn a_node_restarted_from_a_rewritten_aof_converges_with_newer_writes_and_its_deletes() {
+    a_restarted_node_converges(AOF_RDB_BASE);
+    a_restarted_node_converges(AOF_COMMAND_BASE);
+}
