@@ -2,18 +2,24 @@
 //! other's streams converge (KeyDB's `active-replica` / `multi-master`,
 //! built on stamps; docs/ACTIVE-ACTIVE.md is the design).
 //!
-//! What a node sends its peers is its own stream ([`Active::stream`], a
-//! [`Backlog`] with its own offsets, not the Redis replication backlog):
-//! one record per write made here, never the writes it applied from a
-//! peer, so nothing is echoed back to its origin and, in a pair or a full
-//! mesh, each write crosses each link once. A record is a RESP array:
+//! Each node has its own stream ([`Active::stream`], a [`Backlog`] with
+//! its own offsets and disk tier, not the Redis replication backlog): its
+//! own writes, and the records it forwards because some peer does not
+//! hear their origin directly (a chain, a ring). A record is a RESP array:
 //!
 //! ```text
-//!   LATTICE.W <db> <stamp> <n> <arg index> <version> ...(n pairs) <argv...>
-//!   LATTICE.S <db> <key> <stamp> <expire at ms, 0: none> <DUMP payload, empty: absent>
+//!   LATTICE.W <origin> <seq> <db> <stamp> <n> (<arg index> <version>)*n <argv...>
+//!   LATTICE.S <origin> <db> <key> <stamp> <expire at ms, 0: none> <DUMP payload, empty: absent>
 //!   LATTICE.SNAPEND           (after the key states of a full snapshot)
+//!   LATTICE.AT <offset>       (on the wire only: the peer's position after skipped records)
 //!   PING                      (keeps an idle link's timeout from firing)
 //! ```
+//!
+//! `<origin>` is the writing node's 64-bit id and `<seq>` its count of
+//! writes; a node forwards a record the first time it sees its (origin,
+//! seq) (the version vector, [`Active::first_sight`]), and a feed skips
+//! records of origins its peer pulls from directly, so each write crosses
+//! each link once and never goes back to its origin.
 //!
 //! `LATTICE.W` is the write as the effect stream recorded it, with its
 //! stamp and its *bases*: the version each key it opened had before it.
