@@ -15,7 +15,9 @@ use rand::{Rng, SeedableRng};
 
 /// A node that takes writes and will pull from the peers it is told of.
 fn node(extra: &[&str]) -> Server {
+    let slot = unique_node_slot();
     let mut args = vec!["--active-replica", "yes", "--repl-timeout", "3"];
+    args.extend_from_slice(&["--node-slot", &slot]);
     args.extend_from_slice(extra);
     Server::start(&args)
 }
@@ -71,12 +73,15 @@ fn wait_linked(n: &Server, peers: usize) {
 /// Waits until every node holds the same data.
 fn converged(nodes: &[&Server]) {
     let mut conns: Vec<_> = nodes.iter().map(|n| n.conn()).collect();
+    // DBSIZE too, at the same moment (DEBUG DIGEST skips a key whose TTL
+    // passed, DBSIZE counts it until it is removed: equal in the end).
     eventually("the nodes to converge", || {
-        let d: Vec<String> = conns.iter_mut().map(digest).collect();
+        let d: Vec<(String, i64)> = conns
+            .iter_mut()
+            .map(|c| (digest(c), cmd(c, &["DBSIZE"])))
+            .collect();
         d.windows(2).all(|w| w[0] == w[1])
     });
-    let sizes: Vec<i64> = conns.iter_mut().map(|c| cmd(c, &["DBSIZE"])).collect();
-    assert!(sizes.windows(2).all(|w| w[0] == w[1]), "{sizes:?}");
 }
 
 /// A random mix of writes over few keys, so that nodes writing at the same
@@ -265,6 +270,18 @@ fn peers_with_the_same_node_id_are_refused() {
 }
 
 #[test]
+fn peers_whose_stamps_could_tie_are_refused() {
+    // Different ids, the same slot (the stamps' tie-breaker): a later
+    // node-slot on one of them fixes it.
+    let a = Server::start(&["--active-replica", "yes", "--node-slot", "5"]);
+    let b = Server::start(&["--active-replica", "yes", "--node-slot", "5"]);
+    pull(&a, b.port);
+    eventually("the refusal to be logged", || {
+        a.log().contains("node slot 5 is this node's too")
+    });
+}
+
+#[test]
 fn an_active_node_whose_peer_is_down_looks_healthy_and_takes_writes() {
     let dead = free_port().to_string();
     let a = node(&["--replicaof", "127.0.0.1", &dead]);
@@ -347,16 +364,19 @@ fn a_full_mesh_of_three_converges_and_each_write_crosses_each_link_once() {
     converged(&refs);
     // Without conflicts (no key states asked for), what node 0 writes
     // reaches each peer once, and nothing it applied from a peer goes back
-    // out: each link carries node 0's own records and a few position
-    // markers and PINGs.
+    // out: each link carries node 0's own records once, plus framing (a
+    // seal per batch, PINGs) well under a second copy.
     let mut c0 = nodes[0].conn();
     let sent0: Vec<u64> = (1..3).map(|j| proxies[0][j].bytes_down()).collect();
     let own0: u64 = info_field(&mut c0, "active_own_bytes");
-    for i in 0..3000 {
-        let _: () = cmd(
-            &mut c0,
-            &["SET", &format!("own{i}"), "some value of a few bytes"],
-        );
+    for batch in 0..30 {
+        let mut p = redis::pipe();
+        for i in 0..100 {
+            p.cmd("SET")
+                .arg(format!("own{batch}-{i}"))
+                .arg("some value of a few bytes");
+        }
+        p.query::<()>(&mut c0).unwrap();
     }
     converged(&refs);
     let own = info_field::<u64>(&mut c0, "active_own_bytes") - own0;
@@ -364,7 +384,7 @@ fn a_full_mesh_of_three_converges_and_each_write_crosses_each_link_once() {
         .map(|j| proxies[0][j].bytes_down() - sent0[j - 1])
         .collect();
     for s in &sent {
-        assert!(*s >= own && *s < own + own / 50 + 1024, "{sent:?} vs {own}");
+        assert!(*s >= own && *s < own + own / 4 + 1024, "{sent:?} vs {own}");
     }
 }
 
@@ -464,13 +484,13 @@ fn a_ring_of_four_converges_with_every_node_writing() {
 
 #[test]
 fn a_partitioned_peer_continues_from_where_it_stopped_even_past_memory() {
-    // The stream keeps 16 KB in memory and pins 1 MB for a peer: the
+    // The stream keeps 16 KB in memory and pins up to 4 MB for a peer: the
     // rest of what the partitioned peer misses waits on disk.
     let args = [
         "--repl-backlog-size",
         "16kb",
         "--client-output-buffer-limit",
-        "replica 1mb 0 0",
+        "replica 4mb 0 0",
     ];
     let (a, b) = (node(&args), node(&args));
     let (pa, pb) = (Proxy::start(a.port), Proxy::start(b.port));

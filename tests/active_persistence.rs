@@ -39,7 +39,9 @@ fn tempdir(tag: &str) -> Dir {
 /// An active node (no peers yet) keeping its files in `dir`.
 fn node(dir: &Path, extra: &[&str]) -> Server {
     let d = dir.to_str().unwrap();
+    let slot = unique_node_slot();
     let mut args = vec!["--active-replica", "yes", "--repl-timeout", "3", "--dir", d];
+    args.extend_from_slice(&["--node-slot", &slot]);
     args.extend_from_slice(extra);
     Server::start(&args)
 }

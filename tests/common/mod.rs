@@ -341,3 +341,13 @@ pub fn in_sync(master: &mut redis::Connection, replica: &mut redis::Connection) 
         && info_field::<u64>(replica, "master_repl_offset") == offset
         && digest(master) == digest(replica)
 }
+
+/// A `node-slot` no other node of this test process has: two active peers
+/// whose slots collide refuse each other (1 chance in 1024 per pair with
+/// the slot drawn from a random node id), which would fail a test at random.
+pub fn unique_node_slot() -> String {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    let n = NEXT.fetch_add(1, Ordering::Relaxed);
+    ((u64::from(std::process::id()) * 37 + n) % 1024).to_string()
+}

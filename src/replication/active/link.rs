@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
 
-use super::{applying, Active, Host, HostRef};
+use super::{applying, record, Active, Host, HostRef};
 use crate::core::stats::WorkerStats;
 use crate::effects::{Effect, EffectRef};
 use crate::keyspace::hlc::{unix_ms, Hlc};
@@ -337,6 +337,7 @@ fn run(node: &HostRef, st: &LinkState, clock: &mut Hlc, stats: &WorkerStats) -> 
         stats,
         snapshot,
         asked: HashSet::new(),
+        sealed_at: Instant::now(),
     };
     let (mut last_ack, mut last_acked) = (Instant::now(), 0);
     loop {
@@ -384,6 +385,8 @@ struct Link<'a> {
     snapshot: bool,
     /// Keys whose state we asked for and not yet received.
     asked: HashSet<(usize, Vec<u8>)>,
+    /// When the last sealed batch was applied.
+    sealed_at: Instant,
 }
 
 impl Link<'_> {
@@ -391,25 +394,49 @@ impl Link<'_> {
     /// it found diverged.
     fn apply_buffered(&mut self, c: &mut Conn) -> Result<(), String> {
         let mut ask = Vec::new();
-        loop {
-            let pending = &c.buf[c.start..];
-            let consumed = match c.parser.parse(pending, &ParseLimits::default()) {
-                Ok(Parsed::Command { consumed }) => consumed,
-                Ok(Parsed::Incomplete) => break,
-                Err(e) => return Err(format!("protocol error from the peer: {}", e.0)),
-            };
-            let args = c.parser.args(pending);
-            let counted = !self.snapshot && !args.get(0).eq_ignore_ascii_case(b"LATTICE.AT");
-            self.record(args, &pending[..consumed], &mut ask)?;
-            c.start += consumed;
-            if counted {
-                self.st.next.fetch_add(consumed as u64, AcqRel);
-            }
+        while let Some((sealed, through)) = next_seal(&c.buf[c.start..])? {
+            self.apply_sealed(c, sealed, &mut ask)?;
+            c.start += through - sealed; // the seal itself
+            self.sealed_at = Instant::now();
+        }
+        // A feed seals every batch it sends; bytes that stay unsealed (a
+        // damaged length that waits for bytes never coming) end the link.
+        if c.start < c.buf.len() && self.sealed_at.elapsed() > c.timeout {
+            return Err(format!(
+                "no whole batch from the peer for {} s (damaged stream?)",
+                c.timeout.as_secs()
+            ));
         }
         for (db, key) in ask {
             let d = db.to_string();
             c.send(&[b"LATTICE.STATE", d.as_bytes(), &key])?;
             self.asked.insert((db, key));
+        }
+        Ok(())
+    }
+
+    /// Applies the records in the next `len` bytes, whose checksum held.
+    fn apply_sealed(
+        &mut self,
+        c: &mut Conn,
+        len: usize,
+        ask: &mut Vec<(usize, Vec<u8>)>,
+    ) -> Result<(), String> {
+        let stop = c.start + len;
+        while c.start < stop {
+            let pending = &c.buf[c.start..stop];
+            let consumed = match c.parser.parse(pending, &ParseLimits::default()) {
+                Ok(Parsed::Command { consumed }) => consumed,
+                Ok(Parsed::Incomplete) => return Err("a sealed batch ends inside a record".into()),
+                Err(e) => return Err(format!("protocol error from the peer: {}", e.0)),
+            };
+            let args = c.parser.args(pending);
+            let counted = !self.snapshot && !args.get(0).eq_ignore_ascii_case(b"LATTICE.AT");
+            self.record(args, &pending[..consumed], ask)?;
+            c.start += consumed;
+            if counted {
+                self.st.next.fetch_add(consumed as u64, AcqRel);
+            }
         }
         Ok(())
     }
@@ -423,20 +450,20 @@ impl Link<'_> {
         ask: &mut Vec<(usize, Vec<u8>)>,
     ) -> Result<(), String> {
         let name = args.get(0);
-        if name.eq_ignore_ascii_case(b"LATTICE.W") && args.len() > 6 {
-            let db = self.db_arg(args.get(3))?;
-            for key in self.apply_write(db, args, raw)? {
+        if record::is_write(name) && args.len() > 1 {
+            let h = record::decode_write(name)?;
+            let db = self.db_arg(h.db)?;
+            for key in self.apply_write(h, args, raw)? {
                 if !self.asked.contains(&(db, key.clone())) {
                     self.st.conflicts.fetch_add(1, Relaxed);
                     ask.push((db, key));
                 }
             }
-        } else if name.eq_ignore_ascii_case(b"LATTICE.S") && args.len() == 7 {
-            let db = self.db_arg(args.get(2))?;
-            let (stamp, at) = (self.checked_stamp(args.get(4))?, num(args.get(5))?);
-            self.asked.remove(&(db, args.get(3).to_vec()));
-            let origin = num(args.get(1))?;
-            self.apply_state(db, args.get(3), (stamp, at), args.get(6), (origin, raw));
+        } else if record::is_state(name) && args.len() == 3 {
+            let (origin, db, stamp, at) = record::decode_state(name)?;
+            let (db, stamp) = (self.db_arg(db)?, self.checked_stamp(stamp)?);
+            self.asked.remove(&(db, args.get(1).to_vec()));
+            self.apply_state(db, args.get(1), (stamp, at), args.get(2), (origin, raw));
         } else if name.eq_ignore_ascii_case(b"LATTICE.AT") && args.len() == 2 {
             self.st.next.store(num(args.get(1))?, Release);
         } else if name.eq_ignore_ascii_case(b"LATTICE.SNAPEND") {
@@ -458,8 +485,7 @@ impl Link<'_> {
     /// A record's stamp, refused when further ahead of our clock than
     /// `active-max-clock-skew`; one ahead of the wall clock raises the
     /// stamp floor, so that our later writes to the key follow it.
-    fn checked_stamp(&self, a: &[u8]) -> Result<u64, String> {
-        let stamp = num(a)?;
+    fn checked_stamp(&self, stamp: u64) -> Result<u64, String> {
         let core = self.node.core();
         let (now, ms) = (unix_ms(), crate::keyspace::hlc::stamp_ms(stamp));
         if ms > now {
@@ -475,8 +501,7 @@ impl Link<'_> {
         Ok(stamp)
     }
 
-    fn db_arg(&self, a: &[u8]) -> Result<usize, String> {
-        let db = num(a)? as usize;
+    fn db_arg(&self, db: usize) -> Result<usize, String> {
         if db >= self.node.core().keyspace.num_dbs() {
             return Err(format!(
                 "the peer wrote to database {db}, which this node does not have"
@@ -485,27 +510,28 @@ impl Link<'_> {
         Ok(db)
     }
 
-    /// `LATTICE.W`: applies the write where every key has its base version;
-    /// returns the keys that diverged and whose state we must ask for (the
-    /// write is newer than what we hold).
-    fn apply_write(&mut self, db: usize, args: Args, raw: &[u8]) -> Result<Vec<Vec<u8>>, String> {
-        let (origin, seq) = (num(args.get(1))?, num(args.get(2))?);
+    /// A write: applies it where every key has its base version; returns
+    /// the keys that diverged and whose state we must ask for (the write is
+    /// newer than what we hold).
+    fn apply_write(
+        &mut self,
+        h: record::WriteHeader,
+        args: Args,
+        raw: &[u8],
+    ) -> Result<Vec<Vec<u8>>, String> {
+        let (origin, seq, db) = (h.origin, h.seq, h.db);
         let active = self.node.active();
         if origin == active.node_id.load(Relaxed) {
             return Ok(vec![]); // our own write, back through a ring
         }
-        let stamp = self.checked_stamp(args.get(4))?;
-        let n = num(args.get(5))? as usize;
-        let first = 6 + 2 * n;
-        if args.len() <= first {
-            return Err("truncated LATTICE.W record".into());
-        }
-        let argv: Vec<&[u8]> = (first..args.len()).map(|i| args.get(i)).collect();
-        let mut bases = Vec::with_capacity(n);
-        for j in 0..n {
-            let i = num(args.get(6 + 2 * j))? as usize;
-            let key = *argv.get(i).ok_or("LATTICE.W base outside its arguments")?;
-            bases.push((key, num(args.get(7 + 2 * j))?));
+        let stamp = self.checked_stamp(h.stamp)?;
+        let argv: Vec<&[u8]> = (1..args.len()).map(|i| args.get(i)).collect();
+        let mut bases = Vec::with_capacity(h.bases.len());
+        for (i, v) in h.bases {
+            let key = *argv
+                .get(i as usize)
+                .ok_or("a record's base outside its arguments")?;
+            bases.push((key, v));
         }
         let ks = &self.node.core().keyspace;
         let targets: Vec<(usize, usize)> =
@@ -608,6 +634,41 @@ impl Link<'_> {
         if let Err(err) = applying(|| crate::commands::replay(admin, self.clock, self.stats, &e)) {
             log_warning!("A record from an active peer failed: {err}");
         }
+    }
+}
+
+/// Finds the first seal (`LATTICE.CK <crc>`) in `buf` and checks it
+/// against the bytes before it: Some((bytes sealed, bytes up to the
+/// seal's end)), None until a whole seal has arrived, an error when the
+/// bytes are damaged. Records are applied only once sealed, so a stream
+/// garbled on the way is dropped (and resumed from the last seal), never
+/// applied.
+fn next_seal(buf: &[u8]) -> Result<Option<(usize, usize)>, String> {
+    let mut parser = RequestParser::new();
+    let mut off = 0;
+    loop {
+        let rest = &buf[off..];
+        // Every record is a RESP array: anything else is damage (the inline
+        // parser would wait for a newline that may never come).
+        if rest.first().is_some_and(|&b| b != b'*') {
+            return Err("damaged stream from the peer (not a record)".into());
+        }
+        let n = match parser.parse(rest, &ParseLimits::default()) {
+            Ok(Parsed::Command { consumed }) => consumed,
+            Ok(Parsed::Incomplete) => return Ok(None),
+            Err(e) => return Err(format!("protocol error from the peer: {}", e.0)),
+        };
+        let args = parser.args(rest);
+        if args.len() == 2 && args.get(0) == b"LATTICE.CK" {
+            let want = std::str::from_utf8(args.get(1))
+                .ok()
+                .and_then(|c| c.parse::<u32>().ok());
+            if want != Some(record::checksum(&buf[..off])) {
+                return Err("damaged stream from the peer (checksum mismatch)".into());
+            }
+            return Ok(Some((off, off + n)));
+        }
+        off += n;
     }
 }
 

@@ -8,8 +8,8 @@
 //! hear their origin directly (a chain, a ring). A record is a RESP array:
 //!
 //! ```text
-//!   LATTICE.W <origin> <seq> <db> <stamp> <n> (<arg index> <version>)*n <argv...>
-//!   LATTICE.S <origin> <db> <key> <stamp> <expire at ms, 0: none> <DUMP payload, empty: absent>
+//!   [W origin seq db stamp bases] <argv...>   a write (binary header: record.rs)
+//!   [S origin db stamp expire-at] key payload  a key's state (DUMP payload, empty: absent)
 //!   LATTICE.SNAPEND           (after the key states of a full snapshot)
 //!   LATTICE.AT <offset>       (on the wire only: the peer's position after skipped records)
 //!   PING                      (keeps an idle link's timeout from firing)
@@ -41,6 +41,7 @@
 //! one thread per peer, and the apply rule are `link.rs`.
 
 pub mod link;
+pub mod record;
 pub mod serve;
 
 use std::cell::{Cell, RefCell};
@@ -55,7 +56,6 @@ use super::backlog::Backlog;
 use crate::core::admin::Admin;
 use crate::core::Core;
 use crate::effects::{EffectRef, EffectSink};
-use crate::protocol::request::{array, bulk, bulk_int};
 
 /// What active replication needs from the node that runs it (the server
 /// implements it; this module never names the server): the data, its own
@@ -269,7 +269,7 @@ impl EffectSink for StreamFeed {
             b.clear();
             let mut seq = self.0.seq.lock();
             *seq += 1;
-            encode_write(&mut b, origin, *seq, e);
+            record::encode_write(&mut b, origin, *seq, e);
             self.0.stream.append_raw(&b);
             self.0.own_bytes.fetch_add(b.len() as u64, Relaxed);
         });
@@ -282,50 +282,6 @@ impl EffectSink for StreamFeed {
 /// each checked against its own bases.
 fn is_unit_bound(argv: &[&[u8]]) -> bool {
     matches!(argv, [n] if n.eq_ignore_ascii_case(b"multi") || n.eq_ignore_ascii_case(b"exec"))
-}
-
-fn bulk_u64(out: &mut Vec<u8>, n: u64) {
-    bulk(out, n.to_string().as_bytes());
-}
-
-/// Appends a `LATTICE.W` record of `origin`'s write number `seq` (0: a
-/// record that is never forwarded, e.g. a snapshot's flush).
-pub fn encode_write(out: &mut Vec<u8>, origin: u64, seq: u64, e: &EffectRef<'_>) {
-    array(out, 6 + 2 * e.bases.len() + e.argv.len());
-    bulk(out, b"LATTICE.W");
-    bulk_u64(out, origin);
-    bulk_u64(out, seq);
-    bulk_int(out, e.db as i64);
-    bulk_u64(out, e.version);
-    bulk_int(out, e.bases.len() as i64);
-    for &(i, v) in e.bases {
-        bulk_int(out, i as i64);
-        bulk_u64(out, v);
-    }
-    for a in e.argv {
-        bulk(out, a);
-    }
-}
-
-/// Appends a `LATTICE.S` record: `key`'s state (`payload` empty: absent),
-/// as `origin` holds it.
-pub fn encode_state(
-    out: &mut Vec<u8>,
-    origin: u64,
-    db: usize,
-    key: &[u8],
-    s: (u64, u64),
-    payload: &[u8],
-) {
-    let (stamp, at) = s;
-    array(out, 7);
-    bulk(out, b"LATTICE.S");
-    bulk_u64(out, origin);
-    bulk_int(out, db as i64);
-    bulk(out, key);
-    bulk_u64(out, stamp);
-    bulk_u64(out, at);
-    bulk(out, payload);
 }
 
 /// At start-up: the stream and its feed, and the links to the peers the

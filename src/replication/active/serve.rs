@@ -20,7 +20,8 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::*};
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::{encode_state, Active, Host, HostRef};
+use super::record::{self, encode_state};
+use super::{Active, Host, HostRef};
 use crate::commands::{CmdError, CmdResult, Ctx};
 use crate::core::client::PeerRequest;
 use crate::core::Core;
@@ -204,7 +205,7 @@ fn send_snapshot(core: &Core, me: u64, w: &mut TcpStream) -> std::io::Result<()>
                 argv: &[b"FLUSHDB"],
                 bases: &[],
             };
-            super::encode_write(&mut buf, me, 0, &flush);
+            record::encode_write(&mut buf, me, 0, &flush);
         }
         for shard in 0..crate::keyspace::SHARDS {
             {
@@ -219,12 +220,14 @@ fn send_snapshot(core: &Core, me: u64, w: &mut TcpStream) -> std::io::Result<()>
                 }
             }
             if !buf.is_empty() {
+                record::seal(&mut buf, 0);
                 w.write_all(&buf)?;
                 buf.clear();
             }
         }
     }
     crate::protocol::request::command(&mut buf, &[b"LATTICE.SNAPEND"]);
+    record::seal(&mut buf, 0);
     w.write_all(&buf)
 }
 
@@ -272,6 +275,9 @@ fn send_stream(host: &dyn Host, w: &mut TcpStream, feed: &FeedState) -> std::io:
             crate::protocol::request::command(&mut out, &marker);
             skipped = false;
         }
+        if !out.is_empty() {
+            record::seal(&mut out, 0);
+        }
         w.write_all(&out)?;
         feed.pos.store(next, Release);
         active.pin();
@@ -299,13 +305,7 @@ fn filter_records(
             Err(e) => return Err(std::io::Error::other(format!("corrupt stream: {}", e.0))),
         };
         let args = parser.args(rest);
-        let origin = if args.len() > 1 && args.get(0).starts_with(b"LATTICE.") {
-            std::str::from_utf8(args.get(1))
-                .ok()
-                .and_then(|o| o.parse::<u64>().ok())
-        } else {
-            None
-        };
+        let origin = record::origin_of(args.get(0));
         if !origin.is_some_and(|o| skip.contains(&o)) {
             out.extend_from_slice(&rest[..n]);
         }
