@@ -521,3 +521,24 @@ fn wait_counts_the_peers_that_applied_the_write() {
     let n: i64 = cmd(&mut a, &["WAIT", "1", "200"]);
     assert_eq!(n, 0);
 }
+
+#[test]
+fn links_dropped_every_few_hundred_ms_under_writes_still_converge() {
+    let p = pair();
+    let stop = std::sync::atomic::AtomicBool::new(false);
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                std::thread::sleep(Duration::from_millis(300));
+                p.pa.kill_connections();
+                p.pb.kill_connections();
+            }
+        });
+        let wa = s.spawn(|| conflicting_writes(&p.a, 50, 30000));
+        let wb = s.spawn(|| conflicting_writes(&p.b, 51, 30000));
+        wa.join().unwrap();
+        wb.join().unwrap();
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    });
+    converged(&[&p.a, &p.b]);
+}
