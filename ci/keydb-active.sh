@@ -7,7 +7,9 @@
 # src/keydb-server is a wrapper that execs lattice-server (as ci/lib/tcl.py's
 # --spawn mode does for Redis's suite), then runs each unit with KeyDB's own
 # harness (tests/test_helper.tcl --single <unit> --durable) and prints every
-# test as ok / err with the first line of its error.
+# test as ok / err with the first line of its error. Tests after an error
+# that ends a unit early (an [exception]) do not run and are not counted:
+# read the unit's log.
 #
 #   bash ci/keydb-active.sh                          # the default units below
 #   bash ci/keydb-active.sh integration/replication-multimaster
@@ -27,7 +29,8 @@
 #
 # Environment: KEYDB_SRC, KEYDB_REF (603ebb27fb82a27fb98b0feb6749b0f7661a1c4b),
 # LATTICE_SERVER (target/release/lattice-server), KEYDB_BASEPORT (24111),
-# NO_PROGRESS (60 s, the harness's --timeout), UNIT_TIMEOUT (600 s per unit,
+# NO_PROGRESS (120 s, the harness's --timeout: a test waits up to 100 s for a
+# condition that never holds here), UNIT_TIMEOUT (600 s per unit,
 # hard), KEEP_WORK=1 keeps the scratch root (logs under tests/tmp/).
 # Per-unit logs: .ci/cache/logs/keydb/<unit>.log.
 set -euo pipefail
@@ -37,7 +40,7 @@ REPO="$PWD"
 KEYDB_REF="${KEYDB_REF:-603ebb27fb82a27fb98b0feb6749b0f7661a1c4b}"
 LATTICE_SERVER="${LATTICE_SERVER:-$REPO/target/release/lattice-server}"
 BASEPORT="${KEYDB_BASEPORT:-24111}"
-NO_PROGRESS="${NO_PROGRESS:-60}"
+NO_PROGRESS="${NO_PROGRESS:-120}"
 UNIT_TIMEOUT="${UNIT_TIMEOUT:-600}"
 LOGDIR="$REPO/.ci/cache/logs/keydb"
 DEFAULT_UNITS=(integration/replication-active integration/replication-multimaster
