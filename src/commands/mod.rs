@@ -331,7 +331,6 @@ pub fn replay(
     stats: &WorkerStats,
     effect: &Effect,
 ) -> Result<(), String> {
-    let srv = host.core();
     // A transaction's bounds: its writes follow as ordinary records.
     if let [name] = effect.argv.as_slice() {
         if name.eq_ignore_ascii_case(b"multi") || name.eq_ignore_ascii_case(b"exec") {
@@ -339,7 +338,6 @@ pub fn replay(
         }
     }
     let mut client = ClientState::new(0);
-    client.db = effect.db;
     let mut out = ReplyBuf::new(2);
     let spans: Vec<std::ops::Range<usize>> = {
         let mut off = 0;
@@ -355,24 +353,51 @@ pub fn replay(
     };
     let flat: Vec<u8> = effect.argv.concat();
     let args = Args::new(&flat, &spans);
-    let id = srv
-        .commands
-        .lookup(args.get(0))
-        .ok_or("unknown command in effect")?;
-    let cmd = srv.commands.get(id);
-    let mut ctx = Ctx {
-        core: srv,
-        admin: host,
-        client: &mut client,
-        out: &mut out,
+    let mut r = Replayer {
+        host,
         clock,
         stats,
-        now_ms: crate::keyspace::hlc::unix_ms(),
-        replay_version: Some(effect.version),
-        sent: None,
-        active: srv.active.then(crate::core::ctx::ActiveWrite::default),
+        client: &mut client,
+        out: &mut out,
     };
-    (cmd.handler)(&mut ctx, args).map_err(|e| e.render())
+    r.replay(effect.db, effect.version, args)
+}
+
+/// What replaying records needs, kept across records by a caller that
+/// replays many (an active peer's link: no allocation per record).
+pub struct Replayer<'a> {
+    pub host: &'a dyn Admin,
+    pub clock: &'a mut Hlc,
+    pub stats: &'a WorkerStats,
+    pub client: &'a mut ClientState,
+    pub out: &'a mut ReplyBuf,
+}
+
+impl Replayer<'_> {
+    /// Runs the command `args` in `db` with the record's version.
+    pub fn replay(&mut self, db: usize, version: u64, args: Args) -> Result<(), String> {
+        let srv = self.host.core();
+        let id = srv
+            .commands
+            .lookup(args.get(0))
+            .ok_or("unknown command in effect")?;
+        let cmd = srv.commands.get(id);
+        self.client.db = db;
+        self.out.buf.clear();
+        let mut ctx = Ctx {
+            core: srv,
+            admin: self.host,
+            client: self.client,
+            out: self.out,
+            clock: self.clock,
+            stats: self.stats,
+            now_ms: crate::keyspace::hlc::unix_ms(),
+            replay_version: Some(version),
+            sent: None,
+            active: srv.active.then(crate::core::ctx::ActiveWrite::default),
+        };
+        (cmd.handler)(&mut ctx, args).map_err(|e| e.render())
+    }
 }
 
 /// Runs one command in-process as a connection would (command and subcommand

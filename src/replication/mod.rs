@@ -245,6 +245,7 @@ impl crate::server::hooks::Hooks for ReplicationHooks {
     /// Wakes the feeders of what the batch wrote; the throttle's wait.
     fn after_batch(&self, srv: &Server) -> Option<std::time::Duration> {
         srv.repl.backlog.wake_if_dirty();
+        srv.repl.active.ring_if_dirty();
         master::throttle(srv)
     }
 
@@ -256,6 +257,7 @@ impl crate::server::hooks::Hooks for ReplicationHooks {
             }
         }
         srv.repl.backlog.wake_if_dirty();
+        srv.repl.active.ring_if_dirty();
     }
 
     /// repl-id, repl-offset and repl-stream-db, as Redis saves them.

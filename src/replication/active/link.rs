@@ -19,7 +19,7 @@ use parking_lot::Mutex;
 
 use super::{applying, record, Active, Host, HostRef};
 use crate::core::stats::WorkerStats;
-use crate::effects::{Effect, EffectRef};
+use crate::effects::EffectRef;
 use crate::keyspace::hlc::{unix_ms, Hlc};
 use crate::protocol::Args;
 use crate::protocol::{ParseLimits, Parsed, RequestParser};
@@ -338,6 +338,8 @@ fn run(node: &HostRef, st: &LinkState, clock: &mut Hlc, stats: &WorkerStats) -> 
         snapshot,
         asked: HashSet::new(),
         sealed_at: Instant::now(),
+        client: crate::core::client::ClientState::new(0),
+        out: crate::protocol::ReplyBuf::new(2),
     };
     let (mut last_ack, mut last_acked) = (Instant::now(), 0);
     loop {
@@ -387,6 +389,9 @@ struct Link<'a> {
     asked: HashSet<(usize, Vec<u8>)>,
     /// When the last sealed batch was applied.
     sealed_at: Instant,
+    /// The client and reply buffer records run with, kept across records.
+    client: crate::core::client::ClientState,
+    out: crate::protocol::ReplyBuf,
 }
 
 impl Link<'_> {
@@ -525,13 +530,13 @@ impl Link<'_> {
             return Ok(vec![]); // our own write, back through a ring
         }
         let stamp = self.checked_stamp(h.stamp)?;
-        let argv: Vec<&[u8]> = (1..args.len()).map(|i| args.get(i)).collect();
+        let argv = args.slice_from(1);
         let mut bases = Vec::with_capacity(h.bases.len());
         for (i, v) in h.bases {
-            let key = *argv
-                .get(i as usize)
-                .ok_or("a record's base outside its arguments")?;
-            bases.push((key, v));
+            if i as usize >= argv.len() {
+                return Err("a record's base outside its arguments".into());
+            }
+            bases.push((argv.get(i as usize), v));
         }
         let ks = &self.node.core().keyspace;
         let targets: Vec<(usize, usize)> =
@@ -549,7 +554,7 @@ impl Link<'_> {
             }
         }
         if same {
-            self.replay(db, stamp, &argv);
+            self.replay_args(db, stamp, argv);
             self.st.applied.fetch_add(1, Relaxed);
         }
         // Forwarded whether or not it applied here (a peer of ours may hold
@@ -623,17 +628,30 @@ impl Link<'_> {
         }
     }
 
-    fn replay(&mut self, db: usize, stamp: u64, argv: &[&[u8]]) {
-        let e = Effect {
-            db,
-            version: stamp,
-            argv: argv.iter().map(|a| a.to_vec()).collect(),
-            bases: vec![],
+    /// Runs a record's command with its stamp, as the origin's write.
+    fn replay_args(&mut self, db: usize, stamp: u64, args: Args) {
+        let mut r = crate::commands::Replayer {
+            host: self.node.admin(),
+            clock: &mut *self.clock,
+            stats: self.stats,
+            client: &mut self.client,
+            out: &mut self.out,
         };
-        let admin = self.node.admin();
-        if let Err(err) = applying(|| crate::commands::replay(admin, self.clock, self.stats, &e)) {
+        if let Err(err) = applying(|| r.replay(db, stamp, args)) {
             log_warning!("A record from an active peer failed: {err}");
         }
+    }
+
+    /// [`Self::replay_args`] for a command made here (a key state).
+    fn replay(&mut self, db: usize, stamp: u64, argv: &[&[u8]]) {
+        let flat = argv.concat();
+        let mut spans = Vec::with_capacity(argv.len());
+        let mut off = 0;
+        for a in argv {
+            spans.push(off..off + a.len());
+            off += a.len();
+        }
+        self.replay_args(db, stamp, Args::new(&flat, &spans));
     }
 }
 

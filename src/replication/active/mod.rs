@@ -46,7 +46,7 @@ pub mod serve;
 
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
-use std::sync::atomic::{fence, AtomicU64, AtomicUsize, Ordering::*};
+use std::sync::atomic::{fence, AtomicBool, AtomicU64, AtomicUsize, Ordering::*};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -116,6 +116,10 @@ pub struct Active {
     /// Bumped when a link learns or loses its peer's node id: the links
     /// then tell their peers which origins this node hears directly.
     pub direct_gen: AtomicU64,
+    /// Own records were appended since the feeders were last woken: they
+    /// are woken once per batch of commands (`ring_if_dirty`, from the
+    /// after-batch hook and the cron), not once per write.
+    dirty: AtomicBool,
     /// Peers that left, by node id, with the offset they will ask for: the
     /// stream keeps it for them (on disk past memory, within
     /// `repl-backlog-disk-size`), so a partitioned peer continues instead
@@ -139,6 +143,15 @@ impl Active {
             applied: Mutex::new(HashMap::new()),
             direct_gen: AtomicU64::new(0),
             departed: Mutex::new(HashMap::new()),
+            dirty: AtomicBool::new(false),
+        }
+    }
+
+    /// Wakes the feeders if own records were appended since last time.
+    #[inline]
+    pub fn ring_if_dirty(&self) {
+        if self.dirty.load(Relaxed) && self.dirty.swap(false, Relaxed) {
+            self.bell.ring();
         }
     }
 
@@ -274,7 +287,7 @@ impl EffectSink for StreamFeed {
             self.0.own_bytes.fetch_add(b.len() as u64, Relaxed);
         });
         self.0.records.fetch_add(1, Relaxed);
-        self.0.bell.ring();
+        self.0.dirty.store(true, Relaxed);
     }
 }
 
