@@ -30,8 +30,8 @@
 # same nodes.
 #
 # Bytes replicated per byte written (all nodes writing at once): the sum
-# over nodes of (growth of INFO active_stream_offset) x (active_feeds, the
-# peers reading that stream), divided by the bytes of the SET requests the
+# over nodes of the growth of INFO active_sent_bytes (what the feeds wrote
+# to their peers' sockets: records, seals, markers), divided by the bytes of the SET requests the
 # clients sent, computed as requests x the request's size (*3 SET, 16-byte
 # key, VALUE_SIZE value: 144 bytes at -d 100). Ideal: N-1. Printed beside
 # it as checks: INFO total_net_input_bytes (the measured request bytes),
@@ -215,11 +215,11 @@ sum_field() { # PORT SECTION FIELD... over ports given in PORTS
     for p in "${PORTS[@]}"; do s=$((s + $(field "$p" "$sect" "$f"))); done
     echo "$s"
 }
-# Stream bytes x readers, summed over PORTS.
+# Bytes the feeds wrote to peers (INFO active_sent_bytes), summed over PORTS.
 stream_bytes() {
     local s=0 p
     for p in "${PORTS[@]}"; do
-        s=$((s + $(field "$p" replication active_stream_offset) * $(field "$p" replication active_feeds)))
+        s=$((s + $(field "$p" replication active_sent_bytes)))
     done
     echo "$s"
 }
@@ -303,7 +303,7 @@ group() {
         sb=$(($(stream_bytes) - sb0)) lb=$(($(link_bytes) - lb0))
         in=$(($(sum_field stats total_net_input_bytes) - in0))
         written=$((ROUNDS * w * REQUESTS * REQ_BYTES))
-        BYTES_LINES+=("$(printf '%-24s %5.2f (ideal %d)   stream x readers %d B / client SETs %d B (%d x %d B); links consumed %d B; total_net_input_bytes %d B; conflicts %d; resyncs %d' \
+        BYTES_LINES+=("$(printf '%-24s %5.2f (ideal %d)   sent to peers %d B / client SETs %d B (%d x %d B); links consumed %d B; total_net_input_bytes %d B; conflicts %d; resyncs %d' \
             "$label" "$(echo "scale=4; $sb / $written" | bc)" $((n - 1)) "$sb" "$written" \
             $((ROUNDS * w * REQUESTS)) "$REQ_BYTES" "$lb" "$in" "$(conflicts)" $(($(snapshots) - snaps0)))")
     fi

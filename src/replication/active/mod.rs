@@ -102,6 +102,9 @@ pub struct Active {
     /// (INFO; the stream also holds what it forwards).
     pub records: AtomicU64,
     pub own_bytes: AtomicU64,
+    /// Bytes the feeds wrote to peers' sockets (records, seals, markers,
+    /// snapshots): the wire cost (INFO, bench/active-active.sh).
+    pub sent_bytes: AtomicU64,
     /// This node's id (set at start): the origin of its own records.
     pub node_id: AtomicU64,
     /// The sequence number of this node's last record: its start time in
@@ -138,6 +141,7 @@ impl Active {
             feeds: Mutex::new(vec![]),
             records: AtomicU64::new(0),
             own_bytes: AtomicU64::new(0),
+            sent_bytes: AtomicU64::new(0),
             node_id: AtomicU64::new(0),
             seq: Mutex::new(crate::keyspace::hlc::unix_ms() << 16),
             applied: Mutex::new(HashMap::new()),
@@ -415,10 +419,11 @@ pub fn info_fields(active: &Active, core: &Core, o: &mut String) {
     }
     let _ = write!(
         o,
-        "active_stream_offset:{}\r\nactive_own_records:{}\r\nactive_own_bytes:{}\r\nactive_feeds:{}\r\n",
+        "active_stream_offset:{}\r\nactive_own_records:{}\r\nactive_own_bytes:{}\r\nactive_sent_bytes:{}\r\nactive_feeds:{}\r\n",
         active.stream.end(),
         active.records.load(Relaxed),
         active.own_bytes.load(Relaxed),
+        active.sent_bytes.load(Relaxed),
         active.feeds.lock().len()
     );
     serve::feed_lines(active, o);

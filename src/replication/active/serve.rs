@@ -279,6 +279,7 @@ fn send_stream(host: &dyn Host, w: &mut TcpStream, feed: &FeedState) -> std::io:
             record::seal(&mut out, 0);
         }
         w.write_all(&out)?;
+        active.sent_bytes.fetch_add(out.len() as u64, Relaxed);
         feed.pos.store(next, Release);
         active.pin();
     }
