@@ -561,7 +561,7 @@ impl Link<'_> {
         // its bases), once, and still under the keys' locks so that it
         // keeps its place among the writes to them.
         if seq != 0 && active.first_sight(origin, seq) && active.wanted(origin) {
-            active.append(raw);
+            active.append_foreign(raw);
         }
         Ok(diverged)
     }
@@ -624,7 +624,7 @@ impl Link<'_> {
         }
         let active = self.node.active();
         if active.wanted(origin) {
-            active.append(raw);
+            active.append_foreign(raw);
         }
     }
 

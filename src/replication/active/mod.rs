@@ -123,6 +123,9 @@ pub struct Active {
     /// are woken once per batch of commands (`ring_if_dirty`, from the
     /// after-batch hook and the cron), not once per write.
     dirty: AtomicBool,
+    /// The stream holds records of other origins (this node forwards):
+    /// until then a feed sends what it reads without looking into it.
+    pub foreign: AtomicBool,
     /// Peers that left, by node id, with the offset they will ask for: the
     /// stream keeps it for them (on disk past memory, within
     /// `repl-backlog-disk-size`), so a partitioned peer continues instead
@@ -148,6 +151,7 @@ impl Active {
             direct_gen: AtomicU64::new(0),
             departed: Mutex::new(HashMap::new()),
             dirty: AtomicBool::new(false),
+            foreign: AtomicBool::new(false),
         }
     }
 
@@ -220,6 +224,13 @@ impl Active {
     pub fn append(&self, bytes: &[u8]) {
         self.stream.append_raw(bytes);
         self.bell.ring();
+    }
+
+    /// Appends a record of another origin (forwarding): from now on the
+    /// feeds filter what they send (see `serve::send_stream`).
+    pub fn append_foreign(&self, bytes: &[u8]) {
+        self.foreign.store(true, Release);
+        self.append(bytes);
     }
 }
 
@@ -411,7 +422,15 @@ pub fn info_fields(active: &Active, core: &Core, o: &mut String) {
     use std::fmt::Write as _;
     let _ = write!(o, "active_tombstones:{}\r\n", tombstones(core));
     let links = active.links.lock();
-    let _ = write!(o, "active_replica:1\r\nactive_peers:{}\r\n", links.len());
+    // KeyDB's summary of its links (its tests and tools read it); never a
+    // top-level master_link_status, which clients take for a replica's.
+    let all_up = links.iter().all(|l| l.is_up());
+    let _ = write!(
+        o,
+        "active_replica:1\r\nactive_peers:{}\r\nmaster_global_link_status:{}\r\n",
+        links.len(),
+        if all_up { "up" } else { "down" }
+    );
     for (i, l) in links.iter().enumerate() {
         let _ = write!(o, "peer{i}:");
         l.info(o);
