@@ -542,3 +542,29 @@ fn links_dropped_every_few_hundred_ms_under_writes_still_converge() {
     });
     converged(&[&p.a, &p.b]);
 }
+
+#[test]
+fn replica_quorum_with_stale_data_off_refuses_commands_below_it() {
+    let p = pair();
+    let mut a = p.a.conn();
+    let _: () = cmd(&mut a, &["SET", "q", "1"]);
+    let _: () = cmd(&mut a, &["CONFIG", "SET", "replica-serve-stale-data", "no"]);
+    let _: () = cmd(&mut a, &["CONFIG", "SET", "replica-quorum", "1"]);
+    let v: String = cmd(&mut a, &["GET", "q"]);
+    assert_eq!(v, "1");
+    let _: () = cmd(&mut a, &["CONFIG", "SET", "replica-quorum", "2"]);
+    let e = cmd_err(&mut a, &["GET", "q"]);
+    assert!(e.starts_with("MASTERDOWN"), "{e}");
+    // INFO and the like still answer (the `stale` flag).
+    let _: String = cmd(&mut a, &["INFO", "replication"]);
+    let _: () = cmd(&mut a, &["CONFIG", "SET", "replica-quorum", "1"]);
+    p.partition();
+    eventually("a to refuse with its peer gone", || {
+        let r = redis::cmd("GET").arg("q").query::<String>(&mut a);
+        r.is_err_and(|e| e.code() == Some("MASTERDOWN"))
+    });
+    p.heal();
+    eventually("a to serve again", || {
+        redis::cmd("GET").arg("q").query::<String>(&mut a).is_ok()
+    });
+}

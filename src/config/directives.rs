@@ -707,7 +707,7 @@ pub static DIRECTIVES: &[Directive] = &[
     // what it still holds of keys deleted meanwhile comes back.
     d("active-tombstone-grace", Int(0, LONG), "300").built(),
     d("replica-weighting-factor", Int(1, INT), "2").alias(&["slave-weighting-factor"]),
-    d("replica-quorum", Int(-1, INT), "-1"),
+    d("replica-quorum", Int(-1, INT), "-1").built(),
     d("storage-provider", Words, "none").imm(),
     d("storage-provider-options", Str, "").imm(),
     d("storage-flush-period", Int(1, 10000), "500"),

@@ -354,6 +354,9 @@ pub fn admit_write(
     if srv.repl.is_replica() {
         return replica_admit(srv, client, id);
     }
+    if srv.core.active && srv.repl.active.below_quorum.load(Relaxed) {
+        deny_stale(srv, client, id)?;
+    }
     let need = srv.hot.min_replicas_to_write.load(Relaxed);
     if need == 0 {
         return Ok(());
@@ -382,12 +385,43 @@ pub fn admit_write(
 /// On a replica: MASTERDOWN while the link is down with
 /// `replica-serve-stale-data no` (commands without the stale flag), and
 /// READONLY for writes with `replica-read-only yes`.
+/// MASTERDOWN for a command without the `stale` flag (a replica whose
+/// master link is down, an active node below `replica-quorum`, both with
+/// `replica-serve-stale-data no`). EXEC is refused if one of its queued
+/// commands would be (Redis's cmd_inv_flags), aborting the transaction.
+fn deny_stale(
+    srv: &Server,
+    client: &mut crate::core::client::ClientState,
+    id: crate::commands::CommandId,
+) -> Result<(), crate::commands::CmdError> {
+    use crate::commands::{flags::STALE, multi, CmdError};
+    let cmd = srv.commands.get(id);
+    let is_exec = cmd.name == "exec";
+    let stale_ok = if is_exec {
+        multi::queued_common_flags(srv, client) & STALE != 0
+    } else {
+        cmd.flags & STALE != 0
+    };
+    if stale_ok {
+        return Ok(());
+    }
+    const DOWN: &str =
+        "MASTERDOWN Link with MASTER is down and replica-serve-stale-data is set to 'no'.";
+    if is_exec {
+        multi::reset(client);
+        return Err(CmdError::Msg(format!(
+            "EXECABORT Transaction discarded because of: {DOWN}"
+        )));
+    }
+    Err(CmdError::Msg(DOWN.into()))
+}
+
 fn replica_admit(
     srv: &Server,
     client: &mut crate::core::client::ClientState,
     id: crate::commands::CommandId,
 ) -> Result<(), crate::commands::CmdError> {
-    use crate::commands::{flags::STALE, flags::WRITE, multi, CmdError};
+    use crate::commands::{flags::WRITE, multi, CmdError};
     let cmd = srv.commands.get(id);
     let (serve_stale, read_only) = {
         let c = srv.config.read();
@@ -396,24 +430,8 @@ fn replica_admit(
             c.get_bool("replica-read-only"),
         )
     };
-    // EXEC is refused if one of its queued commands would be (Redis's
-    // cmd_inv_flags), the error then aborting the transaction.
-    let is_exec = cmd.name == "exec";
-    let deny_stale = if is_exec {
-        multi::queued_common_flags(srv, client) & STALE == 0
-    } else {
-        cmd.flags & STALE == 0
-    };
-    if !serve_stale && !srv.repl.replica.link_up() && deny_stale {
-        const DOWN: &str =
-            "MASTERDOWN Link with MASTER is down and replica-serve-stale-data is set to 'no'.";
-        if is_exec {
-            multi::reset(client);
-            return Err(CmdError::Msg(format!(
-                "EXECABORT Transaction discarded because of: {DOWN}"
-            )));
-        }
-        return Err(CmdError::Msg(DOWN.into()));
+    if !serve_stale && !srv.repl.replica.link_up() {
+        deny_stale(srv, client, id)?;
     }
     let writes = cmd.flags & WRITE != 0
         || (cmd.name == "exec" && multi::queued_flags(srv, client) & WRITE != 0);

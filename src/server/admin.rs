@@ -58,6 +58,9 @@ impl Admin for Arc<Server> {
     }
 
     fn config_changed(&self) -> Result<(), String> {
+        if self.core.active {
+            crate::replication::active::update_quorum(&self.repl.active, &self.core);
+        }
         aof::config_changed(self)
     }
 

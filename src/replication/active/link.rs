@@ -151,6 +151,7 @@ fn link_thread(node: &HostRef, st: &LinkState) {
         }
         if st.up.swap(false, AcqRel) {
             node.active().direct_gen.fetch_add(1, AcqRel);
+            super::update_quorum(node.active(), node.core());
         }
         *st.socket.lock() = None;
         if st.stop.load(Acquire) {
@@ -319,6 +320,7 @@ fn run(node: &HostRef, st: &LinkState, clock: &mut Hlc, stats: &WorkerStats) -> 
     }
     st.up.store(true, Release);
     active.direct_gen.fetch_add(1, AcqRel);
+    super::update_quorum(active, node.core());
     st.last_io_ms.store(unix_ms(), Relaxed);
     log_notice!(
         "Active peer {}:{} {}",

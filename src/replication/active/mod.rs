@@ -126,6 +126,10 @@ pub struct Active {
     /// The stream holds records of other origins (this node forwards):
     /// until then a feed sends what it reads without looking into it.
     pub foreign: AtomicBool,
+    /// `replica-quorum` N with `replica-serve-stale-data no`: fewer than N
+    /// peers are connected, so commands without the `stale` flag are
+    /// refused (KeyDB's rule; `update_quorum`).
+    pub below_quorum: AtomicBool,
     /// Peers that left, by node id, with the offset they will ask for: the
     /// stream keeps it for them (on disk past memory, within
     /// `repl-backlog-disk-size`), so a partitioned peer continues instead
@@ -152,6 +156,7 @@ impl Active {
             departed: Mutex::new(HashMap::new()),
             dirty: AtomicBool::new(false),
             foreign: AtomicBool::new(false),
+            below_quorum: AtomicBool::new(false),
         }
     }
 
@@ -351,10 +356,29 @@ pub fn start(host: &HostRef) {
     }
 }
 
+/// Recomputes [`Active::below_quorum`] (the cron, CONFIG SET, a link up
+/// or down). `replica-quorum` -1, the default, never refuses: an active
+/// node serves whatever its peers do.
+pub fn update_quorum(active: &Active, core: &Core) {
+    let (quorum, serve_stale) = {
+        let c = core.config.read();
+        (
+            c.get_i64("replica-quorum"),
+            c.get_bool("replica-serve-stale-data"),
+        )
+    };
+    let below = quorum >= 0 && !serve_stale && {
+        let up = active.links.lock().iter().filter(|l| l.is_up()).count();
+        (up as i64) < quorum
+    };
+    active.below_quorum.store(below, Relaxed);
+}
+
 /// Worker 0's cron, once a second: a PING record when the stream was idle
 /// for a second (so a peer's link notices a dead connection by its own
 /// timeout), and the collection of old tombstones.
 pub fn cron(active: &Active, core: &Core) {
+    update_quorum(active, core);
     static LAST_MS: AtomicU64 = AtomicU64::new(0);
     let now = crate::keyspace::hlc::unix_ms();
     if now.saturating_sub(LAST_MS.load(Relaxed)) < 1000 {
