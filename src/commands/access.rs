@@ -71,9 +71,9 @@ impl<'a> Ctx<'a> {
             flush: None,
             tomb: 0,
         };
-        self.expire_if_due(&mut l, db, key, slot);
+        let found = self.expire_if_due(&mut l, db, key, slot);
         if self.active.is_some() {
-            let v = l.shard_mut(slot.shard).version_of(slot.hash, key);
+            let v = found.unwrap_or_else(|| l.shard_mut(slot.shard).absent_version(key));
             l.tomb = self.note_base(key, v);
         }
         l
@@ -137,14 +137,20 @@ impl<'a> Ctx<'a> {
         on.then_some((self.core, db))
     }
 
-    fn expire_if_due(&mut self, l: &mut Locked<'a, '_>, db: usize, key: &[u8], slot: Slot) {
+    /// Lazy expiry of `key`, or else an access-time refresh; returns the
+    /// version of the entry left there, if any.
+    fn expire_if_due(
+        &mut self,
+        l: &mut Locked<'a, '_>,
+        db: usize,
+        key: &[u8],
+        slot: Slot,
+    ) -> Option<u64> {
         let now = self.now_ms;
         let lru = l.lru;
         let ks = l.ks;
         let shard = l.shard_mut(slot.shard);
-        let Some(e) = shard.find_mut(slot.hash, key) else {
-            return;
-        };
+        let e = shard.find_mut(slot.hash, key)?;
         // A replayed effect stream carries the deletions of expired keys
         // itself (as Redis replicas and AOF loading do not expire keys).
         if e.is_expired(now) && self.replay_version.is_none() {
@@ -160,7 +166,9 @@ impl<'a> Ctx<'a> {
             if self.propagate_expired_deferred(db, key, stamp, prev) {
                 l.flush = Some(self.core);
             }
-        } else if !self.client.no_touch {
+            return Some(stamp).filter(|_| self.core.active);
+        }
+        if !self.client.no_touch {
             // An LFU policy counts accesses, with or without a maxmemory.
             if self.core.hot.eviction.policy().is_lfu() {
                 super::evict::lfu_touch(self.core, e, lru);
@@ -168,6 +176,7 @@ impl<'a> Ctx<'a> {
                 e.set_lru(lru);
             }
         }
+        Some(e.version)
     }
 }
 

@@ -170,11 +170,28 @@ impl Ctx<'_> {
         if !self.core.effects.enabled() {
             return;
         }
-        let bases = match &self.active {
-            Some(a) => bases_in(argv, &a.bases),
-            None => vec![],
+        let Some(a) = &self.active else {
+            return self.emit_effect_based(db, version, argv, &[]);
         };
-        self.emit_effect_based(db, version, argv, &bases);
+        // At most a few keys: on the stack, as the write path allocates
+        // nothing for them.
+        let mut bases = [(0u32, 0u64); 8];
+        let mut n = 0;
+        let mut more = Vec::new();
+        for b in bases_in(argv, a) {
+            if n < bases.len() {
+                bases[n] = b;
+                n += 1;
+            } else {
+                more.push(b);
+            }
+        }
+        if more.is_empty() {
+            self.emit_effect_based(db, version, argv, &bases[..n]);
+        } else {
+            more.splice(0..0, bases);
+            self.emit_effect_based(db, version, argv, &more);
+        }
     }
 
     /// [`Self::emit_effect`] with the bases given.
@@ -281,14 +298,14 @@ impl Ctx<'_> {
 
 /// The bases of a record: the keys among `argv`'s arguments that the
 /// command opened, each once, with the version it had then.
-fn bases_in(argv: &[&[u8]], opened: &[(Vec<u8>, u64)]) -> Vec<Base> {
-    opened
-        .iter()
-        .filter_map(|(key, v)| {
-            let i = argv.iter().skip(1).position(|a| a == key)?;
-            Some((i as u32 + 1, *v))
-        })
-        .collect()
+fn bases_in<'a>(
+    argv: &'a [&'a [u8]],
+    opened: &'a crate::core::ctx::ActiveWrite,
+) -> impl Iterator<Item = Base> + 'a {
+    opened.bases().filter_map(move |(key, v)| {
+        let i = argv.iter().skip(1).position(|a| *a == key)?;
+        Some((i as u32 + 1, v))
+    })
 }
 
 thread_local! {
@@ -394,7 +411,7 @@ impl Replayer<'_> {
             now_ms: crate::keyspace::hlc::unix_ms(),
             replay_version: Some(version),
             sent: None,
-            active: srv.active.then(crate::core::ctx::ActiveWrite::default),
+            active: srv.active.then(crate::core::ctx::ActiveWrite::new),
         };
         (cmd.handler)(&mut ctx, args).map_err(|e| e.render())
     }

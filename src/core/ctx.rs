@@ -46,14 +46,67 @@ pub struct Ctx<'a> {
 pub struct ActiveWrite {
     /// 0 until the command opens a key or asks for a version.
     pub stamp: u64,
-    /// Each key opened, with the version it had (after lazy expiry).
-    pub bases: Vec<(Vec<u8>, u64)>,
+    /// The keys opened, end to end, and for each its span there and the
+    /// version it had (after lazy expiry). Both buffers come from a
+    /// per-thread pool and go back to it: no allocation per write.
+    keys: Vec<u8>,
+    bases: Vec<(u32, u32, u64)>,
+}
+
+thread_local! {
+    static POOL: std::cell::RefCell<Vec<ActiveWrite>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+impl Drop for ActiveWrite {
+    fn drop(&mut self) {
+        if self.keys.capacity() == 0 || self.keys.capacity() > 4096 {
+            return;
+        }
+        let keys = std::mem::take(&mut self.keys);
+        let bases = std::mem::take(&mut self.bases);
+        POOL.with(|p| {
+            let mut p = p.borrow_mut();
+            if p.len() < 4 {
+                p.push(ActiveWrite {
+                    stamp: 0,
+                    keys,
+                    bases,
+                });
+            }
+        });
+    }
 }
 
 impl ActiveWrite {
     /// Some for a write command when active replication is on.
     pub fn for_command(core: &Core, flags: u32) -> Option<ActiveWrite> {
-        (core.active && flags & super::table::flags::WRITE != 0).then(ActiveWrite::default)
+        (core.active && flags & super::table::flags::WRITE != 0).then(ActiveWrite::new)
+    }
+
+    /// An empty one, with buffers from the pool when it has some.
+    pub fn new() -> ActiveWrite {
+        let mut a = POOL.with(|p| p.borrow_mut().pop()).unwrap_or_default();
+        a.stamp = 0;
+        a.keys.clear();
+        a.bases.clear();
+        a
+    }
+
+    /// Each key opened, with the version it had.
+    pub fn bases(&self) -> impl Iterator<Item = (&[u8], u64)> {
+        self.bases
+            .iter()
+            .map(|&(s, e, v)| (&self.keys[s as usize..e as usize], v))
+    }
+
+    /// Notes `key` (once) with its version.
+    fn note(&mut self, key: &[u8], version: u64) {
+        if self.bases().any(|(k, _)| k == key) {
+            return;
+        }
+        let start = self.keys.len() as u32;
+        self.keys.extend_from_slice(key);
+        self.bases.push((start, self.keys.len() as u32, version));
     }
 }
 
@@ -121,9 +174,7 @@ impl Ctx<'_> {
         let Some(a) = &mut self.active else {
             return 0;
         };
-        if !a.bases.iter().any(|(k, _)| k == key) {
-            a.bases.push((key.to_vec(), version));
-        }
+        a.note(key, version);
         let stamp = a.stamp;
         let s = match self.replay_version {
             Some(v) => v,

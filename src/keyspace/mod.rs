@@ -207,8 +207,14 @@ impl Shard {
     pub fn version_of(&self, hash: u64, key: &[u8]) -> u64 {
         match self.get_raw(hash, key) {
             Some(e) => e.version,
-            None => self.tombstone(key).unwrap_or(0).max(self.flushed_at),
+            None => self.absent_version(key),
         }
+    }
+
+    /// The version of `key` where it has no entry: its tombstone's, or the
+    /// last flush's, or 0.
+    pub fn absent_version(&self, key: &[u8]) -> u64 {
+        self.tombstone(key).unwrap_or(0).max(self.flushed_at)
     }
 
     /// The stamp of the last flush (active replication), 0 if none.
