@@ -568,7 +568,7 @@ impl Link<'_> {
         Ok(diverged)
     }
 
-    /// `LATTICE.S`: the key's whole state, applied if newer than ours.
+    /// A key state record: the key's whole state, applied if newer than ours.
     /// Forwarded when it changed the key here.
     fn apply_state(
         &mut self,

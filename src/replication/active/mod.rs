@@ -21,14 +21,14 @@
 //! records of origins its peer pulls from directly, so each write crosses
 //! each link once and never goes back to its origin.
 //!
-//! `LATTICE.W` is the write as the effect stream recorded it, with its
+//! A write record is the write as the effect stream recorded it, with its
 //! stamp and its *bases*: the version each key it opened had before it.
 //! A peer applies it as it is only where its own keys have exactly those
 //! versions (then the result is the same everywhere: a key's version names
 //! one value on every node). Elsewhere the write and the peer's key
 //! diverged: if the write's stamp is newer, the peer asks the origin for
 //! the key's whole state (`LATTICE.STATE <db> <key>`, sent back on the
-//! link), which comes as `LATTICE.S` in the stream and is applied if its
+//! link), which comes as a state record in the stream and is applied if its
 //! stamp is newer than the key's; if the peer's key is newer, the peer's
 //! own record of it will win at the origin. So whatever order writes
 //! arrive in, every node ends with the state of each key's newest write

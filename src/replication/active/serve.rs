@@ -3,7 +3,7 @@
 //! with our node id or slot (a copied data directory, or two nodes whose
 //! stamps could tie), else answer `+CONTINUE <stream id> <offset>` when our
 //! stream still holds what it asks for, or `+FULL <stream id> <offset>`
-//! followed by the state of every key and tombstone (`LATTICE.S`, one shard
+//! followed by the state of every key and tombstone (state records, one shard
 //! at a time, so no copy of the dataset is made) and `LATTICE.SNAPEND`;
 //! then the stream from that offset. The peer sends back `LATTICE.STATE
 //! <db> <key>` (answered in the stream) and `LATTICE.ACK <offset>`.
