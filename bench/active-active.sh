@@ -44,7 +44,7 @@
 # RDB/AOF) and REPLICAOF B: the time until A's DBSIZE, then DEBUG DIGEST,
 # equal B's, and A's peak RSS (VmHWM) as a multiple of the dataset's
 # used_memory: A's once caught up (B's also counts its active stream, a
-# ring of at least 64 MB that the load filled). B's RSS is sampled too.
+# `repl-backlog-size` of it, more while a peer lags). B's RSS is sampled too.
 #
 # Every wait is bounded (WAIT_MAX); what does not converge prints "never".
 #
