@@ -223,23 +223,17 @@ stream_bytes() {
     done
     echo "$s"
 }
-# What the links consumed (peerN: offset=), summed over PORTS.
-link_bytes() {
+# FIELD of every peerN: line (offset=, conflicts=), summed over PORTS.
+peer_sum() {
     local s=0 p
     for p in "${PORTS[@]}"; do
         s=$((s + $(rc "$p" INFO replication | tr -d '\r' |
-            awk -F'offset=' '/^peer[0-9]+:/ { split($2, a, ","); s += a[1] } END { print s + 0 }')))
+            awk -F"$1=" '/^peer[0-9]+:/ { split($2, a, ","); s += a[1] } END { print s + 0 }')))
     done
     echo "$s"
 }
-conflicts() {
-    local s=0 p
-    for p in "${PORTS[@]}"; do
-        s=$((s + $(rc "$p" INFO replication | tr -d '\r' |
-            awk -F'conflicts=' '/^peer[0-9]+:/ { split($2, a, ","); s += a[1] } END { print s + 0 }')))
-    done
-    echo "$s"
-}
+link_bytes() { peer_sum offset; } # what the links consumed
+conflicts() { peer_sum conflicts; }
 snapshots() { cat "$WORK"/n*/log 2>/dev/null | grep -c 'takes a snapshot' || true; }
 
 LONE_RPS="" LONE_CPU=""

@@ -13,24 +13,6 @@ use common::*;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
-/// A node that takes writes and will pull from the peers it is told of.
-fn node(extra: &[&str]) -> Server {
-    let slot = unique_node_slot();
-    let mut args = vec!["--active-replica", "yes", "--repl-timeout", "3"];
-    args.extend_from_slice(&["--node-slot", &slot]);
-    args.extend_from_slice(extra);
-    Server::start(&args)
-}
-
-/// `a` pulls from `port` (a peer, or a proxy in front of one).
-fn pull(a: &Server, port: u16) {
-    let r: String = cmd(
-        &mut a.conn(),
-        &["REPLICAOF", "127.0.0.1", &port.to_string()],
-    );
-    assert!(r.starts_with("OK"), "{r}");
-}
-
 /// Two nodes, each pulling from the other through a proxy of its own:
 /// `pa` carries a's stream to b, `pb` b's stream to a.
 struct Pair {
@@ -41,7 +23,7 @@ struct Pair {
 }
 
 fn pair() -> Pair {
-    let (a, b) = (node(&[]), node(&[]));
+    let (a, b) = (active_node(&[]), active_node(&[]));
     let (pa, pb) = (Proxy::start(a.port), Proxy::start(b.port));
     pull(&a, pb.port);
     pull(&b, pa.port);
@@ -59,15 +41,6 @@ impl Pair {
         self.pa.heal();
         self.pb.heal();
     }
-}
-
-/// Every link of `n` is connected.
-fn wait_linked(n: &Server, peers: usize) {
-    let mut c = n.conn();
-    eventually("the peer links to connect", || {
-        let info: String = cmd(&mut c, &["INFO", "replication"]);
-        info.matches("state=connected").count() == peers
-    });
 }
 
 /// Waits until every node holds the same data.
@@ -113,7 +86,7 @@ fn conflicting_writes(n: &Server, seed: u64, count: usize) {
 
 #[test]
 fn a_pair_writing_the_same_keys_at_once_converges() {
-    let (a, b) = (node(&[]), node(&[]));
+    let (a, b) = (active_node(&[]), active_node(&[]));
     pull(&a, b.port);
     pull(&b, a.port);
     wait_linked(&a, 1);
@@ -238,7 +211,7 @@ fn a_garbled_or_cut_stream_is_dropped_and_resumed() {
 
 #[test]
 fn a_node_killed_and_started_again_catches_up_from_its_peer() {
-    let (a, b) = (node(&[]), node(&[]));
+    let (a, b) = (active_node(&[]), active_node(&[]));
     pull(&a, b.port);
     pull(&b, a.port);
     wait_linked(&a, 1);
@@ -246,7 +219,7 @@ fn a_node_killed_and_started_again_catches_up_from_its_peer() {
     converged(&[&a, &b]);
     drop(b); // SIGKILL; its data is gone with it
     conflicting_writes(&a, 9, 2000);
-    let b = node(&[]);
+    let b = active_node(&[]);
     pull(&a, b.port);
     pull(&b, a.port);
     std::thread::scope(|s| {
@@ -259,7 +232,10 @@ fn a_node_killed_and_started_again_catches_up_from_its_peer() {
 #[test]
 fn peers_with_the_same_node_id_are_refused() {
     let id = "00000000000000aa";
-    let (a, b) = (node(&["--node-id", id]), node(&["--node-id", id]));
+    let (a, b) = (
+        active_node(&["--node-id", id]),
+        active_node(&["--node-id", id]),
+    );
     pull(&a, b.port);
     let _: () = cmd(&mut b.conn(), &["SET", "k", "v"]);
     eventually("the refusal to be logged", || {
@@ -284,7 +260,7 @@ fn peers_whose_stamps_could_tie_are_refused() {
 #[test]
 fn an_active_node_whose_peer_is_down_looks_healthy_and_takes_writes() {
     let dead = free_port().to_string();
-    let a = node(&["--replicaof", "127.0.0.1", &dead]);
+    let a = active_node(&["--replicaof", "127.0.0.1", &dead]);
     let mut c = a.conn();
     let info: String = cmd(&mut c, &["INFO", "replication"]);
     assert!(info.contains("role:master"), "{info}");
@@ -322,7 +298,7 @@ fn a_flush_drops_what_is_older_than_it_on_every_node_and_keeps_newer_writes() {
 
 #[test]
 fn commands_without_a_convergent_meaning_are_refused() {
-    let a = node(&[]);
+    let a = active_node(&[]);
     let mut c = a.conn();
     let _: () = cmd(&mut c, &["SET", "k", "v"]);
     for args in [
@@ -339,7 +315,9 @@ fn commands_without_a_convergent_meaning_are_refused() {
 
 #[test]
 fn a_full_mesh_of_three_converges_and_each_write_crosses_each_link_once() {
-    let nodes: Vec<Server> = (0..3).map(|_| node(&["--multi-master", "yes"])).collect();
+    let nodes: Vec<Server> = (0..3)
+        .map(|_| active_node(&["--multi-master", "yes"]))
+        .collect();
     // proxies[i][j]: what node j pulls from node i.
     let proxies: Vec<Vec<Proxy>> = nodes
         .iter()
@@ -446,7 +424,9 @@ fn link_both(nodes: &[Server], i: usize, j: usize) {
 
 #[test]
 fn a_chain_forwards_each_write_along_to_the_far_end() {
-    let nodes: Vec<Server> = (0..3).map(|_| node(&["--multi-master", "yes"])).collect();
+    let nodes: Vec<Server> = (0..3)
+        .map(|_| active_node(&["--multi-master", "yes"]))
+        .collect();
     link_both(&nodes, 0, 1);
     link_both(&nodes, 1, 2);
     wait_linked(&nodes[1], 2);
@@ -467,7 +447,9 @@ fn a_chain_forwards_each_write_along_to_the_far_end() {
 
 #[test]
 fn a_ring_of_four_converges_with_every_node_writing() {
-    let nodes: Vec<Server> = (0..4).map(|_| node(&["--multi-master", "yes"])).collect();
+    let nodes: Vec<Server> = (0..4)
+        .map(|_| active_node(&["--multi-master", "yes"]))
+        .collect();
     for i in 0..4 {
         link_both(&nodes, i, (i + 1) % 4);
     }
@@ -492,7 +474,7 @@ fn a_partitioned_peer_continues_from_where_it_stopped_even_past_memory() {
         "--client-output-buffer-limit",
         "replica 4mb 0 0",
     ];
-    let (a, b) = (node(&args), node(&args));
+    let (a, b) = (active_node(&args), active_node(&args));
     let (pa, pb) = (Proxy::start(a.port), Proxy::start(b.port));
     pull(&a, pb.port);
     pull(&b, pa.port);

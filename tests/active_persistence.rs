@@ -9,58 +9,16 @@
 
 mod common;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 use common::*;
 
-struct Dir(PathBuf);
-
-impl std::ops::Deref for Dir {
-    type Target = Path;
-    fn deref(&self) -> &Path {
-        &self.0
-    }
-}
-
-impl Drop for Dir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
-fn tempdir(tag: &str) -> Dir {
-    let d = std::env::temp_dir().join(format!("lattice-activep-{tag}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    Dir(d)
-}
-
 /// An active node (no peers yet) keeping its files in `dir`.
 fn node(dir: &Path, extra: &[&str]) -> Server {
-    let d = dir.to_str().unwrap();
-    let slot = unique_node_slot();
-    let mut args = vec!["--active-replica", "yes", "--repl-timeout", "3", "--dir", d];
-    args.extend_from_slice(&["--node-slot", &slot]);
+    let mut args = vec!["--dir", dir.to_str().unwrap()];
     args.extend_from_slice(extra);
-    Server::start(&args)
-}
-
-/// `a` pulls from `port`.
-fn pull(a: &Server, port: u16) {
-    let r: String = cmd(
-        &mut a.conn(),
-        &["REPLICAOF", "127.0.0.1", &port.to_string()],
-    );
-    assert!(r.starts_with("OK"), "{r}");
-}
-
-fn wait_linked(n: &Server) {
-    let mut c = n.conn();
-    eventually("the peer link to connect", || {
-        let info: String = cmd(&mut c, &["INFO", "replication"]);
-        info.matches("state=connected").count() == 1
-    });
+    active_node(&args)
 }
 
 fn converged(nodes: &[&Server]) {
@@ -364,8 +322,8 @@ fn a_restarted_node_converges(p: Persist) {
     let b = node(&dbb, p.args);
     pull(&a, b.port);
     pull(&b, a.port);
-    wait_linked(&a);
-    wait_linked(&b);
+    wait_linked(&a, 1);
+    wait_linked(&b, 1);
     let mut ca = a.conn();
     for k in ["k1", "k2", "k3"] {
         let () = cmd(&mut ca, &["SET", k, "v1"]);
@@ -397,8 +355,8 @@ fn a_restarted_node_converges(p: Persist) {
     assert_eq!(cmd::<Option<String>>(&mut cb, &["GET", "k2"]), None);
     pull(&a, b.port);
     pull(&b, a.port);
-    wait_linked(&a);
-    wait_linked(&b);
+    wait_linked(&a, 1);
+    wait_linked(&b, 1);
     converged(&[&a, &b]);
     for c in [&mut ca, &mut cb] {
         assert_eq!(cmd::<String>(c, &["GET", "k1"]), "v2", "{}", p.tag);

@@ -16,29 +16,6 @@ struct Node {
     port: u16,
 }
 
-/// A test directory, removed when the test ends (passed or not).
-struct Dir(PathBuf);
-
-impl std::ops::Deref for Dir {
-    type Target = Path;
-    fn deref(&self) -> &Path {
-        &self.0
-    }
-}
-
-impl Drop for Dir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
-fn tempdir(tag: &str) -> Dir {
-    let d = std::env::temp_dir().join(format!("lattice-aof-{tag}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    Dir(d)
-}
-
 fn spawn(bin: &str, dir: &Path, port: u16, extra: &[&str]) -> Child {
     let mut c = Command::new(bin);
     c.arg("--port")

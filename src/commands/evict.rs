@@ -63,11 +63,7 @@ pub fn admit(
         return Err(oom_error());
     }
     if cmd.name == "exec" && super::multi::queued_flags(srv, client) & DENYOOM != 0 {
-        super::multi::reset(client);
-        return Err(CmdError::Msg(format!(
-            "EXECABORT Transaction discarded because of: {}",
-            oom_error().render()
-        )));
+        return Err(super::multi::abort_exec(client, oom_error()));
     }
     Ok(())
 }

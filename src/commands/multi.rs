@@ -162,6 +162,16 @@ pub fn reset(client: &mut ClientState) {
     client.watches = None;
 }
 
+/// EXEC refused before it ran, because `err` refuses one of its queued
+/// commands (Redis's EXECABORT "because of" reply): the transaction ends.
+pub fn abort_exec(client: &mut ClientState, err: CmdError) -> CmdError {
+    reset(client);
+    CmdError::Msg(format!(
+        "EXECABORT Transaction discarded because of: {}",
+        err.render()
+    ))
+}
+
 /// Leaves MULTI, returning the transaction (CLIENT LIST loses flag 'x').
 fn take_multi(client: &mut ClientState) -> Option<MultiState> {
     let m = client.multi.take()?;

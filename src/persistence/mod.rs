@@ -85,11 +85,7 @@ pub fn admit_write(
         return Err(err);
     }
     if cmd.name == "exec" && multi::queued_flags(srv, client) & WRITE != 0 {
-        multi::reset(client);
-        return Err(CmdError::Msg(format!(
-            "EXECABORT Transaction discarded because of: {}",
-            err.render()
-        )));
+        return Err(multi::abort_exec(client, err));
     }
     Ok(())
 }

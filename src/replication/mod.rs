@@ -373,18 +373,11 @@ pub fn admit_write(
     }
     let err = CmdError::Msg("NOREPLICAS Not enough good replicas to write.".into());
     if cmd.name == "exec" {
-        multi::reset(client);
-        return Err(CmdError::Msg(format!(
-            "EXECABORT Transaction discarded because of: {}",
-            err.render()
-        )));
+        return Err(multi::abort_exec(client, err));
     }
     Err(err)
 }
 
-/// On a replica: MASTERDOWN while the link is down with
-/// `replica-serve-stale-data no` (commands without the stale flag), and
-/// READONLY for writes with `replica-read-only yes`.
 /// MASTERDOWN for a command without the `stale` flag (a replica whose
 /// master link is down, an active node below `replica-quorum`, both with
 /// `replica-serve-stale-data no`). EXEC is refused if one of its queued
@@ -405,17 +398,18 @@ fn deny_stale(
     if stale_ok {
         return Ok(());
     }
-    const DOWN: &str =
-        "MASTERDOWN Link with MASTER is down and replica-serve-stale-data is set to 'no'.";
+    let down = CmdError::Msg(
+        "MASTERDOWN Link with MASTER is down and replica-serve-stale-data is set to 'no'.".into(),
+    );
     if is_exec {
-        multi::reset(client);
-        return Err(CmdError::Msg(format!(
-            "EXECABORT Transaction discarded because of: {DOWN}"
-        )));
+        return Err(multi::abort_exec(client, down));
     }
-    Err(CmdError::Msg(DOWN.into()))
+    Err(down)
 }
 
+/// On a replica: MASTERDOWN while the link is down with
+/// `replica-serve-stale-data no` (commands without the stale flag), and
+/// READONLY for writes with `replica-read-only yes`.
 fn replica_admit(
     srv: &Server,
     client: &mut crate::core::client::ClientState,
@@ -436,15 +430,11 @@ fn replica_admit(
     let writes = cmd.flags & WRITE != 0
         || (cmd.name == "exec" && multi::queued_flags(srv, client) & WRITE != 0);
     if read_only && writes {
+        let err = CmdError::Msg("READONLY You can't write against a read only replica.".into());
         if cmd.name == "exec" {
-            multi::reset(client);
-            return Err(CmdError::Msg(
-                "EXECABORT Transaction discarded because of: READONLY You can't write against a read only replica.".into(),
-            ));
+            return Err(multi::abort_exec(client, err));
         }
-        return Err(CmdError::Msg(
-            "READONLY You can't write against a read only replica.".into(),
-        ));
+        return Err(err);
     }
     Ok(())
 }

@@ -351,3 +351,57 @@ pub fn unique_node_slot() -> String {
     let n = NEXT.fetch_add(1, Ordering::Relaxed);
     ((u64::from(std::process::id()) * 37 + n) % 1024).to_string()
 }
+
+/// A test directory, removed when the test ends (passed or not).
+pub struct TestDir(std::path::PathBuf);
+
+impl std::ops::Deref for TestDir {
+    type Target = std::path::Path;
+    fn deref(&self) -> &std::path::Path {
+        &self.0
+    }
+}
+
+impl Drop for TestDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// An empty directory for `tag` of this test process.
+pub fn tempdir(tag: &str) -> TestDir {
+    let d = std::env::temp_dir().join(format!("lattice-dir-{tag}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    TestDir(d)
+}
+
+// ------------------------------------------------------------ active replication
+
+/// A node that takes writes (`active-replica yes`, a short repl-timeout, a
+/// slot of its own) and will pull from the peers it is told of.
+pub fn active_node(extra: &[&str]) -> Server {
+    let slot = unique_node_slot();
+    let mut args = vec!["--active-replica", "yes", "--repl-timeout", "3"];
+    args.extend_from_slice(&["--node-slot", &slot]);
+    args.extend_from_slice(extra);
+    Server::start(&args)
+}
+
+/// `a` pulls from `port` (a peer, or a proxy in front of one).
+pub fn pull(a: &Server, port: u16) {
+    let r: String = cmd(
+        &mut a.conn(),
+        &["REPLICAOF", "127.0.0.1", &port.to_string()],
+    );
+    assert!(r.starts_with("OK"), "{r}");
+}
+
+/// `peers` links of `n` are connected.
+pub fn wait_linked(n: &Server, peers: usize) {
+    let mut c = n.conn();
+    eventually("the peer links to connect", || {
+        let info: String = cmd(&mut c, &["INFO", "replication"]);
+        info.matches("state=connected").count() == peers
+    });
+}
