@@ -56,7 +56,10 @@
 # Environment: REQUESTS (500000), VALUE_SIZE (100), KEYSPACE (1000000),
 # PIPELINE (16), ROUNDS (3), SIZE_MB (256), LOAD_VALUE (1024), WAIT_MAX
 # (120 s; the restart waits WAIT_MAX + SIZE_MB/4 s), SERVER_CPU (0),
-# CLIENT_CPU (1), SKIP_BUILD, KEEP_WORK (keep the servers' logs).
+# CLIENT_CPU (1), PEER_CPU (where nodes without clients run: SERVER_CPU;
+# CLIENT_CPU keeps the applying node's cache and wake-ups off the writer's
+# core, so "pair, one writer" shows the writer's own cost), SKIP_BUILD,
+# KEEP_WORK (keep the servers' logs).
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
@@ -70,6 +73,7 @@ LOAD_VALUE="${LOAD_VALUE:-1024}"
 WAIT_MAX="${WAIT_MAX:-120}"
 SERVER_CPU="${SERVER_CPU:-0}"
 CLIENT_CPU="${CLIENT_CPU:-1}"
+PEER_CPU="${PEER_CPU:-$SERVER_CPU}"
 CLIENTS=50
 REDIS_SERVER="${REDIS_SERVER:-/usr/bin/redis-server}"
 LATTICE="$ROOT/target/release/lattice-server"
@@ -99,7 +103,7 @@ node() {
     local name="$1" port="$2"
     shift 2
     mkdir -p "$WORK/$name"
-    taskset -c "$SERVER_CPU" "$LATTICE" --port "$port" --server-threads 1 --save "" \
+    taskset -c "${NODE_CPU:-$SERVER_CPU}" "$LATTICE" --port "$port" --server-threads 1 --save "" \
         --appendonly no --dir "$WORK/$name" --enable-debug-command yes "$@" \
         >>"$WORK/$name/log" 2>&1 &
     NODE_PID=$!
@@ -248,6 +252,8 @@ group() {
     rm -rf "$WORK"/n*
     for ((i = 0; i < n; i++)); do
         p=$(free_port)
+        NODE_CPU=$SERVER_CPU
+        ((i < w)) || NODE_CPU=$PEER_CPU
         node "n$i" "$p" "$@"
         PORTS+=("$p") PIDS_G+=("$NODE_PID")
     done

@@ -22,7 +22,6 @@ use crate::core::stats::WorkerStats;
 use crate::effects::EffectRef;
 use crate::keyspace::hlc::{unix_ms, Hlc};
 use crate::protocol::Args;
-use crate::protocol::{ParseLimits, Parsed, RequestParser};
 use crate::{log_notice, log_warning};
 
 /// One peer we pull from.
@@ -168,7 +167,6 @@ struct Conn {
     start: usize,
     timeout: Duration,
     progress: Instant,
-    parser: RequestParser,
 }
 
 impl Conn {
@@ -285,7 +283,6 @@ fn run(node: &HostRef, st: &LinkState, clock: &mut Hlc, stats: &WorkerStats) -> 
         start: 0,
         timeout,
         progress: Instant::now(),
-        parser: RequestParser::new(),
     };
     handshake(&**node, &mut c)?;
     let (id, slot) = node.identity();
@@ -342,6 +339,10 @@ fn run(node: &HostRef, st: &LinkState, clock: &mut Hlc, stats: &WorkerStats) -> 
         sealed_at: Instant::now(),
         client: crate::core::client::ClientState::new(0),
         out: crate::protocol::ReplyBuf::new(2),
+        coder: record::Coder::new(peer_id),
+        bases: Vec::new(),
+        spans: Vec::new(),
+        fwd: Vec::new(),
     };
     let (mut last_ack, mut last_acked) = (Instant::now(), 0);
     loop {
@@ -394,19 +395,28 @@ struct Link<'a> {
     /// The client and reply buffer records run with, kept across records.
     client: crate::core::client::ClientState,
     out: crate::protocol::ReplyBuf,
+    /// This connection's record decoding state (record.rs).
+    coder: record::Coder,
+    /// Scratch space kept across records: a write's bases and argument
+    /// spans, and a record being forwarded.
+    bases: Vec<crate::effects::Base>,
+    spans: Vec<std::ops::Range<usize>>,
+    fwd: Vec<u8>,
 }
 
 impl Link<'_> {
-    /// Applies every whole record in the buffer, then asks for the states
+    /// Applies every whole batch in the buffer, then asks for the states
     /// it found diverged.
     fn apply_buffered(&mut self, c: &mut Conn) -> Result<(), String> {
         let mut ask = Vec::new();
-        while let Some((sealed, through)) = next_seal(&c.buf[c.start..])? {
-            self.apply_sealed(c, sealed, &mut ask)?;
-            c.start += through - sealed; // the seal itself
+        while let Some((next, records, len)) = record::next_batch(&c.buf[c.start..])? {
+            let records = c.start + records.start..c.start + records.end;
+            self.apply_batch(&c.buf[records], &mut ask)?;
+            c.start += len;
+            self.st.next.store(next, Release);
             self.sealed_at = Instant::now();
         }
-        // A feed seals every batch it sends; bytes that stay unsealed (a
+        // A feed sends whole batches; bytes that stay short of one (a
         // damaged length that waits for bytes never coming) end the link.
         if c.start < c.buf.len() && self.sealed_at.elapsed() > c.timeout {
             return Err(format!(
@@ -422,69 +432,51 @@ impl Link<'_> {
         Ok(())
     }
 
-    /// Applies the records in the next `len` bytes, whose checksum held.
-    fn apply_sealed(
+    /// Applies the records of a batch whose checksum held.
+    fn apply_batch(
         &mut self,
-        c: &mut Conn,
-        len: usize,
+        records: &[u8],
         ask: &mut Vec<(usize, Vec<u8>)>,
     ) -> Result<(), String> {
-        let stop = c.start + len;
-        while c.start < stop {
-            let pending = &c.buf[c.start..stop];
-            let consumed = match c.parser.parse(pending, &ParseLimits::default()) {
-                Ok(Parsed::Command { consumed }) => consumed,
-                Ok(Parsed::Incomplete) => return Err("a sealed batch ends inside a record".into()),
-                Err(e) => return Err(format!("protocol error from the peer: {}", e.0)),
-            };
-            let args = c.parser.args(pending);
-            let counted = !self.snapshot && !args.get(0).eq_ignore_ascii_case(b"LATTICE.AT");
-            self.record(args, &pending[..consumed], ask)?;
-            c.start += consumed;
-            if counted {
-                self.st.next.fetch_add(consumed as u64, AcqRel);
-            }
+        let mut r = record::Reader(records);
+        while !r.0.is_empty() {
+            let rec = self.coder.get(&mut r)?;
+            self.record(&rec, ask)?;
         }
         Ok(())
     }
 
-    /// One record (`raw`, its bytes, are forwarded to our own peers when
-    /// it is new here).
+    /// One record (forwarded to our own peers when it is new here).
     fn record(
         &mut self,
-        args: Args,
-        raw: &[u8],
+        rec: &record::Rec<'_>,
         ask: &mut Vec<(usize, Vec<u8>)>,
     ) -> Result<(), String> {
-        let name = args.get(0);
-        if record::is_write(name) && args.len() > 1 {
-            let h = record::decode_write(name)?;
-            let db = self.db_arg(h.db)?;
-            for key in self.apply_write(h, args, raw)? {
-                if !self.asked.contains(&(db, key.clone())) {
-                    self.st.conflicts.fetch_add(1, Relaxed);
-                    ask.push((db, key));
+        match rec.kind {
+            record::WRITE => {
+                let db = self.db_arg(rec.db)?;
+                for key in self.apply_write(rec)? {
+                    if !self.asked.contains(&(db, key.clone())) {
+                        self.st.conflicts.fetch_add(1, Relaxed);
+                        ask.push((db, key));
+                    }
                 }
             }
-        } else if record::is_state(name) && args.len() == 3 {
-            let (origin, db, stamp, at) = record::decode_state(name)?;
-            let (db, stamp) = (self.db_arg(db)?, self.checked_stamp(stamp)?);
-            self.asked.remove(&(db, args.get(1).to_vec()));
-            self.apply_state(db, args.get(1), (stamp, at), args.get(2), (origin, raw));
-        } else if name.eq_ignore_ascii_case(b"LATTICE.AT") && args.len() == 2 {
-            self.st.next.store(num(args.get(1))?, Release);
-        } else if name.eq_ignore_ascii_case(b"LATTICE.SNAPEND") {
-            self.snapshot = false;
-            log_notice!(
-                "Active peer {}:{}: snapshot merged",
-                self.st.host,
-                self.st.port
-            );
-        } else if !name.eq_ignore_ascii_case(b"PING") {
-            return Err(format!(
-                "unexpected record from the peer: {}",
-                String::from_utf8_lossy(name)
-            ));
+            record::STATE => {
+                let (at, key, payload) = record::state_parts(rec.tail)?;
+                let (db, stamp) = (self.db_arg(rec.db)?, self.checked_stamp(rec.stamp)?);
+                self.asked.remove(&(db, key.to_vec()));
+                self.apply_state(db, key, (stamp, at), payload, rec);
+            }
+            record::SNAP_END => {
+                self.snapshot = false;
+                log_notice!(
+                    "Active peer {}:{}: snapshot merged",
+                    self.st.host,
+                    self.st.port
+                );
+            }
+            _ => {} // a ping
         }
         Ok(())
     }
@@ -520,35 +512,52 @@ impl Link<'_> {
     /// A write: applies it where every key has its base version; returns
     /// the keys that diverged and whose state we must ask for (the write is
     /// newer than what we hold).
-    fn apply_write(
-        &mut self,
-        h: record::WriteHeader,
-        args: Args,
-        raw: &[u8],
-    ) -> Result<Vec<Vec<u8>>, String> {
-        let (origin, seq, db) = (h.origin, h.seq, h.db);
+    fn apply_write(&mut self, rec: &record::Rec<'_>) -> Result<Vec<Vec<u8>>, String> {
+        let (origin, seq) = (rec.origin, rec.seq);
         let active = self.node.active();
         if origin == active.node_id.load(Relaxed) {
             return Ok(vec![]); // our own write, back through a ring
         }
-        let stamp = self.checked_stamp(h.stamp)?;
-        let argv = args.slice_from(1);
-        let mut bases = Vec::with_capacity(h.bases.len());
-        for (i, v) in h.bases {
-            if i as usize >= argv.len() {
-                return Err("a record's base outside its arguments".into());
-            }
-            bases.push((argv.get(i as usize), v));
+        let stamp = self.checked_stamp(rec.stamp)?;
+        let (mut bases, mut spans) = (
+            std::mem::take(&mut self.bases),
+            std::mem::take(&mut self.spans),
+        );
+        let r = record::write_parts(stamp, rec.tail, &mut bases, &mut spans)
+            .and_then(|argv| self.apply_parts(rec, stamp, &bases, Args::new(argv, &spans)));
+        (self.bases, self.spans) = (bases, spans);
+        let diverged = r?;
+        // Forwarded whether or not it applied here (a peer of ours may hold
+        // its bases), once.
+        if seq != 0 && active.first_sight(origin, seq) && active.wanted(origin) {
+            self.forward(rec);
+        }
+        Ok(diverged)
+    }
+
+    fn apply_parts(
+        &mut self,
+        rec: &record::Rec<'_>,
+        stamp: u64,
+        bases: &[crate::effects::Base],
+        argv: Args,
+    ) -> Result<Vec<Vec<u8>>, String> {
+        let db = rec.db;
+        if bases.iter().any(|&(i, _)| i as usize >= argv.len()) {
+            return Err("a record's base outside its arguments".into());
         }
         let ks = &self.node.core().keyspace;
-        let targets: Vec<(usize, usize)> =
-            bases.iter().map(|(k, _)| (db, ks.slot(k).shard)).collect();
+        let targets: Vec<(usize, usize)> = bases
+            .iter()
+            .map(|&(i, _)| (db, ks.slot(argv.get(i as usize)).shard))
+            .collect();
         let _hold = ks.hold(Some(&targets));
         let mut diverged = Vec::new();
         let mut same = true;
-        for (key, want) in &bases {
+        for &(i, want) in bases {
+            let key = argv.get(i as usize);
             let local = version_of(self.node, db, key);
-            if local != *want {
+            if local != want {
                 same = false;
                 if local < stamp {
                     diverged.push(key.to_vec());
@@ -559,13 +568,15 @@ impl Link<'_> {
             self.replay_args(db, stamp, argv);
             self.st.applied.fetch_add(1, Relaxed);
         }
-        // Forwarded whether or not it applied here (a peer of ours may hold
-        // its bases), once, and still under the keys' locks so that it
-        // keeps its place among the writes to them.
-        if seq != 0 && active.first_sight(origin, seq) && active.wanted(origin) {
-            active.append_foreign(raw);
-        }
         Ok(diverged)
+    }
+
+    /// Puts a peer's record in our stream, for our peers that do not hear
+    /// its origin directly.
+    fn forward(&mut self, rec: &record::Rec<'_>) {
+        self.fwd.clear();
+        record::encode_stored(&mut self.fwd, rec);
+        self.node.active().append_foreign(&self.fwd);
     }
 
     /// A key state record: the key's whole state, applied if newer than ours.
@@ -576,7 +587,7 @@ impl Link<'_> {
         key: &[u8],
         s: (u64, u64),
         payload: &[u8],
-        (origin, raw): (u64, &[u8]),
+        rec: &record::Rec<'_>,
     ) {
         let (stamp, at) = s;
         let ks = &self.node.core().keyspace;
@@ -624,9 +635,8 @@ impl Link<'_> {
                 ],
             );
         }
-        let active = self.node.active();
-        if active.wanted(origin) {
-            active.append_foreign(raw);
+        if self.node.active().wanted(rec.origin) {
+            self.forward(rec);
         }
     }
 
@@ -657,59 +667,12 @@ impl Link<'_> {
     }
 }
 
-/// Finds the first seal (`LATTICE.CK <crc>`) in `buf` and checks it
-/// against the bytes before it: Some((bytes sealed, bytes up to the
-/// seal's end)), None until a whole seal has arrived, an error when the
-/// bytes are damaged. Records are applied only once sealed, so a stream
-/// garbled on the way is dropped (and resumed from the last seal), never
-/// applied.
-fn next_seal(buf: &[u8]) -> Result<Option<(usize, usize)>, String> {
-    let mut parser = RequestParser::new();
-    let mut off = 0;
-    loop {
-        let rest = &buf[off..];
-        // Every record is a RESP array: anything else is damage (the inline
-        // parser would wait for a newline that may never come).
-        if rest.first().is_some_and(|&b| b != b'*') {
-            return Err("damaged stream from the peer (not a record)".into());
-        }
-        let n = match parser.parse(rest, &ParseLimits::default()) {
-            Ok(Parsed::Command { consumed }) => consumed,
-            Ok(Parsed::Incomplete) => return Ok(None),
-            Err(e) => return Err(format!("protocol error from the peer: {}", e.0)),
-        };
-        let args = parser.args(rest);
-        if args.len() == 2 && args.get(0) == b"LATTICE.CK" {
-            let want = std::str::from_utf8(args.get(1))
-                .ok()
-                .and_then(|c| c.parse::<u32>().ok());
-            if want != Some(record::checksum(&buf[..off])) {
-                return Err("damaged stream from the peer (checksum mismatch)".into());
-            }
-            return Ok(Some((off, off + n)));
-        }
-        off += n;
-    }
-}
-
 /// The version `key` has here (entry, tombstone or 0); its shard must be
 /// held by this thread.
 fn version_of(node: &dyn Host, db: usize, key: &[u8]) -> u64 {
     let ks = &node.core().keyspace;
     let slot = ks.slot(key);
     ks.db(db).lock(slot.shard).version_of(slot.hash, key)
-}
-
-fn num(a: &[u8]) -> Result<u64, String> {
-    std::str::from_utf8(a)
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .ok_or_else(|| {
-            format!(
-                "bad number in a peer record: {}",
-                String::from_utf8_lossy(a)
-            )
-        })
 }
 
 /// REPLICAOF on an active node: `NO ONE` stops pulling from every peer;

@@ -5,14 +5,13 @@
 //! Each node has its own stream ([`Active::stream`], a [`Backlog`] with
 //! its own offsets and disk tier, not the Redis replication backlog): its
 //! own writes, and the records it forwards because some peer does not
-//! hear their origin directly (a chain, a ring). A record is a RESP array:
+//! hear their origin directly (a chain, a ring). Its records (binary,
+//! record.rs has the formats, stored and on the wire):
 //!
 //! ```text
-//!   [W origin seq db stamp bases] <argv...>   a write (binary header: record.rs)
-//!   [S origin db stamp expire-at] key payload  a key's state (DUMP payload, empty: absent)
-//!   LATTICE.SNAPEND           (after the key states of a full snapshot)
-//!   LATTICE.AT <offset>       (on the wire only: the peer's position after skipped records)
-//!   PING                      (keeps an idle link's timeout from firing)
+//!   W origin seq db stamp | bases argv     a write
+//!   S origin db stamp     | expire-at key payload   a key's state (DUMP payload, empty: absent)
+//!   P                                      a ping (keeps an idle link's timeout from firing)
 //! ```
 //!
 //! `<origin>` is the writing node's 64-bit id and `<seq>` its count of
@@ -435,7 +434,7 @@ fn ping_if_idle(active: &Active) {
         return;
     }
     let mut b = Vec::new();
-    crate::protocol::request::command(&mut b, &[b"PING"]);
+    record::encode_ping(&mut b);
     active.stream.append_raw(&b);
     LAST.store(active.stream.end(), Relaxed);
     active.bell.ring();

@@ -1,26 +1,55 @@
-//! The records of the active stream, encoded and decoded.
+//! The records of the active stream, as stored and as sent.
 //!
-//! A record is a RESP array, so the stream is framed like any Redis
-//! stream and one parser reads it; but its header is one binary bulk
-//! string, not a field per bulk: in RESP the header of a SET (origin, seq,
-//! database, stamp, one base) cost ~140 bytes, as much as the SET itself,
-//! where this costs ~35. Integers are LEB128 varints; the origin is 8
-//! little-endian bytes (it is read by every feed's filter).
+//! **Stored** (a node's stream, [`super::Active::stream`]): frames of a
+//! 4-byte little-endian length and a body. A body is a kind byte, the
+//! record's header with absolute values, and a *tail* that no layer but
+//! the applying one looks into:
 //!
 //! ```text
-//!   write:  [ "W" origin(8) seq db stamp n (arg index, base)*n ] argv...
-//!   state:  [ "S" origin(8) db stamp expire-at ] key payload
+//!   write:  'W' origin(8) seq db stamp | bases argv
+//!   state:  'S' origin(8) db stamp     | expire-at key payload
+//!   ping:   'P'                        | (empty)
 //! ```
 //!
-//! A base is written as `stamp - version` (small for a key written
-//! recently), or 0 for a key that did not exist (version 0); a record's
-//! stamp is always above its bases.
+//! (integers are LEB128 varints; `bases` is a count and (argument index,
+//! stamp - base version) pairs, 0 for a key that did not exist; `argv`,
+//! `key` and `payload` are length-prefixed byte strings, `argv` after its
+//! count.) A feed reads the origin with no parsing (its filter) and the
+//! frames with no RESP parser.
+//!
+//! **On the wire** a feed sends batches, each one frame:
+//!
+//! ```text
+//!   'B' len(u32 LE) next(u64 LE) crc(u32 LE) records[len]
+//! ```
+//!
+//! `next` is the stream offset the peer continues from after the batch
+//! (it is not the count of bytes received: a feed skips records and
+//! re-codes the rest), and `crc` the CRC-32C of len, next and the records:
+//! a link applies a batch only once its checksum holds, so a stream
+//! garbled on the way is dropped, never applied. Inside, each record is
+//! coded against the previous one on the same connection ([`Coder`]): a
+//! flags byte (kind; whether origin, seq and db are given, else the
+//! previous origin, its next seq and the previous db), the given fields,
+//! the stamp as a signed difference from the previous record's, then the
+//! tail's length and the tail as stored. The header of a SET thus costs
+//! ~4 bytes where the stored one costs ~26 and a RESP one ~140: a write
+//! crosses a link in about the bytes its client sent (issue 12's wire
+//! target, DECISIONS 47).
+
+use std::ops::Range;
 
 use crate::effects::{Base, EffectRef};
-use crate::protocol::request::{array, bulk};
 
-const WRITE: u8 = b'W';
-const STATE: u8 = b'S';
+pub const WRITE: u8 = b'W';
+pub const STATE: u8 = b'S';
+pub const PING: u8 = b'P';
+/// On the wire only: the end of a snapshot's key states.
+pub const SNAP_END: u8 = b'E';
+
+const BATCH: u8 = b'B';
+/// A batch's header: 'B', len, next, crc.
+pub const BATCH_HEADER: usize = 1 + 4 + 8 + 4;
 
 fn put_varint(out: &mut Vec<u8>, mut v: u64) {
     while v >= 0x80 {
@@ -30,11 +59,24 @@ fn put_varint(out: &mut Vec<u8>, mut v: u64) {
     out.push(v as u8);
 }
 
-/// Reads the header's fields in order.
-struct Reader<'a>(&'a [u8]);
+fn put_bytes(out: &mut Vec<u8>, b: &[u8]) {
+    put_varint(out, b.len() as u64);
+    out.extend_from_slice(b);
+}
 
-impl Reader<'_> {
-    fn varint(&mut self) -> Result<u64, String> {
+fn zigzag(d: i64) -> u64 {
+    ((d << 1) ^ (d >> 63)) as u64
+}
+
+fn unzigzag(v: u64) -> i64 {
+    ((v >> 1) as i64) ^ -((v & 1) as i64)
+}
+
+/// Reads a record's fields in order.
+pub struct Reader<'a>(pub &'a [u8]);
+
+impl<'a> Reader<'a> {
+    pub fn varint(&mut self) -> Result<u64, String> {
         let mut v = 0u64;
         for (i, &b) in self.0.iter().enumerate().take(10) {
             v |= u64::from(b & 0x7f) << (7 * i);
@@ -43,39 +85,74 @@ impl Reader<'_> {
                 return Ok(v);
             }
         }
-        Err("truncated or overlong number in a record header".into())
+        Err("truncated or overlong number in an active record".into())
     }
 
-    fn origin(&mut self) -> Result<u64, String> {
-        let (o, rest) = self
-            .0
-            .split_first_chunk::<8>()
-            .ok_or("truncated record header")?;
+    fn take(&mut self, n: usize) -> Result<&'a [u8], String> {
+        if n > self.0.len() {
+            return Err("truncated active record".into());
+        }
+        let (head, rest) = self.0.split_at(n);
         self.0 = rest;
-        Ok(u64::from_le_bytes(*o))
+        Ok(head)
     }
+
+    fn u64_le(&mut self) -> Result<u64, String> {
+        Ok(u64::from_le_bytes(self.take(8)?.try_into().unwrap()))
+    }
+
+    pub fn bytes(&mut self) -> Result<&'a [u8], String> {
+        let n = self.varint()?;
+        self.take(usize::try_from(n).map_err(|_| "bad length in an active record")?)
+    }
+
+    fn db(&mut self) -> Result<usize, String> {
+        usize::try_from(self.varint()?).map_err(|_| "bad database in an active record".into())
+    }
+}
+
+/// A record, decoded but for its tail.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Rec<'a> {
+    pub kind: u8,
+    pub origin: u64,
+    /// The origin's write number (writes only; 0: never forwarded).
+    pub seq: u64,
+    pub db: usize,
+    pub stamp: u64,
+    pub tail: &'a [u8],
+}
+
+// ---- Stored records ----------------------------------------------------
+
+fn frame(out: &mut Vec<u8>, body: impl FnOnce(&mut Vec<u8>)) {
+    let start = out.len();
+    out.extend_from_slice(&[0; 4]);
+    body(out);
+    let len = (out.len() - start - 4) as u32;
+    out[start..start + 4].copy_from_slice(&len.to_le_bytes());
 }
 
 /// Appends a write record: `origin`'s write number `seq` (0: a record that
 /// is never forwarded, e.g. a snapshot's flush).
 pub fn encode_write(out: &mut Vec<u8>, origin: u64, seq: u64, e: &EffectRef<'_>) {
-    let mut hdr = Vec::with_capacity(40);
-    hdr.push(WRITE);
-    hdr.extend_from_slice(&origin.to_le_bytes());
-    put_varint(&mut hdr, seq);
-    put_varint(&mut hdr, e.db as u64);
-    put_varint(&mut hdr, e.version);
-    put_varint(&mut hdr, e.bases.len() as u64);
-    for &(i, v) in e.bases {
-        debug_assert!(v < e.version || v == 0);
-        put_varint(&mut hdr, u64::from(i));
-        put_varint(&mut hdr, if v == 0 { 0 } else { e.version - v });
-    }
-    array(out, 1 + e.argv.len());
-    bulk(out, &hdr);
-    for a in e.argv {
-        bulk(out, a);
-    }
+    frame(out, |out| {
+        out.push(WRITE);
+        out.extend_from_slice(&origin.to_le_bytes());
+        put_varint(out, seq);
+        put_varint(out, e.db as u64);
+        put_varint(out, e.version);
+        put_varint(out, e.bases.len() as u64);
+        for &(i, v) in e.bases {
+            debug_assert!(v < e.version || v == 0);
+            put_varint(out, u64::from(i));
+            put_varint(out, if v == 0 { 0 } else { e.version - v });
+        }
+        put_varint(out, e.argv.len() as u64);
+        for a in e.argv {
+            put_bytes(out, a);
+        }
+    });
 }
 
 /// Appends a key's state as `origin` holds it: `(stamp, expire at)`, and
@@ -88,68 +165,96 @@ pub fn encode_state(
     s: (u64, u64),
     payload: &[u8],
 ) {
-    let mut hdr = Vec::with_capacity(32);
-    hdr.push(STATE);
-    hdr.extend_from_slice(&origin.to_le_bytes());
-    put_varint(&mut hdr, db as u64);
-    put_varint(&mut hdr, s.0);
-    put_varint(&mut hdr, s.1);
-    array(out, 3);
-    bulk(out, &hdr);
-    bulk(out, key);
-    bulk(out, payload);
+    frame(out, |out| {
+        out.push(STATE);
+        out.extend_from_slice(&origin.to_le_bytes());
+        put_varint(out, db as u64);
+        put_varint(out, s.0);
+        put_varint(out, s.1);
+        put_bytes(out, key);
+        put_bytes(out, payload);
+    });
 }
 
-/// The checksum a feed seals each batch of records with
-/// (`LATTICE.CK <crc>`): CRC-32C of the batch's bytes.
-pub fn checksum(bytes: &[u8]) -> u32 {
-    const CRC: crc::Crc<u32> = crc::Crc::<u32>::new(&crc::CRC_32_ISCSI);
-    CRC.checksum(bytes)
+/// Appends a ping (keeps an idle link's timeout from firing).
+pub fn encode_ping(out: &mut Vec<u8>) {
+    frame(out, |out| out.push(PING));
 }
 
-/// Appends the seal of `out[from..]`.
-pub fn seal(out: &mut Vec<u8>, from: usize) {
-    let ck = checksum(&out[from..]).to_string();
-    crate::protocol::request::command(out, &[b"LATTICE.CK".as_slice(), ck.as_bytes()]);
+/// Appends `r` as stored (a forwarded record enters our stream so).
+pub fn encode_stored(out: &mut Vec<u8>, r: &Rec<'_>) {
+    frame(out, |out| {
+        out.push(r.kind);
+        if matches!(r.kind, WRITE | STATE) {
+            out.extend_from_slice(&r.origin.to_le_bytes());
+            if r.kind == WRITE {
+                put_varint(out, r.seq);
+            }
+            put_varint(out, r.db as u64);
+            put_varint(out, r.stamp);
+        }
+        out.extend_from_slice(r.tail);
+    });
 }
 
-/// The origin of a record whose first element is `first`, if it is a
-/// write or a state (the feed's filter reads only this).
-pub fn origin_of(first: &[u8]) -> Option<u64> {
-    match first.first() {
-        Some(&WRITE | &STATE) => Reader(&first[1..]).origin().ok(),
+/// The first whole stored frame of `buf`: its body and its length with
+/// the length field.
+pub fn next_frame(buf: &[u8]) -> Option<(&[u8], usize)> {
+    let len = u32::from_le_bytes(buf.get(..4)?.try_into().unwrap()) as usize;
+    let body = buf.get(4..4 + len)?;
+    Some((body, 4 + len))
+}
+
+/// The origin of a stored write or state (the feed's filter reads only
+/// this).
+pub fn origin_of(body: &[u8]) -> Option<u64> {
+    match body.first() {
+        Some(&WRITE | &STATE) => Reader(&body[1..]).u64_le().ok(),
         _ => None,
     }
 }
 
-/// Whether `first` starts a write record, or a state record.
-pub fn is_write(first: &[u8]) -> bool {
-    first.len() > 9 && first[0] == WRITE
+pub fn decode_stored(body: &[u8]) -> Result<Rec<'_>, String> {
+    let (&kind, rest) = body.split_first().ok_or("empty active record")?;
+    let mut r = Reader(rest);
+    let mut rec = Rec {
+        kind,
+        origin: 0,
+        seq: 0,
+        db: 0,
+        stamp: 0,
+        tail: &[],
+    };
+    match kind {
+        WRITE | STATE => {
+            rec.origin = r.u64_le()?;
+            if kind == WRITE {
+                rec.seq = r.varint()?;
+            }
+            rec.db = r.db()?;
+            rec.stamp = r.varint()?;
+        }
+        PING => {}
+        _ => return Err(format!("unknown active record kind {kind}")),
+    }
+    rec.tail = r.0;
+    Ok(rec)
 }
 
-pub fn is_state(first: &[u8]) -> bool {
-    first.len() > 9 && first[0] == STATE
-}
+// ---- Tails ---------------------------------------------------------------
 
-/// A write record's header.
-#[derive(Debug, PartialEq, Eq)]
-pub struct WriteHeader {
-    pub origin: u64,
-    pub seq: u64,
-    pub db: usize,
-    pub stamp: u64,
-    pub bases: Vec<Base>,
-}
-
-pub fn decode_write(hdr: &[u8]) -> Result<WriteHeader, String> {
-    let mut r = Reader(&hdr[1..]);
-    let origin = r.origin()?;
-    let seq = r.varint()?;
-    let db = r.varint()? as usize;
-    let stamp = r.varint()?;
-    let n = r.varint()? as usize;
-    let mut bases = Vec::with_capacity(n.min(64));
-    for _ in 0..n {
+/// A write's tail: its bases (into `bases`, as versions) and its argument
+/// spans within the returned slice (into `spans`).
+pub fn write_parts<'a>(
+    stamp: u64,
+    tail: &'a [u8],
+    bases: &mut Vec<Base>,
+    spans: &mut Vec<Range<usize>>,
+) -> Result<&'a [u8], String> {
+    let mut r = Reader(tail);
+    bases.clear();
+    spans.clear();
+    for _ in 0..r.varint()? {
         let i = u32::try_from(r.varint()?).map_err(|_| "bad argument index in a record")?;
         let d = r.varint()?;
         let v = if d == 0 {
@@ -159,80 +264,300 @@ pub fn decode_write(hdr: &[u8]) -> Result<WriteHeader, String> {
         };
         bases.push((i, v));
     }
-    Ok(WriteHeader {
-        origin,
-        seq,
-        db,
-        stamp,
-        bases,
-    })
+    let argc = r.varint()?;
+    let argv = r.0;
+    for _ in 0..argc {
+        let a = r.bytes()?;
+        let at = a.as_ptr() as usize - argv.as_ptr() as usize;
+        spans.push(at..at + a.len());
+    }
+    if spans.is_empty() || !r.0.is_empty() {
+        return Err("bad arguments in an active record".into());
+    }
+    Ok(argv)
 }
 
-/// A state record's header: (origin, db, stamp, expire at).
-pub fn decode_state(hdr: &[u8]) -> Result<(u64, usize, u64, u64), String> {
-    let mut r = Reader(&hdr[1..]);
-    let origin = r.origin()?;
-    let db = r.varint()? as usize;
-    Ok((origin, db, r.varint()?, r.varint()?))
+/// A state's tail: (expire at, key, payload).
+pub fn state_parts(tail: &[u8]) -> Result<(u64, &[u8], &[u8]), String> {
+    let mut r = Reader(tail);
+    let at = r.varint()?;
+    let key = r.bytes()?;
+    let payload = r.bytes()?;
+    Ok((at, key, payload))
+}
+
+// ---- The wire ------------------------------------------------------------
+
+const KIND_BITS: u8 = 0x07;
+const HAS_ORIGIN: u8 = 0x08;
+const HAS_SEQ: u8 = 0x10;
+const HAS_DB: u8 = 0x20;
+
+fn kind_code(kind: u8) -> u8 {
+    match kind {
+        WRITE => 1,
+        STATE => 2,
+        PING => 3,
+        _ => 4, // SNAP_END
+    }
+}
+
+fn code_kind(code: u8) -> Result<u8, String> {
+    match code {
+        1 => Ok(WRITE),
+        2 => Ok(STATE),
+        3 => Ok(PING),
+        4 => Ok(SNAP_END),
+        _ => Err(format!("unknown active record code {code}")),
+    }
+}
+
+/// One side of a connection's record coding: what the previous record
+/// said, which the next one's header is written against. Both ends start
+/// from the feeding node's id and zeros at each connection.
+pub struct Coder {
+    origin: u64,
+    seq: u64,
+    db: usize,
+    stamp: u64,
+}
+
+impl Coder {
+    pub fn new(feeding_node: u64) -> Self {
+        Coder {
+            origin: feeding_node,
+            seq: 0,
+            db: 0,
+            stamp: 0,
+        }
+    }
+
+    /// Appends `r` coded against the previous record.
+    pub fn put(&mut self, out: &mut Vec<u8>, r: &Rec<'_>) {
+        let flags_at = out.len();
+        let mut flags = kind_code(r.kind);
+        out.push(0);
+        if matches!(r.kind, WRITE | STATE) {
+            if r.origin != self.origin {
+                flags |= HAS_ORIGIN;
+                out.extend_from_slice(&r.origin.to_le_bytes());
+                self.origin = r.origin;
+            }
+            if r.kind == WRITE {
+                if flags & HAS_ORIGIN != 0 || r.seq != self.seq.wrapping_add(1) {
+                    flags |= HAS_SEQ;
+                    put_varint(out, r.seq);
+                }
+                self.seq = r.seq;
+            }
+            if r.db != self.db {
+                flags |= HAS_DB;
+                put_varint(out, r.db as u64);
+                self.db = r.db;
+            }
+            put_varint(out, zigzag(r.stamp.wrapping_sub(self.stamp) as i64));
+            self.stamp = r.stamp;
+        }
+        out[flags_at] = flags;
+        put_bytes(out, r.tail);
+    }
+
+    /// Reads the next record of `r`.
+    pub fn get<'a>(&mut self, r: &mut Reader<'a>) -> Result<Rec<'a>, String> {
+        let (&flags, rest) = r.0.split_first().ok_or("truncated active record")?;
+        r.0 = rest;
+        let kind = code_kind(flags & KIND_BITS)?;
+        let mut rec = Rec {
+            kind,
+            origin: 0,
+            seq: 0,
+            db: 0,
+            stamp: 0,
+            tail: &[],
+        };
+        if matches!(kind, WRITE | STATE) {
+            if flags & HAS_ORIGIN != 0 {
+                self.origin = r.u64_le()?;
+            }
+            if kind == WRITE {
+                self.seq = match flags & HAS_SEQ {
+                    0 => self.seq.wrapping_add(1),
+                    _ => r.varint()?,
+                };
+                rec.seq = self.seq;
+            }
+            if flags & HAS_DB != 0 {
+                self.db = r.db()?;
+            }
+            self.stamp = self.stamp.wrapping_add(unzigzag(r.varint()?) as u64);
+            (rec.origin, rec.db, rec.stamp) = (self.origin, self.db, self.stamp);
+        }
+        rec.tail = r.bytes()?;
+        Ok(rec)
+    }
+}
+
+/// Starts a batch in `out`; returns where it starts (for [`end_batch`]).
+pub fn begin_batch(out: &mut Vec<u8>) -> usize {
+    let start = out.len();
+    out.push(BATCH);
+    out.extend_from_slice(&[0; BATCH_HEADER - 1]);
+    start
+}
+
+/// Ends the batch begun at `start`: the peer continues from `next` after it.
+pub fn end_batch(out: &mut [u8], start: usize, next: u64) {
+    let len = (out.len() - start - BATCH_HEADER) as u32;
+    out[start + 1..start + 5].copy_from_slice(&len.to_le_bytes());
+    out[start + 5..start + 13].copy_from_slice(&next.to_le_bytes());
+    let crc = batch_crc(&out[start + 1..start + 13], &out[start + BATCH_HEADER..]);
+    out[start + 13..start + 17].copy_from_slice(&crc.to_le_bytes());
+}
+
+fn batch_crc(len_next: &[u8], records: &[u8]) -> u32 {
+    crc32c::crc32c_append(crc32c::crc32c(len_next), records)
+}
+
+/// A whole batch at the start of `buf`, checked: Some((next, the records'
+/// range, the batch's length)); None until it has all arrived; an error
+/// when the bytes are damaged.
+pub fn next_batch(buf: &[u8]) -> Result<Option<(u64, Range<usize>, usize)>, String> {
+    if buf.first().is_some_and(|&b| b != BATCH) {
+        return Err("damaged stream from the peer (not a batch)".into());
+    }
+    if buf.len() < BATCH_HEADER {
+        return Ok(None);
+    }
+    let len = u32::from_le_bytes(buf[1..5].try_into().unwrap()) as usize;
+    let next = u64::from_le_bytes(buf[5..13].try_into().unwrap());
+    let crc = u32::from_le_bytes(buf[13..17].try_into().unwrap());
+    let Some(records) = buf.get(BATCH_HEADER..BATCH_HEADER + len) else {
+        return Ok(None);
+    };
+    if batch_crc(&buf[1..13], records) != crc {
+        return Err("damaged stream from the peer (checksum mismatch)".into());
+    }
+    Ok(Some((
+        next,
+        BATCH_HEADER..BATCH_HEADER + len,
+        BATCH_HEADER + len,
+    )))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::protocol::{ParseLimits, Parsed, RequestParser};
 
-    fn parse(buf: &[u8]) -> Vec<Vec<u8>> {
-        let mut p = RequestParser::new();
-        match p.parse(buf, &ParseLimits::default()).unwrap() {
-            Parsed::Command { consumed } => assert_eq!(consumed, buf.len()),
-            Parsed::Incomplete => panic!("incomplete"),
-        }
-        p.args(buf).to_vec()
-    }
+    const STAMP: u64 = (1_790_000_000_000u64 << 22) | 5;
 
-    #[test]
-    fn a_write_round_trips_and_its_header_is_small() {
-        let stamp = (1_790_000_000_000u64 << 22) | 5;
-        let argv: [&[u8]; 3] = [b"SET", b"key:000000000001", &[b'x'; 100]];
-        let bases = [(1, stamp - (1000 << 22)), (2, 0)];
-        let e = EffectRef {
+    fn set_effect<'a>(argv: &'a [&'a [u8]], bases: &'a [Base]) -> EffectRef<'a> {
+        EffectRef {
             db: 3,
-            version: stamp,
-            argv: &argv,
-            bases: &bases,
-        };
-        let mut out = Vec::new();
-        encode_write(&mut out, 0xdead_beef_0123_4567, 77 << 16, &e);
-        let args = parse(&out);
-        assert!(is_write(&args[0]) && !is_state(&args[0]));
-        assert_eq!(origin_of(&args[0]), Some(0xdead_beef_0123_4567));
-        assert!(args[0].len() < 40, "{}", args[0].len());
-        let h = decode_write(&args[0]).unwrap();
-        assert_eq!(
-            h,
-            WriteHeader {
-                origin: 0xdead_beef_0123_4567,
-                seq: 77 << 16,
-                db: 3,
-                stamp,
-                bases: bases.to_vec(),
-            }
-        );
-        assert_eq!(&args[1..], &argv.map(|a| a.to_vec())[..]);
+            version: STAMP,
+            argv,
+            bases,
+        }
     }
 
     #[test]
-    fn a_state_round_trips_and_garbage_is_an_error() {
-        let mut out = Vec::new();
-        encode_state(&mut out, 9, 1, b"k", (123_456, 789), b"payload");
-        let args = parse(&out);
-        assert!(is_state(&args[0]));
-        assert_eq!(origin_of(&args[0]), Some(9));
-        assert_eq!(decode_state(&args[0]).unwrap(), (9, 1, 123_456, 789));
-        assert_eq!(args[1], b"k");
-        assert_eq!(args[2], b"payload");
-        assert!(decode_state(b"S12").is_err());
-        assert!(decode_write(b"W\x01\x02\x03\x04\x05\x06\x07\x08\xff\xff").is_err());
-        assert_eq!(origin_of(b"PING"), None);
+    fn a_write_round_trips_stored_and_on_the_wire() {
+        let argv: [&[u8]; 3] = [b"SET", b"key:000000000001", &[b'x'; 100]];
+        let bases = [(1, STAMP - (1000 << 22)), (2, 0)];
+        let mut stored = Vec::new();
+        encode_write(
+            &mut stored,
+            0xdead_beef_0123_4567,
+            77 << 16,
+            &set_effect(&argv, &bases),
+        );
+        let (body, n) = next_frame(&stored).unwrap();
+        assert_eq!(n, stored.len());
+        assert_eq!(origin_of(body), Some(0xdead_beef_0123_4567));
+        let rec = decode_stored(body).unwrap();
+        assert_eq!(
+            (rec.kind, rec.seq, rec.db, rec.stamp),
+            (WRITE, 77 << 16, 3, STAMP)
+        );
+        let (mut b, mut spans) = (vec![], vec![]);
+        let args = write_parts(rec.stamp, rec.tail, &mut b, &mut spans).unwrap();
+        assert_eq!(b, bases);
+        let got: Vec<&[u8]> = spans.iter().map(|s| &args[s.clone()]).collect();
+        assert_eq!(got, argv);
+
+        // Two writes in a batch: the second's header is a few bytes.
+        let mut wire = Vec::new();
+        let start = begin_batch(&mut wire);
+        let mut tx = Coder::new(0xdead_beef_0123_4567);
+        tx.put(&mut wire, &rec);
+        let first = wire.len();
+        let second = Rec {
+            seq: rec.seq + 1,
+            stamp: rec.stamp + (1 << 10),
+            ..rec
+        };
+        tx.put(&mut wire, &second);
+        assert!(
+            wire.len() - first < rec.tail.len() + 6,
+            "{}",
+            wire.len() - first
+        );
+        end_batch(&mut wire, start, 12345);
+        let (next, range, len) = next_batch(&wire).unwrap().unwrap();
+        assert_eq!((next, len), (12345, wire.len()));
+        let mut rx = Coder::new(0xdead_beef_0123_4567);
+        let mut r = Reader(&wire[range]);
+        assert_eq!(rx.get(&mut r).unwrap(), rec);
+        assert_eq!(rx.get(&mut r).unwrap(), second);
+        assert!(r.0.is_empty());
+
+        // Forwarded, it is stored as it was.
+        let mut again = Vec::new();
+        encode_stored(&mut again, &second);
+        assert_eq!(
+            decode_stored(next_frame(&again).unwrap().0).unwrap(),
+            second
+        );
+    }
+
+    #[test]
+    fn states_pings_and_damage() {
+        let mut stored = Vec::new();
+        encode_state(&mut stored, 9, 1, b"k", (123_456, 789), b"payload");
+        encode_ping(&mut stored);
+        let (body, n) = next_frame(&stored).unwrap();
+        let st = decode_stored(body).unwrap();
+        assert_eq!(
+            (st.kind, st.origin, st.db, st.stamp),
+            (STATE, 9, 1, 123_456)
+        );
+        assert_eq!(
+            state_parts(st.tail).unwrap(),
+            (789, &b"k"[..], &b"payload"[..])
+        );
+        let ping = decode_stored(next_frame(&stored[n..]).unwrap().0).unwrap();
+        assert_eq!(ping.kind, PING);
+        assert_eq!(origin_of(ping.tail), None);
+
+        let mut wire = Vec::new();
+        let start = begin_batch(&mut wire);
+        let mut tx = Coder::new(1);
+        tx.put(&mut wire, &st);
+        tx.put(&mut wire, &ping);
+        end_batch(&mut wire, start, 7);
+        assert_eq!(next_batch(&wire[..wire.len() - 1]).unwrap(), None);
+        let mut bad = wire.clone();
+        bad[BATCH_HEADER + 3] ^= 1;
+        assert!(next_batch(&bad).is_err());
+        bad = wire.clone();
+        bad[6] ^= 1; // the offset
+        assert!(next_batch(&bad).is_err());
+        assert!(next_batch(b"*1\r\n$4\r\nPING\r\n").is_err());
+        let (_, range, _) = next_batch(&wire).unwrap().unwrap();
+        let mut rx = Coder::new(1);
+        let mut r = Reader(&wire[range]);
+        assert_eq!(rx.get(&mut r).unwrap(), st);
+        assert_eq!(rx.get(&mut r).unwrap().kind, PING);
+        assert!(decode_stored(b"W\x01\x02").is_err());
+        assert!(write_parts(STAMP, b"\x01\x01\xff", &mut vec![], &mut vec![]).is_err());
     }
 }

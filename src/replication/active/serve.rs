@@ -4,13 +4,15 @@
 //! stamps could tie), else answer `+CONTINUE <stream id> <offset>` when our
 //! stream still holds what it asks for, or `+FULL <stream id> <offset>`
 //! followed by the state of every key and tombstone (state records, one shard
-//! at a time, so no copy of the dataset is made) and `LATTICE.SNAPEND`;
-//! then the stream from that offset. The peer sends back `LATTICE.STATE
-//! <db> <key>` (answered in the stream) and `LATTICE.ACK <offset>`.
+//! at a time, so no copy of the dataset is made) and a snapshot end; then
+//! the stream from that offset, in checksummed batches coded for this
+//! connection (record.rs). The peer sends back `LATTICE.STATE <db> <key>`
+//! (answered in the stream) and `LATTICE.ACK <offset>`.
 //!
 //! The connection leaves the async worker for a thread of its own with
 //! blocking I/O, as Redis gives a replica's socket to its own writer: the
-//! feed is one sequential copy loop.
+//! feed is one sequential loop that reads the stream and codes its
+//! records for the peer.
 
 use std::collections::HashSet;
 use std::io::{Read, Write};
@@ -20,7 +22,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::*};
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::record::{self, encode_state};
+use super::record::{self, encode_state, Coder};
 use super::{Active, Host, HostRef};
 use crate::commands::{CmdError, CmdResult, Ctx};
 use crate::core::client::PeerRequest;
@@ -160,10 +162,11 @@ fn serve(host: &HostRef, sock: TcpStream, leftover: Vec<u8>, req: PeerRequest, a
         let me = host.identity().0;
         let line = format!("+{kind} {} {from} {me:016x}\r\n", active.stream_id);
         w.write_all(line.as_bytes())?;
+        let mut coder = Coder::new(me);
         if !cont {
-            send_snapshot(host.core(), me, &mut w)?;
+            send_snapshot(host.core(), me, &mut w, &mut coder, from)?;
         }
-        send_stream(&**host, &mut w, &feed)
+        send_stream(&**host, &mut w, &feed, &mut coder)
     })();
     if let Err(e) = r {
         log_notice!("Active replica {addr} left: {e}");
@@ -186,11 +189,18 @@ fn serve(host: &HostRef, sock: TcpStream, leftover: Vec<u8>, req: PeerRequest, a
 }
 
 /// Every key's state and every tombstone, shard by shard (each shard's
-/// records are made under its lock, then written outside it).
-fn send_snapshot(core: &Core, me: u64, w: &mut TcpStream) -> std::io::Result<()> {
+/// records are made under its lock, then written outside it), in batches
+/// that leave the peer's position at `from`, then the snapshot's end.
+fn send_snapshot(
+    core: &Core,
+    me: u64,
+    w: &mut TcpStream,
+    coder: &mut Coder,
+    from: u64,
+) -> std::io::Result<()> {
     let ks = &core.keyspace;
     let compress = false;
-    let mut buf = Vec::new();
+    let (mut stored, mut out) = (Vec::new(), Vec::new());
     for db in 0..ks.num_dbs() {
         // The database's last flush first: it drops the peer's keys older
         // than it, as it did here.
@@ -205,7 +215,7 @@ fn send_snapshot(core: &Core, me: u64, w: &mut TcpStream) -> std::io::Result<()>
                 argv: &[b"FLUSHDB"],
                 bases: &[],
             };
-            record::encode_write(&mut buf, me, 0, &flush);
+            record::encode_write(&mut stored, me, 0, &flush);
         }
         for shard in 0..crate::keyspace::SHARDS {
             {
@@ -213,41 +223,61 @@ fn send_snapshot(core: &Core, me: u64, w: &mut TcpStream) -> std::io::Result<()>
                 for e in g.iter() {
                     let payload = crate::persistence::rdb::encode::dump_payload(&e.value, compress);
                     let s = (e.version, e.expire_at());
-                    encode_state(&mut buf, me, db, &e.key, s, &payload);
+                    encode_state(&mut stored, me, db, &e.key, s, &payload);
                 }
                 for (key, stamp) in g.tombstones() {
-                    encode_state(&mut buf, me, db, key, (stamp, 0), b"");
+                    encode_state(&mut stored, me, db, key, (stamp, 0), b"");
                 }
             }
-            if !buf.is_empty() {
-                record::seal(&mut buf, 0);
-                w.write_all(&buf)?;
-                buf.clear();
+            if !stored.is_empty() {
+                out.clear();
+                let start = record::begin_batch(&mut out);
+                translate(coder, &stored, &mut out, None)?;
+                record::end_batch(&mut out, start, from);
+                w.write_all(&out)?;
+                stored.clear();
             }
         }
     }
-    crate::protocol::request::command(&mut buf, &[b"LATTICE.SNAPEND"]);
-    record::seal(&mut buf, 0);
-    w.write_all(&buf)
+    out.clear();
+    let start = record::begin_batch(&mut out);
+    let end = record::Rec {
+        kind: record::SNAP_END,
+        origin: 0,
+        seq: 0,
+        db: 0,
+        stamp: 0,
+        tail: &[],
+    };
+    coder.put(&mut out, &end);
+    record::end_batch(&mut out, start, from);
+    w.write_all(&out)
 }
 
-/// Copies the stream to the peer from its position, but for the records
-/// it hears from their origin directly (or is the origin of), each batch
-/// followed by `LATTICE.AT <offset>`: where the peer continues from after
-/// a reconnect. Sleeps while there is nothing new.
-fn send_stream(host: &dyn Host, w: &mut TcpStream, feed: &FeedState) -> std::io::Result<()> {
+/// A batch smaller than this is followed by a pause of [`LINGER`].
+const LINGER_BELOW: usize = 64 * 1024;
+const LINGER: Duration = Duration::from_micros(1000);
+
+/// Sends the stream to the peer from its position, but for the records
+/// it hears from their origin directly (or is the origin of), in sealed
+/// batches that carry the offset the peer continues from. Sleeps while
+/// there is nothing new.
+fn send_stream(
+    host: &dyn Host,
+    w: &mut TcpStream,
+    feed: &FeedState,
+    coder: &mut Coder,
+) -> std::io::Result<()> {
     let active = host.active();
     let stream = &active.stream;
     // `buf` holds the stream's bytes from the feed's position on that were
     // read but not sent yet (the tail of a record cut by a read).
     let (mut buf, mut out) = (Vec::with_capacity(64 * 1024), Vec::with_capacity(64 * 1024));
-    let mut parser = RequestParser::new();
     let mut skipped = false;
     w.set_write_timeout(Some(host.timeout()))?;
     const READ: usize = 256 * 1024;
     while !feed.gone.load(Acquire) {
         let pos = feed.pos.load(Acquire);
-        let end_before = stream.end();
         let n = stream
             .read(pos + buf.len() as u64, READ, &mut buf)
             .map_err(|_| std::io::Error::other("the stream no longer holds what the peer needs"))?;
@@ -259,75 +289,65 @@ fn send_stream(host: &dyn Host, w: &mut TcpStream, feed: &FeedState) -> std::io:
             );
             continue;
         }
-        // The fast path (a pair, a mesh): nothing to filter, and a read
-        // that reached the stream's end ends on a record (records are
-        // appended whole), so the bytes go out as they are, sealed.
-        let to_end = n < READ && pos + buf.len() as u64 > end_before;
-        if to_end && !skipped && !active.foreign.load(Acquire) {
-            let used = buf.len();
-            record::seal(&mut buf, 0);
-            w.write_all(&buf)?;
-            active.sent_bytes.fetch_add(buf.len() as u64, Relaxed);
-            buf.clear();
-            feed.pos.store(pos + used as u64, Release);
-            active.pin();
-            continue;
-        }
         out.clear();
-        let used = filter_records(&mut parser, &buf, &feed.skip.lock(), &mut out)?;
+        let start = record::begin_batch(&mut out);
+        // Until the stream holds another origin's records (this node
+        // forwards), there is nothing to filter.
+        let used = if active.foreign.load(Acquire) {
+            translate(coder, &buf, &mut out, Some(&feed.skip.lock()))?
+        } else {
+            translate(coder, &buf, &mut out, None)?
+        };
         if used == 0 {
             continue; // one record longer than what was read: read on
         }
+        skipped |= out.len() - start - record::BATCH_HEADER < used;
         buf.drain(..used);
-        skipped |= out.len() < used;
         let next = pos + used as u64;
-        if skipped && stream.end() < next {
-            // Caught up after skipping some: tell the peer where it is (it
-            // counts the bytes it gets, which fall short by what we
-            // skipped; a reconnect would otherwise repeat them, harmless
-            // but wasted).
-            let at = next.to_string();
-            let marker: [&[u8]; 2] = [b"LATTICE.AT", at.as_bytes()];
-            crate::protocol::request::command(&mut out, &marker);
+        // A batch goes out when it has records, or when the feed caught
+        // up after skipping some: it tells the peer where it is (a
+        // reconnect would otherwise repeat what was skipped, harmless but
+        // wasted).
+        if out.len() > start + record::BATCH_HEADER || (skipped && stream.end() < next) {
+            record::end_batch(&mut out, start, next);
+            w.write_all(&out)?;
+            active.sent_bytes.fetch_add(out.len() as u64, Relaxed);
             skipped = false;
         }
-        if !out.is_empty() {
-            record::seal(&mut out, 0);
-        }
-        w.write_all(&out)?;
-        active.sent_bytes.fetch_add(out.len() as u64, Relaxed);
         feed.pos.store(next, Release);
         active.pin();
+        if out.len() < LINGER_BELOW {
+            // A small batch: let writes gather for a moment before the
+            // next one (each batch costs the writer's core a wake-up and a
+            // send, and the peer a wake-up and an ack; DECISIONS 48).
+            std::thread::sleep(LINGER);
+        }
     }
     Ok(())
 }
 
-/// Copies the whole records at the start of `buf` to `out`, but for those
-/// of an origin in `skip`; returns the bytes of `buf` consumed.
-fn filter_records(
-    parser: &mut RequestParser,
-    buf: &[u8],
-    skip: &HashSet<u64>,
+/// Codes the whole stored records at the start of `stored` into `out`
+/// for the wire, but for those of an origin in `skip`; returns the bytes
+/// of `stored` consumed.
+fn translate(
+    coder: &mut Coder,
+    stored: &[u8],
     out: &mut Vec<u8>,
+    skip: Option<&HashSet<u64>>,
 ) -> std::io::Result<usize> {
     let mut used = 0;
-    loop {
-        let rest = &buf[used..];
-        let n = match parser.parse(rest, &ParseLimits::default()) {
-            Ok(Parsed::Command { consumed }) => consumed,
-            Ok(Parsed::Incomplete) => {
-                parser.reset();
-                return Ok(used);
-            }
-            Err(e) => return Err(std::io::Error::other(format!("corrupt stream: {}", e.0))),
-        };
-        let args = parser.args(rest);
-        let origin = record::origin_of(args.get(0));
-        if !origin.is_some_and(|o| skip.contains(&o)) {
-            out.extend_from_slice(&rest[..n]);
-        }
+    while let Some((body, n)) = record::next_frame(&stored[used..]) {
         used += n;
+        if let Some(skip) = skip {
+            if record::origin_of(body).is_some_and(|o| skip.contains(&o)) {
+                continue;
+            }
+        }
+        let rec = record::decode_stored(body)
+            .map_err(|e| std::io::Error::other(format!("corrupt stream: {e}")))?;
+        coder.put(out, &rec);
     }
+    Ok(used)
 }
 
 /// Reads what the peer sends back on the feed's connection: state
