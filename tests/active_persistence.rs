@@ -383,3 +383,124 @@ fn a_node_restarted_from_a_rewritten_aof_converges_with_newer_writes_and_its_del
     a_restarted_node_converges(AOF_RDB_BASE);
     a_restarted_node_converges(AOF_COMMAND_BASE);
 }
+
+/// INFO's line for a node's first peer.
+fn peer_line(c: &mut redis::Connection) -> String {
+    info_field(c, "peer0")
+}
+
+/// A peer line's numeric field.
+fn peer_count(line: &str, field: &str) -> u64 {
+    line.split(',')
+        .find_map(|f| f.strip_prefix(&format!("{field}=")))
+        .unwrap_or_else(|| panic!("no {field} in {line}"))
+        .parse()
+        .unwrap()
+}
+
+/// The AOF files of `dir`, concatenated.
+fn aof_bytes(dir: &Path) -> Vec<u8> {
+    let mut aof = Vec::new();
+    for e in std::fs::read_dir(dir.join("appendonlydir")).unwrap() {
+        aof.extend(std::fs::read(e.unwrap().path()).unwrap());
+    }
+    aof
+}
+
+/// A pair A <-> B with data written on both; A keeps its files in `dir`.
+fn linked_pair(dir: &Path, args: &[&str]) -> (Server, Server) {
+    let a = node(dir, args);
+    let b = active_node(&[]);
+    pull(&a, b.port);
+    pull(&b, a.port);
+    wait_linked(&a, 1);
+    wait_linked(&b, 1);
+    let (mut ca, mut cb) = (a.conn(), b.conn());
+    for i in 0..50 {
+        let () = cmd(&mut ca, &["SET", &format!("a{i}"), "x"]);
+        let () = cmd(&mut cb, &["SET", &format!("b{i}"), "y"]);
+    }
+    let _: i64 = cmd(&mut cb, &["RPUSH", "list", "1", "2", "3"]);
+    converged(&[&a, &b]);
+    (a, b)
+}
+
+/// While A is down, B writes, overwrites and deletes keys A holds.
+fn b_writes_while_a_is_down(b: &Server) {
+    let mut cb = b.conn();
+    let () = cmd(&mut cb, &["SET", "b-new", "z"]);
+    let () = cmd(&mut cb, &["SET", "a3", "from-b"]);
+    let _: i64 = cmd(&mut cb, &["DEL", "b1", "a4"]);
+    let _: i64 = cmd(&mut cb, &["RPUSH", "list", "4"]);
+}
+
+/// A restarted from `dir` pulls from B again (and B from A's new port).
+fn restart_and_link(dir: &Path, args: &[&str], b: &Server) -> Server {
+    let a = node(dir, args);
+    pull(&a, b.port);
+    pull(b, a.port);
+    wait_linked(&a, 1);
+    wait_linked(b, 1);
+    a
+}
+
+/// A's data after the catch-up: B's writes and deletes made while A was
+/// down, and the write A made after its save that only B kept.
+fn assert_caught_up(a: &Server, b: &Server, lost_write: bool) {
+    converged(&[a, b]);
+    let mut ca = a.conn();
+    assert_eq!(cmd::<String>(&mut ca, &["GET", "b-new"]), "z");
+    assert_eq!(cmd::<String>(&mut ca, &["GET", "a3"]), "from-b");
+    assert_eq!(cmd::<Option<String>>(&mut ca, &["GET", "b1"]), None);
+    assert_eq!(cmd::<Option<String>>(&mut ca, &["GET", "a4"]), None);
+    assert_eq!(cmd::<i64>(&mut ca, &["LLEN", "list"]), 4);
+    if lost_write {
+        assert_eq!(cmd::<String>(&mut ca, &["GET", "after-save"]), "w");
+    }
+}
+
+/// Issue 12 item 8, partial catch-up: A saves its RDB with its link to B
+/// settled, writes once more (a write its file does not hold), is killed;
+/// B writes and deletes; A restarted from the file continues B's stream
+/// from the saved position instead of taking a snapshot, and gets back its
+/// own lost write from B.
+#[test]
+fn a_node_restarted_from_its_rdb_continues_its_peers_stream() {
+    let dir = tempdir("resume-rdb");
+    let (a, b) = linked_pair(&dir, &[]);
+    let mut ca = a.conn();
+    let () = cmd(&mut ca, &["SAVE"]);
+    let () = cmd(&mut ca, &["SET", "after-save", "w"]);
+    converged(&[&a, &b]);
+    drop(ca);
+    drop(a);
+    b_writes_while_a_is_down(&b);
+    let a = restart_and_link(&dir, &[], &b);
+    assert_caught_up(&a, &b, true);
+    let line = peer_line(&mut a.conn());
+    assert_eq!(peer_count(&line, "snapshots"), 0, "{line}");
+    assert_eq!(peer_count(&line, "continues"), 1, "{line}");
+    assert!(b.log().contains("continues after a restart"), "{}", b.log());
+}
+
+/// The same from the AOF: the link's position is an annotation of the
+/// AOF, written once a second when it changed.
+#[test]
+fn a_node_restarted_from_its_aof_continues_its_peers_stream() {
+    let dir = tempdir("resume-aof");
+    let args = ["--appendonly", "yes"];
+    let (a, b) = linked_pair(&dir, &args);
+    let mut cb = b.conn();
+    let () = cmd(&mut cb, &["SET", "last-before-kill", "q"]);
+    converged(&[&a, &b]);
+    eventually("A's AOF to note its link's position", || {
+        String::from_utf8_lossy(&aof_bytes(&dir)).contains("#AUX:lattice-link ")
+    });
+    drop(a);
+    b_writes_while_a_is_down(&b);
+    let a = restart_and_link(&dir, &args, &b);
+    assert_caught_up(&a, &b, false);
+    let line = peer_line(&mut a.conn());
+    assert_eq!(peer_count(&line, "snapshots"), 0, "{line}");
+    assert_eq!(peer_count(&line, "continues"), 1, "{line}");
+}

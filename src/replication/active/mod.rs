@@ -42,6 +42,7 @@
 
 pub mod link;
 pub mod record;
+pub mod resume;
 pub mod serve;
 
 use std::cell::{Cell, RefCell};
@@ -135,6 +136,9 @@ pub struct Active {
     /// `repl-backlog-disk-size`), so a partitioned peer continues instead
     /// of taking a snapshot.
     pub departed: Mutex<HashMap<u64, u64>>,
+    /// The links' positions the loaded data holds, until `start` creates
+    /// their links (`resume.rs`).
+    pub saved_links: Mutex<Vec<resume::SavedLink>>,
 }
 
 impl Active {
@@ -154,6 +158,7 @@ impl Active {
             applied: Mutex::new(HashMap::new()),
             direct_gen: AtomicU64::new(0),
             departed: Mutex::new(HashMap::new()),
+            saved_links: Mutex::new(Vec::new()),
             dirty: AtomicBool::new(false),
             foreign: AtomicBool::new(false),
             below_quorum: AtomicBool::new(false),

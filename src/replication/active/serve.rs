@@ -61,7 +61,7 @@ fn parse_node_id(a: &[u8]) -> Option<u64> {
 }
 
 /// LATTICE.PEER <node id (hex)> <slot> <stream id | ?> <offset> [<node id
-/// it pulls from> ...].
+/// it pulls from> ...] [SINCE <stamp> <slot>].
 pub fn peer_cmd(ctx: &mut Ctx, args: Args, host: &dyn Host) -> CmdResult {
     if !ctx.core.active {
         return Err(CmdError::err(
@@ -69,7 +69,15 @@ pub fn peer_cmd(ctx: &mut Ctx, args: Args, host: &dyn Host) -> CmdResult {
         ));
     }
     let node_id = parse_node_id(args.get(1)).ok_or_else(|| CmdError::err("invalid node id"))?;
-    let direct = (5..args.len())
+    let (ids_end, lost_since) = match args.len().checked_sub(3) {
+        Some(i) if i >= 5 && args.get(i).eq_ignore_ascii_case(b"SINCE") => {
+            let since = crate::commands::util::arg_i64(args.get(i + 1))?;
+            let slot = crate::commands::util::arg_i64(args.get(i + 2))?;
+            (i, Some((slot.max(0) as u64, since.max(0) as u64)))
+        }
+        _ => (args.len(), None),
+    };
+    let direct = (5..ids_end)
         .map(|i| parse_node_id(args.get(i)))
         .collect::<Option<Vec<u64>>>()
         .ok_or_else(|| CmdError::err("invalid node id"))?;
@@ -94,6 +102,7 @@ pub fn peer_cmd(ctx: &mut Ctx, args: Args, host: &dyn Host) -> CmdResult {
         stream_id: String::from_utf8_lossy(args.get(3)).into_owned(),
         offset: offset.max(0) as u64,
         direct,
+        lost_since,
     });
     Ok(())
 }
@@ -143,25 +152,34 @@ fn serve(host: &HostRef, sock: TcpStream, leftover: Vec<u8>, req: PeerRequest, a
     active.departed.lock().remove(&req.node_id);
     active.feeds.lock().push(feed.clone());
     active.pin();
+    // A peer restarted from its files continues after the keys it wrote
+    // that we hold and it may have lost.
+    let lost = req.lost_since.filter(|_| cont);
     log_notice!(
         "Active replica {addr} (node {:016x}) {} from offset {from}",
         req.node_id,
-        if cont {
-            "continues"
-        } else {
-            "takes a snapshot"
+        match (cont, lost) {
+            (false, _) => "takes a snapshot",
+            (true, None) => "continues",
+            (true, Some(_)) => "continues after a restart, its own recent keys first,",
         }
     );
     let r = (|| -> std::io::Result<()> {
         let mut w = sock.try_clone()?;
         let reader = sock.try_clone()?;
         start_reader(host, reader, leftover, feed.clone());
-        let kind = if cont { "CONTINUE" } else { "FULL" };
+        let kind = match (cont, lost) {
+            (false, _) => "FULL",
+            (true, None) => "CONTINUE",
+            (true, Some(_)) => "RESUME",
+        };
         let me = host.identity().0;
         let line = format!("+{kind} {} {from} {me:016x}\r\n", active.stream_id);
         w.write_all(line.as_bytes())?;
         if !cont {
             send_snapshot(host.core(), me, &mut w)?;
+        } else if let Some(lost) = lost {
+            send_lost_keys(host.core(), me, lost, &mut w)?;
         }
         send_stream(&**host, &mut w, &feed)
     })();
@@ -226,6 +244,55 @@ fn send_snapshot(core: &Core, me: u64, w: &mut TcpStream) -> std::io::Result<()>
             }
         }
     }
+    crate::protocol::request::command(&mut buf, &[b"LATTICE.SNAPEND"]);
+    record::seal(&mut buf, 0);
+    w.write_all(&buf)
+}
+
+/// The state of every key and tombstone whose version the peer made at or
+/// after a stamp, `(its slot, the stamp)`, then `LATTICE.SNAPEND`: its
+/// writes that reached us but not its files before it restarted. A scan of
+/// every shard, one at a time under its lock, that sends only what matches.
+fn send_lost_keys(
+    core: &Core,
+    me: u64,
+    (slot, since): (u64, u64),
+    w: &mut TcpStream,
+) -> std::io::Result<()> {
+    use crate::keyspace::hlc::stamp_node;
+    let theirs = |v: u64| v >= since && stamp_node(v) == slot;
+    let ks = &core.keyspace;
+    let mut buf = Vec::new();
+    let mut sent = 0u64;
+    for db in 0..ks.num_dbs() {
+        for shard in 0..crate::keyspace::SHARDS {
+            {
+                let g = ks.db(db).lock(shard);
+                for e in g.iter().filter(|e| theirs(e.version)) {
+                    let payload = crate::persistence::rdb::encode::dump_payload(&e.value, false);
+                    encode_state(
+                        &mut buf,
+                        me,
+                        db,
+                        &e.key,
+                        (e.version, e.expire_at()),
+                        &payload,
+                    );
+                    sent += 1;
+                }
+                for (key, stamp) in g.tombstones().filter(|&(_, s)| theirs(s)) {
+                    encode_state(&mut buf, me, db, key, (stamp, 0), b"");
+                    sent += 1;
+                }
+            }
+            if !buf.is_empty() {
+                record::seal(&mut buf, 0);
+                w.write_all(&buf)?;
+                buf.clear();
+            }
+        }
+    }
+    log_notice!("Active replication: sent {sent} keys back to a restarted peer");
     crate::protocol::request::command(&mut buf, &[b"LATTICE.SNAPEND"]);
     record::seal(&mut buf, 0);
     w.write_all(&buf)
