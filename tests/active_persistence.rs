@@ -299,11 +299,12 @@ fn a_plain_nodes_files_have_no_stamps() {
     let rdb = std::fs::read(s.dir.join("dump.rdb")).unwrap();
     let has = |hay: &[u8], needle: &[u8]| hay.windows(needle.len()).any(|w| w == needle);
     assert!(!has(&rdb, b"lattice-tombs") && !has(&rdb, b"lattice-flushed"));
+    assert!(!has(&rdb, b"lattice-link"));
     let mut aof = Vec::new();
     for e in std::fs::read_dir(s.dir.join("appendonlydir")).unwrap() {
         aof.extend(std::fs::read(e.unwrap().path()).unwrap());
     }
-    assert!(has(&aof, b"RPUSH") && !has(&aof, b"#LV:"));
+    assert!(has(&aof, b"RPUSH") && !has(&aof, b"#LV:") && !has(&aof, b"#AUX:"));
 }
 
 /// The pair of issue 12 item 8: B saves `k1 = v1` and deletes `k2` and
@@ -503,4 +504,106 @@ fn a_node_restarted_from_its_aof_continues_its_peers_stream() {
     let line = peer_line(&mut a.conn());
     assert_eq!(peer_count(&line, "snapshots"), 0, "{line}");
     assert_eq!(peer_count(&line, "continues"), 1, "{line}");
+}
+
+/// A rewritten AOF keeps the positions in its base (an aux field of the RDB
+/// preamble, or an annotation atop a base of commands): A restarted from it
+/// continues too. Redis 7.0 loads the files, positions and all.
+#[test]
+fn a_node_restarted_from_a_rewritten_aof_continues_its_peers_stream() {
+    for preamble in ["yes", "no"] {
+        let dir = tempdir(&format!("resume-rewrite-{preamble}"));
+        let args = ["--appendonly", "yes", "--aof-use-rdb-preamble", preamble];
+        let (a, b) = linked_pair(&dir, &args);
+        let mut ca = a.conn();
+        rewrite(&mut ca);
+        let base = std::fs::read_dir(dir.join("appendonlydir"))
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .find(|p| p.to_string_lossy().contains(".base."))
+            .unwrap();
+        let text = String::from_utf8_lossy(&std::fs::read(&base).unwrap()).into_owned();
+        let note = if preamble == "yes" {
+            "lattice-link"
+        } else {
+            "#AUX:lattice-link "
+        };
+        assert!(text.contains(note), "preamble {preamble}: {text}");
+        let dig = digest(&mut ca);
+        drop(ca);
+        drop(a);
+        // Redis loads the AOF as it is (A's data before B's new writes).
+        let o = RedisOracle::start(&["--dir", dir.to_str().unwrap(), "--appendonly", "yes"]);
+        assert_eq!(digest(&mut o.conn()), dig, "preamble {preamble}");
+        drop(o);
+        b_writes_while_a_is_down(&b);
+        let a = restart_and_link(&dir, &args, &b);
+        assert_caught_up(&a, &b, false);
+        let line = peer_line(&mut a.conn());
+        assert_eq!(peer_count(&line, "snapshots"), 0, "{preamble}: {line}");
+        assert_eq!(peer_count(&line, "continues"), 1, "{preamble}: {line}");
+    }
+}
+
+/// A saved position the peer no longer holds (it restarted: its stream is
+/// a new one) is worth nothing: A takes a snapshot, and still ends with
+/// B's data, writes and deletes made while A was down included.
+#[test]
+fn a_saved_position_the_peer_no_longer_holds_falls_back_to_a_snapshot() {
+    let (da, dbb) = (tempdir("fallback-a"), tempdir("fallback-b"));
+    let a = node(&da, &[]);
+    let b = node(&dbb, &[]);
+    pull(&a, b.port);
+    pull(&b, a.port);
+    wait_linked(&a, 1);
+    wait_linked(&b, 1);
+    let (mut ca, mut cb) = (a.conn(), b.conn());
+    for i in 0..50 {
+        let () = cmd(&mut ca, &["SET", &format!("a{i}"), "x"]);
+        let () = cmd(&mut cb, &["SET", &format!("b{i}"), "y"]);
+    }
+    let _: i64 = cmd(&mut cb, &["RPUSH", "list", "1", "2", "3"]);
+    converged(&[&a, &b]);
+    let () = cmd(&mut ca, &["SAVE"]);
+    drop((ca, cb));
+    drop(a);
+    b_writes_while_a_is_down(&b);
+    let () = cmd(&mut b.conn(), &["SAVE"]);
+    drop(b);
+    let b = node(&dbb, &[]);
+    // B's new stream reaches past A's saved offset: only its id tells the
+    // positions apart.
+    let mut cb = b.conn();
+    for i in 0..300 {
+        let () = cmd(&mut cb, &["SET", &format!("late{i}"), &"v".repeat(40)]);
+    }
+    let end: u64 = info_field(&mut cb, "active_stream_offset");
+    assert!(end > 20_000, "{end}");
+    let a = restart_and_link(&da, &[], &b);
+    assert_caught_up(&a, &b, false);
+    let line = peer_line(&mut a.conn());
+    assert_eq!(peer_count(&line, "snapshots"), 1, "{line}");
+    assert_eq!(peer_count(&line, "continues"), 0, "{line}");
+}
+
+/// Redis 7.0 loads an RDB file and an AOF that hold link positions.
+#[test]
+fn redis_loads_files_with_link_positions() {
+    let dir = tempdir("resume-redis");
+    let args = ["--appendonly", "yes", "--appendfsync", "always"];
+    let (a, _b) = linked_pair(&dir, &args);
+    let mut ca = a.conn();
+    eventually("A's AOF to note its link's position", || {
+        String::from_utf8_lossy(&aof_bytes(&dir)).contains("#AUX:lattice-link ")
+    });
+    let () = cmd(&mut ca, &["SAVE"]);
+    let dig = digest(&mut ca);
+    let rdb = std::fs::read(dir.join("dump.rdb")).unwrap();
+    assert!(rdb.windows(12).any(|w| w == b"lattice-link"));
+    drop(ca);
+    drop(a);
+    for appendonly in ["no", "yes"] {
+        let o = RedisOracle::start(&["--dir", dir.to_str().unwrap(), "--appendonly", appendonly]);
+        assert_eq!(digest(&mut o.conn()), dig, "appendonly {appendonly}");
+    }
 }
