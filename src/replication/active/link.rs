@@ -5,7 +5,9 @@
 //! reconnects, so a dropped connection continues where it stopped; a peer
 //! that restarted (a new stream id) or no longer holds that offset sends a
 //! snapshot of key states instead, merged key by key into the live data
-//! (the newer stamp wins), while this node serves reads and writes.
+//! (the newer stamp wins), while this node serves reads and writes. The
+//! position also survives a restart of this node, saved with its data
+//! (`resume.rs`): the first connection then asks to continue from it.
 
 use std::collections::HashSet;
 use std::fmt::Write as _;

@@ -133,3 +133,50 @@ pub fn take(active: &Active, host: &str, port: u16) -> Option<SavedLink> {
 pub fn lost_writes_since(floor: u64) -> u64 {
     make_stamp(stamp_ms(floor).saturating_sub(LOST_WRITES_MARGIN_MS), 0, 0)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_position_reads_back_as_written() {
+        let p = SavedLink {
+            host: "10.0.0.7".into(),
+            port: 6380,
+            node_id: 0xfeed,
+            stream_id: "9e662c90e0d734a24ea48cb86d6f16e2cdcc8791".into(),
+            next: 3425,
+            own_slot: 17,
+        };
+        assert_eq!(SavedLink::parse(p.encode().as_bytes()), Some(p));
+    }
+
+    #[test]
+    fn malformed_positions_are_refused() {
+        for bad in [
+            "",
+            "h 1 ff sid 10",
+            "h 1 ff sid 10 3 extra",
+            "h 70000 ff sid 10 3",
+            "h 1 zz sid 10 3",
+            "h 1 ff ? 10 3",
+        ] {
+            assert_eq!(SavedLink::parse(bad.as_bytes()), None, "{bad}");
+        }
+    }
+
+    #[test]
+    fn the_last_position_of_a_peer_wins_and_is_taken_once() {
+        let active = Active::new("x".into());
+        let at = |next: u64| {
+            let v = format!("h 1 ff sid {next} 3");
+            (AUX_LINK.as_bytes().to_vec(), v.into_bytes())
+        };
+        restore(
+            &active,
+            &[at(10), at(20), (b"other".to_vec(), b"1".to_vec())],
+        );
+        assert_eq!(take(&active, "h", 1).map(|s| s.next), Some(20));
+        assert_eq!(take(&active, "h", 1), None);
+    }
+}

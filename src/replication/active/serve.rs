@@ -5,7 +5,10 @@
 //! stream still holds what it asks for, or `+FULL <stream id> <offset>`
 //! followed by the state of every key and tombstone (state records, one shard
 //! at a time, so no copy of the dataset is made) and `LATTICE.SNAPEND`;
-//! then the stream from that offset. The peer sends back `LATTICE.STATE
+//! then the stream from that offset. A peer restarted from its files asks
+//! to continue with `SINCE <stamp> <slot>` (`resume.rs`): when we can, the
+//! answer is `+RESUME`, the states of the keys it wrote since that stamp
+//! (which it may have lost) and `LATTICE.SNAPEND`, then the stream. The peer sends back `LATTICE.STATE
 //! <db> <key>` (answered in the stream) and `LATTICE.ACK <offset>`.
 //!
 //! The connection leaves the async worker for a thread of its own with
