@@ -275,7 +275,8 @@ impl crate::server::hooks::Hooks for ReplicationHooks {
     fn rdb_aux_loaded(&self, srv: &Server, aux: &[(Vec<u8>, Vec<u8>)]) {
         restore_save_info(srv, aux);
         if srv.core.active {
-            active::resume::restore(&srv.repl.active, aux);
+            let floor = srv.stamp_floor.load(Acquire);
+            active::resume::restore(&srv.repl.active, aux, floor);
         }
     }
 
@@ -288,7 +289,8 @@ impl crate::server::hooks::Hooks for ReplicationHooks {
 
     fn aof_aux_loaded(&self, srv: &Server, aux: &[(Vec<u8>, Vec<u8>)]) {
         if srv.core.active {
-            active::resume::restore(&srv.repl.active, aux);
+            let floor = srv.stamp_floor.load(Acquire);
+            active::resume::restore(&srv.repl.active, aux, floor);
         }
     }
 

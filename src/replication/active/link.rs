@@ -169,7 +169,7 @@ pub fn add_peer(node: &HostRef, host: String, port: u16) -> bool {
         return false;
     }
     let saved = super::resume::take(node.active(), &host, port);
-    if let Some(s) = &saved {
+    if let Some((s, _)) = &saved {
         log_notice!(
             "Active peer {host}:{port}: continuing from offset {} of its stream {} (node {:016x}), as the loaded data holds",
             s.next,
@@ -177,17 +177,16 @@ pub fn add_peer(node: &HostRef, host: String, port: u16) -> bool {
             s.node_id
         );
     }
-    let floor = node.core().stamp_floor.load(Acquire);
     let st = Arc::new(LinkState {
         host,
         port,
         stop: AtomicBool::new(false),
         up: AtomicBool::new(false),
         peer_id: AtomicU64::new(0),
-        stream_id: Mutex::new(saved.as_ref().map_or("?".into(), |s| s.stream_id.clone())),
-        next: AtomicU64::new(saved.as_ref().map_or(0, |s| s.next)),
+        stream_id: Mutex::new(saved.as_ref().map_or("?".into(), |s| s.0.stream_id.clone())),
+        next: AtomicU64::new(saved.as_ref().map_or(0, |s| s.0.next)),
         settled: AtomicBool::new(false),
-        resume: Mutex::new(saved.map(|s| (s.own_slot, super::resume::lost_writes_since(floor)))),
+        resume: Mutex::new(saved.map(|(s, since)| (s.own_slot, since))),
         noted: Mutex::new(String::new()),
         last_io_ms: AtomicU64::new(0),
         applied: AtomicU64::new(0),

@@ -138,7 +138,7 @@ pub struct Active {
     pub departed: Mutex<HashMap<u64, u64>>,
     /// The links' positions the loaded data holds, until `start` creates
     /// their links (`resume.rs`).
-    pub saved_links: Mutex<Vec<resume::SavedLink>>,
+    pub saved_links: Mutex<resume::Loaded>,
 }
 
 impl Active {
@@ -158,7 +158,7 @@ impl Active {
             applied: Mutex::new(HashMap::new()),
             direct_gen: AtomicU64::new(0),
             departed: Mutex::new(HashMap::new()),
-            saved_links: Mutex::new(Vec::new()),
+            saved_links: Mutex::new(resume::Loaded::default()),
             dirty: AtomicBool::new(false),
             foreign: AtomicBool::new(false),
             below_quorum: AtomicBool::new(false),

@@ -99,10 +99,22 @@ pub fn aof_notes(active: &Active, slot: u64, all: bool) -> Vec<(String, String)>
     notes
 }
 
+/// The positions loaded, until their links take them.
+#[derive(Default)]
+pub struct Loaded {
+    links: Vec<SavedLink>,
+    /// The stamp from which peers send back our keys ([`lost_writes_since`]
+    /// of the stamp floor right after loading).
+    lost_since: u64,
+}
+
 /// After loading: the positions the data holds (the last one per host and
-/// port wins: the AOF notes each change), for the links `start` creates.
-pub fn restore(active: &Active, aux: &[(Vec<u8>, Vec<u8>)]) {
-    let mut saved = active.saved_links.lock();
+/// port wins: the AOF notes each change), for the links `start` creates;
+/// `floor` is the stamp floor the load left.
+pub fn restore(active: &Active, aux: &[(Vec<u8>, Vec<u8>)], floor: u64) {
+    let mut loaded = active.saved_links.lock();
+    loaded.lost_since = lost_writes_since(floor);
+    let saved = &mut loaded.links;
     for (k, v) in aux.iter().filter(|(k, _)| k == AUX_LINK.as_bytes()) {
         let Some(link) = SavedLink::parse(v) else {
             crate::log_warning!(
@@ -118,19 +130,21 @@ pub fn restore(active: &Active, aux: &[(Vec<u8>, Vec<u8>)]) {
 }
 
 /// The loaded position of the link to `host:port`, taken (each is used
-/// once, by the link created at start).
-pub fn take(active: &Active, host: &str, port: u16) -> Option<SavedLink> {
-    let mut saved = active.saved_links.lock();
-    let i = saved
+/// once, by the link created at start), and the stamp from which the peer
+/// must send back our keys.
+pub fn take(active: &Active, host: &str, port: u16) -> Option<(SavedLink, u64)> {
+    let mut loaded = active.saved_links.lock();
+    let links = &mut loaded.links;
+    let i = links
         .iter()
         .position(|s| s.host == host && s.port == port)?;
-    Some(saved.swap_remove(i))
+    Some((links.swap_remove(i), loaded.lost_since))
 }
 
 /// The stamp from which a peer must send us our own keys back: the newest
 /// stamp loaded (`floor`, the stamp floor after loading) less a margin.
 /// Our writes the files did not keep were stamped after it.
-pub fn lost_writes_since(floor: u64) -> u64 {
+fn lost_writes_since(floor: u64) -> u64 {
     make_stamp(stamp_ms(floor).saturating_sub(LOST_WRITES_MARGIN_MS), 0, 0)
 }
 
@@ -172,11 +186,9 @@ mod tests {
             let v = format!("h 1 ff sid {next} 3");
             (AUX_LINK.as_bytes().to_vec(), v.into_bytes())
         };
-        restore(
-            &active,
-            &[at(10), at(20), (b"other".to_vec(), b"1".to_vec())],
-        );
-        assert_eq!(take(&active, "h", 1).map(|s| s.next), Some(20));
+        let aux = [at(10), at(20), (b"other".to_vec(), b"1".to_vec())];
+        restore(&active, &aux, 0);
+        assert_eq!(take(&active, "h", 1).map(|s| s.0.next), Some(20));
         assert_eq!(take(&active, "h", 1), None);
     }
 }
