@@ -476,7 +476,13 @@ fn a_node_restarted_from_its_rdb_continues_its_peers_stream() {
     drop(ca);
     drop(a);
     b_writes_while_a_is_down(&b);
-    let a = restart_and_link(&dir, &[], &b);
+    // This time the peer is a `replicaof` line: the link made at start
+    // takes the position.
+    let port = b.port.to_string();
+    let a = node(&dir, &["--replicaof", "127.0.0.1", &port]);
+    pull(&b, a.port);
+    wait_linked(&a, 1);
+    wait_linked(&b, 1);
     assert_caught_up(&a, &b, true);
     let line = peer_line(&mut a.conn());
     assert_eq!(peer_count(&line, "snapshots"), 0, "{line}");
