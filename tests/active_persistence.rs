@@ -299,11 +299,12 @@ fn a_plain_nodes_files_have_no_stamps() {
     let rdb = std::fs::read(s.dir.join("dump.rdb")).unwrap();
     let has = |hay: &[u8], needle: &[u8]| hay.windows(needle.len()).any(|w| w == needle);
     assert!(!has(&rdb, b"lattice-tombs") && !has(&rdb, b"lattice-flushed"));
+    assert!(!has(&rdb, b"lattice-link"));
     let mut aof = Vec::new();
     for e in std::fs::read_dir(s.dir.join("appendonlydir")).unwrap() {
         aof.extend(std::fs::read(e.unwrap().path()).unwrap());
     }
-    assert!(has(&aof, b"RPUSH") && !has(&aof, b"#LV:"));
+    assert!(has(&aof, b"RPUSH") && !has(&aof, b"#LV:") && !has(&aof, b"#AUX:"));
 }
 
 /// The pair of issue 12 item 8: B saves `k1 = v1` and deletes `k2` and
@@ -382,4 +383,241 @@ fn a_node_restarted_from_its_aof_converges_with_newer_writes_and_its_deletes() {
 fn a_node_restarted_from_a_rewritten_aof_converges_with_newer_writes_and_its_deletes() {
     a_restarted_node_converges(AOF_RDB_BASE);
     a_restarted_node_converges(AOF_COMMAND_BASE);
+}
+
+/// INFO's line for a node's first peer.
+fn peer_line(c: &mut redis::Connection) -> String {
+    info_field(c, "peer0")
+}
+
+/// A peer line's numeric field.
+fn peer_count(line: &str, field: &str) -> u64 {
+    line.split(',')
+        .find_map(|f| f.strip_prefix(&format!("{field}=")))
+        .unwrap_or_else(|| panic!("no {field} in {line}"))
+        .parse()
+        .unwrap()
+}
+
+/// The AOF files of `dir`, concatenated.
+fn aof_bytes(dir: &Path) -> Vec<u8> {
+    let mut aof = Vec::new();
+    for e in std::fs::read_dir(dir.join("appendonlydir")).unwrap() {
+        aof.extend(std::fs::read(e.unwrap().path()).unwrap());
+    }
+    aof
+}
+
+/// A pair A <-> B with data written on both; A keeps its files in `dir`.
+fn linked_pair(dir: &Path, args: &[&str]) -> (Server, Server) {
+    let a = node(dir, args);
+    let b = active_node(&[]);
+    pull(&a, b.port);
+    pull(&b, a.port);
+    wait_linked(&a, 1);
+    wait_linked(&b, 1);
+    let (mut ca, mut cb) = (a.conn(), b.conn());
+    for i in 0..50 {
+        let () = cmd(&mut ca, &["SET", &format!("a{i}"), "x"]);
+        let () = cmd(&mut cb, &["SET", &format!("b{i}"), "y"]);
+    }
+    let _: i64 = cmd(&mut cb, &["RPUSH", "list", "1", "2", "3"]);
+    converged(&[&a, &b]);
+    (a, b)
+}
+
+/// While A is down, B writes, overwrites and deletes keys A holds.
+fn b_writes_while_a_is_down(b: &Server) {
+    let mut cb = b.conn();
+    let () = cmd(&mut cb, &["SET", "b-new", "z"]);
+    let () = cmd(&mut cb, &["SET", "a3", "from-b"]);
+    let _: i64 = cmd(&mut cb, &["DEL", "b1", "a4"]);
+    let _: i64 = cmd(&mut cb, &["RPUSH", "list", "4"]);
+}
+
+/// A restarted from `dir` pulls from B again (and B from A's new port).
+fn restart_and_link(dir: &Path, args: &[&str], b: &Server) -> Server {
+    let a = node(dir, args);
+    pull(&a, b.port);
+    pull(b, a.port);
+    wait_linked(&a, 1);
+    wait_linked(b, 1);
+    a
+}
+
+/// A's data after the catch-up: B's writes and deletes made while A was
+/// down, and the write A made after its save that only B kept.
+fn assert_caught_up(a: &Server, b: &Server, lost_write: bool) {
+    converged(&[a, b]);
+    let mut ca = a.conn();
+    assert_eq!(cmd::<String>(&mut ca, &["GET", "b-new"]), "z");
+    assert_eq!(cmd::<String>(&mut ca, &["GET", "a3"]), "from-b");
+    assert_eq!(cmd::<Option<String>>(&mut ca, &["GET", "b1"]), None);
+    assert_eq!(cmd::<Option<String>>(&mut ca, &["GET", "a4"]), None);
+    assert_eq!(cmd::<i64>(&mut ca, &["LLEN", "list"]), 4);
+    if lost_write {
+        assert_eq!(cmd::<String>(&mut ca, &["GET", "after-save"]), "w");
+    }
+}
+
+/// Issue 12 item 8, partial catch-up: A saves its RDB with its link to B
+/// settled, writes once more (a write its file does not hold), is killed;
+/// B writes and deletes; A restarted from the file continues B's stream
+/// from the saved position instead of taking a snapshot, and gets back its
+/// own lost write from B.
+#[test]
+fn a_node_restarted_from_its_rdb_continues_its_peers_stream() {
+    let dir = tempdir("resume-rdb");
+    let (a, b) = linked_pair(&dir, &[]);
+    let mut ca = a.conn();
+    let () = cmd(&mut ca, &["SAVE"]);
+    let () = cmd(&mut ca, &["SET", "after-save", "w"]);
+    converged(&[&a, &b]);
+    drop(ca);
+    drop(a);
+    b_writes_while_a_is_down(&b);
+    // This time the peer is a `replicaof` line: the link made at start
+    // takes the position.
+    let port = b.port.to_string();
+    let a = node(&dir, &["--replicaof", "127.0.0.1", &port]);
+    pull(&b, a.port);
+    wait_linked(&a, 1);
+    wait_linked(&b, 1);
+    assert_caught_up(&a, &b, true);
+    let line = peer_line(&mut a.conn());
+    assert_eq!(peer_count(&line, "snapshots"), 0, "{line}");
+    assert_eq!(peer_count(&line, "continues"), 1, "{line}");
+    assert!(b.log().contains("continues after a restart"), "{}", b.log());
+}
+
+/// The same from the AOF: the link's position is an annotation of the
+/// AOF, written once a second when it changed.
+#[test]
+fn a_node_restarted_from_its_aof_continues_its_peers_stream() {
+    let dir = tempdir("resume-aof");
+    let args = ["--appendonly", "yes"];
+    let (a, b) = linked_pair(&dir, &args);
+    let mut cb = b.conn();
+    let () = cmd(&mut cb, &["SET", "last-before-kill", "q"]);
+    converged(&[&a, &b]);
+    eventually("A's AOF to note its link's position", || {
+        String::from_utf8_lossy(&aof_bytes(&dir)).contains("#AUX:lattice-link ")
+    });
+    drop(a);
+    b_writes_while_a_is_down(&b);
+    let a = restart_and_link(&dir, &args, &b);
+    assert_caught_up(&a, &b, false);
+    let line = peer_line(&mut a.conn());
+    assert_eq!(peer_count(&line, "snapshots"), 0, "{line}");
+    assert_eq!(peer_count(&line, "continues"), 1, "{line}");
+}
+
+/// A rewritten AOF keeps the positions in its base (an aux field of the RDB
+/// preamble, or an annotation atop a base of commands): A restarted from it
+/// continues too. Redis 7.0 loads the files, positions and all.
+#[test]
+fn a_node_restarted_from_a_rewritten_aof_continues_its_peers_stream() {
+    for preamble in ["yes", "no"] {
+        let dir = tempdir(&format!("resume-rewrite-{preamble}"));
+        let args = ["--appendonly", "yes", "--aof-use-rdb-preamble", preamble];
+        let (a, b) = linked_pair(&dir, &args);
+        let mut ca = a.conn();
+        rewrite(&mut ca);
+        let base = std::fs::read_dir(dir.join("appendonlydir"))
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .find(|p| p.to_string_lossy().contains(".base."))
+            .unwrap();
+        let text = String::from_utf8_lossy(&std::fs::read(&base).unwrap()).into_owned();
+        let note = if preamble == "yes" {
+            "lattice-link"
+        } else {
+            "#AUX:lattice-link "
+        };
+        assert!(text.contains(note), "preamble {preamble}: {text}");
+        let dig = digest(&mut ca);
+        drop(ca);
+        drop(a);
+        // Redis loads the AOF as it is (A's data before B's new writes).
+        let o = RedisOracle::start(&["--dir", dir.to_str().unwrap(), "--appendonly", "yes"]);
+        assert_eq!(digest(&mut o.conn()), dig, "preamble {preamble}");
+        drop(o);
+        b_writes_while_a_is_down(&b);
+        let a = restart_and_link(&dir, &args, &b);
+        assert_caught_up(&a, &b, false);
+        let line = peer_line(&mut a.conn());
+        assert_eq!(peer_count(&line, "snapshots"), 0, "{preamble}: {line}");
+        assert_eq!(peer_count(&line, "continues"), 1, "{preamble}: {line}");
+    }
+}
+
+/// A saved position the peer no longer holds (it restarted: its stream is
+/// a new one) is worth nothing: A takes a snapshot, and still ends with
+/// B's data, writes and deletes made while A was down included. A reaches
+/// B through a proxy, so B restarted on another port has the same address.
+#[test]
+fn a_saved_position_the_peer_no_longer_holds_falls_back_to_a_snapshot() {
+    let (da, dbb) = (tempdir("fallback-a"), tempdir("fallback-b"));
+    let a = node(&da, &[]);
+    let b = node(&dbb, &[]);
+    let to_b = common::proxy::Proxy::start(b.port);
+    pull(&a, to_b.port);
+    pull(&b, a.port);
+    wait_linked(&a, 1);
+    wait_linked(&b, 1);
+    let (mut ca, mut cb) = (a.conn(), b.conn());
+    for i in 0..50 {
+        let () = cmd(&mut ca, &["SET", &format!("a{i}"), "x"]);
+        let () = cmd(&mut cb, &["SET", &format!("b{i}"), "y"]);
+    }
+    let _: i64 = cmd(&mut cb, &["RPUSH", "list", "1", "2", "3"]);
+    converged(&[&a, &b]);
+    let () = cmd(&mut ca, &["SAVE"]);
+    drop((ca, cb));
+    drop(a);
+    b_writes_while_a_is_down(&b);
+    let () = cmd(&mut b.conn(), &["SAVE"]);
+    drop(b);
+    let b = node(&dbb, &[]);
+    to_b.retarget(b.port);
+    // B's new stream reaches past A's saved offset: only its id tells the
+    // positions apart.
+    let mut cb = b.conn();
+    for i in 0..300 {
+        let () = cmd(&mut cb, &["SET", &format!("late{i}"), &"v".repeat(40)]);
+    }
+    let end: u64 = info_field(&mut cb, "active_stream_offset");
+    assert!(end > 20_000, "{end}");
+    let a = node(&da, &[]);
+    pull(&a, to_b.port);
+    pull(&b, a.port);
+    wait_linked(&a, 1);
+    wait_linked(&b, 1);
+    assert_caught_up(&a, &b, false);
+    assert!(a.log().contains("as the loaded data holds"), "{}", a.log());
+    let line = peer_line(&mut a.conn());
+    assert_eq!(peer_count(&line, "snapshots"), 1, "{line}");
+    assert_eq!(peer_count(&line, "continues"), 0, "{line}");
+}
+
+/// Redis 7.0 loads an RDB file and an AOF that hold link positions.
+#[test]
+fn redis_loads_files_with_link_positions() {
+    let dir = tempdir("resume-redis");
+    let args = ["--appendonly", "yes", "--appendfsync", "always"];
+    let (a, _b) = linked_pair(&dir, &args);
+    let mut ca = a.conn();
+    eventually("A's AOF to note its link's position", || {
+        String::from_utf8_lossy(&aof_bytes(&dir)).contains("#AUX:lattice-link ")
+    });
+    let () = cmd(&mut ca, &["SAVE"]);
+    let dig = digest(&mut ca);
+    let rdb = std::fs::read(dir.join("dump.rdb")).unwrap();
+    assert!(rdb.windows(12).any(|w| w == b"lattice-link"));
+    drop(ca);
+    drop(a);
+    for appendonly in ["no", "yes"] {
+        let o = RedisOracle::start(&["--dir", dir.to_str().unwrap(), "--appendonly", appendonly]);
+        assert_eq!(digest(&mut o.conn()), dig, "appendonly {appendonly}");
+    }
 }

@@ -430,6 +430,10 @@ pub struct PeerRequest {
     /// The node ids it pulls from directly: records of those origins are
     /// not forwarded to it.
     pub direct: Vec<u64>,
+    /// It restarted from its files (`SINCE <stamp> <slot>`): the slot its
+    /// stamps carried and the stamp from which it wants back the keys it
+    /// wrote (it may have lost them; see `replication/active/resume.rs`).
+    pub lost_since: Option<(u64, u64)>,
 }
 
 /// What a connection told us with REPLCONF before PSYNC.

@@ -64,7 +64,9 @@ impl Drop for ActiveWrite {
         }
         let keys = std::mem::take(&mut self.keys);
         let bases = std::mem::take(&mut self.bases);
-        POOL.with(|p| {
+        // `try_with`: the pool's own entries are dropped as their thread
+        // exits (a link thread of a dropped peer), when it is gone already.
+        let _ = POOL.try_with(|p| {
             let mut p = p.borrow_mut();
             if p.len() < 4 {
                 p.push(ActiveWrite {

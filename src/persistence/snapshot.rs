@@ -293,8 +293,9 @@ pub fn start(srv: &Arc<Server>, job: SnapshotJob) -> Result<(), SnapshotError> {
 }
 
 /// Locks everything, marks every shard, runs `at_cut`; returns each
-/// database's (keys, volatile keys) at the cut, and the replication aux
-/// fields of that instant (see `replication::save_info`).
+/// database's (keys, volatile keys) at the cut, and the aux fields of that
+/// instant (`replication::save_info`, an active node's link positions),
+/// those an AOF base carries as annotations for the AOF form.
 fn cut(
     srv: &Server,
     sink: &Arc<Preserved>,
@@ -335,7 +336,11 @@ fn cut(
     if let Some(f) = at_cut {
         f();
     }
-    (sizes, crate::server::hooks::rdb_aux(srv))
+    let aux = match sink_form.format {
+        SnapFormat::Rdb => crate::server::hooks::rdb_aux(srv),
+        SnapFormat::Aof => crate::server::hooks::aof_notes(srv, true),
+    };
+    (sizes, aux)
 }
 
 /// Stops the running snapshot (FLUSHALL stops a BGSAVE, as Redis kills its
@@ -356,13 +361,17 @@ fn finish_cut(srv: &Server) {
 }
 
 /// RDB: magic, version and aux fields, as Redis's rdbSaveInfoAuxFields.
-/// AOF: the timestamp annotation when `aof-timestamp-enabled`.
+/// AOF: the timestamp annotation when `aof-timestamp-enabled`, then the
+/// aux annotations (`extra`).
 fn header_bytes(srv: &Server, format: SnapFormat, extra: &[(String, String)]) -> Vec<u8> {
     let mut h = Vec::new();
     if format == SnapFormat::Aof {
         if srv.config.read().get_bool("aof-timestamp-enabled") {
             let now = crate::keyspace::hlc::unix_ms() / 1000;
             h.extend_from_slice(format!("#TS:{now}\r\n").as_bytes());
+        }
+        for (k, v) in extra {
+            crate::persistence::aof::writer::write_aux_note(&mut h, k, v);
         }
         return h;
     }

@@ -260,13 +260,38 @@ impl crate::server::hooks::Hooks for ReplicationHooks {
         srv.repl.active.ring_if_dirty();
     }
 
-    /// repl-id, repl-offset and repl-stream-db, as Redis saves them.
+    /// repl-id, repl-offset and repl-stream-db, as Redis saves them; on an
+    /// active node, each link's position (`active/resume.rs`), but not in
+    /// a full sync's payload (a replica would take our positions).
     fn rdb_aux(&self, srv: &Server) -> Vec<(String, String)> {
-        save_info(srv)
+        let mut aux = save_info(srv);
+        if srv.core.active && !srv.persist.snapshot.for_replicas.load(Relaxed) {
+            let slot = srv.identity.slot;
+            aux.extend(active::resume::aux_fields(&srv.repl.active, slot));
+        }
+        aux
     }
 
     fn rdb_aux_loaded(&self, srv: &Server, aux: &[(Vec<u8>, Vec<u8>)]) {
-        restore_save_info(srv, aux)
+        restore_save_info(srv, aux);
+        if srv.core.active {
+            let floor = srv.stamp_floor.load(Acquire);
+            active::resume::restore(&srv.repl.active, aux, floor);
+        }
+    }
+
+    fn aof_notes(&self, srv: &Server, all: bool) -> Vec<(String, String)> {
+        if !srv.core.active {
+            return Vec::new();
+        }
+        active::resume::aof_notes(&srv.repl.active, srv.identity.slot, all)
+    }
+
+    fn aof_aux_loaded(&self, srv: &Server, aux: &[(Vec<u8>, Vec<u8>)]) {
+        if srv.core.active {
+            let floor = srv.stamp_floor.load(Acquire);
+            active::resume::restore(&srv.repl.active, aux, floor);
+        }
     }
 
     /// A replica's keys expire by its master's DELs (Redis's rule).

@@ -48,6 +48,17 @@ pub trait Hooks: Sync {
     /// After loading an RDB file at start-up: its aux fields.
     fn rdb_aux_loaded(&self, _srv: &Server, _aux: &[(Vec<u8>, Vec<u8>)]) {}
 
+    /// Aux fields the AOF carries as annotations (`#AUX:<name> <value>`):
+    /// all of them for a new base (`all`), else those that changed since
+    /// the last call (the AOF asks once a second).
+    fn aof_notes(&self, _srv: &Server, _all: bool) -> Vec<(String, String)> {
+        Vec::new()
+    }
+
+    /// After loading the AOF at start-up: the aux fields of its RDB parts
+    /// and its annotations, in file order.
+    fn aof_aux_loaded(&self, _srv: &Server, _aux: &[(Vec<u8>, Vec<u8>)]) {}
+
     /// Whether this node expires keys itself (a replica waits for its
     /// master's DELs, Redis's rule).
     fn expires_keys(&self, _srv: &Server) -> bool {
@@ -85,6 +96,14 @@ pub fn rdb_aux(srv: &Server) -> Vec<(String, String)> {
 
 pub fn rdb_aux_loaded(srv: &Server, aux: &[(Vec<u8>, Vec<u8>)]) {
     HOOKS.iter().for_each(|h| h.rdb_aux_loaded(srv, aux))
+}
+
+pub fn aof_notes(srv: &Server, all: bool) -> Vec<(String, String)> {
+    HOOKS.iter().flat_map(|h| h.aof_notes(srv, all)).collect()
+}
+
+pub fn aof_aux_loaded(srv: &Server, aux: &[(Vec<u8>, Vec<u8>)]) {
+    HOOKS.iter().for_each(|h| h.aof_aux_loaded(srv, aux))
 }
 
 pub fn expires_keys(srv: &Server) -> bool {

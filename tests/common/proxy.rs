@@ -65,6 +65,9 @@ struct Shared {
     /// Bytes target->client still to forward before closing that connection.
     truncate_down: Mutex<Option<u64>>,
     garble_down: AtomicBool,
+    /// Set by [`Proxy::retarget`]: the port new connections go to (0:
+    /// `target`).
+    retarget: AtomicU64,
     conns: Mutex<Vec<Arc<Conn>>>,
     threads: Mutex<Vec<JoinHandle<()>>>,
 }
@@ -113,6 +116,12 @@ impl Proxy {
     }
 
     /// Closes every connection and every new one until [`Proxy::heal`].
+    /// New connections go to `port` from now on (a node restarted on
+    /// another port stays reachable at the proxy's).
+    pub fn retarget(&self, port: u16) {
+        self.shared.retarget.store(port as u64, SeqCst);
+    }
+
     pub fn cut(&self) {
         self.shared.cut.store(true, SeqCst);
         self.kill_connections();
@@ -214,7 +223,11 @@ fn accept_loop(listener: TcpListener, target: u16, sh: Arc<Shared>) {
             continue;
         }
         // A target that is not there: the client sees its connection close.
-        let Ok(server) = TcpStream::connect(("127.0.0.1", target)) else {
+        let port = match sh.retarget.load(SeqCst) {
+            0 => target,
+            p => p as u16,
+        };
+        let Ok(server) = TcpStream::connect(("127.0.0.1", port)) else {
             let _ = client.shutdown(Shutdown::Both);
             continue;
         };

@@ -16,7 +16,8 @@
 //! had, and a stamped DEL or UNLINK of a key that is absent leaves a
 //! tombstone with its stamp (how a rewritten base of commands keeps
 //! them). Under active replication the node's stamp floor rises past
-//! every stamp replayed.
+//! every stamp replayed. The aux fields of RDB parts and of `#AUX:`
+//! annotations are collected, in file order, for the server's hooks.
 
 use std::io::{BufRead, BufReader, Read};
 use std::path::Path;
@@ -25,6 +26,7 @@ use std::sync::Arc;
 use crate::core::stats::WorkerStats;
 use std::sync::atomic::Ordering::Relaxed;
 
+use super::rdb_base::Aux;
 use crate::effects::Effect;
 use crate::keyspace::hlc::Hlc;
 use crate::server::Server;
@@ -64,6 +66,8 @@ enum Item {
     Command(Vec<Vec<u8>>),
     /// A `#LV:` annotation.
     Stamp(u64),
+    /// An `#AUX:<name> <value>` annotation.
+    Aux(Vec<u8>, Vec<u8>),
 }
 
 enum Stop {
@@ -74,14 +78,14 @@ enum Stop {
     Fatal(String),
 }
 
-/// Loads `dir/name`. `last`: whether it is the last file of the AOF (only
-/// that one may be truncated).
+/// Loads `dir/name`, adding its aux fields to `aux`. `last`: whether it is
+/// the last file of the AOF (only that one may be truncated).
 pub fn load_file(
     srv: &Arc<Server>,
-    dir: &Path,
-    name: &str,
+    (dir, name): (&Path, &str),
     last: bool,
     old_style: bool,
+    aux: &mut Aux,
 ) -> Result<Loaded, Failed> {
     let path = dir.join(name);
     let Some(mut r) = open(&path, name)? else {
@@ -92,9 +96,9 @@ pub fn load_file(
         .map(|b| b.starts_with(b"REDIS"))
         .unwrap_or(false)
     {
-        load_rdb_part(srv, &mut r, name, old_style)?;
+        aux.extend(load_rdb_part(srv, &mut r, name, old_style)?);
     }
-    let (stop, valid_up_to) = replay_commands(srv, &mut r, name);
+    let (stop, valid_up_to) = replay_commands(srv, &mut r, name, aux);
     match stop {
         None => Ok(Loaded::Ok),
         Some(Stop::Fatal(m)) => Err(Failed(m)),
@@ -131,7 +135,12 @@ fn open(path: &Path, name: &str) -> Result<Option<Reader>, Failed> {
 /// stopped (None: a clean end) and the offset of the last whole command (or
 /// of the MULTI of a transaction left open, which then counts as a short
 /// read: its commands were only queued).
-fn replay_commands(srv: &Arc<Server>, r: &mut Reader, name: &str) -> (Option<Stop>, u64) {
+fn replay_commands(
+    srv: &Arc<Server>,
+    r: &mut Reader,
+    name: &str,
+    aux: &mut Aux,
+) -> (Option<Stop>, u64) {
     let mut rp = Replayer {
         srv,
         clock: Hlc::new(srv.node_id),
@@ -146,6 +155,7 @@ fn replay_commands(srv: &Arc<Server>, r: &mut Reader, name: &str) -> (Option<Sto
         match next_item(r) {
             Ok(None) => break None,
             Ok(Some(Item::Stamp(s))) => rp.stamp = Some(s),
+            Ok(Some(Item::Aux(k, v))) => aux.push((k, v)),
             Ok(Some(Item::Command(argv))) => {
                 if rp.queued.is_none() && argv[0].eq_ignore_ascii_case(b"multi") {
                     valid_before_multi = valid_up_to;
@@ -208,18 +218,18 @@ fn load_rdb_part(
     r: &mut Reader,
     name: &str,
     old_style: bool,
-) -> Result<(), Failed> {
+) -> Result<Aux, Failed> {
     if old_style {
         log_notice!("Reading RDB preamble from AOF file...");
     } else {
         log_notice!("Reading RDB base file on AOF loading...");
     }
     match super::rdb_base::load(srv, r) {
-        Ok(()) => {
+        Ok(aux) => {
             if old_style {
                 log_notice!("Reading the remaining AOF tail...");
             }
-            Ok(())
+            Ok(aux)
         }
         Err(e) => {
             let m = if old_style {
@@ -403,6 +413,12 @@ fn next_item(r: &mut Reader) -> Result<Option<Item>, Stop> {
                 .and_then(|d| d.parse::<u64>().ok())
                 .ok_or(Stop::Format)?;
             return Ok(Some(Item::Stamp(stamp)));
+        }
+        if let Some(rest) = line.strip_prefix(super::writer::AUX_NOTE) {
+            let text = rest.strip_suffix(b"\r\n").ok_or(Stop::Format)?;
+            let space = text.iter().position(|&b| b == b' ').ok_or(Stop::Format)?;
+            let (name, value) = (text[..space].to_vec(), text[space + 1..].to_vec());
+            return Ok(Some(Item::Aux(name, value)));
         }
     }
     if line[0] != b'*' {

@@ -215,11 +215,13 @@ fn load_files(srv: &Arc<Server>, dir: &Path, fname: &str, m: &Manifest) -> Resul
     }
     let start = std::time::Instant::now();
     let n = files.len();
+    let mut aux = Vec::new();
     for (i, f) in files.iter().enumerate() {
         let t = std::time::Instant::now();
         let old_style = f.name == fname;
-        let r =
-            load::load_file(srv, dir, &f.name, i + 1 == n, old_style).map_err(|_| String::new())?;
+        let last = i + 1 == n;
+        let r = load::load_file(srv, (dir, &f.name), last, old_style, &mut aux)
+            .map_err(|_| String::new())?;
         let kind = if f.kind == manifest::FileType::Base {
             "base"
         } else {
@@ -237,6 +239,7 @@ fn load_files(srv: &Arc<Server>, dir: &Path, fname: &str, m: &Manifest) -> Resul
         "DB loaded from append only file: {:.3} seconds",
         start.elapsed().as_secs_f64()
     );
+    crate::server::hooks::aof_aux_loaded(srv, &aux);
     Ok(true)
 }
 
@@ -366,6 +369,9 @@ pub fn config_changed(srv: &Arc<Server>) -> Result<(), String> {
 /// rewrite on growth (auto-aof-rewrite-percentage / -min-size).
 pub fn cron(srv: &Arc<Server>) {
     let st = &srv.persist.aof;
+    if st.core.active.load(Relaxed) {
+        note_aux(srv);
+    }
     let (scheduled, busy) = {
         let rw = st.rw.lock();
         (rw.scheduled, rw.in_progress)
@@ -399,6 +405,19 @@ pub fn cron(srv: &Arc<Server>) {
         log_notice!("Starting automatic rewriting of AOF on {growth}% growth");
         let _ = rewrite::start(srv);
     }
+}
+
+/// Once a second: the aux fields that changed (an active node's link
+/// positions), as annotations after the records written so far.
+fn note_aux(srv: &Server) {
+    static LAST_MS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let now = crate::keyspace::hlc::unix_ms();
+    if now.saturating_sub(LAST_MS.load(Relaxed)) < 1000 {
+        return;
+    }
+    LAST_MS.store(now, Relaxed);
+    let notes = crate::server::hooks::aof_notes(srv, false);
+    srv.persist.aof.core.note_aux(&notes);
 }
 
 /// BGREWRITEAOF: the status line to reply.

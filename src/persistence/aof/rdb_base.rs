@@ -17,12 +17,16 @@ pub fn rdb_supported() -> bool {
 
 /// Loads the RDB at the reader's position, leaving the reader just past
 /// its checksum (an AOF tail may follow: the decoder reads no further).
-pub fn load(srv: &Arc<Server>, r: &mut impl Read) -> Result<(), String> {
+/// Returns its aux fields.
+pub fn load(srv: &Arc<Server>, r: &mut impl Read) -> Result<Aux, String> {
     use crate::persistence::load::{load_reader, OnDuplicate};
     load_reader(srv, r, OnDuplicate::Fail)
-        .map(|_| ())
+        .map(|stats| stats.aux)
         .map_err(|e| e.to_string())
 }
+
+/// Aux fields (name, value), from RDB parts and `#AUX:` annotations.
+pub type Aux = Vec<(Vec<u8>, Vec<u8>)>;
 
 /// An RDB file holding no keys: header, EOF opcode, CRC-64.
 pub fn empty_rdb() -> Vec<u8> {

@@ -16,7 +16,10 @@
 //! the version the write gave its keys, so that loading replays it with
 //! that stamp instead of a fresh one. Redis's loaders skip `#` lines (they
 //! are how `aof-timestamp-enabled` writes `#TS:`), so Redis still loads
-//! such a file; a plain node never writes them.
+//! such a file; a plain node never writes them. Aux fields an RDB file
+//! would carry and that change while the AOF grows (an active node's link
+//! positions) are `#AUX:<name> <value>` annotations, written when the
+//! server's hooks report a change (`note_aux`, once a second).
 //!
 //! Lock order: shard locks, then `file`, then `pending`. Flushers never take
 //! a shard lock; effect emitters never wait for `file`.
@@ -50,6 +53,18 @@ pub const STAMP_NOTE: &[u8] = b"#LV:";
 pub fn write_stamp(out: &mut Vec<u8>, stamp: u64) {
     out.extend_from_slice(STAMP_NOTE);
     out.extend_from_slice(stamp.to_string().as_bytes());
+    out.extend_from_slice(b"\r\n");
+}
+
+/// The annotation carrying an aux field: `#AUX:<name> <value>`.
+pub const AUX_NOTE: &[u8] = b"#AUX:";
+
+/// Appends an aux annotation (`name` and `value` hold no line break).
+pub fn write_aux_note(out: &mut Vec<u8>, name: &str, value: &str) {
+    out.extend_from_slice(AUX_NOTE);
+    out.extend_from_slice(name.as_bytes());
+    out.push(b' ');
+    out.extend_from_slice(value.as_bytes());
     out.extend_from_slice(b"\r\n");
 }
 
@@ -169,6 +184,22 @@ impl Core {
         let end = self.appended.load(Relaxed) + (p.buf.len() - before) as u64;
         self.appended.store(end, Release);
         LAST_END.with(|c| c.set(end));
+    }
+}
+
+impl Core {
+    /// Appends aux annotations after the records buffered so far.
+    pub fn note_aux(&self, notes: &[(String, String)]) {
+        if notes.is_empty() || !self.active.load(Relaxed) {
+            return;
+        }
+        let mut p = self.pending.lock();
+        let before = p.buf.len();
+        for (name, value) in notes {
+            write_aux_note(&mut p.buf, name, value);
+        }
+        let end = self.appended.load(Relaxed) + (p.buf.len() - before) as u64;
+        self.appended.store(end, Release);
     }
 }
 

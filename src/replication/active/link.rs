@@ -5,7 +5,9 @@
 //! reconnects, so a dropped connection continues where it stopped; a peer
 //! that restarted (a new stream id) or no longer holds that offset sends a
 //! snapshot of key states instead, merged key by key into the live data
-//! (the newer stamp wins), while this node serves reads and writes.
+//! (the newer stamp wins), while this node serves reads and writes. The
+//! position also survives a restart of this node, saved with its data
+//! (`resume.rs`): the first connection then asks to continue from it.
 
 use std::collections::HashSet;
 use std::fmt::Write as _;
@@ -35,12 +37,26 @@ pub struct LinkState {
     /// The peer's stream id and the next offset we want from it.
     stream_id: Mutex<String>,
     next: AtomicU64,
+    /// Everything of the peer's stream before `next` is applied here,
+    /// snapshot included (false from a +FULL until its end): only then is
+    /// the position worth saving (`position`) or continuing from. Written
+    /// under `stream_id`'s lock.
+    settled: AtomicBool,
+    /// A position loaded at start that this link continues from: the slot
+    /// our stamps had and the stamp from which the peer sends back the keys
+    /// we wrote (see `resume.rs`). Cleared once settled.
+    resume: Mutex<Option<(u64, u64)>>,
+    /// The position last written to the AOF (`resume::aof_notes`).
+    noted: Mutex<String>,
     last_io_ms: AtomicU64,
     /// Records applied as they came, and keys whose state we asked for.
     applied: AtomicU64,
     conflicts: AtomicU64,
-    /// Snapshots taken from this peer (it could not continue our offset).
+    /// Snapshots taken from this peer (it could not continue our offset),
+    /// and connections that continued its stream (after a reconnect, or a
+    /// restart from a saved position).
     snapshots: AtomicU64,
+    continues: AtomicU64,
     socket: Mutex<Option<TcpStream>>,
     last_error: Mutex<String>,
 }
@@ -52,7 +68,7 @@ impl LinkState {
         let idle = unix_ms().saturating_sub(self.last_io_ms.load(Relaxed)) / 1000;
         let _ = write!(
             o,
-            "host={},port={},state={},offset={},last_io_seconds_ago={},applied={},conflicts={},snapshots={}",
+            "host={},port={},state={},offset={},last_io_seconds_ago={},applied={},conflicts={},snapshots={},continues={}",
             self.host,
             self.port,
             if up { "connected" } else { "connecting" },
@@ -65,6 +81,7 @@ impl LinkState {
             self.applied.load(Relaxed),
             self.conflicts.load(Relaxed),
             self.snapshots.load(Relaxed),
+            self.continues.load(Relaxed),
         );
     }
 
@@ -76,6 +93,64 @@ impl LinkState {
     pub fn peer_id(&self) -> Option<u64> {
         let id = self.peer_id.load(Acquire);
         (self.is_up() && id != 0).then_some(id)
+    }
+
+    /// Where this link stands in the peer's stream, while settled; `slot`
+    /// is the one our stamps carry.
+    pub fn position(&self, slot: u64) -> Option<super::resume::SavedLink> {
+        let sid = self.stream_id.lock();
+        if !self.settled.load(Acquire) || *sid == "?" {
+            return None;
+        }
+        Some(super::resume::SavedLink {
+            host: self.host.clone(),
+            port: self.port,
+            node_id: self.peer_id.load(Acquire),
+            stream_id: sid.clone(),
+            next: self.next.load(Acquire),
+            own_slot: slot,
+        })
+    }
+
+    /// Records `v` as the position last noted in the AOF; false if it was.
+    pub fn note_if_changed(&self, v: &str) -> bool {
+        let mut noted = self.noted.lock();
+        if *noted == v {
+            return false;
+        }
+        v.clone_into(&mut noted);
+        true
+    }
+
+    /// What LATTICE.PEER asks for: the stream id and offset to continue
+    /// from ("?" unless settled or resuming a loaded position), and the
+    /// slot and stamp from which our own keys come back (resuming only).
+    fn request(&self) -> (String, u64, Option<(u64, u64)>) {
+        let sid = self.stream_id.lock();
+        let resume = *self.resume.lock();
+        if self.settled.load(Acquire) || resume.is_some() {
+            (sid.clone(), self.next.load(Acquire), resume)
+        } else {
+            ("?".into(), 0, None)
+        }
+    }
+
+    /// The peer's answer to LATTICE.PEER: its stream id and our offset in
+    /// it; a snapshot (or the keys a resume needs) follows unless `settled`.
+    fn start_at(&self, sid: &str, next: u64, settled: bool) {
+        let mut known = self.stream_id.lock();
+        self.settled.store(settled, Release);
+        sid.clone_into(&mut known);
+        self.next.store(next, Release);
+    }
+
+    /// The snapshot (or a resume's keys) is merged.
+    fn settle(&self) {
+        if !self.settled.load(Acquire) {
+            let _sid = self.stream_id.lock();
+            self.settled.store(true, Release);
+            *self.resume.lock() = None;
+        }
     }
 
     fn stop(&self) {
@@ -92,18 +167,31 @@ pub fn add_peer(node: &HostRef, host: String, port: u16) -> bool {
     if links.iter().any(|l| l.host == host && l.port == port) {
         return false;
     }
+    let saved = super::resume::take(node.active(), &host, port);
+    if let Some((s, _)) = &saved {
+        log_notice!(
+            "Active peer {host}:{port}: continuing from offset {} of its stream {} (node {:016x}), as the loaded data holds",
+            s.next,
+            s.stream_id,
+            s.node_id
+        );
+    }
     let st = Arc::new(LinkState {
         host,
         port,
         stop: AtomicBool::new(false),
         up: AtomicBool::new(false),
         peer_id: AtomicU64::new(0),
-        stream_id: Mutex::new("?".into()),
-        next: AtomicU64::new(0),
+        stream_id: Mutex::new(saved.as_ref().map_or("?".into(), |s| s.0.stream_id.clone())),
+        next: AtomicU64::new(saved.as_ref().map_or(0, |s| s.0.next)),
+        settled: AtomicBool::new(false),
+        resume: Mutex::new(saved.map(|(s, since)| (s.own_slot, since))),
+        noted: Mutex::new(String::new()),
         last_io_ms: AtomicU64::new(0),
         applied: AtomicU64::new(0),
         conflicts: AtomicU64::new(0),
         snapshots: AtomicU64::new(0),
+        continues: AtomicU64::new(0),
         socket: Mutex::new(None),
         last_error: Mutex::new(String::new()),
     });
@@ -287,14 +375,20 @@ fn run(node: &HostRef, st: &LinkState, clock: &mut Hlc, stats: &WorkerStats) -> 
     handshake(&**node, &mut c)?;
     let (id, slot) = node.identity();
     let (id, slot) = (format!("{id:016x}"), slot.to_string());
-    let known = st.stream_id.lock().clone();
-    let next = st.next.load(Acquire).to_string();
+    let (known, next, since) = st.request();
+    let (next, since) = (
+        next.to_string(),
+        since.map(|(slot, s)| [s.to_string(), slot.to_string()]),
+    );
     let active = node.active();
     let mut gen = active.direct_gen.load(Acquire);
     let direct = direct_ids(active, st);
     let mut argv: Vec<&[u8]> = vec![b"LATTICE.PEER", id.as_bytes(), slot.as_bytes()];
     argv.extend([known.as_bytes(), next.as_bytes()]);
     argv.extend(direct.iter().map(|d| d.as_bytes()));
+    if let Some([stamp, slot]) = &since {
+        argv.extend([b"SINCE".as_slice(), stamp.as_bytes(), slot.as_bytes()]);
+    }
     c.send(&argv)?;
     let reply = c.line()?;
     let mut w = reply.split_whitespace();
@@ -304,16 +398,23 @@ fn run(node: &HostRef, st: &LinkState, clock: &mut Hlc, stats: &WorkerStats) -> 
         w.next().and_then(|o| o.parse::<u64>().ok()),
     );
     let peer_id = w.next().and_then(|p| u64::from_str_radix(p, 16).ok());
-    let (snapshot, sid, off, peer_id) = match (kind, sid, off, peer_id) {
-        (Some("+CONTINUE"), Some(sid), Some(off), Some(p)) => (false, sid, off, p),
-        (Some("+FULL"), Some(sid), Some(off), Some(p)) => (true, sid, off, p),
+    // +RESUME: our stream continues after the keys we lost (SINCE), which
+    // come first, as a snapshot's do.
+    let (kind, sid, off, peer_id) = match (kind, sid, off, peer_id) {
+        (Some(k @ ("+CONTINUE" | "+RESUME" | "+FULL")), Some(sid), Some(off), Some(p)) => {
+            (k, sid, off, p)
+        }
         _ => return Err(format!("the peer refused: {reply}")),
     };
-    *st.stream_id.lock() = sid.to_string();
-    st.next.store(off, Release);
+    let snapshot = kind != "+CONTINUE";
+    st.start_at(sid, off, !snapshot);
     st.peer_id.store(peer_id, Release);
-    if snapshot {
+    if kind == "+FULL" {
+        // A snapshot brings back whatever we lost too.
+        *st.resume.lock() = None;
         st.snapshots.fetch_add(1, Relaxed);
+    } else {
+        st.continues.fetch_add(1, Relaxed);
     }
     st.up.store(true, Release);
     active.direct_gen.fetch_add(1, AcqRel);
@@ -323,10 +424,10 @@ fn run(node: &HostRef, st: &LinkState, clock: &mut Hlc, stats: &WorkerStats) -> 
         "Active peer {}:{} {}",
         st.host,
         st.port,
-        if snapshot {
-            "sends a snapshot"
-        } else {
-            "continues its stream"
+        match kind {
+            "+FULL" => "sends a snapshot",
+            "+RESUME" => "continues its stream after the keys this node lost",
+            _ => "continues its stream",
         }
     );
     let mut link = Link {
@@ -347,6 +448,9 @@ fn run(node: &HostRef, st: &LinkState, clock: &mut Hlc, stats: &WorkerStats) -> 
     let (mut last_ack, mut last_acked) = (Instant::now(), 0);
     loop {
         link.apply_buffered(&mut c)?;
+        if !link.snapshot {
+            st.settle();
+        }
         let now_gen = active.direct_gen.load(Acquire);
         if now_gen != gen {
             // Our direct links changed: the peer forwards us only what we

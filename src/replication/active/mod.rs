@@ -41,6 +41,7 @@
 
 pub mod link;
 pub mod record;
+pub mod resume;
 pub mod serve;
 
 use std::cell::{Cell, RefCell};
@@ -134,6 +135,9 @@ pub struct Active {
     /// `repl-backlog-disk-size`), so a partitioned peer continues instead
     /// of taking a snapshot.
     pub departed: Mutex<HashMap<u64, u64>>,
+    /// The links' positions the loaded data holds, until `start` creates
+    /// their links (`resume.rs`).
+    pub saved_links: Mutex<resume::Loaded>,
 }
 
 impl Active {
@@ -153,6 +157,7 @@ impl Active {
             applied: Mutex::new(HashMap::new()),
             direct_gen: AtomicU64::new(0),
             departed: Mutex::new(HashMap::new()),
+            saved_links: Mutex::new(resume::Loaded::default()),
             dirty: AtomicBool::new(false),
             foreign: AtomicBool::new(false),
             below_quorum: AtomicBool::new(false),

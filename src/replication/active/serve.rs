@@ -6,8 +6,12 @@
 //! followed by the state of every key and tombstone (state records, one shard
 //! at a time, so no copy of the dataset is made) and a snapshot end; then
 //! the stream from that offset, in checksummed batches coded for this
-//! connection (record.rs). The peer sends back `LATTICE.STATE <db> <key>`
-//! (answered in the stream) and `LATTICE.ACK <offset>`.
+//! connection (record.rs). A peer restarted from its files asks to
+//! continue with `SINCE <stamp> <slot>` (`resume.rs`): when we can, the
+//! answer is `+RESUME`, the states of the keys it wrote since that stamp
+//! (which it may have lost) and a snapshot end, then the stream. The peer
+//! sends back `LATTICE.STATE <db> <key>` (answered in the stream) and
+//! `LATTICE.ACK <offset>`.
 //!
 //! The connection leaves the async worker for a thread of its own with
 //! blocking I/O, as Redis gives a replica's socket to its own writer: the
@@ -63,7 +67,7 @@ fn parse_node_id(a: &[u8]) -> Option<u64> {
 }
 
 /// LATTICE.PEER <node id (hex)> <slot> <stream id | ?> <offset> [<node id
-/// it pulls from> ...].
+/// it pulls from> ...] [SINCE <stamp> <slot>].
 pub fn peer_cmd(ctx: &mut Ctx, args: Args, host: &dyn Host) -> CmdResult {
     if !ctx.core.active {
         return Err(CmdError::err(
@@ -71,7 +75,15 @@ pub fn peer_cmd(ctx: &mut Ctx, args: Args, host: &dyn Host) -> CmdResult {
         ));
     }
     let node_id = parse_node_id(args.get(1)).ok_or_else(|| CmdError::err("invalid node id"))?;
-    let direct = (5..args.len())
+    let (ids_end, lost_since) = match args.len().checked_sub(3) {
+        Some(i) if i >= 5 && args.get(i).eq_ignore_ascii_case(b"SINCE") => {
+            let since = crate::commands::util::arg_i64(args.get(i + 1))?;
+            let slot = crate::commands::util::arg_i64(args.get(i + 2))?;
+            (i, Some((slot.max(0) as u64, since.max(0) as u64)))
+        }
+        _ => (args.len(), None),
+    };
+    let direct = (5..ids_end)
         .map(|i| parse_node_id(args.get(i)))
         .collect::<Option<Vec<u64>>>()
         .ok_or_else(|| CmdError::err("invalid node id"))?;
@@ -96,6 +108,7 @@ pub fn peer_cmd(ctx: &mut Ctx, args: Args, host: &dyn Host) -> CmdResult {
         stream_id: String::from_utf8_lossy(args.get(3)).into_owned(),
         offset: offset.max(0) as u64,
         direct,
+        lost_since,
     });
     Ok(())
 }
@@ -145,26 +158,35 @@ fn serve(host: &HostRef, sock: TcpStream, leftover: Vec<u8>, req: PeerRequest, a
     active.departed.lock().remove(&req.node_id);
     active.feeds.lock().push(feed.clone());
     active.pin();
+    // A peer restarted from its files continues after the keys it wrote
+    // that we hold and it may have lost.
+    let lost = req.lost_since.filter(|_| cont);
     log_notice!(
         "Active replica {addr} (node {:016x}) {} from offset {from}",
         req.node_id,
-        if cont {
-            "continues"
-        } else {
-            "takes a snapshot"
+        match (cont, lost) {
+            (false, _) => "takes a snapshot",
+            (true, None) => "continues",
+            (true, Some(_)) => "continues after a restart, its own recent keys first,",
         }
     );
     let r = (|| -> std::io::Result<()> {
         let mut w = sock.try_clone()?;
         let reader = sock.try_clone()?;
         start_reader(host, reader, leftover, feed.clone());
-        let kind = if cont { "CONTINUE" } else { "FULL" };
+        let kind = match (cont, lost) {
+            (false, _) => "FULL",
+            (true, None) => "CONTINUE",
+            (true, Some(_)) => "RESUME",
+        };
         let me = host.identity().0;
         let line = format!("+{kind} {} {from} {me:016x}\r\n", active.stream_id);
         w.write_all(line.as_bytes())?;
         let mut coder = Coder::new(me);
         if !cont {
-            send_snapshot(host.core(), me, &mut w, &mut coder, from)?;
+            send_states(host.core(), me, (&mut w, &mut coder, from), None)?;
+        } else if let Some(lost) = lost {
+            send_states(host.core(), me, (&mut w, &mut coder, from), Some(lost))?;
         }
         send_stream(&**host, &mut w, &feed, &mut coder)
     })();
@@ -188,45 +210,41 @@ fn serve(host: &HostRef, sock: TcpStream, leftover: Vec<u8>, req: PeerRequest, a
     active.pin();
 }
 
-/// Every key's state and every tombstone, shard by shard (each shard's
+/// The state of every key and tombstone, shard by shard (each shard's
 /// records are made under its lock, then written outside it), in batches
 /// that leave the peer's position at `from`, then the snapshot's end.
-fn send_snapshot(
+/// With `lost`, `(the peer's slot, a stamp)`, only those whose version
+/// the peer made at or after the stamp: its writes that reached us but
+/// not its files before it restarted (and no flush).
+fn send_states(
     core: &Core,
     me: u64,
-    w: &mut TcpStream,
-    coder: &mut Coder,
-    from: u64,
+    (w, coder, from): (&mut TcpStream, &mut Coder, u64),
+    lost: Option<(u64, u64)>,
 ) -> std::io::Result<()> {
+    use crate::keyspace::hlc::stamp_node;
+    let wanted = |v: u64| lost.is_none_or(|(slot, since)| v >= since && stamp_node(v) == slot);
     let ks = &core.keyspace;
-    let compress = false;
     let (mut stored, mut out) = (Vec::new(), Vec::new());
+    let mut sent = 0u64;
     for db in 0..ks.num_dbs() {
-        // The database's last flush first: it drops the peer's keys older
-        // than it, as it did here.
-        let flushed_at = (0..crate::keyspace::SHARDS)
-            .map(|i| ks.db(db).lock(i).flushed_at())
-            .max()
-            .unwrap_or(0);
-        if flushed_at > 0 {
-            let flush = EffectRef {
-                db,
-                version: flushed_at,
-                argv: &[b"FLUSHDB"],
-                bases: &[],
-            };
-            record::encode_write(&mut stored, me, 0, &flush);
+        if lost.is_none() {
+            // The database's last flush first: it drops the peer's keys
+            // older than it, as it did here.
+            encode_flush(core, me, db, &mut stored);
         }
         for shard in 0..crate::keyspace::SHARDS {
             {
                 let g = ks.db(db).lock(shard);
-                for e in g.iter() {
-                    let payload = crate::persistence::rdb::encode::dump_payload(&e.value, compress);
+                for e in g.iter().filter(|e| wanted(e.version)) {
+                    let payload = crate::persistence::rdb::encode::dump_payload(&e.value, false);
                     let s = (e.version, e.expire_at());
                     encode_state(&mut stored, me, db, &e.key, s, &payload);
+                    sent += 1;
                 }
-                for (key, stamp) in g.tombstones() {
+                for (key, stamp) in g.tombstones().filter(|&(_, s)| wanted(s)) {
                     encode_state(&mut stored, me, db, key, (stamp, 0), b"");
+                    sent += 1;
                 }
             }
             if !stored.is_empty() {
@@ -238,6 +256,9 @@ fn send_snapshot(
                 stored.clear();
             }
         }
+    }
+    if lost.is_some() {
+        log_notice!("Active replication: sent {sent} keys back to a restarted peer");
     }
     out.clear();
     let start = record::begin_batch(&mut out);
@@ -252,6 +273,24 @@ fn send_snapshot(
     coder.put(&mut out, &end);
     record::end_batch(&mut out, start, from);
     w.write_all(&out)
+}
+
+/// A flush record for `db`'s last flush, if it had one.
+fn encode_flush(core: &Core, me: u64, db: usize, stored: &mut Vec<u8>) {
+    let ks = &core.keyspace;
+    let flushed_at = (0..crate::keyspace::SHARDS)
+        .map(|i| ks.db(db).lock(i).flushed_at())
+        .max()
+        .unwrap_or(0);
+    if flushed_at > 0 {
+        let flush = EffectRef {
+            db,
+            version: flushed_at,
+            argv: &[b"FLUSHDB"],
+            bases: &[],
+        };
+        record::encode_write(stored, me, 0, &flush);
+    }
 }
 
 /// A batch smaller than this is followed by a pause of [`LINGER`].
