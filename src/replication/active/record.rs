@@ -35,7 +35,7 @@
 //! tail's length and the tail as stored. The header of a SET thus costs
 //! ~4 bytes where the stored one costs ~26 and a RESP one ~140: a write
 //! crosses a link in about the bytes its client sent (issue 12's wire
-//! target, DECISIONS 47).
+//! target, DECISIONS 49).
 
 use std::ops::Range;
 

@@ -358,7 +358,7 @@ fn send_stream(
         if out.len() < LINGER_BELOW {
             // A small batch: let writes gather for a moment before the
             // next one (each batch costs the writer's core a wake-up and a
-            // send, and the peer a wake-up and an ack; DECISIONS 48).
+            // send, and the peer a wake-up and an ack; DECISIONS 49).
             std::thread::sleep(LINGER);
         }
     }
