@@ -6,7 +6,8 @@
 //! followed by the state of every key and tombstone (state records, one shard
 //! at a time, so no copy of the dataset is made) and `LATTICE.SNAPEND`;
 //! then the stream from that offset. The peer sends back `LATTICE.STATE
-//! <db> <key>` (answered in the stream) and `LATTICE.ACK <offset>`.
+//! <db> <key>` (answered in the stream), `LATTICE.ACK <offset>` and
+//! `LATTICE.STABLE <stamp>` (its stable stamp, `stable.rs`).
 //!
 //! The connection leaves the async worker for a thread of its own with
 //! blocking I/O, as Redis gives a replica's socket to its own writer: the
@@ -85,6 +86,9 @@ pub fn peer_cmd(ctx: &mut Ctx, args: Args, host: &dyn Host) -> CmdResult {
         return Err(CmdError::Msg(format!(
             "ERR node slot {slot} is this node's too: set a different `node-slot` on one of them"
         )));
+    }
+    if let Some(why) = super::rejoin_refusal(host.active(), ctx.core, node_id) {
+        return Err(CmdError::Msg(format!("ERR {why}")));
     }
     if ctx.client.shared.is_none() {
         return Err(CmdError::err("LATTICE.PEER needs a connection"));
@@ -387,6 +391,14 @@ fn on_peer_command(host: &dyn Host, feed: &FeedState, args: Args) {
         skip.insert(feed.node_id);
         skip.remove(&host.identity().0);
         *feed.skip.lock() = skip;
+    } else if name.eq_ignore_ascii_case(b"LATTICE.STABLE") && args.len() == 2 {
+        if let Some(stamp) = std::str::from_utf8(args.get(1))
+            .ok()
+            .and_then(|o| o.parse().ok())
+        {
+            let now = crate::keyspace::hlc::unix_ms();
+            host.active().stability.on_report(feed.node_id, stamp, now);
+        }
     } else if name.eq_ignore_ascii_case(b"LATTICE.ACK") && args.len() == 2 {
         if let Some(off) = std::str::from_utf8(args.get(1))
             .ok()
