@@ -511,8 +511,8 @@ impl Link<'_> {
             );
         } else if name.eq_ignore_ascii_case(b"PING") {
             // The peer's frontiers (stable.rs).
-            let link = self.st.key();
-            self.node.active().stability.on_ping(&link, args);
+            let (link, waiting) = (self.st.key(), !self.asked.is_empty() || !ask.is_empty());
+            self.node.active().stability.on_ping(&link, args, waiting);
         } else {
             return Err(format!(
                 "unexpected record from the peer: {}",

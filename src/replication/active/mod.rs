@@ -12,7 +12,7 @@
 //!   [S origin db stamp expire-at] key payload  a key's state (DUMP payload, empty: absent)
 //!   LATTICE.SNAPEND           (after the key states of a full snapshot)
 //!   LATTICE.AT <offset>       (on the wire only: the peer's position after skipped records)
-//!   PING <id> <own> [<origin> <stamp>]...  (once a second: keeps an idle
+//!   PING <id> <own> <stable> [<origin> <stamp>]...  (once a second: keeps an idle
 //!                             link's timeout from firing; the frontiers of
 //!                             stable.rs, which decide tombstone collection)
 //! ```
@@ -414,7 +414,7 @@ fn collect_tombstones(active: &Active, core: &Core) {
     let stable = st.stable_stamp(me, &keys, now);
     st.stable.store(stable, Relaxed);
     let grace_cutoff = crate::keyspace::hlc::make_stamp(now.saturating_sub(grace_ms(core)), 0, 0);
-    let (exact, cutoff) = st.cutoffs(stable, grace_cutoff);
+    let (exact, cutoff) = st.cutoffs(stable, &keys, grace_cutoff);
     st.cutoff.store(cutoff, Relaxed);
     let ks = &core.keyspace;
     let total = ks.num_dbs() * crate::keyspace::SHARDS;

@@ -6,22 +6,28 @@
 //! otherwise bring the key back. Three things bound what may still arrive:
 //!
 //! - **Frontiers, in the stream.** Once a second each node appends
-//!   `PING <node id> <own> [<origin> <frontier>]...` to its stream. `<own>`
+//!   `PING <node id> <own> <stable> [<origin> <frontier>]...` to its
+//!   stream. `<own>`
 //!   is below every own record it appends after the PING (its stamp clock
 //!   minus [`STAMP_MARGIN_MS`], the longest a command may take between its
 //!   stamp and its record); each `<frontier>` is the stamp below which it
 //!   has already seen, so forwarded, every record of that origin. A link
 //!   keeps the last PING it read ([`Stability::on_ping`]): the peer will
 //!   send nothing below those bounds on it (streams are read in order).
+//!   A link waiting for key states it asked for keeps its old bounds: it
+//!   received records it could not apply yet.
 //! - **This node's stable stamp** ([`Stability::stable_stamp`]): per
 //!   origin the lowest bound over all our links (a link that gave none: 0,
 //!   a link that is down keeps the bounds it had), then the lowest over
 //!   origins. Nothing stamped below it will still arrive here.
-//! - **Reports, on the back channel.** Each link sends `LATTICE.STABLE
-//!   <stamp>` once a second to the peer it pulls from, which keeps it
-//!   ([`Stability::on_report`]), also after the peer left: a departed peer
-//!   blocks collection. A peer whose stable stamp passed `t` has seen the
-//!   delete, so no key state or snapshot of it can carry an older version.
+//! - **Every peer's stable stamp.** A peer whose stable stamp passed `t`
+//!   has the delete, so no key state or snapshot it sends can carry an
+//!   older version. The peers we pull from say it in their PING
+//!   (`<stable>`: in the stream, so we read it after every key state they
+//!   made before); the peers pulling from us, which need the delete too,
+//!   send `LATTICE.STABLE <stamp>` on the back channel once a second
+//!   ([`Stability::on_report`]), kept after they leave: a departed peer
+//!   blocks collection.
 //!
 //! Tombstones below the lowest of our stable stamp and every report are
 //! collected (exactly: nothing can need them). `active-tombstone-grace`
@@ -45,8 +51,9 @@ pub const STAMP_MARGIN_MS: u64 = 2000;
 
 /// What a link's peer said in its last PING.
 struct Bounds {
-    /// The peer's node id.
+    /// The peer's node id, and its stable stamp.
     peer: u64,
+    stable: u64,
     /// Per origin (the peer included): the stamp every record of it that
     /// the peer will still send us is at or above.
     by_origin: HashMap<u64, u64>,
@@ -98,6 +105,7 @@ impl Stability {
             "PING".to_string(),
             format!("{me:016x}"),
             own_bound(stamp_clock_ms).to_string(),
+            self.stable.load(Relaxed).to_string(),
         ];
         for (origin, stamp) in self.first_seen(me) {
             words.extend([format!("{origin:016x}"), stamp.to_string()]);
@@ -128,26 +136,34 @@ impl Stability {
         seen
     }
 
-    /// A PING read on link `link`. A bare `PING` (a node without this
-    /// scheme) tells nothing.
-    pub fn on_ping(&self, link: &str, args: Args) {
-        if args.len() < 3 || args.len().is_multiple_of(2) {
+    /// A PING read on link `link`; `waiting`: the link still waits for
+    /// key states it asked for, so the bounds stay as they were. A bare
+    /// `PING` (a node without this scheme) tells nothing.
+    pub fn on_ping(&self, link: &str, args: Args, waiting: bool) {
+        if waiting || args.len() < 4 || !args.len().is_multiple_of(2) {
             return;
         }
-        let (Some(peer), Some(own)) = (parse_u64(args.get(1), 16), parse_u64(args.get(2), 10))
+        let number = |i: usize| parse_u64(args.get(i), 10);
+        let (Some(peer), Some(own), Some(stable)) =
+            (parse_u64(args.get(1), 16), number(2), number(3))
         else {
             return;
         };
         let mut by_origin = HashMap::from([(peer, own)]);
-        for i in (3..args.len()).step_by(2) {
+        for i in (4..args.len()).step_by(2) {
             if let (Some(o), Some(s)) = (parse_u64(args.get(i), 16), parse_u64(args.get(i + 1), 10))
             {
                 by_origin.insert(o, s);
             }
         }
-        self.links
-            .lock()
-            .insert(link.to_string(), Bounds { peer, by_origin });
+        self.links.lock().insert(
+            link.to_string(),
+            Bounds {
+                peer,
+                stable,
+                by_origin,
+            },
+        );
     }
 
     /// A link (re)connects: until its first PING it bounds nothing (the
@@ -191,14 +207,15 @@ impl Stability {
         self.reports.lock().insert(node, r);
     }
 
-    /// The cutoffs of this round: below every stable stamp (ours and every
-    /// report), and that or the grace bound, whichever is higher.
-    pub fn cutoffs(&self, stable: u64, grace_cutoff: u64) -> (u64, u64) {
-        let exact = self
-            .reports
-            .lock()
-            .values()
-            .map(|r| r.stamp)
+    /// The cutoffs of this round: below every stable stamp (ours, those of
+    /// the peers on `links`, every report), and that or the grace bound,
+    /// whichever is higher.
+    pub fn cutoffs(&self, stable: u64, links: &[String], grace_cutoff: u64) -> (u64, u64) {
+        let map = self.links.lock();
+        let pulled = links.iter().map(|k| map.get(k).map_or(0, |b| b.stable));
+        let reports = self.reports.lock();
+        let exact = pulled
+            .chain(reports.values().map(|r| r.stamp))
             .fold(stable, u64::min);
         (exact, exact.max(grace_cutoff))
     }
@@ -249,7 +266,7 @@ mod tests {
 
     fn ping(s: &Stability, link: &str, words: &[&str]) {
         let (flat, spans) = args(words);
-        s.on_ping(link, Args::new(&flat, &spans));
+        s.on_ping(link, Args::new(&flat, &spans), false);
     }
 
     const A: &str = "000000000000000a";
@@ -261,23 +278,29 @@ mod tests {
         let s = Stability::default();
         let links = ["b:1".to_string(), "c:1".to_string()];
         // c's link never spoke: nothing is stable.
-        ping(&s, "b:1", &["PING", B, "500", C, "300"]);
+        ping(&s, "b:1", &["PING", B, "500", "9", C, "300"]);
         assert_eq!(s.stable_stamp(0xa, &links, 10_000), 0);
-        ping(&s, "c:1", &["PING", C, "400", B, "450", A, "1"]);
+        ping(&s, "c:1", &["PING", C, "400", "7", B, "450", A, "1"]);
         // Origin c: min(300 via b, 400 direct); origin b: min(500, 450).
         assert_eq!(s.stable_stamp(0xa, &links, 10_000), 300);
         // First seen: c only from its own link (b skips it for us).
         let f = s.first_seen(0xa);
         assert_eq!((f[&0xc], f[&0xb]), (400, 500));
         assert!(!f.contains_key(&0xa));
+        // The peers' own stable stamps bound the cutoff.
+        assert_eq!(s.cutoffs(300, &links, 0), (7, 7));
+        // A link waiting for key states keeps its bounds.
+        let (flat, spans) = args(&["PING", B, "900", "900"]);
+        s.on_ping("b:1", Args::new(&flat, &spans), true);
+        assert_eq!(s.first_seen(0xa)[&0xb], 500);
     }
 
     #[test]
     fn reports_lower_the_cutoff_and_the_grace_bounds_it() {
         let s = Stability::default();
         s.on_report(0xb, 100, 1_000);
-        assert_eq!(s.cutoffs(500, 50), (100, 100));
-        assert_eq!(s.cutoffs(500, 200), (100, 200));
+        assert_eq!(s.cutoffs(500, &[], 50), (100, 100));
+        assert_eq!(s.cutoffs(500, &[], 200), (100, 200));
         // Refused only once forced collections happened after it left, and
         // it has been away longer than the grace.
         assert_eq!(s.rejoin_refusal(0xb, 3_000, 10_000), None);
