@@ -240,3 +240,43 @@ fn a_skew_beyond_the_limit_is_refused_and_nothing_diverges() {
     converged(&[&p.a, &p.b]);
     assert_eq!(get(&mut b, "ahead").as_deref(), Some("v"));
 }
+
+/// Nodes linked both ways along `edges`, each deleting keys the others
+/// wrote: every tombstone goes on every node without the grace (records
+/// reach the far nodes only forwarded, and so do the frontiers).
+fn tombstones_go_along(n: usize, edges: &[(usize, usize)]) {
+    let nodes: Vec<Server> = (0..n)
+        .map(|_| active_node(&["--multi-master", "yes"]))
+        .collect();
+    for &(i, j) in edges {
+        pull(&nodes[i], nodes[j].port);
+        pull(&nodes[j], nodes[i].port);
+    }
+    let refs: Vec<&Server> = nodes.iter().collect();
+    for (i, node) in nodes.iter().enumerate() {
+        let _: () = cmd(&mut node.conn(), &["SET", &format!("k{i}"), "v"]);
+    }
+    converged(&refs);
+    for (i, node) in nodes.iter().enumerate() {
+        let _: i64 = cmd(&mut node.conn(), &["DEL", &format!("k{}", (i + 1) % n)]);
+    }
+    converged(&refs);
+    let mut conns: Vec<_> = nodes.iter().map(|s| s.conn()).collect();
+    eventually("every tombstone to be collected on every node", || {
+        conns.iter_mut().all(|c| tombstones(c) == 0)
+    });
+    for c in &mut conns {
+        assert_eq!(info_field::<i64>(c, "active_tombstones_forced"), 0);
+        assert_eq!(cmd::<i64>(c, &["DBSIZE"]), 0);
+    }
+}
+
+#[test]
+fn tombstones_go_along_a_chain_of_three() {
+    tombstones_go_along(3, &[(0, 1), (1, 2)]);
+}
+
+#[test]
+fn tombstones_go_around_a_ring_of_five() {
+    tombstones_go_along(5, &[(0, 1), (1, 2), (2, 3), (3, 4), (4, 0)]);
+}
