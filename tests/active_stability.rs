@@ -104,6 +104,8 @@ fn tombstones_go_once_both_nodes_are_past_them_and_an_older_write_held_back_stay
     }
     assert!(info_field::<i64>(&mut a, "active_tombstones_collected") >= 1);
     assert!(info_field::<u64>(&mut a, "active_stable_stamp") > 0);
+    let lag: i64 = info_field(&mut a, "active_stable_lag_ms");
+    assert!(lag >= 0, "{lag}");
     converged(&[&p.a, &p.b]);
 }
 

@@ -466,13 +466,18 @@ fn ping(active: &Active) {
 pub fn info_fields(active: &Active, core: &Core, o: &mut String) {
     use std::fmt::Write as _;
     let st = &active.stability;
+    let stable = st.stable.load(Relaxed);
+    // How far behind this node's clock what is stable here is (-1: nothing).
+    let lag = match crate::keyspace::hlc::stamp_ms(stable) {
+        0 => -1,
+        ms => crate::keyspace::hlc::stamp_clock_ms().saturating_sub(ms) as i64,
+    };
     let _ = write!(
         o,
-        "active_tombstones:{}\r\nactive_tombstones_collected:{}\r\nactive_tombstones_forced:{}\r\nactive_stable_stamp:{}\r\nactive_collect_cutoff:{}\r\n",
+        "active_tombstones:{}\r\nactive_tombstones_collected:{}\r\nactive_tombstones_forced:{}\r\nactive_stable_stamp:{stable}\r\nactive_stable_lag_ms:{lag}\r\nactive_collect_cutoff:{}\r\n",
         tombstones(core),
         st.collected.load(Relaxed),
         st.forced.load(Relaxed),
-        st.stable.load(Relaxed),
         st.cutoff.load(Relaxed),
     );
     let links = active.links.lock();
