@@ -394,36 +394,6 @@ fn several_replicaof_lines_under_multi_master_are_all_peers() {
     assert_eq!(peers, 2);
 }
 
-#[test]
-fn tombstones_are_kept_while_a_peer_is_away_and_collected_after_the_grace() {
-    let p = pair();
-    let mut a = p.a.conn();
-    let _: () = cmd(&mut a, &["CONFIG", "SET", "active-tombstone-grace", "0"]);
-    for i in 0..50 {
-        let _: () = cmd(&mut a, &["SET", &format!("t{i}"), "v"]);
-    }
-    converged(&[&p.a, &p.b]);
-    p.partition();
-    eventually("a's link to go down", || {
-        let info: String = cmd(&mut a, &["INFO", "replication"]);
-        info.contains("state=connecting")
-    });
-    for i in 0..50 {
-        let _: i64 = cmd(&mut a, &["DEL", &format!("t{i}")]);
-    }
-    // b has not heard of the deletes: a keeps them.
-    std::thread::sleep(Duration::from_millis(2500));
-    let held: i64 = info_field(&mut a, "active_tombstones");
-    assert_eq!(held, 50);
-    p.heal();
-    converged(&[&p.a, &p.b]);
-    eventually("the tombstones to be collected", || {
-        info_field::<i64>(&mut a, "active_tombstones") == 0
-    });
-    let n: i64 = cmd(&mut p.b.conn(), &["DBSIZE"]);
-    assert_eq!(n, 0);
-}
-
 /// Links `i` and `j` both ways (each pulls from the other).
 fn link_both(nodes: &[Server], i: usize, j: usize) {
     pull(&nodes[i], nodes[j].port);

@@ -702,9 +702,10 @@ pub static DIRECTIVES: &[Directive] = &[
     // (ms) before the link is dropped instead of the write applied: a node
     // whose clock runs ahead must not win every conflict (ACTIVE-ACTIVE.md).
     d("active-max-clock-skew", Int(0, LONG), "60000").built(),
-    // LatticeDB: how long (seconds) a deleted key's tombstone is kept once
-    // every peer is connected; a node away longer must rejoin empty, or
-    // what it still holds of keys deleted meanwhile comes back.
+    // LatticeDB: the longest (seconds) a departed peer keeps deleted keys'
+    // tombstones from being collected (they go once every node is past
+    // them); a peer away longer is refused and must rejoin empty, or what
+    // it still holds of keys deleted meanwhile comes back (DECISIONS 52).
     d("active-tombstone-grace", Int(0, LONG), "300").built(),
     d("replica-weighting-factor", Int(1, INT), "2").alias(&["slave-weighting-factor"]),
     d("replica-quorum", Int(-1, INT), "-1").built(),

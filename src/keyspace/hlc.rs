@@ -19,7 +19,14 @@
 //! takes `max(clock.now(), previous_version + 1)` through [`Hlc::after`], so a
 //! key's version strictly increases even when consecutive writes come from
 //! different threads.
+//!
+//! Tests can run a node's stamps ahead of (or behind) the wall clock with
+//! `DEBUG CLOCK-OFFSET <ms>` ([`set_clock_offset`]): the offset moves the
+//! physical part of every stamp this process issues, and the "our clock"
+//! that a peer's stamp is checked against, but not expiry, timeouts or
+//! anything else that reads [`unix_ms`] (DECISIONS 53).
 
+use std::sync::atomic::{AtomicI64, Ordering::Relaxed};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 pub const NODE_BITS: u32 = 10;
@@ -49,6 +56,33 @@ pub fn unix_ms() -> u64 {
         .unwrap_or(0)
 }
 
+/// `DEBUG CLOCK-OFFSET`: ms added to the wall clock for stamps (0 but in
+/// tests). Read once per stamp, relaxed.
+static CLOCK_OFFSET_MS: AtomicI64 = AtomicI64::new(0);
+
+/// Runs this process's stamps `ms` ahead of the wall clock (negative:
+/// behind), to test nodes whose clocks disagree.
+pub fn set_clock_offset(ms: i64) {
+    CLOCK_OFFSET_MS.store(ms, Relaxed);
+}
+
+/// The offset [`set_clock_offset`] set.
+pub fn clock_offset() -> i64 {
+    CLOCK_OFFSET_MS.load(Relaxed)
+}
+
+/// The physical time stamps are made of: `wall_ms` plus the debug offset.
+#[inline]
+fn stamp_time(wall_ms: u64) -> u64 {
+    wall_ms.saturating_add_signed(CLOCK_OFFSET_MS.load(Relaxed))
+}
+
+/// This node's clock as its stamps see it (the wall clock plus the debug
+/// offset): what a peer's stamp is compared with.
+pub fn stamp_clock_ms() -> u64 {
+    stamp_time(unix_ms())
+}
+
 /// One thread's clock. `last` never decreases.
 #[derive(Debug, Clone)]
 pub struct Hlc {
@@ -70,9 +104,10 @@ impl Hlc {
         self.now_at(unix_ms())
     }
 
-    /// A fresh stamp, with `wall_ms` as the physical time (for tests).
+    /// A fresh stamp, with `wall_ms` as the physical time (plus the debug
+    /// offset, see [`set_clock_offset`]).
     pub fn now_at(&mut self, wall_ms: u64) -> u64 {
-        let physical = wall_ms << LOGICAL_BITS;
+        let physical = stamp_time(wall_ms) << LOGICAL_BITS;
         self.last = if physical > self.last {
             physical
         } else {

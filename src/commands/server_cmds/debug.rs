@@ -70,6 +70,9 @@ const DEBUG_HELP: &[&str] = &[
     "    unit tests to simulate Redis errors.",
     "LOG <message>",
     "    Write <message> to the server log.",
+    "CLOCK-OFFSET [<ms>]",
+    "    Run the version stamps this node issues <ms> ahead of the wall clock",
+    "    (negative: behind; expiry keeps the wall clock). Without <ms>: the offset.",
     "SET-ACTIVE-EXPIRE <0|1>",
     "    Setting it to 0 disables expiring keys in background when they are not",
     "    accessed (otherwise the Redis behavior). Setting it to 1 reenables back the",
@@ -117,6 +120,8 @@ pub fn debug(ctx: &mut Ctx, args: Args) -> CmdResult {
     } else if eq_ic(sub, "LOG") && n == 3 {
         crate::log_warning!("DEBUG LOG: {}", lossy(args.get(2)));
         ctx.out.ok();
+    } else if eq_ic(sub, "CLOCK-OFFSET") && n <= 3 {
+        clock_offset(ctx, args)?;
     } else if eq_ic(sub, "OBJECT") && n == 3 {
         let line = with_entry(ctx, args.get(2), object_line).ok_or(CmdError::NoSuchKey)?;
         ctx.out.simple(&line);
@@ -155,6 +160,22 @@ pub fn debug(ctx: &mut Ctx, args: Args) -> CmdResult {
             lossy(sub)
         )));
     }
+    Ok(())
+}
+
+/// DEBUG CLOCK-OFFSET [<ms>]: stamps run `ms` ahead of the wall clock (a
+/// node whose clock is off, for tests of active replication); without an
+/// argument, the offset in force.
+fn clock_offset(ctx: &mut Ctx, args: Args) -> CmdResult {
+    use crate::keyspace::hlc;
+    if args.len() == 2 {
+        ctx.out.int(hlc::clock_offset());
+        return Ok(());
+    }
+    let ms = crate::commands::util::arg_i64(args.get(2))?;
+    hlc::set_clock_offset(ms);
+    crate::log_warning!("DEBUG CLOCK-OFFSET: stamps run {ms} ms off the wall clock");
+    ctx.out.ok();
     Ok(())
 }
 

@@ -85,6 +85,11 @@ impl LinkState {
         );
     }
 
+    /// `host:port`: names the link (its stable bounds, `stable.rs`).
+    pub fn key(&self) -> String {
+        format!("{}:{}", self.host, self.port)
+    }
+
     pub fn is_up(&self) -> bool {
         self.up.load(Acquire)
     }
@@ -230,6 +235,7 @@ fn link_thread(node: &HostRef, st: &LinkState) {
     let stats = node.core().new_worker_stats();
     while !st.stop.load(Acquire) {
         log_notice!("Connecting to active peer {}:{}", st.host, st.port);
+        node.active().stability.forget_link(&st.key());
         if let Err(e) = run(node, st, &mut clock, &stats) {
             if !st.stop.load(Acquire) {
                 log_warning!("Active replication link with {}:{}: {e}", st.host, st.port);
@@ -446,6 +452,7 @@ fn run(node: &HostRef, st: &LinkState, clock: &mut Hlc, stats: &WorkerStats) -> 
         fwd: Vec::new(),
     };
     let (mut last_ack, mut last_acked) = (Instant::now(), 0);
+    let mut last_report = None;
     loop {
         link.apply_buffered(&mut c)?;
         if !link.snapshot {
@@ -468,6 +475,7 @@ fn run(node: &HostRef, st: &LinkState, clock: &mut Hlc, stats: &WorkerStats) -> 
             c.send(&[b"LATTICE.ACK", done.to_string().as_bytes()])?;
             (last_ack, last_acked) = (Instant::now(), done);
         }
+        report_stable(active, &mut c, &mut last_report)?;
         if st.stop.load(Acquire) {
             return Ok(());
         }
@@ -475,6 +483,16 @@ fn run(node: &HostRef, st: &LinkState, clock: &mut Hlc, stats: &WorkerStats) -> 
             st.last_io_ms.store(unix_ms(), Relaxed);
         }
     }
+}
+
+/// Tells the peer this node's stable stamp once a second (`stable.rs`).
+fn report_stable(active: &Active, c: &mut Conn, last: &mut Option<Instant>) -> Result<(), String> {
+    if last.is_some_and(|t| t.elapsed() < Duration::from_secs(1)) {
+        return Ok(());
+    }
+    *last = Some(Instant::now());
+    let stable = active.stability.stable.load(Relaxed).to_string();
+    c.send(&[b"LATTICE.STABLE", stable.as_bytes()])
 }
 
 /// The node ids (hex) we pull from directly, but the one `st` pulls from.
@@ -512,6 +530,7 @@ impl Link<'_> {
     /// Applies every whole batch in the buffer, then asks for the states
     /// it found diverged.
     fn apply_buffered(&mut self, c: &mut Conn) -> Result<(), String> {
+        self.refuse_if_away_too_long()?;
         let mut ask = Vec::new();
         while let Some((next, records, len)) = record::next_batch(&c.buf[c.start..])? {
             let records = c.start + records.start..c.start + records.end;
@@ -534,6 +553,16 @@ impl Link<'_> {
             self.asked.insert((db, key));
         }
         Ok(())
+    }
+
+    /// A peer that was away longer than the grace while tombstones were
+    /// collected here anyway sends nothing that is applied (`stable.rs`).
+    fn refuse_if_away_too_long(&self) -> Result<(), String> {
+        let id = self.st.peer_id.load(Acquire);
+        match super::rejoin_refusal(self.node.active(), self.node.core(), id) {
+            Some(why) => Err(why),
+            None => Ok(()),
+        }
     }
 
     /// Applies the records of a batch whose checksum held.
@@ -580,7 +609,15 @@ impl Link<'_> {
                     self.st.port
                 );
             }
-            _ => {} // a ping
+            _ => {
+                // A ping: the peer's frontiers (stable.rs).
+                let mut spans = std::mem::take(&mut self.spans);
+                let words = record::argv_parts(rec.tail, &mut spans)?;
+                let (link, waiting) = (self.st.key(), !self.asked.is_empty() || !ask.is_empty());
+                let args = Args::new(words, &spans);
+                self.node.active().stability.on_ping(&link, args, waiting);
+                self.spans = spans;
+            }
         }
         Ok(())
     }
@@ -590,7 +627,8 @@ impl Link<'_> {
     /// stamp floor, so that our later writes to the key follow it.
     fn checked_stamp(&self, stamp: u64) -> Result<u64, String> {
         let core = self.node.core();
-        let (now, ms) = (unix_ms(), crate::keyspace::hlc::stamp_ms(stamp));
+        let now = crate::keyspace::hlc::stamp_clock_ms();
+        let ms = crate::keyspace::hlc::stamp_ms(stamp);
         if ms > now {
             let max = core.config.read().get_i64("active-max-clock-skew").max(0) as u64;
             if ms - now > max {

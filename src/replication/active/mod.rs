@@ -11,7 +11,9 @@
 //! ```text
 //!   W origin seq db stamp | bases argv     a write
 //!   S origin db stamp     | expire-at key payload   a key's state (DUMP payload, empty: absent)
-//!   P                                      a ping (keeps an idle link's timeout from firing)
+//!   P                     | id own stable (origin frontier)...   once a second: keeps an
+//!                           idle link's timeout from firing; the frontiers of stable.rs,
+//!                           which decide tombstone collection
 //! ```
 //!
 //! `<origin>` is the writing node's 64-bit id and `<seq>` its count of
@@ -43,6 +45,7 @@ pub mod link;
 pub mod record;
 pub mod resume;
 pub mod serve;
+pub mod stable;
 
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
@@ -138,6 +141,9 @@ pub struct Active {
     /// The links' positions the loaded data holds, until `start` creates
     /// their links (`resume.rs`).
     pub saved_links: Mutex<resume::Loaded>,
+    /// What may still arrive where: decides which tombstones go
+    /// (`stable.rs`).
+    pub stability: stable::Stability,
 }
 
 impl Active {
@@ -158,6 +164,7 @@ impl Active {
             direct_gen: AtomicU64::new(0),
             departed: Mutex::new(HashMap::new()),
             saved_links: Mutex::new(resume::Loaded::default()),
+            stability: Default::default(),
             dirty: AtomicBool::new(false),
             foreign: AtomicBool::new(false),
             below_quorum: AtomicBool::new(false),
@@ -378,9 +385,9 @@ pub fn update_quorum(active: &Active, core: &Core) {
     active.below_quorum.store(below, Relaxed);
 }
 
-/// Worker 0's cron, once a second: a PING record when the stream was idle
-/// for a second (so a peer's link notices a dead connection by its own
-/// timeout), and the collection of old tombstones.
+/// Worker 0's cron, once a second: a PING record with this node's
+/// frontiers (so a peer's link notices a dead connection by its own
+/// timeout, and learns what is stable), and the collection of tombstones.
 pub fn cron(active: &Active, core: &Core) {
     update_quorum(active, core);
     static LAST_MS: AtomicU64 = AtomicU64::new(0);
@@ -390,33 +397,51 @@ pub fn cron(active: &Active, core: &Core) {
     }
     LAST_MS.store(now, Relaxed);
     collect_tombstones(active, core);
-    ping_if_idle(active);
+    ping(active);
 }
 
-/// Forgets, a slice of the keyspace per call, the tombstones older than
-/// `active-tombstone-grace`, but only while every peer is connected both
-/// ways: a delete is kept for a peer that has not heard of it, and for a
-/// peer whose older writes may still be on their way.
+/// `active-tombstone-grace` in ms.
+fn grace_ms(core: &Core) -> u64 {
+    1000 * core.config.read().get_i64("active-tombstone-grace").max(0) as u64
+}
+
+/// Forgets, a slice of the keyspace per call, the tombstones below every
+/// node's stable stamp, and those older than `active-tombstone-grace`
+/// whatever a departed peer still blocks (`stable.rs`).
 fn collect_tombstones(active: &Active, core: &Core) {
     static NEXT: AtomicUsize = AtomicUsize::new(0);
-    let links = active.links.lock();
-    let all_up = links.iter().all(|l| l.is_up()) && active.feeds.lock().len() >= links.len();
-    drop(links);
-    if !all_up {
-        return;
-    }
-    let grace_ms = 1000 * core.config.read().get_i64("active-tombstone-grace").max(0) as u64;
-    let now = crate::keyspace::hlc::unix_ms();
-    let cutoff = crate::keyspace::hlc::make_stamp(now.saturating_sub(grace_ms), 0, 0);
+    let st = &active.stability;
+    let keys: Vec<String> = active.links.lock().iter().map(|l| l.key()).collect();
+    st.retain_links(&keys);
+    let now = crate::keyspace::hlc::stamp_clock_ms();
+    let me = active.node_id.load(Relaxed);
+    let stable = st.stable_stamp(me, &keys, now);
+    st.stable.store(stable, Relaxed);
+    let grace_cutoff = crate::keyspace::hlc::make_stamp(now.saturating_sub(grace_ms(core)), 0, 0);
+    let (exact, cutoff) = st.cutoffs(stable, &keys, grace_cutoff);
+    st.cutoff.store(cutoff, Relaxed);
     let ks = &core.keyspace;
     let total = ks.num_dbs() * crate::keyspace::SHARDS;
+    let (mut collected, mut forced) = (0, 0);
     // A quarter of the shards per second: every tombstone is looked at
     // within 4 s, and no call holds one shard's lock for long.
     for _ in 0..total.div_ceil(4) {
         let i = NEXT.fetch_add(1, Relaxed) % total;
         let (db, shard) = (i / crate::keyspace::SHARDS, i % crate::keyspace::SHARDS);
-        ks.db(db).lock(shard).collect_tombstones(cutoff);
+        let mut g = ks.db(db).lock(shard);
+        collected += g.collect_tombstones(exact);
+        if cutoff > exact {
+            forced += g.collect_tombstones(cutoff);
+        }
     }
+    st.note_collected(collected, forced, crate::keyspace::hlc::unix_ms());
+}
+
+/// Why the peer `node` may not rejoin (it was away longer than the grace
+/// while tombstones were collected anyway), if so.
+pub fn rejoin_refusal(active: &Active, core: &Core, node: u64) -> Option<String> {
+    let now = crate::keyspace::hlc::unix_ms();
+    active.stability.rejoin_refusal(node, grace_ms(core), now)
 }
 
 /// Tombstones held (INFO).
@@ -428,27 +453,37 @@ pub fn tombstones(core: &Core) -> usize {
         .sum()
 }
 
-fn ping_if_idle(active: &Active) {
-    static LAST: AtomicU64 = AtomicU64::new(0);
-    let end = active.stream.end();
-    if end != LAST.load(Relaxed) {
-        LAST.store(end, Relaxed);
+/// Appends the PING record (`stable.rs`) for the peers reading the
+/// stream, or that will when they return.
+fn ping(active: &Active) {
+    if active.feeds.lock().is_empty() && active.departed.lock().is_empty() {
         return;
     }
-    if active.feeds.lock().is_empty() {
-        return;
-    }
-    let mut b = Vec::new();
-    record::encode_ping(&mut b);
+    let me = active.node_id.load(Relaxed);
+    let now = crate::keyspace::hlc::stamp_clock_ms();
+    let b = active.stability.ping_record(me, now);
     active.stream.append_raw(&b);
-    LAST.store(active.stream.end(), Relaxed);
     active.bell.ring();
 }
 
 /// INFO replication's lines for the peers of an active node.
 pub fn info_fields(active: &Active, core: &Core, o: &mut String) {
     use std::fmt::Write as _;
-    let _ = write!(o, "active_tombstones:{}\r\n", tombstones(core));
+    let st = &active.stability;
+    let stable = st.stable.load(Relaxed);
+    // How far behind this node's clock what is stable here is (-1: nothing).
+    let lag = match crate::keyspace::hlc::stamp_ms(stable) {
+        0 => -1,
+        ms => crate::keyspace::hlc::stamp_clock_ms().saturating_sub(ms) as i64,
+    };
+    let _ = write!(
+        o,
+        "active_tombstones:{}\r\nactive_tombstones_collected:{}\r\nactive_tombstones_forced:{}\r\nactive_stable_stamp:{stable}\r\nactive_stable_lag_ms:{lag}\r\nactive_collect_cutoff:{}\r\n",
+        tombstones(core),
+        st.collected.load(Relaxed),
+        st.forced.load(Relaxed),
+        st.cutoff.load(Relaxed),
+    );
     let links = active.links.lock();
     // KeyDB's summary of its links (its tests and tools read it); never a
     // top-level master_link_status, which clients take for a replica's.

@@ -8,13 +8,13 @@
 //! ```text
 //!   write:  'W' origin(8) seq db stamp | bases argv
 //!   state:  'S' origin(8) db stamp     | expire-at key payload
-//!   ping:   'P'                        | (empty)
+//!   ping:   'P'                        | words (stable.rs)
 //! ```
 //!
 //! (integers are LEB128 varints; `bases` is a count and (argument index,
 //! stamp - base version) pairs, 0 for a key that did not exist; `argv`,
-//! `key` and `payload` are length-prefixed byte strings, `argv` after its
-//! count.) A feed reads the origin with no parsing (its filter) and the
+//! `words`, `key` and `payload` are length-prefixed byte strings, `argv`
+//! and `words` after their count.) A feed reads the origin with no parsing (its filter) and the
 //! frames with no RESP parser.
 //!
 //! **On the wire** a feed sends batches, each one frame:
@@ -176,9 +176,16 @@ pub fn encode_state(
     });
 }
 
-/// Appends a ping (keeps an idle link's timeout from firing).
-pub fn encode_ping(out: &mut Vec<u8>) {
-    frame(out, |out| out.push(PING));
+/// Appends a ping: `words` are what it tells the peers (stable.rs); it
+/// also keeps an idle link's timeout from firing.
+pub fn encode_ping(out: &mut Vec<u8>, words: &[&[u8]]) {
+    frame(out, |out| {
+        out.push(PING);
+        put_varint(out, words.len() as u64);
+        for w in words {
+            put_bytes(out, w);
+        }
+    });
 }
 
 /// Appends `r` as stored (a forwarded record enters our stream so).
@@ -264,6 +271,21 @@ pub fn write_parts<'a>(
         };
         bases.push((i, v));
     }
+    let argv = argv_parts(r.0, spans)?;
+    if spans.is_empty() {
+        return Err("a write without arguments in an active record".into());
+    }
+    Ok(argv)
+}
+
+/// An argument list (a write's, a ping's): a count, then length-prefixed
+/// strings; their spans within the returned slice go into `spans`.
+pub fn argv_parts<'a>(tail: &'a [u8], spans: &mut Vec<Range<usize>>) -> Result<&'a [u8], String> {
+    spans.clear();
+    if tail.is_empty() {
+        return Ok(tail); // a bare ping
+    }
+    let mut r = Reader(tail);
     let argc = r.varint()?;
     let argv = r.0;
     for _ in 0..argc {
@@ -271,7 +293,7 @@ pub fn write_parts<'a>(
         let at = a.as_ptr() as usize - argv.as_ptr() as usize;
         spans.push(at..at + a.len());
     }
-    if spans.is_empty() || !r.0.is_empty() {
+    if !r.0.is_empty() {
         return Err("bad arguments in an active record".into());
     }
     Ok(argv)
@@ -523,7 +545,7 @@ mod tests {
     fn states_pings_and_damage() {
         let mut stored = Vec::new();
         encode_state(&mut stored, 9, 1, b"k", (123_456, 789), b"payload");
-        encode_ping(&mut stored);
+        encode_ping(&mut stored, &[b"PING", b"7"]);
         let (body, n) = next_frame(&stored).unwrap();
         let st = decode_stored(body).unwrap();
         assert_eq!(
@@ -537,6 +559,9 @@ mod tests {
         let ping = decode_stored(next_frame(&stored[n..]).unwrap().0).unwrap();
         assert_eq!(ping.kind, PING);
         assert_eq!(origin_of(ping.tail), None);
+        let mut spans = vec![];
+        let words = argv_parts(ping.tail, &mut spans).unwrap();
+        assert_eq!(&words[spans[1].clone()], b"7");
 
         let mut wire = Vec::new();
         let start = begin_batch(&mut wire);

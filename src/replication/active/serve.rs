@@ -10,8 +10,9 @@
 //! continue with `SINCE <stamp> <slot>` (`resume.rs`): when we can, the
 //! answer is `+RESUME`, the states of the keys it wrote since that stamp
 //! (which it may have lost) and a snapshot end, then the stream. The peer
-//! sends back `LATTICE.STATE <db> <key>` (answered in the stream) and
-//! `LATTICE.ACK <offset>`.
+//! sends back `LATTICE.STATE <db> <key>` (answered in the stream),
+//! `LATTICE.ACK <offset>` and `LATTICE.STABLE <stamp>` (its stable stamp,
+//! `stable.rs`).
 //!
 //! The connection leaves the async worker for a thread of its own with
 //! blocking I/O, as Redis gives a replica's socket to its own writer: the
@@ -99,6 +100,9 @@ pub fn peer_cmd(ctx: &mut Ctx, args: Args, host: &dyn Host) -> CmdResult {
         return Err(CmdError::Msg(format!(
             "ERR node slot {slot} is this node's too: set a different `node-slot` on one of them"
         )));
+    }
+    if let Some(why) = super::rejoin_refusal(host.active(), ctx.core, node_id) {
+        return Err(CmdError::Msg(format!("ERR {why}")));
     }
     if ctx.client.shared.is_none() {
         return Err(CmdError::err("LATTICE.PEER needs a connection"));
@@ -446,6 +450,14 @@ fn on_peer_command(host: &dyn Host, feed: &FeedState, args: Args) {
         skip.insert(feed.node_id);
         skip.remove(&host.identity().0);
         *feed.skip.lock() = skip;
+    } else if name.eq_ignore_ascii_case(b"LATTICE.STABLE") && args.len() == 2 {
+        if let Some(stamp) = std::str::from_utf8(args.get(1))
+            .ok()
+            .and_then(|o| o.parse().ok())
+        {
+            let now = crate::keyspace::hlc::unix_ms();
+            host.active().stability.on_report(feed.node_id, stamp, now);
+        }
     } else if name.eq_ignore_ascii_case(b"LATTICE.ACK") && args.len() == 2 {
         if let Some(off) = std::str::from_utf8(args.get(1))
             .ok()
