@@ -19,6 +19,7 @@
 pub mod active;
 pub mod backlog;
 pub mod commands;
+pub mod conn;
 pub mod failover;
 pub mod master;
 pub mod replica;

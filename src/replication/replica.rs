@@ -35,6 +35,7 @@ use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
 
+use super::conn::{Conn, Filled};
 use super::repl_timeout;
 use crate::commands::{CmdError, CmdResult, Ctx};
 use crate::core::client::ClientState;
@@ -329,15 +330,24 @@ fn link_thread(srv: Arc<Server>, gen: u64, host: String, port: u16) {
 /// a stage ends with an error once `timeout` passes without a byte from
 /// the master (the newlines a master sends while it prepares a sync count).
 struct Peer<'a> {
-    s: TcpStream,
-    buf: Vec<u8>,
-    start: usize,
+    conn: Conn,
     side: &'a ReplicaSide,
     gen: u64,
     stage: Stage,
-    timeout: Duration,
-    /// The stage's start, or the last byte read in it.
-    progress: Instant,
+}
+
+/// The socket and its buffer (`peer.buf`, `peer.start`...).
+impl std::ops::Deref for Peer<'_> {
+    type Target = Conn;
+    fn deref(&self) -> &Conn {
+        &self.conn
+    }
+}
+
+impl std::ops::DerefMut for Peer<'_> {
+    fn deref_mut(&mut self) -> &mut Conn {
+        &mut self.conn
+    }
 }
 
 impl Peer<'_> {
@@ -354,9 +364,7 @@ impl Peer<'_> {
     /// Sends a command (a master that reads nothing for `timeout` ends
     /// the stage too: the socket's write timeout).
     fn send(&mut self, argv: &[&[u8]]) -> Result<(), String> {
-        let mut out = Vec::new();
-        crate::protocol::request::command(&mut out, argv);
-        self.s.write_all(&out).map_err(|e| match e.kind() {
+        self.conn.send(argv).map_err(|e| match e.kind() {
             std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut => {
                 format!("the master read nothing for {} s", self.timeout.as_secs())
             }
@@ -368,36 +376,13 @@ impl Peer<'_> {
     /// (the socket's read timeout), the stage's timeout error after
     /// `timeout`.
     fn fill(&mut self) -> Result<usize, String> {
-        // Drop what was consumed: at once when all was, else once it is
-        // 64 KB (a stream rarely ends a read on a command's end, and the
-        // buffer must not grow with it).
-        if self.start > 0 && (self.start == self.buf.len() || self.start >= 64 * 1024) {
-            self.buf.drain(..self.start);
-            self.start = 0;
-        }
-        let mut tmp = [0u8; 64 * 1024];
-        match self.s.read(&mut tmp) {
-            Ok(0) => Err("connection closed by the master".into()),
-            Ok(n) => {
-                self.buf.extend_from_slice(&tmp[..n]);
-                self.progress = Instant::now();
+        match self.conn.fill()? {
+            Filled::Bytes(n) => {
                 self.side.last_io_ms.store(unix_ms(), Relaxed);
                 Ok(n)
             }
-            Err(e)
-                if matches!(
-                    e.kind(),
-                    std::io::ErrorKind::WouldBlock
-                        | std::io::ErrorKind::TimedOut
-                        | std::io::ErrorKind::Interrupted
-                ) =>
-            {
-                if self.progress.elapsed() >= self.timeout {
-                    return Err(self.stage.timeout_message(self.timeout.as_secs()));
-                }
-                Ok(0)
-            }
-            Err(e) => Err(format!("read error: {e}")),
+            Filled::Quiet => Ok(0),
+            Filled::TimedOut => Err(self.stage.timeout_message(self.timeout.as_secs())),
         }
     }
 
@@ -405,19 +390,8 @@ impl Peer<'_> {
     /// sends as keepalives while it prepares a sync.
     fn line(&mut self) -> Result<String, String> {
         loop {
-            while self.start < self.buf.len() && self.buf[self.start] == b'\n' {
-                self.start += 1;
-            }
-            let pending = &self.buf[self.start..];
-            if let Some(i) = pending.iter().position(|&b| b == b'\n') {
-                let line = String::from_utf8_lossy(&pending[..i])
-                    .trim_end_matches('\r')
-                    .to_string();
-                self.start += i + 1;
+            if let Some(line) = self.conn.take_line()? {
                 return Ok(line);
-            }
-            if pending.len() > 64 * 1024 {
-                return Err("protocol error: reply line too long".into());
             }
             self.fill()?;
         }
@@ -463,14 +437,10 @@ fn run_link(srv: &Arc<Server>, gen: u64, host: &str, port: u16) -> Result<(), St
         return Ok(());
     }
     let mut peer = Peer {
-        s,
-        buf: Vec::new(),
-        start: 0,
+        conn: Conn::new(s, "master", timeout),
         side,
         gen,
         stage: Stage::Connecting,
-        timeout,
-        progress: Instant::now(),
     };
     log_notice!("MASTER <-> REPLICA sync started");
     handshake(srv, &mut peer)?;

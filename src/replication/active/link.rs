@@ -11,7 +11,7 @@
 
 use std::collections::HashSet;
 use std::fmt::Write as _;
-use std::io::{Read, Write};
+
 use std::net::{TcpStream, ToSocketAddrs};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::*};
 use std::sync::Arc;
@@ -254,71 +254,45 @@ fn link_thread(node: &HostRef, st: &LinkState) {
     }
 }
 
-/// The socket with a read buffer.
-struct Conn {
-    s: TcpStream,
-    buf: Vec<u8>,
-    start: usize,
-    timeout: Duration,
-    progress: Instant,
+/// The socket with its read buffer, talking to an active peer.
+struct Conn(crate::replication::conn::Conn);
+
+impl std::ops::Deref for Conn {
+    type Target = crate::replication::conn::Conn;
+    fn deref(&self) -> &Self::Target {
+        &self.0
+    }
+}
+
+impl std::ops::DerefMut for Conn {
+    fn deref_mut(&mut self) -> &mut Self::Target {
+        &mut self.0
+    }
 }
 
 impl Conn {
     fn send(&mut self, argv: &[&[u8]]) -> Result<(), String> {
-        let mut out = Vec::new();
-        crate::protocol::request::command(&mut out, argv);
-        self.s
-            .write_all(&out)
-            .map_err(|e| format!("write error: {e}"))
+        self.0.send(argv).map_err(|e| format!("write error: {e}"))
     }
 
     /// Reads more; Ok(0) after a second without bytes, an error once
     /// `timeout` passed without any.
     fn fill(&mut self) -> Result<usize, String> {
-        if self.start > 0 && (self.start == self.buf.len() || self.start >= 64 * 1024) {
-            self.buf.drain(..self.start);
-            self.start = 0;
-        }
-        let mut tmp = [0u8; 64 * 1024];
-        match self.s.read(&mut tmp) {
-            Ok(0) => Err("connection closed by the peer".into()),
-            Ok(n) => {
-                self.buf.extend_from_slice(&tmp[..n]);
-                self.progress = Instant::now();
-                Ok(n)
-            }
-            Err(e)
-                if matches!(
-                    e.kind(),
-                    std::io::ErrorKind::WouldBlock
-                        | std::io::ErrorKind::TimedOut
-                        | std::io::ErrorKind::Interrupted
-                ) =>
-            {
-                if self.progress.elapsed() >= self.timeout {
-                    return Err(format!(
-                        "the peer sent nothing for {} s",
-                        self.timeout.as_secs()
-                    ));
-                }
-                Ok(0)
-            }
-            Err(e) => Err(format!("read error: {e}")),
+        use crate::replication::conn::Filled;
+        match self.0.fill()? {
+            Filled::Bytes(n) => Ok(n),
+            Filled::Quiet => Ok(0),
+            Filled::TimedOut => Err(format!(
+                "the peer sent nothing for {} s",
+                self.timeout.as_secs()
+            )),
         }
     }
 
     fn line(&mut self) -> Result<String, String> {
         loop {
-            let pending = &self.buf[self.start..];
-            if let Some(i) = pending.iter().position(|&b| b == b'\n') {
-                let line = String::from_utf8_lossy(&pending[..i])
-                    .trim_end()
-                    .to_string();
-                self.start += i + 1;
+            if let Some(line) = self.0.take_line()? {
                 return Ok(line);
-            }
-            if pending.len() > 64 * 1024 {
-                return Err("protocol error: reply line too long".into());
             }
             self.fill()?;
         }
@@ -371,13 +345,7 @@ fn run(node: &HostRef, st: &LinkState, clock: &mut Hlc, stats: &WorkerStats) -> 
     let timeout = node.timeout();
     let s = connect(&st.host, st.port, timeout)?;
     *st.socket.lock() = s.try_clone().ok();
-    let mut c = Conn {
-        s,
-        buf: Vec::new(),
-        start: 0,
-        timeout,
-        progress: Instant::now(),
-    };
+    let mut c = Conn(crate::replication::conn::Conn::new(s, "peer", timeout));
     handshake(&**node, &mut c)?;
     let (id, slot) = node.identity();
     let (id, slot) = (format!("{id:016x}"), slot.to_string());
