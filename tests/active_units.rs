@@ -44,18 +44,17 @@ fn all_equal(v: &[Option<String>]) -> bool {
     v.windows(2).all(|w| w[0] == w[1])
 }
 
-#[test]
-fn a_client_on_the_peer_never_sees_half_a_transaction() {
-    let (a, b) = (active_node(&[]), active_node(&[]));
-    pull(&b, a.port);
-    wait_linked(&b, 1);
+/// Runs 3000 transactions of 40 SETs on `writer` while a client on
+/// `reader` reads the 40 keys; asserts it never saw some of a
+/// transaction's writes without the others.
+fn transactions_seen_whole(writer: &Server, reader: &Server, all: &[&Server]) {
     let done = AtomicBool::new(false);
     // Many keys a transaction, so that its writes take a while to apply.
     let keys: Vec<String> = (0..40).map(|i| format!("tx:{i}")).collect();
     let keys: Vec<&str> = keys.iter().map(String::as_str).collect();
     let seen = std::thread::scope(|s| {
-        let reader = s.spawn(|| watch(&b, &keys, &done));
-        let mut c = a.conn();
+        let watcher = s.spawn(|| watch(reader, &keys, &done));
+        let mut c = writer.conn();
         for i in 0..3000 {
             let v = format!("{i:0>200}");
             let mut p = redis::pipe();
@@ -65,21 +64,35 @@ fn a_client_on_the_peer_never_sees_half_a_transaction() {
             }
             p.query::<()>(&mut c).unwrap();
         }
-        converged(&[&a, &b]);
+        converged(all);
         done.store(true, SeqCst);
-        reader.join().unwrap()
+        watcher.join().unwrap()
     });
     let torn = seen.iter().filter(|v| !all_equal(v)).count();
-    assert_eq!(
-        torn,
-        0,
-        "half transactions seen on the peer, of {}",
-        seen.len()
-    );
+    assert_eq!(torn, 0, "half transactions seen, of {}", seen.len());
     // The reader saw the transactions arrive, not only the end.
-    assert!(seen.len() > 10, "{seen:?}");
-    let last: Option<String> = cmd(&mut b.conn(), &["GET", keys[39]]);
+    assert!(seen.len() > 10, "{}", seen.len());
+    let last: Option<String> = cmd(&mut reader.conn(), &["GET", keys[39]]);
     assert_eq!(last, Some(format!("{:0>200}", 2999)));
+}
+
+#[test]
+fn a_client_on_the_peer_never_sees_half_a_transaction() {
+    let (a, b) = (active_node(&[]), active_node(&[]));
+    pull(&b, a.port);
+    wait_linked(&b, 1);
+    transactions_seen_whole(&a, &b, &[&a, &b]);
+}
+
+#[test]
+fn a_chain_forwards_a_transaction_whole() {
+    // c hears a only through b, which forwards a's units as they came.
+    let (a, b, c) = (active_node(&[]), active_node(&[]), active_node(&[]));
+    pull(&b, a.port);
+    pull(&c, b.port);
+    wait_linked(&b, 1);
+    wait_linked(&c, 1);
+    transactions_seen_whole(&a, &c, &[&a, &b, &c]);
 }
 
 /// Two nodes, each pulling from the other through a proxy of its own.

@@ -36,6 +36,13 @@
 //! included: a deleted key keeps a tombstone with its deletion's stamp
 //! (`keyspace::Shard::set_tombstone`).
 //!
+//! The writes of one MULTI/EXEC (a transaction, or a command Redis
+//! propagates as several records) are one *unit* record: the writer's
+//! thread gathers them from MULTI to EXEC (`StreamFeed::unit_effect`), and
+//! a peer applies all of them under one hold of their keys' shards, or
+//! none and asks for the state of all their keys (docs/ACTIVE-ACTIVE.md
+//! "Units", DECISIONS 50).
+//!
 //! The serving side is `serve.rs` (LATTICE.PEER, a snapshot of key states
 //! for a peer that cannot continue, then the stream); the pulling side,
 //! one thread per peer, and the apply rule are `link.rs`.
