@@ -9,7 +9,7 @@
 //! position also survives a restart of this node, saved with its data
 //! (`resume.rs`): the first connection then asks to continue from it.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::fmt::Write as _;
 
 use std::net::{TcpStream, ToSocketAddrs};
@@ -411,6 +411,9 @@ fn run(node: &HostRef, st: &LinkState, clock: &mut Hlc, stats: &WorkerStats) -> 
         stats,
         snapshot,
         asked: HashSet::new(),
+        grouped: HashMap::new(),
+        groups: HashMap::new(),
+        next_group: 0,
         sealed_at: Instant::now(),
         client: crate::core::client::ClientState::new(0),
         out: crate::protocol::ReplyBuf::new(2),
@@ -480,6 +483,11 @@ struct Link<'a> {
     snapshot: bool,
     /// Keys whose state we asked for and not yet received.
     asked: HashSet<(usize, Vec<u8>)>,
+    /// Keys asked for together (a unit's, a multi-key write's), by group:
+    /// their states apply together once all came (`StateGroup`).
+    grouped: HashMap<(usize, Vec<u8>), u64>,
+    groups: HashMap<u64, StateGroup>,
+    next_group: u64,
     /// When the last sealed batch was applied.
     sealed_at: Instant,
     /// The client and reply buffer records run with, kept across records.
@@ -499,7 +507,7 @@ impl Link<'_> {
     /// it found diverged.
     fn apply_buffered(&mut self, c: &mut Conn) -> Result<(), String> {
         self.refuse_if_away_too_long()?;
-        let mut ask = Vec::new();
+        let mut ask: Vec<(usize, Vec<u8>)> = Vec::new();
         while let Some((next, records, len)) = record::next_batch(&c.buf[c.start..])? {
             let records = c.start + records.start..c.start + records.end;
             self.apply_batch(&c.buf[records], &mut ask)?;
@@ -518,7 +526,6 @@ impl Link<'_> {
         for (db, key) in ask {
             let d = db.to_string();
             c.send(&[b"LATTICE.STATE", d.as_bytes(), &key])?;
-            self.asked.insert((db, key));
         }
         Ok(())
     }
@@ -556,18 +563,22 @@ impl Link<'_> {
         match rec.kind {
             record::WRITE => {
                 let db = self.db_arg(rec.db)?;
-                for key in self.apply_write(rec)? {
-                    if !self.asked.contains(&(db, key.clone())) {
-                        self.st.conflicts.fetch_add(1, Relaxed);
-                        ask.push((db, key));
-                    }
-                }
+                let keys = self.apply_write(rec)?;
+                self.want_states(keys.into_iter().map(|k| (db, k)).collect(), ask);
+            }
+            record::UNIT => {
+                let keys = self.apply_unit(rec)?;
+                self.want_states(keys, ask);
             }
             record::STATE => {
                 let (at, key, payload) = record::state_parts(rec.tail)?;
                 let (db, stamp) = (self.db_arg(rec.db)?, self.checked_stamp(rec.stamp)?);
-                self.asked.remove(&(db, key.to_vec()));
-                self.apply_state(db, key, (stamp, at), payload, rec);
+                let asked = (db, key.to_vec());
+                self.asked.remove(&asked);
+                match self.grouped.remove(&asked) {
+                    Some(g) => self.hold_state(g, rec, stamp)?,
+                    None => self.apply_state(db, key, (stamp, at), payload, rec),
+                }
             }
             record::SNAP_END => {
                 self.snapshot = false;
@@ -586,6 +597,67 @@ impl Link<'_> {
                 self.node.active().stability.on_ping(&link, args, waiting);
                 self.spans = spans;
             }
+        }
+        Ok(())
+    }
+
+    /// Asks for the states of `keys` (those of one write or unit, not
+    /// asked for already): together, so that they apply together.
+    fn want_states(&mut self, keys: Vec<(usize, Vec<u8>)>, ask: &mut Vec<(usize, Vec<u8>)>) {
+        let new: Vec<_> = keys
+            .into_iter()
+            .filter(|k| !self.asked.contains(k))
+            .collect();
+        self.st.conflicts.fetch_add(new.len() as u64, Relaxed);
+        if new.len() > 1 {
+            let g = self.next_group;
+            self.next_group += 1;
+            let group = StateGroup {
+                missing: new.len(),
+                states: Vec::with_capacity(new.len()),
+            };
+            self.groups.insert(g, group);
+            self.grouped.extend(new.iter().map(|k| (k.clone(), g)));
+        }
+        self.asked.extend(new.iter().cloned());
+        ask.extend(new);
+    }
+
+    /// A state asked for in group `g`: kept until the group's last one
+    /// comes, then all apply under one hold of their shards.
+    fn hold_state(&mut self, g: u64, rec: &record::Rec<'_>, stamp: u64) -> Result<(), String> {
+        let Some(group) = self.groups.get_mut(&g) else {
+            return Ok(());
+        };
+        group.states.push(HeldState {
+            origin: rec.origin,
+            db: rec.db,
+            stamp,
+            tail: rec.tail.to_vec(),
+        });
+        group.missing -= 1;
+        if group.missing > 0 {
+            return Ok(());
+        }
+        let group = self.groups.remove(&g).unwrap_or_default();
+        let ks = &self.node.core().keyspace;
+        let mut targets = Vec::with_capacity(group.states.len());
+        for h in &group.states {
+            let (_, key, _) = record::state_parts(&h.tail)?;
+            targets.push((h.db, ks.slot(key).shard));
+        }
+        let _hold = ks.hold(Some(&targets));
+        for h in &group.states {
+            let (at, key, payload) = record::state_parts(&h.tail)?;
+            let rec = record::Rec {
+                kind: record::STATE,
+                origin: h.origin,
+                seq: 0,
+                db: h.db,
+                stamp: h.stamp,
+                tail: &h.tail,
+            };
+            self.apply_state_held(h.db, key, (h.stamp, at), payload, &rec);
         }
         Ok(())
     }
@@ -662,23 +734,79 @@ impl Link<'_> {
             .map(|&(i, _)| (db, ks.slot(argv.get(i as usize)).shard))
             .collect();
         let _hold = ks.hold(Some(&targets));
-        let mut diverged = Vec::new();
-        let mut same = true;
-        for &(i, want) in bases {
-            let key = argv.get(i as usize);
-            let local = version_of(self.node, db, key);
-            if local != want {
-                same = false;
-                if local < stamp {
-                    diverged.push(key.to_vec());
-                }
-            }
-        }
+        let same = bases
+            .iter()
+            .all(|&(i, want)| version_of(self.node, db, argv.get(i as usize)) == want);
         if same {
             self.replay_args(db, stamp, argv);
             self.st.applied.fetch_add(1, Relaxed);
+            return Ok(vec![]);
+        }
+        // Not applied: every key older than the write converges by its
+        // state, not only those that diverged (the others would keep their
+        // version here while the origin's moved on).
+        let older = bases
+            .iter()
+            .map(|&(i, _)| argv.get(i as usize))
+            .filter(|&key| version_of(self.node, db, key) < stamp);
+        Ok(older.map(<[u8]>::to_vec).collect())
+    }
+
+    /// A unit (a transaction's writes): applies all of them, in order and
+    /// under one hold of every shard they touch, where every key has its
+    /// first base version in the unit; else none, and returns the keys
+    /// whose state we must ask for: all of the unit's keys older than it,
+    /// so that the unit's keys converge together.
+    fn apply_unit(&mut self, rec: &record::Rec<'_>) -> Result<Vec<(usize, Vec<u8>)>, String> {
+        let active = self.node.active();
+        if rec.origin == active.node_id.load(Relaxed) {
+            return Ok(vec![]); // our own unit, back through a ring
+        }
+        let stamp = self.checked_stamp(rec.stamp)?;
+        let mut members = Vec::new();
+        record::unit_parts(stamp, rec.tail, &mut members)?;
+        let mut writes = Vec::with_capacity(members.len());
+        for m in &members {
+            writes.push(UnitWrite::decode(m, self.db_arg(m.db)?)?);
+        }
+        let diverged = self.apply_unit_writes(stamp, &writes);
+        if rec.seq != 0 && active.first_sight(rec.origin, rec.seq) && active.wanted(rec.origin) {
+            self.forward(rec); // whole, as one record
         }
         Ok(diverged)
+    }
+
+    fn apply_unit_writes(&mut self, stamp: u64, writes: &[UnitWrite<'_>]) -> Vec<(usize, Vec<u8>)> {
+        let ks = &self.node.core().keyspace;
+        // A write without keys (FLUSHDB, FLUSHALL, PUBLISH) may touch any
+        // shard: the unit then holds them all, as such an EXEC does.
+        let targets: Option<Vec<(usize, usize)>> =
+            writes.iter().all(|w| !w.bases.is_empty()).then(|| {
+                let keys = writes.iter().flat_map(UnitWrite::keys);
+                keys.map(|(db, key, _)| (db, ks.slot(key).shard)).collect()
+            });
+        let _hold = ks.hold(targets.as_deref());
+        // Each key's first base in the unit is the version it must have
+        // here; a later write's base is an earlier write's stamp.
+        let mut seen = HashSet::new();
+        let firsts: Vec<(usize, &[u8], u64, u64)> = writes
+            .iter()
+            .flat_map(UnitWrite::keys)
+            .filter(|&(db, key, _)| seen.insert((db, key)))
+            .map(|(db, key, want)| (db, key, want, version_of(self.node, db, key)))
+            .collect();
+        if firsts.iter().all(|&(_, _, want, local)| want == local) {
+            for w in writes {
+                self.replay_args(w.db, w.stamp, Args::new(w.argv, &w.spans));
+            }
+            self.st.applied.fetch_add(writes.len() as u64, Relaxed);
+            return vec![];
+        }
+        firsts
+            .into_iter()
+            .filter(|&(_, _, _, local)| local < stamp)
+            .map(|(db, key, _, _)| (db, key.to_vec()))
+            .collect()
     }
 
     /// Puts a peer's record in our stream, for our peers that do not hear
@@ -699,10 +827,23 @@ impl Link<'_> {
         payload: &[u8],
         rec: &record::Rec<'_>,
     ) {
+        let ks = &self.node.core().keyspace;
+        let _hold = ks.hold(Some(&[(db, ks.slot(key).shard)]));
+        self.apply_state_held(db, key, s, payload, rec);
+    }
+
+    /// [`Self::apply_state`] with the key's shard held.
+    fn apply_state_held(
+        &mut self,
+        db: usize,
+        key: &[u8],
+        s: (u64, u64),
+        payload: &[u8],
+        rec: &record::Rec<'_>,
+    ) {
         let (stamp, at) = s;
         let ks = &self.node.core().keyspace;
         let slot = ks.slot(key);
-        let _hold = ks.hold(Some(&[(db, slot.shard)]));
         let (local, exists) = {
             let g = ks.db(db).lock(slot.shard);
             (
@@ -774,6 +915,55 @@ impl Link<'_> {
             off += a.len();
         }
         self.replay_args(db, stamp, Args::new(&flat, &spans));
+    }
+}
+
+/// A key state that waits for the other states of its group.
+struct HeldState {
+    origin: u64,
+    db: usize,
+    stamp: u64,
+    tail: Vec<u8>,
+}
+
+/// The states of keys asked for together, gathered until the last comes.
+#[derive(Default)]
+struct StateGroup {
+    missing: usize,
+    states: Vec<HeldState>,
+}
+
+/// A write of a unit, decoded.
+struct UnitWrite<'a> {
+    db: usize,
+    stamp: u64,
+    bases: Vec<crate::effects::Base>,
+    argv: &'a [u8],
+    spans: Vec<std::ops::Range<usize>>,
+}
+
+impl<'a> UnitWrite<'a> {
+    fn decode(m: &record::Member<'a>, db: usize) -> Result<Self, String> {
+        let (mut bases, mut spans) = (Vec::new(), Vec::new());
+        let argv = record::write_parts(m.stamp, m.tail, &mut bases, &mut spans)?;
+        if bases.iter().any(|&(i, _)| i as usize >= spans.len()) {
+            return Err("a record's base outside its arguments".into());
+        }
+        Ok(UnitWrite {
+            db,
+            stamp: m.stamp,
+            bases,
+            argv,
+            spans,
+        })
+    }
+
+    /// Its keys: (db, key, base version).
+    fn keys(&self) -> impl Iterator<Item = (usize, &'a [u8], u64)> + '_ {
+        let argv = self.argv;
+        self.bases
+            .iter()
+            .map(move |&(i, v)| (self.db, &argv[self.spans[i as usize].clone()], v))
     }
 }
 

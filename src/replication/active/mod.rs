@@ -10,6 +10,7 @@
 //!
 //! ```text
 //!   W origin seq db stamp | bases argv     a write
+//!   U origin seq db stamp | writes         a unit: a MULTI/EXEC's writes, applied all or none
 //!   S origin db stamp     | expire-at key payload   a key's state (DUMP payload, empty: absent)
 //!   P                     | id own stable (origin frontier)...   once a second: keeps an
 //!                           idle link's timeout from firing; the frontiers of stable.rs,
@@ -36,6 +37,13 @@
 //! (last writer wins, ties broken by the stamp's node slot), deletes
 //! included: a deleted key keeps a tombstone with its deletion's stamp
 //! (`keyspace::Shard::set_tombstone`).
+//!
+//! The writes of one MULTI/EXEC (a transaction, or a command Redis
+//! propagates as several records) are one *unit* record: the writer's
+//! thread gathers them from MULTI to EXEC (`StreamFeed::unit_effect`), and
+//! a peer applies all of them under one hold of their keys' shards, or
+//! none and asks for the state of all their keys (docs/ACTIVE-ACTIVE.md
+//! "Units", DECISIONS 50).
 //!
 //! The serving side is `serve.rs` (LATTICE.PEER, a snapshot of key states
 //! for a peer that cannot continue, then the stream); the pulling side,
@@ -304,8 +312,11 @@ struct StreamFeed(Arc<Active>);
 
 impl EffectSink for StreamFeed {
     fn on_effect(&self, e: &EffectRef<'_>) {
-        if APPLYING.with(|a| a.get()) || is_unit_bound(e.argv) {
+        if APPLYING.with(|a| a.get()) {
             return;
+        }
+        if UNIT_DEPTH.with(|d| d.get()) > 0 || is_unit_bound(e.argv) {
+            return self.unit_effect(e);
         }
         let origin = self.0.node_id.load(Relaxed);
         ENCODE_BUF.with(|b| {
@@ -322,8 +333,60 @@ impl EffectSink for StreamFeed {
     }
 }
 
-/// MULTI and EXEC: a transaction's records apply one by one at a peer,
-/// each checked against its own bases.
+thread_local! {
+    /// How deep this thread is inside MULTI ... EXEC records, and the
+    /// writes gathered since the outermost MULTI (see [`StreamFeed::unit_effect`]).
+    static UNIT_DEPTH: Cell<u32> = const { Cell::new(0) };
+    static UNIT: RefCell<record::UnitBuilder> = RefCell::new(record::UnitBuilder::default());
+}
+
+impl StreamFeed {
+    /// A record of a unit (MULTI, a write between, EXEC): its writes are
+    /// gathered on this thread and enter the stream as one record at EXEC,
+    /// so a peer applies them all or none and nothing lands between them.
+    /// A transaction's records come from one thread, under its locks.
+    #[cold]
+    fn unit_effect(&self, e: &EffectRef<'_>) {
+        let depth = UNIT_DEPTH.with(|d| d.get());
+        match e.argv {
+            [n] if n.eq_ignore_ascii_case(b"multi") => {
+                if depth == 0 {
+                    UNIT.with(|u| u.borrow_mut().clear());
+                }
+                UNIT_DEPTH.with(|d| d.set(depth + 1));
+            }
+            [n] if n.eq_ignore_ascii_case(b"exec") => {
+                UNIT_DEPTH.with(|d| d.set(depth.saturating_sub(1)));
+                if depth <= 1 {
+                    UNIT.with(|u| self.append_unit(&u.borrow()));
+                }
+            }
+            _ => UNIT.with(|u| u.borrow_mut().push(e)),
+        }
+    }
+
+    /// Appends a gathered unit (nothing if it has no write), under the seq
+    /// lock as any own record.
+    fn append_unit(&self, unit: &record::UnitBuilder) {
+        if unit.is_empty() {
+            return;
+        }
+        let origin = self.0.node_id.load(Relaxed);
+        ENCODE_BUF.with(|b| {
+            let mut b = b.borrow_mut();
+            b.clear();
+            let mut seq = self.0.seq.lock();
+            *seq += 1;
+            unit.finish(&mut b, origin, *seq);
+            self.0.stream.append_raw(&b);
+            self.0.own_bytes.fetch_add(b.len() as u64, Relaxed);
+        });
+        self.0.records.fetch_add(1, Relaxed);
+        self.0.dirty.store(true, Relaxed);
+    }
+}
+
+/// MULTI and EXEC, which bound a unit.
 fn is_unit_bound(argv: &[&[u8]]) -> bool {
     matches!(argv, [n] if n.eq_ignore_ascii_case(b"multi") || n.eq_ignore_ascii_case(b"exec"))
 }

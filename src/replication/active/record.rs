@@ -7,6 +7,7 @@
 //!
 //! ```text
 //!   write:  'W' origin(8) seq db stamp | bases argv
+//!   unit:   'U' origin(8) seq db stamp | count first members
 //!   state:  'S' origin(8) db stamp     | expire-at key payload
 //!   ping:   'P'                        | words (stable.rs)
 //! ```
@@ -16,6 +17,14 @@
 //! `words`, `key` and `payload` are length-prefixed byte strings, `argv`
 //! and `words` after their count.) A feed reads the origin with no parsing (its filter) and the
 //! frames with no RESP parser.
+//!
+//! A *unit* is the writes of one MULTI/EXEC (a transaction, or a command
+//! Redis propagates as several records), which a peer applies all or none
+//! (link.rs): one record, so one seq, and no other record between its
+//! writes. Its header's db is the first write's and its stamp the newest
+//! write's; `first` is stamp - the first write's stamp, and each member is
+//! `db zigzag(stamp - previous member's stamp) len tail`, `tail` a write's
+//! (`bases argv`, its bases against the member's own stamp).
 //!
 //! **On the wire** a feed sends batches, each one frame:
 //!
@@ -30,7 +39,8 @@
 //! garbled on the way is dropped, never applied. Inside, each record is
 //! coded against the previous one on the same connection ([`Coder`]): a
 //! flags byte (kind; whether origin, seq and db are given, else the
-//! previous origin, its next seq and the previous db), the given fields,
+//! previous origin, its next seq and the previous db; writes and units
+//! share the seq count), the given fields,
 //! the stamp as a signed difference from the previous record's, then the
 //! tail's length and the tail as stored. The header of a SET thus costs
 //! ~4 bytes where the stored one costs ~26 and a RESP one ~140: a write
@@ -42,6 +52,7 @@ use std::ops::Range;
 use crate::effects::{Base, EffectRef};
 
 pub const WRITE: u8 = b'W';
+pub const UNIT: u8 = b'U';
 pub const STATE: u8 = b'S';
 pub const PING: u8 = b'P';
 /// On the wire only: the end of a snapshot's key states.
@@ -116,7 +127,8 @@ impl<'a> Reader<'a> {
 pub struct Rec<'a> {
     pub kind: u8,
     pub origin: u64,
-    /// The origin's write number (writes only; 0: never forwarded).
+    /// The origin's write number (writes and units only; 0: never
+    /// forwarded).
     pub seq: u64,
     pub db: usize,
     pub stamp: u64,
@@ -142,17 +154,79 @@ pub fn encode_write(out: &mut Vec<u8>, origin: u64, seq: u64, e: &EffectRef<'_>)
         put_varint(out, seq);
         put_varint(out, e.db as u64);
         put_varint(out, e.version);
-        put_varint(out, e.bases.len() as u64);
-        for &(i, v) in e.bases {
-            debug_assert!(v < e.version || v == 0);
-            put_varint(out, u64::from(i));
-            put_varint(out, if v == 0 { 0 } else { e.version - v });
-        }
-        put_varint(out, e.argv.len() as u64);
-        for a in e.argv {
-            put_bytes(out, a);
-        }
+        put_write_tail(out, e);
     });
+}
+
+/// A write's tail: its bases (against its stamp) and its argv.
+fn put_write_tail(out: &mut Vec<u8>, e: &EffectRef<'_>) {
+    put_varint(out, e.bases.len() as u64);
+    for &(i, v) in e.bases {
+        debug_assert!(v < e.version || v == 0);
+        put_varint(out, u64::from(i));
+        put_varint(out, if v == 0 { 0 } else { e.version - v });
+    }
+    put_varint(out, e.argv.len() as u64);
+    for a in e.argv {
+        put_bytes(out, a);
+    }
+}
+
+/// The writes of a unit, gathered as they are made (the origin's writer
+/// thread buffers them from MULTI to EXEC), then stored as one record.
+#[derive(Default)]
+pub struct UnitBuilder {
+    members: Vec<u8>,
+    count: u64,
+    db: usize,
+    first: u64,
+    last: u64,
+    newest: u64,
+    tail: Vec<u8>,
+}
+
+impl UnitBuilder {
+    pub fn is_empty(&self) -> bool {
+        self.count == 0
+    }
+
+    /// Forgets the writes gathered (a new unit starts).
+    pub fn clear(&mut self) {
+        self.members.clear();
+        self.count = 0;
+    }
+
+    /// Adds a write to the unit.
+    pub fn push(&mut self, e: &EffectRef<'_>) {
+        if self.count == 0 {
+            (self.db, self.first, self.last, self.newest) = (e.db, e.version, e.version, 0);
+        }
+        self.count += 1;
+        self.newest = self.newest.max(e.version);
+        put_varint(&mut self.members, e.db as u64);
+        put_varint(
+            &mut self.members,
+            zigzag(e.version.wrapping_sub(self.last) as i64),
+        );
+        self.last = e.version;
+        self.tail.clear();
+        put_write_tail(&mut self.tail, e);
+        put_bytes(&mut self.members, &self.tail);
+    }
+
+    /// Appends the unit as one stored record: `origin`'s write number `seq`.
+    pub fn finish(&self, out: &mut Vec<u8>, origin: u64, seq: u64) {
+        frame(out, |out| {
+            out.push(UNIT);
+            out.extend_from_slice(&origin.to_le_bytes());
+            put_varint(out, seq);
+            put_varint(out, self.db as u64);
+            put_varint(out, self.newest);
+            put_varint(out, self.count);
+            put_varint(out, self.newest - self.first);
+            out.extend_from_slice(&self.members);
+        });
+    }
 }
 
 /// Appends a key's state as `origin` holds it: `(stamp, expire at)`, and
@@ -192,9 +266,9 @@ pub fn encode_ping(out: &mut Vec<u8>, words: &[&[u8]]) {
 pub fn encode_stored(out: &mut Vec<u8>, r: &Rec<'_>) {
     frame(out, |out| {
         out.push(r.kind);
-        if matches!(r.kind, WRITE | STATE) {
+        if matches!(r.kind, WRITE | UNIT | STATE) {
             out.extend_from_slice(&r.origin.to_le_bytes());
-            if r.kind == WRITE {
+            if r.kind != STATE {
                 put_varint(out, r.seq);
             }
             put_varint(out, r.db as u64);
@@ -212,11 +286,11 @@ pub fn next_frame(buf: &[u8]) -> Option<(&[u8], usize)> {
     Some((body, 4 + len))
 }
 
-/// The origin of a stored write or state (the feed's filter reads only
-/// this).
+/// The origin of a stored write, unit or state (the feed's filter reads
+/// only this).
 pub fn origin_of(body: &[u8]) -> Option<u64> {
     match body.first() {
-        Some(&WRITE | &STATE) => Reader(&body[1..]).u64_le().ok(),
+        Some(&WRITE | &UNIT | &STATE) => Reader(&body[1..]).u64_le().ok(),
         _ => None,
     }
 }
@@ -233,9 +307,9 @@ pub fn decode_stored(body: &[u8]) -> Result<Rec<'_>, String> {
         tail: &[],
     };
     match kind {
-        WRITE | STATE => {
+        WRITE | UNIT | STATE => {
             rec.origin = r.u64_le()?;
-            if kind == WRITE {
+            if kind != STATE {
                 rec.seq = r.varint()?;
             }
             rec.db = r.db()?;
@@ -308,6 +382,47 @@ pub fn state_parts(tail: &[u8]) -> Result<(u64, &[u8], &[u8]), String> {
     Ok((at, key, payload))
 }
 
+/// One write of a unit's tail: its database, stamp and write tail (for
+/// [`write_parts`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Member<'a> {
+    pub db: usize,
+    pub stamp: u64,
+    pub tail: &'a [u8],
+}
+
+/// A unit's tail: its writes, in order (into `members`); `stamp` is the
+/// unit's.
+pub fn unit_parts<'a>(
+    stamp: u64,
+    tail: &'a [u8],
+    members: &mut Vec<Member<'a>>,
+) -> Result<(), String> {
+    let mut r = Reader(tail);
+    members.clear();
+    let count = r.varint()?;
+    let mut at = stamp
+        .checked_sub(r.varint()?)
+        .ok_or("bad stamp in a unit")?;
+    for _ in 0..count {
+        let db = r.db()?;
+        // The first member's difference is 0: `at` is its stamp already.
+        at = at.wrapping_add(unzigzag(r.varint()?) as u64);
+        if at > stamp {
+            return Err("a unit's write is newer than the unit".into());
+        }
+        members.push(Member {
+            db,
+            stamp: at,
+            tail: r.bytes()?,
+        });
+    }
+    if members.is_empty() || !r.0.is_empty() {
+        return Err("bad writes in an active unit".into());
+    }
+    Ok(())
+}
+
 // ---- The wire ------------------------------------------------------------
 
 const KIND_BITS: u8 = 0x07;
@@ -320,6 +435,7 @@ fn kind_code(kind: u8) -> u8 {
         WRITE => 1,
         STATE => 2,
         PING => 3,
+        UNIT => 5,
         _ => 4, // SNAP_END
     }
 }
@@ -330,6 +446,7 @@ fn code_kind(code: u8) -> Result<u8, String> {
         2 => Ok(STATE),
         3 => Ok(PING),
         4 => Ok(SNAP_END),
+        5 => Ok(UNIT),
         _ => Err(format!("unknown active record code {code}")),
     }
 }
@@ -359,13 +476,13 @@ impl Coder {
         let flags_at = out.len();
         let mut flags = kind_code(r.kind);
         out.push(0);
-        if matches!(r.kind, WRITE | STATE) {
+        if matches!(r.kind, WRITE | UNIT | STATE) {
             if r.origin != self.origin {
                 flags |= HAS_ORIGIN;
                 out.extend_from_slice(&r.origin.to_le_bytes());
                 self.origin = r.origin;
             }
-            if r.kind == WRITE {
+            if r.kind != STATE {
                 if flags & HAS_ORIGIN != 0 || r.seq != self.seq.wrapping_add(1) {
                     flags |= HAS_SEQ;
                     put_varint(out, r.seq);
@@ -397,11 +514,11 @@ impl Coder {
             stamp: 0,
             tail: &[],
         };
-        if matches!(kind, WRITE | STATE) {
+        if matches!(kind, WRITE | UNIT | STATE) {
             if flags & HAS_ORIGIN != 0 {
                 self.origin = r.u64_le()?;
             }
-            if kind == WRITE {
+            if kind != STATE {
                 self.seq = match flags & HAS_SEQ {
                     0 => self.seq.wrapping_add(1),
                     _ => r.varint()?,
@@ -539,6 +656,101 @@ mod tests {
             decode_stored(next_frame(&again).unwrap().0).unwrap(),
             second
         );
+    }
+
+    #[test]
+    fn a_unit_round_trips_stored_forwarded_and_on_the_wire() {
+        let set1: [&[u8]; 3] = [b"SET", b"k1", b"v"];
+        let set2: [&[u8]; 3] = [b"SET", b"k2", b"v"];
+        let append: [&[u8]; 3] = [b"APPEND", b"k1", b"w"];
+        let b1 = [(1, STAMP - (5 << 22))];
+        let b2 = [(1, 0)];
+        let b3 = [(1, STAMP)];
+        // Stamps as a transaction's commands take them, across databases
+        // (a SELECT inside MULTI); the newest is the unit's.
+        let writes = [
+            EffectRef {
+                db: 0,
+                version: STAMP,
+                argv: &set1,
+                bases: &b1,
+            },
+            EffectRef {
+                db: 2,
+                version: STAMP + (3 << 10),
+                argv: &set2,
+                bases: &b2,
+            },
+            EffectRef {
+                db: 0,
+                version: STAMP + (1 << 10),
+                argv: &append,
+                bases: &b3,
+            },
+        ];
+        let mut unit = UnitBuilder::default();
+        unit.push(&set_effect(&set1, &b1)); // a unit left before: cleared
+        unit.clear();
+        for w in &writes {
+            unit.push(w);
+        }
+        let mut stored = Vec::new();
+        unit.finish(&mut stored, 42, 9 << 16);
+        let (body, n) = next_frame(&stored).unwrap();
+        assert_eq!((n, origin_of(body)), (stored.len(), Some(42)));
+        let rec = decode_stored(body).unwrap();
+        assert_eq!(
+            (rec.kind, rec.seq, rec.db, rec.stamp),
+            (UNIT, 9 << 16, 0, STAMP + (3 << 10))
+        );
+        let check = |rec: &Rec<'_>| {
+            let mut members = vec![];
+            unit_parts(rec.stamp, rec.tail, &mut members).unwrap();
+            assert_eq!(members.len(), writes.len());
+            for (m, w) in members.iter().zip(&writes) {
+                assert_eq!((m.db, m.stamp), (w.db, w.version));
+                let (mut bases, mut spans) = (vec![], vec![]);
+                let args = write_parts(m.stamp, m.tail, &mut bases, &mut spans).unwrap();
+                assert_eq!(bases, w.bases);
+                let got: Vec<&[u8]> = spans.iter().map(|s| &args[s.clone()]).collect();
+                assert_eq!(got, w.argv);
+            }
+        };
+        check(&rec);
+
+        // On the wire between two writes, then forwarded: the same record.
+        let set = [(1, 0)];
+        let mut before = Vec::new();
+        encode_write(&mut before, 42, (9 << 16) - 1, &set_effect(&set1, &set));
+        let first = decode_stored(next_frame(&before).unwrap().0).unwrap();
+        let after = Rec {
+            seq: rec.seq + 1,
+            ..first
+        };
+        let mut wire = Vec::new();
+        let start = begin_batch(&mut wire);
+        let mut tx = Coder::new(42);
+        for r in [&first, &rec, &after] {
+            tx.put(&mut wire, r);
+        }
+        end_batch(&mut wire, start, 1);
+        let (_, range, _) = next_batch(&wire).unwrap().unwrap();
+        let mut rx = Coder::new(42);
+        let mut r = Reader(&wire[range]);
+        assert_eq!(rx.get(&mut r).unwrap(), first);
+        let got = rx.get(&mut r).unwrap();
+        assert_eq!(got, rec);
+        assert_eq!(rx.get(&mut r).unwrap(), after);
+        let mut again = Vec::new();
+        encode_stored(&mut again, &got);
+        assert_eq!(again, stored);
+        check(&decode_stored(next_frame(&again).unwrap().0).unwrap());
+
+        // Damaged: bytes after the last member, or cut short.
+        let mut members = vec![];
+        let long = [rec.tail, b"\0"].concat();
+        assert!(unit_parts(rec.stamp, &long, &mut members).is_err());
+        assert!(unit_parts(rec.stamp, &rec.tail[..rec.tail.len() - 1], &mut members).is_err());
     }
 
     #[test]
