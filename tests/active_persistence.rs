@@ -622,10 +622,19 @@ fn redis_loads_files_with_link_positions() {
     }
 }
 
+/// A's directives: it keeps its files in `dir` and its node slot across
+/// restarts (as it does unless `node-slot` is set: the slot is a hash of
+/// the node id, which the files keep), and `extra`.
+fn node_a(dir: &Path, slot: &str, extra: &[&str]) -> Server {
+    let mut args = vec!["--node-slot", slot];
+    args.extend_from_slice(extra);
+    node(dir, &args)
+}
+
 /// B pulls from A through a proxy (A restarted on another port keeps its
-/// address); A pulls from B; both wrote keys. A keeps its files in `dir`.
-fn pair_behind_a_proxy(dir: &Path) -> (Server, Server, common::proxy::Proxy) {
-    let a = node(dir, &[]);
+/// address); A pulls from B; both wrote keys, A once more a second later.
+fn pair_behind_a_proxy(dir: &Path, slot: &str) -> (Server, Server, common::proxy::Proxy) {
+    let a = node_a(dir, slot, &[]);
     let b = active_node(&[]);
     let to_a = common::proxy::Proxy::start(a.port);
     pull(&a, b.port);
@@ -637,6 +646,8 @@ fn pair_behind_a_proxy(dir: &Path) -> (Server, Server, common::proxy::Proxy) {
         let () = cmd(&mut ca, &["SET", &format!("a{i}"), "x"]);
         let () = cmd(&mut cb, &["SET", &format!("b{i}"), "y"]);
     }
+    std::thread::sleep(Duration::from_millis(1100));
+    let () = cmd(&mut ca, &["SET", "a-fresh", "f"]);
     converged(&[&a, &b]);
     (a, b, to_a)
 }
@@ -644,8 +655,16 @@ fn pair_behind_a_proxy(dir: &Path) -> (Server, Server, common::proxy::Proxy) {
 /// A (killed) comes back from `dir` on another port, pulling from B again
 /// (its saved position: DECISIONS 48); the proxy B pulls through now
 /// leads to it.
-fn restart_behind_the_proxy(dir: &Path, b: &Server, to_a: &common::proxy::Proxy) -> Server {
-    let a = node(dir, &["--replicaof", "127.0.0.1", &b.port.to_string()]);
+fn restart_behind_the_proxy(
+    (dir, slot): (&Path, &str),
+    b: &Server,
+    to_a: &common::proxy::Proxy,
+) -> Server {
+    let a = node_a(
+        dir,
+        slot,
+        &["--replicaof", "127.0.0.1", &b.port.to_string()],
+    );
     to_a.retarget(a.port);
     to_a.thaw();
     to_a.kill_connections();
@@ -655,13 +674,32 @@ fn restart_behind_the_proxy(dir: &Path, b: &Server, to_a: &common::proxy::Proxy)
 }
 
 /// B's link to the restarted A resumed by stamp: one more continue, no
-/// more snapshot (the first connection took one), and B's log says so.
-fn assert_resumed_by_stamp(b: &Server) {
+/// more snapshot (the first connection took one), and B's log says so; A
+/// sent fewer than `most` keys (those stamped since a second before the
+/// last of its writes B applied, and of origins B does not hear directly).
+fn assert_resumed_by_stamp(a: &Server, b: &Server, most: u64) {
+    let sent = a
+        .log()
+        .lines()
+        .find_map(|l| {
+            l.split("sent ")
+                .nth(1)?
+                .strip_suffix(" keys a resuming peer lacks")
+        })
+        .map(|n| n.parse::<u64>().unwrap());
+    assert!(
+        sent.is_some_and(|n| n < most),
+        "{sent:?} keys sent: {}",
+        a.log()
+    );
     let line = peer_line(&mut b.conn());
     assert_eq!(peer_count(&line, "snapshots"), 1, "{line}");
     assert_eq!(peer_count(&line, "continues"), 1, "{line}");
     let log = b.log();
-    assert!(log.contains("resumes with the keys this node lacks"), "{log}");
+    assert!(
+        log.contains("resumes with the keys this node lacks"),
+        "{log}"
+    );
 }
 
 /// Writes on both sides after the restart, then the same data on both.
@@ -681,8 +719,8 @@ fn write_both_and_converge(a: &Server, b: &Server) {
 /// A's keys stamped since the newest of A's writes it applied.
 #[test]
 fn the_peer_of_a_restarted_node_gets_the_writes_it_missed_without_a_snapshot() {
-    let dir = tempdir("own-resume-missed");
-    let (a, b, to_a) = pair_behind_a_proxy(&dir);
+    let (dir, slot) = (tempdir("own-resume-missed"), unique_node_slot());
+    let (a, b, to_a) = pair_behind_a_proxy(&dir, &slot);
     to_a.freeze();
     let mut ca = a.conn();
     let () = cmd(&mut ca, &["SET", "a-unsent", "u"]);
@@ -694,13 +732,16 @@ fn the_peer_of_a_restarted_node_gets_the_writes_it_missed_without_a_snapshot() {
     let mut cb = b.conn();
     assert_eq!(cmd::<Option<String>>(&mut cb, &["GET", "a-unsent"]), None);
     let () = cmd(&mut cb, &["SET", "b-while-a-down", "d"]);
-    let a = restart_behind_the_proxy(&dir, &b, &to_a);
+    let a = restart_behind_the_proxy((&dir, &slot), &b, &to_a);
     write_both_and_converge(&a, &b);
     assert_eq!(cmd::<String>(&mut cb, &["GET", "a-unsent"]), "u");
     assert_eq!(cmd::<String>(&mut cb, &["GET", "a1"]), "changed");
     assert_eq!(cmd::<i64>(&mut cb, &["EXISTS", "a2", "b3"]), 0);
-    assert_eq!(cmd::<String>(&mut a.conn(), &["GET", "b-while-a-down"]), "d");
-    assert_resumed_by_stamp(&b);
+    assert_eq!(
+        cmd::<String>(&mut a.conn(), &["GET", "b-while-a-down"]),
+        "d"
+    );
+    assert_resumed_by_stamp(&a, &b, 10);
 }
 
 /// Issue 12 item 8 both ways: A saves, deletes a saved key and writes new
@@ -710,8 +751,8 @@ fn the_peer_of_a_restarted_node_gets_the_writes_it_missed_without_a_snapshot() {
 /// new stream without a snapshot (DECISIONS 51) and keeps them.
 #[test]
 fn a_restarted_node_and_its_peer_both_continue_and_keep_its_lost_writes() {
-    let dir = tempdir("own-resume-lost");
-    let (a, b, to_a) = pair_behind_a_proxy(&dir);
+    let (dir, slot) = (tempdir("own-resume-lost"), unique_node_slot());
+    let (a, b, to_a) = pair_behind_a_proxy(&dir, &slot);
     let mut ca = a.conn();
     let () = cmd(&mut ca, &["SET", "saved-then-deleted", "v"]);
     let () = cmd(&mut ca, &["SAVE"]);
@@ -721,14 +762,17 @@ fn a_restarted_node_and_its_peer_both_continue_and_keep_its_lost_writes() {
     converged(&[&a, &b]);
     drop(ca);
     drop(a);
-    let a = restart_behind_the_proxy(&dir, &b, &to_a);
+    let a = restart_behind_the_proxy((&dir, &slot), &b, &to_a);
     write_both_and_converge(&a, &b);
     for c in [&mut a.conn(), &mut b.conn()] {
-        assert_eq!(cmd::<Option<String>>(c, &["GET", "saved-then-deleted"]), None);
+        assert_eq!(
+            cmd::<Option<String>>(c, &["GET", "saved-then-deleted"]),
+            None
+        );
         assert_eq!(cmd::<String>(c, &["GET", "lost-1"]), "l1");
         assert_eq!(cmd::<i64>(c, &["LLEN", "lost-list"]), 2);
     }
-    assert_resumed_by_stamp(&b);
+    assert_resumed_by_stamp(&a, &b, 10);
     let line = peer_line(&mut a.conn());
     assert_eq!(peer_count(&line, "snapshots"), 0, "{line}");
     assert_eq!(peer_count(&line, "continues"), 1, "{line}");
@@ -741,8 +785,8 @@ fn a_restarted_node_and_its_peer_both_continue_and_keep_its_lost_writes() {
 /// snapshot (A's link to C continues after it: C does not send it again).
 #[test]
 fn the_peer_of_a_restarted_node_gets_what_it_forwarded_of_another_origin() {
-    let dir = tempdir("own-resume-chain");
-    let a = node(&dir, &["--multi-master", "yes"]);
+    let (dir, slot) = (tempdir("own-resume-chain"), unique_node_slot());
+    let a = node_a(&dir, &slot, &["--multi-master", "yes"]);
     let (b, c) = (active_node(&[]), active_node(&[]));
     let to_a = common::proxy::Proxy::start(a.port);
     pull(&a, b.port);
@@ -767,7 +811,11 @@ fn the_peer_of_a_restarted_node_gets_what_it_forwarded_of_another_origin() {
     drop(a);
     assert_eq!(cmd::<Option<String>>(&mut cb, &["GET", "c-unsent"]), None);
     let port = b.port.to_string();
-    let a = node(&dir, &["--multi-master", "yes", "--replicaof", "127.0.0.1", &port]);
+    let a = node_a(
+        &dir,
+        &slot,
+        &["--multi-master", "yes", "--replicaof", "127.0.0.1", &port],
+    );
     to_a.retarget(a.port);
     to_a.thaw();
     to_a.kill_connections();
@@ -779,5 +827,6 @@ fn the_peer_of_a_restarted_node_gets_what_it_forwarded_of_another_origin() {
     wait_linked(&a, 2);
     let () = cmd(&mut cc, &["SET", "c-after", "1"]);
     converged(&[&a, &b, &c]);
-    assert_resumed_by_stamp(&b);
+    // A's keys written within a second of its last and C's 21 keys.
+    assert_resumed_by_stamp(&a, &b, 20 + 21 + 1);
 }
