@@ -551,12 +551,14 @@ fn a_node_restarted_from_a_rewritten_aof_continues_its_peers_stream() {
     }
 }
 
-/// A saved position the peer no longer holds (it restarted: its stream is
-/// a new one) is worth nothing: A takes a snapshot, and still ends with
-/// B's data, writes and deletes made while A was down included. A reaches
-/// B through a proxy, so B restarted on another port has the same address.
+/// Both restarted: A's saved position in B's stream is worth nothing (B's
+/// stream is a new one), but the stamp of B's writes saved with it is: A
+/// resumes by stamp (DECISIONS 51), sending its own lost keys' stamp too,
+/// and ends with B's data, writes and deletes made while A was down
+/// included, without a snapshot. A reaches B through a proxy, so B
+/// restarted on another port has the same address.
 #[test]
-fn a_saved_position_the_peer_no_longer_holds_falls_back_to_a_snapshot() {
+fn a_saved_position_the_peer_no_longer_holds_resumes_by_stamp() {
     let (da, dbb) = (tempdir("fallback-a"), tempdir("fallback-b"));
     let a = node(&da, &[]);
     let b = node(&dbb, &[]);
@@ -596,8 +598,9 @@ fn a_saved_position_the_peer_no_longer_holds_falls_back_to_a_snapshot() {
     assert_caught_up(&a, &b, false);
     assert!(a.log().contains("as the loaded data holds"), "{}", a.log());
     let line = peer_line(&mut a.conn());
-    assert_eq!(peer_count(&line, "snapshots"), 1, "{line}");
-    assert_eq!(peer_count(&line, "continues"), 0, "{line}");
+    assert_eq!(peer_count(&line, "snapshots"), 0, "{line}");
+    assert_eq!(peer_count(&line, "continues"), 1, "{line}");
+    assert!(a.log().contains("resumes with the keys this node lacks"));
 }
 
 /// Redis 7.0 loads an RDB file and an AOF that hold link positions.

@@ -7,7 +7,10 @@
 //! snapshot of key states instead, merged key by key into the live data
 //! (the newer stamp wins), while this node serves reads and writes. The
 //! position also survives a restart of this node, saved with its data
-//! (`resume.rs`): the first connection then asks to continue from it.
+//! (`resume.rs`): the first connection then asks to continue from it. A
+//! peer that restarted sends, instead of a snapshot, the keys we lack of
+//! its writes since the newest we applied (`own_write_stamp`), then its
+//! new stream.
 
 use std::collections::HashSet;
 use std::fmt::Write as _;

@@ -1,7 +1,8 @@
 //! The serving side of active replication: a peer's link sends
 //! `LATTICE.PEER <node id> <slot> <stream id> <offset>`; we refuse a peer
 //! with our node id or slot (a copied data directory, or two nodes whose
-//! stamps could tie), else answer `+CONTINUE <stream id> <offset>` when our
+//! stamps could tie), else answer `+CONTINUE <stream id> <offset>` (then
+//! our node id and slot, as every answer) when our
 //! stream still holds what it asks for, or `+FULL <stream id> <offset>`
 //! followed by the state of every key and tombstone (state records, one shard
 //! at a time, so no copy of the dataset is made) and a snapshot end; then
@@ -9,7 +10,11 @@
 //! connection (record.rs). A peer restarted from its files asks to
 //! continue with `SINCE <stamp> <slot>` (`resume.rs`): when we can, the
 //! answer is `+RESUME`, the states of the keys it wrote since that stamp
-//! (which it may have lost) and a snapshot end, then the stream. The peer
+//! (which it may have lost) and a snapshot end, then the stream. A peer
+//! that pulled from our stream before we restarted asks `FROM-ORIGIN <our
+//! id> <stamp> <slots>` (`resume.rs`): the answer is `+RESUME` too, with
+//! the keys it lacks of our writes (and of origins it hears only through
+//! us) instead of every key. The peer
 //! sends back `LATTICE.STATE <db> <key>` (answered in the stream) and
 //! `LATTICE.ACK <offset>`.
 //!
