@@ -551,12 +551,14 @@ fn a_node_restarted_from_a_rewritten_aof_continues_its_peers_stream() {
     }
 }
 
-/// A saved position the peer no longer holds (it restarted: its stream is
-/// a new one) is worth nothing: A takes a snapshot, and still ends with
-/// B's data, writes and deletes made while A was down included. A reaches
-/// B through a proxy, so B restarted on another port has the same address.
+/// Both restarted: A's saved position in B's stream is worth nothing (B's
+/// stream is a new one), but the stamp of B's writes saved with it is: A
+/// resumes by stamp (DECISIONS 51), sending its own lost keys' stamp too,
+/// and ends with B's data, writes and deletes made while A was down
+/// included, without a snapshot. A reaches B through a proxy, so B
+/// restarted on another port has the same address.
 #[test]
-fn a_saved_position_the_peer_no_longer_holds_falls_back_to_a_snapshot() {
+fn a_saved_position_the_peer_no_longer_holds_resumes_by_stamp() {
     let (da, dbb) = (tempdir("fallback-a"), tempdir("fallback-b"));
     let a = node(&da, &[]);
     let b = node(&dbb, &[]);
@@ -596,8 +598,9 @@ fn a_saved_position_the_peer_no_longer_holds_falls_back_to_a_snapshot() {
     assert_caught_up(&a, &b, false);
     assert!(a.log().contains("as the loaded data holds"), "{}", a.log());
     let line = peer_line(&mut a.conn());
-    assert_eq!(peer_count(&line, "snapshots"), 1, "{line}");
-    assert_eq!(peer_count(&line, "continues"), 0, "{line}");
+    assert_eq!(peer_count(&line, "snapshots"), 0, "{line}");
+    assert_eq!(peer_count(&line, "continues"), 1, "{line}");
+    assert!(a.log().contains("resumes with the keys this node lacks"));
 }
 
 /// Redis 7.0 loads an RDB file and an AOF that hold link positions.
@@ -620,4 +623,213 @@ fn redis_loads_files_with_link_positions() {
         let o = RedisOracle::start(&["--dir", dir.to_str().unwrap(), "--appendonly", appendonly]);
         assert_eq!(digest(&mut o.conn()), dig, "appendonly {appendonly}");
     }
+}
+
+/// A's directives: it keeps its files in `dir` and its node slot across
+/// restarts (as it does unless `node-slot` is set: the slot is a hash of
+/// the node id, which the files keep), and `extra`.
+fn node_a(dir: &Path, slot: &str, extra: &[&str]) -> Server {
+    let mut args = vec!["--node-slot", slot];
+    args.extend_from_slice(extra);
+    node(dir, &args)
+}
+
+/// B pulls from A through a proxy (A restarted on another port keeps its
+/// address); A pulls from B; both wrote keys, A once more a second later.
+fn pair_behind_a_proxy(dir: &Path, slot: &str) -> (Server, Server, common::proxy::Proxy) {
+    let a = node_a(dir, slot, &[]);
+    let b = active_node(&[]);
+    let to_a = common::proxy::Proxy::start(a.port);
+    pull(&a, b.port);
+    pull(&b, to_a.port);
+    wait_linked(&a, 1);
+    wait_linked(&b, 1);
+    let (mut ca, mut cb) = (a.conn(), b.conn());
+    for i in 0..50 {
+        let () = cmd(&mut ca, &["SET", &format!("a{i}"), "x"]);
+        let () = cmd(&mut cb, &["SET", &format!("b{i}"), "y"]);
+    }
+    std::thread::sleep(Duration::from_millis(1100));
+    let () = cmd(&mut ca, &["SET", "a-fresh", "f"]);
+    converged(&[&a, &b]);
+    (a, b, to_a)
+}
+
+/// A (killed) comes back from `dir` on another port, pulling from B again
+/// (its saved position: DECISIONS 48); the proxy B pulls through now
+/// leads to it.
+fn restart_behind_the_proxy(
+    (dir, slot): (&Path, &str),
+    b: &Server,
+    to_a: &common::proxy::Proxy,
+) -> Server {
+    let a = node_a(
+        dir,
+        slot,
+        &["--replicaof", "127.0.0.1", &b.port.to_string()],
+    );
+    to_a.retarget(a.port);
+    to_a.thaw();
+    to_a.kill_connections();
+    wait_linked(&a, 1);
+    wait_linked(b, 1);
+    a
+}
+
+/// B's link to the restarted A resumed by stamp: one more continue, no
+/// more snapshot (the first connection took one), and B's log says so; A
+/// sent fewer than `most` keys (those stamped since a second before the
+/// last of its writes B applied, and of origins B does not hear directly).
+fn assert_resumed_by_stamp(a: &Server, b: &Server, most: u64) {
+    let sent = a
+        .log()
+        .lines()
+        .find_map(|l| {
+            l.split("sent ")
+                .nth(1)?
+                .strip_suffix(" keys a resuming peer lacks")
+        })
+        .map(|n| n.parse::<u64>().unwrap());
+    assert!(
+        sent.is_some_and(|n| n < most),
+        "{sent:?} keys sent: {}",
+        a.log()
+    );
+    let line = peer_line(&mut b.conn());
+    assert_eq!(peer_count(&line, "snapshots"), 1, "{line}");
+    assert_eq!(peer_count(&line, "continues"), 1, "{line}");
+    let log = b.log();
+    assert!(
+        log.contains("resumes with the keys this node lacks"),
+        "{log}"
+    );
+}
+
+/// Writes on both sides after the restart, then the same data on both.
+fn write_both_and_converge(a: &Server, b: &Server) {
+    let (mut ca, mut cb) = (a.conn(), b.conn());
+    let () = cmd(&mut ca, &["SET", "a-after-restart", "1"]);
+    let () = cmd(&mut cb, &["SET", "b-after-restart", "2"]);
+    let _: i64 = cmd(&mut cb, &["DEL", "a10"]);
+    converged(&[a, b]);
+    assert_eq!(cmd::<String>(&mut cb, &["GET", "a-after-restart"]), "1");
+    assert_eq!(cmd::<String>(&mut ca, &["GET", "b-after-restart"]), "2");
+}
+
+/// DECISIONS 51: A's writes that B never received (the link was frozen)
+/// but A's file kept, a new key, an overwrite and deletes, reach B after
+/// A restarts, without a snapshot of A: A's stream is new, and B asks for
+/// A's keys stamped since the newest of A's writes it applied.
+#[test]
+fn the_peer_of_a_restarted_node_gets_the_writes_it_missed_without_a_snapshot() {
+    let (dir, slot) = (tempdir("own-resume-missed"), unique_node_slot());
+    let (a, b, to_a) = pair_behind_a_proxy(&dir, &slot);
+    to_a.freeze();
+    let mut ca = a.conn();
+    let () = cmd(&mut ca, &["SET", "a-unsent", "u"]);
+    let () = cmd(&mut ca, &["SET", "a1", "changed"]);
+    let _: i64 = cmd(&mut ca, &["DEL", "a2", "b3"]);
+    let () = cmd(&mut ca, &["SAVE"]);
+    drop(ca);
+    drop(a);
+    let mut cb = b.conn();
+    assert_eq!(cmd::<Option<String>>(&mut cb, &["GET", "a-unsent"]), None);
+    let () = cmd(&mut cb, &["SET", "b-while-a-down", "d"]);
+    let a = restart_behind_the_proxy((&dir, &slot), &b, &to_a);
+    write_both_and_converge(&a, &b);
+    assert_eq!(cmd::<String>(&mut cb, &["GET", "a-unsent"]), "u");
+    assert_eq!(cmd::<String>(&mut cb, &["GET", "a1"]), "changed");
+    assert_eq!(cmd::<i64>(&mut cb, &["EXISTS", "a2", "b3"]), 0);
+    assert_eq!(
+        cmd::<String>(&mut a.conn(), &["GET", "b-while-a-down"]),
+        "d"
+    );
+    assert_resumed_by_stamp(&a, &b, 10);
+}
+
+/// Issue 12 item 8 both ways: A saves, deletes a saved key and writes new
+/// ones (B applies them), and is killed: its file still has the deleted key
+/// and lacks the new ones. Restarted, A continues B's stream and gets its
+/// delete and its lost writes back from B (DECISIONS 48); B continues A's
+/// new stream without a snapshot (DECISIONS 51) and keeps them.
+#[test]
+fn a_restarted_node_and_its_peer_both_continue_and_keep_its_lost_writes() {
+    let (dir, slot) = (tempdir("own-resume-lost"), unique_node_slot());
+    let (a, b, to_a) = pair_behind_a_proxy(&dir, &slot);
+    let mut ca = a.conn();
+    let () = cmd(&mut ca, &["SET", "saved-then-deleted", "v"]);
+    let () = cmd(&mut ca, &["SAVE"]);
+    let _: i64 = cmd(&mut ca, &["DEL", "saved-then-deleted"]);
+    let () = cmd(&mut ca, &["SET", "lost-1", "l1"]);
+    let _: i64 = cmd(&mut ca, &["RPUSH", "lost-list", "1", "2"]);
+    converged(&[&a, &b]);
+    drop(ca);
+    drop(a);
+    let a = restart_behind_the_proxy((&dir, &slot), &b, &to_a);
+    write_both_and_converge(&a, &b);
+    for c in [&mut a.conn(), &mut b.conn()] {
+        assert_eq!(
+            cmd::<Option<String>>(c, &["GET", "saved-then-deleted"]),
+            None
+        );
+        assert_eq!(cmd::<String>(c, &["GET", "lost-1"]), "l1");
+        assert_eq!(cmd::<i64>(c, &["LLEN", "lost-list"]), 2);
+    }
+    assert_resumed_by_stamp(&a, &b, 10);
+    let line = peer_line(&mut a.conn());
+    assert_eq!(peer_count(&line, "snapshots"), 0, "{line}");
+    assert_eq!(peer_count(&line, "continues"), 1, "{line}");
+}
+
+/// DECISIONS 51, a chain: C <-> A <-> B, B does not pull from C and hears
+/// C's writes only through A. A forwarded a write of C that B never
+/// received (the link was frozen) and saved it; restarted, A sends B the
+/// keys of the origins B does not hear directly, so B has it without a
+/// snapshot (A's link to C continues after it: C does not send it again).
+#[test]
+fn the_peer_of_a_restarted_node_gets_what_it_forwarded_of_another_origin() {
+    let (dir, slot) = (tempdir("own-resume-chain"), unique_node_slot());
+    let a = node_a(&dir, &slot, &["--multi-master", "yes"]);
+    let (b, c) = (active_node(&[]), active_node(&[]));
+    let to_a = common::proxy::Proxy::start(a.port);
+    pull(&a, b.port);
+    pull(&a, c.port);
+    pull(&b, to_a.port);
+    pull(&c, to_a.port);
+    wait_linked(&a, 2);
+    let (mut ca, mut cb, mut cc) = (a.conn(), b.conn(), c.conn());
+    for i in 0..20 {
+        let () = cmd(&mut ca, &["SET", &format!("a{i}"), "x"]);
+        let () = cmd(&mut cb, &["SET", &format!("b{i}"), "y"]);
+        let () = cmd(&mut cc, &["SET", &format!("c{i}"), "z"]);
+    }
+    converged(&[&a, &b, &c]);
+    to_a.freeze();
+    let () = cmd(&mut cc, &["SET", "c-unsent", "u"]);
+    eventually("A to apply C's write", || {
+        cmd::<Option<String>>(&mut ca, &["GET", "c-unsent"]).is_some()
+    });
+    let () = cmd(&mut ca, &["SAVE"]);
+    drop(ca);
+    drop(a);
+    assert_eq!(cmd::<Option<String>>(&mut cb, &["GET", "c-unsent"]), None);
+    let port = b.port.to_string();
+    let a = node_a(
+        &dir,
+        &slot,
+        &["--multi-master", "yes", "--replicaof", "127.0.0.1", &port],
+    );
+    to_a.retarget(a.port);
+    to_a.thaw();
+    to_a.kill_connections();
+    wait_linked(&b, 1);
+    eventually("B to get C's write through A", || {
+        cmd::<Option<String>>(&mut cb, &["GET", "c-unsent"]).is_some()
+    });
+    pull(&a, c.port);
+    wait_linked(&a, 2);
+    let () = cmd(&mut cc, &["SET", "c-after", "1"]);
+    converged(&[&a, &b, &c]);
+    // A's keys written within a second of its last and C's 21 keys.
+    assert_resumed_by_stamp(&a, &b, 20 + 21 + 1);
 }

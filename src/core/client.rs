@@ -427,6 +427,8 @@ pub struct PeerRequest {
     pub stream_id: String,
     /// The first offset it wants.
     pub offset: u64,
+    /// The slot its stamps carry.
+    pub slot: u64,
     /// The node ids it pulls from directly: records of those origins are
     /// not forwarded to it.
     pub direct: Vec<u64>,
@@ -434,6 +436,24 @@ pub struct PeerRequest {
     /// stamps carried and the stamp from which it wants back the keys it
     /// wrote (it may have lost them; see `replication/active/resume.rs`).
     pub lost_since: Option<(u64, u64)>,
+    /// `FROM-ORIGIN ...`: it pulled from our previous stream (we
+    /// restarted) and wants what it lacks of it by stamp instead of a
+    /// snapshot (see `replication/active/resume.rs`).
+    pub from_origin: Option<FromOrigin>,
+}
+
+/// What a peer that pulled from a stream of ours we no longer have holds
+/// of it: `FROM-ORIGIN <our node id> <stamp> <slots>`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FromOrigin {
+    /// The node it pulled from (our id, unless another node took our
+    /// address).
+    pub node_id: u64,
+    /// The newest stamp of our own writes it applied from that stream.
+    pub stamp: u64,
+    /// The slots of the nodes it pulls from directly (their keys come
+    /// from them).
+    pub direct_slots: Vec<u64>,
 }
 
 /// What a connection told us with REPLCONF before PSYNC.

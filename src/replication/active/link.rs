@@ -7,7 +7,10 @@
 //! snapshot of key states instead, merged key by key into the live data
 //! (the newer stamp wins), while this node serves reads and writes. The
 //! position also survives a restart of this node, saved with its data
-//! (`resume.rs`): the first connection then asks to continue from it.
+//! (`resume.rs`): the first connection then asks to continue from it. A
+//! peer that restarted sends, instead of a snapshot, the keys we lack of
+//! its writes since the newest we applied (`own_write_stamp`), then its
+//! new stream.
 
 use std::collections::{HashMap, HashSet};
 use std::fmt::Write as _;
@@ -46,6 +49,15 @@ pub struct LinkState {
     /// our stamps had and the stamp from which the peer sends back the keys
     /// we wrote (see `resume.rs`). Cleared once settled.
     resume: Mutex<Option<(u64, u64)>>,
+    /// The newest stamp of the peer's own writes applied from its stream
+    /// (0: none since its last snapshot began), and its slot (u64::MAX:
+    /// unknown): after the peer restarts, it sends what we lack of its
+    /// stream from that stamp instead of a snapshot (`resume.rs`).
+    own_write_stamp: AtomicU64,
+    peer_slot: AtomicU64,
+    /// Merging the keys a restarted peer sent by stamp: a reconnect before
+    /// the end asks for them again, not for its stream's offset.
+    by_stamp: AtomicBool,
     /// The position last written to the AOF (`resume::aof_notes`).
     noted: Mutex<String>,
     last_io_ms: AtomicU64,
@@ -114,6 +126,7 @@ impl LinkState {
             stream_id: sid.clone(),
             next: self.next.load(Acquire),
             own_slot: slot,
+            own_write_stamp: self.own_write_stamp.load(Acquire),
         })
     }
 
@@ -128,15 +141,29 @@ impl LinkState {
     }
 
     /// What LATTICE.PEER asks for: the stream id and offset to continue
-    /// from ("?" unless settled or resuming a loaded position), and the
-    /// slot and stamp from which our own keys come back (resuming only).
-    fn request(&self) -> (String, u64, Option<(u64, u64)>) {
+    /// from ("?" unless settled or resuming a loaded position), the slot
+    /// and stamp from which our own keys come back (resuming only), and
+    /// the peer's id and the stamp from which it sends what we lack of its
+    /// own writes if it cannot continue (we applied some: `FROM-ORIGIN`).
+    fn request(&self) -> Ask {
         let sid = self.stream_id.lock();
         let resume = *self.resume.lock();
-        if self.settled.load(Acquire) || resume.is_some() {
-            (sid.clone(), self.next.load(Acquire), resume)
+        let (peer, stamp) = (
+            self.peer_id.load(Acquire),
+            self.own_write_stamp.load(Acquire),
+        );
+        let own_writes = (peer != 0 && stamp != 0).then_some((peer, stamp));
+        let by_stamp = self.by_stamp.load(Acquire);
+        let (sid, next) = if by_stamp || !(self.settled.load(Acquire) || resume.is_some()) {
+            ("?".into(), 0)
         } else {
-            ("?".into(), 0, None)
+            (sid.clone(), self.next.load(Acquire))
+        };
+        Ask {
+            sid,
+            next,
+            since: resume,
+            own_writes,
         }
     }
 
@@ -155,7 +182,17 @@ impl LinkState {
             let _sid = self.stream_id.lock();
             self.settled.store(true, Release);
             *self.resume.lock() = None;
+            self.by_stamp.store(false, Release);
         }
+    }
+
+    /// A handshake's answer named the peer (and its slot, if it told): the
+    /// stamp of its writes we applied belongs to the node we knew.
+    fn met(&self, peer_id: u64, slot: Option<u64>) {
+        if self.peer_id.swap(peer_id, AcqRel) != peer_id {
+            self.own_write_stamp.store(0, Release);
+        }
+        self.peer_slot.store(slot.unwrap_or(u64::MAX), Release);
     }
 
     fn stop(&self) {
@@ -164,6 +201,17 @@ impl LinkState {
             let _ = s.shutdown(std::net::Shutdown::Both);
         }
     }
+}
+
+/// What a link's LATTICE.PEER asks for (`LinkState::request`).
+struct Ask {
+    sid: String,
+    next: u64,
+    /// `SINCE`: our slot, and the stamp from which our own keys come back.
+    since: Option<(u64, u64)>,
+    /// `FROM-ORIGIN`: the peer's id and the newest stamp of its writes
+    /// applied here.
+    own_writes: Option<(u64, u64)>,
 }
 
 /// Starts pulling from `host:port`, unless we already do.
@@ -186,9 +234,12 @@ pub fn add_peer(node: &HostRef, host: String, port: u16) -> bool {
         port,
         stop: AtomicBool::new(false),
         up: AtomicBool::new(false),
-        peer_id: AtomicU64::new(0),
+        peer_id: AtomicU64::new(saved.as_ref().map_or(0, |s| s.0.node_id)),
         stream_id: Mutex::new(saved.as_ref().map_or("?".into(), |s| s.0.stream_id.clone())),
         next: AtomicU64::new(saved.as_ref().map_or(0, |s| s.0.next)),
+        own_write_stamp: AtomicU64::new(saved.as_ref().map_or(0, |s| s.0.own_write_stamp)),
+        peer_slot: AtomicU64::new(u64::MAX),
+        by_stamp: AtomicBool::new(false),
         settled: AtomicBool::new(false),
         resume: Mutex::new(saved.map(|(s, since)| (s.own_slot, since))),
         noted: Mutex::new(String::new()),
@@ -347,23 +398,12 @@ fn run(node: &HostRef, st: &LinkState, clock: &mut Hlc, stats: &WorkerStats) -> 
     *st.socket.lock() = s.try_clone().ok();
     let mut c = Conn(crate::replication::conn::Conn::new(s, "peer", timeout));
     handshake(&**node, &mut c)?;
-    let (id, slot) = node.identity();
-    let (id, slot) = (format!("{id:016x}"), slot.to_string());
-    let (known, next, since) = st.request();
-    let (next, since) = (
-        next.to_string(),
-        since.map(|(slot, s)| [s.to_string(), slot.to_string()]),
-    );
     let active = node.active();
     let mut gen = active.direct_gen.load(Acquire);
-    let direct = direct_ids(active, st);
-    let mut argv: Vec<&[u8]> = vec![b"LATTICE.PEER", id.as_bytes(), slot.as_bytes()];
-    argv.extend([known.as_bytes(), next.as_bytes()]);
-    argv.extend(direct.iter().map(|d| d.as_bytes()));
-    if let Some([stamp, slot]) = &since {
-        argv.extend([b"SINCE".as_slice(), stamp.as_bytes(), slot.as_bytes()]);
-    }
-    c.send(&argv)?;
+    let ask = st.request();
+    let argv = peer_argv(&**node, st, &ask);
+    c.send(&argv.iter().map(Vec::as_slice).collect::<Vec<_>>())?;
+    let known = ask.sid;
     let reply = c.line()?;
     let mut w = reply.split_whitespace();
     let (kind, sid, off) = (
@@ -372,6 +412,7 @@ fn run(node: &HostRef, st: &LinkState, clock: &mut Hlc, stats: &WorkerStats) -> 
         w.next().and_then(|o| o.parse::<u64>().ok()),
     );
     let peer_id = w.next().and_then(|p| u64::from_str_radix(p, 16).ok());
+    let peer_slot = w.next().and_then(|s| s.parse::<u64>().ok());
     // +RESUME: our stream continues after the keys we lost (SINCE), which
     // come first, as a snapshot's do.
     let (kind, sid, off, peer_id) = match (kind, sid, off, peer_id) {
@@ -381,11 +422,18 @@ fn run(node: &HostRef, st: &LinkState, clock: &mut Hlc, stats: &WorkerStats) -> 
         _ => return Err(format!("the peer refused: {reply}")),
     };
     let snapshot = kind != "+CONTINUE";
+    // +RESUME for another stream: the peer restarted and sends the keys we
+    // lack of its writes (and of origins we hear through it), then its new
+    // stream (resume.rs).
+    let by_stamp = kind == "+RESUME" && sid != known;
     st.start_at(sid, off, !snapshot);
-    st.peer_id.store(peer_id, Release);
+    st.met(peer_id, peer_slot);
+    st.by_stamp.store(by_stamp, Release);
     if kind == "+FULL" {
-        // A snapshot brings back whatever we lost too.
+        // A snapshot brings back whatever we lost too; the stamps of the
+        // peer's writes count again from its end.
         *st.resume.lock() = None;
+        st.own_write_stamp.store(0, Release);
         st.snapshots.fetch_add(1, Relaxed);
     } else {
         st.continues.fetch_add(1, Relaxed);
@@ -400,6 +448,8 @@ fn run(node: &HostRef, st: &LinkState, clock: &mut Hlc, stats: &WorkerStats) -> 
         st.port,
         match kind {
             "+FULL" => "sends a snapshot",
+            "+RESUME" if by_stamp =>
+                "restarted: resumes with the keys this node lacks of its writes, then its new stream (no snapshot)",
             "+RESUME" => "continues its stream after the keys this node lost",
             _ => "continues its stream",
         }
@@ -464,6 +514,48 @@ fn report_stable(active: &Active, c: &mut Conn, last: &mut Option<Instant>) -> R
     *last = Some(Instant::now());
     let stable = active.stability.stable.load(Relaxed).to_string();
     c.send(&[b"LATTICE.STABLE", stable.as_bytes()])
+}
+
+/// LATTICE.PEER's arguments for `ask`.
+fn peer_argv(node: &dyn Host, st: &LinkState, ask: &Ask) -> Vec<Vec<u8>> {
+    let (id, slot) = node.identity();
+    let mut argv: Vec<Vec<u8>> = vec![b"LATTICE.PEER".to_vec()];
+    let words = [format!("{id:016x}"), slot.to_string(), ask.sid.clone()];
+    argv.extend(words.into_iter().map(String::into_bytes));
+    argv.push(ask.next.to_string().into_bytes());
+    argv.extend(
+        direct_ids(node.active(), st)
+            .into_iter()
+            .map(String::into_bytes),
+    );
+    if let Some((slot, stamp)) = ask.since {
+        argv.extend([
+            b"SINCE".to_vec(),
+            stamp.to_string().into(),
+            slot.to_string().into(),
+        ]);
+    }
+    if let Some((node_id, stamp)) = ask.own_writes {
+        let from = crate::core::client::FromOrigin {
+            node_id,
+            stamp,
+            direct_slots: direct_slots(node.active(), st),
+        };
+        argv.push(b"FROM-ORIGIN".to_vec());
+        argv.extend(super::resume::from_origin_args(&from).map(String::into_bytes));
+    }
+    argv
+}
+
+/// The slots of the other peers we pull from (those known): their keys
+/// come from them, not from a peer that forwarded them.
+fn direct_slots(active: &Active, st: &LinkState) -> Vec<u64> {
+    let links = active.links.lock();
+    let others = links.iter().filter(|l| !std::ptr::eq(&***l, st));
+    others
+        .map(|l| l.peer_slot.load(Acquire))
+        .filter(|&s| s != u64::MAX)
+        .collect()
 }
 
 /// The node ids (hex) we pull from directly, but the one `st` pulls from.
@@ -565,10 +657,12 @@ impl Link<'_> {
                 let db = self.db_arg(rec.db)?;
                 let keys = self.apply_write(rec)?;
                 self.want_states(keys.into_iter().map(|k| (db, k)).collect(), ask);
+                self.note_peer_write(rec);
             }
             record::UNIT => {
                 let keys = self.apply_unit(rec)?;
                 self.want_states(keys, ask);
+                self.note_peer_write(rec);
             }
             record::STATE => {
                 let (at, key, payload) = record::state_parts(rec.tail)?;
@@ -660,6 +754,15 @@ impl Link<'_> {
             self.apply_state_held(h.db, key, (h.stamp, at), payload, &rec);
         }
         Ok(())
+    }
+
+    /// Notes the stamp of a write of the peer's own from its stream (not
+    /// a snapshot's flush): after the peer restarts, we ask for what we
+    /// lack of its writes from there (`LinkState::own_write_stamp`).
+    fn note_peer_write(&self, rec: &record::Rec<'_>) {
+        if !self.snapshot && rec.origin == self.st.peer_id.load(Relaxed) {
+            self.st.own_write_stamp.fetch_max(rec.stamp, Release);
+        }
     }
 
     /// A record's stamp, refused when further ahead of our clock than

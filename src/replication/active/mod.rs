@@ -397,6 +397,7 @@ pub fn start(host: &HostRef) {
     let core = host.core();
     let active = host.active();
     active.node_id.store(host.identity().0, Relaxed);
+    resume::note_start(active, core.stamp_floor.load(Acquire));
     let (size, disk, hard) = {
         let c = core.config.read();
         let size = c.get_i64("repl-backlog-size").max(16 * 1024) as usize;

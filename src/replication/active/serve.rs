@@ -1,7 +1,8 @@
 //! The serving side of active replication: a peer's link sends
 //! `LATTICE.PEER <node id> <slot> <stream id> <offset>`; we refuse a peer
 //! with our node id or slot (a copied data directory, or two nodes whose
-//! stamps could tie), else answer `+CONTINUE <stream id> <offset>` when our
+//! stamps could tie), else answer `+CONTINUE <stream id> <offset>` (then
+//! our node id and slot, as every answer) when our
 //! stream still holds what it asks for, or `+FULL <stream id> <offset>`
 //! followed by the state of every key and tombstone (state records, one shard
 //! at a time, so no copy of the dataset is made) and a snapshot end; then
@@ -9,10 +10,13 @@
 //! connection (record.rs). A peer restarted from its files asks to
 //! continue with `SINCE <stamp> <slot>` (`resume.rs`): when we can, the
 //! answer is `+RESUME`, the states of the keys it wrote since that stamp
-//! (which it may have lost) and a snapshot end, then the stream. The peer
-//! sends back `LATTICE.STATE <db> <key>` (answered in the stream),
-//! `LATTICE.ACK <offset>` and `LATTICE.STABLE <stamp>` (its stable stamp,
-//! `stable.rs`).
+//! (which it may have lost) and a snapshot end, then the stream. A peer
+//! that pulled from our stream before we restarted asks `FROM-ORIGIN <our
+//! id> <stamp> <slots>` (`resume.rs`): the answer is `+RESUME` too, with
+//! the keys it lacks of our writes (and of origins it hears only through
+//! us) instead of every key. The peer sends back `LATTICE.STATE <db>
+//! <key>` (answered in the stream), `LATTICE.ACK <offset>` and
+//! `LATTICE.STABLE <stamp>` (its stable stamp, `stable.rs`).
 //!
 //! The connection leaves the async worker for a thread of its own with
 //! blocking I/O, as Redis gives a replica's socket to its own writer: the
@@ -28,9 +32,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::record::{self, encode_state, Coder};
+use super::resume::KeyFilter;
 use super::{Active, Host, HostRef};
 use crate::commands::{CmdError, CmdResult, Ctx};
-use crate::core::client::PeerRequest;
+use crate::core::client::{FromOrigin, PeerRequest};
 use crate::core::Core;
 use crate::effects::EffectRef;
 use crate::protocol::Args;
@@ -67,8 +72,54 @@ fn parse_node_id(a: &[u8]) -> Option<u64> {
         .and_then(|h| u64::from_str_radix(h, 16).ok())
 }
 
+/// What follows LATTICE.PEER's offset: the node ids the peer pulls from,
+/// then its optional `SINCE <stamp> <slot>` and `FROM-ORIGIN <our node id>
+/// <stamp> <slots>` (resume.rs).
+struct PeerTail {
+    direct: Vec<u64>,
+    lost_since: Option<(u64, u64)>,
+    from_origin: Option<FromOrigin>,
+}
+
+fn parse_peer_tail(args: &Args) -> Result<PeerTail, CmdError> {
+    let mut i = 5;
+    let mut direct = Vec::new();
+    while i < args.len() {
+        let Some(id) = parse_node_id(args.get(i)) else {
+            break;
+        };
+        direct.push(id);
+        i += 1;
+    }
+    let mut tail = PeerTail {
+        direct,
+        lost_since: None,
+        from_origin: None,
+    };
+    while i < args.len() {
+        let word = args.get(i);
+        if word.eq_ignore_ascii_case(b"SINCE") && i + 2 < args.len() {
+            let since = crate::commands::util::arg_i64(args.get(i + 1))?;
+            let slot = crate::commands::util::arg_i64(args.get(i + 2))?;
+            tail.lost_since = Some((slot.max(0) as u64, since.max(0) as u64));
+        } else if word.eq_ignore_ascii_case(b"FROM-ORIGIN") && i + 3 < args.len() {
+            let (id, stamp, slots) = (args.get(i + 1), args.get(i + 2), args.get(i + 3));
+            tail.from_origin = Some(
+                super::resume::parse_from_origin(id, stamp, slots)
+                    .ok_or_else(|| CmdError::err("invalid FROM-ORIGIN"))?,
+            );
+            i += 1;
+        } else {
+            return Err(CmdError::err("invalid node id"));
+        }
+        i += 3;
+    }
+    Ok(tail)
+}
+
 /// LATTICE.PEER <node id (hex)> <slot> <stream id | ?> <offset> [<node id
-/// it pulls from> ...] [SINCE <stamp> <slot>].
+/// it pulls from> ...] [SINCE <stamp> <slot>] [FROM-ORIGIN <our node id>
+/// <stamp> <slots>].
 pub fn peer_cmd(ctx: &mut Ctx, args: Args, host: &dyn Host) -> CmdResult {
     if !ctx.core.active {
         return Err(CmdError::err(
@@ -76,18 +127,7 @@ pub fn peer_cmd(ctx: &mut Ctx, args: Args, host: &dyn Host) -> CmdResult {
         ));
     }
     let node_id = parse_node_id(args.get(1)).ok_or_else(|| CmdError::err("invalid node id"))?;
-    let (ids_end, lost_since) = match args.len().checked_sub(3) {
-        Some(i) if i >= 5 && args.get(i).eq_ignore_ascii_case(b"SINCE") => {
-            let since = crate::commands::util::arg_i64(args.get(i + 1))?;
-            let slot = crate::commands::util::arg_i64(args.get(i + 2))?;
-            (i, Some((slot.max(0) as u64, since.max(0) as u64)))
-        }
-        _ => (args.len(), None),
-    };
-    let direct = (5..ids_end)
-        .map(|i| parse_node_id(args.get(i)))
-        .collect::<Option<Vec<u64>>>()
-        .ok_or_else(|| CmdError::err("invalid node id"))?;
+    let tail = parse_peer_tail(&args)?;
     let slot = crate::commands::util::arg_i64(args.get(2))?;
     let offset = crate::commands::util::arg_i64(args.get(4))?;
     let (my_id, my_slot) = host.identity();
@@ -111,8 +151,10 @@ pub fn peer_cmd(ctx: &mut Ctx, args: Args, host: &dyn Host) -> CmdResult {
         node_id,
         stream_id: String::from_utf8_lossy(args.get(3)).into_owned(),
         offset: offset.max(0) as u64,
-        direct,
-        lost_since,
+        slot: slot.max(0) as u64,
+        direct: tail.direct,
+        lost_since: tail.lost_since,
+        from_origin: tail.from_origin,
     });
     Ok(())
 }
@@ -162,35 +204,38 @@ fn serve(host: &HostRef, sock: TcpStream, leftover: Vec<u8>, req: PeerRequest, a
     active.departed.lock().remove(&req.node_id);
     active.feeds.lock().push(feed.clone());
     active.pin();
-    // A peer restarted from its files continues after the keys it wrote
-    // that we hold and it may have lost.
-    let lost = req.lost_since.filter(|_| cont);
+    let (me, my_slot) = host.identity();
+    let start = feed_start(active, (me, my_slot), &req, cont);
     log_notice!(
         "Active replica {addr} (node {:016x}) {} from offset {from}",
         req.node_id,
-        match (cont, lost) {
-            (false, _) => "takes a snapshot",
-            (true, None) => "continues",
-            (true, Some(_)) => "continues after a restart, its own recent keys first,",
+        match (&start, cont) {
+            (FeedStart::Full, _) => "takes a snapshot",
+            (FeedStart::Continue, _) => "continues",
+            (FeedStart::Resume(_), true) => "continues after a restart, its own recent keys first,",
+            (FeedStart::Resume(_), false) =>
+                "resumes after this node's restart, the keys it lacks first (no snapshot),",
         }
     );
     let r = (|| -> std::io::Result<()> {
         let mut w = sock.try_clone()?;
         let reader = sock.try_clone()?;
         start_reader(host, reader, leftover, feed.clone());
-        let kind = match (cont, lost) {
-            (false, _) => "FULL",
-            (true, None) => "CONTINUE",
-            (true, Some(_)) => "RESUME",
+        let kind = match start {
+            FeedStart::Full => "FULL",
+            FeedStart::Continue => "CONTINUE",
+            FeedStart::Resume(_) => "RESUME",
         };
-        let me = host.identity().0;
-        let line = format!("+{kind} {} {from} {me:016x}\r\n", active.stream_id);
+        let sid = &active.stream_id;
+        let line = format!("+{kind} {sid} {from} {me:016x} {my_slot}\r\n");
         w.write_all(line.as_bytes())?;
         let mut coder = Coder::new(me);
-        if !cont {
-            send_states(host.core(), me, (&mut w, &mut coder, from), None)?;
-        } else if let Some(lost) = lost {
-            send_states(host.core(), me, (&mut w, &mut coder, from), Some(lost))?;
+        match &start {
+            FeedStart::Continue => {}
+            FeedStart::Full => send_states(host.core(), me, (&mut w, &mut coder, from), None)?,
+            FeedStart::Resume(f) => {
+                send_states(host.core(), me, (&mut w, &mut coder, from), Some(f))?
+            }
         }
         send_stream(&**host, &mut w, &feed, &mut coder)
     })();
@@ -214,29 +259,50 @@ fn serve(host: &HostRef, sock: TcpStream, leftover: Vec<u8>, req: PeerRequest, a
     active.pin();
 }
 
+/// What a feed sends before the stream.
+enum FeedStart {
+    /// Nothing: the peer continues from its offset.
+    Continue,
+    /// The states of the keys it lacks, then the stream (resume.rs).
+    Resume(KeyFilter),
+    /// Every key's state.
+    Full,
+}
+
+/// How the feed of `req` starts; `cont`: our stream holds its offset.
+fn feed_start(active: &Active, me: (u64, u64), req: &PeerRequest, cont: bool) -> FeedStart {
+    if cont {
+        // A peer restarted from its files continues after the keys it
+        // wrote that we hold and it may have lost.
+        return match req.lost_since {
+            Some((slot, since)) => FeedStart::Resume(KeyFilter::slot_since(slot, since)),
+            None => FeedStart::Continue,
+        };
+    }
+    // We restarted (or trimmed its offset): what it lacks of our stream,
+    // by stamp, when it can tell.
+    super::resume::origin_filter(active, me, req).map_or(FeedStart::Full, FeedStart::Resume)
+}
+
 /// The state of every key and tombstone, shard by shard (each shard's
 /// records are made under its lock, then written outside it), in batches
 /// that leave the peer's position at `from`, then the snapshot's end.
-/// With `lost`, `(the peer's slot, a stamp)`, only those whose version
-/// the peer made at or after the stamp: its writes that reached us but
-/// not its files before it restarted (and no flush).
+/// With `lost`, only those (and the flushes) it wants: on `+RESUME`, the
+/// keys a peer lacks (resume.rs).
 fn send_states(
     core: &Core,
     me: u64,
     (w, coder, from): (&mut TcpStream, &mut Coder, u64),
-    lost: Option<(u64, u64)>,
+    lost: Option<&KeyFilter>,
 ) -> std::io::Result<()> {
-    use crate::keyspace::hlc::stamp_node;
-    let wanted = |v: u64| lost.is_none_or(|(slot, since)| v >= since && stamp_node(v) == slot);
+    let wanted = |v: u64| lost.is_none_or(|f| f.wants(v));
     let ks = &core.keyspace;
     let (mut stored, mut out) = (Vec::new(), Vec::new());
     let mut sent = 0u64;
     for db in 0..ks.num_dbs() {
-        if lost.is_none() {
-            // The database's last flush first: it drops the peer's keys
-            // older than it, as it did here.
-            encode_flush(core, me, db, &mut stored);
-        }
+        // The database's last flush first: it drops the peer's keys older
+        // than it, as it did here.
+        encode_flush(core, me, db, &mut stored, wanted);
         for shard in 0..crate::keyspace::SHARDS {
             {
                 let g = ks.db(db).lock(shard);
@@ -262,7 +328,7 @@ fn send_states(
         }
     }
     if lost.is_some() {
-        log_notice!("Active replication: sent {sent} keys back to a restarted peer");
+        log_notice!("Active replication: sent {sent} keys a resuming peer lacks");
     }
     out.clear();
     let start = record::begin_batch(&mut out);
@@ -279,14 +345,20 @@ fn send_states(
     w.write_all(&out)
 }
 
-/// A flush record for `db`'s last flush, if it had one.
-fn encode_flush(core: &Core, me: u64, db: usize, stored: &mut Vec<u8>) {
+/// A flush record for `db`'s last flush, if it had one and `wanted` it.
+fn encode_flush(
+    core: &Core,
+    me: u64,
+    db: usize,
+    stored: &mut Vec<u8>,
+    wanted: impl Fn(u64) -> bool,
+) {
     let ks = &core.keyspace;
     let flushed_at = (0..crate::keyspace::SHARDS)
         .map(|i| ks.db(db).lock(i).flushed_at())
         .max()
         .unwrap_or(0);
-    if flushed_at > 0 {
+    if flushed_at > 0 && wanted(flushed_at) {
         let flush = EffectRef {
             db,
             version: flushed_at,
