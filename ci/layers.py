@@ -10,7 +10,7 @@ bottom first (a path prefix picks the layer; the longest prefix wins):
     2 keyspace     keyspace, persistence/rdb (the RDB codec: values to bytes)
     3 effects      effects
     4 core         core (what data commands are written against)
-    5 commands     commands
+    5 commands     commands, scripting (may name commands, not named by them)
     6 persistence  persistence
     7 replication  replication
     8 server       server, main.rs
@@ -40,7 +40,7 @@ LAYERS = [
     ("keyspace", 2, 0), ("persistence/rdb", 2, 1),
     ("effects", 3, 0),
     ("core", 4, 0),
-    ("commands", 5, 0),
+    ("commands", 5, 0), ("scripting", 5, 1),
     ("persistence", 6, 0),
     ("replication", 7, 0),
     ("server", 8, 0), ("main", 8, 1),

@@ -29,6 +29,7 @@ pub mod log;
 pub mod persistence;
 pub mod protocol;
 pub mod replication;
+pub mod scripting;
 pub mod server;
 
 /// The Redis version we report for feature detection (`redis_version`).

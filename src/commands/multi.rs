@@ -369,6 +369,20 @@ fn needs_everything(name: &str) -> bool {
     ) || name.starts_with("debug|")
 }
 
+/// The key arguments of one command (`id`, full name resolved), or `None`
+/// when it may touch data beyond them (a script checks its calls with it).
+pub fn command_keys(srv: &Core, id: CommandId, args: Args) -> Option<Vec<usize>> {
+    let name = srv.commands.full_names[id].as_str();
+    if needs_everything(name) {
+        return None;
+    }
+    let pos = srv.commands.get(id).key_positions(args);
+    if pos.is_empty() && !keyless_safe(name) {
+        return None;
+    }
+    Some(pos)
+}
+
 /// The `(db, shard)`s a transaction may touch; `None` means all of them.
 fn plan_locks(
     srv: &Core,

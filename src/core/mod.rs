@@ -20,6 +20,7 @@ pub mod keyspec;
 pub mod multi;
 pub mod notify;
 pub mod pubsub;
+pub mod scripts;
 pub mod stats;
 pub mod table;
 pub mod tracking;
@@ -78,6 +79,8 @@ pub struct Core {
     pub tracking: tracking::Tracking,
     /// The background thread that frees big values and flushed databases.
     pub lazyfree: crate::keyspace::lazyfree::LazyFree,
+    /// Script bodies by SHA1 (EVAL, EVALSHA, SCRIPT; see `scripting/`).
+    pub scripts: scripts::ScriptCache,
 }
 
 impl Core {
@@ -111,6 +114,7 @@ impl Core {
             blocking: Default::default(),
             tracking: Default::default(),
             lazyfree: Default::default(),
+            scripts: Default::default(),
         }
     }
 

@@ -59,6 +59,11 @@ impl DerefMut for ShardGuard<'_> {
     }
 }
 
+/// Whether this thread holds shards (EXEC's or a script's [`Hold`]).
+pub fn holding() -> bool {
+    ACTIVE.with(|a| a.get())
+}
+
 /// Locks `m`, or borrows it if this thread's EXEC already holds it.
 #[inline]
 pub fn lock(m: &Mutex<Shard>) -> ShardGuard<'_> {

@@ -102,6 +102,7 @@ impl Server {
 /// replication commands (written in `replication/`, above the commands).
 pub fn command_families() -> Vec<&'static [crate::commands::Command]> {
     let mut f = crate::commands::families().to_vec();
+    f.push(crate::scripting::COMMANDS);
     f.push(crate::replication::commands::COMMANDS);
     f
 }

@@ -1,0 +1,192 @@
+//! One Lua 5.1 state per worker thread, with Redis's environment
+//! (`prelude.lua`), the scripts it compiled, and Redis's PRNG.
+
+use std::cell::RefCell;
+use std::collections::HashMap;
+
+use mlua::{Function, Lua, LuaOptions, StdLib, Table};
+
+use crate::core::Core;
+
+/// A thread's Lua state and the scripts compiled in it.
+pub struct Vm {
+    pub lua: Lua,
+    /// The prelude's private table (`rcall`, `run`, `env`, `G`, `resp`).
+    pub private: Table,
+    funcs: HashMap<String, Function>,
+    /// The core and cache generation the compiled scripts belong to.
+    owner: (usize, u64),
+}
+
+thread_local! {
+    static VM: RefCell<Option<Vm>> = const { RefCell::new(None) };
+    /// Redis's lrand48 state (rand.c), seeded with 0 as `redisSrand48(0)`.
+    static RAND: std::cell::Cell<u64> = const { std::cell::Cell::new(0x330E) };
+}
+
+/// Runs `f` with this thread's VM, built on first use and cleared of its
+/// compiled scripts when the cache was flushed since.
+pub fn with<R>(core: &Core, f: impl FnOnce(&mut Vm) -> R) -> R {
+    VM.with(|cell| {
+        let mut slot = cell.borrow_mut();
+        let owner = (core as *const Core as usize, core.scripts.generation());
+        let vm = slot.get_or_insert_with(|| Vm::new().expect("the Lua environment builds"));
+        if vm.owner != owner {
+            vm.funcs.clear();
+            vm.owner = owner;
+            let _ = vm.lua.gc_collect();
+        }
+        f(vm)
+    })
+}
+
+impl Vm {
+    fn new() -> mlua::Result<Vm> {
+        let libs = StdLib::ALL_SAFE | StdLib::DEBUG;
+        // SAFETY: `debug` is the only unsafe library loaded; the prelude
+        // keeps it for Redis's error handler and removes it from the
+        // globals, and scripts run in an environment that only reaches what
+        // the prelude lists (no os, io, debug, loadfile, getfenv ...).
+        let lua = unsafe { Lua::unsafe_new_with(libs, LuaOptions::new()) };
+        let private = lua.create_table()?;
+        private.set("version", "7.0.15")?;
+        private.set("version_num", 0x07000f)?;
+        private.set("resp", 2)?;
+        private.set(
+            "sha1",
+            lua.create_function(|_, s: mlua::String| Ok(sha1_hex(&s.as_bytes())))?,
+        )?;
+        private.set("log", lua.create_function(log)?)?;
+        private.set("rand", lua.create_function(|_, ()| Ok(rand()))?)?;
+        private.set(
+            "seed",
+            lua.create_function(|_, s: f64| {
+                seed(s as i64 as i32);
+                Ok(())
+            })?,
+        )?;
+        private.set("bit", super::bit::library(&lua)?)?;
+        lua.set_named_registry_value("lattice_private", private.clone())?;
+        for (i, name) in TRAMPOLINE_NAMES.iter().enumerate() {
+            // SAFETY: `TRAMPOLINES[i]` only moves values on the Lua stack
+            // and calls a Lua function (see `trampoline`).
+            private.set(*name, unsafe { lua.create_c_function(TRAMPOLINES[i]) }?)?;
+        }
+        lua.load(include_str!("prelude.lua"))
+            .set_name("=prelude")
+            .call::<()>(private.clone())?;
+        Ok(Vm {
+            lua,
+            private,
+            funcs: HashMap::new(),
+            owner: (0, 0),
+        })
+    }
+
+    /// The compiled script `sha`, compiling `body` when given and needed.
+    /// Err: the compiler's message.
+    pub fn function(&mut self, sha: &str, body: Option<&[u8]>) -> Result<Option<Function>, String> {
+        if let Some(f) = self.funcs.get(sha) {
+            return Ok(Some(f.clone()));
+        }
+        let Some(body) = body else { return Ok(None) };
+        let env: Table = self.private.raw_get("env").map_err(|e| e.to_string())?;
+        let f = self
+            .lua
+            .load(body)
+            .set_name("@user_script")
+            .set_environment(env)
+            .into_function()
+            .map_err(|e| match e {
+                mlua::Error::SyntaxError { message, .. } => message,
+                e => e.to_string(),
+            })?;
+        self.funcs.insert(sha.to_string(), f.clone());
+        Ok(Some(f))
+    }
+
+    /// Sets KEYS and ARGV for the next run.
+    pub fn set_args(&self, keys: &[&[u8]], argv: &[&[u8]]) -> mlua::Result<()> {
+        let g: Table = self.private.raw_get("G")?;
+        g.raw_set(
+            "KEYS",
+            self.lua
+                .create_sequence_from(keys.iter().map(|k| self.lua.create_string(k).unwrap()))?,
+        )?;
+        g.raw_set(
+            "ARGV",
+            self.lua
+                .create_sequence_from(argv.iter().map(|k| self.lua.create_string(k).unwrap()))?,
+        )?;
+        self.private.set("resp", 2)
+    }
+}
+
+/// `redis.log(level, message)`.
+fn log(_: &Lua, (level, msg): (i64, String)) -> mlua::Result<()> {
+    match level {
+        0 => crate::log_debug!("{msg}"),
+        1 => crate::log_verbose!("{msg}"),
+        2 => crate::log_notice!("{msg}"),
+        _ => crate::log_warning!("{msg}"),
+    }
+    Ok(())
+}
+
+/// The SHA1 of `data` in lower-case hex.
+pub fn sha1_hex(data: &[u8]) -> String {
+    use sha1::{Digest, Sha1};
+    Sha1::digest(data)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+/// `redisLrand48() % INT32_MAX / INT32_MAX`, as Redis's math.random.
+fn rand() -> f64 {
+    const A: u64 = 0x5DEECE66D;
+    let x = RAND.with(|r| {
+        let x = (r.get().wrapping_mul(A).wrapping_add(0xB)) & ((1 << 48) - 1);
+        r.set(x);
+        x
+    });
+    let r = (x >> 17) as i64;
+    (r % i32::MAX as i64) as f64 / i32::MAX as f64
+}
+
+/// `redisSrand48(seed)`.
+fn seed(s: i32) {
+    RAND.with(|r| r.set(((s as u32 as u64) << 16) | 0x330E));
+}
+
+/// The prelude's functions that raise errors on behalf of the script, each
+/// exposed through a C function: a C function called in tail position
+/// (`return redis.call(..)`) keeps the script's frame, so Redis's error
+/// handler still finds the script's line, as with Redis's C functions.
+const TRAMPOLINE_NAMES: [&str; 4] = ["c_call", "c_pcall", "c_sha1hex", "c_setresp"];
+const TRAMPOLINE_KEYS: [&std::ffi::CStr; 4] = [c"l_call", c"l_pcall", c"l_sha1hex", c"l_setresp"];
+const TRAMPOLINES: [mlua::lua_CFunction; 4] = [
+    trampoline::<0>,
+    trampoline::<1>,
+    trampoline::<2>,
+    trampoline::<3>,
+];
+
+/// Calls the Lua function registered under `TRAMPOLINE_KEYS[I]` with this
+/// call's arguments and returns all its results; its errors propagate.
+unsafe extern "C-unwind" fn trampoline<const I: usize>(
+    state: *mut mlua::lua_State,
+) -> std::ffi::c_int {
+    use mlua::ffi;
+    // SAFETY: Lua calls this with a valid state; the stack holds the
+    // arguments. The registry entry is the prelude's function (set before
+    // any script runs). This frame owns nothing to drop, so Lua's longjmp
+    // on error may pass over it.
+    unsafe {
+        let n = ffi::lua_gettop(state);
+        ffi::lua_getfield(state, ffi::LUA_REGISTRYINDEX, TRAMPOLINE_KEYS[I].as_ptr());
+        ffi::lua_insert(state, 1);
+        ffi::lua_call(state, n, ffi::LUA_MULTRET);
+        ffi::lua_gettop(state)
+    }
+}

@@ -1,0 +1,412 @@
+//! EVAL, EVALSHA, SCRIPT and Redis's Lua environment against the real
+//! binary: conversions, errors in Redis 7's format (checked against
+//! redis-server 7.0.15), the sandbox, the script cache, replication of a
+//! script's effects and its atomicity.
+
+mod common;
+use common::*;
+
+fn raw(r: &mut Raw, args: &[&str]) -> String {
+    raw_cmd(r, args)
+}
+
+#[test]
+fn lua_to_resp_conversions() {
+    let s = Server::start(&[]);
+    let mut r = s.raw();
+    assert_eq!(raw(&mut r, &["EVAL", "return 'x'", "0"]), "x");
+    assert_eq!(raw(&mut r, &["EVAL", "return 1.9", "0"]), ":1");
+    assert_eq!(raw(&mut r, &["EVAL", "return -3", "0"]), ":-3");
+    assert_eq!(raw(&mut r, &["EVAL", "return true", "0"]), ":1");
+    assert_eq!(raw(&mut r, &["EVAL", "return false", "0"]), "nil");
+    assert_eq!(raw(&mut r, &["EVAL", "return nil", "0"]), "nil");
+    assert_eq!(raw(&mut r, &["EVAL", "return {1,nil,3}", "0"]), "*1[:1]");
+    assert_eq!(
+        raw(&mut r, &["EVAL", "return {1,2,{3,'x'},false,true}", "0"]),
+        "*5[:1,:2,*2[:3,x],nil,:1]"
+    );
+    assert_eq!(raw(&mut r, &["EVAL", "return {a=1}", "0"]), "*0[]");
+    assert_eq!(raw(&mut r, &["EVAL", "return {err='bad'}", "0"]), "-bad");
+    assert_eq!(raw(&mut r, &["EVAL", "return {ok='fine'}", "0"]), "+fine");
+    assert_eq!(
+        raw(&mut r, &["EVAL", "return redis.status_reply('FINE')", "0"]),
+        "+FINE"
+    );
+    assert_eq!(
+        raw(&mut r, &["EVAL", "return redis.error_reply('-x y')", "0"]),
+        "-x y"
+    );
+    assert_eq!(
+        raw(&mut r, &["EVAL", "return {1, 'a', {err='inner'}}", "0"]),
+        "*3[:1,a,-inner]"
+    );
+    assert_eq!(
+        raw(&mut r, &["EVAL", "return KEYS[1]..ARGV[1]", "1", "k", "a"]),
+        "ka"
+    );
+}
+
+#[test]
+fn resp_to_lua_conversions() {
+    let s = Server::start(&[]);
+    let mut r = s.raw();
+    let t = |r: &mut Raw, body: &str| raw(r, &["EVAL", body, "0"]);
+    assert_eq!(
+        t(&mut r, "return type(redis.call('get','nokey'))"),
+        "boolean"
+    );
+    assert_eq!(t(&mut r, "return redis.call('ping').ok"), "PONG");
+    assert_eq!(t(&mut r, "return redis.call('ping')"), "+PONG");
+    assert_eq!(t(&mut r, "return type(redis.call('incr','n'))"), "number");
+    assert_eq!(
+        t(
+            &mut r,
+            "redis.call('rpush','l','a','b'); return redis.call('lrange','l',0,-1)"
+        ),
+        "*2[a,b]"
+    );
+    assert_eq!(t(&mut r, "return redis.call('hgetall','nokey')"), "*0[]");
+    assert_eq!(
+        t(&mut r, "return type(redis.call('lrange','nokey',0,-1))"),
+        "table"
+    );
+    assert_eq!(
+        t(
+            &mut r,
+            "local e = redis.pcall('lpush','n','x'); return e.err"
+        ),
+        "WRONGTYPE Operation against a key holding the wrong kind of value"
+    );
+    // RESP3 forms after redis.setresp(3).
+    assert_eq!(
+        t(
+            &mut r,
+            "redis.setresp(3); return type(redis.call('get','nokey'))"
+        ),
+        "nil"
+    );
+    assert_eq!(
+        t(&mut r, "redis.setresp(3); redis.call('hset','h','f','v'); return redis.call('hgetall','h').map.f"),
+        "v"
+    );
+}
+
+#[test]
+fn errors_have_redis_7_format() {
+    let s = Server::start(&[]);
+    let mut r = s.raw();
+    raw(&mut r, &["SET", "s", "x"]);
+    let e = |r: &mut Raw, body: &str| raw(r, &["EVAL", body, "0"]);
+    assert_eq!(
+        e(&mut r, "return redis.call('incr','s')"),
+        "-ERR value is not an integer or out of range script: c243b9f46db13ba8f69da41b45a77708832babed, on @user_script:1."
+    );
+    assert_eq!(
+        e(&mut r, "error('boom')"),
+        "-ERR user_script:1: boom script: 82903a0434f1503e152f89c03c9acd881a0e8150, on @user_script:1."
+    );
+    assert_eq!(
+        e(&mut r, "error({err='My Error'})"),
+        "-My Error script: e115b36aa4ca34249363168860134d6f8b667d30, on @user_script:1."
+    );
+    assert_eq!(
+        e(&mut r, "return redis.call('nosuch')"),
+        "-ERR Unknown Redis command called from script script: 206396248e12c6e742fd7296250433c8d7343b74, on @user_script:1."
+    );
+    assert_eq!(
+        e(&mut r, "return redis.call('incr', 'a', 'b')"),
+        "-ERR Wrong number of args calling Redis command from script script: 0f02b03720c86f7d902e0cd401927ba432a9094d, on @user_script:1."
+    );
+    assert_eq!(
+        e(&mut r, "return redis.call('eval_ro','return 1',0)"),
+        "-ERR This Redis command is not allowed from script script: f351d3ffd8062dae11e9d688db1168244d5fd528, on @user_script:1."
+    );
+    assert_eq!(
+        e(&mut r, "return redis.call('set',{},1)"),
+        "-ERR Lua redis lib command arguments must be strings or integers script: 12e0efe2d45abadf1970283ca3dc784782db03cb, on @user_script:1."
+    );
+    assert_eq!(
+        e(&mut r, "syntax error here"),
+        "-ERR Error compiling script (new function): user_script:1: '=' expected near 'error'"
+    );
+    assert_eq!(
+        e(&mut r, "redis.setresp(4)"),
+        "-ERR RESP version must be 2 or 3. script: 68e72e4d8a428b9f599dce492315f2455a425a82, on @user_script:1."
+    );
+    assert_eq!(
+        e(&mut r, "return redis.error_reply()"),
+        "-ERR wrong number or type of arguments"
+    );
+    assert_eq!(
+        raw(&mut r, &["EVAL", "return 1", "-1"]),
+        "-ERR Number of keys can't be negative"
+    );
+    assert_eq!(
+        raw(&mut r, &["EVAL", "return 1", "2", "a"]),
+        "-ERR Number of keys can't be greater than number of args"
+    );
+    assert_eq!(
+        raw(&mut r, &["EVAL_RO", "return redis.call('set','a',1)", "0"]),
+        "-ERR Write commands are not allowed from read-only scripts. script: 119b0beb461d5982ddacc6dda6829882d5e16b4d, on @user_script:1."
+    );
+    // pcall returns the error as a table instead of raising it.
+    assert_eq!(
+        e(&mut r, "return redis.pcall('incr', 'a', 'b')['err']"),
+        "ERR Wrong number of args calling Redis command from script"
+    );
+    assert_eq!(
+        e(&mut r, "return redis.pcall('nosuch')"),
+        "-ERR Unknown Redis command called from script"
+    );
+    assert_eq!(raw(&mut r, &["PING"]), "+PONG", "the server stays up");
+}
+
+#[test]
+fn sandbox() {
+    let s = Server::start(&[]);
+    let mut r = s.raw();
+    let e = |r: &mut Raw, body: &str| raw(r, &["EVAL", body, "0"]);
+    assert_eq!(
+        e(&mut r, "a=1"),
+        "-ERR user_script:1: Attempt to modify a readonly table script: 86eda770a6060824b090dd4df091e3bd4121279c, on @user_script:1."
+    );
+    assert_eq!(
+        e(&mut r, "return os"),
+        "-ERR user_script:1: Script attempted to access nonexistent global variable 'os' script: f03b5ad6e7d58786b6a5e879efbea4a4408f5c2f, on @user_script:1."
+    );
+    for g in [
+        "io", "loadfile", "dofile", "debug", "print", "getfenv", "require",
+    ] {
+        let reply = e(&mut r, &format!("return {g}"));
+        assert!(
+            reply.contains("nonexistent global variable"),
+            "{g}: {reply}"
+        );
+    }
+    assert!(e(&mut r, "string.foo = 1").contains("Attempt to modify a readonly table"));
+    assert!(e(&mut r, "loadstring('x = 1')()").contains("Attempt to modify a readonly table"));
+    assert_eq!(e(&mut r, "local a = {} ; a.x = 1 ; return a.x"), ":1");
+    assert_eq!(e(&mut r, "return table.concat({1,2},',')"), "1,2");
+    assert_eq!(e(&mut r, "return ('x'):rep(3)"), "xxx");
+    assert_eq!(e(&mut r, "return bit.band(7,3)"), ":3");
+    assert_eq!(e(&mut r, "return bit.tohex(255, 4)"), "00ff");
+    assert_eq!(
+        e(&mut r, "return redis.sha1hex('')"),
+        "da39a3ee5e6b4b0d3255bfef95601890afd80709"
+    );
+    assert_eq!(e(&mut r, "return redis.REDIS_VERSION"), "7.0.15");
+    assert_eq!(
+        e(
+            &mut r,
+            "return {redis.LOG_DEBUG, redis.LOG_VERBOSE, redis.LOG_NOTICE, redis.LOG_WARNING}"
+        ),
+        "*4[:0,:1,:2,:3]"
+    );
+    assert_eq!(
+        e(&mut r, "return redis.log(redis.LOG_WARNING, 'hi')"),
+        "nil"
+    );
+    // Redis's PRNG: math.randomseed(0) restarts redisLrand48's sequence.
+    assert_eq!(
+        e(&mut r, "math.randomseed(0); return tostring(math.random())"),
+        "0.17082803611217"
+    );
+    assert_eq!(
+        e(&mut r, "math.randomseed(0); return math.random(10)"),
+        ":2"
+    );
+}
+
+#[test]
+fn script_cache() {
+    let s = Server::start(&[]);
+    let mut r = s.raw();
+    let sha = "e0e1f9fabfc9d4800c877a703b823ac0578ff8db";
+    assert_eq!(
+        raw(&mut r, &["EVALSHA", sha, "0"]),
+        "-NOSCRIPT No matching script. Please use EVAL."
+    );
+    assert_eq!(
+        raw(&mut r, &["EVALSHA", "abc", "0"]),
+        "-NOSCRIPT No matching script. Please use EVAL."
+    );
+    assert_eq!(raw(&mut r, &["SCRIPT", "EXISTS", sha, "x"]), "*2[:0,:0]");
+    assert_eq!(raw(&mut r, &["SCRIPT", "LOAD", "return 1"]), sha);
+    assert_eq!(
+        raw(&mut r, &["SCRIPT", "EXISTS", &sha.to_uppercase(), "x"]),
+        "*2[:1,:0]"
+    );
+    assert_eq!(raw(&mut r, &["EVALSHA", sha, "0"]), ":1");
+    assert_eq!(raw(&mut r, &["EVALSHA_RO", &sha.to_uppercase(), "0"]), ":1");
+    assert_eq!(raw(&mut r, &["SCRIPT", "FLUSH"]), "+OK");
+    assert_eq!(
+        raw(&mut r, &["EVALSHA", sha, "0"]),
+        "-NOSCRIPT No matching script. Please use EVAL."
+    );
+    // EVAL caches what it runs.
+    assert_eq!(raw(&mut r, &["EVAL", "return 1", "0"]), ":1");
+    assert_eq!(raw(&mut r, &["EVALSHA", sha, "0"]), ":1");
+    assert_eq!(raw(&mut r, &["SCRIPT", "FLUSH", "ASYNC"]), "+OK");
+    assert_eq!(raw(&mut r, &["SCRIPT", "EXISTS", sha]), "*1[:0]");
+    assert_eq!(raw(&mut r, &["SCRIPT", "FLUSH", "SYNC"]), "+OK");
+    assert_eq!(
+        raw(&mut r, &["SCRIPT", "FLUSH", "bad"]),
+        "-ERR SCRIPT FLUSH only support SYNC|ASYNC option"
+    );
+    assert_eq!(
+        raw(&mut r, &["SCRIPT", "KILL"]),
+        "-NOTBUSY No scripts in execution right now."
+    );
+    assert!(raw(&mut r, &["SCRIPT", "LOAD", "syntax error here"])
+        .starts_with("-ERR Error compiling script"));
+    // Another connection (maybe another thread) sees the cache too.
+    assert_eq!(
+        raw(&mut r, &["SCRIPT", "LOAD", "return 2"]),
+        "7f923f79fe76194c868d7e1d0820de36700eb649"
+    );
+    let mut other = s.raw();
+    assert_eq!(
+        raw(
+            &mut other,
+            &["EVALSHA", "7f923f79fe76194c868d7e1d0820de36700eb649", "0"]
+        ),
+        ":2"
+    );
+}
+
+#[test]
+fn declared_keys_only_when_keys_are_declared() {
+    let s = Server::start(&[]);
+    let mut r = s.raw();
+    assert_eq!(
+        raw(
+            &mut r,
+            &["EVAL", "return redis.call('set', KEYS[1], 'v')", "1", "a"]
+        ),
+        "+OK"
+    );
+    let e = raw(
+        &mut r,
+        &["EVAL", "return redis.call('set', 'other', 'v')", "1", "a"],
+    );
+    assert!(
+        e.starts_with("-ERR Script attempted to access a key not declared in KEYS"),
+        "{e}"
+    );
+    // With no declared keys the script holds everything and may touch anything.
+    assert_eq!(
+        raw(
+            &mut r,
+            &["EVAL", "return redis.call('set', 'other', 'v')", "0"]
+        ),
+        "+OK"
+    );
+    assert_eq!(
+        raw(&mut r, &["EVAL", "return redis.call('dbsize')", "0"]),
+        ":2"
+    );
+    // A script's SELECT does not change its caller's database.
+    assert_eq!(
+        raw(
+            &mut r,
+            &[
+                "EVAL",
+                "redis.call('select', 1); return redis.call('set','x','1')",
+                "0"
+            ]
+        ),
+        "+OK"
+    );
+    assert_eq!(raw(&mut r, &["EXISTS", "x"]), ":0");
+    // Inside MULTI the script runs under EXEC's locks.
+    raw(&mut r, &["MULTI"]);
+    raw(
+        &mut r,
+        &["EVAL", "return redis.call('incr', KEYS[1])", "1", "n"],
+    );
+    raw(&mut r, &["EVAL", "return redis.call('incr', 'n')", "0"]);
+    assert_eq!(raw(&mut r, &["EXEC"]), "*2[:1,:2]");
+}
+
+#[test]
+fn script_writes_reach_a_replica_as_effects() {
+    let m = Server::start(&[]);
+    let rep = Server::start(&["--replicaof", "127.0.0.1", &m.port.to_string()]);
+    let mut mc = m.conn();
+    let mut rc = rep.conn();
+    eventually("the replica links", || {
+        info_field::<String>(&mut rc, "master_link_status") == "up"
+    });
+    let _: redis::Value = cmd(
+        &mut mc,
+        &["EVAL", "redis.call('set', KEYS[1], ARGV[1]); redis.call('incrby', KEYS[2], 5); return redis.call('expire', KEYS[1], 100)", "2", "k1", "k2", "v"],
+    );
+    let _: redis::Value = cmd(
+        &mut mc,
+        &[
+            "EVAL",
+            "return redis.call('rpush', 'l', math.random(1000))",
+            "0",
+        ],
+    );
+    eventually("the replica has the script's writes", || {
+        in_sync(&mut mc, &mut rc)
+    });
+    let v: String = cmd(&mut rc, &["GET", "k1"]);
+    assert_eq!(v, "v");
+    let n: i64 = cmd(&mut rc, &["GET", "k2"]);
+    assert_eq!(n, 5);
+    let ttl: i64 = cmd(&mut rc, &["TTL", "k1"]);
+    assert!(ttl > 90, "{ttl}");
+    let ml: Vec<String> = cmd(&mut mc, &["LRANGE", "l", "0", "-1"]);
+    let rl: Vec<String> = cmd(&mut rc, &["LRANGE", "l", "0", "-1"]);
+    assert_eq!(ml, rl);
+}
+
+/// A script doing INCR k1; INCR k2 while other clients read MGET k1 k2:
+/// no reader ever sees them differ, whether the script declares its keys
+/// or not.
+#[test]
+fn a_script_is_atomic_for_other_clients() {
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::Relaxed};
+    use std::sync::Arc;
+    let s = Server::start(&["--server-threads", "4"]);
+    for keys in [&["2", "k1", "k2"][..], &["0"][..]] {
+        let mut c = s.conn();
+        let _: () = cmd(&mut c, &["MSET", "k1", "0", "k2", "0"]);
+        let (stop, reads) = (
+            Arc::new(AtomicBool::new(false)),
+            Arc::new(AtomicUsize::new(0)),
+        );
+        let readers: Vec<_> = (0..3)
+            .map(|_| {
+                let (mut rc, stop, reads) = (s.conn(), stop.clone(), reads.clone());
+                std::thread::spawn(move || {
+                    while !stop.load(Relaxed) {
+                        let v: Vec<i64> = cmd(&mut rc, &["MGET", "k1", "k2"]);
+                        assert_eq!(v[0], v[1], "a reader saw a script half done");
+                        reads.fetch_add(1, Relaxed);
+                    }
+                })
+            })
+            .collect();
+        let body = "redis.call('incr','k1'); for i = 1, 200 do local x = i * i end; return redis.call('incr','k2')";
+        let mut args = vec!["EVAL", body];
+        args.extend_from_slice(keys);
+        // At least 2000 scripts, and on until the readers read 1000 times
+        // between them (a loaded machine may start them late), bounded.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        let mut ran = 0;
+        while ran < 2000 || (reads.load(Relaxed) < 1000 && std::time::Instant::now() < deadline) {
+            let _: i64 = cmd(&mut c, &args);
+            ran += 1;
+        }
+        stop.store(true, Relaxed);
+        for r in readers {
+            r.join().unwrap();
+        }
+        assert!(reads.load(Relaxed) >= 1000, "the readers hardly ran");
+        let v: Vec<i64> = cmd(&mut c, &["MGET", "k1", "k2"]);
+        assert_eq!(v, vec![ran, ran]);
+    }
+}
