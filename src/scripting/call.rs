@@ -96,7 +96,7 @@ fn resolve(ctx: &Ctx, s: &Script, args: Args) -> Result<CommandId, Refusal> {
 }
 
 /// With declared keys only their shards are held: a command may name only
-/// declared keys of the script's database (DECISIONS 60).
+/// declared keys of the script's database (DECISIONS 54).
 fn check_keys(ctx: &Ctx, s: &Script, id: CommandId, args: Args) -> Result<(), Refusal> {
     let Some(keys) = &s.keys else { return Ok(()) };
     let pos = crate::commands::multi::command_keys(ctx.core, id, args);

@@ -15,7 +15,7 @@
  * families free of the Lua types, and the server adds this family to the
  * table (`server::command_families`) as it does replication's.
  *
- * Atomicity (DECISIONS 60): a script holds the shards of its declared KEYS
+ * Atomicity (DECISIONS 54): a script holds the shards of its declared KEYS
  * for its whole run through `Keyspace::hold`, as EXEC does, or every shard
  * when it declares none; with declared keys it may touch only those. Its
  * writes are buffered as EXEC's and emitted as one unit (MULTI/EXEC around
