@@ -48,6 +48,14 @@ fn all_equal(v: &[Option<String>]) -> bool {
 /// `reader` reads the 40 keys; asserts it never saw some of a
 /// transaction's writes without the others.
 fn transactions_seen_whole(writer: &Server, reader: &Server, all: &[&Server]) {
+    // A link is up before the snapshot that starts it is merged, and a
+    // snapshot merges key by key (a reader may see any mix while it does):
+    // start once a write made after it has arrived.
+    let _: () = cmd(&mut writer.conn(), &["SET", "linked", "1"]);
+    let mut rc = reader.conn();
+    eventually("the reader to have merged its snapshot", || {
+        cmd::<Option<String>>(&mut rc, &["GET", "linked"]).is_some()
+    });
     let done = AtomicBool::new(false);
     // Many keys a transaction, so that its writes take a while to apply.
     let keys: Vec<String> = (0..40).map(|i| format!("tx:{i}")).collect();

@@ -121,6 +121,19 @@ fn errors_have_redis_7_format() {
         e(&mut r, "return redis.call('eval_ro','return 1',0)"),
         "-ERR This Redis command is not allowed from script script: f351d3ffd8062dae11e9d688db1168244d5fd528, on @user_script:1."
     );
+    // Blocking pops and QUIT are `noscript` in Redis too (a script must
+    // not block, nor close its caller's connection).
+    for body in [
+        "return redis.call('bzpopmin','z',0)",
+        "return redis.call('bzpopmax','z',0)",
+        "return redis.call('quit')",
+    ] {
+        let err = e(&mut r, body);
+        assert!(
+            err.starts_with("-ERR This Redis command is not allowed from script"),
+            "{body}: {err}"
+        );
+    }
     assert_eq!(
         e(&mut r, "return redis.call('set',{},1)"),
         "-ERR Lua redis lib command arguments must be strings or integers script: 12e0efe2d45abadf1970283ca3dc784782db03cb, on @user_script:1."

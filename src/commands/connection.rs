@@ -11,7 +11,7 @@ pub static COMMANDS: &[Command] = crate::commands::command_table! {
         .tips(&["request_policy:all_shards", "response_policy:all_succeeded"]),
     cmd("echo", 2, FAST, echo)
         .doc("1.0.0", "Returns the given string."),
-    cmd("quit", -1, FAST | NO_AUTH | STALE | ALLOW_BUSY | LOADING, quit)
+    cmd("quit", -1, NOSCRIPT | FAST | NO_AUTH | STALE | ALLOW_BUSY | LOADING, quit)
         .doc("1.0.0", "Closes the connection."),
     cmd("select", 2, FAST | LOADING | STALE, select)
         .doc("1.0.0", "Changes the selected database."),

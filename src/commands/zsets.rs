@@ -166,12 +166,12 @@ pub static COMMANDS: &[Command] = crate::commands::command_table! {
         .complexity("O(log(N)*M) with N being the number of elements in the sorted set, and M being the number of elements popped.")
         .keys(1, 1, 1)
         .key_specs(&[KeySpec::at(1, &["RW", "access", "delete"])]),
-    cmd("bzpopmin", -3, WRITE | FAST | BLOCKING, bzpopmin)
+    cmd("bzpopmin", -3, WRITE | NOSCRIPT | FAST | BLOCKING, bzpopmin)
         .doc("5.0.0", "Removes and returns the member with the lowest score from one or more sorted sets. Blocks until a member is available otherwise. Deletes the sorted set if the last element was popped.")
         .complexity("O(log(N)) with N being the number of elements in the sorted set.")
         .keys(1, -2, 1)
         .key_specs(&[KeySpec::at(1, &["RW", "access", "delete"]).range(-2, 1, 0)]),
-    cmd("bzpopmax", -3, WRITE | FAST | BLOCKING, bzpopmax)
+    cmd("bzpopmax", -3, WRITE | NOSCRIPT | FAST | BLOCKING, bzpopmax)
         .doc("5.0.0", "Removes and returns the member with the highest score from one or more sorted sets. Blocks until a member available otherwise.  Deletes the sorted set if the last element was popped.")
         .complexity("O(log(N)) with N being the number of elements in the sorted set.")
         .keys(1, -2, 1)
