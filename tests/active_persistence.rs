@@ -21,14 +21,6 @@ fn node(dir: &Path, extra: &[&str]) -> Server {
     active_node(&args)
 }
 
-fn converged(nodes: &[&Server]) {
-    let mut conns: Vec<_> = nodes.iter().map(|n| n.conn()).collect();
-    eventually("the nodes to converge", || {
-        let d: Vec<String> = conns.iter_mut().map(digest).collect();
-        d.windows(2).all(|w| w[0] == w[1])
-    });
-}
-
 /// The key's version, from DEBUG OBJECT's `lattice_version` field.
 fn version(c: &mut redis::Connection, key: &str) -> u64 {
     let line: String = cmd(c, &["DEBUG", "OBJECT", key]);

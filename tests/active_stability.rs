@@ -8,50 +8,7 @@ mod common;
 
 use std::time::Duration;
 
-use common::proxy::Proxy;
 use common::*;
-
-/// Two nodes, each pulling from the other through a proxy of its own:
-/// `pa` carries a's stream to b, `pb` b's stream to a.
-struct Pair {
-    a: Server,
-    b: Server,
-    pa: Proxy,
-    pb: Proxy,
-}
-
-fn pair(extra: &[&str]) -> Pair {
-    let (a, b) = (active_node(extra), active_node(extra));
-    let (pa, pb) = (Proxy::start(a.port), Proxy::start(b.port));
-    pull(&a, pb.port);
-    pull(&b, pa.port);
-    wait_linked(&a, 1);
-    wait_linked(&b, 1);
-    Pair { a, b, pa, pb }
-}
-
-impl Pair {
-    fn partition(&self) {
-        self.pa.cut();
-        self.pb.cut();
-    }
-    fn heal(&self) {
-        self.pa.heal();
-        self.pb.heal();
-    }
-}
-
-/// Waits until every node holds the same data.
-fn converged(nodes: &[&Server]) {
-    let mut conns: Vec<_> = nodes.iter().map(|n| n.conn()).collect();
-    eventually("the nodes to converge", || {
-        let d: Vec<(String, i64)> = conns
-            .iter_mut()
-            .map(|c| (digest(c), cmd(c, &["DBSIZE"])))
-            .collect();
-        d.windows(2).all(|w| w[0] == w[1])
-    });
-}
 
 fn tombstones(c: &mut redis::Connection) -> i64 {
     info_field(c, "active_tombstones")
@@ -78,7 +35,7 @@ fn link_down(c: &mut redis::Connection) {
 #[test]
 fn tombstones_go_once_both_nodes_are_past_them_and_an_older_write_held_back_stays_deleted() {
     // The default grace (300 s): whatever goes here goes by stability.
-    let p = pair(&[]);
+    let p = Pair::start(&[]);
     let (mut a, mut b) = (p.a.conn(), p.b.conn());
     // b writes k while its stream to a is held; a then writes and deletes
     // k, which b hears of (its own link is free).
@@ -111,7 +68,7 @@ fn tombstones_go_once_both_nodes_are_past_them_and_an_older_write_held_back_stay
 
 #[test]
 fn a_partitioned_peer_blocks_collection_until_it_returns() {
-    let p = pair(&[]);
+    let p = Pair::start(&[]);
     let mut a = p.a.conn();
     for i in 0..20 {
         let _: () = cmd(&mut a, &["SET", &format!("t{i}"), "v"]);
@@ -139,7 +96,7 @@ fn a_partitioned_peer_blocks_collection_until_it_returns() {
 #[test]
 fn a_peer_away_longer_than_the_grace_is_refused_and_rejoins_empty() {
     let grace = ["--active-tombstone-grace", "3"];
-    let p = pair(&grace);
+    let p = Pair::start(&grace);
     let mut a = p.a.conn();
     let _: () = cmd(&mut a, &["SET", "k", "v"]);
     let _: () = cmd(&mut a, &["SET", "kept", "v"]);
@@ -182,7 +139,7 @@ fn a_peer_away_longer_than_the_grace_is_refused_and_rejoins_empty() {
 
 #[test]
 fn writes_after_a_node_whose_clock_runs_5_s_ahead_win_and_its_ttls_hold() {
-    let p = pair(&[]);
+    let p = Pair::start(&[]);
     let (mut a, mut b) = (p.a.conn(), p.b.conn());
     let _: () = cmd(&mut a, &["DEBUG", "CLOCK-OFFSET", "5000"]);
     let _: () = cmd(&mut a, &["SET", "k", "from-a"]);
@@ -225,7 +182,7 @@ fn writes_after_a_node_whose_clock_runs_5_s_ahead_win_and_its_ttls_hold() {
 
 #[test]
 fn a_skew_beyond_the_limit_is_refused_and_nothing_diverges() {
-    let p = pair(&[]);
+    let p = Pair::start(&[]);
     let (mut a, mut b) = (p.a.conn(), p.b.conn());
     let _: () = cmd(&mut b, &["CONFIG", "SET", "active-max-clock-skew", "2000"]);
     let _: () = cmd(&mut a, &["DEBUG", "CLOCK-OFFSET", "5000"]);

@@ -11,18 +11,6 @@ use std::time::{Duration, Instant};
 use common::proxy::Proxy;
 use common::*;
 
-/// Waits until every node holds the same data.
-fn converged(nodes: &[&Server]) {
-    let mut conns: Vec<_> = nodes.iter().map(|n| n.conn()).collect();
-    eventually("the nodes to converge", || {
-        let d: Vec<(String, i64)> = conns
-            .iter_mut()
-            .map(|c| (digest(c), cmd(c, &["DBSIZE"])))
-            .collect();
-        d.windows(2).all(|w| w[0] == w[1])
-    });
-}
-
 /// Reads `keys` on `n` with MGET until `done` (or a minute passed: the
 /// writer failed), and returns every distinct answer seen, in order.
 fn watch(n: &Server, keys: &[&str], done: &AtomicBool) -> Vec<Vec<Option<String>>> {

@@ -405,3 +405,49 @@ pub fn wait_linked(n: &Server, peers: usize) {
         info.matches("state=connected").count() == peers
     });
 }
+
+/// Waits until every node holds the same data: DEBUG DIGEST and DBSIZE at
+/// the same moment (DEBUG DIGEST skips a key whose TTL passed, DBSIZE
+/// counts it until it is removed: equal in the end).
+pub fn converged(nodes: &[&Server]) {
+    let mut conns: Vec<_> = nodes.iter().map(|n| n.conn()).collect();
+    eventually("the nodes to converge", || {
+        let d: Vec<(String, i64)> = conns
+            .iter_mut()
+            .map(|c| (digest(c), cmd(c, &["DBSIZE"])))
+            .collect();
+        d.windows(2).all(|w| w[0] == w[1])
+    });
+}
+
+/// Two active nodes, each pulling from the other through a proxy of its
+/// own: `pa` carries a's stream to b, `pb` b's stream to a.
+pub struct Pair {
+    pub a: Server,
+    pub b: Server,
+    pub pa: proxy::Proxy,
+    pub pb: proxy::Proxy,
+}
+
+impl Pair {
+    /// Started with `extra` directives on both nodes, and linked.
+    pub fn start(extra: &[&str]) -> Pair {
+        let (a, b) = (active_node(extra), active_node(extra));
+        let (pa, pb) = (proxy::Proxy::start(a.port), proxy::Proxy::start(b.port));
+        pull(&a, pb.port);
+        pull(&b, pa.port);
+        wait_linked(&a, 1);
+        wait_linked(&b, 1);
+        Pair { a, b, pa, pb }
+    }
+
+    pub fn partition(&self) {
+        self.pa.cut();
+        self.pb.cut();
+    }
+
+    pub fn heal(&self) {
+        self.pa.heal();
+        self.pb.heal();
+    }
+}
