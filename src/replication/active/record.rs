@@ -135,6 +135,20 @@ pub struct Rec<'a> {
     pub tail: &'a [u8],
 }
 
+impl Rec<'_> {
+    /// A record of `kind` with no header fields yet and an empty tail.
+    pub fn bare(kind: u8) -> Self {
+        Rec {
+            kind,
+            origin: 0,
+            seq: 0,
+            db: 0,
+            stamp: 0,
+            tail: &[],
+        }
+    }
+}
+
 // ---- Stored records ----------------------------------------------------
 
 fn frame(out: &mut Vec<u8>, body: impl FnOnce(&mut Vec<u8>)) {
@@ -298,14 +312,7 @@ pub fn origin_of(body: &[u8]) -> Option<u64> {
 pub fn decode_stored(body: &[u8]) -> Result<Rec<'_>, String> {
     let (&kind, rest) = body.split_first().ok_or("empty active record")?;
     let mut r = Reader(rest);
-    let mut rec = Rec {
-        kind,
-        origin: 0,
-        seq: 0,
-        db: 0,
-        stamp: 0,
-        tail: &[],
-    };
+    let mut rec = Rec::bare(kind);
     match kind {
         WRITE | UNIT | STATE => {
             rec.origin = r.u64_le()?;
@@ -506,14 +513,7 @@ impl Coder {
         let (&flags, rest) = r.0.split_first().ok_or("truncated active record")?;
         r.0 = rest;
         let kind = code_kind(flags & KIND_BITS)?;
-        let mut rec = Rec {
-            kind,
-            origin: 0,
-            seq: 0,
-            db: 0,
-            stamp: 0,
-            tail: &[],
-        };
+        let mut rec = Rec::bare(kind);
         if matches!(kind, WRITE | UNIT | STATE) {
             if flags & HAS_ORIGIN != 0 {
                 self.origin = r.u64_le()?;

@@ -332,15 +332,7 @@ fn send_states(
     }
     out.clear();
     let start = record::begin_batch(&mut out);
-    let end = record::Rec {
-        kind: record::SNAP_END,
-        origin: 0,
-        seq: 0,
-        db: 0,
-        stamp: 0,
-        tail: &[],
-    };
-    coder.put(&mut out, &end);
+    coder.put(&mut out, &record::Rec::bare(record::SNAP_END));
     record::end_batch(&mut out, start, from);
     w.write_all(&out)
 }
