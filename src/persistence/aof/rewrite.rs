@@ -331,8 +331,11 @@ fn done(
             if waiting {
                 st.wait_rewrite.store(false, Relaxed);
             }
-            finished(st, true);
+            // History goes before the rewrite shows as finished, as in
+            // Redis's done handler: a client that saw it end reads a
+            // manifest without history.
             delete_history(srv);
+            finished(st, true);
         }
         Err(e) => {
             let _ = std::fs::remove_file(dir.join(base_name));
