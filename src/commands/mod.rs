@@ -356,20 +356,8 @@ pub fn replay(
     }
     let mut client = ClientState::new(0);
     let mut out = ReplyBuf::new(2);
-    let spans: Vec<std::ops::Range<usize>> = {
-        let mut off = 0;
-        effect
-            .argv
-            .iter()
-            .map(|a| {
-                let r = off..off + a.len();
-                off += a.len();
-                r
-            })
-            .collect()
-    };
-    let flat: Vec<u8> = effect.argv.concat();
-    let args = Args::new(&flat, &spans);
+    let owned = crate::protocol::OwnedArgs::new(&effect.argv);
+    let args = owned.args();
     let mut r = Replayer {
         host,
         clock,
@@ -427,14 +415,8 @@ pub fn run_local(
     client: &mut ClientState,
     argv: &[&[u8]],
 ) -> Result<Vec<u8>, String> {
-    let mut spans = Vec::with_capacity(argv.len());
-    let mut off = 0;
-    for a in argv {
-        spans.push(off..off + a.len());
-        off += a.len();
-    }
-    let flat: Vec<u8> = argv.concat();
-    run_args(host, clock, stats, client, Args::new(&flat, &spans))
+    let owned = crate::protocol::OwnedArgs::new(argv);
+    run_args(host, clock, stats, client, owned.args())
 }
 
 /// [`run_local`] for a command already parsed (a replica's link runs its

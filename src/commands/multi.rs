@@ -483,14 +483,8 @@ fn store_destination<'a>(name: &[u8], argv: &[&'a [u8]]) -> Option<&'a [u8]> {
 
 /// Touches every key argument of `argv` per the command table.
 fn touch_key_args(srv: &Core, db: usize, argv: &[&[u8]]) {
-    let mut spans = Vec::with_capacity(argv.len());
-    let mut off = 0;
-    for a in argv {
-        spans.push(off..off + a.len());
-        off += a.len();
-    }
-    let flat = argv.concat();
-    let args = Args::new(&flat, &spans);
+    let owned = crate::protocol::OwnedArgs::new(argv);
+    let args = owned.args();
     let Some(mut id) = srv.commands.lookup(argv[0]) else {
         return;
     };

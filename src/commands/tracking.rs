@@ -130,14 +130,8 @@ pub fn touch_write(ctx: &Ctx, argv: &[&[u8]]) {
     if name.eq_ignore_ascii_case(b"flushall") || name.eq_ignore_ascii_case(b"flushdb") {
         return invalidate_all(srv, ctx.client.id);
     }
-    let mut spans = Vec::with_capacity(argv.len());
-    let mut off = 0;
-    for a in argv {
-        spans.push(off..off + a.len());
-        off += a.len();
-    }
-    let flat = argv.concat();
-    let args = Args::new(&flat, &spans);
+    let owned = crate::protocol::OwnedArgs::new(argv);
+    let args = owned.args();
     let Some(mut id) = srv.commands.lookup(name) else {
         return;
     };

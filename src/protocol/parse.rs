@@ -95,6 +95,31 @@ impl<'a> Args<'a> {
     }
 }
 
+/// Arguments owned in one buffer: for a command built in-process (a
+/// replay, a script's call, a key state applied) that must run through
+/// the same [`Args`] as a parsed request.
+pub struct OwnedArgs {
+    buf: Vec<u8>,
+    spans: Vec<Range<usize>>,
+}
+
+impl OwnedArgs {
+    pub fn new<A: AsRef<[u8]>>(argv: &[A]) -> Self {
+        let mut buf = Vec::with_capacity(argv.iter().map(|a| a.as_ref().len()).sum());
+        let mut spans = Vec::with_capacity(argv.len());
+        for a in argv {
+            let a = a.as_ref();
+            spans.push(buf.len()..buf.len() + a.len());
+            buf.extend_from_slice(a);
+        }
+        OwnedArgs { buf, spans }
+    }
+
+    pub fn args(&self) -> Args<'_> {
+        Args::new(&self.buf, &self.spans)
+    }
+}
+
 /// Resumable RESP request parser. One per connection.
 #[derive(Default)]
 pub struct RequestParser {

@@ -116,14 +116,8 @@ fn check_keys(ctx: &Ctx, s: &Script, id: CommandId, args: Args) -> Result<(), Re
 
 /// Runs one command, returning its RESP reply (or the refusal).
 fn run(ctx: &mut Ctx, s: &Script, argv: &[Vec<u8>], resp: u8) -> Result<Vec<u8>, Refusal> {
-    let mut spans = Vec::with_capacity(argv.len());
-    let mut off = 0;
-    for a in argv {
-        spans.push(off..off + a.len());
-        off += a.len();
-    }
-    let flat = argv.concat();
-    let args = Args::new(&flat, &spans);
+    let owned = crate::protocol::OwnedArgs::new(argv);
+    let args = owned.args();
     let id = resolve(ctx, s, args)?;
     let cmd = ctx.core.commands.get(id);
     let mut out = ReplyBuf::new(resp);

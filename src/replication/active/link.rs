@@ -1010,14 +1010,8 @@ impl Link<'_> {
 
     /// [`Self::replay_args`] for a command made here (a key state).
     fn replay(&mut self, db: usize, stamp: u64, argv: &[&[u8]]) {
-        let flat = argv.concat();
-        let mut spans = Vec::with_capacity(argv.len());
-        let mut off = 0;
-        for a in argv {
-            spans.push(off..off + a.len());
-            off += a.len();
-        }
-        self.replay_args(db, stamp, Args::new(&flat, &spans));
+        let owned = crate::protocol::OwnedArgs::new(argv);
+        self.replay_args(db, stamp, owned.args());
     }
 }
 
