@@ -198,3 +198,93 @@ fn both_read(ca: &mut redis::Connection, cb: &mut redis::Connection, want: i64) 
         cmd::<i64>(ca, &["GET", "c"]) == want && cmd::<i64>(cb, &["GET", "c"]) == want
     });
 }
+
+/// Sorted members of a set.
+fn members(c: &mut redis::Connection, key: &str) -> Vec<String> {
+    let mut m: Vec<String> = cmd(c, &["SMEMBERS", key]);
+    m.sort();
+    m
+}
+
+/// Adds and removes of different members on both sides of a partition
+/// all survive; a member one side removed and the other re-added stays
+/// (add-wins); a DEL removes only what its node had seen.
+#[test]
+fn sets_keep_concurrent_adds_and_removes() {
+    let p = Pair::start(&[]);
+    let (mut a, mut b) = (p.a.conn(), p.b.conn());
+    let _: i64 = cmd(&mut a, &["SADD", "s", "a", "b", "c", "m"]);
+    let _: i64 = cmd(&mut a, &["SADD", "d", "old1", "old2"]);
+    converged(&[&p.a, &p.b]);
+    p.partition();
+    let _: i64 = cmd(&mut a, &["SADD", "s", "x"]);
+    let _: i64 = cmd(&mut a, &["SREM", "s", "b", "m"]);
+    let _: i64 = cmd(&mut b, &["SADD", "s", "y", "m"]);
+    let _: i64 = cmd(&mut b, &["SREM", "s", "c"]);
+    let _: i64 = cmd(&mut a, &["DEL", "d"]);
+    let _: i64 = cmd(&mut b, &["SADD", "d", "new"]);
+    p.heal();
+    let want = ["a", "m", "x", "y"];
+    eventually("both nodes to hold the merged set", || {
+        members(&mut a, "s") == want && members(&mut b, "s") == want
+    });
+    eventually("the DEL to keep the concurrent add", || {
+        members(&mut a, "d") == ["new"] && members(&mut b, "d") == ["new"]
+    });
+    converged(&[&p.a, &p.b]);
+}
+
+/// Hash fields: different fields written on both sides all survive, the
+/// same field takes the later write, HDEL removes what it saw.
+#[test]
+fn hashes_merge_per_field() {
+    let p = Pair::start(&[]);
+    let (mut a, mut b) = (p.a.conn(), p.b.conn());
+    let _: i64 = cmd(
+        &mut a,
+        &["HSET", "h", "keep", "1", "gone", "2", "both", "0"],
+    );
+    converged(&[&p.a, &p.b]);
+    p.partition();
+    let _: i64 = cmd(&mut a, &["HSET", "h", "fa", "A", "both", "from-a"]);
+    let _: i64 = cmd(&mut b, &["HDEL", "h", "gone"]);
+    std::thread::sleep(std::time::Duration::from_millis(5));
+    let _: i64 = cmd(&mut b, &["HSET", "h", "fb", "B", "both", "from-b"]);
+    p.heal();
+    let want: Vec<(String, String)> = [("both", "from-b"), ("fa", "A"), ("fb", "B"), ("keep", "1")]
+        .iter()
+        .map(|(f, v)| (f.to_string(), v.to_string()))
+        .collect();
+    let fields = |c: &mut redis::Connection| {
+        let mut h: Vec<(String, String)> = cmd(c, &["HGETALL", "h"]);
+        h.sort();
+        h
+    };
+    eventually("both nodes to hold the merged hash", || {
+        fields(&mut a) == want && fields(&mut b) == want
+    });
+    converged(&[&p.a, &p.b]);
+}
+
+/// Sorted sets: members added and removed on both sides, a score set on
+/// both sides takes the later one.
+#[test]
+fn sorted_sets_merge_per_member() {
+    let p = Pair::start(&[]);
+    let (mut a, mut b) = (p.a.conn(), p.b.conn());
+    let _: i64 = cmd(&mut a, &["ZADD", "z", "1", "one", "2", "two", "3", "three"]);
+    converged(&[&p.a, &p.b]);
+    p.partition();
+    let _: i64 = cmd(&mut a, &["ZADD", "z", "10", "ten", "20", "two"]);
+    let _: i64 = cmd(&mut b, &["ZREM", "z", "three"]);
+    std::thread::sleep(std::time::Duration::from_millis(5));
+    let _: i64 = cmd(&mut b, &["ZADD", "z", "22", "two", "5", "five"]);
+    p.heal();
+    let want = ["one", "1", "five", "5", "ten", "10", "two", "22"];
+    eventually("both nodes to hold the merged sorted set", || {
+        let ra: Vec<String> = cmd(&mut a, &["ZRANGE", "z", "0", "-1", "WITHSCORES"]);
+        let rb: Vec<String> = cmd(&mut b, &["ZRANGE", "z", "0", "-1", "WITHSCORES"]);
+        ra == want && rb == want
+    });
+    converged(&[&p.a, &p.b]);
+}

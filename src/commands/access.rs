@@ -75,6 +75,9 @@ impl<'a> Ctx<'a> {
         if self.active.is_some() {
             let v = found.unwrap_or_else(|| l.shard_mut(slot.shard).absent_version(key));
             l.tomb = self.note_base(key, v);
+            if l.prepare_merge(key) {
+                self.mark_merged(key);
+            }
         }
         l
     }
@@ -117,6 +120,9 @@ impl<'a> Ctx<'a> {
                 let slot = ks.slot(k);
                 let v = l.shard_mut(slot.shard).version_of(slot.hash, k);
                 l.tomb = self.note_base(k, v);
+                if l.prepare_merge(k) {
+                    self.mark_merged(k);
+                }
             }
         }
         l
@@ -245,6 +251,31 @@ impl Locked<'_, '_> {
         let mut c = merge::Counter::current(shard.counter(key), prev, before);
         c.add(crate::keyspace::hlc::stamp_node(version), by, version);
         shard.set_counter(key, c);
+    }
+
+    /// Active replication, before a write: a set, hash or sorted set gets
+    /// its merge state if it has none yet (every member dotted with the
+    /// key's version, the same on every node that holds that version:
+    /// `keyspace/merge/elements.rs`), so that the write's changes are told
+    /// apart from what was there. Whether the key merges.
+    pub fn prepare_merge(&mut self, key: &[u8]) -> bool {
+        let slot = self.slot(key);
+        let shard = self.shard_mut(slot.shard);
+        if shard.merge_meta(key).is_none() {
+            let e = shard.get_raw(slot.hash, key);
+            if !e.is_some_and(|e| merge::elements::is_collection(&e.value)) {
+                return false;
+            }
+            shard.merge_meta_now(slot.hash, key);
+        }
+        true
+    }
+
+    /// Active replication: a write named `members` of the collection at
+    /// `key` as added or set (keyspace/merge/elements.rs, `touched`).
+    pub fn touch_members<'m>(&mut self, key: &[u8], members: impl Iterator<Item = &'m [u8]>) {
+        let slot = self.slot(key);
+        self.shard_mut(slot.shard).touch_members(key, members);
     }
 
     /// The version of `key`, which has no entry (its tombstone's, or 0).

@@ -156,6 +156,9 @@ fn hset(ctx: &mut Ctx, args: Args) -> CmdResult {
     } else {
         ctx.out.int(added);
     }
+    if ctx.core.active {
+        l.touch_members(key, args.iter().skip(2).step_by(2));
+    }
     ctx.notify(class::HASH, "hset", key);
     let argv: Vec<&[u8]> = args.iter().collect();
     ctx.propagate(version, &argv);
@@ -308,6 +311,9 @@ fn hincrby(ctx: &mut Ctx, args: Args) -> CmdResult {
     let (e, version) = hash_for_write(ctx, &mut l, key)?;
     hash_mut(&mut e.value).set(field, new.to_string().as_bytes(), lim);
     ctx.out.int(new);
+    if ctx.core.active {
+        l.touch_members(key, std::iter::once(field));
+    }
     ctx.notify(class::HASH, "hincrby", key);
     ctx.propagate(version, &[b"HINCRBY", key, field, args.get(3)]);
     Ok(())
@@ -336,6 +342,9 @@ fn hincrbyfloat(ctx: &mut Ctx, args: Args) -> CmdResult {
     let (e, version) = hash_for_write(ctx, &mut l, key)?;
     hash_mut(&mut e.value).set(field, text.as_bytes(), lim);
     ctx.out.bulk(text.as_bytes());
+    if ctx.core.active {
+        l.touch_members(key, std::iter::once(field));
+    }
     ctx.notify(class::HASH, "hincrbyfloat", key);
     ctx.propagate(version, &[b"HSET", key, field, text.as_bytes()]);
     Ok(())

@@ -296,15 +296,49 @@ impl Ctx<'_> {
     }
 }
 
+/// Whether a record of the command `name` writes a key that merges (a
+/// counter, a set, a hash, a sorted set: keyspace/merge/) even when the key
+/// did not exist before it: peers merge its state rather than replay it.
+fn merging_command(name: &[u8]) -> bool {
+    const NAMES: [&str; 22] = [
+        "incr",
+        "incrby",
+        "decr",
+        "decrby",
+        "sadd",
+        "srem",
+        "smove",
+        "hset",
+        "hsetnx",
+        "hmset",
+        "hdel",
+        "hincrby",
+        "hincrbyfloat",
+        "zadd",
+        "zrem",
+        "zincrby",
+        "zremrangebyscore",
+        "zremrangebyrank",
+        "zremrangebylex",
+        "zpopmin",
+        "zpopmax",
+        "spop",
+    ];
+    NAMES
+        .iter()
+        .any(|n| name.eq_ignore_ascii_case(n.as_bytes()))
+}
+
 /// The bases of a record: the keys among `argv`'s arguments that the
 /// command opened, each once, with the version it had then.
 fn bases_in<'a>(
     argv: &'a [&'a [u8]],
     opened: &'a crate::core::ctx::ActiveWrite,
 ) -> impl Iterator<Item = Base> + 'a {
+    let merging = argv.first().is_some_and(|name| merging_command(name));
     opened.bases_merged().filter_map(move |(key, v, merged)| {
         let i = argv.iter().skip(1).position(|a| *a == key)?;
-        let flag = if merged {
+        let flag = if merged || merging {
             crate::effects::MERGED_BASE
         } else {
             0

@@ -183,6 +183,9 @@ fn sadd(ctx: &mut Ctx, args: Args) -> CmdResult {
         None => ctx.new_version(),
     };
     e.version = version;
+    if ctx.core.active {
+        l.touch_members(key, args.iter().skip(2));
+    }
     ctx.notify(class::SET, "sadd", key);
     let argv: Vec<&[u8]> = args.iter().collect();
     ctx.propagate(version, &argv);

@@ -959,6 +959,9 @@ fn zadd_generic(ctx: &mut Ctx, args: Args, f: AddFlags, pairs: &[(f64, &[u8])]) 
         }
     };
     if t.added + t.updated > 0 {
+        if ctx.core.active {
+            l.touch_members(key, pairs.iter().map(|p| p.1));
+        }
         ctx.propagate(version, &argv_of(args));
         ctx.notify(class::ZSET, if f.incr { "zincr" } else { "zadd" }, key);
         ctx.signal_ready(ctx.db(), key);

@@ -184,7 +184,7 @@ pub struct Shard {
     /// Active replication: the merge state of the keys that merge instead
     /// of the last writer winning (counters, `merge.rs`). A deleted key's
     /// stays with its tombstone. Empty (and unallocated) otherwise.
-    merge: hashbrown::HashMap<Box<[u8]>, Box<merge::Counter>>,
+    merge: hashbrown::HashMap<Box<[u8]>, Box<merge::Meta>>,
 }
 
 impl Shard {
@@ -239,17 +239,25 @@ impl Shard {
         self.snap_drain();
         self.retain(hasher, |e| e.version >= stamp);
         self.tombstones.retain(|_, s| *s >= stamp);
-        self.merge.retain(|_, c| c.version >= stamp);
+        self.merge.retain(|_, m| m.version() >= stamp);
         self.flushed_at = self.flushed_at.max(stamp);
     }
 
-    /// `key`'s merge state, if it has one (see `merge.rs`: it may describe
-    /// an older version of the key; read it through `merge::Counter::current`).
-    pub fn counter(&self, key: &[u8]) -> Option<&merge::Counter> {
+    /// `key`'s merge state, if it has one (`merge/`: it may describe an
+    /// older version of the key; read it through `merge::Meta::current`).
+    pub fn merge_meta(&self, key: &[u8]) -> Option<&merge::Meta> {
         if self.merge.is_empty() {
             return None;
         }
-        self.merge.get(key).map(|c| &**c)
+        self.merge.get(key).map(|m| &**m)
+    }
+
+    /// `key`'s counter state, if it is a counter.
+    pub fn counter(&self, key: &[u8]) -> Option<&merge::Counter> {
+        match self.merge_meta(key) {
+            Some(merge::Meta::Counter(c)) => Some(c),
+            _ => None,
+        }
     }
 
     /// Whether `key` has merge state.
@@ -257,18 +265,54 @@ impl Shard {
         !self.merge.is_empty() && self.merge.contains_key(key)
     }
 
-    pub fn set_counter(&mut self, key: &[u8], c: merge::Counter) {
+    pub fn set_merge_meta(&mut self, key: &[u8], m: merge::Meta) {
         match self.merge.get_mut(key) {
-            Some(old) => **old = c,
+            Some(old) => **old = m,
             None => {
-                self.merge.insert(key.into(), Box::new(c));
+                self.merge.insert(key.into(), Box::new(m));
             }
         }
     }
 
+    /// Notes that a write named `members` of the collection at `key` as
+    /// added or set (`merge::Elements::touched`).
+    pub fn touch_members<'m>(&mut self, key: &[u8], members: impl Iterator<Item = &'m [u8]>) {
+        if let Some(merge::Meta::Elements(e)) = self.merge.get_mut(key).map(|m| &mut **m) {
+            e.touched.extend(members.map(Box::from));
+        }
+    }
+
+    pub fn set_counter(&mut self, key: &[u8], c: merge::Counter) {
+        self.set_merge_meta(key, merge::Meta::Counter(c));
+    }
+
+    /// `key`'s merge state brought up to its version and value now, and
+    /// stored so (a state about to leave the node: a member's dot must not
+    /// change once a peer saw it; `merge/elements.rs`). None if the key
+    /// does not merge.
+    pub fn merge_meta_now(&mut self, hash: u64, key: &[u8]) -> Option<&merge::Meta> {
+        let old = self.merge_meta(key);
+        let value = self.get_raw(hash, key).map(|e| &e.value);
+        let collection = value.is_some_and(merge::elements::is_collection);
+        if old.is_none() && !collection {
+            return None;
+        }
+        let version = self.version_of(hash, key);
+        if old.is_none_or(|m| m.version() != version) {
+            let now = merge::Meta::current(old, version, value);
+            self.set_merge_meta(key, now);
+        }
+        self.merge_meta(key)
+    }
+
     /// The keys with merge state and their state (a snapshot, RDB aux).
-    pub fn counters(&self) -> impl Iterator<Item = (&[u8], &merge::Counter)> {
-        self.merge.iter().map(|(k, c)| (&**k, &**c))
+    pub fn merge_metas(&self) -> impl Iterator<Item = (&[u8], &merge::Meta)> {
+        self.merge.iter().map(|(k, m)| (&**k, &**m))
+    }
+
+    /// The keys with merge state.
+    pub fn merge_keys(&self) -> Vec<Box<[u8]>> {
+        self.merge.keys().cloned().collect()
     }
 
     pub fn counter_count(&self) -> usize {

@@ -390,11 +390,11 @@ fn restore_deletions(ks: &Keyspace, summary: &decode::LoadSummary) -> Result<u64
         if *db >= ks.num_dbs() {
             return Err(bad_db(ks.num_dbs()));
         }
-        let c = crate::keyspace::merge::Counter::decode(state)
+        let m = crate::keyspace::merge::Meta::decode(state)
             .map_err(|e| RdbError::Corrupt(format!("bad lattice-merge aux field: {e}")))?;
-        max = max.max(c.version);
+        max = max.max(m.version());
         let slot = ks.slot(key);
-        ks.db(*db).lock(slot.shard).set_counter(key, c);
+        ks.db(*db).lock(slot.shard).set_merge_meta(key, m);
     }
     Ok(max)
 }

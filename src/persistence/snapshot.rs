@@ -118,20 +118,19 @@ impl Form {
         &self,
         out: &mut Vec<u8>,
         ks: &crate::keyspace::Keyspace,
-        g: &crate::keyspace::Shard,
+        g: &mut crate::keyspace::Shard,
     ) {
-        use crate::keyspace::merge::{Base, Counter};
-        if self.format != SnapFormat::Rdb || g.counter_count() == 0 {
+        if self.format != SnapFormat::Rdb {
             return;
         }
         let (mut value, mut state) = (Vec::new(), Vec::new());
-        for (key, c) in g.counters() {
-            let hash = ks.slot(key).hash;
-            let e = g.get_raw(hash, key);
-            let version = g.version_of(hash, key);
+        for key in g.merge_keys() {
+            let Some(m) = g.merge_meta_now(ks.slot(&key).hash, &key) else {
+                continue;
+            };
             state.clear();
-            Counter::current(Some(c), version, Base::of(e.map(|e| &e.value))).encode(&mut state);
-            encode::push_merge_state(&mut value, key, &state);
+            m.encode(&mut state);
+            encode::push_merge_state(&mut value, &key, &state);
             if value.len() >= TOMBSTONES_PER_AUX {
                 encode::write_aux(out, AUX_MERGE, &value);
                 value.clear();
@@ -364,7 +363,7 @@ fn cut(
             for g in shards.iter() {
                 sink_form.tombstones(&mut d.tail, g.tombstones());
             }
-            for g in shards.iter() {
+            for g in shards.iter_mut() {
                 sink_form.merge_states(&mut d.tail, &srv.keyspace, g);
             }
             deletions.push(d);

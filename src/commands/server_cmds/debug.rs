@@ -190,7 +190,7 @@ fn clock_offset(ctx: &mut Ctx, args: Args) -> CmdResult {
 /// `slot:total@stamp`. Tombstoned keys show their deletion.
 fn merge_info(ctx: &mut Ctx, key: &[u8]) {
     use crate::keyspace::hlc::stamp_node;
-    use crate::keyspace::merge::{Base, Counter};
+    use crate::keyspace::merge::{elements::is_collection, Meta};
     let ks = &ctx.core.keyspace;
     let slot = ks.slot(key);
     let g = ks.db(ctx.client.db).lock(slot.shard);
@@ -200,12 +200,10 @@ fn merge_info(ctx: &mut Ctx, key: &[u8]) {
         format!("exists:{}", u8::from(e.is_some())),
         format!("version:{version} slot:{}", stamp_node(version)),
     ];
-    match g.counter(key) {
-        Some(c) => {
-            let c = Counter::current(Some(c), version, Base::of(e.map(|e| &e.value)));
-            lines.extend(c.describe());
-        }
-        None => lines.push("type:last-writer-wins".into()),
+    let value = e.map(|e| &e.value);
+    match g.merge_meta(key) {
+        None if !value.is_some_and(is_collection) => lines.push("type:last-writer-wins".into()),
+        m => lines.extend(Meta::current(m, version, value).describe()),
     }
     drop(g);
     ctx.out.array(lines.len());

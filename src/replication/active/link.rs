@@ -566,8 +566,8 @@ fn direct_ids(active: &Active, st: &LinkState) -> Vec<String> {
     ids.iter().map(|d| format!("{d:016x}")).collect()
 }
 
-struct Link<'a> {
-    node: &'a dyn Host,
+pub(super) struct Link<'a> {
+    pub(super) node: &'a dyn Host,
     st: &'a LinkState,
     clock: &'a mut Hlc,
     stats: &'a WorkerStats,
@@ -971,10 +971,8 @@ impl Link<'_> {
                 g.merges(key),
             )
         };
-        if merges || !merge.is_empty() {
-            if self.merge_state(db, key, s, (payload, merge))
-                && self.node.active().wanted(rec.origin)
-            {
+        if let Some(changed) = self.merge_state(db, key, s, (payload, merge), merges) {
+            if changed && self.node.active().wanted(rec.origin) {
                 self.forward(rec);
             }
             return;
@@ -1019,101 +1017,8 @@ impl Link<'_> {
         }
     }
 
-    /// A key state where the key merges, here or at the origin: joins the
-    /// two (keyspace/merge.rs) and writes the result; whether it changed
-    /// anything here. The key's shard is held.
-    fn merge_state(
-        &mut self,
-        db: usize,
-        key: &[u8],
-        (stamp, at): (u64, u64),
-        (payload, merge): (&[u8], &[u8]),
-    ) -> bool {
-        use crate::keyspace::merge::{Base, Counter, Merged};
-        let ks = &self.node.core().keyspace;
-        let slot = ks.slot(key);
-        let remote = match merge {
-            b"" => Counter::current(None, stamp, payload_base(payload)),
-            m => match Counter::decode(m) {
-                Ok(c) => c,
-                Err(e) => {
-                    log_warning!("A key state from an active peer is damaged: {e}");
-                    return false;
-                }
-            },
-        };
-        let (local, local_at) = {
-            let g = ks.db(db).lock(slot.shard);
-            let e = g.get_raw(slot.hash, key);
-            let version = g.version_of(slot.hash, key);
-            let base = Base::of(e.map(|e| &e.value));
-            let at = e.map_or(0, |e| e.expire_at());
-            (Counter::current(g.counter(key), version, base), at)
-        };
-        let mut joined = local.join(&remote);
-        if joined == local {
-            return false;
-        }
-        // The expiry of the newer side.
-        let at = if remote.version > local.version {
-            at
-        } else {
-            local_at
-        };
-        match joined.value() {
-            Merged::Int(n) => {
-                let (n, at) = (n.to_string(), at.to_string());
-                let mut argv: Vec<&[u8]> = vec![b"SET", key, n.as_bytes()];
-                if at != "0" {
-                    argv.extend([&b"PXAT"[..], at.as_bytes()]);
-                }
-                self.replay(db, joined.version, &argv);
-            }
-            Merged::Absent => self.delete_merged(db, key, joined.version),
-            Merged::Other if joined.reset == remote.reset && remote.reset != local.reset => {
-                // The peer's reset won: its value, at its version.
-                joined.version = remote.version;
-                let at = at.to_string();
-                let argv: [&[u8]; 6] = [
-                    b"RESTORE",
-                    key,
-                    at.as_bytes(),
-                    payload,
-                    b"REPLACE",
-                    b"ABSTTL",
-                ];
-                self.replay(db, joined.version, &argv);
-            }
-            Merged::Other => joined.version = local.version, // ours won
-        }
-        ks.db(db).lock(slot.shard).set_counter(key, joined);
-        true
-    }
-
-    /// Deletes `key` as a write stamped `stamp` (a merged counter that ends
-    /// absent): a DEL where it exists, else its tombstone alone, and a
-    /// stamped DEL for the AOF (its loader makes it a tombstone again).
-    fn delete_merged(&mut self, db: usize, key: &[u8], stamp: u64) {
-        let ks = &self.node.core().keyspace;
-        let slot = ks.slot(key);
-        let exists = ks.db(db).lock(slot.shard).get_raw(slot.hash, key).is_some();
-        if exists {
-            return self.replay(db, stamp, &[b"DEL", key]);
-        }
-        ks.db(db).lock(slot.shard).set_tombstone(key, stamp);
-        let core = self.node.core();
-        applying(|| {
-            core.effects.emit(&EffectRef {
-                db,
-                version: stamp,
-                argv: &[b"DEL", key],
-                bases: &[],
-            })
-        });
-    }
-
     /// Runs a record's command with its stamp, as the origin's write.
-    fn replay_args(&mut self, db: usize, stamp: u64, args: Args) {
+    pub(super) fn replay_args(&mut self, db: usize, stamp: u64, args: Args) {
         let mut r = crate::commands::Replayer {
             host: self.node.admin(),
             clock: &mut *self.clock,
@@ -1127,7 +1032,7 @@ impl Link<'_> {
     }
 
     /// [`Self::replay_args`] for a command made here (a key state).
-    fn replay(&mut self, db: usize, stamp: u64, argv: &[&[u8]]) {
+    pub(super) fn replay(&mut self, db: usize, stamp: u64, argv: &[&[u8]]) {
         let owned = crate::protocol::OwnedArgs::new(argv);
         self.replay_args(db, stamp, owned.args());
     }
@@ -1180,19 +1085,6 @@ impl<'a> UnitWrite<'a> {
             let key = &argv[self.spans[arg_index(i)].clone()];
             (self.db, key, v, i)
         })
-    }
-}
-
-/// What a key's DUMP payload gives as a counter's base (empty: absent).
-fn payload_base(payload: &[u8]) -> crate::keyspace::merge::Base {
-    use crate::keyspace::merge::Base;
-    if payload.is_empty() {
-        return Base::Absent;
-    }
-    let limits = crate::keyspace::encoding::EncodingLimits::defaults();
-    match crate::persistence::rdb::decode::decode_dump_payload(payload, &limits) {
-        Ok(v) => Base::of(Some(&v)),
-        Err(_) => Base::Other,
     }
 }
 

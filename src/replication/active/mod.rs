@@ -50,6 +50,7 @@
 //! one thread per peer, and the apply rule are `link.rs`.
 
 pub mod link;
+mod merging;
 pub mod record;
 pub mod resume;
 pub mod serve;

@@ -305,16 +305,17 @@ fn send_states(
         encode_flush(core, me, db, &mut stored, wanted);
         for shard in 0..crate::keyspace::SHARDS {
             {
-                let g = ks.db(db).lock(shard);
+                let mut g = ks.db(db).lock(shard);
+                merge_states_now(&mut g, ks);
                 for e in g.iter().filter(|e| wanted(e.version)) {
                     let payload = crate::persistence::rdb::encode::dump_payload(&e.value, false);
                     let s = (e.version, e.expire_at());
-                    let merge = merge_state(&g, &e.key, e.version, Some(&e.value));
+                    let merge = merge_state(&g, &e.key);
                     encode_state(&mut stored, me, db, &e.key, s, (&payload, &merge));
                     sent += 1;
                 }
                 for (key, stamp) in g.tombstones().filter(|&(_, s)| wanted(s)) {
-                    let merge = merge_state(&g, key, stamp, None);
+                    let merge = merge_state(&g, key);
                     encode_state(&mut stored, me, db, key, (stamp, 0), (b"", &merge));
                     sent += 1;
                 }
@@ -540,18 +541,19 @@ fn answer_state(host: &dyn Host, db: usize, key: &[u8]) {
     let ks = &host.core().keyspace;
     let me = host.identity().0;
     let slot = ks.slot(key);
-    let g = ks.db(db).lock(slot.shard);
+    let mut g = ks.db(db).lock(slot.shard);
+    g.merge_meta_now(slot.hash, key);
     let mut buf = Vec::new();
     match g.get_raw(slot.hash, key) {
         Some(e) => {
             let payload = crate::persistence::rdb::encode::dump_payload(&e.value, false);
-            let merge = merge_state(&g, key, e.version, Some(&e.value));
+            let merge = merge_state(&g, key);
             let s = (e.version, e.expire_at());
             encode_state(&mut buf, me, db, key, s, (&payload, &merge));
         }
         None => {
             let stamp = g.version_of(slot.hash, key);
-            let merge = merge_state(&g, key, stamp, None);
+            let merge = merge_state(&g, key);
             encode_state(&mut buf, me, db, key, (stamp, 0), (b"", &merge));
         }
     }
@@ -559,21 +561,23 @@ fn answer_state(host: &dyn Host, db: usize, key: &[u8]) {
     drop(g);
 }
 
-/// The merge state a key's state record carries (keyspace/merge.rs), as of
-/// `version` (a reset there when it was written since): empty for a key
-/// that does not merge.
-fn merge_state(
-    g: &crate::keyspace::Shard,
-    key: &[u8],
-    version: u64,
-    value: Option<&crate::keyspace::Value>,
-) -> Vec<u8> {
-    use crate::keyspace::merge::{Base, Counter};
+/// The merge state a key's state record carries (keyspace/merge/): empty
+/// for a key that does not merge. Brought up to date first (by
+/// [`merge_states_now`], or `Shard::merge_meta_now` for one key).
+fn merge_state(g: &crate::keyspace::Shard, key: &[u8]) -> Vec<u8> {
     let mut out = Vec::new();
-    if let Some(c) = g.counter(key) {
-        Counter::current(Some(c), version, Base::of(value)).encode(&mut out);
+    if let Some(m) = g.merge_meta(key) {
+        m.encode(&mut out);
     }
     out
+}
+
+/// Brings the merge state of every key of a shard up to date (and stores
+/// it: what a peer sees of it must not change later).
+fn merge_states_now(g: &mut crate::keyspace::Shard, ks: &crate::keyspace::Keyspace) {
+    for key in g.merge_keys() {
+        g.merge_meta_now(ks.slot(&key).hash, &key);
+    }
 }
 
 /// INFO: the peers reading our stream.

@@ -36,7 +36,75 @@
 //! counter's entry stays with its tombstone (its parts are what the DEL
 //! observed) and both are collected together.
 
+mod codec;
+pub mod elements;
+
+use codec::{put_varint, Cursor};
+pub use elements::Elements;
+
 use crate::keyspace::{StrValue, Value};
+
+/// A key's merge state: how it merges.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Meta {
+    Counter(Counter),
+    Elements(Elements),
+}
+
+impl Meta {
+    /// The key's version it describes.
+    pub fn version(&self) -> u64 {
+        match self {
+            Meta::Counter(c) => c.version,
+            Meta::Elements(e) => e.version,
+        }
+    }
+
+    pub fn encode(&self, out: &mut Vec<u8>) {
+        match self {
+            Meta::Counter(c) => c.encode(out),
+            Meta::Elements(e) => e.encode(out),
+        }
+    }
+
+    pub fn decode(b: &[u8]) -> Result<Meta, String> {
+        match b.first() {
+            Some(b'C') => Counter::decode(b).map(Meta::Counter),
+            Some(b'E') => Elements::decode(b).map(Meta::Elements),
+            _ => Err("unknown merge metadata".into()),
+        }
+    }
+
+    /// As of the key's `version` and `value` (see each kind's `current`),
+    /// of the kind the value has: elements for a set, hash or sorted set,
+    /// else a counter.
+    pub fn current(meta: Option<&Meta>, version: u64, value: Option<&Value>) -> Meta {
+        let as_elements = match value {
+            Some(v) => elements::is_collection(v),
+            None => matches!(meta, Some(Meta::Elements(_))),
+        };
+        if as_elements {
+            let e = match meta {
+                Some(Meta::Elements(e)) => Some(e),
+                _ => None,
+            };
+            Meta::Elements(Elements::current(e, version, value))
+        } else {
+            let c = match meta {
+                Some(Meta::Counter(c)) => Some(c),
+                _ => None,
+            };
+            Meta::Counter(Counter::current(c, version, Base::of(value)))
+        }
+    }
+
+    pub fn describe(&self) -> Vec<String> {
+        match self {
+            Meta::Counter(c) => c.describe(),
+            Meta::Elements(e) => e.describe(),
+        }
+    }
+}
 
 /// A node's contribution to a counter.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -290,36 +358,6 @@ pub fn int_str(n: i128) -> StrValue {
 
 // ---- Encoding (key states on the stream, RDB aux) -------------------------
 
-fn put_varint(out: &mut Vec<u8>, mut v: u64) {
-    while v >= 0x80 {
-        out.push(v as u8 | 0x80);
-        v >>= 7;
-    }
-    out.push(v as u8);
-}
-
-fn varint(b: &mut &[u8]) -> Result<u64, String> {
-    let mut v = 0u64;
-    for shift in (0..64).step_by(7) {
-        let (&byte, rest) = b.split_first().ok_or("truncated merge metadata")?;
-        *b = rest;
-        v |= u64::from(byte & 0x7f) << shift;
-        if byte < 0x80 {
-            return Ok(v);
-        }
-    }
-    Err("bad varint in merge metadata".into())
-}
-
-fn i128_of(b: &mut &[u8]) -> Result<i128, String> {
-    if b.len() < 16 {
-        return Err("truncated merge metadata".into());
-    }
-    let (n, rest) = b.split_at(16);
-    *b = rest;
-    Ok(i128::from_le_bytes(n.try_into().expect("16 bytes")))
-}
-
 fn put_parts(out: &mut Vec<u8>, parts: &[Part]) {
     put_varint(out, parts.len() as u64);
     for p in parts {
@@ -329,16 +367,13 @@ fn put_parts(out: &mut Vec<u8>, parts: &[Part]) {
     }
 }
 
-fn parts_of(b: &mut &[u8]) -> Result<Vec<Part>, String> {
-    let n = varint(b)?;
-    if n > 1024 {
-        return Err("too many parts in merge metadata".into());
-    }
-    let mut parts = Vec::with_capacity(n as usize);
+fn parts_of(c: &mut Cursor) -> Result<Vec<Part>, String> {
+    let n = c.count()?;
+    let mut parts = Vec::with_capacity(n);
     for _ in 0..n {
-        let slot = varint(b)?;
-        let total = i128_of(b)?;
-        let stamp = varint(b)?;
+        let slot = c.varint()?;
+        let total = c.i128_le()?;
+        let stamp = c.varint()?;
         parts.push(Part { slot, total, stamp });
     }
     if parts.windows(2).any(|w| w[0].slot >= w[1].slot) {
@@ -365,27 +400,22 @@ impl Counter {
         put_parts(out, &self.parts);
     }
 
-    pub fn decode(mut b: &[u8]) -> Result<Counter, String> {
-        let b = &mut b;
-        if b.first() != Some(&b'C') {
+    pub fn decode(b: &[u8]) -> Result<Counter, String> {
+        let mut c = Cursor(b);
+        if c.byte()? != b'C' {
             return Err("unknown merge metadata".into());
         }
-        *b = &b[1..];
-        let version = varint(b)?;
-        let reset = varint(b)?;
-        let (&kind, rest) = b.split_first().ok_or("truncated merge metadata")?;
-        *b = rest;
-        let base = match kind {
+        let version = c.varint()?;
+        let reset = c.varint()?;
+        let base = match c.byte()? {
             0 => Base::Absent,
-            1 => Base::Int(i128_of(b)?),
+            1 => Base::Int(c.i128_le()?),
             2 => Base::Other,
             _ => return Err("bad base in merge metadata".into()),
         };
-        let observed = parts_of(b)?;
-        let parts = parts_of(b)?;
-        if !b.is_empty() {
-            return Err("trailing bytes in merge metadata".into());
-        }
+        let observed = parts_of(&mut c)?;
+        let parts = parts_of(&mut c)?;
+        c.end()?;
         Ok(Counter {
             version,
             reset,
