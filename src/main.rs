@@ -48,9 +48,11 @@ fn main() {
         lattice::REDIS_VERSION,
         std::process::id()
     );
-    match &config.file {
-        Some(_) => lattice::log_notice!("Configuration loaded"),
-        None => lattice::log_warning!(
+    // As redis-server: the warning only when started with no argument at
+    // all (command-line directives are a configuration too).
+    match args.is_empty() {
+        false => lattice::log_warning!("Configuration loaded"),
+        true => lattice::log_warning!(
             "Warning: no config file specified, using the default config. In order to specify a config file use lattice-server /path/to/redis.conf"
         ),
     }

@@ -666,7 +666,9 @@ pub static DIRECTIVES: &[Directive] = &[
         .alias(&["zset-max-ziplist-value"])
         .built(),
     d("port", Int(0, 65535), "6379").built().imm(),
-    d("bind", Bind, "127.0.0.1 -::1").built().imm(),
+    // Redis 7.0 with no config file: every interface (IPv6 optional), with
+    // protected mode refusing non-loopback clients while no password is set.
+    d("bind", Bind, "* -::*").built().imm(),
     d("dir", Str, "./").built().prot(),
     d("dbfilename", Str, "dump.rdb").built().prot(),
     d("requirepass", Str, "").built(),

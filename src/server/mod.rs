@@ -241,12 +241,72 @@ fn bind_listeners(
 
 fn bind_tcp(sa: SocketAddr, backlog: i32) -> std::io::Result<std::net::TcpListener> {
     // std sets SO_REUSEADDR on Unix, as Redis does.
-    let l = std::net::TcpListener::bind(sa)?;
+    let l = match sa {
+        SocketAddr::V4(_) => std::net::TcpListener::bind(sa)?,
+        SocketAddr::V6(v6) => bind_v6_only(v6)?,
+    };
     // std listens with a backlog of 128; a burst of connections beyond it
     // loses SYNs and waits a second for the retry. Listening again sets
     // Redis's `tcp-backlog` (511) instead (the kernel caps it at somaxconn).
     // SAFETY: the fd belongs to `l`, a bound listening socket, while called.
     unsafe { libc::listen(std::os::fd::AsRawFd::as_raw_fd(&l), backlog) };
+    Ok(l)
+}
+
+/// An IPv6 listener that takes IPv6 only (`IPV6_V6ONLY`), as Redis's: the
+/// default `bind * -::*` listens on 0.0.0.0 and :: on the same port, which
+/// a dual-stack :: socket would make fail with "address in use"; and IPv4
+/// clients keep arriving with IPv4 addresses. Not yet listening.
+fn bind_v6_only(sa: std::net::SocketAddrV6) -> std::io::Result<std::net::TcpListener> {
+    use std::os::fd::{AsRawFd, FromRawFd};
+    let err = std::io::Error::last_os_error;
+    // SAFETY: socket() returns a new fd or -1; a valid fd is owned by the
+    // listener at once (closed on every error path below).
+    let fd = unsafe { libc::socket(libc::AF_INET6, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0) };
+    if fd < 0 {
+        return Err(err());
+    }
+    // SAFETY: `fd` is a fresh socket that nothing else owns.
+    let l = unsafe { std::net::TcpListener::from_raw_fd(fd) };
+    let on: libc::c_int = 1;
+    let int_len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
+    for (level, opt) in [
+        (libc::IPPROTO_IPV6, libc::IPV6_V6ONLY),
+        (libc::SOL_SOCKET, libc::SO_REUSEADDR),
+    ] {
+        // SAFETY: the fd is `l`'s, open; the value is a live c_int of int_len bytes.
+        let rc = unsafe {
+            libc::setsockopt(
+                l.as_raw_fd(),
+                level,
+                opt,
+                &on as *const _ as *const libc::c_void,
+                int_len,
+            )
+        };
+        if rc != 0 {
+            return Err(err());
+        }
+    }
+    // SAFETY: sockaddr_in6 is plain data (all-zero is valid); every field
+    // is set from `sa` before bind reads it.
+    let mut addr: libc::sockaddr_in6 = unsafe { std::mem::zeroed() };
+    addr.sin6_family = libc::AF_INET6 as libc::sa_family_t;
+    addr.sin6_port = sa.port().to_be();
+    addr.sin6_flowinfo = sa.flowinfo();
+    addr.sin6_addr.s6_addr = sa.ip().octets();
+    addr.sin6_scope_id = sa.scope_id();
+    // SAFETY: the pointer and length describe `addr`, alive for the call.
+    let rc = unsafe {
+        libc::bind(
+            l.as_raw_fd(),
+            &addr as *const libc::sockaddr_in6 as *const libc::sockaddr,
+            std::mem::size_of::<libc::sockaddr_in6>() as libc::socklen_t,
+        )
+    };
+    if rc != 0 {
+        return Err(err());
+    }
     Ok(l)
 }
 
