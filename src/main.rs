@@ -61,8 +61,11 @@ fn main() {
         config.port(),
         config.threads()
     );
-    for name in config.accepted_in_use() {
-        lattice::config::warn_accepted(name);
+    for note in &config.notes {
+        lattice::log_warning!("{note}");
+    }
+    for name in config.noops_in_use() {
+        lattice::config::warn_noop(name);
     }
     match lattice::server::run(config) {
         Ok(code) => std::process::exit(code),

@@ -129,14 +129,82 @@ fn refused_directives() {
         &["--tls-cert-file", "/tmp/x.crt"],
         &["--rename-command", "FLUSHALL", ""],
         &["--user", "bob", "on", ">pass"],
+        &["--cluster-enabled", "yes"],
+        &["--loadmodule", "/nonexistent/module.so"],
+        &["--tls-protocols", "TLSv1.3"],
+        &["--maxmemory-clients", "10%"],
+        &["--supervised", "systemd"],
+        &["--syslog-enabled", "yes"],
+        &["--shutdown-on-sigterm", "nosave"],
     ] {
         let (code, err) = run_fail(args);
         assert_eq!(code, 1, "{args:?}");
         assert!(err.contains("FATAL CONFIG FILE ERROR"), "{args:?}: {err}");
     }
+    // Redis's format, naming the file's line.
+    let f = temp_file("cluster.conf", "port 7000\n\ncluster-enabled yes\n");
+    let (_, err) = run_fail(&[f.to_str().unwrap()]);
+    assert!(
+        err.contains("\nReading the configuration file, at line 3\n>>> 'cluster-enabled yes'\n'cluster-enabled' is not supported by LatticeDB yet"),
+        "{err}"
+    );
     // Default values of refused directives are fine.
-    let s = Server::start(&["--tls-port", "0", "--aclfile", ""]);
-    assert_eq!(get(&mut s.conn(), "tls-port"), "0");
+    let s = Server::start(&[
+        "--tls-port",
+        "0",
+        "--aclfile",
+        "",
+        "--cluster-enabled",
+        "no",
+    ]);
+    let mut c = s.conn();
+    assert_eq!(get(&mut c, "tls-port"), "0");
+    // CONFIG SET refuses what start-up refuses, and takes the default.
+    let e = cmd_err(&mut c, &["CONFIG", "SET", "maxmemory-clients", "10%"]);
+    assert!(
+        e.contains("CONFIG SET failed (possibly related to argument 'maxmemory-clients') - 'maxmemory-clients' is not supported"),
+        "{e}"
+    );
+    let e = cmd_err(&mut c, &["CONFIG", "SET", "tls-protocols", "TLSv1.2"]);
+    assert!(e.contains("not supported"), "{e}");
+    let _: () = cmd(&mut c, &["CONFIG", "SET", "maxmemory-clients", "0"]);
+    assert_eq!(get(&mut c, "maxmemory-clients"), "0");
+}
+
+/// Several `replicaof` lines: a plain replica follows the last one (as
+/// Redis, which keeps the last line) and says so; under active-replica each
+/// line is a peer.
+#[test]
+fn several_replicaof_lines() {
+    let a = Server::start(&[]);
+    let b = Server::start(&[]);
+    let text = format!(
+        "replicaof 127.0.0.1 {}\nreplicaof 127.0.0.1 {}\n",
+        a.port, b.port
+    );
+    let f = temp_file("two-masters.conf", &text);
+    let s = Server::start_with(Some(f.to_str().unwrap()), &[]);
+    let mut c = s.conn();
+    assert_eq!(get(&mut c, "replicaof"), format!("127.0.0.1 {}", b.port));
+    assert!(
+        s.log()
+            .contains("replicaof was given 2 times: this node replicates from the last one"),
+        "{}",
+        s.log()
+    );
+    eventually("the replica links to the last master", || {
+        info_field::<String>(&mut c, "master_port") == b.port.to_string()
+    });
+    let f = temp_file("two-peers.conf", &format!("active-replica yes\n{text}"));
+    let s = Server::start_with(
+        Some(f.to_str().unwrap()),
+        &["--node-slot", &unique_node_slot()],
+    );
+    assert_eq!(
+        get(&mut s.conn(), "replicaof"),
+        format!("127.0.0.1 {} 127.0.0.1 {}", a.port, b.port)
+    );
+    assert!(!s.log().contains("replicaof was given"), "{}", s.log());
 }
 
 #[test]
@@ -173,7 +241,7 @@ fn version_and_help() {
 }
 
 #[test]
-fn logfile_and_accepted_warnings() {
+fn logfile_and_noop_notices() {
     let log = temp_file("server.log", "");
     let s = Server::start(&[
         "--logfile",

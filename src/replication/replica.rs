@@ -1129,7 +1129,13 @@ impl Link<'_> {
             if !getack && !args.is_empty() {
                 let r = crate::commands::run_args(srv, self.clock, self.stats, self.client, args);
                 if let Err(e) = r {
-                    log_warning!("Command from master failed: {e}");
+                    let name = String::from_utf8_lossy(args.get(0)).to_ascii_lowercase();
+                    crate::core::propagation::failed(
+                        srv,
+                        crate::core::propagation::Source::Master,
+                        &e,
+                        &name,
+                    );
                 }
             }
             peer.start += consumed;

@@ -563,7 +563,15 @@ pub fn dispatch(
     let mut end = start;
     let res = lookup_and_check(srv, client, args).and_then(|id| {
         let mut clock = worker.clock.borrow_mut();
-        crate::commands::evict::admit(srv, &mut clock, &worker.stats, client, id)
+        // `replica-ignore-maxmemory yes` (the default): a replica evicts
+        // nothing itself; its master's evictions reach it as DELs.
+        let evicts = srv.hot.maxmemory.load(Relaxed) != 0
+            && !(srv.repl.is_replica() && srv.config.read().get_bool("replica-ignore-maxmemory"));
+        let admitted = match evicts {
+            true => crate::commands::evict::admit(srv, &mut clock, &worker.stats, client, id),
+            false => Ok(()),
+        };
+        admitted
             .and_then(|()| super::hooks::admit(srv, client, id))
             .map(|()| id)
             .map_err(|e| (Some(id), e))
