@@ -2,8 +2,8 @@
 //!
 //! Parses the configuration (exiting 1 with Redis's fatal config error text
 //! on a bad one), daemonizes if asked, opens the log file, logs the start-up
-//! banner and a warning for each accepted-but-not-built directive in use,
-//! then runs the server.
+//! banner, what the config load decided and a notice for each no-op
+//! directive in use (docs/CONFIG.md), then runs the server.
 
 use mimalloc::MiMalloc;
 
@@ -41,8 +41,10 @@ fn main() {
     if config.get_bool("always-show-logo") {
         print_logo(&config);
     }
-    lattice::log_notice!("oO0OoO0OoO0Oo LatticeDB is starting oO0OoO0OoO0Oo");
-    lattice::log_notice!(
+    // Redis's first three lines: warnings, tagged C (logged before the
+    // server knows its role).
+    lattice::log_warning!("oO0OoO0OoO0Oo LatticeDB is starting oO0OoO0OoO0Oo");
+    lattice::log_warning!(
         "LatticeDB version={} (Redis {} compatible), bits=64, pid={}, just started",
         lattice::LATTICE_VERSION,
         lattice::REDIS_VERSION,
@@ -56,6 +58,12 @@ fn main() {
             "Warning: no config file specified, using the default config. In order to specify a config file use lattice-server /path/to/redis.conf"
         ),
     }
+    // From here on the role tag is the server's: S while it replicates a
+    // master (an active node, writable, stays M), as Redis's.
+    let replica = !config.get_str("replicaof").is_empty()
+        && !config.get_bool("active-replica")
+        && !config.get_bool("multi-master");
+    lattice::log::set_role(if replica { b'S' } else { b'M' });
     lattice::log_notice!(
         "Running mode=standalone, port={}, server-threads={}.",
         config.port(),

@@ -254,7 +254,7 @@ fn logfile_and_noop_notices() {
     let mut c = s.conn();
     let _: () = cmd(&mut c, &["CONFIG", "SET", "hll-sparse-max-bytes", "5000"]);
     let text = std::fs::read_to_string(&log).unwrap();
-    assert!(text.contains("Ready to accept connections tcp"), "{text}");
+    assert!(text.contains("Ready to accept connections\n"), "{text}");
     assert!(text.contains(" * Server initialized"), "{text}");
     assert_eq!(text.matches("'hll-sparse-max-bytes'").count(), 1, "{text}");
     assert!(text.contains("'replica-weighting-factor'"), "{text}");

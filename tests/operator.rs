@@ -53,3 +53,282 @@ fn propagation_error_behavior() {
         "{log}"
     );
 }
+
+/// The messages (without pid, role, time and level) of a log, in order.
+fn messages(log: &str) -> Vec<String> {
+    log.lines()
+        .filter_map(|l| l.splitn(7, ' ').nth(6).map(str::to_string))
+        .collect()
+}
+
+/// Asserts that `log` has a line starting with each of `wanted`, in that
+/// order.
+fn assert_in_order(log: &str, wanted: &[String]) {
+    let msgs = messages(log);
+    let mut at = 0;
+    for w in wanted {
+        match msgs[at..].iter().position(|m| m.starts_with(w.as_str())) {
+            Some(i) => at += i + 1,
+            None => panic!("no {w:?} (in order) in:\n{log}"),
+        }
+    }
+}
+
+/// The master side of a diskless full sync says what Redis 7.0 says, in
+/// the same order: the request, full or partial, the delay, the snapshot's
+/// start and end, the transfer, the replica online. The same lines are
+/// checked in redis-server's own log for the same event, and the replica
+/// tags its lines `S` (the master `M`), as Redis's.
+#[test]
+fn master_side_sync_logs_match_redis() {
+    let delay = ["--repl-diskless-sync-delay", "1"];
+    let ours = Server::start(&delay);
+    let redis = RedisOracle::start(&delay);
+    let our_replica = Server::start(&["--replicaof", "127.0.0.1", &ours.port.to_string()]);
+    let redis_replica = RedisOracle::start(&["--replicaof", "127.0.0.1", &redis.port.to_string()]);
+    for (log, replica_port) in [
+        (
+            Box::new(|| ours.log()) as Box<dyn Fn() -> String>,
+            our_replica.port,
+        ),
+        (
+            Box::new(|| std::fs::read_to_string(redis.dir.join("redis.log")).unwrap_or_default()),
+            redis_replica.port,
+        ),
+    ] {
+        let name = format!("127.0.0.1:{replica_port}");
+        eventually("the replica is online", || {
+            log().contains(&format!("Synchronization with replica {name} succeeded"))
+        });
+        assert_in_order(
+            &log(),
+            &[
+                format!("Replica {name} asks for synchronization"),
+                format!("Full resync requested by replica {name}"),
+                "Delay next BGSAVE for diskless SYNC".into(),
+                "Starting BGSAVE for SYNC with target: replicas sockets".into(),
+                "Diskless rdb transfer, done reading from pipe, 1 replicas still up.".into(),
+                "Background RDB transfer terminated with success".into(),
+                format!("Streamed RDB transfer with replica {name} succeeded (socket). Waiting for REPLCONF ACK from slave to enable streaming"),
+                format!("Synchronization with replica {name} succeeded"),
+            ],
+        );
+    }
+    let pid = |s: &Server| s.child.id();
+    assert!(ours.log().contains(&format!("{}:M ", pid(&ours))));
+    let replica_log = our_replica.log();
+    assert!(
+        replica_log.contains(&format!("{}:S ", pid(&our_replica))),
+        "{replica_log}"
+    );
+    assert!(
+        !replica_log.contains(&format!("{}:M ", pid(&our_replica))),
+        "{replica_log}"
+    );
+}
+
+/// Start-up and SHUTDOWN log in Redis's order: the first lines tagged `C`
+/// (before the server knows its role), "User requested shutdown..." before
+/// the final save, then the save, then the goodbye.
+#[test]
+fn shutdown_logs_in_redis_order() {
+    let s = Server::start(&["--save", "3600 1", "--pidfile", "lattice-test.pid"]);
+    let mut c = s.conn();
+    let _: () = cmd(&mut c, &["SET", "k", "v"]);
+    let _ = redis::cmd("SHUTDOWN").query::<()>(&mut c);
+    eventually("exited", || s.log().contains("ready to exit, bye bye"));
+    let log = s.log();
+    let pid = s.child.id();
+    assert!(log.starts_with(&format!("{pid}:C ")), "{log}");
+    assert_in_order(
+        &log,
+        &[
+            "oO0OoO0OoO0Oo LatticeDB is starting".into(),
+            "Running mode=standalone".into(),
+            "Ready to accept connections".into(),
+            "User requested shutdown...".into(),
+            "Saving the final RDB snapshot before exiting.".into(),
+            "DB saved on disk".into(),
+            "Removing the pid file.".into(),
+            "LatticeDB is now ready to exit, bye bye...".into(),
+        ],
+    );
+}
+
+/// Loading says what it loads before it starts (file, size, Redis's
+/// version/age/memory lines), its progress every few seconds (keys of the
+/// announced total, bytes, rate), and totals and time at the end. A
+/// SHUTDOWN while loading does not save (that would write half the data).
+#[test]
+fn loading_logs_and_shutdown_while_loading() {
+    let data = tempdir("loading-logs");
+    {
+        let s = Server::start(&[]);
+        let mut c = s.conn();
+        let _: () = cmd(&mut c, &["DEBUG", "POPULATE", "15000", "key", "10"]);
+        let _: () = cmd(&mut c, &["SAVE"]);
+        std::fs::copy(s.dir.join("dump.rdb"), data.join("dump.rdb")).unwrap();
+    }
+    let dir = data.to_str().unwrap();
+    // ~3 s of loading at 100 us a key (more: the sleep's granularity).
+    let slow = Server::start(&["--dir", dir, "--key-load-delay", "100"]);
+    let log = slow.log();
+    assert_in_order(
+        &log,
+        &[
+            "Loading RDB from dump.rdb (".into(),
+            "Loading RDB produced by version 7.0.15".into(),
+            "RDB age ".into(),
+            "RDB memory usage when created ".into(),
+            "Loading RDB: ".into(),
+            "Done loading RDB, keys loaded: 15000, keys expired: 0.".into(),
+            "DB loaded from disk: ".into(),
+        ],
+    );
+    let progress = messages(&log)
+        .into_iter()
+        .find(|m| m.starts_with("Loading RDB: "))
+        .unwrap();
+    assert!(progress.contains(" keys of 15000 ("), "{progress}");
+    assert!(progress.contains(" keys/s"), "{progress}");
+    drop(slow);
+
+    // SHUTDOWN SAVE while loading: no save, the file keeps every key.
+    let port = free_port();
+    let log_path = data.join("loading.log");
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_lattice-server"))
+        .args([
+            "--port",
+            &port.to_string(),
+            "--dir",
+            dir,
+            "--save",
+            "3600 1",
+        ])
+        .args(["--key-load-delay", "100", "--logfile"])
+        .arg(&log_path)
+        .spawn()
+        .unwrap();
+    let mut raw = loop {
+        if let Ok(s) = std::net::TcpStream::connect(("127.0.0.1", port)) {
+            break s;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    std::io::Write::write_all(&mut raw, b"SHUTDOWN SAVE\r\n").unwrap();
+    let status = child.wait().unwrap();
+    assert!(status.success());
+    let log = std::fs::read_to_string(&log_path).unwrap();
+    assert!(log.contains("User requested shutdown..."), "{log}");
+    assert!(!log.contains("Saving the final RDB snapshot"), "{log}");
+    let again = Server::start(&["--dir", dir]);
+    assert_eq!(cmd::<u64>(&mut again.conn(), &["DBSIZE"]), 15000);
+}
+
+/// Runs redis-cli with `args`, killed after `secs` if still running;
+/// returns its stdout. `pty`: under `script`, for modes that print only to
+/// a terminal as it goes (`--stat`).
+fn redis_cli(args: &[&str], secs: u64, pty: bool) -> String {
+    let mut cmd = if pty {
+        let mut c = std::process::Command::new("timeout");
+        c.args([&secs.to_string(), "script", "-qec"])
+            .arg(format!("redis-cli {}", args.join(" ")))
+            .arg("/dev/null");
+        c
+    } else {
+        let mut c = std::process::Command::new("timeout");
+        c.arg(secs.to_string()).arg("redis-cli").args(args);
+        c
+    };
+    let out = cmd.output().expect("run redis-cli");
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// The same small dataset on a server.
+fn fill(c: &mut redis::Connection) {
+    let _: () = cmd(c, &["DEBUG", "POPULATE", "1000", "k", "10"]);
+    let _: i64 = cmd(c, &["RPUSH", "biglist", "a", "b", "c", "d", "e", "f"]);
+    let _: i64 = cmd(c, &["HSET", "h", "f1", "v1", "f2", "v2"]);
+    let _: i64 = cmd(c, &["SADD", "s", "a", "b", "c"]);
+    let _: i64 = cmd(c, &["ZADD", "z", "1", "a", "2", "b"]);
+}
+
+/// The lines of redis-cli --bigkeys/--memkeys that do not depend on which
+/// of several equal keys a scan met first.
+fn summary(out: &str) -> Vec<String> {
+    out.lines()
+        .filter(|l| !l.starts_with('[') && (l.contains(" with ") || l.starts_with("Sampled ")))
+        .map(str::to_string)
+        .collect()
+}
+
+/// redis-cli's operator modes work against lattice-server as against
+/// redis-server (issue 15 item 6): --bigkeys and --scan give redis-server's
+/// answers for the same data, --memkeys completes (sizes are ours),
+/// --latency measures, --stat prints its table, --rdb takes a snapshot
+/// that loads back whole.
+#[test]
+fn redis_cli_operator_modes() {
+    if std::process::Command::new("redis-cli")
+        .arg("--version")
+        .output()
+        .is_err()
+    {
+        eprintln!("redis-cli not installed (.ci/setup.sh installs redis-tools): skipped");
+        return;
+    }
+    let s = Server::start(&[]);
+    let redis = RedisOracle::start(&[]);
+    fill(&mut s.conn());
+    fill(&mut redis.conn());
+    let (ours, theirs) = (s.port.to_string(), redis.port.to_string());
+    let on = |port: &str, mode: &[&str]| {
+        let mut a = vec!["-p", port];
+        a.extend_from_slice(mode);
+        redis_cli(&a, 20, false)
+    };
+
+    let big = on(&ours, &["--bigkeys"]);
+    assert!(
+        big.contains("Biggest   list found '\"biglist\"' has 6 items"),
+        "{big}"
+    );
+    assert_eq!(
+        summary(&big),
+        summary(&on(&theirs, &["--bigkeys"])),
+        "{big}"
+    );
+    assert!(summary(&big).len() >= 7, "{big}");
+
+    let mem = on(&ours, &["--memkeys"]);
+    assert!(mem.contains("1000 strings with "), "{mem}");
+    assert!(mem.contains("Biggest   list found '\"biglist\"'"), "{mem}");
+
+    let scan = |port: &str| {
+        let mut keys: Vec<String> = on(port, &["--scan", "--pattern", "k:1*"])
+            .lines()
+            .map(str::to_string)
+            .collect();
+        keys.sort();
+        keys
+    };
+    assert_eq!(scan(&ours).len(), 111);
+    assert_eq!(scan(&ours), scan(&theirs));
+
+    // Outside a terminal, --latency samples for a while and prints
+    // "min max avg samples" once.
+    let lat = on(&ours, &["--latency"]);
+    let words: Vec<&str> = lat.split_whitespace().collect();
+    assert_eq!(words.len(), 4, "{lat}");
+    assert!(words[3].parse::<u64>().unwrap() > 0, "{lat}");
+
+    let stat = redis_cli(&["-p", &ours, "--stat", "-i", "1"], 3, true);
+    assert!(stat.contains("keys       mem      clients"), "{stat}");
+    assert!(stat.lines().any(|l| l.starts_with("1004 ")), "{stat}");
+
+    let dir = tempdir("cli-rdb");
+    let file = dir.join("dump.rdb");
+    on(&ours, &["--rdb", file.to_str().unwrap()]);
+    let copy = Server::start(&["--dir", dir.to_str().unwrap()]);
+    assert_eq!(cmd::<u64>(&mut copy.conn(), &["DBSIZE"]), 1004);
+}

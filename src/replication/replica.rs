@@ -268,6 +268,7 @@ fn follow(srv: &Arc<Server>, host: String, port: u16) {
     side.stage.set(Stage::Connect);
     side.down_since_ms.store(0, Relaxed);
     srv.repl.is_replica.store(true, Release);
+    crate::log::set_role(b'S');
     // Clients blocked on keys would wait for writes that now come from the
     // master only: Redis unblocks them with an error; we let them time out.
     let gen = side.generation.load(Acquire);
@@ -298,6 +299,7 @@ pub(crate) fn promote(srv: &Server) {
     *repl.replica.master.lock() = None;
     repl.shift_replid();
     repl.is_replica.store(false, Release);
+    crate::log::set_role(b'M');
     log_notice!("MASTER MODE enabled (user request)");
 }
 

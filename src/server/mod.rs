@@ -368,32 +368,36 @@ pub fn run(config: Config) -> Result<i32, String> {
     } else {
         crate::replication::replica::start_from_config(&srv);
     }
-    log_notice!("Ready to accept connections tcp");
+    log_notice!("Ready to accept connections");
     loop {
         let kind = shutdown_rx.recv().unwrap_or(ShutdownKind::Default);
-        match kind {
-            ShutdownKind::Signal(sig) => {
-                let name = if sig == libc::SIGINT {
-                    "SIGINT"
-                } else {
-                    "SIGTERM"
-                };
-                log_warning!("Received {name} scheduling shutdown...");
-                // As Redis: if the final save fails, the server stays up.
-                if !crate::persistence::save::save_on_shutdown(&srv, false) {
-                    continue;
-                }
+        // SHUTDOWN logged and saved before it answered (commands/server_cmds).
+        if let ShutdownKind::Signal(sig) = kind {
+            let name = if sig == libc::SIGINT {
+                "SIGINT"
+            } else {
+                "SIGTERM"
+            };
+            log_warning!("Received {name} scheduling shutdown...");
+            log_warning!("User requested shutdown...");
+            // As Redis: if the final save fails, the server stays up.
+            if !crate::persistence::save::save_on_shutdown(&srv, false) {
+                log_warning!(
+                    "Errors trying to shut down the server. Check the logs for more information."
+                );
+                continue;
             }
-            _ => log_warning!("User requested shutdown..."),
         }
         break;
     }
     crate::persistence::aof::on_shutdown(&srv);
     srv.shutting_down.store(true, Relaxed);
     if !pidfile.is_empty() {
+        log_notice!("Removing the pid file.");
         let _ = std::fs::remove_file(&pidfile);
     }
     if !unix_path.is_empty() {
+        log_notice!("Removing the unix socket file.");
         let _ = std::fs::remove_file(&unix_path);
     }
     log_warning!("{} is now ready to exit, bye bye...", "LatticeDB");
