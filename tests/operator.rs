@@ -170,8 +170,8 @@ fn loading_logs_and_shutdown_while_loading() {
         std::fs::copy(s.dir.join("dump.rdb"), data.join("dump.rdb")).unwrap();
     }
     let dir = data.to_str().unwrap();
-    // ~3 s of loading at 100 us a key (more: the sleep's granularity).
-    let slow = Server::start(&["--dir", dir, "--key-load-delay", "100"]);
+    // 3 s or more of loading at 200 us a key (more: the sleep's granularity).
+    let slow = Server::start(&["--dir", dir, "--key-load-delay", "200"]);
     let log = slow.log();
     assert_in_order(
         &log,
@@ -193,34 +193,63 @@ fn loading_logs_and_shutdown_while_loading() {
     assert!(progress.contains(" keys/s"), "{progress}");
     drop(slow);
 
-    // SHUTDOWN SAVE while loading: no save, the file keeps every key.
-    let port = free_port();
-    let log_path = data.join("loading.log");
-    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_lattice-server"))
-        .args([
-            "--port",
-            &port.to_string(),
-            "--dir",
-            dir,
-            "--save",
-            "3600 1",
-        ])
-        .args(["--key-load-delay", "100", "--logfile"])
-        .arg(&log_path)
-        .spawn()
-        .unwrap();
-    let mut raw = loop {
-        if let Ok(s) = std::net::TcpStream::connect(("127.0.0.1", port)) {
-            break s;
+    // SHUTDOWN SAVE, then SIGTERM, while loading: the load stops, nothing
+    // is saved (the file keeps every key), the process exits 0 at once.
+    for how in ["SHUTDOWN SAVE", "SIGTERM"] {
+        let port = free_port();
+        let log_path = data.join("loading.log");
+        let _ = std::fs::remove_file(&log_path);
+        let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_lattice-server"))
+            .args([
+                "--port",
+                &port.to_string(),
+                "--dir",
+                dir,
+                "--save",
+                "3600 1",
+            ])
+            .args(["--key-load-delay", "300", "--logfile"])
+            .arg(&log_path)
+            .spawn()
+            .unwrap();
+        let mut raw = loop {
+            if let Ok(s) = std::net::TcpStream::connect(("127.0.0.1", port)) {
+                break s;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        let asked = std::time::Instant::now();
+        if how == "SIGTERM" {
+            // SAFETY: kill(2) on our own child's pid; no memory involved.
+            unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+        } else {
+            std::io::Write::write_all(&mut raw, b"SHUTDOWN SAVE\r\n").unwrap();
         }
-        std::thread::sleep(Duration::from_millis(20));
-    };
-    std::io::Write::write_all(&mut raw, b"SHUTDOWN SAVE\r\n").unwrap();
-    let status = child.wait().unwrap();
-    assert!(status.success());
-    let log = std::fs::read_to_string(&log_path).unwrap();
-    assert!(log.contains("User requested shutdown..."), "{log}");
-    assert!(!log.contains("Saving the final RDB snapshot"), "{log}");
+        let status = child.wait().unwrap();
+        assert!(status.success(), "{how}");
+        assert!(
+            asked.elapsed() < Duration::from_secs(3),
+            "{how}: took {:?}",
+            asked.elapsed()
+        );
+        let log = std::fs::read_to_string(&log_path).unwrap();
+        assert!(log.contains("User requested shutdown..."), "{how}: {log}");
+        if how == "SIGTERM" {
+            assert!(
+                log.contains("Received shutdown signal during loading, scheduling shutdown."),
+                "{log}"
+            );
+        }
+        assert!(
+            !log.contains("Saving the final RDB snapshot"),
+            "{how}: {log}"
+        );
+        assert!(!log.contains("Done loading RDB"), "{how}: {log}");
+        assert!(
+            log.contains("is now ready to exit, bye bye..."),
+            "{how}: {log}"
+        );
+    }
     let again = Server::start(&["--dir", dir]);
     assert_eq!(cmd::<u64>(&mut again.conn(), &["DBSIZE"]), 15000);
 }

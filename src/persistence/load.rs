@@ -44,6 +44,9 @@ pub struct Loading {
     keys: AtomicU64,
     /// Set by [`Loading::abort`]: the load fails at its next read or key.
     aborted: AtomicBool,
+    /// A shutdown stopped the start-up load ([`Loading::abort_for_shutdown`]):
+    /// what was loaded must not be saved. Never cleared.
+    shutdown: AtomicBool,
 }
 
 impl Loading {
@@ -96,6 +99,21 @@ impl Loading {
     /// repl-timeout): it fails at its next read or key.
     pub fn abort(&self) {
         self.aborted.store(true, Relaxed);
+    }
+
+    /// SHUTDOWN or a signal while loading at start-up: the load stops at its
+    /// next key, and the server exits without saving (Redis exits from
+    /// inside its load, with NOSAVE).
+    pub fn abort_for_shutdown(&self) {
+        if self.active() {
+            self.shutdown.store(true, Relaxed);
+            self.aborted.store(true, Relaxed);
+        }
+    }
+
+    /// Whether a shutdown stopped the start-up load.
+    pub fn stopped_for_shutdown(&self) -> bool {
+        self.shutdown.load(Relaxed)
     }
 
     /// The error of a load stopped by [`Loading::abort`], if it was.
@@ -697,6 +715,9 @@ fn load_startup_data(srv: &Arc<Server>) -> Result<(), String> {
             Ok(())
         }
         Ok(None) => Ok(()),
+        Err(_) if srv.persist.loading.stopped_for_shutdown() => {
+            Err("the load was stopped by a shutdown".into())
+        }
         Err(e) => {
             crate::log_warning!("Internal error in RDB reading -> {e}");
             crate::log_warning!("Terminating server after rdb file reading failure.");

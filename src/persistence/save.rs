@@ -298,7 +298,9 @@ pub fn save_on_shutdown(srv: &Arc<Server>, force_save: bool) -> bool {
     }
     // Never while loading (even SHUTDOWN SAVE): the file would be
     // overwritten with half of the data (Redis's prepareForShutdown).
-    if srv.persist.loading.active() || (!force_save && !has_save_points(srv)) {
+    let loading = &srv.persist.loading;
+    if loading.active() || loading.stopped_for_shutdown() || (!force_save && !has_save_points(srv))
+    {
         return true;
     }
     log_notice!("Saving the final RDB snapshot before exiting.");

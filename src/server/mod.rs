@@ -92,6 +92,9 @@ impl Server {
 
     /// Asks the main thread to stop the server.
     pub fn request_shutdown(&self, kind: ShutdownKind) {
+        // While loading at start-up the main thread is in the load: stop
+        // it, so that the shutdown happens now (and saves nothing).
+        self.persist.loading.abort_for_shutdown();
         if let Some(tx) = self.shutdown_tx.lock().as_ref() {
             let _ = tx.send(kind);
         }
@@ -362,23 +365,24 @@ pub fn run(config: Config) -> Result<i32, String> {
             .map_err(|e| e.to_string())?;
     }
     log_notice!("Server initialized");
-    crate::persistence::load::at_startup(&srv)?;
-    if srv.core.active {
-        crate::replication::active::start(&srv.peer_host());
-    } else {
-        crate::replication::replica::start_from_config(&srv);
+    match crate::persistence::load::at_startup(&srv) {
+        // A shutdown stopped the load: it is in the channel below.
+        Err(_) if srv.persist.loading.stopped_for_shutdown() => {}
+        Err(e) => return Err(e),
+        Ok(()) => {
+            if srv.core.active {
+                crate::replication::active::start(&srv.peer_host());
+            } else {
+                crate::replication::replica::start_from_config(&srv);
+            }
+            log_notice!("Ready to accept connections");
+        }
     }
-    log_notice!("Ready to accept connections");
     loop {
         let kind = shutdown_rx.recv().unwrap_or(ShutdownKind::Default);
         // SHUTDOWN logged and saved before it answered (commands/server_cmds).
-        if let ShutdownKind::Signal(sig) = kind {
-            let name = if sig == libc::SIGINT {
-                "SIGINT"
-            } else {
-                "SIGTERM"
-            };
-            log_warning!("Received {name} scheduling shutdown...");
+        // (The acceptor logged the signal as it came.)
+        if let ShutdownKind::Signal(_) = kind {
             log_warning!("User requested shutdown...");
             // As Redis: if the final save fails, the server stays up.
             if !crate::persistence::save::save_on_shutdown(&srv, false) {
@@ -508,7 +512,19 @@ fn acceptor_main(
             _ = term.recv() => libc::SIGTERM,
             _ = int.recv() => libc::SIGINT,
         };
-        let _ = shutdown.send(ShutdownKind::Signal(sig));
+        // Redis's handler's line, as the signal comes (loading or not).
+        let name = if sig == libc::SIGINT {
+            "SIGINT"
+        } else {
+            "SIGTERM"
+        };
+        if srv.persist.loading.active() {
+            log_warning!("Received shutdown signal during loading, scheduling shutdown.");
+        } else {
+            log_warning!("Received {name} scheduling shutdown...");
+        }
+        srv.request_shutdown(ShutdownKind::Signal(sig));
+        drop(shutdown);
         std::future::pending::<()>().await;
     });
 }
