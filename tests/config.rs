@@ -135,7 +135,8 @@ fn refused_directives() {
         &["--maxmemory-clients", "10%"],
         &["--supervised", "systemd"],
         &["--syslog-enabled", "yes"],
-        &["--shutdown-on-sigterm", "nosave"],
+        &["--oom-score-adj", "yes"],
+        &["--shutdown-on-sigterm", "save", "nosave"],
     ] {
         let (code, err) = run_fail(args);
         assert_eq!(code, 1, "{args:?}");

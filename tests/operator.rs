@@ -218,6 +218,13 @@ fn loading_logs_and_shutdown_while_loading() {
             }
             std::thread::sleep(Duration::from_millis(20));
         };
+        // (Signal once loading shows, as an operator would.)
+        while !std::fs::read_to_string(&log_path)
+            .unwrap_or_default()
+            .contains("Loading RDB from")
+        {
+            std::thread::sleep(Duration::from_millis(20));
+        }
         let asked = std::time::Instant::now();
         if how == "SIGTERM" {
             // SAFETY: kill(2) on our own child's pid; no memory involved.
@@ -360,4 +367,41 @@ fn redis_cli_operator_modes() {
     on(&ours, &["--rdb", file.to_str().unwrap()]);
     let copy = Server::start(&["--dir", dir.to_str().unwrap()]);
     assert_eq!(cmd::<u64>(&mut copy.conn(), &["DBSIZE"]), 1004);
+}
+
+/// `shutdown-on-sigterm` is honoured: Redis's multi-word flags (CONFIG GET
+/// shows them in Redis's order), `nosave` skips the final save that the
+/// default makes when save points exist.
+#[test]
+fn shutdown_on_sigterm_flags() {
+    for (flags, saves) in [("default", true), ("now nosave", false)] {
+        let s = Server::start(&["--save", "3600 1", "--shutdown-on-sigterm", flags]);
+        let mut c = s.conn();
+        let shown: Vec<String> = cmd(&mut c, &["CONFIG", "GET", "shutdown-on-sigterm"]);
+        let want = if saves { "default" } else { "nosave now" };
+        assert_eq!(shown[1], want);
+        let _: () = cmd(&mut c, &["SET", "k", "v"]);
+        // SAFETY: kill(2) on our own child's pid; no memory involved.
+        unsafe { libc::kill(s.child.id() as i32, libc::SIGTERM) };
+        eventually("exited", || s.log().contains("ready to exit, bye bye"));
+        let log = s.log();
+        assert!(
+            log.contains("Received SIGTERM scheduling shutdown..."),
+            "{log}"
+        );
+        assert_eq!(
+            log.contains("Saving the final RDB snapshot"),
+            saves,
+            "{flags}: {log}"
+        );
+    }
+    let s = Server::start(&[]);
+    let e = cmd_err(
+        &mut s.conn(),
+        &["CONFIG", "SET", "shutdown-on-sigint", "save nosave"],
+    );
+    assert!(
+        e.contains("SAVE and NOSAVE can't be used simultaneously"),
+        "{e}"
+    );
 }

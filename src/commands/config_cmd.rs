@@ -126,7 +126,8 @@ fn value_args(d: &Directive, value: &str) -> Vec<String> {
         | Kind::ClientOutputBuffer
         | Kind::OomValues
         | Kind::Percentiles
-        | Kind::ReplicaOf => {
+        | Kind::ReplicaOf
+        | Kind::Flags(_) => {
             let w: Vec<String> = value.split_whitespace().map(String::from).collect();
             if w.is_empty() {
                 vec![String::new()]

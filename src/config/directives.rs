@@ -25,6 +25,9 @@ pub enum Kind {
     Octal,
     /// One of the listed words.
     Enum(&'static [&'static str]),
+    /// Any of the listed words together (Redis's multi-arg enum of bit
+    /// flags, shutdown-on-sig*): the first word alone means none.
+    Flags(&'static [&'static str]),
     /// Any single string.
     Str,
     /// Any number of words (storage-provider...).
@@ -60,6 +63,7 @@ impl Kind {
             Kind::OomValues => return norm_oom(args),
             Kind::Percentiles => return norm_percentiles(args),
             Kind::ReplicaOf => return norm_replicaof(args),
+            Kind::Flags(words) => return norm_flags(words, args),
             _ if args.len() != 1 => return Err("wrong number of arguments".into()),
             _ => {}
         }
@@ -110,6 +114,36 @@ impl Kind {
             _ => Ok(a.clone()),
         }
     }
+}
+
+/// Redis's multi-arg flags enum: the words given, in the table's order;
+/// the first word ("default") when none is set. SAVE and NOSAVE exclude
+/// each other (the only combination Redis refuses).
+fn norm_flags(words: &[&str], args: &[String]) -> Result<String, String> {
+    let given: Vec<String> = args
+        .iter()
+        .flat_map(|a| a.split_whitespace())
+        .map(|w| w.to_ascii_lowercase())
+        .collect();
+    if given.is_empty() || given.iter().any(|g| !words.contains(&g.as_str())) {
+        return Err(format!(
+            "argument(s) must be one of the following: {}",
+            words.join(", ")
+        ));
+    }
+    if given.iter().any(|g| g == "save") && given.iter().any(|g| g == "nosave") {
+        return Err("shutdown options SAVE and NOSAVE can't be used simultaneously".into());
+    }
+    let set: Vec<&str> = words[1..]
+        .iter()
+        .copied()
+        .filter(|w| given.iter().any(|g| g == w))
+        .collect();
+    Ok(if set.is_empty() {
+        words[0].to_string()
+    } else {
+        set.join(" ")
+    })
 }
 
 fn norm_mem_or_percent(a: &str) -> Result<String, String> {
@@ -611,16 +645,16 @@ pub static DIRECTIVES: &[Directive] = &[
     d("set-proc-title", Bool, "yes").imm(),
     d(
         "shutdown-on-sigint",
-        Enum(&["default", "save", "nosave", "now", "force"]),
+        Flags(&["default", "save", "nosave", "now", "force"]),
         "default",
     )
-    .refused(),
+    .built(),
     d(
         "shutdown-on-sigterm",
-        Enum(&["default", "save", "nosave", "now", "force"]),
+        Flags(&["default", "save", "nosave", "now", "force"]),
         "default",
     )
-    .refused(),
+    .built(),
     d("shutdown-timeout", Int(0, INT), "10"),
     d("slowlog-log-slower-than", Int(-1, LONG), "10000").built(),
     d("slowlog-max-len", Int(0, LONG), "128").built(),

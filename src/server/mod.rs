@@ -359,10 +359,12 @@ pub fn run(config: Config) -> Result<i32, String> {
     }
     {
         let srv = srv.clone();
+        let (signals_ready, ready) = std::sync::mpsc::channel();
         std::thread::Builder::new()
             .name("lattice-accept".into())
-            .spawn(move || acceptor_main(srv, tcp, unix, senders, shutdown_tx))
+            .spawn(move || acceptor_main(srv, tcp, unix, senders, signals_ready))
             .map_err(|e| e.to_string())?;
+        let _ = ready.recv();
     }
     log_notice!("Server initialized");
     match crate::persistence::load::at_startup(&srv) {
@@ -381,11 +383,23 @@ pub fn run(config: Config) -> Result<i32, String> {
     loop {
         let kind = shutdown_rx.recv().unwrap_or(ShutdownKind::Default);
         // SHUTDOWN logged and saved before it answered (commands/server_cmds).
-        // (The acceptor logged the signal as it came.)
-        if let ShutdownKind::Signal(_) = kind {
+        // (The acceptor logged the signal as it came.) `shutdown-on-sigint`
+        // / `-sigterm` choose as SHUTDOWN's flags would: save, nosave,
+        // force (exit even if the save failed); now is what we always do
+        // (no wait for lagging replicas).
+        if let ShutdownKind::Signal(sig) = kind {
             log_warning!("User requested shutdown...");
+            let name = if sig == libc::SIGINT {
+                "shutdown-on-sigint"
+            } else {
+                "shutdown-on-sigterm"
+            };
+            let flags = srv.config.read().get_str(name);
+            let has = |f: &str| flags.split_whitespace().any(|w| w == f);
+            let saved =
+                has("nosave") || crate::persistence::save::save_on_shutdown(&srv, has("save"));
             // As Redis: if the final save fails, the server stays up.
-            if !crate::persistence::save::save_on_shutdown(&srv, false) {
+            if !saved && !has("force") {
                 log_warning!(
                     "Errors trying to shut down the server. Check the logs for more information."
                 );
@@ -455,13 +469,19 @@ fn acceptor_main(
     tcp: Vec<std::net::TcpListener>,
     unix: Option<std::os::unix::net::UnixListener>,
     workers: Vec<mpsc::UnboundedSender<NewConn>>,
-    shutdown: std::sync::mpsc::Sender<ShutdownKind>,
+    signals_ready: std::sync::mpsc::Sender<()>,
 ) {
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .expect("tokio runtime");
     rt.block_on(async move {
+        // SIGTERM/SIGINT are ours before start-up goes on (a signal during
+        // loading must not kill the process with the default action).
+        use tokio::signal::unix::{signal, SignalKind};
+        let mut term = signal(SignalKind::terminate()).expect("SIGTERM handler");
+        let mut int = signal(SignalKind::interrupt()).expect("SIGINT handler");
+        let _ = signals_ready.send(());
         let next = Arc::new(AtomicUsize::new(0));
         for l in tcp {
             let _ = l.set_nonblocking(true);
@@ -505,9 +525,6 @@ fn acceptor_main(
                 }
             });
         }
-        use tokio::signal::unix::{signal, SignalKind};
-        let mut term = signal(SignalKind::terminate()).expect("SIGTERM handler");
-        let mut int = signal(SignalKind::interrupt()).expect("SIGINT handler");
         let sig = tokio::select! {
             _ = term.recv() => libc::SIGTERM,
             _ = int.recv() => libc::SIGINT,
@@ -524,7 +541,6 @@ fn acceptor_main(
             log_warning!("Received {name} scheduling shutdown...");
         }
         srv.request_shutdown(ShutdownKind::Signal(sig));
-        drop(shutdown);
         std::future::pending::<()>().await;
     });
 }
