@@ -28,7 +28,10 @@ fn main() {
     if config.get_bool("disable-thp") {
         disable_thp();
     }
-    if config.get_bool("daemonize") {
+    // `supervised`: a supervised server stays in the foreground (Redis).
+    let supervisor = lattice::server::supervise::detect(&config.get_str("supervised"));
+    let supervised = matches!(supervisor, Ok(Some(_)));
+    if config.get_bool("daemonize") && !supervised {
         daemonize(&mut config);
     }
     if let Err(e) = lattice::log::set_file(&config.get_str("logfile")) {
@@ -69,6 +72,11 @@ fn main() {
         config.port(),
         config.threads()
     );
+    match &supervisor {
+        Ok(Some(s)) => lattice::server::supervise::start(s),
+        Ok(None) => {}
+        Err(warning) => lattice::log_warning!("{warning}"),
+    }
     for note in &config.notes {
         lattice::log_warning!("{note}");
     }

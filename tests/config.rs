@@ -133,7 +133,6 @@ fn refused_directives() {
         &["--loadmodule", "/nonexistent/module.so"],
         &["--tls-protocols", "TLSv1.3"],
         &["--maxmemory-clients", "10%"],
-        &["--supervised", "systemd"],
         &["--syslog-enabled", "yes"],
         &["--oom-score-adj", "yes"],
         &["--shutdown-on-sigterm", "save", "nosave"],

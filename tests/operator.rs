@@ -405,3 +405,53 @@ fn shutdown_on_sigterm_flags() {
         "{e}"
     );
 }
+
+/// `supervised systemd` (what Debian's redis-server.service passes): the
+/// server tells $NOTIFY_SOCKET it is loading, ready, and stopping, in
+/// sd_notify's datagrams, and INFO says it is supervised.
+#[test]
+fn supervised_by_systemd() {
+    let dir = tempdir("notify");
+    let path = dir.join("notify.sock");
+    let sock = std::os::unix::net::UnixDatagram::bind(&path).unwrap();
+    sock.set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    let port = free_port();
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_lattice-server"))
+        .args([
+            "--port",
+            &port.to_string(),
+            "--supervised",
+            "systemd",
+            "--daemonize",
+            "yes",
+        ])
+        .arg("--dir")
+        .arg(&*dir)
+        .arg("--logfile")
+        .arg(dir.join("log"))
+        .env("NOTIFY_SOCKET", &path)
+        .spawn()
+        .unwrap();
+    let next = || {
+        let mut buf = [0u8; 512];
+        let n = sock.recv(&mut buf).expect("a notification");
+        String::from_utf8_lossy(&buf[..n]).into_owned()
+    };
+    assert_eq!(next(), "STATUS=LatticeDB is loading...\n");
+    assert_eq!(next(), "STATUS=Ready to accept connections\n");
+    assert_eq!(next(), "READY=1\n");
+    let c = redis::Client::open(format!("redis://127.0.0.1:{port}/")).unwrap();
+    let mut c = c.get_connection().unwrap();
+    // Supervised: not daemonized (the child we started is the server).
+    assert_eq!(info_field::<u32>(&mut c, "process_id"), child.id());
+    assert_eq!(
+        info_field::<String>(&mut c, "process_supervised"),
+        "systemd"
+    );
+    let _ = redis::cmd("SHUTDOWN").arg("NOSAVE").query::<()>(&mut c);
+    assert_eq!(next(), "STOPPING=1\n");
+    assert!(child.wait().unwrap().success());
+    let log = std::fs::read_to_string(dir.join("log")).unwrap();
+    assert!(log.contains("Supervised by systemd."), "{log}");
+}

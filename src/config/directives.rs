@@ -668,7 +668,7 @@ pub static DIRECTIVES: &[Directive] = &[
         "no",
     )
     .imm()
-    .refused(),
+    .built(),
     d("syslog-enabled", Bool, "no").imm().refused(),
     d(
         "syslog-facility",

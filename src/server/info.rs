@@ -99,7 +99,7 @@ fn server(srv: &Arc<Server>, o: &mut String) {
         "atomicvar_api" => "c11-builtin",
         "gcc_version" => "0.0.0",
         "process_id" => std::process::id(),
-        "process_supervised" => "no",
+        "process_supervised" => super::supervise::info_name(),
         "run_id" => srv.run_id,
         "lattice_node_id" => srv.identity.hex(),
         "lattice_node_slot" => srv.identity.slot,

@@ -18,6 +18,7 @@ pub mod cron;
 pub mod hooks;
 pub mod identity;
 pub mod info;
+pub mod supervise;
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::Relaxed};
@@ -378,6 +379,12 @@ pub fn run(config: Config) -> Result<i32, String> {
                 crate::replication::replica::start_from_config(&srv);
             }
             log_notice!("Ready to accept connections");
+            supervise::notify(if srv.repl.is_replica() {
+                "STATUS=Ready to accept connections in read-only mode. Waiting for MASTER <-> REPLICA sync\n"
+            } else {
+                "STATUS=Ready to accept connections\n"
+            });
+            supervise::notify("READY=1\n");
         }
     }
     loop {
@@ -408,6 +415,7 @@ pub fn run(config: Config) -> Result<i32, String> {
         }
         break;
     }
+    supervise::notify("STOPPING=1\n");
     crate::persistence::aof::on_shutdown(&srv);
     srv.shutting_down.store(true, Relaxed);
     if !pidfile.is_empty() {
