@@ -114,6 +114,21 @@ fn master_side_sync_logs_match_redis() {
             ],
         );
     }
+    // The replica side names the PSYNC it tries, as Redis's replica.
+    let redis_replica_log =
+        std::fs::read_to_string(redis_replica.dir.join("redis.log")).unwrap_or_default();
+    for log in [our_replica.log(), redis_replica_log] {
+        assert_in_order(
+            &log,
+            &[
+                "Connecting to MASTER 127.0.0.1:".into(),
+                "MASTER <-> REPLICA sync started".into(),
+                "Partial resynchronization not possible (no cached master)".into(),
+                "Full resync from master: ".into(),
+                "MASTER <-> REPLICA sync: Finished with success".into(),
+            ],
+        );
+    }
     let pid = |s: &Server| s.child.id();
     assert!(ours.log().contains(&format!("{}:M ", pid(&ours))));
     let replica_log = our_replica.log();

@@ -456,9 +456,15 @@ fn run_link(srv: &Arc<Server>, gen: u64, host: &str, port: u16) -> Result<(), St
 /// PSYNC for what we hold: the stream continues, or a full sync first.
 fn psync(srv: &Arc<Server>, gen: u64, peer: &mut Peer) -> Result<(), String> {
     let (replid, offset) = cached_master(srv);
+    // Redis's replica says which PSYNC it tries.
     let off_arg = if replid == "?" {
+        log_notice!("Partial resynchronization not possible (no cached master)");
         "-1".to_string()
     } else {
+        log_notice!(
+            "Trying a partial resynchronization (request {replid}:{}).",
+            offset + 1
+        );
         (offset + 1).to_string()
     };
     peer.begin(Stage::ReceivePsyncReply);
@@ -561,6 +567,7 @@ fn cached_master(srv: &Server) -> (String, u64) {
 /// (a failover); ours becomes replid2, valid up to our offset.
 fn continue_from(srv: &Server, new_id: &str, old_id: &str) {
     let repl = &srv.repl;
+    log_notice!("Successful partial resynchronization with master.");
     if !new_id.is_empty() && new_id != old_id {
         let mut ids = repl.ids.lock();
         ids.replid2 = old_id.to_string();
