@@ -277,6 +277,7 @@ pub fn load_reader_into(
     let expected = std::cell::Cell::new(0u64);
     let reserve = |db: usize, keys: u64| {
         expected.set(expected.get() + keys);
+        log_notice!("Loading RDB: DB {db} announces {keys} keys");
         if db < ks.num_dbs() {
             let keys = keys.min(1 << 24) as usize;
             let per_shard = keys / crate::keyspace::SHARDS * 21 / 20;
