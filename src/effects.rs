@@ -35,6 +35,11 @@ use parking_lot::RwLock;
 /// versions (docs/ACTIVE-ACTIVE.md, "What travels").
 pub type Base = (u32, u64);
 
+/// Set in a base's argument index when its key merges (a counter,
+/// `keyspace/merge.rs`): a peer merges the key's state instead of
+/// replaying the write (docs/MERGE.md). Mask it off to index the argv.
+pub const MERGED_BASE: u32 = 1 << 31;
+
 /// One write, as it must be replayed.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Effect {

@@ -19,7 +19,7 @@ use std::sync::atomic::Ordering::Relaxed;
 use super::events::{class, notify_keyspace};
 use super::{CmdError, Ctx};
 use crate::core::Core;
-use crate::keyspace::{Entry, Keyspace, Shard, ShardGuard, Slot, StrValue, Value};
+use crate::keyspace::{merge, Entry, Keyspace, Shard, ShardGuard, Slot, StrValue, Value};
 
 enum Guards<'a> {
     One(usize, ShardGuard<'a>),
@@ -227,6 +227,30 @@ impl Locked<'_, '_> {
         let slot = self.slot(key);
         let shard = self.shard_mut(slot.shard);
         shard_find(shard, slot.hash, key)
+    }
+
+    /// Active replication: counts an increment of `by` to the counter at
+    /// `key` (`keyspace/merge.rs`), made by the node of `version`'s slot.
+    /// `prev` is the key's version before the write and `before` what its
+    /// value was then: a counter older than `prev` reads as reset there.
+    pub fn count_increment(
+        &mut self,
+        key: &[u8],
+        (prev, before): (u64, merge::Base),
+        by: i128,
+        version: u64,
+    ) {
+        let slot = self.slot(key);
+        let shard = self.shard_mut(slot.shard);
+        let mut c = merge::Counter::current(shard.counter(key), prev, before);
+        c.add(crate::keyspace::hlc::stamp_node(version), by, version);
+        shard.set_counter(key, c);
+    }
+
+    /// The version of `key`, which has no entry (its tombstone's, or 0).
+    pub fn absent_version(&mut self, key: &[u8]) -> u64 {
+        let slot = self.slot(key);
+        self.shard_mut(slot.shard).absent_version(key)
     }
 
     /// Whether `key` exists.

@@ -302,9 +302,14 @@ fn bases_in<'a>(
     argv: &'a [&'a [u8]],
     opened: &'a crate::core::ctx::ActiveWrite,
 ) -> impl Iterator<Item = Base> + 'a {
-    opened.bases().filter_map(move |(key, v)| {
+    opened.bases_merged().filter_map(move |(key, v, merged)| {
         let i = argv.iter().skip(1).position(|a| *a == key)?;
-        Some((i as u32 + 1, v))
+        let flag = if merged {
+            crate::effects::MERGED_BASE
+        } else {
+            0
+        };
+        Some(((i as u32 + 1) | flag, v))
     })
 }
 

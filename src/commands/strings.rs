@@ -17,6 +17,7 @@ use std::sync::atomic::Ordering::Relaxed;
 
 use super::util::{arg_i64, eq_ic};
 use super::{flags::*, CmdError, CmdResult, Command, Ctx};
+use crate::keyspace::merge::Base;
 use crate::keyspace::{Entry, StrValue, Value};
 use crate::protocol::Args;
 
@@ -639,25 +640,31 @@ fn incr_decr(ctx: &mut Ctx, args: Args, by: i64) -> CmdResult {
     let key = args.get(1);
     let mut l = ctx.open(key);
     let argv: Vec<&[u8]> = args.iter().collect();
-    let n = match l.get_str(key)? {
+    let (n, before) = match l.get_str(key)? {
         Some(e) => {
-            let n = str_i64(str_of(&e.value))?
-                .checked_add(by)
-                .ok_or(CmdError::Overflow)?;
+            let old = str_i64(str_of(&e.value))?;
+            let n = old.checked_add(by).ok_or(CmdError::Overflow)?;
+            let before = (e.version, Base::Int(old.into()));
             let version = ctx.version_after(e.version);
             super::access::set_str_keep_ttl(e, StrValue::Int(n), version);
-            ctx.propagate(version, &argv);
-            ctx.notify(super::events::class::STRING, "incrby", key);
-            n
+            (n, before)
         }
         None => {
+            let before = (l.absent_version(key), Base::Absent);
             let version = ctx.new_version();
             l.put(key, Value::Str(StrValue::Int(by)), 0, version);
-            ctx.propagate(version, &argv);
-            ctx.notify(super::events::class::STRING, "incrby", key);
-            by
+            (by, before)
         }
     };
+    let version = l.entry(key).map_or(0, |e| e.version);
+    if ctx.core.active {
+        // Under active replication the key is a counter: concurrent
+        // increments on other nodes add up (keyspace/merge.rs).
+        l.count_increment(key, before, by.into(), version);
+        ctx.mark_merged(key);
+    }
+    ctx.propagate(version, &argv);
+    ctx.notify(super::events::class::STRING, "incrby", key);
     ctx.out.int(n);
     Ok(())
 }

@@ -50,7 +50,8 @@ pub struct ActiveWrite {
     /// version it had (after lazy expiry). Both buffers come from a
     /// per-thread pool and go back to it: no allocation per write.
     keys: Vec<u8>,
-    bases: Vec<(u32, u32, u64)>,
+    /// (start, end, version, merged: the key merges, its record says so).
+    bases: Vec<(u32, u32, u64, bool)>,
 }
 
 thread_local! {
@@ -98,7 +99,15 @@ impl ActiveWrite {
     pub fn bases(&self) -> impl Iterator<Item = (&[u8], u64)> {
         self.bases
             .iter()
-            .map(|&(s, e, v)| (&self.keys[s as usize..e as usize], v))
+            .map(|&(s, e, v, _)| (&self.keys[s as usize..e as usize], v))
+    }
+
+    /// [`Self::bases`], each with whether the key merges (see
+    /// [`Ctx::mark_merged`]).
+    pub fn bases_merged(&self) -> impl Iterator<Item = (&[u8], u64, bool)> {
+        self.bases
+            .iter()
+            .map(|&(s, e, v, m)| (&self.keys[s as usize..e as usize], v, m))
     }
 
     /// Notes `key` (once) with its version.
@@ -108,7 +117,8 @@ impl ActiveWrite {
         }
         let start = self.keys.len() as u32;
         self.keys.extend_from_slice(key);
-        self.bases.push((start, self.keys.len() as u32, version));
+        self.bases
+            .push((start, self.keys.len() as u32, version, false));
     }
 }
 
@@ -166,6 +176,20 @@ impl Ctx<'_> {
             }
             Some(s) => s,
             None => self.clock.now_at(self.now_ms),
+        }
+    }
+
+    /// Under active replication: marks `key` (opened already) as one whose
+    /// state merges (a counter, `keyspace/merge.rs`): its record tells the
+    /// peers to merge its state rather than replay the write.
+    pub fn mark_merged(&mut self, key: &[u8]) {
+        let Some(a) = &mut self.active else {
+            return;
+        };
+        let keys = &a.keys;
+        let found = (a.bases.iter_mut()).find(|b| &keys[b.0 as usize..b.1 as usize] == key);
+        if let Some(b) = found {
+            b.3 = true;
         }
     }
 

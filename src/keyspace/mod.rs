@@ -23,6 +23,7 @@ pub mod held;
 pub mod hlc;
 pub mod lazyfree;
 pub mod list;
+pub mod merge;
 pub mod ordtable;
 pub mod packed;
 pub mod set;
@@ -180,6 +181,10 @@ pub struct Shard {
     /// Active replication: the stamp of the last FLUSHDB/FLUSHALL; a key
     /// absent here is at least this old (a per-database tombstone).
     flushed_at: u64,
+    /// Active replication: the merge state of the keys that merge instead
+    /// of the last writer winning (counters, `merge.rs`). A deleted key's
+    /// stays with its tombstone. Empty (and unallocated) otherwise.
+    merge: hashbrown::HashMap<Box<[u8]>, Box<merge::Counter>>,
 }
 
 impl Shard {
@@ -234,7 +239,40 @@ impl Shard {
         self.snap_drain();
         self.retain(hasher, |e| e.version >= stamp);
         self.tombstones.retain(|_, s| *s >= stamp);
+        self.merge.retain(|_, c| c.version >= stamp);
         self.flushed_at = self.flushed_at.max(stamp);
+    }
+
+    /// `key`'s merge state, if it has one (see `merge.rs`: it may describe
+    /// an older version of the key; read it through `merge::Counter::current`).
+    pub fn counter(&self, key: &[u8]) -> Option<&merge::Counter> {
+        if self.merge.is_empty() {
+            return None;
+        }
+        self.merge.get(key).map(|c| &**c)
+    }
+
+    /// Whether `key` has merge state.
+    pub fn merges(&self, key: &[u8]) -> bool {
+        !self.merge.is_empty() && self.merge.contains_key(key)
+    }
+
+    pub fn set_counter(&mut self, key: &[u8], c: merge::Counter) {
+        match self.merge.get_mut(key) {
+            Some(old) => **old = c,
+            None => {
+                self.merge.insert(key.into(), Box::new(c));
+            }
+        }
+    }
+
+    /// The keys with merge state and their state (a snapshot, RDB aux).
+    pub fn counters(&self) -> impl Iterator<Item = (&[u8], &merge::Counter)> {
+        self.merge.iter().map(|(k, c)| (&**k, &**c))
+    }
+
+    pub fn counter_count(&self) -> usize {
+        self.merge.len()
     }
 
     /// The stamp of `key`'s deletion, if it left a tombstone.
@@ -268,6 +306,18 @@ impl Shard {
     pub fn collect_tombstones(&mut self, cutoff: u64) -> usize {
         let before = self.tombstones.len();
         if before > 0 {
+            if !self.merge.is_empty() {
+                // A collected deletion takes its key's merge state along:
+                // every node has seen the delete, nothing older can come.
+                let gone = |k: &[u8], s: u64| s < cutoff && self.merge.contains_key(k);
+                let drop: Vec<Box<[u8]>> = (self.tombstones.iter())
+                    .filter(|(k, &s)| gone(k, s))
+                    .map(|(k, _)| k.clone())
+                    .collect();
+                for k in drop {
+                    self.merge.remove(&k);
+                }
+            }
             self.tombstones.retain(|_, s| *s >= cutoff);
             if self.tombstones.is_empty() {
                 self.tombstones = Default::default(); // give the table back

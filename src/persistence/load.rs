@@ -431,7 +431,7 @@ fn inserter_failed() -> RdbError {
     RdbError::Corrupt("a loader thread stopped".into())
 }
 
-/// Active replication: the file's flush stamps and tombstones into `ks`
+/// Active replication: the file's flush stamps, tombstones and merge states into `ks`
 /// (after its keys: a consistent file never holds a key and its
 /// tombstone, and a key present wins over one). Returns the highest stamp.
 fn restore_deletions(ks: &Keyspace, summary: &decode::LoadSummary) -> Result<u64, RdbError> {
@@ -462,6 +462,16 @@ fn restore_deletions(ks: &Keyspace, summary: &decode::LoadSummary) -> Result<u64
             g.set_tombstone(key, *stamp);
         }
         max = max.max(*stamp);
+    }
+    for (db, key, state) in &summary.merge {
+        if *db >= ks.num_dbs() {
+            return Err(bad_db(ks.num_dbs()));
+        }
+        let c = crate::keyspace::merge::Counter::decode(state)
+            .map_err(|e| RdbError::Corrupt(format!("bad lattice-merge aux field: {e}")))?;
+        max = max.max(c.version);
+        let slot = ks.slot(key);
+        ks.db(*db).lock(slot.shard).set_counter(key, c);
     }
     Ok(max)
 }

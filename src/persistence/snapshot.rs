@@ -23,7 +23,7 @@ use std::sync::{mpsc, Arc};
 use parking_lot::Mutex;
 
 use super::rdb::encode::{self, FileWriter, KeyMeta, SaveOpts};
-use super::rdb::{AUX_FLUSHED, AUX_TOMBSTONES, AUX_VERSIONS, TOMBSTONES_PER_AUX};
+use super::rdb::{AUX_FLUSHED, AUX_MERGE, AUX_TOMBSTONES, AUX_VERSIONS, TOMBSTONES_PER_AUX};
 use crate::keyspace::snap::SnapSink;
 use crate::keyspace::{Entry, SHARDS};
 use crate::server::Server;
@@ -104,6 +104,41 @@ impl Form {
         }
         if !value.is_empty() {
             encode::write_aux(out, AUX_TOMBSTONES, &value);
+        }
+    }
+}
+
+impl Form {
+    /// Active replication: the merge states of a shard's keys that merge
+    /// (`keyspace/merge.rs`), each as of the key's version now, in
+    /// [`AUX_MERGE`] fields (RDB). The AOF form has none yet: a node that
+    /// restarts from an AOF rebuilds its own parts from the increments it
+    /// replays, not the parts it merged from peers (docs/MERGE.md).
+    fn merge_states(
+        &self,
+        out: &mut Vec<u8>,
+        ks: &crate::keyspace::Keyspace,
+        g: &crate::keyspace::Shard,
+    ) {
+        use crate::keyspace::merge::{Base, Counter};
+        if self.format != SnapFormat::Rdb || g.counter_count() == 0 {
+            return;
+        }
+        let (mut value, mut state) = (Vec::new(), Vec::new());
+        for (key, c) in g.counters() {
+            let hash = ks.slot(key).hash;
+            let e = g.get_raw(hash, key);
+            let version = g.version_of(hash, key);
+            state.clear();
+            Counter::current(Some(c), version, Base::of(e.map(|e| &e.value))).encode(&mut state);
+            encode::push_merge_state(&mut value, key, &state);
+            if value.len() >= TOMBSTONES_PER_AUX {
+                encode::write_aux(out, AUX_MERGE, &value);
+                value.clear();
+            }
+        }
+        if !value.is_empty() {
+            encode::write_aux(out, AUX_MERGE, &value);
         }
     }
 }
@@ -328,6 +363,9 @@ fn cut(
             }
             for g in shards.iter() {
                 sink_form.tombstones(&mut d.tail, g.tombstones());
+            }
+            for g in shards.iter() {
+                sink_form.merge_states(&mut d.tail, &srv.keyspace, g);
             }
             deletions.push(d);
         }

@@ -73,6 +73,9 @@ const DEBUG_HELP: &[&str] = &[
     "CLOCK-OFFSET [<ms>]",
     "    Run the version stamps this node issues <ms> ahead of the wall clock",
     "    (negative: behind; expiry keeps the wall clock). Without <ms>: the offset.",
+    "MERGEINFO <key>",
+    "    Show how <key> merges under active replication: its version, the node",
+    "    slot that wrote it and, for a counter, each node's part.",
     "SET-ACTIVE-EXPIRE <0|1>",
     "    Setting it to 0 disables expiring keys in background when they are not",
     "    accessed (otherwise the Redis behavior). Setting it to 1 reenables back the",
@@ -122,6 +125,8 @@ pub fn debug(ctx: &mut Ctx, args: Args) -> CmdResult {
         ctx.out.ok();
     } else if eq_ic(sub, "CLOCK-OFFSET") && n <= 3 {
         clock_offset(ctx, args)?;
+    } else if eq_ic(sub, "MERGEINFO") && n == 3 {
+        merge_info(ctx, args.get(2));
     } else if eq_ic(sub, "OBJECT") && n == 3 {
         let line = with_entry(ctx, args.get(2), object_line).ok_or(CmdError::NoSuchKey)?;
         ctx.out.simple(&line);
@@ -177,6 +182,36 @@ fn clock_offset(ctx: &mut Ctx, args: Args) -> CmdResult {
     crate::log_warning!("DEBUG CLOCK-OFFSET: stamps run {ms} ms off the wall clock");
     ctx.out.ok();
     Ok(())
+}
+
+/// DEBUG MERGEINFO <key>: how the key merges (docs/MERGE.md), one line per
+/// fact: its version and the slot of the node that wrote it; for a counter
+/// (keyspace/merge.rs) its reset, base and each node's part, as
+/// `slot:total@stamp`. Tombstoned keys show their deletion.
+fn merge_info(ctx: &mut Ctx, key: &[u8]) {
+    use crate::keyspace::hlc::stamp_node;
+    use crate::keyspace::merge::{Base, Counter};
+    let ks = &ctx.core.keyspace;
+    let slot = ks.slot(key);
+    let g = ks.db(ctx.client.db).lock(slot.shard);
+    let e = g.get_raw(slot.hash, key);
+    let version = g.version_of(slot.hash, key);
+    let mut lines = vec![
+        format!("exists:{}", u8::from(e.is_some())),
+        format!("version:{version} slot:{}", stamp_node(version)),
+    ];
+    match g.counter(key) {
+        Some(c) => {
+            let c = Counter::current(Some(c), version, Base::of(e.map(|e| &e.value)));
+            lines.extend(c.describe());
+        }
+        None => lines.push("type:last-writer-wins".into()),
+    }
+    drop(g);
+    ctx.out.array(lines.len());
+    for l in &lines {
+        ctx.out.simple(l);
+    }
 }
 
 /// DEBUG RELOAD [MERGE] [NOFLUSH] [NOSAVE]: save the RDB file, empty the

@@ -25,7 +25,7 @@ use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use super::packed;
 use super::{len, opcode, types, RdbError, AUX_VERSIONS, RDB_VERSION_MAX_LOAD};
 use super::{module_opcode, QUICKLIST_NODE_PACKED, QUICKLIST_NODE_PLAIN};
-use super::{AUX_FLUSHED, AUX_TOMBSTONES};
+use super::{AUX_FLUSHED, AUX_MERGE, AUX_TOMBSTONES};
 use crate::keyspace::encoding::EncodingLimits;
 use crate::keyspace::hash::{HashLimits, HashValue};
 use crate::keyspace::list::ListValue;
@@ -82,6 +82,9 @@ pub struct LoadSummary {
     pub tombstones: Vec<(usize, Vec<u8>, u64)>,
     /// Active replication's per-database flush stamps: (database, stamp).
     pub flushed: Vec<(usize, u64)>,
+    /// Active replication's merge states: (database, key, state as
+    /// `keyspace::merge::Counter::encode` wrote it).
+    pub merge: Vec<(usize, Vec<u8>, Vec<u8>)>,
 }
 
 fn corrupt(s: impl Into<String>) -> RdbError {
@@ -567,6 +570,7 @@ pub fn load(
             empty_skipped: 0,
             aux: Vec::new(),
             tombstones: Vec::new(),
+            merge: Vec::new(),
             flushed: Vec::new(),
         },
         db: 0,
@@ -651,6 +655,8 @@ fn read_opcode<R: Read>(
                     .collect();
             } else if k == AUX_TOMBSTONES {
                 read_tombstones(&v, st.db, &mut st.summary.tombstones)?;
+            } else if k == AUX_MERGE {
+                read_merge_states(&v, st.db, &mut st.summary.merge)?;
             } else if k == AUX_FLUSHED {
                 let stamp = std::str::from_utf8(&v)
                     .ok()
@@ -703,6 +709,28 @@ fn read_tombstones(
         let key = v.get(12..12 + n).ok_or_else(bad)?;
         out.push((db, key.to_vec(), stamp));
         v = &v[12 + n..];
+    }
+    Ok(())
+}
+
+/// The merge states an [`AUX_MERGE`] field holds, for database `db`.
+fn read_merge_states(
+    mut v: &[u8],
+    db: usize,
+    out: &mut Vec<(usize, Vec<u8>, Vec<u8>)>,
+) -> Result<(), RdbError> {
+    let bad = || corrupt("bad lattice-merge aux field");
+    let take = |v: &mut &[u8]| -> Result<Vec<u8>, RdbError> {
+        let n = v.get(..4).ok_or_else(bad)?;
+        let n = u32::from_le_bytes(n.try_into().expect("4")) as usize;
+        let b = v.get(4..4 + n).ok_or_else(bad)?.to_vec();
+        *v = &v[4 + n..];
+        Ok(b)
+    };
+    while !v.is_empty() {
+        let key = take(&mut v)?;
+        let state = take(&mut v)?;
+        out.push((db, key, state));
     }
     Ok(())
 }

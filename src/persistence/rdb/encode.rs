@@ -418,6 +418,15 @@ pub fn push_tombstone(value: &mut Vec<u8>, key: &[u8], stamp: u64) {
     value.extend_from_slice(key);
 }
 
+/// Appends one key's merge state to the value of an `AUX_MERGE` field
+/// (`rdb/mod.rs`).
+pub fn push_merge_state(value: &mut Vec<u8>, key: &[u8], state: &[u8]) {
+    value.extend_from_slice(&(key.len() as u32).to_le_bytes());
+    value.extend_from_slice(key);
+    value.extend_from_slice(&(state.len() as u32).to_le_bytes());
+    value.extend_from_slice(state);
+}
+
 /// The magic and version.
 pub fn write_header(out: &mut Vec<u8>) {
     out.extend_from_slice(format!("REDIS{RDB_VERSION:04}").as_bytes());

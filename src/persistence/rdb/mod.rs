@@ -40,6 +40,14 @@ pub const AUX_TOMBSTONES: &[u8] = b"lattice-tombs";
 /// (active replication).
 pub const AUX_FLUSHED: &[u8] = b"lattice-flushed";
 
+/// Aux field carrying the merge state of keys of the selected database
+/// that merge instead of the last writer winning (active replication,
+/// `keyspace/merge.rs`): `<key length: u32 LE><key><state length: u32
+/// LE><state>`, repeated; written after the database's keys, like
+/// [`AUX_TOMBSTONES`], and in fields of at most [`TOMBSTONES_PER_AUX`]
+/// bytes too.
+pub const AUX_MERGE: &[u8] = b"lattice-merge";
+
 /// Bytes of tombstones per [`AUX_TOMBSTONES`] field, at most (one field
 /// may exceed it by one tombstone).
 pub const TOMBSTONES_PER_AUX: usize = 64 * 1024;

@@ -828,31 +828,39 @@ impl Link<'_> {
         argv: Args,
     ) -> Result<Vec<Vec<u8>>, String> {
         let db = rec.db;
-        if bases.iter().any(|&(i, _)| i as usize >= argv.len()) {
+        if bases.iter().any(|&(i, _)| arg_index(i) >= argv.len()) {
             return Err("a record's base outside its arguments".into());
         }
         let ks = &self.node.core().keyspace;
         let targets: Vec<(usize, usize)> = bases
             .iter()
-            .map(|&(i, _)| (db, ks.slot(argv.get(i as usize)).shard))
+            .map(|&(i, _)| (db, ks.slot(argv.get(arg_index(i))).shard))
             .collect();
         let _hold = ks.hold(Some(&targets));
-        let same = bases
+        let keys: Vec<(&[u8], u64, Local)> = bases
             .iter()
-            .all(|&(i, want)| version_of(self.node, db, argv.get(i as usize)) == want);
-        if same {
+            .map(|&(i, want)| {
+                let key = argv.get(arg_index(i));
+                (key, want, local(self.node, db, key, i))
+            })
+            .collect();
+        if keys
+            .iter()
+            .all(|(_, want, l)| !l.merges && l.version == *want)
+        {
             self.replay_args(db, stamp, argv);
             self.st.applied.fetch_add(1, Relaxed);
             return Ok(vec![]);
         }
         // Not applied: every key older than the write converges by its
         // state, not only those that diverged (the others would keep their
-        // version here while the origin's moved on).
-        let older = bases
-            .iter()
-            .map(|&(i, _)| argv.get(i as usize))
-            .filter(|&key| version_of(self.node, db, key) < stamp);
-        Ok(older.map(<[u8]>::to_vec).collect())
+        // version here while the origin's moved on); a key that merges, by
+        // its state whatever its version (keyspace/merge.rs).
+        let want = keys
+            .into_iter()
+            .filter(|(_, _, l)| l.merges || l.version < stamp)
+            .map(|(key, _, _)| key.to_vec());
+        Ok(want.collect())
     }
 
     /// A unit (a transaction's writes): applies all of them, in order and
@@ -886,19 +894,26 @@ impl Link<'_> {
         let targets: Option<Vec<(usize, usize)>> =
             writes.iter().all(|w| !w.bases.is_empty()).then(|| {
                 let keys = writes.iter().flat_map(UnitWrite::keys);
-                keys.map(|(db, key, _)| (db, ks.slot(key).shard)).collect()
+                keys.map(|(db, key, _, _)| (db, ks.slot(key).shard))
+                    .collect()
             });
         let _hold = ks.hold(targets.as_deref());
         // Each key's first base in the unit is the version it must have
-        // here; a later write's base is an earlier write's stamp.
+        // here; a later write's base is an earlier write's stamp. A key that
+        // merges converges by its state (keyspace/merge.rs).
         let mut seen = HashSet::new();
-        let firsts: Vec<(usize, &[u8], u64, u64)> = writes
+        let mut firsts: Vec<(usize, &[u8], u64, Local)> = Vec::new();
+        for w in writes {
+            for (db, key, want, i) in w.keys() {
+                if seen.insert((db, key)) {
+                    firsts.push((db, key, want, local(self.node, db, key, i)));
+                }
+            }
+        }
+        if firsts
             .iter()
-            .flat_map(UnitWrite::keys)
-            .filter(|&(db, key, _)| seen.insert((db, key)))
-            .map(|(db, key, want)| (db, key, want, version_of(self.node, db, key)))
-            .collect();
-        if firsts.iter().all(|&(_, _, want, local)| want == local) {
+            .all(|(_, _, want, l)| !l.merges && *want == l.version)
+        {
             for w in writes {
                 self.replay_args(w.db, w.stamp, Args::new(w.argv, &w.spans));
             }
@@ -907,7 +922,7 @@ impl Link<'_> {
         }
         firsts
             .into_iter()
-            .filter(|&(_, _, _, local)| local < stamp)
+            .filter(|(_, _, _, l)| l.merges || l.version < stamp)
             .map(|(db, key, _, _)| (db, key.to_vec()))
             .collect()
     }
@@ -947,13 +962,23 @@ impl Link<'_> {
         let (stamp, at) = s;
         let ks = &self.node.core().keyspace;
         let slot = ks.slot(key);
-        let (local, exists) = {
+        let merge = record::state_merge(rec.tail).unwrap_or_default();
+        let (local, exists, merges) = {
             let g = ks.db(db).lock(slot.shard);
             (
                 g.version_of(slot.hash, key),
                 g.get_raw(slot.hash, key).is_some(),
+                g.merges(key),
             )
         };
+        if merges || !merge.is_empty() {
+            if self.merge_state(db, key, s, (payload, merge))
+                && self.node.active().wanted(rec.origin)
+            {
+                self.forward(rec);
+            }
+            return;
+        }
         if stamp <= local {
             return;
         }
@@ -992,6 +1017,99 @@ impl Link<'_> {
         if self.node.active().wanted(rec.origin) {
             self.forward(rec);
         }
+    }
+
+    /// A key state where the key merges, here or at the origin: joins the
+    /// two (keyspace/merge.rs) and writes the result; whether it changed
+    /// anything here. The key's shard is held.
+    fn merge_state(
+        &mut self,
+        db: usize,
+        key: &[u8],
+        (stamp, at): (u64, u64),
+        (payload, merge): (&[u8], &[u8]),
+    ) -> bool {
+        use crate::keyspace::merge::{Base, Counter, Merged};
+        let ks = &self.node.core().keyspace;
+        let slot = ks.slot(key);
+        let remote = match merge {
+            b"" => Counter::current(None, stamp, payload_base(payload)),
+            m => match Counter::decode(m) {
+                Ok(c) => c,
+                Err(e) => {
+                    log_warning!("A key state from an active peer is damaged: {e}");
+                    return false;
+                }
+            },
+        };
+        let (local, local_at) = {
+            let g = ks.db(db).lock(slot.shard);
+            let e = g.get_raw(slot.hash, key);
+            let version = g.version_of(slot.hash, key);
+            let base = Base::of(e.map(|e| &e.value));
+            let at = e.map_or(0, |e| e.expire_at());
+            (Counter::current(g.counter(key), version, base), at)
+        };
+        let mut joined = local.join(&remote);
+        if joined == local {
+            return false;
+        }
+        // The expiry of the newer side.
+        let at = if remote.version > local.version {
+            at
+        } else {
+            local_at
+        };
+        match joined.value() {
+            Merged::Int(n) => {
+                let (n, at) = (n.to_string(), at.to_string());
+                let mut argv: Vec<&[u8]> = vec![b"SET", key, n.as_bytes()];
+                if at != "0" {
+                    argv.extend([&b"PXAT"[..], at.as_bytes()]);
+                }
+                self.replay(db, joined.version, &argv);
+            }
+            Merged::Absent => self.delete_merged(db, key, joined.version),
+            Merged::Other if joined.reset == remote.reset && remote.reset != local.reset => {
+                // The peer's reset won: its value, at its version.
+                joined.version = remote.version;
+                let at = at.to_string();
+                let argv: [&[u8]; 6] = [
+                    b"RESTORE",
+                    key,
+                    at.as_bytes(),
+                    payload,
+                    b"REPLACE",
+                    b"ABSTTL",
+                ];
+                self.replay(db, joined.version, &argv);
+            }
+            Merged::Other => joined.version = local.version, // ours won
+        }
+        ks.db(db).lock(slot.shard).set_counter(key, joined);
+        true
+    }
+
+    /// Deletes `key` as a write stamped `stamp` (a merged counter that ends
+    /// absent): a DEL where it exists, else its tombstone alone, and a
+    /// stamped DEL for the AOF (its loader makes it a tombstone again).
+    fn delete_merged(&mut self, db: usize, key: &[u8], stamp: u64) {
+        let ks = &self.node.core().keyspace;
+        let slot = ks.slot(key);
+        let exists = ks.db(db).lock(slot.shard).get_raw(slot.hash, key).is_some();
+        if exists {
+            return self.replay(db, stamp, &[b"DEL", key]);
+        }
+        ks.db(db).lock(slot.shard).set_tombstone(key, stamp);
+        let core = self.node.core();
+        applying(|| {
+            core.effects.emit(&EffectRef {
+                db,
+                version: stamp,
+                argv: &[b"DEL", key],
+                bases: &[],
+            })
+        });
     }
 
     /// Runs a record's command with its stamp, as the origin's write.
@@ -1043,7 +1161,7 @@ impl<'a> UnitWrite<'a> {
     fn decode(m: &record::Member<'a>, db: usize) -> Result<Self, String> {
         let (mut bases, mut spans) = (Vec::new(), Vec::new());
         let argv = record::write_parts(m.stamp, m.tail, &mut bases, &mut spans)?;
-        if bases.iter().any(|&(i, _)| i as usize >= spans.len()) {
+        if bases.iter().any(|&(i, _)| arg_index(i) >= spans.len()) {
             return Err("a record's base outside its arguments".into());
         }
         Ok(UnitWrite {
@@ -1055,21 +1173,53 @@ impl<'a> UnitWrite<'a> {
         })
     }
 
-    /// Its keys: (db, key, base version).
-    fn keys(&self) -> impl Iterator<Item = (usize, &'a [u8], u64)> + '_ {
+    /// Its keys: (db, key, base version, base index with its flags).
+    fn keys(&self) -> impl Iterator<Item = (usize, &'a [u8], u64, u32)> + '_ {
         let argv = self.argv;
-        self.bases
-            .iter()
-            .map(move |&(i, v)| (self.db, &argv[self.spans[i as usize].clone()], v))
+        self.bases.iter().map(move |&(i, v)| {
+            let key = &argv[self.spans[arg_index(i)].clone()];
+            (self.db, key, v, i)
+        })
     }
 }
 
-/// The version `key` has here (entry, tombstone or 0); its shard must be
-/// held by this thread.
-fn version_of(node: &dyn Host, db: usize, key: &[u8]) -> u64 {
+/// What a key's DUMP payload gives as a counter's base (empty: absent).
+fn payload_base(payload: &[u8]) -> crate::keyspace::merge::Base {
+    use crate::keyspace::merge::Base;
+    if payload.is_empty() {
+        return Base::Absent;
+    }
+    let limits = crate::keyspace::encoding::EncodingLimits::defaults();
+    match crate::persistence::rdb::decode::decode_dump_payload(payload, &limits) {
+        Ok(v) => Base::of(Some(&v)),
+        Err(_) => Base::Other,
+    }
+}
+
+/// A base's argument index, without its flags.
+fn arg_index(i: u32) -> usize {
+    (i & !crate::effects::MERGED_BASE) as usize
+}
+
+/// A key as a record finds it here.
+struct Local {
+    /// Its version (entry, tombstone or 0).
+    version: u64,
+    /// It merges (keyspace/merge.rs), here or, as the record's base says,
+    /// at the origin: its state is merged, the write is not replayed.
+    merges: bool,
+}
+
+/// How `key`, a record's base `i`, is here; its shard must be held by this
+/// thread.
+fn local(node: &dyn Host, db: usize, key: &[u8], i: u32) -> Local {
     let ks = &node.core().keyspace;
     let slot = ks.slot(key);
-    ks.db(db).lock(slot.shard).version_of(slot.hash, key)
+    let g = ks.db(db).lock(slot.shard);
+    Local {
+        version: g.version_of(slot.hash, key),
+        merges: i & crate::effects::MERGED_BASE != 0 || g.merges(key),
+    }
 }
 
 /// REPLICAOF on an active node: `NO ONE` stops pulling from every peer;

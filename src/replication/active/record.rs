@@ -243,15 +243,16 @@ impl UnitBuilder {
     }
 }
 
-/// Appends a key's state as `origin` holds it: `(stamp, expire at)`, and
-/// its DUMP payload (empty: absent).
+/// Appends a key's state as `origin` holds it: `(stamp, expire at)`, its
+/// DUMP payload (empty: absent) and, for a key that merges, its merge
+/// state (`keyspace/merge.rs`; empty: none, the field is left out).
 pub fn encode_state(
     out: &mut Vec<u8>,
     origin: u64,
     db: usize,
     key: &[u8],
     s: (u64, u64),
-    payload: &[u8],
+    (payload, merge): (&[u8], &[u8]),
 ) {
     frame(out, |out| {
         out.push(STATE);
@@ -261,6 +262,9 @@ pub fn encode_state(
         put_varint(out, s.1);
         put_bytes(out, key);
         put_bytes(out, payload);
+        if !merge.is_empty() {
+            put_bytes(out, merge);
+        }
     });
 }
 
@@ -387,6 +391,18 @@ pub fn state_parts(tail: &[u8]) -> Result<(u64, &[u8], &[u8]), String> {
     let key = r.bytes()?;
     let payload = r.bytes()?;
     Ok((at, key, payload))
+}
+
+/// A state's merge state (empty: the key does not merge).
+pub fn state_merge(tail: &[u8]) -> Result<&[u8], String> {
+    let mut r = Reader(tail);
+    r.varint()?;
+    r.bytes()?;
+    r.bytes()?;
+    if r.0.is_empty() {
+        return Ok(b"");
+    }
+    r.bytes()
 }
 
 /// One write of a unit's tail: its database, stamp and write tail (for
@@ -756,7 +772,7 @@ mod tests {
     #[test]
     fn states_pings_and_damage() {
         let mut stored = Vec::new();
-        encode_state(&mut stored, 9, 1, b"k", (123_456, 789), b"payload");
+        encode_state(&mut stored, 9, 1, b"k", (123_456, 789), (b"payload", b""));
         encode_ping(&mut stored, &[b"PING", b"7"]);
         let (body, n) = next_frame(&stored).unwrap();
         let st = decode_stored(body).unwrap();

@@ -309,11 +309,13 @@ fn send_states(
                 for e in g.iter().filter(|e| wanted(e.version)) {
                     let payload = crate::persistence::rdb::encode::dump_payload(&e.value, false);
                     let s = (e.version, e.expire_at());
-                    encode_state(&mut stored, me, db, &e.key, s, &payload);
+                    let merge = merge_state(&g, &e.key, e.version, Some(&e.value));
+                    encode_state(&mut stored, me, db, &e.key, s, (&payload, &merge));
                     sent += 1;
                 }
                 for (key, stamp) in g.tombstones().filter(|&(_, s)| wanted(s)) {
-                    encode_state(&mut stored, me, db, key, (stamp, 0), b"");
+                    let merge = merge_state(&g, key, stamp, None);
+                    encode_state(&mut stored, me, db, key, (stamp, 0), (b"", &merge));
                     sent += 1;
                 }
             }
@@ -543,15 +545,35 @@ fn answer_state(host: &dyn Host, db: usize, key: &[u8]) {
     match g.get_raw(slot.hash, key) {
         Some(e) => {
             let payload = crate::persistence::rdb::encode::dump_payload(&e.value, false);
-            encode_state(&mut buf, me, db, key, (e.version, e.expire_at()), &payload);
+            let merge = merge_state(&g, key, e.version, Some(&e.value));
+            let s = (e.version, e.expire_at());
+            encode_state(&mut buf, me, db, key, s, (&payload, &merge));
         }
         None => {
             let stamp = g.version_of(slot.hash, key);
-            encode_state(&mut buf, me, db, key, (stamp, 0), b"");
+            let merge = merge_state(&g, key, stamp, None);
+            encode_state(&mut buf, me, db, key, (stamp, 0), (b"", &merge));
         }
     }
     host.active().append(&buf);
     drop(g);
+}
+
+/// The merge state a key's state record carries (keyspace/merge.rs), as of
+/// `version` (a reset there when it was written since): empty for a key
+/// that does not merge.
+fn merge_state(
+    g: &crate::keyspace::Shard,
+    key: &[u8],
+    version: u64,
+    value: Option<&crate::keyspace::Value>,
+) -> Vec<u8> {
+    use crate::keyspace::merge::{Base, Counter};
+    let mut out = Vec::new();
+    if let Some(c) = g.counter(key) {
+        Counter::current(Some(c), version, Base::of(value)).encode(&mut out);
+    }
+    out
 }
 
 /// INFO: the peers reading our stream.
