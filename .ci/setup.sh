@@ -4,7 +4,10 @@
 #     and a reference redis-server), tcl (the Redis test suite's runtime),
 #     dpkg-dev (so `apt-get source` can unpack the Redis sources);
 #   - deb-src entries, so `apt-get source redis` fetches the Redis 7.0 sources
-#     whose tests/ directory is the Tcl suite.
+#     whose tests/ directory is the Tcl suite;
+#   - the client-library checks' runtimes (ci/clients.sh): Node.js with npm
+#     (ioredis, node-redis) and a JDK with Maven (Jedis), each only when the
+#     machine does not have it already (a preinstalled one is kept).
 # Python packages are installed later, into a venv under .ci/cache/, by
 # ci/lib/redis_py.py. Idempotent: safe to re-run.
 set -euo pipefail
@@ -38,4 +41,13 @@ apt-get update -qq
 # Debian's, whose venv module needs it.
 apt-get install -y -qq --no-install-recommends \
     redis-server redis-tools tcl dpkg-dev xz-utils ca-certificates python3-venv >/dev/null
+# Client checks (ci/clients.sh): install only what is missing, so a newer
+# preinstalled node/java is left as it is (nodejs first: some builds of it
+# carry npm, which Debian's own npm package would then conflict with).
+need() { command -v "$1" >/dev/null || { echo "== .ci/setup: installing $2"; apt-get install -y -qq --no-install-recommends "$2" >/dev/null; }; }
+need node nodejs
+need npm npm
+need javac default-jdk-headless
+need mvn maven
+echo "== .ci/setup: node $(node --version), npm $(npm --version), $(javac -version 2>&1), $(mvn -B --version 2>/dev/null | head -n 1)"
 echo "== .ci/setup: done ($(redis-server --version | awk '{print $3}'), tclsh $(echo 'puts [info patchlevel]' | tclsh))"

@@ -17,6 +17,7 @@ pub fn check(data: &[u8], limits: &EncodingLimits) {
     for verify_checksum in [true, false] {
         let opts = LoadOpts {
             on_resize: None,
+            on_aux: None,
             limits,
             verify_checksum,
         };

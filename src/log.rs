@@ -1,5 +1,6 @@
 //! Logging in Redis's format: `pid:role dd Mon yyyy hh:mm:ss.mmm <level> message`,
-//! where level is `.` debug, `-` verbose, `*` notice, `#` warning.
+//! where role is `M`/`S`/`C` as Redis's (see [`set_role`], [`as_child`]) and
+//! level is `.` debug, `-` verbose, `*` notice, `#` warning.
 
 use std::io::Write;
 use std::sync::atomic::{AtomicU8, Ordering};
@@ -38,6 +39,38 @@ impl Level {
 }
 
 static LEVEL: AtomicU8 = AtomicU8::new(Level::Notice as u8);
+/// The role tag after the pid, as Redis's: `M` master, `S` replica, `C`
+/// what Redis's fork child logs (here: a snapshot's own lines, and the lines
+/// before the server is initialised, which Redis logs before it knows its
+/// pid), `X` sentinel (never here).
+static ROLE: AtomicU8 = AtomicU8::new(b'C');
+
+thread_local! {
+    /// Set while a thread logs what Redis's fork child would (`C`).
+    static CHILD: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Sets the process's role tag (`M` or `S`).
+pub fn set_role(tag: u8) {
+    ROLE.store(tag, Ordering::Relaxed);
+}
+
+/// Runs `f` with this thread's lines tagged `C`, as the lines Redis's fork
+/// child logs (a snapshot's "DB saved on disk").
+pub fn as_child<R>(f: impl FnOnce() -> R) -> R {
+    let was = CHILD.with(|c| c.replace(true));
+    let r = f();
+    CHILD.with(|c| c.set(was));
+    r
+}
+
+fn role() -> char {
+    if CHILD.with(|c| c.get()) {
+        'C'
+    } else {
+        ROLE.load(Ordering::Relaxed) as char
+    }
+}
 static FILE: Mutex<Option<std::fs::File>> = Mutex::new(None);
 
 pub fn set_level(l: Level) {
@@ -69,8 +102,9 @@ pub fn log(l: Level, msg: &str) {
         return;
     }
     let line = format!(
-        "{}:M {} {} {}\n",
+        "{}:{} {} {} {}\n",
         std::process::id(),
+        role(),
         timestamp(),
         l.mark(),
         msg
@@ -134,6 +168,11 @@ macro_rules! log_debug { ($($t:tt)*) => { $crate::log::log($crate::log::Level::D
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn roles() {
+        super::as_child(|| assert_eq!(super::role(), 'C'));
+    }
+
     #[test]
     fn dates() {
         assert_eq!(super::civil_from_days(0), (1970, 1, 1));

@@ -2,8 +2,8 @@
 //!
 //! Parses the configuration (exiting 1 with Redis's fatal config error text
 //! on a bad one), daemonizes if asked, opens the log file, logs the start-up
-//! banner and a warning for each accepted-but-not-built directive in use,
-//! then runs the server.
+//! banner, what the config load decided and a notice for each no-op
+//! directive in use (docs/CONFIG.md), then runs the server.
 
 use mimalloc::MiMalloc;
 
@@ -28,7 +28,10 @@ fn main() {
     if config.get_bool("disable-thp") {
         disable_thp();
     }
-    if config.get_bool("daemonize") {
+    // `supervised`: a supervised server stays in the foreground (Redis).
+    let supervisor = lattice::server::supervise::detect(&config.get_str("supervised"));
+    let supervised = matches!(supervisor, Ok(Some(_)));
+    if config.get_bool("daemonize") && !supervised {
         daemonize(&mut config);
     }
     if let Err(e) = lattice::log::set_file(&config.get_str("logfile")) {
@@ -41,26 +44,44 @@ fn main() {
     if config.get_bool("always-show-logo") {
         print_logo(&config);
     }
-    lattice::log_notice!("oO0OoO0OoO0Oo LatticeDB is starting oO0OoO0OoO0Oo");
-    lattice::log_notice!(
+    // Redis's first three lines: warnings, tagged C (logged before the
+    // server knows its role).
+    lattice::log_warning!("oO0OoO0OoO0Oo LatticeDB is starting oO0OoO0OoO0Oo");
+    lattice::log_warning!(
         "LatticeDB version={} (Redis {} compatible), bits=64, pid={}, just started",
         lattice::LATTICE_VERSION,
         lattice::REDIS_VERSION,
         std::process::id()
     );
-    match &config.file {
-        Some(_) => lattice::log_notice!("Configuration loaded"),
-        None => lattice::log_warning!(
+    // As redis-server: the warning only when started with no argument at
+    // all (command-line directives are a configuration too).
+    match args.is_empty() {
+        false => lattice::log_warning!("Configuration loaded"),
+        true => lattice::log_warning!(
             "Warning: no config file specified, using the default config. In order to specify a config file use lattice-server /path/to/redis.conf"
         ),
     }
+    // From here on the role tag is the server's: S while it replicates a
+    // master (an active node, writable, stays M), as Redis's.
+    let replica = !config.get_str("replicaof").is_empty()
+        && !config.get_bool("active-replica")
+        && !config.get_bool("multi-master");
+    lattice::log::set_role(if replica { b'S' } else { b'M' });
     lattice::log_notice!(
         "Running mode=standalone, port={}, server-threads={}.",
         config.port(),
         config.threads()
     );
-    for name in config.accepted_in_use() {
-        lattice::config::warn_accepted(name);
+    match &supervisor {
+        Ok(Some(s)) => lattice::server::supervise::start(s),
+        Ok(None) => {}
+        Err(warning) => lattice::log_warning!("{warning}"),
+    }
+    for note in &config.notes {
+        lattice::log_warning!("{note}");
+    }
+    for name in config.noops_in_use() {
+        lattice::config::warn_noop(name);
     }
     match lattice::server::run(config) {
         Ok(code) => std::process::exit(code),

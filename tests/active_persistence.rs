@@ -198,6 +198,7 @@ fn tombstones_and_flushes_are_in_the_rdb_and_redis_loads_it() {
         limits: &limits,
         verify_checksum: true,
         on_resize: None,
+        on_aux: None,
     };
     let sum = decode::load(&bytes[..], &opts, &mut |_| Ok(())).unwrap();
     let tomb = |db: usize, key: &[u8]| {

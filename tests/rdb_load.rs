@@ -126,6 +126,7 @@ fn decode_file(path: &Path) -> Keys {
     let limits = rdb_check::default_limits();
     let opts = LoadOpts {
         on_resize: None,
+        on_aux: None,
         limits: &limits,
         verify_checksum: true,
     };
@@ -294,6 +295,7 @@ fn corrupt_fixtures_give_errors() {
     let limits = rdb_check::default_limits();
     let opts = LoadOpts {
         on_resize: None,
+        on_aux: None,
         limits: &limits,
         verify_checksum: true,
     };
@@ -437,6 +439,7 @@ fn writer_and_loader_agree() {
     let limits = rdb_check::default_limits();
     let opts = LoadOpts {
         on_resize: None,
+        on_aux: None,
         limits: &limits,
         verify_checksum: true,
     };

@@ -126,7 +126,8 @@ fn value_args(d: &Directive, value: &str) -> Vec<String> {
         | Kind::ClientOutputBuffer
         | Kind::OomValues
         | Kind::Percentiles
-        | Kind::ReplicaOf => {
+        | Kind::ReplicaOf
+        | Kind::Flags(_) => {
             let w: Vec<String> = value.split_whitespace().map(String::from).collect();
             if w.is_empty() {
                 vec![String::new()]
@@ -161,8 +162,8 @@ fn check_pair(
     if d.name == "dir" && !std::path::Path::new(&v).is_dir() {
         return Err(set_failed(name, "No such file or directory"));
     }
-    if d.status == Status::Refused && v != d.default {
-        return Err(set_failed(name, "not supported by LatticeDB yet"));
+    if d.status == Status::Refused && !Config::is_default_value(d, &v) {
+        return Err(set_failed(name, &crate::config::refused_reason(d)));
     }
     Ok((d, v))
 }
@@ -198,8 +199,8 @@ fn set(ctx: &mut Ctx, args: Args) -> CmdResult {
         if d.name == "dir" {
             v = parse::change_dir(&v).unwrap_or(v);
         }
-        if d.status == Status::Accepted && v != d.default {
-            crate::config::warn_accepted(d.name);
+        if d.status == Status::NoOp && !Config::is_default_value(d, &v) {
+            crate::config::warn_noop(d.name);
         }
         cfg.store(d, v);
     }
@@ -214,7 +215,9 @@ fn set(ctx: &mut Ctx, args: Args) -> CmdResult {
         return Err(set_failed("appendonly", &e));
     }
     // A lower maxmemory (or a new policy) takes effect now, as in Redis.
-    super::evict::evict_if_over(ctx);
+    if !(ctx.admin.is_replica() && ctx.core.config.read().get_bool("replica-ignore-maxmemory")) {
+        super::evict::evict_if_over(ctx);
+    }
     ctx.out.ok();
     Ok(())
 }

@@ -25,6 +25,9 @@ pub enum Kind {
     Octal,
     /// One of the listed words.
     Enum(&'static [&'static str]),
+    /// Any of the listed words together (Redis's multi-arg enum of bit
+    /// flags, shutdown-on-sig*): the first word alone means none.
+    Flags(&'static [&'static str]),
     /// Any single string.
     Str,
     /// Any number of words (storage-provider...).
@@ -60,6 +63,7 @@ impl Kind {
             Kind::OomValues => return norm_oom(args),
             Kind::Percentiles => return norm_percentiles(args),
             Kind::ReplicaOf => return norm_replicaof(args),
+            Kind::Flags(words) => return norm_flags(words, args),
             _ if args.len() != 1 => return Err("wrong number of arguments".into()),
             _ => {}
         }
@@ -110,6 +114,36 @@ impl Kind {
             _ => Ok(a.clone()),
         }
     }
+}
+
+/// Redis's multi-arg flags enum: the words given, in the table's order;
+/// the first word ("default") when none is set. SAVE and NOSAVE exclude
+/// each other (the only combination Redis refuses).
+fn norm_flags(words: &[&str], args: &[String]) -> Result<String, String> {
+    let given: Vec<String> = args
+        .iter()
+        .flat_map(|a| a.split_whitespace())
+        .map(|w| w.to_ascii_lowercase())
+        .collect();
+    if given.is_empty() || given.iter().any(|g| !words.contains(&g.as_str())) {
+        return Err(format!(
+            "argument(s) must be one of the following: {}",
+            words.join(", ")
+        ));
+    }
+    if given.iter().any(|g| g == "save") && given.iter().any(|g| g == "nosave") {
+        return Err("shutdown options SAVE and NOSAVE can't be used simultaneously".into());
+    }
+    let set: Vec<&str> = words[1..]
+        .iter()
+        .copied()
+        .filter(|w| given.iter().any(|g| g == w))
+        .collect();
+    Ok(if set.is_empty() {
+        words[0].to_string()
+    } else {
+        set.join(" ")
+    })
 }
 
 fn norm_mem_or_percent(a: &str) -> Result<String, String> {
@@ -305,9 +339,14 @@ pub fn replicaof_pairs(v: &str) -> Vec<(String, u16)> {
 pub enum Status {
     /// Built and applied.
     Built,
-    /// Recognised, feature not built yet: accepted with a warning logged once.
-    Accepted,
-    /// Ignoring it would be unsafe: refuse to start when set to a non-default value.
+    /// A documented no-op (docs/CONFIG.md says why): a tuning knob of Redis
+    /// internals we do not have, or a setting whose every value behaves
+    /// alike here. Accepted, kept for CONFIG GET/REWRITE; a non-default
+    /// value is logged once.
+    NoOp,
+    /// Not built, and ignoring it would change what clients or operators
+    /// see: a non-default value refuses start-up (Redis's fatal config
+    /// error, naming the line) and CONFIG SET.
     Refused,
 }
 
@@ -347,14 +386,14 @@ impl Directive {
     }
 }
 
-/// An accepted, mutable directive; builders adjust the rest.
+/// A no-op, mutable directive; builders adjust the rest.
 const fn d(name: &'static str, kind: Kind, default: &'static str) -> Directive {
     Directive {
         name,
         aliases: &[],
         kind,
         default,
-        status: Status::Accepted,
+        status: Status::NoOp,
         mutable: true,
         protected: false,
     }
@@ -399,7 +438,7 @@ pub static DIRECTIVES: &[Directive] = &[
     d("auto-aof-rewrite-min-size", Memory, "67108864").built(),
     d("auto-aof-rewrite-percentage", Int(0, INT), "100").built(),
     d("bgsave_cpulist", Str, "").imm(),
-    d("bind-source-addr", Str, ""),
+    d("bind-source-addr", Str, "").refused(),
     d("bio_cpulist", Str, "").imm(),
     d("busy-reply-threshold", Int(0, LONG), "5000").alias(&["lua-time-limit"]),
     d(
@@ -418,7 +457,7 @@ pub static DIRECTIVES: &[Directive] = &[
     d("cluster-announce-port", Int(0, 65535), "0"),
     d("cluster-announce-tls-port", Int(0, 65535), "0"),
     d("cluster-config-file", Str, "nodes.conf").imm(),
-    d("cluster-enabled", Bool, "no").imm(),
+    d("cluster-enabled", Bool, "no").imm().refused(),
     d("cluster-link-sendbuf-limit", Memory, "0"),
     d("cluster-migration-barrier", Int(0, INT), "1"),
     d("cluster-node-timeout", Int(0, LONG), "15000"),
@@ -489,7 +528,7 @@ pub static DIRECTIVES: &[Directive] = &[
     d("masteruser", Str, "").built(),
     d("maxclients", Int(1, UINT), "10000").built(),
     d("maxmemory", Memory, "0").built(),
-    d("maxmemory-clients", MemOrPercent, "0"),
+    d("maxmemory-clients", MemOrPercent, "0").refused(),
     d("maxmemory-eviction-tenacity", Int(0, 100), "10").built(),
     d(
         "maxmemory-policy",
@@ -524,7 +563,8 @@ pub static DIRECTIVES: &[Directive] = &[
         "oom-score-adj",
         Enum(&["no", "yes", "relative", "absolute"]),
         "no",
-    ),
+    )
+    .refused(),
     d("oom-score-adj-values", OomValues, "0 200 800"),
     d("pidfile", Str, "").built().imm(),
     d(
@@ -536,13 +576,14 @@ pub static DIRECTIVES: &[Directive] = &[
         "propagation-error-behavior",
         Enum(&["ignore", "panic", "panic-on-replicas"]),
         "ignore",
-    ),
+    )
+    .built(),
     d("protected-mode", Bool, "yes").built(),
     d("proto-max-bulk-len", Memory, "536870912").built(),
-    d("rdb-del-sync-files", Bool, "no"),
+    d("rdb-del-sync-files", Bool, "no").refused(),
     d("rdb-save-incremental-fsync", Bool, "yes"),
-    d("rdbchecksum", Bool, "yes").imm(),
-    d("rdbcompression", Bool, "yes"),
+    d("rdbchecksum", Bool, "yes").imm().built(),
+    d("rdbcompression", Bool, "yes").built(),
     d("repl-backlog-size", Memory, "1048576").built(),
     d("repl-backlog-ttl", Int(0, LONG), "3600").built(),
     d("repl-disable-tcp-nodelay", Bool, "no"),
@@ -575,8 +616,10 @@ pub static DIRECTIVES: &[Directive] = &[
         .alias(&["slave-announce-port"])
         .built(),
     d("replica-announced", Bool, "yes").built(),
-    d("replica-ignore-disk-write-errors", Bool, "no"),
-    d("replica-ignore-maxmemory", Bool, "yes").alias(&["slave-ignore-maxmemory"]),
+    d("replica-ignore-disk-write-errors", Bool, "no").refused(),
+    d("replica-ignore-maxmemory", Bool, "yes")
+        .alias(&["slave-ignore-maxmemory"])
+        .built(),
     d("replica-lazy-flush", Bool, "no").alias(&["slave-lazy-flush"]),
     d("replica-priority", Int(0, INT), "100")
         .alias(&["slave-priority"])
@@ -602,19 +645,21 @@ pub static DIRECTIVES: &[Directive] = &[
     d("set-proc-title", Bool, "yes").imm(),
     d(
         "shutdown-on-sigint",
-        Enum(&["default", "save", "nosave", "now", "force"]),
+        Flags(&["default", "save", "nosave", "now", "force"]),
         "default",
-    ),
+    )
+    .built(),
     d(
         "shutdown-on-sigterm",
-        Enum(&["default", "save", "nosave", "now", "force"]),
+        Flags(&["default", "save", "nosave", "now", "force"]),
         "default",
-    ),
+    )
+    .built(),
     d("shutdown-timeout", Int(0, INT), "10"),
     d("slowlog-log-slower-than", Int(-1, LONG), "10000").built(),
     d("slowlog-max-len", Int(0, LONG), "128").built(),
-    d("socket-mark-id", Int(0, UINT), "0").imm(),
-    d("stop-writes-on-bgsave-error", Bool, "yes"),
+    d("socket-mark-id", Int(0, UINT), "0").imm().refused(),
+    d("stop-writes-on-bgsave-error", Bool, "yes").built(),
     d("stream-node-max-bytes", Memory, "4096"),
     d("stream-node-max-entries", Int(0, LONG), "100"),
     d(
@@ -622,8 +667,9 @@ pub static DIRECTIVES: &[Directive] = &[
         Enum(&["upstart", "systemd", "auto", "no"]),
         "no",
     )
-    .imm(),
-    d("syslog-enabled", Bool, "no").imm(),
+    .imm()
+    .built(),
+    d("syslog-enabled", Bool, "no").imm().refused(),
     d(
         "syslog-facility",
         Enum(&[
@@ -633,15 +679,15 @@ pub static DIRECTIVES: &[Directive] = &[
     )
     .imm(),
     d("syslog-ident", Str, "redis").imm(),
-    d("tcp-backlog", Int(0, INT), "511").imm(),
+    d("tcp-backlog", Int(0, INT), "511").imm().built(),
     d("tcp-keepalive", Int(0, INT), "300").built(),
     d("timeout", Int(0, INT), "0").built(),
-    d("tls-auth-clients", Enum(&["no", "yes", "optional"]), "yes"),
+    d("tls-auth-clients", Enum(&["no", "yes", "optional"]), "yes").refused(),
     d("tls-ca-cert-dir", Str, "").refused(),
     d("tls-ca-cert-file", Str, "").refused(),
     d("tls-cert-file", Str, "").refused(),
-    d("tls-ciphers", Str, ""),
-    d("tls-ciphersuites", Str, ""),
+    d("tls-ciphers", Str, "").refused(),
+    d("tls-ciphersuites", Str, "").refused(),
     d("tls-client-cert-file", Str, "").refused(),
     d("tls-client-key-file", Str, "").refused(),
     d("tls-client-key-file-pass", Str, "").refused(),
@@ -650,13 +696,13 @@ pub static DIRECTIVES: &[Directive] = &[
     d("tls-key-file", Str, "").refused(),
     d("tls-key-file-pass", Str, "").refused(),
     d("tls-port", Int(0, 65535), "0").refused(),
-    d("tls-prefer-server-ciphers", Bool, "no"),
-    d("tls-protocols", Str, ""),
+    d("tls-prefer-server-ciphers", Bool, "no").refused(),
+    d("tls-protocols", Str, "").refused(),
     d("tls-replication", Bool, "no").refused(),
-    d("tls-session-cache-size", Int(0, INT), "20480"),
-    d("tls-session-cache-timeout", Int(0, INT), "300"),
-    d("tls-session-caching", Bool, "yes"),
-    d("tracking-table-max-keys", Int(0, LONG), "1000000"),
+    d("tls-session-cache-size", Int(0, INT), "20480").refused(),
+    d("tls-session-cache-timeout", Int(0, INT), "300").refused(),
+    d("tls-session-caching", Bool, "yes").refused(),
+    d("tracking-table-max-keys", Int(0, LONG), "1000000").built(),
     d("unixsocket", Str, "").built().imm(),
     d("unixsocketperm", Octal, "0").built().imm(),
     d("zset-max-listpack-entries", Int(0, LONG), "128")
@@ -666,7 +712,9 @@ pub static DIRECTIVES: &[Directive] = &[
         .alias(&["zset-max-ziplist-value"])
         .built(),
     d("port", Int(0, 65535), "6379").built().imm(),
-    d("bind", Bind, "127.0.0.1 -::1").built().imm(),
+    // Redis 7.0 with no config file: every interface (IPv6 optional), with
+    // protected mode refusing non-loopback clients while no password is set.
+    d("bind", Bind, "* -::*").built().imm(),
     d("dir", Str, "./").built().prot(),
     d("dbfilename", Str, "dump.rdb").built().prot(),
     d("requirepass", Str, "").built(),
@@ -678,13 +726,14 @@ pub static DIRECTIVES: &[Directive] = &[
         Int(1024, INT),
         "2097152",
     ),
-    // Redis 7.2 additions.
-    d("locale-collate", Str, ""),
-    d("set-max-listpack-entries", Int(0, LONG), "128").built(),
-    d("set-max-listpack-value", Int(0, LONG), "64").built(),
+    // Redis 7.2 additions (set-max-listpack-*: 7.2's listpack sets; we
+    // behave as 7.0, whose small sets are intset/hashtable: DECISIONS 60).
+    d("locale-collate", Str, "").refused(),
+    d("set-max-listpack-entries", Int(0, LONG), "128"),
+    d("set-max-listpack-value", Int(0, LONG), "64"),
     d("req-res-logfile", Str, "").imm(),
     d("watchdog-period", Int(0, INT), "0"),
-    d("client-default-resp", Int(2, 3), "2").imm(),
+    d("client-default-resp", Int(2, 3), "2").imm().refused(),
     d("cluster-ping-interval", Int(0, LONG), "0"),
     d("cluster-announce-human-nodename", Str, ""),
     // KeyDB 6.3 (keydb.conf and its config.cpp).
@@ -692,12 +741,12 @@ pub static DIRECTIVES: &[Directive] = &[
         .built()
         .imm()
         .alias(&["io-threads"]),
-    d("server-thread-affinity", Str, "no").imm(),
+    d("server-thread-affinity", Str, "no").imm().built(),
     d("active-replica", Bool, "no").built().imm(),
     d("multi-master", Bool, "no").built().imm(),
-    // Accepted: a node never forwards a peer's write (each sends only its
+    // A no-op: a node never forwards a peer's write (each sends only its
     // own), so there is nothing to switch off (docs/ACTIVE-ACTIVE.md).
-    d("multi-master-no-forward", Bool, "no").built(),
+    d("multi-master-no-forward", Bool, "no"),
     // LatticeDB: how far ahead of this node's clock a peer's stamp may be
     // (ms) before the link is dropped instead of the write applied: a node
     // whose clock runs ahead must not win every conflict (ACTIVE-ACTIVE.md).
@@ -709,7 +758,7 @@ pub static DIRECTIVES: &[Directive] = &[
     d("active-tombstone-grace", Int(0, LONG), "300").built(),
     d("replica-weighting-factor", Int(1, INT), "2").alias(&["slave-weighting-factor"]),
     d("replica-quorum", Int(-1, INT), "-1").built(),
-    d("storage-provider", Words, "none").imm(),
+    d("storage-provider", Words, "none").imm().refused(),
     d("storage-provider-options", Str, "").imm(),
     d("storage-flush-period", Int(1, 10000), "500"),
     d(
@@ -719,15 +768,15 @@ pub static DIRECTIVES: &[Directive] = &[
     )
     .imm(),
     d("scratch-file-path", Str, "").imm(),
-    d("db-s3-object", Str, ""),
+    d("db-s3-object", Str, "").refused(),
     d("active-client-balancing", Bool, "yes"),
     d("availability-zone", Str, ""),
-    d("overload-protect-percent", Int(0, 200), "0"),
-    d("force-eviction-percent", Int(0, 100), "0"),
+    d("overload-protect-percent", Int(0, 200), "0").refused(),
+    d("force-eviction-percent", Int(0, 100), "0").refused(),
     d("max-snapshot-slip", Int(0, 5000), "400"),
-    d("max-rand-count", Int(0, LONG / 2), "4611686018427387903"),
+    d("max-rand-count", Int(0, LONG / 2), "4611686018427387903").refused(),
     d("min-clients-per-thread", Int(0, 400), "20"),
-    d("maxclients-reserved", Int(0, 100), "0"),
+    d("maxclients-reserved", Int(0, 100), "0").refused(),
     d("enable-keydb-fastsync", Bool, "no"),
     d("enable-async-commands", Bool, "no"),
     d("enable-async-rehash", Bool, "yes"),
@@ -735,8 +784,8 @@ pub static DIRECTIVES: &[Directive] = &[
     d("time-thread-priority", Bool, "no").imm(),
     d("use-fork", Bool, "yes").imm(),
     d("use-exit-on-panic", Bool, "no"),
-    d("version-override", Str, "").imm(),
-    d("allow-write-during-load", Bool, "no"),
+    d("version-override", Str, "").imm().refused(),
+    d("allow-write-during-load", Bool, "no").refused(),
     d("allow-rdb-resize-op", Bool, "yes"),
     d("delete-on-evict", Bool, "no"),
     d("prefetch-enabled", Bool, "yes"),
@@ -744,8 +793,8 @@ pub static DIRECTIVES: &[Directive] = &[
     d("loading-process-events-interval-keys", Memory, "8192"),
     d("repl-backlog-disk-reserve", Memory, "0").imm(),
     d("force-backlog-disk-reserve", Bool, "no"),
-    d("maxstorage", Memory, "0"),
-    d("soft-shutdown", Bool, "no"),
+    d("maxstorage", Memory, "0").refused(),
+    d("soft-shutdown", Bool, "no").refused(),
     d("flash-disable-key-cache", Bool, "no"),
     d("semi-ordered-set-bucket-size", Int(0, 1024), "0"),
     d("blob-support", Str, "false"),

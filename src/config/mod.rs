@@ -1,10 +1,12 @@
 //! Configuration: redis.conf syntax, command-line directives, CONFIG GET/SET.
 //!
 //! Every directive we know lives in one table ([`directives::DIRECTIVES`])
-//! with its type, default and status: built (applied), accepted (a feature not
-//! built yet: a warning is logged once and the value kept for CONFIG
-//! GET/REWRITE) or refused (a security feature whose silent absence would be
-//! unsafe: start-up fails). Values are kept as normalised strings, as CONFIG
+//! with its type, default and status: built (applied), a documented no-op
+//! (nothing here that it could change: a notice is logged once and the value
+//! kept for CONFIG GET/REWRITE) or refused (not built, and ignoring it would
+//! change what clients or operators see: a non-default value fails start-up
+//! and CONFIG SET). docs/CONFIG.md lists every directive with its status and
+//! why; a test keeps it and this table in step. Values are kept as normalised strings, as CONFIG
 //! GET shows them; typed getters read them, and the server mirrors the few
 //! hot ones into atomics (`server::HotConfig`).
 
@@ -23,6 +25,8 @@ pub struct Config {
     pub explicit: BTreeSet<&'static str>,
     /// Path of the config file, if started with one (for CONFIG REWRITE).
     pub file: Option<std::path::PathBuf>,
+    /// What the load decided that the log should say once it is open.
+    pub notes: Vec<String>,
 }
 
 impl Default for Config {
@@ -35,6 +39,7 @@ impl Default for Config {
             values,
             explicit: BTreeSet::new(),
             file: None,
+            notes: Vec::new(),
         }
     }
 }
@@ -113,10 +118,7 @@ impl Config {
     /// Whether a directive differs from its default.
     pub fn is_default(&self, d: &Directive) -> bool {
         let v = self.values.get(d.name).map(|s| s.as_str()).unwrap_or("");
-        v == d.default
-            || d.kind
-                .normalize(&[d.default.to_string()])
-                .is_ok_and(|n| n == v)
+        Self::is_default_value(d, v)
     }
 
     /// The value of directive `name`, which the code names itself: an
@@ -163,23 +165,56 @@ impl Config {
         }
     }
 
-    /// Accepted (not built) directives set to a non-default value.
-    pub fn accepted_in_use(&self) -> Vec<&'static str> {
+    /// No-op directives set to a non-default value.
+    pub fn noops_in_use(&self) -> Vec<&'static str> {
         DIRECTIVES
             .iter()
-            .filter(|d| d.status == Status::Accepted && !self.is_default(d))
+            .filter(|d| d.status == Status::NoOp && !self.is_default(d))
             .map(|d| d.name)
             .collect()
     }
+
+    /// Whether `value` (normalised) is directive `d`'s default.
+    pub fn is_default_value(d: &Directive, value: &str) -> bool {
+        value == d.default
+            || d.kind
+                .normalize(&[d.default.to_string()])
+                .is_ok_and(|n| n == value)
+    }
+
+    /// Ends a load (file and command line): several `replicaof` lines name
+    /// several peers under `active-replica`/`multi-master`; a plain replica
+    /// follows the last one, as Redis does (which keeps the last line), and
+    /// a note says so.
+    pub fn finish_load(&mut self) {
+        let v = self.get_str("replicaof");
+        let pairs = directives::replicaof_pairs(&v);
+        let active = self.get_bool("active-replica") || self.get_bool("multi-master");
+        if pairs.len() > 1 && !active {
+            let (host, port) = pairs.last().cloned().unwrap_or_default();
+            self.notes.push(format!(
+                "replicaof was given {} times: this node replicates from the last one, {host} {port} (several masters need active-replica yes or multi-master yes)",
+                pairs.len()
+            ));
+            self.values.insert("replicaof", format!("{host} {port}"));
+        }
+    }
 }
 
-/// Logs, once per process and directive, that an accepted directive has no
-/// effect yet.
-pub fn warn_accepted(name: &str) {
+/// The reason a refused directive's value stops start-up and CONFIG SET.
+pub fn refused_reason(d: &Directive) -> String {
+    format!(
+        "'{}' is not supported by LatticeDB yet (docs/CONFIG.md): refusing rather than ignore it",
+        d.name
+    )
+}
+
+/// Logs, once per process and directive, that a no-op directive was set.
+pub fn warn_noop(name: &str) {
     static WARNED: parking_lot::Mutex<BTreeSet<String>> = parking_lot::Mutex::new(BTreeSet::new());
     if WARNED.lock().insert(name.to_string()) {
-        crate::log_warning!(
-            "WARNING: the '{name}' directive is accepted but not implemented yet in LatticeDB: its value is kept but has no effect."
+        crate::log_notice!(
+            "The '{name}' directive has no effect in LatticeDB (docs/CONFIG.md says why): its value is kept for CONFIG GET and REWRITE."
         );
     }
 }
@@ -220,6 +255,77 @@ mod tests {
             "config reads of names that are not in config/directives.rs:\n{}",
             unknown.join("\n")
         );
+    }
+
+    /// docs/CONFIG.md lists every directive of the table and every word the
+    /// loader handles itself, each with the code's status; the code reads
+    /// only built directives, and names every built one somewhere.
+    #[test]
+    fn docs_config_md_matches_the_code() {
+        use super::{parse::LOADER_DIRECTIVES, Status, DIRECTIVES};
+        use std::collections::BTreeMap;
+        let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+        let doc = std::fs::read_to_string(root.join("docs/CONFIG.md")).unwrap();
+        let mut rows = BTreeMap::new();
+        for line in doc.lines() {
+            let Some(rest) = line.strip_prefix("| `") else {
+                continue;
+            };
+            let cells: Vec<&str> = rest.split(" | ").collect();
+            let name = cells[0].trim_end_matches('`');
+            let status = cells.get(3).copied().unwrap_or("").trim();
+            assert!(
+                rows.insert(name.to_string(), status.to_string()).is_none(),
+                "docs/CONFIG.md lists {name} twice"
+            );
+        }
+        let word = |s: Status| match s {
+            Status::Built => "built",
+            Status::NoOp => "no-op",
+            Status::Refused => "refused",
+        };
+        let mut code: BTreeMap<String, &str> = DIRECTIVES
+            .iter()
+            .map(|d| (d.name.to_string(), word(d.status)))
+            .collect();
+        for (name, s) in LOADER_DIRECTIVES {
+            code.insert(name.to_string(), word(*s));
+        }
+        let mut wrong = vec![];
+        for (name, status) in &code {
+            match rows.get(name) {
+                None => wrong.push(format!("{name}: missing from docs/CONFIG.md")),
+                Some(doc) if doc != status => wrong.push(format!(
+                    "{name}: {status} in the code, {doc} in docs/CONFIG.md"
+                )),
+                _ => {}
+            }
+        }
+        for name in rows.keys().filter(|n| !code.contains_key(*n)) {
+            wrong.push(format!("{name}: in docs/CONFIG.md, not in the code"));
+        }
+        assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+
+        // The code reads only built directives, and names each built one.
+        let src = root.join("src");
+        let mut text = String::new();
+        for path in rust_files(&src) {
+            if !path.ends_with("config/directives.rs") {
+                text.push_str(&std::fs::read_to_string(&path).unwrap());
+            }
+        }
+        for (_, name) in literal_reads(&text) {
+            if let Some(d) = Config::directive(name) {
+                assert_eq!(d.status, Status::Built, "the code reads {name}, not built");
+            }
+        }
+        for d in DIRECTIVES.iter().filter(|d| d.status == Status::Built) {
+            assert!(
+                text.contains(&format!("\"{}\"", d.name)),
+                "{} is built but no code names it",
+                d.name
+            );
+        }
     }
 
     #[test]

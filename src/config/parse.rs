@@ -206,6 +206,7 @@ pub fn parse_args(args: &[String]) -> Result<Invocation, String> {
     text.push('\n');
     text.push_str(&options_text(rest));
     Loader::default().load_text(&mut cfg, &text)?;
+    cfg.finish_load();
     Ok(Invocation::Run(Box::new(cfg)))
 }
 
@@ -230,6 +231,25 @@ pub fn fatal(line_no: usize, line: &str, reason: &str) -> String {
         reason
     )
 }
+
+/// The config-file words that are not values of the table
+/// (`directives.rs`) but handled by the loader itself, with their status
+/// (docs/CONFIG.md lists them too; a test keeps the two in step).
+pub const LOADER_DIRECTIVES: &[(&str, Status)] = &[
+    ("include", Status::Built),
+    // Refused: a renamed command would stay reachable under its name.
+    ("rename-command", Status::Refused),
+    // Refused, except the default user's own rule (`user default on nopass ~* &* +@all`).
+    ("user", Status::Refused),
+    ("loadmodule", Status::Refused),
+    ("sentinel", Status::Refused),
+    ("is-flash-enabled", Status::Refused),
+    ("rdbfuzz-mode", Status::NoOp),
+    // Deprecated, ignored as Redis 7 does.
+    ("list-max-ziplist-entries", Status::NoOp),
+    ("list-max-ziplist-value", Status::NoOp),
+    ("lua-replicate-commands", Status::NoOp),
+];
 
 /// State across the lines of one load (and its includes).
 #[derive(Default)]
@@ -294,8 +314,7 @@ impl Loader {
                 return reason("ACL users are not supported by LatticeDB yet: refusing to start rather than ignore access rules")
             }
             "loadmodule" if !args.is_empty() => {
-                crate::config::warn_accepted("loadmodule");
-                return Ok(());
+                return reason("Modules are not supported by LatticeDB: refusing to start rather than run without the commands the module adds")
             }
             "sentinel" => return reason("Unrecognized sentinel configuration statement."),
             "rdbfuzz-mode" => return Ok(()), // KeyDB: a no-op here
@@ -335,10 +354,7 @@ impl Loader {
         cfg.store(d, value);
         cfg.explicit.insert(d.name);
         if d.status == Status::Refused && !cfg.is_default(d) {
-            return reason(&format!(
-                "'{}' is not supported by LatticeDB yet (TLS/ACL): refusing to start rather than ignore it",
-                d.name
-            ));
+            return reason(&super::refused_reason(d));
         }
         Ok(())
     }

@@ -19,6 +19,7 @@ pub mod eviction;
 pub mod keyspec;
 pub mod multi;
 pub mod notify;
+pub mod propagation;
 pub mod pubsub;
 pub mod scripts;
 pub mod stats;

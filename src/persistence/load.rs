@@ -44,6 +44,9 @@ pub struct Loading {
     keys: AtomicU64,
     /// Set by [`Loading::abort`]: the load fails at its next read or key.
     aborted: AtomicBool,
+    /// A shutdown stopped the start-up load ([`Loading::abort_for_shutdown`]):
+    /// what was loaded must not be saved. Never cleared.
+    shutdown: AtomicBool,
 }
 
 impl Loading {
@@ -96,6 +99,21 @@ impl Loading {
     /// repl-timeout): it fails at its next read or key.
     pub fn abort(&self) {
         self.aborted.store(true, Relaxed);
+    }
+
+    /// SHUTDOWN or a signal while loading at start-up: the load stops at its
+    /// next key, and the server exits without saving (Redis exits from
+    /// inside its load, with NOSAVE).
+    pub fn abort_for_shutdown(&self) {
+        if self.active() {
+            self.shutdown.store(true, Relaxed);
+            self.aborted.store(true, Relaxed);
+        }
+    }
+
+    /// Whether a shutdown stopped the start-up load.
+    pub fn stopped_for_shutdown(&self) -> bool {
+        self.shutdown.load(Relaxed)
     }
 
     /// The error of a load stopped by [`Loading::abort`], if it was.
@@ -184,6 +202,12 @@ pub fn load_file(
         Err(e) => return Err(format!("Error opening {}: {e}", path.display())),
     };
     let started = Instant::now();
+    let size = f.metadata().map(|m| m.len()).unwrap_or(0);
+    log_notice!(
+        "Loading RDB from {} ({size} bytes, {:.2} Mb)",
+        path.display(),
+        size as f64 / (1024.0 * 1024.0)
+    );
     let r = Counting {
         inner: f,
         loading: &srv.persist.loading,
@@ -249,7 +273,11 @@ pub fn load_reader_into(
     // RESIZEDB: size every shard of the database once (keys spread evenly).
     // The hint is the file's word: bounded, so a lying file costs at most
     // ~90 MB of index up front (16M keys per database).
+    // The keys the file announces (its RESIZEDB records), for progress.
+    let expected = std::cell::Cell::new(0u64);
     let reserve = |db: usize, keys: u64| {
+        expected.set(expected.get() + keys);
+        log_notice!("Loading RDB: DB {db} announces {keys} keys");
         if db < ks.num_dbs() {
             let keys = keys.min(1 << 24) as usize;
             let per_shard = keys / crate::keyspace::SHARDS * 21 / 20;
@@ -262,6 +290,7 @@ pub fn load_reader_into(
         limits: &srv.hot.encoding,
         verify_checksum,
         on_resize: Some(&reserve),
+        on_aux: Some(&log_aux),
     };
     let now = unix_ms();
     let now_lru = lru_clock(now);
@@ -280,15 +309,16 @@ pub fn load_reader_into(
         let mut batches: Vec<Vec<(Slot, LoadedKey)>> = (0..inserters).map(|_| Vec::new()).collect();
         let mut expired = 0u64;
         let mut seen = 0u64;
-        let mut last_log = Instant::now();
+        let started = Instant::now();
+        let mut last_log = started;
         let mut on_key = |k: LoadedKey| -> Result<(), RdbError> {
             seen += 1;
             let loading = &srv.persist.loading;
             loading.keys.fetch_add(1, Relaxed);
             loading.check_aborted().map_err(RdbError::Io)?;
-            if seen.is_multiple_of(65536) && last_log.elapsed().as_secs() >= 2 {
+            if seen.is_multiple_of(256) && last_log.elapsed() >= PROGRESS_EVERY {
                 last_log = Instant::now();
-                log_notice!("Loading RDB: {seen} keys read so far");
+                log_progress(loading, seen, expected.get(), started);
             }
             if k.expire_at_ms != 0 && k.expire_at_ms <= now {
                 expired += 1;
@@ -333,14 +363,6 @@ pub fn load_reader_into(
             let max = restore_deletions(ks, &summary)?;
             srv.stamp_floor.fetch_max(max_version.max(max), Relaxed);
         }
-        for (k, v) in &summary.aux {
-            if k == b"redis-ver" {
-                log_notice!(
-                    "Loading RDB produced by version {}",
-                    String::from_utf8_lossy(v)
-                );
-            }
-        }
         Ok(LoadStats {
             keys,
             expired,
@@ -348,6 +370,61 @@ pub fn load_reader_into(
             aux: summary.aux,
         })
     })
+}
+
+/// How often a long load logs its progress.
+const PROGRESS_EVERY: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// Redis's lines for the aux fields it reports while loading.
+fn log_aux(k: &[u8], v: &[u8]) {
+    let text = String::from_utf8_lossy(v);
+    match k {
+        b"redis-ver" => log_notice!("Loading RDB produced by version {text}"),
+        b"ctime" => {
+            if let Ok(t) = text.parse::<i64>() {
+                let age = (unix_ms() / 1000) as i64 - t;
+                log_notice!("RDB age {age} seconds");
+            }
+        }
+        b"used-mem" => {
+            if let Ok(m) = text.parse::<u64>() {
+                log_notice!(
+                    "RDB memory usage when created {:.2} Mb",
+                    m as f64 / (1024.0 * 1024.0)
+                );
+            }
+        }
+        _ => {}
+    }
+}
+
+/// A progress line of a long load: keys so far (of those the file
+/// announced), bytes read, the rate.
+fn log_progress(loading: &Loading, seen: u64, expected: u64, started: Instant) {
+    let secs = started.elapsed().as_secs_f64().max(0.001);
+    let rate = (seen as f64 / secs) as u64;
+    let mut line = format!("Loading RDB: {seen} keys");
+    if expected >= seen {
+        let _ = std::fmt::Write::write_fmt(
+            &mut line,
+            format_args!(
+                " of {expected} ({:.1}%)",
+                seen as f64 * 100.0 / expected as f64
+            ),
+        );
+    }
+    let total = loading.total_bytes.load(Relaxed);
+    let done = loading.loaded_bytes.load(Relaxed);
+    if total > 0 {
+        let _ = std::fmt::Write::write_fmt(
+            &mut line,
+            format_args!(
+                ", {done} of {total} bytes ({:.1}%)",
+                done as f64 * 100.0 / total as f64
+            ),
+        );
+    }
+    log_notice!("{line}, {rate} keys/s, {:.1} seconds so far", secs);
 }
 
 fn inserter_failed() -> RdbError {
@@ -649,6 +726,9 @@ fn load_startup_data(srv: &Arc<Server>) -> Result<(), String> {
             Ok(())
         }
         Ok(None) => Ok(()),
+        Err(_) if srv.persist.loading.stopped_for_shutdown() => {
+            Err("the load was stopped by a shutdown".into())
+        }
         Err(e) => {
             crate::log_warning!("Internal error in RDB reading -> {e}");
             crate::log_warning!("Terminating server after rdb file reading failure.");

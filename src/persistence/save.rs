@@ -145,7 +145,10 @@ fn finish(srv: &Server, r: &io::Result<u64>, background: bool, started_ms: u64) 
                 .store(st.dirty_at_cut.load(Relaxed), Relaxed);
             srv.lastsave_unix.store(started_ms / 1000, Relaxed);
             st.last_ok.store(true, Relaxed);
+            // Redis's child says "DB saved on disk" (tagged C), then its
+            // parent that the background save ended.
             if background {
+                crate::log::as_child(|| log_notice!("DB saved on disk"));
                 log_notice!("Background saving terminated with success");
             } else {
                 log_notice!("DB saved on disk");
@@ -288,7 +291,16 @@ pub fn cron(srv: &Arc<Server>) {
 /// exist. Returns false if the save failed (then Redis refuses to exit
 /// unless FORCE).
 pub fn save_on_shutdown(srv: &Arc<Server>, force_save: bool) -> bool {
-    if !force_save && !has_save_points(srv) {
+    // Redis's order: the AOF is fsynced first, then the final RDB.
+    if srv.persist.aof.core.is_open() {
+        log_notice!("Calling fsync() on the AOF file.");
+        super::aof::on_shutdown(srv);
+    }
+    // Never while loading (even SHUTDOWN SAVE): the file would be
+    // overwritten with half of the data (Redis's prepareForShutdown).
+    let loading = &srv.persist.loading;
+    if loading.active() || loading.stopped_for_shutdown() || (!force_save && !has_save_points(srv))
+    {
         return true;
     }
     log_notice!("Saving the final RDB snapshot before exiting.");

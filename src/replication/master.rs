@@ -530,10 +530,15 @@ pub(crate) async fn serve_replica<T>(
         sent: AtomicU64::new(0),
         state: Mutex::new("wait_bgsave"),
     });
+    log_notice!(
+        "Replica {}:{} asks for synchronization",
+        handle.ip,
+        conf.listening_port
+    );
     srv.repl.activate_backlog(srv);
     shared.flags.lock().push('S');
     srv.repl.master.replicas.lock().push(handle.clone());
-    let start = match partial_from(srv, &req) {
+    let start = match partial_from(srv, &req, &handle) {
         Some(from) => continue_partial(srv, io, &conf, &handle, from, shared)
             .await
             .map(|from| (from, false)),
@@ -546,7 +551,7 @@ pub(crate) async fn serve_replica<T>(
         handle.ack_ms.store(unix_ms(), Relaxed);
         if streamed {
             log_notice!(
-                "Streamed RDB transfer with replica {}:{} succeeded (socket). Waiting for REPLCONF ACK from replica to enable streaming",
+                "Streamed RDB transfer with replica {}:{} succeeded (socket). Waiting for REPLCONF ACK from slave to enable streaming",
                 handle.ip,
                 handle.port.load(Relaxed)
             );
@@ -585,27 +590,50 @@ fn host_of(addr: &str) -> String {
     }
 }
 
-/// The offset a PSYNC may continue from, if this history has it.
-fn partial_from(srv: &Server, req: &SyncRequest) -> Option<u64> {
+/// The offset a PSYNC may continue from, if this history has it; logs
+/// why not as Redis's masterTryPartialResynchronization does.
+fn partial_from(srv: &Server, req: &SyncRequest, handle: &ReplicaHandle) -> Option<u64> {
     let master = &srv.repl.master;
-    if !req.psync || req.replid == "?" {
-        return None;
+    let name = format!("{}:{}", handle.ip, handle.port.load(Relaxed));
+    if !req.psync {
+        return None; // SYNC: a full sync, nothing more to say
     }
     let ids = srv.repl.ids.lock().clone();
     let same = req.replid == ids.replid;
     let previous = req.replid == ids.replid2 && req.offset <= ids.second_offset;
-    let ok = (same || previous)
-        && req.offset >= 0
-        && srv.repl.backlog.can_continue_from(req.offset as u64);
-    if !ok {
+    if !same && !previous {
+        if req.replid == "?" {
+            log_notice!("Full resync requested by replica {name}");
+        } else if req.replid != ids.replid && req.replid != ids.replid2 {
+            log_notice!(
+                "Partial resynchronization not accepted: Replication ID mismatch (Replica asked for '{}', my replication IDs are '{}' and '{}')",
+                req.replid,
+                ids.replid,
+                ids.replid2
+            );
+        } else {
+            log_notice!(
+                "Partial resynchronization not accepted: Requested offset for second ID was {}, but I can reply up to {}",
+                req.offset,
+                ids.second_offset
+            );
+        }
+        if req.replid != "?" {
+            master.sync_partial_err.fetch_add(1, Relaxed);
+        }
+        return None;
+    }
+    if req.offset < 0 || !srv.repl.backlog.can_continue_from(req.offset as u64) {
         master.sync_partial_err.fetch_add(1, Relaxed);
         log_notice!(
-            "Partial resynchronization not accepted: replid {} offset {} (ours {} up to {})",
-            req.replid,
-            req.offset,
-            ids.replid,
-            srv.repl.backlog.end()
+            "Unable to partial resync with replica {name} for lack of backlog (Replica request was: {}).",
+            req.offset
         );
+        if req.offset > 0 && req.offset as u64 > srv.repl.backlog.end() + 1 {
+            log_warning!(
+                "Warning: replica {name} tried to PSYNC with an offset that is greater than the master replication offset."
+            );
+        }
         return None;
     }
     Some(req.offset as u64)
@@ -635,8 +663,9 @@ where
     write_all(io, line.as_bytes(), &shared.kill).await.ok()?;
     srv.repl.master.sync_partial_ok.fetch_add(1, Relaxed);
     log_notice!(
-        "Partial resynchronization request from {} accepted. Sending {} bytes of backlog starting from offset {}.",
+        "Partial resynchronization request from {}:{} accepted. Sending {} bytes of backlog starting from offset {}.",
         handle.ip,
+        handle.port.load(Relaxed),
         srv.repl.backlog.end() + 1 - from,
         from
     );
@@ -670,6 +699,7 @@ where
     } else {
         let started = start_snapshot(srv, io, handle, shared).await?;
         log_notice!("Starting BGSAVE for SYNC with target: disk");
+        log_notice!("Background saving started");
         started
     };
     if req.psync {
@@ -740,6 +770,14 @@ where
             })),
             done: Box::new(move |r| {
                 srv_done.persist.snapshot.for_replicas.store(false, Relaxed);
+                // Redis's child, then its parent (as a BGSAVE's).
+                match &r {
+                    Ok(n) => {
+                        crate::log::as_child(|| log_notice!("DB saved on disk ({n} bytes)"));
+                        log_notice!("Background saving terminated with success");
+                    }
+                    Err(e) => log_warning!("Background saving error: {e}"),
+                }
                 let _ = tx.send(r);
             }),
             threads: snapshot_threads(srv),
@@ -819,6 +857,9 @@ where
         started: started_tx,
         done: done_tx,
     };
+    if srv.config.read().get_i64("repl-diskless-sync-delay") > 0 {
+        log_notice!("Delay next BGSAVE for diskless SYNC");
+    }
     let opened = {
         let mut pending = srv.repl.master.pending_sync.lock();
         let group = pending.get_or_insert_with(|| SyncGroup {
@@ -929,14 +970,16 @@ fn shared_job(srv: &Arc<Server>) -> crate::persistence::snapshot::SnapshotJob {
         finished: Default::default(),
     });
     let (cut_readers, done_readers) = (readers.clone(), readers);
+    let done_sinks = sinks.clone();
     let at_cut = move || {
         let group = srv_cut.repl.master.pending_sync.lock().take();
         let members = group.map(|g| g.members).unwrap_or_default();
         let b = &srv_cut.repl.backlog;
         let end = b.end();
         srv_cut.persist.snapshot.for_replicas.store(true, Relaxed);
+        log_notice!("Starting BGSAVE for SYNC with target: replicas sockets");
         log_notice!(
-            "Starting BGSAVE for SYNC with target: replicas sockets ({} replicas)",
+            "Background RDB transfer started (a snapshot thread, {} replicas)",
             members.len()
         );
         for m in members {
@@ -959,6 +1002,16 @@ fn shared_job(srv: &Arc<Server>) -> crate::persistence::snapshot::SnapshotJob {
         at_cut: Some(Box::new(at_cut)),
         done: Box::new(move |r| {
             done_readers.finished.store(true, Relaxed);
+            match &r {
+                Ok(n) => {
+                    log_warning!(
+                        "Diskless rdb transfer, done reading from pipe, {} replicas still up.",
+                        done_sinks.lock().len()
+                    );
+                    log_notice!("Background RDB transfer terminated with success ({n} bytes)");
+                }
+                Err(e) => log_warning!("Background transfer error: {e}"),
+            }
             srv_done.persist.snapshot.for_replicas.store(false, Relaxed);
             for d in dones.lock().drain(..) {
                 let each = match &r {

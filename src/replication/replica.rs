@@ -268,6 +268,7 @@ fn follow(srv: &Arc<Server>, host: String, port: u16) {
     side.stage.set(Stage::Connect);
     side.down_since_ms.store(0, Relaxed);
     srv.repl.is_replica.store(true, Release);
+    crate::log::set_role(b'S');
     // Clients blocked on keys would wait for writes that now come from the
     // master only: Redis unblocks them with an error; we let them time out.
     let gen = side.generation.load(Acquire);
@@ -298,6 +299,7 @@ pub(crate) fn promote(srv: &Server) {
     *repl.replica.master.lock() = None;
     repl.shift_replid();
     repl.is_replica.store(false, Release);
+    crate::log::set_role(b'M');
     log_notice!("MASTER MODE enabled (user request)");
 }
 
@@ -454,9 +456,15 @@ fn run_link(srv: &Arc<Server>, gen: u64, host: &str, port: u16) -> Result<(), St
 /// PSYNC for what we hold: the stream continues, or a full sync first.
 fn psync(srv: &Arc<Server>, gen: u64, peer: &mut Peer) -> Result<(), String> {
     let (replid, offset) = cached_master(srv);
+    // Redis's replica says which PSYNC it tries.
     let off_arg = if replid == "?" {
+        log_notice!("Partial resynchronization not possible (no cached master)");
         "-1".to_string()
     } else {
+        log_notice!(
+            "Trying a partial resynchronization (request {replid}:{}).",
+            offset + 1
+        );
         (offset + 1).to_string()
     };
     peer.begin(Stage::ReceivePsyncReply);
@@ -559,6 +567,7 @@ fn cached_master(srv: &Server) -> (String, u64) {
 /// (a failover); ours becomes replid2, valid up to our offset.
 fn continue_from(srv: &Server, new_id: &str, old_id: &str) {
     let repl = &srv.repl;
+    log_notice!("Successful partial resynchronization with master.");
     if !new_id.is_empty() && new_id != old_id {
         let mut ids = repl.ids.lock();
         ids.replid2 = old_id.to_string();
@@ -1129,7 +1138,13 @@ impl Link<'_> {
             if !getack && !args.is_empty() {
                 let r = crate::commands::run_args(srv, self.clock, self.stats, self.client, args);
                 if let Err(e) = r {
-                    log_warning!("Command from master failed: {e}");
+                    let name = String::from_utf8_lossy(args.get(0)).to_ascii_lowercase();
+                    crate::core::propagation::failed(
+                        srv,
+                        crate::core::propagation::Source::Master,
+                        &e,
+                        &name,
+                    );
                 }
             }
             peer.start += consumed;

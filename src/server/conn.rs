@@ -79,8 +79,22 @@ impl Worker {
     }
 }
 
-/// Redis's reply to a non-loopback client in protected mode (exact text).
-const PROTECTED_DENIED: &str = "-DENIED Redis is running in protected mode because protected mode is enabled and no password is set for the default user. In this mode connections are only accepted from the loopback interface. If you want to connect from external computers to Redis you may adopt one of the following solutions: 1) Just disable protected mode sending the command 'CONFIG SET protected-mode no' from the loopback interface by connecting to Redis from the same host the server is running, however MAKE SURE Redis is not publicly accessible from internet if you do so. Use CONFIG REWRITE to make this change permanent. 2) Alternatively you can just disable the protected mode by editing the Redis configuration file, and setting the protected mode option to 'no', and then restarting the server. 3) If you started the server manually just for testing, restart it with the '--protected-mode no' option. 4) Set up an authentication password for the default user. NOTE: You only need to do one of the above things in order for the server to start accepting connections from the outside.\r\n";
+/// Redis 7.0.15's reply to a non-loopback client in protected mode, byte
+/// for byte ("Setup a an" included: compared with redis-server's).
+const PROTECTED_DENIED: &str = "-DENIED Redis is running in protected mode because protected mode is enabled and no password is set for the default user. In this mode connections are only accepted from the loopback interface. If you want to connect from external computers to Redis you may adopt one of the following solutions: 1) Just disable protected mode sending the command 'CONFIG SET protected-mode no' from the loopback interface by connecting to Redis from the same host the server is running, however MAKE SURE Redis is not publicly accessible from internet if you do so. Use CONFIG REWRITE to make this change permanent. 2) Alternatively you can just disable the protected mode by editing the Redis configuration file, and setting the protected mode option to 'no', and then restarting the server. 3) If you started the server manually just for testing, restart it with the '--protected-mode no' option. 4) Setup a an authentication password for the default user. NOTE: You only need to do one of the above things in order for the server to start accepting connections from the outside.\r\n";
+
+/// Protected mode's decision, as Redis 7.0's `clientAcceptHandler`: with
+/// `protected-mode yes` and no password for the default user, a TCP client
+/// whose address is not loopback is refused, whatever `bind` says; unix
+/// socket clients (no address) are served. An IPv4 address mapped into
+/// IPv6 (`::ffff:127.0.0.1`, on a dual-stack socket) counts as what it maps.
+pub fn protected_refuses(
+    peer: Option<std::net::SocketAddr>,
+    protected_mode: bool,
+    has_password: bool,
+) -> bool {
+    protected_mode && !has_password && peer.is_some_and(|a| !a.ip().to_canonical().is_loopback())
+}
 
 /// Serves one accepted connection until it closes.
 pub async fn serve(srv: Arc<Server>, worker: Rc<Worker>, conn: NewConn) {
@@ -258,10 +272,11 @@ async fn serve_stream<T>(
             .write(b"-ERR max number of clients reached\r\n");
         return;
     }
-    if addr.is_some_and(|a| !a.ip().is_loopback())
-        && srv.hot.protected_mode.load(Relaxed)
-        && srv.hot.requirepass.read().is_none()
-    {
+    if protected_refuses(
+        addr,
+        srv.hot.protected_mode.load(Relaxed),
+        srv.hot.requirepass.read().is_some(),
+    ) {
         srv.rejected_connections.fetch_add(1, Relaxed);
         let _ = io.get_ref().write(PROTECTED_DENIED.as_bytes());
         return;
@@ -273,7 +288,7 @@ async fn serve_stream<T>(
         client: ClientState::new(id),
     };
     let client = &mut registered.client;
-    client.local = addr.is_none_or(|a| a.ip().is_loopback());
+    client.local = addr.is_none_or(|a| a.ip().to_canonical().is_loopback());
     client.authenticated = srv.hot.requirepass.read().is_none();
     client.shared = Some(shared.clone());
     let mut qb = QueryBuf::new();
@@ -548,7 +563,15 @@ pub fn dispatch(
     let mut end = start;
     let res = lookup_and_check(srv, client, args).and_then(|id| {
         let mut clock = worker.clock.borrow_mut();
-        crate::commands::evict::admit(srv, &mut clock, &worker.stats, client, id)
+        // `replica-ignore-maxmemory yes` (the default): a replica evicts
+        // nothing itself; its master's evictions reach it as DELs.
+        let evicts = srv.hot.maxmemory.load(Relaxed) != 0
+            && !(srv.repl.is_replica() && srv.config.read().get_bool("replica-ignore-maxmemory"));
+        let admitted = match evicts {
+            true => crate::commands::evict::admit(srv, &mut clock, &worker.stats, client, id),
+            false => Ok(()),
+        };
+        admitted
             .and_then(|()| super::hooks::admit(srv, client, id))
             .map(|()| id)
             .map_err(|e| (Some(id), e))
@@ -800,4 +823,37 @@ where
     };
     shared.flags.lock().retain(|c| c != 'b');
     alive
+}
+
+#[cfg(test)]
+mod tests {
+    use super::protected_refuses;
+
+    /// Protected mode's decision for each kind of peer (the sandbox has no
+    /// second host; tests/config.rs `protected_mode` connects from this
+    /// machine's own non-loopback address where it has one).
+    #[test]
+    fn protected_mode_refuses_only_non_loopback_peers_without_a_password() {
+        let at = |s: &str| Some(s.parse::<std::net::SocketAddr>().unwrap());
+        for loopback in [
+            "127.0.0.1:5",
+            "127.9.9.9:5",
+            "[::1]:5",
+            "[::ffff:127.0.0.1]:5",
+        ] {
+            assert!(!protected_refuses(at(loopback), true, false), "{loopback}");
+        }
+        for outside in [
+            "192.0.2.2:5",
+            "10.0.0.1:5",
+            "[fd00::2]:5",
+            "[::ffff:10.1.2.3]:5",
+        ] {
+            assert!(protected_refuses(at(outside), true, false), "{outside}");
+            assert!(!protected_refuses(at(outside), true, true), "{outside}");
+            assert!(!protected_refuses(at(outside), false, false), "{outside}");
+        }
+        // A unix socket client has no address.
+        assert!(!protected_refuses(None, true, false));
+    }
 }

@@ -99,7 +99,7 @@ fn server(srv: &Arc<Server>, o: &mut String) {
         "atomicvar_api" => "c11-builtin",
         "gcc_version" => "0.0.0",
         "process_id" => std::process::id(),
-        "process_supervised" => "no",
+        "process_supervised" => super::supervise::info_name(),
         "run_id" => srv.run_id,
         "lattice_node_id" => srv.identity.hex(),
         "lattice_node_slot" => srv.identity.slot,
@@ -116,28 +116,14 @@ fn server(srv: &Arc<Server>, o: &mut String) {
         "lattice_version" => crate::LATTICE_VERSION,
         "server_threads" => srv.workers.lock().len(),
     );
-    // Redis 7.2's listener lines.
-    let binds: String = cfg
-        .get_str("bind")
-        .split_whitespace()
-        .map(|b| format!(",bind={b}"))
-        .collect();
-    let mut n = 0;
-    if cfg.port() != 0 {
-        let _ = write!(o, "listener0:name=tcp{binds},port={}\r\n", cfg.port());
-        n += 1;
-    }
-    let unix = cfg.get_str("unixsocket");
-    if !unix.is_empty() {
-        let _ = write!(o, "listener{n}:name=unix,bind={unix}\r\n");
-    }
+    // (No `listenerN` lines: they are Redis 7.2's; we report 7.0's fields,
+    // DECISIONS 60.)
 }
 
 fn clients(srv: &Arc<Server>, o: &mut String) {
     let all = srv.clients.snapshot();
     let max_in = all.iter().map(|c| c.qbuf.load(Relaxed)).max().unwrap_or(0);
     let max_out = all.iter().map(|c| c.obuf.load(Relaxed)).max().unwrap_or(0);
-    let pubsub = all.iter().filter(|c| c.flags.lock().contains('P')).count();
     o.push_str("# Clients\r\n");
     kv!(o,
         "connected_clients" => all.len(),
@@ -147,12 +133,7 @@ fn clients(srv: &Arc<Server>, o: &mut String) {
         "client_recent_max_output_buffer" => max_out,
         "blocked_clients" => all.iter().filter(|c| c.flags.lock().contains('b')).count(),
         "tracking_clients" => srv.tracking.stats().0,
-        "pubsub_clients" => pubsub,
-        "watching_clients" => 0,
         "clients_in_timeout_table" => 0,
-        "total_watched_keys" => 0,
-        "total_blocking_keys" => 0,
-        "total_blocking_keys_on_nokey" => 0,
     );
 }
 

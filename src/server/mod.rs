@@ -18,6 +18,7 @@ pub mod cron;
 pub mod hooks;
 pub mod identity;
 pub mod info;
+pub mod supervise;
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::Relaxed};
@@ -92,6 +93,9 @@ impl Server {
 
     /// Asks the main thread to stop the server.
     pub fn request_shutdown(&self, kind: ShutdownKind) {
+        // While loading at start-up the main thread is in the load: stop
+        // it, so that the shutdown happens now (and saves nothing).
+        self.persist.loading.abort_for_shutdown();
         if let Some(tx) = self.shutdown_tx.lock().as_ref() {
             let _ = tx.send(kind);
         }
@@ -241,12 +245,72 @@ fn bind_listeners(
 
 fn bind_tcp(sa: SocketAddr, backlog: i32) -> std::io::Result<std::net::TcpListener> {
     // std sets SO_REUSEADDR on Unix, as Redis does.
-    let l = std::net::TcpListener::bind(sa)?;
+    let l = match sa {
+        SocketAddr::V4(_) => std::net::TcpListener::bind(sa)?,
+        SocketAddr::V6(v6) => bind_v6_only(v6)?,
+    };
     // std listens with a backlog of 128; a burst of connections beyond it
     // loses SYNs and waits a second for the retry. Listening again sets
     // Redis's `tcp-backlog` (511) instead (the kernel caps it at somaxconn).
     // SAFETY: the fd belongs to `l`, a bound listening socket, while called.
     unsafe { libc::listen(std::os::fd::AsRawFd::as_raw_fd(&l), backlog) };
+    Ok(l)
+}
+
+/// An IPv6 listener that takes IPv6 only (`IPV6_V6ONLY`), as Redis's: the
+/// default `bind * -::*` listens on 0.0.0.0 and :: on the same port, which
+/// a dual-stack :: socket would make fail with "address in use"; and IPv4
+/// clients keep arriving with IPv4 addresses. Not yet listening.
+fn bind_v6_only(sa: std::net::SocketAddrV6) -> std::io::Result<std::net::TcpListener> {
+    use std::os::fd::{AsRawFd, FromRawFd};
+    let err = std::io::Error::last_os_error;
+    // SAFETY: socket() returns a new fd or -1; a valid fd is owned by the
+    // listener at once (closed on every error path below).
+    let fd = unsafe { libc::socket(libc::AF_INET6, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0) };
+    if fd < 0 {
+        return Err(err());
+    }
+    // SAFETY: `fd` is a fresh socket that nothing else owns.
+    let l = unsafe { std::net::TcpListener::from_raw_fd(fd) };
+    let on: libc::c_int = 1;
+    let int_len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
+    for (level, opt) in [
+        (libc::IPPROTO_IPV6, libc::IPV6_V6ONLY),
+        (libc::SOL_SOCKET, libc::SO_REUSEADDR),
+    ] {
+        // SAFETY: the fd is `l`'s, open; the value is a live c_int of int_len bytes.
+        let rc = unsafe {
+            libc::setsockopt(
+                l.as_raw_fd(),
+                level,
+                opt,
+                &on as *const _ as *const libc::c_void,
+                int_len,
+            )
+        };
+        if rc != 0 {
+            return Err(err());
+        }
+    }
+    // SAFETY: sockaddr_in6 is plain data (all-zero is valid); every field
+    // is set from `sa` before bind reads it.
+    let mut addr: libc::sockaddr_in6 = unsafe { std::mem::zeroed() };
+    addr.sin6_family = libc::AF_INET6 as libc::sa_family_t;
+    addr.sin6_port = sa.port().to_be();
+    addr.sin6_flowinfo = sa.flowinfo();
+    addr.sin6_addr.s6_addr = sa.ip().octets();
+    addr.sin6_scope_id = sa.scope_id();
+    // SAFETY: the pointer and length describe `addr`, alive for the call.
+    let rc = unsafe {
+        libc::bind(
+            l.as_raw_fd(),
+            &addr as *const libc::sockaddr_in6 as *const libc::sockaddr,
+            std::mem::size_of::<libc::sockaddr_in6>() as libc::socklen_t,
+        )
+    };
+    if rc != 0 {
+        return Err(err());
+    }
     Ok(l)
 }
 
@@ -296,44 +360,70 @@ pub fn run(config: Config) -> Result<i32, String> {
     }
     {
         let srv = srv.clone();
+        let (signals_ready, ready) = std::sync::mpsc::channel();
         std::thread::Builder::new()
             .name("lattice-accept".into())
-            .spawn(move || acceptor_main(srv, tcp, unix, senders, shutdown_tx))
+            .spawn(move || acceptor_main(srv, tcp, unix, senders, signals_ready))
             .map_err(|e| e.to_string())?;
+        let _ = ready.recv();
     }
     log_notice!("Server initialized");
-    crate::persistence::load::at_startup(&srv)?;
-    if srv.core.active {
-        crate::replication::active::start(&srv.peer_host());
-    } else {
-        crate::replication::replica::start_from_config(&srv);
+    match crate::persistence::load::at_startup(&srv) {
+        // A shutdown stopped the load: it is in the channel below.
+        Err(_) if srv.persist.loading.stopped_for_shutdown() => {}
+        Err(e) => return Err(e),
+        Ok(()) => {
+            if srv.core.active {
+                crate::replication::active::start(&srv.peer_host());
+            } else {
+                crate::replication::replica::start_from_config(&srv);
+            }
+            log_notice!("Ready to accept connections");
+            supervise::notify(if srv.repl.is_replica() {
+                "STATUS=Ready to accept connections in read-only mode. Waiting for MASTER <-> REPLICA sync\n"
+            } else {
+                "STATUS=Ready to accept connections\n"
+            });
+            supervise::notify("READY=1\n");
+        }
     }
-    log_notice!("Ready to accept connections tcp");
     loop {
         let kind = shutdown_rx.recv().unwrap_or(ShutdownKind::Default);
-        match kind {
-            ShutdownKind::Signal(sig) => {
-                let name = if sig == libc::SIGINT {
-                    "SIGINT"
-                } else {
-                    "SIGTERM"
-                };
-                log_warning!("Received {name} scheduling shutdown...");
-                // As Redis: if the final save fails, the server stays up.
-                if !crate::persistence::save::save_on_shutdown(&srv, false) {
-                    continue;
-                }
+        // SHUTDOWN logged and saved before it answered (commands/server_cmds).
+        // (The acceptor logged the signal as it came.) `shutdown-on-sigint`
+        // / `-sigterm` choose as SHUTDOWN's flags would: save, nosave,
+        // force (exit even if the save failed); now is what we always do
+        // (no wait for lagging replicas).
+        if let ShutdownKind::Signal(sig) = kind {
+            log_warning!("User requested shutdown...");
+            let name = if sig == libc::SIGINT {
+                "shutdown-on-sigint"
+            } else {
+                "shutdown-on-sigterm"
+            };
+            let flags = srv.config.read().get_str(name);
+            let has = |f: &str| flags.split_whitespace().any(|w| w == f);
+            let saved =
+                has("nosave") || crate::persistence::save::save_on_shutdown(&srv, has("save"));
+            // As Redis: if the final save fails, the server stays up.
+            if !saved && !has("force") {
+                log_warning!(
+                    "Errors trying to shut down the server. Check the logs for more information."
+                );
+                continue;
             }
-            _ => log_warning!("User requested shutdown..."),
         }
         break;
     }
+    supervise::notify("STOPPING=1\n");
     crate::persistence::aof::on_shutdown(&srv);
     srv.shutting_down.store(true, Relaxed);
     if !pidfile.is_empty() {
+        log_notice!("Removing the pid file.");
         let _ = std::fs::remove_file(&pidfile);
     }
     if !unix_path.is_empty() {
+        log_notice!("Removing the unix socket file.");
         let _ = std::fs::remove_file(&unix_path);
     }
     log_warning!("{} is now ready to exit, bye bye...", "LatticeDB");
@@ -387,13 +477,19 @@ fn acceptor_main(
     tcp: Vec<std::net::TcpListener>,
     unix: Option<std::os::unix::net::UnixListener>,
     workers: Vec<mpsc::UnboundedSender<NewConn>>,
-    shutdown: std::sync::mpsc::Sender<ShutdownKind>,
+    signals_ready: std::sync::mpsc::Sender<()>,
 ) {
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .expect("tokio runtime");
     rt.block_on(async move {
+        // SIGTERM/SIGINT are ours before start-up goes on (a signal during
+        // loading must not kill the process with the default action).
+        use tokio::signal::unix::{signal, SignalKind};
+        let mut term = signal(SignalKind::terminate()).expect("SIGTERM handler");
+        let mut int = signal(SignalKind::interrupt()).expect("SIGINT handler");
+        let _ = signals_ready.send(());
         let next = Arc::new(AtomicUsize::new(0));
         for l in tcp {
             let _ = l.set_nonblocking(true);
@@ -437,14 +533,22 @@ fn acceptor_main(
                 }
             });
         }
-        use tokio::signal::unix::{signal, SignalKind};
-        let mut term = signal(SignalKind::terminate()).expect("SIGTERM handler");
-        let mut int = signal(SignalKind::interrupt()).expect("SIGINT handler");
         let sig = tokio::select! {
             _ = term.recv() => libc::SIGTERM,
             _ = int.recv() => libc::SIGINT,
         };
-        let _ = shutdown.send(ShutdownKind::Signal(sig));
+        // Redis's handler's line, as the signal comes (loading or not).
+        let name = if sig == libc::SIGINT {
+            "SIGINT"
+        } else {
+            "SIGTERM"
+        };
+        if srv.persist.loading.active() {
+            log_warning!("Received shutdown signal during loading, scheduling shutdown.");
+        } else {
+            log_warning!("Received {name} scheduling shutdown...");
+        }
+        srv.request_shutdown(ShutdownKind::Signal(sig));
         std::future::pending::<()>().await;
     });
 }

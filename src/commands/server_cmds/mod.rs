@@ -157,8 +157,12 @@ fn shutdown(ctx: &mut Ctx, args: Args) -> CmdResult {
         return Err(CmdError::err("No shutdown in progress."));
     }
     // The final save runs here, so that a failure is this command's error
-    // and the server stays up (Redis: unless FORCE).
+    // and the server stays up (Redis: unless FORCE). Logged in Redis's order.
+    crate::log_warning!("User requested shutdown...");
     if !nosave && !ctx.admin.save_on_shutdown(save) && !force {
+        crate::log_warning!(
+            "Errors trying to shut down the server. Check the logs for more information."
+        );
         return Err(CmdError::err("Errors trying to SHUTDOWN. Check logs."));
     }
     let kind = ShutdownKind::NoSave;

@@ -30,7 +30,7 @@ use super::rdb_base::Aux;
 use crate::effects::Effect;
 use crate::keyspace::hlc::Hlc;
 use crate::server::Server;
-use crate::{log_notice, log_verbose, log_warning};
+use crate::{log_notice, log_warning};
 
 /// How a file loaded.
 #[derive(Debug, PartialEq, Eq)]
@@ -318,7 +318,13 @@ impl Replayer<'_> {
             bases: vec![],
         };
         if let Err(err) = crate::commands::replay(self.srv, &mut self.clock, &self.stats, &e) {
-            log_verbose!("AOF command failed while loading: {err}");
+            let name = String::from_utf8_lossy(&e.argv[0]).to_ascii_lowercase();
+            crate::core::propagation::failed(
+                self.srv,
+                crate::core::propagation::Source::Aof,
+                &err,
+                &name,
+            );
         }
         if active && stamp.is_some() {
             self.tombstones_for_absent(&e);

@@ -55,12 +55,18 @@ pub struct LoadedKey {
     pub version: Option<u64>,
 }
 
+/// Told an aux field's name and value.
+pub type AuxHook = dyn Fn(&[u8], &[u8]);
+
 pub struct LoadOpts<'a> {
     pub limits: &'a EncodingLimits,
     pub verify_checksum: bool,
     /// Told each RESIZEDB (database, keys) before that database's keys, so
     /// the loader can size its tables once.
     pub on_resize: Option<&'a dyn Fn(usize, u64)>,
+    /// Told each aux field (name, value) as it is read, before the keys
+    /// (Redis logs the producing version, the file's age and memory then).
+    pub on_aux: Option<&'a AuxHook>,
 }
 
 #[derive(Debug)]
@@ -636,6 +642,9 @@ fn read_opcode<R: Read>(
         }
         opcode::AUX => {
             let (k, v) = (s.string()?, s.string()?);
+            if let Some(f) = opts.on_aux {
+                f(&k, &v);
+            }
             if k == AUX_VERSIONS {
                 if v.len() % 8 != 0 {
                     return Err(corrupt("bad lattice-versions aux field"));
@@ -886,6 +895,7 @@ mod tests {
         let l = limits();
         let opts = LoadOpts {
             on_resize: None,
+            on_aux: None,
             limits: &l,
             verify_checksum: true,
         };
@@ -921,6 +931,7 @@ mod tests {
         let l = limits();
         let opts = LoadOpts {
             on_resize: None,
+            on_aux: None,
             limits: &l,
             verify_checksum: true,
         };
