@@ -298,9 +298,37 @@ fn declared_keys_only_when_keys_are_declared() {
         ),
         "+OK"
     );
+    // An undeclared key before any write: the script runs again holding
+    // every shard, and succeeds (DECISIONS 54).
+    assert_eq!(
+        raw(
+            &mut r,
+            &["EVAL", "return redis.call('set', 'other', 'v')", "1", "a"],
+        ),
+        "+OK"
+    );
+    // ... even when the script caught the refusal with pcall.
+    assert_eq!(
+        raw(
+            &mut r,
+            &[
+                "EVAL",
+                "pcall(redis.call, 'get', 'zz'); return redis.call('set', KEYS[1], 'w')",
+                "1",
+                "a"
+            ],
+        ),
+        "+OK"
+    );
+    // After a write it can no longer be run again: refused.
     let e = raw(
         &mut r,
-        &["EVAL", "return redis.call('set', 'other', 'v')", "1", "a"],
+        &[
+            "EVAL",
+            "redis.call('set', KEYS[1], 'v'); return redis.call('set', 'other', 'v')",
+            "1",
+            "a",
+        ],
     );
     assert!(
         e.starts_with("-ERR Script attempted to access a key not declared in KEYS"),

@@ -13,9 +13,31 @@ pub struct Vm {
     pub lua: Lua,
     /// The prelude's private table (`rcall`, `run`, `env`, `G`, `resp`).
     pub private: Table,
-    funcs: HashMap<String, Function>,
+    funcs: HashMap<String, (Function, u32)>,
     /// The core and cache generation the compiled scripts belong to.
     owner: (usize, u64),
+    /// This state's memory as last added to `LUA_MEMORY`.
+    counted: usize,
+}
+
+/// The memory of every thread's Lua state (INFO's used_memory_lua), as
+/// each last saw it after a script.
+static LUA_MEMORY: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+/// The flags of script `sha` if this thread compiled it (None also when
+/// its state is busy running a script).
+pub fn cached_flags(core: &Core, sha: &str) -> Option<u32> {
+    VM.with(|cell| {
+        let slot = cell.try_borrow().ok()?;
+        let vm = slot.as_ref()?;
+        let owner = (core as *const Core as usize, core.scripts.generation());
+        (vm.owner == owner).then(|| vm.funcs.get(sha).map(|f| f.1))?
+    })
+}
+
+/// The memory all Lua states use.
+pub fn lua_memory() -> usize {
+    LUA_MEMORY.load(std::sync::atomic::Ordering::Relaxed)
 }
 
 thread_local! {
@@ -36,13 +58,17 @@ pub fn with<R>(core: &Core, f: impl FnOnce(&mut Vm) -> R) -> R {
             vm.owner = owner;
             let _ = vm.lua.gc_collect();
         }
-        f(vm)
+        let r = f(vm);
+        vm.count_memory();
+        r
     })
 }
 
 impl Vm {
     fn new() -> mlua::Result<Vm> {
-        let libs = StdLib::ALL_SAFE | StdLib::DEBUG;
+        // The libraries Redis loads (base, table, string, math, debug: the
+        // last only for the error handler; coroutine is part of base in 5.1).
+        let libs = StdLib::TABLE | StdLib::STRING | StdLib::MATH | StdLib::DEBUG;
         // SAFETY: `debug` is the only unsafe library loaded; the prelude
         // keeps it for Redis's error handler and removes it from the
         // globals, and scripts run in an environment that only reaches what
@@ -75,34 +101,58 @@ impl Vm {
         lua.load(include_str!("prelude.lua"))
             .set_name("=prelude")
             .call::<()>(private.clone())?;
+        lua.gc_collect()?;
         Ok(Vm {
             lua,
             private,
             funcs: HashMap::new(),
             owner: (0, 0),
+            counted: 0,
         })
     }
 
-    /// The compiled script `sha`, compiling `body` when given and needed.
-    /// Err: the compiler's message.
-    pub fn function(&mut self, sha: &str, body: Option<&[u8]>) -> Result<Option<Function>, String> {
-        if let Some(f) = self.funcs.get(sha) {
-            return Ok(Some(f.clone()));
+    fn count_memory(&mut self) {
+        use std::sync::atomic::Ordering::Relaxed;
+        let now = self.lua.used_memory();
+        if now > self.counted {
+            LUA_MEMORY.fetch_add(now - self.counted, Relaxed);
+        } else {
+            LUA_MEMORY.fetch_sub(self.counted - now, Relaxed);
         }
-        let Some(body) = body else { return Ok(None) };
+        self.counted = now;
+    }
+
+    /// The script `sha` if this state compiled it, with its flags.
+    pub fn compiled(&self, sha: &str) -> Option<(Function, u32)> {
+        self.funcs.get(sha).cloned()
+    }
+
+    /// Compiles the script `sha` from `body` (its shebang line left out,
+    /// its line feed kept) unless this state has it; returns it with its
+    /// flags. Err: the reply's error, Redis's shebang message or "Error
+    /// compiling script (new function): ...".
+    pub fn compile(&mut self, sha: &str, body: &[u8]) -> Result<(Function, u32), String> {
+        if let Some(f) = self.funcs.get(sha) {
+            return Ok(f.clone());
+        }
+        let (flags, skip) = super::flags::shebang(body).map_err(|m| format!("ERR {m}"))?;
         let env: Table = self.private.raw_get("env").map_err(|e| e.to_string())?;
         let f = self
             .lua
-            .load(body)
+            .load(&body[skip..])
             .set_name("@user_script")
+            .set_mode(mlua::ChunkMode::Text)
             .set_environment(env)
             .into_function()
-            .map_err(|e| match e {
-                mlua::Error::SyntaxError { message, .. } => message,
-                e => e.to_string(),
+            .map_err(|e| {
+                let m = match e {
+                    mlua::Error::SyntaxError { message, .. } => message,
+                    e => e.to_string(),
+                };
+                format!("ERR Error compiling script (new function): {m}")
             })?;
-        self.funcs.insert(sha.to_string(), f.clone());
-        Ok(Some(f))
+        self.funcs.insert(sha.to_string(), (f.clone(), flags));
+        Ok((f, flags))
     }
 
     /// Sets KEYS and ARGV for the next run.
@@ -118,7 +168,8 @@ impl Vm {
             self.lua
                 .create_sequence_from(argv.iter().map(|k| self.lua.create_string(k).unwrap()))?,
         )?;
-        self.private.set("resp", 2)
+        self.private.set("resp", 2)?;
+        self.private.set("repl", 3)
     }
 }
 
@@ -163,13 +214,35 @@ fn seed(s: i32) {
 /// exposed through a C function: a C function called in tail position
 /// (`return redis.call(..)`) keeps the script's frame, so Redis's error
 /// handler still finds the script's line, as with Redis's C functions.
-const TRAMPOLINE_NAMES: [&str; 4] = ["c_call", "c_pcall", "c_sha1hex", "c_setresp"];
-const TRAMPOLINE_KEYS: [&std::ffi::CStr; 4] = [c"l_call", c"l_pcall", c"l_sha1hex", c"l_setresp"];
-const TRAMPOLINES: [mlua::lua_CFunction; 4] = [
+const TRAMPOLINE_NAMES: [&str; 8] = [
+    "c_call",
+    "c_pcall",
+    "c_sha1hex",
+    "c_setresp",
+    "c_acl_check_cmd",
+    "c_log",
+    "c_set_repl",
+    "c_unpack",
+];
+const TRAMPOLINE_KEYS: [&std::ffi::CStr; 8] = [
+    c"l_call",
+    c"l_pcall",
+    c"l_sha1hex",
+    c"l_setresp",
+    c"l_acl_check_cmd",
+    c"l_log",
+    c"l_set_repl",
+    c"l_unpack",
+];
+const TRAMPOLINES: [mlua::lua_CFunction; 8] = [
     trampoline::<0>,
     trampoline::<1>,
     trampoline::<2>,
     trampoline::<3>,
+    trampoline::<4>,
+    trampoline::<5>,
+    trampoline::<6>,
+    trampoline::<7>,
 ];
 
 /// Calls the Lua function registered under `TRAMPOLINE_KEYS[I]` with this

@@ -512,9 +512,9 @@ fn pause_wait(
     let id = lookup_and_check(srv, client, args).ok()?;
     let cmd = srv.commands.get(id);
     let all = srv.pause_all.load(Relaxed);
+    let f = cmd.flags_for(srv, args);
     let pausable = all
-        || cmd.is_write()
-        || cmd.flags & flags::MAY_REPLICATE != 0
+        || f & (flags::WRITE | flags::MAY_REPLICATE) != 0
         || crate::commands::multi::exec_may_write(srv, client, cmd.name);
     if !pausable || unix_ms() >= until {
         return None;
@@ -548,8 +548,9 @@ pub fn dispatch(
     let mut end = start;
     let res = lookup_and_check(srv, client, args).and_then(|id| {
         let mut clock = worker.clock.borrow_mut();
-        crate::commands::evict::admit(srv, &mut clock, &worker.stats, client, id)
-            .and_then(|()| super::hooks::admit(srv, client, id))
+        let flags = srv.commands.get(id).flags_for(srv, args);
+        crate::commands::evict::admit(srv, &mut clock, &worker.stats, client, id, flags)
+            .and_then(|()| super::hooks::admit(srv, client, id, flags))
             .map(|()| id)
             .map_err(|e| (Some(id), e))
     });
@@ -599,7 +600,9 @@ pub fn dispatch(
     if let Err(e) = &result {
         out.buf.truncate(mark);
         let msg = e.render();
-        worker.stats.record_error(&e.code());
+        if !matches!(e, CmdError::Counted(_)) {
+            worker.stats.record_error(&e.code());
+        }
         out.error(&msg);
     }
     if let Some(id) = id {

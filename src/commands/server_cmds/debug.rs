@@ -107,6 +107,10 @@ pub fn debug(ctx: &mut Ctx, args: Args) -> CmdResult {
         ctx.admin.hold_master_link(secs);
         std::thread::sleep(secs);
         ctx.out.ok();
+    } else if eq_ic(sub, "SET-DISABLE-DENY-SCRIPTS") && n == 3 {
+        let on = atof(args.get(2)) as i64 != 0;
+        ctx.core.scripts.disable_deny.store(on, Relaxed);
+        ctx.out.ok();
     } else if eq_ic(sub, "SET-ACTIVE-EXPIRE") && n == 3 {
         let on = atof(args.get(2)) as i64 != 0;
         ctx.core.hot.active_expire.store(on, Relaxed);
