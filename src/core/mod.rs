@@ -81,6 +81,8 @@ pub struct Core {
     pub lazyfree: crate::keyspace::lazyfree::LazyFree,
     /// Script bodies by SHA1 (EVAL, EVALSHA, SCRIPT; see `scripting/`).
     pub scripts: scripts::ScriptCache,
+    /// FUNCTION libraries (FCALL; see `scripting/functions.rs`).
+    pub functions: scripts::Functions,
 }
 
 impl Core {
@@ -115,6 +117,7 @@ impl Core {
             tracking: Default::default(),
             lazyfree: Default::default(),
             scripts: Default::default(),
+            functions: Default::default(),
         }
     }
 

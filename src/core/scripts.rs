@@ -72,3 +72,117 @@ impl ScriptCache {
         self.generation.load(Relaxed)
     }
 }
+
+/// One function of a library, as FUNCTION LIST shows it.
+#[derive(Clone, Debug)]
+pub struct FunctionInfo {
+    pub name: String,
+    pub desc: Option<String>,
+    /// Script flags (`scripting::flags`).
+    pub flags: u32,
+}
+
+/// A FUNCTION library: its code (with its `#!lua name=...` line, as
+/// loaded) and the functions it registered. Each worker thread compiles
+/// the code into its own Lua state when it first calls one of them.
+#[derive(Debug)]
+pub struct Library {
+    pub name: String,
+    pub engine: String,
+    pub code: Vec<u8>,
+    pub functions: Vec<FunctionInfo>,
+    /// Unique for the process's life: a thread's compiled copy is of this
+    /// id, so a replaced library is compiled again.
+    pub id: u64,
+}
+
+/// The FUNCTION libraries (FUNCTION LOAD/DELETE/FLUSH/RESTORE, FCALL).
+#[derive(Default)]
+pub struct Functions {
+    state: RwLock<FunctionState>,
+    next_id: AtomicU64,
+}
+
+#[derive(Default, Clone)]
+pub struct FunctionState {
+    /// By name, in name order (FUNCTION LIST, DUMP, the RDB file).
+    pub libs: std::collections::BTreeMap<String, Arc<Library>>,
+    /// Function name -> its library.
+    funcs: HashMap<String, Arc<Library>>,
+}
+
+impl FunctionState {
+    /// Adds `lib`; with `replace`, in place of a library of its name.
+    /// Err: Redis's message.
+    pub fn add(&mut self, lib: Arc<Library>, replace: bool) -> Result<(), String> {
+        let old = self.libs.get(&lib.name).cloned();
+        if old.is_some() && !replace {
+            return Err(format!("Library '{}' already exists", lib.name));
+        }
+        for f in &lib.functions {
+            if let Some(owner) = self.funcs.get(&f.name) {
+                if owner.name != lib.name {
+                    return Err(format!("Function {} already exists", f.name));
+                }
+            }
+        }
+        if let Some(old) = old {
+            self.remove(&old.name);
+        }
+        for f in &lib.functions {
+            self.funcs.insert(f.name.clone(), lib.clone());
+        }
+        self.libs.insert(lib.name.clone(), lib);
+        Ok(())
+    }
+
+    pub fn remove(&mut self, name: &str) -> bool {
+        let Some(lib) = self.libs.remove(name) else {
+            return false;
+        };
+        for f in &lib.functions {
+            self.funcs.remove(&f.name);
+        }
+        true
+    }
+
+    pub fn function_count(&self) -> usize {
+        self.funcs.len()
+    }
+}
+
+impl Functions {
+    /// A new library id.
+    pub fn next_id(&self) -> u64 {
+        self.next_id.fetch_add(1, Relaxed) + 1
+    }
+
+    /// The library holding function `f`, and the function's flags.
+    pub fn find(&self, f: &str) -> Option<(Arc<Library>, u32)> {
+        let s = self.state.read();
+        let lib = s.funcs.get(f)?;
+        let flags = lib.functions.iter().find(|x| x.name == f)?.flags;
+        Some((lib.clone(), flags))
+    }
+
+    /// A copy of the libraries (cheap: the libraries are shared).
+    pub fn snapshot(&self) -> FunctionState {
+        self.state.read().clone()
+    }
+
+    /// Runs `f` on the libraries, under the write lock.
+    pub fn update<R>(&self, f: impl FnOnce(&mut FunctionState) -> R) -> R {
+        f(&mut self.state.write())
+    }
+
+    /// (libraries, functions).
+    pub fn counts(&self) -> (usize, usize) {
+        let s = self.state.read();
+        (s.libs.len(), s.funcs.len())
+    }
+
+    /// Bytes of the libraries' code (INFO's used_memory_functions).
+    pub fn bytes(&self) -> usize {
+        self.state.read().libs.values().map(|l| l.code.len()).sum()
+    }
+}

@@ -325,10 +325,13 @@ pub fn load_reader_into(
                 Err(e) => first_err = first_err.or(Some(e)),
             }
         }
-        let summary = decoded?;
+        let mut summary = decoded?;
         if let Some(e) = first_err {
             return Err(e);
         }
+        // FUNCTION libraries (RDB_OPCODE_FUNCTION2), replacing those of
+        // their names, as Redis loads them.
+        crate::scripting::load_functions(&srv.core, std::mem::take(&mut summary.functions));
         if srv.active {
             let max = restore_deletions(ks, &summary)?;
             srv.stamp_floor.fetch_max(max_version.max(max), Relaxed);

@@ -94,6 +94,13 @@ fn parse(lua: &Lua, buf: &[u8], pos: &mut usize) -> Result<Value> {
             kv_table(lua, "double", Value::Number(d.unwrap_or(0.0)))
         }
         b'(' => kv_table(lua, "big_number", Value::String(lua.create_string(head)?)),
+        b'|' => {
+            // An attribute: not shown to scripts; the reply follows it.
+            for _ in 0..num(head) * 2 {
+                parse(lua, buf, pos)?;
+            }
+            parse(lua, buf, pos)
+        }
         _ => Ok(Value::Nil),
     }
 }

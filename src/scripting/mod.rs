@@ -26,8 +26,12 @@ mod bit;
 mod call;
 mod convert;
 mod flags;
+mod functions;
 mod vm;
 
+pub use functions::{
+    load_saved as load_functions, saved_code as function_code, COMMANDS as FUNCTION_COMMANDS,
+};
 pub use vm::lua_memory;
 
 use crate::commands::flags::*;
@@ -204,30 +208,60 @@ fn run(ctx: &mut Ctx, req: Request, ro: bool) -> CmdResult {
             }
             Source::Sha(_) => return Err(noscript()),
         };
-        let mut script = prepare(ctx, sflags, ro, &req.keys)?;
-        let nested = crate::keyspace::held::holding();
-        script.may_widen = !nested && script.keys.is_some();
-        loop {
-            vm.set_args(&req.keys, &req.argv).map_err(lua_err)?;
-            let plan = script.keys.as_ref().map(|ks| {
-                ks.iter()
-                    .map(|k| (script.db, core.keyspace.slot(k).shard))
-                    .collect::<Vec<_>>()
-            });
-            let hold = (!nested).then(|| core.keyspace.hold(plan.as_deref()));
-            let r = execute(ctx, vm, &script, f.clone(), &sha);
-            if !script.widen.get() {
-                return r;
-            }
-            // It touched an undeclared key before writing: again, holding
-            // every shard (nothing it did is kept).
-            drop(hold);
-            ctx.client.db = script.db;
-            script.keys = None;
-            script.may_widen = false;
-            script.widen.set(false);
-        }
+        let run = Run {
+            f,
+            name: &sha,
+            keys: &req.keys,
+            argv: &req.argv,
+            function: false,
+        };
+        invoke(ctx, vm, run, sflags, ro)
     })
+}
+
+/// A script or function to run, with its keys and arguments.
+pub(crate) struct Run<'a> {
+    pub f: mlua::Function,
+    /// The SHA1 (EVAL) or function name (FCALL), for error replies.
+    pub name: &'a str,
+    pub keys: &'a [&'a [u8]],
+    pub argv: &'a [&'a [u8]],
+    /// FCALL: keys and arguments are the function's parameters, not the
+    /// KEYS and ARGV globals.
+    pub function: bool,
+}
+
+/// Runs a script or function holding its shards (DECISIONS 54), after the
+/// checks its flags decide.
+pub(crate) fn invoke(ctx: &mut Ctx, vm: &mut vm::Vm, run: Run, sflags: u32, ro: bool) -> CmdResult {
+    let core = ctx.core;
+    let mut script = prepare(ctx, sflags, ro, run.keys)?;
+    let nested = crate::keyspace::held::holding();
+    script.may_widen = !nested && script.keys.is_some();
+    loop {
+        if run.function {
+            vm.reset_modes().map_err(lua_err)?;
+        } else {
+            vm.set_args(run.keys, run.argv).map_err(lua_err)?;
+        }
+        let plan = script.keys.as_ref().map(|ks| {
+            ks.iter()
+                .map(|k| (script.db, core.keyspace.slot(k).shard))
+                .collect::<Vec<_>>()
+        });
+        let hold = (!nested).then(|| core.keyspace.hold(plan.as_deref()));
+        let r = execute(ctx, vm, &script, &run);
+        if !script.widen.get() {
+            return r;
+        }
+        // It touched an undeclared key before writing: again, holding
+        // every shard (nothing it did is kept).
+        drop(hold);
+        ctx.client.db = script.db;
+        script.keys = None;
+        script.may_widen = false;
+        script.widen.set(false);
+    }
 }
 
 /// The checks before a script runs that its flags decide (Redis's
@@ -282,7 +316,7 @@ fn lua_err(e: mlua::Error) -> CmdError {
 
 /// Runs `f` with `redis.call` bound to this client, its writes buffered
 /// and emitted as one unit; writes the reply (an error as the command's).
-fn execute(ctx: &mut Ctx, vm: &mut vm::Vm, s: &Script, f: mlua::Function, sha: &str) -> CmdResult {
+fn execute(ctx: &mut Ctx, vm: &mut vm::Vm, s: &Script, run: &Run) -> CmdResult {
     let outer = ctx.client.exec_effects.is_some();
     let was_in_exec = ctx.client.in_exec;
     let was_in_script = ctx.client.in_script;
@@ -291,7 +325,7 @@ fn execute(ctx: &mut Ctx, vm: &mut vm::Vm, s: &Script, f: mlua::Function, sha: &
     }
     ctx.client.in_exec = true;
     ctx.client.in_script = true;
-    let result = call_with(ctx, vm, s, f);
+    let result = call_with(ctx, vm, s, run);
     ctx.client.in_exec = was_in_exec;
     ctx.client.in_script = was_in_script;
     ctx.client.db = s.db;
@@ -305,7 +339,7 @@ fn execute(ctx: &mut Ctx, vm: &mut vm::Vm, s: &Script, f: mlua::Function, sha: &
         return Ok(());
     }
     if !ok {
-        return Err(failure(&value, sha));
+        return Err(failure(&value, run.name));
     }
     if let mlua::Value::Table(t) = &value {
         if let Ok(mlua::Value::String(e)) = t.raw_get::<mlua::Value>("err") {
@@ -323,7 +357,7 @@ fn call_with(
     ctx: &mut Ctx,
     vm: &vm::Vm,
     s: &Script,
-    f: mlua::Function,
+    run: &Run,
 ) -> mlua::Result<(bool, mlua::Value)> {
     let cell = std::cell::RefCell::new(ctx);
     let lua = &vm.lua;
@@ -338,8 +372,16 @@ fn call_with(
         })?;
         vm.private.set("rcall", rcall)?;
         vm.private.set("acl_check", acl)?;
-        let run: mlua::Function = vm.private.raw_get("run")?;
-        let r = run.call::<(bool, mlua::Value)>(f);
+        let r = if run.function {
+            let seq = |v: &[&[u8]]| {
+                lua.create_sequence_from(v.iter().map(|b| lua.create_string(b).unwrap()))
+            };
+            let go: mlua::Function = vm.private.raw_get("run_function")?;
+            go.call::<(bool, mlua::Value)>((run.f.clone(), seq(run.keys)?, seq(run.argv)?))
+        } else {
+            let go: mlua::Function = vm.private.raw_get("run")?;
+            go.call::<(bool, mlua::Value)>(run.f.clone())
+        };
         vm.private.set("rcall", mlua::Value::Nil)?;
         vm.private.set("acl_check", mlua::Value::Nil)?;
         r
@@ -376,7 +418,7 @@ fn reply_error(t: &mlua::Table, line: String) -> CmdError {
     }
 }
 
-/// A failed script's error: Redis's "<err> script: <sha>, on
+/// A failed script's error: Redis's "<err> script: <sha or function>, on
 /// @user_script:<line>." when the error handler found the line.
 fn failure(v: &mlua::Value, sha: &str) -> CmdError {
     let mlua::Value::Table(t) = v else {

@@ -104,7 +104,7 @@ priv.handler = function(err)
   for lvl = 2, 40 do
     local i = dbg.getinfo(lvl, 'Sl')
     if not i then break end
-    if i.source == '@user_script' then info = i; break end
+    if i.source == '@user_script' or i.source == '@user_function' then info = i; break end
   end
   if type_(err) ~= 'table' then err = {err = 'ERR ' .. tostring(err)} end
   if info then err.source = info.source; err.line = info.currentline end
@@ -278,3 +278,126 @@ view_of[G] = env
 meta_view[env] = ro({__index = missing})
 G._G = env
 priv.env, priv.G = env, G
+
+-- FUNCTION libraries. A library's code runs once per state to register
+-- its functions, in `fenv` while `loading`: only `redis` (register_function,
+-- log, the version) is there then, as in Redis; its functions, called
+-- later, see the globals EVAL scripts see (but no KEYS/ARGV: they get
+-- keys and arguments as parameters).
+local loading, registered = false, nil
+local function reg_error(m) error_({err = 'ERR ' .. m}, 0) end
+local function is_str(v) return type_(v) == 'string' or type_(v) == 'number' end
+local known_flags = {}
+for _, f in ipairs(priv.flag_names) do known_flags[f] = true end
+local lib_redis = {}
+lib_redis.register_function = function(...)
+  if not loading then
+    reg_error('redis.register_function can only be called on FUNCTION LOAD command')
+  end
+  local n = select('#', ...)
+  if n < 1 or n > 2 then reg_error('wrong number of arguments to redis.register_function') end
+  local name, cb, desc, flags = nil, nil, nil, {}
+  if n == 1 then
+    local t = ...
+    if type_(t) ~= 'table' then
+      reg_error('calling redis.register_function with a single argument is only applicable to Lua table (representing named arguments).')
+    end
+    for k, v in rawpairs(t) do
+      if not is_str(k) then reg_error('named argument key given to redis.register_function is not a string') end
+      local key = tostring(k):lower()
+      if key == 'function_name' then
+        if not is_str(v) then reg_error('function_name argument given to redis.register_function must be a string') end
+        name = tostring(v)
+      elseif key == 'description' then
+        if not is_str(v) then reg_error('description argument given to redis.register_function must be a string') end
+        desc = tostring(v)
+      elseif key == 'callback' then
+        if type_(v) ~= 'function' then reg_error('callback argument given to redis.register_function must be a function') end
+        cb = v
+      elseif key == 'flags' then
+        if type_(v) ~= 'table' then
+          reg_error('flags argument to redis.register_function must be a table representing function flags')
+        end
+        local i = 1
+        while v[i] ~= nil do
+          local f = v[i]
+          if not is_str(f) or not known_flags[tostring(f):lower()] then reg_error('unknown flag given') end
+          flags[#flags + 1] = tostring(f):lower()
+          i = i + 1
+        end
+      else
+        reg_error('unknown argument given to redis.register_function')
+      end
+    end
+    if not name then reg_error('redis.register_function must get a function name argument') end
+    if not cb then reg_error('redis.register_function must get a callback argument') end
+  else
+    local a, b = ...
+    if not is_str(a) then reg_error('first argument to redis.register_function must be a string') end
+    if type_(b) ~= 'function' then reg_error('second argument to redis.register_function must be a function') end
+    name, cb = tostring(a), b
+  end
+  if #name == 0 or name:find('[^%w_]') then
+    reg_error('Library names can only contain letters, numbers, or underscores(_) and must be at least one character long')
+  end
+  if registered[name] then reg_error('Function already exists in the library') end
+  registered[name] = true
+  registered[#registered + 1] = {name = name, callback = cb, description = desc, flags = flags}
+end
+lib_redis.log = redis.log
+lib_redis.LOG_DEBUG, lib_redis.LOG_VERBOSE, lib_redis.LOG_NOTICE, lib_redis.LOG_WARNING = 0, 1, 2, 3
+lib_redis.REDIS_VERSION, lib_redis.REDIS_VERSION_NUM = redis.REDIS_VERSION, redis.REDIS_VERSION_NUM
+local lib_redis_view = {}
+rawsetmt(lib_redis_view, {
+  __index = function(_, k)
+    local v = rawget_(lib_redis, k)
+    if v == nil then
+      error_("Script attempted to access nonexistent global variable '" .. tostring(k) .. "'", 2)
+    end
+    return v
+  end,
+  __newindex = readonly_error,
+  __metatable = false,
+})
+real_of[lib_redis_view] = lib_redis
+local fenv = {}
+rawsetmt(fenv, {
+  __index = function(_, k)
+    local v
+    if loading then
+      if k == 'redis' then v = lib_redis_view end
+    elseif not own[k] then
+      v = rawget_(G, k)
+    end
+    if v == nil then
+      error_("Script attempted to access nonexistent global variable '" .. tostring(k) .. "'", 2)
+    end
+    if type_(v) == 'table' and not real_of[v] then return ro(v) end
+    return v
+  end,
+  __newindex = readonly_error,
+  __metatable = false,
+})
+real_of[fenv] = G
+meta_view[fenv] = meta_view[env]
+priv.fenv = fenv
+-- Runs a library's compiled code: true and what it registered, or false
+-- and the error's text.
+priv.load_library = function(f)
+  loading, registered = true, {}
+  local ok, err = pcall(f)
+  loading = false
+  local r = registered
+  registered = nil
+  if not ok then
+    if type_(err) == 'table' and type_(err.err) == 'string' then
+      return false, err.err
+    end
+    return false, 'ERR ' .. tostring(err)
+  end
+  return true, r
+end
+-- Calls a function with its keys and arguments.
+priv.run_function = function(f, keys, args)
+  return xpcall(function() return f(keys, args) end, priv.handler)
+end

@@ -14,6 +14,9 @@ pub struct Vm {
     /// The prelude's private table (`rcall`, `run`, `env`, `G`, `resp`).
     pub private: Table,
     funcs: HashMap<String, (Function, u32)>,
+    /// FUNCTION libraries compiled here, by name: the library's id and its
+    /// functions.
+    libs: HashMap<String, (u64, HashMap<String, Function>)>,
     /// The core and cache generation the compiled scripts belong to.
     owner: (usize, u64),
     /// This state's memory as last added to `LUA_MEMORY`.
@@ -92,6 +95,10 @@ impl Vm {
             })?,
         )?;
         private.set("bit", super::bit::library(&lua)?)?;
+        private.set(
+            "flag_names",
+            lua.create_sequence_from(super::flags::NAMES.iter().map(|(_, n)| *n))?,
+        )?;
         lua.set_named_registry_value("lattice_private", private.clone())?;
         for (i, name) in TRAMPOLINE_NAMES.iter().enumerate() {
             // SAFETY: `TRAMPOLINES[i]` only moves values on the Lua stack
@@ -106,6 +113,7 @@ impl Vm {
             lua,
             private,
             funcs: HashMap::new(),
+            libs: HashMap::new(),
             owner: (0, 0),
             counted: 0,
         })
@@ -155,6 +163,104 @@ impl Vm {
         Ok((f, flags))
     }
 
+    /// Compiles a library's code (after its metadata line) and runs it to
+    /// register its functions. Err: the reply's error text.
+    pub fn load_library(&self, code: &[u8]) -> Result<Vec<Registered>, String> {
+        let env: Table = self.private.raw_get("fenv").map_err(|e| e.to_string())?;
+        let f = self
+            .lua
+            .load(code)
+            .set_name("@user_function")
+            .set_mode(mlua::ChunkMode::Text)
+            .set_environment(env)
+            .into_function()
+            .map_err(|e| {
+                let m = match e {
+                    mlua::Error::SyntaxError { message, .. } => message,
+                    e => e.to_string(),
+                };
+                format!("ERR Error compiling function: {m}")
+            })?;
+        let load: Function = self
+            .private
+            .raw_get("load_library")
+            .map_err(|e| e.to_string())?;
+        let (ok, v): (bool, mlua::Value) = load.call(f).map_err(|e| e.to_string())?;
+        if !ok {
+            let msg = v
+                .as_string()
+                .map(|s| s.to_string_lossy())
+                .unwrap_or_default();
+            return Err(format!("ERR Error registering functions: {msg}"));
+        }
+        let mlua::Value::Table(list) = v else {
+            return Err("ERR No functions registered".into());
+        };
+        let mut out = Vec::new();
+        for entry in list.sequence_values::<Table>() {
+            let t = entry.map_err(|e| e.to_string())?;
+            let get = |k: &str| t.raw_get::<Option<String>>(k).ok().flatten();
+            let names: Vec<String> = t
+                .raw_get::<Table>("flags")
+                .map(|f| {
+                    f.sequence_values::<String>()
+                        .filter_map(|x| x.ok())
+                        .collect()
+                })
+                .unwrap_or_default();
+            out.push(Registered {
+                info: crate::core::scripts::FunctionInfo {
+                    name: get("name").unwrap_or_default(),
+                    desc: get("description"),
+                    flags: names
+                        .iter()
+                        .filter_map(|n| super::flags::by_name(n.as_bytes()))
+                        .fold(0, |a, b| a | b),
+                },
+                f: t.raw_get("callback").map_err(|e| e.to_string())?,
+            });
+        }
+        if out.is_empty() {
+            return Err("ERR No functions registered".into());
+        }
+        Ok(out)
+    }
+
+    /// Keeps the functions of library `lib` (compiled here as `id`).
+    pub fn keep_library(&mut self, lib: &str, id: u64, fs: Vec<Registered>) {
+        let fs = fs.into_iter().map(|r| (r.info.name, r.f)).collect();
+        self.libs.insert(lib.to_string(), (id, fs));
+    }
+
+    /// Function `name` of `lib`, compiling the library here if this state
+    /// has not got this version of it.
+    pub fn library_function(
+        &mut self,
+        lib: &crate::core::scripts::Library,
+        name: &str,
+    ) -> Result<Function, String> {
+        if let Some((id, fs)) = self.libs.get(&lib.name) {
+            if *id == lib.id {
+                if let Some(f) = fs.get(name) {
+                    return Ok(f.clone());
+                }
+            }
+        }
+        let code = super::functions::code_of(&lib.code);
+        let fs = self.load_library(code)?;
+        self.keep_library(&lib.name, lib.id, fs);
+        self.libs
+            .get(&lib.name)
+            .and_then(|(_, fs)| fs.get(name).cloned())
+            .ok_or_else(|| "ERR Function not found".into())
+    }
+
+    /// Resets what a run may change (redis.setresp, redis.set_repl).
+    pub fn reset_modes(&self) -> mlua::Result<()> {
+        self.private.set("resp", 2)?;
+        self.private.set("repl", 3)
+    }
+
     /// Sets KEYS and ARGV for the next run.
     pub fn set_args(&self, keys: &[&[u8]], argv: &[&[u8]]) -> mlua::Result<()> {
         let g: Table = self.private.raw_get("G")?;
@@ -171,6 +277,12 @@ impl Vm {
         self.private.set("resp", 2)?;
         self.private.set("repl", 3)
     }
+}
+
+/// A function a library registered, with its callback.
+pub struct Registered {
+    pub info: crate::core::scripts::FunctionInfo,
+    pub f: Function,
 }
 
 /// `redis.log(level, message)`.

@@ -103,6 +103,7 @@ impl Server {
 pub fn command_families() -> Vec<&'static [crate::commands::Command]> {
     let mut f = crate::commands::families().to_vec();
     f.push(crate::scripting::COMMANDS);
+    f.push(crate::scripting::FUNCTION_COMMANDS);
     f.push(crate::replication::commands::COMMANDS);
     f
 }
