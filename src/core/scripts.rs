@@ -22,6 +22,8 @@ pub struct ScriptCache {
     bytes: AtomicUsize,
     /// DEBUG SET-DISABLE-DENY-SCRIPTS: scripts may call `noscript` commands.
     pub disable_deny: AtomicBool,
+    /// Scripts running past `busy-reply-threshold`.
+    pub busy: Arc<Busy>,
 }
 
 impl ScriptCache {
@@ -107,7 +109,8 @@ pub struct Functions {
 pub struct FunctionState {
     /// By name, in name order (FUNCTION LIST, DUMP, the RDB file).
     pub libs: std::collections::BTreeMap<String, Arc<Library>>,
-    /// Function name -> its library.
+    /// Function name (lower-case: FCALL's names are case-insensitive, as
+    /// Redis's functions dictionary) -> its library.
     funcs: HashMap<String, Arc<Library>>,
 }
 
@@ -120,7 +123,7 @@ impl FunctionState {
             return Err(format!("Library '{}' already exists", lib.name));
         }
         for f in &lib.functions {
-            if let Some(owner) = self.funcs.get(&f.name) {
+            if let Some(owner) = self.funcs.get(&f.name.to_ascii_lowercase()) {
                 if owner.name != lib.name {
                     return Err(format!("Function {} already exists", f.name));
                 }
@@ -130,7 +133,7 @@ impl FunctionState {
             self.remove(&old.name);
         }
         for f in &lib.functions {
-            self.funcs.insert(f.name.clone(), lib.clone());
+            self.funcs.insert(f.name.to_ascii_lowercase(), lib.clone());
         }
         self.libs.insert(lib.name.clone(), lib);
         Ok(())
@@ -141,7 +144,7 @@ impl FunctionState {
             return false;
         };
         for f in &lib.functions {
-            self.funcs.remove(&f.name);
+            self.funcs.remove(&f.name.to_ascii_lowercase());
         }
         true
     }
@@ -157,12 +160,16 @@ impl Functions {
         self.next_id.fetch_add(1, Relaxed) + 1
     }
 
-    /// The library holding function `f`, and the function's flags.
-    pub fn find(&self, f: &str) -> Option<(Arc<Library>, u32)> {
+    /// The library holding function `f` (any case), and the function.
+    pub fn find(&self, f: &str) -> Option<(Arc<Library>, FunctionInfo)> {
         let s = self.state.read();
-        let lib = s.funcs.get(f)?;
-        let flags = lib.functions.iter().find(|x| x.name == f)?.flags;
-        Some((lib.clone(), flags))
+        let lib = s.funcs.get(&f.to_ascii_lowercase())?;
+        let info = lib
+            .functions
+            .iter()
+            .find(|x| x.name.eq_ignore_ascii_case(f))?
+            .clone();
+        Some((lib.clone(), info))
     }
 
     /// A copy of the libraries (cheap: the libraries are shared).
@@ -184,5 +191,60 @@ impl Functions {
     /// Bytes of the libraries' code (INFO's used_memory_functions).
     pub fn bytes(&self) -> usize {
         self.state.read().libs.values().map(|l| l.code.len()).sum()
+    }
+}
+
+/// A script or function that ran past `busy-reply-threshold` (Redis's
+/// timed-out script): other clients that need what it holds get BUSY,
+/// SCRIPT KILL / FUNCTION KILL may stop it (DECISIONS 56).
+pub struct Running {
+    /// EVAL (false: FCALL).
+    pub eval: bool,
+    /// The SHA1 or function name.
+    pub name: String,
+    /// The command that runs it (FUNCTION STATS).
+    pub argv: Vec<Vec<u8>>,
+    pub start: std::time::Instant,
+    /// The (database, shard)s it holds; `None`: every shard.
+    pub shards: Option<Vec<(usize, usize)>>,
+    /// It wrote: it can no longer be killed (UNKILLABLE).
+    pub dirty: AtomicBool,
+    /// SCRIPT KILL / FUNCTION KILL asked it to stop.
+    pub killed: AtomicBool,
+}
+
+/// The scripts running past the threshold.
+#[derive(Default)]
+pub struct Busy {
+    runs: parking_lot::Mutex<Vec<Arc<Running>>>,
+    /// `runs.len()`, read without the lock on every command.
+    count: AtomicUsize,
+    /// The server's way to answer its thread's other clients while a
+    /// script runs on it (set by the server at start).
+    pub serve: std::sync::OnceLock<Arc<dyn Fn() + Send + Sync>>,
+}
+
+impl Busy {
+    /// Whether any script is past the threshold (one relaxed load).
+    #[inline]
+    pub fn any(&self) -> bool {
+        self.count.load(Relaxed) > 0
+    }
+
+    pub fn add(&self, r: Arc<Running>) {
+        let mut runs = self.runs.lock();
+        runs.push(r);
+        self.count.store(runs.len(), Relaxed);
+    }
+
+    pub fn remove(&self, r: &Arc<Running>) {
+        let mut runs = self.runs.lock();
+        runs.retain(|x| !Arc::ptr_eq(x, r));
+        self.count.store(runs.len(), Relaxed);
+    }
+
+    /// The scripts past the threshold, oldest first.
+    pub fn runs(&self) -> Vec<Arc<Running>> {
+        self.runs.lock().clone()
     }
 }

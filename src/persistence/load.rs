@@ -331,7 +331,16 @@ pub fn load_reader_into(
         }
         // FUNCTION libraries (RDB_OPCODE_FUNCTION2), replacing those of
         // their names, as Redis loads them.
-        crate::scripting::load_functions(&srv.core, std::mem::take(&mut summary.functions));
+        let replace = matches!(dup, OnDuplicate::Replace);
+        crate::scripting::load_functions(
+            &srv.core,
+            std::mem::take(&mut summary.functions),
+            replace,
+        )
+        .map_err(|e| {
+            crate::log_warning!("Failed loading library from the RDB file: {e}");
+            RdbError::Corrupt(e)
+        })?;
         if srv.active {
             let max = restore_deletions(ks, &summary)?;
             srv.stamp_floor.fetch_max(max_version.max(max), Relaxed);
@@ -566,6 +575,7 @@ fn discard(srv: &Server, ks: Keyspace) {
 /// Empties every database without propagating (DEBUG RELOAD, replicas
 /// before a full sync), freeing the data on the lazyfree thread.
 pub fn empty_all(srv: &Server) {
+    crate::scripting::clear_functions(&srv.core);
     let mut taken = Vec::new();
     for mut shards in srv.keyspace.lock_everything() {
         for g in shards.iter_mut() {

@@ -35,6 +35,8 @@ pub struct Script {
     /// run is abandoned (every later call fails too, even under pcall)
     /// and the script runs again holding every shard (DECISIONS 54).
     pub widen: Cell<bool>,
+    /// What other threads see of this run once it is past the threshold.
+    pub run: Option<std::sync::Arc<crate::core::scripts::Running>>,
 }
 
 const WIDEN: &str = "ERR Script attempted to access a key not declared in KEYS";
@@ -161,6 +163,9 @@ fn resolve(
     check_keys(ctx, s, id, args).map_err(|m| (Some(id), m))?;
     if flags & WRITE != 0 {
         s.dirty.set(true);
+        if let Some(r) = &s.run {
+            r.dirty.store(true, std::sync::atomic::Ordering::Relaxed);
+        }
     }
     Ok(id)
 }

@@ -89,7 +89,7 @@ fn parent(_: &mut Ctx, _: Args) -> CmdResult {
 fn fcall_flags(core: &Core, args: Args, f: u32) -> u32 {
     let name = String::from_utf8_lossy(args.get(1));
     match core.functions.find(&name) {
-        Some((_, sf)) => super::flags::command_flags(f, sf),
+        Some((_, info)) => super::flags::command_flags(f, info.flags),
         None => f,
     }
 }
@@ -103,10 +103,14 @@ fn fcall_ro(ctx: &mut Ctx, args: Args) -> CmdResult {
 }
 
 fn call(ctx: &mut Ctx, args: Args, ro: bool) -> CmdResult {
-    let name = String::from_utf8_lossy(args.get(1)).into_owned();
-    let Some((lib, sflags)) = ctx.core.functions.find(&name) else {
+    let Some((lib, info)) = ctx
+        .core
+        .functions
+        .find(&String::from_utf8_lossy(args.get(1)))
+    else {
         return Err(CmdError::err("Function not found"));
     };
+    let (name, sflags) = (info.name, info.flags);
     let n = arg_i64(args.get(2)).map_err(|_| CmdError::err("Bad number of keys provided"))?;
     if n as i128 > args.len() as i128 - 3 {
         return Err(CmdError::err(
@@ -199,19 +203,22 @@ pub fn build(core: &Core, code: &[u8]) -> Result<Library, CmdError> {
     })
 }
 
-/// Installs the libraries of an RDB file or AOF base at start-up (a
-/// library that fails to load is logged and skipped).
-pub fn load_saved(core: &Core, codes: Vec<Vec<u8>>) {
+/// Installs the libraries of an RDB file (`replace`: over libraries of
+/// the same names, as DEBUG RELOAD MERGE; else such a library fails the
+/// load, as in Redis). Err: why, logged by the caller.
+pub fn load_saved(core: &Core, codes: Vec<Vec<u8>>, replace: bool) -> Result<(), String> {
     for code in codes {
-        let r = build(core, &code).and_then(|lib| {
-            core.functions
-                .update(|s| s.add(Arc::new(lib), true))
-                .map_err(CmdError::err)
-        });
-        if let Err(e) = r {
-            crate::log_warning!("Failed loading library from the RDB file: {}", e.render());
-        }
+        let lib = build(core, &code).map_err(|e| e.render())?;
+        core.functions.update(|s| s.add(Arc::new(lib), replace))?;
     }
+    Ok(())
+}
+
+/// Drops every library (the databases were emptied for a load: DEBUG
+/// RELOAD, a replica's full sync; Redis's emptyData without
+/// EMPTYDB_NOFUNCTIONS).
+pub fn clear(core: &Core) {
+    core.functions.update(|s| *s = FunctionState::default());
 }
 
 /// The libraries' code, in name order (what the RDB file keeps).
@@ -286,26 +293,54 @@ fn flush(ctx: &mut Ctx, args: Args) -> CmdResult {
     Ok(())
 }
 
-fn kill(_: &mut Ctx, _: Args) -> CmdResult {
-    Err(CmdError::Msg(
-        "NOTBUSY No scripts in execution right now.".into(),
-    ))
+fn kill(ctx: &mut Ctx, _: Args) -> CmdResult {
+    super::kill(ctx.core, false)?;
+    ctx.out.ok();
+    Ok(())
 }
 
 fn stats(ctx: &mut Ctx, _: Args) -> CmdResult {
-    let (libs, funcs) = ctx.core.functions.counts();
-    ctx.out.map(2);
-    ctx.out.bulk(b"running_script");
-    ctx.out.null();
-    ctx.out.bulk(b"engines");
-    ctx.out.map(1);
-    ctx.out.bulk(b"LUA");
-    ctx.out.map(2);
-    ctx.out.bulk(b"libraries_count");
-    ctx.out.int(libs as i64);
-    ctx.out.bulk(b"functions_count");
-    ctx.out.int(funcs as i64);
+    write_stats(ctx.core, ctx.out)
+}
+
+/// FUNCTION STATS's reply (also answered while a script is busy on the
+/// client's own thread).
+pub fn write_stats(core: &Core, out: &mut crate::protocol::ReplyBuf) -> CmdResult {
+    let (libs, funcs) = core.functions.counts();
+    let runs = core.scripts.busy.runs();
+    if runs.first().is_some_and(|r| r.eval) {
+        return Err(super::busy_error(true));
+    }
+    out.map(2);
+    out.bulk(b"running_script");
+    match runs.first() {
+        None => out.null(),
+        Some(r) => {
+            out.map(3);
+            out.bulk(b"name");
+            out.bulk(r.name.as_bytes());
+            out.bulk(b"command");
+            out.array(r.argv.len());
+            for a in &r.argv {
+                out.bulk(a);
+            }
+            out.bulk(b"duration_ms");
+            out.int(r.start.elapsed().as_millis() as i64);
+        }
+    }
+    write_engines(out, libs, funcs);
     Ok(())
+}
+
+fn write_engines(out: &mut crate::protocol::ReplyBuf, libs: usize, funcs: usize) {
+    out.bulk(b"engines");
+    out.map(1);
+    out.bulk(b"LUA");
+    out.map(2);
+    out.bulk(b"libraries_count");
+    out.int(libs as i64);
+    out.bulk(b"functions_count");
+    out.int(funcs as i64);
 }
 
 fn list(ctx: &mut Ctx, args: Args) -> CmdResult {

@@ -30,7 +30,8 @@ mod functions;
 mod vm;
 
 pub use functions::{
-    load_saved as load_functions, saved_code as function_code, COMMANDS as FUNCTION_COMMANDS,
+    clear as clear_functions, load_saved as load_functions, saved_code as function_code,
+    write_stats as function_stats, COMMANDS as FUNCTION_COMMANDS,
 };
 pub use vm::lua_memory;
 
@@ -250,7 +251,33 @@ pub(crate) fn invoke(ctx: &mut Ctx, vm: &mut vm::Vm, run: Run, sflags: u32, ro: 
                 .collect::<Vec<_>>()
         });
         let hold = (!nested).then(|| core.keyspace.hold(plan.as_deref()));
+        let running = std::sync::Arc::new(crate::core::scripts::Running {
+            eval: !run.function,
+            name: run.name.to_string(),
+            argv: ctx
+                .sent
+                .map_or_else(Vec::new, |a| a.iter().map(|x| x.to_vec()).collect()),
+            start: std::time::Instant::now(),
+            shards: if nested { None } else { plan.clone() },
+            dirty: Default::default(),
+            killed: Default::default(),
+        });
+        script.run = Some(running.clone());
+        let outer = vm::set_current(Some(vm::Current {
+            run: running.clone(),
+            busy: core.scripts.busy.clone(),
+            threshold_ms: core
+                .hot
+                .busy_reply_threshold
+                .load(std::sync::atomic::Ordering::Relaxed),
+            timed_out: Default::default(),
+        }));
         let r = execute(ctx, vm, &script, &run);
+        if let Some(cur) = vm::set_current(outer) {
+            if cur.timed_out.get() {
+                core.scripts.busy.remove(&running);
+            }
+        }
         if !script.widen.get() {
             return r;
         }
@@ -307,6 +334,7 @@ fn prepare(ctx: &mut Ctx, sflags: u32, ro: bool, keys: &[&[u8]]) -> Result<Scrip
         dirty: std::cell::Cell::new(false),
         may_widen: false,
         widen: std::cell::Cell::new(false),
+        run: None,
     })
 }
 
@@ -471,8 +499,93 @@ fn script_flush(ctx: &mut Ctx, args: Args) -> CmdResult {
     Ok(())
 }
 
-fn script_kill(_: &mut Ctx, _: Args) -> CmdResult {
-    Err(CmdError::Msg(
-        "NOTBUSY No scripts in execution right now.".into(),
+fn script_kill(ctx: &mut Ctx, _: Args) -> CmdResult {
+    kill(ctx.core, true)?;
+    ctx.out.ok();
+    Ok(())
+}
+
+/// SCRIPT KILL (`eval`) or FUNCTION KILL: stops the oldest script past
+/// the threshold, unless it wrote (Redis's scriptKill).
+pub fn kill(core: &Core, eval: bool) -> Result<(), CmdError> {
+    use std::sync::atomic::Ordering::Relaxed;
+    let Some(r) = core.scripts.busy.runs().into_iter().next() else {
+        return Err(CmdError::Msg(
+            "NOTBUSY No scripts in execution right now.".into(),
+        ));
+    };
+    if r.dirty.load(Relaxed) {
+        return Err(CmdError::Msg(
+            "UNKILLABLE Sorry the script already executed write commands against the dataset. \
+             You can either wait the script termination or kill the server in a hard way using \
+             the SHUTDOWN NOSAVE command."
+                .into(),
+        ));
+    }
+    if r.eval != eval {
+        return Err(busy_error(r.eval));
+    }
+    r.killed.store(true, Relaxed);
+    Ok(())
+}
+
+/// The BUSY reply while a script (`eval`) or function runs past the
+/// threshold (Redis's slowevalerr / slowscripterr).
+pub fn busy_error(eval: bool) -> CmdError {
+    CmdError::Msg(format!(
+        "BUSY Redis is busy running a script. You can only call {} KILL or SHUTDOWN NOSAVE.",
+        if eval { "SCRIPT" } else { "FUNCTION" }
     ))
+}
+
+/// BUSY for a command that needs what a script past the threshold holds:
+/// every command but the `allow_busy` ones while the script holds every
+/// shard, else the commands whose keys are in its shards (DECISIONS 56).
+/// SHUTDOWN needs NOSAVE while any script is busy.
+pub fn busy_check(
+    core: &Core,
+    db: usize,
+    id: crate::commands::CommandId,
+    args: Args,
+) -> Result<(), CmdError> {
+    if !core.scripts.busy.any() {
+        return Ok(());
+    }
+    let cmd = core.commands.get(id);
+    let runs = core.scripts.busy.runs();
+    let Some(first) = runs.first() else {
+        return Ok(());
+    };
+    if cmd.name == "shutdown" {
+        let nosave = args
+            .iter()
+            .skip(1)
+            .any(|a| a.eq_ignore_ascii_case(b"nosave"));
+        return if nosave {
+            Ok(())
+        } else {
+            Err(busy_error(first.eval))
+        };
+    }
+    if cmd.flags & ALLOW_BUSY != 0 {
+        return Ok(());
+    }
+    let keys = if cmd.name == "exec" {
+        None
+    } else {
+        crate::commands::multi::command_keys(core, id, args)
+    };
+    for r in &runs {
+        let hit = match (&r.shards, &keys) {
+            (None, _) | (_, None) => true,
+            (Some(held), Some(pos)) => pos.iter().any(|&p| {
+                let shard = core.keyspace.slot(args.get(p)).shard;
+                held.contains(&(db, shard))
+            }),
+        };
+        if hit {
+            return Err(busy_error(r.eval));
+        }
+    }
+    Ok(())
 }

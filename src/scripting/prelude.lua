@@ -45,6 +45,16 @@ for _, n in ipairs({'assert', 'error', 'ipairs', 'pcall', 'rawequal', 'select',
   G[n] = real[n]
 end
 
+-- A killed script stays killed: pcall does not keep it alive (Redis's
+-- line hook raises the error again after every pcall).
+local real_pcall, real_xpcall = pcall, xpcall
+local function rekill(ok, ...)
+  if not ok and priv.killed then error_({err = 'ERR Script killed by user with SCRIPT KILL...'}, 0) end
+  return ok, ...
+end
+G.pcall = function(...) return rekill(real_pcall(...)) end
+G.xpcall = function(...) return rekill(real_xpcall(...)) end
+
 G.setmetatable = function(t, mt)
   if real_of[t] then error_('Attempt to modify a readonly table', 0) end
   return rawsetmt(t, mt)
@@ -106,7 +116,11 @@ priv.handler = function(err)
     if not i then break end
     if i.source == '@user_script' or i.source == '@user_function' then info = i; break end
   end
-  if type_(err) ~= 'table' then err = {err = 'ERR ' .. tostring(err)} end
+  if priv.killed then
+    err = {err = 'ERR Script killed by user with SCRIPT KILL...'}
+  elseif type_(err) ~= 'table' then
+    err = {err = 'ERR ' .. tostring(err)}
+  end
   if info then err.source = info.source; err.line = info.currentline end
   return err
 end

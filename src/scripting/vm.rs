@@ -43,8 +43,18 @@ pub fn lua_memory() -> usize {
     LUA_MEMORY.load(std::sync::atomic::Ordering::Relaxed)
 }
 
+/// The script running on this thread, for the count hook.
+pub struct Current {
+    pub run: std::sync::Arc<crate::core::scripts::Running>,
+    pub busy: std::sync::Arc<crate::core::scripts::Busy>,
+    pub threshold_ms: u64,
+    /// Past the threshold (registered in `busy`).
+    pub timed_out: std::cell::Cell<bool>,
+}
+
 thread_local! {
     static VM: RefCell<Option<Vm>> = const { RefCell::new(None) };
+    static CURRENT: RefCell<Option<Current>> = const { RefCell::new(None) };
     /// Redis's lrand48 state (rand.c), seeded with 0 as `redisSrand48(0)`.
     static RAND: std::cell::Cell<u64> = const { std::cell::Cell::new(0x330E) };
 }
@@ -109,6 +119,11 @@ impl Vm {
             .set_name("=prelude")
             .call::<()>(private.clone())?;
         lua.gc_collect()?;
+        // Redis's luaMaskCountHook: every 100,000 instructions.
+        lua.set_hook(
+            mlua::HookTriggers::new().every_nth_instruction(100_000),
+            count_hook,
+        );
         Ok(Vm {
             lua,
             private,
@@ -258,6 +273,7 @@ impl Vm {
     /// Resets what a run may change (redis.setresp, redis.set_repl).
     pub fn reset_modes(&self) -> mlua::Result<()> {
         self.private.set("resp", 2)?;
+        self.private.set("killed", false)?;
         self.private.set("repl", 3)
     }
 
@@ -274,10 +290,61 @@ impl Vm {
             self.lua
                 .create_sequence_from(argv.iter().map(|k| self.lua.create_string(k).unwrap()))?,
         )?;
-        self.private.set("resp", 2)?;
-        self.private.set("repl", 3)
+        self.reset_modes()
     }
 }
+
+/// Sets the script this thread runs (None when it ends); returns the one
+/// that was set.
+pub fn set_current(c: Option<Current>) -> Option<Current> {
+    CURRENT.with(|x| std::mem::replace(&mut *x.borrow_mut(), c))
+}
+
+/// Redis's count hook (scriptInterrupt): past `busy-reply-threshold` the
+/// run is registered as busy (other threads answer BUSY to what needs its
+/// shards), this thread's idle clients are answered, and a killed script
+/// is stopped; `priv.killed` makes a pcall that caught the error raise it
+/// again, as Redis's line hook does.
+fn count_hook(lua: &Lua, _: mlua::Debug) -> mlua::Result<mlua::VmState> {
+    use std::sync::atomic::Ordering::Relaxed;
+    let step =
+        CURRENT.with(|c| {
+            let c = c.borrow();
+            let cur = c.as_ref()?;
+            if !cur.timed_out.get() {
+                let elapsed = cur.run.start.elapsed().as_millis() as u64;
+                if elapsed < cur.threshold_ms {
+                    return None;
+                }
+                crate::log_warning!(
+                "Slow script detected: still in execution after {elapsed} milliseconds. You can \
+                 try killing the script using the {} command. Script name is: {}.",
+                if cur.run.eval { "SCRIPT KILL" } else { "FUNCTION KILL" },
+                cur.run.name
+            );
+                cur.timed_out.set(true);
+                cur.busy.add(cur.run.clone());
+            }
+            Some((cur.busy.serve.get().cloned(), cur.run.clone()))
+        });
+    let Some((serve, run)) = step else {
+        return Ok(mlua::VmState::Continue);
+    };
+    if let Some(serve) = serve {
+        serve();
+    }
+    if run.killed.load(Relaxed) {
+        crate::log_warning!("Lua script killed by user with SCRIPT KILL.");
+        if let Ok(p) = lua.named_registry_value::<Table>("lattice_private") {
+            p.set("killed", true)?;
+        }
+        return Err(mlua::Error::runtime(KILLED));
+    }
+    Ok(mlua::VmState::Continue)
+}
+
+/// The error a killed script ends with.
+pub const KILLED: &str = "Script killed by user with SCRIPT KILL...";
 
 /// A function a library registered, with its callback.
 pub struct Registered {
