@@ -41,7 +41,8 @@ pub fn shebang(body: &[u8]) -> Result<(u32, usize), String> {
         return Err("Invalid script shebang".into());
     };
     let line = String::from_utf8_lossy(&body[..end]);
-    let mut parts = line.split_ascii_whitespace();
+    let words = crate::config::parse::split_line(&line).unwrap_or_default();
+    let mut parts = words.iter().map(|w| w.as_str());
     let Some(engine) = parts.next() else {
         return Err("Invalid engine in script shebang".into());
     };

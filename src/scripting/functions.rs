@@ -153,7 +153,8 @@ fn metadata(code: &[u8]) -> Result<(String, String), String> {
         return Err("Invalid library metadata".into());
     };
     let line = String::from_utf8_lossy(&code[..end]);
-    let mut parts = line.split_ascii_whitespace();
+    let words = crate::config::parse::split_line(&line).unwrap_or_default();
+    let mut parts = words.iter().map(|w| w.as_str());
     let engine = parts
         .next()
         .ok_or("Invalid library metadata")?
@@ -285,7 +286,11 @@ fn flush(ctx: &mut Ctx, args: Args) -> CmdResult {
                 "FUNCTION FLUSH only supports SYNC|ASYNC option",
             ))
         }
-        _ => return Err(CmdError::Syntax),
+        _ => {
+            return Err(CmdError::err(
+                "unknown subcommand or wrong number of arguments for 'flush'. Try FUNCTION HELP.",
+            ))
+        }
     }
     ctx.core.functions.update(|s| *s = FunctionState::default());
     propagate(ctx, args);

@@ -49,7 +49,7 @@ end
 -- line hook raises the error again after every pcall).
 local real_pcall, real_xpcall = pcall, xpcall
 local function rekill(ok, ...)
-  if not ok and priv.killed then error_({err = 'ERR Script killed by user with SCRIPT KILL...'}, 0) end
+  if not ok and priv.killed then error_(priv.killed, 0) end
   return ok, ...
 end
 G.pcall = function(...) return rekill(real_pcall(...)) end
@@ -117,7 +117,7 @@ priv.handler = function(err)
     if i.source == '@user_script' or i.source == '@user_function' then info = i; break end
   end
   if priv.killed then
-    err = {err = 'ERR Script killed by user with SCRIPT KILL...'}
+    err = {err = priv.killed.err}
   elseif type_(err) ~= 'table' then
     err = {err = 'ERR ' .. tostring(err)}
   end
@@ -401,6 +401,7 @@ priv.load_library = function(f)
   loading, registered = true, {}
   local ok, err = pcall(f)
   loading = false
+  if priv.killed then ok, err, priv.killed = false, priv.killed, false end
   local r = registered
   registered = nil
   if not ok then

@@ -55,6 +55,9 @@ pub struct Current {
 thread_local! {
     static VM: RefCell<Option<Vm>> = const { RefCell::new(None) };
     static CURRENT: RefCell<Option<Current>> = const { RefCell::new(None) };
+    /// When this thread's state started running a library's code (FUNCTION
+    /// LOAD's 500 ms limit).
+    static LOADING: std::cell::Cell<Option<std::time::Instant>> = const { std::cell::Cell::new(None) };
     /// Redis's lrand48 state (rand.c), seeded with 0 as `redisSrand48(0)`.
     static RAND: std::cell::Cell<u64> = const { std::cell::Cell::new(0x330E) };
 }
@@ -200,7 +203,13 @@ impl Vm {
             .private
             .raw_get("load_library")
             .map_err(|e| e.to_string())?;
-        let (ok, v): (bool, mlua::Value) = load.call(f).map_err(|e| e.to_string())?;
+        self.private
+            .set("killed", false)
+            .map_err(|e| e.to_string())?;
+        LOADING.with(|l| l.set(Some(std::time::Instant::now())));
+        let r = load.call::<(bool, mlua::Value)>(f);
+        LOADING.with(|l| l.set(None));
+        let (ok, v) = r.map_err(|e| e.to_string())?;
         if !ok {
             let msg = v
                 .as_string()
@@ -307,6 +316,13 @@ pub fn set_current(c: Option<Current>) -> Option<Current> {
 /// again, as Redis's line hook does.
 fn count_hook(lua: &Lua, _: mlua::Debug) -> mlua::Result<mlua::VmState> {
     use std::sync::atomic::Ordering::Relaxed;
+    if LOADING
+        .with(|l| l.get())
+        .is_some_and(|t| t.elapsed().as_millis() > LOAD_TIMEOUT_MS)
+    {
+        stop(lua, "ERR FUNCTION LOAD timeout")?;
+        return Err(mlua::Error::runtime("FUNCTION LOAD timeout"));
+    }
     let step =
         CURRENT.with(|c| {
             let c = c.borrow();
@@ -335,12 +351,25 @@ fn count_hook(lua: &Lua, _: mlua::Debug) -> mlua::Result<mlua::VmState> {
     }
     if run.killed.load(Relaxed) {
         crate::log_warning!("Lua script killed by user with SCRIPT KILL.");
-        if let Ok(p) = lua.named_registry_value::<Table>("lattice_private") {
-            p.set("killed", true)?;
-        }
+        stop(lua, &format!("ERR {KILLED}"))?;
         return Err(mlua::Error::runtime(KILLED));
     }
     Ok(mlua::VmState::Continue)
+}
+
+/// FUNCTION LOAD's limit on running a library's code (Redis's
+/// LOAD_TIMEOUT_MS).
+const LOAD_TIMEOUT_MS: u128 = 500;
+
+/// Marks the run as stopped with `err`: the error handler reports it and
+/// a pcall that catches it raises it again (`priv.killed`).
+fn stop(lua: &Lua, err: &str) -> mlua::Result<()> {
+    if let Ok(p) = lua.named_registry_value::<Table>("lattice_private") {
+        let t = lua.create_table()?;
+        t.set("err", err)?;
+        p.set("killed", t)?;
+    }
+    Ok(())
 }
 
 /// The error a killed script ends with.
