@@ -298,9 +298,37 @@ fn declared_keys_only_when_keys_are_declared() {
         ),
         "+OK"
     );
+    // An undeclared key before any write: the script runs again holding
+    // every shard, and succeeds (DECISIONS 54).
+    assert_eq!(
+        raw(
+            &mut r,
+            &["EVAL", "return redis.call('set', 'other', 'v')", "1", "a"],
+        ),
+        "+OK"
+    );
+    // ... even when the script caught the refusal with pcall.
+    assert_eq!(
+        raw(
+            &mut r,
+            &[
+                "EVAL",
+                "pcall(redis.call, 'get', 'zz'); return redis.call('set', KEYS[1], 'w')",
+                "1",
+                "a"
+            ],
+        ),
+        "+OK"
+    );
+    // After a write it can no longer be run again: refused.
     let e = raw(
         &mut r,
-        &["EVAL", "return redis.call('set', 'other', 'v')", "1", "a"],
+        &[
+            "EVAL",
+            "redis.call('set', KEYS[1], 'v'); return redis.call('set', 'other', 'v')",
+            "1",
+            "a",
+        ],
     );
     assert!(
         e.starts_with("-ERR Script attempted to access a key not declared in KEYS"),
@@ -422,4 +450,207 @@ fn a_script_is_atomic_for_other_clients() {
         let v: Vec<i64> = cmd(&mut c, &["MGET", "k1", "k2"]);
         assert_eq!(v, vec![ran, ran]);
     }
+}
+
+#[test]
+fn shebang_flags() {
+    let s = Server::start(&[]);
+    let mut r = s.raw();
+    assert_eq!(raw(&mut r, &["EVAL", "#!lua\nreturn 1", "0"]), ":1");
+    assert_eq!(
+        raw(&mut r, &["EVAL", "#!not-lua\nreturn 1", "0"]),
+        "-ERR Unexpected engine in script shebang: #!not-lua"
+    );
+    assert_eq!(
+        raw(&mut r, &["EVAL", "#!lua flags=what\nreturn 1", "0"]),
+        "-ERR Unexpected flag in script shebang: what"
+    );
+    assert!(raw(
+        &mut r,
+        &[
+            "EVAL",
+            "#!lua flags=no-writes\nredis.call('set','x','1')",
+            "1",
+            "x"
+        ]
+    )
+    .starts_with("-ERR Write commands are not allowed from read-only scripts."));
+    assert_eq!(
+        raw(&mut r, &["EVAL_RO", "#!lua\nreturn 1", "0"]),
+        "-ERR Can not execute a script with write flag using *_ro command."
+    );
+    // maxmemory reached: a script with flags (no allow-oom) is refused
+    // before it runs, one without may read.
+    raw(&mut r, &["SET", "x", "123"]);
+    raw(&mut r, &["CONFIG", "SET", "maxmemory", "1"]);
+    assert!(raw(&mut r, &["EVAL", "#!lua\nreturn 1", "0"]).starts_with("-OOM "));
+    assert_eq!(
+        raw(&mut r, &["EVAL", "return redis.call('get','x')", "1", "x"]),
+        "123"
+    );
+    assert!(raw(
+        &mut r,
+        &["EVAL", "return redis.call('set','x','1')", "1", "x"]
+    )
+    .starts_with("-OOM command not allowed"));
+    assert_eq!(
+        raw(
+            &mut r,
+            &[
+                "EVAL",
+                "#!lua flags=allow-oom\nreturn redis.call('set','x','1')",
+                "1",
+                "x"
+            ]
+        ),
+        "+OK"
+    );
+    raw(&mut r, &["CONFIG", "SET", "maxmemory", "0"]);
+}
+
+#[test]
+fn sandbox_tricks_are_refused() {
+    let s = Server::start(&[]);
+    let mut r = s.raw();
+    for code in [
+        "setmetatable(_G, {})",
+        "local g = getmetatable(_G); g.__index = {}",
+        "getmetatable('').__index = function() return 1 end",
+        "rawset(_G, 'x', 1)",
+        "redis.call = function() return 1 end",
+        "bit.lshift = nil",
+    ] {
+        let e = raw(&mut r, &["EVAL", code, "0"]);
+        assert!(
+            e.contains("Attempt to modify a readonly table"),
+            "{code}: {e}"
+        );
+    }
+    let e = raw(
+        &mut r,
+        &["EVAL", "return unpack({1,2,3}, -2, 2147483647)", "0"],
+    );
+    assert!(e.contains("too many results to unpack"), "{e}");
+    let e = raw(
+        &mut r,
+        &[
+            "EVAL",
+            "return loadstring(string.dump(function() return 1 end))()",
+            "0",
+        ],
+    );
+    assert!(e.contains("attempt to call a nil value"), "{e}");
+    assert_eq!(
+        raw(
+            &mut r,
+            &["EVAL", "return redis.call('set','n',9007199254740991)", "0"]
+        ),
+        "+OK"
+    );
+    assert_eq!(raw(&mut r, &["GET", "n"]), "9007199254740991");
+    assert_eq!(
+        raw(&mut r, &["EVAL", "return #KEYS + #ARGV", "1", "a", "b"]),
+        ":2"
+    );
+}
+
+#[test]
+fn functions_load_call_list_dump_restore_and_survive_a_reload() {
+    let s = Server::start(&[]);
+    let mut r = s.raw();
+    let lib = "#!lua name=mylib\n\
+        redis.register_function('incr2', function(keys, args) \
+            return redis.call('incrby', keys[1], 2) end)\n\
+        redis.register_function{function_name='get_ro', callback=function(keys) \
+            return redis.call('get', keys[1]) end, flags={'no-writes'}, description='reads'}";
+    assert_eq!(raw(&mut r, &["FUNCTION", "LOAD", lib]), "mylib");
+    assert_eq!(
+        raw(&mut r, &["FUNCTION", "LOAD", lib]),
+        "-ERR Library 'mylib' already exists"
+    );
+    assert_eq!(raw(&mut r, &["FCALL", "incr2", "1", "c"]), ":2");
+    assert_eq!(raw(&mut r, &["FCALL", "INCR2", "1", "c"]), ":4");
+    assert_eq!(raw(&mut r, &["FCALL_RO", "get_ro", "1", "c"]), "4");
+    assert!(raw(&mut r, &["FCALL_RO", "incr2", "1", "c"])
+        .starts_with("-ERR Can not execute a script with write flag using *_ro command."));
+    assert_eq!(
+        raw(&mut r, &["FCALL", "nosuch", "0"]),
+        "-ERR Function not found"
+    );
+    let list = raw(&mut r, &["FUNCTION", "LIST"]);
+    assert!(
+        list.contains("mylib") && list.contains("reads") && list.contains("no-writes"),
+        "{list}"
+    );
+    // Loading runs with only redis.register_function and redis.log.
+    let e = raw(
+        &mut r,
+        &["FUNCTION", "LOAD", "#!lua name=bad\nredis.call('ping')"],
+    );
+    assert_eq!(
+        e,
+        "-ERR Error registering functions: ERR user_function:2: Script attempted to access \
+         nonexistent global variable 'call'"
+    );
+    // DUMP / FLUSH / RESTORE.
+    r.send(b"*2\r\n$8\r\nFUNCTION\r\n$4\r\nDUMP\r\n");
+    let len: usize = r.line().trim_end()[1..].parse().unwrap();
+    let payload = r.bytes(len + 2)[..len].to_vec();
+    assert_eq!(raw(&mut r, &["FUNCTION", "FLUSH"]), "+OK");
+    assert_eq!(
+        raw(&mut r, &["FCALL", "incr2", "1", "c"]),
+        "-ERR Function not found"
+    );
+    let mut req = b"*3\r\n$8\r\nFUNCTION\r\n$7\r\nRESTORE\r\n".to_vec();
+    req.extend_from_slice(format!("${len}\r\n").as_bytes());
+    req.extend_from_slice(&payload);
+    req.extend_from_slice(b"\r\n");
+    r.send(&req);
+    assert_eq!(read_reply(&mut r), "+OK");
+    assert_eq!(raw(&mut r, &["FCALL", "incr2", "1", "c"]), ":6");
+    // Saved in the RDB file and loaded back.
+    assert_eq!(raw(&mut r, &["DEBUG", "RELOAD"]), "+OK");
+    assert_eq!(raw(&mut r, &["FCALL", "incr2", "1", "c"]), ":8");
+    let stats = raw(&mut r, &["FUNCTION", "STATS"]);
+    assert!(
+        stats.contains("libraries_count,:1") && stats.contains("functions_count,:2"),
+        "{stats}"
+    );
+}
+
+#[test]
+fn busy_scripts_get_busy_replies_and_can_be_killed() {
+    let s = Server::start(&["--busy-reply-threshold", "50"]);
+    let mut others: Vec<Raw> = (0..3).map(|_| s.raw()).collect();
+    let mut runner = s.raw();
+    runner.send(b"*3\r\n$4\r\nEVAL\r\n$17\r\nwhile true do end\r\n$1\r\n0\r\n");
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    // Whatever thread a client is on, it gets BUSY while the script (which
+    // declared no keys: it holds everything) runs.
+    for o in others.iter_mut() {
+        assert!(raw(o, &["PING"]).starts_with("-BUSY Redis is busy running a script."));
+    }
+    assert!(raw(&mut others[0], &["FUNCTION", "KILL"]).starts_with("-BUSY"));
+    assert_eq!(raw(&mut others[1], &["SCRIPT", "KILL"]), "+OK");
+    let killed = read_reply(&mut runner);
+    assert!(
+        killed.starts_with("-ERR Script killed by user with SCRIPT KILL..."),
+        "{killed}"
+    );
+    eventually("the script is gone", || {
+        raw(&mut others[2], &["PING"]) == "+PONG"
+    });
+    assert_eq!(
+        raw(&mut others[2], &["SCRIPT", "KILL"]),
+        "-NOTBUSY No scripts in execution right now."
+    );
+    // One that wrote cannot be killed; SHUTDOWN NOSAVE still stops the server.
+    runner.send(
+        b"*4\r\n$4\r\nEVAL\r\n$44\r\nredis.call('set',KEYS[1],'1') while 1 do end\r\n$1\r\n1\r\n$1\r\nx\r\n",
+    );
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    assert!(raw(&mut others[0], &["SCRIPT", "KILL"]).starts_with("-UNKILLABLE"));
+    assert!(raw(&mut others[1], &["SHUTDOWN"]).starts_with("-BUSY"));
+    others[2].send(b"*2\r\n$8\r\nSHUTDOWN\r\n$6\r\nNOSAVE\r\n");
+    eventually("the server exits", || others[0].closed());
 }

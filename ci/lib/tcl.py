@@ -60,25 +60,6 @@ def source_dir() -> Path:
     return found[-1].parents[1]
 
 
-# The one change we make to Redis's suite. In external mode every start_server
-# block begins with FLUSHALL then FUNCTION FLUSH (FLUSHALL keeps functions);
-# LatticeDB has no scripting, so FUNCTION FLUSH is an unknown command and would
-# abort every unit before its first test. Tolerating its error changes nothing
-# for a server that has no functions to flush.
-SHIM = ("tests/support/server.tcl", "    r function flush\n",
-        "    catch {r function flush} ;# lattice-ci: no FUNCTION yet, see ci/lib/tcl.py\n")
-
-
-def apply_shim(src: Path) -> None:
-    path, old, new = SHIM
-    text = (src / path).read_text()
-    if new in text:
-        return
-    if text.count(old) != 1:
-        sys.exit(f"{src / path}: expected one line {old.strip()!r} to patch; suite changed?")
-    (src / path).write_text(text.replace(old, new))
-
-
 def all_units(src: Path) -> list[str]:
     out = subprocess.run(["tclsh", "tests/test_helper.tcl", "--list-tests"], cwd=src,
                          stdout=subprocess.PIPE, text=True, check=True).stdout
@@ -280,7 +261,6 @@ def main(argv: list[str]) -> int:
     only = [a for a in argv if a not in ("--update-skiplist", "--spawn")]
     start = time.time()
     src = source_dir()
-    apply_shim(src)
     header, entries = read_skiplist(SKIPLIST)
     # update mode: run as if the TRIAGE entries were not there, then rewrite them
     active = [e for e in entries if not (update and e.triage)]

@@ -39,6 +39,14 @@ pub fn oom_error() -> CmdError {
     CmdError::Msg("OOM command not allowed when used memory > 'maxmemory'.".into())
 }
 
+/// Whether used memory is over `maxmemory` (Redis's
+/// pre_command_oom_state after the command's eviction): a script that
+/// starts then may not grow memory until it has written.
+pub fn over_maxmemory(srv: &Core) -> bool {
+    let limit = srv.hot.maxmemory.load(Relaxed);
+    limit != 0 && used_memory() > limit
+}
+
 /// Bytes used, as eviction counts them: the allocator's count (0, so no
 /// eviction, in a build without the counting allocator).
 fn used_memory() -> u64 {
@@ -53,13 +61,14 @@ pub fn admit(
     stats: &WorkerStats,
     client: &mut ClientState,
     id: CommandId,
+    flags: u32,
 ) -> Result<(), CmdError> {
     let limit = srv.hot.maxmemory.load(Relaxed);
     if limit == 0 || used_memory() <= limit || evict(srv, clock, stats, client.id, limit) {
         return Ok(());
     }
     let cmd = srv.commands.get(id);
-    if cmd.flags & DENYOOM != 0 {
+    if flags & DENYOOM != 0 {
         return Err(oom_error());
     }
     if cmd.name == "exec" && super::multi::queued_flags(srv, client) & DENYOOM != 0 {

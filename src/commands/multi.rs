@@ -129,7 +129,7 @@ pub fn exec_may_write(srv: &Core, client: &ClientState, name: &str) -> bool {
     name == "exec"
         && client.multi.as_ref().is_some_and(|m| {
             m.queue.iter().any(|q| {
-                let f = srv.commands.get(q.id).flags;
+                let f = srv.commands.get(q.id).flags_for(srv, q.args());
                 f & (WRITE | MAY_REPLICATE) != 0
             })
         })
@@ -139,9 +139,9 @@ pub fn exec_may_write(srv: &Core, client: &ClientState, name: &str) -> bool {
 /// (0 outside MULTI): the maxmemory check refuses an EXEC holding denyoom.
 pub fn queued_flags(srv: &Core, client: &ClientState) -> u32 {
     client.multi.as_ref().map_or(0, |m| {
-        m.queue
-            .iter()
-            .fold(0, |f, q| f | srv.commands.get(q.id).flags)
+        m.queue.iter().fold(0, |f, q| {
+            f | srv.commands.get(q.id).flags_for(srv, q.args())
+        })
     })
 }
 
@@ -150,9 +150,9 @@ pub fn queued_flags(srv: &Core, client: &ClientState) -> u32 {
 /// without the stale flag.
 pub fn queued_common_flags(srv: &Core, client: &ClientState) -> u32 {
     client.multi.as_ref().map_or(u32::MAX, |m| {
-        m.queue
-            .iter()
-            .fold(u32::MAX, |f, q| f & srv.commands.get(q.id).flags)
+        m.queue.iter().fold(u32::MAX, |f, q| {
+            f & srv.commands.get(q.id).flags_for(srv, q.args())
+        })
     })
 }
 

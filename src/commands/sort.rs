@@ -172,8 +172,9 @@ fn load_source(ctx: &mut Ctx, key: &[u8]) -> Result<(Vec<Vec<u8>>, bool), CmdErr
 fn sort_generic(ctx: &mut Ctx, key: &[u8], mut o: SortOpts) -> CmdResult {
     let (mut elems, is_set) = load_source(ctx, key)?;
     // An unsorted set would store (or replicate) in hash order: sort it
-    // by bytes instead, as Redis does.
-    if o.dont_sort && is_set && o.store.is_some() {
+    // by bytes instead, as Redis does (also for a script, whose result
+    // must not depend on the set's order).
+    if o.dont_sort && is_set && (o.store.is_some() || ctx.client.in_script) {
         o.dont_sort = false;
         o.alpha = true;
         o.by = None;

@@ -73,4 +73,16 @@ pub trait Admin: Sync {
     fn hold_master_link(&self, d: Duration);
     /// CLIENT KILL: drops the link to our master if `hit(peer, local)`; true if it did.
     fn kill_master_link_if(&self, hit: &dyn Fn(&str, &str) -> bool) -> bool;
+
+    /// A command a script calls passes the subsystems' admission as a
+    /// client's command would (READONLY, MISCONF, NOREPLICAS, LOADING).
+    fn admit(
+        &self,
+        client: &mut crate::core::client::ClientState,
+        id: usize,
+        flags: u32,
+    ) -> Result<(), CmdError>;
+    /// A replica whose link to its master is down, with
+    /// `replica-serve-stale-data no`: only `stale` commands may run.
+    fn serving_stale(&self) -> bool;
 }

@@ -73,6 +73,9 @@ pub struct ClientState {
     /// True while EXEC runs this client's queued commands: blocking
     /// commands (BLPOP ...) must answer as if they timed out, not block.
     pub in_exec: bool,
+    /// True while a script of this client runs commands (Redis's
+    /// CLIENT_SCRIPT on its Lua client): SORT orders a set's output.
+    pub in_script: bool,
     /// Keys this client WATCHes (unregistered when dropped).
     pub watches: Option<crate::core::multi::Watches>,
     /// Effects of the running EXEC, emitted together when it ends.
@@ -115,6 +118,7 @@ impl ClientState {
             pubsub: Default::default(),
             multi: None,
             in_exec: false,
+            in_script: false,
             watches: None,
             exec_effects: None,
             exec_ready: Vec::new(),

@@ -25,6 +25,10 @@ pub enum CmdError {
     NoAuth,
     /// Any other error: the full text, starting with its code ("ERR ...").
     Msg(String),
+    /// An error reply already counted in the error statistics when it was
+    /// first returned (a script's error that came from `redis.call`): the
+    /// command counts as failed, the error is not counted again.
+    Counted(String),
 }
 
 impl CmdError {
@@ -61,7 +65,7 @@ impl CmdError {
                 )
             }
             CmdError::NoAuth => "NOAUTH Authentication required.".into(),
-            CmdError::Msg(m) => m.clone(),
+            CmdError::Msg(m) | CmdError::Counted(m) => m.clone(),
         }
     }
 

@@ -82,6 +82,8 @@ pub struct Core {
     pub lazyfree: crate::keyspace::lazyfree::LazyFree,
     /// Script bodies by SHA1 (EVAL, EVALSHA, SCRIPT; see `scripting/`).
     pub scripts: scripts::ScriptCache,
+    /// FUNCTION libraries (FCALL; see `scripting/functions.rs`).
+    pub functions: scripts::Functions,
 }
 
 impl Core {
@@ -116,6 +118,7 @@ impl Core {
             tracking: Default::default(),
             lazyfree: Default::default(),
             scripts: Default::default(),
+            functions: Default::default(),
         }
     }
 
@@ -156,6 +159,8 @@ pub struct HotConfig {
     /// min-replicas-to-write and min-replicas-max-lag (seconds).
     pub min_replicas_to_write: AtomicU64,
     pub min_replicas_max_lag: AtomicU64,
+    /// `busy-reply-threshold` (`lua-time-limit`), milliseconds.
+    pub busy_reply_threshold: AtomicU64,
     pub eviction: eviction::EvictionConfig,
 }
 
@@ -198,6 +203,8 @@ impl HotConfig {
             .store(c.get_bool("lazyfree-lazy-expire"), Relaxed);
         self.maxmemory
             .store(c.get_i64("maxmemory").max(0) as u64, Relaxed);
+        self.busy_reply_threshold
+            .store(c.get_i64("busy-reply-threshold").max(0) as u64, Relaxed);
         self.min_replicas_to_write
             .store(c.get_i64("min-replicas-to-write").max(0) as u64, Relaxed);
         self.min_replicas_max_lag

@@ -1,48 +1,70 @@
 //! The script cache EVAL, EVALSHA and SCRIPT share (`scripting/`): script
-//! bodies by their SHA1 (40 lower-case hex digits). Each worker thread
-//! compiles the bodies into its own Lua state; SCRIPT FLUSH empties this
-//! cache and bumps `generation`, so every thread drops what it compiled.
+//! bodies by their SHA1 (40 lower-case hex digits), with the flags their
+//! shebang declares. Each worker thread compiles the bodies into its own Lua
+//! state; SCRIPT FLUSH empties this cache and bumps `generation`, so every
+//! thread drops what it compiled.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::Relaxed};
 use std::sync::Arc;
 
-use parking_lot::Mutex;
+use parking_lot::RwLock;
+
+/// A cached script: its body and its shebang's flags.
+pub type Cached = (Arc<[u8]>, u32);
 
 #[derive(Default)]
 pub struct ScriptCache {
-    bodies: Mutex<HashMap<String, Arc<[u8]>>>,
+    bodies: RwLock<HashMap<String, Cached>>,
     generation: AtomicU64,
+    /// Bytes of the cached bodies and their SHA1s (INFO's
+    /// used_memory_scripts_eval).
+    bytes: AtomicUsize,
+    /// DEBUG SET-DISABLE-DENY-SCRIPTS: scripts may call `noscript` commands.
+    pub disable_deny: AtomicBool,
+    /// Scripts running past `busy-reply-threshold`.
+    pub busy: Arc<Busy>,
 }
 
 impl ScriptCache {
-    /// Adds `body` under `sha` (no-op when present).
-    pub fn insert(&self, sha: &str, body: &[u8]) {
-        let mut b = self.bodies.lock();
+    /// Adds `body` with its script `flags` under `sha` (no-op when present).
+    pub fn insert(&self, sha: &str, body: &[u8], flags: u32) {
+        if self.bodies.read().contains_key(sha) {
+            return;
+        }
+        let mut b = self.bodies.write();
         if !b.contains_key(sha) {
-            b.insert(sha.to_string(), body.into());
+            b.insert(sha.to_string(), (body.into(), flags));
+            self.bytes.fetch_add(body.len() + sha.len(), Relaxed);
         }
     }
 
-    pub fn get(&self, sha: &str) -> Option<Arc<[u8]>> {
-        self.bodies.lock().get(sha).cloned()
+    /// The body and flags of `sha`.
+    pub fn get(&self, sha: &str) -> Option<Cached> {
+        self.bodies.read().get(sha).cloned()
     }
 
     pub fn contains(&self, sha: &str) -> bool {
-        self.bodies.lock().contains_key(sha)
+        self.bodies.read().contains_key(sha)
     }
 
     pub fn len(&self) -> usize {
-        self.bodies.lock().len()
+        self.bodies.read().len()
     }
 
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
 
+    /// Bytes the cached scripts take.
+    pub fn bytes(&self) -> usize {
+        self.bytes.load(Relaxed)
+    }
+
     /// SCRIPT FLUSH: forgets every script.
     pub fn flush(&self) {
-        self.bodies.lock().clear();
+        self.bodies.write().clear();
+        self.bytes.store(0, Relaxed);
         self.generation.fetch_add(1, Relaxed);
     }
 
@@ -50,5 +72,179 @@ impl ScriptCache {
     /// generation are stale.
     pub fn generation(&self) -> u64 {
         self.generation.load(Relaxed)
+    }
+}
+
+/// One function of a library, as FUNCTION LIST shows it.
+#[derive(Clone, Debug)]
+pub struct FunctionInfo {
+    pub name: String,
+    pub desc: Option<String>,
+    /// Script flags (`scripting::flags`).
+    pub flags: u32,
+}
+
+/// A FUNCTION library: its code (with its `#!lua name=...` line, as
+/// loaded) and the functions it registered. Each worker thread compiles
+/// the code into its own Lua state when it first calls one of them.
+#[derive(Debug)]
+pub struct Library {
+    pub name: String,
+    pub engine: String,
+    pub code: Vec<u8>,
+    pub functions: Vec<FunctionInfo>,
+    /// Unique for the process's life: a thread's compiled copy is of this
+    /// id, so a replaced library is compiled again.
+    pub id: u64,
+}
+
+/// The FUNCTION libraries (FUNCTION LOAD/DELETE/FLUSH/RESTORE, FCALL).
+#[derive(Default)]
+pub struct Functions {
+    state: RwLock<FunctionState>,
+    next_id: AtomicU64,
+}
+
+#[derive(Default, Clone)]
+pub struct FunctionState {
+    /// By name, in name order (FUNCTION LIST, DUMP, the RDB file).
+    pub libs: std::collections::BTreeMap<String, Arc<Library>>,
+    /// Function name (lower-case: FCALL's names are case-insensitive, as
+    /// Redis's functions dictionary) -> its library.
+    funcs: HashMap<String, Arc<Library>>,
+}
+
+impl FunctionState {
+    /// Adds `lib`; with `replace`, in place of a library of its name.
+    /// Err: Redis's message.
+    pub fn add(&mut self, lib: Arc<Library>, replace: bool) -> Result<(), String> {
+        let old = self.libs.get(&lib.name).cloned();
+        if old.is_some() && !replace {
+            return Err(format!("Library '{}' already exists", lib.name));
+        }
+        for f in &lib.functions {
+            if let Some(owner) = self.funcs.get(&f.name.to_ascii_lowercase()) {
+                if owner.name != lib.name {
+                    return Err(format!("Function {} already exists", f.name));
+                }
+            }
+        }
+        if let Some(old) = old {
+            self.remove(&old.name);
+        }
+        for f in &lib.functions {
+            self.funcs.insert(f.name.to_ascii_lowercase(), lib.clone());
+        }
+        self.libs.insert(lib.name.clone(), lib);
+        Ok(())
+    }
+
+    pub fn remove(&mut self, name: &str) -> bool {
+        let Some(lib) = self.libs.remove(name) else {
+            return false;
+        };
+        for f in &lib.functions {
+            self.funcs.remove(&f.name.to_ascii_lowercase());
+        }
+        true
+    }
+
+    pub fn function_count(&self) -> usize {
+        self.funcs.len()
+    }
+}
+
+impl Functions {
+    /// A new library id.
+    pub fn next_id(&self) -> u64 {
+        self.next_id.fetch_add(1, Relaxed) + 1
+    }
+
+    /// The library holding function `f` (any case), and the function.
+    pub fn find(&self, f: &str) -> Option<(Arc<Library>, FunctionInfo)> {
+        let s = self.state.read();
+        let lib = s.funcs.get(&f.to_ascii_lowercase())?;
+        let info = lib
+            .functions
+            .iter()
+            .find(|x| x.name.eq_ignore_ascii_case(f))?
+            .clone();
+        Some((lib.clone(), info))
+    }
+
+    /// A copy of the libraries (cheap: the libraries are shared).
+    pub fn snapshot(&self) -> FunctionState {
+        self.state.read().clone()
+    }
+
+    /// Runs `f` on the libraries, under the write lock.
+    pub fn update<R>(&self, f: impl FnOnce(&mut FunctionState) -> R) -> R {
+        f(&mut self.state.write())
+    }
+
+    /// (libraries, functions).
+    pub fn counts(&self) -> (usize, usize) {
+        let s = self.state.read();
+        (s.libs.len(), s.funcs.len())
+    }
+
+    /// Bytes of the libraries' code (INFO's used_memory_functions).
+    pub fn bytes(&self) -> usize {
+        self.state.read().libs.values().map(|l| l.code.len()).sum()
+    }
+}
+
+/// A script or function that ran past `busy-reply-threshold` (Redis's
+/// timed-out script): other clients that need what it holds get BUSY,
+/// SCRIPT KILL / FUNCTION KILL may stop it (DECISIONS 57).
+pub struct Running {
+    /// EVAL (false: FCALL).
+    pub eval: bool,
+    /// The SHA1 or function name.
+    pub name: String,
+    /// The command that runs it (FUNCTION STATS).
+    pub argv: Vec<Vec<u8>>,
+    pub start: std::time::Instant,
+    /// The (database, shard)s it holds; `None`: every shard.
+    pub shards: Option<Vec<(usize, usize)>>,
+    /// It wrote: it can no longer be killed (UNKILLABLE).
+    pub dirty: AtomicBool,
+    /// SCRIPT KILL / FUNCTION KILL asked it to stop.
+    pub killed: AtomicBool,
+}
+
+/// The scripts running past the threshold.
+#[derive(Default)]
+pub struct Busy {
+    runs: parking_lot::Mutex<Vec<Arc<Running>>>,
+    /// `runs.len()`, read without the lock on every command.
+    count: AtomicUsize,
+    /// The server's way to answer its thread's other clients while a
+    /// script runs on it (set by the server at start).
+    pub serve: std::sync::OnceLock<Arc<dyn Fn() + Send + Sync>>,
+}
+
+impl Busy {
+    /// Whether any script is past the threshold (one relaxed load).
+    #[inline]
+    pub fn any(&self) -> bool {
+        self.count.load(Relaxed) > 0
+    }
+
+    pub fn add(&self, r: Arc<Running>) {
+        let mut runs = self.runs.lock();
+        runs.push(r);
+        self.count.store(runs.len(), Relaxed);
+    }
+
+    pub fn remove(&self, r: &Arc<Running>) {
+        let mut runs = self.runs.lock();
+        runs.retain(|x| !Arc::ptr_eq(x, r));
+        self.count.store(runs.len(), Relaxed);
+    }
+
+    /// The scripts past the threshold, oldest first.
+    pub fn runs(&self) -> Vec<Arc<Running>> {
+        self.runs.lock().clone()
     }
 }

@@ -21,6 +21,9 @@ pub type Handler = fn(&mut Ctx, Args) -> CmdResult;
 pub type KeysFn = fn(Args) -> Vec<usize>;
 /// The key-spec flags of the key at a position, for `variable_flags` commands.
 pub type KeyFlagsFn = fn(Args, usize) -> Option<&'static [&'static str]>;
+/// The flags of one call of a command whose flags depend on its arguments
+/// (Redis's getCommandFlags: EVAL with a shebang, FCALL by its function).
+pub type FlagsFn = fn(&super::Core, Args, u32) -> u32;
 
 /// Command flags (Redis 7's names, see COMMAND INFO).
 pub mod flags {
@@ -171,6 +174,8 @@ pub struct Command {
     /// (`variable_flags`: SET with or without GET, SORT's STORE key);
     /// `None` for a key falls back to the specs.
     pub key_flags_fn: Option<KeyFlagsFn>,
+    /// Flags of one call, from its static flags and arguments (`flags_for`).
+    pub flags_fn: Option<FlagsFn>,
     /// Command tips (COMMAND INFO field 8), e.g. "nondeterministic_output".
     pub tips: &'static [&'static str],
 }
@@ -195,6 +200,7 @@ impl Command {
             subcommands: &[],
             key_specs: &[],
             key_flags_fn: None,
+            flags_fn: None,
             tips: &[],
         }
     }
@@ -202,6 +208,10 @@ impl Command {
         self.first_key = first;
         self.last_key = last;
         self.key_step = step;
+        self
+    }
+    pub const fn flags_fn(mut self, f: FlagsFn) -> Command {
+        self.flags_fn = Some(f);
         self
     }
     pub const fn keys_fn(mut self, f: KeysFn) -> Command {
@@ -238,6 +248,14 @@ impl Command {
     pub const fn subs(mut self, subs: &'static [Command]) -> Command {
         self.subcommands = subs;
         self
+    }
+    /// The flags of this call: `flags` unless they depend on the arguments.
+    #[inline]
+    pub fn flags_for(&self, core: &super::Core, args: Args) -> u32 {
+        match self.flags_fn {
+            None => self.flags,
+            Some(f) => f(core, args, self.flags),
+        }
     }
     pub fn is_write(&self) -> bool {
         self.flags & flags::WRITE != 0

@@ -71,7 +71,11 @@ pub fn active_expire_cycle(
         let d = ks.db(db);
         let mut removed_here = 0;
         loop {
-            let mut g = d.lock(shard);
+            // A shard someone holds (a long script, EXEC) waits for the
+            // next cycle rather than stall this worker.
+            let Some(mut g) = d.try_lock(shard) else {
+                break;
+            };
             if g.volatile_len() == 0 {
                 break;
             }

@@ -702,6 +702,13 @@ impl Db {
         held::lock(&self.shards[shard].0)
     }
 
+    /// Locks a shard if no one holds it (background work that can come
+    /// back later: the expiry cycle must not wait behind a long script
+    /// holding the shard, DECISIONS 57). Not for use inside EXEC.
+    pub fn try_lock(&self, shard: usize) -> Option<ShardGuard<'_>> {
+        self.shards[shard].0.try_lock().map(ShardGuard::Owned)
+    }
+
     /// Locks every shard in index order.
     pub fn lock_all(&self) -> Vec<ShardGuard<'_>> {
         self.shards.iter().map(|s| held::lock(&s.0)).collect()

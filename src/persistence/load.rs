@@ -355,10 +355,22 @@ pub fn load_reader_into(
                 Err(e) => first_err = first_err.or(Some(e)),
             }
         }
-        let summary = decoded?;
+        let mut summary = decoded?;
         if let Some(e) = first_err {
             return Err(e);
         }
+        // FUNCTION libraries (RDB_OPCODE_FUNCTION2), replacing those of
+        // their names, as Redis loads them.
+        let replace = matches!(dup, OnDuplicate::Replace);
+        crate::scripting::load_functions(
+            &srv.core,
+            std::mem::take(&mut summary.functions),
+            replace,
+        )
+        .map_err(|e| {
+            crate::log_warning!("Failed loading library from the RDB file: {e}");
+            RdbError::Corrupt(e)
+        })?;
         if srv.active {
             let max = restore_deletions(ks, &summary)?;
             srv.stamp_floor.fetch_max(max_version.max(max), Relaxed);
@@ -650,6 +662,7 @@ fn discard(srv: &Server, ks: Keyspace) {
 /// Empties every database without propagating (DEBUG RELOAD, replicas
 /// before a full sync), freeing the data on the lazyfree thread.
 pub fn empty_all(srv: &Server) {
+    crate::scripting::clear_functions(&srv.core);
     let mut taken = Vec::new();
     for mut shards in srv.keyspace.lock_everything() {
         for g in shards.iter_mut() {

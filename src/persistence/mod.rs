@@ -32,8 +32,9 @@ impl crate::server::hooks::Hooks for PersistenceHooks {
         srv: &crate::server::Server,
         client: &mut crate::core::client::ClientState,
         id: crate::commands::CommandId,
+        flags: u32,
     ) -> Result<(), crate::commands::CmdError> {
-        admit_write(srv, client, id)
+        admit_write(srv, client, id, flags)
     }
 
     /// `appendfsync always`: the batch's writes reach the disk first.
@@ -60,16 +61,17 @@ pub fn admit_write(
     srv: &crate::server::Server,
     client: &mut crate::core::client::ClientState,
     id: crate::commands::CommandId,
+    flags: u32,
 ) -> Result<(), crate::commands::CmdError> {
     use crate::commands::{flags::LOADING, flags::NO_ASYNC_LOADING, flags::WRITE, multi, CmdError};
-    if srv.persist.loading.active() && srv.commands.get(id).flags & LOADING == 0 {
+    if srv.persist.loading.active() && flags & LOADING == 0 {
         return Err(CmdError::Msg(
             "LOADING Redis is loading the dataset in memory".into(),
         ));
     }
     if srv.persist.loading.async_active() {
         let cmd = srv.commands.get(id);
-        let deny = cmd.flags & NO_ASYNC_LOADING != 0
+        let deny = flags & NO_ASYNC_LOADING != 0
             || (cmd.name == "exec" && multi::queued_flags(srv, client) & NO_ASYNC_LOADING != 0);
         if deny {
             return Err(CmdError::Msg(
@@ -81,7 +83,7 @@ pub fn admit_write(
         return Ok(());
     };
     let cmd = srv.commands.get(id);
-    if cmd.flags & WRITE != 0 || cmd.name == "ping" {
+    if flags & WRITE != 0 || cmd.name == "ping" {
         return Err(err);
     }
     if cmd.name == "exec" && multi::queued_flags(srv, client) & WRITE != 0 {

@@ -410,6 +410,14 @@ fn header_bytes(srv: &Server, format: SnapFormat, extra: &[(String, String)]) ->
         for (k, v) in extra {
             crate::persistence::aof::writer::write_aux_note(&mut h, k, v);
         }
+        // The FUNCTION libraries, as Redis's rewriteFunctions writes them.
+        for code in crate::scripting::function_code(srv) {
+            h.extend_from_slice(
+                format!("*3\r\n$8\r\nFUNCTION\r\n$4\r\nLOAD\r\n${}\r\n", code.len()).as_bytes(),
+            );
+            h.extend_from_slice(&code);
+            h.extend_from_slice(b"\r\n");
+        }
         return h;
     }
     encode::write_header(&mut h);
@@ -430,6 +438,10 @@ fn header_bytes(srv: &Server, format: SnapFormat, extra: &[(String, String)]) ->
     }
     if !extra.iter().any(|(k, _)| k == "aof-base") {
         encode::write_aux(&mut h, b"aof-base", b"0");
+    }
+    // The FUNCTION libraries, after the aux fields (Redis's rdbSaveFunctions).
+    for code in crate::scripting::function_code(srv) {
+        encode::write_function(&mut h, &code, true);
     }
     h
 }

@@ -239,8 +239,9 @@ impl crate::server::hooks::Hooks for ReplicationHooks {
         srv: &Server,
         client: &mut crate::core::client::ClientState,
         id: crate::commands::CommandId,
+        flags: u32,
     ) -> Result<(), crate::commands::CmdError> {
-        admit_write(srv, client, id)
+        admit_write(srv, client, id, flags)
     }
 
     /// Wakes the feeders of what the batch wrote; the throttle's wait.
@@ -375,21 +376,22 @@ pub fn admit_write(
     srv: &Server,
     client: &mut crate::core::client::ClientState,
     id: crate::commands::CommandId,
+    flags: u32,
 ) -> Result<(), crate::commands::CmdError> {
     use crate::commands::{flags::WRITE, multi, CmdError};
     if srv.repl.is_replica() {
-        return replica_admit(srv, client, id);
+        return replica_admit(srv, client, id, flags);
     }
     if srv.core.active && srv.repl.active.below_quorum.load(Relaxed) {
-        deny_stale(srv, client, id)?;
+        deny_stale(srv, client, id, flags)?;
     }
     let need = srv.hot.min_replicas_to_write.load(Relaxed);
     if need == 0 {
         return Ok(());
     }
     let cmd = srv.commands.get(id);
-    let writes = cmd.flags & WRITE != 0
-        || (cmd.name == "exec" && multi::queued_flags(srv, client) & WRITE != 0);
+    let writes =
+        flags & WRITE != 0 || (cmd.name == "exec" && multi::queued_flags(srv, client) & WRITE != 0);
     if !writes {
         return Ok(());
     }
@@ -412,6 +414,7 @@ fn deny_stale(
     srv: &Server,
     client: &mut crate::core::client::ClientState,
     id: crate::commands::CommandId,
+    flags: u32,
 ) -> Result<(), crate::commands::CmdError> {
     use crate::commands::{flags::STALE, multi, CmdError};
     let cmd = srv.commands.get(id);
@@ -419,7 +422,7 @@ fn deny_stale(
     let stale_ok = if is_exec {
         multi::queued_common_flags(srv, client) & STALE != 0
     } else {
-        cmd.flags & STALE != 0
+        flags & STALE != 0
     };
     if stale_ok {
         return Ok(());
@@ -440,6 +443,7 @@ fn replica_admit(
     srv: &Server,
     client: &mut crate::core::client::ClientState,
     id: crate::commands::CommandId,
+    flags: u32,
 ) -> Result<(), crate::commands::CmdError> {
     use crate::commands::{flags::WRITE, multi, CmdError};
     let cmd = srv.commands.get(id);
@@ -451,10 +455,10 @@ fn replica_admit(
         )
     };
     if !serve_stale && !srv.repl.replica.link_up() {
-        deny_stale(srv, client, id)?;
+        deny_stale(srv, client, id, flags)?;
     }
-    let writes = cmd.flags & WRITE != 0
-        || (cmd.name == "exec" && multi::queued_flags(srv, client) & WRITE != 0);
+    let writes =
+        flags & WRITE != 0 || (cmd.name == "exec" && multi::queued_flags(srv, client) & WRITE != 0);
     if read_only && writes {
         let err = CmdError::Msg("READONLY You can't write against a read only replica.".into());
         if cmd.name == "exec" {

@@ -1,97 +1,172 @@
 //! `redis.call` and `redis.pcall`: one command run from a script, as the
-//! dispatcher would run it, its reply converted to Lua.
+//! dispatcher would run it, its reply converted to Lua (Redis's script.c
+//! `scriptCall` and its checks, in its order).
 
-use mlua::{Lua, Value, Variadic};
+use std::cell::Cell;
 
-use crate::commands::flags::{NOSCRIPT, WRITE};
-use crate::commands::{CmdError, CommandId, Ctx};
+use mlua::{Lua, Value};
+
+use crate::commands::flags::{DENYOOM, MAY_REPLICATE, NOSCRIPT, STALE, WRITE};
+use crate::commands::{CommandId, Ctx};
 use crate::protocol::{Args, ReplyBuf};
 
-/// What a running script may do, fixed when it starts.
+/// What a running script may do, fixed when it starts, and what it did.
 pub struct Script {
     /// The database the script started in (EVAL's client's).
     pub db: usize,
     /// The declared keys; `None` when the script declared none and holds
     /// every shard.
     pub keys: Option<Vec<Vec<u8>>>,
-    /// EVAL_RO / EVALSHA_RO.
+    /// EVAL_RO / FCALL_RO, or a script flagged `no-writes`.
     pub read_only: bool,
+    /// Flagged `allow-oom`: commands may grow memory past maxmemory.
+    pub allow_oom: bool,
+    /// Memory was over maxmemory when the script started (Redis's
+    /// pre_command_oom_state): until it writes, denyoom commands fail.
+    pub oom: bool,
+    /// A write command ran (Redis's SCRIPT_WRITE_DIRTY): later writes are
+    /// no longer refused for the server's state, which could leave half
+    /// a script applied.
+    pub dirty: Cell<bool>,
+    /// The script may be run again with every shard held: it took its
+    /// own locks (not inside EXEC).
+    pub may_widen: bool,
+    /// It touched a key it did not declare before writing anything: the
+    /// run is abandoned (every later call fails too, even under pcall)
+    /// and the script runs again holding every shard (DECISIONS 54).
+    pub widen: Cell<bool>,
+    /// What other threads see of this run once it is past the threshold.
+    pub run: Option<std::sync::Arc<crate::core::scripts::Running>>,
 }
+
+const WIDEN: &str = "ERR Script attempted to access a key not declared in KEYS";
 
 /// A failed call: the error reply's text, e.g. "ERR Unknown ...".
 type Refusal = String;
 
 /// Runs the command `args`; returns whether it succeeded and its reply as
-/// a Lua value (an error reply as {err=..}).
+/// a Lua value (an error reply as {err=..}, flagged as counted already).
 pub fn rcall(
     ctx: &mut Ctx,
     s: &Script,
     lua: &Lua,
-    args: Variadic<Value>,
+    args: Vec<Value>,
 ) -> mlua::Result<(bool, Value)> {
-    let resp = lua_resp(lua);
-    let reply = match argv(lua, &args).and_then(|a| run(ctx, s, &a, resp)) {
+    let (resp, repl) = lua_modes(lua);
+    // redis.set_repl(REPL_NONE): the command's effects are not propagated.
+    // (REPL_AOF and REPL_REPLICA propagate to both: one effect stream.)
+    let mark = ctx.client.exec_effects.as_ref().map(|e| e.len());
+    let reply = argv(lua, &args).and_then(|a| run(ctx, s, &a, resp));
+    if let (0, Some(mark), Some(e)) = (repl, mark, ctx.client.exec_effects.as_mut()) {
+        e.truncate(mark);
+    }
+    let reply = match reply {
         Ok(buf) => buf,
-        Err(msg) => {
-            let t = lua.create_table()?;
-            t.set("err", msg)?;
-            return Ok((false, Value::Table(t)));
-        }
+        Err(msg) => return Ok((false, error_table(lua, &msg, true)?)),
     };
     let v = super::convert::reply_to_lua(lua, &reply)?;
     let failed = reply.first() == Some(&b'-');
     Ok((!failed, v))
 }
 
-fn lua_resp(lua: &Lua) -> u8 {
-    let p: Option<mlua::Table> = lua.named_registry_value("lattice_private").ok();
-    p.and_then(|p| p.raw_get::<u8>("resp").ok()).unwrap_or(2)
+/// The `n` arguments packed in `t` by the prelude (nils kept).
+pub fn table_args(n: usize, t: &mlua::Table) -> mlua::Result<Vec<Value>> {
+    (1..=n).map(|i| t.raw_get::<Value>(i)).collect()
 }
 
-/// The call's arguments as strings (numbers as Lua prints them).
-fn argv(lua: &Lua, args: &[Value]) -> Result<Vec<Vec<u8>>, Refusal> {
+/// `{err = msg}`, marked when the error was counted in the error
+/// statistics already (so the script's reply does not count it again).
+pub fn error_table(lua: &Lua, msg: &str, counted: bool) -> mlua::Result<Value> {
+    let t = lua.create_table()?;
+    t.set("err", msg)?;
+    if counted {
+        t.set("ignore_error_stats_update", true)?;
+    }
+    Ok(Value::Table(t))
+}
+
+/// The script's protocol (redis.setresp) and replication (redis.set_repl).
+fn lua_modes(lua: &Lua) -> (u8, u8) {
+    let p: Option<mlua::Table> = lua.named_registry_value("lattice_private").ok();
+    let get = |k: &str, d: u8| {
+        p.as_ref()
+            .and_then(|p| p.raw_get::<u8>(k).ok())
+            .unwrap_or(d)
+    };
+    (get("resp", 2), get("repl", 3))
+}
+
+/// The call's arguments as strings; numbers as "%.17g" (Redis does not
+/// use Lua's own conversion, which loses precision).
+pub fn argv(lua: &Lua, args: &[Value]) -> Result<Vec<Vec<u8>>, Refusal> {
     if args.is_empty() {
         return Err("ERR Please specify at least one argument for this redis lib call".into());
     }
-    let bad = || Refusal::from("ERR Lua redis lib command arguments must be strings or integers");
+    let _ = lua;
     args.iter()
         .map(|a| match a {
-            Value::String(_) | Value::Integer(_) | Value::Number(_) => lua
-                .coerce_string(a.clone())
-                .ok()
-                .flatten()
-                .map(|s| s.as_bytes().to_vec())
-                .ok_or_else(bad),
-            _ => Err(bad()),
+            Value::String(s) => Ok(s.as_bytes().to_vec()),
+            Value::Integer(n) => Ok(n.to_string().into_bytes()),
+            Value::Number(n) => Ok(crate::protocol::format_double(*n).into_bytes()),
+            _ => Err("ERR Lua redis lib command arguments must be strings or integers".into()),
         })
         .collect()
 }
 
-/// Looks the command up and checks it may run here.
-fn resolve(ctx: &Ctx, s: &Script, args: Args) -> Result<CommandId, Refusal> {
+/// Looks a command (and subcommand) up as a script sees it: None when
+/// unknown.
+pub fn lookup(ctx: &Ctx, args: Args) -> Option<CommandId> {
     let t = &ctx.core.commands;
-    let unknown = || Refusal::from("ERR Unknown Redis command called from script");
-    let mut id = t.lookup(args.get(0)).ok_or_else(unknown)?;
+    let mut id = t.lookup(args.get(0))?;
     if t.has_subcommands(id) && args.len() > 1 {
-        id = t.lookup_sub(id, args.get(1)).ok_or_else(|| {
-            CmdError::UnknownSubcommand {
-                cmd: t.get(id).name.to_string(),
-                sub: String::from_utf8_lossy(args.get(1)).into_owned(),
-            }
-            .render()
-        })?;
+        id = t.lookup_sub(id, args.get(1))?;
     }
-    let cmd = t.get(id);
+    Some(id)
+}
+
+/// Looks the command up and checks it may run here (scriptCall's checks).
+/// Err: the refusal and the command it refused, for its statistics.
+fn resolve(
+    ctx: &mut Ctx,
+    s: &Script,
+    args: Args,
+) -> Result<CommandId, (Option<CommandId>, Refusal)> {
+    let Some(id) = lookup(ctx, args) else {
+        return Err((None, "ERR Unknown Redis command called from script".into()));
+    };
+    let refuse = |m: &str| Err((Some(id), m.to_string()));
+    let cmd = ctx.core.commands.get(id);
     if !cmd.arity_ok(args.len()) {
-        return Err("ERR Wrong number of args calling Redis command from script".into());
+        return refuse("ERR Wrong number of args calling Redis command from script");
     }
-    if cmd.flags & NOSCRIPT != 0 {
-        return Err("ERR This Redis command is not allowed from script".into());
+    use std::sync::atomic::Ordering::Relaxed;
+    if cmd.flags & NOSCRIPT != 0 && !ctx.core.scripts.disable_deny.load(Relaxed) {
+        return refuse("ERR This Redis command is not allowed from script");
     }
-    if s.read_only && cmd.flags & WRITE != 0 {
-        return Err("ERR Write commands are not allowed from read-only scripts.".into());
+    let flags = cmd.flags_for(ctx.core, args);
+    if flags & STALE == 0 && ctx.admin.serving_stale() {
+        return refuse("ERR Can not execute the command on a stale replica");
     }
-    check_keys(ctx, s, id, args)?;
+    if s.read_only && flags & (WRITE | MAY_REPLICATE) != 0 {
+        return refuse("ERR Write commands are not allowed from read-only scripts.");
+    }
+    if flags & WRITE != 0 && !s.dirty.get() {
+        // READONLY, MISCONF, NOREPLICAS as for a client's write; once the
+        // script wrote, the rest must run.
+        ctx.admin
+            .admit(ctx.client, id, flags)
+            .map_err(|e| (Some(id), e.render()))?;
+    }
+    if !s.allow_oom && !s.dirty.get() && s.oom && flags & DENYOOM != 0 {
+        return refuse(&crate::commands::evict::oom_error().render());
+    }
+    check_keys(ctx, s, id, args).map_err(|m| (Some(id), m))?;
+    if flags & WRITE != 0 {
+        s.dirty.set(true);
+        if let Some(r) = &s.run {
+            r.dirty.store(true, std::sync::atomic::Ordering::Relaxed);
+        }
+    }
     Ok(id)
 }
 
@@ -107,6 +182,10 @@ fn check_keys(ctx: &Ctx, s: &Script, id: CommandId, args: Args) -> Result<(), Re
     if ok {
         return Ok(());
     }
+    if s.may_widen && !s.dirty.get() {
+        s.widen.set(true);
+        return Err(WIDEN.into());
+    }
     Err(
         "ERR Script attempted to access a key not declared in KEYS (a script that declares keys \
          holds only their shards; pass numkeys 0 to hold the whole keyspace)"
@@ -114,11 +193,25 @@ fn check_keys(ctx: &Ctx, s: &Script, id: CommandId, args: Args) -> Result<(), Re
     )
 }
 
-/// Runs one command, returning its RESP reply (or the refusal).
+/// Runs one command, returning its RESP reply (or the refusal). Errors are
+/// counted as the dispatcher counts them: a refusal as the command's
+/// rejected call, a failure as its failed call.
 fn run(ctx: &mut Ctx, s: &Script, argv: &[Vec<u8>], resp: u8) -> Result<Vec<u8>, Refusal> {
     let owned = crate::protocol::OwnedArgs::new(argv);
     let args = owned.args();
-    let id = resolve(ctx, s, args)?;
+    if s.widen.get() {
+        return Err(WIDEN.into());
+    }
+    let id = match resolve(ctx, s, args) {
+        Ok(id) => id,
+        Err(_) if s.widen.get() => return Err(WIDEN.into()),
+        Err((id, msg)) => {
+            ctx.stats.record_rejected(id);
+            ctx.stats
+                .record_error(msg.split(' ').next().unwrap_or("ERR"));
+            return Err(msg);
+        }
+    };
     let cmd = ctx.core.commands.get(id);
     let mut out = ReplyBuf::new(resp);
     let start = quanta::Instant::now();

@@ -64,7 +64,11 @@ fn parse(lua: &Lua, buf: &[u8], pos: &mut usize) -> Result<Value> {
             kv_table(lua, "verbatim_string", Value::Table(t))
         }
         b'+' => kv_table(lua, "ok", Value::String(lua.create_string(head)?)),
-        b'-' => kv_table(lua, "err", Value::String(lua.create_string(head)?)),
+        b'-' => {
+            // Counted when the command failed; the script's reply does
+            // not count it again (Redis's ignore_error_stats_update).
+            super::call::error_table(lua, &String::from_utf8_lossy(head), true)
+        }
         b'*' if head == b"-1" => Ok(Value::Boolean(false)),
         b'*' | b'>' => Ok(Value::Table(seq(lua, buf, pos, num(head))?)),
         b'%' => {
@@ -90,6 +94,13 @@ fn parse(lua: &Lua, buf: &[u8], pos: &mut usize) -> Result<Value> {
             kv_table(lua, "double", Value::Number(d.unwrap_or(0.0)))
         }
         b'(' => kv_table(lua, "big_number", Value::String(lua.create_string(head)?)),
+        b'|' => {
+            // An attribute: not shown to scripts; the reply follows it.
+            for _ in 0..num(head) * 2 {
+                parse(lua, buf, pos)?;
+            }
+            parse(lua, buf, pos)
+        }
         _ => Ok(Value::Nil),
     }
 }
@@ -102,24 +113,27 @@ fn seq(lua: &Lua, buf: &[u8], pos: &mut usize, n: i64) -> Result<Table> {
     Ok(t)
 }
 
-/// Writes a script's return value as its reply: string -> bulk, number ->
-/// integer (truncated), true -> 1, false and nil -> null, a table with
-/// `err` -> error, with `ok` -> status, with `double`/`map`/`set` (RESP3
-/// forms) -> those, any other table -> array of its items up to the first
-/// nil.
-pub fn lua_to_reply(out: &mut ReplyBuf, v: &Value, depth: usize) {
+/// Writes a script's return value as its reply (Redis's
+/// luaReplyToRedisReply): string -> bulk, number -> integer (truncated),
+/// true -> 1 and false -> null while the script speaks RESP2 (`resp`,
+/// redis.setresp) or booleans in RESP3, nil -> null, a table with `err`
+/// -> error, `ok` -> status, `double`, `big_number`, `verbatim_string`,
+/// `map`, `set` -> those, any other table -> array of its items up to the
+/// first nil.
+pub fn lua_to_reply(out: &mut ReplyBuf, v: &Value, depth: usize, resp: u8) {
     match v {
         Value::String(s) => out.bulk(&s.as_bytes()),
         Value::Integer(n) => out.int(*n),
         Value::Number(n) => out.int(*n as i64),
+        Value::Boolean(b) if resp == 3 => out.boolean(*b),
         Value::Boolean(true) => out.int(1),
-        Value::Table(t) if depth < MAX_DEPTH => table_to_reply(out, t, depth),
+        Value::Table(t) if depth < MAX_DEPTH => table_to_reply(out, t, depth, resp),
         Value::Table(_) => out.error("ERR reached lua stack limit"),
         _ => out.null(),
     }
 }
 
-fn table_to_reply(out: &mut ReplyBuf, t: &Table, depth: usize) {
+fn table_to_reply(out: &mut ReplyBuf, t: &Table, depth: usize, resp: u8) {
     if let Ok(Value::String(e)) = t.raw_get::<Value>("err") {
         return out.error(&error_line(&e.to_string_lossy()));
     }
@@ -129,12 +143,37 @@ fn table_to_reply(out: &mut ReplyBuf, t: &Table, depth: usize) {
     if let Ok(Value::Number(d)) = t.raw_get::<Value>("double") {
         return out.double(d);
     }
+    if let Ok(Value::Integer(d)) = t.raw_get::<Value>("double") {
+        return out.double(d as f64);
+    }
+    if let Ok(Value::String(s)) = t.raw_get::<Value>("big_number") {
+        return out.bignum(&s.to_string_lossy().replace(['\r', '\n'], " "));
+    }
+    if let Ok(Value::Table(v)) = t.raw_get::<Value>("verbatim_string") {
+        let f = v.raw_get::<Value>("format");
+        let s = v.raw_get::<Value>("string");
+        if let (Ok(Value::String(f)), Ok(Value::String(s))) = (f, s) {
+            let (f, s) = (f.as_bytes(), s.as_bytes());
+            if out.resp >= 3 {
+                let mut b = format!("={}\r\n", s.len() + 4).into_bytes();
+                b.extend_from_slice(&f[..f.len().min(3)]);
+                b.resize(b.len() + 3 - f.len().min(3), b' ');
+                b.push(b':');
+                b.extend_from_slice(&s);
+                b.extend_from_slice(b"\r\n");
+                out.raw(&b);
+            } else {
+                out.bulk(&s);
+            }
+            return;
+        }
+    }
     if let Ok(Value::Table(m)) = t.raw_get::<Value>("map") {
         let pairs: Vec<(Value, Value)> = m.pairs().filter_map(|p| p.ok()).collect();
         out.map(pairs.len());
         for (k, v) in &pairs {
-            lua_to_reply(out, k, depth + 1);
-            lua_to_reply(out, v, depth + 1);
+            lua_to_reply(out, k, depth + 1, resp);
+            lua_to_reply(out, v, depth + 1, resp);
         }
         return;
     }
@@ -146,7 +185,7 @@ fn table_to_reply(out: &mut ReplyBuf, t: &Table, depth: usize) {
             .collect();
         out.set(keys.len());
         for k in &keys {
-            lua_to_reply(out, k, depth + 1);
+            lua_to_reply(out, k, depth + 1, resp);
         }
         return;
     }
@@ -159,7 +198,7 @@ fn table_to_reply(out: &mut ReplyBuf, t: &Table, depth: usize) {
     }
     out.array(items.len());
     for v in &items {
-        lua_to_reply(out, v, depth + 1);
+        lua_to_reply(out, v, depth + 1, resp);
     }
 }
 

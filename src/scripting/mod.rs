@@ -25,16 +25,26 @@
 mod bit;
 mod call;
 mod convert;
+mod flags;
+mod functions;
 mod vm;
+
+pub use functions::{
+    clear as clear_functions, load_saved as load_functions, saved_code as function_code,
+    write_stats as function_stats, COMMANDS as FUNCTION_COMMANDS,
+};
+pub use vm::lua_memory;
 
 use crate::commands::flags::*;
 use crate::commands::keyspec::KeySpec;
 use crate::commands::util::arg_i64;
 use crate::commands::{CmdError, CmdResult, Command, Ctx};
+use crate::core::Core;
 use crate::protocol::Args;
 use call::Script;
 
-const EVAL: u32 = NOSCRIPT | STALE | SKIP_MONITOR | NO_MANDATORY_KEYS;
+const EVAL: u32 = NOSCRIPT | STALE | SKIP_MONITOR | NO_MANDATORY_KEYS | MAY_REPLICATE;
+const EVAL_RO: u32 = NOSCRIPT | STALE | SKIP_MONITOR | NO_MANDATORY_KEYS | READONLY;
 
 pub static COMMANDS: &[Command] = crate::commands::command_table! {
     family(group = "scripting", acl = "scripting"),
@@ -42,21 +52,25 @@ pub static COMMANDS: &[Command] = crate::commands::command_table! {
         .doc("2.6.0", "Execute a Lua script server side")
         .complexity("Depends on the script that is executed.")
         .keys_fn(eval_keys)
+        .flags_fn(eval_flags)
         .key_specs(&[KeySpec::at(2, &["RW", "access", "update"]).keynum(0, 1, 1).notes("We cannot tell how the keys will be used so we assume the worst, RW and UPDATE")]),
     cmd("evalsha", -3, EVAL, evalsha)
         .doc("2.6.0", "Execute a Lua script server side")
         .complexity("Depends on the script that is executed.")
         .keys_fn(eval_keys)
+        .flags_fn(evalsha_flags)
         .key_specs(&[KeySpec::at(2, &["RW", "access", "update"]).keynum(0, 1, 1)]),
-    cmd("eval_ro", -3, EVAL | READONLY, eval_ro)
+    cmd("eval_ro", -3, EVAL_RO, eval_ro)
         .doc("7.0.0", "Execute a read-only Lua script server side")
         .complexity("Depends on the script that is executed.")
         .keys_fn(eval_keys)
+        .flags_fn(eval_flags)
         .key_specs(&[KeySpec::at(2, &["RO", "access"]).keynum(0, 1, 1).notes("We cannot tell how the keys will be used so we assume the worst, RO and ACCESS")]),
-    cmd("evalsha_ro", -3, EVAL | READONLY, evalsha_ro)
+    cmd("evalsha_ro", -3, EVAL_RO, evalsha_ro)
         .doc("7.0.0", "Execute a read-only Lua script server side")
         .complexity("Depends on the script that is executed.")
         .keys_fn(eval_keys)
+        .flags_fn(evalsha_flags)
         .key_specs(&[KeySpec::at(2, &["RO", "access"]).keynum(0, 1, 1)]),
     container("script", -2, script_parent)
         .doc("2.6.0", "A container for Lua scripts management commands")
@@ -91,6 +105,27 @@ fn eval_keys(args: Args) -> Vec<usize> {
     }
 }
 
+/// EVAL's flags for this call: its shebang's (Redis's evalGetCommandFlags).
+fn eval_flags(_: &Core, args: Args, f: u32) -> u32 {
+    match flags::shebang(args.get(1)) {
+        Ok((sf, _)) => flags::command_flags(f, sf),
+        Err(_) => f,
+    }
+}
+
+/// EVALSHA's flags for this call: those of the cached script, if any.
+fn evalsha_flags(core: &Core, args: Args, f: u32) -> u32 {
+    let sha = args.get(1);
+    if sha.len() != 40 {
+        return f;
+    }
+    let sha = String::from_utf8_lossy(sha).to_ascii_lowercase();
+    match vm::cached_flags(core, &sha).or_else(|| core.scripts.get(&sha).map(|e| e.1)) {
+        Some(sf) => flags::command_flags(f, sf),
+        None => f,
+    }
+}
+
 fn script_parent(_: &mut Ctx, _: Args) -> CmdResult {
     Err(CmdError::err("unknown subcommand"))
 }
@@ -110,13 +145,13 @@ struct Request<'a> {
 
 fn parse(args: Args, by_sha: bool) -> Result<Request, CmdError> {
     let n = arg_i64(args.get(2))?;
-    if n < 0 {
-        return Err(CmdError::err("Number of keys can't be negative"));
-    }
-    if n as usize > args.len() - 3 {
+    if n as i128 > args.len() as i128 - 3 {
         return Err(CmdError::err(
             "Number of keys can't be greater than number of args",
         ));
+    }
+    if n < 0 {
+        return Err(CmdError::err("Number of keys can't be negative"));
     }
     let split = 3 + n as usize;
     let source = if by_sha {
@@ -152,39 +187,154 @@ fn noscript() -> CmdError {
 }
 
 /// Finds (or compiles) the script, then runs it holding its shards.
-fn run(ctx: &mut Ctx, req: Request, read_only: bool) -> CmdResult {
+fn run(ctx: &mut Ctx, req: Request, ro: bool) -> CmdResult {
     let core = ctx.core;
-    let (sha, body) = match req.source {
-        Source::Body(b) => {
-            let sha = vm::sha1_hex(b);
-            core.scripts.insert(&sha, b);
-            (sha, Some(b.into()))
-        }
-        Source::Sha(sha) if sha.len() == 40 => {
-            let body = core.scripts.get(&sha);
-            (sha, body)
-        }
-        Source::Sha(_) => return Err(noscript()),
-    };
-    let script = Script {
-        db: ctx.client.db,
-        keys: (!req.keys.is_empty()).then(|| req.keys.iter().map(|k| k.to_vec()).collect()),
-        read_only,
-    };
     vm::with(core, |vm| {
-        let f = vm
-            .function(&sha, body.as_deref())
-            .map_err(|m| CmdError::err(format!("Error compiling script (new function): {m}")))?
-            .ok_or_else(noscript)?;
-        vm.set_args(&req.keys, &req.argv).map_err(lua_err)?;
+        let (sha, (f, sflags)) = match req.source {
+            Source::Body(b) => {
+                let sha = vm::sha1_hex(b);
+                let c = vm.compile(&sha, b).map_err(CmdError::Msg)?;
+                core.scripts.insert(&sha, b, c.1);
+                (sha, c)
+            }
+            Source::Sha(sha) if sha.len() == 40 => {
+                let c = match vm.compiled(&sha) {
+                    Some(c) => c,
+                    None => {
+                        let (body, _) = core.scripts.get(&sha).ok_or_else(noscript)?;
+                        vm.compile(&sha, &body).map_err(CmdError::Msg)?
+                    }
+                };
+                (sha, c)
+            }
+            Source::Sha(_) => return Err(noscript()),
+        };
+        let run = Run {
+            f,
+            name: &sha,
+            keys: &req.keys,
+            argv: &req.argv,
+            function: false,
+        };
+        invoke(ctx, vm, run, sflags, ro)
+    })
+}
+
+/// A script or function to run, with its keys and arguments.
+pub(crate) struct Run<'a> {
+    pub f: mlua::Function,
+    /// The SHA1 (EVAL) or function name (FCALL), for error replies.
+    pub name: &'a str,
+    pub keys: &'a [&'a [u8]],
+    pub argv: &'a [&'a [u8]],
+    /// FCALL: keys and arguments are the function's parameters, not the
+    /// KEYS and ARGV globals.
+    pub function: bool,
+}
+
+/// Runs a script or function holding its shards (DECISIONS 54), after the
+/// checks its flags decide.
+pub(crate) fn invoke(ctx: &mut Ctx, vm: &mut vm::Vm, run: Run, sflags: u32, ro: bool) -> CmdResult {
+    let core = ctx.core;
+    let mut script = prepare(ctx, sflags, ro, run.keys)?;
+    let nested = crate::keyspace::held::holding();
+    script.may_widen = !nested && script.keys.is_some();
+    loop {
+        if run.function {
+            vm.reset_modes().map_err(lua_err)?;
+        } else {
+            vm.set_args(run.keys, run.argv).map_err(lua_err)?;
+        }
         let plan = script.keys.as_ref().map(|ks| {
             ks.iter()
                 .map(|k| (script.db, core.keyspace.slot(k).shard))
                 .collect::<Vec<_>>()
         });
-        let _hold =
-            (!crate::keyspace::held::holding()).then(|| core.keyspace.hold(plan.as_deref()));
-        execute(ctx, vm, &script, f, &sha)
+        let hold = (!nested).then(|| core.keyspace.hold(plan.as_deref()));
+        let running = std::sync::Arc::new(crate::core::scripts::Running {
+            eval: !run.function,
+            name: run.name.to_string(),
+            argv: ctx
+                .sent
+                .map_or_else(Vec::new, |a| a.iter().map(|x| x.to_vec()).collect()),
+            start: std::time::Instant::now(),
+            shards: if nested { None } else { plan.clone() },
+            dirty: Default::default(),
+            killed: Default::default(),
+        });
+        script.run = Some(running.clone());
+        let outer = vm::set_current(Some(vm::Current {
+            run: running.clone(),
+            busy: core.scripts.busy.clone(),
+            threshold_ms: core
+                .hot
+                .busy_reply_threshold
+                .load(std::sync::atomic::Ordering::Relaxed),
+            timed_out: Default::default(),
+        }));
+        let r = execute(ctx, vm, &script, &run);
+        if let Some(cur) = vm::set_current(outer) {
+            if cur.timed_out.get() {
+                core.scripts.busy.remove(&running);
+            }
+        }
+        if !script.widen.get() {
+            return r;
+        }
+        // It touched an undeclared key before writing: again, holding
+        // every shard (nothing it did is kept).
+        drop(hold);
+        ctx.client.db = script.db;
+        script.keys = None;
+        script.may_widen = false;
+        script.widen.set(false);
+    }
+}
+
+/// The checks before a script runs that its flags decide (Redis's
+/// scriptPrepareForRun; those the dispatcher makes with the call's flags,
+/// `eval_flags`, come first), and what the run may do.
+fn prepare(ctx: &mut Ctx, sflags: u32, ro: bool, keys: &[&[u8]]) -> Result<Script, CmdError> {
+    let compat = sflags & flags::EVAL_COMPAT != 0;
+    let stale = ctx.admin.serving_stale();
+    if compat && stale {
+        return Err(CmdError::Msg(
+            "MASTERDOWN Link with MASTER is down and replica-serve-stale-data is set to 'no'."
+                .into(),
+        ));
+    }
+    let over = crate::commands::evict::over_maxmemory(ctx.core);
+    if !compat {
+        if stale && sflags & flags::ALLOW_STALE == 0 {
+            return Err(CmdError::Msg(
+                "MASTERDOWN Link with MASTER is down, replica-serve-stale-data is set to 'no' \
+                 and 'allow-stale' flag is not set on the script."
+                    .into(),
+            ));
+        }
+        if sflags & flags::NO_WRITES == 0 && ro {
+            return Err(CmdError::err(
+                "Can not execute a script with write flag using *_ro command.",
+            ));
+        }
+        if over && sflags & (flags::ALLOW_OOM | flags::NO_WRITES) == 0 {
+            return Err(CmdError::Msg(
+                "OOM allow-oom flag is not set on the script, can not run it when used memory > \
+                 'maxmemory'"
+                    .into(),
+            ));
+        }
+    }
+    Ok(Script {
+        db: ctx.client.db,
+        keys: (!keys.is_empty()).then(|| keys.iter().map(|k| k.to_vec()).collect()),
+        read_only: ro || (!compat && sflags & flags::NO_WRITES != 0),
+        allow_oom: !compat && sflags & flags::ALLOW_OOM != 0,
+        oom: over,
+        dirty: std::cell::Cell::new(false),
+        may_widen: false,
+        widen: std::cell::Cell::new(false),
+        run: None,
     })
 }
 
@@ -193,16 +343,19 @@ fn lua_err(e: mlua::Error) -> CmdError {
 }
 
 /// Runs `f` with `redis.call` bound to this client, its writes buffered
-/// and emitted as one unit; writes the reply.
-fn execute(ctx: &mut Ctx, vm: &mut vm::Vm, s: &Script, f: mlua::Function, sha: &str) -> CmdResult {
+/// and emitted as one unit; writes the reply (an error as the command's).
+fn execute(ctx: &mut Ctx, vm: &mut vm::Vm, s: &Script, run: &Run) -> CmdResult {
     let outer = ctx.client.exec_effects.is_some();
     let was_in_exec = ctx.client.in_exec;
+    let was_in_script = ctx.client.in_script;
     if !outer && ctx.core.effects.enabled() {
         ctx.client.exec_effects = Some(Vec::new());
     }
     ctx.client.in_exec = true;
-    let result = call_with(ctx, vm, s, f);
+    ctx.client.in_script = true;
+    let result = call_with(ctx, vm, s, run);
     ctx.client.in_exec = was_in_exec;
+    ctx.client.in_script = was_in_script;
     ctx.client.db = s.db;
     if !outer {
         if let Some(effects) = ctx.client.exec_effects.take() {
@@ -210,11 +363,19 @@ fn execute(ctx: &mut Ctx, vm: &mut vm::Vm, s: &Script, f: mlua::Function, sha: &
         }
     }
     let (ok, value) = result.map_err(lua_err)?;
-    if ok {
-        convert::lua_to_reply(ctx.out, &value, 0);
-    } else {
-        ctx.out.error(&failure(&value, sha));
+    if s.widen.get() {
+        return Ok(());
     }
+    if !ok {
+        return Err(failure(&value, run.name));
+    }
+    if let mlua::Value::Table(t) = &value {
+        if let Ok(mlua::Value::String(e)) = t.raw_get::<mlua::Value>("err") {
+            return Err(reply_error(t, convert::error_line(&e.to_string_lossy())));
+        }
+    }
+    let resp = vm.private.raw_get::<u8>("resp").unwrap_or(2);
+    convert::lua_to_reply(ctx.out, &value, 0, resp);
     Ok(())
 }
 
@@ -224,38 +385,86 @@ fn call_with(
     ctx: &mut Ctx,
     vm: &vm::Vm,
     s: &Script,
-    f: mlua::Function,
+    run: &Run,
 ) -> mlua::Result<(bool, mlua::Value)> {
     let cell = std::cell::RefCell::new(ctx);
     let lua = &vm.lua;
     lua.scope(|scope| {
-        let rcall = scope.create_function(|lua, args: mlua::Variadic<mlua::Value>| {
+        let rcall = scope.create_function(|lua, (n, t): (usize, mlua::Table)| {
             let mut c = cell.borrow_mut();
-            call::rcall(&mut c, s, lua, args)
+            call::rcall(&mut c, s, lua, call::table_args(n, &t)?)
+        })?;
+        let acl = scope.create_function(|lua, (n, t): (usize, mlua::Table)| {
+            let c = cell.borrow();
+            acl_check(&c, lua, call::table_args(n, &t)?)
         })?;
         vm.private.set("rcall", rcall)?;
-        let run: mlua::Function = vm.private.raw_get("run")?;
-        let r = run.call::<(bool, mlua::Value)>(f);
+        vm.private.set("acl_check", acl)?;
+        let r = if run.function {
+            let seq = |v: &[&[u8]]| {
+                lua.create_sequence_from(v.iter().map(|b| lua.create_string(b).unwrap()))
+            };
+            let go: mlua::Function = vm.private.raw_get("run_function")?;
+            go.call::<(bool, mlua::Value)>((run.f.clone(), seq(run.keys)?, seq(run.argv)?))
+        } else {
+            let go: mlua::Function = vm.private.raw_get("run")?;
+            go.call::<(bool, mlua::Value)>(run.f.clone())
+        };
         vm.private.set("rcall", mlua::Value::Nil)?;
+        vm.private.set("acl_check", mlua::Value::Nil)?;
         r
     })
 }
 
-/// A failed script's error line: Redis's "<err> script: <sha>, on
-/// @user_script:<line>." when the error handler found the line.
-fn failure(v: &mlua::Value, sha: &str) -> String {
-    let mlua::Value::Table(t) = v else {
-        return "ERR unknown error".into();
+/// `redis.acl_check_cmd(cmd, ...)`: whether the user may run the command.
+/// Every client is the default user, which may run everything.
+fn acl_check(
+    ctx: &Ctx,
+    lua: &mlua::Lua,
+    args: Vec<mlua::Value>,
+) -> mlua::Result<(bool, mlua::Value)> {
+    let fail = |m: &str| Ok((false, call::error_table(lua, m, false)?));
+    let argv = match call::argv(lua, &args) {
+        Ok(a) => a,
+        Err(m) => return fail(&m),
     };
-    let err: String = t
-        .raw_get("err")
-        .unwrap_or_else(|_| "ERR unknown error".into());
+    let owned = crate::protocol::OwnedArgs::new(&argv);
+    match call::lookup(ctx, owned.args()) {
+        Some(_) => Ok((true, mlua::Value::Boolean(true))),
+        None => fail("ERR Invalid command passed to redis.acl_check_cmd()"),
+    }
+}
+
+/// An error table's reply: counted already when it came from a command.
+fn reply_error(t: &mlua::Table, line: String) -> CmdError {
+    if t.raw_get::<bool>("ignore_error_stats_update")
+        .unwrap_or(false)
+    {
+        CmdError::Counted(line)
+    } else {
+        CmdError::Msg(line)
+    }
+}
+
+/// A failed script's error: Redis's "<err> script: <sha or function>, on
+/// @user_script:<line>." when the error handler found the line.
+fn failure(v: &mlua::Value, sha: &str) -> CmdError {
+    let mlua::Value::Table(t) = v else {
+        return CmdError::err("unknown error");
+    };
+    let err: String = match t.raw_get::<mlua::Value>("err") {
+        Ok(mlua::Value::String(s)) => s.to_string_lossy(),
+        _ => return CmdError::err("unknown error"),
+    };
     let src: Option<String> = t.raw_get("source").ok();
     let line: Option<i64> = t.raw_get("line").ok();
-    match (src, line) {
-        (Some(src), Some(line)) => format!("{err} script: {sha}, on {src}:{line}."),
+    let line = match (src, line) {
+        (Some(src), Some(line)) => {
+            convert::error_line(&format!("{err} script: {sha}, on {src}:{line}."))
+        }
         _ => convert::error_line(&err),
-    }
+    };
+    reply_error(t, line)
 }
 
 // ---------------------------------------------------------------- SCRIPT
@@ -263,9 +472,8 @@ fn failure(v: &mlua::Value, sha: &str) -> String {
 fn script_load(ctx: &mut Ctx, args: Args) -> CmdResult {
     let body = args.get(2);
     let sha = vm::sha1_hex(body);
-    vm::with(ctx.core, |vm| vm.function(&sha, Some(body)))
-        .map_err(|m| CmdError::err(format!("Error compiling script (new function): {m}")))?;
-    ctx.core.scripts.insert(&sha, body);
+    let (_, flags) = vm::with(ctx.core, |vm| vm.compile(&sha, body)).map_err(CmdError::Msg)?;
+    ctx.core.scripts.insert(&sha, body, flags);
     ctx.out.bulk(sha.as_bytes());
     Ok(())
 }
@@ -291,8 +499,93 @@ fn script_flush(ctx: &mut Ctx, args: Args) -> CmdResult {
     Ok(())
 }
 
-fn script_kill(_: &mut Ctx, _: Args) -> CmdResult {
-    Err(CmdError::Msg(
-        "NOTBUSY No scripts in execution right now.".into(),
+fn script_kill(ctx: &mut Ctx, _: Args) -> CmdResult {
+    kill(ctx.core, true)?;
+    ctx.out.ok();
+    Ok(())
+}
+
+/// SCRIPT KILL (`eval`) or FUNCTION KILL: stops the oldest script past
+/// the threshold, unless it wrote (Redis's scriptKill).
+pub fn kill(core: &Core, eval: bool) -> Result<(), CmdError> {
+    use std::sync::atomic::Ordering::Relaxed;
+    let Some(r) = core.scripts.busy.runs().into_iter().next() else {
+        return Err(CmdError::Msg(
+            "NOTBUSY No scripts in execution right now.".into(),
+        ));
+    };
+    if r.dirty.load(Relaxed) {
+        return Err(CmdError::Msg(
+            "UNKILLABLE Sorry the script already executed write commands against the dataset. \
+             You can either wait the script termination or kill the server in a hard way using \
+             the SHUTDOWN NOSAVE command."
+                .into(),
+        ));
+    }
+    if r.eval != eval {
+        return Err(busy_error(r.eval));
+    }
+    r.killed.store(true, Relaxed);
+    Ok(())
+}
+
+/// The BUSY reply while a script (`eval`) or function runs past the
+/// threshold (Redis's slowevalerr / slowscripterr).
+pub fn busy_error(eval: bool) -> CmdError {
+    CmdError::Msg(format!(
+        "BUSY Redis is busy running a script. You can only call {} KILL or SHUTDOWN NOSAVE.",
+        if eval { "SCRIPT" } else { "FUNCTION" }
     ))
+}
+
+/// BUSY for a command that needs what a script past the threshold holds:
+/// every command but the `allow_busy` ones while the script holds every
+/// shard, else the commands whose keys are in its shards (DECISIONS 57).
+/// SHUTDOWN needs NOSAVE while any script is busy.
+pub fn busy_check(
+    core: &Core,
+    db: usize,
+    id: crate::commands::CommandId,
+    args: Args,
+) -> Result<(), CmdError> {
+    if !core.scripts.busy.any() {
+        return Ok(());
+    }
+    let cmd = core.commands.get(id);
+    let runs = core.scripts.busy.runs();
+    let Some(first) = runs.first() else {
+        return Ok(());
+    };
+    if cmd.name == "shutdown" {
+        let nosave = args
+            .iter()
+            .skip(1)
+            .any(|a| a.eq_ignore_ascii_case(b"nosave"));
+        return if nosave {
+            Ok(())
+        } else {
+            Err(busy_error(first.eval))
+        };
+    }
+    if cmd.flags & ALLOW_BUSY != 0 {
+        return Ok(());
+    }
+    let keys = if cmd.name == "exec" {
+        None
+    } else {
+        crate::commands::multi::command_keys(core, id, args)
+    };
+    for r in &runs {
+        let hit = match (&r.shards, &keys) {
+            (None, _) | (_, None) => true,
+            (Some(held), Some(pos)) => pos.iter().any(|&p| {
+                let shard = core.keyspace.slot(args.get(p)).shard;
+                held.contains(&(db, shard))
+            }),
+        };
+        if hit {
+            return Err(busy_error(r.eval));
+        }
+    }
+    Ok(())
 }

@@ -13,13 +13,51 @@ pub struct Vm {
     pub lua: Lua,
     /// The prelude's private table (`rcall`, `run`, `env`, `G`, `resp`).
     pub private: Table,
-    funcs: HashMap<String, Function>,
+    funcs: HashMap<String, (Function, u32)>,
+    /// FUNCTION libraries compiled here, by name: the library's id and its
+    /// functions.
+    libs: HashMap<String, (u64, HashMap<String, Function>)>,
     /// The core and cache generation the compiled scripts belong to.
     owner: (usize, u64),
+    /// This state's memory as last added to `LUA_MEMORY`.
+    counted: usize,
+}
+
+/// The memory of every thread's Lua state (INFO's used_memory_lua), as
+/// each last saw it after a script.
+static LUA_MEMORY: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+/// The flags of script `sha` if this thread compiled it (None also when
+/// its state is busy running a script).
+pub fn cached_flags(core: &Core, sha: &str) -> Option<u32> {
+    VM.with(|cell| {
+        let slot = cell.try_borrow().ok()?;
+        let vm = slot.as_ref()?;
+        let owner = (core as *const Core as usize, core.scripts.generation());
+        (vm.owner == owner).then(|| vm.funcs.get(sha).map(|f| f.1))?
+    })
+}
+
+/// The memory all Lua states use.
+pub fn lua_memory() -> usize {
+    LUA_MEMORY.load(std::sync::atomic::Ordering::Relaxed)
+}
+
+/// The script running on this thread, for the count hook.
+pub struct Current {
+    pub run: std::sync::Arc<crate::core::scripts::Running>,
+    pub busy: std::sync::Arc<crate::core::scripts::Busy>,
+    pub threshold_ms: u64,
+    /// Past the threshold (registered in `busy`).
+    pub timed_out: std::cell::Cell<bool>,
 }
 
 thread_local! {
     static VM: RefCell<Option<Vm>> = const { RefCell::new(None) };
+    static CURRENT: RefCell<Option<Current>> = const { RefCell::new(None) };
+    /// When this thread's state started running a library's code (FUNCTION
+    /// LOAD's 500 ms limit).
+    static LOADING: std::cell::Cell<Option<std::time::Instant>> = const { std::cell::Cell::new(None) };
     /// Redis's lrand48 state (rand.c), seeded with 0 as `redisSrand48(0)`.
     static RAND: std::cell::Cell<u64> = const { std::cell::Cell::new(0x330E) };
 }
@@ -36,13 +74,17 @@ pub fn with<R>(core: &Core, f: impl FnOnce(&mut Vm) -> R) -> R {
             vm.owner = owner;
             let _ = vm.lua.gc_collect();
         }
-        f(vm)
+        let r = f(vm);
+        vm.count_memory();
+        r
     })
 }
 
 impl Vm {
     fn new() -> mlua::Result<Vm> {
-        let libs = StdLib::ALL_SAFE | StdLib::DEBUG;
+        // The libraries Redis loads (base, table, string, math, debug: the
+        // last only for the error handler; coroutine is part of base in 5.1).
+        let libs = StdLib::TABLE | StdLib::STRING | StdLib::MATH | StdLib::DEBUG;
         // SAFETY: `debug` is the only unsafe library loaded; the prelude
         // keeps it for Redis's error handler and removes it from the
         // globals, and scripts run in an environment that only reaches what
@@ -66,6 +108,10 @@ impl Vm {
             })?,
         )?;
         private.set("bit", super::bit::library(&lua)?)?;
+        private.set(
+            "flag_names",
+            lua.create_sequence_from(super::flags::NAMES.iter().map(|(_, n)| *n))?,
+        )?;
         lua.set_named_registry_value("lattice_private", private.clone())?;
         for (i, name) in TRAMPOLINE_NAMES.iter().enumerate() {
             // SAFETY: `TRAMPOLINES[i]` only moves values on the Lua stack
@@ -75,34 +121,169 @@ impl Vm {
         lua.load(include_str!("prelude.lua"))
             .set_name("=prelude")
             .call::<()>(private.clone())?;
+        lua.gc_collect()?;
+        // Redis's luaMaskCountHook: every 100,000 instructions.
+        lua.set_hook(
+            mlua::HookTriggers::new().every_nth_instruction(100_000),
+            count_hook,
+        );
         Ok(Vm {
             lua,
             private,
             funcs: HashMap::new(),
+            libs: HashMap::new(),
             owner: (0, 0),
+            counted: 0,
         })
     }
 
-    /// The compiled script `sha`, compiling `body` when given and needed.
-    /// Err: the compiler's message.
-    pub fn function(&mut self, sha: &str, body: Option<&[u8]>) -> Result<Option<Function>, String> {
-        if let Some(f) = self.funcs.get(sha) {
-            return Ok(Some(f.clone()));
+    fn count_memory(&mut self) {
+        use std::sync::atomic::Ordering::Relaxed;
+        let now = self.lua.used_memory();
+        if now > self.counted {
+            LUA_MEMORY.fetch_add(now - self.counted, Relaxed);
+        } else {
+            LUA_MEMORY.fetch_sub(self.counted - now, Relaxed);
         }
-        let Some(body) = body else { return Ok(None) };
+        self.counted = now;
+    }
+
+    /// The script `sha` if this state compiled it, with its flags.
+    pub fn compiled(&self, sha: &str) -> Option<(Function, u32)> {
+        self.funcs.get(sha).cloned()
+    }
+
+    /// Compiles the script `sha` from `body` (its shebang line left out,
+    /// its line feed kept) unless this state has it; returns it with its
+    /// flags. Err: the reply's error, Redis's shebang message or "Error
+    /// compiling script (new function): ...".
+    pub fn compile(&mut self, sha: &str, body: &[u8]) -> Result<(Function, u32), String> {
+        if let Some(f) = self.funcs.get(sha) {
+            return Ok(f.clone());
+        }
+        let (flags, skip) = super::flags::shebang(body).map_err(|m| format!("ERR {m}"))?;
         let env: Table = self.private.raw_get("env").map_err(|e| e.to_string())?;
         let f = self
             .lua
-            .load(body)
+            .load(&body[skip..])
             .set_name("@user_script")
+            .set_mode(mlua::ChunkMode::Text)
             .set_environment(env)
             .into_function()
-            .map_err(|e| match e {
-                mlua::Error::SyntaxError { message, .. } => message,
-                e => e.to_string(),
+            .map_err(|e| {
+                let m = match e {
+                    mlua::Error::SyntaxError { message, .. } => message,
+                    e => e.to_string(),
+                };
+                format!("ERR Error compiling script (new function): {m}")
             })?;
-        self.funcs.insert(sha.to_string(), f.clone());
-        Ok(Some(f))
+        self.funcs.insert(sha.to_string(), (f.clone(), flags));
+        Ok((f, flags))
+    }
+
+    /// Compiles a library's code (after its metadata line) and runs it to
+    /// register its functions. Err: the reply's error text.
+    pub fn load_library(&self, code: &[u8]) -> Result<Vec<Registered>, String> {
+        let env: Table = self.private.raw_get("fenv").map_err(|e| e.to_string())?;
+        let f = self
+            .lua
+            .load(code)
+            .set_name("@user_function")
+            .set_mode(mlua::ChunkMode::Text)
+            .set_environment(env)
+            .into_function()
+            .map_err(|e| {
+                let m = match e {
+                    mlua::Error::SyntaxError { message, .. } => message,
+                    e => e.to_string(),
+                };
+                format!("ERR Error compiling function: {m}")
+            })?;
+        let load: Function = self
+            .private
+            .raw_get("load_library")
+            .map_err(|e| e.to_string())?;
+        self.private
+            .set("killed", false)
+            .map_err(|e| e.to_string())?;
+        LOADING.with(|l| l.set(Some(std::time::Instant::now())));
+        let r = load.call::<(bool, mlua::Value)>(f);
+        LOADING.with(|l| l.set(None));
+        let (ok, v) = r.map_err(|e| e.to_string())?;
+        if !ok {
+            let msg = v
+                .as_string()
+                .map(|s| s.to_string_lossy())
+                .unwrap_or_default();
+            return Err(format!("ERR Error registering functions: {msg}"));
+        }
+        let mlua::Value::Table(list) = v else {
+            return Err("ERR No functions registered".into());
+        };
+        let mut out = Vec::new();
+        for entry in list.sequence_values::<Table>() {
+            let t = entry.map_err(|e| e.to_string())?;
+            let get = |k: &str| t.raw_get::<Option<String>>(k).ok().flatten();
+            let names: Vec<String> = t
+                .raw_get::<Table>("flags")
+                .map(|f| {
+                    f.sequence_values::<String>()
+                        .filter_map(|x| x.ok())
+                        .collect()
+                })
+                .unwrap_or_default();
+            out.push(Registered {
+                info: crate::core::scripts::FunctionInfo {
+                    name: get("name").unwrap_or_default(),
+                    desc: get("description"),
+                    flags: names
+                        .iter()
+                        .filter_map(|n| super::flags::by_name(n.as_bytes()))
+                        .fold(0, |a, b| a | b),
+                },
+                f: t.raw_get("callback").map_err(|e| e.to_string())?,
+            });
+        }
+        if out.is_empty() {
+            return Err("ERR No functions registered".into());
+        }
+        Ok(out)
+    }
+
+    /// Keeps the functions of library `lib` (compiled here as `id`).
+    pub fn keep_library(&mut self, lib: &str, id: u64, fs: Vec<Registered>) {
+        let fs = fs.into_iter().map(|r| (r.info.name, r.f)).collect();
+        self.libs.insert(lib.to_string(), (id, fs));
+    }
+
+    /// Function `name` of `lib`, compiling the library here if this state
+    /// has not got this version of it.
+    pub fn library_function(
+        &mut self,
+        lib: &crate::core::scripts::Library,
+        name: &str,
+    ) -> Result<Function, String> {
+        if let Some((id, fs)) = self.libs.get(&lib.name) {
+            if *id == lib.id {
+                if let Some(f) = fs.get(name) {
+                    return Ok(f.clone());
+                }
+            }
+        }
+        let code = super::functions::code_of(&lib.code);
+        let fs = self.load_library(code)?;
+        self.keep_library(&lib.name, lib.id, fs);
+        self.libs
+            .get(&lib.name)
+            .and_then(|(_, fs)| fs.get(name).cloned())
+            .ok_or_else(|| "ERR Function not found".into())
+    }
+
+    /// Resets what a run may change (redis.setresp, redis.set_repl).
+    pub fn reset_modes(&self) -> mlua::Result<()> {
+        self.private.set("resp", 2)?;
+        self.private.set("killed", false)?;
+        self.private.set("repl", 3)
     }
 
     /// Sets KEYS and ARGV for the next run.
@@ -118,8 +299,86 @@ impl Vm {
             self.lua
                 .create_sequence_from(argv.iter().map(|k| self.lua.create_string(k).unwrap()))?,
         )?;
-        self.private.set("resp", 2)
+        self.reset_modes()
     }
+}
+
+/// Sets the script this thread runs (None when it ends); returns the one
+/// that was set.
+pub fn set_current(c: Option<Current>) -> Option<Current> {
+    CURRENT.with(|x| std::mem::replace(&mut *x.borrow_mut(), c))
+}
+
+/// Redis's count hook (scriptInterrupt): past `busy-reply-threshold` the
+/// run is registered as busy (other threads answer BUSY to what needs its
+/// shards), this thread's idle clients are answered, and a killed script
+/// is stopped; `priv.killed` makes a pcall that caught the error raise it
+/// again, as Redis's line hook does.
+fn count_hook(lua: &Lua, _: mlua::Debug) -> mlua::Result<mlua::VmState> {
+    use std::sync::atomic::Ordering::Relaxed;
+    if LOADING
+        .with(|l| l.get())
+        .is_some_and(|t| t.elapsed().as_millis() > LOAD_TIMEOUT_MS)
+    {
+        stop(lua, "ERR FUNCTION LOAD timeout")?;
+        return Err(mlua::Error::runtime("FUNCTION LOAD timeout"));
+    }
+    let step =
+        CURRENT.with(|c| {
+            let c = c.borrow();
+            let cur = c.as_ref()?;
+            if !cur.timed_out.get() {
+                let elapsed = cur.run.start.elapsed().as_millis() as u64;
+                if elapsed < cur.threshold_ms {
+                    return None;
+                }
+                crate::log_warning!(
+                "Slow script detected: still in execution after {elapsed} milliseconds. You can \
+                 try killing the script using the {} command. Script name is: {}.",
+                if cur.run.eval { "SCRIPT KILL" } else { "FUNCTION KILL" },
+                cur.run.name
+            );
+                cur.timed_out.set(true);
+                cur.busy.add(cur.run.clone());
+            }
+            Some((cur.busy.serve.get().cloned(), cur.run.clone()))
+        });
+    let Some((serve, run)) = step else {
+        return Ok(mlua::VmState::Continue);
+    };
+    if let Some(serve) = serve {
+        serve();
+    }
+    if run.killed.load(Relaxed) {
+        crate::log_warning!("Lua script killed by user with SCRIPT KILL.");
+        stop(lua, &format!("ERR {KILLED}"))?;
+        return Err(mlua::Error::runtime(KILLED));
+    }
+    Ok(mlua::VmState::Continue)
+}
+
+/// FUNCTION LOAD's limit on running a library's code (Redis's
+/// LOAD_TIMEOUT_MS).
+const LOAD_TIMEOUT_MS: u128 = 500;
+
+/// Marks the run as stopped with `err`: the error handler reports it and
+/// a pcall that catches it raises it again (`priv.killed`).
+fn stop(lua: &Lua, err: &str) -> mlua::Result<()> {
+    if let Ok(p) = lua.named_registry_value::<Table>("lattice_private") {
+        let t = lua.create_table()?;
+        t.set("err", err)?;
+        p.set("killed", t)?;
+    }
+    Ok(())
+}
+
+/// The error a killed script ends with.
+pub const KILLED: &str = "Script killed by user with SCRIPT KILL...";
+
+/// A function a library registered, with its callback.
+pub struct Registered {
+    pub info: crate::core::scripts::FunctionInfo,
+    pub f: Function,
 }
 
 /// `redis.log(level, message)`.
@@ -163,13 +422,35 @@ fn seed(s: i32) {
 /// exposed through a C function: a C function called in tail position
 /// (`return redis.call(..)`) keeps the script's frame, so Redis's error
 /// handler still finds the script's line, as with Redis's C functions.
-const TRAMPOLINE_NAMES: [&str; 4] = ["c_call", "c_pcall", "c_sha1hex", "c_setresp"];
-const TRAMPOLINE_KEYS: [&std::ffi::CStr; 4] = [c"l_call", c"l_pcall", c"l_sha1hex", c"l_setresp"];
-const TRAMPOLINES: [mlua::lua_CFunction; 4] = [
+const TRAMPOLINE_NAMES: [&str; 8] = [
+    "c_call",
+    "c_pcall",
+    "c_sha1hex",
+    "c_setresp",
+    "c_acl_check_cmd",
+    "c_log",
+    "c_set_repl",
+    "c_unpack",
+];
+const TRAMPOLINE_KEYS: [&std::ffi::CStr; 8] = [
+    c"l_call",
+    c"l_pcall",
+    c"l_sha1hex",
+    c"l_setresp",
+    c"l_acl_check_cmd",
+    c"l_log",
+    c"l_set_repl",
+    c"l_unpack",
+];
+const TRAMPOLINES: [mlua::lua_CFunction; 8] = [
     trampoline::<0>,
     trampoline::<1>,
     trampoline::<2>,
     trampoline::<3>,
+    trampoline::<4>,
+    trampoline::<5>,
+    trampoline::<6>,
+    trampoline::<7>,
 ];
 
 /// Calls the Lua function registered under `TRAMPOLINE_KEYS[I]` with this

@@ -87,4 +87,19 @@ impl Admin for Arc<Server> {
     fn kill_master_link_if(&self, hit: &dyn Fn(&str, &str) -> bool) -> bool {
         self.repl.replica.kill_link_if(hit)
     }
+
+    fn admit(
+        &self,
+        client: &mut crate::core::client::ClientState,
+        id: usize,
+        flags: u32,
+    ) -> Result<(), CmdError> {
+        super::hooks::admit(self, client, id, flags)
+    }
+
+    fn serving_stale(&self) -> bool {
+        self.repl.is_replica()
+            && !self.repl.replica.link_up()
+            && !self.config.read().get_bool("replica-serve-stale-data")
+    }
 }

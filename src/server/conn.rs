@@ -299,6 +299,9 @@ async fn serve_stream<T>(
     // commands left in the query buffer run after the write, before any read.
     let mut more_input = false;
     'conn: loop {
+        // Waiting for input with nothing pending: a script past its
+        // threshold on this thread may answer this client (BUSY).
+        let _idle = (!more_input && qb.pending().is_empty()).then(|| Idle::new(id, fd));
         let timeout = srv.hot.timeout_secs.load(Relaxed);
         let idle = timeout > 0 && !client.monitor && client.pubsub.total() == 0;
         let n = tokio::select! {
@@ -410,6 +413,104 @@ async fn serve_stream<T>(
         if close {
             break;
         }
+    }
+}
+
+thread_local! {
+    /// This worker's connections waiting for input with nothing pending:
+    /// (client id, socket).
+    static IDLE: RefCell<Vec<(u64, std::os::fd::RawFd)>> = const { RefCell::new(Vec::new()) };
+}
+
+/// A connection's place in `IDLE` while it waits for input.
+struct Idle(u64);
+
+impl Idle {
+    fn new(id: u64, fd: std::os::fd::RawFd) -> Idle {
+        IDLE.with(|v| v.borrow_mut().push((id, fd)));
+        Idle(id)
+    }
+}
+
+impl Drop for Idle {
+    fn drop(&mut self) {
+        IDLE.with(|v| v.borrow_mut().retain(|&(id, _)| id != self.0));
+    }
+}
+
+/// Called from a script's count hook while it runs past
+/// `busy-reply-threshold` (Redis's processEventsWhileBlocked): this worker's
+/// other clients are stuck behind the script, so the complete commands
+/// waiting on their sockets are answered here, in order: SCRIPT KILL,
+/// FUNCTION KILL and SHUTDOWN NOSAVE act, every other command gets BUSY.
+/// Only connections waiting for input with nothing buffered are served (a
+/// partial command stays in the socket: the bytes are peeked, and only the
+/// complete commands answered are taken).
+pub fn serve_while_busy(srv: &Arc<Server>) {
+    let idle: Vec<(u64, std::os::fd::RawFd)> = IDLE.with(|v| v.borrow().clone());
+    for (_, fd) in idle {
+        let mut buf = vec![0u8; 64 * 1024];
+        // SAFETY: `fd` is the socket of a connection task of this thread,
+        // open while it is in IDLE (the task removes it before it drops the
+        // socket); `buf` is writable for its length.
+        let n = unsafe {
+            libc::recv(
+                fd,
+                buf.as_mut_ptr().cast(),
+                buf.len(),
+                libc::MSG_PEEK | libc::MSG_DONTWAIT,
+            )
+        };
+        if n <= 0 {
+            continue;
+        }
+        buf.truncate(n as usize);
+        let mut parser = RequestParser::new();
+        let limits = ParseLimits::default();
+        let mut used = 0;
+        let mut out = ReplyBuf::new(2);
+        while let Ok(Parsed::Command { consumed }) = parser.parse(&buf[used..], &limits) {
+            let args = parser.args(&buf[used..]);
+            if !args.is_empty() {
+                answer_busy(srv, args, &mut out);
+            }
+            used += consumed;
+        }
+        if used == 0 {
+            continue;
+        }
+        // SAFETY: as above; this takes exactly the bytes parsed.
+        unsafe {
+            libc::recv(fd, buf.as_mut_ptr().cast(), used, libc::MSG_DONTWAIT);
+            if !out.buf.is_empty() {
+                libc::send(
+                    fd,
+                    out.buf.as_ptr().cast(),
+                    out.buf.len(),
+                    libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL,
+                );
+            }
+        }
+    }
+}
+
+/// One command of a client served by `serve_while_busy`.
+fn answer_busy(srv: &Arc<Server>, args: Args, out: &mut ReplyBuf) {
+    let eval = srv.scripts.busy.runs().first().is_none_or(|r| r.eval);
+    let is = |i: usize, s: &str| args.len() > i && args.get(i).eq_ignore_ascii_case(s.as_bytes());
+    if (is(0, "script") || is(0, "function")) && is(1, "kill") && args.len() == 2 {
+        match crate::scripting::kill(srv, is(0, "script")) {
+            Ok(()) => out.ok(),
+            Err(e) => out.error(&e.render()),
+        }
+    } else if is(0, "function") && is(1, "stats") && args.len() == 2 {
+        if let Err(e) = crate::scripting::function_stats(srv, out) {
+            out.error(&e.render());
+        }
+    } else if is(0, "shutdown") && args.iter().any(|a| a.eq_ignore_ascii_case(b"nosave")) {
+        srv.request_shutdown(crate::core::admin::ShutdownKind::NoSave);
+    } else {
+        out.error(&crate::scripting::busy_error(eval).render());
     }
 }
 
@@ -527,9 +628,9 @@ fn pause_wait(
     let id = lookup_and_check(srv, client, args).ok()?;
     let cmd = srv.commands.get(id);
     let all = srv.pause_all.load(Relaxed);
+    let f = cmd.flags_for(srv, args);
     let pausable = all
-        || cmd.is_write()
-        || cmd.flags & flags::MAY_REPLICATE != 0
+        || f & (flags::WRITE | flags::MAY_REPLICATE) != 0
         || crate::commands::multi::exec_may_write(srv, client, cmd.name);
     if !pausable || unix_ms() >= until {
         return None;
@@ -562,17 +663,19 @@ pub fn dispatch(
     out.resp = client.resp;
     let mut end = start;
     let res = lookup_and_check(srv, client, args).and_then(|id| {
+        crate::scripting::busy_check(srv, client.db, id, args).map_err(|e| (Some(id), e))?;
         let mut clock = worker.clock.borrow_mut();
         // `replica-ignore-maxmemory yes` (the default): a replica evicts
         // nothing itself; its master's evictions reach it as DELs.
         let evicts = srv.hot.maxmemory.load(Relaxed) != 0
             && !(srv.repl.is_replica() && srv.config.read().get_bool("replica-ignore-maxmemory"));
+        let flags = srv.commands.get(id).flags_for(srv, args);
         let admitted = match evicts {
-            true => crate::commands::evict::admit(srv, &mut clock, &worker.stats, client, id),
+            true => crate::commands::evict::admit(srv, &mut clock, &worker.stats, client, id, flags),
             false => Ok(()),
         };
         admitted
-            .and_then(|()| super::hooks::admit(srv, client, id))
+            .and_then(|()| super::hooks::admit(srv, client, id, flags))
             .map(|()| id)
             .map_err(|e| (Some(id), e))
     });
@@ -622,7 +725,9 @@ pub fn dispatch(
     if let Err(e) = &result {
         out.buf.truncate(mark);
         let msg = e.render();
-        worker.stats.record_error(&e.code());
+        if !matches!(e, CmdError::Counted(_)) {
+            worker.stats.record_error(&e.code());
+        }
         out.error(&msg);
     }
     if let Some(id) = id {

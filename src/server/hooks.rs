@@ -17,11 +17,13 @@ use crate::core::client::ClientState;
 /// A subsystem's part in serving connections (see the module comment).
 pub trait Hooks: Sync {
     /// Before a command runs (after lookup and arity): an error refuses it.
+    /// `flags`: the command's flags for this call (`Command::flags_for`).
     fn admit(
         &self,
         _srv: &Server,
         _client: &mut ClientState,
         _id: CommandId,
+        _flags: u32,
     ) -> Result<(), CmdError> {
         Ok(())
     }
@@ -73,8 +75,15 @@ pub static HOOKS: [&dyn Hooks; 3] = [
     &super::identity::HOOKS,
 ];
 
-pub fn admit(srv: &Server, client: &mut ClientState, id: CommandId) -> Result<(), CmdError> {
-    HOOKS.iter().try_for_each(|h| h.admit(srv, client, id))
+pub fn admit(
+    srv: &Server,
+    client: &mut ClientState,
+    id: CommandId,
+    flags: u32,
+) -> Result<(), CmdError> {
+    HOOKS
+        .iter()
+        .try_for_each(|h| h.admit(srv, client, id, flags))
 }
 
 /// The longest wait any subsystem asks for.

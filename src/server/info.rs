@@ -181,6 +181,7 @@ fn memory(srv: &Arc<Server>, o: &mut String) {
     let sys = total_system_memory();
     let startup = 1024 * 1024u64;
     let dataset = used.saturating_sub(startup);
+    let lua = crate::scripting::lua_memory() as u64;
     o.push_str("# Memory\r\n");
     kv!(o,
         "used_memory" => used,
@@ -199,16 +200,16 @@ fn memory(srv: &Arc<Server>, o: &mut String) {
         "allocator_resident" => rss,
         "total_system_memory" => sys,
         "total_system_memory_human" => human(sys),
-        "used_memory_lua" => 31744,
-        "used_memory_vm_eval" => 31744,
-        "used_memory_lua_human" => "31.00K",
-        "used_memory_scripts_eval" => 0,
-        "number_of_cached_scripts" => 0,
+        "used_memory_lua" => lua,
+        "used_memory_vm_eval" => lua,
+        "used_memory_lua_human" => human(lua),
+        "used_memory_scripts_eval" => srv.scripts.bytes(),
+        "number_of_cached_scripts" => srv.scripts.len(),
         "number_of_functions" => 0,
         "number_of_libraries" => 0,
         "used_memory_vm_functions" => 32768,
-        "used_memory_vm_total" => 64512,
-        "used_memory_vm_total_human" => "63.00K",
+        "used_memory_vm_total" => lua + 32768,
+        "used_memory_vm_total_human" => human(lua + 32768),
         "used_memory_functions" => 184,
         "used_memory_scripts" => 184,
         "used_memory_scripts_human" => "184B",

@@ -72,7 +72,7 @@ impl Server {
     pub fn with_identity(config: Config, identity: identity::Identity) -> Arc<Server> {
         let run_id = random_hex(40);
         let now = crate::keyspace::hlc::unix_ms();
-        Arc::new(Server {
+        let srv = Arc::new(Server {
             core: Core::new(
                 config,
                 identity.slot,
@@ -88,7 +88,17 @@ impl Server {
             lastsave_unix: AtomicU64::new(now / 1000),
             persist: Default::default(),
             repl: Default::default(),
-        })
+        });
+        // A script past busy-reply-threshold answers its thread's other
+        // clients through this (DECISIONS 57).
+        let weak = Arc::downgrade(&srv);
+        let serve: Arc<dyn Fn() + Send + Sync> = Arc::new(move || {
+            if let Some(s) = weak.upgrade() {
+                conn::serve_while_busy(&s);
+            }
+        });
+        let _ = srv.scripts.busy.serve.set(serve);
+        srv
     }
 
     /// Asks the main thread to stop the server.
@@ -107,6 +117,7 @@ impl Server {
 pub fn command_families() -> Vec<&'static [crate::commands::Command]> {
     let mut f = crate::commands::families().to_vec();
     f.push(crate::scripting::COMMANDS);
+    f.push(crate::scripting::FUNCTION_COMMANDS);
     f.push(crate::replication::commands::COMMANDS);
     f
 }

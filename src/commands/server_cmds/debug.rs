@@ -110,6 +110,10 @@ pub fn debug(ctx: &mut Ctx, args: Args) -> CmdResult {
         ctx.admin.hold_master_link(secs);
         std::thread::sleep(secs);
         ctx.out.ok();
+    } else if eq_ic(sub, "SET-DISABLE-DENY-SCRIPTS") && n == 3 {
+        let on = atof(args.get(2)) as i64 != 0;
+        ctx.core.scripts.disable_deny.store(on, Relaxed);
+        ctx.out.ok();
     } else if eq_ic(sub, "SET-ACTIVE-EXPIRE") && n == 3 {
         let on = atof(args.get(2)) as i64 != 0;
         ctx.core.hot.active_expire.store(on, Relaxed);
@@ -128,7 +132,9 @@ pub fn debug(ctx: &mut Ctx, args: Args) -> CmdResult {
     } else if eq_ic(sub, "MERGEINFO") && n == 3 {
         merge_info(ctx, args.get(2));
     } else if eq_ic(sub, "OBJECT") && n == 3 {
-        let line = with_entry(ctx, args.get(2), object_line).ok_or(CmdError::NoSuchKey)?;
+        // A key expired but not yet deleted is shown, as Redis's dictFind does.
+        let line =
+            with_entry_raw(ctx, args.get(2), true, object_line).ok_or(CmdError::NoSuchKey)?;
         ctx.out.simple(&line);
     } else if eq_ic(sub, "DIGEST") && n == 2 {
         let d = dataset_digest(ctx);
@@ -342,11 +348,22 @@ fn protocol(ctx: &mut Ctx, kind: &[u8]) -> CmdResult {
 /// Runs `f` on the live entry of `key` in the client's database, without
 /// touching or deleting it.
 fn with_entry<R>(ctx: &Ctx, key: &[u8], f: impl FnOnce(&Entry, u64) -> R) -> Option<R> {
+    with_entry_raw(ctx, key, false, f)
+}
+
+/// `with_entry`, showing a key that is expired but not deleted yet when
+/// `expired`.
+fn with_entry_raw<R>(
+    ctx: &Ctx,
+    key: &[u8],
+    expired: bool,
+    f: impl FnOnce(&Entry, u64) -> R,
+) -> Option<R> {
     let ks = &ctx.core.keyspace;
     let slot = ks.slot(key);
     let shard = ks.db(ctx.client.db).lock(slot.shard);
     let e = shard.get_raw(slot.hash, key)?;
-    if e.is_expired(ctx.now_ms) {
+    if !expired && e.is_expired(ctx.now_ms) {
         return None;
     }
     Some(f(e, ctx.now_ms))

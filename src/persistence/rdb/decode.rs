@@ -83,8 +83,10 @@ pub struct LoadSummary {
     /// Active replication's per-database flush stamps: (database, stamp).
     pub flushed: Vec<(usize, u64)>,
     /// Active replication's merge states: (database, key, state as
-    /// `keyspace::merge::Counter::encode` wrote it).
+    /// `keyspace::merge::Meta::encode` wrote it).
     pub merge: Vec<(usize, Vec<u8>, Vec<u8>)>,
+    /// FUNCTION libraries' code (RDB_OPCODE_FUNCTION2), in file order.
+    pub functions: Vec<Vec<u8>>,
 }
 
 fn corrupt(s: impl Into<String>) -> RdbError {
@@ -572,6 +574,7 @@ pub fn load(
             tombstones: Vec::new(),
             merge: Vec::new(),
             flushed: Vec::new(),
+            functions: Vec::new(),
         },
         db: 0,
         versions: VecDeque::new(),
@@ -685,8 +688,7 @@ fn read_opcode<R: Read>(
                     s.string()?;
                 }
             }
-            s.string()?;
-            crate::log_warning!("RDB: skipped a function library (functions are not supported)");
+            st.summary.functions.push(s.string()?);
         }
         _ => return Ok(false),
     }
@@ -790,6 +792,29 @@ fn verify_trailer<R: Read>(mut s: Src<R>, opts: &LoadOpts) -> Result<(), RdbErro
 pub fn decode_dump_payload(payload: &[u8], limits: &EncodingLimits) -> Result<Value, RdbError> {
     verify_dump_payload(payload)?;
     decode_dump_body(&payload[..payload.len() - 10], limits)
+}
+
+/// The libraries' code in a FUNCTION DUMP payload (checked by the caller:
+/// `verify_dump_payload`): RDB_OPCODE_FUNCTION2 records, each a string.
+pub fn decode_function_payload(payload: &[u8]) -> Result<Vec<Vec<u8>>, String> {
+    let mut s = Src::new(&payload[..payload.len() - 10]);
+    let mut out = Vec::new();
+    while !s.r.is_empty() {
+        let t = s.u8().map_err(|_| "can not read data type")?;
+        if t != opcode::FUNCTION2 && t != opcode::FUNCTION_PRE_GA {
+            return Err("given type is not a function".into());
+        }
+        let bad = |_| "failed loading the given functions payload".to_string();
+        if t == opcode::FUNCTION_PRE_GA {
+            s.string().map_err(bad)?;
+            s.string().map_err(bad)?;
+            if s.len().map_err(bad)? != 0 {
+                s.string().map_err(bad)?;
+            }
+        }
+        out.push(s.string().map_err(bad)?);
+    }
+    Ok(out)
 }
 
 /// The footer checks only (Redis's verifyDumpPayload).

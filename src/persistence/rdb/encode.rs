@@ -443,6 +443,25 @@ pub fn write_select_db(out: &mut Vec<u8>, db: usize, keys: u64, volatile: u64) {
 
 /// DUMP's payload: type and value, the RDB version (2 bytes LE) and the
 /// CRC-64 of everything before it (8 bytes LE).
+/// One FUNCTION library as RDB keeps it (Redis's rdbSaveFunctions):
+/// RDB_OPCODE_FUNCTION2 and its code.
+pub fn write_function(out: &mut Vec<u8>, code: &[u8], compress: bool) {
+    out.push(opcode::FUNCTION2);
+    write_string(out, code, compress);
+}
+
+/// FUNCTION DUMP's payload: the libraries, the RDB version, the CRC-64.
+pub fn function_payload<'a>(codes: impl Iterator<Item = &'a [u8]>, compress: bool) -> Vec<u8> {
+    let mut out = Vec::new();
+    for c in codes {
+        write_function(&mut out, c, compress);
+    }
+    out.extend_from_slice(&RDB_VERSION.to_le_bytes());
+    let crc = CRC64.checksum(&out);
+    out.extend_from_slice(&crc.to_le_bytes());
+    out
+}
+
 pub fn dump_payload(value: &Value, compress: bool) -> Vec<u8> {
     let mut out = Vec::new();
     encode_value(&mut out, value, compress);
