@@ -671,7 +671,9 @@ pub fn dispatch(
             && !(srv.repl.is_replica() && srv.config.read().get_bool("replica-ignore-maxmemory"));
         let flags = srv.commands.get(id).flags_for(srv, args);
         let admitted = match evicts {
-            true => crate::commands::evict::admit(srv, &mut clock, &worker.stats, client, id, flags),
+            true => {
+                crate::commands::evict::admit(srv, &mut clock, &worker.stats, client, id, flags)
+            }
             false => Ok(()),
         };
         admitted
