@@ -288,3 +288,61 @@ fn sorted_sets_merge_per_member() {
     });
     converged(&[&p.a, &p.b]);
 }
+
+/// A 3-node mesh, every node adding and removing members of one set and
+/// fields of one hash while every link is cut: each node's adds survive,
+/// each node's removes of what it had seen hold.
+#[test]
+fn a_mesh_of_three_merges_sets_and_hashes_across_a_partition() {
+    let nodes: Vec<Server> = (0..3)
+        .map(|_| active_node(&["--multi-master", "yes"]))
+        .collect();
+    let proxies: Vec<Vec<Proxy>> = nodes
+        .iter()
+        .map(|n| (0..3).map(|_| Proxy::start(n.port)).collect())
+        .collect();
+    for (j, n) in nodes.iter().enumerate() {
+        for (i, row) in proxies.iter().enumerate() {
+            if i != j {
+                pull(n, row[j].port);
+            }
+        }
+    }
+    for n in &nodes {
+        wait_linked(n, 2);
+    }
+    let mut conns: Vec<_> = nodes.iter().map(|n| n.conn()).collect();
+    let _: i64 = cmd(&mut conns[0], &["SADD", "s", "n0", "n1", "n2"]);
+    let _: i64 = cmd(
+        &mut conns[0],
+        &["HSET", "h", "n0", "x", "n1", "x", "n2", "x"],
+    );
+    let refs: Vec<&Server> = nodes.iter().collect();
+    converged(&refs);
+    proxies.iter().flatten().for_each(Proxy::cut);
+    for (i, c) in conns.iter_mut().enumerate() {
+        // Node i removes its own member and field, adds two new ones.
+        let (own, a, b) = (format!("n{i}"), format!("add{i}a"), format!("add{i}b"));
+        let _: i64 = cmd(c, &["SREM", "s", &own]);
+        let _: i64 = cmd(c, &["SADD", "s", &a, &b]);
+        let _: i64 = cmd(c, &["HDEL", "h", &own]);
+        let _: i64 = cmd(c, &["HSET", "h", &a, &i.to_string()]);
+    }
+    proxies.iter().flatten().for_each(Proxy::heal);
+    let want: Vec<String> = (0..3)
+        .flat_map(|i| [format!("add{i}a"), format!("add{i}b")])
+        .collect();
+    eventually("every node to hold every add and no removed member", || {
+        conns.iter_mut().all(|c| members(c, "s") == want)
+    });
+    let fields = |c: &mut redis::Connection| {
+        let mut f: Vec<String> = cmd(c, &["HKEYS", "h"]);
+        f.sort();
+        f
+    };
+    let want_fields: Vec<String> = (0..3).map(|i| format!("add{i}a")).collect();
+    eventually("every node to hold every field added", || {
+        conns.iter_mut().all(|c| fields(c) == want_fields)
+    });
+    converged(&refs);
+}
