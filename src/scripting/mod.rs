@@ -24,6 +24,7 @@
 
 mod bit;
 mod call;
+mod cjson;
 mod convert;
 mod flags;
 mod functions;
