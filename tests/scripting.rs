@@ -654,3 +654,38 @@ fn busy_scripts_get_busy_replies_and_can_be_killed() {
     others[2].send(b"*2\r\n$8\r\nSHUTDOWN\r\n$6\r\nNOSAVE\r\n");
     eventually("the server exits", || others[0].closed());
 }
+
+#[test]
+fn cjson_as_redis() {
+    // Expected replies from redis-server 7.0.15.
+    let s = Server::start(&[]);
+    let mut r = s.raw();
+    let cases: &[(&str, &str)] = &[
+        (
+            "return cjson.encode({1,2,3,'a/b',{x=1}})",
+            "[1,2,3,\"a\\/b\",{\"x\":1}]",
+        ),
+        (
+            "return table.concat(cjson.decode('[0.0, -5e3, -1, 0.3e-3, 1023.2, 0e10]'), ' ')",
+            "0 -5000 -1 0.0003 1023.2 0",
+        ),
+        ("return cjson.encode({})", "{}"),
+        ("return cjson.encode({a=cjson.null})", "{\"a\":null}"),
+        ("return cjson.encode(1/3)", "0.33333333333333"),
+        ("return cjson.encode({[1.5]=1})", "{\"1.5\":1}"),
+        (
+            "return cjson.decode('[1,2')",
+            "-ERR user_script:1: Expected comma or array end but found T_END at character 5 \
+             script: c107001b5ba2ff860ee2557f64da37c4767ef4bd, on @user_script:1.",
+        ),
+        (
+            "return cjson.encode({[false]=1})",
+            "-ERR user_script:1: Cannot serialise boolean: table key must be a number or string \
+             script: 3888fd4da9de5edc2de47ad6e74002c425e82a7c, on @user_script:1.",
+        ),
+        ("return cjson.decode('nan')", ":-9223372036854775808"),
+    ];
+    for (code, want) in cases {
+        assert_eq!(&raw(&mut r, &["EVAL", code, "0"]), want, "{code}");
+    }
+}

@@ -213,6 +213,22 @@ fn run(ctx: &mut Ctx, s: &Script, argv: &[Vec<u8>], resp: u8) -> Result<Vec<u8>,
         }
     };
     let cmd = ctx.core.commands.get(id);
+    use crate::commands::flags::{ADMIN, SKIP_MONITOR};
+    if ctx
+        .core
+        .clients
+        .monitors
+        .load(std::sync::atomic::Ordering::Relaxed)
+        > 0
+        && cmd.flags & (ADMIN | SKIP_MONITOR) == 0
+    {
+        crate::commands::server_cmds::logs::feed_monitors_from(
+            ctx.core,
+            ctx.client.db,
+            "lua",
+            args,
+        );
+    }
     let mut out = ReplyBuf::new(resp);
     let start = quanta::Instant::now();
     let r = {

@@ -124,12 +124,23 @@ pub fn lua_to_reply(out: &mut ReplyBuf, v: &Value, depth: usize, resp: u8) {
     match v {
         Value::String(s) => out.bulk(&s.as_bytes()),
         Value::Integer(n) => out.int(*n),
-        Value::Number(n) => out.int(*n as i64),
+        Value::Number(n) => out.int(c_long_long(*n)),
         Value::Boolean(b) if resp == 3 => out.boolean(*b),
         Value::Boolean(true) => out.int(1),
         Value::Table(t) if depth < MAX_DEPTH => table_to_reply(out, t, depth, resp),
         Value::Table(_) => out.error("ERR reached lua stack limit"),
         _ => out.null(),
+    }
+}
+
+/// C's `(long long)` of a double as x86 computes it: NaN and values out
+/// of range give i64::MIN (Rust's `as` would saturate).
+fn c_long_long(n: f64) -> i64 {
+    const LIMIT: f64 = 9_223_372_036_854_775_808.0; // 2^63
+    if (-LIMIT..LIMIT).contains(&n) {
+        n as i64
+    } else {
+        i64::MIN
     }
 }
 

@@ -24,6 +24,7 @@
 
 mod bit;
 mod call;
+mod cjson;
 mod convert;
 mod flags;
 mod functions;
@@ -236,6 +237,18 @@ pub(crate) struct Run<'a> {
 /// checks its flags decide.
 pub(crate) fn invoke(ctx: &mut Ctx, vm: &mut vm::Vm, run: Run, sflags: u32, ro: bool) -> CmdResult {
     let core = ctx.core;
+    // EVAL and FCALL skip the dispatcher's MONITOR feed: shown here, before
+    // the commands they run (as Redis's evalCommand does).
+    if let Some(sent) = ctx.sent {
+        if core
+            .clients
+            .monitors
+            .load(std::sync::atomic::Ordering::Relaxed)
+            > 0
+        {
+            crate::commands::server_cmds::logs::feed_monitors(core, ctx.client, sent);
+        }
+    }
     let mut script = prepare(ctx, sflags, ro, run.keys)?;
     let nested = crate::keyspace::held::holding();
     script.may_widen = !nested && script.keys.is_some();

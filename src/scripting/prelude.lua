@@ -236,6 +236,36 @@ m.random = function(...)
 end
 m.randomseed = function(s) priv.seed(s) end
 
+-- cjson: Rust returns (ok, value or message); raise the message as the C
+-- library's luaL_error does.
+if priv.cjson_raw then
+  local cj = {}
+  for k, f in rawpairs(priv.cjson_raw) do
+    if type_(f) == 'function' then
+      cj[k] = function(...)
+        local ok, r = f(...)
+        if not ok then error_(r, 2) end
+        return r
+      end
+    else
+      cj[k] = f
+    end
+  end
+  cj._NAME, cj._VERSION = 'cjson', '2.1.0'
+  -- Through C trampolines (vm.rs), so a tail call keeps the script's line.
+  local reg = dbg.getregistry()
+  for _, n in ipairs({'encode', 'decode'}) do
+    local f = priv.cjson_raw[n]
+    reg['l_cjson_' .. n] = function(...)
+      local ok, r = f(...)
+      if not ok then error_(r, 3) end
+      return r
+    end
+    cj[n] = priv['c_cjson_' .. n]
+  end
+  priv.cjson = cj
+end
+
 G.redis, G.math, G.string, G.table = redis, m, string, table
 G.coroutine = coroutine
 for _, lib in ipairs({'bit', 'cjson', 'cmsgpack', 'struct'}) do

@@ -108,6 +108,7 @@ impl Vm {
             })?,
         )?;
         private.set("bit", super::bit::library(&lua)?)?;
+        private.set("cjson_raw", super::cjson::library(&lua)?)?;
         private.set(
             "flag_names",
             lua.create_sequence_from(super::flags::NAMES.iter().map(|(_, n)| *n))?,
@@ -422,7 +423,7 @@ fn seed(s: i32) {
 /// exposed through a C function: a C function called in tail position
 /// (`return redis.call(..)`) keeps the script's frame, so Redis's error
 /// handler still finds the script's line, as with Redis's C functions.
-const TRAMPOLINE_NAMES: [&str; 8] = [
+const TRAMPOLINE_NAMES: [&str; 10] = [
     "c_call",
     "c_pcall",
     "c_sha1hex",
@@ -431,8 +432,10 @@ const TRAMPOLINE_NAMES: [&str; 8] = [
     "c_log",
     "c_set_repl",
     "c_unpack",
+    "c_cjson_encode",
+    "c_cjson_decode",
 ];
-const TRAMPOLINE_KEYS: [&std::ffi::CStr; 8] = [
+const TRAMPOLINE_KEYS: [&std::ffi::CStr; 10] = [
     c"l_call",
     c"l_pcall",
     c"l_sha1hex",
@@ -441,8 +444,10 @@ const TRAMPOLINE_KEYS: [&std::ffi::CStr; 8] = [
     c"l_log",
     c"l_set_repl",
     c"l_unpack",
+    c"l_cjson_encode",
+    c"l_cjson_decode",
 ];
-const TRAMPOLINES: [mlua::lua_CFunction; 8] = [
+const TRAMPOLINES: [mlua::lua_CFunction; 10] = [
     trampoline::<0>,
     trampoline::<1>,
     trampoline::<2>,
@@ -451,6 +456,8 @@ const TRAMPOLINES: [mlua::lua_CFunction; 8] = [
     trampoline::<5>,
     trampoline::<6>,
     trampoline::<7>,
+    trampoline::<8>,
+    trampoline::<9>,
 ];
 
 /// Calls the Lua function registered under `TRAMPOLINE_KEYS[I]` with this

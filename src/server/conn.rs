@@ -663,7 +663,15 @@ pub fn dispatch(
     out.resp = client.resp;
     let mut end = start;
     let res = lookup_and_check(srv, client, args).and_then(|id| {
-        crate::scripting::busy_check(srv, client.db, id, args).map_err(|e| (Some(id), e))?;
+        crate::scripting::busy_check(srv, client.db, id, args).map_err(|e| {
+            // An EXEC refused ends its transaction (Redis's execCommandAbort).
+            let e = if client.multi.is_some() && srv.commands.get(id).name == "exec" {
+                crate::commands::multi::abort_exec(client, e)
+            } else {
+                e
+            };
+            (Some(id), e)
+        })?;
         let mut clock = worker.clock.borrow_mut();
         // `replica-ignore-maxmemory yes` (the default): a replica evicts
         // nothing itself; its master's evictions reach it as DELs.

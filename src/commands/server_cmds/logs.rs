@@ -209,19 +209,26 @@ fn latency_histogram(ctx: &mut Ctx, args: Args) -> CmdResult {
 }
 
 pub fn feed_monitors(srv: &Core, client: &ClientState, args: Args) {
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap_or_default();
     let addr = client
         .shared
         .as_ref()
         .map(|s| s.addr.clone())
         .unwrap_or_default();
+    feed_monitors_from(srv, client.db, &addr, args)
+}
+
+/// A MONITOR line for a command of `who` ("lua" for a script's command,
+/// as Redis shows it) in database `db`.
+pub fn feed_monitors_from(srv: &Core, db: usize, who: &str, args: Args) {
+    let (client_db, addr) = (db, who);
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default();
     let mut line = format!(
         "+{}.{:06} [{} {}]",
         now.as_secs(),
         now.subsec_micros(),
-        client.db,
+        client_db,
         addr
     );
     for a in args.iter() {
