@@ -440,7 +440,9 @@ pub static DIRECTIVES: &[Directive] = &[
     d("bgsave_cpulist", Str, "").imm(),
     d("bind-source-addr", Str, "").refused(),
     d("bio_cpulist", Str, "").imm(),
-    d("busy-reply-threshold", Int(0, LONG), "5000").built().alias(&["lua-time-limit"]),
+    d("busy-reply-threshold", Int(0, LONG), "5000")
+        .built()
+        .alias(&["lua-time-limit"]),
     d(
         "client-output-buffer-limit",
         ClientOutputBuffer,
