@@ -689,3 +689,52 @@ fn cjson_as_redis() {
         assert_eq!(&raw(&mut r, &["EVAL", code, "0"]), want, "{code}");
     }
 }
+
+#[test]
+fn cmsgpack_as_redis() {
+    // Expected replies from redis-server 7.0.15.
+    let s = Server::start(&[]);
+    let mut r = s.raw();
+    let hex = "local h = '' for i = 1, #e do h = h .. string.format('%02x', string.byte(e, i)) end return h";
+    let cases: &[(&str, &str)] = &[
+        ("local e = cmsgpack.pack(0.1)", "cb3fb999999999999a"),
+        (
+            "local e = cmsgpack.pack(-1099511627776)",
+            "d3ffffff0000000000",
+        ),
+        (
+            "local e = cmsgpack.pack({1,2,{a=1},'x',true,false,nil})",
+            "96010281a16101a178c3c2",
+        ),
+        (
+            "local e = cmsgpack.pack(1.5, 300, -200, 70000, 5000000000, -40000, -3000000000, {})",
+            "ca3fc00000cd012cd1ff38ce00011170cf000000012a05f200d2ffff63c0d3ffffffff4d2fa20090",
+        ),
+    ];
+    for (code, want) in cases {
+        let script = format!("{code} {hex}");
+        assert_eq!(&raw(&mut r, &["EVAL", &script, "0"]), want, "{code}");
+    }
+    assert_eq!(
+        raw(
+            &mut r,
+            &[
+                "EVAL",
+                "return {cmsgpack.unpack(cmsgpack.pack(1,'a',{b=2}))}",
+                "0"
+            ]
+        ),
+        "*3[:1,a,*0[]]"
+    );
+    // A deeply nested payload is an error, not a crash.
+    let e = raw(
+        &mut r,
+        &[
+            "EVAL",
+            "return cmsgpack.unpack(string.rep(string.char(0x91), 100000) .. string.char(1))",
+            "0",
+        ],
+    );
+    assert!(e.starts_with("-ERR"), "{e}");
+    assert_eq!(raw(&mut r, &["PING"]), "+PONG");
+}

@@ -25,6 +25,7 @@
 mod bit;
 mod call;
 mod cjson;
+mod cmsgpack;
 mod convert;
 mod flags;
 mod functions;

@@ -266,6 +266,20 @@ if priv.cjson_raw then
   priv.cjson = cj
 end
 
+-- cmsgpack: the same convention, with any number of results.
+if priv.cmsgpack_raw then
+  local function check(ok, ...)
+    if not ok then error_((...), 3) end
+    return ...
+  end
+  local mp = {}
+  for k, f in rawpairs(priv.cmsgpack_raw) do
+    mp[k] = function(...) return check(f(...)) end
+  end
+  mp._NAME, mp._VERSION = 'cmsgpack', 'lua-cmsgpack 0.4.0'
+  priv.cmsgpack = mp
+end
+
 G.redis, G.math, G.string, G.table = redis, m, string, table
 G.coroutine = coroutine
 for _, lib in ipairs({'bit', 'cjson', 'cmsgpack', 'struct'}) do

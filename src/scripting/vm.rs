@@ -109,6 +109,7 @@ impl Vm {
         )?;
         private.set("bit", super::bit::library(&lua)?)?;
         private.set("cjson_raw", super::cjson::library(&lua)?)?;
+        private.set("cmsgpack_raw", super::cmsgpack::library(&lua)?)?;
         private.set(
             "flag_names",
             lua.create_sequence_from(super::flags::NAMES.iter().map(|(_, n)| *n))?,

@@ -360,6 +360,9 @@ pub fn run(config: Config) -> Result<i32, String> {
         let srv = srv.clone();
         let stats = srv.new_worker_stats();
         std::thread::Builder::new()
+            // 8 MiB, as Redis's main thread: scripts' data conversions
+            // recurse per level of nesting (up to 1000 levels).
+            .stack_size(8 << 20)
             .name(format!("lattice-worker-{i}"))
             .spawn(move || {
                 if pin {
