@@ -270,24 +270,8 @@ fn commands_without_a_convergent_meaning_are_refused() {
 
 #[test]
 fn a_full_mesh_of_three_converges_and_each_write_crosses_each_link_once() {
-    let nodes: Vec<Server> = (0..3)
-        .map(|_| active_node(&["--multi-master", "yes"]))
-        .collect();
     // proxies[i][j]: what node j pulls from node i.
-    let proxies: Vec<Vec<Proxy>> = nodes
-        .iter()
-        .map(|n| (0..3).map(|_| Proxy::start(n.port)).collect())
-        .collect();
-    for (j, n) in nodes.iter().enumerate() {
-        for (i, row) in proxies.iter().enumerate() {
-            if i != j {
-                pull(n, row[j].port);
-            }
-        }
-    }
-    for n in &nodes {
-        wait_linked(n, 2);
-    }
+    let (nodes, proxies) = mesh(3);
     std::thread::scope(|s| {
         for (i, n) in nodes.iter().enumerate() {
             s.spawn(move || conflicting_writes(n, 20 + i as u64, 2000));

@@ -105,24 +105,8 @@ fn a_delete_removes_what_it_saw_and_keeps_a_concurrent_increment() {
 /// with every link cut: the sum of every acknowledged increment.
 #[test]
 fn a_mesh_of_three_counts_every_increment_across_a_partition() {
-    let nodes: Vec<Server> = (0..3)
-        .map(|_| active_node(&["--multi-master", "yes"]))
-        .collect();
     // proxies[i][j]: what node j pulls from node i.
-    let proxies: Vec<Vec<Proxy>> = nodes
-        .iter()
-        .map(|n| (0..3).map(|_| Proxy::start(n.port)).collect())
-        .collect();
-    for (j, n) in nodes.iter().enumerate() {
-        for (i, row) in proxies.iter().enumerate() {
-            if i != j {
-                pull(n, row[j].port);
-            }
-        }
-    }
-    for n in &nodes {
-        wait_linked(n, 2);
-    }
+    let (nodes, proxies) = mesh(3);
     let mut conns: Vec<_> = nodes.iter().map(|n| n.conn()).collect();
     let mut want = 0i64;
     for round in 0..20i64 {
@@ -294,23 +278,8 @@ fn sorted_sets_merge_per_member() {
 /// each node's removes of what it had seen hold.
 #[test]
 fn a_mesh_of_three_merges_sets_and_hashes_across_a_partition() {
-    let nodes: Vec<Server> = (0..3)
-        .map(|_| active_node(&["--multi-master", "yes"]))
-        .collect();
-    let proxies: Vec<Vec<Proxy>> = nodes
-        .iter()
-        .map(|n| (0..3).map(|_| Proxy::start(n.port)).collect())
-        .collect();
-    for (j, n) in nodes.iter().enumerate() {
-        for (i, row) in proxies.iter().enumerate() {
-            if i != j {
-                pull(n, row[j].port);
-            }
-        }
-    }
-    for n in &nodes {
-        wait_linked(n, 2);
-    }
+    // proxies[i][j]: what node j pulls from node i.
+    let (nodes, proxies) = mesh(3);
     let mut conns: Vec<_> = nodes.iter().map(|n| n.conn()).collect();
     let _: i64 = cmd(&mut conns[0], &["SADD", "s", "n0", "n1", "n2"]);
     let _: i64 = cmd(

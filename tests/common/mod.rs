@@ -451,3 +451,26 @@ impl Pair {
         self.pb.heal();
     }
 }
+
+/// A full mesh of `n` active nodes (multi-master), each link through a
+/// proxy of its own (`proxies[i][j]`: what node j pulls from node i), linked.
+pub fn mesh(n: usize) -> (Vec<Server>, Vec<Vec<proxy::Proxy>>) {
+    let nodes: Vec<Server> = (0..n)
+        .map(|_| active_node(&["--multi-master", "yes"]))
+        .collect();
+    let proxies: Vec<Vec<proxy::Proxy>> = nodes
+        .iter()
+        .map(|node| (0..n).map(|_| proxy::Proxy::start(node.port)).collect())
+        .collect();
+    for (j, node) in nodes.iter().enumerate() {
+        for (i, row) in proxies.iter().enumerate() {
+            if i != j {
+                pull(node, row[j].port);
+            }
+        }
+    }
+    for node in &nodes {
+        wait_linked(node, n - 1);
+    }
+    (nodes, proxies)
+}

@@ -24,7 +24,6 @@ use parking_lot::Mutex;
 
 use super::{applying, record, Active, Host, HostRef};
 use crate::core::stats::WorkerStats;
-use crate::effects::EffectRef;
 use crate::keyspace::hlc::{unix_ms, Hlc};
 use crate::protocol::Args;
 use crate::{log_notice, log_warning};
@@ -963,13 +962,9 @@ impl Link<'_> {
         let ks = &self.node.core().keyspace;
         let slot = ks.slot(key);
         let merge = record::state_merge(rec.tail).unwrap_or_default();
-        let (local, exists, merges) = {
+        let (local, merges) = {
             let g = ks.db(db).lock(slot.shard);
-            (
-                g.version_of(slot.hash, key),
-                g.get_raw(slot.hash, key).is_some(),
-                g.merges(key),
-            )
+            (g.version_of(slot.hash, key), g.merges(key))
         };
         if let Some(changed) = self.merge_state(db, key, s, (payload, merge), merges) {
             if changed && self.node.active().wanted(rec.origin) {
@@ -981,22 +976,7 @@ impl Link<'_> {
             return;
         }
         if payload.is_empty() {
-            if exists {
-                self.replay(db, stamp, &[b"DEL", key]);
-            } else {
-                // No key to delete: the tombstone alone, and a stamped DEL
-                // for the AOF (its loader makes it a tombstone again).
-                ks.db(db).lock(slot.shard).set_tombstone(key, stamp);
-                let core = self.node.core();
-                applying(|| {
-                    core.effects.emit(&EffectRef {
-                        db,
-                        version: stamp,
-                        argv: &[b"DEL", key],
-                        bases: &[],
-                    })
-                });
-            }
+            self.delete_at(db, key, stamp);
         } else {
             let at = at.to_string();
             self.replay(

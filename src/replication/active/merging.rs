@@ -168,7 +168,7 @@ impl Link<'_> {
                 }
                 self.replay(db, joined.version, &argv);
             }
-            Merged::Absent => self.delete_merged(db, key, joined.version),
+            Merged::Absent => self.delete_at(db, key, joined.version),
             Merged::Other if joined.reset == remote.reset && remote.reset != mine.reset => {
                 // The peer's reset won: its value, at its version.
                 joined.version = remote.version;
@@ -244,10 +244,11 @@ impl Link<'_> {
         ks.db(db).lock(slot.shard).set_merge_meta(key, meta);
     }
 
-    /// Deletes `key` as a write stamped `stamp` (a merged counter that ends
-    /// absent): a DEL where it exists, else its tombstone alone, and a
-    /// stamped DEL for the AOF (its loader makes it a tombstone again).
-    fn delete_merged(&mut self, db: usize, key: &[u8], stamp: u64) {
+    /// Deletes `key` as a write stamped `stamp` (a peer's deletion, a
+    /// merged counter that ends absent): a DEL where it exists, else its
+    /// tombstone alone, and a stamped DEL for the AOF (its loader makes it a
+    /// tombstone again).
+    pub(super) fn delete_at(&mut self, db: usize, key: &[u8], stamp: u64) {
         let core = self.node.core();
         let slot = core.keyspace.slot(key);
         let exists = (core.keyspace.db(db).lock(slot.shard))
