@@ -279,6 +279,11 @@ pub fn load_reader_into(
         }
         let mut batches: Vec<Vec<(Slot, LoadedKey)>> = (0..inserters).map(|_| Vec::new()).collect();
         let mut expired = 0u64;
+        // Active replication: a key that expired while stopped leaves a
+        // tombstone at its version, as its expiry would have, so an older
+        // write of it cannot come back from a peer, and the peers learn
+        // the delete when we resume (found by the simulator, seed 89).
+        let mut expired_keys: Vec<(usize, Vec<u8>, u64)> = Vec::new();
         let mut seen = 0u64;
         let mut last_log = Instant::now();
         let mut on_key = |k: LoadedKey| -> Result<(), RdbError> {
@@ -292,6 +297,9 @@ pub fn load_reader_into(
             }
             if k.expire_at_ms != 0 && k.expire_at_ms <= now {
                 expired += 1;
+                if let (true, Some(v)) = (srv.active, k.version) {
+                    expired_keys.push((k.db, k.key, v));
+                }
                 return Ok(());
             }
             if key_delay > 0 {
@@ -325,11 +333,12 @@ pub fn load_reader_into(
                 Err(e) => first_err = first_err.or(Some(e)),
             }
         }
-        let summary = decoded?;
+        let mut summary = decoded?;
         if let Some(e) = first_err {
             return Err(e);
         }
         if srv.active {
+            summary.tombstones.extend(expired_keys);
             let max = restore_deletions(ks, &summary)?;
             srv.stamp_floor.fetch_max(max_version.max(max), Relaxed);
         }
