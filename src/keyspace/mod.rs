@@ -137,15 +137,48 @@ impl Entry {
 #[repr(align(128))]
 pub struct PaddedShard(pub Mutex<Shard>);
 
-/// The hasher shared by every shard (random seed per process).
-#[derive(Clone, Default)]
-pub struct KeyHasher(hashbrown::DefaultHashBuilder);
+/// The hasher shared by every shard, and of their side maps (tombstones,
+/// merge state): hashbrown's own (foldhash), with a random seed, or a fixed
+/// one on a thread that asked for it ([`set_thread_fixed_hash`]).
+#[derive(Clone, Copy)]
+pub struct KeyHasher(foldhash::fast::SeedableRandomState);
 
 impl KeyHasher {
     #[inline]
     pub fn hash(&self, key: &[u8]) -> u64 {
         self.0.hash_one(key)
     }
+}
+
+impl Default for KeyHasher {
+    fn default() -> Self {
+        KeyHasher(if FIXED_HASH.with(std::cell::Cell::get) {
+            foldhash::fast::SeedableRandomState::fixed()
+        } else {
+            foldhash::fast::SeedableRandomState::random()
+        })
+    }
+}
+
+impl std::hash::BuildHasher for KeyHasher {
+    type Hasher = foldhash::fast::FoldHasher;
+
+    #[inline]
+    fn build_hasher(&self) -> Self::Hasher {
+        self.0.build_hasher()
+    }
+}
+
+thread_local! {
+    static FIXED_HASH: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Seam for the deterministic simulator (tests/simulator.rs): the
+/// keyspaces (and shard maps) made on this thread from now on hash with a
+/// fixed seed, so that where a key lands, and the order a snapshot sends
+/// keys in, is the same in every run. Off on every thread of a server.
+pub fn set_thread_fixed_hash(on: bool) {
+    FIXED_HASH.with(|f| f.set(on));
 }
 
 /// Where a key lives: its hash and shard index.
@@ -177,14 +210,14 @@ pub struct Shard {
     /// deletion, so that an older write arriving later stays deleted
     /// (docs/ACTIVE-ACTIVE.md, "Tombstones"). Invisible to commands; a key
     /// written again leaves this map. Empty (and unallocated) otherwise.
-    tombstones: hashbrown::HashMap<Box<[u8]>, u64>,
+    tombstones: hashbrown::HashMap<Box<[u8]>, u64, KeyHasher>,
     /// Active replication: the stamp of the last FLUSHDB/FLUSHALL; a key
     /// absent here is at least this old (a per-database tombstone).
     flushed_at: u64,
     /// Active replication: the merge state of the keys that merge instead
     /// of the last writer winning (counters, `merge.rs`). A deleted key's
     /// stays with its tombstone. Empty (and unallocated) otherwise.
-    merge: hashbrown::HashMap<Box<[u8]>, Box<merge::Counter>>,
+    merge: hashbrown::HashMap<Box<[u8]>, Box<merge::Counter>, KeyHasher>,
 }
 
 impl Shard {
@@ -755,7 +788,7 @@ impl Keyspace {
     /// ([`Keyspace::swap_with`]). Same hasher, so entries keep their slots.
     pub fn staging(&self) -> Keyspace {
         Keyspace {
-            hasher: self.hasher.clone(),
+            hasher: self.hasher,
             dbs: (0..self.dbs.len()).map(|_| Db::default()).collect(),
         }
     }
