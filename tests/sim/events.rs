@@ -134,7 +134,8 @@ impl Sim {
                 self.note(what);
             }
         }
-        self.applied.note(puller, &effects, self.deliveries)?;
+        let node = (puller, &*self.nodes[puller].srv);
+        self.applied.note(node, &effects, self.deliveries)?;
         if let Err(e) = r {
             self.note(format!("link n{puller}<-n{server} ends: {e}"));
             self.report.refusals += 1;
