@@ -1215,8 +1215,31 @@ impl Link {
         if joined == local {
             return false;
         }
-        // The expiry of the newer side.
-        let at = if remote.version > local.version {
+        // The join changed what the key knows of the parts but not the key
+        // (the same integer, or absent, at the same version): the merge
+        // state alone. Writing it again would install one version twice
+        // (a write applied twice, to the simulator), touch watchers and
+        // append to the AOF for nothing.
+        let value = joined.value();
+        if joined.version == local.version
+            && value == local.value()
+            && matches!(value, Merged::Int(_) | Merged::Absent)
+        {
+            ks.db(db).lock(slot.shard).set_counter(key, joined);
+            return true;
+        }
+        // The expiry of the reset that won (an increment keeps a key's TTL,
+        // any other write is a reset and sets it): the peer's if its reset
+        // is the later one, even where our key is newer by an increment
+        // made since (found by the simulator, seed 51); for one reset seen
+        // by both, the newer side's.
+        let at = if remote.reset != local.reset {
+            if joined.reset == remote.reset {
+                at
+            } else {
+                local_at
+            }
+        } else if remote.version > local.version {
             at
         } else {
             local_at
@@ -1245,7 +1268,16 @@ impl Link {
                 ];
                 self.replay(db, joined.version, &argv);
             }
-            Merged::Other => joined.version = local.version, // ours won
+            Merged::Other => {
+                // Ours won: the key stays as it is. Unless the join added
+                // to its parts, nothing changed (and nothing is forwarded:
+                // two nodes would pass the state back and forth for good,
+                // found by the simulator, seed 48).
+                joined.version = local.version;
+                if joined == local {
+                    return false;
+                }
+            }
         }
         ks.db(db).lock(slot.shard).set_counter(key, joined);
         true
