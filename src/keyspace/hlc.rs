@@ -25,7 +25,14 @@
 //! physical part of every stamp this process issues, and the "our clock"
 //! that a peer's stamp is checked against, but not expiry, timeouts or
 //! anything else that reads [`unix_ms`] (DECISIONS 53).
+//!
+//! The deterministic simulator (tests/simulator.rs, DECISIONS 56) runs
+//! several nodes on one thread in virtual time: [`set_thread_clock`] makes
+//! [`unix_ms`] answer a time it sets, on this thread only, and it sets each
+//! node's own (skewed) time before running anything of that node. Every
+//! other thread, and every thread of a real server, reads the wall clock.
 
+use std::cell::Cell;
 use std::sync::atomic::{AtomicI64, Ordering::Relaxed};
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -49,11 +56,32 @@ pub fn stamp_node(stamp: u64) -> u64 {
     stamp & NODE_MASK
 }
 
+thread_local! {
+    /// This thread's simulated clock, when set ([`set_thread_clock`]).
+    static THREAD_CLOCK_MS: Cell<Option<u64>> = const { Cell::new(None) };
+}
+
+/// The clock every time in the server comes from: the wall clock, or the
+/// thread's simulated one when [`set_thread_clock`] set it.
 pub fn unix_ms() -> u64 {
+    if let Some(ms) = THREAD_CLOCK_MS.with(Cell::get) {
+        return ms;
+    }
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map(|d| d.as_millis() as u64)
         .unwrap_or(0)
+}
+
+/// Seam for the deterministic simulator (tests/simulator.rs): this thread's
+/// [`unix_ms`] answers `ms` from now on (None: the wall clock again). The
+/// simulator runs every node on one thread and sets each node's own time
+/// (virtual time plus the node's skew) before it runs anything of that
+/// node, so each node has a clock of its own without any process-wide
+/// state (tests run on parallel threads). A server never calls it.
+#[doc(hidden)]
+pub fn set_thread_clock(ms: Option<u64>) {
+    THREAD_CLOCK_MS.with(|c| c.set(ms));
 }
 
 /// `DEBUG CLOCK-OFFSET`: ms added to the wall clock for stamps (0 but in

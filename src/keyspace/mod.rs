@@ -137,15 +137,48 @@ impl Entry {
 #[repr(align(128))]
 pub struct PaddedShard(pub Mutex<Shard>);
 
-/// The hasher shared by every shard (random seed per process).
-#[derive(Clone, Default)]
-pub struct KeyHasher(hashbrown::DefaultHashBuilder);
+/// The hasher shared by every shard, and of their side maps (tombstones,
+/// merge state): hashbrown's own (foldhash), with a random seed, or a fixed
+/// one on a thread that asked for it ([`set_thread_fixed_hash`]).
+#[derive(Clone, Copy)]
+pub struct KeyHasher(foldhash::fast::SeedableRandomState);
 
 impl KeyHasher {
     #[inline]
     pub fn hash(&self, key: &[u8]) -> u64 {
         self.0.hash_one(key)
     }
+}
+
+impl Default for KeyHasher {
+    fn default() -> Self {
+        KeyHasher(if FIXED_HASH.with(std::cell::Cell::get) {
+            foldhash::fast::SeedableRandomState::fixed()
+        } else {
+            foldhash::fast::SeedableRandomState::random()
+        })
+    }
+}
+
+impl std::hash::BuildHasher for KeyHasher {
+    type Hasher = foldhash::fast::FoldHasher;
+
+    #[inline]
+    fn build_hasher(&self) -> Self::Hasher {
+        self.0.build_hasher()
+    }
+}
+
+thread_local! {
+    static FIXED_HASH: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Seam for the deterministic simulator (tests/simulator.rs): the
+/// keyspaces (and shard maps) made on this thread from now on hash with a
+/// fixed seed, so that where a key lands, and the order a snapshot sends
+/// keys in, is the same in every run. Off on every thread of a server.
+pub fn set_thread_fixed_hash(on: bool) {
+    FIXED_HASH.with(|f| f.set(on));
 }
 
 /// Where a key lives: its hash and shard index.
@@ -177,14 +210,14 @@ pub struct Shard {
     /// deletion, so that an older write arriving later stays deleted
     /// (docs/ACTIVE-ACTIVE.md, "Tombstones"). Invisible to commands; a key
     /// written again leaves this map. Empty (and unallocated) otherwise.
-    tombstones: hashbrown::HashMap<Box<[u8]>, u64>,
+    tombstones: hashbrown::HashMap<Box<[u8]>, u64, KeyHasher>,
     /// Active replication: the stamp of the last FLUSHDB/FLUSHALL; a key
     /// absent here is at least this old (a per-database tombstone).
     flushed_at: u64,
     /// Active replication: the merge state of the keys that merge instead
     /// of the last writer winning (counters, `merge.rs`). A deleted key's
     /// stays with its tombstone. Empty (and unallocated) otherwise.
-    merge: hashbrown::HashMap<Box<[u8]>, Box<merge::Meta>>,
+    merge: hashbrown::HashMap<Box<[u8]>, Box<merge::Meta>, KeyHasher>,
 }
 
 impl Shard {
@@ -239,7 +272,22 @@ impl Shard {
         self.snap_drain();
         self.retain(hasher, |e| e.version >= stamp);
         self.tombstones.retain(|_, s| *s >= stamp);
-        self.merge.retain(|_, m| m.version() >= stamp);
+        // A merging key the flush deleted keeps what the flush observed of
+        // it (parts, dots), with a tombstone at the flush's stamp, as a DEL's does: a
+        // peer's older state of it then joins without bringing back the
+        // increments the flush saw (found by the simulator, seed 261).
+        let older: Vec<Box<[u8]>> = (self.merge.iter())
+            .filter(|(_, m)| m.version() < stamp)
+            .map(|(k, _)| k.clone())
+            .collect();
+        for key in older {
+            if self.get_raw(hasher.hash(&key), &key).is_none() {
+                self.set_tombstone(&key, stamp);
+            }
+            if let Some(m) = self.merge.get_mut(&key) {
+                **m = merge::Meta::current(Some(m), stamp, None);
+            }
+        }
         self.flushed_at = self.flushed_at.max(stamp);
     }
 
@@ -334,6 +382,20 @@ impl Shard {
             None => {
                 self.tombstones.insert(key.into(), stamp);
             }
+        }
+    }
+
+    /// Raises `key`'s version to `version` where it is lower, its value
+    /// unchanged (the entry's, else its tombstone's): a merge whose join
+    /// moved only the version, which must still end the same on every node
+    /// (a later whole-key write compares against it).
+    pub fn raise_version(&mut self, hash: u64, key: &[u8], version: u64) {
+        match self.pos(hash, key) {
+            Some(p) => {
+                let e = self.entries.get_mut(p);
+                e.version = e.version.max(version);
+            }
+            None => self.set_tombstone(key, version),
         }
     }
 
@@ -806,7 +868,7 @@ impl Keyspace {
     /// ([`Keyspace::swap_with`]). Same hasher, so entries keep their slots.
     pub fn staging(&self) -> Keyspace {
         Keyspace {
-            hasher: self.hasher.clone(),
+            hasher: self.hasher,
             dbs: (0..self.dbs.len()).map(|_| Db::default()).collect(),
         }
     }

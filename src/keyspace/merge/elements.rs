@@ -135,6 +135,12 @@ impl Elements {
         e
     }
 
+    /// Whether `self` and `other` are one state but for the version they
+    /// describe (the same dots and causal context).
+    pub fn same_content(&self, other: &Elements) -> bool {
+        self.dots == other.dots && self.cc == other.cc
+    }
+
     /// Notes `stamp` as seen.
     fn see(&mut self, stamp: u64) {
         if stamp == 0 {

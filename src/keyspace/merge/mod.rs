@@ -284,6 +284,13 @@ impl Counter {
         }
     }
 
+    /// Whether `self` and `other` are one state but for the version they
+    /// describe (the reset, its base, and the parts seen and known).
+    pub fn same_content(&self, other: &Counter) -> bool {
+        (self.reset, self.base, &self.observed, &self.parts)
+            == (other.reset, other.base, &other.observed, &other.parts)
+    }
+
     /// The value as a key's string, when it is an integer.
     pub fn int_value(&self) -> Option<i128> {
         match self.value() {

@@ -46,6 +46,14 @@ fn payload_value(payload: &[u8]) -> Option<Value> {
     crate::persistence::rdb::decode::decode_dump_payload(payload, &limits).ok()
 }
 
+/// How a join's result is versioned ([`Link::outcome`]).
+#[derive(Clone, Copy, Debug)]
+enum Outcome {
+    Unchanged,
+    Adopt(u64),
+    Commit(u64),
+}
+
 /// The local side of a merge, read under the key's shard lock.
 struct Local {
     meta: Option<Meta>,
@@ -55,7 +63,7 @@ struct Local {
     at: u64,
 }
 
-impl Link<'_> {
+impl Link {
     /// A key state where the key may merge. `merges`: the key has merge
     /// state here. Returns whether the join changed anything here, or None
     /// when the key does not merge (the caller applies the newer state).
@@ -77,6 +85,11 @@ impl Link<'_> {
                 }
             },
         };
+        if stamp < self.flushed_at(db, key) {
+            // Older than a flush here: gone, merging or not, as the flush
+            // removed such a key on every node that held it (seed 20).
+            return Some(false);
+        }
         let remote_value = payload_value(payload);
         let remote_kind = kind(remote_value.as_ref());
         let collection = remote_value.as_ref().is_some_and(is_collection);
@@ -99,13 +112,33 @@ impl Link<'_> {
                 Some(Meta::Elements(e)) => e,
                 _ => Elements::current(None, stamp, remote_value.as_ref()),
             };
-            return Some(self.merge_elements(db, key, local, &remote, remote_value.as_ref()));
+            let remote_side = (&remote, remote_value.as_ref(), at);
+            return Some(self.merge_elements(db, key, local, remote_side));
         }
         let remote = match remote_meta {
             Some(Meta::Counter(c)) => c,
             _ => Counter::current(None, stamp, Base::of(remote_value.as_ref())),
         };
         Some(self.merge_counter(db, key, local, &remote, (at, payload)))
+    }
+
+    /// After a peer's state replaced the key whole (the newer of two
+    /// that do not merge: another type): the merge state it carried, if
+    /// any, becomes the key's here.
+    pub(super) fn take_merge_state(&mut self, db: usize, key: &[u8], merge: &[u8]) {
+        if merge.is_empty() {
+            return;
+        }
+        match Meta::decode(merge) {
+            Ok(m) => self.store(db, key, m),
+            Err(e) => log_warning!("A key state from an active peer is damaged: {e}"),
+        }
+    }
+
+    /// The stamp of the last flush of `key`'s shard here.
+    fn flushed_at(&self, db: usize, key: &[u8]) -> u64 {
+        let ks = &self.node.core().keyspace;
+        ks.db(db).lock(ks.slot(key).shard).flushed_at()
     }
 
     fn local_is_collection(&self, db: usize, key: &[u8]) -> bool {
@@ -135,7 +168,7 @@ impl Link<'_> {
 
     /// Counters (keyspace/merge/mod.rs): the join's value written with a
     /// SET (or a DEL, or the peer's value when its reset won and is no
-    /// integer).
+    /// integer), at the version [`Self::outcome`] gives.
     fn merge_counter(
         &mut self,
         db: usize,
@@ -150,28 +183,26 @@ impl Link<'_> {
         };
         let mine = Counter::current(counter, local.version, local.base);
         let mut joined = mine.join(remote);
-        if joined == mine {
-            return false;
-        }
-        // The expiry of the newer side.
-        let at = if remote.version > mine.version {
-            at
-        } else {
-            local.at
+        let same = (joined.same_content(&mine), joined.same_content(remote));
+        let outcome = self.outcome(same, mine.version, remote.version);
+        let version = match outcome {
+            Outcome::Unchanged => return false,
+            Outcome::Adopt(v) | Outcome::Commit(v) => v,
         };
+        joined.version = version;
+        let at = winning_expiry(&mine, remote, &joined, (local.at, at));
         match joined.value() {
-            Merged::Int(n) => {
+            Merged::Int(n) if mine.value() != Merged::Int(n) || local.at != at => {
                 let (n, at) = (n.to_string(), at.to_string());
                 let mut argv: Vec<&[u8]> = vec![b"SET", key, n.as_bytes()];
                 if at != "0" {
                     argv.extend([&b"PXAT"[..], at.as_bytes()]);
                 }
-                self.replay(db, joined.version, &argv);
+                self.replay(db, version, &argv);
             }
-            Merged::Absent => self.delete_at(db, key, joined.version),
+            Merged::Absent if local.kind != Kind::Absent => self.delete_at(db, key, version),
             Merged::Other if joined.reset == remote.reset && remote.reset != mine.reset => {
-                // The peer's reset won: its value, at its version.
-                joined.version = remote.version;
+                // The peer's reset won: its value.
                 let at = at.to_string();
                 let argv: [&[u8]; 6] = [
                     b"RESTORE",
@@ -181,33 +212,39 @@ impl Link<'_> {
                     b"REPLACE",
                     b"ABSTTL",
                 ];
-                self.replay(db, joined.version, &argv);
+                self.replay(db, version, &argv);
             }
-            Merged::Other => joined.version = mine.version, // ours won
+            // The key's value stays (the same integer, absent, or our
+            // reset's value): only its version moves.
+            _ => self.raise_version(db, key, version),
         }
         self.store(db, key, Meta::Counter(joined));
-        true
+        self.settle(db, key, outcome)
     }
 
     /// Sets, hashes and sorted sets (keyspace/merge/elements.rs): the
     /// members the join removes, then those it adds or changes, as
-    /// commands. The key keeps its own expiry.
+    /// commands, at the version [`Self::outcome`] gives; the expiry is
+    /// that of the side with the higher version (docs/MERGE.md).
     fn merge_elements(
         &mut self,
         db: usize,
         key: &[u8],
         local: Local,
-        remote: &Elements,
-        remote_value: Option<&Value>,
+        (remote, remote_value, remote_at): (&Elements, Option<&Value>, u64),
     ) -> bool {
         let mine = match local.meta {
             Some(Meta::Elements(e)) => e,
             _ => Elements::current(None, local.version, None),
         };
-        let (joined, changes) = mine.join(None, remote, remote_value);
-        if joined == mine {
-            return false;
-        }
+        let (mut joined, changes) = mine.join(None, remote, remote_value);
+        let same = (joined.same_content(&mine), joined.same_content(remote));
+        let outcome = self.outcome(same, mine.version, remote.version);
+        let version = match outcome {
+            Outcome::Unchanged => return false,
+            Outcome::Adopt(v) | Outcome::Commit(v) => v,
+        };
+        joined.version = version;
         let kind = if local.kind == Kind::Absent {
             kind(remote_value)
         } else {
@@ -215,7 +252,6 @@ impl Link<'_> {
         };
         let (removes, puts): (Vec<&Change>, Vec<&Change>) =
             changes.iter().partition(|c| matches!(c, Change::Remove(_)));
-        let stamp = joined.version;
         if !removes.is_empty() {
             let name: &[u8] = match kind {
                 Kind::Hash => b"HDEL",
@@ -226,16 +262,93 @@ impl Link<'_> {
             argv.extend(removes.iter().map(|c| match c {
                 Change::Remove(m) | Change::Put(m, _) => &m[..],
             }));
-            self.replay(db, stamp, &argv);
+            self.replay(db, version, &argv);
         }
         if !puts.is_empty() {
             let (name, words) = put_words(kind, &puts);
             let mut argv: Vec<&[u8]> = vec![name, key];
             argv.extend(words.iter().map(|w| &w[..]));
-            self.replay(db, stamp, &argv);
+            self.replay(db, version, &argv);
         }
+        let at = if remote.version > local.version {
+            remote_at
+        } else {
+            local.at
+        };
+        self.set_expiry(db, key, (local.at, at), version);
+        self.raise_version(db, key, version);
         self.store(db, key, Meta::Elements(joined));
+        self.settle(db, key, outcome)
+    }
+
+    /// The version a join's result takes, so that equal results have equal
+    /// versions on every node: the local one where the join added nothing
+    /// here (unchanged), the peer's where it is what the peer sent (adopt),
+    /// else a fresh stamp of ours (commit: each side knew something the
+    /// other did not, and the result is a new state no node has had).
+    /// `same`: whether the join equals the local and the remote state but
+    /// for their versions.
+    fn outcome(&mut self, same: (bool, bool), local: u64, remote: u64) -> Outcome {
+        match same {
+            (_, true) if remote > local => Outcome::Adopt(remote),
+            (true, _) => Outcome::Unchanged,
+            _ => Outcome::Commit(self.fresh_stamp(local.max(remote))),
+        }
+    }
+
+    /// A stamp of ours after `prev` and the node's stamp floor, as a
+    /// client's write gets (`Ctx::active_stamp_after`): a restarted node's
+    /// peers resume from its floor (resume.rs), so a stamp below it would
+    /// never reach them (seed 133).
+    fn fresh_stamp(&mut self, prev: u64) -> u64 {
+        use std::sync::atomic::Ordering::Relaxed;
+        let core = self.node.core();
+        let floor = core.stamp_floor.load(Relaxed);
+        let s = self.clock.after(prev.max(floor));
+        if crate::keyspace::hlc::stamp_ms(s) > crate::keyspace::hlc::stamp_clock_ms() {
+            core.stamp_floor.fetch_max(s, Relaxed);
+        }
+        s
+    }
+
+    /// After a join was written: whether the caller forwards the peer's
+    /// state (adopted); a commit instead sends our own state of the key to
+    /// every peer, the origin included, which lacks what we added.
+    fn settle(&mut self, db: usize, key: &[u8], outcome: Outcome) -> bool {
+        if let Outcome::Commit(_) = outcome {
+            super::serve::answer_state(&*self.node, db, key);
+            return false;
+        }
         true
+    }
+
+    /// Raises the key's version (its entry's or tombstone's) to `version`
+    /// where it is lower, its value unchanged.
+    fn raise_version(&self, db: usize, key: &[u8], version: u64) {
+        let ks = &self.node.core().keyspace;
+        let slot = ks.slot(key);
+        ks.db(db)
+            .lock(slot.shard)
+            .raise_version(slot.hash, key, version);
+    }
+
+    /// Moves the key's expiry from `was` to `at` (0: none), replayed as a
+    /// PEXPIREAT or PERSIST stamped `stamp`; nothing where they are equal
+    /// or the key is absent here.
+    fn set_expiry(&mut self, db: usize, key: &[u8], (was, at): (u64, u64), stamp: u64) {
+        let ks = &self.node.core().keyspace;
+        let slot = ks.slot(key);
+        let exists = (ks.db(db).lock(slot.shard))
+            .get_raw(slot.hash, key)
+            .is_some();
+        if was == at || !exists {
+            return;
+        }
+        if at == 0 {
+            return self.replay(db, stamp, &[b"PERSIST", key]);
+        }
+        let at = at.to_string();
+        self.replay(db, stamp, &[b"PEXPIREAT", key, at.as_bytes()]);
     }
 
     fn store(&self, db: usize, key: &[u8], meta: Meta) {
@@ -269,6 +382,30 @@ impl Link<'_> {
                 bases: &[],
             })
         });
+    }
+}
+
+/// The expiry a merged counter keeps: the winning reset's (an increment
+/// keeps a key's TTL, any other write is a reset and sets it), the peer's
+/// when its reset is the later one even where our key is newer by an
+/// increment made since (simulator seed 51); for one reset seen by both,
+/// the newer side's. `(ours, theirs)`: the two keys' expiry times.
+fn winning_expiry(
+    mine: &Counter,
+    remote: &Counter,
+    joined: &Counter,
+    (ours, theirs): (u64, u64),
+) -> u64 {
+    if remote.reset != mine.reset {
+        if joined.reset == remote.reset {
+            theirs
+        } else {
+            ours
+        }
+    } else if remote.version > mine.version {
+        theirs
+    } else {
+        ours
     }
 }
 

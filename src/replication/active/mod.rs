@@ -153,6 +153,11 @@ pub struct Active {
     /// What may still arrive where: decides which tombstones go
     /// (`stable.rs`).
     pub stability: stable::Stability,
+    /// The cron's last PING and collection (ms), and the next shard it
+    /// collects: per node, not per process (the simulator runs several
+    /// nodes in one process).
+    cron_last_ms: AtomicU64,
+    collect_next: AtomicUsize,
 }
 
 impl Active {
@@ -174,6 +179,8 @@ impl Active {
             departed: Mutex::new(HashMap::new()),
             saved_links: Mutex::new(resume::Loaded::default()),
             stability: Default::default(),
+            cron_last_ms: AtomicU64::new(0),
+            collect_next: AtomicUsize::new(0),
             dirty: AtomicBool::new(false),
             foreign: AtomicBool::new(false),
             below_quorum: AtomicBool::new(false),
@@ -395,31 +402,18 @@ fn is_unit_bound(argv: &[&[u8]]) -> bool {
 /// At start-up: the stream and its feed, and the links to the peers the
 /// config names.
 pub fn start(host: &HostRef) {
-    let core = host.core();
+    start_stream(host);
     let active = host.active();
-    active.node_id.store(host.identity().0, Relaxed);
-    resume::note_start(active, core.stamp_floor.load(Acquire));
-    let (size, disk, hard) = {
-        let c = core.config.read();
-        let size = c.get_i64("repl-backlog-size").max(16 * 1024) as usize;
-        let disk = c.get_i64("repl-backlog-disk-size").max(0) as u64;
-        let hard = super::replica_hard_limit(&c.get_str("client-output-buffer-limit"));
-        (size, disk, hard)
-    };
-    active.stream.activate(size);
     // What a peer has not received waits for it in memory up to the
     // replica hard limit, then on disk (in its own directory: the Redis
     // backlog spills beside it with the same file names).
-    active.stream.hard_cap.store(hard, Relaxed);
-    active.stream.disk_max.store(disk, Relaxed);
     let dir = std::path::Path::new("active-stream");
     match std::fs::create_dir_all(dir) {
         Ok(()) => active.stream.start_spiller(dir),
         Err(e) => crate::log_warning!("Active replication: no disk tier for the stream ({e})"),
     }
-    core.effects.subscribe(Arc::new(StreamFeed(active.clone())));
     let (v, multi) = {
-        let c = core.config.read();
+        let c = host.core().config.read();
         (c.get_str("replicaof"), c.get_bool("multi-master"))
     };
     let mut peers = crate::config::directives::replicaof_pairs(&v);
@@ -430,6 +424,37 @@ pub fn start(host: &HostRef) {
     for (h, p) in peers {
         link::add_peer(host, h, p);
     }
+}
+
+/// [`start`] but for the disk tier and the links, which need threads: this
+/// node's identity, its stream, and its writes entering the stream. Also
+/// the simulator's seam (tests/simulator.rs), which makes its links itself
+/// (`link::new_link`).
+pub fn start_stream(host: &HostRef) {
+    let core = host.core();
+    let active = host.active();
+    active.node_id.store(host.identity().0, Relaxed);
+    let floor = core.stamp_floor.load(Acquire);
+    resume::note_start(active, floor);
+    // Our sequence numbers must pass those of our previous run, which our
+    // peers remember (`first_sight`): a clock stepped back since then
+    // would start them lower, and our records would never be forwarded.
+    // The newest stamp our data holds is at or after that run's start.
+    let after_loaded = (crate::keyspace::hlc::stamp_ms(floor) + 1) << 16;
+    let mut seq = active.seq.lock();
+    *seq = (*seq).max(after_loaded);
+    drop(seq);
+    let (size, disk, hard) = {
+        let c = core.config.read();
+        let size = c.get_i64("repl-backlog-size").max(16 * 1024) as usize;
+        let disk = c.get_i64("repl-backlog-disk-size").max(0) as u64;
+        let hard = super::replica_hard_limit(&c.get_str("client-output-buffer-limit"));
+        (size, disk, hard)
+    };
+    active.stream.activate(size);
+    active.stream.hard_cap.store(hard, Relaxed);
+    active.stream.disk_max.store(disk, Relaxed);
+    core.effects.subscribe(Arc::new(StreamFeed(active.clone())));
 }
 
 /// Recomputes [`Active::below_quorum`] (the cron, CONFIG SET, a link up
@@ -455,12 +480,11 @@ pub fn update_quorum(active: &Active, core: &Core) {
 /// timeout, and learns what is stable), and the collection of tombstones.
 pub fn cron(active: &Active, core: &Core) {
     update_quorum(active, core);
-    static LAST_MS: AtomicU64 = AtomicU64::new(0);
     let now = crate::keyspace::hlc::unix_ms();
-    if now.saturating_sub(LAST_MS.load(Relaxed)) < 1000 {
+    if now.saturating_sub(active.cron_last_ms.load(Relaxed)) < 1000 {
         return;
     }
-    LAST_MS.store(now, Relaxed);
+    active.cron_last_ms.store(now, Relaxed);
     collect_tombstones(active, core);
     ping(active);
 }
@@ -474,7 +498,6 @@ fn grace_ms(core: &Core) -> u64 {
 /// node's stable stamp, and those older than `active-tombstone-grace`
 /// whatever a departed peer still blocks (`stable.rs`).
 fn collect_tombstones(active: &Active, core: &Core) {
-    static NEXT: AtomicUsize = AtomicUsize::new(0);
     let st = &active.stability;
     let keys: Vec<String> = active.links.lock().iter().map(|l| l.key()).collect();
     st.retain_links(&keys);
@@ -491,7 +514,7 @@ fn collect_tombstones(active: &Active, core: &Core) {
     // A quarter of the shards per second: every tombstone is looked at
     // within 4 s, and no call holds one shard's lock for long.
     for _ in 0..total.div_ceil(4) {
-        let i = NEXT.fetch_add(1, Relaxed) % total;
+        let i = active.collect_next.fetch_add(1, Relaxed) % total;
         let (db, shard) = (i / crate::keyspace::SHARDS, i % crate::keyspace::SHARDS);
         let mut g = ks.db(db).lock(shard);
         collected += g.collect_tombstones(exact);

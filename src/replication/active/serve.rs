@@ -121,7 +121,20 @@ fn parse_peer_tail(args: &Args) -> Result<PeerTail, CmdError> {
 /// it pulls from> ...] [SINCE <stamp> <slot>] [FROM-ORIGIN <our node id>
 /// <stamp> <slots>].
 pub fn peer_cmd(ctx: &mut Ctx, args: Args, host: &dyn Host) -> CmdResult {
-    if !ctx.core.active {
+    let req = peer_request(args, host)?;
+    if ctx.client.shared.is_none() {
+        return Err(CmdError::err("LATTICE.PEER needs a connection"));
+    }
+    ctx.client.peer_request = Some(req);
+    Ok(())
+}
+
+/// LATTICE.PEER's arguments, checked: what the peer asks for, or why it
+/// is refused. Also the simulator's seam (tests/simulator.rs), which
+/// passes it what the peer's [`super::link::hello`] made.
+pub fn peer_request(args: Args, host: &dyn Host) -> Result<PeerRequest, CmdError> {
+    let core = host.core();
+    if !core.active {
         return Err(CmdError::err(
             "this node does not run active replication (active-replica no)",
         ));
@@ -141,13 +154,10 @@ pub fn peer_cmd(ctx: &mut Ctx, args: Args, host: &dyn Host) -> CmdResult {
             "ERR node slot {slot} is this node's too: set a different `node-slot` on one of them"
         )));
     }
-    if let Some(why) = super::rejoin_refusal(host.active(), ctx.core, node_id) {
+    if let Some(why) = super::rejoin_refusal(host.active(), core, node_id) {
         return Err(CmdError::Msg(format!("ERR {why}")));
     }
-    if ctx.client.shared.is_none() {
-        return Err(CmdError::err("LATTICE.PEER needs a connection"));
-    }
-    ctx.client.peer_request = Some(PeerRequest {
+    Ok(PeerRequest {
         node_id,
         stream_id: String::from_utf8_lossy(args.get(3)).into_owned(),
         offset: offset.max(0) as u64,
@@ -155,8 +165,7 @@ pub fn peer_cmd(ctx: &mut Ctx, args: Args, host: &dyn Host) -> CmdResult {
         direct: tail.direct,
         lost_since: tail.lost_since,
         from_origin: tail.from_origin,
-    });
-    Ok(())
+    })
 }
 
 /// Takes the connection `fd` over from its async worker: the feed runs on a
@@ -185,78 +194,196 @@ pub fn hand_off(host: &HostRef, fd: RawFd, leftover: &[u8], req: PeerRequest, ad
 fn serve(host: &HostRef, sock: TcpStream, leftover: Vec<u8>, req: PeerRequest, addr: String) {
     let _ = sock.set_nonblocking(false);
     let _ = sock.set_nodelay(true);
-    let active = host.active();
-    let mut skip: HashSet<u64> = req.direct.iter().copied().collect();
-    skip.insert(req.node_id);
-    skip.remove(&host.identity().0);
-    let feed = Arc::new(FeedState {
-        addr: addr.clone(),
-        node_id: req.node_id,
-        skip: Mutex::new(skip),
-        pos: AtomicU64::new(0),
-        acked: AtomicU64::new(0),
-        gone: AtomicBool::new(false),
-    });
-    let stream = &active.stream;
-    let cont = req.stream_id == active.stream_id && stream.can_continue_from(req.offset);
-    let from = if cont { req.offset } else { stream.end() + 1 };
-    feed.pos.store(from, Release);
-    active.departed.lock().remove(&req.node_id);
-    active.feeds.lock().push(feed.clone());
-    active.pin();
-    let (me, my_slot) = host.identity();
-    let start = feed_start(active, (me, my_slot), &req, cont);
-    log_notice!(
-        "Active replica {addr} (node {:016x}) {} from offset {from}",
-        req.node_id,
-        match (&start, cont) {
-            (FeedStart::Full, _) => "takes a snapshot",
-            (FeedStart::Continue, _) => "continues",
-            (FeedStart::Resume(_), true) => "continues after a restart, its own recent keys first,",
-            (FeedStart::Resume(_), false) =>
-                "resumes after this node's restart, the keys it lacks first (no snapshot),",
-        }
-    );
+    let mut feed = Feed::open(host, req, addr);
     let r = (|| -> std::io::Result<()> {
         let mut w = sock.try_clone()?;
         let reader = sock.try_clone()?;
-        start_reader(host, reader, leftover, feed.clone());
-        let kind = match start {
+        start_reader(host, reader, leftover, feed.state.clone());
+        w.write_all(feed.answer().as_bytes())?;
+        feed.preamble(&mut w)?;
+        send_stream(&**host, &mut w, &mut feed)
+    })();
+    if let Err(e) = r {
+        log_notice!("Active replica {} left: {e}", feed.state.addr);
+    }
+    let _ = sock.shutdown(std::net::Shutdown::Both);
+    feed.close();
+}
+
+/// One connection's serving side: the answer to LATTICE.PEER, the key
+/// states that go first, then the stream coded for this peer. The feed
+/// thread (`serve`) writes what it makes to the socket; it is also the
+/// simulator's seam (tests/simulator.rs), which holds the bytes in memory:
+/// [`Feed::open`], [`Feed::answer`], [`Feed::preamble`], then
+/// [`Feed::step`] as the stream grows, [`on_peer_command`] for what the
+/// peer sends back, [`Feed::close`] when the connection ends.
+pub struct Feed {
+    host: HostRef,
+    pub state: Arc<FeedState>,
+    start: FeedStart,
+    /// Where the peer starts in our stream.
+    from: u64,
+    coder: Coder,
+    /// The stream's bytes from the feed's position on that were read but
+    /// not sent yet (the tail of a record cut by a read).
+    buf: Vec<u8>,
+    out: Vec<u8>,
+    /// Records were skipped since the last batch sent.
+    skipped: bool,
+}
+
+/// What one [`Feed::step`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Step {
+    /// The stream has nothing new for the peer.
+    Idle,
+    /// Read a record's start only: read on.
+    Partial,
+    /// Moved the peer's position on, writing this many bytes (0: the
+    /// records read were all skipped).
+    Sent(usize),
+}
+
+impl Feed {
+    /// A peer's LATTICE.PEER was accepted: registers its feed and decides
+    /// where it starts (continue, resume, or a snapshot).
+    pub fn open(host: &HostRef, req: PeerRequest, addr: String) -> Feed {
+        let active = host.active();
+        let mut skip: HashSet<u64> = req.direct.iter().copied().collect();
+        skip.insert(req.node_id);
+        skip.remove(&host.identity().0);
+        let feed = Arc::new(FeedState {
+            addr: addr.clone(),
+            node_id: req.node_id,
+            skip: Mutex::new(skip),
+            pos: AtomicU64::new(0),
+            acked: AtomicU64::new(0),
+            gone: AtomicBool::new(false),
+        });
+        let stream = &active.stream;
+        let cont = req.stream_id == active.stream_id && stream.can_continue_from(req.offset);
+        let from = if cont { req.offset } else { stream.end() + 1 };
+        feed.pos.store(from, Release);
+        active.departed.lock().remove(&req.node_id);
+        active.feeds.lock().push(feed.clone());
+        active.pin();
+        let (me, my_slot) = host.identity();
+        let start = feed_start(active, (me, my_slot), &req, cont);
+        log_notice!(
+            "Active replica {addr} (node {:016x}) {} from offset {from}",
+            req.node_id,
+            match (&start, cont) {
+                (FeedStart::Full, _) => "takes a snapshot",
+                (FeedStart::Continue, _) => "continues",
+                (FeedStart::Resume(_), true) =>
+                    "continues after a restart, its own recent keys first,",
+                (FeedStart::Resume(_), false) =>
+                    "resumes after this node's restart, the keys it lacks first (no snapshot),",
+            }
+        );
+        Feed {
+            host: host.clone(),
+            state: feed,
+            start,
+            from,
+            coder: Coder::new(me),
+            buf: Vec::with_capacity(64 * 1024),
+            out: Vec::with_capacity(64 * 1024),
+            skipped: false,
+        }
+    }
+
+    /// The answer line: `+CONTINUE`, `+RESUME` or `+FULL`, our stream id,
+    /// the offset the peer starts from, our node id and slot.
+    pub fn answer(&self) -> String {
+        let kind = match self.start {
             FeedStart::Full => "FULL",
             FeedStart::Continue => "CONTINUE",
             FeedStart::Resume(_) => "RESUME",
         };
-        let sid = &active.stream_id;
-        let line = format!("+{kind} {sid} {from} {me:016x} {my_slot}\r\n");
-        w.write_all(line.as_bytes())?;
-        let mut coder = Coder::new(me);
-        match &start {
-            FeedStart::Continue => {}
-            FeedStart::Full => send_states(host.core(), me, (&mut w, &mut coder, from), None)?,
-            FeedStart::Resume(f) => {
-                send_states(host.core(), me, (&mut w, &mut coder, from), Some(f))?
-            }
-        }
-        send_stream(&**host, &mut w, &feed, &mut coder)
-    })();
-    if let Err(e) = r {
-        log_notice!("Active replica {addr} left: {e}");
+        let (me, my_slot) = self.host.identity();
+        let sid = &self.host.active().stream_id;
+        format!("+{kind} {sid} {} {me:016x} {my_slot}\r\n", self.from)
     }
-    feed.gone.store(true, Release);
-    let _ = sock.shutdown(std::net::Shutdown::Both);
-    // What it has not acknowledged stays for it (the bytes in flight too).
-    let acked = feed.acked.load(Acquire);
-    let resume = if acked > 0 {
-        acked + 1
-    } else {
-        feed.pos.load(Acquire)
-    };
-    active
-        .departed
-        .lock()
-        .insert(req.node_id, resume.min(feed.pos.load(Acquire)));
-    active.feeds.lock().retain(|f| !Arc::ptr_eq(f, &feed));
-    active.pin();
+
+    /// What goes before the stream: nothing, or the key states of a
+    /// snapshot or a resume and the snapshot's end.
+    pub fn preamble(&mut self, w: &mut impl Write) -> std::io::Result<()> {
+        let (core, me) = (self.host.core(), self.host.identity().0);
+        let coding = (w, &mut self.coder, self.from);
+        match &self.start {
+            FeedStart::Continue => Ok(()),
+            FeedStart::Full => send_states(core, me, coding, None),
+            FeedStart::Resume(f) => send_states(core, me, coding, Some(f)),
+        }
+    }
+
+    /// Sends what the stream holds from the peer's position (one read of
+    /// it), but for the records it hears from their origin directly (or
+    /// is the origin of), in a sealed batch that carries the offset the
+    /// peer continues from. Never waits.
+    pub fn step(&mut self, w: &mut impl Write) -> std::io::Result<Step> {
+        const READ: usize = 256 * 1024;
+        let active = self.host.active();
+        let (stream, feed) = (&active.stream, &*self.state);
+        let pos = feed.pos.load(Acquire);
+        let n = stream
+            .read(pos + self.buf.len() as u64, READ, &mut self.buf)
+            .map_err(|_| std::io::Error::other("the stream no longer holds what the peer needs"))?;
+        if n == 0 {
+            return Ok(Step::Idle);
+        }
+        let out = &mut self.out;
+        out.clear();
+        let start = record::begin_batch(out);
+        // Until the stream holds another origin's records (this node
+        // forwards), there is nothing to filter.
+        let used = if active.foreign.load(Acquire) {
+            translate(&mut self.coder, &self.buf, out, Some(&feed.skip.lock()))?
+        } else {
+            translate(&mut self.coder, &self.buf, out, None)?
+        };
+        if used == 0 {
+            return Ok(Step::Partial); // one record longer than what was read
+        }
+        self.skipped |= out.len() - start - record::BATCH_HEADER < used;
+        self.buf.drain(..used);
+        let next = pos + used as u64;
+        // A batch goes out when it has records, or when the feed caught
+        // up after skipping some: it tells the peer where it is (a
+        // reconnect would otherwise repeat what was skipped, harmless but
+        // wasted).
+        let mut sent = 0;
+        if out.len() > start + record::BATCH_HEADER || (self.skipped && stream.end() < next) {
+            record::end_batch(out, start, next);
+            w.write_all(out)?;
+            active.sent_bytes.fetch_add(out.len() as u64, Relaxed);
+            self.skipped = false;
+            sent = out.len();
+        }
+        feed.pos.store(next, Release);
+        active.pin();
+        Ok(Step::Sent(sent))
+    }
+
+    /// The connection ended: what the peer has not acknowledged stays in
+    /// the stream for it (the bytes in flight too).
+    pub fn close(self) {
+        let (active, feed) = (self.host.active(), &self.state);
+        feed.gone.store(true, Release);
+        let acked = feed.acked.load(Acquire);
+        let resume = if acked > 0 {
+            acked + 1
+        } else {
+            feed.pos.load(Acquire)
+        };
+        active
+            .departed
+            .lock()
+            .insert(feed.node_id, resume.min(feed.pos.load(Acquire)));
+        active.feeds.lock().retain(|f| !Arc::ptr_eq(f, feed));
+        active.pin();
+    }
 }
 
 /// What a feed sends before the stream.
@@ -292,7 +419,7 @@ fn feed_start(active: &Active, me: (u64, u64), req: &PeerRequest, cont: bool) ->
 fn send_states(
     core: &Core,
     me: u64,
-    (w, coder, from): (&mut TcpStream, &mut Coder, u64),
+    (w, coder, from): (&mut impl Write, &mut Coder, u64),
     lost: Option<&KeyFilter>,
 ) -> std::io::Result<()> {
     let wanted = |v: u64| lost.is_none_or(|f| f.wants(v));
@@ -368,69 +495,27 @@ fn encode_flush(
 const LINGER_BELOW: usize = 64 * 1024;
 const LINGER: Duration = Duration::from_micros(1000);
 
-/// Sends the stream to the peer from its position, but for the records
-/// it hears from their origin directly (or is the origin of), in sealed
-/// batches that carry the offset the peer continues from. Sleeps while
-/// there is nothing new.
-fn send_stream(
-    host: &dyn Host,
-    w: &mut TcpStream,
-    feed: &FeedState,
-    coder: &mut Coder,
-) -> std::io::Result<()> {
+/// Sends the stream to the peer ([`Feed::step`]) while it is connected;
+/// sleeps while there is nothing new.
+fn send_stream(host: &dyn Host, w: &mut TcpStream, feed: &mut Feed) -> std::io::Result<()> {
     let active = host.active();
     let stream = &active.stream;
-    // `buf` holds the stream's bytes from the feed's position on that were
-    // read but not sent yet (the tail of a record cut by a read).
-    let (mut buf, mut out) = (Vec::with_capacity(64 * 1024), Vec::with_capacity(64 * 1024));
-    let mut skipped = false;
     w.set_write_timeout(Some(host.timeout()))?;
-    const READ: usize = 256 * 1024;
-    while !feed.gone.load(Acquire) {
-        let pos = feed.pos.load(Acquire);
-        let n = stream
-            .read(pos + buf.len() as u64, READ, &mut buf)
-            .map_err(|_| std::io::Error::other("the stream no longer holds what the peer needs"))?;
-        if n == 0 {
-            let have = pos + buf.len() as u64;
-            active.bell.sleep_unless(
-                || stream.end() + 1 > have || feed.gone.load(Acquire),
-                Duration::from_millis(100),
-            );
-            continue;
-        }
-        out.clear();
-        let start = record::begin_batch(&mut out);
-        // Until the stream holds another origin's records (this node
-        // forwards), there is nothing to filter.
-        let used = if active.foreign.load(Acquire) {
-            translate(coder, &buf, &mut out, Some(&feed.skip.lock()))?
-        } else {
-            translate(coder, &buf, &mut out, None)?
-        };
-        if used == 0 {
-            continue; // one record longer than what was read: read on
-        }
-        skipped |= out.len() - start - record::BATCH_HEADER < used;
-        buf.drain(..used);
-        let next = pos + used as u64;
-        // A batch goes out when it has records, or when the feed caught
-        // up after skipping some: it tells the peer where it is (a
-        // reconnect would otherwise repeat what was skipped, harmless but
-        // wasted).
-        if out.len() > start + record::BATCH_HEADER || (skipped && stream.end() < next) {
-            record::end_batch(&mut out, start, next);
-            w.write_all(&out)?;
-            active.sent_bytes.fetch_add(out.len() as u64, Relaxed);
-            skipped = false;
-        }
-        feed.pos.store(next, Release);
-        active.pin();
-        if out.len() < LINGER_BELOW {
+    while !feed.state.gone.load(Acquire) {
+        match feed.step(w)? {
+            Step::Idle => {
+                let have = feed.state.pos.load(Acquire) + feed.buf.len() as u64;
+                active.bell.sleep_unless(
+                    || stream.end() + 1 > have || feed.state.gone.load(Acquire),
+                    Duration::from_millis(100),
+                );
+            }
+            Step::Partial => {}
             // A small batch: let writes gather for a moment before the
             // next one (each batch costs the writer's core a wake-up and a
             // send, and the peer a wake-up and an ack; DECISIONS 49).
-            std::thread::sleep(LINGER);
+            Step::Sent(n) if n < LINGER_BELOW => std::thread::sleep(LINGER),
+            Step::Sent(_) => {}
         }
     }
     Ok(())
@@ -500,7 +585,9 @@ fn start_reader(host: &HostRef, mut sock: TcpStream, leftover: Vec<u8>, feed: Ar
     }
 }
 
-fn on_peer_command(host: &dyn Host, feed: &FeedState, args: Args) {
+/// One command the peer sent back on the feed's connection (the reader
+/// thread's, and the simulator's seam).
+pub fn on_peer_command(host: &dyn Host, feed: &FeedState, args: Args) {
     let name = args.get(0);
     if name.eq_ignore_ascii_case(b"LATTICE.STATE") && args.len() == 3 {
         if let Some(db) = std::str::from_utf8(args.get(1))
@@ -537,7 +624,7 @@ fn on_peer_command(host: &dyn Host, feed: &FeedState, args: Args) {
 
 /// Puts the state of `key` in the stream, under its shard's lock so that it
 /// lands in order with the writes to it.
-fn answer_state(host: &dyn Host, db: usize, key: &[u8]) {
+pub(super) fn answer_state(host: &dyn Host, db: usize, key: &[u8]) {
     let ks = &host.core().keyspace;
     let me = host.identity().0;
     let slot = ks.slot(key);

@@ -1,0 +1,246 @@
+//! The merge workload and its checks (issue 13: "every counter equals the
+//! sum of the increments that were acknowledged, no deleted element
+//! reappears unless re-added later").
+//!
+//! The full workload (tests/common/workload.rs) mixes every command family
+//! on a few keys: type changes, RENAME, *STORE, expiry and flushes make the
+//! expected value of a merging key a matter of the whole history, so there
+//! merging keys are checked by `converged` only. This workload keeps to
+//! what merges, on keys of one type each, and checks each key against a
+//! model built from what each acknowledged command did at its origin:
+//!
+//! - **Counters** (`c0`, `c1`: INCR, INCRBY, DECR, DECRBY): the value every
+//!   node ends with is the sum of the acknowledged increments.
+//! - **Elements** (sets `s0`, `s1`; hash `h0`; sorted set `z0`: adds,
+//!   removes, DEL): around each command the origin's merge state of the key
+//!   is read (without storing it: `Meta::current`), and the dots it added
+//!   and removed are logged. The observed-remove rule then says exactly
+//!   what must remain: a member is present if and only if one of its added
+//!   dots was removed by no command, with the value of the newest such dot
+//!   (a field's, a score). A member present otherwise is a deleted element
+//!   that came back; one missing is an acknowledged add lost. Merges make no
+//!   dots, so every dot a node ends with must be one a command made.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use lattice::keyspace::merge::elements::{items, Item};
+use lattice::keyspace::merge::Meta;
+use lattice::server::Server;
+use rand::rngs::StdRng;
+use rand::Rng;
+
+use super::check::{show_key, World};
+
+/// The workloads a run may use.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Workload {
+    /// Every write command family (tests/common/workload.rs).
+    #[default]
+    Every,
+    /// Counters and collections only, checked against their merge rules.
+    Merging,
+}
+
+const DB: usize = 0;
+const MEMBERS: [&str; 4] = ["m0", "m1", "m2", "m3"];
+
+/// One command of the merge workload.
+pub fn draw(rng: &mut StdRng) -> Vec<Vec<u8>> {
+    let member = |rng: &mut StdRng| MEMBERS[rng.gen_range(0..MEMBERS.len())].to_string();
+    let words: Vec<String> = match rng.gen_range(0..100) {
+        0..=29 => {
+            let key = format!("c{}", rng.gen_range(0..2));
+            match rng.gen_range(0..4) {
+                0 => vec!["INCR".into(), key],
+                1 => vec!["DECR".into(), key],
+                2 => vec!["INCRBY".into(), key, rng.gen_range(-9..=9).to_string()],
+                _ => vec!["DECRBY".into(), key, rng.gen_range(-9..=9).to_string()],
+            }
+        }
+        30..=59 => {
+            let key = format!("s{}", rng.gen_range(0..2));
+            match rng.gen_range(0..10) {
+                0..=4 => vec!["SADD".into(), key, member(rng), member(rng)],
+                5..=8 => vec!["SREM".into(), key, member(rng)],
+                _ => vec!["DEL".into(), key],
+            }
+        }
+        60..=79 => match rng.gen_range(0..10) {
+            0..=5 => {
+                let v = format!("v{}", rng.gen_range(0..3));
+                vec!["HSET".into(), "h0".into(), member(rng), v]
+            }
+            6..=8 => vec!["HDEL".into(), "h0".into(), member(rng)],
+            _ => vec!["DEL".into(), "h0".into()],
+        },
+        _ => match rng.gen_range(0..10) {
+            0..=5 => {
+                let score = rng.gen_range(1..4).to_string();
+                vec!["ZADD".into(), "z0".into(), score, member(rng)]
+            }
+            6..=8 => vec!["ZREM".into(), "z0".into(), member(rng)],
+            _ => vec!["DEL".into(), "z0".into()],
+        },
+    };
+    words.into_iter().map(String::into_bytes).collect()
+}
+
+/// A collection's members as its node's merge state sees them now: each
+/// with its dot and value.
+type Dots = BTreeMap<Vec<u8>, (u64, Item)>;
+
+/// The members of `key` on `srv`, dotted (empty for a counter or an
+/// absent key). The merge state is brought up to date and stored, as a
+/// peer's asking for the key's state would: a dot it names is then the
+/// one every later state of the node names (an unstored one may move to
+/// a later write's stamp while nobody has seen it: the laziness of
+/// `keyspace/merge/elements.rs`).
+pub fn observe(srv: &Server, key: &[u8]) -> Dots {
+    let ks = &srv.keyspace;
+    let slot = ks.slot(key);
+    let mut g = ks.db(DB).lock(slot.shard);
+    let Some(Meta::Elements(e)) = g.merge_meta_now(slot.hash, key).cloned() else {
+        return Dots::new();
+    };
+    let value = g.get_raw(slot.hash, key).map(|e| &e.value);
+    items(value)
+        .into_iter()
+        .filter_map(|(m, item)| Some((m.clone(), (e.dots.get(&m[..])?.0, item))))
+        .collect()
+}
+
+/// A dot a command added: member, dot, value.
+type Added = (Vec<u8>, u64, Item);
+
+/// What the acknowledged commands of the merge workload did.
+#[derive(Default)]
+pub struct Log {
+    /// Per counter key, the sum of its acknowledged increments (None
+    /// while nothing was acknowledged).
+    sums: BTreeMap<Vec<u8>, i128>,
+    /// Per collection key: every dot a command added, with its member and
+    /// value, and every dot a command removed.
+    added: BTreeMap<Vec<u8>, Vec<Added>>,
+    /// (key, member, dot): a write adds several members with one dot.
+    removed: BTreeSet<(Vec<u8>, Vec<u8>, u64)>,
+    /// Which command removed a dot (for the failure's message).
+    removed_by: BTreeMap<(Vec<u8>, Vec<u8>, u64), String>,
+}
+
+impl Log {
+    /// One command, acknowledged (`ok`), with the key's dots at its
+    /// origin before and after it ran.
+    pub fn note(&mut self, line: &[Vec<u8>], ok: bool, (before, after): (&Dots, &Dots)) {
+        if !ok {
+            return;
+        }
+        let key = line[1].clone();
+        let delta = |i: usize| -> i128 {
+            std::str::from_utf8(&line[i])
+                .ok()
+                .and_then(|s| s.parse().ok())
+                .expect("a drawn integer")
+        };
+        let by = match line[0].as_slice() {
+            b"INCR" => Some(1),
+            b"DECR" => Some(-1),
+            b"INCRBY" => Some(delta(2)),
+            b"DECRBY" => Some(-delta(2)),
+            _ => None,
+        };
+        if let Some(by) = by {
+            *self.sums.entry(key).or_default() += by;
+            return;
+        }
+        for (m, (dot, item)) in after {
+            if before.get(m).map(|b| b.0) != Some(*dot) {
+                let added = self.added.entry(key.clone()).or_default();
+                added.push((m.clone(), *dot, item.clone()));
+            }
+        }
+        for (m, (dot, _)) in before {
+            if after.get(m).map(|a| a.0) != Some(*dot) {
+                let removed = (key.clone(), m.clone(), *dot);
+                self.removed.insert(removed.clone());
+                self.removed_by.insert(removed, crate::workload::show(line));
+            }
+        }
+    }
+
+    /// What `key` must hold under the observed-remove rule: each surviving
+    /// member with the value of its newest surviving dot.
+    fn expected_members(&self, key: &[u8]) -> BTreeMap<Vec<u8>, Item> {
+        let mut best: BTreeMap<Vec<u8>, (u64, Item)> = BTreeMap::new();
+        for (m, dot, item) in self.added.get(key).into_iter().flatten() {
+            if self.removed.contains(&(key.to_vec(), m.clone(), *dot)) {
+                continue;
+            }
+            if best.get(m).is_none_or(|b| b.0 < *dot) {
+                best.insert(m.clone(), (*dot, item.clone()));
+            }
+        }
+        best.into_iter().map(|(m, (_, item))| (m, item)).collect()
+    }
+}
+
+/// The merge rules on every node's final data (after `converged`).
+pub fn check(w: &World, log: &Log) -> Result<(), String> {
+    for (i, n) in w.nodes.iter().enumerate() {
+        for (key, sum) in &log.sums {
+            let held = string_value(&n.srv, key);
+            if held.as_deref() != Some(sum.to_string().as_bytes()) {
+                return Err(format!(
+                    "{}: node {i} holds {:?}, the acknowledged increments sum to {sum}",
+                    show_key(&(DB, key.clone())),
+                    held.map(|h| String::from_utf8_lossy(&h).into_owned())
+                ));
+            }
+        }
+        for key in log
+            .added
+            .keys()
+            .filter(|_| std::env::var("SIM_ELEMENTS").is_ok())
+        {
+            let want = log.expected_members(key);
+            let held: BTreeMap<Vec<u8>, Item> = observe(&n.srv, key)
+                .into_iter()
+                .map(|(m, (_, item))| (m, item))
+                .collect();
+            if held != want {
+                let dots: Vec<String> = (log.added.get(key).into_iter().flatten())
+                    .map(|(m, d, _)| {
+                        let gone = log.removed_by.get(&(key.clone(), m.clone(), *d));
+                        let gone = gone.map_or(String::new(), |c| format!(" (removed by {c})"));
+                        format!("{}@{d}{gone}", String::from_utf8_lossy(m))
+                    })
+                    .collect();
+                return Err(format!(
+                    "{}: node {i} holds {} (dots {:?}), the observed-remove rule expects {} (dots added: {})",
+                    show_key(&(DB, key.clone())),
+                    show(&held),
+                    observe(&n.srv, key).into_iter().map(|(m, (d, _))| format!("{}@{d}", String::from_utf8_lossy(&m))).collect::<Vec<_>>(),
+                    show(&want),
+                    dots.join(", ")
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// A string key's value on `srv`, if it holds one.
+fn string_value(srv: &Server, key: &[u8]) -> Option<Vec<u8>> {
+    let ks = &srv.keyspace;
+    let slot = ks.slot(key);
+    let g = ks.db(DB).lock(slot.shard);
+    let e = g.get_raw(slot.hash, key)?;
+    Some(crate::workload::canonical(&e.value))
+}
+
+fn show(m: &BTreeMap<Vec<u8>, Item>) -> String {
+    let parts: Vec<String> = m
+        .iter()
+        .map(|(k, item)| format!("{}={item:?}", String::from_utf8_lossy(k)))
+        .collect();
+    format!("{{{}}}", parts.join(", "))
+}
