@@ -86,8 +86,8 @@ pub fn draw(rng: &mut StdRng) -> Vec<Vec<u8>> {
 }
 
 /// A collection's members as its node's merge state sees them now: each
-/// with its dot and value.
-type Dots = BTreeMap<Vec<u8>, (u64, Item)>;
+/// with its dots (stamp and value), oldest first.
+type Dots = BTreeMap<Vec<u8>, Vec<(u64, Item)>>;
 
 /// The members of `key` on `srv`, dotted (empty for a counter or an
 /// absent key). The merge state is brought up to date and stored, as a
@@ -103,10 +103,22 @@ pub fn observe(srv: &Server, key: &[u8]) -> Dots {
         return Dots::new();
     };
     let value = g.get_raw(slot.hash, key).map(|e| &e.value);
-    items(value)
-        .into_iter()
-        .filter_map(|(m, item)| Some((m.clone(), (e.dots.get(&m[..])?.0, item))))
-        .collect()
+    let mut out = Dots::new();
+    for (m, item) in items(value) {
+        let Some(dots) = e.dots.get(&m[..]) else {
+            continue;
+        };
+        let dotted = dots.iter().enumerate().map(|(i, d)| {
+            let v = match &d.value {
+                _ if i + 1 == dots.len() => item.clone(),
+                Some(v) => v.clone(),
+                None => Item::Member,
+            };
+            (d.stamp, v)
+        });
+        out.insert(m, dotted.collect());
+    }
+    out
 }
 
 /// A dot a command added: member, dot, value.
@@ -152,14 +164,18 @@ impl Log {
             *self.sums.entry(key).or_default() += by;
             return;
         }
-        for (m, (dot, item)) in after {
-            if before.get(m).map(|b| b.0) != Some(*dot) {
+        let has = |dots: &Dots, m: &[u8], stamp: u64| {
+            dots.get(m)
+                .is_some_and(|ds| ds.iter().any(|d| d.0 == stamp))
+        };
+        for (m, dots) in after {
+            for (dot, item) in dots.iter().filter(|d| !has(before, m, d.0)) {
                 let added = self.added.entry(key.clone()).or_default();
                 added.push((m.clone(), *dot, item.clone()));
             }
         }
-        for (m, (dot, _)) in before {
-            if after.get(m).map(|a| a.0) != Some(*dot) {
+        for (m, dots) in before {
+            for (dot, _) in dots.iter().filter(|d| !has(after, m, d.0)) {
                 let removed = (key.clone(), m.clone(), *dot);
                 self.removed.insert(removed.clone());
                 self.removed_by.insert(removed, crate::workload::show(line));
@@ -204,7 +220,7 @@ pub fn check(w: &World, log: &Log) -> Result<(), String> {
             let want = log.expected_members(key);
             let held: BTreeMap<Vec<u8>, Item> = observe(&n.srv, key)
                 .into_iter()
-                .map(|(m, (_, item))| (m, item))
+                .filter_map(|(m, ds)| Some((m, ds.last()?.1.clone())))
                 .collect();
             if held != want {
                 let dots: Vec<String> = (log.added.get(key).into_iter().flatten())
@@ -218,7 +234,7 @@ pub fn check(w: &World, log: &Log) -> Result<(), String> {
                     "{}: node {i} holds {} (dots {:?}), the observed-remove rule expects {} (dots added: {})",
                     show_key(&(DB, key.clone())),
                     show(&held),
-                    observe(&n.srv, key).into_iter().map(|(m, (d, _))| format!("{}@{d}", String::from_utf8_lossy(&m))).collect::<Vec<_>>(),
+                    observe(&n.srv, key).into_iter().map(|(m, ds)| format!("{}@{:?}", String::from_utf8_lossy(&m), ds)).collect::<Vec<_>>(),
                     show(&want),
                     dots.join(", ")
                 ));

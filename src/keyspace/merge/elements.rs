@@ -2,17 +2,24 @@
 //! an observed-remove set (add-wins) over the members, with each member's
 //! value (a hash field's, a sorted-set member's score) last-writer-wins.
 //!
-//! Each member carries a *dot*: the stamp of the write that last added or
-//! changed it (a stamp names its node and is unique, so it serves as the
+//! Each add carries a *dot*: the stamp of the write that added or changed
+//! the member (a stamp names its node and is unique, so it serves as the
 //! dot directly). The key carries a *causal context* `cc`: per node slot,
 //! the newest stamp of that node's whose effect on the key this node has
-//! seen. A member absent here whose dot `cc` covers was removed here; one
-//! whose dot `cc` does not cover was added where we have not looked yet.
-//! So joining two states keeps a member both have (the newer dot's value),
-//! drops one that only one side has when the other side's `cc` covers it
-//! (the other side saw it and removed it), and keeps it otherwise: an add
-//! concurrent with a remove wins, a DEL of the whole key removes only what
-//! the deleting node had seen (Bieniusa et al.'s optimized OR-set).
+//! seen. A dot absent here that `cc` covers was removed here; one that `cc`
+//! does not cover was added where we have not looked yet. Joining two
+//! states keeps a dot both have, drops one that only one side has when the
+//! other side's `cc` covers it (the other side saw it and removed it), and
+//! keeps it otherwise: an add concurrent with a remove wins, a DEL of the
+//! whole key removes only what the deleting node had seen (Bieniusa et
+//! al.'s optimized OR-set). A member may so hold several dots (adds of it
+//! on two nodes that neither saw before adding); it is present while one
+//! survives, and its value is the newest surviving one's. A write here
+//! that adds or changes a member replaces all its dots by one (it saw
+//! them). The value of the newest dot is the key's own; the older dots of
+//! a hash field or sorted-set member keep theirs here, as they may become
+//! the newest when a remove takes the newest (the join is then still a
+//! join: commutative, associative, idempotent).
 //!
 //! As counters do (`merge.rs`), elements are brought up to date lazily: a
 //! write moves the key's version, and whoever reads the state next diffs
@@ -26,15 +33,25 @@ use hashbrown::HashMap;
 use crate::keyspace::hlc::stamp_node;
 use crate::keyspace::Value;
 
-/// One member's dot and a fingerprint of its value (hash field value,
-/// score bits; 0 for set members), to notice a changed value.
-pub type Dot = (u64, u64);
+/// One add of a member: its stamp, a fingerprint of the value it set (a
+/// hash field's value, a score's bits; 0 for a set member) to notice a
+/// changed value, and that value when this is not the member's newest dot
+/// (the newest's is in the key itself; a set member's is implied).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Dot {
+    pub stamp: u64,
+    pub fp: u64,
+    pub value: Option<Item>,
+}
 
-#[derive(Clone, Debug, PartialEq, Eq, Default)]
+/// A member's dots, oldest first (almost always one).
+pub type Dots = Vec<Dot>;
+
+#[derive(Clone, Debug, PartialEq, Default)]
 pub struct Elements {
     /// The key's version this describes.
     pub version: u64,
-    pub dots: HashMap<Box<[u8]>, Dot>,
+    pub dots: HashMap<Box<[u8]>, Dots>,
     /// Per node slot, the newest stamp seen (sorted by slot).
     pub cc: Vec<(u64, u64)>,
     /// Members the writes since `version` named as added or set (SADD of
@@ -126,13 +143,23 @@ impl Elements {
         e.see(version);
         for (m, item) in items(value) {
             let fp = item.fingerprint();
-            let dot = match meta.and_then(|old| old.dots.get(&m[..])) {
-                Some(&(d, f)) if f == fp && !touched(&m) => d,
-                _ => version,
+            let old = meta.and_then(|old| old.dots.get(&m[..]));
+            let dots = match old {
+                Some(ds) if ds.last().is_some_and(|d| d.fp == fp) && !touched(&m) => ds.clone(),
+                _ => vec![Dot {
+                    stamp: version,
+                    fp,
+                    value: None,
+                }],
             };
-            e.dots.insert(m.into(), (dot, fp));
+            e.dots.insert(m.into(), dots);
         }
         e
+    }
+
+    /// The newest dot of `member`, if present.
+    pub fn newest(&self, member: &[u8]) -> Option<&Dot> {
+        self.dots.get(member).and_then(|ds| ds.last())
     }
 
     /// Whether `self` and `other` are one state but for the version they
@@ -153,14 +180,6 @@ impl Elements {
         }
     }
 
-    /// Whether this node has seen the write stamped `dot`.
-    fn covers(&self, dot: u64) -> bool {
-        let slot = stamp_node(dot);
-        self.cc
-            .binary_search_by_key(&slot, |c| c.0)
-            .is_ok_and(|i| self.cc[i].1 >= dot)
-    }
-
     /// Joins `remote` (whose value is `remote_value`) into `self` (the
     /// local state, whose value is `local_value`): the joined state, and
     /// what must change in the local value to match it.
@@ -179,44 +198,89 @@ impl Elements {
         for &(_, s) in &remote.cc {
             out.see(s);
         }
+        let mut members: Vec<&Box<[u8]>> = self.dots.keys().chain(remote.dots.keys()).collect();
+        members.sort_unstable();
+        members.dedup();
         let mut changes = Vec::new();
-        for (m, &(dl, fl)) in &self.dots {
-            match remote.dots.get(m) {
-                Some(&(dr, fr)) if (dr, fr) > (dl, fl) => {
-                    out.dots.insert(m.clone(), (dr, fr));
-                    if fr != fl {
-                        let item = item_of(remote_value, m).unwrap_or(Item::Member);
-                        changes.push(Change::Put(m.to_vec(), item));
+        for m in members {
+            let ours = self.dots.get(m).map_or(&[][..], Vec::as_slice);
+            let theirs = remote.dots.get(m).map_or(&[][..], Vec::as_slice);
+            let kept = join_dots(
+                (ours, local_value, &remote.cc),
+                (theirs, remote_value, &self.cc),
+                m,
+            );
+            match (ours.last(), kept.last()) {
+                (Some(_), None) => changes.push(Change::Remove(m.to_vec())),
+                (None, None) => {}
+                (was, Some(now)) => {
+                    if was.is_none_or(|w| w.fp != now.fp) {
+                        let item = now.value.clone().or_else(|| item_of(remote_value, m));
+                        changes.push(Change::Put(m.to_vec(), item.unwrap_or(Item::Member)));
                     }
-                }
-                Some(_) => {
-                    out.dots.insert(m.clone(), (dl, fl));
-                }
-                None if remote.covers(dl) => changes.push(Change::Remove(m.to_vec())),
-                None => {
-                    out.dots.insert(m.clone(), (dl, fl));
+                    out.dots.insert(m.clone(), settle_values(kept));
                 }
             }
         }
-        for (m, &(dr, fr)) in &remote.dots {
-            if self.dots.contains_key(m) || self.covers(dr) {
-                continue;
-            }
-            if let Some(item) = item_of(remote_value, m) {
-                out.dots.insert(m.clone(), (dr, fr));
-                changes.push(Change::Put(m.to_vec(), item));
-            }
-        }
-        let _ = local_value;
-        changes.sort_by(|a, b| change_key(a).cmp(change_key(b)));
         (out, changes)
     }
 }
 
-fn change_key(c: &Change) -> &[u8] {
-    match c {
-        Change::Put(m, _) | Change::Remove(m) => m,
+/// The dots of one member that survive a join: those both sides have, and
+/// those one side has that the other has not seen (its `cc` does not cover
+/// them). Each side: its dots, its value (for its newest dot's), and the
+/// other side's context. Kept dots carry their values (set after).
+fn join_dots(
+    (ours, our_value, their_cc): (&[Dot], Option<&Value>, &[(u64, u64)]),
+    (theirs, their_value, our_cc): (&[Dot], Option<&Value>, &[(u64, u64)]),
+    m: &[u8],
+) -> Dots {
+    let with_value = |d: &Dot, side: &[Dot], value: Option<&Value>| {
+        let newest = side.last().is_some_and(|n| n.stamp == d.stamp);
+        let v = match (&d.value, newest) {
+            (Some(v), _) => Some(v.clone()),
+            (None, true) => item_of(value, m),
+            (None, false) => None,
+        };
+        Dot {
+            value: v,
+            ..d.clone()
+        }
+    };
+    let mut kept: Dots = Vec::with_capacity(ours.len().max(theirs.len()));
+    for d in ours {
+        let both = theirs.iter().any(|t| t.stamp == d.stamp);
+        if both || !covers(their_cc, d.stamp) {
+            kept.push(with_value(d, ours, our_value));
+        }
     }
+    for d in theirs {
+        let both = ours.iter().any(|o| o.stamp == d.stamp);
+        if !both && !covers(our_cc, d.stamp) {
+            kept.push(with_value(d, theirs, their_value));
+        }
+    }
+    kept.sort_unstable_by_key(|d| d.stamp);
+    kept
+}
+
+/// A member's kept dots as stored: the newest without its value (it is the
+/// key's), the older with theirs (none for a set's members).
+fn settle_values(mut dots: Dots) -> Dots {
+    let n = dots.len();
+    for (i, d) in dots.iter_mut().enumerate() {
+        if i + 1 == n || matches!(d.value, Some(Item::Member)) {
+            d.value = None;
+        }
+    }
+    dots
+}
+
+/// Whether a context has seen the write stamped `dot`.
+fn covers(cc: &[(u64, u64)], dot: u64) -> bool {
+    let slot = stamp_node(dot);
+    cc.binary_search_by_key(&slot, |c| c.0)
+        .is_ok_and(|i| cc[i].1 >= dot)
 }
 
 // ---- Encoding --------------------------------------------------------------
@@ -224,8 +288,10 @@ fn change_key(c: &Change) -> &[u8] {
 use super::codec::{put_bytes, put_varint, Cursor};
 
 impl Elements {
-    /// `kind 'E' | version cc dots` (dots sorted by member, so that equal
-    /// states encode equal).
+    /// `kind 'E' | version cc members`, each member `name count dots`, each
+    /// dot `stamp fp value?` (members sorted, so that equal states encode
+    /// equal; a value is `0` for none, `1 bytes` a field's, `2 f64` a
+    /// score).
     pub fn encode(&self, out: &mut Vec<u8>) {
         out.push(b'E');
         put_varint(out, self.version);
@@ -234,13 +300,27 @@ impl Elements {
             put_varint(out, slot);
             put_varint(out, s);
         }
-        let mut dots: Vec<_> = self.dots.iter().collect();
-        dots.sort_unstable_by(|a, b| a.0.cmp(b.0));
-        put_varint(out, dots.len() as u64);
-        for (m, &(d, f)) in dots {
+        let mut members: Vec<_> = self.dots.iter().collect();
+        members.sort_unstable_by(|a, b| a.0.cmp(b.0));
+        put_varint(out, members.len() as u64);
+        for (m, dots) in members {
             put_bytes(out, m);
-            put_varint(out, d);
-            out.extend_from_slice(&f.to_le_bytes());
+            put_varint(out, dots.len() as u64);
+            for d in dots {
+                put_varint(out, d.stamp);
+                out.extend_from_slice(&d.fp.to_le_bytes());
+                match &d.value {
+                    None | Some(Item::Member) => out.push(0),
+                    Some(Item::Field(v)) => {
+                        out.push(1);
+                        put_bytes(out, v);
+                    }
+                    Some(Item::Score(f)) => {
+                        out.push(2);
+                        out.extend_from_slice(&f.to_bits().to_le_bytes());
+                    }
+                }
+            }
         }
     }
 
@@ -262,9 +342,26 @@ impl Elements {
         let mut dots = HashMap::with_capacity(n);
         for _ in 0..n {
             let m = c.bytes()?;
-            let d = c.varint()?;
-            let f = c.u64_le()?;
-            dots.insert(m.into(), (d, f));
+            let k = c.count()?;
+            if k == 0 {
+                return Err("a member without dots in merge metadata".into());
+            }
+            let mut ds = Vec::with_capacity(k);
+            for _ in 0..k {
+                let stamp = c.varint()?;
+                let fp = c.u64_le()?;
+                let value = match c.byte()? {
+                    0 => None,
+                    1 => Some(Item::Field(c.bytes()?.to_vec())),
+                    2 => Some(Item::Score(f64::from_bits(c.u64_le()?))),
+                    _ => return Err("bad value in merge metadata".into()),
+                };
+                ds.push(Dot { stamp, fp, value });
+            }
+            if ds.windows(2).any(|w| w[0].stamp >= w[1].stamp) {
+                return Err("merge metadata dots out of order".into());
+            }
+            dots.insert(m.into(), ds);
         }
         c.end()?;
         Ok(Elements {
@@ -275,15 +372,19 @@ impl Elements {
         })
     }
 
-    /// DEBUG MERGEINFO's lines (at most 16 dots shown).
+    /// DEBUG MERGEINFO's lines (at most 16 members shown, each with its
+    /// dots: `member@stamp[+stamp...]`).
     pub fn describe(&self) -> Vec<String> {
         let cc: Vec<String> = self.cc.iter().map(|(s, t)| format!("{s}:{t}")).collect();
-        let mut dots: Vec<_> = self.dots.iter().collect();
-        dots.sort_unstable_by(|a, b| a.0.cmp(b.0));
-        let shown: Vec<String> = dots
+        let mut members: Vec<_> = self.dots.iter().collect();
+        members.sort_unstable_by(|a, b| a.0.cmp(b.0));
+        let shown: Vec<String> = members
             .iter()
             .take(16)
-            .map(|(m, (d, _))| format!("{}@{d}", String::from_utf8_lossy(m)))
+            .map(|(m, ds)| {
+                let stamps: Vec<String> = ds.iter().map(|d| d.stamp.to_string()).collect();
+                format!("{}@{}", String::from_utf8_lossy(m), stamps.join("+"))
+            })
             .collect();
         vec![
             "type:elements".to_string(),
@@ -357,9 +458,41 @@ mod tests {
         assert!(j.dots.is_empty());
     }
 
+    /// A and B add m concurrently; C, which saw only B's add, removes it.
+    /// A's add was seen by no remove, so m stays, whatever order the three
+    /// states join in (one dot per member kept only the newer add, and the
+    /// order decided: the join was not associative; simulator merge seed 0).
+    #[test]
+    fn concurrent_adds_survive_a_remove_that_saw_one_in_any_order() {
+        let m = set(&["m"]);
+        let a = Elements::current(None, st(10, 1), Some(&m));
+        let b = Elements::current(None, st(11, 2), Some(&m));
+        let c = Elements::current(Some(&b), st(12, 3), None);
+        let j = |x: &Elements, y: &Elements| {
+            let xv = (!x.dots.is_empty()).then_some(&m);
+            let yv = (!y.dots.is_empty()).then_some(&m);
+            x.join(xv, y, yv).0
+        };
+        let ab_c = j(&j(&a, &b), &c);
+        let a_bc = j(&a, &j(&b, &c));
+        let ac_b = j(&j(&a, &c), &b);
+        assert_eq!(ab_c.dots, a_bc.dots);
+        assert_eq!(ab_c.dots, ac_b.dots);
+        let stamps: Vec<u64> = ab_c.dots[&b"m"[..]].iter().map(|d| d.stamp).collect();
+        assert_eq!(stamps, vec![st(10, 1)], "A's add survives, B's was removed");
+    }
+
     #[test]
     fn encoding_round_trips() {
-        let e = Elements::current(None, st(5, 3), Some(&set(&["a", "bb", "1"])));
+        let mut e = Elements::current(None, st(5, 3), Some(&set(&["a", "bb", "1"])));
+        e.dots.get_mut(&b"a"[..]).unwrap().insert(
+            0,
+            Dot {
+                stamp: st(4, 2),
+                fp: 7,
+                value: Some(Item::Field(b"old".to_vec())),
+            },
+        );
         let mut out = Vec::new();
         e.encode(&mut out);
         assert_eq!(Elements::decode(&out).unwrap(), e);

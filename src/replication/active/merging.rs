@@ -57,6 +57,9 @@ enum Outcome {
 /// The local side of a merge, read under the key's shard lock.
 struct Local {
     meta: Option<Meta>,
+    /// The value, where it is a collection (its members' values are what
+    /// the newest dots name: keyspace/merge/elements.rs).
+    value: Option<Value>,
     version: u64,
     kind: Kind,
     base: Base,
@@ -159,6 +162,7 @@ impl Link {
         let e = g.get_raw(slot.hash, key);
         Local {
             meta: meta.or_else(|| g.merge_meta(key).cloned()),
+            value: e.map(|e| &e.value).filter(|v| is_collection(v)).cloned(),
             version: g.version_of(slot.hash, key),
             kind: kind(e.map(|e| &e.value)),
             base: Base::of(e.map(|e| &e.value)),
@@ -237,7 +241,7 @@ impl Link {
             Some(Meta::Elements(e)) => e,
             _ => Elements::current(None, local.version, None),
         };
-        let (mut joined, changes) = mine.join(None, remote, remote_value);
+        let (mut joined, changes) = mine.join(local.value.as_ref(), remote, remote_value);
         let same = (joined.same_content(&mine), joined.same_content(remote));
         let outcome = self.outcome(same, mine.version, remote.version);
         let version = match outcome {
