@@ -315,3 +315,69 @@ fn a_mesh_of_three_merges_sets_and_hashes_across_a_partition() {
     });
     converged(&refs);
 }
+
+/// Lists: pushes at both ends on both sides of a partition all survive, in
+/// one order on both nodes (heads newest first, tails oldest first); a pop
+/// removes only the element its node saw; an LINSERT lands after the
+/// element it was put after.
+#[test]
+fn lists_keep_concurrent_pushes_in_one_order() {
+    let p = Pair::start(&[]);
+    let (mut a, mut b) = (p.a.conn(), p.b.conn());
+    let _: i64 = cmd(&mut a, &["RPUSH", "l", "x", "y", "z"]);
+    converged(&[&p.a, &p.b]);
+    p.partition();
+    let _: i64 = cmd(&mut a, &["LPUSH", "l", "a-head"]);
+    let _: i64 = cmd(&mut a, &["RPUSH", "l", "a-tail"]);
+    let _: String = cmd(&mut a, &["LPOP", "l"]); // a-head, its own push
+    let _: i64 = cmd(&mut a, &["LINSERT", "l", "AFTER", "x", "a-mid"]);
+    std::thread::sleep(std::time::Duration::from_millis(5));
+    let _: i64 = cmd(&mut b, &["LPUSH", "l", "b-head"]);
+    let _: i64 = cmd(&mut b, &["RPUSH", "l", "b-tail"]);
+    let _: String = cmd(&mut b, &["RPOP", "l"]); // b-tail, its own push
+    let _: String = cmd(&mut b, &["LPOP", "l"]); // b-head
+    let _: String = cmd(&mut b, &["LPOP", "l"]); // x, which A also kept
+    p.heal();
+    let want = ["a-mid", "y", "z", "a-tail"];
+    let range = |c: &mut redis::Connection| -> Vec<String> { cmd(c, &["LRANGE", "l", "0", "-1"]) };
+    eventually("both nodes to hold the merged list", || {
+        range(&mut a) == want && range(&mut b) == want
+    });
+    converged(&[&p.a, &p.b]);
+}
+
+/// A 3-node mesh, each node pushing to both ends of one list while every
+/// link is cut: every push survives, and every node lists them in the
+/// same order.
+#[test]
+fn a_mesh_of_three_keeps_every_push() {
+    let (nodes, proxies) = mesh(3);
+    let mut conns: Vec<_> = nodes.iter().map(|n| n.conn()).collect();
+    let _: i64 = cmd(&mut conns[0], &["RPUSH", "l", "base"]);
+    let refs: Vec<&Server> = nodes.iter().collect();
+    converged(&refs);
+    proxies.iter().flatten().for_each(Proxy::cut);
+    for (i, c) in conns.iter_mut().enumerate() {
+        let _: i64 = cmd(c, &["LPUSH", "l", &format!("h{i}")]);
+        let _: i64 = cmd(c, &["RPUSH", "l", &format!("t{i}a"), &format!("t{i}b")]);
+    }
+    proxies.iter().flatten().for_each(Proxy::heal);
+    let range = |c: &mut redis::Connection| -> Vec<String> { cmd(c, &["LRANGE", "l", "0", "-1"]) };
+    eventually("every node to hold every push, in one order", || {
+        let first = range(&mut conns[0]);
+        let mut sorted = first.clone();
+        sorted.sort();
+        let all = [
+            "base", "h0", "h1", "h2", "t0a", "t0b", "t1a", "t1b", "t2a", "t2b",
+        ];
+        sorted == all && conns.iter_mut().all(|c| range(c) == first)
+    });
+    let l = range(&mut conns[0]);
+    let at = |v: &str| l.iter().position(|x| x == v).unwrap();
+    for i in 0..3 {
+        assert!(at(&format!("h{i}")) < at("base"), "{l:?}");
+        assert!(at("base") < at(&format!("t{i}a")), "{l:?}");
+        assert!(at(&format!("t{i}a")) + 1 == at(&format!("t{i}b")), "{l:?}");
+    }
+    converged(&refs);
+}

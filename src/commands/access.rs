@@ -263,7 +263,7 @@ impl Locked<'_, '_> {
         let shard = self.shard_mut(slot.shard);
         if shard.merge_meta(key).is_none() {
             let e = shard.get_raw(slot.hash, key);
-            if !e.is_some_and(|e| merge::elements::is_collection(&e.value)) {
+            if !e.is_some_and(|e| merge::merges_by_parts(&e.value)) {
                 return false;
             }
             shard.merge_meta_now(slot.hash, key);

@@ -300,7 +300,25 @@ impl Ctx<'_> {
 /// counter, a set, a hash, a sorted set: keyspace/merge/) even when the key
 /// did not exist before it: peers merge its state rather than replay it.
 fn merging_command(name: &[u8]) -> bool {
-    const NAMES: [&str; 22] = [
+    const NAMES: [&str; 40] = [
+        "lpush",
+        "rpush",
+        "lpushx",
+        "rpushx",
+        "linsert",
+        "lset",
+        "lrem",
+        "ltrim",
+        "lpop",
+        "rpop",
+        "lmpop",
+        "blpop",
+        "brpop",
+        "blmpop",
+        "lmove",
+        "blmove",
+        "rpoplpush",
+        "brpoplpush",
         "incr",
         "incrby",
         "decr",

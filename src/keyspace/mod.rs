@@ -341,7 +341,7 @@ impl Shard {
     pub fn merge_meta_now(&mut self, hash: u64, key: &[u8]) -> Option<&merge::Meta> {
         let old = self.merge_meta(key);
         let value = self.get_raw(hash, key).map(|e| &e.value);
-        let collection = value.is_some_and(merge::elements::is_collection);
+        let collection = value.is_some_and(merge::merges_by_parts);
         if old.is_none() && !collection {
             return None;
         }

@@ -12,7 +12,8 @@
 //! - **Counters** (`c0`, `c1`: INCR, INCRBY, DECR, DECRBY): the value every
 //!   node ends with is the sum of the acknowledged increments.
 //! - **Elements** (sets `s0`, `s1`; hash `h0`; sorted set `z0`: adds,
-//!   removes, DEL): around each command the origin's merge state of the key
+//!   removes, DEL; list `l0`: pushes, pops, LREM, LINSERT, LSET, LTRIM,
+//!   its elements named by their ids): around each command the origin's merge state of the key
 //!   is read (without storing it: `Meta::current`), and the dots it added
 //!   and removed are logged. The observed-remove rule then says exactly
 //!   what must remain: a member is present if and only if one of its added
@@ -73,6 +74,20 @@ pub fn draw(rng: &mut StdRng) -> Vec<Vec<u8>> {
             6..=8 => vec!["HDEL".into(), "h0".into(), member(rng)],
             _ => vec!["DEL".into(), "h0".into()],
         },
+        80..=89 => {
+            let v = member(rng);
+            let w: Vec<&str> = match rng.gen_range(0..12) {
+                0..=2 => vec!["LPUSH", "l0", &v],
+                3..=5 => vec!["RPUSH", "l0", &v, "x"],
+                6 => vec!["LPOP", "l0"],
+                7 => vec!["RPOP", "l0"],
+                8 => vec!["LREM", "l0", "1", &v],
+                9 => vec!["LINSERT", "l0", "BEFORE", &v, "y"],
+                10 => vec!["LSET", "l0", "1", &v],
+                _ => vec!["LTRIM", "l0", "0", "4"],
+            };
+            w.into_iter().map(String::from).collect()
+        }
         _ => match rng.gen_range(0..10) {
             0..=5 => {
                 let score = rng.gen_range(1..4).to_string();
@@ -99,8 +114,20 @@ pub fn observe(srv: &Server, key: &[u8]) -> Dots {
     let ks = &srv.keyspace;
     let slot = ks.slot(key);
     let mut g = ks.db(DB).lock(slot.shard);
-    let Some(Meta::Elements(e)) = g.merge_meta_now(slot.hash, key).cloned() else {
-        return Dots::new();
+    let e = match g.merge_meta_now(slot.hash, key).cloned() {
+        Some(Meta::Elements(e)) => e,
+        Some(Meta::List(l)) => {
+            // A list's elements are members named by their ids.
+            let value = g.get_raw(slot.hash, key).map(|e| &e.value);
+            let vals = lattice::keyspace::merge::lists::values(value);
+            return (l.elems.iter().zip(vals))
+                .map(|(e, v)| {
+                    let id = format!("{}.{}", e.id.0, e.id.1).into_bytes();
+                    (id, vec![(e.id.0, Item::Field(v))])
+                })
+                .collect();
+        }
+        _ => return Dots::new(),
     };
     let value = g.get_raw(slot.hash, key).map(|e| &e.value);
     let mut out = Dots::new();

@@ -196,7 +196,7 @@ fn clock_offset(ctx: &mut Ctx, args: Args) -> CmdResult {
 /// `slot:total@stamp`. Tombstoned keys show their deletion.
 fn merge_info(ctx: &mut Ctx, key: &[u8]) {
     use crate::keyspace::hlc::stamp_node;
-    use crate::keyspace::merge::{elements::is_collection, Meta};
+    use crate::keyspace::merge::{merges_by_parts, Meta};
     let ks = &ctx.core.keyspace;
     let slot = ks.slot(key);
     let g = ks.db(ctx.client.db).lock(slot.shard);
@@ -208,7 +208,7 @@ fn merge_info(ctx: &mut Ctx, key: &[u8]) {
     ];
     let value = e.map(|e| &e.value);
     match g.merge_meta(key) {
-        None if !value.is_some_and(is_collection) => lines.push("type:last-writer-wins".into()),
+        None if !value.is_some_and(merges_by_parts) => lines.push("type:last-writer-wins".into()),
         m => lines.extend(Meta::current(m, version, value).describe()),
     }
     drop(g);

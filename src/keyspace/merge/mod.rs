@@ -38,9 +38,11 @@
 
 mod codec;
 pub mod elements;
+pub mod lists;
 
 use codec::{put_varint, Cursor};
 pub use elements::Elements;
+pub use lists::Lists;
 
 use crate::keyspace::{StrValue, Value};
 
@@ -49,6 +51,13 @@ use crate::keyspace::{StrValue, Value};
 pub enum Meta {
     Counter(Counter),
     Elements(Elements),
+    List(Lists),
+}
+
+/// Whether a value merges by its parts (members, fields, elements) rather
+/// than as a counter or a whole: sets, hashes, sorted sets and lists.
+pub fn merges_by_parts(value: &Value) -> bool {
+    elements::is_collection(value) || matches!(value, Value::List(_))
 }
 
 impl Meta {
@@ -57,6 +66,7 @@ impl Meta {
         match self {
             Meta::Counter(c) => c.version,
             Meta::Elements(e) => e.version,
+            Meta::List(l) => l.version,
         }
     }
 
@@ -64,6 +74,7 @@ impl Meta {
         match self {
             Meta::Counter(c) => c.encode(out),
             Meta::Elements(e) => e.encode(out),
+            Meta::List(l) => l.encode(out),
         }
     }
 
@@ -71,14 +82,27 @@ impl Meta {
         match b.first() {
             Some(b'C') => Counter::decode(b).map(Meta::Counter),
             Some(b'E') => Elements::decode(b).map(Meta::Elements),
+            Some(b'L') => Lists::decode(b).map(Meta::List),
             _ => Err("unknown merge metadata".into()),
         }
     }
 
     /// As of the key's `version` and `value` (see each kind's `current`),
     /// of the kind the value has: elements for a set, hash or sorted set,
-    /// else a counter.
+    /// a list's for a list, else a counter (an absent key keeps the kind
+    /// it had).
     pub fn current(meta: Option<&Meta>, version: u64, value: Option<&Value>) -> Meta {
+        let list = match value {
+            Some(v) => matches!(v, Value::List(_)),
+            None => matches!(meta, Some(Meta::List(_))),
+        };
+        if list {
+            let l = match meta {
+                Some(Meta::List(l)) => Some(l),
+                _ => None,
+            };
+            return Meta::List(Lists::current(l, version, value));
+        }
         let as_elements = match value {
             Some(v) => elements::is_collection(v),
             None => matches!(meta, Some(Meta::Elements(_))),
@@ -102,6 +126,7 @@ impl Meta {
         match self {
             Meta::Counter(c) => c.describe(),
             Meta::Elements(e) => e.describe(),
+            Meta::List(l) => l.describe(),
         }
     }
 }

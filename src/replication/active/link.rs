@@ -1061,6 +1061,19 @@ impl Link {
                 }
             }
         }
+        // A key merges if any write of the unit flagged it, not only its
+        // first (a DEL then an RPUSH of a list: the RPUSH is the merging
+        // write).
+        for w in writes {
+            for (db, key, _, i) in w.keys() {
+                if i & crate::effects::MERGED_BASE != 0 {
+                    let first = firsts.iter_mut().find(|f| f.0 == db && f.1 == key);
+                    if let Some(f) = first {
+                        f.3.merges = true;
+                    }
+                }
+            }
+        }
         if firsts
             .iter()
             .all(|(_, _, want, l)| !l.merges && *want == l.version)

@@ -9,8 +9,9 @@
 
 use super::applying;
 use crate::effects::EffectRef;
-use crate::keyspace::merge::elements::{is_collection, Change, Elements, Item};
-use crate::keyspace::merge::{Base, Counter, Merged, Meta};
+use crate::keyspace::merge::elements::{Change, Elements, Item};
+use crate::keyspace::merge::lists::{values, Lists};
+use crate::keyspace::merge::{merges_by_parts, Base, Counter, Merged, Meta};
 use crate::keyspace::Value;
 use crate::log_warning;
 
@@ -23,7 +24,8 @@ enum Kind {
     Set,
     Hash,
     ZSet,
-    /// A string or a list.
+    List,
+    /// A string.
     Other,
 }
 
@@ -33,7 +35,29 @@ fn kind(v: Option<&Value>) -> Kind {
         Some(Value::Set(_)) => Kind::Set,
         Some(Value::Hash(_)) => Kind::Hash,
         Some(Value::ZSet(_)) => Kind::ZSet,
+        Some(Value::List(_)) => Kind::List,
         Some(_) => Kind::Other,
+    }
+}
+
+/// How a key merges (keyspace/merge/).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Family {
+    Elements,
+    List,
+    Counter,
+}
+
+/// How one side of a merge merges: by its value's type where present,
+/// else by the merge state its deletion left (None: a plain deletion).
+fn family(kind: Kind, meta: Option<&Meta>) -> Option<Family> {
+    match (kind, meta) {
+        (Kind::Set | Kind::Hash | Kind::ZSet, _) | (Kind::Absent, Some(Meta::Elements(_))) => {
+            Some(Family::Elements)
+        }
+        (Kind::List, _) | (Kind::Absent, Some(Meta::List(_))) => Some(Family::List),
+        (Kind::Other, _) | (Kind::Absent, Some(Meta::Counter(_))) => Some(Family::Counter),
+        (Kind::Absent, None) => None,
     }
 }
 
@@ -95,28 +119,43 @@ impl Link {
         }
         let remote_value = payload_value(payload);
         let remote_kind = kind(remote_value.as_ref());
-        let collection = remote_value.as_ref().is_some_and(is_collection);
+        let collection = remote_value.as_ref().is_some_and(merges_by_parts);
         if !merges && remote_meta.is_none() && !collection && !self.local_is_collection(db, key) {
             return None;
         }
         let local = self.read_local(db, key);
-        let kinds = [local.kind, remote_kind];
-        let elements = kinds
-            .iter()
-            .any(|k| matches!(k, Kind::Set | Kind::Hash | Kind::ZSet))
-            || matches!(remote_meta, Some(Meta::Elements(_)))
-            || matches!(local.meta, Some(Meta::Elements(_)));
-        let same_type = local.kind == remote_kind || kinds.contains(&Kind::Absent);
-        if elements {
-            if !same_type || kinds.contains(&Kind::Other) {
-                return None;
+        let both_present = local.kind != Kind::Absent && remote_kind != Kind::Absent;
+        if both_present && local.kind != remote_kind {
+            return None; // another type: whole-key last-writer-wins
+        }
+        let family = match (
+            family(local.kind, local.meta.as_ref()),
+            family(remote_kind, remote_meta.as_ref()),
+        ) {
+            (Some(a), Some(b)) if a == b => a,
+            (Some(a), None) | (None, Some(a)) => a,
+            // Another kind of key (a deletion of another type), or two
+            // deletions that never merged: whole-key last-writer-wins.
+            _ => return None,
+        };
+        match family {
+            Family::Elements => {
+                let remote = match remote_meta {
+                    Some(Meta::Elements(e)) => e,
+                    _ => Elements::current(None, stamp, remote_value.as_ref()),
+                };
+                let remote_side = (&remote, remote_value.as_ref(), at);
+                return Some(self.merge_elements(db, key, local, remote_side));
             }
-            let remote = match remote_meta {
-                Some(Meta::Elements(e)) => e,
-                _ => Elements::current(None, stamp, remote_value.as_ref()),
-            };
-            let remote_side = (&remote, remote_value.as_ref(), at);
-            return Some(self.merge_elements(db, key, local, remote_side));
+            Family::List => {
+                let remote = match remote_meta {
+                    Some(Meta::List(l)) => l,
+                    _ => Lists::current(None, stamp, remote_value.as_ref()),
+                };
+                let remote_side = (&remote, remote_value.as_ref(), at);
+                return Some(self.merge_list(db, key, local, remote_side));
+            }
+            Family::Counter => {}
         }
         let remote = match remote_meta {
             Some(Meta::Counter(c)) => c,
@@ -149,7 +188,7 @@ impl Link {
         let slot = ks.slot(key);
         let g = ks.db(db).lock(slot.shard);
         g.get_raw(slot.hash, key)
-            .is_some_and(|e| is_collection(&e.value))
+            .is_some_and(|e| merges_by_parts(&e.value))
     }
 
     /// The key here: its merge state (brought up to date and stored when
@@ -162,7 +201,7 @@ impl Link {
         let e = g.get_raw(slot.hash, key);
         Local {
             meta: meta.or_else(|| g.merge_meta(key).cloned()),
-            value: e.map(|e| &e.value).filter(|v| is_collection(v)).cloned(),
+            value: e.map(|e| &e.value).filter(|v| merges_by_parts(v)).cloned(),
             version: g.version_of(slot.hash, key),
             kind: kind(e.map(|e| &e.value)),
             base: Base::of(e.map(|e| &e.value)),
@@ -282,6 +321,64 @@ impl Link {
         self.set_expiry(db, key, (local.at, at), version);
         self.raise_version(db, key, version);
         self.store(db, key, Meta::Elements(joined));
+        self.settle(db, key, outcome)
+    }
+
+    /// Lists (keyspace/merge/lists.rs): the joined list, where it differs
+    /// from ours, written whole (a RESTORE of it, with the expiry of the
+    /// side with the higher version), at the version [`Self::outcome`]
+    /// gives.
+    fn merge_list(
+        &mut self,
+        db: usize,
+        key: &[u8],
+        local: Local,
+        (remote, remote_value, remote_at): (&Lists, Option<&Value>, u64),
+    ) -> bool {
+        let mine = match local.meta {
+            Some(Meta::List(l)) => l,
+            _ => Lists::current(None, local.version, local.value.as_ref()),
+        };
+        let ours = values(local.value.as_ref());
+        let (mut joined, list) = mine.join(&ours, remote, &values(remote_value));
+        let same = (joined.same_content(&mine), joined.same_content(remote));
+        let outcome = self.outcome(same, mine.version, remote.version);
+        let version = match outcome {
+            Outcome::Unchanged => return false,
+            Outcome::Adopt(v) | Outcome::Commit(v) => v,
+        };
+        joined.version = version;
+        let at = if remote.version > local.version {
+            remote_at
+        } else {
+            local.at
+        };
+        if list.is_empty() {
+            if local.kind != Kind::Absent {
+                self.delete_at(db, key, version);
+            }
+        } else if list != ours {
+            let mut l = crate::keyspace::list::ListValue::new();
+            for v in &list {
+                l.push_back(-2, v);
+            }
+            let payload =
+                crate::persistence::rdb::encode::dump_payload(&Value::List(Box::new(l)), false);
+            let at = at.to_string();
+            let argv: [&[u8]; 6] = [
+                b"RESTORE",
+                key,
+                at.as_bytes(),
+                &payload,
+                b"REPLACE",
+                b"ABSTTL",
+            ];
+            self.replay(db, version, &argv);
+        } else {
+            self.set_expiry(db, key, (local.at, at), version);
+        }
+        self.raise_version(db, key, version);
+        self.store(db, key, Meta::List(joined));
         self.settle(db, key, outcome)
     }
 
