@@ -66,6 +66,10 @@ impl Effect {
     pub fn repl_only(&self) -> bool {
         is_repl_only(self.argv.first().map(|a| a.as_slice()))
     }
+
+    pub fn aof_only(&self) -> bool {
+        self.argv.first().is_some_and(|a| a == MERGE_STATE)
+    }
 }
 
 /// One write as sinks see it: borrowed from the writer, so a write that
@@ -93,7 +97,21 @@ impl EffectRef<'_> {
     pub fn repl_only(&self) -> bool {
         is_repl_only(self.argv.first().copied())
     }
+
+    /// A key's merge state for the AOF alone ([`MERGE_STATE`]).
+    pub fn aof_only(&self) -> bool {
+        self.argv.first().is_some_and(|a| *a == MERGE_STATE)
+    }
 }
+
+/// The name of a record that is no command: a key's merge state after an
+/// active peer's state was joined into it (`[MERGE_STATE, key, state]`,
+/// replication/active/merging.rs), for the AOF alone, which writes it as
+/// an annotation (`#LM:`) that its loader applies in place, so a node
+/// restarted from its AOF keeps the per-node parts and dots it merged
+/// (the writes it replays rebuild only its own). Replicas and the active
+/// stream never see it.
+pub const MERGE_STATE: &[u8] = b"\0lattice-merge";
 
 /// Records for replicas only, never the AOF: PUBLISH and SPUBLISH (Redis
 /// propagates them with PROPAGATE_REPL alone).

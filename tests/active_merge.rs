@@ -176,6 +176,58 @@ fn a_restart_from_the_rdb_in_the_middle_of_a_counter_workload_loses_nothing() {
     converged(&[&a, &b]);
 }
 
+/// As above, from the AOF (every write fsynced, no RDB): the per-node
+/// parts A merged from B travel in the AOF as merge-state annotations
+/// after the writes that made the joins, so A neither loses B's
+/// increments nor counts them twice when B's state comes again.
+#[test]
+fn a_restart_from_the_aof_in_the_middle_of_a_counter_workload_loses_nothing() {
+    let dir = tempdir("merge-aof");
+    let dir_arg = dir.to_str().unwrap().to_string();
+    let aof = [
+        "--dir",
+        &dir_arg,
+        "--appendonly",
+        "yes",
+        "--appendfsync",
+        "always",
+        "--save",
+        "",
+    ];
+    let a = active_node(&aof);
+    let b = active_node(&[]);
+    pull(&a, b.port);
+    pull(&b, a.port);
+    wait_linked(&a, 1);
+    wait_linked(&b, 1);
+    let (mut ca, mut cb) = (a.conn(), b.conn());
+    let mut want = 0;
+    for i in 0..30 {
+        let _: i64 = cmd(&mut ca, &["INCRBY", "c", &i.to_string()]);
+        let _: i64 = cmd(&mut cb, &["INCRBY", "c", "100"]);
+        want += i + 100;
+    }
+    both_read(&mut ca, &mut cb, want);
+    drop(ca);
+    drop(a); // SIGKILL: only the AOF is left
+    for _ in 0..7 {
+        let _: i64 = cmd(&mut cb, &["DECR", "c"]); // while A is down
+        want -= 1;
+    }
+    let port = b.port.to_string();
+    let mut args = aof.to_vec();
+    args.extend(["--replicaof", "127.0.0.1", &port]);
+    let a = active_node(&args);
+    let mut ca = a.conn();
+    pull(&b, a.port);
+    wait_linked(&a, 1);
+    wait_linked(&b, 1);
+    let _: i64 = cmd(&mut ca, &["INCRBY", "c", "1000"]);
+    want += 1000;
+    both_read(&mut ca, &mut cb, want);
+    converged(&[&a, &b]);
+}
+
 /// Waits until both nodes read `want` at `c`.
 fn both_read(ca: &mut redis::Connection, cb: &mut redis::Connection, want: i64) {
     eventually(&format!("both nodes to read {want}"), || {

@@ -110,19 +110,14 @@ impl Form {
 
 impl Form {
     /// Active replication: the merge states of a shard's keys that merge
-    /// (`keyspace/merge.rs`), each as of the key's version now, in
-    /// [`AUX_MERGE`] fields (RDB). The AOF form has none yet: a node that
-    /// restarts from an AOF rebuilds its own parts from the increments it
-    /// replays, not the parts it merged from peers (docs/MERGE.md).
+    /// (`keyspace/merge/`), each as of the key's version now, in
+    /// [`AUX_MERGE`] fields (RDB) or `#LM:` annotations (AOF form).
     fn merge_states(
         &self,
         out: &mut Vec<u8>,
-        ks: &crate::keyspace::Keyspace,
+        (ks, db): (&crate::keyspace::Keyspace, usize),
         g: &mut crate::keyspace::Shard,
     ) {
-        if self.format != SnapFormat::Rdb {
-            return;
-        }
         let (mut value, mut state) = (Vec::new(), Vec::new());
         for key in g.merge_keys() {
             let Some(m) = g.merge_meta_now(ks.slot(&key).hash, &key) else {
@@ -130,6 +125,10 @@ impl Form {
             };
             state.clear();
             m.encode(&mut state);
+            if self.format == SnapFormat::Aof {
+                crate::persistence::aof::writer::write_merge_note(out, db, &key, &state);
+                continue;
+            }
             encode::push_merge_state(&mut value, &key, &state);
             if value.len() >= TOMBSTONES_PER_AUX {
                 encode::write_aux(out, AUX_MERGE, &value);
@@ -364,7 +363,7 @@ fn cut(
                 sink_form.tombstones(&mut d.tail, g.tombstones());
             }
             for g in shards.iter_mut() {
-                sink_form.merge_states(&mut d.tail, &srv.keyspace, g);
+                sink_form.merge_states(&mut d.tail, (&srv.keyspace, db), g);
             }
             deletions.push(d);
         }

@@ -152,7 +152,7 @@ struct Feed {
 
 impl EffectSink for Feed {
     fn on_effect(&self, e: &EffectRef<'_>) {
-        if self.is_replica.load(Relaxed) {
+        if self.is_replica.load(Relaxed) || e.aof_only() {
             return;
         }
         self.backlog.append_command(e.db, e.argv);
@@ -163,8 +163,9 @@ impl EffectSink for Feed {
         if self.is_replica.load(Relaxed) {
             return;
         }
-        self.backlog
-            .append_commands(effects.iter().map(|e| (e.db, &e.argv[..])));
+        self.backlog.append_commands(
+            (effects.iter().filter(|e| !e.aof_only())).map(|e| (e.db, &e.argv[..])),
+        );
         master::WROTE.with(|w| w.set(true));
     }
 }

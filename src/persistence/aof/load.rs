@@ -68,6 +68,8 @@ enum Item {
     Stamp(u64),
     /// An `#AUX:<name> <value>` annotation.
     Aux(Vec<u8>, Vec<u8>),
+    /// An `#LM:<db> <key> <state>` annotation: a key's merge state.
+    MergeState(usize, Vec<u8>, Vec<u8>),
 }
 
 enum Stop {
@@ -128,6 +130,7 @@ fn open(path: &Path, name: &str) -> Result<Option<Reader>, Failed> {
     Ok(Some(Reader {
         inner: BufReader::with_capacity(1 << 16, file),
         pos: 0,
+        note: Vec::new(),
     }))
 }
 
@@ -156,6 +159,11 @@ fn replay_commands(
             Ok(None) => break None,
             Ok(Some(Item::Stamp(s))) => rp.stamp = Some(s),
             Ok(Some(Item::Aux(k, v))) => aux.push((k, v)),
+            Ok(Some(Item::MergeState(db, key, state))) => {
+                if let Err(e) = restore_merge_state(srv, db, &key, &state) {
+                    break Some(Stop::Fatal(e));
+                }
+            }
             Ok(Some(Item::Command(argv))) => {
                 if rp.queued.is_none() && argv[0].eq_ignore_ascii_case(b"multi") {
                     valid_before_multi = valid_up_to;
@@ -355,6 +363,8 @@ impl Replayer<'_> {
 pub struct Reader {
     inner: BufReader<std::fs::File>,
     pub pos: u64,
+    /// The text of a merge-state annotation continued on `#LM+` lines.
+    note: Vec<u8>,
 }
 
 impl Read for Reader {
@@ -420,6 +430,26 @@ fn next_item(r: &mut Reader) -> Result<Option<Item>, Stop> {
                 .ok_or(Stop::Format)?;
             return Ok(Some(Item::Stamp(stamp)));
         }
+        if let Some(rest) = line.strip_prefix(super::writer::MERGE_NOTE_PART) {
+            let part = rest.strip_suffix(b"\r\n").ok_or(Stop::Format)?;
+            r.note.extend_from_slice(part);
+            continue;
+        }
+        if let Some(rest) = line.strip_prefix(super::writer::MERGE_NOTE) {
+            let end = rest.strip_suffix(b"\r\n").ok_or(Stop::Format)?;
+            let mut text = std::mem::take(&mut r.note);
+            text.extend_from_slice(end);
+            let mut words = text.split(|&b| b == b' ');
+            let db = (words.next())
+                .and_then(|d| std::str::from_utf8(d).ok()?.parse::<usize>().ok())
+                .ok_or(Stop::Format)?;
+            let key = words.next().and_then(super::writer::unhex);
+            let state = words.next().and_then(super::writer::unhex);
+            let (Some(key), Some(state), None) = (key, state, words.next()) else {
+                return Err(Stop::Format);
+            };
+            return Ok(Some(Item::MergeState(db, key, state)));
+        }
         if let Some(rest) = line.strip_prefix(super::writer::AUX_NOTE) {
             let text = rest.strip_suffix(b"\r\n").ok_or(Stop::Format)?;
             let space = text.iter().position(|&b| b == b' ').ok_or(Stop::Format)?;
@@ -469,4 +499,21 @@ fn atoi(s: &[u8]) -> i64 {
     } else {
         n
     }
+}
+
+/// A `#LM:` annotation: the key's merge state, set where the file stands
+/// (after the write that merged it). A damaged one stops the load, as a
+/// damaged command does.
+fn restore_merge_state(srv: &Server, db: usize, key: &[u8], state: &[u8]) -> Result<(), String> {
+    if db >= srv.keyspace.num_dbs() {
+        return Err(format!("a merge state for database {db}, out of range"));
+    }
+    let meta = crate::keyspace::merge::Meta::decode(state)
+        .map_err(|e| format!("a damaged merge state in the AOF: {e}"))?;
+    let slot = srv.keyspace.slot(key);
+    srv.keyspace
+        .db(db)
+        .lock(slot.shard)
+        .set_merge_meta(key, meta);
+    Ok(())
 }

@@ -68,6 +68,57 @@ pub fn write_aux_note(out: &mut Vec<u8>, name: &str, value: &str) {
     out.extend_from_slice(b"\r\n");
 }
 
+/// The annotation carrying a key's merge state (`effects::MERGE_STATE`).
+pub const MERGE_NOTE: &[u8] = b"#LM:";
+
+/// The annotation continued by the next line (a long merge state).
+pub const MERGE_NOTE_PART: &[u8] = b"#LM+";
+
+/// The longest annotation line we write: Redis reads annotations into a
+/// 1024-byte buffer (`AOF_ANNOTATION_LINE_MAX_LEN`), and the rest of a
+/// longer line would read as a malformed command.
+const NOTE_LINE_MAX: usize = 1000;
+
+/// Appends a merge-state annotation: `#LM:<db> <key hex> <state hex>`,
+/// its text cut into `#LM+` lines first where it is long.
+pub fn write_merge_note(out: &mut Vec<u8>, db: usize, key: &[u8], state: &[u8]) {
+    let mut text = db.to_string().into_bytes();
+    text.push(b' ');
+    hex_into(&mut text, key);
+    text.push(b' ');
+    hex_into(&mut text, state);
+    let room = NOTE_LINE_MAX - MERGE_NOTE.len() - 2;
+    let mut rest = &text[..];
+    while rest.len() > room {
+        out.extend_from_slice(MERGE_NOTE_PART);
+        out.extend_from_slice(&rest[..room]);
+        out.extend_from_slice(b"\r\n");
+        rest = &rest[room..];
+    }
+    out.extend_from_slice(MERGE_NOTE);
+    out.extend_from_slice(rest);
+    out.extend_from_slice(b"\r\n");
+}
+
+fn hex_into(out: &mut Vec<u8>, b: &[u8]) {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    for &c in b {
+        out.push(HEX[usize::from(c >> 4)]);
+        out.push(HEX[usize::from(c & 15)]);
+    }
+}
+
+/// The bytes of a lowercase or uppercase hex string (None if it is not).
+pub fn unhex(h: &[u8]) -> Option<Vec<u8>> {
+    if !h.len().is_multiple_of(2) {
+        return None;
+    }
+    let digit = |c: u8| (c as char).to_digit(16).map(|d| d as u8);
+    h.chunks(2)
+        .map(|p| Some(digit(p[0])? << 4 | digit(p[1])?))
+        .collect()
+}
+
 thread_local! {
     /// `appended` after the last record this thread emitted.
     static LAST_END: Cell<u64> = const { Cell::new(0) };
@@ -166,6 +217,14 @@ impl Core {
     /// Appends one record to the pending buffer (locked by the caller).
     fn append_locked<A: AsRef<[u8]>>(&self, p: &mut Pending, db: usize, version: u64, argv: &[A]) {
         let before = p.buf.len();
+        if let [name, key, state] = argv {
+            if name.as_ref() == crate::effects::MERGE_STATE {
+                write_merge_note(&mut p.buf, db, key.as_ref(), state.as_ref());
+                let end = self.appended.load(Relaxed) + (p.buf.len() - before) as u64;
+                self.appended.store(end, Release);
+                return;
+            }
+        }
         if self.timestamps.load(Relaxed) {
             let now = crate::keyspace::hlc::unix_ms() / 1000;
             if now != p.ts {

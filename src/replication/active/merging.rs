@@ -452,10 +452,25 @@ impl Link {
         self.replay(db, stamp, &[b"PEXPIREAT", key, at.as_bytes()]);
     }
 
+    /// Stores the key's merge state, and tells the AOF (the writes that
+    /// made the join hold only its values: `effects::MERGE_STATE`).
     fn store(&self, db: usize, key: &[u8], meta: Meta) {
-        let ks = &self.node.core().keyspace;
-        let slot = ks.slot(key);
-        ks.db(db).lock(slot.shard).set_merge_meta(key, meta);
+        let core = self.node.core();
+        let slot = core.keyspace.slot(key);
+        let mut state = Vec::new();
+        meta.encode(&mut state);
+        let mut g = core.keyspace.db(db).lock(slot.shard);
+        g.set_merge_meta(key, meta);
+        let argv: [&[u8]; 3] = [crate::effects::MERGE_STATE, key, &state];
+        applying(|| {
+            core.effects.emit(&EffectRef {
+                db,
+                version: 0,
+                argv: &argv,
+                bases: &[],
+            })
+        });
+        drop(g);
     }
 
     /// Deletes `key` as a write stamped `stamp` (a peer's deletion, a
