@@ -985,7 +985,10 @@ impl Link {
             .iter()
             .map(|&(i, _)| (db, ks.slot(argv.get(arg_index(i))).shard))
             .collect();
-        let _hold = ks.hold(Some(&targets));
+        // A write without keys (FLUSHDB, FLUSHALL) holds nothing: it locks
+        // every shard itself, in order (an empty hold would have it lock
+        // them as "outside the plan", logging each).
+        let _hold = (!targets.is_empty()).then(|| ks.hold(Some(&targets)));
         let keys: Vec<(&[u8], u64, Local)> = bases
             .iter()
             .map(|&(i, want)| {
