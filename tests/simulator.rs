@@ -174,6 +174,10 @@ fn seeds_that_found_bugs() {
             53,
             "a counter expired on a node without its merge state brought back dropped increments",
         ),
+        (
+            1357,
+            "a node whose state held more than a peer's kept it to itself (long mode)",
+        ),
     ];
     for (seed, bug) in found {
         if let Err(f) = sim::run(seed, &sim::Options::default()) {

@@ -229,7 +229,9 @@ impl Link {
         let same = (joined.same_content(&mine), joined.same_content(remote));
         let outcome = self.outcome(same, mine.version, remote.version);
         let version = match outcome {
-            Outcome::Unchanged => return false,
+            Outcome::Unchanged => {
+                return self.answer_if_behind(db, key, same, (mine.version, remote.version))
+            }
             Outcome::Adopt(v) | Outcome::Commit(v) => v,
         };
         joined.version = version;
@@ -284,7 +286,9 @@ impl Link {
         let same = (joined.same_content(&mine), joined.same_content(remote));
         let outcome = self.outcome(same, mine.version, remote.version);
         let version = match outcome {
-            Outcome::Unchanged => return false,
+            Outcome::Unchanged => {
+                return self.answer_if_behind(db, key, same, (mine.version, remote.version))
+            }
             Outcome::Adopt(v) | Outcome::Commit(v) => v,
         };
         joined.version = version;
@@ -344,7 +348,9 @@ impl Link {
         let same = (joined.same_content(&mine), joined.same_content(remote));
         let outcome = self.outcome(same, mine.version, remote.version);
         let version = match outcome {
-            Outcome::Unchanged => return false,
+            Outcome::Unchanged => {
+                return self.answer_if_behind(db, key, same, (mine.version, remote.version))
+            }
             Outcome::Adopt(v) | Outcome::Commit(v) => v,
         };
         joined.version = version;
@@ -410,6 +416,25 @@ impl Link {
             core.stamp_floor.fetch_max(s, Relaxed);
         }
         s
+    }
+
+    /// A join that changed nothing here: where the peer's state lacks what
+    /// ours holds (or names our state with an older version), ours goes to
+    /// every peer, as a commit's does, so that the peer learns it; else a
+    /// node that knows more would keep it for good (simulator seed 1357:
+    /// its ids came by another path, and nothing else would carry them).
+    /// Returns false: nothing here changed, nothing is forwarded.
+    fn answer_if_behind(
+        &mut self,
+        db: usize,
+        key: &[u8],
+        (_, same_as_remote): (bool, bool),
+        (local, remote): (u64, u64),
+    ) -> bool {
+        if !same_as_remote || remote < local {
+            super::serve::answer_state(&*self.node, db, key);
+        }
+        false
     }
 
     /// After a join was written: whether the caller forwards the peer's
