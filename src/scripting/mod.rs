@@ -376,6 +376,13 @@ fn execute(ctx: &mut Ctx, vm: &mut vm::Vm, s: &Script, run: &Run) -> CmdResult {
             crate::commands::multi::emit_unit(ctx.core, effects);
         }
     }
+    if !was_in_exec {
+        // Keys the script made ready (an LPUSH for a BLPOP waiter) are
+        // served once it is over, as after EXEC; inside EXEC, EXEC does it.
+        for (db, key) in std::mem::take(&mut ctx.client.exec_ready) {
+            ctx.core.blocking.signal(db, &key);
+        }
+    }
     let (ok, value) = result.map_err(lua_err)?;
     if s.widen.get() {
         return Ok(());
