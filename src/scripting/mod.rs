@@ -400,6 +400,63 @@ fn execute(ctx: &mut Ctx, vm: &mut vm::Vm, s: &Script, run: &Run) -> CmdResult {
     Ok(())
 }
 
+/// What `redis.call` and `redis.acl_check_cmd` act on while a script runs:
+/// the client's context and the script. `call_with` points the thread's
+/// `BOUND` at it for the duration of the Lua call; the Rust functions Lua
+/// calls are made once per state (`bound_functions`), not per run (making
+/// them per run, with `Lua::scope`, was a third of a short script's cost).
+struct Bound<'c, 'a> {
+    ctx: &'c std::cell::RefCell<&'c mut Ctx<'a>>,
+    script: &'c Script,
+}
+
+thread_local! {
+    static BOUND: std::cell::Cell<*const ()> = const { std::cell::Cell::new(std::ptr::null()) };
+}
+
+/// Puts back the binding `call_with` replaced, also when unwinding.
+struct BoundGuard(*const ());
+
+impl Drop for BoundGuard {
+    fn drop(&mut self) {
+        BOUND.with(|b| b.set(self.0));
+    }
+}
+
+/// Runs `f` on the run bound to this thread.
+fn with_bound<R>(
+    f: impl for<'x, 'y> FnOnce(&'x mut Ctx<'y>, &'x Script) -> mlua::Result<R>,
+) -> mlua::Result<R> {
+    let p = BOUND.with(|b| b.get());
+    if p.is_null() {
+        return Err(mlua::Error::runtime("no script is running"));
+    }
+    // SAFETY: a non-null `BOUND` points to the `Bound` on `call_with`'s
+    // stack, set just before its Lua call and put back (BoundGuard, also
+    // on unwinding) before that frame ends; Lua runs these functions on
+    // this thread, within that call. The lifetimes are those of that frame.
+    let b = unsafe { &*(p as *const Bound<'_, '_>) };
+    let mut c = b
+        .ctx
+        .try_borrow_mut()
+        .map_err(|_| mlua::Error::runtime("redis.call re-entered"))?;
+    f(&mut c, b.script)
+}
+
+/// `priv.rcall` and `priv.acl_check` of a Lua state: they act on the run
+/// bound by `call_with` (see `Bound`).
+pub(crate) fn bound_functions(lua: &mlua::Lua) -> mlua::Result<(mlua::Function, mlua::Function)> {
+    let rcall = lua.create_function(|lua, (n, t): (usize, mlua::Table)| {
+        let args = call::table_args(n, &t)?;
+        with_bound(|ctx, s| call::rcall(ctx, s, lua, args))
+    })?;
+    let acl = lua.create_function(|lua, (n, t): (usize, mlua::Table)| {
+        let args = call::table_args(n, &t)?;
+        with_bound(|ctx, _| acl_check(ctx, lua, args))
+    })?;
+    Ok((rcall, acl))
+}
+
 /// Calls the script through the prelude's `run` (xpcall with Redis's error
 /// handler) with `redis.call` bound to `ctx` for the call's duration.
 fn call_with(
@@ -409,38 +466,35 @@ fn call_with(
     run: &Run,
 ) -> mlua::Result<(bool, mlua::Value)> {
     let cell = std::cell::RefCell::new(ctx);
+    let bound = Bound {
+        ctx: &cell,
+        script: s,
+    };
+    let _guard = BoundGuard(BOUND.with(|b| b.replace(&bound as *const Bound as *const ())));
     let lua = &vm.lua;
-    lua.scope(|scope| {
-        let rcall = scope.create_function(|lua, (n, t): (usize, mlua::Table)| {
-            let mut c = cell.borrow_mut();
-            call::rcall(&mut c, s, lua, call::table_args(n, &t)?)
-        })?;
-        let acl = scope.create_function(|lua, (n, t): (usize, mlua::Table)| {
-            let c = cell.borrow();
-            acl_check(&c, lua, call::table_args(n, &t)?)
-        })?;
-        vm.private.set("rcall", rcall)?;
-        vm.private.set("acl_check", acl)?;
-        let r = if run.function {
-            let seq = |v: &[&[u8]]| {
-                lua.create_sequence_from(v.iter().map(|b| lua.create_string(b).unwrap()))
-            };
-            let go: mlua::Function = vm.private.raw_get("run_function")?;
-            go.call::<(bool, mlua::Value)>((run.f.clone(), seq(run.keys)?, seq(run.argv)?))
-        } else {
-            let go: mlua::Function = vm.private.raw_get("run")?;
-            go.call::<(bool, mlua::Value)>(run.f.clone())
+    // Set only while the script runs: at FUNCTION LOAD, redis.call fails
+    // as in Redis (priv.rcall is nil).
+    vm.private.set("rcall", &vm.bound.0)?;
+    vm.private.set("acl_check", &vm.bound.1)?;
+    let r = if run.function {
+        let seq = |v: &[&[u8]]| {
+            lua.create_sequence_from(v.iter().map(|b| lua.create_string(b).unwrap()))
         };
-        vm.private.set("rcall", mlua::Value::Nil)?;
-        vm.private.set("acl_check", mlua::Value::Nil)?;
-        r
-    })
+        let go: mlua::Function = vm.private.raw_get("run_function")?;
+        go.call::<(bool, mlua::Value)>((run.f.clone(), seq(run.keys)?, seq(run.argv)?))
+    } else {
+        let go: mlua::Function = vm.private.raw_get("run")?;
+        go.call::<(bool, mlua::Value)>(run.f.clone())
+    };
+    vm.private.set("rcall", mlua::Value::Nil)?;
+    vm.private.set("acl_check", mlua::Value::Nil)?;
+    r
 }
 
 /// `redis.acl_check_cmd(cmd, ...)`: whether the user may run the command.
 /// Every client is the default user, which may run everything.
 fn acl_check(
-    ctx: &Ctx,
+    ctx: &mut Ctx,
     lua: &mlua::Lua,
     args: Vec<mlua::Value>,
 ) -> mlua::Result<(bool, mlua::Value)> {

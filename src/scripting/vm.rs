@@ -21,6 +21,8 @@ pub struct Vm {
     owner: (usize, u64),
     /// This state's memory as last added to `LUA_MEMORY`.
     counted: usize,
+    /// `priv.rcall` and `priv.acl_check` (see `super::bound_functions`).
+    pub(crate) bound: (Function, Function),
 }
 
 /// The memory of every thread's Lua state (INFO's used_memory_lua), as
@@ -129,6 +131,7 @@ impl Vm {
             mlua::HookTriggers::new().every_nth_instruction(100_000),
             count_hook,
         );
+        let bound = super::bound_functions(&lua)?;
         Ok(Vm {
             lua,
             private,
@@ -136,6 +139,7 @@ impl Vm {
             libs: HashMap::new(),
             owner: (0, 0),
             counted: 0,
+            bound,
         })
     }
 
