@@ -272,7 +272,9 @@ fn psync_with_a_bad_offset_is_refused_and_logged() {
     let mut c = m.conn();
     let err = cmd_err(&mut c, &["PSYNC", "replicationid", "offset_str"]);
     assert_eq!(err, "ERR value is not an integer or out of range");
-    assert!(m.log().contains("asks for synchronization but with a wrong offset"));
+    assert!(m
+        .log()
+        .contains("asks for synchronization but with a wrong offset"));
     let pong: String = cmd(&mut c, &["PING"]);
     assert_eq!(pong, "PONG");
 }

@@ -750,7 +750,11 @@ fn a_script_push_wakes_a_blocked_client() {
     let lib = "#!lua name=pushlib\nredis.register_function('push', function(keys, args) return redis.call('lpush', keys[1], 'x') end)";
     let _: String = cmd(&mut c, &["FUNCTION", "LOAD", lib]);
     for (i, call) in [
-        &["EVAL", "redis.call('del', KEYS[1]); return redis.call('lpush', KEYS[1], 'x')", "1"][..],
+        &[
+            "EVAL",
+            "redis.call('del', KEYS[1]); return redis.call('lpush', KEYS[1], 'x')",
+            "1",
+        ][..],
         &["FCALL", "push", "1"][..],
     ]
     .iter()
@@ -773,6 +777,10 @@ fn a_script_push_wakes_a_blocked_client() {
         assert_eq!(n, 1);
         let (v, waited) = waiter.join().unwrap();
         assert_eq!(v, Some((key.clone(), "x".to_string())), "{}", call[0]);
-        assert!(waited < std::time::Duration::from_secs(5), "{}: woken only at its timeout", call[0]);
+        assert!(
+            waited < std::time::Duration::from_secs(5),
+            "{}: woken only at its timeout",
+            call[0]
+        );
     }
 }

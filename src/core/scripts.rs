@@ -177,7 +177,10 @@ impl Functions {
     pub fn flags_of(&self, f: &str) -> Option<u32> {
         let s = self.state.read();
         let lib = lookup_ci(&s.funcs, f)?;
-        let info = lib.functions.iter().find(|x| x.name.eq_ignore_ascii_case(f))?;
+        let info = lib
+            .functions
+            .iter()
+            .find(|x| x.name.eq_ignore_ascii_case(f))?;
         Some(info.flags)
     }
 

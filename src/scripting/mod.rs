@@ -254,11 +254,6 @@ pub(crate) fn invoke(ctx: &mut Ctx, vm: &mut vm::Vm, run: Run, sflags: u32, ro: 
     let nested = crate::keyspace::held::holding();
     script.may_widen = !nested && script.keys.is_some();
     loop {
-        if run.function {
-            vm.reset_modes().map_err(lua_err)?;
-        } else {
-            vm.set_args(run.keys, run.argv).map_err(lua_err)?;
-        }
         let plan = script.keys.as_ref().map(|ks| {
             ks.iter()
                 .map(|k| (script.db, core.keyspace.slot(k).shard))
@@ -383,7 +378,7 @@ fn execute(ctx: &mut Ctx, vm: &mut vm::Vm, s: &Script, run: &Run) -> CmdResult {
             ctx.core.blocking.signal(db, &key);
         }
     }
-    let (ok, value) = result.map_err(lua_err)?;
+    let (ok, value, resp) = result.map_err(lua_err)?;
     if s.widen.get() {
         return Ok(());
     }
@@ -395,7 +390,6 @@ fn execute(ctx: &mut Ctx, vm: &mut vm::Vm, s: &Script, run: &Run) -> CmdResult {
             return Err(reply_error(t, convert::error_line(&e.to_string_lossy())));
         }
     }
-    let resp = vm.private.raw_get::<u8>("resp").unwrap_or(2);
     convert::lua_to_reply(ctx.out, &value, 0, resp);
     Ok(())
 }
@@ -446,10 +440,16 @@ fn with_bound<R>(
 /// `priv.rcall` and `priv.acl_check` of a Lua state: they act on the run
 /// bound by `call_with` (see `Bound`).
 pub(crate) fn bound_functions(lua: &mlua::Lua) -> mlua::Result<(mlua::Function, mlua::Function)> {
-    let rcall = lua.create_function(|lua, (n, t): (usize, mlua::Table)| {
-        let args = call::table_args(n, &t)?;
-        with_bound(|ctx, s| call::rcall(ctx, s, lua, args))
-    })?;
+    let rcall = lua.create_function(
+        |lua, (n, t, resp, repl): (usize, mlua::Table, Option<u8>, Option<u8>)| {
+            let args = call::table_args(n, &t)?;
+            let modes = call::Modes {
+                resp: resp.unwrap_or(2),
+                repl: repl.unwrap_or(3),
+            };
+            with_bound(|ctx, s| call::rcall(ctx, s, lua, args, modes))
+        },
+    )?;
     let acl = lua.create_function(|lua, (n, t): (usize, mlua::Table)| {
         let args = call::table_args(n, &t)?;
         with_bound(|ctx, _| acl_check(ctx, lua, args))
@@ -464,7 +464,7 @@ fn call_with(
     vm: &vm::Vm,
     s: &Script,
     run: &Run,
-) -> mlua::Result<(bool, mlua::Value)> {
+) -> mlua::Result<(bool, mlua::Value, u8)> {
     let cell = std::cell::RefCell::new(ctx);
     let bound = Bound {
         ctx: &cell,
@@ -472,23 +472,12 @@ fn call_with(
     };
     let _guard = BoundGuard(BOUND.with(|b| b.replace(&bound as *const Bound as *const ())));
     let lua = &vm.lua;
-    // Set only while the script runs: at FUNCTION LOAD, redis.call fails
-    // as in Redis (priv.rcall is nil).
-    vm.private.set("rcall", &vm.bound.0)?;
-    vm.private.set("acl_check", &vm.bound.1)?;
-    let r = if run.function {
-        let seq = |v: &[&[u8]]| {
-            lua.create_sequence_from(v.iter().map(|b| lua.create_string(b).unwrap()))
-        };
-        let go: mlua::Function = vm.private.raw_get("run_function")?;
-        go.call::<(bool, mlua::Value)>((run.f.clone(), seq(run.keys)?, seq(run.argv)?))
-    } else {
-        let go: mlua::Function = vm.private.raw_get("run")?;
-        go.call::<(bool, mlua::Value)>(run.f.clone())
-    };
-    vm.private.set("rcall", mlua::Value::Nil)?;
-    vm.private.set("acl_check", mlua::Value::Nil)?;
-    r
+    let seq =
+        |v: &[&[u8]]| lua.create_sequence_from(v.iter().map(|b| lua.create_string(b).unwrap()));
+    // The prelude's run and run_function reset the run's modes and bind
+    // redis.call for the call's duration (and set KEYS and ARGV for EVAL).
+    let go = if run.function { &vm.run.1 } else { &vm.run.0 };
+    go.call::<(bool, mlua::Value, u8)>((&run.f, seq(run.keys)?, seq(run.argv)?))
 }
 
 /// `redis.acl_check_cmd(cmd, ...)`: whether the user may run the command.

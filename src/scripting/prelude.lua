@@ -124,7 +124,25 @@ priv.handler = function(err)
   if info then err.source = info.source; err.line = info.currentline end
   return err
 end
-priv.run = function(f) return xpcall(f, priv.handler) end
+-- What every run starts with: redis.setresp/set_repl and a kill reset,
+-- redis.call and acl_check_cmd bound (priv.rcall is nil outside a run, so
+-- a library's body calling redis.call at FUNCTION LOAD fails as in Redis).
+-- Done here rather than from Rust: one call instead of a table write each.
+local function begin_run()
+  priv.resp, priv.killed, priv.repl = 2, false, 3
+  priv.rcall, priv.acl_check = priv.bound_rcall, priv.bound_acl_check
+end
+local function end_run(ok, r)
+  priv.rcall, priv.acl_check = nil, nil
+  return ok, r, priv.resp
+end
+-- Runs an EVAL script with its KEYS and ARGV: ok, result, protocol.
+priv.run = function(f, keys, argv)
+  rawset_(G, 'KEYS', keys)
+  rawset_(G, 'ARGV', argv)
+  begin_run()
+  return end_run(xpcall(f, priv.handler))
+end
 
 -- An error reply as redis.pcall returns it (luaPushErrorBuff): "-CODE msg"
 -- keeps its code, anything else gets ERR.
@@ -144,13 +162,15 @@ end
 
 local redis = {}
 -- The arguments go as one table: a Rust callback takes few values.
+-- The run's protocol and replication modes (redis.setresp, set_repl) go
+-- along, read here rather than by Rust from the table on every call.
 redis.call = function(...)
-  local ok, r = priv.rcall(select('#', ...), {...})
+  local ok, r = priv.rcall(select('#', ...), {...}, priv.resp, priv.repl)
   if not ok then error_(r, 0) end
   return r
 end
 redis.pcall = function(...)
-  local _, r = priv.rcall(select('#', ...), {...})
+  local _, r = priv.rcall(select('#', ...), {...}, priv.resp, priv.repl)
   return r
 end
 redis.sha1hex = function(...)
@@ -458,5 +478,6 @@ priv.load_library = function(f)
 end
 -- Calls a function with its keys and arguments.
 priv.run_function = function(f, keys, args)
-  return xpcall(function() return f(keys, args) end, priv.handler)
+  begin_run()
+  return end_run(xpcall(function() return f(keys, args) end, priv.handler))
 end
