@@ -147,7 +147,10 @@ fn resolve(
     if s.read_only && flags & (WRITE | MAY_REPLICATE) != 0 {
         return refuse("ERR Write commands are not allowed from read-only scripts.");
     }
-    if flags & WRITE != 0 && !s.dirty.get() {
+    // A script replayed from the AOF (or an effect stream) is obeyed, as
+    // Redis's mustObeyClient: no LOADING or READONLY for its writes (an
+    // AOF's EVAL loading into a read-only replica).
+    if flags & WRITE != 0 && !s.dirty.get() && ctx.replay_version.is_none() {
         // READONLY, MISCONF, NOREPLICAS as for a client's write; once the
         // script wrote, the rest must run.
         ctx.admin
