@@ -20,16 +20,24 @@ local meta_view = rawsetmt({}, {__mode = 'k'}) -- view -> what getmetatable show
 
 local function readonly_error() error_('Attempt to modify a readonly table', 2) end
 
+-- A view's reads are cached in a table its __index points to (a missing
+-- key falls through to the function): a second read of redis.call is a
+-- table lookup done by the VM, not a Lua call. The tables behind views
+-- (globals' libraries, redis, metatables) do not change once built.
 local function ro(t)
   local v = view_of[t]
   if v then return v end
   v = {}
-  rawsetmt(v, {
-    __index = function(_, k)
+  local seen = rawsetmt({}, {
+    __index = function(c, k)
       local x = t[k]
-      if type_(x) == 'table' and not real_of[x] then return ro(x) end
+      if type_(x) == 'table' and not real_of[x] then x = ro(x) end
+      if x ~= nil then rawset_(c, k, x) end
       return x
     end,
+  })
+  rawsetmt(v, {
+    __index = seen,
     __newindex = readonly_error,
     __metatable = false,
   })
@@ -339,15 +347,21 @@ end
 -- KEYS and ARGV are the script's own tables, as in Redis.
 local own = {KEYS = true, ARGV = true}
 env = {}
-rawsetmt(env, {
-  __index = function(_, k)
+-- What env has shown, cached as in ro(); not KEYS and ARGV (new each run).
+local env_seen = rawsetmt({}, {
+  __index = function(c, k)
     local v = rawget_(G, k)
     if v == nil then
       error_("Script attempted to access nonexistent global variable '" .. tostring(k) .. "'", 2)
     end
-    if type_(v) == 'table' and not real_of[v] and not own[k] then return ro(v) end
+    if own[k] then return v end
+    if type_(v) == 'table' and not real_of[v] then v = ro(v) end
+    rawset_(c, k, v)
     return v
   end,
+})
+rawsetmt(env, {
+  __index = env_seen,
   __newindex = readonly_error,
   __metatable = false,
 })
