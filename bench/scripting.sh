@@ -6,11 +6,13 @@
 #   command:  EVALSHA <sha> 1 key:__rand_int__   /   FCALL getincr 1 key:__rand_int__
 #
 # Each server runs alone pinned to SERVER_CPU (lattice with --server-threads
-# 1), redis-benchmark pinned to CLIENT_CPU, at pipeline 1 and 16; one run
-# (ratios from that run). "cpu ns/req" is the server's CPU time per request
+# 1), redis-benchmark pinned to CLIENT_CPU, at pipeline 1 and 16. ROUNDS
+# rounds alternate the two servers and the table shows each figure's median
+# (as bench/compare.sh), so a noisy neighbour on the shared cores hurts both
+# alike; ratios are of those medians, all from the one run. "cpu ns/req" is the server's CPU time per request
 # (bench/lib.sh cpu_ns): at pipeline 16 the one-threaded redis-benchmark can
 # saturate first, and CPU per request is what it cannot cap. A last column
-# runs lattice unpinned with MT_THREADS worker threads and redis-benchmark
+# (one measurement) runs lattice unpinned with MT_THREADS worker threads and redis-benchmark
 # unpinned with --threads MT_CLIENT_THREADS (on a 2-core machine the client
 # shares the cores with the server, so it shows that one node uses more than
 # one core, not how far it scales).
@@ -18,12 +20,13 @@
 #   bench/scripting.sh
 #   REQUESTS=400000 REQUESTS_P1=100000 SKIP_BUILD=1 bench/scripting.sh
 #
-# Environment: REQUESTS (pipeline 16, 400000), REQUESTS_P1 (100000), CLIENTS
+# Environment: ROUNDS (3), REQUESTS (pipeline 16, 400000), REQUESTS_P1 (100000), CLIENTS
 # (50), KEYSPACE (-r, 100000), SERVER_CPU (0), CLIENT_CPU (1), MT_THREADS
 # (2), MT_CLIENT_THREADS (2), SKIP_BUILD, SKIP_MT.
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
+ROUNDS="${ROUNDS:-3}"
 REQUESTS="${REQUESTS:-400000}"
 REQUESTS_P1="${REQUESTS_P1:-100000}"
 CLIENTS="${CLIENTS:-50}"
@@ -68,19 +71,21 @@ measure() {
                 v="$(REQUESTS=$n rps_cmd "$port" "$pipe" FCALL getincr 1 'key:__rand_int__')"
             fi
             c1="$(cpu_ns "$SERVER_PID")"
-            V[$name-$t-$pipe]="$v"
-            C[$name-$t-$pipe]=$(((c1 - c0) / n))
+            V[$name-$t-$pipe]+="$v "
+            C[$name-$t-$pipe]+="$(((c1 - c0) / n)) "
         done
     done
 }
 
-for name in redis lattice; do
-    port="$(free_port)"
-    start_server "$name" "$port"
-    prepare "$port"
-    measure "$name" "$port"
-    stop_server
-    echo "$name done" >&2
+for round in $(seq 1 "$ROUNDS"); do
+    for name in redis lattice; do
+        port="$(free_port)"
+        start_server "$name" "$port"
+        prepare "$port"
+        measure "$name" "$port"
+        stop_server
+    done
+    echo "round $round done" >&2
 done
 
 if [[ -z "${SKIP_MT:-}" ]]; then
@@ -99,9 +104,9 @@ if [[ -z "${SKIP_MT:-}" ]]; then
             else
                 cmd=(FCALL getincr 1 'key:__rand_int__')
             fi
-            V[mt-$t-$pipe]="$(redis-benchmark -p "$port" -c "$CLIENTS" -n "$n" -r "$KEYSPACE" \
+            V[mt-$t-$pipe]+="$(redis-benchmark -p "$port" -c "$CLIENTS" -n "$n" -r "$KEYSPACE" \
                 -P "$pipe" --threads "$MT_CLIENT_THREADS" --csv -q "${cmd[@]}" 2>/dev/null |
-                awk -F'","' 'NR>1 || !/^"test"/ { gsub(/"/, "", $2); print $2; exit }')"
+                awk -F'","' 'NR>1 || !/^"test"/ { gsub(/"/, "", $2); print $2; exit }') "
         done
     done
     stop_server
@@ -109,17 +114,18 @@ if [[ -z "${SKIP_MT:-}" ]]; then
 fi
 
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", (b>0 ? a/b : 0) }'; }
-printf '\nscripting: -c %s -r %s, P=1 %s requests, P=16 %s; servers on CPU %s (lattice 1 thread), redis-benchmark on CPU %s\n' \
-    "$CLIENTS" "$KEYSPACE" "$REQUESTS_P1" "$REQUESTS" "$SERVER_CPU" "$CLIENT_CPU"
+printf '\nscripting: -c %s -r %s, P=1 %s requests, P=16 %s; servers on CPU %s (lattice 1 thread), redis-benchmark on CPU %s; median of %s rounds\n' \
+    "$CLIENTS" "$KEYSPACE" "$REQUESTS_P1" "$REQUESTS" "$SERVER_CPU" "$CLIENT_CPU" "$ROUNDS"
 printf '%-12s | %10s | %11s | %5s | %10s | %11s | %9s | %18s\n' test "redis rps" "lattice rps" ratio \
     "redis ns/r" "lattice ns/r" "cpu ratio" "lattice ${MT_THREADS}t unpinned"
 printf '%s\n' "-------------+------------+-------------+-------+------------+--------------+-----------+-------------------"
 for t in evalsha fcall; do
     for pipe in 1 16; do
-        r=${V[redis-$t-$pipe]} l=${V[lattice-$t-$pipe]}
-        rc=${C[redis-$t-$pipe]} lc=${C[lattice-$t-$pipe]}
+        r=$(median <<<"${V[redis-$t-$pipe]}") l=$(median <<<"${V[lattice-$t-$pipe]}")
+        rc=$(median <<<"${C[redis-$t-$pipe]}") lc=$(median <<<"${C[lattice-$t-$pipe]}")
+        mt=$(median <<<"${V[mt-$t-$pipe]:-}")
         printf '%-12s | %10s | %11s | %5s | %10s | %12s | %9s | %18s\n' "${t^^} P=$pipe" "$r" "$l" \
-            "$(ratio "$l" "$r")" "$rc" "$lc" "$(ratio "$rc" "$lc")" "${V[mt-$t-$pipe]:--}"
+            "$(ratio "$l" "$r")" "$rc" "$lc" "$(ratio "$rc" "$lc")" "${mt:--}"
     done
 done
 echo "(ratio = lattice rps / redis rps; cpu ratio = redis CPU per request / lattice CPU per request, >1 means lattice does more per core)"
