@@ -15,6 +15,18 @@
 # peer_down.py run against it (node-redis 3's ready check loops while INFO
 # shows master_link_status:down; a read-only node answers READONLY).
 # ACTIVE_ARGS="" checks the programs themselves against a plain server.
+#
+# APP_CHECKS=1 (the default; 0 skips it) also runs issue 14's application
+# check: python-redis-lock (PyPI python-redis-lock, module redis_lock), a
+# lock whose release, extend and reset are Lua scripts run by EVALSHA (with
+# auto-renewal and a signal list for waiters), with its OWN test suite from
+# its sdist. Its pytest fixture starts `redis-server --port 0 --unixsocket
+# <tmp> --appendonly yes --dir <tmp>` per test: a redis-server in PATH that
+# is lattice-server makes every test run against ours. Everything it needs
+# (the sdist, pytest, process-tests, redis-py, gevent, eventlet, Django,
+# django-redis at the versions below) is installed from PyPI into
+# .ci/cache/redis-lock/ (gitignored) on first use. It counts as one check;
+# its pytest summary is printed.
 set -uo pipefail
 # Client checks not run yet, each with its reason (the list only shrinks):
 #   (none: multi/exec runs since MULTI/EXEC/WATCH were built, issue 3)
@@ -98,6 +110,72 @@ assert s.recv(64) == b"+PONG\r\n"
 PY
 }
 
+REDIS_LOCK_VERSION=4.0.1
+REDIS_LOCK_DEPS=(pytest==9.2.0 process-tests==3.0.0 redis==8.1.0 gevent==26.9.0
+  eventlet==0.41.3 Django==5.2.19 django-redis==7.0.0)
+# Tests of python-redis-lock not run, each with its reason (the list only
+# shrinks): extended regular expressions matched against pytest node ids.
+#   (none: all 178 pass against lattice-server, 2026-11-27)
+REDIS_LOCK_SKIP=()
+
+# app_redis_lock: python-redis-lock's own tests against lattice-server (see
+# the header); one check, named redis-lock.
+# The subset: the suite runs most tests under 4 ids, decode_responses=X-
+# decode_responses=Y, but only make_conn's parameter reaches the client
+# (make_conn_plain's is unused), so the 4 are 2 tests twice; and every test
+# starts its own server and waits 1 s in teardown, so the whole suite takes
+# ~6 minutes. We run each such test once, with decode_responses=False (bytes,
+# redis-py's default): ids carrying False-decode_responses=False, plus every
+# test without that parameter (the contention tests test_no_overlap and
+# test_no_overlap2, gevent/eventlet variants, Django cache integration). All
+# the library's scripts (acquire's signal handling, release, extend,
+# reset, reset_all) run in that subset; ~100 s. REDIS_LOCK_ALL=1 runs all.
+app_redis_lock() {
+  local dir="$ROOT/.ci/cache/redis-lock" venv src summary rc ids
+  venv="$dir/venv" src="$dir/python_redis_lock-$REDIS_LOCK_VERSION"
+  if [ ! -x "$venv/bin/pytest" ] || [ ! -d "$src/tests" ]; then
+    mkdir -p "$dir"
+    if ! { python3 -m venv "$venv" &&
+      "$venv/bin/pip" install -q "${REDIS_LOCK_DEPS[@]}" &&
+      "$venv/bin/pip" download -q --no-deps --no-binary :all: -d "$dir" \
+        "python-redis-lock==$REDIS_LOCK_VERSION" &&
+      tar xzf "$dir/python_redis_lock-$REDIS_LOCK_VERSION.tar.gz" -C "$dir" &&
+      "$venv/bin/pip" install -q --no-deps "$src"; } >"$LOGDIR/redis-lock-pip.log" 2>&1; then
+      note "python-redis-lock setup failed (see $LOGDIR/redis-lock-pip.log)"
+      rm -rf "$venv"
+      failed=$((failed + 1)); failed_names+=(redis-lock); return
+    fi
+  fi
+  mkdir -p "$dir/bin" && ln -sfn "$BIN" "$dir/bin/redis-server"
+  local py=(env PATH="$dir/bin:$PATH" PYTHONPATH=tests
+    DJANGO_SETTINGS_MODULE=test_project.settings "$venv/bin/python" -m pytest -p no:cacheprovider)
+  ids="$(cd "$src" && "${py[@]}" --collect-only -q tests 2>/dev/null | grep '::')"
+  if [ "${REDIS_LOCK_ALL:-0}" != 1 ]; then
+    ids="$(grep -vE 'decode_responses=(True|False)-decode_responses=' <<<"$ids";
+      grep -E 'decode_responses=False-decode_responses=False[]-]' <<<"$ids")"
+  fi
+  local e
+  for e in "${REDIS_LOCK_SKIP[@]}"; do ids="$(grep -vE "$e" <<<"$ids")"; done
+  if [ -z "$ids" ]; then
+    note "python-redis-lock: no tests collected"
+    failed=$((failed + 1)); failed_names+=(redis-lock); return
+  fi
+  mapfile -t ids <<<"$ids"
+  (cd "$src" && timeout "${REDIS_LOCK_TIMEOUT:-600}" "${py[@]}" -q -rf "${ids[@]}") \
+    >"$LOGDIR/redis-lock.log" 2>&1
+  rc=$?
+  summary="$(grep -E '^(=+ )?[0-9]+ (passed|failed)' "$LOGDIR/redis-lock.log" | tail -1 |
+    tr -d '=' | sed 's/^ *//; s/ *$//')"
+  note "python-redis-lock $REDIS_LOCK_VERSION's tests (${#ids[@]} run): ${summary:-no summary (exit $rc)}"
+  if [ "$rc" -eq 0 ]; then
+    passed=$((passed + 1))
+  else
+    grep -E '^FAILED' "$LOGDIR/redis-lock.log" >&2
+    note "log: $LOGDIR/redis-lock.log"
+    failed=$((failed + 1)); failed_names+=(redis-lock)
+  fi
+}
+
 install_deps
 build_server
 start_server server
@@ -124,6 +202,9 @@ if [ "${ACTIVE_CLIENT_CHECKS:-1}" = 1 ]; then
   run peer-down-redis-py python3 "$CL/python/peer_down.py"
   alive peer-down-server-alive
 fi
+
+# Issue 14: an application library that uses Lua scripts, its own tests.
+[ "${APP_CHECKS:-1}" = 1 ] && app_redis_lock
 
 [ "$failed" -gt 0 ] && note "failed: ${failed_names[*]}"
 echo "clients: $passed passed, $failed failed"

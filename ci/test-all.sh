@@ -72,14 +72,16 @@ if step release cargo build --release --bin lattice-server; then
     suite_total tcl tcl
     # Units tagged external:skip that need their own servers (configs, restarts):
     # the suite spawns lattice-server in place of src/redis-server.
-    # About 7 minutes, most of it the replication units: a budget above the default 480 s.
+    # About 7.5 minutes, most of it the replication units: a budget above the default 480 s.
+    # integration/replication (all its tests but the skip list's pass, ~130 s) is not
+    # here: CI's 20 minutes cannot take it; run it with bash ci/tcl.sh --spawn.
     step tcl-spawn env TCL_BUDGET=720 bash ci/tcl.sh --spawn unit/maxmemory integration/rdb \
         integration/convert-zipmap-hash-on-load integration/convert-ziplist-hash-on-load \
         integration/convert-ziplist-zset-on-load integration/aof integration/aof-multi-part integration/corrupt-dump \
         unit/wait integration/replication-2 integration/replication-3 integration/block-repl \
         integration/psync2 integration/psync2-reg integration/psync2-pingoff \
         integration/psync2-master-restart integration/replication-psync integration/failover \
-        integration/replication-buffer integration/redis-cli
+        integration/replication-buffer integration/redis-cli integration/replication-4
     suite_total tcl-spawn tcl
     step clients env LATTICE_BIN="$PWD/target/release/lattice-server" bash ci/clients.sh
     suite_total clients clients

@@ -696,3 +696,51 @@ fn bgrewriteaof_is_scheduled_while_a_bgsave_runs() {
     );
     drop(n);
 }
+
+/// An AOF holding EVALs (as older servers wrote scripts) loads into a
+/// read-only replica: the scripts' writes are replayed, not refused with
+/// LOADING or READONLY (which made the load fail, and abort under
+/// propagation-error-behavior panic). Redis's integration/aof test of the
+/// same name.
+#[test]
+fn an_aofs_eval_writes_load_into_a_read_only_replica() {
+    fn resp(argv: &[&str]) -> String {
+        let mut s = format!("*{}\r\n", argv.len());
+        for a in argv {
+            s += &format!("${}\r\n{a}\r\n", a.len());
+        }
+        s
+    }
+    let dir = tempdir("aof-eval");
+    let aofdir = dir.join("appendonlydir");
+    std::fs::create_dir_all(&aofdir).unwrap();
+    std::fs::write(
+        aofdir.join("appendonly.aof.manifest"),
+        "file appendonly.aof.1.incr.aof seq 1 type i\n",
+    )
+    .unwrap();
+    let mut aof = resp(&["select", "9"]);
+    aof += &resp(&["eval", "redis.call('set',KEYS[1],'100')", "1", "foo"]);
+    aof += &resp(&["eval", "redis.call('incr',KEYS[1])", "1", "foo"]);
+    aof += &resp(&["eval", "redis.call('incr',KEYS[1])", "1", "foo"]);
+    std::fs::write(aofdir.join("appendonly.aof.1.incr.aof"), aof).unwrap();
+    let port = free_port().to_string();
+    let n = Node::start(
+        &dir,
+        &[
+            "--appendonly",
+            "yes",
+            "--replica-read-only",
+            "yes",
+            "--propagation-error-behavior",
+            "panic",
+            "--replicaof",
+            "127.0.0.1",
+            &port,
+        ],
+    );
+    let mut c = n.conn();
+    let _: () = cmd(&mut c, &["SELECT", "9"]);
+    assert_eq!(cmd::<String>(&mut c, &["GET", "foo"]), "102");
+    drop(n);
+}

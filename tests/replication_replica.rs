@@ -236,3 +236,45 @@ fn restarts_resume_with_partial_resyncs() {
     assert_eq!(info_field::<u64>(&mut mc, "sync_partial_ok"), 1);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// The commands a replica runs from its master's stream count in its INFO
+/// commandstats (Redis's master client goes through call()): three SETs on
+/// the master show as cmdstat_set calls=3 on the replica after a
+/// CONFIG RESETSTAT there.
+#[test]
+fn a_replica_counts_its_masters_commands_in_commandstats() {
+    let m = Server::start(&["--repl-diskless-sync-delay", "0"]);
+    let r = Server::start(&[
+        "--repl-diskless-sync-delay",
+        "0",
+        "--replicaof",
+        "127.0.0.1",
+        &m.port.to_string(),
+    ]);
+    let (mut mc, mut rc) = (m.conn(), r.conn());
+    eventually("the sync", || in_sync(&mut mc, &mut rc));
+    let _: () = cmd(&mut rc, &["CONFIG", "RESETSTAT"]);
+    for v in ["a", "b", "c"] {
+        let _: () = cmd(&mut mc, &["SET", "k", v]);
+    }
+    eventually("the SETs on the replica", || {
+        cmd::<Option<String>>(&mut rc, &["GET", "k"]).as_deref() == Some("c")
+    });
+    let stats: String = cmd(&mut rc, &["INFO", "commandstats"]);
+    assert!(stats.contains("cmdstat_set:calls=3,"), "{stats}");
+}
+
+/// PSYNC with an offset that is not a number: Redis's error, and its log
+/// line naming the replica.
+#[test]
+fn psync_with_a_bad_offset_is_refused_and_logged() {
+    let m = Server::start(&[]);
+    let mut c = m.conn();
+    let err = cmd_err(&mut c, &["PSYNC", "replicationid", "offset_str"]);
+    assert_eq!(err, "ERR value is not an integer or out of range");
+    assert!(m
+        .log()
+        .contains("asks for synchronization but with a wrong offset"));
+    let pong: String = cmd(&mut c, &["PING"]);
+    assert_eq!(pong, "PONG");
+}

@@ -738,3 +738,49 @@ fn cmsgpack_as_redis() {
     assert!(e.starts_with("-ERR"), "{e}");
     assert_eq!(raw(&mut r, &["PING"]), "+PONG");
 }
+
+/// A script's LPUSH serves a client blocked in BLPOP on that key when the
+/// script ends (python-redis-lock's reset wakes waiters this way), for
+/// EVAL and FCALL alike, and a BLPOP with a 10 s timeout gets the element
+/// at once rather than at its timeout.
+#[test]
+fn a_script_push_wakes_a_blocked_client() {
+    let s = Server::start(&[]);
+    let mut c = s.conn();
+    let lib = "#!lua name=pushlib\nredis.register_function('push', function(keys, args) return redis.call('lpush', keys[1], 'x') end)";
+    let _: String = cmd(&mut c, &["FUNCTION", "LOAD", lib]);
+    for (i, call) in [
+        &[
+            "EVAL",
+            "redis.call('del', KEYS[1]); return redis.call('lpush', KEYS[1], 'x')",
+            "1",
+        ][..],
+        &["FCALL", "push", "1"][..],
+    ]
+    .iter()
+    .enumerate()
+    {
+        let key = format!("signal{i}");
+        let mut b = s.conn();
+        let k = key.clone();
+        let waiter = std::thread::spawn(move || {
+            let t = std::time::Instant::now();
+            let v: Option<(String, String)> = cmd(&mut b, &["BLPOP", &k, "10"]);
+            (v, t.elapsed())
+        });
+        eventually("the BLPOP to block", || {
+            info_field::<i64>(&mut c, "blocked_clients") == 1
+        });
+        let mut args = call.to_vec();
+        args.push(&key);
+        let n: i64 = cmd(&mut c, &args);
+        assert_eq!(n, 1);
+        let (v, waited) = waiter.join().unwrap();
+        assert_eq!(v, Some((key.clone(), "x".to_string())), "{}", call[0]);
+        assert!(
+            waited < std::time::Duration::from_secs(5),
+            "{}: woken only at its timeout",
+            call[0]
+        );
+    }
+}

@@ -532,6 +532,11 @@ pub fn run_args(
         sent: Some(args),
         active: crate::core::ctx::ActiveWrite::for_command(srv, cmd.flags),
     };
-    (cmd.handler)(&mut ctx, args).map_err(|e| e.render())?;
+    // Counted in INFO commandstats as a connection's command is: a replica
+    // counts what its master's stream ran, as Redis's call() does for it.
+    let start = std::time::Instant::now();
+    let r = (cmd.handler)(&mut ctx, args);
+    stats.record_call(id, start.elapsed().as_micros() as u64, r.is_err());
+    r.map_err(|e| e.render())?;
     Ok(out.buf)
 }

@@ -163,13 +163,25 @@ impl Functions {
     /// The library holding function `f` (any case), and the function.
     pub fn find(&self, f: &str) -> Option<(Arc<Library>, FunctionInfo)> {
         let s = self.state.read();
-        let lib = s.funcs.get(&f.to_ascii_lowercase())?;
+        let lib = lookup_ci(&s.funcs, f)?;
         let info = lib
             .functions
             .iter()
             .find(|x| x.name.eq_ignore_ascii_case(f))?
             .clone();
         Some((lib.clone(), info))
+    }
+
+    /// The flags of function `f`, if there is one (FCALL's flags, asked
+    /// before every call: no copies).
+    pub fn flags_of(&self, f: &str) -> Option<u32> {
+        let s = self.state.read();
+        let lib = lookup_ci(&s.funcs, f)?;
+        let info = lib
+            .functions
+            .iter()
+            .find(|x| x.name.eq_ignore_ascii_case(f))?;
+        Some(info.flags)
     }
 
     /// A copy of the libraries (cheap: the libraries are shared).
@@ -246,5 +258,15 @@ impl Busy {
     /// The scripts past the threshold, oldest first.
     pub fn runs(&self) -> Vec<Arc<Running>> {
         self.runs.lock().clone()
+    }
+}
+
+/// `map[name]` for a map keyed by lowercase names: without a copy when
+/// `name` has no capitals (the usual case: FCALL runs this per call).
+fn lookup_ci<'m, V>(map: &'m HashMap<String, V>, name: &str) -> Option<&'m V> {
+    if name.bytes().any(|b| b.is_ascii_uppercase()) {
+        map.get(&name.to_ascii_lowercase())
+    } else {
+        map.get(name)
     }
 }

@@ -254,7 +254,18 @@ impl MasterSide {
 // ------------------------------------------------------------ commands
 
 pub fn psync(ctx: &mut Ctx, args: Args) -> CmdResult {
-    let offset = crate::commands::util::arg_i64(args.get(2))?;
+    let offset = crate::commands::util::arg_i64(args.get(2)).inspect_err(|_| {
+        let conf = ctx.client.replconf.as_deref().cloned().unwrap_or_default();
+        let ip = conf.ip.clone().or_else(|| {
+            let shared = ctx.client.shared.as_ref()?;
+            Some(host_of(&shared.addr))
+        });
+        let name = match ip {
+            Some(ip) => format!("{ip}:{}", conf.listening_port),
+            None => format!("client id #{}", ctx.client.id),
+        };
+        log_warning!("Replica {name} asks for synchronization but with a wrong offset");
+    })?;
     let replid = String::from_utf8_lossy(args.get(1)).into_owned();
     if args.len() > 3 && args.get(3).eq_ignore_ascii_case(b"failover") {
         // Our master hands over to us (FAILOVER): promote, then serve it.
@@ -789,7 +800,7 @@ where
                 // Another save runs: wait for it, keeping the link alive.
                 tokio::time::sleep(Duration::from_millis(100)).await;
                 waited += 1;
-                if waited.is_multiple_of(10) {
+                if waited.is_multiple_of(10) && !srv.repl.replica.debug_sleeping() {
                     write_all(io, b"\n", &shared.kill).await.ok()?;
                 }
             }
@@ -885,8 +896,12 @@ where
             _ = shared.kill.notified() => return None,
             // The replica hung up (what it sends is kept for the feed).
             r = read_some(io, qb) => if !matches!(r, Ok(n) if n > 0) { return None },
+            // No keepalive while a DEBUG SLEEP runs: Redis's blocks the
+            // whole server, and tests rely on the replica timing out then.
             _ = tokio::time::sleep(Duration::from_secs(1)) => {
-                write_all(io, b"\n", &shared.kill).await.ok()?;
+                if !srv.repl.replica.debug_sleeping() {
+                    write_all(io, b"\n", &shared.kill).await.ok()?;
+                }
             }
         }
     };
@@ -903,7 +918,7 @@ pub struct SyncReaders {
 impl SyncReaders {
     fn leave(&self, srv: &Server) {
         if self.left.fetch_sub(1, Relaxed) == 1 && !self.finished.load(Relaxed) {
-            log_warning!("Diskless rdb transfer, last replica dropped, stopping the snapshot");
+            log_warning!("Diskless rdb transfer, last replica dropped, killing fork child");
             crate::persistence::snapshot::abort(srv);
         }
     }

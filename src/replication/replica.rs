@@ -181,6 +181,12 @@ impl ReplicaSide {
         self.paused_until_ms.fetch_max(until, Relaxed);
     }
 
+    /// Whether a DEBUG SLEEP is running now (on a master too: its
+    /// keepalives to waiting replicas stop meanwhile, as Redis's do).
+    pub fn debug_sleeping(&self) -> bool {
+        self.paused_until_ms.load(Relaxed) > unix_ms()
+    }
+
     /// Waits out a DEBUG SLEEP (while this link is current).
     fn wait_out_pause(&self, gen: u64) {
         loop {

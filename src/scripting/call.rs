@@ -44,6 +44,14 @@ const WIDEN: &str = "ERR Script attempted to access a key not declared in KEYS";
 /// A failed call: the error reply's text, e.g. "ERR Unknown ...".
 type Refusal = String;
 
+/// The run's modes as redis.call passes them: the protocol
+/// (redis.setresp, 2 or 3) and the replication (redis.set_repl, 0 to 3).
+#[derive(Clone, Copy)]
+pub struct Modes {
+    pub resp: u8,
+    pub repl: u8,
+}
+
 /// Runs the command `args`; returns whether it succeeded and its reply as
 /// a Lua value (an error reply as {err=..}, flagged as counted already).
 pub fn rcall(
@@ -51,8 +59,8 @@ pub fn rcall(
     s: &Script,
     lua: &Lua,
     args: Vec<Value>,
+    Modes { resp, repl }: Modes,
 ) -> mlua::Result<(bool, Value)> {
-    let (resp, repl) = lua_modes(lua);
     // redis.set_repl(REPL_NONE): the command's effects are not propagated.
     // (REPL_AOF and REPL_REPLICA propagate to both: one effect stream.)
     let mark = ctx.client.exec_effects.as_ref().map(|e| e.len());
@@ -83,17 +91,6 @@ pub fn error_table(lua: &Lua, msg: &str, counted: bool) -> mlua::Result<Value> {
         t.set("ignore_error_stats_update", true)?;
     }
     Ok(Value::Table(t))
-}
-
-/// The script's protocol (redis.setresp) and replication (redis.set_repl).
-fn lua_modes(lua: &Lua) -> (u8, u8) {
-    let p: Option<mlua::Table> = lua.named_registry_value("lattice_private").ok();
-    let get = |k: &str, d: u8| {
-        p.as_ref()
-            .and_then(|p| p.raw_get::<u8>(k).ok())
-            .unwrap_or(d)
-    };
-    (get("resp", 2), get("repl", 3))
 }
 
 /// The call's arguments as strings; numbers as "%.17g" (Redis does not
@@ -150,7 +147,10 @@ fn resolve(
     if s.read_only && flags & (WRITE | MAY_REPLICATE) != 0 {
         return refuse("ERR Write commands are not allowed from read-only scripts.");
     }
-    if flags & WRITE != 0 && !s.dirty.get() {
+    // A script replayed from the AOF (or an effect stream) is obeyed, as
+    // Redis's mustObeyClient: no LOADING or READONLY for its writes (an
+    // AOF's EVAL loading into a read-only replica).
+    if flags & WRITE != 0 && !s.dirty.get() && ctx.replay_version.is_none() {
         // READONLY, MISCONF, NOREPLICAS as for a client's write; once the
         // script wrote, the rest must run.
         ctx.admin

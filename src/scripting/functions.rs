@@ -88,8 +88,8 @@ fn parent(_: &mut Ctx, _: Args) -> CmdResult {
 /// FCALL's flags for this call: its function's (fcallGetCommandFlags).
 fn fcall_flags(core: &Core, args: Args, f: u32) -> u32 {
     let name = String::from_utf8_lossy(args.get(1));
-    match core.functions.find(&name) {
-        Some((_, info)) => super::flags::command_flags(f, info.flags),
+    match core.functions.flags_of(&name) {
+        Some(flags) => super::flags::command_flags(f, flags),
         None => f,
     }
 }

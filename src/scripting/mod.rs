@@ -254,11 +254,6 @@ pub(crate) fn invoke(ctx: &mut Ctx, vm: &mut vm::Vm, run: Run, sflags: u32, ro: 
     let nested = crate::keyspace::held::holding();
     script.may_widen = !nested && script.keys.is_some();
     loop {
-        if run.function {
-            vm.reset_modes().map_err(lua_err)?;
-        } else {
-            vm.set_args(run.keys, run.argv).map_err(lua_err)?;
-        }
         let plan = script.keys.as_ref().map(|ks| {
             ks.iter()
                 .map(|k| (script.db, core.keyspace.slot(k).shard))
@@ -376,7 +371,14 @@ fn execute(ctx: &mut Ctx, vm: &mut vm::Vm, s: &Script, run: &Run) -> CmdResult {
             crate::commands::multi::emit_unit(ctx.core, effects);
         }
     }
-    let (ok, value) = result.map_err(lua_err)?;
+    if !was_in_exec {
+        // Keys the script made ready (an LPUSH for a BLPOP waiter) are
+        // served once it is over, as after EXEC; inside EXEC, EXEC does it.
+        for (db, key) in std::mem::take(&mut ctx.client.exec_ready) {
+            ctx.core.blocking.signal(db, &key);
+        }
+    }
+    let (ok, value, resp) = result.map_err(lua_err)?;
     if s.widen.get() {
         return Ok(());
     }
@@ -388,9 +390,71 @@ fn execute(ctx: &mut Ctx, vm: &mut vm::Vm, s: &Script, run: &Run) -> CmdResult {
             return Err(reply_error(t, convert::error_line(&e.to_string_lossy())));
         }
     }
-    let resp = vm.private.raw_get::<u8>("resp").unwrap_or(2);
     convert::lua_to_reply(ctx.out, &value, 0, resp);
     Ok(())
+}
+
+/// What `redis.call` and `redis.acl_check_cmd` act on while a script runs:
+/// the client's context and the script. `call_with` points the thread's
+/// `BOUND` at it for the duration of the Lua call; the Rust functions Lua
+/// calls are made once per state (`bound_functions`), not per run (making
+/// them per run, with `Lua::scope`, was a third of a short script's cost).
+struct Bound<'c, 'a> {
+    ctx: &'c std::cell::RefCell<&'c mut Ctx<'a>>,
+    script: &'c Script,
+}
+
+thread_local! {
+    static BOUND: std::cell::Cell<*const ()> = const { std::cell::Cell::new(std::ptr::null()) };
+}
+
+/// Puts back the binding `call_with` replaced, also when unwinding.
+struct BoundGuard(*const ());
+
+impl Drop for BoundGuard {
+    fn drop(&mut self) {
+        BOUND.with(|b| b.set(self.0));
+    }
+}
+
+/// Runs `f` on the run bound to this thread.
+fn with_bound<R>(
+    f: impl for<'x, 'y> FnOnce(&'x mut Ctx<'y>, &'x Script) -> mlua::Result<R>,
+) -> mlua::Result<R> {
+    let p = BOUND.with(|b| b.get());
+    if p.is_null() {
+        return Err(mlua::Error::runtime("no script is running"));
+    }
+    // SAFETY: a non-null `BOUND` points to the `Bound` on `call_with`'s
+    // stack, set just before its Lua call and put back (BoundGuard, also
+    // on unwinding) before that frame ends; Lua runs these functions on
+    // this thread, within that call. The lifetimes are those of that frame.
+    let b = unsafe { &*(p as *const Bound<'_, '_>) };
+    let mut c = b
+        .ctx
+        .try_borrow_mut()
+        .map_err(|_| mlua::Error::runtime("redis.call re-entered"))?;
+    f(&mut c, b.script)
+}
+
+/// `priv.rcall` and `priv.acl_check` of a Lua state: they act on the run
+/// bound by `call_with` (see `Bound`).
+pub(crate) fn bound_functions(lua: &mlua::Lua) -> mlua::Result<(mlua::Function, mlua::Function)> {
+    let rcall = lua.create_function(
+        |lua, (n, t, resp, repl): (usize, mlua::Table, Option<u8>, Option<u8>)| {
+            let args = call::table_args(n, &t)?;
+            let modes = call::Modes {
+                resp: resp.unwrap_or(2),
+                repl: repl.unwrap_or(3),
+            };
+            with_bound(|ctx, s| call::rcall(ctx, s, lua, args, modes))
+        },
+    )?;
+    let acl = lua.create_function(|lua, (n, t): (usize, mlua::Table)| {
+        let args = call::table_args(n, &t)?;
+        with_bound(|ctx, _| acl_check(ctx, lua, args))
+    })?;
+    Ok((rcall, acl))
 }
 
 /// Calls the script through the prelude's `run` (xpcall with Redis's error
@@ -400,40 +464,26 @@ fn call_with(
     vm: &vm::Vm,
     s: &Script,
     run: &Run,
-) -> mlua::Result<(bool, mlua::Value)> {
+) -> mlua::Result<(bool, mlua::Value, u8)> {
     let cell = std::cell::RefCell::new(ctx);
+    let bound = Bound {
+        ctx: &cell,
+        script: s,
+    };
+    let _guard = BoundGuard(BOUND.with(|b| b.replace(&bound as *const Bound as *const ())));
     let lua = &vm.lua;
-    lua.scope(|scope| {
-        let rcall = scope.create_function(|lua, (n, t): (usize, mlua::Table)| {
-            let mut c = cell.borrow_mut();
-            call::rcall(&mut c, s, lua, call::table_args(n, &t)?)
-        })?;
-        let acl = scope.create_function(|lua, (n, t): (usize, mlua::Table)| {
-            let c = cell.borrow();
-            acl_check(&c, lua, call::table_args(n, &t)?)
-        })?;
-        vm.private.set("rcall", rcall)?;
-        vm.private.set("acl_check", acl)?;
-        let r = if run.function {
-            let seq = |v: &[&[u8]]| {
-                lua.create_sequence_from(v.iter().map(|b| lua.create_string(b).unwrap()))
-            };
-            let go: mlua::Function = vm.private.raw_get("run_function")?;
-            go.call::<(bool, mlua::Value)>((run.f.clone(), seq(run.keys)?, seq(run.argv)?))
-        } else {
-            let go: mlua::Function = vm.private.raw_get("run")?;
-            go.call::<(bool, mlua::Value)>(run.f.clone())
-        };
-        vm.private.set("rcall", mlua::Value::Nil)?;
-        vm.private.set("acl_check", mlua::Value::Nil)?;
-        r
-    })
+    let seq =
+        |v: &[&[u8]]| lua.create_sequence_from(v.iter().map(|b| lua.create_string(b).unwrap()));
+    // The prelude's run and run_function reset the run's modes and bind
+    // redis.call for the call's duration (and set KEYS and ARGV for EVAL).
+    let go = if run.function { &vm.run.1 } else { &vm.run.0 };
+    go.call::<(bool, mlua::Value, u8)>((&run.f, seq(run.keys)?, seq(run.argv)?))
 }
 
 /// `redis.acl_check_cmd(cmd, ...)`: whether the user may run the command.
 /// Every client is the default user, which may run everything.
 fn acl_check(
-    ctx: &Ctx,
+    ctx: &mut Ctx,
     lua: &mlua::Lua,
     args: Vec<mlua::Value>,
 ) -> mlua::Result<(bool, mlua::Value)> {

@@ -20,16 +20,24 @@ local meta_view = rawsetmt({}, {__mode = 'k'}) -- view -> what getmetatable show
 
 local function readonly_error() error_('Attempt to modify a readonly table', 2) end
 
+-- A view's reads are cached in a table its __index points to (a missing
+-- key falls through to the function): a second read of redis.call is a
+-- table lookup done by the VM, not a Lua call. The tables behind views
+-- (globals' libraries, redis, metatables) do not change once built.
 local function ro(t)
   local v = view_of[t]
   if v then return v end
   v = {}
-  rawsetmt(v, {
-    __index = function(_, k)
+  local seen = rawsetmt({}, {
+    __index = function(c, k)
       local x = t[k]
-      if type_(x) == 'table' and not real_of[x] then return ro(x) end
+      if type_(x) == 'table' and not real_of[x] then x = ro(x) end
+      if x ~= nil then rawset_(c, k, x) end
       return x
     end,
+  })
+  rawsetmt(v, {
+    __index = seen,
     __newindex = readonly_error,
     __metatable = false,
   })
@@ -124,7 +132,25 @@ priv.handler = function(err)
   if info then err.source = info.source; err.line = info.currentline end
   return err
 end
-priv.run = function(f) return xpcall(f, priv.handler) end
+-- What every run starts with: redis.setresp/set_repl and a kill reset,
+-- redis.call and acl_check_cmd bound (priv.rcall is nil outside a run, so
+-- a library's body calling redis.call at FUNCTION LOAD fails as in Redis).
+-- Done here rather than from Rust: one call instead of a table write each.
+local function begin_run()
+  priv.resp, priv.killed, priv.repl = 2, false, 3
+  priv.rcall, priv.acl_check = priv.bound_rcall, priv.bound_acl_check
+end
+local function end_run(ok, r)
+  priv.rcall, priv.acl_check = nil, nil
+  return ok, r, priv.resp
+end
+-- Runs an EVAL script with its KEYS and ARGV: ok, result, protocol.
+priv.run = function(f, keys, argv)
+  rawset_(G, 'KEYS', keys)
+  rawset_(G, 'ARGV', argv)
+  begin_run()
+  return end_run(xpcall(f, priv.handler))
+end
 
 -- An error reply as redis.pcall returns it (luaPushErrorBuff): "-CODE msg"
 -- keeps its code, anything else gets ERR.
@@ -144,13 +170,15 @@ end
 
 local redis = {}
 -- The arguments go as one table: a Rust callback takes few values.
+-- The run's protocol and replication modes (redis.setresp, set_repl) go
+-- along, read here rather than by Rust from the table on every call.
 redis.call = function(...)
-  local ok, r = priv.rcall(select('#', ...), {...})
+  local ok, r = priv.rcall(select('#', ...), {...}, priv.resp, priv.repl)
   if not ok then error_(r, 0) end
   return r
 end
 redis.pcall = function(...)
-  local _, r = priv.rcall(select('#', ...), {...})
+  local _, r = priv.rcall(select('#', ...), {...}, priv.resp, priv.repl)
   return r
 end
 redis.sha1hex = function(...)
@@ -319,15 +347,21 @@ end
 -- KEYS and ARGV are the script's own tables, as in Redis.
 local own = {KEYS = true, ARGV = true}
 env = {}
-rawsetmt(env, {
-  __index = function(_, k)
+-- What env has shown, cached as in ro(); not KEYS and ARGV (new each run).
+local env_seen = rawsetmt({}, {
+  __index = function(c, k)
     local v = rawget_(G, k)
     if v == nil then
       error_("Script attempted to access nonexistent global variable '" .. tostring(k) .. "'", 2)
     end
-    if type_(v) == 'table' and not real_of[v] and not own[k] then return ro(v) end
+    if own[k] then return v end
+    if type_(v) == 'table' and not real_of[v] then v = ro(v) end
+    rawset_(c, k, v)
     return v
   end,
+})
+rawsetmt(env, {
+  __index = env_seen,
   __newindex = readonly_error,
   __metatable = false,
 })
@@ -458,5 +492,6 @@ priv.load_library = function(f)
 end
 -- Calls a function with its keys and arguments.
 priv.run_function = function(f, keys, args)
-  return xpcall(function() return f(keys, args) end, priv.handler)
+  begin_run()
+  return end_run(xpcall(function() return f(keys, args) end, priv.handler))
 end

@@ -21,6 +21,8 @@ pub struct Vm {
     owner: (usize, u64),
     /// This state's memory as last added to `LUA_MEMORY`.
     counted: usize,
+    /// The prelude's `run` and `run_function`.
+    pub(crate) run: (Function, Function),
 }
 
 /// The memory of every thread's Lua state (INFO's used_memory_lua), as
@@ -120,6 +122,9 @@ impl Vm {
             // and calls a Lua function (see `trampoline`).
             private.set(*name, unsafe { lua.create_c_function(TRAMPOLINES[i]) }?)?;
         }
+        let (rcall, acl_check) = super::bound_functions(&lua)?;
+        private.set("bound_rcall", rcall)?;
+        private.set("bound_acl_check", acl_check)?;
         lua.load(include_str!("prelude.lua"))
             .set_name("=prelude")
             .call::<()>(private.clone())?;
@@ -129,6 +134,7 @@ impl Vm {
             mlua::HookTriggers::new().every_nth_instruction(100_000),
             count_hook,
         );
+        let run = (private.raw_get("run")?, private.raw_get("run_function")?);
         Ok(Vm {
             lua,
             private,
@@ -136,6 +142,7 @@ impl Vm {
             libs: HashMap::new(),
             owner: (0, 0),
             counted: 0,
+            run,
         })
     }
 
@@ -279,29 +286,6 @@ impl Vm {
             .get(&lib.name)
             .and_then(|(_, fs)| fs.get(name).cloned())
             .ok_or_else(|| "ERR Function not found".into())
-    }
-
-    /// Resets what a run may change (redis.setresp, redis.set_repl).
-    pub fn reset_modes(&self) -> mlua::Result<()> {
-        self.private.set("resp", 2)?;
-        self.private.set("killed", false)?;
-        self.private.set("repl", 3)
-    }
-
-    /// Sets KEYS and ARGV for the next run.
-    pub fn set_args(&self, keys: &[&[u8]], argv: &[&[u8]]) -> mlua::Result<()> {
-        let g: Table = self.private.raw_get("G")?;
-        g.raw_set(
-            "KEYS",
-            self.lua
-                .create_sequence_from(keys.iter().map(|k| self.lua.create_string(k).unwrap()))?,
-        )?;
-        g.raw_set(
-            "ARGV",
-            self.lua
-                .create_sequence_from(argv.iter().map(|k| self.lua.create_string(k).unwrap()))?,
-        )?;
-        self.reset_modes()
     }
 }
 

@@ -1,0 +1,131 @@
+#!/usr/bin/env bash
+# Scripting throughput (issue 14 "Benchmark"): EVALSHA of a small script and
+# FCALL of the same code as a function, against redis-server 7.0 side by side.
+#
+#   script:   redis.call('GET', KEYS[1]); return redis.call('INCR', KEYS[1])
+#   command:  EVALSHA <sha> 1 key:__rand_int__   /   FCALL getincr 1 key:__rand_int__
+#
+# Each server runs alone pinned to SERVER_CPU (lattice with --server-threads
+# 1), redis-benchmark pinned to CLIENT_CPU, at pipeline 1 and 16. ROUNDS
+# rounds alternate the two servers and the table shows each figure's median
+# (as bench/compare.sh), so a noisy neighbour on the shared cores hurts both
+# alike; ratios are of those medians, all from the one run. "cpu ns/req" is the server's CPU time per request
+# (bench/lib.sh cpu_ns): at pipeline 16 the one-threaded redis-benchmark can
+# saturate first, and CPU per request is what it cannot cap. A last column
+# (one measurement) runs lattice unpinned with MT_THREADS worker threads and redis-benchmark
+# unpinned with --threads MT_CLIENT_THREADS (on a 2-core machine the client
+# shares the cores with the server, so it shows that one node uses more than
+# one core, not how far it scales).
+#
+#   bench/scripting.sh
+#   REQUESTS=400000 REQUESTS_P1=100000 SKIP_BUILD=1 bench/scripting.sh
+#
+# Environment: ROUNDS (3), REQUESTS (pipeline 16, 400000), REQUESTS_P1 (100000), CLIENTS
+# (50), KEYSPACE (-r, 100000), SERVER_CPU (0), CLIENT_CPU (1), MT_THREADS
+# (2), MT_CLIENT_THREADS (2), SKIP_BUILD, SKIP_MT.
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "$0")/.." && pwd)"
+ROUNDS="${ROUNDS:-3}"
+REQUESTS="${REQUESTS:-400000}"
+REQUESTS_P1="${REQUESTS_P1:-100000}"
+CLIENTS="${CLIENTS:-50}"
+KEYSPACE="${KEYSPACE:-100000}"
+SERVER_CPU="${SERVER_CPU:-0}"
+CLIENT_CPU="${CLIENT_CPU:-1}"
+MT_THREADS="${MT_THREADS:-2}"
+MT_CLIENT_THREADS="${MT_CLIENT_THREADS:-2}"
+REDIS_SERVER="${REDIS_SERVER:-/usr/bin/redis-server}"
+LATTICE="$ROOT/target/release/lattice-server"
+# shellcheck source=bench/lib.sh
+source "$ROOT/bench/lib.sh"
+
+SCRIPT="redis.call('GET', KEYS[1]); return redis.call('INCR', KEYS[1])"
+LIBRARY="#!lua name=benchlib
+redis.register_function('getincr', function(keys, args) redis.call('GET', keys[1]); return redis.call('INCR', keys[1]) end)"
+
+if [[ -z "${SKIP_BUILD:-}" ]]; then
+    (cd "$ROOT" && cargo build --release --quiet)
+fi
+
+# prepare PORT: loads the script and the library, sets SHA.
+prepare() {
+    SHA="$(redis-cli -p "$1" SCRIPT LOAD "$SCRIPT")"
+    redis-cli -p "$1" FUNCTION LOAD REPLACE "$LIBRARY" >/dev/null
+    [[ "$(redis-cli -p "$1" EVALSHA "$SHA" 1 probe)" == 1 ]] || { echo "EVALSHA failed" >&2; exit 1; }
+    [[ "$(redis-cli -p "$1" FCALL getincr 1 probe)" == 2 ]] || { echo "FCALL failed" >&2; exit 1; }
+}
+
+# measure NAME PORT: fills V[NAME-test-pipe] (rps) and C[...] (cpu ns/req).
+declare -A V C
+measure() {
+    local name="$1" port="$2" pipe n c0 c1 v
+    for pipe in 1 16; do
+        n=$REQUESTS
+        [[ $pipe == 1 ]] && n=$REQUESTS_P1
+        for t in evalsha fcall; do
+            c0="$(cpu_ns "$SERVER_PID")"
+            if [[ $t == evalsha ]]; then
+                v="$(REQUESTS=$n rps_cmd "$port" "$pipe" EVALSHA "$SHA" 1 'key:__rand_int__')"
+            else
+                v="$(REQUESTS=$n rps_cmd "$port" "$pipe" FCALL getincr 1 'key:__rand_int__')"
+            fi
+            c1="$(cpu_ns "$SERVER_PID")"
+            V[$name-$t-$pipe]+="$v "
+            C[$name-$t-$pipe]+="$(((c1 - c0) / n)) "
+        done
+    done
+}
+
+for round in $(seq 1 "$ROUNDS"); do
+    for name in redis lattice; do
+        port="$(free_port)"
+        start_server "$name" "$port"
+        prepare "$port"
+        measure "$name" "$port"
+        stop_server
+    done
+    echo "round $round done" >&2
+done
+
+if [[ -z "${SKIP_MT:-}" ]]; then
+    port="$(free_port)"
+    "$LATTICE" --port "$port" --server-threads "$MT_THREADS" --save "" --appendonly no \
+        --dir "$WORK" >"$WORK/lattice-mt.log" 2>&1 &
+    SERVER_PID=$!
+    wait_port "$port"
+    prepare "$port"
+    for pipe in 1 16; do
+        n=$REQUESTS
+        [[ $pipe == 1 ]] && n=$REQUESTS_P1
+        for t in evalsha fcall; do
+            if [[ $t == evalsha ]]; then
+                cmd=(EVALSHA "$SHA" 1 'key:__rand_int__')
+            else
+                cmd=(FCALL getincr 1 'key:__rand_int__')
+            fi
+            V[mt-$t-$pipe]+="$(redis-benchmark -p "$port" -c "$CLIENTS" -n "$n" -r "$KEYSPACE" \
+                -P "$pipe" --threads "$MT_CLIENT_THREADS" --csv -q "${cmd[@]}" 2>/dev/null |
+                awk -F'","' 'NR>1 || !/^"test"/ { gsub(/"/, "", $2); print $2; exit }') "
+        done
+    done
+    stop_server
+    echo "lattice (unpinned) done" >&2
+fi
+
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", (b>0 ? a/b : 0) }'; }
+printf '\nscripting: -c %s -r %s, P=1 %s requests, P=16 %s; servers on CPU %s (lattice 1 thread), redis-benchmark on CPU %s; median of %s rounds\n' \
+    "$CLIENTS" "$KEYSPACE" "$REQUESTS_P1" "$REQUESTS" "$SERVER_CPU" "$CLIENT_CPU" "$ROUNDS"
+printf '%-12s | %10s | %11s | %5s | %10s | %11s | %9s | %18s\n' test "redis rps" "lattice rps" ratio \
+    "redis ns/r" "lattice ns/r" "cpu ratio" "lattice ${MT_THREADS}t unpinned"
+printf '%s\n' "-------------+------------+-------------+-------+------------+--------------+-----------+-------------------"
+for t in evalsha fcall; do
+    for pipe in 1 16; do
+        r=$(median <<<"${V[redis-$t-$pipe]}") l=$(median <<<"${V[lattice-$t-$pipe]}")
+        rc=$(median <<<"${C[redis-$t-$pipe]}") lc=$(median <<<"${C[lattice-$t-$pipe]}")
+        mt=$(median <<<"${V[mt-$t-$pipe]:-}")
+        printf '%-12s | %10s | %11s | %5s | %10s | %12s | %9s | %18s\n' "${t^^} P=$pipe" "$r" "$l" \
+            "$(ratio "$l" "$r")" "$rc" "$lc" "$(ratio "$rc" "$lc")" "${mt:--}"
+    done
+done
+echo "(ratio = lattice rps / redis rps; cpu ratio = redis CPU per request / lattice CPU per request, >1 means lattice does more per core)"
