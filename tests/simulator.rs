@@ -178,6 +178,10 @@ fn seeds_that_found_bugs() {
             1357,
             "a node whose state held more than a peer's kept it to itself (long mode)",
         ),
+        (
+            1678,
+            "a join that emptied a hash and filled it again lost its TTL (long mode)",
+        ),
     ];
     for (seed, bug) in found {
         if let Err(f) = sim::run(seed, &sim::Options::default()) {

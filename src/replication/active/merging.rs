@@ -322,7 +322,7 @@ impl Link {
         } else {
             local.at
         };
-        self.set_expiry(db, key, (local.at, at), version);
+        self.set_expiry(db, key, at, version);
         self.raise_version(db, key, version);
         self.store(db, key, Meta::Elements(joined));
         self.settle(db, key, outcome)
@@ -381,7 +381,7 @@ impl Link {
             ];
             self.replay(db, version, &argv);
         } else {
-            self.set_expiry(db, key, (local.at, at), version);
+            self.set_expiry(db, key, at, version);
         }
         self.raise_version(db, key, version);
         self.store(db, key, Meta::List(joined));
@@ -418,11 +418,14 @@ impl Link {
         s
     }
 
-    /// A join that changed nothing here: where the peer's state lacks what
-    /// ours holds (or names our state with an older version), ours goes to
-    /// every peer, as a commit's does, so that the peer learns it; else a
-    /// node that knows more would keep it for good (simulator seed 1357:
-    /// its ids came by another path, and nothing else would carry them).
+    /// A join that changed nothing here: where the peer's state is newer
+    /// than ours but lacks something ours holds, ours goes to every peer,
+    /// as a commit's does, so that the newest state's makers learn it;
+    /// else a node that knows more keeps it for good and the others the
+    /// newer, smaller state (simulator seed 1357). A state older than ours
+    /// that lacks something is a late copy (a forward, a snapshot) whose
+    /// makers moved on: answering those too flooded a mesh with states
+    /// (tests/active_active.rs, the bytes each write costs a link).
     /// Returns false: nothing here changed, nothing is forwarded.
     fn answer_if_behind(
         &mut self,
@@ -431,7 +434,7 @@ impl Link {
         (_, same_as_remote): (bool, bool),
         (local, remote): (u64, u64),
     ) -> bool {
-        if !same_as_remote || remote < local {
+        if !same_as_remote && remote > local {
             super::serve::answer_state(&*self.node, db, key);
         }
         false
@@ -458,16 +461,18 @@ impl Link {
             .raise_version(slot.hash, key, version);
     }
 
-    /// Moves the key's expiry from `was` to `at` (0: none), replayed as a
-    /// PEXPIREAT or PERSIST stamped `stamp`; nothing where they are equal
-    /// or the key is absent here.
-    fn set_expiry(&mut self, db: usize, key: &[u8], (was, at): (u64, u64), stamp: u64) {
+    /// Gives the key the expiry `at` (0: none), replayed as a PEXPIREAT or
+    /// PERSIST stamped `stamp`, where it has another now (read after the
+    /// join's writes: a remove that emptied the key and an add that made
+    /// it again lost its TTL on the way, simulator seed 1678); nothing
+    /// where the key is absent.
+    fn set_expiry(&mut self, db: usize, key: &[u8], at: u64, stamp: u64) {
         let ks = &self.node.core().keyspace;
         let slot = ks.slot(key);
-        let exists = (ks.db(db).lock(slot.shard))
+        let now = (ks.db(db).lock(slot.shard))
             .get_raw(slot.hash, key)
-            .is_some();
-        if was == at || !exists {
+            .map(|e| e.expire_at());
+        if now.is_none_or(|now| now == at) {
             return;
         }
         if at == 0 {
