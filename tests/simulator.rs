@@ -29,7 +29,12 @@ const CI_MERGE_SEEDS: u64 = 500;
 
 /// Seeds that fail on today's code for a known reason not fixed yet,
 /// skipped by `seeds` (and reported; docs/MERGE.md section 8, "Open").
-const KNOWN_OPEN: &[(u64, &str)] = &[];
+const KNOWN_OPEN: &[(u64, &str)] = &[(2753, UNCHANGED_STATE_NOT_FORWARDED)];
+
+const UNCHANGED_STATE_NOT_FORWARDED: &str =
+    "found by the long mode, beyond the CI range: in a ring, a node answers a newer state that \
+     lacks what it holds (a flush's removals), but the next node, unchanged by the answer, does \
+     not forward it, so the node that made the newer state never learns (docs/MERGE.md section 8)";
 
 fn env(var: &str) -> Option<u64> {
     std::env::var(var).ok().map(|v| v.parse().expect(var))
@@ -38,7 +43,12 @@ fn env(var: &str) -> Option<u64> {
 /// Runs seeds `range`; panics with the first failure.
 fn run_seeds(range: std::ops::Range<u64>, opts: &sim::Options) -> sim::Report {
     let mut total = sim::Report::default();
+    let (started, long) = (Instant::now(), range.end > CI_SEEDS);
     for seed in range.filter(|s| KNOWN_OPEN.iter().all(|k| k.0 != *s)) {
+        if long && seed % 10_000 == 0 && seed > 0 {
+            let secs = started.elapsed().as_secs_f64();
+            println!("{seed} seeds passed in {secs:.0} s");
+        }
         match sim::run(seed, opts) {
             Ok(r) => {
                 total.commands += r.commands;
