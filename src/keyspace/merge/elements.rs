@@ -30,7 +30,7 @@
 
 use hashbrown::HashMap;
 
-use crate::keyspace::hlc::stamp_node;
+use super::context::{fingerprint, Context};
 use crate::keyspace::Value;
 
 /// One add of a member: its stamp, a fingerprint of the value it set (a
@@ -52,8 +52,8 @@ pub struct Elements {
     /// The key's version this describes.
     pub version: u64,
     pub dots: HashMap<Box<[u8]>, Dots>,
-    /// Per node slot, the newest stamp seen (sorted by slot).
-    pub cc: Vec<(u64, u64)>,
+    /// The causal context: the newest stamp seen per node slot.
+    pub cc: Context,
     /// Members the writes since `version` named as added or set (SADD of
     /// a member present, HSET of an unchanged value): they take the next
     /// stamp as their dot, as a new add would (add-wins over a concurrent
@@ -73,17 +73,10 @@ impl Item {
     fn fingerprint(&self) -> u64 {
         match self {
             Item::Member => 0,
-            Item::Field(v) => fnv64(v),
+            Item::Field(v) => fingerprint(v),
             Item::Score(s) => s.to_bits(),
         }
     }
-}
-
-/// FNV-1a: the same on every node (a fingerprint travels in states).
-fn fnv64(b: &[u8]) -> u64 {
-    b.iter().fold(0xcbf2_9ce4_8422_2325, |h, &c| {
-        (h ^ u64::from(c)).wrapping_mul(0x0100_0000_01b3)
-    })
 }
 
 /// Whether `value` merges per element.
@@ -140,7 +133,7 @@ impl Elements {
             touched: Vec::new(),
         };
         let touched = |m: &[u8]| meta.is_some_and(|old| old.touched.iter().any(|t| &**t == m));
-        e.see(version);
+        e.cc.see(version);
         for (m, item) in items(value) {
             let fp = item.fingerprint();
             let old = meta.and_then(|old| old.dots.get(&m[..]));
@@ -168,18 +161,6 @@ impl Elements {
         self.dots == other.dots && self.cc == other.cc
     }
 
-    /// Notes `stamp` as seen.
-    fn see(&mut self, stamp: u64) {
-        if stamp == 0 {
-            return;
-        }
-        let slot = stamp_node(stamp);
-        match self.cc.binary_search_by_key(&slot, |c| c.0) {
-            Ok(i) => self.cc[i].1 = self.cc[i].1.max(stamp),
-            Err(i) => self.cc.insert(i, (slot, stamp)),
-        }
-    }
-
     /// Joins `remote` (whose value is `remote_value`) into `self` (the
     /// local state, whose value is `local_value`): the joined state, and
     /// what must change in the local value to match it.
@@ -195,9 +176,7 @@ impl Elements {
             cc: self.cc.clone(),
             touched: Vec::new(),
         };
-        for &(_, s) in &remote.cc {
-            out.see(s);
-        }
+        out.cc.join(&remote.cc);
         let mut members: Vec<&Box<[u8]>> = self.dots.keys().chain(remote.dots.keys()).collect();
         members.sort_unstable();
         members.dedup();
@@ -231,8 +210,8 @@ impl Elements {
 /// them). Each side: its dots, its value (for its newest dot's), and the
 /// other side's context. Kept dots carry their values (set after).
 fn join_dots(
-    (ours, our_value, their_cc): (&[Dot], Option<&Value>, &[(u64, u64)]),
-    (theirs, their_value, our_cc): (&[Dot], Option<&Value>, &[(u64, u64)]),
+    (ours, our_value, their_cc): (&[Dot], Option<&Value>, &Context),
+    (theirs, their_value, our_cc): (&[Dot], Option<&Value>, &Context),
     m: &[u8],
 ) -> Dots {
     let with_value = |d: &Dot, side: &[Dot], value: Option<&Value>| {
@@ -250,13 +229,13 @@ fn join_dots(
     let mut kept: Dots = Vec::with_capacity(ours.len().max(theirs.len()));
     for d in ours {
         let both = theirs.iter().any(|t| t.stamp == d.stamp);
-        if both || !covers(their_cc, d.stamp) {
+        if both || !their_cc.covers(d.stamp) {
             kept.push(with_value(d, ours, our_value));
         }
     }
     for d in theirs {
         let both = ours.iter().any(|o| o.stamp == d.stamp);
-        if !both && !covers(our_cc, d.stamp) {
+        if !both && !our_cc.covers(d.stamp) {
             kept.push(with_value(d, theirs, their_value));
         }
     }
@@ -276,13 +255,6 @@ fn settle_values(mut dots: Dots) -> Dots {
     dots
 }
 
-/// Whether a context has seen the write stamped `dot`.
-fn covers(cc: &[(u64, u64)], dot: u64) -> bool {
-    let slot = stamp_node(dot);
-    cc.binary_search_by_key(&slot, |c| c.0)
-        .is_ok_and(|i| cc[i].1 >= dot)
-}
-
 // ---- Encoding --------------------------------------------------------------
 
 use super::codec::{put_bytes, put_varint, Cursor};
@@ -295,11 +267,7 @@ impl Elements {
     pub fn encode(&self, out: &mut Vec<u8>) {
         out.push(b'E');
         put_varint(out, self.version);
-        put_varint(out, self.cc.len() as u64);
-        for &(slot, s) in &self.cc {
-            put_varint(out, slot);
-            put_varint(out, s);
-        }
+        self.cc.encode(out);
         let mut members: Vec<_> = self.dots.iter().collect();
         members.sort_unstable_by(|a, b| a.0.cmp(b.0));
         put_varint(out, members.len() as u64);
@@ -330,14 +298,7 @@ impl Elements {
             return Err("unknown merge metadata".into());
         }
         let version = c.varint()?;
-        let n = c.count()?;
-        let mut cc = Vec::with_capacity(n);
-        for _ in 0..n {
-            cc.push((c.varint()?, c.varint()?));
-        }
-        if cc.windows(2).any(|w| w[0].0 >= w[1].0) {
-            return Err("merge metadata context out of order".into());
-        }
+        let cc = Context::decode(&mut c)?;
         let n = c.count()?;
         let mut dots = HashMap::with_capacity(n);
         for _ in 0..n {
@@ -375,7 +336,6 @@ impl Elements {
     /// DEBUG MERGEINFO's lines (at most 16 members shown, each with its
     /// dots: `member@stamp[+stamp...]`).
     pub fn describe(&self) -> Vec<String> {
-        let cc: Vec<String> = self.cc.iter().map(|(s, t)| format!("{s}:{t}")).collect();
         let mut members: Vec<_> = self.dots.iter().collect();
         members.sort_unstable_by(|a, b| a.0.cmp(b.0));
         let shown: Vec<String> = members
@@ -389,7 +349,7 @@ impl Elements {
         vec![
             "type:elements".to_string(),
             format!("version:{}", self.version),
-            format!("context:{}", cc.join(",")),
+            self.cc.describe(),
             format!("dots:{} {}", self.dots.len(), shown.join(",")),
         ]
     }

@@ -31,7 +31,7 @@
 //! prefix and suffix) gives the elements between new ids: the list is the
 //! same, only a concurrent remove of one of them on another node misses.
 
-use crate::keyspace::hlc::stamp_node;
+use super::context::{fingerprint, Context};
 use crate::keyspace::Value;
 
 use super::codec::{put_varint, Cursor};
@@ -56,15 +56,8 @@ pub struct Lists {
     pub version: u64,
     /// The elements, in list order (parallel to the list's values).
     pub elems: Vec<Elem>,
-    /// Per node slot, the newest stamp seen (sorted by slot).
-    pub cc: Vec<(u64, u64)>,
-}
-
-/// FNV-1a of a value (the same on every node).
-fn fp(b: &[u8]) -> u64 {
-    b.iter().fold(0xcbf2_9ce4_8422_2325, |h, &c| {
-        (h ^ u64::from(c)).wrapping_mul(0x0100_0000_01b3)
-    })
+    /// The causal context: the newest stamp seen per node slot.
+    pub cc: Context,
 }
 
 /// The values of a list (empty for an absent key or another type).
@@ -137,7 +130,7 @@ impl Lists {
             return m.clone();
         }
         let old: &[Elem] = meta.map_or(&[], |m| &m.elems);
-        let new: Vec<u64> = values(value).iter().map(|v| fp(v)).collect();
+        let new: Vec<u64> = values(value).iter().map(|v| fingerprint(v)).collect();
         let kept = matching(old, &new);
         let mut elems: Vec<Elem> = Vec::with_capacity(new.len());
         let mut k = 0u32;
@@ -169,26 +162,8 @@ impl Lists {
             elems,
             cc: meta.map(|m| m.cc.clone()).unwrap_or_default(),
         };
-        l.see(version);
+        l.cc.see(version);
         l
-    }
-
-    fn see(&mut self, stamp: u64) {
-        if stamp == 0 {
-            return;
-        }
-        let slot = stamp_node(stamp);
-        match self.cc.binary_search_by_key(&slot, |c| c.0) {
-            Ok(i) => self.cc[i].1 = self.cc[i].1.max(stamp),
-            Err(i) => self.cc.insert(i, (slot, stamp)),
-        }
-    }
-
-    fn covers(&self, stamp: u64) -> bool {
-        let slot = stamp_node(stamp);
-        self.cc
-            .binary_search_by_key(&slot, |c| c.0)
-            .is_ok_and(|i| self.cc[i].1 >= stamp)
     }
 
     /// Whether `self` and `other` are one state but for their versions.
@@ -207,12 +182,12 @@ impl Lists {
         let mut kept: Vec<(&Elem, &[u8])> = Vec::new();
         let has = |l: &Lists, id| l.elems.iter().any(|e| e.id == id);
         for (e, v) in self.elems.iter().zip(local_values) {
-            if has(remote, e.id) || !remote.covers(e.id.0) {
+            if has(remote, e.id) || !remote.cc.covers(e.id.0) {
                 kept.push((e, v));
             }
         }
         for (e, v) in remote.elems.iter().zip(remote_values) {
-            if !has(self, e.id) && !self.covers(e.id.0) {
+            if !has(self, e.id) && !self.cc.covers(e.id.0) {
                 kept.push((e, v));
             }
         }
@@ -222,9 +197,7 @@ impl Lists {
             elems: kept.iter().map(|(e, _)| (*e).clone()).collect(),
             cc: self.cc.clone(),
         };
-        for &(_, s) in &remote.cc {
-            out.see(s);
-        }
+        out.cc.join(&remote.cc);
         let values = kept.iter().map(|(_, v)| v.to_vec()).collect();
         (out, values)
     }
@@ -233,11 +206,7 @@ impl Lists {
     pub fn encode(&self, out: &mut Vec<u8>) {
         out.push(b'L');
         put_varint(out, self.version);
-        put_varint(out, self.cc.len() as u64);
-        for &(slot, s) in &self.cc {
-            put_varint(out, slot);
-            put_varint(out, s);
-        }
+        self.cc.encode(out);
         put_varint(out, self.elems.len() as u64);
         for e in &self.elems {
             put_varint(out, e.id.0);
@@ -258,14 +227,7 @@ impl Lists {
             return Err("unknown merge metadata".into());
         }
         let version = c.varint()?;
-        let n = c.count()?;
-        let mut cc = Vec::with_capacity(n);
-        for _ in 0..n {
-            cc.push((c.varint()?, c.varint()?));
-        }
-        if cc.windows(2).any(|w| w[0].0 >= w[1].0) {
-            return Err("merge metadata context out of order".into());
-        }
+        let cc = Context::decode(&mut c)?;
         let small = |v: u64| u32::try_from(v).map_err(|_| "bad list element in merge metadata");
         let n = c.count()?;
         let mut elems = Vec::with_capacity(n);
@@ -290,7 +252,6 @@ impl Lists {
     /// DEBUG MERGEINFO's lines (at most 16 elements shown, as
     /// `index:stamp.k`).
     pub fn describe(&self) -> Vec<String> {
-        let cc: Vec<String> = self.cc.iter().map(|(s, t)| format!("{s}:{t}")).collect();
         let shown: Vec<String> = (self.elems.iter().enumerate())
             .take(16)
             .map(|(i, e)| format!("{i}:{}.{}", e.id.0, e.id.1))
@@ -298,7 +259,7 @@ impl Lists {
         vec![
             "type:list".to_string(),
             format!("version:{}", self.version),
-            format!("context:{}", cc.join(",")),
+            self.cc.describe(),
             format!("elements:{} {}", self.elems.len(), shown.join(",")),
         ]
     }

@@ -37,6 +37,7 @@
 //! observed) and both are collected together.
 
 mod codec;
+pub mod context;
 pub mod elements;
 pub mod lists;
 

@@ -1154,19 +1154,7 @@ impl Link {
         if payload.is_empty() {
             self.delete_at(db, key, stamp);
         } else {
-            let at = at.to_string();
-            self.replay(
-                db,
-                stamp,
-                &[
-                    b"RESTORE",
-                    key,
-                    at.as_bytes(),
-                    payload,
-                    b"REPLACE",
-                    b"ABSTTL",
-                ],
-            );
+            self.restore_at(db, key, (at, payload), stamp);
         }
         // The key is the peer's now, and so is its merge state: a later
         // state of the peer's then joins as the same history (seed 45).
@@ -1194,6 +1182,27 @@ impl Link {
     pub(super) fn replay(&mut self, db: usize, stamp: u64, argv: &[&[u8]]) {
         let owned = crate::protocol::OwnedArgs::new(argv);
         self.replay_args(db, stamp, owned.args());
+    }
+
+    /// Replaces `key` with a DUMP payload expiring at `at` (0: never), as a
+    /// write stamped `stamp`: `RESTORE key at payload REPLACE ABSTTL`.
+    pub(super) fn restore_at(
+        &mut self,
+        db: usize,
+        key: &[u8],
+        (at, payload): (u64, &[u8]),
+        stamp: u64,
+    ) {
+        let at = at.to_string();
+        let argv: [&[u8]; 6] = [
+            b"RESTORE",
+            key,
+            at.as_bytes(),
+            payload,
+            b"REPLACE",
+            b"ABSTTL",
+        ];
+        self.replay(db, stamp, &argv);
     }
 }
 

@@ -227,12 +227,10 @@ impl Link {
         let mine = Counter::current(counter, local.version, local.base);
         let mut joined = mine.join(remote);
         let same = (joined.same_content(&mine), joined.same_content(remote));
-        let outcome = self.outcome(same, mine.version, remote.version);
-        let version = match outcome {
-            Outcome::Unchanged => {
-                return self.answer_if_behind(db, key, same, (mine.version, remote.version))
-            }
-            Outcome::Adopt(v) | Outcome::Commit(v) => v,
+        let Some((outcome, version)) =
+            self.version_join(db, key, same, (mine.version, remote.version))
+        else {
+            return false;
         };
         joined.version = version;
         let at = winning_expiry(&mine, remote, &joined, (local.at, at));
@@ -248,16 +246,7 @@ impl Link {
             Merged::Absent if local.kind != Kind::Absent => self.delete_at(db, key, version),
             Merged::Other if joined.reset == remote.reset && remote.reset != mine.reset => {
                 // The peer's reset won: its value.
-                let at = at.to_string();
-                let argv: [&[u8]; 6] = [
-                    b"RESTORE",
-                    key,
-                    at.as_bytes(),
-                    payload,
-                    b"REPLACE",
-                    b"ABSTTL",
-                ];
-                self.replay(db, version, &argv);
+                self.restore_at(db, key, (at, payload), version);
             }
             // The key's value stays (the same integer, absent, or our
             // reset's value): only its version moves.
@@ -284,12 +273,10 @@ impl Link {
         };
         let (mut joined, changes) = mine.join(local.value.as_ref(), remote, remote_value);
         let same = (joined.same_content(&mine), joined.same_content(remote));
-        let outcome = self.outcome(same, mine.version, remote.version);
-        let version = match outcome {
-            Outcome::Unchanged => {
-                return self.answer_if_behind(db, key, same, (mine.version, remote.version))
-            }
-            Outcome::Adopt(v) | Outcome::Commit(v) => v,
+        let Some((outcome, version)) =
+            self.version_join(db, key, same, (mine.version, remote.version))
+        else {
+            return false;
         };
         joined.version = version;
         let kind = if local.kind == Kind::Absent {
@@ -317,11 +304,7 @@ impl Link {
             argv.extend(words.iter().map(|w| &w[..]));
             self.replay(db, version, &argv);
         }
-        let at = if remote.version > local.version {
-            remote_at
-        } else {
-            local.at
-        };
+        let at = newer_side_expiry((local.version, local.at), (remote.version, remote_at));
         self.set_expiry(db, key, at, version);
         self.raise_version(db, key, version);
         self.store(db, key, Meta::Elements(joined));
@@ -346,19 +329,13 @@ impl Link {
         let ours = values(local.value.as_ref());
         let (mut joined, list) = mine.join(&ours, remote, &values(remote_value));
         let same = (joined.same_content(&mine), joined.same_content(remote));
-        let outcome = self.outcome(same, mine.version, remote.version);
-        let version = match outcome {
-            Outcome::Unchanged => {
-                return self.answer_if_behind(db, key, same, (mine.version, remote.version))
-            }
-            Outcome::Adopt(v) | Outcome::Commit(v) => v,
+        let Some((outcome, version)) =
+            self.version_join(db, key, same, (mine.version, remote.version))
+        else {
+            return false;
         };
         joined.version = version;
-        let at = if remote.version > local.version {
-            remote_at
-        } else {
-            local.at
-        };
+        let at = newer_side_expiry((local.version, local.at), (remote.version, remote_at));
         if list.is_empty() {
             if local.kind != Kind::Absent {
                 self.delete_at(db, key, version);
@@ -370,22 +347,31 @@ impl Link {
             }
             let payload =
                 crate::persistence::rdb::encode::dump_payload(&Value::List(Box::new(l)), false);
-            let at = at.to_string();
-            let argv: [&[u8]; 6] = [
-                b"RESTORE",
-                key,
-                at.as_bytes(),
-                &payload,
-                b"REPLACE",
-                b"ABSTTL",
-            ];
-            self.replay(db, version, &argv);
+            self.restore_at(db, key, (at, &payload), version);
         } else {
             self.set_expiry(db, key, at, version);
         }
         self.raise_version(db, key, version);
         self.store(db, key, Meta::List(joined));
         self.settle(db, key, outcome)
+    }
+
+    /// [`Self::outcome`] and its version; None where the join changed
+    /// nothing here (after [`Self::answer_if_behind`]).
+    fn version_join(
+        &mut self,
+        db: usize,
+        key: &[u8],
+        same: (bool, bool),
+        (local, remote): (u64, u64),
+    ) -> Option<(Outcome, u64)> {
+        match self.outcome(same, local, remote) {
+            Outcome::Unchanged => {
+                self.answer_if_behind(db, key, same, (local, remote));
+                None
+            }
+            o @ (Outcome::Adopt(v) | Outcome::Commit(v)) => Some((o, v)),
+        }
     }
 
     /// The version a join's result takes, so that equal results have equal
@@ -426,18 +412,16 @@ impl Link {
     /// that lacks something is a late copy (a forward, a snapshot) whose
     /// makers moved on: answering those too flooded a mesh with states
     /// (tests/active_active.rs, the bytes each write costs a link).
-    /// Returns false: nothing here changed, nothing is forwarded.
     fn answer_if_behind(
         &mut self,
         db: usize,
         key: &[u8],
         (_, same_as_remote): (bool, bool),
         (local, remote): (u64, u64),
-    ) -> bool {
+    ) {
         if !same_as_remote && remote > local {
             super::serve::answer_state(&*self.node, db, key);
         }
-        false
     }
 
     /// After a join was written: whether the caller forwards the peer's
@@ -552,6 +536,16 @@ fn winning_expiry(
         theirs
     } else {
         ours
+    }
+}
+
+/// A merged collection's or list's expiry: that of the side with the
+/// higher version (each side: its version and expiry).
+fn newer_side_expiry(local: (u64, u64), remote: (u64, u64)) -> u64 {
+    if remote.0 > local.0 {
+        remote.1
+    } else {
+        local.1
     }
 }
 
