@@ -61,6 +61,16 @@ fn tombstones_go_once_both_nodes_are_past_them_and_an_older_write_held_back_stay
     }
     assert!(info_field::<i64>(&mut a, "active_tombstones_collected") >= 1);
     assert!(info_field::<u64>(&mut a, "active_stable_stamp") > 0);
+    // The stamp read as a time: today's (an hour's slack for a slow box).
+    let now_ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as u64;
+    let stable_ms = info_field::<u64>(&mut a, "active_stable_unix_ms");
+    assert!(
+        now_ms.abs_diff(stable_ms) < 3_600_000,
+        "{stable_ms} vs {now_ms}"
+    );
     let lag: i64 = info_field(&mut a, "active_stable_lag_ms");
     assert!(lag >= 0, "{lag}");
     converged(&[&p.a, &p.b]);
