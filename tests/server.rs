@@ -646,3 +646,33 @@ fn debug_populate_and_protocol() {
         assert_eq!(got, want, "{kind}");
     }
 }
+
+/// A server whose port is taken says so and never prints its banner's
+/// " PID: " line, which Redis prints only after binding and which Redis's
+/// test suite takes to mean "started on this port" (a server that printed
+/// it and then failed to bind looked started, and the suite talked to
+/// whatever held the port: integration/aof failed "connection refused").
+#[test]
+fn a_server_that_cannot_bind_its_port_prints_no_banner() {
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = taken.local_addr().unwrap().port().to_string();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_lattice-server"))
+        .args([
+            "--port",
+            &port,
+            "--bind",
+            "127.0.0.1",
+            "--always-show-logo",
+            "yes",
+        ])
+        .args(["--save", ""])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(!out.status.success(), "{text}");
+    assert!(text.contains("Failed listening on port"), "{text}");
+    assert!(!text.contains(" PID: "), "{text}");
+    // And one that binds prints it.
+    let s = Server::start(&["--always-show-logo", "yes"]);
+    eventually("the banner", || s.log().contains(" PID: "));
+}
