@@ -56,7 +56,7 @@ impl Sentinel {
 
     /// Until it answers PING; false if it exited (port taken meanwhile).
     fn wait_ready(&mut self) -> bool {
-        let deadline = Instant::now() + Duration::from_secs(10);
+        let deadline = Instant::now() + Duration::from_secs(30);
         while Instant::now() < deadline {
             if let Ok(Some(_)) = self.child.try_wait() {
                 return false;
