@@ -77,8 +77,9 @@ fn rdb_key_save_delay_stretches_the_sync_while_writes_flow() {
     let m = Server::start(&["--repl-diskless-sync-delay", "0"]);
     let mut mc = m.conn();
     fill(&mut mc, "k", 300);
-    // 300 keys at 5 ms each: the sync takes about 1.5 s.
-    let _: () = cmd(&mut mc, &["CONFIG", "SET", "rdb-key-save-delay", "5000"]);
+    // 300 keys at 20 ms each: the sync takes about 6 s, time for a loaded
+    // machine to send the writes below while it runs.
+    let _: () = cmd(&mut mc, &["CONFIG", "SET", "rdb-key-save-delay", "20000"]);
     let r = replica_of(&m);
     let mut rc = r.conn();
     eventually("the snapshot running", || {
