@@ -61,11 +61,18 @@ fn replicas_within_the_delay_share_one_snapshot() {
 
 #[test]
 fn replicas_arriving_within_the_delay_share_it() {
-    let m = Server::start(&["--repl-diskless-sync-delay", "2"]);
+    let m = Server::start(&["--repl-diskless-sync-delay", "5"]);
     let mut mc = m.conn();
     fill(&mut mc, "k", 100);
-    let (r1, r2) = (replica_of(&m), replica_of(&m));
+    // Both started first, then pointed at the master one right after the
+    // other: starting a server can take longer than the delay on a loaded
+    // machine, two REPLICAOFs cannot.
+    let (r1, r2) = (Server::start(&[]), Server::start(&[]));
     let (mut c1, mut c2) = (r1.conn(), r2.conn());
+    let port = m.port.to_string();
+    for c in [&mut c1, &mut c2] {
+        let _: () = cmd(c, &["REPLICAOF", "127.0.0.1", &port]);
+    }
     eventually("both replicas in sync", || {
         in_sync(&mut mc, &mut c1) && in_sync(&mut mc, &mut c2)
     });

@@ -222,7 +222,7 @@ fn sentinels_fail_over_from_a_killed_master_to_a_replica() {
     }
     let mut m = master.conn();
     let _: () = cmd(&mut m, &["SET", "before", "acknowledged"]);
-    let acked: i64 = cmd(&mut m, &["WAIT", "2", "5000"]);
+    let acked: i64 = cmd(&mut m, &["WAIT", "2", "30000"]);
     assert_eq!(acked, 2);
 
     let sentinels: Vec<Sentinel> = (0..3).map(|_| Sentinel::start(master.port)).collect();
