@@ -319,15 +319,21 @@ fn print_log_if_failing(what: &str, port: u16, log: &std::path::Path) {
 // ------------------------------------------------------------ replication
 
 /// Polls `f` every 50 ms for up to 30 s; panics naming `what` if it never holds.
-pub fn eventually(what: &str, mut f: impl FnMut() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(30);
+pub fn eventually(what: &str, f: impl FnMut() -> bool) {
+    eventually_within(what, Duration::from_secs(30), f);
+}
+
+/// [`eventually`] for up to `limit` (for waits longer than 30 s can be on
+/// a loaded machine: the limit only bounds a hang).
+pub fn eventually_within(what: &str, limit: Duration, mut f: impl FnMut() -> bool) {
+    let deadline = Instant::now() + limit;
     while Instant::now() < deadline {
         if f() {
             return;
         }
         std::thread::sleep(Duration::from_millis(50));
     }
-    panic!("timed out waiting for {what}");
+    panic!("timed out ({limit:?}) waiting for {what}");
 }
 
 pub fn digest(c: &mut redis::Connection) -> String {
