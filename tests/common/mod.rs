@@ -61,7 +61,12 @@ impl Server {
             cmd.stdout(log.try_clone().unwrap()).stderr(log);
             let child = cmd.spawn().expect("start lattice-server");
             let mut s = Server { child, port, dir };
-            if s.wait_ready() {
+            let password = extra
+                .iter()
+                .position(|a| *a == "--requirepass")
+                .and_then(|i| extra.get(i + 1))
+                .filter(|p| !p.is_empty());
+            if s.wait_ready(password.copied()) {
                 return s;
             }
         }
@@ -69,8 +74,9 @@ impl Server {
     }
 
     /// Waits until our child answers PING (accepting and done loading); false if it exited (e.g.
-    /// the port was taken between `free_port` and its bind).
-    fn wait_ready(&mut self) -> bool {
+    /// the port was taken between `free_port` and its bind). With a password it authenticates
+    /// first: NOAUTH comes before LOADING, and would say nothing of the load.
+    fn wait_ready(&mut self, password: Option<&str>) -> bool {
         // Generous: a debug build on a loaded machine may take seconds.
         let deadline = Instant::now() + Duration::from_secs(30);
         while Instant::now() < deadline {
@@ -80,11 +86,25 @@ impl Server {
             if let Ok(mut s) = TcpStream::connect(("127.0.0.1", self.port)) {
                 // Make sure it is our server answering, not another process.
                 let _ = s.set_read_timeout(Some(Duration::from_secs(2)));
+                let mut r = BufReader::new(s.try_clone().unwrap());
+                let mut line = String::new();
+                let authed = match password {
+                    None => true,
+                    Some(p) => {
+                        let auth = format!("*2\r\n$4\r\nAUTH\r\n${}\r\n{p}\r\n", p.len());
+                        s.write_all(auth.as_bytes()).is_ok()
+                            && r.read_line(&mut line).is_ok()
+                            && line == "+OK\r\n"
+                    }
+                };
+                line.clear();
                 let _ = s.write_all(b"PING\r\n");
-                // Any reply but "-LOADING ..." (PONG, or NOAUTH with a password).
-                let mut buf = [0u8; 7];
-                if s.read_exact(&mut buf).is_ok()
-                    && &buf != b"-LOADIN"
+                // Any reply but "-LOADING ..." (PONG, or NOAUTH with a
+                // password set another way).
+                if authed
+                    && r.read_line(&mut line).is_ok()
+                    && !line.is_empty()
+                    && !line.starts_with("-LOADING")
                     && self.child.try_wait().ok().flatten().is_none()
                 {
                     return true;
