@@ -230,19 +230,18 @@ fn loading_logs_and_shutdown_while_loading() {
             .arg(&log_path)
             .spawn()
             .unwrap();
-        let mut raw = loop {
-            if let Ok(s) = std::net::TcpStream::connect(("127.0.0.1", port)) {
-                break s;
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        };
+        let mut raw = None;
+        eventually("the loading server to accept", || {
+            raw = std::net::TcpStream::connect(("127.0.0.1", port)).ok();
+            raw.is_some()
+        });
+        let mut raw = raw.unwrap();
         // (Signal once loading shows, as an operator would.)
-        while !std::fs::read_to_string(&log_path)
-            .unwrap_or_default()
-            .contains("Loading RDB from")
-        {
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        eventually("the load to start", || {
+            std::fs::read_to_string(&log_path)
+                .unwrap_or_default()
+                .contains("Loading RDB from")
+        });
         let asked = std::time::Instant::now();
         if how == "SIGTERM" {
             // SAFETY: kill(2) on our own child's pid; no memory involved.

@@ -328,12 +328,15 @@ fn clients_get_loading_errors_while_the_dump_loads() {
         .spawn()
         .unwrap();
     let url = format!("redis://127.0.0.1:{port}/");
-    let mut c = loop {
-        if let Ok(c) = redis::Client::open(url.as_str()).unwrap().get_connection() {
-            break c;
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    };
+    let mut c = None;
+    eventually("the loading server to accept", || {
+        c = redis::Client::open(url.as_str())
+            .unwrap()
+            .get_connection()
+            .ok();
+        c.is_some()
+    });
+    let mut c = c.unwrap();
     let err = cmd_err(&mut c, &["GET", "key:1"]);
     assert_eq!(err, "LOADING Redis is loading the dataset in memory");
     assert_eq!(info_field::<u32>(&mut c, "loading"), 1);
