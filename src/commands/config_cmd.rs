@@ -196,6 +196,11 @@ fn set(ctx: &mut Ctx, args: Args) -> CmdResult {
         checked.push((d, v));
     }
     for (d, mut v) in checked {
+        match d.name {
+            "requirepass" => ctx.core.acl.set_requirepass(&ctx.core.commands, &v),
+            "acl-pubsub-default" => ctx.core.acl.set_pubsub_default(v == "allchannels"),
+            _ => {}
+        }
         if d.name == "dir" {
             v = parse::change_dir(&v).unwrap_or(v);
         }

@@ -407,9 +407,10 @@ pub static DIRECTIVES: &[Directive] = &[
         "acl-pubsub-default",
         Enum(&["allchannels", "resetchannels"]),
         "resetchannels",
-    ),
-    d("aclfile", Str, "").refused().imm(),
-    d("acllog-max-len", Int(0, LONG), "128"),
+    )
+    .built(),
+    d("aclfile", Str, "").built().imm(),
+    d("acllog-max-len", Int(0, LONG), "128").built(),
     d("active-defrag-cycle-max", Int(1, 99), "25"),
     d("active-defrag-cycle-min", Int(1, 99), "1"),
     d("active-defrag-ignore-bytes", Memory, "104857600"),

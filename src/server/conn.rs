@@ -275,7 +275,7 @@ async fn serve_stream<T>(
     if protected_refuses(
         addr,
         srv.hot.protected_mode.load(Relaxed),
-        srv.hot.requirepass.read().is_some(),
+        !srv.acl.default_user().nopass,
     ) {
         srv.rejected_connections.fetch_add(1, Relaxed);
         let _ = io.get_ref().write(PROTECTED_DENIED.as_bytes());
@@ -289,7 +289,8 @@ async fn serve_stream<T>(
     };
     let client = &mut registered.client;
     client.local = addr.is_none_or(|a| a.ip().to_canonical().is_loopback());
-    client.authenticated = srv.hot.requirepass.read().is_none();
+    client.authenticated = !srv.acl.auth_required();
+    crate::commands::connection::set_user(&srv, client, srv.acl.default_user());
     client.shared = Some(shared.clone());
     let mut qb = QueryBuf::new();
     let mut parser = RequestParser::new();
@@ -554,7 +555,7 @@ async fn process_input(
         // unauthenticated caps for the commands after it, as in Redis.
         let limits = ParseLimits {
             max_bulk_len: srv.hot.proto_max_bulk_len.load(Relaxed),
-            unauthenticated: !client.authenticated,
+            unauthenticated: !client.authenticated && srv.acl.auth_required(),
             ..Default::default()
         };
         match parser.parse(qb.pending(), &limits) {
@@ -625,7 +626,7 @@ fn pause_wait(
     }
     // A command that will be rejected (unknown, wrong arity, no auth) gets
     // its error at once, as in Redis.
-    let id = lookup_and_check(srv, client, args).ok()?;
+    let id = lookup_and_check(srv, client, args, false).ok()?;
     let cmd = srv.commands.get(id);
     let all = srv.pause_all.load(Relaxed);
     let f = cmd.flags_for(srv, args);
@@ -662,7 +663,10 @@ pub fn dispatch(
 ) -> Instant {
     out.resp = client.resp;
     let mut end = start;
-    let res = lookup_and_check(srv, client, args).and_then(|id| {
+    if client.acl_gen != srv.acl.generation() {
+        srv.acl.refresh(client);
+    }
+    let res = lookup_and_check(srv, client, args, true).and_then(|id| {
         crate::scripting::busy_check(srv, client.db, id, args).map_err(|e| {
             // An EXEC refused ends its transaction (Redis's execCommandAbort).
             let e = if client.multi.is_some() && srv.commands.get(id).name == "exec" {
@@ -765,11 +769,13 @@ pub fn dispatch(
     end
 }
 
-/// Resolves the command (and subcommand) and checks arity and auth.
+/// Resolves the command (and subcommand) and checks arity, auth and the
+/// user's ACL (a denial goes to ACL LOG when `log` is set).
 fn lookup_and_check(
     srv: &Server,
     client: &ClientState,
     args: Args,
+    log: bool,
 ) -> Result<usize, (Option<usize>, CmdError)> {
     let name = args.get(0);
     let Some(mut id) = srv.commands.lookup(name) else {
@@ -813,15 +819,42 @@ fn lookup_and_check(
             CmdError::WrongArity(srv.commands.full_names[id].clone()),
         ));
     }
-    if !client.authenticated && cmd.flags & flags::NO_AUTH == 0 {
-        return Err((Some(id), CmdError::NoAuth));
-    }
     if cmd.flags & flags::PROTECTED != 0 {
         debug_allowed(srv, client).map_err(|e| (Some(id), e))?;
+    }
+    if !client.authenticated && cmd.flags & flags::NO_AUTH == 0 && srv.acl.auth_required() {
+        return Err((Some(id), CmdError::NoAuth));
+    }
+    if client.user.as_ref().is_some_and(|u| !u.free) {
+        acl_check(srv, client, id, args, log).map_err(|e| (Some(id), e))?;
     }
     crate::commands::pubsub::check_subscribed_mode(client, &srv.commands.full_names[id])
         .map_err(|e| (Some(id), e))?;
     Ok(id)
+}
+
+/// The ACL check of a restricted user; without `log`, a denial is only
+/// reported (CLIENT PAUSE's look ahead: the command is checked again).
+#[cold]
+fn acl_check(
+    srv: &Server,
+    client: &ClientState,
+    id: usize,
+    args: Args,
+    log: bool,
+) -> Result<(), CmdError> {
+    use crate::core::acl::LogContext;
+    if !log {
+        let u = client.user.as_ref().expect("checked by the caller");
+        return u
+            .check(&srv.commands, id, args)
+            .map_err(|_| CmdError::err("no permission"));
+    }
+    let context = match client.multi.is_some() {
+        true => LogContext::Multi,
+        false => LogContext::Toplevel,
+    };
+    crate::commands::acl::admit(srv, client, id, args, context)
 }
 
 /// `enable-debug-command`: DEBUG runs only when it is `yes`, or `local` and

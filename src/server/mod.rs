@@ -334,6 +334,8 @@ pub fn run(config: Config) -> Result<i32, String> {
     let port = config.port();
     let identity = identity::resolve(&config);
     let srv = Server::with_identity(config, identity);
+    let users = srv.config.read().users.clone();
+    crate::commands::acl::load_at_startup(&srv, &users)?;
     // Clients are served while the data loads (after the workers start),
     // with -LOADING for commands without the `loading` flag.
     crate::persistence::load::begin_startup(&srv);
