@@ -606,7 +606,18 @@ fn aclfile(ctx: &Ctx) -> Result<String, CmdError> {
 fn load(ctx: &mut Ctx, _args: Args) -> CmdResult {
     let path = aclfile(ctx)?;
     let users = load_file(ctx.core, &path).map_err(CmdError::err)?;
+    // Every user but the default one is replaced: their connections
+    // close, this one too after the reply (Redis's ACLFreeUserAndKillClients).
+    let old: Vec<String> = ctx
+        .core
+        .acl
+        .users()
+        .iter()
+        .map(|u| u.name.clone())
+        .collect();
+    let old: Vec<String> = old.into_iter().filter(|n| n != "default").collect();
     ctx.core.acl.replace_all(&ctx.core.commands, users);
+    kill_user_clients(ctx, &old);
     ctx.out.ok();
     Ok(())
 }

@@ -1,4 +1,5 @@
-//! Connection commands: PING ECHO QUIT SELECT HELLO AUTH RESET.
+//! Connection commands: PING ECHO QUIT SELECT HELLO AUTH RESET, and the
+//! cluster's READONLY READWRITE (refused: cluster mode is not built).
 
 use super::util::{arg_i64, eq_ic};
 use super::{flags::*, CmdError, CmdResult, Command, Ctx};
@@ -21,7 +22,19 @@ pub static COMMANDS: &[Command] = crate::commands::command_table! {
         .doc("1.0.0", "Authenticates the connection."),
     cmd("reset", 1, FAST | NO_AUTH | STALE | LOADING | NOSCRIPT | ALLOW_BUSY, reset)
         .doc("6.2.0", "Resets the connection."),
+    cmd("readonly", 1, FAST | LOADING | STALE, no_cluster)
+        .group("cluster")
+        .doc("3.0.0", "Enables read-only queries for a connection to a Redis Cluster replica node."),
+    cmd("readwrite", 1, FAST | LOADING | STALE, no_cluster)
+        .group("cluster")
+        .doc("3.0.0", "Enables read-write queries for a connection to a Reads Cluster replica node."),
 };
+
+/// READONLY / READWRITE: cluster commands, refused as a standalone Redis
+/// refuses them (they exist so that ACL rules may name them).
+fn no_cluster(_ctx: &mut Ctx, _args: Args) -> CmdResult {
+    Err(CmdError::err("This instance has cluster support disabled"))
+}
 
 fn ping(ctx: &mut Ctx, args: Args) -> CmdResult {
     if args.len() <= 2 && super::pubsub::in_resp2_subscribed_mode(ctx.client) {

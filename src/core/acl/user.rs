@@ -201,6 +201,9 @@ impl Selector {
                     _ => return Err(RuleError::Syntax),
                 }
             }
+            if perm == 0 {
+                return Err(RuleError::Syntax);
+            }
             (perm, at.unwrap_or(op.len()))
         } else {
             (READ | WRITE, 1)
@@ -294,14 +297,19 @@ impl Selector {
     fn check_keys(&self, cmd: &crate::core::table::Command, args: Args) -> Result<(), Denied> {
         let positions = cmd.key_positions(args);
         // `~pat` patterns allow any access: the key's flags matter only
-        // when some pattern is read- or write-only.
+        // when some pattern is read- or write-only, or a spec names what
+        // is not a key (a shard channel, Redis's CMD_KEY_NOT_KEY).
         let partial = self.keys.iter().any(|k| k.perm != READ | WRITE);
+        let not_keys = cmd.key_specs.iter().any(|s| s.flags.contains(&"not_key"));
         for pos in positions {
-            let need = if partial {
-                key_access(crate::core::keyspec::flags_for(cmd, args, pos))
-            } else {
-                0
+            let flags = match partial || not_keys {
+                true => crate::core::keyspec::flags_for(cmd, args, pos),
+                false => &[],
             };
+            if flags.contains(&"not_key") {
+                continue;
+            }
+            let need = key_access(flags);
             let key = args.get(pos);
             let ok = self
                 .keys
@@ -647,6 +655,19 @@ impl User {
             }
         }
         Err(worst)
+    }
+
+    /// Whether some selector lets `args` run with access to every key
+    /// (`~*`, or `%R~*` for `need` READ): SORT's BY and GET patterns
+    /// (Redis's ACLUserCheckCmdWithUnrestrictedKeyAccess).
+    pub fn all_keys_allowed(&self, t: &CommandTable, id: CommandId, args: Args, need: u8) -> bool {
+        self.selectors.iter().any(|s| {
+            s.check(t, id, args).is_ok()
+                && (s.all_keys
+                    || s.keys
+                        .iter()
+                        .any(|k| k.perm & need == need && k.pattern == b"*"))
+        })
     }
 
     /// Whether a password opens this user (Redis's ACLCheckUserCredentials,
