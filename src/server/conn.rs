@@ -218,6 +218,26 @@ where
     }
 }
 
+/// Replies held for a client that has not authenticated, at most.
+const UNAUTH_OUTPUT_MAX: usize = 1024;
+
+/// Writes all of `buf` if the socket takes it without waiting.
+fn write_now<T>(io: &AsyncFd<T>, mut buf: &[u8]) -> bool
+where
+    T: AsRawFd,
+    for<'a> &'a T: Write,
+{
+    while !buf.is_empty() {
+        match io.get_ref().write(buf) {
+            Ok(0) => return false,
+            Ok(n) => buf = &buf[n..],
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(_) => return false,
+        }
+    }
+    true
+}
+
 /// Writes all of `buf`, waiting for writability only when the socket is full.
 /// A `kill` notification (output buffer limit, see `core/client.rs`) aborts the
 /// wait, so a peer that never reads cannot pin the connection here.
@@ -368,7 +388,16 @@ async fn serve_stream<T>(
             if (limit.hard > 0 || limit.soft > 0) && shared.check_output_limit(&limit, unix_ms()) {
                 break;
             }
-            if write_all(&io, &out.buf, &shared.kill).await.is_err() {
+            if !client.authenticated && srv.acl.auth_required() {
+                // A client that has not authenticated may not make the
+                // server hold its replies: past 1 KiB, or whatever the
+                // socket does not take at once, it is closed (Redis's fix
+                // for CVE-2025-21605).
+                if out.len() > UNAUTH_OUTPUT_MAX || !write_now(&io, &out.buf) {
+                    log_verbose!("Closing unauthenticated client over its output limit: id={id}");
+                    break;
+                }
+            } else if write_all(&io, &out.buf, &shared.kill).await.is_err() {
                 break;
             }
             shared.obuf.store(0, Relaxed);
