@@ -1,5 +1,5 @@
 //! Connection commands: PING ECHO QUIT SELECT HELLO AUTH RESET, and the
-//! cluster's READONLY READWRITE (refused: cluster mode is not built).
+//! cluster's CLUSTER READONLY READWRITE (refused: cluster mode is not built).
 
 use super::util::{arg_i64, eq_ic};
 use super::{flags::*, CmdError, CmdResult, Command, Ctx};
@@ -25,13 +25,17 @@ pub static COMMANDS: &[Command] = crate::commands::command_table! {
     cmd("readonly", 1, FAST | LOADING | STALE, no_cluster)
         .group("cluster")
         .doc("3.0.0", "Enables read-only queries for a connection to a Redis Cluster replica node."),
+    container("cluster", -2, no_cluster)
+        .group("cluster")
+        .doc("3.0.0", "A container for Redis Cluster commands."),
     cmd("readwrite", 1, FAST | LOADING | STALE, no_cluster)
         .group("cluster")
         .doc("3.0.0", "Enables read-write queries for a connection to a Reads Cluster replica node."),
 };
 
-/// READONLY / READWRITE: cluster commands, refused as a standalone Redis
-/// refuses them (they exist so that ACL rules may name them).
+/// CLUSTER, READONLY, READWRITE: cluster commands, refused as a
+/// standalone Redis refuses them (they exist so that ACL rules may name
+/// them; CLUSTER's subcommands are not listed).
 fn no_cluster(_ctx: &mut Ctx, _args: Args) -> CmdResult {
     Err(CmdError::err("This instance has cluster support disabled"))
 }
