@@ -125,10 +125,10 @@ fn fatal_errors() {
 fn refused_directives() {
     for args in [
         &["--tls-port", "6380"][..],
-        &["--aclfile", "/tmp/users.acl"],
         &["--tls-cert-file", "/tmp/x.crt"],
         &["--rename-command", "FLUSHALL", ""],
-        &["--user", "bob", "on", ">pass"],
+        // A user declared twice (users themselves are built: tests/acl.rs).
+        &["--user", "bob", "on", "--user", "bob", "off"],
         &["--cluster-enabled", "yes"],
         &["--loadmodule", "/nonexistent/module.so"],
         &["--tls-protocols", "TLSv1.3"],
