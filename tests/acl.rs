@@ -368,3 +368,34 @@ fn users_from_the_config_and_from_an_acl_file() {
         .unwrap();
     assert!(!out.status.success());
 }
+
+#[test]
+fn config_rewrite_writes_the_current_users() {
+    let dir = tempdir("acl-rewrite");
+    let conf = dir.join("redis.conf");
+    std::fs::write(&conf, "# users\nuser alice on >a ~* +@all\nhz 10\n").unwrap();
+    let s = Server::start_with(Some(conf.to_str().unwrap()), &[]);
+    let mut c = s.conn();
+    cmd::<String>(&mut c, &["ACL", "SETUSER", "bob", "on", "nopass", "+ping"]);
+    cmd::<i64>(&mut c, &["ACL", "DELUSER", "alice"]);
+    assert_eq!(cmd::<String>(&mut c, &["CONFIG", "REWRITE"]), "OK");
+    let text = std::fs::read_to_string(&conf).unwrap();
+    assert!(!text.contains("user alice"), "{text}");
+    assert!(
+        text.contains("user bob on nopass resetchannels -@all +ping\n"),
+        "{text}"
+    );
+    assert!(
+        text.contains("user default on nopass ~* &* +@all\n"),
+        "{text}"
+    );
+    assert!(text.starts_with("# users\nuser bob"), "{text}");
+    drop(s);
+    // The rewritten file starts a server with the same users (without the
+    // first server's `dir`, which is gone with it).
+    let text: Vec<&str> = text.lines().filter(|l| !l.starts_with("dir ")).collect();
+    std::fs::write(&conf, text.join("\n")).unwrap();
+    let s = Server::start_with(Some(conf.to_str().unwrap()), &[]);
+    let mut b = conn_as(s.port, "bob", "x");
+    assert_eq!(cmd::<String>(&mut b, &["PING"]), "PONG");
+}

@@ -288,26 +288,27 @@ impl Selector {
         if !self.all_keys {
             self.check_keys(cmd, args)?;
         }
-        if !self.all_channels {
+        if !self.all_channels && cmd.flags & crate::core::table::flags::PUBSUB != 0 {
             self.check_channels(cmd.name, args)?;
         }
         Ok(())
     }
 
     fn check_keys(&self, cmd: &crate::core::table::Command, args: Args) -> Result<(), Denied> {
-        let positions = cmd.key_positions(args);
+        use crate::core::table::flags::PUBSUB;
         // `~pat` patterns allow any access: the key's flags matter only
         // when some pattern is read- or write-only, or a spec names what
         // is not a key (a shard channel, Redis's CMD_KEY_NOT_KEY).
         let partial = self.keys.iter().any(|k| k.perm != READ | WRITE);
-        let not_keys = cmd.key_specs.iter().any(|s| s.flags.contains(&"not_key"));
-        for pos in positions {
+        let not_keys =
+            cmd.flags & PUBSUB != 0 && cmd.key_specs.iter().any(|s| s.flags.contains(&"not_key"));
+        let check = |pos: usize| {
             let flags = match partial || not_keys {
                 true => crate::core::keyspec::flags_for(cmd, args, pos),
                 false => &[],
             };
             if flags.contains(&"not_key") {
-                continue;
+                return Ok(());
             }
             let need = key_access(flags);
             let key = args.get(pos);
@@ -315,11 +316,29 @@ impl Selector {
                 .keys
                 .iter()
                 .any(|k| k.perm & need == need && glob_match(&k.pattern, key, false));
-            if !ok {
-                return Err(Denied::Key(pos));
+            if ok {
+                Ok(())
+            } else {
+                Err(Denied::Key(pos))
             }
+        };
+        // The common first/last/step form without a vector (the hot path
+        // of a restricted user's GET and SET).
+        if cmd.keys_fn.is_none() && cmd.first_key > 0 {
+            let argc = args.len() as i32;
+            let last = match cmd.last_key < 0 {
+                true => argc + cmd.last_key,
+                false => cmd.last_key.min(argc - 1),
+            };
+            let step = cmd.key_step.max(1) as usize;
+            for pos in (cmd.first_key as usize..=last.max(0) as usize).step_by(step) {
+                if pos < args.len() {
+                    check(pos)?;
+                }
+            }
+            return Ok(());
         }
-        Ok(())
+        cmd.key_positions(args).into_iter().try_for_each(check)
     }
 
     fn check_channels(&self, name: &str, args: Args) -> Result<(), Denied> {
