@@ -103,11 +103,23 @@ pub async fn serve(srv: Arc<Server>, worker: Rc<Worker>, conn: NewConn) {
             let _ = s.set_nonblocking(true);
             set_keepalive(&s, srv.config.read().get_i64("tcp-keepalive"));
             let laddr = s.local_addr().ok();
-            serve_stream(srv, worker, s, Some(addr), laddr).await
+            serve_stream(srv, worker, s, Some(addr), laddr, false).await
+        }
+        NewConn::Tls(s, addr) => {
+            let _ = s.set_nonblocking(true);
+            set_keepalive(&s, srv.config.read().get_i64("tcp-keepalive"));
+            let laddr = s.local_addr().ok();
+            let Some(config) = srv.tls.read().clone() else {
+                return;
+            };
+            match super::tls::TlsStream::new(s, config) {
+                Ok(t) => serve_stream(srv, worker, t, Some(addr), laddr, true).await,
+                Err(e) => log_verbose!("Error accepting a client connection: {e}"),
+            }
         }
         NewConn::Unix(s) => {
             let _ = s.set_nonblocking(true);
-            serve_stream(srv, worker, s, None, None).await
+            serve_stream(srv, worker, s, None, None, false).await
         }
     }
 }
@@ -235,7 +247,7 @@ where
             Err(_) => return false,
         }
     }
-    true
+    io.get_ref().flush().is_ok()
 }
 
 /// Writes all of `buf`, waiting for writability only when the socket is full.
@@ -264,7 +276,21 @@ where
             Err(e) => return Err(e),
         }
     }
-    Ok(())
+    // A TLS stream may hold records the socket did not take (a no-op for
+    // plain sockets).
+    loop {
+        match io.get_ref().flush() {
+            Ok(()) => return Ok(()),
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                tokio::select! {
+                    g = io.writable() => g?.clear_ready(),
+                    _ = kill.notified() => return Err(std::io::ErrorKind::ConnectionAborted.into()),
+                }
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
 }
 
 async fn serve_stream<T>(
@@ -273,6 +299,7 @@ async fn serve_stream<T>(
     stream: T,
     addr: Option<std::net::SocketAddr>,
     laddr: Option<std::net::SocketAddr>,
+    tls: bool,
 ) where
     T: AsRawFd,
     for<'a> &'a T: Read + Write,
@@ -322,7 +349,8 @@ async fn serve_stream<T>(
     'conn: loop {
         // Waiting for input with nothing pending: a script past its
         // threshold on this thread may answer this client (BUSY).
-        let _idle = (!more_input && qb.pending().is_empty()).then(|| Idle::new(id, fd));
+        // (Not a TLS connection: its socket carries records, not commands.)
+        let _idle = (!tls && !more_input && qb.pending().is_empty()).then(|| Idle::new(id, fd));
         let timeout = srv.hot.timeout_secs.load(Relaxed);
         let idle = timeout > 0 && !client.monitor && client.pubsub.total() == 0;
         let n = tokio::select! {
@@ -415,6 +443,12 @@ async fn serve_stream<T>(
             }
             out.buf.clear();
             more_input = true;
+        }
+        if tls && (client.peer_request.is_some() || client.sync_request.is_some()) {
+            // Links take the raw socket: over TLS they are not built
+            // (`tls-replication` is refused), so the connection closes.
+            log_warning!("Replication over TLS is not supported: closing the connection");
+            break;
         }
         if let Some(req) = client.peer_request.take() {
             // LATTICE.PEER: the connection becomes an active peer's feed,
