@@ -4,7 +4,7 @@
 #   2. the layering of src/ (ci/layers.py, docs/ARCHITECTURE.md "Layers")
 #   3. cargo clippy --all-targets -- -D warnings
 #   4. cargo test (unit, integration and doc tests)
-#   5. cargo build --release
+#   5. cargo build --release, then the simulator optimised (cargo test --release --test simulator)
 #   6. redis-py's test suite against the release binary   (ci/redis-py.sh)
 #   7. Redis 7.0's Tcl test suite against the release binary (ci/tcl.sh)
 #   8. real client libraries (redis-py, ioredis, node-redis, Jedis) against it (ci/clients.sh)
@@ -54,18 +54,27 @@ suite_total() {
 step fmt cargo fmt --all -- --check --color never
 step layers python3 ci/layers.py
 step clippy cargo clippy --all-targets -- -D warnings
+# The simulator is `test = false` (Cargo.toml), which --all-targets leaves out.
+step clippy-simulator cargo clippy --test simulator -- -D warnings
 ct_rc=0
 # Some cargo tests read the Redis suite's RDB fixtures: fetch the sources first.
 step fetch-redis-src python3 ci/lib/tcl.py --fetch
 step cargo-test cargo test --workspace || ct_rc=$?
-ct=$(grep -E '^test result: ' "$logs/cargo-test.log" |
+# The deterministic simulator, optimised (Cargo.toml: it is not in the run above).
+rm -f "$logs/simulator.log"
+release_ok=0
+if step release cargo build --release --bin lattice-server; then
+    release_ok=1
+    step simulator cargo test --release --test simulator || ct_rc=$?
+fi
+ct=$(cat "$logs/cargo-test.log" "$logs/simulator.log" 2>/dev/null | grep -E '^test result: ' |
     awk '{p += $4; f += $6} END {printf "%d passed, %d failed", p, f}')
 case "$ct_rc:$ct" in
     0:*) totals+=("cargo test: $ct") ;;
     *", 0 failed") totals+=("cargo test: $ct, but exit $ct_rc (build error or crash)") ;;
     *) totals+=("cargo test: $ct") ;;
 esac
-if step release cargo build --release --bin lattice-server; then
+if [ "$release_ok" -eq 1 ]; then
     step redis-py bash ci/redis-py.sh
     suite_total redis-py redis-py
     step tcl bash ci/tcl.sh

@@ -32,7 +32,7 @@ use parking_lot::RwLock;
 /// Under active replication, a key the write found, as the index of its
 /// name in `argv` and the version it had then (0: absent, no tombstone).
 /// A peer applies the write as it is only where its keys have these
-/// versions (docs/ACTIVE-ACTIVE.md, "What travels").
+/// versions (docs/ACTIVE-ACTIVE-DESIGN.md, "What travels").
 pub type Base = (u32, u64);
 
 /// Set in a base's argument index when its key merges (a counter,

@@ -41,9 +41,6 @@ fn main() {
     if let Some(l) = lattice::log::Level::parse(&config.get_str("loglevel")) {
         lattice::log::set_level(l);
     }
-    if config.get_bool("always-show-logo") {
-        print_logo(&config);
-    }
     // Redis's first three lines: warnings, tagged C (logged before the
     // server knows its role).
     lattice::log_warning!("oO0OoO0OoO0Oo LatticeDB is starting oO0OoO0OoO0Oo");
@@ -83,7 +80,14 @@ fn main() {
     for name in config.noops_in_use() {
         lattice::config::warn_noop(name);
     }
-    match lattice::server::run(config) {
+    // The banner once the listeners are bound, as Redis prints it (after
+    // initServer): tools read its " PID: " line as "this port is mine".
+    let banner = |config: &lattice::config::Config| {
+        if config.get_bool("always-show-logo") {
+            print_logo(config);
+        }
+    };
+    match lattice::server::run(config, banner) {
         Ok(code) => std::process::exit(code),
         Err(e) => {
             // Empty: the reason was logged already (Redis's last line, which

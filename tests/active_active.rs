@@ -396,8 +396,18 @@ fn a_partitioned_peer_continues_from_where_it_stopped_even_past_memory() {
     pull(&a, pb.port);
     pull(&b, pa.port);
     wait_linked(&b, 1);
+    // "Connected" comes before b has taken its first snapshot of a: cut
+    // then (as a loaded machine made happen), that snapshot is lost and
+    // the heal must take another. So wait until b applies a's stream: a
+    // write made after b saw a first one is past any snapshot's cut.
+    let (mut c, mut cb) = (a.conn(), b.conn());
+    for v in ["1", "2"] {
+        let _: () = cmd(&mut c, &["SET", "linked", v]);
+        eventually("b to apply a's stream", || {
+            cmd::<Option<String>>(&mut cb, &["GET", "linked"]).as_deref() == Some(v)
+        });
+    }
     pa.cut();
-    let mut c = a.conn();
     let value = "v".repeat(200);
     for i in 0..5000 {
         let _: () = cmd(&mut c, &["SET", &format!("p{i}"), &value]);
@@ -406,6 +416,53 @@ fn a_partitioned_peer_continues_from_where_it_stopped_even_past_memory() {
     converged(&[&a, &b]);
     let info: String = cmd(&mut b.conn(), &["INFO", "replication"]);
     assert!(info.contains("snapshots=1"), "{info}");
+}
+
+/// Each time a link cannot continue where it stopped, both sides log why:
+/// a new peer holds no position (a snapshot); one whose position was
+/// trimmed (a tiny history kept in memory, none pinned for it on disk) is
+/// told so, and resumes by stamp.
+#[test]
+fn both_sides_log_why_a_peer_takes_a_snapshot() {
+    let args = [
+        "--repl-backlog-size",
+        "16kb",
+        "--client-output-buffer-limit",
+        "replica 16kb 0 0",
+        "--repl-lag-policy",
+        "disconnect",
+        "--repl-backlog-disk-size",
+        "16kb",
+    ];
+    let (a, b) = (active_node(&args), active_node(&[]));
+    let pa = Proxy::start(a.port);
+    pull(&b, pa.port);
+    eventually(
+        "both sides to say why the first link takes a snapshot",
+        || {
+            let new_peer = "the puller holds no position in the server's stream";
+            a.log().contains(new_peer) && b.log().contains(&format!("sends a snapshot: {new_peer}"))
+        },
+    );
+    let mut c = a.conn();
+    let _: () = cmd(&mut c, &["SET", "linked", "1"]);
+    eventually("b to apply a's stream", || {
+        cmd::<Option<String>>(&mut b.conn(), &["GET", "linked"]).is_some()
+    });
+    pa.cut();
+    let value = "v".repeat(200);
+    for i in 0..2000 {
+        let _: () = cmd(&mut c, &["SET", &format!("t{i}"), &value]);
+    }
+    pa.heal();
+    eventually("both sides to say the offset was trimmed", || {
+        let trimmed = "was trimmed from the server's stream";
+        a.log()
+            .contains("resumes by stamp, the keys it lacks first")
+            && a.log().contains(trimmed)
+            && b.log().contains(trimmed)
+    });
+    converged(&[&a, &b]);
 }
 
 #[test]

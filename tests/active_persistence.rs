@@ -34,7 +34,7 @@ fn version(c: &mut redis::Connection, key: &str) -> u64 {
 /// BGREWRITEAOF, waiting until it is done.
 fn rewrite(c: &mut redis::Connection) {
     let _: String = cmd(c, &["BGREWRITEAOF"]);
-    let deadline = Instant::now() + Duration::from_secs(20);
+    let deadline = Instant::now() + Duration::from_secs(60);
     while info_field::<i64>(c, "aof_rewrite_in_progress") == 1
         || info_field::<i64>(c, "aof_rewrite_scheduled") == 1
     {

@@ -180,7 +180,8 @@ fn round_trips_every_type() {
     assert_eq!(restore(&mut c, "s_emb", "5000", &p, &["REPLACE"]), "OK");
     assert_eq!(cmd::<String>(&mut c, &["TYPE", "s_emb"]), "list");
     let pttl: i64 = cmd(&mut c, &["PTTL", "s_emb"]);
-    assert!(pttl > 4000 && pttl <= 5000, "{pttl}");
+    // Up to 4 s for a loaded machine between RESTORE and PTTL.
+    assert!(pttl > 1000 && pttl <= 5000, "{pttl}");
     let at = lattice::keyspace::hlc::unix_ms() + 100_000;
     assert_eq!(
         restore(&mut c, "abs", &at.to_string(), &p, &["ABSTTL"]),
@@ -385,7 +386,7 @@ fn migrate_to_lattice_and_redis() {
             &bp,
             "s_int",
             "2",
-            "5000",
+            "30000",
             "AUTH",
             "pw",
         ],
@@ -408,7 +409,7 @@ fn migrate_to_lattice_and_redis() {
             &bp,
             "s_emb",
             "0",
-            "5000",
+            "30000",
             "AUTH",
             "no",
         ],
@@ -419,7 +420,16 @@ fn migrate_to_lattice_and_redis() {
     );
     assert_eq!(cmd::<i64>(&mut ac, &["EXISTS", "s_emb"]), 1);
     // Everything else to redis-server with KEYS, COPY first then moving.
-    let mut rest: Vec<&str> = vec!["MIGRATE", "127.0.0.1", &rp, "", "0", "5000", "COPY", "KEYS"];
+    let mut rest: Vec<&str> = vec![
+        "MIGRATE",
+        "127.0.0.1",
+        &rp,
+        "",
+        "0",
+        "30000",
+        "COPY",
+        "KEYS",
+    ];
     rest.extend(&keys[1..]);
     assert_eq!(cmd::<String>(&mut ac, &rest), "OK");
     assert_eq!(cmd::<i64>(&mut ac, &["EXISTS", "s_emb"]), 1);

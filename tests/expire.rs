@@ -17,6 +17,16 @@ fn set(c: &mut redis::Connection, k: &str, v: &str) {
     assert_eq!(cmd::<String>(c, &["SET", k, v]), "OK");
 }
 
+/// `key`'s TTL is `want` seconds, less what a loaded machine may take
+/// between setting it and asking (TTL rounds to the second).
+fn assert_ttl(c: &mut redis::Connection, key: &str, want: i64) {
+    let ttl: i64 = cmd(c, &["TTL", key]);
+    assert!(
+        (want - 10..=want).contains(&ttl),
+        "TTL {ttl}, set to {want}"
+    );
+}
+
 #[test]
 fn expire_ttl_persist_basics() {
     let s = Server::start(&[]);
@@ -31,13 +41,13 @@ fn expire_ttl_persist_basics() {
     assert_eq!(cmd::<i64>(&mut c, &["PEXPIRETIME", "k"]), -1);
     assert_eq!(cmd::<i64>(&mut c, &["PERSIST", "k"]), 0);
     assert_eq!(cmd::<i64>(&mut c, &["EXPIRE", "k", "100"]), 1);
-    assert_eq!(cmd::<i64>(&mut c, &["TTL", "k"]), 100);
+    assert_ttl(&mut c, "k", 100);
     let pttl: i64 = cmd(&mut c, &["PTTL", "k"]);
-    assert!((98_000..=100_000).contains(&pttl));
+    assert!((90_000..=100_000).contains(&pttl), "{pttl}");
     let at: i64 = cmd(&mut c, &["EXPIRETIME", "k"]);
-    assert!((at - now_s() - 100).abs() <= 1);
+    assert!((-10..=1).contains(&(at - now_s() - 100)), "{at}");
     assert_eq!(cmd::<i64>(&mut c, &["PEXPIRE", "k", "50000"]), 1);
-    assert_eq!(cmd::<i64>(&mut c, &["TTL", "k"]), 50);
+    assert_ttl(&mut c, "k", 50);
     assert_eq!(cmd::<i64>(&mut c, &["PERSIST", "k"]), 1);
     assert_eq!(cmd::<i64>(&mut c, &["TTL", "k"]), -1);
     let future = (now_s() + 1000).to_string();
@@ -91,17 +101,17 @@ fn conditions_nx_xx_gt_lt() {
     assert_eq!(cmd::<i64>(&mut c, &["EXPIRE", "k", "200", "NX"]), 0);
     assert_eq!(cmd::<i64>(&mut c, &["EXPIRE", "k", "50", "GT"]), 0);
     assert_eq!(cmd::<i64>(&mut c, &["EXPIRE", "k", "200", "GT"]), 1);
-    assert_eq!(cmd::<i64>(&mut c, &["TTL", "k"]), 200);
+    assert_ttl(&mut c, "k", 200);
     assert_eq!(cmd::<i64>(&mut c, &["EXPIRE", "k", "300", "LT"]), 0);
     assert_eq!(cmd::<i64>(&mut c, &["EXPIRE", "k", "150", "XX", "LT"]), 1);
-    assert_eq!(cmd::<i64>(&mut c, &["TTL", "k"]), 150);
+    assert_ttl(&mut c, "k", 150);
     assert_eq!(cmd::<i64>(&mut c, &["PERSIST", "k"]), 1);
     assert_eq!(
         cmd::<i64>(&mut c, &["EXPIRE", "k", "150", "LT"]),
         1,
         "LT on persistent"
     );
-    assert_eq!(cmd::<i64>(&mut c, &["TTL", "k"]), 150);
+    assert_ttl(&mut c, "k", 150);
     assert_eq!(
         cmd_err(&mut c, &["EXPIRE", "k", "10", "NX", "XX"]),
         "ERR NX and XX, GT or LT options at the same time are not compatible"
@@ -197,7 +207,7 @@ fn active_expiry_removes_untouched_keys() {
         }
         p.query::<()>(&mut c).unwrap();
     }
-    let deadline = Instant::now() + Duration::from_secs(4);
+    let deadline = Instant::now() + Duration::from_secs(30);
     loop {
         let mut sizes = vec![];
         for db in ["0", "3"] {

@@ -6,9 +6,9 @@ mod common;
 use common::*;
 use std::time::{Duration, Instant};
 
-/// Waits (up to 5 s) until `field` reaches at least `want`.
+/// Waits (up to 30 s) until `field` reaches at least `want`.
 fn wait_field(c: &mut redis::Connection, field: &str, want: u64) -> u64 {
-    let deadline = Instant::now() + Duration::from_secs(5);
+    let deadline = Instant::now() + Duration::from_secs(30);
     loop {
         let v: u64 = info_field(c, field);
         if v >= want || Instant::now() > deadline {

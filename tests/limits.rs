@@ -30,14 +30,27 @@ fn connect(s: &Server) -> TcpStream {
     c
 }
 
+/// How long a reply or a close the test expects may take to arrive: it only
+/// bounds a hang, a loaded machine may need seconds.
+const PATIENCE: Duration = Duration::from_secs(30);
+
+/// How long to look for something the test expects not to come (more
+/// bytes, a close): a slow machine can only hide such a bug, not fail.
+const QUIET: Duration = Duration::from_millis(500);
+
 /// Sends `input` on a fresh connection; returns what came back and whether
-/// the server closed the connection (EOF or reset) within the timeout.
-fn exchange(s: &Server, input: &[u8]) -> (String, bool) {
+/// the server closed the connection (EOF or reset). Waits up to
+/// [`PATIENCE`] for what the caller expects (`want`'s length in bytes, then
+/// the close if `closes`), then [`QUIET`] for anything more.
+fn exchange(s: &Server, input: &[u8], want: &str, closes: bool) -> (String, bool) {
     let mut c = connect(s);
     let _ = c.write_all(input);
     let mut out = vec![];
     let mut buf = [0u8; 65536];
     let closed = loop {
+        let expected = out.len() >= want.len() && !closes;
+        c.set_read_timeout(Some(if expected { QUIET } else { PATIENCE }))
+            .unwrap();
         match c.read(&mut buf) {
             Ok(0) => break true,
             Ok(n) => out.extend_from_slice(&buf[..n]),
@@ -117,7 +130,7 @@ const PROTOCOL_CASES: &[(&[u8], &str, bool)] = &[
 fn protocol_errors_match_redis() {
     let s = Server::start(&[]);
     for (input, reply, closes) in PROTOCOL_CASES {
-        let (got, closed) = exchange(&s, input);
+        let (got, closed) = exchange(&s, input, reply, *closes);
         let shown = String::from_utf8_lossy(input);
         assert_eq!(got, *reply, "reply to {shown:?}");
         assert_eq!(closed, *closes, "closed after {shown:?}");
@@ -125,24 +138,27 @@ fn protocol_errors_match_redis() {
     }
     // Over-long lines without a newline.
     let big = vec![b'a'; 70_000];
-    let (got, closed) = exchange(&s, &big);
-    assert_eq!(got, "-ERR Protocol error: too big inline request\r\n");
+    let want = "-ERR Protocol error: too big inline request\r\n";
+    let (got, closed) = exchange(&s, &big, want, true);
+    assert_eq!(got, want);
     assert!(closed);
     let mut mb = b"*".to_vec();
     mb.extend(std::iter::repeat_n(b'1', 70_000));
-    let (got, _) = exchange(&s, &mb);
-    assert_eq!(got, "-ERR Protocol error: too big mbulk count string\r\n");
+    let want = "-ERR Protocol error: too big mbulk count string\r\n";
+    let (got, _) = exchange(&s, &mb, want, false);
+    assert_eq!(got, want);
     let mut bl = b"*1\r\n$".to_vec();
     bl.extend(std::iter::repeat_n(b'1', 70_000));
-    let (got, _) = exchange(&s, &bl);
-    assert_eq!(got, "-ERR Protocol error: too big bulk count string\r\n");
+    let want = "-ERR Protocol error: too big bulk count string\r\n";
+    let (got, _) = exchange(&s, &bl, want, false);
+    assert_eq!(got, want);
     // Binary garbage: starts with NUL, so Redis (and we) wait for more.
     let garbage: Vec<u8> = (0..=255u8).cycle().take(1024).collect();
-    assert_eq!(exchange(&s, &garbage), (String::new(), false));
+    assert_eq!(exchange(&s, &garbage, "", false), (String::new(), false));
     // An inline request just under 64 KB without newline stays pending.
     let mut almost = b"GET ".to_vec();
     almost.extend(std::iter::repeat_n(b'x', 60_000));
-    assert_eq!(exchange(&s, &almost), (String::new(), false));
+    assert_eq!(exchange(&s, &almost, "", false), (String::new(), false));
     assert_alive(&s);
 }
 
@@ -181,7 +197,7 @@ fn query_buffer_limit_closes_the_client() {
         b"*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$3000000\r\n",
     ] {
         let mut c = connect(&s);
-        c.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        c.set_read_timeout(Some(PATIENCE)).unwrap();
         let mut data = head.to_vec();
         data.extend(std::iter::repeat_n(b'x', 2 << 20));
         let _ = c.write_all(&data);
@@ -202,7 +218,7 @@ fn maxclients_rejects_extra_connections() {
     let mut conns = vec![];
     for _ in 0..100 {
         let mut c = connect(&s);
-        c.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        c.set_read_timeout(Some(PATIENCE)).unwrap();
         c.write_all(b"PING\r\n").unwrap();
         let mut b = [0u8; 7];
         c.read_exact(&mut b).unwrap();
@@ -214,7 +230,7 @@ fn maxclients_rejects_extra_connections() {
         extra.push(TcpStream::connect(("127.0.0.1", s.port)).unwrap());
     }
     for c in extra.iter_mut().step_by(97) {
-        c.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        c.set_read_timeout(Some(PATIENCE)).unwrap();
         let mut got = String::new();
         c.read_to_string(&mut got).unwrap();
         assert_eq!(got, "-ERR max number of clients reached\r\n");
@@ -222,9 +238,9 @@ fn maxclients_rejects_extra_connections() {
     drop(extra);
     drop(conns);
     // Slots come back once clients leave.
-    let deadline = Instant::now() + Duration::from_secs(5);
+    let deadline = Instant::now() + PATIENCE;
     loop {
-        let (got, _) = exchange(&s, b"PING\r\n");
+        let (got, _) = exchange(&s, b"PING\r\n", "+PONG\r\n", false);
         if got == "+PONG\r\n" {
             break;
         }
@@ -248,7 +264,7 @@ fn read_n(c: &mut TcpStream, n: usize) {
 fn million_command_pipeline_in_one_write() {
     let s = Server::start(&[]);
     let mut c = connect(&s);
-    c.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    c.set_read_timeout(Some(PATIENCE)).unwrap();
     let data = b"*1\r\n$4\r\nPING\r\n".repeat(1_000_000);
     let mut w = c.try_clone().unwrap();
     let writer = std::thread::spawn(move || w.write_all(&data).unwrap());
@@ -283,11 +299,17 @@ fn pipeline_without_reading_is_back_pressured() {
     assert!(grown < 200 << 20, "RSS grew by {grown} bytes");
     assert_alive(&s);
     // CLIENT KILL reaches it although it is blocked writing.
-    let id = client_field(&mut c, "cmd=get", "id").expect("stuck client listed");
-    let n: i64 = cmd(&mut c, &["CLIENT", "KILL", "ID", &id.to_string()]);
+    let mut id = None;
+    eventually("the stuck client to be listed", || {
+        id = client_field(&mut c, "cmd=get", "id");
+        id.is_some()
+    });
+    let id = id.unwrap().to_string();
+    let n: i64 = cmd(&mut c, &["CLIENT", "KILL", "ID", &id]);
     assert_eq!(n, 1);
-    std::thread::sleep(Duration::from_millis(200));
-    assert_eq!(client_field(&mut c, "cmd=get", "id"), None);
+    eventually("the killed client to leave CLIENT LIST", || {
+        client_field(&mut c, "cmd=get", "id").is_none()
+    });
     let _ = w.shutdown(std::net::Shutdown::Both);
     writer.join().unwrap();
     assert_alive(&s);
@@ -318,7 +340,7 @@ fn idle_monitor(s: &Server) -> TcpStream {
     let mut m = connect(s);
     m.write_all(b"CLIENT SETNAME idlemon\r\nMONITOR\r\n")
         .unwrap();
-    m.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    m.set_read_timeout(Some(PATIENCE)).unwrap();
     let mut b = [0u8; 10];
     m.read_exact(&mut b).unwrap();
     assert_eq!(&b, b"+OK\r\n+OK\r\n");
@@ -332,12 +354,15 @@ fn monitor_output_is_accounted_and_limited() {
     let _m = idle_monitor(&s);
     let mut c = s.conn();
     flood(&mut c, 16_000); // ~16 MB of monitor lines, beyond socket buffers
-    let omem = client_field(&mut c, "name=idlemon", "omem").expect("monitor listed");
-    assert!(omem > 0, "omem={omem}");
-    assert!(client_field(&mut c, "name=idlemon", "oll").unwrap() > 0);
+                           // The lines are queued for the monitor (by whichever thread feeds it).
+    eventually("the monitor's output to be counted", || {
+        client_field(&mut c, "name=idlemon", "omem").expect("monitor listed") > 0
+            && client_field(&mut c, "name=idlemon", "oll").unwrap() > 0
+    });
     flood(&mut c, 40_000); // past 32 MB queued: closed
-    std::thread::sleep(Duration::from_millis(300));
-    assert_eq!(client_field(&mut c, "name=idlemon", "omem"), None);
+    eventually("the monitor to be closed", || {
+        client_field(&mut c, "name=idlemon", "omem").is_none()
+    });
     assert_alive(&s);
 
     // An explicit hard limit for the class applies too.
@@ -346,8 +371,9 @@ fn monitor_output_is_accounted_and_limited() {
     let mut c = s.conn();
     let before = rss(&s);
     flood(&mut c, 30_000);
-    std::thread::sleep(Duration::from_millis(300));
-    assert_eq!(client_field(&mut c, "name=idlemon", "omem"), None);
+    eventually("the monitor to be closed", || {
+        client_field(&mut c, "name=idlemon", "omem").is_none()
+    });
     let grown = rss(&s).saturating_sub(before);
     assert!(grown < 100 << 20, "RSS grew by {grown} bytes");
     assert_alive(&s);
@@ -359,9 +385,9 @@ fn normal_client_over_hard_limit_is_closed() {
     let mut c = s.conn();
     let _: () = cmd(&mut c, &["SET", "small", "x"]);
     let _: () = cmd(&mut c, &["SET", "big", &"b".repeat(2 << 20)]);
-    let (got, _) = exchange(&s, b"GET small\r\n");
+    let (got, _) = exchange(&s, b"GET small\r\n", "$1\r\nx\r\n", false);
     assert_eq!(got, "$1\r\nx\r\n");
-    let (got, closed) = exchange(&s, b"GET big\r\n");
+    let (got, closed) = exchange(&s, b"GET big\r\n", "", true);
     assert_eq!((got.as_str(), closed), ("", true));
     assert_alive(&s);
 }
@@ -369,22 +395,22 @@ fn normal_client_over_hard_limit_is_closed() {
 #[test]
 fn unauthenticated_clients_get_small_caps() {
     let s = Server::start(&["--requirepass", "pw"]);
-    let (got, closed) = exchange(&s, b"*11\r\n");
-    assert_eq!(
-        got,
-        "-ERR Protocol error: unauthenticated multibulk length\r\n"
-    );
+    let want = "-ERR Protocol error: unauthenticated multibulk length\r\n";
+    let (got, closed) = exchange(&s, b"*11\r\n", want, true);
+    assert_eq!(got, want);
     assert!(closed);
-    let (got, closed) = exchange(&s, b"*1\r\n$16385\r\n");
-    assert_eq!(got, "-ERR Protocol error: unauthenticated bulk length\r\n");
+    let want = "-ERR Protocol error: unauthenticated bulk length\r\n";
+    let (got, closed) = exchange(&s, b"*1\r\n$16385\r\n", want, true);
+    assert_eq!(got, want);
     assert!(closed);
     // After AUTH in the same batch the usual limits apply.
     let mut input =
         b"*2\r\n$4\r\nAUTH\r\n$2\r\npw\r\n*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$20000\r\n".to_vec();
     input.extend(std::iter::repeat_n(b'v', 20_000));
     input.extend_from_slice(b"\r\n");
-    let (got, closed) = exchange(&s, &input);
-    assert_eq!((got.as_str(), closed), ("+OK\r\n+OK\r\n", false));
+    let want = "+OK\r\n+OK\r\n";
+    let (got, closed) = exchange(&s, &input, want, false);
+    assert_eq!((got.as_str(), closed), (want, false));
 }
 
 #[test]
@@ -395,7 +421,7 @@ fn big_replies_in_one_batch_are_written_as_they_go() {
     let before = rss(&s);
     // 300 GETs of a 1 MB value arrive in one read (300 MB of replies).
     let mut r = connect(&s);
-    r.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    r.set_read_timeout(Some(PATIENCE)).unwrap();
     r.write_all(&b"GET mb\r\n".repeat(300)).unwrap();
     std::thread::sleep(Duration::from_secs(1));
     let grown = rss(&s).saturating_sub(before);
@@ -421,7 +447,7 @@ fn two_thousand_connections_are_served() {
             c.write_all(b"PING\r\n").unwrap();
         }
         for c in &mut round {
-            c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+            c.set_read_timeout(Some(PATIENCE)).unwrap();
             let mut b = [0u8; 7];
             c.read_exact(&mut b).unwrap();
             assert_eq!(&b, b"+PONG\r\n");
@@ -437,7 +463,7 @@ fn two_thousand_connections_are_served() {
 fn command_with_a_million_arguments() {
     let s = Server::start(&[]);
     let mut c = connect(&s);
-    c.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    c.set_read_timeout(Some(2 * PATIENCE)).unwrap();
     let mut input = b"*1000001\r\n$4\r\nECHO\r\n".to_vec();
     input.extend(b"$1\r\nx\r\n".repeat(1_000_000));
     input.extend_from_slice(b"PING\r\n");
@@ -496,13 +522,13 @@ fn pipelined_collection_replies_respect_the_output_limit() {
         r.write_all(format!("CLIENT SETNAME {name}\r\n").as_bytes())
             .unwrap();
         r.write_all(&read.repeat(200)).unwrap();
-        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        let deadline = std::time::Instant::now() + PATIENCE;
         while client_field(&mut c, &format!("name={name}"), "omem").is_some() {
             assert!(std::time::Instant::now() < deadline, "{name} never closed");
             std::thread::sleep(Duration::from_millis(20));
         }
         // What was sent before the close is there, then EOF: far less than asked.
-        r.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        r.set_read_timeout(Some(PATIENCE)).unwrap();
         let mut got = vec![];
         let _ = r.read_to_end(&mut got);
         assert!(got.len() < 20 << 20, "{name}: {} bytes", got.len());
@@ -548,7 +574,7 @@ fn out_of_descriptors_the_accept_loop_backs_off() {
     let s = Server::start(&[]);
     let pid = s.child.id();
     let mut c = s.conn();
-    c.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    c.set_read_timeout(Some(PATIENCE)).unwrap();
     // Room for a few more descriptors than are open now.
     let open = std::fs::read_dir(format!("/proc/{pid}/fd"))
         .unwrap()
@@ -572,7 +598,7 @@ fn out_of_descriptors_the_accept_loop_backs_off() {
         .map(|_| TcpStream::connect(("127.0.0.1", s.port)).unwrap())
         .collect();
     let logged = "Accepting client connection: ";
-    let deadline = Instant::now() + Duration::from_secs(10);
+    let deadline = Instant::now() + PATIENCE;
     while !s.log().contains(logged) {
         assert!(Instant::now() < deadline, "no accept error logged");
         std::thread::sleep(Duration::from_millis(20));
@@ -594,9 +620,9 @@ fn out_of_descriptors_the_accept_loop_backs_off() {
         since.elapsed()
     );
     drop(flood);
-    let deadline = Instant::now() + Duration::from_secs(10);
+    let deadline = Instant::now() + PATIENCE;
     loop {
-        let (got, _) = exchange(&s, b"PING\r\n");
+        let (got, _) = exchange(&s, b"PING\r\n", "+PONG\r\n", false);
         if got == "+PONG\r\n" {
             break;
         }

@@ -1,4 +1,4 @@
-//! The node's identity (docs/ACTIVE-ACTIVE.md, "Identity"): a 64-bit node id
+//! The node's identity (docs/ACTIVE-ACTIVE-DESIGN.md, "Identity"): a 64-bit node id
 //! drawn once and kept across restarts in the RDB file (aux field
 //! `lattice-node-id`), the `node-id` and `node-slot` directives, the INFO
 //! fields, and redis-server loading a file that carries the aux field.

@@ -317,27 +317,31 @@ fn clients_get_loading_errors_while_the_dump_loads() {
     redis_dump(&dir, |c| {
         let () = cmd(c, &["DEBUG", "POPULATE", "2000"]);
     });
-    // 2000 keys at 1 ms each: two seconds of loading to observe.
+    // 2000 keys at 5 ms each: ten seconds of loading to observe, time for
+    // a loaded machine to connect and ask before it ends.
     let port = free_port();
     let mut child = Command::new(env!("CARGO_BIN_EXE_lattice-server"))
-        .args(["--port", &port.to_string(), "--key-load-delay", "1000"])
+        .args(["--port", &port.to_string(), "--key-load-delay", "5000"])
         .arg("--dir")
         .arg(&dir)
         .stdout(Stdio::null())
         .spawn()
         .unwrap();
     let url = format!("redis://127.0.0.1:{port}/");
-    let mut c = loop {
-        if let Ok(c) = redis::Client::open(url.as_str()).unwrap().get_connection() {
-            break c;
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    };
+    let mut c = None;
+    eventually("the loading server to accept", || {
+        c = redis::Client::open(url.as_str())
+            .unwrap()
+            .get_connection()
+            .ok();
+        c.is_some()
+    });
+    let mut c = c.unwrap();
     let err = cmd_err(&mut c, &["GET", "key:1"]);
     assert_eq!(err, "LOADING Redis is loading the dataset in memory");
     assert_eq!(info_field::<u32>(&mut c, "loading"), 1);
     assert!(info_field::<u64>(&mut c, "loading_total_bytes") > 0);
-    let deadline = Instant::now() + Duration::from_secs(30);
+    let deadline = Instant::now() + Duration::from_secs(90);
     while info_field::<u32>(&mut c, "loading") == 1 {
         assert!(Instant::now() < deadline, "loading did not finish");
         std::thread::sleep(Duration::from_millis(50));

@@ -78,7 +78,7 @@ fn expect_quiet(r: &mut Raw) {
     let mut l = String::new();
     let got = std::io::BufRead::read_line(&mut r.r, &mut l);
     assert!(got.is_err() || l.is_empty(), "unexpected stream data {l:?}");
-    r.w.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    r.w.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
 }
 
 fn now_ms() -> i64 {
@@ -338,7 +338,7 @@ fn migrate_propagates_one_del() {
         &port,
         "",
         "0",
-        "5000",
+        "30000",
         "KEYS",
         "sa",
         "sb",

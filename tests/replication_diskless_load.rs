@@ -136,8 +136,10 @@ fn redis_on(port: u16) -> RedisOracle {
 }
 
 /// Stretches a Redis master's RDB generation: a sleep every few keys
-/// (redis's `rdb-key-save-delay` below 0), about 3 s for 200k keys.
-const SAVE_DELAY: &str = "-4";
+/// (redis's `rdb-key-save-delay` below 0), about 6 s for 200k keys (the
+/// tests look at the replica while it loads: a window a loaded machine
+/// must not miss).
+const SAVE_DELAY: &str = "-2";
 
 /// swapdb, new history (different replid): -LOADING while the payload
 /// loads; the master dies mid-transfer: the old data is back, nothing of

@@ -115,24 +115,42 @@ fn a_frozen_replica_costs_neither_the_write_rate_nor_a_full_sync() {
     let before = median(writers.rates(3));
     let offset_at_freeze: u64 = info_field(&mut mc, "master_repl_offset");
     signal(&r, libc::SIGSTOP);
-    // Frozen past repl-timeout: the master drops the connection meanwhile.
-    let during = writers.rates(6);
-    let behind = info_field::<u64>(&mut mc, "master_repl_offset") - offset_at_freeze;
-    let on_disk: u64 = info_field(&mut mc, "repl_backlog_disk_bytes");
+    // Frozen for 6 s at least, and until the master dropped the connection
+    // (past repl-timeout) and the replica is behind by twice the 64 MB
+    // in-memory backlog: on a loaded machine the writes may take longer.
+    let mut during = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let on_disk = loop {
+        during.extend(writers.rates(1));
+        let behind = info_field::<u64>(&mut mc, "master_repl_offset") - offset_at_freeze;
+        let on_disk: u64 = info_field(&mut mc, "repl_backlog_disk_bytes");
+        if during.len() >= 6
+            && behind > 128 << 20
+            && m.log().contains("Disconnecting timedout replica")
+        {
+            break on_disk;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "not 128 MB behind or not dropped after {during:?} writes/s ({behind} bytes behind)"
+        );
+    };
     signal(&r, libc::SIGCONT);
     writers.stop();
-    assert!(
-        behind > 128 << 20,
-        "the freeze outgrew the 64 MB in-memory backlog twice over ({behind} bytes behind)"
-    );
     assert!(on_disk > 0, "nothing was spilled to disk");
-    for (s, rate) in during.iter().enumerate() {
-        assert!(
-            *rate >= before / 2,
-            "second {s} of the freeze: {rate} writes/s against {before} before ({during:?})"
-        );
-    }
-    eventually("the replica in sync again", || in_sync(&mut mc, &mut rc));
+    // The writes kept their rate: half of it in the median second, and no
+    // second below a fifth (a machine busy with other work varies from
+    // second to second; a master waiting on its replica drops to nothing).
+    let (median_during, slowest) = (median(during.clone()), *during.iter().min().unwrap());
+    assert!(
+        median_during >= before / 2 && slowest >= before / 5,
+        "writes/s during the freeze {during:?} against {before} before"
+    );
+    eventually_within(
+        "the replica in sync again",
+        Duration::from_secs(120),
+        || in_sync(&mut mc, &mut rc),
+    );
     assert!(
         m.log().contains("Disconnecting timedout replica"),
         "the master kept waiting on the frozen replica"

@@ -12,7 +12,9 @@ use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::time::{Duration, Instant};
 
-const TIMEOUT_SECS: u64 = 3;
+/// The replicas' repl-timeout: a test looks at a stage between its first
+/// second and its timeout, which a loaded machine must not miss.
+const TIMEOUT_SECS: u64 = 6;
 
 /// A master that answers what it is told to, then nothing.
 struct FakeMaster {
@@ -42,21 +44,25 @@ impl FakeMaster {
     }
 
     /// Answers the replica's commands (+PONG, +OK) until one named
-    /// `last` arrives, which is left unanswered; returns its arguments.
-    fn serve_until(s: &mut TcpStream, last: &str) -> Vec<String> {
+    /// `last` arrives, which is left unanswered; returns its arguments and
+    /// when the last reply started to go out (the replica heard from us no
+    /// earlier: its wait began then or later).
+    fn serve_until(s: &mut TcpStream, last: &str) -> (Vec<String>, Instant) {
         let mut buf = Vec::new();
         let mut tmp = [0u8; 4096];
+        let mut replied = Instant::now();
         loop {
             while let Some((args, used)) = next_command(&buf) {
                 buf.drain(..used);
                 if args.join(" ").eq_ignore_ascii_case(last) || args[0].eq_ignore_ascii_case(last) {
-                    return args;
+                    return (args, replied);
                 }
                 let reply: &[u8] = if args[0].eq_ignore_ascii_case("ping") {
                     b"+PONG\r\n"
                 } else {
                     b"+OK\r\n"
                 };
+                replied = Instant::now();
                 s.write_all(reply).unwrap();
             }
             let n = s.read(&mut tmp).unwrap();
@@ -88,13 +94,21 @@ fn next_command(buf: &[u8]) -> Option<(Vec<String>, usize)> {
 
 /// A replica of `fake` with a short repl-timeout.
 fn replica_of(fake: &FakeMaster, extra: &[&str]) -> (Server, redis::Connection) {
+    let (r, c, _) = replica_of_since(fake, extra);
+    (r, c)
+}
+
+/// [`replica_of`], and when REPLICAOF was sent (before the replica's
+/// first wait began).
+fn replica_of_since(fake: &FakeMaster, extra: &[&str]) -> (Server, redis::Connection, Instant) {
     let timeout = TIMEOUT_SECS.to_string();
     let mut args = vec!["--repl-timeout", &timeout];
     args.extend_from_slice(extra);
     let r = Server::start(&args);
     let mut c = r.conn();
+    let asked = Instant::now();
     let _: () = cmd(&mut c, &["REPLICAOF", "127.0.0.1", &fake.port.to_string()]);
-    (r, c)
+    (r, c, asked)
 }
 
 fn info_value(info: &str, field: &str) -> String {
@@ -128,7 +142,9 @@ fn role_state(r: &mut redis::Connection) -> String {
 }
 
 /// The replica gave up on the silent master: it said why in its log, and
-/// connects again, not before `repl-timeout` passed since `silent`.
+/// connects again, not before `repl-timeout` passed since `silent` (taken
+/// before the replica's last wait began, so a slow test thread cannot make
+/// a correct replica look early).
 fn times_out_and_retries(fake: &FakeMaster, replica: &Server, silent: Instant, said: &str) {
     let _again = fake.accept();
     assert!(
@@ -146,9 +162,8 @@ const BULK: &str = "Timeout receiving bulk data from MASTER... If the problem pe
 #[test]
 fn a_master_silent_after_accepting_times_out_the_handshake() {
     let fake = FakeMaster::new();
-    let (replica, mut r) = replica_of(&fake, &[]);
+    let (replica, mut r, silent) = replica_of_since(&fake, &[]);
     let _s = fake.accept();
-    let silent = Instant::now();
     let info = in_stage_for_a_second(&mut r, "receive-ping-reply");
     assert_eq!(info_value(&info, "master_link_status"), "down");
     assert_eq!(info_value(&info, "master_sync_in_progress"), "0");
@@ -162,8 +177,7 @@ fn a_master_silent_after_replconf_capa_times_out_the_handshake() {
     let fake = FakeMaster::new();
     let (replica, mut r) = replica_of(&fake, &[]);
     let mut s = fake.accept();
-    FakeMaster::serve_until(&mut s, "REPLCONF capa eof capa psync2");
-    let silent = Instant::now();
+    let (_, silent) = FakeMaster::serve_until(&mut s, "REPLCONF capa eof capa psync2");
     in_stage_for_a_second(&mut r, "receive-capa-reply");
     times_out_and_retries(&fake, &replica, silent, CONNECTING);
     assert!(replica.log().contains("for the reply to REPLCONF capa)"));
@@ -174,9 +188,8 @@ fn a_master_silent_after_psync_times_out() {
     let fake = FakeMaster::new();
     let (replica, mut r) = replica_of(&fake, &[]);
     let mut s = fake.accept();
-    let psync = FakeMaster::serve_until(&mut s, "PSYNC");
+    let (psync, silent) = FakeMaster::serve_until(&mut s, "PSYNC");
     assert_eq!(psync, ["PSYNC", "?", "-1"]);
-    let silent = Instant::now();
     in_stage_for_a_second(&mut r, "receive-psync-reply");
     times_out_and_retries(&fake, &replica, silent, CONNECTING);
     assert!(replica.log().contains("for the reply to PSYNC)"));
@@ -194,7 +207,9 @@ fn newlines_keep_the_payload_header_wait_alive_until_they_stop() {
     s.write_all(format!("+FULLRESYNC {id} 0\r\n").as_bytes())
         .unwrap();
     let kept_alive = Instant::now();
+    let mut silent = kept_alive;
     while kept_alive.elapsed() < Duration::from_secs(TIMEOUT_SECS + 2) {
+        silent = Instant::now();
         s.write_all(b"\n").unwrap();
         std::thread::sleep(Duration::from_millis(300));
     }
@@ -209,7 +224,6 @@ fn newlines_keep_the_payload_header_wait_alive_until_they_stop() {
         !replica.log().contains(BULK),
         "timed out despite the newlines"
     );
-    let silent = Instant::now();
     times_out_and_retries(&fake, &replica, silent, BULK);
     assert!(replica
         .log()
@@ -226,8 +240,8 @@ fn a_payload_cut_short_times_out(load: &str) {
     let id = "b".repeat(40);
     s.write_all(format!("+FULLRESYNC {id} 0\r\n$100\r\n").as_bytes())
         .unwrap();
-    s.write_all(b"REDIS0010\xfa").unwrap();
     let silent = Instant::now();
+    s.write_all(b"REDIS0010\xfa").unwrap();
     in_stage_for_a_second(&mut r, "receive-payload");
     let mut info = String::new();
     eventually("a second without payload bytes", || {
@@ -259,9 +273,9 @@ fn a_silent_connected_master_times_out() {
     let (replica, mut r) = replica_of(&fake, &[]);
     let mut s = fake.accept();
     FakeMaster::serve_until(&mut s, "PSYNC");
+    let silent = Instant::now();
     s.write_all(format!("+CONTINUE {}\r\n", "c".repeat(40)).as_bytes())
         .unwrap();
-    let silent = Instant::now();
     let info = in_stage_for_a_second(&mut r, "connected");
     assert_eq!(info_value(&info, "master_link_status"), "up");
     assert_eq!(role_state(&mut r), "connected");
@@ -292,8 +306,8 @@ fn a_stalled_load_times_out_and_keeps_the_master_posted() {
     let id = "d".repeat(40);
     s.write_all(format!("+FULLRESYNC {id} 0\r\n${}\r\n", rdb.len()).as_bytes())
         .unwrap();
-    s.write_all(&rdb).unwrap();
     let silent = Instant::now();
+    s.write_all(&rdb).unwrap();
     let info = in_stage_for_a_second(&mut r, "loading");
     assert_eq!(info_value(&info, "master_sync_in_progress"), "1");
     let mut newline = [0u8; 1];
@@ -313,8 +327,8 @@ fn a_stalled_load_times_out_and_keeps_the_master_posted() {
 
 /// DEBUG SLEEP on a replica holds its link as Redis's single thread
 /// would: killed inside the same transaction, the link stays down for the
-/// whole sleep, long enough for a master with `repl-backlog-ttl 2` to
-/// free its backlog, so the replica comes back with a full sync (as
+/// whole sleep (6 s), long enough for a master with `repl-backlog-ttl 2`
+/// to free its backlog even on a loaded machine, so the replica comes back with a full sync (as
 /// Redis's replication-psync "backlog expired" tests expect).
 #[test]
 fn debug_sleep_holds_the_replication_link() {
@@ -337,11 +351,11 @@ fn debug_sleep_holds_the_replication_link() {
         .arg("master")
         .cmd("DEBUG")
         .arg("SLEEP")
-        .arg("4")
+        .arg("6")
         .query(&mut r)
         .unwrap();
     assert_eq!(replies.len(), 2);
-    assert!(slept.elapsed() >= Duration::from_secs(4));
+    assert!(slept.elapsed() >= Duration::from_secs(6));
     let _: () = cmd(&mut m, &["SET", "k", "after"]);
     eventually("back in sync", || in_sync(&mut m, &mut r));
     assert!(info_field::<u64>(&mut m, "sync_partial_err") > 0);

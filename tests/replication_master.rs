@@ -106,7 +106,7 @@ fn dropped_link_resumes_with_a_partial_resync_and_wait_counts_acks() {
     eventually("the initial sync", || in_sync(&mut m, &mut rc));
     // WAIT: the replica acknowledges a write at once.
     let _: () = cmd(&mut m, &["SET", "acked", "1"]);
-    let n: i64 = cmd(&mut m, &["WAIT", "1", "5000"]);
+    let n: i64 = cmd(&mut m, &["WAIT", "1", "30000"]);
     assert_eq!(n, 1);
     // Asking for two replicas waits the timeout, then counts the one.
     let n: i64 = cmd(&mut m, &["WAIT", "2", "200"]);
@@ -175,9 +175,10 @@ fn acked_writes_survive_a_master_kill(
         .stderr(std::process::Stdio::null())
         .spawn()
         .expect("redis-benchmark (apt-get install redis-tools)");
+    let count = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
     let writers: Vec<_> = (0..4)
         .map(|t| {
-            let port = s.port;
+            let (port, count) = (s.port, count.clone());
             std::thread::spawn(move || {
                 let mut c = redis::Client::open(format!("redis://127.0.0.1:{port}/"))
                     .unwrap()
@@ -189,7 +190,10 @@ fn acked_writes_survive_a_master_kill(
                     let set = redis::cmd("SET").arg(&key).arg(&value).query::<()>(&mut c);
                     let wait = redis::cmd("WAIT").arg(1).arg(0).query::<i64>(&mut c);
                     match (set, wait) {
-                        (Ok(()), Ok(1)) => acked.push((key, value)),
+                        (Ok(()), Ok(1)) => {
+                            acked.push((key, value));
+                            count.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                        }
                         _ => break,
                     }
                 }
@@ -197,7 +201,12 @@ fn acked_writes_survive_a_master_kill(
             })
         })
         .collect();
+    // The load runs a while, and the writers have had writes acknowledged
+    // (however slowly a loaded machine lets them).
     std::thread::sleep(Duration::from_millis(1500));
+    eventually("writes acknowledged by WAIT", || {
+        count.load(std::sync::atomic::Ordering::SeqCst) > 10
+    });
     let _ = s.child.kill(); // SIGKILL
     let acked: Vec<_> = writers
         .into_iter()
@@ -298,16 +307,29 @@ fn frozen_replica_under_load(policy: &str) -> (u64, u64, u64) {
             .unwrap();
     };
     signal("-STOP");
-    // Thawed after 2 s, whatever the writes are doing (they may wait).
-    let thaw = std::thread::spawn(move || {
-        std::thread::sleep(Duration::from_secs(2));
-        signal("-CONT");
-    });
+    // Thawed after 2 s and once the policy acted (writes slowed, or the
+    // replica dropped) or the writes are done, whichever is first: the
+    // writes may wait, and a loaded machine may take longer than 2 s to
+    // send what goes past the limit.
+    let written = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let thaw = {
+        let (written, mut probe) = (written.clone(), s.conn());
+        std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_secs(2));
+            eventually("the policy to act or the writes to end", || {
+                written.load(std::sync::atomic::Ordering::SeqCst)
+                    || info_field::<u64>(&mut probe, "repl_throttled_batches") > 0
+                    || info_field::<u64>(&mut probe, "repl_lag_disconnects") > 0
+            });
+            signal("-CONT");
+        })
+    };
     // 16 MB of writes against an 8 MB hard limit.
     let value = "v".repeat(8192);
     for i in 0..2000 {
         let _: () = cmd(&mut m, &["SET", &format!("k{}", i % 500), &value]);
     }
+    written.store(true, std::sync::atomic::Ordering::SeqCst);
     thaw.join().unwrap();
     eventually("the catch-up", || in_sync(&mut m, &mut rc));
     // Shown if an assertion on the counters fails.

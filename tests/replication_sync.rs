@@ -61,11 +61,18 @@ fn replicas_within_the_delay_share_one_snapshot() {
 
 #[test]
 fn replicas_arriving_within_the_delay_share_it() {
-    let m = Server::start(&["--repl-diskless-sync-delay", "2"]);
+    let m = Server::start(&["--repl-diskless-sync-delay", "5"]);
     let mut mc = m.conn();
     fill(&mut mc, "k", 100);
-    let (r1, r2) = (replica_of(&m), replica_of(&m));
+    // Both started first, then pointed at the master one right after the
+    // other: starting a server can take longer than the delay on a loaded
+    // machine, two REPLICAOFs cannot.
+    let (r1, r2) = (Server::start(&[]), Server::start(&[]));
     let (mut c1, mut c2) = (r1.conn(), r2.conn());
+    let port = m.port.to_string();
+    for c in [&mut c1, &mut c2] {
+        let _: () = cmd(c, &["REPLICAOF", "127.0.0.1", &port]);
+    }
     eventually("both replicas in sync", || {
         in_sync(&mut mc, &mut c1) && in_sync(&mut mc, &mut c2)
     });
@@ -77,8 +84,9 @@ fn rdb_key_save_delay_stretches_the_sync_while_writes_flow() {
     let m = Server::start(&["--repl-diskless-sync-delay", "0"]);
     let mut mc = m.conn();
     fill(&mut mc, "k", 300);
-    // 300 keys at 5 ms each: the sync takes about 1.5 s.
-    let _: () = cmd(&mut mc, &["CONFIG", "SET", "rdb-key-save-delay", "5000"]);
+    // 300 keys at 20 ms each: the sync takes about 6 s, time for a loaded
+    // machine to send the writes below while it runs.
+    let _: () = cmd(&mut mc, &["CONFIG", "SET", "rdb-key-save-delay", "20000"]);
     let r = replica_of(&m);
     let mut rc = r.conn();
     eventually("the snapshot running", || {

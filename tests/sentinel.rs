@@ -56,7 +56,7 @@ impl Sentinel {
 
     /// Until it answers PING; false if it exited (port taken meanwhile).
     fn wait_ready(&mut self) -> bool {
-        let deadline = Instant::now() + Duration::from_secs(10);
+        let deadline = Instant::now() + Duration::from_secs(30);
         while Instant::now() < deadline {
             if let Ok(Some(_)) = self.child.try_wait() {
                 return false;
@@ -129,7 +129,9 @@ impl Drop for Sentinel {
     }
 }
 
-/// Polls `f` until it gives a value, for up to `secs` seconds.
+/// Polls `f` until it gives a value, for up to `secs` seconds (limits
+/// sized for a loaded machine, where a sentinel election may have to be
+/// retried after failover-timeout: they only bound a hang).
 fn eventually<T>(secs: u64, what: &str, mut f: impl FnMut() -> Option<T>) -> T {
     let deadline = Instant::now() + Duration::from_secs(secs);
     loop {
@@ -161,7 +163,7 @@ fn try_get(s: &Server, key: &str) -> Option<String> {
 fn assert_discovery(sentinels: &[Sentinel], master: u16, replicas: [u16; 2]) {
     for s in sentinels {
         assert_eq!(s.master_port(), Some(master), "sentinel :{}", s.port);
-        eventually(20, "the sentinel to discover both replicas", || {
+        eventually(60, "the sentinel to discover both replicas", || {
             let mut ports: Vec<u16> = s
                 .instances("replicas")
                 .iter()
@@ -174,7 +176,7 @@ fn assert_discovery(sentinels: &[Sentinel], master: u16, replicas: [u16; 2]) {
             ports.sort_unstable();
             (ports == replicas).then_some(())
         });
-        eventually(20, "the sentinel to discover the other two", || {
+        eventually(60, "the sentinel to discover the other two", || {
             let mut ports: Vec<u16> = s
                 .instances("sentinels")
                 .iter()
@@ -216,13 +218,13 @@ fn sentinels_fail_over_from_a_killed_master_to_a_replica() {
         ]),
     ];
     for r in &replicas {
-        eventually(20, "the replica's link up", || {
+        eventually(60, "the replica's link up", || {
             (repl_field(r, "master_link_status")? == "up").then_some(())
         });
     }
     let mut m = master.conn();
     let _: () = cmd(&mut m, &["SET", "before", "acknowledged"]);
-    let acked: i64 = cmd(&mut m, &["WAIT", "2", "5000"]);
+    let acked: i64 = cmd(&mut m, &["WAIT", "2", "30000"]);
     assert_eq!(acked, 2);
 
     let sentinels: Vec<Sentinel> = (0..3).map(|_| Sentinel::start(master.port)).collect();
@@ -240,13 +242,13 @@ fn sentinels_fail_over_from_a_killed_master_to_a_replica() {
     // SIGKILL: no goodbye to replicas or sentinels.
     master.child.kill().unwrap();
     let _ = master.child.wait();
-    let new_port = eventually(60, "the sentinels to promote a replica", || {
+    let new_port = eventually(120, "the sentinels to promote a replica", || {
         let p = sentinels[0].master_port()?;
         (p != master.port).then_some(p)
     });
     assert_eq!(new_port, replicas[0].port, "the replica with priority 100");
     for s in &sentinels {
-        eventually(30, "every sentinel to name the new master", || {
+        eventually(60, "every sentinel to name the new master", || {
             (s.master_port()? == new_port).then_some(())
         });
     }
@@ -257,12 +259,12 @@ fn sentinels_fail_over_from_a_killed_master_to_a_replica() {
     assert_eq!(role[0], redis::Value::BulkString(b"master".to_vec()));
     let _: () = cmd(&mut p, &["SET", "after", "failover"]);
 
-    eventually(30, "the other replica to follow the new master", || {
+    eventually(60, "the other replica to follow the new master", || {
         let port = repl_field(other, "master_port")?;
         let up = repl_field(other, "master_link_status")?;
         (port == new_port.to_string() && up == "up").then_some(())
     });
-    eventually(20, "the new master's write on the other replica", || {
+    eventually(60, "the new master's write on the other replica", || {
         (try_get(other, "after")? == "failover").then_some(())
     });
 
@@ -280,13 +282,13 @@ fn sentinels_fail_over_from_a_killed_master_to_a_replica() {
     // The old master, back on its port (empty: no persistence), is turned
     // into a replica of the new one by the sentinels.
     restart(&mut master);
-    eventually(40, "the old master to rejoin as a replica", || {
+    eventually(90, "the old master to rejoin as a replica", || {
         let port = repl_field(&master, "master_port")?;
         let up = repl_field(&master, "master_link_status")?;
         (port == new_port.to_string() && up == "up").then_some(())
     });
     eventually(
-        20,
+        60,
         "the rejoined node to hold the new master's data",
         || (try_get(&master, "client")? == "writes").then_some(()),
     );

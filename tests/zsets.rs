@@ -690,7 +690,7 @@ fn blocking_pops() {
     let mut r = s.raw();
     r.send(b"BZPOPMIN q 0\r\n");
     // Wait until the client is blocked, then wake it from this connection.
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
     loop {
         let info: String = cmd(c, &["INFO", "clients"]);
         if info.contains("blocked_clients:1") {

@@ -241,7 +241,7 @@ fn take_shards(guards: &mut [ShardGuard<'_>], into: &mut Vec<Shard>) {
 }
 
 /// Refuses a command that has no convergent meaning under active
-/// replication (docs/ACTIVE-ACTIVE.md, "Tombstones").
+/// replication (docs/ACTIVE-ACTIVE-DESIGN.md, "Tombstones").
 fn refuse_if_active(ctx: &Ctx, name: &str) -> Result<(), CmdError> {
     if ctx.core.active && ctx.replay_version.is_none() {
         return Err(CmdError::Msg(format!(

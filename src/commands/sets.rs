@@ -175,7 +175,10 @@ fn sadd(ctx: &mut Ctx, args: Args) -> CmdResult {
     let s = set_mut(&mut e.value);
     let added = args.iter().skip(2).filter(|m| s.add(m, max)).count();
     ctx.out.int(added as i64);
-    if added == 0 {
+    // Under active replication an SADD that added nothing is a write all
+    // the same: it re-asserts its members against a concurrent SREM
+    // elsewhere (docs/MERGE.md, "re-assert on add").
+    if added == 0 && !ctx.core.active {
         return Ok(());
     }
     let version = match prev {
@@ -186,7 +189,9 @@ fn sadd(ctx: &mut Ctx, args: Args) -> CmdResult {
     if ctx.core.active {
         l.touch_members(key, args.iter().skip(2));
     }
-    ctx.notify(class::SET, "sadd", key);
+    if added > 0 {
+        ctx.notify(class::SET, "sadd", key);
+    }
     let argv: Vec<&[u8]> = args.iter().collect();
     ctx.propagate(version, &argv);
     Ok(())

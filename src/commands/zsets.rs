@@ -907,13 +907,31 @@ struct AddTally {
     processed: i64,
     last: f64,
     failed: Option<CmdError>,
+    /// Under active replication: the pairs added, updated or re-added
+    /// (not those NX/XX/GT/LT skipped), to re-assert (DECISIONS 67).
+    applied: Vec<usize>,
 }
 
 /// Applies ZADD's pairs to `z` in order, stopping at the first error.
-fn add_pairs(z: &mut ZSetValue, f: AddFlags, pairs: &[(f64, &[u8])], lim: ZLimits) -> AddTally {
+/// `track`: note in `applied` which pairs were applied.
+fn add_pairs(
+    z: &mut ZSetValue,
+    f: AddFlags,
+    pairs: &[(f64, &[u8])],
+    (lim, track): (ZLimits, bool),
+) -> AddTally {
     let mut t = AddTally::default();
-    for &(score, m) in pairs {
-        match zset_add(z, f, score, m, lim) {
+    for (i, &(score, m)) in pairs.iter().enumerate() {
+        let outcome = zset_add(z, f, score, m, lim);
+        if track
+            && matches!(
+                outcome,
+                Ok(AddOutcome::Added(_) | AddOutcome::Updated(_) | AddOutcome::Same(_))
+            )
+        {
+            t.applied.push(i);
+        }
+        match outcome {
             Err(err) => {
                 t.failed = Some(err);
                 break;
@@ -939,10 +957,14 @@ fn zadd_generic(ctx: &mut Ctx, args: Args, f: AddFlags, pairs: &[(f64, &[u8])]) 
     let key = args.get(1);
     let lim = limits(ctx);
     let mut l = ctx.open(key);
+    // Under active replication an add of a present member with its score
+    // is a write too: it re-asserts the member against a concurrent remove
+    // elsewhere (docs/MERGE.md, "re-assert on add").
+    let reasserts = ctx.core.active;
     let (t, version) = match l.get_zset(key)? {
         Some(e) => {
-            let t = add_pairs(zs_mut(&mut e.value), f, pairs, lim);
-            if t.added + t.updated > 0 {
+            let t = add_pairs(zs_mut(&mut e.value), f, pairs, (lim, reasserts));
+            if t.added + t.updated > 0 || (reasserts && t.processed > 0) {
                 e.version = ctx.version_after(e.version);
             }
             (t, e.version)
@@ -950,7 +972,7 @@ fn zadd_generic(ctx: &mut Ctx, args: Args, f: AddFlags, pairs: &[(f64, &[u8])]) 
         None if f.xx => (AddTally::default(), 0),
         None => {
             let mut z = ZSetValue::with_hint(1, pairs[0].1.len(), lim);
-            let t = add_pairs(&mut z, f, pairs, lim);
+            let t = add_pairs(&mut z, f, pairs, (lim, reasserts));
             let v = ctx.new_version();
             if t.added + t.updated > 0 {
                 l.put(key, Value::ZSet(Box::new(z)), 0, v);
@@ -958,11 +980,14 @@ fn zadd_generic(ctx: &mut Ctx, args: Args, f: AddFlags, pairs: &[(f64, &[u8])]) 
             (t, v)
         }
     };
-    if t.added + t.updated > 0 {
-        if ctx.core.active {
-            l.touch_members(key, pairs.iter().map(|p| p.1));
+    let changed = t.added + t.updated > 0;
+    if changed || (reasserts && t.processed > 0 && version != 0) {
+        if reasserts {
+            l.touch_members(key, t.applied.iter().map(|&i| pairs[i].1));
         }
         ctx.propagate(version, &argv_of(args));
+    }
+    if changed {
         ctx.notify(class::ZSET, if f.incr { "zincr" } else { "zadd" }, key);
         ctx.signal_ready(ctx.db(), key);
     }

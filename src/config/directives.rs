@@ -556,7 +556,7 @@ pub static DIRECTIVES: &[Directive] = &[
         .alias(&["min-slaves-to-write"])
         .built(),
     d("no-appendfsync-on-rewrite", Bool, "no"),
-    // LatticeDB (docs/ACTIVE-ACTIVE.md, "Identity"; server/identity.rs).
+    // LatticeDB (docs/ACTIVE-ACTIVE-DESIGN.md, "Identity"; server/identity.rs).
     // node-id: this node's 64-bit id, up to 16 hex digits ("": the id saved in the RDB file, else random).
     d("node-id", Str, "").built().imm(),
     // node-slot: the 10-bit slot its HLC stamps carry, 0-1023 (-1: the id's hash mod 1024).
@@ -750,11 +750,11 @@ pub static DIRECTIVES: &[Directive] = &[
     d("active-replica", Bool, "no").built().imm(),
     d("multi-master", Bool, "no").built().imm(),
     // A no-op: a node never forwards a peer's write (each sends only its
-    // own), so there is nothing to switch off (docs/ACTIVE-ACTIVE.md).
+    // own), so there is nothing to switch off (docs/ACTIVE-ACTIVE-DESIGN.md).
     d("multi-master-no-forward", Bool, "no"),
     // LatticeDB: how far ahead of this node's clock a peer's stamp may be
     // (ms) before the link is dropped instead of the write applied: a node
-    // whose clock runs ahead must not win every conflict (ACTIVE-ACTIVE.md).
+    // whose clock runs ahead must not win every conflict (ACTIVE-ACTIVE-DESIGN.md).
     d("active-max-clock-skew", Int(0, LONG), "60000").built(),
     // LatticeDB: the longest (seconds) a departed peer keeps deleted keys'
     // tombstones from being collected (they go once every node is past

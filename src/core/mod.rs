@@ -56,7 +56,7 @@ pub struct Core {
     pub node_id: u64,
     /// Active replication (`active-replica` or `multi-master`): every write
     /// records the versions its keys had and deletions leave tombstones
-    /// (docs/ACTIVE-ACTIVE.md). Fixed at start.
+    /// (docs/ACTIVE-ACTIVE-DESIGN.md). Fixed at start.
     pub active: bool,
     /// Active replication: no stamp issued here may be at or below this
     /// (the latest FLUSHDB/FLUSHALL's stamp, and stamps from peers or

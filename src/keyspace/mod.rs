@@ -208,7 +208,7 @@ pub struct Shard {
     snap: Option<Box<snap::ShardSnap>>,
     /// Active replication only: deleted keys and the stamp of their
     /// deletion, so that an older write arriving later stays deleted
-    /// (docs/ACTIVE-ACTIVE.md, "Tombstones"). Invisible to commands; a key
+    /// (docs/ACTIVE-ACTIVE-DESIGN.md, "Tombstones"). Invisible to commands; a key
     /// written again leaves this map. Empty (and unallocated) otherwise.
     tombstones: hashbrown::HashMap<Box<[u8]>, u64, KeyHasher>,
     /// Active replication: the stamp of the last FLUSHDB/FLUSHALL; a key

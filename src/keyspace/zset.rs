@@ -50,7 +50,14 @@ pub fn key_cmp(s1: f64, m1: &[u8], s2: f64, m2: &[u8]) -> Ordering {
         .then_with(|| m1.cmp(m2))
 }
 
-/// A listpack stores scores as text, where -0 reads back as 0.
+/// The score a set stores: -0 is stored as 0, in every encoding.
+///
+/// Redis's listpack stores scores as text, where -0 reads back as 0, while
+/// its skiplist keeps -0; so the same ZADD answers `-0` or `0` by the set's
+/// size, and two copies of one set that took different encodings (a
+/// replica or peer that loaded it from a snapshot as a listpack, a node
+/// that grew it to a skiplist) disagree. Storing 0 everywhere keeps every
+/// copy equal (DECISIONS 66; simulator seed 4444).
 #[inline]
 fn pack_score(s: f64) -> f64 {
     if s == 0.0 {
@@ -321,7 +328,7 @@ impl Big {
         let prio = self.next_prio();
         let node = Node {
             member: m.into(),
-            score,
+            score: pack_score(score),
             left: NIL,
             right: NIL,
             size: 1,
@@ -371,7 +378,7 @@ impl Big {
 
     fn set_score(&mut self, x: u32, score: f64) {
         self.unlink(x);
-        self.nodes[x as usize].score = score;
+        self.nodes[x as usize].score = pack_score(score);
         self.link(x);
     }
 

@@ -404,6 +404,14 @@ impl Backlog {
     }
 
     /// Whether a replica may continue from offset `from` (PSYNC).
+    /// The offsets a reader can be served from now: the oldest kept (in
+    /// memory or on disk) and the end (for the log line that says why a
+    /// position could not be continued).
+    pub fn served_range(&self) -> (u64, u64) {
+        let g = self.inner.lock();
+        (g.first_available(), g.end)
+    }
+
     pub fn can_continue_from(&self, from: u64) -> bool {
         let g = self.inner.lock();
         g.active && from >= g.first_available() && from <= g.end + 1

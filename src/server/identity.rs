@@ -1,4 +1,4 @@
-//! This node's identity (docs/ACTIVE-ACTIVE.md, "Identity"): a 64-bit node
+//! This node's identity (docs/ACTIVE-ACTIVE-DESIGN.md, "Identity"): a 64-bit node
 //! id drawn once and kept in every RDB file we write (aux field
 //! `lattice-node-id`, hex), and the 10-bit slot the HLC stamps carry
 //! (`Core::node_id`), derived from the id unless `node-slot` sets it.

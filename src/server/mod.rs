@@ -338,9 +338,15 @@ fn bind_v6_only(sa: std::net::SocketAddrV6) -> std::io::Result<std::net::TcpList
 }
 
 /// Runs the server until SHUTDOWN or a signal. Returns the process exit code.
-pub fn run(config: Config) -> Result<i32, String> {
+/// `bound`: called once the listeners are bound, before anything else
+/// (main prints the banner there: Redis prints its " PID: " line only after
+/// a successful bind, and its test suite takes that line to mean the port
+/// is this server's; printed before, a server that then failed to bind
+/// looked started, and the suite talked to whatever held the port).
+pub fn run(config: Config, bound: impl FnOnce(&Config)) -> Result<i32, String> {
     let tls_config = tls::server_config(&config)?;
     let (tcp, unix, tls_listeners) = bind_listeners(&config)?;
+    bound(&config);
     let threads = config.threads();
     let pidfile = config.get_str("pidfile");
     let unix_path = config.get_str("unixsocket");

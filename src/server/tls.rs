@@ -37,7 +37,7 @@ pub fn server_config(cfg: &Config) -> Result<Option<Arc<ServerConfig>>, String> 
     let key = load_key(&cfg.get_str("tls-key-file")).map_err(|e| fail(&e))?;
     // ring: builds from Rust and assembly alone (aws-lc-rs, rustls's
     // preferred provider, needs cmake); its one deprecation is that it
-    // offers no post-quantum key exchange (docs/DECISIONS.md 70).
+    // offers no post-quantum key exchange (docs/DECISIONS.md 72).
     #[allow(deprecated)]
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let versions = protocol_versions(&cfg.get_str("tls-protocols")).map_err(|e| fail(&e))?;

@@ -61,7 +61,12 @@ impl Server {
             cmd.stdout(log.try_clone().unwrap()).stderr(log);
             let child = cmd.spawn().expect("start lattice-server");
             let mut s = Server { child, port, dir };
-            if s.wait_ready() {
+            let password = extra
+                .iter()
+                .position(|a| *a == "--requirepass")
+                .and_then(|i| extra.get(i + 1))
+                .filter(|p| !p.is_empty());
+            if s.wait_ready(password.copied()) {
                 return s;
             }
         }
@@ -69,9 +74,11 @@ impl Server {
     }
 
     /// Waits until our child answers PING (accepting and done loading); false if it exited (e.g.
-    /// the port was taken between `free_port` and its bind).
-    fn wait_ready(&mut self) -> bool {
-        let deadline = Instant::now() + Duration::from_secs(10);
+    /// the port was taken between `free_port` and its bind). With a password it authenticates
+    /// first: NOAUTH comes before LOADING, and would say nothing of the load.
+    fn wait_ready(&mut self, password: Option<&str>) -> bool {
+        // Generous: a debug build on a loaded machine may take seconds.
+        let deadline = Instant::now() + Duration::from_secs(30);
         while Instant::now() < deadline {
             if let Ok(Some(_)) = self.child.try_wait() {
                 return false;
@@ -79,11 +86,25 @@ impl Server {
             if let Ok(mut s) = TcpStream::connect(("127.0.0.1", self.port)) {
                 // Make sure it is our server answering, not another process.
                 let _ = s.set_read_timeout(Some(Duration::from_secs(2)));
+                let mut r = BufReader::new(s.try_clone().unwrap());
+                let mut line = String::new();
+                let authed = match password {
+                    None => true,
+                    Some(p) => {
+                        let auth = format!("*2\r\n$4\r\nAUTH\r\n${}\r\n{p}\r\n", p.len());
+                        s.write_all(auth.as_bytes()).is_ok()
+                            && r.read_line(&mut line).is_ok()
+                            && line == "+OK\r\n"
+                    }
+                };
+                line.clear();
                 let _ = s.write_all(b"PING\r\n");
-                // Any reply but "-LOADING ..." (PONG, or NOAUTH with a password).
-                let mut buf = [0u8; 7];
-                if s.read_exact(&mut buf).is_ok()
-                    && &buf != b"-LOADIN"
+                // Any reply but "-LOADING ..." (PONG, or NOAUTH with a
+                // password set another way).
+                if authed
+                    && r.read_line(&mut line).is_ok()
+                    && !line.is_empty()
+                    && !line.starts_with("-LOADING")
                     && self.child.try_wait().ok().flatten().is_none()
                 {
                     return true;
@@ -110,7 +131,8 @@ impl Server {
     /// A raw TCP connection for protocol-level tests.
     pub fn raw(&self) -> Raw {
         let s = TcpStream::connect(("127.0.0.1", self.port)).unwrap();
-        s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        // Only bounds a hang: a reply may take seconds on a loaded machine.
+        s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
         Raw {
             r: BufReader::new(s.try_clone().unwrap()),
             w: s,
@@ -268,7 +290,7 @@ impl RedisOracle {
             .spawn()
             .expect("redis-server must be installed (apt-get install redis-server)");
         let o = RedisOracle { child, port, dir };
-        let deadline = Instant::now() + Duration::from_secs(10);
+        let deadline = Instant::now() + Duration::from_secs(30);
         while Instant::now() < deadline {
             // PING answers once the dump is loaded (-LOADING before).
             if let Ok(mut c) = o.try_conn() {
@@ -317,15 +339,21 @@ fn print_log_if_failing(what: &str, port: u16, log: &std::path::Path) {
 // ------------------------------------------------------------ replication
 
 /// Polls `f` every 50 ms for up to 30 s; panics naming `what` if it never holds.
-pub fn eventually(what: &str, mut f: impl FnMut() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(30);
+pub fn eventually(what: &str, f: impl FnMut() -> bool) {
+    eventually_within(what, Duration::from_secs(30), f);
+}
+
+/// [`eventually`] for up to `limit` (for waits longer than 30 s can be on
+/// a loaded machine: the limit only bounds a hang).
+pub fn eventually_within(what: &str, limit: Duration, mut f: impl FnMut() -> bool) {
+    let deadline = Instant::now() + limit;
     while Instant::now() < deadline {
         if f() {
             return;
         }
         std::thread::sleep(Duration::from_millis(50));
     }
-    panic!("timed out waiting for {what}");
+    panic!("timed out ({limit:?}) waiting for {what}");
 }
 
 pub fn digest(c: &mut redis::Connection) -> String {

@@ -133,11 +133,13 @@ impl Proxy {
     }
 
     /// Keeps connections open but forwards nothing until [`Proxy::thaw`].
-    /// Returns once writes already under way are done (at most 1 s), so
-    /// the byte counters stand still from then on.
+    /// Returns once writes already under way are done (at most 5 s: a
+    /// writer thread may wait that long for a core on a loaded machine, and
+    /// only a receiver that stopped reading holds one longer), so the byte
+    /// counters stand still from then on.
     pub fn freeze(&self) {
         self.shared.frozen.store(true, SeqCst);
-        let deadline = Instant::now() + Duration::from_secs(1);
+        let deadline = Instant::now() + Duration::from_secs(5);
         while self.shared.writing.load(SeqCst) > 0 && Instant::now() < deadline {
             std::thread::sleep(Duration::from_millis(1));
         }

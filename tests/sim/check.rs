@@ -306,7 +306,7 @@ pub trait Rules {
     ) -> Option<KeyState>;
 }
 
-/// Whole-key last-writer-wins (docs/ACTIVE-ACTIVE.md section 3).
+/// Whole-key last-writer-wins (docs/ACTIVE-ACTIVE-DESIGN.md section 3).
 pub struct WholeKeyLww;
 
 impl Rules for WholeKeyLww {

@@ -650,14 +650,24 @@ impl Link {
         active.direct_gen.fetch_add(1, AcqRel);
         super::update_quorum(active, node.core());
         st.last_io_ms.store(unix_ms(), Relaxed);
+        // After the five fields, a +FULL or a +RESUME by stamp says why we
+        // could not continue (older peers send none).
+        let why: Vec<&str> = w.collect();
+        let why = if why.is_empty() {
+            String::new()
+        } else {
+            format!(": {}", why.join(" "))
+        };
         log_notice!(
-            "Active peer {}:{} {}",
+            "Active peer {}:{} {}{why}",
             st.host,
             st.port,
             match kind {
                 "+FULL" => "sends a snapshot",
                 "+RESUME" if by_stamp =>
                     "restarted: resumes with the keys this node lacks of its writes, then its new stream (no snapshot)",
+                "+RESUME" if !why.is_empty() =>
+                    "resumes by stamp, the keys this node lacks first (no snapshot)",
                 "+RESUME" => "continues its stream after the keys this node lost",
                 _ => "continues its stream",
             }

@@ -1,6 +1,6 @@
 //! Active replication: every node takes writes, and nodes that pull each
 //! other's streams converge (KeyDB's `active-replica` / `multi-master`,
-//! built on stamps; docs/ACTIVE-ACTIVE.md is the design).
+//! built on stamps; docs/ACTIVE-ACTIVE-DESIGN.md is the design).
 //!
 //! Each node has its own stream ([`Active::stream`], a [`Backlog`] with
 //! its own offsets and disk tier, not the Redis replication backlog): its
@@ -42,7 +42,7 @@
 //! propagates as several records) are one *unit* record: the writer's
 //! thread gathers them from MULTI to EXEC (`StreamFeed::unit_effect`), and
 //! a peer applies all of them under one hold of their keys' shards, or
-//! none and asks for the state of all their keys (docs/ACTIVE-ACTIVE.md
+//! none and asks for the state of all their keys (docs/ACTIVE-ACTIVE-DESIGN.md
 //! "Units", DECISIONS 50).
 //!
 //! The serving side is `serve.rs` (LATTICE.PEER, a snapshot of key states
@@ -564,13 +564,17 @@ pub fn info_fields(active: &Active, core: &Core, o: &mut String) {
         0 => -1,
         ms => crate::keyspace::hlc::stamp_clock_ms().saturating_sub(ms) as i64,
     };
+    let cutoff = st.cutoff.load(Relaxed);
+    // Each stamp also as the time it names (unix ms), for an operator.
+    let ms = crate::keyspace::hlc::stamp_ms;
     let _ = write!(
         o,
-        "active_tombstones:{}\r\nactive_tombstones_collected:{}\r\nactive_tombstones_forced:{}\r\nactive_stable_stamp:{stable}\r\nactive_stable_lag_ms:{lag}\r\nactive_collect_cutoff:{}\r\n",
+        "active_tombstones:{}\r\nactive_tombstones_collected:{}\r\nactive_tombstones_forced:{}\r\nactive_stable_stamp:{stable}\r\nactive_stable_unix_ms:{}\r\nactive_stable_lag_ms:{lag}\r\nactive_collect_cutoff:{cutoff}\r\nactive_collect_cutoff_unix_ms:{}\r\n",
         tombstones(core),
         st.collected.load(Relaxed),
         st.forced.load(Relaxed),
-        st.cutoff.load(Relaxed),
+        ms(stable),
+        ms(cutoff),
     );
     let links = active.links.lock();
     // KeyDB's summary of its links (its tests and tools read it); never a

@@ -1,6 +1,6 @@
 //! Where each link stood in its peer's stream, kept with the data so that
 //! a restarted node continues its peers' streams instead of taking a
-//! snapshot of each (docs/ACTIVE-ACTIVE.md, "Restart"; DECISIONS 48).
+//! snapshot of each (docs/ACTIVE-ACTIVE-DESIGN.md, "Restart"; DECISIONS 48).
 //!
 //! A link's *position* is the peer's stream id and the next offset we want
 //! from it. It is saved only while the link is *settled* (every record

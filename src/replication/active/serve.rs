@@ -221,6 +221,9 @@ pub struct Feed {
     host: HostRef,
     pub state: Arc<FeedState>,
     start: FeedStart,
+    /// Why it cannot continue its position (empty when it can): logged
+    /// here, and sent after the answer line's fields for the peer to log.
+    why: String,
     /// Where the peer starts in our stream.
     from: u64,
     coder: Coder,
@@ -269,8 +272,16 @@ impl Feed {
         active.pin();
         let (me, my_slot) = host.identity();
         let start = feed_start(active, (me, my_slot), &req, cont);
+        // Why it cannot continue its position (a snapshot, or a resume by
+        // stamp): logged here, and sent for the peer to log.
+        let why = match (&start, cont) {
+            (FeedStart::Full, _) | (FeedStart::Resume(_), false) => {
+                no_continue_reason(active, me, &req, &start)
+            }
+            _ => String::new(),
+        };
         log_notice!(
-            "Active replica {addr} (node {:016x}) {} from offset {from}",
+            "Active replica {addr} (node {:016x}) {} from offset {from}{}",
             req.node_id,
             match (&start, cont) {
                 (FeedStart::Full, _) => "takes a snapshot",
@@ -278,13 +289,19 @@ impl Feed {
                 (FeedStart::Resume(_), true) =>
                     "continues after a restart, its own recent keys first,",
                 (FeedStart::Resume(_), false) =>
-                    "resumes after this node's restart, the keys it lacks first (no snapshot),",
+                    "resumes by stamp, the keys it lacks first (no snapshot),",
+            },
+            if why.is_empty() {
+                String::new()
+            } else {
+                format!(": {why}")
             }
         );
         Feed {
             host: host.clone(),
             state: feed,
             start,
+            why,
             from,
             coder: Coder::new(me),
             buf: Vec::with_capacity(64 * 1024),
@@ -303,7 +320,12 @@ impl Feed {
         };
         let (me, my_slot) = self.host.identity();
         let sid = &self.host.active().stream_id;
-        format!("+{kind} {sid} {} {me:016x} {my_slot}\r\n", self.from)
+        let why = if self.why.is_empty() {
+            String::new()
+        } else {
+            format!(" {}", self.why)
+        };
+        format!("+{kind} {sid} {} {me:016x} {my_slot}{why}\r\n", self.from)
     }
 
     /// What goes before the stream: nothing, or the key states of a
@@ -397,6 +419,48 @@ enum FeedStart {
 }
 
 /// How the feed of `req` starts; `cont`: our stream holds its offset.
+/// Why a peer cannot continue its position in our stream, in words for an
+/// operator (both sides log it): the cases `feed_start` and
+/// `resume::origin_filter` tell apart. `start`: what it gets instead (a
+/// resume by stamp needs no word on why it is not a snapshot).
+fn no_continue_reason(active: &Active, me: u64, req: &PeerRequest, start: &FeedStart) -> String {
+    // Worded from neither side ("the puller", "the server"): both log it.
+    if req.stream_id == "?" {
+        return "the puller holds no position in the server's stream (a new peer, or one that \
+                lost its files)"
+            .into();
+    }
+    if req.stream_id == active.stream_id {
+        let (first, end) = active.stream.served_range();
+        return if req.offset > end + 1 {
+            format!(
+                "offset {} is past the server's stream end {end}",
+                req.offset
+            )
+        } else {
+            format!(
+                "offset {} was trimmed from the server's stream (oldest kept: {first}; see \
+                 repl-backlog-size, the replica output buffer limit, repl-backlog-disk-size)",
+                req.offset
+            )
+        };
+    }
+    let restarted = "the server restarted since (its stream is new)";
+    if !matches!(start, FeedStart::Full) {
+        return restarted.into();
+    }
+    match &req.from_origin {
+        None => format!("{restarted}, and the puller named none of its writes it holds"),
+        Some(f) if f.node_id != me => format!(
+            "{restarted}, and the puller pulled from another node at its address (node {:016x})",
+            f.node_id
+        ),
+        Some(_) => format!(
+            "{restarted}, and the puller applied none of its writes since its last snapshot"
+        ),
+    }
+}
+
 fn feed_start(active: &Active, me: (u64, u64), req: &PeerRequest, cont: bool) -> FeedStart {
     if cont {
         // A peer restarted from its files continues after the keys it

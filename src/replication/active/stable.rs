@@ -1,5 +1,5 @@
 //! Tombstone collection by causal stability (DECISIONS 52; docs/
-//! ACTIVE-ACTIVE.md section 4).
+//! ACTIVE-ACTIVE-DESIGN.md section 4).
 //!
 //! A tombstone stamped `t` is needed while a record stamped below `t` may
 //! still arrive somewhere: an older write (or key state, or snapshot) would
