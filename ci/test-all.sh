@@ -90,7 +90,8 @@ if [ "$release_ok" -eq 1 ]; then
         unit/wait integration/replication-2 integration/replication-3 integration/block-repl \
         integration/psync2 integration/psync2-reg integration/psync2-pingoff \
         integration/psync2-master-restart integration/replication-psync integration/failover \
-        integration/replication-buffer integration/redis-cli integration/replication-4
+        integration/replication-buffer integration/redis-cli integration/replication-4 \
+        unit/acl unit/acl-v2 unit/auth
     suite_total tcl-spawn tcl
     step clients env LATTICE_BIN="$PWD/target/release/lattice-server" bash ci/clients.sh
     suite_total clients clients

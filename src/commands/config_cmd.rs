@@ -196,6 +196,11 @@ fn set(ctx: &mut Ctx, args: Args) -> CmdResult {
         checked.push((d, v));
     }
     for (d, mut v) in checked {
+        match d.name {
+            "requirepass" => ctx.core.acl.set_requirepass(&ctx.core.commands, &v),
+            "acl-pubsub-default" => ctx.core.acl.set_pubsub_default(v == "allchannels"),
+            _ => {}
+        }
         if d.name == "dir" {
             v = parse::change_dir(&v).unwrap_or(v);
         }
@@ -238,7 +243,13 @@ fn rewrite(ctx: &mut Ctx, _args: Args) -> CmdResult {
     let Some(path) = cfg.file.clone() else {
         return Err(CmdError::err("The server is running without a config file"));
     };
-    let res = rewrite_file(&cfg, &path);
+    // Without an ACL file the users live in the config: their `user`
+    // lines are rewritten from the current users, as Redis does.
+    let users = match cfg.get_str("aclfile").is_empty() {
+        true => Some(super::acl::user_lines(ctx.core)),
+        false => None,
+    };
+    let res = rewrite_file(&cfg, &path, users.as_deref());
     match res {
         Ok(()) => {
             crate::log_notice!("CONFIG REWRITE executed with success.");
@@ -303,13 +314,20 @@ fn str_repr(v: &str) -> String {
 }
 
 /// Rewrites `path` to hold `cfg`, keeping what can be kept.
-pub fn rewrite_file(cfg: &Config, path: &std::path::Path) -> Result<(), String> {
+pub fn rewrite_file(
+    cfg: &Config,
+    path: &std::path::Path,
+    users: Option<&[String]>,
+) -> Result<(), String> {
     let old = match std::fs::read_to_string(path) {
         Ok(s) => s,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
         Err(e) => return Err(e.to_string()),
     };
-    let text = rewrite_text(cfg, &old);
+    let mut text = rewrite_text(cfg, &old);
+    if let Some(users) = users {
+        text = with_users(&text, users);
+    }
     let tmp = path.with_extension(format!("tmp-{}", std::process::id()));
     let write = || -> std::io::Result<()> {
         use std::io::Write;
@@ -322,6 +340,31 @@ pub fn rewrite_file(cfg: &Config, path: &std::path::Path) -> Result<(), String> 
         let _ = std::fs::remove_file(&tmp);
         e.to_string()
     })
+}
+
+/// `text` with its `user` lines replaced by `users`: the first where the
+/// first old one stood, the rest after it (at the end if there was none).
+fn with_users(text: &str, users: &[String]) -> String {
+    let is_user = |l: &str| {
+        let t = l.trim_start();
+        t.len() > 5 && t[..5].eq_ignore_ascii_case("user ")
+    };
+    let mut out: Vec<String> = vec![];
+    let mut placed = false;
+    for l in text.lines() {
+        if !is_user(l) {
+            out.push(l.to_string());
+        } else if !placed {
+            out.extend(users.iter().cloned());
+            placed = true;
+        }
+    }
+    if !placed {
+        out.extend(users.iter().cloned());
+    }
+    let mut s = out.join("\n");
+    s.push('\n');
+    s
 }
 
 /// The new text of a config file whose old text is `old`.

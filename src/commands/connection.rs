@@ -1,4 +1,5 @@
-//! Connection commands: PING ECHO QUIT SELECT HELLO AUTH RESET.
+//! Connection commands: PING ECHO QUIT SELECT HELLO AUTH RESET, and the
+//! cluster's CLUSTER READONLY READWRITE (refused: cluster mode is not built).
 
 use super::util::{arg_i64, eq_ic};
 use super::{flags::*, CmdError, CmdResult, Command, Ctx};
@@ -21,7 +22,23 @@ pub static COMMANDS: &[Command] = crate::commands::command_table! {
         .doc("1.0.0", "Authenticates the connection."),
     cmd("reset", 1, FAST | NO_AUTH | STALE | LOADING | NOSCRIPT | ALLOW_BUSY, reset)
         .doc("6.2.0", "Resets the connection."),
+    cmd("readonly", 1, FAST | LOADING | STALE, no_cluster)
+        .group("cluster")
+        .doc("3.0.0", "Enables read-only queries for a connection to a Redis Cluster replica node."),
+    container("cluster", -2, no_cluster)
+        .group("cluster")
+        .doc("3.0.0", "A container for Redis Cluster commands."),
+    cmd("readwrite", 1, FAST | LOADING | STALE, no_cluster)
+        .group("cluster")
+        .doc("3.0.0", "Enables read-write queries for a connection to a Reads Cluster replica node."),
 };
+
+/// CLUSTER, READONLY, READWRITE: cluster commands, refused as a
+/// standalone Redis refuses them (they exist so that ACL rules may name
+/// them; CLUSTER's subcommands are not listed).
+fn no_cluster(_ctx: &mut Ctx, _args: Args) -> CmdResult {
+    Err(CmdError::err("This instance has cluster support disabled"))
+}
 
 fn ping(ctx: &mut Ctx, args: Args) -> CmdResult {
     if args.len() <= 2 && super::pubsub::in_resp2_subscribed_mode(ctx.client) {
@@ -60,28 +77,45 @@ fn select(ctx: &mut Ctx, args: Args) -> CmdResult {
     Ok(())
 }
 
-/// Checks a password against `requirepass` (only the "default" user exists).
-fn check_password(ctx: &mut Ctx, user: Option<&[u8]>, pass: &[u8]) -> CmdResult {
-    let required = ctx.core.hot.requirepass.read().clone();
-    let user_ok = user.is_none_or(|u| u == b"default");
-    match required {
-        None if user.is_none() => Err(CmdError::err(
-            "AUTH <password> called without any password configured for the default user. Are you sure your configuration is correct?",
-        )),
-        None if user_ok => Ok(()),
-        Some(p) if user_ok && p.as_bytes() == pass => Ok(()),
-        _ => Err(CmdError::Msg("WRONGPASS invalid username-password pair or user is disabled.".into())),
+/// Authenticates the connection as `user` (AUTH, HELLO AUTH); a failure
+/// is logged to ACL LOG under the command's name, as Redis does.
+fn authenticate(ctx: &mut Ctx, user: &[u8], pass: &[u8], cmd: &[u8]) -> CmdResult {
+    let Some(u) = ctx.core.acl.authenticate(user, pass) else {
+        super::acl::log_auth_failure(ctx.core, ctx.client, user, cmd);
+        return Err(CmdError::Msg(
+            "WRONGPASS invalid username-password pair or user is disabled.".into(),
+        ));
+    };
+    set_user(ctx.core, ctx.client, u);
+    ctx.client.authenticated = true;
+    Ok(())
+}
+
+/// Makes `u` the connection's user (CLIENT LIST shows its name).
+pub fn set_user(
+    core: &crate::core::Core,
+    client: &mut crate::core::client::ClientState,
+    u: std::sync::Arc<crate::core::acl::User>,
+) {
+    if let Some(sh) = &client.shared {
+        *sh.user.lock() = u.name.clone();
     }
+    client.acl_gen = core.acl.generation();
+    client.user = Some(u);
 }
 
 fn auth(ctx: &mut Ctx, args: Args) -> CmdResult {
-    let (user, pass) = match args.len() {
-        2 => (None, args.get(1)),
-        3 => (Some(args.get(1)), args.get(2)),
+    let (user, pass): (&[u8], &[u8]) = match args.len() {
+        2 => (b"default", args.get(1)),
+        3 => (args.get(1), args.get(2)),
         _ => return Err(CmdError::Syntax),
     };
-    check_password(ctx, user, pass)?;
-    ctx.client.authenticated = true;
+    if args.len() == 2 && ctx.core.acl.default_user().nopass {
+        return Err(CmdError::err(
+            "AUTH <password> called without any password configured for the default user. Are you sure your configuration is correct?",
+        ));
+    }
+    authenticate(ctx, user, pass, args.get(0))?;
     ctx.out.ok();
     Ok(())
 }
@@ -117,10 +151,9 @@ fn hello(ctx: &mut Ctx, args: Args) -> CmdResult {
         }
     }
     if let Some((u, p)) = auth_pair {
-        check_password(ctx, Some(u), p)?;
-        ctx.client.authenticated = true;
+        authenticate(ctx, u, p, args.get(0))?;
     }
-    if !ctx.client.authenticated {
+    if !ctx.client.authenticated && ctx.core.acl.auth_required() {
         return Err(CmdError::Msg("NOAUTH HELLO must be called with the client already authenticated, otherwise the HELLO <proto> AUTH <user> <pass> option can be used to authenticate the client and select the RESP protocol version at the same time".into()));
     }
     if let Some(n) = name {
@@ -185,7 +218,11 @@ fn reset(ctx: &mut Ctx, _args: Args) -> CmdResult {
         sh.name.lock().clear();
         sh.resp.store(2, std::sync::atomic::Ordering::Relaxed);
     }
-    c.authenticated = ctx.core.hot.requirepass.read().is_none();
+    c.authenticated = !ctx.core.acl.auth_required();
+    if c.user.is_some() {
+        let d = ctx.core.acl.default_user();
+        set_user(ctx.core, ctx.client, d);
+    }
     ctx.out.simple("RESET");
     Ok(())
 }

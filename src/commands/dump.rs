@@ -287,12 +287,20 @@ fn parse_migrate(args: Args<'_>) -> Result<MigrateOpts<'_>, CmdError> {
     Ok(o)
 }
 
-/// MIGRATE's key positions: the key argument, or those after KEYS.
+/// MIGRATE's key positions: the key argument, or those after KEYS (the
+/// arguments of AUTH and AUTH2 skipped, as Redis's migrateGetKeys).
 fn migrate_keys(args: Args) -> Vec<usize> {
-    for i in 6..args.len() {
-        if eq_ic(args.get(i), "KEYS") && args.get(3).is_empty() {
+    let mut i = 6;
+    while i < args.len() {
+        let a = args.get(i);
+        if eq_ic(a, "AUTH") {
+            i += 1;
+        } else if eq_ic(a, "AUTH2") {
+            i += 2;
+        } else if eq_ic(a, "KEYS") && args.get(3).is_empty() {
             return (i + 1..args.len()).collect();
         }
+        i += 1;
     }
     vec![3]
 }

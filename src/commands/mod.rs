@@ -26,6 +26,7 @@
 //! [`CmdError`]s and rendered to Redis's exact strings by the dispatcher.
 
 pub mod access;
+pub mod acl;
 pub mod bitops;
 pub mod blocking;
 pub mod collscan;
@@ -113,7 +114,7 @@ mod form_tests {
 
 /// The families of this layer; the server adds those of the layers above
 /// (`server::command_families`) and builds the table from all of them.
-pub fn families() -> [&'static [Command]; 15] {
+pub fn families() -> [&'static [Command]; 16] {
     [
         connection::COMMANDS,
         strings::COMMANDS,
@@ -129,6 +130,7 @@ pub fn families() -> [&'static [Command]; 15] {
         pubsub::COMMANDS,
         server_cmds::COMMANDS,
         config_cmd::COMMANDS,
+        acl::COMMANDS,
         dump::COMMANDS,
     ]
 }

@@ -273,7 +273,7 @@ fn run_one(ctx: &mut Ctx, q: &Queued) {
         super::server_cmds::logs::feed_monitors(ctx.core, ctx.client, q.args());
     }
     let start = quanta::Instant::now();
-    let r = {
+    let r = super::acl::admit_queued(ctx.core, ctx.client, q.id, q.args()).and_then(|()| {
         let mut sub = Ctx {
             core: ctx.core,
             admin: ctx.admin,
@@ -288,7 +288,7 @@ fn run_one(ctx: &mut Ctx, q: &Queued) {
         };
         crate::commands::tracking::before_command(ctx.core, sub.client, q.id, q.args());
         (cmd.handler)(&mut sub, q.args())
-    };
+    });
     let usec = start.elapsed().as_micros() as u64;
     ctx.stats.record_call(q.id, usec, r.is_err());
     super::server_cmds::logs::maybe_slowlog(ctx.core, ctx.client, q.id, q.args(), usec);

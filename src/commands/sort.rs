@@ -104,7 +104,33 @@ struct SortOpts<'a> {
     store: Option<&'a [u8]>,
 }
 
-fn parse_opts(args: Args<'_>, read_only: bool) -> Result<SortOpts<'_>, CmdError> {
+/// Whether the client's user may read every key (SORT's BY and GET
+/// patterns name keys no ACL check saw; Redis refuses them otherwise).
+fn full_key_access(ctx: &Ctx, args: Args) -> bool {
+    let Some(u) = ctx.client.user.as_ref().filter(|u| !u.free) else {
+        return true;
+    };
+    let t = &ctx.core.commands;
+    let name = if eq_ic(args.get(0), "sort_ro") {
+        &b"sort_ro"[..]
+    } else {
+        b"sort"
+    };
+    t.lookup(name)
+        .is_some_and(|id| u.all_keys_allowed(t, id, args, crate::core::acl::user::READ))
+}
+
+fn acl_denied(option: &str) -> CmdError {
+    CmdError::err(format!(
+        "{option} option of SORT denied due to insufficient ACL permissions."
+    ))
+}
+
+fn parse_opts(
+    args: Args<'_>,
+    read_only: bool,
+    full_access: bool,
+) -> Result<SortOpts<'_>, CmdError> {
     let mut o = SortOpts {
         desc: false,
         alpha: false,
@@ -131,12 +157,18 @@ fn parse_opts(args: Args<'_>, read_only: bool) -> Result<SortOpts<'_>, CmdError>
             o.store = Some(args.get(i + 1));
             i += 1;
         } else if eq_ic(a, "by") && left >= 1 {
+            if !full_access {
+                return Err(acl_denied("BY"));
+            }
             let p = args.get(i + 1);
             // A pattern without '*' means "do not sort".
             o.dont_sort = !p.contains(&b'*');
             o.by = Some(p);
             i += 1;
         } else if eq_ic(a, "get") && left >= 1 {
+            if !full_access {
+                return Err(acl_denied("GET"));
+            }
             o.gets.push(args.get(i + 1));
             i += 1;
         } else {
@@ -148,12 +180,12 @@ fn parse_opts(args: Args<'_>, read_only: bool) -> Result<SortOpts<'_>, CmdError>
 }
 
 fn sort(ctx: &mut Ctx, args: Args) -> CmdResult {
-    let opts = parse_opts(args, false)?;
+    let opts = parse_opts(args, false, full_key_access(ctx, args))?;
     sort_generic(ctx, args.get(1), opts)
 }
 
 fn sort_ro(ctx: &mut Ctx, args: Args) -> CmdResult {
-    let opts = parse_opts(args, true)?;
+    let opts = parse_opts(args, true, full_key_access(ctx, args))?;
     sort_generic(ctx, args.get(1), opts)
 }
 

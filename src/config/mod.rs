@@ -27,6 +27,10 @@ pub struct Config {
     pub file: Option<std::path::PathBuf>,
     /// What the load decided that the log should say once it is open.
     pub notes: Vec<String>,
+    /// `user <name> <rules...>` lines, name first, selectors in
+    /// parentheses merged into one word; applied once the command table
+    /// exists (`commands::acl::load_at_startup`).
+    pub users: Vec<Vec<String>>,
 }
 
 impl Default for Config {
@@ -40,6 +44,7 @@ impl Default for Config {
             explicit: BTreeSet::new(),
             file: None,
             notes: Vec::new(),
+            users: Vec::new(),
         }
     }
 }

@@ -239,8 +239,8 @@ pub const LOADER_DIRECTIVES: &[(&str, Status)] = &[
     ("include", Status::Built),
     // Refused: a renamed command would stay reachable under its name.
     ("rename-command", Status::Refused),
-    // Refused, except the default user's own rule (`user default on nopass ~* &* +@all`).
-    ("user", Status::Refused),
+    // ACL users, applied at start-up (`commands::acl::load_at_startup`).
+    ("user", Status::Built),
     ("loadmodule", Status::Refused),
     ("sentinel", Status::Refused),
     ("is-flash-enabled", Status::Refused),
@@ -309,10 +309,7 @@ impl Loader {
             "rename-command" if args.len() == 2 => {
                 return reason("rename-command is not supported by LatticeDB: refusing to start rather than leave the command reachable")
             }
-            "user" if is_default_user(args) => return Ok(()),
-            "user" if !args.is_empty() => {
-                return reason("ACL users are not supported by LatticeDB yet: refusing to start rather than ignore access rules")
-            }
+            "user" if !args.is_empty() => return self.user(cfg, args),
             "loadmodule" if !args.is_empty() => {
                 return reason("Modules are not supported by LatticeDB: refusing to start rather than run without the commands the module adds")
             }
@@ -359,6 +356,40 @@ impl Loader {
         Ok(())
     }
 
+    /// A `user` line: kept for start-up, where its rules are checked
+    /// against the command table. A name given twice, or a selector left
+    /// open, is refused here, naming the line (Redis's
+    /// ACLAppendUserForLoading).
+    fn user(&mut self, cfg: &mut Config, args: &[String]) -> Result<(), LineError> {
+        let reason = |s: &str| Err(LineError::Reason(s.to_string()));
+        if cfg.users.iter().any(|u| u[0] == args[0]) {
+            return reason(&format!("Error in user declaration '{}': Duplicate user found. A user can only be defined once in config files", args[0]));
+        }
+        let mut words = vec![args[0].clone()];
+        let mut open: Option<String> = None;
+        for a in &args[1..] {
+            match open.as_mut() {
+                Some(sel) => {
+                    sel.push(' ');
+                    sel.push_str(a);
+                    if a.ends_with(')') {
+                        words.push(open.take().unwrap_or_default());
+                    }
+                }
+                None if a.starts_with('(') && !a.ends_with(')') => open = Some(a.clone()),
+                None => words.push(a.clone()),
+            }
+        }
+        if let Some(sel) = open {
+            let first = sel.split(' ').next().unwrap_or_default().to_string();
+            return reason(&format!(
+                "Error in user declaration '{first}': Syntax error"
+            ));
+        }
+        cfg.users.push(words);
+        Ok(())
+    }
+
     fn include(&mut self, cfg: &mut Config, path: &str) -> Result<(), LineError> {
         if self.depth > 16 {
             return Err(LineError::Reason("Too many nested includes".into()));
@@ -384,25 +415,6 @@ impl Loader {
         self.depth -= 1;
         r.map_err(LineError::Nested)
     }
-}
-
-/// `user default on nopass ~* &* +@all` and the like: the built-in default
-/// user, which we have, so it is no ACL to refuse.
-fn is_default_user(args: &[String]) -> bool {
-    const SAME: &[&str] = &[
-        "on",
-        "nopass",
-        "~*",
-        "&*",
-        "+@all",
-        "allkeys",
-        "allchannels",
-        "allcommands",
-    ];
-    args.first().is_some_and(|u| u == "default")
-        && args[1..]
-            .iter()
-            .all(|r| SAME.contains(&r.to_ascii_lowercase().as_str()))
 }
 
 /// Files matching a wildcard in the last path component, sorted; none is fine.
@@ -472,8 +484,10 @@ mod tests {
         assert!(e.contains("at line 3\n>>> 'foo bar'\nBad directive"), "{e}");
         assert!(load("tls-port 0\n").is_ok());
         assert!(load("user default on nopass ~* &* +@all\n").is_ok());
-        assert!(load("user default on >secret ~* +@all\n").is_err());
-        assert!(load("tls-port 6380\n").is_err());
+        assert!(load("user default on >secret ~* +@all\n").is_ok());
+        assert!(load("user a on\nuser a off\n").is_err());
+        assert!(load("user a on (~x +get\n").is_err());
+        assert!(load("tls-replication yes\n").is_err());
         assert!(load("maxmemory 1gb\n").unwrap().get("maxmemory") == Some("1073741824"));
     }
 

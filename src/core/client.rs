@@ -51,6 +51,11 @@ pub struct ClientState {
     pub db: usize,
     pub resp: u8,
     pub authenticated: bool,
+    /// The ACL user this connection runs as; `None` for the server's own
+    /// clients (links, replay), which ACLs do not restrict.
+    pub user: Option<Arc<super::acl::User>>,
+    /// The ACL generation `user` was read at (see `core/acl`).
+    pub acl_gen: u64,
     pub name: Option<String>,
     pub lib_name: Option<String>,
     pub lib_ver: Option<String>,
@@ -104,6 +109,8 @@ impl ClientState {
             db: 0,
             resp: 2,
             authenticated: true,
+            user: None,
+            acl_gen: 0,
             name: None,
             lib_name: None,
             lib_ver: None,
@@ -146,6 +153,8 @@ pub struct ClientShared {
     pub resp: AtomicUsize,
     pub monitor: AtomicBool,
     pub name: Mutex<String>,
+    /// The ACL user's name (CLIENT LIST `user=`, CLIENT KILL USER).
+    pub user: Mutex<String>,
     pub lib: Mutex<(String, String)>,
     /// CLIENT NO-EVICT / NO-TOUCH / pubsub flags for CLIENT LIST.
     pub flags: Mutex<String>,
@@ -216,6 +225,7 @@ impl ClientRegistry {
             resp: AtomicUsize::new(2),
             monitor: AtomicBool::new(false),
             name: Mutex::new(String::new()),
+            user: Mutex::new("default".into()),
             lib: Mutex::new((String::new(), String::new())),
             flags: Mutex::new(String::new()),
             tx,

@@ -10,6 +10,7 @@
 //! to it, so code of the upper layers reads `srv.keyspace` as before, while
 //! a handler's `Ctx` carries only `&Core` and `&dyn Admin`.
 
+pub mod acl;
 pub mod admin;
 pub mod blocking;
 pub mod client;
@@ -84,6 +85,8 @@ pub struct Core {
     pub scripts: scripts::ScriptCache,
     /// FUNCTION libraries (FCALL; see `scripting/functions.rs`).
     pub functions: scripts::Functions,
+    /// ACL users and the security log (see `core/acl`).
+    pub acl: acl::Acl,
 }
 
 impl Core {
@@ -93,7 +96,11 @@ impl Core {
         hot.active_expire.store(true, Relaxed);
         hot.load(&config);
         let active = config.get_bool("active-replica") || config.get_bool("multi-master");
+        let acl = acl::Acl::new(&commands);
+        acl.set_pubsub_default(config.get_str("acl-pubsub-default") == "allchannels");
+        acl.set_requirepass(&commands, &config.get_str("requirepass"));
         Core {
+            acl,
             active,
             stamp_floor: AtomicU64::new(0),
             keyspace: Keyspace::new(databases),
@@ -137,7 +144,6 @@ pub struct HotConfig {
     pub query_buffer_limit: AtomicUsize,
     pub maxclients: AtomicUsize,
     pub timeout_secs: AtomicU64,
-    pub requirepass: RwLock<Option<String>>,
     pub hz: AtomicU64,
     pub slowlog_slower_than: AtomicU64,
     pub slowlog_max_len: AtomicUsize,
@@ -175,8 +181,6 @@ impl HotConfig {
             .store(c.get_i64("maxclients") as usize, Relaxed);
         self.timeout_secs
             .store(c.get_i64("timeout") as u64, Relaxed);
-        let pass = c.get_str("requirepass");
-        *self.requirepass.write() = if pass.is_empty() { None } else { Some(pass) };
         self.hz.store(c.get_i64("hz").clamp(1, 500) as u64, Relaxed);
         self.slowlog_slower_than
             .store(c.get_i64("slowlog-log-slower-than") as u64, Relaxed);

@@ -25,6 +25,13 @@ pub type KeyFlagsFn = fn(Args, usize) -> Option<&'static [&'static str]>;
 /// (Redis's getCommandFlags: EVAL with a shebang, FCALL by its function).
 pub type FlagsFn = fn(&super::Core, Args, u32) -> u32;
 
+fn category_mask(cmd: &Command) -> u32 {
+    acl_categories(cmd)
+        .iter()
+        .filter_map(|c| category_bit(c.as_bytes()))
+        .fold(0, |m, b| m | b)
+}
+
 /// Command flags (Redis 7's names, see COMMAND INFO).
 pub mod flags {
     pub const WRITE: u32 = 1 << 0;
@@ -289,6 +296,64 @@ impl Command {
     }
 }
 
+/// ACL categories in Redis's order (acl.c's ACLCommandCategories): a
+/// category's index is its bit in [`CommandTable::categories`].
+pub const ACL_CATEGORIES: &[&str] = &[
+    "keyspace",
+    "read",
+    "write",
+    "set",
+    "sortedset",
+    "list",
+    "hash",
+    "string",
+    "bitmap",
+    "hyperloglog",
+    "geo",
+    "stream",
+    "pubsub",
+    "admin",
+    "fast",
+    "slow",
+    "blocking",
+    "dangerous",
+    "connection",
+    "transaction",
+    "scripting",
+];
+
+/// The command's ACL categories: declared plus implied by its flags.
+pub fn acl_categories(cmd: &Command) -> Vec<&'static str> {
+    use flags::*;
+    let f = cmd.flags;
+    let declared: Vec<&str> = cmd.acl.split_whitespace().collect();
+    ACL_CATEGORIES
+        .iter()
+        .copied()
+        .filter(|c| {
+            declared.contains(c)
+                || match *c {
+                    "write" => f & WRITE != 0,
+                    "read" => f & READONLY != 0,
+                    "admin" | "dangerous" => f & ADMIN != 0,
+                    "pubsub" => f & PUBSUB != 0,
+                    "fast" => f & FAST != 0,
+                    "slow" => f & FAST == 0 && !declared.contains(&"fast"),
+                    "blocking" => f & BLOCKING != 0,
+                    _ => false,
+                }
+        })
+        .collect()
+}
+
+/// The bit of a category in [`CommandTable::categories`], by name.
+pub fn category_bit(name: &[u8]) -> Option<u32> {
+    ACL_CATEGORIES
+        .iter()
+        .position(|c| c.as_bytes().eq_ignore_ascii_case(name))
+        .map(|i| 1 << i)
+}
+
 /// Every family's commands, gathered once.
 pub struct CommandTable {
     by_name: HashMap<Vec<u8>, CommandId>,
@@ -297,6 +362,8 @@ pub struct CommandTable {
     pub full_names: Vec<String>,
     /// Ids of each top-level command's subcommands, by lower-case name.
     subs: HashMap<CommandId, HashMap<Vec<u8>, CommandId>>,
+    /// Each id's ACL categories, one bit per [`ACL_CATEGORIES`] entry.
+    pub categories: Vec<u32>,
 }
 
 pub type CommandId = usize;
@@ -308,6 +375,7 @@ impl CommandTable {
             all: vec![],
             full_names: vec![],
             subs: HashMap::new(),
+            categories: vec![],
         };
         for fam in families {
             for cmd in fam.iter() {
@@ -328,7 +396,25 @@ impl CommandTable {
                 }
             }
         }
+        t.categories = t.all.iter().map(|c| category_mask(c)).collect();
         t
+    }
+
+    /// Ids of the subcommands of `id` (they follow it in the table).
+    pub fn sub_ids(&self, id: CommandId) -> std::ops::Range<CommandId> {
+        id + 1..id + 1 + self.all[id].subcommands.len()
+    }
+
+    /// Finds "name" or "parent|sub" as ACL rules name commands (Redis's
+    /// lookupCommandBySds: one level of subcommands, strict).
+    pub fn lookup_full(&self, name: &[u8]) -> Option<CommandId> {
+        let mut parts = name.split(|&b| b == b'|');
+        let id = self.lookup(parts.next()?)?;
+        match (parts.next(), parts.next()) {
+            (None, _) => Some(id),
+            (Some(sub), None) => self.lookup_sub(id, sub),
+            _ => None,
+        }
     }
 
     /// Finds a top-level command, case-insensitively.

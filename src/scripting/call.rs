@@ -140,6 +140,9 @@ fn resolve(
     if cmd.flags & NOSCRIPT != 0 && !ctx.core.scripts.disable_deny.load(Relaxed) {
         return refuse("ERR This Redis command is not allowed from script");
     }
+    use crate::core::acl::LogContext;
+    crate::commands::acl::admit(ctx.core, ctx.client, id, args, LogContext::Lua)
+        .map_err(|e| (Some(id), e.render()))?;
     let flags = cmd.flags_for(ctx.core, args);
     if flags & STALE == 0 && ctx.admin.serving_stale() {
         return refuse("ERR Can not execute the command on a stale replica");

@@ -93,6 +93,8 @@ static SCRIPT_SUBS: &[Command] = crate::commands::command_table! {
     cmd("kill", 2, NOSCRIPT | ALLOW_BUSY, script_kill)
         .doc("2.6.0", "Kill the script currently in execution.")
         .tips(&["request_policy:all_shards", "response_policy:one_succeeded"]),
+    cmd("help", 2, LOADING | STALE, script_help)
+        .doc("5.0.0", "Show helpful text about the different subcommands"),
     cmd("load", 3, NOSCRIPT | STALE, script_load)
         .doc("2.6.0", "Load the specified Lua script into the script cache.")
         .complexity("O(N) with N being the length in bytes of the script body.")
@@ -126,6 +128,28 @@ fn evalsha_flags(core: &Core, args: Args, f: u32) -> u32 {
         Some(sf) => flags::command_flags(f, sf),
         None => f,
     }
+}
+
+const SCRIPT_HELP: &[&str] = &[
+    "DEBUG (YES|SYNC|NO)",
+    "    Set the debug mode for subsequent scripts executed.",
+    "EXISTS <sha1> [<sha1> ...]",
+    "    Return information about the existence of the scripts in the script cache.",
+    "FLUSH [ASYNC|SYNC]",
+    "    Flush the Lua scripts cache. Very dangerous on replicas.",
+    "    When called without the optional mode argument, the behavior is determined by the",
+    "    lazyfree-lazy-user-flush configuration directive. Valid modes are:",
+    "    * ASYNC: Asynchronously flush the scripts cache.",
+    "    * SYNC: Synchronously flush the scripts cache.",
+    "KILL",
+    "    Kill the currently executing Lua script.",
+    "LOAD <script>",
+    "    Load a script into the scripts cache without executing it.",
+];
+
+fn script_help(ctx: &mut Ctx, _: Args) -> CmdResult {
+    crate::commands::server_cmds::reply_help(ctx, "script", SCRIPT_HELP);
+    Ok(())
 }
 
 fn script_parent(_: &mut Ctx, _: Args) -> CmdResult {

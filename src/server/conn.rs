@@ -103,11 +103,23 @@ pub async fn serve(srv: Arc<Server>, worker: Rc<Worker>, conn: NewConn) {
             let _ = s.set_nonblocking(true);
             set_keepalive(&s, srv.config.read().get_i64("tcp-keepalive"));
             let laddr = s.local_addr().ok();
-            serve_stream(srv, worker, s, Some(addr), laddr).await
+            serve_stream(srv, worker, s, Some(addr), laddr, false).await
+        }
+        NewConn::Tls(s, addr) => {
+            let _ = s.set_nonblocking(true);
+            set_keepalive(&s, srv.config.read().get_i64("tcp-keepalive"));
+            let laddr = s.local_addr().ok();
+            let Some(config) = srv.tls.read().clone() else {
+                return;
+            };
+            match super::tls::TlsStream::new(s, config) {
+                Ok(t) => serve_stream(srv, worker, t, Some(addr), laddr, true).await,
+                Err(e) => log_verbose!("Error accepting a client connection: {e}"),
+            }
         }
         NewConn::Unix(s) => {
             let _ = s.set_nonblocking(true);
-            serve_stream(srv, worker, s, None, None).await
+            serve_stream(srv, worker, s, None, None, false).await
         }
     }
 }
@@ -218,6 +230,26 @@ where
     }
 }
 
+/// Replies held for a client that has not authenticated, at most.
+const UNAUTH_OUTPUT_MAX: usize = 1024;
+
+/// Writes all of `buf` if the socket takes it without waiting.
+fn write_now<T>(io: &AsyncFd<T>, mut buf: &[u8]) -> bool
+where
+    T: AsRawFd,
+    for<'a> &'a T: Write,
+{
+    while !buf.is_empty() {
+        match io.get_ref().write(buf) {
+            Ok(0) => return false,
+            Ok(n) => buf = &buf[n..],
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(_) => return false,
+        }
+    }
+    io.get_ref().flush().is_ok()
+}
+
 /// Writes all of `buf`, waiting for writability only when the socket is full.
 /// A `kill` notification (output buffer limit, see `core/client.rs`) aborts the
 /// wait, so a peer that never reads cannot pin the connection here.
@@ -244,7 +276,21 @@ where
             Err(e) => return Err(e),
         }
     }
-    Ok(())
+    // A TLS stream may hold records the socket did not take (a no-op for
+    // plain sockets).
+    loop {
+        match io.get_ref().flush() {
+            Ok(()) => return Ok(()),
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                tokio::select! {
+                    g = io.writable() => g?.clear_ready(),
+                    _ = kill.notified() => return Err(std::io::ErrorKind::ConnectionAborted.into()),
+                }
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
 }
 
 async fn serve_stream<T>(
@@ -253,6 +299,7 @@ async fn serve_stream<T>(
     stream: T,
     addr: Option<std::net::SocketAddr>,
     laddr: Option<std::net::SocketAddr>,
+    tls: bool,
 ) where
     T: AsRawFd,
     for<'a> &'a T: Read + Write,
@@ -275,7 +322,7 @@ async fn serve_stream<T>(
     if protected_refuses(
         addr,
         srv.hot.protected_mode.load(Relaxed),
-        srv.hot.requirepass.read().is_some(),
+        !srv.acl.default_user().nopass,
     ) {
         srv.rejected_connections.fetch_add(1, Relaxed);
         let _ = io.get_ref().write(PROTECTED_DENIED.as_bytes());
@@ -289,7 +336,8 @@ async fn serve_stream<T>(
     };
     let client = &mut registered.client;
     client.local = addr.is_none_or(|a| a.ip().to_canonical().is_loopback());
-    client.authenticated = srv.hot.requirepass.read().is_none();
+    client.authenticated = !srv.acl.auth_required();
+    crate::commands::connection::set_user(&srv, client, srv.acl.default_user());
     client.shared = Some(shared.clone());
     let mut qb = QueryBuf::new();
     let mut parser = RequestParser::new();
@@ -301,7 +349,8 @@ async fn serve_stream<T>(
     'conn: loop {
         // Waiting for input with nothing pending: a script past its
         // threshold on this thread may answer this client (BUSY).
-        let _idle = (!more_input && qb.pending().is_empty()).then(|| Idle::new(id, fd));
+        // (Not a TLS connection: its socket carries records, not commands.)
+        let _idle = (!tls && !more_input && qb.pending().is_empty()).then(|| Idle::new(id, fd));
         let timeout = srv.hot.timeout_secs.load(Relaxed);
         let idle = timeout > 0 && !client.monitor && client.pubsub.total() == 0;
         let n = tokio::select! {
@@ -367,7 +416,16 @@ async fn serve_stream<T>(
             if (limit.hard > 0 || limit.soft > 0) && shared.check_output_limit(&limit, unix_ms()) {
                 break;
             }
-            if write_all(&io, &out.buf, &shared.kill).await.is_err() {
+            if !client.authenticated && srv.acl.auth_required() {
+                // A client that has not authenticated may not make the
+                // server hold its replies: past 1 KiB, or whatever the
+                // socket does not take at once, it is closed (Redis's fix
+                // for CVE-2025-21605).
+                if out.len() > UNAUTH_OUTPUT_MAX || !write_now(&io, &out.buf) {
+                    log_verbose!("Closing unauthenticated client over its output limit: id={id}");
+                    break;
+                }
+            } else if write_all(&io, &out.buf, &shared.kill).await.is_err() {
                 break;
             }
             shared.obuf.store(0, Relaxed);
@@ -385,6 +443,12 @@ async fn serve_stream<T>(
             }
             out.buf.clear();
             more_input = true;
+        }
+        if tls && (client.peer_request.is_some() || client.sync_request.is_some()) {
+            // Links take the raw socket: over TLS they are not built
+            // (`tls-replication` is refused), so the connection closes.
+            log_warning!("Replication over TLS is not supported: closing the connection");
+            break;
         }
         if let Some(req) = client.peer_request.take() {
             // LATTICE.PEER: the connection becomes an active peer's feed,
@@ -554,7 +618,7 @@ async fn process_input(
         // unauthenticated caps for the commands after it, as in Redis.
         let limits = ParseLimits {
             max_bulk_len: srv.hot.proto_max_bulk_len.load(Relaxed),
-            unauthenticated: !client.authenticated,
+            unauthenticated: !client.authenticated && srv.acl.auth_required(),
             ..Default::default()
         };
         match parser.parse(qb.pending(), &limits) {
@@ -625,7 +689,7 @@ fn pause_wait(
     }
     // A command that will be rejected (unknown, wrong arity, no auth) gets
     // its error at once, as in Redis.
-    let id = lookup_and_check(srv, client, args).ok()?;
+    let id = lookup_and_check(srv, client, args, false).ok()?;
     let cmd = srv.commands.get(id);
     let all = srv.pause_all.load(Relaxed);
     let f = cmd.flags_for(srv, args);
@@ -662,7 +726,10 @@ pub fn dispatch(
 ) -> Instant {
     out.resp = client.resp;
     let mut end = start;
-    let res = lookup_and_check(srv, client, args).and_then(|id| {
+    if client.acl_gen != srv.acl.generation() {
+        srv.acl.refresh(client);
+    }
+    let res = lookup_and_check(srv, client, args, true).and_then(|id| {
         crate::scripting::busy_check(srv, client.db, id, args).map_err(|e| {
             // An EXEC refused ends its transaction (Redis's execCommandAbort).
             let e = if client.multi.is_some() && srv.commands.get(id).name == "exec" {
@@ -765,11 +832,13 @@ pub fn dispatch(
     end
 }
 
-/// Resolves the command (and subcommand) and checks arity and auth.
+/// Resolves the command (and subcommand) and checks arity, auth and the
+/// user's ACL (a denial goes to ACL LOG when `log` is set).
 fn lookup_and_check(
     srv: &Server,
     client: &ClientState,
     args: Args,
+    log: bool,
 ) -> Result<usize, (Option<usize>, CmdError)> {
     let name = args.get(0);
     let Some(mut id) = srv.commands.lookup(name) else {
@@ -813,15 +882,42 @@ fn lookup_and_check(
             CmdError::WrongArity(srv.commands.full_names[id].clone()),
         ));
     }
-    if !client.authenticated && cmd.flags & flags::NO_AUTH == 0 {
-        return Err((Some(id), CmdError::NoAuth));
-    }
     if cmd.flags & flags::PROTECTED != 0 {
         debug_allowed(srv, client).map_err(|e| (Some(id), e))?;
+    }
+    if !client.authenticated && cmd.flags & flags::NO_AUTH == 0 && srv.acl.auth_required() {
+        return Err((Some(id), CmdError::NoAuth));
+    }
+    if client.user.as_ref().is_some_and(|u| !u.free) {
+        acl_check(srv, client, id, args, log).map_err(|e| (Some(id), e))?;
     }
     crate::commands::pubsub::check_subscribed_mode(client, &srv.commands.full_names[id])
         .map_err(|e| (Some(id), e))?;
     Ok(id)
+}
+
+/// The ACL check of a restricted user; without `log`, a denial is only
+/// reported (CLIENT PAUSE's look ahead: the command is checked again).
+#[cold]
+fn acl_check(
+    srv: &Server,
+    client: &ClientState,
+    id: usize,
+    args: Args,
+    log: bool,
+) -> Result<(), CmdError> {
+    use crate::core::acl::LogContext;
+    if !log {
+        let u = client.user.as_ref().expect("checked by the caller");
+        return u
+            .check(&srv.commands, id, args)
+            .map_err(|_| CmdError::err("no permission"));
+    }
+    let context = match client.multi.is_some() {
+        true => LogContext::Multi,
+        false => LogContext::Toplevel,
+    };
+    crate::commands::acl::admit(srv, client, id, args, context)
 }
 
 /// `enable-debug-command`: DEBUG runs only when it is `yes`, or `local` and

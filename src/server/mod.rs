@@ -19,6 +19,7 @@ pub mod hooks;
 pub mod identity;
 pub mod info;
 pub mod supervise;
+pub mod tls;
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::Relaxed};
@@ -49,6 +50,8 @@ pub struct Server {
     pub shutdown_tx: Mutex<Option<std::sync::mpsc::Sender<ShutdownKind>>>,
     pub shutting_down: AtomicBool,
     pub lastsave_unix: AtomicU64,
+    /// `tls-port`'s configuration (`tls.rs`), `None` without TLS.
+    pub tls: parking_lot::RwLock<Option<Arc<rustls::ServerConfig>>>,
     /// RDB snapshots and the AOF (`src/persistence/`).
     pub persist: crate::persistence::Persistence,
     /// Replication, both roles (`src/replication/`).
@@ -86,6 +89,7 @@ impl Server {
             shutdown_tx: Mutex::new(None),
             shutting_down: AtomicBool::new(false),
             lastsave_unix: AtomicU64::new(now / 1000),
+            tls: Default::default(),
             persist: Default::default(),
             repl: Default::default(),
         });
@@ -182,20 +186,46 @@ pub fn random_hex(n: usize) -> String {
 /// A connection accepted by the acceptor, on its way to a worker.
 pub enum NewConn {
     Tcp(std::net::TcpStream, SocketAddr),
+    /// A connection to `tls-port`.
+    Tls(std::net::TcpStream, SocketAddr),
     Unix(std::os::unix::net::UnixStream),
 }
 
-/// Binds the listeners described by `bind`/`port`/`unixsocket`.
-fn bind_listeners(
-    cfg: &Config,
-) -> Result<
-    (
-        Vec<std::net::TcpListener>,
-        Option<std::os::unix::net::UnixListener>,
-    ),
-    String,
-> {
-    let port = cfg.port();
+/// The plain TCP listeners, the unix socket, the TLS listeners.
+type Listeners = (
+    Vec<std::net::TcpListener>,
+    Option<std::os::unix::net::UnixListener>,
+    Vec<std::net::TcpListener>,
+);
+
+/// Binds the listeners described by `bind`/`port`/`unixsocket`/`tls-port`.
+fn bind_listeners(cfg: &Config) -> Result<Listeners, String> {
+    let tcp = bind_port(cfg, cfg.port())?;
+    let path = cfg.get_str("unixsocket");
+
+    let unix = if path.is_empty() {
+        None
+    } else {
+        let _ = std::fs::remove_file(&path);
+        let l = std::os::unix::net::UnixListener::bind(&path)
+            .map_err(|e| format!("Failed opening Unix socket: {e}"))?;
+        let perm = u32::from_str_radix(&cfg.get_str("unixsocketperm"), 8).unwrap_or(0);
+        if perm != 0 {
+            use std::os::unix::fs::PermissionsExt;
+            let _ = std::fs::set_permissions(&path, std::fs::Permissions::from_mode(perm));
+        }
+        l.set_nonblocking(true).map_err(|e| e.to_string())?;
+        Some(l)
+    };
+    let tls = bind_port(cfg, cfg.get_i64("tls-port") as u16)?;
+    if tcp.is_empty() && unix.is_none() && tls.is_empty() {
+        return Err("Configured to not listen anywhere, exiting.".into());
+    }
+    Ok((tcp, unix, tls))
+}
+
+/// Listeners on `port` at every `bind` address (none for port 0).
+fn bind_port(cfg: &Config, port: u16) -> Result<Vec<std::net::TcpListener>, String> {
     let mut tcp = vec![];
     if port != 0 {
         // `tcp-backlog` (511 when this build does not know the directive).
@@ -233,25 +263,7 @@ fn bind_listeners(
             }
         }
     }
-    let path = cfg.get_str("unixsocket");
-    let unix = if path.is_empty() {
-        None
-    } else {
-        let _ = std::fs::remove_file(&path);
-        let l = std::os::unix::net::UnixListener::bind(&path)
-            .map_err(|e| format!("Failed opening Unix socket: {e}"))?;
-        let perm = u32::from_str_radix(&cfg.get_str("unixsocketperm"), 8).unwrap_or(0);
-        if perm != 0 {
-            use std::os::unix::fs::PermissionsExt;
-            let _ = std::fs::set_permissions(&path, std::fs::Permissions::from_mode(perm));
-        }
-        l.set_nonblocking(true).map_err(|e| e.to_string())?;
-        Some(l)
-    };
-    if tcp.is_empty() && unix.is_none() {
-        return Err("Configured to not listen anywhere, exiting.".into());
-    }
-    Ok((tcp, unix))
+    Ok(tcp)
 }
 
 fn bind_tcp(sa: SocketAddr, backlog: i32) -> std::io::Result<std::net::TcpListener> {
@@ -332,7 +344,8 @@ fn bind_v6_only(sa: std::net::SocketAddrV6) -> std::io::Result<std::net::TcpList
 /// is this server's; printed before, a server that then failed to bind
 /// looked started, and the suite talked to whatever held the port).
 pub fn run(config: Config, bound: impl FnOnce(&Config)) -> Result<i32, String> {
-    let (tcp, unix) = bind_listeners(&config)?;
+    let tls_config = tls::server_config(&config)?;
+    let (tcp, unix, tls_listeners) = bind_listeners(&config)?;
     bound(&config);
     let threads = config.threads();
     let pidfile = config.get_str("pidfile");
@@ -340,6 +353,9 @@ pub fn run(config: Config, bound: impl FnOnce(&Config)) -> Result<i32, String> {
     let port = config.port();
     let identity = identity::resolve(&config);
     let srv = Server::with_identity(config, identity);
+    let users = srv.config.read().users.clone();
+    crate::commands::acl::load_at_startup(&srv, &users)?;
+    *srv.tls.write() = tls_config;
     // Clients are served while the data loads (after the workers start),
     // with -LOADING for commands without the `loading` flag.
     crate::persistence::load::begin_startup(&srv);
@@ -383,7 +399,7 @@ pub fn run(config: Config, bound: impl FnOnce(&Config)) -> Result<i32, String> {
         let (signals_ready, ready) = std::sync::mpsc::channel();
         std::thread::Builder::new()
             .name("lattice-accept".into())
-            .spawn(move || acceptor_main(srv, tcp, unix, senders, signals_ready))
+            .spawn(move || acceptor_main(srv, [tcp, tls_listeners], unix, senders, signals_ready))
             .map_err(|e| e.to_string())?;
         let _ = ready.recv();
     }
@@ -494,7 +510,7 @@ fn worker_main(
 
 fn acceptor_main(
     srv: Arc<Server>,
-    tcp: Vec<std::net::TcpListener>,
+    [tcp, tls]: [Vec<std::net::TcpListener>; 2],
     unix: Option<std::os::unix::net::UnixListener>,
     workers: Vec<mpsc::UnboundedSender<NewConn>>,
     signals_ready: std::sync::mpsc::Sender<()>,
@@ -511,7 +527,8 @@ fn acceptor_main(
         let mut int = signal(SignalKind::interrupt()).expect("SIGINT handler");
         let _ = signals_ready.send(());
         let next = Arc::new(AtomicUsize::new(0));
-        for l in tcp {
+        let listeners = tcp.into_iter().map(|l| (l, false));
+        for (l, is_tls) in listeners.chain(tls.into_iter().map(|l| (l, true))) {
             let _ = l.set_nonblocking(true);
             let l = tokio::net::TcpListener::from_std(l).expect("listener");
             let (workers, next, srv) = (workers.clone(), next.clone(), srv.clone());
@@ -529,7 +546,11 @@ fn acceptor_main(
                     let _ = s.set_nodelay(true);
                     let Ok(s) = s.into_std() else { continue };
                     let i = next.fetch_add(1, Relaxed) % workers.len();
-                    let _ = workers[i].send(NewConn::Tcp(s, addr));
+                    let c = match is_tls {
+                        true => NewConn::Tls(s, addr),
+                        false => NewConn::Tcp(s, addr),
+                    };
+                    let _ = workers[i].send(c);
                 }
             });
         }

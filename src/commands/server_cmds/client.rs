@@ -11,6 +11,7 @@ use super::super::util::{arg_i64, eq_ic, lossy};
 use super::super::{flags::*, CmdError, CmdResult, Command, Ctx};
 use super::{reply_help, set_client_name, validate_client_name};
 use crate::core::client::{ClientShared, ReplyMode};
+use crate::core::Core;
 use crate::keyspace::hlc::unix_ms;
 use crate::protocol::Args;
 
@@ -189,20 +190,20 @@ fn flags_of(c: &ClientShared) -> String {
 
 /// One CLIENT LIST line (without the newline). `current` is the full name of
 /// the command being run when `c` is the calling client.
-fn client_line(ctx: &Ctx, c: &ClientShared, current: Option<&str>) -> String {
+pub(crate) fn client_line(core: &Core, c: &ClientShared, current: Option<&str>) -> String {
     let now = unix_ms();
     let (addr, laddr) = (&c.addr, &c.laddr);
     let cmd = match current {
         Some(n) => n.to_string(),
         None => match c.last_cmd.load(Relaxed) {
             usize::MAX => "NULL".to_string(),
-            id => ctx.core.commands.full_names[id].clone(),
+            id => core.commands.full_names[id].clone(),
         },
     };
     let qbuf = c.qbuf.load(Relaxed);
     let obuf = c.obuf.load(Relaxed);
     let (lib_name, lib_ver) = c.lib.lock().clone();
-    let (tflags, redir) = crate::commands::tracking::list_fields(ctx.core, c.id);
+    let (tflags, redir) = crate::commands::tracking::list_fields(core, c.id);
     let mut flags = flags_of(c);
     if !tflags.is_empty() {
         flags = flags.replace('N', "") + &tflags;
@@ -211,7 +212,7 @@ fn client_line(ctx: &Ctx, c: &ClientShared, current: Option<&str>) -> String {
         "id={} addr={addr} laddr={laddr} fd={} name={} age={} idle={} flags={} db={} \
          sub={} psub={} ssub={} multi={} qbuf={qbuf} qbuf-free={} argv-mem=0 multi-mem=0 \
          rbs=16384 rbp=0 obl={obuf} oll={} omem={} tot-mem={} events=r cmd={cmd} \
-         user=default redir={redir} resp={} lib-name={lib_name} lib-ver={lib_ver}",
+         user={} redir={redir} resp={} lib-name={lib_name} lib-ver={lib_ver}",
         c.id,
         c.fd,
         c.name.lock(),
@@ -227,6 +228,7 @@ fn client_line(ctx: &Ctx, c: &ClientShared, current: Option<&str>) -> String {
         c.pushed_items.load(Relaxed),
         c.output_memory(),
         16384 * 2 + qbuf + c.output_memory() + 1024,
+        c.user.lock(),
         c.resp.load(Relaxed),
     )
 }
@@ -261,7 +263,7 @@ fn list(ctx: &mut Ctx, args: Args) -> CmdResult {
             continue;
         }
         let cur = is_self(ctx, &c).then_some("client|list");
-        text.push_str(&client_line(ctx, &c, cur));
+        text.push_str(&client_line(ctx.core, &c, cur));
         text.push('\n');
     }
     ctx.out.verbatim(text.as_bytes());
@@ -273,7 +275,7 @@ fn info(ctx: &mut Ctx, _args: Args) -> CmdResult {
         ctx.out.verbatim(b"");
         return Ok(());
     };
-    let mut line = client_line(ctx, &sh, Some("client|info"));
+    let mut line = client_line(ctx.core, &sh, Some("client|info"));
     line.push('\n');
     ctx.out.verbatim(line.as_bytes());
     Ok(())
@@ -314,9 +316,6 @@ fn parse_kill(args: Args) -> Result<KillFilter, CmdError> {
         } else if eq_ic(opt, "LADDR") {
             f.laddr = Some(lossy(val));
         } else if eq_ic(opt, "USER") {
-            if val != b"default" {
-                return Err(CmdError::err(format!("No such user '{}'", lossy(val))));
-            }
             f.user = Some(lossy(val));
         } else if eq_ic(opt, "SKIPME") {
             f.skipme = if eq_ic(val, "yes") {
@@ -338,6 +337,9 @@ fn parse_kill(args: Args) -> Result<KillFilter, CmdError> {
 }
 
 fn matches(ctx: &Ctx, f: &KillFilter, c: &ClientShared) -> bool {
+    if f.user.as_ref().is_some_and(|u| *u != *c.user.lock()) {
+        return false;
+    }
     let (addr, laddr) = (&c.addr, &c.laddr);
     let age = unix_ms().saturating_sub(c.created_ms) / 1000;
     f.id.is_none_or(|id| id == c.id)
@@ -387,6 +389,11 @@ fn kill(ctx: &mut Ctx, args: Args) -> CmdResult {
         return Ok(());
     }
     let f = parse_kill(args)?;
+    if let Some(u) = &f.user {
+        if ctx.core.acl.user(u).is_none() {
+            return Err(CmdError::err(format!("No such user '{u}'")));
+        }
+    }
     let victims: Vec<_> = ctx
         .core
         .clients

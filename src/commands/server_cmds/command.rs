@@ -68,31 +68,6 @@ fn help(ctx: &mut Ctx, _args: Args) -> CmdResult {
     Ok(())
 }
 
-/// ACL categories in Redis's order.
-const ACL_ORDER: &[&str] = &[
-    "keyspace",
-    "read",
-    "write",
-    "set",
-    "sortedset",
-    "list",
-    "hash",
-    "string",
-    "bitmap",
-    "hyperloglog",
-    "geo",
-    "stream",
-    "pubsub",
-    "admin",
-    "fast",
-    "slow",
-    "blocking",
-    "dangerous",
-    "connection",
-    "transaction",
-    "scripting",
-];
-
 fn flag_names(cmd: &Command) -> Vec<&'static str> {
     let mut v: Vec<&str> = crate::commands::flags::NAMES
         .iter()
@@ -108,28 +83,7 @@ fn flag_names(cmd: &Command) -> Vec<&'static str> {
     v
 }
 
-/// The command's ACL categories: declared plus implied by its flags.
-pub fn acl_categories(cmd: &Command) -> Vec<&'static str> {
-    let f = cmd.flags;
-    let declared: Vec<&str> = cmd.acl.split_whitespace().collect();
-    ACL_ORDER
-        .iter()
-        .copied()
-        .filter(|c| {
-            declared.contains(c)
-                || match *c {
-                    "write" => f & WRITE != 0,
-                    "read" => f & READONLY != 0,
-                    "admin" | "dangerous" => f & ADMIN != 0,
-                    "pubsub" => f & PUBSUB != 0,
-                    "fast" => f & FAST != 0,
-                    "slow" => f & FAST == 0 && !declared.contains(&"fast"),
-                    "blocking" => f & BLOCKING != 0,
-                    _ => false,
-                }
-        })
-        .collect()
-}
+pub use crate::core::table::acl_categories;
 
 fn write_key_specs(out: &mut ReplyBuf, cmd: &Command) {
     let specs = keyspec::specs_of(cmd);

@@ -10,7 +10,7 @@
 //! in the table, so the dispatcher resolves `client|list` itself (arity, stats,
 //! COMMAND INFO); the parent's handler only runs for the bare name.
 
-mod client;
+pub(crate) mod client;
 mod command;
 mod debug;
 mod info;

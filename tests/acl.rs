@@ -1,0 +1,401 @@
+//! ACL users (Redis 7.0's model): rules, the check on every command path,
+//! ACL LOG, users from the config and from an ACL file, requirepass as the
+//! default user's password, and the limits on clients that have not
+//! authenticated. Replies and error strings are compared with the real
+//! redis-server 7.0 where both can run the same commands.
+
+mod common;
+
+use common::{cmd, cmd_err, raw_cmd, tempdir, RedisOracle, Server};
+
+/// A connection authenticated as `user`.
+fn conn_as(port: u16, user: &str, pass: &str) -> redis::Connection {
+    let url = format!("redis://{user}:{pass}@127.0.0.1:{port}/");
+    redis::Client::open(url).unwrap().get_connection().unwrap()
+}
+
+/// A reply rendered for comparison; ACL LIST's single-command rules come
+/// in hash order in Redis, so each line's words are sorted.
+fn render(v: redis::RedisResult<redis::Value>) -> String {
+    match v {
+        Ok(v) => format!("{v:?}"),
+        Err(e) => format!(
+            "ERR {} {}",
+            e.code().unwrap_or(""),
+            e.detail().unwrap_or("")
+        ),
+    }
+}
+
+fn run(c: &mut redis::Connection, args: &[&str]) -> String {
+    let mut q = redis::cmd(args[0]);
+    for a in &args[1..] {
+        q.arg(*a);
+    }
+    render(q.query(c))
+}
+
+fn sorted_lines(lines: Vec<String>) -> Vec<Vec<String>> {
+    lines
+        .iter()
+        .map(|l| {
+            let mut w: Vec<String> = l.split(' ').map(str::to_string).collect();
+            w.sort();
+            w
+        })
+        .collect()
+}
+
+#[test]
+fn setuser_getuser_list_and_errors_match_redis() {
+    let s = Server::start(&[]);
+    let o = RedisOracle::start(&[]);
+    let (mut a, mut b) = (s.conn(), o.conn());
+    let script: &[&[&str]] = &[
+        &[
+            "ACL", "SETUSER", "alice", "on", ">p1", "~app:*", "+@read", "+@write",
+        ],
+        &[
+            "ACL",
+            "SETUSER",
+            "bob",
+            "on",
+            "#5e884898da28047151d0e56f8dc6292773603d0d6aabbdd62a11ef721d1542d8",
+            "%R~r:*",
+            "%W~w:*",
+            "&news.*",
+            "-@all",
+            "+@string",
+        ],
+        &[
+            "ACL",
+            "SETUSER",
+            "carol",
+            "reset",
+            "+@all",
+            "-@dangerous",
+            "~*",
+            "(~x:* +get)",
+            "(%R~y:* +@hash)",
+        ],
+        &[
+            "ACL",
+            "SETUSER",
+            "dave",
+            "nopass",
+            "on",
+            "+@all",
+            "-debug",
+            "+debug|digest",
+            "-config",
+            "+config|get",
+        ],
+        &["ACL", "SETUSER", "erin", "+select|0", "-@all", "+select|0"],
+        &["ACL", "GETUSER", "alice"],
+        &["ACL", "GETUSER", "bob"],
+        &["ACL", "GETUSER", "carol"],
+        &["ACL", "GETUSER", "nobody"],
+        &["ACL", "USERS"],
+        &["ACL", "SETUSER", "x", "+nosuchcommand"],
+        &["ACL", "SETUSER", "x", "+@nosuchcategory"],
+        &["ACL", "SETUSER", "x", "~*", "~foo"],
+        &["ACL", "SETUSER", "x", "&*", "&foo"],
+        &["ACL", "SETUSER", "x", "#abc"],
+        &["ACL", "SETUSER", "x", "<nosuchpass"],
+        &["ACL", "SETUSER", "x", "%~"],
+        &["ACL", "SETUSER", "x", "+config|get|x"],
+        &["ACL", "SETUSER", "x", "(~x +get"],
+        &["ACL", "SETUSER", "x", "bogus"],
+        &["ACL", "SETUSER", "bad name"],
+        &["ACL", "DELUSER", "default"],
+        &["ACL", "DRYRUN", "alice", "get", "app:1"],
+        &["ACL", "DRYRUN", "alice", "get", "other"],
+        &["ACL", "DRYRUN", "alice", "info"],
+        &["ACL", "DRYRUN", "bob", "set", "r:1", "v"],
+        &["ACL", "DRYRUN", "bob", "get", "r:1"],
+        &["ACL", "DRYRUN", "bob", "publish", "sports", "m"],
+        &["ACL", "DRYRUN", "carol", "get", "x:1"],
+        &["ACL", "DRYRUN", "carol", "flushall"],
+        &["ACL", "DRYRUN", "dave", "config", "set", "a", "b"],
+        &["ACL", "DRYRUN", "dave", "config", "get", "a"],
+        &["ACL", "DRYRUN", "nobody", "get", "a"],
+        &["ACL", "DRYRUN", "alice", "nosuch"],
+        &["ACL", "DRYRUN", "alice", "get"],
+        &["ACL", "CAT", "nosuch"],
+        &["ACL", "GENPASS", "0"],
+        &["ACL", "LOG", "RESET"],
+        &["ACL", "DELUSER", "alice", "nobody"],
+        &["AUTH", "nobody", "x"],
+        &["AUTH", "x"],
+        &["ACL", "WHOAMI"],
+    ];
+    for args in script {
+        assert_eq!(run(&mut a, args), run(&mut b, args), "{args:?}");
+    }
+    let list = |c: &mut redis::Connection| sorted_lines(cmd::<Vec<String>>(c, &["ACL", "LIST"]));
+    assert_eq!(list(&mut a), list(&mut b));
+    let cat = |c: &mut redis::Connection| cmd::<Vec<String>>(c, &["ACL", "CAT"]);
+    assert_eq!(cat(&mut a), cat(&mut b));
+}
+
+#[test]
+fn restricted_users_are_checked_on_every_path() {
+    let s = Server::start(&[]);
+    let mut admin = s.conn();
+    cmd::<String>(
+        &mut admin,
+        &[
+            "ACL", "SETUSER", "app", "on", ">pw", "~app:*", "+@read", "+@write", "+multi", "+exec",
+            "+eval",
+        ],
+    );
+    let mut c = conn_as(s.port, "app", "pw");
+    cmd::<String>(&mut c, &["SET", "app:1", "v"]);
+    assert_eq!(cmd::<String>(&mut c, &["GET", "app:1"]), "v");
+    assert_eq!(
+        cmd_err(&mut c, &["GET", "other"]),
+        "NOPERM this user has no permissions to access one of the keys used as arguments"
+    );
+    assert_eq!(
+        cmd_err(&mut c, &["INFO"]),
+        "NOPERM this user has no permissions to run the 'info' command"
+    );
+    // In a transaction: refused at queueing, the EXEC aborts.
+    let mut r = s.raw();
+    raw_cmd(&mut r, &["AUTH", "app", "pw"]);
+    assert_eq!(raw_cmd(&mut r, &["MULTI"]), "+OK");
+    assert!(raw_cmd(&mut r, &["DEL", "x"]).starts_with("-NOPERM"));
+    assert!(raw_cmd(&mut r, &["EXEC"]).starts_with("-EXECABORT"));
+    // Rules changed between queueing and EXEC.
+    assert_eq!(raw_cmd(&mut r, &["MULTI"]), "+OK");
+    assert_eq!(raw_cmd(&mut r, &["SET", "app:2", "v"]), "+QUEUED");
+    cmd::<String>(&mut admin, &["ACL", "SETUSER", "app", "-set"]);
+    let exec = raw_cmd(&mut r, &["EXEC"]);
+    assert!(exec.contains("NOPERM ACLs rules changed"), "{exec}");
+    // In a script.
+    let e = cmd_err(&mut c, &["EVAL", "return redis.call('get','other')", "0"]);
+    assert!(
+        e.contains("The user executing the script can't access at least one of the keys"),
+        "{e}"
+    );
+    let log: Vec<redis::Value> = cmd(&mut admin, &["ACL", "LOG"]);
+    let text = format!("{log:?}");
+    for want in ["lua", "multi", "toplevel", "info", "other"] {
+        assert!(text.contains(want), "{want} in {text}");
+    }
+    // Deleting the user closes its connections.
+    cmd::<i64>(&mut admin, &["ACL", "DELUSER", "app"]);
+    assert!(redis::cmd("PING").query::<String>(&mut c).is_err());
+}
+
+#[test]
+fn read_and_write_key_patterns_and_channels() {
+    let s = Server::start(&[]);
+    let mut admin = s.conn();
+    cmd::<String>(
+        &mut admin,
+        &[
+            "ACL",
+            "SETUSER",
+            "rw",
+            "on",
+            "nopass",
+            "+@all",
+            "%R~src:*",
+            "%W~dst:*",
+            "resetchannels",
+            "&chat.*",
+        ],
+    );
+    cmd::<String>(&mut admin, &["SET", "src:1", "v"]);
+    let mut c = conn_as(s.port, "rw", "any");
+    assert_eq!(cmd::<String>(&mut c, &["GET", "src:1"]), "v");
+    assert!(cmd_err(&mut c, &["SET", "src:1", "w"]).starts_with("NOPERM"));
+    assert!(cmd_err(&mut c, &["GET", "dst:1"]).starts_with("NOPERM"));
+    assert_eq!(cmd::<String>(&mut c, &["COPY", "src:1", "dst:1"]), "1");
+    assert_eq!(cmd::<i64>(&mut c, &["PUBLISH", "chat.a", "m"]), 0);
+    assert_eq!(
+        cmd_err(&mut c, &["PUBLISH", "news", "m"]),
+        "NOPERM this user has no permissions to access one of the channels used as arguments"
+    );
+}
+
+#[test]
+fn requirepass_is_the_default_users_password() {
+    let s = Server::start(&["--requirepass", "sesame"]);
+    let mut r = s.raw();
+    assert!(raw_cmd(&mut r, &["GET", "a"]).starts_with("-NOAUTH"));
+    assert!(raw_cmd(&mut r, &["AUTH", "wrong"]).starts_with("-WRONGPASS"));
+    assert_eq!(raw_cmd(&mut r, &["AUTH", "default", "sesame"]), "+OK");
+    let list = raw_cmd(&mut r, &["ACL", "LIST"]);
+    // sha256("sesame")
+    let hash = "d0c04f4b1951e4aeaaec8223ed2039e542f3aae805a6fa7f6d794e5afff5d272";
+    assert!(
+        list.contains(&format!("user default on #{hash} ~* &* +@all")),
+        "{list}"
+    );
+    assert_eq!(
+        raw_cmd(&mut r, &["CONFIG", "SET", "requirepass", ""]),
+        "+OK"
+    );
+    assert!(raw_cmd(&mut r, &["ACL", "LIST"]).contains("user default on nopass ~* &* +@all"));
+    // HELLO AUTH with a user.
+    raw_cmd(&mut r, &["ACL", "SETUSER", "u", "on", ">p", "+@all", "~*"]);
+    let mut r2 = s.raw();
+    assert!(raw_cmd(&mut r2, &["HELLO", "3", "AUTH", "u", "bad"]).starts_with("-WRONGPASS"));
+    assert!(raw_cmd(&mut r2, &["HELLO", "3", "AUTH", "u", "p"]).starts_with("%7"));
+    assert_eq!(raw_cmd(&mut r2, &["ACL", "WHOAMI"]), "u");
+    // CLIENT KILL USER.
+    assert_eq!(raw_cmd(&mut r, &["CLIENT", "KILL", "USER", "u"]), ":1");
+    assert!(raw_cmd(&mut r, &["CLIENT", "KILL", "USER", "nobody"]).contains("No such user"));
+}
+
+#[test]
+fn unauthenticated_clients_are_held_to_small_limits() {
+    let s = Server::start(&["--requirepass", "x"]);
+    let mut r = s.raw();
+    r.send(b"*100\r\n");
+    assert!(r.line().contains("unauthenticated multibulk length"));
+    let mut r = s.raw();
+    r.send(b"*1\r\n$100000000\r\n");
+    assert!(r.line().contains("unauthenticated bulk length"));
+    // A client that only sends and never authenticates: closed once its
+    // replies pass 1 KiB.
+    let mut r = s.raw();
+    let many = "*1\r\n$4\r\nPING\r\n".repeat(200);
+    r.send(many.as_bytes());
+    let mut seen = 0;
+    while r.line().starts_with("-NOAUTH") {
+        seen += 1;
+    }
+    assert!(seen < 200, "{seen} replies");
+    // Authenticated, the same pipeline is answered whole.
+    let mut r = s.raw();
+    raw_cmd(&mut r, &["AUTH", "x"]);
+    r.send(many.as_bytes());
+    for _ in 0..200 {
+        assert_eq!(r.line(), "+PONG\r\n");
+    }
+}
+
+#[test]
+fn users_from_the_config_and_from_an_acl_file() {
+    let s = Server::start(&[
+        "--user",
+        "alice",
+        "on",
+        ">a",
+        "~*",
+        "+@all",
+        "--user",
+        "default",
+        "on",
+        "nopass",
+        "~*",
+        "+@all",
+        "-flushall",
+    ]);
+    let mut c = s.conn();
+    assert!(cmd_err(&mut c, &["FLUSHALL"]).starts_with("NOPERM"));
+    let mut a = conn_as(s.port, "alice", "a");
+    assert_eq!(cmd::<String>(&mut a, &["ACL", "WHOAMI"]), "alice");
+    drop(s);
+
+    let dir = tempdir("aclfile");
+    let file = dir.join("users.acl");
+    std::fs::write(
+        &file,
+        "user default on nopass ~* &* +@all\nuser bob on >b ~b:* +get\n",
+    )
+    .unwrap();
+    let s = Server::start(&["--aclfile", file.to_str().unwrap()]);
+    let mut c = s.conn();
+    let mut b = conn_as(s.port, "bob", "b");
+    assert!(cmd_err(&mut b, &["SET", "b:1", "v"]).starts_with("NOPERM"));
+    cmd::<String>(&mut c, &["ACL", "SETUSER", "carol", "on", ">c", "+ping"]);
+    assert_eq!(cmd::<String>(&mut c, &["ACL", "SAVE"]), "OK");
+    let saved = std::fs::read_to_string(&file).unwrap();
+    assert!(saved.contains("user carol on #"), "{saved}");
+    std::fs::write(
+        &file,
+        "user default on nopass ~* &* +@all\nuser dan on nopass +get ~*\n",
+    )
+    .unwrap();
+    assert_eq!(cmd::<String>(&mut c, &["ACL", "LOAD"]), "OK");
+    assert_eq!(
+        cmd::<Vec<String>>(&mut c, &["ACL", "USERS"]),
+        ["dan", "default"]
+    );
+    // bob was replaced: his connection is closed.
+    assert!(redis::cmd("PING").query::<String>(&mut b).is_err());
+    std::fs::write(
+        &file,
+        "user default on nopass ~* &* +@all\nuser eve on +nosuch\n",
+    )
+    .unwrap();
+    let e = cmd_err(&mut c, &["ACL", "LOAD"]);
+    assert!(
+        e.contains("users.acl:2: Error in ACL SETUSER modifier '+nosuch'"),
+        "{e}"
+    );
+    drop(s);
+
+    // A corrupt file stops start-up, naming the line.
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_lattice-server"))
+        .args([
+            "--port",
+            &common::free_port().to_string(),
+            "--aclfile",
+            file.to_str().unwrap(),
+        ])
+        .output()
+        .unwrap();
+    let text =
+        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(text.contains("users.acl:2:"), "{text}");
+    // Users in both places are refused, as Redis does.
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_lattice-server"))
+        .args([
+            "--port",
+            &common::free_port().to_string(),
+            "--aclfile",
+            file.to_str().unwrap(),
+            "--user",
+            "x",
+        ])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+}
+
+#[test]
+fn config_rewrite_writes_the_current_users() {
+    let dir = tempdir("acl-rewrite");
+    let conf = dir.join("redis.conf");
+    std::fs::write(&conf, "# users\nuser alice on >a ~* +@all\nhz 10\n").unwrap();
+    let s = Server::start_with(Some(conf.to_str().unwrap()), &[]);
+    let mut c = s.conn();
+    cmd::<String>(&mut c, &["ACL", "SETUSER", "bob", "on", "nopass", "+ping"]);
+    cmd::<i64>(&mut c, &["ACL", "DELUSER", "alice"]);
+    assert_eq!(cmd::<String>(&mut c, &["CONFIG", "REWRITE"]), "OK");
+    let text = std::fs::read_to_string(&conf).unwrap();
+    assert!(!text.contains("user alice"), "{text}");
+    assert!(
+        text.contains("user bob on nopass resetchannels -@all +ping\n"),
+        "{text}"
+    );
+    assert!(
+        text.contains("user default on nopass ~* &* +@all\n"),
+        "{text}"
+    );
+    assert!(text.starts_with("# users\nuser bob"), "{text}");
+    drop(s);
+    // The rewritten file starts a server with the same users (without the
+    // first server's `dir`, which is gone with it).
+    let text: Vec<&str> = text.lines().filter(|l| !l.starts_with("dir ")).collect();
+    std::fs::write(&conf, text.join("\n")).unwrap();
+    let s = Server::start_with(Some(conf.to_str().unwrap()), &[]);
+    let mut b = conn_as(s.port, "bob", "x");
+    assert_eq!(cmd::<String>(&mut b, &["PING"]), "PONG");
+}
