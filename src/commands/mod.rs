@@ -37,6 +37,7 @@ pub mod evict;
 pub mod expire;
 pub mod gone;
 pub mod hashes;
+pub mod hll;
 pub mod keys;
 pub mod lists;
 pub mod multi;
@@ -113,7 +114,7 @@ mod form_tests {
 
 /// The families of this layer; the server adds those of the layers above
 /// (`server::command_families`) and builds the table from all of them.
-pub fn families() -> [&'static [Command]; 15] {
+pub fn families() -> [&'static [Command]; 16] {
     [
         connection::COMMANDS,
         strings::COMMANDS,
@@ -124,6 +125,7 @@ pub fn families() -> [&'static [Command]; 15] {
         hashes::COMMANDS,
         sets::COMMANDS,
         zsets::COMMANDS,
+        hll::COMMANDS,
         sort::COMMANDS,
         multi::COMMANDS,
         pubsub::COMMANDS,

@@ -496,7 +496,7 @@ pub static DIRECTIVES: &[Directive] = &[
     d("hash-max-listpack-value", Memory, "64")
         .alias(&["hash-max-ziplist-value"])
         .built(),
-    d("hll-sparse-max-bytes", Memory, "3000"),
+    d("hll-sparse-max-bytes", Memory, "3000").built(),
     d("hz", Int(0, INT), "10").built(),
     d("ignore-warnings", Str, ""),
     d("io-threads-do-reads", Bool, "no").imm(),

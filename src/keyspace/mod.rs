@@ -21,6 +21,7 @@ pub mod expire;
 pub mod hash;
 pub mod held;
 pub mod hlc;
+pub mod hll;
 pub mod lazyfree;
 pub mod list;
 pub mod merge;

@@ -235,6 +235,21 @@ pub fn template(name: &str, g: &mut Gen) -> Option<Line> {
             };
             args!["SETRANGE", g.key('s'), g.n(0..20), v]
         }
+        // --- HyperLogLog (sketches in the string pool)
+        "pfadd" => {
+            let mut l = args!["PFADD", g.key('s')];
+            l.extend(g.members(4).into_iter().map(String::into_bytes));
+            l
+        }
+        "pfmerge" => {
+            let mut l = args!["PFMERGE", g.key('s')];
+            l.extend(g.keys('s', 3).into_iter().map(String::into_bytes));
+            l
+        }
+        "pfdebug" => {
+            let sub = g.pick(&["TODENSE", "GETREG", "ENCODING"]);
+            args!["PFDEBUG", sub, g.key('s')]
+        }
         // --- bitmaps
         "setbit" => args!["SETBIT", g.key('s'), g.n(0..100), g.n(0..2)],
         "bitop" => {
