@@ -35,6 +35,7 @@ pub mod dump;
 pub mod events;
 pub mod evict;
 pub mod expire;
+pub mod geo;
 pub mod gone;
 pub mod hashes;
 pub mod hll;
@@ -114,7 +115,7 @@ mod form_tests {
 
 /// The families of this layer; the server adds those of the layers above
 /// (`server::command_families`) and builds the table from all of them.
-pub fn families() -> [&'static [Command]; 16] {
+pub fn families() -> [&'static [Command]; 17] {
     [
         connection::COMMANDS,
         strings::COMMANDS,
@@ -126,6 +127,7 @@ pub fn families() -> [&'static [Command]; 16] {
         sets::COMMANDS,
         zsets::COMMANDS,
         hll::COMMANDS,
+        geo::COMMANDS,
         sort::COMMANDS,
         multi::COMMANDS,
         pubsub::COMMANDS,

@@ -250,6 +250,49 @@ pub fn template(name: &str, g: &mut Gen) -> Option<Line> {
             let sub = g.pick(&["TODENSE", "GETREG", "ENCODING"]);
             args!["PFDEBUG", sub, g.key('s')]
         }
+        // --- geo (indexes in the sorted-set pool)
+        "geoadd" => {
+            let mut l = args!["GEOADD", g.key('z')];
+            let flags: &[&str] = g.pick(&[&[][..], &["NX"], &["XX", "CH"], &["CH"]]);
+            l.extend(flags.iter().map(|f| f.as_bytes().to_vec()));
+            for _ in 0..g.n(1..4) {
+                let (lon, lat) = (g.n(-20..20) as f64 * 0.7, g.n(-20..20) as f64 * 0.4);
+                l.extend(args![lon, lat, g.member()]);
+            }
+            l
+        }
+        "georadius" | "georadiusbymember" => {
+            let mut l = args![name.to_uppercase(), g.key('z')];
+            if name == "georadius" {
+                l.extend(args![g.n(-10..10), g.n(-10..10)]);
+            } else {
+                l.extend(args![g.member()]);
+            }
+            l.extend(args![g.n(0..3000), "km"]);
+            if g.chance(0.5) {
+                l.extend(args!["COUNT", g.n(1..4)]);
+            }
+            let store = g.pick(&["STORE", "STOREDIST"]);
+            l.extend(args![store, g.key('z')]);
+            l
+        }
+        "geosearchstore" => {
+            let mut l = args!["GEOSEARCHSTORE", g.key('z'), g.key('z')];
+            if g.chance(0.5) {
+                l.extend(args!["FROMMEMBER", g.member()]);
+            } else {
+                l.extend(args!["FROMLONLAT", g.n(-10..10), g.n(-10..10)]);
+            }
+            if g.chance(0.5) {
+                l.extend(args!["BYRADIUS", g.n(0..3000), "km"]);
+            } else {
+                l.extend(args!["BYBOX", g.n(0..3000), g.n(0..3000), "km"]);
+            }
+            if g.chance(0.3) {
+                l.extend(args!["STOREDIST"]);
+            }
+            l
+        }
         // --- bitmaps
         "setbit" => args!["SETBIT", g.key('s'), g.n(0..100), g.n(0..2)],
         "bitop" => {
