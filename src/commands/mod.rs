@@ -46,6 +46,7 @@ pub mod pubsub;
 pub mod server_cmds;
 pub mod sets;
 pub mod sort;
+pub mod streams;
 pub mod strings;
 pub mod tracking;
 pub mod util;
@@ -115,7 +116,7 @@ mod form_tests {
 
 /// The families of this layer; the server adds those of the layers above
 /// (`server::command_families`) and builds the table from all of them.
-pub fn families() -> [&'static [Command]; 17] {
+pub fn families() -> [&'static [Command]; 18] {
     [
         connection::COMMANDS,
         strings::COMMANDS,
@@ -128,6 +129,7 @@ pub fn families() -> [&'static [Command]; 17] {
         zsets::COMMANDS,
         hll::COMMANDS,
         geo::COMMANDS,
+        streams::COMMANDS,
         sort::COMMANDS,
         multi::COMMANDS,
         pubsub::COMMANDS,

@@ -27,6 +27,10 @@ pub struct EncodingLimits {
     /// `hll-sparse-max-bytes`: a sparse HyperLogLog growing past it turns
     /// dense (`keyspace/hll.rs`).
     pub hll_sparse_max_bytes: AtomicUsize,
+    /// `stream-node-max-bytes` / `-entries`: where a stream opens a new
+    /// node (`keyspace/stream.rs`).
+    pub stream_node_max_bytes: AtomicUsize,
+    pub stream_node_max_entries: AtomicUsize,
 }
 
 impl EncodingLimits {
@@ -58,5 +62,9 @@ impl EncodingLimits {
             .store(u("zset-max-listpack-value"), Relaxed);
         self.hll_sparse_max_bytes
             .store(u("hll-sparse-max-bytes"), Relaxed);
+        self.stream_node_max_bytes
+            .store(u("stream-node-max-bytes"), Relaxed);
+        self.stream_node_max_entries
+            .store(u("stream-node-max-entries"), Relaxed);
     }
 }

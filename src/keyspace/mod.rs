@@ -29,6 +29,7 @@ pub mod ordtable;
 pub mod packed;
 pub mod set;
 pub mod snap;
+pub mod stream;
 pub mod table;
 pub mod value;
 pub mod zset;

@@ -293,6 +293,50 @@ pub fn template(name: &str, g: &mut Gen) -> Option<Line> {
             }
             l
         }
+        // --- streams (pool 'q')
+        "xadd" => {
+            let mut l = args!["XADD", g.key('q')];
+            if g.chance(0.1) {
+                l.extend(args!["NOMKSTREAM"]);
+            }
+            if g.chance(0.3) {
+                let approx = g.pick(&["~", "="]);
+                if g.chance(0.5) {
+                    l.extend(args!["MAXLEN", approx, g.n(0..20)]);
+                } else {
+                    l.extend(args!["MINID", approx, g.n(0..40)]);
+                }
+            }
+            if g.deterministic || g.chance(0.95) {
+                l.extend(args![format!("{}-*", g.n(1..40))]);
+            } else {
+                l.extend(args!["*"]);
+            }
+            for _ in 0..g.n(1..3) {
+                l.extend(args![g.member(), g.value()]);
+            }
+            l
+        }
+        "xdel" => {
+            let mut l = args!["XDEL", g.key('q')];
+            for _ in 0..g.n(1..3) {
+                l.extend(args![format!("{}-{}", g.n(30..40), g.n(0..4))]);
+            }
+            l
+        }
+        "xtrim" => {
+            let approx = g.pick(&["~", "="]);
+            if g.chance(0.5) {
+                args!["XTRIM", g.key('q'), "MAXLEN", approx, g.n(0..20)]
+            } else {
+                args!["XTRIM", g.key('q'), "MINID", approx, g.n(0..40)]
+            }
+        }
+        "xsetid" => args![
+            "XSETID",
+            g.key('q'),
+            format!("{}-{}", g.n(30..60), g.n(0..3))
+        ],
         // --- bitmaps
         "setbit" => args!["SETBIT", g.key('s'), g.n(0..100), g.n(0..2)],
         "bitop" => {
@@ -838,6 +882,27 @@ pub fn canonical(v: &Value) -> Vec<u8> {
                 .collect(),
             false,
         ),
+        Value::Stream(x) => {
+            use lattice::keyspace::stream::StreamId;
+            let mut items: Vec<Vec<u8>> = x
+                .range(StreamId::MIN, StreamId::MAX, false)
+                .map(|(id, f)| {
+                    [
+                        id.text().into_bytes(),
+                        f.items().collect::<Vec<_>>().join(&b"="[..]),
+                    ]
+                    .concat()
+                })
+                .collect();
+            let meta = format!(
+                "{} {} {}",
+                x.last_id.text(),
+                x.entries_added,
+                x.max_deleted.text()
+            );
+            items.push(meta.into_bytes());
+            join(items, false)
+        }
     }
 }
 
