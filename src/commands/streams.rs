@@ -27,11 +27,13 @@ pub static COMMANDS: &[Command] = crate::commands::command_table! {
         .doc("5.0.0", "Appends a new entry to a stream")
         .complexity("O(1) when adding a new entry, O(N) when trimming where N being the number of entries evicted.")
         .keys(1, 1, 1)
-        .key_specs(&[KeySpec::at(1, &["RW", "update"])])
+        .key_specs(&[KeySpec::at(1, &["RW", "update"])
+            .notes("UPDATE instead of INSERT because of the optional trimming feature")])
         .tips(&["nondeterministic_output"]),
     cmd("xlen", 2, READONLY | FAST, xlen)
         .doc("5.0.0", "Return the number of entries in a stream")
-        .keys(1, 1, 1),
+        .keys(1, 1, 1)
+        .key_specs(&[KeySpec::at(1, &["RO"])]),
     cmd("xrange", -4, READONLY, xrange)
         .doc("5.0.0", "Return a range of elements in a stream, with IDs matching the specified IDs interval")
         .complexity("O(N) with N being the number of elements being returned. If N is constant (e.g. always asking for the first 10 elements with COUNT), you can consider it O(1).")
