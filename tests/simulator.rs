@@ -35,14 +35,7 @@ const KNOWN_OPEN: &[(u64, &str)] = &[
     (2753, UNCHANGED_STATE_NOT_FORWARDED),
     (3753, DELETE_APPLIED_TWICE),
     (3755, UNCHANGED_STATE_NOT_FORWARDED),
-    (243, NEGATIVE_ZERO_SCORE),
 ];
-
-const NEGATIVE_ZERO_SCORE: &str =
-    "found when issue 25's write commands shifted the draws: ZUNIONSTORE with a negative weight \
-     stores a score of -0; a peer's join writes it as ZADD -0 over its 0, which ZADD takes as \
-     unchanged (-0 == 0, as Redis), so the nodes hold 0 and -0 (a sorted-set merge edge, not \
-     geo, streams or HyperLogLog)";
 
 const DELETE_APPLIED_TWICE: &str =
     "found by the long mode, not analysed: a chain of 5 nodes, one applies a DEL of a key at one \
