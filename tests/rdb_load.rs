@@ -26,6 +26,8 @@ enum Canon {
     Hash(Vec<(Vec<u8>, Vec<u8>)>),
     Set(Vec<Vec<u8>>),
     ZSet(Vec<(Vec<u8>, f64)>),
+    /// Entries: "ms-seq" and the fields and values.
+    Stream(Vec<(String, Vec<Vec<u8>>)>),
 }
 
 #[derive(Debug, PartialEq)]
@@ -52,6 +54,14 @@ fn canon(v: &Value) -> Canon {
             Canon::Set(m)
         }
         Value::ZSet(z) => Canon::ZSet(z.iter().map(|(m, s)| (m.to_vec(), s)).collect()),
+        Value::Stream(x) => {
+            use lattice::keyspace::stream::StreamId;
+            let es = x.range(StreamId::MIN, StreamId::MAX, false);
+            Canon::Stream(
+                es.map(|(id, f)| (id.text(), f.items().map(|b| b.to_vec()).collect()))
+                    .collect(),
+            )
+        }
     }
 }
 

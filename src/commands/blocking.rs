@@ -46,6 +46,11 @@ pub fn parse_timeout(now_ms: u64, a: &[u8]) -> Result<u64, CmdError> {
 /// Blocks the client on `keys` (call while holding their locks). The caller
 /// has checked [`may_block`].
 pub fn block_on(ctx: &mut Ctx, args: Args, keys: Vec<Vec<u8>>, deadline_ms: u64) {
+    block_on_argv(ctx, args.to_vec(), keys, deadline_ms);
+}
+
+/// [`block_on`], re-running `argv` when woken (XREAD's `$` resolved).
+pub fn block_on_argv(ctx: &mut Ctx, argv: Vec<Vec<u8>>, keys: Vec<Vec<u8>>, deadline_ms: u64) {
     let (ticket, deadline_ms) = match ctx.client.block.retry {
         Some((t, d)) => (Some(t), d),
         None => (None, deadline_ms),
@@ -56,7 +61,7 @@ pub fn block_on(ctx: &mut Ctx, args: Args, keys: Vec<Vec<u8>>, deadline_ms: u64)
         db,
         keys,
         deadline_ms,
-        argv: args.to_vec(),
+        argv,
         guard,
     });
 }

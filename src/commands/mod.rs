@@ -36,8 +36,10 @@ pub mod dump;
 pub mod events;
 pub mod evict;
 pub mod expire;
+pub mod geo;
 pub mod gone;
 pub mod hashes;
+pub mod hll;
 pub mod keys;
 pub mod lists;
 pub mod multi;
@@ -45,6 +47,7 @@ pub mod pubsub;
 pub mod server_cmds;
 pub mod sets;
 pub mod sort;
+pub mod streams;
 pub mod strings;
 pub mod tracking;
 pub mod util;
@@ -114,7 +117,7 @@ mod form_tests {
 
 /// The families of this layer; the server adds those of the layers above
 /// (`server::command_families`) and builds the table from all of them.
-pub fn families() -> [&'static [Command]; 16] {
+pub fn families() -> [&'static [Command]; 19] {
     [
         connection::COMMANDS,
         strings::COMMANDS,
@@ -125,6 +128,9 @@ pub fn families() -> [&'static [Command]; 16] {
         hashes::COMMANDS,
         sets::COMMANDS,
         zsets::COMMANDS,
+        hll::COMMANDS,
+        geo::COMMANDS,
+        streams::COMMANDS,
         sort::COMMANDS,
         multi::COMMANDS,
         pubsub::COMMANDS,

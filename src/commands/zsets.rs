@@ -247,7 +247,7 @@ pub static COMMANDS: &[Command] = crate::commands::command_table! {
 
 // ---------------------------------------------------------------- helpers
 
-fn limits(ctx: &Ctx) -> ZLimits {
+pub(crate) fn limits(ctx: &Ctx) -> ZLimits {
     let e = &ctx.core.hot.encoding;
     ZLimits {
         max_entries: e.zset_max_listpack_entries.load(Relaxed),
@@ -281,7 +281,7 @@ fn read_zset<'e>(
 }
 
 /// A score argument as getDoubleFromObject reads it.
-fn parse_score(a: &[u8]) -> Option<f64> {
+pub(crate) fn parse_score(a: &[u8]) -> Option<f64> {
     let v = parse_f64(a)?;
     if v == 0.0 {
         // strtod underflow (ERANGE with a zero result) is an error too.
@@ -341,7 +341,7 @@ fn bump(ctx: &mut Ctx, l: &mut Locked, key: &[u8]) -> u64 {
 
 /// Stores `items` (sorted) at `dest` or deletes `dest` if there are none,
 /// replies the count, propagates `argv` and notifies `event` if it wrote.
-fn store_sorted(
+pub(crate) fn store_sorted(
     ctx: &mut Ctx,
     l: &mut Locked,
     dest: &[u8],
@@ -781,13 +781,13 @@ fn zrangestore(ctx: &mut Ctx, args: Args) -> CmdResult {
 // ---------------------------------------------------------------- ZADD
 
 #[derive(Default, Clone, Copy)]
-struct AddFlags {
-    nx: bool,
-    xx: bool,
-    gt: bool,
-    lt: bool,
-    ch: bool,
-    incr: bool,
+pub(crate) struct AddFlags {
+    pub(crate) nx: bool,
+    pub(crate) xx: bool,
+    pub(crate) gt: bool,
+    pub(crate) lt: bool,
+    pub(crate) ch: bool,
+    pub(crate) incr: bool,
 }
 
 /// ZADD's (score, member) arguments.
@@ -949,12 +949,23 @@ fn add_pairs(
     t
 }
 
-/// ZADD and ZINCRBY. One keyspace lookup: an existing set is changed in
-/// place (its version bumped there); a new one is built first and stored
-/// only if a pair added to it (Redis 7.0 picks its encoding from the first
-/// member alone).
+/// ZADD and ZINCRBY.
 fn zadd_generic(ctx: &mut Ctx, args: Args, f: AddFlags, pairs: &[(f64, &[u8])]) -> CmdResult {
-    let key = args.get(1);
+    zadd_with(ctx, args.get(1), f, pairs, &argv_of(args))
+}
+
+/// ZADD of `pairs` to `key`, reported as `argv` (GEOADD reports the ZADD it
+/// stands for). One keyspace lookup: an existing set is changed in place
+/// (its version bumped there); a new one is built first and stored only if
+/// a pair added to it (Redis 7.0 picks its encoding from the first member
+/// alone).
+pub(crate) fn zadd_with(
+    ctx: &mut Ctx,
+    key: &[u8],
+    f: AddFlags,
+    pairs: &[(f64, &[u8])],
+    argv: &[&[u8]],
+) -> CmdResult {
     let lim = limits(ctx);
     let mut l = ctx.open(key);
     // Under active replication an add of a present member with its score
@@ -985,7 +996,7 @@ fn zadd_generic(ctx: &mut Ctx, args: Args, f: AddFlags, pairs: &[(f64, &[u8])]) 
         if reasserts {
             l.touch_members(key, t.applied.iter().map(|&i| pairs[i].1));
         }
-        ctx.propagate(version, &argv_of(args));
+        ctx.propagate(version, argv);
     }
     if changed {
         ctx.notify(class::ZSET, if f.incr { "zincr" } else { "zadd" }, key);

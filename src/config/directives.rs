@@ -497,7 +497,7 @@ pub static DIRECTIVES: &[Directive] = &[
     d("hash-max-listpack-value", Memory, "64")
         .alias(&["hash-max-ziplist-value"])
         .built(),
-    d("hll-sparse-max-bytes", Memory, "3000"),
+    d("hll-sparse-max-bytes", Memory, "3000").built(),
     d("hz", Int(0, INT), "10").built(),
     d("ignore-warnings", Str, ""),
     d("io-threads-do-reads", Bool, "no").imm(),
@@ -663,8 +663,8 @@ pub static DIRECTIVES: &[Directive] = &[
     d("slowlog-max-len", Int(0, LONG), "128").built(),
     d("socket-mark-id", Int(0, UINT), "0").imm().refused(),
     d("stop-writes-on-bgsave-error", Bool, "yes").built(),
-    d("stream-node-max-bytes", Memory, "4096"),
-    d("stream-node-max-entries", Int(0, LONG), "100"),
+    d("stream-node-max-bytes", Memory, "4096").built(),
+    d("stream-node-max-entries", Int(0, LONG), "100").built(),
     d(
         "supervised",
         Enum(&["upstart", "systemd", "auto", "no"]),

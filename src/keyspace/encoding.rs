@@ -1,6 +1,7 @@
 //! The thresholds at which a small collection leaves its compact encoding
 //! (listpack, intset) for the big one, as Redis's `*-max-listpack-*` and
-//! `set-max-intset-entries` directives set them. The values and the RDB
+//! `set-max-intset-entries` directives set them, and where a sparse
+//! HyperLogLog turns dense (`hll-sparse-max-bytes`). The values and the RDB
 //! loader read them; the server mirrors them from the configuration.
 
 use std::sync::atomic::{AtomicI64, AtomicUsize, Ordering::Relaxed};
@@ -23,6 +24,13 @@ pub struct EncodingLimits {
     pub set_max_listpack_value: AtomicUsize,
     pub zset_max_listpack_entries: AtomicUsize,
     pub zset_max_listpack_value: AtomicUsize,
+    /// `hll-sparse-max-bytes`: a sparse HyperLogLog growing past it turns
+    /// dense (`keyspace/hll.rs`).
+    pub hll_sparse_max_bytes: AtomicUsize,
+    /// `stream-node-max-bytes` / `-entries`: where a stream opens a new
+    /// node (`keyspace/stream.rs`).
+    pub stream_node_max_bytes: AtomicUsize,
+    pub stream_node_max_entries: AtomicUsize,
 }
 
 impl EncodingLimits {
@@ -52,5 +60,11 @@ impl EncodingLimits {
             .store(u("zset-max-listpack-entries"), Relaxed);
         self.zset_max_listpack_value
             .store(u("zset-max-listpack-value"), Relaxed);
+        self.hll_sparse_max_bytes
+            .store(u("hll-sparse-max-bytes"), Relaxed);
+        self.stream_node_max_bytes
+            .store(u("stream-node-max-bytes"), Relaxed);
+        self.stream_node_max_entries
+            .store(u("stream-node-max-entries"), Relaxed);
     }
 }

@@ -19,6 +19,7 @@
 use super::hash::HashValue;
 use super::list::ListValue;
 use super::set::SetValue;
+use super::stream::StreamValue;
 use super::zset::ZSetValue;
 use crate::protocol::parse_i64;
 
@@ -36,6 +37,7 @@ pub enum Value {
     Hash(Box<HashValue>),
     Set(Box<SetValue>),
     ZSet(Box<ZSetValue>),
+    Stream(Box<StreamValue>),
 }
 
 /// A string value. Build it with [`StrValue::from_bytes`] (SET's choice of
@@ -79,6 +81,7 @@ impl Value {
             Value::Hash(_) => "hash",
             Value::Set(_) => "set",
             Value::ZSet(_) => "zset",
+            Value::Stream(_) => "stream",
         }
     }
 
@@ -93,6 +96,7 @@ impl Value {
             Value::Hash(h) => h.encoding(),
             Value::Set(s) => s.encoding(),
             Value::ZSet(z) => z.encoding(),
+            Value::Stream(_) => "stream",
         }
     }
 
@@ -106,6 +110,7 @@ impl Value {
             Value::Hash(h) => h.mem_usage(),
             Value::Set(s) => s.mem_usage(),
             Value::ZSet(z) => z.mem_usage(),
+            Value::Stream(x) => x.mem_usage(),
         }
     }
 
@@ -122,6 +127,7 @@ impl Value {
             Value::Set(_) => 1,
             Value::ZSet(z) if z.is_compact() => 1,
             Value::ZSet(z) => z.len(),
+            Value::Stream(x) => x.len().max(1),
         }
     }
 
@@ -134,6 +140,8 @@ impl Value {
             Value::Hash(h) => h.is_empty(),
             Value::Set(s) => s.is_empty(),
             Value::ZSet(z) => z.is_empty(),
+            // An empty stream stays (its last ID matters).
+            Value::Stream(_) => false,
         }
     }
 }

@@ -235,6 +235,108 @@ pub fn template(name: &str, g: &mut Gen) -> Option<Line> {
             };
             args!["SETRANGE", g.key('s'), g.n(0..20), v]
         }
+        // --- HyperLogLog (sketches in the string pool)
+        "pfadd" => {
+            let mut l = args!["PFADD", g.key('s')];
+            l.extend(g.members(4).into_iter().map(String::into_bytes));
+            l
+        }
+        "pfmerge" => {
+            let mut l = args!["PFMERGE", g.key('s')];
+            l.extend(g.keys('s', 3).into_iter().map(String::into_bytes));
+            l
+        }
+        "pfdebug" => {
+            let sub = g.pick(&["TODENSE", "GETREG", "ENCODING"]);
+            args!["PFDEBUG", sub, g.key('s')]
+        }
+        // --- geo (indexes in the sorted-set pool)
+        "geoadd" => {
+            let mut l = args!["GEOADD", g.key('z')];
+            let flags: &[&str] = g.pick(&[&[][..], &["NX"], &["XX", "CH"], &["CH"]]);
+            l.extend(flags.iter().map(|f| f.as_bytes().to_vec()));
+            for _ in 0..g.n(1..4) {
+                let (lon, lat) = (g.n(-20..20) as f64 * 0.7, g.n(-20..20) as f64 * 0.4);
+                l.extend(args![lon, lat, g.member()]);
+            }
+            l
+        }
+        "georadius" | "georadiusbymember" => {
+            let mut l = args![name.to_uppercase(), g.key('z')];
+            if name == "georadius" {
+                l.extend(args![g.n(-10..10), g.n(-10..10)]);
+            } else {
+                l.extend(args![g.member()]);
+            }
+            l.extend(args![g.n(0..3000), "km"]);
+            if g.chance(0.5) {
+                l.extend(args!["COUNT", g.n(1..4)]);
+            }
+            let store = g.pick(&["STORE", "STOREDIST"]);
+            l.extend(args![store, g.key('z')]);
+            l
+        }
+        "geosearchstore" => {
+            let mut l = args!["GEOSEARCHSTORE", g.key('z'), g.key('z')];
+            if g.chance(0.5) {
+                l.extend(args!["FROMMEMBER", g.member()]);
+            } else {
+                l.extend(args!["FROMLONLAT", g.n(-10..10), g.n(-10..10)]);
+            }
+            if g.chance(0.5) {
+                l.extend(args!["BYRADIUS", g.n(0..3000), "km"]);
+            } else {
+                l.extend(args!["BYBOX", g.n(0..3000), g.n(0..3000), "km"]);
+            }
+            if g.chance(0.3) {
+                l.extend(args!["STOREDIST"]);
+            }
+            l
+        }
+        // --- streams (pool 'q')
+        "xadd" => {
+            let mut l = args!["XADD", g.key('q')];
+            if g.chance(0.1) {
+                l.extend(args!["NOMKSTREAM"]);
+            }
+            if g.chance(0.3) {
+                let approx = g.pick(&["~", "="]);
+                if g.chance(0.5) {
+                    l.extend(args!["MAXLEN", approx, g.n(0..20)]);
+                } else {
+                    l.extend(args!["MINID", approx, g.n(0..40)]);
+                }
+            }
+            if g.deterministic || g.chance(0.95) {
+                l.extend(args![format!("{}-*", g.n(1..40))]);
+            } else {
+                l.extend(args!["*"]);
+            }
+            for _ in 0..g.n(1..3) {
+                l.extend(args![g.member(), g.value()]);
+            }
+            l
+        }
+        "xdel" => {
+            let mut l = args!["XDEL", g.key('q')];
+            for _ in 0..g.n(1..3) {
+                l.extend(args![format!("{}-{}", g.n(30..40), g.n(0..4))]);
+            }
+            l
+        }
+        "xtrim" => {
+            let approx = g.pick(&["~", "="]);
+            if g.chance(0.5) {
+                args!["XTRIM", g.key('q'), "MAXLEN", approx, g.n(0..20)]
+            } else {
+                args!["XTRIM", g.key('q'), "MINID", approx, g.n(0..40)]
+            }
+        }
+        "xsetid" => args![
+            "XSETID",
+            g.key('q'),
+            format!("{}-{}", g.n(30..60), g.n(0..3))
+        ],
         // --- bitmaps
         "setbit" => args!["SETBIT", g.key('s'), g.n(0..100), g.n(0..2)],
         "bitop" => {
@@ -780,6 +882,27 @@ pub fn canonical(v: &Value) -> Vec<u8> {
                 .collect(),
             false,
         ),
+        Value::Stream(x) => {
+            use lattice::keyspace::stream::StreamId;
+            let mut items: Vec<Vec<u8>> = x
+                .range(StreamId::MIN, StreamId::MAX, false)
+                .map(|(id, f)| {
+                    [
+                        id.text().into_bytes(),
+                        f.items().collect::<Vec<_>>().join(&b"="[..]),
+                    ]
+                    .concat()
+                })
+                .collect();
+            let meta = format!(
+                "{} {} {}",
+                x.last_id.text(),
+                x.entries_added,
+                x.max_deleted.text()
+            );
+            items.push(meta.into_bytes());
+            join(items, false)
+        }
     }
 }
 

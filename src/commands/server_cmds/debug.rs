@@ -16,6 +16,7 @@ use super::super::{flags::*, CmdError, CmdResult, Command, Ctx};
 use super::reply_help;
 use super::sha1::{hex, sha1};
 use crate::core::admin::Reload;
+use crate::keyspace::stream::StreamId;
 use crate::keyspace::{Entry, Value};
 use crate::protocol::Args;
 
@@ -379,6 +380,10 @@ fn serialized_len(v: &Value) -> usize {
         Value::Set(st) => return st.iter().map(|e| e.len() + 1).sum::<usize>() + 1,
         Value::Hash(h) => return h.iter().map(|(f, v)| f.len() + v.len() + 2).sum::<usize>() + 1,
         Value::ZSet(z) => return z.iter().map(|(m, _)| m.len() + 9).sum::<usize>() + 1,
+        Value::Stream(x) => {
+            let nodes = crate::persistence::rdb::stream::node_blobs(x);
+            return nodes.iter().map(|(_, lp)| lp.len() + 19).sum::<usize>() + 12;
+        }
     };
     if let crate::keyspace::StrValue::Int(n) = s {
         return if (-128..=127).contains(n) {
@@ -443,6 +448,7 @@ fn mix_object(d: &mut [u8; 20], e: &Entry) {
         Value::Set(_) => 2,
         Value::ZSet(_) => 3,
         Value::Hash(_) => 4,
+        Value::Stream(_) => 6,
     };
     mix(d, &type_code.to_be_bytes());
     match &e.value {
@@ -465,6 +471,13 @@ fn mix_object(d: &mut [u8; 20], e: &Entry) {
                 mix(&mut ele, m);
                 mix(&mut ele, crate::protocol::format_double(score).as_bytes());
                 xor(d, &ele);
+            }
+        }
+        // Ordered: each entry's "ms.seq", then its fields and values.
+        Value::Stream(x) => {
+            for (id, f) in x.range(StreamId::MIN, StreamId::MAX, false) {
+                mix(d, format!("{}.{}", id.ms, id.seq).as_bytes());
+                f.items().for_each(|b| mix(d, b));
             }
         }
     }

@@ -29,6 +29,61 @@ use crate::{log_notice, log_warning};
 /// Elements per command in a rewritten collection (AOF_REWRITE_ITEMS_PER_CMD).
 const ITEMS_PER_CMD: usize = 64;
 
+/// A stream as Redis's rewriteStreamObject writes it: an XADD per entry
+/// (an empty stream: one XADD trimmed away by MAXLEN 0), then XSETID with
+/// its last ID, entries added and largest deleted ID.
+fn stream_commands(
+    out: &mut Vec<u8>,
+    key: &[u8],
+    x: &crate::keyspace::stream::StreamValue,
+    stamp: Option<u64>,
+) {
+    use crate::keyspace::stream::StreamId;
+    let note = |out: &mut Vec<u8>| {
+        if let Some(s) = stamp {
+            super::writer::write_stamp(out, s);
+        }
+    };
+    for (id, f) in x.range(StreamId::MIN, StreamId::MAX, false) {
+        let id = id.text();
+        let mut argv: Vec<&[u8]> = vec![b"XADD", key, id.as_bytes()];
+        argv.extend(f.items());
+        note(out);
+        resp::command(out, &argv);
+    }
+    let last = x.last_id.text();
+    if x.is_empty() {
+        note(out);
+        resp::command(
+            out,
+            &[
+                &b"XADD"[..],
+                key,
+                b"MAXLEN",
+                b"0",
+                last.as_bytes(),
+                b"x",
+                b"y",
+            ],
+        );
+    }
+    let added = x.entries_added.to_string();
+    let del = x.max_deleted.text();
+    note(out);
+    resp::command(
+        out,
+        &[
+            &b"XSETID"[..],
+            key,
+            last.as_bytes(),
+            b"ENTRIESADDED",
+            added.as_bytes(),
+            b"MAXDELETEDID",
+            del.as_bytes(),
+        ],
+    );
+}
+
 /// Appends the commands that rebuild `e`: SET, or RPUSH / HMSET / SADD /
 /// ZADD in batches of 64 elements, then PEXPIREAT for a TTL; with a
 /// `stamp` (active replication), each after its stamp annotation.
@@ -59,6 +114,7 @@ pub fn encode_entry_commands(out: &mut Vec<u8>, e: &Entry, stamp: Option<u64>) {
                 f(&[field, v]);
             }
         }),
+        Value::Stream(x) => stream_commands(out, key, x, stamp),
         Value::ZSet(z) => batched(out, (b"ZADD", stamp), key, z.len(), 2, |f| {
             for (m, score) in z.iter() {
                 let s = crate::protocol::format_double(score);

@@ -280,9 +280,10 @@ fn read_value<R: Read>(
             let blob = s.string()?;
             packed_value(&blob, t, lim).map_err(|e| integrity(t, e))?
         }
-        types::STREAM_LISTPACKS | types::STREAM_LISTPACKS_2 | types::STREAM_LISTPACKS_3 => {
+        types::STREAM_LISTPACKS | types::STREAM_LISTPACKS_2 => return stream(s, t, key).map(Some),
+        types::STREAM_LISTPACKS_3 => {
             return Err(RdbError::Unsupported(format!(
-                "key '{}' is a stream, which this server cannot load",
+                "key '{}' is a stream of Redis 7.2's format, which this server cannot load",
                 String::from_utf8_lossy(key)
             )))
         }
@@ -295,6 +296,50 @@ fn read_value<R: Read>(
         _ => return Err(corrupt(format!("unknown RDB value type {t}"))),
     };
     Ok((!v.is_empty_collection()).then_some(v))
+}
+
+/// A stream (types 15 and 19, `rdb/stream.rs`): its nodes, then its
+/// metadata; one with consumer groups is refused (not built yet).
+fn stream<R: Read>(s: &mut Src<R>, t: u8, key: &[u8]) -> Result<Value, RdbError> {
+    use super::stream::{node_key, parse_node};
+    use crate::keyspace::stream::{StreamId, StreamValue};
+    let mut x = StreamValue::default();
+    let mut last_seen = None;
+    for _ in 0..s.count()? {
+        let master = node_key(&s.string()?)?;
+        let els = super::packed::listpack(&s.string()?).map_err(|e| integrity(t, e))?;
+        let entries = parse_node(master, &els)?;
+        if entries.is_empty() {
+            return Err(corrupt("Empty listpack inside stream"));
+        }
+        if entries[0].0 < master || last_seen.is_some_and(|l| entries[0].0 <= l) {
+            return Err(corrupt("Stream node IDs out of order"));
+        }
+        last_seen = entries.last().map(|e| e.0);
+        x.load_node(master, entries);
+    }
+    let length = s.len()?;
+    let mut id = || -> Result<StreamId, RdbError> { Ok(StreamId::new(s.len()?, s.len()?)) };
+    x.last_id = id()?;
+    if t == types::STREAM_LISTPACKS_2 {
+        let _first = id()?;
+        x.max_deleted = id()?;
+        x.entries_added = s.len()?;
+    } else {
+        x.entries_added = length;
+    }
+    if length != x.len() as u64 || last_seen.is_some_and(|l| l > x.last_id) {
+        return Err(corrupt(
+            "Stream length or last ID inconsistent with its entries",
+        ));
+    }
+    if s.len()? != 0 {
+        return Err(RdbError::Unsupported(format!(
+            "key '{}' is a stream with consumer groups, which this server cannot load yet",
+            String::from_utf8_lossy(key)
+        )));
+    }
+    Ok(Value::Stream(Box::new(x)))
 }
 
 /// A malformed packed blob, worded as Redis's rdbLoadObject reports it

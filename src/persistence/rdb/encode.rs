@@ -24,6 +24,7 @@ use super::{len, opcode, types, AUX_VERSIONS, CRC64, QUICKLIST_NODE_PACKED, RDB_
 use crate::keyspace::hash::HashValue;
 use crate::keyspace::list::ListValue;
 use crate::keyspace::set::SetValue;
+use crate::keyspace::stream::StreamValue;
 use crate::keyspace::zset::ZSetValue;
 use crate::keyspace::{Entry, StrValue, Value};
 use crate::protocol::format_double;
@@ -274,6 +275,7 @@ pub fn type_of(value: &Value) -> u8 {
         Value::Set(_) => types::SET,
         Value::ZSet(z) if z.is_compact() => types::ZSET_LISTPACK,
         Value::ZSet(_) => types::ZSET_2,
+        Value::Stream(_) => types::STREAM_LISTPACKS_2,
     }
 }
 
@@ -380,7 +382,26 @@ fn encode_value_body(out: &mut Vec<u8>, value: &Value, compress: bool) {
         Value::Hash(h) => write_hash(out, h, compress),
         Value::Set(s) => write_set(out, s, compress),
         Value::ZSet(z) => write_zset(out, z, compress),
+        Value::Stream(x) => write_stream(out, x, compress),
     }
+}
+
+/// A stream as Redis 7.0 writes it (`rdb/stream.rs` builds the nodes);
+/// no consumer groups.
+fn write_stream(out: &mut Vec<u8>, x: &StreamValue, compress: bool) {
+    let nodes = super::stream::node_blobs(x);
+    write_len(out, nodes.len() as u64);
+    for (k, lp) in nodes {
+        write_string(out, &k, compress);
+        write_string(out, &lp, compress);
+    }
+    let (last, first, del) = (x.last_id, x.first_id(), x.max_deleted);
+    write_len(out, x.len() as u64);
+    for n in [last.ms, last.seq, first.ms, first.seq, del.ms, del.seq] {
+        write_len(out, n);
+    }
+    write_len(out, x.entries_added);
+    write_len(out, 0);
 }
 
 /// Several key records preceded by the aux field carrying their versions.

@@ -23,6 +23,7 @@
 //! files with the same keys.
 
 pub mod encode;
+pub mod stream;
 
 /// Version we write.
 pub const RDB_VERSION: u16 = 10;

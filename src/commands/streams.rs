@@ -1,0 +1,864 @@
+//! Stream commands (Redis's t_stream.c), without consumer groups yet:
+//! XADD XLEN XRANGE XREVRANGE XDEL XTRIM XSETID XREAD (with BLOCK). The
+//! value is `keyspace/stream.rs`.
+//!
+//! Parsing follows Redis's order and errors (XADD's options, then its ID
+//! and fields, then the key; XDEL's IDs before its key). XADD propagates
+//! with the ID it gave the entry, and an approximate trim (`~`) as the
+//! exact one it came to (`=` and the length or first ID left), as Redis
+//! rewrites them, so replicas and the AOF hold the same entries; a
+//! replayed trim ignores LIMIT, as Redis obeys its master. A blocked XREAD
+//! re-runs with `$` replaced by the IDs it stood for when it blocked.
+
+use std::sync::atomic::Ordering::Relaxed;
+
+use super::blocking::may_block;
+use super::keyspec::KeySpec;
+use super::util::{arg_i64, eq_ic};
+use super::{flags::*, CmdError, CmdResult, Command, Ctx};
+use crate::core::notify::class;
+use crate::keyspace::stream::{Fields, StreamId, StreamValue, Trim};
+use crate::keyspace::{Entry, Value};
+use crate::protocol::{parse_i64, Args, ReplyBuf};
+
+pub static COMMANDS: &[Command] = crate::commands::command_table! {
+    family(group = "stream", acl = "stream"),
+    cmd("xadd", -5, WRITE | DENYOOM | FAST, xadd)
+        .doc("5.0.0", "Appends a new entry to a stream")
+        .complexity("O(1) when adding a new entry, O(N) when trimming where N being the number of entries evicted.")
+        .keys(1, 1, 1)
+        .key_specs(&[KeySpec::at(1, &["RW", "update"])
+            .notes("UPDATE instead of INSERT because of the optional trimming feature")])
+        .tips(&["nondeterministic_output"]),
+    cmd("xlen", 2, READONLY | FAST, xlen)
+        .doc("5.0.0", "Return the number of entries in a stream")
+        .keys(1, 1, 1)
+        .key_specs(&[KeySpec::at(1, &["RO"])]),
+    cmd("xrange", -4, READONLY, xrange)
+        .doc("5.0.0", "Return a range of elements in a stream, with IDs matching the specified IDs interval")
+        .complexity("O(N) with N being the number of elements being returned. If N is constant (e.g. always asking for the first 10 elements with COUNT), you can consider it O(1).")
+        .keys(1, 1, 1),
+    cmd("xrevrange", -4, READONLY, xrevrange)
+        .doc("5.0.0", "Return a range of elements in a stream, with IDs matching the specified IDs interval, in reverse order (from greater to smaller IDs) compared to XRANGE")
+        .complexity("O(N) with N being the number of elements returned. If N is constant (e.g. always asking for the first 10 elements with COUNT), you can consider it O(1).")
+        .keys(1, 1, 1),
+    cmd("xdel", -3, WRITE | FAST, xdel)
+        .doc("5.0.0", "Removes the specified entries from the stream. Returns the number of items actually deleted, that may be different from the number of IDs passed in case certain IDs do not exist.")
+        .complexity("O(1) for each single item to delete in the stream, regardless of the stream size.")
+        .keys(1, 1, 1)
+        .key_specs(&[KeySpec::at(1, &["RW", "delete"])]),
+    cmd("xtrim", -4, WRITE, xtrim)
+        .doc("5.0.0", "Trims the stream to (approximately if '~' is passed) a certain size")
+        .complexity("O(N), with N being the number of evicted entries. Constant times are very small however, since entries are organized in macro nodes containing multiple entries that can be released with a single deallocation.")
+        .keys(1, 1, 1)
+        .key_specs(&[KeySpec::at(1, &["RW", "delete"])])
+        .tips(&["nondeterministic_output"]),
+    cmd("xsetid", -3, WRITE | DENYOOM | FAST, xsetid)
+        .doc("5.0.0", "An internal command for replicating stream values")
+        .keys(1, 1, 1)
+        .key_specs(&[KeySpec::at(1, &["RW", "update"])]),
+    cmd("xread", -4, READONLY | BLOCKING, xread)
+        .doc("5.0.0", "Return never seen elements in multiple streams, with IDs greater than the ones reported by the caller for each stream. Can block.")
+        .complexity("For each stream mentioned: O(N) with N being the number of elements being returned, it means that XREAD-ing with a fixed COUNT is O(1). Note that when the BLOCK option is used, XADD will pay O(M) time in order to serve the M clients blocked on the stream getting new data.")
+        .keys(0, 0, 0)
+        .keys_fn(xread_keys)
+        .key_specs(&[KeySpec::keyword("STREAMS", 1, &["RO", "access"]).range(-1, 1, 2)]),
+    container("xinfo", -2, xinfo_parent)
+        .doc("5.0.0", "A container for stream introspection commands")
+        .complexity("Depends on subcommand.")
+        .subs(XINFO_SUBS),
+};
+
+static XINFO_SUBS: &[Command] = crate::commands::command_table! {
+    family(group = "stream", acl = "stream"),
+    cmd("stream", -3, READONLY, xinfo_stream)
+        .doc("5.0.0", "Get information about a stream")
+        .keys(2, 2, 1),
+    cmd("groups", 3, READONLY, xinfo_groups)
+        .doc("5.0.0", "List the consumer groups of a stream")
+        .keys(2, 2, 1),
+    cmd("consumers", 4, READONLY, xinfo_consumers)
+        .doc("5.0.0", "List the consumers in a consumer group")
+        .keys(2, 2, 1)
+        .tips(&["nondeterministic_output"]),
+    cmd("help", 2, LOADING | STALE, xinfo_help)
+        .doc("5.0.0", "Show helpful text about the different subcommands"),
+};
+
+fn invalid_id() -> CmdError {
+    CmdError::err("Invalid stream ID specified as stream command argument")
+}
+
+/// Redis's string2ull: a canonical non-negative integer, or what strtoull
+/// takes whole (leading blanks, a '+').
+fn parse_u64(a: &[u8]) -> Option<u64> {
+    if let Some(n) = parse_i64(a) {
+        return u64::try_from(n).ok();
+    }
+    let s = std::str::from_utf8(a).ok()?.trim_start();
+    let s = s.strip_prefix('+').unwrap_or(s);
+    if s.is_empty() || !s.bytes().all(|c| c.is_ascii_digit()) {
+        return None;
+    }
+    s.parse().ok()
+}
+
+/// A stream ID argument (streamGenericParseIDOrReply): `-`, `+` (unless
+/// `strict`), `ms` (seq `missing`) or `ms-seq`; with `star`, `ms-*` gives
+/// seq None.
+fn parse_id(
+    a: &[u8],
+    missing: u64,
+    strict: bool,
+    star: bool,
+) -> Result<(StreamId, bool), CmdError> {
+    if a.len() > 127 {
+        return Err(invalid_id());
+    }
+    match a {
+        b"-" | b"+" if strict => return Err(invalid_id()),
+        b"-" => return Ok((StreamId::MIN, true)),
+        b"+" => return Ok((StreamId::MAX, true)),
+        _ => {}
+    }
+    let (ms, seq) = match a.iter().position(|&c| c == b'-') {
+        Some(d) => (&a[..d], Some(&a[d + 1..])),
+        None => (a, None),
+    };
+    let ms = parse_u64(ms).ok_or_else(invalid_id)?;
+    match seq {
+        None => Ok((StreamId::new(ms, missing), true)),
+        Some(b"*") if star => Ok((StreamId::new(ms, 0), false)),
+        Some(s) => Ok((
+            StreamId::new(ms, parse_u64(s).ok_or_else(invalid_id)?),
+            true,
+        )),
+    }
+}
+
+fn strict_id(a: &[u8], missing: u64) -> Result<StreamId, CmdError> {
+    parse_id(a, missing, true, false).map(|r| r.0)
+}
+
+fn stream_of(v: &Value) -> &StreamValue {
+    match v {
+        Value::Stream(s) => s,
+        _ => unreachable!("type checked"),
+    }
+}
+
+fn stream_mut(v: &mut Value) -> &mut StreamValue {
+    match v {
+        Value::Stream(s) => s,
+        _ => unreachable!("type checked"),
+    }
+}
+
+/// The stream at `key`; WRONGTYPE if it holds another type.
+fn get_stream<'e>(
+    l: &'e mut super::access::Locked,
+    key: &[u8],
+) -> Result<Option<&'e mut Entry>, CmdError> {
+    match l.entry(key) {
+        Some(e) if !matches!(e.value, Value::Stream(_)) => Err(CmdError::WrongType),
+        found => Ok(found),
+    }
+}
+
+/// XADD's and XTRIM's trimming options (streamParseAddOrTrimArgsOrReply).
+#[derive(Default)]
+struct TrimArgs {
+    how: Option<Trim>,
+    approx: bool,
+    limit: usize,
+    /// The index of the threshold argument.
+    arg: usize,
+    nomkstream: bool,
+    /// XADD's ID: the ID and whether its seq was given.
+    id: Option<(StreamId, bool)>,
+}
+
+/// Parses from index 2; returns where XADD's ID is (or the end).
+fn parse_trim(ctx: &Ctx, args: Args, xadd: bool) -> Result<(TrimArgs, usize), CmdError> {
+    let mut t = TrimArgs::default();
+    let mut limit: Option<i64> = None;
+    let mut i = 2;
+    while i < args.len() {
+        let more = args.len() - 1 - i;
+        let a = args.get(i);
+        if xadd && a == b"*" {
+            break;
+        } else if (eq_ic(a, "maxlen") || eq_ic(a, "minid")) && more > 0 {
+            if t.how.is_some() {
+                return Err(CmdError::err(
+                    "syntax error, MAXLEN and MINID options at the same time are not compatible",
+                ));
+            }
+            let next = args.get(i + 1);
+            t.approx = false;
+            if more >= 2 && (next == b"~" || next == b"=") {
+                t.approx = next == b"~";
+                i += 1;
+            }
+            let v = args.get(i + 1);
+            t.how = Some(if eq_ic(a, "maxlen") {
+                let n = arg_i64(v)?;
+                if n < 0 {
+                    return Err(CmdError::err("The MAXLEN argument must be >= 0."));
+                }
+                Trim::MaxLen(n as u64)
+            } else {
+                Trim::MinId(strict_id(v, 0)?)
+            });
+            i += 1;
+            t.arg = i;
+        } else if eq_ic(a, "limit") && more > 0 {
+            let n = arg_i64(args.get(i + 1))?;
+            if n < 0 {
+                return Err(CmdError::err("The LIMIT argument must be >= 0."));
+            }
+            limit = Some(n);
+            i += 1;
+        } else if xadd && eq_ic(a, "nomkstream") {
+            t.nomkstream = true;
+        } else if xadd {
+            t.id = Some(parse_id(a, 0, true, true)?);
+            break;
+        } else {
+            return Err(CmdError::Syntax);
+        }
+        i += 1;
+    }
+    if limit.is_some_and(|l| l > 0) && t.how.is_none() {
+        return Err(CmdError::err(
+            "syntax error, LIMIT cannot be used without specifying a trimming strategy",
+        ));
+    }
+    if !xadd && t.how.is_none() {
+        return Err(CmdError::err(
+            "syntax error, XTRIM must be called with a trimming strategy",
+        ));
+    }
+    if ctx.replay_version.is_some() {
+        t.limit = 0;
+    } else if let Some(l) = limit {
+        if !t.approx {
+            return Err(CmdError::err(
+                "syntax error, LIMIT cannot be used without the special ~ option",
+            ));
+        }
+        t.limit = l as usize;
+    } else if t.approx {
+        let per_node = node_limits(ctx).1;
+        t.limit = (100 * per_node).clamp(1, 10_000);
+        if per_node == 0 {
+            t.limit = 10_000;
+        }
+    }
+    Ok((t, i))
+}
+
+/// The argv to propagate after an approximate trim: `=` and the exact
+/// threshold reached (streamRewriteApproxSpecifier / TrimArgument).
+fn rewrite_trim(argv: &mut [Vec<u8>], t: &TrimArgs, s: &StreamValue) {
+    if !t.approx {
+        return;
+    }
+    argv[t.arg - 1] = b"=".to_vec();
+    argv[t.arg] = match t.how {
+        Some(Trim::MaxLen(_)) => s.len().to_string().into_bytes(),
+        // streamGetEdgeID: an empty stream's first edge is the largest ID.
+        _ => s.first().map_or(StreamId::MAX, |e| e.0).text().into_bytes(),
+    };
+}
+
+/// The ID XADD gives the new entry (streamAppendItem's rules).
+fn next_id(
+    s: &StreamValue,
+    given: Option<(StreamId, bool)>,
+    now_ms: u64,
+) -> Result<StreamId, CmdError> {
+    let smaller = || {
+        CmdError::err(
+            "The ID specified in XADD is equal or smaller than the target stream top item",
+        )
+    };
+    let last = s.last_id;
+    let id = match given {
+        Some((id, true)) => id,
+        Some((id, false)) if id.ms == last.ms => {
+            if last.seq == u64::MAX {
+                return Err(smaller());
+            }
+            StreamId::new(id.ms, last.seq + 1)
+        }
+        Some((id, false)) => id,
+        None if now_ms > last.ms => StreamId::new(now_ms, 0),
+        None => last.next().ok_or_else(smaller)?,
+    };
+    if id <= last {
+        return Err(smaller());
+    }
+    Ok(id)
+}
+
+fn xadd(ctx: &mut Ctx, args: Args) -> CmdResult {
+    let (t, idpos) = parse_trim(ctx, args, true)?;
+    let fields = idpos + 1;
+    if args.len() < fields + 2 || !(args.len() - fields).is_multiple_of(2) {
+        return Err(CmdError::WrongArity("xadd".into()));
+    }
+    if t.id.is_some_and(|(id, seq)| seq && id == StreamId::MIN) {
+        return Err(CmdError::err(
+            "The ID specified in XADD must be greater than 0-0",
+        ));
+    }
+    let key = args.get(1);
+    let (max_bytes, max_entries) = node_limits(ctx);
+    let mut l = ctx.open(key);
+    let created = match get_stream(&mut l, key)? {
+        Some(_) => false,
+        None if t.nomkstream => {
+            ctx.out.null();
+            return Ok(());
+        }
+        None => {
+            l.put(key, Value::Stream(Box::default()), 0, 0);
+            true
+        }
+    };
+    let e = l.entry(key).expect("present");
+    let s = stream_mut(&mut e.value);
+    if s.last_id == StreamId::MAX {
+        return Err(CmdError::err(
+            "The stream has exhausted the last possible ID, unable to add more items",
+        ));
+    }
+    let id = match next_id(s, t.id, ctx.now_ms) {
+        Ok(id) => id,
+        Err(err) => {
+            if created {
+                l.remove(key);
+            }
+            return Err(err);
+        }
+    };
+    s.append(
+        id,
+        Fields::pack(args.iter().skip(fields)),
+        max_bytes,
+        max_entries,
+    );
+    let text = id.text();
+    ctx.out.bulk(text.as_bytes());
+    let mut argv: Vec<Vec<u8>> = args.iter().map(|a| a.to_vec()).collect();
+    argv[idpos] = text.into_bytes();
+    let trimmed = t.how.is_some_and(|how| s.trim(how, t.approx, t.limit) > 0);
+    rewrite_trim(&mut argv, &t, s);
+    e.version = if created {
+        ctx.new_version()
+    } else {
+        ctx.version_after(e.version)
+    };
+    let refs: Vec<&[u8]> = argv.iter().map(|a| &a[..]).collect();
+    ctx.propagate(e.version, &refs);
+    ctx.notify(class::STREAM, "xadd", key);
+    if trimmed {
+        ctx.notify(class::STREAM, "xtrim", key);
+    }
+    ctx.signal_ready(ctx.db(), key);
+    Ok(())
+}
+
+fn xlen(ctx: &mut Ctx, args: Args) -> CmdResult {
+    let key = args.get(1);
+    let mut l = ctx.open(key);
+    let n = get_stream(&mut l, key)?.map_or(0, |e| stream_of(&e.value).len());
+    ctx.out.int(n as i64);
+    Ok(())
+}
+
+/// One entry: [id, [field, value, ...]].
+fn reply_entry(out: &mut ReplyBuf, id: StreamId, f: &Fields) {
+    out.array(2);
+    out.bulk(id.text().as_bytes());
+    out.array(f.count());
+    for it in f.items() {
+        out.bulk(it);
+    }
+}
+
+/// An XRANGE bound: `(` makes it exclusive (streamParseIntervalIdOrReply).
+fn interval(a: &[u8], missing: u64) -> Result<(StreamId, bool), CmdError> {
+    if a.len() > 1 && a[0] == b'(' {
+        Ok((strict_id(&a[1..], missing)?, true))
+    } else {
+        Ok((parse_id(a, missing, false, false)?.0, false))
+    }
+}
+
+fn range_generic(ctx: &mut Ctx, args: Args, rev: bool) -> CmdResult {
+    let (lo, hi) = if rev { (3, 2) } else { (2, 3) };
+    let (mut start, ex) = interval(args.get(lo), 0)?;
+    if ex {
+        start = start
+            .next()
+            .ok_or_else(|| CmdError::err("invalid start ID for the interval"))?;
+    }
+    let (mut end, ex) = interval(args.get(hi), u64::MAX)?;
+    if ex {
+        end = end
+            .prev()
+            .ok_or_else(|| CmdError::err("invalid end ID for the interval"))?;
+    }
+    let mut count: i64 = -1;
+    let mut j = 4;
+    while j < args.len() {
+        if eq_ic(args.get(j), "count") && j + 1 < args.len() {
+            count = arg_i64(args.get(j + 1))?.max(0);
+            j += 2;
+        } else {
+            return Err(CmdError::Syntax);
+        }
+    }
+    let key = args.get(1);
+    let mut l = ctx.open(key);
+    let Some(e) = get_stream(&mut l, key)? else {
+        ctx.out.array(0);
+        return Ok(());
+    };
+    if count == 0 {
+        ctx.out.null_array();
+        return Ok(());
+    }
+    let s = stream_of(&e.value);
+    let take = if count < 0 {
+        usize::MAX
+    } else {
+        count as usize
+    };
+    let items: Vec<_> = s.range(start, end, rev).take(take).collect();
+    ctx.out.array(items.len());
+    for (id, f) in items {
+        reply_entry(ctx.out, id, f);
+    }
+    Ok(())
+}
+
+fn xrange(ctx: &mut Ctx, args: Args) -> CmdResult {
+    range_generic(ctx, args, false)
+}
+
+fn xrevrange(ctx: &mut Ctx, args: Args) -> CmdResult {
+    range_generic(ctx, args, true)
+}
+
+fn xdel(ctx: &mut Ctx, args: Args) -> CmdResult {
+    let ids = args
+        .iter()
+        .skip(2)
+        .map(|a| strict_id(a, 0))
+        .collect::<Result<Vec<_>, _>>()?;
+    let key = args.get(1);
+    let mut l = ctx.open(key);
+    let Some(e) = get_stream(&mut l, key)? else {
+        ctx.out.int(0);
+        return Ok(());
+    };
+    let s = stream_mut(&mut e.value);
+    let mut deleted = 0;
+    for id in ids {
+        if s.delete(id) {
+            deleted += 1;
+            s.max_deleted = s.max_deleted.max(id);
+        }
+    }
+    if deleted > 0 {
+        e.version = ctx.version_after(e.version);
+        let argv: Vec<&[u8]> = args.iter().collect();
+        ctx.propagate(e.version, &argv);
+        ctx.notify(class::STREAM, "xdel", key);
+    }
+    ctx.out.int(deleted);
+    Ok(())
+}
+
+fn xtrim(ctx: &mut Ctx, args: Args) -> CmdResult {
+    let (t, _) = parse_trim(ctx, args, false)?;
+    let key = args.get(1);
+    let mut l = ctx.open(key);
+    let Some(e) = get_stream(&mut l, key)? else {
+        ctx.out.int(0);
+        return Ok(());
+    };
+    let s = stream_mut(&mut e.value);
+    let n = s.trim(t.how.expect("checked"), t.approx, t.limit);
+    if n > 0 {
+        let mut argv: Vec<Vec<u8>> = args.iter().map(|a| a.to_vec()).collect();
+        rewrite_trim(&mut argv, &t, s);
+        e.version = ctx.version_after(e.version);
+        let refs: Vec<&[u8]> = argv.iter().map(|a| &a[..]).collect();
+        ctx.propagate(e.version, &refs);
+        ctx.notify(class::STREAM, "xtrim", key);
+    }
+    ctx.out.int(n as i64);
+    Ok(())
+}
+
+fn xsetid(ctx: &mut Ctx, args: Args) -> CmdResult {
+    let id = strict_id(args.get(2), 0)?;
+    let (mut added, mut max_del) = (None, StreamId::MIN);
+    let mut i = 3;
+    while i < args.len() {
+        let more = args.len() - 1 - i;
+        if eq_ic(args.get(i), "entriesadded") && more > 0 {
+            let n = arg_i64(args.get(i + 1))?;
+            if n < 0 {
+                return Err(CmdError::err("entries_added must be positive"));
+            }
+            added = Some(n as u64);
+        } else if eq_ic(args.get(i), "maxdeletedid") && more > 0 {
+            max_del = strict_id(args.get(i + 1), 0)?;
+            if id < max_del {
+                return Err(CmdError::err(
+                    "The ID specified in XSETID is smaller than the provided max_deleted_entry_id",
+                ));
+            }
+        } else {
+            return Err(CmdError::Syntax);
+        }
+        i += 2;
+    }
+    let key = args.get(1);
+    let mut l = ctx.open(key);
+    let Some(e) = get_stream(&mut l, key)? else {
+        return Err(CmdError::NoSuchKey);
+    };
+    let s = stream_mut(&mut e.value);
+    if id < s.max_deleted {
+        return Err(CmdError::err(
+            "The ID specified in XSETID is smaller than current max_deleted_entry_id",
+        ));
+    }
+    if let Some((top, _)) = s.last() {
+        if id < top {
+            return Err(CmdError::err(
+                "The ID specified in XSETID is smaller than the target stream top item",
+            ));
+        }
+        if added.is_some_and(|a| (s.len() as u64) > a) {
+            return Err(CmdError::err(
+                "The entries_added specified in XSETID is smaller than the target stream length",
+            ));
+        }
+    }
+    s.last_id = id;
+    if let Some(a) = added {
+        s.entries_added = a;
+    }
+    if max_del != StreamId::MIN {
+        s.max_deleted = max_del;
+    }
+    e.version = ctx.version_after(e.version);
+    let argv: Vec<&[u8]> = args.iter().collect();
+    ctx.propagate(e.version, &argv);
+    ctx.notify(class::STREAM, "xsetid", key);
+    ctx.out.ok();
+    Ok(())
+}
+
+// ---------------------------------------------------------------- XREAD
+
+/// XREAD's keys: the first half of what follows STREAMS.
+fn xread_keys(args: Args) -> Vec<usize> {
+    let Some(at) = (1..args.len()).find(|&i| eq_ic(args.get(i), "streams")) else {
+        return vec![];
+    };
+    let n = (args.len() - at - 1) / 2;
+    (at + 1..at + 1 + n).collect()
+}
+
+struct ReadArgs {
+    count: usize,
+    /// Unix ms deadline (0: forever) if BLOCK was given.
+    block: Option<u64>,
+    /// Index of the first key.
+    streams: usize,
+    n: usize,
+}
+
+fn parse_read(ctx: &Ctx, args: Args) -> Result<ReadArgs, CmdError> {
+    let mut r = ReadArgs {
+        count: 0,
+        block: None,
+        streams: 0,
+        n: 0,
+    };
+    let mut i = 1;
+    while i < args.len() {
+        let more = args.len() - 1 - i;
+        let a = args.get(i);
+        if eq_ic(a, "block") && more > 0 {
+            if ctx.client.in_script {
+                let name = String::from_utf8_lossy(args.get(0)).into_owned();
+                return Err(CmdError::err(format!(
+                    "{name} command is not allowed with BLOCK option from scripts"
+                )));
+            }
+            let ms = parse_i64(args.get(i + 1))
+                .ok_or_else(|| CmdError::err("timeout is not an integer or out of range"))?;
+            if ms < 0 {
+                return Err(CmdError::err("timeout is negative"));
+            }
+            r.block = Some(if ms == 0 { 0 } else { ctx.now_ms + ms as u64 });
+            i += 1;
+        } else if eq_ic(a, "count") && more > 0 {
+            r.count = arg_i64(args.get(i + 1))?.max(0) as usize;
+            i += 1;
+        } else if eq_ic(a, "streams") && more > 0 {
+            r.streams = i + 1;
+            let rest = args.len() - r.streams;
+            if !rest.is_multiple_of(2) {
+                return Err(CmdError::err("Unbalanced XREAD list of streams: for each stream key an ID or '$' must be specified."));
+            }
+            r.n = rest / 2;
+            break;
+        } else if eq_ic(a, "group") && more >= 2 {
+            return Err(CmdError::err(
+                "The GROUP option is only supported by XREADGROUP. You called XREAD instead.",
+            ));
+        } else if eq_ic(a, "noack") {
+            return Err(CmdError::err(
+                "The NOACK option is only supported by XREADGROUP. You called XREAD instead.",
+            ));
+        } else {
+            return Err(CmdError::Syntax);
+        }
+        i += 1;
+    }
+    if r.streams == 0 {
+        return Err(CmdError::Syntax);
+    }
+    Ok(r)
+}
+
+fn xread(ctx: &mut Ctx, args: Args) -> CmdResult {
+    let r = parse_read(ctx, args)?;
+    let keys: Vec<&[u8]> = (0..r.n).map(|k| args.get(r.streams + k)).collect();
+    // Woken by a write that left another type there: not data for us
+    // (Redis serves stream readers from streams only).
+    let retry = ctx.client.block.retry.is_some();
+    let mut l = ctx.open_many(keys.iter().copied());
+    let mut after = Vec::with_capacity(r.n);
+    for (k, key) in keys.iter().enumerate() {
+        let s = match get_stream(&mut l, key) {
+            Err(_) if retry => None,
+            found => found?.map(|e| stream_of(&e.value)),
+        };
+        let a = args.get(r.streams + r.n + k);
+        after.push(match a {
+            b"$" => s.map_or(StreamId::MIN, |s| s.last_id),
+            b">" => {
+                return Err(CmdError::err("The > ID can be specified only when calling XREADGROUP using the GROUP <group> <consumer> option."))
+            }
+            _ => strict_id(a, 0)?,
+        });
+    }
+    let take = if r.count == 0 { usize::MAX } else { r.count };
+    let mut found: Vec<(usize, Vec<(StreamId, Fields)>)> = Vec::new();
+    for (k, key) in keys.iter().enumerate() {
+        let Some(Value::Stream(s)) = l.entry(key).map(|e| &e.value) else {
+            continue;
+        };
+        let Some(from) = after[k].next() else {
+            continue;
+        };
+        if s.last_id <= after[k] {
+            continue;
+        }
+        let es: Vec<_> = s
+            .range(from, StreamId::MAX, false)
+            .take(take)
+            .map(|(id, f)| (id, f.clone()))
+            .collect();
+        if !es.is_empty() {
+            found.push((k, es));
+        }
+    }
+    if !found.is_empty() {
+        reply_read(ctx.out, &keys, &found);
+        return Ok(());
+    }
+    match r.block {
+        Some(deadline) if may_block(ctx) => {
+            // Re-run with "$" as the IDs it stood for now.
+            let mut argv: Vec<Vec<u8>> = args.iter().map(|a| a.to_vec()).collect();
+            for (k, id) in after.iter().enumerate() {
+                argv[r.streams + r.n + k] = id.text().into_bytes();
+            }
+            let owned = keys.iter().map(|k| k.to_vec()).collect();
+            super::blocking::block_on_argv(ctx, argv, owned, deadline);
+        }
+        _ => ctx.out.null_array(),
+    }
+    Ok(())
+}
+
+fn reply_read(out: &mut ReplyBuf, keys: &[&[u8]], found: &[(usize, Vec<(StreamId, Fields)>)]) {
+    if out.resp >= 3 {
+        out.map(found.len());
+    } else {
+        out.array(found.len());
+    }
+    for (k, es) in found {
+        if out.resp < 3 {
+            out.array(2);
+        }
+        out.bulk(keys[*k]);
+        out.array(es.len());
+        for (id, f) in es {
+            reply_entry(out, *id, f);
+        }
+    }
+}
+
+/// `stream-node-max-bytes` and `stream-node-max-entries`.
+fn node_limits(ctx: &Ctx) -> (usize, usize) {
+    let e = &ctx.core.hot.encoding;
+    (
+        e.stream_node_max_bytes.load(Relaxed),
+        e.stream_node_max_entries.load(Relaxed),
+    )
+}
+
+// ---------------------------------------------------------------- XINFO
+
+fn xinfo_parent(_ctx: &mut Ctx, _args: Args) -> CmdResult {
+    // The dispatcher always resolves a subcommand; this is never reached.
+    Err(CmdError::WrongArity("xinfo".into()))
+}
+
+const XINFO_HELP: &[&str] = &[
+    "XINFO <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+    "CONSUMERS <key> <groupname>",
+    "    Show consumers of <groupname>.",
+    "GROUPS <key>",
+    "    Show the stream consumer groups.",
+    "STREAM <key> [FULL [COUNT <count>]",
+    "    Show information about the stream.",
+    "HELP",
+    "    Prints this help.",
+];
+
+fn xinfo_help(ctx: &mut Ctx, _args: Args) -> CmdResult {
+    ctx.out.array(XINFO_HELP.len());
+    for l in XINFO_HELP {
+        ctx.out.simple(l);
+    }
+    Ok(())
+}
+
+fn syntax_sub(args: Args) -> CmdError {
+    let sub = String::from_utf8_lossy(args.get(1)).into_owned();
+    CmdError::err(format!(
+        "unknown subcommand or wrong number of arguments for '{sub}'. Try XINFO HELP."
+    ))
+}
+
+/// The stream XINFO names; "no such key" if missing.
+fn info_stream<'e>(
+    l: &'e mut super::access::Locked,
+    key: &[u8],
+) -> Result<&'e StreamValue, CmdError> {
+    match get_stream(l, key)? {
+        Some(e) => Ok(stream_of(&e.value)),
+        None => Err(CmdError::NoSuchKey),
+    }
+}
+
+fn xinfo_stream(ctx: &mut Ctx, args: Args) -> CmdResult {
+    let full = args.len() > 3;
+    let mut count: i64 = 10;
+    if full {
+        if !eq_ic(args.get(3), "full") || args.len() == 5 || args.len() > 6 {
+            return Err(syntax_sub(args));
+        }
+        if args.len() == 6 {
+            if !eq_ic(args.get(4), "count") {
+                return Err(syntax_sub(args));
+            }
+            count = arg_i64(args.get(5))?;
+            if count < 0 {
+                count = 10;
+            }
+        }
+    }
+    let key = args.get(2);
+    let mut l = ctx.open(key);
+    let s = info_stream(&mut l, key)?;
+    let out = &mut *ctx.out;
+    out.map(if full { 9 } else { 10 });
+    let id = |out: &mut ReplyBuf, id: StreamId| out.bulk(id.text().as_bytes());
+    out.bulk(b"length");
+    out.int(s.len() as i64);
+    out.bulk(b"radix-tree-keys");
+    out.int(s.node_count() as i64);
+    out.bulk(b"radix-tree-nodes");
+    out.int(s.node_count() as i64 + 1);
+    out.bulk(b"last-generated-id");
+    id(out, s.last_id);
+    out.bulk(b"max-deleted-entry-id");
+    id(out, s.max_deleted);
+    out.bulk(b"entries-added");
+    out.int(s.entries_added as i64);
+    out.bulk(b"recorded-first-entry-id");
+    id(out, s.first_id());
+    if full {
+        out.bulk(b"entries");
+        let take = if count == 0 {
+            usize::MAX
+        } else {
+            count as usize
+        };
+        let es: Vec<_> = s
+            .range(StreamId::MIN, StreamId::MAX, false)
+            .take(take)
+            .collect();
+        out.array(es.len());
+        for (i, f) in es {
+            reply_entry(out, i, f);
+        }
+        out.bulk(b"groups");
+        out.array(0);
+        return Ok(());
+    }
+    out.bulk(b"groups");
+    out.int(0);
+    for (name, e) in [(&b"first-entry"[..], s.first()), (b"last-entry", s.last())] {
+        out.bulk(name);
+        match e {
+            Some((i, f)) => reply_entry(out, i, f),
+            None => out.null(),
+        }
+    }
+    Ok(())
+}
+
+fn xinfo_groups(ctx: &mut Ctx, args: Args) -> CmdResult {
+    let key = args.get(2);
+    let mut l = ctx.open(key);
+    info_stream(&mut l, key)?;
+    ctx.out.array(0);
+    Ok(())
+}
+
+fn xinfo_consumers(ctx: &mut Ctx, args: Args) -> CmdResult {
+    let key = args.get(2);
+    let mut l = ctx.open(key);
+    info_stream(&mut l, key)?;
+    Err(CmdError::Msg(format!(
+        "NOGROUP No such consumer group '{}' for key name '{}'",
+        String::from_utf8_lossy(args.get(3)),
+        String::from_utf8_lossy(key)
+    )))
+}

@@ -1,0 +1,171 @@
+//! Streams in the RDB (type 19, STREAM_LISTPACKS_2, what Redis 7.0 writes;
+//! type 15 read too): one listpack per node, keyed by its master ID, in
+//! t_stream.c's layout, then the stream's metadata and consumer groups.
+//!
+//! A node's listpack: the master entry (live count, deleted count, the
+//! master fields' count, the fields, a 0 terminator), then per entry its
+//! flags, ms and seq deltas from the master ID, the values alone when its
+//! fields are the master's (SAMEFIELDS) or its field count and pairs, and
+//! its element count (lp-count). We write no deleted entries, so a node we
+//! write holds only live ones. Consumer groups are not built: a stream
+//! with groups is refused at load, with the key named.
+
+use super::encode::Listpack;
+use super::RdbError;
+use crate::keyspace::stream::{Fields, StreamId, StreamValue};
+use crate::protocol::parse_i64;
+
+const FLAG_DELETED: i64 = 1;
+const FLAG_SAMEFIELDS: i64 = 2;
+
+/// One node's listpack, from its master ID and entries.
+pub fn node_listpack(master: StreamId, entries: &[(StreamId, &Fields)]) -> Vec<u8> {
+    let mut lp = Listpack::new();
+    let master_fields: Vec<&[u8]> = entries[0].1.items().step_by(2).collect();
+    lp.push_int(entries.len() as i64);
+    lp.push_int(0);
+    lp.push_int(master_fields.len() as i64);
+    for f in &master_fields {
+        lp.push(f);
+    }
+    lp.push_int(0);
+    for (id, fields) in entries {
+        let names: Vec<&[u8]> = fields.items().step_by(2).collect();
+        let same = names == master_fields;
+        lp.push_int(if same { FLAG_SAMEFIELDS } else { 0 });
+        lp.push_int(id.ms.wrapping_sub(master.ms) as i64);
+        lp.push_int(id.seq.wrapping_sub(master.seq) as i64);
+        if same {
+            for v in fields.items().skip(1).step_by(2) {
+                lp.push(v);
+            }
+        } else {
+            lp.push_int(names.len() as i64);
+            for it in fields.items() {
+                lp.push(it);
+            }
+        }
+        let n = names.len() as i64;
+        lp.push_int(if same { n + 3 } else { 2 * n + 4 });
+    }
+    lp.finish()
+}
+
+fn bad(why: &str) -> RdbError {
+    RdbError::Corrupt(format!("Stream listpack integrity check failed. ({why})"))
+}
+
+/// The entries of one node's listpack elements (deleted ones skipped),
+/// checked against the master entry's counts.
+pub fn parse_node(master: StreamId, els: &[Vec<u8>]) -> Result<Vec<(StreamId, Fields)>, RdbError> {
+    let int = |at: usize| -> Result<i64, RdbError> {
+        let e = els.get(at).ok_or_else(|| bad("truncated"))?;
+        parse_i64(e).ok_or_else(|| bad("integer expected"))
+    };
+    let (count, deleted, nf) = (int(0)?, int(1)?, int(2)?);
+    if count < 0 || deleted < 0 || nf < 0 || nf as usize > els.len() {
+        return Err(bad("bad master entry"));
+    }
+    let fields: Vec<&[u8]> = els
+        .get(3..3 + nf as usize)
+        .ok_or_else(|| bad("truncated"))?
+        .iter()
+        .map(|f| &f[..])
+        .collect();
+    let mut at = 3 + nf as usize;
+    if els.get(at).map(|e| &e[..]) != Some(b"0") {
+        return Err(bad("no master terminator"));
+    }
+    at += 1;
+    let mut out = Vec::new();
+    let (mut live, mut dead) = (0i64, 0i64);
+    while at < els.len() {
+        let (entry, next) = parse_entry(master, els, at, &fields)?;
+        at = next;
+        match entry {
+            Some(e) => {
+                if out
+                    .last()
+                    .is_some_and(|(p, _): &(StreamId, Fields)| *p >= e.0)
+                {
+                    return Err(bad("IDs not increasing"));
+                }
+                out.push(e);
+                live += 1;
+            }
+            None => dead += 1,
+        }
+    }
+    if live != count || dead != deleted {
+        return Err(bad("counts do not match the entries"));
+    }
+    Ok(out)
+}
+
+/// One entry at `at`: Some unless flagged deleted, and where the next
+/// begins.
+fn parse_entry(
+    master: StreamId,
+    els: &[Vec<u8>],
+    mut at: usize,
+    master_fields: &[&[u8]],
+) -> Result<(Option<(StreamId, Fields)>, usize), RdbError> {
+    let int = |at: &mut usize| -> Result<i64, RdbError> {
+        let e = els.get(*at).ok_or_else(|| bad("truncated entry"))?;
+        *at += 1;
+        parse_i64(e).ok_or_else(|| bad("integer expected"))
+    };
+    let flags = int(&mut at)?;
+    let ms = master.ms.wrapping_add(int(&mut at)? as u64);
+    let seq = master.seq.wrapping_add(int(&mut at)? as u64);
+    let same = flags & FLAG_SAMEFIELDS != 0;
+    let items: Vec<&[u8]> = if same {
+        let vals = els
+            .get(at..at + master_fields.len())
+            .ok_or_else(|| bad("truncated values"))?;
+        at += master_fields.len();
+        master_fields
+            .iter()
+            .zip(vals)
+            .flat_map(|(f, v)| [*f, &v[..]])
+            .collect()
+    } else {
+        let n = int(&mut at)?;
+        if n < 0 || (2 * n) as usize > els.len() {
+            return Err(bad("bad field count"));
+        }
+        let its = els
+            .get(at..at + 2 * n as usize)
+            .ok_or_else(|| bad("truncated"))?;
+        at += 2 * n as usize;
+        its.iter().map(|v| &v[..]).collect()
+    };
+    let n = (items.len() / 2) as i64;
+    let want = if same { n + 3 } else { 2 * n + 4 };
+    if int(&mut at)? != want {
+        return Err(bad("lp-count does not match"));
+    }
+    let entry = (flags & FLAG_DELETED == 0).then(|| {
+        let f = Fields::pack(items.into_iter());
+        (StreamId::new(ms, seq), f)
+    });
+    Ok((entry, at))
+}
+
+/// Every node of `s`: its 16-byte key and listpack.
+pub fn node_blobs(s: &StreamValue) -> Vec<([u8; 16], Vec<u8>)> {
+    s.nodes()
+        .into_iter()
+        .map(|(m, es)| (m.to_be(), node_listpack(m, &es)))
+        .collect()
+}
+
+/// A master ID from a node key.
+pub fn node_key(k: &[u8]) -> Result<StreamId, RdbError> {
+    if k.len() != 16 {
+        return Err(bad("node key is not 16 bytes"));
+    }
+    let ms = u64::from_be_bytes(k[..8].try_into().expect("8 bytes"));
+    let seq = u64::from_be_bytes(k[8..].try_into().expect("8 bytes"));
+    Ok(StreamId::new(ms, seq))
+}
