@@ -35,6 +35,8 @@ use parking_lot::RwLock;
 /// versions (docs/ACTIVE-ACTIVE-DESIGN.md, "What travels").
 pub type Base = (u32, u64);
 
+pub use crate::keyspace::merge::fact::Fact;
+
 /// Set in a base's argument index when its key merges (a counter,
 /// `keyspace/merge.rs`): a peer merges the key's state instead of
 /// replaying the write (docs/MERGE.md). Mask it off to index the argv.
@@ -49,6 +51,9 @@ pub struct Effect {
     pub argv: Vec<Vec<u8>>,
     /// Empty unless active replication is on.
     pub bases: Vec<Base>,
+    /// Active replication: what a merging write did to its key's merge
+    /// state (keyspace/merge/fact.rs); empty for every other write.
+    pub facts: Vec<Fact>,
 }
 
 impl Effect {
@@ -60,6 +65,7 @@ impl Effect {
             version: self.version,
             argv: &argv,
             bases: &self.bases,
+            facts: &self.facts,
         })
     }
 
@@ -82,6 +88,7 @@ pub struct EffectRef<'a> {
     pub version: u64,
     pub argv: &'a [&'a [u8]],
     pub bases: &'a [Base],
+    pub facts: &'a [Fact],
 }
 
 impl EffectRef<'_> {
@@ -91,6 +98,7 @@ impl EffectRef<'_> {
             version: self.version,
             argv: self.argv.iter().map(|a| a.to_vec()).collect(),
             bases: self.bases.to_vec(),
+            facts: self.facts.to_vec(),
         }
     }
 
@@ -123,6 +131,12 @@ fn is_repl_only(name: Option<&[u8]>) -> bool {
 pub trait EffectSink: Send + Sync {
     fn on_effect(&self, effect: &EffectRef<'_>);
 
+    /// Whether it records [`MERGE_STATE`] records (the AOF, while on):
+    /// an active link skips encoding a key's merge state nobody keeps.
+    fn records_merge_state(&self) -> bool {
+        false
+    }
+
     /// Several records that must stay together (a transaction's MULTI ...
     /// EXEC): a sink that orders records under a lock takes it once, so no
     /// other writer's record lands in between.
@@ -144,6 +158,11 @@ impl Effects {
     #[inline]
     pub fn enabled(&self) -> bool {
         self.enabled.load(Ordering::Relaxed)
+    }
+
+    /// Whether a sink records [`MERGE_STATE`] records now.
+    pub fn merge_state_wanted(&self) -> bool {
+        self.enabled() && self.sinks.read().iter().any(|s| s.records_merge_state())
     }
 
     pub fn subscribe(&self, sink: Arc<dyn EffectSink>) {

@@ -212,6 +212,7 @@ impl Replica {
                         version,
                         argv,
                         bases: vec![],
+                        facts: vec![],
                     });
                 }
             }

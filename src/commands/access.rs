@@ -245,10 +245,22 @@ impl Locked<'_, '_> {
         (prev, before): (u64, merge::Base),
         by: i128,
         version: u64,
+        facts: Option<&mut Vec<crate::effects::Fact>>,
     ) {
+        use merge::fact::{PREV, RESET, SHIFT};
         let slot = self.slot(key);
         let shard = self.shard_mut(slot.shard);
         let mut c = merge::Counter::current(shard.counter(key), prev, before);
+        // The increment's fact (keyspace/merge/fact.rs): the key is
+        // argument 1 of INCR, INCRBY, DECR and DECRBY. A key with a TTL
+        // travels by its state (its expiry merges with the state's).
+        let ttl = shard
+            .get_raw(slot.hash, key)
+            .is_some_and(|e| e.expire_at() != 0);
+        let facts = facts.filter(|_| !ttl);
+        if let (Some(facts), Some((p, r))) = (facts, c.fact_base(version)) {
+            facts.extend([(PREV | (1 << SHIFT), p), (RESET | (1 << SHIFT), r)]);
+        }
         c.add(crate::keyspace::hlc::stamp_node(version), by, version);
         shard.set_counter(key, c);
     }
@@ -258,17 +270,45 @@ impl Locked<'_, '_> {
     /// key's version, the same on every node that holds that version:
     /// `keyspace/merge/elements.rs`), so that the write's changes are told
     /// apart from what was there. Whether the key merges.
+    ///
+    /// A collection's elements state is brought up to the key's version
+    /// here too (usually a no-op: the writes that note their facts keep it
+    /// so), so that the write's own changes can be noted against it
+    /// ([`Ctx::note_members`]).
     pub fn prepare_merge(&mut self, key: &[u8]) -> bool {
         let slot = self.slot(key);
         let shard = self.shard_mut(slot.shard);
-        if shard.merge_meta(key).is_none() {
-            let e = shard.get_raw(slot.hash, key);
-            if !e.is_some_and(|e| merge::merges_by_parts(&e.value)) {
-                return false;
+        match shard.merge_meta(key) {
+            None => {
+                let e = shard.get_raw(slot.hash, key);
+                if !e.is_some_and(|e| merge::merges_by_parts(&e.value)) {
+                    return false;
+                }
+                shard.merge_meta_now(slot.hash, key);
             }
-            shard.merge_meta_now(slot.hash, key);
+            // Not while a link applies a peer's write: it keeps the state
+            // itself, ahead of the key's version until its writes are in.
+            Some(merge::Meta::Elements(e))
+                if merge::fact::noting() && e.version != shard.version_of(slot.hash, key) =>
+            {
+                shard.merge_meta_now(slot.hash, key);
+            }
+            Some(_) => {}
         }
         true
+    }
+
+    /// See [`Ctx::note_members`].
+    pub fn note_elements(
+        &mut self,
+        key: &[u8],
+        versions: (u64, u64),
+        named: &[(u32, &[u8])],
+        facts: &mut Vec<crate::effects::Fact>,
+    ) -> bool {
+        let slot = self.slot(key);
+        let shard = self.shard_mut(slot.shard);
+        shard.note_elements(slot.hash, key, versions, (1, named), facts)
     }
 
     /// Active replication: a write named `members` of the collection at
@@ -406,6 +446,44 @@ fn shard_find<'s>(shard: &'s mut Shard, hash: u64, key: &[u8]) -> Option<&'s mut
 pub fn set_str_keep_ttl(e: &mut Entry, v: StrValue, version: u64) {
     e.value = Value::Str(v);
     e.version = version;
+}
+
+/// The arguments from `from` on, every `step`th, with their indexes: the
+/// members a write named, for [`Ctx::note_members`].
+pub fn named_args<'a>(
+    args: &'a crate::protocol::Args,
+    from: usize,
+    step: usize,
+) -> Vec<(u32, &'a [u8])> {
+    (from..args.len())
+        .step_by(step)
+        .map(|i| (i as u32, args.get(i)))
+        .collect()
+}
+
+impl Ctx<'_> {
+    /// Active replication, after a write stamped `stamp` changed the set,
+    /// hash or sorted set at `key` (argument 1): `named` are the members it
+    /// added, set or removed (argument index, member). The key's merge
+    /// state follows at once, in O(members named), and the write's record
+    /// carries the fact a peer applies with no round trip
+    /// (keyspace/merge/fact.rs). Where that cannot be (the link is
+    /// applying a peer's write, or the state is not the key's), the members
+    /// are noted as touched for the lazy path instead.
+    pub fn note_members(&mut self, l: &mut Locked, key: &[u8], stamp: u64, named: &[(u32, &[u8])]) {
+        // A link applying a peer's write stores the state it computed.
+        if !self.core.active || !merge::fact::noting() {
+            return;
+        }
+        let prev = self.base_of(key);
+        let noted = prev.is_some_and(|prev| {
+            let a = self.active.as_mut().expect("active write");
+            l.note_elements(key, (prev, stamp), named, &mut a.facts)
+        });
+        if !noted {
+            l.touch_members(key, named.iter().map(|n| n.1));
+        }
+    }
 }
 
 #[cfg(test)]

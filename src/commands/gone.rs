@@ -170,6 +170,7 @@ pub fn to_stream(srv: &Core, db: usize, stamp: u64, prev: u64) -> impl FnOnce(&[
                 version: stamp,
                 argv,
                 bases: &bases,
+                facts: &[],
             });
         }
     }

@@ -12,6 +12,7 @@
 use super::keyspec::KeySpec;
 use std::sync::atomic::Ordering::Relaxed;
 
+use super::access::named_args;
 use super::collscan::{distinct_indices, parse_scan, rand_u64, reply_scan};
 use super::events::class;
 use super::strings::longdouble::F80;
@@ -157,7 +158,7 @@ fn hset(ctx: &mut Ctx, args: Args) -> CmdResult {
         ctx.out.int(added);
     }
     if ctx.core.active {
-        l.touch_members(key, args.iter().skip(2).step_by(2));
+        ctx.note_members(&mut l, key, version, &named_args(&args, 2, 2));
     }
     ctx.notify(class::HASH, "hset", key);
     let argv: Vec<&[u8]> = args.iter().collect();
@@ -179,6 +180,7 @@ fn hsetnx(ctx: &mut Ctx, args: Args) -> CmdResult {
     hash_mut(&mut e.value).set(field, value, lim);
     ctx.out.int(1);
     ctx.notify(class::HASH, "hset", key);
+    ctx.note_members(&mut l, key, version, &[(2, field)]);
     ctx.propagate(version, &[b"HSETNX", key, field, value]);
     Ok(())
 }
@@ -289,6 +291,9 @@ fn hdel(ctx: &mut Ctx, args: Args) -> CmdResult {
     let version = ctx.version_after(e.version);
     e.version = version;
     ctx.notify(class::HASH, "hdel", key);
+    if ctx.core.active {
+        ctx.note_members(&mut l, key, version, &named_args(&args, 2, 1));
+    }
     ctx.remove_if_empty(&mut l, key);
     let argv: Vec<&[u8]> = args.iter().collect();
     ctx.propagate(version, &argv);

@@ -178,9 +178,13 @@ impl Ctx<'_> {
         if !self.core.effects.enabled() {
             return;
         }
-        let Some(a) = &self.active else {
-            return self.emit_effect_based(db, version, argv, &[]);
+        // The merge fact a write noted (keyspace/merge/fact.rs) goes with
+        // its record; the buffer goes back for the next write.
+        let facts = match &mut self.active {
+            Some(a) => std::mem::take(&mut a.facts),
+            None => return self.emit_effect_based(db, version, argv, &[], &[]),
         };
+        let a = self.active.as_ref().expect("checked above");
         // At most a few keys: on the stack, as the write path allocates
         // nothing for them.
         let mut bases = [(0u32, 0u64); 8];
@@ -195,21 +199,33 @@ impl Ctx<'_> {
             }
         }
         if more.is_empty() {
-            self.emit_effect_based(db, version, argv, &bases[..n]);
+            self.emit_effect_based(db, version, argv, &bases[..n], &facts);
         } else {
             more.splice(0..0, bases);
-            self.emit_effect_based(db, version, argv, &more);
+            self.emit_effect_based(db, version, argv, &more, &facts);
+        }
+        if let Some(a) = &mut self.active {
+            a.facts = facts;
+            a.facts.clear();
         }
     }
 
-    /// [`Self::emit_effect`] with the bases given.
-    fn emit_effect_based(&mut self, db: usize, version: u64, argv: &[&[u8]], bases: &[Base]) {
+    /// [`Self::emit_effect`] with the bases and facts given.
+    fn emit_effect_based(
+        &mut self,
+        db: usize,
+        version: u64,
+        argv: &[&[u8]],
+        bases: &[Base],
+        facts: &[crate::effects::Fact],
+    ) {
         if self.core.effects.enabled() {
             let e = EffectRef {
                 db,
                 version,
                 argv,
                 bases,
+                facts,
             };
             match &mut self.client.exec_effects {
                 Some(buf) => buf.push(e.to_owned()),
@@ -269,7 +285,7 @@ impl Ctx<'_> {
     pub fn propagate_expired(&mut self, db: usize, key: &[u8], stamp: u64, prev: u64) {
         gone::key_gone(&self.gone(), gone::Why::Expired, db, key, |argv| {
             let bases = gone::bases(self.core, prev);
-            self.emit_effect_based(db, stamp, argv, &bases);
+            self.emit_effect_based(db, stamp, argv, &bases, &[]);
         });
     }
 
@@ -298,6 +314,7 @@ impl Ctx<'_> {
                 version: stamp,
                 argv,
                 bases,
+                facts: vec![],
             });
         });
         true

@@ -309,12 +309,14 @@ pub(crate) fn emit_unit(srv: &Core, effects: Vec<Effect>) {
             version: first.version,
             argv: vec![b"MULTI".to_vec()],
             bases: vec![],
+            facts: vec![],
         };
         let close = Effect {
             db: last.db,
             version: last.version,
             argv: vec![b"EXEC".to_vec()],
             bases: vec![],
+            facts: vec![],
         };
         let mut all = Vec::with_capacity(effects.len() + 2);
         all.push(open);

@@ -21,7 +21,7 @@
 use super::keyspec::KeySpec;
 use std::sync::atomic::Ordering::Relaxed;
 
-use super::access::Locked;
+use super::access::{named_args, Locked};
 use super::collscan::{distinct_indices, parse_scan, rand_u64, reply_scan};
 use super::events::class;
 use super::util::{arg_i64, eq_ic};
@@ -187,7 +187,7 @@ fn sadd(ctx: &mut Ctx, args: Args) -> CmdResult {
     };
     e.version = version;
     if ctx.core.active {
-        l.touch_members(key, args.iter().skip(2));
+        ctx.note_members(&mut l, key, version, &named_args(&args, 2, 1));
     }
     if added > 0 {
         ctx.notify(class::SET, "sadd", key);
@@ -219,6 +219,9 @@ fn srem(ctx: &mut Ctx, args: Args) -> CmdResult {
     let version = ctx.version_after(e.version);
     e.version = version;
     ctx.notify(class::SET, "srem", key);
+    if ctx.core.active {
+        ctx.note_members(&mut l, key, version, &named_args(&args, 2, 1));
+    }
     ctx.remove_if_empty(&mut l, key);
     let argv: Vec<&[u8]> = args.iter().collect();
     ctx.propagate(version, &argv);

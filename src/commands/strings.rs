@@ -660,7 +660,9 @@ fn incr_decr(ctx: &mut Ctx, args: Args, by: i64) -> CmdResult {
     if ctx.core.active {
         // Under active replication the key is a counter: concurrent
         // increments on other nodes add up (keyspace/merge.rs).
-        l.count_increment(key, before, by.into(), version);
+        let noting = crate::keyspace::merge::fact::noting();
+        let facts = ctx.active.as_mut().filter(|_| noting).map(|a| &mut a.facts);
+        l.count_increment(key, before, by.into(), version, facts);
         ctx.mark_merged(key);
     }
     ctx.propagate(version, &argv);

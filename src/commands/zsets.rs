@@ -29,7 +29,7 @@ use std::sync::atomic::Ordering::Relaxed;
 
 use hashbrown::HashMap;
 
-use super::access::Locked;
+use super::access::{named_args, Locked};
 use super::blocking;
 use super::collscan::{parse_scan, rand_u64};
 use super::events::class;
@@ -949,6 +949,36 @@ fn add_pairs(
     t
 }
 
+/// A score and its member, as ZADD takes them.
+type ScorePair<'a> = (f64, &'a [u8]);
+
+/// Active replication: notes the members a ZADD applied (`applied`,
+/// indexes into `pairs`) for its record's fact, where its argv ends with
+/// the pairs (score, member) and the scores in it are the members' new
+/// ones; an increment (ZINCRBY, ZADD INCR) travels the lazy way.
+fn note_pairs(
+    ctx: &mut Ctx,
+    l: &mut super::access::Locked,
+    key: &[u8],
+    version: u64,
+    (f, pairs, argv): (AddFlags, &[ScorePair<'_>], &[&[u8]]),
+    applied: &[usize],
+) {
+    let first = argv.len().checked_sub(2 * pairs.len());
+    let named: Option<Vec<(u32, &[u8])>> = first.filter(|_| !f.incr).and_then(|first| {
+        (applied.iter())
+            .map(|&i| {
+                let at = first + 2 * i + 1;
+                (argv.get(at) == Some(&pairs[i].1)).then_some((at as u32, pairs[i].1))
+            })
+            .collect()
+    });
+    match named {
+        Some(named) => ctx.note_members(l, key, version, &named),
+        None => l.touch_members(key, applied.iter().map(|&i| pairs[i].1)),
+    }
+}
+
 /// ZADD and ZINCRBY.
 fn zadd_generic(ctx: &mut Ctx, args: Args, f: AddFlags, pairs: &[(f64, &[u8])]) -> CmdResult {
     zadd_with(ctx, args.get(1), f, pairs, &argv_of(args))
@@ -994,7 +1024,7 @@ pub(crate) fn zadd_with(
     let changed = t.added + t.updated > 0;
     if changed || (reasserts && t.processed > 0 && version != 0) {
         if reasserts {
-            l.touch_members(key, t.applied.iter().map(|&i| pairs[i].1));
+            note_pairs(ctx, &mut l, key, version, (f, pairs, argv), &t.applied);
         }
         ctx.propagate(version, argv);
     }
@@ -1131,6 +1161,7 @@ fn zrem(ctx: &mut Ctx, args: Args) -> CmdResult {
     }
     if n > 0 {
         let v = bump(ctx, &mut l, key);
+        ctx.note_members(&mut l, key, v, &named_args(&args, 2, 1));
         ctx.propagate(v, &argv_of(args));
         ctx.notify(class::ZSET, "zrem", key);
         ctx.remove_if_empty(&mut l, key);

@@ -52,6 +52,9 @@ pub struct ActiveWrite {
     keys: Vec<u8>,
     /// (start, end, version, merged: the key merges, its record says so).
     bases: Vec<(u32, u32, u64, bool)>,
+    /// The merge fact of the write about to be propagated
+    /// (keyspace/merge/fact.rs): its record carries it, then it is emptied.
+    pub facts: Vec<crate::effects::Fact>,
 }
 
 thread_local! {
@@ -65,6 +68,7 @@ impl Drop for ActiveWrite {
         }
         let keys = std::mem::take(&mut self.keys);
         let bases = std::mem::take(&mut self.bases);
+        let facts = std::mem::take(&mut self.facts);
         // `try_with`: the pool's own entries are dropped as their thread
         // exits (a link thread of a dropped peer), when it is gone already.
         let _ = POOL.try_with(|p| {
@@ -74,6 +78,7 @@ impl Drop for ActiveWrite {
                     stamp: 0,
                     keys,
                     bases,
+                    facts,
                 });
             }
         });
@@ -92,6 +97,7 @@ impl ActiveWrite {
         a.stamp = 0;
         a.keys.clear();
         a.bases.clear();
+        a.facts.clear();
         a
     }
 
@@ -191,6 +197,13 @@ impl Ctx<'_> {
         if let Some(b) = found {
             b.3 = true;
         }
+    }
+
+    /// Under active replication, the version `key` had when this write
+    /// command opened it (None: not opened, or not active).
+    pub fn base_of(&self, key: &[u8]) -> Option<u64> {
+        let a = self.active.as_ref()?;
+        a.bases().find(|(k, _)| *k == key).map(|(_, v)| v)
     }
 
     /// Under active replication: notes that this write command opened

@@ -278,8 +278,10 @@ impl Shard {
         // it (parts, dots), with a tombstone at the flush's stamp, as a DEL's does: a
         // peer's older state of it then joins without bringing back the
         // increments the flush saw (found by the simulator, seed 261).
+        // (A key the flush left, newer than it, is not one of them even
+        // where its merge state was not brought up to its version yet.)
         let older: Vec<Box<[u8]>> = (self.merge.iter())
-            .filter(|(_, m)| m.version() < stamp)
+            .filter(|(k, m)| m.version() < stamp && self.get_raw(hasher.hash(k), k).is_none())
             .map(|(k, _)| k.clone())
             .collect();
         for key in older {
@@ -290,7 +292,61 @@ impl Shard {
                 **m = merge::Meta::current(Some(m), stamp, None);
             }
         }
+        self.flush_older_elements(hasher, stamp);
         self.flushed_at = self.flushed_at.max(stamp);
+    }
+
+    /// A flush's part in the sets, hashes and sorted sets it leaves (newer
+    /// than it): their elements added before it go, as the whole of an
+    /// older key does. A merge fact older than a flush is dropped where it
+    /// arrives after the flush (replication/active/facts.rs); this drops
+    /// what it added where it arrived first, so both orders end the same.
+    fn flush_older_elements(&mut self, hasher: &KeyHasher, stamp: u64) {
+        let newer: Vec<Box<[u8]>> = (self.merge.iter())
+            .filter(|(k, m)| {
+                matches!(***m, merge::Meta::Elements(_))
+                    && self.get_raw(hasher.hash(k), k).is_some()
+            })
+            .map(|(k, _)| k.clone())
+            .collect();
+        for key in newer {
+            let hash = hasher.hash(&key);
+            self.merge_meta_now(hash, &key);
+            let Some(merge::Meta::Elements(e)) = self.merge.get_mut(&key).map(|m| &mut **m) else {
+                continue;
+            };
+            let mut gone: Vec<Box<[u8]>> = Vec::new();
+            e.dots.retain(|m, ds| {
+                ds.retain(|d| d.stamp >= stamp);
+                if ds.is_empty() {
+                    gone.push(m.clone());
+                }
+                !ds.is_empty()
+            });
+            let Some(p) = self.pos(hash, &key).filter(|_| !gone.is_empty()) else {
+                continue;
+            };
+            let entry = self.entries.get_mut(p);
+            for m in &gone {
+                match &mut entry.value {
+                    Value::Set(s) => {
+                        s.remove(m);
+                    }
+                    Value::Hash(h) => {
+                        h.remove(m);
+                    }
+                    Value::ZSet(z) => {
+                        z.remove(m);
+                    }
+                    _ => {}
+                }
+            }
+            if entry.value.is_empty_collection() {
+                let version = entry.version;
+                self.remove(hasher, hash, &key);
+                self.set_tombstone(&key, version);
+            }
+        }
     }
 
     /// `key`'s merge state, if it has one (`merge/`: it may describe an
@@ -300,6 +356,11 @@ impl Shard {
             return None;
         }
         self.merge.get(key).map(|m| &**m)
+    }
+
+    /// `key`'s merge state to change in place (a link applying a fact).
+    pub fn merge_meta_mut(&mut self, key: &[u8]) -> Option<&mut merge::Meta> {
+        self.merge.get_mut(key).map(|m| &mut **m)
     }
 
     /// `key`'s counter state, if it is a counter.
@@ -353,6 +414,90 @@ impl Shard {
             self.set_merge_meta(key, now);
         }
         self.merge_meta(key)
+    }
+
+    /// Active replication, at the origin of a write stamped `stamp` that
+    /// changed the collection at `key`, whose version was `prev` before:
+    /// the members it named (argument index, member) get their dots now
+    /// (keyspace/merge/fact.rs, [`merge::Elements::note_write`]), and its
+    /// fact goes to `facts` (none pushed where this stamp wrote the key
+    /// already). False, nothing changed, where the key's merge state does
+    /// not describe `prev` (the caller falls back to the lazy path).
+    pub fn note_elements(
+        &mut self,
+        hash: u64,
+        key: &[u8],
+        (prev, stamp): (u64, u64),
+        (key_index, named): (u32, &[(u32, &[u8])]),
+        facts: &mut Vec<merge::fact::Fact>,
+    ) -> bool {
+        let pos = self.pos(hash, key);
+        let value = pos.map(|p| &self.entries.get(p).value);
+        if !self.merge.contains_key(key) {
+            let fresh = merge::Elements::current(None, prev, None);
+            self.merge
+                .insert(key.into(), Box::new(merge::Meta::Elements(fresh)));
+        }
+        let Some(merge::Meta::Elements(e)) = self.merge.get_mut(key).map(|m| &mut **m) else {
+            return false;
+        };
+        if e.version != prev {
+            return false;
+        }
+        let fp = |m: &[u8]| merge::elements::item_of(value, m).map(|i| i.fingerprint());
+        let items: Vec<merge::fact::Named<'_>> =
+            named.iter().map(|&(i, m)| (i, m, fp(m))).collect();
+        let start = facts.len();
+        e.note_write(key_index, stamp, &items, facts);
+        // A key with a TTL travels by its state (its expiry merges with
+        // the state's, docs/MERGE.md): no fact. Nor any while collections'
+        // facts are off (`merge::fact::ELEMENT_FACTS`).
+        let ttl = pos.is_some_and(|p| self.entries.get(p).expire_at() != 0);
+        if ttl || !merge::fact::ELEMENT_FACTS {
+            facts.truncate(start);
+        }
+        true
+    }
+
+    /// Active replication: `f` on `key`'s elements state (a set's, hash's
+    /// or sorted set's; brought up to the key's version first, or a new
+    /// one for a key without merge state) and the key's value, in place:
+    /// O(what `f` touches) where the state was current already. None where
+    /// the key has merge state of another kind (a counter's, a list's) or
+    /// a value that does not merge by elements.
+    pub fn with_elements<R>(
+        &mut self,
+        hash: u64,
+        key: &[u8],
+        f: impl FnOnce(&mut merge::Elements, Option<&Value>) -> R,
+    ) -> Option<R> {
+        let pos = self.pos(hash, key);
+        let value = pos.map(|p| &self.entries.get(p).value);
+        if value.is_some_and(|v| !merge::elements::is_collection(v)) {
+            return None;
+        }
+        let version = match pos {
+            Some(p) => self.entries.get(p).version,
+            None => self.absent_version(key),
+        };
+        match self.merge.get(key).map(|m| &**m) {
+            None => {
+                let fresh = merge::Elements::current(None, version, value);
+                self.merge
+                    .insert(key.into(), Box::new(merge::Meta::Elements(fresh)));
+            }
+            Some(merge::Meta::Elements(e)) if e.version != version => {
+                let now = merge::Elements::current(Some(e), version, value);
+                self.set_merge_meta(key, merge::Meta::Elements(now));
+            }
+            Some(merge::Meta::Elements(_)) => {}
+            Some(_) => return None,
+        }
+        let value = pos.map(|p| &self.entries.get(p).value);
+        match self.merge.get_mut(key).map(|m| &mut **m) {
+            Some(merge::Meta::Elements(e)) => Some(f(e, value)),
+            _ => None,
+        }
     }
 
     /// The keys with merge state and their state (a snapshot, RDB aux).

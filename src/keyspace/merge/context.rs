@@ -33,6 +33,18 @@ impl Context {
             .is_ok_and(|i| self.0[i].1 >= stamp)
     }
 
+    /// The newest stamp of `slot` seen (0: none).
+    pub fn newest(&self, slot: u64) -> u64 {
+        self.0
+            .binary_search_by_key(&slot, |c| c.0)
+            .map_or(0, |i| self.0[i].1)
+    }
+
+    /// The newest stamp seen of each slot.
+    pub fn stamps(&self) -> impl Iterator<Item = u64> + '_ {
+        self.0.iter().map(|c| c.1)
+    }
+
     /// Everything `other` saw, seen.
     pub fn join(&mut self, other: &Context) {
         for &(_, s) in &other.0 {

@@ -70,7 +70,7 @@ pub enum Item {
 }
 
 impl Item {
-    fn fingerprint(&self) -> u64 {
+    pub fn fingerprint(&self) -> u64 {
         match self {
             Item::Member => 0,
             Item::Field(v) => fingerprint(v),
@@ -101,7 +101,7 @@ pub fn items(value: Option<&Value>) -> Vec<(Vec<u8>, Item)> {
 }
 
 /// One member's value in `value`.
-fn item_of(value: Option<&Value>, m: &[u8]) -> Option<Item> {
+pub fn item_of(value: Option<&Value>, m: &[u8]) -> Option<Item> {
     match value? {
         Value::Set(s) => s.contains(m).then_some(Item::Member),
         Value::Hash(h) => h.get(m).map(|v| Item::Field(v.to_vec())),

@@ -39,6 +39,7 @@
 mod codec;
 pub mod context;
 pub mod elements;
+pub mod fact;
 pub mod lists;
 
 use codec::{put_varint, Cursor};
@@ -68,6 +69,18 @@ impl Meta {
             Meta::Counter(c) => c.version,
             Meta::Elements(e) => e.version,
             Meta::List(l) => l.version,
+        }
+    }
+
+    /// The newest stamp of each node whose writes it holds (a counter's
+    /// parts and reset, a collection's causal context): a key written by a
+    /// node whose version another node's write made since, as after merge
+    /// facts (fact.rs), still holds that node's writes.
+    pub fn stamps(&self) -> Vec<u64> {
+        match self {
+            Meta::Counter(c) => c.parts.iter().map(|p| p.stamp).chain([c.reset]).collect(),
+            Meta::Elements(e) => e.cc.stamps().collect(),
+            Meta::List(l) => l.cc.stamps().collect(),
         }
     }
 

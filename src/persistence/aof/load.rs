@@ -324,6 +324,7 @@ impl Replayer<'_> {
             version,
             argv,
             bases: vec![],
+            facts: vec![],
         };
         if let Err(err) = crate::commands::replay(self.srv, &mut self.clock, &self.stats, &e) {
             let name = String::from_utf8_lossy(&e.argv[0]).to_ascii_lowercase();

@@ -194,6 +194,10 @@ impl Output {
 }
 
 impl EffectSink for Core {
+    fn records_merge_state(&self) -> bool {
+        self.active.load(Relaxed)
+    }
+
     fn on_effect(&self, e: &EffectRef<'_>) {
         if !self.active.load(Relaxed) || e.repl_only() {
             return;

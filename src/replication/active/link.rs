@@ -590,6 +590,7 @@ pub struct Link {
     /// Scratch space kept across records: a write's bases and argument
     /// spans, and a record being forwarded.
     bases: Vec<crate::effects::Base>,
+    facts: Vec<crate::effects::Fact>,
     spans: Vec<std::ops::Range<usize>>,
     fwd: Vec<u8>,
     /// The [`Active::direct_gen`] the peer was last told of, and the
@@ -687,6 +688,7 @@ impl Link {
             out: crate::protocol::ReplyBuf::new(2),
             coder: record::Coder::new(peer_id),
             bases: Vec::new(),
+            facts: Vec::new(),
             spans: Vec::new(),
             fwd: Vec::new(),
             gen: hello.gen,
@@ -952,13 +954,17 @@ impl Link {
         }
         let stamp = self.checked_stamp(rec.stamp)?;
         let flushed_before = (seq == 0).then(|| flushed_at(&*node, rec.db));
-        let (mut bases, mut spans) = (
+        let (mut bases, mut facts, mut spans) = (
             std::mem::take(&mut self.bases),
+            std::mem::take(&mut self.facts),
             std::mem::take(&mut self.spans),
         );
-        let r = record::write_parts(stamp, rec.tail, &mut bases, &mut spans)
-            .and_then(|argv| self.apply_parts(rec, stamp, &bases, Args::new(argv, &spans)));
-        (self.bases, self.spans) = (bases, spans);
+        let r = record::write_parts(stamp, rec.tail, (&mut bases, &mut facts), &mut spans)
+            .and_then(|argv| {
+                let argv = Args::new(argv, &spans);
+                self.apply_parts(rec, stamp, (&bases, &facts), argv)
+            });
+        (self.bases, self.facts, self.spans) = (bases, facts, spans);
         let diverged = r?;
         // Forwarded whether or not it applied here (a peer of ours may hold
         // its bases), once.
@@ -982,7 +988,7 @@ impl Link {
         &mut self,
         rec: &record::Rec<'_>,
         stamp: u64,
-        bases: &[crate::effects::Base],
+        (bases, facts): (&[crate::effects::Base], &[crate::effects::Fact]),
         argv: Args,
     ) -> Result<Vec<Vec<u8>>, String> {
         let db = rec.db;
@@ -999,6 +1005,16 @@ impl Link {
         // every shard itself, in order (an empty hold would have it lock
         // them as "outside the plan", logging each).
         let _hold = (!targets.is_empty()).then(|| ks.hold(Some(&targets)));
+        // A merging write that carries its fact applies it, with no round
+        // trip; where it cannot (a gap), the key's state is asked for.
+        if let ([(i, _)], false) = (bases, facts.is_empty()) {
+            let key = argv.get(arg_index(*i));
+            if self.apply_fact(db, key, stamp, facts, &argv) {
+                self.st.applied.fetch_add(1, Relaxed);
+                return Ok(vec![]);
+            }
+            return Ok(vec![key.to_vec()]);
+        }
         let keys: Vec<(&[u8], u64, Local)> = bases
             .iter()
             .map(|&(i, want)| {
@@ -1010,7 +1026,11 @@ impl Link {
             .iter()
             .all(|(_, want, l)| !l.merges && l.version == *want)
         {
+            let flush = flushed_dbs(&argv, db, ks.num_dbs());
             self.replay_args(db, stamp, argv);
+            if let Some(dbs) = flush.filter(|_| bases.is_empty()) {
+                self.answer_flush_survivors(dbs, stamp);
+            }
             self.st.applied.fetch_add(1, Relaxed);
             return Ok(vec![]);
         }
@@ -1044,6 +1064,12 @@ impl Link {
             writes.push(UnitWrite::decode(m, self.db_arg(m.db)?)?);
         }
         let diverged = self.apply_unit_writes(stamp, &writes);
+        let n = self.node.core().keyspace.num_dbs();
+        for w in writes.iter().filter(|w| w.bases.is_empty()) {
+            if let Some(dbs) = flushed_dbs(&Args::new(w.argv, &w.spans), w.db, n) {
+                self.answer_flush_survivors(dbs, w.stamp);
+            }
+        }
         if rec.seq != 0 && active.first_sight(rec.origin, rec.seq) && active.wanted(rec.origin) {
             self.forward(rec); // whole, as one record
         }
@@ -1183,7 +1209,8 @@ impl Link {
             client: &mut self.client,
             out: &mut self.out,
         };
-        if let Err(err) = applying(|| r.replay(db, stamp, args)) {
+        let merge_applying = crate::keyspace::merge::fact::applying;
+        if let Err(err) = applying(|| merge_applying(|| r.replay(db, stamp, args))) {
             log_warning!("A record from an active peer failed: {err}");
         }
     }
@@ -1273,7 +1300,10 @@ struct UnitWrite<'a> {
 impl<'a> UnitWrite<'a> {
     fn decode(m: &record::Member<'a>, db: usize) -> Result<Self, String> {
         let (mut bases, mut spans) = (Vec::new(), Vec::new());
-        let argv = record::write_parts(m.stamp, m.tail, &mut bases, &mut spans)?;
+        // A unit's writes apply all or none by their bases; their facts
+        // are not used (a conflict asks for the keys' states).
+        let mut facts = Vec::new();
+        let argv = record::write_parts(m.stamp, m.tail, (&mut bases, &mut facts), &mut spans)?;
         if bases.iter().any(|&(i, _)| arg_index(i) >= spans.len()) {
             return Err("a record's base outside its arguments".into());
         }
@@ -1293,6 +1323,18 @@ impl<'a> UnitWrite<'a> {
             let key = &argv[self.spans[arg_index(i)].clone()];
             (self.db, key, v, i)
         })
+    }
+}
+
+/// The databases a FLUSHDB (`db`) or FLUSHALL (all `n`) record empties.
+fn flushed_dbs(argv: &Args, db: usize, n: usize) -> Option<std::ops::Range<usize>> {
+    let name = argv.get(0);
+    if name.eq_ignore_ascii_case(b"flushdb") {
+        Some(db..db + 1)
+    } else if name.eq_ignore_ascii_case(b"flushall") {
+        Some(0..n)
+    } else {
+        None
     }
 }
 

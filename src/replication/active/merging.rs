@@ -19,7 +19,7 @@ use super::link::Link;
 
 /// What a state says of its key's type, for deciding how it merges.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
-enum Kind {
+pub(super) enum Kind {
     Absent,
     Set,
     Hash,
@@ -228,7 +228,7 @@ impl Link {
         let mut joined = mine.join(remote);
         let same = (joined.same_content(&mine), joined.same_content(remote));
         let Some((outcome, version)) =
-            self.version_join(db, key, same, (mine.version, remote.version))
+            self.version_join(db, key, same, (mine.version, remote.version), false)
         else {
             return false;
         };
@@ -274,7 +274,7 @@ impl Link {
         let (mut joined, changes) = mine.join(local.value.as_ref(), remote, remote_value);
         let same = (joined.same_content(&mine), joined.same_content(remote));
         let Some((outcome, version)) =
-            self.version_join(db, key, same, (mine.version, remote.version))
+            self.version_join(db, key, same, (mine.version, remote.version), true)
         else {
             return false;
         };
@@ -330,7 +330,7 @@ impl Link {
         let (mut joined, list) = mine.join(&ours, remote, &values(remote_value));
         let same = (joined.same_content(&mine), joined.same_content(remote));
         let Some((outcome, version)) =
-            self.version_join(db, key, same, (mine.version, remote.version))
+            self.version_join(db, key, same, (mine.version, remote.version), true)
         else {
             return false;
         };
@@ -357,17 +357,31 @@ impl Link {
     }
 
     /// [`Self::outcome`] and its version; None where the join changed
-    /// nothing here (after [`Self::answer_if_behind`]).
+    /// nothing here (after answering a newer state that lacks ours).
     fn version_join(
         &mut self,
         db: usize,
         key: &[u8],
         same: (bool, bool),
         (local, remote): (u64, u64),
+        fresh: bool,
     ) -> Option<(Outcome, u64)> {
-        match self.outcome(same, local, remote) {
+        match self.outcome(same, (local, remote), fresh) {
             Outcome::Unchanged => {
-                self.answer_if_behind(db, key, same, (local, remote));
+                // Where the peer's state is newer than ours (or, for a
+                // counter, as new) but lacks something ours holds, ours
+                // goes to every peer, as a commit's does, so that its makers
+                // learn it (seed 1357). A state older than ours that lacks
+                // something is a late copy whose makers moved on: answering
+                // those too flooded a mesh with states.
+                let behind = if fresh {
+                    remote > local
+                } else {
+                    remote >= local
+                };
+                if !same.1 && behind {
+                    super::serve::answer_state(&*self.node, db, key);
+                }
                 None
             }
             o @ (Outcome::Adopt(v) | Outcome::Commit(v)) => Some((o, v)),
@@ -377,15 +391,26 @@ impl Link {
     /// The version a join's result takes, so that equal results have equal
     /// versions on every node: the local one where the join added nothing
     /// here (unchanged), the peer's where it is what the peer sent (adopt),
-    /// else a fresh stamp of ours (commit: each side knew something the
-    /// other did not, and the result is a new state no node has had).
+    /// else, where each side knew something the other did not (commit: our
+    /// result goes to every peer, so the other side learns what it lacked):
+    /// - for a counter (`fresh` false), the newer of the two: a counter's
+    ///   version is the newest stamp its parts and reset hold (an increment
+    ///   applied as a fact moves it to the newer of the two as well,
+    ///   facts.rs), so nodes with one state have one version however they
+    ///   came by it (DECISIONS 77: a fresh stamp per commit left a node
+    ///   that reached the same counter by facts at another version);
+    /// - for a collection or a list (`fresh`), a fresh stamp of ours: a
+    ///   state no node had (they travel as states, section 3 of MERGE.md).
+    ///
     /// `same`: whether the join equals the local and the remote state but
     /// for their versions.
-    fn outcome(&mut self, same: (bool, bool), local: u64, remote: u64) -> Outcome {
+    fn outcome(&mut self, same: (bool, bool), (local, remote): (u64, u64), fresh: bool) -> Outcome {
         match same {
             (_, true) if remote > local => Outcome::Adopt(remote),
             (true, _) => Outcome::Unchanged,
-            _ => Outcome::Commit(self.fresh_stamp(local.max(remote))),
+            (false, true) if !fresh => Outcome::Adopt(local),
+            _ if fresh => Outcome::Commit(self.fresh_stamp(local.max(remote))),
+            _ => Outcome::Commit(local.max(remote)),
         }
     }
 
@@ -404,23 +429,28 @@ impl Link {
         s
     }
 
-    /// A join that changed nothing here: where the peer's state is newer
-    /// than ours but lacks something ours holds, ours goes to every peer,
-    /// as a commit's does, so that the newest state's makers learn it;
-    /// else a node that knows more keeps it for good and the others the
-    /// newer, smaller state (simulator seed 1357). A state older than ours
-    /// that lacks something is a late copy (a forward, a snapshot) whose
-    /// makers moved on: answering those too flooded a mesh with states
-    /// (tests/active_active.rs, the bytes each write costs a link).
-    fn answer_if_behind(
-        &mut self,
-        db: usize,
-        key: &[u8],
-        (_, same_as_remote): (bool, bool),
-        (local, remote): (u64, u64),
-    ) {
-        if !same_as_remote && remote > local {
-            super::serve::answer_state(&*self.node, db, key);
+    /// After a peer's flush of `dbs` stamped `stamp` applied here: the
+    /// merging keys it left (newer than it) that hold writes as old as it
+    /// go to every peer as states. The flush removed, as an observed
+    /// remove, what its node had seen of them, which a key kept here whole
+    /// still holds; the flushing node's join with our state removes it and
+    /// its answer brings the removal back (facts alone would never tell).
+    pub(super) fn answer_flush_survivors(&mut self, dbs: std::ops::Range<usize>, stamp: u64) {
+        let ks = &self.node.core().keyspace;
+        for db in dbs {
+            for shard in 0..crate::keyspace::SHARDS {
+                let keys: Vec<Box<[u8]>> = {
+                    let g = ks.db(db).lock(shard);
+                    let old = |m: &Meta| m.stamps().into_iter().any(|s| s != 0 && s <= stamp);
+                    (g.merge_metas())
+                        .filter(|(_, m)| m.version() > stamp && old(m))
+                        .map(|(k, _)| k.into())
+                        .collect()
+                };
+                for key in keys {
+                    super::serve::answer_state(&*self.node, db, &key);
+                }
+            }
         }
     }
 
@@ -437,7 +467,7 @@ impl Link {
 
     /// Raises the key's version (its entry's or tombstone's) to `version`
     /// where it is lower, its value unchanged.
-    fn raise_version(&self, db: usize, key: &[u8], version: u64) {
+    pub(super) fn raise_version(&self, db: usize, key: &[u8], version: u64) {
         let ks = &self.node.core().keyspace;
         let slot = ks.slot(key);
         ks.db(db)
@@ -471,10 +501,28 @@ impl Link {
     fn store(&self, db: usize, key: &[u8], meta: Meta) {
         let core = self.node.core();
         let slot = core.keyspace.slot(key);
+        core.keyspace
+            .db(db)
+            .lock(slot.shard)
+            .set_merge_meta(key, meta);
+        self.note_merge_state(db, key);
+    }
+
+    /// Tells the AOF, where one is on, the key's merge state as it is now
+    /// (`effects::MERGE_STATE`): the writes that changed it hold only its
+    /// values. Nothing is encoded where nobody keeps it.
+    pub(super) fn note_merge_state(&self, db: usize, key: &[u8]) {
+        let core = self.node.core();
+        if !core.effects.merge_state_wanted() {
+            return;
+        }
+        let slot = core.keyspace.slot(key);
+        let g = core.keyspace.db(db).lock(slot.shard);
         let mut state = Vec::new();
-        meta.encode(&mut state);
-        let mut g = core.keyspace.db(db).lock(slot.shard);
-        g.set_merge_meta(key, meta);
+        match g.merge_meta(key) {
+            Some(meta) => meta.encode(&mut state),
+            None => return,
+        }
         let argv: [&[u8]; 3] = [crate::effects::MERGE_STATE, key, &state];
         applying(|| {
             core.effects.emit(&EffectRef {
@@ -482,6 +530,7 @@ impl Link {
                 version: 0,
                 argv: &argv,
                 bases: &[],
+                facts: &[],
             })
         });
         drop(g);
@@ -510,6 +559,7 @@ impl Link {
                 version: stamp,
                 argv: &[b"DEL", key],
                 bases: &[],
+                facts: &[],
             })
         });
     }
@@ -550,7 +600,7 @@ fn newer_side_expiry(local: (u64, u64), remote: (u64, u64)) -> u64 {
 }
 
 /// The command and its words that put `puts` into a collection of `kind`.
-fn put_words(kind: Kind, puts: &[&Change]) -> (&'static [u8], Vec<Vec<u8>>) {
+pub(super) fn put_words(kind: Kind, puts: &[&Change]) -> (&'static [u8], Vec<Vec<u8>>) {
     let mut words = Vec::new();
     for c in puts {
         let Change::Put(m, item) = c else { continue };

@@ -49,6 +49,7 @@
 //! for a peer that cannot continue, then the stream); the pulling side,
 //! one thread per peer, and the apply rule are `link.rs`.
 
+mod facts;
 pub mod link;
 mod merging;
 pub mod record;

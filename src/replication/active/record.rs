@@ -49,7 +49,7 @@
 
 use std::ops::Range;
 
-use crate::effects::{Base, EffectRef};
+use crate::effects::{Base, EffectRef, Fact};
 
 pub const WRITE: u8 = b'W';
 pub const UNIT: u8 = b'U';
@@ -183,6 +183,17 @@ fn put_write_tail(out: &mut Vec<u8>, e: &EffectRef<'_>) {
     put_varint(out, e.argv.len() as u64);
     for a in e.argv {
         put_bytes(out, a);
+    }
+    // A merging write's fact (keyspace/merge/fact.rs), only where it has
+    // one: `count (kind|index, stamp + 1 - value, or 0)*` (a fact may name
+    // the write's own stamp: a member named twice drops its first dot).
+    if !e.facts.is_empty() {
+        put_varint(out, e.facts.len() as u64);
+        for &(i, v) in e.facts {
+            debug_assert!(v <= e.version);
+            put_varint(out, u64::from(i));
+            put_varint(out, if v == 0 { 0 } else { e.version + 1 - v });
+        }
     }
 }
 
@@ -335,30 +346,54 @@ pub fn decode_stored(body: &[u8]) -> Result<Rec<'_>, String> {
 
 // ---- Tails ---------------------------------------------------------------
 
-/// A write's tail: its bases (into `bases`, as versions) and its argument
-/// spans within the returned slice (into `spans`).
+/// A write's tail: its bases (into `bases`, as versions), its fact (into
+/// `facts`, empty where it has none) and its argument spans within the
+/// returned slice (into `spans`).
 pub fn write_parts<'a>(
     stamp: u64,
     tail: &'a [u8],
-    bases: &mut Vec<Base>,
+    (bases, facts): (&mut Vec<Base>, &mut Vec<Fact>),
     spans: &mut Vec<Range<usize>>,
 ) -> Result<&'a [u8], String> {
     let mut r = Reader(tail);
     bases.clear();
+    facts.clear();
     spans.clear();
-    for _ in 0..r.varint()? {
+    // (index, stamp + offset - value): bases are below their write's
+    // stamp (offset 0), a fact's stamps at most equal to it (offset 1).
+    let versioned = |r: &mut Reader<'_>, offset: u64| -> Result<(u32, u64), String> {
         let i = u32::try_from(r.varint()?).map_err(|_| "bad argument index in a record")?;
         let d = r.varint()?;
         let v = if d == 0 {
             0
         } else {
-            stamp.checked_sub(d).ok_or("bad base in a record")?
+            stamp
+                .saturating_add(offset)
+                .checked_sub(d)
+                .ok_or("bad base in a record")?
         };
-        bases.push((i, v));
+        Ok((i, v))
+    };
+    for _ in 0..r.varint()? {
+        bases.push(versioned(&mut r, 0)?);
     }
-    let argv = argv_parts(r.0, spans)?;
+    let argv = r.0;
+    for _ in 0..r.varint()? {
+        let a = r.bytes()?;
+        let at = a.as_ptr() as usize - argv.as_ptr() as usize;
+        spans.push(at..at + a.len());
+    }
     if spans.is_empty() {
         return Err("a write without arguments in an active record".into());
+    }
+    let argv = &argv[..argv.len() - r.0.len()];
+    if !r.0.is_empty() {
+        for _ in 0..r.varint()? {
+            facts.push(versioned(&mut r, 1)?);
+        }
+        if !r.0.is_empty() {
+            return Err("bad arguments in an active record".into());
+        }
     }
     Ok(argv)
 }
@@ -611,7 +646,39 @@ mod tests {
             version: STAMP,
             argv,
             bases,
+            facts: &[],
         }
+    }
+
+    /// A merging write's fact travels after its argv; a write without one
+    /// is coded as it was before facts.
+    #[test]
+    fn a_fact_round_trips_after_the_argv() {
+        use crate::keyspace::merge::fact::{ADD, DROP, PREV, SHIFT};
+        let argv: [&[u8]; 3] = [b"SADD", b"s", b"m"];
+        let bases = [(1 | crate::effects::MERGED_BASE, STAMP - 5)];
+        let facts = [
+            (PREV | (1 << SHIFT), STAMP - 7),
+            (DROP | (2 << SHIFT), STAMP - 9),
+            (DROP | (2 << SHIFT), STAMP),
+            (ADD | (2 << SHIFT), 0),
+        ];
+        let mut stored = Vec::new();
+        let e = EffectRef {
+            facts: &facts,
+            ..set_effect(&argv, &bases)
+        };
+        encode_write(&mut stored, 1, 2 << 16, &e);
+        let mut plain = Vec::new();
+        encode_write(&mut plain, 1, 2 << 16, &set_effect(&argv, &bases));
+        assert_eq!(stored.len(), plain.len() + 1 + 4 * 2);
+        let (body, _) = next_frame(&stored).unwrap();
+        let rec = decode_stored(body).unwrap();
+        let (mut b, mut f, mut spans) = (vec![], vec![], vec![]);
+        let args = write_parts(rec.stamp, rec.tail, (&mut b, &mut f), &mut spans).unwrap();
+        assert_eq!((&b[..], &f[..]), (&bases[..], &facts[..]));
+        let got: Vec<&[u8]> = spans.iter().map(|s| &args[s.clone()]).collect();
+        assert_eq!(got, argv);
     }
 
     #[test]
@@ -634,7 +701,7 @@ mod tests {
             (WRITE, 77 << 16, 3, STAMP)
         );
         let (mut b, mut spans) = (vec![], vec![]);
-        let args = write_parts(rec.stamp, rec.tail, &mut b, &mut spans).unwrap();
+        let args = write_parts(rec.stamp, rec.tail, (&mut b, &mut vec![]), &mut spans).unwrap();
         assert_eq!(b, bases);
         let got: Vec<&[u8]> = spans.iter().map(|s| &args[s.clone()]).collect();
         assert_eq!(got, argv);
@@ -690,18 +757,21 @@ mod tests {
                 version: STAMP,
                 argv: &set1,
                 bases: &b1,
+                facts: &[],
             },
             EffectRef {
                 db: 2,
                 version: STAMP + (3 << 10),
                 argv: &set2,
                 bases: &b2,
+                facts: &[],
             },
             EffectRef {
                 db: 0,
                 version: STAMP + (1 << 10),
                 argv: &append,
                 bases: &b3,
+                facts: &[],
             },
         ];
         let mut unit = UnitBuilder::default();
@@ -726,7 +796,8 @@ mod tests {
             for (m, w) in members.iter().zip(&writes) {
                 assert_eq!((m.db, m.stamp), (w.db, w.version));
                 let (mut bases, mut spans) = (vec![], vec![]);
-                let args = write_parts(m.stamp, m.tail, &mut bases, &mut spans).unwrap();
+                let args =
+                    write_parts(m.stamp, m.tail, (&mut bases, &mut vec![]), &mut spans).unwrap();
                 assert_eq!(bases, w.bases);
                 let got: Vec<&[u8]> = spans.iter().map(|s| &args[s.clone()]).collect();
                 assert_eq!(got, w.argv);
@@ -811,6 +882,12 @@ mod tests {
         assert_eq!(rx.get(&mut r).unwrap(), st);
         assert_eq!(rx.get(&mut r).unwrap().kind, PING);
         assert!(decode_stored(b"W\x01\x02").is_err());
-        assert!(write_parts(STAMP, b"\x01\x01\xff", &mut vec![], &mut vec![]).is_err());
+        assert!(write_parts(
+            STAMP,
+            b"\x01\x01\xff",
+            (&mut vec![], &mut vec![]),
+            &mut vec![]
+        )
+        .is_err());
     }
 }

@@ -498,14 +498,21 @@ fn send_states(
             {
                 let mut g = ks.db(db).lock(shard);
                 merge_states_now(&mut g, ks);
-                for e in g.iter().filter(|e| wanted(e.version)) {
+                // A key is wanted by its version, or by a write its merge
+                // state holds (a fact applied here keeps the key's version
+                // another node's while it adds that node's part or dot).
+                let by_merge = |key: &[u8]| {
+                    (g.merge_meta(key)).is_some_and(|m| m.stamps().into_iter().any(wanted))
+                };
+                for e in g.iter().filter(|e| wanted(e.version) || by_merge(&e.key)) {
                     let payload = crate::persistence::rdb::encode::dump_payload(&e.value, false);
                     let s = (e.version, e.expire_at());
                     let merge = merge_state(&g, &e.key);
                     encode_state(&mut stored, me, db, &e.key, s, (&payload, &merge));
                     sent += 1;
                 }
-                for (key, stamp) in g.tombstones().filter(|&(_, s)| wanted(s)) {
+                let tombs = g.tombstones().filter(|&(k, s)| wanted(s) || by_merge(k));
+                for (key, stamp) in tombs {
                     let merge = merge_state(&g, key);
                     encode_state(&mut stored, me, db, key, (stamp, 0), (b"", &merge));
                     sent += 1;
@@ -550,6 +557,7 @@ fn encode_flush(
             version: flushed_at,
             argv: &[b"FLUSHDB"],
             bases: &[],
+            facts: &[],
         };
         record::encode_write(stored, me, 0, &flush);
     }

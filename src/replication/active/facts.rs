@@ -1,0 +1,273 @@
+//! How a link applies a merging write's fact (keyspace/merge/fact.rs): an
+//! increment of a counter, members added, set or removed in a set, hash or
+//! sorted set. The fact applies here in O(what the write named), with no
+//! round trip to the origin for the key's state; where it cannot (a gap:
+//! something it builds on has not arrived; the key here is of another
+//! type), the caller asks for the key's state as it did before facts.
+//!
+//! What the fact changes in the value is written through ordinary commands
+//! replayed with the resulting version (SET, SADD, SREM, HSET, HDEL, ZADD,
+//! ZREM), so the AOF and plain replicas see ordinary writes, as after a
+//! join (merging.rs). The resulting version is the newer of the key's here
+//! and the write's stamp: every node that applied the same facts ends at
+//! the same version.
+
+use crate::effects::Fact;
+use crate::keyspace::merge::elements::{item_of, Change, Item};
+use crate::keyspace::merge::fact::{NotApplied, ADD, KIND};
+use crate::keyspace::merge::{Base, Counter, Merged, Meta};
+use crate::keyspace::Value;
+use crate::protocol::Args;
+
+use super::link::Link;
+use super::merging::put_words;
+
+/// What a fact-carrying write is, by its command.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Write {
+    /// INCR, INCRBY, DECR, DECRBY: the increment.
+    Increment(i128),
+    Set,
+    Hash,
+    ZSet,
+    /// SREM, HDEL, ZREM: the arguments are members only.
+    Remove(Collection),
+}
+
+/// The kind of collection a write is for.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Collection {
+    Set,
+    Hash,
+    ZSet,
+}
+
+fn write_of(argv: &Args) -> Option<Write> {
+    let name = argv.get(0).to_ascii_lowercase();
+    let by = |sign: i128| -> Option<Write> {
+        let n: i64 = std::str::from_utf8(argv.get(2)).ok()?.parse().ok()?;
+        Some(Write::Increment(sign * i128::from(n)))
+    };
+    match &name[..] {
+        b"incr" => Some(Write::Increment(1)),
+        b"decr" => Some(Write::Increment(-1)),
+        b"incrby" if argv.len() == 3 => by(1),
+        b"decrby" if argv.len() == 3 => by(-1),
+        b"sadd" => Some(Write::Set),
+        b"hset" | b"hmset" | b"hsetnx" => Some(Write::Hash),
+        b"zadd" => Some(Write::ZSet),
+        b"srem" => Some(Write::Remove(Collection::Set)),
+        b"hdel" => Some(Write::Remove(Collection::Hash)),
+        b"zrem" => Some(Write::Remove(Collection::ZSet)),
+        _ => None,
+    }
+}
+
+/// The collection a write changes.
+fn collection(write: Write) -> Option<Collection> {
+    match write {
+        Write::Set => Some(Collection::Set),
+        Write::Hash => Some(Collection::Hash),
+        Write::ZSet => Some(Collection::ZSet),
+        Write::Remove(c) => Some(c),
+        Write::Increment(_) => None,
+    }
+}
+
+/// The member at argument `i` of a write and the value it gave it (a
+/// remove names members only: their value is never read).
+fn item_at<'a>(write: Write, argv: &Args<'a>, i: u32) -> Option<(&'a [u8], Item)> {
+    let i = i as usize;
+    if i < 2 || i >= argv.len() {
+        return None;
+    }
+    let m = argv.get(i);
+    let item = match write {
+        Write::Set | Write::Remove(_) => Item::Member,
+        Write::Hash if i + 1 < argv.len() => Item::Field(argv.get(i + 1).to_vec()),
+        Write::Hash => return None,
+        Write::ZSet => {
+            let s = crate::commands::zsets::parse_score(argv.get(i - 1))?;
+            // -0 is stored as 0 (DECISIONS 66).
+            Item::Score(if s == 0.0 { 0.0 } else { s })
+        }
+        Write::Increment(_) => return None,
+    };
+    Some((m, item))
+}
+
+impl Link {
+    /// Applies a write's fact to `key` (its only key); false where it does
+    /// not apply here: the caller asks for the key's state.
+    pub(super) fn apply_fact(
+        &mut self,
+        db: usize,
+        key: &[u8],
+        stamp: u64,
+        facts: &[Fact],
+        argv: &Args,
+    ) -> bool {
+        // Older than a flush here: gone, as the flush removed such a
+        // write's key on every node that held it (as for states, merging.rs).
+        let ks = &self.node.core().keyspace;
+        if stamp < ks.db(db).lock(ks.slot(key).shard).flushed_at() {
+            return true;
+        }
+        match write_of(argv) {
+            Some(Write::Increment(by)) => self.apply_increment(db, key, stamp, by, facts),
+            Some(w) => self.apply_elements(db, key, stamp, facts, (w, argv)),
+            None => false,
+        }
+    }
+
+    fn apply_increment(
+        &mut self,
+        db: usize,
+        key: &[u8],
+        stamp: u64,
+        by: i128,
+        facts: &[Fact],
+    ) -> bool {
+        let ks = &self.node.core().keyspace;
+        let slot = ks.slot(key);
+        let mut g = ks.db(db).lock(slot.shard);
+        let e = g.get_raw(slot.hash, key);
+        // Another type, or a TTL here (a key with one merges by its state,
+        // so that its expiry merges too).
+        if e.is_some_and(|e| !matches!(e.value, Value::Str(_)) || e.expire_at() != 0) {
+            return false;
+        }
+        let base = Base::of(e.map(|e| &e.value));
+        let version = g.version_of(slot.hash, key);
+        let counter = match g.merge_meta(key) {
+            Some(Meta::Counter(c)) => Some(c),
+            Some(_) => return false,
+            None => None,
+        };
+        let mut c = Counter::current(counter, version, base);
+        let before = c.value();
+        match c.apply_increment(stamp, by, facts) {
+            Ok(()) => {}
+            Err(NotApplied::Duplicate) => return true,
+            Err(NotApplied::Gap) => return false,
+        }
+        let version = version.max(stamp);
+        c.version = version;
+        let after = c.value();
+        g.set_merge_meta(key, Meta::Counter(c));
+        drop(g);
+        match after {
+            Merged::Int(n) if after != before => {
+                let n = n.to_string();
+                let argv: [&[u8]; 4] = [b"SET", key, n.as_bytes(), b"KEEPTTL"];
+                self.replay(db, version, &argv);
+            }
+            _ => self.raise_version(db, key, version),
+        }
+        self.note_merge_state(db, key);
+        true
+    }
+
+    fn apply_elements(
+        &mut self,
+        db: usize,
+        key: &[u8],
+        stamp: u64,
+        facts: &[Fact],
+        (write, argv): (Write, &Args),
+    ) -> bool {
+        let ks = &self.node.core().keyspace;
+        let slot = ks.slot(key);
+        let mut g = ks.db(db).lock(slot.shard);
+        let c = collection(write);
+        if g.get_raw(slot.hash, key)
+            .is_some_and(|e| e.expire_at() != 0)
+        {
+            return false; // a key with a TTL merges by its state
+        }
+        let fits = match g.get_raw(slot.hash, key).map(|e| &e.value) {
+            None => true,
+            Some(Value::Set(_)) => c == Some(Collection::Set),
+            Some(Value::Hash(_)) => c == Some(Collection::Hash),
+            Some(Value::ZSet(_)) => c == Some(Collection::ZSet),
+            Some(_) => false,
+        };
+        let adds = facts.iter().any(|f| f.0 & KIND == ADD);
+        if !fits || (adds && matches!(write, Write::Remove(_))) {
+            return false;
+        }
+        let version = g.version_of(slot.hash, key);
+        // A fact applies onto elements that describe the key as it is (a
+        // collection, or one deleted by a write that noted what it saw),
+        // or onto nothing older than it. Anything else (elements older
+        // than the key: another type came and went, a write here that
+        // noted no dots) is for the key's state to decide, as before facts.
+        let clean = match g.merge_meta(key) {
+            Some(Meta::Elements(e)) => e.version == version,
+            Some(_) => false,
+            None => version <= stamp,
+        };
+        if !clean {
+            return false;
+        }
+        let applied = g.with_elements(slot.hash, key, |e, value| {
+            let item = |i| item_at(write, argv, i);
+            e.apply_fact(stamp, facts, item, |m| item_of(value, m))
+        });
+        drop(g);
+        let changes = match applied {
+            Some(Ok(changes)) => changes,
+            Some(Err(NotApplied::Duplicate)) => return true,
+            Some(Err(NotApplied::Gap)) | None => return false,
+        };
+        let version = version.max(stamp);
+        self.write_changes(db, key, write, &changes, version);
+        self.raise_version(db, key, version);
+        let ks = &self.node.core().keyspace;
+        if let Some(Meta::Elements(e)) = ks.db(db).lock(slot.shard).merge_meta_mut(key) {
+            e.version = version;
+        }
+        self.note_merge_state(db, key);
+        true
+    }
+
+    /// The removes, then the puts, of a fact's changes, as commands.
+    fn write_changes(
+        &mut self,
+        db: usize,
+        key: &[u8],
+        write: Write,
+        changes: &[Change],
+        version: u64,
+    ) {
+        let (removes, puts): (Vec<&Change>, Vec<&Change>) =
+            changes.iter().partition(|c| matches!(c, Change::Remove(_)));
+        if !removes.is_empty() {
+            let name: &[u8] = match collection(write) {
+                Some(Collection::Hash) => b"HDEL",
+                Some(Collection::ZSet) => b"ZREM",
+                _ => b"SREM",
+            };
+            let mut argv: Vec<&[u8]> = vec![name, key];
+            argv.extend(removes.iter().map(|c| match c {
+                Change::Remove(m) | Change::Put(m, _) => &m[..],
+            }));
+            self.replay(db, version, &argv);
+        }
+        if !puts.is_empty() {
+            let (name, words) = put_words(kind_of(write), &puts);
+            let mut argv: Vec<&[u8]> = vec![name, key];
+            argv.extend(words.iter().map(|w| &w[..]));
+            self.replay(db, version, &argv);
+        }
+    }
+}
+
+fn kind_of(write: Write) -> super::merging::Kind {
+    use super::merging::Kind;
+    match collection(write) {
+        Some(Collection::Hash) => Kind::Hash,
+        Some(Collection::ZSet) => Kind::ZSet,
+        _ => Kind::Set,
+    }
+}
