@@ -489,3 +489,46 @@ fn increments_travel_as_facts_without_asking_for_state() {
         "no key state asked for"
     );
 }
+
+/// Set, hash and sorted-set writes travel as facts too: each node writes
+/// its own keys, then the other's once it has them (every write newer than
+/// the key it finds), and neither asks for a key's state.
+#[test]
+fn collection_writes_travel_as_facts_without_asking_for_state() {
+    let p = Pair::start(&[]);
+    let writes = |c: &mut redis::Connection, side: &str| {
+        for i in 0..200u64 {
+            let (s, h, z) = (format!("s{side}"), format!("h{side}"), format!("z{side}"));
+            let mut pipe = redis::pipe();
+            pipe.cmd("SADD")
+                .arg(&s)
+                .arg(format!("m{}", i % 17))
+                .arg("again");
+            pipe.cmd("SREM").arg(&s).arg(format!("m{}", (i + 5) % 17));
+            pipe.cmd("HSET").arg(&h).arg(format!("f{}", i % 7)).arg(i);
+            pipe.cmd("HDEL").arg(&h).arg(format!("f{}", (i + 3) % 7));
+            pipe.cmd("ZADD").arg(&z).arg(i).arg(format!("m{}", i % 11));
+            pipe.cmd("ZREM").arg(&z).arg(format!("m{}", (i + 4) % 11));
+            let _: () = pipe.query(c).unwrap();
+        }
+    };
+    std::thread::scope(|s| {
+        let (a, b) = (&p.a, &p.b);
+        s.spawn(move || writes(&mut a.conn(), "a"));
+        s.spawn(move || writes(&mut b.conn(), "b"));
+    });
+    converged(&[&p.a, &p.b]);
+    // Now each writes the other's keys.
+    writes(&mut p.a.conn(), "b");
+    converged(&[&p.a, &p.b]);
+    writes(&mut p.b.conn(), "a");
+    converged(&[&p.a, &p.b]);
+    let (mut a, mut b) = (p.a.conn(), p.b.conn());
+    assert_eq!(members(&mut a, "sa"), members(&mut b, "sa"));
+    assert!(members(&mut a, "sa").contains(&"again".to_string()));
+    assert_eq!(
+        (conflicts(&mut a), conflicts(&mut b)),
+        (0, 0),
+        "no key state asked for"
+    );
+}

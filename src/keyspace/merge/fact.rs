@@ -34,16 +34,12 @@ use super::elements::{Dot, Elements, Item};
 use super::{Counter, Part};
 use crate::keyspace::hlc::stamp_node;
 
-/// Whether writes on sets, hashes and sorted sets emit their facts. Off
-/// for now: their peers apply them (replication/active/facts.rs, unit tests
-/// below), but the deterministic simulator's full workload still finds four
-/// seeds in its CI range that diverge with them on (449, 576, 823 and 845
-/// at the commit that added this; docs/STATUS.md), where a fact meets a
-/// key that another type, a flush or an expiry replaced in between. Until
-/// those pass, collections travel as before (a state round trip per write)
-/// while their origin keeps its elements' state up to date in O(members
-/// named) (`Elements::note_write`). Counters emit theirs.
-pub const ELEMENT_FACTS: bool = false;
+/// Whether writes on sets, hashes and sorted sets emit their facts (a
+/// switch for bisecting: off, collections travel as states, one round trip
+/// per write, while their origin still keeps its elements' state current
+/// in O(members named), `Elements::note_write`). A peer applies one only
+/// where it is newer than the key there (DECISIONS 77).
+pub const ELEMENT_FACTS: bool = true;
 
 /// One entry of a fact: the kind ORed into an argument index, and a stamp.
 pub type Fact = (u32, u64);

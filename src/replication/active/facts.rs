@@ -210,6 +210,16 @@ impl Link {
         if !clean {
             return false;
         }
+        // A fact older than the key here (a concurrent write, or one late)
+        // is a duplicate where its stamp is seen already; else the key's
+        // state decides, as before facts: whole-key last-writer-wins
+        // between types makes the elements' own context too little to tell
+        // an add that another type's write since removed (simulator seed
+        // 576). The common case, a write newer than the key, applies here.
+        if version > stamp {
+            let seen = matches!(g.merge_meta(key), Some(Meta::Elements(e)) if e.cc.covers(stamp));
+            return seen;
+        }
         let applied = g.with_elements(slot.hash, key, |e, value| {
             let item = |i| item_at(write, argv, i);
             e.apply_fact(stamp, facts, item, |m| item_of(value, m))
