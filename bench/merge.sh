@@ -1,15 +1,17 @@
 #!/usr/bin/env bash
-# Merge semantics (issue 13 "Benchmark"): INCR and HSET throughput of a
-# lone active node and of the writing node of an active pair (its peer
-# merges every write's state: a state round trip per write, DECISIONS 58),
-# with a plain lone node for reference; then memory per counter key
-# incremented on one node and on all three nodes of a mesh.
+# Merge semantics (issues 13 and 24 "Benchmark"): for INCR, HSET, HINCRBY,
+# SADD, ZINCRBY and LPUSH, the throughput of a lone plain node, a lone
+# active node, and the writing node of an active pair (its peer applies
+# each write's fact, or asks for the key's state: `asks`), with the bytes
+# the writer's stream sent per byte its clients sent; then SADD of one
+# member to a set of 10 and to a set of BIG (1,000,000) members on the
+# pair's writer; then memory per counter key incremented on one node and
+# on all three nodes of a mesh.
 #
-# Load: redis-benchmark -P 16 -c 50 -n REQUESTS -r KEYSPACE, INCR
-# counter:__rand_int__ and HSET h:__rand_int__ f __rand_int__ (small
-# hashes); servers pinned to SERVER_CPU with --server-threads 1,
-# redis-benchmark to CLIENT_CPU. Catch-up: seconds after the load until
-# both nodes' DEBUG DIGEST agree.
+# Load: redis-benchmark -P 16 -c 50 -n REQUESTS -r KEYSPACE; servers pinned
+# to SERVER_CPU with --server-threads 1, redis-benchmark to CLIENT_CPU. The
+# writer's numbers include its peer catching up (both nodes' DEBUG DIGEST
+# agree before the next row).
 # Memory: used_memory growth / keys after KEYS INCRs (node 1 only, then
 # the same keys on nodes 2 and 3), against a plain node's growth.
 set -euo pipefail
@@ -57,24 +59,58 @@ wait_up() { # port peers
     done
 }
 
-INCR=(INCR "counter:__rand_int__")
-HSET=(HSET "h:__rand_int__" f "__rand_int__")
+# The merging writes of issue 24's benchmark, each over KEYSPACE keys.
+declare -A CMDS=(
+    [INCR]='INCR counter:__rand_int__'
+    [HSET]='HSET h:__rand_int__ f __rand_int__'
+    [HINCRBY]='HINCRBY hi:__rand_int__ f 1'
+    [SADD]='SADD s:__rand_int__ __rand_int__'
+    [ZINCRBY]='ZINCRBY z:__rand_int__ 1 m'
+    [LPUSH]='LPUSH l:__rand_int__ x'
+)
+ORDER=(INCR HSET HINCRBY SADD ZINCRBY LPUSH)
+sent() { cli "$1" info replication | grep -oE 'active_sent_bytes:[0-9]+' | cut -d: -f2; }
+asks() { cli "$1" info replication | grep -oE 'conflicts=[0-9]+' | head -1 | cut -d= -f2; }
 echo "== merge: -P 16 -c 50 -n $REQUESTS -r $KEYSPACE; servers on CPU $SERVER_CPU (1 thread), redis-benchmark on CPU $CLIENT_CPU"
-printf '%-28s %12s %12s %10s\n' row INCR/s HSET/s catch-up
-p=$BASE
-start $p; a=$(rps $p "${INCR[@]}"); b=$(rps $p "${HSET[@]}")
-printf '%-28s %12s %12s %10s\n' "lone plain node" "$a" "$b" -
-p=$((BASE + 1))
-start $p --active-replica yes; a=$(rps $p "${INCR[@]}"); b=$(rps $p "${HSET[@]}")
-printf '%-28s %12s %12s %10s\n' "lone active node" "$a" "$b" -
-pa=$((BASE + 2)); pb=$((BASE + 3))
+echo "   (writer/lone: the pair's writer against a lone active node; asks: key states its peer asked for;"
+echo "    wire: bytes its stream sent per byte of the commands its clients sent)"
+printf '%-8s %12s %12s %12s %8s %8s %8s %9s\n' command plain/s active/s writer/s x-plain writer/lone asks wire
+pl=$BASE; la=$((BASE + 1)); pa=$((BASE + 2)); pb=$((BASE + 3))
+start $pl; start $la --active-replica yes
 start $pa --active-replica yes; start $pb --active-replica yes
 link $pa $pb; link $pb $pa; wait_up $pa 1; wait_up $pb 1
-a=$(rps $pa "${INCR[@]}"); ca=$(converge $pa $pb)
-b=$(rps $pa "${HSET[@]}"); cb=$(converge $pa $pb)
-printf '%-28s %12s %12s %10s\n' "pair, one node writing" "$a" "$b" "$ca/$cb s"
-conflicts=$(cli $pb info replication | grep -oE 'conflicts=[0-9]+' | head -1)
-echo "   the peer's state asks: $conflicts"
+for c in "${ORDER[@]}"; do
+    read -r -a argv <<<"${CMDS[$c]}"
+    a=$(rps $pl "${argv[@]}"); b=$(rps $la "${argv[@]}")
+    s0=$(sent $pa); q0=$(asks $pb)
+    w=$(rps $pa "${argv[@]}"); converge $pa $pb >/dev/null
+    s1=$(sent $pa); q1=$(asks $pb)
+    # The bytes of one command as a client sends it (RESP), __rand_int__ as 12 digits.
+    cmdbytes=$(python3 -c "import sys; a=[x.replace('__rand_int__','0'*12) for x in sys.argv[1:]]; print(len('*%d\r\n'%len(a))+sum(len('\$%d\r\n%s\r\n'%(len(x),x)) for x in a))" "${argv[@]}")
+    printf '%-8s %12s %12s %12s %8.2f %8.2f %8s %9.2f\n' "$c" "$a" "$b" "$w" \
+        "$(echo "$b / $a" | bc -l)" "$(echo "$w / $b" | bc -l)" $((q1 - q0)) \
+        "$(echo "($s1 - $s0) / ($REQUESTS * $cmdbytes)" | bc -l)"
+done
+
+# SADD of one member to a set of 10 and to a set of BIG members, on the pair's writer.
+BIG=${BIG:-1000000}
+python3 - "$BIG" <<'PY' | cli $pa --pipe >/dev/null
+import sys
+n = int(sys.argv[1]); step = 10000
+for start in range(0, n, step):
+    members = ["m%d" % i for i in range(start, min(n, start + step))]
+    args = ["SADD", "big"] + members
+    sys.stdout.write("*%d\r\n" % len(args) + "".join("$%d\r\n%s\r\n" % (len(a), a) for a in args))
+args = ["SADD", "small"] + ["m%d" % i for i in range(10)]
+sys.stdout.write("*%d\r\n" % len(args) + "".join("$%d\r\n%s\r\n" % (len(a), a) for a in args))
+PY
+t=$(converge $pa $pb)
+echo "== a set of $(cli $pb scard big) members built on the writer (SADDs of 10,000) reached its peer ${t}s after"
+q0=$(asks $pb)
+small=$(rps $pa SADD small "n__rand_int__"); converge $pa $pb >/dev/null
+big=$(rps $pa SADD big "n__rand_int__"); converge $pa $pb >/dev/null
+printf 'SADD of one member on the pair writer: to a set of 10 %s/s, to a set of %s %s/s (%.2fx); peer asks %s\n' \
+    "$small" "$(cli $pa scard big)" "$big" "$(echo "$big / $small" | bc -l)" $(( $(asks $pb) - q0 ))
 
 echo "== memory per counter key ($KEYS keys drawn at random): INCR against SET of the same keys"
 mem() { cli "$1" info memory | grep '^used_memory:' | cut -d: -f2 | tr -d '\r'; }

@@ -209,9 +209,10 @@ impl Elements {
         }
         // The members named, each once, with its newest dot before.
         let mut named: Vec<(&[u8], Option<StampAndPrint>)> = Vec::new();
+        let mut once = hashbrown::HashSet::new();
         for f in facts.iter().filter(touched) {
             let (m, _) = item(f.0 >> SHIFT).ok_or(NotApplied::Gap)?;
-            if named.iter().all(|n| n.0 != m) {
+            if once.insert(m) {
                 let newest = self.newest(m).map(|d| (d.stamp, d.fp));
                 named.push((m, newest));
                 // Every dot of a member the fact touches carries its value
