@@ -313,7 +313,21 @@ fn link_thread(node: &HostRef, st: &Arc<LinkState>) {
     while !st.stop.load(Acquire) {
         log_notice!("Connecting to active peer {}:{}", st.host, st.port);
         node.active().stability.forget_link(&st.key());
-        if let Err(e) = run(node, st, &mut clock, &stats) {
+        // A panic applying a record (a bug) ends this connection, logged,
+        // and the link reconnects from its last applied batch, instead of
+        // the thread dying and the peer never being heard again.
+        let ran = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            run(node, st, &mut clock, &stats)
+        }));
+        let ran = ran.unwrap_or_else(|p| {
+            let what = (p.downcast_ref::<&str>().map(|s| s.to_string()))
+                .or_else(|| p.downcast_ref::<String>().cloned())
+                .unwrap_or_default();
+            Err(format!(
+                "a panic applying the peer's stream ({what}); reconnecting"
+            ))
+        });
+        if let Err(e) = ran {
             if !st.stop.load(Acquire) {
                 log_warning!("Active replication link with {}:{}: {e}", st.host, st.port);
                 *st.last_error.lock() = e;
