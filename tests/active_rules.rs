@@ -78,3 +78,109 @@ fn a_negative_zero_score_reads_zero_in_every_encoding() {
     let score: String = cmd(&mut c, &["ZSCORE", "small", "m"]);
     assert_eq!(score, "0");
 }
+
+/// Lists of equal values (a token list): a pop at the head on one node
+/// and at the tail on the other take two different tokens, so the list
+/// ends two shorter everywhere; the same end popped on both nodes takes
+/// the same token, removed once.
+#[test]
+fn pops_of_equal_values_on_both_sides_remove_what_each_took() {
+    let p = Pair::start(&[]);
+    let (mut a, mut b) = (p.a.conn(), p.b.conn());
+    let _: i64 = cmd(&mut a, &["RPUSH", "tokens", "t", "t", "t"]);
+    let _: i64 = cmd(&mut a, &["RPUSH", "same", "t", "t", "t"]);
+    converged(&[&p.a, &p.b]);
+    p.partition();
+    let _: String = cmd(&mut a, &["LPOP", "tokens"]);
+    let _: String = cmd(&mut b, &["RPOP", "tokens"]);
+    let _: String = cmd(&mut a, &["LPOP", "same"]);
+    let _: String = cmd(&mut b, &["LPOP", "same"]);
+    p.heal();
+    eventually("one token left of three, two of the other list", || {
+        [&mut a, &mut b].into_iter().all(|c| {
+            cmd::<i64>(c, &["LLEN", "tokens"]) == 1 && cmd::<i64>(c, &["LLEN", "same"]) == 2
+        })
+    });
+    converged(&[&p.a, &p.b]);
+}
+
+/// Field counters: HINCRBY on both sides adds up; an HSET on one side
+/// concurrent with an HINCRBY on the other keeps the increment the HSET
+/// did not see; an HDEL keeps only the increments it did not see.
+#[test]
+fn hincrby_on_both_sides_adds_up_as_a_counter() {
+    let p = Pair::start(&[]);
+    let (mut a, mut b) = (p.a.conn(), p.b.conn());
+    let _: i64 = cmd(&mut a, &["HSET", "h", "sum", "1", "set", "1", "del", "1"]);
+    converged(&[&p.a, &p.b]);
+    let _: i64 = cmd(&mut b, &["HINCRBY", "h", "del", "10"]);
+    converged(&[&p.a, &p.b]);
+    p.partition();
+    let _: i64 = cmd(&mut a, &["HINCRBY", "h", "sum", "2"]);
+    let _: i64 = cmd(&mut b, &["HINCRBY", "h", "sum", "5"]);
+    let _: i64 = cmd(&mut a, &["HSET", "h", "set", "100"]);
+    let _: i64 = cmd(&mut b, &["HINCRBY", "h", "set", "7"]);
+    let _: i64 = cmd(&mut a, &["HDEL", "h", "del"]);
+    let _: i64 = cmd(&mut b, &["HINCRBY", "h", "del", "3"]);
+    p.heal();
+    let want = |c: &mut redis::Connection| {
+        let v: Vec<Option<String>> = cmd(c, &["HMGET", "h", "sum", "set", "del"]);
+        v == [Some("8".into()), Some("107".into()), Some("3".into())]
+    };
+    eventually("sum 1+2+5, set 100+7, del 3", || {
+        want(&mut a) && want(&mut b)
+    });
+    converged(&[&p.a, &p.b]);
+    // Both keep counting from there.
+    let _: i64 = cmd(&mut a, &["HINCRBY", "h", "sum", "1"]);
+    let _: i64 = cmd(&mut b, &["HINCRBY", "h", "sum", "1"]);
+    eventually("sum 10 on both", || {
+        [&mut a, &mut b]
+            .into_iter()
+            .all(|c| cmd::<String>(c, &["HGET", "h", "sum"]) == "10")
+    });
+}
+
+/// The TTL of a collection is a register of its own: a write that did not
+/// touch it keeps it, concurrent TTLs resolve to the longest, PERSIST wins
+/// over a concurrent EXPIRE (the TTLs are read to the second, as PTTL
+/// moves on between the nodes' answers).
+#[test]
+fn a_collections_ttl_merges_as_a_register_of_its_own() {
+    let p = Pair::start(&[]);
+    let (mut a, mut b) = (p.a.conn(), p.b.conn());
+    for k in ["kept", "longest", "persisted", "list"] {
+        let _: i64 = cmd(&mut a, &["SADD", k, "x"]);
+    }
+    let _: i64 = cmd(&mut a, &["DEL", "list"]);
+    let _: i64 = cmd(&mut a, &["RPUSH", "list", "x"]);
+    converged(&[&p.a, &p.b]);
+    p.partition();
+    let _: i64 = cmd(&mut a, &["EXPIRE", "kept", "1000"]);
+    let _: i64 = cmd(&mut b, &["SADD", "kept", "y"]);
+    let _: i64 = cmd(&mut a, &["EXPIRE", "longest", "1000"]);
+    let _: i64 = cmd(&mut b, &["EXPIRE", "longest", "5000"]);
+    let _: i64 = cmd(&mut a, &["EXPIRE", "persisted", "1000"]);
+    let _: i64 = cmd(&mut b, &["EXPIRE", "persisted", "3000"]);
+    let _: i64 = cmd(&mut a, &["PERSIST", "persisted"]);
+    let _: i64 = cmd(&mut a, &["EXPIRE", "list", "1000"]);
+    let _: i64 = cmd(&mut b, &["RPUSH", "list", "y"]);
+    p.heal();
+    let ttls = |c: &mut redis::Connection| -> Vec<i64> {
+        let t = |c: &mut redis::Connection, k: &str| (cmd::<i64>(c, &["PTTL", k]) + 500) / 1000;
+        let persisted: i64 = cmd(c, &["PTTL", "persisted"]);
+        vec![t(c, "kept"), t(c, "longest"), persisted, t(c, "list")]
+    };
+    eventually("kept 1000, longest 5000, persisted none, list 1000", || {
+        let want = |t: Vec<i64>| {
+            (t[0] == 1000 || t[0] == 999)
+                && (t[1] == 5000 || t[1] == 4999)
+                && t[2] == -1
+                && (t[3] == 1000 || t[3] == 999)
+        };
+        want(ttls(&mut a)) && want(ttls(&mut b))
+    });
+    let n: i64 = cmd(&mut b, &["SCARD", "kept"]);
+    assert_eq!(n, 2);
+    converged(&[&p.a, &p.b]);
+}

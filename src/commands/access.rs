@@ -20,6 +20,7 @@ use super::events::{class, notify_keyspace};
 use super::{CmdError, Ctx};
 use crate::core::Core;
 use crate::keyspace::{merge, Entry, Keyspace, Shard, ShardGuard, Slot, StrValue, Value};
+use merge::lists::EndOp;
 
 enum Guards<'a> {
     One(usize, ShardGuard<'a>),
@@ -311,6 +312,29 @@ impl Locked<'_, '_> {
         shard.note_elements(slot.hash, key, versions, (1, named), facts)
     }
 
+    /// See [`Ctx::count_field`].
+    pub fn count_field(
+        &mut self,
+        key: &[u8],
+        versions: (u64, u64),
+        field: (u32, &[u8]),
+        by: (i128, merge::Base),
+        facts: &mut Vec<crate::effects::Fact>,
+    ) -> bool {
+        let slot = self.slot(key);
+        let shard = self.shard_mut(slot.shard);
+        shard.count_field(slot.hash, key, versions, field, by, facts)
+    }
+
+    /// See [`Ctx::note_list_ends`].
+    pub fn note_list_ends(&mut self, key: &[u8], (prev, stamp): (u64, u64), ops: &[EndOp]) {
+        let slot = self.slot(key);
+        let shard = self.shard_mut(slot.shard);
+        if let Some(merge::Meta::List(ls)) = shard.merge_meta_mut(key) {
+            ls.note_ends(prev, stamp, ops);
+        }
+    }
+
     /// Active replication: a write named `members` of the collection at
     /// `key` as added or set (keyspace/merge/elements.rs, `touched`).
     pub fn touch_members<'m>(&mut self, key: &[u8], members: impl Iterator<Item = &'m [u8]>) {
@@ -482,6 +506,48 @@ impl Ctx<'_> {
         });
         if !noted {
             l.touch_members(key, named.iter().map(|n| n.1));
+        }
+    }
+}
+
+impl Ctx<'_> {
+    /// Active replication, after HINCRBY stamped `stamp` added `by` to
+    /// the field at argument 2 of the hash at `key`, which read `before`:
+    /// the field counts as a counter (keyspace/merge/elements.rs), so that
+    /// increments on several nodes add up. Where the key's merge state is
+    /// not the key's, the field is noted as touched (the lazy path, as a
+    /// set).
+    pub fn count_field(
+        &mut self,
+        l: &mut Locked,
+        key: &[u8],
+        stamp: u64,
+        field: &[u8],
+        by: (i128, merge::Base),
+    ) {
+        if !self.core.active || !merge::fact::noting() {
+            return;
+        }
+        let prev = self.base_of(key);
+        let noted = prev.is_some_and(|prev| {
+            let a = self.active.as_mut().expect("active write");
+            l.count_field(key, (prev, stamp), (2, field), by, &mut a.facts)
+        });
+        if !noted {
+            l.touch_members(key, std::iter::once(field));
+        }
+    }
+
+    /// Active replication, after a write stamped `stamp` that only pushed
+    /// and popped at the ends of the list at `key`: its merge state is told
+    /// which elements went and came (keyspace/merge/lists.rs, `Ends`), as
+    /// no diff of equal values can tell.
+    pub fn note_list_ends(&mut self, l: &mut Locked, key: &[u8], stamp: u64, ops: &[EndOp]) {
+        if !self.core.active || !merge::fact::noting() {
+            return;
+        }
+        if let Some(prev) = self.base_of(key) {
+            l.note_list_ends(key, (prev, stamp), ops);
         }
     }
 }

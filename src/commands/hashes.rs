@@ -19,6 +19,7 @@ use super::strings::longdouble::F80;
 use super::util::{arg_i64, eq_ic};
 use super::{flags::*, CmdError, CmdResult, Command, Ctx};
 use crate::keyspace::hash::{HashLimits, HashValue};
+use crate::keyspace::merge::Base;
 use crate::keyspace::{Entry, Value};
 use crate::protocol::{parse_i64, Args};
 
@@ -305,19 +306,26 @@ fn hincrby(ctx: &mut Ctx, args: Args) -> CmdResult {
     let incr = arg_i64(args.get(3))?;
     let lim = limits(ctx);
     let mut l = ctx.open(key);
-    let cur = match l.get_hash(key)? {
+    let (cur, existed) = match l.get_hash(key)? {
         Some(e) => match hash_ref(&e.value).get(field) {
-            Some(v) => parse_i64(v).ok_or(CmdError::err("hash value is not an integer"))?,
-            None => 0,
+            Some(v) => (
+                parse_i64(v).ok_or(CmdError::err("hash value is not an integer"))?,
+                true,
+            ),
+            None => (0, false),
         },
-        None => 0,
+        None => (0, false),
     };
     let new = cur.checked_add(incr).ok_or(CmdError::Overflow)?;
+    let before = match existed {
+        true => Base::Int(i128::from(cur)),
+        false => Base::Absent,
+    };
     let (e, version) = hash_for_write(ctx, &mut l, key)?;
     hash_mut(&mut e.value).set(field, new.to_string().as_bytes(), lim);
     ctx.out.int(new);
     if ctx.core.active {
-        l.touch_members(key, std::iter::once(field));
+        ctx.count_field(&mut l, key, version, field, (i128::from(incr), before));
     }
     ctx.notify(class::HASH, "hincrby", key);
     ctx.propagate(version, &[b"HINCRBY", key, field, args.get(3)]);

@@ -23,6 +23,7 @@ use super::events::class;
 use super::util::{arg_i64, eq_ic};
 use super::{flags::*, CmdError, CmdResult, Command, Ctx};
 use crate::keyspace::list::ListValue;
+use crate::keyspace::merge::lists::EndOp;
 use crate::keyspace::Value;
 use crate::protocol::{parse_i64, Args};
 
@@ -292,6 +293,8 @@ fn push_generic(ctx: &mut Ctx, args: Args, left: bool, xx: bool) -> CmdResult {
             (list.len(), e.version)
         }
     };
+    let n = args.len() - 2;
+    ctx.note_list_ends(&mut l, key, version, &[EndOp::Push { left, n }]);
     ctx.out.int(len as i64);
     ctx.notify(class::LIST, push_event(left), key);
     ctx.signal_ready(ctx.db(), key);
@@ -336,10 +339,11 @@ fn pop_generic(ctx: &mut Ctx, args: Args, left: bool) -> CmdResult {
         return Ok(());
     }
     let list = list_mut(&mut e.value);
-    match count {
+    let n = match count {
         None => {
             let v = list.pop(left).expect("stored lists are never empty");
             ctx.out.bulk(&v);
+            1
         }
         Some(n) => {
             let k = (n as usize).min(list.len());
@@ -348,10 +352,12 @@ fn pop_generic(ctx: &mut Ctx, args: Args, left: bool) -> CmdResult {
                 let v = list.pop(left).expect("k <= len");
                 ctx.out.bulk(&v);
             }
+            k
         }
-    }
+    };
     let version = ctx.version_after(e.version);
     e.version = version;
+    ctx.note_list_ends(&mut l, key, version, &[EndOp::Pop { left, n }]);
     finish_pop(ctx, &mut l, key, left);
     let argv: Vec<&[u8]> = args.iter().collect();
     ctx.propagate(version, &argv);
@@ -390,6 +396,7 @@ fn mpop_from(
         }
         let version = ctx.version_after(e.version);
         e.version = version;
+        ctx.note_list_ends(l, key, version, &[EndOp::Pop { left, n: k }]);
         finish_pop(ctx, l, key, left);
         let n = k.to_string();
         let cmd: &[u8] = if left { b"LPOP" } else { b"RPOP" };
@@ -697,6 +704,19 @@ fn ltrim(ctx: &mut Ctx, args: Args) -> CmdResult {
     if front + back > 0 {
         e.version = version;
     }
+    if front + back > 0 {
+        let ops = [
+            EndOp::Pop {
+                left: true,
+                n: front,
+            },
+            EndOp::Pop {
+                left: false,
+                n: back,
+            },
+        ];
+        ctx.note_list_ends(&mut l, key, version, &ops);
+    }
     ctx.out.ok();
     ctx.notify(class::LIST, "ltrim", key);
     ctx.remove_if_empty(&mut l, key);
@@ -762,6 +782,20 @@ fn move_generic(
             l.put(dst, Value::List(Box::new(list)), 0, version);
         }
     }
+    let pop = EndOp::Pop {
+        left: from_left,
+        n: 1,
+    };
+    let push = EndOp::Push {
+        left: to_left,
+        n: 1,
+    };
+    if src == dst {
+        ctx.note_list_ends(&mut l, src, version, &[pop, push]);
+    } else {
+        ctx.note_list_ends(&mut l, src, version, &[pop]);
+        ctx.note_list_ends(&mut l, dst, version, &[push]);
+    }
     ctx.out.bulk(&v);
     ctx.notify(class::LIST, push_event(to_left), dst);
     ctx.signal_ready(ctx.db(), dst);
@@ -801,6 +835,7 @@ fn bpop_generic(ctx: &mut Ctx, args: Args, left: bool) -> CmdResult {
             .expect("stored lists are never empty");
         let version = ctx.version_after(e.version);
         e.version = version;
+        ctx.note_list_ends(&mut l, key, version, &[EndOp::Pop { left, n: 1 }]);
         ctx.out.array(2);
         ctx.out.bulk(key);
         ctx.out.bulk(&v);

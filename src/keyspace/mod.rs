@@ -409,8 +409,14 @@ impl Shard {
             return None;
         }
         let version = self.version_of(hash, key);
-        if old.is_none_or(|m| m.version() != version) {
-            let now = merge::Meta::current(old, version, value);
+        let (present, at) = match self.get_raw(hash, key) {
+            Some(e) => (true, e.expire_at()),
+            None => (false, 0),
+        };
+        let stale_ttl = old.is_some_and(|m| m.ttl_differs(present, at));
+        if old.is_none_or(|m| m.version() != version) || stale_ttl {
+            let mut now = merge::Meta::current(old, version, value);
+            now.refresh_ttl(version, present, at);
             self.set_merge_meta(key, now);
         }
         self.merge_meta(key)
@@ -449,14 +455,65 @@ impl Shard {
             named.iter().map(|&(i, m)| (i, m, fp(m))).collect();
         let start = facts.len();
         e.note_write(key_index, stamp, &items, facts);
+        // A counted field's write resets its counter (an increment of
+        // this stamp stays), and travels by the key's state: a fact would
+        // not say what the reset saw.
+        let mut counted = false;
+        for &(_, m) in named {
+            if e.counters.contains_key(m) {
+                counted = true;
+                let now = merge::elements::item_of(value, m);
+                e.settle_counter(m, stamp, now.as_ref());
+            }
+        }
         // A key with a TTL travels by its state (its expiry merges with
         // the state's, docs/MERGE.md): no fact. Nor any while collections'
         // facts are off (`merge::fact::ELEMENT_FACTS`).
         let ttl = pos.is_some_and(|p| self.entries.get(p).expire_at() != 0);
-        if ttl || !merge::fact::ELEMENT_FACTS {
+        if ttl || counted || !merge::fact::ELEMENT_FACTS {
             facts.truncate(start);
         }
         true
+    }
+
+    /// Active replication, at the origin of HINCRBY stamped `stamp` that
+    /// added `by` to `field` of the hash at `key` (version `prev` before;
+    /// the field read `before` then): the field's counter counts it
+    /// ([`merge::Elements::count_field`]), and the field's dot follows as
+    /// for any write ([`Self::note_elements`]); the write travels by the
+    /// key's state. False, nothing changed, where the key's merge state
+    /// does not describe `prev`.
+    pub fn count_field(
+        &mut self,
+        hash: u64,
+        key: &[u8],
+        (prev, stamp): (u64, u64),
+        (field_index, field): (u32, &[u8]),
+        (by, before): (i128, merge::Base),
+        facts: &mut Vec<merge::fact::Fact>,
+    ) -> bool {
+        if !self.merge.contains_key(key) {
+            // A hash HINCRBY made: nothing before it.
+            let fresh = merge::Elements::current(None, prev, None);
+            self.merge
+                .insert(key.into(), Box::new(merge::Meta::Elements(fresh)));
+        }
+        match self.merge.get_mut(key).map(|m| &mut **m) {
+            Some(merge::Meta::Elements(e)) if e.version == prev => {
+                e.count_field(field, stamp, by, before)
+            }
+            _ => return false,
+        }
+        let start = facts.len();
+        let noted = self.note_elements(
+            hash,
+            key,
+            (prev, stamp),
+            (1, &[(field_index, field)]),
+            facts,
+        );
+        facts.truncate(start);
+        noted
     }
 
     /// Active replication: `f` on `key`'s elements state (a set's, hash's
@@ -480,14 +537,21 @@ impl Shard {
             Some(p) => self.entries.get(p).version,
             None => self.absent_version(key),
         };
+        let at = pos.map_or(0, |p| self.entries.get(p).expire_at());
         match self.merge.get(key).map(|m| &**m) {
             None => {
-                let fresh = merge::Elements::current(None, version, value);
+                let mut fresh = merge::Elements::current(None, version, value);
+                fresh.ttl.refresh(version, pos.is_some(), at);
                 self.merge
                     .insert(key.into(), Box::new(merge::Meta::Elements(fresh)));
             }
-            Some(merge::Meta::Elements(e)) if e.version != version => {
-                let now = merge::Elements::current(Some(e), version, value);
+            Some(merge::Meta::Elements(e))
+                if e.version != version
+                    || e.ttl.at() != at
+                    || (pos.is_none() && !e.ttl.is_empty()) =>
+            {
+                let mut now = merge::Elements::current(Some(e), version, value);
+                now.ttl.refresh(version, pos.is_some(), at);
                 self.set_merge_meta(key, merge::Meta::Elements(now));
             }
             Some(merge::Meta::Elements(_)) => {}

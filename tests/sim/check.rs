@@ -274,11 +274,19 @@ fn converged(w: &World) -> Result<(), String> {
         let keys: BTreeSet<&Key> = first.keys().chain(d.keys()).collect();
         for k in keys {
             if first.get(k) != d.get(k) {
+                let meta = |n: usize| {
+                    let srv = &w.nodes[n].srv;
+                    let slot = srv.keyspace.slot(&k.1);
+                    let g = srv.keyspace.db(k.0).lock(slot.shard);
+                    g.merge_meta(&k.1).map(|m| m.describe().join(" | "))
+                };
                 return Err(format!(
-                    "{}: node 0 holds {:?}, node {i} holds {:?}",
+                    "{}: node 0 holds {:?}, node {i} holds {:?} (merge states: {:?} / {:?})",
                     show_key(k),
                     first.get(k),
-                    d.get(k)
+                    d.get(k),
+                    meta(0),
+                    meta(i)
                 ));
             }
         }

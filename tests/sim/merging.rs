@@ -10,7 +10,12 @@
 //! model built from what each acknowledged command did at its origin:
 //!
 //! - **Counters** (`c0`, `c1`: INCR, INCRBY, DECR, DECRBY): the value every
-//!   node ends with is the sum of the acknowledged increments.
+//!   node ends with is the sum of the acknowledged increments. So too each
+//!   field of the hash `h2`, which only HINCRBY writes; `h1` mixes HINCRBY
+//!   with HSET, HDEL and DEL (field counters and their resets: checked by
+//!   `converged`).
+//! - **TTLs**: `s1` also takes EXPIRE (far in the future) and PERSIST, its
+//!   TTL a register of its own (checked by `converged`).
 //! - **Elements** (sets `s0`, `s1`; hash `h0`; sorted set `z0`: adds,
 //!   removes, DEL; list `l0`: pushes, pops, LREM, LINSERT, LSET, LTRIM,
 //!   its elements named by their ids): around each command the origin's merge state of the key
@@ -58,15 +63,30 @@ pub fn draw(rng: &mut StdRng) -> Vec<Vec<u8>> {
                 _ => vec!["DECRBY".into(), key, rng.gen_range(-9..=9).to_string()],
             }
         }
-        30..=59 => {
+        30..=54 => {
             let key = format!("s{}", rng.gen_range(0..2));
-            match rng.gen_range(0..10) {
+            match rng.gen_range(0..12) {
                 0..=4 => vec!["SADD".into(), key, member(rng), member(rng)],
                 5..=8 => vec!["SREM".into(), key, member(rng)],
-                _ => vec!["DEL".into(), key],
+                9 => vec!["DEL".into(), key],
+                10 => {
+                    let secs = rng.gen_range(100_000..100_010).to_string();
+                    vec!["EXPIRE".into(), "s1".into(), secs]
+                }
+                _ => vec!["PERSIST".into(), "s1".into()],
             }
         }
-        60..=79 => match rng.gen_range(0..10) {
+        55..=64 => {
+            let by = rng.gen_range(-9..=9).to_string();
+            match rng.gen_range(0..10) {
+                0..=3 => vec!["HINCRBY".into(), "h2".into(), member(rng), by],
+                4..=6 => vec!["HINCRBY".into(), "h1".into(), member(rng), by],
+                7 => vec!["HSET".into(), "h1".into(), member(rng), by],
+                8 => vec!["HDEL".into(), "h1".into(), member(rng)],
+                _ => vec!["DEL".into(), "h1".into()],
+            }
+        }
+        65..=79 => match rng.gen_range(0..10) {
             0..=5 => {
                 let v = format!("v{}", rng.gen_range(0..3));
                 vec!["HSET".into(), "h0".into(), member(rng), v]
@@ -157,6 +177,8 @@ pub struct Log {
     /// Per counter key, the sum of its acknowledged increments (None
     /// while nothing was acknowledged).
     sums: BTreeMap<Vec<u8>, i128>,
+    /// The same per field of `h2` (only HINCRBY writes it).
+    field_sums: BTreeMap<Vec<u8>, i128>,
     /// Per collection key: every dot a command added, with its member and
     /// value, and every dot a command removed.
     added: BTreeMap<Vec<u8>, Vec<Added>>,
@@ -190,6 +212,13 @@ impl Log {
         if let Some(by) = by {
             *self.sums.entry(key).or_default() += by;
             return;
+        }
+        if key == b"h2" {
+            *self.field_sums.entry(line[2].clone()).or_default() += delta(3);
+            return;
+        }
+        if key == b"h1" || line[0] == b"EXPIRE" || line[0] == b"PERSIST" {
+            return; // converged checks them
         }
         let has = |dots: &Dots, m: &[u8], stamp: u64| {
             dots.get(m)
@@ -239,6 +268,16 @@ pub fn check(w: &World, log: &Log) -> Result<(), String> {
                 ));
             }
         }
+        for (field, sum) in &log.field_sums {
+            let held = field_value(&n.srv, b"h2", field);
+            if held.as_deref() != Some(sum.to_string().as_bytes()) {
+                return Err(format!(
+                    "h2.{}: node {i} holds {:?}, the acknowledged HINCRBYs sum to {sum}",
+                    String::from_utf8_lossy(field),
+                    held.map(|h| String::from_utf8_lossy(&h).into_owned())
+                ));
+            }
+        }
         for key in log
             .added
             .keys()
@@ -269,6 +308,21 @@ pub fn check(w: &World, log: &Log) -> Result<(), String> {
         }
     }
     Ok(())
+}
+
+/// A hash field's value on `srv`, if it holds one.
+fn field_value(srv: &Server, key: &[u8], field: &[u8]) -> Option<Vec<u8>> {
+    let ks = &srv.keyspace;
+    let slot = ks.slot(key);
+    let g = ks.db(DB).lock(slot.shard);
+    let e = g.get_raw(slot.hash, key)?;
+    match items(Some(&e.value))
+        .into_iter()
+        .find(|(m, _)| m == field)?
+    {
+        (_, Item::Field(v)) => Some(v),
+        _ => None,
+    }
 }
 
 /// A string key's value on `srv`, if it holds one.

@@ -27,10 +27,23 @@
 //! or changed get the write's stamp as their dot, members gone leave their
 //! dot to `cc`. Every state that leaves the node is read so and stored, so
 //! a member's dot never changes once a peer has seen it.
+//!
+//! A hash field that HINCRBY wrote is a **counter** besides (Redis
+//! Enterprise's rule: concurrent HINCRBYs add up; an HSET or HDEL resets
+//! what it saw, and increments it did not see survive it): `counters`
+//! keeps a [`Counter`] per such field, its parts the nodes' increments and
+//! its reset the field's last other write, as a string counter's
+//! (`merge/mod.rs`). The field's presence is still the observed-remove
+//! set's; its value, where the counter gives an integer, the counter's.
+//! A counter is current while its version is not older than the field's
+//! newest dot (an increment gives both its stamp); a write that set the
+//! field otherwise (a newer dot) reads as a reset at that dot.
 
 use hashbrown::HashMap;
 
 use super::context::{fingerprint, Context};
+use super::ttl::Ttl;
+use super::{Base, Counter, Merged};
 use crate::keyspace::Value;
 
 /// One add of a member: its stamp, a fingerprint of the value it set (a
@@ -59,6 +72,11 @@ pub struct Elements {
     /// stamp as their dot, as a new add would (add-wins over a concurrent
     /// remove). Local only; never encoded.
     pub touched: Vec<Box<[u8]>>,
+    /// The fields HINCRBY wrote, as counters (module comment); a removed
+    /// field's stays, reset to absent, as a deleted counter's does.
+    pub counters: HashMap<Box<[u8]>, Counter>,
+    /// The key's TTL dots (`ttl.rs`).
+    pub ttl: Ttl,
 }
 
 /// A member's value in a collection.
@@ -70,6 +88,15 @@ pub enum Item {
 }
 
 impl Item {
+    /// The base a counter reset to this value counts from.
+    pub fn base(item: Option<&Item>) -> Base {
+        match item {
+            None => Base::Absent,
+            Some(Item::Field(v)) => super::parse_i128(v).map_or(Base::Other, Base::Int),
+            Some(_) => Base::Other,
+        }
+    }
+
     pub fn fingerprint(&self) -> u64 {
         match self {
             Item::Member => 0,
@@ -131,6 +158,8 @@ impl Elements {
             dots: HashMap::new(),
             cc: meta.map(|m| m.cc.clone()).unwrap_or_default(),
             touched: Vec::new(),
+            counters: meta.map(|m| m.counters.clone()).unwrap_or_default(),
+            ttl: meta.map(|m| m.ttl.clone()).unwrap_or_default(),
         };
         let touched = |m: &[u8]| meta.is_some_and(|old| old.touched.iter().any(|t| &**t == m));
         e.cc.see(version);
@@ -139,15 +168,73 @@ impl Elements {
             let old = meta.and_then(|old| old.dots.get(&m[..]));
             let dots = match old {
                 Some(ds) if ds.last().is_some_and(|d| d.fp == fp) && !touched(&m) => ds.clone(),
-                _ => vec![Dot {
-                    stamp: version,
-                    fp,
-                    value: None,
-                }],
+                _ => {
+                    e.settle_counter(&m, version, Some(&item));
+                    vec![Dot {
+                        stamp: version,
+                        fp,
+                        value: None,
+                    }]
+                }
             };
             e.dots.insert(m.into(), dots);
         }
+        // Counted fields gone since: removed at this version.
+        let gone: Vec<Box<[u8]>> = (e.counters.keys())
+            .filter(|m| !e.dots.contains_key(&m[..]))
+            .cloned()
+            .collect();
+        for m in gone {
+            e.settle_counter(&m, version, None);
+        }
         e
+    }
+
+    /// The counter of field `m` after a write stamped `stamp` left it at
+    /// `now` without counting: a reset there, unless the counter already
+    /// holds that (an increment of the same stamp, or a removal noted).
+    pub fn settle_counter(&mut self, m: &[u8], stamp: u64, now: Option<&Item>) {
+        let Some(c) = self.counters.get_mut(m) else {
+            return;
+        };
+        let base = Item::base(now);
+        if c.version > stamp || (now.is_none() && c.value() == Merged::Absent) {
+            return;
+        }
+        *c = Counter::current(Some(c), stamp, base);
+    }
+
+    /// Origin, before HINCRBY stamped `stamp` adds `by` to field `m`,
+    /// which read `before` then (as a counter base): the field's counter
+    /// grows by the increment, counting from the field's last other write
+    /// (its newest dot) where it had no counter or one older than that.
+    /// The member's dot follows from `note_write`, as for any write.
+    pub fn count_field(&mut self, m: &[u8], stamp: u64, by: i128, before: Base) {
+        let newest = self.newest(m).map(|d| d.stamp);
+        let mut c = match (self.counters.get(m), newest) {
+            (Some(c), Some(d)) if c.version < d => Counter::current(Some(c), d, before),
+            (Some(c), _) => c.clone(),
+            (None, Some(d)) => Counter::current(None, d, before),
+            (None, None) => Counter::current(None, 0, Base::Absent),
+        };
+        c.add(super::super::hlc::stamp_node(stamp), by, stamp);
+        self.counters.insert(m.into(), c);
+    }
+
+    /// The counter of field `m` as one side of a join holds it (`dots`:
+    /// the side's dots of `m`; `value`: its key's value): its own brought
+    /// up to the field's newest dot, or one that resets at that dot where
+    /// it has none. None where it has neither dots nor counter.
+    fn counter_of(&self, m: &[u8], dots: &[Dot], value: Option<&Value>) -> Option<Counter> {
+        let base = || Item::base(item_of(value, m).as_ref());
+        match (self.counters.get(m), dots.last()) {
+            (None, None) => None,
+            (None, Some(d)) => Some(Counter::current(None, d.stamp, base())),
+            (Some(c), Some(d)) if c.version < d.stamp => {
+                Some(Counter::current(Some(c), d.stamp, base()))
+            }
+            (Some(c), _) => Some(c.clone()),
+        }
     }
 
     /// The newest dot of `member`, if present.
@@ -158,7 +245,8 @@ impl Elements {
     /// Whether `self` and `other` are one state but for the version they
     /// describe (the same dots and causal context).
     pub fn same_content(&self, other: &Elements) -> bool {
-        self.dots == other.dots && self.cc == other.cc
+        (self.dots == other.dots && self.cc == other.cc)
+            && (self.counters == other.counters && self.ttl == other.ttl)
     }
 
     /// Joins `remote` (whose value is `remote_value`) into `self` (the
@@ -175,9 +263,15 @@ impl Elements {
             dots: HashMap::with_capacity(self.dots.len().max(remote.dots.len())),
             cc: self.cc.clone(),
             touched: Vec::new(),
+            counters: HashMap::new(),
+            ttl: self.ttl.join(&self.cc, &remote.ttl, &remote.cc),
         };
         out.cc.join(&remote.cc);
-        let mut members: Vec<&Box<[u8]>> = self.dots.keys().chain(remote.dots.keys()).collect();
+        let mut members: Vec<&Box<[u8]>> = (self.dots.keys())
+            .chain(remote.dots.keys())
+            .chain(self.counters.keys())
+            .chain(remote.counters.keys())
+            .collect();
         members.sort_unstable();
         members.dedup();
         let mut changes = Vec::new();
@@ -189,19 +283,70 @@ impl Elements {
                 (theirs, remote_value, &self.cc),
                 m,
             );
+            let counted =
+                self.join_counters(m, (ours, local_value), remote, (theirs, remote_value));
+            // A counted field present (an add its removal did not see) that
+            // its counter reads as removed counts from 0: the value follows
+            // from the counter alone, the same on every node.
+            let counted_value = counted.as_ref().and_then(|c| match c.value() {
+                Merged::Int(n) => Some(n),
+                Merged::Absent => Some(0),
+                Merged::Other => None,
+            });
+            if let Some(c) = counted {
+                out.counters.insert(m.clone(), c);
+            }
             match (ours.last(), kept.last()) {
                 (Some(_), None) => changes.push(Change::Remove(m.to_vec())),
                 (None, None) => {}
                 (was, Some(now)) => {
-                    if was.is_none_or(|w| w.fp != now.fp) {
-                        let item = now.value.clone().or_else(|| item_of(remote_value, m));
+                    let counted = counted_value.map(|n| Item::Field(n.to_string().into_bytes()));
+                    let fp = counted.as_ref().map_or(now.fp, Item::fingerprint);
+                    if was.is_none_or(|w| w.fp != fp) {
+                        let item = (counted.or_else(|| now.value.clone()))
+                            .or_else(|| item_of(remote_value, m));
                         changes.push(Change::Put(m.to_vec(), item.unwrap_or(Item::Member)));
                     }
-                    out.dots.insert(m.clone(), settle_values(kept));
+                    let mut kept = settle_values(kept);
+                    if counted_value.is_some() {
+                        // A counted field's value is its counter's: an older
+                        // dot's would be what its side's key read while it
+                        // was the newest there, which differs between nodes
+                        // by the increments each had seen.
+                        for d in kept.iter_mut() {
+                            (d.fp, d.value) = (0, None);
+                        }
+                    }
+                    kept.last_mut().expect("kept a dot").fp = fp;
+                    out.dots.insert(m.clone(), kept);
                 }
             }
         }
+        if out.dots.is_empty() {
+            out.ttl = Ttl::default(); // a deleted key's TTL goes with it
+        }
         (out, changes)
+    }
+
+    /// The join of field `m`'s counters on both sides (each side: its
+    /// dots of `m` and its key's value), where either side counts it.
+    fn join_counters(
+        &self,
+        m: &[u8],
+        (ours, local_value): (&[Dot], Option<&Value>),
+        remote: &Elements,
+        (theirs, remote_value): (&[Dot], Option<&Value>),
+    ) -> Option<Counter> {
+        if !self.counters.contains_key(m) && !remote.counters.contains_key(m) {
+            return None;
+        }
+        match (
+            self.counter_of(m, ours, local_value),
+            remote.counter_of(m, theirs, remote_value),
+        ) {
+            (Some(a), Some(b)) => Some(a.join(&b)),
+            (a, b) => a.or(b),
+        }
     }
 }
 
@@ -290,6 +435,24 @@ impl Elements {
                 }
             }
         }
+        // After the members, tagged sections, each only where it holds
+        // something: `c` counted fields, `t` TTL dots.
+        if !self.counters.is_empty() {
+            let mut counted: Vec<_> = self.counters.iter().collect();
+            counted.sort_unstable_by(|a, b| a.0.cmp(b.0));
+            out.push(b'c');
+            put_varint(out, counted.len() as u64);
+            for (m, c) in counted {
+                put_bytes(out, m);
+                let mut one = Vec::new();
+                c.encode(&mut one);
+                put_bytes(out, &one);
+            }
+        }
+        if !self.ttl.is_empty() {
+            out.push(b't');
+            self.ttl.encode(out);
+        }
     }
 
     pub fn decode(b: &[u8]) -> Result<Elements, String> {
@@ -324,12 +487,28 @@ impl Elements {
             }
             dots.insert(m.into(), ds);
         }
+        let mut counters = HashMap::new();
+        let mut ttl = Ttl::default();
+        while !c.0.is_empty() {
+            match c.byte()? {
+                b'c' if counters.is_empty() => {
+                    for _ in 0..c.count()? {
+                        let m = c.bytes()?;
+                        counters.insert(m.into(), Counter::decode(c.bytes()?)?);
+                    }
+                }
+                b't' if ttl.is_empty() => ttl = Ttl::decode(&mut c)?,
+                _ => return Err("bad section in merge metadata".into()),
+            }
+        }
         c.end()?;
         Ok(Elements {
             version,
             dots,
             cc,
             touched: Vec::new(),
+            counters,
+            ttl,
         })
     }
 
@@ -346,12 +525,46 @@ impl Elements {
                 format!("{}@{}", String::from_utf8_lossy(m), stamps.join("+"))
             })
             .collect();
-        vec![
+        let mut counted: Vec<String> = (self.counters.iter())
+            .take(16)
+            .map(|(m, c)| {
+                let parts = |ps: &[super::Part]| -> String {
+                    let ps: Vec<String> = ps
+                        .iter()
+                        .map(|p| format!("{}:{}", p.slot, p.total))
+                        .collect();
+                    ps.join("+")
+                };
+                format!(
+                    "{}=[{}]{}@{} reset:{} base:{:?} observed:[{}]",
+                    String::from_utf8_lossy(m),
+                    parts(&c.parts),
+                    c.value().describe(),
+                    c.version,
+                    c.reset,
+                    c.base,
+                    parts(&c.observed)
+                )
+            })
+            .collect();
+        counted.sort_unstable();
+        let mut lines = vec![
             "type:elements".to_string(),
             format!("version:{}", self.version),
             self.cc.describe(),
             format!("dots:{} {}", self.dots.len(), shown.join(",")),
-        ]
+        ];
+        if !self.counters.is_empty() {
+            lines.push(format!(
+                "counters:{} {}",
+                self.counters.len(),
+                counted.join(",")
+            ));
+        }
+        if !self.ttl.is_empty() {
+            lines.push(self.ttl.describe());
+        }
+        lines
     }
 }
 
@@ -440,6 +653,95 @@ mod tests {
         assert_eq!(ab_c.dots, ac_b.dots);
         let stamps: Vec<u64> = ab_c.dots[&b"m"[..]].iter().map(|d| d.stamp).collect();
         assert_eq!(stamps, vec![st(10, 1)], "A's add survives, B's was removed");
+    }
+
+    fn hash(fields: &[(&str, &str)]) -> Value {
+        let mut h = crate::keyspace::hash::HashValue::default();
+        let lim = crate::keyspace::hash::HashLimits {
+            entries: 128,
+            value: 64,
+        };
+        for (f, v) in fields {
+            h.set(f.as_bytes(), v.as_bytes(), lim);
+        }
+        Value::Hash(Box::new(h))
+    }
+
+    /// What HINCRBY does at its origin: the field counts, then its dot
+    /// follows as the write's (what `Shard::count_field` runs).
+    fn hincrby(e: &Elements, f: &str, stamp: u64, by: i128, before: i128, now: &Value) -> Elements {
+        let mut e = e.clone();
+        e.count_field(f.as_bytes(), stamp, by, Base::Int(before));
+        e.touched.push(f.as_bytes().into());
+        Elements::current(Some(&e), stamp, Some(now))
+    }
+
+    fn field(j: &(Elements, Vec<Change>)) -> Vec<Change> {
+        j.1.iter()
+            .filter(|c| matches!(c, Change::Put(..)))
+            .map(|c| match c {
+                Change::Put(m, i) => Change::Put(m.clone(), i.clone()),
+                Change::Remove(m) => Change::Remove(m.clone()),
+            })
+            .collect()
+    }
+
+    fn put(f: &str, v: &str) -> Vec<Change> {
+        vec![Change::Put(
+            f.as_bytes().to_vec(),
+            Item::Field(v.as_bytes().to_vec()),
+        )]
+    }
+
+    /// h.f=1; A: HINCRBY 2, B: HINCRBY 5 -> 8, both ways.
+    #[test]
+    fn concurrent_field_increments_add_up() {
+        let v0 = hash(&[("f", "1")]);
+        let common = Elements::current(None, st(10, 1), Some(&v0));
+        let (va, vb) = (hash(&[("f", "3")]), hash(&[("f", "6")]));
+        let a = hincrby(&common, "f", st(20, 1), 2, 1, &va);
+        let b = hincrby(&common, "f", st(21, 2), 5, 1, &vb);
+        assert_eq!(field(&a.join(Some(&va), &b, Some(&vb))), put("f", "8"));
+        assert_eq!(field(&b.join(Some(&vb), &a, Some(&va))), put("f", "8"));
+        let (ab, _) = a.join(Some(&va), &b, Some(&vb));
+        let (ba, _) = b.join(Some(&vb), &a, Some(&va));
+        assert!(ab.same_content(&ba));
+    }
+
+    /// A counted field: A's HSET resets what A saw, B's concurrent
+    /// HINCRBY survives it; A's HDEL leaves only B's unseen increment.
+    #[test]
+    fn a_field_reset_keeps_the_increments_it_did_not_see() {
+        let v0 = hash(&[("f", "1"), ("g", "0")]);
+        let base = Elements::current(None, st(10, 1), Some(&v0));
+        let v1 = hash(&[("f", "2"), ("g", "0")]);
+        let common = hincrby(&base, "f", st(12, 3), 1, 1, &v1);
+        let va = hash(&[("f", "10"), ("g", "0")]);
+        let a = Elements::current(Some(&common), st(20, 1), Some(&va));
+        let vb = hash(&[("f", "7"), ("g", "0")]);
+        let b = hincrby(&common, "f", st(21, 2), 5, 2, &vb);
+        assert_eq!(field(&a.join(Some(&va), &b, Some(&vb))), put("f", "15"));
+        assert_eq!(field(&b.join(Some(&vb), &a, Some(&va))), put("f", "15"));
+        let vd = hash(&[("g", "0")]);
+        let d = Elements::current(Some(&common), st(20, 1), Some(&vd));
+        assert_eq!(field(&d.join(Some(&vd), &b, Some(&vb))), put("f", "5"));
+        assert_eq!(field(&b.join(Some(&vb), &d, Some(&vd))), put("f", "5"));
+    }
+
+    /// Counters and TTL dots survive the encoding.
+    #[test]
+    fn counted_fields_and_ttl_dots_round_trip() {
+        let v0 = hash(&[("f", "1")]);
+        let common = Elements::current(None, st(10, 1), Some(&v0));
+        let mut a = hincrby(&common, "f", st(20, 1), 2, 1, &hash(&[("f", "3")]));
+        a.ttl.refresh(st(20, 1), true, 99_000);
+        let mut out = Vec::new();
+        a.encode(&mut out);
+        let mut back = Elements::decode(&out).unwrap();
+        back.touched.clear();
+        a.touched.clear();
+        assert_eq!(back, a);
+        assert!(Elements::decode(&out[..out.len() - 1]).is_err());
     }
 
     #[test]

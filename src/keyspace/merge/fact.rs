@@ -207,6 +207,13 @@ impl Elements {
         {
             return Err(NotApplied::Gap);
         }
+        // A counted field's write resets its counter by what it saw, which
+        // a fact does not say: the key's state tells.
+        let counted =
+            |f: &Fact| item(f.0 >> SHIFT).is_some_and(|(m, _)| self.counters.contains_key(m));
+        if facts.iter().filter(touched).any(counted) {
+            return Err(NotApplied::Gap);
+        }
         // The members named, each once, with its newest dot before.
         let mut named: Vec<(&[u8], Option<StampAndPrint>)> = Vec::new();
         let mut once = hashbrown::HashSet::new();

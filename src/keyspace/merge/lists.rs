@@ -25,13 +25,20 @@
 //! list against the stored elements by a fingerprint of each value (a
 //! longest common subsequence: the elements it keeps stay, the others
 //! were removed, and the values it does not match were put there by the
-//! write, at its stamp). Every write brings the state up to date before it
-//! runs (`Locked::prepare_merge`), so a diff usually spans one command. A
-//! rewrite too big to compare whole (more than 4M cells between the common
-//! prefix and suffix) gives the elements between new ids: the list is the
-//! same, only a concurrent remove of one of them on another node misses.
+//! write, at its stamp). A rewrite too big to compare whole (more than 4M
+//! cells between the common prefix and suffix) gives the elements between
+//! new ids: the list is the same, only a concurrent remove of one of them
+//! on another node misses.
+//!
+//! No diff of values can tell which of several equal values a write took
+//! (`[t t t]` after an LPOP and after an RPOP are both `[t t]`), so the
+//! writes that only push and pop at the ends (LPUSH, RPOP, LMOVE, LTRIM,
+//! the blocking pops: the common case, and every token list's) tell the
+//! state what they did ([`Lists::note_ends`]); the next read aligns the
+//! list by that instead of by the diff ([`Ends`]).
 
 use super::context::{fingerprint, Context};
+use super::ttl::Ttl;
 use crate::keyspace::Value;
 
 use super::codec::{put_varint, Cursor};
@@ -58,6 +65,58 @@ pub struct Lists {
     pub elems: Vec<Elem>,
     /// The causal context: the newest stamp seen per node slot.
     pub cc: Context,
+    /// What the writes since `version` did at the list's ends, where that
+    /// is all they did. Local only; never encoded.
+    pub ends: Option<Ends>,
+    /// The key's TTL dots (`ttl.rs`).
+    pub ttl: Ttl,
+}
+
+/// The list after writes that only pushed and popped at its ends, told by
+/// the writes ([`Lists::note_ends`]): `head` new elements, then the
+/// elements `from..to` of the state, then `tail` new elements. `at`: the
+/// key's version after the last write told (a write that did not tell
+/// moves the version on, and the alignment is no longer used).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Ends {
+    head: usize,
+    from: usize,
+    to: usize,
+    tail: usize,
+    at: u64,
+}
+
+/// What a write did at one end of a list (`left`: the head).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum EndOp {
+    Push { left: bool, n: usize },
+    Pop { left: bool, n: usize },
+}
+
+impl Ends {
+    fn apply(&mut self, op: EndOp) {
+        match op {
+            EndOp::Push { left: true, n } => self.head += n,
+            EndOp::Push { left: false, n } => self.tail += n,
+            EndOp::Pop { left, n } => {
+                // The new elements at that end go first, then the state's,
+                // then (the list emptied) the new ones at the other end.
+                let near = if left { self.head } else { self.tail };
+                let from_near = n.min(near);
+                let from_old = (n - from_near).min(self.to - self.from);
+                let from_far = n - from_near - from_old;
+                if left {
+                    self.head -= from_near;
+                    self.from += from_old;
+                    self.tail -= from_far.min(self.tail);
+                } else {
+                    self.tail -= from_near;
+                    self.to -= from_old;
+                    self.head -= from_far.min(self.head);
+                }
+            }
+        }
+    }
 }
 
 /// The values of a list (empty for an absent key or another type).
@@ -131,7 +190,8 @@ impl Lists {
         }
         let old: &[Elem] = meta.map_or(&[], |m| &m.elems);
         let new: Vec<u64> = values(value).iter().map(|v| fingerprint(v)).collect();
-        let kept = matching(old, &new);
+        let told = meta.and_then(|m| m.aligned_by_ends(version, &new));
+        let kept = told.unwrap_or_else(|| matching(old, &new));
         let mut elems: Vec<Elem> = Vec::with_capacity(new.len());
         let mut k = 0u32;
         for (i, &f) in new.iter().enumerate() {
@@ -161,14 +221,65 @@ impl Lists {
             version,
             elems,
             cc: meta.map(|m| m.cc.clone()).unwrap_or_default(),
+            ends: None,
+            ttl: meta.map(|m| m.ttl.clone()).unwrap_or_default(),
         };
         l.cc.see(version);
         l
     }
 
+    /// Origin, after a write that moved the key from version `prev` to
+    /// `stamp` by `ops` at the list's ends: the next [`Lists::current`]
+    /// aligns the list by them. A write before it that did not tell (its
+    /// version is not `prev`) leaves the diff to align it.
+    pub fn note_ends(&mut self, prev: u64, stamp: u64, ops: &[EndOp]) {
+        let mut e = match self.ends {
+            Some(e) if e.at == prev => e,
+            None if self.version == prev => Ends {
+                head: 0,
+                from: 0,
+                to: self.elems.len(),
+                tail: 0,
+                at: prev,
+            },
+            _ => {
+                self.ends = None;
+                return;
+            }
+        };
+        for &op in ops {
+            e.apply(op);
+        }
+        e.at = stamp;
+        self.ends = Some(e);
+    }
+
+    /// For each value of the list at `version` (fingerprints `new`), the
+    /// element it still is, by what its writes told ([`Ends`]); None where
+    /// they did not tell, or the list is not what they told (a write that
+    /// did not tell shares their stamp: a transaction's LSET).
+    fn aligned_by_ends(&self, version: u64, new: &[u64]) -> Option<Vec<Option<usize>>> {
+        let e = self
+            .ends
+            .filter(|e| e.at == version && e.to <= self.elems.len())?;
+        let mid = e.to - e.from;
+        if new.len() != e.head + mid + e.tail {
+            return None;
+        }
+        let old = &self.elems[e.from..e.to];
+        if old.iter().zip(&new[e.head..]).any(|(o, f)| o.fp != *f) {
+            return None;
+        }
+        let mut kept = vec![None; new.len()];
+        for i in 0..mid {
+            kept[e.head + i] = Some(e.from + i);
+        }
+        Some(kept)
+    }
+
     /// Whether `self` and `other` are one state but for their versions.
     pub fn same_content(&self, other: &Lists) -> bool {
-        self.elems == other.elems && self.cc == other.cc
+        self.elems == other.elems && self.cc == other.cc && self.ttl == other.ttl
     }
 
     /// Joins `remote` (whose values are `remote_values`) into `self` (whose
@@ -196,8 +307,13 @@ impl Lists {
             version: self.version.max(remote.version),
             elems: kept.iter().map(|(e, _)| (*e).clone()).collect(),
             cc: self.cc.clone(),
+            ends: None,
+            ttl: self.ttl.join(&self.cc, &remote.ttl, &remote.cc),
         };
         out.cc.join(&remote.cc);
+        if kept.is_empty() {
+            out.ttl = Ttl::default(); // a deleted key's TTL goes with it
+        }
         let values = kept.iter().map(|(_, v)| v.to_vec()).collect();
         (out, values)
     }
@@ -218,6 +334,11 @@ impl Lists {
                 put_varint(out, a);
                 put_varint(out, u64::from(b));
             }
+        }
+        // After the elements, the TTL dots where there are any (`t`).
+        if !self.ttl.is_empty() {
+            out.push(b't');
+            self.ttl.encode(out);
         }
     }
 
@@ -245,8 +366,21 @@ impl Lists {
             }
             elems.push(Elem { id, pos, fp });
         }
+        let mut ttl = Ttl::default();
+        if !c.0.is_empty() {
+            if c.byte()? != b't' {
+                return Err("bad section in merge metadata".into());
+            }
+            ttl = Ttl::decode(&mut c)?;
+        }
         c.end()?;
-        Ok(Lists { version, elems, cc })
+        Ok(Lists {
+            version,
+            elems,
+            cc,
+            ends: None,
+            ttl,
+        })
     }
 
     /// DEBUG MERGEINFO's lines (at most 16 elements shown, as
@@ -261,6 +395,7 @@ impl Lists {
             format!("version:{}", self.version),
             self.cc.describe(),
             format!("elements:{} {}", self.elems.len(), shown.join(",")),
+            self.ttl.describe(),
         ]
     }
 }
@@ -324,6 +459,51 @@ mod tests {
         assert_eq!(ab, ba);
         assert_eq!(vab, vba);
         assert_eq!(vab, ["n", "b", "c"]);
+    }
+
+    /// A token list `[t t t]`: A pops the head, B the tail. The writes
+    /// told the state which end they took, so the list ends one token
+    /// (the middle one) on both sides, not two (a diff of equal values
+    /// took both pops for the last token). Pops of the same end take the
+    /// same token: it is removed once.
+    #[test]
+    fn pops_of_equal_values_at_either_end_remove_the_elements_they_took() {
+        let base = list(&["t", "t", "t"]);
+        let common = Lists::current(None, st(10, 1), Some(&base));
+        let two = list(&["t", "t"]);
+        let popped = |prev: &Lists, stamp: u64, left: bool| {
+            let mut s = prev.clone();
+            s.note_ends(prev.version, stamp, &[EndOp::Pop { left, n: 1 }]);
+            Lists::current(Some(&s), stamp, Some(&two))
+        };
+        let a = popped(&common, st(20, 1), true);
+        let b = popped(&common, st(21, 2), false);
+        let (ab, vab) = join(&a, &two, &b, &two);
+        let (ba, vba) = join(&b, &two, &a, &two);
+        assert_eq!((ab.elems.clone(), &vab), (ba.elems.clone(), &vba));
+        assert_eq!(vab, ["t"]);
+        assert_eq!(ab.elems[0].id, common.elems[1].id, "the middle token");
+        let b_head = popped(&common, st(21, 2), true);
+        let (_, v) = join(&a, &two, &b_head, &two);
+        assert_eq!(v, ["t", "t"]);
+    }
+
+    /// Pushes and pops told in a row compose: LPUSH x, RPOP 2 (the last
+    /// old element and nothing new), LTRIM as pops at both ends.
+    #[test]
+    fn told_ends_compose_across_writes() {
+        let base = list(&["a", "b", "c"]);
+        let mut s = Lists::current(None, st(10, 1), Some(&base));
+        s.note_ends(st(10, 1), st(11, 1), &[EndOp::Push { left: true, n: 1 }]);
+        s.note_ends(st(11, 1), st(12, 1), &[EndOp::Pop { left: false, n: 2 }]);
+        let now = Lists::current(Some(&s), st(12, 1), Some(&list(&["x", "a"])));
+        assert_eq!(now.elems[1].id, s.elems[0].id, "a is still a");
+        assert_eq!(now.elems[0].id, (st(12, 1), 0), "x is new");
+        // A write that did not tell (its version is not the last told)
+        // leaves the list to the diff.
+        let mut t = now.clone();
+        t.note_ends(st(30, 1), st(31, 1), &[EndOp::Pop { left: true, n: 1 }]);
+        assert_eq!(t.ends, None);
     }
 
     #[test]

@@ -41,6 +41,7 @@ pub mod context;
 pub mod elements;
 pub mod fact;
 pub mod lists;
+pub mod ttl;
 
 use codec::{put_varint, Cursor};
 pub use elements::Elements;
@@ -136,6 +137,28 @@ impl Meta {
         }
     }
 
+    /// A collection's or list's TTL dots brought up to the key at
+    /// `version`, present or not, expiring at `at` (`ttl.rs`); a counter's
+    /// TTL follows its resets (docs/MERGE.md).
+    pub fn refresh_ttl(&mut self, version: u64, present: bool, at: u64) {
+        match self {
+            Meta::Counter(_) => {}
+            Meta::Elements(e) => e.ttl.refresh(version, present, at),
+            Meta::List(l) => l.ttl.refresh(version, present, at),
+        }
+    }
+
+    /// Whether its TTL dots disagree with a key present or not, expiring
+    /// at `at` (never for a counter).
+    pub fn ttl_differs(&self, present: bool, at: u64) -> bool {
+        let ttl = match self {
+            Meta::Counter(_) => return false,
+            Meta::Elements(e) => &e.ttl,
+            Meta::List(l) => &l.ttl,
+        };
+        (!present && !ttl.is_empty()) || (present && ttl.at() != at)
+    }
+
     pub fn describe(&self) -> Vec<String> {
         match self {
             Meta::Counter(c) => c.describe(),
@@ -196,6 +219,17 @@ pub enum Merged {
     Int(i128),
     /// The value the winning reset left (not an integer).
     Other,
+}
+
+impl Merged {
+    /// DEBUG MERGEINFO's spelling: `=n`, `=absent`, `=other`.
+    pub fn describe(self) -> String {
+        match self {
+            Merged::Absent => "=absent".into(),
+            Merged::Int(n) => format!("={n}"),
+            Merged::Other => "=other".into(),
+        }
+    }
 }
 
 /// A counter's merge state (see the module comment).

@@ -142,7 +142,11 @@ impl Link {
             Family::Elements => {
                 let remote = match remote_meta {
                     Some(Meta::Elements(e)) => e,
-                    _ => Elements::current(None, stamp, remote_value.as_ref()),
+                    _ => {
+                        let mut e = Elements::current(None, stamp, remote_value.as_ref());
+                        e.ttl.refresh(stamp, remote_value.is_some(), at);
+                        e
+                    }
                 };
                 let remote_side = (&remote, remote_value.as_ref(), at);
                 return Some(self.merge_elements(db, key, local, remote_side));
@@ -150,7 +154,11 @@ impl Link {
             Family::List => {
                 let remote = match remote_meta {
                     Some(Meta::List(l)) => l,
-                    _ => Lists::current(None, stamp, remote_value.as_ref()),
+                    _ => {
+                        let mut l = Lists::current(None, stamp, remote_value.as_ref());
+                        l.ttl.refresh(stamp, remote_value.is_some(), at);
+                        l
+                    }
                 };
                 let remote_side = (&remote, remote_value.as_ref(), at);
                 return Some(self.merge_list(db, key, local, remote_side));
@@ -259,13 +267,13 @@ impl Link {
     /// Sets, hashes and sorted sets (keyspace/merge/elements.rs): the
     /// members the join removes, then those it adds or changes, as
     /// commands, at the version [`Self::outcome`] gives; the expiry is
-    /// that of the side with the higher version (docs/MERGE.md).
+    /// what the joined TTL dots give (keyspace/merge/ttl.rs).
     fn merge_elements(
         &mut self,
         db: usize,
         key: &[u8],
         local: Local,
-        (remote, remote_value, remote_at): (&Elements, Option<&Value>, u64),
+        (remote, remote_value, _): (&Elements, Option<&Value>, u64),
     ) -> bool {
         let mine = match local.meta {
             Some(Meta::Elements(e)) => e,
@@ -304,23 +312,21 @@ impl Link {
             argv.extend(words.iter().map(|w| &w[..]));
             self.replay(db, version, &argv);
         }
-        let at = newer_side_expiry((local.version, local.at), (remote.version, remote_at));
-        self.set_expiry(db, key, at, version);
+        self.set_expiry(db, key, joined.ttl.at(), version);
         self.raise_version(db, key, version);
         self.store(db, key, Meta::Elements(joined));
         self.settle(db, key, outcome)
     }
 
     /// Lists (keyspace/merge/lists.rs): the joined list, where it differs
-    /// from ours, written whole (a RESTORE of it, with the expiry of the
-    /// side with the higher version), at the version [`Self::outcome`]
-    /// gives.
+    /// from ours, written whole (a RESTORE of it, with the expiry the
+    /// joined TTL dots give), at the version [`Self::outcome`] gives.
     fn merge_list(
         &mut self,
         db: usize,
         key: &[u8],
         local: Local,
-        (remote, remote_value, remote_at): (&Lists, Option<&Value>, u64),
+        (remote, remote_value, _): (&Lists, Option<&Value>, u64),
     ) -> bool {
         let mine = match local.meta {
             Some(Meta::List(l)) => l,
@@ -335,7 +341,7 @@ impl Link {
             return false;
         };
         joined.version = version;
-        let at = newer_side_expiry((local.version, local.at), (remote.version, remote_at));
+        let at = joined.ttl.at();
         if list.is_empty() {
             if local.kind != Kind::Absent {
                 self.delete_at(db, key, version);
@@ -586,16 +592,6 @@ fn winning_expiry(
         theirs
     } else {
         ours
-    }
-}
-
-/// A merged collection's or list's expiry: that of the side with the
-/// higher version (each side: its version and expiry).
-fn newer_side_expiry(local: (u64, u64), remote: (u64, u64)) -> u64 {
-    if remote.0 > local.0 {
-        remote.1
-    } else {
-        local.1
     }
 }
 

@@ -1,0 +1,156 @@
+//! A merging collection's TTL as a register of its own (issue 24, docs/MERGE.md
+//! section 2): the writes that set or removed the key's TTL are *TTL dots*
+//! (the write's stamp and the expiry it left, 0 for none), kept as a
+//! collection keeps its members' dots (`elements.rs`): a TTL write replaces
+//! the dots it saw, a join keeps a dot both sides have or one the other side
+//! has not seen (its causal context does not cover it). So concurrent TTL
+//! writes all survive, and the key's TTL is resolved from them as Redis
+//! Enterprise's Active-Active databases document: PERSIST wins, else the
+//! longest TTL. A write that did not change the TTL (SADD, HSET, LPUSH...)
+//! makes no dot and removes none: the TTL another node set concurrently
+//! stays. A deleted key's TTL dots go with it (a re-made key has no TTL).
+//!
+//! Dots are found lazily, as members' are: whoever brings the key's state up
+//! to its version compares the key's expiry with the register's and, where
+//! they differ, takes the key's last write for a TTL write
+//! ([`Ttl::refresh`]). Every write brings the state up first (and a link
+//! before it applies a peer's write), so that write is the one that changed
+//! the TTL.
+
+use super::codec::{put_varint, Cursor};
+use super::context::Context;
+
+/// The TTL dots of a key: `(stamp, expiry)`, oldest first; empty for a key
+/// no TTL write touched since it was made.
+#[derive(Clone, Debug, PartialEq, Eq, Default)]
+pub struct Ttl(Vec<(u64, u64)>);
+
+impl Ttl {
+    /// The expiry the dots resolve to (unix ms; 0: none): none where there
+    /// are no dots or one removed the TTL (PERSIST wins), else the latest
+    /// expiry (the longest TTL wins).
+    pub fn at(&self) -> u64 {
+        if self.0.iter().any(|d| d.1 == 0) {
+            return 0;
+        }
+        self.0.iter().map(|d| d.1).max().unwrap_or(0)
+    }
+
+    /// The key at `version`, present or not, expiring at `at` (0: no TTL):
+    /// a deleted key loses its dots; an expiry that differs from the one
+    /// the dots give was set by the write that made `version`.
+    pub fn refresh(&mut self, version: u64, present: bool, at: u64) {
+        if !present {
+            self.0.clear();
+        } else if self.at() != at {
+            self.0 = vec![(version, at)];
+        }
+    }
+
+    /// The join of `self` (whose key saw `ours`) and `theirs` (whose key
+    /// saw `their_cc`): the dots both hold, and those one holds that the
+    /// other has not seen.
+    pub fn join(&self, ours: &Context, theirs: &Ttl, their_cc: &Context) -> Ttl {
+        let both = |d: &(u64, u64), side: &Ttl| side.0.iter().any(|o| o.0 == d.0);
+        let mut kept: Vec<(u64, u64)> = (self.0.iter())
+            .filter(|d| both(d, theirs) || !their_cc.covers(d.0))
+            .copied()
+            .collect();
+        kept.extend(
+            (theirs.0.iter())
+                .filter(|d| !both(d, self) && !ours.covers(d.0))
+                .copied(),
+        );
+        kept.sort_unstable();
+        kept.dedup_by_key(|d| d.0);
+        Ttl(kept)
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// `count (stamp at)*`.
+    pub fn encode(&self, out: &mut Vec<u8>) {
+        put_varint(out, self.0.len() as u64);
+        for &(s, at) in &self.0 {
+            put_varint(out, s);
+            put_varint(out, at);
+        }
+    }
+
+    pub fn decode(c: &mut Cursor) -> Result<Ttl, String> {
+        let n = c.count()?;
+        let mut dots = Vec::with_capacity(n);
+        for _ in 0..n {
+            dots.push((c.varint()?, c.varint()?));
+        }
+        if dots.windows(2).any(|w| w[0].0 >= w[1].0) {
+            return Err("merge metadata TTL dots out of order".into());
+        }
+        Ok(Ttl(dots))
+    }
+
+    /// DEBUG MERGEINFO's `ttl:` line (`stamp=expiry`, each dot).
+    pub fn describe(&self) -> String {
+        let dots: Vec<String> = self.0.iter().map(|(s, at)| format!("{s}={at}")).collect();
+        format!("ttl:{}", dots.join(","))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::keyspace::hlc::make_stamp;
+
+    fn st(ms: u64, node: u64) -> u64 {
+        make_stamp(ms, 0, node)
+    }
+
+    fn seen(stamps: &[u64]) -> Context {
+        let mut cc = Context::default();
+        stamps.iter().for_each(|&s| cc.see(s));
+        cc
+    }
+
+    /// EXPIRE on A; B, which saw the key before, writes a member later:
+    /// B's write made no dot, so A's TTL stays on both.
+    #[test]
+    fn a_write_that_did_not_touch_the_ttl_keeps_it() {
+        let mut a = Ttl::default();
+        a.refresh(st(20, 1), true, 5000);
+        let b = Ttl::default();
+        let (a_cc, b_cc) = (seen(&[st(10, 1), st(20, 1)]), seen(&[st(10, 1), st(30, 2)]));
+        assert_eq!(a.join(&a_cc, &b, &b_cc).at(), 5000);
+        assert_eq!(b.join(&b_cc, &a, &a_cc).at(), 5000);
+    }
+
+    /// Concurrent TTL writes: the longest wins; PERSIST wins over any.
+    #[test]
+    fn concurrent_ttls_resolve_to_the_longest_and_persist_wins() {
+        let (mut a, mut b, mut p) = (Ttl::default(), Ttl::default(), Ttl::default());
+        a.refresh(st(20, 1), true, 9000);
+        b.refresh(st(21, 2), true, 4000);
+        let (a_cc, b_cc) = (seen(&[st(20, 1)]), seen(&[st(21, 2)]));
+        let ab = a.join(&a_cc, &b, &b_cc);
+        assert_eq!((ab.at(), ab.clone()), (9000, b.join(&b_cc, &a, &a_cc)));
+        p.refresh(st(19, 3), true, 7000);
+        p.refresh(st(22, 3), true, 0);
+        let p_cc = seen(&[st(22, 3)]);
+        let mut abp_cc = a_cc.clone();
+        abp_cc.join(&b_cc);
+        assert_eq!(ab.join(&abp_cc, &p, &p_cc).at(), 0);
+    }
+
+    /// A TTL write that saw another replaces it: shortening a TTL works.
+    #[test]
+    fn a_later_ttl_write_that_saw_the_earlier_replaces_it() {
+        let mut a = Ttl::default();
+        a.refresh(st(20, 1), true, 9000);
+        let mut b = a.clone();
+        b.refresh(st(30, 2), true, 1000);
+        let (a_cc, b_cc) = (seen(&[st(20, 1)]), seen(&[st(20, 1), st(30, 2)]));
+        assert_eq!(a.join(&a_cc, &b, &b_cc).at(), 1000);
+        assert_eq!(b.join(&b_cc, &a, &a_cc).at(), 1000);
+    }
+}
