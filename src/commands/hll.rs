@@ -30,7 +30,7 @@ pub static COMMANDS: &[Command] = crate::commands::command_table! {
         .complexity("O(1) to add every element.")
         .keys(1, 1, 1)
         .key_specs(&[KeySpec::at(1, &["RW", "insert"])]),
-    cmd("pfcount", -2, READONLY, pfcount)
+    cmd("pfcount", -2, READONLY | MAY_REPLICATE, pfcount)
         .doc("2.8.9", "Return the approximated cardinality of the set(s) observed by the HyperLogLog at key(s).")
         .complexity("O(1) with a very small average constant time when called with a single key. O(N) with N being the number of keys, and much bigger constant times, when called with multiple keys.")
         .keys(1, -1, 1)

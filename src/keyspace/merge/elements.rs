@@ -106,6 +106,11 @@ impl Item {
     }
 }
 
+/// Whether `value` is present and not a hash (its members do not count).
+fn other_than_hash(value: Option<&Value>) -> bool {
+    value.is_some_and(|v| !matches!(v, Value::Hash(_)))
+}
+
 /// Whether `value` merges per element.
 pub fn is_collection(value: &Value) -> bool {
     matches!(value, Value::Set(_) | Value::Hash(_) | Value::ZSet(_))
@@ -158,7 +163,11 @@ impl Elements {
             dots: HashMap::new(),
             cc: meta.map(|m| m.cc.clone()).unwrap_or_default(),
             touched: Vec::new(),
-            counters: meta.map(|m| m.counters.clone()).unwrap_or_default(),
+            // Only a hash's fields count (a set or sorted set that took the
+            // key's place drops them; a deleted hash keeps them).
+            counters: (meta.filter(|_| !other_than_hash(value)))
+                .map(|m| m.counters.clone())
+                .unwrap_or_default(),
             ttl: meta.map(|m| m.ttl.clone()).unwrap_or_default(),
         };
         let touched = |m: &[u8]| meta.is_some_and(|old| old.touched.iter().any(|t| &**t == m));
@@ -293,6 +302,7 @@ impl Elements {
                 Merged::Absent => Some(0),
                 Merged::Other => None,
             });
+            let has_counter = counted.is_some();
             if let Some(c) = counted {
                 out.counters.insert(m.clone(), c);
             }
@@ -308,7 +318,7 @@ impl Elements {
                         changes.push(Change::Put(m.to_vec(), item.unwrap_or(Item::Member)));
                     }
                     let mut kept = settle_values(kept);
-                    if counted_value.is_some() {
+                    if has_counter {
                         // A counted field's value is its counter's: an older
                         // dot's would be what its side's key read while it
                         // was the newest there, which differs between nodes
@@ -339,6 +349,9 @@ impl Elements {
     ) -> Option<Counter> {
         if !self.counters.contains_key(m) && !remote.counters.contains_key(m) {
             return None;
+        }
+        if other_than_hash(local_value) || other_than_hash(remote_value) {
+            return None; // a set or a sorted set: no field counts
         }
         match (
             self.counter_of(m, ours, local_value),
