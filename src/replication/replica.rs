@@ -444,6 +444,16 @@ fn run_link(srv: &Arc<Server>, gen: u64, host: &str, port: u16) -> Result<(), St
     if side.generation.load(Acquire) != gen {
         return Ok(());
     }
+    let tls = match srv.config.read().get_bool("tls-replication") {
+        true => Some(
+            srv.core
+                .tls
+                .client()
+                .ok_or("tls-replication is on but TLS is not configured")?,
+        ),
+        false => None,
+    };
+    let s = super::conn::secure(s, host, tls, "master")?;
     let mut peer = Peer {
         conn: Conn::new(s, "master", timeout),
         side,
@@ -513,12 +523,17 @@ fn handshake(srv: &Server, peer: &mut Peer) -> Result<(), String> {
     log_notice!("Master replied to PING, replication can continue...");
     let (user, pass, announce_ip, announce_port, port) = {
         let c = srv.config.read();
+        // Over TLS the port we announce is our TLS port, as Redis's.
+        let port = match (c.get_bool("tls-replication"), c.get_i64("tls-port")) {
+            (true, p) if p != 0 => p,
+            _ => srv.tcp_port.load(Relaxed) as i64,
+        };
         (
             c.get_str("masteruser"),
             c.get_str("masterauth"),
             c.get_str("replica-announce-ip"),
             c.get_i64("replica-announce-port"),
-            srv.tcp_port.load(Relaxed) as i64,
+            port,
         )
     };
     if !pass.is_empty() {
@@ -729,7 +744,13 @@ fn watched<T>(
     work: impl FnOnce(&mut Peer) -> T,
 ) -> T {
     let watch = Watch {
-        sock: peer.s.try_clone().ok(),
+        // Over TLS the newlines would have to go through the session the
+        // load is reading from: none are sent (a load that outlasts the
+        // master's repl-timeout may be cut; docs/SECURITY.md).
+        sock: match &peer.s {
+            super::conn::Stream::Plain(s) => s.try_clone().ok(),
+            super::conn::Stream::Tls(_) => None,
+        },
         done: AtomicBool::new(false),
         stage: peer.stage,
         timeout: peer.timeout,
