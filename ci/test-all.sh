@@ -96,7 +96,8 @@ if [ "$release_ok" -eq 1 ]; then
     suite_total tcl-spawn tcl
     # The suite's TLS mode (issue 26): every server it spawns serves tls-port only, with
     # tls-replication; certificates from ci/gen-test-certs.sh (DECISIONS 93).
-    step tcl-tls env TCL_BUDGET=240 bash ci/tcl.sh --spawn --tls unit/tls unit/type/string unit/auth
+    step tcl-tls env TCL_BUDGET=240 bash ci/tcl.sh --spawn --tls unit/tls unit/type/string unit/auth \
+        unit/wait integration/replication-2
     suite_total tcl-tls tcl
     step clients env LATTICE_BIN="$PWD/target/release/lattice-server" bash ci/clients.sh
     suite_total clients clients

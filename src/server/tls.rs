@@ -62,6 +62,25 @@ fn log_failure(addr: &str, e: &rustls::Error) {
 
 const LOG_PER_SECOND: u64 = 10;
 
+/// Makes closing `sock` send a reset (SO_LINGER with a zero timeout).
+fn reset_on_close(sock: &std::net::TcpStream) {
+    let l = libc::linger {
+        l_onoff: 1,
+        l_linger: 0,
+    };
+    // SAFETY: the fd is `sock`'s, open for the call; the value points to a
+    // live `linger` of the size given.
+    unsafe {
+        libc::setsockopt(
+            sock.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_LINGER,
+            &l as *const libc::linger as *const libc::c_void,
+            std::mem::size_of::<libc::linger>() as libc::socklen_t,
+        );
+    }
+}
+
 /// A TCP socket carrying a TLS session (see the module comment).
 pub struct TlsStream {
     sock: std::net::TcpStream,
@@ -125,10 +144,17 @@ impl Read for &TlsStream {
                 Ok(0) => return Ok(n),
                 Ok(_) => {
                     if let Err(e) = tls.process_new_packets() {
-                        // The alert for the peer, then the error.
-                        let _ = push(tls, &self.sock);
                         if tls.is_handshaking() {
                             log_failure(&self.addr, &e);
+                        }
+                        if matches!(e, rustls::Error::InvalidMessage(_)) {
+                            // Not TLS at all (plaintext to the TLS port):
+                            // no alert, and a reset, as Redis's close
+                            // gives, so the client sees an I/O error.
+                            reset_on_close(&self.sock);
+                        } else {
+                            // The alert for the peer, then the error.
+                            let _ = push(tls, &self.sock);
                         }
                         return Err(io::Error::new(io::ErrorKind::InvalidData, e));
                     }
