@@ -209,8 +209,10 @@ if [ "${TLS_CLIENT_CHECKS:-1}" = 1 ]; then
   CERTS="$LOGDIR/certs"
   bash "$ROOT/ci/gen-test-certs.sh" "$CERTS" >/dev/null
   TLS_PORT="$(free_port)"
-  start_server tls --tls-port "$TLS_PORT" --tls-cert-file "$CERTS/server.crt" \
-    --tls-key-file "$CERTS/server.key" --tls-ca-cert-file "$CERTS/ca.crt"
+  # (Its own dir, saving nothing: a dump left by an earlier run would be loaded.)
+  start_server tls --dir "$LOGDIR" --save "" --tls-port "$TLS_PORT" \
+    --tls-cert-file "$CERTS/server.crt" --tls-key-file "$CERTS/server.key" \
+    --tls-ca-cert-file "$CERTS/ca.crt"
   TARGET="$STARTED_PORT"
   run redis-py-tls python3 "$CL/python/tls_check.py" "$CERTS" "$TLS_PORT"
   alive tls-server-alive

@@ -21,7 +21,8 @@
 //! The connection leaves the async worker for a thread of its own with
 //! blocking I/O, as Redis gives a replica's socket to its own writer: the
 //! feed is one sequential loop that reads the stream and codes its
-//! records for the peer.
+//! records for the peer. A peer that came to our TLS port brings its TLS
+//! session along (`FeedSock`, DECISIONS 91).
 
 use std::collections::HashSet;
 use std::io::{Read, Write};
