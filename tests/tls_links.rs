@@ -363,3 +363,33 @@ fn tls_to_the_plain_port_and_plaintext_to_the_tls_port_close_only_that_connectio
     assert_eq!(cmd::<String>(&mut s.conn(), &["PING"]), "PONG");
     assert!(tls_ping(tport, &d));
 }
+
+#[test]
+fn a_replica_loading_over_tls_keeps_its_redis_master_waiting() {
+    // A load longer than the master's repl-timeout: the replica's newline
+    // a second (sent through the TLS session the load reads from) keeps
+    // the master from dropping it, as a Redis replica's do.
+    let d = certs("keepalive");
+    let mport = free_port();
+    let mut margs = tls_args(&d, mport);
+    margs.extend(["--repl-timeout", "2", "--repl-diskless-sync-delay", "0"].map(String::from));
+    let m = RedisOracle::start(&strs(&margs));
+    let mut mc = m.conn();
+    for i in 0..200 {
+        let _: () = cmd(&mut mc, &["SET", &format!("k{i}"), "v"]);
+    }
+    let mut rargs = tls_args(&d, free_port());
+    // 25 ms a key: about 5 s of loading.
+    rargs.extend(["--key-load-delay", "25000"].map(String::from));
+    let r = Server::start(&strs(&rargs));
+    let mut rc = r.conn();
+    let _: String = cmd(&mut rc, &["REPLICAOF", "127.0.0.1", &mport.to_string()]);
+    eventually_within(
+        "the replica to load and sync",
+        std::time::Duration::from_secs(60),
+        || in_sync(&mut mc, &mut rc),
+    );
+    let log = std::fs::read_to_string(m.dir.join("redis.log")).unwrap_or_default();
+    assert!(!log.contains("timedout replica"), "{log}");
+    assert_eq!(r.log().matches("Full resync from master").count(), 1);
+}

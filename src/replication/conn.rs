@@ -17,12 +17,14 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use rustls::pki_types::ServerName;
-use rustls::{ClientConfig, ClientConnection, StreamOwned};
+use rustls::{ClientConfig, ClientConnection};
+
+use super::tls_link::SharedTls;
 
 /// A link's socket: plain, or carrying a TLS session.
 pub enum Stream {
     Plain(TcpStream),
-    Tls(Box<StreamOwned<ClientConnection, TcpStream>>),
+    Tls(Box<SharedTls>),
 }
 
 impl Stream {
@@ -31,6 +33,22 @@ impl Stream {
         match self {
             Stream::Plain(s) => s,
             Stream::Tls(t) => &t.sock,
+        }
+    }
+
+    /// Another handle another thread may write with.
+    pub fn try_clone(&self) -> std::io::Result<Stream> {
+        Ok(match self {
+            Stream::Plain(s) => Stream::Plain(s.try_clone()?),
+            Stream::Tls(t) => Stream::Tls(Box::new(t.try_clone()?)),
+        })
+    }
+
+    /// Writes all of `buf` through a shared handle.
+    pub fn send_shared(&self, buf: &[u8]) -> std::io::Result<()> {
+        match self {
+            Stream::Plain(s) => (&*s).write_all(buf),
+            Stream::Tls(t) => t.send(buf),
         }
     }
 }
@@ -95,7 +113,7 @@ pub fn secure(
             Err(e) => return Err(fail(e.to_string())),
         }
     }
-    Ok(Stream::Tls(Box::new(StreamOwned::new(c, sock))))
+    Ok(Stream::Tls(Box::new(SharedTls::new(sock, c))))
 }
 
 pub struct Conn {

@@ -744,13 +744,9 @@ fn watched<T>(
     work: impl FnOnce(&mut Peer) -> T,
 ) -> T {
     let watch = Watch {
-        // Over TLS the newlines would have to go through the session the
-        // load is reading from: none are sent (a load that outlasts the
-        // master's repl-timeout may be cut; docs/SECURITY.md).
-        sock: match &peer.s {
-            super::conn::Stream::Plain(s) => s.try_clone().ok(),
-            super::conn::Stream::Tls(_) => None,
-        },
+        // Over TLS the newlines go through the session the load reads
+        // from (`tls_link.rs`).
+        sock: peer.s.try_clone().ok(),
         done: AtomicBool::new(false),
         stage: peer.stage,
         timeout: peer.timeout,
@@ -766,7 +762,7 @@ fn watched<T>(
 
 /// The helper of [`watched`].
 struct Watch {
-    sock: Option<TcpStream>,
+    sock: Option<super::conn::Stream>,
     done: AtomicBool,
     stage: Stage,
     timeout: Duration,
@@ -781,7 +777,7 @@ impl Watch {
             if newline.elapsed() >= second {
                 newline = Instant::now();
                 if let Some(s) = &self.sock {
-                    let _ = (&*s).write_all(b"\n");
+                    let _ = s.send_shared(b"\n");
                 }
             }
             let now = taken();
