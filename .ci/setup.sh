@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Prepares a fresh Debian 12 machine (as root) for `bash ci/test-all.sh`:
 #   - Debian packages: redis-server/redis-tools (redis-cli, redis-benchmark,
-#     and a reference redis-server), tcl (the Redis test suite's runtime),
+#     and a reference redis-server, all built with TLS), tcl (the Redis test
+#     suite's runtime) and tcl-tls (its --tls mode), openssl (test certificates),
 #     dpkg-dev (so `apt-get source` can unpack the Redis sources);
 #   - deb-src entries, so `apt-get source redis` fetches the Redis 7.0 sources
 #     whose tests/ directory is the Tcl suite;
@@ -40,7 +41,7 @@ apt-get update -qq
 # their own free ports, so it is left alone.) python3-venv: in case python3 is
 # Debian's, whose venv module needs it.
 apt-get install -y -qq --no-install-recommends \
-    redis-server redis-tools tcl dpkg-dev xz-utils ca-certificates python3-venv >/dev/null
+    redis-server redis-tools tcl tcl-tls openssl dpkg-dev xz-utils ca-certificates python3-venv >/dev/null
 # Client checks (ci/clients.sh): install only what is missing, so a newer
 # preinstalled node/java is left as it is (nodejs first: some builds of it
 # carry npm, which Debian's own npm package would then conflict with).

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Runs real Redis client libraries (redis-py RESP2/RESP3, ioredis, node-redis,
-# Jedis RESP2/RESP3) against a freshly started lattice-server. Each client
+# Jedis RESP2/RESP3; redis-py over TLS) against a freshly started lattice-server. Each client
 # program in tests/clients/ does its library's normal handshake and asserts
 # plain results; this script installs deps (idempotent, quiet), builds the
 # release server, runs every program and prints "clients: N passed, M failed".
@@ -201,6 +201,21 @@ if [ "${ACTIVE_CLIENT_CHECKS:-1}" = 1 ]; then
   run peer-down-ioredis node "$CL/node/peer-down-ioredis.js"
   run peer-down-redis-py python3 "$CL/python/peer_down.py"
   alive peer-down-server-alive
+fi
+
+# Issue 26: redis-py with ssl=True and a client certificate, on a TLS port
+# (certificates from ci/gen-test-certs.sh). TLS_CLIENT_CHECKS=0 skips it.
+if [ "${TLS_CLIENT_CHECKS:-1}" = 1 ]; then
+  CERTS="$LOGDIR/certs"
+  bash "$ROOT/ci/gen-test-certs.sh" "$CERTS" >/dev/null
+  TLS_PORT="$(free_port)"
+  # (Its own dir, saving nothing: a dump left by an earlier run would be loaded.)
+  start_server tls --dir "$LOGDIR" --save "" --tls-port "$TLS_PORT" \
+    --tls-cert-file "$CERTS/server.crt" --tls-key-file "$CERTS/server.key" \
+    --tls-ca-cert-file "$CERTS/ca.crt"
+  TARGET="$STARTED_PORT"
+  run redis-py-tls python3 "$CL/python/tls_check.py" "$CERTS" "$TLS_PORT"
+  alive tls-server-alive
 fi
 
 # Issue 14: an application library that uses Lua scripts, its own tests.

@@ -6,7 +6,8 @@
 #   4. cargo test (unit, integration and doc tests)
 #   5. cargo build --release, then the simulator optimised (cargo test --release --test simulator)
 #   6. redis-py's test suite against the release binary   (ci/redis-py.sh)
-#   7. Redis 7.0's Tcl test suite against the release binary (ci/tcl.sh)
+#   7. Redis 7.0's Tcl test suite against the release binary (ci/tcl.sh), some units
+#      spawning their own servers (--spawn), some of them over TLS (--tls)
 #   8. real client libraries (redis-py, ioredis, node-redis, Jedis) against it (ci/clients.sh)
 #   9. redis_exporter's metric names against redis-server's (ci/exporter.py; where installed)
 # Every step runs even if an earlier one failed (except that the suites need
@@ -93,6 +94,11 @@ if [ "$release_ok" -eq 1 ]; then
         integration/replication-buffer integration/redis-cli integration/replication-4 \
         unit/acl unit/acl-v2 unit/auth
     suite_total tcl-spawn tcl
+    # The suite's TLS mode (issue 26): every server it spawns serves tls-port only, with
+    # tls-replication; certificates from ci/gen-test-certs.sh (DECISIONS 93).
+    step tcl-tls env TCL_BUDGET=240 bash ci/tcl.sh --spawn --tls unit/tls unit/type/string unit/auth \
+        unit/wait integration/replication-2
+    suite_total tcl-tls tcl
     step clients env LATTICE_BIN="$PWD/target/release/lattice-server" bash ci/clients.sh
     suite_total clients clients
     # redis_exporter's metric names against redis-server's (skips, saying why,

@@ -124,8 +124,7 @@ fn fatal_errors() {
 #[test]
 fn refused_directives() {
     for args in [
-        &["--tls-replication", "yes"][..],
-        &["--tls-key-file-pass", "secret"],
+        &["--tls-allowlist", "a"][..],
         &["--rename-command", "FLUSHALL", ""],
         // A user declared twice (users themselves are built: tests/acl.rs).
         &["--user", "bob", "on", "--user", "bob", "off"],
@@ -164,8 +163,19 @@ fn refused_directives() {
         e.contains("CONFIG SET failed (possibly related to argument 'maxmemory-clients') - 'maxmemory-clients' is not supported"),
         "{e}"
     );
+    // TLS links without certificates: Redis's error, as at start-up.
     let e = cmd_err(&mut c, &["CONFIG", "SET", "tls-replication", "yes"]);
-    assert!(e.contains("not supported"), "{e}");
+    assert_eq!(e, "ERR CONFIG SET failed (possibly related to argument 'tls-replication') - Unable to update TLS configuration. Check server logs.");
+    assert_eq!(get(&mut c, "tls-replication"), "no");
+    let out = bin()
+        .args(["--tls-replication", "yes"])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let log = String::from_utf8_lossy(&out.stdout);
+    assert!(log.contains("No tls-cert-file configured!"), "{log}");
+    assert!(log.contains("Failed to configure TLS"), "{log}");
     let _: () = cmd(&mut c, &["CONFIG", "SET", "maxmemory-clients", "0"]);
     assert_eq!(get(&mut c, "maxmemory-clients"), "0");
 }

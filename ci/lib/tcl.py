@@ -9,6 +9,10 @@ a fresh lattice-server (so one crash or stuck unit cannot take others down),
 with the skip list's tests for that unit passed as a --skipfile, a
 no-progress --timeout and a hard wall-clock limit. Two units run at a time.
 
+With --tls (spawn mode only) the suite runs in its TLS mode: every server it
+starts serves tls-port only, with tls-replication, and its clients connect
+over TLS; the certificates are ci/gen-test-certs.sh's.
+
 Skip-list keys (ci/tcl-skiplist.txt), one per line, then ` # reason`:
     unit/tracking                          the whole unit is not run
     unit/type/string: SETNX against ...    one test, by its exact name
@@ -43,6 +47,7 @@ UNIT_TIMEOUT = int(os.environ.get("TCL_UNIT_TIMEOUT", "300"))
 # "not run". Normal runs take a fraction of it.
 BUDGET = int(os.environ.get("TCL_BUDGET", "480"))
 JOBS = int(os.environ.get("TCL_JOBS", "2"))
+TLS = False  # --tls: the suite's own TLS mode (spawn mode only)
 UNIT_RE = re.compile(r"^(unit|integration)/[\w/-]+$")
 
 
@@ -162,6 +167,20 @@ def link_binaries(src: Path) -> None:
         # redis-server is a symlink to a multi-call binary that looks at argv[0]
 
 
+def prepare_tls(src: Path) -> None:
+    """`--tls`: the suite's certificates, made X.509 v3 by ci/gen-test-certs.sh
+    (Redis's utils/gen-test-certs.sh makes a v1 redis.crt, which rustls
+    refuses), once per unpacked suite; and Tcl's tls package (tcl-tls)."""
+    probe = subprocess.run(["tclsh"], input="package require tls\n", text=True,
+                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    if probe.returncode != 0 or "can't find package" in probe.stdout:
+        sys.exit("--tls needs Tcl's tls package: apt-get install tcl-tls (see .ci/setup.sh)")
+    tls = src / "tests" / "tls"
+    if not (tls / ".lattice-v3").exists():
+        run(["bash", str(ROOT / "ci" / "gen-test-certs.sh"), str(tls)])
+        (tls / ".lattice-v3").write_text("made by ci/gen-test-certs.sh\n")
+
+
 def run_unit(src: Path, unit: str, skips: list[str], lane: int, spawn: bool,
              deadline: float) -> UnitResult:
     res = UnitResult(unit)
@@ -171,12 +190,13 @@ def run_unit(src: Path, unit: str, skips: list[str], lane: int, spawn: bool,
         res.failed.append("")
         res.note = f"not run: the suite's {BUDGET}s budget (TCL_BUDGET) is used up"
         return res
-    logfile = CACHE / "logs" / "tcl" / f"{unit.replace('/', '_')}.log"
+    suffix = "-tls" if TLS else ""
+    logfile = CACHE / "logs" / "tcl" / f"{unit.replace('/', '_')}{suffix}.log"
     logfile.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.NamedTemporaryFile("w", suffix=".skip", delete=False) as f:
         f.write("\n".join(skips) + "\n")
     cmd = ["tclsh", "tests/test_helper.tcl", "--single", unit, "--durable", "--clients", "1",
-           "--timeout", str(NO_PROGRESS), "--skipfile", f.name]
+           "--timeout", str(NO_PROGRESS), "--skipfile", f.name] + (["--tls"] if TLS else [])
     # TCL_BASEPORT: another range, so that two worktrees can run at once.
     base = int(os.environ.get("TCL_BASEPORT", "21111"))
     if spawn:
@@ -256,9 +276,14 @@ def main(argv: list[str]) -> int:
     if argv == ["--fetch"]:  # just make sure the sources are there (cargo tests read fixtures)
         log(f"tcl: Redis sources at {source_dir()}")
         return 0
+    global TLS
     update = "--update-skiplist" in argv
     spawn = "--spawn" in argv
-    only = [a for a in argv if a not in ("--update-skiplist", "--spawn")]
+    TLS = "--tls" in argv
+    if TLS and not spawn:
+        sys.exit("--tls runs in spawn mode only (--spawn): the suite starts its servers with "
+                 "its TLS configuration")
+    only = [a for a in argv if a not in ("--update-skiplist", "--spawn", "--tls")]
     start = time.time()
     src = source_dir()
     header, entries = read_skiplist(SKIPLIST)
@@ -281,7 +306,10 @@ def main(argv: list[str]) -> int:
         units = [u for u in units if u not in skip_units]
     if spawn:
         link_binaries(src)
+    if TLS:
+        prepare_tls(src)
     mode = "spawning src/redis-server ->" if spawn else "external mode, against"
+    mode = ("over TLS, " if TLS else "") + mode
     log(f"tcl: Redis {src.name} suite, {len(units)} units ({len(skip_units)} skipped whole by "
         f"the skip list), {1 if spawn else JOBS} at a time, {mode} {server_binary()}")
     results = run_units(src, units, test_skips, spawn)

@@ -195,6 +195,8 @@ fn set(ctx: &mut Ctx, args: Args) -> CmdResult {
         }
         checked.push((d, v));
     }
+    let tls = rebuild_tls(&cfg, &checked)?;
+    listen_on_new_ports(ctx, &cfg, &checked)?;
     for (d, mut v) in checked {
         match d.name {
             "requirepass" => ctx.core.acl.set_requirepass(&ctx.core.commands, &v),
@@ -211,6 +213,9 @@ fn set(ctx: &mut Ctx, args: Args) -> CmdResult {
     }
     ctx.core.hot.load(&cfg);
     drop(cfg);
+    if let Some(c) = tls {
+        ctx.core.tls.install(c);
+    }
     if let Err(e) = ctx.admin.config_changed() {
         let _ = ctx
             .core
@@ -225,6 +230,64 @@ fn set(ctx: &mut Ctx, args: Args) -> CmdResult {
     }
     ctx.out.ok();
     Ok(())
+}
+
+/// `port` / `tls-port` among the pairs: the server listens on the new
+/// port before the value is stored (Redis's changeListenPort); a port it
+/// cannot listen on changes nothing.
+fn listen_on_new_ports(
+    ctx: &Ctx,
+    cfg: &Config,
+    pairs: &[(&'static Directive, String)],
+) -> Result<(), CmdError> {
+    for (d, v) in pairs {
+        let tls = match d.name {
+            "port" => false,
+            "tls-port" => true,
+            _ => continue,
+        };
+        if cfg.get(d.name) == Some(v.as_str()) {
+            continue;
+        }
+        let port = v.parse::<u16>().unwrap_or(0);
+        ctx.admin.listen_on(tls, port, cfg).map_err(|e| {
+            crate::log_warning!("Failed to listen on port {port}: {e}");
+            set_failed(d.name, "Unable to listen on this port. Check server logs.")
+        })?;
+    }
+    Ok(())
+}
+
+/// A `tls-*` directive among the pairs: the TLS configurations built from
+/// the new values (None when none is given or TLS stays off); an error
+/// when they cannot be, which changes nothing (Redis's applyTlsCfg: the
+/// reason is logged, the reply says to look there).
+fn rebuild_tls(
+    cfg: &Config,
+    pairs: &[(&'static Directive, String)],
+) -> Result<Option<crate::core::tls::Configs>, CmdError> {
+    use crate::core::tls;
+    let Some((first, _)) = pairs.iter().find(|(d, _)| tls::is_tls_directive(d.name)) else {
+        return Ok(None);
+    };
+    let mut trial = cfg.clone();
+    for (d, v) in pairs {
+        trial.store(d, v.clone());
+    }
+    if !tls::wanted(&trial) {
+        return Ok(None);
+    }
+    tls::build(&trial).map(Some).map_err(|e| {
+        crate::log_warning!("{e}");
+        crate::log_warning!(
+            "Failed applying new configuration. Possibly related to new {} setting. Restoring previous settings.",
+            first.name
+        );
+        set_failed(
+            first.name,
+            "Unable to update TLS configuration. Check server logs.",
+        )
+    })
 }
 
 fn resetstat(ctx: &mut Ctx, _args: Args) -> CmdResult {

@@ -487,7 +487,8 @@ mod tests {
         assert!(load("user default on >secret ~* +@all\n").is_ok());
         assert!(load("user a on\nuser a off\n").is_err());
         assert!(load("user a on (~x +get\n").is_err());
-        assert!(load("tls-replication yes\n").is_err());
+        assert!(load("tls-replication yes\n").is_ok());
+        assert!(load("tls-allowlist a\n").is_err());
         assert!(load("maxmemory 1gb\n").unwrap().get("maxmemory") == Some("1073741824"));
     }
 

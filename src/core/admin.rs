@@ -60,6 +60,9 @@ pub trait Admin: Sync {
     fn loading(&self) -> bool;
     /// After CONFIG SET: persistence applies what changed (appendonly ...).
     fn config_changed(&self) -> Result<(), String>;
+    /// CONFIG SET port / tls-port: listen on `port` instead (0: nowhere),
+    /// at `cfg`'s `bind` addresses; an error changes nothing.
+    fn listen_on(&self, tls: bool, port: u16, cfg: &crate::config::Config) -> Result<(), String>;
     /// DEBUG RELOAD.
     fn debug_reload(&self, steps: Reload) -> Result<(), CmdError>;
     /// DEBUG AOF-FLUSH-SLEEP: microseconds each AOF flush sleeps.

@@ -25,6 +25,7 @@ pub mod pubsub;
 pub mod scripts;
 pub mod stats;
 pub mod table;
+pub mod tls;
 pub mod tracking;
 
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering::Relaxed};
@@ -87,6 +88,8 @@ pub struct Core {
     pub functions: scripts::Functions,
     /// ACL users and the security log (see `core/acl`).
     pub acl: acl::Acl,
+    /// The TLS configurations in use (`core/tls.rs`).
+    pub tls: tls::Tls,
 }
 
 impl Core {
@@ -126,6 +129,7 @@ impl Core {
             lazyfree: Default::default(),
             scripts: Default::default(),
             functions: Default::default(),
+            tls: Default::default(),
         }
     }
 

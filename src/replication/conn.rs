@@ -4,13 +4,120 @@
 //! blocking sockets whose read timeout is one second, so a quiet second
 //! returns to the caller (to check a stop flag, send an ACK) and the
 //! caller's own timeout counts from the last byte read (`progress`).
+//!
+//! With `tls-replication yes` the socket carries a TLS session ([`Stream`],
+//! [`secure`]): the handshake completes before the caller's first command,
+//! with the client side of `core/tls.rs` (the peer's chain checked against
+//! our CAs, our certificate presented), so a refused certificate is the
+//! link's error, logged, on our side as on the peer's.
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use rustls::pki_types::ServerName;
+use rustls::{ClientConfig, ClientConnection};
+
+use super::tls_link::SharedTls;
+
+/// A link's socket: plain, or carrying a TLS session.
+pub enum Stream {
+    Plain(TcpStream),
+    Tls(Box<SharedTls>),
+}
+
+impl Stream {
+    /// The TCP socket beneath (to clone for a shutdown from elsewhere).
+    pub fn tcp(&self) -> &TcpStream {
+        match self {
+            Stream::Plain(s) => s,
+            Stream::Tls(t) => &t.sock,
+        }
+    }
+
+    /// Another handle another thread may write with.
+    pub fn try_clone(&self) -> std::io::Result<Stream> {
+        Ok(match self {
+            Stream::Plain(s) => Stream::Plain(s.try_clone()?),
+            Stream::Tls(t) => Stream::Tls(Box::new(t.try_clone()?)),
+        })
+    }
+
+    /// Writes all of `buf` through a shared handle.
+    pub fn send_shared(&self, buf: &[u8]) -> std::io::Result<()> {
+        match self {
+            Stream::Plain(s) => (&*s).write_all(buf),
+            Stream::Tls(t) => t.send(buf),
+        }
+    }
+}
+
+impl Read for Stream {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        match self {
+            Stream::Plain(s) => s.read(buf),
+            Stream::Tls(t) => t.read(buf),
+        }
+    }
+}
+
+impl Write for Stream {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        match self {
+            Stream::Plain(s) => s.write(buf),
+            Stream::Tls(t) => t.write(buf),
+        }
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        match self {
+            Stream::Plain(s) => s.flush(),
+            Stream::Tls(t) => t.flush(),
+        }
+    }
+}
+
+/// `s` as the link's stream: plain without `tls`, else after a completed
+/// TLS handshake with `host` (whose name is not checked: `core/tls.rs`).
+/// The error names what failed ("TLS handshake with the master failed:
+/// invalid peer certificate: UnknownIssuer").
+pub fn secure(
+    s: TcpStream,
+    host: &str,
+    tls: Option<Arc<ClientConfig>>,
+    who: &str,
+) -> Result<Stream, String> {
+    let Some(config) = tls else {
+        return Ok(Stream::Plain(s));
+    };
+    let name = match ServerName::try_from(host.to_string()) {
+        Ok(n) => n,
+        Err(_) => s.peer_addr().map_err(|e| e.to_string())?.ip().into(),
+    };
+    let fail = |e: String| format!("TLS handshake with the {who} failed: {e}");
+    let mut c = ClientConnection::new(config, name).map_err(|e| fail(e.to_string()))?;
+    let mut sock = s;
+    let started = Instant::now();
+    while c.is_handshaking() {
+        match c.complete_io(&mut sock) {
+            Ok(_) => {}
+            // The socket's one-second read timeout: wait on, up to its
+            // write timeout (`repl-timeout`).
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                ) && started.elapsed()
+                    < sock.write_timeout().ok().flatten().unwrap_or_default() => {}
+            Err(e) => return Err(fail(e.to_string())),
+        }
+    }
+    Ok(Stream::Tls(Box::new(SharedTls::new(sock, c))))
+}
+
 pub struct Conn {
-    pub s: TcpStream,
+    pub s: Stream,
     /// The other side, in messages: "master", "peer".
     who: &'static str,
     /// Bytes read; those before `start` are consumed.
@@ -32,7 +139,7 @@ pub enum Filled {
 }
 
 impl Conn {
-    pub fn new(s: TcpStream, who: &'static str, timeout: Duration) -> Self {
+    pub fn new(s: Stream, who: &'static str, timeout: Duration) -> Self {
         Conn {
             s,
             who,

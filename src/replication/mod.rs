@@ -25,6 +25,7 @@ pub mod master;
 pub mod replica;
 pub mod spill;
 pub mod stage;
+pub mod tls_link;
 
 use std::fmt::Write as _;
 use std::sync::atomic::{AtomicBool, Ordering::*};

@@ -444,6 +444,16 @@ fn run_link(srv: &Arc<Server>, gen: u64, host: &str, port: u16) -> Result<(), St
     if side.generation.load(Acquire) != gen {
         return Ok(());
     }
+    let tls = match srv.config.read().get_bool("tls-replication") {
+        true => Some(
+            srv.core
+                .tls
+                .client()
+                .ok_or("tls-replication is on but TLS is not configured")?,
+        ),
+        false => None,
+    };
+    let s = super::conn::secure(s, host, tls, "master")?;
     let mut peer = Peer {
         conn: Conn::new(s, "master", timeout),
         side,
@@ -513,12 +523,17 @@ fn handshake(srv: &Server, peer: &mut Peer) -> Result<(), String> {
     log_notice!("Master replied to PING, replication can continue...");
     let (user, pass, announce_ip, announce_port, port) = {
         let c = srv.config.read();
+        // Over TLS the port we announce is our TLS port, as Redis's.
+        let port = match (c.get_bool("tls-replication"), c.get_i64("tls-port")) {
+            (true, p) if p != 0 => p,
+            _ => srv.tcp_port.load(Relaxed) as i64,
+        };
         (
             c.get_str("masteruser"),
             c.get_str("masterauth"),
             c.get_str("replica-announce-ip"),
             c.get_i64("replica-announce-port"),
-            srv.tcp_port.load(Relaxed) as i64,
+            port,
         )
     };
     if !pass.is_empty() {
@@ -729,6 +744,8 @@ fn watched<T>(
     work: impl FnOnce(&mut Peer) -> T,
 ) -> T {
     let watch = Watch {
+        // Over TLS the newlines go through the session the load reads
+        // from (`tls_link.rs`).
         sock: peer.s.try_clone().ok(),
         done: AtomicBool::new(false),
         stage: peer.stage,
@@ -745,7 +762,7 @@ fn watched<T>(
 
 /// The helper of [`watched`].
 struct Watch {
-    sock: Option<TcpStream>,
+    sock: Option<super::conn::Stream>,
     done: AtomicBool,
     stage: Stage,
     timeout: Duration,
@@ -760,7 +777,7 @@ impl Watch {
             if newline.elapsed() >= second {
                 newline = Instant::now();
                 if let Some(s) = &self.sock {
-                    let _ = (&*s).write_all(b"\n");
+                    let _ = s.send_shared(b"\n");
                 }
             }
             let now = taken();

@@ -64,6 +64,10 @@ impl Admin for Arc<Server> {
         aof::config_changed(self)
     }
 
+    fn listen_on(&self, tls: bool, port: u16, cfg: &crate::config::Config) -> Result<(), String> {
+        Server::listen_on(self, tls, port, cfg)
+    }
+
     fn debug_reload(&self, steps: Reload) -> Result<(), CmdError> {
         load::debug_reload(self, steps)
     }

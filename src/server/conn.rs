@@ -26,6 +26,7 @@ use std::os::fd::AsRawFd;
 use tokio::io::unix::AsyncFd;
 use tokio::sync::{mpsc, Notify};
 
+use super::tls::HandOff;
 use super::{NewConn, Server};
 use crate::commands::server_cmds::logs;
 use crate::commands::{flags, CmdError, Ctx};
@@ -109,10 +110,10 @@ pub async fn serve(srv: Arc<Server>, worker: Rc<Worker>, conn: NewConn) {
             let _ = s.set_nonblocking(true);
             set_keepalive(&s, srv.config.read().get_i64("tcp-keepalive"));
             let laddr = s.local_addr().ok();
-            let Some(config) = srv.tls.read().clone() else {
+            let Some(config) = srv.core.tls.server() else {
                 return;
             };
-            match super::tls::TlsStream::new(s, config) {
+            match super::tls::TlsStream::new(s, config, addr.to_string()) {
                 Ok(t) => serve_stream(srv, worker, t, Some(addr), laddr, true).await,
                 Err(e) => log_verbose!("Error accepting a client connection: {e}"),
             }
@@ -301,7 +302,7 @@ async fn serve_stream<T>(
     laddr: Option<std::net::SocketAddr>,
     tls: bool,
 ) where
-    T: AsRawFd,
+    T: AsRawFd + HandOff,
     for<'a> &'a T: Read + Write,
 {
     let fd = stream.as_raw_fd();
@@ -346,6 +347,9 @@ async fn serve_stream<T>(
     // Set when process_input stopped early because `out` grew large: the
     // commands left in the query buffer run after the write, before any read.
     let mut more_input = false;
+    // The first bytes of a TCP connection are looked at once: a TLS
+    // handshake sent to the plain port is logged and closed.
+    let mut first_read = !tls && addr.is_some();
     'conn: loop {
         // Waiting for input with nothing pending: a script past its
         // threshold on this thread may answer this client (BUSY).
@@ -386,6 +390,13 @@ async fn serve_stream<T>(
                 }
                 Push::Kill => break 'conn,
             }
+        }
+        if std::mem::take(&mut first_read) && tls_hello(qb.pending()) {
+            log_warning!(
+                "Closing the connection of {}: it sent a TLS handshake to the plain port (TLS is served on tls-port)",
+                shared.addr
+            );
+            break 'conn;
         }
         worker.stats.add_net(n as u64, 0);
         shared.last_interaction_ms.store(unix_ms(), Relaxed);
@@ -444,19 +455,14 @@ async fn serve_stream<T>(
             out.buf.clear();
             more_input = true;
         }
-        if tls && (client.peer_request.is_some() || client.sync_request.is_some()) {
-            // Links take the raw socket: over TLS they are not built
-            // (`tls-replication` is refused), so the connection closes.
-            log_warning!("Replication over TLS is not supported: closing the connection");
-            break;
-        }
         if let Some(req) = client.peer_request.take() {
             // LATTICE.PEER: the connection becomes an active peer's feed,
-            // on a thread of its own.
+            // on a thread of its own (with its TLS session, if any).
             let fd = io.get_ref().as_raw_fd();
             let addr = shared.addr.clone();
             let host = srv.peer_host();
-            crate::replication::active::serve::hand_off(&host, fd, qb.pending(), req, addr);
+            let tls = io.get_ref().take_tls();
+            crate::replication::active::serve::hand_off(&host, fd, qb.pending(), req, addr, tls);
             break;
         }
         if let Some(req) = client.sync_request.take() {
@@ -478,6 +484,12 @@ async fn serve_stream<T>(
             break;
         }
     }
+}
+
+/// Whether `b` starts as a TLS ClientHello record does (handshake, 3.x),
+/// which no RESP or inline command does.
+fn tls_hello(b: &[u8]) -> bool {
+    b.len() >= 3 && b[0] == 0x16 && b[1] == 0x03 && b[2] <= 0x04
 }
 
 thread_local! {
@@ -886,14 +898,34 @@ fn lookup_and_check(
         debug_allowed(srv, client).map_err(|e| (Some(id), e))?;
     }
     if !client.authenticated && cmd.flags & flags::NO_AUTH == 0 && srv.acl.auth_required() {
+        log_refused_link(srv, client, id, &CmdError::NoAuth);
         return Err((Some(id), CmdError::NoAuth));
     }
     if client.user.as_ref().is_some_and(|u| !u.free) {
-        acl_check(srv, client, id, args, log).map_err(|e| (Some(id), e))?;
+        acl_check(srv, client, id, args, log).map_err(|e| {
+            log_refused_link(srv, client, id, &e);
+            (Some(id), e)
+        })?;
     }
     crate::commands::pubsub::check_subscribed_mode(client, &srv.commands.full_names[id])
         .map_err(|e| (Some(id), e))?;
     Ok(id)
+}
+
+/// A replica's PSYNC/SYNC/REPLCONF or an active peer's LATTICE.PEER refused for
+/// authentication or ACL: logged here, as the link logs it on its side
+/// (a user's other denials are only in ACL LOG, as in Redis).
+#[cold]
+fn log_refused_link(srv: &Server, client: &ClientState, id: usize, e: &CmdError) {
+    let who = match srv.commands.full_names[id].as_str() {
+        "lattice.peer" => "an active peer",
+        "psync" | "sync" => "a replica",
+        "replconf" => "a replica or active peer",
+        _ => return,
+    };
+    let addr = client.shared.as_ref().map_or("?", |s| s.addr.as_str());
+    let user = client.user.as_ref().map_or("default", |u| u.name.as_str());
+    log_warning!("Refused the link of {who} from {addr} (user '{user}'): {e}");
 }
 
 /// The ACL check of a restricted user; without `log`, a denial is only

@@ -48,10 +48,10 @@ pub struct Server {
     pub identity: identity::Identity,
     pub tcp_port: AtomicUsize,
     pub shutdown_tx: Mutex<Option<std::sync::mpsc::Sender<ShutdownKind>>>,
+    /// The acceptor's mailbox for new listeners (CONFIG SET port / tls-port).
+    rebind: Mutex<Option<mpsc::UnboundedSender<Rebind>>>,
     pub shutting_down: AtomicBool,
     pub lastsave_unix: AtomicU64,
-    /// `tls-port`'s configuration (`tls.rs`), `None` without TLS.
-    pub tls: parking_lot::RwLock<Option<Arc<rustls::ServerConfig>>>,
     /// RDB snapshots and the AOF (`src/persistence/`).
     pub persist: crate::persistence::Persistence,
     /// Replication, both roles (`src/replication/`).
@@ -87,9 +87,9 @@ impl Server {
             identity,
             tcp_port: AtomicUsize::new(0),
             shutdown_tx: Mutex::new(None),
+            rebind: Mutex::new(None),
             shutting_down: AtomicBool::new(false),
             lastsave_unix: AtomicU64::new(now / 1000),
-            tls: Default::default(),
             persist: Default::default(),
             repl: Default::default(),
         });
@@ -189,6 +189,41 @@ pub enum NewConn {
     /// A connection to `tls-port`.
     Tls(std::net::TcpStream, SocketAddr),
     Unix(std::os::unix::net::UnixStream),
+}
+
+/// New listeners for the acceptor: those of `port` (plain) or `tls-port`
+/// replace the current ones, which close before `done` is told.
+pub struct Rebind {
+    tls: bool,
+    listeners: Vec<std::net::TcpListener>,
+    done: std::sync::mpsc::Sender<()>,
+}
+
+impl Server {
+    /// CONFIG SET port / tls-port (Redis's changeListenPort): listens on
+    /// `port` at every address of `cfg`'s `bind` (nowhere for 0), then
+    /// closes the old listeners of that kind; an error (the port is
+    /// taken) changes nothing.
+    pub fn listen_on(&self, tls: bool, port: u16, cfg: &Config) -> Result<(), String> {
+        let listeners = bind_port(cfg, port)?;
+        let Some(tx) = self.rebind.lock().clone() else {
+            return Err("the server does not accept connections yet".into());
+        };
+        let (done, ack) = std::sync::mpsc::channel();
+        tx.send(Rebind {
+            tls,
+            listeners,
+            done,
+        })
+        .map_err(|_| "the acceptor is gone".to_string())?;
+        // The old listeners are closed once this returns (the acceptor
+        // answers at once; the bound only guards a stuck one).
+        let _ = ack.recv_timeout(std::time::Duration::from_secs(5));
+        if !tls {
+            self.tcp_port.store(port as usize, Relaxed);
+        }
+        Ok(())
+    }
 }
 
 /// The plain TCP listeners, the unix socket, the TLS listeners.
@@ -344,7 +379,13 @@ fn bind_v6_only(sa: std::net::SocketAddrV6) -> std::io::Result<std::net::TcpList
 /// is this server's; printed before, a server that then failed to bind
 /// looked started, and the suite talked to whatever held the port).
 pub fn run(config: Config, bound: impl FnOnce(&Config)) -> Result<i32, String> {
-    let tls_config = tls::server_config(&config)?;
+    let tls_configs = match crate::core::tls::wanted(&config) {
+        true => crate::core::tls::build(&config).map_err(|e| {
+            log_warning!("{e}");
+            format!("Failed to configure TLS. Check logs for more info. ({e})")
+        })?,
+        false => Default::default(),
+    };
     let (tcp, unix, tls_listeners) = bind_listeners(&config)?;
     bound(&config);
     let threads = config.threads();
@@ -355,7 +396,7 @@ pub fn run(config: Config, bound: impl FnOnce(&Config)) -> Result<i32, String> {
     let srv = Server::with_identity(config, identity);
     let users = srv.config.read().users.clone();
     crate::commands::acl::load_at_startup(&srv, &users)?;
-    *srv.tls.write() = tls_config;
+    srv.core.tls.install(tls_configs);
     // Clients are served while the data loads (after the workers start),
     // with -LOADING for commands without the `loading` flag.
     crate::persistence::load::begin_startup(&srv);
@@ -527,33 +568,15 @@ fn acceptor_main(
         let mut int = signal(SignalKind::interrupt()).expect("SIGINT handler");
         let _ = signals_ready.send(());
         let next = Arc::new(AtomicUsize::new(0));
-        let listeners = tcp.into_iter().map(|l| (l, false));
-        for (l, is_tls) in listeners.chain(tls.into_iter().map(|l| (l, true))) {
-            let _ = l.set_nonblocking(true);
-            let l = tokio::net::TcpListener::from_std(l).expect("listener");
-            let (workers, next, srv) = (workers.clone(), next.clone(), srv.clone());
-            tokio::spawn(async move {
-                let mut failed = AcceptErrors::default();
-                loop {
-                    let (s, addr) = match l.accept().await {
-                        Ok(c) => c,
-                        Err(e) => {
-                            failed.back_off(e).await;
-                            continue;
-                        }
-                    };
-                    srv.total_connections.fetch_add(1, Relaxed);
-                    let _ = s.set_nodelay(true);
-                    let Ok(s) = s.into_std() else { continue };
-                    let i = next.fetch_add(1, Relaxed) % workers.len();
-                    let c = match is_tls {
-                        true => NewConn::Tls(s, addr),
-                        false => NewConn::Tcp(s, addr),
-                    };
-                    let _ = workers[i].send(c);
-                }
-            });
-        }
+        let spawn_all = |ls: Vec<std::net::TcpListener>, is_tls: bool| -> Vec<_> {
+            ls.into_iter()
+                .map(|l| serve_listener(&srv, l, is_tls, &workers, &next))
+                .collect()
+        };
+        // The tasks of the plain and the TLS listeners, replaced by Rebind.
+        let mut tasks = [spawn_all(tcp, false), spawn_all(tls, true)];
+        let (rebind_tx, mut rebind_rx) = mpsc::unbounded_channel::<Rebind>();
+        *srv.rebind.lock() = Some(rebind_tx);
         if let Some(l) = unix {
             let l = tokio::net::UnixListener::from_std(l).expect("unix listener");
             let (workers, next, srv) = (workers.clone(), next.clone(), srv.clone());
@@ -574,9 +597,20 @@ fn acceptor_main(
                 }
             });
         }
-        let sig = tokio::select! {
-            _ = term.recv() => libc::SIGTERM,
-            _ = int.recv() => libc::SIGINT,
+        let sig = loop {
+            tokio::select! {
+                _ = term.recv() => break libc::SIGTERM,
+                _ = int.recv() => break libc::SIGINT,
+                Some(r) = rebind_rx.recv() => {
+                    let kind = &mut tasks[r.tls as usize];
+                    for t in kind.drain(..) {
+                        t.abort();
+                        let _ = t.await; // the listener is closed once it returns
+                    }
+                    *kind = spawn_all(r.listeners, r.tls);
+                    let _ = r.done.send(());
+                }
+            }
         };
         // Redis's handler's line, as the signal comes (loading or not).
         let name = if sig == libc::SIGINT {
@@ -592,6 +626,40 @@ fn acceptor_main(
         srv.request_shutdown(ShutdownKind::Signal(sig));
         std::future::pending::<()>().await;
     });
+}
+
+/// Accepts on `l` and hands each connection to the next worker.
+fn serve_listener(
+    srv: &Arc<Server>,
+    l: std::net::TcpListener,
+    is_tls: bool,
+    workers: &[mpsc::UnboundedSender<NewConn>],
+    next: &Arc<AtomicUsize>,
+) -> tokio::task::JoinHandle<()> {
+    let _ = l.set_nonblocking(true);
+    let l = tokio::net::TcpListener::from_std(l).expect("listener");
+    let (workers, next, srv) = (workers.to_vec(), next.clone(), srv.clone());
+    tokio::spawn(async move {
+        let mut failed = AcceptErrors::default();
+        loop {
+            let (s, addr) = match l.accept().await {
+                Ok(c) => c,
+                Err(e) => {
+                    failed.back_off(e).await;
+                    continue;
+                }
+            };
+            srv.total_connections.fetch_add(1, Relaxed);
+            let _ = s.set_nodelay(true);
+            let Ok(s) = s.into_std() else { continue };
+            let i = next.fetch_add(1, Relaxed) % workers.len();
+            let c = match is_tls {
+                true => NewConn::Tls(s, addr),
+                false => NewConn::Tcp(s, addr),
+            };
+            let _ = workers[i].send(c);
+        }
+    })
 }
 
 /// A failed accept. Out of descriptors (EMFILE, ENFILE) or memory, the

@@ -1,8 +1,8 @@
 /*
- * TLS for client connections (`tls-port`), with rustls: the server's
- * configuration built from the `tls-*` directives, and [`TlsStream`], a
+ * TLS for client connections (`tls-port`), with rustls: [`TlsStream`], a
  * socket whose reads and writes go through a rustls session, so that the
- * connection loop (`conn.rs`) serves it exactly as a plain socket.
+ * connection loop (`conn.rs`) serves it exactly as a plain socket. The
+ * configuration it starts with is `core/tls.rs`'s current one.
  *
  * The stream keeps the connection loop's rule for edge-triggered
  * readiness: a read that returns less than asked has drained the socket
@@ -12,144 +12,100 @@
  * does not take stays in the session and `flush` finishes it (the loop
  * flushes after each batch, waiting for writability).
  *
- * Plain and TLS ports are served at once; replication and active-active
- * links stay plain (`tls-replication` is refused).
+ * A replica's PSYNC is served on the stream as it is; an active peer's
+ * LATTICE.PEER takes the session with it to the feed's threads
+ * ([`HandOff::take_tls`]). A failed handshake (no or a bad client
+ * certificate, plaintext sent to the TLS port) is logged, at most ten a
+ * second, and closes that connection.
  */
 
 use std::cell::RefCell;
 use std::io::{self, Read, Write};
 use std::os::fd::{AsRawFd, RawFd};
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
 
-use rustls::pki_types::{CertificateDer, PrivateKeyDer};
-use rustls::server::WebPkiClientVerifier;
-use rustls::{RootCertStore, ServerConfig, ServerConnection};
+use rustls::{ServerConfig, ServerConnection};
 
-use crate::config::Config;
+use crate::log_warning;
 
-/// The server's TLS configuration, or `None` without `tls-port`.
-pub fn server_config(cfg: &Config) -> Result<Option<Arc<ServerConfig>>, String> {
-    if cfg.get_i64("tls-port") == 0 {
-        return Ok(None);
+/// What a connection hands over when it becomes an active peer's feed:
+/// its TLS session, if it has one.
+pub trait HandOff {
+    fn take_tls(&self) -> Option<ServerConnection> {
+        None
     }
-    let fail = |what: &str| format!("Failed to configure TLS. Check logs for more info. ({what})");
-    let certs = load_certs(&cfg.get_str("tls-cert-file")).map_err(|e| fail(&e))?;
-    let key = load_key(&cfg.get_str("tls-key-file")).map_err(|e| fail(&e))?;
-    // ring: builds from Rust and assembly alone (aws-lc-rs, rustls's
-    // preferred provider, needs cmake); its one deprecation is that it
-    // offers no post-quantum key exchange (docs/DECISIONS.md 72).
-    #[allow(deprecated)]
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let versions = protocol_versions(&cfg.get_str("tls-protocols")).map_err(|e| fail(&e))?;
-    let builder = ServerConfig::builder_with_provider(provider.clone())
-        .with_protocol_versions(&versions)
-        .map_err(|e| fail(&e.to_string()))?;
-    let auth = cfg.get_str("tls-auth-clients");
-    let builder = if auth == "no" {
-        builder.with_no_client_auth()
-    } else {
-        let roots = load_roots(cfg).map_err(|e| fail(&e))?;
-        let mut v = WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider);
-        if auth == "optional" {
-            v = v.allow_unauthenticated();
-        }
-        builder.with_client_cert_verifier(v.build().map_err(|e| fail(&e.to_string()))?)
+}
+
+impl HandOff for std::net::TcpStream {}
+impl HandOff for std::os::unix::net::UnixStream {}
+
+impl HandOff for TlsStream {
+    fn take_tls(&self) -> Option<ServerConnection> {
+        self.tls.borrow_mut().take()
+    }
+}
+
+/// Logs a failed TLS handshake, at most [`LOG_PER_SECOND`] a second (a
+/// client that keeps failing must not flood the log).
+fn log_failure(addr: &str, e: &rustls::Error) {
+    static SECOND: AtomicU64 = AtomicU64::new(0);
+    static COUNT: AtomicU64 = AtomicU64::new(0);
+    let now = crate::keyspace::hlc::unix_ms() / 1000;
+    if SECOND.swap(now, Relaxed) != now {
+        COUNT.store(0, Relaxed);
+    }
+    if COUNT.fetch_add(1, Relaxed) < LOG_PER_SECOND {
+        log_warning!("Error accepting a client connection: TLS handshake with {addr} failed: {e}");
+    }
+}
+
+const LOG_PER_SECOND: u64 = 10;
+
+/// Makes closing `sock` send a reset (SO_LINGER with a zero timeout).
+fn reset_on_close(sock: &std::net::TcpStream) {
+    let l = libc::linger {
+        l_onoff: 1,
+        l_linger: 0,
     };
-    let config = builder
-        .with_single_cert(certs, key)
-        .map_err(|e| fail(&e.to_string()))?;
-    Ok(Some(Arc::new(config)))
-}
-
-fn protocol_versions(spec: &str) -> Result<Vec<&'static rustls::SupportedProtocolVersion>, String> {
-    if spec.trim().is_empty() {
-        return Ok(vec![&rustls::version::TLS12, &rustls::version::TLS13]);
+    // SAFETY: the fd is `sock`'s, open for the call; the value points to a
+    // live `linger` of the size given.
+    unsafe {
+        libc::setsockopt(
+            sock.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_LINGER,
+            &l as *const libc::linger as *const libc::c_void,
+            std::mem::size_of::<libc::linger>() as libc::socklen_t,
+        );
     }
-    let mut v = vec![];
-    for p in spec.split_whitespace() {
-        match p.to_ascii_lowercase().as_str() {
-            "tlsv1.2" => v.push(&rustls::version::TLS12),
-            "tlsv1.3" => v.push(&rustls::version::TLS13),
-            _ => {
-                return Err(format!(
-                    "Invalid tls-protocols specified: {p} (TLSv1.2 and TLSv1.3 are supported)"
-                ))
-            }
-        }
-    }
-    Ok(v)
-}
-
-fn open(path: &str, what: &str) -> Result<io::BufReader<std::fs::File>, String> {
-    if path.is_empty() {
-        return Err(format!("{what} is not set"));
-    }
-    std::fs::File::open(path)
-        .map(io::BufReader::new)
-        .map_err(|e| format!("{what} '{path}': {e}"))
-}
-
-fn load_certs(path: &str) -> Result<Vec<CertificateDer<'static>>, String> {
-    let mut r = open(path, "tls-cert-file")?;
-    let certs: Vec<_> = rustls_pemfile::certs(&mut r)
-        .collect::<Result<_, _>>()
-        .map_err(|e| format!("tls-cert-file '{path}': {e}"))?;
-    if certs.is_empty() {
-        return Err(format!("tls-cert-file '{path}': no certificate"));
-    }
-    Ok(certs)
-}
-
-fn load_key(path: &str) -> Result<PrivateKeyDer<'static>, String> {
-    let mut r = open(path, "tls-key-file")?;
-    rustls_pemfile::private_key(&mut r)
-        .map_err(|e| format!("tls-key-file '{path}': {e}"))?
-        .ok_or_else(|| format!("tls-key-file '{path}': no private key"))
-}
-
-/// The CAs client certificates are checked against: `tls-ca-cert-file`
-/// and every file of `tls-ca-cert-dir`.
-fn load_roots(cfg: &Config) -> Result<RootCertStore, String> {
-    let mut roots = RootCertStore::empty();
-    let mut files = vec![];
-    let file = cfg.get_str("tls-ca-cert-file");
-    if !file.is_empty() {
-        files.push(file);
-    }
-    let dir = cfg.get_str("tls-ca-cert-dir");
-    if !dir.is_empty() {
-        let rd = std::fs::read_dir(&dir).map_err(|e| format!("tls-ca-cert-dir '{dir}': {e}"))?;
-        for e in rd.flatten() {
-            files.push(e.path().to_string_lossy().into_owned());
-        }
-    }
-    if files.is_empty() {
-        return Err("Either tls-ca-cert-file or tls-ca-cert-dir must be specified when tls-cluster, tls-replication or tls-auth-clients are enabled!".into());
-    }
-    for f in files {
-        let mut r = open(&f, "tls-ca-cert-file")?;
-        for c in rustls_pemfile::certs(&mut r) {
-            let c = c.map_err(|e| format!("CA file '{f}': {e}"))?;
-            roots.add(c).map_err(|e| format!("CA file '{f}': {e}"))?;
-        }
-    }
-    Ok(roots)
 }
 
 /// A TCP socket carrying a TLS session (see the module comment).
 pub struct TlsStream {
     sock: std::net::TcpStream,
-    tls: RefCell<ServerConnection>,
+    /// None once handed off ([`HandOff`]); the connection ends then.
+    tls: RefCell<Option<ServerConnection>>,
+    addr: String,
 }
 
 impl TlsStream {
-    pub fn new(sock: std::net::TcpStream, config: Arc<ServerConfig>) -> io::Result<TlsStream> {
+    pub fn new(
+        sock: std::net::TcpStream,
+        config: Arc<ServerConfig>,
+        addr: String,
+    ) -> io::Result<TlsStream> {
         let conn = ServerConnection::new(config).map_err(io::Error::other)?;
         Ok(TlsStream {
             sock,
-            tls: RefCell::new(conn),
+            tls: RefCell::new(Some(conn)),
+            addr,
         })
     }
+}
+
+fn gone() -> io::Error {
+    io::Error::new(io::ErrorKind::NotConnected, "TLS session handed off")
 }
 
 impl AsRawFd for TlsStream {
@@ -169,7 +125,8 @@ fn push(tls: &mut ServerConnection, mut sock: &std::net::TcpStream) -> io::Resul
 
 impl Read for &TlsStream {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        let mut tls = self.tls.borrow_mut();
+        let mut guard = self.tls.borrow_mut();
+        let tls = guard.as_mut().ok_or_else(gone)?;
         let mut n = 0;
         loop {
             while n < buf.len() {
@@ -187,11 +144,21 @@ impl Read for &TlsStream {
                 Ok(0) => return Ok(n),
                 Ok(_) => {
                     if let Err(e) = tls.process_new_packets() {
-                        // The alert for the peer, then the error.
-                        let _ = push(&mut tls, &self.sock);
+                        if tls.is_handshaking() {
+                            log_failure(&self.addr, &e);
+                        }
+                        if matches!(e, rustls::Error::InvalidMessage(_)) {
+                            // Not TLS at all (plaintext to the TLS port):
+                            // no alert, and a reset, as Redis's close
+                            // gives, so the client sees an I/O error.
+                            reset_on_close(&self.sock);
+                        } else {
+                            // The alert for the peer, then the error.
+                            let _ = push(tls, &self.sock);
+                        }
                         return Err(io::Error::new(io::ErrorKind::InvalidData, e));
                     }
-                    match push(&mut tls, &self.sock) {
+                    match push(tls, &self.sock) {
                         Err(e) if e.kind() != io::ErrorKind::WouldBlock => return Err(e),
                         _ => {}
                     }
@@ -205,16 +172,20 @@ impl Read for &TlsStream {
 
 impl Write for &TlsStream {
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        let mut tls = self.tls.borrow_mut();
-        push(&mut tls, &self.sock)?;
+        let mut guard = self.tls.borrow_mut();
+        let tls = guard.as_mut().ok_or_else(gone)?;
+        push(tls, &self.sock)?;
         let n = tls.writer().write(buf)?;
-        match push(&mut tls, &self.sock) {
+        match push(tls, &self.sock) {
             Err(e) if e.kind() != io::ErrorKind::WouldBlock => Err(e),
             _ => Ok(n),
         }
     }
 
     fn flush(&mut self) -> io::Result<()> {
-        push(&mut self.tls.borrow_mut(), &self.sock)
+        match self.tls.borrow_mut().as_mut() {
+            Some(tls) => push(tls, &self.sock),
+            None => Ok(()),
+        }
     }
 }

@@ -412,15 +412,17 @@ fn connect(host: &str, port: u16, timeout: Duration) -> Result<TcpStream, String
 }
 
 /// AUTH (masterauth / masteruser) and REPLCONF listening-port, as a
-/// replica's handshake does.
-fn handshake(node: &dyn Host, c: &mut Conn) -> Result<(), String> {
+/// replica's handshake does (the TLS port over TLS). A refused AUTH still
+/// sends the LATTICE.PEER that follows, so that the peer logs the refused
+/// link too (`server/conn.rs`, `log_refused_link`), then ends the connection.
+fn handshake(node: &dyn Host, c: &mut Conn, hello: &Hello) -> Result<(), String> {
     let (user, pass, port) = {
         let cfg = node.core().config.read();
-        (
-            cfg.get_str("masteruser"),
-            cfg.get_str("masterauth"),
-            node.port().to_string(),
-        )
+        let port = match (cfg.get_bool("tls-replication"), cfg.get_i64("tls-port")) {
+            (true, p) if p != 0 => p.to_string(),
+            _ => node.port().to_string(),
+        };
+        (cfg.get_str("masteruser"), cfg.get_str("masterauth"), port)
     };
     if !pass.is_empty() {
         if user.is_empty() {
@@ -430,11 +432,19 @@ fn handshake(node: &dyn Host, c: &mut Conn) -> Result<(), String> {
         }
         let r = c.line()?;
         if r.starts_with('-') {
-            return Err(format!("Unable to AUTH to the peer: {r}"));
+            let _ = c.send(&hello.argv.iter().map(Vec::as_slice).collect::<Vec<_>>());
+            let _ = c.line();
+            return Err(format!(
+                "Unable to AUTH to the peer as '{}': {r}",
+                if user.is_empty() { "default" } else { &user }
+            ));
         }
     }
     c.send(&[b"REPLCONF", b"listening-port", port.as_bytes()])?;
-    let _ = c.line()?;
+    let r = c.line()?;
+    if r.starts_with('-') {
+        return Err(format!("the peer refused REPLCONF: {r}"));
+    }
     Ok(())
 }
 
@@ -447,9 +457,19 @@ fn run(
     let timeout = node.timeout();
     let s = connect(&st.host, st.port, timeout)?;
     *st.socket.lock() = s.try_clone().ok();
+    let tls = match node.core().config.read().get_bool("tls-replication") {
+        true => Some(
+            node.core()
+                .tls
+                .client()
+                .ok_or("tls-replication is on but TLS is not configured")?,
+        ),
+        false => None,
+    };
+    let s = crate::replication::conn::secure(s, &st.host, tls, "peer")?;
     let mut c = Conn(crate::replication::conn::Conn::new(s, "peer", timeout));
-    handshake(&**node, &mut c)?;
     let hello = hello(&**node, st);
+    handshake(&**node, &mut c, &hello)?;
     c.send(&hello.argv.iter().map(Vec::as_slice).collect::<Vec<_>>())?;
     let reply = c.line()?;
     let mut link = Link::open(node, st, (clock.clone(), stats.clone()), &hello, &reply)?;

@@ -21,7 +21,8 @@
 //! The connection leaves the async worker for a thread of its own with
 //! blocking I/O, as Redis gives a replica's socket to its own writer: the
 //! feed is one sequential loop that reads the stream and codes its
-//! records for the peer.
+//! records for the peer. A peer that came to our TLS port brings its TLS
+//! session along (`FeedSock`, DECISIONS 91).
 
 use std::collections::HashSet;
 use std::io::{Read, Write};
@@ -42,6 +43,7 @@ use crate::protocol::Args;
 use crate::protocol::{ParseLimits, Parsed, RequestParser};
 use crate::{log_notice, log_warning};
 use parking_lot::Mutex;
+use rustls::ServerConnection;
 
 /// A peer reading our stream.
 pub struct FeedState {
@@ -170,8 +172,16 @@ pub fn peer_request(args: Args, host: &dyn Host) -> Result<PeerRequest, CmdError
 
 /// Takes the connection `fd` over from its async worker: the feed runs on a
 /// thread of its own with a blocking duplicate of the socket (the worker
-/// closes its own fd when it returns).
-pub fn hand_off(host: &HostRef, fd: RawFd, leftover: &[u8], req: PeerRequest, addr: String) {
+/// closes its own fd when it returns), and the connection's TLS session
+/// if it came to the TLS port.
+pub fn hand_off(
+    host: &HostRef,
+    fd: RawFd,
+    leftover: &[u8],
+    req: PeerRequest,
+    addr: String,
+    tls: Option<ServerConnection>,
+) {
     // SAFETY: `fd` is the connection's socket, open for the whole call
     // (the caller's AsyncFd owns it and drops it only after we return).
     let borrowed = unsafe { BorrowedFd::borrow_raw(fd) };
@@ -182,6 +192,7 @@ pub fn hand_off(host: &HostRef, fd: RawFd, leftover: &[u8], req: PeerRequest, ad
             return;
         }
     };
+    let sock = FeedSock::new(sock, tls);
     let (host, leftover) = (host.clone(), leftover.to_vec());
     let spawned = std::thread::Builder::new()
         .name("lattice-peer-feed".into())
@@ -191,9 +202,9 @@ pub fn hand_off(host: &HostRef, fd: RawFd, leftover: &[u8], req: PeerRequest, ad
     }
 }
 
-fn serve(host: &HostRef, sock: TcpStream, leftover: Vec<u8>, req: PeerRequest, addr: String) {
-    let _ = sock.set_nonblocking(false);
-    let _ = sock.set_nodelay(true);
+fn serve(host: &HostRef, sock: FeedSock, leftover: Vec<u8>, req: PeerRequest, addr: String) {
+    let _ = sock.sock.set_nonblocking(false);
+    let _ = sock.sock.set_nodelay(true);
     let mut feed = Feed::open(host, req, addr);
     let r = (|| -> std::io::Result<()> {
         let mut w = sock.try_clone()?;
@@ -206,8 +217,109 @@ fn serve(host: &HostRef, sock: TcpStream, leftover: Vec<u8>, req: PeerRequest, a
     if let Err(e) = r {
         log_notice!("Active replica {} left: {e}", feed.state.addr);
     }
-    let _ = sock.shutdown(std::net::Shutdown::Both);
+    let _ = sock.sock.shutdown(std::net::Shutdown::Both);
     feed.close();
+}
+
+/// A feed's socket, shared by its writer and its reader thread: plain, or
+/// with the TLS session both use under a lock. Only the writer writes to
+/// the socket (it encrypts under the lock, then writes outside it, so a
+/// peer slow to read never holds the reader up); records the reader's
+/// side makes (a key update's answer) go out with the writer's next
+/// write or flush, in the session's order.
+struct FeedSock {
+    sock: TcpStream,
+    tls: Option<Arc<Mutex<ServerConnection>>>,
+    /// The reader's ciphertext not yet taken by the session.
+    raw: Vec<u8>,
+}
+
+impl FeedSock {
+    fn new(sock: TcpStream, tls: Option<ServerConnection>) -> FeedSock {
+        let tls = tls.map(|mut c| {
+            // Batches are encrypted whole (the writer holds them anyway).
+            c.set_buffer_limit(None);
+            Arc::new(Mutex::new(c))
+        });
+        FeedSock {
+            sock,
+            tls,
+            raw: Vec::new(),
+        }
+    }
+
+    fn try_clone(&self) -> std::io::Result<FeedSock> {
+        Ok(FeedSock {
+            sock: self.sock.try_clone()?,
+            tls: self.tls.clone(),
+            raw: Vec::new(),
+        })
+    }
+
+    /// The session's pending records, taken under its lock.
+    fn sealed(tls: &Mutex<ServerConnection>, plain: &[u8]) -> std::io::Result<Vec<u8>> {
+        let mut t = tls.lock();
+        t.writer().write_all(plain)?;
+        let mut out = Vec::with_capacity(plain.len() + 64);
+        while t.wants_write() {
+            t.write_tls(&mut out)?;
+        }
+        Ok(out)
+    }
+}
+
+impl Write for FeedSock {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        match &self.tls {
+            None => self.sock.write(buf),
+            Some(tls) => {
+                let out = Self::sealed(tls, buf)?;
+                self.sock.write_all(&out)?;
+                Ok(buf.len())
+            }
+        }
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        match &self.tls {
+            None => Ok(()),
+            Some(tls) => {
+                let out = Self::sealed(tls, b"")?;
+                self.sock.write_all(&out)
+            }
+        }
+    }
+}
+
+impl Read for FeedSock {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let Some(tls) = self.tls.clone() else {
+            return self.sock.read(buf);
+        };
+        loop {
+            {
+                let mut t = tls.lock();
+                match t.reader().read(buf) {
+                    Ok(n) => return Ok(n),
+                    Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+                    Err(e) => return Err(e),
+                }
+                if !self.raw.is_empty() {
+                    let n = t.read_tls(&mut &self.raw[..])?;
+                    self.raw.drain(..n);
+                    t.process_new_packets()
+                        .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e))?;
+                    continue;
+                }
+            }
+            let mut tmp = [0u8; 16 * 1024];
+            let n = self.sock.read(&mut tmp)?;
+            if n == 0 {
+                return Ok(0);
+            }
+            self.raw.extend_from_slice(&tmp[..n]);
+        }
+    }
 }
 
 /// One connection's serving side: the answer to LATTICE.PEER, the key
@@ -569,13 +681,14 @@ const LINGER: Duration = Duration::from_micros(1000);
 
 /// Sends the stream to the peer ([`Feed::step`]) while it is connected;
 /// sleeps while there is nothing new.
-fn send_stream(host: &dyn Host, w: &mut TcpStream, feed: &mut Feed) -> std::io::Result<()> {
+fn send_stream(host: &dyn Host, w: &mut FeedSock, feed: &mut Feed) -> std::io::Result<()> {
     let active = host.active();
     let stream = &active.stream;
-    w.set_write_timeout(Some(host.timeout()))?;
+    w.sock.set_write_timeout(Some(host.timeout()))?;
     while !feed.state.gone.load(Acquire) {
         match feed.step(w)? {
             Step::Idle => {
+                w.flush()?; // what the session has for the peer (TLS)
                 let have = feed.state.pos.load(Acquire) + feed.buf.len() as u64;
                 active.bell.sleep_unless(
                     || stream.end() + 1 > have || feed.state.gone.load(Acquire),
@@ -619,7 +732,7 @@ fn translate(
 
 /// Reads what the peer sends back on the feed's connection: state
 /// requests and acknowledgements.
-fn start_reader(host: &HostRef, mut sock: TcpStream, leftover: Vec<u8>, feed: Arc<FeedState>) {
+fn start_reader(host: &HostRef, mut sock: FeedSock, leftover: Vec<u8>, feed: Arc<FeedState>) {
     let host = host.clone();
     let spawned = std::thread::Builder::new()
         .name("lattice-peer-read".into())

@@ -1,0 +1,102 @@
+//! A TLS session over a blocking socket that two threads of a link use at
+//! once: the replica's link thread reads a full sync while its watcher
+//! (`replica.rs`, `watched`) sends the master a newline a second, as
+//! Redis's replicas do while they load. The reader decrypts under the
+//! session's lock and reads the socket outside it; a writer holds the write
+//! lock from encrypting to the last byte written, so records reach the
+//! socket in the session's order. Records the reader's side makes (a key
+//! update's answer) leave with the next write.
+
+use std::io::{self, Read, Write};
+use std::net::TcpStream;
+use std::sync::Arc;
+
+use parking_lot::Mutex;
+use rustls::ClientConnection;
+
+pub struct SharedTls {
+    pub sock: TcpStream,
+    tls: Arc<Mutex<ClientConnection>>,
+    write: Arc<Mutex<()>>,
+    /// Ciphertext read from the socket, not yet taken by the session.
+    raw: Vec<u8>,
+}
+
+impl SharedTls {
+    /// `conn` (its handshake done) over `sock`.
+    pub fn new(sock: TcpStream, mut conn: ClientConnection) -> SharedTls {
+        // A write is encrypted whole (the writer holds it anyway).
+        conn.set_buffer_limit(None);
+        SharedTls {
+            sock,
+            tls: Arc::new(Mutex::new(conn)),
+            write: Arc::new(Mutex::new(())),
+            raw: Vec::new(),
+        }
+    }
+
+    /// Another handle on the same session and socket (for writing).
+    pub fn try_clone(&self) -> io::Result<SharedTls> {
+        Ok(SharedTls {
+            sock: self.sock.try_clone()?,
+            tls: self.tls.clone(),
+            write: self.write.clone(),
+            raw: Vec::new(),
+        })
+    }
+
+    /// Encrypts `buf` and writes it, with what the session had pending.
+    pub fn send(&self, buf: &[u8]) -> io::Result<()> {
+        let _order = self.write.lock();
+        let out = {
+            let mut t = self.tls.lock();
+            t.writer().write_all(buf)?;
+            let mut out = Vec::with_capacity(buf.len() + 64);
+            while t.wants_write() {
+                t.write_tls(&mut out)?;
+            }
+            out
+        };
+        (&self.sock).write_all(&out)
+    }
+}
+
+impl Read for SharedTls {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        loop {
+            {
+                let mut t = self.tls.lock();
+                match t.reader().read(buf) {
+                    Ok(n) => return Ok(n),
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+                    Err(e) => return Err(e),
+                }
+                if !self.raw.is_empty() {
+                    let n = t.read_tls(&mut &self.raw[..])?;
+                    self.raw.drain(..n);
+                    t.process_new_packets()
+                        .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?;
+                    continue;
+                }
+            }
+            let mut tmp = [0u8; 16 * 1024];
+            // The socket's read timeout surfaces here as WouldBlock.
+            let n = self.sock.read(&mut tmp)?;
+            if n == 0 {
+                return Ok(0);
+            }
+            self.raw.extend_from_slice(&tmp[..n]);
+        }
+    }
+}
+
+impl Write for SharedTls {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        self.send(buf)?;
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        self.send(b"")
+    }
+}
