@@ -1028,6 +1028,8 @@ where
                 client.block.retry = None;
                 if client.block.request.is_none() {
                     srv.blocking.signal_keys(db, &keys);
+                } else {
+                    srv.blocking.signal_after(db, &keys, ticket);
                 }
             }
         }

@@ -337,6 +337,96 @@ pub fn template(name: &str, g: &mut Gen) -> Option<Line> {
             g.key('q'),
             format!("{}-{}", g.n(30..60), g.n(0..3))
         ],
+        // Consumer groups: groups g0..g1, consumers c0..c2. XREADGROUP reads
+        // new entries only: a history read changes delivery counts that
+        // Redis does not propagate (see `canonical`).
+        "xgroup|create" => {
+            let id = g.pick(&["0", "$", "20-0"]);
+            let mut l = args!["XGROUP", "CREATE", g.key('q'), cg_group(g), id];
+            if g.chance(0.5) {
+                l.extend(args!["MKSTREAM"]);
+            }
+            if g.chance(0.2) {
+                l.extend(args!["ENTRIESREAD", g.n(-1..10)]);
+            }
+            l
+        }
+        "xgroup|setid" => {
+            let id = g.pick(&["0", "$", "25-0"]);
+            let mut l = args!["XGROUP", "SETID", g.key('q'), cg_group(g), id];
+            if g.chance(0.3) {
+                l.extend(args!["ENTRIESREAD", g.n(0..10)]);
+            }
+            l
+        }
+        "xgroup|destroy" => args!["XGROUP", "DESTROY", g.key('q'), cg_group(g)],
+        "xgroup|createconsumer" => {
+            args![
+                "XGROUP",
+                "CREATECONSUMER",
+                g.key('q'),
+                cg_group(g),
+                cg_consumer(g)
+            ]
+        }
+        "xgroup|delconsumer" => {
+            args![
+                "XGROUP",
+                "DELCONSUMER",
+                g.key('q'),
+                cg_group(g),
+                cg_consumer(g)
+            ]
+        }
+        "xreadgroup" => {
+            let mut l = args!["XREADGROUP", "GROUP", cg_group(g), cg_consumer(g)];
+            if g.chance(0.5) {
+                l.extend(args!["COUNT", g.n(1..4)]);
+            }
+            if g.chance(0.3) {
+                l.extend(args!["NOACK"]);
+            }
+            l.extend(args!["STREAMS", g.key('q'), ">"]);
+            l
+        }
+        "xack" => {
+            let mut l = args!["XACK", g.key('q'), cg_group(g)];
+            l.extend(cg_ids(g));
+            l
+        }
+        "xclaim" => {
+            let mut l = args!["XCLAIM", g.key('q'), cg_group(g), cg_consumer(g), 0];
+            l.extend(cg_ids(g));
+            for opt in ["JUSTID", "FORCE"] {
+                if g.chance(0.3) {
+                    l.extend(args![opt]);
+                }
+            }
+            if g.chance(0.2) {
+                l.extend(args!["RETRYCOUNT", g.n(0..5)]);
+            }
+            if g.chance(0.2) {
+                l.extend(args!["LASTID", format!("{}-0", g.n(1..50))]);
+            }
+            l
+        }
+        "xautoclaim" => {
+            let mut l = args![
+                "XAUTOCLAIM",
+                g.key('q'),
+                cg_group(g),
+                cg_consumer(g),
+                0,
+                "0"
+            ];
+            if g.chance(0.5) {
+                l.extend(args!["COUNT", g.n(1..4)]);
+            }
+            if g.chance(0.3) {
+                l.extend(args!["JUSTID"]);
+            }
+            l
+        }
         // --- bitmaps
         "setbit" => args!["SETBIT", g.key('s'), g.n(0..100), g.n(0..2)],
         "bitop" => {
@@ -699,6 +789,21 @@ pub fn template(name: &str, g: &mut Gen) -> Option<Line> {
 /// fill collections more (so that the many that empty them find some), the
 /// ones that wipe or move whole databases sparingly, MIGRATE (a connection
 /// each) less often.
+fn cg_group(g: &mut Gen) -> String {
+    format!("g{}", g.n(0..2))
+}
+
+fn cg_consumer(g: &mut Gen) -> String {
+    format!("c{}", g.n(0..3))
+}
+
+/// Entry IDs near those XADD gives (`<n>-*` with n below 40).
+fn cg_ids(g: &mut Gen) -> Line {
+    (0..g.n(1..3))
+        .map(|_| format!("{}-{}", g.n(1..40), g.n(0..2)).into_bytes())
+        .collect()
+}
+
 pub fn weight(name: &str) -> f64 {
     match name {
         "lpush" | "rpush" | "sadd" | "zadd" | "hset" => 5.0,
@@ -901,6 +1006,24 @@ pub fn canonical(v: &Value) -> Vec<u8> {
                 x.max_deleted.text()
             );
             items.push(meta.into_bytes());
+            // Groups without what Redis leaves per node: seen and delivery
+            // times, and entries-read (an XREADGROUP's XCLAIM carries
+            // LASTID, not the read counter).
+            for (name, gr) in &x.groups {
+                let mut line = format!(
+                    "group {} {}",
+                    String::from_utf8_lossy(name),
+                    gr.last_id.text()
+                );
+                for (id, n) in &gr.pel {
+                    let c = String::from_utf8_lossy(&n.consumer);
+                    line += &format!(" {}:{c}:{}", id.text(), n.delivery_count);
+                }
+                for (c, v) in &gr.consumers {
+                    line += &format!(" [{}:{}]", String::from_utf8_lossy(c), v.pel.len());
+                }
+                items.push(line.into_bytes());
+            }
             join(items, false)
         }
     }
