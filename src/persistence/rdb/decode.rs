@@ -366,6 +366,7 @@ fn integrity(t: u8, e: RdbError) -> RdbError {
         types::ZSET_LISTPACK => "Zset listpack",
         types::HASH_ZIPLIST => "Hash ziplist",
         types::HASH_LISTPACK => "Hash listpack",
+        types::STREAM_LISTPACKS | types::STREAM_LISTPACKS_2 => "Stream listpack",
         _ => "Quicklist",
     };
     RdbError::Corrupt(format!("{what} integrity check failed. ({detail})"))
