@@ -566,3 +566,77 @@ fn mutated_group_payloads_never_panic() {
     assert!(tried > 300 && loaded > 0, "{loaded} of {tried} loaded");
     assert_eq!(cmd::<String>(c, &["PING"]), "PONG");
 }
+
+/// What two nodes must agree on for a stream's groups: the PELs (idle times
+/// masked), the consumers and the groups' last IDs (entries-read is not
+/// propagated by XREADGROUP, as with Redis replicas).
+fn group_view(c: &mut C) -> Vec<Result<V, String>> {
+    let mut v = vec![run(c, &s(&["XRANGE", "k", "-", "+"]))];
+    for g in ["g1", "g2"] {
+        for line in [
+            s(&["XPENDING", "k", g, "-", "+", "100"]),
+            s(&["XINFO", "CONSUMERS", "k", g]),
+        ] {
+            v.push(run(c, &line).map(mask));
+        }
+    }
+    let groups: Vec<std::collections::HashMap<String, V>> = cmd(c, &["XINFO", "GROUPS", "k"]);
+    let last = groups
+        .iter()
+        .map(|g| g["last-delivered-id"].clone())
+        .collect();
+    v.push(Ok(V::Array(last)));
+    v
+}
+
+fn same_groups(a: &mut C, b: &mut C) -> bool {
+    cmd::<i64>(a, &["EXISTS", "k"]) == 1 && group_view(a) == group_view(b)
+}
+
+#[test]
+fn groups_on_an_active_pair_replicate_whole() {
+    let p = Pair::start(&[]);
+    let (a, b) = (&mut p.a.conn(), &mut p.b.conn());
+    build_groups(a);
+    eventually("b to hold a's groups", || same_groups(a, b));
+    // Group writes on b travel to a.
+    let _: i64 = cmd(b, &["XACK", "k", "g1", "1-1"]);
+    let _: V = cmd(b, &["XCLAIM", "k", "g1", "zoe", "0", "4-1"]);
+    let _: V = cmd(
+        b,
+        &[
+            "XREADGROUP",
+            "GROUP",
+            "g2",
+            "ann",
+            "COUNT",
+            "2",
+            "STREAMS",
+            "k",
+            ">",
+        ],
+    );
+    eventually("a to hold b's group writes", || same_groups(a, b));
+    // Both sides of a partition write the groups: the stream goes whole to
+    // the last writer, and both end with the same groups.
+    p.partition();
+    let _: V = cmd(
+        a,
+        &[
+            "XREADGROUP",
+            "GROUP",
+            "g1",
+            "alice",
+            "COUNT",
+            "3",
+            "STREAMS",
+            "k",
+            ">",
+        ],
+    );
+    let _: i64 = cmd(b, &["XACK", "k", "g1", "4-1", "5-1"]);
+    let _: i64 = cmd(b, &["XGROUP", "CREATECONSUMER", "k", "g2", "bea"]);
+    p.heal();
+    eventually("the pair to agree on the groups", || same_groups(a, b));
+    converged(&[&p.a, &p.b]);
+}
