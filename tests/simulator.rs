@@ -35,15 +35,7 @@ const KNOWN_OPEN: &[(u64, &str)] = &[
     (2753, UNCHANGED_STATE_NOT_FORWARDED),
     (3753, DELETE_APPLIED_TWICE),
     (3755, UNCHANGED_STATE_NOT_FORWARDED),
-    (449, ZSET_LATE_MEMBER_AFTER_TYPE_CHANGES),
 ];
-
-const ZSET_LATE_MEMBER_AFTER_TYPE_CHANGES: &str =
-    "found when the consumer-group templates (issue 25) changed the workload's draws, not \
-     analysed: a ring of 5, a sorted set z2 written by GEORADIUS STORE, ZADD, ZPOPMAX and \
-     ZREMRANGEBYSCORE on three nodes while a fourth turns it into a list (RPUSH) and a fifth \
-     deletes it; after the drain one node holds a member (m2) the others do not, at another \
-     version. No stream command touches the key (docs/MERGE.md section 8, 'Open')";
 
 const DELETE_APPLIED_TWICE: &str =
     "found by the long mode, not analysed: a chain of 5 nodes, one applies a DEL of a key at one \

@@ -342,7 +342,7 @@ pub fn template(name: &str, g: &mut Gen) -> Option<Line> {
         // Redis does not propagate (see `canonical`).
         "xgroup|create" => {
             let id = g.pick(&["0", "$", "20-0"]);
-            let mut l = args!["XGROUP", "CREATE", g.key('q'), cg_group(g), id];
+            let mut l = args!["XGROUP", "CREATE", cg_key(g), cg_group(g), id];
             if g.chance(0.5) {
                 l.extend(args!["MKSTREAM"]);
             }
@@ -353,18 +353,18 @@ pub fn template(name: &str, g: &mut Gen) -> Option<Line> {
         }
         "xgroup|setid" => {
             let id = g.pick(&["0", "$", "25-0"]);
-            let mut l = args!["XGROUP", "SETID", g.key('q'), cg_group(g), id];
+            let mut l = args!["XGROUP", "SETID", cg_key(g), cg_group(g), id];
             if g.chance(0.3) {
                 l.extend(args!["ENTRIESREAD", g.n(0..10)]);
             }
             l
         }
-        "xgroup|destroy" => args!["XGROUP", "DESTROY", g.key('q'), cg_group(g)],
+        "xgroup|destroy" => args!["XGROUP", "DESTROY", cg_key(g), cg_group(g)],
         "xgroup|createconsumer" => {
             args![
                 "XGROUP",
                 "CREATECONSUMER",
-                g.key('q'),
+                cg_key(g),
                 cg_group(g),
                 cg_consumer(g)
             ]
@@ -373,7 +373,7 @@ pub fn template(name: &str, g: &mut Gen) -> Option<Line> {
             args![
                 "XGROUP",
                 "DELCONSUMER",
-                g.key('q'),
+                cg_key(g),
                 cg_group(g),
                 cg_consumer(g)
             ]
@@ -386,16 +386,16 @@ pub fn template(name: &str, g: &mut Gen) -> Option<Line> {
             if g.chance(0.3) {
                 l.extend(args!["NOACK"]);
             }
-            l.extend(args!["STREAMS", g.key('q'), ">"]);
+            l.extend(args!["STREAMS", cg_key(g), ">"]);
             l
         }
         "xack" => {
-            let mut l = args!["XACK", g.key('q'), cg_group(g)];
+            let mut l = args!["XACK", cg_key(g), cg_group(g)];
             l.extend(cg_ids(g));
             l
         }
         "xclaim" => {
-            let mut l = args!["XCLAIM", g.key('q'), cg_group(g), cg_consumer(g), 0];
+            let mut l = args!["XCLAIM", cg_key(g), cg_group(g), cg_consumer(g), 0];
             l.extend(cg_ids(g));
             for opt in ["JUSTID", "FORCE"] {
                 if g.chance(0.3) {
@@ -411,14 +411,7 @@ pub fn template(name: &str, g: &mut Gen) -> Option<Line> {
             l
         }
         "xautoclaim" => {
-            let mut l = args![
-                "XAUTOCLAIM",
-                g.key('q'),
-                cg_group(g),
-                cg_consumer(g),
-                0,
-                "0"
-            ];
+            let mut l = args!["XAUTOCLAIM", cg_key(g), cg_group(g), cg_consumer(g), 0, "0"];
             if g.chance(0.5) {
                 l.extend(args!["COUNT", g.n(1..4)]);
             }
@@ -789,16 +782,34 @@ pub fn template(name: &str, g: &mut Gen) -> Option<Line> {
 /// fill collections more (so that the many that empty them find some), the
 /// ones that wipe or move whole databases sparingly, MIGRATE (a connection
 /// each) less often.
+/// Group commands meet on one stream and group mostly, so that reads
+/// leave entries pending for XACK and the claims to find.
+fn cg_key(g: &mut Gen) -> String {
+    if g.chance(0.75) {
+        "q0".into()
+    } else {
+        g.key('q')
+    }
+}
+
 fn cg_group(g: &mut Gen) -> String {
-    format!("g{}", g.n(0..2))
+    if g.chance(0.8) {
+        "g0".into()
+    } else {
+        "g1".into()
+    }
 }
 
 fn cg_consumer(g: &mut Gen) -> String {
     format!("c{}", g.n(0..3))
 }
 
-/// Entry IDs near those XADD gives (`<n>-*` with n below 40).
+/// Entry IDs near those XADD gives (`<n>-*` with n below 40): a few, or
+/// now and then every `<n>-0`, so that XACK and XCLAIM find pending ones.
 fn cg_ids(g: &mut Gen) -> Line {
+    if g.chance(0.6) {
+        return (1..40).map(|n| format!("{n}-0").into_bytes()).collect();
+    }
     (0..g.n(1..3))
         .map(|_| format!("{}-{}", g.n(1..40), g.n(0..2)).into_bytes())
         .collect()
@@ -811,6 +822,11 @@ pub fn weight(name: &str) -> f64 {
         "flushdb" => 0.15,
         "swapdb" => 0.3,
         "migrate" => 0.5,
+        // A pending entry for XACK to find needs entries, a group and a
+        // read first on the same stream in the same database.
+        "xadd" => 4.0,
+        "xreadgroup" | "xgroup|create" => 3.0,
+        "xack" | "xclaim" | "xautoclaim" => 2.0,
         _ => 1.0,
     }
 }
