@@ -1017,7 +1017,10 @@ where
                 count_blocked_call(srv, worker, &argv, guard_unblocked == Some(true));
                 out.resp = client.resp;
                 match guard_unblocked {
-                    Some(true) => out.error("UNBLOCKED client unblocked via CLIENT UNBLOCK"),
+                    Some(true) => {
+                        worker.stats.record_error("UNBLOCKED");
+                        out.error("UNBLOCKED client unblocked via CLIENT UNBLOCK")
+                    }
                     _ => out.null_array(),
                 }
                 break true;
