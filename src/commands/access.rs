@@ -45,6 +45,11 @@ pub struct Locked<'a, 'k> {
     /// Under active replication, the stamp a key removed through this view
     /// leaves as its tombstone (the command's stamp); 0 otherwise.
     tomb: u64,
+    /// Set while clients are blocked on keys: a stream removed or replaced
+    /// through this view wakes its waiters (Redis's dbGenericDelete and
+    /// dbOverwrite signal a stream key), so XREADGROUP can report the key
+    /// or group gone.
+    ready: Option<(&'a Core, usize)>,
 }
 
 /// Seconds-resolution LRU clock, as Redis's LRU_CLOCK (24 bits).
@@ -71,6 +76,7 @@ impl<'a> Ctx<'a> {
             new_key_event: self.new_key_event(db),
             flush: None,
             tomb: 0,
+            ready: (!self.core.blocking.is_empty()).then_some((self.core, db)),
         };
         let found = self.expire_if_due(&mut l, db, key, slot);
         if self.active.is_some() {
@@ -111,6 +117,7 @@ impl<'a> Ctx<'a> {
             new_key_event: self.new_key_event(db),
             flush: None,
             tomb: 0,
+            ready: (!self.core.blocking.is_empty()).then_some((self.core, db)),
         };
         for k in keys.clone() {
             let slot = ks.slot(k);
@@ -420,7 +427,18 @@ impl Locked<'_, '_> {
         if let (None, Some(((srv, db), key))) = (&old, event) {
             notify_keyspace(srv, db, class::NEW, "new", &key, 0);
         }
+        self.stream_gone(old.as_ref());
         old
+    }
+
+    /// Wakes the clients blocked on a stream that was just removed or
+    /// replaced (see `ready`).
+    fn stream_gone(&self, old: Option<&Entry>) {
+        if let (Some((core, db)), Some(e)) = (self.ready, old) {
+            if matches!(e.value, Value::Stream(_)) {
+                core.blocking.signal(db, &e.key);
+            }
+        }
     }
 
     /// Removes `key` (leaving a tombstone under active replication).
@@ -433,6 +451,7 @@ impl Locked<'_, '_> {
         if tomb != 0 && old.is_some() {
             shard.set_tombstone(key, tomb);
         }
+        self.stream_gone(old.as_ref());
         old
     }
 
@@ -566,6 +585,7 @@ mod tests {
             new_key_event: None,
             flush: None,
             tomb: 0,
+            ready: None,
         };
         let key = (0u32..)
             .map(|i| format!("k{i}").into_bytes())

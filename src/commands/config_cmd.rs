@@ -297,6 +297,7 @@ fn resetstat(ctx: &mut Ctx, _args: Args) -> CmdResult {
     }
     ctx.core.total_connections.store(0, Relaxed);
     ctx.core.rejected_connections.store(0, Relaxed);
+    ctx.core.lazyfree.reset_freed();
     ctx.out.ok();
     Ok(())
 }

@@ -288,6 +288,9 @@ fn flushdb(ctx: &mut Ctx, args: Args) -> CmdResult {
         let v = ctx.new_version();
         ctx.propagate(v, &[b"FLUSHDB"]);
     }
+    // Blocked XREADGROUPs learn their stream is gone (Redis's
+    // scanDatabaseForDeletedStreams); other waiters block again.
+    ctx.core.blocking.signal_db(ctx.db());
     free_shards(ctx, taken, lazy);
     ctx.out.ok();
     Ok(())
@@ -309,6 +312,9 @@ fn flushall(ctx: &mut Ctx, args: Args) -> CmdResult {
         }
         let v = ctx.new_version();
         ctx.propagate(v, &[b"FLUSHALL"]);
+    }
+    for db in 0..ctx.core.keyspace.num_dbs() {
+        ctx.core.blocking.signal_db(db);
     }
     free_shards(ctx, taken, lazy);
     ctx.out.ok();

@@ -47,6 +47,7 @@ pub mod pubsub;
 pub mod server_cmds;
 pub mod sets;
 pub mod sort;
+pub mod stream_groups;
 pub mod streams;
 pub mod strings;
 pub mod tracking;

@@ -1,5 +1,6 @@
-//! Stream commands (Redis's t_stream.c), without consumer groups yet:
-//! XADD XLEN XRANGE XREVRANGE XDEL XTRIM XSETID XREAD (with BLOCK). The
+//! Stream commands (Redis's t_stream.c): XADD XLEN XRANGE XREVRANGE XDEL
+//! XTRIM XSETID XREAD (with BLOCK) XINFO, and the command table of the
+//! consumer-group commands, whose handlers are in `stream_groups.rs`. The
 //! value is `keyspace/stream.rs`.
 //!
 //! Parsing follows Redis's order and errors (XADD's options, then its ID
@@ -14,6 +15,7 @@ use std::sync::atomic::Ordering::Relaxed;
 
 use super::blocking::may_block;
 use super::keyspec::KeySpec;
+use super::stream_groups as g;
 use super::util::{arg_i64, eq_ic};
 use super::{flags::*, CmdError, CmdResult, Command, Ctx};
 use crate::core::notify::class;
@@ -63,10 +65,75 @@ pub static COMMANDS: &[Command] = crate::commands::command_table! {
         .keys(0, 0, 0)
         .keys_fn(xread_keys)
         .key_specs(&[KeySpec::keyword("STREAMS", 1, &["RO", "access"]).range(-1, 1, 2)]),
+    cmd("xreadgroup", -7, WRITE | BLOCKING, g::xreadgroup)
+        .doc("5.0.0", "Return new entries from a stream using a consumer group, or access the history of the pending entries for a given consumer. Can block.")
+        .complexity("For each stream mentioned: O(M) with M being the number of elements returned. If M is constant (e.g. always asking for the first 10 elements with COUNT), you can consider it O(1). On the other side when XREADGROUP blocks, XADD will pay the O(N) time in order to serve the N clients blocked on the stream getting new data.")
+        .keys(0, 0, 0)
+        .keys_fn(xread_keys)
+        .key_specs(&[KeySpec::keyword("STREAMS", 4, &["RO", "access"]).range(-1, 1, 2)]),
+    cmd("xack", -4, WRITE | FAST, g::xack)
+        .doc("5.0.0", "Marks a pending message as correctly processed, effectively removing it from the pending entries list of the consumer group. Return value of the command is the number of messages successfully acknowledged, that is, the IDs we were actually able to resolve in the PEL.")
+        .complexity("O(1) for each message ID processed.")
+        .keys(1, 1, 1)
+        .key_specs(&[KeySpec::at(1, &["RW", "update"])]),
+    cmd("xpending", -3, READONLY, g::xpending)
+        .doc("5.0.0", "Return information and entries from a stream consumer group pending entries list, that are messages fetched but never acknowledged.")
+        .complexity("O(N) with N being the number of elements returned, so asking for a small fixed number of entries per call is O(1). O(M), where M is the total number of entries scanned when used with the IDLE filter. When the command returns just the summary and the list of consumers is small, it runs in O(1) time; otherwise, an additional O(N) time for iterating every consumer.")
+        .keys(1, 1, 1)
+        .key_specs(&[KeySpec::at(1, &["RO", "access"])])
+        .tips(&["nondeterministic_output"]),
+    cmd("xclaim", -6, WRITE | FAST, g::xclaim)
+        .doc("5.0.0", "Changes (or acquires) ownership of a message in a consumer group, as if the message was delivered to the specified consumer.")
+        .complexity("O(log N) with N being the number of messages in the PEL of the consumer group.")
+        .keys(1, 1, 1)
+        .key_specs(&[KeySpec::at(1, &["RW", "update"])])
+        .tips(&["nondeterministic_output"]),
+    cmd("xautoclaim", -6, WRITE | FAST, g::xautoclaim)
+        .doc("6.2.0", "Changes (or acquires) ownership of messages in a consumer group, as if the messages were delivered to the specified consumer.")
+        .complexity("O(1) if COUNT is small.")
+        .keys(1, 1, 1)
+        .key_specs(&[KeySpec::at(1, &["RW", "delete"])])
+        .tips(&["nondeterministic_output"]),
+    container("xgroup", -2, g::xgroup_parent)
+        .doc("5.0.0", "A container for consumer groups commands")
+        .complexity("Depends on subcommand.")
+        .subs(XGROUP_SUBS),
     container("xinfo", -2, xinfo_parent)
         .doc("5.0.0", "A container for stream introspection commands")
         .complexity("Depends on subcommand.")
         .subs(XINFO_SUBS),
+};
+
+static XGROUP_SUBS: &[Command] = crate::commands::command_table! {
+    family(group = "stream", acl = "stream"),
+    cmd("create", -5, WRITE | DENYOOM, g::xgroup_create)
+        .doc("5.0.0", "Create a consumer group.")
+        .complexity("O(1)")
+        .keys(2, 2, 1)
+        .key_specs(&[KeySpec::at(2, &["RW", "insert"])]),
+    cmd("setid", -5, WRITE, g::xgroup_setid)
+        .doc("5.0.0", "Set a consumer group to an arbitrary last delivered ID value.")
+        .complexity("O(1)")
+        .keys(2, 2, 1)
+        .key_specs(&[KeySpec::at(2, &["RW", "update"])]),
+    cmd("destroy", 4, WRITE, g::xgroup_destroy)
+        .doc("5.0.0", "Destroy a consumer group.")
+        .complexity("O(N) where N is the number of entries in the group's pending entries list (PEL).")
+        .keys(2, 2, 1)
+        .key_specs(&[KeySpec::at(2, &["RW", "delete"])]),
+    cmd("createconsumer", 5, WRITE | DENYOOM, g::xgroup_createconsumer)
+        .doc("6.2.0", "Create a consumer in a consumer group.")
+        .complexity("O(1)")
+        .keys(2, 2, 1)
+        .key_specs(&[KeySpec::at(2, &["RW", "insert"])]),
+    cmd("delconsumer", 5, WRITE, g::xgroup_delconsumer)
+        .doc("5.0.0", "Delete a consumer from a consumer group.")
+        .complexity("O(1)")
+        .keys(2, 2, 1)
+        .key_specs(&[KeySpec::at(2, &["RW", "delete"])]),
+    cmd("help", 2, LOADING | STALE, g::xgroup_help)
+        .doc("5.0.0", "Show helpful text about the different subcommands")
+        .complexity("O(1)"),
 };
 
 static XINFO_SUBS: &[Command] = crate::commands::command_table! {
@@ -85,7 +152,7 @@ static XINFO_SUBS: &[Command] = crate::commands::command_table! {
         .doc("5.0.0", "Show helpful text about the different subcommands"),
 };
 
-fn invalid_id() -> CmdError {
+pub(super) fn invalid_id() -> CmdError {
     CmdError::err("Invalid stream ID specified as stream command argument")
 }
 
@@ -106,7 +173,7 @@ fn parse_u64(a: &[u8]) -> Option<u64> {
 /// A stream ID argument (streamGenericParseIDOrReply): `-`, `+` (unless
 /// `strict`), `ms` (seq `missing`) or `ms-seq`; with `star`, `ms-*` gives
 /// seq None.
-fn parse_id(
+pub(super) fn parse_id(
     a: &[u8],
     missing: u64,
     strict: bool,
@@ -136,18 +203,18 @@ fn parse_id(
     }
 }
 
-fn strict_id(a: &[u8], missing: u64) -> Result<StreamId, CmdError> {
+pub(super) fn strict_id(a: &[u8], missing: u64) -> Result<StreamId, CmdError> {
     parse_id(a, missing, true, false).map(|r| r.0)
 }
 
-fn stream_of(v: &Value) -> &StreamValue {
+pub(super) fn stream_of(v: &Value) -> &StreamValue {
     match v {
         Value::Stream(s) => s,
         _ => unreachable!("type checked"),
     }
 }
 
-fn stream_mut(v: &mut Value) -> &mut StreamValue {
+pub(super) fn stream_mut(v: &mut Value) -> &mut StreamValue {
     match v {
         Value::Stream(s) => s,
         _ => unreachable!("type checked"),
@@ -155,7 +222,7 @@ fn stream_mut(v: &mut Value) -> &mut StreamValue {
 }
 
 /// The stream at `key`; WRONGTYPE if it holds another type.
-fn get_stream<'e>(
+pub(super) fn get_stream<'e>(
     l: &'e mut super::access::Locked,
     key: &[u8],
 ) -> Result<Option<&'e mut Entry>, CmdError> {
@@ -379,7 +446,7 @@ fn xlen(ctx: &mut Ctx, args: Args) -> CmdResult {
 }
 
 /// One entry: [id, [field, value, ...]].
-fn reply_entry(out: &mut ReplyBuf, id: StreamId, f: &Fields) {
+pub(super) fn reply_entry(out: &mut ReplyBuf, id: StreamId, f: &Fields) {
     out.array(2);
     out.bulk(id.text().as_bytes());
     out.array(f.count());
@@ -389,7 +456,7 @@ fn reply_entry(out: &mut ReplyBuf, id: StreamId, f: &Fields) {
 }
 
 /// An XRANGE bound: `(` makes it exclusive (streamParseIntervalIdOrReply).
-fn interval(a: &[u8], missing: u64) -> Result<(StreamId, bool), CmdError> {
+pub(super) fn interval(a: &[u8], missing: u64) -> Result<(StreamId, bool), CmdError> {
     if a.len() > 1 && a[0] == b'(' {
         Ok((strict_id(&a[1..], missing)?, true))
     } else {
@@ -569,30 +636,54 @@ fn xsetid(ctx: &mut Ctx, args: Args) -> CmdResult {
 
 // ---------------------------------------------------------------- XREAD
 
-/// XREAD's keys: the first half of what follows STREAMS.
+/// Where XREAD's or XREADGROUP's STREAMS keyword is, skipping the values
+/// of BLOCK, COUNT and GROUP (a group may be named "streams").
+fn streams_at(args: Args) -> Option<usize> {
+    let mut i = 1;
+    while i < args.len() {
+        let a = args.get(i);
+        if eq_ic(a, "streams") {
+            return Some(i);
+        } else if eq_ic(a, "group") {
+            i += 2;
+        } else if eq_ic(a, "block") || eq_ic(a, "count") {
+            i += 1;
+        }
+        i += 1;
+    }
+    None
+}
+
+/// XREAD's and XREADGROUP's keys: the first half of what follows STREAMS.
 fn xread_keys(args: Args) -> Vec<usize> {
-    let Some(at) = (1..args.len()).find(|&i| eq_ic(args.get(i), "streams")) else {
+    let Some(at) = streams_at(args) else {
         return vec![];
     };
     let n = (args.len() - at - 1) / 2;
     (at + 1..at + 1 + n).collect()
 }
 
-struct ReadArgs {
-    count: usize,
+pub(super) struct ReadArgs {
+    pub count: usize,
     /// Unix ms deadline (0: forever) if BLOCK was given.
-    block: Option<u64>,
+    pub block: Option<u64>,
     /// Index of the first key.
-    streams: usize,
-    n: usize,
+    pub streams: usize,
+    pub n: usize,
+    /// XREADGROUP's GROUP: the indexes of the group and consumer names.
+    pub group: Option<(usize, usize)>,
+    pub noack: bool,
 }
 
-fn parse_read(ctx: &Ctx, args: Args) -> Result<ReadArgs, CmdError> {
+/// XREAD's and XREADGROUP's options (xreadCommand's parsing).
+pub(super) fn parse_read(ctx: &Ctx, args: Args, readgroup: bool) -> Result<ReadArgs, CmdError> {
     let mut r = ReadArgs {
         count: 0,
         block: None,
         streams: 0,
         n: 0,
+        group: None,
+        noack: false,
     };
     let mut i = 1;
     while i < args.len() {
@@ -624,13 +715,20 @@ fn parse_read(ctx: &Ctx, args: Args) -> Result<ReadArgs, CmdError> {
             r.n = rest / 2;
             break;
         } else if eq_ic(a, "group") && more >= 2 {
-            return Err(CmdError::err(
-                "The GROUP option is only supported by XREADGROUP. You called XREAD instead.",
-            ));
+            if !readgroup {
+                return Err(CmdError::err(
+                    "The GROUP option is only supported by XREADGROUP. You called XREAD instead.",
+                ));
+            }
+            r.group = Some((i + 1, i + 2));
+            i += 2;
         } else if eq_ic(a, "noack") {
-            return Err(CmdError::err(
-                "The NOACK option is only supported by XREADGROUP. You called XREAD instead.",
-            ));
+            if !readgroup {
+                return Err(CmdError::err(
+                    "The NOACK option is only supported by XREADGROUP. You called XREAD instead.",
+                ));
+            }
+            r.noack = true;
         } else {
             return Err(CmdError::Syntax);
         }
@@ -639,11 +737,14 @@ fn parse_read(ctx: &Ctx, args: Args) -> Result<ReadArgs, CmdError> {
     if r.streams == 0 {
         return Err(CmdError::Syntax);
     }
+    if readgroup && r.group.is_none() {
+        return Err(CmdError::err("Missing GROUP option for XREADGROUP"));
+    }
     Ok(r)
 }
 
 fn xread(ctx: &mut Ctx, args: Args) -> CmdResult {
-    let r = parse_read(ctx, args)?;
+    let r = parse_read(ctx, args, false)?;
     let keys: Vec<&[u8]> = (0..r.n).map(|k| args.get(r.streams + k)).collect();
     // Woken by a write that left another type there: not data for us
     // (Redis serves stream readers from streams only).
@@ -665,7 +766,7 @@ fn xread(ctx: &mut Ctx, args: Args) -> CmdResult {
         });
     }
     let take = if r.count == 0 { usize::MAX } else { r.count };
-    let mut found: Vec<(usize, Vec<(StreamId, Fields)>)> = Vec::new();
+    let mut found: Vec<StreamRead<Fields>> = Vec::new();
     for (k, key) in keys.iter().enumerate() {
         let Some(Value::Stream(s)) = l.entry(key).map(|e| &e.value) else {
             continue;
@@ -679,7 +780,7 @@ fn xread(ctx: &mut Ctx, args: Args) -> CmdResult {
         let es: Vec<_> = s
             .range(from, StreamId::MAX, false)
             .take(take)
-            .map(|(id, f)| (id, f.clone()))
+            .map(|(id, f)| (id, Some(f.clone())))
             .collect();
         if !es.is_empty() {
             found.push((k, es));
@@ -704,7 +805,17 @@ fn xread(ctx: &mut Ctx, args: Args) -> CmdResult {
     Ok(())
 }
 
-fn reply_read(out: &mut ReplyBuf, keys: &[&[u8]], found: &[(usize, Vec<(StreamId, Fields)>)]) {
+/// One stream served by XREAD or XREADGROUP: its index among the keys and
+/// its entries (None: deleted, in a consumer's history).
+pub(super) type StreamRead<F> = (usize, Vec<(StreamId, Option<F>)>);
+
+/// XREAD's and XREADGROUP's reply: per stream served, its key and entries
+/// (an entry gone from a consumer's history is its ID and a null).
+pub(super) fn reply_read<F: std::borrow::Borrow<Fields>>(
+    out: &mut ReplyBuf,
+    keys: &[&[u8]],
+    found: &[StreamRead<F>],
+) {
     if out.resp >= 3 {
         out.map(found.len());
     } else {
@@ -717,13 +828,20 @@ fn reply_read(out: &mut ReplyBuf, keys: &[&[u8]], found: &[(usize, Vec<(StreamId
         out.bulk(keys[*k]);
         out.array(es.len());
         for (id, f) in es {
-            reply_entry(out, *id, f);
+            match f {
+                Some(f) => reply_entry(out, *id, f.borrow()),
+                None => {
+                    out.array(2);
+                    out.bulk(id.text().as_bytes());
+                    out.null_array();
+                }
+            }
         }
     }
 }
 
 /// `stream-node-max-bytes` and `stream-node-max-entries`.
-fn node_limits(ctx: &Ctx) -> (usize, usize) {
+pub(super) fn node_limits(ctx: &Ctx) -> (usize, usize) {
     let e = &ctx.core.hot.encoding;
     (
         e.stream_node_max_bytes.load(Relaxed),
@@ -759,9 +877,14 @@ fn xinfo_help(ctx: &mut Ctx, _args: Args) -> CmdResult {
 }
 
 fn syntax_sub(args: Args) -> CmdError {
+    syntax_sub_of(args, "XINFO")
+}
+
+/// addReplySubcommandSyntaxError for `cmd`'s subcommand in `args`.
+pub(super) fn syntax_sub_of(args: Args, cmd: &str) -> CmdError {
     let sub = String::from_utf8_lossy(args.get(1)).into_owned();
     CmdError::err(format!(
-        "unknown subcommand or wrong number of arguments for '{sub}'. Try XINFO HELP."
+        "unknown subcommand or wrong number of arguments for '{sub}'. Try {cmd} HELP."
     ))
 }
 
@@ -829,11 +952,14 @@ fn xinfo_stream(ctx: &mut Ctx, args: Args) -> CmdResult {
             reply_entry(out, i, f);
         }
         out.bulk(b"groups");
-        out.array(0);
+        out.array(s.groups.len());
+        for (name, gr) in &s.groups {
+            g::reply_group_full(out, s, name, gr, count as usize);
+        }
         return Ok(());
     }
     out.bulk(b"groups");
-    out.int(0);
+    out.int(s.groups.len() as i64);
     for (name, e) in [(&b"first-entry"[..], s.first()), (b"last-entry", s.last())] {
         out.bulk(name);
         match e {
@@ -847,18 +973,46 @@ fn xinfo_stream(ctx: &mut Ctx, args: Args) -> CmdResult {
 fn xinfo_groups(ctx: &mut Ctx, args: Args) -> CmdResult {
     let key = args.get(2);
     let mut l = ctx.open(key);
-    info_stream(&mut l, key)?;
-    ctx.out.array(0);
+    let s = info_stream(&mut l, key)?;
+    let out = &mut *ctx.out;
+    out.array(s.groups.len());
+    for (name, gr) in &s.groups {
+        out.map(6);
+        out.bulk(b"name");
+        out.bulk(name);
+        out.bulk(b"consumers");
+        out.int(gr.consumers.len() as i64);
+        out.bulk(b"pending");
+        out.int(gr.pel.len() as i64);
+        out.bulk(b"last-delivered-id");
+        out.bulk(gr.last_id.text().as_bytes());
+        g::reply_read_counters(out, s, gr);
+    }
     Ok(())
 }
 
 fn xinfo_consumers(ctx: &mut Ctx, args: Args) -> CmdResult {
     let key = args.get(2);
+    let now = ctx.now_ms as i64;
     let mut l = ctx.open(key);
-    info_stream(&mut l, key)?;
-    Err(CmdError::Msg(format!(
-        "NOGROUP No such consumer group '{}' for key name '{}'",
-        String::from_utf8_lossy(args.get(3)),
-        String::from_utf8_lossy(key)
-    )))
+    let s = info_stream(&mut l, key)?;
+    let Some(gr) = s.groups.get(args.get(3)) else {
+        return Err(CmdError::Msg(format!(
+            "NOGROUP No such consumer group '{}' for key name '{}'",
+            String::from_utf8_lossy(args.get(3)),
+            String::from_utf8_lossy(key)
+        )));
+    };
+    let out = &mut *ctx.out;
+    out.array(gr.consumers.len());
+    for (name, c) in &gr.consumers {
+        out.map(3);
+        out.bulk(b"name");
+        out.bulk(name);
+        out.bulk(b"pending");
+        out.int(c.pel.len() as i64);
+        out.bulk(b"idle");
+        out.int(now.saturating_sub(c.seen_time).max(0));
+    }
+    Ok(())
 }

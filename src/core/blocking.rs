@@ -236,6 +236,34 @@ impl Registry {
         }
     }
 
+    /// Wakes, on each of `keys`, the first waiter in line after `ticket`: a
+    /// woken client that found nothing for it and blocked again passes the
+    /// wake-up on, since what made the key ready may serve those behind it
+    /// (a stream entry a consumer group took is still there for XREAD and
+    /// for other groups). Tickets only grow along such a chain, so it ends.
+    pub fn signal_after(&self, db: usize, keys: &[Vec<u8>], ticket: u64) {
+        if self.inner.count.load(Relaxed) == 0 {
+            return;
+        }
+        let mut q = self.inner.queues.lock();
+        for k in keys {
+            let id = (db, k.clone());
+            let Some(queue) = q.get_mut(&id) else {
+                continue;
+            };
+            let at = queue.partition_point(|w| w.ticket <= ticket);
+            if let Some(w) = queue.remove(at) {
+                if !w.woken.swap(true, Relaxed) {
+                    self.inner.inflight.fetch_add(1, Release);
+                }
+                w.notify.notify_one();
+            }
+            if queue.is_empty() {
+                q.remove(&id);
+            }
+        }
+    }
+
     /// Passes a wake-up on to the next waiter of each key.
     pub fn signal_keys(&self, db: usize, keys: &[Vec<u8>]) {
         for k in keys {

@@ -68,9 +68,14 @@ impl LazyFree {
         self.counters.pending.load(Relaxed)
     }
 
-    /// Objects freed by the thread since start.
+    /// Objects freed by the thread since start (or CONFIG RESETSTAT).
     pub fn freed(&self) -> u64 {
         self.counters.freed.load(Relaxed)
+    }
+
+    /// CONFIG RESETSTAT (Redis's lazyfreeResetStats).
+    pub fn reset_freed(&self) {
+        self.counters.freed.store(0, Relaxed);
     }
 
     fn send(&self, data: Data, objects: u64) {

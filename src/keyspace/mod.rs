@@ -30,6 +30,7 @@ pub mod packed;
 pub mod set;
 pub mod snap;
 pub mod stream;
+pub mod stream_groups;
 pub mod table;
 pub mod value;
 pub mod zset;

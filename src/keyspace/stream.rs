@@ -1,6 +1,7 @@
-//! Stream values (Redis's t_stream.c data, without consumer groups yet):
-//! entries ordered by ID, each a list of field-value pairs, plus the
-//! metadata Redis keeps (last ID, entries added, the largest deleted ID).
+//! Stream values (Redis's t_stream.c data): entries ordered by ID, each a
+//! list of field-value pairs, plus the metadata Redis keeps (last ID,
+//! entries added, the largest deleted ID) and the consumer groups
+//! (`stream_groups.rs`).
 //!
 //! Entries live in a B-tree keyed by ID, their fields and values packed in
 //! one allocation. Beside them the stream keeps the *node* structure Redis's
@@ -126,6 +127,8 @@ pub struct StreamValue {
     pub last_id: StreamId,
     pub entries_added: u64,
     pub max_deleted: StreamId,
+    /// Consumer groups by name (`stream_groups.rs`).
+    pub groups: BTreeMap<Vec<u8>, super::stream_groups::Group>,
 }
 
 /// Redis's listpack header and an entry's fixed fields, roughly: what the
@@ -147,6 +150,11 @@ impl StreamValue {
 
     pub fn first_id(&self) -> StreamId {
         self.entries.keys().next().copied().unwrap_or_default()
+    }
+
+    /// The entry with ID `id`, if present.
+    pub fn entry(&self, id: StreamId) -> Option<&Fields> {
+        self.entries.get(&id)
     }
 
     pub fn first(&self) -> Option<(StreamId, &Fields)> {
@@ -300,6 +308,8 @@ impl StreamValue {
     }
 
     pub fn mem_usage(&self) -> usize {
-        self.entries.values().map(|f| f.bytes() + 48).sum::<usize>() + 64 * self.nodes.len()
+        self.entries.values().map(|f| f.bytes() + 48).sum::<usize>()
+            + 64 * self.nodes.len()
+            + self.groups_mem()
     }
 }

@@ -127,7 +127,13 @@ impl Value {
             Value::Set(_) => 1,
             Value::ZSet(z) if z.is_compact() => 1,
             Value::ZSet(z) => z.len(),
-            Value::Stream(x) => x.len().max(1),
+            // lazyfreeGetFreeEffort: a node per listpack (plus the rax's
+            // root), a group and its PEL each, the first group's PEL size
+            // standing for all.
+            Value::Stream(x) => {
+                let pel = x.groups.values().next().map_or(0, |g| g.pel.len());
+                x.node_count() + 1 + x.groups.len() * (1 + pel)
+            }
         }
     }
 

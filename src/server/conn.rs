@@ -802,12 +802,17 @@ pub fn dispatch(
             };
             crate::commands::tracking::before_command(srv, ctx.client, id, args);
             let r = (cmd.handler)(&mut ctx, args);
+            let blocked = ctx.client.block.request.is_some();
             if monitored && cmd.name == "exec" {
                 logs::feed_monitors(srv, client, args);
             }
             end = Instant::now();
             let usec = end.saturating_duration_since(start).as_micros() as u64;
-            worker.stats.record_call(id, usec, r.is_err());
+            // A call that blocked counts once, when it is served or ends
+            // (Redis's updateStatsOnUnblock; see `block_wait`).
+            if r.is_err() || !blocked {
+                worker.stats.record_call(id, usec, r.is_err());
+            }
             (Some(id), r, usec)
         }
     };
@@ -964,6 +969,14 @@ fn debug_allowed(srv: &Server, client: &ClientState) -> Result<(), CmdError> {
     ))
 }
 
+/// Counts the call of a blocked command that ends without being re-run (a
+/// timeout, CLIENT UNBLOCK): its first run, which blocked, was not counted.
+fn count_blocked_call(srv: &Server, worker: &Worker, argv: &[Vec<u8>], failed: bool) {
+    if let Some(id) = argv.first().and_then(|name| srv.commands.lookup(name)) {
+        worker.stats.record_call(id, 0, failed);
+    }
+}
+
 /// A client blocked by BLPOP & co. (see `core/blocking.rs`): waits for a wake-up,
 /// the deadline, a kill or the peer closing (input that arrives meanwhile is
 /// only buffered), re-running the command on each wake-up until it is
@@ -1024,6 +1037,7 @@ where
                 if woken {
                     srv.blocking.signal_keys(db, &keys);
                 }
+                count_blocked_call(srv, worker, &argv, false);
                 out.resp = client.resp;
                 out.null_array();
                 break true;
@@ -1032,9 +1046,13 @@ where
                 if woken {
                     srv.blocking.signal_keys(db, &keys);
                 }
+                count_blocked_call(srv, worker, &argv, guard_unblocked == Some(true));
                 out.resp = client.resp;
                 match guard_unblocked {
-                    Some(true) => out.error("UNBLOCKED client unblocked via CLIENT UNBLOCK"),
+                    Some(true) => {
+                        worker.stats.record_error("UNBLOCKED");
+                        out.error("UNBLOCKED client unblocked via CLIENT UNBLOCK")
+                    }
                     _ => out.null_array(),
                 }
                 break true;
@@ -1060,6 +1078,8 @@ where
                 client.block.retry = None;
                 if client.block.request.is_none() {
                     srv.blocking.signal_keys(db, &keys);
+                } else {
+                    srv.blocking.signal_after(db, &keys, ticket);
                 }
             }
         }

@@ -337,6 +337,89 @@ pub fn template(name: &str, g: &mut Gen) -> Option<Line> {
             g.key('q'),
             format!("{}-{}", g.n(30..60), g.n(0..3))
         ],
+        // Consumer groups: groups g0..g1, consumers c0..c2. XREADGROUP reads
+        // new entries only: a history read changes delivery counts that
+        // Redis does not propagate (see `canonical`).
+        "xgroup|create" => {
+            let id = g.pick(&["0", "$", "20-0"]);
+            let mut l = args!["XGROUP", "CREATE", cg_key(g), cg_group(g), id];
+            if g.chance(0.5) {
+                l.extend(args!["MKSTREAM"]);
+            }
+            if g.chance(0.2) {
+                l.extend(args!["ENTRIESREAD", g.n(-1..10)]);
+            }
+            l
+        }
+        "xgroup|setid" => {
+            let id = g.pick(&["0", "$", "25-0"]);
+            let mut l = args!["XGROUP", "SETID", cg_key(g), cg_group(g), id];
+            if g.chance(0.3) {
+                l.extend(args!["ENTRIESREAD", g.n(0..10)]);
+            }
+            l
+        }
+        "xgroup|destroy" => args!["XGROUP", "DESTROY", cg_key(g), cg_group(g)],
+        "xgroup|createconsumer" => {
+            args![
+                "XGROUP",
+                "CREATECONSUMER",
+                cg_key(g),
+                cg_group(g),
+                cg_consumer(g)
+            ]
+        }
+        "xgroup|delconsumer" => {
+            args![
+                "XGROUP",
+                "DELCONSUMER",
+                cg_key(g),
+                cg_group(g),
+                cg_consumer(g)
+            ]
+        }
+        "xreadgroup" => {
+            let mut l = args!["XREADGROUP", "GROUP", cg_group(g), cg_consumer(g)];
+            if g.chance(0.5) {
+                l.extend(args!["COUNT", g.n(1..4)]);
+            }
+            if g.chance(0.3) {
+                l.extend(args!["NOACK"]);
+            }
+            l.extend(args!["STREAMS", cg_key(g), ">"]);
+            l
+        }
+        "xack" => {
+            let mut l = args!["XACK", cg_key(g), cg_group(g)];
+            l.extend(cg_ids(g));
+            l
+        }
+        "xclaim" => {
+            let mut l = args!["XCLAIM", cg_key(g), cg_group(g), cg_consumer(g), 0];
+            l.extend(cg_ids(g));
+            for opt in ["JUSTID", "FORCE"] {
+                if g.chance(0.3) {
+                    l.extend(args![opt]);
+                }
+            }
+            if g.chance(0.2) {
+                l.extend(args!["RETRYCOUNT", g.n(0..5)]);
+            }
+            if g.chance(0.2) {
+                l.extend(args!["LASTID", format!("{}-0", g.n(1..50))]);
+            }
+            l
+        }
+        "xautoclaim" => {
+            let mut l = args!["XAUTOCLAIM", cg_key(g), cg_group(g), cg_consumer(g), 0, "0"];
+            if g.chance(0.5) {
+                l.extend(args!["COUNT", g.n(1..4)]);
+            }
+            if g.chance(0.3) {
+                l.extend(args!["JUSTID"]);
+            }
+            l
+        }
         // --- bitmaps
         "setbit" => args!["SETBIT", g.key('s'), g.n(0..100), g.n(0..2)],
         "bitop" => {
@@ -699,6 +782,39 @@ pub fn template(name: &str, g: &mut Gen) -> Option<Line> {
 /// fill collections more (so that the many that empty them find some), the
 /// ones that wipe or move whole databases sparingly, MIGRATE (a connection
 /// each) less often.
+/// Group commands meet on one stream and group mostly, so that reads
+/// leave entries pending for XACK and the claims to find.
+fn cg_key(g: &mut Gen) -> String {
+    if g.chance(0.75) {
+        "q0".into()
+    } else {
+        g.key('q')
+    }
+}
+
+fn cg_group(g: &mut Gen) -> String {
+    if g.chance(0.8) {
+        "g0".into()
+    } else {
+        "g1".into()
+    }
+}
+
+fn cg_consumer(g: &mut Gen) -> String {
+    format!("c{}", g.n(0..3))
+}
+
+/// Entry IDs near those XADD gives (`<n>-*` with n below 40): a few, or
+/// now and then every `<n>-0`, so that XACK and XCLAIM find pending ones.
+fn cg_ids(g: &mut Gen) -> Line {
+    if g.chance(0.6) {
+        return (1..40).map(|n| format!("{n}-0").into_bytes()).collect();
+    }
+    (0..g.n(1..3))
+        .map(|_| format!("{}-{}", g.n(1..40), g.n(0..2)).into_bytes())
+        .collect()
+}
+
 pub fn weight(name: &str) -> f64 {
     match name {
         "lpush" | "rpush" | "sadd" | "zadd" | "hset" => 5.0,
@@ -706,6 +822,11 @@ pub fn weight(name: &str) -> f64 {
         "flushdb" => 0.15,
         "swapdb" => 0.3,
         "migrate" => 0.5,
+        // A pending entry for XACK to find needs entries, a group and a
+        // read first on the same stream in the same database.
+        "xadd" => 4.0,
+        "xreadgroup" | "xgroup|create" => 3.0,
+        "xack" | "xclaim" | "xautoclaim" => 2.0,
         _ => 1.0,
     }
 }
@@ -901,6 +1022,24 @@ pub fn canonical(v: &Value) -> Vec<u8> {
                 x.max_deleted.text()
             );
             items.push(meta.into_bytes());
+            // Groups without what Redis leaves per node: seen and delivery
+            // times, and entries-read (an XREADGROUP's XCLAIM carries
+            // LASTID, not the read counter).
+            for (name, gr) in &x.groups {
+                let mut line = format!(
+                    "group {} {}",
+                    String::from_utf8_lossy(name),
+                    gr.last_id.text()
+                );
+                for (id, n) in &gr.pel {
+                    let c = String::from_utf8_lossy(&n.consumer);
+                    line += &format!(" {}:{c}:{}", id.text(), n.delivery_count);
+                }
+                for (c, v) in &gr.consumers {
+                    line += &format!(" [{}:{}]", String::from_utf8_lossy(c), v.pel.len());
+                }
+                items.push(line.into_bytes());
+            }
             join(items, false)
         }
     }

@@ -30,8 +30,10 @@ use crate::{log_notice, log_warning};
 const ITEMS_PER_CMD: usize = 64;
 
 /// A stream as Redis's rewriteStreamObject writes it: an XADD per entry
-/// (an empty stream: one XADD trimmed away by MAXLEN 0), then XSETID with
-/// its last ID, entries added and largest deleted ID.
+/// (an empty stream: one XADD 0-1 trimmed away by MAXLEN 0), then XSETID
+/// with its last ID, entries added and largest deleted ID, then per group
+/// XGROUP CREATE ... ENTRIESREAD, an XCLAIM ... FORCE per pending entry and
+/// XGROUP CREATECONSUMER for consumers holding none.
 fn stream_commands(
     out: &mut Vec<u8>,
     key: &[u8],
@@ -39,41 +41,28 @@ fn stream_commands(
     stamp: Option<u64>,
 ) {
     use crate::keyspace::stream::StreamId;
-    let note = |out: &mut Vec<u8>| {
+    let cmd = |out: &mut Vec<u8>, argv: &[&[u8]]| {
         if let Some(s) = stamp {
             super::writer::write_stamp(out, s);
         }
+        resp::command(out, argv);
     };
     for (id, f) in x.range(StreamId::MIN, StreamId::MAX, false) {
         let id = id.text();
         let mut argv: Vec<&[u8]> = vec![b"XADD", key, id.as_bytes()];
         argv.extend(f.items());
-        note(out);
-        resp::command(out, &argv);
+        cmd(out, &argv);
+    }
+    if x.is_empty() {
+        cmd(out, &[b"XADD", key, b"MAXLEN", b"0", b"0-1", b"x", b"y"]);
     }
     let last = x.last_id.text();
-    if x.is_empty() {
-        note(out);
-        resp::command(
-            out,
-            &[
-                &b"XADD"[..],
-                key,
-                b"MAXLEN",
-                b"0",
-                last.as_bytes(),
-                b"x",
-                b"y",
-            ],
-        );
-    }
     let added = x.entries_added.to_string();
     let del = x.max_deleted.text();
-    note(out);
-    resp::command(
+    cmd(
         out,
         &[
-            &b"XSETID"[..],
+            b"XSETID",
             key,
             last.as_bytes(),
             b"ENTRIESADDED",
@@ -82,6 +71,47 @@ fn stream_commands(
             del.as_bytes(),
         ],
     );
+    for (name, g) in &x.groups {
+        let (id, read) = (g.last_id.text(), g.entries_read.to_string());
+        let create: [&[u8]; 7] = [
+            b"XGROUP",
+            b"CREATE",
+            key,
+            name,
+            id.as_bytes(),
+            b"ENTRIESREAD",
+            read.as_bytes(),
+        ];
+        cmd(out, &create);
+        for (cname, c) in &g.consumers {
+            if c.pel.is_empty() {
+                cmd(out, &[b"XGROUP", b"CREATECONSUMER", key, name, cname]);
+            }
+            for id in &c.pel {
+                let n = &g.pel[id];
+                let (id, time, count) = (
+                    id.text(),
+                    n.delivery_time.to_string(),
+                    n.delivery_count.to_string(),
+                );
+                let argv: [&[u8]; 12] = [
+                    b"XCLAIM",
+                    key,
+                    name,
+                    cname,
+                    b"0",
+                    id.as_bytes(),
+                    b"TIME",
+                    time.as_bytes(),
+                    b"RETRYCOUNT",
+                    count.as_bytes(),
+                    b"JUSTID",
+                    b"FORCE",
+                ];
+                cmd(out, &argv);
+            }
+        }
+    }
 }
 
 /// Appends the commands that rebuild `e`: SET, or RPUSH / HMSET / SADD /

@@ -7,8 +7,10 @@
 //! ziplists or listpacks, listpacks). Values are rebuilt with the public
 //! collection APIs under the current encoding limits, converting as Redis
 //! 7.0's rdbLoadObject converts, so OBJECT ENCODING answers what Redis would
-//! after loading the same file. Streams and module values are refused with
-//! [`RdbError::Unsupported`] naming the key rather than silently dropped.
+//! after loading the same file. Streams (types 15 and 19, consumer groups
+//! included) load through `rdb/stream.rs`; Redis 7.2's stream type 21 and
+//! module values are refused with [`RdbError::Unsupported`] naming the key
+//! rather than silently dropped.
 //!
 //! Hardening: the input is untrusted (RESTORE takes it from any client).
 //! Lengths are checked against what is left, no allocation is sized from a
@@ -280,7 +282,7 @@ fn read_value<R: Read>(
             let blob = s.string()?;
             packed_value(&blob, t, lim).map_err(|e| integrity(t, e))?
         }
-        types::STREAM_LISTPACKS | types::STREAM_LISTPACKS_2 => return stream(s, t, key).map(Some),
+        types::STREAM_LISTPACKS | types::STREAM_LISTPACKS_2 => return stream(s, t).map(Some),
         types::STREAM_LISTPACKS_3 => {
             return Err(RdbError::Unsupported(format!(
                 "key '{}' is a stream of Redis 7.2's format, which this server cannot load",
@@ -299,8 +301,8 @@ fn read_value<R: Read>(
 }
 
 /// A stream (types 15 and 19, `rdb/stream.rs`): its nodes, then its
-/// metadata; one with consumer groups is refused (not built yet).
-fn stream<R: Read>(s: &mut Src<R>, t: u8, key: &[u8]) -> Result<Value, RdbError> {
+/// metadata and consumer groups.
+fn stream<R: Read>(s: &mut Src<R>, t: u8) -> Result<Value, RdbError> {
     use super::stream::{node_key, parse_node};
     use crate::keyspace::stream::{StreamId, StreamValue};
     let mut x = StreamValue::default();
@@ -333,13 +335,20 @@ fn stream<R: Read>(s: &mut Src<R>, t: u8, key: &[u8]) -> Result<Value, RdbError>
             "Stream length or last ID inconsistent with its entries",
         ));
     }
-    if s.len()? != 0 {
-        return Err(RdbError::Unsupported(format!(
-            "key '{}' is a stream with consumer groups, which this server cannot load yet",
-            String::from_utf8_lossy(key)
-        )));
-    }
+    super::stream::read_groups(s, &mut x, t == types::STREAM_LISTPACKS_2)?;
     Ok(Value::Stream(Box::new(x)))
+}
+
+impl<R: Read> super::stream::GroupSrc for Src<R> {
+    fn rdb_len(&mut self) -> Result<u64, RdbError> {
+        self.len()
+    }
+    fn string(&mut self) -> Result<Vec<u8>, RdbError> {
+        Src::string(self)
+    }
+    fn raw<const N: usize>(&mut self) -> Result<[u8; N], RdbError> {
+        self.array()
+    }
 }
 
 /// A malformed packed blob, worded as Redis's rdbLoadObject reports it
@@ -357,6 +366,7 @@ fn integrity(t: u8, e: RdbError) -> RdbError {
         types::ZSET_LISTPACK => "Zset listpack",
         types::HASH_ZIPLIST => "Hash ziplist",
         types::HASH_LISTPACK => "Hash listpack",
+        types::STREAM_LISTPACKS | types::STREAM_LISTPACKS_2 => "Stream listpack",
         _ => "Quicklist",
     };
     RdbError::Corrupt(format!("{what} integrity check failed. ({detail})"))

@@ -386,8 +386,8 @@ fn encode_value_body(out: &mut Vec<u8>, value: &Value, compress: bool) {
     }
 }
 
-/// A stream as Redis 7.0 writes it (`rdb/stream.rs` builds the nodes);
-/// no consumer groups.
+/// A stream as Redis 7.0 writes it (`rdb/stream.rs` builds the nodes and
+/// the consumer groups).
 fn write_stream(out: &mut Vec<u8>, x: &StreamValue, compress: bool) {
     let nodes = super::stream::node_blobs(x);
     write_len(out, nodes.len() as u64);
@@ -401,7 +401,7 @@ fn write_stream(out: &mut Vec<u8>, x: &StreamValue, compress: bool) {
         write_len(out, n);
     }
     write_len(out, x.entries_added);
-    write_len(out, 0);
+    super::stream::write_groups(out, x, compress);
 }
 
 /// Several key records preceded by the aux field carrying their versions.

@@ -7,12 +7,22 @@
 //! flags, ms and seq deltas from the master ID, the values alone when its
 //! fields are the master's (SAMEFIELDS) or its field count and pairs, and
 //! its element count (lp-count). We write no deleted entries, so a node we
-//! write holds only live ones. Consumer groups are not built: a stream
-//! with groups is refused at load, with the key named.
+//! write holds only live ones.
+//!
+//! Consumer groups follow the metadata (rdbSaveObject / rdbLoadObject): per
+//! group its name, last ID, entries-read (type 19 only), the group PEL (raw
+//! 16-byte IDs with delivery time and count), then the consumers with their
+//! seen time and their PELs (IDs only, each resolved in the group PEL). The
+//! loader refuses what Redis refuses, with Redis's messages: duplicate
+//! groups, consumers or PEL entries, a consumer PEL entry missing from the
+//! group PEL or held by two consumers, and a group PEL entry no consumer
+//! holds (Redis checks that one only under deep sanitization; a NACK
+//! without a consumer would break our invariants, so it is always refused).
 
-use super::encode::Listpack;
+use super::encode::{write_len, write_string, Listpack};
 use super::RdbError;
 use crate::keyspace::stream::{Fields, StreamId, StreamValue};
+use crate::keyspace::stream_groups::{Consumer, Group, Nack, INVALID_ENTRIES_READ};
 use crate::protocol::parse_i64;
 
 const FLAG_DELETED: i64 = 1;
@@ -168,4 +178,124 @@ pub fn node_key(k: &[u8]) -> Result<StreamId, RdbError> {
     let ms = u64::from_be_bytes(k[..8].try_into().expect("8 bytes"));
     let seq = u64::from_be_bytes(k[8..].try_into().expect("8 bytes"));
     Ok(StreamId::new(ms, seq))
+}
+
+/// The consumer groups of `x` (type 19's layout).
+pub fn write_groups(out: &mut Vec<u8>, x: &StreamValue, compress: bool) {
+    write_len(out, x.groups.len() as u64);
+    for (name, g) in &x.groups {
+        write_string(out, name, compress);
+        write_len(out, g.last_id.ms);
+        write_len(out, g.last_id.seq);
+        write_len(out, g.entries_read as u64);
+        write_len(out, g.pel.len() as u64);
+        for (id, n) in &g.pel {
+            out.extend_from_slice(&id.to_be());
+            out.extend_from_slice(&n.delivery_time.to_le_bytes());
+            write_len(out, n.delivery_count);
+        }
+        write_len(out, g.consumers.len() as u64);
+        for (cname, c) in &g.consumers {
+            write_string(out, cname, compress);
+            out.extend_from_slice(&c.seen_time.to_le_bytes());
+            write_len(out, c.pel.len() as u64);
+            for id in &c.pel {
+                out.extend_from_slice(&id.to_be());
+            }
+        }
+    }
+}
+
+/// What the group reader needs from the RDB source: lengths, strings, raw
+/// bytes.
+pub trait GroupSrc {
+    /// An RDB length (rdbLoadLen).
+    fn rdb_len(&mut self) -> Result<u64, RdbError>;
+    fn string(&mut self) -> Result<Vec<u8>, RdbError>;
+    fn raw<const N: usize>(&mut self) -> Result<[u8; N], RdbError>;
+}
+
+fn corrupt(why: &str) -> RdbError {
+    RdbError::Corrupt(why.to_string())
+}
+
+fn raw_id(b: [u8; 16]) -> StreamId {
+    node_key(&b).expect("16 bytes")
+}
+
+/// Reads the consumer groups into `x` (types 15 and 19; a type 15 group's
+/// entries-read is estimated, as Redis does).
+pub fn read_groups<S: GroupSrc>(s: &mut S, x: &mut StreamValue, v2: bool) -> Result<(), RdbError> {
+    for _ in 0..s.rdb_len()? {
+        let name = s.string()?;
+        let last = StreamId::new(s.rdb_len()?, s.rdb_len()?);
+        let read = if v2 {
+            s.rdb_len()? as i64
+        } else {
+            x.estimate_distance(last)
+        };
+        if x.groups.contains_key(&name) {
+            return Err(RdbError::Corrupt(format!(
+                "Duplicated consumer group name {}",
+                String::from_utf8_lossy(&name)
+            )));
+        }
+        let read = if read < 0 { INVALID_ENTRIES_READ } else { read };
+        let mut g = Group::new(last, read);
+        read_pel(s, &mut g)?;
+        read_consumers(s, &mut g)?;
+        x.groups.insert(name, g);
+    }
+    Ok(())
+}
+
+/// The group PEL, its NACKs not yet owned ([`read_consumers`] names
+/// their consumers).
+fn read_pel<S: GroupSrc>(s: &mut S, g: &mut Group) -> Result<(), RdbError> {
+    for _ in 0..s.rdb_len()? {
+        let id = raw_id(s.raw::<16>()?);
+        let nack = Nack {
+            consumer: Vec::new(),
+            delivery_time: i64::from_le_bytes(s.raw::<8>()?),
+            delivery_count: s.rdb_len()?,
+        };
+        if g.pel.insert(id, nack).is_some() {
+            return Err(corrupt(
+                "Duplicated global PEL entry loading stream consumer group",
+            ));
+        }
+    }
+    Ok(())
+}
+
+fn read_consumers<S: GroupSrc>(s: &mut S, g: &mut Group) -> Result<(), RdbError> {
+    let mut owned = std::collections::BTreeSet::new();
+    for _ in 0..s.rdb_len()? {
+        let name = s.string()?;
+        if g.consumers.contains_key(&name) {
+            return Err(corrupt("Duplicate stream consumer detected."));
+        }
+        let mut c = Consumer {
+            seen_time: i64::from_le_bytes(s.raw::<8>()?),
+            ..Consumer::default()
+        };
+        for _ in 0..s.rdb_len()? {
+            let id = raw_id(s.raw::<16>()?);
+            let Some(n) = g.pel.get_mut(&id) else {
+                return Err(corrupt("Consumer entry not found in group global PEL"));
+            };
+            if !owned.insert(id) {
+                return Err(corrupt(
+                    "Stream consumer PEL entry already has a consumer assigned",
+                ));
+            }
+            n.consumer = name.clone();
+            c.pel.insert(id);
+        }
+        g.consumers.insert(name, c);
+    }
+    if owned.len() != g.pel.len() {
+        return Err(corrupt("Stream CG PEL entry without consumer"));
+    }
+    Ok(())
 }
