@@ -12,7 +12,7 @@ use std::net::TcpStream;
 use std::sync::Arc;
 
 use parking_lot::Mutex;
-use rustls::ClientConnection;
+use rustls::{ClientConnection, ConnectionCommon, SideData};
 
 pub struct SharedTls {
     pub sock: TcpStream,
@@ -48,45 +48,66 @@ impl SharedTls {
     /// Encrypts `buf` and writes it, with what the session had pending.
     pub fn send(&self, buf: &[u8]) -> io::Result<()> {
         let _order = self.write.lock();
-        let out = {
-            let mut t = self.tls.lock();
-            t.writer().write_all(buf)?;
-            let mut out = Vec::with_capacity(buf.len() + 64);
-            while t.wants_write() {
-                t.write_tls(&mut out)?;
-            }
-            out
-        };
+        let out = seal(&mut **self.tls.lock(), buf)?;
         (&self.sock).write_all(&out)
     }
 }
 
 impl Read for SharedTls {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        loop {
-            {
-                let mut t = self.tls.lock();
-                match t.reader().read(buf) {
-                    Ok(n) => return Ok(n),
-                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
-                    Err(e) => return Err(e),
-                }
-                if !self.raw.is_empty() {
-                    let n = t.read_tls(&mut &self.raw[..])?;
-                    self.raw.drain(..n);
-                    t.process_new_packets()
-                        .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?;
-                    continue;
-                }
+        read_shared(&self.tls, &mut self.raw, &mut self.sock, buf)
+    }
+}
+
+/// `plain` encrypted by the session, with the records it had pending: what
+/// goes on the socket next (the caller holds the session's lock, so
+/// records leave in its order).
+pub fn seal<D: SideData>(t: &mut ConnectionCommon<D>, plain: &[u8]) -> io::Result<Vec<u8>> {
+    t.writer().write_all(plain)?;
+    let mut out = Vec::with_capacity(plain.len() + 64);
+    while t.wants_write() {
+        t.write_tls(&mut out)?;
+    }
+    Ok(out)
+}
+
+/// Reads plaintext from a session shared with a writer: decrypts under the
+/// session's lock, reads the socket outside it (`raw`: ciphertext read and
+/// not yet taken by the session). A socket read timeout surfaces as
+/// WouldBlock.
+pub fn read_shared<C, D>(
+    tls: &Mutex<C>,
+    raw: &mut Vec<u8>,
+    sock: &mut TcpStream,
+    buf: &mut [u8],
+) -> io::Result<usize>
+where
+    C: std::ops::DerefMut<Target = ConnectionCommon<D>>,
+    D: SideData,
+{
+    loop {
+        {
+            let mut guard = tls.lock();
+            let t = &mut **guard;
+            match t.reader().read(buf) {
+                Ok(n) => return Ok(n),
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+                Err(e) => return Err(e),
             }
-            let mut tmp = [0u8; 16 * 1024];
-            // The socket's read timeout surfaces here as WouldBlock.
-            let n = self.sock.read(&mut tmp)?;
-            if n == 0 {
-                return Ok(0);
+            if !raw.is_empty() {
+                let n = t.read_tls(&mut &raw[..])?;
+                raw.drain(..n);
+                t.process_new_packets()
+                    .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?;
+                continue;
             }
-            self.raw.extend_from_slice(&tmp[..n]);
         }
+        let mut tmp = [0u8; 16 * 1024];
+        let n = sock.read(&mut tmp)?;
+        if n == 0 {
+            return Ok(0);
+        }
+        raw.extend_from_slice(&tmp[..n]);
     }
 }
 

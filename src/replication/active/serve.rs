@@ -258,13 +258,7 @@ impl FeedSock {
 
     /// The session's pending records, taken under its lock.
     fn sealed(tls: &Mutex<ServerConnection>, plain: &[u8]) -> std::io::Result<Vec<u8>> {
-        let mut t = tls.lock();
-        t.writer().write_all(plain)?;
-        let mut out = Vec::with_capacity(plain.len() + 64);
-        while t.wants_write() {
-            t.write_tls(&mut out)?;
-        }
-        Ok(out)
+        crate::replication::tls_link::seal(&mut **tls.lock(), plain)
     }
 }
 
@@ -296,29 +290,7 @@ impl Read for FeedSock {
         let Some(tls) = self.tls.clone() else {
             return self.sock.read(buf);
         };
-        loop {
-            {
-                let mut t = tls.lock();
-                match t.reader().read(buf) {
-                    Ok(n) => return Ok(n),
-                    Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
-                    Err(e) => return Err(e),
-                }
-                if !self.raw.is_empty() {
-                    let n = t.read_tls(&mut &self.raw[..])?;
-                    self.raw.drain(..n);
-                    t.process_new_packets()
-                        .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e))?;
-                    continue;
-                }
-            }
-            let mut tmp = [0u8; 16 * 1024];
-            let n = self.sock.read(&mut tmp)?;
-            if n == 0 {
-                return Ok(0);
-            }
-            self.raw.extend_from_slice(&tmp[..n]);
-        }
+        crate::replication::tls_link::read_shared(&tls, &mut self.raw, &mut self.sock, buf)
     }
 }
 
