@@ -317,9 +317,10 @@ fn hincrby(ctx: &mut Ctx, args: Args) -> CmdResult {
         None => (0, false),
     };
     let new = cur.checked_add(incr).ok_or(CmdError::Overflow)?;
-    let before = match existed {
-        true => Base::Int(i128::from(cur)),
-        false => Base::Absent,
+    let before = if existed {
+        Base::Int(i128::from(cur))
+    } else {
+        Base::Absent
     };
     let (e, version) = hash_for_write(ctx, &mut l, key)?;
     hash_mut(&mut e.value).set(field, new.to_string().as_bytes(), lim);
