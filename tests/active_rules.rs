@@ -141,6 +141,60 @@ fn hincrby_on_both_sides_adds_up_as_a_counter() {
     });
 }
 
+/// Float counters: INCRBYFLOAT on a string and HINCRBYFLOAT on a field,
+/// on both sides of a partition, add up (each node's sum of its floats is
+/// its part, docs/MERGE.md), as do an INCRBY and an INCRBYFLOAT of one key;
+/// a SET of a float on one side keeps the other side's concurrent float
+/// increment (a reset to a float is a base, as an integer's is).
+#[test]
+fn float_increments_on_both_sides_add_up_as_counters() {
+    let p = Pair::start(&[]);
+    let (mut a, mut b) = (p.a.conn(), p.b.conn());
+    let _: () = cmd(&mut a, &["MSET", "f", "10.5", "mixed", "1", "reset", "1"]);
+    let _: i64 = cmd(&mut a, &["HSET", "h", "f", "1.25"]);
+    converged(&[&p.a, &p.b]);
+    p.partition();
+    let _: String = cmd(&mut a, &["INCRBYFLOAT", "f", "0.1"]);
+    let _: String = cmd(&mut b, &["INCRBYFLOAT", "f", "0.2"]);
+    let _: String = cmd(&mut a, &["HINCRBYFLOAT", "h", "f", "1.5"]);
+    let _: String = cmd(&mut b, &["HINCRBYFLOAT", "h", "f", "-0.25"]);
+    let _: i64 = cmd(&mut a, &["INCRBY", "mixed", "2"]);
+    let _: String = cmd(&mut b, &["INCRBYFLOAT", "mixed", "0.5"]);
+    let _: () = cmd(&mut a, &["SET", "reset", "2.5"]);
+    let _: String = cmd(&mut b, &["INCRBYFLOAT", "reset", "1.5"]);
+    p.heal();
+    let want = |c: &mut redis::Connection| {
+        let v: Vec<String> = cmd(c, &["MGET", "f", "mixed", "reset"]);
+        let h: String = cmd(c, &["HGET", "h", "f"]);
+        (v, h) == (vec!["10.8".into(), "3.5".into(), "4".into()], "2.5".into())
+    };
+    eventually("f 10.8, mixed 3.5, reset 4, h.f 2.5", || {
+        want(&mut a) && want(&mut b)
+    });
+    converged(&[&p.a, &p.b]);
+    // Both keep counting from there, as integers too once a sum is one.
+    let _: String = cmd(&mut a, &["INCRBYFLOAT", "reset", "1"]);
+    let _: i64 = cmd(&mut b, &["INCRBY", "reset", "1"]);
+    eventually("reset 6 on both", || {
+        [&mut a, &mut b]
+            .into_iter()
+            .all(|c| cmd::<String>(c, &["GET", "reset"]) == "6")
+    });
+    // A float not printed as INCRBYFLOAT prints it is no counter's base:
+    // the increment is a plain write there, the same on both nodes.
+    let _: () = cmd(&mut a, &["SET", "odd", "1.50"]);
+    let _: i64 = cmd(&mut a, &["HSET", "h", "odd", "1.50"]);
+    let _: String = cmd(&mut a, &["INCRBYFLOAT", "odd", "1"]);
+    let _: String = cmd(&mut a, &["HINCRBYFLOAT", "h", "odd", "1"]);
+    eventually("odd 2.5 on both", || {
+        [&mut a, &mut b].into_iter().all(|c| {
+            let s: String = cmd(c, &["GET", "odd"]);
+            s == "2.5" && cmd::<String>(c, &["HGET", "h", "odd"]) == "2.5"
+        })
+    });
+    converged(&[&p.a, &p.b]);
+}
+
 /// The TTL of a collection is a register of its own: a write that did not
 /// touch it keeps it, concurrent TTLs resolve to the longest, PERSIST wins
 /// over a concurrent EXPIRE (the TTLs are read to the second, as PTTL

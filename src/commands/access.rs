@@ -251,7 +251,7 @@ impl Locked<'_, '_> {
         &mut self,
         key: &[u8],
         (prev, before): (u64, merge::Base),
-        by: i128,
+        by: merge::Incr,
         version: u64,
         facts: Option<&mut Vec<crate::effects::Fact>>,
     ) {
@@ -261,11 +261,12 @@ impl Locked<'_, '_> {
         let mut c = merge::Counter::current(shard.counter(key), prev, before);
         // The increment's fact (keyspace/merge/fact.rs): the key is
         // argument 1 of INCR, INCRBY, DECR and DECRBY. A key with a TTL
-        // travels by its state (its expiry merges with the state's).
+        // travels by its state (its expiry merges with the state's), and so
+        // does a float increment (INCRBYFLOAT's record is its SET).
         let ttl = shard
             .get_raw(slot.hash, key)
             .is_some_and(|e| e.expire_at() != 0);
-        let facts = facts.filter(|_| !ttl);
+        let facts = facts.filter(|_| !ttl && matches!(by, merge::Incr::Int(_)));
         if let (Some(facts), Some((p, r))) = (facts, c.fact_base(version)) {
             facts.extend([(PREV | (1 << SHIFT), p), (RESET | (1 << SHIFT), r)]);
         }
@@ -319,13 +320,33 @@ impl Locked<'_, '_> {
         shard.note_elements(slot.hash, key, versions, (1, named), facts)
     }
 
+    /// Active replication: the text of what the counter at `key` (`field`
+    /// of the hash at `key`) reads, where a write stamped `stamp` counted
+    /// it. A float counter's sum may differ from the command's `cur + incr`
+    /// in the last digits (merge/mod.rs, "Float counters"): the origin
+    /// writes the sum, so that its value never reads as a reset.
+    pub fn counted_text(&mut self, key: &[u8], field: Option<&[u8]>, stamp: u64) -> Option<String> {
+        let slot = self.slot(key);
+        let c = match (self.shard_mut(slot.shard).merge_meta(key), field) {
+            (Some(merge::Meta::Counter(c)), None) => c,
+            (Some(merge::Meta::Elements(e)), Some(f)) => e.counters.get(f)?,
+            _ => return None,
+        };
+        match c.value() {
+            _ if c.version != stamp => None,
+            merge::Merged::Int(n) => Some(n.to_string()),
+            merge::Merged::Float(f) => Some(f.format_human()),
+            _ => None,
+        }
+    }
+
     /// See [`Ctx::count_field`].
     pub fn count_field(
         &mut self,
         key: &[u8],
         versions: (u64, u64),
         field: (u32, &[u8]),
-        by: (i128, merge::Base),
+        by: (merge::Incr, merge::Base),
         facts: &mut Vec<crate::effects::Fact>,
     ) -> bool {
         let slot = self.slot(key);
@@ -542,7 +563,7 @@ impl Ctx<'_> {
         key: &[u8],
         stamp: u64,
         field: &[u8],
-        by: (i128, merge::Base),
+        by: (merge::Incr, merge::Base),
     ) {
         if !self.core.active || !merge::fact::noting() {
             return;

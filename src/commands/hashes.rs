@@ -19,7 +19,7 @@ use super::strings::longdouble::F80;
 use super::util::{arg_i64, eq_ic};
 use super::{flags::*, CmdError, CmdResult, Command, Ctx};
 use crate::keyspace::hash::{HashLimits, HashValue};
-use crate::keyspace::merge::Base;
+use crate::keyspace::merge::{Base, Incr};
 use crate::keyspace::{Entry, Value};
 use crate::protocol::{parse_i64, Args};
 
@@ -326,7 +326,13 @@ fn hincrby(ctx: &mut Ctx, args: Args) -> CmdResult {
     hash_mut(&mut e.value).set(field, new.to_string().as_bytes(), lim);
     ctx.out.int(new);
     if ctx.core.active {
-        ctx.count_field(&mut l, key, version, field, (i128::from(incr), before));
+        ctx.count_field(
+            &mut l,
+            key,
+            version,
+            field,
+            (Incr::Int(incr.into()), before),
+        );
     }
     ctx.notify(class::HASH, "hincrby", key);
     ctx.propagate(version, &[b"HINCRBY", key, field, args.get(3)]);
@@ -341,24 +347,35 @@ fn hincrbyfloat(ctx: &mut Ctx, args: Args) -> CmdResult {
     }
     let lim = limits(ctx);
     let mut l = ctx.open(key);
-    let cur = match l.get_hash(key)? {
+    let (cur, before) = match l.get_hash(key)? {
         Some(e) => match hash_ref(&e.value).get(field) {
-            Some(v) => parse_hash_float(v)?,
-            None => F80::ZERO,
+            Some(v) => (parse_hash_float(v)?, Base::of_bytes(v)),
+            None => (F80::ZERO, Base::Absent),
         },
-        None => F80::ZERO,
+        None => (F80::ZERO, Base::Absent),
     };
     let sum = cur.add(&incr);
     if !sum.is_finite() {
         return Err(CmdError::err("increment would produce NaN or Infinity"));
     }
-    let text = sum.format_human();
+    let mut text = sum.format_human();
     let (e, version) = hash_for_write(ctx, &mut l, key)?;
     hash_mut(&mut e.value).set(field, text.as_bytes(), lim);
-    ctx.out.bulk(text.as_bytes());
-    if ctx.core.active {
-        l.touch_members(key, std::iter::once(field));
+    if ctx.core.active && before == Base::Other {
+        l.touch_members(key, std::iter::once(field)); // a reset (INCRBYFLOAT)
+    } else if ctx.core.active {
+        // A float counter: the field holds its sum (as INCRBYFLOAT).
+        ctx.count_field(&mut l, key, version, field, (Incr::Float(incr), before));
+        if let Some(t) = l
+            .counted_text(key, Some(field), version)
+            .filter(|t| *t != text)
+        {
+            let e = l.entry(key).expect("written above");
+            hash_mut(&mut e.value).set(field, t.as_bytes(), lim);
+            text = t;
+        }
     }
+    ctx.out.bulk(text.as_bytes());
     ctx.notify(class::HASH, "hincrbyfloat", key);
     ctx.propagate(version, &[b"HSET", key, field, text.as_bytes()]);
     Ok(())

@@ -10,14 +10,14 @@
 //! Encodings follow Redis: SET/MSET/APPEND-on-new pick int/embstr/raw, INCR
 //! keeps `int`, INCRBYFLOAT stores an embstr, APPEND/SETRANGE make `raw`.
 
-pub(crate) mod longdouble;
+pub(crate) use crate::keyspace::longdouble;
 
 use super::keyspec::KeySpec;
 use std::sync::atomic::Ordering::Relaxed;
 
 use super::util::{arg_i64, eq_ic};
 use super::{flags::*, CmdError, CmdResult, Command, Ctx};
-use crate::keyspace::merge::Base;
+use crate::keyspace::merge::{Base, Incr};
 use crate::keyspace::{Entry, StrValue, Value};
 use crate::protocol::Args;
 
@@ -662,7 +662,7 @@ fn incr_decr(ctx: &mut Ctx, args: Args, by: i64) -> CmdResult {
         // increments on other nodes add up (keyspace/merge.rs).
         let noting = crate::keyspace::merge::fact::noting();
         let facts = ctx.active.as_mut().filter(|_| noting).map(|a| &mut a.facts);
-        l.count_increment(key, before, by.into(), version, facts);
+        l.count_increment(key, before, Incr::Int(by.into()), version, facts);
         ctx.mark_merged(key);
     }
     ctx.propagate(version, &argv);
@@ -675,23 +675,25 @@ fn incrbyfloat(ctx: &mut Ctx, args: Args) -> CmdResult {
     let key = args.get(1);
     let incr = longdouble::F80::parse(args.get(2)).ok_or(CmdError::NotFloat)?;
     let mut l = ctx.open(key);
-    let (cur, prev) = match l.get_str(key)? {
+    let (cur, prev, base) = match l.get_str(key)? {
         Some(e) => {
             let s = str_of(&e.value);
             let v = match s.as_int() {
                 Some(n) => Some(longdouble::F80::from_i64(n)),
                 None => s.with_bytes(longdouble::F80::parse),
             };
-            (v.ok_or(CmdError::NotFloat)?, Some(e.version))
+            let base = Base::of(Some(&e.value));
+            (v.ok_or(CmdError::NotFloat)?, Some(e.version), base)
         }
-        None => (longdouble::F80::ZERO, None),
+        None => (longdouble::F80::ZERO, None, Base::Absent),
     };
     let sum = cur.add(&incr);
     if !sum.is_finite() {
         return Err(CmdError::err("increment would produce NaN or Infinity"));
     }
-    let text = sum.format_human();
+    let mut text = sum.format_human();
     let val = StrValue::embedded(text.as_bytes());
+    let before = (prev.unwrap_or_else(|| l.absent_version(key)), base);
     let version = match prev {
         Some(p) => {
             let version = ctx.version_after(p);
@@ -705,6 +707,18 @@ fn incrbyfloat(ctx: &mut Ctx, args: Args) -> CmdResult {
             version
         }
     };
+    // A float counter (keyspace/merge/mod.rs): the key holds its sum. A
+    // float not printed as INCRBYFLOAT prints it ("1.50") is no base: the
+    // write is then a plain reset, as a SET.
+    if ctx.core.active && before.1 != Base::Other {
+        l.count_increment(key, before, Incr::Float(incr), version, None);
+        ctx.mark_merged(key);
+        if let Some(t) = l.counted_text(key, None, version).filter(|t| *t != text) {
+            let e = l.entry(key).expect("written above");
+            super::access::set_str_keep_ttl(e, StrValue::embedded(t.as_bytes()), version);
+            text = t;
+        }
+    }
     ctx.propagate(version, &[b"SET", key, text.as_bytes(), b"KEEPTTL"]);
     ctx.notify(super::events::class::STRING, "incrbyfloat", key);
     ctx.out.bulk(text.as_bytes());

@@ -24,6 +24,7 @@ pub mod hlc;
 pub mod hll;
 pub mod lazyfree;
 pub mod list;
+pub mod longdouble;
 pub mod merge;
 pub mod ordtable;
 pub mod packed;
@@ -465,6 +466,7 @@ impl Shard {
                 counted = true;
                 let now = merge::elements::item_of(value, m);
                 e.settle_counter(m, stamp, now.as_ref());
+                e.keep_written(m, now);
             }
         }
         // A key with a TTL travels by its state (its expiry merges with
@@ -490,7 +492,7 @@ impl Shard {
         key: &[u8],
         (prev, stamp): (u64, u64),
         (field_index, field): (u32, &[u8]),
-        (by, before): (i128, merge::Base),
+        (by, before): (merge::Incr, merge::Base),
         facts: &mut Vec<merge::fact::Fact>,
     ) -> bool {
         if !self.merge.contains_key(key) {

@@ -12,8 +12,10 @@
 //! - **Counters** (`c0`, `c1`: INCR, INCRBY, DECR, DECRBY): the value every
 //!   node ends with is the sum of the acknowledged increments. So too each
 //!   field of the hash `h2`, which only HINCRBY writes; `h1` mixes HINCRBY
-//!   with HSET, HDEL and DEL (field counters and their resets: checked by
-//!   `converged`).
+//!   with HSET, HDEL, DEL and HINCRBYFLOAT (field counters and their
+//!   resets: checked by `converged`). Float counters too: `f0` (only
+//!   INCRBYFLOAT) and the fields of `h3` (only HINCRBYFLOAT) end at the
+//!   sum of their increments, quarters, so that the sum is exact.
 //! - **TTLs**: `s1` also takes EXPIRE (far in the future) and PERSIST, its
 //!   TTL a register of its own (checked by `converged`).
 //! - **Elements** (sets `s0`, `s1`; hash `h0`; sorted set `z0`: adds,
@@ -56,11 +58,12 @@ pub fn draw(rng: &mut StdRng) -> Vec<Vec<u8>> {
     let words: Vec<String> = match rng.gen_range(0..100) {
         0..=29 => {
             let key = format!("c{}", rng.gen_range(0..2));
-            match rng.gen_range(0..4) {
+            match rng.gen_range(0..5) {
                 0 => vec!["INCR".into(), key],
                 1 => vec!["DECR".into(), key],
                 2 => vec!["INCRBY".into(), key, rng.gen_range(-9..=9).to_string()],
-                _ => vec!["DECRBY".into(), key, rng.gen_range(-9..=9).to_string()],
+                3 => vec!["DECRBY".into(), key, rng.gen_range(-9..=9).to_string()],
+                _ => vec!["INCRBYFLOAT".into(), "f0".into(), quarter(rng)],
             }
         }
         30..=54 => {
@@ -78,12 +81,24 @@ pub fn draw(rng: &mut StdRng) -> Vec<Vec<u8>> {
         }
         55..=64 => {
             let by = rng.gen_range(-9..=9).to_string();
-            match rng.gen_range(0..10) {
+            match rng.gen_range(0..12) {
                 0..=3 => vec!["HINCRBY".into(), "h2".into(), member(rng), by],
                 4..=6 => vec!["HINCRBY".into(), "h1".into(), member(rng), by],
                 7 => vec!["HSET".into(), "h1".into(), member(rng), by],
                 8 => vec!["HDEL".into(), "h1".into(), member(rng)],
-                _ => vec!["DEL".into(), "h1".into()],
+                9 => vec!["DEL".into(), "h1".into()],
+                10 => vec![
+                    "HINCRBYFLOAT".into(),
+                    "h3".into(),
+                    member(rng),
+                    quarter(rng),
+                ],
+                _ => vec![
+                    "HINCRBYFLOAT".into(),
+                    "h1".into(),
+                    member(rng),
+                    quarter(rng),
+                ],
             }
         }
         65..=79 => match rng.gen_range(0..10) {
@@ -118,6 +133,12 @@ pub fn draw(rng: &mut StdRng) -> Vec<Vec<u8>> {
         },
     };
     words.into_iter().map(String::into_bytes).collect()
+}
+
+/// A float increment whose sums stay exact in binary (quarters), so that
+/// the expected value of a float counter is known to the digit.
+fn quarter(rng: &mut StdRng) -> String {
+    (f64::from(rng.gen_range(-12..=12)) / 4.0).to_string()
 }
 
 /// A collection's members as its node's merge state sees them now: each
@@ -179,6 +200,10 @@ pub struct Log {
     sums: BTreeMap<Vec<u8>, i128>,
     /// The same per field of `h2` (only HINCRBY writes it).
     field_sums: BTreeMap<Vec<u8>, i128>,
+    /// Float counters: `f0` (INCRBYFLOAT) and each field of `h3`
+    /// (HINCRBYFLOAT), by (key, field); exact, as the increments are
+    /// quarters.
+    float_sums: BTreeMap<(Vec<u8>, Vec<u8>), f64>,
     /// Per collection key: every dot a command added, with its member and
     /// value, and every dot a command removed.
     added: BTreeMap<Vec<u8>, Vec<Added>>,
@@ -212,6 +237,22 @@ impl Log {
         if let Some(by) = by {
             *self.sums.entry(key).or_default() += by;
             return;
+        }
+        let float = |i: usize| -> f64 {
+            let s = std::str::from_utf8(&line[i]).expect("a drawn float");
+            s.parse().expect("a drawn float")
+        };
+        match (line[0].as_slice(), key.as_slice()) {
+            (b"INCRBYFLOAT", _) => {
+                *self.float_sums.entry((key, vec![])).or_default() += float(2);
+                return;
+            }
+            (b"HINCRBYFLOAT", b"h3") => {
+                let field = line[2].clone();
+                *self.float_sums.entry((key, field)).or_default() += float(3);
+                return;
+            }
+            _ => {}
         }
         if key == b"h2" {
             *self.field_sums.entry(line[2].clone()).or_default() += delta(3);
@@ -273,6 +314,21 @@ pub fn check(w: &World, log: &Log) -> Result<(), String> {
             if held.as_deref() != Some(sum.to_string().as_bytes()) {
                 return Err(format!(
                     "h2.{}: node {i} holds {:?}, the acknowledged HINCRBYs sum to {sum}",
+                    String::from_utf8_lossy(field),
+                    held.map(|h| String::from_utf8_lossy(&h).into_owned())
+                ));
+            }
+        }
+        for ((key, field), sum) in &log.float_sums {
+            let held = match field.is_empty() {
+                true => string_value(&n.srv, key),
+                false => field_value(&n.srv, key, field),
+            };
+            if held.as_deref() != Some(sum.to_string().as_bytes()) {
+                return Err(format!(
+                    "{}{}{}: node {i} holds {:?}, the acknowledged float increments sum to {sum}",
+                    show_key(&(DB, key.clone())),
+                    if field.is_empty() { "" } else { "." },
                     String::from_utf8_lossy(field),
                     held.map(|h| String::from_utf8_lossy(&h).into_owned())
                 ));

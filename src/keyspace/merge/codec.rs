@@ -2,6 +2,8 @@
 //! `lattice-merge` aux field): varints, length-prefixed bytes, and a
 //! cursor that refuses truncated or oversized input.
 
+use crate::keyspace::longdouble::F80;
+
 pub fn put_varint(out: &mut Vec<u8>, mut v: u64) {
     while v >= 0x80 {
         out.push(v as u8 | 0x80);
@@ -17,6 +19,30 @@ pub fn put_bytes(out: &mut Vec<u8>, b: &[u8]) {
 
 /// Reads a merge state.
 pub struct Cursor<'a>(pub &'a [u8]);
+
+/// A long double, exactly: `0 neg m e` for a finite one (m u64, e i32,
+/// little-endian), `1 neg` an infinity, `2` NaN.
+pub fn put_f80(out: &mut Vec<u8>, f: F80) {
+    match f {
+        F80::Fin { neg, m, e } => {
+            out.extend_from_slice(&[0, neg as u8]);
+            out.extend_from_slice(&m.to_le_bytes());
+            out.extend_from_slice(&e.to_le_bytes());
+        }
+        F80::Inf(neg) => out.extend_from_slice(&[1, neg as u8]),
+        F80::NaN => out.push(2),
+    }
+}
+
+/// A total order of long doubles by their coding (a tie-break, not a
+/// numeric order).
+pub fn f80_key(f: F80) -> (u8, bool, u64, i32) {
+    match f {
+        F80::Fin { neg, m, e } => (0, neg, m, e),
+        F80::Inf(neg) => (1, neg, 0, 0),
+        F80::NaN => (2, false, 0, 0),
+    }
+}
 
 fn truncated() -> String {
     "truncated merge metadata".into()
@@ -70,6 +96,20 @@ impl<'a> Cursor<'a> {
 
     pub fn i128_le(&mut self) -> Result<i128, String> {
         Ok(i128::from_le_bytes(self.take(16)?.try_into().expect("16")))
+    }
+
+    pub fn f80(&mut self) -> Result<F80, String> {
+        Ok(match self.byte()? {
+            0 => {
+                let neg = self.byte()? != 0;
+                let m = self.u64_le()?;
+                let e = i32::from_le_bytes(self.take(4)?.try_into().expect("4 bytes"));
+                F80::Fin { neg, m, e }
+            }
+            1 => F80::Inf(self.byte()? != 0),
+            2 => F80::NaN,
+            _ => return Err("bad float in merge metadata".into()),
+        })
     }
 
     pub fn end(&self) -> Result<(), String> {

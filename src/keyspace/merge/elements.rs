@@ -37,13 +37,18 @@
 //! set's; its value, where the counter gives an integer, the counter's.
 //! A counter is current while its version is not older than the field's
 //! newest dot (an increment gives both its stamp); a write that set the
-//! field otherwise (a newer dot) reads as a reset at that dot.
+//! field otherwise (a newer dot) reads as a reset at that dot. A counted
+//! field's dots all carry the value their write wrote (not only the older
+//! ones): the key holds the counter's value, which differs between nodes
+//! until they have seen the same increments, so a dot's value read from
+//! the key would differ too. Where the winning reset wrote no number, the
+//! field reads what that reset's dot wrote (or the newest dot's).
 
 use hashbrown::HashMap;
 
 use super::context::{fingerprint, Context};
 use super::ttl::Ttl;
-use super::{Base, Counter, Merged};
+use super::{Base, Counter, Incr, Merged};
 use crate::keyspace::Value;
 
 /// One add of a member: its stamp, a fingerprint of the value it set (a
@@ -92,7 +97,7 @@ impl Item {
     pub fn base(item: Option<&Item>) -> Base {
         match item {
             None => Base::Absent,
-            Some(Item::Field(v)) => super::parse_i128(v).map_or(Base::Other, Base::Int),
+            Some(Item::Field(v)) => Base::of_bytes(v),
             Some(_) => Base::Other,
         }
     }
@@ -179,10 +184,11 @@ impl Elements {
                 Some(ds) if ds.last().is_some_and(|d| d.fp == fp) && !touched(&m) => ds.clone(),
                 _ => {
                     e.settle_counter(&m, version, Some(&item));
+                    let written = e.counters.contains_key(&m[..]).then(|| item.clone());
                     vec![Dot {
                         stamp: version,
                         fp,
-                        value: None,
+                        value: written,
                     }]
                 }
             };
@@ -218,7 +224,7 @@ impl Elements {
     /// grows by the increment, counting from the field's last other write
     /// (its newest dot) where it had no counter or one older than that.
     /// The member's dot follows from `note_write`, as for any write.
-    pub fn count_field(&mut self, m: &[u8], stamp: u64, by: i128, before: Base) {
+    pub fn count_field(&mut self, m: &[u8], stamp: u64, by: Incr, before: Base) {
         let newest = self.newest(m).map(|d| d.stamp);
         let mut c = match (self.counters.get(m), newest) {
             (Some(c), Some(d)) if c.version < d => Counter::current(Some(c), d, before),
@@ -228,6 +234,16 @@ impl Elements {
         };
         c.add(super::super::hlc::stamp_node(stamp), by, stamp);
         self.counters.insert(m.into(), c);
+    }
+
+    /// Origin: the newest dot of counted field `m`, just written, keeps
+    /// the value written (`now`; see the module comment: a counted field's
+    /// dots carry what their writes wrote, as the key holds the counter's
+    /// value instead).
+    pub fn keep_written(&mut self, m: &[u8], now: Option<Item>) {
+        if let Some(d) = self.dots.get_mut(m).and_then(|ds| ds.last_mut()) {
+            d.value = now;
+        }
     }
 
     /// The counter of field `m` as one side of a join holds it (`dots`:
@@ -294,14 +310,7 @@ impl Elements {
             );
             let counted =
                 self.join_counters(m, (ours, local_value), remote, (theirs, remote_value));
-            // A counted field present (an add its removal did not see) that
-            // its counter reads as removed counts from 0: the value follows
-            // from the counter alone, the same on every node.
-            let counted_value = counted.as_ref().and_then(|c| match c.value() {
-                Merged::Int(n) => Some(n),
-                Merged::Absent => Some(0),
-                Merged::Other => None,
-            });
+            let counted_item = counted.as_ref().and_then(|c| counted_item(c, &kept));
             let has_counter = counted.is_some();
             if let Some(c) = counted {
                 out.counters.insert(m.clone(), c);
@@ -310,21 +319,23 @@ impl Elements {
                 (Some(_), None) => changes.push(Change::Remove(m.to_vec())),
                 (None, None) => {}
                 (was, Some(now)) => {
-                    let counted = counted_value.map(|n| Item::Field(n.to_string().into_bytes()));
-                    let fp = counted.as_ref().map_or(now.fp, Item::fingerprint);
+                    let fp = counted_item.as_ref().map_or(now.fp, Item::fingerprint);
                     if was.is_none_or(|w| w.fp != fp) {
-                        let item = (counted.or_else(|| now.value.clone()))
+                        let item = (counted_item.or_else(|| now.value.clone()))
                             .or_else(|| item_of(remote_value, m));
                         changes.push(Change::Put(m.to_vec(), item.unwrap_or(Item::Member)));
                     }
-                    let mut kept = settle_values(kept);
+                    let mut kept = match has_counter {
+                        // A counted field's dots keep what their writes
+                        // wrote (the key holds the counter's value, which
+                        // differs between nodes until they converge); only
+                        // the newest's print is the key's.
+                        true => kept,
+                        false => settle_values(kept),
+                    };
                     if has_counter {
-                        // A counted field's value is its counter's: an older
-                        // dot's would be what its side's key read while it
-                        // was the newest there, which differs between nodes
-                        // by the increments each had seen.
                         for d in kept.iter_mut() {
-                            (d.fp, d.value) = (0, None);
+                            d.fp = 0;
                         }
                     }
                     kept.last_mut().expect("kept a dot").fp = fp;
@@ -386,9 +397,16 @@ fn join_dots(
     };
     let mut kept: Dots = Vec::with_capacity(ours.len().max(theirs.len()));
     for d in ours {
-        let both = theirs.iter().any(|t| t.stamp == d.stamp);
-        if both || !their_cc.covers(d.stamp) {
-            kept.push(with_value(d, ours, our_value));
+        let both = theirs.iter().find(|t| t.stamp == d.stamp);
+        if both.is_some() || !their_cc.covers(d.stamp) {
+            let k = with_value(d, ours, our_value);
+            let k = match both {
+                // The side that kept the dot's value (a counted field's
+                // non-integer reset) gives it: it was written once.
+                Some(t) if k.value.is_none() => with_value(t, theirs, their_value),
+                _ => k,
+            };
+            kept.push(k);
         }
     }
     for d in theirs {
@@ -411,6 +429,23 @@ fn settle_values(mut dots: Dots) -> Dots {
         }
     }
     dots
+}
+
+/// The value of a counted field whose counter is `c` and kept dots
+/// `kept` (values set): the counter's number; 0 where the counter reads
+/// removed but an add its removal did not see keeps the field; where the
+/// last reset wrote no number, what that reset's dot wrote, or the newest
+/// dot's where it is gone. The same on every node, as the counter and the
+/// dots (which carry what their writes wrote) are.
+fn counted_item(c: &Counter, kept: &[Dot]) -> Option<Item> {
+    match c.value() {
+        Merged::Int(n) => Some(Item::Field(n.to_string().into_bytes())),
+        Merged::Float(f) => Some(Item::Field(f.format_human().into_bytes())),
+        Merged::Absent => Some(Item::Field(b"0".to_vec())),
+        Merged::Other => (kept.iter().find(|d| d.stamp == c.reset))
+            .or(kept.last())
+            .and_then(|d| d.value.clone()),
+    }
 }
 
 // ---- Encoding --------------------------------------------------------------
@@ -684,7 +719,7 @@ mod tests {
     /// follows as the write's (what `Shard::count_field` runs).
     fn hincrby(e: &Elements, f: &str, stamp: u64, by: i128, before: i128, now: &Value) -> Elements {
         let mut e = e.clone();
-        e.count_field(f.as_bytes(), stamp, by, Base::Int(before));
+        e.count_field(f.as_bytes(), stamp, Incr::Int(by), Base::Int(before));
         e.touched.push(f.as_bytes().into());
         Elements::current(Some(&e), stamp, Some(now))
     }
@@ -739,6 +774,35 @@ mod tests {
         let d = Elements::current(Some(&common), st(20, 1), Some(&vd));
         assert_eq!(field(&d.join(Some(&vd), &b, Some(&vb))), put("f", "5"));
         assert_eq!(field(&b.join(Some(&vb), &d, Some(&vd))), put("f", "5"));
+    }
+
+    /// A counted field: A's HSET of a non-integer is a reset that no
+    /// concurrent HINCRBY adds to (B's), so both read what A wrote, and a
+    /// later HDEL that saw only B's dot leaves the same state on each.
+    #[test]
+    fn a_non_integer_reset_of_a_counted_field_reads_the_same_everywhere() {
+        let v0 = hash(&[("f", "1")]);
+        let base = Elements::current(None, st(10, 1), Some(&v0));
+        let v1 = hash(&[("f", "2")]);
+        let common = hincrby(&base, "f", st(12, 3), 1, 1, &v1);
+        let va = hash(&[("f", "abc")]);
+        let a = Elements::current(Some(&common), st(20, 1), Some(&va));
+        let vb = hash(&[("f", "7")]);
+        let b = hincrby(&common, "f", st(21, 2), 5, 2, &vb);
+        let ab = a.join(Some(&va), &b, Some(&vb));
+        let ba = b.join(Some(&vb), &a, Some(&va));
+        assert_eq!(field(&ab), vec![]); // A holds it already
+        assert_eq!(field(&ba), put("f", "abc"));
+        assert!(ab.0.same_content(&ba.0));
+        // D saw B's increment only, then deleted the field.
+        let vd = hash(&[]);
+        let d = Elements::current(Some(&b), st(22, 4), Some(&vd));
+        let vab = hash(&[("f", "abc")]);
+        let (x, _) = ab.0.join(Some(&vab), &d, Some(&vd));
+        let (y, dy) = d.join(Some(&vd), &ab.0, Some(&vab));
+        assert!(x.same_content(&y), "{x:?}\n{y:?}");
+        assert_eq!(x.dots[&b"f"[..]].len(), 1); // A's add survives D's HDEL
+        assert_eq!(field(&(y, dy)), put("f", "0")); // DECISIONS 78's known wart
     }
 
     /// Counters and TTL dots survive the encoding.

@@ -120,7 +120,7 @@ impl Counter {
             return Err(NotApplied::Gap);
         }
         let version = self.version;
-        self.add(stamp_node(stamp), by, stamp);
+        self.add(stamp_node(stamp), super::Incr::Int(by), stamp);
         self.version = version.max(stamp);
         Ok(())
     }
@@ -440,9 +440,9 @@ mod tests {
         let (mut a, mut b) = (c0.clone(), c0.clone());
         let (sa, sb) = (st(20, 1), st(21, 2));
         let (pa, ra) = a.fact_base(sa).unwrap();
-        a.add(1, 1, sa);
+        a.add(1, crate::keyspace::merge::Incr::Int(1), sa);
         let (pb, rb) = b.fact_base(sb).unwrap();
-        b.add(2, 3, sb);
+        b.add(2, crate::keyspace::merge::Incr::Int(3), sb);
         let fa = [(PREV | (1 << SHIFT), pa), (RESET | (1 << SHIFT), ra)];
         let fb = [(PREV | (1 << SHIFT), pb), (RESET | (1 << SHIFT), rb)];
         b.apply_increment(sa, 1, &fa).unwrap();

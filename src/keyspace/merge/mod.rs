@@ -1,9 +1,10 @@
 //! Merge metadata (issue 13, docs/MERGE.md): what a key keeps beside its
 //! value so that concurrent writes on different nodes merge instead of the
-//! last writer winning. Built so far: counters.
+//! last writer winning: counters here, collections in `elements.rs`, lists
+//! in `lists.rs`.
 //!
-//! A **counter** is a string key that INCR, INCRBY, DECR or DECRBY wrote
-//! under active replication. Its [`Counter`] keeps each node's contribution
+//! A **counter** is a string key that INCR, INCRBY, DECR, DECRBY or
+//! INCRBYFLOAT wrote under active replication. Its [`Counter`] keeps each node's contribution
 //! apart: a *part* per node slot, the running total of that node's
 //! increments, stamped by its last one (only that node writes its part, and
 //! its stamps order its own versions, so a part joins by its stamp: a
@@ -31,6 +32,18 @@
 //! commands that do not merge need no hook at all. Every change of the parts
 //! goes through [`Counter::current`] first, which keeps that exact.
 //!
+//! **Float counters.** INCRBYFLOAT (and HINCRBYFLOAT on a field counter,
+//! `elements.rs`) adds to its node's part too, into `Part::float`, a sum
+//! kept apart from the integer `total` and computed as Redis computes
+//! INCRBYFLOAT, in 80-bit long double (`keyspace/longdouble.rs`); a reset
+//! to a float sets a `Base::Float`. Where a float part grew since the
+//! reset (or the base is a float) the value is a float: the base, plus the
+//! integer growth, plus each part's float growth in slot order, so every
+//! node adds the same numbers in the same order and prints the same text.
+//! The origin writes that printed sum as the key's value (not its own
+//! `cur + incr`, which may differ in the last digit), so its value agrees
+//! with its counter and never reads as a reset (DECISIONS 79).
+//!
 //! The counters live in a side map per shard (`Shard::merge`), allocated only
 //! once a key becomes a counter under active replication; a deleted
 //! counter's entry stays with its tombstone (its parts are what the DEL
@@ -47,6 +60,7 @@ use codec::{put_varint, Cursor};
 pub use elements::Elements;
 pub use lists::Lists;
 
+use crate::keyspace::longdouble::F80;
 use crate::keyspace::{StrValue, Value};
 
 /// A key's merge state: how it merges.
@@ -175,6 +189,10 @@ pub struct Part {
     pub slot: u64,
     /// The sum of its increments (decrements subtract).
     pub total: i128,
+    /// The sum of its float increments (INCRBYFLOAT, HINCRBYFLOAT), in
+    /// Redis's long double, apart from the integer ones so that those stay
+    /// exact (section "Float counters" of the module comment).
+    pub float: F80,
     /// The stamp of its last increment.
     pub stamp: u64,
 }
@@ -185,7 +203,9 @@ pub enum Base {
     /// Deleted (or never written): increments count from 0.
     Absent,
     Int(i128),
-    /// Not an integer (a string, a list...): increments not seen by the
+    /// A finite number that is not an integer ("1.5", "1e3").
+    Float(F80),
+    /// Not a number (a string, a list...): increments not seen by the
     /// reset are not added to it; the key keeps the value it was reset to.
     Other,
 }
@@ -195,13 +215,34 @@ impl Base {
     pub fn of(value: Option<&Value>) -> Base {
         match value {
             None => Base::Absent,
-            Some(Value::Str(s)) => s.as_int().map(i128::from).map_or_else(
-                || s.with_bytes(parse_i128).map_or(Base::Other, Base::Int),
-                Base::Int,
-            ),
+            Some(Value::Str(s)) => s
+                .as_int()
+                .map(i128::from)
+                .map_or_else(|| s.with_bytes(Base::of_bytes), Base::Int),
             Some(_) => Base::Other,
         }
     }
+
+    /// The base a string (or a hash field's value) gives: an integer as
+    /// Redis's string2ll reads one, else a float written as INCRBYFLOAT
+    /// prints one ("1.5", not "1.50" nor "15e-1": a merged sum is printed,
+    /// and must read as the bytes the key holds everywhere).
+    pub fn of_bytes(b: &[u8]) -> Base {
+        match parse_i128(b) {
+            Some(n) => Base::Int(n),
+            None => match F80::parse(b).filter(F80::is_finite) {
+                Some(f) if f.format_human().as_bytes() == b => Base::Float(f),
+                _ => Base::Other,
+            },
+        }
+    }
+}
+
+/// What one increment adds: INCRBY's integer or INCRBYFLOAT's float.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Incr {
+    Int(i128),
+    Float(F80),
 }
 
 /// The strict decimal form Redis's string2ll accepts, widened to i128 (a
@@ -217,7 +258,9 @@ fn parse_i128(b: &[u8]) -> Option<i128> {
 pub enum Merged {
     Absent,
     Int(i128),
-    /// The value the winning reset left (not an integer).
+    /// A float counter's sum (see "Float counters").
+    Float(F80),
+    /// The value the winning reset left (not a number).
     Other,
 }
 
@@ -227,6 +270,7 @@ impl Merged {
         match self {
             Merged::Absent => "=absent".into(),
             Merged::Int(n) => format!("={n}"),
+            Merged::Float(f) => format!("={}", f.format_human()),
             Merged::Other => "=other".into(),
         }
     }
@@ -272,37 +316,48 @@ impl Counter {
 
     /// Whether the key's value is still the one this counter computes (a
     /// write inside the same MULTI/EXEC shares the increment's stamp).
+    /// The key's value is the one a float counter computes where it
+    /// prints the same (the origin writes the sum's text, and a float
+    /// read back from its text prints as it did).
     fn agrees_with(&self, base: Base) -> bool {
         match (self.value(), base) {
             (Merged::Int(n), Base::Int(v)) => n == v,
+            (Merged::Float(x), Base::Float(y)) => x.format_human() == y.format_human(),
+            (Merged::Float(x), Base::Int(v)) => x.format_human() == v.to_string(),
             (Merged::Absent, Base::Absent) | (Merged::Other, Base::Other) => true,
             _ => false,
         }
     }
 
     /// Adds `by` to `slot`'s part, as a write stamped `stamp`.
-    pub fn add(&mut self, slot: u64, by: i128, stamp: u64) {
-        match self.parts.binary_search_by_key(&slot, |p| p.slot) {
-            Ok(i) => {
-                self.parts[i].total += by;
-                self.parts[i].stamp = stamp;
-            }
-            Err(i) => self.parts.insert(
-                i,
-                Part {
+    pub fn add(&mut self, slot: u64, by: Incr, stamp: u64) {
+        let i = match self.parts.binary_search_by_key(&slot, |p| p.slot) {
+            Ok(i) => i,
+            Err(i) => {
+                let part = Part {
                     slot,
-                    total: by,
+                    total: 0,
+                    float: F80::ZERO,
                     stamp,
-                },
-            ),
+                };
+                self.parts.insert(i, part);
+                i
+            }
+        };
+        let p = &mut self.parts[i];
+        match by {
+            Incr::Int(n) => p.total += n,
+            Incr::Float(f) => p.float = p.float.add(&f),
         }
+        p.stamp = stamp;
         self.version = stamp;
     }
 
-    /// The sum of the parts' growth since the reset observed them, and
-    /// whether any part grew at all.
-    fn growth(&self) -> (i128, bool) {
-        let mut sum = 0i128;
+    /// The parts' growth since the reset observed them: the integer sum,
+    /// the float sum (in slot order, so the same everywhere) if any float
+    /// part grew, and whether any part grew at all.
+    fn growth(&self) -> (i128, Option<F80>, bool) {
+        let (mut sum, mut float) = (0i128, None::<F80>);
         let mut grew = false;
         for p in &self.parts {
             let seen = self.observed.iter().find(|o| o.slot == p.slot);
@@ -311,15 +366,27 @@ impl Counter {
                 _ => grew = true,
             }
             sum += p.total - seen.map_or(0, |o| o.total);
+            let seen_float = seen.map_or(F80::ZERO, |o| o.float);
+            if p.float != seen_float {
+                let by = p.float.add(&seen_float.neg());
+                float = Some(float.unwrap_or(F80::ZERO).add(&by));
+            }
         }
-        (sum, grew)
+        (sum, float, grew)
     }
 
     /// The value the key has.
     pub fn value(&self) -> Merged {
-        let (growth, grew) = self.growth();
+        let (growth, float, grew) = self.growth();
+        let as_float = |base: F80| {
+            let sum = base.add(&F80::from_i128(growth));
+            Merged::Float(sum.add(&float.unwrap_or(F80::ZERO)))
+        };
         match self.base {
             Base::Other => Merged::Other,
+            Base::Float(b) => as_float(b),
+            Base::Int(b) if float.is_some() => as_float(F80::from_i128(b)),
+            Base::Absent if float.is_some() => as_float(F80::ZERO),
             Base::Int(b) => Merged::Int(b + growth),
             Base::Absent if grew => Merged::Int(growth),
             Base::Absent => Merged::Absent,
@@ -374,11 +441,12 @@ impl Counter {
 }
 
 impl Base {
-    fn rank(self) -> (u8, i128) {
+    fn rank(self) -> (u8, i128, String) {
         match self {
-            Base::Absent => (0, 0),
-            Base::Int(n) => (1, n),
-            Base::Other => (2, 0),
+            Base::Absent => (0, 0, String::new()),
+            Base::Int(n) => (1, n, String::new()),
+            Base::Float(f) => (2, 0, f.format_human()),
+            Base::Other => (3, 0, String::new()),
         }
     }
 
@@ -401,7 +469,9 @@ fn join_parts(a: &[Part], b: &[Part]) -> Vec<Part> {
             (Some(x), Some(y)) if x.slot == y.slot => {
                 i += 1;
                 j += 1;
-                if (y.stamp, y.total) > (x.stamp, x.total) {
+                if (y.stamp, y.total, codec::f80_key(y.float))
+                    > (x.stamp, x.total, codec::f80_key(x.float))
+                {
                     *y
                 } else {
                     *x
@@ -454,7 +524,12 @@ fn parts_of(c: &mut Cursor) -> Result<Vec<Part>, String> {
         let slot = c.varint()?;
         let total = c.i128_le()?;
         let stamp = c.varint()?;
-        parts.push(Part { slot, total, stamp });
+        parts.push(Part {
+            slot,
+            total,
+            float: F80::ZERO,
+            stamp,
+        });
     }
     if parts.windows(2).any(|w| w[0].slot >= w[1].slot) {
         return Err("merge metadata parts out of order".into());
@@ -475,9 +550,22 @@ impl Counter {
                 out.extend_from_slice(&n.to_le_bytes());
             }
             Base::Other => out.push(2),
+            Base::Float(f) => {
+                out.push(3);
+                codec::put_f80(out, f);
+            }
         }
         put_parts(out, &self.observed);
         put_parts(out, &self.parts);
+        // Float parts, only where there are any: `'f'` and each list's
+        // floats in its order (an integer counter's coding is unchanged).
+        let floats = |ps: &[Part]| ps.iter().any(|p| p.float != F80::ZERO);
+        if floats(&self.observed) || floats(&self.parts) {
+            out.push(b'f');
+            for p in self.observed.iter().chain(&self.parts) {
+                codec::put_f80(out, p.float);
+            }
+        }
     }
 
     pub fn decode(b: &[u8]) -> Result<Counter, String> {
@@ -491,10 +579,19 @@ impl Counter {
             0 => Base::Absent,
             1 => Base::Int(c.i128_le()?),
             2 => Base::Other,
+            3 => Base::Float(c.f80()?),
             _ => return Err("bad base in merge metadata".into()),
         };
-        let observed = parts_of(&mut c)?;
-        let parts = parts_of(&mut c)?;
+        let mut observed = parts_of(&mut c)?;
+        let mut parts = parts_of(&mut c)?;
+        if c.end().is_err() {
+            if c.byte()? != b'f' {
+                return Err("bad merge metadata trailer".into());
+            }
+            for p in observed.iter_mut().chain(parts.iter_mut()) {
+                p.float = c.f80()?;
+            }
+        }
         c.end()?;
         Ok(Counter {
             version,
@@ -510,13 +607,17 @@ impl Counter {
         let node = crate::keyspace::hlc::stamp_node;
         let parts = |ps: &[Part]| {
             ps.iter()
-                .map(|p| format!("{}:{}@{}", p.slot, p.total, p.stamp))
+                .map(|p| match p.float {
+                    F80::ZERO => format!("{}:{}@{}", p.slot, p.total, p.stamp),
+                    f => format!("{}:{}+{}@{}", p.slot, p.total, f.format_human(), p.stamp),
+                })
                 .collect::<Vec<_>>()
                 .join(",")
         };
         let base = match self.base {
             Base::Absent => "absent".to_string(),
             Base::Int(n) => n.to_string(),
+            Base::Float(f) => f.format_human(),
             Base::Other => "other".to_string(),
         };
         vec![
@@ -543,9 +644,9 @@ mod tests {
     fn concurrent_increments_add_up() {
         let mut a = at(10, Base::Int(1));
         let mut b = a.clone();
-        a.add(1, 1, 21);
+        a.add(1, Incr::Int(1), 21);
         for s in [22, 32, 42] {
-            b.add(2, 1, s);
+            b.add(2, Incr::Int(1), s);
         }
         let (ab, ba) = (a.join(&b), b.join(&a));
         assert_eq!(ab, ba);
@@ -559,7 +660,7 @@ mod tests {
         let start = at(10, Base::Int(10));
         let a = Counter::current(Some(&start), 30, Base::Int(0));
         let mut b = start.clone();
-        b.add(2, 1, 21);
+        b.add(2, Incr::Int(1), 21);
         assert_eq!(a.join(&b).value(), Merged::Int(1));
         assert_eq!(b.join(&a).value(), Merged::Int(1));
         // One the reset had seen does not.
@@ -572,20 +673,64 @@ mod tests {
     #[test]
     fn a_delete_removes_what_it_saw() {
         let mut c = at(10, Base::Absent);
-        c.add(1, 5, 11);
+        c.add(1, Incr::Int(5), 11);
         let del = Counter::current(Some(&c), 20, Base::Absent);
         assert_eq!(del.value(), Merged::Absent);
         let mut other = c.clone();
-        other.add(2, 2, 15);
+        other.add(2, Incr::Int(2), 15);
         assert_eq!(del.join(&other).value(), Merged::Int(2));
+    }
+
+    fn f(s: &str) -> F80 {
+        F80::parse(s.as_bytes()).unwrap()
+    }
+
+    /// k=10.5; A: INCRBYFLOAT 0.1, B: INCRBYFLOAT 0.2 and INCRBY 1 -> 11.8
+    /// both ways; A's SET 2.5 then keeps B's growth: 3.7 + A's nothing.
+    #[test]
+    fn float_increments_add_up_and_print_as_redis() {
+        let start = at(10, Base::Float(f("10.5")));
+        let (mut a, mut b) = (start.clone(), start.clone());
+        a.add(1, Incr::Float(f("0.1")), 21);
+        b.add(2, Incr::Float(f("0.2")), 22);
+        b.add(2, Incr::Int(1), 23);
+        let (ab, ba) = (a.join(&b), b.join(&a));
+        assert_eq!(ab, ba);
+        assert_eq!(number(ab.value()), "11.8");
+        let reset = Counter::current(Some(&a), 30, Base::Float(f("2.5")));
+        assert_eq!(number(reset.join(&b).value()), "3.7");
+        // An integer counter stays one until a float grows it.
+        let mut c = at(10, Base::Int(1));
+        c.add(1, Incr::Int(2), 11);
+        assert_eq!(c.value(), Merged::Int(3));
+        c.add(1, Incr::Float(f("0.5")), 12);
+        assert_eq!(number(c.value()), "3.5");
+        // The key's text agrees with the sum: no reset is read there.
+        let text = number(c.value());
+        assert!(c.agrees_with(Base::of_bytes(text.as_bytes())));
+    }
+
+    fn number(v: Merged) -> String {
+        match v {
+            Merged::Float(x) => x.format_human(),
+            Merged::Int(n) => n.to_string(),
+            other => panic!("not a number: {other:?}"),
+        }
     }
 
     #[test]
     fn encoding_round_trips() {
         let mut c = at(10, Base::Int(-3));
-        c.add(7, i128::from(i64::MAX) * 4, 11);
+        c.add(7, Incr::Int(i128::from(i64::MAX) * 4), 11);
         c = Counter::current(Some(&c), 12, Base::Other);
-        c.add(3, -2, 13);
+        c.add(3, Incr::Int(-2), 13);
+        let mut out = Vec::new();
+        c.encode(&mut out);
+        assert_eq!(Counter::decode(&out).unwrap(), c);
+        assert!(Counter::decode(&out[..out.len() - 1]).is_err());
+        // With float parts and a float base.
+        c.add(3, Incr::Float(F80::parse(b"-0.25").unwrap()), 14);
+        c = Counter::current(Some(&c), 15, Base::Float(F80::parse(b"1000.5").unwrap()));
         let mut out = Vec::new();
         c.encode(&mut out);
         assert_eq!(Counter::decode(&out).unwrap(), c);
@@ -602,5 +747,10 @@ mod tests {
             Base::Int(99999999999999999999)
         );
         assert_eq!(Base::of(None), Base::Absent);
+        // Floats as INCRBYFLOAT prints them, only.
+        assert!(matches!(Base::of(Some(&s(b"1.5"))), Base::Float(_)));
+        for other in [&b"1.50"[..], b"15e-1", b"inf", b"1.5\0", b" 1.5", b"x"] {
+            assert_eq!(Base::of(Some(&s(other))), Base::Other);
+        }
     }
 }

@@ -157,8 +157,8 @@ impl Link {
         g.set_merge_meta(key, Meta::Counter(c));
         drop(g);
         match after {
-            Merged::Int(n) if after != before => {
-                let n = n.to_string();
+            Merged::Int(_) | Merged::Float(_) if after != before => {
+                let n = super::merging::number_text(after);
                 let argv: [&[u8]; 4] = [b"SET", key, n.as_bytes(), b"KEEPTTL"];
                 self.replay(db, version, &argv);
             }

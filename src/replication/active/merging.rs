@@ -243,8 +243,8 @@ impl Link {
         joined.version = version;
         let at = winning_expiry(&mine, remote, &joined, (local.at, at));
         match joined.value() {
-            Merged::Int(n) if mine.value() != Merged::Int(n) || local.at != at => {
-                let (n, at) = (n.to_string(), at.to_string());
+            v @ (Merged::Int(_) | Merged::Float(_)) if mine.value() != v || local.at != at => {
+                let (n, at) = (number_text(v), at.to_string());
                 let mut argv: Vec<&[u8]> = vec![b"SET", key, n.as_bytes()];
                 if at != "0" {
                     argv.extend([&b"PXAT"[..], at.as_bytes()]);
@@ -256,7 +256,7 @@ impl Link {
                 // The peer's reset won: its value.
                 self.restore_at(db, key, (at, payload), version);
             }
-            // The key's value stays (the same integer, absent, or our
+            // The key's value stays (the same number, absent, or our
             // reset's value): only its version moves.
             _ => self.raise_version(db, key, version),
         }
@@ -612,4 +612,14 @@ pub(super) fn put_words(kind: Kind, puts: &[&Change]) -> (&'static [u8], Vec<Vec
         _ => b"SADD",
     };
     (name, words)
+}
+
+/// A counter's number as the key's string (Redis's INCR / INCRBYFLOAT
+/// text); "" for what is no number.
+pub(super) fn number_text(v: Merged) -> String {
+    match v {
+        Merged::Int(n) => n.to_string(),
+        Merged::Float(f) => f.format_human(),
+        Merged::Absent | Merged::Other => String::new(),
+    }
 }

@@ -1,4 +1,6 @@
-//! A software x87 80-bit `long double`, just enough for INCRBYFLOAT.
+//! A software x87 80-bit `long double`, just enough for INCRBYFLOAT and
+//! HINCRBYFLOAT (`commands/`) and for float counters under active
+//! replication (`merge/`, which sums nodes' parts in it), hence here.
 //!
 //! Redis computes INCRBYFLOAT in C `long double` (64-bit mantissa on x86-64)
 //! and prints it with `%.17Lf` before trimming trailing zeros. With plain f64
@@ -15,7 +17,7 @@ const EMIN: i64 = -16445;
 /// Largest exponent with a normalized 64-bit mantissa.
 const EMAX: i64 = 16320;
 
-#[derive(Clone, Copy, Debug, PartialEq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum F80 {
     Fin { neg: bool, m: u64, e: i32 },
     Inf(bool),
@@ -31,6 +33,23 @@ impl F80 {
 
     pub fn from_i64(n: i64) -> F80 {
         round(n < 0, Big::from_u64(n.unsigned_abs()), 0, false)
+    }
+
+    /// `n`, correctly rounded (exact up to 64 significant bits).
+    pub fn from_i128(n: i128) -> F80 {
+        match i64::try_from(n) {
+            Ok(v) => F80::from_i64(v),
+            Err(_) => F80::parse(n.to_string().as_bytes()).expect("an integer parses"),
+        }
+    }
+
+    /// `-self`.
+    pub fn neg(&self) -> F80 {
+        match *self {
+            F80::Fin { neg, m, e } => F80::Fin { neg: !neg, m, e },
+            F80::Inf(neg) => F80::Inf(!neg),
+            F80::NaN => F80::NaN,
+        }
     }
 
     pub fn is_finite(&self) -> bool {
