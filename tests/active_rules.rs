@@ -195,6 +195,30 @@ fn float_increments_on_both_sides_add_up_as_counters() {
     converged(&[&p.a, &p.b]);
 }
 
+/// Score counters: ZINCRBY on both sides adds up (the score is a float
+/// counter, rounded to a double); a ZADD of a counted member on one side
+/// resets what it saw and keeps the other side's concurrent ZINCRBY.
+#[test]
+fn zincrby_on_both_sides_adds_up_as_a_counter() {
+    let p = Pair::start(&[]);
+    let (mut a, mut b) = (p.a.conn(), p.b.conn());
+    let _: i64 = cmd(&mut a, &["ZADD", "z", "1", "m", "1", "r"]);
+    let _: String = cmd(&mut b, &["ZINCRBY", "z", "1", "r"]);
+    converged(&[&p.a, &p.b]);
+    p.partition();
+    let _: String = cmd(&mut a, &["ZINCRBY", "z", "2", "m"]);
+    let _: String = cmd(&mut b, &["ZINCRBY", "z", "0.5", "m"]);
+    let _: i64 = cmd(&mut a, &["ZADD", "z", "10", "r"]);
+    let _: String = cmd(&mut b, &["ZINCRBY", "z", "1", "r"]);
+    p.heal();
+    let want = |c: &mut redis::Connection| {
+        let v: Vec<String> = cmd(c, &["ZRANGE", "z", "0", "-1", "WITHSCORES"]);
+        v == ["m", "3.5", "r", "11"]
+    };
+    eventually("m 1+2+0.5, r 10+1", || want(&mut a) && want(&mut b));
+    converged(&[&p.a, &p.b]);
+}
+
 /// The TTL of a collection is a register of its own: a write that did not
 /// touch it keeps it, concurrent TTLs resolve to the longest, PERSIST wins
 /// over a concurrent EXPIRE (the TTLs are read to the second, as PTTL

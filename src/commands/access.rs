@@ -320,24 +320,25 @@ impl Locked<'_, '_> {
         shard.note_elements(slot.hash, key, versions, (1, named), facts)
     }
 
-    /// Active replication: the text of what the counter at `key` (`field`
-    /// of the hash at `key`) reads, where a write stamped `stamp` counted
-    /// it. A float counter's sum may differ from the command's `cur + incr`
-    /// in the last digits (merge/mod.rs, "Float counters"): the origin
-    /// writes the sum, so that its value never reads as a reset.
-    pub fn counted_text(&mut self, key: &[u8], field: Option<&[u8]>, stamp: u64) -> Option<String> {
+    /// Active replication: what the counter at `key` (`field` of the hash,
+    /// or member of the sorted set, at `key`) reads, where a write stamped
+    /// `stamp` counted it. A float counter's sum may differ from the
+    /// command's `cur + incr` in the last digits (merge/mod.rs, "Float
+    /// counters"): the origin writes the sum, so that its value never
+    /// reads as a reset.
+    pub fn counted(
+        &mut self,
+        key: &[u8],
+        field: Option<&[u8]>,
+        stamp: u64,
+    ) -> Option<merge::Merged> {
         let slot = self.slot(key);
         let c = match (self.shard_mut(slot.shard).merge_meta(key), field) {
             (Some(merge::Meta::Counter(c)), None) => c,
             (Some(merge::Meta::Elements(e)), Some(f)) => e.counters.get(f)?,
             _ => return None,
         };
-        match c.value() {
-            _ if c.version != stamp => None,
-            merge::Merged::Int(n) => Some(n.to_string()),
-            merge::Merged::Float(f) => Some(f.format_human()),
-            _ => None,
-        }
+        (c.version == stamp).then(|| c.value())
     }
 
     /// See [`Ctx::count_field`].
@@ -368,6 +369,13 @@ impl Locked<'_, '_> {
     pub fn touch_members<'m>(&mut self, key: &[u8], members: impl Iterator<Item = &'m [u8]>) {
         let slot = self.slot(key);
         self.shard_mut(slot.shard).touch_members(key, members);
+    }
+
+    /// See [`Shard::reprint_member`](crate::keyspace::Shard::reprint_member).
+    pub fn reprint_member(&mut self, key: &[u8], m: &[u8], stamp: u64) {
+        let slot = self.slot(key);
+        self.shard_mut(slot.shard)
+            .reprint_member(slot.hash, key, m, stamp);
     }
 
     /// The version of `key`, which has no entry (its tombstone's, or 0).
@@ -551,18 +559,18 @@ impl Ctx<'_> {
 }
 
 impl Ctx<'_> {
-    /// Active replication, after HINCRBY stamped `stamp` added `by` to
-    /// the field at argument 2 of the hash at `key`, which read `before`:
-    /// the field counts as a counter (keyspace/merge/elements.rs), so that
-    /// increments on several nodes add up. Where the key's merge state is
-    /// not the key's, the field is noted as touched (the lazy path, as a
-    /// set).
+    /// Active replication, after HINCRBY (HINCRBYFLOAT, ZINCRBY) stamped
+    /// `stamp` added `by` to the field (member) at argument `index` of the
+    /// hash (sorted set) at `key`, which read `before`: the field counts as
+    /// a counter (keyspace/merge/elements.rs), so that increments on
+    /// several nodes add up. Where the key's merge state is not the key's,
+    /// the field is noted as touched (the lazy path, as a set).
     pub fn count_field(
         &mut self,
         l: &mut Locked,
         key: &[u8],
         stamp: u64,
-        field: &[u8],
+        (index, field): (u32, &[u8]),
         by: (merge::Incr, merge::Base),
     ) {
         if !self.core.active || !merge::fact::noting() {
@@ -571,7 +579,7 @@ impl Ctx<'_> {
         let prev = self.base_of(key);
         let noted = prev.is_some_and(|prev| {
             let a = self.active.as_mut().expect("active write");
-            l.count_field(key, (prev, stamp), (2, field), by, &mut a.facts)
+            l.count_field(key, (prev, stamp), (index, field), by, &mut a.facts)
         });
         if !noted {
             l.touch_members(key, std::iter::once(field));

@@ -330,7 +330,7 @@ fn hincrby(ctx: &mut Ctx, args: Args) -> CmdResult {
             &mut l,
             key,
             version,
-            field,
+            (2, field),
             (Incr::Int(incr.into()), before),
         );
     }
@@ -365,13 +365,21 @@ fn hincrbyfloat(ctx: &mut Ctx, args: Args) -> CmdResult {
         l.touch_members(key, std::iter::once(field)); // a reset (INCRBYFLOAT)
     } else if ctx.core.active {
         // A float counter: the field holds its sum (as INCRBYFLOAT).
-        ctx.count_field(&mut l, key, version, field, (Incr::Float(incr), before));
+        ctx.count_field(
+            &mut l,
+            key,
+            version,
+            (2, field),
+            (Incr::Float(incr), before),
+        );
         if let Some(t) = l
-            .counted_text(key, Some(field), version)
+            .counted(key, Some(field), version)
+            .and_then(|m| m.text())
             .filter(|t| *t != text)
         {
             let e = l.entry(key).expect("written above");
             hash_mut(&mut e.value).set(field, t.as_bytes(), lim);
+            l.reprint_member(key, field, version);
             text = t;
         }
     }

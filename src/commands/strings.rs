@@ -713,7 +713,9 @@ fn incrbyfloat(ctx: &mut Ctx, args: Args) -> CmdResult {
     if ctx.core.active && before.1 != Base::Other {
         l.count_increment(key, before, Incr::Float(incr), version, None);
         ctx.mark_merged(key);
-        if let Some(t) = l.counted_text(key, None, version).filter(|t| *t != text) {
+        if let Some(t) =
+            (l.counted(key, None, version).and_then(|m| m.text())).filter(|t| *t != text)
+        {
             let e = l.entry(key).expect("written above");
             super::access::set_str_keep_ttl(e, StrValue::embedded(t.as_bytes()), version);
             text = t;

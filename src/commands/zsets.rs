@@ -979,6 +979,36 @@ fn note_pairs(
     }
 }
 
+/// Active replication, after ZINCRBY (ZADD INCR) stamped `version` added
+/// `incr` to `member` of `key`, whose score was `before`: the member's
+/// score is a counter (keyspace/merge/elements.rs), so that increments on
+/// several nodes add up; it holds the counter's sum, which it returns
+/// (DECISIONS 79).
+fn count_score(
+    ctx: &mut Ctx,
+    l: &mut super::access::Locked,
+    (key, version): (&[u8], u64),
+    (incr, member): ScorePair<'_>,
+    before: Option<f64>,
+) -> f64 {
+    use crate::keyspace::longdouble::F80;
+    use crate::keyspace::merge::{Base, Incr, Merged};
+    let base = before.map_or(Base::Absent, |s| Base::Score(F80::from_f64(s)));
+    let by = (Incr::Float(F80::from_f64(incr)), base);
+    ctx.count_field(l, key, version, (3, member), by);
+    let e = l.entry(key).expect("written above");
+    let now = zs_mut(&mut e.value).score(member).unwrap_or(incr);
+    match l.counted(key, Some(member), version) {
+        Some(Merged::Float(f)) if f.to_f64() != now && f.to_f64().is_finite() => {
+            let e = l.entry(key).expect("written above");
+            zs_mut(&mut e.value).update(member, f.to_f64());
+            l.reprint_member(key, member, version);
+            f.to_f64()
+        }
+        _ => now,
+    }
+}
+
 /// ZADD and ZINCRBY.
 fn zadd_generic(ctx: &mut Ctx, args: Args, f: AddFlags, pairs: &[(f64, &[u8])]) -> CmdResult {
     zadd_with(ctx, args.get(1), f, pairs, &argv_of(args))
@@ -1002,7 +1032,15 @@ pub(crate) fn zadd_with(
     // is a write too: it re-asserts the member against a concurrent remove
     // elsewhere (docs/MERGE.md, "re-assert on add").
     let reasserts = ctx.core.active;
-    let (t, version) = match l.get_zset(key)? {
+    // ZINCRBY (ZADD INCR) counts into the member's score counter there.
+    let counts = reasserts && f.incr;
+    let before = match l.get_zset(key)? {
+        Some(e) if counts => zs_mut(&mut e.value).score(pairs[0].1),
+        _ => None,
+    };
+    // Only finite scores count (an infinity is no counter's base).
+    let counts = counts && pairs[0].0.is_finite() && before.is_none_or(f64::is_finite);
+    let (mut t, version) = match l.get_zset(key)? {
         Some(e) => {
             let t = add_pairs(zs_mut(&mut e.value), f, pairs, (lim, reasserts));
             if t.added + t.updated > 0 || (reasserts && t.processed > 0) {
@@ -1023,7 +1061,9 @@ pub(crate) fn zadd_with(
     };
     let changed = t.added + t.updated > 0;
     if changed || (reasserts && t.processed > 0 && version != 0) {
-        if reasserts {
+        if counts && !t.applied.is_empty() {
+            t.last = count_score(ctx, &mut l, (key, version), pairs[0], before);
+        } else if reasserts {
             note_pairs(ctx, &mut l, key, version, (f, pairs, argv), &t.applied);
         }
         ctx.propagate(version, argv);

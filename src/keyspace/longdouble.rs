@@ -43,6 +43,66 @@ impl F80 {
         }
     }
 
+    /// `x` exactly (every double is a long double), for ZINCRBY's score
+    /// counters.
+    pub fn from_f64(x: f64) -> F80 {
+        if x.is_nan() {
+            return F80::NaN;
+        }
+        if x.is_infinite() {
+            return F80::Inf(x < 0.0);
+        }
+        let bits = x.to_bits();
+        let (neg, exp, frac) = (
+            bits >> 63 == 1,
+            ((bits >> 52) & 0x7ff) as i64,
+            bits & ((1 << 52) - 1),
+        );
+        let (mant, exp2) = match exp {
+            0 => (frac, -1074),
+            _ => (frac | (1 << 52), exp - 1075),
+        };
+        round(neg, Big::from_u64(mant), exp2, false)
+    }
+
+    /// The nearest double, half to even (a result in the double's
+    /// subnormal range may round twice; a score never gets there in use).
+    pub fn to_f64(&self) -> f64 {
+        let (neg, m, e) = match *self {
+            F80::Fin { neg, m, e } => (neg, m, e),
+            F80::Inf(neg) => {
+                return if neg {
+                    f64::NEG_INFINITY
+                } else {
+                    f64::INFINITY
+                }
+            }
+            F80::NaN => return f64::NAN,
+        };
+        let sign = if neg { -1.0 } else { 1.0 };
+        if m == 0 {
+            return sign * 0.0;
+        }
+        let (mut top, rem) = (m >> 11, m & 0x7ff);
+        if rem > 0x400 || (rem == 0x400 && top & 1 == 1) {
+            top += 1;
+        }
+        // top < 2^54, exact in a double; scale by 2^(e + 11) in steps that
+        // stay exact until the result itself overflows or underflows.
+        let (mut v, mut k) = (top as f64, e + 11);
+        while k > 0 {
+            let step = k.min(1000);
+            v *= 2f64.powi(step);
+            k -= step;
+        }
+        while k < 0 {
+            let step = k.max(-1000);
+            v *= 2f64.powi(step);
+            k -= step;
+        }
+        sign * v
+    }
+
     /// `-self`.
     pub fn neg(&self) -> F80 {
         match *self {
@@ -482,6 +542,17 @@ impl Big {
 #[cfg(test)]
 mod tests {
     use super::F80;
+
+    #[test]
+    fn doubles_round_trip_and_sums_round_to_nearest() {
+        for x in [0.1, -2.5, 1e300, 5e-324, 123456789.123, -0.0, 3.0] {
+            assert_eq!(F80::from_f64(x).to_f64().to_bits(), x.to_bits(), "{x}");
+        }
+        // Two doubles add exactly in 64 bits: rounding that sum gives the
+        // double sum (ZINCRBY's on a lone node).
+        let s = F80::from_f64(0.1).add(&F80::from_f64(0.2));
+        assert_eq!(s.to_f64(), 0.1 + 0.2);
+    }
 
     fn incr(a: &str, b: &str) -> String {
         let x = F80::parse(a.as_bytes()).unwrap();

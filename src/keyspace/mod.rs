@@ -395,6 +395,22 @@ impl Shard {
         }
     }
 
+    /// Active replication: after a write stamped `stamp` set counted
+    /// member `m` of the collection at `key` to its counter's sum, the
+    /// member's newest dot (that write's) prints and carries that value.
+    pub fn reprint_member(&mut self, hash: u64, key: &[u8], m: &[u8], stamp: u64) {
+        let now =
+            (self.get_raw(hash, key)).and_then(|e| merge::elements::item_of(Some(&e.value), m));
+        if let Some(merge::Meta::Elements(e)) = self.merge.get_mut(key).map(|m| &mut **m) {
+            if let (Some(d), Some(now)) = (e.dots.get_mut(m).and_then(|ds| ds.last_mut()), now) {
+                if d.stamp == stamp {
+                    d.fp = now.fingerprint();
+                    d.value = Some(now);
+                }
+            }
+        }
+    }
+
     pub fn set_counter(&mut self, key: &[u8], c: merge::Counter) {
         self.set_merge_meta(key, merge::Meta::Counter(c));
     }
@@ -501,8 +517,15 @@ impl Shard {
             self.merge
                 .insert(key.into(), Box::new(merge::Meta::Elements(fresh)));
         }
+        let pos = self.pos(hash, key);
+        let scores = pos.is_some_and(|p| matches!(self.entries.get(p).value, Value::ZSet(_)));
         match self.merge.get_mut(key).map(|m| &mut **m) {
             Some(merge::Meta::Elements(e)) if e.version == prev => {
+                if e.scores != scores {
+                    // The key changed between a hash and a sorted set.
+                    e.counters.clear();
+                    e.scores = scores;
+                }
                 e.count_field(field, stamp, by, before)
             }
             _ => return false,

@@ -15,7 +15,8 @@
 //!   with HSET, HDEL, DEL and HINCRBYFLOAT (field counters and their
 //!   resets: checked by `converged`). Float counters too: `f0` (only
 //!   INCRBYFLOAT) and the fields of `h3` (only HINCRBYFLOAT) end at the
-//!   sum of their increments, quarters, so that the sum is exact.
+//!   sum of their increments, quarters, so that the sum is exact; so do
+//!   the scores of `z1` (only ZINCRBY; `z0` mixes it with ZADD, ZREM, DEL).
 //! - **TTLs**: `s1` also takes EXPIRE (far in the future) and PERSIST, its
 //!   TTL a register of its own (checked by `converged`).
 //! - **Elements** (sets `s0`, `s1`; hash `h0`; sorted set `z0`: adds,
@@ -123,13 +124,15 @@ pub fn draw(rng: &mut StdRng) -> Vec<Vec<u8>> {
             };
             w.into_iter().map(String::from).collect()
         }
-        _ => match rng.gen_range(0..10) {
+        _ => match rng.gen_range(0..13) {
             0..=5 => {
                 let score = rng.gen_range(1..4).to_string();
                 vec!["ZADD".into(), "z0".into(), score, member(rng)]
             }
             6..=8 => vec!["ZREM".into(), "z0".into(), member(rng)],
-            _ => vec!["DEL".into(), "z0".into()],
+            9 => vec!["DEL".into(), "z0".into()],
+            10 => vec!["ZINCRBY".into(), "z0".into(), quarter(rng), member(rng)],
+            _ => vec!["ZINCRBY".into(), "z1".into(), quarter(rng), member(rng)],
         },
     };
     words.into_iter().map(String::into_bytes).collect()
@@ -252,6 +255,12 @@ impl Log {
                 *self.float_sums.entry((key, field)).or_default() += float(3);
                 return;
             }
+            (b"ZINCRBY", b"z1") => {
+                let member = line[3].clone();
+                *self.float_sums.entry((key, member)).or_default() += float(2);
+                return;
+            }
+            (b"ZINCRBY", _) => return, // z0: converged checks it
             _ => {}
         }
         if key == b"h2" {
@@ -320,9 +329,10 @@ pub fn check(w: &World, log: &Log) -> Result<(), String> {
             }
         }
         for ((key, field), sum) in &log.float_sums {
-            let held = match field.is_empty() {
-                true => string_value(&n.srv, key),
-                false => field_value(&n.srv, key, field),
+            let held = match (field.is_empty(), key.as_slice()) {
+                (true, _) => string_value(&n.srv, key),
+                (false, b"z1") => score_text(&n.srv, key, field),
+                (false, _) => field_value(&n.srv, key, field),
             };
             if held.as_deref() != Some(sum.to_string().as_bytes()) {
                 return Err(format!(
@@ -377,6 +387,22 @@ fn field_value(srv: &Server, key: &[u8], field: &[u8]) -> Option<Vec<u8>> {
         .find(|(m, _)| m == field)?
     {
         (_, Item::Field(v)) => Some(v),
+        _ => None,
+    }
+}
+
+/// A sorted-set member's score on `srv` as Rust prints it (quarters print
+/// as the float sums the log keeps), if it holds one.
+fn score_text(srv: &Server, key: &[u8], member: &[u8]) -> Option<Vec<u8>> {
+    let ks = &srv.keyspace;
+    let slot = ks.slot(key);
+    let g = ks.db(DB).lock(slot.shard);
+    let e = g.get_raw(slot.hash, key)?;
+    match items(Some(&e.value))
+        .into_iter()
+        .find(|(m, _)| m == member)?
+    {
+        (_, Item::Score(s)) => Some(s.to_string().into_bytes()),
         _ => None,
     }
 }

@@ -49,6 +49,7 @@ use hashbrown::HashMap;
 use super::context::{fingerprint, Context};
 use super::ttl::Ttl;
 use super::{Base, Counter, Incr, Merged};
+use crate::keyspace::longdouble::F80;
 use crate::keyspace::Value;
 
 /// One add of a member: its stamp, a fingerprint of the value it set (a
@@ -78,8 +79,11 @@ pub struct Elements {
     /// remove). Local only; never encoded.
     pub touched: Vec<Box<[u8]>>,
     /// The fields HINCRBY wrote, as counters (module comment); a removed
-    /// field's stays, reset to absent, as a deleted counter's does.
+    /// field's stays, reset to absent, as a deleted counter's does. Or,
+    /// where `scores`, the sorted-set members ZINCRBY wrote.
     pub counters: HashMap<Box<[u8]>, Counter>,
+    /// The counters count sorted-set scores (ZINCRBY), not hash fields.
+    pub scores: bool,
     /// The key's TTL dots (`ttl.rs`).
     pub ttl: Ttl,
 }
@@ -98,7 +102,8 @@ impl Item {
         match item {
             None => Base::Absent,
             Some(Item::Field(v)) => Base::of_bytes(v),
-            Some(_) => Base::Other,
+            Some(Item::Score(s)) => Base::Score(F80::from_f64(*s)),
+            Some(Item::Member) => Base::Other,
         }
     }
 
@@ -111,9 +116,16 @@ impl Item {
     }
 }
 
-/// Whether `value` is present and not a hash (its members do not count).
-fn other_than_hash(value: Option<&Value>) -> bool {
-    value.is_some_and(|v| !matches!(v, Value::Hash(_)))
+/// Whether counters of hash fields (`scores` false) or of sorted-set
+/// scores (true) count in `value`: one of that type, or a deleted key (it
+/// keeps them, as a deleted counter does).
+fn counts_in(value: Option<&Value>, scores: bool) -> bool {
+    match value {
+        None => true,
+        Some(Value::Hash(_)) => !scores,
+        Some(Value::ZSet(_)) => scores,
+        Some(_) => false,
+    }
 }
 
 /// Whether `value` merges per element.
@@ -168,11 +180,13 @@ impl Elements {
             dots: HashMap::new(),
             cc: meta.map(|m| m.cc.clone()).unwrap_or_default(),
             touched: Vec::new(),
-            // Only a hash's fields count (a set or sorted set that took the
-            // key's place drops them; a deleted hash keeps them).
-            counters: (meta.filter(|_| !other_than_hash(value)))
+            // Only a hash's fields or a sorted set's scores count (another
+            // type that took the key's place drops them; a deleted key
+            // keeps them).
+            counters: (meta.filter(|m| counts_in(value, m.scores)))
                 .map(|m| m.counters.clone())
                 .unwrap_or_default(),
+            scores: meta.is_some_and(|m| m.scores && counts_in(value, true)),
             ttl: meta.map(|m| m.ttl.clone()).unwrap_or_default(),
         };
         let touched = |m: &[u8]| meta.is_some_and(|old| old.touched.iter().any(|t| &**t == m));
@@ -272,6 +286,7 @@ impl Elements {
     pub fn same_content(&self, other: &Elements) -> bool {
         (self.dots == other.dots && self.cc == other.cc)
             && (self.counters == other.counters && self.ttl == other.ttl)
+            && self.scores == other.scores
     }
 
     /// Joins `remote` (whose value is `remote_value`) into `self` (the
@@ -289,6 +304,7 @@ impl Elements {
             cc: self.cc.clone(),
             touched: Vec::new(),
             counters: HashMap::new(),
+            scores: scores_of(self, local_value, remote, remote_value),
             ttl: self.ttl.join(&self.cc, &remote.ttl, &remote.cc),
         };
         out.cc.join(&remote.cc);
@@ -310,7 +326,7 @@ impl Elements {
             );
             let counted =
                 self.join_counters(m, (ours, local_value), remote, (theirs, remote_value));
-            let counted_item = counted.as_ref().and_then(|c| counted_item(c, &kept));
+            let counted_item = (counted.as_ref()).and_then(|c| counted_item(c, &kept, out.scores));
             let has_counter = counted.is_some();
             if let Some(c) = counted {
                 out.counters.insert(m.clone(), c);
@@ -346,6 +362,7 @@ impl Elements {
         if out.dots.is_empty() {
             out.ttl = Ttl::default(); // a deleted key's TTL goes with it
         }
+        out.scores &= !out.counters.is_empty(); // one state, one coding
         (out, changes)
     }
 
@@ -361,16 +378,29 @@ impl Elements {
         if !self.counters.contains_key(m) && !remote.counters.contains_key(m) {
             return None;
         }
-        if other_than_hash(local_value) || other_than_hash(remote_value) {
-            return None; // a set or a sorted set: no field counts
+        let scores = scores_of(self, local_value, remote, remote_value);
+        if !counts_in(local_value, scores) || !counts_in(remote_value, scores) {
+            return None; // another type: nothing counts
         }
-        match (
-            self.counter_of(m, ours, local_value),
-            remote.counter_of(m, theirs, remote_value),
-        ) {
+        // A side whose counters count the other kind (a hash's fields on
+        // one side, a sorted set's scores on the other, both deleted) adds
+        // none.
+        let ours = (self.scores == scores).then(|| self.counter_of(m, ours, local_value));
+        let theirs = (remote.scores == scores).then(|| remote.counter_of(m, theirs, remote_value));
+        match (ours.flatten(), theirs.flatten()) {
             (Some(a), Some(b)) => Some(a.join(&b)),
             (a, b) => a.or(b),
         }
+    }
+}
+
+/// Whether the joined counters count scores: the type of the key present
+/// on either side, else (both deleted) that of a side with counters.
+fn scores_of(a: &Elements, av: Option<&Value>, b: &Elements, bv: Option<&Value>) -> bool {
+    match (av.or(bv), a.counters.is_empty()) {
+        (Some(v), _) => matches!(v, Value::ZSet(_)),
+        (None, false) => a.scores,
+        (None, true) => b.scores,
     }
 }
 
@@ -437,7 +467,16 @@ fn settle_values(mut dots: Dots) -> Dots {
 /// last reset wrote no number, what that reset's dot wrote, or the newest
 /// dot's where it is gone. The same on every node, as the counter and the
 /// dots (which carry what their writes wrote) are.
-fn counted_item(c: &Counter, kept: &[Dot]) -> Option<Item> {
+fn counted_item(c: &Counter, kept: &[Dot], scores: bool) -> Option<Item> {
+    if scores {
+        // A score is a double: the sum rounds to one (DECISIONS 79).
+        return match c.value() {
+            Merged::Int(n) => Some(Item::Score(n as f64)),
+            Merged::Float(f) => Some(f.to_f64()).filter(|s| !s.is_nan()).map(Item::Score),
+            Merged::Absent => Some(Item::Score(0.0)),
+            Merged::Other => None,
+        };
+    }
     match c.value() {
         Merged::Int(n) => Some(Item::Field(n.to_string().into_bytes())),
         Merged::Float(f) => Some(Item::Field(f.format_human().into_bytes())),
@@ -488,7 +527,7 @@ impl Elements {
         if !self.counters.is_empty() {
             let mut counted: Vec<_> = self.counters.iter().collect();
             counted.sort_unstable_by(|a, b| a.0.cmp(b.0));
-            out.push(b'c');
+            out.push(if self.scores { b'z' } else { b'c' });
             put_varint(out, counted.len() as u64);
             for (m, c) in counted {
                 put_bytes(out, m);
@@ -537,9 +576,11 @@ impl Elements {
         }
         let mut counters = HashMap::new();
         let mut ttl = Ttl::default();
+        let mut scores = false;
         while !c.0.is_empty() {
             match c.byte()? {
-                b'c' if counters.is_empty() => {
+                tag @ (b'c' | b'z') if counters.is_empty() => {
+                    scores = tag == b'z';
                     for _ in 0..c.count()? {
                         let m = c.bytes()?;
                         counters.insert(m.into(), Counter::decode(c.bytes()?)?);
@@ -556,6 +597,7 @@ impl Elements {
             cc,
             touched: Vec::new(),
             counters,
+            scores,
             ttl,
         })
     }
@@ -819,6 +861,11 @@ mod tests {
         a.touched.clear();
         assert_eq!(back, a);
         assert!(Elements::decode(&out[..out.len() - 1]).is_err());
+        // A sorted set's score counters keep saying so.
+        a.scores = true;
+        let mut out = Vec::new();
+        a.encode(&mut out);
+        assert!(Elements::decode(&out).unwrap().scores);
     }
 
     #[test]

@@ -203,8 +203,11 @@ pub enum Base {
     /// Deleted (or never written): increments count from 0.
     Absent,
     Int(i128),
-    /// A finite number that is not an integer ("1.5", "1e3").
+    /// A finite number that is not an integer ("1.5").
     Float(F80),
+    /// A sorted-set score (a double, exactly): a counter's sum agrees with
+    /// it where it rounds to it.
+    Score(F80),
     /// Not a number (a string, a list...): increments not seen by the
     /// reset are not added to it; the key keeps the value it was reset to.
     Other,
@@ -265,6 +268,16 @@ pub enum Merged {
 }
 
 impl Merged {
+    /// A number as a key's string holds it (INCR's or INCRBYFLOAT's text);
+    /// None for what is no number.
+    pub fn text(self) -> Option<String> {
+        match self {
+            Merged::Int(n) => Some(n.to_string()),
+            Merged::Float(f) => Some(f.format_human()),
+            Merged::Absent | Merged::Other => None,
+        }
+    }
+
     /// DEBUG MERGEINFO's spelling: `=n`, `=absent`, `=other`.
     pub fn describe(self) -> String {
         match self {
@@ -323,6 +336,7 @@ impl Counter {
         match (self.value(), base) {
             (Merged::Int(n), Base::Int(v)) => n == v,
             (Merged::Float(x), Base::Float(y)) => x.format_human() == y.format_human(),
+            (Merged::Float(x), Base::Score(y)) => x.to_f64() == y.to_f64(),
             (Merged::Float(x), Base::Int(v)) => x.format_human() == v.to_string(),
             (Merged::Absent, Base::Absent) | (Merged::Other, Base::Other) => true,
             _ => false,
@@ -384,7 +398,7 @@ impl Counter {
         };
         match self.base {
             Base::Other => Merged::Other,
-            Base::Float(b) => as_float(b),
+            Base::Float(b) | Base::Score(b) => as_float(b),
             Base::Int(b) if float.is_some() => as_float(F80::from_i128(b)),
             Base::Absent if float.is_some() => as_float(F80::ZERO),
             Base::Int(b) => Merged::Int(b + growth),
@@ -446,7 +460,8 @@ impl Base {
             Base::Absent => (0, 0, String::new()),
             Base::Int(n) => (1, n, String::new()),
             Base::Float(f) => (2, 0, f.format_human()),
-            Base::Other => (3, 0, String::new()),
+            Base::Score(f) => (3, 0, f.format_human()),
+            Base::Other => (4, 0, String::new()),
         }
     }
 
@@ -554,6 +569,10 @@ impl Counter {
                 out.push(3);
                 codec::put_f80(out, f);
             }
+            Base::Score(f) => {
+                out.push(4);
+                codec::put_f80(out, f);
+            }
         }
         put_parts(out, &self.observed);
         put_parts(out, &self.parts);
@@ -580,6 +599,7 @@ impl Counter {
             1 => Base::Int(c.i128_le()?),
             2 => Base::Other,
             3 => Base::Float(c.f80()?),
+            4 => Base::Score(c.f80()?),
             _ => return Err("bad base in merge metadata".into()),
         };
         let mut observed = parts_of(&mut c)?;
@@ -618,6 +638,7 @@ impl Counter {
             Base::Absent => "absent".to_string(),
             Base::Int(n) => n.to_string(),
             Base::Float(f) => f.format_human(),
+            Base::Score(f) => format!("score {}", f.to_f64()),
             Base::Other => "other".to_string(),
         };
         vec![

@@ -158,7 +158,7 @@ impl Link {
         drop(g);
         match after {
             Merged::Int(_) | Merged::Float(_) if after != before => {
-                let n = super::merging::number_text(after);
+                let n = after.text().unwrap_or_default();
                 let argv: [&[u8]; 4] = [b"SET", key, n.as_bytes(), b"KEEPTTL"];
                 self.replay(db, version, &argv);
             }

@@ -244,7 +244,7 @@ impl Link {
         let at = winning_expiry(&mine, remote, &joined, (local.at, at));
         match joined.value() {
             v @ (Merged::Int(_) | Merged::Float(_)) if mine.value() != v || local.at != at => {
-                let (n, at) = (number_text(v), at.to_string());
+                let (n, at) = (v.text().unwrap_or_default(), at.to_string());
                 let mut argv: Vec<&[u8]> = vec![b"SET", key, n.as_bytes()];
                 if at != "0" {
                     argv.extend([&b"PXAT"[..], at.as_bytes()]);
@@ -612,14 +612,4 @@ pub(super) fn put_words(kind: Kind, puts: &[&Change]) -> (&'static [u8], Vec<Vec
         _ => b"SADD",
     };
     (name, words)
-}
-
-/// A counter's number as the key's string (Redis's INCR / INCRBYFLOAT
-/// text); "" for what is no number.
-pub(super) fn number_text(v: Merged) -> String {
-    match v {
-        Merged::Int(n) => n.to_string(),
-        Merged::Float(f) => f.format_human(),
-        Merged::Absent | Merged::Other => String::new(),
-    }
 }
