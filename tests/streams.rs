@@ -214,3 +214,46 @@ fn blocked_xread_is_woken_by_xadd() {
     let reply = read_reply(&mut r);
     assert!(reply.contains("7-1"), "{reply}");
 }
+
+/// used_memory grown by `n` XADDs of `fields(i)` to `key`, pipelined.
+fn xadd_growth(c: &mut C, key: &str, n: usize, fields: impl Fn(usize) -> Vec<String>) -> usize {
+    let before: usize = info_field(c, "used_memory");
+    for chunk in (0..n).collect::<Vec<_>>().chunks(1000) {
+        let mut p = redis::pipe();
+        for &i in chunk {
+            p.cmd("XADD").arg(key).arg("*").arg(fields(i)).ignore();
+        }
+        let _: () = p.query(c).unwrap();
+    }
+    let after: usize = info_field(c, "used_memory");
+    after.saturating_sub(before)
+}
+
+#[test]
+fn a_stream_takes_no_more_memory_than_in_redis() {
+    let srv = Server::start(&[]);
+    let o = RedisOracle::start(&[]);
+    let (a, b) = (&mut srv.conn(), &mut o.conn());
+    let small = |_: usize| s(&["f", "v"]);
+    let sensor = |i: usize| {
+        let (id, t) = (format!("s{}", i % 100), (i * 7 % 1000).to_string());
+        vec!["sensor".into(), id, "temp".into(), t]
+    };
+    let mixed = |i: usize| match i % 3 {
+        0 => s(&["a", "1", "b", "2"]),
+        1 => vec!["payload".into(), "x".repeat(i % 200)],
+        _ => s(&["a", "one", "b", "two", "c", "three"]),
+    };
+    for (key, n, f) in [
+        ("small", 100_000, &small as &dyn Fn(usize) -> Vec<String>),
+        ("sensor", 50_000, &sensor),
+        ("mixed", 30_000, &mixed),
+    ] {
+        let ours = xadd_growth(a, key, n, f);
+        let redis = xadd_growth(b, key, n, f);
+        eprintln!("{key}: {} B/entry here, {} in Redis", ours / n, redis / n);
+        assert!(ours <= redis, "{key}: {ours} bytes here, {redis} in Redis");
+        let len: usize = cmd(a, &["XLEN", key]);
+        assert_eq!(len, n);
+    }
+}
