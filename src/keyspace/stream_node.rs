@@ -192,14 +192,18 @@ impl Node {
 
     /// The fields and values of entry `r`.
     pub fn fields(&self, r: &Raw) -> Fields {
+        let buf = &self.buf;
         let mut at = r.items;
         if r.flags & SAMEFIELDS != 0 {
-            let (names, _) = self.master();
-            let vals: Vec<&[u8]> = names.iter().map(|_| item(&self.buf, &mut at)).collect();
-            Fields::pack(names.into_iter().zip(vals).flat_map(|(f, v)| [f, v]))
+            // Names from the master fields, values from the entry, in turn.
+            let mut name_at = 0;
+            let n = 2 * varint(buf, &mut name_at) as usize;
+            Fields::pack((0..n).map(|i| {
+                let cursor = if i % 2 == 0 { &mut name_at } else { &mut at };
+                item(buf, cursor)
+            }))
         } else {
-            let n = 2 * varint(&self.buf, &mut at) as usize;
-            let buf = &self.buf;
+            let n = 2 * varint(buf, &mut at) as usize;
             Fields::pack((0..n).map(|_| item(buf, &mut at)))
         }
     }
