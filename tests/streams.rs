@@ -257,3 +257,39 @@ fn a_stream_takes_no_more_memory_than_in_redis() {
         assert_eq!(len, n);
     }
 }
+
+#[test]
+fn a_payload_whose_nodes_overlap_is_refused() {
+    let srv = Server::start(&[]);
+    let c = &mut srv.conn();
+    let _: String = cmd(c, &["CONFIG", "SET", "stream-node-max-entries", "2"]);
+    for id in ["1-0", "2-0", "3-0"] {
+        let _: String = cmd(c, &["XADD", "k", id, "f", "v"]);
+    }
+    let dump: Vec<u8> = redis::cmd("DUMP").arg("k").query(c).unwrap();
+    // The second node's key, 3-0, becomes 2-0: below the first node's
+    // last entry, though its own entry (3-0) still follows it.
+    let key = |ms: u8| [&[0x10u8][..], &[0, 0, 0, 0, 0, 0, 0, ms], &[0; 8]].concat();
+    let at = dump
+        .windows(17)
+        .position(|w| w == key(3).as_slice())
+        .expect("the second node's key");
+    let mut bad = dump.clone();
+    bad[at..at + 17].copy_from_slice(&key(2));
+    let _: String = cmd(c, &["DEBUG", "SET-SKIP-CHECKSUM-VALIDATION", "1"]);
+    let err = redis::cmd("RESTORE")
+        .arg("k2")
+        .arg(0)
+        .arg(bad)
+        .query::<String>(c)
+        .unwrap_err();
+    assert!(err.to_string().contains("Bad data format"), "{err}");
+    let _: String = redis::cmd("RESTORE")
+        .arg("k3")
+        .arg(0)
+        .arg(dump)
+        .query(c)
+        .unwrap();
+    let mut range = |k: &str| run(c, &s(&["XRANGE", k, "-", "+"])).unwrap();
+    assert_eq!(range("k3"), range("k"));
+}
