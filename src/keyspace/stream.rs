@@ -194,9 +194,9 @@ impl StreamValue {
         } else {
             self.nodes.iter().next()?
         };
-        let mut live = n.raws(*key).into_iter().filter(|r| !r.deleted());
+        let mut live = n.iter(*key).filter(|r| !r.deleted());
         if last {
-            live.next_back().map(|r| r.id)
+            live.last().map(|r| r.id)
         } else {
             live.next().map(|r| r.id)
         }
@@ -209,7 +209,7 @@ impl StreamValue {
     /// The entry with ID `id`, if present.
     pub fn entry(&self, id: StreamId) -> Option<Fields> {
         let (key, n) = self.node_of(id)?;
-        let r = n.raws(key).into_iter().find(|r| r.id == id)?;
+        let r = n.iter(key).find(|r| r.id >= id).filter(|r| r.id == id)?;
         (!r.deleted()).then(|| n.fields(&r))
     }
 
@@ -273,7 +273,7 @@ impl StreamValue {
         let Some((key, n)) = self.node_of(id) else {
             return false;
         };
-        let Some(r) = n.raws(key).into_iter().find(|r| r.id == id && !r.deleted()) else {
+        let Some(r) = n.iter(key).find(|r| r.id == id && !r.deleted()) else {
             return false;
         };
         let n = self.nodes.get_mut(&key).expect("the node");

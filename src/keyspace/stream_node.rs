@@ -91,6 +91,54 @@ fn item<'a>(buf: &'a [u8], at: &mut usize) -> &'a [u8] {
     it
 }
 
+/// A walk over a node's entries ([`Node::iter`]).
+pub struct Cursor<'a> {
+    buf: &'a [u8],
+    /// The next entry's flag byte.
+    at: usize,
+    /// The ID before it (the node's key before the first).
+    prev: StreamId,
+    master_fields: usize,
+}
+
+impl Iterator for Cursor<'_> {
+    type Item = Raw;
+
+    fn next(&mut self) -> Option<Raw> {
+        let (buf, start) = (self.buf, self.at);
+        if start >= buf.len() {
+            return None;
+        }
+        let flags = buf[start];
+        let mut at = start + 1;
+        let dms = varint(buf, &mut at);
+        let dseq = varint(buf, &mut at);
+        let prev = self.prev;
+        let id = if dms == 0 {
+            StreamId::new(prev.ms, prev.seq + dseq)
+        } else {
+            StreamId::new(prev.ms + dms, dseq)
+        };
+        let items = at;
+        let n = if flags & SAMEFIELDS != 0 {
+            self.master_fields
+        } else {
+            2 * varint(buf, &mut at) as usize
+        };
+        for _ in 0..n {
+            item(buf, &mut at);
+        }
+        self.at = at;
+        self.prev = id;
+        Some(Raw {
+            id,
+            at: start,
+            items,
+            flags,
+        })
+    }
+}
+
 impl Node {
     /// An empty node whose master fields are `f`'s field names.
     pub fn open(f: &Fields) -> Node {
@@ -103,14 +151,6 @@ impl Node {
             buf,
             ..Node::default()
         }
-    }
-
-    /// The master field names and where the entries start.
-    fn master(&self) -> (Vec<&[u8]>, usize) {
-        let mut at = 0;
-        let n = varint(&self.buf, &mut at) as usize;
-        let names = (0..n).map(|_| item(&self.buf, &mut at)).collect();
-        (names, at)
     }
 
     /// Whether `f`'s field names are the master fields.
@@ -156,38 +196,22 @@ impl Node {
 
     /// Every entry, deleted ones included, in ID order.
     pub fn raws(&self, key: StreamId) -> Vec<Raw> {
-        let (names, mut at) = self.master();
-        let mut out = Vec::with_capacity(self.total as usize);
-        let mut prev = key;
-        while at < self.buf.len() {
-            let start = at;
-            let flags = self.buf[at];
-            at += 1;
-            let dms = varint(&self.buf, &mut at);
-            let dseq = varint(&self.buf, &mut at);
-            let id = if dms == 0 {
-                StreamId::new(prev.ms, prev.seq + dseq)
-            } else {
-                StreamId::new(prev.ms + dms, dseq)
-            };
-            let items = at;
-            let n = if flags & SAMEFIELDS != 0 {
-                names.len()
-            } else {
-                2 * varint(&self.buf, &mut at) as usize
-            };
-            for _ in 0..n {
-                item(&self.buf, &mut at);
-            }
-            out.push(Raw {
-                id,
-                at: start,
-                items,
-                flags,
-            });
-            prev = id;
+        self.iter(key).collect()
+    }
+
+    /// Every entry, deleted ones included, in ID order, decoded as needed.
+    pub fn iter(&self, key: StreamId) -> Cursor<'_> {
+        let mut at = 0;
+        let n = varint(&self.buf, &mut at) as usize;
+        for _ in 0..n {
+            item(&self.buf, &mut at);
         }
-        out
+        Cursor {
+            buf: &self.buf,
+            at,
+            prev: key,
+            master_fields: n,
+        }
     }
 
     /// The fields and values of entry `r`.
