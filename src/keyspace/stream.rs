@@ -16,7 +16,7 @@
 
 use std::collections::BTreeMap;
 
-use super::stream_node::{Node, Raw};
+use super::stream_node::{Cursor, Node, Raw};
 
 /// A stream entry ID: milliseconds and sequence.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -131,15 +131,37 @@ pub struct StreamValue {
 /// byte half of the node split rule counts.
 const NODE_BASE: usize = 16;
 
-/// Entries of a range, node by node (`StreamValue::range`).
+/// Entries of a range, node by node (`StreamValue::range`): forwards a
+/// node is walked lazily; backwards its entries in range are listed first.
 pub struct Range<'a> {
     nodes: std::collections::btree_map::Range<'a, StreamId, Node>,
     lo: StreamId,
     hi: StreamId,
     rev: bool,
     node: Option<&'a Node>,
-    /// The current node's entries still to yield, the next one last.
+    /// Forwards: the walk over the current node.
+    cursor: Option<Cursor<'a>>,
+    /// Backwards: the current node's entries still to yield, the next last.
     pending: Vec<Raw>,
+}
+
+impl Range<'_> {
+    /// The next live entry in range of the current node, if any.
+    fn next_here(&mut self) -> Option<Raw> {
+        if self.rev {
+            return self.pending.pop();
+        }
+        let (lo, hi) = (self.lo, self.hi);
+        let c = self.cursor.as_mut()?;
+        let r = c.find(|r| !r.deleted() && r.id >= lo)?;
+        if r.id > hi {
+            // Nodes never overlap: nothing further is in range.
+            self.cursor = None;
+            self.nodes = Default::default();
+            return None;
+        }
+        Some(r)
+    }
 }
 
 impl Iterator for Range<'_> {
@@ -147,22 +169,24 @@ impl Iterator for Range<'_> {
 
     fn next(&mut self) -> Option<(StreamId, Fields)> {
         loop {
-            if let (Some(r), Some(n)) = (self.pending.pop(), self.node) {
-                return Some((r.id, n.fields(&r)));
+            if let Some(n) = self.node {
+                if let Some(r) = self.next_here() {
+                    return Some((r.id, n.fields(&r)));
+                }
             }
             let (key, node) = if self.rev {
                 self.nodes.next_back()?
             } else {
                 self.nodes.next()?
             };
-            let (lo, hi) = (self.lo, self.hi);
-            self.pending = node
-                .raws(*key)
-                .into_iter()
-                .filter(|r| !r.deleted() && lo <= r.id && r.id <= hi)
-                .collect();
-            if !self.rev {
-                self.pending.reverse();
+            if self.rev {
+                let (lo, hi) = (self.lo, self.hi);
+                self.pending = node
+                    .iter(*key)
+                    .filter(|r| !r.deleted() && lo <= r.id && r.id <= hi)
+                    .collect();
+            } else {
+                self.cursor = Some(node.iter(*key));
             }
             self.node = Some(node);
         }
@@ -235,6 +259,7 @@ impl StreamValue {
             hi,
             rev,
             node: None,
+            cursor: None,
             pending: Vec::new(),
         }
     }
