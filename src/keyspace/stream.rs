@@ -271,8 +271,10 @@ impl StreamValue {
         let max_bytes = if max_bytes == 0 { 1 << 30 } else { max_bytes };
         let open = match self.nodes.iter_mut().next_back() {
             Some((_, n)) => {
+                // (A node's counters are u32: it closes before they wrap.)
                 let full = n.bytes + size >= max_bytes
-                    || (max_entries > 0 && n.total as usize >= max_entries);
+                    || (max_entries > 0 && n.total as usize >= max_entries)
+                    || n.total == u32::MAX;
                 if full {
                     n.seal();
                 }
