@@ -521,7 +521,7 @@ fn assert_unblocked(r: &mut Raw, how: &str) {
 }
 
 #[test]
-fn a_stream_gone_by_itself_or_moved_wakes_its_readers_as_redis() {
+fn a_stream_gone_by_itself_moved_or_renamed_wakes_its_readers_as_redis() {
     let srv = Server::start(&[]);
     let c = &mut srv.conn();
 
@@ -542,6 +542,11 @@ fn a_stream_gone_by_itself_or_moved_wakes_its_readers_as_redis() {
     let mut r = blocked_on_fresh_stream(&srv, c);
     let _: i64 = cmd(c, &["MOVE", "q", "1"]);
     assert_unblocked(&mut r, "MOVE");
+
+    // RENAMEd away.
+    let mut r = blocked_on_fresh_stream(&srv, c);
+    let _: String = cmd(c, &["RENAME", "q", "elsewhere"]);
+    assert_unblocked(&mut r, "RENAME");
 
     // Eviction under maxmemory.
     let mut r = blocked_on_fresh_stream(&srv, c);
