@@ -548,10 +548,12 @@ fn a_stream_gone_by_itself_moved_or_renamed_wakes_its_readers_as_redis() {
     let _: String = cmd(c, &["RENAME", "q", "elsewhere"]);
     assert_unblocked(&mut r, "RENAME");
 
-    // Eviction under maxmemory.
+    // Eviction under maxmemory (the only key with a TTL, so the only one
+    // volatile-random may evict).
     let mut r = blocked_on_fresh_stream(&srv, c);
+    let _: i64 = cmd(c, &["EXPIRE", "q", "1000"]);
     let used: u64 = info_field(c, "used_memory");
-    let _: String = cmd(c, &["CONFIG", "SET", "maxmemory-policy", "allkeys-random"]);
+    let _: String = cmd(c, &["CONFIG", "SET", "maxmemory-policy", "volatile-random"]);
     let _: String = cmd(
         c,
         &["CONFIG", "SET", "maxmemory", &(used + 200_000).to_string()],
