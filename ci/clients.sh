@@ -27,6 +27,14 @@
 # django-redis at the versions below) is installed from PyPI into
 # .ci/cache/redis-lock/ (gitignored) on first use. It counts as one check;
 # its pytest summary is printed.
+#
+# APP_CHECKS also runs issue 25's application check: walrus (PyPI walrus),
+# coleifer's Redis toolkit whose Stream, ConsumerGroup and TimeSeries wrap
+# XADD/XRANGE/XREAD/XREADGROUP/XACK/XCLAIM/XPENDING/XINFO/XGROUP SETID (and
+# whose other containers, models, full-text search, caches, locks and rate
+# limiter use hashes, sorted sets and Lua), with its OWN unittest suite from
+# its sdist (walrus/tests, every test: db 15 of a server of its own, ~1 s).
+# Installed from PyPI into .ci/cache/walrus/ (gitignored); one check.
 set -uo pipefail
 # Client checks not run yet, each with its reason (the list only shrinks):
 #   (none: multi/exec runs since MULTI/EXEC/WATCH were built, issue 3)
@@ -176,6 +184,45 @@ app_redis_lock() {
   fi
 }
 
+WALRUS_VERSION=0.9.8
+WALRUS_DEPS=(redis==8.1.0)
+# Tests of walrus not run, each with its reason (the list only shrinks):
+#   (none: all 131 pass against lattice-server, 2026-12-05)
+
+# app_walrus: walrus's own tests against a lattice-server of their own (see
+# the header); one check, named walrus.
+app_walrus() {
+  local dir="$ROOT/.ci/cache/walrus" venv src summary rc
+  venv="$dir/venv" src="$dir/walrus-$WALRUS_VERSION"
+  if [ ! -x "$venv/bin/python" ] || [ ! -d "$src/walrus/tests" ]; then
+    mkdir -p "$dir"
+    if ! { python3 -m venv "$venv" &&
+      "$venv/bin/pip" install -q "${WALRUS_DEPS[@]}" &&
+      "$venv/bin/pip" download -q --no-deps --no-binary :all: -d "$dir" \
+        "walrus==$WALRUS_VERSION" &&
+      tar xzf "$dir/walrus-$WALRUS_VERSION.tar.gz" -C "$dir" &&
+      "$venv/bin/pip" install -q --no-deps "$src"; } >"$LOGDIR/walrus-pip.log" 2>&1; then
+      note "walrus setup failed (see $LOGDIR/walrus-pip.log)"
+      rm -rf "$venv"
+      failed=$((failed + 1)); failed_names+=(walrus); return
+    fi
+  fi
+  start_server walrus --save ""
+  (cd "$src" && WALRUS_REDIS_HOST=127.0.0.1 WALRUS_REDIS_PORT="$STARTED_PORT" \
+    timeout "${WALRUS_TIMEOUT:-300}" "$venv/bin/python" -m unittest -v walrus.tests) \
+    >"$LOGDIR/walrus.log" 2>&1
+  rc=$?
+  summary="$(grep -E '^Ran [0-9]+ tests' "$LOGDIR/walrus.log" | tail -1), $(tail -1 "$LOGDIR/walrus.log")"
+  note "walrus $WALRUS_VERSION's tests: $summary"
+  if [ "$rc" -eq 0 ]; then
+    passed=$((passed + 1))
+  else
+    grep -E '^(FAIL|ERROR):' "$LOGDIR/walrus.log" >&2
+    note "log: $LOGDIR/walrus.log"
+    failed=$((failed + 1)); failed_names+=(walrus)
+  fi
+}
+
 install_deps
 build_server
 start_server server
@@ -220,6 +267,8 @@ fi
 
 # Issue 14: an application library that uses Lua scripts, its own tests.
 [ "${APP_CHECKS:-1}" = 1 ] && app_redis_lock
+# Issue 25: an application library built on streams, its own tests.
+[ "${APP_CHECKS:-1}" = 1 ] && app_walrus
 
 [ "$failed" -gt 0 ] && note "failed: ${failed_names[*]}"
 echo "clients: $passed passed, $failed failed"

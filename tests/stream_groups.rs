@@ -490,6 +490,97 @@ fn blocked_xreadgroup_is_served_or_told_why_not() {
     );
 }
 
+/// A stream `q` with group `g`, and a connection blocked reading it.
+fn blocked_on_fresh_stream(srv: &Server, c: &mut C) -> Raw {
+    let _: i64 = cmd(c, &["DEL", "q"]);
+    let _: String = cmd(c, &["XADD", "q", "1-0", "f", "v"]);
+    let _: String = cmd(c, &["XGROUP", "CREATE", "q", "g", "$"]);
+    let mut r = srv.raw();
+    let block = [
+        "XREADGROUP",
+        "GROUP",
+        "g",
+        "w",
+        "BLOCK",
+        "0",
+        "STREAMS",
+        "q",
+        ">",
+    ];
+    raw_send(&mut r, &block);
+    wait_blocked(c, 1);
+    r
+}
+
+fn assert_unblocked(r: &mut Raw, how: &str) {
+    let reply = read_reply(r);
+    assert!(
+        reply.contains("UNBLOCKED the stream key no longer exists"),
+        "{how}: {reply}"
+    );
+}
+
+#[test]
+fn a_stream_gone_by_itself_moved_or_renamed_wakes_its_readers_as_redis() {
+    let srv = Server::start(&[]);
+    let c = &mut srv.conn();
+
+    // Active expiry.
+    let mut r = blocked_on_fresh_stream(&srv, c);
+    let _: i64 = cmd(c, &["PEXPIRE", "q", "1"]);
+    assert_unblocked(&mut r, "active expiry");
+
+    // Lazy expiry, by another client's access.
+    let _: String = cmd(c, &["DEBUG", "SET-ACTIVE-EXPIRE", "0"]);
+    let mut r = blocked_on_fresh_stream(&srv, c);
+    let _: i64 = cmd(c, &["PEXPIRE", "q", "1"]);
+    eventually("lazy expiry", || cmd::<i64>(c, &["EXISTS", "q"]) == 0);
+    assert_unblocked(&mut r, "lazy expiry");
+    let _: String = cmd(c, &["DEBUG", "SET-ACTIVE-EXPIRE", "1"]);
+
+    // MOVE to another database.
+    let mut r = blocked_on_fresh_stream(&srv, c);
+    let _: i64 = cmd(c, &["MOVE", "q", "1"]);
+    assert_unblocked(&mut r, "MOVE");
+
+    // RENAMEd away.
+    let mut r = blocked_on_fresh_stream(&srv, c);
+    let _: String = cmd(c, &["RENAME", "q", "elsewhere"]);
+    assert_unblocked(&mut r, "RENAME");
+
+    // Eviction under maxmemory (the only key with a TTL, so the only one
+    // volatile-random may evict).
+    let mut r = blocked_on_fresh_stream(&srv, c);
+    let _: i64 = cmd(c, &["EXPIRE", "q", "1000"]);
+    let used: u64 = info_field(c, "used_memory");
+    let _: String = cmd(c, &["CONFIG", "SET", "maxmemory-policy", "volatile-random"]);
+    let _: String = cmd(
+        c,
+        &["CONFIG", "SET", "maxmemory", &(used + 200_000).to_string()],
+    );
+    let big = "x".repeat(10_000);
+    for i in 0..100 {
+        let _: redis::RedisResult<String> = redis::cmd("SET").arg(i).arg(&big).query(c);
+    }
+    assert_eq!(cmd::<i64>(c, &["EXISTS", "q"]), 0);
+    assert_unblocked(&mut r, "eviction");
+    let _: String = cmd(c, &["CONFIG", "SET", "maxmemory", "0"]);
+
+    // A plain XREAD is not told: it keeps waiting (Redis serves it from the
+    // next stream at the key).
+    let _: String = cmd(c, &["FLUSHALL"]);
+    let _: String = cmd(c, &["XADD", "q", "5-0", "f", "v"]);
+    let mut r = srv.raw();
+    raw_send(&mut r, &["XREAD", "BLOCK", "0", "STREAMS", "q", "$"]);
+    wait_blocked(c, 1);
+    let _: i64 = cmd(c, &["PEXPIRE", "q", "1"]);
+    eventually("expiry", || cmd::<i64>(c, &["EXISTS", "q"]) == 0);
+    wait_blocked(c, 1);
+    let _: String = cmd(c, &["XADD", "q", "7-0", "a", "b"]);
+    let reply = read_reply(&mut r);
+    assert!(reply.contains("7-0"), "{reply}");
+}
+
 fn raw_send(r: &mut Raw, args: &[&str]) {
     let mut b = format!("*{}\r\n", args.len()).into_bytes();
     for a in args {

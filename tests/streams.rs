@@ -214,3 +214,82 @@ fn blocked_xread_is_woken_by_xadd() {
     let reply = read_reply(&mut r);
     assert!(reply.contains("7-1"), "{reply}");
 }
+
+/// used_memory grown by `n` XADDs of `fields(i)` to `key`, pipelined.
+fn xadd_growth(c: &mut C, key: &str, n: usize, fields: impl Fn(usize) -> Vec<String>) -> usize {
+    let before: usize = info_field(c, "used_memory");
+    for chunk in (0..n).collect::<Vec<_>>().chunks(1000) {
+        let mut p = redis::pipe();
+        for &i in chunk {
+            p.cmd("XADD").arg(key).arg("*").arg(fields(i)).ignore();
+        }
+        let _: () = p.query(c).unwrap();
+    }
+    let after: usize = info_field(c, "used_memory");
+    after.saturating_sub(before)
+}
+
+#[test]
+fn a_stream_takes_no_more_memory_than_in_redis() {
+    let srv = Server::start(&[]);
+    let o = RedisOracle::start(&[]);
+    let (a, b) = (&mut srv.conn(), &mut o.conn());
+    let small = |_: usize| s(&["f", "v"]);
+    let sensor = |i: usize| {
+        let (id, t) = (format!("s{}", i % 100), (i * 7 % 1000).to_string());
+        vec!["sensor".into(), id, "temp".into(), t]
+    };
+    let mixed = |i: usize| match i % 3 {
+        0 => s(&["a", "1", "b", "2"]),
+        1 => vec!["payload".into(), "x".repeat(i % 200)],
+        _ => s(&["a", "one", "b", "two", "c", "three"]),
+    };
+    for (key, n, f) in [
+        ("small", 100_000, &small as &dyn Fn(usize) -> Vec<String>),
+        ("sensor", 50_000, &sensor),
+        ("mixed", 30_000, &mixed),
+    ] {
+        let ours = xadd_growth(a, key, n, f);
+        let redis = xadd_growth(b, key, n, f);
+        eprintln!("{key}: {} B/entry here, {} in Redis", ours / n, redis / n);
+        assert!(ours <= redis, "{key}: {ours} bytes here, {redis} in Redis");
+        let len: usize = cmd(a, &["XLEN", key]);
+        assert_eq!(len, n);
+    }
+}
+
+#[test]
+fn a_payload_whose_nodes_overlap_is_refused() {
+    let srv = Server::start(&[]);
+    let c = &mut srv.conn();
+    let _: String = cmd(c, &["CONFIG", "SET", "stream-node-max-entries", "2"]);
+    for id in ["1-0", "2-0", "3-0"] {
+        let _: String = cmd(c, &["XADD", "k", id, "f", "v"]);
+    }
+    let dump: Vec<u8> = redis::cmd("DUMP").arg("k").query(c).unwrap();
+    // The second node's key, 3-0, becomes 2-0: below the first node's
+    // last entry, though its own entry (3-0) still follows it.
+    let key = |ms: u8| [&[0x10u8][..], &[0, 0, 0, 0, 0, 0, 0, ms], &[0; 8]].concat();
+    let at = dump
+        .windows(17)
+        .position(|w| w == key(3).as_slice())
+        .expect("the second node's key");
+    let mut bad = dump.clone();
+    bad[at..at + 17].copy_from_slice(&key(2));
+    let _: String = cmd(c, &["DEBUG", "SET-SKIP-CHECKSUM-VALIDATION", "1"]);
+    let err = redis::cmd("RESTORE")
+        .arg("k2")
+        .arg(0)
+        .arg(bad)
+        .query::<String>(c)
+        .unwrap_err();
+    assert!(err.to_string().contains("Bad data format"), "{err}");
+    let _: String = redis::cmd("RESTORE")
+        .arg("k3")
+        .arg(0)
+        .arg(dump)
+        .query(c)
+        .unwrap();
+    let mut range = |k: &str| run(c, &s(&["XRANGE", k, "-", "+"])).unwrap();
+    assert_eq!(range("k3"), range("k"));
+}

@@ -174,6 +174,9 @@ impl<'a> Ctx<'a> {
             if self.core.active {
                 shard.set_tombstone(key, stamp);
             }
+            if let Some(e) = &old {
+                super::gone::wake_stream_waiters(self.core, db, e);
+            }
             if let Some(old) = old.filter(|_| self.core.hot.lazyfree_expire.load(Relaxed)) {
                 self.core.lazyfree.free_entry(old);
             }

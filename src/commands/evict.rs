@@ -233,6 +233,7 @@ fn evict_key(
     if srv.active {
         g.set_tombstone(key, stamp);
     }
+    super::gone::wake_stream_waiters(srv, db, &old);
     if srv.hot.eviction.lazy() {
         srv.lazyfree.free_entry(old);
     } else {

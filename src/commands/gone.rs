@@ -94,6 +94,17 @@ pub fn key_gone(g: &Gone, why: Why, db: usize, key: &[u8], emit: impl FnOnce(&[&
     emit(&[why.del_name(srv), key]);
 }
 
+/// Wakes the clients blocked on the key of `e`, gone from `db` by itself
+/// (expiry, eviction) or by MOVE, when it was a stream: Redis's
+/// dbGenericDelete signals a deleted stream, so a blocked XREADGROUP fails
+/// with UNBLOCKED at once rather than at its timeout. A blocked XREAD re-runs
+/// and keeps waiting, as with Redis.
+pub fn wake_stream_waiters(core: &Core, db: usize, e: &crate::keyspace::Entry) {
+    if matches!(e.value, crate::keyspace::Value::Stream(_)) && !core.blocking.is_empty() {
+        core.blocking.signal(db, &e.key);
+    }
+}
+
 /// The stamp of the deletion of a key whose version was `prev`: after it
 /// (and, under active replication, after the node's stamp floor), so that
 /// the deletion wins over the write it undoes on every node.
@@ -144,6 +155,7 @@ pub fn actively_expired(
 ) -> Option<crate::keyspace::Tombstone> {
     let core = g.core;
     let stamp = stamp_after(core, clock, e.version);
+    wake_stream_waiters(core, db, &e);
     key_gone(
         g,
         Why::Expired,

@@ -776,6 +776,10 @@ fn move_cmd(ctx: &mut Ctx, args: Args) -> CmdResult {
     let moved = p.src().get_raw(hash, key).is_some() && p.dst().get_raw(hash, key).is_none();
     if moved {
         let mut e = p.src().remove(hasher, hash, key).expect("checked above");
+        if matches!(e.value, crate::keyspace::Value::Stream(_)) {
+            // Gone from the source db: its XREADGROUPs fail (Redis's dbDelete).
+            ctx.signal_ready(src_db, key);
+        }
         let v = ctx.version_after(e.version);
         e.version = v;
         p.dst().insert(hasher, hash, e);

@@ -720,7 +720,7 @@ pub fn xclaim(ctx: &mut Ctx, args: Args) -> CmdResult {
     let mut have_consumer = false;
     let mut setid = false;
     {
-        let entries_of = |id: StreamId| s.entry(id).cloned();
+        let entries_of = |id: StreamId| s.entry(id);
         let fields: Vec<Option<Fields>> = c.ids.iter().map(|id| entries_of(*id)).collect();
         let g = s.groups.get_mut(group).expect("checked");
         if c.last_id > g.last_id {
@@ -900,7 +900,7 @@ fn autoclaim_scan(
             break;
         };
         at = id.next();
-        let fields = s.entry(id).cloned();
+        let fields = s.entry(id);
         let g = s.groups.get_mut(group).expect("checked");
         let idtext = id.text();
         let Some(f) = fields else {

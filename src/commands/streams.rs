@@ -507,7 +507,7 @@ fn range_generic(ctx: &mut Ctx, args: Args, rev: bool) -> CmdResult {
     let items: Vec<_> = s.range(start, end, rev).take(take).collect();
     ctx.out.array(items.len());
     for (id, f) in items {
-        reply_entry(ctx.out, id, f);
+        reply_entry(ctx.out, id, &f);
     }
     Ok(())
 }
@@ -780,7 +780,7 @@ fn xread(ctx: &mut Ctx, args: Args) -> CmdResult {
         let es: Vec<_> = s
             .range(from, StreamId::MAX, false)
             .take(take)
-            .map(|(id, f)| (id, Some(f.clone())))
+            .map(|(id, f)| (id, Some(f)))
             .collect();
         if !es.is_empty() {
             found.push((k, es));
@@ -949,7 +949,7 @@ fn xinfo_stream(ctx: &mut Ctx, args: Args) -> CmdResult {
             .collect();
         out.array(es.len());
         for (i, f) in es {
-            reply_entry(out, i, f);
+            reply_entry(out, i, &f);
         }
         out.bulk(b"groups");
         out.array(s.groups.len());
@@ -963,7 +963,7 @@ fn xinfo_stream(ctx: &mut Ctx, args: Args) -> CmdResult {
     for (name, e) in [(&b"first-entry"[..], s.first()), (b"last-entry", s.last())] {
         out.bulk(name);
         match e {
-            Some((i, f)) => reply_entry(out, i, f),
+            Some((i, f)) => reply_entry(out, i, &f),
             None => out.null(),
         }
     }

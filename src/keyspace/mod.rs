@@ -32,6 +32,7 @@ pub mod set;
 pub mod snap;
 pub mod stream;
 pub mod stream_groups;
+pub mod stream_node;
 pub mod table;
 pub mod value;
 pub mod zset;

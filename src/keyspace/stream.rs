@@ -3,18 +3,20 @@
 //! entries added, the largest deleted ID) and the consumer groups
 //! (`stream_groups.rs`).
 //!
-//! Entries live in a B-tree keyed by ID, their fields and values packed in
-//! one allocation. Beside them the stream keeps the *node* structure Redis's
-//! radix tree of listpacks has: which entry opened each node, and how many
-//! entries (live and deleted) and bytes the node holds, split by the same
-//! `stream-node-max-entries` / `stream-node-max-bytes` rule. Approximate
-//! trimming (`MAXLEN ~`, `MINID ~`) removes whole nodes, as Redis does, so
-//! it leaves the same entries; the RDB writer emits one listpack per node.
-//! Why not Redis's listpacks themselves: the packed B-tree costs a few
-//! words more per entry but needs no listpack editing on XDEL; the memory
-//! against Redis is measured in docs/STREAMS-HLL-GEO.md.
+//! Entries live in *nodes* as Redis's radix tree of listpacks keeps them:
+//! a B-tree maps each node's key (the ID of the entry that opened it,
+//! Redis's master ID) to one byte buffer holding its entries delta-encoded
+//! against a master field list (`stream_node.rs`, DECISIONS 95). Nodes are
+//! opened by the same `stream-node-max-entries` / `stream-node-max-bytes`
+//! rule as streamAppendItem's, so approximate trimming (`MAXLEN ~`,
+//! `MINID ~`) removes the same whole nodes as Redis and leaves the same
+//! entries, and the RDB writer emits one listpack per node. Readers get
+//! entries decoded into owned [`Fields`]; the memory against Redis is
+//! measured in docs/STREAMS-HLL-GEO.md (`bench/streams.sh`).
 
 use std::collections::BTreeMap;
+
+use super::stream_node::{Cursor, Node, Raw};
 
 /// A stream entry ID: milliseconds and sequence.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -99,18 +101,9 @@ impl Fields {
         self.items().count()
     }
 
-    fn bytes(&self) -> usize {
+    pub(super) fn bytes(&self) -> usize {
         self.0.len()
     }
-}
-
-/// A node of Redis's layout: the entries from its master ID on.
-#[derive(Clone, Debug, PartialEq, Default)]
-struct Node {
-    live: usize,
-    /// Live and deleted: what Redis's split rule counts.
-    total: usize,
-    bytes: usize,
 }
 
 /// How a trim decides what goes (XADD's and XTRIM's options).
@@ -122,8 +115,11 @@ pub enum Trim {
 
 #[derive(Clone, Debug, PartialEq, Default)]
 pub struct StreamValue {
-    entries: BTreeMap<StreamId, Fields>,
+    /// The nodes by key: the ID of the entry that opened each (Redis's
+    /// master ID), never a node without live entries.
     nodes: BTreeMap<StreamId, Node>,
+    /// Live entries.
+    length: usize,
     pub last_id: StreamId,
     pub entries_added: u64,
     pub max_deleted: StreamId,
@@ -135,51 +131,136 @@ pub struct StreamValue {
 /// byte half of the node split rule counts.
 const NODE_BASE: usize = 16;
 
+/// Entries of a range, node by node (`StreamValue::range`): forwards a
+/// node is walked lazily; backwards its entries in range are listed first.
+pub struct Range<'a> {
+    nodes: std::collections::btree_map::Range<'a, StreamId, Node>,
+    lo: StreamId,
+    hi: StreamId,
+    rev: bool,
+    node: Option<&'a Node>,
+    /// Forwards: the walk over the current node.
+    cursor: Option<Cursor<'a>>,
+    /// Backwards: the current node's entries still to yield, the next last.
+    pending: Vec<Raw>,
+}
+
+impl Range<'_> {
+    /// The next live entry in range of the current node, if any.
+    fn next_here(&mut self) -> Option<Raw> {
+        if self.rev {
+            return self.pending.pop();
+        }
+        let (lo, hi) = (self.lo, self.hi);
+        let c = self.cursor.as_mut()?;
+        let r = c.find(|r| !r.deleted() && r.id >= lo)?;
+        if r.id > hi {
+            // Nodes never overlap: nothing further is in range.
+            self.cursor = None;
+            self.nodes = Default::default();
+            return None;
+        }
+        Some(r)
+    }
+}
+
+impl Iterator for Range<'_> {
+    type Item = (StreamId, Fields);
+
+    fn next(&mut self) -> Option<(StreamId, Fields)> {
+        loop {
+            if let Some(n) = self.node {
+                if let Some(r) = self.next_here() {
+                    return Some((r.id, n.fields(&r)));
+                }
+            }
+            let (key, node) = if self.rev {
+                self.nodes.next_back()?
+            } else {
+                self.nodes.next()?
+            };
+            if self.rev {
+                let (lo, hi) = (self.lo, self.hi);
+                self.pending = node
+                    .iter(*key)
+                    .filter(|r| !r.deleted() && lo <= r.id && r.id <= hi)
+                    .collect();
+            } else {
+                self.cursor = Some(node.iter(*key));
+            }
+            self.node = Some(node);
+        }
+    }
+}
+
 impl StreamValue {
     pub fn len(&self) -> usize {
-        self.entries.len()
+        self.length
     }
 
     pub fn is_empty(&self) -> bool {
-        self.entries.is_empty()
+        self.length == 0
     }
 
     pub fn node_count(&self) -> usize {
         self.nodes.len()
     }
 
+    /// The node holding `id` if any: its key and the node.
+    fn node_of(&self, id: StreamId) -> Option<(StreamId, &Node)> {
+        self.nodes.range(..=id).next_back().map(|(k, n)| (*k, n))
+    }
+
+    /// The first or last live entry's ID.
+    fn edge(&self, last: bool) -> Option<StreamId> {
+        let (key, n) = if last {
+            self.nodes.iter().next_back()?
+        } else {
+            self.nodes.iter().next()?
+        };
+        let mut live = n.iter(*key).filter(|r| !r.deleted());
+        if last {
+            live.last().map(|r| r.id)
+        } else {
+            live.next().map(|r| r.id)
+        }
+    }
+
     pub fn first_id(&self) -> StreamId {
-        self.entries.keys().next().copied().unwrap_or_default()
+        self.edge(false).unwrap_or_default()
     }
 
     /// The entry with ID `id`, if present.
-    pub fn entry(&self, id: StreamId) -> Option<&Fields> {
-        self.entries.get(&id)
+    pub fn entry(&self, id: StreamId) -> Option<Fields> {
+        let (key, n) = self.node_of(id)?;
+        let r = n.iter(key).find(|r| r.id >= id).filter(|r| r.id == id)?;
+        (!r.deleted()).then(|| n.fields(&r))
     }
 
-    pub fn first(&self) -> Option<(StreamId, &Fields)> {
-        self.entries.iter().next().map(|(k, v)| (*k, v))
+    pub fn first(&self) -> Option<(StreamId, Fields)> {
+        self.range(StreamId::MIN, StreamId::MAX, false).next()
     }
 
-    pub fn last(&self) -> Option<(StreamId, &Fields)> {
-        self.entries.iter().next_back().map(|(k, v)| (*k, v))
+    pub fn last(&self) -> Option<(StreamId, Fields)> {
+        self.range(StreamId::MIN, StreamId::MAX, true).next()
     }
 
     /// Entries with IDs in `lo..=hi`, forwards or backwards.
-    pub fn range(
-        &self,
-        lo: StreamId,
-        hi: StreamId,
-        rev: bool,
-    ) -> Box<dyn Iterator<Item = (StreamId, &Fields)> + '_> {
-        if lo > hi {
-            return Box::new(std::iter::empty());
-        }
-        let r = self.entries.range(lo..=hi).map(|(k, v)| (*k, v));
-        if rev {
-            Box::new(r.rev())
+    pub fn range(&self, lo: StreamId, hi: StreamId, rev: bool) -> Range<'_> {
+        let from = self.node_of(lo).map_or(lo, |(k, _)| k);
+        let nodes = if lo > hi {
+            self.nodes.range(StreamId::MAX..StreamId::MAX)
         } else {
-            Box::new(r)
+            self.nodes.range(from..=hi)
+        };
+        Range {
+            nodes,
+            lo,
+            hi,
+            rev,
+            node: None,
+            cursor: None,
+            pending: Vec::new(),
         }
     }
 
@@ -190,44 +271,45 @@ impl StreamValue {
         let max_bytes = if max_bytes == 0 { 1 << 30 } else { max_bytes };
         let open = match self.nodes.iter_mut().next_back() {
             Some((_, n)) => {
-                n.bytes + size >= max_bytes || (max_entries > 0 && n.total >= max_entries)
+                // (A node's counters are u32: it closes before they wrap.)
+                let full = n.bytes + size >= max_bytes
+                    || (max_entries > 0 && n.total as usize >= max_entries)
+                    || n.total == u32::MAX;
+                if full {
+                    n.seal();
+                }
+                full
             }
             None => true,
         };
         if open {
-            self.nodes.insert(id, Node::default());
+            let mut n = Node::open(&f);
+            n.bytes = NODE_BASE;
+            self.nodes.insert(id, n);
         }
-        let n = self.nodes.values_mut().next_back().expect("a node");
-        n.live += 1;
-        n.total += 1;
-        n.bytes += size + if open { NODE_BASE } else { 0 };
-        self.entries.insert(id, f);
+        let (key, n) = self.nodes.iter_mut().next_back().expect("a node");
+        n.push(*key, id, &f);
+        n.bytes += size;
+        self.length += 1;
         self.last_id = id;
         self.entries_added += 1;
     }
 
     /// Removes one entry (XDEL); whether it was there.
     pub fn delete(&mut self, id: StreamId) -> bool {
-        if self.entries.remove(&id).is_none() {
+        let Some((key, n)) = self.node_of(id) else {
             return false;
-        }
-        let master = *self.nodes.range(..=id).next_back().expect("a node").0;
-        let n = self.nodes.get_mut(&master).expect("the node");
-        n.live -= 1;
+        };
+        let Some(r) = n.iter(key).find(|r| r.id == id && !r.deleted()) else {
+            return false;
+        };
+        let n = self.nodes.get_mut(&key).expect("the node");
+        n.mark_deleted(&r);
         if n.live == 0 {
-            self.nodes.remove(&master);
+            self.nodes.remove(&key);
         }
+        self.length -= 1;
         true
-    }
-
-    /// The entries of the node opened by `master`.
-    fn node_ids(&self, master: StreamId) -> Vec<StreamId> {
-        let end = self.nodes.range(master..).nth(1).map(|(k, _)| *k);
-        let r = self.entries.range(master..);
-        match end {
-            Some(e) => r.take_while(|(k, _)| **k < e).map(|(k, _)| *k).collect(),
-            None => r.map(|(k, _)| *k).collect(),
-        }
     }
 
     /// Trims from the oldest entry (streamTrim): whole nodes while they
@@ -235,81 +317,84 @@ impl StreamValue {
     /// caps the entries removed with whole nodes. Returns how many went.
     pub fn trim(&mut self, how: Trim, approx: bool, limit: usize) -> usize {
         let mut removed = 0;
-        while let Some((&master, node)) = self.nodes.iter().next() {
-            let live = node.live;
+        while let Some((&key, node)) = self.nodes.iter().next() {
+            let live = node.live as usize;
             if let Trim::MaxLen(m) = how {
                 if self.len() as u64 <= m {
                     break;
                 }
             }
-            let ids = self.node_ids(master);
             let whole = match how {
                 Trim::MaxLen(m) => (self.len() - live) as u64 >= m,
-                Trim::MinId(min) => ids.last().is_some_and(|l| *l < min),
+                Trim::MinId(min) => node.last < min,
             };
             if whole {
                 if limit > 0 && removed + live > limit {
                     break;
                 }
-                for id in ids {
-                    self.entries.remove(&id);
-                }
-                self.nodes.remove(&master);
+                self.nodes.remove(&key);
+                self.length -= live;
                 removed += live;
                 continue;
             }
-            if approx {
-                break;
-            }
-            for id in ids {
-                let keep = match how {
-                    Trim::MaxLen(m) => self.len() as u64 <= m,
-                    Trim::MinId(min) => id >= min,
-                };
-                if keep {
-                    break;
-                }
-                self.delete(id);
-                removed += 1;
+            if !approx {
+                removed += self.trim_node(key, how);
             }
             break;
         }
         removed
     }
 
-    /// The entries grouped by node: (master ID, entries), for the RDB.
-    pub fn nodes(&self) -> Vec<(StreamId, Vec<(StreamId, &Fields)>)> {
-        let masters: Vec<StreamId> = self.nodes.keys().copied().collect();
-        masters
-            .iter()
-            .map(|&m| {
-                let ids = self.node_ids(m);
-                let es = ids.iter().map(|id| (*id, &self.entries[id])).collect();
-                (m, es)
-            })
-            .collect()
+    /// Deletes the entries of node `key` (which keeps some) that `how`
+    /// removes, from its first on; how many.
+    fn trim_node(&mut self, key: StreamId, how: Trim) -> usize {
+        let n = self.nodes.get_mut(&key).expect("the node");
+        let mut removed = 0;
+        for r in n.raws(key).into_iter().filter(|r| !r.deleted()) {
+            let keep = match how {
+                Trim::MaxLen(m) => (self.length - removed) as u64 <= m,
+                Trim::MinId(min) => r.id >= min,
+            };
+            if keep {
+                break;
+            }
+            n.mark_deleted(&r);
+            removed += 1;
+        }
+        if n.live == 0 {
+            self.nodes.remove(&key);
+        }
+        self.length -= removed;
+        removed
+    }
+
+    /// The entries grouped by node: (node key, live entries), for the RDB.
+    pub fn nodes(&self) -> impl Iterator<Item = (StreamId, Vec<(StreamId, Fields)>)> + '_ {
+        self.nodes.iter().map(|(k, n)| {
+            let es = n.raws(*k).into_iter().filter(|r| !r.deleted());
+            (*k, es.map(|r| (r.id, n.fields(&r))).collect())
+        })
     }
 
     /// A stream rebuilt from an RDB node by node (the IDs checked
-    /// increasing by the caller).
+    /// increasing and not below `master` by the caller).
     pub fn load_node(&mut self, master: StreamId, entries: Vec<(StreamId, Fields)>) {
-        if entries.is_empty() {
+        let Some(first) = entries.first() else {
             return;
-        }
-        let mut n = Node::default();
-        for (id, f) in entries {
-            n.live += 1;
-            n.total += 1;
+        };
+        let mut n = Node::open(&first.1);
+        n.bytes = NODE_BASE;
+        for (id, f) in &entries {
+            n.push(master, *id, f);
             n.bytes += f.bytes() + 8;
-            self.entries.insert(id, f);
         }
-        n.bytes += NODE_BASE;
+        n.seal();
+        self.length += entries.len();
         self.nodes.insert(master, n);
     }
 
     pub fn mem_usage(&self) -> usize {
-        self.entries.values().map(|f| f.bytes() + 48).sum::<usize>()
-            + 64 * self.nodes.len()
-            + self.groups_mem()
+        let node = std::mem::size_of::<(StreamId, Node)>() + 16;
+        self.nodes.values().map(|n| n.heap() + node).sum::<usize>() + self.groups_mem()
     }
 }

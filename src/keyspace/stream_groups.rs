@@ -206,11 +206,8 @@ impl StreamValue {
         now: i64,
     ) -> GroupRead {
         let take = if count == 0 { usize::MAX } else { count };
-        let entries: Vec<(StreamId, Fields)> = self
-            .range(start, StreamId::MAX, false)
-            .take(take)
-            .map(|(id, f)| (id, f.clone()))
-            .collect();
+        let entries: Vec<(StreamId, Fields)> =
+            self.range(start, StreamId::MAX, false).take(take).collect();
         let counters: Vec<(StreamId, bool, i64)> = entries
             .iter()
             .map(|(id, _)| {
@@ -265,10 +262,8 @@ impl StreamValue {
             .take(take)
             .copied()
             .collect();
-        let out: Vec<(StreamId, Option<Fields>)> = ids
-            .iter()
-            .map(|id| (*id, self.entry(*id).cloned()))
-            .collect();
+        let out: Vec<(StreamId, Option<Fields>)> =
+            ids.iter().map(|id| (*id, self.entry(*id))).collect();
         let g = self.groups.get_mut(group).expect("group checked");
         for (id, f) in &out {
             if f.is_some() {

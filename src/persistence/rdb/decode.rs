@@ -314,7 +314,10 @@ fn stream<R: Read>(s: &mut Src<R>, t: u8) -> Result<Value, RdbError> {
         if entries.is_empty() {
             return Err(corrupt("Empty listpack inside stream"));
         }
-        if entries[0].0 < master || last_seen.is_some_and(|l| entries[0].0 <= l) {
+        // Redis opens a node with an entry above every earlier one, so
+        // node keys rise past the entries before them: the nodes' ranges
+        // never overlap (lookups by ID rely on it).
+        if entries[0].0 < master || last_seen.is_some_and(|l| master <= l) {
             return Err(corrupt("Stream node IDs out of order"));
         }
         last_seen = entries.last().map(|e| e.0);

@@ -29,7 +29,7 @@ const FLAG_DELETED: i64 = 1;
 const FLAG_SAMEFIELDS: i64 = 2;
 
 /// One node's listpack, from its master ID and entries.
-pub fn node_listpack(master: StreamId, entries: &[(StreamId, &Fields)]) -> Vec<u8> {
+pub fn node_listpack(master: StreamId, entries: &[(StreamId, Fields)]) -> Vec<u8> {
     let mut lp = Listpack::new();
     let master_fields: Vec<&[u8]> = entries[0].1.items().step_by(2).collect();
     lp.push_int(entries.len() as i64);
@@ -165,7 +165,6 @@ fn parse_entry(
 /// Every node of `s`: its 16-byte key and listpack.
 pub fn node_blobs(s: &StreamValue) -> Vec<([u8; 16], Vec<u8>)> {
     s.nodes()
-        .into_iter()
         .map(|(m, es)| (m.to_be(), node_listpack(m, &es)))
         .collect()
 }
