@@ -26,6 +26,7 @@ pub mod scripts;
 pub mod stats;
 pub mod table;
 pub mod tls;
+pub mod tls_key;
 pub mod tracking;
 
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering::Relaxed};
