@@ -483,7 +483,9 @@ pub static DIRECTIVES: &[Directive] = &[
     d("enable-debug-command", Enum(&["no", "yes", "local"]), "no")
         .imm()
         .built(),
-    d("enable-module-command", Enum(&["no", "yes", "local"]), "no").imm(),
+    d("enable-module-command", Enum(&["no", "yes", "local"]), "no")
+        .imm()
+        .built(),
     d(
         "enable-protected-configs",
         Enum(&["no", "yes", "local"]),

@@ -785,7 +785,7 @@ pub fn dispatch(
             let monitored = srv.clients.monitors.load(Relaxed) > 0
                 && cmd.flags & (flags::ADMIN | flags::SKIP_MONITOR) == 0;
             if monitored && cmd.name != "exec" {
-                logs::feed_monitors(srv, client, args);
+                logs::feed_monitors(srv, client, Some(id), args);
             }
             let mut clock = worker.clock.borrow_mut();
             let mut ctx = Ctx {
@@ -804,7 +804,7 @@ pub fn dispatch(
             let r = (cmd.handler)(&mut ctx, args);
             let blocked = ctx.client.block.request.is_some();
             if monitored && cmd.name == "exec" {
-                logs::feed_monitors(srv, client, args);
+                logs::feed_monitors(srv, client, Some(id), args);
             }
             end = Instant::now();
             let usec = end.saturating_duration_since(start).as_micros() as u64;
@@ -859,6 +859,9 @@ fn lookup_and_check(
 ) -> Result<usize, (Option<usize>, CmdError)> {
     let name = args.get(0);
     let Some(mut id) = srv.commands.lookup(name) else {
+        if let Some(e) = crate::commands::unbuilt::not_built(name) {
+            return Err((None, e));
+        }
         let shown: Vec<String> = args
             .iter()
             .skip(1)
@@ -900,7 +903,7 @@ fn lookup_and_check(
         ));
     }
     if cmd.flags & flags::PROTECTED != 0 {
-        debug_allowed(srv, client).map_err(|e| (Some(id), e))?;
+        protected_allowed(srv, client, id).map_err(|e| (Some(id), e))?;
     }
     if !client.authenticated && cmd.flags & flags::NO_AUTH == 0 && srv.acl.auth_required() {
         log_refused_link(srv, client, id, &CmdError::NoAuth);
@@ -957,16 +960,22 @@ fn acl_check(
     crate::commands::acl::admit(srv, client, id, args, context)
 }
 
-/// `enable-debug-command`: DEBUG runs only when it is `yes`, or `local` and
-/// the client is on loopback or a unix socket (Redis 7's default is `no`).
-fn debug_allowed(srv: &Server, client: &ClientState) -> Result<(), CmdError> {
-    let setting = srv.config.read().get_str("enable-debug-command");
+/// Redis's protected commands: DEBUG runs only when `enable-debug-command`
+/// is `yes`, or `local` and the client is on loopback or a unix socket
+/// (Redis 7's default is `no`); MODULE LOAD/LOADEX/UNLOAD the same by
+/// `enable-module-command`.
+fn protected_allowed(srv: &Server, client: &ClientState, id: usize) -> Result<(), CmdError> {
+    let (directive, what) = match srv.commands.full_names[id].starts_with("module|") {
+        true => ("enable-module-command", "MODULE"),
+        false => ("enable-debug-command", "DEBUG"),
+    };
+    let setting = srv.config.read().get_str(directive);
     if setting == "yes" || (setting == "local" && client.local) {
         return Ok(());
     }
-    Err(CmdError::err(
-        "DEBUG command not allowed. If the enable-debug-command option is set to \"local\", you can run it from a local connection, otherwise you need to set this option in the configuration file, and then restart the server.",
-    ))
+    Err(CmdError::err(format!(
+        "{what} command not allowed. If the {directive} option is set to \"local\", you can run it from a local connection, otherwise you need to set this option in the configuration file, and then restart the server.",
+    )))
 }
 
 /// Counts the call of a blocked command that ends without being re-run (a

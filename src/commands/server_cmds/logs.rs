@@ -2,7 +2,8 @@
 //!
 //! The slow log itself is filled by the dispatcher (`conn.rs`, after each
 //! command, against `slowlog-log-slower-than`); this file only reads and
-//! resets it. We keep no latency-event samples, so LATENCY answers with
+//! resets it. Both the slow log and MONITOR show passwords and ACL rules
+//! as "(redacted)", where Redis's commands redact them ([`redacted`]). We keep no latency-event samples, so LATENCY answers with
 //! Redis's well-formed empty replies, and HISTOGRAM reports call counts.
 
 use std::sync::atomic::Ordering::Relaxed;
@@ -208,13 +209,69 @@ fn latency_histogram(ctx: &mut Ctx, args: Args) -> CmdResult {
     Ok(())
 }
 
-pub fn feed_monitors(srv: &Core, client: &ClientState, args: Args) {
+/// What a redacted argument shows.
+const REDACTED: &[u8] = b"(redacted)";
+
+/// The positions of the arguments of command `id` that SLOWLOG and
+/// MONITOR show as "(redacted)": where Redis's handlers call
+/// redactClientCommandArgument (MIGRATE's AUTH too, once MIGRATE exists).
+pub fn redacted(srv: &Core, id: usize, args: Args) -> Vec<usize> {
+    let n = args.len();
+    let is = |i: usize, w: &str| args.get(i).eq_ignore_ascii_case(w.as_bytes());
+    match srv.commands.full_names[id].as_str() {
+        "acl|setuser" => (2..n).collect(),
+        "auth" if n == 2 => vec![1],
+        "auth" if n == 3 => vec![1, 2],
+        "hello" => {
+            let (mut v, mut j) = (vec![], 2);
+            while j < n {
+                if is(j, "auth") && j + 2 < n {
+                    v.extend([j + 1, j + 2]);
+                    j += 3;
+                } else if is(j, "setname") && j + 1 < n {
+                    j += 2;
+                } else {
+                    break;
+                }
+            }
+            v
+        }
+        "config|set" if n >= 4 && n.is_multiple_of(2) => (2..n)
+            .step_by(2)
+            .filter(|&i| {
+                ["masteruser", "masterauth", "requirepass"]
+                    .iter()
+                    .any(|w| is(i, w))
+            })
+            .map(|i| i + 1)
+            .collect(),
+        _ => vec![],
+    }
+}
+
+/// A MONITOR line for the client's command `id` (None: one with nothing
+/// to redact, EVAL's and FCALL's own line).
+pub fn feed_monitors(srv: &Core, client: &ClientState, id: Option<usize>, args: Args) {
     let addr = client
         .shared
         .as_ref()
         .map(|s| s.addr.clone())
         .unwrap_or_default();
-    feed_monitors_from(srv, client.db, &addr, args)
+    let hidden = id.map_or(vec![], |id| redacted(srv, id, args));
+    if hidden.is_empty() {
+        return feed_monitors_from(srv, client.db, &addr, args);
+    }
+    let shown: Vec<&[u8]> = (0..args.len())
+        .map(|i| {
+            if hidden.contains(&i) {
+                REDACTED
+            } else {
+                args.get(i)
+            }
+        })
+        .collect();
+    let owned = crate::protocol::OwnedArgs::new(&shown);
+    feed_monitors_from(srv, client.db, &addr, owned.args())
 }
 
 /// A MONITOR line for a command of `who` ("lua" for a script's command,
@@ -253,7 +310,9 @@ pub fn maybe_slowlog(srv: &Core, client: &ClientState, id: usize, args: Args, us
     let max = srv.hot.slowlog_max_len.load(Relaxed);
     let mut shown: Vec<Vec<u8>> = vec![];
     let argc = args.len();
+    let hidden = redacted(srv, id, args);
     for (i, a) in args.iter().enumerate() {
+        let a = if hidden.contains(&i) { REDACTED } else { a };
         if i == 31 && argc > 32 {
             shown.push(format!("... ({} more arguments)", argc - 31).into_bytes());
             break;
