@@ -153,6 +153,9 @@ fn norm_mem_or_percent(a: &str) -> Result<String, String> {
         if v < 0 {
             return Err(bad());
         }
+        if v > 100 {
+            return Err("percentage argument must be less or equal to 100".into());
+        }
         return Ok(format!("{v}%"));
     }
     match parse_memory(a) {

@@ -623,6 +623,11 @@ async fn process_input(
     qb: &mut QueryBuf,
     out: &mut ReplyBuf,
 ) -> (bool, bool) {
+    // CLIENT LIST's qbuf while the batch runs: the whole read, the running
+    // command included, as Redis's query buffer until the batch is done.
+    if let Some(sh) = &client.shared {
+        sh.qbuf.store(qb.end - qb.start, Relaxed);
+    }
     // One clock read per command: each command's end is the next one's start.
     let mut t = Instant::now();
     loop {
