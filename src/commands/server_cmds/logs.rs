@@ -214,7 +214,7 @@ const REDACTED: &[u8] = b"(redacted)";
 
 /// The positions of the arguments of command `id` that SLOWLOG and
 /// MONITOR show as "(redacted)": where Redis's handlers call
-/// redactClientCommandArgument (MIGRATE's AUTH too, once MIGRATE exists).
+/// redactClientCommandArgument.
 pub fn redacted(srv: &Core, id: usize, args: Args) -> Vec<usize> {
     let n = args.len();
     let is = |i: usize, w: &str| args.get(i).eq_ignore_ascii_case(w.as_bytes());
@@ -222,20 +222,17 @@ pub fn redacted(srv: &Core, id: usize, args: Args) -> Vec<usize> {
         "acl|setuser" => (2..n).collect(),
         "auth" if n == 2 => vec![1],
         "auth" if n == 3 => vec![1, 2],
-        "hello" => {
-            let (mut v, mut j) = (vec![], 2);
-            while j < n {
-                if is(j, "auth") && j + 2 < n {
-                    v.extend([j + 1, j + 2]);
-                    j += 3;
-                } else if is(j, "setname") && j + 1 < n {
-                    j += 2;
-                } else {
-                    break;
-                }
-            }
-            v
-        }
+        "hello" => options_redacted(args, 2, &[("setname", 1, false), ("auth", 2, true)]),
+        "migrate" => options_redacted(
+            args,
+            6,
+            &[
+                ("copy", 0, false),
+                ("replace", 0, false),
+                ("auth", 1, true),
+                ("auth2", 2, true),
+            ],
+        ),
         "config|set" if n >= 4 && n.is_multiple_of(2) => (2..n)
             .step_by(2)
             .filter(|&i| {
@@ -247,6 +244,27 @@ pub fn redacted(srv: &Core, id: usize, args: Args) -> Vec<usize> {
             .collect(),
         _ => vec![],
     }
+}
+
+/// The values to redact among options from `from` on: `(name, values,
+/// secret)`, read as the command's handler reads them (stopping at the
+/// first word that is not one of them, or lacks its values).
+fn options_redacted(args: Args, from: usize, opts: &[(&str, usize, bool)]) -> Vec<usize> {
+    let (mut v, mut j) = (vec![], from);
+    while j < args.len() {
+        let word = args.get(j);
+        let Some(&(_, k, secret)) = opts
+            .iter()
+            .find(|(o, k, _)| word.eq_ignore_ascii_case(o.as_bytes()) && j + k < args.len())
+        else {
+            break;
+        };
+        if secret {
+            v.extend(j + 1..=j + k);
+        }
+        j += k + 1;
+    }
+    v
 }
 
 /// A MONITOR line for the client's command `id` (None: one with nothing
