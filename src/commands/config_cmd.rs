@@ -225,7 +225,7 @@ fn set(ctx: &mut Ctx, args: Args) -> CmdResult {
         }
         cfg.store(d, v);
     }
-    ctx.core.hot.load(&cfg);
+    ctx.core.config_changed(&cfg);
     drop(cfg);
     if let Some(c) = tls {
         ctx.core.tls.install(c);

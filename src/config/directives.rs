@@ -508,12 +508,13 @@ pub static DIRECTIVES: &[Directive] = &[
     d("io-threads-do-reads", Bool, "no").imm(),
     d("jemalloc-bg-thread", Bool, "yes"),
     d("latency-monitor-threshold", Int(0, LONG), "0").built(),
-    d("latency-tracking", Bool, "yes"),
+    d("latency-tracking", Bool, "yes").built(),
     d(
         "latency-tracking-info-percentiles",
         Percentiles,
         "50 99 99.9",
-    ),
+    )
+    .built(),
     d("lazyfree-lazy-eviction", Bool, "no").built(),
     d("lazyfree-lazy-expire", Bool, "no").built(),
     d("lazyfree-lazy-server-del", Bool, "no"),

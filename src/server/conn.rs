@@ -818,6 +818,13 @@ pub fn dispatch(
             if r.is_err() || !blocked {
                 worker.stats.record_call(id, usec, r.is_err());
             }
+            if !blocked {
+                let event = match cmd.flags & flags::FAST {
+                    0 => "command",
+                    _ => "fast-command",
+                };
+                srv.latency_event(event, usec / 1000);
+            }
             (Some(id), r, usec)
         }
     };

@@ -40,6 +40,7 @@ pub async fn worker_cron(srv: Arc<Server>, worker: Rc<Worker>, index: usize, nwo
             client: 0,
             now_ms: 0,
         };
+        let started = std::time::Instant::now();
         let st = active_expire_cycle(
             &srv.keyspace,
             index,
@@ -48,6 +49,7 @@ pub async fn worker_cron(srv: Arc<Server>, worker: Rc<Worker>, index: usize, nwo
             budget,
             |db, e| actively_expired(&gone, &mut clock, db, e),
         );
+        srv.latency_event("expire-cycle", started.elapsed().as_millis() as u64);
         more_due = st.more_due;
         crate::commands::tracking::flush_bcast(&srv);
     }
