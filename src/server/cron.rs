@@ -31,6 +31,12 @@ pub async fn worker_cron(srv: Arc<Server>, worker: Rc<Worker>, index: usize, nwo
         if !srv.hot.active_expire.load(Relaxed) || !super::hooks::expires_keys(&srv) {
             continue;
         }
+        // No key expires while CLIENT PAUSE holds writes (Redis skips the
+        // cycle then; reads see such keys as missing, `commands/access.rs`).
+        let paused_until = srv.pause_until_ms.load(Relaxed);
+        if paused_until != 0 && unix_ms() < paused_until {
+            continue;
+        }
         let budget = period / 4;
         let mut clock = worker.clock.borrow_mut();
         // Expired by no client's command; each event reads the clock.
