@@ -605,6 +605,7 @@ mod tests {
             flush: None,
             tomb: 0,
             ready: None,
+            hide_expired: 0,
         };
         let key = (0u32..)
             .map(|i| format!("k{i}").into_bytes())
