@@ -101,6 +101,10 @@ fn what_is_not_built_says_so_and_names_the_docs_page() {
             )
         );
     }
+    assert_eq!(
+        reply(&mut c, &["OBJECT", "LASTMODIFIED", "k"]),
+        "ERR 'OBJECT LASTMODIFIED' is KeyDB's and not supported by LatticeDB yet (docs/COMMANDS.md)"
+    );
     // A mistyped name is still an unknown command.
     assert!(reply(&mut c, &["NOSUCHCMD"]).starts_with("ERR unknown command 'NOSUCHCMD'"));
 }

@@ -4,7 +4,8 @@
 //!   and LOAD/LOADEX/UNLOAD refused by `enable-module-command` as Redis
 //!   refuses them (its default `no`); where that directive allows them, a
 //!   clear "not supported by LatticeDB yet" instead of a failed load.
-//! - KeyDB's own commands not built yet ([`not_built`]): "not supported by
+//! - KeyDB's own commands and subcommands not built yet ([`not_built`],
+//!   [`sub_not_built`]: OBJECT LASTMODIFIED): "not supported by
 //!   LatticeDB yet" naming the docs page, not "unknown command", as if the
 //!   user had mistyped. They are not in the command table (COMMAND lists
 //!   Redis 7.0's commands), so the dispatcher asks here when a name is not
@@ -91,6 +92,22 @@ const KEYDB: &[&str] = &[
     "keydb.nhget",
     "keydb.nhset",
 ];
+
+/// KeyDB's subcommands not built yet: (command, subcommand).
+const KEYDB_SUBS: &[(&str, &str)] = &[("object", "lastmodified")];
+
+/// The error for a subcommand the table does not have, when it names one
+/// of KeyDB's (OBJECT LASTMODIFIED).
+pub fn sub_not_built(cmd: &str, sub: &[u8]) -> Option<CmdError> {
+    let sub = String::from_utf8_lossy(sub).to_ascii_lowercase();
+    KEYDB_SUBS.contains(&(cmd, sub.as_str())).then(|| {
+        CmdError::err(format!(
+            "'{} {}' is KeyDB's and not supported by LatticeDB yet ({DOCS_PAGE})",
+            cmd.to_uppercase(),
+            sub.to_uppercase()
+        ))
+    })
+}
 
 /// The error for a command name the table does not have, when it names a
 /// command of a feature not built (see the module comment).

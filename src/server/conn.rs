@@ -895,6 +895,9 @@ fn lookup_and_check(
         match srv.commands.lookup_sub(id, args.get(1)) {
             Some(sub) => id = sub,
             None => {
+                if let Some(e) = crate::commands::unbuilt::sub_not_built(parent.name, args.get(1)) {
+                    return Err((None, e));
+                }
                 // Like an unknown command, an unknown subcommand is not
                 // counted against its parent's rejected_calls (Redis 7).
                 return Err((
