@@ -6,10 +6,9 @@ use common::*;
 
 use std::time::Duration;
 
-/// A command from the master that fails here (an INCR of a key the
-/// replica's own client made a list, with `replica-read-only no`: until
-/// RESTORE-ASKING was built it was a command this build lacked) is logged
-/// as Redis logs it; `propagation-error-behavior panic` (what Redis's own
+/// A command from the master that fails here (a SETBIT past this
+/// replica's smaller `proto-max-bulk-len`: until RESTORE-ASKING was built
+/// it was a command this build lacked) is logged as Redis logs it; `propagation-error-behavior panic` (what Redis's own
 /// test suite runs with) stops the replica, `ignore` goes on.
 #[test]
 fn propagation_error_behavior() {
@@ -19,15 +18,15 @@ fn propagation_error_behavior() {
         "--replicaof",
         "127.0.0.1",
         &port,
-        "--replica-read-only",
-        "no",
+        "--proto-max-bulk-len",
+        "1mb",
     ]);
     let mut panic = Server::start(&[
         "--replicaof",
         "127.0.0.1",
         &port,
-        "--replica-read-only",
-        "no",
+        "--proto-max-bulk-len",
+        "1mb",
         "--propagation-error-behavior",
         "panic",
     ]);
@@ -38,16 +37,13 @@ fn propagation_error_behavior() {
             info_field::<String>(&mut c, "master_link_status") == "up"
         });
     }
-    for s in [&ignore, &panic] {
-        let _: i64 = cmd(&mut s.conn(), &["RPUSH", "k", "a"]);
-    }
-    let _: i64 = cmd(&mut m, &["INCR", "k"]);
+    let _: i64 = cmd(&mut m, &["SETBIT", "k", "20000000", "1"]);
     let _: () = cmd(&mut m, &["SET", "after", "1"]);
     let mut c = ignore.conn();
     eventually("the ignoring replica goes on", || {
         cmd::<Option<String>>(&mut c, &["GET", "after"]).is_some()
     });
-    let critical = "== CRITICAL == This replica is sending an error to its master: 'WRONGTYPE Operation against a key holding the wrong kind of value'";
+    let critical = "== CRITICAL == This replica is sending an error to its master: 'ERR bit offset is not an integer or out of range' after processing the command 'setbit'";
     assert!(ignore.log().contains(critical), "{}", ignore.log());
     let deadline = std::time::Instant::now() + Duration::from_secs(30);
     let status = loop {
@@ -61,7 +57,7 @@ fn propagation_error_behavior() {
     let log = panic.log();
     assert!(log.contains(critical), "{log}");
     assert!(
-        log.contains("Guru Meditation: This replica panicked sending an error to its master after processing the command 'incr'"),
+        log.contains("Guru Meditation: This replica panicked sending an error to its master after processing the command 'setbit'"),
         "{log}"
     );
 }
