@@ -500,7 +500,11 @@ fn bitfield_generic(ctx: &mut Ctx, args: Args, ro: bool) -> CmdResult {
     let data = str_of_mut(&mut e.value).make_raw();
     ctx.out.array(ops.len());
     // As Redis: each write that changed the value (or created or grew the
-    // string) counts as a change in the dirty counter; none, no write.
+    // string) counts as a change in the dirty counter; none, no write. A
+    // string created or grown is always written (and counts once), even
+    // when every write failed its OVERFLOW FAIL: Redis then keeps the
+    // padding unpropagated, which would leave replicas and active peers
+    // with different bytes.
     let mut changes = 0;
     for f in &ops {
         match apply_field(data, f) {
@@ -511,10 +515,10 @@ fn bitfield_generic(ctx: &mut Ctx, args: Args, ro: bool) -> CmdResult {
             None => ctx.out.null(),
         }
     }
-    if changes == 0 {
+    if changes == 0 && !grown {
         return Ok(());
     }
-    ctx.stats.add_dirty(changes - 1);
+    ctx.stats.add_dirty(changes.max(1) - 1);
     e.version = match prev {
         Some(p) => ctx.version_after(p),
         None => ctx.new_version(),
