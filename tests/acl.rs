@@ -399,3 +399,169 @@ fn config_rewrite_writes_the_current_users() {
     let mut b = conn_as(s.port, "bob", "x");
     assert_eq!(cmd::<String>(&mut b, &["PING"]), "PONG");
 }
+
+/// A raw connection to `port` (either server).
+fn raw_at(port: u16) -> common::Raw {
+    let s = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    s.set_read_timeout(Some(std::time::Duration::from_secs(30)))
+        .unwrap();
+    common::Raw {
+        r: std::io::BufReader::new(s.try_clone().unwrap()),
+        w: s,
+    }
+}
+
+/// What SLOWLOG and MONITOR show of passwords and ACL rules, on one server.
+fn redactions(port: u16) -> (Vec<Vec<String>>, Vec<String>) {
+    let mut c = redis::Client::open(format!("redis://127.0.0.1:{port}/"))
+        .unwrap()
+        .get_connection()
+        .unwrap();
+    let mut mon = raw_at(port);
+    assert_eq!(raw_cmd(&mut mon, &["MONITOR"]), "+OK");
+    let _: () = cmd(&mut c, &["CONFIG", "SET", "slowlog-log-slower-than", "0"]);
+    let _: () = cmd(&mut c, &["SLOWLOG", "RESET"]);
+    let sent: &[&[&str]] = &[
+        &["ACL", "SETUSER", "slowlog test user", "+get", "+set"],
+        &["ACL", "SETUSER", "bob", ">pw", "+get"],
+        &["CONFIG", "SET", "masterauth", "", "maxmemory-samples", "5"],
+        &["CONFIG", "SET", "requirepass", ""],
+        &[
+            "MIGRATE",
+            "127.0.0.1",
+            "1",
+            "nokey",
+            "9",
+            "5000",
+            "AUTH",
+            "pw",
+        ],
+        &[
+            "MIGRATE",
+            "127.0.0.1",
+            "1",
+            "nokey",
+            "9",
+            "5000",
+            "COPY",
+            "AUTH2",
+            "u",
+            "pw",
+        ],
+        &["AUTH", "not-real"],
+        &["AUTH", "not-real", "not-a-password"],
+        &[
+            "HELLO",
+            "2",
+            "SETNAME",
+            "x",
+            "AUTH",
+            "not-real",
+            "not-a-password",
+        ],
+        &["AUTH", "a", "b", "c"],
+    ];
+    for args in sent {
+        let _ = run(&mut c, args);
+    }
+    let _: () = cmd(&mut c, &["CONFIG", "SET", "slowlog-log-slower-than", "-1"]);
+    let log: Vec<redis::Value> = cmd(&mut c, &["SLOWLOG", "GET", "20"]);
+    let mut slow: Vec<Vec<String>> = log
+        .into_iter()
+        .map(|e| match e {
+            redis::Value::Array(f) => redis::from_redis_value(&f[3]).unwrap(),
+            v => panic!("{v:?}"),
+        })
+        .collect();
+    slow.reverse();
+    // MONITOR: the non-admin commands (MIGRATE, AUTH, HELLO), without time
+    // and address.
+    let monitored = (0..6)
+        .map(|_| mon.line().split_once("] ").unwrap().1.trim().to_string())
+        .collect();
+    (slow, monitored)
+}
+
+#[test]
+fn slowlog_and_monitor_redact_passwords_and_acl_rules_as_redis() {
+    let s = Server::start(&[]);
+    let o = RedisOracle::start(&[]);
+    let ours = redactions(s.port);
+    assert_eq!(ours, redactions(o.port));
+    assert!(ours.0.contains(&vec![
+        "ACL".into(),
+        "SETUSER".into(),
+        "(redacted)".into(),
+        "(redacted)".into(),
+        "(redacted)".into()
+    ]));
+    let hello = r#""HELLO" "2" "SETNAME" "x" "AUTH" "(redacted)" "(redacted)""#;
+    assert!(ours.1.iter().any(|l| l == hello), "{:?}", ours.1);
+    let auth2 = ["AUTH2", "(redacted)", "(redacted)"].map(String::from);
+    assert!(ours.0.iter().any(|l| l.ends_with(&auth2)), "{:?}", ours.0);
+}
+
+#[test]
+fn a_scripts_acl_check_cmd_answers_for_its_caller() {
+    let s = Server::start(&[]);
+    let mut c = s.conn();
+    let _: () = cmd(
+        &mut c,
+        &[
+            "ACL",
+            "SETUSER",
+            "bob",
+            "on",
+            ">123",
+            "+@scripting",
+            "+set",
+            "~x*",
+        ],
+    );
+    let mut bob = conn_as(s.port, "bob", "123");
+    let _: () = cmd(&mut c, &["ACL", "LOG", "RESET"]); // the client's own CLIENT SETINFO
+    let eval = |c: &mut redis::Connection, body: &str, keys: &[&str]| {
+        let n = keys.len().to_string();
+        let mut args = vec!["EVAL", body, &n];
+        args.extend(keys);
+        run(c, &args)
+    };
+    let yes = "int(1)";
+    let no = "nil";
+    assert_eq!(
+        eval(
+            &mut bob,
+            "return redis.acl_check_cmd('set','xx',1)",
+            &["xx"]
+        ),
+        yes
+    );
+    assert_eq!(
+        eval(
+            &mut bob,
+            "return redis.acl_check_cmd('hset','xx','f',1)",
+            &["xx"]
+        ),
+        no
+    );
+    assert_eq!(
+        eval(&mut bob, "return redis.acl_check_cmd('set','yy',1)", &[]),
+        no
+    );
+    let err = eval(&mut bob, "return redis.acl_check_cmd('nosuch','a')", &[]);
+    assert!(
+        err.contains("Invalid command passed to redis.acl_check_cmd()"),
+        "{err}"
+    );
+    // The default user may run everything; no ACL LOG entry either way.
+    assert_eq!(
+        eval(
+            &mut c,
+            "return redis.acl_check_cmd('hset','xx','f',1)",
+            &["xx"]
+        ),
+        yes
+    );
+    let log: Vec<redis::Value> = cmd(&mut c, &["ACL", "LOG"]);
+    assert!(log.is_empty(), "{log:?}");
+}

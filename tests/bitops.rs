@@ -304,3 +304,42 @@ fn bitfield_errors() {
     // Nothing was written by the failed calls.
     assert_eq!(cmd::<Option<String>>(c, &["GET", "k"]), None);
 }
+
+/// unit/bitops's "SETBIT/BITFIELD only increase dirty when the value
+/// changed", side by side with redis-server: the dirty counter after each
+/// step, and no write propagated for a step that changed nothing.
+#[test]
+fn setbit_and_bitfield_count_only_changes_as_dirty() {
+    let s = Server::start(&[]);
+    let o = common::RedisOracle::start(&[]);
+    let steps: &[&[&str]] = &[
+        &["SETBIT", "foo", "0", "0"],
+        &["BITFIELD", "foo2", "SET", "i5", "0", "0"],
+        &["SETBIT", "foo", "0", "0"],
+        &["BITFIELD", "foo2", "SET", "i5", "0", "0"],
+        &["SETBIT", "foo", "0", "1"],
+        &["SETBIT", "foo", "0", "1"],
+        &[
+            "BITFIELD", "foo2", "SET", "i5", "0", "1", "SET", "i5", "5", "3",
+        ],
+        &[
+            "BITFIELD", "foo2", "SET", "i5", "0", "1", "INCRBY", "u3", "20", "0",
+        ],
+        &[
+            "BITFIELD", "foo2", "OVERFLOW", "FAIL", "INCRBY", "i5", "0", "100",
+        ],
+        &["BITFIELD", "foo2", "INCRBY", "u2", "100", "1"],
+    ];
+    let dirty = |c: &mut redis::Connection| -> Vec<i64> {
+        steps
+            .iter()
+            .map(|args| {
+                let _: redis::Value = cmd(c, args);
+                common::info_field(c, "rdb_changes_since_last_save")
+            })
+            .collect()
+    };
+    let ours = dirty(&mut s.conn());
+    assert_eq!(ours, dirty(&mut o.conn()));
+    assert_eq!(ours[1], ours[3]);
+}

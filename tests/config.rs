@@ -523,3 +523,45 @@ fn protected_mode() {
         "a password lifts protected mode"
     );
 }
+
+#[test]
+fn config_set_checks_every_name_before_any_value_as_redis() {
+    let s = Server::start(&[]);
+    let o = RedisOracle::start(&[]);
+    let (mut ours, mut redis) = (s.conn(), o.conn());
+    let _: () = cmd(&mut ours, &["CONFIG", "SET", "maxmemory", "10000002"]);
+    let _: () = cmd(&mut redis, &["CONFIG", "SET", "maxmemory", "10000002"]);
+    let cases: &[&[&str]] = &[
+        // unit/introspection's "CONFIG SET rollback on set error".
+        &[
+            "maxmemory",
+            "10000001",
+            "maxmemory-clients",
+            "200%",
+            "client-query-buffer-limit",
+            "invalid",
+        ],
+        &[
+            "client-query-buffer-limit",
+            "invalid",
+            "maxmemory-clients",
+            "200%",
+        ],
+        &["maxmemory-clients", "invalid", "maxmemory", "invalid"],
+        // Names first: an unknown name wins over an earlier bad value.
+        &["maxmemory", "invalid", "no-such-directive", "1"],
+        &["maxmemory", "invalid", "daemonize", "yes"],
+        &["maxmemory", "1", "maxmemory", "2"],
+    ];
+    for pairs in cases {
+        let args = [&["CONFIG", "SET"][..], pairs].concat();
+        assert_eq!(
+            cmd_err(&mut ours, &args),
+            cmd_err(&mut redis, &args),
+            "{pairs:?}"
+        );
+    }
+    // Nothing changed.
+    assert_eq!(get(&mut ours, "maxmemory"), "10000002");
+    assert_eq!(get(&mut ours, "client-query-buffer-limit"), "1073741824");
+}

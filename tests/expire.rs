@@ -224,3 +224,47 @@ fn active_expiry_removes_untouched_keys() {
         std::thread::sleep(Duration::from_millis(100));
     }
 }
+
+/// unit/pause's "both active and passive expires are skipped during client
+/// pause": while CLIENT PAUSE holds writes, an expired key reads as missing
+/// but is not deleted (no expired_keys, no DEL for replicas); after
+/// UNPAUSE the next access deletes it.
+#[test]
+fn expiry_waits_while_clients_are_paused() {
+    let s = Server::start(&[]);
+    let mut c = s.conn();
+    let before: i64 = info_field(&mut c, "expired_keys");
+    let _: () = redis::pipe()
+        .atomic()
+        .cmd("SET")
+        .arg("foo")
+        .arg("bar")
+        .arg("PX")
+        .arg(10)
+        .ignore()
+        .cmd("SET")
+        .arg("bar")
+        .arg("foo")
+        .arg("PX")
+        .arg(10)
+        .ignore()
+        .cmd("CLIENT")
+        .arg("PAUSE")
+        .arg(50000)
+        .arg("WRITE")
+        .ignore()
+        .query(&mut c)
+        .unwrap();
+    eventually("both keys to read as missing", || {
+        let v: Vec<Option<String>> = cmd(&mut c, &["MGET", "foo", "bar"]);
+        v == [None, None]
+    });
+    // The cron ran meanwhile (10 times a second): still nothing expired.
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    assert_eq!(info_field::<i64>(&mut c, "expired_keys"), before);
+    assert_eq!(cmd::<i64>(&mut c, &["EXISTS", "foo"]), 0);
+    let _: () = cmd(&mut c, &["CLIENT", "UNPAUSE"]);
+    let _: Option<String> = cmd(&mut c, &["GET", "foo"]);
+    let _: Option<String> = cmd(&mut c, &["GET", "bar"]);
+    assert_eq!(info_field::<i64>(&mut c, "expired_keys"), before + 2);
+}

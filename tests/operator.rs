@@ -6,20 +6,27 @@ use common::*;
 
 use std::time::Duration;
 
-/// A command from the master that fails here (RESTORE-ASKING, a cluster
-/// command Redis 7.0 also runs standalone and propagates as itself; it
-/// was XGROUP until consumer groups were built; when it is built, pick
-/// another command Redis 7.0 has) is logged as Redis logs it; `propagation-error-behavior panic` (what
-/// Redis's own test suite runs with) stops the replica, `ignore` goes on.
+/// A command from the master that fails here (a SETBIT past this
+/// replica's smaller `proto-max-bulk-len`: until RESTORE-ASKING was built
+/// it was a command this build lacked) is logged as Redis logs it; `propagation-error-behavior panic` (what Redis's own
+/// test suite runs with) stops the replica, `ignore` goes on.
 #[test]
 fn propagation_error_behavior() {
     let master = RedisOracle::start(&[]);
     let port = master.port.to_string();
-    let ignore = Server::start(&["--replicaof", "127.0.0.1", &port]);
+    let ignore = Server::start(&[
+        "--replicaof",
+        "127.0.0.1",
+        &port,
+        "--proto-max-bulk-len",
+        "1mb",
+    ]);
     let mut panic = Server::start(&[
         "--replicaof",
         "127.0.0.1",
         &port,
+        "--proto-max-bulk-len",
+        "1mb",
         "--propagation-error-behavior",
         "panic",
     ]);
@@ -30,20 +37,13 @@ fn propagation_error_behavior() {
             info_field::<String>(&mut c, "master_link_status") == "up"
         });
     }
-    let _: () = cmd(&mut m, &["SET", "before", "1"]);
-    let dump: Vec<u8> = redis::cmd("DUMP").arg("before").query(&mut m).unwrap();
-    let _: () = redis::cmd("restore-asking")
-        .arg("copy")
-        .arg(0)
-        .arg(dump)
-        .query(&mut m)
-        .unwrap();
+    let _: i64 = cmd(&mut m, &["SETBIT", "k", "20000000", "1"]);
     let _: () = cmd(&mut m, &["SET", "after", "1"]);
     let mut c = ignore.conn();
     eventually("the ignoring replica goes on", || {
         cmd::<Option<String>>(&mut c, &["GET", "after"]).is_some()
     });
-    let critical = "== CRITICAL == This replica is sending an error to its master: 'ERR unknown command 'restore-asking'";
+    let critical = "== CRITICAL == This replica is sending an error to its master: 'ERR bit offset is not an integer or out of range' after processing the command 'setbit'";
     assert!(ignore.log().contains(critical), "{}", ignore.log());
     let deadline = std::time::Instant::now() + Duration::from_secs(30);
     let status = loop {
@@ -57,7 +57,7 @@ fn propagation_error_behavior() {
     let log = panic.log();
     assert!(log.contains(critical), "{log}");
     assert!(
-        log.contains("Guru Meditation: This replica panicked sending an error to its master after processing the command 'restore-asking'"),
+        log.contains("Guru Meditation: This replica panicked sending an error to its master after processing the command 'setbit'"),
         "{log}"
     );
 }

@@ -179,6 +179,40 @@ fn failover_switches_roles_with_a_partial_resync() {
     assert_eq!(info_field::<u64>(&mut bc, "sync_full"), 0);
 }
 
+/// integration/failover's "failover aborts if target rejects sync
+/// request": a target whose ACL refuses PSYNC makes the FAILOVER abort,
+/// the master a master again with writes resumed, as in Redis.
+#[test]
+fn a_failover_whose_target_refuses_psync_aborts() {
+    let a = Server::start(&["--repl-diskless-sync-delay", "0"]);
+    let mut ac = a.conn();
+    fill(&mut ac);
+    let b = Server::start(&[
+        "--repl-diskless-sync-delay",
+        "0",
+        "--replicaof",
+        "127.0.0.1",
+        &a.port.to_string(),
+    ]);
+    let mut bc = b.conn();
+    eventually("the initial sync", || in_sync(&mut ac, &mut bc));
+    let _: () = cmd(&mut bc, &["ACL", "SETUSER", "default", "-psync"]);
+    let _: () = cmd(
+        &mut ac,
+        &["FAILOVER", "TO", "127.0.0.1", &b.port.to_string()],
+    );
+    eventually("the failover to end", || {
+        info_field::<String>(&mut ac, "master_failover_state") == "no-failover"
+            && a.log()
+                .contains("FAILOVER aborted: Failover target rejected psync request")
+    });
+    assert_eq!(info_field::<String>(&mut ac, "role"), "master");
+    assert_eq!(info_field::<String>(&mut bc, "role"), "slave");
+    let _: () = cmd(&mut ac, &["SET", "after-abort", "1"]);
+    let _: () = cmd(&mut bc, &["ACL", "SETUSER", "default", "+psync"]);
+    eventually("B follows A again", || in_sync(&mut ac, &mut bc));
+}
+
 /// A replica restarted from its RDB (repl-id and repl-offset aux fields)
 /// continues with a partial resync; so do replicas of a restarted master.
 #[test]

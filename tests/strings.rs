@@ -277,6 +277,18 @@ fn incrbyfloat_matches_redis_formatting() {
     );
     assert_eq!(cmd::<String>(c, &["SET", "e", "1.5e3"]), "OK");
     assert_eq!(f(c, "e", "0"), "1500");
+    // A NUL inside the number: the whole string must be the number, as
+    // Redis's string2ld (SETRANGE made "1\02"; so is an increment "1\02").
+    assert_eq!(cmd::<String>(c, &["SET", "n", "1"]), "OK");
+    assert_eq!(cmd::<i64>(c, &["SETRANGE", "n", "2", "2"]), 3);
+    assert_eq!(cmd_err(c, &["INCRBYFLOAT", "n", "1"]), not_float);
+    assert_eq!(cmd_err(c, &["INCRBYFLOAT", "x", "1\x002"]), not_float);
+    assert_eq!(cmd::<i64>(c, &["HSET", "hn", "f", "1\x002"]), 1);
+    let not_hash_float = "ERR hash value is not a float";
+    assert_eq!(
+        cmd_err(c, &["HINCRBYFLOAT", "hn", "f", "1"]),
+        not_hash_float
+    );
     // INCRBYFLOAT keeps the TTL (propagated as SET .. KEEPTTL); one a
     // loaded machine cannot run out before the INCRBYFLOAT.
     assert_eq!(cmd::<String>(c, &["PSETEX", "t", "100000", "1"]), "OK");

@@ -140,3 +140,103 @@ fn a_missing_certificate_stops_start_up() {
     assert!(!out.status.success());
     assert!(text.contains("Failed to configure TLS"), "{text}");
 }
+
+/// The refusal DECISIONS 100 asks for: rustls has no CBC suites.
+const NO_CBC: &str = "LatticeDB's TLS (rustls) has no CBC, RSA key exchange or DHE suites";
+
+#[test]
+fn tls_ciphers_naming_only_cbc_suites_is_refused_and_says_why() {
+    let certs = make_certs();
+    let (s, port) = tls_server(&certs, "yes");
+    let mut c = s.conn();
+    let set = |c: &mut redis::Connection, v: &str| {
+        redis::cmd("CONFIG")
+            .arg(&["SET", "tls-ciphers", v])
+            .query::<()>(c)
+    };
+    // Only CBC suites (unit/tls's "AES128-SHA256:AES256-SHA256"): refused
+    // with Redis's reply, the reason logged.
+    let err = set(&mut c, "AES128-SHA256:AES256-SHA256").unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("Unable to update TLS configuration"),
+        "{err}"
+    );
+    let line = "Failed to configure ciphers: AES128-SHA256:AES256-SHA256: none of \
+                AES128-SHA256, AES256-SHA256 is available. ";
+    assert!(s.log().contains(&format!("{line}{NO_CBC}")), "{}", s.log());
+    // A CBC suite beside one rustls has: that one is kept, the other
+    // logged as ignored; over TLS 1.2 only the kept suite connects.
+    set(&mut c, "AES128-SHA256:ECDHE-RSA-AES256-GCM-SHA384").unwrap();
+    assert!(s
+        .log()
+        .contains(&format!("tls-ciphers: ignoring AES128-SHA256. {NO_CBC}")));
+    let _: () = common::cmd(&mut c, &["CONFIG", "SET", "tls-protocols", "TLSv1.2"]);
+    let with = |cipher: &str| cli(port, &certs, true, &["--tls-ciphers", cipher, "PING"]);
+    assert_eq!(with("ECDHE-RSA-AES256-GCM-SHA384"), (true, "PONG".into()));
+    assert!(!with("ECDHE-RSA-AES128-GCM-SHA256").0);
+    // OpenSSL's "-ALL:<suite>" is that suite alone.
+    set(&mut c, "-ALL:ECDHE-RSA-AES128-GCM-SHA256").unwrap();
+    assert_eq!(with("ECDHE-RSA-AES128-GCM-SHA256"), (true, "PONG".into()));
+    assert!(!with("ECDHE-RSA-AES256-GCM-SHA384").0);
+    // At start-up the same list stops the server, saying why.
+    let p = |f: &str| certs.join(f).to_string_lossy().into_owned();
+    let out = Command::new(env!("CARGO_BIN_EXE_lattice-server"))
+        .args(["--port", &free_port().to_string()])
+        .args(["--tls-port", &free_port().to_string()])
+        .args([
+            "--tls-cert-file",
+            &p("server.crt"),
+            "--tls-key-file",
+            &p("server.key"),
+        ])
+        .args(["--tls-ca-cert-file", &p("ca.crt")])
+        .args(["--tls-ciphers", "AES256-SHA256"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(!out.status.success());
+    assert!(text.contains("Failed to configure TLS"), "{text}");
+    assert!(text.contains(NO_CBC), "{text}");
+}
+
+/// The suite `openssl s_client` gets over TLS 1.2 offering `ciphers`.
+fn negotiated(port: u16, ciphers: &str) -> String {
+    let out = Command::new("bash")
+        .args([
+            "-c",
+            &format!(
+            "echo | timeout 10 openssl s_client -connect 127.0.0.1:{port} -tls1_2 -cipher {ciphers}"
+        ),
+        ])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    let line = text.lines().find(|l| l.contains("Cipher is"));
+    line.unwrap_or_default()
+        .rsplit(' ')
+        .next()
+        .unwrap()
+        .to_string()
+}
+
+/// unit/tls's "tls-prefer-server-ciphers behaves as expected", with the
+/// two GCM suites in place of its two CBC ones (DECISIONS 100).
+#[test]
+fn tls_prefer_server_ciphers_picks_the_servers_order() {
+    let certs = make_certs();
+    let (s, port) = tls_server(&certs, "no");
+    let mut c = s.conn();
+    let set = |c: &mut redis::Connection, k: &str, v: &str| {
+        let _: () = common::cmd(c, &["CONFIG", "SET", k, v]);
+    };
+    set(
+        &mut c,
+        "tls-ciphers",
+        "ECDHE-RSA-AES128-GCM-SHA256:ECDHE-RSA-AES256-GCM-SHA384",
+    );
+    let client = "ECDHE-RSA-AES256-GCM-SHA384:ECDHE-RSA-AES128-GCM-SHA256";
+    assert_eq!(negotiated(port, client), "ECDHE-RSA-AES256-GCM-SHA384");
+    set(&mut c, "tls-prefer-server-ciphers", "yes");
+    assert_eq!(negotiated(port, client), "ECDHE-RSA-AES128-GCM-SHA256");
+}

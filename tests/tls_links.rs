@@ -364,6 +364,78 @@ fn tls_to_the_plain_port_and_plaintext_to_the_tls_port_close_only_that_connectio
     assert!(tls_ping(tport, &d));
 }
 
+/// Runs `script` with bash in `d`, asserting it succeeds.
+fn sh(d: &TestDir, script: &str) {
+    let out = Command::new("bash")
+        .args(["-c", script])
+        .current_dir(&**d)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{script}: {out:?}");
+}
+
+/// `tls_args` with `key` (a file in `d`) as the server key and `pass`.
+fn with_key(d: &TestDir, tls_port: u16, key: &str, pass: &str) -> Vec<String> {
+    let mut args = tls_args(d, tls_port);
+    let i = args.iter().position(|a| a == "--tls-key-file").unwrap();
+    args[i + 1] = path(d, key);
+    args.extend(["--tls-key-file-pass".to_string(), pass.to_string()]);
+    args
+}
+
+#[test]
+fn legacy_encrypted_pem_keys_are_read_with_the_password_as_redis_reads_them() {
+    let d = certs("legacy-key");
+    // OpenSSL 1.x's `genrsa -aes256` form, in AES and 3DES; an EC key in
+    // AES-128 with its own certificate.
+    sh(
+        &d,
+        "openssl rsa -in server.key -traditional -aes256 -passout pass:s3cret -out aes.key",
+    );
+    sh(
+        &d,
+        "openssl rsa -in server.key -traditional -des3 -passout pass:s3cret -out des3.key",
+    );
+    sh(
+        &d,
+        "openssl ecparam -genkey -name prime256v1 -noout -out ec.plain && \
+         openssl ec -in ec.plain -aes128 -passout pass:s3cret -out ec.key && \
+         openssl req -new -key ec.plain -subj /CN=ec | openssl x509 -req -CA ca.crt \
+           -CAkey ca.key -days 30 -extfile v3.cnf -extensions server -out ec.crt",
+    );
+    assert!(std::fs::read_to_string(d.join("aes.key"))
+        .unwrap()
+        .contains("DEK-Info: AES-256-CBC,"));
+    for key in ["aes.key", "des3.key"] {
+        let tport = free_port();
+        let _s = Server::start(&strs(&with_key(&d, tport, key, "s3cret")));
+        assert!(tls_ping(tport, &d), "{key}");
+        // redis-server reads the same file the same way.
+        let oport = free_port();
+        let _o = RedisOracle::start(&strs(&with_key(&d, oport, key, "s3cret")));
+        assert!(tls_ping(oport, &d), "redis-server with {key}");
+    }
+    let tport = free_port();
+    let mut args = with_key(&d, tport, "ec.key", "s3cret");
+    let i = args.iter().position(|a| a == "--tls-cert-file").unwrap();
+    args[i + 1] = path(&d, "ec.crt");
+    let _s = Server::start(&strs(&args));
+    assert!(tls_ping(tport, &d));
+    // A wrong password, or none: start-up stops, naming the key.
+    for pass in ["wrong", ""] {
+        let out = Command::new(env!("CARGO_BIN_EXE_lattice-server"))
+            .args(["--port", &free_port().to_string()])
+            .args(with_key(&d, free_port(), "aes.key", pass))
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(!out.status.success());
+        let line = format!("Failed to load private key: {}", path(&d, "aes.key"));
+        assert!(text.contains(&line), "{text}");
+        assert!(text.contains("Failed to configure TLS"), "{text}");
+    }
+}
+
 #[test]
 fn a_replica_loading_over_tls_keeps_its_redis_master_waiting() {
     // A load longer than the master's repl-timeout: the replica's newline

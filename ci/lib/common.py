@@ -104,8 +104,9 @@ def server_binary() -> Path:
 class Server:
     """A server process on a free port with its own scratch dir; stop() kills it."""
 
-    def __init__(self, name: str):
+    def __init__(self, name: str, tls_dir: Path | None = None):
         self.name = name
+        self.tls_dir = tls_dir
         self.logfile = CACHE / "logs" / "servers" / f"{name}.log"
         self.logfile.parent.mkdir(parents=True, exist_ok=True)
         binary = server_binary()
@@ -130,6 +131,13 @@ class Server:
         self.dir = Path(tempfile.mkdtemp(prefix=f"lattice-ci-{self.name}-"))
         self._out = open(self.logfile, "wb")
         args = self.args + ["--port", str(self.port), "--dir", str(self.dir)] + optional
+        if self.tls_dir:
+            # A TLS port beside the plain one, as redis-py's docker set-up
+            # has: its redis.crt/.key, its CA, client certificates optional.
+            self.tls_port = free_port()
+            args += ["--tls-port", str(self.tls_port), "--tls-auth-clients", "optional"]
+            for k, f in (("cert", "redis.crt"), ("key", "redis.key"), ("ca-cert", "ca.crt")):
+                args += [f"--tls-{k}-file", str(self.tls_dir / f)]
         self.proc = subprocess.Popen(args, stdout=self._out, stderr=subprocess.STDOUT,
                                      cwd=self.dir)
         if self._wait_ready():

@@ -4,8 +4,12 @@ The suite is the `tests/` directory of the redis-py sdist from PyPI (pinned
 below), unpacked into .ci/cache; its test dependencies go into a venv there.
 We start a lattice-server on a free port, point the suite at it with
 --redis-url, and select tests with redis-py's own markers the way its CI does
-for a standalone server (no cluster, no modules, no TLS, no replica), then
+for a standalone server (no cluster, no modules, no replica), then
 ci/redis-py-skiplist.txt: a file entry becomes --ignore, a node id --deselect.
+The server also serves TLS (--redis-ssl-url) with the certificate tree
+redis-py's docker set-up provides (dockers/standalone/tls/: ca, redis,
+client), which ci/gen-test-certs.sh writes under the same names, so the
+`ssl`-marked tests run too (a few seconds).
 
 A small pytest plugin (pytest_results.py) records each test's outcome as JSON;
 we count from that, print the failures, and finish with
@@ -41,7 +45,9 @@ REQUIREMENTS = [
     'async-timeout>=4.0.3; python_full_version<"3.11.3"',
 ]
 # Markers redis-py's CI also excludes when testing one standalone server.
-MARKERS = "not onlycluster and not redismod and not ssl and not replica and not graph"
+MARKERS = "not onlycluster and not redismod and not replica and not graph"
+# Where redis-py's ssl tests look for certificates (tests/ssl_utils.py).
+TLS_DIR = SDIST / "dockers" / "standalone" / "tls"
 # Wall-clock limit for the whole pytest run (CI must finish in 20 minutes);
 # each test also has a 30 s timeout (redis-py-pytest.ini).
 HARD_TIMEOUT = int(os.environ.get("REDIS_PY_TIMEOUT", "420"))
@@ -56,6 +62,11 @@ def fetch() -> None:
          f"redis=={VERSION}", "-d", str(dl)])
     with tarfile.open(dl / f"redis-{VERSION}.tar.gz") as t:
         t.extractall(CACHE, filter="data")
+
+
+def ensure_certs() -> None:
+    if not (TLS_DIR / "client.key").exists():
+        run(["bash", str(ROOT / "ci" / "gen-test-certs.sh"), str(TLS_DIR)])
 
 
 def ensure_venv() -> Path:
@@ -86,10 +97,12 @@ def run_suite(entries, extra: list[str]) -> tuple[dict, int]:
     results = CACHE / "logs" / "redis-py-results.json"
     results.parent.mkdir(parents=True, exist_ok=True)
     results.unlink(missing_ok=True)
-    server = Server("redis-py")
+    ensure_certs()
+    server = Server("redis-py", tls_dir=TLS_DIR)
     cmd = [str(py), "-m", "pytest", "-c", str(INI), "--rootdir", str(SDIST),
            "-p", "pytest_results", "-p", "no:cacheprovider", "-q", "--tb=no", "-rN",
-           f"--redis-url=redis://127.0.0.1:{server.port}/0", "-m", MARKERS,
+           f"--redis-url=redis://127.0.0.1:{server.port}/0",
+           f"--redis-ssl-url=rediss://127.0.0.1:{server.tls_port}", "-m", MARKERS,
            *selection_args(entries), *extra, "tests"]
     env = dict(os.environ, PYTHONPATH=str(Path(__file__).parent),
                LATTICE_RESULTS=str(results), PYTHONDONTWRITEBYTECODE="1",

@@ -50,6 +50,10 @@ pub struct Locked<'a, 'k> {
     /// dbOverwrite signal a stream key), so XREADGROUP can report the key
     /// or group gone.
     ready: Option<(&'a Core, usize)>,
+    /// While CLIENT PAUSE holds writes, expired keys are not deleted but
+    /// read as missing (Redis's expireIfNeeded under a pause): the
+    /// command's clock then, 0 otherwise.
+    hide_expired: u64,
 }
 
 /// Seconds-resolution LRU clock, as Redis's LRU_CLOCK (24 bits).
@@ -77,6 +81,7 @@ impl<'a> Ctx<'a> {
             flush: None,
             tomb: 0,
             ready: (!self.core.blocking.is_empty()).then_some((self.core, db)),
+            hide_expired: 0,
         };
         let found = self.expire_if_due(&mut l, db, key, slot);
         if self.active.is_some() {
@@ -118,6 +123,7 @@ impl<'a> Ctx<'a> {
             flush: None,
             tomb: 0,
             ready: (!self.core.blocking.is_empty()).then_some((self.core, db)),
+            hide_expired: 0,
         };
         for k in keys.clone() {
             let slot = ks.slot(k);
@@ -146,6 +152,13 @@ impl<'a> Ctx<'a> {
         }
     }
 
+    /// Whether a CLIENT PAUSE is in force: no key is deleted by expiry then
+    /// (a failover's replicas must see no write), as in Redis.
+    pub fn expiry_paused(&self) -> bool {
+        let until = self.core.pause_until_ms.load(Relaxed);
+        until != 0 && self.now_ms < until
+    }
+
     fn new_key_event(&self, db: usize) -> Option<(&'a Core, usize)> {
         let on = self.core.hot.notify_keyspace_events.load(Relaxed) & class::NEW != 0;
         on.then_some((self.core, db))
@@ -167,6 +180,10 @@ impl<'a> Ctx<'a> {
         let e = shard.find_mut(slot.hash, key)?;
         // A replayed effect stream carries the deletions of expired keys
         // itself (as Redis replicas and AOF loading do not expire keys).
+        if e.is_expired(now) && self.replay_version.is_none() && self.expiry_paused() {
+            l.hide_expired = now;
+            return None;
+        }
         if e.is_expired(now) && self.replay_version.is_none() {
             let prev = e.version;
             let stamp = self.deletion_stamp(prev);
@@ -239,11 +256,13 @@ impl Locked<'_, '_> {
         }
     }
 
-    /// The live entry of `key` (expired keys were removed when locking).
+    /// The live entry of `key` (expired keys were removed when locking, or
+    /// are hidden during a CLIENT PAUSE).
     pub fn entry(&mut self, key: &[u8]) -> Option<&mut Entry> {
         let slot = self.slot(key);
+        let hide = self.hide_expired;
         let shard = self.shard_mut(slot.shard);
-        shard_find(shard, slot.hash, key)
+        shard_find(shard, slot.hash, key).filter(|e| hide == 0 || !e.is_expired(hide))
     }
 
     /// Active replication: counts an increment of `by` to the counter at
@@ -618,6 +637,7 @@ mod tests {
             flush: None,
             tomb: 0,
             ready: None,
+            hide_expired: 0,
         };
         let key = (0u32..)
             .map(|i| format!("k{i}").into_bytes())

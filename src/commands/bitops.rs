@@ -496,15 +496,29 @@ fn bitfield_generic(ctx: &mut Ctx, args: Args, ro: bool) -> CmdResult {
             "BITFIELD_RO only supports the GET subcommand",
         ));
     }
-    let (e, prev, _) = open_for_bits(&mut l, key, max_write)?;
+    let (e, prev, grown) = open_for_bits(&mut l, key, max_write)?;
     let data = str_of_mut(&mut e.value).make_raw();
     ctx.out.array(ops.len());
+    // As Redis: each write that changed the value (or created or grew the
+    // string) counts as a change in the dirty counter; none, no write. A
+    // string created or grown is always written (and counts once), even
+    // when every write failed its OVERFLOW FAIL: Redis then keeps the
+    // padding unpropagated, which would leave replicas and active peers
+    // with different bytes.
+    let mut changes = 0;
     for f in &ops {
         match apply_field(data, f) {
-            Some(v) => ctx.out.int(v),
+            Some((v, changed)) => {
+                ctx.out.int(v);
+                changes += u64::from(grown || changed);
+            }
             None => ctx.out.null(),
         }
     }
+    if changes == 0 && !grown {
+        return Ok(());
+    }
+    ctx.stats.add_dirty(changes.max(1) - 1);
     e.version = match prev {
         Some(p) => ctx.version_after(p),
         None => ctx.new_version(),
@@ -546,12 +560,12 @@ fn read_field(data: &[u8], f: &Field) -> i64 {
 }
 
 /// Executes a SET/INCRBY; returns the reply value, None on FAIL overflow.
-fn apply_field(data: &mut [u8], f: &Field) -> Option<i64> {
+fn apply_field(data: &mut [u8], f: &Field) -> Option<(i64, bool)> {
     let old = read_field(data, f);
     let (value, incr) = match f.op {
         FieldOp::Set(v) => (v, 0),
         FieldOp::Incr(by) => (old, by),
-        FieldOp::Get => return Some(old),
+        FieldOp::Get => return Some((old, false)),
     };
     let checked = if f.signed {
         signed_overflow(value, incr, f.bits, f.overflow)
@@ -564,10 +578,12 @@ fn apply_field(data: &mut [u8], f: &Field) -> Option<i64> {
         None => value.wrapping_add(incr),
     };
     set_bits(data, f.offset, f.bits, new as u64);
-    Some(match f.op {
+    let now = read_field(data, f);
+    let reply = match f.op {
         FieldOp::Set(_) => old,
-        _ => read_field(data, f),
-    })
+        _ => now,
+    };
+    Some((reply, now != old))
 }
 
 /// Redis's checkSignedBitfieldOverflow, including its wrapping arithmetic

@@ -139,23 +139,41 @@ fn value_args(d: &Directive, value: &str) -> Vec<String> {
     }
 }
 
-/// Checks one CONFIG SET pair against the current configuration.
-fn check_pair(
+/// The directives a CONFIG SET names, checked before any value as Redis's
+/// configSetCommand does: the first unknown name wins, else the last
+/// immutable, protected or duplicate one.
+fn check_names(cfg: &Config, args: Args) -> Result<Vec<&'static Directive>, CmdError> {
+    let (mut found, mut unknown, mut refused) = (vec![], None, None);
+    for i in (2..args.len()).step_by(2) {
+        let name = lossy(args.get(i));
+        let Some(d) = Config::directive(&name) else {
+            unknown.get_or_insert(name);
+            continue;
+        };
+        if !d.mutable {
+            refused = Some(set_failed(&name, "can't set immutable config"));
+        } else if d.protected && cfg.get("enable-protected-configs") == Some("no") {
+            refused = Some(set_failed(&name, "can't set protected config"));
+        } else if found.iter().any(|x: &&Directive| x.name == d.name) {
+            refused = Some(set_failed(&name, "duplicate parameter"));
+        }
+        found.push(d);
+    }
+    if let Some(name) = unknown {
+        return Err(CmdError::err(format!(
+            "Unknown option or number of arguments for CONFIG SET - '{name}'"
+        )));
+    }
+    refused.map_or(Ok(found), Err)
+}
+
+/// Checks one CONFIG SET value of directive `d` (named `name`).
+fn check_value(
     cfg: &Config,
+    d: &'static Directive,
     name: &str,
     value: &str,
-) -> Result<(&'static Directive, String), CmdError> {
-    let d = Config::directive(name).ok_or_else(|| {
-        CmdError::err(format!(
-            "Unknown option or number of arguments for CONFIG SET - '{name}'"
-        ))
-    })?;
-    if !d.mutable {
-        return Err(set_failed(name, "can't set immutable config"));
-    }
-    if d.protected && cfg.get("enable-protected-configs") == Some("no") {
-        return Err(set_failed(name, "can't set protected config"));
-    }
+) -> Result<String, CmdError> {
     let v = cfg
         .check(d, &value_args(d, value))
         .map_err(|e| set_failed(name, &e))?;
@@ -165,7 +183,7 @@ fn check_pair(
     if d.status == Status::Refused && !Config::is_default_value(d, &v) {
         return Err(set_failed(name, &crate::config::refused_reason(d)));
     }
-    Ok((d, v))
+    Ok(v)
 }
 
 fn set(ctx: &mut Ctx, args: Args) -> CmdResult {
@@ -187,13 +205,9 @@ fn set(ctx: &mut Ctx, args: Args) -> CmdResult {
     }
     let mut cfg = ctx.core.config.write();
     let mut checked: Vec<(&'static Directive, String)> = vec![];
-    for i in (2..args.len()).step_by(2) {
+    for (i, d) in (2..args.len()).step_by(2).zip(check_names(&cfg, args)?) {
         let name = lossy(args.get(i));
-        let (d, v) = check_pair(&cfg, &name, &lossy(args.get(i + 1)))?;
-        if checked.iter().any(|(x, _)| x.name == d.name) {
-            return Err(set_failed(&name, "duplicate parameter"));
-        }
-        checked.push((d, v));
+        checked.push((d, check_value(&cfg, d, &name, &lossy(args.get(i + 1)))?));
     }
     let tls = rebuild_tls(&cfg, &checked)?;
     listen_on_new_ports(ctx, &cfg, &checked)?;
@@ -211,7 +225,7 @@ fn set(ctx: &mut Ctx, args: Args) -> CmdResult {
         }
         cfg.store(d, v);
     }
-    ctx.core.hot.load(&cfg);
+    ctx.core.config_changed(&cfg);
     drop(cfg);
     if let Some(c) = tls {
         ctx.core.tls.install(c);

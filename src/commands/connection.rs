@@ -1,5 +1,9 @@
 //! Connection commands: PING ECHO QUIT SELECT HELLO AUTH RESET, and the
-//! cluster's CLUSTER READONLY READWRITE (refused: cluster mode is not built).
+//! cluster's CLUSTER (every subcommand of Redis 7.0's), READONLY, READWRITE
+//! and ASKING: cluster mode is not built, so they answer as a Redis started
+//! without `cluster-enabled` does, "This instance has cluster support
+//! disabled" (after the usual unknown-subcommand and arity checks), and
+//! COMMAND, COMMAND DOCS and ACL rules see them as in Redis.
 
 use super::util::{arg_i64, eq_ic};
 use super::{flags::*, CmdError, CmdResult, Command, Ctx};
@@ -27,15 +31,100 @@ pub static COMMANDS: &[Command] = crate::commands::command_table! {
         .doc("3.0.0", "Enables read-only queries for a connection to a Redis Cluster replica node."),
     container("cluster", -2, no_cluster)
         .group("cluster")
-        .doc("3.0.0", "A container for Redis Cluster commands."),
+        .doc("3.0.0", "A container for cluster commands")
+        .complexity("Depends on subcommand.")
+        .subs(CLUSTER_SUBCOMMANDS),
     cmd("readwrite", 1, FAST | LOADING | STALE, no_cluster)
         .group("cluster")
         .doc("3.0.0", "Enables read-write queries for a connection to a Reads Cluster replica node."),
+    cmd("asking", 1, FAST, no_cluster)
+        .group("cluster")
+        .doc("3.0.0", "Sent by cluster clients after an -ASK redirect"),
 };
 
-/// CLUSTER, READONLY, READWRITE: cluster commands, refused as a
-/// standalone Redis refuses them (they exist so that ACL rules may name
-/// them; CLUSTER's subcommands are not listed).
+/// CLUSTER's subcommands, as Redis 7.0 lists them (COMMAND INFO CLUSTER).
+static CLUSTER_SUBCOMMANDS: &[Command] = crate::commands::command_table! {
+    family(group = "cluster", acl = ""),
+    cmd("addslots", -3, ADMIN | STALE | NO_ASYNC_LOADING, no_cluster)
+        .doc("3.0.0", "Assign new hash slots to receiving node")
+        .complexity("O(N) where N is the total number of hash slot arguments"),
+    cmd("addslotsrange", -4, ADMIN | STALE | NO_ASYNC_LOADING, no_cluster)
+        .doc("7.0.0", "Assign new hash slots to receiving node")
+        .complexity("O(N) where N is the total number of the slots between the start slot and end slot arguments."),
+    cmd("bumpepoch", 2, ADMIN | STALE | NO_ASYNC_LOADING, no_cluster)
+        .doc("3.0.0", "Advance the cluster config epoch")
+        .tips(&["nondeterministic_output"]),
+    cmd("count-failure-reports", 3, ADMIN | STALE, no_cluster)
+        .doc("3.0.0", "Return the number of failure reports active for a given node")
+        .complexity("O(N) where N is the number of failure reports")
+        .tips(&["nondeterministic_output"]),
+    cmd("countkeysinslot", 3, STALE, no_cluster)
+        .doc("3.0.0", "Return the number of local keys in the specified hash slot"),
+    cmd("delslots", -3, ADMIN | STALE | NO_ASYNC_LOADING, no_cluster)
+        .doc("3.0.0", "Set hash slots as unbound in receiving node")
+        .complexity("O(N) where N is the total number of hash slot arguments"),
+    cmd("delslotsrange", -4, ADMIN | STALE | NO_ASYNC_LOADING, no_cluster)
+        .doc("7.0.0", "Set hash slots as unbound in receiving node")
+        .complexity("O(N) where N is the total number of the slots between the start slot and end slot arguments."),
+    cmd("failover", -2, ADMIN | STALE | NO_ASYNC_LOADING, no_cluster)
+        .doc("3.0.0", "Forces a replica to perform a manual failover of its master."),
+    cmd("flushslots", 2, ADMIN | STALE | NO_ASYNC_LOADING, no_cluster)
+        .doc("3.0.0", "Delete a node's own slots information"),
+    cmd("forget", 3, ADMIN | STALE | NO_ASYNC_LOADING, no_cluster)
+        .doc("3.0.0", "Remove a node from the nodes table"),
+    cmd("getkeysinslot", 4, STALE, no_cluster)
+        .doc("3.0.0", "Return local key names in the specified hash slot")
+        .complexity("O(log(N)) where N is the number of requested keys")
+        .tips(&["nondeterministic_output"]),
+    cmd("help", 2, LOADING | STALE, no_cluster)
+        .doc("5.0.0", "Show helpful text about the different subcommands"),
+    cmd("info", 2, STALE, no_cluster)
+        .doc("3.0.0", "Provides info about Redis Cluster node state")
+        .tips(&["nondeterministic_output"]),
+    cmd("keyslot", 3, STALE, no_cluster)
+        .doc("3.0.0", "Returns the hash slot of the specified key")
+        .complexity("O(N) where N is the number of bytes in the key"),
+    cmd("links", 2, STALE, no_cluster)
+        .doc("7.0.0", "Returns a list of all TCP links to and from peer nodes in cluster")
+        .complexity("O(N) where N is the total number of Cluster nodes")
+        .tips(&["nondeterministic_output"]),
+    cmd("meet", -4, ADMIN | STALE | NO_ASYNC_LOADING, no_cluster)
+        .doc("3.0.0", "Force a node cluster to handshake with another node"),
+    cmd("myid", 2, STALE, no_cluster)
+        .doc("3.0.0", "Return the node id"),
+    cmd("nodes", 2, STALE, no_cluster)
+        .doc("3.0.0", "Get Cluster config for the node")
+        .complexity("O(N) where N is the total number of Cluster nodes")
+        .tips(&["nondeterministic_output"]),
+    cmd("replicas", 3, ADMIN | STALE, no_cluster)
+        .doc("5.0.0", "List replica nodes of the specified master node")
+        .tips(&["nondeterministic_output"]),
+    cmd("replicate", 3, ADMIN | STALE | NO_ASYNC_LOADING, no_cluster)
+        .doc("3.0.0", "Reconfigure a node as a replica of the specified master node"),
+    cmd("reset", -2, ADMIN | NOSCRIPT | STALE, no_cluster)
+        .doc("3.0.0", "Reset a Redis Cluster node")
+        .complexity("O(N) where N is the number of known nodes. The command may execute a FLUSHALL as a side effect."),
+    cmd("saveconfig", 2, ADMIN | STALE | NO_ASYNC_LOADING, no_cluster)
+        .doc("3.0.0", "Forces the node to save cluster state on disk"),
+    cmd("set-config-epoch", 3, ADMIN | STALE | NO_ASYNC_LOADING, no_cluster)
+        .doc("3.0.0", "Set the configuration epoch in a new node"),
+    cmd("setslot", -4, ADMIN | STALE | NO_ASYNC_LOADING, no_cluster)
+        .doc("3.0.0", "Bind a hash slot to a specific node"),
+    cmd("shards", 2, STALE, no_cluster)
+        .doc("7.0.0", "Get array of cluster slots to node mappings")
+        .complexity("O(N) where N is the total number of cluster nodes")
+        .tips(&["nondeterministic_output"]),
+    cmd("slaves", 3, ADMIN | STALE, no_cluster)
+        .doc("3.0.0", "List replica nodes of the specified master node")
+        .tips(&["nondeterministic_output"]),
+    cmd("slots", 2, STALE, no_cluster)
+        .doc("3.0.0", "Get array of Cluster slot to node mappings")
+        .complexity("O(N) where N is the total number of Cluster nodes")
+        .tips(&["nondeterministic_output"]),
+};
+
+/// CLUSTER's subcommands, READONLY, READWRITE, ASKING: refused as a
+/// standalone Redis refuses them.
 fn no_cluster(_ctx: &mut Ctx, _args: Args) -> CmdResult {
     Err(CmdError::err("This instance has cluster support disabled"))
 }

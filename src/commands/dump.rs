@@ -44,6 +44,12 @@ pub static COMMANDS: &[Command] = crate::commands::command_table! {
         .complexity("O(1) to create the new key and additional O(N*M) to reconstruct the serialized value, where N is the number of Redis objects composing the value and M their average size. For small string values the time complexity is thus O(1)+O(1*M) where M is small, so simply O(1). However for sorted set values the complexity is O(N*M*log(N)) because inserting values into sorted sets is O(log(N)).")
         .keys(1, 1, 1)
         .key_specs(&[KeySpec::at(1, &["OW", "update"])]),
+    cmd("restore-asking", -4, WRITE | DENYOOM | ASKING, restore, acl = "dangerous")
+        .group("server")
+        .doc("3.0.0", "An internal command for migrating keys in a cluster")
+        .complexity("O(1) to create the new key and additional O(N*M) to reconstruct the serialized value, where N is the number of Redis objects composing the value and M their average size. For small string values the time complexity is thus O(1)+O(1*M) where M is small, so simply O(1). However for sorted set values the complexity is O(N*M*log(N)) because inserting values into sorted sets is O(log(N)).")
+        .keys(1, 1, 1)
+        .key_specs(&[KeySpec::at(1, &["OW", "update"])]),
     cmd("migrate", -6, WRITE, migrate, acl = "dangerous")
         .doc("2.6.0", "Atomically transfers a key from one Redis instance to another.")
         .complexity("This command actually executes a DUMP+DEL in the source instance, and a RESTORE in the target instance. See the pages of these commands for time complexity. Also an O(N) data transfer between the two instances is performed.")

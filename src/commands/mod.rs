@@ -51,6 +51,7 @@ pub mod stream_groups;
 pub mod streams;
 pub mod strings;
 pub mod tracking;
+pub mod unbuilt;
 pub mod util;
 pub mod zsets;
 
@@ -118,7 +119,7 @@ mod form_tests {
 
 /// The families of this layer; the server adds those of the layers above
 /// (`server::command_families`) and builds the table from all of them.
-pub fn families() -> [&'static [Command]; 19] {
+pub fn families() -> [&'static [Command]; 20] {
     [
         connection::COMMANDS,
         strings::COMMANDS,
@@ -139,6 +140,7 @@ pub fn families() -> [&'static [Command]; 19] {
         config_cmd::COMMANDS,
         acl::COMMANDS,
         dump::COMMANDS,
+        unbuilt::COMMANDS,
     ]
 }
 

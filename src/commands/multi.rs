@@ -270,7 +270,7 @@ fn run_one(ctx: &mut Ctx, q: &Queued) {
     let mark = ctx.out.len();
     ctx.out.resp = ctx.client.resp;
     if ctx.core.clients.monitors.load(Relaxed) > 0 && cmd.flags & (ADMIN | SKIP_MONITOR) == 0 {
-        super::server_cmds::logs::feed_monitors(ctx.core, ctx.client, q.args());
+        super::server_cmds::logs::feed_monitors(ctx.core, ctx.client, Some(q.id), q.args());
     }
     let start = quanta::Instant::now();
     let r = super::acl::admit_queued(ctx.core, ctx.client, q.id, q.args()).and_then(|()| {

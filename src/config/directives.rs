@@ -153,6 +153,9 @@ fn norm_mem_or_percent(a: &str) -> Result<String, String> {
         if v < 0 {
             return Err(bad());
         }
+        if v > 100 {
+            return Err("percentage argument must be less or equal to 100".into());
+        }
         return Ok(format!("{v}%"));
     }
     match parse_memory(a) {
@@ -483,7 +486,9 @@ pub static DIRECTIVES: &[Directive] = &[
     d("enable-debug-command", Enum(&["no", "yes", "local"]), "no")
         .imm()
         .built(),
-    d("enable-module-command", Enum(&["no", "yes", "local"]), "no").imm(),
+    d("enable-module-command", Enum(&["no", "yes", "local"]), "no")
+        .imm()
+        .built(),
     d(
         "enable-protected-configs",
         Enum(&["no", "yes", "local"]),
@@ -503,12 +508,13 @@ pub static DIRECTIVES: &[Directive] = &[
     d("io-threads-do-reads", Bool, "no").imm(),
     d("jemalloc-bg-thread", Bool, "yes"),
     d("latency-monitor-threshold", Int(0, LONG), "0").built(),
-    d("latency-tracking", Bool, "yes"),
+    d("latency-tracking", Bool, "yes").built(),
     d(
         "latency-tracking-info-percentiles",
         Percentiles,
         "50 99 99.9",
-    ),
+    )
+    .built(),
     d("lazyfree-lazy-eviction", Bool, "no").built(),
     d("lazyfree-lazy-expire", Bool, "no").built(),
     d("lazyfree-lazy-server-del", Bool, "no"),

@@ -18,6 +18,7 @@ pub mod ctx;
 pub mod error;
 pub mod eviction;
 pub mod keyspec;
+pub mod latency;
 pub mod multi;
 pub mod notify;
 pub mod propagation;
@@ -26,6 +27,7 @@ pub mod scripts;
 pub mod stats;
 pub mod table;
 pub mod tls;
+pub mod tls_key;
 pub mod tracking;
 
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering::Relaxed};
@@ -90,6 +92,8 @@ pub struct Core {
     pub acl: acl::Acl,
     /// The TLS configurations in use (`core/tls.rs`).
     pub tls: tls::Tls,
+    /// LATENCY's event samples (`latency-monitor-threshold`).
+    pub latency: latency::LatencyMonitor,
 }
 
 impl Core {
@@ -130,14 +134,37 @@ impl Core {
             scripts: Default::default(),
             functions: Default::default(),
             tls: Default::default(),
+            latency: Default::default(),
         }
     }
 
     /// A new stats block for one worker (or a test harness).
     pub fn new_worker_stats(&self) -> Arc<WorkerStats> {
         let s = Arc::new(WorkerStats::new(self.commands.all.len()));
+        let tracking = self.config.read().get_bool("latency-tracking");
+        s.latency_tracking.store(tracking, Relaxed);
         self.workers.lock().push(s.clone());
         s
+    }
+
+    /// Records a latency event of `ms` milliseconds if it reaches
+    /// `latency-monitor-threshold` (Redis's latencyAddSampleIfNeeded).
+    #[inline]
+    pub fn latency_event(&self, event: &str, ms: u64) {
+        let t = self.hot.latency_threshold_ms.load(Relaxed);
+        if t > 0 && ms >= t {
+            let now = crate::keyspace::hlc::unix_ms() / 1000;
+            self.latency.add(event, ms, now);
+        }
+    }
+
+    /// Mirrors the configuration's hot values after a change (CONFIG SET).
+    pub fn config_changed(&self, c: &Config) {
+        self.hot.load(c);
+        let tracking = c.get_bool("latency-tracking");
+        for w in self.workers.lock().iter() {
+            w.latency_tracking.store(tracking, Relaxed);
+        }
     }
 }
 
@@ -151,6 +178,8 @@ pub struct HotConfig {
     pub hz: AtomicU64,
     pub slowlog_slower_than: AtomicU64,
     pub slowlog_max_len: AtomicUsize,
+    /// `latency-monitor-threshold` in milliseconds (0: no latency events).
+    pub latency_threshold_ms: AtomicU64,
     pub active_expire: AtomicBool,
     /// `protected-mode`: without a password, only loopback clients are served.
     pub protected_mode: AtomicBool,
@@ -190,6 +219,10 @@ impl HotConfig {
             .store(c.get_i64("slowlog-log-slower-than") as u64, Relaxed);
         self.slowlog_max_len
             .store(c.get_i64("slowlog-max-len") as usize, Relaxed);
+        self.latency_threshold_ms.store(
+            c.get_i64("latency-monitor-threshold").max(0) as u64,
+            Relaxed,
+        );
         self.protected_mode
             .store(c.get_bool("protected-mode"), Relaxed);
         if let Some(l) =

@@ -3,19 +3,45 @@
 //! Each worker owns a [`WorkerStats`] and is its only writer, so counting a
 //! command is a relaxed load and store on a cache line no other core writes:
 //! no contention however many threads run. INFO sums all workers.
+//!
+//! Each command's latency histogram (LATENCY HISTOGRAM, INFO latencystats,
+//! with `latency-tracking yes`) is kept at the resolution LATENCY HISTOGRAM
+//! reports: Redis's HdrHistogram iterated in power-of-two steps from
+//! 1024 ns, so a call's latency lands in the first step whose upper bound
+//! (HdrHistogram's highest equivalent value, 1032 * 2^k - 1 ns) holds it:
+//! one counter bump a call, no allocation (DECISIONS 101).
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
 use parking_lot::Mutex;
 
-/// Per-command counters (INFO commandstats).
+/// Per-command counters (INFO commandstats, LATENCY HISTOGRAM).
 #[derive(Default)]
 pub struct CmdStats {
     pub calls: AtomicU64,
     pub usec: AtomicU64,
     pub rejected: AtomicU64,
     pub failed: AtomicU64,
+    /// Calls by latency step (see the module comment and [`step_of`]).
+    pub hist: [AtomicU64; HIST_STEPS],
+}
+
+/// Latency steps: 1024 ns * 2^k for k in 0..21, past Redis's 1 s ceiling.
+pub const HIST_STEPS: usize = 21;
+
+/// The step of a latency of `usec` microseconds: the first k whose upper
+/// bound, 1032 * 2^k - 1 ns, is at least the latency.
+#[inline]
+pub fn step_of(usec: u64) -> usize {
+    let q = usec.saturating_mul(1000).min(1_000_000_000) / 1032;
+    ((64 - q.leading_zeros()) as usize).min(HIST_STEPS - 1)
+}
+
+/// The upper bound of step `k` in nanoseconds (what LATENCY HISTOGRAM
+/// shows divided by 1000, and INFO's percentiles divided by 1000.0).
+pub fn step_bound_ns(k: usize) -> u64 {
+    1032u64 * (1 << k) - 1
 }
 
 #[inline]
@@ -32,6 +58,8 @@ pub struct WorkerStats {
     pub expired_keys: AtomicU64,
     pub evicted_keys: AtomicU64,
     pub dirty: AtomicU64,
+    /// `latency-tracking`, mirrored here for the call path.
+    pub latency_tracking: std::sync::atomic::AtomicBool,
     pub net_input_bytes: AtomicU64,
     pub net_output_bytes: AtomicU64,
     /// Errors by code ("ERR", "WRONGTYPE"): rare, so a mutex is fine.
@@ -48,6 +76,7 @@ impl WorkerStats {
             expired_keys: AtomicU64::new(0),
             evicted_keys: AtomicU64::new(0),
             dirty: AtomicU64::new(0),
+            latency_tracking: std::sync::atomic::AtomicBool::new(true),
             net_input_bytes: AtomicU64::new(0),
             net_output_bytes: AtomicU64::new(0),
             errors: Mutex::new(HashMap::new()),
@@ -59,6 +88,9 @@ impl WorkerStats {
         let c = &self.cmds[id];
         bump(&c.calls, 1);
         bump(&c.usec, usec);
+        if self.latency_tracking.load(Relaxed) {
+            bump(&c.hist[step_of(usec)], 1);
+        }
         if failed {
             bump(&c.failed, 1);
         }
@@ -105,7 +137,10 @@ impl WorkerStats {
     /// may survive a reset by one increment.)
     pub fn reset(&self) {
         for c in self.cmds.iter() {
-            for a in [&c.calls, &c.usec, &c.rejected, &c.failed] {
+            for a in [&c.calls, &c.usec, &c.rejected, &c.failed]
+                .into_iter()
+                .chain(&c.hist)
+            {
                 a.store(0, Relaxed);
             }
         }
@@ -122,6 +157,35 @@ impl WorkerStats {
         }
         self.errors.lock().clear();
     }
+}
+
+/// Command `id`'s latency histogram summed over the workers (calls by
+/// step); all zero when it was not called since the last reset with
+/// `latency-tracking yes`.
+pub fn histogram(workers: &[std::sync::Arc<WorkerStats>], id: usize) -> [u64; HIST_STEPS] {
+    let mut h = [0u64; HIST_STEPS];
+    for w in workers {
+        for (k, c) in w.cmds[id].hist.iter().enumerate() {
+            h[k] += c.load(Relaxed);
+        }
+    }
+    h
+}
+
+/// The latency (ns) at percentile `p` of a histogram, as HdrHistogram's
+/// hdr_value_at_percentile picks it: the upper bound of the step holding
+/// the call ranked round(p% of the calls), at least the first.
+pub fn percentile_ns(h: &[u64; HIST_STEPS], p: f64) -> u64 {
+    let total: u64 = h.iter().sum();
+    let rank = ((p / 100.0 * total as f64 + 0.5) as u64).max(1);
+    let mut seen = 0;
+    for (k, n) in h.iter().enumerate() {
+        seen += n;
+        if seen >= rank {
+            return step_bound_ns(k);
+        }
+    }
+    step_bound_ns(HIST_STEPS - 1)
 }
 
 /// Sums of every worker's counters.

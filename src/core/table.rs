@@ -55,6 +55,10 @@ pub mod flags {
     /// not shown by COMMAND INFO, as in Redis).
     pub const PROTECTED: u32 = 1 << 17;
     pub const NO_ASYNC_LOADING: u32 = 1 << 18;
+    /// Served on a cluster node importing the slot after ASKING (Redis's
+    /// CMD_ASKING; RESTORE-ASKING only): shown by COMMAND INFO, nothing
+    /// else, as cluster mode is not built.
+    pub const ASKING: u32 = 1 << 19;
 
     /// Flag names in the order Redis 7 prints them in COMMAND INFO, except
     /// `allow_busy`, which Redis prints after the derived `movablekeys`.
@@ -70,6 +74,7 @@ pub mod flags {
         (STALE, "stale"),
         (SKIP_MONITOR, "skip_monitor"),
         (SKIP_SLOWLOG, "skip_slowlog"),
+        (ASKING, "asking"),
         (FAST, "fast"),
         (NO_AUTH, "no_auth"),
         // MAY_REPLICATE is not shown: Redis 7.0 hides it on purpose.

@@ -39,6 +39,7 @@ use rustls::{
 };
 
 use crate::config::Config;
+use crate::core::tls_key::load_key;
 
 /// The configurations in use (see the module comment).
 #[derive(Default)]
@@ -311,7 +312,9 @@ static SUITES: &[(&str, SupportedCipherSuite)] = &[
 ];
 
 /// *ring* with the suites `tls-ciphers` (TLS 1.2) and `tls-ciphersuites`
-/// (TLS 1.3) leave (see [`select`]).
+/// (TLS 1.3) leave (see [`select`]). A directive that leaves none fails
+/// and names why (no CBC suites: DECISIONS 100); one that names suites
+/// rustls lacks beside some it has keeps those and logs the others.
 fn provider(cfg: &Config) -> Result<CryptoProvider, String> {
     // ring: builds from Rust and assembly alone (aws-lc-rs, rustls's
     // preferred provider, needs cmake); its one deprecation is that it
@@ -320,61 +323,82 @@ fn provider(cfg: &Config) -> Result<CryptoProvider, String> {
     let mut p = rustls::crypto::ring::default_provider();
     let is13 = |s: &SupportedCipherSuite| matches!(s, SupportedCipherSuite::Tls13(_));
     let (all13, all12): (Vec<_>, Vec<_>) = p.cipher_suites.iter().copied().partition(is13);
-    let ciphers = cfg.get_str("tls-ciphers");
-    let v12 = select(&ciphers, &all12)
-        .ok_or_else(|| format!("Failed to configure ciphers: {ciphers}"))?;
-    let suites = cfg.get_str("tls-ciphersuites");
-    let v13 = select(&suites, &all13)
-        .ok_or_else(|| format!("Failed to configure ciphersuites: {suites}"))?;
+    let v12 = suites_of(cfg, "tls-ciphers", "ciphers", &all12)?;
+    let v13 = suites_of(cfg, "tls-ciphersuites", "ciphersuites", &all13)?;
     p.cipher_suites = v13.into_iter().chain(v12).collect();
     Ok(p)
 }
 
-/// The suites an OpenSSL cipher string leaves of `all`. A list of names
-/// only keeps the named suites rustls has (None when it has none of
-/// them); a string with keywords or operators (`DEFAULT`, `HIGH:!aNULL`,
-/// `-AES128-SHA256`) keeps every suite but those it removes by name.
-/// (OpenSSL's full cipher-string language is not rustls's: docs/SECURITY.md.)
-fn select(spec: &str, all: &[SupportedCipherSuite]) -> Option<Vec<SupportedCipherSuite>> {
-    let words: Vec<&str> = spec
-        .split([':', ',', ' '])
-        .filter(|w| !w.is_empty())
-        .collect();
+/// What rustls offers, for the lines that refuse or ignore other suites.
+const OFFERED: &str = "LatticeDB's TLS (rustls) has no CBC, RSA key exchange or DHE suites; \
+    it offers TLS 1.3's AES-GCM and CHACHA20-POLY1305 suites and, for TLS 1.2, \
+    ECDHE-ECDSA/ECDHE-RSA with AES-GCM or CHACHA20-POLY1305 (docs/SECURITY.md)";
+
+/// The suites directive `name` leaves of `all`; `what` is Redis's word in
+/// its "Failed to configure <what>" line.
+fn suites_of(
+    cfg: &Config,
+    name: &str,
+    what: &str,
+    all: &[SupportedCipherSuite],
+) -> Result<Vec<SupportedCipherSuite>, String> {
+    let spec = cfg.get_str(name);
+    let (kept, missing) = select(&spec, all);
+    if kept.is_empty() {
+        let none = match missing.is_empty() {
+            true => "it leaves no suite".to_string(),
+            false => format!("none of {} is available", missing.join(", ")),
+        };
+        return Err(format!(
+            "Failed to configure {what}: {spec}: {none}. {OFFERED}"
+        ));
+    }
+    if !missing.is_empty() {
+        crate::log_warning!("{name}: ignoring {}. {OFFERED}", missing.join(", "));
+    }
+    Ok(kept)
+}
+
+/// The suites an OpenSSL cipher string leaves of `all`, and the suite
+/// names it adds that rustls does not have (CBC ones, say), read word by
+/// word as OpenSSL does: a suite name adds that suite, `-name`/`!name`
+/// remove it, `-ALL`/`!ALL` remove everything, and any other keyword
+/// (`DEFAULT`, `HIGH`, `ECDHE+AESGCM`) adds every suite: rustls's set is
+/// already what those select, and OpenSSL's whole cipher-string language
+/// is not re-implemented (docs/SECURITY.md). An empty string is all.
+fn select(spec: &str, all: &[SupportedCipherSuite]) -> (Vec<SupportedCipherSuite>, Vec<String>) {
+    let words = spec.split([':', ',', ' ']).filter(|w| !w.is_empty());
     let named = |w: &str| {
         SUITES
             .iter()
             .find(|(n, _)| n.eq_ignore_ascii_case(w))
-            .map(|(_, s)| *s)
+            .and_then(|(_, s)| all.iter().find(|a| a.suite() == s.suite()).copied())
     };
-    let is_name = |w: &str| {
-        (w.contains('-') && !w.starts_with(['!', '-', '+', '@'])) || w.starts_with("TLS_")
-    };
-    if words.is_empty() {
-        return Some(all.to_vec());
+    let is_name = |w: &str| w.contains('-') || w.to_ascii_uppercase().starts_with("TLS_");
+    let (mut kept, mut missing): (Vec<SupportedCipherSuite>, _) = (vec![], vec![]);
+    if spec.trim().is_empty() {
+        return (all.to_vec(), missing);
     }
-    if words.iter().all(|w| is_name(w)) {
-        let v: Vec<_> = all
-            .iter()
-            .copied()
-            .filter(|s| {
-                words
-                    .iter()
-                    .any(|w| named(w).is_some_and(|n| n.suite() == s.suite()))
-            })
-            .collect();
-        return (!v.is_empty()).then_some(v);
+    for w in words {
+        let removed = w.strip_prefix(['!', '-']);
+        match (removed, w.strip_prefix('+')) {
+            (Some(r), _) if r.eq_ignore_ascii_case("ALL") => kept.clear(),
+            (Some(r), _) => kept.retain(|k| named(r).is_none_or(|n| n.suite() != k.suite())),
+            (None, Some(_)) => {} // "+X" moves suites to the end: order only
+            (None, None) if is_name(w) => match named(w) {
+                Some(s) => kept.push(s),
+                None => missing.push(w.to_string()),
+            },
+            (None, None) => kept.extend_from_slice(all),
+        }
     }
-    let removed: Vec<_> = words
-        .iter()
-        .filter_map(|w| w.strip_prefix(['!', '-']))
-        .filter_map(named)
-        .collect();
-    Some(
-        all.iter()
-            .copied()
-            .filter(|s| !removed.iter().any(|r| r.suite() == s.suite()))
-            .collect(),
-    )
+    let mut unique: Vec<SupportedCipherSuite> = vec![];
+    for k in kept {
+        if !unique.iter().any(|u| u.suite() == k.suite()) {
+            unique.push(k);
+        }
+    }
+    (unique, missing)
 }
 
 fn open(path: &str) -> Result<io::BufReader<std::fs::File>, String> {
@@ -393,35 +417,6 @@ fn load_certs(path: &str) -> Result<Vec<CertificateDer<'static>>, String> {
         return Err(fail("no certificate found".into()));
     }
     Ok(certs)
-}
-
-/// A PEM private key; an encrypted one (`ENCRYPTED PRIVATE KEY`, PKCS#8
-/// with PBES2) is decrypted with `pass`.
-fn load_key(path: &str, pass: &str) -> Result<PrivateKeyDer<'static>, String> {
-    let fail = |e: String| format!("Failed to load private key: {path}: {e}");
-    let text = std::fs::read(path).map_err(|e| fail(e.to_string()))?;
-    if let Some(k) = rustls_pemfile::private_key(&mut &text[..]).map_err(|e| fail(e.to_string()))? {
-        return Ok(k);
-    }
-    decrypt_key(&text, pass).map_err(fail)
-}
-
-/// An `ENCRYPTED PRIVATE KEY` (what `openssl rsa -aes256` and `openssl
-/// pkcs8 -topk8` write) decrypted with `pass`, or why not.
-fn decrypt_key(pem: &[u8], pass: &str) -> Result<PrivateKeyDer<'static>, String> {
-    let (label, der) = pkcs8::der::pem::decode_vec(pem).map_err(|_| "no private key found")?;
-    if label != "ENCRYPTED PRIVATE KEY" {
-        return Err(format!("no private key found ({label})"));
-    }
-    if pass.is_empty() {
-        return Err("the key is encrypted and no password is set (tls-key-file-pass)".into());
-    }
-    let info =
-        pkcs8::EncryptedPrivateKeyInfo::try_from(der.as_slice()).map_err(|e| e.to_string())?;
-    let key = info
-        .decrypt(pass)
-        .map_err(|_| "bad decrypt (wrong password?)".to_string())?;
-    Ok(PrivateKeyDer::Pkcs8(key.as_bytes().to_vec().into()))
 }
 
 /// The CAs peers' certificates are checked against: `tls-ca-cert-file`
@@ -459,15 +454,18 @@ mod tests {
     #[test]
     fn cipher_strings_map_onto_rustls_suites() {
         let all: Vec<_> = SUITES[3..].iter().map(|(_, s)| *s).collect();
-        assert_eq!(select("", &all).unwrap().len(), all.len());
-        assert_eq!(
-            select("DEFAULT:-AES128-SHA256", &all).unwrap().len(),
-            all.len()
-        );
-        let v = select("HIGH:!ECDHE-RSA-AES128-GCM-SHA256", &all).unwrap();
-        assert_eq!(v.len(), all.len() - 1);
-        let v = select("ECDHE-RSA-AES128-GCM-SHA256:AES128-SHA256", &all).unwrap();
-        assert_eq!(v.len(), 1);
-        assert!(select("AES128-SHA256:AES256-SHA256", &all).is_none());
+        let n = |spec: &str| select(spec, &all).0.len();
+        assert_eq!(n(""), all.len());
+        assert_eq!(n("DEFAULT:-AES128-SHA256"), all.len());
+        assert_eq!(n("HIGH:!ECDHE-RSA-AES128-GCM-SHA256"), all.len() - 1);
+        let (v, missing) = select("ECDHE-RSA-AES128-GCM-SHA256:AES128-SHA256", &all);
+        assert_eq!((v.len(), missing), (1, vec!["AES128-SHA256".to_string()]));
+        let (v, missing) = select("AES128-SHA256:AES256-SHA256", &all);
+        assert!(v.is_empty());
+        assert_eq!(missing, ["AES128-SHA256", "AES256-SHA256"]);
+        // OpenSSL's "-ALL:X" is X alone.
+        assert_eq!(n("-ALL:AES128-SHA256"), 0);
+        assert_eq!(n("-ALL:ECDHE-RSA-CHACHA20-POLY1305"), 1);
+        assert_eq!(n("DEFAULT:!ALL"), 0);
     }
 }

@@ -122,8 +122,11 @@ impl F80 {
         if s.is_empty() || s.len() >= 5 * 1024 || s[0].is_ascii_whitespace() {
             return None;
         }
-        // C stops at a NUL byte.
-        let s = &s[..s.iter().position(|&c| c == 0).unwrap_or(s.len())];
+        // strtold stops at a NUL byte, and Redis's string2ld then refuses
+        // the string: the number must span all of it.
+        if s.contains(&0) {
+            return None;
+        }
         let (neg, body) = match s.first() {
             Some(b'-') => (true, &s[1..]),
             Some(b'+') => (false, &s[1..]),

@@ -8,8 +8,9 @@
 //!    and its handshake sends `PSYNC <our replid> <offset> FAILOVER`, which
 //!    makes the target promote itself before it serves the (partial) sync.
 //! 3. Once the link is up, writes resume (and get READONLY: we are a
-//!    replica now). A timeout without FORCE, ABORT, or a target that does
-//!    not take over, puts everything back: master again, writes resumed.
+//!    replica now). A timeout without FORCE, ABORT, a target that refuses
+//!    the PSYNC (at once) or does not take over, puts everything back:
+//!    master again, writes resumed.
 //!
 //! The driver is a short-lived thread that polls every 10 ms: the steps are
 //! sequential and rare, and nothing on the command path waits for it.
@@ -220,6 +221,10 @@ fn drive(srv: &Arc<Server>, plan: Plan, generation: u64) {
     super::replica::follow_for_failover(srv, target.0.clone(), target.1);
     let handover = Instant::now() + Duration::from_millis(plan.timeout_ms.max(5000));
     while Instant::now() < handover && !aborted() {
+        if srv.repl.replica.failover_refused.swap(false, AcqRel) {
+            super::replica::promote(srv);
+            return end(srv, "Failover target rejected psync request");
+        }
         if srv.repl.replica.link_up() {
             fo.state.store(NONE, Relaxed);
             pause_writes(srv, false);

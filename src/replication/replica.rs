@@ -66,6 +66,9 @@ pub struct ReplicaSide {
     master_db: AtomicUsize,
     /// The next PSYNC is a FAILOVER hand-over (see `failover.rs`).
     failover_psync: AtomicBool,
+    /// The target answered that PSYNC with an error (an ACL without
+    /// +psync, say): FAILOVER aborts at once, as Redis's.
+    pub(crate) failover_refused: AtomicBool,
     /// Unix ms until which a DEBUG SLEEP holds the link (see `debug_sleep`).
     paused_until_ms: AtomicU64,
     /// Held while a command from the master is applied and its bytes
@@ -290,6 +293,7 @@ fn follow(srv: &Arc<Server>, host: String, port: u16) {
 /// FAILOVER's step 2: become the replica of `host:port`, whose PSYNC
 /// carries FAILOVER so that the target promotes itself first.
 pub(crate) fn follow_for_failover(srv: &Arc<Server>, host: String, port: u16) {
+    srv.repl.replica.failover_refused.store(false, Release);
     srv.repl.replica.failover_psync.store(true, Release);
     follow(srv, host, port);
 }
@@ -484,12 +488,16 @@ fn psync(srv: &Arc<Server>, gen: u64, peer: &mut Peer) -> Result<(), String> {
         (offset + 1).to_string()
     };
     peer.begin(Stage::ReceivePsyncReply);
-    if srv.repl.replica.failover_psync.swap(false, AcqRel) {
+    let failover = srv.repl.replica.failover_psync.swap(false, AcqRel);
+    if failover {
         peer.send(&[b"PSYNC", replid.as_bytes(), off_arg.as_bytes(), b"FAILOVER"])?;
     } else {
         peer.send(&[b"PSYNC", replid.as_bytes(), off_arg.as_bytes()])?;
     }
     let reply = peer.line()?;
+    if failover && reply.starts_with('-') {
+        srv.repl.replica.failover_refused.store(true, Release);
+    }
     if let Some(rest) = reply.strip_prefix("+FULLRESYNC ") {
         let mut w = rest.split_whitespace();
         let id = w.next().unwrap_or_default().to_string();

@@ -95,6 +95,9 @@ static SCRIPT_SUBS: &[Command] = crate::commands::command_table! {
         .tips(&["request_policy:all_shards", "response_policy:one_succeeded"]),
     cmd("help", 2, LOADING | STALE, script_help)
         .doc("5.0.0", "Show helpful text about the different subcommands"),
+    cmd("debug", 3, NOSCRIPT, script_debug)
+        .doc("3.2.0", "Set the debug mode for executed scripts.")
+        .complexity("O(1)"),
     cmd("load", 3, NOSCRIPT | STALE, script_load)
         .doc("2.6.0", "Load the specified Lua script into the script cache.")
         .complexity("O(N) with N being the length in bytes of the script body.")
@@ -150,6 +153,23 @@ const SCRIPT_HELP: &[&str] = &[
 fn script_help(ctx: &mut Ctx, _: Args) -> CmdResult {
     crate::commands::server_cmds::reply_help(ctx, "script", SCRIPT_HELP);
     Ok(())
+}
+
+/// SCRIPT DEBUG: NO is what runs anyway; the Lua debugger (YES, SYNC) is
+/// not built (docs/COMMANDS.md).
+fn script_debug(ctx: &mut Ctx, args: Args) -> CmdResult {
+    let mode = String::from_utf8_lossy(args.get(2)).to_ascii_uppercase();
+    match mode.as_str() {
+        "NO" => {
+            ctx.out.ok();
+            Ok(())
+        }
+        "YES" | "SYNC" => Err(CmdError::err(format!(
+            "SCRIPT DEBUG {mode} is not supported by LatticeDB yet ({}): the Lua debugger is not built",
+            crate::commands::unbuilt::DOCS_PAGE
+        ))),
+        _ => Err(CmdError::err("Use SCRIPT DEBUG YES/SYNC/NO")),
+    }
 }
 
 fn script_parent(_: &mut Ctx, _: Args) -> CmdResult {
@@ -271,7 +291,7 @@ pub(crate) fn invoke(ctx: &mut Ctx, vm: &mut vm::Vm, run: Run, sflags: u32, ro: 
             .load(std::sync::atomic::Ordering::Relaxed)
             > 0
         {
-            crate::commands::server_cmds::logs::feed_monitors(core, ctx.client, sent);
+            crate::commands::server_cmds::logs::feed_monitors(core, ctx.client, None, sent);
         }
     }
     let mut script = prepare(ctx, sflags, ro, run.keys)?;
@@ -504,8 +524,9 @@ fn call_with(
     go.call::<(bool, mlua::Value, u8)>((&run.f, seq(run.keys)?, seq(run.argv)?))
 }
 
-/// `redis.acl_check_cmd(cmd, ...)`: whether the user may run the command.
-/// Every client is the default user, which may run everything.
+/// `redis.acl_check_cmd(cmd, ...)`: whether the script's caller's user may
+/// run the command with these arguments (its key and channel rules too),
+/// without an ACL LOG entry, as Redis's luaRedisAclCheckCmdPermissionsCommand.
 fn acl_check(
     ctx: &mut Ctx,
     lua: &mlua::Lua,
@@ -517,10 +538,14 @@ fn acl_check(
         Err(m) => return fail(&m),
     };
     let owned = crate::protocol::OwnedArgs::new(&argv);
-    match call::lookup(ctx, owned.args()) {
-        Some(_) => Ok((true, mlua::Value::Boolean(true))),
-        None => fail("ERR Invalid command passed to redis.acl_check_cmd()"),
-    }
+    let Some(id) = call::lookup(ctx, owned.args()) else {
+        return fail("ERR Invalid command passed to redis.acl_check_cmd()");
+    };
+    let allowed = match &ctx.client.user {
+        Some(u) if !u.free => u.check(&ctx.core.commands, id, owned.args()).is_ok(),
+        _ => true,
+    };
+    Ok((true, mlua::Value::Boolean(allowed)))
 }
 
 /// An error table's reply: counted already when it came from a command.

@@ -623,6 +623,11 @@ async fn process_input(
     qb: &mut QueryBuf,
     out: &mut ReplyBuf,
 ) -> (bool, bool) {
+    // CLIENT LIST's qbuf while the batch runs: the whole read, the running
+    // command included, as Redis's query buffer until the batch is done.
+    if let Some(sh) = &client.shared {
+        sh.qbuf.store(qb.end - qb.start, Relaxed);
+    }
     // One clock read per command: each command's end is the next one's start.
     let mut t = Instant::now();
     loop {
@@ -785,7 +790,7 @@ pub fn dispatch(
             let monitored = srv.clients.monitors.load(Relaxed) > 0
                 && cmd.flags & (flags::ADMIN | flags::SKIP_MONITOR) == 0;
             if monitored && cmd.name != "exec" {
-                logs::feed_monitors(srv, client, args);
+                logs::feed_monitors(srv, client, Some(id), args);
             }
             let mut clock = worker.clock.borrow_mut();
             let mut ctx = Ctx {
@@ -804,7 +809,7 @@ pub fn dispatch(
             let r = (cmd.handler)(&mut ctx, args);
             let blocked = ctx.client.block.request.is_some();
             if monitored && cmd.name == "exec" {
-                logs::feed_monitors(srv, client, args);
+                logs::feed_monitors(srv, client, Some(id), args);
             }
             end = Instant::now();
             let usec = end.saturating_duration_since(start).as_micros() as u64;
@@ -812,6 +817,13 @@ pub fn dispatch(
             // (Redis's updateStatsOnUnblock; see `block_wait`).
             if r.is_err() || !blocked {
                 worker.stats.record_call(id, usec, r.is_err());
+            }
+            if !blocked {
+                let event = match cmd.flags & flags::FAST {
+                    0 => "command",
+                    _ => "fast-command",
+                };
+                srv.latency_event(event, usec / 1000);
             }
             (Some(id), r, usec)
         }
@@ -859,6 +871,9 @@ fn lookup_and_check(
 ) -> Result<usize, (Option<usize>, CmdError)> {
     let name = args.get(0);
     let Some(mut id) = srv.commands.lookup(name) else {
+        if let Some(e) = crate::commands::unbuilt::not_built(name) {
+            return Err((None, e));
+        }
         let shown: Vec<String> = args
             .iter()
             .skip(1)
@@ -880,6 +895,9 @@ fn lookup_and_check(
         match srv.commands.lookup_sub(id, args.get(1)) {
             Some(sub) => id = sub,
             None => {
+                if let Some(e) = crate::commands::unbuilt::sub_not_built(parent.name, args.get(1)) {
+                    return Err((None, e));
+                }
                 // Like an unknown command, an unknown subcommand is not
                 // counted against its parent's rejected_calls (Redis 7).
                 return Err((
@@ -900,7 +918,7 @@ fn lookup_and_check(
         ));
     }
     if cmd.flags & flags::PROTECTED != 0 {
-        debug_allowed(srv, client).map_err(|e| (Some(id), e))?;
+        protected_allowed(srv, client, id).map_err(|e| (Some(id), e))?;
     }
     if !client.authenticated && cmd.flags & flags::NO_AUTH == 0 && srv.acl.auth_required() {
         log_refused_link(srv, client, id, &CmdError::NoAuth);
@@ -957,16 +975,22 @@ fn acl_check(
     crate::commands::acl::admit(srv, client, id, args, context)
 }
 
-/// `enable-debug-command`: DEBUG runs only when it is `yes`, or `local` and
-/// the client is on loopback or a unix socket (Redis 7's default is `no`).
-fn debug_allowed(srv: &Server, client: &ClientState) -> Result<(), CmdError> {
-    let setting = srv.config.read().get_str("enable-debug-command");
+/// Redis's protected commands: DEBUG runs only when `enable-debug-command`
+/// is `yes`, or `local` and the client is on loopback or a unix socket
+/// (Redis 7's default is `no`); MODULE LOAD/LOADEX/UNLOAD the same by
+/// `enable-module-command`.
+fn protected_allowed(srv: &Server, client: &ClientState, id: usize) -> Result<(), CmdError> {
+    let (directive, what) = match srv.commands.full_names[id].starts_with("module|") {
+        true => ("enable-module-command", "MODULE"),
+        false => ("enable-debug-command", "DEBUG"),
+    };
+    let setting = srv.config.read().get_str(directive);
     if setting == "yes" || (setting == "local" && client.local) {
         return Ok(());
     }
-    Err(CmdError::err(
-        "DEBUG command not allowed. If the enable-debug-command option is set to \"local\", you can run it from a local connection, otherwise you need to set this option in the configuration file, and then restart the server.",
-    ))
+    Err(CmdError::err(format!(
+        "{what} command not allowed. If the {directive} option is set to \"local\", you can run it from a local connection, otherwise you need to set this option in the configuration file, and then restart the server.",
+    )))
 }
 
 /// Counts the call of a blocked command that ends without being re-run (a

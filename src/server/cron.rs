@@ -31,6 +31,12 @@ pub async fn worker_cron(srv: Arc<Server>, worker: Rc<Worker>, index: usize, nwo
         if !srv.hot.active_expire.load(Relaxed) || !super::hooks::expires_keys(&srv) {
             continue;
         }
+        // No key expires while CLIENT PAUSE holds writes (Redis skips the
+        // cycle then; reads see such keys as missing, `commands/access.rs`).
+        let paused_until = srv.pause_until_ms.load(Relaxed);
+        if paused_until != 0 && unix_ms() < paused_until {
+            continue;
+        }
         let budget = period / 4;
         let mut clock = worker.clock.borrow_mut();
         // Expired by no client's command; each event reads the clock.
@@ -40,6 +46,7 @@ pub async fn worker_cron(srv: Arc<Server>, worker: Rc<Worker>, index: usize, nwo
             client: 0,
             now_ms: 0,
         };
+        let started = std::time::Instant::now();
         let st = active_expire_cycle(
             &srv.keyspace,
             index,
@@ -48,6 +55,7 @@ pub async fn worker_cron(srv: Arc<Server>, worker: Rc<Worker>, index: usize, nwo
             budget,
             |db, e| actively_expired(&gone, &mut clock, db, e),
         );
+        srv.latency_event("expire-cycle", started.elapsed().as_millis() as u64);
         more_due = st.more_due;
         crate::commands::tracking::flush_bcast(&srv);
     }

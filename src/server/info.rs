@@ -31,7 +31,7 @@ pub fn info_text(srv: &Arc<Server>, sections: &[&str]) -> String {
             "modules" => o.push_str("# Modules\r\n"),
             "commandstats" => commandstats(srv, &workers, &mut o),
             "errorstats" => errorstats(&workers, &mut o),
-            "latencystats" => o.push_str("# Latencystats\r\n"),
+            "latencystats" => latencystats(srv, &workers, &mut o),
             "cluster" => o.push_str("# Cluster\r\ncluster_enabled:0\r\n"),
             "keyspace" => keyspace(srv, &mut o),
             _ => {}
@@ -382,6 +382,34 @@ fn commandstats(srv: &Arc<Server>, w: &[Arc<WorkerStats>], o: &mut String) {
             o,
             "cmdstat_{name}:calls={calls},usec={usec},usec_per_call={per:.2},rejected_calls={rejected},failed_calls={failed}\r\n"
         );
+    }
+}
+
+/// Each command's latency percentiles (`latency-tracking-info-percentiles`)
+/// in microseconds, from its histogram (core/stats.rs: the upper bound of
+/// the power-of-two step, DECISIONS 101).
+fn latencystats(srv: &Arc<Server>, w: &[Arc<WorkerStats>], o: &mut String) {
+    o.push_str("# Latencystats\r\n");
+    let wanted = srv
+        .config
+        .read()
+        .get_str("latency-tracking-info-percentiles");
+    let ps: Vec<(String, f64)> = wanted
+        .split_whitespace()
+        .filter_map(|p| Some((p.to_string(), p.parse().ok()?)))
+        .collect();
+    for (id, name) in srv.commands.full_names.iter().enumerate() {
+        let h = crate::core::stats::histogram(w, id);
+        if h.iter().all(|&n| n == 0) {
+            continue;
+        }
+        let _ = write!(o, "latency_percentiles_usec_{name}:");
+        for (i, (label, p)) in ps.iter().enumerate() {
+            let ns = crate::core::stats::percentile_ns(&h, *p);
+            let sep = if i == 0 { "" } else { "," };
+            let _ = write!(o, "{sep}p{label}={:.3}", ns as f64 / 1000.0);
+        }
+        o.push_str("\r\n");
     }
 }
 

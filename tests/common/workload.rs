@@ -51,6 +51,10 @@ pub const EXCLUDED: &[(&str, &str)] = &[
         "function|restore",
         "FUNCTION libraries are not keyspace data (tests/scripting.rs)",
     ),
+    (
+        "restore-asking",
+        "RESTORE's handler under its cluster name (RESTORE is drawn; tests/not_built.rs)",
+    ),
 ];
 
 /// One generated command line.

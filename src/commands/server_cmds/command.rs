@@ -178,7 +178,7 @@ fn write_info(ctx: &mut Ctx, id: CommandId) {
     }
     out.set(cmd.tips.len());
     for t in cmd.tips {
-        out.simple(t);
+        out.bulk(t.as_bytes()); // bulk strings, as Redis's addReplyCommandTips
     }
     write_key_specs(out, cmd);
     let subs = sub_ids(ctx, id);

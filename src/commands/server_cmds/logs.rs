@@ -2,8 +2,10 @@
 //!
 //! The slow log itself is filled by the dispatcher (`conn.rs`, after each
 //! command, against `slowlog-log-slower-than`); this file only reads and
-//! resets it. We keep no latency-event samples, so LATENCY answers with
-//! Redis's well-formed empty replies, and HISTOGRAM reports call counts.
+//! resets it; LATENCY reads the latency monitor (`core/latency.rs`) and the
+//! per-command histograms (`core/stats.rs`). Both the slow log and MONITOR
+//! show passwords and ACL rules as "(redacted)", where Redis's commands
+//! redact them ([`redacted`]).
 
 use std::sync::atomic::Ordering::Relaxed;
 
@@ -12,6 +14,7 @@ use super::reply_help;
 use std::sync::Arc;
 
 use crate::core::client::ClientState;
+use crate::core::stats::{histogram, step_bound_ns, HIST_STEPS};
 use crate::core::Core;
 use crate::keyspace::hlc::unix_ms;
 use crate::protocol::Args;
@@ -37,10 +40,10 @@ pub static SLOWLOG_SUBCOMMANDS: &[Command] = crate::commands::command_table! {
 
 pub static LATENCY_SUBCOMMANDS: &[Command] = crate::commands::command_table! {
     family(group = "server", acl = ""),
-    cmd("latest", 2, ADM, latency_empty)
+    cmd("latest", 2, ADM, latency_latest)
         .doc("2.8.13", "Returns the latest latency samples for all events.")
         .tips(&["nondeterministic_output", "request_policy:all_nodes", "response_policy:special"]),
-    cmd("history", 3, ADM, latency_empty)
+    cmd("history", 3, ADM, latency_history)
         .doc("2.8.13", "Returns timestamp-latency samples for an event.")
         .tips(&["nondeterministic_output", "request_policy:all_nodes", "response_policy:special"]),
     cmd("reset", -2, ADM, latency_reset)
@@ -146,75 +149,275 @@ fn latency_help(ctx: &mut Ctx, _args: Args) -> CmdResult {
     Ok(())
 }
 
-fn latency_empty(ctx: &mut Ctx, _args: Args) -> CmdResult {
-    ctx.out.array(0);
+/// LATENCY LATEST: each event class's last sample and maximum.
+fn latency_latest(ctx: &mut Ctx, _args: Args) -> CmdResult {
+    let all = ctx.core.latency.all();
+    ctx.out.array(all.len());
+    for (name, s) in all {
+        let (time, ms) = s.samples.back().copied().unwrap_or_default();
+        ctx.out.array(4);
+        ctx.out.bulk(name.as_bytes());
+        ctx.out.int(time as i64);
+        ctx.out.int(ms as i64);
+        ctx.out.int(s.max as i64);
+    }
     Ok(())
 }
 
-fn latency_reset(ctx: &mut Ctx, _args: Args) -> CmdResult {
-    ctx.out.int(0);
+/// LATENCY HISTORY <event>: its samples, oldest first.
+fn latency_history(ctx: &mut Ctx, args: Args) -> CmdResult {
+    let s = ctx
+        .core
+        .latency
+        .get(&lossy(args.get(2)))
+        .unwrap_or_default();
+    ctx.out.array(s.samples.len());
+    for (time, ms) in s.samples {
+        ctx.out.array(2);
+        ctx.out.int(time as i64);
+        ctx.out.int(ms as i64);
+    }
     Ok(())
 }
 
-fn latency_graph(_ctx: &mut Ctx, args: Args) -> CmdResult {
-    Err(CmdError::err(format!(
-        "No samples available for event '{}'",
-        String::from_utf8_lossy(args.get(2))
-    )))
+fn latency_reset(ctx: &mut Ctx, args: Args) -> CmdResult {
+    let names: Vec<String> = args.iter().skip(2).map(lossy).collect();
+    let n = ctx.core.latency.reset(&names);
+    ctx.out.int(n as i64);
+    Ok(())
+}
+
+fn lossy(a: &[u8]) -> String {
+    String::from_utf8_lossy(a).into_owned()
+}
+
+/// LATENCY GRAPH <event>: Redis's header, then a graph of the samples
+/// (one column each, 4 rows high, from the lowest to the highest) with
+/// each sample's age below it.
+fn latency_graph(ctx: &mut Ctx, args: Args) -> CmdResult {
+    let event = lossy(args.get(2));
+    let Some(s) = ctx.core.latency.get(&event) else {
+        return Err(CmdError::err(format!(
+            "No samples available for event '{event}'"
+        )));
+    };
+    let (lo, hi) = s
+        .samples
+        .iter()
+        .fold((u64::MAX, 0), |(l, h), &(_, ms)| (l.min(ms), h.max(ms)));
+    let mut text = format!(
+        "{event} - high {hi} ms, low {lo} ms (all time high {} ms)\n{}\n",
+        s.max,
+        "-".repeat(80)
+    );
+    let level = |ms: u64| {
+        if hi == lo {
+            3
+        } else {
+            ((ms - lo) * 3 / (hi - lo)) as usize
+        }
+    };
+    for row in (0..4).rev() {
+        for &(_, ms) in &s.samples {
+            text.push(match level(ms) {
+                l if l == row => '#',
+                l if l > row => '|',
+                _ if row == 0 => '_',
+                _ => ' ',
+            });
+        }
+        text.push('\n');
+    }
+    let now = unix_ms() / 1000;
+    let ages: Vec<String> = s
+        .samples
+        .iter()
+        .map(|&(t, _)| age(now.saturating_sub(t)))
+        .collect();
+    let rows = ages.iter().map(|a| a.len()).max().unwrap_or(0);
+    for i in 0..rows {
+        for a in &ages {
+            text.push(a.as_bytes().get(i).map_or(' ', |&b| b as char));
+        }
+        text.push('\n');
+    }
+    ctx.out.verbatim(text.as_bytes());
+    Ok(())
+}
+
+/// A sample's age as the graph labels it: "12s", "3m", "2h", "1d".
+fn age(secs: u64) -> String {
+    match secs {
+        s if s < 60 => format!("{s}s"),
+        s if s < 3600 => format!("{}m", s / 60),
+        s if s < 86400 => format!("{}h", s / 3600),
+        s => format!("{}d", s / 86400),
+    }
 }
 
 fn latency_doctor(ctx: &mut Ctx, _args: Args) -> CmdResult {
     let threshold = ctx.core.config.read().get_i64("latency-monitor-threshold");
-    let text = if threshold == 0 {
-        "I'm sorry, Dave, I can't do that. Latency monitoring is disabled in this Redis instance. You may use \"CONFIG SET latency-monitor-threshold <milliseconds>.\" in order to enable it. If we weren't in a deep space mission I'd suggest to take a look at https://redis.io/topics/latency-monitor.\n"
+    let events = ctx.core.latency.all();
+    let text = if threshold == 0 && events.is_empty() {
+        "I'm sorry, Dave, I can't do that. Latency monitoring is disabled in this Redis instance. You may use \"CONFIG SET latency-monitor-threshold <milliseconds>.\" in order to enable it. If we weren't in a deep space mission I'd suggest to take a look at https://redis.io/topics/latency-monitor.\n".to_string()
+    } else if events.is_empty() {
+        "Dave, no latency spike was observed during the lifetime of this Redis instance, not in the slightest bit. I honestly think you ought to sit down calmly, take a stress pill, and think things over.\n".to_string()
     } else {
-        "Dave, no latency spike was observed during the lifetime of this Redis instance, not in the slightest bit. I honestly think you ought to sleep a little more.\n"
+        doctor_report(&events)
     };
     ctx.out.verbatim(text.as_bytes());
     Ok(())
 }
 
-/// LATENCY HISTOGRAM [cmd ...]: per command its call count; the bucket map
-/// is empty (no per-call latency histogram is kept).
+/// DOCTOR's report of the events seen: Redis's per-event line (spikes,
+/// average, mean deviation, period, worst) and a general advice.
+fn doctor_report(events: &[(String, crate::core::latency::Series)]) -> String {
+    let mut t = "Dave, I have observed latency spikes in this Redis instance. You don't mind talking about it, do you Dave?\n\n".to_string();
+    for (i, (name, s)) in events.iter().enumerate() {
+        let n = s.samples.len().max(1) as u64;
+        let avg = s.samples.iter().map(|x| x.1).sum::<u64>() / n;
+        let mad = s.samples.iter().map(|x| x.1.abs_diff(avg)).sum::<u64>() / n;
+        let span = match (s.samples.front(), s.samples.back()) {
+            (Some(a), Some(b)) if n > 1 => (b.0 - a.0) as f64 / (n - 1) as f64,
+            _ => 0.0,
+        };
+        t.push_str(&format!(
+            "{}. {name}: {} latency spikes (average {avg}ms, mean deviation {mad}ms, period {span:.2} sec). Worst all time event {}ms.\n",
+            i + 1,
+            s.samples.len(),
+            s.max
+        ));
+    }
+    t.push_str("\nI have a few advices for you:\n\n- Check your Slow Log to understand what are the commands you are running which are too slow to execute. Please check https://redis.io/commands/slowlog for more information.\n- Deleting, expiring or evicting (because of maxmemory policy) large objects is a blocking operation. If you have very large objects that are often deleted, expired, or evicted, try to fragment those objects into multiple smaller objects.\n");
+    t
+}
+
+/// LATENCY HISTOGRAM [cmd ...]: each command's (or, for a container, each
+/// of its subcommands') calls and cumulative latency distribution, for
+/// those with a histogram (called since the last reset with
+/// `latency-tracking yes`), as Redis's latencyCommand.
 fn latency_histogram(ctx: &mut Ctx, args: Args) -> CmdResult {
-    let srv = ctx.core;
-    let workers = srv.workers.lock().clone();
-    let wanted: Vec<String> = args
-        .iter()
-        .skip(2)
-        .map(|a| String::from_utf8_lossy(a).to_ascii_lowercase())
-        .collect();
-    let rows: Vec<(&str, u64)> = srv
-        .commands
-        .full_names
-        .iter()
-        .enumerate()
-        .map(|(id, n)| {
-            let calls = workers.iter().map(|w| w.cmds[id].calls.load(Relaxed)).sum();
-            (n.as_str(), calls)
-        })
-        .filter(|(n, calls)| *calls > 0 && (wanted.is_empty() || wanted.iter().any(|w| w == n)))
+    let t = &ctx.core.commands;
+    let workers = ctx.core.workers.lock().clone();
+    let mut ids: Vec<usize> = vec![];
+    if args.len() == 2 {
+        ids.extend(0..t.full_names.len());
+    }
+    for a in args.iter().skip(2) {
+        if let Some(id) = t.lookup_full(a) {
+            ids.push(id);
+            if t.has_subcommands(id) {
+                ids.extend(t.sub_ids(id));
+            }
+        }
+    }
+    let rows: Vec<(usize, [u64; HIST_STEPS])> = ids
+        .into_iter()
+        .map(|id| (id, histogram(&workers, id)))
+        .filter(|(_, h)| h.iter().any(|&n| n > 0))
         .collect();
     let out = &mut *ctx.out;
     out.map(rows.len());
-    for (n, calls) in rows {
-        out.bulk(n.as_bytes());
+    for (id, h) in rows {
+        out.bulk(t.full_names[id].as_bytes());
         out.map(2);
         out.bulk(b"calls");
-        out.int(calls as i64);
+        out.int(h.iter().sum::<u64>() as i64);
         out.bulk(b"histogram_usec");
-        out.map(0);
+        out.map(h.iter().filter(|&&n| n > 0).count());
+        let mut cumulative = 0;
+        for (k, &n) in h.iter().enumerate() {
+            cumulative += n;
+            if n > 0 {
+                out.int((step_bound_ns(k) / 1000) as i64);
+                out.int(cumulative as i64);
+            }
+        }
     }
     Ok(())
 }
 
-pub fn feed_monitors(srv: &Core, client: &ClientState, args: Args) {
+/// What a redacted argument shows.
+const REDACTED: &[u8] = b"(redacted)";
+
+/// The positions of the arguments of command `id` that SLOWLOG and
+/// MONITOR show as "(redacted)": where Redis's handlers call
+/// redactClientCommandArgument.
+pub fn redacted(srv: &Core, id: usize, args: Args) -> Vec<usize> {
+    let n = args.len();
+    let is = |i: usize, w: &str| args.get(i).eq_ignore_ascii_case(w.as_bytes());
+    match srv.commands.full_names[id].as_str() {
+        "acl|setuser" => (2..n).collect(),
+        "auth" if n == 2 => vec![1],
+        "auth" if n == 3 => vec![1, 2],
+        "hello" => options_redacted(args, 2, &[("setname", 1, false), ("auth", 2, true)]),
+        "migrate" => options_redacted(
+            args,
+            6,
+            &[
+                ("copy", 0, false),
+                ("replace", 0, false),
+                ("auth", 1, true),
+                ("auth2", 2, true),
+            ],
+        ),
+        "config|set" if n >= 4 && n.is_multiple_of(2) => (2..n)
+            .step_by(2)
+            .filter(|&i| {
+                ["masteruser", "masterauth", "requirepass"]
+                    .iter()
+                    .any(|w| is(i, w))
+            })
+            .map(|i| i + 1)
+            .collect(),
+        _ => vec![],
+    }
+}
+
+/// The values to redact among options from `from` on: `(name, values,
+/// secret)`, read as the command's handler reads them (stopping at the
+/// first word that is not one of them, or lacks its values).
+fn options_redacted(args: Args, from: usize, opts: &[(&str, usize, bool)]) -> Vec<usize> {
+    let (mut v, mut j) = (vec![], from);
+    while j < args.len() {
+        let word = args.get(j);
+        let Some(&(_, k, secret)) = opts
+            .iter()
+            .find(|(o, k, _)| word.eq_ignore_ascii_case(o.as_bytes()) && j + k < args.len())
+        else {
+            break;
+        };
+        if secret {
+            v.extend(j + 1..=j + k);
+        }
+        j += k + 1;
+    }
+    v
+}
+
+/// A MONITOR line for the client's command `id` (None: one with nothing
+/// to redact, EVAL's and FCALL's own line).
+pub fn feed_monitors(srv: &Core, client: &ClientState, id: Option<usize>, args: Args) {
     let addr = client
         .shared
         .as_ref()
         .map(|s| s.addr.clone())
         .unwrap_or_default();
-    feed_monitors_from(srv, client.db, &addr, args)
+    let hidden = id.map_or(vec![], |id| redacted(srv, id, args));
+    if hidden.is_empty() {
+        return feed_monitors_from(srv, client.db, &addr, args);
+    }
+    let shown: Vec<&[u8]> = (0..args.len())
+        .map(|i| {
+            if hidden.contains(&i) {
+                REDACTED
+            } else {
+                args.get(i)
+            }
+        })
+        .collect();
+    let owned = crate::protocol::OwnedArgs::new(&shown);
+    feed_monitors_from(srv, client.db, &addr, owned.args())
 }
 
 /// A MONITOR line for a command of `who` ("lua" for a script's command,
@@ -253,7 +456,9 @@ pub fn maybe_slowlog(srv: &Core, client: &ClientState, id: usize, args: Args, us
     let max = srv.hot.slowlog_max_len.load(Relaxed);
     let mut shown: Vec<Vec<u8>> = vec![];
     let argc = args.len();
+    let hidden = redacted(srv, id, args);
     for (i, a) in args.iter().enumerate() {
+        let a = if hidden.contains(&i) { REDACTED } else { a };
         if i == 31 && argc > 32 {
             shown.push(format!("... ({} more arguments)", argc - 31).into_bytes());
             break;

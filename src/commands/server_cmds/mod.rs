@@ -3,7 +3,7 @@
 //!
 //! The family is split by topic: `info.rs` (INFO's sections; the text is `server/info.rs`), `client.rs` (CLIENT),
 //! `command.rs` (COMMAND, generated only from the command table), `debug.rs`
-//! (DEBUG and MEMORY), `logs.rs` (SLOWLOG, LATENCY). This file holds the table
+//! (DEBUG and MEMORY), `logs.rs` (SLOWLOG, LATENCY), `lolwut.rs` (LOLWUT). This file holds the table
 //! and the small commands: TIME, LASTSAVE, SHUTDOWN, MONITOR.
 //!
 //! Container commands (CLIENT, COMMAND, SLOWLOG, ...) list their subcommands
@@ -15,6 +15,7 @@ mod command;
 mod debug;
 mod info;
 pub mod logs;
+mod lolwut;
 mod persist;
 mod sha1;
 
@@ -32,6 +33,8 @@ pub static COMMANDS: &[Command] = crate::commands::command_table! {
     cmd("info", -1, LOADING | STALE, info::info, acl = "dangerous")
         .doc("1.0.0", "Returns information and statistics about the server.")
         .tips(&["nondeterministic_output", "request_policy:all_shards", "response_policy:special"]),
+    cmd("lolwut", -1, READONLY | FAST, lolwut::lolwut)
+        .doc("5.0.0", "Display some computer art and the Redis version"),
     cmd("time", 1, LOADING | STALE | FAST, time)
         .doc("2.6.0", "Returns the server time.")
         .tips(&["nondeterministic_output"]),
