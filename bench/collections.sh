@@ -53,37 +53,12 @@ if [[ -z "${SKIP_RPS:-}" ]]; then
             start_server "$name" "$port"
             for i in $(seq 1 100); do echo "ZADD zr $i m$i"; done |
                 redis-cli -p "$port" >/dev/null
-            for pipe in 1 16; do
-                n=$REQUESTS
-                [[ $pipe == 1 ]] && n=$REQUESTS_P1
-                for t in $TESTS; do
-                    c0="$(cpu_ns "$SERVER_PID")"
-                    v="$(REQUESTS=$n one_test "$port" "$t" "$pipe")"
-                    c1="$(cpu_ns "$SERVER_PID")"
-                    ns=$(((c1 - c0) / n))
-                    if [[ $name == redis ]]; then
-                        R[$t-$pipe]+="$v " RC[$t-$pipe]+="$ns "
-                    else
-                        L[$t-$pipe]+="$v " LC[$t-$pipe]+="$ns "
-                    fi
-                done
-            done
+            measure_round "$name" "$port"
             stop_server
         done
         echo "round $round done" >&2
     done
-    ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", (b>0 ? a/b : 0) }'; }
-    printf '\n%-12s | %12s | %12s | %6s | %14s | %16s | %9s\n' test "redis rps" \
-        "lattice rps" ratio "redis cpu ns/r" "lattice cpu ns/r" "cpu ratio"
-    printf '%s\n' "-------------+--------------+--------------+--------+----------------+------------------+----------"
-    for pipe in 1 16; do
-        for t in $TESTS; do
-            r=$(median <<<"${R[$t-$pipe]}") l=$(median <<<"${L[$t-$pipe]}")
-            rc=$(median <<<"${RC[$t-$pipe]}") lc=$(median <<<"${LC[$t-$pipe]}")
-            printf '%-12s | %12s | %12s | %6s | %14s | %16s | %9s\n' "${t^^} P=$pipe" \
-                "$r" "$l" "$(ratio "$l" "$r")" "$rc" "$lc" "$(ratio "$rc" "$lc")"
-        done
-    done
+    rps_table 12
 fi
 
 # make_load TYPE: the RESP stream building one ELEMENTS-element collection

@@ -113,3 +113,47 @@ load_rss() {
     stop_server
     echo "$before $peak $now" >"$WORK/rss.$name"
 }
+
+# measure_round NAME PORT: for pipelines 1 and 16 and each test of $TESTS,
+# runs `one_test PORT TEST PIPE` (the sourcing script's; it prints rps) with
+# REQUESTS requests (REQUESTS_P1 at pipeline 1), and appends the rps and the
+# server's CPU ns per request to R and RC (NAME redis) or L and LC (lattice):
+# associative arrays the caller declares (bash scoping is dynamic).
+measure_round() {
+    local name="$1" port="$2" pipe n t c0 c1 v ns
+    for pipe in 1 16; do
+        n=$REQUESTS
+        [[ $pipe == 1 ]] && n=$REQUESTS_P1
+        for t in $TESTS; do
+            c0="$(cpu_ns "$SERVER_PID")"
+            v="$(REQUESTS=$n one_test "$port" "$t" "$pipe")"
+            c1="$(cpu_ns "$SERVER_PID")"
+            ns=$(((c1 - c0) / n))
+            if [[ $name == redis ]]; then
+                R[$t-$pipe]+="$v " RC[$t-$pipe]+="$ns "
+            else
+                L[$t-$pipe]+="$v " LC[$t-$pipe]+="$ns "
+            fi
+        done
+    done
+}
+
+# rps_table WIDTH: the medians measure_round collected, per test and
+# pipeline, lattice against redis (WIDTH: the test column's).
+rps_table() {
+    local w="$1" pipe t r l rc lc
+    ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", (b>0 ? a/b : 0) }'; }
+    printf "\n%-${w}s | %12s | %12s | %6s | %14s | %16s | %9s\n" test "redis rps" \
+        "lattice rps" ratio "redis cpu ns/r" "lattice cpu ns/r" "cpu ratio"
+    printf '%s+--------------+--------------+--------+----------------+------------------+----------\n' \
+        "$(printf '%*s' $((w + 1)) '' | tr ' ' -)"
+    for pipe in 1 16; do
+        for t in $TESTS; do
+            r=$(median <<<"${R[$t-$pipe]}") l=$(median <<<"${L[$t-$pipe]}")
+            rc=$(median <<<"${RC[$t-$pipe]}") lc=$(median <<<"${LC[$t-$pipe]}")
+            printf "%-${w}s | %12s | %12s | %6s | %14s | %16s | %9s\n" "${t^^} P=$pipe" \
+                "$r" "$l" "$(ratio "$l" "$r")" "$rc" "$lc" "$(ratio "$rc" "$lc")"
+        done
+    done
+    echo "(ratio = lattice / redis rps; cpu ratio = redis / lattice ns per request: > 1 means lattice spends less)"
+}

@@ -6,21 +6,6 @@ mod common;
 use common::*;
 
 use rand::{rngs::StdRng, seq::SliceRandom, Rng, SeedableRng};
-use redis::Value as V;
-
-type C = redis::Connection;
-
-fn run(c: &mut C, args: &[String]) -> Result<V, String> {
-    let mut q = redis::cmd(&args[0]);
-    for a in &args[1..] {
-        q.arg(a.as_str());
-    }
-    q.query::<V>(c).map_err(|e| e.to_string())
-}
-
-fn s(v: &[&str]) -> Vec<String> {
-    v.iter().map(|x| x.to_string()).collect()
-}
 
 /// A point near Sicily (most searches find something) or anywhere.
 fn point(rng: &mut StdRng) -> Vec<String> {

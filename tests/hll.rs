@@ -6,17 +6,8 @@ mod common;
 use common::*;
 
 use rand::{rngs::StdRng, Rng, SeedableRng};
-use redis::Value as V;
 
 type C = redis::Connection;
-
-fn run(c: &mut C, args: &[String]) -> Result<V, String> {
-    let mut q = redis::cmd(&args[0]);
-    for a in &args[1..] {
-        q.arg(a.as_str());
-    }
-    q.query::<V>(c).map_err(|e| e.to_string())
-}
 
 fn get(c: &mut C, k: &str) -> Option<Vec<u8>> {
     redis::cmd("GET").arg(k).query(c).unwrap()

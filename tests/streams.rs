@@ -7,25 +7,8 @@ mod common;
 use common::*;
 
 use rand::{rngs::StdRng, Rng, SeedableRng};
-use redis::Value as V;
 
 type C = redis::Connection;
-
-fn run(c: &mut C, args: &[String]) -> Result<V, String> {
-    let mut q = redis::cmd(&args[0]);
-    for a in &args[1..] {
-        q.arg(a.as_str());
-    }
-    q.query::<V>(c).map_err(|e| e.to_string())
-}
-
-fn s(v: &[&str]) -> Vec<String> {
-    v.iter().map(|x| x.to_string()).collect()
-}
-
-fn pick<'a>(rng: &mut StdRng, xs: &[&'a str]) -> &'a str {
-    xs[rng.gen_range(0..xs.len())]
-}
 
 fn range_id(rng: &mut StdRng) -> String {
     let ms = rng.gen_range(900..1300);

@@ -15,10 +15,10 @@ use std::sync::atomic::Ordering::Relaxed;
 use super::access::named_args;
 use super::collscan::{distinct_indices, parse_scan, rand_u64, reply_scan};
 use super::events::class;
-use super::strings::longdouble::F80;
 use super::util::{arg_i64, eq_ic};
 use super::{flags::*, CmdError, CmdResult, Command, Ctx};
 use crate::keyspace::hash::{HashLimits, HashValue};
+use crate::keyspace::longdouble::F80;
 use crate::keyspace::merge::{Base, Incr};
 use crate::keyspace::{Entry, Value};
 use crate::protocol::{parse_i64, Args};
@@ -346,13 +346,15 @@ fn hincrbyfloat(ctx: &mut Ctx, args: Args) -> CmdResult {
         return Err(CmdError::err("value is NaN or Infinity"));
     }
     let lim = limits(ctx);
+    let active = ctx.core.active;
     let mut l = ctx.open(key);
+    // The field counter's base, read only where counters are kept.
     let (cur, before) = match l.get_hash(key)? {
         Some(e) => match hash_ref(&e.value).get(field) {
-            Some(v) => (parse_hash_float(v)?, Base::of_bytes(v)),
-            None => (F80::ZERO, Base::Absent),
+            Some(v) => (parse_hash_float(v)?, active.then(|| Base::of_bytes(v))),
+            None => (F80::ZERO, Some(Base::Absent)),
         },
-        None => (F80::ZERO, Base::Absent),
+        None => (F80::ZERO, Some(Base::Absent)),
     };
     let sum = cur.add(&incr);
     if !sum.is_finite() {
@@ -361,26 +363,28 @@ fn hincrbyfloat(ctx: &mut Ctx, args: Args) -> CmdResult {
     let mut text = sum.format_human();
     let (e, version) = hash_for_write(ctx, &mut l, key)?;
     hash_mut(&mut e.value).set(field, text.as_bytes(), lim);
-    if ctx.core.active && before == Base::Other {
-        l.touch_members(key, std::iter::once(field)); // a reset (INCRBYFLOAT)
-    } else if ctx.core.active {
-        // A float counter: the field holds its sum (as INCRBYFLOAT).
-        ctx.count_field(
-            &mut l,
-            key,
-            version,
-            (2, field),
-            (Incr::Float(incr), before),
-        );
-        if let Some(t) = l
-            .counted(key, Some(field), version)
-            .and_then(|m| m.text())
-            .filter(|t| *t != text)
-        {
-            let e = l.entry(key).expect("written above");
-            hash_mut(&mut e.value).set(field, t.as_bytes(), lim);
-            l.reprint_member(key, field, version);
-            text = t;
+    match before.filter(|_| active) {
+        None => {}
+        Some(Base::Other) => l.touch_members(key, std::iter::once(field)), // a reset
+        Some(before) => {
+            // A float counter: the field holds its sum (as INCRBYFLOAT).
+            ctx.count_field(
+                &mut l,
+                key,
+                version,
+                (2, field),
+                (Incr::Float(incr), before),
+            );
+            if let Some(t) = l
+                .counted(key, Some(field), version)
+                .and_then(|m| m.text())
+                .filter(|t| *t != text)
+            {
+                let e = l.entry(key).expect("written above");
+                hash_mut(&mut e.value).set(field, t.as_bytes(), lim);
+                l.reprint_member(key, field, version);
+                text = t;
+            }
         }
     }
     ctx.out.bulk(text.as_bytes());

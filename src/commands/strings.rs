@@ -10,7 +10,7 @@
 //! Encodings follow Redis: SET/MSET/APPEND-on-new pick int/embstr/raw, INCR
 //! keeps `int`, INCRBYFLOAT stores an embstr, APPEND/SETRANGE make `raw`.
 
-pub(crate) use crate::keyspace::longdouble;
+use crate::keyspace::longdouble;
 
 use super::keyspec::KeySpec;
 use std::sync::atomic::Ordering::Relaxed;
@@ -674,6 +674,7 @@ fn incr_decr(ctx: &mut Ctx, args: Args, by: i64) -> CmdResult {
 fn incrbyfloat(ctx: &mut Ctx, args: Args) -> CmdResult {
     let key = args.get(1);
     let incr = longdouble::F80::parse(args.get(2)).ok_or(CmdError::NotFloat)?;
+    let active = ctx.core.active;
     let mut l = ctx.open(key);
     let (cur, prev, base) = match l.get_str(key)? {
         Some(e) => {
@@ -682,10 +683,11 @@ fn incrbyfloat(ctx: &mut Ctx, args: Args) -> CmdResult {
                 Some(n) => Some(longdouble::F80::from_i64(n)),
                 None => s.with_bytes(longdouble::F80::parse),
             };
-            let base = Base::of(Some(&e.value));
+            // The counter's base, read only where counters are kept.
+            let base = active.then(|| Base::of(Some(&e.value)));
             (v.ok_or(CmdError::NotFloat)?, Some(e.version), base)
         }
-        None => (longdouble::F80::ZERO, None, Base::Absent),
+        None => (longdouble::F80::ZERO, None, Some(Base::Absent)),
     };
     let sum = cur.add(&incr);
     if !sum.is_finite() {
@@ -693,7 +695,9 @@ fn incrbyfloat(ctx: &mut Ctx, args: Args) -> CmdResult {
     }
     let mut text = sum.format_human();
     let val = StrValue::embedded(text.as_bytes());
-    let before = (prev.unwrap_or_else(|| l.absent_version(key)), base);
+    let before = base
+        .filter(|_| active)
+        .map(|b| (prev.unwrap_or_else(|| l.absent_version(key)), b));
     let version = match prev {
         Some(p) => {
             let version = ctx.version_after(p);
@@ -710,7 +714,7 @@ fn incrbyfloat(ctx: &mut Ctx, args: Args) -> CmdResult {
     // A float counter (keyspace/merge/mod.rs): the key holds its sum. A
     // float not printed as INCRBYFLOAT prints it ("1.50") is no base: the
     // write is then a plain reset, as a SET.
-    if ctx.core.active && before.1 != Base::Other {
+    if let Some(before) = before.filter(|b| b.1 != Base::Other) {
         l.count_increment(key, before, Incr::Float(incr), version, None);
         ctx.mark_merged(key);
         if let Some(t) =

@@ -1034,9 +1034,11 @@ pub(crate) fn zadd_with(
     let reasserts = ctx.core.active;
     // ZINCRBY (ZADD INCR) counts into the member's score counter there.
     let counts = reasserts && f.incr;
-    let before = match l.get_zset(key)? {
-        Some(e) if counts => zs_mut(&mut e.value).score(pairs[0].1),
-        _ => None,
+    let before = match counts {
+        true => l
+            .get_zset(key)?
+            .and_then(|e| zs_mut(&mut e.value).score(pairs[0].1)),
+        false => None,
     };
     // Only finite scores count (an infinity is no counter's base).
     let counts = counts && pairs[0].0.is_finite() && before.is_none_or(f64::is_finite);

@@ -187,6 +187,27 @@ pub fn cmd<T: redis::FromRedisValue>(c: &mut redis::Connection, args: &[&str]) -
     q.query(c).unwrap_or_else(|e| panic!("{args:?}: {e}"))
 }
 
+/// One command from its words, its reply or its error's text (the
+/// randomized side-by-side tests send the same words to lattice-server and
+/// to redis-server and compare both).
+pub fn run(c: &mut redis::Connection, args: &[String]) -> Result<redis::Value, String> {
+    let mut q = redis::cmd(&args[0]);
+    for a in &args[1..] {
+        q.arg(a.as_str());
+    }
+    q.query::<redis::Value>(c).map_err(|e| e.to_string())
+}
+
+/// Owned words for [`run`].
+pub fn s(v: &[&str]) -> Vec<String> {
+    v.iter().map(|x| x.to_string()).collect()
+}
+
+/// One of `xs`, drawn by `rng`.
+pub fn pick<'a>(rng: &mut impl rand::Rng, xs: &[&'a str]) -> &'a str {
+    xs[rng.gen_range(0..xs.len())]
+}
+
 /// Runs a command that must fail; returns the error text as Redis sent it.
 pub fn cmd_err(c: &mut redis::Connection, args: &[&str]) -> String {
     let mut q = redis::cmd(args[0]);

@@ -32,7 +32,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use lattice::keyspace::merge::elements::{items, Item};
+use lattice::keyspace::merge::elements::{item_of, items, Item};
 use lattice::keyspace::merge::Meta;
 use lattice::server::Server;
 use rand::rngs::StdRng;
@@ -376,17 +376,18 @@ pub fn check(w: &World, log: &Log) -> Result<(), String> {
     Ok(())
 }
 
-/// A hash field's value on `srv`, if it holds one.
-fn field_value(srv: &Server, key: &[u8], field: &[u8]) -> Option<Vec<u8>> {
+/// A member's value in the collection at `key` on `srv`, if it holds one.
+fn member_item(srv: &Server, key: &[u8], member: &[u8]) -> Option<Item> {
     let ks = &srv.keyspace;
     let slot = ks.slot(key);
     let g = ks.db(DB).lock(slot.shard);
-    let e = g.get_raw(slot.hash, key)?;
-    match items(Some(&e.value))
-        .into_iter()
-        .find(|(m, _)| m == field)?
-    {
-        (_, Item::Field(v)) => Some(v),
+    item_of(Some(&g.get_raw(slot.hash, key)?.value), member)
+}
+
+/// A hash field's value on `srv`, if it holds one.
+fn field_value(srv: &Server, key: &[u8], field: &[u8]) -> Option<Vec<u8>> {
+    match member_item(srv, key, field)? {
+        Item::Field(v) => Some(v),
         _ => None,
     }
 }
@@ -394,15 +395,8 @@ fn field_value(srv: &Server, key: &[u8], field: &[u8]) -> Option<Vec<u8>> {
 /// A sorted-set member's score on `srv` as Rust prints it (quarters print
 /// as the float sums the log keeps), if it holds one.
 fn score_text(srv: &Server, key: &[u8], member: &[u8]) -> Option<Vec<u8>> {
-    let ks = &srv.keyspace;
-    let slot = ks.slot(key);
-    let g = ks.db(DB).lock(slot.shard);
-    let e = g.get_raw(slot.hash, key)?;
-    match items(Some(&e.value))
-        .into_iter()
-        .find(|(m, _)| m == member)?
-    {
-        (_, Item::Score(s)) => Some(s.to_string().into_bytes()),
+    match member_item(srv, key, member)? {
+        Item::Score(s) => Some(s.to_string().into_bytes()),
         _ => None,
     }
 }
