@@ -490,6 +490,75 @@ fn increments_travel_as_facts_without_asking_for_state() {
     );
 }
 
+/// Field, score and float increments travel as facts too (HINCRBY,
+/// HINCRBYFLOAT, ZINCRBY, ZADD INCR, INCRBYFLOAT): each node counts into
+/// its own keys, then into the other's once it has them, and neither asks
+/// for a key's state; every increment is in the sums on both nodes.
+#[test]
+fn field_and_float_increments_travel_as_facts_without_asking_for_state() {
+    let p = Pair::start(&[]);
+    let writes = |c: &mut redis::Connection, side: &str| {
+        for i in 0..100u64 {
+            let (h, z, f) = (format!("h{side}"), format!("z{side}"), format!("f{side}"));
+            let mut pipe = redis::pipe();
+            pipe.cmd("HINCRBY")
+                .arg(&h)
+                .arg(format!("n{}", i % 7))
+                .arg(2);
+            pipe.cmd("HINCRBYFLOAT")
+                .arg(&h)
+                .arg(format!("x{}", i % 5))
+                .arg("0.25");
+            pipe.cmd("ZINCRBY")
+                .arg(&z)
+                .arg(1.5)
+                .arg(format!("m{}", i % 11));
+            pipe.cmd("ZADD")
+                .arg(&z)
+                .arg("INCR")
+                .arg(0.5)
+                .arg(format!("m{}", i % 3));
+            pipe.cmd("INCRBYFLOAT").arg(&f).arg("0.75");
+            let _: () = pipe.query(c).unwrap();
+        }
+    };
+    std::thread::scope(|s| {
+        let (a, b) = (&p.a, &p.b);
+        s.spawn(move || writes(&mut a.conn(), "a"));
+        s.spawn(move || writes(&mut b.conn(), "b"));
+    });
+    converged(&[&p.a, &p.b]);
+    // Now each counts into the other's keys.
+    writes(&mut p.a.conn(), "b");
+    converged(&[&p.a, &p.b]);
+    writes(&mut p.b.conn(), "a");
+    converged(&[&p.a, &p.b]);
+    for c in [&mut p.a.conn(), &mut p.b.conn()] {
+        for side in ["a", "b"] {
+            let h: Vec<(String, f64)> = cmd(c, &["HGETALL", &format!("h{side}")]);
+            let sum = |prefix: &str| -> f64 {
+                (h.iter().filter(|(k, _)| k.starts_with(prefix)))
+                    .map(|(_, v)| v)
+                    .sum()
+            };
+            assert_eq!(sum("n"), 2.0 * 200.0, "HINCRBY on h{side}");
+            assert_eq!(sum("x"), 0.25 * 200.0, "HINCRBYFLOAT on h{side}");
+            let z: Vec<(String, f64)> =
+                cmd(c, &["ZRANGE", &format!("z{side}"), "0", "-1", "WITHSCORES"]);
+            let total: f64 = z.iter().map(|(_, s)| s).sum();
+            assert_eq!(total, 2.0 * 200.0, "ZINCRBY and ZADD INCR on z{side}");
+            let f: f64 = cmd(c, &["GET", &format!("f{side}")]);
+            assert_eq!(f, 0.75 * 200.0, "INCRBYFLOAT on f{side}");
+        }
+    }
+    let (mut a, mut b) = (p.a.conn(), p.b.conn());
+    assert_eq!(
+        (conflicts(&mut a), conflicts(&mut b)),
+        (0, 0),
+        "no key state asked for"
+    );
+}
+
 /// Set, hash and sorted-set writes travel as facts too: each node writes
 /// its own keys, then the other's once it has them (every write newer than
 /// the key it finds), and neither asks for a key's state.

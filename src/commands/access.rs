@@ -282,15 +282,18 @@ impl Locked<'_, '_> {
         let shard = self.shard_mut(slot.shard);
         let mut c = merge::Counter::current(shard.counter(key), prev, before);
         // The increment's fact (keyspace/merge/fact.rs): the key is
-        // argument 1 of INCR, INCRBY, DECR and DECRBY. A key with a TTL
-        // travels by its state (its expiry merges with the state's), and so
-        // does a float increment (INCRBYFLOAT's record is its SET).
+        // argument 1 of INCR, INCRBY, DECR and DECRBY, and of INCRBYFLOAT's
+        // record (the SET of its result), whose increment goes in the
+        // fact's words. A key with a TTL travels by its state (its expiry
+        // merges with the state's).
         let ttl = shard
             .get_raw(slot.hash, key)
             .is_some_and(|e| e.expire_at() != 0);
-        let facts = facts.filter(|_| !ttl && matches!(by, merge::Incr::Int(_)));
-        if let (Some(facts), Some((p, r))) = (facts, c.fact_base(version)) {
+        if let (Some(facts), Some((p, r)), false) = (facts, c.fact_base(version), ttl) {
             facts.extend([(PREV | (1 << SHIFT), p), (RESET | (1 << SHIFT), r)]);
+            if let merge::Incr::Float(f) = by {
+                merge::fact::float_words(f, facts);
+            }
         }
         c.add(crate::keyspace::hlc::stamp_node(version), by, version);
         shard.set_counter(key, c);

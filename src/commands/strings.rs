@@ -715,7 +715,9 @@ fn incrbyfloat(ctx: &mut Ctx, args: Args) -> CmdResult {
     // float not printed as INCRBYFLOAT prints it ("1.50") is no base: the
     // write is then a plain reset, as a SET.
     if let Some(before) = before.filter(|b| b.1 != Base::Other) {
-        l.count_increment(key, before, Incr::Float(incr), version, None);
+        let noting = crate::keyspace::merge::fact::noting();
+        let facts = ctx.active.as_mut().filter(|_| noting).map(|a| &mut a.facts);
+        l.count_increment(key, before, Incr::Float(incr), version, facts);
         ctx.mark_merged(key);
         if let Some(t) =
             (l.counted(key, None, version).and_then(|m| m.text())).filter(|t| *t != text)

@@ -989,13 +989,13 @@ fn count_score(
     l: &mut super::access::Locked,
     (key, version): (&[u8], u64),
     (incr, member): ScorePair<'_>,
-    before: Option<f64>,
+    (index, before): (u32, Option<f64>),
 ) -> f64 {
     use crate::keyspace::longdouble::F80;
     use crate::keyspace::merge::{Base, Incr, Merged};
     let base = before.map_or(Base::Absent, |s| Base::Score(F80::from_f64(s)));
     let by = (Incr::Float(F80::from_f64(incr)), base);
-    ctx.count_field(l, key, version, (3, member), by);
+    ctx.count_field(l, key, version, (index, member), by);
     let e = l.entry(key).expect("written above");
     let now = zs_mut(&mut e.value).score(member).unwrap_or(incr);
     match l.counted(key, Some(member), version) {
@@ -1064,7 +1064,9 @@ pub(crate) fn zadd_with(
     let changed = t.added + t.updated > 0;
     if changed || (reasserts && t.processed > 0 && version != 0) {
         if counts && !t.applied.is_empty() {
-            t.last = count_score(ctx, &mut l, (key, version), pairs[0], before);
+            // The member is the last argument (ZINCRBY, or ZADD's one pair).
+            let index = (argv.len() - 1) as u32;
+            t.last = count_score(ctx, &mut l, (key, version), pairs[0], (index, before));
         } else if reasserts {
             note_pairs(ctx, &mut l, key, version, (f, pairs, argv), &t.applied);
         }

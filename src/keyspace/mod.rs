@@ -456,6 +456,22 @@ impl Shard {
         (key_index, named): (u32, &[(u32, &[u8])]),
         facts: &mut Vec<merge::fact::Fact>,
     ) -> bool {
+        self.note_elements_counting(hash, key, (prev, stamp), (key_index, named), facts, None)
+    }
+
+    /// [`Self::note_elements`], for a write that counted into one of the
+    /// members named (`counting`: its argument index and the print of its
+    /// state before, `merge::fact::COUNTED`): that member's write travels
+    /// as a fact too, not by the key's state.
+    fn note_elements_counting(
+        &mut self,
+        hash: u64,
+        key: &[u8],
+        (prev, stamp): (u64, u64),
+        (key_index, named): (u32, &[(u32, &[u8])]),
+        facts: &mut Vec<merge::fact::Fact>,
+        counting: Option<(u32, u64)>,
+    ) -> bool {
         let pos = self.pos(hash, key);
         let value = pos.map(|p| &self.entries.get(p).value);
         if !self.merge.contains_key(key) {
@@ -476,11 +492,12 @@ impl Shard {
         e.note_write(key_index, stamp, &items, facts);
         // A counted field's write resets its counter (an increment of
         // this stamp stays), and travels by the key's state: a fact would
-        // not say what the reset saw.
+        // not say what the reset saw. An increment says it
+        // (`COUNTED`).
         let mut counted = false;
-        for &(_, m) in named {
+        for &(i, m) in named {
             if e.counters.contains_key(m) {
-                counted = true;
+                counted |= counting.is_none_or(|(at, _)| at != i);
                 let now = merge::elements::item_of(value, m);
                 e.settle_counter(m, stamp, now.as_ref());
                 e.keep_written(m, now);
@@ -492,6 +509,8 @@ impl Shard {
         let ttl = pos.is_some_and(|p| self.entries.get(p).expire_at() != 0);
         if ttl || counted || !merge::fact::ELEMENT_FACTS {
             facts.truncate(start);
+        } else if let (Some((at, print)), true) = (counting, facts.len() > start) {
+            facts.push((merge::fact::COUNTED | (at << merge::fact::SHIFT), print));
         }
         true
     }
@@ -520,26 +539,34 @@ impl Shard {
         }
         let pos = self.pos(hash, key);
         let scores = pos.is_some_and(|p| matches!(self.entries.get(p).value, Value::ZSet(_)));
-        match self.merge.get_mut(key).map(|m| &mut **m) {
+        let print = match self.merge.get_mut(key).map(|m| &mut **m) {
             Some(merge::Meta::Elements(e)) if e.version == prev => {
                 if e.scores != scores {
                     // The key changed between a hash and a sorted set.
                     e.counters.clear();
                     e.scores = scores;
                 }
-                e.count_field(field, stamp, by, before)
+                let print = e.field_print(field);
+                e.count_field(field, stamp, by, before);
+                print
             }
             _ => return false,
-        }
+        };
+        // The write travels as a fact (`merge::fact::COUNTED`), with a
+        // float increment the record does not hold (HINCRBYFLOAT's is the
+        // HSET of its result; ZINCRBY's holds its increment).
         let start = facts.len();
-        let noted = self.note_elements(
+        let noted = self.note_elements_counting(
             hash,
             key,
             (prev, stamp),
             (1, &[(field_index, field)]),
             facts,
+            Some((field_index, print)),
         );
-        facts.truncate(start);
+        if let (merge::Incr::Float(f), false, true) = (by, scores, facts.len() > start) {
+            merge::fact::float_words(f, facts);
+        }
         noted
     }
 

@@ -22,6 +22,20 @@
 //!   write saw it: a remove, or an add that replaced it); a peer that has
 //!   not seen `d` has a gap.
 //!
+//! - `COUNTED i, p`: the write counted into the field (sorted-set member)
+//!   at argument i (HINCRBY, HINCRBYFLOAT, ZINCRBY; docs/MERGE.md, "field
+//!   counters"); `p` is a print of that field's merge state (its counter
+//!   and dots) at the origin before the write. A peer whose state of the
+//!   field prints the same runs the origin's steps on it and ends where the
+//!   origin did; any other peer asks for the key's state (a concurrent
+//!   write of the field here, which only a join resolves).
+//! - `WORD j, w`: the j-th word of a number the argv does not hold: a float
+//!   increment (INCRBYFLOAT's and HINCRBYFLOAT's records are the SET and
+//!   HSET of their result), words 0 and 1 of its long double.
+//!
+//! `COUNTED`'s and `WORD`'s second halves are numbers, not stamps: the
+//! record codes them as they are ([`is_raw`]).
+//!
 //! Applying a fact is idempotent (a write whose stamp the key's state
 //! covers already is a duplicate and changes nothing), so a record
 //! delivered twice, or after a state that included it, is harmless.
@@ -31,8 +45,9 @@
 //! travels the old way (its record asks the peers to fetch the key's state).
 
 use super::elements::{Dot, Elements, Item};
-use super::{Counter, Part};
+use super::{Counter, Incr, Merged, Part};
 use crate::keyspace::hlc::stamp_node;
+use crate::keyspace::longdouble::F80;
 
 /// Whether writes on sets, hashes and sorted sets emit their facts (a
 /// switch for bisecting: off, collections travel as states, one round trip
@@ -52,6 +67,40 @@ pub const PREV: u32 = 1;
 pub const RESET: u32 = 2;
 pub const ADD: u32 = 3;
 pub const DROP: u32 = 4;
+pub const COUNTED: u32 = 5;
+pub const WORD: u32 = 6;
+
+/// Whether a fact entry's second half is a number (coded as it is), not a
+/// stamp (coded as its distance below the write's).
+pub fn is_raw(entry: u32) -> bool {
+    matches!(entry & KIND, COUNTED | WORD)
+}
+
+/// A float increment as two `WORD` entries (see the module comment).
+pub fn float_words(f: F80, facts: &mut Vec<Fact>) {
+    let (neg, m, e) = match f {
+        F80::Fin { neg, m, e } => (neg, m, e),
+        _ => return, // increments are finite
+    };
+    let high = u64::from(e as u32) | (u64::from(neg) << 32);
+    facts.extend([(WORD, m), (WORD | (1 << SHIFT), high)]);
+}
+
+/// The float increment a fact's `WORD` entries carry, if any.
+pub fn words_float(facts: &[Fact]) -> Option<F80> {
+    let word = |j: u32| {
+        facts
+            .iter()
+            .find(|f| f.0 == WORD | (j << SHIFT))
+            .map(|f| f.1)
+    };
+    let (m, high) = (word(0)?, word(1)?);
+    Some(F80::Fin {
+        neg: high >> 32 & 1 == 1,
+        m,
+        e: high as u32 as i32,
+    })
+}
 
 thread_local! {
     /// Set while an active link writes what a peer's fact or state changed:
@@ -108,7 +157,7 @@ impl Counter {
     pub fn apply_increment(
         &mut self,
         stamp: u64,
-        by: i128,
+        by: Incr,
         facts: &[Fact],
     ) -> Result<(), NotApplied> {
         let (prev, reset) = bases_of(facts);
@@ -120,7 +169,7 @@ impl Counter {
             return Err(NotApplied::Gap);
         }
         let version = self.version;
-        self.add(stamp_node(stamp), super::Incr::Int(by), stamp);
+        self.add(stamp_node(stamp), by, stamp);
         self.version = version.max(stamp);
         Ok(())
     }
@@ -280,6 +329,137 @@ impl Elements {
     }
 }
 
+/// The value a counted write's command computes from the field's value
+/// before (`here`): HINCRBY's integer sum, HINCRBYFLOAT's long double sum
+/// printed, ZINCRBY's double sum (`scores`). None where it has none (the
+/// origin's command would have failed).
+fn written_by(here: Option<&Item>, by: Incr, scores: bool) -> Option<Item> {
+    match (here, by, scores) {
+        (None | Some(Item::Score(_)), Incr::Float(f), true) => {
+            let cur = match here {
+                Some(Item::Score(s)) => *s,
+                _ => 0.0,
+            };
+            let s = cur + f.to_f64();
+            // -0 is stored as 0 (DECISIONS 66).
+            (!s.is_nan()).then_some(Item::Score(if s == 0.0 { 0.0 } else { s }))
+        }
+        (None | Some(Item::Field(_)), _, false) => {
+            let cur = match here {
+                Some(Item::Field(v)) => v.as_slice(),
+                _ => b"0",
+            };
+            let int = std::str::from_utf8(cur).ok()?.parse::<i64>().ok();
+            let text = match by {
+                Incr::Int(n) => int?.checked_add(i64::try_from(n).ok()?)?.to_string(),
+                Incr::Float(f) => {
+                    let cur = int.map_or_else(|| F80::parse(cur), |n| Some(F80::from_i64(n)))?;
+                    let sum = cur.add(&f);
+                    sum.is_finite().then(|| sum.format_human())?
+                }
+            };
+            Some(Item::Field(text.into_bytes()))
+        }
+        _ => None,
+    }
+}
+
+impl Elements {
+    /// A print of field `m`'s merge state, its counter and its dots (what
+    /// a `COUNTED` fact compares; see the module comment).
+    pub fn field_print(&self, m: &[u8]) -> u64 {
+        let mut b = Vec::new();
+        match self.counters.get(m) {
+            Some(c) => c.encode(&mut b),
+            None => b.push(0),
+        }
+        for d in self.dots.get(m).map_or(&[][..], Vec::as_slice) {
+            b.extend_from_slice(&d.stamp.to_le_bytes());
+            b.extend_from_slice(&d.fp.to_le_bytes());
+            let tag = match &d.value {
+                None => 0,
+                Some(Item::Member) => 1,
+                Some(Item::Field(_)) => 2,
+                Some(Item::Score(_)) => 3,
+            };
+            b.push(tag);
+            if let Some(v) = &d.value {
+                b.extend_from_slice(&v.fingerprint().to_le_bytes());
+            }
+        }
+        super::context::fingerprint(&b)
+    }
+
+    /// Both sides, after a counted write stamped `stamp` wrote `written`
+    /// to field `m` (whose dot it just replaced): the field's counter
+    /// settles on it (a write it does not agree with resets it), and the
+    /// field holds the counter's sum where the counter has one (the origin
+    /// writes the sum, DECISIONS 79), its dot keeping that value (a
+    /// counted field's dots carry what was written). Returns the value.
+    pub fn settle_count(&mut self, m: &[u8], stamp: u64, written: Item) -> Item {
+        self.settle_counter(m, stamp, Some(&written));
+        let sum = (self.counters.get(m))
+            .filter(|c| c.version == stamp)
+            .map(Counter::value);
+        let now = match (sum, &written) {
+            (Some(Merged::Float(f)), Item::Score(_)) if f.to_f64().is_finite() => {
+                Item::Score(f.to_f64())
+            }
+            (Some(v), Item::Field(_)) => v.text().map_or(written, |t| Item::Field(t.into_bytes())),
+            _ => written,
+        };
+        if let Some(d) = self.dots.get_mut(m).and_then(|ds| ds.last_mut()) {
+            d.fp = now.fingerprint();
+            d.value = Some(now.clone());
+        }
+        now
+    }
+
+    /// Peer: a counted write's fact (`COUNTED`): field `m` grows by `by`
+    /// as it did at the origin, whose state of the field printed as this
+    /// one's does; `here` is the field's value here. Returns the field's
+    /// value after it (what to write), the state following.
+    pub fn apply_count(
+        &mut self,
+        stamp: u64,
+        facts: &[Fact],
+        (m, by, scores): (&[u8], Incr, bool),
+        here: Option<Item>,
+    ) -> Result<Item, NotApplied> {
+        if self.cc.covers(stamp) {
+            return Err(NotApplied::Duplicate);
+        }
+        // The key changed between a hash and a sorted set: the origin
+        // dropped counters of the other kind, which a join tells.
+        if self.scores != scores && !self.counters.is_empty() {
+            return Err(NotApplied::Gap);
+        }
+        let (prev, _) = bases_of(facts);
+        let unseen = |d: u64| d != 0 && d != stamp && !self.cc.covers(d);
+        if unseen(prev) || facts.iter().any(|f| f.0 & KIND == DROP && unseen(f.1)) {
+            return Err(NotApplied::Gap);
+        }
+        let print = facts.iter().find(|f| f.0 & KIND == COUNTED).map(|f| f.1);
+        if print != Some(self.field_print(m)) {
+            return Err(NotApplied::Gap);
+        }
+        let written = written_by(here.as_ref(), by, scores).ok_or(NotApplied::Gap)?;
+        // The origin's steps (`Shard::count_field`, `note_write`), on the
+        // same state of the field.
+        self.scores = scores;
+        self.count_field(m, stamp, by, Item::base(here.as_ref()));
+        let dot = Dot {
+            stamp,
+            fp: written.fingerprint(),
+            value: None,
+        };
+        self.dots.insert(m.into(), vec![dot]);
+        self.cc.see(stamp);
+        self.version = self.version.max(stamp);
+        Ok(self.settle_count(m, stamp, written))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -432,6 +612,63 @@ mod tests {
 
     use super::super::context::fingerprint;
 
+    /// The origin's steps for HINCRBY h f `by` stamped `s` on `e`, whose
+    /// field f reads `here` (what `Shard::count_field` and `note_write` do):
+    /// its fact, and the value written.
+    fn origin_hincrby(e: &mut Elements, s: u64, by: i128, here: Option<Item>) -> (Vec<Fact>, Item) {
+        let print = e.field_print(b"f");
+        let written = written_by(here.as_ref(), Incr::Int(by), false).unwrap();
+        e.count_field(b"f", s, Incr::Int(by), Item::base(here.as_ref()));
+        let mut facts = Vec::new();
+        e.note_write(1, s, &[(2, b"f", Some(written.fingerprint()))], &mut facts);
+        facts.push((COUNTED | (2 << SHIFT), print));
+        let now = e.settle_count(b"f", s, written);
+        (facts, now)
+    }
+
+    /// A counted field's fact, applied where the field's state is the
+    /// origin's before, leaves the origin's state; once only; and a peer
+    /// whose field differs (a concurrent write there) asks for the state,
+    /// changing nothing.
+    #[test]
+    fn a_counted_write_applies_where_the_field_printed_the_same() {
+        let mut origin = Elements::default();
+        let (f1, v1) = origin_hincrby(&mut origin, st(10, 1), 5, None);
+        assert_eq!(v1, Item::Field(b"5".to_vec()));
+        let mut peer = Elements::default();
+        let got = peer.apply_count(st(10, 1), &f1, (b"f", Incr::Int(5), false), None);
+        assert_eq!(got, Ok(v1.clone()));
+        assert!(origin.same_content(&peer));
+        let again = peer.apply_count(
+            st(10, 1),
+            &f1,
+            (b"f", Incr::Int(5), false),
+            Some(v1.clone()),
+        );
+        assert_eq!(again, Err(NotApplied::Duplicate));
+        // The peer counts too (its own part), unseen by the origin: the
+        // origin's next increment no longer finds its state there.
+        let mut other = peer.clone();
+        let _ = origin_hincrby(&mut other, st(20, 2), 1, Some(v1.clone()));
+        let (f2, v2) = origin_hincrby(&mut origin, st(30, 1), 2, Some(v1.clone()));
+        assert_eq!(v2, Item::Field(b"7".to_vec()));
+        let before = other.clone();
+        let got = other.apply_count(st(30, 1), &f2, (b"f", Incr::Int(2), false), None);
+        assert_eq!(got, Err(NotApplied::Gap));
+        assert_eq!(other, before, "a gap changes nothing");
+    }
+
+    #[test]
+    fn a_float_increment_round_trips_through_its_words() {
+        for text in ["0.1", "-3.75", "1e300", "0"] {
+            let f = F80::parse(text.as_bytes()).unwrap();
+            let mut facts = Vec::new();
+            float_words(f, &mut facts);
+            assert!(facts.iter().all(|e| is_raw(e.0)));
+            assert_eq!(words_float(&facts), Some(f), "{text}");
+        }
+    }
+
     /// Counter: increments on two nodes add up from either order, and a
     /// duplicate changes nothing.
     #[test]
@@ -445,11 +682,14 @@ mod tests {
         b.add(2, crate::keyspace::merge::Incr::Int(3), sb);
         let fa = [(PREV | (1 << SHIFT), pa), (RESET | (1 << SHIFT), ra)];
         let fb = [(PREV | (1 << SHIFT), pb), (RESET | (1 << SHIFT), rb)];
-        b.apply_increment(sa, 1, &fa).unwrap();
-        a.apply_increment(sb, 3, &fb).unwrap();
+        b.apply_increment(sa, Incr::Int(1), &fa).unwrap();
+        a.apply_increment(sb, Incr::Int(3), &fb).unwrap();
         assert_eq!(a.int_value(), Some(4));
         assert!(a.same_content(&b));
-        assert_eq!(a.apply_increment(sb, 3, &fb), Err(NotApplied::Duplicate));
+        assert_eq!(
+            a.apply_increment(sb, Incr::Int(3), &fb),
+            Err(NotApplied::Duplicate)
+        );
         // A later increment of B's whose predecessor A missed: a gap.
         let sb2 = st(30, 2);
         let (pb2, rb2) = b.fact_base(st(40, 2)).unwrap();
@@ -457,7 +697,7 @@ mod tests {
         let mut fresh = c0.clone();
         let f = [(PREV | (1 << SHIFT), pb2), (RESET | (1 << SHIFT), rb2)];
         assert_eq!(
-            fresh.apply_increment(st(40, 2), 1, &f),
+            fresh.apply_increment(st(40, 2), Incr::Int(1), &f),
             Err(NotApplied::Gap)
         );
     }

@@ -14,8 +14,8 @@
 
 use crate::effects::Fact;
 use crate::keyspace::merge::elements::{item_of, Change, Item};
-use crate::keyspace::merge::fact::{NotApplied, ADD, KIND};
-use crate::keyspace::merge::{Base, Counter, Merged, Meta};
+use crate::keyspace::merge::fact::{self, NotApplied, ADD, COUNTED, KIND, SHIFT};
+use crate::keyspace::merge::{Base, Counter, Incr, Merged, Meta};
 use crate::keyspace::Value;
 use crate::protocol::Args;
 
@@ -23,10 +23,11 @@ use super::link::Link;
 use super::merging::put_words;
 
 /// What a fact-carrying write is, by its command.
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+#[derive(Clone, Copy, PartialEq, Debug)]
 enum Write {
-    /// INCR, INCRBY, DECR, DECRBY: the increment.
-    Increment(i128),
+    /// INCR, INCRBY, DECR, DECRBY: the increment; INCRBYFLOAT (its
+    /// record is a SET) its float, from the fact's words.
+    Increment(Incr),
     Set,
     Hash,
     ZSet,
@@ -42,20 +43,21 @@ enum Collection {
     ZSet,
 }
 
-fn write_of(argv: &Args) -> Option<Write> {
+fn write_of(argv: &Args, facts: &[Fact]) -> Option<Write> {
     let name = argv.get(0).to_ascii_lowercase();
     let by = |sign: i128| -> Option<Write> {
         let n: i64 = std::str::from_utf8(argv.get(2)).ok()?.parse().ok()?;
-        Some(Write::Increment(sign * i128::from(n)))
+        Some(Write::Increment(Incr::Int(sign * i128::from(n))))
     };
     match &name[..] {
-        b"incr" => Some(Write::Increment(1)),
-        b"decr" => Some(Write::Increment(-1)),
+        b"incr" => Some(Write::Increment(Incr::Int(1))),
+        b"decr" => Some(Write::Increment(Incr::Int(-1))),
         b"incrby" if argv.len() == 3 => by(1),
         b"decrby" if argv.len() == 3 => by(-1),
+        b"set" => fact::words_float(facts).map(|f| Write::Increment(Incr::Float(f))),
         b"sadd" => Some(Write::Set),
-        b"hset" | b"hmset" | b"hsetnx" => Some(Write::Hash),
-        b"zadd" => Some(Write::ZSet),
+        b"hset" | b"hmset" | b"hsetnx" | b"hincrby" => Some(Write::Hash),
+        b"zadd" | b"zincrby" => Some(Write::ZSet),
         b"srem" => Some(Write::Remove(Collection::Set)),
         b"hdel" => Some(Write::Remove(Collection::Hash)),
         b"zrem" => Some(Write::Remove(Collection::ZSet)),
@@ -113,8 +115,11 @@ impl Link {
         if stamp < ks.db(db).lock(ks.slot(key).shard).flushed_at() {
             return true;
         }
-        match write_of(argv) {
+        match write_of(argv, facts) {
             Some(Write::Increment(by)) => self.apply_increment(db, key, stamp, by, facts),
+            Some(w) if facts.iter().any(|f| f.0 & KIND == COUNTED) => {
+                self.apply_count(db, key, stamp, facts, (w, argv))
+            }
             Some(w) => self.apply_elements(db, key, stamp, facts, (w, argv)),
             None => false,
         }
@@ -125,7 +130,7 @@ impl Link {
         db: usize,
         key: &[u8],
         stamp: u64,
-        by: i128,
+        by: Incr,
         facts: &[Fact],
     ) -> bool {
         let ks = &self.node.core().keyspace;
@@ -241,6 +246,74 @@ impl Link {
         true
     }
 
+    /// A counted write's fact (HINCRBY, HINCRBYFLOAT, ZINCRBY, ZADD INCR:
+    /// `fact::COUNTED`): the field grows as it did at the origin, where
+    /// this node's state of the field is the origin's before the write
+    /// (keyspace/merge/fact.rs, `Elements::apply_count`); false, the key's
+    /// state asked for, where it is not.
+    fn apply_count(
+        &mut self,
+        db: usize,
+        key: &[u8],
+        stamp: u64,
+        facts: &[Fact],
+        (write, argv): (Write, &Args),
+    ) -> bool {
+        let Some((field, by)) = counted_in(write, argv, facts) else {
+            return false;
+        };
+        let scores = collection(write) == Some(Collection::ZSet);
+        let ks = &self.node.core().keyspace;
+        let slot = ks.slot(key);
+        let mut g = ks.db(db).lock(slot.shard);
+        let fits = match g.get_raw(slot.hash, key) {
+            None => true,
+            Some(e) if e.expire_at() != 0 => false, // merges by its state
+            Some(e) => match &e.value {
+                Value::Hash(_) => !scores,
+                Value::ZSet(_) => scores,
+                _ => false,
+            },
+        };
+        if !fits {
+            return false;
+        }
+        // As for other collection facts (`apply_elements`): onto a state
+        // that describes the key, and newer than it.
+        let version = g.version_of(slot.hash, key);
+        let clean = match g.merge_meta(key) {
+            Some(Meta::Elements(e)) => e.version == version,
+            Some(_) => false,
+            None => version <= stamp,
+        };
+        if !clean {
+            return false;
+        }
+        if version > stamp {
+            return matches!(g.merge_meta(key), Some(Meta::Elements(e)) if e.cc.covers(stamp));
+        }
+        let applied = g.with_elements(slot.hash, key, |e, value| {
+            let here = item_of(value, field);
+            e.apply_count(stamp, facts, (field, by, scores), here)
+        });
+        drop(g);
+        let now = match applied {
+            Some(Ok(now)) => now,
+            Some(Err(NotApplied::Duplicate)) => return true,
+            Some(Err(NotApplied::Gap)) | None => return false,
+        };
+        let version = version.max(stamp);
+        let put = [Change::Put(field.to_vec(), now)];
+        self.write_changes(db, key, write, &put, version);
+        self.raise_version(db, key, version);
+        let ks = &self.node.core().keyspace;
+        if let Some(Meta::Elements(e)) = ks.db(db).lock(slot.shard).merge_meta_mut(key) {
+            e.version = version;
+        }
+        self.note_merge_state(db, key);
+        true
+    }
+
     /// The removes, then the puts, of a fact's changes, as commands.
     fn write_changes(
         &mut self,
@@ -271,6 +344,30 @@ impl Link {
             self.replay(db, version, &argv);
         }
     }
+}
+
+/// The field a counted write counted into and its increment: HINCRBY's
+/// from its argv, HINCRBYFLOAT's (its record an HSET) from the fact's
+/// words, ZINCRBY's and ZADD INCR's score before the member.
+fn counted_in<'a>(write: Write, argv: &Args<'a>, facts: &[Fact]) -> Option<(&'a [u8], Incr)> {
+    let at = facts.iter().find(|f| f.0 & KIND == COUNTED)?.0 >> SHIFT;
+    let at = at as usize;
+    if at < 2 || at >= argv.len() {
+        return None;
+    }
+    let by = match (collection(write)?, fact::words_float(facts)) {
+        (Collection::Hash, Some(f)) => Incr::Float(f),
+        (Collection::Hash, None) if at == 2 && argv.len() == 4 => {
+            let n: i64 = std::str::from_utf8(argv.get(3)).ok()?.parse().ok()?;
+            Incr::Int(n.into())
+        }
+        (Collection::ZSet, None) => {
+            let s = crate::commands::zsets::parse_score(argv.get(at - 1))?;
+            Incr::Float(crate::keyspace::longdouble::F80::from_f64(s))
+        }
+        _ => return None,
+    };
+    Some((argv.get(at), by))
 }
 
 fn kind_of(write: Write) -> super::merging::Kind {

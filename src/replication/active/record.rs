@@ -50,6 +50,7 @@
 use std::ops::Range;
 
 use crate::effects::{Base, EffectRef, Fact};
+use crate::keyspace::merge::fact;
 
 pub const WRITE: u8 = b'W';
 pub const UNIT: u8 = b'U';
@@ -186,12 +187,17 @@ fn put_write_tail(out: &mut Vec<u8>, e: &EffectRef<'_>) {
     }
     // A merging write's fact (keyspace/merge/fact.rs), only where it has
     // one: `count (kind|index, stamp + 1 - value, or 0)*` (a fact may name
-    // the write's own stamp: a member named twice drops its first dot).
+    // the write's own stamp: a member named twice drops its first dot); a
+    // number (`fact::is_raw`) as it is.
     if !e.facts.is_empty() {
         put_varint(out, e.facts.len() as u64);
         for &(i, v) in e.facts {
-            debug_assert!(v <= e.version);
             put_varint(out, u64::from(i));
+            if fact::is_raw(i) {
+                put_varint(out, v);
+                continue;
+            }
+            debug_assert!(v <= e.version);
             put_varint(out, if v == 0 { 0 } else { e.version + 1 - v });
         }
     }
@@ -389,7 +395,14 @@ pub fn write_parts<'a>(
     let argv = &argv[..argv.len() - r.0.len()];
     if !r.0.is_empty() {
         for _ in 0..r.varint()? {
-            facts.push(versioned(&mut r, 1)?);
+            let (i, d) = (r.varint()?, r.varint()?);
+            let i = u32::try_from(i).map_err(|_| "bad argument index in a record")?;
+            let v = match d {
+                _ if fact::is_raw(i) => d,
+                0 => 0,
+                _ => (stamp.saturating_add(1).checked_sub(d)).ok_or("bad fact in a record")?,
+            };
+            facts.push((i, v));
         }
         if !r.0.is_empty() {
             return Err("bad arguments in an active record".into());
@@ -679,6 +692,32 @@ mod tests {
         assert_eq!((&b[..], &f[..]), (&bases[..], &facts[..]));
         let got: Vec<&[u8]> = spans.iter().map(|s| &args[s.clone()]).collect();
         assert_eq!(got, argv);
+    }
+
+    /// A fact's numbers (a field's print, a float's words) are any u64,
+    /// not stamps below the write's: they round-trip as they are.
+    #[test]
+    fn a_facts_numbers_round_trip_as_they_are() {
+        use crate::keyspace::merge::fact::{COUNTED, PREV, SHIFT, WORD};
+        let argv: [&[u8]; 4] = [b"HSET", b"h", b"f", b"1.5"];
+        let bases = [(1 | crate::effects::MERGED_BASE, STAMP - 5)];
+        let facts = [
+            (PREV | (1 << SHIFT), STAMP - 7),
+            (COUNTED | (2 << SHIFT), u64::MAX - 1),
+            (WORD, STAMP + 1000),
+            (WORD | (1 << SHIFT), 0),
+        ];
+        let mut stored = Vec::new();
+        let e = EffectRef {
+            facts: &facts,
+            ..set_effect(&argv, &bases)
+        };
+        encode_write(&mut stored, 1, 2 << 16, &e);
+        let (body, _) = next_frame(&stored).unwrap();
+        let rec = decode_stored(body).unwrap();
+        let (mut b, mut f, mut spans) = (vec![], vec![], vec![]);
+        write_parts(rec.stamp, rec.tail, (&mut b, &mut f), &mut spans).unwrap();
+        assert_eq!(f, facts);
     }
 
     #[test]
