@@ -3,6 +3,8 @@
 //!
 //! - `seeds`: [`CI_SEEDS`] seeds (`SIM_SEEDS=<n>` for more, `SIM_SEED=<n>`
 //!   for one, with its whole trace printed), all of which must pass.
+//!   `SIM_FROM=<n>` starts both workloads' runs at seed n (to split a
+//!   long run over cores, or go on from where one stopped).
 //! - `a_seed_replays_exactly`: a run is a function of its seed.
 //! - `the_planted_tie_break_bug_is_found`: with the stamp tie-break by
 //!   node slot dropped (`link::seeded_bug_no_tie_break`), the CI seeds
@@ -103,7 +105,7 @@ fn seeds() {
         return;
     }
     let n = env("SIM_SEEDS").unwrap_or(CI_SEEDS);
-    let r = run_seeds(0..n, &sim::Options::default());
+    let r = run_seeds(env("SIM_FROM").unwrap_or(0)..n, &sim::Options::default());
     let secs = started.elapsed().as_secs_f64();
     println!(
         "{n} seeds passed in {secs:.1} s ({:.1} seeds/s): {r:?}",
@@ -133,7 +135,7 @@ fn merge_seeds() {
         return;
     }
     let n = env("SIM_MERGE_SEEDS").unwrap_or(CI_MERGE_SEEDS);
-    let r = run_seeds(0..n, &opts);
+    let r = run_seeds(env("SIM_FROM").unwrap_or(0)..n, &opts);
     let secs = started.elapsed().as_secs_f64();
     println!(
         "{n} merge seeds passed in {secs:.1} s ({:.1} seeds/s): {r:?}",
