@@ -593,6 +593,43 @@ fn writes_and_expires_on_a_key_with_a_ttl_travel_as_facts() {
     );
 }
 
+/// List pushes and pops travel as facts: a queue fed on one node and
+/// drained on the other (LPUSH there, RPOP here, and the reverse), each pop
+/// naming the elements it took, so no node asks for the list's state and
+/// every element is taken once.
+#[test]
+fn queue_writes_travel_as_facts_without_asking_for_state() {
+    let p = Pair::start(&[]);
+    let (mut a, mut b) = (p.a.conn(), p.b.conn());
+    for i in 0..150 {
+        let _: () = cmd(&mut a, &["LPUSH", "qa", &format!("job{i}"), "x"]);
+        let _: () = cmd(&mut b, &["RPUSH", "qb", &format!("job{i}")]);
+    }
+    converged(&[&p.a, &p.b]);
+    let mut taken = Vec::new();
+    for _ in 0..100 {
+        let v: Option<String> = cmd(&mut b, &["RPOP", "qa"]);
+        taken.extend(v);
+        let v: Vec<String> = cmd(&mut a, &["LPOP", "qb", "1"]);
+        taken.extend(v);
+    }
+    let _: () = cmd(&mut a, &["LPUSH", "qa", "last"]);
+    converged(&[&p.a, &p.b]);
+    assert_eq!(taken.len(), 200);
+    for c in [&mut a, &mut b] {
+        let la: i64 = cmd(c, &["LLEN", "qa"]);
+        let lb: i64 = cmd(c, &["LLEN", "qb"]);
+        assert_eq!((la, lb), (300 - 100 + 1, 150 - 100));
+        let head: String = cmd(c, &["LINDEX", "qa", "0"]);
+        assert_eq!(head, "last");
+    }
+    assert_eq!(
+        (conflicts(&mut a), conflicts(&mut b)),
+        (0, 0),
+        "no key state asked for"
+    );
+}
+
 /// Set, hash and sorted-set writes travel as facts too: each node writes
 /// its own keys, then the other's once it has them (every write newer than
 /// the key it finds), and neither asks for a key's state.

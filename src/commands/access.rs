@@ -394,12 +394,16 @@ impl Locked<'_, '_> {
     }
 
     /// See [`Ctx::note_list_ends`].
-    pub fn note_list_ends(&mut self, key: &[u8], (prev, stamp): (u64, u64), ops: &[EndOp]) {
+    pub fn note_list_ends(
+        &mut self,
+        key: &[u8],
+        versions: (u64, u64),
+        ops: &[EndOp],
+        facts: &mut Vec<crate::effects::Fact>,
+    ) {
         let slot = self.slot(key);
         let shard = self.shard_mut(slot.shard);
-        if let Some(merge::Meta::List(ls)) = shard.merge_meta_mut(key) {
-            ls.note_ends(prev, stamp, ops);
-        }
+        shard.note_list_ends(slot.hash, key, versions, ops, facts);
     }
 
     /// Active replication: a write named `members` of the collection at
@@ -647,7 +651,8 @@ impl Ctx<'_> {
             return;
         }
         if let Some(prev) = self.base_of(key) {
-            l.note_list_ends(key, (prev, stamp), ops);
+            let a = self.active.as_mut().expect("active write");
+            l.note_list_ends(key, (prev, stamp), ops, &mut a.facts);
         }
     }
 }

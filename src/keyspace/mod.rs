@@ -515,6 +515,51 @@ impl Shard {
         true
     }
 
+    /// Active replication, at the origin of a write stamped `stamp` that
+    /// only pushed and popped at the ends of the list at `key` (version
+    /// `prev` before): its merge state follows the ops in O(what they
+    /// moved) ([`merge::lists::Lists::note_ends`]), and a write of one op,
+    /// the first of its stamp on the key, pushes its fact to `facts`
+    /// (keyspace/merge/fact.rs: PREV; a push's zone in a WORD; a pop's
+    /// element ids as DROP entries, each `DROP | k, stamp` for id
+    /// `(stamp, k)`).
+    pub fn note_list_ends(
+        &mut self,
+        hash: u64,
+        key: &[u8],
+        (prev, stamp): (u64, u64),
+        ops: &[merge::lists::EndOp],
+        facts: &mut Vec<merge::fact::Fact>,
+    ) {
+        use merge::fact::{DROP, PREV, SHIFT, WORD};
+        let value = self.pos(hash, key).map(|p| &self.entries.get(p).value);
+        // A list the write made: nothing before it.
+        let made = matches!((ops, value), ([merge::lists::EndOp::Push { n, .. }], Some(Value::List(l))) if l.len() == *n);
+        if made && !self.merge.contains_key(key) {
+            let fresh = merge::Lists::current(None, prev, None);
+            self.merge
+                .insert(key.into(), Box::new(merge::Meta::List(fresh)));
+        }
+        let Some(merge::Meta::List(ls)) = self.merge.get_mut(key).map(|m| &mut **m) else {
+            return;
+        };
+        let newest = ls.cc.newest(hlc::stamp_node(stamp));
+        let Some(told) = ls.note_ends((prev, stamp), ops, value) else {
+            return;
+        };
+        if ops.len() != 1 || newest >= stamp || !merge::fact::ELEMENT_FACTS {
+            return;
+        }
+        facts.push((PREV | (1 << SHIFT), newest));
+        match ops[0] {
+            merge::lists::EndOp::Push { .. } => facts.push((WORD, u64::from(told.was_empty))),
+            merge::lists::EndOp::Pop { .. } => {
+                let drops = told.popped.iter().map(|&(s, k)| (DROP | (k << SHIFT), s));
+                facts.extend(drops);
+            }
+        }
+    }
+
     /// Active replication, at the origin of a TTL write stamped `stamp`
     /// that left the collection at `key` (version `prev` before) expiring
     /// at `at` (0: no TTL): its TTL register takes the write's dot

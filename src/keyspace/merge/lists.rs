@@ -34,14 +34,22 @@
 //! (`[t t t]` after an LPOP and after an RPOP are both `[t t]`), so the
 //! writes that only push and pop at the ends (LPUSH, RPOP, LMOVE, LTRIM,
 //! the blocking pops: the common case, and every token list's) tell the
-//! state what they did ([`Lists::note_ends`]); the next read aligns the
-//! list by that instead of by the diff ([`Ends`]).
+//! state what they did ([`Lists::note_ends`]): each pushed element gets its
+//! id and position there and then, and a pop names the ids it took, kept in
+//! [`Ends`] in O(what moved) (a queue's writes never copy the list); the
+//! next read takes the list they give instead of the diff. The same ids
+//! travel in the write's fact (keyspace/merge/fact.rs), and a peer applies
+//! a push or a pop at that end of its own list where it lands there
+//! ([`Lists::apply_end_fact`]), with no round trip.
+
+use std::collections::VecDeque;
 
 use super::context::{fingerprint, Context};
 use super::ttl::Ttl;
 use crate::keyspace::Value;
 
 use super::codec::{put_varint, Cursor};
+use super::fact::NotApplied;
 
 /// A position's component: zone (-1 head, 0 child, 1 tail), then the
 /// order within it (see [`Lists::current`]).
@@ -73,16 +81,18 @@ pub struct Lists {
 }
 
 /// The list after writes that only pushed and popped at its ends, told by
-/// the writes ([`Lists::note_ends`]): `head` new elements, then the
-/// elements `from..to` of the state, then `tail` new elements. `at`: the
-/// key's version after the last write told (a write that did not tell
-/// moves the version on, and the alignment is no longer used).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// the writes ([`Lists::note_ends`]): the elements they pushed at the head
+/// (`head`, in list order), then the elements `from..to` of the state, then
+/// those pushed at the tail (`tail`). `at`: the key's version after the
+/// last write told (a write that did not tell moves the version on, and the
+/// alignment is no longer used). Each push and pop is O(1), so a queue's
+/// writes keep the state current without copying it.
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Ends {
-    head: usize,
+    head: VecDeque<Elem>,
     from: usize,
     to: usize,
-    tail: usize,
+    tail: VecDeque<Elem>,
     at: u64,
 }
 
@@ -93,30 +103,154 @@ pub enum EndOp {
     Pop { left: bool, n: usize },
 }
 
+/// The position of the `k`-th element a push stamped `stamp` put at the
+/// head (`left`) or tail of a list that was empty or not before it. At the
+/// head of a list that held elements: the left zone, newest first, and the
+/// push's last value first (LPUSH a b gives `b a`); otherwise the right
+/// zone, newest last, an LPUSH's values again in reverse (module comment).
+pub fn push_position(left: bool, was_empty: bool, stamp: u64, k: u32) -> Component {
+    match (left, was_empty) {
+        (true, false) => (-1, u64::MAX - stamp, u32::MAX - k),
+        (true, true) => (1, stamp, u32::MAX - k),
+        (false, _) => (1, stamp, k),
+    }
+}
+
 impl Ends {
-    fn apply(&mut self, op: EndOp) {
-        match op {
-            EndOp::Push { left: true, n } => self.head += n,
-            EndOp::Push { left: false, n } => self.tail += n,
-            EndOp::Pop { left, n } => {
-                // The new elements at that end go first, then the state's,
-                // then (the list emptied) the new ones at the other end.
-                let near = if left { self.head } else { self.tail };
-                let from_near = n.min(near);
-                let from_old = (n - from_near).min(self.to - self.from);
-                let from_far = n - from_near - from_old;
-                if left {
-                    self.head -= from_near;
-                    self.from += from_old;
-                    self.tail -= from_far.min(self.tail);
-                } else {
-                    self.tail -= from_near;
-                    self.to -= from_old;
-                    self.head -= from_far.min(self.head);
-                }
+    fn fresh(len: usize, at: u64) -> Ends {
+        Ends {
+            head: VecDeque::new(),
+            from: 0,
+            to: len,
+            tail: VecDeque::new(),
+            at,
+        }
+    }
+
+    fn len(&self) -> usize {
+        self.head.len() + (self.to - self.from) + self.tail.len()
+    }
+
+    /// The `i`-th element of the list they give (`old`: the state's).
+    fn nth<'a>(&'a self, old: &'a [Elem], i: usize) -> Option<&'a Elem> {
+        let mid = self.to - self.from;
+        if i < self.head.len() {
+            self.head.get(i)
+        } else if i < self.head.len() + mid {
+            old.get(self.from + i - self.head.len())
+        } else {
+            self.tail.get(i - self.head.len() - mid)
+        }
+    }
+
+    /// The `i`-th element from one end.
+    fn nth_from<'a>(&'a self, old: &'a [Elem], left: bool, i: usize) -> Option<&'a Elem> {
+        let len = self.len();
+        match left {
+            true => self.nth(old, i),
+            false => len.checked_sub(i + 1).and_then(|j| self.nth(old, j)),
+        }
+    }
+
+    /// Pushes `fps` (the values' fingerprints, in the order the write
+    /// pushed them) at one end, as elements of `stamp` numbered from 0.
+    fn push(&mut self, left: bool, stamp: u64, fps: &[u64]) {
+        let was_empty = self.len() == 0;
+        self.push_at(left, stamp, fps, was_empty);
+    }
+
+    /// [`Ends::push`], with the zone the origin found (`was_empty`).
+    fn push_at(&mut self, left: bool, stamp: u64, fps: &[u64], was_empty: bool) {
+        for (k, &fp) in fps.iter().enumerate() {
+            let k = k as u32;
+            let pos = vec![push_position(left, was_empty, stamp, k)];
+            let e = Elem {
+                id: (stamp, k),
+                pos,
+                fp,
+            };
+            if left {
+                self.head.push_front(e);
+            } else {
+                self.tail.push_back(e);
             }
         }
     }
+
+    /// Pops `n` elements at one end (the new elements at that end go
+    /// first, then the state's, then, the list emptied of those, the new
+    /// ones at the other end); their ids, in the order popped.
+    fn pop(&mut self, left: bool, n: usize, old: &[Elem]) -> Vec<(u64, u32)> {
+        let mut ids = Vec::with_capacity(n);
+        for _ in 0..n.min(self.len()) {
+            let (near, far) = match left {
+                true => (&mut self.head, &mut self.tail),
+                false => (&mut self.tail, &mut self.head),
+            };
+            let id = if let Some(e) = if left {
+                near.pop_front()
+            } else {
+                near.pop_back()
+            } {
+                e.id
+            } else if self.from < self.to {
+                if left {
+                    self.from += 1;
+                    old[self.from - 1].id
+                } else {
+                    self.to -= 1;
+                    old[self.to].id
+                }
+            } else {
+                let e = if left {
+                    far.pop_front()
+                } else {
+                    far.pop_back()
+                };
+                e.expect("n <= len").id
+            };
+            ids.push(id);
+        }
+        ids
+    }
+}
+
+/// What a write's end ops did ([`Lists::note_ends`]): the ids of the
+/// elements its pops took, in the order taken, and whether its push found
+/// the list empty (its elements' zone, [`push_position`]).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Told {
+    pub popped: Vec<(u64, u32)>,
+    pub was_empty: bool,
+}
+
+/// A list write's fact, as a peer applies it ([`Lists::apply_end_fact`]):
+/// values pushed at one end (their fingerprints, in the order pushed, and
+/// whether the origin's list was empty), or the elements a pop took there.
+pub enum EndFact<'a> {
+    Push {
+        left: bool,
+        fps: Vec<u64>,
+        was_empty: bool,
+    },
+    Pop {
+        left: bool,
+        ids: &'a [(u64, u32)],
+    },
+}
+
+/// The fingerprints of the `n` values a push put at one end of `after`
+/// (the list after it), in the order it pushed them.
+fn pushed(after: Option<&Value>, left: bool, n: usize) -> Vec<u64> {
+    let Some(Value::List(l)) = after else {
+        return Vec::new();
+    };
+    let mut fps: Vec<u64> = match left {
+        true => l.iter().take(n).map(fingerprint).collect(),
+        false => l.iter().rev().take(n).map(fingerprint).collect(),
+    };
+    fps.reverse();
+    fps
 }
 
 /// The values of a list (empty for an absent key or another type).
@@ -190,8 +324,10 @@ impl Lists {
         }
         let old: &[Elem] = meta.map_or(&[], |m| &m.elems);
         let new: Vec<u64> = values(value).iter().map(|v| fingerprint(v)).collect();
-        let told = meta.and_then(|m| m.aligned_by_ends(version, &new));
-        let kept = told.unwrap_or_else(|| matching(old, &new));
+        if let Some(told) = meta.and_then(|m| m.told(version, &new)) {
+            return told;
+        }
+        let kept = matching(old, &new);
         let mut elems: Vec<Elem> = Vec::with_capacity(new.len());
         let mut k = 0u32;
         for (i, &f) in new.iter().enumerate() {
@@ -228,53 +364,158 @@ impl Lists {
         l
     }
 
-    /// Origin, after a write that moved the key from version `prev` to
-    /// `stamp` by `ops` at the list's ends: the next [`Lists::current`]
-    /// aligns the list by them. A write before it that did not tell (its
-    /// version is not `prev`) leaves the diff to align it.
-    pub fn note_ends(&mut self, prev: u64, stamp: u64, ops: &[EndOp]) {
-        let mut e = match self.ends {
-            Some(e) if e.at == prev => e,
-            None if self.version == prev => Ends {
-                head: 0,
-                from: 0,
-                to: self.elems.len(),
-                tail: 0,
-                at: prev,
-            },
-            _ => {
-                self.ends = None;
-                return;
-            }
+    /// After a write that moved the key from version `prev` to `stamp` by
+    /// `ops` at the list's ends (`after`: the list then, where a push's
+    /// values are read; a push is a write's last op): the state follows
+    /// them in O(what they moved) ([`Ends`]), and the next
+    /// [`Lists::current`] takes the list they give. What the ops took and
+    /// put is returned (for the write's fact), or None where they do not
+    /// tell: a write before them that did not tell (the key's version is
+    /// not `prev`), or one of the same stamp (a transaction's second write
+    /// of the list); the diff aligns the list then.
+    pub fn note_ends(
+        &mut self,
+        (prev, stamp): (u64, u64),
+        ops: &[EndOp],
+        after: Option<&Value>,
+    ) -> Option<Told> {
+        let mut e = match self.ends.take() {
+            Some(e) if e.at == prev && prev != stamp => e,
+            None if self.version == prev && prev != stamp => Ends::fresh(self.elems.len(), prev),
+            _ => return None,
         };
+        let mut told = Told::default();
         for &op in ops {
-            e.apply(op);
+            match op {
+                EndOp::Push { left, n } => {
+                    told.was_empty = e.len() == 0;
+                    e.push(left, stamp, &pushed(after, left, n));
+                }
+                EndOp::Pop { left, n } => told.popped.extend(e.pop(left, n, &self.elems)),
+            }
         }
         e.at = stamp;
+        self.cc.see(stamp);
         self.ends = Some(e);
+        Some(told)
     }
 
-    /// For each value of the list at `version` (fingerprints `new`), the
-    /// element it still is, by what its writes told ([`Ends`]); None where
-    /// they did not tell, or the list is not what they told (a write that
-    /// did not tell shares their stamp: a transaction's LSET).
-    fn aligned_by_ends(&self, version: u64, new: &[u64]) -> Option<Vec<Option<usize>>> {
-        let e = self
-            .ends
-            .filter(|e| e.at == version && e.to <= self.elems.len())?;
-        let mid = e.to - e.from;
-        if new.len() != e.head + mid + e.tail {
+    /// Peer: a list write's fact stamped `stamp` (keyspace/merge/fact.rs;
+    /// `prev`: its PREV), on this state of the key at `version`. Returns
+    /// how many values to push or pop at that end here (what to replay),
+    /// the state following; a gap, nothing changed, where the write builds
+    /// on what has not arrived, or its elements do not sit at that end
+    /// here (a concurrent push here came between): the key's state decides
+    /// then.
+    pub fn apply_end_fact(
+        &mut self,
+        (version, stamp, prev): (u64, u64, u64),
+        fact: EndFact<'_>,
+    ) -> Result<usize, NotApplied> {
+        if self.cc.covers(stamp) {
+            return Err(NotApplied::Duplicate);
+        }
+        if prev != 0 && !self.cc.covers(prev) {
+            return Err(NotApplied::Gap);
+        }
+        let mut e = match self.ends.take() {
+            Some(e) if e.at == version => e,
+            None if self.version == version => Ends::fresh(self.elems.len(), version),
+            other => {
+                self.ends = other;
+                return Err(NotApplied::Gap);
+            }
+        };
+        let r = match fact {
+            EndFact::Push {
+                left,
+                fps,
+                was_empty,
+            } => {
+                let fits = self.push_fits(&e, left, (stamp, was_empty), fps.len());
+                if fits {
+                    e.push_at(left, stamp, &fps, was_empty);
+                }
+                fits.then_some(fps.len())
+            }
+            EndFact::Pop { left, ids } => self.popped_here(&e, left, ids).inspect(|&n| {
+                e.pop(left, n, &self.elems);
+            }),
+        };
+        if r.is_some() {
+            e.at = stamp.max(version);
+            self.cc.see(stamp);
+        }
+        self.ends = Some(e);
+        r.ok_or(NotApplied::Gap)
+    }
+
+    /// Whether `n` values pushed by `stamp` at one end land at that end
+    /// here: they sort before the first element (after the last) by
+    /// position, as a join orders them.
+    fn push_fits(&self, e: &Ends, left: bool, (stamp, was_empty): (u64, bool), n: usize) -> bool {
+        let Some(end) = e.nth_from(&self.elems, left, 0) else {
+            return true;
+        };
+        // The pushed element next to `end`: a left push's first value
+        // (index 0) sits last among its values, a right push's first too.
+        let pos = vec![push_position(left, was_empty, stamp, 0)];
+        let ours = (&pos, (stamp, 0u32));
+        n == 0
+            || match left {
+                true => ours < (&end.pos, end.id),
+                false => ours > (&end.pos, end.id),
+            }
+    }
+
+    /// How many elements a pop that took `ids` (in the order taken) takes
+    /// at that end here: each id is there, next, or gone here already (a
+    /// pop here took it too); None where one is elsewhere in the list, or
+    /// was put by a write this state has not seen.
+    fn popped_here(&self, e: &Ends, left: bool, ids: &[(u64, u32)]) -> Option<usize> {
+        let mut n = 0;
+        for &id in ids {
+            if e.nth_from(&self.elems, left, n)
+                .is_some_and(|el| el.id == id)
+            {
+                n += 1;
+                continue;
+            }
+            let elsewhere =
+                (0..e.len()).any(|i| e.nth(&self.elems, i).is_some_and(|el| el.id == id));
+            if elsewhere || !self.cc.covers(id.0) {
+                return None;
+            }
+        }
+        Some(n)
+    }
+
+    /// The state at `version` as the ends told give it, where they tell
+    /// that version and the list is what they told (its values'
+    /// fingerprints `new`; a write of the same stamp that did not tell,
+    /// a transaction's LSET, leaves it otherwise).
+    fn told(&self, version: u64, new: &[u64]) -> Option<Lists> {
+        let e = (self.ends.as_ref()).filter(|e| e.at == version && e.to <= self.elems.len())?;
+        if e.len() != new.len() {
             return None;
         }
-        let old = &self.elems[e.from..e.to];
-        if old.iter().zip(&new[e.head..]).any(|(o, f)| o.fp != *f) {
+        let elems: Vec<Elem> = (e.head.iter())
+            .chain(&self.elems[e.from..e.to])
+            .chain(&e.tail)
+            .cloned()
+            .collect();
+        if elems.iter().zip(new).any(|(o, f)| o.fp != *f) {
             return None;
         }
-        let mut kept = vec![None; new.len()];
-        for i in 0..mid {
-            kept[e.head + i] = Some(e.from + i);
-        }
-        Some(kept)
+        let mut cc = self.cc.clone();
+        cc.see(version);
+        Some(Lists {
+            version,
+            elems,
+            cc,
+            ends: None,
+            ttl: self.ttl.clone(),
+        })
     }
 
     /// Whether `self` and `other` are one state but for their versions.
@@ -473,7 +714,7 @@ mod tests {
         let two = list(&["t", "t"]);
         let popped = |prev: &Lists, stamp: u64, left: bool| {
             let mut s = prev.clone();
-            s.note_ends(prev.version, stamp, &[EndOp::Pop { left, n: 1 }]);
+            s.note_ends((prev.version, stamp), &[EndOp::Pop { left, n: 1 }], None);
             Lists::current(Some(&s), stamp, Some(&two))
         };
         let a = popped(&common, st(20, 1), true);
@@ -494,16 +735,105 @@ mod tests {
     fn told_ends_compose_across_writes() {
         let base = list(&["a", "b", "c"]);
         let mut s = Lists::current(None, st(10, 1), Some(&base));
-        s.note_ends(st(10, 1), st(11, 1), &[EndOp::Push { left: true, n: 1 }]);
-        s.note_ends(st(11, 1), st(12, 1), &[EndOp::Pop { left: false, n: 2 }]);
+        let pushed = list(&["x", "a", "b", "c"]);
+        s.note_ends(
+            (st(10, 1), st(11, 1)),
+            &[EndOp::Push { left: true, n: 1 }],
+            Some(&pushed),
+        );
+        s.note_ends(
+            (st(11, 1), st(12, 1)),
+            &[EndOp::Pop { left: false, n: 2 }],
+            None,
+        );
         let now = Lists::current(Some(&s), st(12, 1), Some(&list(&["x", "a"])));
         assert_eq!(now.elems[1].id, s.elems[0].id, "a is still a");
-        assert_eq!(now.elems[0].id, (st(12, 1), 0), "x is new");
+        assert_eq!(now.elems[0].id, (st(11, 1), 0), "x is the push's");
         // A write that did not tell (its version is not the last told)
         // leaves the list to the diff.
         let mut t = now.clone();
-        t.note_ends(st(30, 1), st(31, 1), &[EndOp::Pop { left: true, n: 1 }]);
+        t.note_ends(
+            (st(30, 1), st(31, 1)),
+            &[EndOp::Pop { left: true, n: 1 }],
+            None,
+        );
         assert_eq!(t.ends, None);
+    }
+
+    /// The facts of an LPUSH and an RPOP, applied on a peer that holds
+    /// what the origin held, leave the peer's state the origin's; a pop of
+    /// an element a pop here took already takes nothing more; a push that
+    /// would land behind a concurrent push here is a gap.
+    #[test]
+    fn end_facts_reproduce_the_origins_pushes_and_pops() {
+        let base = list(&["a", "b"]);
+        let s0 = st(10, 1);
+        let common = Lists::current(None, s0, Some(&base));
+        let (mut origin, mut peer) = (common.clone(), common.clone());
+        // LPUSH l x y at the origin.
+        let (s1, after) = (st(20, 1), list(&["y", "x", "a", "b"]));
+        let told = origin
+            .note_ends((s0, s1), &[EndOp::Push { left: true, n: 2 }], Some(&after))
+            .unwrap();
+        let fps = vec![fingerprint(b"x"), fingerprint(b"y")];
+        let push = EndFact::Push {
+            left: true,
+            fps,
+            was_empty: told.was_empty,
+        };
+        assert_eq!(peer.apply_end_fact((s0, s1, s0), push), Ok(2));
+        let push = EndFact::Push {
+            left: true,
+            fps: vec![],
+            was_empty: false,
+        };
+        assert_eq!(
+            peer.apply_end_fact((s1, s1, s0), push),
+            Err(NotApplied::Duplicate)
+        );
+        // RPOP l at the origin; the peer popped b too, concurrently.
+        let (s2, two) = (st(30, 1), list(&["y", "x", "a"]));
+        let told = origin
+            .note_ends((s1, s2), &[EndOp::Pop { left: false, n: 1 }], None)
+            .unwrap();
+        let mut other = peer.clone();
+        other
+            .note_ends((s1, st(31, 2)), &[EndOp::Pop { left: false, n: 1 }], None)
+            .unwrap();
+        let pop = EndFact::Pop {
+            left: false,
+            ids: &told.popped,
+        };
+        assert_eq!(peer.apply_end_fact((s1, s2, s1), pop), Ok(1));
+        let pop = EndFact::Pop {
+            left: false,
+            ids: &told.popped,
+        };
+        assert_eq!(other.apply_end_fact((st(31, 2), s2, s1), pop), Ok(0));
+        let (o, p) = (
+            Lists::current(Some(&origin), s2, Some(&two)),
+            Lists::current(Some(&peer), s2, Some(&two)),
+        );
+        assert!(o.same_content(&p));
+        // A push here newer than the origin's next LPUSH: that one lands
+        // behind it, not at the head: a gap.
+        let mut here = p.clone();
+        let three = list(&["n", "y", "x", "a"]);
+        here.note_ends(
+            (s2, st(50, 2)),
+            &[EndOp::Push { left: true, n: 1 }],
+            Some(&three),
+        )
+        .unwrap();
+        let push = EndFact::Push {
+            left: true,
+            fps: vec![fingerprint(b"z")],
+            was_empty: false,
+        };
+        assert_eq!(
+            here.apply_end_fact((st(50, 2), st(40, 1), s2), push),
+            Err(NotApplied::Gap)
+        );
     }
 
     #[test]

@@ -13,6 +13,7 @@
 //! the same version.
 
 use crate::effects::Fact;
+use crate::keyspace::merge::context::fingerprint;
 use crate::keyspace::merge::elements::{item_of, Change, Item};
 use crate::keyspace::merge::fact::{self, NotApplied, ADD, COUNTED, KIND, SHIFT};
 use crate::keyspace::merge::{Base, Counter, Incr, Merged, Meta};
@@ -35,6 +36,12 @@ enum Write {
     Remove(Collection),
     /// PEXPIREAT (every EXPIRE's record) and PERSIST on a collection.
     Ttl,
+    /// LPUSH, RPUSH, LPUSHX, RPUSHX (`push`), LPOP, RPOP: at the head
+    /// (`left`) or the tail of a list.
+    List {
+        left: bool,
+        push: bool,
+    },
 }
 
 /// The kind of collection a write is for.
@@ -64,6 +71,18 @@ fn write_of(argv: &Args, facts: &[Fact]) -> Option<Write> {
         b"hdel" => Some(Write::Remove(Collection::Hash)),
         b"zrem" => Some(Write::Remove(Collection::ZSet)),
         b"pexpireat" | b"persist" => Some(Write::Ttl),
+        b"lpush" | b"lpushx" => Some(Write::List {
+            left: true,
+            push: true,
+        }),
+        b"rpush" | b"rpushx" => Some(Write::List {
+            left: false,
+            push: true,
+        }),
+        b"lpop" | b"rpop" if argv.len() <= 3 => Some(Write::List {
+            left: name[0] == b'l',
+            push: false,
+        }),
         _ => None,
     }
 }
@@ -75,7 +94,7 @@ fn collection(write: Write) -> Option<Collection> {
         Write::Hash => Some(Collection::Hash),
         Write::ZSet => Some(Collection::ZSet),
         Write::Remove(c) => Some(c),
-        Write::Increment(_) | Write::Ttl => None,
+        Write::Increment(_) | Write::Ttl | Write::List { .. } => None,
     }
 }
 
@@ -96,7 +115,7 @@ fn item_at<'a>(write: Write, argv: &Args<'a>, i: u32) -> Option<(&'a [u8], Item)
             // -0 is stored as 0 (DECISIONS 66).
             Item::Score(if s == 0.0 { 0.0 } else { s })
         }
-        Write::Increment(_) | Write::Ttl => return None,
+        Write::Increment(_) | Write::Ttl | Write::List { .. } => return None,
     };
     Some((m, item))
 }
@@ -121,6 +140,9 @@ impl Link {
         match write_of(argv, facts) {
             Some(Write::Increment(by)) => self.apply_increment(db, key, stamp, by, facts),
             Some(Write::Ttl) => self.apply_ttl(db, key, stamp, facts),
+            Some(Write::List { left, push }) => {
+                self.apply_list(db, key, stamp, facts, (left, push, argv))
+            }
             Some(w) if facts.iter().any(|f| f.0 & KIND == COUNTED) => {
                 self.apply_count(db, key, stamp, facts, (w, argv))
             }
@@ -349,6 +371,86 @@ impl Link {
         if let Some(Meta::Elements(e)) = ks.db(db).lock(slot.shard).merge_meta_mut(key) {
             e.version = version;
         }
+        self.note_merge_state(db, key);
+        true
+    }
+
+    /// A list write's fact (keyspace/merge/lists.rs, `apply_end_fact`):
+    /// what it pushed or popped at one end lands at that end here, replayed
+    /// as an LPUSH/RPUSH of its values or an LPOP/RPOP of as many as it
+    /// took that are still here; false, the key's state asked for, where
+    /// they do not.
+    fn apply_list(
+        &mut self,
+        db: usize,
+        key: &[u8],
+        stamp: u64,
+        facts: &[Fact],
+        (left, push, argv): (bool, bool, &Args),
+    ) -> bool {
+        use crate::keyspace::merge::lists::{EndFact, Lists};
+        let prev = facts
+            .iter()
+            .find(|f| f.0 & KIND == fact::PREV)
+            .map_or(0, |f| f.1);
+        let ids: Vec<(u64, u32)> = (facts.iter())
+            .filter(|f| f.0 & KIND == fact::DROP)
+            .map(|f| (f.1, f.0 >> SHIFT))
+            .collect();
+        let values: Vec<&[u8]> = (2..argv.len()).map(|i| argv.get(i)).collect();
+        let end_fact = match push {
+            true => EndFact::Push {
+                left,
+                fps: values.iter().map(|v| fingerprint(v)).collect(),
+                was_empty: facts.iter().any(|f| f.0 == fact::WORD && f.1 == 1),
+            },
+            false => EndFact::Pop { left, ids: &ids },
+        };
+        let ks = &self.node.core().keyspace;
+        let slot = ks.slot(key);
+        let mut g = ks.db(db).lock(slot.shard);
+        let value = g.get_raw(slot.hash, key).map(|e| &e.value);
+        if value.is_some_and(|v| !matches!(v, Value::List(_))) {
+            return false;
+        }
+        let version = g.version_of(slot.hash, key);
+        if version > stamp {
+            return matches!(g.merge_meta(key), Some(Meta::List(l)) if l.cc.covers(stamp));
+        }
+        let clean = match g.merge_meta(key) {
+            Some(Meta::List(_)) => true, // its ends or version say (apply_end_fact)
+            Some(_) => false,
+            None => true,
+        };
+        if !clean {
+            return false;
+        }
+        if g.merge_meta(key).is_none() {
+            let fresh = Lists::current(None, version, value);
+            g.set_merge_meta(key, Meta::List(fresh));
+        }
+        let Some(Meta::List(l)) = g.merge_meta_mut(key) else {
+            return false;
+        };
+        let applied = l.apply_end_fact((version, stamp, prev), end_fact);
+        drop(g);
+        let n = match applied {
+            Ok(n) => n,
+            Err(NotApplied::Duplicate) => return true,
+            Err(NotApplied::Gap) => return false,
+        };
+        let version = version.max(stamp);
+        let count = n.to_string();
+        let argv: Vec<&[u8]> = match (push, left) {
+            (true, true) => [&b"LPUSH"[..], key].into_iter().chain(values).collect(),
+            (true, false) => [&b"RPUSH"[..], key].into_iter().chain(values).collect(),
+            (false, true) => vec![b"LPOP", key, count.as_bytes()],
+            (false, false) => vec![b"RPOP", key, count.as_bytes()],
+        };
+        if n > 0 {
+            self.replay(db, version, &argv);
+        }
+        self.raise_version(db, key, version);
         self.note_merge_state(db, key);
         true
     }
