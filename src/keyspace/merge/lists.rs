@@ -94,6 +94,9 @@ pub struct Ends {
     to: usize,
     tail: VecDeque<Elem>,
     at: u64,
+    /// The number of `at`'s next pushed element (a transaction's writes
+    /// share a stamp).
+    next_k: u32,
 }
 
 /// What a write did at one end of a list (`left`: the head).
@@ -124,6 +127,23 @@ impl Ends {
             to: len,
             tail: VecDeque::new(),
             at,
+            next_k: 0,
+        }
+    }
+
+    /// Whether values pushed by `stamp` at one end, numbered from `k`,
+    /// sort at that end of this list by position, as a join orders them
+    /// (`was_empty`: the zone the pushing write found). The pushed element
+    /// next to the end is the one pushed first, `k`.
+    fn fits(&self, old: &[Elem], left: bool, (stamp, was_empty): (u64, bool), k: u32) -> bool {
+        let Some(end) = self.nth_from(old, left, 0) else {
+            return true;
+        };
+        let pos = vec![push_position(left, was_empty, stamp, k)];
+        let ours = (&pos, (stamp, k));
+        match left {
+            true => ours < (&end.pos, end.id),
+            false => ours > (&end.pos, end.id),
         }
     }
 
@@ -153,16 +173,12 @@ impl Ends {
     }
 
     /// Pushes `fps` (the values' fingerprints, in the order the write
-    /// pushed them) at one end, as elements of `stamp` numbered from 0.
-    fn push(&mut self, left: bool, stamp: u64, fps: &[u64]) {
-        let was_empty = self.len() == 0;
-        self.push_at(left, stamp, fps, was_empty);
-    }
-
-    /// [`Ends::push`], with the zone the origin found (`was_empty`).
+    /// pushed them) at one end, as elements of `stamp` numbered on from
+    /// the stamp's last push (`next_k`), with the zone the pushing write
+    /// found (`was_empty`).
     fn push_at(&mut self, left: bool, stamp: u64, fps: &[u64], was_empty: bool) {
-        for (k, &fp) in fps.iter().enumerate() {
-            let k = k as u32;
+        for (i, &fp) in fps.iter().enumerate() {
+            let k = self.next_k + i as u32;
             let pos = vec![push_position(left, was_empty, stamp, k)];
             let e = Elem {
                 id: (stamp, k),
@@ -175,6 +191,7 @@ impl Ends {
                 self.tail.push_back(e);
             }
         }
+        self.next_k += fps.len() as u32;
     }
 
     /// Pops `n` elements at one end (the new elements at that end go
@@ -322,11 +339,18 @@ impl Lists {
         if let Some(m) = meta.filter(|m| m.version == version) {
             return m.clone();
         }
-        let old: &[Elem] = meta.map_or(&[], |m| &m.elems);
         let new: Vec<u64> = values(value).iter().map(|v| fingerprint(v)).collect();
         if let Some(told) = meta.and_then(|m| m.told(version, &new)) {
             return told;
         }
+        // Writes after the told ones did not tell: the list is diffed
+        // against the one the told writes left.
+        let told_list = meta.and_then(Lists::told_elems);
+        let old: &[Elem] = match (&told_list, meta) {
+            (Some(l), _) => l,
+            (None, Some(m)) => &m.elems,
+            (None, None) => &[],
+        };
         let kept = matching(old, &new);
         let mut elems: Vec<Elem> = Vec::with_capacity(new.len());
         let mut k = 0u32;
@@ -371,8 +395,10 @@ impl Lists {
     /// [`Lists::current`] takes the list they give. What the ops took and
     /// put is returned (for the write's fact), or None where they do not
     /// tell: a write before them that did not tell (the key's version is
-    /// not `prev`), or one of the same stamp (a transaction's second write
-    /// of the list); the diff aligns the list then.
+    /// not `prev`), or a transaction's second push that would not sort at
+    /// its end (an LPUSH to an empty list, then an RPUSH); the diff aligns
+    /// the list then. A transaction's writes share a stamp: their pushed
+    /// elements are numbered on.
     pub fn note_ends(
         &mut self,
         (prev, stamp): (u64, u64),
@@ -380,16 +406,25 @@ impl Lists {
         after: Option<&Value>,
     ) -> Option<Told> {
         let mut e = match self.ends.take() {
-            Some(e) if e.at == prev && prev != stamp => e,
+            Some(e) if e.at == prev => e,
             None if self.version == prev && prev != stamp => Ends::fresh(self.elems.len(), prev),
             _ => return None,
         };
+        if prev != stamp {
+            e.next_k = 0;
+        }
         let mut told = Told::default();
         for &op in ops {
             match op {
                 EndOp::Push { left, n } => {
                     told.was_empty = e.len() == 0;
-                    e.push(left, stamp, &pushed(after, left, n));
+                    // A transaction's second push could sort elsewhere
+                    // (an LPUSH to an empty list, then an RPUSH): the
+                    // diff aligns the list then.
+                    if !e.fits(&self.elems, left, (stamp, told.was_empty), e.next_k) {
+                        return None;
+                    }
+                    e.push_at(left, stamp, &pushed(after, left, n), told.was_empty);
                 }
                 EndOp::Pop { left, n } => told.popped.extend(e.pop(left, n, &self.elems)),
             }
@@ -434,6 +469,7 @@ impl Lists {
             } => {
                 let fits = self.push_fits(&e, left, (stamp, was_empty), fps.len());
                 if fits {
+                    e.next_k = 0;
                     e.push_at(left, stamp, &fps, was_empty);
                 }
                 fits.then_some(fps.len())
@@ -454,18 +490,7 @@ impl Lists {
     /// here: they sort before the first element (after the last) by
     /// position, as a join orders them.
     fn push_fits(&self, e: &Ends, left: bool, (stamp, was_empty): (u64, bool), n: usize) -> bool {
-        let Some(end) = e.nth_from(&self.elems, left, 0) else {
-            return true;
-        };
-        // The pushed element next to `end`: a left push's first value
-        // (index 0) sits last among its values, a right push's first too.
-        let pos = vec![push_position(left, was_empty, stamp, 0)];
-        let ours = (&pos, (stamp, 0u32));
-        n == 0
-            || match left {
-                true => ours < (&end.pos, end.id),
-                false => ours > (&end.pos, end.id),
-            }
+        n == 0 || e.fits(&self.elems, left, (stamp, was_empty), 0)
     }
 
     /// How many elements a pop that took `ids` (in the order taken) takes
@@ -490,20 +515,23 @@ impl Lists {
         Some(n)
     }
 
+    /// The elements of the list the told ends give, if any.
+    fn told_elems(&self) -> Option<Vec<Elem>> {
+        let e = self.ends.as_ref().filter(|e| e.to <= self.elems.len())?;
+        let mid = &self.elems[e.from..e.to];
+        Some(e.head.iter().chain(mid).chain(&e.tail).cloned().collect())
+    }
+
     /// The state at `version` as the ends told give it, where they tell
     /// that version and the list is what they told (its values'
     /// fingerprints `new`; a write of the same stamp that did not tell,
     /// a transaction's LSET, leaves it otherwise).
     fn told(&self, version: u64, new: &[u64]) -> Option<Lists> {
-        let e = (self.ends.as_ref()).filter(|e| e.at == version && e.to <= self.elems.len())?;
+        let e = self.ends.as_ref().filter(|e| e.at == version)?;
         if e.len() != new.len() {
             return None;
         }
-        let elems: Vec<Elem> = (e.head.iter())
-            .chain(&self.elems[e.from..e.to])
-            .chain(&e.tail)
-            .cloned()
-            .collect();
+        let elems = self.told_elems()?;
         if elems.iter().zip(new).any(|(o, f)| o.fp != *f) {
             return None;
         }
@@ -834,6 +862,30 @@ mod tests {
             here.apply_end_fact((st(50, 2), st(40, 1), s2), push),
             Err(NotApplied::Gap)
         );
+    }
+
+    /// A transaction's writes share a stamp: its pushes number their
+    /// elements on, and the list they tell sorts as a join orders it.
+    #[test]
+    fn a_transactions_pushes_share_a_stamp_and_keep_their_order() {
+        let base = list(&["a"]);
+        let s0 = st(10, 1);
+        let mut s = Lists::current(None, s0, Some(&base));
+        let s1 = st(20, 1);
+        let after = list(&["x", "a"]);
+        s.note_ends((s0, s1), &[EndOp::Push { left: true, n: 1 }], Some(&after))
+            .unwrap();
+        let after = list(&["y", "x", "a", "z"]);
+        s.note_ends((s1, s1), &[EndOp::Push { left: true, n: 1 }], Some(&after))
+            .unwrap();
+        s.note_ends((s1, s1), &[EndOp::Push { left: false, n: 1 }], Some(&after))
+            .unwrap();
+        let now = Lists::current(Some(&s), s1, Some(&after));
+        let mut sorted = now.elems.clone();
+        sorted.sort_by(|a, b| (&a.pos, a.id).cmp(&(&b.pos, b.id)));
+        assert_eq!(sorted, now.elems, "list order is position order");
+        let ids: Vec<(u64, u32)> = now.elems.iter().map(|e| e.id).collect();
+        assert_eq!(ids, vec![(s1, 1), (s1, 0), (s0, 0), (s1, 2)]);
     }
 
     #[test]
