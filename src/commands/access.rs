@@ -380,19 +380,6 @@ impl Locked<'_, '_> {
         shard.count_field(slot.hash, key, versions, field, by, facts)
     }
 
-    /// See [`Ctx::note_ttl`].
-    pub fn note_ttl(
-        &mut self,
-        key: &[u8],
-        versions: (u64, u64),
-        at: u64,
-        facts: &mut Vec<crate::effects::Fact>,
-    ) -> bool {
-        let slot = self.slot(key);
-        self.shard_mut(slot.shard)
-            .note_ttl(key, versions, at, facts)
-    }
-
     /// See [`Ctx::note_list_ends`].
     pub fn note_list_ends(
         &mut self,
@@ -601,20 +588,6 @@ impl Ctx<'_> {
 }
 
 impl Ctx<'_> {
-    /// Active replication, after a TTL write (EXPIRE and its family,
-    /// PERSIST) stamped `stamp` left `key` expiring at `at` (0: no TTL): a
-    /// set's, hash's or sorted set's TTL register takes the write's dot
-    /// and the write travels as a fact (keyspace/merge/fact.rs, `TTL`).
-    pub fn note_ttl(&mut self, l: &mut Locked, key: &[u8], stamp: u64, at: u64) {
-        if !self.core.active || !merge::fact::noting() {
-            return;
-        }
-        if let Some(prev) = self.base_of(key) {
-            let a = self.active.as_mut().expect("active write");
-            l.note_ttl(key, (prev, stamp), at, &mut a.facts);
-        }
-    }
-
     /// Active replication, after HINCRBY (HINCRBYFLOAT, ZINCRBY) stamped
     /// `stamp` added `by` to the field (member) at argument `index` of the
     /// hash (sorted set) at `key`, which read `before`: the field counts as

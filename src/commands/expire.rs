@@ -157,7 +157,6 @@ fn expire_generic(
         let at = when.max(1) as u64;
         l.set_expire(key, at);
         l.set_version(key, v);
-        ctx.note_ttl(&mut l, key, v, at);
         let at = at.to_string();
         ctx.propagate(v, &[b"PEXPIREAT", key, at.as_bytes()]);
         ctx.notify(super::events::class::GENERIC, "expire", key);
@@ -222,7 +221,6 @@ fn persist(ctx: &mut Ctx, args: Args) -> CmdResult {
             let v = ctx.version_after(version);
             l.set_expire(key, 0);
             l.set_version(key, v);
-            ctx.note_ttl(&mut l, key, v, 0);
             ctx.propagate(v, &[b"PERSIST", key]);
             ctx.notify(super::events::class::GENERIC, "persist", key);
             true

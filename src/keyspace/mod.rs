@@ -560,28 +560,6 @@ impl Shard {
         }
     }
 
-    /// Active replication, at the origin of a TTL write stamped `stamp`
-    /// that left the collection at `key` (version `prev` before) expiring
-    /// at `at` (0: no TTL): its TTL register takes the write's dot
-    /// ([`merge::Elements::note_ttl`]) and its fact goes to `facts`. False,
-    /// nothing changed, where the key's merge state does not describe
-    /// `prev` (it finds the write's dot lazily, as before).
-    pub fn note_ttl(
-        &mut self,
-        key: &[u8],
-        (prev, stamp): (u64, u64),
-        at: u64,
-        facts: &mut Vec<merge::fact::Fact>,
-    ) -> bool {
-        match self.merge.get_mut(key).map(|m| &mut **m) {
-            Some(merge::Meta::Elements(e)) if e.version == prev && merge::fact::ELEMENT_FACTS => {
-                e.note_ttl(1, stamp, at, facts);
-                true
-            }
-            _ => false,
-        }
-    }
-
     /// Active replication, at the origin of HINCRBY stamped `stamp` that
     /// added `by` to `field` of the hash at `key` (version `prev` before;
     /// the field read `before` then): the field's counter counts it

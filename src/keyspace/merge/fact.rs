@@ -33,13 +33,8 @@
 //!   increment (INCRBYFLOAT's and HINCRBYFLOAT's records are the SET and
 //!   HSET of their result), words 0 and 1 of its long double.
 //!
-//! - `TTL 0, at` and `TTL 1, d`: the write set the key's TTL register
-//!   (merge/ttl.rs; PEXPIREAT, the record of every EXPIRE, or PERSIST) to
-//!   expire at `at` (0: no TTL), replacing the TTL dot `d` it saw (one
-//!   entry per dot); a peer that has not seen `d` has a gap.
-//!
-//! `COUNTED`'s, `WORD`'s and `TTL 0`'s second halves are numbers, not
-//! stamps: the record codes them as they are ([`is_raw`]).
+//! `COUNTED`'s and `WORD`'s second halves are numbers, not stamps: the
+//! record codes them as they are ([`is_raw`]).
 //!
 //! Applying a fact is idempotent (a write whose stamp the key's state
 //! covers already is a duplicate and changes nothing), so a record
@@ -74,14 +69,11 @@ pub const ADD: u32 = 3;
 pub const DROP: u32 = 4;
 pub const COUNTED: u32 = 5;
 pub const WORD: u32 = 6;
-pub const TTL: u32 = 7;
-/// `TTL`'s entry for a dot the write replaced.
-const TTL_SEEN: u32 = TTL | (1 << SHIFT);
 
 /// Whether a fact entry's second half is a number (coded as it is), not a
 /// stamp (coded as its distance below the write's).
 pub fn is_raw(entry: u32) -> bool {
-    matches!(entry & KIND, COUNTED | WORD) || entry == TTL
+    matches!(entry & KIND, COUNTED | WORD)
 }
 
 /// A float increment as two `WORD` entries (see the module comment).
@@ -468,47 +460,6 @@ impl Elements {
     }
 }
 
-impl Elements {
-    /// Origin, after a TTL write stamped `stamp` left the key (this state
-    /// describes it before the write) expiring at `at`: the TTL register
-    /// takes the write's dot in place of those it saw, and the fact goes
-    /// to `facts` unless this stamp already wrote the key.
-    pub fn note_ttl(&mut self, key_index: u32, stamp: u64, at: u64, facts: &mut Vec<Fact>) {
-        let prev = self.cc.newest(stamp_node(stamp));
-        let seen: Vec<u64> = self.ttl.stamps().collect();
-        if prev < stamp {
-            facts.push((PREV | (key_index << SHIFT), prev));
-            facts.extend(seen.iter().map(|&d| (TTL_SEEN, d)));
-            facts.push((TTL, at));
-        }
-        self.ttl.write(&seen, stamp, at);
-        self.cc.see(stamp);
-        self.version = stamp;
-    }
-
-    /// Peer: a TTL write's fact. Returns the expiry the register resolves
-    /// to after it (0: no TTL), what the key must now have.
-    pub fn apply_ttl(&mut self, stamp: u64, facts: &[Fact]) -> Result<u64, NotApplied> {
-        if self.cc.covers(stamp) {
-            return Err(NotApplied::Duplicate);
-        }
-        let (prev, _) = bases_of(facts);
-        let seen: Vec<u64> = (facts.iter())
-            .filter(|f| f.0 == TTL_SEEN)
-            .map(|f| f.1)
-            .collect();
-        let at = facts.iter().find(|f| f.0 == TTL).ok_or(NotApplied::Gap)?.1;
-        let unseen = |d: u64| d != 0 && !self.cc.covers(d);
-        if unseen(prev) || seen.iter().any(|&d| unseen(d)) {
-            return Err(NotApplied::Gap);
-        }
-        self.ttl.write(&seen, stamp, at);
-        self.cc.see(stamp);
-        self.version = self.version.max(stamp);
-        Ok(self.ttl.at())
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -705,29 +656,6 @@ mod tests {
         let got = other.apply_count(st(30, 1), &f2, (b"f", Incr::Int(2), false), None);
         assert_eq!(got, Err(NotApplied::Gap));
         assert_eq!(other, before, "a gap changes nothing");
-    }
-
-    /// Concurrent EXPIREs on two nodes: each applies the other's fact, and
-    /// both resolve to the longest; a PERSIST that saw both wins; a fact
-    /// applied twice changes nothing.
-    #[test]
-    fn ttl_writes_apply_as_facts_and_resolve_as_a_register() {
-        let (mut a, mut b) = (Elements::default(), Elements::default());
-        let (mut fa, mut fb) = (Vec::new(), Vec::new());
-        a.note_ttl(1, st(20, 1), 9000, &mut fa);
-        b.note_ttl(1, st(21, 2), 4000, &mut fb);
-        assert_eq!(a.apply_ttl(st(21, 2), &fb), Ok(9000));
-        assert_eq!(b.apply_ttl(st(20, 1), &fa), Ok(9000));
-        assert_eq!(b.apply_ttl(st(20, 1), &fa), Err(NotApplied::Duplicate));
-        assert!(a.same_content(&b));
-        let mut fp = Vec::new();
-        a.note_ttl(1, st(30, 1), 0, &mut fp);
-        assert_eq!(b.apply_ttl(st(30, 1), &fp), Ok(0));
-        assert!(a.same_content(&b));
-        // A peer that missed B's EXPIRE has a gap.
-        let mut c = Elements::default();
-        c.apply_ttl(st(20, 1), &fa).unwrap();
-        assert_eq!(c.apply_ttl(st(30, 1), &fp), Err(NotApplied::Gap));
     }
 
     #[test]

@@ -66,20 +66,6 @@ impl Ttl {
         Ttl(kept)
     }
 
-    /// The stamps of the dots.
-    pub fn stamps(&self) -> impl Iterator<Item = u64> + '_ {
-        self.0.iter().map(|d| d.0)
-    }
-
-    /// A TTL write stamped `stamp` that saw the dots stamped `seen` and
-    /// left the key expiring at `at` (0: no TTL): those dots go, its own
-    /// comes (merge/fact.rs, `TTL`).
-    pub fn write(&mut self, seen: &[u64], stamp: u64, at: u64) {
-        self.0.retain(|d| !seen.contains(&d.0) && d.0 != stamp);
-        let i = self.0.partition_point(|d| d.0 < stamp);
-        self.0.insert(i, (stamp, at));
-    }
-
     pub fn is_empty(&self) -> bool {
         self.0.is_empty()
     }

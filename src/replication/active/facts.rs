@@ -34,8 +34,6 @@ enum Write {
     ZSet,
     /// SREM, HDEL, ZREM: the arguments are members only.
     Remove(Collection),
-    /// PEXPIREAT (every EXPIRE's record) and PERSIST on a collection.
-    Ttl,
     /// LPUSH, RPUSH, LPUSHX, RPUSHX (`push`), LPOP, RPOP: at the head
     /// (`left`) or the tail of a list.
     List {
@@ -70,7 +68,6 @@ fn write_of(argv: &Args, facts: &[Fact]) -> Option<Write> {
         b"srem" => Some(Write::Remove(Collection::Set)),
         b"hdel" => Some(Write::Remove(Collection::Hash)),
         b"zrem" => Some(Write::Remove(Collection::ZSet)),
-        b"pexpireat" | b"persist" => Some(Write::Ttl),
         b"lpush" | b"lpushx" => Some(Write::List {
             left: true,
             push: true,
@@ -94,7 +91,7 @@ fn collection(write: Write) -> Option<Collection> {
         Write::Hash => Some(Collection::Hash),
         Write::ZSet => Some(Collection::ZSet),
         Write::Remove(c) => Some(c),
-        Write::Increment(_) | Write::Ttl | Write::List { .. } => None,
+        Write::Increment(_) | Write::List { .. } => None,
     }
 }
 
@@ -115,7 +112,7 @@ fn item_at<'a>(write: Write, argv: &Args<'a>, i: u32) -> Option<(&'a [u8], Item)
             // -0 is stored as 0 (DECISIONS 66).
             Item::Score(if s == 0.0 { 0.0 } else { s })
         }
-        Write::Increment(_) | Write::Ttl | Write::List { .. } => return None,
+        Write::Increment(_) | Write::List { .. } => return None,
     };
     Some((m, item))
 }
@@ -139,7 +136,6 @@ impl Link {
         }
         match write_of(argv, facts) {
             Some(Write::Increment(by)) => self.apply_increment(db, key, stamp, by, facts),
-            Some(Write::Ttl) => self.apply_ttl(db, key, stamp, facts),
             Some(Write::List { left, push }) => {
                 self.apply_list(db, key, stamp, facts, (left, push, argv))
             }
@@ -325,47 +321,6 @@ impl Link {
         let version = version.max(stamp);
         let put = [Change::Put(field.to_vec(), now)];
         self.write_changes(db, key, write, &put, version);
-        self.raise_version(db, key, version);
-        let ks = &self.node.core().keyspace;
-        if let Some(Meta::Elements(e)) = ks.db(db).lock(slot.shard).merge_meta_mut(key) {
-            e.version = version;
-        }
-        self.note_merge_state(db, key);
-        true
-    }
-
-    /// A TTL write's fact (keyspace/merge/fact.rs, `TTL`) on a set, hash
-    /// or sorted set that is here and describes its key: its TTL register
-    /// takes the write's dot, and the key the expiry the register
-    /// resolves to (PERSIST wins, else the latest expiry).
-    fn apply_ttl(&mut self, db: usize, key: &[u8], stamp: u64, facts: &[Fact]) -> bool {
-        let ks = &self.node.core().keyspace;
-        let slot = ks.slot(key);
-        let mut g = ks.db(db).lock(slot.shard);
-        let present = (g.get_raw(slot.hash, key))
-            .is_some_and(|e| crate::keyspace::merge::elements::is_collection(&e.value));
-        let version = g.version_of(slot.hash, key);
-        let clean = matches!(g.merge_meta(key), Some(Meta::Elements(e)) if e.version == version);
-        if !present || !clean {
-            return false;
-        }
-        if version > stamp {
-            return matches!(g.merge_meta(key), Some(Meta::Elements(e)) if e.cc.covers(stamp));
-        }
-        let applied = g.with_elements(slot.hash, key, |e, _| e.apply_ttl(stamp, facts));
-        drop(g);
-        let at = match applied {
-            Some(Ok(at)) => at,
-            Some(Err(NotApplied::Duplicate)) => return true,
-            Some(Err(NotApplied::Gap)) | None => return false,
-        };
-        let version = version.max(stamp);
-        let at = at.to_string();
-        let argv: Vec<&[u8]> = match &at[..] {
-            "0" => vec![b"PERSIST", key],
-            at => vec![b"PEXPIREAT", key, at.as_bytes()],
-        };
-        self.replay(db, version, &argv);
         self.raise_version(db, key, version);
         let ks = &self.node.core().keyspace;
         if let Some(Meta::Elements(e)) = ks.db(db).lock(slot.shard).merge_meta_mut(key) {
