@@ -559,45 +559,6 @@ fn field_and_float_increments_travel_as_facts_without_asking_for_state() {
     );
 }
 
-/// A collection's TTL is a register of its own, which a write that names
-/// members does not touch: writes on a key with a TTL travel as facts too,
-/// and the TTL stays on both nodes.
-#[test]
-fn writes_on_a_key_with_a_ttl_travel_as_facts() {
-    let p = Pair::start(&[]);
-    let (mut a, mut b) = (p.a.conn(), p.b.conn());
-    let _: () = cmd(&mut a, &["HSET", "h", "f", "0"]);
-    let _: () = cmd(&mut b, &["SADD", "s", "m"]);
-    converged(&[&p.a, &p.b]);
-    let _: () = cmd(&mut a, &["EXPIRE", "h", "1000"]);
-    let _: () = cmd(&mut b, &["EXPIRE", "s", "1000"]);
-    converged(&[&p.a, &p.b]);
-    let asked = (conflicts(&mut a), conflicts(&mut b));
-    for i in 0..100 {
-        let _: () = cmd(
-            &mut a,
-            &["HSET", "h", &format!("f{}", i % 9), &i.to_string()],
-        );
-        let _: () = cmd(&mut a, &["HINCRBY", "h", "n", "1"]);
-        let _: () = cmd(&mut b, &["SADD", "s", &format!("m{}", i % 13)]);
-        let _: () = cmd(&mut b, &["SREM", "s", &format!("m{}", (i + 3) % 13)]);
-    }
-    converged(&[&p.a, &p.b]);
-    for c in [&mut a, &mut b] {
-        let n: i64 = cmd(c, &["HGET", "h", "n"]);
-        assert_eq!(n, 100);
-        for key in ["h", "s"] {
-            let ttl: i64 = cmd(c, &["TTL", key]);
-            assert!((900..=1000).contains(&ttl), "{key}'s TTL kept: {ttl}");
-        }
-    }
-    assert_eq!(
-        (conflicts(&mut a), conflicts(&mut b)),
-        asked,
-        "no key state asked for after the EXPIREs"
-    );
-}
-
 /// List pushes and pops travel as facts: a queue fed on one node and
 /// drained on the other (LPUSH there, RPOP here, and the reverse), each pop
 /// naming the elements it took, so no node asks for the list's state and

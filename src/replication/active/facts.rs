@@ -207,6 +207,11 @@ impl Link {
         let slot = ks.slot(key);
         let mut g = ks.db(db).lock(slot.shard);
         let c = collection(write);
+        if g.get_raw(slot.hash, key)
+            .is_some_and(|e| e.expire_at() != 0)
+        {
+            return false; // a key with a TTL merges by its state
+        }
         let fits = match g.get_raw(slot.hash, key).map(|e| &e.value) {
             None => true,
             Some(Value::Set(_)) => c == Some(Collection::Set),
@@ -285,6 +290,7 @@ impl Link {
         let mut g = ks.db(db).lock(slot.shard);
         let fits = match g.get_raw(slot.hash, key) {
             None => true,
+            Some(e) if e.expire_at() != 0 => false, // merges by its state
             Some(e) => match &e.value {
                 Value::Hash(_) => !scores,
                 Value::ZSet(_) => scores,
