@@ -550,7 +550,7 @@ impl Shard {
         let Some(told) = ls.note_ends((prev, stamp), ops, value) else {
             return;
         };
-        if ops.len() != 1 || newest >= stamp || !merge::fact::ELEMENT_FACTS {
+        if ops.len() != 1 || newest >= stamp || !merge::fact::LIST_FACTS {
             return;
         }
         facts.push((PREV | (1 << SHIFT), newest));
