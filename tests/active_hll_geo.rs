@@ -137,9 +137,10 @@ fn a_delete_or_set_wins_over_a_concurrent_pfadd() {
     converged(&[&p.a, &p.b]);
 }
 
-/// Writes that change no register are no reset: an EXPIRE or a PFCOUNT
-/// (which caches its estimate in the sketch) on one side keeps a
-/// concurrent PFADD on the other, and the TTL stays.
+/// Writes that change no register are no reset: an EXPIRE on one side
+/// keeps a concurrent PFADD on the other, and the TTL stays. A PFCOUNT
+/// writes nothing under active replication (no cached estimate: DECISIONS
+/// 104), so it cannot undo a concurrent PFADD either.
 #[test]
 fn expire_and_pfcount_keep_a_concurrent_pfadd() {
     let p = Pair::start(&[]);

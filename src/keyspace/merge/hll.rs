@@ -26,8 +26,10 @@
 //! tell the state they grew the sketch ([`Hll::grew`]); any other write
 //! moves the key's version without telling, and whoever reads the state next
 //! compares the registers with the [`Hll::digest`] it recorded: the same
-//! registers (EXPIRE, PERSIST, PFCOUNT's cached estimate, PFDEBUG TODENSE, a
-//! SET of the same sketch) are no reset, other registers or no sketch are.
+//! registers (EXPIRE, PERSIST, PFDEBUG TODENSE, a SET of the same sketch, a
+//! cached estimate written by a node without active replication) are no
+//! reset, other registers or no sketch are. (PFCOUNT caches nothing under
+//! active replication: `commands/hll.rs`.)
 
 use super::codec::{put_varint, Cursor};
 use super::context::{fingerprint, Context};
