@@ -285,3 +285,48 @@ fn a_mesh_of_three_keeps_every_geoadd() {
     let d: f64 = cmd(&mut conns[2], &["GEODIST", "places", "n0", "n2", "km"]);
     assert!((150.0..160.0).contains(&d), "{d}");
 }
+
+/// A sketch's merge state (its reset, registers' fingerprint, context)
+/// survives a restart from the RDB (the `lattice-merge` aux field) and from
+/// the AOF (PFADD replayed notes its growth again), so a DEL made before
+/// the restart still wins over a PFADD that had not seen it.
+#[test]
+fn a_sketchs_merge_state_survives_a_restart() {
+    for persistence in [
+        &["--save", ""][..],
+        &["--appendonly", "yes", "--appendfsync", "always"],
+    ] {
+        let dir = tempdir("hll-merge");
+        let dir_arg = dir.to_str().unwrap().to_string();
+        let mut args = vec!["--dir", dir_arg.as_str()];
+        args.extend_from_slice(persistence);
+        let a = active_node(&args);
+        let mut c = a.conn();
+        let _: i64 = cmd(&mut c, &["PFADD", "grown", "x", "y"]);
+        let _: i64 = cmd(&mut c, &["PFADD", "grown", "z"]);
+        let _: i64 = cmd(&mut c, &["PFADD", "reset", "x"]);
+        let _: () = cmd(&mut c, &["SET", "reset", "plain"]);
+        let _: i64 = cmd(&mut c, &["PFADD", "deleted", "x"]);
+        let _: i64 = cmd(&mut c, &["DEL", "deleted"]);
+        let info = |c: &mut redis::Connection| -> Vec<Vec<String>> {
+            ["grown", "reset", "deleted"]
+                .iter()
+                .map(|k| cmd(c, &["DEBUG", "MERGEINFO", k]))
+                .collect()
+        };
+        let before = info(&mut c);
+        assert!(
+            before[0].contains(&"type:hyperloglog".to_string()),
+            "{before:?}"
+        );
+        if persistence[0] == "--save" {
+            let _: () = cmd(&mut c, &["SAVE"]);
+        }
+        drop(c);
+        drop(a);
+        let a = active_node(&args);
+        let mut c = a.conn();
+        assert_eq!(info(&mut c), before, "{persistence:?}");
+        assert_eq!(count(&mut c, "grown"), 3);
+    }
+}
