@@ -37,7 +37,14 @@ const KNOWN_OPEN: &[(u64, &str)] = &[
     (2753, UNCHANGED_STATE_NOT_FORWARDED),
     (3753, DELETE_APPLIED_TWICE),
     (3755, UNCHANGED_STATE_NOT_FORWARDED),
+    (2016, SKETCH_UNDER_A_COUNTERS_STATE),
 ];
+
+const SKETCH_UNDER_A_COUNTERS_STATE: &str =
+    "found by the long mode after HyperLogLogs merged (fifteenth session), not analysed to the \
+     end: a string key that was a sketch, a number and a PSETEX string in turns; one node ends \
+     with the sketch without its TTL at a commit's version and an HLL state, the others with \
+     the sketch and the TTL and a counter's state (docs/MERGE.md section 10)";
 
 const DELETE_APPLIED_TWICE: &str =
     "found by the long mode, not analysed: a chain of 5 nodes, one applies a DEL of a key at one \

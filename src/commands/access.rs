@@ -299,6 +299,44 @@ impl Locked<'_, '_> {
         shard.set_counter(key, c);
     }
 
+    /// Active replication, before PFADD or PFMERGE writes the sketch at
+    /// `key`: its merge state brought up to the key's version (a write since
+    /// it was read that changed the registers is found a reset now, before
+    /// this write changes them: `keyspace/merge/hll.rs`).
+    pub fn prepare_sketch(&mut self, key: &[u8]) {
+        let slot = self.slot(key);
+        let shard = self.shard_mut(slot.shard);
+        if matches!(shard.merge_meta(key), Some(merge::Meta::Hll(_))) {
+            shard.merge_meta_now(slot.hash, key);
+        }
+    }
+
+    /// Active replication: PFADD or PFMERGE stamped `version` grew the
+    /// sketch at `key` ([`Self::prepare_sketch`] ran first): its merge state counts the write as growth, not a reset
+    /// (`keyspace/merge/hll.rs`), so that concurrent PFADDs join by register
+    /// maximum. A sketch with no state yet (written by SET, or before
+    /// active replication), or a key with none, counts from its last write,
+    /// `prev` (0 for a key never written: concurrent first PFADDs join).
+    pub fn note_sketch_growth(&mut self, key: &[u8], prev: u64, version: u64) {
+        let slot = self.slot(key);
+        let shard = self.shard_mut(slot.shard);
+        let mut h = match shard.merge_meta(key) {
+            Some(merge::Meta::Hll(h)) => h.clone(),
+            _ => merge::hll::Hll {
+                version: prev,
+                reset: prev,
+                digest: 0,
+                cc: Default::default(),
+                ttl: Default::default(),
+            },
+        };
+        let e = shard.get_raw(slot.hash, key);
+        let (present, at) = e.map_or((false, 0), |e| (true, e.expire_at()));
+        h.grew(version, e.map(|e| &e.value));
+        h.ttl.refresh(version, present, at);
+        shard.set_merge_meta(key, merge::Meta::Hll(h));
+    }
+
     /// Active replication, before a write: a set, hash or sorted set gets
     /// its merge state if it has none yet (every member dotted with the
     /// key's version, the same on every node that holds that version:

@@ -92,10 +92,33 @@ fn written(ctx: &mut Ctx, e: &mut Entry, created: bool, argv: &[&[u8]]) {
     ctx.propagate(e.version, argv);
 }
 
+/// Under active replication, before a write grows the sketch at `key`:
+/// its merge state brought up to date (`keyspace/merge/hll.rs`); the key's
+/// version before the write.
+fn before_growth(ctx: &Ctx, l: &mut super::access::Locked, key: &[u8]) -> Option<u64> {
+    if !ctx.core.active {
+        return None;
+    }
+    l.prepare_sketch(key);
+    ctx.base_of(key)
+}
+
+/// Under active replication, after a write stamped `version` grew the
+/// sketch at `key` (see [`before_growth`]): the growth is noted, so that
+/// concurrent PFADDs on other nodes join by register maximum, and the
+/// record tells peers to merge the key's state rather than replay it where
+/// the key moved there.
+fn grew(l: &mut super::access::Locked, key: &[u8], prev: Option<u64>) {
+    let Some(prev) = prev else { return };
+    let version = l.entry(key).map_or(0, |e| e.version);
+    l.note_sketch_growth(key, prev, version);
+}
+
 fn pfadd(ctx: &mut Ctx, args: Args) -> CmdResult {
     let key = args.get(1);
     let max = sparse_max(ctx);
     let mut l = ctx.open(key);
+    let prev = before_growth(ctx, &mut l, key);
     let created = match l.entry(key) {
         None => {
             l.put(key, Value::Str(StrValue::raw(hll::new_sketch())), 0, 0);
@@ -115,7 +138,9 @@ fn pfadd(ctx: &mut Ctx, args: Args) -> CmdResult {
     if updated {
         hll::invalidate(data);
         let argv: Vec<&[u8]> = args.iter().collect();
+        ctx.mark_merged(key);
         written(ctx, e, created, &argv);
+        grew(&mut l, key, prev);
         ctx.notify(class::STRING, "pfadd", key);
     }
     ctx.out.int(updated as i64);
@@ -137,6 +162,18 @@ fn pfcount(ctx: &mut Ctx, args: Args) -> CmdResult {
     checked(e)?;
     if let Some(card) = str_of(&e.value).with_bytes(hll::cached) {
         ctx.out.int(card as i64);
+        return Ok(());
+    }
+    if ctx.core.active {
+        // Under active replication the estimate is not cached: a cache
+        // write is a write, which a concurrent PFADD elsewhere would turn
+        // into a merge of the key's state (a read making merge traffic),
+        // and its record, replayed late, an older version of the key
+        // (keyspace/merge/hll.rs, DECISIONS 104).
+        let card = str_of(&e.value)
+            .with_bytes(hll::histogram)
+            .map_err(invalid)?;
+        ctx.out.int(hll::estimate(&card) as i64);
         return Ok(());
     }
     let data = bytes_mut(e);
@@ -183,6 +220,7 @@ fn pfmerge(ctx: &mut Ctx, args: Args) -> CmdResult {
     let max_bytes = sparse_max(ctx);
     let mut l = ctx.open_many(keys.iter().copied());
     let (max, dense) = union(ctx, &mut l, &keys)?;
+    let prev = before_growth(ctx, &mut l, dst);
     let created = !l.exists(dst);
     if created {
         l.put(dst, Value::Str(StrValue::raw(hll::new_sketch())), 0, 0);
@@ -200,7 +238,9 @@ fn pfmerge(ctx: &mut Ctx, args: Args) -> CmdResult {
     }
     hll::invalidate(data);
     let argv: Vec<&[u8]> = args.iter().collect();
+    ctx.mark_merged(dst);
     written(ctx, e, created, &argv);
+    grew(&mut l, dst, prev);
     ctx.notify(class::STRING, "pfadd", dst);
     ctx.out.ok();
     Ok(())

@@ -17,6 +17,9 @@
 //!   INCRBYFLOAT) and the fields of `h3` (only HINCRBYFLOAT) end at the
 //!   sum of their increments, quarters, so that the sum is exact; so do
 //!   the scores of `z1` (only ZINCRBY; `z0` mixes it with ZADD, ZREM, DEL).
+//! - **HyperLogLog** (`p0`: only PFADD): every node ends with the registers
+//!   of one sketch fed every acknowledged element; `p1` mixes PFADD with
+//!   DEL, PFMERGE, PFCOUNT and EXPIRE (checked by `converged`).
 //! - **TTLs**: `s1` also takes EXPIRE (far in the future) and PERSIST, its
 //!   TTL a register of its own (checked by `converged`).
 //! - **Elements** (sets `s0`, `s1`; hash `h0`; sorted set `z0`: adds,
@@ -32,6 +35,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use lattice::keyspace::hll;
 use lattice::keyspace::merge::elements::{item_of, items, Item};
 use lattice::keyspace::merge::Meta;
 use lattice::server::Server;
@@ -56,7 +60,7 @@ const MEMBERS: [&str; 4] = ["m0", "m1", "m2", "m3"];
 /// One command of the merge workload.
 pub fn draw(rng: &mut StdRng) -> Vec<Vec<u8>> {
     let member = |rng: &mut StdRng| MEMBERS[rng.gen_range(0..MEMBERS.len())].to_string();
-    let words: Vec<String> = match rng.gen_range(0..100) {
+    let words: Vec<String> = match rng.gen_range(0..110) {
         0..=29 => {
             let key = format!("c{}", rng.gen_range(0..2));
             match rng.gen_range(0..5) {
@@ -123,6 +127,22 @@ pub fn draw(rng: &mut StdRng) -> Vec<Vec<u8>> {
                 _ => vec!["LTRIM", "l0", "0", "4"],
             };
             w.into_iter().map(String::from).collect()
+        }
+        100.. => {
+            // HyperLogLog: `p0` only grows (PFADD), `p1` also takes DEL,
+            // PFMERGE, PFCOUNT (its cached estimate) and EXPIRE.
+            let ele = |rng: &mut StdRng| format!("e{}", rng.gen_range(0..40));
+            match rng.gen_range(0..12) {
+                0..=5 => vec!["PFADD".into(), "p0".into(), ele(rng), ele(rng)],
+                6..=7 => vec!["PFADD".into(), "p1".into(), ele(rng)],
+                8 => vec!["DEL".into(), "p1".into()],
+                9 => vec!["PFMERGE".into(), "p1".into(), "p0".into()],
+                10 => vec!["PFCOUNT".into(), "p1".into()],
+                _ => {
+                    let secs = rng.gen_range(100_000..100_010).to_string();
+                    vec!["EXPIRE".into(), "p1".into(), secs]
+                }
+            }
         }
         _ => match rng.gen_range(0..13) {
             0..=5 => {
@@ -207,6 +227,8 @@ pub struct Log {
     /// (HINCRBYFLOAT), by (key, field); exact, as the increments are
     /// quarters.
     float_sums: BTreeMap<(Vec<u8>, Vec<u8>), f64>,
+    /// The elements acknowledged PFADDs added to `p0`.
+    sketched: BTreeSet<Vec<u8>>,
     /// Per collection key: every dot a command added, with its member and
     /// value, and every dot a command removed.
     added: BTreeMap<Vec<u8>, Vec<Added>>,
@@ -240,6 +262,12 @@ impl Log {
         if let Some(by) = by {
             *self.sums.entry(key).or_default() += by;
             return;
+        }
+        if key.starts_with(b"p") {
+            if key == b"p0" {
+                self.sketched.extend(line[2..].iter().cloned());
+            }
+            return; // p1: converged checks it
         }
         let float = |i: usize| -> f64 {
             let s = std::str::from_utf8(&line[i]).expect("a drawn float");
@@ -307,6 +335,32 @@ impl Log {
 
 /// The merge rules on every node's final data (after `converged`).
 pub fn check(w: &World, log: &Log) -> Result<(), String> {
+    // `p0`: every node's registers are those of one sketch fed every
+    // acknowledged element (the maximum per register of their patterns).
+    let mut want = vec![0u8; hll::REGISTERS];
+    for e in &log.sketched {
+        let (i, count) = hll::pattern(e);
+        want[i] = want[i].max(count);
+    }
+    for (i, n) in w.nodes.iter().enumerate() {
+        if log.sketched.is_empty() {
+            break;
+        }
+        let held = string_value(&n.srv, b"p0").and_then(|b| {
+            let mut regs = Box::new([0u8; hll::REGISTERS]);
+            hll::merge_into(&mut regs, &b).ok().map(|()| regs.to_vec())
+        });
+        if held.as_deref() != Some(&want[..]) {
+            let shown = |r: &[u8]| r.iter().filter(|&&x| x != 0).count();
+            return Err(format!(
+                "p0: node {i} holds {} registers set, {} acknowledged elements set {}",
+                held.as_deref()
+                    .map_or("no sketch".into(), |r| shown(r).to_string()),
+                log.sketched.len(),
+                shown(&want)
+            ));
+        }
+    }
     for (i, n) in w.nodes.iter().enumerate() {
         for (key, sum) in &log.sums {
             let held = string_value(&n.srv, key);

@@ -53,6 +53,7 @@ mod codec;
 pub mod context;
 pub mod elements;
 pub mod fact;
+pub mod hll;
 pub mod lists;
 pub mod ttl;
 
@@ -69,6 +70,8 @@ pub enum Meta {
     Counter(Counter),
     Elements(Elements),
     List(Lists),
+    /// A HyperLogLog's (`hll.rs`).
+    Hll(hll::Hll),
 }
 
 /// Whether a value merges by its parts (members, fields, elements) rather
@@ -84,6 +87,7 @@ impl Meta {
             Meta::Counter(c) => c.version,
             Meta::Elements(e) => e.version,
             Meta::List(l) => l.version,
+            Meta::Hll(h) => h.version,
         }
     }
 
@@ -96,6 +100,7 @@ impl Meta {
             Meta::Counter(c) => c.parts.iter().map(|p| p.stamp).chain([c.reset]).collect(),
             Meta::Elements(e) => e.cc.stamps().collect(),
             Meta::List(l) => l.cc.stamps().collect(),
+            Meta::Hll(h) => h.cc.stamps().chain([h.reset]).collect(),
         }
     }
 
@@ -104,6 +109,7 @@ impl Meta {
             Meta::Counter(c) => c.encode(out),
             Meta::Elements(e) => e.encode(out),
             Meta::List(l) => l.encode(out),
+            Meta::Hll(h) => h.encode(out),
         }
     }
 
@@ -112,6 +118,7 @@ impl Meta {
             Some(b'C') => Counter::decode(b).map(Meta::Counter),
             Some(b'E') => Elements::decode(b).map(Meta::Elements),
             Some(b'L') => Lists::decode(b).map(Meta::List),
+            Some(b'H') => hll::Hll::decode(b).map(Meta::Hll),
             _ => Err("unknown merge metadata".into()),
         }
     }
@@ -121,6 +128,23 @@ impl Meta {
     /// a list's for a list, else a counter (an absent key keeps the kind
     /// it had).
     pub fn current(meta: Option<&Meta>, version: u64, value: Option<&Value>) -> Meta {
+        // A HyperLogLog's: a sketch, or what replaced one (hll.rs).
+        let sketch = match value {
+            Some(v) => hll::is_sketch(v),
+            None => false,
+        };
+        if sketch
+            || matches!(
+                (meta, value),
+                (Some(Meta::Hll(_)), None | Some(Value::Str(_)))
+            )
+        {
+            let h = match meta {
+                Some(Meta::Hll(h)) => Some(h),
+                _ => None,
+            };
+            return Meta::Hll(hll::Hll::current(h, version, value));
+        }
         let list = match value {
             Some(v) => matches!(v, Value::List(_)),
             None => matches!(meta, Some(Meta::List(_))),
@@ -159,6 +183,7 @@ impl Meta {
             Meta::Counter(_) => {}
             Meta::Elements(e) => e.ttl.refresh(version, present, at),
             Meta::List(l) => l.ttl.refresh(version, present, at),
+            Meta::Hll(h) => h.ttl.refresh(version, present, at),
         }
     }
 
@@ -169,6 +194,7 @@ impl Meta {
             Meta::Counter(_) => return false,
             Meta::Elements(e) => &e.ttl,
             Meta::List(l) => &l.ttl,
+            Meta::Hll(h) => &h.ttl,
         };
         (!present && !ttl.is_empty()) || (present && ttl.at() != at)
     }
@@ -178,6 +204,7 @@ impl Meta {
             Meta::Counter(c) => c.describe(),
             Meta::Elements(e) => e.describe(),
             Meta::List(l) => l.describe(),
+            Meta::Hll(h) => h.describe(),
         }
     }
 }
