@@ -86,7 +86,6 @@ const KEYDB: &[&str] = &[
     "expiremember",
     "expirememberat",
     "pexpirememberat",
-    "keydb.cron",
     "keydb.hrename",
     "keydb.mexists",
     "keydb.nhget",

@@ -21,21 +21,23 @@
 use std::fmt::Write as _;
 use std::sync::atomic::Ordering::*;
 
-use crate::server::Server;
+use super::active::Active;
+use super::Replication;
+use crate::core::Core;
 
 /// Whether ROLE and INFO show this node as KeyDB does.
-pub fn enabled(srv: &Server) -> bool {
-    srv.core.active && srv.config.read().get_str("active-replica-view") == "keydb"
+pub fn enabled(core: &Core) -> bool {
+    core.active && core.config.read().get_str("active-replica-view") == "keydb"
 }
 
 /// Whether this node has links to peers (KeyDB: a non-empty master list).
-pub fn has_links(srv: &Server) -> bool {
-    !srv.repl.active.links.lock().is_empty()
+pub fn has_links(active: &Active) -> bool {
+    !active.links.lock().is_empty()
 }
 
 /// INFO's lines after `role:active-replica`.
-pub fn info_links(srv: &Server, o: &mut String) {
-    let links = srv.repl.active.links.lock().clone();
+pub fn info_links(active: &Active, o: &mut String) {
+    let links = active.links.lock().clone();
     let up = links.iter().filter(|l| l.is_up()).count();
     let _ = write!(o, "connected_masters:{up}\r\n");
     for (i, l) in links.iter().enumerate() {
@@ -60,8 +62,8 @@ pub fn info_links(srv: &Server, o: &mut String) {
 
 /// The peers pulling from us as (ip, port, offset): KeyDB lists them as
 /// its replicas.
-fn feeds(srv: &Server) -> Vec<(String, String, u64)> {
-    let feeds = srv.repl.active.feeds.lock();
+fn feeds(active: &Active) -> Vec<(String, String, u64)> {
+    let feeds = active.feeds.lock();
     feeds
         .iter()
         .map(|f| {
@@ -76,8 +78,8 @@ fn feeds(srv: &Server) -> Vec<(String, String, u64)> {
 
 /// The peers pulling from us as INFO's slaveN lines, numbered after the
 /// Redis replicas (`first`), and how many there are.
-pub fn info_feeds(srv: &Server, first: usize, o: &mut String) -> usize {
-    let list = feeds(srv);
+pub fn info_feeds(active: &Active, first: usize, o: &mut String) -> usize {
+    let list = feeds(active);
     for (i, (ip, port, off)) in list.iter().enumerate() {
         let _ = write!(
             o,
@@ -89,14 +91,14 @@ pub fn info_feeds(srv: &Server, first: usize, o: &mut String) -> usize {
 }
 
 /// ROLE in KeyDB's view.
-pub fn role(ctx: &mut crate::commands::Ctx, srv: &Server) -> crate::commands::CmdResult {
-    let links = srv.repl.active.links.lock().clone();
+pub fn role(ctx: &mut crate::commands::Ctx, repl: &Replication) -> crate::commands::CmdResult {
+    let links = repl.active.links.lock().clone();
     if links.is_empty() {
-        let replicas = srv.repl.master.replicas.lock().clone();
-        let feeds = feeds(srv);
+        let replicas = repl.master.replicas.lock().clone();
+        let feeds = feeds(&repl.active);
         ctx.out.array(3);
         ctx.out.bulk(b"master");
-        ctx.out.int(srv.repl.active.stream.end() as i64);
+        ctx.out.int(repl.active.stream.end() as i64);
         ctx.out.array(replicas.len() + feeds.len());
         for r in replicas {
             ctx.out.array(3);

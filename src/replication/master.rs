@@ -100,7 +100,7 @@ impl MasterSide {
         let list = self.replicas.lock().clone();
         let mut feeds = String::new();
         let n_feeds = match keydb {
-            true => super::keydb_view::info_feeds(srv, list.len(), &mut feeds),
+            true => super::keydb_view::info_feeds(&srv.repl.active, list.len(), &mut feeds),
             false => 0,
         };
         let _ = write!(o, "connected_slaves:{}\r\n", list.len() + n_feeds);

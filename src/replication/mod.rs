@@ -176,13 +176,13 @@ impl EffectSink for Feed {
 pub fn info_section(srv: &Server, o: &mut String) {
     o.push_str("# Replication\r\n");
     let repl = &srv.repl;
-    let keydb = keydb_view::enabled(srv);
+    let keydb = keydb_view::enabled(&srv.core);
     if repl.is_replica() {
         o.push_str("role:slave\r\n");
         repl.replica.info_fields(srv, o);
-    } else if keydb && keydb_view::has_links(srv) {
+    } else if keydb && keydb_view::has_links(&repl.active) {
         o.push_str("role:active-replica\r\n");
-        keydb_view::info_links(srv, o);
+        keydb_view::info_links(&repl.active, o);
     } else {
         o.push_str("role:master\r\n");
     }
@@ -222,8 +222,8 @@ pub fn role(
     if repl.is_replica() {
         return repl.replica.role_reply(ctx);
     }
-    if keydb_view::enabled(srv) {
-        return keydb_view::role(ctx, srv);
+    if keydb_view::enabled(&srv.core) {
+        return keydb_view::role(ctx, repl);
     }
     let list = repl.master.replicas.lock().clone();
     ctx.out.array(3);

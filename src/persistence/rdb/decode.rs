@@ -256,6 +256,39 @@ impl Lim {
     }
 }
 
+/// A KEYDB.CRON job: KeyDB's record (a repeating job owned by no node,
+/// next run one interval after its start time; KeyDB's record keeps no
+/// single-shot flag) or ours, which adds what KeyDB's lacks.
+fn cron<R: Read>(s: &mut Src<R>, t: u8) -> Result<Value, RdbError> {
+    let script = s.string()?;
+    let start_ms = u64::from_le_bytes(s.array()?);
+    let interval_ms = u64::from_le_bytes(s.array()?);
+    let mut parts = [Vec::new(), Vec::new()];
+    for part in &mut parts {
+        let n = s.len()?;
+        for _ in 0..n {
+            part.push(s.string()?);
+        }
+    }
+    let [keys, args] = parts;
+    let mut job = crate::keyspace::cron::CronJob {
+        script,
+        start_ms,
+        interval_ms,
+        next_ms: start_ms.saturating_add(interval_ms),
+        single: false,
+        keys,
+        args,
+        owner: 0,
+    };
+    if t == types::CRON {
+        job.next_ms = u64::from_le_bytes(s.array()?);
+        job.single = s.u8()? & 1 != 0;
+        job.owner = u64::from_le_bytes(s.array()?);
+    }
+    Ok(Value::Cron(Box::new(job)))
+}
+
 /// Reads one value of type `t`. `Ok(None)`: an empty collection.
 fn read_value<R: Read>(
     s: &mut Src<R>,
@@ -289,6 +322,7 @@ fn read_value<R: Read>(
                 String::from_utf8_lossy(key)
             )))
         }
+        types::CRON_KEYDB | types::CRON => return cron(s, t).map(Some),
         types::MODULE_PRE_GA | types::MODULE_2 => {
             return Err(RdbError::Unsupported(format!(
                 "key '{}' holds a module value, which this server cannot load",
