@@ -1046,6 +1046,7 @@ pub fn canonical(v: &Value) -> Vec<u8> {
             }
             join(items, false)
         }
+        Value::Cron(j) => format!("{j:?}").into_bytes(),
     }
 }
 
