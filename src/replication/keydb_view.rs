@@ -15,8 +15,9 @@
 //!   master_last_io_seconds_ago, master_sync_in_progress,
 //!   slave_read_repl_offset, slave_repl_offset (the second link's fields
 //!   named master_1_host and so on); the peers pulling from us as
-//!   `slaveN:ip=..,port=..,state=online,offset=..,lag=0` lines, counted in
-//!   connected_slaves.
+//!   `slaveN:ip=..,port=..,state=online,offset=..,lag=0` lines (state
+//!   `wait_bgsave` until the peer acknowledged our stream past its
+//!   snapshot), counted in connected_slaves.
 
 use std::fmt::Write as _;
 use std::sync::atomic::Ordering::*;
@@ -60,9 +61,10 @@ pub fn info_links(active: &Active, o: &mut String) {
     }
 }
 
-/// The peers pulling from us as (ip, port, offset): KeyDB lists them as
-/// its replicas.
-fn feeds(active: &Active) -> Vec<(String, String, u64)> {
+/// The peers pulling from us as (ip, port, offset, online): KeyDB lists
+/// them as its replicas, `online` once a peer has applied its snapshot and
+/// acknowledged our stream from where it starts (KeyDB: the sync is done).
+fn feeds(active: &Active) -> Vec<(String, String, u64, bool)> {
     let feeds = active.feeds.lock();
     feeds
         .iter()
@@ -71,7 +73,9 @@ fn feeds(active: &Active) -> Vec<(String, String, u64)> {
                 Some((ip, port)) => (ip.trim_matches(['[', ']']).to_string(), port.to_string()),
                 None => (f.addr.clone(), "0".to_string()),
             };
-            (ip, port, f.pos.load(Acquire).saturating_sub(1))
+            let acked = f.acked.load(Acquire);
+            let online = acked != 0 && acked >= f.first.load(Acquire);
+            (ip, port, acked, online)
         })
         .collect()
 }
@@ -80,10 +84,11 @@ fn feeds(active: &Active) -> Vec<(String, String, u64)> {
 /// Redis replicas (`first`), and how many there are.
 pub fn info_feeds(active: &Active, first: usize, o: &mut String) -> usize {
     let list = feeds(active);
-    for (i, (ip, port, off)) in list.iter().enumerate() {
+    for (i, (ip, port, off, online)) in list.iter().enumerate() {
+        let state = if *online { "online" } else { "wait_bgsave" };
         let _ = write!(
             o,
-            "slave{}:ip={ip},port={port},state=online,offset={off},lag=0\r\n",
+            "slave{}:ip={ip},port={port},state={state},offset={off},lag=0\r\n",
             first + i
         );
     }
@@ -107,7 +112,7 @@ pub fn role(ctx: &mut crate::commands::Ctx, repl: &Replication) -> crate::comman
             ctx.out
                 .bulk(r.ack_offset.load(Relaxed).to_string().as_bytes());
         }
-        for (ip, port, off) in feeds {
+        for (ip, port, off, _) in feeds {
             ctx.out.array(3);
             ctx.out.bulk(ip.as_bytes());
             ctx.out.bulk(port.as_bytes());
