@@ -79,6 +79,19 @@ fn a_job_runs_in_its_database_with_its_keys_and_args_and_can_be_replaced() {
 }
 
 #[test]
+fn a_run_publishes_keydbs_cron_executed_event() {
+    let s = Server::start(&["--hz", "100", "--notify-keyspace-events", "KEA"]);
+    let mut sub = s.client().get_connection().unwrap();
+    let mut ps = sub.as_pubsub();
+    ps.subscribe("__keyevent@0__:CRON Executed").unwrap();
+    let mut c = s.conn();
+    let () = cmd(&mut c, &["KEYDB.CRON", "j", "single", "0", "1", "return 1"]);
+    ps.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let msg = ps.get_message().unwrap();
+    assert_eq!(msg.get_payload::<String>().unwrap(), "j");
+}
+
+#[test]
 fn errors_are_keydbs() {
     let s = Server::start(&[]);
     let mut c = s.conn();

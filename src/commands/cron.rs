@@ -26,7 +26,7 @@ use crate::protocol::{parse_i64, Args};
 
 pub static COMMANDS: &[Command] = crate::commands::command_table! {
     family(group = "scripting", acl = "scripting"),
-    cmd("keydb.cron", -5, WRITE | DENYOOM | NOSCRIPT, keydb_cron)
+    cmd("keydb.cron", -5, WRITE | DENYOOM, keydb_cron)
         .doc("6.5.2", "Run a specified script after start + delay, optionally repeating every delay interval. The job may be cancelled by deleting the key associated with the job (name parameter)")
         .complexity("O(N) where N is the number of keys and arguments")
         .keys(1, 1, 1),
@@ -97,7 +97,6 @@ fn keydb_cron(ctx: &mut Ctx, args: Args) -> CmdResult {
     };
     l.put(key, value, 0, version);
     ctx.propagate(version, &[b"RESTORE", key, b"0", &payload, b"REPLACE"]);
-    ctx.signal_ready(db, key);
     drop(l);
     ctx.core.cron.add(db, key, next);
     ctx.out.ok();

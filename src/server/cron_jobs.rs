@@ -15,7 +15,8 @@
 //! deleted (DEL), and a repeating job is written back with its next run
 //! (RESTORE ... REPLACE, as KEYDB.CRON propagates a job), either only if
 //! the key still holds the job that ran (the script or a client may have
-//! replaced or deleted it meanwhile).
+//! replaced or deleted it meanwhile). Each run publishes KeyDB's keyspace
+//! event `CRON Executed` (keyevent class: `notify-keyspace-events E`).
 
 use std::sync::atomic::Ordering::*;
 use std::sync::Arc;
@@ -103,6 +104,9 @@ fn run(srv: &Arc<Server>, worker: &Worker, db: usize, key: &[u8], job: &CronJob,
             String::from_utf8_lossy(key)
         );
     }
+    // KeyDB's event (a keyevent-class one: `E` enables it).
+    use crate::commands::events::{class, notify_keyspace};
+    notify_keyspace(&srv.core, db, class::KEYEVENT, "CRON Executed", key, 0);
     // Only the job that ran is deleted or moved on.
     if job_at(srv, db, key).as_ref() != Some(job) {
         return;
