@@ -946,6 +946,49 @@ fn decode_dump_body(body: &[u8], limits: &EncodingLimits) -> Result<Value, RdbEr
 mod tests {
     use super::*;
 
+    /// A KEYDB.CRON job as KeyDB writes it (type 64: script, start,
+    /// interval, keys, args) loads as a repeating job owned by no node,
+    /// due one interval after its start; ours (type 65) round-trips whole.
+    #[test]
+    fn cron_jobs_keydbs_and_ours() {
+        use super::super::encode::{dump_payload, write_len, write_string};
+        use crate::keyspace::cron::CronJob;
+        let mut body = vec![types::CRON_KEYDB];
+        write_string(&mut body, b"redis.call('incr', KEYS[1])", false);
+        body.extend_from_slice(&1_000u64.to_le_bytes());
+        body.extend_from_slice(&500u64.to_le_bytes());
+        write_len(&mut body, 1);
+        write_string(&mut body, b"k", false);
+        write_len(&mut body, 1);
+        write_string(&mut body, b"7", false);
+        let Value::Cron(job) = decode_dump_body(&body, &EncodingLimits::defaults()).unwrap() else {
+            panic!("not a job")
+        };
+        let want = CronJob {
+            script: b"redis.call('incr', KEYS[1])".to_vec(),
+            start_ms: 1_000,
+            interval_ms: 500,
+            next_ms: 1_500,
+            single: false,
+            keys: vec![b"k".to_vec()],
+            args: vec![b"7".to_vec()],
+            owner: 0,
+        };
+        assert_eq!(*job, want);
+        let ours = CronJob {
+            next_ms: 9_999,
+            single: true,
+            owner: 0xfeed,
+            ..want
+        };
+        let payload = dump_payload(&Value::Cron(Box::new(ours.clone())), false);
+        let Value::Cron(back) = decode_dump_payload(&payload, &EncodingLimits::defaults()).unwrap()
+        else {
+            panic!("not a job")
+        };
+        assert_eq!(*back, ours);
+    }
+
     #[test]
     fn leading_aux_stops_at_the_first_other_record() {
         use super::super::encode::{write_aux, write_header, write_select_db};
