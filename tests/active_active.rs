@@ -524,3 +524,67 @@ fn replica_quorum_with_stale_data_off_refuses_commands_below_it() {
         redis::cmd("GET").arg("q").query::<String>(&mut a).is_ok()
     });
 }
+
+#[test]
+fn keydb_view_shows_an_active_node_as_keydb_does_and_only_when_asked() {
+    // Default view: covered above (role master). With the directive, a node
+    // with a link is KeyDB's active-replica, and its peer lists it as a
+    // replica (KeyDB's replication.cpp / server.cpp; DECISIONS 109).
+    let a = active_node(&["--multi-master", "yes", "--active-replica-view", "keydb"]);
+    let b = active_node(&["--active-replica-view", "keydb"]);
+    let mut c = a.conn();
+    let role: Vec<redis::Value> = cmd(&mut c, &["ROLE"]);
+    assert_eq!(role[0], redis::Value::BulkString(b"master".to_vec()));
+    pull(&a, b.port);
+    wait_linked(&a, 1);
+    let role: Vec<redis::Value> = cmd(&mut c, &["ROLE"]);
+    assert_eq!(role.len(), 5, "{role:?}");
+    assert_eq!(
+        role[0],
+        redis::Value::BulkString(b"active-replica".to_vec())
+    );
+    assert_eq!(role[1], redis::Value::BulkString(b"127.0.0.1".to_vec()));
+    assert_eq!(role[2], redis::Value::Int(b.port as i64));
+    assert_eq!(role[3], redis::Value::BulkString(b"connected".to_vec()));
+    let info: String = cmd(&mut c, &["INFO", "replication"]);
+    assert!(info.contains("role:active-replica\r\n"), "{info}");
+    assert!(
+        info.contains(&format!("master_port:{}\r\n", b.port)),
+        "{info}"
+    );
+    assert!(info.contains("master_link_status:up\r\n"), "{info}");
+    assert!(info.contains("connected_masters:1\r\n"), "{info}");
+    let mut d = b.conn();
+    eventually("b to list a as a replica", || {
+        let info: String = cmd(&mut d, &["INFO", "replication"]);
+        info.contains("slave0:ip=127.0.0.1,") && info.contains("state=online")
+    });
+    let info: String = cmd(&mut d, &["INFO", "replication"]);
+    assert!(info.contains("role:master\r\n"), "{info}");
+    assert!(info.contains("connected_slaves:1\r\n"), "{info}");
+    let role: Vec<redis::Value> = cmd(&mut d, &["ROLE"]);
+    assert_eq!(role[0], redis::Value::BulkString(b"master".to_vec()));
+    match &role[2] {
+        redis::Value::Array(list) => assert_eq!(list.len(), 1),
+        v => panic!("{v:?}"),
+    }
+    // Two links (multi-master): an array of two active-replica entries.
+    let e = active_node(&[]);
+    pull(&a, e.port);
+    wait_linked(&a, 2);
+    let role: Vec<Vec<redis::Value>> = cmd(&mut c, &["ROLE"]);
+    assert_eq!(role.len(), 2);
+    assert!(role
+        .iter()
+        .all(|r| r[0] == redis::Value::BulkString(b"active-replica".to_vec())));
+    let info: String = cmd(&mut c, &["INFO", "replication"]);
+    assert!(
+        info.contains(&format!("master_1_port:{}\r\n", e.port)),
+        "{info}"
+    );
+    // The directive changes at run time; back to the default view.
+    let _: () = cmd(&mut c, &["CONFIG", "SET", "active-replica-view", "master"]);
+    let info: String = cmd(&mut c, &["INFO", "replication"]);
+    assert!(info.contains("role:master\r\n"), "{info}");
+    assert!(!info.contains("master_link_status"), "{info}");
+}

@@ -194,9 +194,18 @@ fn restore(ctx: &mut Ctx, args: Args) -> CmdResult {
         ctx.out.ok();
         return Ok(());
     }
+    // A KEYDB.CRON job (KEYDB.CRON and the AOF propagate jobs so): due
+    // for the scheduler, which checks whether this node runs it.
+    let job_due = match &value {
+        crate::keyspace::Value::Cron(j) => Some(j.next_ms),
+        _ => None,
+    };
     l.put(key, value, at as u64, version);
     if let Some(e) = l.entry(key) {
         set_access(e, &o, lfu_policy, lru_clock(ctx.now_ms));
+    }
+    if let Some(due) = job_due {
+        ctx.core.cron.add(ctx.db(), key, due);
     }
     propagate_restore(ctx, version, args, ttl != 0 && !o.absttl, at);
     ctx.notify(class::GENERIC, "restore", key);

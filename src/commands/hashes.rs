@@ -25,6 +25,10 @@ use crate::protocol::{parse_i64, Args};
 
 pub static COMMANDS: &[Command] = crate::commands::command_table! {
     family(group = "hash", acl = "hash"),
+    // KeyDB's (issue 28 item 3; KeyDB's t_hash.cpp hrenameCommand).
+    cmd("keydb.hrename", 4, WRITE | FAST, keydb_hrename)
+        .doc("6.0.0", "Rename a hash field, keeping its value.")
+        .keys(1, 1, 1),
     cmd("hset", -4, WRITE | DENYOOM | FAST, hset)
         .doc("2.0.0", "Creates or modifies the value of a field in a hash.")
         .complexity("O(1) for each field/value pair added, so O(N) to add N field/value pairs when the command is called with multiple field/value pairs.")
@@ -164,6 +168,42 @@ fn hset(ctx: &mut Ctx, args: Args) -> CmdResult {
     ctx.notify(class::HASH, "hset", key);
     let argv: Vec<&[u8]> = args.iter().collect();
     ctx.propagate(version, &argv);
+    Ok(())
+}
+
+/// KEYDB.HRENAME key src dst: the field `src` becomes `dst` (replacing a
+/// `dst` that exists), with its value; 1, or a null reply when the key is
+/// missing, or "ERR hash key doesn't exist" when the field is, as KeyDB
+/// answers. KeyDB neither propagates nor notifies it; we do, as the HDEL
+/// and HSET it amounts to (one unit: a replica, a Redis one too, and the
+/// AOF apply both or neither).
+fn keydb_hrename(ctx: &mut Ctx, args: Args) -> CmdResult {
+    let (key, src, dst) = (args.get(1), args.get(2), args.get(3));
+    let lim = limits(ctx);
+    let mut l = ctx.open(key);
+    let Some(e) = l.get_hash(key)? else {
+        ctx.out.null();
+        return Ok(());
+    };
+    let h = hash_mut(&mut e.value);
+    let Some(value) = h.get(src).map(|v| v.to_vec()) else {
+        return Err(CmdError::err("hash key doesn't exist"));
+    };
+    h.remove(src);
+    h.set(dst, &value, lim);
+    let version = ctx.version_after(e.version);
+    e.version = version;
+    ctx.out.int(1);
+    if ctx.core.active {
+        // Two records: the members go the lazy way (peers ask for the key).
+        l.touch_members(key, [src, dst].into_iter());
+    }
+    ctx.notify(class::HASH, "hdel", key);
+    ctx.notify(class::HASH, "hset", key);
+    ctx.propagate_unit(
+        version,
+        &[vec![b"HDEL", key, src], vec![b"HSET", key, dst, &value]],
+    );
     Ok(())
 }
 

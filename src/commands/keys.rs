@@ -119,6 +119,12 @@ pub static COMMANDS: &[Command] = crate::commands::command_table! {
         .complexity("O(N) worst case for collections, where N is the number of nested items.")
         .keys(1, 2, 1)
         .key_specs(&[KeySpec::at(1, &["RO", "access"]), KeySpec::at(2, &["OW", "update"])]),
+    // KeyDB's (issue 28 item 3).
+    cmd("keydb.mexists", -2, READONLY | FAST, keydb_mexists)
+        .doc("6.0.0", "Returns whether each of the keys exists.")
+        .complexity("O(N)")
+        .keys(1, -1, 1)
+        .key_specs(&[KeySpec::at(1, &["RO"]).range(-1, 1, 0)]),
     cmd("touch", -2, READONLY | FAST, touch)
         .doc("3.2.1", "Returns the number of existing keys out of those specified after updating the time they were last accessed.")
         .complexity("O(N)")
@@ -134,6 +140,12 @@ static OBJECT_SUBS: &[Command] = crate::commands::command_table! {
     family(group = "generic", acl = "keyspace"),
     cmd("encoding", 3, READONLY, object_encoding)
         .doc("2.2.3", "Returns the internal encoding of a Redis object.")
+        .keys(2, 2, 1)
+        .key_specs(&[KeySpec::at(2, &["RO"])])
+        .tips(&["nondeterministic_output"]),
+    // KeyDB's: seconds since the key was last written (its version's stamp).
+    cmd("lastmodified", 3, READONLY, object_lastmodified)
+        .doc("6.0.0", "Returns the seconds since a key was last modified.")
         .keys(2, 2, 1)
         .key_specs(&[KeySpec::at(2, &["RO"])])
         .tips(&["nondeterministic_output"]),
@@ -613,6 +625,23 @@ fn exists(ctx: &mut Ctx, args: Args) -> CmdResult {
     Ok(())
 }
 
+/// KEYDB.MEXISTS key [key ...]: whether each key exists, as booleans
+/// (integers 1/0 over RESP2), as KeyDB's db.cpp mexistsCommand answers.
+fn keydb_mexists(ctx: &mut Ctx, args: Args) -> CmdResult {
+    let keys = arg_keys(args, 1);
+    let mut l = ctx.open_many(keys.iter().copied());
+    let found: Vec<bool> = keys.iter().map(|k| l.exists(k)).collect();
+    for (k, f) in keys.iter().zip(&found) {
+        ctx.read_hit(k, *f);
+    }
+    drop(l);
+    ctx.out.array(found.len());
+    for f in found {
+        ctx.out.boolean(f);
+    }
+    Ok(())
+}
+
 fn touch(ctx: &mut Ctx, args: Args) -> CmdResult {
     let keys = arg_keys(args, 1);
     let mut l = ctx.open_many(keys.iter().copied());
@@ -938,6 +967,15 @@ fn object_freq(ctx: &mut Ctx, args: Args) -> CmdResult {
         }
         let decay = ctx.core.config.read().get_i64("lfu-decay-time").max(0) as u32;
         Ok(e.lfu_decayed(lru_clock(ctx.now_ms), decay) as i64)
+    })
+}
+
+/// OBJECT LASTMODIFIED (KeyDB's object.cpp): whole seconds since the key's
+/// last write, read from its version stamp (KeyDB reads its MVCC stamp).
+fn object_lastmodified(ctx: &mut Ctx, args: Args) -> CmdResult {
+    with_object(ctx, args, |ctx, _, e| {
+        let at = crate::keyspace::hlc::stamp_ms(e.version);
+        Ok((ctx.now_ms.saturating_sub(at) / 1000) as i64)
     })
 }
 

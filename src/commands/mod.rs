@@ -32,6 +32,7 @@ pub mod blocking;
 pub mod collscan;
 pub mod config_cmd;
 pub mod connection;
+pub mod cron;
 pub mod dump;
 pub mod events;
 pub mod evict;
@@ -119,7 +120,7 @@ mod form_tests {
 
 /// The families of this layer; the server adds those of the layers above
 /// (`server::command_families`) and builds the table from all of them.
-pub fn families() -> [&'static [Command]; 20] {
+pub fn families() -> [&'static [Command]; 21] {
     [
         connection::COMMANDS,
         strings::COMMANDS,
@@ -141,6 +142,7 @@ pub fn families() -> [&'static [Command]; 20] {
         acl::COMMANDS,
         dump::COMMANDS,
         unbuilt::COMMANDS,
+        cron::COMMANDS,
     ]
 }
 

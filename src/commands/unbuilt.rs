@@ -86,15 +86,12 @@ const KEYDB: &[&str] = &[
     "expiremember",
     "expirememberat",
     "pexpirememberat",
-    "keydb.cron",
-    "keydb.hrename",
-    "keydb.mexists",
     "keydb.nhget",
     "keydb.nhset",
 ];
 
 /// KeyDB's subcommands not built yet: (command, subcommand).
-const KEYDB_SUBS: &[(&str, &str)] = &[("object", "lastmodified")];
+const KEYDB_SUBS: &[(&str, &str)] = &[];
 
 /// The error for a subcommand the table does not have, when it names one
 /// of KeyDB's (OBJECT LASTMODIFIED).

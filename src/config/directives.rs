@@ -755,6 +755,12 @@ pub static DIRECTIVES: &[Directive] = &[
     d("server-thread-affinity", Str, "no").imm().built(),
     d("active-replica", Bool, "no").built().imm(),
     d("multi-master", Bool, "no").built().imm(),
+    // LatticeDB: how ROLE and INFO show a node with active-replica links.
+    // `master` (the default): a master, as Redis clients need to write to
+    // it; `keydb`: as KeyDB does (ROLE `active-replica`, INFO
+    // role:active-replica with master_* lines per link, peers pulling from
+    // us as slaveN lines), for KeyDB's tools and tests (DECISIONS 109).
+    d("active-replica-view", Enum(&["master", "keydb"]), "master").built(),
     // A no-op: a node never forwards a peer's write (each sends only its
     // own), so there is nothing to switch off (docs/ACTIVE-ACTIVE-DESIGN.md).
     d("multi-master-no-forward", Bool, "no"),

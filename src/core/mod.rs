@@ -94,6 +94,8 @@ pub struct Core {
     pub tls: tls::Tls,
     /// LATENCY's event samples (`latency-monitor-threshold`).
     pub latency: latency::LatencyMonitor,
+    /// KEYDB.CRON jobs to run (`keyspace/cron.rs`, `server/cron_jobs.rs`).
+    pub cron: crate::keyspace::cron::Schedule,
 }
 
 impl Core {
@@ -135,6 +137,7 @@ impl Core {
             functions: Default::default(),
             tls: Default::default(),
             latency: Default::default(),
+            cron: Default::default(),
         }
     }
 

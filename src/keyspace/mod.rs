@@ -16,6 +16,7 @@
 //! in order instead of sampling, and the memory held by expired keys is bounded
 //! by the cycle's budget.
 
+pub mod cron;
 pub mod encoding;
 pub mod expire;
 pub mod hash;

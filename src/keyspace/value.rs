@@ -38,6 +38,8 @@ pub enum Value {
     Set(Box<SetValue>),
     ZSet(Box<ZSetValue>),
     Stream(Box<StreamValue>),
+    /// A KEYDB.CRON job (`cron.rs`).
+    Cron(Box<super::cron::CronJob>),
 }
 
 /// A string value. Build it with [`StrValue::from_bytes`] (SET's choice of
@@ -82,6 +84,8 @@ impl Value {
             Value::Set(_) => "set",
             Value::ZSet(_) => "zset",
             Value::Stream(_) => "stream",
+            // KeyDB's TYPE of a job (getObjectTypeName's default).
+            Value::Cron(_) => "unknown",
         }
     }
 
@@ -97,6 +101,7 @@ impl Value {
             Value::Set(s) => s.encoding(),
             Value::ZSet(z) => z.encoding(),
             Value::Stream(_) => "stream",
+            Value::Cron(_) => "raw",
         }
     }
 
@@ -111,6 +116,7 @@ impl Value {
             Value::Set(s) => s.mem_usage(),
             Value::ZSet(z) => z.mem_usage(),
             Value::Stream(x) => x.mem_usage(),
+            Value::Cron(j) => j.mem_usage(),
         }
     }
 
@@ -119,7 +125,7 @@ impl Value {
     /// the chunks of a list, the elements of a hash table or tree.
     pub fn free_effort(&self) -> usize {
         match self {
-            Value::Str(_) => 1,
+            Value::Str(_) | Value::Cron(_) => 1,
             Value::List(l) => l.chunk_count(),
             Value::Hash(h) if h.encoding() == "listpack" => 1,
             Value::Hash(h) => h.len(),
@@ -147,7 +153,7 @@ impl Value {
             Value::Set(s) => s.is_empty(),
             Value::ZSet(z) => z.is_empty(),
             // An empty stream stays (its last ID matters).
-            Value::Stream(_) => false,
+            Value::Stream(_) | Value::Cron(_) => false,
         }
     }
 }

@@ -94,9 +94,16 @@ impl ReplicaHandle {
 
 impl MasterSide {
     /// connected_slaves and the slaveN lines.
-    pub fn info_fields(&self, srv: &Server, o: &mut String) {
+    /// `keydb`: the peers pulling from us are listed too, as KeyDB lists
+    /// them (`keydb_view.rs`).
+    pub fn info_fields(&self, srv: &Server, o: &mut String, keydb: bool) {
         let list = self.replicas.lock().clone();
-        let _ = write!(o, "connected_slaves:{}\r\n", list.len());
+        let mut feeds = String::new();
+        let n_feeds = match keydb {
+            true => super::keydb_view::info_feeds(&srv.repl.active, list.len(), &mut feeds),
+            false => 0,
+        };
+        let _ = write!(o, "connected_slaves:{}\r\n", list.len() + n_feeds);
         let lag = srv.hot.min_replicas_max_lag.load(Relaxed);
         if srv.hot.min_replicas_to_write.load(Relaxed) > 0 && lag > 0 {
             let good = self.good_replicas(lag * 1000);
@@ -114,6 +121,7 @@ impl MasterSide {
                 now.saturating_sub(r.ack_ms.load(Relaxed)) / 1000,
             );
         }
+        o.push_str(&feeds);
     }
 
     /// LatticeDB's own lines (after Redis's): how far the slowest replica

@@ -21,6 +21,7 @@ pub mod backlog;
 pub mod commands;
 pub mod conn;
 pub mod failover;
+pub mod keydb_view;
 pub mod master;
 pub mod replica;
 pub mod spill;
@@ -175,16 +176,20 @@ impl EffectSink for Feed {
 pub fn info_section(srv: &Server, o: &mut String) {
     o.push_str("# Replication\r\n");
     let repl = &srv.repl;
+    let keydb = keydb_view::enabled(&srv.core);
     if repl.is_replica() {
         o.push_str("role:slave\r\n");
         repl.replica.info_fields(srv, o);
+    } else if keydb && keydb_view::has_links(&repl.active) {
+        o.push_str("role:active-replica\r\n");
+        keydb_view::info_links(&repl.active, o);
     } else {
         o.push_str("role:master\r\n");
     }
     if srv.core.active {
         active::info_fields(&srv.repl.active, &srv.core, o);
     }
-    repl.master.info_fields(srv, o);
+    repl.master.info_fields(srv, o, keydb);
     let ids = repl.ids.lock().clone();
     let (first, histlen) = repl.backlog.range();
     let active = repl.backlog.is_active();
@@ -212,9 +217,13 @@ pub fn role(
     ctx: &mut crate::commands::Ctx,
     _args: crate::protocol::Args,
 ) -> crate::commands::CmdResult {
-    let repl = &crate::server::of(ctx).repl;
+    let srv = crate::server::of(ctx);
+    let repl = &srv.repl;
     if repl.is_replica() {
         return repl.replica.role_reply(ctx);
+    }
+    if keydb_view::enabled(&srv.core) {
+        return keydb_view::role(ctx, repl);
     }
     let list = repl.master.replicas.lock().clone();
     ctx.out.array(3);

@@ -24,6 +24,7 @@ pub async fn worker_cron(srv: Arc<Server>, worker: Rc<Worker>, index: usize, nwo
         worker.sync_wall_clock();
         if index == 0 {
             end_pause_if_due(&srv);
+            super::cron_jobs::run_due(&srv, &worker);
             crate::commands::tracking::cron(&srv);
             super::info::sample_rates(&srv);
         }

@@ -15,6 +15,7 @@
 pub mod admin;
 pub mod conn;
 pub mod cron;
+pub mod cron_jobs;
 pub mod hooks;
 pub mod identity;
 pub mod info;

@@ -384,6 +384,7 @@ fn serialized_len(v: &Value) -> usize {
             let nodes = crate::persistence::rdb::stream::node_blobs(x);
             return nodes.iter().map(|(_, lp)| lp.len() + 19).sum::<usize>() + 12;
         }
+        Value::Cron(j) => return j.mem_usage(),
     };
     if let crate::keyspace::StrValue::Int(n) = s {
         return if (-128..=127).contains(n) {
@@ -449,6 +450,8 @@ fn mix_object(d: &mut [u8; 20], e: &Entry) {
         Value::ZSet(_) => 3,
         Value::Hash(_) => 4,
         Value::Stream(_) => 6,
+        // KeyDB's OBJ_CRON.
+        Value::Cron(_) => 7,
     };
     mix(d, &type_code.to_be_bytes());
     match &e.value {
@@ -479,6 +482,15 @@ fn mix_object(d: &mut [u8; 20], e: &Entry) {
                 mix(d, format!("{}.{}", id.ms, id.seq).as_bytes());
                 f.items().for_each(|b| mix(d, b));
             }
+        }
+        // Everything a run depends on, so nodes agree only on the same job.
+        Value::Cron(j) => {
+            mix(d, &j.script);
+            for n in [j.start_ms, j.interval_ms, j.next_ms, j.owner] {
+                mix(d, &n.to_le_bytes());
+            }
+            mix(d, &[j.single as u8]);
+            j.keys.iter().chain(&j.args).for_each(|b| mix(d, b));
         }
     }
     if e.expire_at() != 0 {

@@ -145,6 +145,13 @@ pub fn encode_entry_commands(out: &mut Vec<u8>, e: &Entry, stamp: Option<u64>) {
             }
         }),
         Value::Stream(x) => stream_commands(out, key, x, stamp),
+        // A job as its whole value (owner and next run included): what
+        // KEYDB.CRON propagates too.
+        Value::Cron(_) => {
+            note(out);
+            let payload = crate::persistence::rdb::encode::dump_payload(&e.value, false);
+            resp::command(out, &[&b"RESTORE"[..], key, b"0", &payload, b"REPLACE"]);
+        }
         Value::ZSet(z) => batched(out, (b"ZADD", stamp), key, z.len(), 2, |f| {
             for (m, score) in z.iter() {
                 let s = crate::protocol::format_double(score);

@@ -256,6 +256,39 @@ impl Lim {
     }
 }
 
+/// A KEYDB.CRON job: KeyDB's record (a repeating job owned by no node,
+/// next run one interval after its start time; KeyDB's record keeps no
+/// single-shot flag) or ours, which adds what KeyDB's lacks.
+fn cron<R: Read>(s: &mut Src<R>, t: u8) -> Result<Value, RdbError> {
+    let script = s.string()?;
+    let start_ms = u64::from_le_bytes(s.array()?);
+    let interval_ms = u64::from_le_bytes(s.array()?);
+    let mut parts = [Vec::new(), Vec::new()];
+    for part in &mut parts {
+        let n = s.len()?;
+        for _ in 0..n {
+            part.push(s.string()?);
+        }
+    }
+    let [keys, args] = parts;
+    let mut job = crate::keyspace::cron::CronJob {
+        script,
+        start_ms,
+        interval_ms,
+        next_ms: start_ms.saturating_add(interval_ms),
+        single: false,
+        keys,
+        args,
+        owner: 0,
+    };
+    if t == types::CRON {
+        job.next_ms = u64::from_le_bytes(s.array()?);
+        job.single = s.u8()? & 1 != 0;
+        job.owner = u64::from_le_bytes(s.array()?);
+    }
+    Ok(Value::Cron(Box::new(job)))
+}
+
 /// Reads one value of type `t`. `Ok(None)`: an empty collection.
 fn read_value<R: Read>(
     s: &mut Src<R>,
@@ -289,6 +322,7 @@ fn read_value<R: Read>(
                 String::from_utf8_lossy(key)
             )))
         }
+        types::CRON_KEYDB | types::CRON => return cron(s, t).map(Some),
         types::MODULE_PRE_GA | types::MODULE_2 => {
             return Err(RdbError::Unsupported(format!(
                 "key '{}' holds a module value, which this server cannot load",
@@ -911,6 +945,49 @@ fn decode_dump_body(body: &[u8], limits: &EncodingLimits) -> Result<Value, RdbEr
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A KEYDB.CRON job as KeyDB writes it (type 64: script, start,
+    /// interval, keys, args) loads as a repeating job owned by no node,
+    /// due one interval after its start; ours (type 65) round-trips whole.
+    #[test]
+    fn cron_jobs_keydbs_and_ours() {
+        use super::super::encode::{dump_payload, write_len, write_string};
+        use crate::keyspace::cron::CronJob;
+        let mut body = vec![types::CRON_KEYDB];
+        write_string(&mut body, b"redis.call('incr', KEYS[1])", false);
+        body.extend_from_slice(&1_000u64.to_le_bytes());
+        body.extend_from_slice(&500u64.to_le_bytes());
+        write_len(&mut body, 1);
+        write_string(&mut body, b"k", false);
+        write_len(&mut body, 1);
+        write_string(&mut body, b"7", false);
+        let Value::Cron(job) = decode_dump_body(&body, &EncodingLimits::defaults()).unwrap() else {
+            panic!("not a job")
+        };
+        let want = CronJob {
+            script: b"redis.call('incr', KEYS[1])".to_vec(),
+            start_ms: 1_000,
+            interval_ms: 500,
+            next_ms: 1_500,
+            single: false,
+            keys: vec![b"k".to_vec()],
+            args: vec![b"7".to_vec()],
+            owner: 0,
+        };
+        assert_eq!(*job, want);
+        let ours = CronJob {
+            next_ms: 9_999,
+            single: true,
+            owner: 0xfeed,
+            ..want
+        };
+        let payload = dump_payload(&Value::Cron(Box::new(ours.clone())), false);
+        let Value::Cron(back) = decode_dump_payload(&payload, &EncodingLimits::defaults()).unwrap()
+        else {
+            panic!("not a job")
+        };
+        assert_eq!(*back, ours);
+    }
 
     #[test]
     fn leading_aux_stops_at_the_first_other_record() {

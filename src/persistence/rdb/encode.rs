@@ -276,6 +276,7 @@ pub fn type_of(value: &Value) -> u8 {
         Value::ZSet(z) if z.is_compact() => types::ZSET_LISTPACK,
         Value::ZSet(_) => types::ZSET_2,
         Value::Stream(_) => types::STREAM_LISTPACKS_2,
+        Value::Cron(_) => types::CRON,
     }
 }
 
@@ -383,7 +384,24 @@ fn encode_value_body(out: &mut Vec<u8>, value: &Value, compress: bool) {
         Value::Set(s) => write_set(out, s, compress),
         Value::ZSet(z) => write_zset(out, z, compress),
         Value::Stream(x) => write_stream(out, x, compress),
+        Value::Cron(j) => write_cron(out, j, compress),
     }
+}
+
+/// A KEYDB.CRON job (types::CRON's layout).
+fn write_cron(out: &mut Vec<u8>, j: &crate::keyspace::cron::CronJob, compress: bool) {
+    write_string(out, &j.script, compress);
+    out.extend_from_slice(&j.start_ms.to_le_bytes());
+    out.extend_from_slice(&j.interval_ms.to_le_bytes());
+    for part in [&j.keys, &j.args] {
+        write_len(out, part.len() as u64);
+        for s in part {
+            write_string(out, s, compress);
+        }
+    }
+    out.extend_from_slice(&j.next_ms.to_le_bytes());
+    out.push(j.single as u8);
+    out.extend_from_slice(&j.owner.to_le_bytes());
 }
 
 /// A stream as Redis 7.0 writes it (`rdb/stream.rs` builds the nodes and

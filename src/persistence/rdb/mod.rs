@@ -76,6 +76,13 @@ pub mod types {
     pub const STREAM_LISTPACKS_2: u8 = 19;
     pub const SET_LISTPACK: u8 = 20;
     pub const STREAM_LISTPACKS_3: u8 = 21;
+    /// KeyDB's KEYDB.CRON job (its rdb.h RDB_TYPE_CRON): script, start
+    /// and interval (ms, 8 bytes little-endian each), the keys, the args.
+    pub const CRON_KEYDB: u8 = 64;
+    /// LatticeDB's: KeyDB's fields, then the next run (ms), a flags byte
+    /// (1: single-shot) and the owner node id (8 bytes LE): KeyDB's own
+    /// record keeps neither (DECISIONS 110).
+    pub const CRON: u8 = 65;
 }
 
 /// Opcodes that are not value types.

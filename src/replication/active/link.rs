@@ -115,6 +115,20 @@ impl LinkState {
         self.up.load(Acquire)
     }
 
+    /// The last offset of the peer's stream applied here (ROLE and INFO's
+    /// KeyDB view, `active-replica-view keydb`).
+    pub fn offset(&self) -> u64 {
+        self.next.load(Relaxed).saturating_sub(1)
+    }
+
+    /// Seconds since the link last heard from its peer (-1: never).
+    pub fn idle_seconds(&self) -> i64 {
+        match self.last_io_ms.load(Relaxed) {
+            0 => -1,
+            t => (unix_ms().saturating_sub(t) / 1000) as i64,
+        }
+    }
+
     /// The peer's node id while the link is up.
     pub fn peer_id(&self) -> Option<u64> {
         let id = self.peer_id.load(Acquire);

@@ -56,6 +56,11 @@ pub struct FeedState {
     pub pos: AtomicU64,
     /// The offset it last acknowledged.
     pub acked: AtomicU64,
+    /// The first offset of our stream it gets (after its snapshot, if it
+    /// takes one): once it acknowledges that, it is in sync (KeyDB's
+    /// `state=online`, `replication/keydb_view.rs`; a PING record comes
+    /// every second).
+    pub first: AtomicU64,
     gone: AtomicBool,
 }
 
@@ -345,12 +350,14 @@ impl Feed {
             skip: Mutex::new(skip),
             pos: AtomicU64::new(0),
             acked: AtomicU64::new(0),
+            first: AtomicU64::new(u64::MAX),
             gone: AtomicBool::new(false),
         });
         let stream = &active.stream;
         let cont = req.stream_id == active.stream_id && stream.can_continue_from(req.offset);
         let from = if cont { req.offset } else { stream.end() + 1 };
         feed.pos.store(from, Release);
+        feed.first.store(from, Release);
         active.departed.lock().remove(&req.node_id);
         active.feeds.lock().push(feed.clone());
         active.pin();
