@@ -257,14 +257,7 @@ impl Link {
             Some(Err(NotApplied::Duplicate)) => return true,
             Some(Err(NotApplied::Gap)) | None => return false,
         };
-        let version = version.max(stamp);
-        self.write_changes(db, key, write, &changes, version);
-        self.raise_version(db, key, version);
-        let ks = &self.node.core().keyspace;
-        if let Some(Meta::Elements(e)) = ks.db(db).lock(slot.shard).merge_meta_mut(key) {
-            e.version = version;
-        }
-        self.note_merge_state(db, key);
+        self.settle_elements(db, key, write, &changes, version.max(stamp));
         true
     }
 
@@ -324,15 +317,8 @@ impl Link {
             Some(Err(NotApplied::Duplicate)) => return true,
             Some(Err(NotApplied::Gap)) | None => return false,
         };
-        let version = version.max(stamp);
         let put = [Change::Put(field.to_vec(), now)];
-        self.write_changes(db, key, write, &put, version);
-        self.raise_version(db, key, version);
-        let ks = &self.node.core().keyspace;
-        if let Some(Meta::Elements(e)) = ks.db(db).lock(slot.shard).merge_meta_mut(key) {
-            e.version = version;
-        }
-        self.note_merge_state(db, key);
+        self.settle_elements(db, key, write, &put, version.max(stamp));
         true
     }
 
@@ -414,6 +400,27 @@ impl Link {
         self.raise_version(db, key, version);
         self.note_merge_state(db, key);
         true
+    }
+
+    /// After a collection's fact applied to its merge state: its changes
+    /// written as commands at `version`, the key and its state at that
+    /// version, and the state noted for the AOF.
+    fn settle_elements(
+        &mut self,
+        db: usize,
+        key: &[u8],
+        write: Write,
+        changes: &[Change],
+        version: u64,
+    ) {
+        self.write_changes(db, key, write, changes, version);
+        self.raise_version(db, key, version);
+        let ks = &self.node.core().keyspace;
+        let slot = ks.slot(key);
+        if let Some(Meta::Elements(e)) = ks.db(db).lock(slot.shard).merge_meta_mut(key) {
+            e.version = version;
+        }
+        self.note_merge_state(db, key);
     }
 
     /// The removes, then the puts, of a fact's changes, as commands.
