@@ -33,27 +33,7 @@ const CI_MERGE_SEEDS: u64 = 500;
 
 /// Seeds that fail on today's code for a known reason not fixed yet,
 /// skipped by `seeds` (and reported; docs/MERGE.md section 8, "Open").
-const KNOWN_OPEN: &[(u64, &str)] = &[
-    (2753, UNCHANGED_STATE_NOT_FORWARDED),
-    (3753, DELETE_APPLIED_TWICE),
-    (3755, UNCHANGED_STATE_NOT_FORWARDED),
-    (2016, SKETCH_UNDER_A_COUNTERS_STATE),
-];
-
-const SKETCH_UNDER_A_COUNTERS_STATE: &str =
-    "found by the long mode after HyperLogLogs merged (fifteenth session), not analysed to the \
-     end: a string key that was a sketch, a number and a PSETEX string in turns; one node ends \
-     with the sketch without its TTL at a commit's version and an HLL state, the others with \
-     the sketch and the TTL and a counter's state (docs/MERGE.md section 10)";
-
-const DELETE_APPLIED_TWICE: &str =
-    "found by the long mode, not analysed: a chain of 5 nodes, one applies a DEL of a key at one \
-     version from two deliveries";
-
-const UNCHANGED_STATE_NOT_FORWARDED: &str =
-    "found by the long mode, beyond the CI range: in a ring, a node answers a newer state that \
-     lacks what it holds (a flush's removals), but the next node, unchanged by the answer, does \
-     not forward it, so the node that made the newer state never learns (docs/MERGE.md section 8)";
+const KNOWN_OPEN: &[(u64, &str)] = &[];
 
 fn env(var: &str) -> Option<u64> {
     std::env::var(var).ok().map(|v| v.parse().expect(var))

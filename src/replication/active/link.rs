@@ -862,9 +862,19 @@ impl Link {
             record::STATE => {
                 let (at, key, payload) = record::state_parts(rec.tail)?;
                 let (db, stamp) = (self.db_arg(rec.db)?, self.checked_stamp(rec.stamp)?);
+                // The answer to a state we asked for is the peer's own; a
+                // state of another origin it forwards is not (taken for
+                // one, it ended the wait, and the answer was never asked
+                // again when the connection dropped: simulator seed 3711).
                 let asked = (db, key.to_vec());
-                self.asked.remove(&asked);
-                match self.grouped.remove(&asked) {
+                let answer =
+                    rec.origin == self.st.peer_id.load(Relaxed) && self.asked.remove(&asked);
+                let group = if answer {
+                    self.grouped.remove(&asked)
+                } else {
+                    None
+                };
+                match group {
                     Some(g) => self.hold_state(g, rec, stamp)?,
                     None => self.apply_state(db, key, (stamp, at), payload, rec),
                 }
@@ -1226,8 +1236,15 @@ impl Link {
             let g = ks.db(db).lock(slot.shard);
             (g.version_of(slot.hash, key), g.merges(key))
         };
+        // Not a snapshot's (a peer that takes one hears its origin), nor
+        // our own back through a ring.
+        let me = self.node.active().node_id.load(Relaxed);
+        let first = !self.snapshot
+            && rec.origin != me
+            && (self.node.active())
+                .first_state_sight(super::state_fingerprint(rec.origin, db, key, stamp, merge));
         if let Some(changed) = self.merge_state(db, key, s, (payload, merge), merges) {
-            if changed && self.node.active().wanted(rec.origin) {
+            if (changed || first) && self.node.active().wanted(rec.origin) {
                 self.forward(rec);
             }
             return;

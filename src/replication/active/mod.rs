@@ -98,6 +98,39 @@ impl dyn Host + '_ {
     }
 }
 
+/// The fingerprints of the key states a node saw lately, in two
+/// generations of at most [`SeenStates::GENERATION`] each: a state that
+/// loops (a cycle in the topology that does not pass its origin) is
+/// recognised on its next lap, long before its generation is dropped.
+#[derive(Default)]
+struct SeenStates {
+    current: std::collections::HashSet<u64>,
+    previous: std::collections::HashSet<u64>,
+}
+
+impl SeenStates {
+    const GENERATION: usize = 1 << 16;
+
+    /// Adds `fp`; false if it was there.
+    fn insert(&mut self, fp: u64) -> bool {
+        if self.current.contains(&fp) || self.previous.contains(&fp) {
+            return false;
+        }
+        if self.current.len() >= Self::GENERATION {
+            self.previous = std::mem::take(&mut self.current);
+        }
+        self.current.insert(fp)
+    }
+}
+
+/// What [`Active::first_state_sight`] knows a key state by.
+pub fn state_fingerprint(origin: u64, db: usize, key: &[u8], stamp: u64, merge: &[u8]) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    (origin, db, key, stamp, merge).hash(&mut h);
+    h.finish()
+}
+
 /// This node's side of active replication.
 pub struct Active {
     /// The records of the writes made here, for peers to read.
@@ -129,6 +162,9 @@ pub struct Active {
     /// here (a record at or below it came by another path already and is
     /// not forwarded again).
     pub applied: Mutex<HashMap<u64, u64>>,
+    /// Key states seen here lately (their fingerprints): a state goes on to
+    /// our peers once, even where it changed nothing here ([`Self::first_state_sight`]).
+    states_seen: Mutex<SeenStates>,
     /// Bumped when a link learns or loses its peer's node id: the links
     /// then tell their peers which origins this node hears directly.
     pub direct_gen: AtomicU64,
@@ -176,6 +212,7 @@ impl Active {
             node_id: AtomicU64::new(0),
             seq: Mutex::new(crate::keyspace::hlc::unix_ms() << 16),
             applied: Mutex::new(HashMap::new()),
+            states_seen: Mutex::new(SeenStates::default()),
             direct_gen: AtomicU64::new(0),
             departed: Mutex::new(HashMap::new()),
             saved_links: Mutex::new(resume::Loaded::default()),
@@ -230,6 +267,21 @@ impl Active {
         }
         *last = seq;
         true
+    }
+
+    /// Marks the key state `fingerprint` (origin, database, key, stamp and
+    /// merge state, [`state_fingerprint`]) as seen; false if it was lately.
+    ///
+    /// Why states are forwarded by sight and not only when they change
+    /// something: in a ring, a node that holds more than a newer state it
+    /// receives answers with its own (merging.rs, `version_join`), which
+    /// reaches only its next node. If that node holds the same already, the
+    /// answer changed nothing there, and forwarding only what changes would
+    /// stop it there, short of the node that made the newer state (the
+    /// simulator's seeds 2753, 3167, 3755). Forwarded once per node, a state
+    /// goes round until it is back at its origin, or until a node saw it.
+    pub fn first_state_sight(&self, fingerprint: u64) -> bool {
+        self.states_seen.lock().insert(fingerprint)
     }
 
     /// Peers that acknowledged our stream up to `offset` (WAIT).
@@ -602,4 +654,26 @@ pub fn info_fields(active: &Active, core: &Core, o: &mut String) {
         active.feeds.lock().len()
     );
     serve::feed_lines(active, o);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::SeenStates;
+
+    /// A state is forwarded once: seen again (another path, a lap of a
+    /// cycle) it is known, also after its generation was moved aside.
+    #[test]
+    fn a_state_is_seen_once_across_a_generation() {
+        let mut seen = SeenStates::default();
+        assert!(seen.insert(7));
+        assert!(!seen.insert(7));
+        for fp in 100..100 + SeenStates::GENERATION as u64 {
+            assert!(seen.insert(fp));
+        }
+        assert!(!seen.insert(7), "the previous generation still knows it");
+        for fp in 1_000_000..1_000_000 + SeenStates::GENERATION as u64 {
+            seen.insert(fp);
+        }
+        assert!(seen.insert(7), "two generations later it is forgotten");
+    }
 }
