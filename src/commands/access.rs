@@ -280,7 +280,6 @@ impl Locked<'_, '_> {
         use merge::fact::{PREV, RESET, SHIFT};
         let slot = self.slot(key);
         let shard = self.shard_mut(slot.shard);
-        let mut c = merge::Counter::current(shard.counter(key), prev, before);
         // The increment's fact (keyspace/merge/fact.rs): the key is
         // argument 1 of INCR, INCRBY, DECR and DECRBY, and of INCRBYFLOAT's
         // record (the SET of its result), whose increment goes in the
@@ -289,6 +288,7 @@ impl Locked<'_, '_> {
         let ttl = shard
             .get_raw(slot.hash, key)
             .is_some_and(|e| e.expire_at() != 0);
+        let c = shard.counter_at(key, prev, before);
         if let (Some(facts), Some((p, r)), false) = (facts, c.fact_base(version), ttl) {
             facts.extend([(PREV | (1 << SHIFT), p), (RESET | (1 << SHIFT), r)]);
             if let merge::Incr::Float(f) = by {
@@ -296,7 +296,6 @@ impl Locked<'_, '_> {
             }
         }
         c.add(crate::keyspace::hlc::stamp_node(version), by, version);
-        shard.set_counter(key, c);
     }
 
     /// Active replication, before PFADD or PFMERGE writes the sketch at

@@ -375,6 +375,36 @@ impl Shard {
         }
     }
 
+    /// `key`'s counter at `version`, whose value gives `base`
+    /// ([`merge::Counter::current`]), stored, to change in place: the
+    /// stored one as it is where it describes that version already (every
+    /// increment but the first of a key only this node writes), so an
+    /// increment copies and allocates nothing.
+    pub fn counter_at(
+        &mut self,
+        key: &[u8],
+        version: u64,
+        base: merge::Base,
+    ) -> &mut merge::Counter {
+        let fresh = || {
+            Box::new(merge::Meta::Counter(merge::Counter::current(
+                None, version, base,
+            )))
+        };
+        let meta = &mut **self.merge.entry_ref(key).or_insert_with(fresh);
+        if !matches!(meta, merge::Meta::Counter(c) if c.is_at(version, base)) {
+            let old = match meta {
+                merge::Meta::Counter(c) => Some(&*c),
+                _ => None,
+            };
+            *meta = merge::Meta::Counter(merge::Counter::current(old, version, base));
+        }
+        match meta {
+            merge::Meta::Counter(c) => c,
+            _ => unreachable!("a counter was stored above"),
+        }
+    }
+
     /// Whether `key` has merge state.
     pub fn merges(&self, key: &[u8]) -> bool {
         !self.merge.is_empty() && self.merge.contains_key(key)

@@ -336,7 +336,7 @@ impl Counter {
     /// observed every part of `meta` (see the module comment).
     pub fn current(meta: Option<&Counter>, version: u64, base: Base) -> Counter {
         match meta {
-            Some(m) if m.version == version && m.agrees_with(base) => m.clone(),
+            Some(m) if m.is_at(version, base) => m.clone(),
             Some(m) => Counter {
                 version,
                 reset: version,
@@ -352,6 +352,12 @@ impl Counter {
                 parts: Vec::new(),
             },
         }
+    }
+
+    /// Whether this counter describes the key at `version` whose value
+    /// gives `base` ([`Self::current`] keeps it as it is).
+    pub fn is_at(&self, version: u64, base: Base) -> bool {
+        self.version == version && self.agrees_with(base)
     }
 
     /// Whether the key's value is still the one this counter computes (a

@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Instructions a workload costs the server, counted by callgrind: the
+# figure to compare two builds by on this VM, which has no hardware
+# counters and whose timings move by 10-20 % between runs
+# (docs/PERFORMANCE.md, "Refactors: counting instructions, not time").
+# Start-up and shutdown are included; the count moves by ~1-2 % between
+# runs of one binary (the cron's ticks fall differently), so compare
+# differences larger than that.
+#
+#   bench/instructions.sh BINARY [server args...] -- redis-benchmark args...
+#   bench/instructions.sh target/release/lattice-server --active-replica yes \
+#       -- -c 50 -P 16 -n 20000 -r 1000 INCR 'counter:__rand_int__'
+#
+# Prints `<binary>: <instructions> instructions`.
+set -euo pipefail
+bin=$1; shift
+server=(); while [[ $# -gt 0 && $1 != -- ]]; do server+=("$1"); shift; done
+shift || true
+port=${PORT:-7491}
+dir=$(mktemp -d)
+trap 'rm -rf "$dir"' EXIT
+valgrind --tool=callgrind --callgrind-out-file="$dir/out" "$bin" --port "$port" --dir "$dir" \
+    --save "" --appendonly no --server-threads 1 "${server[@]}" >"$dir/log" 2>&1 &
+pid=$!
+for _ in $(seq 600); do redis-cli -p "$port" ping >/dev/null 2>&1 && break; sleep 0.1; done
+redis-benchmark -p "$port" -q "$@" >/dev/null 2>&1
+redis-cli -p "$port" shutdown nosave >/dev/null 2>&1 || true
+wait "$pid" || true
+total=$(callgrind_annotate "$dir/out" 2>/dev/null | grep -m1 -E 'PROGRAM TOTALS' | grep -oE '^[0-9,]+' | tr -d , || true)
+echo "$bin: $total instructions"
