@@ -493,9 +493,13 @@ pub fn start_stream(host: &HostRef) {
     // peers remember (`first_sight`): a clock stepped back since then
     // would start them lower, and our records would never be forwarded.
     // The newest stamp our data holds is at or after that run's start.
+    // And above the last number the data notes (resume.rs, `AUX_SEQ`):
+    // the newest stamp kept may be older than our last records where the
+    // clock went back between the starts.
     let after_loaded = (crate::keyspace::hlc::stamp_ms(floor) + 1) << 16;
+    let noted = active.saved_links.lock().seq;
     let mut seq = active.seq.lock();
-    *seq = (*seq).max(after_loaded);
+    *seq = (*seq).max(after_loaded).max(noted);
     drop(seq);
     let (size, disk, hard) = {
         let c = core.config.read();

@@ -44,6 +44,14 @@ use crate::keyspace::hlc::{make_stamp, stamp_ms, stamp_node};
 /// The aux field (and AOF annotation) holding one link's position.
 pub const AUX_LINK: &str = "lattice-link";
 
+/// The aux field (and AOF annotation at a new base) holding the sequence
+/// number of our last record, so that a restart numbers on above it even
+/// where the clock went back since the last start (our sequence numbers
+/// start at the start time; peers forward only what passes the highest
+/// they saw of us, `Active::first_sight`: simulator seed 1500, a clock
+/// 12 s ahead at the first start and back at the restart).
+pub const AUX_SEQ: &str = "lattice-seq";
+
 /// How far before the newest stamp loaded our lost writes may be stamped:
 /// a write stamped just before another can reach the AOF just after it.
 const LOST_WRITES_MARGIN_MS: u64 = 1000;
@@ -112,13 +120,12 @@ impl SavedLink {
 /// The aux fields of every settled link (at a snapshot's cut); `slot` is
 /// the one our stamps carry.
 pub fn aux_fields(active: &Active, slot: u64) -> Vec<(String, String)> {
-    active
-        .links
-        .lock()
-        .iter()
+    let mut aux: Vec<_> = (active.links.lock().iter())
         .filter_map(|l| l.position(slot))
         .map(|p| (AUX_LINK.to_string(), p.encode()))
-        .collect()
+        .collect();
+    aux.push((AUX_SEQ.to_string(), active.seq.lock().to_string()));
+    aux
 }
 
 /// The AOF's annotations: every settled link's position if `all` (a new
@@ -133,6 +140,9 @@ pub fn aof_notes(active: &Active, slot: u64, all: bool) -> Vec<(String, String)>
             notes.push((AUX_LINK.to_string(), v));
         }
     }
+    if all {
+        notes.push((AUX_SEQ.to_string(), active.seq.lock().to_string()));
+    }
     notes
 }
 
@@ -146,6 +156,8 @@ pub struct Loaded {
     /// The stamp floor when active replication started, after loading (None
     /// before): no write of ours since the start is stamped at or below it.
     start_floor: Option<u64>,
+    /// The highest sequence number of ours the data notes ([`AUX_SEQ`]).
+    pub seq: u64,
 }
 
 /// At start, after loading: the stamp floor our writes since follow.
@@ -159,6 +171,10 @@ pub fn note_start(active: &Active, floor: u64) {
 pub fn restore(active: &Active, aux: &[(Vec<u8>, Vec<u8>)], floor: u64) {
     let mut loaded = active.saved_links.lock();
     loaded.lost_since = lost_writes_since(floor);
+    for (_, v) in aux.iter().filter(|(k, _)| k == AUX_SEQ.as_bytes()) {
+        let seq = std::str::from_utf8(v).ok().and_then(|v| v.parse().ok());
+        loaded.seq = loaded.seq.max(seq.unwrap_or(0));
+    }
     let saved = &mut loaded.links;
     for (k, v) in aux.iter().filter(|(k, _)| k == AUX_LINK.as_bytes()) {
         let Some(link) = SavedLink::parse(v) else {
@@ -419,5 +435,22 @@ mod tests {
         restore(&active, &aux, 0);
         assert_eq!(take(&active, "h", 1).map(|s| s.0.next), Some(20));
         assert_eq!(take(&active, "h", 1), None);
+    }
+
+    /// Our last sequence number goes to the data and comes back: a restart
+    /// numbers on above it whatever its clock says.
+    #[test]
+    fn the_last_sequence_number_is_saved_and_restored() {
+        let active = Active::new("x".into());
+        *active.seq.lock() = 42 << 16;
+        let aux = aux_fields(&active, 1);
+        assert!(aux.contains(&(AUX_SEQ.to_string(), (42u64 << 16).to_string())));
+        let again = Active::new("y".into());
+        let aux: Vec<_> = (aux.iter())
+            .map(|(k, v)| (k.as_bytes().to_vec(), v.as_bytes().to_vec()))
+            .chain([(AUX_SEQ.as_bytes().to_vec(), b"junk".to_vec())])
+            .collect();
+        restore(&again, &aux, 0);
+        assert_eq!(again.saved_links.lock().seq, 42 << 16);
     }
 }
