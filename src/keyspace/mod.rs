@@ -26,6 +26,7 @@ pub mod hll;
 pub mod lazyfree;
 pub mod list;
 pub mod longdouble;
+pub mod member_ttl;
 pub mod merge;
 pub mod ordtable;
 pub mod packed;
@@ -224,6 +225,11 @@ pub struct Shard {
     /// of the last writer winning (counters, `merge.rs`). A deleted key's
     /// stays with its tombstone. Empty (and unallocated) otherwise.
     merge: hashbrown::HashMap<Box<[u8]>, Box<merge::Meta>, KeyHasher>,
+    /// The member TTLs of the keys that have some (`member_ttl.rs`), and
+    /// those keys by their earliest member deadline. Empty (and
+    /// unallocated) while no key here has one.
+    member_ttls: hashbrown::HashMap<Box<[u8]>, Box<member_ttl::MemberTtls>, KeyHasher>,
+    member_due: BTreeSet<(u64, Box<[u8]>)>,
 }
 
 impl Shard {
@@ -766,6 +772,7 @@ impl Shard {
             occ.remove();
         }
         let e = self.entries.swap_remove(pos);
+        self.forget_member_ttls(&e.key);
         if pos < self.entries.len() {
             // The former last entry moved into `pos`: re-point its slot.
             let last = self.entries.len() as u32;
@@ -817,6 +824,7 @@ impl Shard {
         let old = match self.pos(hash, &entry.key) {
             Some(p) => {
                 self.before_write(p);
+                self.forget_member_ttls(&entry.key);
                 Some(std::mem::replace(self.entries.get_mut(p), entry))
             }
             None => {

@@ -1,0 +1,354 @@
+//! Member expiry: a TTL on one member of a set, hash or sorted set (KeyDB's
+//! EXPIREMEMBER family and Redis 7.4's HEXPIRE family share it;
+//! docs/MEMBER-EXPIRY.md).
+//!
+//! The TTLs live beside the values, not in them: a shard keeps a side map
+//! from key to that key's [`MemberTtls`], empty (and unallocated) while no
+//! key of the shard has one, so a key without member TTLs pays nothing (no
+//! field in [`super::Entry`], no change to any value encoding). A second
+//! ordered index `(earliest deadline, key)` lets the active expiry cycle
+//! (`expire.rs`, same cycle and budget as keys) find keys with due members
+//! in order, as the key index does for volatile keys.
+//!
+//! The side map follows the entry: a key removed or replaced by a whole new
+//! value ([`super::Shard::insert`]) loses its member TTLs
+//! (`forget_member_ttls`, called from the shard's removal paths); RENAME
+//! moves them ([`super::Shard::take_member_ttls`] /
+//! [`super::Shard::put_member_ttls`]). A TTL whose member is gone by the
+//! time it fires (HDEL, SREM...) is dropped then without any effect.
+//!
+//! Cost of a member TTL: the member's bytes twice (the by-member map and the
+//! by-time set) plus about 60 bytes of map and tree overhead; a key's first
+//! member TTL adds the key's bytes twice (side map, due index) and a
+//! `MemberTtls` (two empty collections, ~80 bytes).
+
+use std::collections::{BTreeSet, HashMap};
+
+use super::{Entry, Shard, Value};
+
+/// The member TTLs of one key: member -> absolute unix ms, and the same
+/// ordered by time.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct MemberTtls {
+    by_member: HashMap<Box<[u8]>, u64>,
+    by_time: BTreeSet<(u64, Box<[u8]>)>,
+}
+
+impl MemberTtls {
+    /// The earliest deadline, if any member has one.
+    pub fn earliest(&self) -> Option<u64> {
+        self.by_time.first().map(|(at, _)| *at)
+    }
+
+    pub fn get(&self, member: &[u8]) -> Option<u64> {
+        self.by_member.get(member).copied()
+    }
+
+    pub fn len(&self) -> usize {
+        self.by_member.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.by_member.is_empty()
+    }
+
+    /// Every (member, deadline), earliest first.
+    pub fn iter(&self) -> impl Iterator<Item = (&[u8], u64)> {
+        self.by_time.iter().map(|(at, m)| (&**m, *at))
+    }
+
+    pub fn set(&mut self, member: &[u8], at: u64) {
+        if let Some(old) = self.by_member.insert(member.into(), at) {
+            self.by_time.remove(&(old, member.into()));
+        }
+        self.by_time.insert((at, member.into()));
+    }
+
+    /// Clears `member`'s TTL; returns whether it had one.
+    pub fn clear(&mut self, member: &[u8]) -> bool {
+        match self.by_member.remove(member) {
+            Some(at) => self.by_time.remove(&(at, member.into())),
+            None => false,
+        }
+    }
+
+    /// Takes the members due at `now_ms`, earliest first.
+    fn take_due(&mut self, now_ms: u64) -> Vec<Box<[u8]>> {
+        let mut due = Vec::new();
+        while self.by_time.first().is_some_and(|(at, _)| *at <= now_ms) {
+            let (_, m) = self.by_time.pop_first().expect("checked");
+            self.by_member.remove(&m);
+            due.push(m);
+        }
+        due
+    }
+}
+
+/// Members removed from a key because their TTLs passed.
+#[derive(Debug)]
+pub struct MembersGone {
+    pub key: Box<[u8]>,
+    /// The collection's type name ("set", "hash", "zset").
+    pub kind: &'static str,
+    /// The members removed (those still present when due).
+    pub members: Vec<Box<[u8]>>,
+    /// The key's version before.
+    pub prev: u64,
+    /// The whole entry, when the last member went (the key is removed).
+    pub emptied: Option<Entry>,
+}
+
+/// Whether `value` is a type whose members can have TTLs.
+pub fn member_type(value: &Value) -> bool {
+    matches!(value, Value::Set(_) | Value::Hash(_) | Value::ZSet(_))
+}
+
+/// Whether `member` is in the collection `value`.
+pub fn has_member(value: &Value, member: &[u8]) -> bool {
+    match value {
+        Value::Set(s) => s.contains(member),
+        Value::Hash(h) => h.contains(member),
+        Value::ZSet(z) => z.score(member).is_some(),
+        _ => false,
+    }
+}
+
+fn remove_member(value: &mut Value, member: &[u8]) -> bool {
+    match value {
+        Value::Set(s) => s.remove(member),
+        Value::Hash(h) => h.remove(member),
+        Value::ZSet(z) => z.remove(member).is_some(),
+        _ => false,
+    }
+}
+
+impl Shard {
+    /// Whether any key of this shard has member TTLs.
+    #[inline]
+    pub fn has_member_ttls(&self) -> bool {
+        !self.member_ttls.is_empty()
+    }
+
+    /// The member TTLs of `key`, if it has any.
+    pub fn member_ttls(&self, key: &[u8]) -> Option<&MemberTtls> {
+        if self.member_ttls.is_empty() {
+            return None;
+        }
+        self.member_ttls.get(key).map(|t| &**t)
+    }
+
+    /// `member`'s deadline (unix ms) in `key`, if it has one.
+    pub fn member_ttl(&self, key: &[u8], member: &[u8]) -> Option<u64> {
+        self.member_ttls(key)?.get(member)
+    }
+
+    /// Sets `member`'s deadline in `key` (the caller checked both exist).
+    pub fn set_member_ttl(&mut self, key: &[u8], member: &[u8], at: u64) {
+        let t = self.member_ttls.entry(key.into()).or_default();
+        let before = t.earliest();
+        t.set(member, at);
+        let after = t.earliest();
+        self.reindex_members(key, before, after);
+    }
+
+    /// Clears `member`'s TTL in `key`; returns whether it had one.
+    pub fn clear_member_ttl(&mut self, key: &[u8], member: &[u8]) -> bool {
+        let Some(t) = self.member_ttls.get_mut(key) else {
+            return false;
+        };
+        let before = t.earliest();
+        let had = t.clear(member);
+        let (after, empty) = (t.earliest(), t.is_empty());
+        if empty {
+            self.member_ttls.remove(key);
+        }
+        self.reindex_members(key, before, after);
+        had
+    }
+
+    /// Drops every member TTL of `key` (removed, or replaced whole).
+    #[inline]
+    pub(super) fn forget_member_ttls(&mut self, key: &[u8]) {
+        if self.member_ttls.is_empty() {
+            return;
+        }
+        if let Some(t) = self.member_ttls.remove(key) {
+            self.reindex_members(key, t.earliest(), None);
+        }
+        if self.member_ttls.is_empty() {
+            self.member_ttls = Default::default(); // give the table back
+        }
+    }
+
+    /// Takes `key`'s member TTLs out (RENAME, MOVE: the caller puts them
+    /// back under the new name with [`Self::put_member_ttls`]).
+    pub fn take_member_ttls(&mut self, key: &[u8]) -> Option<Box<MemberTtls>> {
+        if self.member_ttls.is_empty() {
+            return None;
+        }
+        let t = self.member_ttls.remove(key)?;
+        self.reindex_members(key, t.earliest(), None);
+        Some(t)
+    }
+
+    /// Gives `key` (present) the member TTLs `t`.
+    pub fn put_member_ttls(&mut self, key: &[u8], t: Box<MemberTtls>) {
+        if t.is_empty() {
+            return;
+        }
+        let after = t.earliest();
+        let before = self
+            .member_ttls
+            .insert(key.into(), t)
+            .and_then(|o| o.earliest());
+        self.reindex_members(key, before, after);
+    }
+
+    fn reindex_members(&mut self, key: &[u8], before: Option<u64>, after: Option<u64>) {
+        if before == after {
+            return;
+        }
+        if let Some(b) = before {
+            self.member_due.remove(&(b, key.into()));
+        }
+        if let Some(a) = after {
+            self.member_due.insert((a, key.into()));
+        }
+    }
+
+    /// Whether `key` has a member due at `now_ms`.
+    #[inline]
+    pub fn members_due(&self, key: &[u8], now_ms: u64) -> bool {
+        self.member_ttls(key)
+            .and_then(MemberTtls::earliest)
+            .is_some_and(|at| at <= now_ms)
+    }
+
+    /// Removes `key`'s members due at `now_ms` from its value (and the key
+    /// itself if that empties it). None if nothing was removed (no member
+    /// due, or the due ones were gone already).
+    pub fn expire_members(
+        &mut self,
+        hasher: &super::KeyHasher,
+        hash: u64,
+        key: &[u8],
+        now_ms: u64,
+    ) -> Option<MembersGone> {
+        let t = self.member_ttls.get_mut(key)?;
+        let before = t.earliest();
+        let due = t.take_due(now_ms);
+        let (after, empty) = (t.earliest(), t.is_empty());
+        if empty {
+            self.member_ttls.remove(key);
+        }
+        self.reindex_members(key, before, after);
+        let e = self.find_mut(hash, key)?;
+        let prev = e.version;
+        let members: Vec<Box<[u8]>> = (due.into_iter())
+            .filter(|m| remove_member(&mut e.value, m))
+            .collect();
+        if members.is_empty() {
+            return None;
+        }
+        let kind = e.value.type_name();
+        let emptied = if e.value.is_empty_collection() {
+            self.remove(hasher, hash, key)
+        } else {
+            None
+        };
+        Some(MembersGone {
+            key: key.into(),
+            kind,
+            members,
+            prev,
+            emptied,
+        })
+    }
+
+    /// The active cycle's part for members: removes the due members of up
+    /// to `max` keys, calling `on_gone` for each key that lost some (under
+    /// this shard's lock; it returns the stamp of the removal, which becomes
+    /// the key's version, and whether an emptied key leaves a tombstone).
+    /// Returns how many keys lost members and whether more are due.
+    pub fn expire_members_due(
+        &mut self,
+        hasher: &super::KeyHasher,
+        now_ms: u64,
+        max: usize,
+        mut on_gone: impl FnMut(&MembersGone) -> (u64, bool),
+    ) -> (usize, bool) {
+        let mut n = 0;
+        while n < max {
+            let Some((at, key)) = self.member_due.first().cloned() else {
+                return (n, false);
+            };
+            if at > now_ms {
+                return (n, false);
+            }
+            let hash = hasher.hash(&key);
+            let Some(gone) = self.expire_members(hasher, hash, &key, now_ms) else {
+                // Nothing left to remove: the index entry went with the
+                // TTLs; make sure a stale one goes too.
+                self.member_due.remove(&(at, key));
+                continue;
+            };
+            let (stamp, tomb) = on_gone(&gone);
+            if gone.emptied.is_some() {
+                if tomb {
+                    self.set_tombstone(&key, stamp);
+                }
+            } else if let Some(e) = self.find_mut(hash, &key) {
+                e.version = stamp;
+            }
+            n += 1;
+        }
+        let more = self.member_due.first().is_some_and(|(at, _)| *at <= now_ms);
+        (n, more)
+    }
+
+    /// Keys of this shard with member TTLs (persistence).
+    pub fn member_ttl_keys(&self) -> usize {
+        self.member_ttls.len()
+    }
+
+    /// Whether the active cycle has member work here.
+    pub fn has_member_due(&self) -> bool {
+        !self.member_due.is_empty()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::keyspace::set::SetValue;
+    use crate::keyspace::Keyspace;
+
+    #[test]
+    fn due_members_leave_in_order_and_the_last_takes_the_key() {
+        let ks = Keyspace::new(1);
+        let s = ks.slot(b"k");
+        let mut g = ks.db(0).lock(s.shard);
+        let mut set = SetValue::default();
+        for m in [&b"a"[..], b"b", b"c"] {
+            set.add(m, 512);
+        }
+        let e = Entry::new(b"k"[..].into(), Value::Set(Box::new(set)), 0, 7);
+        g.insert(&ks.hasher, s.hash, e);
+        g.set_member_ttl(b"k", b"a", 100);
+        g.set_member_ttl(b"k", b"b", 200);
+        g.set_member_ttl(b"k", b"b", 300);
+        assert_eq!(g.member_ttl(b"k", b"b"), Some(300));
+        let mut seen = Vec::new();
+        let (n, more) = g.expire_members_due(&ks.hasher, 250, 10, |gone| {
+            seen.push(gone.members.clone());
+            (9, false)
+        });
+        assert_eq!((n, more), (1, false));
+        assert_eq!(seen, [vec![Box::from(&b"a"[..])]]);
+        assert_eq!(g.get_raw(s.hash, b"k").unwrap().version, 9);
+        assert!(g.has_member_due());
+        // Removing the key forgets its TTLs and empties the index.
+        g.remove(&ks.hasher, s.hash, b"k");
+        assert!(!g.has_member_ttls() && !g.has_member_due());
+    }
+}

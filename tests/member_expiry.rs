@@ -1,0 +1,273 @@
+//! Member expiry (issue 28 item 2, docs/MEMBER-EXPIRY.md): KeyDB's
+//! EXPIREMEMBER family with its replies and errors (KeyDB's expire.cpp),
+//! TTL / PTTL with a member, lazy and active expiry of set members, hash
+//! fields and sorted-set members, what replicas (ours and a redis-server)
+//! and the AOF get, RENAME, and the refusal under active replication.
+//!
+//! No test waits for a clock: a member is made due with a deadline in the
+//! past (PEXPIREMEMBERAT key member 1), and active expiry is observed
+//! through a replica, which never expires members itself.
+
+mod common;
+use common::*;
+
+use redis::Value;
+
+fn sorted(mut v: Vec<String>) -> Vec<String> {
+    v.sort();
+    v
+}
+
+#[test]
+fn keydb_replies_and_errors() {
+    let s = Server::start(&[]);
+    let mut c = s.conn();
+    let _: i64 = cmd(&mut c, &["SADD", "s", "a", "b"]);
+    assert_eq!(cmd::<i64>(&mut c, &["EXPIREMEMBER", "s", "a", "100"]), 1);
+    assert_eq!(cmd::<i64>(&mut c, &["EXPIREMEMBER", "s", "zz", "100"]), 0);
+    assert_eq!(
+        cmd::<i64>(&mut c, &["EXPIREMEMBER", "nokey", "a", "100"]),
+        0
+    );
+    assert_eq!(
+        cmd::<i64>(&mut c, &["EXPIREMEMBER", "s", "b", "5000", "MS"]),
+        1
+    );
+    let ttl: i64 = cmd(&mut c, &["TTL", "s", "a"]);
+    assert!((99..=100).contains(&ttl), "{ttl}");
+    let pttl: i64 = cmd(&mut c, &["PTTL", "s", "b"]);
+    assert!((1..=5000).contains(&pttl), "{pttl}");
+    // No TTL on that member (or no such member): -1; no key: -2.
+    let _: i64 = cmd(&mut c, &["SADD", "s", "c"]);
+    assert_eq!(cmd::<i64>(&mut c, &["TTL", "s", "c"]), -1);
+    assert_eq!(cmd::<i64>(&mut c, &["TTL", "s", "nosuch"]), -1);
+    assert_eq!(cmd::<i64>(&mut c, &["PTTL", "nokey", "a"]), -2);
+    // The key's own TTL is untouched by its members'.
+    assert_eq!(cmd::<i64>(&mut c, &["TTL", "s"]), -1);
+    // Absolute forms.
+    let far = (unix_secs() + 1000).to_string();
+    assert_eq!(cmd::<i64>(&mut c, &["EXPIREMEMBERAT", "s", "c", &far]), 1);
+    let ttl: i64 = cmd(&mut c, &["TTL", "s", "c"]);
+    assert!((998..=1000).contains(&ttl), "{ttl}");
+    let far_ms = ((unix_secs() + 2000) * 1000).to_string();
+    assert_eq!(
+        cmd::<i64>(&mut c, &["PEXPIREMEMBERAT", "s", "c", &far_ms]),
+        1
+    );
+    let ttl: i64 = cmd(&mut c, &["TTL", "s", "c"]);
+    assert!((1998..=2000).contains(&ttl), "{ttl}");
+    // KeyDB's errors.
+    let e = cmd_err(&mut c, &["EXPIREMEMBER", "s", "a", "1", "h"]);
+    assert_eq!(e, "ERR Invalid unit arg");
+    let e = cmd_err(&mut c, &["EXPIREMEMBER", "s", "a", "1", "s", "x"]);
+    assert_eq!(e, "ERR Invalid number of arguments");
+    let e = cmd_err(&mut c, &["EXPIREMEMBER", "s", "a", "soon"]);
+    assert_eq!(e, "ERR value is not an integer or out of range");
+    let e = cmd_err(&mut c, &["EXPIREMEMBER", "s", "a"]);
+    assert!(e.contains("wrong number of arguments"), "{e}");
+    let e = cmd_err(&mut c, &["EXPIREMEMBERAT", "s", "a", "1", "s"]);
+    assert!(e.contains("wrong number of arguments"), "{e}");
+    let () = cmd(&mut c, &["SET", "str", "x"]);
+    let _: i64 = cmd(&mut c, &["RPUSH", "list", "a"]);
+    for key in ["str", "list"] {
+        let e = cmd_err(&mut c, &["EXPIREMEMBER", key, "a", "1"]);
+        assert_eq!(e, "ERR object type is unsupported");
+    }
+    let e = cmd_err(&mut c, &["TTL", "s", "a", "b"]);
+    assert_eq!(e, "ERR Invalid arguments");
+    assert_eq!(cmd::<i64>(&mut c, &["TTL", "nokey", "a", "b"]), -2);
+    // COMMAND INFO describes them.
+    let info: Value = cmd(
+        &mut c,
+        &["COMMAND", "INFO", "expiremember", "pexpirememberat"],
+    );
+    let Value::Array(v) = info else {
+        panic!("{info:?}")
+    };
+    assert!(v.iter().all(|x| matches!(x, Value::Array(_))), "{v:?}");
+}
+
+fn unix_secs() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs()
+}
+
+/// A set, a hash and a sorted set of members `a`, `b`, `c`: `c` of each
+/// gets a deadline far ahead, then `a` one in the past (the last write to
+/// the key: any access to a key removes its due members first).
+fn three_keys_with_due_members(c: &mut redis::Connection) {
+    let _: i64 = cmd(c, &["SADD", "s", "a", "b", "c"]);
+    let _: i64 = cmd(c, &["HSET", "h", "a", "1", "b", "2", "c", "3"]);
+    let _: i64 = cmd(c, &["ZADD", "z", "1", "a", "2", "b", "3", "c"]);
+    for key in ["s", "h", "z"] {
+        assert_eq!(cmd::<i64>(c, &["EXPIREMEMBER", key, "c", "1000"]), 1);
+        assert_eq!(cmd::<i64>(c, &["PEXPIREMEMBERAT", key, "a", "1"]), 1);
+    }
+}
+
+#[test]
+fn due_members_go_at_the_next_access() {
+    let s = Server::start(&[]);
+    let mut c = s.conn();
+    let () = cmd(&mut c, &["DEBUG", "SET-ACTIVE-EXPIRE", "0"]);
+    three_keys_with_due_members(&mut c);
+    assert_eq!(sorted(cmd(&mut c, &["SMEMBERS", "s"])), ["b", "c"]);
+    assert_eq!(sorted(cmd(&mut c, &["HKEYS", "h"])), ["b", "c"]);
+    assert_eq!(
+        cmd::<Vec<String>>(&mut c, &["ZRANGE", "z", "0", "-1"]),
+        ["b", "c"]
+    );
+    assert_eq!(cmd::<i64>(&mut c, &["HLEN", "h"]), 2);
+    // The last member's expiry deletes the key.
+    let _: i64 = cmd(&mut c, &["HSET", "h2", "f", "v"]);
+    assert_eq!(cmd::<i64>(&mut c, &["PEXPIREMEMBERAT", "h2", "f", "1"]), 1);
+    assert_eq!(cmd::<i64>(&mut c, &["EXISTS", "h2"]), 0);
+    // A member removed and added again before its deadline loses its TTL
+    // only when the whole key is replaced; DEL forgets the key's TTLs.
+    let _: i64 = cmd(&mut c, &["SADD", "d", "x", "y"]);
+    assert_eq!(cmd::<i64>(&mut c, &["EXPIREMEMBER", "d", "x", "100"]), 1);
+    let _: i64 = cmd(&mut c, &["DEL", "d"]);
+    let _: i64 = cmd(&mut c, &["SADD", "d", "x"]);
+    assert_eq!(cmd::<i64>(&mut c, &["TTL", "d", "x"]), -1);
+}
+
+#[test]
+fn rename_carries_member_ttls() {
+    let s = Server::start(&[]);
+    let mut c = s.conn();
+    let _: i64 = cmd(&mut c, &["SADD", "src", "a", "b"]);
+    assert_eq!(cmd::<i64>(&mut c, &["EXPIREMEMBER", "src", "a", "100"]), 1);
+    let () = cmd(&mut c, &["RENAME", "src", "dst"]);
+    let ttl: i64 = cmd(&mut c, &["TTL", "dst", "a"]);
+    assert!((99..=100).contains(&ttl), "{ttl}");
+    assert_eq!(cmd::<i64>(&mut c, &["TTL", "src", "a"]), -2);
+    // A whole new value under the name forgets them.
+    let _: i64 = cmd(&mut c, &["SUNIONSTORE", "dst", "dst"]);
+    assert_eq!(cmd::<i64>(&mut c, &["TTL", "dst", "a"]), -1);
+}
+
+#[test]
+fn keyspace_events_of_expired_members() {
+    let s = Server::start(&["--notify-keyspace-events", "KEA"]);
+    let mut c = s.conn();
+    let () = cmd(&mut c, &["DEBUG", "SET-ACTIVE-EXPIRE", "0"]);
+    let mut sub = s.raw();
+    raw_cmd(&mut sub, &["PSUBSCRIBE", "__keyevent@0__:*"]);
+    three_keys_with_due_members(&mut c);
+    let _: i64 = cmd(&mut c, &["SCARD", "s"]);
+    let _: i64 = cmd(&mut c, &["HLEN", "h"]);
+    let _: i64 = cmd(&mut c, &["ZCARD", "z"]);
+    let _: i64 = cmd(&mut c, &["SADD", "last", "m"]);
+    let _: i64 = cmd(&mut c, &["PEXPIREMEMBERAT", "last", "m", "1"]);
+    let _: i64 = cmd(&mut c, &["EXISTS", "last"]);
+    let () = cmd(&mut c, &["PUBLISH", "__keyevent@0__:end", "x"]);
+    let mut events = Vec::new();
+    loop {
+        let msg = read_reply(&mut sub);
+        if msg.contains(":end") {
+            break;
+        }
+        events.push(msg);
+    }
+    let seen = |e: &str, k: &str| {
+        events
+            .iter()
+            .any(|m| m.contains(&format!("__keyevent@0__:{e}")) && m.contains(&format!("{k}]")))
+    };
+    assert!(seen("srem", "s"), "{events:?}");
+    assert!(seen("hexpired", "h"), "{events:?}");
+    assert!(seen("zrem", "z"), "{events:?}");
+    assert!(seen("expired", "last"), "{events:?}");
+}
+
+#[test]
+fn replicas_get_the_deadline_and_the_removals() {
+    let m = Server::start(&[]);
+    let r = Server::start(&[]);
+    let (mut mc, mut rc) = (m.conn(), r.conn());
+    let () = cmd(&mut rc, &["REPLICAOF", "127.0.0.1", &m.port.to_string()]);
+    eventually("the replica to sync", || in_sync(&mut mc, &mut rc));
+    // With active expiry off on the master, the replica gets the deadlines
+    // and keeps every member (replicas never expire members themselves).
+    let () = cmd(&mut mc, &["DEBUG", "SET-ACTIVE-EXPIRE", "0"]);
+    three_keys_with_due_members(&mut mc);
+    eventually("the replica to follow", || {
+        cmd::<i64>(&mut rc, &["EXISTS", "z"]) == 1 && cmd::<i64>(&mut rc, &["PTTL", "z", "c"]) > 0
+    });
+    assert_eq!(cmd::<i64>(&mut rc, &["SCARD", "s"]), 3);
+    assert_eq!(cmd::<i64>(&mut rc, &["TTL", "s", "b"]), -1);
+    assert_eq!(cmd::<i64>(&mut rc, &["PTTL", "s", "a"]), 0);
+    let ttl: i64 = cmd(&mut rc, &["TTL", "h", "c"]);
+    assert!((998..=1000).contains(&ttl), "{ttl}");
+    // The master's active cycle removes them and replicates the removals.
+    let () = cmd(&mut mc, &["DEBUG", "SET-ACTIVE-EXPIRE", "1"]);
+    eventually("the replica to lose the due members", || {
+        cmd::<i64>(&mut rc, &["SCARD", "s"]) == 2
+            && cmd::<i64>(&mut rc, &["HLEN", "h"]) == 2
+            && cmd::<i64>(&mut rc, &["ZCARD", "z"]) == 2
+    });
+    eventually("the replica to follow", || in_sync(&mut mc, &mut rc));
+    assert_eq!(sorted(cmd(&mut rc, &["HKEYS", "h"])), ["b", "c"]);
+}
+
+#[test]
+fn a_redis_replica_gets_hdel_srem_zrem() {
+    let m = Server::start(&[]);
+    let mut mc = m.conn();
+    let rr = RedisOracle::start(&["--replicaof", "127.0.0.1", &m.port.to_string()]);
+    let mut rc = rr.conn();
+    let () = cmd(&mut mc, &["SET", "ready", "1"]);
+    eventually("the redis replica to sync", || {
+        cmd::<i64>(&mut rc, &["EXISTS", "ready"]) == 1
+    });
+    three_keys_with_due_members(&mut mc);
+    // A later write marks the end of what the master sent.
+    let () = cmd(&mut mc, &["SET", "done", "1"]);
+    eventually("the redis replica to follow", || {
+        cmd::<i64>(&mut rc, &["EXISTS", "done"]) == 1
+            && cmd::<i64>(&mut rc, &["SCARD", "s"]) == 2
+            && cmd::<i64>(&mut rc, &["HLEN", "h"]) == 2
+            && cmd::<i64>(&mut rc, &["ZCARD", "z"]) == 2
+    });
+    assert_eq!(sorted(cmd(&mut rc, &["SMEMBERS", "s"])), ["b", "c"]);
+    // It is still a replica of ours, following writes.
+    let _: i64 = cmd(&mut mc, &["SADD", "s", "d"]);
+    eventually("the redis replica to follow", || {
+        sorted(cmd(&mut rc, &["SMEMBERS", "s"])) == ["b", "c", "d"]
+    });
+}
+
+#[test]
+fn aof_replays_member_deadlines() {
+    let s = Server::start(&["--appendonly", "yes"]);
+    let mut c = s.conn();
+    let () = cmd(&mut c, &["DEBUG", "SET-ACTIVE-EXPIRE", "0"]);
+    three_keys_with_due_members(&mut c);
+    let () = cmd(&mut c, &["DEBUG", "LOADAOF"]);
+    let ttl: i64 = cmd(&mut c, &["TTL", "h", "c"]);
+    assert!((998..=1000).contains(&ttl), "{ttl}");
+    assert_eq!(sorted(cmd(&mut c, &["SMEMBERS", "s"])), ["b", "c"]);
+    assert_eq!(
+        cmd::<Vec<String>>(&mut c, &["ZRANGE", "z", "0", "-1"]),
+        ["b", "c"]
+    );
+}
+
+#[test]
+fn refused_under_active_replication_and_nothing_diverges() {
+    let p = Pair::start(&[]);
+    let (mut a, mut b) = (p.a.conn(), p.b.conn());
+    let _: i64 = cmd(&mut a, &["SADD", "s", "x", "y"]);
+    let e = cmd_err(&mut a, &["EXPIREMEMBER", "s", "x", "10"]);
+    assert!(e.contains("not supported under active replication"), "{e}");
+    p.partition();
+    let _: i64 = cmd(&mut b, &["SADD", "s", "z"]);
+    let e = cmd_err(&mut b, &["PEXPIREMEMBERAT", "s", "z", "1"]);
+    assert!(e.contains("not supported under active replication"), "{e}");
+    assert_eq!(cmd::<i64>(&mut b, &["TTL", "s", "z"]), -1);
+    p.heal();
+    converged(&[&p.a, &p.b]);
+    assert_eq!(sorted(cmd(&mut a, &["SMEMBERS", "s"])), ["x", "y", "z"]);
+}
