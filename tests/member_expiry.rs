@@ -271,3 +271,150 @@ fn refused_under_active_replication_and_nothing_diverges() {
     converged(&[&p.a, &p.b]);
     assert_eq!(sorted(cmd(&mut a, &["SMEMBERS", "s"])), ["x", "y", "z"]);
 }
+
+/// The far deadline of `c` survived (998..=1000 s left), and `a`, due,
+/// went at the first access.
+fn check_after_restart(c: &mut redis::Connection) {
+    for key in ["s", "h", "z"] {
+        let ttl: i64 = cmd(c, &["TTL", key, "c"]);
+        assert!((998..=1000).contains(&ttl), "{key}: {ttl}");
+        assert_eq!(cmd::<i64>(c, &["TTL", key, "b"]), -1, "{key}");
+    }
+    assert_eq!(sorted(cmd(c, &["SMEMBERS", "s"])), ["b", "c"]);
+    assert_eq!(sorted(cmd(c, &["HKEYS", "h"])), ["b", "c"]);
+    assert_eq!(
+        cmd::<Vec<String>>(c, &["ZRANGE", "z", "0", "-1"]),
+        ["b", "c"]
+    );
+}
+
+#[test]
+fn rdb_and_aof_rewrite_keep_member_ttls() {
+    let s = Server::start(&[]);
+    let mut c = s.conn();
+    let () = cmd(&mut c, &["DEBUG", "SET-ACTIVE-EXPIRE", "0"]);
+    three_keys_with_due_members(&mut c);
+    let () = cmd(&mut c, &["DEBUG", "RELOAD"]);
+    check_after_restart(&mut c);
+    // The AOF's rewrite (an RDB preamble, then without one) writes them too.
+    for preamble in ["yes", "no"] {
+        let () = cmd(&mut c, &["FLUSHALL"]);
+        let () = cmd(&mut c, &["CONFIG", "SET", "aof-use-rdb-preamble", preamble]);
+        three_keys_with_due_members(&mut c);
+        // Turning the AOF on rewrites it from the data.
+        let () = cmd(&mut c, &["CONFIG", "SET", "appendonly", "yes"]);
+        eventually("the rewrite to end", || {
+            info_field::<i64>(&mut c, "aof_rewrite_in_progress") == 0
+                && info_field::<i64>(&mut c, "aof_rewrite_scheduled") == 0
+        });
+        let () = cmd(&mut c, &["DEBUG", "LOADAOF"]);
+        check_after_restart(&mut c);
+        let () = cmd(&mut c, &["CONFIG", "SET", "appendonly", "no"]);
+    }
+}
+
+#[test]
+fn a_replica_full_sync_carries_member_ttls() {
+    let m = Server::start(&[]);
+    let mut mc = m.conn();
+    let () = cmd(&mut mc, &["DEBUG", "SET-ACTIVE-EXPIRE", "0"]);
+    three_keys_with_due_members(&mut mc);
+    let r = Server::start(&[]);
+    let mut rc = r.conn();
+    let () = cmd(&mut rc, &["REPLICAOF", "127.0.0.1", &m.port.to_string()]);
+    eventually("the replica to sync", || {
+        cmd::<i64>(&mut rc, &["EXISTS", "z"]) == 1
+    });
+    let ttl: i64 = cmd(&mut rc, &["TTL", "z", "c"]);
+    assert!((998..=1000).contains(&ttl), "{ttl}");
+    assert_eq!(cmd::<i64>(&mut rc, &["PTTL", "s", "a"]), 0);
+}
+
+/// A file with member TTLs: RDB 9 header, a set `s` {a, b} and a hash `h`
+/// {f: v}, each followed by KeyDB's aux pairs (`a` far ahead, `f` due),
+/// then a pair for a key that was skipped, and no checksum.
+fn keydb_rdb(far_ms: u64) -> Vec<u8> {
+    fn string(out: &mut Vec<u8>, s: &[u8]) {
+        assert!(s.len() < 64);
+        out.push(s.len() as u8);
+        out.extend_from_slice(s);
+    }
+    fn aux(out: &mut Vec<u8>, k: &[u8], v: &[u8]) {
+        out.push(0xFA);
+        string(out, k);
+        string(out, v);
+    }
+    let mut f = b"REDIS0009".to_vec();
+    aux(&mut f, b"redis-ver", b"6.3.4");
+    f.extend_from_slice(&[0xFE, 0]); // SELECTDB 0
+    f.push(2); // a set
+    string(&mut f, b"s");
+    f.push(2);
+    string(&mut f, b"a");
+    string(&mut f, b"b");
+    aux(&mut f, b"keydb-subexpire-key", b"a");
+    aux(
+        &mut f,
+        b"keydb-subexpire-when",
+        far_ms.to_string().as_bytes(),
+    );
+    f.push(4); // a hash
+    string(&mut f, b"h");
+    f.push(1);
+    string(&mut f, b"f");
+    string(&mut f, b"v");
+    aux(&mut f, b"keydb-subexpire-key", b"f");
+    aux(&mut f, b"keydb-subexpire-when", b"1000");
+    f.push(0xFF);
+    f.extend_from_slice(&[0; 8]);
+    f
+}
+
+#[test]
+fn a_keydb_rdb_with_member_ttls_loads() {
+    let dir = tempdir("keydb-subexpire");
+    let far = (unix_secs() + 1000) * 1000;
+    std::fs::write(dir.join("dump.rdb"), keydb_rdb(far)).unwrap();
+    let dir_arg = dir.to_str().unwrap().to_string();
+    let s = Server::start(&["--dir", &dir_arg]);
+    let mut c = s.conn();
+    let ttl: i64 = cmd(&mut c, &["TTL", "s", "a"]);
+    assert!((998..=1000).contains(&ttl), "{ttl}");
+    assert_eq!(cmd::<i64>(&mut c, &["TTL", "s", "b"]), -1);
+    // The hash's only field was due: the key goes at its first access.
+    assert_eq!(cmd::<i64>(&mut c, &["EXISTS", "h"]), 0);
+    // Written back (SAVE), the file loads in redis-server 7.0, which
+    // ignores the aux fields it does not know.
+    let () = cmd(&mut c, &["SAVE"]);
+    let bytes = std::fs::read(dir.join("dump.rdb")).unwrap();
+    let find = |n: &[u8]| bytes.windows(n.len()).any(|w| w == n);
+    assert!(find(b"keydb-subexpire-key") && find(b"keydb-subexpire-when"));
+    let oracle = RedisOracle::start(&[]);
+    std::fs::write(oracle.dir.join("dump.rdb"), &bytes).unwrap();
+    let mut rc = oracle.conn();
+    let () = cmd(&mut rc, &["DEBUG", "RELOAD", "NOSAVE"]);
+    assert_eq!(sorted(cmd(&mut rc, &["SMEMBERS", "s"])), ["a", "b"]);
+}
+
+#[test]
+fn without_member_ttls_the_rdb_is_unchanged() {
+    // The same data saved with a member TTL set then cleared by a whole
+    // new value has the bytes of the data saved without one.
+    let s = Server::start(&[]);
+    let mut c = s.conn();
+    let save = |c: &mut redis::Connection| -> Vec<u8> {
+        let dir: Vec<String> = cmd(c, &["CONFIG", "GET", "dir"]);
+        let () = cmd(c, &["SAVE"]);
+        std::fs::read(std::path::Path::new(&dir[1]).join("dump.rdb")).unwrap()
+    };
+    let _: i64 = cmd(&mut c, &["SADD", "s", "a", "b"]);
+    let plain = save(&mut c);
+    assert_eq!(cmd::<i64>(&mut c, &["EXPIREMEMBER", "s", "a", "100"]), 1);
+    let with = save(&mut c);
+    assert!(with.len() > plain.len());
+    let _: i64 = cmd(&mut c, &["DEL", "s"]);
+    let _: i64 = cmd(&mut c, &["SADD", "s", "a", "b"]);
+    let again = save(&mut c);
+    // Only the key's version (an aux field of ours) may differ.
+    assert_eq!(again.len(), plain.len());
+}

@@ -321,25 +321,28 @@ impl Locked<'_, '_> {
     /// Sets `member`'s deadline in the collection at `key` (both present).
     pub fn set_member_ttl(&mut self, key: &[u8], member: &[u8], at: u64) {
         let slot = self.slot(key);
-        self.shard_mut(slot.shard).set_member_ttl(key, member, at);
+        self.shard_mut(slot.shard)
+            .set_member_ttl(slot.hash, key, member, at);
     }
 
     /// Takes `key`'s member TTLs out (RENAME puts them back under the
     /// new name with [`Self::put_member_ttls`]).
     pub fn take_member_ttls(&mut self, key: &[u8]) -> Option<Box<MemberTtls>> {
         let slot = self.slot(key);
-        self.shard_mut(slot.shard).take_member_ttls(key)
+        self.shard_mut(slot.shard).take_member_ttls(slot.hash, key)
     }
 
     pub fn put_member_ttls(&mut self, key: &[u8], t: Box<MemberTtls>) {
         let slot = self.slot(key);
-        self.shard_mut(slot.shard).put_member_ttls(key, t);
+        self.shard_mut(slot.shard)
+            .put_member_ttls(slot.hash, key, t);
     }
 
     /// Clears `member`'s TTL in `key`; returns whether it had one.
     pub fn clear_member_ttl(&mut self, key: &[u8], member: &[u8]) -> bool {
         let slot = self.slot(key);
-        self.shard_mut(slot.shard).clear_member_ttl(key, member)
+        self.shard_mut(slot.shard)
+            .clear_member_ttl(slot.hash, key, member)
     }
 
     /// Active replication: counts an increment of `by` to the counter at

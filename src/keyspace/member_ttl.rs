@@ -98,6 +98,19 @@ pub struct MembersGone {
     pub emptied: Option<Entry>,
 }
 
+/// The member TTLs of `key` in a shard's side map (a free function so the
+/// shard can lend them while another of its fields is borrowed).
+#[inline]
+pub(super) fn of<'a, S: std::hash::BuildHasher>(
+    map: &'a hashbrown::HashMap<Box<[u8]>, Box<MemberTtls>, S>,
+    key: &[u8],
+) -> Option<&'a MemberTtls> {
+    if map.is_empty() {
+        return None;
+    }
+    map.get(key).map(|t| &**t)
+}
+
 /// Whether `value` is a type whose members can have TTLs.
 pub fn member_type(value: &Value) -> bool {
     matches!(value, Value::Set(_) | Value::Hash(_) | Value::ZSet(_))
@@ -131,10 +144,17 @@ impl Shard {
 
     /// The member TTLs of `key`, if it has any.
     pub fn member_ttls(&self, key: &[u8]) -> Option<&MemberTtls> {
-        if self.member_ttls.is_empty() {
-            return None;
+        of(&self.member_ttls, key)
+    }
+
+    /// A running snapshot gets `key`'s entry (and TTLs) as they are now,
+    /// before its member TTLs change.
+    fn before_ttl_change(&mut self, hash: u64, key: &[u8]) {
+        if self.snap.is_some() {
+            if let Some(p) = self.pos(hash, key) {
+                self.before_write(p);
+            }
         }
-        self.member_ttls.get(key).map(|t| &**t)
     }
 
     /// `member`'s deadline (unix ms) in `key`, if it has one.
@@ -143,7 +163,8 @@ impl Shard {
     }
 
     /// Sets `member`'s deadline in `key` (the caller checked both exist).
-    pub fn set_member_ttl(&mut self, key: &[u8], member: &[u8], at: u64) {
+    pub fn set_member_ttl(&mut self, hash: u64, key: &[u8], member: &[u8], at: u64) {
+        self.before_ttl_change(hash, key);
         let t = self.member_ttls.entry(key.into()).or_default();
         let before = t.earliest();
         t.set(member, at);
@@ -152,7 +173,11 @@ impl Shard {
     }
 
     /// Clears `member`'s TTL in `key`; returns whether it had one.
-    pub fn clear_member_ttl(&mut self, key: &[u8], member: &[u8]) -> bool {
+    pub fn clear_member_ttl(&mut self, hash: u64, key: &[u8], member: &[u8]) -> bool {
+        if self.member_ttl(key, member).is_none() {
+            return false;
+        }
+        self.before_ttl_change(hash, key);
         let Some(t) = self.member_ttls.get_mut(key) else {
             return false;
         };
@@ -182,20 +207,22 @@ impl Shard {
 
     /// Takes `key`'s member TTLs out (RENAME, MOVE: the caller puts them
     /// back under the new name with [`Self::put_member_ttls`]).
-    pub fn take_member_ttls(&mut self, key: &[u8]) -> Option<Box<MemberTtls>> {
-        if self.member_ttls.is_empty() {
+    pub fn take_member_ttls(&mut self, hash: u64, key: &[u8]) -> Option<Box<MemberTtls>> {
+        if self.member_ttls(key).is_none() {
             return None;
         }
+        self.before_ttl_change(hash, key);
         let t = self.member_ttls.remove(key)?;
         self.reindex_members(key, t.earliest(), None);
         Some(t)
     }
 
     /// Gives `key` (present) the member TTLs `t`.
-    pub fn put_member_ttls(&mut self, key: &[u8], t: Box<MemberTtls>) {
+    pub fn put_member_ttls(&mut self, hash: u64, key: &[u8], t: Box<MemberTtls>) {
         if t.is_empty() {
             return;
         }
+        self.before_ttl_change(hash, key);
         let after = t.earliest();
         let before = self
             .member_ttls
@@ -234,6 +261,10 @@ impl Shard {
         key: &[u8],
         now_ms: u64,
     ) -> Option<MembersGone> {
+        if !self.members_due(key, now_ms) {
+            return None;
+        }
+        self.before_ttl_change(hash, key);
         let t = self.member_ttls.get_mut(key)?;
         let before = t.earliest();
         let due = t.take_due(now_ms);
@@ -334,9 +365,9 @@ mod tests {
         }
         let e = Entry::new(b"k"[..].into(), Value::Set(Box::new(set)), 0, 7);
         g.insert(&ks.hasher, s.hash, e);
-        g.set_member_ttl(b"k", b"a", 100);
-        g.set_member_ttl(b"k", b"b", 200);
-        g.set_member_ttl(b"k", b"b", 300);
+        g.set_member_ttl(s.hash, b"k", b"a", 100);
+        g.set_member_ttl(s.hash, b"k", b"b", 200);
+        g.set_member_ttl(s.hash, b"k", b"b", 300);
         assert_eq!(g.member_ttl(b"k", b"b"), Some(300));
         let mut seen = Vec::new();
         let (n, more) = g.expire_members_due(&ks.hasher, 250, 10, |gone| {

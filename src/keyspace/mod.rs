@@ -986,7 +986,8 @@ impl Shard {
     #[inline]
     fn before_write(&mut self, pos: usize) {
         if let Some(s) = &mut self.snap {
-            s.before_write(pos, self.entries.get(pos));
+            let e = self.entries.get(pos);
+            s.before_write(pos, e, member_ttl::of(&self.member_ttls, &e.key));
         }
     }
 
@@ -1001,7 +1002,11 @@ impl Shard {
     /// still needs, highest positions first, and forgets them; `f` returns
     /// false to end the step early. Returns true once the shard has nothing
     /// left for the snapshot.
-    pub fn snap_step(&mut self, max: usize, mut f: impl FnMut(&Entry) -> bool) -> bool {
+    pub fn snap_step(
+        &mut self,
+        max: usize,
+        mut f: impl FnMut(&Entry, Option<&member_ttl::MemberTtls>) -> bool,
+    ) -> bool {
         let Some(s) = &mut self.snap else {
             return true;
         };
@@ -1011,7 +1016,8 @@ impl Shard {
             };
             s.take(pos);
             s.cursor = pos;
-            if !f(self.entries.get(pos)) {
+            let e = self.entries.get(pos);
+            if !f(e, member_ttl::of(&self.member_ttls, &e.key)) {
                 break;
             }
         }
@@ -1031,7 +1037,8 @@ impl Shard {
     pub fn snap_drain(&mut self) {
         if let Some(mut s) = self.snap.take() {
             while let Some(pos) = s.next_pending(usize::MAX) {
-                s.before_write(pos, self.entries.get(pos));
+                let e = self.entries.get(pos);
+                s.before_write(pos, e, member_ttl::of(&self.member_ttls, &e.key));
             }
         }
     }
@@ -1291,7 +1298,7 @@ mod tests {
     #[derive(Default)]
     struct Seen(Mutex<Vec<(String, String)>>);
     impl snap::SnapSink for Seen {
-        fn preserve(&self, _db: usize, e: &Entry) {
+        fn preserve(&self, _db: usize, e: &Entry, _: Option<&member_ttl::MemberTtls>) {
             self.0.lock().push(seen(e));
         }
     }
@@ -1340,7 +1347,7 @@ mod tests {
                     _ => drop(shard.set_expire(&ks.hasher, s.hash, k.as_bytes(), 99)),
                 }
             }
-            done = shard.snap_step(5, |e| {
+            done = shard.snap_step(5, |e, _| {
                 sink.0.lock().push(seen(e));
                 true
             });
