@@ -208,9 +208,7 @@ impl Shard {
     /// Takes `key`'s member TTLs out (RENAME, MOVE: the caller puts them
     /// back under the new name with [`Self::put_member_ttls`]).
     pub fn take_member_ttls(&mut self, hash: u64, key: &[u8]) -> Option<Box<MemberTtls>> {
-        if self.member_ttls(key).is_none() {
-            return None;
-        }
+        self.member_ttls(key)?;
         self.before_ttl_change(hash, key);
         let t = self.member_ttls.remove(key)?;
         self.reindex_members(key, t.earliest(), None);
