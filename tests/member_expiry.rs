@@ -418,3 +418,206 @@ fn without_member_ttls_the_rdb_is_unchanged() {
     // Only the key's version (an aux field of ours) may differ.
     assert_eq!(again.len(), plain.len());
 }
+
+// ------------------------------------------------ Redis 7.4's hash spelling
+
+fn ints(c: &mut redis::Connection, args: &[&str]) -> Vec<i64> {
+    cmd(c, args)
+}
+
+#[test]
+fn hexpire_family_replies_conditions_and_errors() {
+    let s = Server::start(&[]);
+    let mut c = s.conn();
+    let _: i64 = cmd(&mut c, &["HSET", "h", "a", "1", "b", "2", "c", "3"]);
+    assert_eq!(
+        ints(&mut c, &["HEXPIRE", "h", "100", "FIELDS", "2", "a", "zz"]),
+        [1, -2]
+    );
+    assert_eq!(
+        ints(&mut c, &["HEXPIRE", "nokey", "1", "FIELDS", "2", "a", "b"]),
+        [-2, -2]
+    );
+    // NX / XX / GT / LT, a field without TTL counting as infinite.
+    assert_eq!(
+        ints(
+            &mut c,
+            &["HEXPIRE", "h", "200", "NX", "FIELDS", "2", "a", "b"]
+        ),
+        [0, 1]
+    );
+    assert_eq!(
+        ints(
+            &mut c,
+            &["HEXPIRE", "h", "300", "XX", "FIELDS", "2", "a", "c"]
+        ),
+        [1, 0]
+    );
+    assert_eq!(
+        ints(
+            &mut c,
+            &["HEXPIRE", "h", "250", "GT", "FIELDS", "2", "a", "c"]
+        ),
+        [0, 0]
+    );
+    assert_eq!(
+        ints(
+            &mut c,
+            &["HEXPIRE", "h", "250", "LT", "FIELDS", "2", "a", "c"]
+        ),
+        [1, 1]
+    );
+    assert_eq!(
+        ints(&mut c, &["HTTL", "h", "FIELDS", "4", "a", "b", "c", "zz"]),
+        [250, 200, 250, -2]
+    );
+    let pttl = ints(&mut c, &["HPTTL", "h", "FIELDS", "1", "b"]);
+    assert!((199_000..=200_000).contains(&pttl[0]), "{pttl:?}");
+    let at = (unix_secs() + 1000).to_string();
+    assert_eq!(
+        ints(&mut c, &["HEXPIREAT", "h", &at, "FIELDS", "1", "c"]),
+        [1]
+    );
+    assert_eq!(
+        ints(&mut c, &["HEXPIRETIME", "h", "FIELDS", "1", "c"])[0].to_string(),
+        at
+    );
+    let pat = ints(&mut c, &["HPEXPIRETIME", "h", "FIELDS", "1", "c"])[0];
+    assert_eq!(pat, at.parse::<i64>().unwrap() * 1000);
+    assert_eq!(
+        ints(
+            &mut c,
+            &["HPEXPIREAT", "h", &pat.to_string(), "FIELDS", "1", "b"]
+        ),
+        [1]
+    );
+    // The KeyDB spelling reads the same TTL.
+    let pttl: i64 = cmd(&mut c, &["PTTL", "h", "b"]);
+    assert!((997_000..=1_000_000).contains(&pttl), "{pttl}");
+    // HPERSIST: 1 removed, -1 none, -2 no field; then HTTL says -1.
+    assert_eq!(
+        ints(&mut c, &["HPERSIST", "h", "FIELDS", "3", "b", "b", "zz"]),
+        [1, -1, -2]
+    );
+    assert_eq!(ints(&mut c, &["HTTL", "h", "FIELDS", "1", "b"]), [-1]);
+    assert_eq!(
+        ints(&mut c, &["HPERSIST", "nokey", "FIELDS", "2", "a", "b"]),
+        [-2, -2]
+    );
+    // A deadline now or past deletes at once: 2; the last field takes the key.
+    assert_eq!(
+        ints(&mut c, &["HPEXPIRE", "h", "0", "FIELDS", "1", "a"]),
+        [2]
+    );
+    assert_eq!(
+        ints(&mut c, &["HEXPIREAT", "h", "1", "LT", "FIELDS", "1", "b"]),
+        [2]
+    );
+    assert_eq!(
+        ints(&mut c, &["HEXPIREAT", "h", "1", "GT", "FIELDS", "1", "c"]),
+        [0]
+    );
+    assert_eq!(sorted(cmd(&mut c, &["HKEYS", "h"])), ["c"]);
+    assert_eq!(
+        ints(&mut c, &["HEXPIRE", "h", "0", "FIELDS", "1", "c"]),
+        [2]
+    );
+    assert_eq!(cmd::<i64>(&mut c, &["EXISTS", "h"]), 0);
+    // HSET of a field clears its TTL (Redis 7.4); HINCRBY keeps it.
+    let _: i64 = cmd(&mut c, &["HSET", "h", "x", "1", "n", "1"]);
+    assert_eq!(
+        ints(&mut c, &["HEXPIRE", "h", "100", "FIELDS", "2", "x", "n"]),
+        [1, 1]
+    );
+    let _: i64 = cmd(&mut c, &["HSET", "h", "x", "2"]);
+    let _: i64 = cmd(&mut c, &["HINCRBY", "h", "n", "1"]);
+    assert_eq!(
+        ints(&mut c, &["HTTL", "h", "FIELDS", "2", "x", "n"]),
+        [-1, 100]
+    );
+    // HDEL forgets it: the field added again has none.
+    let _: i64 = cmd(&mut c, &["HDEL", "h", "n"]);
+    let _: i64 = cmd(&mut c, &["HSETNX", "h", "n", "1"]);
+    assert_eq!(ints(&mut c, &["HTTL", "h", "FIELDS", "1", "n"]), [-1]);
+    // Errors, as Redis 7.4 words them.
+    let errs = [
+        (
+            &["HEXPIRE", "h", "10", "FIELD", "1", "x"][..],
+            "ERR Mandatory argument FIELDS is missing or not at the right position",
+        ),
+        (
+            &["HEXPIRE", "h", "10", "NX", "XX", "FIELDS", "1", "x"][..],
+            "ERR Mandatory argument FIELDS is missing or not at the right position",
+        ),
+        (
+            &["HEXPIRE", "h", "10", "FIELDS", "0", "x"][..],
+            "ERR Parameter `numFields` should be greater than 0",
+        ),
+        (
+            &["HEXPIRE", "h", "10", "FIELDS", "abc", "x"][..],
+            "ERR Parameter `numFields` should be greater than 0",
+        ),
+        (
+            &["HEXPIRE", "h", "10", "FIELDS", "2", "x"][..],
+            "ERR The `numfields` parameter must match the number of arguments",
+        ),
+        (
+            &["HTTL", "h", "FIELDS", "1", "x", "y"][..],
+            "ERR The `numfields` parameter must match the number of arguments",
+        ),
+        (
+            &["HEXPIRE", "h", "abc", "FIELDS", "1", "x"][..],
+            "ERR value is not an integer or out of range",
+        ),
+        (
+            &["HEXPIRE", "h", "-1", "FIELDS", "1", "x"][..],
+            "ERR invalid expire time, must be >= 0",
+        ),
+        (
+            &["HEXPIRE", "h", "281474976710656", "FIELDS", "1", "x"][..],
+            "ERR invalid expire time in 'hexpire' command",
+        ),
+    ];
+    for (args, want) in errs {
+        assert_eq!(cmd_err(&mut c, args), want, "{args:?}");
+    }
+    let () = cmd(&mut c, &["SET", "str", "v"]);
+    let e = cmd_err(&mut c, &["HEXPIRE", "str", "10", "FIELDS", "1", "x"]);
+    assert!(e.starts_with("WRONGTYPE"), "{e}");
+    let e = cmd_err(&mut c, &["HTTL", "h", "FIELDS"]);
+    assert!(e.contains("wrong number of arguments for 'httl'"), "{e}");
+}
+
+#[test]
+fn hexpire_replicates_as_hpexpireat_and_hdel() {
+    let m = Server::start(&[]);
+    let r = Server::start(&[]);
+    let (mut mc, mut rc) = (m.conn(), r.conn());
+    let () = cmd(&mut rc, &["REPLICAOF", "127.0.0.1", &m.port.to_string()]);
+    eventually("the replica to sync", || in_sync(&mut mc, &mut rc));
+    let _: i64 = cmd(&mut mc, &["HSET", "h", "a", "1", "b", "2", "c", "3"]);
+    assert_eq!(
+        ints(&mut mc, &["HEXPIRE", "h", "1000", "FIELDS", "2", "a", "b"]),
+        [1, 1]
+    );
+    assert_eq!(ints(&mut mc, &["HPERSIST", "h", "FIELDS", "1", "b"]), [1]);
+    assert_eq!(
+        ints(&mut mc, &["HPEXPIRE", "h", "0", "FIELDS", "1", "c"]),
+        [2]
+    );
+    let () = cmd(&mut mc, &["SET", "done", "1"]);
+    eventually("the replica to follow", || {
+        cmd::<i64>(&mut rc, &["EXISTS", "done"]) == 1
+    });
+    let on_master = ints(
+        &mut mc,
+        &["HPEXPIRETIME", "h", "FIELDS", "3", "a", "b", "c"],
+    );
+    let on_replica = ints(
+        &mut rc,
+        &["HPEXPIRETIME", "h", "FIELDS", "3", "a", "b", "c"],
+    );
+    assert_eq!(on_master, on_replica);
+    assert_eq!(on_replica[1..], [-1, -2]);
+    assert!(on_replica[0] > 0);
+}

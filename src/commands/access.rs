@@ -338,6 +338,20 @@ impl Locked<'_, '_> {
             .put_member_ttls(slot.hash, key, t);
     }
 
+    /// Clears the TTLs of `members` of `key` (a write that removed or
+    /// replaced them: HSET, HDEL, SREM, ZREM). Cheap where no key of the
+    /// shard has member TTLs.
+    pub fn clear_member_ttls<'m>(&mut self, key: &[u8], members: impl Iterator<Item = &'m [u8]>) {
+        let slot = self.slot(key);
+        let shard = self.shard_mut(slot.shard);
+        if shard.member_ttls(key).is_none() {
+            return;
+        }
+        for m in members {
+            shard.clear_member_ttl(slot.hash, key, m);
+        }
+    }
+
     /// Clears `member`'s TTL in `key`; returns whether it had one.
     pub fn clear_member_ttl(&mut self, key: &[u8], member: &[u8]) -> bool {
         let slot = self.slot(key);

@@ -39,6 +39,7 @@ pub mod evict;
 pub mod expire;
 pub mod geo;
 pub mod gone;
+pub mod hash_ttl;
 pub mod hashes;
 pub mod hll;
 pub mod keys;
@@ -121,7 +122,7 @@ mod form_tests {
 
 /// The families of this layer; the server adds those of the layers above
 /// (`server::command_families`) and builds the table from all of them.
-pub fn families() -> [&'static [Command]; 22] {
+pub fn families() -> [&'static [Command]; 23] {
     [
         connection::COMMANDS,
         strings::COMMANDS,
@@ -131,6 +132,7 @@ pub fn families() -> [&'static [Command]; 22] {
         member_expire::COMMANDS,
         lists::COMMANDS,
         hashes::COMMANDS,
+        hash_ttl::COMMANDS,
         sets::COMMANDS,
         zsets::COMMANDS,
         hll::COMMANDS,
