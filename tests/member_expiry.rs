@@ -621,3 +621,32 @@ fn hexpire_replicates_as_hpexpireat_and_hdel() {
     assert_eq!(on_replica[1..], [-1, -2]);
     assert!(on_replica[0] > 0);
 }
+
+#[test]
+fn dump_carries_no_member_ttls_and_restore_forgets_them() {
+    let s = Server::start(&[]);
+    let mut c = s.conn();
+    let _: i64 = cmd(&mut c, &["SADD", "s", "a", "b"]);
+    assert_eq!(cmd::<i64>(&mut c, &["EXPIREMEMBER", "s", "a", "100"]), 1);
+    let payload: Vec<u8> = cmd(&mut c, &["DUMP", "s"]);
+    // The payload is the value's alone: a Redis 7.0 restores it.
+    let oracle = RedisOracle::start(&[]);
+    let mut rc = oracle.conn();
+    let () = redis::cmd("RESTORE")
+        .arg("s")
+        .arg(0)
+        .arg(&payload)
+        .query(&mut rc)
+        .unwrap();
+    assert_eq!(sorted(cmd(&mut rc, &["SMEMBERS", "s"])), ["a", "b"]);
+    // RESTORE REPLACE over the key: a new value, without the old TTLs.
+    let () = redis::cmd("RESTORE")
+        .arg("s")
+        .arg(0)
+        .arg(&payload)
+        .arg("REPLACE")
+        .query(&mut c)
+        .unwrap();
+    assert_eq!(cmd::<i64>(&mut c, &["TTL", "s", "a"]), -1);
+    assert_eq!(sorted(cmd(&mut c, &["SMEMBERS", "s"])), ["a", "b"]);
+}
