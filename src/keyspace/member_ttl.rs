@@ -98,17 +98,56 @@ pub struct MembersGone {
     pub emptied: Option<Entry>,
 }
 
-/// The member TTLs of `key` in a shard's side map (a free function so the
+/// A shard's member TTLs: each key's, and the keys by their earliest
+/// member deadline (the active cycle's index). A shard holds one only while
+/// some key of it has a member TTL.
+#[derive(Default)]
+pub struct ShardTtls {
+    by_key: HashMap<Box<[u8]>, MemberTtls>,
+    due: BTreeSet<(u64, Box<[u8]>)>,
+}
+
+impl ShardTtls {
+    /// Moves `key` in the due index from deadline `before` to `after`.
+    fn reindex(&mut self, key: &[u8], before: Option<u64>, after: Option<u64>) {
+        if before == after {
+            return;
+        }
+        if let Some(b) = before {
+            self.due.remove(&(b, key.into()));
+        }
+        if let Some(a) = after {
+            self.due.insert((a, key.into()));
+        }
+    }
+
+    /// Takes `key`'s TTLs out, with its index entry.
+    fn take(&mut self, key: &[u8]) -> Option<MemberTtls> {
+        let t = self.by_key.remove(key)?;
+        self.reindex(key, t.earliest(), None);
+        Some(t)
+    }
+
+    /// Runs `f` on `key`'s TTLs (made if absent), keeping the index and
+    /// dropping the TTLs once empty.
+    fn with<R>(&mut self, key: &[u8], f: impl FnOnce(&mut MemberTtls) -> R) -> R {
+        let t = self.by_key.entry(key.into()).or_default();
+        let before = t.earliest();
+        let r = f(t);
+        let (after, empty) = (t.earliest(), t.is_empty());
+        if empty {
+            self.by_key.remove(key);
+        }
+        self.reindex(key, before, after);
+        r
+    }
+}
+
+/// The member TTLs of `key` in a shard's index (a free function so the
 /// shard can lend them while another of its fields is borrowed).
 #[inline]
-pub(super) fn of<'a, S: std::hash::BuildHasher>(
-    map: &'a hashbrown::HashMap<Box<[u8]>, Box<MemberTtls>, S>,
-    key: &[u8],
-) -> Option<&'a MemberTtls> {
-    if map.is_empty() {
-        return None;
-    }
-    map.get(key).map(|t| &**t)
+pub(super) fn of<'a>(index: &'a Option<Box<ShardTtls>>, key: &[u8]) -> Option<&'a MemberTtls> {
+    index.as_ref()?.by_key.get(key)
 }
 
 /// Whether `value` is a type whose members can have TTLs.
@@ -139,7 +178,7 @@ impl Shard {
     /// Whether any key of this shard has member TTLs.
     #[inline]
     pub fn has_member_ttls(&self) -> bool {
-        !self.member_ttls.is_empty()
+        self.member_ttls.is_some()
     }
 
     /// The member TTLs of `key`, if it has any.
@@ -162,14 +201,20 @@ impl Shard {
         self.member_ttls(key)?.get(member)
     }
 
+    /// Runs `f` on the shard's index (made if absent; dropped once empty).
+    fn with_index<R>(&mut self, f: impl FnOnce(&mut ShardTtls) -> R) -> R {
+        let index = self.member_ttls.get_or_insert_with(Box::default);
+        let r = f(index);
+        if index.by_key.is_empty() {
+            self.member_ttls = None; // give the memory back
+        }
+        r
+    }
+
     /// Sets `member`'s deadline in `key` (the caller checked both exist).
     pub fn set_member_ttl(&mut self, hash: u64, key: &[u8], member: &[u8], at: u64) {
         self.before_ttl_change(hash, key);
-        let t = self.member_ttls.entry(key.into()).or_default();
-        let before = t.earliest();
-        t.set(member, at);
-        let after = t.earliest();
-        self.reindex_members(key, before, after);
+        self.with_index(|i| i.with(key, |t| t.set(member, at)));
     }
 
     /// Clears `member`'s TTL in `key`; returns whether it had one.
@@ -178,41 +223,23 @@ impl Shard {
             return false;
         }
         self.before_ttl_change(hash, key);
-        let Some(t) = self.member_ttls.get_mut(key) else {
-            return false;
-        };
-        let before = t.earliest();
-        let had = t.clear(member);
-        let (after, empty) = (t.earliest(), t.is_empty());
-        if empty {
-            self.member_ttls.remove(key);
-        }
-        self.reindex_members(key, before, after);
-        had
+        self.with_index(|i| i.with(key, |t| t.clear(member)))
     }
 
     /// Drops every member TTL of `key` (removed, or replaced whole).
     #[inline]
     pub(super) fn forget_member_ttls(&mut self, key: &[u8]) {
-        if self.member_ttls.is_empty() {
-            return;
-        }
-        if let Some(t) = self.member_ttls.remove(key) {
-            self.reindex_members(key, t.earliest(), None);
-        }
-        if self.member_ttls.is_empty() {
-            self.member_ttls = Default::default(); // give the table back
+        if self.member_ttls(key).is_some() {
+            self.with_index(|i| i.take(key));
         }
     }
 
-    /// Takes `key`'s member TTLs out (RENAME, MOVE: the caller puts them
-    /// back under the new name with [`Self::put_member_ttls`]).
+    /// Takes `key`'s member TTLs out (RENAME: the caller puts them back
+    /// under the new name with [`Self::put_member_ttls`]).
     pub fn take_member_ttls(&mut self, hash: u64, key: &[u8]) -> Option<Box<MemberTtls>> {
         self.member_ttls(key)?;
         self.before_ttl_change(hash, key);
-        let t = self.member_ttls.remove(key)?;
-        self.reindex_members(key, t.earliest(), None);
-        Some(t)
+        self.with_index(|i| i.take(key)).map(Box::new)
     }
 
     /// Gives `key` (present) the member TTLs `t`.
@@ -221,24 +248,7 @@ impl Shard {
             return;
         }
         self.before_ttl_change(hash, key);
-        let after = t.earliest();
-        let before = self
-            .member_ttls
-            .insert(key.into(), t)
-            .and_then(|o| o.earliest());
-        self.reindex_members(key, before, after);
-    }
-
-    fn reindex_members(&mut self, key: &[u8], before: Option<u64>, after: Option<u64>) {
-        if before == after {
-            return;
-        }
-        if let Some(b) = before {
-            self.member_due.remove(&(b, key.into()));
-        }
-        if let Some(a) = after {
-            self.member_due.insert((a, key.into()));
-        }
+        self.with_index(|i| i.with(key, |old| *old = *t));
     }
 
     /// Whether `key` has a member due at `now_ms`.
@@ -263,14 +273,7 @@ impl Shard {
             return None;
         }
         self.before_ttl_change(hash, key);
-        let t = self.member_ttls.get_mut(key)?;
-        let before = t.earliest();
-        let due = t.take_due(now_ms);
-        let (after, empty) = (t.earliest(), t.is_empty());
-        if empty {
-            self.member_ttls.remove(key);
-        }
-        self.reindex_members(key, before, after);
+        let due = self.with_index(|i| i.with(key, |t| t.take_due(now_ms)));
         let e = self.find_mut(hash, key)?;
         let prev = e.version;
         let members: Vec<Box<[u8]>> = (due.into_iter())
@@ -294,6 +297,12 @@ impl Shard {
         })
     }
 
+    /// The key whose earliest member deadline comes first, if due.
+    fn first_member_due(&self, now_ms: u64) -> Option<(u64, Box<[u8]>)> {
+        let (at, key) = self.member_ttls.as_ref()?.due.first()?;
+        (*at <= now_ms).then(|| (*at, key.clone()))
+    }
+
     /// The active cycle's part for members: removes the due members of up
     /// to `max` keys, calling `on_gone` for each key that lost some (under
     /// this shard's lock; it returns the stamp of the removal, which becomes
@@ -308,17 +317,16 @@ impl Shard {
     ) -> (usize, bool) {
         let mut n = 0;
         while n < max {
-            let Some((at, key)) = self.member_due.first().cloned() else {
+            let Some((at, key)) = self.first_member_due(now_ms) else {
                 return (n, false);
             };
-            if at > now_ms {
-                return (n, false);
-            }
             let hash = hasher.hash(&key);
             let Some(gone) = self.expire_members(hasher, hash, &key, now_ms) else {
-                // Nothing left to remove: the index entry went with the
-                // TTLs; make sure a stale one goes too.
-                self.member_due.remove(&(at, key));
+                // The due members were gone already; their TTLs went with
+                // this call. A stale index entry (none expected) goes too.
+                if let Some(i) = self.member_ttls.as_mut() {
+                    i.due.remove(&(at, key));
+                }
                 continue;
             };
             let (stamp, tomb) = on_gone(&gone);
@@ -331,18 +339,12 @@ impl Shard {
             }
             n += 1;
         }
-        let more = self.member_due.first().is_some_and(|(at, _)| *at <= now_ms);
-        (n, more)
-    }
-
-    /// Keys of this shard with member TTLs (persistence).
-    pub fn member_ttl_keys(&self) -> usize {
-        self.member_ttls.len()
+        (n, self.first_member_due(now_ms).is_some())
     }
 
     /// Whether the active cycle has member work here.
     pub fn has_member_due(&self) -> bool {
-        !self.member_due.is_empty()
+        self.member_ttls.is_some()
     }
 }
 

@@ -225,11 +225,11 @@ pub struct Shard {
     /// of the last writer winning (counters, `merge.rs`). A deleted key's
     /// stays with its tombstone. Empty (and unallocated) otherwise.
     merge: hashbrown::HashMap<Box<[u8]>, Box<merge::Meta>, KeyHasher>,
-    /// The member TTLs of the keys that have some (`member_ttl.rs`), and
-    /// those keys by their earliest member deadline. Empty (and
-    /// unallocated) while no key here has one.
-    member_ttls: hashbrown::HashMap<Box<[u8]>, Box<member_ttl::MemberTtls>, KeyHasher>,
-    member_due: BTreeSet<(u64, Box<[u8]>)>,
+    /// The member TTLs of the keys that have some, and those keys by
+    /// their earliest member deadline (`member_ttl.rs`). None while no key
+    /// here has one: a shard pays one pointer (its padded size does not
+    /// change).
+    member_ttls: Option<Box<member_ttl::ShardTtls>>,
 }
 
 impl Shard {
@@ -1364,6 +1364,8 @@ mod tests {
     #[test]
     fn entry_is_56_bytes() {
         assert_eq!(std::mem::size_of::<Entry>(), 56);
+        // A shard fits two cache lines (member TTLs cost it one pointer).
+        assert_eq!(std::mem::size_of::<PaddedShard>(), 256);
     }
 
     #[test]
