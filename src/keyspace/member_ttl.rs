@@ -2,20 +2,22 @@
 //! EXPIREMEMBER family and Redis 7.4's HEXPIRE family share it;
 //! docs/MEMBER-EXPIRY.md).
 //!
-//! The TTLs live beside the values, not in them: a shard keeps a side map
-//! from key to that key's [`MemberTtls`], empty (and unallocated) while no
-//! key of the shard has one, so a key without member TTLs pays nothing (no
-//! field in [`super::Entry`], no change to any value encoding). A second
-//! ordered index `(earliest deadline, key)` lets the active expiry cycle
-//! (`expire.rs`, same cycle and budget as keys) find keys with due members
-//! in order, as the key index does for volatile keys.
+//! The TTLs live beside the values, not in them: a shard holds one boxed
+//! [`ShardTtls`] (each key's [`MemberTtls`], and the keys ordered by their
+//! earliest member deadline, the active cycle's index), None while no key of
+//! the shard has one. A key without member TTLs pays nothing (no field in
+//! [`super::Entry`], no change to any value encoding) and a shard one
+//! pointer. The active expiry cycle (`expire.rs`, same cycle and budget as
+//! keys) finds keys with due members in order, as the key index does for
+//! volatile keys.
 //!
 //! The side map follows the entry: a key removed or replaced by a whole new
 //! value ([`super::Shard::insert`]) loses its member TTLs
 //! (`forget_member_ttls`, called from the shard's removal paths); RENAME
 //! moves them ([`super::Shard::take_member_ttls`] /
 //! [`super::Shard::put_member_ttls`]). A TTL whose member is gone by the
-//! time it fires (HDEL, SREM...) is dropped then without any effect.
+//! time it fires (SPOP, ZPOPMIN...: HDEL, SREM and ZREM clear it) is
+//! dropped then without any effect.
 //!
 //! Cost of a member TTL: the member's bytes twice (the by-member map and the
 //! by-time set) plus about 60 bytes of map and tree overhead; a key's first
