@@ -650,3 +650,29 @@ fn dump_carries_no_member_ttls_and_restore_forgets_them() {
     assert_eq!(cmd::<i64>(&mut c, &["TTL", "s", "a"]), -1);
     assert_eq!(sorted(cmd(&mut c, &["SMEMBERS", "s"])), ["a", "b"]);
 }
+
+#[test]
+fn hincrbyfloat_keeps_the_field_ttl_on_replicas_too() {
+    let m = Server::start(&[]);
+    let r = Server::start(&[]);
+    let (mut mc, mut rc) = (m.conn(), r.conn());
+    let () = cmd(&mut rc, &["REPLICAOF", "127.0.0.1", &m.port.to_string()]);
+    eventually("the replica to sync", || in_sync(&mut mc, &mut rc));
+    let _: i64 = cmd(&mut mc, &["HSET", "h", "f", "1.5"]);
+    assert_eq!(
+        ints(&mut mc, &["HEXPIRE", "h", "1000", "FIELDS", "1", "f"]),
+        [1]
+    );
+    let _: String = cmd(&mut mc, &["HINCRBYFLOAT", "h", "f", "1"]);
+    let () = cmd(&mut mc, &["SET", "done", "1"]);
+    eventually("the replica to follow", || {
+        cmd::<i64>(&mut rc, &["EXISTS", "done"]) == 1
+    });
+    let on_master = ints(&mut mc, &["HPEXPIRETIME", "h", "FIELDS", "1", "f"]);
+    assert!(on_master[0] > 0);
+    assert_eq!(
+        ints(&mut rc, &["HPEXPIRETIME", "h", "FIELDS", "1", "f"]),
+        on_master
+    );
+    assert_eq!(cmd::<String>(&mut rc, &["HGET", "h", "f"]), "2.5");
+}

@@ -433,6 +433,14 @@ fn hincrbyfloat(ctx: &mut Ctx, args: Args) -> CmdResult {
     ctx.out.bulk(text.as_bytes());
     ctx.notify(class::HASH, "hincrbyfloat", key);
     ctx.propagate(version, &[b"HSET", key, field, text.as_bytes()]);
+    // The increment keeps the field's TTL, the HSET it travels as clears
+    // it: the TTL follows, as its own record (not wrapped with the HSET: a
+    // Redis replica refuses it and would drop both; docs/DECISIONS.md 119).
+    if let Some(at) = l.member_ttl(key, field) {
+        let at = at.to_string();
+        let argv: [&[u8]; 6] = [b"HPEXPIREAT", key, at.as_bytes(), b"FIELDS", b"1", field];
+        ctx.propagate(version, &argv);
+    }
     Ok(())
 }
 
