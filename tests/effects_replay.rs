@@ -337,9 +337,15 @@ fn active_expiry(srv: &Arc<Server>, done: &AtomicBool) -> usize {
     let mut removed = 0;
     while !done.load(Ordering::Relaxed) {
         let budget = Duration::from_millis(5);
-        let st = active_expire_cycle(&srv.keyspace, 0, 1, unix_ms(), budget, |db, e| {
-            actively_expired(&gone, &mut clock, db, e)
-        });
+        let st = active_expire_cycle(
+            &srv.keyspace,
+            0,
+            1,
+            unix_ms(),
+            budget,
+            |db, e| actively_expired(&gone, &mut clock, db, e),
+            |_, _| (0, false),
+        );
         removed += st.expired;
         std::thread::sleep(Duration::from_millis(5));
     }

@@ -92,7 +92,7 @@ fn what_is_not_built_says_so_and_names_the_docs_page() {
         reply(&mut c, &["SCRIPT", "DEBUG", "YES"]),
         "ERR SCRIPT DEBUG YES is not supported by LatticeDB yet (docs/COMMANDS.md): the Lua debugger is not built"
     );
-    for name in ["EXPIREMEMBER", "keydb.nhset", "KEYDB.NHGET"] {
+    for name in ["keydb.nhset", "KEYDB.NHGET"] {
         assert_eq!(
             reply(&mut c, &[name, "a", "b"]),
             format!(

@@ -19,6 +19,7 @@ use std::sync::atomic::Ordering::Relaxed;
 use super::events::{class, notify_keyspace};
 use super::{CmdError, Ctx};
 use crate::core::Core;
+use crate::keyspace::member_ttl::MemberTtls;
 use crate::keyspace::{merge, Entry, Keyspace, Shard, ShardGuard, Slot, StrValue, Value};
 use merge::lists::EndOp;
 
@@ -202,6 +203,16 @@ impl<'a> Ctx<'a> {
             }
             return Some(stamp).filter(|_| self.core.active);
         }
+        if shard.has_member_ttls() {
+            // A replica keeps due members until its master's removals
+            // arrive (replicas never expire members themselves).
+            let paused =
+                self.replay_version.is_some() || self.expiry_paused() || self.admin.is_replica();
+            if !paused && shard.members_due(key, now) {
+                return self.expire_members_now(l, db, key, slot);
+            }
+        }
+        let e = shard.find_mut(slot.hash, key)?;
         if !self.client.no_touch {
             // An LFU policy counts accesses, with or without a maxmemory.
             if self.core.hot.eviction.policy().is_lfu() {
@@ -211,6 +222,42 @@ impl<'a> Ctx<'a> {
             }
         }
         Some(e.version)
+    }
+}
+
+impl<'a> Ctx<'a> {
+    /// Lazy member expiry (`keyspace/member_ttl.rs`): removes `key`'s due
+    /// members, as a key found due is removed, and propagates their
+    /// removal at once; returns the version of the entry left, if
+    /// any, as [`Self::expire_if_due`] does.
+    fn expire_members_now(
+        &mut self,
+        l: &mut Locked<'a, '_>,
+        db: usize,
+        key: &[u8],
+        slot: Slot,
+    ) -> Option<u64> {
+        let (now, ks) = (self.now_ms, l.ks);
+        let shard = l.shard_mut(slot.shard);
+        let Some(gone) = shard.expire_members(&ks.hasher, slot.hash, key, now) else {
+            return shard.get_raw(slot.hash, key).map(|e| e.version);
+        };
+        let stamp = self.deletion_stamp(gone.prev);
+        let shard = l.shard_mut(slot.shard);
+        let left = match &gone.emptied {
+            Some(_) => {
+                if self.core.active {
+                    shard.set_tombstone(key, stamp);
+                }
+                self.core.active.then_some(stamp)
+            }
+            None => shard.find_mut(slot.hash, key).map(|e| {
+                e.version = stamp;
+                stamp
+            }),
+        };
+        self.propagate_members_expired(db, &gone, stamp);
+        left
     }
 }
 
@@ -263,6 +310,53 @@ impl Locked<'_, '_> {
         let hide = self.hide_expired;
         let shard = self.shard_mut(slot.shard);
         shard_find(shard, slot.hash, key).filter(|e| hide == 0 || !e.is_expired(hide))
+    }
+
+    /// `member`'s deadline in the collection at `key` (`member_ttl.rs`).
+    pub fn member_ttl(&mut self, key: &[u8], member: &[u8]) -> Option<u64> {
+        let slot = self.slot(key);
+        self.shard_mut(slot.shard).member_ttl(key, member)
+    }
+
+    /// Sets `member`'s deadline in the collection at `key` (both present).
+    pub fn set_member_ttl(&mut self, key: &[u8], member: &[u8], at: u64) {
+        let slot = self.slot(key);
+        self.shard_mut(slot.shard)
+            .set_member_ttl(slot.hash, key, member, at);
+    }
+
+    /// Takes `key`'s member TTLs out (RENAME puts them back under the
+    /// new name with [`Self::put_member_ttls`]).
+    pub fn take_member_ttls(&mut self, key: &[u8]) -> Option<Box<MemberTtls>> {
+        let slot = self.slot(key);
+        self.shard_mut(slot.shard).take_member_ttls(slot.hash, key)
+    }
+
+    pub fn put_member_ttls(&mut self, key: &[u8], t: Box<MemberTtls>) {
+        let slot = self.slot(key);
+        self.shard_mut(slot.shard)
+            .put_member_ttls(slot.hash, key, t);
+    }
+
+    /// Clears the TTLs of `members` of `key` (a write that removed or
+    /// replaced them: HSET, HDEL, SREM, ZREM). Cheap where no key of the
+    /// shard has member TTLs.
+    pub fn clear_member_ttls<'m>(&mut self, key: &[u8], members: impl Iterator<Item = &'m [u8]>) {
+        let slot = self.slot(key);
+        let shard = self.shard_mut(slot.shard);
+        if shard.member_ttls(key).is_none() {
+            return;
+        }
+        for m in members {
+            shard.clear_member_ttl(slot.hash, key, m);
+        }
+    }
+
+    /// Clears `member`'s TTL in `key`; returns whether it had one.
+    pub fn clear_member_ttl(&mut self, key: &[u8], member: &[u8]) -> bool {
+        let slot = self.slot(key);
+        self.shard_mut(slot.shard)
+            .clear_member_ttl(slot.hash, key, member)
     }
 
     /// Active replication: counts an increment of `by` to the counter at

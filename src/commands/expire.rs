@@ -28,11 +28,11 @@ pub static COMMANDS: &[Command] = crate::commands::command_table! {
     cmd("pexpireat", -3, WRITE | FAST, pexpireat)
         .doc("2.6.0", "Sets the expiration time of a key to a Unix milliseconds timestamp.")
         .keys(1, 1, 1),
-    cmd("ttl", 2, READONLY | FAST, ttl)
+    cmd("ttl", -2, READONLY | FAST, ttl)
         .doc("1.0.0", "Returns the expiration time in seconds of a key.")
         .keys(1, 1, 1)
         .tips(&["nondeterministic_output"]),
-    cmd("pttl", 2, READONLY | FAST, pttl)
+    cmd("pttl", -2, READONLY | FAST, pttl)
         .doc("2.6.0", "Returns the expiration time in milliseconds of a key.")
         .keys(1, 1, 1)
         .tips(&["nondeterministic_output"]),
@@ -196,11 +196,18 @@ fn ttl_generic(ctx: &mut Ctx, args: Args, ms: bool, absolute: bool) -> CmdResult
     Ok(())
 }
 
+/// TTL key [member]: a member's TTL is KeyDB's (`member_expire.rs`).
 fn ttl(ctx: &mut Ctx, args: Args) -> CmdResult {
+    if args.len() > 2 {
+        return super::member_expire::member_ttl(ctx, args, false);
+    }
     ttl_generic(ctx, args, false, false)
 }
 
 fn pttl(ctx: &mut Ctx, args: Args) -> CmdResult {
+    if args.len() > 2 {
+        return super::member_expire::member_ttl(ctx, args, true);
+    }
     ttl_generic(ctx, args, true, false)
 }
 

@@ -187,3 +187,54 @@ pub fn to_stream(srv: &Core, db: usize, stamp: u64, prev: u64) -> impl FnOnce(&[
         }
     }
 }
+
+/// Everything that follows the removal of members whose TTLs passed
+/// (`keyspace/member_ttl.rs`; the members already gone from the value,
+/// the shard still locked): where the last member went, the key is gone
+/// as an expired key is ([`key_gone`]: "expired", DEL); otherwise the
+/// collection's own event ("hexpired" for a hash, as Redis 7.4; "srem" /
+/// "zrem" for sets and sorted sets), the dirty count, WATCH and tracking,
+/// and last the HDEL / SREM / ZREM of those members for the AOF and
+/// replicas, which never expire members themselves.
+pub fn members_gone(
+    g: &Gone,
+    db: usize,
+    m: &crate::keyspace::member_ttl::MembersGone,
+    emit: impl FnOnce(&[&[u8]]),
+) {
+    if m.emptied.is_some() {
+        return key_gone(g, Why::Expired, db, &m.key, emit);
+    }
+    let srv = g.core;
+    let (name, cls, event): (&[u8], u32, &str) = match m.kind {
+        "hash" => (b"HDEL", class::HASH, "hexpired"),
+        "set" => (b"SREM", class::SET, "srem"),
+        _ => (b"ZREM", class::ZSET, "zrem"),
+    };
+    notify_keyspace(srv, db, cls, event, &m.key, g.now_ms);
+    g.stats.add_dirty(1);
+    srv.watch.touch_expired(db, &m.key);
+    super::tracking::touch_expired(srv, g.client, &m.key);
+    let mut argv: Vec<&[u8]> = vec![name, &m.key];
+    argv.extend(m.members.iter().map(|x| &**x));
+    emit(&argv);
+}
+
+/// The active cycle's [`members_gone`] (the server's cron): the records
+/// stamped after the key's version; returns that stamp (the key's new
+/// version) and whether an emptied key leaves a tombstone (active
+/// replication).
+pub fn members_actively_expired(
+    g: &Gone,
+    clock: &mut Hlc,
+    db: usize,
+    m: &crate::keyspace::member_ttl::MembersGone,
+) -> (u64, bool) {
+    let core = g.core;
+    let stamp = stamp_after(core, clock, m.prev);
+    if let Some(e) = &m.emptied {
+        wake_stream_waiters(core, db, e);
+    }
+    members_gone(g, db, m, to_stream(core, db, stamp, m.prev));
+    (stamp, core.active)
+}

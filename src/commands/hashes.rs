@@ -157,6 +157,8 @@ fn hset(ctx: &mut Ctx, args: Args) -> CmdResult {
     for i in (2..args.len()).step_by(2) {
         added += h.set(args.get(i), args.get(i + 1), lim) as i64;
     }
+    // A field written whole loses its TTL (Redis 7.4's rule).
+    l.clear_member_ttls(key, (2..args.len()).step_by(2).map(|i| args.get(i)));
     if eq_ic(args.get(0), "hmset") {
         ctx.out.ok();
     } else {
@@ -331,6 +333,7 @@ fn hdel(ctx: &mut Ctx, args: Args) -> CmdResult {
     }
     let version = ctx.version_after(e.version);
     e.version = version;
+    l.clear_member_ttls(key, args.iter().skip(2));
     ctx.notify(class::HASH, "hdel", key);
     if ctx.core.active {
         ctx.note_members(&mut l, key, version, &named_args(&args, 2, 1));
@@ -430,6 +433,14 @@ fn hincrbyfloat(ctx: &mut Ctx, args: Args) -> CmdResult {
     ctx.out.bulk(text.as_bytes());
     ctx.notify(class::HASH, "hincrbyfloat", key);
     ctx.propagate(version, &[b"HSET", key, field, text.as_bytes()]);
+    // The increment keeps the field's TTL, the HSET it travels as clears
+    // it: the TTL follows, as its own record (not wrapped with the HSET: a
+    // Redis replica refuses it and would drop both; docs/DECISIONS.md 119).
+    if let Some(at) = l.member_ttl(key, field) {
+        let at = at.to_string();
+        let argv: [&[u8]; 6] = [b"HPEXPIREAT", key, at.as_bytes(), b"FIELDS", b"1", field];
+        ctx.propagate(version, &argv);
+    }
     Ok(())
 }
 

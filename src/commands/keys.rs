@@ -687,11 +687,15 @@ fn rename_generic(ctx: &mut Ctx, args: Args, nx: bool) -> CmdResult {
     let dst_version = l.entry(dst).map(|e| e.version);
     let blocked = src == dst || (nx && dst_version.is_some());
     if !blocked {
+        let member_ttls = l.take_member_ttls(src);
         let mut e = l.remove(src).expect("checked above");
         let v = ctx.version_after(src_version.max(dst_version.unwrap_or(0)));
         e.rename(dst);
         e.version = v;
         l.put_entry(e);
+        if let Some(t) = member_ttls {
+            l.put_member_ttls(dst, t);
+        }
         ctx.propagate(v, &[b"RENAME", src, dst]);
         ctx.notify(super::events::class::GENERIC, "rename_from", src);
         ctx.notify(super::events::class::GENERIC, "rename_to", dst);

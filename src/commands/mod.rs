@@ -39,10 +39,12 @@ pub mod evict;
 pub mod expire;
 pub mod geo;
 pub mod gone;
+pub mod hash_ttl;
 pub mod hashes;
 pub mod hll;
 pub mod keys;
 pub mod lists;
+pub mod member_expire;
 pub mod multi;
 pub mod pubsub;
 pub mod server_cmds;
@@ -120,15 +122,17 @@ mod form_tests {
 
 /// The families of this layer; the server adds those of the layers above
 /// (`server::command_families`) and builds the table from all of them.
-pub fn families() -> [&'static [Command]; 21] {
+pub fn families() -> [&'static [Command]; 23] {
     [
         connection::COMMANDS,
         strings::COMMANDS,
         bitops::COMMANDS,
         keys::COMMANDS,
         expire::COMMANDS,
+        member_expire::COMMANDS,
         lists::COMMANDS,
         hashes::COMMANDS,
+        hash_ttl::COMMANDS,
         sets::COMMANDS,
         zsets::COMMANDS,
         hll::COMMANDS,
@@ -323,6 +327,31 @@ impl Ctx<'_> {
             });
         });
         true
+    }
+}
+
+impl Ctx<'_> {
+    /// The records of members a `Locked` view expired while locking
+    /// (`gone::members_gone`): their HDEL / SREM / ZREM (or the emptied
+    /// key's DEL) go out at once, before the command's own record, never
+    /// wrapped with it in MULTI/EXEC: a Redis replica refuses the
+    /// member-TTL commands, and a transaction holding one would lose the
+    /// removals with it (docs/DECISIONS.md 119).
+    pub(crate) fn propagate_members_expired(
+        &mut self,
+        db: usize,
+        m: &crate::keyspace::member_ttl::MembersGone,
+        stamp: u64,
+    ) {
+        let bases = gone::bases(self.core, m.prev);
+        let mut out: Option<Vec<Vec<u8>>> = None;
+        gone::members_gone(&self.gone(), db, m, |argv| {
+            out = Some(argv.iter().map(|a| a.to_vec()).collect());
+        });
+        if let Some(argv) = out {
+            let refs: Vec<&[u8]> = argv.iter().map(|a| &a[..]).collect();
+            self.emit_effect_based(db, stamp, &refs, &bases, &[]);
+        }
     }
 }
 

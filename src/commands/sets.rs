@@ -218,6 +218,7 @@ fn srem(ctx: &mut Ctx, args: Args) -> CmdResult {
     }
     let version = ctx.version_after(e.version);
     e.version = version;
+    l.clear_member_ttls(key, args.iter().skip(2));
     ctx.notify(class::SET, "srem", key);
     if ctx.core.active {
         ctx.note_members(&mut l, key, version, &named_args(&args, 2, 1));

@@ -82,13 +82,7 @@ fn module_load(_: &mut Ctx, args: Args) -> CmdResult {
 }
 
 /// KeyDB's commands not built yet, by lower-case name.
-const KEYDB: &[&str] = &[
-    "expiremember",
-    "expirememberat",
-    "pexpirememberat",
-    "keydb.nhget",
-    "keydb.nhset",
-];
+const KEYDB: &[&str] = &["keydb.nhget", "keydb.nhset"];
 
 /// KeyDB's subcommands not built yet: (command, subcommand).
 const KEYDB_SUBS: &[(&str, &str)] = &[];

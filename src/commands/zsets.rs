@@ -1205,6 +1205,7 @@ fn zrem(ctx: &mut Ctx, args: Args) -> CmdResult {
     }
     if n > 0 {
         let v = bump(ctx, &mut l, key);
+        l.clear_member_ttls(key, args.iter().skip(2));
         ctx.note_members(&mut l, key, v, &named_args(&args, 2, 1));
         ctx.propagate(v, &argv_of(args));
         ctx.notify(class::ZSET, "zrem", key);

@@ -21,6 +21,7 @@
 use std::cell::Cell;
 use std::time::{Duration, Instant};
 
+use super::member_ttl::MembersGone;
 use super::{Entry, Keyspace, SHARDS};
 
 /// Keys removed per shard between two clock checks.
@@ -43,7 +44,11 @@ pub struct CycleStats {
 
 /// Runs one cycle over shards `worker, worker + nworkers, ...` of every db.
 /// `on_expired(db, entry)` is called for each removed key, under its shard
-/// lock, so the caller can propagate the deletion in order.
+/// lock, so the caller can propagate the deletion in order;
+/// `on_members(db, gone)` likewise for each key that lost members to their
+/// TTLs (`member_ttl.rs`; it returns the removal's stamp and whether an
+/// emptied key leaves a tombstone). Keys and keys with due members share
+/// the cycle's budget; a key losing members counts as one.
 pub fn active_expire_cycle(
     ks: &Keyspace,
     worker: usize,
@@ -51,6 +56,7 @@ pub fn active_expire_cycle(
     now_ms: u64,
     budget: Duration,
     mut on_expired: impl FnMut(usize, Entry) -> Option<super::Tombstone>,
+    mut on_members: impl FnMut(usize, &MembersGone) -> (u64, bool),
 ) -> CycleStats {
     let start = Instant::now();
     let mut st = CycleStats::default();
@@ -76,12 +82,17 @@ pub fn active_expire_cycle(
             let Some(mut g) = d.try_lock(shard) else {
                 break;
             };
-            if g.volatile_len() == 0 {
+            if g.volatile_len() == 0 && !g.has_member_due() {
                 break;
             }
-            let (k, more) = g.expire_due(&ks.hasher, now_ms, BATCH, |e| on_expired(db, e));
+            let (k, more_keys) = g.expire_due(&ks.hasher, now_ms, BATCH, |e| on_expired(db, e));
+            let (m, more_members) = match g.has_member_due() {
+                true => g.expire_members_due(&ks.hasher, now_ms, BATCH, |m| on_members(db, m)),
+                false => (0, false),
+            };
+            let more = more_keys || more_members;
             drop(g);
-            removed_here += k;
+            removed_here += k + m;
             if !more {
                 break;
             }
@@ -125,10 +136,18 @@ mod tests {
         fill(&ks, 2, 300, 100);
         fill(&ks, 1, 200, 10_000);
         let mut seen = vec![0; 3];
-        let st = active_expire_cycle(&ks, 0, 1, 5_000, Duration::from_secs(5), |db, _| {
-            seen[db] += 1;
-            None
-        });
+        let st = active_expire_cycle(
+            &ks,
+            0,
+            1,
+            5_000,
+            Duration::from_secs(5),
+            |db, _| {
+                seen[db] += 1;
+                None
+            },
+            |_, _| (0, false),
+        );
         assert_eq!(st.expired, 800);
         assert!(!st.more_due);
         assert_eq!(seen, vec![500, 0, 300]);
@@ -142,15 +161,39 @@ mod tests {
         fill(&ks, 0, 4000, 100);
         fill(&ks, 1, 4000, 100);
         // Two workers cover everything between them.
-        let a = active_expire_cycle(&ks, 0, 2, 5_000, Duration::from_secs(5), |_, _| None);
-        let b = active_expire_cycle(&ks, 1, 2, 5_000, Duration::from_secs(5), |_, _| None);
+        let a = active_expire_cycle(
+            &ks,
+            0,
+            2,
+            5_000,
+            Duration::from_secs(5),
+            |_, _| None,
+            |_, _| (0, false),
+        );
+        let b = active_expire_cycle(
+            &ks,
+            1,
+            2,
+            5_000,
+            Duration::from_secs(5),
+            |_, _| None,
+            |_, _| (0, false),
+        );
         assert_eq!(a.expired + b.expired, 8000);
         assert_eq!(ks.total_keys(), 0);
         // A zero budget still makes progress, and repeated cycles finish.
         fill(&ks, 1, 4000, 100);
         let mut total = 0;
         for _ in 0..10_000 {
-            let st = active_expire_cycle(&ks, 0, 1, 5_000, Duration::ZERO, |_, _| None);
+            let st = active_expire_cycle(
+                &ks,
+                0,
+                1,
+                5_000,
+                Duration::ZERO,
+                |_, _| None,
+                |_, _| (0, false),
+            );
             assert!(st.expired <= BATCH, "a spent budget stops the cycle");
             total += st.expired;
             if ks.total_keys() == 0 {

@@ -26,6 +26,7 @@ pub mod hll;
 pub mod lazyfree;
 pub mod list;
 pub mod longdouble;
+pub mod member_ttl;
 pub mod merge;
 pub mod ordtable;
 pub mod packed;
@@ -224,6 +225,11 @@ pub struct Shard {
     /// of the last writer winning (counters, `merge.rs`). A deleted key's
     /// stays with its tombstone. Empty (and unallocated) otherwise.
     merge: hashbrown::HashMap<Box<[u8]>, Box<merge::Meta>, KeyHasher>,
+    /// The member TTLs of the keys that have some, and those keys by
+    /// their earliest member deadline (`member_ttl.rs`). None while no key
+    /// here has one: a shard pays one pointer (its padded size does not
+    /// change).
+    member_ttls: Option<Box<member_ttl::ShardTtls>>,
 }
 
 impl Shard {
@@ -796,6 +802,7 @@ impl Shard {
             occ.remove();
         }
         let e = self.entries.swap_remove(pos);
+        self.forget_member_ttls(&e.key);
         if pos < self.entries.len() {
             // The former last entry moved into `pos`: re-point its slot.
             let last = self.entries.len() as u32;
@@ -847,6 +854,7 @@ impl Shard {
         let old = match self.pos(hash, &entry.key) {
             Some(p) => {
                 self.before_write(p);
+                self.forget_member_ttls(&entry.key);
                 Some(std::mem::replace(self.entries.get_mut(p), entry))
             }
             None => {
@@ -1008,7 +1016,8 @@ impl Shard {
     #[inline]
     fn before_write(&mut self, pos: usize) {
         if let Some(s) = &mut self.snap {
-            s.before_write(pos, self.entries.get(pos));
+            let e = self.entries.get(pos);
+            s.before_write(pos, e, member_ttl::of(&self.member_ttls, &e.key));
         }
     }
 
@@ -1023,7 +1032,11 @@ impl Shard {
     /// still needs, highest positions first, and forgets them; `f` returns
     /// false to end the step early. Returns true once the shard has nothing
     /// left for the snapshot.
-    pub fn snap_step(&mut self, max: usize, mut f: impl FnMut(&Entry) -> bool) -> bool {
+    pub fn snap_step(
+        &mut self,
+        max: usize,
+        mut f: impl FnMut(&Entry, Option<&member_ttl::MemberTtls>) -> bool,
+    ) -> bool {
         let Some(s) = &mut self.snap else {
             return true;
         };
@@ -1033,7 +1046,8 @@ impl Shard {
             };
             s.take(pos);
             s.cursor = pos;
-            if !f(self.entries.get(pos)) {
+            let e = self.entries.get(pos);
+            if !f(e, member_ttl::of(&self.member_ttls, &e.key)) {
                 break;
             }
         }
@@ -1053,7 +1067,8 @@ impl Shard {
     pub fn snap_drain(&mut self) {
         if let Some(mut s) = self.snap.take() {
             while let Some(pos) = s.next_pending(usize::MAX) {
-                s.before_write(pos, self.entries.get(pos));
+                let e = self.entries.get(pos);
+                s.before_write(pos, e, member_ttl::of(&self.member_ttls, &e.key));
             }
         }
     }
@@ -1313,7 +1328,7 @@ mod tests {
     #[derive(Default)]
     struct Seen(Mutex<Vec<(String, String)>>);
     impl snap::SnapSink for Seen {
-        fn preserve(&self, _db: usize, e: &Entry) {
+        fn preserve(&self, _db: usize, e: &Entry, _: Option<&member_ttl::MemberTtls>) {
             self.0.lock().push(seen(e));
         }
     }
@@ -1362,7 +1377,7 @@ mod tests {
                     _ => drop(shard.set_expire(&ks.hasher, s.hash, k.as_bytes(), 99)),
                 }
             }
-            done = shard.snap_step(5, |e| {
+            done = shard.snap_step(5, |e, _| {
                 sink.0.lock().push(seen(e));
                 true
             });
@@ -1379,6 +1394,8 @@ mod tests {
     #[test]
     fn entry_is_56_bytes() {
         assert_eq!(std::mem::size_of::<Entry>(), 56);
+        // A shard fits two cache lines (member TTLs cost it one pointer).
+        assert_eq!(std::mem::size_of::<PaddedShard>(), 256);
     }
 
     #[test]

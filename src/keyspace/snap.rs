@@ -24,12 +24,14 @@
 
 use std::sync::Arc;
 
+use super::member_ttl::MemberTtls;
 use super::Entry;
 
 /// Receives entries as they were at the cut, just before a command changes
-/// or removes them. Called under the entry's shard lock: keep it short.
+/// or removes them (with the key's member TTLs, `member_ttl.rs`). Called
+/// under the entry's shard lock: keep it short.
 pub trait SnapSink: Send + Sync {
-    fn preserve(&self, db: usize, entry: &Entry);
+    fn preserve(&self, db: usize, entry: &Entry, ttls: Option<&MemberTtls>);
 }
 
 /// A running snapshot's state in one shard.
@@ -90,9 +92,9 @@ impl ShardSnap {
     }
 
     /// The entry at `pos` is about to change: preserve it if still pending.
-    pub fn before_write(&mut self, pos: usize, e: &Entry) {
+    pub fn before_write(&mut self, pos: usize, e: &Entry, ttls: Option<&MemberTtls>) {
         if self.take(pos) {
-            self.sink.preserve(self.db, e);
+            self.sink.preserve(self.db, e, ttls);
         }
     }
 
@@ -133,7 +135,7 @@ mod tests {
 
     struct Nop;
     impl SnapSink for Nop {
-        fn preserve(&self, _: usize, _: &Entry) {}
+        fn preserve(&self, _: usize, _: &Entry, _: Option<&MemberTtls>) {}
     }
 
     #[test]

@@ -389,6 +389,7 @@ pub fn load_reader_into(
             crate::log_warning!("Failed loading library from the RDB file: {e}");
             RdbError::Corrupt(e)
         })?;
+        restore_member_ttls(srv, ks, &summary.member_ttls);
         if srv.active {
             summary.tombstones.extend(expired_keys);
             let max = restore_deletions(ks, &summary)?;
@@ -460,6 +461,32 @@ fn log_progress(loading: &Loading, seen: u64, expected: u64, started: Instant) {
 
 fn inserter_failed() -> RdbError {
     RdbError::Corrupt("a loader thread stopped".into())
+}
+
+/// The file's member TTLs (`keyspace/member_ttl.rs`) onto its keys, for
+/// the members they still hold. Under active replication they are not
+/// loaded (member TTLs are not part of the merge state yet; docs/DECISIONS.md
+/// 121): a warning says how many were dropped.
+fn restore_member_ttls(srv: &Server, ks: &Keyspace, ttls: &[decode::MemberTtl]) {
+    if ttls.is_empty() {
+        return;
+    }
+    if srv.active {
+        crate::log_warning!(
+            "RDB: {} member TTLs not loaded: member expiry is not supported under active replication yet",
+            ttls.len()
+        );
+        return;
+    }
+    for (db, key, member, at) in ttls.iter().filter(|t| t.0 < ks.num_dbs()) {
+        let slot = ks.slot(key);
+        let mut g = ks.db(*db).lock(slot.shard);
+        let holds = (g.get_raw(slot.hash, key))
+            .is_some_and(|e| crate::keyspace::member_ttl::has_member(&e.value, member));
+        if holds {
+            g.set_member_ttl(slot.hash, key, member, *at);
+        }
+    }
 }
 
 /// Active replication: the file's flush stamps, tombstones and merge states into `ks`

@@ -24,6 +24,8 @@ use parking_lot::Mutex;
 
 use super::rdb::encode::{self, FileWriter, KeyMeta, SaveOpts};
 use super::rdb::{AUX_FLUSHED, AUX_MERGE, AUX_TOMBSTONES, AUX_VERSIONS, TOMBSTONES_PER_AUX};
+use super::rdb::{AUX_SUBEXPIRE_KEY, AUX_SUBEXPIRE_WHEN};
+use crate::keyspace::member_ttl::{has_member, MemberTtls};
 use crate::keyspace::snap::SnapSink;
 use crate::keyspace::{Entry, SHARDS};
 use crate::server::Server;
@@ -45,6 +47,9 @@ pub enum SnapFormat {
 /// How a snapshot writes entries: its format, the RDB options, and
 /// whether it keeps active replication's stamps in the AOF form (each
 /// command after a stamp annotation, see `aof/writer.rs`).
+/// An entry's member TTLs, if it has any.
+type Ttls<'a> = Option<&'a MemberTtls>;
+
 #[derive(Clone, Copy)]
 struct Form {
     format: SnapFormat,
@@ -54,8 +59,9 @@ struct Form {
 
 impl Form {
     /// One entry: an RDB record (its version goes in the batch's aux
-    /// field, see `versions`), or the commands that rebuild it.
-    fn entry(&self, out: &mut Vec<u8>, versions: &mut Vec<u8>, e: &Entry) {
+    /// field, see `versions`), or the commands that rebuild it; then its
+    /// member TTLs, if any (KeyDB's aux pairs, or PEXPIREMEMBERAT).
+    fn entry(&self, out: &mut Vec<u8>, versions: &mut Vec<u8>, e: &Entry, ttls: Ttls) {
         match self.format {
             SnapFormat::Rdb => {
                 versions.extend_from_slice(&e.version.to_le_bytes());
@@ -64,6 +70,26 @@ impl Form {
             SnapFormat::Aof => {
                 let stamp = self.active.then_some(e.version);
                 crate::persistence::aof::rewrite::encode_entry_commands(out, e, stamp)
+            }
+        }
+        if let Some(t) = ttls {
+            self.member_ttls(out, e, t);
+        }
+    }
+
+    /// The member TTLs of `e` whose members it holds.
+    fn member_ttls(&self, out: &mut Vec<u8>, e: &Entry, t: &MemberTtls) {
+        for (m, at) in t.iter().filter(|(m, _)| has_member(&e.value, m)) {
+            let at = at.to_string();
+            match self.format {
+                SnapFormat::Rdb => {
+                    encode::write_aux(out, AUX_SUBEXPIRE_KEY, m);
+                    encode::write_aux(out, AUX_SUBEXPIRE_WHEN, at.as_bytes());
+                }
+                SnapFormat::Aof => {
+                    let argv: [&[u8]; 4] = [b"PEXPIREMEMBERAT", &e.key, m, at.as_bytes()];
+                    crate::protocol::request::command(out, &argv);
+                }
             }
         }
     }
@@ -235,9 +261,9 @@ impl Deletions {
 }
 
 impl SnapSink for Preserved {
-    fn preserve(&self, db: usize, e: &Entry) {
+    fn preserve(&self, db: usize, e: &Entry, ttls: Ttls) {
         let (mut versions, mut body) = (Vec::new(), Vec::new());
-        self.form.entry(&mut body, &mut versions, e);
+        self.form.entry(&mut body, &mut versions, e, ttls);
         SnapFormat::batch(&mut self.bufs[db].lock(), &versions, &body);
         self.keys.fetch_add(1, Relaxed);
     }
@@ -658,9 +684,9 @@ fn serialize_shards(
         }
         loop {
             let (mut versions, mut body, mut n) = (Vec::new(), Vec::new(), 0);
-            let done = srv.keyspace.db(db).lock(shard).snap_step(batch, |e| {
+            let done = srv.keyspace.db(db).lock(shard).snap_step(batch, |e, ttls| {
                 n += 1;
-                form.entry(&mut body, &mut versions, e);
+                form.entry(&mut body, &mut versions, e, ttls);
                 body.len() < BATCH_BYTES
             });
             if n > 0 {

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use super::conn::Worker;
 use super::Server;
-use crate::commands::gone::{actively_expired, Gone};
+use crate::commands::gone::{actively_expired, members_actively_expired, Gone};
 use crate::keyspace::expire::active_expire_cycle;
 use crate::keyspace::hlc::unix_ms;
 
@@ -39,7 +39,6 @@ pub async fn worker_cron(srv: Arc<Server>, worker: Rc<Worker>, index: usize, nwo
             continue;
         }
         let budget = period / 4;
-        let mut clock = worker.clock.borrow_mut();
         // Expired by no client's command; each event reads the clock.
         let gone = Gone {
             core: &srv,
@@ -54,7 +53,8 @@ pub async fn worker_cron(srv: Arc<Server>, worker: Rc<Worker>, index: usize, nwo
             nworkers,
             unix_ms(),
             budget,
-            |db, e| actively_expired(&gone, &mut clock, db, e),
+            |db, e| actively_expired(&gone, &mut worker.clock.borrow_mut(), db, e),
+            |db, m| members_actively_expired(&gone, &mut worker.clock.borrow_mut(), db, m),
         );
         srv.latency_event("expire-cycle", started.elapsed().as_millis() as u64);
         more_due = st.more_due;

@@ -58,6 +58,37 @@ pub const EXCLUDED: &[(&str, &str)] = &[
     (
         "keydb.cron",
         "its job runs later on a timer, not as a replayed write; it propagates as RESTORE (drawn), tests/cron.rs",
+    ),    (
+        "expiremember",
+        "member expiry: refused under active replication, which the simulator runs (DECISIONS 121); excluded so no seed moves; replication and replay in tests/member_expiry.rs",
+    ),
+    (
+        "expirememberat",
+        "member expiry: refused under active replication, which the simulator runs (DECISIONS 121); excluded so no seed moves; replication and replay in tests/member_expiry.rs",
+    ),
+    (
+        "pexpirememberat",
+        "member expiry: refused under active replication, which the simulator runs (DECISIONS 121); excluded so no seed moves; replication and replay in tests/member_expiry.rs",
+    ),
+    (
+        "hexpire",
+        "member expiry: refused under active replication, which the simulator runs (DECISIONS 121); excluded so no seed moves; replication and replay in tests/member_expiry.rs",
+    ),
+    (
+        "hpexpire",
+        "member expiry: refused under active replication, which the simulator runs (DECISIONS 121); excluded so no seed moves; replication and replay in tests/member_expiry.rs",
+    ),
+    (
+        "hexpireat",
+        "member expiry: refused under active replication, which the simulator runs (DECISIONS 121); excluded so no seed moves; replication and replay in tests/member_expiry.rs",
+    ),
+    (
+        "hpexpireat",
+        "member expiry: refused under active replication, which the simulator runs (DECISIONS 121); excluded so no seed moves; replication and replay in tests/member_expiry.rs",
+    ),
+    (
+        "hpersist",
+        "member expiry: refused under active replication, which the simulator runs (DECISIONS 121); excluded so no seed moves; replication and replay in tests/member_expiry.rs",
     ),
 ];
 

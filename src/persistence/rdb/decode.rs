@@ -27,7 +27,7 @@ use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use super::packed;
 use super::{len, opcode, types, RdbError, AUX_VERSIONS, RDB_VERSION_MAX_LOAD};
 use super::{module_opcode, QUICKLIST_NODE_PACKED, QUICKLIST_NODE_PLAIN};
-use super::{AUX_FLUSHED, AUX_MERGE, AUX_TOMBSTONES};
+use super::{AUX_FLUSHED, AUX_MERGE, AUX_SUBEXPIRE_KEY, AUX_SUBEXPIRE_WHEN, AUX_TOMBSTONES};
 use crate::keyspace::encoding::EncodingLimits;
 use crate::keyspace::hash::{HashLimits, HashValue};
 use crate::keyspace::list::ListValue;
@@ -89,7 +89,13 @@ pub struct LoadSummary {
     pub merge: Vec<(usize, Vec<u8>, Vec<u8>)>,
     /// FUNCTION libraries' code (RDB_OPCODE_FUNCTION2), in file order.
     pub functions: Vec<Vec<u8>>,
+    /// Member TTLs (KeyDB's [`AUX_SUBEXPIRE_KEY`] / [`AUX_SUBEXPIRE_WHEN`]
+    /// pairs after a key): (database, key, member, unix ms).
+    pub member_ttls: Vec<MemberTtl>,
 }
+
+/// One member TTL read from a file: (database, key, member, unix ms).
+pub type MemberTtl = (usize, Vec<u8>, Vec<u8>, u64);
 
 fn corrupt(s: impl Into<String>) -> RdbError {
     RdbError::Corrupt(s.into())
@@ -647,6 +653,11 @@ struct State {
     db: usize,
     versions: VecDeque<u64>,
     pending: Pending,
+    /// The last key read, for the member TTLs that follow it (empty when
+    /// it was skipped), and a member named by an aux field awaiting its
+    /// deadline.
+    last_key: Option<Vec<u8>>,
+    sub_member: Option<Vec<u8>>,
 }
 
 /// Streams a whole RDB file (header to EOF + checksum) from `r`.
@@ -667,10 +678,13 @@ pub fn load(
             merge: Vec::new(),
             flushed: Vec::new(),
             functions: Vec::new(),
+            member_ttls: Vec::new(),
         },
         db: 0,
         versions: VecDeque::new(),
         pending: Pending::default(),
+        last_key: None,
+        sub_member: None,
     };
     loop {
         let t = s.u8()?;
@@ -752,6 +766,12 @@ fn read_opcode<R: Read>(
                 read_tombstones(&v, st.db, &mut st.summary.tombstones)?;
             } else if k == AUX_MERGE {
                 read_merge_states(&v, st.db, &mut st.summary.merge)?;
+            } else if k == AUX_SUBEXPIRE_KEY {
+                if st.sub_member.replace(v).is_some() {
+                    corrupt_subexpire(st);
+                }
+            } else if k == AUX_SUBEXPIRE_WHEN {
+                read_subexpire(&v, st);
             } else if k == AUX_FLUSHED {
                 let stamp = std::str::from_utf8(&v)
                     .ok()
@@ -785,6 +805,35 @@ fn read_opcode<R: Read>(
         _ => return Ok(false),
     }
     Ok(true)
+}
+
+/// KeyDB's member deadline after its member's aux field: the TTL of that
+/// member of the key just read. A pair without its key (a skipped one) or
+/// with a bad deadline is skipped with KeyDB's warning.
+fn read_subexpire(v: &[u8], st: &mut State) {
+    let at = std::str::from_utf8(v)
+        .ok()
+        .and_then(|s| s.parse::<i64>().ok());
+    match (st.sub_member.take(), &st.last_key, at) {
+        (Some(m), Some(key), Some(at)) => {
+            let at = at.max(1) as u64;
+            st.summary.member_ttls.push((st.db, key.clone(), m, at));
+        }
+        (m, _, _) => {
+            st.sub_member = m;
+            corrupt_subexpire(st);
+        }
+    }
+}
+
+fn corrupt_subexpire(st: &mut State) {
+    let key = st.last_key.as_deref().unwrap_or(b"(null)");
+    let m = st.sub_member.take();
+    crate::log_warning!(
+        "Corrupt subexpire entry in RDB skipping. key: {} subkey: {}",
+        String::from_utf8_lossy(key),
+        String::from_utf8_lossy(m.as_deref().unwrap_or(b"(null)"))
+    );
 }
 
 /// The tombstones an [`AUX_TOMBSTONES`] field holds, for database `db`.
@@ -841,6 +890,13 @@ fn read_key<R: Read>(
     let value = read_value(s, t, &key, &Lim::of(opts.limits))?;
     let version = st.versions.pop_front();
     let meta = std::mem::take(&mut st.pending);
+    match &mut st.last_key {
+        Some(k) if value.is_some() => {
+            k.clear();
+            k.extend_from_slice(&key);
+        }
+        _ => st.last_key = value.is_some().then(|| key.clone()),
+    }
     let Some(value) = value else {
         crate::log_warning!(
             "rdbLoadObject skipping empty key: {}",

@@ -49,6 +49,13 @@ pub const AUX_FLUSHED: &[u8] = b"lattice-flushed";
 /// bytes too.
 pub const AUX_MERGE: &[u8] = b"lattice-merge";
 
+/// KeyDB's member TTLs (its rdb.cpp, read for the format): after a key's
+/// record, one pair of aux fields per member TTL, the member then its
+/// deadline in unix ms as decimal text; a loader applies them to the key
+/// just read (`keyspace/member_ttl.rs`). Redis ignores unknown aux fields.
+pub const AUX_SUBEXPIRE_KEY: &[u8] = b"keydb-subexpire-key";
+pub const AUX_SUBEXPIRE_WHEN: &[u8] = b"keydb-subexpire-when";
+
 /// Bytes of tombstones per [`AUX_TOMBSTONES`] field, at most (one field
 /// may exceed it by one tombstone).
 pub const TOMBSTONES_PER_AUX: usize = 64 * 1024;
