@@ -220,3 +220,57 @@ fn a_streams_merge_state_survives_a_restart() {
         assert_eq!(ids(&mut c, "s").len(), 1);
     }
 }
+
+/// Consumer groups are not merged per entry yet (DECISIONS 116): where both
+/// sides of a partition wrote a stream, its entries merge and its groups
+/// are the newer side's, whole. Here `b` writes last: its XACK and its new
+/// group hold on both nodes, `a`'s concurrent delivery to alice is not in
+/// the group's pending entries anywhere (its entries stay in the stream),
+/// and nothing diverges.
+#[test]
+fn consumer_groups_go_whole_to_the_newer_side() {
+    let p = Pair::start(&[]);
+    let (mut a, mut b) = (p.a.conn(), p.b.conn());
+    let first: Vec<String> = (0..4)
+        .map(|i| xadd(&mut a, "s", "f", &i.to_string()))
+        .collect();
+    let _: String = cmd(&mut a, &["XGROUP", "CREATE", "s", "g", "0"]);
+    let read = |c: &mut redis::Connection, who: &str, n: &str| {
+        let _: redis::Value = cmd(
+            c,
+            &[
+                "XREADGROUP",
+                "GROUP",
+                "g",
+                who,
+                "COUNT",
+                n,
+                "STREAMS",
+                "s",
+                ">",
+            ],
+        );
+    };
+    read(&mut a, "bob", "2");
+    converged(&[&p.a, &p.b]);
+    p.partition();
+    read(&mut a, "alice", "2");
+    let added = xadd(&mut a, "s", "f", "a");
+    // b's writes are the later ones (stamps order by milliseconds first).
+    std::thread::sleep(std::time::Duration::from_millis(5));
+    let acked: i64 = cmd(&mut b, &["XACK", "s", "g", &first[0]]);
+    assert_eq!(acked, 1);
+    let _: String = cmd(&mut b, &["XGROUP", "CREATE", "s", "g2", "$"]);
+    p.heal();
+    converged(&[&p.a, &p.b]);
+    for c in [&mut a, &mut b] {
+        assert_eq!(ids(c, "s").len(), 5);
+        assert!(ids(c, "s").contains(&added));
+        let pending: (i64, Option<String>, Option<String>, redis::Value) =
+            cmd(c, &["XPENDING", "s", "g"]);
+        assert_eq!(pending.0, 1, "only bob's second entry is pending");
+        assert_eq!(pending.1.as_deref(), Some(first[1].as_str()));
+        let groups: Vec<redis::Value> = cmd(c, &["XINFO", "GROUPS", "s"]);
+        assert_eq!(groups.len(), 2);
+    }
+}

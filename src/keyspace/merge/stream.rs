@@ -363,3 +363,133 @@ pub fn same_value(a: Option<&StreamValue>, b: Option<&StreamValue>) -> bool {
         _ => false,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::keyspace::stream::Fields;
+
+    const A: u64 = 3;
+    const B: u64 = 7;
+
+    /// An ID of node `slot`: `n`-th within millisecond `ms`.
+    fn id(ms: u64, n: u64, slot: u64) -> StreamId {
+        StreamId::new(ms, n * 1024 + slot)
+    }
+
+    /// A node's side: its stream and state after its XADDs (`adds`) on
+    /// top of `from`, with `stamp` counting up from `version`.
+    fn side(from: &(Stream, StreamValue), adds: &[StreamId], slot: u64) -> (Stream, StreamValue) {
+        let (mut s, mut v) = from.clone();
+        for (i, &x) in adds.iter().enumerate() {
+            v.append(x, Fields::pack([&b"f"[..], b"v"].into_iter()), 0, 0);
+            s.added(slot, x, (x.ms << 20) | ((i as u64) << 10) | slot);
+        }
+        v.entries_added = s.entries_added();
+        (s, v)
+    }
+
+    fn ids(v: &Option<StreamValue>) -> Vec<StreamId> {
+        let v = v.as_ref().expect("present");
+        v.range(StreamId::MIN, StreamId::MAX, false)
+            .map(|e| e.0)
+            .collect()
+    }
+
+    fn empty() -> (Stream, StreamValue) {
+        (Stream::default(), StreamValue::default())
+    }
+
+    #[test]
+    fn concurrent_adds_are_all_kept_in_id_order_whichever_side_joins() {
+        let base = side(&empty(), &[id(10, 0, A)], A);
+        let a = side(&base, &[id(20, 0, A), id(20, 1, A)], A);
+        let b = side(&base, &[id(15, 0, B), id(20, 0, B)], B);
+        let (ja, va) = a.0.join(Some(&a.1), &b.0, Some(&b.1), (0, 0));
+        let (jb, vb) = b.0.join(Some(&b.1), &a.0, Some(&a.1), (0, 0));
+        let want = vec![
+            id(10, 0, A),
+            id(15, 0, B),
+            id(20, 0, A),
+            id(20, 0, B),
+            id(20, 1, A),
+        ];
+        assert_eq!(ids(&va), want);
+        assert!(same_value(va.as_ref(), vb.as_ref()));
+        assert!(ja.same_content(&jb));
+        let v = va.unwrap();
+        assert_eq!(v.entries_added, 5);
+        assert_eq!(v.last_id, id(20, 1, A));
+        // Idempotent: joining the result with itself or a side changes
+        // nothing more.
+        let (again, v2) = ja.join(Some(&v), &ja, Some(&v), (0, 0));
+        assert!(again.same_content(&ja) && same_value(v2.as_ref(), Some(&v)));
+        let (_, v3) = ja.join(Some(&v), &a.0, Some(&a.1), (0, 0));
+        assert!(same_value(v3.as_ref(), Some(&v)));
+    }
+
+    #[test]
+    fn a_removed_entry_stays_removed_and_a_concurrent_add_survives() {
+        let base = side(&empty(), &[id(10, 0, A), id(11, 0, A), id(12, 0, A)], A);
+        // A deletes 10 and trims 11 (both seen); B adds 13 concurrently.
+        let mut a = base.clone();
+        assert!(a.1.delete(id(10, 0, A)) && a.1.delete(id(11, 0, A)));
+        a.0 = Stream::current(Some(&a.0), 99, None);
+        let b = side(&base, &[id(13, 0, B)], B);
+        let (_, v) = a.0.join(Some(&a.1), &b.0, Some(&b.1), (0, 0));
+        assert_eq!(ids(&v), vec![id(12, 0, A), id(13, 0, B)]);
+        let (_, v) = b.0.join(Some(&b.1), &a.0, Some(&a.1), (0, 0));
+        assert_eq!(ids(&v), vec![id(12, 0, A), id(13, 0, B)]);
+    }
+
+    #[test]
+    fn a_deleted_key_keeps_only_the_adds_it_had_not_seen() {
+        let base = side(&empty(), &[id(10, 0, A)], A);
+        let mut gone = base.0.clone();
+        gone.version = base.0.version + 1;
+        let b = side(&base, &[id(40, 0, B)], B);
+        let (_, v) = gone.join(None, &b.0, Some(&b.1), (0, 0));
+        assert_eq!(ids(&v), vec![id(40, 0, B)]);
+        // Nothing unseen: the deletion wins.
+        let (_, v) = gone.join(None, &base.0, Some(&base.1), (0, 0));
+        assert!(v.is_none());
+    }
+
+    #[test]
+    fn an_entry_less_stream_against_a_deletion_goes_to_the_newer() {
+        let mut made = Stream::current(None, 70, None);
+        made.version = 70;
+        let mut gone = Stream::current(None, 60, None);
+        gone.version = 60;
+        let empty = StreamValue::default();
+        let (_, v) = gone.join(None, &made, Some(&empty), (0, 0));
+        assert!(v.is_some());
+        let (_, v) = made.join(Some(&empty), &gone, None, (0, 0));
+        assert!(v.is_some());
+        gone.version = 80;
+        let (_, v) = gone.join(None, &made, Some(&empty), (0, 0));
+        assert!(v.is_none());
+    }
+
+    #[test]
+    fn current_sees_entries_a_write_made_without_telling() {
+        let (_, mut v) = side(&empty(), &[id(5, 0, A), id(6, 0, B)], A);
+        v.entries_added = 9;
+        let s = Stream::current(None, 42, Some(&Value::Stream(Box::new(v))));
+        assert!(s.covers(id(5, 0, A)) && s.covers(id(6, 0, B)));
+        assert!(!s.covers(id(6, 1, B)) && !s.covers(id(7, 0, A)));
+        assert_eq!(s.entries_added(), 9);
+        assert_eq!(s.top(), id(6, 0, B));
+    }
+
+    #[test]
+    fn the_state_encodes_and_decodes() {
+        let (s, _) = side(&empty(), &[id(5, 0, A), id(9, 2, B)], A);
+        let mut s = s;
+        s.base = 4;
+        let mut out = Vec::new();
+        s.encode(&mut out);
+        assert_eq!(Stream::decode(&out), Ok(s));
+        assert!(Stream::decode(&out[..out.len() - 1]).is_err());
+    }
+}
