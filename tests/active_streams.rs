@@ -31,6 +31,22 @@ fn xadd(c: &mut redis::Connection, key: &str, field: &str, value: &str) -> Strin
     cmd(c, &["XADD", key, "*", field, value])
 }
 
+/// XINFO STREAM's counts and IDs (not its node layout, which a merged
+/// stream may split elsewhere).
+fn info(c: &mut redis::Connection, key: &str) -> std::collections::BTreeMap<String, String> {
+    let v: Vec<redis::Value> = cmd(c, &["XINFO", "STREAM", key]);
+    let mut out = std::collections::BTreeMap::new();
+    for pair in v.chunks(2) {
+        let name: String = redis::from_redis_value(&pair[0]).unwrap();
+        if let Ok(text) = redis::from_redis_value::<String>(&pair[1]) {
+            if !name.starts_with("radix-tree") {
+                out.insert(name, text);
+            }
+        }
+    }
+    out
+}
+
 /// An ID as numbers, for sorting.
 fn id_key(id: &str) -> (u64, u64) {
     let (ms, seq) = id.split_once('-').unwrap();
@@ -78,6 +94,12 @@ fn xadds_on_both_sides_of_a_partition_are_all_kept() {
     assert_eq!(entries(&mut a, "s"), entries(&mut b, "s"));
     let len: i64 = cmd(&mut a, &["XLEN", "s"]);
     assert_eq!(len, 11);
+    // The counts XINFO shows agree too: 11 entries added, the last ID the
+    // largest either side made.
+    let (ia, ib) = (info(&mut a, "s"), info(&mut b, "s"));
+    assert_eq!(ia, ib);
+    assert_eq!(ia["entries-added"], "11");
+    assert_eq!(&ia["last-generated-id"], made.last().unwrap());
     // Both add on from the merged stream: above every ID either made.
     let after = xadd(&mut b, "s", "after", "heal");
     assert_eq!(ids(&mut b, "s").last(), Some(&after));
