@@ -1398,7 +1398,7 @@ struct Local {
     /// It merges (keyspace/merge.rs), here or, as the record's base says,
     /// at the origin: its state is merged, the write is not replayed.
     merges: bool,
-    /// A stream (or a stream's merge state): where the base matches, the
+    /// A stream (or a deleted one's merge state): where the base matches, the
     /// write replays as it is, an XADD with its ID, giving the origin's
     /// entries and merge state (keyspace/merge/stream.rs); else its state
     /// is merged.
@@ -1414,12 +1414,13 @@ fn local(node: &dyn Host, db: usize, key: &[u8], i: u32) -> Local {
     Local {
         version: g.version_of(slot.hash, key),
         merges: i & crate::effects::MERGED_BASE != 0 || g.merges(key),
-        replays: matches!(
-            g.merge_meta(key),
-            Some(crate::keyspace::merge::Meta::Stream(_))
-        ) || g
-            .get_raw(slot.hash, key)
-            .is_some_and(|e| matches!(e.value, crate::keyspace::Value::Stream(_))),
+        replays: match g.get_raw(slot.hash, key) {
+            Some(e) => matches!(e.value, crate::keyspace::Value::Stream(_)),
+            None => matches!(
+                g.merge_meta(key),
+                Some(crate::keyspace::merge::Meta::Stream(_))
+            ),
+        },
     }
 }
 
