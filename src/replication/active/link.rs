@@ -1398,10 +1398,12 @@ struct Local {
     /// It merges (keyspace/merge.rs), here or, as the record's base says,
     /// at the origin: its state is merged, the write is not replayed.
     merges: bool,
-    /// A stream (or a deleted one's merge state): where the base matches, the
-    /// write replays as it is, an XADD with its ID, giving the origin's
-    /// entries and merge state (keyspace/merge/stream.rs); else its state
-    /// is merged.
+    /// A stream: where the base matches, the write replays as it is, an
+    /// XADD with its ID, giving the origin's entries and merge state
+    /// (keyspace/merge/stream.rs); else its state is merged. Not a deleted
+    /// key: nodes may hold different merge states at one tombstone (a
+    /// flush leaves the states of the keys it removed), so the write that
+    /// makes the stream again joins states (simulator seed 4626).
     replays: bool,
 }
 
@@ -1414,13 +1416,9 @@ fn local(node: &dyn Host, db: usize, key: &[u8], i: u32) -> Local {
     Local {
         version: g.version_of(slot.hash, key),
         merges: i & crate::effects::MERGED_BASE != 0 || g.merges(key),
-        replays: match g.get_raw(slot.hash, key) {
-            Some(e) => matches!(e.value, crate::keyspace::Value::Stream(_)),
-            None => matches!(
-                g.merge_meta(key),
-                Some(crate::keyspace::merge::Meta::Stream(_))
-            ),
-        },
+        replays: g
+            .get_raw(slot.hash, key)
+            .is_some_and(|e| matches!(e.value, crate::keyspace::Value::Stream(_))),
     }
 }
 
