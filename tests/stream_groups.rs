@@ -260,13 +260,20 @@ fn same_replies_as_redis() {
 /// A stream with two groups, pending entries (one of a deleted entry), a
 /// consumer without any, and a NOACK read.
 fn build_groups(c: &mut C) {
+    build_groups_seq(c, 1);
+}
+
+/// [`build_groups`] with entry IDs `<i>-<seq>` (an active node's IDs
+/// carry its slot: tests/active_streams.rs).
+fn build_groups_seq(c: &mut C, seq: u64) {
+    let id = |i: u64| format!("{i}-{seq}");
     for i in 1..=20 {
-        let _: String = cmd(c, &["XADD", "k", &format!("{i}-1"), "f", &i.to_string()]);
+        let _: String = cmd(c, &["XADD", "k", &id(i), "f", &i.to_string()]);
     }
     let _: String = cmd(c, &["XGROUP", "CREATE", "k", "g1", "0"]);
     let _: String = cmd(
         c,
-        &["XGROUP", "CREATE", "k", "g2", "5-1", "ENTRIESREAD", "5"],
+        &["XGROUP", "CREATE", "k", "g2", &id(5), "ENTRIESREAD", "5"],
     );
     let _: V = cmd(
         c,
@@ -312,8 +319,8 @@ fn build_groups(c: &mut C) {
         ],
     );
     let _: i64 = cmd(c, &["XGROUP", "CREATECONSUMER", "k", "g2", "dave"]);
-    let _: i64 = cmd(c, &["XDEL", "k", "2-1"]);
-    let _: i64 = cmd(c, &["XACK", "k", "g1", "3-1"]);
+    let _: i64 = cmd(c, &["XDEL", "k", &id(2)]);
+    let _: i64 = cmd(c, &["XACK", "k", "g1", &id(3)]);
     let _: String = cmd(c, &["XGROUP", "CREATE", "empty", "g", "$", "MKSTREAM"]);
 }
 
@@ -672,11 +679,15 @@ fn same_groups(a: &mut C, b: &mut C) -> bool {
 fn groups_on_an_active_pair_replicate_whole() {
     let p = Pair::start(&[]);
     let (a, b) = (&mut p.a.conn(), &mut p.b.conn());
-    build_groups(a);
+    // Explicit IDs on an active node carry its slot (DECISIONS 112).
+    let slot: Vec<String> = cmd(a, &["CONFIG", "GET", "node-slot"]);
+    let seq: u64 = slot[1].parse().unwrap();
+    let id = |i: u64| format!("{i}-{seq}");
+    build_groups_seq(a, seq);
     eventually("b to hold a's groups", || same_groups(a, b));
     // Group writes on b travel to a.
-    let _: i64 = cmd(b, &["XACK", "k", "g1", "1-1"]);
-    let _: V = cmd(b, &["XCLAIM", "k", "g1", "zoe", "0", "4-1"]);
+    let _: i64 = cmd(b, &["XACK", "k", "g1", &id(1)]);
+    let _: V = cmd(b, &["XCLAIM", "k", "g1", "zoe", "0", &id(4)]);
     let _: V = cmd(
         b,
         &[
@@ -692,8 +703,9 @@ fn groups_on_an_active_pair_replicate_whole() {
         ],
     );
     eventually("a to hold b's group writes", || same_groups(a, b));
-    // Both sides of a partition write the groups: the stream goes whole to
-    // the last writer, and both end with the same groups.
+    // Both sides of a partition write the groups: the entries merge and the
+    // groups go whole to the newer side (DECISIONS 116), and both end with
+    // the same groups.
     p.partition();
     let _: V = cmd(
         a,
@@ -709,7 +721,7 @@ fn groups_on_an_active_pair_replicate_whole() {
             ">",
         ],
     );
-    let _: i64 = cmd(b, &["XACK", "k", "g1", "4-1", "5-1"]);
+    let _: i64 = cmd(b, &["XACK", "k", "g1", &id(4), &id(5)]);
     let _: i64 = cmd(b, &["XGROUP", "CREATECONSUMER", "k", "g2", "bea"]);
     p.heal();
     eventually("the pair to agree on the groups", || same_groups(a, b));

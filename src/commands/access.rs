@@ -430,6 +430,49 @@ impl Locked<'_, '_> {
         shard.set_merge_meta(key, merge::Meta::Hll(h));
     }
 
+    /// Active replication, before a stream write at `key`: its merge state
+    /// brought up to the key's version, made where it has none (what the
+    /// key holds now is what this node has seen: `keyspace/merge/stream.rs`).
+    pub fn prepare_stream(&mut self, key: &[u8]) -> merge::stream::Stream {
+        let slot = self.slot(key);
+        let shard = self.shard_mut(slot.shard);
+        let version = shard.version_of(slot.hash, key);
+        let old = match shard.merge_meta(key) {
+            Some(merge::Meta::Stream(s)) => Some(s),
+            _ => None,
+        };
+        let e = shard.get_raw(slot.hash, key);
+        let (present, at) = e.map_or((false, 0), |e| (true, e.expire_at()));
+        let mut s = merge::stream::Stream::current(old, version, e.map(|e| &e.value));
+        s.ttl.refresh(version, present, at);
+        shard.set_merge_meta(key, merge::Meta::Stream(s.clone()));
+        s
+    }
+
+    /// Active replication: XADD stamped `stamp` added the entry `id` to the
+    /// stream at `key` ([`Self::prepare_stream`] ran first): its merge state
+    /// has seen it and counts it. The stream's `entries-added` it gives.
+    pub fn note_stream_add(
+        &mut self,
+        key: &[u8],
+        id: crate::keyspace::stream::StreamId,
+        stamp: u64,
+    ) -> u64 {
+        let slot = self.slot(key);
+        let shard = self.shard_mut(slot.shard);
+        let mut s = match shard.merge_meta(key) {
+            Some(merge::Meta::Stream(s)) => s.clone(),
+            _ => Default::default(),
+        };
+        let e = shard.get_raw(slot.hash, key);
+        let (present, at) = e.map_or((false, 0), |e| (true, e.expire_at()));
+        s.added(crate::keyspace::hlc::stamp_node(stamp), id, stamp);
+        s.ttl.refresh(stamp, present, at);
+        let added = s.entries_added();
+        shard.set_merge_meta(key, merge::Meta::Stream(s));
+        added
+    }
+
     /// Active replication, before a write: a set, hash or sorted set gets
     /// its merge state if it has none yet (every member dotted with the
     /// key's version, the same on every node that holds that version:

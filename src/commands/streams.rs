@@ -19,6 +19,7 @@ use super::stream_groups as g;
 use super::util::{arg_i64, eq_ic};
 use super::{flags::*, CmdError, CmdResult, Command, Ctx};
 use crate::core::notify::class;
+use crate::keyspace::merge;
 use crate::keyspace::stream::{Fields, StreamId, StreamValue, Trim};
 use crate::keyspace::{Entry, Value};
 use crate::protocol::{parse_i64, Args, ReplyBuf};
@@ -339,6 +340,101 @@ fn rewrite_trim(argv: &mut [Vec<u8>], t: &TrimArgs, s: &StreamValue) {
     };
 }
 
+/// Under active replication, before a write of the stream at `key`: its
+/// merge state brought up to date (`keyspace/merge/stream.rs`); None
+/// otherwise, or WRONGTYPE where the key holds another type.
+fn prepare(
+    ctx: &mut Ctx,
+    l: &mut super::access::Locked,
+    key: &[u8],
+) -> Result<Option<merge::stream::Stream>, CmdError> {
+    if !ctx.core.active {
+        return Ok(None);
+    }
+    get_stream(l, key)?;
+    ctx.mark_merged(key);
+    Ok(Some(l.prepare_stream(key)))
+}
+
+/// What an active node's IDs are made from: the milliseconds of the
+/// write's stamp (or the clock's) and the node's slot; whether the ID
+/// came from a client (explicit IDs of another slot are refused) or a
+/// record (taken as it is).
+struct IdClock {
+    ms: u64,
+    slot: u64,
+    replayed: bool,
+}
+
+fn id_clock(ctx: &Ctx) -> IdClock {
+    let stamp = ctx.active.as_ref().map_or(0, |a| a.stamp);
+    IdClock {
+        ms: crate::keyspace::hlc::stamp_ms(stamp).max(ctx.now_ms),
+        slot: ctx.core.node_id & ((1 << crate::keyspace::hlc::NODE_BITS) - 1),
+        replayed: ctx.replay_version.is_some(),
+    }
+}
+
+/// The ID XADD gives the new entry under active replication (DECISIONS
+/// 112): `*` makes `ms-seq` with `ms` the write's milliseconds (not below
+/// the last ID's) and the node's slot in `seq`'s low bits; `ms-*` the
+/// same in the given millisecond; an explicit ID must carry the node's
+/// slot. Every ID is above the stream's last one and above every ID the
+/// merge state has seen (a stream deleted and made again).
+fn active_id(
+    s: &StreamValue,
+    state: &merge::stream::Stream,
+    given: Option<(StreamId, bool)>,
+    clock: IdClock,
+) -> Result<StreamId, CmdError> {
+    if clock.replayed {
+        return next_id(s, given, clock.ms);
+    }
+    let smaller = || {
+        CmdError::err(
+            "The ID specified in XADD is equal or smaller than the target stream top item",
+        )
+    };
+    let last = s.last_id.max(state.top());
+    let slot = clock.slot;
+    let id = match given {
+        Some((id, true)) if merge::stream::slot_of(id) != slot => {
+            return Err(CmdError::err(format!(
+                "Under active replication an explicit stream ID must end in this node's slot: its sequence modulo 1024 must be {slot}"
+            )));
+        }
+        Some((id, true)) => id,
+        Some((id, false)) if id.ms < last.ms => return Err(smaller()),
+        Some((id, false)) => seq_after(last, id.ms, slot).ok_or_else(smaller)?,
+        None => {
+            let ms = clock.ms.max(last.ms);
+            match seq_after(last, ms, slot) {
+                Some(id) => id,
+                None if ms < u64::MAX => StreamId::new(ms + 1, slot),
+                None => return Err(smaller()),
+            }
+        }
+    };
+    if id <= last {
+        return Err(smaller());
+    }
+    Ok(id)
+}
+
+/// The first ID in millisecond `ms` (not below `last`'s) whose sequence
+/// ends in `slot` and is above `last`; None where the sequence runs out.
+fn seq_after(last: StreamId, ms: u64, slot: u64) -> Option<StreamId> {
+    if ms > last.ms {
+        return Some(StreamId::new(ms, slot));
+    }
+    let mask = (1u64 << crate::keyspace::hlc::NODE_BITS) - 1;
+    let mut seq = (last.seq & !mask) | slot;
+    if seq <= last.seq {
+        seq = seq.checked_add(mask + 1)?;
+    }
+    Some(StreamId::new(ms, seq))
+}
+
 /// The ID XADD gives the new entry (streamAppendItem's rules).
 fn next_id(
     s: &StreamValue,
@@ -383,6 +479,11 @@ fn xadd(ctx: &mut Ctx, args: Args) -> CmdResult {
     let key = args.get(1);
     let (max_bytes, max_entries) = node_limits(ctx);
     let mut l = ctx.open(key);
+    let merge_state = if t.nomkstream && l.entry(key).is_none() {
+        None
+    } else {
+        prepare(ctx, &mut l, key)?
+    };
     let created = match get_stream(&mut l, key)? {
         Some(_) => false,
         None if t.nomkstream => {
@@ -401,7 +502,11 @@ fn xadd(ctx: &mut Ctx, args: Args) -> CmdResult {
             "The stream has exhausted the last possible ID, unable to add more items",
         ));
     }
-    let id = match next_id(s, t.id, ctx.now_ms) {
+    let id = match merge_state.as_ref() {
+        Some(m) => active_id(s, m, t.id, id_clock(ctx)),
+        None => next_id(s, t.id, ctx.now_ms),
+    };
+    let id = match id {
         Ok(id) => id,
         Err(err) => {
             if created {
@@ -427,8 +532,16 @@ fn xadd(ctx: &mut Ctx, args: Args) -> CmdResult {
     } else {
         ctx.version_after(e.version)
     };
+    let version = e.version;
+    if merge_state.is_some() {
+        let added = l.note_stream_add(key, id, version);
+        if let Some(e) = l.entry(key) {
+            stream_mut(&mut e.value).entries_added = added;
+        }
+        ctx.mark_merged(key);
+    }
     let refs: Vec<&[u8]> = argv.iter().map(|a| &a[..]).collect();
-    ctx.propagate(e.version, &refs);
+    ctx.propagate(version, &refs);
     ctx.notify(class::STREAM, "xadd", key);
     if trimmed {
         ctx.notify(class::STREAM, "xtrim", key);
@@ -528,6 +641,9 @@ fn xdel(ctx: &mut Ctx, args: Args) -> CmdResult {
         .collect::<Result<Vec<_>, _>>()?;
     let key = args.get(1);
     let mut l = ctx.open(key);
+    if l.entry(key).is_some() {
+        prepare(ctx, &mut l, key)?;
+    }
     let Some(e) = get_stream(&mut l, key)? else {
         ctx.out.int(0);
         return Ok(());
@@ -554,6 +670,9 @@ fn xtrim(ctx: &mut Ctx, args: Args) -> CmdResult {
     let (t, _) = parse_trim(ctx, args, false)?;
     let key = args.get(1);
     let mut l = ctx.open(key);
+    if l.entry(key).is_some() {
+        prepare(ctx, &mut l, key)?;
+    }
     let Some(e) = get_stream(&mut l, key)? else {
         ctx.out.int(0);
         return Ok(());
@@ -598,6 +717,9 @@ fn xsetid(ctx: &mut Ctx, args: Args) -> CmdResult {
     }
     let key = args.get(1);
     let mut l = ctx.open(key);
+    if l.entry(key).is_some() {
+        prepare(ctx, &mut l, key)?;
+    }
     let Some(e) = get_stream(&mut l, key)? else {
         return Err(CmdError::NoSuchKey);
     };

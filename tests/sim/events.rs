@@ -52,7 +52,7 @@ impl Sim {
     /// A command of the merge workload on node `i`, logged with the dots
     /// of its key before and after (`merging.rs`).
     fn merging_step(&mut self, i: usize) -> Result<(), String> {
-        let line = merging::draw(&mut self.rng);
+        let line = merging::bind(&self.nodes[i].srv, merging::draw(&mut self.rng));
         let from = self.nodes[i].effects_len();
         let before = merging::observe(&self.nodes[i].srv, &line[1]);
         let reply = self.nodes[i].run(&line);

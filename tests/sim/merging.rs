@@ -20,6 +20,10 @@
 //! - **HyperLogLog** (`p0`: only PFADD): every node ends with the registers
 //!   of one sketch fed every acknowledged element; `p1` mixes PFADD with
 //!   DEL, PFMERGE, PFCOUNT and EXPIRE (checked by `converged`).
+//! - **Streams** (`x0`: XADD `*`, XADD MAXLEN, XDEL and XTRIM MINID of an
+//!   entry the origin holds, XTRIM MAXLEN, DEL): every node ends with every
+//!   acknowledged XADD's entry but those an acknowledged XDEL, trim or DEL
+//!   removed where it ran (entries are members named by their IDs).
 //! - **TTLs**: `s1` also takes EXPIRE (far in the future) and PERSIST, its
 //!   TTL a register of its own (checked by `converged`).
 //! - **Elements** (sets `s0`, `s1`; hash `h0`; sorted set `z0`: adds,
@@ -60,7 +64,7 @@ const MEMBERS: [&str; 4] = ["m0", "m1", "m2", "m3"];
 /// One command of the merge workload.
 pub fn draw(rng: &mut StdRng) -> Vec<Vec<u8>> {
     let member = |rng: &mut StdRng| MEMBERS[rng.gen_range(0..MEMBERS.len())].to_string();
-    let words: Vec<String> = match rng.gen_range(0..110) {
+    let words: Vec<String> = match rng.gen_range(0..120) {
         0..=29 => {
             let key = format!("c{}", rng.gen_range(0..2));
             match rng.gen_range(0..5) {
@@ -128,7 +132,8 @@ pub fn draw(rng: &mut StdRng) -> Vec<Vec<u8>> {
             };
             w.into_iter().map(String::from).collect()
         }
-        100.. => {
+        110.. => draw_stream(rng),
+        100..=109 => {
             // HyperLogLog: `p0` only grows (PFADD), `p1` also takes DEL,
             // PFMERGE, PFCOUNT (its cached estimate) and EXPIRE.
             let ele = |rng: &mut StdRng| format!("e{}", rng.gen_range(0..40));
@@ -158,6 +163,57 @@ pub fn draw(rng: &mut StdRng) -> Vec<Vec<u8>> {
     words.into_iter().map(String::into_bytes).collect()
 }
 
+/// A command on the stream `x0`: XADD `*` (sometimes with MAXLEN), XDEL and
+/// XTRIM MINID of an entry the origin holds (`@pick<k>`, bound by
+/// [`bind`]), XTRIM MAXLEN, DEL.
+fn draw_stream(rng: &mut StdRng) -> Vec<String> {
+    let pick = |rng: &mut StdRng| format!("@pick{}", rng.gen_range(0..6));
+    let v = |rng: &mut StdRng| format!("v{}", rng.gen_range(0..9));
+    let n = |rng: &mut StdRng| rng.gen_range(2..8).to_string();
+    let w = |s: &[&str]| -> Vec<String> { s.iter().map(|w| w.to_string()).collect() };
+    match rng.gen_range(0..12) {
+        0..=5 => w(&["XADD", "x0", "*", "f", &v(rng)]),
+        6 => w(&["XADD", "x0", "MAXLEN", "=", &n(rng), "*", "f", &v(rng)]),
+        7..=8 => w(&["XDEL", "x0", &pick(rng)]),
+        9 => w(&["XTRIM", "x0", "MAXLEN", "=", &n(rng)]),
+        10 => w(&["XTRIM", "x0", "MINID", "=", &pick(rng)]),
+        _ => w(&["DEL", "x0"]),
+    }
+}
+
+/// `line` with each `@pick<k>` replaced by the ID of the `k`-th entry
+/// (modulo their number) of the stream `x0` on `srv` (`0-1` where it has
+/// none): XDEL and XTRIM MINID of entries the origin holds.
+pub fn bind(srv: &Server, mut line: Vec<Vec<u8>>) -> Vec<Vec<u8>> {
+    let ids: Vec<Vec<u8>> = stream_ids(srv, b"x0");
+    for w in line.iter_mut().skip(2) {
+        let Some(k) = w.strip_prefix(b"@pick") else {
+            continue;
+        };
+        let k: usize = std::str::from_utf8(k).unwrap().parse().unwrap();
+        *w = match ids.len() {
+            0 => b"0-1".to_vec(),
+            n => ids[k % n].clone(),
+        };
+    }
+    line
+}
+
+/// The entry IDs of the stream at `key` on `srv`, in order (none where it
+/// is absent or no stream).
+fn stream_ids(srv: &Server, key: &[u8]) -> Vec<Vec<u8>> {
+    use lattice::keyspace::stream::StreamId;
+    let ks = &srv.keyspace;
+    let slot = ks.slot(key);
+    let g = ks.db(DB).lock(slot.shard);
+    match g.get_raw(slot.hash, key).map(|e| &e.value) {
+        Some(lattice::keyspace::Value::Stream(s)) => (s.range(StreamId::MIN, StreamId::MAX, false))
+            .map(|(id, _)| id.text().into_bytes())
+            .collect(),
+        _ => vec![],
+    }
+}
+
 /// A float increment whose sums stay exact in binary (quarters), so that
 /// the expected value of a float counter is known to the digit.
 fn quarter(rng: &mut StdRng) -> String {
@@ -175,6 +231,13 @@ type Dots = BTreeMap<Vec<u8>, Vec<(u64, Item)>>;
 /// a later write's stamp while nobody has seen it: the laziness of
 /// `keyspace/merge/elements.rs`).
 pub fn observe(srv: &Server, key: &[u8]) -> Dots {
+    if key == b"x0" {
+        // A stream's entries are members named by their IDs, each its own
+        // dot (an ID is never made twice: keyspace/merge/stream.rs).
+        return (stream_ids(srv, key).into_iter())
+            .map(|id| (id, vec![(0, Item::Member)]))
+            .collect();
+    }
     let ks = &srv.keyspace;
     let slot = ks.slot(key);
     let mut g = ks.db(DB).lock(slot.shard);
@@ -397,6 +460,27 @@ pub fn check(w: &World, log: &Log) -> Result<(), String> {
                     held.map(|h| String::from_utf8_lossy(&h).into_owned())
                 ));
             }
+        }
+        // `x0`: every acknowledged XADD's entry, unless an acknowledged
+        // XDEL, trim or DEL removed it where it ran (docs/MERGE.md section
+        // 10, item 6).
+        let want: Vec<Vec<u8>> = log.expected_members(b"x0").into_keys().collect();
+        let held: Vec<Vec<u8>> = observe(&n.srv, b"x0").into_keys().collect();
+        if held != want {
+            let text = |v: &[Vec<u8>]| -> Vec<String> {
+                v.iter()
+                    .map(|m| String::from_utf8_lossy(m).into_owned())
+                    .collect()
+            };
+            return Err(format!(
+                "x0: node {i} holds entries {:?}, the acknowledged XADDs less the removes that saw them are {:?} (removed: {:?})",
+                text(&held),
+                text(&want),
+                (log.removed_by.iter())
+                    .filter(|(k, _)| k.0 == b"x0")
+                    .map(|(k, c)| format!("{} by {c}", String::from_utf8_lossy(&k.1)))
+                    .collect::<Vec<_>>()
+            ));
         }
         for key in log
             .added

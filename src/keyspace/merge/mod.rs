@@ -55,6 +55,7 @@ pub mod elements;
 pub mod fact;
 pub mod hll;
 pub mod lists;
+pub mod stream;
 pub mod ttl;
 
 use codec::{put_varint, Cursor};
@@ -72,6 +73,8 @@ pub enum Meta {
     List(Lists),
     /// A HyperLogLog's (`hll.rs`).
     Hll(hll::Hll),
+    /// A stream's (`stream.rs`).
+    Stream(stream::Stream),
 }
 
 /// Whether a value merges by its parts (members, fields, elements) rather
@@ -88,6 +91,7 @@ impl Meta {
             Meta::Elements(e) => e.version,
             Meta::List(l) => l.version,
             Meta::Hll(h) => h.version,
+            Meta::Stream(s) => s.version,
         }
     }
 
@@ -101,6 +105,7 @@ impl Meta {
             Meta::Elements(e) => e.cc.stamps().collect(),
             Meta::List(l) => l.cc.stamps().collect(),
             Meta::Hll(h) => h.cc.stamps().chain([h.reset]).collect(),
+            Meta::Stream(s) => s.cc.stamps().collect(),
         }
     }
 
@@ -110,6 +115,7 @@ impl Meta {
             Meta::Elements(e) => e.encode(out),
             Meta::List(l) => l.encode(out),
             Meta::Hll(h) => h.encode(out),
+            Meta::Stream(s) => s.encode(out),
         }
     }
 
@@ -119,6 +125,7 @@ impl Meta {
             Some(b'E') => Elements::decode(b).map(Meta::Elements),
             Some(b'L') => Lists::decode(b).map(Meta::List),
             Some(b'H') => hll::Hll::decode(b).map(Meta::Hll),
+            Some(b'S') => stream::Stream::decode(b).map(Meta::Stream),
             _ => Err("unknown merge metadata".into()),
         }
     }
@@ -144,6 +151,18 @@ impl Meta {
                 _ => None,
             };
             return Meta::Hll(hll::Hll::current(h, version, value));
+        }
+        // A stream's (stream.rs): a stream, or a deleted one.
+        let is_stream = match value {
+            Some(v) => matches!(v, Value::Stream(_)),
+            None => matches!(meta, Some(Meta::Stream(_))),
+        };
+        if is_stream {
+            let s = match meta {
+                Some(Meta::Stream(s)) => Some(s),
+                _ => None,
+            };
+            return Meta::Stream(stream::Stream::current(s, version, value));
         }
         let list = match value {
             Some(v) => matches!(v, Value::List(_)),
@@ -184,6 +203,7 @@ impl Meta {
             Meta::Elements(e) => e.ttl.refresh(version, present, at),
             Meta::List(l) => l.ttl.refresh(version, present, at),
             Meta::Hll(h) => h.ttl.refresh(version, present, at),
+            Meta::Stream(s) => s.ttl.refresh(version, present, at),
         }
     }
 
@@ -195,6 +215,7 @@ impl Meta {
             Meta::Elements(e) => &e.ttl,
             Meta::List(l) => &l.ttl,
             Meta::Hll(h) => &h.ttl,
+            Meta::Stream(s) => &s.ttl,
         };
         (!present && !ttl.is_empty()) || (present && ttl.at() != at)
     }
@@ -205,6 +226,7 @@ impl Meta {
             Meta::Elements(e) => e.describe(),
             Meta::List(l) => l.describe(),
             Meta::Hll(h) => h.describe(),
+            Meta::Stream(s) => s.describe(),
         }
     }
 }

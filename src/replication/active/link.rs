@@ -1082,7 +1082,7 @@ impl Link {
             .collect();
         if keys
             .iter()
-            .all(|(_, want, l)| !l.merges && l.version == *want)
+            .all(|(_, want, l)| (!l.merges || l.replays) && l.version == *want)
         {
             let flush = flushed_dbs(&argv, db, ks.num_dbs());
             self.replay_args(db, stamp, argv);
@@ -1173,7 +1173,7 @@ impl Link {
         }
         if firsts
             .iter()
-            .all(|(_, _, want, l)| !l.merges && *want == l.version)
+            .all(|(_, _, want, l)| (!l.merges || l.replays) && *want == l.version)
         {
             for w in writes {
                 self.replay_args(w.db, w.stamp, Args::new(w.argv, &w.spans));
@@ -1415,6 +1415,13 @@ struct Local {
     /// It merges (keyspace/merge.rs), here or, as the record's base says,
     /// at the origin: its state is merged, the write is not replayed.
     merges: bool,
+    /// A stream: where the base matches, the write replays as it is, an
+    /// XADD with its ID, giving the origin's entries and merge state
+    /// (keyspace/merge/stream.rs); else its state is merged. Not a deleted
+    /// key: nodes may hold different merge states at one tombstone (a
+    /// flush leaves the states of the keys it removed), so the write that
+    /// makes the stream again joins states (simulator seed 4626).
+    replays: bool,
 }
 
 /// How `key`, a record's base `i`, is here; its shard must be held by this
@@ -1426,6 +1433,9 @@ fn local(node: &dyn Host, db: usize, key: &[u8], i: u32) -> Local {
     Local {
         version: g.version_of(slot.hash, key),
         merges: i & crate::effects::MERGED_BASE != 0 || g.merges(key),
+        replays: g
+            .get_raw(slot.hash, key)
+            .is_some_and(|e| matches!(e.value, crate::keyspace::Value::Stream(_))),
     }
 }
 

@@ -12,6 +12,7 @@ use crate::effects::EffectRef;
 use crate::keyspace::merge::elements::{Change, Elements, Item};
 use crate::keyspace::merge::hll::{is_sketch, Hll};
 use crate::keyspace::merge::lists::{values, Lists};
+use crate::keyspace::merge::stream::{same_value, stream_of, Stream as StreamState};
 use crate::keyspace::merge::{merges_by_parts, Base, Counter, Merged, Meta};
 use crate::keyspace::Value;
 use crate::log_warning;
@@ -28,6 +29,8 @@ pub(super) enum Kind {
     List,
     /// A string holding a HyperLogLog sketch (keyspace/merge/hll.rs).
     Sketch,
+    /// A stream (keyspace/merge/stream.rs).
+    Stream,
     /// A string.
     Other,
 }
@@ -39,6 +42,7 @@ fn kind(v: Option<&Value>) -> Kind {
         Some(Value::Hash(_)) => Kind::Hash,
         Some(Value::ZSet(_)) => Kind::ZSet,
         Some(Value::List(_)) => Kind::List,
+        Some(Value::Stream(_)) => Kind::Stream,
         Some(v) if is_sketch(v) => Kind::Sketch,
         Some(_) => Kind::Other,
     }
@@ -51,6 +55,7 @@ enum Family {
     List,
     Counter,
     Hll,
+    Stream,
 }
 
 /// How one side of a merge merges: by its value's type where present,
@@ -58,6 +63,7 @@ enum Family {
 fn family(kind: Kind, meta: Option<&Meta>) -> Option<Family> {
     match (kind, meta) {
         (Kind::Sketch, _) | (Kind::Other | Kind::Absent, Some(Meta::Hll(_))) => Some(Family::Hll),
+        (Kind::Stream, _) | (Kind::Absent, Some(Meta::Stream(_))) => Some(Family::Stream),
         (Kind::Set | Kind::Hash | Kind::ZSet, _) | (Kind::Absent, Some(Meta::Elements(_))) => {
             Some(Family::Elements)
         }
@@ -190,6 +196,17 @@ impl Link {
                 };
                 let theirs = string_bytes(remote_value.as_ref());
                 return Some(self.merge_hll(db, key, local, (&remote, theirs)));
+            }
+            Family::Stream => {
+                let remote = match remote_meta {
+                    Some(Meta::Stream(s)) => s,
+                    _ => {
+                        let mut s = StreamState::current(None, stamp, remote_value.as_ref());
+                        s.ttl.refresh(stamp, remote_value.is_some(), at);
+                        s
+                    }
+                };
+                return Some(self.merge_stream(db, key, local, (&remote, remote_value.as_ref())));
             }
             Family::Counter => {}
         }
@@ -448,6 +465,70 @@ impl Link {
         }
         self.raise_version(db, key, version);
         self.store(db, key, Meta::Hll(joined));
+        self.settle(db, key, outcome)
+    }
+
+    /// Streams (keyspace/merge/stream.rs): the joined stream (every entry
+    /// one side holds that the other has not seen removed, in ID order),
+    /// where it differs from ours, written whole (a RESTORE of it with the
+    /// expiry the joined TTL dots give), or the key deleted, at the version
+    /// [`Self::outcome`] gives.
+    fn merge_stream(
+        &mut self,
+        db: usize,
+        key: &[u8],
+        local: Local,
+        (remote, their_value): (&StreamState, Option<&Value>),
+    ) -> bool {
+        let core = self.node.core();
+        let ours = {
+            let slot = core.keyspace.slot(key);
+            let g = core.keyspace.db(db).lock(slot.shard);
+            g.get_raw(slot.hash, key).map(|e| e.value.clone())
+        };
+        let mine = match local.meta {
+            Some(Meta::Stream(s)) => s,
+            _ => {
+                let mut s = StreamState::current(None, local.version, ours.as_ref());
+                s.ttl.refresh(local.version, ours.is_some(), local.at);
+                s
+            }
+        };
+        let enc = &core.hot.encoding;
+        let limits = (
+            enc.stream_node_max_bytes
+                .load(std::sync::atomic::Ordering::Relaxed),
+            enc.stream_node_max_entries
+                .load(std::sync::atomic::Ordering::Relaxed),
+        );
+        let (ours, theirs) = (stream_of(ours.as_ref()), stream_of(their_value));
+        let (mut joined, value) = mine.join(ours, remote, theirs, limits);
+        let same = (
+            joined.same_content(&mine) && same_value(value.as_ref(), ours),
+            joined.same_content(remote) && same_value(value.as_ref(), theirs),
+        );
+        let Some((outcome, version)) =
+            self.version_join(db, key, same, (mine.version, remote.version), true)
+        else {
+            return false;
+        };
+        joined.version = version;
+        let at = joined.ttl.at();
+        match value {
+            None => {
+                if local.kind != Kind::Absent {
+                    self.delete_at(db, key, version);
+                }
+            }
+            Some(v) if !same_value(Some(&v), ours) || local.at != at => {
+                let v = Value::Stream(Box::new(v));
+                let payload = crate::persistence::rdb::encode::dump_payload(&v, false);
+                self.restore_at(db, key, (at, &payload), version);
+            }
+            Some(_) => {}
+        }
+        self.raise_version(db, key, version);
+        self.store(db, key, Meta::Stream(joined));
         self.settle(db, key, outcome)
     }
 

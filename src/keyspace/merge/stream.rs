@@ -1,0 +1,495 @@
+//! A stream's merge state (issue 25 item 5, docs/MERGE.md section 10,
+//! DECISIONS 106 and 112-117): what a stream key keeps beside its value so
+//! that entries added on different nodes are all kept, and XDEL and trims
+//! remove only what their node had seen.
+//!
+//! **The entry ID is the dot.** Under active replication `*` makes IDs
+//! whose sequence carries the writing node's slot in its low 10 bits
+//! (`commands/streams.rs`), and a node's IDs in one stream only grow, so a
+//! context in *ID space* tells what a node has seen: per slot, the highest
+//! entry ID of that slot ([`Stream::seen`]). A join keeps an entry both
+//! sides hold, or one side holds whose ID the other side's context does not
+//! cover (an add it has not seen); an entry one side lacks and covers was
+//! removed there (XDEL, a trim, a DEL) and stays removed. Removed entries
+//! cost nothing: no per-entry metadata at all.
+//!
+//! The context is raised by XADD itself ([`Stream::added`], run where the
+//! command runs, replays included), not only lazily: an XADD then an XDEL
+//! on one node before any read must leave the entry covered, or a peer's
+//! copy of it would come back. Lazily, as the other kinds' states
+//! (`mod.rs`), a state that describes an older version than the key's
+//! ([`Stream::current`]) covers every entry the key holds now: a write
+//! that made entries without telling (RESTORE, a RENAME onto the key) made
+//! adds this node has seen.
+//!
+//! `entries-added` is a base (the stream's count when its state was made,
+//! or raised by XSETID) plus a grow-only count per slot of the XADDs that
+//! node made, joined by maximum (each node's adds reach the others in
+//! order); `max-deleted-entry-id` and the last ID are the maximum of both
+//! sides'. Consumer groups are not merged per entry yet (DECISIONS 116):
+//! the newer side's groups are kept whole. The TTL joins by TTL dots as a
+//! collection's (`ttl.rs`), over a stamp context kept beside.
+
+use super::codec::{put_varint, Cursor};
+use super::context::Context;
+use super::ttl::Ttl;
+use crate::keyspace::hlc::NODE_BITS;
+use crate::keyspace::stream::{StreamId, StreamValue};
+use crate::keyspace::Value;
+
+/// The slot an entry ID names (its sequence's low bits).
+pub fn slot_of(id: StreamId) -> u64 {
+    id.seq & ((1 << NODE_BITS) - 1)
+}
+
+/// A stream key's merge state (see the module comment).
+#[derive(Clone, Debug, PartialEq, Eq, Default)]
+pub struct Stream {
+    /// The key's version this describes.
+    pub version: u64,
+    /// Per slot (sorted), the highest entry ID of that slot seen.
+    pub seen: Vec<(u64, StreamId)>,
+    /// Per slot (sorted), the XADDs that node made, seen here.
+    pub added: Vec<(u64, u64)>,
+    /// Entries added before the per-slot counts began (or set by XSETID).
+    pub base: u64,
+    /// The writes seen, per node slot (for the TTL dots).
+    pub cc: Context,
+    pub ttl: Ttl,
+}
+
+/// The stream a value holds, if it is one.
+pub fn stream_of(v: Option<&Value>) -> Option<&StreamValue> {
+    match v {
+        Some(Value::Stream(s)) => Some(s),
+        _ => None,
+    }
+}
+
+impl Stream {
+    /// The state of a key at `version` holding `value`: `meta` if it
+    /// describes that version; else `meta` (or a new state) that has seen
+    /// every entry the key holds, its base raised to the stream's
+    /// `entries-added` where that is higher than the state's count.
+    pub fn current(meta: Option<&Stream>, version: u64, value: Option<&Value>) -> Stream {
+        if let Some(m) = meta.filter(|m| m.version == version) {
+            return m.clone();
+        }
+        let mut s = meta.cloned().unwrap_or_default();
+        s.version = version;
+        s.cc.see(version);
+        if let Some(v) = stream_of(value) {
+            for (id, _) in v.range(StreamId::MIN, StreamId::MAX, false) {
+                s.see(id);
+            }
+            let counted = s.entries_added();
+            if v.entries_added > counted {
+                s.base += v.entries_added - counted;
+            }
+        }
+        s
+    }
+
+    /// Notes the entry `id` as seen.
+    pub fn see(&mut self, id: StreamId) {
+        let slot = slot_of(id);
+        match self.seen.binary_search_by_key(&slot, |c| c.0) {
+            Ok(i) => self.seen[i].1 = self.seen[i].1.max(id),
+            Err(i) => self.seen.insert(i, (slot, id)),
+        }
+    }
+
+    /// Whether the entry `id` was seen (an entry seen and absent was
+    /// removed).
+    pub fn covers(&self, id: StreamId) -> bool {
+        let slot = slot_of(id);
+        self.seen
+            .binary_search_by_key(&slot, |c| c.0)
+            .is_ok_and(|i| self.seen[i].1 >= id)
+    }
+
+    /// The highest entry ID seen (of any slot).
+    pub fn top(&self) -> StreamId {
+        self.seen.iter().map(|c| c.1).max().unwrap_or_default()
+    }
+
+    /// After XADD stamped `stamp`, on the node of `slot`, added `id`.
+    pub fn added(&mut self, slot: u64, id: StreamId, stamp: u64) {
+        self.version = stamp;
+        self.cc.see(stamp);
+        self.see(id);
+        match self.added.binary_search_by_key(&slot, |c| c.0) {
+            Ok(i) => self.added[i].1 += 1,
+            Err(i) => self.added.insert(i, (slot, 1)),
+        }
+    }
+
+    /// The stream's `entries-added`.
+    pub fn entries_added(&self) -> u64 {
+        self.added
+            .iter()
+            .fold(self.base, |n, c| n.saturating_add(c.1))
+    }
+
+    /// The join of `self` (the key here holds `ours`) and `theirs` (the
+    /// peer's key holds `their_value`): the joined state and the stream it
+    /// gives (None: absent), built in ID order with node limits `limits`
+    /// (`stream-node-max-bytes`, `stream-node-max-entries`).
+    pub fn join(
+        &self,
+        ours: Option<&StreamValue>,
+        theirs: &Stream,
+        their_value: Option<&StreamValue>,
+        limits: (usize, usize),
+    ) -> (Stream, Option<StreamValue>) {
+        let mut joined = Stream {
+            version: self.version.max(theirs.version),
+            seen: self.seen.clone(),
+            added: self.added.clone(),
+            base: self.base.max(theirs.base),
+            cc: self.cc.clone(),
+            ttl: self.ttl.join(&self.cc, &theirs.ttl, &theirs.cc),
+        };
+        joined.cc.join(&theirs.cc);
+        for &(_, id) in &theirs.seen {
+            joined.see(id);
+        }
+        for &(slot, n) in &theirs.added {
+            match joined.added.binary_search_by_key(&slot, |c| c.0) {
+                Ok(i) => joined.added[i].1 = joined.added[i].1.max(n),
+                Err(i) => joined.added.insert(i, (slot, n)),
+            }
+        }
+        let value = self.join_values(ours, theirs, their_value, &joined, limits);
+        (joined, value)
+    }
+
+    /// The stream the join gives (see [`Self::join`]).
+    fn join_values(
+        &self,
+        ours: Option<&StreamValue>,
+        theirs: &Stream,
+        their_value: Option<&StreamValue>,
+        joined: &Stream,
+        (max_bytes, max_entries): (usize, usize),
+    ) -> Option<StreamValue> {
+        let entries = merged_entries(ours, theirs, their_value, self);
+        // Present where an entry survives, where both sides hold the key,
+        // else where the side holding it is newer than the other's
+        // deletion (an entry-less stream, e.g. XGROUP CREATE MKSTREAM).
+        let present = match (ours, their_value) {
+            (Some(_), Some(_)) => true,
+            _ if !entries.is_empty() => true,
+            (Some(_), None) => self.version > theirs.version,
+            (None, Some(_)) => theirs.version > self.version,
+            (None, None) => false,
+        };
+        if !present {
+            return None;
+        }
+        let mut v = StreamValue::default();
+        for (id, f) in entries {
+            v.append(id, f, max_bytes, max_entries);
+        }
+        let sides = [ours, their_value];
+        let sides = sides.iter().flatten();
+        v.last_id = sides
+            .clone()
+            .map(|s| s.last_id)
+            .fold(v.last_id, StreamId::max);
+        v.max_deleted = sides
+            .clone()
+            .map(|s| s.max_deleted)
+            .max()
+            .unwrap_or_default();
+        v.entries_added = joined.entries_added().max(v.len() as u64);
+        // Groups: the newer side's whole (DECISIONS 116).
+        let groups = match (ours, their_value) {
+            (Some(_), Some(t)) if theirs.version > self.version => &t.groups,
+            (Some(o), _) => &o.groups,
+            (None, Some(t)) => &t.groups,
+            (None, None) => unreachable!("present"),
+        };
+        v.groups = groups.clone();
+        Some(v)
+    }
+
+    /// Whether `self` and `other` are one state but for the version.
+    pub fn same_content(&self, other: &Stream) -> bool {
+        (&self.seen, &self.added, self.base, &self.cc, &self.ttl)
+            == (&other.seen, &other.added, other.base, &other.cc, &other.ttl)
+    }
+
+    /// `kind 'S' | version base count (slot ms seq)* count (slot n)*
+    /// context ttl`.
+    pub fn encode(&self, out: &mut Vec<u8>) {
+        out.push(b'S');
+        put_varint(out, self.version);
+        put_varint(out, self.base);
+        put_varint(out, self.seen.len() as u64);
+        for &(slot, id) in &self.seen {
+            put_varint(out, slot);
+            put_varint(out, id.ms);
+            put_varint(out, id.seq);
+        }
+        put_varint(out, self.added.len() as u64);
+        for &(slot, n) in &self.added {
+            put_varint(out, slot);
+            put_varint(out, n);
+        }
+        self.cc.encode(out);
+        self.ttl.encode(out);
+    }
+
+    pub fn decode(b: &[u8]) -> Result<Stream, String> {
+        let mut c = Cursor(b);
+        if c.byte()? != b'S' {
+            return Err("unknown merge metadata".into());
+        }
+        let version = c.varint()?;
+        let base = c.varint()?;
+        let n = c.count()?;
+        let mut seen = Vec::with_capacity(n);
+        for _ in 0..n {
+            let slot = c.varint()?;
+            let id = StreamId::new(c.varint()?, c.varint()?);
+            seen.push((slot, id));
+        }
+        let n = c.count()?;
+        let mut added = Vec::with_capacity(n);
+        for _ in 0..n {
+            added.push((c.varint()?, c.varint()?));
+        }
+        let sorted = |s: &mut dyn Iterator<Item = u64>| {
+            let v: Vec<u64> = s.collect();
+            v.windows(2).all(|w| w[0] < w[1])
+        };
+        if !sorted(&mut seen.iter().map(|c| c.0)) || !sorted(&mut added.iter().map(|c| c.0)) {
+            return Err("merge metadata context out of order".into());
+        }
+        let cc = Context::decode(&mut c)?;
+        let ttl = Ttl::decode(&mut c)?;
+        c.end()?;
+        Ok(Stream {
+            version,
+            seen,
+            added,
+            base,
+            cc,
+            ttl,
+        })
+    }
+
+    /// DEBUG MERGEINFO's lines.
+    pub fn describe(&self) -> Vec<String> {
+        let seen: Vec<String> = (self.seen.iter())
+            .map(|(s, id)| format!("{s}:{}", id.text()))
+            .collect();
+        let added: Vec<String> = (self.added.iter())
+            .map(|(s, n)| format!("{s}:{n}"))
+            .collect();
+        vec![
+            "type:stream".to_string(),
+            format!("version:{}", self.version),
+            format!("seen:{}", seen.join(",")),
+            format!("added:{} base:{}", added.join(","), self.base),
+            self.cc.describe(),
+            self.ttl.describe(),
+        ]
+    }
+}
+
+/// The entries a join keeps, in ID order: those both sides hold, and those
+/// one side holds that the other's state has not seen.
+fn merged_entries(
+    ours: Option<&StreamValue>,
+    theirs: &Stream,
+    their_value: Option<&StreamValue>,
+    mine: &Stream,
+) -> Vec<(StreamId, crate::keyspace::stream::Fields)> {
+    let all = |s: Option<&StreamValue>| -> Vec<_> {
+        s.map(|s| s.range(StreamId::MIN, StreamId::MAX, false).collect())
+            .unwrap_or_default()
+    };
+    let (a, b) = (all(ours), all(their_value));
+    let mut out = Vec::with_capacity(a.len().max(b.len()));
+    let (mut i, mut j) = (0, 0);
+    while i < a.len() || j < b.len() {
+        let take_a = j >= b.len() || (i < a.len() && a[i].0 <= b[j].0);
+        let take_b = i >= a.len() || (j < b.len() && b[j].0 <= a[i].0);
+        if take_a && take_b {
+            out.push(a[i].clone());
+            (i, j) = (i + 1, j + 1);
+        } else if take_a {
+            if !theirs.covers(a[i].0) {
+                out.push(a[i].clone());
+            }
+            i += 1;
+        } else {
+            if !mine.covers(b[j].0) {
+                out.push(b[j].clone());
+            }
+            j += 1;
+        }
+    }
+    out
+}
+
+/// Whether two streams hold the same entries, IDs, counts and groups (their
+/// node layout aside: a stream rebuilt by a join may split its nodes
+/// elsewhere).
+pub fn same_value(a: Option<&StreamValue>, b: Option<&StreamValue>) -> bool {
+    match (a, b) {
+        (None, None) => true,
+        (Some(a), Some(b)) => {
+            (
+                a.last_id,
+                a.entries_added,
+                a.max_deleted,
+                a.len(),
+                &a.groups,
+            ) == (
+                b.last_id,
+                b.entries_added,
+                b.max_deleted,
+                b.len(),
+                &b.groups,
+            ) && a.range(StreamId::MIN, StreamId::MAX, false).eq(b.range(
+                StreamId::MIN,
+                StreamId::MAX,
+                false,
+            ))
+        }
+        _ => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::keyspace::stream::Fields;
+
+    const A: u64 = 3;
+    const B: u64 = 7;
+
+    /// An ID of node `slot`: `n`-th within millisecond `ms`.
+    fn id(ms: u64, n: u64, slot: u64) -> StreamId {
+        StreamId::new(ms, n * 1024 + slot)
+    }
+
+    /// A node's side: its stream and state after its XADDs (`adds`) on
+    /// top of `from`, with `stamp` counting up from `version`.
+    fn side(from: &(Stream, StreamValue), adds: &[StreamId], slot: u64) -> (Stream, StreamValue) {
+        let (mut s, mut v) = from.clone();
+        for (i, &x) in adds.iter().enumerate() {
+            v.append(x, Fields::pack([&b"f"[..], b"v"].into_iter()), 0, 0);
+            s.added(slot, x, (x.ms << 20) | ((i as u64) << 10) | slot);
+        }
+        v.entries_added = s.entries_added();
+        (s, v)
+    }
+
+    fn ids(v: &Option<StreamValue>) -> Vec<StreamId> {
+        let v = v.as_ref().expect("present");
+        v.range(StreamId::MIN, StreamId::MAX, false)
+            .map(|e| e.0)
+            .collect()
+    }
+
+    fn empty() -> (Stream, StreamValue) {
+        (Stream::default(), StreamValue::default())
+    }
+
+    #[test]
+    fn concurrent_adds_are_all_kept_in_id_order_whichever_side_joins() {
+        let base = side(&empty(), &[id(10, 0, A)], A);
+        let a = side(&base, &[id(20, 0, A), id(20, 1, A)], A);
+        let b = side(&base, &[id(15, 0, B), id(20, 0, B)], B);
+        let (ja, va) = a.0.join(Some(&a.1), &b.0, Some(&b.1), (0, 0));
+        let (jb, vb) = b.0.join(Some(&b.1), &a.0, Some(&a.1), (0, 0));
+        let want = vec![
+            id(10, 0, A),
+            id(15, 0, B),
+            id(20, 0, A),
+            id(20, 0, B),
+            id(20, 1, A),
+        ];
+        assert_eq!(ids(&va), want);
+        assert!(same_value(va.as_ref(), vb.as_ref()));
+        assert!(ja.same_content(&jb));
+        let v = va.unwrap();
+        assert_eq!(v.entries_added, 5);
+        assert_eq!(v.last_id, id(20, 1, A));
+        // Idempotent: joining the result with itself or a side changes
+        // nothing more.
+        let (again, v2) = ja.join(Some(&v), &ja, Some(&v), (0, 0));
+        assert!(again.same_content(&ja) && same_value(v2.as_ref(), Some(&v)));
+        let (_, v3) = ja.join(Some(&v), &a.0, Some(&a.1), (0, 0));
+        assert!(same_value(v3.as_ref(), Some(&v)));
+    }
+
+    #[test]
+    fn a_removed_entry_stays_removed_and_a_concurrent_add_survives() {
+        let base = side(&empty(), &[id(10, 0, A), id(11, 0, A), id(12, 0, A)], A);
+        // A deletes 10 and trims 11 (both seen); B adds 13 concurrently.
+        let mut a = base.clone();
+        assert!(a.1.delete(id(10, 0, A)) && a.1.delete(id(11, 0, A)));
+        a.0 = Stream::current(Some(&a.0), 99, None);
+        let b = side(&base, &[id(13, 0, B)], B);
+        let (_, v) = a.0.join(Some(&a.1), &b.0, Some(&b.1), (0, 0));
+        assert_eq!(ids(&v), vec![id(12, 0, A), id(13, 0, B)]);
+        let (_, v) = b.0.join(Some(&b.1), &a.0, Some(&a.1), (0, 0));
+        assert_eq!(ids(&v), vec![id(12, 0, A), id(13, 0, B)]);
+    }
+
+    #[test]
+    fn a_deleted_key_keeps_only_the_adds_it_had_not_seen() {
+        let base = side(&empty(), &[id(10, 0, A)], A);
+        let mut gone = base.0.clone();
+        gone.version = base.0.version + 1;
+        let b = side(&base, &[id(40, 0, B)], B);
+        let (_, v) = gone.join(None, &b.0, Some(&b.1), (0, 0));
+        assert_eq!(ids(&v), vec![id(40, 0, B)]);
+        // Nothing unseen: the deletion wins.
+        let (_, v) = gone.join(None, &base.0, Some(&base.1), (0, 0));
+        assert!(v.is_none());
+    }
+
+    #[test]
+    fn an_entry_less_stream_against_a_deletion_goes_to_the_newer() {
+        let mut made = Stream::current(None, 70, None);
+        made.version = 70;
+        let mut gone = Stream::current(None, 60, None);
+        gone.version = 60;
+        let empty = StreamValue::default();
+        let (_, v) = gone.join(None, &made, Some(&empty), (0, 0));
+        assert!(v.is_some());
+        let (_, v) = made.join(Some(&empty), &gone, None, (0, 0));
+        assert!(v.is_some());
+        gone.version = 80;
+        let (_, v) = gone.join(None, &made, Some(&empty), (0, 0));
+        assert!(v.is_none());
+    }
+
+    #[test]
+    fn current_sees_entries_a_write_made_without_telling() {
+        let (_, mut v) = side(&empty(), &[id(5, 0, A), id(6, 0, B)], A);
+        v.entries_added = 9;
+        let s = Stream::current(None, 42, Some(&Value::Stream(Box::new(v))));
+        assert!(s.covers(id(5, 0, A)) && s.covers(id(6, 0, B)));
+        assert!(!s.covers(id(6, 1, B)) && !s.covers(id(7, 0, A)));
+        assert_eq!(s.entries_added(), 9);
+        assert_eq!(s.top(), id(6, 0, B));
+    }
+
+    #[test]
+    fn the_state_encodes_and_decodes() {
+        let (s, _) = side(&empty(), &[id(5, 0, A), id(9, 2, B)], A);
+        let mut s = s;
+        s.base = 4;
+        let mut out = Vec::new();
+        s.encode(&mut out);
+        assert_eq!(Stream::decode(&out), Ok(s));
+        assert!(Stream::decode(&out[..out.len() - 1]).is_err());
+    }
+}
