@@ -565,3 +565,79 @@ fn a_scripts_acl_check_cmd_answers_for_its_caller() {
     let log: Vec<redis::Value> = cmd(&mut c, &["ACL", "LOG"]);
     assert!(log.is_empty(), "{log:?}");
 }
+
+/// A connection authenticated as `user` that ran `SUBSCRIBE`/`PSUBSCRIBE`
+/// of `names` and read their confirmations.
+fn subscriber(port: u16, user: &str, verb: &str, names: &[&str]) -> std::net::TcpStream {
+    use std::io::{Read, Write};
+    let mut t = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    t.set_read_timeout(Some(std::time::Duration::from_secs(5)))
+        .unwrap();
+    let resp = |words: &[&str]| {
+        let mut s = format!("*{}\r\n", words.len());
+        for w in words {
+            s += &format!("${}\r\n{w}\r\n", w.len());
+        }
+        s
+    };
+    let mut req = resp(&["AUTH", user, "p"]);
+    req += &resp(&[&[verb][..], names].concat());
+    t.write_all(req.as_bytes()).unwrap();
+    let confirm = format!("{}\r\n", verb.to_lowercase());
+    let mut got = Vec::new();
+    let mut buf = [0u8; 4096];
+    while got
+        .windows(confirm.len())
+        .filter(|w| *w == confirm.as_bytes())
+        .count()
+        < names.len()
+    {
+        let n = t.read(&mut buf).unwrap();
+        assert!(n > 0, "closed while subscribing");
+        got.extend_from_slice(&buf[..n]);
+    }
+    t
+}
+
+/// Whether a subscriber is still connected: it gets the message
+/// published after the change (a closed one reads end of stream).
+fn still_subscribed(t: &mut std::net::TcpStream) -> bool {
+    use std::io::Read;
+    let mut buf = [0u8; 4096];
+    match t.read(&mut buf) {
+        Ok(0) => false,
+        Ok(_) => true,
+        Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => false,
+        Err(e) => panic!("no message and no close: {e}"),
+    }
+}
+
+/// ACL SETUSER that takes channels away closes the user's subscribers
+/// that hold one of them, and only those (Redis 7.0's
+/// ACLKillPubsubClientsIfNeeded), checked side by side with redis-server.
+#[test]
+fn taking_channels_away_closes_only_the_subscribers_that_lose_one() {
+    let s = Server::start(&[]);
+    let o = RedisOracle::start(&[]);
+    let mut outcomes = Vec::new();
+    for (port, mut admin) in [(s.port, s.conn()), (o.port, o.conn())] {
+        let setup = ["ACL", "SETUSER", "sub", "on", ">p", "+@all", "~*"];
+        let setup: Vec<&str> = setup.into_iter().chain(["&news", "&sports*"]).collect();
+        assert_eq!(run(&mut admin, &setup), "ok");
+        let mut subs = [
+            subscriber(port, "sub", "SUBSCRIBE", &["news"]),
+            subscriber(port, "sub", "PSUBSCRIBE", &["sports*"]),
+            subscriber(port, "sub", "SUBSCRIBE", &["news", "sports1"]),
+        ];
+        let change = ["ACL", "SETUSER", "sub", "resetchannels", "&news"];
+        assert_eq!(run(&mut admin, &change), "ok");
+        run(&mut admin, &["PUBLISH", "news", "x"]);
+        run(&mut admin, &["PUBLISH", "sports1", "x"]);
+        outcomes.push(subs.iter_mut().map(still_subscribed).collect::<Vec<_>>());
+    }
+    assert_eq!(outcomes[0], vec![true, false, false]);
+    assert_eq!(
+        outcomes[0], outcomes[1],
+        "lattice-server against redis-server"
+    );
+}

@@ -306,10 +306,10 @@ fn setuser(ctx: &mut Ctx, args: Args) -> CmdResult {
     let old = ctx.core.acl.user(&name);
     let u = apply_rules(ctx.core, &name, old.as_deref(), &rules).map_err(CmdError::err)?;
     let revoked = old.as_ref().is_some_and(|o| channels_revoked(o, &u));
-    ctx.core.acl.put(u);
     if revoked {
-        kill_pubsub_clients(ctx, &name);
+        kill_pubsub_clients(ctx, &name, &u);
     }
+    ctx.core.acl.put(u);
     ctx.out.ok();
     Ok(())
 }
@@ -326,15 +326,25 @@ fn channels_revoked(old: &User, new: &User) -> bool {
         .any(|s| s.all_channels || s.channels.iter().any(|c| !upcoming.contains(&c)))
 }
 
-/// Closes the user's subscribed clients (their channels may be gone; the
-/// connection re-checks nothing once subscribed, so Redis closes them).
-fn kill_pubsub_clients(ctx: &mut Ctx, name: &str) {
+/// Closes the user's clients subscribed to a channel or pattern the new
+/// rules (`new`) no longer allow: a connection re-checks nothing once
+/// subscribed, so Redis closes those (ACLKillPubsubClientsIfNeeded), and
+/// only those: a subscriber whose channels all stay allowed stays.
+fn kill_pubsub_clients(ctx: &mut Ctx, name: &str, new: &User) {
+    use crate::core::pubsub::Kind;
+    let allowed = |kind: Kind, channel: &[u8]| {
+        (new.selectors.iter()).any(|s| s.channel_ok(channel, kind == Kind::Pattern))
+    };
     for c in ctx.core.clients.snapshot() {
         let subscribed = c
             .subs
             .iter()
             .any(|n| n.load(std::sync::atomic::Ordering::Relaxed) > 0);
-        if subscribed && *c.user.lock() == name {
+        if !subscribed || *c.user.lock() != name {
+            continue;
+        }
+        let subs = ctx.core.pubsub.subscriptions_of(c.id);
+        if subs.iter().any(|(kind, ch)| !allowed(*kind, ch)) {
             if c.id == ctx.client.id {
                 ctx.client.close_after_reply = true;
             } else {

@@ -127,6 +127,22 @@ impl PubSub {
             .insert(client.id, client.clone());
     }
 
+    /// Client `id`'s subscriptions, of every kind (ACL SETUSER checks them
+    /// against the user's new rules): a scan of the registry, for a rare
+    /// command.
+    pub fn subscriptions_of(&self, id: u64) -> Vec<(Kind, Vec<u8>)> {
+        let m = self.maps.read();
+        let kinds = [Kind::Channel, Kind::Pattern, Kind::Shard];
+        kinds
+            .into_iter()
+            .flat_map(|k| {
+                (m.by_kind[k.index()].iter())
+                    .filter(|(_, subs)| subs.contains_key(&id))
+                    .map(move |(name, _)| (k, name.clone()))
+            })
+            .collect()
+    }
+
     /// Removes client `id` from `name`; empty entries are dropped.
     pub fn unsubscribe(&self, kind: Kind, name: &[u8], id: u64) {
         let mut m = self.maps.write();
