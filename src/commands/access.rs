@@ -178,7 +178,8 @@ impl<'a> Ctx<'a> {
         let lru = l.lru;
         let ks = l.ks;
         let shard = l.shard_mut(slot.shard);
-        let e = shard.find_mut(slot.hash, key)?;
+        let member_ttls = shard.has_member_ttls();
+        let mut e = shard.find_mut(slot.hash, key)?;
         // A replayed effect stream carries the deletions of expired keys
         // itself (as Redis replicas and AOF loading do not expire keys).
         if e.is_expired(now) && self.replay_version.is_none() && self.expiry_paused() {
@@ -203,7 +204,7 @@ impl<'a> Ctx<'a> {
             }
             return Some(stamp).filter(|_| self.core.active);
         }
-        if shard.has_member_ttls() {
+        if member_ttls {
             // A replica keeps due members until its master's removals
             // arrive (replicas never expire members themselves).
             let paused =
@@ -211,8 +212,10 @@ impl<'a> Ctx<'a> {
             if !paused && shard.members_due(key, now) {
                 return self.expire_members_now(l, db, key, slot);
             }
+            // Found again only here: a second lookup on every open cost
+            // ~100 instructions a command (bench/instructions.sh).
+            e = shard.find_mut(slot.hash, key)?;
         }
-        let e = shard.find_mut(slot.hash, key)?;
         if !self.client.no_touch {
             // An LFU policy counts accesses, with or without a maxmemory.
             if self.core.hot.eviction.policy().is_lfu() {
