@@ -11,6 +11,10 @@
 #   bench/instructions.sh target/release/lattice-server --active-replica yes \
 #       -- -c 50 -P 16 -n 20000 -r 1000 INCR 'counter:__rand_int__'
 #
+# SETUP: a redis-cli command line run before the load, e.g.
+#   SETUP="ACL SETUSER app on >p ~app:* +@read +@write" bench/instructions.sh BIN -- \
+#       --user app -a p -c 50 -P 16 -n 20000 -r 1000 -t get
+#
 # Prints `<binary>: <instructions> instructions`.
 set -euo pipefail
 bin=$1; shift
@@ -23,6 +27,10 @@ valgrind --tool=callgrind --callgrind-out-file="$dir/out" "$bin" --port "$port" 
     --save "" --appendonly no --server-threads 1 "${server[@]}" >"$dir/log" 2>&1 &
 pid=$!
 for _ in $(seq 600); do redis-cli -p "$port" ping >/dev/null 2>&1 && break; sleep 0.1; done
+if [[ -n ${SETUP:-} ]]; then
+    # shellcheck disable=SC2086
+    redis-cli -p "$port" $SETUP >/dev/null
+fi
 redis-benchmark -p "$port" -q "$@" >/dev/null 2>&1
 redis-cli -p "$port" shutdown nosave >/dev/null 2>&1 || true
 wait "$pid" || true
