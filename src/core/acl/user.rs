@@ -315,7 +315,7 @@ impl Selector {
             let ok = self
                 .keys
                 .iter()
-                .any(|k| k.perm & need == need && key_matches(&k.pattern, key));
+                .any(|k| k.perm & need == need && glob_match(&k.pattern, key, false));
             if ok {
                 Ok(())
             } else {
@@ -778,50 +778,5 @@ pub fn merge_selectors(args: &[Vec<u8>]) -> Result<Vec<Vec<u8>>, Vec<u8>> {
     match open {
         Some((i, _)) => Err(args[i].clone()),
         None => Ok(out),
-    }
-}
-
-/// Whether `key` matches the key pattern `pattern`, as `glob_match`; the
-/// common `prefix*` form (no other special byte) is a prefix comparison,
-/// not the general matcher: a restricted user's every key goes through
-/// here (the general matcher was ~130 instructions a GET with `~app:*`).
-fn key_matches(pattern: &[u8], key: &[u8]) -> bool {
-    if let Some((b'*', prefix)) = pattern.split_last() {
-        if !prefix
-            .iter()
-            .any(|b| matches!(b, b'*' | b'?' | b'[' | b'\\'))
-        {
-            return key.starts_with(prefix);
-        }
-    }
-    glob_match(pattern, key, false)
-}
-
-#[cfg(test)]
-mod key_pattern_tests {
-    use super::{glob_match, key_matches};
-
-    /// The prefix path answers as the general matcher does.
-    #[test]
-    fn key_matches_agrees_with_glob_match() {
-        let patterns: [&[u8]; 9] = [
-            b"app:*",
-            b"*",
-            b"app",
-            b"a?p:*",
-            b"app:\\*",
-            b"[ab]pp:*",
-            b"app:*x",
-            b"**",
-            b"",
-        ];
-        let keys: [&[u8]; 8] = [
-            b"app:1", b"app:", b"app", b"ap", b"bpp:1", b"app:*", b"", b"xapp:1",
-        ];
-        for p in patterns {
-            for k in keys {
-                assert_eq!(key_matches(p, k), glob_match(p, k, false), "{p:?} {k:?}");
-            }
-        }
     }
 }

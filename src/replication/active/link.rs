@@ -1236,15 +1236,20 @@ impl Link {
             let g = ks.db(db).lock(slot.shard);
             (g.version_of(slot.hash, key), g.merges(key))
         };
-        // Not a snapshot's (a peer that takes one hears its origin), nor
-        // our own back through a ring.
-        let me = self.node.active().node_id.load(Relaxed);
-        let first = !self.snapshot
-            && rec.origin != me
-            && (self.node.active())
-                .first_state_sight(super::state_fingerprint(rec.origin, db, key, stamp, merge));
+        // Seen here for the first time: not a snapshot's (a peer that takes
+        // one hears its origin), nor our own back through a ring. Asked
+        // only where the state would go on (a pair or a mesh forwards none).
+        let active = self.node.active();
+        let first_sight = || {
+            !self.snapshot
+                && rec.origin != active.node_id.load(Relaxed)
+                && active
+                    .first_state_sight(super::state_fingerprint(rec.origin, db, key, stamp, merge))
+        };
+        let wanted = active.wanted(rec.origin);
+        let first = wanted && first_sight();
         if let Some(changed) = self.merge_state(db, key, s, (payload, merge), merges) {
-            if (changed || first) && self.node.active().wanted(rec.origin) {
+            if (changed || first) && wanted {
                 self.forward(rec);
             }
             return;
