@@ -90,7 +90,7 @@ pub fn connect(
     let req = serve::peer_request(owned.args(), &*server.host).map_err(|e| e.render())?;
     let addr = format!("sim:{}", port_of(puller.idx));
     let mut feed = Feed::open(&server.host, req, addr);
-    let answer = feed.answer();
+    let reply = feed.answer();
     let mut first = Vec::new();
     feed.preamble(&mut first).map_err(|e| e.to_string())?;
     puller.enter(now);
@@ -98,7 +98,7 @@ pub fn connect(
         Hlc::new(puller.identity.slot),
         puller.srv.new_worker_stats(),
     );
-    let link = match Link::open(&puller.host, st, tools, &hello, answer.trim_end()) {
+    let link = match Link::open(&puller.host, st, tools, &hello, reply.trim_end()) {
         Ok(l) => l,
         Err(e) => {
             server.enter(now);
@@ -120,6 +120,11 @@ pub fn connect(
             body: first,
         });
     }
+    // The link answers at once, before any batch comes (the real link's
+    // loop calls `replies` first): the states an earlier connection asked
+    // for in vain are asked again now, not only after the peer sends
+    // something (simulator seed 11251 waited for a batch that never came).
+    answer(&mut c, Vec::new(), now, now);
     Ok(c)
 }
 
