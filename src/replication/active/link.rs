@@ -1254,7 +1254,7 @@ impl Link {
             }
             return;
         }
-        if !newer(stamp, local) {
+        if !newer(stamp, local) && !self.wins_tie(db, key, (stamp, local), (payload, merge)) {
             return;
         }
         if payload.is_empty() {
@@ -1267,6 +1267,57 @@ impl Link {
         self.take_merge_state(db, key, merge);
         if self.node.active().wanted(rec.origin) {
             self.forward(rec);
+        }
+    }
+
+    /// Two states of a key at one version that do not merge and differ in
+    /// type (a counter made of a list's deletion on one node, the list's
+    /// tombstone on another; simulator seed 21846), or two deletions of
+    /// different families: the greater by
+    /// content (present before absent, then the DUMP payload, then the
+    /// merge state) wins on every node, as a tie of stamps is broken by
+    /// slot. Where ours wins, it goes to our peers, so that the node that
+    /// sent the lesser learns it. The key's shard is held.
+    fn wins_tie(
+        &mut self,
+        db: usize,
+        key: &[u8],
+        (stamp, local): (u64, u64),
+        theirs: (&[u8], &[u8]),
+    ) -> bool {
+        if stamp != local || stamp == 0 {
+            return false;
+        }
+        let ks = &self.node.core().keyspace;
+        let slot = ks.slot(key);
+        let ours = {
+            let mut g = ks.db(db).lock(slot.shard);
+            g.merge_meta_now(slot.hash, key);
+            let payload = g.get_raw(slot.hash, key).map_or_else(Vec::new, |e| {
+                crate::persistence::rdb::encode::dump_payload(&e.value, false)
+            });
+            let mut merge = Vec::new();
+            if let Some(m) = g.merge_meta(key) {
+                m.encode(&mut merge);
+            }
+            (payload, merge)
+        };
+        // Only between types (a DUMP payload's first byte, absent: none):
+        // one type at one version is one write, whose copies may differ in
+        // bytes that are not its content (a stream's consumer seen-times).
+        if theirs.0.first() == ours.0.first() && !ours.0.is_empty() {
+            return false;
+        }
+        let rank = |(payload, merge): (&[u8], &[u8])| {
+            (!payload.is_empty(), payload.to_vec(), merge.to_vec())
+        };
+        match rank(theirs).cmp(&rank((&ours.0, &ours.1))) {
+            std::cmp::Ordering::Greater => true,
+            std::cmp::Ordering::Less => {
+                super::serve::answer_state(&*self.node, db, key);
+                false
+            }
+            std::cmp::Ordering::Equal => false,
         }
     }
 

@@ -62,6 +62,12 @@ enum Family {
 /// else by the merge state its deletion left (None: a plain deletion).
 fn family(kind: Kind, meta: Option<&Meta>) -> Option<Family> {
     match (kind, meta) {
+        // A sketch whose state is a counter's (a PFADD that reset a string
+        // INCR wrote, joined as counters: see `merge_state`) stays one: a
+        // sketch's state made up for it at its version would lose the
+        // counter's reset and parts, the stamps by which a resuming peer
+        // is sent the key (simulator seed 47061).
+        (Kind::Sketch, Some(Meta::Counter(_))) => Some(Family::Counter),
         (Kind::Sketch, _) | (Kind::Other | Kind::Absent, Some(Meta::Hll(_))) => Some(Family::Hll),
         (Kind::Stream, _) | (Kind::Absent, Some(Meta::Stream(_))) => Some(Family::Stream),
         (Kind::Set | Kind::Hash | Kind::ZSet, _) | (Kind::Absent, Some(Meta::Elements(_))) => {
@@ -544,17 +550,17 @@ impl Link {
     ) -> Option<(Outcome, u64)> {
         match self.outcome(same, (local, remote), fresh) {
             Outcome::Unchanged => {
-                // Where the peer's state is newer than ours (or, for a
-                // counter, as new) but lacks something ours holds, ours
-                // goes to every peer, as a commit's does, so that its makers
-                // learn it (seed 1357). A state older than ours that lacks
+                // Where the peer's state is as new as ours or newer but
+                // lacks something ours holds, ours goes to every peer, as a
+                // commit's does, so that its makers learn it (seed 1357). As
+                // new: a collection that took a peer's fact keeps the fact's
+                // stamp as its version while holding more than the origin
+                // (a concurrent member of ours), so one version may name two
+                // contents (full seed 11685: a hash field every node but one
+                // lacked for good). A state older than ours that lacks
                 // something is a late copy whose makers moved on: answering
                 // those too flooded a mesh with states.
-                let behind = if fresh {
-                    remote > local
-                } else {
-                    remote >= local
-                };
+                let behind = remote >= local;
                 if !same.1 && behind {
                     super::serve::answer_state(&*self.node, db, key);
                 }
