@@ -1084,11 +1084,10 @@ impl Link {
             .iter()
             .all(|(_, want, l)| (!l.merges || l.replays) && l.version == *want)
         {
-            let flush = flushed_dbs(&argv, db, ks.num_dbs());
+            let flush = flushed_dbs(&argv, db, ks.num_dbs()).filter(|_| bases.is_empty());
+            let survivors = flush.map(|dbs| self.flush_survivors(dbs, stamp));
             self.replay_args(db, stamp, argv);
-            if let Some(dbs) = flush.filter(|_| bases.is_empty()) {
-                self.answer_flush_survivors(dbs, stamp);
-            }
+            self.answer_states(survivors.unwrap_or_default());
             self.st.applied.fetch_add(1, Relaxed);
             return Ok(vec![]);
         }
@@ -1121,13 +1120,15 @@ impl Link {
         for m in &members {
             writes.push(UnitWrite::decode(m, self.db_arg(m.db)?)?);
         }
-        let diverged = self.apply_unit_writes(stamp, &writes);
         let n = self.node.core().keyspace.num_dbs();
+        let mut survivors = Vec::new();
         for w in writes.iter().filter(|w| w.bases.is_empty()) {
             if let Some(dbs) = flushed_dbs(&Args::new(w.argv, &w.spans), w.db, n) {
-                self.answer_flush_survivors(dbs, w.stamp);
+                survivors.extend(self.flush_survivors(dbs, w.stamp));
             }
         }
+        let diverged = self.apply_unit_writes(stamp, &writes);
+        self.answer_states(survivors);
         if rec.seq != 0 && active.first_sight(rec.origin, rec.seq) && active.wanted(rec.origin) {
             self.forward(rec); // whole, as one record
         }

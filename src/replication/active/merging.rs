@@ -611,28 +611,48 @@ impl Link {
         s
     }
 
-    /// After a peer's flush of `dbs` stamped `stamp` applied here: the
-    /// merging keys it left (newer than it) that hold writes as old as it
-    /// go to every peer as states. The flush removed, as an observed
-    /// remove, what its node had seen of them, which a key kept here whole
-    /// still holds; the flushing node's join with our state removes it and
-    /// its answer brings the removal back (facts alone would never tell).
-    pub(super) fn answer_flush_survivors(&mut self, dbs: std::ops::Range<usize>, stamp: u64) {
+    /// Before a peer's flush of `dbs` stamped `stamp` applies here: the
+    /// merging keys it will leave (newer than it) that hold writes as old
+    /// as it, which go to every peer as states once it applied
+    /// ([`Self::answer_states`]). The flush removed, as an observed remove,
+    /// what its node had seen of them, which a key kept here whole still
+    /// holds; the flushing node's join with our state removes it and its
+    /// answer brings the removal back (facts alone would never tell). A
+    /// collection's elements older than the flush go here too
+    /// (`Shard::flush_older_elements`), so the keys are chosen before: a
+    /// peer that took our state of one before would keep them for good
+    /// (simulator seed 56566).
+    pub(super) fn flush_survivors(
+        &self,
+        dbs: std::ops::Range<usize>,
+        stamp: u64,
+    ) -> Vec<(usize, Box<[u8]>)> {
         let ks = &self.node.core().keyspace;
+        let mut out = Vec::new();
         for db in dbs {
             for shard in 0..crate::keyspace::SHARDS {
-                let keys: Vec<Box<[u8]>> = {
-                    let g = ks.db(db).lock(shard);
-                    let old = |m: &Meta| m.stamps().into_iter().any(|s| s != 0 && s <= stamp);
+                let g = ks.db(db).lock(shard);
+                // A collection's context holds one stamp per node, its
+                // newest: its elements' own stamps tell what the flush takes.
+                let old = |m: &Meta| {
+                    let before = |s: u64| s != 0 && s <= stamp;
+                    m.stamps().into_iter().any(before)
+                        || matches!(m, Meta::Elements(e) if e.dots.values().flatten().any(|d| before(d.stamp)))
+                };
+                out.extend(
                     (g.merge_metas())
                         .filter(|(_, m)| m.version() > stamp && old(m))
-                        .map(|(k, _)| k.into())
-                        .collect()
-                };
-                for key in keys {
-                    super::serve::answer_state(&*self.node, db, &key);
-                }
+                        .map(|(k, _)| (db, Box::<[u8]>::from(k))),
+                );
             }
+        }
+        out
+    }
+
+    /// Sends our state of each key to every peer.
+    pub(super) fn answer_states(&self, keys: Vec<(usize, Box<[u8]>)>) {
+        for (db, key) in keys {
+            super::serve::answer_state(&*self.node, db, &key);
         }
     }
 

@@ -359,6 +359,7 @@ impl Feed {
         feed.pos.store(from, Release);
         feed.first.store(from, Release);
         active.departed.lock().remove(&req.node_id);
+        (active.stability).on_open(req.node_id, crate::keyspace::hlc::unix_ms());
         active.feeds.lock().push(feed.clone());
         active.pin();
         let (me, my_slot) = host.identity();
