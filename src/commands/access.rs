@@ -441,14 +441,14 @@ impl Locked<'_, '_> {
         let shard = self.shard_mut(slot.shard);
         let version = shard.version_of(slot.hash, key);
         let old = match shard.merge_meta(key) {
-            Some(merge::Meta::Stream(s)) => Some(s),
+            Some(merge::Meta::Stream(s)) => Some(&**s),
             _ => None,
         };
         let e = shard.get_raw(slot.hash, key);
         let (present, at) = e.map_or((false, 0), |e| (true, e.expire_at()));
         let mut s = merge::stream::Stream::current(old, version, e.map(|e| &e.value));
         s.ttl.refresh(version, present, at);
-        shard.set_merge_meta(key, merge::Meta::Stream(s.clone()));
+        shard.set_merge_meta(key, merge::Meta::Stream(Box::new(s.clone())));
         s
     }
 
@@ -464,7 +464,7 @@ impl Locked<'_, '_> {
         let slot = self.slot(key);
         let shard = self.shard_mut(slot.shard);
         let mut s = match shard.merge_meta(key) {
-            Some(merge::Meta::Stream(s)) => s.clone(),
+            Some(merge::Meta::Stream(s)) => (**s).clone(),
             _ => Default::default(),
         };
         let e = shard.get_raw(slot.hash, key);
@@ -472,7 +472,7 @@ impl Locked<'_, '_> {
         s.added(crate::keyspace::hlc::stamp_node(stamp), id, stamp);
         s.ttl.refresh(stamp, present, at);
         let added = s.entries_added();
-        shard.set_merge_meta(key, merge::Meta::Stream(s));
+        shard.set_merge_meta(key, merge::Meta::Stream(Box::new(s)));
         added
     }
 

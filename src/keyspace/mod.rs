@@ -514,7 +514,7 @@ impl Shard {
         if !self.merge.contains_key(key) {
             let fresh = merge::Elements::current(None, prev, None);
             self.merge
-                .insert(key.into(), Box::new(merge::Meta::Elements(fresh)));
+                .insert(key.into(), Box::new(merge::Meta::Elements(Box::new(fresh))));
         }
         let Some(merge::Meta::Elements(e)) = self.merge.get_mut(key).map(|m| &mut **m) else {
             return false;
@@ -578,7 +578,7 @@ impl Shard {
         if made && !self.merge.contains_key(key) {
             let fresh = merge::Lists::current(None, prev, None);
             self.merge
-                .insert(key.into(), Box::new(merge::Meta::List(fresh)));
+                .insert(key.into(), Box::new(merge::Meta::List(Box::new(fresh))));
         }
         let Some(merge::Meta::List(ls)) = self.merge.get_mut(key).map(|m| &mut **m) else {
             return;
@@ -620,7 +620,7 @@ impl Shard {
             // A hash HINCRBY made: nothing before it.
             let fresh = merge::Elements::current(None, prev, None);
             self.merge
-                .insert(key.into(), Box::new(merge::Meta::Elements(fresh)));
+                .insert(key.into(), Box::new(merge::Meta::Elements(Box::new(fresh))));
         }
         let pos = self.pos(hash, key);
         let scores = pos.is_some_and(|p| matches!(self.entries.get(p).value, Value::ZSet(_)));
@@ -682,7 +682,7 @@ impl Shard {
                 let mut fresh = merge::Elements::current(None, version, value);
                 fresh.ttl.refresh(version, pos.is_some(), at);
                 self.merge
-                    .insert(key.into(), Box::new(merge::Meta::Elements(fresh)));
+                    .insert(key.into(), Box::new(merge::Meta::Elements(Box::new(fresh))));
             }
             Some(merge::Meta::Elements(e))
                 if e.version != version
@@ -691,7 +691,7 @@ impl Shard {
             {
                 let mut now = merge::Elements::current(Some(e), version, value);
                 now.ttl.refresh(version, pos.is_some(), at);
-                self.set_merge_meta(key, merge::Meta::Elements(now));
+                self.set_merge_meta(key, merge::Meta::Elements(Box::new(now)));
             }
             Some(merge::Meta::Elements(_)) => {}
             Some(_) => return None,

@@ -69,12 +69,15 @@ use crate::keyspace::{StrValue, Value};
 #[derive(Clone, Debug, PartialEq)]
 pub enum Meta {
     Counter(Counter),
-    Elements(Elements),
-    List(Lists),
+    /// Boxed, as are lists' and streams': a counter's (the commonest
+    /// state, one per key INCR wrote) then costs its own size, not theirs
+    /// (176 bytes a state before, 104 after).
+    Elements(Box<Elements>),
+    List(Box<Lists>),
     /// A HyperLogLog's (`hll.rs`).
     Hll(hll::Hll),
     /// A stream's (`stream.rs`).
-    Stream(stream::Stream),
+    Stream(Box<stream::Stream>),
 }
 
 /// Whether a value merges by its parts (members, fields, elements) rather
@@ -122,10 +125,10 @@ impl Meta {
     pub fn decode(b: &[u8]) -> Result<Meta, String> {
         match b.first() {
             Some(b'C') => Counter::decode(b).map(Meta::Counter),
-            Some(b'E') => Elements::decode(b).map(Meta::Elements),
-            Some(b'L') => Lists::decode(b).map(Meta::List),
+            Some(b'E') => Elements::decode(b).map(|e| Meta::Elements(Box::new(e))),
+            Some(b'L') => Lists::decode(b).map(|l| Meta::List(Box::new(l))),
             Some(b'H') => hll::Hll::decode(b).map(Meta::Hll),
-            Some(b'S') => stream::Stream::decode(b).map(Meta::Stream),
+            Some(b'S') => stream::Stream::decode(b).map(|s| Meta::Stream(Box::new(s))),
             _ => Err("unknown merge metadata".into()),
         }
     }
@@ -159,10 +162,10 @@ impl Meta {
         };
         if is_stream {
             let s = match meta {
-                Some(Meta::Stream(s)) => Some(s),
+                Some(Meta::Stream(s)) => Some(&**s),
                 _ => None,
             };
-            return Meta::Stream(stream::Stream::current(s, version, value));
+            return Meta::Stream(Box::new(stream::Stream::current(s, version, value)));
         }
         let list = match value {
             Some(v) => matches!(v, Value::List(_)),
@@ -170,10 +173,10 @@ impl Meta {
         };
         if list {
             let l = match meta {
-                Some(Meta::List(l)) => Some(l),
+                Some(Meta::List(l)) => Some(&**l),
                 _ => None,
             };
-            return Meta::List(Lists::current(l, version, value));
+            return Meta::List(Box::new(Lists::current(l, version, value)));
         }
         let as_elements = match value {
             Some(v) => elements::is_collection(v),
@@ -181,10 +184,10 @@ impl Meta {
         };
         if as_elements {
             let e = match meta {
-                Some(Meta::Elements(e)) => Some(e),
+                Some(Meta::Elements(e)) => Some(&**e),
                 _ => None,
             };
-            Meta::Elements(Elements::current(e, version, value))
+            Meta::Elements(Box::new(Elements::current(e, version, value)))
         } else {
             let c = match meta {
                 Some(Meta::Counter(c)) => Some(c),

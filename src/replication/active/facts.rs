@@ -374,7 +374,7 @@ impl Link {
         }
         if g.merge_meta(key).is_none() {
             let fresh = Lists::current(None, version, value);
-            g.set_merge_meta(key, Meta::List(fresh));
+            g.set_merge_meta(key, Meta::List(Box::new(fresh)));
         }
         let Some(Meta::List(l)) = g.merge_meta_mut(key) else {
             return false;

@@ -169,7 +169,7 @@ impl Link {
         match family {
             Family::Elements => {
                 let remote = match remote_meta {
-                    Some(Meta::Elements(e)) => e,
+                    Some(Meta::Elements(e)) => *e,
                     _ => {
                         let mut e = Elements::current(None, stamp, remote_value.as_ref());
                         e.ttl.refresh(stamp, remote_value.is_some(), at);
@@ -181,7 +181,7 @@ impl Link {
             }
             Family::List => {
                 let remote = match remote_meta {
-                    Some(Meta::List(l)) => l,
+                    Some(Meta::List(l)) => *l,
                     _ => {
                         let mut l = Lists::current(None, stamp, remote_value.as_ref());
                         l.ttl.refresh(stamp, remote_value.is_some(), at);
@@ -205,7 +205,7 @@ impl Link {
             }
             Family::Stream => {
                 let remote = match remote_meta {
-                    Some(Meta::Stream(s)) => s,
+                    Some(Meta::Stream(s)) => *s,
                     _ => {
                         let mut s = StreamState::current(None, stamp, remote_value.as_ref());
                         s.ttl.refresh(stamp, remote_value.is_some(), at);
@@ -327,7 +327,7 @@ impl Link {
         (remote, remote_value, _): (&Elements, Option<&Value>, u64),
     ) -> bool {
         let mine = match local.meta {
-            Some(Meta::Elements(e)) => e,
+            Some(Meta::Elements(e)) => *e,
             _ => Elements::current(None, local.version, None),
         };
         let (mut joined, changes) = mine.join(local.value.as_ref(), remote, remote_value);
@@ -365,7 +365,7 @@ impl Link {
         }
         self.set_expiry(db, key, joined.ttl.at(), version);
         self.raise_version(db, key, version);
-        self.store(db, key, Meta::Elements(joined));
+        self.store(db, key, Meta::Elements(Box::new(joined)));
         self.settle(db, key, outcome)
     }
 
@@ -380,7 +380,7 @@ impl Link {
         (remote, remote_value, _): (&Lists, Option<&Value>, u64),
     ) -> bool {
         let mine = match local.meta {
-            Some(Meta::List(l)) => l,
+            Some(Meta::List(l)) => *l,
             _ => Lists::current(None, local.version, local.value.as_ref()),
         };
         let ours = values(local.value.as_ref());
@@ -409,7 +409,7 @@ impl Link {
             self.set_expiry(db, key, at, version);
         }
         self.raise_version(db, key, version);
-        self.store(db, key, Meta::List(joined));
+        self.store(db, key, Meta::List(Box::new(joined)));
         self.settle(db, key, outcome)
     }
 
@@ -493,7 +493,7 @@ impl Link {
             g.get_raw(slot.hash, key).map(|e| e.value.clone())
         };
         let mine = match local.meta {
-            Some(Meta::Stream(s)) => s,
+            Some(Meta::Stream(s)) => *s,
             _ => {
                 let mut s = StreamState::current(None, local.version, ours.as_ref());
                 s.ttl.refresh(local.version, ours.is_some(), local.at);
@@ -534,7 +534,7 @@ impl Link {
             Some(_) => {}
         }
         self.raise_version(db, key, version);
-        self.store(db, key, Meta::Stream(joined));
+        self.store(db, key, Meta::Stream(Box::new(joined)));
         self.settle(db, key, outcome)
     }
 

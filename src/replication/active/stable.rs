@@ -328,7 +328,11 @@ mod tests {
         s.on_report(0xb, 400, 1_000);
         s.on_open(0xb, 2_000); // it connects again: its report is void
         assert_eq!(s.cutoffs(500, &[], 0), (0, 0));
-        assert_eq!(s.cutoffs(500, &[], 200), (0, 200), "the grace still bounds it");
+        assert_eq!(
+            s.cutoffs(500, &[], 200),
+            (0, 200),
+            "the grace still bounds it"
+        );
         s.on_report(0xb, 450, 3_000);
         assert_eq!(s.cutoffs(500, &[], 0), (450, 450));
     }
