@@ -14,6 +14,7 @@
 # agree before the next row).
 # Memory: used_memory growth / keys after KEYS INCRs (node 1 only, then
 # the same keys on nodes 2 and 3), against a plain node's growth.
+# ONLY=memory runs the memory rows alone.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BIN=${BIN:-target/release/lattice-server}
@@ -71,6 +72,7 @@ declare -A CMDS=(
 ORDER=(INCR HSET HINCRBY SADD ZINCRBY LPUSH)
 sent() { cli "$1" info replication | grep -oE 'active_sent_bytes:[0-9]+' | cut -d: -f2; }
 asks() { cli "$1" info replication | grep -oE 'conflicts=[0-9]+' | head -1 | cut -d= -f2; }
+if [[ ${ONLY:-} != memory ]]; then # ONLY=memory: the memory rows alone
 echo "== merge: -P 16 -c 50 -n $REQUESTS -r $KEYSPACE; servers on CPU $SERVER_CPU (1 thread), redis-benchmark on CPU $CLIENT_CPU"
 echo "   (writer/lone: the pair's writer against a lone active node; asks: key states its peer asked for;"
 echo "    wire: bytes its stream sent per byte of the commands its clients sent)"
@@ -112,6 +114,7 @@ big=$(rps $pa SADD big "n__rand_int__"); converge $pa $pb >/dev/null
 printf 'SADD of one member on the pair writer: to a set of 10 %s/s, to a set of %s %s/s (%.2fx); peer asks %s\n' \
     "$small" "$(cli $pa scard big)" "$big" "$(echo "$big / $small" | bc -l)" $(( $(asks $pb) - q0 ))
 
+fi
 echo "== memory per counter key ($KEYS keys drawn at random): INCR against SET of the same keys"
 mem() { cli "$1" info memory | grep '^used_memory:' | cut -d: -f2 | tr -d '\r'; }
 load() { # port command...: KEYS requests over KEYS keys, then the bytes per key it grew by
