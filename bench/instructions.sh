@@ -15,6 +15,12 @@
 #   SETUP="ACL SETUSER app on >p ~app:* +@read +@write" bench/instructions.sh BIN -- \
 #       --user app -a p -c 50 -P 16 -n 20000 -r 1000 -t get
 #
+# INCLUSIVE: a regex of function names (callgrind_annotate's file:function
+# lines); each match is printed with its inclusive count, which, unlike the
+# total, does not move with the cron's ticks between runs, e.g.
+#   INCLUSIVE='conn::lookup_and_check \[|conn::process_input::\{\{closure\}\} \['
+# (divide by the request count; a restricted user's AUTHs are apart).
+#
 # Prints `<binary>: <instructions> instructions`.
 set -euo pipefail
 bin=$1; shift
@@ -36,3 +42,7 @@ redis-cli -p "$port" shutdown nosave >/dev/null 2>&1 || true
 wait "$pid" || true
 total=$(callgrind_annotate "$dir/out" 2>/dev/null | grep -m1 -E 'PROGRAM TOTALS' | grep -oE '^[0-9,]+' | tr -d , || true)
 echo "$bin: $total instructions"
+if [[ -n ${INCLUSIVE:-} ]]; then
+    callgrind_annotate --inclusive=yes --threshold=100 "$dir/out" 2>/dev/null | grep -E -- "$INCLUSIVE" |
+        grep -v '=>' | sed -E 's/^ *([0-9,]+) +\([^)]*\) +[^ ]*\.rs:([^ ]+).*/  \1 \2/' || true
+fi

@@ -641,3 +641,85 @@ fn taking_channels_away_closes_only_the_subscribers_that_lose_one() {
         "lattice-server against redis-server"
     );
 }
+
+/// Dispatch decides a restricted user's common commands by a quick test
+/// (`FastPath` in core/acl/user.rs: prefix and exact key patterns, one- and
+/// many-key commands) before the general check: both must answer as
+/// redis-server does, for patterns it takes and those it leaves to the
+/// general check (globs, read- or write-only patterns, selectors, no
+/// channels), side by side with redis-server 7.0.
+#[test]
+fn the_quick_acl_check_answers_as_redis_for_every_kind_of_pattern() {
+    let users: &[&[&str]] = &[
+        &["+@all", "~app:*"],
+        &["+@all", "~averylongprefix:*"],
+        &["+@all", "~exact", "~k?y", "~app:*"],
+        &["+@all", "%R~r:*", "~w:*"],
+        &["+@all", "~app:*", "(~other:* +get)"],
+        &["+@read", "~app:*"],
+        &["+@all", "-get", "~*"],
+        &["+@all", "~app:*", "resetchannels", "&ch"],
+        &["+@all", "~*app"],
+    ];
+    let lines: &[&[&str]] = &[
+        &["GET", "app:1"],
+        &["GET", "app:"],
+        &["GET", "app"],
+        &["GET", "ap"],
+        &["GET", "app:with-a-long-tail"],
+        &["GET", "xapp:1"],
+        &["GET", "averylongprefix:1"],
+        &["GET", "averylongprefix"],
+        &["GET", "exact"],
+        &["GET", "exact2"],
+        &["GET", "key"],
+        &["GET", "other:1"],
+        &["GET", "r:1"],
+        &["GET", "w:1"],
+        &["SET", "app:1", "v"],
+        &["SET", "other:1", "v"],
+        &["SET", "r:1", "v"],
+        &["SET", "w:1", "v"],
+        &["MSET", "app:1", "a", "app:2", "b"],
+        &["MSET", "app:1", "a", "other:1", "b"],
+        &["MGET", "app:1", "app:2"],
+        &["MGET", "app:1", "other:1"],
+        &["DEL", "app:9", "other:9"],
+        &["EXISTS", "app:1", "app:2"],
+        &["XREAD", "STREAMS", "app:s", "0"],
+        &["EVAL", "return 1", "1", "other:1"],
+        &["OBJECT", "ENCODING", "app:1"],
+        &["PUBLISH", "ch", "m"],
+        &["PUBLISH", "news", "m"],
+        &["PING"],
+    ];
+    let s = Server::start(&[]);
+    let o = RedisOracle::start(&[]);
+    let verdict = |c: &mut redis::Connection, line: &[&str]| {
+        let r = run(c, line);
+        match r.contains("NOPERM") {
+            true => r,
+            false => "allowed".to_string(),
+        }
+    };
+    for (i, rules) in users.iter().enumerate() {
+        let name = format!("u{i}");
+        for port in [s.port, o.port] {
+            let mut admin = redis::Client::open(format!("redis://127.0.0.1:{port}/"))
+                .unwrap()
+                .get_connection()
+                .unwrap();
+            let mut setuser = vec!["ACL", "SETUSER", &name, "on", ">pw"];
+            setuser.extend_from_slice(rules);
+            cmd::<String>(&mut admin, &setuser);
+        }
+        let (mut ours, mut theirs) = (conn_as(s.port, &name, "pw"), conn_as(o.port, &name, "pw"));
+        for line in lines {
+            assert_eq!(
+                verdict(&mut ours, line),
+                verdict(&mut theirs, line),
+                "{rules:?} {line:?}"
+            );
+        }
+    }
+}

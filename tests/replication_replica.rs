@@ -94,10 +94,15 @@ fn chain_of_lattice_nodes_relays_the_exact_stream() {
     let _: () = cmd(&mut ac, &["SET", "after", "1"]);
     eventually("C again", || in_sync(&mut ac, &mut cc));
     assert_eq!(info_field::<u64>(&mut bc, "sync_partial_ok"), 1);
-    // B promoted: C keeps following it with a partial resync (PSYNC2).
+    // B promoted: it closes C's link, as Redis's replicationUnsetMaster,
+    // and C follows it with a partial resync (PSYNC2), learning B's new id.
     let _: () = cmd(&mut bc, &["REPLICAOF", "NO", "ONE"]);
     let _: () = cmd(&mut bc, &["SET", "on-b", "1"]);
-    eventually("C follows B", || in_sync(&mut bc, &mut cc));
+    let new_id: String = info_field(&mut bc, "master_replid");
+    eventually("C follows B under B's new id", || {
+        in_sync(&mut bc, &mut cc) && info_field::<String>(&mut cc, "master_replid") == new_id
+    });
+    assert_eq!(info_field::<u64>(&mut bc, "sync_partial_ok"), 2);
     assert_eq!(info_field::<u64>(&mut bc, "sync_full"), 1);
 }
 
@@ -211,6 +216,12 @@ fn a_failover_whose_target_refuses_psync_aborts() {
     let _: () = cmd(&mut ac, &["SET", "after-abort", "1"]);
     let _: () = cmd(&mut bc, &["ACL", "SETUSER", "default", "+psync"]);
     eventually("B follows A again", || in_sync(&mut ac, &mut bc));
+    // A master again, A closed B's link (Redis's replicationUnsetMaster):
+    // B continued with a partial resync, as the Tcl test counts.
+    eventually("B's partial resync", || {
+        info_field::<u64>(&mut ac, "sync_partial_ok") == 1
+    });
+    assert_eq!(info_field::<u64>(&mut ac, "sync_full"), 1);
 }
 
 /// A replica restarted from its RDB (repl-id and repl-offset aux fields)

@@ -309,8 +309,21 @@ pub(crate) fn promote(srv: &Server) {
     *repl.replica.master.lock() = None;
     repl.shift_replid();
     repl.is_replica.store(false, Release);
+    // As Redis's replicationUnsetMaster: our replicas reconnect to learn
+    // the new id, and continue partially from our replid2.
+    disconnect_replicas(srv);
     crate::log::set_role(b'M');
     log_notice!("MASTER MODE enabled (user request)");
+}
+
+/// Closes our replicas' links (Redis's disconnectSlaves): each reconnects
+/// and PSYNCs, which tells it our current replication id.
+fn disconnect_replicas(srv: &Server) {
+    for r in srv.repl.master.replicas.lock().iter() {
+        if let Some(c) = srv.clients.get(r.client_id) {
+            c.kill_now();
+        }
+    }
 }
 
 fn link_thread(srv: Arc<Server>, gen: u64, host: String, port: u16) {
@@ -606,11 +619,7 @@ fn continue_from(srv: &Server, new_id: &str, old_id: &str) {
         log_notice!("Master replication ID changed to {new_id}");
         // As Redis: our own replicas reconnect to learn the new id (they
         // continue partially, the old one being our replid2 now).
-        for r in repl.master.replicas.lock().iter() {
-            if let Some(c) = srv.clients.get(r.client_id) {
-                c.kill_now();
-            }
-        }
+        disconnect_replicas(srv);
     }
     repl.activate_backlog(srv);
     repl.has_history.store(true, Release);
@@ -690,11 +699,7 @@ fn full_sync(
     dataset_replaced(srv);
     restart_aof(srv);
     // Our own replicas follow a history that just ended: they resync.
-    for r in repl.master.replicas.lock().iter() {
-        if let Some(c) = srv.clients.get(r.client_id) {
-            c.kill_now();
-        }
-    }
+    disconnect_replicas(srv);
     log_notice!("MASTER <-> REPLICA sync: Finished with success");
     Ok(())
 }

@@ -924,7 +924,11 @@ fn lookup_and_check(
         log_refused_link(srv, client, id, &CmdError::NoAuth);
         return Err((Some(id), CmdError::NoAuth));
     }
-    if client.user.as_ref().is_some_and(|u| !u.free) {
+    if client
+        .user
+        .as_ref()
+        .is_some_and(|u| !u.free && !u.allows_fast(cmd, id, args))
+    {
         acl_check(srv, client, id, args, log).map_err(|e| {
             log_refused_link(srv, client, id, &e);
             (Some(id), e)

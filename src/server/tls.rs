@@ -6,8 +6,9 @@
  *
  * The stream keeps the connection loop's rule for edge-triggered
  * readiness: a read that returns less than asked has drained the socket
- * (it reads ciphertext until the socket would block before returning a
- * short read), so the loop may clear readiness as it does for TCP. Writes
+ * (it returns a short read only once the socket would block or gave less
+ * ciphertext than asked for), so the loop may clear readiness as it does
+ * for TCP. Writes
  * hand plaintext to the session and push its records out; what the socket
  * does not take stays in the session and `flush` finishes it (the loop
  * flushes after each batch, waiting for writability).
@@ -123,10 +124,29 @@ fn push(tls: &mut ServerConnection, mut sock: &std::net::TcpStream) -> io::Resul
     Ok(())
 }
 
+/// The socket as rustls reads it, noting whether the last read was short
+/// (the socket had less than asked for: drained at that moment).
+struct SockReader<'a> {
+    sock: &'a std::net::TcpStream,
+    short: bool,
+}
+
+impl Read for SockReader<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let k = (&mut &*self.sock).read(buf)?;
+        self.short = k < buf.len();
+        Ok(k)
+    }
+}
+
 impl Read for &TlsStream {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
         let mut guard = self.tls.borrow_mut();
         let tls = guard.as_mut().ok_or_else(gone)?;
+        let mut sock = SockReader {
+            sock: &self.sock,
+            short: false,
+        };
         let mut n = 0;
         loop {
             while n < buf.len() {
@@ -137,10 +157,14 @@ impl Read for &TlsStream {
                     Err(e) => return if n > 0 { Ok(n) } else { Err(e) },
                 }
             }
-            if n == buf.len() {
+            // Plaintext after a short socket read: the socket is drained,
+            // so return without the read that would only say EAGAIN (one
+            // syscall a request at pipeline 1); the loop's short-read rule
+            // holds, as new data re-arms edge-triggered readiness.
+            if n == buf.len() || (n > 0 && sock.short) {
                 return Ok(n);
             }
-            match tls.read_tls(&mut &self.sock) {
+            match tls.read_tls(&mut sock) {
                 Ok(0) => return Ok(n),
                 Ok(_) => {
                     if let Err(e) = tls.process_new_packets() {

@@ -17,7 +17,7 @@
 
 use sha2::{Digest, Sha256};
 
-use crate::core::table::{CommandId, CommandTable, ACL_CATEGORIES};
+use crate::core::table::{Command, CommandId, CommandTable, ACL_CATEGORIES};
 use crate::glob::glob_match;
 use crate::protocol::Args;
 
@@ -29,6 +29,30 @@ pub const WRITE: u8 = 2;
 pub struct KeyPattern {
     pub pattern: Vec<u8>,
     pub perm: u8,
+    /// `pattern` is a literal followed by one `*` (`~app:*`): matched by a
+    /// prefix comparison, decided once when the rule is added.
+    prefix: bool,
+}
+
+impl KeyPattern {
+    fn new(pattern: &[u8], perm: u8) -> KeyPattern {
+        let prefix = pattern.split_last().is_some_and(|(&last, rest)| {
+            last == b'*' && !rest.iter().any(|b| matches!(b, b'*' | b'?' | b'[' | b'\\'))
+        });
+        KeyPattern {
+            pattern: pattern.to_vec(),
+            perm,
+            prefix,
+        }
+    }
+
+    /// Whether `key` matches the pattern (Redis's stringmatchlen).
+    fn matches(&self, key: &[u8]) -> bool {
+        match self.prefix {
+            true => key.starts_with(&self.pattern[..self.pattern.len() - 1]),
+            false => glob_match(&self.pattern, key, false),
+        }
+    }
 }
 
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -214,10 +238,7 @@ impl Selector {
         }
         match self.keys.iter_mut().find(|k| k.pattern == pattern) {
             Some(k) => k.perm |= perm,
-            None => self.keys.push(KeyPattern {
-                pattern: pattern.to_vec(),
-                perm,
-            }),
+            None => self.keys.push(KeyPattern::new(pattern, perm)),
         }
         self.all_keys = false;
         Ok(())
@@ -294,7 +315,7 @@ impl Selector {
         Ok(())
     }
 
-    fn check_keys(&self, cmd: &crate::core::table::Command, args: Args) -> Result<(), Denied> {
+    fn check_keys(&self, cmd: &Command, args: Args) -> Result<(), Denied> {
         use crate::core::table::flags::PUBSUB;
         // `~pat` patterns allow any access: the key's flags matter only
         // when some pattern is read- or write-only, or a spec names what
@@ -315,7 +336,7 @@ impl Selector {
             let ok = self
                 .keys
                 .iter()
-                .any(|k| k.perm & need == need && glob_match(&k.pattern, key, false));
+                .any(|k| k.perm & need == need && k.matches(key));
             if ok {
                 Ok(())
             } else {
@@ -555,6 +576,143 @@ pub struct User {
     pub selectors: Vec<Selector>,
     /// Every command, key and channel allowed: dispatch checks nothing.
     pub free: bool,
+    /// Dispatch's quick test, derived from the rules (`FastPath::of`).
+    fast: FastPath,
+}
+
+/// The common case of a restricted user, decided before the general
+/// check (dispatch's hot path: a restricted user's GET or SET cost ~340
+/// instructions more than the default user's through `check` alone). A
+/// bit per command allowed whatever its arguments but its keys: its own
+/// bit, `allcommands` or no-auth; no channels to check; no keys, or every
+/// key, or a first/last/step range (no `keys_fn`) and key patterns all of
+/// the form `~prefix*` or `~exact`, compared without the glob matcher.
+/// Only for a user without extra selectors; empty (nothing decided)
+/// otherwise. A command the bits leave out goes to `check`.
+#[derive(Clone, Debug, Default, PartialEq)]
+struct FastPath {
+    bits: Vec<u64>,
+    all_keys: bool,
+    keys: Vec<FastKey>,
+}
+
+impl FastPath {
+    fn of(t: &CommandTable, selectors: &[Selector]) -> FastPath {
+        use crate::core::table::flags::{NO_AUTH, PUBSUB};
+        let [s] = selectors else {
+            return FastPath::default();
+        };
+        let keys: Option<Vec<FastKey>> = s.keys.iter().map(FastKey::of).collect();
+        let keys_fast = s.all_keys || keys.is_some();
+        let mut bits = vec![0u64; t.all.len().div_ceil(64)];
+        for (id, word) in (0..t.all.len()).map(|id| (id, id / 64)) {
+            let cmd = t.get(id);
+            let command = s.all_commands || s.bit(id) || cmd.flags & NO_AUTH != 0;
+            let channels = s.all_channels || cmd.flags & PUBSUB == 0;
+            let keyless = cmd.keys_fn.is_none() && cmd.first_key <= 0;
+            let keys = s.all_keys || keyless || (keys_fast && cmd.keys_fn.is_none());
+            if command && channels && keys {
+                bits[word] |= 1 << (id % 64);
+            }
+        }
+        FastPath {
+            bits,
+            all_keys: s.all_keys,
+            keys: keys.unwrap_or_default(),
+        }
+    }
+
+    /// Whether the keys of a first/last/step command match the patterns:
+    /// a one-key command against a lone pattern inline (GET, SET), the
+    /// rest out of line, so that the hot path calls nothing.
+    #[inline]
+    fn keys_match(&self, cmd: &Command, args: Args) -> bool {
+        let pos = cmd.first_key as usize;
+        match (cmd.last_key == cmd.first_key, &self.keys[..]) {
+            (true, [k]) if pos < args.len() => k.matches(args.get(pos)),
+            _ => self.range_keys_match(cmd, args),
+        }
+    }
+
+    #[inline(never)]
+    fn range_keys_match(&self, cmd: &Command, args: Args) -> bool {
+        let argc = args.len() as i32;
+        let last = match cmd.last_key < 0 {
+            true => argc + cmd.last_key,
+            false => cmd.last_key.min(argc - 1),
+        };
+        let step = cmd.key_step.max(1);
+        let mut pos = cmd.first_key;
+        while pos <= last {
+            let key = args.get(pos as usize);
+            if !self.keys.iter().any(|k| k.matches(key)) {
+                return false;
+            }
+            pos += step;
+        }
+        true
+    }
+}
+
+/// A `~` pattern (read and write) that is a literal, or a literal then
+/// one `*`; up to 8 bytes of prefix are compared as one masked word.
+#[derive(Clone, Debug, Default, PartialEq)]
+struct FastKey {
+    literal: Vec<u8>,
+    exact: bool,
+    /// `literal` as a little-endian word and the mask of its bytes, for a
+    /// prefix of at most 8 bytes (`short`).
+    word: u64,
+    mask: u64,
+    short: bool,
+}
+
+impl FastKey {
+    fn of(k: &KeyPattern) -> Option<FastKey> {
+        let special = |b: &u8| matches!(b, b'*' | b'?' | b'[' | b'\\');
+        if k.perm != READ | WRITE {
+            return None;
+        }
+        let (literal, exact) = match k.prefix {
+            true => (&k.pattern[..k.pattern.len() - 1], false),
+            false if !k.pattern.iter().any(special) => (&k.pattern[..], true),
+            false => return None,
+        };
+        let short = !exact && literal.len() <= 8;
+        let (mut word, mut mask) = (0u64, 0u64);
+        if short {
+            let mut bytes = [0u8; 8];
+            bytes[..literal.len()].copy_from_slice(literal);
+            word = u64::from_le_bytes(bytes);
+            mask = match literal.len() {
+                8 => u64::MAX,
+                n => (1u64 << (8 * n)) - 1,
+            };
+        }
+        Some(FastKey {
+            literal: literal.to_vec(),
+            exact,
+            word,
+            mask,
+            short,
+        })
+    }
+
+    #[inline]
+    fn matches(&self, key: &[u8]) -> bool {
+        match (self.short, key.first_chunk::<8>()) {
+            (true, Some(head)) => (u64::from_le_bytes(*head) ^ self.word) & self.mask == 0,
+            _ => self.matches_literal(key),
+        }
+    }
+
+    #[inline(never)]
+    fn matches_literal(&self, key: &[u8]) -> bool {
+        match self.exact {
+            true => key == self.literal,
+            false => key.starts_with(&self.literal),
+        }
+    }
 }
 
 impl User {
@@ -568,6 +726,7 @@ impl User {
             passwords: vec![],
             selectors: vec![Selector::new(pubsub_all)],
             free: false,
+            fast: FastPath::default(),
         }
     }
 
@@ -581,6 +740,7 @@ impl User {
     ) -> Result<(), RuleError> {
         let r = self.apply_inner(t, op, pubsub_all);
         self.free = self.enabled_free();
+        self.fast = FastPath::of(t, &self.selectors);
         r
     }
 
@@ -666,6 +826,9 @@ impl User {
     /// allows it; else the most relevant refusal (a key or channel over
     /// the command, the later argument over the earlier), as Redis.
     pub fn check(&self, t: &CommandTable, id: CommandId, args: Args) -> Result<(), Denied> {
+        if self.allows_fast(t.get(id), id, args) {
+            return Ok(());
+        }
         let mut worst = Denied::Command;
         for s in &self.selectors {
             match s.check(t, id, args) {
@@ -674,6 +837,22 @@ impl User {
             }
         }
         Err(worst)
+    }
+
+    /// Whether some selector allows `args` by the common case's quick test
+    /// (dispatch's hot path for a restricted user's GET and SET); false
+    /// decides nothing: `check` then gives the answer and its reason.
+    #[inline]
+    pub fn allows_fast(&self, cmd: &Command, id: CommandId, args: Args) -> bool {
+        let f = &self.fast;
+        if f.bits
+            .get(id / 64)
+            .is_none_or(|w| w & (1 << (id % 64)) == 0)
+        {
+            return false;
+        }
+        // No keys_fn here unless all keys are allowed (`FastPath::of`).
+        f.all_keys || cmd.first_key <= 0 || f.keys_match(cmd, args)
     }
 
     /// Whether some selector lets `args` run with access to every key
