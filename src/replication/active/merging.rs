@@ -287,7 +287,7 @@ impl Link {
         let mut joined = mine.join(remote);
         let same = (joined.same_content(&mine), joined.same_content(remote));
         let Some((outcome, version)) =
-            self.version_join(db, key, same, (mine.version, remote.version), false)
+            self.version_join(db, key, same, (mine.version, remote.version), (false, true))
         else {
             return false;
         };
@@ -333,7 +333,7 @@ impl Link {
         let (mut joined, changes) = mine.join(local.value.as_ref(), remote, remote_value);
         let same = (joined.same_content(&mine), joined.same_content(remote));
         let Some((outcome, version)) =
-            self.version_join(db, key, same, (mine.version, remote.version), true)
+            self.version_join(db, key, same, (mine.version, remote.version), (true, true))
         else {
             return false;
         };
@@ -387,7 +387,7 @@ impl Link {
         let (mut joined, list) = mine.join(&ours, remote, &values(remote_value));
         let same = (joined.same_content(&mine), joined.same_content(remote));
         let Some((outcome, version)) =
-            self.version_join(db, key, same, (mine.version, remote.version), true)
+            self.version_join(db, key, same, (mine.version, remote.version), (true, false))
         else {
             return false;
         };
@@ -450,7 +450,7 @@ impl Link {
             joined.same_content(remote) && value == theirs,
         );
         let Some((outcome, version)) =
-            self.version_join(db, key, same, (mine.version, remote.version), true)
+            self.version_join(db, key, same, (mine.version, remote.version), (true, false))
         else {
             return false;
         };
@@ -514,7 +514,7 @@ impl Link {
             joined.same_content(remote) && same_value(value.as_ref(), theirs),
         );
         let Some((outcome, version)) =
-            self.version_join(db, key, same, (mine.version, remote.version), true)
+            self.version_join(db, key, same, (mine.version, remote.version), (true, false))
         else {
             return false;
         };
@@ -546,7 +546,7 @@ impl Link {
         key: &[u8],
         same: (bool, bool),
         (local, remote): (u64, u64),
-        fresh: bool,
+        (fresh, equal_behind): (bool, bool),
     ) -> Option<(Outcome, u64)> {
         match self.outcome(same, (local, remote), fresh) {
             Outcome::Unchanged => {
@@ -557,10 +557,15 @@ impl Link {
                 // stamp as its version while holding more than the origin
                 // (a concurrent member of ours), so one version may name two
                 // contents (full seed 11685: a hash field every node but one
-                // lacked for good). A state older than ours that lacks
-                // something is a late copy whose makers moved on: answering
-                // those too flooded a mesh with states.
-                let behind = remote >= local;
+                // lacked for good). Only where facts do that and the join
+                // is exact (`equal_behind`: counters, sets, hashes, sorted
+                // sets): a stream's copies at one version may differ in what
+                // its join leaves each side (consumer groups go whole to the
+                // newer side), and two nodes answered each other for ever
+                // (list facts on, full seed 1187). A state older than ours
+                // that lacks something is a late copy whose makers moved on:
+                // answering those too flooded a mesh with states.
+                let behind = remote > local || (equal_behind && remote == local);
                 if !same.1 && behind {
                     super::serve::answer_state(&*self.node, db, key);
                 }
