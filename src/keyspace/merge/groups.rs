@@ -1,0 +1,418 @@
+//! A stream's consumer groups under active replication (issue 25 item 5,
+//! docs/MERGE.md section 10, DECISIONS 107 and 130-132): the merge state
+//! kept per group beside a stream's ([`super::stream::Stream`]), so that
+//! group writes made on two nodes at once converge per entry instead of one
+//! side's groups winning whole.
+//!
+//! Every part carries a *dot*, the stamp of the write that last set it; a
+//! side lacking a part whose dot its causal context covers removed it:
+//! - a **group** is an observed-remove member: its dots are those of the
+//!   XGROUP CREATEs that made it; DESTROY removes the dots it saw, so a
+//!   group made again elsewhere at once survives, and reads or acks in a
+//!   destroyed group do not bring it back;
+//! - its **last-delivered ID** is a register `(reset, last ID, entries
+//!   read)`: the later reset (CREATE, or a SETID that moved the ID back)
+//!   wins, equal resets take the larger ID (reads only move it forward);
+//! - a **pending entry** (PEL) is a register by dot: both sides holding it,
+//!   the later dot's owner and delivery time win and the delivery count is
+//!   the larger; one side holding it, it stays unless the other side saw
+//!   its dot (XACK, a consumer deleted, a claim of an entry gone are
+//!   observed removes), so an XACK never drops a claim or a delivery it did
+//!   not see;
+//! - a **consumer** is an observed-remove member whose dot is refreshed by
+//!   every write that touches it, seen time by maximum; a consumer that owns
+//!   a surviving pending entry survives with it.
+//!
+//! Dots are given by diffing ([`GroupMeta::note`]): before a group write
+//! the state is brought up to the key's version (`Stream::current`), after
+//! it every part that is new or changed gets the write's stamp. A replayed
+//! write (a peer's record, the AOF) runs the same commands at the same
+//! stamp, so it gives the same dots; a pending entry is compared by a print
+//! of (consumer, delivery time, delivery count), which XREADGROUP and the
+//! XCLAIM records it propagates set alike.
+
+use std::collections::BTreeMap;
+
+use super::codec::{put_bytes, put_varint, Cursor};
+use super::context::{fingerprint, Context};
+use crate::keyspace::stream::{StreamId, StreamValue};
+use crate::keyspace::stream_groups::{Consumer, Group, Nack};
+
+/// One group's merge state (see the module comment).
+#[derive(Clone, Debug, PartialEq, Eq, Default)]
+pub struct GroupMeta {
+    /// The dots of the XGROUP CREATEs that made it, none seen removed
+    /// (sorted; one but where two nodes made it at once).
+    pub dots: Vec<u64>,
+    /// The stamp of the write that last set its last-delivered ID back
+    /// (CREATE, SETID to a smaller ID).
+    pub reset: u64,
+    /// Its last-delivered ID at the last note (a smaller one is a reset).
+    pub last_id: StreamId,
+    /// Per pending entry: its dot and the print of its NACK then.
+    pub pel: BTreeMap<StreamId, (u64, u64)>,
+    /// Per consumer: its dot and its seen time then.
+    pub consumers: BTreeMap<Vec<u8>, (u64, i64)>,
+}
+
+/// The groups' merge states of a stream, by group name.
+pub type Groups = BTreeMap<Vec<u8>, GroupMeta>;
+
+/// What tells a NACK changed.
+fn print(n: &Nack) -> u64 {
+    let mut b = n.consumer.clone();
+    b.extend_from_slice(&n.delivery_time.to_le_bytes());
+    b.extend_from_slice(&n.delivery_count.to_le_bytes());
+    fingerprint(&b)
+}
+
+impl GroupMeta {
+    /// A group `stamp` made.
+    fn made(stamp: u64, g: &Group) -> GroupMeta {
+        GroupMeta {
+            dots: vec![stamp],
+            reset: stamp,
+            last_id: g.last_id,
+            ..Default::default()
+        }
+    }
+
+    /// After a write stamped `stamp` left the group as `g`: every pending
+    /// entry or consumer new or changed since the last note gets `stamp`;
+    /// a last-delivered ID moved back is a reset.
+    pub fn note(&mut self, g: &Group, stamp: u64) {
+        if g.last_id < self.last_id {
+            self.reset = stamp;
+        }
+        self.last_id = g.last_id;
+        self.pel.retain(|id, _| g.pel.contains_key(id));
+        for (id, n) in &g.pel {
+            let p = print(n);
+            let e = self.pel.entry(*id).or_insert((stamp, p));
+            if e.1 != p {
+                *e = (stamp, p);
+            }
+        }
+        self.consumers
+            .retain(|name, _| g.consumers.contains_key(name));
+        for (name, c) in &g.consumers {
+            let e = self
+                .consumers
+                .entry(name.clone())
+                .or_insert((stamp, c.seen_time));
+            if e.1 != c.seen_time {
+                *e = (stamp, c.seen_time);
+            }
+        }
+    }
+
+    /// The state that describes `g` exactly (after a join chose its parts'
+    /// dots).
+    fn describing(mut self, g: &Group) -> GroupMeta {
+        self.last_id = g.last_id;
+        for (id, e) in self.pel.iter_mut() {
+            e.1 = print(&g.pel[id]);
+        }
+        for (name, e) in self.consumers.iter_mut() {
+            e.1 = g.consumers[name].seen_time;
+        }
+        self
+    }
+}
+
+/// After a write stamped `stamp` left the stream's groups as `value`'s
+/// (None: the key is gone): groups made get `stamp` as their dot, groups
+/// gone are dropped, the others noted ([`GroupMeta::note`]).
+pub fn note(groups: &mut Groups, value: Option<&StreamValue>, stamp: u64) {
+    let Some(v) = value else {
+        groups.clear();
+        return;
+    };
+    groups.retain(|name, _| v.groups.contains_key(name));
+    for (name, g) in &v.groups {
+        groups
+            .entry(name.clone())
+            .or_insert_with(|| GroupMeta::made(stamp, g))
+            .note(g, stamp);
+    }
+}
+
+/// One side of a join: its groups' states, its stream, its causal context
+/// and version (the dot of a part its state does not name: a write that
+/// changed it without a note, such as a history read).
+pub struct Side<'a> {
+    pub groups: &'a Groups,
+    pub value: Option<&'a StreamValue>,
+    pub cc: &'a Context,
+    pub version: u64,
+}
+
+/// A group as one side holds it, with its state.
+struct Held<'a> {
+    group: &'a Group,
+    meta: std::borrow::Cow<'a, GroupMeta>,
+}
+
+impl<'a> Side<'a> {
+    fn group(&self, name: &[u8]) -> Option<Held<'a>> {
+        let group = self.value?.groups.get(name)?;
+        let meta = match self.groups.get(name) {
+            Some(m) => std::borrow::Cow::Borrowed(m),
+            None => std::borrow::Cow::Owned(GroupMeta::made(self.version, group)),
+        };
+        Some(Held { group, meta })
+    }
+}
+
+/// The group a side holds.
+fn held_group<'h>(h: &Held<'h>) -> &'h Group {
+    h.group
+}
+
+impl Held<'_> {
+    fn pel_dot(&self, id: &StreamId, version: u64) -> u64 {
+        self.meta.pel.get(id).map_or(version, |e| e.0)
+    }
+
+    fn consumer_dot(&self, name: &[u8], version: u64) -> u64 {
+        self.meta.consumers.get(name).map_or(version, |e| e.0)
+    }
+}
+
+/// The joined groups of two sides (the stream is present after the join):
+/// each group as [`join_group`] gives it.
+pub fn join(a: &Side, b: &Side) -> (BTreeMap<Vec<u8>, Group>, Groups) {
+    let mut names: Vec<&Vec<u8>> = Vec::new();
+    for s in [a, b] {
+        if let Some(v) = s.value {
+            names.extend(v.groups.keys());
+        }
+    }
+    names.sort();
+    names.dedup();
+    let (mut groups, mut metas) = (BTreeMap::new(), Groups::new());
+    for name in names {
+        if let Some((g, m)) = join_group(a, b, name) {
+            groups.insert(name.clone(), g);
+            metas.insert(name.clone(), m);
+        }
+    }
+    (groups, metas)
+}
+
+/// Dots one side holds that survive: held by both, or unseen by the other.
+fn surviving(mine: &[u64], theirs: &[u64], their_cc: &Context) -> Vec<u64> {
+    (mine.iter())
+        .filter(|d| theirs.contains(d) || !their_cc.covers(**d))
+        .copied()
+        .collect()
+}
+
+/// The group `name` after the join of `a` and `b`; None where it was
+/// destroyed (every dot of it one side holds, the other saw and lacks).
+fn join_group(a: &Side, b: &Side, name: &[u8]) -> Option<(Group, GroupMeta)> {
+    let (ha, hb) = (a.group(name), b.group(name));
+    let no_dots = Vec::new();
+    let dots_of = |h: &Option<Held>| h.as_ref().map_or(no_dots.clone(), |h| h.meta.dots.clone());
+    let (da, db) = (dots_of(&ha), dots_of(&hb));
+    let mut dots = surviving(&da, &db, b.cc);
+    dots.extend(surviving(&db, &da, a.cc));
+    dots.sort_unstable();
+    dots.dedup();
+    if dots.is_empty() {
+        return None;
+    }
+    // The last-delivered ID: the later reset, then the larger ID.
+    let register = |h: &Option<Held>| {
+        h.as_ref()
+            .map(|h| (h.meta.reset, h.group.last_id, h.group.entries_read))
+    };
+    let (reset, last_id, entries_read) = register(&ha).max(register(&hb)).expect("held");
+    let mut group = Group::new(last_id, entries_read);
+    let mut meta = GroupMeta {
+        dots,
+        reset,
+        ..Default::default()
+    };
+    join_pel((a, ha.as_ref()), (b, hb.as_ref()), &mut group, &mut meta);
+    join_consumers((a, ha.as_ref()), (b, hb.as_ref()), &mut group, &mut meta);
+    let meta = meta.describing(&group);
+    Some((group, meta))
+}
+
+/// The pending entries: both holding one, the later dot wins (the larger
+/// delivery count kept); one holding it, kept unless the other saw it.
+fn join_pel(
+    a: (&Side, Option<&Held>),
+    b: (&Side, Option<&Held>),
+    group: &mut Group,
+    meta: &mut GroupMeta,
+) {
+    let empty = BTreeMap::new();
+    let pa = a.1.map_or(&empty, |h| &held_group(h).pel);
+    let pb = b.1.map_or(&empty, |h| &held_group(h).pel);
+    let ids: std::collections::BTreeSet<&StreamId> = pa.keys().chain(pb.keys()).collect();
+    for id in ids {
+        let na = pa
+            .get(id)
+            .map(|n| (a.1.expect("held").pel_dot(id, a.0.version), n));
+        let nb = pb
+            .get(id)
+            .map(|n| (b.1.expect("held").pel_dot(id, b.0.version), n));
+        let kept = match (na, nb) {
+            (Some(x), Some(y)) => {
+                let key = |(d, n): (u64, &Nack)| {
+                    (d, n.delivery_time, n.delivery_count, n.consumer.clone())
+                };
+                let count = x.1.delivery_count.max(y.1.delivery_count);
+                let (d, n) = if key(x) >= key(y) { x } else { y };
+                let mut n = n.clone();
+                n.delivery_count = count;
+                Some((d, n))
+            }
+            (Some((d, n)), None) => (!b.0.cc.covers(d)).then(|| (d, n.clone())),
+            (None, Some((d, n))) => (!a.0.cc.covers(d)).then(|| (d, n.clone())),
+            (None, None) => None,
+        };
+        if let Some((d, n)) = kept {
+            meta.pel.insert(*id, (d, 0));
+            group.pel.insert(*id, n);
+        }
+    }
+}
+
+/// The consumers: both holding one, seen time by maximum; one holding it,
+/// kept unless the other saw it, or where it owns a pending entry kept.
+/// Each consumer's own PEL is then the group's entries naming it.
+fn join_consumers(
+    a: (&Side, Option<&Held>),
+    b: (&Side, Option<&Held>),
+    group: &mut Group,
+    meta: &mut GroupMeta,
+) {
+    let empty = BTreeMap::new();
+    let ca = a.1.map_or(&empty, |h| &held_group(h).consumers);
+    let cb = b.1.map_or(&empty, |h| &held_group(h).consumers);
+    let owners: std::collections::BTreeSet<&[u8]> =
+        group.pel.values().map(|n| &n.consumer[..]).collect();
+    let names: std::collections::BTreeSet<&Vec<u8>> = ca.keys().chain(cb.keys()).collect();
+    for name in names {
+        let xa = ca
+            .get(name)
+            .map(|c| (a.1.expect("held").consumer_dot(name, a.0.version), c));
+        let xb = cb
+            .get(name)
+            .map(|c| (b.1.expect("held").consumer_dot(name, b.0.version), c));
+        let owns = owners.contains(&name[..]);
+        let kept = match (xa, xb) {
+            (Some(x), Some(y)) => Some((x.0.max(y.0), x.1.seen_time.max(y.1.seen_time))),
+            (Some((d, c)), None) => (owns || !b.0.cc.covers(d)).then_some((d, c.seen_time)),
+            (None, Some((d, c))) => (owns || !a.0.cc.covers(d)).then_some((d, c.seen_time)),
+            (None, None) => None,
+        };
+        if let Some((d, seen)) = kept {
+            meta.consumers.insert(name.clone(), (d, 0));
+            group.consumers.insert(
+                name.clone(),
+                Consumer {
+                    seen_time: seen,
+                    pel: Default::default(),
+                },
+            );
+        }
+    }
+    // An owner neither side lists (a damaged state): made, seen when it got
+    // the entry.
+    let nacks: Vec<(StreamId, Nack)> = group.pel.iter().map(|(i, n)| (*i, n.clone())).collect();
+    for (id, n) in nacks {
+        let c = group
+            .consumers
+            .entry(n.consumer.clone())
+            .or_insert_with(|| {
+                let dot = meta.pel[&id].0;
+                meta.consumers.insert(n.consumer.clone(), (dot, 0));
+                Consumer {
+                    seen_time: n.delivery_time,
+                    pel: Default::default(),
+                }
+            });
+        c.pel.insert(id);
+    }
+}
+
+/// `count (name count dot* reset ms seq count (ms seq dot print)* count
+/// (name dot seen)*)*`.
+pub fn encode(groups: &Groups, out: &mut Vec<u8>) {
+    put_varint(out, groups.len() as u64);
+    for (name, m) in groups {
+        put_bytes(out, name);
+        put_varint(out, m.dots.len() as u64);
+        for &d in &m.dots {
+            put_varint(out, d);
+        }
+        put_varint(out, m.reset);
+        put_varint(out, m.last_id.ms);
+        put_varint(out, m.last_id.seq);
+        put_varint(out, m.pel.len() as u64);
+        for (id, &(d, p)) in &m.pel {
+            put_varint(out, id.ms);
+            put_varint(out, id.seq);
+            put_varint(out, d);
+            put_varint(out, p);
+        }
+        put_varint(out, m.consumers.len() as u64);
+        for (name, &(d, seen)) in &m.consumers {
+            put_bytes(out, name);
+            put_varint(out, d);
+            put_varint(out, seen as u64);
+        }
+    }
+}
+
+pub fn decode(c: &mut Cursor) -> Result<Groups, String> {
+    let mut groups = Groups::new();
+    for _ in 0..c.count()? {
+        let name = c.bytes()?.to_vec();
+        let mut m = GroupMeta::default();
+        for _ in 0..c.count()? {
+            m.dots.push(c.varint()?);
+        }
+        m.reset = c.varint()?;
+        m.last_id = StreamId::new(c.varint()?, c.varint()?);
+        for _ in 0..c.count()? {
+            let id = StreamId::new(c.varint()?, c.varint()?);
+            m.pel.insert(id, (c.varint()?, c.varint()?));
+        }
+        for _ in 0..c.count()? {
+            let name = c.bytes()?.to_vec();
+            m.consumers.insert(name, (c.varint()?, c.varint()? as i64));
+        }
+        groups.insert(name, m);
+    }
+    Ok(groups)
+}
+
+/// DEBUG MERGEINFO's line: per group its dots, reset, and how many
+/// pending entries and consumers carry dots.
+pub fn describe(groups: &Groups) -> String {
+    let parts: Vec<String> = (groups.iter())
+        .map(|(name, m)| {
+            let dots: Vec<String> = m.dots.iter().map(u64::to_string).collect();
+            let pel: Vec<String> = (m.pel.iter())
+                .map(|(id, e)| format!("{}@{}", id.text(), e.0))
+                .collect();
+            let cons: Vec<String> = (m.consumers.iter())
+                .map(|(n, e)| format!("{}@{}", String::from_utf8_lossy(n), e.0))
+                .collect();
+            format!(
+                "{}[dots={} reset={} pel={} consumers={}]",
+                String::from_utf8_lossy(name),
+                dots.join("/"),
+                m.reset,
+                pel.join("/"),
+                cons.join("/")
+            )
+        })
+        .collect();
+    format!("groups:{}", parts.join(","))
+}
