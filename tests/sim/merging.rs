@@ -23,7 +23,11 @@
 //! - **Streams** (`x0`: XADD `*`, XADD MAXLEN, XDEL and XTRIM MINID of an
 //!   entry the origin holds, XTRIM MAXLEN, DEL): every node ends with every
 //!   acknowledged XADD's entry but those an acknowledged XDEL, trim or DEL
-//!   removed where it ran (entries are members named by their IDs).
+//!   removed where it ran (entries are members named by their IDs). Its
+//!   consumer groups (`g0`, `g1`: CREATE, XREADGROUP, XACK, XCLAIM,
+//!   XAUTOCLAIM, SETID, DELCONSUMER, DESTROY) are checked by `converged`:
+//!   every node ends with the same groups, last IDs, pending entries
+//!   (owner, delivery count) and consumers.
 //! - **TTLs**: `s1` also takes EXPIRE (far in the future) and PERSIST, its
 //!   TTL a register of its own (checked by `converged`).
 //! - **Elements** (sets `s0`, `s1`; hash `h0`; sorted set `z0`: adds,
@@ -171,13 +175,48 @@ fn draw_stream(rng: &mut StdRng) -> Vec<String> {
     let v = |rng: &mut StdRng| format!("v{}", rng.gen_range(0..9));
     let n = |rng: &mut StdRng| rng.gen_range(2..8).to_string();
     let w = |s: &[&str]| -> Vec<String> { s.iter().map(|w| w.to_string()).collect() };
-    match rng.gen_range(0..12) {
+    match rng.gen_range(0..20) {
         0..=5 => w(&["XADD", "x0", "*", "f", &v(rng)]),
         6 => w(&["XADD", "x0", "MAXLEN", "=", &n(rng), "*", "f", &v(rng)]),
         7..=8 => w(&["XDEL", "x0", &pick(rng)]),
         9 => w(&["XTRIM", "x0", "MAXLEN", "=", &n(rng)]),
         10 => w(&["XTRIM", "x0", "MINID", "=", &pick(rng)]),
-        _ => w(&["DEL", "x0"]),
+        11 => w(&["DEL", "x0"]),
+        _ => draw_group(rng),
+    }
+}
+
+/// A consumer-group command on `x0` (groups `g0`, `g1`; consumers `c0`..
+/// `c2`): CREATE (MKSTREAM), XREADGROUP, XACK and XCLAIM of an entry the
+/// origin holds, XAUTOCLAIM, SETID back to the start, DELCONSUMER,
+/// DESTROY. Checked by `converged` (its canonical stream holds the groups,
+/// their last IDs, pending entries with owners and counts, consumers).
+fn draw_group(rng: &mut StdRng) -> Vec<String> {
+    let g = format!("g{}", rng.gen_range(0..2));
+    let c = format!("c{}", rng.gen_range(0..3));
+    let pick = format!("@pick{}", rng.gen_range(0..6));
+    let w = |s: &[&str]| -> Vec<String> { s.iter().map(|w| w.to_string()).collect() };
+    match rng.gen_range(0..10) {
+        0 => w(&["XGROUP", "CREATE", "x0", &g, "0", "MKSTREAM"]),
+        1..=3 => w(&[
+            "XREADGROUP",
+            "GROUP",
+            &g,
+            &c,
+            "COUNT",
+            "2",
+            "STREAMS",
+            "x0",
+            ">",
+        ]),
+        4..=5 => w(&["XACK", "x0", &g, &pick]),
+        6 => w(&["XCLAIM", "x0", &g, &c, "0", &pick]),
+        7 => w(&["XAUTOCLAIM", "x0", &g, &c, "0", "0-0", "COUNT", "2"]),
+        8 => match rng.gen_range(0..3) {
+            0 => w(&["XGROUP", "SETID", "x0", &g, "0"]),
+            _ => w(&["XGROUP", "DELCONSUMER", "x0", &g, &c]),
+        },
+        _ => w(&["XGROUP", "DESTROY", "x0", &g]),
     }
 }
 
