@@ -416,3 +416,189 @@ pub fn describe(groups: &Groups) -> String {
         .collect();
     format!("groups:{}", parts.join(","))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::stream::Stream;
+    use crate::keyspace::stream::{StreamId, StreamValue};
+    use crate::keyspace::stream_groups::Group;
+    use crate::keyspace::Value;
+
+    const A: u64 = 3;
+    const B: u64 = 7;
+
+    fn stamp(ms: u64, slot: u64) -> u64 {
+        (ms << 22) | slot
+    }
+
+    fn id(n: u64) -> StreamId {
+        StreamId::new(n, A)
+    }
+
+    /// A node: its stream (groups only) and merge state.
+    #[derive(Clone)]
+    struct Node(Stream, StreamValue);
+
+    impl Node {
+        /// A group write stamped `at`, noted as the commands note it.
+        fn write(&mut self, at: u64, f: impl FnOnce(&mut StreamValue)) {
+            f(&mut self.1);
+            let v = Value::Stream(Box::new(self.1.clone()));
+            self.0.noted_groups(Some(&v), at);
+        }
+
+        fn join(&self, other: &Node) -> Node {
+            let (s, v) = self.0.join(Some(&self.1), &other.0, Some(&other.1), (0, 0));
+            Node(s, v.expect("present"))
+        }
+    }
+
+    /// Group `g` made at `stamp(1, A)` with entries 1..=3 delivered to bob
+    /// at `stamp(2, A)`, seen by both nodes.
+    fn base() -> Node {
+        let mut n = Node(Stream::default(), StreamValue::default());
+        n.write(stamp(1, A), |v| {
+            v.groups.insert(b"g".to_vec(), Group::new(StreamId::MIN, 0));
+        });
+        n.write(stamp(2, A), |v| {
+            let g = v.groups.get_mut(&b"g"[..]).unwrap();
+            g.touch_consumer(b"bob", 10, true);
+            for i in 1..=3 {
+                g.deliver(id(i), b"bob", 10);
+            }
+            g.last_id = id(3);
+        });
+        n
+    }
+
+    fn group(n: &Node) -> &Group {
+        &n.1.groups[&b"g"[..]]
+    }
+
+    /// Both joins give one result, and joining it again changes nothing.
+    fn joined(a: &Node, b: &Node) -> Node {
+        let (ab, ba) = (a.join(b), b.join(a));
+        assert_eq!(ab.1.groups, ba.1.groups);
+        assert!(ab.0.same_content(&ba.0));
+        let again = ab.join(a).join(b);
+        assert_eq!(again.1.groups, ab.1.groups);
+        ab
+    }
+
+    #[test]
+    fn acks_of_different_entries_both_hold_and_an_xack_keeps_a_concurrent_claim() {
+        let (mut a, mut b) = (base(), base());
+        a.write(stamp(5, A), |v| {
+            let g = v.groups.get_mut(&b"g"[..]).unwrap();
+            assert!(g.ack(id(1)) && g.ack(id(3)));
+        });
+        b.write(stamp(6, B), |v| {
+            let g = v.groups.get_mut(&b"g"[..]).unwrap();
+            assert!(g.ack(id(2)));
+            g.touch_consumer(b"carol", 20, true);
+            g.reassign(id(3), b"carol");
+            g.pel.get_mut(&id(3)).unwrap().delivery_count = 2;
+        });
+        let j = joined(&a, &b);
+        let g = group(&j);
+        assert_eq!(g.pel.keys().copied().collect::<Vec<_>>(), vec![id(3)]);
+        assert_eq!(g.pel[&id(3)].consumer, b"carol");
+        assert_eq!(g.pel[&id(3)].delivery_count, 2);
+        assert!(g.consumers[&b"carol"[..]].pel.contains(&id(3)));
+        assert!(g.consumers[&b"bob"[..]].pel.is_empty());
+    }
+
+    #[test]
+    fn one_entry_claimed_on_both_sides_goes_to_the_later_claim() {
+        let (mut a, mut b) = (base(), base());
+        for (n, at, who, count) in [(&mut a, stamp(5, A), "x", 4), (&mut b, stamp(6, B), "y", 2)] {
+            n.write(at, |v| {
+                let g = v.groups.get_mut(&b"g"[..]).unwrap();
+                g.touch_consumer(who.as_bytes(), 20, true);
+                g.reassign(id(1), who.as_bytes());
+                g.pel.get_mut(&id(1)).unwrap().delivery_count = count;
+            });
+        }
+        let g = joined(&a, &b);
+        let n = &group(&g).pel[&id(1)];
+        assert_eq!((&n.consumer[..], n.delivery_count), (&b"y"[..], 4));
+    }
+
+    #[test]
+    fn a_destroy_removes_the_group_despite_concurrent_reads_and_a_make_again_survives() {
+        let (mut a, mut b) = (base(), base());
+        a.write(stamp(5, A), |v| {
+            v.groups.remove(&b"g"[..]);
+        });
+        b.write(stamp(6, B), |v| {
+            let g = v.groups.get_mut(&b"g"[..]).unwrap();
+            g.touch_consumer(b"dave", 30, true);
+            g.deliver(id(4), b"dave", 30);
+            g.last_id = id(4);
+        });
+        assert!(joined(&a, &b).1.groups.is_empty());
+        // Made again on a after the destroy: a's new group, b's unseen
+        // delivery kept in it (add-wins), a's reset its last ID.
+        a.write(stamp(7, A), |v| {
+            v.groups.insert(b"g".to_vec(), Group::new(id(1), 1));
+        });
+        let j = joined(&a, &b);
+        let g = group(&j);
+        assert_eq!(g.last_id, id(1));
+        assert_eq!(g.pel.keys().copied().collect::<Vec<_>>(), vec![id(4)]);
+        assert_eq!(
+            g.consumers.keys().cloned().collect::<Vec<_>>(),
+            vec![b"dave".to_vec()]
+        );
+    }
+
+    #[test]
+    fn a_setid_back_wins_over_concurrent_reads_and_reads_join_by_maximum() {
+        let (mut a, mut b) = (base(), base());
+        a.write(stamp(5, A), |v| {
+            v.groups.get_mut(&b"g"[..]).unwrap().last_id = id(9)
+        });
+        b.write(stamp(6, B), |v| {
+            v.groups.get_mut(&b"g"[..]).unwrap().last_id = id(5)
+        });
+        assert_eq!(group(&joined(&a, &b)).last_id, id(9));
+        b.write(stamp(7, B), |v| {
+            v.groups.get_mut(&b"g"[..]).unwrap().last_id = id(0)
+        });
+        assert_eq!(group(&joined(&a, &b)).last_id, id(0));
+    }
+
+    #[test]
+    fn a_consumer_deleted_on_one_side_survives_a_concurrent_delivery_to_it() {
+        let (mut a, mut b) = (base(), base());
+        a.write(stamp(5, A), |v| {
+            v.groups.get_mut(&b"g"[..]).unwrap().delete_consumer(b"bob");
+        });
+        b.write(stamp(6, B), |v| {
+            let g = v.groups.get_mut(&b"g"[..]).unwrap();
+            g.touch_consumer(b"bob", 40, true);
+            g.deliver(id(4), b"bob", 40);
+        });
+        let j = joined(&a, &b);
+        let g = group(&j);
+        // bob's entries a saw are gone with him; the new one kept him.
+        assert_eq!(g.pel.keys().copied().collect::<Vec<_>>(), vec![id(4)]);
+        assert_eq!(g.consumers[&b"bob"[..]].pel.len(), 1);
+        // Without the delivery, the delete holds.
+        let (mut a2, b2) = (base(), base());
+        a2.write(stamp(5, A), |v| {
+            v.groups.get_mut(&b"g"[..]).unwrap().delete_consumer(b"bob");
+        });
+        assert!(group(&joined(&a2, &b2)).consumers.is_empty());
+    }
+
+    #[test]
+    fn the_groups_state_encodes_and_decodes() {
+        let n = base();
+        let mut out = Vec::new();
+        n.0.encode(&mut out);
+        let back = Stream::decode(&out).unwrap();
+        assert_eq!(back, n.0);
+        assert!(!back.groups.is_empty());
+    }
+}
