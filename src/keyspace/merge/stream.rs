@@ -175,21 +175,22 @@ impl Stream {
                 Err(i) => joined.added.insert(i, (slot, n)),
             }
         }
-        let value = self.join_values(ours, theirs, their_value, &joined, limits);
+        let mine = groups::Side {
+            groups: &self.groups,
+            value: ours,
+            cc: &self.cc,
+            version: self.version,
+        };
+        let other = groups::Side {
+            groups: &theirs.groups,
+            value: their_value,
+            cc: &theirs.cc,
+            version: theirs.version,
+        };
+        let (kept, metas) = groups::join(&mine, &other);
+        let value = self.join_values(ours, theirs, their_value, &joined, limits, !kept.is_empty());
         let value = value.map(|mut v| {
-            let mine = groups::Side {
-                groups: &self.groups,
-                value: ours,
-                cc: &self.cc,
-                version: self.version,
-            };
-            let other = groups::Side {
-                groups: &theirs.groups,
-                value: their_value,
-                cc: &theirs.cc,
-                version: theirs.version,
-            };
-            (v.groups, joined.groups) = groups::join(&mine, &other);
+            (v.groups, joined.groups) = (kept, metas);
             v
         });
         (joined, value)
@@ -203,14 +204,16 @@ impl Stream {
         their_value: Option<&StreamValue>,
         joined: &Stream,
         (max_bytes, max_entries): (usize, usize),
+        groups_survive: bool,
     ) -> Option<StreamValue> {
         let entries = merged_entries(ours, theirs, their_value, self);
-        // Present where an entry survives, where both sides hold the key,
-        // else where the side holding it is newer than the other's
+        // Present where an entry or a group survives (a group made that
+        // the other side's deletion had not seen), where both sides hold
+        // the key, else where the side holding it is newer than the other's
         // deletion (an entry-less stream, e.g. XGROUP CREATE MKSTREAM).
         let present = match (ours, their_value) {
             (Some(_), Some(_)) => true,
-            _ if !entries.is_empty() => true,
+            _ if !entries.is_empty() || groups_survive => true,
             (Some(_), None) => self.version > theirs.version,
             (None, Some(_)) => theirs.version > self.version,
             (None, None) => false,
