@@ -593,6 +593,31 @@ mod tests {
     }
 
     #[test]
+    fn a_group_made_concurrently_with_a_del_keeps_the_stream() {
+        let (a, mut b) = (base(), base());
+        // a deletes the key, later than b makes a group it has not seen.
+        let gone = Stream::current(Some(&a.0), stamp(9, A), None);
+        b.write(stamp(6, B), |v| {
+            v.groups
+                .insert(b"new".to_vec(), Group::new(StreamId::MIN, 0));
+        });
+        for (s, v) in [
+            gone.join(None, &b.0, Some(&b.1), (0, 0)),
+            b.0.join(Some(&b.1), &gone, None, (0, 0)),
+        ] {
+            let v = v.expect("the new group keeps it");
+            assert_eq!(
+                v.groups.keys().cloned().collect::<Vec<_>>(),
+                vec![b"new".to_vec()]
+            );
+            assert_eq!(s.groups.len(), 1);
+        }
+        // Without it, the (newer) deletion wins.
+        let (_, v) = gone.join(None, &a.0, Some(&a.1), (0, 0));
+        assert!(v.is_none());
+    }
+
+    #[test]
     fn the_groups_state_encodes_and_decodes() {
         let n = base();
         let mut out = Vec::new();
