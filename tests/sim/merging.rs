@@ -250,8 +250,10 @@ pub fn observed_key(line: &[Vec<u8>]) -> Vec<u8> {
 
 /// The consumer groups of `x0` on `srv` as members with their dots (its
 /// merge state brought up to date and stored, as `observe` does for
-/// collections): `#g/<group>` with each CREATE dot, `#p/<group>/<ID>` for
-/// each pending entry with its dot (`keyspace/merge/groups.rs`).
+/// collections): `#g/<group>@<dot>` for each CREATE dot, and
+/// `#p/<group>@<incarnation>/<ID>` for each pending entry with its dot,
+/// its incarnation the CREATE dot it was delivered under
+/// (`keyspace/merge/groups.rs`).
 fn group_dots(srv: &Server) -> Dots {
     let ks = &srv.keyspace;
     let slot = ks.slot(b"x0");
@@ -262,33 +264,43 @@ fn group_dots(srv: &Server) -> Dots {
     };
     for (name, m) in &s.groups {
         let name = String::from_utf8_lossy(name);
-        let dots = m.dots.iter().map(|&d| (d, Item::Member)).collect();
-        out.insert(format!("#g/{name}").into_bytes(), dots);
-        for (id, (dot, _)) in &m.pel {
-            let member = format!("#p/{name}/{}", id.text()).into_bytes();
-            out.insert(member, vec![(*dot, Item::Member)]);
+        for &d in &m.dots {
+            out.insert(
+                format!("#g/{name}@{d}").into_bytes(),
+                vec![(d, Item::Member)],
+            );
+        }
+        for (id, p) in &m.pel {
+            let member = format!("#p/{name}@{}/{}", p.inc, id.text()).into_bytes();
+            out.insert(member, vec![(p.dot, Item::Member)]);
         }
     }
     out
 }
 
-/// The groups and pending entries of `x0` the observed-remove rule
-/// expects of `members` (the log's or a node's): a group with a surviving
-/// dot, a pending entry with a surviving dot whose group survives.
-fn live_groups(members: impl Iterator<Item = Vec<u8>>) -> Vec<String> {
+/// The groups and pending entries of `x0` the observed-remove rule gives
+/// of `members` (the log's expected ones, or a node's): each group with a
+/// CREATE dot left (`#g/<group>`), each pending entry with a dot left whose
+/// CREATE (incarnation) is left (`#p/<group>/<ID>`).
+fn live_groups(members: impl Iterator<Item = Vec<u8>>) -> BTreeSet<String> {
     let members: Vec<String> = (members.map(|m| String::from_utf8_lossy(&m).into_owned()))
         .filter(|m| m.starts_with('#'))
         .collect();
-    let groups: BTreeSet<&str> = (members.iter())
+    let creates: BTreeSet<&str> = (members.iter())
         .filter_map(|m| m.strip_prefix("#g/"))
         .collect();
-    (members.iter())
-        .filter(|m| match m.strip_prefix("#p/") {
-            Some(p) => groups.contains(p.split('/').next().unwrap_or_default()),
-            None => true,
-        })
-        .cloned()
-        .collect()
+    let mut out = BTreeSet::new();
+    for m in &members {
+        if let Some(c) = m.strip_prefix("#g/") {
+            out.insert(format!("#g/{}", c.split('@').next().unwrap_or_default()));
+        } else if let Some((create, id)) = m.strip_prefix("#p/").and_then(|p| p.split_once('/')) {
+            if creates.contains(create) {
+                let group = create.split('@').next().unwrap_or_default();
+                out.insert(format!("#p/{group}/{id}"));
+            }
+        }
+    }
+    out
 }
 
 /// The entry IDs of the stream at `key` on `srv`, in order (none where it

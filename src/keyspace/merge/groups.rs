@@ -49,10 +49,26 @@ pub struct GroupMeta {
     pub reset: u64,
     /// Its last-delivered ID at the last note (a smaller one is a reset).
     pub last_id: StreamId,
-    /// Per pending entry: its dot and the print of its NACK then.
-    pub pel: BTreeMap<StreamId, (u64, u64)>,
-    /// Per consumer: its dot and its seen time then.
-    pub consumers: BTreeMap<Vec<u8>, (u64, i64)>,
+    /// Per pending entry: its dot, the print of its NACK then, the CREATE
+    /// dot it was delivered under.
+    pub pel: BTreeMap<StreamId, Part>,
+    /// Per consumer: its dot, its seen time then, the CREATE dot it was
+    /// made under.
+    pub consumers: BTreeMap<Vec<u8>, Part>,
+}
+
+/// A pending entry's or a consumer's merge state.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub struct Part {
+    /// The stamp of the write that last set it.
+    pub dot: u64,
+    /// What tells it changed: a pending entry's print, a consumer's seen
+    /// time.
+    pub print: u64,
+    /// The incarnation of the group it belongs to: the newest CREATE dot
+    /// of the group where it was made. It dies with that CREATE (a DESTROY
+    /// or DEL that saw it), even where the group is made again.
+    pub inc: u64,
 }
 
 /// The groups' merge states of a stream, by group name.
@@ -77,33 +93,25 @@ impl GroupMeta {
         }
     }
 
+    /// The incarnation parts made now belong to: its newest CREATE dot.
+    fn incarnation(&self) -> u64 {
+        self.dots.iter().copied().max().unwrap_or_default()
+    }
+
     /// After a write stamped `stamp` left the group as `g`: every pending
-    /// entry or consumer new or changed since the last note gets `stamp`;
-    /// a last-delivered ID moved back is a reset.
+    /// entry or consumer new or changed since the last note gets `stamp`
+    /// (a new one, the group's incarnation); a last-delivered ID moved back
+    /// is a reset.
     pub fn note(&mut self, g: &Group, stamp: u64) {
         if g.last_id < self.last_id {
             self.reset = stamp;
         }
         self.last_id = g.last_id;
-        self.pel.retain(|id, _| g.pel.contains_key(id));
-        for (id, n) in &g.pel {
-            let p = print(n);
-            let e = self.pel.entry(*id).or_insert((stamp, p));
-            if e.1 != p {
-                *e = (stamp, p);
-            }
-        }
-        self.consumers
-            .retain(|name, _| g.consumers.contains_key(name));
-        for (name, c) in &g.consumers {
-            let e = self
-                .consumers
-                .entry(name.clone())
-                .or_insert((stamp, c.seen_time));
-            if e.1 != c.seen_time {
-                *e = (stamp, c.seen_time);
-            }
-        }
+        let inc = self.incarnation();
+        let prints = g.pel.iter().map(|(id, n)| (*id, print(n)));
+        note_parts(&mut self.pel, prints, (stamp, inc));
+        let seen = (g.consumers.iter()).map(|(name, c)| (name.clone(), c.seen_time as u64));
+        note_parts(&mut self.consumers, seen, (stamp, inc));
     }
 
     /// The state that describes `g` exactly (after a join chose its parts'
@@ -111,12 +119,34 @@ impl GroupMeta {
     fn describing(mut self, g: &Group) -> GroupMeta {
         self.last_id = g.last_id;
         for (id, e) in self.pel.iter_mut() {
-            e.1 = print(&g.pel[id]);
+            e.print = print(&g.pel[id]);
         }
         for (name, e) in self.consumers.iter_mut() {
-            e.1 = g.consumers[name].seen_time;
+            e.print = g.consumers[name].seen_time as u64;
         }
         self
+    }
+}
+
+/// `parts` after a write stamped `stamp` left them with `now`'s prints:
+/// those gone dropped, those new (of incarnation `inc`) or changed dotted.
+fn note_parts<K: Ord + Clone>(
+    parts: &mut BTreeMap<K, Part>,
+    now: impl Iterator<Item = (K, u64)>,
+    (stamp, inc): (u64, u64),
+) {
+    let now: BTreeMap<K, u64> = now.collect();
+    parts.retain(|k, _| now.contains_key(k));
+    for (k, print) in now {
+        let fresh = Part {
+            dot: stamp,
+            print,
+            inc,
+        };
+        let e = parts.entry(k).or_insert(fresh);
+        if e.print != print {
+            (e.dot, e.print) = (stamp, print);
+        }
     }
 }
 
@@ -170,13 +200,29 @@ fn held_group<'h>(h: &Held<'h>) -> &'h Group {
 }
 
 impl Held<'_> {
-    fn pel_dot(&self, id: &StreamId, version: u64) -> u64 {
-        self.meta.pel.get(id).map_or(version, |e| e.0)
+    /// The state of a part the side's state does not name (a write that
+    /// changed it without a note): dotted with the side's version.
+    fn unnamed(&self, version: u64) -> Part {
+        Part {
+            dot: version,
+            print: 0,
+            inc: self.meta.incarnation(),
+        }
     }
 
-    fn consumer_dot(&self, name: &[u8], version: u64) -> u64 {
-        self.meta.consumers.get(name).map_or(version, |e| e.0)
+    fn pel_part(&self, id: &StreamId, version: u64) -> Part {
+        (self.meta.pel.get(id).copied()).unwrap_or_else(|| self.unnamed(version))
     }
+
+    fn consumer_part(&self, name: &[u8], version: u64) -> Part {
+        (self.meta.consumers.get(name).copied()).unwrap_or_else(|| self.unnamed(version))
+    }
+}
+
+/// Whether a part one side holds survives the join: its incarnation
+/// survives, and the other side holds the same dot or has not seen it.
+fn survives(p: Part, other: Option<Part>, other_cc: &Context, alive: &[u64]) -> bool {
+    alive.contains(&p.inc) && (other.is_some_and(|o| o.dot == p.dot) || !other_cc.covers(p.dot))
 }
 
 /// The joined groups of two sides (the stream is present after the join):
@@ -240,8 +286,9 @@ fn join_group(a: &Side, b: &Side, name: &[u8]) -> Option<(Group, GroupMeta)> {
     Some((group, meta))
 }
 
-/// The pending entries: both holding one, the later dot wins (the larger
-/// delivery count kept); one holding it, kept unless the other saw it.
+/// The pending entries: per entry, the candidates of either side that
+/// survive ([`survives`]); the later dot's owner and time, the larger
+/// delivery count among them.
 fn join_pel(
     a: (&Side, Option<&Held>),
     b: (&Side, Option<&Held>),
@@ -251,39 +298,44 @@ fn join_pel(
     let empty = BTreeMap::new();
     let pa = a.1.map_or(&empty, |h| &held_group(h).pel);
     let pb = b.1.map_or(&empty, |h| &held_group(h).pel);
+    let part = |s: (&Side, Option<&Held>), id: &StreamId| s.1.map(|h| h.pel_part(id, s.0.version));
     let ids: std::collections::BTreeSet<&StreamId> = pa.keys().chain(pb.keys()).collect();
     for id in ids {
-        let na = pa
-            .get(id)
-            .map(|n| (a.1.expect("held").pel_dot(id, a.0.version), n));
-        let nb = pb
-            .get(id)
-            .map(|n| (b.1.expect("held").pel_dot(id, b.0.version), n));
-        let kept = match (na, nb) {
-            (Some(x), Some(y)) => {
-                let key = |(d, n): (u64, &Nack)| {
-                    (d, n.delivery_time, n.delivery_count, n.consumer.clone())
-                };
-                let count = x.1.delivery_count.max(y.1.delivery_count);
-                let (d, n) = if key(x) >= key(y) { x } else { y };
-                let mut n = n.clone();
-                n.delivery_count = count;
-                Some((d, n))
-            }
-            (Some((d, n)), None) => (!b.0.cc.covers(d)).then(|| (d, n.clone())),
-            (None, Some((d, n))) => (!a.0.cc.covers(d)).then(|| (d, n.clone())),
-            (None, None) => None,
-        };
-        if let Some((d, n)) = kept {
-            meta.pel.insert(*id, (d, 0));
-            group.pel.insert(*id, n);
+        let (xa, xb) = (pa.get(id).and(part(a, id)), pb.get(id).and(part(b, id)));
+        let mut cands: Vec<(Part, &Nack)> = Vec::new();
+        if let Some(p) = xa.filter(|p| survives(*p, xb, b.0.cc, &meta.dots)) {
+            cands.push((p, &pa[id]));
         }
+        if let Some(p) = xb.filter(|p| survives(*p, xa, a.0.cc, &meta.dots)) {
+            cands.push((p, &pb[id]));
+        }
+        let key = |c: &&(Part, &Nack)| {
+            let n = c.1;
+            (
+                c.0.dot,
+                n.delivery_time,
+                n.delivery_count,
+                n.consumer.clone(),
+            )
+        };
+        let Some(&(p, n)) = cands.iter().max_by_key(key) else {
+            continue;
+        };
+        let mut n = n.clone();
+        n.delivery_count = cands
+            .iter()
+            .map(|c| c.1.delivery_count)
+            .max()
+            .unwrap_or_default();
+        meta.pel.insert(*id, p);
+        group.pel.insert(*id, n);
     }
 }
 
-/// The consumers: both holding one, seen time by maximum; one holding it,
-/// kept unless the other saw it, or where it owns a pending entry kept.
-/// Each consumer's own PEL is then the group's entries naming it.
+/// The consumers: per name, the candidates of either side that survive
+/// ([`survives`]), seen time by maximum; with none, kept where it owns a
+/// surviving pending entry. Each consumer's own PEL is then the group's
+/// entries naming it.
 fn join_consumers(
     a: (&Side, Option<&Held>),
     b: (&Side, Option<&Held>),
@@ -293,33 +345,36 @@ fn join_consumers(
     let empty = BTreeMap::new();
     let ca = a.1.map_or(&empty, |h| &held_group(h).consumers);
     let cb = b.1.map_or(&empty, |h| &held_group(h).consumers);
-    let owners: std::collections::BTreeSet<&[u8]> =
-        group.pel.values().map(|n| &n.consumer[..]).collect();
+    let part =
+        |s: (&Side, Option<&Held>), name: &[u8]| s.1.map(|h| h.consumer_part(name, s.0.version));
+    let owners: std::collections::BTreeSet<Vec<u8>> =
+        group.pel.values().map(|n| n.consumer.clone()).collect();
     let names: std::collections::BTreeSet<&Vec<u8>> = ca.keys().chain(cb.keys()).collect();
     for name in names {
-        let xa = ca
-            .get(name)
-            .map(|c| (a.1.expect("held").consumer_dot(name, a.0.version), c));
-        let xb = cb
-            .get(name)
-            .map(|c| (b.1.expect("held").consumer_dot(name, b.0.version), c));
-        let owns = owners.contains(&name[..]);
-        let kept = match (xa, xb) {
-            (Some(x), Some(y)) => Some((x.0.max(y.0), x.1.seen_time.max(y.1.seen_time))),
-            (Some((d, c)), None) => (owns || !b.0.cc.covers(d)).then_some((d, c.seen_time)),
-            (None, Some((d, c))) => (owns || !a.0.cc.covers(d)).then_some((d, c.seen_time)),
-            (None, None) => None,
-        };
-        if let Some((d, seen)) = kept {
-            meta.consumers.insert(name.clone(), (d, 0));
-            group.consumers.insert(
-                name.clone(),
-                Consumer {
-                    seen_time: seen,
-                    pel: Default::default(),
-                },
+        let xa = (ca.get(name)).and_then(|c| Some((part(a, name)?, c.seen_time)));
+        let xb = (cb.get(name)).and_then(|c| Some((part(b, name)?, c.seen_time)));
+        let (pa, pb) = (xa.map(|x| x.0), xb.map(|x| x.0));
+        let mut cands = Vec::new();
+        cands.extend(xa.filter(|x| survives(x.0, pb, b.0.cc, &meta.dots)));
+        cands.extend(xb.filter(|x| survives(x.0, pa, a.0.cc, &meta.dots)));
+        if cands.is_empty() && owners.contains(name) {
+            let inc = meta.incarnation();
+            cands.extend(
+                xa.into_iter()
+                    .chain(xb)
+                    .map(|(p, seen)| (Part { inc, ..p }, seen)),
             );
         }
+        let Some(&(p, _)) = cands.iter().max_by_key(|c| c.0.dot) else {
+            continue;
+        };
+        let seen = cands.iter().map(|c| c.1).max().unwrap_or_default();
+        meta.consumers.insert(name.clone(), p);
+        let c = Consumer {
+            seen_time: seen,
+            pel: Default::default(),
+        };
+        group.consumers.insert(name.clone(), c);
     }
     // An owner neither side lists (a damaged state): made, seen when it got
     // the entry.
@@ -329,8 +384,7 @@ fn join_consumers(
             .consumers
             .entry(n.consumer.clone())
             .or_insert_with(|| {
-                let dot = meta.pel[&id].0;
-                meta.consumers.insert(n.consumer.clone(), (dot, 0));
+                meta.consumers.insert(n.consumer.clone(), meta.pel[&id]);
                 Consumer {
                     seen_time: n.delivery_time,
                     pel: Default::default(),
@@ -340,8 +394,8 @@ fn join_consumers(
     }
 }
 
-/// `count (name count dot* reset ms seq count (ms seq dot print)* count
-/// (name dot seen)*)*`.
+/// `count (name count dot* reset ms seq count (ms seq part)* count (name
+/// part)*)*`, a part `dot print inc`.
 pub fn encode(groups: &Groups, out: &mut Vec<u8>) {
     put_varint(out, groups.len() as u64);
     for (name, m) in groups {
@@ -354,19 +408,31 @@ pub fn encode(groups: &Groups, out: &mut Vec<u8>) {
         put_varint(out, m.last_id.ms);
         put_varint(out, m.last_id.seq);
         put_varint(out, m.pel.len() as u64);
-        for (id, &(d, p)) in &m.pel {
+        for (id, p) in &m.pel {
             put_varint(out, id.ms);
             put_varint(out, id.seq);
-            put_varint(out, d);
-            put_varint(out, p);
+            put_part(out, p);
         }
         put_varint(out, m.consumers.len() as u64);
-        for (name, &(d, seen)) in &m.consumers {
+        for (name, p) in &m.consumers {
             put_bytes(out, name);
-            put_varint(out, d);
-            put_varint(out, seen as u64);
+            put_part(out, p);
         }
     }
+}
+
+fn put_part(out: &mut Vec<u8>, p: &Part) {
+    put_varint(out, p.dot);
+    put_varint(out, p.print);
+    put_varint(out, p.inc);
+}
+
+fn get_part(c: &mut Cursor) -> Result<Part, String> {
+    Ok(Part {
+        dot: c.varint()?,
+        print: c.varint()?,
+        inc: c.varint()?,
+    })
 }
 
 pub fn decode(c: &mut Cursor) -> Result<Groups, String> {
@@ -381,11 +447,11 @@ pub fn decode(c: &mut Cursor) -> Result<Groups, String> {
         m.last_id = StreamId::new(c.varint()?, c.varint()?);
         for _ in 0..c.count()? {
             let id = StreamId::new(c.varint()?, c.varint()?);
-            m.pel.insert(id, (c.varint()?, c.varint()?));
+            m.pel.insert(id, get_part(c)?);
         }
         for _ in 0..c.count()? {
             let name = c.bytes()?.to_vec();
-            m.consumers.insert(name, (c.varint()?, c.varint()? as i64));
+            m.consumers.insert(name, get_part(c)?);
         }
         groups.insert(name, m);
     }
@@ -399,10 +465,10 @@ pub fn describe(groups: &Groups) -> String {
         .map(|(name, m)| {
             let dots: Vec<String> = m.dots.iter().map(u64::to_string).collect();
             let pel: Vec<String> = (m.pel.iter())
-                .map(|(id, e)| format!("{}@{}", id.text(), e.0))
+                .map(|(id, e)| format!("{}@{}", id.text(), e.dot))
                 .collect();
             let cons: Vec<String> = (m.consumers.iter())
-                .map(|(n, e)| format!("{}@{}", String::from_utf8_lossy(n), e.0))
+                .map(|(n, e)| format!("{}@{}", String::from_utf8_lossy(n), e.dot))
                 .collect();
             format!(
                 "{}[dots={} reset={} pel={} consumers={}]",
@@ -525,7 +591,7 @@ mod tests {
     }
 
     #[test]
-    fn a_destroy_removes_the_group_despite_concurrent_reads_and_a_make_again_survives() {
+    fn a_destroy_removes_the_group_and_what_was_read_in_it_even_where_made_again() {
         let (mut a, mut b) = (base(), base());
         a.write(stamp(5, A), |v| {
             v.groups.remove(&b"g"[..]);
@@ -537,19 +603,28 @@ mod tests {
             g.last_id = id(4);
         });
         assert!(joined(&a, &b).1.groups.is_empty());
-        // Made again on a after the destroy: a's new group, b's unseen
-        // delivery kept in it (add-wins), a's reset its last ID.
+        // Made again on a after the destroy: a's new group, empty. b's
+        // delivery and consumer belonged to the destroyed one (its
+        // incarnation): they go with it, whichever order the joins and the
+        // CREATE come in.
         a.write(stamp(7, A), |v| {
             v.groups.insert(b"g".to_vec(), Group::new(id(1), 1));
         });
         let j = joined(&a, &b);
         let g = group(&j);
         assert_eq!(g.last_id, id(1));
-        assert_eq!(g.pel.keys().copied().collect::<Vec<_>>(), vec![id(4)]);
-        assert_eq!(
-            g.consumers.keys().cloned().collect::<Vec<_>>(),
-            vec![b"dave".to_vec()]
-        );
+        assert!(g.pel.is_empty() && g.consumers.is_empty());
+        let b_joined = b.join(&base().join(&a));
+        assert_eq!(b_joined.1.groups, j.1.groups);
+        // A delivery in the new group survives as any other.
+        let mut a2 = a.clone();
+        a2.write(stamp(8, A), |v| {
+            let g = v.groups.get_mut(&b"g"[..]).unwrap();
+            g.touch_consumer(b"erin", 50, true);
+            g.deliver(id(2), b"erin", 50);
+        });
+        let g = joined(&a2, &b).1.groups[&b"g"[..]].clone();
+        assert_eq!(g.pel.keys().copied().collect::<Vec<_>>(), vec![id(2)]);
     }
 
     #[test]
