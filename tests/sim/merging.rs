@@ -271,8 +271,10 @@ fn group_dots(srv: &Server) -> Dots {
             );
         }
         for (id, p) in &m.pel {
-            let member = format!("#p/{name}@{}/{}", p.inc, id.text()).into_bytes();
-            out.insert(member, vec![(p.dot, Item::Member)]);
+            for &(dot, inc) in &p.dots {
+                let member = format!("#p/{name}@{inc}/{}", id.text()).into_bytes();
+                out.entry(member).or_default().push((dot, Item::Member));
+            }
         }
     }
     out
@@ -600,8 +602,19 @@ pub fn check(w: &World, log: &Log) -> Result<(), String> {
         let want = live_groups(log.expected_members(b"x0").into_keys());
         let held = live_groups(observe(&n.srv, b"x0").into_keys());
         if held != want {
+            let raw = |m: BTreeMap<Vec<u8>, Item>| -> Vec<String> {
+                (m.into_keys())
+                    .filter(|m| m.starts_with(b"#"))
+                    .map(|m| String::from_utf8_lossy(&m).into_owned())
+                    .collect()
+            };
+            let node: BTreeMap<Vec<u8>, Item> = (observe(&n.srv, b"x0").into_iter())
+                .map(|(m, ds)| (m, ds[0].1.clone()))
+                .collect();
             return Err(format!(
-                "x0 groups: node {i} holds {held:?}, the observed-remove rule expects {want:?} (removed: {:?})",
+                "x0 groups: node {i} holds {held:?} ({:?}), the observed-remove rule expects {want:?} ({:?}; removed: {:?})",
+                raw(node),
+                raw(log.expected_members(b"x0")),
                 (log.removed_by.iter())
                     .filter(|(k, _)| k.0 == b"x0" && k.1.starts_with(b"#"))
                     .map(|(k, c)| format!("{}@{} by {c}", String::from_utf8_lossy(&k.1), k.2))

@@ -49,15 +49,26 @@ pub struct GroupMeta {
     pub reset: u64,
     /// Its last-delivered ID at the last note (a smaller one is a reset).
     pub last_id: StreamId,
-    /// Per pending entry: its dot, the print of its NACK then, the CREATE
-    /// dot it was delivered under.
-    pub pel: BTreeMap<StreamId, Part>,
+    /// Per pending entry: its dots and the print of its NACK then.
+    pub pel: BTreeMap<StreamId, Pending>,
     /// Per consumer: its dot, its seen time then, the CREATE dot it was
     /// made under.
     pub consumers: BTreeMap<Vec<u8>, Part>,
 }
 
-/// A pending entry's or a consumer's merge state.
+/// A pending entry's merge state: the dots of the deliveries and claims
+/// that set it, with the CREATE dot each was made under (more than one
+/// where nodes set it at once and no write has seen both since: the NACK
+/// is the latest's; a write that changes or removes it removes them all),
+/// and the print of its NACK.
+#[derive(Clone, Debug, PartialEq, Eq, Default)]
+pub struct Pending {
+    /// (dot, incarnation), sorted.
+    pub dots: Vec<(u64, u64)>,
+    pub print: u64,
+}
+
+/// A consumer's merge state.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub struct Part {
     /// The stamp of the write that last set it.
@@ -108,8 +119,7 @@ impl GroupMeta {
         }
         self.last_id = g.last_id;
         let inc = self.incarnation();
-        let prints = g.pel.iter().map(|(id, n)| (*id, print(n)));
-        note_parts(&mut self.pel, prints, (stamp, inc));
+        note_pel(&mut self.pel, g, (stamp, inc));
         let seen = (g.consumers.iter()).map(|(name, c)| (name.clone(), c.seen_time as u64));
         note_parts(&mut self.consumers, seen, (stamp, inc));
     }
@@ -125,6 +135,24 @@ impl GroupMeta {
             e.print = g.consumers[name].seen_time as u64;
         }
         self
+    }
+}
+
+/// The pending entries after a write stamped `stamp` left them as `g`'s:
+/// those gone dropped, those new (of incarnation `inc`) or changed dotted
+/// (a changed one keeps the incarnation of its latest dot).
+fn note_pel(pel: &mut BTreeMap<StreamId, Pending>, g: &Group, (stamp, inc): (u64, u64)) {
+    pel.retain(|id, _| g.pel.contains_key(id));
+    for (id, n) in &g.pel {
+        let p = print(n);
+        let e = pel.entry(*id).or_default();
+        if e.dots.is_empty() || e.print != p {
+            let inc = e.dots.last().map_or(inc, |d| d.1);
+            *e = Pending {
+                dots: vec![(stamp, inc)],
+                print: p,
+            };
+        }
     }
 }
 
@@ -210,8 +238,11 @@ impl Held<'_> {
         }
     }
 
-    fn pel_part(&self, id: &StreamId, version: u64) -> Part {
-        (self.meta.pel.get(id).copied()).unwrap_or_else(|| self.unnamed(version))
+    fn pel_dots(&self, id: &StreamId, version: u64) -> Vec<(u64, u64)> {
+        match self.meta.pel.get(id) {
+            Some(p) => p.dots.clone(),
+            None => vec![(version, self.meta.incarnation())],
+        }
     }
 
     fn consumer_part(&self, name: &[u8], version: u64) -> Part {
@@ -286,9 +317,10 @@ fn join_group(a: &Side, b: &Side, name: &[u8]) -> Option<(Group, GroupMeta)> {
     Some((group, meta))
 }
 
-/// The pending entries: per entry, the candidates of either side that
-/// survive ([`survives`]); the later dot's owner and time, the larger
-/// delivery count among them.
+/// The pending entries: per entry, the dots of either side that survive
+/// (their incarnation survives, and the other side holds the same dot or
+/// has not seen it); kept where any does, with the NACK of the side whose
+/// surviving dot is the latest and the larger delivery count.
 fn join_pel(
     a: (&Side, Option<&Held>),
     b: (&Side, Option<&Held>),
@@ -298,27 +330,34 @@ fn join_pel(
     let empty = BTreeMap::new();
     let pa = a.1.map_or(&empty, |h| &held_group(h).pel);
     let pb = b.1.map_or(&empty, |h| &held_group(h).pel);
-    let part = |s: (&Side, Option<&Held>), id: &StreamId| s.1.map(|h| h.pel_part(id, s.0.version));
+    let dots = |s: (&Side, Option<&Held>), id: &StreamId| {
+        (s.1.map(|h| h.pel_dots(id, s.0.version))).unwrap_or_default()
+    };
     let ids: std::collections::BTreeSet<&StreamId> = pa.keys().chain(pb.keys()).collect();
     for id in ids {
-        let (xa, xb) = (pa.get(id).and(part(a, id)), pb.get(id).and(part(b, id)));
-        let mut cands: Vec<(Part, &Nack)> = Vec::new();
-        if let Some(p) = xa.filter(|p| survives(*p, xb, b.0.cc, &meta.dots)) {
-            cands.push((p, &pa[id]));
-        }
-        if let Some(p) = xb.filter(|p| survives(*p, xa, a.0.cc, &meta.dots)) {
-            cands.push((p, &pb[id]));
-        }
-        let key = |c: &&(Part, &Nack)| {
-            let n = c.1;
-            (
-                c.0.dot,
-                n.delivery_time,
-                n.delivery_count,
-                n.consumer.clone(),
-            )
+        let da = pa.get(id).map_or(vec![], |_| dots(a, id));
+        let db = pb.get(id).map_or(vec![], |_| dots(b, id));
+        let keep = |mine: &[(u64, u64)], theirs: &[(u64, u64)], their_cc: &Context| {
+            let seen = |d: &(u64, u64)| !theirs.iter().any(|t| t.0 == d.0) && their_cc.covers(d.0);
+            let kept: Vec<(u64, u64)> = (mine.iter())
+                .filter(|d| meta.dots.contains(&d.1) && !seen(d))
+                .copied()
+                .collect();
+            kept
         };
-        let Some(&(p, n)) = cands.iter().max_by_key(key) else {
+        let (ka, kb) = (keep(&da, &db, b.0.cc), keep(&db, &da, a.0.cc));
+        let mut cands: Vec<(u64, &Nack)> = Vec::new();
+        if let Some(top) = ka.iter().map(|d| d.0).max() {
+            cands.push((top, &pa[id]));
+        }
+        if let Some(top) = kb.iter().map(|d| d.0).max() {
+            cands.push((top, &pb[id]));
+        }
+        let key = |c: &&(u64, &Nack)| {
+            let n = c.1;
+            (c.0, n.delivery_time, n.delivery_count, n.consumer.clone())
+        };
+        let Some(&(_, n)) = cands.iter().max_by_key(key) else {
             continue;
         };
         let mut n = n.clone();
@@ -327,7 +366,16 @@ fn join_pel(
             .map(|c| c.1.delivery_count)
             .max()
             .unwrap_or_default();
-        meta.pel.insert(*id, p);
+        let mut all: Vec<(u64, u64)> = ka.into_iter().chain(kb).collect();
+        all.sort_unstable();
+        all.dedup();
+        meta.pel.insert(
+            *id,
+            Pending {
+                dots: all,
+                print: 0,
+            },
+        );
         group.pel.insert(*id, n);
     }
 }
@@ -384,7 +432,9 @@ fn join_consumers(
             .consumers
             .entry(n.consumer.clone())
             .or_insert_with(|| {
-                meta.consumers.insert(n.consumer.clone(), meta.pel[&id]);
+                let &(dot, inc) = meta.pel[&id].dots.last().expect("kept");
+                let part = Part { dot, print: 0, inc };
+                meta.consumers.insert(n.consumer.clone(), part);
                 Consumer {
                     seen_time: n.delivery_time,
                     pel: Default::default(),
@@ -394,8 +444,8 @@ fn join_consumers(
     }
 }
 
-/// `count (name count dot* reset ms seq count (ms seq part)* count (name
-/// part)*)*`, a part `dot print inc`.
+/// `count (name count dot* reset ms seq count (ms seq count (dot inc)*
+/// print)* count (name part)*)*`, a part `dot print inc`.
 pub fn encode(groups: &Groups, out: &mut Vec<u8>) {
     put_varint(out, groups.len() as u64);
     for (name, m) in groups {
@@ -411,7 +461,12 @@ pub fn encode(groups: &Groups, out: &mut Vec<u8>) {
         for (id, p) in &m.pel {
             put_varint(out, id.ms);
             put_varint(out, id.seq);
-            put_part(out, p);
+            put_varint(out, p.dots.len() as u64);
+            for &(d, inc) in &p.dots {
+                put_varint(out, d);
+                put_varint(out, inc);
+            }
+            put_varint(out, p.print);
         }
         put_varint(out, m.consumers.len() as u64);
         for (name, p) in &m.consumers {
@@ -447,7 +502,12 @@ pub fn decode(c: &mut Cursor) -> Result<Groups, String> {
         m.last_id = StreamId::new(c.varint()?, c.varint()?);
         for _ in 0..c.count()? {
             let id = StreamId::new(c.varint()?, c.varint()?);
-            m.pel.insert(id, get_part(c)?);
+            let mut p = Pending::default();
+            for _ in 0..c.count()? {
+                p.dots.push((c.varint()?, c.varint()?));
+            }
+            p.print = c.varint()?;
+            m.pel.insert(id, p);
         }
         for _ in 0..c.count()? {
             let name = c.bytes()?.to_vec();
@@ -465,7 +525,7 @@ pub fn describe(groups: &Groups) -> String {
         .map(|(name, m)| {
             let dots: Vec<String> = m.dots.iter().map(u64::to_string).collect();
             let pel: Vec<String> = (m.pel.iter())
-                .map(|(id, e)| format!("{}@{}", id.text(), e.dot))
+                .map(|(id, e)| format!("{}@{}", id.text(), e.dots.last().map_or(0, |d| d.0)))
                 .collect();
             let cons: Vec<String> = (m.consumers.iter())
                 .map(|(n, e)| format!("{}@{}", String::from_utf8_lossy(n), e.dot))
