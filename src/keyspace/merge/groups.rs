@@ -1,5 +1,5 @@
 //! A stream's consumer groups under active replication (issue 25 item 5,
-//! docs/MERGE.md section 10, DECISIONS 107 and 130-132): the merge state
+//! docs/MERGE.md section 10, DECISIONS 107 and 130-133): the merge state
 //! kept per group beside a stream's ([`super::stream::Stream`]), so that
 //! group writes made on two nodes at once converge per entry instead of one
 //! side's groups winning whole.
@@ -13,15 +13,20 @@
 //! - its **last-delivered ID** is a register `(reset, last ID, entries
 //!   read)`: the later reset (CREATE, or a SETID that moved the ID back)
 //!   wins, equal resets take the larger ID (reads only move it forward);
-//! - a **pending entry** (PEL) is a register by dot: both sides holding it,
-//!   the later dot's owner and delivery time win and the delivery count is
-//!   the larger; one side holding it, it stays unless the other side saw
-//!   its dot (XACK, a consumer deleted, a claim of an entry gone are
-//!   observed removes), so an XACK never drops a claim or a delivery it did
-//!   not see;
+//! - a **pending entry** (PEL) is a multi-value register by dot: it keeps
+//!   the dots of the deliveries and claims that set it and no write has
+//!   seen replaced; a dot survives a join where the other side holds it or
+//!   has not seen it (XACK, a consumer deleted, a claim of an entry gone are
+//!   observed removes of every dot they saw), so an XACK never drops a claim
+//!   or a delivery it did not see; the NACK shown is the latest surviving
+//!   dot's, the delivery count the larger;
 //! - a **consumer** is an observed-remove member whose dot is refreshed by
 //!   every write that touches it, seen time by maximum; a consumer that owns
-//!   a surviving pending entry survives with it.
+//!   a surviving pending entry survives with it;
+//! - pending entries and consumers belong to the group's *incarnation*
+//!   where they were made (its newest CREATE dot) and die with it: a group
+//!   destroyed and made again does not take in what was read in the old
+//!   one, whichever order joins and the new CREATE come in.
 //!
 //! Dots are given by diffing ([`GroupMeta::note`]): before a group write
 //! the state is brought up to the key's version (`Stream::current`), after
