@@ -227,10 +227,20 @@ fn a_streams_merge_state_survives_a_restart() {
         let x = xadd(&mut c, "s", "f", "1");
         xadd(&mut c, "s", "f", "2");
         let _: i64 = cmd(&mut c, &["XDEL", "s", &x]);
+        let _: String = cmd(&mut c, &["XGROUP", "CREATE", "s", "g", "0"]);
+        let _: redis::Value = cmd(
+            &mut c,
+            &["XREADGROUP", "GROUP", "g", "c", "STREAMS", "s", ">"],
+        );
         let info =
             |c: &mut redis::Connection| -> Vec<String> { cmd(c, &["DEBUG", "MERGEINFO", "s"]) };
         let before = info(&mut c);
         assert!(before.contains(&"type:stream".to_string()), "{before:?}");
+        let groups = before.iter().find(|l| l.starts_with("groups:")).unwrap();
+        assert!(
+            groups.contains("g[dots=") && groups.contains("c@"),
+            "{groups}"
+        );
         if persistence[0] == "--save" {
             let _: () = cmd(&mut c, &["SAVE"]);
         }
@@ -243,65 +253,248 @@ fn a_streams_merge_state_survives_a_restart() {
     }
 }
 
-/// Consumer groups are not merged per entry yet (DECISIONS 116): where both
-/// sides of a partition wrote a stream, its entries merge and its groups
-/// are the newer side's, whole. Here `b` writes last: its XACK and its new
-/// group hold on both nodes, `a`'s concurrent delivery to alice is not in
-/// the group's pending entries anywhere (its entries stay in the stream),
-/// and nothing diverges.
+/// A reply as text, for comparing what two nodes answer.
+fn text(v: &redis::Value) -> String {
+    match v {
+        redis::Value::Nil => "nil".into(),
+        redis::Value::Int(n) => n.to_string(),
+        redis::Value::BulkString(b) => String::from_utf8_lossy(b).into_owned(),
+        redis::Value::SimpleString(s) => s.clone(),
+        redis::Value::Array(a) => {
+            let parts: Vec<String> = a.iter().map(text).collect();
+            format!("[{}]", parts.join(" "))
+        }
+        other => format!("{other:?}"),
+    }
+}
+
+/// The fields of a flat `name value ...` reply, as text.
+fn fields(v: &redis::Value) -> Vec<(String, String)> {
+    let redis::Value::Array(a) = v else {
+        panic!("not an array: {v:?}");
+    };
+    a.chunks(2).map(|p| (text(&p[0]), text(&p[1]))).collect()
+}
+
+/// What XINFO GROUPS, XINFO CONSUMERS and XPENDING say of `key`'s groups,
+/// less the times (idle, inactive), which depend on when a node is asked.
+fn groups_view(c: &mut redis::Connection, key: &str) -> Vec<String> {
+    let groups: Vec<redis::Value> = cmd(c, &["XINFO", "GROUPS", key]);
+    let mut out = Vec::new();
+    for g in &groups {
+        let f = fields(g);
+        let name = f[0].1.clone();
+        out.push(format!("{f:?}"));
+        let pending: Vec<(String, String, i64, i64)> =
+            cmd(c, &["XPENDING", key, &name, "-", "+", "1000"]);
+        for (id, owner, _idle, count) in pending {
+            out.push(format!("{name} pending {id} {owner} {count}"));
+        }
+        let consumers: Vec<redis::Value> = cmd(c, &["XINFO", "CONSUMERS", key, &name]);
+        for c in &consumers {
+            let f = fields(c);
+            let kept: Vec<&(String, String)> = f.iter().filter(|p| p.0 != "idle").collect();
+            out.push(format!("{name} consumer {kept:?}"));
+        }
+    }
+    out
+}
+
+/// Waits until every node answers the same of `key`'s groups (DEBUG
+/// DIGEST leaves groups out, as Redis's), and the same digest; returns the
+/// view.
+fn groups_converged(nodes: &[&Server], key: &str) -> Vec<String> {
+    converged(nodes);
+    let mut conns: Vec<_> = nodes.iter().map(|n| n.conn()).collect();
+    let mut views: Vec<Vec<String>> = Vec::new();
+    let agree = |views: &mut Vec<Vec<String>>, conns: &mut Vec<redis::Connection>| {
+        *views = conns.iter_mut().map(|c| groups_view(c, key)).collect();
+        views.windows(2).all(|w| w[0] == w[1])
+    };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while !agree(&mut views, &mut conns) && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    for w in views.windows(2) {
+        assert_eq!(w[0], w[1], "the nodes' consumer groups to converge");
+    }
+    converged(nodes);
+    views.swap_remove(0)
+}
+
+/// XREADGROUP with COUNT `n` as `who`: the IDs delivered.
+fn read_group(c: &mut redis::Connection, group: &str, who: &str, n: usize) -> Vec<String> {
+    let n = n.to_string();
+    let args = [
+        "XREADGROUP",
+        "GROUP",
+        group,
+        who,
+        "COUNT",
+        &n,
+        "STREAMS",
+        "s",
+        ">",
+    ];
+    let v: redis::Value = cmd(c, &args);
+    let mut ids = Vec::new();
+    if let redis::Value::Array(streams) = v {
+        for s in streams {
+            let redis::Value::Array(kv) = s else { continue };
+            let redis::Value::Array(entries) = &kv[1] else {
+                continue;
+            };
+            for e in entries {
+                let redis::Value::Array(e) = e else { continue };
+                ids.push(text(&e[0]));
+            }
+        }
+    }
+    ids
+}
+
+/// XPENDING's extended form for group `g`: (ID, owner, delivery count).
+fn pending(c: &mut redis::Connection, g: &str) -> Vec<(String, String, i64)> {
+    let p: Vec<(String, String, i64, i64)> = cmd(c, &["XPENDING", "s", g, "-", "+", "1000"]);
+    p.into_iter().map(|(id, who, _, n)| (id, who, n)).collect()
+}
+
+fn group_names(c: &mut redis::Connection) -> Vec<String> {
+    let groups: Vec<redis::Value> = cmd(c, &["XINFO", "GROUPS", "s"]);
+    groups.iter().map(|g| fields(g)[0].1.clone()).collect()
+}
+
+/// Consumer groups merge per entry (DECISIONS 107, 130-132): on both sides
+/// of a partition, XACKs of different entries both hold; an XACK on one
+/// side and an XCLAIM of the same entry on the other keep the claim; one
+/// entry delivered on both sides is pending once, owned alike everywhere;
+/// groups made on either side are on both; the last-delivered ID is the
+/// larger.
 #[test]
-fn consumer_groups_go_whole_to_the_newer_side() {
+fn consumer_groups_merge_per_entry_across_a_partition() {
     let p = Pair::start(&[]);
     let (mut a, mut b) = (p.a.conn(), p.b.conn());
-    let first: Vec<String> = (0..4)
+    let e: Vec<String> = (0..6)
         .map(|i| xadd(&mut a, "s", "f", &i.to_string()))
         .collect();
     let _: String = cmd(&mut a, &["XGROUP", "CREATE", "s", "g", "0"]);
-    let read = |c: &mut redis::Connection, who: &str, n: &str| {
-        let _: redis::Value = cmd(
-            c,
-            &[
-                "XREADGROUP",
-                "GROUP",
-                "g",
-                who,
-                "COUNT",
-                n,
-                "STREAMS",
-                "s",
-                ">",
-            ],
-        );
-    };
-    read(&mut a, "bob", "2");
-    // (DEBUG DIGEST leaves groups out, as Redis's: wait for the PEL.)
-    let pending = |c: &mut redis::Connection| -> i64 {
+    assert_eq!(read_group(&mut a, "g", "bob", 3), e[..3]);
+    eventually("b to hold bob's pending entries", || {
         let p: redis::RedisResult<(i64, redis::Value, redis::Value, redis::Value)> =
-            redis::cmd("XPENDING").arg("s").arg("g").query(c);
-        p.map_or(-1, |p| p.0)
-    };
-    eventually("b to hold bob's pending entries", || pending(&mut b) == 2);
-    converged(&[&p.a, &p.b]);
+            redis::cmd("XPENDING").arg("s").arg("g").query(&mut b);
+        p.is_ok_and(|p| p.0 == 3)
+    });
+    groups_converged(&[&p.a, &p.b], "s");
     p.partition();
-    read(&mut a, "alice", "2");
-    let added = xadd(&mut a, "s", "f", "a");
-    // b's writes are the later ones (stamps order by milliseconds first).
-    std::thread::sleep(std::time::Duration::from_millis(5));
-    let acked: i64 = cmd(&mut b, &["XACK", "s", "g", &first[0]]);
+    let acked: i64 = cmd(&mut a, &["XACK", "s", "g", &e[0]]);
     assert_eq!(acked, 1);
-    let _: String = cmd(&mut b, &["XGROUP", "CREATE", "s", "g2", "$"]);
+    let acked: i64 = cmd(&mut b, &["XACK", "s", "g", &e[1]]);
+    assert_eq!(acked, 1);
+    // e2: acknowledged on a, claimed by carol on b at once.
+    let acked: i64 = cmd(&mut a, &["XACK", "s", "g", &e[2]]);
+    assert_eq!(acked, 1);
+    let claimed: Vec<redis::Value> = cmd(&mut b, &["XCLAIM", "s", "g", "carol", "0", &e[2]]);
+    assert_eq!(claimed.len(), 1);
+    // e3 delivered on both sides, to alice and to dave.
+    assert_eq!(read_group(&mut a, "g", "alice", 1), e[3..4]);
+    assert_eq!(read_group(&mut b, "g", "dave", 1), e[3..4]);
+    // e4 delivered on b only, then a's reads are the farthest.
+    assert_eq!(read_group(&mut b, "g", "dave", 1), e[4..5]);
+    let _: String = cmd(&mut a, &["XGROUP", "CREATE", "s", "ga", "$"]);
+    let _: String = cmd(&mut b, &["XGROUP", "CREATE", "s", "gb", "0"]);
     p.heal();
-    converged(&[&p.a, &p.b]);
+    let view = groups_converged(&[&p.a, &p.b], "s");
     for c in [&mut a, &mut b] {
-        assert_eq!(ids(c, "s").len(), 5);
-        assert!(ids(c, "s").contains(&added));
-        let pending: (i64, Option<String>, Option<String>, redis::Value) =
-            cmd(c, &["XPENDING", "s", "g"]);
-        assert_eq!(pending.0, 1, "only bob's second entry is pending");
-        assert_eq!(pending.1.as_deref(), Some(first[1].as_str()));
-        let groups: Vec<redis::Value> = cmd(c, &["XINFO", "GROUPS", "s"]);
-        assert_eq!(groups.len(), 2);
+        assert_eq!(group_names(c), ["g", "ga", "gb"], "{view:?}");
+        let pel = pending(c, "g");
+        let ids: Vec<&str> = pel.iter().map(|x| x.0.as_str()).collect();
+        assert_eq!(ids, [&e[2], &e[3], &e[4]], "{view:?}");
+        // The claim held over the concurrent XACK (add-wins), counted.
+        assert_eq!((pel[0].1.as_str(), pel[0].2), ("carol", 2), "{view:?}");
+        // e3: one owner, the same on both nodes (the later delivery's).
+        assert!(["alice", "dave"].contains(&pel[1].1.as_str()), "{view:?}");
+        assert_eq!((pel[2].1.as_str(), pel[2].2), ("dave", 1), "{view:?}");
+        let info: Vec<redis::Value> = cmd(c, &["XINFO", "GROUPS", "s"]);
+        let g = fields(&info[0]);
+        let last = g.iter().find(|f| f.0 == "last-delivered-id").unwrap();
+        assert_eq!(last.1, e[4], "the larger last-delivered ID");
     }
+    // Reads go on from the merged group: e5 is the one left.
+    assert_eq!(read_group(&mut b, "g", "bob", 10), e[5..6]);
+    groups_converged(&[&p.a, &p.b], "s");
+}
+
+/// XGROUP DESTROY on one side while the other reads from and acknowledges
+/// in the group: the group is gone on both (a destroy removes the group it
+/// saw; reads in it do not make it again). A group made on both sides at
+/// once, at different IDs, is one group whose last-delivered ID is the
+/// later CREATE's.
+#[test]
+fn xgroup_destroy_wins_over_a_concurrent_xreadgroup() {
+    let p = Pair::start(&[]);
+    let (mut a, mut b) = (p.a.conn(), p.b.conn());
+    let e: Vec<String> = (0..4)
+        .map(|i| xadd(&mut a, "s", "f", &i.to_string()))
+        .collect();
+    let _: String = cmd(&mut a, &["XGROUP", "CREATE", "s", "g", "0"]);
+    let _: String = cmd(&mut a, &["XGROUP", "CREATE", "s", "keep", "0"]);
+    read_group(&mut a, "g", "bob", 1);
+    groups_converged(&[&p.a, &p.b], "s");
+    p.partition();
+    let n: i64 = cmd(&mut a, &["XGROUP", "DESTROY", "s", "g"]);
+    assert_eq!(n, 1);
+    assert_eq!(read_group(&mut b, "g", "carol", 2), e[1..3]);
+    let _: i64 = cmd(&mut b, &["XACK", "s", "g", &e[0]]);
+    let _: i64 = cmd(&mut b, &["XGROUP", "CREATECONSUMER", "s", "g", "dave"]);
+    // "both": made on each side, a at e[1], then b (later) at e[2].
+    let _: String = cmd(&mut a, &["XGROUP", "CREATE", "s", "both", &e[1]]);
+    // b's CREATE is the later (stamps order by milliseconds first).
+    std::thread::sleep(std::time::Duration::from_millis(5));
+    let _: String = cmd(&mut b, &["XGROUP", "CREATE", "s", "both", &e[2]]);
+    p.heal();
+    let view = groups_converged(&[&p.a, &p.b], "s");
+    for c in [&mut a, &mut b] {
+        assert_eq!(group_names(c), ["both", "keep"], "{view:?}");
+        let info: Vec<redis::Value> = cmd(c, &["XINFO", "GROUPS", "s"]);
+        let both = fields(&info[0]);
+        let last = both.iter().find(|f| f.0 == "last-delivered-id").unwrap();
+        assert_eq!(last.1, e[2], "the later CREATE's ID: {view:?}");
+        let err = cmd_err(c, &["XREADGROUP", "GROUP", "g", "x", "STREAMS", "s", ">"]);
+        assert!(err.starts_with("NOGROUP"), "{err}");
+    }
+}
+
+/// A 3-node mesh, every link cut: each node reads from one group with a
+/// consumer of its own and acknowledges an entry read before the cut; once
+/// healed the three answer the same of the group, every acknowledgment
+/// held and every delivery pending.
+#[test]
+fn a_mesh_of_three_converges_its_consumer_groups() {
+    let (nodes, proxies) = mesh(3);
+    let mut conns: Vec<_> = nodes.iter().map(|n| n.conn()).collect();
+    let e: Vec<String> = (0..9)
+        .map(|i| xadd(&mut conns[0], "s", "f", &i.to_string()))
+        .collect();
+    let _: String = cmd(&mut conns[0], &["XGROUP", "CREATE", "s", "g", "0"]);
+    assert_eq!(read_group(&mut conns[0], "g", "first", 3), e[..3]);
+    let refs: Vec<&Server> = nodes.iter().collect();
+    groups_converged(&refs, "s");
+    proxies.iter().flatten().for_each(Proxy::cut);
+    for (i, c) in conns.iter_mut().enumerate() {
+        let _: i64 = cmd(c, &["XACK", "s", "g", &e[i]]);
+        let got = read_group(c, "g", &format!("n{i}"), 2);
+        assert_eq!(got, e[3..5], "each node delivers the next two");
+    }
+    let _: String = cmd(&mut conns[2], &["XGROUP", "CREATE", "s", "late", "$"]);
+    proxies.iter().flatten().for_each(Proxy::heal);
+    let view = groups_converged(&refs, "s");
+    for c in conns.iter_mut() {
+        let ids: Vec<String> = pending(c, "g").into_iter().map(|x| x.0).collect();
+        assert_eq!(ids, e[3..5], "{view:?}");
+        assert_eq!(group_names(c), ["g", "late"], "{view:?}");
+    }
+    assert_eq!(read_group(&mut conns[1], "g", "after", 10), e[5..]);
+    groups_converged(&refs, "s");
 }
 
 /// The `conflicts=` count of a node's link (key states it asked for).

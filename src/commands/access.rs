@@ -476,6 +476,25 @@ impl Locked<'_, '_> {
         added
     }
 
+    /// Active replication: after a consumer-group write left the stream at
+    /// `key` at its version now ([`Self::prepare_stream`] ran before it):
+    /// its groups' merge state dots what the write made or changed with
+    /// that version (`keyspace/merge/groups.rs`).
+    pub fn note_stream_groups(&mut self, key: &[u8]) {
+        let slot = self.slot(key);
+        let shard = self.shard_mut(slot.shard);
+        let version = shard.version_of(slot.hash, key);
+        let Some(merge::Meta::Stream(s)) = shard.merge_meta(key) else {
+            return;
+        };
+        let mut s = s.clone();
+        let e = shard.get_raw(slot.hash, key);
+        let (present, at) = e.map_or((false, 0), |e| (true, e.expire_at()));
+        s.noted_groups(e.map(|e| &e.value), version);
+        s.ttl.refresh(version, present, at);
+        shard.set_merge_meta(key, merge::Meta::Stream(s));
+    }
+
     /// Active replication, before a write: a set, hash or sorted set gets
     /// its merge state if it has none yet (every member dotted with the
     /// key's version, the same on every node that holds that version:

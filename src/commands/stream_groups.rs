@@ -103,6 +103,26 @@ fn propagate_records(ctx: &mut Ctx, version: &mut u64, records: &[Vec<Vec<u8>>])
     ctx.propagate_unit(*version, &refs);
 }
 
+/// Under active replication, before a group write of the stream at `key`
+/// (present, or absent for MKSTREAM): its merge state brought up to the
+/// key's version, so that the note after the write dots exactly what the
+/// write changed (`keyspace/merge/groups.rs`).
+fn prepare_groups(ctx: &mut Ctx, l: &mut super::access::Locked, key: &[u8]) {
+    if ctx.core.active && get_stream(l, key).is_ok() {
+        ctx.mark_merged(key);
+        l.prepare_stream(key);
+    }
+}
+
+/// Under active replication, after a group write moved the version of the
+/// stream at `key`: what it made or changed in the groups gets that version
+/// as its dot.
+fn note_groups(ctx: &Ctx, l: &mut super::access::Locked, key: &[u8]) {
+    if ctx.core.active {
+        l.note_stream_groups(key);
+    }
+}
+
 /// The command's own argv, propagated after a change of the key at `v`.
 fn propagate_self(ctx: &mut Ctx, version: &mut u64, args: Args) {
     *version = ctx.version_after(*version);
@@ -202,6 +222,13 @@ pub fn xgroup_create(ctx: &mut Ctx, args: Args) -> CmdResult {
         return Err(syntax_sub_of(args, "XGROUP"));
     }
     let id = id.transpose()?;
+    if !exists
+        || !stream_of(&l.entry(key).expect("present").value)
+            .groups
+            .contains_key(name)
+    {
+        prepare_groups(ctx, &mut l, key);
+    }
     if !exists {
         let v = ctx.new_version();
         l.put(key, Value::Stream(Box::default()), 0, v);
@@ -216,6 +243,7 @@ pub fn xgroup_create(ctx: &mut Ctx, args: Args) -> CmdResult {
     let last = id.unwrap_or(s.last_id);
     s.groups.insert(name.to_vec(), Group::new(last, read));
     propagate_self(ctx, &mut e.version, args);
+    note_groups(ctx, &mut l, key);
     ctx.notify(class::STREAM, "xgroup-create", key);
     ctx.out.ok();
     Ok(())
@@ -238,10 +266,16 @@ pub fn xgroup_setid(ctx: &mut Ctx, args: Args) -> CmdResult {
         return Err(syntax_sub_of(args, "XGROUP"));
     }
     let last = id.transpose()?.unwrap_or(s.last_id);
-    let g = s.groups.get_mut(name).expect("checked");
+    prepare_groups(ctx, &mut l, key);
+    let e = l.entry(key).expect("present");
+    let g = stream_mut(&mut e.value)
+        .groups
+        .get_mut(name)
+        .expect("checked");
     g.last_id = last;
     g.entries_read = read;
     propagate_self(ctx, &mut e.version, args);
+    note_groups(ctx, &mut l, key);
     ctx.notify(class::STREAM, "xgroup-setid", key);
     ctx.out.ok();
     Ok(())
@@ -253,11 +287,15 @@ pub fn xgroup_destroy(ctx: &mut Ctx, args: Args) -> CmdResult {
     let Some(e) = get_stream(&mut l, key)? else {
         return Err(key_must_exist());
     };
-    if stream_mut(&mut e.value).groups.remove(name).is_none() {
+    if !stream_of(&e.value).groups.contains_key(name) {
         ctx.out.int(0);
         return Ok(());
     }
+    prepare_groups(ctx, &mut l, key);
+    let e = l.entry(key).expect("present");
+    stream_mut(&mut e.value).groups.remove(name);
     propagate_self(ctx, &mut e.version, args);
+    note_groups(ctx, &mut l, key);
     ctx.notify(class::STREAM, "xgroup-destroy", key);
     // Clients blocked on the group fail with NOGROUP.
     ctx.signal_ready(ctx.db(), key);
@@ -272,14 +310,22 @@ pub fn xgroup_createconsumer(ctx: &mut Ctx, args: Args) -> CmdResult {
     let Some(e) = get_stream(&mut l, key)? else {
         return Err(key_must_exist());
     };
-    let Some(g) = stream_mut(&mut e.value).groups.get_mut(name) else {
+    let Some(g) = stream_of(&e.value).groups.get(name) else {
         return Err(no_group(key, name));
     };
-    if !g.touch_consumer(consumer, now, false) {
+    if g.consumers.contains_key(consumer) {
         ctx.out.int(0);
         return Ok(());
     }
+    prepare_groups(ctx, &mut l, key);
+    let e = l.entry(key).expect("present");
+    let g = stream_mut(&mut e.value)
+        .groups
+        .get_mut(name)
+        .expect("checked");
+    g.touch_consumer(consumer, now, false);
     propagate_self(ctx, &mut e.version, args);
+    note_groups(ctx, &mut l, key);
     ctx.notify(class::STREAM, "xgroup-createconsumer", key);
     ctx.out.int(1);
     Ok(())
@@ -291,14 +337,22 @@ pub fn xgroup_delconsumer(ctx: &mut Ctx, args: Args) -> CmdResult {
     let Some(e) = get_stream(&mut l, key)? else {
         return Err(key_must_exist());
     };
-    let Some(g) = stream_mut(&mut e.value).groups.get_mut(name) else {
+    let Some(g) = stream_of(&e.value).groups.get(name) else {
         return Err(no_group(key, name));
     };
-    let Some(pending) = g.delete_consumer(consumer) else {
+    if !g.consumers.contains_key(consumer) {
         ctx.out.int(0);
         return Ok(());
-    };
+    }
+    prepare_groups(ctx, &mut l, key);
+    let e = l.entry(key).expect("present");
+    let g = stream_mut(&mut e.value)
+        .groups
+        .get_mut(name)
+        .expect("checked");
+    let pending = g.delete_consumer(consumer).expect("checked");
     propagate_self(ctx, &mut e.version, args);
+    note_groups(ctx, &mut l, key);
     ctx.notify(class::STREAM, "xgroup-delconsumer", key);
     ctx.out.int(pending as i64);
     Ok(())
@@ -367,6 +421,11 @@ struct GroupServe<'a> {
     consumer: &'a [u8],
     count: usize,
     noack: bool,
+    /// Under active replication a read that moved the group's last ID
+    /// propagates it with its entries-read (`XGROUP SETID ... ENTRIESREAD`),
+    /// NOACK or not, as later Redis versions do: the XCLAIM records carry
+    /// the ID but not the count, and nodes must agree on it.
+    active: bool,
     now: i64,
 }
 
@@ -406,7 +465,7 @@ fn serve_stream(
             for (id, n) in &read.nacks {
                 records.push(xclaim_record(key, group, id.text().as_bytes(), n, last));
             }
-            if q.noack && read.moved {
+            if (q.noack || q.active) && read.moved {
                 records.push(setid_record(key, group, &s.groups[group]));
             }
             read.entries
@@ -434,10 +493,14 @@ pub fn xreadgroup(ctx: &mut Ctx, args: Args) -> CmdResult {
         // A blocked client is served at most XREAD_BLOCKED_DEFAULT_COUNT.
         count: if r.count == 0 && retry { 1000 } else { r.count },
         noack: r.noack,
+        active: ctx.core.active,
         now: ctx.now_ms as i64,
     };
     let mut l = ctx.open_many(keys.iter().copied());
     let starts = readgroup_starts(&mut l, &keys, ids, q.group, retry)?;
+    for key in &keys {
+        prepare_groups(ctx, &mut l, key);
+    }
     let mut served: Vec<Served> = Vec::new();
     let (mut version, mut written, mut all) = (0, Vec::new(), Vec::new());
     for (k, &key) in keys.iter().enumerate() {
@@ -461,6 +524,7 @@ pub fn xreadgroup(ctx: &mut Ctx, args: Args) -> CmdResult {
     // One unit for the whole command, as Redis wraps a command's records.
     for key in &written {
         l.set_version(key, version);
+        note_groups(ctx, &mut l, key);
     }
     if !all.is_empty() {
         let refs: Vec<Vec<&[u8]>> = all
@@ -495,13 +559,21 @@ pub fn xack(ctx: &mut Ctx, args: Args) -> CmdResult {
         ctx.out.int(0);
         return Ok(());
     };
-    let Some(g) = stream_mut(&mut e.value).groups.get_mut(group) else {
+    if !stream_of(&e.value).groups.contains_key(group) {
         ctx.out.int(0);
         return Ok(());
-    };
-    let acked = ids?.into_iter().filter(|id| g.ack(*id)).count();
+    }
+    let ids = ids?;
+    prepare_groups(ctx, &mut l, key);
+    let e = l.entry(key).expect("present");
+    let g = stream_mut(&mut e.value)
+        .groups
+        .get_mut(group)
+        .expect("checked");
+    let acked = ids.into_iter().filter(|id| g.ack(*id)).count();
     if acked > 0 {
         propagate_self(ctx, &mut e.version, args);
+        note_groups(ctx, &mut l, key);
     }
     ctx.out.int(acked as i64);
     Ok(())
@@ -707,11 +779,13 @@ pub fn xclaim(ctx: &mut Ctx, args: Args) -> CmdResult {
     let (key, group, consumer) = (args.get(1), args.get(2), args.get(3));
     let mut l = ctx.open(key);
     let found = get_stream(&mut l, key)?;
-    let Some(e) = found.filter(|e| stream_of(&e.value).groups.contains_key(group)) else {
+    if !found.is_some_and(|e| stream_of(&e.value).groups.contains_key(group)) {
         return Err(no_key_or_group(key, group));
-    };
+    }
     let minidle = minidle?;
     let c = parsed?;
+    prepare_groups(ctx, &mut l, key);
+    let e = l.entry(key).expect("present");
     let s = stream_mut(&mut e.value);
     let time = c.time.filter(|t| (0..=now).contains(t)).unwrap_or(now);
     let mut records = Vec::new();
@@ -776,6 +850,9 @@ pub fn xclaim(ctx: &mut Ctx, args: Args) -> CmdResult {
         }
     }
     propagate_records(ctx, &mut e.version, &records);
+    if !records.is_empty() {
+        note_groups(ctx, &mut l, key);
+    }
     if created {
         ctx.notify(class::STREAM, "xgroup-createconsumer", key);
     }
@@ -853,11 +930,16 @@ pub fn xautoclaim(ctx: &mut Ctx, args: Args) -> CmdResult {
     let now = ctx.now_ms as i64;
     let mut l = ctx.open(key);
     let found = get_stream(&mut l, key)?;
-    let Some(e) = found.filter(|e| stream_of(&e.value).groups.contains_key(group)) else {
+    if !found.is_some_and(|e| stream_of(&e.value).groups.contains_key(group)) {
         return Err(no_key_or_group(key, group));
-    };
+    }
+    prepare_groups(ctx, &mut l, key);
+    let e = l.entry(key).expect("present");
     let done = autoclaim_scan(stream_mut(&mut e.value), &a, (key, group, consumer), now);
     propagate_records(ctx, &mut e.version, &done.records);
+    if !done.records.is_empty() {
+        note_groups(ctx, &mut l, key);
+    }
     if done.created {
         ctx.notify(class::STREAM, "xgroup-createconsumer", key);
     }

@@ -54,9 +54,10 @@ impl Sim {
     fn merging_step(&mut self, i: usize) -> Result<(), String> {
         let line = merging::bind(&self.nodes[i].srv, merging::draw(&mut self.rng));
         let from = self.nodes[i].effects_len();
-        let before = merging::observe(&self.nodes[i].srv, &line[1]);
+        let key = merging::observed_key(&line);
+        let before = merging::observe(&self.nodes[i].srv, &key);
         let reply = self.nodes[i].run(&line);
-        let after = merging::observe(&self.nodes[i].srv, &line[1]);
+        let after = merging::observe(&self.nodes[i].srv, &key);
         self.merge_log.note(&line, reply.is_ok(), (&before, &after));
         let effects = self.nodes[i].effects_since(from);
         self.note(format!(

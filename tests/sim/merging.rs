@@ -23,7 +23,11 @@
 //! - **Streams** (`x0`: XADD `*`, XADD MAXLEN, XDEL and XTRIM MINID of an
 //!   entry the origin holds, XTRIM MAXLEN, DEL): every node ends with every
 //!   acknowledged XADD's entry but those an acknowledged XDEL, trim or DEL
-//!   removed where it ran (entries are members named by their IDs).
+//!   removed where it ran (entries are members named by their IDs). Its
+//!   consumer groups (`g0`, `g1`: CREATE, XREADGROUP, XACK, XCLAIM,
+//!   XAUTOCLAIM, SETID, DELCONSUMER, DESTROY) are checked by `converged`:
+//!   every node ends with the same groups, last IDs, pending entries
+//!   (owner, delivery count) and consumers.
 //! - **TTLs**: `s1` also takes EXPIRE (far in the future) and PERSIST, its
 //!   TTL a register of its own (checked by `converged`).
 //! - **Elements** (sets `s0`, `s1`; hash `h0`; sorted set `z0`: adds,
@@ -64,7 +68,7 @@ const MEMBERS: [&str; 4] = ["m0", "m1", "m2", "m3"];
 /// One command of the merge workload.
 pub fn draw(rng: &mut StdRng) -> Vec<Vec<u8>> {
     let member = |rng: &mut StdRng| MEMBERS[rng.gen_range(0..MEMBERS.len())].to_string();
-    let words: Vec<String> = match rng.gen_range(0..120) {
+    let words: Vec<String> = match rng.gen_range(0..130) {
         0..=29 => {
             let key = format!("c{}", rng.gen_range(0..2));
             match rng.gen_range(0..5) {
@@ -171,13 +175,49 @@ fn draw_stream(rng: &mut StdRng) -> Vec<String> {
     let v = |rng: &mut StdRng| format!("v{}", rng.gen_range(0..9));
     let n = |rng: &mut StdRng| rng.gen_range(2..8).to_string();
     let w = |s: &[&str]| -> Vec<String> { s.iter().map(|w| w.to_string()).collect() };
-    match rng.gen_range(0..12) {
+    match rng.gen_range(0..24) {
         0..=5 => w(&["XADD", "x0", "*", "f", &v(rng)]),
         6 => w(&["XADD", "x0", "MAXLEN", "=", &n(rng), "*", "f", &v(rng)]),
         7..=8 => w(&["XDEL", "x0", &pick(rng)]),
         9 => w(&["XTRIM", "x0", "MAXLEN", "=", &n(rng)]),
         10 => w(&["XTRIM", "x0", "MINID", "=", &pick(rng)]),
-        _ => w(&["DEL", "x0"]),
+        11 => w(&["DEL", "x0"]),
+        _ => draw_group(rng),
+    }
+}
+
+/// A consumer-group command on `x0` (groups `g0`, `g1`; consumers `c0`..
+/// `c2`): CREATE (MKSTREAM), XREADGROUP, XACK and XCLAIM of an entry the
+/// origin holds, XAUTOCLAIM, SETID back to the start, DELCONSUMER,
+/// DESTROY. Checked by `converged` (its canonical stream holds the groups,
+/// their last IDs, pending entries with owners and counts, consumers).
+fn draw_group(rng: &mut StdRng) -> Vec<String> {
+    let g = format!("g{}", rng.gen_range(0..2));
+    let c = format!("c{}", rng.gen_range(0..3));
+    let pick = format!("@pick{}", rng.gen_range(0..6));
+    let w = |s: &[&str]| -> Vec<String> { s.iter().map(|w| w.to_string()).collect() };
+    let read = [
+        "XREADGROUP",
+        "GROUP",
+        &g,
+        &c,
+        "COUNT",
+        "2",
+        "STREAMS",
+        "x0",
+        ">",
+    ];
+    match rng.gen_range(0..16) {
+        0..=2 => w(&["XGROUP", "CREATE", "x0", &g, "0", "MKSTREAM"]),
+        3..=7 => w(&read),
+        8..=10 => w(&["XACK", "x0", &g, &pick]),
+        11..=12 => w(&["XCLAIM", "x0", &g, &c, "0", &pick]),
+        13 => w(&["XAUTOCLAIM", "x0", &g, &c, "0", "0-0", "COUNT", "2"]),
+        14 => match rng.gen_range(0..3) {
+            0 => w(&["XGROUP", "SETID", "x0", &g, "0"]),
+            _ => w(&["XGROUP", "DELCONSUMER", "x0", &g, &c]),
+        },
+        _ => w(&["XGROUP", "DESTROY", "x0", &g]),
     }
 }
 
@@ -197,6 +237,72 @@ pub fn bind(srv: &Server, mut line: Vec<Vec<u8>>) -> Vec<Vec<u8>> {
         };
     }
     line
+}
+
+/// The key a command of the merge workload writes: `x0` for every stream
+/// command (XGROUP and XREADGROUP name it after other words).
+pub fn observed_key(line: &[Vec<u8>]) -> Vec<u8> {
+    match line.iter().any(|w| w == b"x0") {
+        true => b"x0".to_vec(),
+        false => line[1].clone(),
+    }
+}
+
+/// The consumer groups of `x0` on `srv` as members with their dots (its
+/// merge state brought up to date and stored, as `observe` does for
+/// collections): `#g/<group>@<dot>` for each CREATE dot, and
+/// `#p/<group>@<incarnation>/<ID>` for each pending entry with its dot,
+/// its incarnation the CREATE dot it was delivered under
+/// (`keyspace/merge/groups.rs`).
+fn group_dots(srv: &Server) -> Dots {
+    let ks = &srv.keyspace;
+    let slot = ks.slot(b"x0");
+    let mut g = ks.db(DB).lock(slot.shard);
+    let mut out = Dots::new();
+    let Some(Meta::Stream(s)) = g.merge_meta_now(slot.hash, b"x0").cloned() else {
+        return out;
+    };
+    for (name, m) in &s.groups {
+        let name = String::from_utf8_lossy(name);
+        for &d in &m.dots {
+            out.insert(
+                format!("#g/{name}@{d}").into_bytes(),
+                vec![(d, Item::Member)],
+            );
+        }
+        for (id, p) in &m.pel {
+            for &(dot, inc) in &p.dots {
+                let member = format!("#p/{name}@{inc}/{}", id.text()).into_bytes();
+                out.entry(member).or_default().push((dot, Item::Member));
+            }
+        }
+    }
+    out
+}
+
+/// The groups and pending entries of `x0` the observed-remove rule gives
+/// of `members` (the log's expected ones, or a node's): each group with a
+/// CREATE dot left (`#g/<group>`), each pending entry with a dot left whose
+/// CREATE (incarnation) is left (`#p/<group>/<ID>`).
+fn live_groups(members: impl Iterator<Item = Vec<u8>>) -> BTreeSet<String> {
+    let members: Vec<String> = (members.map(|m| String::from_utf8_lossy(&m).into_owned()))
+        .filter(|m| m.starts_with('#'))
+        .collect();
+    let creates: BTreeSet<&str> = (members.iter())
+        .filter_map(|m| m.strip_prefix("#g/"))
+        .collect();
+    let mut out = BTreeSet::new();
+    for m in &members {
+        if let Some(c) = m.strip_prefix("#g/") {
+            out.insert(format!("#g/{}", c.split('@').next().unwrap_or_default()));
+        } else if let Some((create, id)) = m.strip_prefix("#p/").and_then(|p| p.split_once('/')) {
+            if creates.contains(create) {
+                let group = create.split('@').next().unwrap_or_default();
+                out.insert(format!("#p/{group}/{id}"));
+            }
+        }
+    }
+    out
 }
 
 /// The entry IDs of the stream at `key` on `srv`, in order (none where it
@@ -234,9 +340,11 @@ pub fn observe(srv: &Server, key: &[u8]) -> Dots {
     if key == b"x0" {
         // A stream's entries are members named by their IDs, each its own
         // dot (an ID is never made twice: keyspace/merge/stream.rs).
-        return (stream_ids(srv, key).into_iter())
+        let mut out: Dots = (stream_ids(srv, key).into_iter())
             .map(|id| (id, vec![(0, Item::Member)]))
             .collect();
+        out.extend(group_dots(srv));
+        return out;
     }
     let ks = &srv.keyspace;
     let slot = ks.slot(key);
@@ -308,7 +416,7 @@ impl Log {
         if !ok {
             return;
         }
-        let key = line[1].clone();
+        let key = observed_key(line);
         let delta = |i: usize| -> i128 {
             std::str::from_utf8(&line[i])
                 .ok()
@@ -464,8 +572,13 @@ pub fn check(w: &World, log: &Log) -> Result<(), String> {
         // `x0`: every acknowledged XADD's entry, unless an acknowledged
         // XDEL, trim or DEL removed it where it ran (docs/MERGE.md section
         // 10, item 6).
-        let want: Vec<Vec<u8>> = log.expected_members(b"x0").into_keys().collect();
-        let held: Vec<Vec<u8>> = observe(&n.srv, b"x0").into_keys().collect();
+        let entry = |m: &Vec<u8>| !m.starts_with(b"#");
+        let want: Vec<Vec<u8>> = log
+            .expected_members(b"x0")
+            .into_keys()
+            .filter(entry)
+            .collect();
+        let held: Vec<Vec<u8>> = observe(&n.srv, b"x0").into_keys().filter(entry).collect();
         if held != want {
             let text = |v: &[Vec<u8>]| -> Vec<String> {
                 v.iter()
@@ -479,6 +592,32 @@ pub fn check(w: &World, log: &Log) -> Result<(), String> {
                 (log.removed_by.iter())
                     .filter(|(k, _)| k.0 == b"x0")
                     .map(|(k, c)| format!("{} by {c}", String::from_utf8_lossy(&k.1)))
+                    .collect::<Vec<_>>()
+            ));
+        }
+        // `x0`'s groups: each group a CREATE made that no DESTROY or DEL
+        // saw; each pending entry a delivery or claim made that no XACK,
+        // claim, DELCONSUMER, DESTROY or DEL saw, in a group that is left
+        // (DECISIONS 130, 131).
+        let want = live_groups(log.expected_members(b"x0").into_keys());
+        let held = live_groups(observe(&n.srv, b"x0").into_keys());
+        if held != want {
+            let raw = |m: BTreeMap<Vec<u8>, Item>| -> Vec<String> {
+                (m.into_keys())
+                    .filter(|m| m.starts_with(b"#"))
+                    .map(|m| String::from_utf8_lossy(&m).into_owned())
+                    .collect()
+            };
+            let node: BTreeMap<Vec<u8>, Item> = (observe(&n.srv, b"x0").into_iter())
+                .map(|(m, ds)| (m, ds[0].1.clone()))
+                .collect();
+            return Err(format!(
+                "x0 groups: node {i} holds {held:?} ({:?}), the observed-remove rule expects {want:?} ({:?}; removed: {:?})",
+                raw(node),
+                raw(log.expected_members(b"x0")),
+                (log.removed_by.iter())
+                    .filter(|(k, _)| k.0 == b"x0" && k.1.starts_with(b"#"))
+                    .map(|(k, c)| format!("{}@{} by {c}", String::from_utf8_lossy(&k.1), k.2))
                     .collect::<Vec<_>>()
             ));
         }

@@ -53,6 +53,7 @@ mod codec;
 pub mod context;
 pub mod elements;
 pub mod fact;
+pub mod groups;
 pub mod hll;
 pub mod lists;
 pub mod stream;

@@ -26,12 +26,14 @@
 //! or raised by XSETID) plus a grow-only count per slot of the XADDs that
 //! node made, joined by maximum (each node's adds reach the others in
 //! order); `max-deleted-entry-id` and the last ID are the maximum of both
-//! sides'. Consumer groups are not merged per entry yet (DECISIONS 116):
-//! the newer side's groups are kept whole. The TTL joins by TTL dots as a
-//! collection's (`ttl.rs`), over a stamp context kept beside.
+//! sides'. Consumer groups merge per entry (`groups.rs`: groups and
+//! consumers as observed-remove members, pending entries as registers by
+//! dot, the last-delivered ID by reset then maximum). The TTL joins by TTL
+//! dots as a collection's (`ttl.rs`), over a stamp context kept beside.
 
 use super::codec::{put_varint, Cursor};
 use super::context::Context;
+use super::groups::{self, Groups};
 use super::ttl::Ttl;
 use crate::keyspace::hlc::NODE_BITS;
 use crate::keyspace::stream::{StreamId, StreamValue};
@@ -56,6 +58,8 @@ pub struct Stream {
     /// The writes seen, per node slot (for the TTL dots).
     pub cc: Context,
     pub ttl: Ttl,
+    /// The consumer groups' merge states (`groups.rs`).
+    pub groups: Groups,
 }
 
 /// The stream a value holds, if it is one.
@@ -87,7 +91,17 @@ impl Stream {
                 s.base += v.entries_added - counted;
             }
         }
+        groups::note(&mut s.groups, stream_of(value), version);
         s
+    }
+
+    /// After a group write stamped `stamp` (the state described the key's
+    /// version before it): the groups as `value` holds them now, what it
+    /// made or changed dotted with `stamp` (`groups.rs`).
+    pub fn noted_groups(&mut self, value: Option<&Value>, stamp: u64) {
+        self.version = stamp;
+        self.cc.see(stamp);
+        groups::note(&mut self.groups, stream_of(value), stamp);
     }
 
     /// Notes the entry `id` as seen.
@@ -149,6 +163,7 @@ impl Stream {
             base: self.base.max(theirs.base),
             cc: self.cc.clone(),
             ttl: self.ttl.join(&self.cc, &theirs.ttl, &theirs.cc),
+            groups: Groups::new(),
         };
         joined.cc.join(&theirs.cc);
         for &(_, id) in &theirs.seen {
@@ -160,7 +175,24 @@ impl Stream {
                 Err(i) => joined.added.insert(i, (slot, n)),
             }
         }
-        let value = self.join_values(ours, theirs, their_value, &joined, limits);
+        let mine = groups::Side {
+            groups: &self.groups,
+            value: ours,
+            cc: &self.cc,
+            version: self.version,
+        };
+        let other = groups::Side {
+            groups: &theirs.groups,
+            value: their_value,
+            cc: &theirs.cc,
+            version: theirs.version,
+        };
+        let (kept, metas) = groups::join(&mine, &other);
+        let value = self.join_values(ours, theirs, their_value, &joined, limits, !kept.is_empty());
+        let value = value.map(|mut v| {
+            (v.groups, joined.groups) = (kept, metas);
+            v
+        });
         (joined, value)
     }
 
@@ -172,14 +204,16 @@ impl Stream {
         their_value: Option<&StreamValue>,
         joined: &Stream,
         (max_bytes, max_entries): (usize, usize),
+        groups_survive: bool,
     ) -> Option<StreamValue> {
         let entries = merged_entries(ours, theirs, their_value, self);
-        // Present where an entry survives, where both sides hold the key,
-        // else where the side holding it is newer than the other's
+        // Present where an entry or a group survives (a group made that
+        // the other side's deletion had not seen), where both sides hold
+        // the key, else where the side holding it is newer than the other's
         // deletion (an entry-less stream, e.g. XGROUP CREATE MKSTREAM).
         let present = match (ours, their_value) {
             (Some(_), Some(_)) => true,
-            _ if !entries.is_empty() => true,
+            _ if !entries.is_empty() || groups_survive => true,
             (Some(_), None) => self.version > theirs.version,
             (None, Some(_)) => theirs.version > self.version,
             (None, None) => false,
@@ -203,14 +237,6 @@ impl Stream {
             .max()
             .unwrap_or_default();
         v.entries_added = joined.entries_added().max(v.len() as u64);
-        // Groups: the newer side's whole (DECISIONS 116).
-        let groups = match (ours, their_value) {
-            (Some(_), Some(t)) if theirs.version > self.version => &t.groups,
-            (Some(o), _) => &o.groups,
-            (None, Some(t)) => &t.groups,
-            (None, None) => unreachable!("present"),
-        };
-        v.groups = groups.clone();
         Some(v)
     }
 
@@ -218,10 +244,12 @@ impl Stream {
     pub fn same_content(&self, other: &Stream) -> bool {
         (&self.seen, &self.added, self.base, &self.cc, &self.ttl)
             == (&other.seen, &other.added, other.base, &other.cc, &other.ttl)
+            && self.groups == other.groups
     }
 
     /// `kind 'S' | version base count (slot ms seq)* count (slot n)*
-    /// context ttl`.
+    /// context ttl groups` (`groups.rs`; a state written before groups
+    /// merged ends after the TTL, and decodes with none).
     pub fn encode(&self, out: &mut Vec<u8>) {
         out.push(b'S');
         put_varint(out, self.version);
@@ -239,6 +267,7 @@ impl Stream {
         }
         self.cc.encode(out);
         self.ttl.encode(out);
+        groups::encode(&self.groups, out);
     }
 
     pub fn decode(b: &[u8]) -> Result<Stream, String> {
@@ -269,6 +298,10 @@ impl Stream {
         }
         let cc = Context::decode(&mut c)?;
         let ttl = Ttl::decode(&mut c)?;
+        let groups = match c.0.is_empty() {
+            true => Groups::new(),
+            false => groups::decode(&mut c)?,
+        };
         c.end()?;
         Ok(Stream {
             version,
@@ -277,6 +310,7 @@ impl Stream {
             base,
             cc,
             ttl,
+            groups,
         })
     }
 
@@ -295,6 +329,7 @@ impl Stream {
             format!("added:{} base:{}", added.join(","), self.base),
             self.cc.describe(),
             self.ttl.describe(),
+            groups::describe(&self.groups),
         ]
     }
 }
@@ -489,7 +524,10 @@ mod tests {
         s.base = 4;
         let mut out = Vec::new();
         s.encode(&mut out);
-        assert_eq!(Stream::decode(&out), Ok(s));
-        assert!(Stream::decode(&out[..out.len() - 1]).is_err());
+        assert_eq!(Stream::decode(&out), Ok(s.clone()));
+        // (The last byte is the groups' count, 0: a state written before
+        // groups merged ends before it and decodes with none.)
+        assert!(Stream::decode(&out[..out.len() - 2]).is_err());
+        assert_eq!(Stream::decode(&out[..out.len() - 1]), Ok(s));
     }
 }
