@@ -220,7 +220,7 @@ fn a_redis_replica_gets_hdel_srem_zrem() {
     let mut rc = rr.conn();
     let () = cmd(&mut mc, &["SET", "ready", "1"]);
     eventually("the redis replica to sync", || {
-        cmd::<i64>(&mut rc, &["EXISTS", "ready"]) == 1
+        poll::<i64>(&mut rc, &["EXISTS", "ready"]) == Some(1)
     });
     three_keys_with_due_members(&mut mc);
     // A later write marks the end of what the master sent.
@@ -322,11 +322,15 @@ fn a_replica_full_sync_carries_member_ttls() {
     let r = Server::start(&[]);
     let mut rc = r.conn();
     let () = cmd(&mut rc, &["REPLICAOF", "127.0.0.1", &m.port.to_string()]);
+    // While it loads the master's RDB the replica answers LOADING: not
+    // synced yet, not a failure (CI's loaded run failed here once).
     eventually("the replica to sync", || {
-        cmd::<i64>(&mut rc, &["EXISTS", "z"]) == 1
+        poll::<i64>(&mut rc, &["EXISTS", "z"]) == Some(1)
     });
+    // Set to ~1000 s on the master: carried, not reset (a slow sync on a
+    // loaded machine takes seconds off it).
     let ttl: i64 = cmd(&mut rc, &["TTL", "z", "c"]);
-    assert!((998..=1000).contains(&ttl), "{ttl}");
+    assert!((900..=1000).contains(&ttl), "{ttl}");
     assert_eq!(cmd::<i64>(&mut rc, &["PTTL", "s", "a"]), 0);
 }
 

@@ -187,6 +187,17 @@ pub fn cmd<T: redis::FromRedisValue>(c: &mut redis::Connection, args: &[&str]) -
     q.query(c).unwrap_or_else(|e| panic!("{args:?}: {e}"))
 }
 
+/// A command's value, or None where the server answered an error (inside
+/// [`eventually`]: a replica still loading answers LOADING, which means
+/// "not yet", not a failure).
+pub fn poll<T: redis::FromRedisValue>(c: &mut redis::Connection, args: &[&str]) -> Option<T> {
+    let mut q = redis::cmd(args[0]);
+    for a in &args[1..] {
+        q.arg(*a);
+    }
+    q.query(c).ok()
+}
+
 /// One command from its words, its reply or its error's text (the
 /// randomized side-by-side tests send the same words to lattice-server and
 /// to redis-server and compare both).
