@@ -413,6 +413,10 @@ impl Counter {
                     float: F80::ZERO,
                     stamp,
                 };
+                // One part per node that wrote the key, so exactly: a
+                // Vec's first push reserves four (192 bytes, where one
+                // writer needs 48: most of a counter's state).
+                self.parts.reserve_exact(1);
                 self.parts.insert(i, part);
                 i
             }
