@@ -301,6 +301,9 @@ impl Elements {
                 ds.retain(|d| d.stamp != f.1);
             } else if let Err(at) = ds.binary_search_by_key(&stamp, |d| d.stamp) {
                 let fp = it.fingerprint();
+                // A member has one dot almost always: a Vec's first insert
+                // would reserve four (`Counter::add` says the same).
+                ds.reserve_exact(1);
                 ds.insert(
                     at,
                     Dot {
