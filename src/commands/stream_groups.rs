@@ -130,6 +130,29 @@ fn propagate_self(ctx: &mut Ctx, version: &mut u64, args: Args) {
     ctx.propagate(*version, &argv);
 }
 
+/// An XGROUP subcommand's change of the group `name` of the stream at `key`
+/// (both checked to exist): the merge state brought up to date, `change`
+/// made, the command propagated as it came, its dot noted, `event` notified.
+fn change_group<R>(
+    ctx: &mut Ctx,
+    l: &mut super::access::Locked,
+    (key, name): (&[u8], &[u8]),
+    (args, event): (Args, &str),
+    change: impl FnOnce(&mut Group) -> R,
+) -> R {
+    prepare_groups(ctx, l, key);
+    let e = l.entry(key).expect("present");
+    let g = stream_mut(&mut e.value)
+        .groups
+        .get_mut(name)
+        .expect("checked");
+    let r = change(g);
+    propagate_self(ctx, &mut e.version, args);
+    note_groups(ctx, l, key);
+    ctx.notify(class::STREAM, event, key);
+    r
+}
+
 // ---------------------------------------------------------------- XGROUP
 
 const XGROUP_HELP: &[&str] = &[
@@ -266,17 +289,10 @@ pub fn xgroup_setid(ctx: &mut Ctx, args: Args) -> CmdResult {
         return Err(syntax_sub_of(args, "XGROUP"));
     }
     let last = id.transpose()?.unwrap_or(s.last_id);
-    prepare_groups(ctx, &mut l, key);
-    let e = l.entry(key).expect("present");
-    let g = stream_mut(&mut e.value)
-        .groups
-        .get_mut(name)
-        .expect("checked");
-    g.last_id = last;
-    g.entries_read = read;
-    propagate_self(ctx, &mut e.version, args);
-    note_groups(ctx, &mut l, key);
-    ctx.notify(class::STREAM, "xgroup-setid", key);
+    change_group(ctx, &mut l, (key, name), (args, "xgroup-setid"), |g| {
+        g.last_id = last;
+        g.entries_read = read;
+    });
     ctx.out.ok();
     Ok(())
 }
@@ -317,16 +333,10 @@ pub fn xgroup_createconsumer(ctx: &mut Ctx, args: Args) -> CmdResult {
         ctx.out.int(0);
         return Ok(());
     }
-    prepare_groups(ctx, &mut l, key);
-    let e = l.entry(key).expect("present");
-    let g = stream_mut(&mut e.value)
-        .groups
-        .get_mut(name)
-        .expect("checked");
-    g.touch_consumer(consumer, now, false);
-    propagate_self(ctx, &mut e.version, args);
-    note_groups(ctx, &mut l, key);
-    ctx.notify(class::STREAM, "xgroup-createconsumer", key);
+    let event = (args, "xgroup-createconsumer");
+    change_group(ctx, &mut l, (key, name), event, |g| {
+        g.touch_consumer(consumer, now, false)
+    });
     ctx.out.int(1);
     Ok(())
 }
@@ -344,16 +354,10 @@ pub fn xgroup_delconsumer(ctx: &mut Ctx, args: Args) -> CmdResult {
         ctx.out.int(0);
         return Ok(());
     }
-    prepare_groups(ctx, &mut l, key);
-    let e = l.entry(key).expect("present");
-    let g = stream_mut(&mut e.value)
-        .groups
-        .get_mut(name)
-        .expect("checked");
-    let pending = g.delete_consumer(consumer).expect("checked");
-    propagate_self(ctx, &mut e.version, args);
-    note_groups(ctx, &mut l, key);
-    ctx.notify(class::STREAM, "xgroup-delconsumer", key);
+    let event = (args, "xgroup-delconsumer");
+    let pending = change_group(ctx, &mut l, (key, name), event, |g| {
+        g.delete_consumer(consumer).expect("checked")
+    });
     ctx.out.int(pending as i64);
     Ok(())
 }

@@ -1297,11 +1297,7 @@ impl Link {
             let payload = g.get_raw(slot.hash, key).map_or_else(Vec::new, |e| {
                 crate::persistence::rdb::encode::dump_payload(&e.value, false)
             });
-            let mut merge = Vec::new();
-            if let Some(m) = g.merge_meta(key) {
-                m.encode(&mut merge);
-            }
-            (payload, merge)
+            (payload, super::serve::merge_state(&g, key))
         };
         // Only between types (a DUMP payload's first byte, absent: none):
         // one type at one version is one write, whose copies may differ in

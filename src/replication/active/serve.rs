@@ -816,7 +816,7 @@ pub(super) fn answer_state(host: &dyn Host, db: usize, key: &[u8]) {
 /// The merge state a key's state record carries (keyspace/merge/): empty
 /// for a key that does not merge. Brought up to date first (by
 /// [`merge_states_now`], or `Shard::merge_meta_now` for one key).
-fn merge_state(g: &crate::keyspace::Shard, key: &[u8]) -> Vec<u8> {
+pub(super) fn merge_state(g: &crate::keyspace::Shard, key: &[u8]) -> Vec<u8> {
     let mut out = Vec::new();
     if let Some(m) = g.merge_meta(key) {
         m.encode(&mut out);

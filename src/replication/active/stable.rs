@@ -27,7 +27,8 @@
 //!   made before); the peers pulling from us, which need the delete too,
 //!   send `LATTICE.STABLE <stamp>` on the back channel once a second
 //!   ([`Stability::on_report`]), kept after they leave: a departed peer
-//!   blocks collection.
+//!   blocks collection. A peer that connects counts as reporting 0 until
+//!   it reports on that connection ([`Stability::on_open`]).
 //!
 //! Tombstones below the lowest of our stable stamp and every report are
 //! collected (exactly: nothing can need them). `active-tombstone-grace`
