@@ -621,7 +621,7 @@ impl Elements {
                 let parts = |ps: &[super::Part]| -> String {
                     let ps: Vec<String> = ps
                         .iter()
-                        .map(|p| format!("{}:{}", p.slot, p.total))
+                        .map(|p| format!("{}:{}", p.slot, p.total()))
                         .collect();
                     ps.join("+")
                 };

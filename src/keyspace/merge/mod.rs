@@ -235,19 +235,108 @@ impl Meta {
     }
 }
 
-/// A node's contribution to a counter.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// A node's contribution to a counter: 32 bytes, so that each node that
+/// increments a key costs it 32 bytes more (issue 24; DECISIONS 142).
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Part {
     /// The node's slot (the low bits of its stamps).
     pub slot: u64,
-    /// The sum of its increments (decrements subtract).
-    pub total: i128,
-    /// The sum of its float increments (INCRBYFLOAT, HINCRBYFLOAT), in
-    /// Redis's long double, apart from the integer ones so that those stay
-    /// exact (section "Float counters" of the module comment).
-    pub float: F80,
     /// The stamp of its last increment.
     pub stamp: u64,
+    /// The sum of its increments ([`Part::total`]) and of its float
+    /// increments ([`Part::float`]).
+    amount: Amount,
+}
+
+const _: () = assert!(std::mem::size_of::<Part>() == 32);
+
+/// A part's sums: the integer total (decrements subtract) and, apart from
+/// it so that integer increments stay exact, the float increments
+/// (INCRBYFLOAT, HINCRBYFLOAT) summed in Redis's long double (section
+/// "Float counters" of the module comment). Inline where the total fits in
+/// 64 bits and there is no float, or the float is all there is; boxed
+/// otherwise (rare: a total past the i64 range, or both kinds of
+/// increment). One pair of sums has one coding ([`Amount::of`]), so parts
+/// compare by their sums.
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum Amount {
+    Int(i64),
+    /// A finite float, no integer total: `F80::Fin` with a 16-bit exponent
+    /// (every sum long double arithmetic makes has one).
+    Float {
+        neg: bool,
+        e: i16,
+        m: u64,
+    },
+    Wide(Box<(i128, F80)>),
+}
+
+impl Amount {
+    fn of(total: i128, float: F80) -> Amount {
+        if float == F80::ZERO {
+            if let Ok(t) = i64::try_from(total) {
+                return Amount::Int(t);
+            }
+        }
+        if let (0, F80::Fin { neg, m, e }) = (total, float) {
+            if let Ok(e) = i16::try_from(e) {
+                return Amount::Float { neg, e, m };
+            }
+        }
+        Amount::Wide(Box::new((total, float)))
+    }
+}
+
+impl Part {
+    /// `slot`'s part with these sums, as of its write stamped `stamp`.
+    pub fn new(slot: u64, total: i128, float: F80, stamp: u64) -> Part {
+        Part {
+            slot,
+            stamp,
+            amount: Amount::of(total, float),
+        }
+    }
+
+    /// The sum of its integer increments (decrements subtract).
+    pub fn total(&self) -> i128 {
+        match &self.amount {
+            Amount::Int(t) => i128::from(*t),
+            Amount::Float { .. } => 0,
+            Amount::Wide(w) => w.0,
+        }
+    }
+
+    /// The sum of its float increments, in Redis's long double.
+    pub fn float(&self) -> F80 {
+        match &self.amount {
+            Amount::Int(_) => F80::ZERO,
+            &Amount::Float { neg, e, m } => F80::Fin {
+                neg,
+                m,
+                e: i32::from(e),
+            },
+            Amount::Wide(w) => w.1,
+        }
+    }
+
+    fn set_float(&mut self, float: F80) {
+        self.amount = Amount::of(self.total(), float);
+    }
+
+    /// Adds one increment.
+    fn add(&mut self, by: Incr) {
+        if let (Amount::Int(t), Incr::Int(n)) = (&mut self.amount, by) {
+            if let Some(sum) = i64::try_from(n).ok().and_then(|n| t.checked_add(n)) {
+                *t = sum;
+                return;
+            }
+        }
+        let (total, float) = match by {
+            Incr::Int(n) => (self.total() + n, self.float()),
+            Incr::Float(f) => (self.total(), self.float().add(&f)),
+        };
+        self.amount = Amount::of(total, float);
+    }
 }
 
 /// What the last reset set the key to.
@@ -407,25 +496,17 @@ impl Counter {
         let i = match self.parts.binary_search_by_key(&slot, |p| p.slot) {
             Ok(i) => i,
             Err(i) => {
-                let part = Part {
-                    slot,
-                    total: 0,
-                    float: F80::ZERO,
-                    stamp,
-                };
+                let part = Part::new(slot, 0, F80::ZERO, stamp);
                 // One part per node that wrote the key, so exactly: a
-                // Vec's first push reserves four (192 bytes, where one
-                // writer needs 48: most of a counter's state).
+                // Vec's first push reserves four (128 bytes, where one
+                // writer needs 32).
                 self.parts.reserve_exact(1);
                 self.parts.insert(i, part);
                 i
             }
         };
         let p = &mut self.parts[i];
-        match by {
-            Incr::Int(n) => p.total += n,
-            Incr::Float(f) => p.float = p.float.add(&f),
-        }
+        p.add(by);
         p.stamp = stamp;
         self.version = stamp;
     }
@@ -442,10 +523,10 @@ impl Counter {
                 Some(o) if o.stamp >= p.stamp => {}
                 _ => grew = true,
             }
-            sum += p.total - seen.map_or(0, |o| o.total);
-            let seen_float = seen.map_or(F80::ZERO, |o| o.float);
-            if p.float != seen_float {
-                let by = p.float.add(&seen_float.neg());
+            sum += p.total() - seen.map_or(0, Part::total);
+            let (float_now, seen_float) = (p.float(), seen.map_or(F80::ZERO, Part::float));
+            if float_now != seen_float {
+                let by = float_now.add(&seen_float.neg());
                 float = Some(float.unwrap_or(F80::ZERO).add(&by));
             }
         }
@@ -547,25 +628,25 @@ fn join_parts(a: &[Part], b: &[Part]) -> Vec<Part> {
             (Some(x), Some(y)) if x.slot == y.slot => {
                 i += 1;
                 j += 1;
-                if (y.stamp, y.total, codec::f80_key(y.float))
-                    > (x.stamp, x.total, codec::f80_key(x.float))
+                if (y.stamp, y.total(), codec::f80_key(y.float()))
+                    > (x.stamp, x.total(), codec::f80_key(x.float()))
                 {
-                    *y
+                    y.clone()
                 } else {
-                    *x
+                    x.clone()
                 }
             }
             (Some(x), Some(y)) if x.slot < y.slot => {
                 i += 1;
-                *x
+                x.clone()
             }
             (Some(x), None) => {
                 i += 1;
-                *x
+                x.clone()
             }
             (_, Some(y)) => {
                 j += 1;
-                *y
+                y.clone()
             }
             (None, None) => unreachable!(),
         };
@@ -590,7 +671,7 @@ fn put_parts(out: &mut Vec<u8>, parts: &[Part]) {
     put_varint(out, parts.len() as u64);
     for p in parts {
         put_varint(out, p.slot);
-        out.extend_from_slice(&p.total.to_le_bytes());
+        out.extend_from_slice(&p.total().to_le_bytes());
         put_varint(out, p.stamp);
     }
 }
@@ -602,12 +683,7 @@ fn parts_of(c: &mut Cursor) -> Result<Vec<Part>, String> {
         let slot = c.varint()?;
         let total = c.i128_le()?;
         let stamp = c.varint()?;
-        parts.push(Part {
-            slot,
-            total,
-            float: F80::ZERO,
-            stamp,
-        });
+        parts.push(Part::new(slot, total, F80::ZERO, stamp));
     }
     if parts.windows(2).any(|w| w[0].slot >= w[1].slot) {
         return Err("merge metadata parts out of order".into());
@@ -641,11 +717,11 @@ impl Counter {
         put_parts(out, &self.parts);
         // Float parts, only where there are any: `'f'` and each list's
         // floats in its order (an integer counter's coding is unchanged).
-        let floats = |ps: &[Part]| ps.iter().any(|p| p.float != F80::ZERO);
+        let floats = |ps: &[Part]| ps.iter().any(|p| p.float() != F80::ZERO);
         if floats(&self.observed) || floats(&self.parts) {
             out.push(b'f');
             for p in self.observed.iter().chain(&self.parts) {
-                codec::put_f80(out, p.float);
+                codec::put_f80(out, p.float());
             }
         }
     }
@@ -672,7 +748,7 @@ impl Counter {
                 return Err("bad merge metadata trailer".into());
             }
             for p in observed.iter_mut().chain(parts.iter_mut()) {
-                p.float = c.f80()?;
+                p.set_float(c.f80()?);
             }
         }
         c.end()?;
@@ -690,9 +766,9 @@ impl Counter {
         let node = crate::keyspace::hlc::stamp_node;
         let parts = |ps: &[Part]| {
             ps.iter()
-                .map(|p| match p.float {
-                    F80::ZERO => format!("{}:{}@{}", p.slot, p.total, p.stamp),
-                    f => format!("{}:{}+{}@{}", p.slot, p.total, f.format_human(), p.stamp),
+                .map(|p| match p.float() {
+                    F80::ZERO => format!("{}:{}@{}", p.slot, p.total(), p.stamp),
+                    f => format!("{}:{}+{}@{}", p.slot, p.total(), f.format_human(), p.stamp),
                 })
                 .collect::<Vec<_>>()
                 .join(",")
@@ -819,6 +895,83 @@ mod tests {
         c.encode(&mut out);
         assert_eq!(Counter::decode(&out).unwrap(), c);
         assert!(Counter::decode(&out[..out.len() - 1]).is_err());
+    }
+
+    fn hex(s: &str) -> Vec<u8> {
+        (0..s.len())
+            .step_by(2)
+            .map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap())
+            .collect()
+    }
+
+    /// States the previous version (48-byte parts, 029e581) encoded decode
+    /// to the same counters and encode back to the same bytes: a part past
+    /// the i64 range, one with an integer and a float sum, one with a float
+    /// alone, a reset that observed parts; and one writer from absent.
+    #[test]
+    fn states_the_previous_version_encoded_decode() {
+        let old = "43100d020202fbffffffffffffffffffffffffffffff0c07fcffffffffffffff01000000\
+                   000000000b0302ffffffffffffffffffffffffffffffff1003000000000000000000000000\
+                   000000000e07fcffffffffffffff01000000000000000b66000000000000000000000000000\
+                   00000000000000000000000000000000000000000000000c0c1ffffff0001000000000000\
+                   0080bfffffff0000000000000000000000000000";
+        let old = old.split_whitespace().collect::<String>();
+        let c = Counter::decode(&hex(&old)).unwrap();
+        assert_eq!(
+            c.describe(),
+            [
+                "type:counter",
+                "version:16",
+                "reset:13 reset_slot:13",
+                "base:other",
+                "observed:2:-5@12,7:36893488147419103228@11",
+                "parts:2:-1+1.5@16,3:0+-0.25@14,7:36893488147419103228@11"
+            ]
+        );
+        let mut out = Vec::new();
+        c.encode(&mut out);
+        assert_eq!(out, hex(&old));
+        let one = hex("431514000001010300000000000000000000000000000015");
+        let d = Counter::decode(&one).unwrap();
+        assert_eq!(d.value(), Merged::Int(3));
+        assert_eq!(d.parts, [Part::new(1, 3, F80::ZERO, 21)]);
+        let mut out = Vec::new();
+        d.encode(&mut out);
+        assert_eq!(out, one);
+    }
+
+    /// A part keeps its sums exactly whichever coding holds them, and one
+    /// pair of sums has one coding (parts compare by their sums).
+    #[test]
+    fn parts_hold_their_sums_exactly_in_any_coding() {
+        let mut p = Part::new(1, 0, F80::ZERO, 1);
+        p.add(Incr::Int(i128::from(i64::MAX)));
+        p.add(Incr::Int(2));
+        assert_eq!(p.total(), i128::from(i64::MAX) + 2);
+        assert!(matches!(p.amount, Amount::Wide(_)));
+        p.add(Incr::Int(-3));
+        assert_eq!(p, Part::new(1, i128::from(i64::MAX) - 1, F80::ZERO, 1));
+        assert!(matches!(p.amount, Amount::Int(_)));
+        p.add(Incr::Float(f("0.5")));
+        assert_eq!((p.total(), p.float()), (i128::from(i64::MAX) - 1, f("0.5")));
+        let mut q = Part::new(2, 0, F80::ZERO, 1);
+        q.add(Incr::Float(f("-0.25")));
+        assert!(matches!(q.amount, Amount::Float { .. }));
+        assert_eq!((q.total(), q.float()), (0, f("-0.25")));
+        q.add(Incr::Int(1));
+        assert_eq!(q, Part::new(2, 1, f("-0.25"), 1));
+        // Floats no long double sum makes (a decoded exponent past 16 bits).
+        for odd in [
+            F80::Inf(true),
+            F80::NaN,
+            F80::Fin {
+                neg: false,
+                m: 1,
+                e: 40000,
+            },
+        ] {
+            assert_eq!(Part::new(3, 0, odd, 1).float(), odd);
+        }
     }
 
     #[test]
