@@ -632,7 +632,7 @@ impl Elements {
                     c.value().describe(),
                     c.version,
                     c.reset,
-                    c.base,
+                    c.base(),
                     parts(&c.observed)
                 )
             })
