@@ -562,6 +562,16 @@ impl Counter {
                 Some(o) if o.stamp >= p.stamp => {}
                 _ => grew = true,
             }
+            // Integer parts (nearly all) grow with no float at all.
+            let int_growth = match (&p.amount, seen.map(|o| &o.amount)) {
+                (Amount::Int(t), None) => Some(i128::from(*t)),
+                (Amount::Int(t), Some(Amount::Int(o))) => Some(i128::from(*t) - i128::from(*o)),
+                _ => None,
+            };
+            if let Some(n) = int_growth {
+                sum += n;
+                continue;
+            }
             sum += p.total() - seen.map_or(0, Part::total);
             let (float_now, seen_float) = (p.float(), seen.map_or(F80::ZERO, Part::float));
             if float_now != seen_float {
