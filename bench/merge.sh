@@ -143,3 +143,18 @@ for x in "${m[1]}" "${m[2]}"; do
 done
 converge "${m[0]}" "${m[1]}" >/dev/null; converge "${m[0]}" "${m[2]}" >/dev/null
 echo "3-mesh, all three incrementing each key: +$(( ($(mem "${m[0]}") - m1) / n )) B/key more on node 1"
+# Sets: one set of about KEYS * 0.63 members, SADDed on node 1; used_memory
+# growth per member on node 1 (the writer), node 2 (a peer applying the
+# facts) and a plain node.
+per_member() { # port m0: bytes per member of set s since m0
+    echo $(( ($(mem "$1") - $2) / $(cli "$1" scard s) ))
+}
+cli "$p" flushall >/dev/null; cli "${m[0]}" flushall >/dev/null
+converge "${m[0]}" "${m[1]}" >/dev/null; sleep 0.5
+p0=$(mem "$p"); w0=$(mem "${m[0]}"); r0=$(mem "${m[1]}")
+for x in "$p" "${m[0]}"; do
+    taskset -c "$CLIENT_CPU" redis-benchmark -p "$x" -c 50 -P 16 -n "$KEYS" -r "$KEYS" -q \
+        SADD s "m__rand_int__" >/dev/null 2>&1 || true
+done
+converge "${m[0]}" "${m[1]}" >/dev/null
+echo "set members ($(cli "${m[0]}" scard s)): writer $(per_member "${m[0]}" "$w0") B, peer $(per_member "${m[1]}" "$r0") B, plain node $(per_member "$p" "$p0") B per member"
