@@ -207,6 +207,16 @@ fn seeds_that_found_bugs() {
             "a sorted-set score of -0 read 0 on a node that loaded the set as a listpack and -0 \
              on one that kept a skiplist (long mode)",
         ),
+        (
+            19296,
+            "a forwarder that could not apply a unit answered a state ask before it had the \
+             unit's write, and the origin's state, not newer there, went no further (long mode)",
+        ),
+        (
+            21491,
+            "a key expired while stopped left a tombstone stamped below the restart's floor: a \
+             peer resuming our stream never got it (long mode)",
+        ),
     ];
     for (seed, bug) in found {
         if let Err(f) = sim::run(seed, &sim::Options::default()) {

@@ -47,6 +47,10 @@ pub struct Loading {
     /// A shutdown stopped the start-up load ([`Loading::abort_for_shutdown`]):
     /// what was loaded must not be saved. Never cleared.
     shutdown: AtomicBool,
+    /// Active replication: the stamps of the tombstones of keys that expired
+    /// while we were stopped, until replication takes them
+    /// ([`Loading::take_deletions`]).
+    deletions: parking_lot::Mutex<Vec<u64>>,
 }
 
 impl Loading {
@@ -109,6 +113,15 @@ impl Loading {
             self.shutdown.store(true, Relaxed);
             self.aborted.store(true, Relaxed);
         }
+    }
+
+    /// The stamps of the deletions the loads made (keys that expired while
+    /// we were stopped), taken: they are stamped right after each key's
+    /// version, so below the stamps of our other writes since the start,
+    /// and a peer resuming our stream must still get them
+    /// (replication/active/resume.rs, simulator seed 21491).
+    pub fn take_deletions(&self) -> Vec<u64> {
+        std::mem::take(&mut *self.deletions.lock())
     }
 
     /// Whether a shutdown stopped the start-up load.
@@ -391,6 +404,8 @@ pub fn load_reader_into(
         })?;
         restore_member_ttls(srv, ks, &summary.member_ttls);
         if srv.active {
+            let stamps = expired_keys.iter().map(|k| k.2);
+            srv.persist.loading.deletions.lock().extend(stamps);
             summary.tombstones.extend(expired_keys);
             let max = restore_deletions(ks, &summary)?;
             srv.stamp_floor.fetch_max(max_version.max(max), Relaxed);

@@ -290,6 +290,8 @@ impl crate::server::hooks::Hooks for ReplicationHooks {
         if srv.core.active {
             let floor = srv.stamp_floor.load(Acquire);
             active::resume::restore(&srv.repl.active, aux, floor);
+            let deleted = srv.persist.loading.take_deletions();
+            active::resume::note_load_deletions(&srv.repl.active, deleted);
         }
     }
 
@@ -304,6 +306,8 @@ impl crate::server::hooks::Hooks for ReplicationHooks {
         if srv.core.active {
             let floor = srv.stamp_floor.load(Acquire);
             active::resume::restore(&srv.repl.active, aux, floor);
+            let deleted = srv.persist.loading.take_deletions();
+            active::resume::note_load_deletions(&srv.repl.active, deleted);
         }
     }
 

@@ -1231,6 +1231,7 @@ impl Link {
     ) {
         let (stamp, at) = s;
         let ks = &self.node.core().keyspace;
+
         let slot = ks.slot(key);
         let merge = record::state_merge(rec.tail).unwrap_or_default();
         let (local, merges) = {
@@ -1256,6 +1257,13 @@ impl Link {
             return;
         }
         if !newer(stamp, local) && !self.wins_tie(db, key, (stamp, local), (payload, merge)) {
+            // Not newer here, yet maybe newer at a peer that asked us and
+            // took our older answer: we forwarded a write we could not
+            // apply, and reached its version by another path before the
+            // origin's state came (simulator seed 19296).
+            if first {
+                self.forward(rec);
+            }
             return;
         }
         if payload.is_empty() {

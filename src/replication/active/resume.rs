@@ -36,6 +36,7 @@
 //! ([`origin_filter`]).
 
 use std::collections::HashSet;
+use std::sync::Arc;
 
 use super::Active;
 use crate::core::client::{FromOrigin, PeerRequest};
@@ -158,6 +159,24 @@ pub struct Loaded {
     start_floor: Option<u64>,
     /// The highest sequence number of ours the data notes ([`AUX_SEQ`]).
     pub seq: u64,
+    /// The stamps of the tombstones the load left for keys that expired
+    /// while we were stopped: writes of ours since the start, stamped below
+    /// `start_floor` (right after each key's version, persistence/load.rs).
+    deleted_at_load: Arc<HashSet<u64>>,
+}
+
+/// After loading: the stamps of the deletions the load made, which a peer
+/// resuming our stream gets whatever its stamp (simulator seed 21491: a
+/// chain whose middle node restarted, its expired key's tombstone never
+/// reached the far end).
+pub fn note_load_deletions(active: &Active, stamps: Vec<u64>) {
+    if stamps.is_empty() {
+        return;
+    }
+    let mut loaded = active.saved_links.lock();
+    let mut all: HashSet<u64> = loaded.deleted_at_load.iter().copied().collect();
+    all.extend(stamps);
+    loaded.deleted_at_load = Arc::new(all);
 }
 
 /// At start, after loading: the stamp floor our writes since follow.
@@ -209,6 +228,8 @@ pub fn take(active: &Active, host: &str, port: u16) -> Option<(SavedLink, u64)> 
 pub struct KeyFilter {
     pub since: Vec<(u64, u64)>,
     pub others_but: Option<HashSet<u64>>,
+    /// Stamps sent whatever `since` says (`Loaded::deleted_at_load`).
+    pub exact: Arc<HashSet<u64>>,
 }
 
 impl KeyFilter {
@@ -216,12 +237,15 @@ impl KeyFilter {
     pub fn slot_since(slot: u64, since: u64) -> KeyFilter {
         KeyFilter {
             since: vec![(slot, since)],
-            others_but: None,
+            ..KeyFilter::default()
         }
     }
 
     /// Whether a key (or a flush) stamped `stamp` is sent.
     pub fn wants(&self, stamp: u64) -> bool {
+        if self.exact.contains(&stamp) {
+            return true;
+        }
         let slot = stamp_node(stamp);
         let mut listed = false;
         for &(s, since) in &self.since {
@@ -260,8 +284,9 @@ pub fn origin_filter(active: &Active, me: (u64, u64), req: &PeerRequest) -> Opti
         // We restarted: and every write we made since, stamped after the
         // floor we started at (before the above if our stamps had run
         // ahead of the clock and our files lost the last of them).
-        let start = active.saved_links.lock().start_floor.unwrap_or(0);
-        f.since.push((me.1, start));
+        let loaded = active.saved_links.lock();
+        f.since.push((me.1, loaded.start_floor.unwrap_or(0)));
+        f.exact = loaded.deleted_at_load.clone();
     }
     f.since.extend(req.lost_since);
     // Origins it hears only through us: what we forwarded of them and it
@@ -339,7 +364,9 @@ mod tests {
         let f = KeyFilter {
             since: vec![(1, at(100, 0)), (1, at(300, 0)), (2, at(200, 0))],
             others_but: Some([3].into()),
+            exact: Arc::new([at(5, 1)].into()),
         };
+        assert!(f.wants(at(5, 1)), "a deletion made at load");
         assert!(f.wants(at(100, 1)) && !f.wants(at(99, 1)));
         assert!(f.wants(at(200, 2)) && !f.wants(at(150, 2)));
         assert!(!f.wants(at(500, 3)), "a slot heard directly");
