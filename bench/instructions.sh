@@ -15,6 +15,12 @@
 #   SETUP="ACL SETUSER app on >p ~app:* +@read +@write" bench/instructions.sh BIN -- \
 #       --user app -a p -c 50 -P 16 -n 20000 -r 1000 -t get
 #
+# SETUP_RESP: a file of RESP commands fed through redis-cli --pipe before
+# the load (after SETUP), e.g. the data sets of bench/hll-geo.sh.
+#
+# A redis-server binary (its name ends in redis-server) is started without
+# lattice's --server-threads, so both servers run the same command line.
+#
 # INCLUSIVE: a regex of function names (callgrind_annotate's file:function
 # lines); each match is printed with its inclusive count, which, unlike the
 # total, does not move with the cron's ticks between runs, e.g.
@@ -29,13 +35,18 @@ shift || true
 port=${PORT:-7491}
 dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
+threads=(--server-threads 1)
+[[ $bin == *redis-server ]] && threads=()
 valgrind --tool=callgrind --callgrind-out-file="$dir/out" "$bin" --port "$port" --dir "$dir" \
-    --save "" --appendonly no --server-threads 1 "${server[@]}" >"$dir/log" 2>&1 &
+    --save "" --appendonly no "${threads[@]}" "${server[@]}" >"$dir/log" 2>&1 &
 pid=$!
 for _ in $(seq 600); do redis-cli -p "$port" ping >/dev/null 2>&1 && break; sleep 0.1; done
 if [[ -n ${SETUP:-} ]]; then
     # shellcheck disable=SC2086
     redis-cli -p "$port" $SETUP >/dev/null
+fi
+if [[ -n ${SETUP_RESP:-} ]]; then
+    redis-cli -p "$port" --pipe <"$SETUP_RESP" >/dev/null
 fi
 redis-benchmark -p "$port" -q "$@" >/dev/null 2>&1
 redis-cli -p "$port" shutdown nosave >/dev/null 2>&1 || true

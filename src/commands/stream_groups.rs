@@ -445,8 +445,8 @@ fn serve_stream(
         Some(_) => None,
         None => {
             let last = s.groups[group].last_id;
-            match s.last() {
-                Some((top, _)) if top > last => Some(last.next()?),
+            match s.last_live_id() {
+                Some(top) if top > last => Some(last.next()?),
                 _ => return None,
             }
         }

@@ -326,18 +326,29 @@ fn parse_trim(ctx: &Ctx, args: Args, xadd: bool) -> Result<(TrimArgs, usize), Cm
     Ok((t, i))
 }
 
-/// The argv to propagate after an approximate trim: `=` and the exact
-/// threshold reached (streamRewriteApproxSpecifier / TrimArgument).
-fn rewrite_trim(argv: &mut [Vec<u8>], t: &TrimArgs, s: &StreamValue) {
+/// After an approximate trim, the exact threshold reached, which the
+/// propagated argv carries after `=` (streamRewriteApproxSpecifier /
+/// TrimArgument); None for an exact trim.
+fn trim_threshold(t: &TrimArgs, s: &StreamValue) -> Option<Vec<u8>> {
     if !t.approx {
-        return;
+        return None;
     }
-    argv[t.arg - 1] = b"=".to_vec();
-    argv[t.arg] = match t.how {
+    Some(match t.how {
         Some(Trim::MaxLen(_)) => s.len().to_string().into_bytes(),
         // streamGetEdgeID: an empty stream's first edge is the largest ID.
         _ => s.first().map_or(StreamId::MAX, |e| e.0).text().into_bytes(),
-    };
+    })
+}
+
+/// The argv to propagate: the command's own, with `threshold` (see
+/// [`trim_threshold`]) after `=` where given, borrowed, not copied.
+fn trim_argv<'a>(args: Args<'a>, t: &TrimArgs, threshold: &'a Option<Vec<u8>>) -> Vec<&'a [u8]> {
+    let mut argv: Vec<&[u8]> = args.iter().collect();
+    if let Some(th) = threshold {
+        argv[t.arg - 1] = b"=";
+        argv[t.arg] = th;
+    }
+    argv
 }
 
 /// Under active replication, before a write of the stream at `key`: its
@@ -523,10 +534,8 @@ fn xadd(ctx: &mut Ctx, args: Args) -> CmdResult {
     );
     let text = id.text();
     ctx.out.bulk(text.as_bytes());
-    let mut argv: Vec<Vec<u8>> = args.iter().map(|a| a.to_vec()).collect();
-    argv[idpos] = text.into_bytes();
     let trimmed = t.how.is_some_and(|how| s.trim(how, t.approx, t.limit) > 0);
-    rewrite_trim(&mut argv, &t, s);
+    let threshold = trim_threshold(&t, s);
     e.version = if created {
         ctx.new_version()
     } else {
@@ -540,8 +549,9 @@ fn xadd(ctx: &mut Ctx, args: Args) -> CmdResult {
         }
         ctx.mark_merged(key);
     }
-    let refs: Vec<&[u8]> = argv.iter().map(|a| &a[..]).collect();
-    ctx.propagate(version, &refs);
+    let mut argv = trim_argv(args, &t, &threshold);
+    argv[idpos] = text.as_bytes();
+    ctx.propagate(version, &argv);
     ctx.notify(class::STREAM, "xadd", key);
     if trimmed {
         ctx.notify(class::STREAM, "xtrim", key);
@@ -680,11 +690,9 @@ fn xtrim(ctx: &mut Ctx, args: Args) -> CmdResult {
     let s = stream_mut(&mut e.value);
     let n = s.trim(t.how.expect("checked"), t.approx, t.limit);
     if n > 0 {
-        let mut argv: Vec<Vec<u8>> = args.iter().map(|a| a.to_vec()).collect();
-        rewrite_trim(&mut argv, &t, s);
+        let threshold = trim_threshold(&t, s);
         e.version = ctx.version_after(e.version);
-        let refs: Vec<&[u8]> = argv.iter().map(|a| &a[..]).collect();
-        ctx.propagate(e.version, &refs);
+        ctx.propagate(e.version, &trim_argv(args, &t, &threshold));
         ctx.notify(class::STREAM, "xtrim", key);
     }
     ctx.out.int(n as i64);

@@ -174,6 +174,33 @@ pub fn dense_get(r: &[u8], i: usize) -> u8 {
     (((b0 >> fb) | (b1 << (8 - fb))) & 63) as u8
 }
 
+/// The eight registers packed in six dense bytes (6-bit registers, least
+/// significant bits first), one a byte of the result read little-endian:
+/// the 48 bits are spread into two 24-bit halves, four 12-bit quarters,
+/// then eight 6-bit fields, each step one shift and two masks.
+#[inline]
+fn unpack8(c: &[u8]) -> [u8; 8] {
+    let mut b = [0u8; 8];
+    b[..6].copy_from_slice(&c[..6]);
+    let x = u64::from_le_bytes(b);
+    let y = (x & 0xff_ffff) | (x >> 24) << 32;
+    let y = (y & 0x0000_0fff_0000_0fff) | (y & 0x00ff_f000_00ff_f000) << 4;
+    let y = (y & 0x003f_003f_003f_003f) | (y & 0x0fc0_0fc0_0fc0_0fc0) << 2;
+    y.to_le_bytes()
+}
+
+/// The dense registers `r` (12288 bytes), one a byte: what reading them
+/// one by one with [`dense_get`] spends ~25 instructions a register on,
+/// this does in under two (PFCOUNT of several keys reads every register
+/// of every key).
+pub fn unpack_dense(r: &[u8]) -> Box<[u8; REGISTERS]> {
+    let mut out = Box::new([0u8; REGISTERS]);
+    for (o, c) in out.chunks_exact_mut(8).zip(r.chunks_exact(6)) {
+        o.copy_from_slice(&unpack8(c));
+    }
+    out
+}
+
 /// Sets register `i` of the dense registers `r` to `v`.
 pub fn dense_set(r: &mut [u8], i: usize, v: u8) {
     let byte = i * 6 / 8;
@@ -361,14 +388,10 @@ fn merge_vals(v: &mut Vec<u8>, mut p: usize) {
 /// The register histogram (hllDenseRegHisto / hllSparseRegHisto); a
 /// sparse sketch not covering exactly 16384 registers is corrupt.
 pub fn histogram(v: &[u8]) -> Result<[u64; 64], Corrupt> {
-    let mut h = [0u64; 64];
     if !is_sparse(v) {
-        let regs = &v[HDR..];
-        for i in 0..REGISTERS {
-            h[dense_get(regs, i) as usize] += 1;
-        }
-        return Ok(h);
+        return Ok(raw_histogram(&unpack_dense(&v[HDR..])));
     }
+    let mut h = [0u64; 64];
     let (mut idx, mut i) = (0usize, HDR);
     while i < v.len() {
         let op = op_at(v, i);
@@ -444,9 +467,10 @@ pub fn estimate(h: &[u64; 64]) -> u64 {
 /// Raises `max[i]` to each register of the sketch (hllMerge).
 pub fn merge_into(max: &mut [u8; REGISTERS], v: &[u8]) -> Result<(), Corrupt> {
     if !is_sparse(v) {
-        let regs = &v[HDR..];
-        for (i, m) in max.iter_mut().enumerate() {
-            *m = (*m).max(dense_get(regs, i));
+        // Unpacked first, the maximum is one vectorized loop.
+        let regs = unpack_dense(&v[HDR..]);
+        for (m, &r) in max.iter_mut().zip(regs.iter()) {
+            *m = (*m).max(r);
         }
         return Ok(());
     }
@@ -503,6 +527,32 @@ mod tests {
         for (i, &x) in vals.iter().enumerate() {
             assert_eq!(dense_get(&r, i), x, "register {i}");
         }
+    }
+
+    /// A dense sketch whose register `i` is `f(i)`.
+    fn dense_of(f: impl Fn(usize) -> u8) -> Vec<u8> {
+        let mut d = new_sketch();
+        to_dense(&mut d).unwrap();
+        for i in 0..REGISTERS {
+            dense_set(&mut d[HDR..], i, f(i));
+        }
+        d
+    }
+
+    #[test]
+    fn dense_merge_and_histogram_read_every_register() {
+        let a = dense_of(|i| ((i * 7919) % 64) as u8);
+        let b = dense_of(|i| ((i * 104_729 + 13) % 51) as u8);
+        let mut max = [0u8; REGISTERS];
+        merge_into(&mut max, &a).unwrap();
+        merge_into(&mut max, &b).unwrap();
+        let mut want = [0u64; 64];
+        for (i, &m) in max.iter().enumerate() {
+            let (x, y) = (dense_get(&a[HDR..], i), dense_get(&b[HDR..], i));
+            assert_eq!(m, x.max(y), "register {i}");
+            want[x as usize] += 1;
+        }
+        assert_eq!(histogram(&a).unwrap(), want);
     }
 
     #[test]

@@ -218,12 +218,22 @@ impl StreamValue {
         } else {
             self.nodes.iter().next()?
         };
+        if last && n.live == n.total && n.total > 0 {
+            // No entry of the node is deleted: its last one is live.
+            return Some(n.last);
+        }
         let mut live = n.iter(*key).filter(|r| !r.deleted());
         if last {
             live.last().map(|r| r.id)
         } else {
             live.next().map(|r| r.id)
         }
+    }
+
+    /// The last live entry's ID, without its fields: O(1) unless the last
+    /// node holds deleted entries (XREADGROUP asks it on every `>` read).
+    pub fn last_live_id(&self) -> Option<StreamId> {
+        self.edge(true)
     }
 
     pub fn first_id(&self) -> StreamId {
@@ -396,5 +406,27 @@ impl StreamValue {
     pub fn mem_usage(&self) -> usize {
         let node = std::mem::size_of::<(StreamId, Node)>() + 16;
         self.nodes.values().map(|n| n.heap() + node).sum::<usize>() + self.groups_mem()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn last_live_id_skips_deleted_entries() {
+        let mut s = StreamValue::default();
+        assert_eq!(s.last_live_id(), None);
+        for ms in 1..=5 {
+            let f = Fields::pack([&b"f"[..], b"v"].into_iter());
+            s.append(StreamId::new(ms, 0), f, 4096, 3);
+        }
+        assert_eq!(s.last_live_id(), Some(StreamId::new(5, 0)));
+        assert!(s.delete(StreamId::new(5, 0)));
+        assert_eq!(s.last_live_id(), Some(StreamId::new(4, 0)));
+        assert!(s.delete(StreamId::new(4, 0)));
+        // The last node (entries 4 and 5) is gone: the one before answers.
+        assert_eq!(s.last_live_id(), Some(StreamId::new(3, 0)));
+        assert_eq!(s.last().map(|e| e.0), s.last_live_id());
     }
 }
