@@ -1232,6 +1232,7 @@ impl Link {
         let (stamp, at) = s;
         let ks = &self.node.core().keyspace;
 
+
         let slot = ks.slot(key);
         let merge = record::state_merge(rec.tail).unwrap_or_default();
         let (local, merges) = {
