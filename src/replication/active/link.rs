@@ -1231,8 +1231,6 @@ impl Link {
     ) {
         let (stamp, at) = s;
         let ks = &self.node.core().keyspace;
-
-
         let slot = ks.slot(key);
         let merge = record::state_merge(rec.tail).unwrap_or_default();
         let (local, merges) = {

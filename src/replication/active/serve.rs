@@ -796,7 +796,6 @@ pub(super) fn answer_state(host: &dyn Host, db: usize, key: &[u8]) {
     let mut g = ks.db(db).lock(slot.shard);
     g.merge_meta_now(slot.hash, key);
     let mut buf = Vec::new();
-
     match g.get_raw(slot.hash, key) {
         Some(e) => {
             let payload = crate::persistence::rdb::encode::dump_payload(&e.value, false);
