@@ -173,6 +173,11 @@ impl Link {
         };
         let mut c = Counter::current(counter, version, base);
         let before = c.value();
+        // A late fact (older than the key here) from a node this counter
+        // holds no part of: the nodes that applied it hold more than those
+        // that took a state without it, at one version (see below).
+        let slot_of = crate::keyspace::hlc::stamp_node(stamp);
+        let late_part = stamp < version && !c.parts.iter().any(|p| p.slot == slot_of);
         match c.apply_increment(stamp, by, facts) {
             Ok(()) => {}
             Err(NotApplied::Duplicate) => return true,
@@ -192,6 +197,14 @@ impl Link {
             _ => self.raise_version(db, key, version),
         }
         self.note_merge_state(db, key);
+        // Its version did not move, so no peer learns the new part from
+        // a state: ours goes to every peer, whose join at one version takes
+        // it (simulator seed 7573: a late copy of an INCRBY, stamped before
+        // another type replaced the counter and a counter made elsewhere
+        // replaced that, added its part on two nodes of three).
+        if late_part {
+            super::serve::answer_state(&*self.node, db, key);
+        }
         true
     }
 
