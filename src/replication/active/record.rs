@@ -163,43 +163,128 @@ fn frame(out: &mut Vec<u8>, body: impl FnOnce(&mut Vec<u8>)) {
 /// Appends a write record: `origin`'s write number `seq` (0: a record that
 /// is never forwarded, e.g. a snapshot's flush).
 pub fn encode_write(out: &mut Vec<u8>, origin: u64, seq: u64, e: &EffectRef<'_>) {
-    frame(out, |out| {
-        out.push(WRITE);
-        out.extend_from_slice(&origin.to_le_bytes());
-        put_varint(out, seq);
-        put_varint(out, e.db as u64);
-        put_varint(out, e.version);
-        put_write_tail(out, e);
+    let bound = 4 + 1 + 8 + 3 * VARINT_MAX + tail_bound(e);
+    with_room(out, bound, |p| {
+        p.raw(&[0; 4]);
+        p.byte(WRITE);
+        p.raw(&origin.to_le_bytes());
+        p.varint(seq);
+        p.varint(e.db as u64);
+        p.varint(e.version);
+        write_tail(p, e);
+        let len = (p.at - 4) as u32;
+        p.buf[..4].copy_from_slice(&len.to_le_bytes());
     });
 }
 
 /// A write's tail: its bases (against its stamp) and its argv.
 fn put_write_tail(out: &mut Vec<u8>, e: &EffectRef<'_>) {
-    put_varint(out, e.bases.len() as u64);
+    with_room(out, tail_bound(e), |p| write_tail(p, e));
+}
+
+/// The most bytes [`write_tail`] writes for `e`.
+fn tail_bound(e: &EffectRef<'_>) -> usize {
+    let fields = 3 + 2 * e.bases.len() + 2 * e.facts.len() + e.argv.len();
+    let bytes: usize = e.argv.iter().map(|a| a.len()).sum();
+    fields * VARINT_MAX + bytes
+}
+
+fn write_tail(p: &mut Put<'_>, e: &EffectRef<'_>) {
+    p.varint(e.bases.len() as u64);
     for &(i, v) in e.bases {
         debug_assert!(v < e.version || v == 0);
-        put_varint(out, u64::from(i));
-        put_varint(out, if v == 0 { 0 } else { e.version - v });
+        p.varint(u64::from(i));
+        p.varint(if v == 0 { 0 } else { e.version - v });
     }
-    put_varint(out, e.argv.len() as u64);
+    p.varint(e.argv.len() as u64);
     for a in e.argv {
-        put_bytes(out, a);
+        p.bytes(a);
     }
     // A merging write's fact (keyspace/merge/fact.rs), only where it has
     // one: `count (kind|index, stamp + 1 - value, or 0)*` (a fact may name
     // the write's own stamp: a member named twice drops its first dot); a
     // number (`fact::is_raw`) as it is.
     if !e.facts.is_empty() {
-        put_varint(out, e.facts.len() as u64);
+        p.varint(e.facts.len() as u64);
         for &(i, v) in e.facts {
-            put_varint(out, u64::from(i));
+            p.varint(u64::from(i));
             if fact::is_raw(i) {
-                put_varint(out, v);
+                p.varint(v);
                 continue;
             }
             debug_assert!(v <= e.version);
-            put_varint(out, if v == 0 { 0 } else { e.version + 1 - v });
+            p.varint(if v == 0 { 0 } else { e.version + 1 - v });
         }
+    }
+}
+
+/// The most bytes a varint takes.
+const VARINT_MAX: usize = 10;
+
+/// Runs `f` on room for `bound` bytes at the end of `out`, then keeps what
+/// it wrote: one capacity check a record instead of one a byte pushed (the
+/// pushes were ~400 instructions of an INCR's record, issue 24).
+fn with_room(out: &mut Vec<u8>, bound: usize, f: impl FnOnce(&mut Put<'_>)) {
+    let start = out.len();
+    out.resize(start + bound, 0);
+    let mut p = Put {
+        buf: &mut out[start..],
+        at: 0,
+    };
+    f(&mut p);
+    let end = start + p.at;
+    out.truncate(end);
+}
+
+/// A cursor over room sized for the worst case (see [`with_room`]): each
+/// write checks only its own bounds, which the sizing makes hold.
+struct Put<'a> {
+    buf: &'a mut [u8],
+    at: usize,
+}
+
+impl Put<'_> {
+    #[inline(always)]
+    fn byte(&mut self, b: u8) {
+        self.buf[self.at] = b;
+        self.at += 1;
+    }
+
+    fn raw(&mut self, b: &[u8]) {
+        self.buf[self.at..self.at + b.len()].copy_from_slice(b);
+        self.at += b.len();
+    }
+
+    /// As [`put_varint`]: a small number in one store, inlined.
+    #[inline(always)]
+    fn varint(&mut self, v: u64) {
+        if v < 0x80 {
+            self.byte(v as u8);
+        } else {
+            self.varint_long(v);
+        }
+    }
+
+    /// A number of two bytes or more (a stamp takes nine): all ten bytes
+    /// of the window are written with no branch, then the length counted
+    /// from the leading zeros is kept and its last byte ends the number.
+    fn varint_long(&mut self, v: u64) {
+        let w: &mut [u8; VARINT_MAX] = (&mut self.buf[self.at..self.at + VARINT_MAX])
+            .try_into()
+            .expect("a window of VARINT_MAX bytes");
+        let n = (70 - v.leading_zeros() as usize) / 7;
+        let mut x = v;
+        for b in w.iter_mut() {
+            *b = (x as u8) | 0x80;
+            x >>= 7;
+        }
+        w[n - 1] &= 0x7f;
+        self.at += n;
+    }
+
+    fn bytes(&mut self, b: &[u8]) {
+        self.varint(b.len() as u64);
+        self.raw(b);
     }
 }
 
@@ -652,6 +737,21 @@ mod tests {
     use super::*;
 
     const STAMP: u64 = (1_790_000_000_000u64 << 22) | 5;
+
+    #[test]
+    fn a_varint_written_in_room_matches_one_pushed() {
+        let mut values = vec![0, 1, 0x7f, 0x80, 0x3fff, 0x4000, STAMP, u64::MAX];
+        values.extend((0..64).map(|b| 1u64 << b));
+        values.extend((1..64).map(|b| (1u64 << b) - 1));
+        for v in values {
+            let mut pushed = vec![9];
+            put_varint(&mut pushed, v);
+            let mut room = vec![9];
+            with_room(&mut room, VARINT_MAX, |p| p.varint(v));
+            assert_eq!(room, pushed, "{v:#x}");
+            assert_eq!(Reader(&room[1..]).varint(), Ok(v));
+        }
+    }
 
     fn set_effect<'a>(argv: &'a [&'a [u8]], bases: &'a [Base]) -> EffectRef<'a> {
         EffectRef {
