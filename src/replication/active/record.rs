@@ -236,6 +236,15 @@ fn with_room(out: &mut Vec<u8>, bound: usize, f: impl FnOnce(&mut Put<'_>)) {
     out.truncate(end);
 }
 
+/// The 56 low bits of `x` as eight 7-bit groups, one in each byte's low
+/// bits (lowest group first): 28-bit halves to 32-bit lanes, 14-bit
+/// quarters to 16-bit lanes, 7-bit groups to bytes.
+fn spread7(x: u64) -> u64 {
+    let x = (x & 0x0FFF_FFFF) | ((x & 0x00FF_FFFF_F000_0000) << 4);
+    let x = (x & 0x0000_3FFF_0000_3FFF) | ((x & 0x0FFF_C000_0FFF_C000) << 2);
+    (x & 0x007F_007F_007F_007F) | ((x & 0x3F80_3F80_3F80_3F80) << 1)
+}
+
 /// A cursor over room sized for the worst case (see [`with_room`]): each
 /// write checks only its own bounds, which the sizing makes hold.
 struct Put<'a> {
@@ -266,18 +275,18 @@ impl Put<'_> {
     }
 
     /// A number of two bytes or more (a stamp takes nine): all ten bytes
-    /// of the window are written with no branch, then the length counted
-    /// from the leading zeros is kept and its last byte ends the number.
+    /// of the window are written with no loop (its 7-bit groups spread
+    /// to bytes by three shifts and masks), then the length counted from
+    /// the leading zeros is kept and its last byte ends the number.
     fn varint_long(&mut self, v: u64) {
         let w: &mut [u8; VARINT_MAX] = (&mut self.buf[self.at..self.at + VARINT_MAX])
             .try_into()
             .expect("a window of VARINT_MAX bytes");
+        let low = spread7(v & ((1 << 56) - 1)) | 0x8080_8080_8080_8080;
+        w[..8].copy_from_slice(&low.to_le_bytes());
+        w[8] = ((v >> 56) as u8 & 0x7f) | 0x80;
+        w[9] = (v >> 63) as u8;
         let n = (70 - v.leading_zeros() as usize) / 7;
-        let mut x = v;
-        for b in w.iter_mut() {
-            *b = (x as u8) | 0x80;
-            x >>= 7;
-        }
         w[n - 1] &= 0x7f;
         self.at += n;
     }
@@ -741,6 +750,11 @@ mod tests {
     #[test]
     fn a_varint_written_in_room_matches_one_pushed() {
         let mut values = vec![0, 1, 0x7f, 0x80, 0x3fff, 0x4000, STAMP, u64::MAX];
+        values.extend([
+            0x0123_4567_89ab_cdef,
+            0xfedc_ba98_7654_3210,
+            0x8000_0000_0000_0001,
+        ]);
         values.extend((0..64).map(|b| 1u64 << b));
         values.extend((1..64).map(|b| (1u64 << b) - 1));
         for v in values {
