@@ -88,7 +88,51 @@ fn unzigzag(v: u64) -> i64 {
 pub struct Reader<'a>(pub &'a [u8]);
 
 impl<'a> Reader<'a> {
+    /// A varint: one byte at once, up to ten read from one 8-byte word and
+    /// at most two bytes more (a stamp or a sequence number takes nine),
+    /// else byte by byte ([`Self::varint_slow`], which also tells the
+    /// errors).
+    #[inline]
     pub fn varint(&mut self) -> Result<u64, String> {
+        match self.0.first() {
+            Some(&b) if b < 0x80 => {
+                self.0 = &self.0[1..];
+                Ok(u64::from(b))
+            }
+            _ => match self.varint_word() {
+                Some((v, n)) => {
+                    self.0 = &self.0[n..];
+                    Ok(v)
+                }
+                None => self.varint_slow(),
+            },
+        }
+    }
+
+    /// A varint and its length read word-wise, None where the bytes left
+    /// are fewer than a word or the number is longer than ten bytes.
+    fn varint_word(&self) -> Option<(u64, usize)> {
+        let word = u64::from_le_bytes(self.0.get(..8)?.try_into().ok()?);
+        let ends = !word & 0x8080_8080_8080_8080;
+        if ends != 0 {
+            let n = ends.trailing_zeros() as usize / 8 + 1;
+            let kept = if n == 8 { u64::MAX } else { (1 << (8 * n)) - 1 };
+            return Some((gather7(word & kept), n));
+        }
+        let low = gather7(word);
+        match *self.0.get(8)? {
+            b8 if b8 < 0x80 => Some((low | u64::from(b8) << 56, 9)),
+            b8 => match *self.0.get(9)? {
+                b9 if b9 < 0x80 => {
+                    let high = u64::from(b8 & 0x7f) << 56 | u64::from(b9) << 63;
+                    Some((low | high, 10))
+                }
+                _ => None,
+            },
+        }
+    }
+
+    fn varint_slow(&mut self) -> Result<u64, String> {
         let mut v = 0u64;
         for (i, &b) in self.0.iter().enumerate().take(10) {
             v |= u64::from(b & 0x7f) << (7 * i);
@@ -243,6 +287,15 @@ fn spread7(x: u64) -> u64 {
     let x = (x & 0x0FFF_FFFF) | ((x & 0x00FF_FFFF_F000_0000) << 4);
     let x = (x & 0x0000_3FFF_0000_3FFF) | ((x & 0x0FFF_C000_0FFF_C000) << 2);
     (x & 0x007F_007F_007F_007F) | ((x & 0x3F80_3F80_3F80_3F80) << 1)
+}
+
+/// The inverse of [`spread7`]: the low 7 bits of each byte of `x`,
+/// packed (the first byte's lowest).
+fn gather7(x: u64) -> u64 {
+    let x = x & 0x7F7F_7F7F_7F7F_7F7F;
+    let x = (x & 0x007F_007F_007F_007F) | ((x & 0x7F00_7F00_7F00_7F00) >> 1);
+    let x = (x & 0x0000_3FFF_0000_3FFF) | ((x & 0x3FFF_0000_3FFF_0000) >> 2);
+    (x & 0x0FFF_FFFF) | ((x & 0x0FFF_FFFF_0000_0000) >> 4)
 }
 
 /// A cursor over room sized for the worst case (see [`with_room`]): each
@@ -638,32 +691,34 @@ impl Coder {
 
     /// Appends `r` coded against the previous record.
     pub fn put(&mut self, out: &mut Vec<u8>, r: &Rec<'_>) {
-        let flags_at = out.len();
-        let mut flags = kind_code(r.kind);
-        out.push(0);
-        if matches!(r.kind, WRITE | UNIT | STATE) {
-            if r.origin != self.origin {
-                flags |= HAS_ORIGIN;
-                out.extend_from_slice(&r.origin.to_le_bytes());
-                self.origin = r.origin;
-            }
-            if r.kind != STATE {
-                if flags & HAS_ORIGIN != 0 || r.seq != self.seq.wrapping_add(1) {
-                    flags |= HAS_SEQ;
-                    put_varint(out, r.seq);
+        let bound = 1 + 8 + 4 * VARINT_MAX + r.tail.len();
+        with_room(out, bound, |p| {
+            let mut flags = kind_code(r.kind);
+            p.byte(0);
+            if matches!(r.kind, WRITE | UNIT | STATE) {
+                if r.origin != self.origin {
+                    flags |= HAS_ORIGIN;
+                    p.raw(&r.origin.to_le_bytes());
+                    self.origin = r.origin;
                 }
-                self.seq = r.seq;
+                if r.kind != STATE {
+                    if flags & HAS_ORIGIN != 0 || r.seq != self.seq.wrapping_add(1) {
+                        flags |= HAS_SEQ;
+                        p.varint(r.seq);
+                    }
+                    self.seq = r.seq;
+                }
+                if r.db != self.db {
+                    flags |= HAS_DB;
+                    p.varint(r.db as u64);
+                    self.db = r.db;
+                }
+                p.varint(zigzag(r.stamp.wrapping_sub(self.stamp) as i64));
+                self.stamp = r.stamp;
             }
-            if r.db != self.db {
-                flags |= HAS_DB;
-                put_varint(out, r.db as u64);
-                self.db = r.db;
-            }
-            put_varint(out, zigzag(r.stamp.wrapping_sub(self.stamp) as i64));
-            self.stamp = r.stamp;
-        }
-        out[flags_at] = flags;
-        put_bytes(out, r.tail);
+            p.buf[0] = flags;
+            p.bytes(r.tail);
+        });
     }
 
     /// Reads the next record of `r`.
@@ -765,6 +820,37 @@ mod tests {
             assert_eq!(room, pushed, "{v:#x}");
             assert_eq!(Reader(&room[1..]).varint(), Ok(v));
         }
+    }
+
+    #[test]
+    fn a_varint_read_word_wise_reads_as_byte_by_byte() {
+        let mut values = vec![0, 1, 0x7f, 0x80, 0x3fff, 0x4000, STAMP, u64::MAX];
+        values.extend((0..64).map(|b| 1u64 << b));
+        values.extend((1..64).map(|b| (1u64 << b) - 1));
+        for v in values {
+            let mut buf = vec![];
+            put_varint(&mut buf, v);
+            // Followed by nothing, by a little, by a word's worth.
+            for pad in [0, 1, 3, 12] {
+                let mut b = buf.clone();
+                b.extend(std::iter::repeat_n(0xAB, pad));
+                let mut fast = Reader(&b);
+                assert_eq!(fast.varint(), Ok(v), "{v:#x} + {pad}");
+                assert_eq!(fast.0.len(), pad);
+                // Cut short: an error either way.
+                for cut in 0..buf.len() {
+                    let mut r = Reader(&buf[..cut]);
+                    assert!(r.varint().is_err(), "{v:#x} cut at {cut}");
+                }
+            }
+        }
+        // Overlong (an 11th byte), on either path.
+        let long = [0xFFu8; 12];
+        assert!(Reader(&long).varint().is_err());
+        assert!(Reader(&long[..10]).varint().is_err());
+        // A tenth byte's high bits fall off, as they always did.
+        let ten = [0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x03];
+        assert_eq!(Reader(&ten).varint(), Reader(&ten).varint_slow());
     }
 
     fn set_effect<'a>(argv: &'a [&'a [u8]], bases: &'a [Base]) -> EffectRef<'a> {
