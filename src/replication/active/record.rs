@@ -691,34 +691,32 @@ impl Coder {
 
     /// Appends `r` coded against the previous record.
     pub fn put(&mut self, out: &mut Vec<u8>, r: &Rec<'_>) {
-        let bound = 1 + 8 + 4 * VARINT_MAX + r.tail.len();
-        with_room(out, bound, |p| {
-            let mut flags = kind_code(r.kind);
-            p.byte(0);
-            if matches!(r.kind, WRITE | UNIT | STATE) {
-                if r.origin != self.origin {
-                    flags |= HAS_ORIGIN;
-                    p.raw(&r.origin.to_le_bytes());
-                    self.origin = r.origin;
-                }
-                if r.kind != STATE {
-                    if flags & HAS_ORIGIN != 0 || r.seq != self.seq.wrapping_add(1) {
-                        flags |= HAS_SEQ;
-                        p.varint(r.seq);
-                    }
-                    self.seq = r.seq;
-                }
-                if r.db != self.db {
-                    flags |= HAS_DB;
-                    p.varint(r.db as u64);
-                    self.db = r.db;
-                }
-                p.varint(zigzag(r.stamp.wrapping_sub(self.stamp) as i64));
-                self.stamp = r.stamp;
+        let flags_at = out.len();
+        let mut flags = kind_code(r.kind);
+        out.push(0);
+        if matches!(r.kind, WRITE | UNIT | STATE) {
+            if r.origin != self.origin {
+                flags |= HAS_ORIGIN;
+                out.extend_from_slice(&r.origin.to_le_bytes());
+                self.origin = r.origin;
             }
-            p.buf[0] = flags;
-            p.bytes(r.tail);
-        });
+            if r.kind != STATE {
+                if flags & HAS_ORIGIN != 0 || r.seq != self.seq.wrapping_add(1) {
+                    flags |= HAS_SEQ;
+                    put_varint(out, r.seq);
+                }
+                self.seq = r.seq;
+            }
+            if r.db != self.db {
+                flags |= HAS_DB;
+                put_varint(out, r.db as u64);
+                self.db = r.db;
+            }
+            put_varint(out, zigzag(r.stamp.wrapping_sub(self.stamp) as i64));
+            self.stamp = r.stamp;
+        }
+        out[flags_at] = flags;
+        put_bytes(out, r.tail);
     }
 
     /// Reads the next record of `r`.
