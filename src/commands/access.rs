@@ -747,15 +747,45 @@ pub fn set_str_keep_ttl(e: &mut Entry, v: StrValue, version: u64) {
 
 /// The arguments from `from` on, every `step`th, with their indexes: the
 /// members a write named, for [`Ctx::note_members`].
-pub fn named_args<'a>(
-    args: &'a crate::protocol::Args,
-    from: usize,
-    step: usize,
-) -> Vec<(u32, &'a [u8])> {
-    (from..args.len())
+pub fn named_args<'a>(args: &'a crate::protocol::Args, from: usize, step: usize) -> NamedArgs<'a> {
+    let mut named = NamedArgs {
+        few: [(0, &[]); 4],
+        n: 0,
+        many: Vec::new(),
+    };
+    let all = (from..args.len())
         .step_by(step)
-        .map(|i| (i as u32, args.get(i)))
-        .collect()
+        .map(|i| (i as u32, args.get(i)));
+    if all.len() <= named.few.len() {
+        for (slot, a) in named.few.iter_mut().zip(all) {
+            *slot = a;
+            named.n += 1;
+        }
+    } else {
+        named.many = all.collect();
+    }
+    named
+}
+
+/// [`named_args`]'s members: on the stack when a few (most writes name
+/// one), so that noting them allocates nothing (an HSET's one allocation
+/// a write, issue 24).
+pub struct NamedArgs<'a> {
+    few: [(u32, &'a [u8]); 4],
+    n: usize,
+    many: Vec<(u32, &'a [u8])>,
+}
+
+impl<'a> std::ops::Deref for NamedArgs<'a> {
+    type Target = [(u32, &'a [u8])];
+
+    fn deref(&self) -> &Self::Target {
+        if self.many.is_empty() {
+            &self.few[..self.n]
+        } else {
+            &self.many
+        }
+    }
 }
 
 impl Ctx<'_> {

@@ -187,35 +187,21 @@ impl Ctx<'_> {
         if !self.core.effects.enabled() {
             return;
         }
-        // The merge fact a write noted (keyspace/merge/fact.rs) goes with
-        // its record; the buffer goes back for the next write.
-        let facts = match &mut self.active {
-            Some(a) => std::mem::take(&mut a.facts),
-            None => return self.emit_effect_based(db, version, argv, &[], &[]),
+        // The record's bases and the merge fact a write noted
+        // (keyspace/merge/fact.rs) go with it, each built in a buffer of the
+        // write's that goes back for the next: no allocation per record.
+        let Some(a) = &mut self.active else {
+            return self.emit_effect_based(db, version, argv, &[], &[]);
         };
-        let a = self.active.as_ref().expect("checked above");
-        // At most a few keys: on the stack, as the write path allocates
-        // nothing for them.
-        let mut bases = [(0u32, 0u64); 8];
-        let mut n = 0;
-        let mut more = Vec::new();
-        for b in bases_in(argv, a) {
-            if n < bases.len() {
-                bases[n] = b;
-                n += 1;
-            } else {
-                more.push(b);
-            }
-        }
-        if more.is_empty() {
-            self.emit_effect_based(db, version, argv, &bases[..n], &facts);
-        } else {
-            more.splice(0..0, bases);
-            self.emit_effect_based(db, version, argv, &more, &facts);
-        }
+        let facts = std::mem::take(&mut a.facts);
+        let mut bases = std::mem::take(&mut a.record_bases);
+        bases.clear();
+        bases.extend(bases_in(argv, a));
+        self.emit_effect_based(db, version, argv, &bases, &facts);
         if let Some(a) = &mut self.active {
             a.facts = facts;
             a.facts.clear();
+            a.record_bases = bases;
         }
     }
 
@@ -419,10 +405,12 @@ fn bases_in<'a>(
     argv: &'a [&'a [u8]],
     opened: &'a crate::core::ctx::ActiveWrite,
 ) -> impl Iterator<Item = Base> + 'a {
-    let merging = argv.first().is_some_and(|name| merging_command(name));
+    // The command's name is looked at only for a key not known to merge.
+    let mut merging = None;
     opened.bases_merged().filter_map(move |(key, v, merged)| {
         let i = argv.iter().skip(1).position(|a| *a == key)?;
-        let flag = if merged || merging {
+        let by_name = || argv.first().is_some_and(|name| merging_command(name));
+        let flag = if merged || *merging.get_or_insert_with(by_name) {
             crate::effects::MERGED_BASE
         } else {
             0

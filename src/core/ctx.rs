@@ -55,6 +55,9 @@ pub struct ActiveWrite {
     /// The merge fact of the write about to be propagated
     /// (keyspace/merge/fact.rs): its record carries it, then it is emptied.
     pub facts: Vec<crate::effects::Fact>,
+    /// The bases of the record about to be propagated, built in this
+    /// buffer (commands/mod.rs, `Ctx::emit_effect`) and kept for the next.
+    pub record_bases: Vec<crate::effects::Base>,
 }
 
 thread_local! {
@@ -69,6 +72,7 @@ impl Drop for ActiveWrite {
         let keys = std::mem::take(&mut self.keys);
         let bases = std::mem::take(&mut self.bases);
         let facts = std::mem::take(&mut self.facts);
+        let record_bases = std::mem::take(&mut self.record_bases);
         // `try_with`: the pool's own entries are dropped as their thread
         // exits (a link thread of a dropped peer), when it is gone already.
         let _ = POOL.try_with(|p| {
@@ -79,6 +83,7 @@ impl Drop for ActiveWrite {
                     keys,
                     bases,
                     facts,
+                    record_bases,
                 });
             }
         });

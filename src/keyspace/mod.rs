@@ -511,22 +511,34 @@ impl Shard {
     ) -> bool {
         let pos = self.pos(hash, key);
         let value = pos.map(|p| &self.entries.get(p).value);
-        if !self.merge.contains_key(key) {
-            let fresh = merge::Elements::current(None, prev, None);
-            self.merge
-                .insert(key.into(), Box::new(merge::Meta::Elements(Box::new(fresh))));
-        }
-        let Some(merge::Meta::Elements(e)) = self.merge.get_mut(key).map(|m| &mut **m) else {
+        // One lookup of the merge state, made here if the key has none.
+        let fresh = || {
+            Box::new(merge::Meta::Elements(Box::new(merge::Elements::current(
+                None, prev, None,
+            ))))
+        };
+        let merge::Meta::Elements(e) = &mut **self.merge.entry_ref(key).or_insert_with(fresh)
+        else {
             return false;
         };
         if e.version != prev {
             return false;
         }
         let fp = |m: &[u8]| merge::elements::item_of(value, m).map(|i| i.fingerprint());
-        let items: Vec<merge::fact::Named<'_>> =
-            named.iter().map(|&(i, m)| (i, m, fp(m))).collect();
+        // The members named, on the stack when a few (most writes name one).
+        let mut few = [(0, &[][..], None); 4];
+        let many: Vec<merge::fact::Named<'_>>;
+        let items = if named.len() <= few.len() {
+            for (slot, &(i, m)) in few.iter_mut().zip(named) {
+                *slot = (i, m, fp(m));
+            }
+            &few[..named.len()]
+        } else {
+            many = named.iter().map(|&(i, m)| (i, m, fp(m))).collect();
+            &many[..]
+        };
         let start = facts.len();
-        e.note_write(key_index, stamp, &items, facts);
+        e.note_write(key_index, stamp, items, facts);
         // A counted field's write resets its counter (an increment of
         // this stamp stays), and travels by the key's state: a fact would
         // not say what the reset saw. An increment says it

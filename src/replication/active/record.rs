@@ -88,7 +88,51 @@ fn unzigzag(v: u64) -> i64 {
 pub struct Reader<'a>(pub &'a [u8]);
 
 impl<'a> Reader<'a> {
+    /// A varint: one byte at once, up to ten read from one 8-byte word and
+    /// at most two bytes more (a stamp or a sequence number takes nine),
+    /// else byte by byte ([`Self::varint_slow`], which also tells the
+    /// errors).
+    #[inline]
     pub fn varint(&mut self) -> Result<u64, String> {
+        match self.0.first() {
+            Some(&b) if b < 0x80 => {
+                self.0 = &self.0[1..];
+                Ok(u64::from(b))
+            }
+            _ => match self.varint_word() {
+                Some((v, n)) => {
+                    self.0 = &self.0[n..];
+                    Ok(v)
+                }
+                None => self.varint_slow(),
+            },
+        }
+    }
+
+    /// A varint and its length read word-wise, None where the bytes left
+    /// are fewer than a word or the number is longer than ten bytes.
+    fn varint_word(&self) -> Option<(u64, usize)> {
+        let word = u64::from_le_bytes(self.0.get(..8)?.try_into().ok()?);
+        let ends = !word & 0x8080_8080_8080_8080;
+        if ends != 0 {
+            let n = ends.trailing_zeros() as usize / 8 + 1;
+            let kept = if n == 8 { u64::MAX } else { (1 << (8 * n)) - 1 };
+            return Some((gather7(word & kept), n));
+        }
+        let low = gather7(word);
+        match *self.0.get(8)? {
+            b8 if b8 < 0x80 => Some((low | u64::from(b8) << 56, 9)),
+            b8 => match *self.0.get(9)? {
+                b9 if b9 < 0x80 => {
+                    let high = u64::from(b8 & 0x7f) << 56 | u64::from(b9) << 63;
+                    Some((low | high, 10))
+                }
+                _ => None,
+            },
+        }
+    }
+
+    fn varint_slow(&mut self) -> Result<u64, String> {
         let mut v = 0u64;
         for (i, &b) in self.0.iter().enumerate().take(10) {
             v |= u64::from(b & 0x7f) << (7 * i);
@@ -163,43 +207,146 @@ fn frame(out: &mut Vec<u8>, body: impl FnOnce(&mut Vec<u8>)) {
 /// Appends a write record: `origin`'s write number `seq` (0: a record that
 /// is never forwarded, e.g. a snapshot's flush).
 pub fn encode_write(out: &mut Vec<u8>, origin: u64, seq: u64, e: &EffectRef<'_>) {
-    frame(out, |out| {
-        out.push(WRITE);
-        out.extend_from_slice(&origin.to_le_bytes());
-        put_varint(out, seq);
-        put_varint(out, e.db as u64);
-        put_varint(out, e.version);
-        put_write_tail(out, e);
+    let bound = 4 + 1 + 8 + 3 * VARINT_MAX + tail_bound(e);
+    with_room(out, bound, |p| {
+        p.raw(&[0; 4]);
+        p.byte(WRITE);
+        p.raw(&origin.to_le_bytes());
+        p.varint(seq);
+        p.varint(e.db as u64);
+        p.varint(e.version);
+        write_tail(p, e);
+        let len = (p.at - 4) as u32;
+        p.buf[..4].copy_from_slice(&len.to_le_bytes());
     });
 }
 
 /// A write's tail: its bases (against its stamp) and its argv.
 fn put_write_tail(out: &mut Vec<u8>, e: &EffectRef<'_>) {
-    put_varint(out, e.bases.len() as u64);
+    with_room(out, tail_bound(e), |p| write_tail(p, e));
+}
+
+/// The most bytes [`write_tail`] writes for `e`.
+fn tail_bound(e: &EffectRef<'_>) -> usize {
+    let fields = 3 + 2 * e.bases.len() + 2 * e.facts.len() + e.argv.len();
+    let bytes: usize = e.argv.iter().map(|a| a.len()).sum();
+    fields * VARINT_MAX + bytes
+}
+
+fn write_tail(p: &mut Put<'_>, e: &EffectRef<'_>) {
+    p.varint(e.bases.len() as u64);
     for &(i, v) in e.bases {
         debug_assert!(v < e.version || v == 0);
-        put_varint(out, u64::from(i));
-        put_varint(out, if v == 0 { 0 } else { e.version - v });
+        p.varint(u64::from(i));
+        p.varint(if v == 0 { 0 } else { e.version - v });
     }
-    put_varint(out, e.argv.len() as u64);
+    p.varint(e.argv.len() as u64);
     for a in e.argv {
-        put_bytes(out, a);
+        p.bytes(a);
     }
     // A merging write's fact (keyspace/merge/fact.rs), only where it has
     // one: `count (kind|index, stamp + 1 - value, or 0)*` (a fact may name
     // the write's own stamp: a member named twice drops its first dot); a
     // number (`fact::is_raw`) as it is.
     if !e.facts.is_empty() {
-        put_varint(out, e.facts.len() as u64);
+        p.varint(e.facts.len() as u64);
         for &(i, v) in e.facts {
-            put_varint(out, u64::from(i));
+            p.varint(u64::from(i));
             if fact::is_raw(i) {
-                put_varint(out, v);
+                p.varint(v);
                 continue;
             }
             debug_assert!(v <= e.version);
-            put_varint(out, if v == 0 { 0 } else { e.version + 1 - v });
+            p.varint(if v == 0 { 0 } else { e.version + 1 - v });
         }
+    }
+}
+
+/// The most bytes a varint takes.
+const VARINT_MAX: usize = 10;
+
+/// Runs `f` on room for `bound` bytes at the end of `out`, then keeps what
+/// it wrote: one capacity check a record instead of one a byte pushed (the
+/// pushes were ~400 instructions of an INCR's record, issue 24).
+fn with_room(out: &mut Vec<u8>, bound: usize, f: impl FnOnce(&mut Put<'_>)) {
+    let start = out.len();
+    out.resize(start + bound, 0);
+    let mut p = Put {
+        buf: &mut out[start..],
+        at: 0,
+    };
+    f(&mut p);
+    let end = start + p.at;
+    out.truncate(end);
+}
+
+/// The 56 low bits of `x` as eight 7-bit groups, one in each byte's low
+/// bits (lowest group first): 28-bit halves to 32-bit lanes, 14-bit
+/// quarters to 16-bit lanes, 7-bit groups to bytes.
+fn spread7(x: u64) -> u64 {
+    let x = (x & 0x0FFF_FFFF) | ((x & 0x00FF_FFFF_F000_0000) << 4);
+    let x = (x & 0x0000_3FFF_0000_3FFF) | ((x & 0x0FFF_C000_0FFF_C000) << 2);
+    (x & 0x007F_007F_007F_007F) | ((x & 0x3F80_3F80_3F80_3F80) << 1)
+}
+
+/// The inverse of [`spread7`]: the low 7 bits of each byte of `x`,
+/// packed (the first byte's lowest).
+fn gather7(x: u64) -> u64 {
+    let x = x & 0x7F7F_7F7F_7F7F_7F7F;
+    let x = (x & 0x007F_007F_007F_007F) | ((x & 0x7F00_7F00_7F00_7F00) >> 1);
+    let x = (x & 0x0000_3FFF_0000_3FFF) | ((x & 0x3FFF_0000_3FFF_0000) >> 2);
+    (x & 0x0FFF_FFFF) | ((x & 0x0FFF_FFFF_0000_0000) >> 4)
+}
+
+/// A cursor over room sized for the worst case (see [`with_room`]): each
+/// write checks only its own bounds, which the sizing makes hold.
+struct Put<'a> {
+    buf: &'a mut [u8],
+    at: usize,
+}
+
+impl Put<'_> {
+    #[inline(always)]
+    fn byte(&mut self, b: u8) {
+        self.buf[self.at] = b;
+        self.at += 1;
+    }
+
+    fn raw(&mut self, b: &[u8]) {
+        self.buf[self.at..self.at + b.len()].copy_from_slice(b);
+        self.at += b.len();
+    }
+
+    /// As [`put_varint`]: a small number in one store, inlined.
+    #[inline(always)]
+    fn varint(&mut self, v: u64) {
+        if v < 0x80 {
+            self.byte(v as u8);
+        } else {
+            self.varint_long(v);
+        }
+    }
+
+    /// A number of two bytes or more (a stamp takes nine): all ten bytes
+    /// of the window are written with no loop (its 7-bit groups spread
+    /// to bytes by three shifts and masks), then the length counted from
+    /// the leading zeros is kept and its last byte ends the number.
+    fn varint_long(&mut self, v: u64) {
+        let w: &mut [u8; VARINT_MAX] = (&mut self.buf[self.at..self.at + VARINT_MAX])
+            .try_into()
+            .expect("a window of VARINT_MAX bytes");
+        let low = spread7(v & ((1 << 56) - 1)) | 0x8080_8080_8080_8080;
+        w[..8].copy_from_slice(&low.to_le_bytes());
+        w[8] = ((v >> 56) as u8 & 0x7f) | 0x80;
+        w[9] = (v >> 63) as u8;
+        let n = (70 - v.leading_zeros() as usize) / 7;
+        w[n - 1] &= 0x7f;
+        self.at += n;
+    }
+
+    fn bytes(&mut self, b: &[u8]) {
+        self.varint(b.len() as u64);
+        self.raw(b);
     }
 }
 
@@ -652,6 +799,57 @@ mod tests {
     use super::*;
 
     const STAMP: u64 = (1_790_000_000_000u64 << 22) | 5;
+
+    #[test]
+    fn a_varint_written_in_room_matches_one_pushed() {
+        let mut values = vec![0, 1, 0x7f, 0x80, 0x3fff, 0x4000, STAMP, u64::MAX];
+        values.extend([
+            0x0123_4567_89ab_cdef,
+            0xfedc_ba98_7654_3210,
+            0x8000_0000_0000_0001,
+        ]);
+        values.extend((0..64).map(|b| 1u64 << b));
+        values.extend((1..64).map(|b| (1u64 << b) - 1));
+        for v in values {
+            let mut pushed = vec![9];
+            put_varint(&mut pushed, v);
+            let mut room = vec![9];
+            with_room(&mut room, VARINT_MAX, |p| p.varint(v));
+            assert_eq!(room, pushed, "{v:#x}");
+            assert_eq!(Reader(&room[1..]).varint(), Ok(v));
+        }
+    }
+
+    #[test]
+    fn a_varint_read_word_wise_reads_as_byte_by_byte() {
+        let mut values = vec![0, 1, 0x7f, 0x80, 0x3fff, 0x4000, STAMP, u64::MAX];
+        values.extend((0..64).map(|b| 1u64 << b));
+        values.extend((1..64).map(|b| (1u64 << b) - 1));
+        for v in values {
+            let mut buf = vec![];
+            put_varint(&mut buf, v);
+            // Followed by nothing, by a little, by a word's worth.
+            for pad in [0, 1, 3, 12] {
+                let mut b = buf.clone();
+                b.extend(std::iter::repeat_n(0xAB, pad));
+                let mut fast = Reader(&b);
+                assert_eq!(fast.varint(), Ok(v), "{v:#x} + {pad}");
+                assert_eq!(fast.0.len(), pad);
+                // Cut short: an error either way.
+                for cut in 0..buf.len() {
+                    let mut r = Reader(&buf[..cut]);
+                    assert!(r.varint().is_err(), "{v:#x} cut at {cut}");
+                }
+            }
+        }
+        // Overlong (an 11th byte), on either path.
+        let long = [0xFFu8; 12];
+        assert!(Reader(&long).varint().is_err());
+        assert!(Reader(&long[..10]).varint().is_err());
+        // A tenth byte's high bits fall off, as they always did.
+        let ten = [0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x03];
+        assert_eq!(Reader(&ten).varint(), Reader(&ten).varint_slow());
+    }
 
     fn set_effect<'a>(argv: &'a [&'a [u8]], bases: &'a [Base]) -> EffectRef<'a> {
         EffectRef {
