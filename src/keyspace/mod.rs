@@ -443,7 +443,7 @@ impl Shard {
             if let (Some(d), Some(now)) = (e.dots.get_mut(m).and_then(|ds| ds.last_mut()), now) {
                 if d.stamp == stamp {
                     d.fp = now.fingerprint();
-                    d.value = Some(now);
+                    d.value = Some(Box::new(now));
                 }
             }
         }

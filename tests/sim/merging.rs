@@ -373,7 +373,7 @@ pub fn observe(srv: &Server, key: &[u8]) -> Dots {
         let dotted = dots.iter().enumerate().map(|(i, d)| {
             let v = match &d.value {
                 _ if i + 1 == dots.len() => item.clone(),
-                Some(v) => v.clone(),
+                Some(v) => (**v).clone(),
                 None => Item::Member,
             };
             (d.stamp, v)

@@ -44,7 +44,7 @@
 //! on the key: two writes of one transaction share a stamp, and the second
 //! travels the old way (its record asks the peers to fetch the key's state).
 
-use super::elements::{Dot, Elements, Item};
+use super::elements::{Dot, Dots, Elements, Item};
 use super::{Counter, Incr, Merged, Part};
 use crate::keyspace::hlc::stamp_node;
 use crate::keyspace::longdouble::F80;
@@ -222,7 +222,7 @@ impl Elements {
                     fp,
                     value: None,
                 };
-                self.dots.insert(m.into(), vec![dot]);
+                self.dots.insert(m.into(), Dots::One(dot));
                 facts.push((ADD | (i << SHIFT), 0));
             }
         }
@@ -285,7 +285,7 @@ impl Elements {
                 if let Some(ds) = self.dots.get_mut(m) {
                     let v = here(m);
                     for d in ds.iter_mut().filter(|d| d.value.is_none()) {
-                        d.value = v.clone();
+                        d.value = v.clone().map(Box::new);
                     }
                 }
             }
@@ -301,15 +301,12 @@ impl Elements {
                 ds.retain(|d| d.stamp != f.1);
             } else if let Err(at) = ds.binary_search_by_key(&stamp, |d| d.stamp) {
                 let fp = it.fingerprint();
-                // A member has one dot almost always: a Vec's first insert
-                // would reserve four (`Counter::add` says the same).
-                ds.reserve_exact(1);
                 ds.insert(
                     at,
                     Dot {
                         stamp,
                         fp,
-                        value: Some(it),
+                        value: Some(Box::new(it)),
                     },
                 );
             }
@@ -324,13 +321,13 @@ impl Elements {
                 }
                 continue;
             };
-            let value = newest.value.take().unwrap_or(Item::Member);
+            let value = newest.value.take().map_or(Item::Member, |v| *v);
             if before.is_none_or(|(_, fp)| fp != newest.fp) {
                 changes.push(Change::Put(m.to_vec(), value));
             }
             for d in ds
                 .iter_mut()
-                .filter(|d| matches!(d.value, Some(Item::Member)))
+                .filter(|d| matches!(d.value.as_deref(), Some(Item::Member)))
             {
                 d.value = None; // a set's members carry no value
             }
@@ -385,10 +382,10 @@ impl Elements {
             Some(c) => c.encode(&mut b),
             None => b.push(0),
         }
-        for d in self.dots.get(m).map_or(&[][..], Vec::as_slice) {
+        for d in self.dots.get(m).map_or(&[][..], Dots::as_slice) {
             b.extend_from_slice(&d.stamp.to_le_bytes());
             b.extend_from_slice(&d.fp.to_le_bytes());
-            let tag = match &d.value {
+            let tag = match d.value.as_deref() {
                 None => 0,
                 Some(Item::Member) => 1,
                 Some(Item::Field(_)) => 2,
@@ -422,7 +419,7 @@ impl Elements {
         };
         if let Some(d) = self.dots.get_mut(m).and_then(|ds| ds.last_mut()) {
             d.fp = now.fingerprint();
-            d.value = Some(now.clone());
+            d.value = Some(Box::new(now.clone()));
         }
         now
     }
@@ -465,7 +462,7 @@ impl Elements {
             fp: written.fingerprint(),
             value: None,
         };
-        self.dots.insert(m.into(), vec![dot]);
+        self.dots.insert(m.into(), Dots::One(dot));
         self.cc.see(stamp);
         self.version = self.version.max(stamp);
         Ok(self.settle_count(m, stamp, written))
@@ -588,7 +585,10 @@ mod tests {
             .unwrap();
         assert_eq!(ch, vec![]);
         assert!(a.same_content(&b));
-        assert_eq!(a.dots[&b"f"[..]][0].value, Some(Item::Field(b"1".to_vec())));
+        assert_eq!(
+            a.dots[&b"f"[..]][0].value.as_deref(),
+            Some(&Item::Field(b"1".to_vec()))
+        );
     }
 
     /// A field named twice in one write (HSET h f x f y): the first add's
