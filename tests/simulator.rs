@@ -217,6 +217,20 @@ fn seeds_that_found_bugs() {
             "a key expired while stopped left a tombstone stamped below the restart's floor: a \
              peer resuming our stream never got it (long mode)",
         ),
+        (
+            7573,
+            "a late copy of an INCRBY added a part a counter lacked at an unmoved version: the \
+             nodes that took a state without it never heard of it (long mode)",
+        ),
+        (
+            35723,
+            "a peer's flush that removed a counter's part, applied where the part had moved on \
+             since, left the counter unsent: its part's stamp was newer than the flush (long mode)",
+        ),
+        (
+            14358,
+            "the same as 35723 on a ring of 5 (long mode)",
+        ),
     ];
     for (seed, bug) in found {
         if let Err(f) = sim::run(seed, &sim::Options::default()) {

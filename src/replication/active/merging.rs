@@ -639,9 +639,13 @@ impl Link {
                 let g = ks.db(db).lock(shard);
                 // A collection's context holds one stamp per node, its
                 // newest: its elements' own stamps tell what the flush takes.
+                // A counter's part is stamped with its last increment: one
+                // the flush saw and removed may have moved on since (full
+                // seed 35723), so every counter newer than the flush goes.
                 let old = |m: &Meta| {
                     let before = |s: u64| s != 0 && s <= stamp;
-                    m.stamps().into_iter().any(before)
+                    matches!(m, Meta::Counter(_))
+                        || m.stamps().into_iter().any(before)
                         || matches!(m, Meta::Elements(e) if e.dots.values().flatten().any(|d| before(d.stamp)))
                 };
                 out.extend(
