@@ -287,12 +287,7 @@ impl crate::server::hooks::Hooks for ReplicationHooks {
 
     fn rdb_aux_loaded(&self, srv: &Server, aux: &[(Vec<u8>, Vec<u8>)]) {
         restore_save_info(srv, aux);
-        if srv.core.active {
-            let floor = srv.stamp_floor.load(Acquire);
-            active::resume::restore(&srv.repl.active, aux, floor);
-            let deleted = srv.persist.loading.take_deletions();
-            active::resume::note_load_deletions(&srv.repl.active, deleted);
-        }
+        restore_active_links(srv, aux);
     }
 
     fn aof_notes(&self, srv: &Server, all: bool) -> Vec<(String, String)> {
@@ -303,17 +298,23 @@ impl crate::server::hooks::Hooks for ReplicationHooks {
     }
 
     fn aof_aux_loaded(&self, srv: &Server, aux: &[(Vec<u8>, Vec<u8>)]) {
-        if srv.core.active {
-            let floor = srv.stamp_floor.load(Acquire);
-            active::resume::restore(&srv.repl.active, aux, floor);
-            let deleted = srv.persist.loading.take_deletions();
-            active::resume::note_load_deletions(&srv.repl.active, deleted);
-        }
+        restore_active_links(srv, aux);
     }
 
     /// A replica's keys expire by its master's DELs (Redis's rule).
     fn expires_keys(&self, srv: &Server) -> bool {
         !srv.repl.is_replica()
+    }
+}
+
+/// After loading an RDB file or the AOF on an active node: the links'
+/// saved positions, and the deletions the load made (active/resume.rs).
+fn restore_active_links(srv: &Server, aux: &[(Vec<u8>, Vec<u8>)]) {
+    if srv.core.active {
+        let floor = srv.stamp_floor.load(Acquire);
+        active::resume::restore(&srv.repl.active, aux, floor);
+        let deleted = srv.persist.loading.take_deletions();
+        active::resume::note_load_deletions(&srv.repl.active, deleted);
     }
 }
 

@@ -174,9 +174,7 @@ pub fn note_load_deletions(active: &Active, stamps: Vec<u64>) {
         return;
     }
     let mut loaded = active.saved_links.lock();
-    let mut all: HashSet<u64> = loaded.deleted_at_load.iter().copied().collect();
-    all.extend(stamps);
-    loaded.deleted_at_load = Arc::new(all);
+    Arc::make_mut(&mut loaded.deleted_at_load).extend(stamps);
 }
 
 /// At start, after loading: the stamp floor our writes since follow.
