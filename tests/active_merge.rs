@@ -562,8 +562,8 @@ fn field_and_float_increments_travel_as_facts_without_asking_for_state() {
 
 /// A queue fed on one node and drained on the other (LPUSH there, RPOP
 /// here, and the reverse): every element is taken once and both nodes end
-/// with the same lists. (With `fact::LIST_FACTS` on, no node asks for the
-/// list's state: checked below only then.)
+/// with the same lists, and no node asks for the list's state (pushes and
+/// pops travel as facts).
 #[test]
 fn a_queue_fed_on_one_node_and_drained_on_the_other_takes_each_element_once() {
     let p = Pair::start(&[]);
@@ -593,13 +593,11 @@ fn a_queue_fed_on_one_node_and_drained_on_the_other_takes_each_element_once() {
         let head: String = cmd(c, &["LINDEX", "qa", "0"]);
         assert_eq!(head, "last");
     }
-    if lattice::keyspace::merge::fact::LIST_FACTS {
-        assert_eq!(
-            (conflicts(&mut a), conflicts(&mut b)),
-            (0, 0),
-            "no key state asked for"
-        );
-    }
+    assert_eq!(
+        (conflicts(&mut a), conflicts(&mut b)),
+        (0, 0),
+        "no key state asked for"
+    );
 }
 
 /// Set, hash and sorted-set writes travel as facts too: each node writes

@@ -231,6 +231,15 @@ fn seeds_that_found_bugs() {
             14358,
             "the same as 35723 on a ring of 5 (long mode)",
         ),
+        (
+            260,
+            "a pop's fact applied where a flush had taken the list gave its stamp another \
+             content, and a flush's survivors were chosen by a list's compacted context",
+        ),
+        (
+            807,
+            "a flush's survivors were chosen by a list state not brought up to its key",
+        ),
     ];
     for (seed, bug) in found {
         if let Err(f) = sim::run(seed, &sim::Options::default()) {

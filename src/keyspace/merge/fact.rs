@@ -57,13 +57,13 @@ use crate::keyspace::longdouble::F80;
 pub const ELEMENT_FACTS: bool = true;
 
 /// Whether list pushes and pops emit their facts (lists.rs,
-/// `Lists::apply_end_fact`). Off: the simulator's full workload diverged
-/// on lists with them on (seeds 237, 1140, 1187, 3802, ...: a ring where
-/// a pop's fact and a join's commit leave one node with the list deleted,
-/// docs/STATUS.md, fifteenth session), and passes with them off; lists
-/// travel as states until that is understood. Their origin keeps its
-/// told ends in O(what moved) either way.
-pub const LIST_FACTS: bool = false;
+/// `Lists::apply_end_fact`; a switch for bisecting, as [`ELEMENT_FACTS`]).
+/// On since the nineteenth session: the full workload's list seeds that
+/// kept them off (237, 1140, 1187, 260, 807, ...) were a flush's survivors
+/// chosen by a stale or compacted state and a fact's result at its stamp
+/// holding more than the origin's, which no one answered
+/// (docs/MERGE.md section 8, items 33 and 34).
+pub const LIST_FACTS: bool = true;
 
 /// One entry of a fact: the kind ORed into an argument index, and a stamp.
 pub type Fact = (u32, u64);

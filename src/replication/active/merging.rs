@@ -387,7 +387,7 @@ impl Link {
         let (mut joined, list) = mine.join(&ours, remote, &values(remote_value));
         let same = (joined.same_content(&mine), joined.same_content(remote));
         let Some((outcome, version)) =
-            self.version_join(db, key, same, (mine.version, remote.version), (true, false))
+            self.version_join(db, key, same, (mine.version, remote.version), (true, true))
         else {
             return false;
         };
@@ -559,10 +559,11 @@ impl Link {
                 // contents (full seed 11685: a hash field every node but one
                 // lacked for good). Only where facts do that and the join
                 // is exact (`equal_behind`: counters, sets, hashes, sorted
-                // sets): a stream's copies at one version may differ in what
-                // its join leaves each side (consumer groups go whole to the
-                // newer side), and two nodes answered each other for ever
-                // (list facts on, full seed 1187). A state older than ours
+                // sets, lists: a pop's fact applied where a flush had taken
+                // the list, full seed 260): a stream's copies at one version
+                // may differ in what its join leaves each side (consumer
+                // groups go whole to the newer side), and two nodes answered
+                // each other for ever (full seed 1187). A state older than ours
                 // that lacks something is a late copy whose makers moved on:
                 // answering those too flooded a mesh with states.
                 let behind = remote > local || (equal_behind && remote == local);
@@ -636,23 +637,29 @@ impl Link {
         let mut out = Vec::new();
         for db in dbs {
             for shard in 0..crate::keyspace::SHARDS {
-                let g = ks.db(db).lock(shard);
-                // A collection's context holds one stamp per node, its
-                // newest: its elements' own stamps tell what the flush takes.
-                // A counter's part is stamped with its last increment: one
-                // the flush saw and removed may have moved on since (full
-                // seed 35723), so every counter newer than the flush goes.
+                let mut g = ks.db(db).lock(shard);
+                // A collection's or a list's context holds one stamp per
+                // node, its newest: its elements' own stamps tell what the
+                // flush takes (full seed 260, a list). A counter's part is
+                // stamped with its last increment: one the flush saw and
+                // removed may have moved on since (full seed 35723), so
+                // every counter newer than the flush goes. Each state is
+                // brought up to its key's version first: a list or a
+                // collection written here since its last read describes
+                // an older version (full seed 807).
                 let old = |m: &Meta| {
                     let before = |s: u64| s != 0 && s <= stamp;
                     matches!(m, Meta::Counter(_))
                         || m.stamps().into_iter().any(before)
                         || matches!(m, Meta::Elements(e) if e.dots.values().flatten().any(|d| before(d.stamp)))
+                        || matches!(m, Meta::List(l) if l.elems.iter().any(|e| before(e.id.0)))
                 };
-                out.extend(
-                    (g.merge_metas())
-                        .filter(|(_, m)| m.version() > stamp && old(m))
-                        .map(|(k, _)| (db, Box::<[u8]>::from(k))),
-                );
+                for key in g.merge_keys() {
+                    let m = g.merge_meta_now(ks.slot(&key).hash, &key);
+                    if m.is_some_and(|m| m.version() > stamp && old(m)) {
+                        out.push((db, key));
+                    }
+                }
             }
         }
         out
