@@ -231,6 +231,16 @@ fn seeds_that_found_bugs() {
             14358,
             "the same as 35723 on a ring of 5 (long mode)",
         ),
+        (
+            52792,
+            "a join's commit at the peer's version went into our new stream before the peer \
+             resumed it from its end after our restart: the peer never got it (long mode)",
+        ),
+        (
+            96643,
+            "the same as 52792, where the join also brought back a part the peer's own reset had \
+             removed: a counter met a sketch's state, which keeps no counter (long mode)",
+        ),
     ];
     for (seed, bug) in found {
         if let Err(f) = sim::run(seed, &sim::Options::default()) {

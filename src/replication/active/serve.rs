@@ -865,3 +865,45 @@ pub fn feed_lines(active: &Active, o: &mut String) {
         );
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn request(stream_id: &str, offset: u64) -> PeerRequest {
+        PeerRequest {
+            node_id: 0xb,
+            stream_id: stream_id.into(),
+            offset,
+            slot: 2,
+            direct: vec![],
+            lost_since: None,
+            from_origin: None,
+        }
+    }
+
+    /// After our restart a resuming peer reads our new stream from its
+    /// start while we hold it (simulator seed 52792), else from its end.
+    #[test]
+    fn a_peer_resuming_after_our_restart_reads_our_new_stream_from_its_start() {
+        let active = Active::new("new".into());
+        active.stream.activate(16 * 1024);
+        active.stream.append_raw(&[0; 40]);
+        let resume = FeedStart::Resume(KeyFilter::default());
+        let at =
+            |sid, start: &FeedStart, cont| first_offset(&active, &request(sid, 7), start, cont);
+        assert_eq!(at("old", &resume, false), 1);
+        assert_eq!(at("old", &FeedStart::Full, false), 41, "a snapshot");
+        assert_eq!(
+            at("new", &resume, false),
+            41,
+            "our stream, its offset trimmed"
+        );
+        assert_eq!(at("new", &FeedStart::Continue, true), 7);
+        // Once our stream no longer holds its start: from its end.
+        active.stream.append_raw(&[0; 20 * 1024]);
+        active.stream.trim();
+        assert!(!active.stream.can_continue_from(1));
+        assert_eq!(at("old", &resume, false), 20 * 1024 + 41);
+    }
+}
