@@ -232,6 +232,16 @@ fn seeds_that_found_bugs() {
             "the same as 35723 on a ring of 5 (long mode)",
         ),
         (
+            52792,
+            "a join's commit at the peer's version went into our new stream before the peer \
+             resumed it from its end after our restart: the peer never got it (long mode)",
+        ),
+        (
+            96643,
+            "the same as 52792, where the join also brought back a part the peer's own reset had \
+             removed: a counter met a sketch's state, which keeps no counter (long mode)",
+        ),
+        (
             260,
             "a pop's fact applied where a flush had taken the list gave its stamp another \
              content, and a flush's survivors were chosen by a list's compacted context",

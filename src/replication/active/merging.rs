@@ -217,10 +217,13 @@ impl Link {
             Family::Counter => {}
         }
         let remote = match remote_meta {
-            Some(Meta::Counter(c)) => c,
-            _ => Counter::current(None, stamp, Base::of(remote_value.as_ref())),
+            Some(Meta::Counter(c)) => (c, true),
+            _ => (
+                Counter::current(None, stamp, Base::of(remote_value.as_ref())),
+                false,
+            ),
         };
-        Some(self.merge_counter(db, key, local, &remote, (at, payload)))
+        Some(self.merge_counter(db, key, local, remote, (at, payload)))
     }
 
     /// After a peer's state replaced the key whole (the newer of two
@@ -276,14 +279,21 @@ impl Link {
         db: usize,
         key: &[u8],
         local: Local,
-        remote: &Counter,
+        (mut remote, remote_kept): (Counter, bool),
         (at, payload): (u64, &[u8]),
     ) -> bool {
         let counter = match &local.meta {
             Some(Meta::Counter(c)) => Some(c),
             _ => None,
         };
-        let mine = Counter::current(counter, local.version, local.base);
+        let mut mine = Counter::current(counter, local.version, local.base);
+        if counter.is_none() {
+            observe_own_parts(&mut mine, &remote);
+        }
+        if !remote_kept {
+            observe_own_parts(&mut remote, &mine);
+        }
+        let remote = &remote;
         let mut joined = mine.join(remote);
         let same = (joined.same_content(&mine), joined.same_content(remote));
         let Some((outcome, version)) =
@@ -783,6 +793,31 @@ impl Link {
     }
 }
 
+/// A counter read from a state that kept none (a sketch's, or a string's
+/// with no merge state: a reset at its version that observed nothing we
+/// know of): its reset observed at least its own node's part, where the
+/// other side holds one stamped at or before it (that node's increments
+/// came before its reset there). Without it, a part the reset had removed
+/// came back where a counter met a sketch's state (simulator seed 96643:
+/// an INCR, then a GETDEL, a PFADD and an expiry on its node; the other,
+/// whose counter kept the INCR's part, brought it back as 1). Where the
+/// other side holds a newer part of that node, the total the reset saw is
+/// unknown here: nothing is added.
+fn observe_own_parts(c: &mut Counter, other: &Counter) {
+    let slot = crate::keyspace::hlc::stamp_node(c.reset);
+    let seen = other.parts.iter().find(|p| p.slot == slot);
+    let Some(part) = seen.filter(|p| c.reset != 0 && p.stamp <= c.reset) else {
+        return;
+    };
+    let mut observed = c.observed.to_vec();
+    match observed.binary_search_by_key(&slot, |o| o.slot) {
+        Ok(i) if observed[i].stamp >= part.stamp => return,
+        Ok(i) => observed[i] = part.clone(),
+        Err(i) => observed.insert(i, part.clone()),
+    }
+    c.observed = observed.into_boxed_slice();
+}
+
 /// The expiry a merged counter keeps: the winning reset's (an increment
 /// keeps a key's TTL, any other write is a reset and sets it), the peer's
 /// when its reset is the later one even where our key is newer by an
@@ -832,4 +867,44 @@ pub(super) fn put_words(kind: Kind, puts: &[&Change]) -> (&'static [u8], Vec<Vec
         _ => b"SADD",
     };
     (name, words)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::keyspace::hlc::make_stamp;
+    use crate::keyspace::longdouble::F80;
+    use crate::keyspace::merge::Part;
+
+    fn parts(p: &[(u64, i128, u64)]) -> Box<[Part]> {
+        (p.iter())
+            .map(|&(slot, total, stamp)| Part::new(slot, total, F80::ZERO, stamp))
+            .collect()
+    }
+
+    /// Simulator seed 96643: n1's INCR, then its GETDEL and a sketch;
+    /// n0 holds the INCR's part under a reset of its own that saw it. n1's
+    /// state, read as a counter, is a reset that observed its own part.
+    #[test]
+    fn a_reset_read_from_a_state_without_a_counter_observed_its_nodes_earlier_part() {
+        let (n0, n1) = (696, 869);
+        let mut mine = Counter::current(None, make_stamp(150, 0, n0), Base::Other);
+        mine.parts = parts(&[(n1, 1, make_stamp(100, 0, n1))]);
+        mine.observed = mine.parts.clone();
+        let theirs = || Counter::current(None, make_stamp(200, 0, n1), Base::Absent);
+        assert_eq!(mine.join(&theirs()).value(), Merged::Int(1), "as it was");
+        let mut remote = theirs();
+        observe_own_parts(&mut remote, &mine);
+        assert_eq!(mine.join(&remote).value(), Merged::Absent);
+        // Another node's part, or a part of its node newer than the reset:
+        // what the reset saw of them is unknown here.
+        let mut other = mine.clone();
+        other.parts = parts(&[
+            (n0, 2, make_stamp(120, 0, n0)),
+            (n1, 3, make_stamp(250, 0, n1)),
+        ]);
+        let mut remote = theirs();
+        observe_own_parts(&mut remote, &other);
+        assert!(remote.observed.is_empty());
+    }
 }

@@ -355,15 +355,15 @@ impl Feed {
         });
         let stream = &active.stream;
         let cont = req.stream_id == active.stream_id && stream.can_continue_from(req.offset);
-        let from = if cont { req.offset } else { stream.end() + 1 };
+        let (me, my_slot) = host.identity();
+        let start = feed_start(active, (me, my_slot), &req, cont);
+        let from = first_offset(active, &req, &start, cont);
         feed.pos.store(from, Release);
         feed.first.store(from, Release);
         active.departed.lock().remove(&req.node_id);
         (active.stability).on_open(req.node_id, crate::keyspace::hlc::unix_ms());
         active.feeds.lock().push(feed.clone());
         active.pin();
-        let (me, my_slot) = host.identity();
-        let start = feed_start(active, (me, my_slot), &req, cont);
         // Why it cannot continue its position (a snapshot, or a resume by
         // stamp): logged here, and sent for the peer to log.
         let why = match (&start, cont) {
@@ -565,6 +565,24 @@ fn feed_start(active: &Active, me: (u64, u64), req: &PeerRequest, cont: bool) ->
     // We restarted (or trimmed its offset): what it lacks of our stream,
     // by stamp, when it can tell.
     super::resume::origin_filter(active, me, req).map_or(FeedStart::Full, FeedStart::Resume)
+}
+
+/// Where the feed of `req` starts in our stream: its offset where it
+/// continues; where it resumes by stamp after we restarted, the start of
+/// our new stream while we still hold it all, so that it gets what we
+/// did since the start that its keys' stamps do not tell (a join's
+/// commit at another node's version: simulator seeds 52792, 96643;
+/// docs/MERGE.md section 8 item 31); else our stream's end.
+fn first_offset(active: &Active, req: &PeerRequest, start: &FeedStart, cont: bool) -> u64 {
+    let stream = &active.stream;
+    if cont {
+        return req.offset;
+    }
+    let restarted = req.stream_id != active.stream_id;
+    if restarted && matches!(start, FeedStart::Resume(_)) && stream.can_continue_from(1) {
+        return 1;
+    }
+    stream.end() + 1
 }
 
 /// The state of every key and tombstone, shard by shard (each shard's
@@ -845,5 +863,47 @@ pub fn feed_lines(active: &Active, o: &mut String) {
             f.pos.load(Acquire),
             (end + 1).saturating_sub(f.pos.load(Acquire))
         );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn request(stream_id: &str, offset: u64) -> PeerRequest {
+        PeerRequest {
+            node_id: 0xb,
+            stream_id: stream_id.into(),
+            offset,
+            slot: 2,
+            direct: vec![],
+            lost_since: None,
+            from_origin: None,
+        }
+    }
+
+    /// After our restart a resuming peer reads our new stream from its
+    /// start while we hold it (simulator seed 52792), else from its end.
+    #[test]
+    fn a_peer_resuming_after_our_restart_reads_our_new_stream_from_its_start() {
+        let active = Active::new("new".into());
+        active.stream.activate(16 * 1024);
+        active.stream.append_raw(&[0; 40]);
+        let resume = FeedStart::Resume(KeyFilter::default());
+        let at =
+            |sid, start: &FeedStart, cont| first_offset(&active, &request(sid, 7), start, cont);
+        assert_eq!(at("old", &resume, false), 1);
+        assert_eq!(at("old", &FeedStart::Full, false), 41, "a snapshot");
+        assert_eq!(
+            at("new", &resume, false),
+            41,
+            "our stream, its offset trimmed"
+        );
+        assert_eq!(at("new", &FeedStart::Continue, true), 7);
+        // Once our stream no longer holds its start: from its end.
+        active.stream.append_raw(&[0; 20 * 1024]);
+        active.stream.trim();
+        assert!(!active.stream.can_continue_from(1));
+        assert_eq!(at("old", &resume, false), 20 * 1024 + 41);
     }
 }
