@@ -352,7 +352,7 @@ fn hincrby(ctx: &mut Ctx, args: Args) -> CmdResult {
     let (cur, existed) = match l.get_hash(key)? {
         Some(e) => match hash_ref(&e.value).get(field) {
             Some(v) => (
-                parse_i64(v).ok_or(CmdError::err("hash value is not an integer"))?,
+                parse_i64(v).ok_or_else(|| CmdError::err("hash value is not an integer"))?,
                 true,
             ),
             None => (0, false),
