@@ -618,7 +618,12 @@ impl Shard {
         // HSET of its result; ZINCRBY's holds its increment).
         let start = facts.len();
         let named = [(field_index, field)];
-        note_named(e, entry, (stamp, 1, &named, Some((field_index, print))), facts);
+        note_named(
+            e,
+            entry,
+            (stamp, 1, &named, Some((field_index, print))),
+            facts,
+        );
         if let (merge::Incr::Float(f), false, true) = (by, scores, facts.len() > start) {
             merge::fact::float_words(f, facts);
         }

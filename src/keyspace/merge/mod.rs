@@ -401,7 +401,9 @@ fn parse_i128(b: &[u8]) -> Option<i128> {
     };
     let short = (1..=18).contains(&digits.len()) && digits.iter().all(u8::is_ascii_digit);
     if short && (digits[0] != b'0' || (digits.len() == 1 && !neg)) {
-        let n = digits.iter().fold(0i128, |n, &d| n * 10 + i128::from(d - b'0'));
+        let n = digits
+            .iter()
+            .fold(0i128, |n, &d| n * 10 + i128::from(d - b'0'));
         return Some(if neg { -n } else { n });
     }
     let s = std::str::from_utf8(b).ok()?;
