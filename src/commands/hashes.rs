@@ -411,18 +411,14 @@ fn hincrbyfloat(ctx: &mut Ctx, args: Args) -> CmdResult {
         Some(Base::Other) => l.touch_members(key, std::iter::once(field)), // a reset
         Some(before) => {
             // A float counter: the field holds its sum (as INCRBYFLOAT).
-            ctx.count_field(
+            let counted = ctx.count_field(
                 &mut l,
                 key,
                 version,
                 (2, field),
                 (Incr::Float(incr), before),
             );
-            if let Some(t) = l
-                .counted(key, Some(field), version)
-                .and_then(|m| m.text())
-                .filter(|t| *t != text)
-            {
+            if let Some(t) = counted.and_then(|m| m.text()).filter(|t| *t != text) {
                 let e = l.entry(key).expect("written above");
                 hash_mut(&mut e.value).set(field, t.as_bytes(), lim);
                 l.reprint_member(key, field, version);

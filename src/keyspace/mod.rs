@@ -579,8 +579,9 @@ impl Shard {
     /// the field read `before` then): the field's counter counts it
     /// ([`merge::Elements::count_field`]), and the field's dot follows as
     /// for any write ([`Self::note_elements`]); the write travels by the
-    /// key's state. False, nothing changed, where the key's merge state
-    /// does not describe `prev`.
+    /// key's state. Some(the counter's value where `by` is a float and the
+    /// counter is at `stamp`), or None, nothing changed, where the key's
+    /// merge state does not describe `prev`.
     pub fn count_field(
         &mut self,
         hash: u64,
@@ -589,7 +590,7 @@ impl Shard {
         (field_index, field): (u32, &[u8]),
         (by, before): (merge::Incr, merge::Base),
         facts: &mut Vec<merge::fact::Fact>,
-    ) -> bool {
+    ) -> Option<Option<merge::Merged>> {
         let pos = self.pos(hash, key);
         let entry = pos.map(|p| self.entries.get(p));
         let scores = entry.is_some_and(|en| matches!(en.value, Value::ZSet(_)));
@@ -601,10 +602,10 @@ impl Shard {
         };
         let merge::Meta::Elements(e) = &mut **self.merge.entry_ref(key).or_insert_with(fresh)
         else {
-            return false;
+            return None;
         };
         if e.version != prev {
-            return false;
+            return None;
         }
         if e.scores != scores {
             // The key changed between a hash and a sorted set.
@@ -627,7 +628,13 @@ impl Shard {
         if let (merge::Incr::Float(f), false, true) = (by, scores, facts.len() > start) {
             merge::fact::float_words(f, facts);
         }
-        true
+        // A float counter's value, which the caller writes (none is asked
+        // of an integer one).
+        if !matches!(by, merge::Incr::Float(_)) {
+            return Some(None);
+        }
+        let counter = e.counters.get(field).filter(|c| c.version == stamp);
+        Some(counter.map(merge::Counter::value))
     }
 
     /// Active replication: `f` on `key`'s elements state (a set's, hash's
