@@ -524,8 +524,7 @@ impl Shard {
         if e.version != prev {
             return false;
         }
-        let write = (stamp, key_index, named, counting);
-        note_named(e, entry, write, facts);
+        note_named(e, entry, (stamp, counting), (key_index, named), facts);
         true
     }
 
@@ -619,12 +618,8 @@ impl Shard {
         // HSET of its result; ZINCRBY's holds its increment).
         let start = facts.len();
         let named = [(field_index, field)];
-        note_named(
-            e,
-            entry,
-            (stamp, 1, &named, Some((field_index, print))),
-            facts,
-        );
+        let counting = Some((field_index, print));
+        note_named(e, entry, (stamp, counting), (1, &named), facts);
         if let (merge::Incr::Float(f), false, true) = (by, scores, facts.len() > start) {
             merge::fact::float_words(f, facts);
         }
@@ -1297,8 +1292,8 @@ impl Keyspace {
     }
 }
 
-/// Active replication, at the origin of a write (`stamp`, the key's
-/// argument index, the members named, and `counting`: see
+/// Active replication, at the origin of a write (`stamp` and `counting`,
+/// the key's argument index and the members named: see
 /// `Shard::note_elements_counting`) on the collection whose elements state
 /// is `e` (describing the key before it) and whose entry is now `entry`:
 /// the named members get their dots, and the write's fact goes to `facts`
@@ -1306,7 +1301,8 @@ impl Keyspace {
 fn note_named(
     e: &mut merge::Elements,
     entry: Option<&Entry>,
-    (stamp, key_index, named, counting): (u64, u32, &[(u32, &[u8])], Option<(u32, u64)>),
+    (stamp, counting): (u64, Option<(u32, u64)>),
+    (key_index, named): (u32, &[(u32, &[u8])]),
     facts: &mut Vec<merge::fact::Fact>,
 ) {
     let value = entry.map(|en| &en.value);
