@@ -570,7 +570,7 @@ impl Locked<'_, '_> {
         field: (u32, &[u8]),
         by: (merge::Incr, merge::Base),
         facts: &mut Vec<crate::effects::Fact>,
-    ) -> bool {
+    ) -> Option<Option<merge::Merged>> {
         let slot = self.slot(key);
         let shard = self.shard_mut(slot.shard);
         shard.count_field(slot.hash, key, versions, field, by, facts)
@@ -820,6 +820,10 @@ impl Ctx<'_> {
     /// a counter (keyspace/merge/elements.rs), so that increments on
     /// several nodes add up. Where the key's merge state is not the key's,
     /// the field is noted as touched (the lazy path, as a set).
+    ///
+    /// Returns, for a float increment, what [`Locked::counted`] reads
+    /// after it (the counter's sum, to write), read here with no second
+    /// lookup where the field was counted.
     pub fn count_field(
         &mut self,
         l: &mut Locked,
@@ -827,17 +831,23 @@ impl Ctx<'_> {
         stamp: u64,
         (index, field): (u32, &[u8]),
         by: (merge::Incr, merge::Base),
-    ) {
+    ) -> Option<merge::Merged> {
+        let float = matches!(by.0, merge::Incr::Float(_));
+        let counted = |l: &mut Locked| float.then(|| l.counted(key, Some(field), stamp))?;
         if !self.core.active || !merge::fact::noting() {
-            return;
+            return counted(l);
         }
         let prev = self.base_of(key);
-        let noted = prev.is_some_and(|prev| {
+        let noted = prev.and_then(|prev| {
             let a = self.active.as_mut().expect("active write");
             l.count_field(key, (prev, stamp), (index, field), by, &mut a.facts)
         });
-        if !noted {
-            l.touch_members(key, std::iter::once(field));
+        match noted {
+            Some(value) => value,
+            None => {
+                l.touch_members(key, std::iter::once(field));
+                counted(l)
+            }
         }
     }
 

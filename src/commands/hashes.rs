@@ -352,7 +352,7 @@ fn hincrby(ctx: &mut Ctx, args: Args) -> CmdResult {
     let (cur, existed) = match l.get_hash(key)? {
         Some(e) => match hash_ref(&e.value).get(field) {
             Some(v) => (
-                parse_i64(v).ok_or(CmdError::err("hash value is not an integer"))?,
+                parse_i64(v).ok_or_else(|| CmdError::err("hash value is not an integer"))?,
                 true,
             ),
             None => (0, false),
@@ -411,18 +411,14 @@ fn hincrbyfloat(ctx: &mut Ctx, args: Args) -> CmdResult {
         Some(Base::Other) => l.touch_members(key, std::iter::once(field)), // a reset
         Some(before) => {
             // A float counter: the field holds its sum (as INCRBYFLOAT).
-            ctx.count_field(
+            let counted = ctx.count_field(
                 &mut l,
                 key,
                 version,
                 (2, field),
                 (Incr::Float(incr), before),
             );
-            if let Some(t) = l
-                .counted(key, Some(field), version)
-                .and_then(|m| m.text())
-                .filter(|t| *t != text)
-            {
+            if let Some(t) = counted.and_then(|m| m.text()).filter(|t| *t != text) {
                 let e = l.entry(key).expect("written above");
                 hash_mut(&mut e.value).set(field, t.as_bytes(), lim);
                 l.reprint_member(key, field, version);

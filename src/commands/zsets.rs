@@ -995,10 +995,10 @@ fn count_score(
     use crate::keyspace::merge::{Base, Incr, Merged};
     let base = before.map_or(Base::Absent, |s| Base::Score(F80::from_f64(s)));
     let by = (Incr::Float(F80::from_f64(incr)), base);
-    ctx.count_field(l, key, version, (index, member), by);
+    let counted = ctx.count_field(l, key, version, (index, member), by);
     let e = l.entry(key).expect("written above");
     let now = zs_mut(&mut e.value).score(member).unwrap_or(incr);
-    match l.counted(key, Some(member), version) {
+    match counted {
         Some(Merged::Float(f)) if f.to_f64() != now && f.to_f64().is_finite() => {
             let e = l.entry(key).expect("written above");
             zs_mut(&mut e.value).update(member, f.to_f64());

@@ -32,7 +32,17 @@ impl F80 {
     };
 
     pub fn from_i64(n: i64) -> F80 {
-        round(n < 0, Big::from_u64(n.unsigned_abs()), 0, false)
+        // Normalized to 64 bits, exactly (`round` of it, with no `Big`).
+        let a = n.unsigned_abs();
+        if a == 0 {
+            return F80::ZERO;
+        }
+        let lz = a.leading_zeros();
+        F80::Fin {
+            neg: n < 0,
+            m: a << lz,
+            e: -(lz as i32),
+        }
     }
 
     /// `n`, correctly rounded (exact up to 64 significant bits).
@@ -62,7 +72,17 @@ impl F80 {
             0 => (frac, -1074),
             _ => (frac | (1 << 52), exp - 1075),
         };
-        round(neg, Big::from_u64(mant), exp2, false)
+        if mant == 0 {
+            return F80::Fin { neg, m: 0, e: 0 };
+        }
+        // Normalized to 64 bits, exactly (what `round` makes of it: no
+        // double reaches the x87 format's exponent limits).
+        let lz = mant.leading_zeros();
+        F80::Fin {
+            neg,
+            m: mant << lz,
+            e: (exp2 - i64::from(lz)) as i32,
+        }
     }
 
     /// The nearest double, half to even (a result in the double's
@@ -327,6 +347,62 @@ fn add_fin(a: (bool, u64, i64), b: (bool, u64, i64)) -> F80 {
             e: hi.2 as i32,
         };
     }
+    add_fin_narrow(hi, lo).unwrap_or_else(|| add_fin_wide(hi, lo))
+}
+
+/// [`add_fin_wide`] in 128-bit integers, where the exponents are within
+/// 62 of each other and the result is no denormal (nearly every sum):
+/// the same result, with no allocation. None otherwise.
+fn add_fin_narrow(hi: (bool, u64, i64), lo: (bool, u64, i64)) -> Option<F80> {
+    let d = hi.2 - lo.2;
+    if !(0..=62).contains(&d) {
+        return None;
+    }
+    let (x, y) = (u128::from(hi.1) << d, u128::from(lo.1));
+    let (neg, v) = if hi.0 == lo.0 {
+        (hi.0, x + y)
+    } else {
+        match x.cmp(&y) {
+            Ordering::Equal => return Some(F80::ZERO),
+            Ordering::Greater => (hi.0, x - y),
+            Ordering::Less => (lo.0, y - x),
+        }
+    };
+    if v == 0 {
+        return Some(F80::Fin { neg, m: 0, e: 0 });
+    }
+    // `round`, on a u128.
+    let shift = i64::from(128 - v.leading_zeros()) - 64;
+    if lo.2 + shift < EMIN {
+        return None;
+    }
+    let mut m = if shift > 0 {
+        let s = shift as u32;
+        let q = v >> s;
+        let half = (v >> (s - 1)) & 1 == 1;
+        let below = v & ((1u128 << (s - 1)) - 1) != 0;
+        q + u128::from(half && (below || q & 1 == 1))
+    } else {
+        v << -shift
+    };
+    let mut e = lo.2 + shift;
+    if m >> 64 != 0 {
+        m >>= 1;
+        e += 1;
+    }
+    if e > EMAX {
+        return Some(F80::Inf(neg));
+    }
+    Some(F80::Fin {
+        neg,
+        m: m as u64,
+        e: e as i32,
+    })
+}
+
+/// The sum of two nonzero finite values (`hi` the one of the larger
+/// exponent, within 130 of the other's), through a `Big`.
+fn add_fin_wide(hi: (bool, u64, i64), lo: (bool, u64, i64)) -> F80 {
     let x = Big::from_u64(hi.1).shl((hi.2 - lo.2) as u64);
     let y = Big::from_u64(lo.1);
     if hi.0 == lo.0 {
@@ -544,7 +620,91 @@ impl Big {
 
 #[cfg(test)]
 mod tests {
-    use super::F80;
+    use super::*;
+
+    /// A deterministic stream of u64s (xorshift64*).
+    fn stream(mut x: u64) -> impl FnMut() -> u64 {
+        move || {
+            x ^= x >> 12;
+            x ^= x << 25;
+            x ^= x >> 27;
+            x.wrapping_mul(0x2545_f491_4f6c_dd1d)
+        }
+    }
+
+    /// A double's long double is what rounding its mantissa (the form
+    /// before the shift) makes: zeros, subnormals, normals of every scale.
+    #[test]
+    fn from_f64_matches_rounding_the_mantissa() {
+        let slow = |x: f64| {
+            let bits = x.to_bits();
+            let (neg, exp, frac) = (
+                bits >> 63 == 1,
+                ((bits >> 52) & 0x7ff) as i64,
+                bits & ((1 << 52) - 1),
+            );
+            let (mant, exp2) = match exp {
+                0 => (frac, -1074),
+                _ => (frac | (1 << 52), exp - 1075),
+            };
+            round(neg, Big::from_u64(mant), exp2, false)
+        };
+        let mut next = stream(7);
+        let mut cases = vec![0.0, -0.0, 1.0, -1.5, f64::MIN_POSITIVE, f64::MAX, f64::MIN];
+        cases.extend([5e-324, -5e-324, 1e-310, 0.1, 3.0, 1e300]);
+        for _ in 0..20_000 {
+            let x = f64::from_bits(next());
+            if x.is_finite() {
+                cases.push(x);
+            }
+            cases.push(f64::from(next() as u32 % 2000) - 1000.0 + x.fract().abs());
+        }
+        for x in cases.into_iter().filter(|x| x.is_finite()) {
+            assert_eq!(F80::from_f64(x), slow(x), "{x:e}");
+        }
+    }
+
+    /// An i64's long double is what rounding it through a `Big` makes.
+    #[test]
+    fn from_i64_matches_rounding_it() {
+        let mut next = stream(5);
+        let mut cases = vec![0, 1, -1, i64::MIN, i64::MAX, i64::MIN + 1, 1 << 62];
+        cases.extend((0..20_000).map(|i| (next() as i64) >> (i % 64)));
+        for n in cases {
+            let slow = round(n < 0, Big::from_u64(n.unsigned_abs()), 0, false);
+            assert_eq!(F80::from_i64(n), slow, "{n}");
+        }
+    }
+
+    /// The 128-bit sum is the `Big` sum wherever it answers: every sign,
+    /// exponents near and apart, carries and cancellations, denormals.
+    #[test]
+    fn narrow_sums_match_wide_ones() {
+        let mut next = stream(11);
+        let mut answered = 0;
+        for i in 0..200_000 {
+            let mant = |n: u64, r: u64| match n % 4 {
+                0 => 1 << 63,
+                1 => u64::MAX,
+                2 => r | 1 << 63,
+                _ => (r | 1 << 63) >> (n % 40),
+            };
+            let (ma, mb) = (mant(next(), next()), mant(next(), next()));
+            let base = match i % 3 {
+                0 => (next() % 200) as i64 - 100,
+                1 => EMIN + (next() % 70) as i64,
+                _ => EMAX - (next() % 70) as i64,
+            };
+            let eb = (base - (next() % 70) as i64).max(EMIN);
+            let (na, nb) = (next() & 1 == 1, next() & 1 == 1);
+            let (hi, lo) = ((na, ma, base), (nb, mb, eb));
+            if let Some(r) = add_fin_narrow(hi, lo) {
+                answered += 1;
+                assert_eq!(r, add_fin_wide(hi, lo), "{hi:?} + {lo:?}");
+            }
+        }
+        assert!(answered > 100_000, "{answered}");
+    }
 
     #[test]
     fn doubles_round_trip_and_sums_round_to_nearest() {

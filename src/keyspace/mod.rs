@@ -510,7 +510,7 @@ impl Shard {
         counting: Option<(u32, u64)>,
     ) -> bool {
         let pos = self.pos(hash, key);
-        let value = pos.map(|p| &self.entries.get(p).value);
+        let entry = pos.map(|p| self.entries.get(p));
         // One lookup of the merge state, made here if the key has none.
         let fresh = || {
             Box::new(merge::Meta::Elements(Box::new(merge::Elements::current(
@@ -524,46 +524,7 @@ impl Shard {
         if e.version != prev {
             return false;
         }
-        let fp = |m: &[u8]| merge::elements::item_of(value, m).map(|i| i.fingerprint());
-        // The members named, on the stack when a few (most writes name one).
-        let mut few = [(0, &[][..], None); 4];
-        let many: Vec<merge::fact::Named<'_>>;
-        let items = if named.len() <= few.len() {
-            for (slot, &(i, m)) in few.iter_mut().zip(named) {
-                *slot = (i, m, fp(m));
-            }
-            &few[..named.len()]
-        } else {
-            many = named.iter().map(|&(i, m)| (i, m, fp(m))).collect();
-            &many[..]
-        };
-        let start = facts.len();
-        e.note_write(key_index, stamp, items, facts);
-        // A counted field's write resets its counter (an increment of
-        // this stamp stays), and travels by the key's state: a fact would
-        // not say what the reset saw. An increment says it
-        // (`COUNTED`).
-        let mut counted = false;
-        for &(i, m) in named {
-            if e.counters.contains_key(m) {
-                counted |= counting.is_none_or(|(at, _)| at != i);
-                let now = merge::elements::item_of(value, m);
-                e.settle_counter(m, stamp, now.as_ref());
-                e.keep_written(m, now);
-            }
-        }
-        // A key with a TTL travels by its state (its expiry merges with
-        // the state's, docs/MERGE.md): no fact. Nor any while collections'
-        // facts are off (`merge::fact::ELEMENT_FACTS`). (Facts on keys with
-        // a TTL, and EXPIRE as a fact, were tried in the fifteenth session
-        // and taken back: the long mode found TTLs diverging, seeds 4575
-        // and 6838; docs/STATUS.md.)
-        let ttl = pos.is_some_and(|p| self.entries.get(p).expire_at() != 0);
-        if ttl || counted || !merge::fact::ELEMENT_FACTS {
-            facts.truncate(start);
-        } else if let (Some((at, print)), true) = (counting, facts.len() > start) {
-            facts.push((merge::fact::COUNTED | (at << merge::fact::SHIFT), print));
-        }
+        note_named(e, entry, (stamp, counting), (key_index, named), facts);
         true
     }
 
@@ -617,8 +578,9 @@ impl Shard {
     /// the field read `before` then): the field's counter counts it
     /// ([`merge::Elements::count_field`]), and the field's dot follows as
     /// for any write ([`Self::note_elements`]); the write travels by the
-    /// key's state. False, nothing changed, where the key's merge state
-    /// does not describe `prev`.
+    /// key's state. Some(the counter's value where `by` is a float and the
+    /// counter is at `stamp`), or None, nothing changed, where the key's
+    /// merge state does not describe `prev`.
     pub fn count_field(
         &mut self,
         hash: u64,
@@ -627,44 +589,47 @@ impl Shard {
         (field_index, field): (u32, &[u8]),
         (by, before): (merge::Incr, merge::Base),
         facts: &mut Vec<merge::fact::Fact>,
-    ) -> bool {
-        if !self.merge.contains_key(key) {
-            // A hash HINCRBY made: nothing before it.
-            let fresh = merge::Elements::current(None, prev, None);
-            self.merge
-                .insert(key.into(), Box::new(merge::Meta::Elements(Box::new(fresh))));
-        }
+    ) -> Option<Option<merge::Merged>> {
         let pos = self.pos(hash, key);
-        let scores = pos.is_some_and(|p| matches!(self.entries.get(p).value, Value::ZSet(_)));
-        let print = match self.merge.get_mut(key).map(|m| &mut **m) {
-            Some(merge::Meta::Elements(e)) if e.version == prev => {
-                if e.scores != scores {
-                    // The key changed between a hash and a sorted set.
-                    e.counters.clear();
-                    e.scores = scores;
-                }
-                let print = e.field_print(field);
-                e.count_field(field, stamp, by, before);
-                print
-            }
-            _ => return false,
+        let entry = pos.map(|p| self.entries.get(p));
+        let scores = entry.is_some_and(|en| matches!(en.value, Value::ZSet(_)));
+        // One lookup of the merge state; a hash HINCRBY made has nothing
+        // before it.
+        let fresh = || {
+            let fresh = merge::Elements::current(None, prev, None);
+            Box::new(merge::Meta::Elements(Box::new(fresh)))
         };
+        let merge::Meta::Elements(e) = &mut **self.merge.entry_ref(key).or_insert_with(fresh)
+        else {
+            return None;
+        };
+        if e.version != prev {
+            return None;
+        }
+        if e.scores != scores {
+            // The key changed between a hash and a sorted set.
+            e.counters.clear();
+            e.scores = scores;
+        }
+        let print = e.field_print(field);
+        e.count_field(field, stamp, by, before);
         // The write travels as a fact (`merge::fact::COUNTED`), with a
         // float increment the record does not hold (HINCRBYFLOAT's is the
         // HSET of its result; ZINCRBY's holds its increment).
         let start = facts.len();
-        let noted = self.note_elements_counting(
-            hash,
-            key,
-            (prev, stamp),
-            (1, &[(field_index, field)]),
-            facts,
-            Some((field_index, print)),
-        );
+        let named = [(field_index, field)];
+        let counting = Some((field_index, print));
+        note_named(e, entry, (stamp, counting), (1, &named), facts);
         if let (merge::Incr::Float(f), false, true) = (by, scores, facts.len() > start) {
             merge::fact::float_words(f, facts);
         }
-        noted
+        // A float counter's value, which the caller writes (none is asked
+        // of an integer one).
+        if !matches!(by, merge::Incr::Float(_)) {
+            return Some(None);
+        }
+        let counter = e.counters.get(field).filter(|c| c.version == stamp);
+        Some(counter.map(merge::Counter::value))
     }
 
     /// Active replication: `f` on `key`'s elements state (a set's, hash's
@@ -1324,6 +1289,62 @@ impl Keyspace {
                 Hold::new(runs.collect())
             }
         }
+    }
+}
+
+/// Active replication, at the origin of a write (`stamp` and `counting`,
+/// the key's argument index and the members named: see
+/// `Shard::note_elements_counting`) on the collection whose elements state
+/// is `e` (describing the key before it) and whose entry is now `entry`:
+/// the named members get their dots, and the write's fact goes to `facts`
+/// where it can travel as one.
+fn note_named(
+    e: &mut merge::Elements,
+    entry: Option<&Entry>,
+    (stamp, counting): (u64, Option<(u32, u64)>),
+    (key_index, named): (u32, &[(u32, &[u8])]),
+    facts: &mut Vec<merge::fact::Fact>,
+) {
+    let value = entry.map(|en| &en.value);
+    let fp = |m: &[u8]| merge::elements::fingerprint_of(value, m);
+    // The members named, on the stack when a few (most writes name one).
+    let mut few = [(0, &[][..], None); 4];
+    let many: Vec<merge::fact::Named<'_>>;
+    let items = if named.len() <= few.len() {
+        for (slot, &(i, m)) in few.iter_mut().zip(named) {
+            *slot = (i, m, fp(m));
+        }
+        &few[..named.len()]
+    } else {
+        many = named.iter().map(|&(i, m)| (i, m, fp(m))).collect();
+        &many[..]
+    };
+    let start = facts.len();
+    e.note_write(key_index, stamp, items, facts);
+    // A counted field's write resets its counter (an increment of
+    // this stamp stays), and travels by the key's state: a fact would
+    // not say what the reset saw. An increment says it
+    // (`COUNTED`).
+    let mut counted = false;
+    for &(i, m) in named {
+        if e.counters.contains_key(m) {
+            counted |= counting.is_none_or(|(at, _)| at != i);
+            let now = merge::elements::item_of(value, m);
+            e.settle_counter(m, stamp, now.as_ref());
+            e.keep_written(m, now);
+        }
+    }
+    // A key with a TTL travels by its state (its expiry merges with
+    // the state's, docs/MERGE.md): no fact. Nor any while collections'
+    // facts are off (`merge::fact::ELEMENT_FACTS`). (Facts on keys with
+    // a TTL, and EXPIRE as a fact, were tried in the fifteenth session
+    // and taken back: the long mode found TTLs diverging, seeds 4575
+    // and 6838; docs/STATUS.md.)
+    let ttl = entry.is_some_and(|en| en.expire_at() != 0);
+    if ttl || counted || !merge::fact::ELEMENT_FACTS {
+        facts.truncate(start);
+    } else if let (Some((at, print)), true) = (counting, facts.len() > start) {
+        facts.push((merge::fact::COUNTED | (at << merge::fact::SHIFT), print));
     }
 }
 

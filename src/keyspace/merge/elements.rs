@@ -248,6 +248,17 @@ pub fn item_of(value: Option<&Value>, m: &[u8]) -> Option<Item> {
     }
 }
 
+/// The fingerprint of member `m`'s value in `value` (`item_of(value,
+/// m)`'s, without copying a hash field's value out).
+pub fn fingerprint_of(value: Option<&Value>, m: &[u8]) -> Option<u64> {
+    match value? {
+        Value::Set(s) => s.contains(m).then_some(0),
+        Value::Hash(h) => h.get(m).map(fingerprint),
+        Value::ZSet(z) => z.score(m).map(f64::to_bits),
+        _ => None,
+    }
+}
+
 /// What a join changes in the local value.
 #[derive(Debug, PartialEq)]
 pub enum Change {
@@ -322,7 +333,11 @@ impl Elements {
         if c.version > stamp || (now.is_none() && c.value() == Merged::Absent) {
             return;
         }
-        *c = Counter::current(Some(c), stamp, base);
+        // Where it describes the write already (an increment's own), as
+        // it is (`Counter::current` would clone it).
+        if !c.is_at(stamp, base) {
+            *c = Counter::current(Some(c), stamp, base);
+        }
     }
 
     /// Origin, before HINCRBY stamped `stamp` adds `by` to field `m`,
@@ -332,13 +347,20 @@ impl Elements {
     /// The member's dot follows from `note_write`, as for any write.
     pub fn count_field(&mut self, m: &[u8], stamp: u64, by: Incr, before: Base) {
         let newest = self.newest(m).map(|d| d.stamp);
-        let mut c = match (self.counters.get(m), newest) {
-            (Some(c), Some(d)) if c.version < d => Counter::current(Some(c), d, before),
-            (Some(c), _) => c.clone(),
-            (None, Some(d)) => Counter::current(None, d, before),
-            (None, None) => Counter::current(None, 0, Base::Absent),
+        let slot = super::super::hlc::stamp_node(stamp);
+        // A counter the field has grows in place.
+        if let Some(c) = self.counters.get_mut(m) {
+            if let Some(d) = newest.filter(|&d| c.version < d) {
+                *c = Counter::current(Some(c), d, before);
+            }
+            c.add(slot, by, stamp);
+            return;
+        }
+        let mut c = match newest {
+            Some(d) => Counter::current(None, d, before),
+            None => Counter::current(None, 0, Base::Absent),
         };
-        c.add(super::super::hlc::stamp_node(stamp), by, stamp);
+        c.add(slot, by, stamp);
         self.counters.insert(m.into(), c);
     }
 
@@ -348,7 +370,11 @@ impl Elements {
     /// value instead).
     pub fn keep_written(&mut self, m: &[u8], now: Option<Item>) {
         if let Some(d) = self.dots.get_mut(m).and_then(|ds| ds.last_mut()) {
-            d.value = now.map(Box::new);
+            // The value's box reused where the dot has one.
+            match (&mut d.value, now) {
+                (Some(b), Some(now)) => **b = now,
+                (v, now) => *v = now.map(Box::new),
+            }
         }
     }
 

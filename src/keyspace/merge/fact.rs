@@ -213,18 +213,26 @@ impl Elements {
         let start = facts.len();
         facts.push((PREV | (key_index << SHIFT), prev));
         for &(i, m, fp) in members {
-            if let Some(old) = self.dots.remove(m) {
-                facts.extend(old.iter().map(|d| (DROP | (i << SHIFT), d.stamp)));
+            let drop = |d: &Dot| (DROP | (i << SHIFT), d.stamp);
+            let Some(fp) = fp else {
+                if let Some(old) = self.dots.remove(m) {
+                    facts.extend(old.iter().map(drop));
+                }
+                continue;
+            };
+            let dot = Dots::One(Dot {
+                stamp,
+                fp,
+                value: None,
+            });
+            // A member with dots has them replaced in place (its key kept).
+            match self.dots.get_mut(m) {
+                Some(ds) => facts.extend(std::mem::replace(ds, dot).iter().map(drop)),
+                None => {
+                    self.dots.insert(m.into(), dot);
+                }
             }
-            if let Some(fp) = fp {
-                let dot = Dot {
-                    stamp,
-                    fp,
-                    value: None,
-                };
-                self.dots.insert(m.into(), Dots::One(dot));
-                facts.push((ADD | (i << SHIFT), 0));
-            }
+            facts.push((ADD | (i << SHIFT), 0));
         }
         self.cc.see(stamp);
         self.version = stamp;
@@ -377,9 +385,20 @@ impl Elements {
     /// A print of field `m`'s merge state, its counter and its dots (what
     /// a `COUNTED` fact compares; see the module comment).
     pub fn field_print(&self, m: &[u8]) -> u64 {
-        let mut b = Vec::new();
+        // Encoded into a buffer of the thread's, reused: no allocation.
+        thread_local!(static PRINT: std::cell::RefCell<Vec<u8>> = const {
+            std::cell::RefCell::new(Vec::new())
+        });
+        PRINT.with_borrow_mut(|b| {
+            b.clear();
+            self.print_into(m, b);
+            super::context::fingerprint(b)
+        })
+    }
+
+    fn print_into(&self, m: &[u8], b: &mut Vec<u8>) {
         match self.counters.get(m) {
-            Some(c) => c.encode(&mut b),
+            Some(c) => c.encode(b),
             None => b.push(0),
         }
         for d in self.dots.get(m).map_or(&[][..], Dots::as_slice) {
@@ -396,7 +415,6 @@ impl Elements {
                 b.extend_from_slice(&v.fingerprint().to_le_bytes());
             }
         }
-        super::context::fingerprint(&b)
     }
 
     /// Both sides, after a counted write stamped `stamp` wrote `written`
