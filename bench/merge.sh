@@ -14,7 +14,8 @@
 # agree before the next row).
 # Memory: used_memory growth / keys after KEYS INCRs (node 1 only, then
 # the same keys on nodes 2 and 3), against a plain node's growth.
-# ONLY=memory runs the memory rows alone.
+# ONLY=memory runs the memory rows alone, ONLY=throughput the command rows
+# alone; COMMANDS="LPUSH SADD" picks the command rows.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BIN=${BIN:-target/release/lattice-server}
@@ -69,7 +70,7 @@ declare -A CMDS=(
     [ZINCRBY]='ZINCRBY z:__rand_int__ 1 m'
     [LPUSH]='LPUSH l:__rand_int__ x'
 )
-ORDER=(INCR HSET HINCRBY SADD ZINCRBY LPUSH)
+read -r -a ORDER <<<"${COMMANDS:-INCR HSET HINCRBY SADD ZINCRBY LPUSH}" # COMMANDS="LPUSH": those rows alone
 sent() { cli "$1" info replication | grep -oE 'active_sent_bytes:[0-9]+' | cut -d: -f2; }
 asks() { cli "$1" info replication | grep -oE 'conflicts=[0-9]+' | head -1 | cut -d= -f2; }
 if [[ ${ONLY:-} != memory ]]; then # ONLY=memory: the memory rows alone
@@ -94,6 +95,7 @@ for c in "${ORDER[@]}"; do
         "$(echo "($s1 - $s0) / ($REQUESTS * $cmdbytes)" | bc -l)"
 done
 
+[[ ${ONLY:-} == throughput ]] && exit 0 # ONLY=throughput: the rows above alone
 # SADD of one member to a set of 10 and to a set of BIG members, on the pair's writer.
 BIG=${BIG:-1000000}
 python3 - "$BIG" <<'PY' | cli $pa --pipe >/dev/null
