@@ -678,6 +678,96 @@ mod tests {
         assert_eq!(s.top(), id(6, 0, B));
     }
 
+    /// A fact's pairs read back as they were told.
+    #[test]
+    fn a_told_fact_round_trips() {
+        let told = Told {
+            prev: 77,
+            add: Some(4),
+            drops: vec![],
+            trim: Some((id(9, 0, A), vec![(A, id(9, 0, A)), (B, id(8, 1, B))])),
+        };
+        let mut facts = Vec::new();
+        told.encode(&mut facts);
+        assert_eq!(Told::decode(&facts), Some(told));
+        let xdel = Told {
+            prev: 0,
+            drops: vec![2, 4],
+            ..Told::default()
+        };
+        facts.clear();
+        xdel.encode(&mut facts);
+        assert_eq!(Told::decode(&facts), Some(xdel));
+    }
+
+    /// A state whose stamp context saw `stamps`, holding `v`.
+    fn seen_at(v: &StreamValue, stamps: &[u64]) -> Stream {
+        let mut s = Stream::current(None, stamps[0], Some(&Value::Stream(Box::new(v.clone()))));
+        for &st in stamps {
+            s.cc.see(st);
+        }
+        s
+    }
+
+    /// An XADD's fact applies where the origin's previous write is seen,
+    /// even with this node's own later entries here; its missed write, or
+    /// its own entry again, is a gap or a duplicate.
+    #[test]
+    fn an_xadd_fact_applies_unless_its_base_is_missing() {
+        let stamp = |ms: u64, slot: u64| (ms << 20) | slot;
+        let (_, v) = side(&empty(), &[id(10, 0, A), id(30, 0, B)], B);
+        let here = seen_at(&v, &[stamp(10, A), stamp(30, B)]);
+        let add = |prev| Told {
+            prev,
+            add: Some(2),
+            ..Told::default()
+        };
+        let new = |_| Some(id(20, 0, A)); // below B's entry: a late one
+        assert_eq!(here.check_fact(stamp(20, A), &add(stamp(10, A)), &v, new), Ok(()));
+        let missed = add(stamp(15, A));
+        assert_eq!(here.check_fact(stamp(20, A), &missed, &v, new), Err(NotApplied::Gap));
+        let old = |_| Some(id(10, 0, A));
+        assert_eq!(here.check_fact(stamp(10, A), &add(0), &v, old), Err(NotApplied::Duplicate));
+        // An ID of another slot than its stamp's is not what a fact says.
+        let other = |_| Some(id(20, 0, B));
+        assert_eq!(here.check_fact(stamp(20, A), &add(stamp(10, A)), &v, other), Err(NotApplied::Gap));
+    }
+
+    /// A trim's fact applies where every entry it removed was seen here and
+    /// every entry here at or below its threshold was seen there; an XDEL's
+    /// where its entries were seen.
+    #[test]
+    fn a_remove_fact_is_a_gap_where_its_entries_or_ours_are_unseen() {
+        let stamp = |ms: u64, slot: u64| (ms << 20) | slot;
+        let (_, v) = side(&empty(), &[id(10, 0, A), id(20, 0, A), id(25, 0, B)], A);
+        let here = seen_at(&v, &[stamp(20, A), stamp(25, B)]);
+        let trim = |t: StreamId, bounds: Vec<(u64, StreamId)>| Told {
+            prev: stamp(20, A),
+            trim: Some((t, bounds)),
+            ..Told::default()
+        };
+        let none = |_| None;
+        // A trimmed to 20 having seen A's entries only: ours (B's 25) is
+        // above the threshold, applies.
+        let t = trim(id(20, 0, A), vec![(A, id(20, 0, A))]);
+        assert_eq!(here.check_fact(stamp(40, A), &t, &v, none), Ok(()));
+        // Through 30: B's 25 unseen there, kept by a join: a gap.
+        let t = trim(id(30, 0, A), vec![(A, id(20, 0, A))]);
+        assert_eq!(here.check_fact(stamp(40, A), &t, &v, none), Err(NotApplied::Gap));
+        // It removed an entry of A's we have not seen (A's 22).
+        let t = trim(id(22, 0, A), vec![(A, id(22, 0, A)), (B, id(22, 0, A))]);
+        assert_eq!(here.check_fact(stamp(40, A), &t, &v, none), Err(NotApplied::Gap));
+        let xdel = Told {
+            prev: stamp(20, A),
+            drops: vec![2],
+            ..Told::default()
+        };
+        let seen = |_| Some(id(10, 0, A));
+        assert_eq!(here.check_fact(stamp(40, A), &xdel, &v, seen), Ok(()));
+        let unseen = |_| Some(id(50, 0, B));
+        assert_eq!(here.check_fact(stamp(40, A), &xdel, &v, unseen), Err(NotApplied::Gap));
+    }
+
     #[test]
     fn the_state_encodes_and_decodes() {
         let (s, _) = side(&empty(), &[id(5, 0, A), id(9, 2, B)], A);
