@@ -360,7 +360,9 @@ pub const STREAM_FACTS: bool = true;
 /// - `WORD 0` and `WORD 1`: a trim's threshold T (its ms and seq): it
 ///   removed every entry at or below T that the origin had seen;
 ///   `WORD 2 + 2k` and `WORD 3 + 2k`: the highest ID of slot k the origin
-///   had seen at or below T (its bound: what the peer must have seen).
+///   had seen at or below T (its bound: what the peer must have seen); a
+///   bound that is T itself (the usual case: the origin saw past T) is
+///   `WORD 2 + 2k, 0` alone, two or three bytes on the wire.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Told {
     pub prev: u64,
@@ -381,7 +383,10 @@ impl Told {
             let word = |j: u64| fact::WORD | ((j as u32) << fact::SHIFT);
             facts.extend([(word(0), t.ms), (word(1), t.seq)]);
             for &(slot, b) in bounds {
-                facts.extend([(word(2 + 2 * slot), b.ms), (word(3 + 2 * slot), b.seq)]);
+                match b == *t {
+                    true => facts.push((word(2 + 2 * slot), 0)),
+                    false => facts.extend([(word(2 + 2 * slot), b.ms), (word(3 + 2 * slot), b.seq)]),
+                }
             }
         }
     }
@@ -407,7 +412,8 @@ impl Told {
         let t = StreamId::new(word(0)?, word(1)?);
         let mut bounds = Vec::new();
         for &(j, ms) in words.iter().filter(|w| w.0 >= 2 && w.0 % 2 == 0) {
-            bounds.push(((j - 2) / 2, StreamId::new(ms, word(j + 1)?)));
+            let b = word(j + 1).map_or(t, |seq| StreamId::new(ms, seq));
+            bounds.push(((j - 2) / 2, b));
         }
         bounds.sort_unstable();
         told.trim = Some((t, bounds));
@@ -686,6 +692,16 @@ mod tests {
             add: Some(4),
             drops: vec![],
             trim: Some((id(9, 0, A), vec![(A, id(9, 0, A)), (B, id(8, 1, B))])),
+        };
+        let mut facts = Vec::new();
+        told.encode(&mut facts);
+        assert_eq!(facts.len(), 2 + 2 + 1 + 2, "a bound at T is one word");
+        assert_eq!(Told::decode(&facts), Some(told));
+        let told = Told {
+            prev: 77,
+            add: Some(4),
+            drops: vec![],
+            trim: Some((id(0, 0, A), vec![(A, id(0, 0, A))])),
         };
         let mut facts = Vec::new();
         told.encode(&mut facts);
