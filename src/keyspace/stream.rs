@@ -330,7 +330,11 @@ impl StreamValue {
         self.length -= es.len();
         let at = es.partition_point(|e| e.0 < id);
         es.insert(at, (id, f));
-        let per_node = if max_entries == 0 { es.len() } else { max_entries };
+        let per_node = if max_entries == 0 {
+            es.len()
+        } else {
+            max_entries
+        };
         for part in es.chunks(per_node) {
             self.load_node(part[0].0, part.to_vec());
         }

@@ -32,8 +32,8 @@
 //! dots as a collection's (`ttl.rs`), over a stamp context kept beside.
 
 use super::codec::{put_varint, Cursor};
-use super::fact::{self, NotApplied};
 use super::context::Context;
+use super::fact::{self, NotApplied};
 use super::groups::{self, Groups};
 use super::ttl::Ttl;
 use crate::keyspace::hlc::{stamp_node, NODE_BITS};
@@ -378,14 +378,20 @@ impl Told {
         if let Some(i) = self.add {
             facts.push((fact::ADD | (i << fact::SHIFT), 0));
         }
-        facts.extend(self.drops.iter().map(|&i| (fact::DROP | (i << fact::SHIFT), 0)));
+        facts.extend(
+            self.drops
+                .iter()
+                .map(|&i| (fact::DROP | (i << fact::SHIFT), 0)),
+        );
         if let Some((t, bounds)) = &self.trim {
             let word = |j: u64| fact::WORD | ((j as u32) << fact::SHIFT);
             facts.extend([(word(0), t.ms), (word(1), t.seq)]);
             for &(slot, b) in bounds {
                 match b == *t {
                     true => facts.push((word(2 + 2 * slot), 0)),
-                    false => facts.extend([(word(2 + 2 * slot), b.ms), (word(3 + 2 * slot), b.seq)]),
+                    false => {
+                        facts.extend([(word(2 + 2 * slot), b.ms), (word(3 + 2 * slot), b.seq)])
+                    }
                 }
             }
         }
@@ -432,7 +438,11 @@ impl Stream {
 
     /// Origin: a trim's part of the fact: threshold `t` and, per slot this
     /// state has seen (after the write's add, `added`), its bound.
-    pub fn trim_told(&self, t: StreamId, added: Option<StreamId>) -> (StreamId, Vec<(u64, StreamId)>) {
+    pub fn trim_told(
+        &self,
+        t: StreamId,
+        added: Option<StreamId>,
+    ) -> (StreamId, Vec<(u64, StreamId)>) {
         let mut seen = self.seen.clone();
         if let Some(id) = added {
             match seen.binary_search_by_key(&slot_of(id), |c| c.0) {
@@ -493,7 +503,10 @@ impl Stream {
             }
             let bound = |id: StreamId| bounds.iter().find(|b| b.0 == slot_of(id)).map(|b| b.1);
             let unseen = |id: StreamId| bound(id).is_none_or(|b| id > b);
-            if value.range(StreamId::MIN, *t, false).any(|(id, _)| unseen(id)) {
+            if value
+                .range(StreamId::MIN, *t, false)
+                .any(|(id, _)| unseen(id))
+            {
                 return Err(NotApplied::Gap);
             }
         }
@@ -739,14 +752,26 @@ mod tests {
             ..Told::default()
         };
         let new = |_| Some(id(20, 0, A)); // below B's entry: a late one
-        assert_eq!(here.check_fact(stamp(20, A), &add(stamp(10, A)), &v, new), Ok(()));
+        assert_eq!(
+            here.check_fact(stamp(20, A), &add(stamp(10, A)), &v, new),
+            Ok(())
+        );
         let missed = add(stamp(15, A));
-        assert_eq!(here.check_fact(stamp(20, A), &missed, &v, new), Err(NotApplied::Gap));
+        assert_eq!(
+            here.check_fact(stamp(20, A), &missed, &v, new),
+            Err(NotApplied::Gap)
+        );
         let old = |_| Some(id(10, 0, A));
-        assert_eq!(here.check_fact(stamp(10, A), &add(0), &v, old), Err(NotApplied::Duplicate));
+        assert_eq!(
+            here.check_fact(stamp(10, A), &add(0), &v, old),
+            Err(NotApplied::Duplicate)
+        );
         // An ID of another slot than its stamp's is not what a fact says.
         let other = |_| Some(id(20, 0, B));
-        assert_eq!(here.check_fact(stamp(20, A), &add(stamp(10, A)), &v, other), Err(NotApplied::Gap));
+        assert_eq!(
+            here.check_fact(stamp(20, A), &add(stamp(10, A)), &v, other),
+            Err(NotApplied::Gap)
+        );
     }
 
     /// A trim's fact applies where every entry it removed was seen here and
@@ -769,10 +794,16 @@ mod tests {
         assert_eq!(here.check_fact(stamp(40, A), &t, &v, none), Ok(()));
         // Through 30: B's 25 unseen there, kept by a join: a gap.
         let t = trim(id(30, 0, A), vec![(A, id(20, 0, A))]);
-        assert_eq!(here.check_fact(stamp(40, A), &t, &v, none), Err(NotApplied::Gap));
+        assert_eq!(
+            here.check_fact(stamp(40, A), &t, &v, none),
+            Err(NotApplied::Gap)
+        );
         // It removed an entry of A's we have not seen (A's 22).
         let t = trim(id(22, 0, A), vec![(A, id(22, 0, A)), (B, id(22, 0, A))]);
-        assert_eq!(here.check_fact(stamp(40, A), &t, &v, none), Err(NotApplied::Gap));
+        assert_eq!(
+            here.check_fact(stamp(40, A), &t, &v, none),
+            Err(NotApplied::Gap)
+        );
         let xdel = Told {
             prev: stamp(20, A),
             drops: vec![2],
@@ -781,7 +812,10 @@ mod tests {
         let seen = |_| Some(id(10, 0, A));
         assert_eq!(here.check_fact(stamp(40, A), &xdel, &v, seen), Ok(()));
         let unseen = |_| Some(id(50, 0, B));
-        assert_eq!(here.check_fact(stamp(40, A), &xdel, &v, unseen), Err(NotApplied::Gap));
+        assert_eq!(
+            here.check_fact(stamp(40, A), &xdel, &v, unseen),
+            Err(NotApplied::Gap)
+        );
     }
 
     #[test]
