@@ -723,6 +723,7 @@ fn xdel(ctx: &mut Ctx, args: Args) -> CmdResult {
         e.version = ctx.version_after(e.version);
         let version = e.version;
         if let Some(before) = before.as_ref() {
+            l.note_stream_groups(key); // the state at the write's version (DECISIONS 166)
             let told = |prev| Told {
                 prev,
                 drops,
@@ -758,6 +759,7 @@ fn xtrim(ctx: &mut Ctx, args: Args) -> CmdResult {
         e.version = ctx.version_after(e.version);
         let version = e.version;
         if let Some(before) = before.as_ref() {
+            l.note_stream_groups(key); // the state at the write's version (DECISIONS 166)
             let told = |prev| Told {
                 prev,
                 trim: Some(before.trim_told(to, None)),
