@@ -591,7 +591,12 @@ fn concurrent_xadds_on_both_nodes_travel_as_facts() {
         let _: String = cmd(c, &["XADD", "s", "*", "f", &v, "g", "x"]);
     });
     converged(&[&p.a, &p.b]);
-    assert_eq!((conflicts(&mut a), conflicts(&mut b)), before);
+    // (Facts switched off, DECISIONS 169: each XADD whose base moved at
+    // the peer asks for the key's state, and the rest must hold all the
+    // same.)
+    if lattice::keyspace::merge::stream::STREAM_FACTS {
+        assert_eq!((conflicts(&mut a), conflicts(&mut b)), before);
+    }
     let len: i64 = cmd(&mut a, &["XLEN", "s"]);
     assert_eq!(len, 601);
     let got = ids(&mut a, "s");
@@ -646,7 +651,9 @@ fn removes_against_concurrent_xadds_converge() {
     let _: i64 = cmd(&mut a, &["XTRIM", "s", "MAXLEN", "10"]);
     let _: String = cmd(&mut b, &["XADD", "s", "MAXLEN", "5", "*", "f", "end"]);
     converged(&[&p.a, &p.b]);
-    assert_eq!((conflicts(&mut a), conflicts(&mut b)), before);
+    if lattice::keyspace::merge::stream::STREAM_FACTS {
+        assert_eq!((conflicts(&mut a), conflicts(&mut b)), before);
+    }
     let len: i64 = cmd(&mut b, &["XLEN", "s"]);
     assert_eq!(len, 5);
     assert_eq!(entries(&mut a, "s"), entries(&mut b, "s"));

@@ -342,10 +342,15 @@ impl Stream {
     }
 }
 
-/// Whether XADD, XDEL and XTRIM emit their facts (a switch for bisecting:
-/// off, a stream write whose base moved at a peer costs a state round
-/// trip, as before the nineteenth session).
-pub const STREAM_FACTS: bool = true;
+/// Whether XADD, XDEL and XTRIM emit their facts. Off (a stream write
+/// whose base moved at a peer costs a state round trip, as before the
+/// nineteenth session): with them on, the simulator's merge workload lost
+/// entries (seeds 81, 89, 137, 154, ... of 300 with XADD facts alone). A
+/// fact applied out of order leaves two nodes at one version with
+/// different entries, and a stream's non-fact writes (DEL, group writes)
+/// still replay where the version matches (`link.rs`, `Local::replays`):
+/// a DEL replayed so removes an entry its node never saw (DECISIONS 169).
+pub const STREAM_FACTS: bool = false;
 
 /// What a stream write's fact says (DECISIONS 165-167), as the origin
 /// builds it and a peer reads it back from the record's `(kind | index,
