@@ -575,10 +575,11 @@ fn on_both_at_once(p: &Pair, n: usize, write: fn(&mut redis::Connection, usize, 
 }
 
 /// Both nodes of a pair XADD to one stream at once (DECISIONS 165, 168):
-/// each XADD's fact applies at the other even where the key moved there
-/// through that node's own XADDs, an entry older than the last one there
-/// going in in ID order. No state is asked for on either side, and both
-/// hold the same entries, counts, digest and merge state.
+/// with stream facts on, each XADD's fact applies at the other even where
+/// the key moved there through that node's own XADDs, an entry older than
+/// the last one there going in in ID order, and no state is asked for on
+/// either side (switched off, DECISIONS 169, the states join); either way
+/// both hold the same entries, counts, digest and merge state.
 #[test]
 fn concurrent_xadds_on_both_nodes_travel_as_facts() {
     let p = Pair::start(&[]);
@@ -614,11 +615,11 @@ fn concurrent_xadds_on_both_nodes_travel_as_facts() {
     assert_eq!(tail.len(), 301);
 }
 
-/// XDEL and XTRIM on one node while both add (DECISIONS 166, 167): the
-/// removes travel as facts where the peer has seen what they removed, as
-/// states where it has not (an add concurrent with a trim, kept); either
-/// way both nodes converge on the same entries and merge state, and every
-/// entry left is one no remove saw.
+/// XDEL and XTRIM on one node while both add (DECISIONS 166, 167): with
+/// stream facts on, the removes travel as facts where the peer has seen
+/// what they removed, as states where it has not (an add concurrent with a
+/// trim, kept); either way both nodes converge on the same entries, counts
+/// and merge state.
 #[test]
 fn removes_against_concurrent_xadds_converge() {
     let p = Pair::start(&[]);
