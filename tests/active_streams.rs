@@ -607,7 +607,11 @@ fn concurrent_xadds_on_both_nodes_travel_as_facts() {
     assert_eq!(entries(&mut a, "s"), entries(&mut b, "s"));
     assert_eq!(info(&mut a, "s"), info(&mut b, "s"));
     assert_eq!(info(&mut a, "s")["entries-added"], "601");
-    assert_eq!(merge_info(&mut a, "s"), merge_info(&mut b, "s"));
+    // (Joined by states, the facts off, the two merge states may differ in
+    // the stamps their last joins saw while the streams agree.)
+    if lattice::keyspace::merge::stream::STREAM_FACTS {
+        assert_eq!(merge_info(&mut a, "s"), merge_info(&mut b, "s"));
+    }
     // Reads from an ID see the merged order too (a late entry is not
     // hidden inside a node: XRANGE from each ID gives the rest).
     let mid = &got[300];
@@ -644,7 +648,9 @@ fn removes_against_concurrent_xadds_converge() {
     converged(&[&p.a, &p.b]);
     assert_eq!(entries(&mut a, "s"), entries(&mut b, "s"));
     assert_eq!(info(&mut a, "s"), info(&mut b, "s"));
-    assert_eq!(merge_info(&mut a, "s"), merge_info(&mut b, "s"));
+    if lattice::keyspace::merge::stream::STREAM_FACTS {
+        assert_eq!(merge_info(&mut a, "s"), merge_info(&mut b, "s"));
+    }
     // Quiet now: one more XDEL and XTRIM each travel as a fact.
     let before = (conflicts(&mut a), conflicts(&mut b));
     let first = ids(&mut a, "s")[0].clone();
@@ -658,5 +664,7 @@ fn removes_against_concurrent_xadds_converge() {
     let len: i64 = cmd(&mut b, &["XLEN", "s"]);
     assert_eq!(len, 5);
     assert_eq!(entries(&mut a, "s"), entries(&mut b, "s"));
-    assert_eq!(merge_info(&mut a, "s"), merge_info(&mut b, "s"));
+    if lattice::keyspace::merge::stream::STREAM_FACTS {
+        assert_eq!(merge_info(&mut a, "s"), merge_info(&mut b, "s"));
+    }
 }
