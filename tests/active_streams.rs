@@ -552,3 +552,119 @@ fn a_stream_written_on_one_node_travels_without_state_round_trips() {
     let mb: Vec<String> = cmd(&mut b, &["DEBUG", "MERGEINFO", "s"]);
     assert_eq!(ma, mb, "one merge state on both nodes");
 }
+
+/// Both nodes' `conflicts=` counts and merge states of `key`, once they
+/// converged: what a fact test compares before and after.
+fn merge_info(c: &mut redis::Connection, key: &str) -> Vec<String> {
+    cmd(c, &["DEBUG", "MERGEINFO", key])
+}
+
+/// Runs `n` rounds of `write` on both nodes at once, each from a thread
+/// of its own (`write(conn, node, round)`).
+fn on_both_at_once(p: &Pair, n: usize, write: fn(&mut redis::Connection, usize, usize)) {
+    std::thread::scope(|s| {
+        for (node, server) in [&p.a, &p.b].into_iter().enumerate() {
+            let mut c = server.conn();
+            s.spawn(move || {
+                for i in 0..n {
+                    write(&mut c, node, i);
+                }
+            });
+        }
+    });
+}
+
+/// Both nodes of a pair XADD to one stream at once (DECISIONS 165, 168):
+/// with stream facts on, each XADD's fact applies at the other even where
+/// the key moved there through that node's own XADDs, an entry older than
+/// the last one there going in in ID order, and no state is asked for on
+/// either side (switched off, DECISIONS 169, the states join); either way
+/// both hold the same entries, counts, digest and merge state.
+#[test]
+fn concurrent_xadds_on_both_nodes_travel_as_facts() {
+    let p = Pair::start(&[]);
+    let (mut a, mut b) = (p.a.conn(), p.b.conn());
+    xadd(&mut a, "s", "f", "first");
+    converged(&[&p.a, &p.b]);
+    let before = (conflicts(&mut a), conflicts(&mut b));
+    on_both_at_once(&p, 300, |c, node, i| {
+        let v = format!("{node}:{i}");
+        let _: String = cmd(c, &["XADD", "s", "*", "f", &v, "g", "x"]);
+    });
+    converged(&[&p.a, &p.b]);
+    // (Facts switched off, DECISIONS 169: each XADD whose base moved at
+    // the peer asks for the key's state, and the rest must hold all the
+    // same.)
+    if lattice::keyspace::merge::stream::STREAM_FACTS {
+        assert_eq!((conflicts(&mut a), conflicts(&mut b)), before);
+    }
+    let len: i64 = cmd(&mut a, &["XLEN", "s"]);
+    assert_eq!(len, 601);
+    let got = ids(&mut a, "s");
+    let mut sorted = got.clone();
+    sorted.sort_by_key(|id| id_key(id));
+    assert_eq!(got, sorted, "in ID order");
+    assert_eq!(entries(&mut a, "s"), entries(&mut b, "s"));
+    assert_eq!(info(&mut a, "s"), info(&mut b, "s"));
+    assert_eq!(info(&mut a, "s")["entries-added"], "601");
+    // (Joined by states, the facts off, the two merge states may differ in
+    // the stamps their last joins saw while the streams agree.)
+    if lattice::keyspace::merge::stream::STREAM_FACTS {
+        assert_eq!(merge_info(&mut a, "s"), merge_info(&mut b, "s"));
+    }
+    // Reads from an ID see the merged order too (a late entry is not
+    // hidden inside a node: XRANGE from each ID gives the rest).
+    let mid = &got[300];
+    let tail: Entries = cmd(&mut b, &["XRANGE", "s", mid, "+"]);
+    assert_eq!(tail.len(), 301);
+}
+
+/// XDEL and XTRIM on one node while both add (DECISIONS 166, 167): with
+/// stream facts on, the removes travel as facts where the peer has seen
+/// what they removed, as states where it has not (an add concurrent with a
+/// trim, kept); either way both nodes converge on the same entries, counts
+/// and merge state.
+#[test]
+fn removes_against_concurrent_xadds_converge() {
+    let p = Pair::start(&[]);
+    let (mut a, mut b) = (p.a.conn(), p.b.conn());
+    xadd(&mut a, "s", "f", "first");
+    converged(&[&p.a, &p.b]);
+    on_both_at_once(&p, 200, |c, node, i| {
+        let id: String = cmd(c, &["XADD", "s", "*", "f", &i.to_string()]);
+        match (node, i % 10) {
+            (0, 3) => {
+                let _: i64 = cmd(c, &["XDEL", "s", &id]);
+            }
+            (0, 7) => {
+                let _: i64 = cmd(c, &["XTRIM", "s", "MAXLEN", "50"]);
+            }
+            (1, 5) => {
+                let _: String = cmd(c, &["XADD", "s", "MAXLEN", "80", "*", "t", "x"]);
+            }
+            _ => {}
+        }
+    });
+    converged(&[&p.a, &p.b]);
+    assert_eq!(entries(&mut a, "s"), entries(&mut b, "s"));
+    assert_eq!(info(&mut a, "s"), info(&mut b, "s"));
+    if lattice::keyspace::merge::stream::STREAM_FACTS {
+        assert_eq!(merge_info(&mut a, "s"), merge_info(&mut b, "s"));
+    }
+    // Quiet now: one more XDEL and XTRIM each travel as a fact.
+    let before = (conflicts(&mut a), conflicts(&mut b));
+    let first = ids(&mut a, "s")[0].clone();
+    let _: i64 = cmd(&mut b, &["XDEL", "s", &first]);
+    let _: i64 = cmd(&mut a, &["XTRIM", "s", "MAXLEN", "10"]);
+    let _: String = cmd(&mut b, &["XADD", "s", "MAXLEN", "5", "*", "f", "end"]);
+    converged(&[&p.a, &p.b]);
+    if lattice::keyspace::merge::stream::STREAM_FACTS {
+        assert_eq!((conflicts(&mut a), conflicts(&mut b)), before);
+    }
+    let len: i64 = cmd(&mut b, &["XLEN", "s"]);
+    assert_eq!(len, 5);
+    assert_eq!(entries(&mut a, "s"), entries(&mut b, "s"));
+    if lattice::keyspace::merge::stream::STREAM_FACTS {
+        assert_eq!(merge_info(&mut a, "s"), merge_info(&mut b, "s"));
+    }
+}

@@ -20,6 +20,7 @@ use super::util::{arg_i64, eq_ic};
 use super::{flags::*, CmdError, CmdResult, Command, Ctx};
 use crate::core::notify::class;
 use crate::keyspace::merge;
+use crate::keyspace::merge::stream::Told;
 use crate::keyspace::stream::{Fields, StreamId, StreamValue, Trim};
 use crate::keyspace::{Entry, Value};
 use crate::protocol::{parse_i64, Args, ReplyBuf};
@@ -367,6 +368,39 @@ fn prepare(
     Ok(Some(l.prepare_stream(key)))
 }
 
+/// After a trim: its threshold, every entry at or below it gone (the
+/// stream's last ID where it is empty).
+fn trimmed_to(s: &StreamValue) -> StreamId {
+    if s.is_empty() {
+        return s.last_id;
+    }
+    s.first_id().prev().unwrap_or(StreamId::MIN)
+}
+
+/// Active replication: the fact of a stream write stamped `stamp` at
+/// `key` (`before`: the key's merge state before it), `told(prev)` given
+/// its `PREV`, goes in the write's record where the write is the first of
+/// its stamp on the key and the key has no TTL (one with a TTL merges by
+/// its state, as a collection's: DECISIONS 165).
+fn note_fact(
+    ctx: &mut Ctx,
+    l: &mut super::access::Locked,
+    key: &[u8],
+    (before, stamp): (&merge::stream::Stream, u64),
+    told: impl FnOnce(u64) -> Told,
+) {
+    if !merge::stream::STREAM_FACTS || !merge::fact::noting() {
+        return;
+    }
+    if l.entry(key).is_none_or(|e| e.expire_at() != 0) {
+        return;
+    }
+    let (Some(prev), Some(a)) = (before.fact_prev(stamp), ctx.active.as_mut()) else {
+        return;
+    };
+    told(prev).encode(&mut a.facts);
+}
+
 /// What an active node's IDs are made from: the milliseconds of the
 /// write's stamp (or the clock's) and the node's slot; whether the ID
 /// came from a client (explicit IDs of another slot are refused) or a
@@ -399,6 +433,13 @@ fn active_id(
     clock: IdClock,
 ) -> Result<StreamId, CmdError> {
     if clock.replayed {
+        // A peer's entry below the last ID here, new here: its fact
+        // applies late (DECISIONS 168); the entry goes in in ID order.
+        if let Some((id, true)) = given {
+            if id <= s.last_id && !state.covers(id) && s.entry(id).is_none() {
+                return Ok(id);
+            }
+        }
         return next_id(s, given, clock.ms);
     }
     let smaller = || {
@@ -526,28 +567,38 @@ fn xadd(ctx: &mut Ctx, args: Args) -> CmdResult {
             return Err(err);
         }
     };
-    s.append(
-        id,
-        Fields::pack(args.iter().skip(fields)),
-        max_bytes,
-        max_entries,
-    );
+    let packed = Fields::pack(args.iter().skip(fields));
+    if id <= s.last_id {
+        s.insert(id, packed, max_bytes, max_entries); // a late entry (above)
+    } else {
+        s.append(id, packed, max_bytes, max_entries);
+    }
     let text = id.text();
     ctx.out.bulk(text.as_bytes());
     let trimmed = t.how.is_some_and(|how| s.trim(how, t.approx, t.limit) > 0);
     let threshold = trim_threshold(&t, s);
+    let trimmed_to = trimmed.then(|| trimmed_to(s));
     e.version = if created {
         ctx.new_version()
     } else {
         ctx.version_after(e.version)
     };
     let version = e.version;
-    if merge_state.is_some() {
+    if let Some(before) = merge_state.as_ref() {
         let added = l.note_stream_add(key, id, version);
         if let Some(e) = l.entry(key) {
             stream_mut(&mut e.value).entries_added = added;
         }
         ctx.mark_merged(key);
+        if !created {
+            let told = |prev| Told {
+                prev,
+                add: Some(idpos as u32),
+                drops: vec![],
+                trim: trimmed_to.map(|t| before.trim_told(t, Some(id))),
+            };
+            note_fact(ctx, &mut l, key, (before, version), told);
+        }
     }
     let mut argv = trim_argv(args, &t, &threshold);
     argv[idpos] = text.as_bytes();
@@ -651,25 +702,37 @@ fn xdel(ctx: &mut Ctx, args: Args) -> CmdResult {
         .collect::<Result<Vec<_>, _>>()?;
     let key = args.get(1);
     let mut l = ctx.open(key);
-    if l.entry(key).is_some() {
-        prepare(ctx, &mut l, key)?;
-    }
+    let before = match l.entry(key) {
+        Some(_) => prepare(ctx, &mut l, key)?,
+        None => None,
+    };
     let Some(e) = get_stream(&mut l, key)? else {
         ctx.out.int(0);
         return Ok(());
     };
     let s = stream_mut(&mut e.value);
-    let mut deleted = 0;
-    for id in ids {
+    let mut drops = Vec::new();
+    for (i, id) in ids.into_iter().enumerate() {
         if s.delete(id) {
-            deleted += 1;
+            drops.push(i as u32 + 2);
             s.max_deleted = s.max_deleted.max(id);
         }
     }
+    let deleted = drops.len() as i64;
     if deleted > 0 {
         e.version = ctx.version_after(e.version);
+        let version = e.version;
+        if let Some(before) = before.as_ref() {
+            l.note_stream_groups(key); // the state at the write's version (DECISIONS 166)
+            let told = |prev| Told {
+                prev,
+                drops,
+                ..Told::default()
+            };
+            note_fact(ctx, &mut l, key, (before, version), told);
+        }
         let argv: Vec<&[u8]> = args.iter().collect();
-        ctx.propagate(e.version, &argv);
+        ctx.propagate(version, &argv);
         ctx.notify(class::STREAM, "xdel", key);
     }
     ctx.out.int(deleted);
@@ -680,9 +743,10 @@ fn xtrim(ctx: &mut Ctx, args: Args) -> CmdResult {
     let (t, _) = parse_trim(ctx, args, false)?;
     let key = args.get(1);
     let mut l = ctx.open(key);
-    if l.entry(key).is_some() {
-        prepare(ctx, &mut l, key)?;
-    }
+    let before = match l.entry(key) {
+        Some(_) => prepare(ctx, &mut l, key)?,
+        None => None,
+    };
     let Some(e) = get_stream(&mut l, key)? else {
         ctx.out.int(0);
         return Ok(());
@@ -691,8 +755,19 @@ fn xtrim(ctx: &mut Ctx, args: Args) -> CmdResult {
     let n = s.trim(t.how.expect("checked"), t.approx, t.limit);
     if n > 0 {
         let threshold = trim_threshold(&t, s);
+        let to = trimmed_to(s);
         e.version = ctx.version_after(e.version);
-        ctx.propagate(e.version, &trim_argv(args, &t, &threshold));
+        let version = e.version;
+        if let Some(before) = before.as_ref() {
+            l.note_stream_groups(key); // the state at the write's version (DECISIONS 166)
+            let told = |prev| Told {
+                prev,
+                trim: Some(before.trim_told(to, None)),
+                ..Told::default()
+            };
+            note_fact(ctx, &mut l, key, (before, version), told);
+        }
+        ctx.propagate(version, &trim_argv(args, &t, &threshold));
         ctx.notify(class::STREAM, "xtrim", key);
     }
     ctx.out.int(n as i64);

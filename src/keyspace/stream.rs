@@ -305,6 +305,42 @@ impl StreamValue {
         self.entries_added += 1;
     }
 
+    /// Puts an entry whose ID may be below the last one, absent here
+    /// (active replication: a peer's entry that arrives after later ones
+    /// of this node, `replication/active/stream_facts.rs`). Above the last
+    /// node's entries it is appended; else the node it falls in is rebuilt
+    /// with it (O(entries of one node)), split by `max_entries`. The last
+    /// ID stays the larger of the two; `entries-added` is the caller's.
+    pub fn insert(&mut self, id: StreamId, f: Fields, max_bytes: usize, max_entries: usize) {
+        let tail = self.nodes.iter().next_back().map(|(_, n)| n.last);
+        if tail.is_none_or(|last| id > last) {
+            let (last_id, added) = (self.last_id, self.entries_added);
+            self.append(id, f, max_bytes, max_entries);
+            (self.last_id, self.entries_added) = (last_id.max(id), added);
+            return;
+        }
+        let key = match self.node_of(id) {
+            Some((k, _)) => k,
+            None => *self.nodes.keys().next().expect("a node"),
+        };
+        let n = self.nodes.remove(&key).expect("the node");
+        let mut es: Vec<(StreamId, Fields)> = (n.iter(key).filter(|r| !r.deleted()))
+            .map(|r| (r.id, n.fields(&r)))
+            .collect();
+        self.length -= es.len();
+        let at = es.partition_point(|e| e.0 < id);
+        es.insert(at, (id, f));
+        let per_node = if max_entries == 0 {
+            es.len()
+        } else {
+            max_entries
+        };
+        for part in es.chunks(per_node) {
+            self.load_node(part[0].0, part.to_vec());
+        }
+        self.last_id = self.last_id.max(id);
+    }
+
     /// Removes one entry (XDEL); whether it was there.
     pub fn delete(&mut self, id: StreamId) -> bool {
         let Some((key, n)) = self.node_of(id) else {
@@ -428,5 +464,29 @@ mod tests {
         // The last node (entries 4 and 5) is gone: the one before answers.
         assert_eq!(s.last_live_id(), Some(StreamId::new(3, 0)));
         assert_eq!(s.last().map(|e| e.0), s.last_live_id());
+    }
+
+    /// Entries put below the last ID land in order, in the node they fall
+    /// in (split at the node limit), the last ID and count unchanged.
+    #[test]
+    fn an_insert_below_the_last_id_lands_in_order() {
+        let f = || Fields::pack([&b"f"[..], b"v"].into_iter());
+        let mut s = StreamValue::default();
+        for ms in [10, 20, 30, 40, 50] {
+            s.append(StreamId::new(ms, 0), f(), 4096, 3);
+        }
+        s.insert(StreamId::new(25, 1), f(), 4096, 3);
+        s.insert(StreamId::new(5, 1), f(), 4096, 3);
+        s.insert(StreamId::new(60, 1), f(), 4096, 3);
+        let ids: Vec<u64> = (s.range(StreamId::MIN, StreamId::MAX, false))
+            .map(|e| e.0.ms)
+            .collect();
+        assert_eq!(ids, vec![5, 10, 20, 25, 30, 40, 50, 60]);
+        assert_eq!(s.len(), 8);
+        assert_eq!(s.last_id, StreamId::new(60, 1));
+        assert_eq!(s.entries_added, 5);
+        assert!(s.nodes.values().all(|n| n.total <= 3));
+        assert!(s.delete(StreamId::new(25, 1)));
+        assert_eq!(s.entry(StreamId::new(5, 1)), Some(f()));
     }
 }

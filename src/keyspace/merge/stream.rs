@@ -33,9 +33,10 @@
 
 use super::codec::{put_varint, Cursor};
 use super::context::Context;
+use super::fact::{self, NotApplied};
 use super::groups::{self, Groups};
 use super::ttl::Ttl;
-use crate::keyspace::hlc::NODE_BITS;
+use crate::keyspace::hlc::{stamp_node, NODE_BITS};
 use crate::keyspace::stream::{StreamId, StreamValue};
 use crate::keyspace::Value;
 
@@ -120,6 +121,13 @@ impl Stream {
         self.seen
             .binary_search_by_key(&slot, |c| c.0)
             .is_ok_and(|i| self.seen[i].1 >= id)
+    }
+
+    /// The highest entry ID of `slot` seen (0-0: none).
+    pub fn seen_in(&self, slot: u64) -> StreamId {
+        self.seen
+            .binary_search_by_key(&slot, |c| c.0)
+            .map_or(StreamId::MIN, |i| self.seen[i].1)
     }
 
     /// The highest entry ID seen (of any slot).
@@ -334,6 +342,183 @@ impl Stream {
     }
 }
 
+/// Whether XADD, XDEL and XTRIM emit their facts. Off (a stream write
+/// whose base moved at a peer costs a state round trip, as before the
+/// nineteenth session): with them on, the simulator's merge workload lost
+/// entries (seeds 81, 89, 137, 154, ... of 300 with XADD facts alone). A
+/// fact applied out of order leaves two nodes at one version with
+/// different entries, and a stream's non-fact writes (DEL, group writes)
+/// still replay where the version matches (`link.rs`, `Local::replays`):
+/// a DEL replayed so removes an entry its node never saw (DECISIONS 169).
+pub const STREAM_FACTS: bool = false;
+
+/// What a stream write's fact says (DECISIONS 165-167), as the origin
+/// builds it and a peer reads it back from the record's `(kind | index,
+/// stamp)` pairs (`fact.rs`):
+///
+/// - `PREV 1, s`: the origin's newest stamp on the key before the write
+///   (its slot's entry in the state's stamp context; 0: none);
+/// - `ADD i, 0`: XADD added the entry whose ID is argument i (its fields
+///   follow it);
+/// - `DROP i, 0`: XDEL removed the entry whose ID is argument i (only
+///   those it found: an ID it named and did not hold is not told);
+/// - `WORD 0` and `WORD 1`: a trim's threshold T (its ms and seq): it
+///   removed every entry at or below T that the origin had seen;
+///   `WORD 2 + 2k` and `WORD 3 + 2k`: the highest ID of slot k the origin
+///   had seen at or below T (its bound: what the peer must have seen); a
+///   bound that is T itself (the usual case: the origin saw past T) is
+///   `WORD 2 + 2k, 0` alone, two or three bytes on the wire.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Told {
+    pub prev: u64,
+    pub add: Option<u32>,
+    pub drops: Vec<u32>,
+    pub trim: Option<(StreamId, Vec<(u64, StreamId)>)>,
+}
+
+impl Told {
+    /// The fact's pairs (see [`Told`]).
+    pub fn encode(&self, facts: &mut Vec<fact::Fact>) {
+        facts.push((fact::PREV | (1 << fact::SHIFT), self.prev));
+        if let Some(i) = self.add {
+            facts.push((fact::ADD | (i << fact::SHIFT), 0));
+        }
+        facts.extend(
+            self.drops
+                .iter()
+                .map(|&i| (fact::DROP | (i << fact::SHIFT), 0)),
+        );
+        if let Some((t, bounds)) = &self.trim {
+            let word = |j: u64| fact::WORD | ((j as u32) << fact::SHIFT);
+            facts.extend([(word(0), t.ms), (word(1), t.seq)]);
+            for &(slot, b) in bounds {
+                match b == *t {
+                    true => facts.push((word(2 + 2 * slot), 0)),
+                    false => {
+                        facts.extend([(word(2 + 2 * slot), b.ms), (word(3 + 2 * slot), b.seq)])
+                    }
+                }
+            }
+        }
+    }
+
+    /// Reads a fact back; None where it is not a stream write's.
+    pub fn decode(facts: &[fact::Fact]) -> Option<Told> {
+        let mut told = Told::default();
+        let mut words: Vec<(u64, u64)> = Vec::new();
+        for &(e, v) in facts {
+            let i = e >> fact::SHIFT;
+            match e & fact::KIND {
+                fact::PREV => told.prev = v,
+                fact::ADD if told.add.is_none() => told.add = Some(i),
+                fact::DROP => told.drops.push(i),
+                fact::WORD => words.push((u64::from(i), v)),
+                _ => return None,
+            }
+        }
+        if words.is_empty() {
+            return Some(told);
+        }
+        let word = |j: u64| words.iter().find(|w| w.0 == j).map(|w| w.1);
+        let t = StreamId::new(word(0)?, word(1)?);
+        let mut bounds = Vec::new();
+        for &(j, ms) in words.iter().filter(|w| w.0 >= 2 && w.0 % 2 == 0) {
+            let b = word(j + 1).map_or(t, |seq| StreamId::new(ms, seq));
+            bounds.push(((j - 2) / 2, b));
+        }
+        bounds.sort_unstable();
+        told.trim = Some((t, bounds));
+        Some(told)
+    }
+}
+
+impl Stream {
+    /// Origin, before a write stamped `stamp`: its fact's `PREV`, or None
+    /// where this stamp wrote the key already (a transaction's second
+    /// write travels without a fact).
+    pub fn fact_prev(&self, stamp: u64) -> Option<u64> {
+        let prev = self.cc.newest(stamp_node(stamp));
+        (prev < stamp).then_some(prev)
+    }
+
+    /// Origin: a trim's part of the fact: threshold `t` and, per slot this
+    /// state has seen (after the write's add, `added`), its bound.
+    pub fn trim_told(
+        &self,
+        t: StreamId,
+        added: Option<StreamId>,
+    ) -> (StreamId, Vec<(u64, StreamId)>) {
+        let mut seen = self.seen.clone();
+        if let Some(id) = added {
+            match seen.binary_search_by_key(&slot_of(id), |c| c.0) {
+                Ok(i) => seen[i].1 = seen[i].1.max(id),
+                Err(i) => seen.insert(i, (slot_of(id), id)),
+            }
+        }
+        let bounds = seen.iter().map(|&(slot, top)| (slot, top.min(t)));
+        (t, bounds.collect())
+    }
+
+    /// Peer: whether a stream write's fact applies to this state (the
+    /// key's, holding `value`): Ok, a duplicate (its stamp is seen), or a
+    /// gap (what it builds on has not arrived, DECISIONS 165-167). `id_at`
+    /// reads the ID at an argument of the write.
+    pub fn check_fact(
+        &self,
+        stamp: u64,
+        told: &Told,
+        value: &StreamValue,
+        id_at: impl Fn(u32) -> Option<StreamId>,
+    ) -> Result<(), NotApplied> {
+        if self.cc.covers(stamp) {
+            return Err(NotApplied::Duplicate);
+        }
+        if told.prev != 0 && !self.cc.covers(told.prev) {
+            return Err(NotApplied::Gap);
+        }
+        let mut added = None;
+        if let Some(i) = told.add {
+            let id = id_at(i).ok_or(NotApplied::Gap)?;
+            // Its slot's own, and new here (an ID seen but with its stamp
+            // unseen is not what the fact says: the state tells).
+            if slot_of(id) != stamp_node(stamp) || self.covers(id) {
+                return Err(NotApplied::Gap);
+            }
+            added = Some(id);
+        }
+        for &i in &told.drops {
+            let id = id_at(i).ok_or(NotApplied::Gap)?;
+            // An entry removed that this node never saw (its add would come
+            // back after the remove); or one gone here that no XDEL here
+            // counted (a trim took it: max-deleted-entry-id joins by state).
+            if !self.covers(id) || (value.entry(id).is_none() && value.max_deleted < id) {
+                return Err(NotApplied::Gap);
+            }
+        }
+        if let Some((t, bounds)) = &told.trim {
+            // Every entry the trim removed was seen here, and every entry
+            // here at or below T was seen there (else an add concurrent
+            // with the trim: kept by a join, which the state does).
+            // (A bound is in its slot's terms: T may end in another.)
+            let seen = |slot: u64, b: StreamId| {
+                self.seen_in(slot) >= b || added.is_some_and(|id| slot_of(id) == slot && b <= id)
+            };
+            if bounds.iter().any(|&(slot, b)| !seen(slot, b)) {
+                return Err(NotApplied::Gap);
+            }
+            let bound = |id: StreamId| bounds.iter().find(|b| b.0 == slot_of(id)).map(|b| b.1);
+            let unseen = |id: StreamId| bound(id).is_none_or(|b| id > b);
+            if value
+                .range(StreamId::MIN, *t, false)
+                .any(|(id, _)| unseen(id))
+            {
+                return Err(NotApplied::Gap);
+            }
+        }
+        Ok(())
+    }
+}
+
 /// The entries a join keeps, in ID order: those both sides hold, and those
 /// one side holds that the other's state has not seen.
 fn merged_entries(
@@ -515,6 +700,127 @@ mod tests {
         assert!(!s.covers(id(6, 1, B)) && !s.covers(id(7, 0, A)));
         assert_eq!(s.entries_added(), 9);
         assert_eq!(s.top(), id(6, 0, B));
+    }
+
+    /// A fact's pairs read back as they were told.
+    #[test]
+    fn a_told_fact_round_trips() {
+        let told = Told {
+            prev: 77,
+            add: Some(4),
+            drops: vec![],
+            trim: Some((id(9, 0, A), vec![(A, id(9, 0, A)), (B, id(8, 1, B))])),
+        };
+        let mut facts = Vec::new();
+        told.encode(&mut facts);
+        assert_eq!(facts.len(), 2 + 2 + 1 + 2, "a bound at T is one word");
+        assert_eq!(Told::decode(&facts), Some(told));
+        let told = Told {
+            prev: 77,
+            add: Some(4),
+            drops: vec![],
+            trim: Some((id(0, 0, A), vec![(A, id(0, 0, A))])),
+        };
+        let mut facts = Vec::new();
+        told.encode(&mut facts);
+        assert_eq!(Told::decode(&facts), Some(told));
+        let xdel = Told {
+            prev: 0,
+            drops: vec![2, 4],
+            ..Told::default()
+        };
+        facts.clear();
+        xdel.encode(&mut facts);
+        assert_eq!(Told::decode(&facts), Some(xdel));
+    }
+
+    /// A state whose stamp context saw `stamps`, holding `v`.
+    fn seen_at(v: &StreamValue, stamps: &[u64]) -> Stream {
+        let mut s = Stream::current(None, stamps[0], Some(&Value::Stream(Box::new(v.clone()))));
+        for &st in stamps {
+            s.cc.see(st);
+        }
+        s
+    }
+
+    /// An XADD's fact applies where the origin's previous write is seen,
+    /// even with this node's own later entries here; its missed write, or
+    /// its own entry again, is a gap or a duplicate.
+    #[test]
+    fn an_xadd_fact_applies_unless_its_base_is_missing() {
+        let stamp = |ms: u64, slot: u64| (ms << 20) | slot;
+        let (_, v) = side(&empty(), &[id(10, 0, A), id(30, 0, B)], B);
+        let here = seen_at(&v, &[stamp(10, A), stamp(30, B)]);
+        let add = |prev| Told {
+            prev,
+            add: Some(2),
+            ..Told::default()
+        };
+        let new = |_| Some(id(20, 0, A)); // below B's entry: a late one
+        assert_eq!(
+            here.check_fact(stamp(20, A), &add(stamp(10, A)), &v, new),
+            Ok(())
+        );
+        let missed = add(stamp(15, A));
+        assert_eq!(
+            here.check_fact(stamp(20, A), &missed, &v, new),
+            Err(NotApplied::Gap)
+        );
+        let old = |_| Some(id(10, 0, A));
+        assert_eq!(
+            here.check_fact(stamp(10, A), &add(0), &v, old),
+            Err(NotApplied::Duplicate)
+        );
+        // An ID of another slot than its stamp's is not what a fact says.
+        let other = |_| Some(id(20, 0, B));
+        assert_eq!(
+            here.check_fact(stamp(20, A), &add(stamp(10, A)), &v, other),
+            Err(NotApplied::Gap)
+        );
+    }
+
+    /// A trim's fact applies where every entry it removed was seen here and
+    /// every entry here at or below its threshold was seen there; an XDEL's
+    /// where its entries were seen.
+    #[test]
+    fn a_remove_fact_is_a_gap_where_its_entries_or_ours_are_unseen() {
+        let stamp = |ms: u64, slot: u64| (ms << 20) | slot;
+        let (_, v) = side(&empty(), &[id(10, 0, A), id(20, 0, A), id(25, 0, B)], A);
+        let here = seen_at(&v, &[stamp(20, A), stamp(25, B)]);
+        let trim = |t: StreamId, bounds: Vec<(u64, StreamId)>| Told {
+            prev: stamp(20, A),
+            trim: Some((t, bounds)),
+            ..Told::default()
+        };
+        let none = |_| None;
+        // A trimmed to 20 having seen A's entries only: ours (B's 25) is
+        // above the threshold, applies.
+        let t = trim(id(20, 0, A), vec![(A, id(20, 0, A))]);
+        assert_eq!(here.check_fact(stamp(40, A), &t, &v, none), Ok(()));
+        // Through 30: B's 25 unseen there, kept by a join: a gap.
+        let t = trim(id(30, 0, A), vec![(A, id(20, 0, A))]);
+        assert_eq!(
+            here.check_fact(stamp(40, A), &t, &v, none),
+            Err(NotApplied::Gap)
+        );
+        // It removed an entry of A's we have not seen (A's 22).
+        let t = trim(id(22, 0, A), vec![(A, id(22, 0, A)), (B, id(22, 0, A))]);
+        assert_eq!(
+            here.check_fact(stamp(40, A), &t, &v, none),
+            Err(NotApplied::Gap)
+        );
+        let xdel = Told {
+            prev: stamp(20, A),
+            drops: vec![2],
+            ..Told::default()
+        };
+        let seen = |_| Some(id(10, 0, A));
+        assert_eq!(here.check_fact(stamp(40, A), &xdel, &v, seen), Ok(()));
+        let unseen = |_| Some(id(50, 0, B));
+        assert_eq!(
+            here.check_fact(stamp(40, A), &xdel, &v, unseen),
+            Err(NotApplied::Gap)
+        );
     }
 
     #[test]

@@ -134,6 +134,9 @@ impl Link {
         if stamp < ks.db(db).lock(ks.slot(key).shard).flushed_at() {
             return true;
         }
+        if super::stream_facts::is_stream_write(argv) {
+            return self.apply_stream_fact(db, key, stamp, facts, argv);
+        }
         match write_of(argv, facts) {
             Some(Write::Increment(by)) => self.apply_increment(db, key, stamp, by, facts),
             Some(Write::List { left, push }) => {

@@ -56,6 +56,7 @@ pub mod record;
 pub mod resume;
 pub mod serve;
 pub mod stable;
+mod stream_facts;
 
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
