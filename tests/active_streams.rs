@@ -277,8 +277,10 @@ fn fields(v: &redis::Value) -> Vec<(String, String)> {
 }
 
 /// What XINFO GROUPS, XINFO CONSUMERS and XPENDING say of `key`'s groups,
-/// less the times (idle, inactive), which depend on when a node is asked.
-fn groups_view(c: &mut redis::Connection, key: &str) -> Vec<String> {
+/// less the times (idle, inactive), which depend on when a node is asked;
+/// None where a group listed went away before its entries were read (a
+/// peer's XGROUP DESTROY merging in between: ask again).
+fn groups_view(c: &mut redis::Connection, key: &str) -> Option<Vec<String>> {
     let groups: Vec<redis::Value> = cmd(c, &["XINFO", "GROUPS", key]);
     let mut out = Vec::new();
     for g in &groups {
@@ -286,18 +288,18 @@ fn groups_view(c: &mut redis::Connection, key: &str) -> Vec<String> {
         let name = f[0].1.clone();
         out.push(format!("{f:?}"));
         let pending: Vec<(String, String, i64, i64)> =
-            cmd(c, &["XPENDING", key, &name, "-", "+", "1000"]);
+            poll(c, &["XPENDING", key, &name, "-", "+", "1000"])?;
         for (id, owner, _idle, count) in pending {
             out.push(format!("{name} pending {id} {owner} {count}"));
         }
-        let consumers: Vec<redis::Value> = cmd(c, &["XINFO", "CONSUMERS", key, &name]);
+        let consumers: Vec<redis::Value> = poll(c, &["XINFO", "CONSUMERS", key, &name])?;
         for c in &consumers {
             let f = fields(c);
             let kept: Vec<&(String, String)> = f.iter().filter(|p| p.0 != "idle").collect();
             out.push(format!("{name} consumer {kept:?}"));
         }
     }
-    out
+    Some(out)
 }
 
 /// Waits until every node answers the same of `key`'s groups (DEBUG
@@ -308,13 +310,18 @@ fn groups_converged(nodes: &[&Server], key: &str) -> Vec<String> {
     let mut conns: Vec<_> = nodes.iter().map(|n| n.conn()).collect();
     let mut views: Vec<Vec<String>> = Vec::new();
     let agree = |views: &mut Vec<Vec<String>>, conns: &mut Vec<redis::Connection>| {
-        *views = conns.iter_mut().map(|c| groups_view(c, key)).collect();
+        let read: Option<Vec<_>> = conns.iter_mut().map(|c| groups_view(c, key)).collect();
+        let Some(read) = read else {
+            return false;
+        };
+        *views = read;
         views.windows(2).all(|w| w[0] == w[1])
     };
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
     while !agree(&mut views, &mut conns) && std::time::Instant::now() < deadline {
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
+    assert!(!views.is_empty(), "a group went away on every read");
     for w in views.windows(2) {
         assert_eq!(w[0], w[1], "the nodes' consumer groups to converge");
     }
