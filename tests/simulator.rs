@@ -250,6 +250,11 @@ fn seeds_that_found_bugs() {
             807,
             "a flush's survivors were chosen by a list state not brought up to its key",
         ),
+        (
+            4865,
+            "a key state asked again after a reconnect was answered twice: the second copy of a \
+             deletion came after its tombstone was collected and was installed again",
+        ),
     ];
     for (seed, bug) in found {
         if let Err(f) = sim::run(seed, &sim::Options::default()) {

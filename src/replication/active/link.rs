@@ -1266,6 +1266,11 @@ impl Link {
             return;
         }
         if payload.is_empty() {
+            let collected = self.node.active().stability.collected_below(stamp);
+            if merge.is_empty() && local == 0 && collected {
+                // A late copy of a deletion collected here (item 35).
+                return;
+            }
             self.delete_at(db, key, stamp);
         } else {
             self.restore_at(db, key, (at, payload), stamp);

@@ -566,6 +566,7 @@ fn collect_tombstones(active: &Active, core: &Core) {
     let grace_cutoff = crate::keyspace::hlc::make_stamp(now.saturating_sub(grace_ms(core)), 0, 0);
     let (exact, cutoff) = st.cutoffs(stable, &keys, grace_cutoff);
     st.cutoff.store(cutoff, Relaxed);
+    st.exact.store(exact, Relaxed);
     let ks = &core.keyspace;
     let total = ks.num_dbs() * crate::keyspace::SHARDS;
     let (mut collected, mut forced) = (0, 0);

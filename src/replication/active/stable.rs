@@ -78,6 +78,9 @@ pub struct Stability {
     /// This node's stable stamp and the last collection's cutoff (INFO).
     pub stable: AtomicU64,
     pub cutoff: AtomicU64,
+    /// The last collection's exact cutoff (below every stable stamp):
+    /// [`Stability::collected_below`].
+    pub exact: AtomicU64,
     /// Tombstones collected below the stable cutoff, and above it by the
     /// grace bound (INFO).
     pub collected: AtomicU64,
@@ -230,6 +233,16 @@ impl Stability {
             .chain(reports.values().map(|r| r.stamp))
             .fold(stable, u64::min);
         (exact, exact.max(grace_cutoff))
+    }
+
+    /// Whether a deletion stamped `stamp` of a key holding nothing here is
+    /// one this node collected, or would at once: below the last exact
+    /// cutoff nothing older can still arrive anywhere. A late copy of a
+    /// key state (a peer answers every ask, and a link asks again after
+    /// a reconnect: two answers, the wait ending at the first; docs/
+    /// MERGE.md section 8 item 35) is then not installed again.
+    pub fn collected_below(&self, stamp: u64) -> bool {
+        stamp < self.exact.load(Relaxed)
     }
 
     /// Counts a round's collections; `forced` ones mark the time.
