@@ -5,10 +5,12 @@
 
 WORK="$(mktemp -d /tmp/lattice-bench.XXXXXX)"
 SERVER_PID=""
+NODE_PIDS=() # start_node's servers
 
 # KEEP_WORK=1 keeps the servers' logs and files in $WORK (printed at exit).
 cleanup() {
     if [[ -n "$SERVER_PID" ]]; then kill "$SERVER_PID" 2>/dev/null || true; fi
+    if ((${#NODE_PIDS[@]})); then kill "${NODE_PIDS[@]}" 2>/dev/null || true; fi
     if [[ -n "${KEEP_WORK:-}" ]]; then
         echo "kept $WORK" >&2
     else
@@ -156,4 +158,29 @@ rps_table() {
         done
     done
     echo "(ratio = lattice / redis rps; cpu ratio = redis / lattice ns per request: > 1 means lattice spends less)"
+}
+
+# Nodes of an active pair or mesh (bench/merge.sh, bench/stream-facts.sh).
+# start_node PORT EXTRA...: $BIN on PORT, pinned, one thread, its slot the
+# port's last three digits, its files in $WORK/PORT; killed at exit.
+start_node() {
+    local p=$1
+    shift
+    mkdir -p "$WORK/$p"
+    taskset -c "$SERVER_CPU" "$BIN" --port "$p" --dir "$WORK/$p" --save "" --appendonly no \
+        --server-threads 1 --enable-debug-command yes --node-slot $((p % 1000)) "$@" \
+        >"$WORK/$p.log" 2>&1 &
+    NODE_PIDS+=($!)
+    wait_port "$p"
+}
+
+# The bytes a node's active stream sent, and the key states its links asked
+# for (INFO replication `conflicts=`).
+sent_bytes() { redis-cli -p "$1" info replication | grep -oE 'active_sent_bytes:[0-9]+' | cut -d: -f2; }
+state_asks() { redis-cli -p "$1" info replication | grep -oE 'conflicts=[0-9]+' | head -1 | cut -d= -f2; }
+
+# resp_bytes ARGS...: the bytes of one command as a client sends it (RESP),
+# __rand_int__ as 12 digits.
+resp_bytes() {
+    python3 -c "import sys; a=[x.replace('__rand_int__','0'*12) for x in sys.argv[1:]]; print(len('*%d\r\n'%len(a))+sum(len('\$%d\r\n%s\r\n'%(len(x),x)) for x in a))" "$@"
 }

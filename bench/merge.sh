@@ -25,20 +25,9 @@ KEYS=${KEYS:-100000}
 SERVER_CPU=${SERVER_CPU:-0}
 CLIENT_CPU=${CLIENT_CPU:-1}
 BASE=${BASE:-7450}
-DIR=$(mktemp -d)
-PIDS=()
-trap 'kill "${PIDS[@]}" 2>/dev/null; rm -rf "$DIR"' EXIT
+# shellcheck source=bench/lib.sh
+source bench/lib.sh
 
-start() { # port extra...
-    local p=$1; shift
-    mkdir -p "$DIR/$p"
-    taskset -c "$SERVER_CPU" "$BIN" --port "$p" --dir "$DIR/$p" --save "" --appendonly no \
-        --server-threads 1 --enable-debug-command yes --node-slot $((p % 1000)) "$@" \
-        >"$DIR/$p.log" 2>&1 &
-    PIDS+=($!)
-    for _ in $(seq 100); do redis-cli -p "$p" ping >/dev/null 2>&1 && return; sleep 0.05; done
-    echo "server on $p did not start" >&2; exit 1
-}
 cli() { redis-cli -p "$@"; }
 rps() { # port command...
     local p=$1; shift
@@ -71,25 +60,22 @@ declare -A CMDS=(
     [LPUSH]='LPUSH l:__rand_int__ x'
 )
 read -r -a ORDER <<<"${COMMANDS:-INCR HSET HINCRBY SADD ZINCRBY LPUSH}" # COMMANDS="LPUSH": those rows alone
-sent() { cli "$1" info replication | grep -oE 'active_sent_bytes:[0-9]+' | cut -d: -f2; }
-asks() { cli "$1" info replication | grep -oE 'conflicts=[0-9]+' | head -1 | cut -d= -f2; }
 if [[ ${ONLY:-} != memory ]]; then # ONLY=memory: the memory rows alone
 echo "== merge: -P 16 -c 50 -n $REQUESTS -r $KEYSPACE; servers on CPU $SERVER_CPU (1 thread), redis-benchmark on CPU $CLIENT_CPU"
 echo "   (writer/lone: the pair's writer against a lone active node; asks: key states its peer asked for;"
 echo "    wire: bytes its stream sent per byte of the commands its clients sent)"
 printf '%-8s %12s %12s %12s %8s %8s %8s %9s\n' command plain/s active/s writer/s x-plain writer/lone asks wire
 pl=$BASE; la=$((BASE + 1)); pa=$((BASE + 2)); pb=$((BASE + 3))
-start $pl; start $la --active-replica yes
-start $pa --active-replica yes; start $pb --active-replica yes
+start_node $pl; start_node $la --active-replica yes
+start_node $pa --active-replica yes; start_node $pb --active-replica yes
 link $pa $pb; link $pb $pa; wait_up $pa 1; wait_up $pb 1
 for c in "${ORDER[@]}"; do
     read -r -a argv <<<"${CMDS[$c]}"
     a=$(rps $pl "${argv[@]}"); b=$(rps $la "${argv[@]}")
-    s0=$(sent $pa); q0=$(asks $pb)
+    s0=$(sent_bytes $pa); q0=$(state_asks $pb)
     w=$(rps $pa "${argv[@]}"); converge $pa $pb >/dev/null
-    s1=$(sent $pa); q1=$(asks $pb)
-    # The bytes of one command as a client sends it (RESP), __rand_int__ as 12 digits.
-    cmdbytes=$(python3 -c "import sys; a=[x.replace('__rand_int__','0'*12) for x in sys.argv[1:]]; print(len('*%d\r\n'%len(a))+sum(len('\$%d\r\n%s\r\n'%(len(x),x)) for x in a))" "${argv[@]}")
+    s1=$(sent_bytes $pa); q1=$(state_asks $pb)
+    cmdbytes=$(resp_bytes "${argv[@]}")
     printf '%-8s %12s %12s %12s %8.2f %8.2f %8s %9.2f\n' "$c" "$a" "$b" "$w" \
         "$(echo "$b / $a" | bc -l)" "$(echo "$w / $b" | bc -l)" $((q1 - q0)) \
         "$(echo "($s1 - $s0) / ($REQUESTS * $cmdbytes)" | bc -l)"
@@ -110,11 +96,11 @@ sys.stdout.write("*%d\r\n" % len(args) + "".join("$%d\r\n%s\r\n" % (len(a), a) f
 PY
 t=$(converge $pa $pb)
 echo "== a set of $(cli $pb scard big) members built on the writer (SADDs of 10,000) reached its peer ${t}s after"
-q0=$(asks $pb)
+q0=$(state_asks $pb)
 small=$(rps $pa SADD small "n__rand_int__"); converge $pa $pb >/dev/null
 big=$(rps $pa SADD big "n__rand_int__"); converge $pa $pb >/dev/null
 printf 'SADD of one member on the pair writer: to a set of 10 %s/s, to a set of %s %s/s (%.2fx); peer asks %s\n' \
-    "$small" "$(cli $pa scard big)" "$big" "$(echo "$big / $small" | bc -l)" $(( $(asks $pb) - q0 ))
+    "$small" "$(cli $pa scard big)" "$big" "$(echo "$big / $small" | bc -l)" $(( $(state_asks $pb) - q0 ))
 
 fi
 echo "== memory per counter key ($KEYS keys drawn at random): INCR against SET of the same keys"
@@ -126,10 +112,10 @@ load() { # port command...: KEYS requests over KEYS keys, then the bytes per key
     n=$(cli "$p" dbsize)
     echo $(( ($(mem "$p") - m0) / n ))
 }
-p=$((BASE + 4)); start $p
+p=$((BASE + 4)); start_node $p
 echo "plain node:   SET $(load $p SET "cnt:__rand_int__" 1) B/key, INCR $(load $p INCR "cnt:__rand_int__") B/key"
 m=( $((BASE + 5)) $((BASE + 6)) $((BASE + 7)) )
-for x in "${m[@]}"; do start "$x" --active-replica yes --multi-master yes; done
+for x in "${m[@]}"; do start_node "$x" --active-replica yes --multi-master yes; done
 for x in "${m[@]}"; do for y in "${m[@]}"; do [[ $x != "$y" ]] && link "$x" "$y"; done; done
 for x in "${m[@]}"; do wait_up "$x" 2; done
 # The stream's records count in used_memory on both rows alike.

@@ -21,20 +21,9 @@ REQUESTS=${REQUESTS:-100000}
 SERVER_CPU=${SERVER_CPU:-0}
 CLIENT_CPU=${CLIENT_CPU:-1}
 BASE=${BASE:-7470}
-DIR=$(mktemp -d)
-PIDS=()
-trap 'kill "${PIDS[@]}" 2>/dev/null; rm -rf "$DIR"' EXIT
+# shellcheck source=bench/lib.sh
+source bench/lib.sh
 
-start() { # port extra...
-    local p=$1; shift
-    mkdir -p "$DIR/$p"
-    taskset -c "$SERVER_CPU" "$BIN" --port "$p" --dir "$DIR/$p" --save "" --appendonly no \
-        --server-threads 1 --enable-debug-command yes --node-slot $((p % 1000)) "$@" \
-        >"$DIR/$p.log" 2>&1 &
-    PIDS+=($!)
-    for _ in $(seq 100); do redis-cli -p "$p" ping >/dev/null 2>&1 && return; sleep 0.05; done
-    echo "server on $p did not start" >&2; exit 1
-}
 cli() { redis-cli -p "$@"; }
 bench() { # port command...: requests per second
     local p=$1; shift
@@ -48,14 +37,9 @@ converge() {
     done
     echo "the nodes did not converge" >&2; exit 1
 }
-sent() { cli "$1" info replication | grep -oE 'active_sent_bytes:[0-9]+' | cut -d: -f2; }
-asks() { cli "$1" info replication | grep -oE 'conflicts=[0-9]+' | head -1 | cut -d= -f2; }
-resp_bytes() { # the bytes of one command as a client sends it, __rand_int__ as 12 digits
-    python3 -c "import sys; a=[x.replace('__rand_int__','0'*12) for x in sys.argv[1:]]; print(len('*%d\r\n'%len(a))+sum(len('\$%d\r\n%s\r\n'%(len(x),x)) for x in a))" "$@"
-}
 
 pa=$BASE; pb=$((BASE + 1))
-start $pa --active-replica yes; start $pb --active-replica yes
+start_node $pa --active-replica yes; start_node $pb --active-replica yes
 cli $pa replicaof 127.0.0.1 $pb >/dev/null; cli $pb replicaof 127.0.0.1 $pa >/dev/null
 for _ in $(seq 100); do
     [[ $(cli $pa info replication | grep -c state=connected) -ge 1 &&
@@ -67,12 +51,12 @@ printf '%-28s %10s %10s %6s %6s %8s\n' row a/s b/s asks wire xlen
 row() { # name, then the command
     local name=$1; shift
     cli $pa del s >/dev/null; cli $pa xadd s '*' f first >/dev/null; converge $pa $pb
-    local s0=$(( $(sent $pa) + $(sent $pb) )) q0=$(( $(asks $pa) + $(asks $pb) ))
-    local ra=$DIR/ra rb=$DIR/rb
+    local s0=$(( $(sent_bytes $pa) + $(sent_bytes $pb) )) q0=$(( $(state_asks $pa) + $(state_asks $pb) ))
+    local ra=$WORK/ra rb=$WORK/rb
     bench $pa "$@" >"$ra" & local j=$!
     bench $pb "$@" >"$rb"; wait $j
     converge $pa $pb
-    local s1=$(( $(sent $pa) + $(sent $pb) )) q1=$(( $(asks $pa) + $(asks $pb) ))
+    local s1=$(( $(sent_bytes $pa) + $(sent_bytes $pb) )) q1=$(( $(state_asks $pa) + $(state_asks $pb) ))
     local bytes; bytes=$(resp_bytes "$@")
     printf '%-28s %10s %10s %6s %6.2f %8s\n' "$name" "$(cat "$ra")" "$(cat "$rb")" $((q1 - q0)) \
         "$(echo "($s1 - $s0) / (2 * $REQUESTS * $bytes)" | bc -l)" "$(cli $pa xlen s)"

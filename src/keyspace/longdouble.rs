@@ -24,6 +24,21 @@ pub enum F80 {
     NaN,
 }
 
+/// A finite double as its sign, integer mantissa and binary exponent:
+/// `x = ±mant * 2^exp2` exactly (subnormals too).
+fn f64_parts(x: f64) -> (bool, u64, i64) {
+    let bits = x.to_bits();
+    let (neg, exp, frac) = (
+        bits >> 63 == 1,
+        ((bits >> 52) & 0x7ff) as i64,
+        bits & ((1 << 52) - 1),
+    );
+    match exp {
+        0 => (neg, frac, -1074),
+        _ => (neg, frac | (1 << 52), exp - 1075),
+    }
+}
+
 impl F80 {
     pub const ZERO: F80 = F80::Fin {
         neg: false,
@@ -62,16 +77,7 @@ impl F80 {
         if x.is_infinite() {
             return F80::Inf(x < 0.0);
         }
-        let bits = x.to_bits();
-        let (neg, exp, frac) = (
-            bits >> 63 == 1,
-            ((bits >> 52) & 0x7ff) as i64,
-            bits & ((1 << 52) - 1),
-        );
-        let (mant, exp2) = match exp {
-            0 => (frac, -1074),
-            _ => (frac | (1 << 52), exp - 1075),
-        };
+        let (neg, mant, exp2) = f64_parts(x);
         if mant == 0 {
             return F80::Fin { neg, m: 0, e: 0 };
         }
@@ -637,16 +643,7 @@ mod tests {
     #[test]
     fn from_f64_matches_rounding_the_mantissa() {
         let slow = |x: f64| {
-            let bits = x.to_bits();
-            let (neg, exp, frac) = (
-                bits >> 63 == 1,
-                ((bits >> 52) & 0x7ff) as i64,
-                bits & ((1 << 52) - 1),
-            );
-            let (mant, exp2) = match exp {
-                0 => (frac, -1074),
-                _ => (frac | (1 << 52), exp - 1075),
-            };
+            let (neg, mant, exp2) = f64_parts(x);
             round(neg, Big::from_u64(mant), exp2, false)
         };
         let mut next = stream(7);

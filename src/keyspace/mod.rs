@@ -680,11 +680,6 @@ impl Shard {
         }
     }
 
-    /// The keys with merge state and their state (a snapshot, RDB aux).
-    pub fn merge_metas(&self) -> impl Iterator<Item = (&[u8], &merge::Meta)> {
-        self.merge.iter().map(|(k, m)| (&**k, &**m))
-    }
-
     /// The keys with merge state.
     pub fn merge_keys(&self) -> Vec<Box<[u8]>> {
         self.merge.keys().cloned().collect()
