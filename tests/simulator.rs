@@ -255,6 +255,20 @@ fn seeds_that_found_bugs() {
             "a key state asked again after a reconnect was answered twice: the second copy of a \
              deletion came after its tombstone was collected and was installed again",
         ),
+        (
+            33745,
+            "a deletion that came as an answered state, stamped below the bounds already passed \
+             on, was collected before a downstream peer had it (long mode)",
+        ),
+        (
+            11594,
+            "a load's expiry tombstone is a deletion the checks did not know of (long mode)",
+        ),
+        (
+            23745,
+            "list element ids derived from values named two values; made at the origin since \
+             list facts (long mode)",
+        ),
     ];
     for (seed, bug) in found {
         if let Err(f) = sim::run(seed, &sim::Options::default()) {

@@ -730,14 +730,16 @@ impl Shard {
         self.tombstones.len()
     }
 
-    /// Forgets the tombstones stamped before `cutoff`; returns how many.
-    pub fn collect_tombstones(&mut self, cutoff: u64) -> usize {
+    /// Forgets the tombstones stamped before `cutoff`, but those `held`
+    /// names; returns how many.
+    pub fn collect_tombstones(&mut self, cutoff: u64, held: impl Fn(&[u8]) -> bool) -> usize {
         let before = self.tombstones.len();
         if before > 0 {
+            let gone = |k: &[u8], s: u64| s < cutoff && !held(k);
             if !self.merge.is_empty() {
                 // A collected deletion takes its key's merge state along:
                 // every node has seen the delete, nothing older can come.
-                let gone = |k: &[u8], s: u64| s < cutoff && self.merge.contains_key(k);
+                let gone = |k: &[u8], s: u64| gone(k, s) && self.merge.contains_key(k);
                 let drop: Vec<Box<[u8]>> = (self.tombstones.iter())
                     .filter(|(k, &s)| gone(k, s))
                     .map(|(k, _)| k.clone())
@@ -746,7 +748,7 @@ impl Shard {
                     self.merge.remove(&k);
                 }
             }
-            self.tombstones.retain(|_, s| *s >= cutoff);
+            self.tombstones.retain(|k, s| !gone(k, *s));
             if self.tombstones.is_empty() {
                 self.tombstones = Default::default(); // give the table back
             }

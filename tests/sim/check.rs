@@ -104,6 +104,39 @@ impl History {
         }
         Ok(())
     }
+
+    /// A node restarted from its RDB: each key with an expiry that the
+    /// load dropped (it expired while the node was stopped) and left a
+    /// tombstone for is a deletion that node made, as the sweep's expired
+    /// keys are: logged as a DEL at the tombstone's stamp. Under active
+    /// replication the load stamps it right after the expired version
+    /// (docs/MERGE.md section 8 item 28), which also beats a write of
+    /// another node concurrent with that version in the same millisecond
+    /// (seed 11594): a deletion the rules must know of.
+    pub fn note_load_deletions(
+        &mut self,
+        node: &Node,
+        before: &BTreeMap<Key, KeyState>,
+        event: usize,
+    ) {
+        for (key, was) in before {
+            let Some((_, _, expire_at)) = &was.value else {
+                continue;
+            };
+            let now = key_state(&node.srv, key.0, &key.1);
+            if *expire_at == 0 || now.value.is_some() || now.version <= was.version {
+                continue;
+            }
+            let logged = Logged {
+                node: node.idx,
+                event,
+                argv: vec![b"DEL".to_vec(), key.1.clone()],
+                after: now.clone(),
+            };
+            let versions = self.writes.entry(key.clone()).or_default();
+            versions.entry(now.version).or_insert(logged);
+        }
+    }
 }
 
 /// The keys a record writes (or opened): those it names as bases, or a

@@ -4,6 +4,7 @@
 
 use rand::Rng;
 
+use super::check;
 use super::net::{self, Pipe};
 use super::node::Node;
 use super::Sim;
@@ -108,6 +109,7 @@ impl Sim {
         let i = self.rng.gen_range(0..self.nodes.len());
         self.nodes[i].enter(self.now);
         let rdb = self.nodes[i].save();
+        let before = check::dump(&self.nodes[i].srv);
         for p in 0..self.pipes.len() {
             if self.pipes[p].server == i || self.pipes[p].puller == i {
                 self.disconnect(p);
@@ -124,6 +126,8 @@ impl Sim {
                 self.pipes[p].st = Pipe::link_state(&self.nodes[i], self.pipes[p].server);
             }
         }
+        self.history
+            .note_load_deletions(&self.nodes[i], &before, self.event);
         self.report.restarts += 1;
         self.note(format!("n{i} restarts from its RDB ({} bytes)", rdb.len()));
         Ok(())

@@ -770,6 +770,10 @@ impl Link {
     /// tombstone again).
     pub(super) fn delete_at(&mut self, db: usize, key: &[u8], stamp: u64) {
         let core = self.node.core();
+        // A state's deletion: collected only once every peer is past now
+        // (`Stability::hold`, seed 33745).
+        let now = crate::keyspace::hlc::make_stamp(crate::keyspace::hlc::stamp_clock_ms(), 0, 0);
+        self.node.active().stability.hold(db, key, now);
         let slot = core.keyspace.slot(key);
         let exists = (core.keyspace.db(db).lock(slot.shard))
             .get_raw(slot.hash, key)

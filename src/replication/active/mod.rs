@@ -572,13 +572,14 @@ fn collect_tombstones(active: &Active, core: &Core) {
     let (mut collected, mut forced) = (0, 0);
     // A quarter of the shards per second: every tombstone is looked at
     // within 4 s, and no call holds one shard's lock for long.
+    let holds = st.holds(exact);
     for _ in 0..total.div_ceil(4) {
         let i = active.collect_next.fetch_add(1, Relaxed) % total;
         let (db, shard) = (i / crate::keyspace::SHARDS, i % crate::keyspace::SHARDS);
         let mut g = ks.db(db).lock(shard);
-        collected += g.collect_tombstones(exact);
+        collected += g.collect_tombstones(exact, |k| holds.keeps(db, k, exact));
         if cutoff > exact {
-            forced += g.collect_tombstones(cutoff);
+            forced += g.collect_tombstones(cutoff, |k| holds.keeps(db, k, cutoff));
         }
     }
     st.note_collected(collected, forced, crate::keyspace::hlc::unix_ms());

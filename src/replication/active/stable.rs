@@ -88,6 +88,24 @@ pub struct Stability {
     /// Wall-clock ms of the last collection that removed tombstones the
     /// stable cutoff still kept (0: never).
     forced_ms: AtomicU64,
+    /// Tombstones installed from a peer's key state, per database and key:
+    /// the stamp taken when each was installed ([`Stability::hold`]).
+    held: Mutex<HeldByDb>,
+}
+
+/// [`Stability::holds`]' copy.
+pub struct Holds(HeldByDb);
+
+/// Per database, per key, the stamp a cutoff must pass.
+type HeldByDb = HashMap<usize, HashMap<Box<[u8]>, u64>>;
+
+impl Holds {
+    /// Whether the tombstone of `key` in `db` must stay at `cutoff`.
+    pub fn keeps(&self, db: usize, key: &[u8], cutoff: u64) -> bool {
+        (self.0.get(&db))
+            .and_then(|m| m.get(key))
+            .is_some_and(|&h| h >= cutoff)
+    }
 }
 
 /// The stamp below every own record appended from now on.
@@ -243,6 +261,34 @@ impl Stability {
     /// MERGE.md section 8 item 35) is then not installed again.
     pub fn collected_below(&self, stamp: u64) -> bool {
         stamp < self.exact.load(Relaxed)
+    }
+
+    /// Holds the tombstone of `key`, just installed from a peer's key
+    /// state, until a cutoff passes `now` (a stamp of this node's clock).
+    /// A state is an origin's record appended out of its stamps' order (an
+    /// answer, DECISIONS 170): its deletion may be stamped below the
+    /// bounds this node has already passed on in its PINGs, so a peer can
+    /// report itself stable past that stamp without having the deletion
+    /// yet (simulator seed 33745, a one-way ring: the tombstone was
+    /// collected and an older copy of the key came back from a restart).
+    /// This node forwards the state before its next PING, so a peer stable
+    /// past `now` has it.
+    pub fn hold(&self, db: usize, key: &[u8], now: u64) {
+        let mut held = self.held.lock();
+        let h = held.entry(db).or_default().entry(key.into()).or_insert(0);
+        *h = (*h).max(now);
+    }
+
+    /// The holds, copied (a round locks shards, and a link holding a
+    /// shard may call [`Self::hold`]): per database and key, the stamp a
+    /// cutoff must pass. Forgets those `cutoff` passed already.
+    pub fn holds(&self, cutoff: u64) -> Holds {
+        let mut held = self.held.lock();
+        held.retain(|_, m| {
+            m.retain(|_, h| *h >= cutoff);
+            !m.is_empty()
+        });
+        Holds(held.clone())
     }
 
     /// Counts a round's collections; `forced` ones mark the time.
