@@ -18,6 +18,11 @@
 //! synchronously on its worker thread (no `.await` in between), so no other
 //! task on the thread can observe it. With no set installed, a lock costs
 //! one thread-local `Cell<bool>` read more than a bare mutex lock.
+//!
+//! Every shard lock also counts, per thread, the acquisitions that found the
+//! mutex held and how long they waited ([`lock_wait`]): a try first, the
+//! clock read only on that contended path, so an uncontended lock costs what
+//! it did (bench/inproc.sh reports it per thread).
 
 use std::cell::{Cell, RefCell};
 use std::ops::{Deref, DerefMut};
@@ -30,6 +35,35 @@ thread_local! {
     static ACTIVE: Cell<bool> = const { Cell::new(false) };
     /// The address spans `[start, end)` of the runs of shards held, sorted.
     static HELD: RefCell<Vec<(usize, usize)>> = const { RefCell::new(Vec::new()) };
+    /// Shard locks this thread found held, and the nanoseconds it waited.
+    static WAITED: Cell<(u64, u64)> = const { Cell::new((0, 0)) };
+}
+
+/// This thread's contended shard locks so far: how many, and the
+/// nanoseconds spent waiting for them.
+pub fn lock_wait() -> (u64, u64) {
+    WAITED.with(Cell::get)
+}
+
+/// Locks `m`, counting the wait where another thread holds it.
+#[inline]
+fn lock_counted(m: &Mutex<Shard>) -> MutexGuard<'_, Shard> {
+    match m.try_lock() {
+        Some(g) => g,
+        None => lock_contended(m),
+    }
+}
+
+#[cold]
+fn lock_contended(m: &Mutex<Shard>) -> MutexGuard<'_, Shard> {
+    let start = std::time::Instant::now();
+    let g = m.lock();
+    let ns = start.elapsed().as_nanos() as u64;
+    WAITED.with(|w| {
+        let (n, t) = w.get();
+        w.set((n + 1, t + ns));
+    });
+    g
 }
 
 /// A locked shard: owned (a real lock) or borrowed from the locks EXEC holds.
@@ -70,7 +104,7 @@ pub fn lock(m: &Mutex<Shard>) -> ShardGuard<'_> {
     if ACTIVE.with(|a| a.get()) {
         return lock_in_exec(m);
     }
-    ShardGuard::Owned(m.lock())
+    ShardGuard::Owned(lock_counted(m))
 }
 
 #[cold]
@@ -88,7 +122,7 @@ fn lock_in_exec(m: &Mutex<Shard>) -> ShardGuard<'_> {
     // must then list it as needing every shard): locking out of order
     // risks a deadlock, so make it visible.
     crate::log_warning!("EXEC: a queued command locked a shard outside the transaction's plan");
-    ShardGuard::Owned(m.lock())
+    ShardGuard::Owned(lock_counted(m))
 }
 
 /// Whether `m` is the mutex of a held shard: its address lies in a held
@@ -131,7 +165,7 @@ impl<'a> Hold<'a> {
         let guards = runs
             .iter()
             .flat_map(|r| r.iter())
-            .map(|s| s.0.lock())
+            .map(|s| lock_counted(&s.0))
             .collect();
         HELD.with(|h| *h.borrow_mut() = spans);
         ACTIVE.with(|a| a.set(true));
