@@ -350,7 +350,7 @@ impl Stream {
 /// different entries, and a stream's non-fact writes (DEL, group writes)
 /// still replay where the version matches (`link.rs`, `Local::replays`):
 /// a DEL replayed so removes an entry its node never saw (DECISIONS 169).
-pub const STREAM_FACTS: bool = false;
+pub const STREAM_FACTS: bool = true;
 
 /// What a stream write's fact says (DECISIONS 165-167), as the origin
 /// builds it and a peer reads it back from the record's `(kind | index,

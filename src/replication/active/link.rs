@@ -1498,9 +1498,9 @@ fn local(node: &dyn Host, db: usize, key: &[u8], i: u32) -> Local {
     Local {
         version: g.version_of(slot.hash, key),
         merges: i & crate::effects::MERGED_BASE != 0 || g.merges(key),
-        replays: g
-            .get_raw(slot.hash, key)
-            .is_some_and(|e| matches!(e.value, crate::keyspace::Value::Stream(_))),
+        replays: !crate::keyspace::merge::stream::STREAM_FACTS
+            && g.get_raw(slot.hash, key)
+                .is_some_and(|e| matches!(e.value, crate::keyspace::Value::Stream(_))),
     }
 }
 
