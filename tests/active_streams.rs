@@ -595,7 +595,7 @@ fn on_both_at_once(p: &Pair, n: usize, write: fn(&mut redis::Connection, usize, 
 /// with stream facts on, each XADD's fact applies at the other even where
 /// the key moved there through that node's own XADDs, an entry older than
 /// the last one there going in in ID order, and no state is asked for on
-/// either side (switched off, DECISIONS 169, the states join); either way
+/// either side (with the switch off, DECISIONS 169, the states join); either way
 /// both hold the same entries, counts, digest and merge state.
 #[test]
 fn concurrent_xadds_on_both_nodes_travel_as_facts() {
@@ -609,7 +609,7 @@ fn concurrent_xadds_on_both_nodes_travel_as_facts() {
         let _: String = cmd(c, &["XADD", "s", "*", "f", &v, "g", "x"]);
     });
     converged(&[&p.a, &p.b]);
-    // (Facts switched off, DECISIONS 169: each XADD whose base moved at
+    // (With the switch off, DECISIONS 169: each XADD whose base moved at
     // the peer asks for the key's state, and the rest must hold all the
     // same.)
     if lattice::keyspace::merge::stream::STREAM_FACTS {
