@@ -11,9 +11,9 @@
 # Load: two redis-benchmark runs at once, one per node, -P 16 -c 50 -n
 # REQUESTS; servers pinned to SERVER_CPU with --server-threads 1, the
 # clients to CLIENT_CPU. BIN=<binary> compares another build (main's).
-# Stream facts are switched off in the source (`merge::stream::STREAM_FACTS`,
-# DECISIONS 169): docs/STATUS.md's nineteenth-session numbers were taken
-# with it set to true.
+# Stream facts are on since the twentieth session (`merge::stream::
+# STREAM_FACTS`, DECISIONS 182); the nineteenth session's numbers in
+# docs/STATUS.md were taken with the switch flipped by hand.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BIN=${BIN:-target/release/lattice-server}

@@ -275,6 +275,28 @@ fn seeds_that_found_bugs() {
             panic!("seed {seed} ({bug}) fails again:\n{f}");
         }
     }
+    // The merge workload's (tests/sim/merging.rs).
+    let merge_found = [
+        (
+            27,
+            "stream facts on: a fact left the key at its stamp, a join of the same entries at a \
+             fresh stamp: one content, two versions",
+        ),
+        (
+            81,
+            "stream facts on: a DEL replayed where the version matched removed entries a fact \
+             had brought that its node never saw",
+        ),
+    ];
+    let opts = sim::Options {
+        workload: sim::merging::Workload::Merging,
+        ..Default::default()
+    };
+    for (seed, bug) in merge_found {
+        if let Err(f) = sim::run(seed, &opts) {
+            panic!("merge seed {seed} ({bug}) fails again:\n{f}");
+        }
+    }
 }
 
 #[test]

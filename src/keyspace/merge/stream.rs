@@ -342,15 +342,16 @@ impl Stream {
     }
 }
 
-/// Whether XADD, XDEL and XTRIM emit their facts. Off (a stream write
-/// whose base moved at a peer costs a state round trip, as before the
-/// nineteenth session): with them on, the simulator's merge workload lost
-/// entries (seeds 81, 89, 137, 154, ... of 300 with XADD facts alone). A
-/// fact applied out of order leaves two nodes at one version with
-/// different entries, and a stream's non-fact writes (DEL, group writes)
-/// still replay where the version matches (`link.rs`, `Local::replays`):
-/// a DEL replayed so removes an entry its node never saw (DECISIONS 169).
-pub const STREAM_FACTS: bool = false;
+/// Whether XADD, XDEL and XTRIM emit their facts (on since the twentieth
+/// session, DECISIONS 182). A fact applies where the key moved, so one
+/// version no longer names one content: with them on, a stream's other
+/// writes (DEL, group writes) never replay by version match at a peer
+/// (`link.rs`, `Local::replays`: the peer asks for the key's state), and a
+/// stream join's version is the newer of the two sides' (the newest stamp
+/// the state holds, as a fact leaves it: `merging.rs`, `merge_stream`).
+/// Off, a stream write whose base moved at a peer costs a state round
+/// trip and one whose base matches replays (the seventeenth session's).
+pub const STREAM_FACTS: bool = true;
 
 /// What a stream write's fact says (DECISIONS 165-167), as the origin
 /// builds it and a peer reads it back from the record's `(kind | index,

@@ -1480,12 +1480,14 @@ struct Local {
     /// It merges (keyspace/merge.rs), here or, as the record's base says,
     /// at the origin: its state is merged, the write is not replayed.
     merges: bool,
-    /// A stream: where the base matches, the write replays as it is, an
-    /// XADD with its ID, giving the origin's entries and merge state
-    /// (keyspace/merge/stream.rs); else its state is merged. Not a deleted
-    /// key: nodes may hold different merge states at one tombstone (a
-    /// flush leaves the states of the keys it removed), so the write that
-    /// makes the stream again joins states (simulator seed 4626).
+    /// A stream, with stream facts off: where the base matches, the write
+    /// replays as it is, an XADD with its ID, giving the origin's entries
+    /// and merge state (keyspace/merge/stream.rs); else its state is
+    /// merged. Not a deleted key: nodes may hold different merge states at
+    /// one tombstone (a flush leaves the states of the keys it removed), so
+    /// the write that makes the stream again joins states (simulator seed
+    /// 4626). With them on, never: a fact applied where the key moved
+    /// leaves one version naming two contents (DECISIONS 182).
     replays: bool,
 }
 
@@ -1498,9 +1500,9 @@ fn local(node: &dyn Host, db: usize, key: &[u8], i: u32) -> Local {
     Local {
         version: g.version_of(slot.hash, key),
         merges: i & crate::effects::MERGED_BASE != 0 || g.merges(key),
-        replays: g
-            .get_raw(slot.hash, key)
-            .is_some_and(|e| matches!(e.value, crate::keyspace::Value::Stream(_))),
+        replays: !crate::keyspace::merge::stream::STREAM_FACTS
+            && g.get_raw(slot.hash, key)
+                .is_some_and(|e| matches!(e.value, crate::keyspace::Value::Stream(_))),
     }
 }
 

@@ -523,9 +523,16 @@ impl Link {
             joined.same_content(&mine) && same_value(value.as_ref(), ours),
             joined.same_content(remote) && same_value(value.as_ref(), theirs),
         );
-        let Some((outcome, version)) =
-            self.version_join(db, key, same, (mine.version, remote.version), (true, false))
-        else {
+        // With stream facts on, the counter's rule (DECISIONS 182): the
+        // version is the newest stamp the state holds, however reached.
+        let fresh = !crate::keyspace::merge::stream::STREAM_FACTS;
+        let Some((outcome, version)) = self.version_join(
+            db,
+            key,
+            same,
+            (mine.version, remote.version),
+            (fresh, false),
+        ) else {
             return false;
         };
         joined.version = version;
