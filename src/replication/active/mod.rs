@@ -196,6 +196,9 @@ pub struct Active {
     /// nodes in one process).
     cron_last_ms: AtomicU64,
     collect_next: AtomicUsize,
+    /// Whether this node's own writes enter the stream: from the first
+    /// peer that attaches to it on ([`record_own_writes`], DECISIONS 177).
+    recording: Mutex<bool>,
 }
 
 impl Active {
@@ -220,6 +223,7 @@ impl Active {
             stability: Default::default(),
             cron_last_ms: AtomicU64::new(0),
             collect_next: AtomicUsize::new(0),
+            recording: Mutex::new(false),
             dirty: AtomicBool::new(false),
             foreign: AtomicBool::new(false),
             below_quorum: AtomicBool::new(false),
@@ -417,8 +421,11 @@ impl StreamFeed {
                 }
                 UNIT_DEPTH.with(|d| d.set(depth + 1));
             }
+            // An EXEC whose MULTI came before we recorded (a peer attached
+            // in between): its writes went out one by one.
+            [n] if n.eq_ignore_ascii_case(b"exec") && depth == 0 => {}
             [n] if n.eq_ignore_ascii_case(b"exec") => {
-                UNIT_DEPTH.with(|d| d.set(depth.saturating_sub(1)));
+                UNIT_DEPTH.with(|d| d.set(depth - 1));
                 if depth <= 1 {
                     UNIT.with(|u| self.append_unit(&u.borrow()));
                 }
@@ -512,7 +519,29 @@ pub fn start_stream(host: &HostRef) {
     active.stream.activate(size);
     active.stream.hard_cap.store(hard, Relaxed);
     active.stream.disk_max.store(disk, Relaxed);
-    core.effects.subscribe(Arc::new(StreamFeed(active.clone())));
+}
+
+/// Our own writes enter the stream from now on, if they did not yet: the
+/// first peer that attaches to it calls this before it chooses where the
+/// peer starts (DECISIONS 177). Until then nobody can read our stream (its
+/// id is new at every start and only a feed's answer tells it), so a node
+/// no peer pulls from pays nothing a write for it, as Redis creates its
+/// backlog at its first replica. What the stream lacks then is only our
+/// own writes since the start: a peer that attaches takes a snapshot, or,
+/// having pulled from us before our restart, resumes by stamp with every
+/// key stamped by our slot since the start (`resume::origin_filter`).
+/// What a join, a forward or an answer changes is appended to the stream
+/// directly ([`Active::append`]), recording or not.
+pub fn record_own_writes(host: &HostRef) {
+    let active = host.active();
+    // Under the lock until subscribed: a second peer attaching at once
+    // must not choose its start before our writes are recorded.
+    let mut on = active.recording.lock();
+    if !*on {
+        let feed = Arc::new(StreamFeed(active.clone()));
+        host.core().effects.subscribe(feed);
+        *on = true;
+    }
 }
 
 /// Recomputes [`Active::below_quorum`] (the cron, CONFIG SET, a link up
