@@ -461,9 +461,14 @@ fn is_unit_bound(argv: &[&[u8]]) -> bool {
 }
 
 /// At start-up: the stream and its feed, and the links to the peers the
-/// config names.
-pub fn start(host: &HostRef) {
-    start_stream(host);
+/// config names. `fresh_id`: our node id was drawn at this start; our own
+/// writes then enter the stream from the first peer that attaches on
+/// ([`record_own_writes`]), else from now on.
+pub fn start(host: &HostRef, fresh_id: bool) {
+    prepare_stream(host);
+    if !fresh_id {
+        record_own_writes(host);
+    }
     let active = host.active();
     // What a peer has not received waits for it in memory up to the
     // replica hard limit, then on disk (in its own directory: the Redis
@@ -492,6 +497,12 @@ pub fn start(host: &HostRef) {
 /// the simulator's seam (tests/simulator.rs), which makes its links itself
 /// (`link::new_link`).
 pub fn start_stream(host: &HostRef) {
+    prepare_stream(host);
+    record_own_writes(host);
+}
+
+/// [`start_stream`] but for our own writes entering the stream.
+fn prepare_stream(host: &HostRef) {
     let core = host.core();
     let active = host.active();
     active.node_id.store(host.identity().0, Relaxed);
@@ -521,17 +532,13 @@ pub fn start_stream(host: &HostRef) {
     active.stream.disk_max.store(disk, Relaxed);
 }
 
-/// Our own writes enter the stream from now on, if they did not yet: the
-/// first peer that attaches to it calls this before it chooses where the
-/// peer starts (DECISIONS 177). Until then nobody can read our stream (its
-/// id is new at every start and only a feed's answer tells it), so a node
-/// no peer pulls from pays nothing a write for it, as Redis creates its
-/// backlog at its first replica. What the stream lacks then is only our
-/// own writes since the start: a peer that attaches takes a snapshot, or,
-/// having pulled from us before our restart, resumes by stamp with every
-/// key stamped by our slot since the start (`resume::origin_filter`).
-/// What a join, a forward or an answer changes is appended to the stream
-/// directly ([`Active::append`]), recording or not.
+/// Our own writes enter the stream from now on, if they did not yet: at
+/// the start of a node whose id is not new, else when the first peer
+/// attaches, before it chooses where the peer starts (DECISIONS 177), as
+/// Redis creates its backlog at its first replica. A node of a new id is
+/// known to no peer: none holds our stream's id (new at every start, told
+/// only by a feed's answer) or resumes by our node id, so the first to
+/// attach takes a snapshot, which starts at the stream's end anyway.
 pub fn record_own_writes(host: &HostRef) {
     let active = host.active();
     // Under the lock until subscribed: a second peer attaching at once
