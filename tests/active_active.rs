@@ -164,6 +164,44 @@ fn a_garbled_or_cut_stream_is_dropped_and_resumed() {
     assert_eq!(v, "after-more");
 }
 
+/// A node no peer pulls from records none of its own writes (DECISIONS
+/// 177): a peer that attaches later gets them in its snapshot; writes
+/// racing its attaching (transactions among them) by the snapshot or the
+/// stream; and what follows by the stream.
+#[test]
+fn a_lone_node_records_its_writes_from_its_first_peer_on() {
+    let a = active_node(&[]);
+    conflicting_writes(&a, 12, 500);
+    let mut ca = a.conn();
+    assert_eq!(info_field::<u64>(&mut ca, "active_own_records"), 0);
+    assert_eq!(info_field::<u64>(&mut ca, "active_stream_offset"), 0);
+    let b = active_node(&[]);
+    std::thread::scope(|s| {
+        s.spawn(|| conflicting_writes(&a, 13, 3000));
+        s.spawn(|| {
+            let mut c = a.conn();
+            for i in 0..300 {
+                let mut p = redis::pipe();
+                p.atomic().cmd("INCR").arg("t").cmd("SADD").arg("ts").arg(i);
+                p.cmd("HSET").arg("th").arg(i % 7).arg(i);
+                p.query::<()>(&mut c).unwrap();
+            }
+        });
+        pull(&b, a.port);
+        wait_linked(&b, 1);
+    });
+    assert!(info_field::<u64>(&mut ca, "active_own_records") > 0);
+    // Both ways, as a pair runs: B expires keys by its own clock too, and
+    // its deletions reach A only so. A merges B's snapshot key by key,
+    // which deletes nothing A holds: a write B lacked would stay apart.
+    pull(&a, b.port);
+    wait_linked(&a, 1);
+    converged(&[&a, &b]);
+    let mut cb = b.conn();
+    assert_eq!(cmd::<i64>(&mut cb, &["GET", "t"]), 300);
+    assert_eq!(cmd::<i64>(&mut cb, &["SCARD", "ts"]), 300);
+}
+
 #[test]
 fn a_node_killed_and_started_again_catches_up_from_its_peer() {
     let (a, b) = (active_node(&[]), active_node(&[]));

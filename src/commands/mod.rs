@@ -185,6 +185,11 @@ impl Ctx<'_> {
     /// (which emits its records as one unit, see `multi.rs`).
     fn emit_effect(&mut self, db: usize, version: u64, argv: &[&[u8]]) {
         if !self.core.effects.enabled() {
+            // Nobody records (an active node's stream starts at its first
+            // peer): the fact noted goes with no record, not the next one.
+            if let Some(a) = &mut self.active {
+                a.facts.clear();
+            }
             return;
         }
         // The record's bases and the merge fact a write noted

@@ -83,14 +83,16 @@ fn saved_id(path: &str) -> Option<u64> {
 }
 
 /// At start-up: the `node-id` directive, else the id in `dbfilename`, else a
-/// fresh one; the slot from `node-slot`, else derived.
-pub fn resolve(config: &Config) -> Identity {
+/// fresh one; the slot from `node-slot`, else derived. And whether the id
+/// is fresh (drawn now): then no peer can know this node from before.
+pub fn resolve(config: &Config) -> (Identity, bool) {
     let configured = config.get_str("node-id");
-    let node_id = parse_id(configured.as_bytes())
-        .or_else(|| saved_id(&config.get_str("dbfilename")))
-        .unwrap_or_else(random_id);
+    let known = parse_id(configured.as_bytes()).or_else(|| saved_id(&config.get_str("dbfilename")));
     let slot = config.get_str("node-slot").parse().unwrap_or(-1);
-    Identity::new(node_id, slot)
+    (
+        Identity::new(known.unwrap_or_else(random_id), slot),
+        known.is_none(),
+    )
 }
 
 /// Writes the node id into every RDB file we keep, not into a full sync's

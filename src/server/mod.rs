@@ -393,7 +393,7 @@ pub fn run(config: Config, bound: impl FnOnce(&Config)) -> Result<i32, String> {
     let pidfile = config.get_str("pidfile");
     let unix_path = config.get_str("unixsocket");
     let port = config.port();
-    let identity = identity::resolve(&config);
+    let (identity, fresh_id) = identity::resolve(&config);
     let srv = Server::with_identity(config, identity);
     let users = srv.config.read().users.clone();
     crate::commands::acl::load_at_startup(&srv, &users)?;
@@ -452,7 +452,7 @@ pub fn run(config: Config, bound: impl FnOnce(&Config)) -> Result<i32, String> {
         Err(e) => return Err(e),
         Ok(()) => {
             if srv.core.active {
-                crate::replication::active::start(&srv.peer_host());
+                crate::replication::active::start(&srv.peer_host(), fresh_id);
             } else {
                 crate::replication::replica::start_from_config(&srv);
             }

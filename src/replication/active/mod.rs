@@ -196,6 +196,9 @@ pub struct Active {
     /// nodes in one process).
     cron_last_ms: AtomicU64,
     collect_next: AtomicUsize,
+    /// Whether this node's own writes enter the stream: from the first
+    /// peer that attaches to it on ([`record_own_writes`], DECISIONS 177).
+    recording: Mutex<bool>,
 }
 
 impl Active {
@@ -220,6 +223,7 @@ impl Active {
             stability: Default::default(),
             cron_last_ms: AtomicU64::new(0),
             collect_next: AtomicUsize::new(0),
+            recording: Mutex::new(false),
             dirty: AtomicBool::new(false),
             foreign: AtomicBool::new(false),
             below_quorum: AtomicBool::new(false),
@@ -417,8 +421,11 @@ impl StreamFeed {
                 }
                 UNIT_DEPTH.with(|d| d.set(depth + 1));
             }
+            // An EXEC whose MULTI came before we recorded (a peer attached
+            // in between): its writes went out one by one.
+            [n] if n.eq_ignore_ascii_case(b"exec") && depth == 0 => {}
             [n] if n.eq_ignore_ascii_case(b"exec") => {
-                UNIT_DEPTH.with(|d| d.set(depth.saturating_sub(1)));
+                UNIT_DEPTH.with(|d| d.set(depth - 1));
                 if depth <= 1 {
                     UNIT.with(|u| self.append_unit(&u.borrow()));
                 }
@@ -454,9 +461,14 @@ fn is_unit_bound(argv: &[&[u8]]) -> bool {
 }
 
 /// At start-up: the stream and its feed, and the links to the peers the
-/// config names.
-pub fn start(host: &HostRef) {
-    start_stream(host);
+/// config names. `fresh_id`: our node id was drawn at this start; our own
+/// writes then enter the stream from the first peer that attaches on
+/// ([`record_own_writes`]), else from now on.
+pub fn start(host: &HostRef, fresh_id: bool) {
+    prepare_stream(host);
+    if !fresh_id {
+        record_own_writes(host);
+    }
     let active = host.active();
     // What a peer has not received waits for it in memory up to the
     // replica hard limit, then on disk (in its own directory: the Redis
@@ -485,6 +497,12 @@ pub fn start(host: &HostRef) {
 /// the simulator's seam (tests/simulator.rs), which makes its links itself
 /// (`link::new_link`).
 pub fn start_stream(host: &HostRef) {
+    prepare_stream(host);
+    record_own_writes(host);
+}
+
+/// [`start_stream`] but for our own writes entering the stream.
+fn prepare_stream(host: &HostRef) {
     let core = host.core();
     let active = host.active();
     active.node_id.store(host.identity().0, Relaxed);
@@ -512,7 +530,25 @@ pub fn start_stream(host: &HostRef) {
     active.stream.activate(size);
     active.stream.hard_cap.store(hard, Relaxed);
     active.stream.disk_max.store(disk, Relaxed);
-    core.effects.subscribe(Arc::new(StreamFeed(active.clone())));
+}
+
+/// Our own writes enter the stream from now on, if they did not yet: at
+/// the start of a node whose id is not new, else when the first peer
+/// attaches, before it chooses where the peer starts (DECISIONS 177), as
+/// Redis creates its backlog at its first replica. A node of a new id is
+/// known to no peer: none holds our stream's id (new at every start, told
+/// only by a feed's answer) or resumes by our node id, so the first to
+/// attach takes a snapshot, which starts at the stream's end anyway.
+pub fn record_own_writes(host: &HostRef) {
+    let active = host.active();
+    // Under the lock until subscribed: a second peer attaching at once
+    // must not choose its start before our writes are recorded.
+    let mut on = active.recording.lock();
+    if !*on {
+        let feed = Arc::new(StreamFeed(active.clone()));
+        host.core().effects.subscribe(feed);
+        *on = true;
+    }
 }
 
 /// Recomputes [`Active::below_quorum`] (the cron, CONFIG SET, a link up

@@ -340,6 +340,8 @@ impl Feed {
     /// A peer's LATTICE.PEER was accepted: registers its feed and decides
     /// where it starts (continue, resume, or a snapshot).
     pub fn open(host: &HostRef, req: PeerRequest, addr: String) -> Feed {
+        // Before its start is chosen: every write after it is recorded.
+        super::record_own_writes(host);
         let active = host.active();
         let mut skip: HashSet<u64> = req.direct.iter().copied().collect();
         skip.insert(req.node_id);
