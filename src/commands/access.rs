@@ -516,10 +516,10 @@ impl Locked<'_, '_> {
             }
             // Not while a link applies a peer's write: it keeps the state
             // itself, ahead of the key's version until its writes are in.
-            Some(m)
-                if merge::fact::noting()
-                    && (m.get::<merge::Elements>())
-                        .is_some_and(|e| e.version != shard.version_of(slot.hash, key)) =>
+            // (A variant pattern, not `Meta::get`: it tests the tag before
+            // loading the box, 4 instructions a write fewer; DECISIONS 176.)
+            Some(merge::Meta::Elements(e))
+                if merge::fact::noting() && e.version != shard.version_of(slot.hash, key) =>
             {
                 shard.merge_meta_now(slot.hash, key);
             }
