@@ -20,6 +20,7 @@ use super::events::{class, notify_keyspace};
 use super::{CmdError, Ctx};
 use crate::core::Core;
 use crate::keyspace::member_ttl::MemberTtls;
+use crate::keyspace::merge::MergeType;
 use crate::keyspace::{merge, Entry, Keyspace, Shard, ShardGuard, Slot, StrValue, Value};
 use merge::lists::EndOp;
 
@@ -402,7 +403,7 @@ impl Locked<'_, '_> {
     pub fn prepare_sketch(&mut self, key: &[u8]) {
         let slot = self.slot(key);
         let shard = self.shard_mut(slot.shard);
-        if matches!(shard.merge_meta(key), Some(merge::Meta::Hll(_))) {
+        if (shard.merge_meta(key)).is_some_and(|m| m.get::<merge::hll::Hll>().is_some()) {
             shard.merge_meta_now(slot.hash, key);
         }
     }
@@ -416,9 +417,9 @@ impl Locked<'_, '_> {
     pub fn note_sketch_growth(&mut self, key: &[u8], prev: u64, version: u64) {
         let slot = self.slot(key);
         let shard = self.shard_mut(slot.shard);
-        let mut h = match shard.merge_meta(key) {
-            Some(merge::Meta::Hll(h)) => h.clone(),
-            _ => merge::hll::Hll {
+        let mut h = match shard.merge_meta(key).and_then(merge::Meta::get) {
+            Some(h) => merge::hll::Hll::clone(h),
+            None => merge::hll::Hll {
                 version: prev,
                 reset: prev,
                 digest: 0,
@@ -430,7 +431,7 @@ impl Locked<'_, '_> {
         let (present, at) = e.map_or((false, 0), |e| (true, e.expire_at()));
         h.grew(version, e.map(|e| &e.value));
         h.ttl.refresh(version, present, at);
-        shard.set_merge_meta(key, merge::Meta::Hll(h));
+        shard.set_merge_meta(key, h.wrap());
     }
 
     /// Active replication, before a stream write at `key`: its merge state
@@ -440,15 +441,12 @@ impl Locked<'_, '_> {
         let slot = self.slot(key);
         let shard = self.shard_mut(slot.shard);
         let version = shard.version_of(slot.hash, key);
-        let old = match shard.merge_meta(key) {
-            Some(merge::Meta::Stream(s)) => Some(&**s),
-            _ => None,
-        };
+        let old = shard.merge_meta(key).and_then(merge::Meta::get);
         let e = shard.get_raw(slot.hash, key);
         let (present, at) = e.map_or((false, 0), |e| (true, e.expire_at()));
         let mut s = merge::stream::Stream::current(old, version, e.map(|e| &e.value));
         s.ttl.refresh(version, present, at);
-        shard.set_merge_meta(key, merge::Meta::Stream(Box::new(s.clone())));
+        shard.set_merge_meta(key, s.clone().wrap());
         s
     }
 
@@ -463,16 +461,16 @@ impl Locked<'_, '_> {
     ) -> u64 {
         let slot = self.slot(key);
         let shard = self.shard_mut(slot.shard);
-        let mut s = match shard.merge_meta(key) {
-            Some(merge::Meta::Stream(s)) => (**s).clone(),
-            _ => Default::default(),
+        let mut s: merge::stream::Stream = match shard.merge_meta(key).and_then(merge::Meta::get) {
+            Some(s) => merge::stream::Stream::clone(s),
+            None => Default::default(),
         };
         let e = shard.get_raw(slot.hash, key);
         let (present, at) = e.map_or((false, 0), |e| (true, e.expire_at()));
         s.added(crate::keyspace::hlc::stamp_node(stamp), id, stamp);
         s.ttl.refresh(stamp, present, at);
         let added = s.entries_added();
-        shard.set_merge_meta(key, merge::Meta::Stream(Box::new(s)));
+        shard.set_merge_meta(key, s.wrap());
         added
     }
 
@@ -484,15 +482,15 @@ impl Locked<'_, '_> {
         let slot = self.slot(key);
         let shard = self.shard_mut(slot.shard);
         let version = shard.version_of(slot.hash, key);
-        let Some(merge::Meta::Stream(s)) = shard.merge_meta(key) else {
+        let Some(s) = shard.merge_meta(key).and_then(merge::Meta::get) else {
             return;
         };
-        let mut s = s.clone();
+        let mut s = merge::stream::Stream::clone(s);
         let e = shard.get_raw(slot.hash, key);
         let (present, at) = e.map_or((false, 0), |e| (true, e.expire_at()));
         s.noted_groups(e.map(|e| &e.value), version);
         s.ttl.refresh(version, present, at);
-        shard.set_merge_meta(key, merge::Meta::Stream(s));
+        shard.set_merge_meta(key, s.wrap());
     }
 
     /// Active replication, before a write: a set, hash or sorted set gets
@@ -518,6 +516,8 @@ impl Locked<'_, '_> {
             }
             // Not while a link applies a peer's write: it keeps the state
             // itself, ahead of the key's version until its writes are in.
+            // (A variant pattern, not `Meta::get`: it tests the tag before
+            // loading the box, 4 instructions a write fewer; DECISIONS 176.)
             Some(merge::Meta::Elements(e))
                 if merge::fact::noting() && e.version != shard.version_of(slot.hash, key) =>
             {
@@ -554,10 +554,10 @@ impl Locked<'_, '_> {
         stamp: u64,
     ) -> Option<merge::Merged> {
         let slot = self.slot(key);
-        let c = match (self.shard_mut(slot.shard).merge_meta(key), field) {
-            (Some(merge::Meta::Counter(c)), None) => c,
-            (Some(merge::Meta::Elements(e)), Some(f)) => e.counters.get(f)?,
-            _ => return None,
+        let meta = self.shard_mut(slot.shard).merge_meta(key)?;
+        let c = match field {
+            None => meta.get::<merge::Counter>()?,
+            Some(f) => meta.get::<merge::Elements>()?.counters.get(f)?,
         };
         (c.version == stamp).then(|| c.value())
     }

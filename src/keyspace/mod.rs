@@ -43,6 +43,7 @@ use std::collections::BTreeSet;
 use std::hash::BuildHasher;
 
 use hashbrown::HashTable;
+use merge::MergeType;
 use parking_lot::Mutex;
 
 pub use held::{Hold, ShardGuard};
@@ -314,15 +315,18 @@ impl Shard {
     fn flush_older_elements(&mut self, hasher: &KeyHasher, stamp: u64) {
         let newer: Vec<Box<[u8]>> = (self.merge.iter())
             .filter(|(k, m)| {
-                matches!(***m, merge::Meta::Elements(_))
-                    && self.get_raw(hasher.hash(k), k).is_some()
+                m.get::<merge::Elements>().is_some() && self.get_raw(hasher.hash(k), k).is_some()
             })
             .map(|(k, _)| k.clone())
             .collect();
         for key in newer {
             let hash = hasher.hash(&key);
             self.merge_meta_now(hash, &key);
-            let Some(merge::Meta::Elements(e)) = self.merge.get_mut(&key).map(|m| &mut **m) else {
+            let Some(e) = self
+                .merge
+                .get_mut(&key)
+                .and_then(|m| m.get_mut::<merge::Elements>())
+            else {
                 continue;
             };
             let mut gone: Vec<Box<[u8]>> = Vec::new();
@@ -375,10 +379,7 @@ impl Shard {
 
     /// `key`'s counter state, if it is a counter.
     pub fn counter(&self, key: &[u8]) -> Option<&merge::Counter> {
-        match self.merge_meta(key) {
-            Some(merge::Meta::Counter(c)) => Some(c),
-            _ => None,
-        }
+        self.merge_meta(key).and_then(merge::Meta::get)
     }
 
     /// `key`'s counter at `version`, whose value gives `base`
@@ -392,22 +393,14 @@ impl Shard {
         version: u64,
         base: merge::Base,
     ) -> &mut merge::Counter {
-        let fresh = || {
-            Box::new(merge::Meta::Counter(merge::Counter::current(
-                None, version, base,
-            )))
-        };
+        let fresh = || Box::new(merge::Counter::current(None, version, base).wrap());
         let meta = &mut **self.merge.entry_ref(key).or_insert_with(fresh);
-        if !matches!(meta, merge::Meta::Counter(c) if c.is_at(version, base)) {
-            let old = match meta {
-                merge::Meta::Counter(c) => Some(&*c),
-                _ => None,
-            };
-            *meta = merge::Meta::Counter(merge::Counter::current(old, version, base));
+        if !(meta.get::<merge::Counter>()).is_some_and(|c| c.is_at(version, base)) {
+            *meta = merge::Counter::current(meta.get(), version, base).wrap();
         }
-        match meta {
-            merge::Meta::Counter(c) => c,
-            _ => unreachable!("a counter was stored above"),
+        match meta.get_mut() {
+            Some(c) => c,
+            None => unreachable!("a counter was stored above"),
         }
     }
 
@@ -428,7 +421,11 @@ impl Shard {
     /// Notes that a write named `members` of the collection at `key` as
     /// added or set (`merge::Elements::touched`).
     pub fn touch_members<'m>(&mut self, key: &[u8], members: impl Iterator<Item = &'m [u8]>) {
-        if let Some(merge::Meta::Elements(e)) = self.merge.get_mut(key).map(|m| &mut **m) {
+        if let Some(e) = self
+            .merge
+            .get_mut(key)
+            .and_then(|m| m.get_mut::<merge::Elements>())
+        {
             e.touched.extend(members.map(Box::from));
         }
     }
@@ -439,7 +436,11 @@ impl Shard {
     pub fn reprint_member(&mut self, hash: u64, key: &[u8], m: &[u8], stamp: u64) {
         let now =
             (self.get_raw(hash, key)).and_then(|e| merge::elements::item_of(Some(&e.value), m));
-        if let Some(merge::Meta::Elements(e)) = self.merge.get_mut(key).map(|m| &mut **m) {
+        if let Some(e) = self
+            .merge
+            .get_mut(key)
+            .and_then(|m| m.get_mut::<merge::Elements>())
+        {
             if let (Some(d), Some(now)) = (e.dots.get_mut(m).and_then(|ds| ds.last_mut()), now) {
                 if d.stamp == stamp {
                     d.fp = now.fingerprint();
@@ -450,7 +451,7 @@ impl Shard {
     }
 
     pub fn set_counter(&mut self, key: &[u8], c: merge::Counter) {
-        self.set_merge_meta(key, merge::Meta::Counter(c));
+        self.set_merge_meta(key, c.wrap());
     }
 
     /// `key`'s merge state brought up to its version and value now, and
@@ -512,11 +513,8 @@ impl Shard {
         let pos = self.pos(hash, key);
         let entry = pos.map(|p| self.entries.get(p));
         // One lookup of the merge state, made here if the key has none.
-        let fresh = || {
-            Box::new(merge::Meta::Elements(Box::new(merge::Elements::current(
-                None, prev, None,
-            ))))
-        };
+        let fresh = || Box::new(merge::Elements::current(None, prev, None).wrap());
+        // A variant pattern on this write path (as in `count_field`).
         let merge::Meta::Elements(e) = &mut **self.merge.entry_ref(key).or_insert_with(fresh)
         else {
             return false;
@@ -550,10 +548,13 @@ impl Shard {
         let made = matches!((ops, value), ([merge::lists::EndOp::Push { n, .. }], Some(Value::List(l))) if l.len() == *n);
         if made && !self.merge.contains_key(key) {
             let fresh = merge::Lists::current(None, prev, None);
-            self.merge
-                .insert(key.into(), Box::new(merge::Meta::List(Box::new(fresh))));
+            self.merge.insert(key.into(), Box::new(fresh.wrap()));
         }
-        let Some(merge::Meta::List(ls)) = self.merge.get_mut(key).map(|m| &mut **m) else {
+        let Some(ls) = self
+            .merge
+            .get_mut(key)
+            .and_then(|m| m.get_mut::<merge::Lists>())
+        else {
             return;
         };
         let newest = ls.cc.newest(hlc::stamp_node(stamp));
@@ -595,10 +596,10 @@ impl Shard {
         let scores = entry.is_some_and(|en| matches!(en.value, Value::ZSet(_)));
         // One lookup of the merge state; a hash HINCRBY made has nothing
         // before it.
-        let fresh = || {
-            let fresh = merge::Elements::current(None, prev, None);
-            Box::new(merge::Meta::Elements(Box::new(fresh)))
-        };
+        let fresh = || Box::new(merge::Elements::current(None, prev, None).wrap());
+        // A variant pattern, not `Meta::get_mut`: it tests the tag before
+        // loading the box (`get_mut` builds an Option the compiler tests
+        // twice: 4 instructions a write more; DECISIONS 176).
         let merge::Meta::Elements(e) = &mut **self.merge.entry_ref(key).or_insert_with(fresh)
         else {
             return None;
@@ -654,30 +655,26 @@ impl Shard {
             None => self.absent_version(key),
         };
         let at = pos.map_or(0, |p| self.entries.get(p).expire_at());
-        match self.merge.get(key).map(|m| &**m) {
-            None => {
-                let mut fresh = merge::Elements::current(None, version, value);
-                fresh.ttl.refresh(version, pos.is_some(), at);
-                self.merge
-                    .insert(key.into(), Box::new(merge::Meta::Elements(Box::new(fresh))));
+        match merge::state::typed::<merge::Elements>(self.merge.get(key).map(|m| &**m)) {
+            Ok(None) => {
+                let fresh = merge::Elements::made(version, value, at);
+                self.merge.insert(key.into(), Box::new(fresh.wrap()));
             }
-            Some(merge::Meta::Elements(e))
+            Ok(Some(e))
                 if e.version != version
                     || e.ttl.at() != at
                     || (pos.is_none() && !e.ttl.is_empty()) =>
             {
                 let mut now = merge::Elements::current(Some(e), version, value);
                 now.ttl.refresh(version, pos.is_some(), at);
-                self.set_merge_meta(key, merge::Meta::Elements(Box::new(now)));
+                self.set_merge_meta(key, now.wrap());
             }
-            Some(merge::Meta::Elements(_)) => {}
-            Some(_) => return None,
+            Ok(Some(_)) => {}
+            Err(()) => return None,
         }
         let value = pos.map(|p| &self.entries.get(p).value);
-        match self.merge.get_mut(key).map(|m| &mut **m) {
-            Some(merge::Meta::Elements(e)) => Some(f(e, value)),
-            _ => None,
-        }
+        let e = self.merge.get_mut(key).and_then(|m| m.get_mut())?;
+        Some(f(e, value))
     }
 
     /// The keys with merge state.

@@ -56,12 +56,14 @@ pub mod fact;
 pub mod groups;
 pub mod hll;
 pub mod lists;
+pub mod state;
 pub mod stream;
 pub mod ttl;
 
 use codec::{put_varint, Cursor};
 pub use elements::Elements;
 pub use lists::Lists;
+pub use state::MergeType;
 
 use crate::keyspace::longdouble::F80;
 use crate::keyspace::{StrValue, Value};
@@ -87,16 +89,66 @@ pub fn merges_by_parts(value: &Value) -> bool {
     elements::is_collection(value) || matches!(value, Value::List(_))
 }
 
+/// `$body` with `$s` bound to the state `$meta` holds, whatever its type
+/// (each type's [`MergeType`] implementation): the one place the variants
+/// are listed for an operation every type has.
+macro_rules! each {
+    ($meta:expr, $s:ident => $body:expr) => {
+        match $meta {
+            Meta::Counter($s) => $body,
+            Meta::Elements(b) => {
+                let $s = &**b;
+                $body
+            }
+            Meta::List(b) => {
+                let $s = &**b;
+                $body
+            }
+            Meta::Hll($s) => $body,
+            Meta::Stream(b) => {
+                let $s = &**b;
+                $body
+            }
+        }
+    };
+}
+
+/// [`each!`] on a state to change.
+macro_rules! each_mut {
+    ($meta:expr, $s:ident => $body:expr) => {
+        match $meta {
+            Meta::Counter($s) => $body,
+            Meta::Elements(b) => {
+                let $s = &mut **b;
+                $body
+            }
+            Meta::List(b) => {
+                let $s = &mut **b;
+                $body
+            }
+            Meta::Hll($s) => $body,
+            Meta::Stream(b) => {
+                let $s = &mut **b;
+                $body
+            }
+        }
+    };
+}
+
+/// `T`'s state brought up to the key at `version` holding `value`, from
+/// `meta` where it holds one of `T` (`MergeType::current`).
+fn current_as<T: MergeType>(meta: Option<&Meta>, version: u64, value: Option<&Value>) -> Meta {
+    T::current(meta.and_then(T::of), version, value).wrap()
+}
+
+fn decode_as<T: MergeType>(b: &[u8]) -> Result<Meta, String> {
+    T::decode(b).map(T::wrap)
+}
+
 impl Meta {
     /// The key's version it describes.
     pub fn version(&self) -> u64 {
-        match self {
-            Meta::Counter(c) => c.version,
-            Meta::Elements(e) => e.version,
-            Meta::List(l) => l.version,
-            Meta::Hll(h) => h.version,
-            Meta::Stream(s) => s.version,
-        }
+        each!(self, s => MergeType::version(s))
     }
 
     /// The newest stamp of each node whose writes it holds (a counter's
@@ -104,32 +156,26 @@ impl Meta {
     /// node whose version another node's write made since, as after merge
     /// facts (fact.rs), still holds that node's writes.
     pub fn stamps(&self) -> Vec<u64> {
-        match self {
-            Meta::Counter(c) => c.parts.iter().map(|p| p.stamp).chain([c.reset]).collect(),
-            Meta::Elements(e) => e.cc.stamps().collect(),
-            Meta::List(l) => l.cc.stamps().collect(),
-            Meta::Hll(h) => h.cc.stamps().chain([h.reset]).collect(),
-            Meta::Stream(s) => s.cc.stamps().collect(),
-        }
+        each!(self, s => MergeType::stamps(s))
+    }
+
+    /// Whether it holds a write stamped at or before `stamp`
+    /// (`MergeType::holds_before`).
+    pub fn holds_before(&self, stamp: u64) -> bool {
+        each!(self, s => MergeType::holds_before(s, stamp))
     }
 
     pub fn encode(&self, out: &mut Vec<u8>) {
-        match self {
-            Meta::Counter(c) => c.encode(out),
-            Meta::Elements(e) => e.encode(out),
-            Meta::List(l) => l.encode(out),
-            Meta::Hll(h) => h.encode(out),
-            Meta::Stream(s) => s.encode(out),
-        }
+        each!(self, s => MergeType::encode(s, out))
     }
 
     pub fn decode(b: &[u8]) -> Result<Meta, String> {
         match b.first() {
-            Some(b'C') => Counter::decode(b).map(Meta::Counter),
-            Some(b'E') => Elements::decode(b).map(|e| Meta::Elements(Box::new(e))),
-            Some(b'L') => Lists::decode(b).map(|l| Meta::List(Box::new(l))),
-            Some(b'H') => hll::Hll::decode(b).map(Meta::Hll),
-            Some(b'S') => stream::Stream::decode(b).map(|s| Meta::Stream(Box::new(s))),
+            Some(&Counter::TAG) => decode_as::<Counter>(b),
+            Some(&Elements::TAG) => decode_as::<Elements>(b),
+            Some(&Lists::TAG) => decode_as::<Lists>(b),
+            Some(&hll::Hll::TAG) => decode_as::<hll::Hll>(b),
+            Some(&stream::Stream::TAG) => decode_as::<stream::Stream>(b),
             _ => Err("unknown merge metadata".into()),
         }
     }
@@ -137,7 +183,8 @@ impl Meta {
     /// As of the key's `version` and `value` (see each kind's `current`),
     /// of the kind the value has: elements for a set, hash or sorted set,
     /// a list's for a list, else a counter (an absent key keeps the kind
-    /// it had).
+    /// it had). Which kind is this function's decision; bringing the
+    /// state up is the kind's (`MergeType::current`).
     pub fn current(meta: Option<&Meta>, version: u64, value: Option<&Value>) -> Meta {
         // A HyperLogLog's: a sketch, or what replaced one (hll.rs).
         let sketch = match value {
@@ -150,51 +197,31 @@ impl Meta {
                 (Some(Meta::Hll(_)), None | Some(Value::Str(_)))
             )
         {
-            let h = match meta {
-                Some(Meta::Hll(h)) => Some(h),
-                _ => None,
-            };
-            return Meta::Hll(hll::Hll::current(h, version, value));
+            return current_as::<hll::Hll>(meta, version, value);
         }
+        // Else the value's type, or for an absent key the state's.
+        let was = |f: fn(&Meta) -> bool| meta.is_some_and(f);
+        let is = |of_value: fn(&Value) -> bool, of_meta: fn(&Meta) -> bool| match value {
+            Some(v) => of_value(v),
+            None => was(of_meta),
+        };
         // A stream's (stream.rs): a stream, or a deleted one.
-        let is_stream = match value {
-            Some(v) => matches!(v, Value::Stream(_)),
-            None => matches!(meta, Some(Meta::Stream(_))),
-        };
-        if is_stream {
-            let s = match meta {
-                Some(Meta::Stream(s)) => Some(&**s),
-                _ => None,
-            };
-            return Meta::Stream(Box::new(stream::Stream::current(s, version, value)));
+        if is(
+            |v| matches!(v, Value::Stream(_)),
+            |m| matches!(m, Meta::Stream(_)),
+        ) {
+            return current_as::<stream::Stream>(meta, version, value);
         }
-        let list = match value {
-            Some(v) => matches!(v, Value::List(_)),
-            None => matches!(meta, Some(Meta::List(_))),
-        };
-        if list {
-            let l = match meta {
-                Some(Meta::List(l)) => Some(&**l),
-                _ => None,
-            };
-            return Meta::List(Box::new(Lists::current(l, version, value)));
+        if is(
+            |v| matches!(v, Value::List(_)),
+            |m| matches!(m, Meta::List(_)),
+        ) {
+            return current_as::<Lists>(meta, version, value);
         }
-        let as_elements = match value {
-            Some(v) => elements::is_collection(v),
-            None => matches!(meta, Some(Meta::Elements(_))),
-        };
-        if as_elements {
-            let e = match meta {
-                Some(Meta::Elements(e)) => Some(&**e),
-                _ => None,
-            };
-            Meta::Elements(Box::new(Elements::current(e, version, value)))
+        if is(elements::is_collection, |m| matches!(m, Meta::Elements(_))) {
+            current_as::<Elements>(meta, version, value)
         } else {
-            let c = match meta {
-                Some(Meta::Counter(c)) => Some(c),
-                _ => None,
-            };
-            Meta::Counter(Counter::current(c, version, Base::of(value)))
+            current_as::<Counter>(meta, version, value)
         }
     }
 
@@ -202,36 +229,31 @@ impl Meta {
     /// `version`, present or not, expiring at `at` (`ttl.rs`); a counter's
     /// TTL follows its resets (docs/MERGE.md).
     pub fn refresh_ttl(&mut self, version: u64, present: bool, at: u64) {
-        match self {
-            Meta::Counter(_) => {}
-            Meta::Elements(e) => e.ttl.refresh(version, present, at),
-            Meta::List(l) => l.ttl.refresh(version, present, at),
-            Meta::Hll(h) => h.ttl.refresh(version, present, at),
-            Meta::Stream(s) => s.ttl.refresh(version, present, at),
+        if let Some(ttl) = each_mut!(self, s => MergeType::ttl_mut(s)) {
+            ttl.refresh(version, present, at);
         }
     }
 
     /// Whether its TTL dots disagree with a key present or not, expiring
     /// at `at` (never for a counter).
     pub fn ttl_differs(&self, present: bool, at: u64) -> bool {
-        let ttl = match self {
-            Meta::Counter(_) => return false,
-            Meta::Elements(e) => &e.ttl,
-            Meta::List(l) => &l.ttl,
-            Meta::Hll(h) => &h.ttl,
-            Meta::Stream(s) => &s.ttl,
+        let Some(ttl) = each!(self, s => MergeType::ttl(s)) else {
+            return false;
         };
         (!present && !ttl.is_empty()) || (present && ttl.at() != at)
     }
 
     pub fn describe(&self) -> Vec<String> {
-        match self {
-            Meta::Counter(c) => c.describe(),
-            Meta::Elements(e) => e.describe(),
-            Meta::List(l) => l.describe(),
-            Meta::Hll(h) => h.describe(),
-            Meta::Stream(s) => s.describe(),
-        }
+        each!(self, s => MergeType::describe(s))
+    }
+
+    /// Its state of type `T`, if it holds one (`MergeType::of`).
+    pub fn get<T: MergeType>(&self) -> Option<&T> {
+        T::of(self)
+    }
+
+    pub fn get_mut<T: MergeType>(&mut self) -> Option<&mut T> {
+        T::of_mut(self)
     }
 }
 

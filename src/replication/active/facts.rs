@@ -16,7 +16,9 @@ use crate::effects::Fact;
 use crate::keyspace::merge::context::fingerprint;
 use crate::keyspace::merge::elements::{item_of, Change, Item};
 use crate::keyspace::merge::fact::{self, NotApplied, ADD, COUNTED, KIND, SHIFT};
-use crate::keyspace::merge::{Base, Counter, Incr, Merged, Meta};
+use crate::keyspace::merge::lists::Lists;
+use crate::keyspace::merge::state::typed;
+use crate::keyspace::merge::{Base, Counter, Elements, Incr, MergeType, Merged, Meta};
 use crate::keyspace::Value;
 use crate::protocol::Args;
 
@@ -169,10 +171,8 @@ impl Link {
         }
         let base = Base::of(e.map(|e| &e.value));
         let version = g.version_of(slot.hash, key);
-        let counter = match g.merge_meta(key) {
-            Some(Meta::Counter(c)) => Some(c),
-            Some(_) => return false,
-            None => None,
+        let Ok(counter) = typed::<Counter>(g.merge_meta(key)) else {
+            return false;
         };
         let mut c = Counter::current(counter, version, base);
         let before = c.value();
@@ -189,7 +189,7 @@ impl Link {
         let version = version.max(stamp);
         c.version = version;
         let after = c.value();
-        g.set_merge_meta(key, Meta::Counter(c));
+        g.set_merge_meta(key, c.wrap());
         drop(g);
         match after {
             Merged::Int(_) | Merged::Float(_) if after != before => {
@@ -245,10 +245,10 @@ impl Link {
         // or onto nothing older than it. Anything else (elements older
         // than the key: another type came and went, a write here that
         // noted no dots) is for the key's state to decide, as before facts.
-        let clean = match g.merge_meta(key) {
-            Some(Meta::Elements(e)) => e.version == version,
-            Some(_) => false,
-            None => version <= stamp,
+        let clean = match typed::<Elements>(g.merge_meta(key)) {
+            Ok(Some(e)) => e.version == version,
+            Err(()) => false,
+            Ok(None) => version <= stamp,
         };
         if !clean {
             return false;
@@ -260,8 +260,7 @@ impl Link {
         // an add that another type's write since removed (simulator seed
         // 576). The common case, a write newer than the key, applies here.
         if version > stamp {
-            let seen = matches!(g.merge_meta(key), Some(Meta::Elements(e)) if e.cc.covers(stamp));
-            return seen;
+            return covered::<Elements>(g.merge_meta(key), stamp);
         }
         let applied = g.with_elements(slot.hash, key, |e, value| {
             let item = |i| item_at(write, argv, i);
@@ -312,16 +311,16 @@ impl Link {
         // As for other collection facts (`apply_elements`): onto a state
         // that describes the key, and newer than it.
         let version = g.version_of(slot.hash, key);
-        let clean = match g.merge_meta(key) {
-            Some(Meta::Elements(e)) => e.version == version,
-            Some(_) => false,
-            None => version <= stamp,
+        let clean = match typed::<Elements>(g.merge_meta(key)) {
+            Ok(Some(e)) => e.version == version,
+            Err(()) => false,
+            Ok(None) => version <= stamp,
         };
         if !clean {
             return false;
         }
         if version > stamp {
-            return matches!(g.merge_meta(key), Some(Meta::Elements(e)) if e.cc.covers(stamp));
+            return covered::<Elements>(g.merge_meta(key), stamp);
         }
         let applied = g.with_elements(slot.hash, key, |e, value| {
             let here = item_of(value, field);
@@ -351,7 +350,7 @@ impl Link {
         facts: &[Fact],
         (left, push, argv): (bool, bool, &Args),
     ) -> bool {
-        use crate::keyspace::merge::lists::{EndFact, Lists};
+        use crate::keyspace::merge::lists::EndFact;
         let prev = facts
             .iter()
             .find(|f| f.0 & KIND == fact::PREV)
@@ -378,21 +377,17 @@ impl Link {
         }
         let version = g.version_of(slot.hash, key);
         if version > stamp {
-            return matches!(g.merge_meta(key), Some(Meta::List(l)) if l.cc.covers(stamp));
+            return covered::<Lists>(g.merge_meta(key), stamp);
         }
-        let clean = match g.merge_meta(key) {
-            Some(Meta::List(_)) => true, // its ends or version say (apply_end_fact)
-            Some(_) => false,
-            None => true,
-        };
-        if !clean {
+        // A list's state, if any: its ends or version say (apply_end_fact).
+        let Ok(state) = typed::<Lists>(g.merge_meta(key)) else {
             return false;
-        }
-        if g.merge_meta(key).is_none() {
+        };
+        if state.is_none() {
             let fresh = Lists::current(None, version, value);
-            g.set_merge_meta(key, Meta::List(Box::new(fresh)));
+            g.set_merge_meta(key, fresh.wrap());
         }
-        let Some(Meta::List(l)) = g.merge_meta_mut(key) else {
+        let Some(l) = g.merge_meta_mut(key).and_then(Meta::get_mut::<Lists>) else {
             return false;
         };
         let applied = l.apply_end_fact((version, stamp, prev), end_fact);
@@ -433,9 +428,11 @@ impl Link {
         self.raise_version(db, key, version);
         let ks = &self.node.core().keyspace;
         let slot = ks.slot(key);
-        if let Some(Meta::Elements(e)) = ks.db(db).lock(slot.shard).merge_meta_mut(key) {
+        let mut g = ks.db(db).lock(slot.shard);
+        if let Some(e) = g.merge_meta_mut(key).and_then(Meta::get_mut::<Elements>) {
             e.version = version;
         }
+        drop(g); // before the AOF note, which locks the shard again
         self.note_merge_state(db, key);
     }
 
@@ -493,6 +490,12 @@ fn counted_in<'a>(write: Write, argv: &Args<'a>, facts: &[Fact]) -> Option<(&'a 
         _ => return None,
     };
     Some((argv.get(at), by))
+}
+
+/// Whether `meta` holds a state of `T` that has seen the write stamped
+/// `stamp` (a fact older than the key here: a duplicate where it has).
+fn covered<T: MergeType>(meta: Option<&Meta>, stamp: u64) -> bool {
+    meta.and_then(T::of).is_some_and(|s| s.covers(stamp))
 }
 
 fn kind_of(write: Write) -> super::merging::Kind {

@@ -13,7 +13,7 @@ use crate::keyspace::merge::elements::{Change, Elements, Item};
 use crate::keyspace::merge::hll::{is_sketch, Hll};
 use crate::keyspace::merge::lists::{values, Lists};
 use crate::keyspace::merge::stream::{same_value, stream_of, Stream as StreamState};
-use crate::keyspace::merge::{merges_by_parts, Base, Counter, Merged, Meta};
+use crate::keyspace::merge::{merges_by_parts, Base, Counter, MergeType, Merged, Meta};
 use crate::keyspace::Value;
 use crate::log_warning;
 
@@ -58,24 +58,51 @@ enum Family {
     Stream,
 }
 
+impl Family {
+    /// The family of a merge state's type (the one match of the stored
+    /// enum's variants in this file: which join a type takes).
+    fn of_state(meta: &Meta) -> Family {
+        match meta {
+            Meta::Counter(_) => Family::Counter,
+            Meta::Elements(_) => Family::Elements,
+            Meta::List(_) => Family::List,
+            Meta::Hll(_) => Family::Hll,
+            Meta::Stream(_) => Family::Stream,
+        }
+    }
+}
+
 /// How one side of a merge merges: by its value's type where present,
 /// else by the merge state its deletion left (None: a plain deletion).
 fn family(kind: Kind, meta: Option<&Meta>) -> Option<Family> {
-    match (kind, meta) {
+    let state = meta.map(Family::of_state);
+    match (kind, state) {
         // A sketch whose state is a counter's (a PFADD that reset a string
         // INCR wrote, joined as counters: see `merge_state`) stays one: a
         // sketch's state made up for it at its version would lose the
         // counter's reset and parts, the stamps by which a resuming peer
         // is sent the key (simulator seed 47061).
-        (Kind::Sketch, Some(Meta::Counter(_))) => Some(Family::Counter),
-        (Kind::Sketch, _) | (Kind::Other | Kind::Absent, Some(Meta::Hll(_))) => Some(Family::Hll),
-        (Kind::Stream, _) | (Kind::Absent, Some(Meta::Stream(_))) => Some(Family::Stream),
-        (Kind::Set | Kind::Hash | Kind::ZSet, _) | (Kind::Absent, Some(Meta::Elements(_))) => {
-            Some(Family::Elements)
-        }
-        (Kind::List, _) | (Kind::Absent, Some(Meta::List(_))) => Some(Family::List),
-        (Kind::Other, _) | (Kind::Absent, Some(Meta::Counter(_))) => Some(Family::Counter),
-        (Kind::Absent, None) => None,
+        (Kind::Sketch, Some(Family::Counter)) => Some(Family::Counter),
+        (Kind::Sketch, _) | (Kind::Other, Some(Family::Hll)) => Some(Family::Hll),
+        (Kind::Stream, _) => Some(Family::Stream),
+        (Kind::Set | Kind::Hash | Kind::ZSet, _) => Some(Family::Elements),
+        (Kind::List, _) => Some(Family::List),
+        (Kind::Other, _) => Some(Family::Counter),
+        (Kind::Absent, state) => state,
+    }
+}
+
+/// A peer's state of `T`: the one it sent (true), else made for its key at
+/// `stamp` holding `value`, expiring at `at` (false: it kept none, as a
+/// key written before it merged, or a sketch's against a counter's).
+fn remote_of<T: MergeType>(
+    meta: Option<Meta>,
+    (stamp, at): (u64, u64),
+    value: Option<&Value>,
+) -> (T, bool) {
+    match meta.and_then(T::take) {
+        Some(s) => (s, true),
+        None => (T::made(stamp, value, at), false),
     }
 }
 
@@ -166,64 +193,32 @@ impl Link {
             // deletions that never merged: whole-key last-writer-wins.
             _ => return None,
         };
-        match family {
+        // The peer's state of the family's type, then its join (what a
+        // join writes is each type's own).
+        let value = remote_value.as_ref();
+        let stamped = (stamp, at);
+        Some(match family {
             Family::Elements => {
-                let remote = match remote_meta {
-                    Some(Meta::Elements(e)) => *e,
-                    _ => {
-                        let mut e = Elements::current(None, stamp, remote_value.as_ref());
-                        e.ttl.refresh(stamp, remote_value.is_some(), at);
-                        e
-                    }
-                };
-                let remote_side = (&remote, remote_value.as_ref(), at);
-                return Some(self.merge_elements(db, key, local, remote_side));
+                let (remote, _) = remote_of::<Elements>(remote_meta, stamped, value);
+                self.merge_elements(db, key, local, (&remote, value, at))
             }
             Family::List => {
-                let remote = match remote_meta {
-                    Some(Meta::List(l)) => *l,
-                    _ => {
-                        let mut l = Lists::current(None, stamp, remote_value.as_ref());
-                        l.ttl.refresh(stamp, remote_value.is_some(), at);
-                        l
-                    }
-                };
-                let remote_side = (&remote, remote_value.as_ref(), at);
-                return Some(self.merge_list(db, key, local, remote_side));
+                let (remote, _) = remote_of::<Lists>(remote_meta, stamped, value);
+                self.merge_list(db, key, local, (&remote, value, at))
             }
             Family::Hll => {
-                let remote = match remote_meta {
-                    Some(Meta::Hll(h)) => h,
-                    _ => {
-                        let mut h = Hll::current(None, stamp, remote_value.as_ref());
-                        h.ttl.refresh(stamp, remote_value.is_some(), at);
-                        h
-                    }
-                };
-                let theirs = string_bytes(remote_value.as_ref());
-                return Some(self.merge_hll(db, key, local, (&remote, theirs)));
+                let (remote, _) = remote_of::<Hll>(remote_meta, stamped, value);
+                self.merge_hll(db, key, local, (&remote, string_bytes(value)))
             }
             Family::Stream => {
-                let remote = match remote_meta {
-                    Some(Meta::Stream(s)) => *s,
-                    _ => {
-                        let mut s = StreamState::current(None, stamp, remote_value.as_ref());
-                        s.ttl.refresh(stamp, remote_value.is_some(), at);
-                        s
-                    }
-                };
-                return Some(self.merge_stream(db, key, local, (&remote, remote_value.as_ref())));
+                let (remote, _) = remote_of::<StreamState>(remote_meta, stamped, value);
+                self.merge_stream(db, key, local, (&remote, value))
             }
-            Family::Counter => {}
-        }
-        let remote = match remote_meta {
-            Some(Meta::Counter(c)) => (c, true),
-            _ => (
-                Counter::current(None, stamp, Base::of(remote_value.as_ref())),
-                false,
-            ),
-        };
-        Some(self.merge_counter(db, key, local, remote, (at, payload)))
+            Family::Counter => {
+                let remote = remote_of::<Counter>(remote_meta, stamped, value);
+                self.merge_counter(db, key, local, remote, (at, payload))
+            }
+        })
     }
 
     /// After a peer's state replaced the key whole (the newer of two
@@ -282,10 +277,7 @@ impl Link {
         (mut remote, remote_kept): (Counter, bool),
         (at, payload): (u64, &[u8]),
     ) -> bool {
-        let counter = match &local.meta {
-            Some(Meta::Counter(c)) => Some(c),
-            _ => None,
-        };
+        let counter = local.meta.as_ref().and_then(Meta::get);
         let mut mine = Counter::current(counter, local.version, local.base);
         if counter.is_none() {
             observe_own_parts(&mut mine, &remote);
@@ -295,13 +287,11 @@ impl Link {
         }
         let remote = &remote;
         let mut joined = mine.join(remote);
-        let same = (joined.same_content(&mine), joined.same_content(remote));
         let Some((outcome, version)) =
-            self.version_join(db, key, same, (mine.version, remote.version), (false, true))
+            self.version_joined(db, key, (&mine, remote), &mut joined, (true, true))
         else {
             return false;
         };
-        joined.version = version;
         let at = winning_expiry(&mine, remote, &joined, (local.at, at));
         match joined.value() {
             v @ (Merged::Int(_) | Merged::Float(_)) if mine.value() != v || local.at != at => {
@@ -321,7 +311,7 @@ impl Link {
             // reset's value): only its version moves.
             _ => self.raise_version(db, key, version),
         }
-        self.store(db, key, Meta::Counter(joined));
+        self.store(db, key, joined.wrap());
         self.settle(db, key, outcome)
     }
 
@@ -336,18 +326,14 @@ impl Link {
         local: Local,
         (remote, remote_value, _): (&Elements, Option<&Value>, u64),
     ) -> bool {
-        let mine = match local.meta {
-            Some(Meta::Elements(e)) => *e,
-            _ => Elements::current(None, local.version, None),
-        };
+        let mine = (local.meta.and_then(Elements::take))
+            .unwrap_or_else(|| Elements::current(None, local.version, None));
         let (mut joined, changes) = mine.join(local.value.as_ref(), remote, remote_value);
-        let same = (joined.same_content(&mine), joined.same_content(remote));
         let Some((outcome, version)) =
-            self.version_join(db, key, same, (mine.version, remote.version), (true, true))
+            self.version_joined(db, key, (&mine, remote), &mut joined, (true, true))
         else {
             return false;
         };
-        joined.version = version;
         let kind = if local.kind == Kind::Absent {
             kind(remote_value)
         } else {
@@ -374,9 +360,7 @@ impl Link {
             self.replay(db, version, &argv);
         }
         self.set_expiry(db, key, joined.ttl.at(), version);
-        self.raise_version(db, key, version);
-        self.store(db, key, Meta::Elements(Box::new(joined)));
-        self.settle(db, key, outcome)
+        self.finish(db, key, joined, (outcome, version))
     }
 
     /// Lists (keyspace/merge/lists.rs): the joined list, where it differs
@@ -389,19 +373,15 @@ impl Link {
         local: Local,
         (remote, remote_value, _): (&Lists, Option<&Value>, u64),
     ) -> bool {
-        let mine = match local.meta {
-            Some(Meta::List(l)) => *l,
-            _ => Lists::current(None, local.version, local.value.as_ref()),
-        };
+        let mine = (local.meta.and_then(Lists::take))
+            .unwrap_or_else(|| Lists::current(None, local.version, local.value.as_ref()));
         let ours = values(local.value.as_ref());
         let (mut joined, list) = mine.join(&ours, remote, &values(remote_value));
-        let same = (joined.same_content(&mine), joined.same_content(remote));
         let Some((outcome, version)) =
-            self.version_join(db, key, same, (mine.version, remote.version), (true, true))
+            self.version_joined(db, key, (&mine, remote), &mut joined, (true, true))
         else {
             return false;
         };
-        joined.version = version;
         let at = joined.ttl.at();
         if list.is_empty() {
             if local.kind != Kind::Absent {
@@ -418,9 +398,7 @@ impl Link {
         } else {
             self.set_expiry(db, key, at, version);
         }
-        self.raise_version(db, key, version);
-        self.store(db, key, Meta::List(Box::new(joined)));
-        self.settle(db, key, outcome)
+        self.finish(db, key, joined, (outcome, version))
     }
 
     /// HyperLogLogs (keyspace/merge/hll.rs): the joined sketch (the
@@ -441,30 +419,21 @@ impl Link {
             let g = ks.db(db).lock(slot.shard);
             string_bytes(g.get_raw(slot.hash, key).map(|e| &e.value))
         };
-        let mine = match local.meta {
-            Some(Meta::Hll(h)) => h,
-            _ => {
-                let value = ours
-                    .as_ref()
-                    .map(|b| Value::Str(crate::keyspace::StrValue::raw(b.clone())));
-                let mut h = Hll::current(None, local.version, value.as_ref());
-                h.ttl.refresh(local.version, value.is_some(), local.at);
-                h
-            }
-        };
+        let mine = local.meta.and_then(Hll::take).unwrap_or_else(|| {
+            let value = ours
+                .as_ref()
+                .map(|b| Value::Str(crate::keyspace::StrValue::raw(b.clone())));
+            Hll::made(local.version, value.as_ref(), local.at)
+        });
         let max_bytes = (self.node.core().hot.encoding.hll_sparse_max_bytes)
             .load(std::sync::atomic::Ordering::Relaxed);
         let (mut joined, value) = mine.join(ours.as_deref(), remote, theirs.as_deref(), max_bytes);
-        let same = (
-            joined.same_content(&mine) && value == ours,
-            joined.same_content(remote) && value == theirs,
-        );
+        let values_same = (value == ours, value == theirs);
         let Some((outcome, version)) =
-            self.version_join(db, key, same, (mine.version, remote.version), (true, false))
+            self.version_joined(db, key, (&mine, remote), &mut joined, values_same)
         else {
             return false;
         };
-        joined.version = version;
         let at = joined.ttl.at();
         match &value {
             None => {
@@ -479,9 +448,7 @@ impl Link {
             }
             Some(_) => {}
         }
-        self.raise_version(db, key, version);
-        self.store(db, key, Meta::Hll(joined));
-        self.settle(db, key, outcome)
+        self.finish(db, key, joined, (outcome, version))
     }
 
     /// Streams (keyspace/merge/stream.rs): the joined stream (every entry
@@ -502,14 +469,8 @@ impl Link {
             let g = core.keyspace.db(db).lock(slot.shard);
             g.get_raw(slot.hash, key).map(|e| e.value.clone())
         };
-        let mine = match local.meta {
-            Some(Meta::Stream(s)) => *s,
-            _ => {
-                let mut s = StreamState::current(None, local.version, ours.as_ref());
-                s.ttl.refresh(local.version, ours.is_some(), local.at);
-                s
-            }
-        };
+        let mine = (local.meta.and_then(StreamState::take))
+            .unwrap_or_else(|| StreamState::made(local.version, ours.as_ref(), local.at));
         let enc = &core.hot.encoding;
         let limits = (
             enc.stream_node_max_bytes
@@ -519,23 +480,15 @@ impl Link {
         );
         let (ours, theirs) = (stream_of(ours.as_ref()), stream_of(their_value));
         let (mut joined, value) = mine.join(ours, remote, theirs, limits);
-        let same = (
-            joined.same_content(&mine) && same_value(value.as_ref(), ours),
-            joined.same_content(remote) && same_value(value.as_ref(), theirs),
+        let values_same = (
+            same_value(value.as_ref(), ours),
+            same_value(value.as_ref(), theirs),
         );
-        // With stream facts on, the counter's rule (DECISIONS 182): the
-        // version is the newest stamp the state holds, however reached.
-        let fresh = !crate::keyspace::merge::stream::STREAM_FACTS;
-        let Some((outcome, version)) = self.version_join(
-            db,
-            key,
-            same,
-            (mine.version, remote.version),
-            (fresh, false),
-        ) else {
+        let Some((outcome, version)) =
+            self.version_joined(db, key, (&mine, remote), &mut joined, values_same)
+        else {
             return false;
         };
-        joined.version = version;
         let at = joined.ttl.at();
         match value {
             None => {
@@ -550,8 +503,47 @@ impl Link {
             }
             Some(_) => {}
         }
+        self.finish(db, key, joined, (outcome, version))
+    }
+
+    /// The generic head of every join's write: [`Self::version_join`] of
+    /// `joined` against the two sides it joined (`mine`, `remote`), equal
+    /// but for versions where their states' contents are and
+    /// `values_same` says their values are (a sketch's bytes, a stream's
+    /// entries: not in the state), with the type's version rules
+    /// (`MergeType::FRESH_COMMIT`, `EXACT_JOIN`); `joined` then stands at
+    /// the version its outcome gives.
+    fn version_joined<T: MergeType>(
+        &mut self,
+        db: usize,
+        key: &[u8],
+        (mine, remote): (&T, &T),
+        joined: &mut T,
+        values_same: (bool, bool),
+    ) -> Option<(Outcome, u64)> {
+        let same = (
+            joined.same_content(mine) && values_same.0,
+            joined.same_content(remote) && values_same.1,
+        );
+        let versions = (mine.version(), remote.version());
+        let rules = (T::FRESH_COMMIT, T::EXACT_JOIN);
+        let joined_at = self.version_join(db, key, same, versions, rules)?;
+        joined.set_version(joined_at.1);
+        Some(joined_at)
+    }
+
+    /// The generic tail of a join's write (all but a counter's, which
+    /// moves the key's version by the write it chose): the key at the
+    /// join's version, the joined state stored, the outcome settled.
+    fn finish<T: MergeType>(
+        &mut self,
+        db: usize,
+        key: &[u8],
+        joined: T,
+        (outcome, version): (Outcome, u64),
+    ) -> bool {
         self.raise_version(db, key, version);
-        self.store(db, key, Meta::Stream(Box::new(joined)));
+        self.store(db, key, joined.wrap());
         self.settle(db, key, outcome)
     }
 
@@ -655,25 +647,16 @@ impl Link {
         for db in dbs {
             for shard in 0..crate::keyspace::SHARDS {
                 let mut g = ks.db(db).lock(shard);
-                // A collection's or a list's context holds one stamp per
-                // node, its newest: its elements' own stamps tell what the
-                // flush takes (full seed 260, a list). A counter's part is
-                // stamped with its last increment: one the flush saw and
-                // removed may have moved on since (full seed 35723), so
-                // every counter newer than the flush goes. Each state is
-                // brought up to its key's version first: a list or a
-                // collection written here since its last read describes
-                // an older version (full seed 807).
-                let old = |m: &Meta| {
-                    let before = |s: u64| s != 0 && s <= stamp;
-                    matches!(m, Meta::Counter(_))
-                        || m.stamps().into_iter().any(before)
-                        || matches!(m, Meta::Elements(e) if e.dots.values().flatten().any(|d| before(d.stamp)))
-                        || matches!(m, Meta::List(l) if l.elems.iter().any(|e| before(e.id.0)))
-                };
+                // Which states hold writes the flush took is each type's
+                // (`MergeType::holds_before`): a collection's or a list's
+                // elements' own stamps (full seed 260, a list), every
+                // counter (full seed 35723). Each state is brought up to
+                // its key's version first: a list or a collection written
+                // here since its last read describes an older version
+                // (full seed 807).
                 for key in g.merge_keys() {
                     let m = g.merge_meta_now(ks.slot(&key).hash, &key);
-                    if m.is_some_and(|m| m.version() > stamp && old(m)) {
+                    if m.is_some_and(|m| m.version() > stamp && m.holds_before(stamp)) {
                         out.push((db, key));
                     }
                 }

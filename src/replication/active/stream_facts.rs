@@ -18,8 +18,9 @@
 
 use crate::effects::Fact;
 use crate::keyspace::merge::fact::NotApplied;
+use crate::keyspace::merge::state::typed;
 use crate::keyspace::merge::stream::{stream_of, Stream, Told};
-use crate::keyspace::merge::Meta;
+use crate::keyspace::merge::{MergeType, Meta};
 use crate::keyspace::stream::StreamId;
 use crate::keyspace::Value;
 use crate::protocol::Args;
@@ -71,10 +72,8 @@ impl Link {
             if e.expire_at() != 0 {
                 return false; // a key with a TTL merges by its state
             }
-            let meta = match g.merge_meta(key) {
-                Some(Meta::Stream(m)) => Some(&**m),
-                Some(_) => return false,
-                None => None,
+            let Ok(meta) = typed::<Stream>(g.merge_meta(key)) else {
+                return false;
             };
             let state = Stream::current(meta, version, Some(&e.value));
             let checked = state.check_fact(stamp, &told, s, id_at);
@@ -85,7 +84,7 @@ impl Link {
             Err(NotApplied::Duplicate) => return true,
             Err(NotApplied::Gap) => return false,
         }
-        g.set_merge_meta(key, Meta::Stream(Box::new(state)));
+        g.set_merge_meta(key, state.wrap());
         drop(g);
         self.replay_stream_fact(db, key, stamp, &told, argv);
         self.settle_stream(db, key, stamp, version.max(stamp));
@@ -137,14 +136,11 @@ impl Link {
         let slot = ks.slot(key);
         {
             let mut g = ks.db(db).lock(slot.shard);
-            let meta = match g.merge_meta(key) {
-                Some(Meta::Stream(m)) => Some(&**m),
-                _ => None,
-            };
+            let meta = g.merge_meta(key).and_then(Meta::get);
             let value = g.get_raw(slot.hash, key).map(|e| &e.value);
             let mut s = Stream::current(meta, stamp, value);
             s.version = version;
-            g.set_merge_meta(key, Meta::Stream(Box::new(s)));
+            g.set_merge_meta(key, s.wrap());
             g.raise_version(slot.hash, key, version);
         }
         self.note_merge_state(db, key);
