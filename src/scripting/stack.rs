@@ -142,8 +142,14 @@ unsafe fn call(l: *mut lua_State) -> Outcome {
     // SAFETY: `l` is valid (the contract); `modes` reads the environment.
     let modes = unsafe { modes(l) };
     let mut s = take_scratch();
-    // SAFETY: the arguments are the stack's values 1..=top.
-    let read = unsafe { read_args(l, &mut s.buf, &mut s.spans) };
+    // SAFETY: the arguments are the stack's values 1..=top; copied, they
+    // are popped, so the reply has the stack's room (a call of 7,999
+    // arguments leaves little).
+    let read = unsafe {
+        let read = read_args(l, &mut s.buf, &mut s.spans);
+        ffi::lua_settop(l, 0);
+        read
+    };
     let ran = read.and_then(|()| {
         let args = Args::new(&s.buf, &s.spans);
         let reply = &mut s.reply;
