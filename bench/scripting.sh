@@ -30,7 +30,7 @@
 #
 # Environment: ROUNDS (3), REQUESTS (pipeline 16, 400000), REQUESTS_P1 (100000), CLIENTS
 # (50), KEYSPACE (-r, 100000), SERVER_CPU (0), CLIENT_CPU (1), MT_THREADS
-# (2), MT_CLIENT_THREADS (2), SKIP_BUILD, SKIP_MT.
+# (2), MT_CLIENT_THREADS (2), SKIP_BUILD, SKIP_MT, LATTICE (the binary).
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
@@ -44,7 +44,7 @@ CLIENT_CPU="${CLIENT_CPU:-1}"
 MT_THREADS="${MT_THREADS:-2}"
 MT_CLIENT_THREADS="${MT_CLIENT_THREADS:-2}"
 REDIS_SERVER="${REDIS_SERVER:-/usr/bin/redis-server}"
-LATTICE="$ROOT/target/release/lattice-server"
+LATTICE="${LATTICE:-$ROOT/target/release/lattice-server}"
 # shellcheck source=bench/lib.sh
 source "$ROOT/bench/lib.sh"
 

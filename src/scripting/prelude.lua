@@ -138,16 +138,11 @@ end
 local modes = priv.modes
 -- The running script's keys and arguments, as two new tables.
 local c_args = priv.c_args
--- What every run starts with: redis.setresp/set_repl and a kill reset.
--- Done here rather than from Rust: one call instead of a table write each.
--- (redis.call and acl_check_cmd act on the run Rust binds; outside one
--- they fail.)
-local function begin_run()
-  modes[1], modes[2], priv.killed = 2, 3, false
-end
-local function end_run(ok, r)
-  return ok, r, modes[1]
-end
+-- Every run (priv.run, priv.run_function) starts with redis.setresp and
+-- set_repl's modes and the kill reset, done in Lua rather than from Rust
+-- (one call instead of a table write each), and returns the protocol
+-- with its result. (redis.call and acl_check_cmd act on the run Rust
+-- binds; outside one they fail.)
 
 -- An error reply as redis.pcall returns it (luaPushErrorBuff): "-CODE msg"
 -- keeps its code, anything else gets ERR.
@@ -360,12 +355,14 @@ priv.env, priv.G = env, G
 -- Runs an EVAL script with its KEYS and ARGV: ok, result, protocol. They
 -- go into the globals and into what env has shown, so reading KEYS is a
 -- table lookup, not a call of env_seen's __index.
+local handler = priv.handler
 priv.run = function(f)
   local keys, argv = c_args()
   G.KEYS, G.ARGV = keys, argv
   env_seen.KEYS, env_seen.ARGV = keys, argv
-  begin_run()
-  return end_run(xpcall(f, priv.handler))
+  modes[1], modes[2], priv.killed = 2, 3, false
+  local ok, r = real_xpcall(f, handler)
+  return ok, r, modes[1]
 end
 
 -- FUNCTION libraries. A library's code runs once per state to register
@@ -449,24 +446,31 @@ rawsetmt(lib_redis_view, {
   __metatable = false,
 })
 real_of[lib_redis_view] = lib_redis
-local fenv = {}
-rawsetmt(fenv, {
-  __index = function(_, k)
+-- While a library loads, fenv shows `redis` (lib_redis_view) only; once
+-- loaded, its functions see G but KEYS and ARGV, through a cache as env's
+-- (env_seen): a second read of `redis` is a table lookup, not a call.
+local function loading_index(_, k)
+  if k == 'redis' then return lib_redis_view end
+  error_("Script attempted to access nonexistent global variable '" .. tostring(k) .. "'", 2)
+end
+local fenv_seen = rawsetmt({}, {
+  __index = function(c, k)
     local v
-    if loading then
-      if k == 'redis' then v = lib_redis_view end
-    elseif not own[k] then
-      v = rawget_(G, k)
-    end
+    if not own[k] then v = rawget_(G, k) end
     if v == nil then
       error_("Script attempted to access nonexistent global variable '" .. tostring(k) .. "'", 2)
     end
-    if type_(v) == 'table' and not real_of[v] then return ro(v) end
+    if type_(v) == 'table' and not real_of[v] then v = ro(v) end
+    rawset_(c, k, v)
     return v
   end,
+})
+local fenv_meta = {
+  __index = fenv_seen,
   __newindex = readonly_error,
   __metatable = false,
-})
+}
+local fenv = rawsetmt({}, fenv_meta)
 real_of[fenv] = G
 meta_view[fenv] = meta_view[env]
 priv.fenv = fenv
@@ -474,8 +478,10 @@ priv.fenv = fenv
 -- and the error's text.
 priv.load_library = function(f)
   loading, registered = true, {}
+  fenv_meta.__index = loading_index
   local ok, err = pcall(f)
   loading = false
+  fenv_meta.__index = fenv_seen
   if priv.killed then ok, err, priv.killed = false, priv.killed, false end
   local r = registered
   registered = nil
@@ -494,8 +500,8 @@ local function call_fn() return fn_f(fn_keys, fn_args) end
 priv.run_function = function(f)
   fn_f = f
   fn_keys, fn_args = c_args()
-  begin_run()
-  local ok, r = xpcall(call_fn, priv.handler)
+  modes[1], modes[2], priv.killed = 2, 3, false
+  local ok, r = real_xpcall(call_fn, handler)
   fn_f, fn_keys, fn_args = nil, nil, nil
-  return end_run(ok, r)
+  return ok, r, modes[1]
 end

@@ -2,21 +2,23 @@
 //! (`prelude.lua`), the scripts it compiled, and Redis's PRNG.
 
 use std::cell::RefCell;
-use std::collections::HashMap;
 
 use mlua::{Function, Lua, LuaOptions, StdLib, Table};
 
 use crate::core::Core;
+
+/// A map by name with foldhash (looked up on every EVALSHA and FCALL).
+type FastMap<V> = hashbrown::HashMap<String, V, foldhash::fast::RandomState>;
 
 /// A thread's Lua state and the scripts compiled in it.
 pub struct Vm {
     pub lua: Lua,
     /// The prelude's private table (`rcall`, `run`, `env`, `G`, `resp`).
     pub private: Table,
-    funcs: hashbrown::HashMap<String, (Function, u32), foldhash::fast::RandomState>,
+    funcs: FastMap<(Function, u32)>,
     /// FUNCTION libraries compiled here, by name: the library's id and its
     /// functions.
-    libs: HashMap<String, (u64, HashMap<String, Function>)>,
+    libs: FastMap<(u64, FastMap<Function>)>,
     /// The core and cache generation the compiled scripts belong to.
     owner: (usize, u64),
     /// This state's memory as last added to `LUA_MEMORY`.
@@ -181,7 +183,7 @@ impl Vm {
             lua,
             private,
             funcs: Default::default(),
-            libs: HashMap::new(),
+            libs: Default::default(),
             owner: (0, 0),
             counted: 0,
             run,
