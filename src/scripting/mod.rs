@@ -6,8 +6,10 @@
  * shared between threads, so each worker compiles the scripts it runs from
  * the shared body cache, `core::scripts`), Redis's Lua library and sandbox
  * (`prelude.lua`: redis.*, readonly globals, Redis's math.random; `bit.rs`),
- * the RESP <-> Lua conversions (`convert.rs`) and `redis.call` (`call.rs`),
- * which runs a command through its table entry as the dispatcher would.
+ * a script's result as RESP (`convert.rs`), and `redis.call`: a C function
+ * on the Lua stack (`stack.rs`: arguments in, the reply pushed as Lua
+ * values) that runs a command through its table entry as the dispatcher
+ * would (`call.rs`).
  *
  * Why a layer of its own, beside the commands: a script runs commands, so
  * it names the command layer (the table, EXEC's planning and effect unit)
@@ -495,8 +497,11 @@ fn with_bound<R>(
     Ok(f(&mut c, b.script))
 }
 
+/// A run's KEYS and ARGV (a function's keys and arguments).
+type Lists<'x> = (&'x [&'x [u8]], &'x [&'x [u8]]);
+
 /// The bound run's KEYS and ARGV (see `Bound`), for as long as it runs.
-fn bound_lists<'x>() -> Option<(&'x [&'x [u8]], &'x [&'x [u8]])> {
+fn bound_lists<'x>() -> Option<Lists<'x>> {
     let p = BOUND.with(|b| b.get());
     // SAFETY: as in `with_bound`; the caller (`stack::script_args`) uses
     // the lists within the Lua call that bound them.

@@ -210,8 +210,7 @@ unsafe fn read_args(
 ) -> Result<(), NotRun> {
     buf.clear();
     spans.clear();
-    // SAFETY: indexes 1..=top are valid; a string's pointer and length
-    // stay valid while it is on the stack (we copy it at once).
+    // SAFETY: `l` is valid (the contract).
     let n = unsafe { ffi::lua_gettop(l) };
     if n == 0 {
         return Err(Ok(
@@ -220,17 +219,21 @@ unsafe fn read_args(
     }
     for i in 1..=n {
         let start = buf.len();
-        match unsafe { ffi::lua_type(l, i) } {
-            ffi::LUA_TSTRING => {
-                let mut len = 0;
-                let p = unsafe { ffi::lua_tolstring(l, i, &mut len) };
-                buf.extend_from_slice(unsafe { std::slice::from_raw_parts(p as *const u8, len) });
-            }
-            ffi::LUA_TNUMBER => number(buf, unsafe { ffi::lua_tonumber(l, i) }),
-            _ => {
-                return Err(Ok(
-                    "ERR Lua redis lib command arguments must be strings or integers".into(),
-                ))
+        // SAFETY: `i` is a valid index (above); a string's pointer and
+        // length are Lua's, valid while it is on the stack (copied at once).
+        unsafe {
+            match ffi::lua_type(l, i) {
+                ffi::LUA_TSTRING => {
+                    let mut len = 0;
+                    let p = ffi::lua_tolstring(l, i, &mut len);
+                    buf.extend_from_slice(std::slice::from_raw_parts(p as *const u8, len));
+                }
+                ffi::LUA_TNUMBER => number(buf, ffi::lua_tonumber(l, i)),
+                _ => {
+                    return Err(Ok(
+                        "ERR Lua redis lib command arguments must be strings or integers".into(),
+                    ))
+                }
             }
         }
         spans.push(start..buf.len());
@@ -268,7 +271,7 @@ unsafe fn push_error_table(l: *mut lua_State, msg: &[u8]) {
     // SAFETY: the contract.
     unsafe {
         ffi::lua_createtable(l, 0, 2);
-        push_bytes(l, &String::from_utf8_lossy(msg).as_bytes()[..]);
+        push_bytes(l, String::from_utf8_lossy(msg).as_bytes());
         ffi::lua_setfield(l, -2, c"err".as_ptr());
         ffi::lua_pushboolean(l, 1);
         ffi::lua_setfield(l, -2, c"ignore_error_stats_update".as_ptr());
