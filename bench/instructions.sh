@@ -27,6 +27,8 @@
 #   INCLUSIVE='conn::lookup_and_check \[|conn::process_input::\{\{closure\}\} \['
 # (divide by the request count; a restricted user's AUTHs are apart).
 #
+# OUT: a path to keep callgrind's output at (for callgrind_annotate).
+#
 # Prints `<binary>: <instructions> instructions`.
 set -euo pipefail
 bin=$1; shift
@@ -51,6 +53,7 @@ fi
 redis-benchmark -p "$port" -q "$@" >/dev/null 2>&1
 redis-cli -p "$port" shutdown nosave >/dev/null 2>&1 || true
 wait "$pid" || true
+[[ -n ${OUT:-} ]] && cp "$dir/out" "$OUT"
 total=$(callgrind_annotate "$dir/out" 2>/dev/null | grep -m1 -E 'PROGRAM TOTALS' | grep -oE '^[0-9,]+' | tr -d , || true)
 echo "$bin: $total instructions"
 if [[ -n ${INCLUSIVE:-} ]]; then

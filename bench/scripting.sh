@@ -20,9 +20,17 @@
 #   bench/scripting.sh
 #   REQUESTS=400000 REQUESTS_P1=100000 SKIP_BUILD=1 bench/scripting.sh
 #
+# INSTRUCTIONS=1: instead, user-space instructions per request of each
+# server's whole process under callgrind (bench/instructions.sh; the
+# figure to compare on this VM, whose timings move 10-20 % between runs),
+# for EVALSHA and FCALL of a one-command script (INCR) and a three-command
+# one (SET, INCR, GET), at pipeline 16 (IPIPES="1 16" for both): each run's
+# total less that of an idle run (start-up and shutdown), over
+# IREQUESTS (20000) requests, -c 50 -r 1000.
+#
 # Environment: ROUNDS (3), REQUESTS (pipeline 16, 400000), REQUESTS_P1 (100000), CLIENTS
 # (50), KEYSPACE (-r, 100000), SERVER_CPU (0), CLIENT_CPU (1), MT_THREADS
-# (2), MT_CLIENT_THREADS (2), SKIP_BUILD, SKIP_MT.
+# (2), MT_CLIENT_THREADS (2), SKIP_BUILD, SKIP_MT, LATTICE (the binary).
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
@@ -36,7 +44,7 @@ CLIENT_CPU="${CLIENT_CPU:-1}"
 MT_THREADS="${MT_THREADS:-2}"
 MT_CLIENT_THREADS="${MT_CLIENT_THREADS:-2}"
 REDIS_SERVER="${REDIS_SERVER:-/usr/bin/redis-server}"
-LATTICE="$ROOT/target/release/lattice-server"
+LATTICE="${LATTICE:-$ROOT/target/release/lattice-server}"
 # shellcheck source=bench/lib.sh
 source "$ROOT/bench/lib.sh"
 
@@ -46,6 +54,57 @@ redis.register_function('getincr', function(keys, args) redis.call('GET', keys[1
 
 if [[ -z "${SKIP_BUILD:-}" ]]; then
     (cd "$ROOT" && cargo build --release --quiet)
+fi
+
+# resp ARGS...: one command in RESP.
+resp() {
+    printf '*%d\r\n' $#
+    for a in "$@"; do printf '$%d\r\n%s\r\n' "$(printf %s "$a" | wc -c)" "$a"; done
+}
+
+# instructions: the INSTRUCTIONS=1 table (see the header).
+instructions() {
+    local s1="return redis.call('INCR', KEYS[1])"
+    local s3="redis.call('SET', KEYS[1], ARGV[1]); redis.call('INCR', KEYS[1]); return redis.call('GET', KEYS[1])"
+    local lib="#!lua name=ilib
+redis.register_function('f1', function(keys, args) return redis.call('INCR', keys[1]) end)
+redis.register_function('f3', function(keys, args) redis.call('SET', keys[1], args[1]); redis.call('INCR', keys[1]); return redis.call('GET', keys[1]) end)"
+    local setup="$WORK/setup.resp" n="${IREQUESTS:-20000}" sha1 sha3 bin idle total pipe w
+    { resp SCRIPT LOAD "$s1"; resp SCRIPT LOAD "$s3"; resp FUNCTION LOAD REPLACE "$lib"; } >"$setup"
+    sha1="$(printf %s "$s1" | sha1sum | cut -c1-40)"
+    sha3="$(printf %s "$s3" | sha1sum | cut -c1-40)"
+    declare -A W=([evalsha-1cmd]="EVALSHA $sha1 1 k:__rand_int__"
+        [evalsha-3cmd]="EVALSHA $sha3 1 k:__rand_int__ 7"
+        [fcall-1cmd]="FCALL f1 1 k:__rand_int__" [fcall-3cmd]="FCALL f3 1 k:__rand_int__ 7")
+    count() { # BINARY redis-benchmark args...: the run's instructions
+        local b=$1; shift
+        PORT="$(free_port)" SETUP_RESP="$setup" bash "$ROOT/bench/instructions.sh" "$b" -- "$@" |
+            grep -oE '[0-9]+ instructions' | cut -d' ' -f1
+    }
+    printf '%-14s %4s %14s %14s %7s\n' workload pipe redis lattice ratio
+    for bin in "$REDIS_SERVER" "$LATTICE"; do
+        idle="$(count "$bin" -c 50 -n 50 PING)"
+        for pipe in ${IPIPES:-16}; do
+            for w in evalsha-1cmd evalsha-3cmd fcall-1cmd fcall-3cmd; do
+                # shellcheck disable=SC2086
+                total="$(count "$bin" -c 50 -P "$pipe" -n "$n" -r 1000 ${W[$w]})"
+                R[$w-$pipe-$bin]=$(((total - idle) / n))
+            done
+        done
+    done
+    for pipe in ${IPIPES:-16}; do
+        for w in evalsha-1cmd evalsha-3cmd fcall-1cmd fcall-3cmd; do
+            printf '%-14s %4s %14s %14s %7s\n' "$w" "$pipe" "${R[$w-$pipe-$REDIS_SERVER]}" \
+                "${R[$w-$pipe-$LATTICE]}" "$(awk -v a="${R[$w-$pipe-$REDIS_SERVER]}" \
+                -v b="${R[$w-$pipe-$LATTICE]}" 'BEGIN { printf "%.2f", a / b }')"
+        done
+    done
+    echo "(instructions per request, each server's whole process; ratio = redis / lattice, >1 means lattice does less)"
+}
+if [[ -n "${INSTRUCTIONS:-}" ]]; then
+    declare -A R
+    instructions
+    exit 0
 fi
 
 # prepare PORT: loads the script and the library, sets SHA.

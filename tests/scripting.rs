@@ -91,6 +91,77 @@ fn resp_to_lua_conversions() {
     );
 }
 
+/// redis.call reads its arguments from the Lua stack (scripting/stack.rs):
+/// numbers as Redis's "%.17g" (checked against redis-server 7.0.15),
+/// thousands of arguments, the refusals of bad ones, the RESP3 forms.
+#[test]
+fn call_arguments_and_replies_on_the_stack() {
+    let s = Server::start(&[]);
+    let mut r = s.raw();
+    let t = |r: &mut Raw, body: &str| raw(r, &["EVAL", body, "0"]);
+    for (n, want) in [
+        ("1.5", "1.5"),
+        ("3", "3"),
+        ("1e20", "1e+20"),
+        ("0.1", "0.10000000000000001"),
+        ("-0.0", "-0"),
+        ("1e-17", "1.0000000000000001e-17"),
+        ("123456789012345678", "1.2345678901234568e+17"),
+        ("-42", "-42"),
+    ] {
+        let body = format!("redis.call('set','x',{n}); return redis.call('get','x')");
+        assert_eq!(t(&mut r, &body), want, "{n}");
+    }
+    assert_eq!(
+        t(
+            &mut r,
+            "local a = {} for i=1,7999 do a[i] = 1 end return redis.call('lpush', 'big', unpack(a))"
+        ),
+        ":7999"
+    );
+    assert_eq!(
+        t(&mut r, "return redis.pcall('set','x',{})"),
+        "-ERR Lua redis lib command arguments must be strings or integers"
+    );
+    assert_eq!(
+        t(&mut r, "return redis.pcall()"),
+        "-ERR Please specify at least one argument for this redis lib call"
+    );
+    assert_eq!(
+        t(&mut r, "local e = redis.pcall('nosuch'); return e.err"),
+        "ERR Unknown Redis command called from script"
+    );
+    assert_eq!(
+        t(
+            &mut r,
+            "redis.setresp(3); redis.call('zadd','z',1.5,'m'); return tostring(redis.call('zscore','z','m').double)"
+        ),
+        "1.5"
+    );
+    assert_eq!(
+        t(
+            &mut r,
+            "redis.setresp(3); redis.call('sadd','s','a'); return tostring(redis.call('smembers','s').set.a)"
+        ),
+        "true"
+    );
+    // A call's reply nested in a returned table, the script's KEYS and ARGV.
+    assert_eq!(
+        raw(
+            &mut r,
+            &[
+                "EVAL",
+                "return {redis.call('incrby', KEYS[1], ARGV[1]), redis.pcall('incr', KEYS[2]), #KEYS, #ARGV}",
+                "2",
+                "n1",
+                "big",
+                "5"
+            ]
+        ),
+        "*4[:5,-WRONGTYPE Operation against a key holding the wrong kind of value,:2,:1]"
+    );
+}
+
 #[test]
 fn errors_have_redis_7_format() {
     let s = Server::start(&[]);

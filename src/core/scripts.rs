@@ -111,7 +111,8 @@ pub struct FunctionState {
     pub libs: std::collections::BTreeMap<String, Arc<Library>>,
     /// Function name (lower-case: FCALL's names are case-insensitive, as
     /// Redis's functions dictionary) -> its library.
-    funcs: HashMap<String, Arc<Library>>,
+    /// foldhash: looked up twice per FCALL (its flags, then the call).
+    funcs: hashbrown::HashMap<String, Arc<Library>, foldhash::fast::RandomState>,
 }
 
 impl FunctionState {
@@ -263,7 +264,10 @@ impl Busy {
 
 /// `map[name]` for a map keyed by lowercase names: without a copy when
 /// `name` has no capitals (the usual case: FCALL runs this per call).
-fn lookup_ci<'m, V>(map: &'m HashMap<String, V>, name: &str) -> Option<&'m V> {
+fn lookup_ci<'m, V, S: std::hash::BuildHasher>(
+    map: &'m hashbrown::HashMap<String, V, S>,
+    name: &str,
+) -> Option<&'m V> {
     if name.bytes().any(|b| b.is_ascii_uppercase()) {
         map.get(&name.to_ascii_lowercase())
     } else {

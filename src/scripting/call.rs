@@ -11,12 +11,12 @@ use crate::commands::{CommandId, Ctx};
 use crate::protocol::{Args, ReplyBuf};
 
 /// What a running script may do, fixed when it starts, and what it did.
-pub struct Script {
+pub struct Script<'k> {
     /// The database the script started in (EVAL's client's).
     pub db: usize,
     /// The declared keys; `None` when the script declared none and holds
     /// every shard.
-    pub keys: Option<Vec<Vec<u8>>>,
+    pub keys: Option<&'k [&'k [u8]]>,
     /// EVAL_RO / FCALL_RO, or a script flagged `no-writes`.
     pub read_only: bool,
     /// Flagged `allow-oom`: commands may grow memory past maxmemory.
@@ -35,8 +35,9 @@ pub struct Script {
     /// run is abandoned (every later call fails too, even under pcall)
     /// and the script runs again holding every shard (DECISIONS 54).
     pub widen: Cell<bool>,
-    /// What other threads see of this run once it is past the threshold.
-    pub run: Option<std::sync::Arc<crate::core::scripts::Running>>,
+    /// What other threads see of this run once it is past the threshold
+    /// (made then, by `vm::count_hook`).
+    pub run: std::cell::OnceCell<std::sync::Arc<crate::core::scripts::Running>>,
 }
 
 const WIDEN: &str = "ERR Script attempted to access a key not declared in KEYS";
@@ -52,29 +53,23 @@ pub struct Modes {
     pub repl: u8,
 }
 
-/// Runs the command `args`; returns whether it succeeded and its reply as
-/// a Lua value (an error reply as {err=..}, flagged as counted already).
-pub fn rcall(
+/// Runs the command `args`, its reply (an error reply too) written into
+/// `reply`; Err: the refusal's text (the command did not run).
+pub fn run_into(
     ctx: &mut Ctx,
     s: &Script,
-    lua: &Lua,
-    args: Vec<Value>,
+    args: Args,
     Modes { resp, repl }: Modes,
-) -> mlua::Result<(bool, Value)> {
+    reply: &mut ReplyBuf,
+) -> Result<(), Refusal> {
     // redis.set_repl(REPL_NONE): the command's effects are not propagated.
     // (REPL_AOF and REPL_REPLICA propagate to both: one effect stream.)
     let mark = ctx.client.exec_effects.as_ref().map(|e| e.len());
-    let reply = argv(lua, &args).and_then(|a| run(ctx, s, &a, resp));
+    let r = run(ctx, s, args, resp, reply);
     if let (0, Some(mark), Some(e)) = (repl, mark, ctx.client.exec_effects.as_mut()) {
         e.truncate(mark);
     }
-    let reply = match reply {
-        Ok(buf) => buf,
-        Err(msg) => return Ok((false, error_table(lua, &msg, true)?)),
-    };
-    let v = super::convert::reply_to_lua(lua, &reply)?;
-    let failed = reply.first() == Some(&b'-');
-    Ok((!failed, v))
+    r
 }
 
 /// The `n` arguments packed in `t` by the prelude (nils kept).
@@ -166,7 +161,7 @@ fn resolve(
     check_keys(ctx, s, id, args).map_err(|m| (Some(id), m))?;
     if flags & WRITE != 0 {
         s.dirty.set(true);
-        if let Some(r) = &s.run {
+        if let Some(r) = s.run.get() {
             r.dirty.store(true, std::sync::atomic::Ordering::Relaxed);
         }
     }
@@ -180,7 +175,8 @@ fn check_keys(ctx: &Ctx, s: &Script, id: CommandId, args: Args) -> Result<(), Re
     let pos = crate::commands::multi::command_keys(ctx.core, id, args);
     let ok = pos.is_some_and(|pos| {
         pos.is_empty()
-            || (ctx.client.db == s.db && pos.iter().all(|&p| keys.iter().any(|k| k == args.get(p))))
+            || (ctx.client.db == s.db
+                && pos.iter().all(|&p| keys.iter().any(|k| *k == args.get(p))))
     });
     if ok {
         return Ok(());
@@ -196,12 +192,12 @@ fn check_keys(ctx: &Ctx, s: &Script, id: CommandId, args: Args) -> Result<(), Re
     )
 }
 
-/// Runs one command, returning its RESP reply (or the refusal). Errors are
-/// counted as the dispatcher counts them: a refusal as the command's
-/// rejected call, a failure as its failed call.
-fn run(ctx: &mut Ctx, s: &Script, argv: &[Vec<u8>], resp: u8) -> Result<Vec<u8>, Refusal> {
-    let owned = crate::protocol::OwnedArgs::new(argv);
-    let args = owned.args();
+/// Runs one command, writing its RESP reply into `out` (or returning the
+/// refusal). Errors are counted as the dispatcher counts them: a refusal
+/// as the command's rejected call, a failure as its failed call.
+fn run(ctx: &mut Ctx, s: &Script, args: Args, resp: u8, out: &mut ReplyBuf) -> Result<(), Refusal> {
+    out.buf.clear();
+    out.resp = resp;
     if s.widen.get() {
         return Err(WIDEN.into());
     }
@@ -232,14 +228,13 @@ fn run(ctx: &mut Ctx, s: &Script, argv: &[Vec<u8>], resp: u8) -> Result<Vec<u8>,
             args,
         );
     }
-    let mut out = ReplyBuf::new(resp);
     let start = quanta::Instant::now();
     let r = {
         let mut sub = Ctx {
             core: ctx.core,
             admin: ctx.admin,
             client: &mut *ctx.client,
-            out: &mut out,
+            out: &mut *out,
             clock: &mut *ctx.clock,
             stats: ctx.stats,
             now_ms: ctx.now_ms,
@@ -256,5 +251,5 @@ fn run(ctx: &mut Ctx, s: &Script, argv: &[Vec<u8>], resp: u8) -> Result<Vec<u8>,
         out.buf.clear();
         out.error(&e.render());
     }
-    Ok(out.buf)
+    Ok(())
 }

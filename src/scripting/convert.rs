@@ -1,117 +1,13 @@
-//! The conversions between RESP and Lua, as Redis documents them
-//! (redis.io, "Lua API reference": "Data type conversion").
+//! The conversion of a script's result to RESP, as Redis documents it
+//! (redis.io, "Lua API reference": "Data type conversion"); a command's
+//! reply becomes a Lua value in `stack.rs`.
 
-use mlua::{Lua, Result, Table, Value};
+use mlua::{Table, Value};
 
 use crate::protocol::ReplyBuf;
 
 /// Deepest reply table converted (Redis refuses deeper ones too).
 const MAX_DEPTH: usize = 1000;
-
-/// A command's RESP reply (as written into a `ReplyBuf`) as a Lua value:
-/// integer -> number, bulk -> string, null -> false (RESP2) or nil
-/// (RESP3 null), array -> table, status -> {ok=..}, error -> {err=..};
-/// RESP3: map -> {map=..}, set -> {set=..}, double -> {double=..},
-/// boolean -> boolean, big number -> {big_number=..}, verbatim ->
-/// {verbatim_string={format=..,string=..}}.
-pub fn reply_to_lua(lua: &Lua, buf: &[u8]) -> Result<Value> {
-    let mut pos = 0;
-    parse(lua, buf, &mut pos)
-}
-
-fn line<'a>(buf: &'a [u8], pos: &mut usize) -> &'a [u8] {
-    let start = *pos;
-    let end = buf[start..]
-        .windows(2)
-        .position(|w| w == b"\r\n")
-        .map_or(buf.len(), |i| start + i);
-    *pos = (end + 2).min(buf.len());
-    &buf[start..end]
-}
-
-fn num(s: &[u8]) -> i64 {
-    std::str::from_utf8(s)
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(0)
-}
-
-fn kv_table(lua: &Lua, key: &str, v: Value) -> Result<Value> {
-    let t = lua.create_table()?;
-    t.set(key, v)?;
-    Ok(Value::Table(t))
-}
-
-fn parse(lua: &Lua, buf: &[u8], pos: &mut usize) -> Result<Value> {
-    let Some(&tag) = buf.get(*pos) else {
-        return Ok(Value::Nil);
-    };
-    *pos += 1;
-    let head = line(buf, pos);
-    match tag {
-        b':' => Ok(Value::Number(num(head) as f64)),
-        b'$' | b'=' if head == b"-1" => Ok(Value::Boolean(false)),
-        b'$' | b'=' => {
-            let n = num(head) as usize;
-            let body = &buf[*pos..(*pos + n).min(buf.len())];
-            *pos = (*pos + n + 2).min(buf.len());
-            if tag == b'$' {
-                return Ok(Value::String(lua.create_string(body)?));
-            }
-            let t = lua.create_table()?;
-            t.set("format", lua.create_string(body.get(..3).unwrap_or(b""))?)?;
-            t.set("string", lua.create_string(body.get(4..).unwrap_or(b""))?)?;
-            kv_table(lua, "verbatim_string", Value::Table(t))
-        }
-        b'+' => kv_table(lua, "ok", Value::String(lua.create_string(head)?)),
-        b'-' => {
-            // Counted when the command failed; the script's reply does
-            // not count it again (Redis's ignore_error_stats_update).
-            super::call::error_table(lua, &String::from_utf8_lossy(head), true)
-        }
-        b'*' if head == b"-1" => Ok(Value::Boolean(false)),
-        b'*' | b'>' => Ok(Value::Table(seq(lua, buf, pos, num(head))?)),
-        b'%' => {
-            let t = lua.create_table()?;
-            for _ in 0..num(head) {
-                let k = parse(lua, buf, pos)?;
-                let v = parse(lua, buf, pos)?;
-                t.set(k, v)?;
-            }
-            kv_table(lua, "map", Value::Table(t))
-        }
-        b'~' => {
-            let t = lua.create_table()?;
-            for _ in 0..num(head) {
-                t.set(parse(lua, buf, pos)?, true)?;
-            }
-            kv_table(lua, "set", Value::Table(t))
-        }
-        b'_' => Ok(Value::Nil),
-        b'#' => Ok(Value::Boolean(head == b"t")),
-        b',' => {
-            let d = std::str::from_utf8(head).ok().and_then(|s| s.parse().ok());
-            kv_table(lua, "double", Value::Number(d.unwrap_or(0.0)))
-        }
-        b'(' => kv_table(lua, "big_number", Value::String(lua.create_string(head)?)),
-        b'|' => {
-            // An attribute: not shown to scripts; the reply follows it.
-            for _ in 0..num(head) * 2 {
-                parse(lua, buf, pos)?;
-            }
-            parse(lua, buf, pos)
-        }
-        _ => Ok(Value::Nil),
-    }
-}
-
-fn seq(lua: &Lua, buf: &[u8], pos: &mut usize, n: i64) -> Result<Table> {
-    let t = lua.create_table()?;
-    for i in 1..=n {
-        t.raw_set(i, parse(lua, buf, pos)?)?;
-    }
-    Ok(t)
-}
 
 /// Writes a script's return value as its reply (Redis's
 /// luaReplyToRedisReply): string -> bulk, number -> integer (truncated),

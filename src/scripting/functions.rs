@@ -173,7 +173,7 @@ fn call(ctx: &mut Ctx, args: Args, ro: bool) -> CmdResult {
     vm::with(ctx.core, |vm| {
         let f = vm.library_function(&lib, &name).map_err(CmdError::Msg)?;
         let run = super::Run {
-            f,
+            f: &f,
             name: &name,
             keys: &keys,
             argv: &argv,

@@ -6,8 +6,10 @@
  * shared between threads, so each worker compiles the scripts it runs from
  * the shared body cache, `core::scripts`), Redis's Lua library and sandbox
  * (`prelude.lua`: redis.*, readonly globals, Redis's math.random; `bit.rs`),
- * the RESP <-> Lua conversions (`convert.rs`) and `redis.call` (`call.rs`),
- * which runs a command through its table entry as the dispatcher would.
+ * a script's result as RESP (`convert.rs`), and `redis.call`: a C function
+ * on the Lua stack (`stack.rs`: arguments in, the reply pushed as Lua
+ * values) that runs a command through its table entry as the dispatcher
+ * would (`call.rs`).
  *
  * Why a layer of its own, beside the commands: a script runs commands, so
  * it names the command layer (the table, EXEC's planning and effect unit)
@@ -29,6 +31,7 @@ mod cmsgpack;
 mod convert;
 mod flags;
 mod functions;
+mod stack;
 mod vm;
 
 pub use functions::{
@@ -122,12 +125,13 @@ fn eval_flags(_: &Core, args: Args, f: u32) -> u32 {
 
 /// EVALSHA's flags for this call: those of the cached script, if any.
 fn evalsha_flags(core: &Core, args: Args, f: u32) -> u32 {
-    let sha = args.get(1);
-    if sha.len() != 40 {
+    let Some(key) = sha_key(args.get(1)) else {
         return f;
-    }
-    let sha = String::from_utf8_lossy(sha).to_ascii_lowercase();
-    match vm::cached_flags(core, &sha).or_else(|| core.scripts.get(&sha).map(|e| e.1)) {
+    };
+    let Ok(sha) = std::str::from_utf8(&key) else {
+        return f;
+    };
+    match vm::cached_flags(core, sha).or_else(|| core.scripts.get(sha).map(|e| e.1)) {
         Some(sf) => flags::command_flags(f, sf),
         None => f,
     }
@@ -176,10 +180,19 @@ fn script_parent(_: &mut Ctx, _: Args) -> CmdResult {
     Err(CmdError::err("unknown subcommand"))
 }
 
-/// Where EVAL finds its script: the body, or a SHA1 to look up.
+/// A SHA1 argument as the script cache keys it: 40 bytes, lower-cased
+/// (on the stack: no string per call). None: it cannot be one.
+fn sha_key(arg: &[u8]) -> Option<[u8; 40]> {
+    let mut key: [u8; 40] = arg.try_into().ok()?;
+    key.make_ascii_lowercase();
+    Some(key)
+}
+
+/// Where EVAL finds its script: the body, or a SHA1 to look up (None: an
+/// argument that cannot be one).
 enum Source<'a> {
     Body(&'a [u8]),
-    Sha(String),
+    Sha(Option<[u8; 40]>),
 }
 
 /// EVAL's parsed arguments.
@@ -201,7 +214,7 @@ fn parse(args: Args, by_sha: bool) -> Result<Request, CmdError> {
     }
     let split = 3 + n as usize;
     let source = if by_sha {
-        Source::Sha(String::from_utf8_lossy(args.get(1)).to_ascii_lowercase())
+        Source::Sha(sha_key(args.get(1)))
     } else {
         Source::Body(args.get(1))
     };
@@ -236,28 +249,26 @@ fn noscript() -> CmdError {
 fn run(ctx: &mut Ctx, req: Request, ro: bool) -> CmdResult {
     let core = ctx.core;
     vm::with(core, |vm| {
-        let (sha, (f, sflags)) = match req.source {
+        let key = match req.source {
             Source::Body(b) => {
-                let sha = vm::sha1_hex(b);
-                let c = vm.compile(&sha, b).map_err(CmdError::Msg)?;
-                core.scripts.insert(&sha, b, c.1);
-                (sha, c)
+                let key = vm::sha1_key(b);
+                let sha = std::str::from_utf8(&key).expect("hex digits");
+                let flags = vm.compile(sha, b).map_err(CmdError::Msg)?;
+                core.scripts.insert(sha, b, flags);
+                key
             }
-            Source::Sha(sha) if sha.len() == 40 => {
-                let c = match vm.compiled(&sha) {
-                    Some(c) => c,
-                    None => {
-                        let (body, _) = core.scripts.get(&sha).ok_or_else(noscript)?;
-                        vm.compile(&sha, &body).map_err(CmdError::Msg)?
-                    }
-                };
-                (sha, c)
-            }
-            Source::Sha(_) => return Err(noscript()),
+            Source::Sha(Some(key)) => key,
+            Source::Sha(None) => return Err(noscript()),
         };
+        let sha = std::str::from_utf8(&key).map_err(|_| noscript())?;
+        if vm.compiled(sha).is_none() {
+            let (body, _) = core.scripts.get(sha).ok_or_else(noscript)?;
+            vm.compile(sha, &body).map_err(CmdError::Msg)?;
+        }
+        let (f, sflags) = vm.compiled(sha).ok_or_else(noscript)?;
         let run = Run {
             f,
-            name: &sha,
+            name: sha,
             keys: &req.keys,
             argv: &req.argv,
             function: false,
@@ -268,7 +279,7 @@ fn run(ctx: &mut Ctx, req: Request, ro: bool) -> CmdResult {
 
 /// A script or function to run, with its keys and arguments.
 pub(crate) struct Run<'a> {
-    pub f: mlua::Function,
+    pub f: &'a mlua::Function,
     /// The SHA1 (EVAL) or function name (FCALL), for error replies.
     pub name: &'a str,
     pub keys: &'a [&'a [u8]],
@@ -280,7 +291,7 @@ pub(crate) struct Run<'a> {
 
 /// Runs a script or function holding its shards (DECISIONS 54), after the
 /// checks its flags decide.
-pub(crate) fn invoke(ctx: &mut Ctx, vm: &mut vm::Vm, run: Run, sflags: u32, ro: bool) -> CmdResult {
+pub(crate) fn invoke(ctx: &mut Ctx, vm: &vm::Vm, run: Run, sflags: u32, ro: bool) -> CmdResult {
     let core = ctx.core;
     // EVAL and FCALL skip the dispatcher's MONITOR feed: shown here, before
     // the commands they run (as Redis's evalCommand does).
@@ -304,32 +315,28 @@ pub(crate) fn invoke(ctx: &mut Ctx, vm: &mut vm::Vm, run: Run, sflags: u32, ro: 
                 .collect::<Vec<_>>()
         });
         let hold = (!nested).then(|| core.keyspace.hold(plan.as_deref()));
-        let running = std::sync::Arc::new(crate::core::scripts::Running {
+        // What other threads see of the run (`Running`) is made only if it
+        // passes the busy threshold (`vm::count_hook`), from this.
+        let pending = vm::Pending {
             eval: !run.function,
-            name: run.name.to_string(),
-            argv: ctx
-                .sent
-                .map_or_else(Vec::new, |a| a.iter().map(|x| x.to_vec()).collect()),
-            start: std::time::Instant::now(),
-            shards: if nested { None } else { plan.clone() },
-            dirty: Default::default(),
-            killed: Default::default(),
-        });
-        script.run = Some(running.clone());
+            name: run.name,
+            sent: ctx.sent,
+            shards: if nested { None } else { plan.as_deref() },
+            script: &script,
+        };
         let outer = vm::set_current(Some(vm::Current {
-            run: running.clone(),
+            start: std::time::Instant::now(),
             busy: core.scripts.busy.clone(),
             threshold_ms: core
                 .hot
                 .busy_reply_threshold
                 .load(std::sync::atomic::Ordering::Relaxed),
-            timed_out: Default::default(),
+            run: None,
+            pending: &pending as *const vm::Pending as *const (),
         }));
         let r = execute(ctx, vm, &script, &run);
-        if let Some(cur) = vm::set_current(outer) {
-            if cur.timed_out.get() {
-                core.scripts.busy.remove(&running);
-            }
+        if let Some(running) = vm::set_current(outer).and_then(|cur| cur.run) {
+            core.scripts.busy.remove(&running);
         }
         if !script.widen.get() {
             return r;
@@ -341,13 +348,19 @@ pub(crate) fn invoke(ctx: &mut Ctx, vm: &mut vm::Vm, run: Run, sflags: u32, ro: 
         script.keys = None;
         script.may_widen = false;
         script.widen.set(false);
+        script.run = Default::default();
     }
 }
 
 /// The checks before a script runs that its flags decide (Redis's
 /// scriptPrepareForRun; those the dispatcher makes with the call's flags,
 /// `eval_flags`, come first), and what the run may do.
-fn prepare(ctx: &mut Ctx, sflags: u32, ro: bool, keys: &[&[u8]]) -> Result<Script, CmdError> {
+fn prepare<'k>(
+    ctx: &mut Ctx,
+    sflags: u32,
+    ro: bool,
+    keys: &'k [&'k [u8]],
+) -> Result<Script<'k>, CmdError> {
     let compat = sflags & flags::EVAL_COMPAT != 0;
     let stale = ctx.admin.serving_stale();
     if compat && stale {
@@ -380,14 +393,14 @@ fn prepare(ctx: &mut Ctx, sflags: u32, ro: bool, keys: &[&[u8]]) -> Result<Scrip
     }
     Ok(Script {
         db: ctx.client.db,
-        keys: (!keys.is_empty()).then(|| keys.iter().map(|k| k.to_vec()).collect()),
+        keys: (!keys.is_empty()).then_some(keys),
         read_only: ro || (!compat && sflags & flags::NO_WRITES != 0),
         allow_oom: !compat && sflags & flags::ALLOW_OOM != 0,
         oom: over,
         dirty: std::cell::Cell::new(false),
         may_widen: false,
         widen: std::cell::Cell::new(false),
-        run: None,
+        run: Default::default(),
     })
 }
 
@@ -397,7 +410,7 @@ fn lua_err(e: mlua::Error) -> CmdError {
 
 /// Runs `f` with `redis.call` bound to this client, its writes buffered
 /// and emitted as one unit; writes the reply (an error as the command's).
-fn execute(ctx: &mut Ctx, vm: &mut vm::Vm, s: &Script, run: &Run) -> CmdResult {
+fn execute(ctx: &mut Ctx, vm: &vm::Vm, s: &Script, run: &Run) -> CmdResult {
     let outer = ctx.client.exec_effects.is_some();
     let was_in_exec = ctx.client.in_exec;
     let was_in_script = ctx.client.in_script;
@@ -441,11 +454,14 @@ fn execute(ctx: &mut Ctx, vm: &mut vm::Vm, s: &Script, run: &Run) -> CmdResult {
 /// What `redis.call` and `redis.acl_check_cmd` act on while a script runs:
 /// the client's context and the script. `call_with` points the thread's
 /// `BOUND` at it for the duration of the Lua call; the Rust functions Lua
-/// calls are made once per state (`bound_functions`), not per run (making
+/// calls are made once per state (`stack`, `bound_acl_check`), not per run (making
 /// them per run, with `Lua::scope`, was a third of a short script's cost).
 struct Bound<'c, 'a> {
     ctx: &'c std::cell::RefCell<&'c mut Ctx<'a>>,
-    script: &'c Script,
+    script: &'c Script<'c>,
+    /// KEYS and ARGV (a function's keys and arguments), for `priv.c_args`.
+    keys: &'c [&'c [u8]],
+    argv: &'c [&'c [u8]],
 }
 
 thread_local! {
@@ -461,13 +477,13 @@ impl Drop for BoundGuard {
     }
 }
 
-/// Runs `f` on the run bound to this thread.
+/// Runs `f` on the run bound to this thread. Err: why there is none.
 fn with_bound<R>(
-    f: impl for<'x, 'y> FnOnce(&'x mut Ctx<'y>, &'x Script) -> mlua::Result<R>,
-) -> mlua::Result<R> {
+    f: impl for<'x, 'y> FnOnce(&'x mut Ctx<'y>, &'x Script) -> R,
+) -> Result<R, &'static str> {
     let p = BOUND.with(|b| b.get());
     if p.is_null() {
-        return Err(mlua::Error::runtime("no script is running"));
+        return Err("no script is running");
     }
     // SAFETY: a non-null `BOUND` points to the `Bound` on `call_with`'s
     // stack, set just before its Lua call and put back (BoundGuard, also
@@ -477,28 +493,29 @@ fn with_bound<R>(
     let mut c = b
         .ctx
         .try_borrow_mut()
-        .map_err(|_| mlua::Error::runtime("redis.call re-entered"))?;
-    f(&mut c, b.script)
+        .map_err(|_| "redis.call re-entered")?;
+    Ok(f(&mut c, b.script))
 }
 
-/// `priv.rcall` and `priv.acl_check` of a Lua state: they act on the run
-/// bound by `call_with` (see `Bound`).
-pub(crate) fn bound_functions(lua: &mlua::Lua) -> mlua::Result<(mlua::Function, mlua::Function)> {
-    let rcall = lua.create_function(
-        |lua, (n, t, resp, repl): (usize, mlua::Table, Option<u8>, Option<u8>)| {
-            let args = call::table_args(n, &t)?;
-            let modes = call::Modes {
-                resp: resp.unwrap_or(2),
-                repl: repl.unwrap_or(3),
-            };
-            with_bound(|ctx, s| call::rcall(ctx, s, lua, args, modes))
-        },
-    )?;
-    let acl = lua.create_function(|lua, (n, t): (usize, mlua::Table)| {
+/// A run's KEYS and ARGV (a function's keys and arguments).
+type Lists<'x> = (&'x [&'x [u8]], &'x [&'x [u8]]);
+
+/// The bound run's KEYS and ARGV (see `Bound`), for as long as it runs.
+fn bound_lists<'x>() -> Option<Lists<'x>> {
+    let p = BOUND.with(|b| b.get());
+    // SAFETY: as in `with_bound`; the caller (`stack::script_args`) uses
+    // the lists within the Lua call that bound them.
+    let b = unsafe { (p as *const Bound<'x, 'x>).as_ref()? };
+    Some((b.keys, b.argv))
+}
+
+/// `priv.acl_check` of a Lua state: it acts on the run bound by
+/// `call_with` (see `Bound`). (`redis.call` is `stack::redis_call`.)
+pub(crate) fn bound_acl_check(lua: &mlua::Lua) -> mlua::Result<mlua::Function> {
+    lua.create_function(|lua, (n, t): (usize, mlua::Table)| {
         let args = call::table_args(n, &t)?;
-        with_bound(|ctx, _| acl_check(ctx, lua, args))
-    })?;
-    Ok((rcall, acl))
+        with_bound(|ctx, _| acl_check(ctx, lua, args)).map_err(mlua::Error::runtime)?
+    })
 }
 
 /// Calls the script through the prelude's `run` (xpcall with Redis's error
@@ -513,15 +530,17 @@ fn call_with(
     let bound = Bound {
         ctx: &cell,
         script: s,
+        keys: run.keys,
+        argv: run.argv,
     };
     let _guard = BoundGuard(BOUND.with(|b| b.replace(&bound as *const Bound as *const ())));
-    let lua = &vm.lua;
-    let seq =
-        |v: &[&[u8]]| lua.create_sequence_from(v.iter().map(|b| lua.create_string(b).unwrap()));
-    // The prelude's run and run_function reset the run's modes and bind
-    // redis.call for the call's duration (and set KEYS and ARGV for EVAL).
+    // The prelude's run and run_function reset the run's modes, take the
+    // keys and arguments (`priv.c_args`; KEYS and ARGV for EVAL) and call
+    // the script under Redis's error handler.
     let go = if run.function { &vm.run.1 } else { &vm.run.0 };
-    go.call::<(bool, mlua::Value, u8)>((&run.f, seq(run.keys)?, seq(run.argv)?))
+    let r = go.call::<(bool, mlua::Value, u8)>(run.f);
+    stack::resume_panic();
+    r
 }
 
 /// `redis.acl_check_cmd(cmd, ...)`: whether the script's caller's user may
@@ -585,7 +604,7 @@ fn failure(v: &mlua::Value, sha: &str) -> CmdError {
 fn script_load(ctx: &mut Ctx, args: Args) -> CmdResult {
     let body = args.get(2);
     let sha = vm::sha1_hex(body);
-    let (_, flags) = vm::with(ctx.core, |vm| vm.compile(&sha, body)).map_err(CmdError::Msg)?;
+    let flags = vm::with(ctx.core, |vm| vm.compile(&sha, body)).map_err(CmdError::Msg)?;
     ctx.core.scripts.insert(&sha, body, flags);
     ctx.out.bulk(sha.as_bytes());
     Ok(())

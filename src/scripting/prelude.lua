@@ -1,5 +1,5 @@
 -- Redis's Lua environment, built once per Lua state (scripting/vm.rs).
--- `priv` holds what Rust fills in (rcall, sha1, log, rand, resp, libraries)
+-- `priv` holds what Rust fills in (c_call, sha1, log, rand, modes, libraries)
 -- and what Rust reads back (run, env, G); scripts never see it.
 --
 -- Redis protects its globals and libraries with a readonly flag its
@@ -132,25 +132,17 @@ priv.handler = function(err)
   if info then err.source = info.source; err.line = info.currentline end
   return err
 end
--- What every run starts with: redis.setresp/set_repl and a kill reset,
--- redis.call and acl_check_cmd bound (priv.rcall is nil outside a run, so
--- a library's body calling redis.call at FUNCTION LOAD fails as in Redis).
--- Done here rather than from Rust: one call instead of a table write each.
-local function begin_run()
-  priv.resp, priv.killed, priv.repl = 2, false, 3
-  priv.rcall, priv.acl_check = priv.bound_rcall, priv.bound_acl_check
-end
-local function end_run(ok, r)
-  priv.rcall, priv.acl_check = nil, nil
-  return ok, r, priv.resp
-end
--- Runs an EVAL script with its KEYS and ARGV: ok, result, protocol.
-priv.run = function(f, keys, argv)
-  rawset_(G, 'KEYS', keys)
-  rawset_(G, 'ARGV', argv)
-  begin_run()
-  return end_run(xpcall(f, priv.handler))
-end
+-- The run's modes: [1] the protocol (redis.setresp), [2] the replication
+-- (redis.set_repl). redis.call and redis.pcall (C functions, stack.rs) read
+-- them from this table, their environment.
+local modes = priv.modes
+-- The running script's keys and arguments, as two new tables.
+local c_args = priv.c_args
+-- Every run (priv.run, priv.run_function) starts with redis.setresp and
+-- set_repl's modes and the kill reset, done in Lua rather than from Rust
+-- (one call instead of a table write each), and returns the protocol
+-- with its result. (redis.call and acl_check_cmd act on the run Rust
+-- binds; outside one they fail.)
 
 -- An error reply as redis.pcall returns it (luaPushErrorBuff): "-CODE msg"
 -- keeps its code, anything else gets ERR.
@@ -169,18 +161,6 @@ local function error_table(e)
 end
 
 local redis = {}
--- The arguments go as one table: a Rust callback takes few values.
--- The run's protocol and replication modes (redis.setresp, set_repl) go
--- along, read here rather than by Rust from the table on every call.
-redis.call = function(...)
-  local ok, r = priv.rcall(select('#', ...), {...}, priv.resp, priv.repl)
-  if not ok then error_(r, 0) end
-  return r
-end
-redis.pcall = function(...)
-  local _, r = priv.rcall(select('#', ...), {...}, priv.resp, priv.repl)
-  return r
-end
 redis.sha1hex = function(...)
   if select('#', ...) ~= 1 then error_({err = 'ERR wrong number of arguments'}, 0) end
   return priv.sha1(tostring((...)))
@@ -220,7 +200,7 @@ redis.setresp = function(...)
   if select('#', ...) ~= 1 then error_({err = 'ERR redis.setresp() requires one argument.'}, 0) end
   local v = tonumber((...))
   if v ~= 2 and v ~= 3 then error_({err = 'ERR RESP version must be 2 or 3.'}, 0) end
-  priv.resp = v
+  modes[1] = v
 end
 redis.REPL_NONE, redis.REPL_AOF, redis.REPL_SLAVE, redis.REPL_REPLICA, redis.REPL_ALL = 0, 1, 2, 2, 3
 redis.set_repl = function(...)
@@ -229,23 +209,24 @@ redis.set_repl = function(...)
   if v < 0 or v > 3 or v % 1 ~= 0 then
     error_({err = 'ERR Invalid replication flags. Use REPL_AOF, REPL_REPLICA, REPL_ALL or REPL_NONE.'}, 0)
   end
-  priv.repl = v
+  modes[2] = v
 end
 redis.replicate_commands = function() return true end
 redis.breakpoint = function() return false end
 redis.debug = function() end
 redis.acl_check_cmd = function(...)
-  local ok, r = priv.acl_check(select('#', ...), {...})
+  local ok, r = priv.bound_acl_check(select('#', ...), {...})
   if not ok then error_(r, 0) end
   return r
 end
--- Exposed through C trampolines (vm.rs) so a tail call keeps the line.
+-- Exposed through C trampolines (vm.rs) so a tail call keeps the line;
+-- redis.call and redis.pcall are C functions themselves (stack.rs).
 local reg = dbg.getregistry()
-for _, n in ipairs({'call', 'pcall', 'sha1hex', 'setresp', 'acl_check_cmd', 'log',
-    'set_repl'}) do
+for _, n in ipairs({'sha1hex', 'setresp', 'acl_check_cmd', 'log', 'set_repl'}) do
   reg['l_' .. n] = redis[n]
   redis[n] = priv['c_' .. n]
 end
+redis.call, redis.pcall = priv.c_call, priv.c_pcall
 reg.l_unpack = G.unpack
 G.unpack = priv.c_unpack
 redis.REDIS_VERSION = priv.version
@@ -371,6 +352,19 @@ meta_view[env] = ro({__index = missing})
 G._G = env
 priv.env, priv.G = env, G
 
+-- Runs an EVAL script with its KEYS and ARGV: ok, result, protocol. They
+-- go into the globals and into what env has shown, so reading KEYS is a
+-- table lookup, not a call of env_seen's __index.
+local handler = priv.handler
+priv.run = function(f)
+  local keys, argv = c_args()
+  G.KEYS, G.ARGV = keys, argv
+  env_seen.KEYS, env_seen.ARGV = keys, argv
+  modes[1], modes[2], priv.killed = 2, 3, false
+  local ok, r = real_xpcall(f, handler)
+  return ok, r, modes[1]
+end
+
 -- FUNCTION libraries. A library's code runs once per state to register
 -- its functions, in `fenv` while `loading`: only `redis` (register_function,
 -- log, the version) is there then, as in Redis; its functions, called
@@ -452,24 +446,31 @@ rawsetmt(lib_redis_view, {
   __metatable = false,
 })
 real_of[lib_redis_view] = lib_redis
-local fenv = {}
-rawsetmt(fenv, {
-  __index = function(_, k)
+-- While a library loads, fenv shows `redis` (lib_redis_view) only; once
+-- loaded, its functions see G but KEYS and ARGV, through a cache as env's
+-- (env_seen): a second read of `redis` is a table lookup, not a call.
+local function loading_index(_, k)
+  if k == 'redis' then return lib_redis_view end
+  error_("Script attempted to access nonexistent global variable '" .. tostring(k) .. "'", 2)
+end
+local fenv_seen = rawsetmt({}, {
+  __index = function(c, k)
     local v
-    if loading then
-      if k == 'redis' then v = lib_redis_view end
-    elseif not own[k] then
-      v = rawget_(G, k)
-    end
+    if not own[k] then v = rawget_(G, k) end
     if v == nil then
       error_("Script attempted to access nonexistent global variable '" .. tostring(k) .. "'", 2)
     end
-    if type_(v) == 'table' and not real_of[v] then return ro(v) end
+    if type_(v) == 'table' and not real_of[v] then v = ro(v) end
+    rawset_(c, k, v)
     return v
   end,
+})
+local fenv_meta = {
+  __index = fenv_seen,
   __newindex = readonly_error,
   __metatable = false,
-})
+}
+local fenv = rawsetmt({}, fenv_meta)
 real_of[fenv] = G
 meta_view[fenv] = meta_view[env]
 priv.fenv = fenv
@@ -477,8 +478,10 @@ priv.fenv = fenv
 -- and the error's text.
 priv.load_library = function(f)
   loading, registered = true, {}
+  fenv_meta.__index = loading_index
   local ok, err = pcall(f)
   loading = false
+  fenv_meta.__index = fenv_seen
   if priv.killed then ok, err, priv.killed = false, priv.killed, false end
   local r = registered
   registered = nil
@@ -490,8 +493,15 @@ priv.load_library = function(f)
   end
   return true, r
 end
--- Calls a function with its keys and arguments.
-priv.run_function = function(f, keys, args)
-  begin_run()
-  return end_run(xpcall(function() return f(keys, args) end, priv.handler))
+-- Calls a function with its keys and arguments (through upvalues: no
+-- closure made per call).
+local fn_f, fn_keys, fn_args
+local function call_fn() return fn_f(fn_keys, fn_args) end
+priv.run_function = function(f)
+  fn_f = f
+  fn_keys, fn_args = c_args()
+  modes[1], modes[2], priv.killed = 2, 3, false
+  local ok, r = real_xpcall(call_fn, handler)
+  fn_f, fn_keys, fn_args = nil, nil, nil
+  return ok, r, modes[1]
 end

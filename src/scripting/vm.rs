@@ -2,21 +2,23 @@
 //! (`prelude.lua`), the scripts it compiled, and Redis's PRNG.
 
 use std::cell::RefCell;
-use std::collections::HashMap;
 
 use mlua::{Function, Lua, LuaOptions, StdLib, Table};
 
 use crate::core::Core;
+
+/// A map by name with foldhash (looked up on every EVALSHA and FCALL).
+type FastMap<V> = hashbrown::HashMap<String, V, foldhash::fast::RandomState>;
 
 /// A thread's Lua state and the scripts compiled in it.
 pub struct Vm {
     pub lua: Lua,
     /// The prelude's private table (`rcall`, `run`, `env`, `G`, `resp`).
     pub private: Table,
-    funcs: HashMap<String, (Function, u32)>,
+    funcs: FastMap<(Function, u32)>,
     /// FUNCTION libraries compiled here, by name: the library's id and its
     /// functions.
-    libs: HashMap<String, (u64, HashMap<String, Function>)>,
+    libs: FastMap<(u64, FastMap<Function>)>,
     /// The core and cache generation the compiled scripts belong to.
     owner: (usize, u64),
     /// This state's memory as last added to `LUA_MEMORY`.
@@ -47,11 +49,42 @@ pub fn lua_memory() -> usize {
 
 /// The script running on this thread, for the count hook.
 pub struct Current {
-    pub run: std::sync::Arc<crate::core::scripts::Running>,
+    pub start: std::time::Instant,
     pub busy: std::sync::Arc<crate::core::scripts::Busy>,
     pub threshold_ms: u64,
-    /// Past the threshold (registered in `busy`).
-    pub timed_out: std::cell::Cell<bool>,
+    /// Past the threshold: the run as other threads see it, registered in
+    /// `busy` (made from `pending` then).
+    pub run: Option<std::sync::Arc<crate::core::scripts::Running>>,
+    /// The `Pending` of `invoke`'s frame, alive while this is current.
+    pub pending: *const (),
+}
+
+/// What a run's `Running` record is made of, should it pass the busy
+/// threshold (most runs do not, and pay for no copy of their arguments).
+pub struct Pending<'a> {
+    pub eval: bool,
+    pub name: &'a str,
+    /// The command that runs it (FUNCTION STATS).
+    pub sent: Option<crate::protocol::Args<'a>>,
+    pub shards: Option<&'a [(usize, usize)]>,
+    pub script: &'a super::call::Script<'a>,
+}
+
+impl Pending<'_> {
+    fn running(&self, start: std::time::Instant) -> std::sync::Arc<crate::core::scripts::Running> {
+        let r = std::sync::Arc::new(crate::core::scripts::Running {
+            eval: self.eval,
+            name: self.name.to_string(),
+            argv: self.sent.map_or_else(Vec::new, |a| a.to_vec()),
+            start,
+            shards: self.shards.map(|s| s.to_vec()),
+            dirty: self.script.dirty.get().into(),
+            killed: Default::default(),
+        });
+        // From now on the script's writes mark the record (`call::resolve`).
+        let _ = self.script.run.set(r.clone());
+        r
+    }
 }
 
 thread_local! {
@@ -122,9 +155,20 @@ impl Vm {
             // and calls a Lua function (see `trampoline`).
             private.set(*name, unsafe { lua.create_c_function(TRAMPOLINES[i]) }?)?;
         }
-        let (rcall, acl_check) = super::bound_functions(&lua)?;
-        private.set("bound_rcall", rcall)?;
-        private.set("bound_acl_check", acl_check)?;
+        private.set("bound_acl_check", super::bound_acl_check(&lua)?)?;
+        // redis.call and redis.pcall read the run's modes from their
+        // environment, the prelude's `modes` table.
+        let modes = lua.create_sequence_from([2, 3])?;
+        private.set("modes", &modes)?;
+        private.set("c_call", with_env(&lua, super::stack::redis_call, &modes)?)?;
+        private.set(
+            "c_pcall",
+            with_env(&lua, super::stack::redis_pcall, &modes)?,
+        )?;
+        // SAFETY: `script_args` pushes two tables (see it).
+        private.set("c_args", unsafe {
+            lua.create_c_function(super::stack::script_args)
+        }?)?;
         lua.load(include_str!("prelude.lua"))
             .set_name("=prelude")
             .call::<()>(private.clone())?;
@@ -138,8 +182,8 @@ impl Vm {
         Ok(Vm {
             lua,
             private,
-            funcs: HashMap::new(),
-            libs: HashMap::new(),
+            funcs: Default::default(),
+            libs: Default::default(),
             owner: (0, 0),
             counted: 0,
             run,
@@ -158,17 +202,17 @@ impl Vm {
     }
 
     /// The script `sha` if this state compiled it, with its flags.
-    pub fn compiled(&self, sha: &str) -> Option<(Function, u32)> {
-        self.funcs.get(sha).cloned()
+    pub fn compiled(&self, sha: &str) -> Option<(&Function, u32)> {
+        self.funcs.get(sha).map(|(f, flags)| (f, *flags))
     }
 
     /// Compiles the script `sha` from `body` (its shebang line left out,
-    /// its line feed kept) unless this state has it; returns it with its
-    /// flags. Err: the reply's error, Redis's shebang message or "Error
+    /// its line feed kept) unless this state has it; returns its flags.
+    /// Err: the reply's error, Redis's shebang message or "Error
     /// compiling script (new function): ...".
-    pub fn compile(&mut self, sha: &str, body: &[u8]) -> Result<(Function, u32), String> {
+    pub fn compile(&mut self, sha: &str, body: &[u8]) -> Result<u32, String> {
         if let Some(f) = self.funcs.get(sha) {
-            return Ok(f.clone());
+            return Ok(f.1);
         }
         let (flags, skip) = super::flags::shebang(body).map_err(|m| format!("ERR {m}"))?;
         let env: Table = self.private.raw_get("env").map_err(|e| e.to_string())?;
@@ -186,8 +230,8 @@ impl Vm {
                 };
                 format!("ERR Error compiling script (new function): {m}")
             })?;
-        self.funcs.insert(sha.to_string(), (f.clone(), flags));
-        Ok((f, flags))
+        self.funcs.insert(sha.to_string(), (f, flags));
+        Ok(flags)
     }
 
     /// Compiles a library's code (after its metadata line) and runs it to
@@ -311,23 +355,28 @@ fn count_hook(lua: &Lua, _: mlua::Debug) -> mlua::Result<mlua::VmState> {
     }
     let step =
         CURRENT.with(|c| {
-            let c = c.borrow();
-            let cur = c.as_ref()?;
-            if !cur.timed_out.get() {
-                let elapsed = cur.run.start.elapsed().as_millis() as u64;
+            let mut c = c.borrow_mut();
+            let cur = c.as_mut()?;
+            if cur.run.is_none() {
+                let elapsed = cur.start.elapsed().as_millis() as u64;
                 if elapsed < cur.threshold_ms {
                     return None;
                 }
+                // SAFETY: `pending` points to the `Pending` on `invoke`'s
+                // stack, which outlives the Lua call this hook runs in (it is
+                // taken out of CURRENT before that frame ends).
+                let pending = unsafe { &*(cur.pending as *const Pending) };
+                let run = pending.running(cur.start);
                 crate::log_warning!(
                 "Slow script detected: still in execution after {elapsed} milliseconds. You can \
                  try killing the script using the {} command. Script name is: {}.",
-                if cur.run.eval { "SCRIPT KILL" } else { "FUNCTION KILL" },
-                cur.run.name
+                if run.eval { "SCRIPT KILL" } else { "FUNCTION KILL" },
+                run.name
             );
-                cur.timed_out.set(true);
-                cur.busy.add(cur.run.clone());
+                cur.busy.add(run.clone());
+                cur.run = Some(run);
             }
-            Some((cur.busy.serve.get().cloned(), cur.run.clone()))
+            Some((cur.busy.serve.get().cloned(), cur.run.clone()?))
         });
     let Some((serve, run)) = step else {
         return Ok(mlua::VmState::Continue);
@@ -380,11 +429,19 @@ fn log(_: &Lua, (level, msg): (i64, String)) -> mlua::Result<()> {
 
 /// The SHA1 of `data` in lower-case hex.
 pub fn sha1_hex(data: &[u8]) -> String {
+    String::from_utf8_lossy(&sha1_key(data)).into_owned()
+}
+
+/// The SHA1 of `data` in lower-case hex, on the stack.
+pub fn sha1_key(data: &[u8]) -> [u8; 40] {
     use sha1::{Digest, Sha1};
-    Sha1::digest(data)
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    let mut key = [0u8; 40];
+    for (i, b) in Sha1::digest(data).iter().enumerate() {
+        key[2 * i] = HEX[(b >> 4) as usize];
+        key[2 * i + 1] = HEX[(b & 15) as usize];
+    }
+    key
 }
 
 /// `redisLrand48() % INT32_MAX / INT32_MAX`, as Redis's math.random.
@@ -408,9 +465,7 @@ fn seed(s: i32) {
 /// exposed through a C function: a C function called in tail position
 /// (`return redis.call(..)`) keeps the script's frame, so Redis's error
 /// handler still finds the script's line, as with Redis's C functions.
-const TRAMPOLINE_NAMES: [&str; 10] = [
-    "c_call",
-    "c_pcall",
+const TRAMPOLINE_NAMES: [&str; 8] = [
     "c_sha1hex",
     "c_setresp",
     "c_acl_check_cmd",
@@ -420,9 +475,7 @@ const TRAMPOLINE_NAMES: [&str; 10] = [
     "c_cjson_encode",
     "c_cjson_decode",
 ];
-const TRAMPOLINE_KEYS: [&std::ffi::CStr; 10] = [
-    c"l_call",
-    c"l_pcall",
+const TRAMPOLINE_KEYS: [&std::ffi::CStr; 8] = [
     c"l_sha1hex",
     c"l_setresp",
     c"l_acl_check_cmd",
@@ -432,7 +485,7 @@ const TRAMPOLINE_KEYS: [&std::ffi::CStr; 10] = [
     c"l_cjson_encode",
     c"l_cjson_decode",
 ];
-const TRAMPOLINES: [mlua::lua_CFunction; 10] = [
+const TRAMPOLINES: [mlua::lua_CFunction; 8] = [
     trampoline::<0>,
     trampoline::<1>,
     trampoline::<2>,
@@ -441,9 +494,24 @@ const TRAMPOLINES: [mlua::lua_CFunction; 10] = [
     trampoline::<5>,
     trampoline::<6>,
     trampoline::<7>,
-    trampoline::<8>,
-    trampoline::<9>,
 ];
+
+/// The C function `f` with `env` as its environment (what
+/// `LUA_ENVIRONINDEX` reads in it).
+fn with_env(lua: &Lua, f: mlua::lua_CFunction, env: &Table) -> mlua::Result<Function> {
+    // SAFETY: the closure runs with `env` at index 1 and leaves only the
+    // new function on the stack; lua_setfenv on a C function always
+    // succeeds. `f` is one of `stack`'s functions, whose use of the
+    // environment this makes valid.
+    unsafe {
+        lua.exec_raw(env, |state| {
+            mlua::ffi::lua_pushcfunction(state, f);
+            mlua::ffi::lua_pushvalue(state, 1);
+            mlua::ffi::lua_setfenv(state, -2);
+            mlua::ffi::lua_remove(state, 1);
+        })
+    }
+}
 
 /// Calls the Lua function registered under `TRAMPOLINE_KEYS[I]` with this
 /// call's arguments and returns all its results; its errors propagate.
