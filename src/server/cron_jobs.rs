@@ -41,13 +41,23 @@ pub fn run_due(srv: &Arc<Server>, worker: &Worker) {
     if paused != 0 && unix_ms() < paused {
         return;
     }
-    if !sched.scanned.swap(true, AcqRel) {
-        scan(srv);
+    // A script past its threshold holds shards: worker 0 must go on
+    // answering its clients (BUSY), not wait behind it; due jobs run later.
+    if srv.scripts.busy.any() {
+        return;
+    }
+    if !sched.scanned.swap(true, AcqRel) && !scan(srv) {
+        sched.scanned.store(false, Release);
     }
     let now = unix_ms();
     for (db, key) in sched.take_due(now) {
-        let Some(job) = job_at(srv, db, &key) else {
-            continue;
+        let job = match try_job_at(srv, db, &key) {
+            Ok(Some(job)) => job,
+            Ok(None) => continue,
+            Err(Held) => {
+                sched.add(db, &key, now); // next tick
+                continue;
+            }
         };
         if job.next_ms > now {
             sched.add(db, &key, job.next_ms);
@@ -61,12 +71,21 @@ pub fn run_due(srv: &Arc<Server>, worker: &Worker) {
     }
 }
 
-/// Every job in the keyspace, into the schedule.
-fn scan(srv: &Server) {
+/// Every job in the keyspace, into the schedule; false where a shard was
+/// held (a script, an EXEC), to scan again at the next tick. Shards are
+/// only tried: worker 0's cron runs on a thread that serves clients, which
+/// would wait behind a long script holding them and answer nobody, not
+/// even BUSY (found by `busy_scripts_get_busy_replies_and_can_be_killed`,
+/// whose script started before the first tick on a loaded machine).
+fn scan(srv: &Server) -> bool {
     let ks = &srv.core.keyspace;
+    let mut all = true;
     for db in 0..ks.num_dbs() {
         for shard in 0..SHARDS {
-            let g = ks.db(db).lock(shard);
+            let Some(g) = ks.db(db).try_lock(shard) else {
+                all = false;
+                continue;
+            };
             for e in g.iter() {
                 if let Value::Cron(j) = &e.value {
                     srv.core.cron.add(db, &e.key, j.next_ms);
@@ -74,14 +93,29 @@ fn scan(srv: &Server) {
             }
         }
     }
+    all
+}
+
+/// A shard held by someone else (see [`scan`]).
+struct Held;
+
+/// The job `key` holds in `db`, if it holds one; Held where its shard is.
+fn try_job_at(srv: &Server, db: usize, key: &[u8]) -> Result<Option<CronJob>, Held> {
+    let ks = &srv.core.keyspace;
+    let slot = ks.slot(key);
+    let g = ks.db(db).try_lock(slot.shard).ok_or(Held)?;
+    Ok(job_in(&g, slot.hash, key))
 }
 
 /// The job `key` holds in `db`, if it holds one.
 fn job_at(srv: &Server, db: usize, key: &[u8]) -> Option<CronJob> {
     let ks = &srv.core.keyspace;
     let slot = ks.slot(key);
-    let g = ks.db(db).lock(slot.shard);
-    match g.get_raw(slot.hash, key).map(|e| &e.value) {
+    job_in(&ks.db(db).lock(slot.shard), slot.hash, key)
+}
+
+fn job_in(g: &crate::keyspace::Shard, hash: u64, key: &[u8]) -> Option<CronJob> {
+    match g.get_raw(hash, key).map(|e| &e.value) {
         Some(Value::Cron(j)) => Some((**j).clone()),
         _ => None,
     }
