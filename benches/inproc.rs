@@ -9,8 +9,9 @@
 //! (s = 0.99, the YCSB default), so each thread's loop is the command path
 //! alone. Per run it prints the total and per-thread throughput, the
 //! per-thread throughput against the 1-thread run's (1.00 = linear), and
-//! the shard locks that found their mutex held (per 1,000 commands) with
-//! the time spent waiting (`keyspace::held::lock_wait`).
+//! the shard locks and the active stream's lock that found their mutex
+//! held (per 1,000 commands) with the time spent waiting
+//! (`keyspace::held::lock_wait`, `replication::active::stream_lock_wait`).
 //!
 //! `cargo bench --bench inproc -- [--threads 1,2] [--ops N] [--keys K]
 //! [--dist uniform,zipf] [--cmd set,get,incr,sadd,lpush] [--active no,yes]`
@@ -134,19 +135,29 @@ fn command<'a>(cmd: &str, key: &'a [u8]) -> [&'a [u8]; 3] {
     }
 }
 
-/// One thread's loop; returns (seconds, contended locks, ns waited).
+/// One thread's contended locks so far: shard locks, then the active
+/// stream's (how many, ns waited).
+fn waits() -> [(u64, u64); 2] {
+    [
+        lattice::keyspace::held::lock_wait(),
+        lattice::replication::active::stream_lock_wait(),
+    ]
+}
+
+/// One thread's loop; returns its seconds and the locks it waited for
+/// (shard, stream: how many, ns).
 fn drive(
     srv: &Arc<Server>,
     cmd: &str,
     keys: &[Vec<u8>],
     picks: &[u32],
     id: u64,
-) -> (f64, u64, u64) {
+) -> (f64, [(u64, u64); 2]) {
     let mut clock = Hlc::new(srv.identity.slot);
     let stats = srv.new_worker_stats();
     let mut client = ClientState::new(id);
     let arity = if matches!(cmd, "get" | "incr") { 2 } else { 3 };
-    let (n0, w0) = lattice::keyspace::held::lock_wait();
+    let w0 = waits();
     let start = Instant::now();
     for &i in picks {
         let argv = command(cmd, &keys[i as usize]);
@@ -154,8 +165,9 @@ fn drive(
         std::hint::black_box(r.ok());
     }
     let secs = start.elapsed().as_secs_f64();
-    let (n1, w1) = lattice::keyspace::held::lock_wait();
-    (secs, n1 - n0, w1 - w0)
+    let w1 = waits();
+    let since = |i: usize| (w1[i].0 - w0[i].0, w1[i].1 - w0[i].1);
+    (secs, [since(0), since(1)])
 }
 
 /// One run: `threads` threads, each `o.ops` commands; prints its line.
@@ -176,7 +188,7 @@ fn run(o: &Opts, cmd: &str, dist: &str, active: bool, threads: usize, base: &mut
     }
     let picks: Vec<Vec<u32>> = (0..threads).map(|t| draw_keys(o, dist, t)).collect();
     let barrier = Barrier::new(threads);
-    let results: Vec<(f64, u64, u64)> = std::thread::scope(|s| {
+    let results: Vec<(f64, [(u64, u64); 2])> = std::thread::scope(|s| {
         let handles: Vec<_> = picks
             .iter()
             .enumerate()
@@ -198,10 +210,11 @@ fn run(o: &Opts, cmd: &str, dist: &str, active: bool, threads: usize, base: &mut
         *base = per_thread;
     }
     let total_ops = (o.ops * threads) as f64;
-    let contended: u64 = results.iter().map(|r| r.1).sum();
-    let waited: u64 = results.iter().map(|r| r.2).sum();
+    let per_1k =
+        |i: usize| results.iter().map(|r| r.1[i].0).sum::<u64>() as f64 * 1000.0 / total_ops;
+    let ns_per_op = |i: usize| results.iter().map(|r| r.1[i].1).sum::<u64>() as f64 / total_ops;
     println!(
-        "{:<6} {:<8} {:<6} {:>7} {:>12.0} {:>12.0} {:>7.2} {:>10.2} {:>9.1}",
+        "{:<6} {:<8} {:<6} {:>7} {:>12.0} {:>12.0} {:>7.2} {:>10.2} {:>7.1} {:>10.2} {:>7.1}",
         cmd,
         dist,
         if active { "yes" } else { "no" },
@@ -209,8 +222,10 @@ fn run(o: &Opts, cmd: &str, dist: &str, active: bool, threads: usize, base: &mut
         per_thread * threads as f64,
         per_thread,
         per_thread / *base,
-        contended as f64 * 1000.0 / total_ops,
-        waited as f64 / total_ops,
+        per_1k(0),
+        ns_per_op(0),
+        per_1k(1),
+        ns_per_op(1),
     );
 }
 
@@ -221,7 +236,7 @@ fn main() {
         o.ops, o.keys
     );
     println!(
-        "{:<6} {:<8} {:<6} {:>7} {:>12} {:>12} {:>7} {:>10} {:>9}",
+        "{:<6} {:<8} {:<6} {:>7} {:>12} {:>12} {:>7} {:>10} {:>7} {:>10} {:>7}",
         "cmd",
         "keys",
         "active",
@@ -229,8 +244,10 @@ fn main() {
         "total/s",
         "thread/s",
         "scaling",
-        "waits/1k",
-        "wait ns/op"
+        "shard w/1k",
+        "ns/op",
+        "strm w/1k",
+        "ns/op"
     );
     for cmd in &o.cmds {
         for dist in &o.dists {

@@ -45,25 +45,34 @@ pub fn lock_wait() -> (u64, u64) {
     WAITED.with(Cell::get)
 }
 
-/// Locks `m`, counting the wait where another thread holds it.
+/// A thread's tally of contended locks: how many, and nanoseconds waited.
+pub type Tally = std::thread::LocalKey<Cell<(u64, u64)>>;
+
+/// Locks `m`, counting the wait in `tally` where another thread holds it
+/// (shard locks here; the active stream's lock uses it too).
 #[inline]
-fn lock_counted(m: &Mutex<Shard>) -> MutexGuard<'_, Shard> {
+pub fn lock_tallied<'a, T>(m: &'a Mutex<T>, tally: &'static Tally) -> MutexGuard<'a, T> {
     match m.try_lock() {
         Some(g) => g,
-        None => lock_contended(m),
+        None => lock_contended(m, tally),
     }
 }
 
 #[cold]
-fn lock_contended(m: &Mutex<Shard>) -> MutexGuard<'_, Shard> {
+fn lock_contended<'a, T>(m: &'a Mutex<T>, tally: &'static Tally) -> MutexGuard<'a, T> {
     let start = std::time::Instant::now();
     let g = m.lock();
     let ns = start.elapsed().as_nanos() as u64;
-    WAITED.with(|w| {
+    tally.with(|w| {
         let (n, t) = w.get();
         w.set((n + 1, t + ns));
     });
     g
+}
+
+#[inline]
+fn lock_counted(m: &Mutex<Shard>) -> MutexGuard<'_, Shard> {
+    lock_tallied(m, &WAITED)
 }
 
 /// A locked shard: owned (a real lock) or borrowed from the locks EXEC holds.

@@ -388,7 +388,7 @@ impl EffectSink for StreamFeed {
         ENCODE_BUF.with(|b| {
             let mut b = b.borrow_mut();
             b.clear();
-            let mut seq = self.0.seq.lock();
+            let mut seq = crate::keyspace::held::lock_tallied(&self.0.seq, &STREAM_WAITED);
             *seq += 1;
             record::encode_write(&mut b, origin, *seq, e);
             self.0.stream.append_raw(&b);
@@ -400,10 +400,19 @@ impl EffectSink for StreamFeed {
 }
 
 thread_local! {
+    /// This thread's contended takes of the stream's lock (`seq`, held
+    /// while an own record is appended) and the time waited.
+    static STREAM_WAITED: Cell<(u64, u64)> = const { Cell::new((0, 0)) };
     /// How deep this thread is inside MULTI ... EXEC records, and the
     /// writes gathered since the outermost MULTI (see [`StreamFeed::unit_effect`]).
     static UNIT_DEPTH: Cell<u32> = const { Cell::new(0) };
     static UNIT: RefCell<record::UnitBuilder> = RefCell::new(record::UnitBuilder::default());
+}
+
+/// This thread's contended takes of the stream's lock so far: how many,
+/// and the nanoseconds waited (benches/inproc.rs).
+pub fn stream_lock_wait() -> (u64, u64) {
+    STREAM_WAITED.with(Cell::get)
 }
 
 impl StreamFeed {
@@ -444,7 +453,7 @@ impl StreamFeed {
         ENCODE_BUF.with(|b| {
             let mut b = b.borrow_mut();
             b.clear();
-            let mut seq = self.0.seq.lock();
+            let mut seq = crate::keyspace::held::lock_tallied(&self.0.seq, &STREAM_WAITED);
             *seq += 1;
             unit.finish(&mut b, origin, *seq);
             self.0.stream.append_raw(&b);
