@@ -265,6 +265,12 @@ fn seeds_that_found_bugs() {
             "a load's expiry tombstone is a deletion the checks did not know of (long mode)",
         ),
         (
+            49699,
+            "with stream facts on, a stream deleted and made again kept its old state's \
+             entries-added, so a join's value and the origin's differed at one version \
+             (long mode; facts off since, DECISIONS 185)",
+        ),
+        (
             23745,
             "list element ids derived from values named two values; made at the origin since \
              list facts (long mode)",

@@ -351,7 +351,11 @@ impl Stream {
 /// the state holds, as a fact leaves it: `merging.rs`, `merge_stream`).
 /// Off, a stream write whose base moved at a peer costs a state round
 /// trip and one whose base matches replays (the seventeenth session's).
-pub const STREAM_FACTS: bool = true;
+/// Off again at the end of the twentieth session (DECISIONS 185): full
+/// simulator seed 49699 diverged with them on (a stream deleted and made
+/// again keeps its old state's `added`, so a join's value counts an
+/// entries-added the origin's value does not, at one version).
+pub const STREAM_FACTS: bool = false;
 
 /// What a stream write's fact says (DECISIONS 165-167), as the origin
 /// builds it and a peer reads it back from the record's `(kind | index,
