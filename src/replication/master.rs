@@ -283,9 +283,29 @@ pub fn psync(ctx: &mut Ctx, args: Args) -> CmdResult {
             ));
         }
         log_notice!("Failover request received for replid {replid}.");
+        catch_up_before_promotion(crate::server::of(ctx), offset);
         crate::replication::replica::promote(crate::server::of(ctx));
     }
     request_sync(ctx, true, replid, offset)
+}
+
+/// A master failing over to us asks to continue from `offset`: what it
+/// sent us before it paused. Redis's replica has applied all of it that
+/// reached its socket by then (one event loop: the link's bytes are read
+/// before the new connection's handshake is done). Our link has a thread
+/// of its own, which may not have run yet (a loaded machine, or a replica
+/// that was SIGSTOPped and has just been continued: failover.tcl's "with
+/// force" case): wait for it, a bounded time, so that the master gets its
+/// partial sync instead of a full one. This blocks one worker for at most
+/// `MAX_WAIT`, once per failover.
+fn catch_up_before_promotion(srv: &Server, offset: i64) {
+    const MAX_WAIT: Duration = Duration::from_millis(500);
+    let want = (offset - 1).max(0) as u64;
+    let start = std::time::Instant::now();
+    while srv.repl.backlog.end() < want && srv.repl.replica.link_up() && start.elapsed() < MAX_WAIT
+    {
+        std::thread::sleep(Duration::from_millis(1));
+    }
 }
 
 /// LATTICE.PEER: an active peer asks for our stream (`active/serve.rs`).

@@ -1116,14 +1116,25 @@ fn stream(srv: &Arc<Server>, gen: u64, peer: &mut Peer) -> Result<(), String> {
         parser: &mut parser,
     };
     let mut buffered = peer.start < peer.buf.len();
+    // Redis's replicas ACK once a second, from their cron; ten times keeps
+    // the master's backlog (which holds what we have not acknowledged) ten
+    // times smaller under a heavy write load, for a few bytes a second.
+    // The ACKs keep that cadence whether or not writes come (the read
+    // wakes us at least once an interval): a write is acknowledged at the
+    // next tick, or at once when the master asks (GETACK), never because it
+    // arrived. An ACK sent as soon as a write landed after a quiet spell
+    // told a failing-over master that a replica SIGSTOPped just before the
+    // write had it: a multi-threaded process stops only once the thread
+    // the kernel picked for the signal has run, and until then this thread
+    // can still read and apply (Redis's failover.tcl, "failover command to
+    // any replica works", on a loaded machine; DECISIONS 178).
+    const ACK_EVERY: Duration = Duration::from_millis(100);
+    let _ = peer.conn.s.tcp().set_read_timeout(Some(ACK_EVERY));
     loop {
         if side.generation.load(Acquire) != gen {
             return Ok(());
         }
-        // Redis's replicas ACK once a second; ten times keeps the master's
-        // backlog (which holds what we have not acknowledged) ten times
-        // smaller under a heavy write load, for a few bytes a second.
-        if last_ack.elapsed() >= Duration::from_millis(100) {
+        if last_ack.elapsed() >= ACK_EVERY {
             send_ack(srv, peer)?;
             last_ack = Instant::now();
         }
