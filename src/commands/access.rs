@@ -382,12 +382,11 @@ impl Locked<'_, '_> {
         // argument 1 of INCR, INCRBY, DECR and DECRBY, and of INCRBYFLOAT's
         // record (the SET of its result), whose increment goes in the
         // fact's words. A key with a TTL travels by its state (its expiry
-        // merges with the state's).
-        let ttl = shard
-            .get_raw(slot.hash, key)
-            .is_some_and(|e| e.expire_at() != 0);
+        // merges with the state's). (Read only where a fact is wanted.)
+        let facts =
+            facts.filter(|_| !(shard.get_raw(slot.hash, key)).is_some_and(|e| e.expire_at() != 0));
         let c = shard.counter_at(key, prev, before);
-        if let (Some(facts), Some((p, r)), false) = (facts, c.fact_base(version), ttl) {
+        if let (Some(facts), Some((p, r))) = (facts, c.fact_base(version)) {
             facts.extend([(PREV | (1 << SHIFT), p), (RESET | (1 << SHIFT), r)]);
             if let merge::Incr::Float(f) = by {
                 merge::fact::float_words(f, facts);
@@ -567,7 +566,7 @@ impl Locked<'_, '_> {
         &mut self,
         key: &[u8],
         versions: (u64, u64),
-        field: (u32, &[u8]),
+        field: (Option<u32>, &[u8]),
         by: (merge::Incr, merge::Base),
         facts: &mut Vec<crate::effects::Fact>,
     ) -> Option<Option<merge::Merged>> {
@@ -789,6 +788,17 @@ impl<'a> std::ops::Deref for NamedArgs<'a> {
 }
 
 impl Ctx<'_> {
+    /// Active replication: where this write's merge fact goes (the
+    /// write's buffer, keyspace/merge/fact.rs), or None where no fact is
+    /// wanted: a link applying a peer's write, or a node whose writes no
+    /// one records (a new node before its first peer, DECISIONS 177), so
+    /// that a write there computes no fact only to drop it. The merge
+    /// state follows the write all the same (DECISIONS 197).
+    pub fn merge_facts(&mut self) -> Option<&mut Vec<crate::effects::Fact>> {
+        let wanted = merge::fact::noting() && self.core.effects.enabled();
+        self.active.as_mut().filter(|_| wanted).map(|a| &mut a.facts)
+    }
+
     /// Active replication, after a write stamped `stamp` changed the set,
     /// hash or sorted set at `key` (argument 1): `named` are the members it
     /// added, set or removed (argument index, member). The key's merge
@@ -838,6 +848,9 @@ impl Ctx<'_> {
             return counted(l);
         }
         let prev = self.base_of(key);
+        // The field's argument index only where a record carries the
+        // write's fact: else no print of the field is made (DECISIONS 197).
+        let index = self.core.effects.enabled().then_some(index);
         let noted = prev.and_then(|prev| {
             let a = self.active.as_mut().expect("active write");
             l.count_field(key, (prev, stamp), (index, field), by, &mut a.facts)

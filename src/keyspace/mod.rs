@@ -581,13 +581,14 @@ impl Shard {
     /// for any write ([`Self::note_elements`]); the write travels by the
     /// key's state. Some(the counter's value where `by` is a float and the
     /// counter is at `stamp`), or None, nothing changed, where the key's
-    /// merge state does not describe `prev`.
+    /// merge state does not describe `prev`. `field_index` None: no record
+    /// carries the write's fact (none is made, nor the field's print).
     pub fn count_field(
         &mut self,
         hash: u64,
         key: &[u8],
         (prev, stamp): (u64, u64),
-        (field_index, field): (u32, &[u8]),
+        (field_index, field): (Option<u32>, &[u8]),
         (by, before): (merge::Incr, merge::Base),
         facts: &mut Vec<merge::fact::Fact>,
     ) -> Option<Option<merge::Merged>> {
@@ -612,14 +613,14 @@ impl Shard {
             e.counters.clear();
             e.scores = scores;
         }
-        let print = e.field_print(field);
+        let counting = field_index.map(|i| (i, e.field_print(field)));
         e.count_field(field, stamp, by, before);
         // The write travels as a fact (`merge::fact::COUNTED`), with a
         // float increment the record does not hold (HINCRBYFLOAT's is the
-        // HSET of its result; ZINCRBY's holds its increment).
+        // HSET of its result; ZINCRBY's holds its increment). With no
+        // `counting`, `note_named` leaves no fact.
         let start = facts.len();
-        let named = [(field_index, field)];
-        let counting = Some((field_index, print));
+        let named = [(field_index.unwrap_or(0), field)];
         note_named(e, entry, (stamp, counting), (1, &named), facts);
         if let (merge::Incr::Float(f), false, true) = (by, scores, facts.len() > start) {
             merge::fact::float_words(f, facts);
