@@ -796,7 +796,10 @@ impl Ctx<'_> {
     /// state follows the write all the same (DECISIONS 197).
     pub fn merge_facts(&mut self) -> Option<&mut Vec<crate::effects::Fact>> {
         let wanted = merge::fact::noting() && self.core.effects.enabled();
-        self.active.as_mut().filter(|_| wanted).map(|a| &mut a.facts)
+        self.active
+            .as_mut()
+            .filter(|_| wanted)
+            .map(|a| &mut a.facts)
     }
 
     /// Active replication, after a write stamped `stamp` changed the set,

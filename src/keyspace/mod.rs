@@ -621,7 +621,7 @@ impl Shard {
         // `counting`, `note_named` leaves no fact.
         let start = facts.len();
         let named = [(field_index.unwrap_or(0), field)];
-        note_named(e, entry, (stamp, counting), (1, &named), facts);
+        let settled = note_named(e, entry, (stamp, counting), (1, &named), facts);
         if let (merge::Incr::Float(f), false, true) = (by, scores, facts.len() > start) {
             merge::fact::float_words(f, facts);
         }
@@ -630,8 +630,9 @@ impl Shard {
         if !matches!(by, merge::Incr::Float(_)) {
             return Some(None);
         }
+        // (Its sum was read settling it, where it was at `stamp` already.)
         let counter = e.counters.get(field).filter(|c| c.version == stamp);
-        Some(counter.map(merge::Counter::value))
+        Some(counter.map(|c| settled.unwrap_or_else(|| c.value())))
     }
 
     /// Active replication: `f` on `key`'s elements state (a set's, hash's
@@ -1292,14 +1293,15 @@ impl Keyspace {
 /// `Shard::note_elements_counting`) on the collection whose elements state
 /// is `e` (describing the key before it) and whose entry is now `entry`:
 /// the named members get their dots, and the write's fact goes to `facts`
-/// where it can travel as one.
+/// where it can travel as one. The value of the last named member's counter
+/// where settling it read that (`Elements::settle_counter`).
 fn note_named(
     e: &mut merge::Elements,
     entry: Option<&Entry>,
     (stamp, counting): (u64, Option<(u32, u64)>),
     (key_index, named): (u32, &[(u32, &[u8])]),
     facts: &mut Vec<merge::fact::Fact>,
-) {
+) -> Option<merge::Merged> {
     let value = entry.map(|en| &en.value);
     let fp = |m: &[u8]| merge::elements::fingerprint_of(value, m);
     // The members named, on the stack when a few (most writes name one).
@@ -1321,11 +1323,12 @@ fn note_named(
     // not say what the reset saw. An increment says it
     // (`COUNTED`).
     let mut counted = false;
+    let mut settled = None;
     for &(i, m) in named {
         if e.counters.contains_key(m) {
             counted |= counting.is_none_or(|(at, _)| at != i);
             let now = merge::elements::item_of(value, m);
-            e.settle_counter(m, stamp, now.as_ref());
+            settled = e.settle_counter(m, stamp, now.as_ref());
             e.keep_written(m, now);
         }
     }
@@ -1341,6 +1344,7 @@ fn note_named(
     } else if let (Some((at, print)), true) = (counting, facts.len() > start) {
         facts.push((merge::fact::COUNTED | (at << merge::fact::SHIFT), print));
     }
+    settled
 }
 
 #[cfg(test)]
