@@ -87,9 +87,11 @@ impl<'a> Ctx<'a> {
         };
         let found = self.expire_if_due(&mut l, db, key, slot);
         if self.active.is_some() {
-            let v = found.unwrap_or_else(|| l.shard_mut(slot.shard).absent_version(key));
+            let v = found.map_or_else(|| l.shard_mut(slot.shard).absent_version(key), |f| f.0);
             l.tomb = self.note_base(key, v);
-            if l.prepare_merge(key) {
+            // The live entry's version, which `prepare_merge` need not
+            // look up again (DECISIONS 199).
+            if l.prepare_merge(key, found.filter(|f| f.1).map(|f| f.0)) {
                 self.mark_merged(key);
             }
         }
@@ -136,7 +138,7 @@ impl<'a> Ctx<'a> {
                 let slot = ks.slot(k);
                 let v = l.shard_mut(slot.shard).version_of(slot.hash, k);
                 l.tomb = self.note_base(k, v);
-                if l.prepare_merge(k) {
+                if l.prepare_merge(k, None) {
                     self.mark_merged(k);
                 }
             }
@@ -167,14 +169,15 @@ impl<'a> Ctx<'a> {
     }
 
     /// Lazy expiry of `key`, or else an access-time refresh; returns the
-    /// version of the entry left there, if any.
+    /// version of the entry left there, if any, and whether it is the
+    /// entry's as found (true), not a deletion's or a member expiry's.
     fn expire_if_due(
         &mut self,
         l: &mut Locked<'a, '_>,
         db: usize,
         key: &[u8],
         slot: Slot,
-    ) -> Option<u64> {
+    ) -> Option<(u64, bool)> {
         let now = self.now_ms;
         let lru = l.lru;
         let ks = l.ks;
@@ -203,7 +206,7 @@ impl<'a> Ctx<'a> {
             if self.propagate_expired_deferred(db, key, stamp, prev) {
                 l.flush = Some(self.core);
             }
-            return Some(stamp).filter(|_| self.core.active);
+            return Some((stamp, false)).filter(|_| self.core.active);
         }
         if member_ttls {
             // A replica keeps due members until its master's removals
@@ -211,7 +214,9 @@ impl<'a> Ctx<'a> {
             let paused =
                 self.replay_version.is_some() || self.expiry_paused() || self.admin.is_replica();
             if !paused && shard.members_due(key, now) {
-                return self.expire_members_now(l, db, key, slot);
+                return self
+                    .expire_members_now(l, db, key, slot)
+                    .map(|v| (v, false));
             }
             // Found again only here: a second lookup on every open cost
             // ~100 instructions a command (bench/instructions.sh).
@@ -225,7 +230,7 @@ impl<'a> Ctx<'a> {
                 e.set_lru(lru);
             }
         }
-        Some(e.version)
+        Some((e.version, true))
     }
 }
 
@@ -502,7 +507,10 @@ impl Locked<'_, '_> {
     /// here too (usually a no-op: the writes that note their facts keep it
     /// so), so that the write's own changes can be noted against it
     /// ([`Ctx::note_members`]).
-    pub fn prepare_merge(&mut self, key: &[u8]) -> bool {
+    ///
+    /// `live`: the version of the key's entry, where the caller just read
+    /// it (None: looked up here).
+    pub fn prepare_merge(&mut self, key: &[u8], live: Option<u64>) -> bool {
         let slot = self.slot(key);
         let shard = self.shard_mut(slot.shard);
         match shard.merge_meta(key) {
@@ -518,7 +526,8 @@ impl Locked<'_, '_> {
             // (A variant pattern, not `Meta::get`: it tests the tag before
             // loading the box, 4 instructions a write fewer; DECISIONS 176.)
             Some(merge::Meta::Elements(e))
-                if merge::fact::noting() && e.version != shard.version_of(slot.hash, key) =>
+                if merge::fact::noting()
+                    && e.version != live.unwrap_or_else(|| shard.version_of(slot.hash, key)) =>
             {
                 shard.merge_meta_now(slot.hash, key);
             }
