@@ -389,7 +389,7 @@ impl Locked<'_, '_> {
         // fact's words. A key with a TTL travels by its state (its expiry
         // merges with the state's). (Read only where a fact is wanted.)
         let facts =
-            facts.filter(|_| !(shard.get_raw(slot.hash, key)).is_some_and(|e| e.expire_at() != 0));
+            facts.filter(|_| (shard.get_raw(slot.hash, key)).is_none_or(|e| e.expire_at() == 0));
         let c = shard.counter_at(key, prev, before);
         if let (Some(facts), Some((p, r))) = (facts, c.fact_base(version)) {
             facts.extend([(PREV | (1 << SHIFT), p), (RESET | (1 << SHIFT), r)]);
