@@ -87,9 +87,11 @@ impl<'a> Ctx<'a> {
         };
         let found = self.expire_if_due(&mut l, db, key, slot);
         if self.active.is_some() {
-            let v = found.unwrap_or_else(|| l.shard_mut(slot.shard).absent_version(key));
+            let v = found.map_or_else(|| l.shard_mut(slot.shard).absent_version(key), |f| f.0);
             l.tomb = self.note_base(key, v);
-            if l.prepare_merge(key) {
+            // The live entry's version, which `prepare_merge` need not
+            // look up again (DECISIONS 199).
+            if l.prepare_merge(key, found.filter(|f| f.1).map(|f| f.0)) {
                 self.mark_merged(key);
             }
         }
@@ -136,7 +138,7 @@ impl<'a> Ctx<'a> {
                 let slot = ks.slot(k);
                 let v = l.shard_mut(slot.shard).version_of(slot.hash, k);
                 l.tomb = self.note_base(k, v);
-                if l.prepare_merge(k) {
+                if l.prepare_merge(k, None) {
                     self.mark_merged(k);
                 }
             }
@@ -167,14 +169,15 @@ impl<'a> Ctx<'a> {
     }
 
     /// Lazy expiry of `key`, or else an access-time refresh; returns the
-    /// version of the entry left there, if any.
+    /// version of the entry left there, if any, and whether it is the
+    /// entry's as found (true), not a deletion's or a member expiry's.
     fn expire_if_due(
         &mut self,
         l: &mut Locked<'a, '_>,
         db: usize,
         key: &[u8],
         slot: Slot,
-    ) -> Option<u64> {
+    ) -> Option<(u64, bool)> {
         let now = self.now_ms;
         let lru = l.lru;
         let ks = l.ks;
@@ -203,7 +206,7 @@ impl<'a> Ctx<'a> {
             if self.propagate_expired_deferred(db, key, stamp, prev) {
                 l.flush = Some(self.core);
             }
-            return Some(stamp).filter(|_| self.core.active);
+            return Some((stamp, false)).filter(|_| self.core.active);
         }
         if member_ttls {
             // A replica keeps due members until its master's removals
@@ -211,7 +214,9 @@ impl<'a> Ctx<'a> {
             let paused =
                 self.replay_version.is_some() || self.expiry_paused() || self.admin.is_replica();
             if !paused && shard.members_due(key, now) {
-                return self.expire_members_now(l, db, key, slot);
+                return self
+                    .expire_members_now(l, db, key, slot)
+                    .map(|v| (v, false));
             }
             // Found again only here: a second lookup on every open cost
             // ~100 instructions a command (bench/instructions.sh).
@@ -225,7 +230,7 @@ impl<'a> Ctx<'a> {
                 e.set_lru(lru);
             }
         }
-        Some(e.version)
+        Some((e.version, true))
     }
 }
 
@@ -382,12 +387,11 @@ impl Locked<'_, '_> {
         // argument 1 of INCR, INCRBY, DECR and DECRBY, and of INCRBYFLOAT's
         // record (the SET of its result), whose increment goes in the
         // fact's words. A key with a TTL travels by its state (its expiry
-        // merges with the state's).
-        let ttl = shard
-            .get_raw(slot.hash, key)
-            .is_some_and(|e| e.expire_at() != 0);
+        // merges with the state's). (Read only where a fact is wanted.)
+        let facts =
+            facts.filter(|_| (shard.get_raw(slot.hash, key)).is_none_or(|e| e.expire_at() == 0));
         let c = shard.counter_at(key, prev, before);
-        if let (Some(facts), Some((p, r)), false) = (facts, c.fact_base(version), ttl) {
+        if let (Some(facts), Some((p, r))) = (facts, c.fact_base(version)) {
             facts.extend([(PREV | (1 << SHIFT), p), (RESET | (1 << SHIFT), r)]);
             if let merge::Incr::Float(f) = by {
                 merge::fact::float_words(f, facts);
@@ -503,7 +507,10 @@ impl Locked<'_, '_> {
     /// here too (usually a no-op: the writes that note their facts keep it
     /// so), so that the write's own changes can be noted against it
     /// ([`Ctx::note_members`]).
-    pub fn prepare_merge(&mut self, key: &[u8]) -> bool {
+    ///
+    /// `live`: the version of the key's entry, where the caller just read
+    /// it (None: looked up here).
+    pub fn prepare_merge(&mut self, key: &[u8], live: Option<u64>) -> bool {
         let slot = self.slot(key);
         let shard = self.shard_mut(slot.shard);
         match shard.merge_meta(key) {
@@ -519,7 +526,8 @@ impl Locked<'_, '_> {
             // (A variant pattern, not `Meta::get`: it tests the tag before
             // loading the box, 4 instructions a write fewer; DECISIONS 176.)
             Some(merge::Meta::Elements(e))
-                if merge::fact::noting() && e.version != shard.version_of(slot.hash, key) =>
+                if merge::fact::noting()
+                    && e.version != live.unwrap_or_else(|| shard.version_of(slot.hash, key)) =>
             {
                 shard.merge_meta_now(slot.hash, key);
             }
@@ -567,7 +575,7 @@ impl Locked<'_, '_> {
         &mut self,
         key: &[u8],
         versions: (u64, u64),
-        field: (u32, &[u8]),
+        field: (Option<u32>, &[u8]),
         by: (merge::Incr, merge::Base),
         facts: &mut Vec<crate::effects::Fact>,
     ) -> Option<Option<merge::Merged>> {
@@ -789,6 +797,20 @@ impl<'a> std::ops::Deref for NamedArgs<'a> {
 }
 
 impl Ctx<'_> {
+    /// Active replication: where this write's merge fact goes (the
+    /// write's buffer, keyspace/merge/fact.rs), or None where no fact is
+    /// wanted: a link applying a peer's write, or a node whose writes no
+    /// one records (a new node before its first peer, DECISIONS 177), so
+    /// that a write there computes no fact only to drop it. The merge
+    /// state follows the write all the same (DECISIONS 197).
+    pub fn merge_facts(&mut self) -> Option<&mut Vec<crate::effects::Fact>> {
+        let wanted = merge::fact::noting() && self.core.effects.enabled();
+        self.active
+            .as_mut()
+            .filter(|_| wanted)
+            .map(|a| &mut a.facts)
+    }
+
     /// Active replication, after a write stamped `stamp` changed the set,
     /// hash or sorted set at `key` (argument 1): `named` are the members it
     /// added, set or removed (argument index, member). The key's merge
@@ -838,6 +860,9 @@ impl Ctx<'_> {
             return counted(l);
         }
         let prev = self.base_of(key);
+        // The field's argument index only where a record carries the
+        // write's fact: else no print of the field is made (DECISIONS 197).
+        let index = self.core.effects.enabled().then_some(index);
         let noted = prev.and_then(|prev| {
             let a = self.active.as_mut().expect("active write");
             l.count_field(key, (prev, stamp), (index, field), by, &mut a.facts)

@@ -660,8 +660,7 @@ fn incr_decr(ctx: &mut Ctx, args: Args, by: i64) -> CmdResult {
     if ctx.core.active {
         // Under active replication the key is a counter: concurrent
         // increments on other nodes add up (keyspace/merge.rs).
-        let noting = crate::keyspace::merge::fact::noting();
-        let facts = ctx.active.as_mut().filter(|_| noting).map(|a| &mut a.facts);
+        let facts = ctx.merge_facts();
         l.count_increment(key, before, Incr::Int(by.into()), version, facts);
         ctx.mark_merged(key);
     }
@@ -715,8 +714,7 @@ fn incrbyfloat(ctx: &mut Ctx, args: Args) -> CmdResult {
     // float not printed as INCRBYFLOAT prints it ("1.50") is no base: the
     // write is then a plain reset, as a SET.
     if let Some(before) = before.filter(|b| b.1 != Base::Other) {
-        let noting = crate::keyspace::merge::fact::noting();
-        let facts = ctx.active.as_mut().filter(|_| noting).map(|a| &mut a.facts);
+        let facts = ctx.merge_facts();
         l.count_increment(key, before, Incr::Float(incr), version, facts);
         ctx.mark_merged(key);
         if let Some(t) =

@@ -581,13 +581,14 @@ impl Shard {
     /// for any write ([`Self::note_elements`]); the write travels by the
     /// key's state. Some(the counter's value where `by` is a float and the
     /// counter is at `stamp`), or None, nothing changed, where the key's
-    /// merge state does not describe `prev`.
+    /// merge state does not describe `prev`. `field_index` None: no record
+    /// carries the write's fact (none is made, nor the field's print).
     pub fn count_field(
         &mut self,
         hash: u64,
         key: &[u8],
         (prev, stamp): (u64, u64),
-        (field_index, field): (u32, &[u8]),
+        (field_index, field): (Option<u32>, &[u8]),
         (by, before): (merge::Incr, merge::Base),
         facts: &mut Vec<merge::fact::Fact>,
     ) -> Option<Option<merge::Merged>> {
@@ -612,15 +613,15 @@ impl Shard {
             e.counters.clear();
             e.scores = scores;
         }
-        let print = e.field_print(field);
+        let counting = field_index.map(|i| (i, e.field_print(field)));
         e.count_field(field, stamp, by, before);
         // The write travels as a fact (`merge::fact::COUNTED`), with a
         // float increment the record does not hold (HINCRBYFLOAT's is the
-        // HSET of its result; ZINCRBY's holds its increment).
+        // HSET of its result; ZINCRBY's holds its increment). With no
+        // `counting`, `note_named` leaves no fact.
         let start = facts.len();
-        let named = [(field_index, field)];
-        let counting = Some((field_index, print));
-        note_named(e, entry, (stamp, counting), (1, &named), facts);
+        let named = [(field_index.unwrap_or(0), field)];
+        let settled = note_named(e, entry, (stamp, counting), (1, &named), facts);
         if let (merge::Incr::Float(f), false, true) = (by, scores, facts.len() > start) {
             merge::fact::float_words(f, facts);
         }
@@ -629,8 +630,9 @@ impl Shard {
         if !matches!(by, merge::Incr::Float(_)) {
             return Some(None);
         }
+        // (Its sum was read settling it, where it was at `stamp` already.)
         let counter = e.counters.get(field).filter(|c| c.version == stamp);
-        Some(counter.map(merge::Counter::value))
+        Some(counter.map(|c| settled.unwrap_or_else(|| c.value())))
     }
 
     /// Active replication: `f` on `key`'s elements state (a set's, hash's
@@ -1291,14 +1293,15 @@ impl Keyspace {
 /// `Shard::note_elements_counting`) on the collection whose elements state
 /// is `e` (describing the key before it) and whose entry is now `entry`:
 /// the named members get their dots, and the write's fact goes to `facts`
-/// where it can travel as one.
+/// where it can travel as one. The value of the last named member's counter
+/// where settling it read that (`Elements::settle_counter`).
 fn note_named(
     e: &mut merge::Elements,
     entry: Option<&Entry>,
     (stamp, counting): (u64, Option<(u32, u64)>),
     (key_index, named): (u32, &[(u32, &[u8])]),
     facts: &mut Vec<merge::fact::Fact>,
-) {
+) -> Option<merge::Merged> {
     let value = entry.map(|en| &en.value);
     let fp = |m: &[u8]| merge::elements::fingerprint_of(value, m);
     // The members named, on the stack when a few (most writes name one).
@@ -1320,11 +1323,12 @@ fn note_named(
     // not say what the reset saw. An increment says it
     // (`COUNTED`).
     let mut counted = false;
+    let mut settled = None;
     for &(i, m) in named {
         if e.counters.contains_key(m) {
             counted |= counting.is_none_or(|(at, _)| at != i);
             let now = merge::elements::item_of(value, m);
-            e.settle_counter(m, stamp, now.as_ref());
+            settled = e.settle_counter(m, stamp, now.as_ref());
             e.keep_written(m, now);
         }
     }
@@ -1340,6 +1344,7 @@ fn note_named(
     } else if let (Some((at, print)), true) = (counting, facts.len() > start) {
         facts.push((merge::fact::COUNTED | (at << merge::fact::SHIFT), print));
     }
+    settled
 }
 
 #[cfg(test)]

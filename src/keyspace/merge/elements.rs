@@ -325,19 +325,21 @@ impl Elements {
     /// The counter of field `m` after a write stamped `stamp` left it at
     /// `now` without counting: a reset there, unless the counter already
     /// holds that (an increment of the same stamp, or a removal noted).
-    pub fn settle_counter(&mut self, m: &[u8], stamp: u64, now: Option<&Item>) {
-        let Some(c) = self.counters.get_mut(m) else {
-            return;
-        };
+    /// The counter's value where it held that already (read to tell; the
+    /// caller that wants it reads no second sum), else None.
+    pub fn settle_counter(&mut self, m: &[u8], stamp: u64, now: Option<&Item>) -> Option<Merged> {
+        let c = self.counters.get_mut(m)?;
         let base = Item::base(now);
         if c.version > stamp || (now.is_none() && c.value() == Merged::Absent) {
-            return;
+            return None;
         }
         // Where it describes the write already (an increment's own), as
         // it is (`Counter::current` would clone it).
-        if !c.is_at(stamp, base) {
+        let value = c.value_at(stamp, base);
+        if value.is_none() {
             *c = Counter::current(Some(c), stamp, base);
         }
+        value
     }
 
     /// Origin, before HINCRBY stamped `stamp` adds `by` to field `m`,

@@ -44,6 +44,8 @@
 //! on the key: two writes of one transaction share a stamp, and the second
 //! travels the old way (its record asks the peers to fetch the key's state).
 
+use hashbrown::hash_map::EntryRef;
+
 use super::elements::{Dot, Dots, Elements, Item};
 use super::{Counter, Incr, Merged, Part};
 use crate::keyspace::hlc::stamp_node;
@@ -225,11 +227,14 @@ impl Elements {
                 fp,
                 value: None,
             });
-            // A member with dots has them replaced in place (its key kept).
-            match self.dots.get_mut(m) {
-                Some(ds) => facts.extend(std::mem::replace(ds, dot).iter().map(drop)),
-                None => {
-                    self.dots.insert(m.into(), dot);
+            // A member with dots has them replaced in place (its key kept);
+            // one hash and probe either way.
+            match self.dots.entry_ref(m) {
+                EntryRef::Occupied(mut o) => {
+                    facts.extend(std::mem::replace(o.get_mut(), dot).iter().map(drop));
+                }
+                EntryRef::Vacant(v) => {
+                    v.insert(dot);
                 }
             }
             facts.push((ADD | (i << SHIFT), 0));

@@ -139,11 +139,12 @@ impl Ends {
         let Some(end) = self.nth_from(old, left, 0) else {
             return true;
         };
-        let pos = vec![push_position(left, was_empty, stamp, k)];
-        let ours = (&pos, (stamp, k));
+        // On the stack: a slice orders as the Vec an element stores.
+        let pos = [push_position(left, was_empty, stamp, k)];
+        let ours = (&pos[..], (stamp, k));
         match left {
-            true => ours < (&end.pos, end.id),
-            false => ours > (&end.pos, end.id),
+            true => ours < (&end.pos[..], end.id),
+            false => ours > (&end.pos[..], end.id),
         }
     }
 
@@ -256,9 +257,32 @@ pub enum EndFact<'a> {
     },
 }
 
-/// The fingerprints of the `n` values a push put at one end of `after`
-/// (the list after it), in the order it pushed them.
-fn pushed(after: Option<&Value>, left: bool, n: usize) -> Vec<u64> {
+/// `f` on the fingerprints of the `n` values a push put at one end of
+/// `after` (the list after it), in the order it pushed them: on the stack
+/// where they are a few (most pushes push one), with no allocation.
+fn with_pushed<R>(after: Option<&Value>, left: bool, n: usize, f: impl FnOnce(&[u64]) -> R) -> R {
+    let mut few = [0u64; 4];
+    if n > few.len() {
+        return f(&pushed_many(after, left, n));
+    }
+    let Some(Value::List(l)) = after else {
+        return f(&[]);
+    };
+    let mut k = 0;
+    let mut put = |v: &[u8]| {
+        few[k] = fingerprint(v);
+        k += 1;
+    };
+    match left {
+        true => l.iter().take(n).for_each(&mut put),
+        false => l.iter().rev().take(n).for_each(&mut put),
+    }
+    few[..k].reverse();
+    f(&few[..k])
+}
+
+/// [`with_pushed`]'s fingerprints in a Vec (a push of more than a few).
+fn pushed_many(after: Option<&Value>, left: bool, n: usize) -> Vec<u64> {
     let Some(Value::List(l)) = after else {
         return Vec::new();
     };
@@ -424,7 +448,9 @@ impl Lists {
                     if !e.fits(&self.elems, left, (stamp, told.was_empty), e.next_k) {
                         return None;
                     }
-                    e.push_at(left, stamp, &pushed(after, left, n), told.was_empty);
+                    with_pushed(after, left, n, |fps| {
+                        e.push_at(left, stamp, fps, told.was_empty);
+                    });
                 }
                 EndOp::Pop { left, n } => told.popped.extend(e.pop(left, n, &self.elems)),
             }
@@ -681,6 +707,25 @@ mod tests {
             l.push_back(-2, i.as_bytes());
         }
         Value::List(Box::new(l))
+    }
+
+    /// A push's fingerprints read on the stack are the Vec's, in order.
+    #[test]
+    fn pushed_values_on_the_stack_read_as_in_a_vec() {
+        let v = list(&["a", "b", "c", "d", "e", "f"]);
+        for (n, left) in (0..=6).flat_map(|n| [(n, true), (n, false)]) {
+            let want = pushed_many(Some(&v), left, n);
+            assert_eq!(want.len(), n);
+            assert_eq!(with_pushed(Some(&v), left, n, <[u64]>::to_vec), want);
+        }
+        let fp = |s: &str| fingerprint(s.as_bytes());
+        let got = with_pushed(Some(&v), true, 2, <[u64]>::to_vec);
+        assert_eq!(
+            got,
+            [fp("b"), fp("a")],
+            "the head's second value went first"
+        );
+        assert!(with_pushed(None, true, 1, <[u64]>::is_empty));
     }
 
     fn st(ms: u64, node: u64) -> u64 {

@@ -545,25 +545,37 @@ impl Counter {
     /// Whether this counter describes the key at `version` whose value
     /// gives `base` ([`Self::current`] keeps it as it is).
     pub fn is_at(&self, version: u64, base: Base) -> bool {
-        self.version == version && self.agrees_with(base)
+        self.value_at(version, base).is_some()
     }
 
-    /// Whether the key's value is still the one this counter computes (a
-    /// write inside the same MULTI/EXEC shares the increment's stamp).
-    /// The key's value is the one a float counter computes where it
-    /// prints the same (the origin writes the sum's text, and a float
-    /// read back from its text prints as it did).
-    fn agrees_with(&self, base: Base) -> bool {
-        match (self.value(), base) {
-            (Merged::Int(n), Base::Int(v)) => n == v,
-            (Merged::Float(x), Base::Float(y)) => x.format_human() == y.format_human(),
-            (Merged::Float(x), Base::Score(y)) => x.to_f64() == y.to_f64(),
-            (Merged::Float(x), Base::Int(v)) => x.format_human() == v.to_string(),
-            (Merged::Absent, Base::Absent) | (Merged::Other, Base::Other) => true,
-            _ => false,
+    /// [`Self::value`] where [`Self::is_at`] holds (it reads the value to
+    /// tell), None where it does not: one sum for both.
+    pub fn value_at(&self, version: u64, base: Base) -> Option<Merged> {
+        if self.version != version {
+            return None;
         }
+        let value = self.value();
+        agrees(value, base).then_some(value)
     }
+}
 
+/// Whether a counter's value is still the key's, whose value gives `base`
+/// (a write inside the same MULTI/EXEC shares the increment's stamp).
+/// The key's value is the one a float counter computes where it prints the
+/// same (the origin writes the sum's text, and a float read back from its
+/// text prints as it did).
+fn agrees(value: Merged, base: Base) -> bool {
+    match (value, base) {
+        (Merged::Int(n), Base::Int(v)) => n == v,
+        (Merged::Float(x), Base::Float(y)) => x.format_human() == y.format_human(),
+        (Merged::Float(x), Base::Score(y)) => x.to_f64() == y.to_f64(),
+        (Merged::Float(x), Base::Int(v)) => x.format_human() == v.to_string(),
+        (Merged::Absent, Base::Absent) | (Merged::Other, Base::Other) => true,
+        _ => false,
+    }
+}
+
+impl Counter {
     /// Adds `by` to `slot`'s part, as a write stamped `stamp`.
     pub fn add(&mut self, slot: u64, by: Incr, stamp: u64) {
         let i = match self.parts.binary_search_by_key(&slot, |p| p.slot) {
@@ -990,7 +1002,7 @@ mod tests {
         assert_eq!(number(c.value()), "3.5");
         // The key's text agrees with the sum: no reset is read there.
         let text = number(c.value());
-        assert!(c.agrees_with(Base::of_bytes(text.as_bytes())));
+        assert!(agrees(c.value(), Base::of_bytes(text.as_bytes())));
     }
 
     fn number(v: Merged) -> String {
