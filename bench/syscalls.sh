@@ -15,7 +15,11 @@
 #   bench/syscalls.sh                         # release build must exist
 #   CLIENT_LIST="1 10 50" TESTS="get set" REQUESTS=200000 PIPE=1 bench/syscalls.sh
 #   SERVERS="lattice" LATTICE=/path/to/lattice-server bench/syscalls.sh
-#   LATTICE_ARGS="--io-uring yes" bench/syscalls.sh  # extra server arguments
+#   LATTICE_ARGS="--hz 10" bench/syscalls.sh        # extra lattice arguments
+#   SERVERS="redis lattice lattice-uring"   # lattice-uring: $LATTICE with
+#       LATTICE_IO_URING=1 (the io_uring prototype of branch kernel-path-uring;
+#       a build without it ignores the variable and serves on epoll);
+#       lattice-uring-plain: the same without DEFER_TASKRUN
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
@@ -51,13 +55,26 @@ bench_run() {
 # syscalls NAME PORT C TEST: the run under perf; prints "total kinds", kinds
 # being "name=per_request" for every syscall of at least 0.005 per request.
 syscalls() {
-    local name="$1" port="$2" c="$3" t="$4" f="$WORK/perf.$1.$3.$4" perf_pid
-    perf stat -x, -o "$f" -e 'raw_syscalls:sys_enter,syscalls:sys_enter_*' \
-        -p "$SERVER_PID" 2>/dev/null &
+    local name="$1" port="$2" c="$3" t="$4" f="$WORK/perf.$1.$3.$4" perf_pid ack
+    rm -f "$WORK/ctl" "$WORK/ack"
+    mkfifo "$WORK/ctl" "$WORK/ack"
+    # Events start disabled and are enabled through the control fifo; the ack
+    # says they count (opening ~700 events per thread takes seconds on a
+    # loaded machine, and a SIGINT during that set-up is lost).
+    perf stat -x, -o "$f" -D -1 --control "fifo:$WORK/ctl,$WORK/ack" \
+        -e 'raw_syscalls:sys_enter,syscalls:sys_enter_*' -p "$SERVER_PID" 2>/dev/null &
     perf_pid=$!
-    sleep 1 # perf opens ~700 events per thread before it counts
+    exec 8>"$WORK/ctl" 9<"$WORK/ack"
+    echo enable >&8
+    read -r ack <&9
     bench_run "$port" "$c" "$t" >/dev/null
-    kill -INT "$perf_pid"
+    echo disable >&8
+    read -r ack <&9
+    exec 8>&- 9<&-
+    while kill -0 "$perf_pid" 2>/dev/null; do
+        kill -INT "$perf_pid" 2>/dev/null || true
+        sleep 0.2
+    done
     wait "$perf_pid" || true
     awk -F, -v n="$REQUESTS" '
         $3 == "raw_syscalls:sys_enter" { total = $1 / n }
@@ -89,11 +106,14 @@ for c in $CLIENT_LIST; do
     for t in $TESTS; do
         for name in $SERVERS; do
             port="$(free_port)"
-            if [[ $name == lattice && -n "${LATTICE_ARGS:-}" ]]; then
+            if [[ $name == lattice* ]]; then
+                uring=0 plain=0
+                [[ $name == lattice-uring* ]] && uring=1
+                [[ $name == lattice-uring-plain ]] && plain=1
                 # shellcheck disable=SC2086
-                taskset -c "$SERVER_CPU" "$LATTICE" --port "$port" --server-threads 1 \
-                    --save "" --appendonly no --dir "$WORK" $LATTICE_ARGS \
-                    >"$WORK/lattice.log" 2>&1 &
+                LATTICE_IO_URING=$uring LATTICE_IO_URING_PLAIN=$plain taskset -c "$SERVER_CPU" "$LATTICE" --port "$port" \
+                    --server-threads 1 --save "" --appendonly no --dir "$WORK" \
+                    ${LATTICE_ARGS:-} >"$WORK/lattice.log" 2>&1 &
                 SERVER_PID=$!
                 wait_port "$port"
             else
