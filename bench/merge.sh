@@ -100,10 +100,11 @@ sent() { # writer
     done
 }
 applied() { # writer peer
-    local end
+    local end at
     end=$(cli "$1" info replication | grep -oE 'active_stream_offset:[0-9]+' | cut -d: -f2)
     for _ in $(seq 1200); do
-        (($(cli "$2" info replication | grep -oE 'offset=[0-9]+' | head -1 | cut -d= -f2) >= end)) && return
+        at=$(cli "$2" info replication | grep -oE 'offset=[0-9]+' | head -1 | cut -d= -f2)
+        ((${at:-0} >= ${end:-0})) && return
         sleep 0.05
     done
 }
