@@ -29,6 +29,14 @@
 #
 # OUT: a path to keep callgrind's output at (for callgrind_annotate).
 #
+# PEER=1: an active peer (the same binary, not under callgrind, on the
+# other CPU's time) pulls the measured server's stream for the whole load,
+# so the server pays for recording its writes and feeding them to the peer
+# (issue 24's pair writer); the peer's own work is not counted. The server
+# needs --active-replica yes. Waits until the feed sent the whole stream
+# before the shutdown, so the feed thread's work is all counted (in the
+# total, apart from conn::dispatch's: INCLUSIVE='serve::serve::' shows it).
+#
 # Prints `<binary>: <instructions> instructions`.
 set -euo pipefail
 bin=$1; shift
@@ -43,6 +51,21 @@ valgrind --tool=callgrind --callgrind-out-file="$dir/out" "$bin" --port "$port" 
     --save "" --appendonly no "${threads[@]}" "${server[@]}" >"$dir/log" 2>&1 &
 pid=$!
 for _ in $(seq 600); do redis-cli -p "$port" ping >/dev/null 2>&1 && break; sleep 0.1; done
+peer_pid=""
+if [[ -n ${PEER:-} ]]; then
+    peer_port=$((port + 1))
+    mkdir -p "$dir/peer"
+    "$bin" --port "$peer_port" --dir "$dir/peer" --save "" --appendonly no --server-threads 1 \
+        --active-replica yes >"$dir/peer.log" 2>&1 &
+    peer_pid=$!
+    trap 'kill "$peer_pid" 2>/dev/null || true; rm -rf "$dir"' EXIT
+    for _ in $(seq 600); do redis-cli -p "$peer_port" ping >/dev/null 2>&1 && break; sleep 0.1; done
+    redis-cli -p "$peer_port" replicaof 127.0.0.1 "$port" >/dev/null
+    for _ in $(seq 600); do
+        redis-cli -p "$port" info replication | grep -q '^feed0:' && break
+        sleep 0.1
+    done
+fi
 if [[ -n ${SETUP:-} ]]; then
     # shellcheck disable=SC2086
     redis-cli -p "$port" $SETUP >/dev/null
@@ -51,6 +74,15 @@ if [[ -n ${SETUP_RESP:-} ]]; then
     redis-cli -p "$port" --pipe <"$SETUP_RESP" >/dev/null
 fi
 redis-benchmark -p "$port" -q "$@" >/dev/null 2>&1
+if [[ -n $peer_pid ]]; then
+    # Until the feed sent the whole stream (an INFO a second: a few
+    # thousand instructions, against the load's tens of millions).
+    for _ in $(seq 120); do
+        sleep 1
+        redis-cli -p "$port" info replication | grep -q '^feed0:.*lag_bytes=0' && break
+    done
+    kill "$peer_pid" 2>/dev/null || true
+fi
 redis-cli -p "$port" shutdown nosave >/dev/null 2>&1 || true
 wait "$pid" || true
 [[ -n ${OUT:-} ]] && cp "$dir/out" "$OUT"

@@ -9,9 +9,24 @@
 # on all three nodes of a mesh.
 #
 # Load: redis-benchmark -P 16 -c 50 -n REQUESTS -r KEYSPACE; servers pinned
-# to SERVER_CPU with --server-threads 1, redis-benchmark to CLIENT_CPU. The
-# writer's numbers include its peer catching up (both nodes' DEBUG DIGEST
-# agree before the next row).
+# to SERVER_CPU with --server-threads 1 (the pair's peer to PEER_CPU,
+# SERVER_CPU unless set), redis-benchmark to CLIENT_CPU.
+#
+# Two measures per node (DECISIONS 202):
+# - wall clock (plain/s, active/s, writer/s, x-plain, writer/lone): what
+#   redis-benchmark saw. With the peer on the writer's core, the writer's
+#   rate also pays for its peer applying each write (on a real deployment
+#   another machine), so writer/lone near 0.5 can mean "applying costs as
+#   much as writing";
+# - CPU time (the k/cpu-s columns, cpu x-plain, cpu w/lone): requests per
+#   CPU-second of the node's own process (all its threads: workers, the
+#   feed that sends the stream, the link; bench/lib.sh cpu_ns), read before
+#   the load and after it (the writer's once its feed sent the whole
+#   stream, so the sending is counted); the node's own cost per write,
+#   which the client and a peer sharing the core move far less. peer
+#   us/w: the peer's CPU per write, read once it applied them all.
+# The writer's numbers include its peer catching up (both nodes' DEBUG
+# DIGEST agree before the next row).
 # Memory: used_memory growth / keys after KEYS INCRs (node 1 only, then
 # the same keys on nodes 2 and 3), against a plain node's growth.
 # ONLY=memory runs the memory rows alone, ONLY=throughput the command rows
@@ -24,6 +39,7 @@ KEYSPACE=${KEYSPACE:-100000}
 KEYS=${KEYS:-100000}
 SERVER_CPU=${SERVER_CPU:-0}
 CLIENT_CPU=${CLIENT_CPU:-1}
+PEER_CPU=${PEER_CPU:-$SERVER_CPU}
 BASE=${BASE:-7450}
 # shellcheck source=bench/lib.sh
 source bench/lib.sh
@@ -61,23 +77,55 @@ declare -A CMDS=(
 )
 read -r -a ORDER <<<"${COMMANDS:-INCR HSET HINCRBY SADD ZINCRBY LPUSH}" # COMMANDS="LPUSH": those rows alone
 if [[ ${ONLY:-} != memory ]]; then # ONLY=memory: the memory rows alone
-echo "== merge: -P 16 -c 50 -n $REQUESTS -r $KEYSPACE; servers on CPU $SERVER_CPU (1 thread), redis-benchmark on CPU $CLIENT_CPU"
-echo "   (writer/lone: the pair's writer against a lone active node; asks: key states its peer asked for;"
-echo "    wire: bytes its stream sent per byte of the commands its clients sent)"
-printf '%-8s %12s %12s %12s %8s %8s %8s %9s\n' command plain/s active/s writer/s x-plain writer/lone asks wire
+echo "== merge: -P 16 -c 50 -n $REQUESTS -r $KEYSPACE; servers on CPU $SERVER_CPU (1 thread; the pair's peer on CPU $PEER_CPU), redis-benchmark on CPU $CLIENT_CPU"
+echo "   (wall clock: plain/s, active/s, writer/s, x-plain = active/plain, w/lone = writer/active;"
+echo "    CPU: k/cpu-s = thousand requests per CPU-second of the node's process, the ratios alike;"
+echo "    peer us/w: the peer's CPU per write it applied; asks: key states the peer asked for;"
+echo "    wire: bytes the writer's stream sent per byte of the commands its clients sent)"
+printf '%-8s %10s %10s %10s %7s %7s | %9s %9s %9s %7s %7s %7s | %5s %5s\n' command plain/s active/s writer/s \
+    x-plain w/lone plain-k/s active-k/s writer-k/s x-plain w/lone peer-us asks wire
 pl=$BASE; la=$((BASE + 1)); pa=$((BASE + 2)); pb=$((BASE + 3))
-start_node $pl; start_node $la --active-replica yes
-start_node $pa --active-replica yes; start_node $pb --active-replica yes
+start_node $pl; pid_pl=${NODE_PIDS[-1]}
+start_node $la --active-replica yes; pid_la=${NODE_PIDS[-1]}
+start_node $pa --active-replica yes; pid_pa=${NODE_PIDS[-1]}
+SERVER_CPU=$PEER_CPU start_node $pb --active-replica yes; pid_pb=${NODE_PIDS[-1]}
 link $pa $pb; link $pb $pa; wait_up $pa 1; wait_up $pb 1
+# Waits until the writer's feed sent its whole stream (the CPU reading
+# then counts the sending, and not the DEBUG DIGESTs of converge, which
+# cost a node tens of ms each), then until the peer applied it.
+sent() { # writer
+    for _ in $(seq 1200); do
+        cli "$1" info replication | grep -qE '^feed0:.*lag_bytes=0' && return
+        sleep 0.05
+    done
+}
+applied() { # writer peer
+    local end at
+    end=$(cli "$1" info replication | grep -oE 'active_stream_offset:[0-9]+' | cut -d: -f2)
+    for _ in $(seq 1200); do
+        at=$(cli "$2" info replication | grep -oE 'offset=[0-9]+' | head -1 | cut -d= -f2)
+        ((${at:-0} >= ${end:-0})) && return
+        sleep 0.05
+    done
+}
+per_cpu() { # requests ns: thousand requests per CPU-second
+    echo "$REQUESTS * 1000000 / $2" | bc -l
+}
 for c in "${ORDER[@]}"; do
     read -r -a argv <<<"${CMDS[$c]}"
-    a=$(rps $pl "${argv[@]}"); b=$(rps $la "${argv[@]}")
+    c0=$(cpu_ns $pid_pl); a=$(rps $pl "${argv[@]}"); c1=$(cpu_ns $pid_pl); ka=$(per_cpu $REQUESTS $((c1 - c0)))
+    c0=$(cpu_ns $pid_la); b=$(rps $la "${argv[@]}"); c1=$(cpu_ns $pid_la); kb=$(per_cpu $REQUESTS $((c1 - c0)))
     s0=$(sent_bytes $pa); q0=$(state_asks $pb)
-    w=$(rps $pa "${argv[@]}"); converge $pa $pb >/dev/null
+    c0=$(cpu_ns $pid_pa); p0=$(cpu_ns $pid_pb)
+    w=$(rps $pa "${argv[@]}")
+    sent $pa; c1=$(cpu_ns $pid_pa); applied $pa $pb; p1=$(cpu_ns $pid_pb)
+    converge $pa $pb >/dev/null; kw=$(per_cpu $REQUESTS $((c1 - c0)))
     s1=$(sent_bytes $pa); q1=$(state_asks $pb)
     cmdbytes=$(resp_bytes "${argv[@]}")
-    printf '%-8s %12s %12s %12s %8.2f %8.2f %8s %9.2f\n' "$c" "$a" "$b" "$w" \
-        "$(echo "$b / $a" | bc -l)" "$(echo "$w / $b" | bc -l)" $((q1 - q0)) \
+    printf '%-8s %10s %10s %10s %7.2f %7.2f | %9.1f %9.1f %9.1f %7.2f %7.2f %7.2f | %5s %5.2f\n' "$c" "$a" "$b" "$w" \
+        "$(echo "$b / $a" | bc -l)" "$(echo "$w / $b" | bc -l)" "$ka" "$kb" "$kw" \
+        "$(echo "$kb / $ka" | bc -l)" "$(echo "$kw / $kb" | bc -l)" \
+        "$(echo "($p1 - $p0) / 1000 / $REQUESTS" | bc -l)" $((q1 - q0)) \
         "$(echo "($s1 - $s0) / ($REQUESTS * $cmdbytes)" | bc -l)"
 done
 

@@ -24,10 +24,10 @@
 //! expired keys, SET on an expired key); SCAN and RANDOMKEY expire each key
 //! under its own view, so their DELs stay unwrapped, as in Redis.
 
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, OnceLock};
 
-use parking_lot::RwLock;
+use parking_lot::Mutex;
 
 /// Under active replication, a key the write found, as the index of its
 /// name in `argv` and the version it had then (0: absent, no tombstone).
@@ -147,10 +147,21 @@ pub trait EffectSink: Send + Sync {
     }
 }
 
+/// The most sinks a node subscribes: each kind subscribes once (the AOF,
+/// the replication backlog's feed, the active stream, a test's recorder).
+const MAX_SINKS: usize = 8;
+
+/// The stream's sinks: set once each, in order, and never removed, so a
+/// write reads them with no lock (a `RwLock`'s read was two locked
+/// read-modify-writes of one shared line a write, issue 24).
 #[derive(Default)]
 pub struct Effects {
     enabled: AtomicBool,
-    sinks: RwLock<Vec<Arc<dyn EffectSink>>>,
+    sinks: [OnceLock<Arc<dyn EffectSink>>; MAX_SINKS],
+    /// How many of `sinks` are set: stored after the slot it counts.
+    count: AtomicUsize,
+    /// Held while subscribing (one subscriber at a time takes the next slot).
+    adding: Mutex<()>,
 }
 
 impl Effects {
@@ -162,17 +173,28 @@ impl Effects {
 
     /// Whether a sink records [`MERGE_STATE`] records now.
     pub fn merge_state_wanted(&self) -> bool {
-        self.enabled() && self.sinks.read().iter().any(|s| s.records_merge_state())
+        self.enabled() && self.sinks().any(|s| s.records_merge_state())
     }
 
+    /// The sinks subscribed so far, in order.
+    #[inline]
+    fn sinks(&self) -> impl Iterator<Item = &Arc<dyn EffectSink>> {
+        let n = self.count.load(Ordering::Acquire);
+        self.sinks[..n].iter().filter_map(OnceLock::get)
+    }
+
+    /// Adds a sink; it sees every record emitted after this returns.
     pub fn subscribe(&self, sink: Arc<dyn EffectSink>) {
-        let mut s = self.sinks.write();
-        s.push(sink);
+        let _one_at_a_time = self.adding.lock();
+        let n = self.count.load(Ordering::Relaxed);
+        assert!(n < MAX_SINKS, "more than {MAX_SINKS} effect sinks");
+        let _ = self.sinks[n].set(sink);
+        self.count.store(n + 1, Ordering::Release);
         self.enabled.store(true, Ordering::Release);
     }
 
     pub fn emit(&self, effect: &EffectRef<'_>) {
-        for s in self.sinks.read().iter() {
+        for s in self.sinks() {
             s.on_effect(effect);
         }
     }
@@ -184,7 +206,7 @@ impl Effects {
 
     /// Emits records as one unit (see [`EffectSink::on_effects`]).
     pub fn emit_all(&self, effects: &[Effect]) {
-        for s in self.sinks.read().iter() {
+        for s in self.sinks() {
             s.on_effects(effects);
         }
     }
@@ -197,5 +219,41 @@ pub struct Recorder(pub parking_lot::Mutex<Vec<Effect>>);
 impl EffectSink for Recorder {
     fn on_effect(&self, effect: &EffectRef<'_>) {
         self.0.lock().push(effect.to_owned());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A sink sees the records emitted after it subscribed, each sink in
+    /// its order of subscription; a node with none builds no record.
+    #[test]
+    fn sinks_see_what_is_emitted_after_they_subscribe() {
+        let fx = Effects::default();
+        assert!(!fx.enabled() && !fx.merge_state_wanted());
+        let set = |v: &[u8]| Effect {
+            db: 0,
+            version: 1,
+            argv: vec![b"SET".to_vec(), b"k".to_vec(), v.to_vec()],
+            bases: vec![],
+            facts: vec![],
+        };
+        fx.emit_owned(&set(b"lost"));
+        let (a, b) = (Arc::new(Recorder::default()), Arc::new(Recorder::default()));
+        fx.subscribe(a.clone());
+        assert!(fx.enabled());
+        fx.emit_owned(&set(b"1"));
+        fx.subscribe(b.clone());
+        fx.emit_all(&[set(b"2"), set(b"3")]);
+        let got = |r: &Recorder| {
+            r.0.lock()
+                .iter()
+                .map(|e| e.argv[2].clone())
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(got(&a), [&b"1"[..], b"2", b"3"]);
+        assert_eq!(got(&b), [&b"2"[..], b"3"]);
+        assert!(!fx.merge_state_wanted());
     }
 }

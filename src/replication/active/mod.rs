@@ -384,18 +384,41 @@ impl EffectSink for StreamFeed {
         if UNIT_DEPTH.with(|d| d.get()) > 0 || is_unit_bound(e.argv) {
             return self.unit_effect(e);
         }
-        let origin = self.0.node_id.load(Relaxed);
+        let (a, origin) = (&self.0, self.0.node_id.load(Relaxed));
         ENCODE_BUF.with(|b| {
             let mut b = b.borrow_mut();
-            b.clear();
-            let mut seq = crate::keyspace::held::lock_tallied(&self.0.seq, &STREAM_WAITED);
-            *seq += 1;
-            record::encode_write(&mut b, origin, *seq, e);
-            self.0.stream.append_raw(&b);
-            self.0.own_bytes.fetch_add(b.len() as u64, Relaxed);
+            let seq = crate::keyspace::held::lock_tallied(&a.seq, &STREAM_WAITED);
+            let seq = bump(seq);
+            let n = record::encode_write_in(&mut b, origin, *seq, e);
+            a.stream.append_raw(&b[..n]);
+            a.counted(n);
+            drop(seq);
+            if b.len() > ENCODE_ROOM_KEPT {
+                *b = Vec::new(); // a big record's room goes
+            }
         });
-        self.0.records.fetch_add(1, Relaxed);
-        self.0.dirty.store(true, Relaxed);
+        a.dirty.store(true, Relaxed);
+    }
+}
+
+/// The most room a writer thread keeps for encoding its records
+/// ([`record::encode_write_in`]).
+const ENCODE_ROOM_KEPT: usize = 64 << 10;
+
+/// The next own sequence number, under its lock.
+fn bump(mut seq: parking_lot::MutexGuard<'_, u64>) -> parking_lot::MutexGuard<'_, u64> {
+    *seq += 1;
+    seq
+}
+
+impl Active {
+    /// Counts an own record of `n` bytes (INFO). Called under the `seq`
+    /// lock, the only place they change: a load and a store each, not a
+    /// locked read-modify-write.
+    fn counted(&self, n: usize) {
+        self.own_bytes
+            .store(self.own_bytes.load(Relaxed) + n as u64, Relaxed);
+        self.records.store(self.records.load(Relaxed) + 1, Relaxed);
     }
 }
 
@@ -453,13 +476,12 @@ impl StreamFeed {
         ENCODE_BUF.with(|b| {
             let mut b = b.borrow_mut();
             b.clear();
-            let mut seq = crate::keyspace::held::lock_tallied(&self.0.seq, &STREAM_WAITED);
-            *seq += 1;
+            let seq = crate::keyspace::held::lock_tallied(&self.0.seq, &STREAM_WAITED);
+            let seq = bump(seq);
             unit.finish(&mut b, origin, *seq);
             self.0.stream.append_raw(&b);
-            self.0.own_bytes.fetch_add(b.len() as u64, Relaxed);
+            self.0.counted(b.len());
         });
-        self.0.records.fetch_add(1, Relaxed);
         self.0.dirty.store(true, Relaxed);
     }
 }

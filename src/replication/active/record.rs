@@ -144,6 +144,7 @@ impl<'a> Reader<'a> {
         Err("truncated or overlong number in an active record".into())
     }
 
+    #[inline]
     fn take(&mut self, n: usize) -> Result<&'a [u8], String> {
         if n > self.0.len() {
             return Err("truncated active record".into());
@@ -153,15 +154,18 @@ impl<'a> Reader<'a> {
         Ok(head)
     }
 
+    #[inline]
     fn u64_le(&mut self) -> Result<u64, String> {
         Ok(u64::from_le_bytes(self.take(8)?.try_into().unwrap()))
     }
 
+    #[inline]
     pub fn bytes(&mut self) -> Result<&'a [u8], String> {
         let n = self.varint()?;
         self.take(usize::try_from(n).map_err(|_| "bad length in an active record")?)
     }
 
+    #[inline]
     fn db(&mut self) -> Result<usize, String> {
         usize::try_from(self.varint()?).map_err(|_| "bad database in an active record".into())
     }
@@ -207,18 +211,38 @@ fn frame(out: &mut Vec<u8>, body: impl FnOnce(&mut Vec<u8>)) {
 /// Appends a write record: `origin`'s write number `seq` (0: a record that
 /// is never forwarded, e.g. a snapshot's flush).
 pub fn encode_write(out: &mut Vec<u8>, origin: u64, seq: u64, e: &EffectRef<'_>) {
-    let bound = 4 + 1 + 8 + 3 * VARINT_MAX + tail_bound(e);
-    with_room(out, bound, |p| {
-        p.raw(&[0; 4]);
-        p.byte(WRITE);
-        p.raw(&origin.to_le_bytes());
-        p.varint(seq);
-        p.varint(e.db as u64);
-        p.varint(e.version);
-        write_tail(p, e);
-        let len = (p.at - 4) as u32;
-        p.buf[..4].copy_from_slice(&len.to_le_bytes());
-    });
+    with_room(out, write_bound(e), |p| put_write(p, origin, seq, e));
+}
+
+/// [`encode_write`] at the start of `room`, which is grown to the record's
+/// bound where it is shorter and otherwise left as it is (a writer thread
+/// keeps one: no zero-filling and truncating per record, issue 24); returns
+/// the record's length, `room[..len]`.
+pub fn encode_write_in(room: &mut Vec<u8>, origin: u64, seq: u64, e: &EffectRef<'_>) -> usize {
+    let bound = write_bound(e);
+    if room.len() < bound {
+        room.resize(bound, 0);
+    }
+    let mut p = Put { buf: room, at: 0 };
+    put_write(&mut p, origin, seq, e);
+    p.at
+}
+
+/// The most bytes a write record of `e` takes.
+fn write_bound(e: &EffectRef<'_>) -> usize {
+    4 + 1 + 8 + 3 * VARINT_MAX + tail_bound(e)
+}
+
+fn put_write(p: &mut Put<'_>, origin: u64, seq: u64, e: &EffectRef<'_>) {
+    p.raw(&[0; 4]);
+    p.byte(WRITE);
+    p.raw(&origin.to_le_bytes());
+    p.varint(seq);
+    p.varint(e.db as u64);
+    p.varint(e.version);
+    write_tail(p, e);
+    let len = (p.at - 4) as u32;
+    p.buf[..4].copy_from_slice(&len.to_le_bytes());
 }
 
 /// A write's tail: its bases (against its stamp) and its argv.
@@ -477,6 +501,7 @@ pub fn origin_of(body: &[u8]) -> Option<u64> {
     }
 }
 
+#[inline]
 pub fn decode_stored(body: &[u8]) -> Result<Rec<'_>, String> {
     let (&kind, rest) = body.split_first().ok_or("empty active record")?;
     let mut r = Reader(rest);
@@ -858,6 +883,27 @@ mod tests {
             argv,
             bases,
             facts: &[],
+        }
+    }
+
+    /// A record encoded in a writer's room (longer than it, holding an
+    /// older record's bytes, or shorter) is the one appended.
+    #[test]
+    fn a_write_encoded_in_room_matches_one_appended() {
+        let argv: [&[u8]; 3] = [b"SET", b"key:000000000001", &[b'x'; 100]];
+        let bases = [(1, STAMP - (1000 << 22)), (2, 0)];
+        let facts = [(crate::keyspace::merge::fact::ADD, STAMP - 3)];
+        let e = EffectRef {
+            facts: &facts,
+            ..set_effect(&argv, &bases)
+        };
+        let mut appended = vec![7];
+        encode_write(&mut appended, 42, 5 << 16, &e);
+        for mut room in [vec![], vec![0xAB; 10], vec![0xCD; 4096]] {
+            let before = room.len();
+            let n = encode_write_in(&mut room, 42, 5 << 16, &e);
+            assert_eq!(&room[..n], &appended[1..]);
+            assert_eq!(room.len(), before.max(write_bound(&e)));
         }
     }
 
