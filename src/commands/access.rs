@@ -451,13 +451,14 @@ impl Locked<'_, '_> {
     }
 
     /// Active replication: XADD stamped `stamp` added the entry `id` to the
-    /// stream at `key` ([`Self::prepare_stream`] ran first): its merge state
-    /// has seen it and counts it. The stream's `entries-added` it gives.
+    /// stream at `key` ([`Self::prepare_stream`] ran first; `made`: the
+    /// XADD made the stream, whose count starts over): its merge state has
+    /// seen it and counts it. The stream's `entries-added` it gives.
     pub fn note_stream_add(
         &mut self,
         key: &[u8],
         id: crate::keyspace::stream::StreamId,
-        stamp: u64,
+        (stamp, made): (u64, bool),
     ) -> u64 {
         let slot = self.slot(key);
         let shard = self.shard_mut(slot.shard);
@@ -467,7 +468,7 @@ impl Locked<'_, '_> {
         };
         let e = shard.get_raw(slot.hash, key);
         let (present, at) = e.map_or((false, 0), |e| (true, e.expire_at()));
-        s.added(crate::keyspace::hlc::stamp_node(stamp), id, stamp);
+        s.added(crate::keyspace::hlc::stamp_node(stamp), id, (stamp, made));
         s.ttl.refresh(stamp, present, at);
         let added = s.entries_added();
         shard.set_merge_meta(key, s.wrap());

@@ -585,7 +585,7 @@ fn xadd(ctx: &mut Ctx, args: Args) -> CmdResult {
     };
     let version = e.version;
     if let Some(before) = merge_state.as_ref() {
-        let added = l.note_stream_add(key, id, version);
+        let added = l.note_stream_add(key, id, (version, created));
         if let Some(e) = l.entry(key) {
             stream_mut(&mut e.value).entries_added = added;
         }
