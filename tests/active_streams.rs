@@ -696,3 +696,43 @@ fn removes_against_concurrent_xadds_converge() {
         assert_eq!(merge_info(&mut a, "s"), merge_info(&mut b, "s"));
     }
 }
+
+/// A stream deleted and made again counts its entries from 0, as on a
+/// plain server, on both nodes (DECISIONS 192-193; full simulator seed
+/// 49699): XGROUP CREATE MKSTREAM gives entries-added 0 and last ID 0-0
+/// on both, not the old stream's; an XADD then 1; XSETID's ENTRIESADDED is
+/// the count from then on; DEL then XADD gives 1. Each step waits until
+/// both nodes show the same XINFO STREAM and merge state.
+#[test]
+fn a_stream_made_anew_counts_from_zero_on_both_nodes() {
+    let p = Pair::start(&[]);
+    let (mut a, mut b) = (p.a.conn(), p.b.conn());
+    let mut agree = |a: &mut redis::Connection, want: (&str, &str)| {
+        eventually("both nodes to show the stream alike", || {
+            let (ia, ib) = (info(a, "s"), info(&mut b, "s"));
+            ia == ib && merge_info(a, "s") == merge_info(&mut b, "s")
+        });
+        let i = info(a, "s");
+        assert_eq!(
+            (i["entries-added"].as_str(), i["last-generated-id"].as_str()),
+            want
+        );
+    };
+    for i in 0..3 {
+        xadd(&mut a, "s", "f", &i.to_string());
+    }
+    let last = ids(&mut a, "s")[2].clone();
+    agree(&mut a, ("3", &last));
+    let _: i64 = cmd(&mut a, &["DEL", "s"]);
+    let _: String = cmd(&mut a, &["XGROUP", "CREATE", "s", "g", "0", "MKSTREAM"]);
+    agree(&mut a, ("0", "0-0"));
+    let id = xadd(&mut a, "s", "f", "x");
+    agree(&mut a, ("1", &id));
+    let _: String = cmd(&mut a, &["XSETID", "s", &id, "ENTRIESADDED", "7"]);
+    agree(&mut a, ("7", &id));
+    let id = xadd(&mut a, "s", "f", "y");
+    agree(&mut a, ("8", &id));
+    let _: i64 = cmd(&mut a, &["DEL", "s"]);
+    let id = xadd(&mut a, "s", "f", "z");
+    agree(&mut a, ("1", &id));
+}
