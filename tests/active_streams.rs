@@ -34,7 +34,11 @@ fn xadd(c: &mut redis::Connection, key: &str, field: &str, value: &str) -> Strin
 /// XINFO STREAM's counts and IDs (not its node layout, which a merged
 /// stream may split elsewhere).
 fn info(c: &mut redis::Connection, key: &str) -> std::collections::BTreeMap<String, String> {
-    let v: Vec<redis::Value> = cmd(c, &["XINFO", "STREAM", key]);
+    info_of(cmd(c, &["XINFO", "STREAM", key]))
+}
+
+/// [`info`] of XINFO STREAM's answer.
+fn info_of(v: Vec<redis::Value>) -> std::collections::BTreeMap<String, String> {
     let mut out = std::collections::BTreeMap::new();
     for pair in v.chunks(2) {
         let name: String = redis::from_redis_value(&pair[0]).unwrap();
@@ -709,8 +713,13 @@ fn a_stream_made_anew_counts_from_zero_on_both_nodes() {
     let (mut a, mut b) = (p.a.conn(), p.b.conn());
     let mut agree = |a: &mut redis::Connection, want: (&str, &str)| {
         eventually("both nodes to show the stream alike", || {
-            let (ia, ib) = (info(a, "s"), info(&mut b, "s"));
-            ia == ib && merge_info(a, "s") == merge_info(&mut b, "s")
+            // (The key may be absent on b for a while: XINFO's error.)
+            let shown = |c: &mut redis::Connection| {
+                let i = poll::<Vec<redis::Value>>(c, &["XINFO", "STREAM", "s"])?;
+                Some((info_of(i), merge_info(c, "s")))
+            };
+            let (sa, sb) = (shown(a), shown(&mut b));
+            sa.is_some() && sa == sb
         });
         let i = info(a, "s");
         assert_eq!(
