@@ -23,10 +23,14 @@
 //! adds this node has seen.
 //!
 //! `entries-added` is a base (the stream's count when its state was made,
-//! or raised by XSETID) plus a grow-only count per slot of the XADDs that
-//! node made, joined by maximum (each node's adds reach the others in
-//! order); `max-deleted-entry-id` and the last ID are the maximum of both
-//! sides'. Consumer groups merge per entry (`groups.rs`: groups and
+//! or a reset's: a stream made anew counts from 0, XSETID or a RESTORE
+//! from their value's count) plus a grow-only count per slot of the XADDs
+//! that node made, joined by maximum (each node's adds reach the others in
+//! order), less what the reset had counted (DECISIONS 192: the newer reset
+//! wins a join, adds it had not seen count on top); `max-deleted-entry-id`
+//! is the state's too, set by the reset and raised by XDEL (DECISIONS 195);
+//! the last ID is the maximum of both sides', except where the join adds
+//! nothing to the newer side: that side's (DECISIONS 193). Consumer groups merge per entry (`groups.rs`: groups and
 //! consumers as observed-remove members, pending entries as registers by
 //! dot, the last-delivered ID by reset then maximum). The TTL joins by TTL
 //! dots as a collection's (`ttl.rs`), over a stamp context kept beside.
@@ -62,6 +66,10 @@ pub struct Stream {
     /// the reset had not seen count on top of it (DECISIONS 192).
     pub reset: u64,
     pub below: u64,
+    /// The stream's max-deleted-entry-id since the reset (XDEL raises it;
+    /// a reset sets it: 0-0 for a stream made anew, XSETID's), joined as
+    /// the count's base is (DECISIONS 195).
+    pub deleted: StreamId,
     /// The writes seen, per node slot (for the TTL dots).
     pub cc: Context,
     pub ttl: Ttl,
@@ -97,8 +105,8 @@ impl Stream {
             // RESTORE, a RENAME onto the key, a stream made anew): the
             // state counts what the value says from here on (DECISIONS 192).
             match meta {
-                None => s.base = v.entries_added,
-                Some(_) => s.restart(version, v.entries_added),
+                None => (s.base, s.deleted) = (v.entries_added, v.max_deleted),
+                Some(_) => s.follow(version, v),
             }
         }
         groups::note(&mut s.groups, stream_of(value), version);
@@ -114,20 +122,32 @@ impl Stream {
         self.version = stamp;
         self.cc.see(stamp);
         if let Some(v) = stream_of(value) {
-            self.restart(stamp, v.entries_added);
+            self.follow(stamp, v);
         }
         groups::note(&mut self.groups, stream_of(value), stamp);
     }
 
-    /// The count starts over at `count` (a reset stamped `stamp`) where it
-    /// is not `count` already: a stream made anew, or a write that set its
-    /// `entries-added` (DECISIONS 192). Adds this state has not seen still
-    /// count on top of it when they join.
-    pub fn restart(&mut self, stamp: u64, count: u64) {
-        if self.entries_added() != count {
+    /// After a write stamped `stamp` left the stream `v`: its count and
+    /// max-deleted-entry-id are the state's from here on, an XDEL's raise
+    /// as a raise, anything else as a reset (DECISIONS 192, 195).
+    fn follow(&mut self, stamp: u64, v: &StreamValue) {
+        if v.entries_added != self.entries_added() || v.max_deleted < self.deleted {
+            self.restart(stamp, v.entries_added, v.max_deleted);
+        } else {
+            self.deleted = v.max_deleted;
+        }
+    }
+
+    /// The count starts over at `count`, max-deleted-entry-id at `deleted`
+    /// (a reset stamped `stamp`) where they are not so already: a stream
+    /// made anew, or a write that set them (DECISIONS 192). Adds this state
+    /// has not seen still count on top of it when they join.
+    pub fn restart(&mut self, stamp: u64, count: u64, deleted: StreamId) {
+        if (self.entries_added(), self.deleted) != (count, deleted) {
             self.reset = stamp;
             self.base = count;
             self.below = self.added_sum();
+            self.deleted = deleted;
         }
     }
 
@@ -170,7 +190,7 @@ impl Stream {
     /// (`made`: to a stream it made, whose count starts over).
     pub fn added(&mut self, slot: u64, id: StreamId, (stamp, made): (u64, bool)) {
         if made {
-            self.restart(stamp, 0);
+            self.restart(stamp, 0, StreamId::MIN);
         }
         self.version = stamp;
         self.cc.see(stamp);
@@ -188,18 +208,19 @@ impl Stream {
             .saturating_sub(self.below)
     }
 
-    /// The joined count's reset: the newer one (with the base and sum it
-    /// set); at one stamp, the larger of each (the same reset; two states
-    /// made each on its own say none, 0, and keep the larger base).
-    fn reset_joined(&self, theirs: &Stream) -> (u64, u64, u64) {
+    /// The joined count's reset: the newer one (with the base, sum and
+    /// max-deleted-entry-id it holds); at one stamp, the larger of each
+    /// (the same reset, XDELs since joined by maximum; two states made each
+    /// on its own say none, 0, and keep the larger base).
+    fn reset_joined(&self, theirs: &Stream) -> (u64, u64, u64, StreamId) {
         let (a, b) = (
-            (self.reset, self.base, self.below),
-            (theirs.reset, theirs.base, theirs.below),
+            (self.reset, self.base, self.below, self.deleted),
+            (theirs.reset, theirs.base, theirs.below, theirs.deleted),
         );
         match a.0.cmp(&b.0) {
             std::cmp::Ordering::Less => b,
             std::cmp::Ordering::Greater => a,
-            std::cmp::Ordering::Equal => (a.0, a.1.max(b.1), a.2.max(b.2)),
+            std::cmp::Ordering::Equal => (a.0, a.1.max(b.1), a.2.max(b.2), a.3.max(b.3)),
         }
     }
 
@@ -214,7 +235,7 @@ impl Stream {
         their_value: Option<&StreamValue>,
         limits: (usize, usize),
     ) -> (Stream, Option<StreamValue>) {
-        let (reset, base, below) = self.reset_joined(theirs);
+        let (reset, base, below, deleted) = self.reset_joined(theirs);
         let mut joined = Stream {
             version: self.version.max(theirs.version),
             seen: self.seen.clone(),
@@ -222,6 +243,7 @@ impl Stream {
             base,
             reset,
             below,
+            deleted,
             cc: self.cc.clone(),
             ttl: self.ttl.join(&self.cc, &theirs.ttl, &theirs.cc),
             groups: Groups::new(),
@@ -265,10 +287,12 @@ impl Stream {
     /// The value of the side whose state the join equals and which is the
     /// newer (or the only such side: two alike at one version say none),
     /// where it holds one: its last ID, max-deleted-entry-id and
-    /// entries-added are the join's, so a join that adds nothing to a side
-    /// gives exactly its value, at its version (DECISIONS 193; a maximum
-    /// of both sides' would give an older stream's last ID to a stream
-    /// made anew, at the newer side's version: one version, two values).
+    /// entries-added are the join's (its entries already are: it has seen
+    /// every entry the other side holds), so a join that adds nothing to a
+    /// side gives exactly its value, at its version (DECISIONS 193; a
+    /// maximum of both sides' would give an older stream's last ID to a
+    /// stream made anew, at the newer side's version: one version, two
+    /// values).
     fn newer_alike<'a>(
         &self,
         ours: Option<&'a StreamValue>,
@@ -316,16 +340,10 @@ impl Stream {
             v.append(id, f, max_bytes, max_entries);
         }
         let sides = [ours, their_value];
-        let sides = sides.iter().flatten();
-        v.last_id = sides
-            .clone()
+        v.last_id = (sides.iter().flatten())
             .map(|s| s.last_id)
             .fold(v.last_id, StreamId::max);
-        v.max_deleted = sides
-            .clone()
-            .map(|s| s.max_deleted)
-            .max()
-            .unwrap_or_default();
+        v.max_deleted = joined.deleted;
         v.entries_added = joined.entries_added().max(v.len() as u64);
         Some(v)
     }
@@ -334,14 +352,15 @@ impl Stream {
     pub fn same_content(&self, other: &Stream) -> bool {
         (&self.seen, &self.added, self.base, &self.cc, &self.ttl)
             == (&other.seen, &other.added, other.base, &other.cc, &other.ttl)
-            && (self.reset, self.below) == (other.reset, other.below)
+            && (self.reset, self.below, self.deleted) == (other.reset, other.below, other.deleted)
             && self.groups == other.groups
     }
 
     /// `kind 'S' | version base count (slot ms seq)* count (slot n)*
-    /// context ttl groups [reset below]` (`groups.rs`; a state written
-    /// before groups merged ends after the TTL, and decodes with none; the
-    /// reset is written where there is one, DECISIONS 192).
+    /// context ttl groups [reset below ms seq]` (`groups.rs`; a state
+    /// written before groups merged ends after the TTL, and decodes with
+    /// none; the reset and max-deleted-entry-id are written where either
+    /// is set, DECISIONS 192, 195).
     pub fn encode(&self, out: &mut Vec<u8>) {
         out.push(b'S');
         put_varint(out, self.version);
@@ -360,9 +379,11 @@ impl Stream {
         self.cc.encode(out);
         self.ttl.encode(out);
         groups::encode(&self.groups, out);
-        if self.reset != 0 {
+        if self.reset != 0 || self.deleted != StreamId::MIN {
             put_varint(out, self.reset);
             put_varint(out, self.below);
+            put_varint(out, self.deleted.ms);
+            put_varint(out, self.deleted.seq);
         }
     }
 
@@ -398,9 +419,13 @@ impl Stream {
             true => Groups::new(),
             false => groups::decode(&mut c)?,
         };
-        let (reset, below) = match c.0.is_empty() {
-            true => (0, 0),
-            false => (c.varint()?, c.varint()?),
+        let (reset, below, deleted) = match c.0.is_empty() {
+            true => (0, 0, StreamId::MIN),
+            false => (
+                c.varint()?,
+                c.varint()?,
+                StreamId::new(c.varint()?, c.varint()?),
+            ),
         };
         c.end()?;
         Ok(Stream {
@@ -410,6 +435,7 @@ impl Stream {
             base,
             reset,
             below,
+            deleted,
             cc,
             ttl,
             groups,
@@ -428,13 +454,14 @@ impl Stream {
             "type:stream".to_string(),
             format!("version:{}", self.version),
             format!("seen:{}", seen.join(",")),
-            match self.reset {
-                0 => format!("added:{} base:{}", added.join(","), self.base),
-                r => format!(
-                    "added:{} base:{} reset:{r} below:{}",
+            match (self.reset, self.deleted) {
+                (0, StreamId::MIN) => format!("added:{} base:{}", added.join(","), self.base),
+                (r, d) => format!(
+                    "added:{} base:{} reset:{r} below:{} deleted:{}",
                     added.join(","),
                     self.base,
-                    self.below
+                    self.below,
+                    d.text()
                 ),
             },
             self.cc.describe(),
@@ -453,10 +480,12 @@ impl Stream {
 /// the state holds, as a fact leaves it: `merging.rs`, `merge_stream`).
 /// Off, a stream write whose base moved at a peer costs a state round
 /// trip and one whose base matches replays (the seventeenth session's).
-/// Off again at the end of the twentieth session (DECISIONS 185): full
-/// simulator seed 49699 diverged with them on (a stream deleted and made
-/// again keeps its old state's `added`, so a join's value counts an
-/// entries-added the origin's value does not, at one version).
+/// Off at the end of the twentieth session (DECISIONS 185: full simulator
+/// seed 49699, a stream deleted and made again kept its old state's count,
+/// so a join's value counted an entries-added the origin's did not, at one
+/// version); on again since the twenty-first, with the count's reset and a
+/// join that adds nothing to the newer side giving its value (DECISIONS
+/// 192-194).
 pub const STREAM_FACTS: bool = true;
 
 /// What a stream write's fact says (DECISIONS 165-167), as the origin
@@ -959,7 +988,12 @@ mod tests {
         again.added(A, id(70, 0, A), (at(70), false));
         assert_eq!(again.entries_added(), 1);
         let mut v = fresh.clone();
-        v.append(id(70, 0, A), Fields::pack([&b"f"[..], b"v"].into_iter()), 0, 0);
+        v.append(
+            id(70, 0, A),
+            Fields::pack([&b"f"[..], b"v"].into_iter()),
+            0,
+            0,
+        );
         v.entries_added = 1;
         let b = side(&old, &[id(20, 0, B)], B);
         let (j1, v1) = again.join(Some(&v), &b.0, Some(&b.1), (0, 0));
@@ -973,6 +1007,33 @@ mod tests {
         assert_eq!(readd.entries_added(), 1);
     }
 
+    /// A stream made anew has max-deleted-entry-id 0-0 after a join with
+    /// the old stream, where a peer deleted an entry and then added one the
+    /// deletion had not seen, whichever side joins, and the value's is the
+    /// state's (merge simulator seed 1768, DECISIONS 195).
+    #[test]
+    fn a_stream_made_anew_keeps_its_own_max_deleted_id() {
+        let at = |ms: u64| ms << 20;
+        let old = side(&empty(), &[id(10, 0, A), id(11, 0, B)], A);
+        let mut b = old.clone();
+        assert!(b.1.delete(id(11, 0, B)));
+        b.1.max_deleted = id(11, 0, B);
+        b.0.noted_groups(Some(&Value::Stream(Box::new(b.1.clone()))), at(30) | B);
+        assert_eq!(b.0.deleted, id(11, 0, B));
+        let b = side(&b, &[id(60, 0, B)], B);
+        let mut made = Stream::current(Some(&old.0), at(40), None);
+        let fresh = StreamValue::default();
+        made.noted_groups(Some(&Value::Stream(Box::new(fresh.clone()))), at(50));
+        let (j1, v1) = made.join(Some(&fresh), &b.0, Some(&b.1), (0, 0));
+        let (j2, v2) = b.0.join(Some(&b.1), &made, Some(&fresh), (0, 0));
+        assert!(j1.same_content(&j2) && same_value(v1.as_ref(), v2.as_ref()));
+        assert_eq!(ids(&v1), vec![id(60, 0, B)]);
+        assert_eq!(
+            (j1.deleted, v1.unwrap().max_deleted),
+            (StreamId::MIN, StreamId::MIN)
+        );
+    }
+
     /// XSETID's entries-added, read lazily by the next write, is the count
     /// from then on, lower or higher.
     #[test]
@@ -981,7 +1042,11 @@ mod tests {
         assert_eq!(s.entries_added(), 3);
         for n in [1, 9] {
             v.entries_added = n;
-            let now = Stream::current(Some(&s), 99 << 20, Some(&Value::Stream(Box::new(v.clone()))));
+            let now = Stream::current(
+                Some(&s),
+                99 << 20,
+                Some(&Value::Stream(Box::new(v.clone()))),
+            );
             assert_eq!((now.entries_added(), now.reset), (n, 99 << 20));
             let mut after = now.clone();
             after.added(A, id(100, 0, A), ((100 << 20) | A, false));
@@ -1001,8 +1066,8 @@ mod tests {
         // groups merged ends before it and decodes with none.)
         assert!(Stream::decode(&out[..out.len() - 2]).is_err());
         assert_eq!(Stream::decode(&out[..out.len() - 1]), Ok(s.clone()));
-        // With a reset: two varints more, read back.
-        s.restart(1 << 30, 0);
+        // With a reset: four varints more, read back.
+        s.restart(1 << 30, 0, id(3, 0, B));
         assert_eq!((s.reset, s.below, s.entries_added()), (1 << 30, 2, 0));
         out.clear();
         s.encode(&mut out);
