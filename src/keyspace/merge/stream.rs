@@ -28,7 +28,7 @@
 //! that node made, joined by maximum (each node's adds reach the others in
 //! order), less what the reset had counted (DECISIONS 192: the newer reset
 //! wins a join, adds it had not seen count on top); `max-deleted-entry-id`
-//! is the state's too, set by the reset and raised by XDEL (DECISIONS 195);
+//! is the state's too, the highest ever, by maximum (DECISIONS 195);
 //! the last ID is the maximum of both sides', except where the join adds
 //! nothing to the newer side: that side's (DECISIONS 193). Consumer groups merge per entry (`groups.rs`: groups and
 //! consumers as observed-remove members, pending entries as registers by
@@ -66,9 +66,9 @@ pub struct Stream {
     /// the reset had not seen count on top of it (DECISIONS 192).
     pub reset: u64,
     pub below: u64,
-    /// The stream's max-deleted-entry-id since the reset (XDEL raises it;
-    /// a reset sets it: 0-0 for a stream made anew, XSETID's), joined as
-    /// the count's base is (DECISIONS 195).
+    /// The stream's max-deleted-entry-id: the highest ID XDEL removed or
+    /// XSETID set, ever (a stream made anew keeps it, as it keeps `seen`),
+    /// joined by maximum; the value's is this (DECISIONS 195).
     pub deleted: StreamId,
     /// The writes seen, per node slot (for the TTL dots).
     pub cc: Context,
@@ -127,27 +127,23 @@ impl Stream {
         groups::note(&mut self.groups, stream_of(value), stamp);
     }
 
-    /// After a write stamped `stamp` left the stream `v`: its count and
-    /// max-deleted-entry-id are the state's from here on, an XDEL's raise
-    /// as a raise, anything else as a reset (DECISIONS 192, 195).
+    /// After a write stamped `stamp` left the stream `v`: its count is the
+    /// state's from here on (a reset where it differs), its
+    /// max-deleted-entry-id raises the state's (DECISIONS 192, 195).
     fn follow(&mut self, stamp: u64, v: &StreamValue) {
-        if v.entries_added != self.entries_added() || v.max_deleted < self.deleted {
-            self.restart(stamp, v.entries_added, v.max_deleted);
-        } else {
-            self.deleted = v.max_deleted;
-        }
+        self.restart(stamp, v.entries_added);
+        self.deleted = self.deleted.max(v.max_deleted);
     }
 
-    /// The count starts over at `count`, max-deleted-entry-id at `deleted`
-    /// (a reset stamped `stamp`) where they are not so already: a stream
-    /// made anew, or a write that set them (DECISIONS 192). Adds this state
-    /// has not seen still count on top of it when they join.
-    pub fn restart(&mut self, stamp: u64, count: u64, deleted: StreamId) {
-        if (self.entries_added(), self.deleted) != (count, deleted) {
+    /// The count starts over at `count` (a reset stamped `stamp`) where it
+    /// is not `count` already: a stream made anew, or a write that set its
+    /// `entries-added` (DECISIONS 192). Adds this state has not seen still
+    /// count on top of it when they join.
+    pub fn restart(&mut self, stamp: u64, count: u64) {
+        if self.entries_added() != count {
             self.reset = stamp;
             self.base = count;
             self.below = self.added_sum();
-            self.deleted = deleted;
         }
     }
 
@@ -190,7 +186,7 @@ impl Stream {
     /// (`made`: to a stream it made, whose count starts over).
     pub fn added(&mut self, slot: u64, id: StreamId, (stamp, made): (u64, bool)) {
         if made {
-            self.restart(stamp, 0, StreamId::MIN);
+            self.restart(stamp, 0);
         }
         self.version = stamp;
         self.cc.see(stamp);
@@ -208,19 +204,18 @@ impl Stream {
             .saturating_sub(self.below)
     }
 
-    /// The joined count's reset: the newer one (with the base, sum and
-    /// max-deleted-entry-id it holds); at one stamp, the larger of each
-    /// (the same reset, XDELs since joined by maximum; two states made each
-    /// on its own say none, 0, and keep the larger base).
-    fn reset_joined(&self, theirs: &Stream) -> (u64, u64, u64, StreamId) {
+    /// The joined count's reset: the newer one (with the base and sum it
+    /// set); at one stamp, the larger of each (the same reset; two states
+    /// made each on its own say none, 0, and keep the larger base).
+    fn reset_joined(&self, theirs: &Stream) -> (u64, u64, u64) {
         let (a, b) = (
-            (self.reset, self.base, self.below, self.deleted),
-            (theirs.reset, theirs.base, theirs.below, theirs.deleted),
+            (self.reset, self.base, self.below),
+            (theirs.reset, theirs.base, theirs.below),
         );
         match a.0.cmp(&b.0) {
             std::cmp::Ordering::Less => b,
             std::cmp::Ordering::Greater => a,
-            std::cmp::Ordering::Equal => (a.0, a.1.max(b.1), a.2.max(b.2), a.3.max(b.3)),
+            std::cmp::Ordering::Equal => (a.0, a.1.max(b.1), a.2.max(b.2)),
         }
     }
 
@@ -235,7 +230,7 @@ impl Stream {
         their_value: Option<&StreamValue>,
         limits: (usize, usize),
     ) -> (Stream, Option<StreamValue>) {
-        let (reset, base, below, deleted) = self.reset_joined(theirs);
+        let (reset, base, below) = self.reset_joined(theirs);
         let mut joined = Stream {
             version: self.version.max(theirs.version),
             seen: self.seen.clone(),
@@ -243,7 +238,7 @@ impl Stream {
             base,
             reset,
             below,
-            deleted,
+            deleted: self.deleted.max(theirs.deleted),
             cc: self.cc.clone(),
             ttl: self.ttl.join(&self.cc, &theirs.ttl, &theirs.cc),
             groups: Groups::new(),
@@ -1007,10 +1002,10 @@ mod tests {
         assert_eq!(readd.entries_added(), 1);
     }
 
-    /// A stream made anew has max-deleted-entry-id 0-0 after a join with
-    /// the old stream, where a peer deleted an entry and then added one the
+    /// A stream made anew keeps the old stream's max-deleted-entry-id after
+    /// a join with it, where a peer deleted an entry and then added one the
     /// deletion had not seen, whichever side joins, and the value's is the
-    /// state's (merge simulator seed 1768, DECISIONS 195).
+    /// state's (merge simulator seeds 1768 and 954, DECISIONS 195).
     #[test]
     fn a_stream_made_anew_keeps_its_own_max_deleted_id() {
         let at = |ms: u64| ms << 20;
@@ -1028,10 +1023,16 @@ mod tests {
         let (j2, v2) = b.0.join(Some(&b.1), &made, Some(&fresh), (0, 0));
         assert!(j1.same_content(&j2) && same_value(v1.as_ref(), v2.as_ref()));
         assert_eq!(ids(&v1), vec![id(60, 0, B)]);
-        assert_eq!(
-            (j1.deleted, v1.unwrap().max_deleted),
-            (StreamId::MIN, StreamId::MIN)
-        );
+        let want = id(11, 0, B);
+        assert_eq!((j1.deleted, v1.unwrap().max_deleted), (want, want));
+        // An XDEL concurrent with the reset raises it whichever way it
+        // arrives (a fact here, or the state).
+        let mut c = b.clone();
+        assert!(c.1.delete(id(60, 0, B)));
+        c.1.max_deleted = id(60, 0, B);
+        c.0.noted_groups(Some(&Value::Stream(Box::new(c.1.clone()))), at(70) | B);
+        let (j3, _) = made.join(Some(&fresh), &c.0, Some(&c.1), (0, 0));
+        assert_eq!(j3.deleted, id(60, 0, B));
     }
 
     /// XSETID's entries-added, read lazily by the next write, is the count
@@ -1067,7 +1068,8 @@ mod tests {
         assert!(Stream::decode(&out[..out.len() - 2]).is_err());
         assert_eq!(Stream::decode(&out[..out.len() - 1]), Ok(s.clone()));
         // With a reset: four varints more, read back.
-        s.restart(1 << 30, 0, id(3, 0, B));
+        s.restart(1 << 30, 0);
+        s.deleted = id(3, 0, B);
         assert_eq!((s.reset, s.below, s.entries_added()), (1 << 30, 2, 0));
         out.clear();
         s.encode(&mut out);
