@@ -294,6 +294,11 @@ fn seeds_that_found_bugs() {
              had brought that its node never saw",
         ),
         (
+            954,
+            "stream facts on: an XDEL concurrent with a stream made anew raised \
+             max-deleted-entry-id as a fact and not as a state (DECISIONS 195)",
+        ),
+        (
             1768,
             "stream facts on: a join took an old stream's max-deleted-entry-id into a stream \
              made anew, the origin reached the same state by a fact and kept 0-0 (DECISIONS 195)",
