@@ -585,10 +585,10 @@ fn xadd(ctx: &mut Ctx, args: Args) -> CmdResult {
     };
     let version = e.version;
     if let Some(before) = merge_state.as_ref() {
-        let (added, deleted) = l.note_stream_add(key, id, (version, created));
+        let (added, [deleted, last]) = l.note_stream_add(key, id, (version, created));
         if let Some(e) = l.entry(key) {
             let s = stream_mut(&mut e.value);
-            (s.entries_added, s.max_deleted) = (added, deleted);
+            (s.entries_added, s.max_deleted, s.last_id) = (added, deleted, last);
         }
         ctx.mark_merged(key);
         if !created {
@@ -808,9 +808,12 @@ fn xsetid(ctx: &mut Ctx, args: Args) -> CmdResult {
     let Some(e) = get_stream(&mut l, key)? else {
         return Err(CmdError::NoSuchKey);
     };
-    // Under active replication max-deleted-entry-id never goes down (the
-    // merge state's, by maximum: DECISIONS 195).
-    let max_del = state.map_or(max_del, |m| max_del.max(m.deleted));
+    // Under active replication max-deleted-entry-id and the last ID never
+    // go down (the merge state's, by maximum: DECISIONS 195, 196).
+    let (max_del, id) = match &state {
+        Some(m) => (max_del.max(m.deleted), id.max(m.last_id())),
+        None => (max_del, id),
+    };
     let s = stream_mut(&mut e.value);
     if id < s.max_deleted {
         return Err(CmdError::err(

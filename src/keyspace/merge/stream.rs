@@ -28,9 +28,10 @@
 //! that node made, joined by maximum (each node's adds reach the others in
 //! order), less what the reset had counted (DECISIONS 192: the newer reset
 //! wins a join, adds it had not seen count on top); `max-deleted-entry-id`
-//! is the state's too, the highest ever, by maximum (DECISIONS 195);
-//! the last ID is the maximum of both sides', except where the join adds
-//! nothing to the newer side: that side's (DECISIONS 193). Consumer groups merge per entry (`groups.rs`: groups and
+//! is the state's too, the highest ever, by maximum (DECISIONS 195); so
+//! is the last ID: the highest entry ID seen or last ID set (DECISIONS
+//! 196). A join that adds nothing to the newer side takes that side's
+//! counts and IDs (DECISIONS 193). Consumer groups merge per entry (`groups.rs`: groups and
 //! consumers as observed-remove members, pending entries as registers by
 //! dot, the last-delivered ID by reset then maximum). The TTL joins by TTL
 //! dots as a collection's (`ttl.rs`), over a stamp context kept beside.
@@ -70,6 +71,10 @@ pub struct Stream {
     /// XSETID set, ever (a stream made anew keeps it, as it keeps `seen`),
     /// joined by maximum; the value's is this (DECISIONS 195).
     pub deleted: StreamId,
+    /// The highest last ID a write set beyond the entries (XSETID, a
+    /// RESTORE), ever, by maximum: the value's last ID is the higher of it
+    /// and [`Self::top`] (DECISIONS 196).
+    pub last: StreamId,
     /// The writes seen, per node slot (for the TTL dots).
     pub cc: Context,
     pub ttl: Ttl,
@@ -133,6 +138,13 @@ impl Stream {
     fn follow(&mut self, stamp: u64, v: &StreamValue) {
         self.restart(stamp, v.entries_added);
         self.deleted = self.deleted.max(v.max_deleted);
+        self.last = self.last.max(v.last_id);
+    }
+
+    /// The stream's last ID: the highest entry ID seen or last ID set
+    /// (DECISIONS 196).
+    pub fn last_id(&self) -> StreamId {
+        self.top().max(self.last)
     }
 
     /// The count starts over at `count` (a reset stamped `stamp`) where it
@@ -239,6 +251,7 @@ impl Stream {
             reset,
             below,
             deleted: self.deleted.max(theirs.deleted),
+            last: self.last.max(theirs.last),
             cc: self.cc.clone(),
             ttl: self.ttl.join(&self.cc, &theirs.ttl, &theirs.cc),
             groups: Groups::new(),
@@ -334,10 +347,7 @@ impl Stream {
         for (id, f) in entries {
             v.append(id, f, max_bytes, max_entries);
         }
-        let sides = [ours, their_value];
-        v.last_id = (sides.iter().flatten())
-            .map(|s| s.last_id)
-            .fold(v.last_id, StreamId::max);
+        v.last_id = joined.last_id();
         v.max_deleted = joined.deleted;
         v.entries_added = joined.entries_added().max(v.len() as u64);
         Some(v)
@@ -347,15 +357,16 @@ impl Stream {
     pub fn same_content(&self, other: &Stream) -> bool {
         (&self.seen, &self.added, self.base, &self.cc, &self.ttl)
             == (&other.seen, &other.added, other.base, &other.cc, &other.ttl)
-            && (self.reset, self.below, self.deleted) == (other.reset, other.below, other.deleted)
+            && (self.reset, self.below) == (other.reset, other.below)
+            && (self.deleted, self.last) == (other.deleted, other.last)
             && self.groups == other.groups
     }
 
     /// `kind 'S' | version base count (slot ms seq)* count (slot n)*
-    /// context ttl groups [reset below ms seq]` (`groups.rs`; a state
-    /// written before groups merged ends after the TTL, and decodes with
-    /// none; the reset and max-deleted-entry-id are written where either
-    /// is set, DECISIONS 192, 195).
+    /// context ttl groups [reset below ms seq ms seq]` (`groups.rs`; a
+    /// state written before groups merged ends after the TTL, and decodes
+    /// with none; the reset, max-deleted-entry-id and last ID set are
+    /// written where one is, DECISIONS 192, 195, 196).
     pub fn encode(&self, out: &mut Vec<u8>) {
         out.push(b'S');
         put_varint(out, self.version);
@@ -374,11 +385,13 @@ impl Stream {
         self.cc.encode(out);
         self.ttl.encode(out);
         groups::encode(&self.groups, out);
-        if self.reset != 0 || self.deleted != StreamId::MIN {
+        if self.reset != 0 || self.deleted != StreamId::MIN || self.last != StreamId::MIN {
             put_varint(out, self.reset);
             put_varint(out, self.below);
-            put_varint(out, self.deleted.ms);
-            put_varint(out, self.deleted.seq);
+            for id in [self.deleted, self.last] {
+                put_varint(out, id.ms);
+                put_varint(out, id.seq);
+            }
         }
     }
 
@@ -414,11 +427,12 @@ impl Stream {
             true => Groups::new(),
             false => groups::decode(&mut c)?,
         };
-        let (reset, below, deleted) = match c.0.is_empty() {
-            true => (0, 0, StreamId::MIN),
+        let (reset, below, deleted, last) = match c.0.is_empty() {
+            true => (0, 0, StreamId::MIN, StreamId::MIN),
             false => (
                 c.varint()?,
                 c.varint()?,
+                StreamId::new(c.varint()?, c.varint()?),
                 StreamId::new(c.varint()?, c.varint()?),
             ),
         };
@@ -431,6 +445,7 @@ impl Stream {
             reset,
             below,
             deleted,
+            last,
             cc,
             ttl,
             groups,
