@@ -299,6 +299,11 @@ fn seeds_that_found_bugs() {
              max-deleted-entry-id as a fact and not as a state (DECISIONS 195)",
         ),
         (
+            7039,
+            "stream facts on: two joins of one deletion with different peers' streams gave one \
+             state at one version and two last IDs (DECISIONS 196)",
+        ),
+        (
             1768,
             "stream facts on: a join took an old stream's max-deleted-entry-id into a stream \
              made anew, the origin reached the same state by a fact and kept 0-0 (DECISIONS 195)",
