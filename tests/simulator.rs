@@ -268,7 +268,7 @@ fn seeds_that_found_bugs() {
             49699,
             "with stream facts on, a stream deleted and made again kept its old state's \
              entries-added, so a join's value and the origin's differed at one version \
-             (long mode; facts off since, DECISIONS 185)",
+             (long mode; facts off, DECISIONS 185, then on with the count's reset, 192-194)",
         ),
         (
             23745,
@@ -292,6 +292,21 @@ fn seeds_that_found_bugs() {
             81,
             "stream facts on: a DEL replayed where the version matched removed entries a fact \
              had brought that its node never saw",
+        ),
+        (
+            954,
+            "stream facts on: an XDEL concurrent with a stream made anew raised \
+             max-deleted-entry-id as a fact and not as a state (DECISIONS 195)",
+        ),
+        (
+            7039,
+            "stream facts on: two joins of one deletion with different peers' streams gave one \
+             state at one version and two last IDs (DECISIONS 196)",
+        ),
+        (
+            1768,
+            "stream facts on: a join took an old stream's max-deleted-entry-id into a stream \
+             made anew, the origin reached the same state by a fact and kept 0-0 (DECISIONS 195)",
         ),
     ];
     let opts = sim::Options {

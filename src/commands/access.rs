@@ -455,14 +455,16 @@ impl Locked<'_, '_> {
     }
 
     /// Active replication: XADD stamped `stamp` added the entry `id` to the
-    /// stream at `key` ([`Self::prepare_stream`] ran first): its merge state
-    /// has seen it and counts it. The stream's `entries-added` it gives.
+    /// stream at `key` ([`Self::prepare_stream`] ran first; `made`: the
+    /// XADD made the stream, whose count starts over): its merge state has
+    /// seen it and counts it. The stream's `entries-added`,
+    /// max-deleted-entry-id and last ID it gives (DECISIONS 195, 196).
     pub fn note_stream_add(
         &mut self,
         key: &[u8],
         id: crate::keyspace::stream::StreamId,
-        stamp: u64,
-    ) -> u64 {
+        (stamp, made): (u64, bool),
+    ) -> (u64, [crate::keyspace::stream::StreamId; 2]) {
         let slot = self.slot(key);
         let shard = self.shard_mut(slot.shard);
         let mut s: merge::stream::Stream = match shard.merge_meta(key).and_then(merge::Meta::get) {
@@ -471,11 +473,11 @@ impl Locked<'_, '_> {
         };
         let e = shard.get_raw(slot.hash, key);
         let (present, at) = e.map_or((false, 0), |e| (true, e.expire_at()));
-        s.added(crate::keyspace::hlc::stamp_node(stamp), id, stamp);
+        s.added(crate::keyspace::hlc::stamp_node(stamp), id, (stamp, made));
         s.ttl.refresh(stamp, present, at);
-        let added = s.entries_added();
+        let given = (s.entries_added(), [s.deleted, s.last_id()]);
         shard.set_merge_meta(key, s.wrap());
-        added
+        given
     }
 
     /// Active replication: after a consumer-group write left the stream at
@@ -494,7 +496,13 @@ impl Locked<'_, '_> {
         let (present, at) = e.map_or((false, 0), |e| (true, e.expire_at()));
         s.noted_groups(e.map(|e| &e.value), version);
         s.ttl.refresh(version, present, at);
+        let ids = (s.deleted, s.last_id());
         shard.set_merge_meta(key, s.wrap());
+        // The value's max-deleted-entry-id and last ID are the state's (a
+        // stream made anew keeps the old one's: DECISIONS 195, 196).
+        if let Some(Value::Stream(v)) = self.entry(key).map(|e| &mut e.value) {
+            (v.max_deleted, v.last_id) = ids;
+        }
     }
 
     /// Active replication, before a write: a set, hash or sorted set gets

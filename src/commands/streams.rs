@@ -585,9 +585,10 @@ fn xadd(ctx: &mut Ctx, args: Args) -> CmdResult {
     };
     let version = e.version;
     if let Some(before) = merge_state.as_ref() {
-        let added = l.note_stream_add(key, id, version);
+        let (added, [deleted, last]) = l.note_stream_add(key, id, (version, created));
         if let Some(e) = l.entry(key) {
-            stream_mut(&mut e.value).entries_added = added;
+            let s = stream_mut(&mut e.value);
+            (s.entries_added, s.max_deleted, s.last_id) = (added, deleted, last);
         }
         ctx.mark_merged(key);
         if !created {
@@ -800,11 +801,18 @@ fn xsetid(ctx: &mut Ctx, args: Args) -> CmdResult {
     }
     let key = args.get(1);
     let mut l = ctx.open(key);
-    if l.entry(key).is_some() {
-        prepare(ctx, &mut l, key)?;
-    }
+    let state = match l.entry(key) {
+        Some(_) => prepare(ctx, &mut l, key)?,
+        None => None,
+    };
     let Some(e) = get_stream(&mut l, key)? else {
         return Err(CmdError::NoSuchKey);
+    };
+    // Under active replication max-deleted-entry-id and the last ID never
+    // go down (the merge state's, by maximum: DECISIONS 195, 196).
+    let (max_del, id) = match &state {
+        Some(m) => (max_del.max(m.deleted), id.max(m.last_id())),
+        None => (max_del, id),
     };
     let s = stream_mut(&mut e.value);
     if id < s.max_deleted {
