@@ -271,6 +271,12 @@ fn seeds_that_found_bugs() {
              (long mode; facts off, DECISIONS 185, then on with the count's reset, 192-194)",
         ),
         (
+            25421,
+            "with stream facts on, a stream q0 at one version and one merge state context held \
+             group g0 on one node and no group on another (long mode, twenty-first session's \
+             final build; facts off again, DECISIONS 179)",
+        ),
+        (
             23745,
             "list element ids derived from values named two values; made at the origin since \
              list facts (long mode)",
