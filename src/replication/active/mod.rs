@@ -387,8 +387,8 @@ impl EffectSink for StreamFeed {
         let (a, origin) = (&self.0, self.0.node_id.load(Relaxed));
         ENCODE_BUF.with(|b| {
             let mut b = b.borrow_mut();
-            let seq = crate::keyspace::held::lock_tallied(&a.seq, &STREAM_WAITED);
-            let seq = bump(seq);
+            let mut seq = crate::keyspace::held::lock_tallied(&a.seq, &STREAM_WAITED);
+            *seq += 1;
             let n = record::encode_write_in(&mut b, origin, *seq, e);
             a.stream.append_raw(&b[..n]);
             a.counted(n);
@@ -404,12 +404,6 @@ impl EffectSink for StreamFeed {
 /// The most room a writer thread keeps for encoding its records
 /// ([`record::encode_write_in`]).
 const ENCODE_ROOM_KEPT: usize = 64 << 10;
-
-/// The next own sequence number, under its lock.
-fn bump(mut seq: parking_lot::MutexGuard<'_, u64>) -> parking_lot::MutexGuard<'_, u64> {
-    *seq += 1;
-    seq
-}
 
 impl Active {
     /// Counts an own record of `n` bytes (INFO). Called under the `seq`
@@ -476,8 +470,8 @@ impl StreamFeed {
         ENCODE_BUF.with(|b| {
             let mut b = b.borrow_mut();
             b.clear();
-            let seq = crate::keyspace::held::lock_tallied(&self.0.seq, &STREAM_WAITED);
-            let seq = bump(seq);
+            let mut seq = crate::keyspace::held::lock_tallied(&self.0.seq, &STREAM_WAITED);
+            *seq += 1;
             unit.finish(&mut b, origin, *seq);
             self.0.stream.append_raw(&b);
             self.0.counted(b.len());
