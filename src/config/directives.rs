@@ -664,7 +664,7 @@ pub static DIRECTIVES: &[Directive] = &[
         "default",
     )
     .built(),
-    d("shutdown-timeout", Int(0, INT), "10"),
+    d("shutdown-timeout", Int(0, INT), "10").built(),
     d("slowlog-log-slower-than", Int(-1, LONG), "10000").built(),
     d("slowlog-max-len", Int(0, LONG), "128").built(),
     d("socket-mark-id", Int(0, UINT), "0").imm().refused(),

@@ -15,12 +15,23 @@ use std::time::Duration;
 use super::Core;
 use crate::core::error::CmdError;
 
-/// How SHUTDOWN asked to stop.
+/// SHUTDOWN's modifiers (a signal's come from `shutdown-on-sigterm` /
+/// `-sigint`, in the same words).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ShutdownFlags {
+    pub save: bool,
+    pub nosave: bool,
+    /// Skip the wait for lagging replicas.
+    pub now: bool,
+    /// Exit even if the final save (or the first AOF rewrite) failed.
+    pub force: bool,
+}
+
+/// How the server was asked to stop (`server/shutdown.rs` runs it).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ShutdownKind {
-    Default,
-    Save,
-    NoSave,
+    /// SHUTDOWN: its client waits for the outcome.
+    Command(ShutdownFlags),
     /// A signal (SIGTERM/SIGINT).
     Signal(i32),
 }
@@ -52,8 +63,8 @@ pub trait Admin: Sync {
     fn bgrewriteaof(&self) -> Result<&'static str, CmdError>;
     /// A running BGSAVE is no longer wanted (FLUSHALL).
     fn abort_bgsave(&self);
-    /// SHUTDOWN's final save; false if it failed.
-    fn save_on_shutdown(&self, force_save: bool) -> bool;
+    /// SHUTDOWN ABORT: false when no shutdown is under way.
+    fn abort_shutdown(&self) -> bool;
     /// LASTSAVE: unix seconds of the last successful save.
     fn lastsave(&self) -> u64;
     /// Whether a dataset is being loaded (CONFIG SET refuses some directives).

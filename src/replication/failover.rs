@@ -142,7 +142,7 @@ pub fn failover(ctx: &mut Ctx, args: Args) -> CmdResult {
     }
     let generation = fo.generation.fetch_add(1, AcqRel) + 1;
     fo.state.store(WAITING, Relaxed);
-    pause_writes(srv, true);
+    srv.pause_writes(true);
     let srv2 = srv.clone();
     let spawned = std::thread::Builder::new()
         .name("lattice-failover".into())
@@ -156,24 +156,13 @@ pub fn failover(ctx: &mut Ctx, args: Args) -> CmdResult {
     Ok(())
 }
 
-fn pause_writes(srv: &Server, on: bool) {
-    if on {
-        srv.pause_all.store(false, Relaxed);
-        srv.pause_until_ms.store(u64::MAX / 2, Relaxed);
-    } else {
-        srv.pause_until_ms.store(0, Relaxed);
-        srv.pause_all.store(false, Relaxed);
-        srv.unpaused.notify_waiters();
-    }
-}
-
 fn end(srv: &Server, why: &str) {
     let fo = &srv.repl.failover;
     if !why.is_empty() {
         log_warning!("FAILOVER aborted: {why}");
     }
     fo.state.store(NONE, Relaxed);
-    pause_writes(srv, false);
+    srv.pause_writes(false);
 }
 
 fn drive(srv: &Arc<Server>, plan: Plan, generation: u64) {
@@ -227,7 +216,7 @@ fn drive(srv: &Arc<Server>, plan: Plan, generation: u64) {
         }
         if srv.repl.replica.link_up() {
             fo.state.store(NONE, Relaxed);
-            pause_writes(srv, false);
+            srv.pause_writes(false);
             log_notice!("Failover to {}:{} succeeded", target.0, target.1);
             return;
         }

@@ -44,8 +44,8 @@ impl Admin for Arc<Server> {
         save::abort_bgsave(self)
     }
 
-    fn save_on_shutdown(&self, force_save: bool) -> bool {
-        save::save_on_shutdown(self, force_save)
+    fn abort_shutdown(&self) -> bool {
+        self.shutdown.abort()
     }
 
     fn lastsave(&self) -> u64 {

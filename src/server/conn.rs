@@ -478,7 +478,18 @@ async fn serve_stream<T>(
             crate::commands::tracking::flush_bcast(&srv);
         }
         if let Some(kind) = client.shutdown_requested.take() {
-            srv.request_shutdown(kind);
+            // SHUTDOWN: a blocked client until the main thread decides; on
+            // success the process exits under it.
+            let attempt = srv.request_shutdown(kind);
+            shared.flags.lock().push('b');
+            srv.shutdown.refused_after(attempt, &shared.kill).await;
+            shared.flags.lock().retain(|c| c != 'b');
+            out.error("ERR Errors trying to SHUTDOWN. Check logs.");
+            if write_all(&io, &out.buf, &shared.kill).await.is_err() {
+                break;
+            }
+            out.buf.clear();
+            more_input = true;
         }
         if close {
             break;
@@ -584,7 +595,12 @@ fn answer_busy(srv: &Arc<Server>, args: Args, out: &mut ReplyBuf) {
             out.error(&e.render());
         }
     } else if is(0, "shutdown") && args.iter().any(|a| a.eq_ignore_ascii_case(b"nosave")) {
-        srv.request_shutdown(crate::core::admin::ShutdownKind::NoSave);
+        let flags = crate::core::admin::ShutdownFlags {
+            nosave: true,
+            now: true,
+            ..Default::default()
+        };
+        srv.request_shutdown(crate::core::admin::ShutdownKind::Command(flags));
     } else {
         out.error(&crate::scripting::busy_error(eval).render());
     }
@@ -658,7 +674,10 @@ async fn process_input(
                     t = dispatch(srv, worker, client, out, parser.args(qb.pending()), t);
                 }
                 qb.consume(consumed);
-                if client.block.request.is_some() || client.repl_wait.is_some() {
+                if client.block.request.is_some()
+                    || client.repl_wait.is_some()
+                    || client.shutdown_requested.is_some()
+                {
                     return (false, qb.start != qb.end);
                 }
                 if srv.blocking.busy() {

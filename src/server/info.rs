@@ -116,6 +116,10 @@ fn server(srv: &Arc<Server>, o: &mut String) {
         "lattice_version" => crate::LATTICE_VERSION,
         "server_threads" => srv.workers.lock().len(),
     );
+    // Redis's one conditional field: a shutdown waiting for replicas.
+    if let Some(left) = srv.shutdown.wait_left_ms() {
+        kv!(o, "shutdown_in_milliseconds" => left);
+    }
     // (No `listenerN` lines: they are Redis 7.2's; we report 7.0's fields,
     // DECISIONS 60.)
 }
@@ -126,7 +130,8 @@ fn clients(srv: &Arc<Server>, o: &mut String) {
     let max_out = all.iter().map(|c| c.obuf.load(Relaxed)).max().unwrap_or(0);
     o.push_str("# Clients\r\n");
     kv!(o,
-        "connected_clients" => all.len(),
+        // Replicas are not clients here, as in Redis.
+        "connected_clients" => all.iter().filter(|c| !c.flags.lock().contains('S')).count(),
         "cluster_connections" => 0,
         "maxclients" => srv.hot.maxclients.load(Relaxed),
         "client_recent_max_input_buffer" => max_in,

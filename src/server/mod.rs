@@ -19,6 +19,7 @@ pub mod cron_jobs;
 pub mod hooks;
 pub mod identity;
 pub mod info;
+pub mod shutdown;
 pub mod supervise;
 pub mod tls;
 
@@ -48,7 +49,11 @@ pub struct Server {
     /// The node id and the slot its stamps carry (`identity.rs`).
     pub identity: identity::Identity,
     pub tcp_port: AtomicUsize,
-    pub shutdown_tx: Mutex<Option<std::sync::mpsc::Sender<ShutdownKind>>>,
+    /// The main thread's mailbox: a shutdown asked, tagged with
+    /// `shutdown.attempt()` at the time.
+    pub shutdown_tx: Mutex<Option<std::sync::mpsc::Sender<(ShutdownKind, u64)>>>,
+    /// The shutdown under way, if any (`shutdown.rs`).
+    pub shutdown: shutdown::State,
     /// The acceptor's mailbox for new listeners (CONFIG SET port / tls-port).
     rebind: Mutex<Option<mpsc::UnboundedSender<Rebind>>>,
     pub shutting_down: AtomicBool,
@@ -88,6 +93,7 @@ impl Server {
             identity,
             tcp_port: AtomicUsize::new(0),
             shutdown_tx: Mutex::new(None),
+            shutdown: Default::default(),
             rebind: Mutex::new(None),
             shutting_down: AtomicBool::new(false),
             lastsave_unix: AtomicU64::new(now / 1000),
@@ -106,13 +112,30 @@ impl Server {
         srv
     }
 
-    /// Asks the main thread to stop the server.
-    pub fn request_shutdown(&self, kind: ShutdownKind) {
+    /// Asks the main thread to stop the server; the attempt it is part of
+    /// (`shutdown::State::refused_after`).
+    pub fn request_shutdown(&self, kind: ShutdownKind) -> u64 {
         // While loading at start-up the main thread is in the load: stop
         // it, so that the shutdown happens now (and saves nothing).
         self.persist.loading.abort_for_shutdown();
+        let attempt = self.shutdown.attempt();
         if let Some(tx) = self.shutdown_tx.lock().as_ref() {
-            let _ = tx.send(kind);
+            let _ = tx.send((kind, attempt));
+        }
+        attempt
+    }
+
+    /// Pauses every client's writes until told otherwise (FAILOVER and a
+    /// shutdown's wait for replicas; CLIENT UNPAUSE ends it too, as the
+    /// one pause Redis clients can see).
+    pub fn pause_writes(&self, on: bool) {
+        if on {
+            self.pause_all.store(false, Relaxed);
+            self.pause_until_ms.store(u64::MAX / 2, Relaxed);
+        } else {
+            self.pause_until_ms.store(0, Relaxed);
+            self.pause_all.store(false, Relaxed);
+            self.unpaused.notify_waiters();
         }
     }
 }
@@ -465,33 +488,17 @@ pub fn run(config: Config, bound: impl FnOnce(&Config)) -> Result<i32, String> {
             supervise::notify("READY=1\n");
         }
     }
+    // SHUTDOWN and the signals (the acceptor logged a signal as it came):
+    // shutdown.rs waits for lagging replicas, saves, or refuses and goes on.
     loop {
-        let kind = shutdown_rx.recv().unwrap_or(ShutdownKind::Default);
-        // SHUTDOWN logged and saved before it answered (commands/server_cmds).
-        // (The acceptor logged the signal as it came.) `shutdown-on-sigint`
-        // / `-sigterm` choose as SHUTDOWN's flags would: save, nosave,
-        // force (exit even if the save failed); now is what we always do
-        // (no wait for lagging replicas).
-        if let ShutdownKind::Signal(sig) = kind {
-            log_warning!("User requested shutdown...");
-            let name = if sig == libc::SIGINT {
-                "shutdown-on-sigint"
-            } else {
-                "shutdown-on-sigterm"
-            };
-            let flags = srv.config.read().get_str(name);
-            let has = |f: &str| flags.split_whitespace().any(|w| w == f);
-            let saved =
-                has("nosave") || crate::persistence::save::save_on_shutdown(&srv, has("save"));
-            // As Redis: if the final save fails, the server stays up.
-            if !saved && !has("force") {
-                log_warning!(
-                    "Errors trying to shut down the server. Check the logs for more information."
-                );
-                continue;
-            }
+        let now = ShutdownKind::Command(crate::core::admin::ShutdownFlags {
+            now: true,
+            ..Default::default()
+        });
+        let (kind, attempt) = shutdown_rx.recv().unwrap_or((now, u64::MAX));
+        if shutdown::handle(&srv, kind, attempt) {
+            break;
         }
-        break;
     }
     supervise::notify("STOPPING=1\n");
     crate::persistence::aof::on_shutdown(&srv);

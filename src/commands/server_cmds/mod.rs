@@ -23,7 +23,7 @@ use std::sync::atomic::Ordering::Relaxed;
 
 use super::util::eq_ic;
 use super::{flags::*, CmdError, CmdResult, Command, Ctx};
-use crate::core::admin::ShutdownKind;
+use crate::core::admin::{ShutdownFlags, ShutdownKind};
 use crate::protocol::Args;
 
 const ADM: u32 = ADMIN | NOSCRIPT | LOADING | STALE;
@@ -134,43 +134,39 @@ fn lastsave(ctx: &mut Ctx, _args: Args) -> CmdResult {
     Ok(())
 }
 
-/// SHUTDOWN [NOSAVE|SAVE] [NOW] [FORCE] [ABORT]. On success nothing is
-/// replied: the connection closes and the main thread stops the server.
+/// SHUTDOWN [NOSAVE|SAVE] [NOW] [FORCE] [ABORT]. Nothing is replied here:
+/// the connection hands the request to the main thread (server/shutdown.rs)
+/// and waits, as a blocked client; the process exits under it, or the
+/// attempt is refused and it answers Redis's error.
 fn shutdown(ctx: &mut Ctx, args: Args) -> CmdResult {
-    let (mut save, mut nosave, mut abort, mut force) = (false, false, false, false);
+    let mut flags = ShutdownFlags::default();
+    let mut abort = false;
     for a in args.iter().skip(1) {
         if eq_ic(a, "NOSAVE") {
-            nosave = true;
+            flags.nosave = true;
         } else if eq_ic(a, "SAVE") {
-            save = true;
+            flags.save = true;
         } else if eq_ic(a, "FORCE") {
-            force = true;
+            flags.force = true;
         } else if eq_ic(a, "NOW") {
+            flags.now = true;
         } else if eq_ic(a, "ABORT") {
             abort = true;
         } else {
             return Err(CmdError::Syntax);
         }
     }
-    if (save && nosave) || (abort && args.len() != 2) {
+    if (flags.save && flags.nosave) || (abort && args.len() != 2) {
         return Err(CmdError::Syntax);
     }
     if abort {
-        // Shutdown here is immediate: there is never one in progress.
-        return Err(CmdError::err("No shutdown in progress."));
+        if !ctx.admin.abort_shutdown() {
+            return Err(CmdError::err("No shutdown in progress."));
+        }
+        ctx.out.ok();
+        return Ok(());
     }
-    // The final save runs here, so that a failure is this command's error
-    // and the server stays up (Redis: unless FORCE). Logged in Redis's order.
-    crate::log_warning!("User requested shutdown...");
-    if !nosave && !ctx.admin.save_on_shutdown(save) && !force {
-        crate::log_warning!(
-            "Errors trying to shut down the server. Check the logs for more information."
-        );
-        return Err(CmdError::err("Errors trying to SHUTDOWN. Check logs."));
-    }
-    let kind = ShutdownKind::NoSave;
-    ctx.client.shutdown_requested = Some(kind);
-    ctx.client.close_after_reply = true;
+    ctx.client.shutdown_requested = Some(ShutdownKind::Command(flags));
     Ok(())
 }
 
