@@ -192,6 +192,10 @@ pub struct LoadStats {
     pub aux: Vec<(Vec<u8>, Vec<u8>)>,
     pub keys: u64,
     pub expired: u64,
+    /// The keys skipped as expired, (db, name), kept only by a plain
+    /// node's start-up load: a master that resumes its replication history
+    /// sends their deletions to its replicas (Redis's RDBFLAGS_FEED_REPL).
+    pub expired_keys: Vec<(usize, Vec<u8>)>,
     pub empty_skipped: u64,
 }
 
@@ -336,6 +340,9 @@ pub fn load_reader_into(
             (((v >> NODE_BITS) + 1) << NODE_BITS) | srv.identity.slot
         };
         let mut expired_keys: Vec<(usize, Vec<u8>, u64)> = Vec::new();
+        let mut expired_names: Vec<(usize, Vec<u8>)> = Vec::new();
+        // (A master's; only its start-up load uses them, see LoadStats.)
+        let keep_names = !srv.active && !srv.repl.is_replica();
         let mut seen = 0u64;
         let started = Instant::now();
         let mut last_log = started;
@@ -352,6 +359,8 @@ pub fn load_reader_into(
                 expired += 1;
                 if let (true, Some(v)) = (srv.active, k.version) {
                     expired_keys.push((k.db, k.key, after(v)));
+                } else if keep_names {
+                    expired_names.push((k.db, k.key));
                 }
                 return Ok(());
             }
@@ -413,6 +422,7 @@ pub fn load_reader_into(
         Ok(LoadStats {
             keys,
             expired,
+            expired_keys: expired_names,
             empty_skipped: summary.empty_skipped,
             aux: summary.aux,
         })
@@ -796,7 +806,7 @@ fn load_startup_data(srv: &Arc<Server>) -> Result<(), String> {
     let path = std::path::PathBuf::from(srv.config.read().get_str("dbfilename"));
     match load_file(srv, &path, OnDuplicate::Fail) {
         Ok(Some(stats)) => {
-            crate::server::hooks::rdb_aux_loaded(srv, &stats.aux);
+            crate::server::hooks::rdb_aux_loaded(srv, &stats.aux, &stats.expired_keys);
             Ok(())
         }
         Ok(None) => Ok(()),

@@ -699,8 +699,10 @@ where
     } else {
         "+CONTINUE\r\n".to_string()
     };
-    write_all(io, line.as_bytes(), &shared.kill).await.ok()?;
+    // Counted before the reply leaves, as Redis's (whose reply is sent
+    // later from its buffer): a replica that sees +CONTINUE sees it counted.
     srv.repl.master.sync_partial_ok.fetch_add(1, Relaxed);
+    write_all(io, line.as_bytes(), &shared.kill).await.ok()?;
     log_notice!(
         "Partial resynchronization request from {}:{} accepted. Sending {} bytes of backlog starting from offset {}.",
         handle.ip,

@@ -285,8 +285,13 @@ impl crate::server::hooks::Hooks for ReplicationHooks {
         aux
     }
 
-    fn rdb_aux_loaded(&self, srv: &Server, aux: &[(Vec<u8>, Vec<u8>)]) {
-        restore_save_info(srv, aux);
+    fn rdb_aux_loaded(
+        &self,
+        srv: &Server,
+        aux: &[(Vec<u8>, Vec<u8>)],
+        expired: &[(usize, Vec<u8>)],
+    ) {
+        restore_save_info(srv, aux, expired);
         restore_active_links(srv, aux);
     }
 
@@ -509,8 +514,11 @@ pub fn save_info(srv: &Server) -> Vec<(String, String)> {
 /// At start-up, after loading an RDB with replication aux fields: take the
 /// history back, so our replicas (or our master) continue partially. A
 /// master starts its backlog at once: writes made before a replica comes
-/// back must be in it.
-pub fn restore_save_info(srv: &Server, aux: &[(Vec<u8>, Vec<u8>)]) {
+/// back must be in it. As Redis 7.0's master, it continues the history
+/// under a new id, the file's as its second (replid2, valid up to the
+/// file's offset), and its backlog starts with the deletions of the keys
+/// the load found expired (`expired`), which its replicas still hold.
+pub fn restore_save_info(srv: &Server, aux: &[(Vec<u8>, Vec<u8>)], expired: &[(usize, Vec<u8>)]) {
     let get = |k: &[u8]| {
         aux.iter()
             .find(|(key, _)| key == k)
@@ -539,7 +547,18 @@ pub fn restore_save_info(srv: &Server, aux: &[(Vec<u8>, Vec<u8>)]) {
     repl.has_history.store(true, Release);
     let replica = !srv.config.read().get_str("replicaof").is_empty();
     if !replica {
+        repl.shift_replid();
         repl.activate_backlog(srv);
+        let del: &[u8] = match srv.config.read().get_bool("lazyfree-lazy-expire") {
+            true => b"UNLINK",
+            false => b"DEL",
+        };
+        for (db, key) in expired {
+            repl.backlog.append_command(*db, &[del, key]);
+        }
+        // To repl-backlog-size at once (appends trim with some slack): a
+        // replica whose resume point these deletions pushed out full-syncs.
+        repl.backlog.trim();
     }
     crate::log_notice!("Restored replication ID and offset from the RDB: offset {offset}");
 }

@@ -47,8 +47,15 @@ pub trait Hooks: Sync {
         Vec::new()
     }
 
-    /// After loading an RDB file at start-up: its aux fields.
-    fn rdb_aux_loaded(&self, _srv: &Server, _aux: &[(Vec<u8>, Vec<u8>)]) {}
+    /// After loading an RDB file at start-up: its aux fields, and the keys
+    /// (db, name) the load skipped as expired.
+    fn rdb_aux_loaded(
+        &self,
+        _srv: &Server,
+        _aux: &[(Vec<u8>, Vec<u8>)],
+        _expired: &[(usize, Vec<u8>)],
+    ) {
+    }
 
     /// Aux fields the AOF carries as annotations (`#AUX:<name> <value>`):
     /// all of them for a new base (`all`), else those that changed since
@@ -103,8 +110,10 @@ pub fn rdb_aux(srv: &Server) -> Vec<(String, String)> {
     HOOKS.iter().flat_map(|h| h.rdb_aux(srv)).collect()
 }
 
-pub fn rdb_aux_loaded(srv: &Server, aux: &[(Vec<u8>, Vec<u8>)]) {
-    HOOKS.iter().for_each(|h| h.rdb_aux_loaded(srv, aux))
+pub fn rdb_aux_loaded(srv: &Server, aux: &[(Vec<u8>, Vec<u8>)], expired: &[(usize, Vec<u8>)]) {
+    HOOKS
+        .iter()
+        .for_each(|h| h.rdb_aux_loaded(srv, aux, expired))
 }
 
 pub fn aof_notes(srv: &Server, all: bool) -> Vec<(String, String)> {
