@@ -247,6 +247,67 @@ impl Elements {
         emit
     }
 
+    /// Origin, after an increment (HINCRBY, HINCRBYFLOAT, ZINCRBY) of one
+    /// field, this state being the key's as it was before: as
+    /// `count_field` then `note_write` of the field, then the field's
+    /// counter settled and its new dot given the value written (the steps
+    /// `Shard::count_field` took one by one), with the field's dots and
+    /// counter each looked up once (DECISIONS 215). The fact stays in
+    /// `facts`, closed by `COUNTED` with `counting`'s print, only where
+    /// `counting` is Some and the stamp's first write of the key.
+    /// Returns, where `value` is asked, the counter's value if it is at
+    /// the write's stamp.
+    pub fn note_counted(
+        &mut self,
+        w: super::elements::CountedWrite<'_>,
+        counting: Option<(u32, u64)>,
+        value: bool,
+        facts: &mut Vec<Fact>,
+    ) -> Option<Merged> {
+        let (stamp, (i, m)) = (w.stamp, w.field);
+        let prev = self.cc.newest(stamp_node(stamp));
+        let emit = prev < stamp;
+        let start = facts.len();
+        facts.push((PREV | (1 << SHIFT), prev));
+        let drop = |d: &Dot| (DROP | (i << SHIFT), d.stamp);
+        let fp = w.now.as_ref().map(Item::fingerprint);
+        let dot = |fp| Dots::One(Dot { stamp, fp, value: None });
+        // The field's newest dot's stamp before the write, its dots
+        // replaced by the write's (none where it is absent now).
+        let (newest, ds) = match (self.dots.entry_ref(m), fp) {
+            (EntryRef::Occupied(o), None) => {
+                let old = o.remove();
+                facts.extend(old.iter().map(drop));
+                (old.last().map(|d| d.stamp), None)
+            }
+            (EntryRef::Occupied(o), Some(fp)) => {
+                let ds = o.into_mut();
+                let old = std::mem::replace(ds, dot(fp));
+                facts.extend(old.iter().map(drop));
+                (old.last().map(|d| d.stamp), Some(ds))
+            }
+            (EntryRef::Vacant(_), None) => (None, None),
+            (EntryRef::Vacant(v), Some(fp)) => (None, Some(v.insert(dot(fp)))),
+        };
+        if fp.is_some() {
+            facts.push((ADD | (i << SHIFT), 0));
+        }
+        let c = super::elements::count_into(&mut self.counters, m, newest, (stamp, w.by.0, w.by.1));
+        let settled = super::elements::settle(c, stamp, w.now.as_ref());
+        let at = value && c.version == stamp;
+        let value = at.then(|| settled.unwrap_or_else(|| c.value()));
+        if let Some(d) = ds.and_then(|ds| ds.last_mut()) {
+            d.value = w.now.map(Box::new);
+        }
+        self.cc.see(stamp);
+        self.version = stamp;
+        match counting {
+            Some((at, print)) if emit && ELEMENT_FACTS => facts.push((COUNTED | (at << SHIFT), print)),
+            _ => facts.truncate(start),
+        }
+        value
+    }
+
     /// Peer: applies a write's fact. `item(i)`: the member at argument i
     /// and the value the write gave it; `here(m)`: member m's value in the
     /// key now (the newest dot's value lives there). Returns what changes
