@@ -309,6 +309,7 @@ pub(super) fn settle(c: &mut Counter, stamp: u64, now: Option<&Item>) -> Option<
 /// [`Elements::note_counted`] notes it: its stamp, the field (argument
 /// index, name), the increment and what the field read before it (as a
 /// counter base), and the field's value now (None: absent).
+#[derive(Clone)]
 pub struct CountedWrite<'a> {
     pub stamp: u64,
     pub field: (u32, &'a [u8]),
