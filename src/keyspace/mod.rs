@@ -231,6 +231,10 @@ pub struct Shard {
     /// here has one: a shard pays one pointer (its padded size does not
     /// change).
     member_ttls: Option<Box<member_ttl::ShardTtls>>,
+    /// The position `find_mut` found last: a hint an active write's note
+    /// tries before the index (`pos_hinted`), as it names the key the
+    /// command just wrote.
+    found: usize,
 }
 
 impl Shard {
@@ -251,6 +255,18 @@ impl Shard {
         self.index
             .find(hash, |&i| &*entries.get(i as usize).key == key)
             .map(|&i| i as usize)
+    }
+
+    /// [`Self::pos`], trying the position `find_mut` found last first:
+    /// positions are `0..len` and keys unique, so an entry there with
+    /// `key` is the key's (a validated hint; DECISIONS 217).
+    #[inline]
+    fn pos_hinted(&self, hash: u64, key: &[u8]) -> Option<usize> {
+        let hint = self.found;
+        if hint < self.entries.len() && &*self.entries.get(hint).key == key {
+            return Some(hint);
+        }
+        self.pos(hash, key)
     }
 
     /// The version `key` has here: its entry's, else its tombstone's, else
@@ -498,7 +514,7 @@ impl Shard {
         facts: &mut Vec<merge::fact::Fact>,
         present: Option<u64>,
     ) -> bool {
-        let pos = self.pos(hash, key);
+        let pos = self.pos_hinted(hash, key);
         let entry = pos.map(|p| self.entries.get(p));
         // One lookup of the merge state, made here if the key has none.
         let fresh = || Box::new(merge::Elements::current(None, prev, None).wrap());
@@ -531,7 +547,7 @@ impl Shard {
         facts: &mut Vec<merge::fact::Fact>,
     ) {
         use merge::fact::{DROP, PREV, SHIFT, WORD};
-        let value = self.pos(hash, key).map(|p| &self.entries.get(p).value);
+        let value = self.pos_hinted(hash, key).map(|p| &self.entries.get(p).value);
         // A list the write made: nothing before it.
         let made = matches!((ops, value), ([merge::lists::EndOp::Push { n, .. }], Some(Value::List(l))) if l.len() == *n);
         if made && !self.merge.contains_key(key) {
@@ -580,7 +596,7 @@ impl Shard {
         (by, before): (merge::Incr, merge::Base),
         facts: &mut Vec<merge::fact::Fact>,
     ) -> Option<Option<merge::Merged>> {
-        let pos = self.pos(hash, key);
+        let pos = self.pos_hinted(hash, key);
         let entry = pos.map(|p| self.entries.get(p));
         let scores = entry.is_some_and(|en| matches!(en.value, Value::ZSet(_)));
         // One lookup of the merge state; a hash HINCRBY made has nothing
@@ -800,6 +816,7 @@ impl Shard {
     pub fn find_mut(&mut self, hash: u64, key: &[u8]) -> Option<&mut Entry> {
         let pos = self.pos(hash, key)?;
         self.before_write(pos);
+        self.found = pos;
         Some(self.entries.get_mut(pos))
     }
 
@@ -1354,6 +1371,43 @@ mod tests {
             _ => unreachable!(),
         };
         (k, v)
+    }
+
+    /// The position hint of an active write's note: right where it names
+    /// the key found last, and never a wrong entry once removals moved the
+    /// entries under it (the index answers then).
+    #[test]
+    fn a_stale_position_hint_still_finds_the_key() {
+        let ks = Keyspace::new(1);
+        let mut shard = Shard::default();
+        let names: Vec<String> = (0..5).map(|i| format!("k{i}")).collect();
+        for k in &names {
+            let s = ks.slot(k.as_bytes());
+            shard.insert(&ks.hasher, s.hash, entry(k, 0));
+        }
+        let at = |shard: &Shard, k: &str| {
+            let h = ks.slot(k.as_bytes()).hash;
+            (shard.pos_hinted(h, k.as_bytes()), shard.pos(h, k.as_bytes()))
+        };
+        let last = ks.slot(b"k4").hash;
+        assert!(shard.find_mut(last, b"k4").is_some());
+        let (hinted, indexed) = at(&shard, "k4");
+        assert_eq!(hinted, indexed);
+        // k4 (the hint's entry) moves into k1's hole; the hint is past the end.
+        shard.remove(&ks.hasher, ks.slot(b"k1").hash, b"k1");
+        for k in &names {
+            let (hinted, indexed) = at(&shard, k);
+            assert_eq!(hinted, indexed, "{k}");
+        }
+        // The hint on k0, which is then removed: another key takes its place.
+        assert!(shard.find_mut(ks.slot(b"k0").hash, b"k0").is_some());
+        shard.remove(&ks.hasher, ks.slot(b"k0").hash, b"k0");
+        assert_eq!(at(&shard, "k0"), (None, None));
+        for k in ["k2", "k3", "k4"] {
+            let (hinted, indexed) = at(&shard, k);
+            assert!(hinted.is_some(), "{k}");
+            assert_eq!(hinted, indexed, "{k}");
+        }
     }
 
     #[test]
