@@ -547,7 +547,9 @@ impl Shard {
         facts: &mut Vec<merge::fact::Fact>,
     ) {
         use merge::fact::{DROP, PREV, SHIFT, WORD};
-        let value = self.pos_hinted(hash, key).map(|p| &self.entries.get(p).value);
+        let value = self
+            .pos_hinted(hash, key)
+            .map(|p| &self.entries.get(p).value);
         // A list the write made: nothing before it.
         let made = matches!((ops, value), ([merge::lists::EndOp::Push { n, .. }], Some(Value::List(l))) if l.len() == *n);
         if made && !self.merge.contains_key(key) {
@@ -1387,7 +1389,10 @@ mod tests {
         }
         let at = |shard: &Shard, k: &str| {
             let h = ks.slot(k.as_bytes()).hash;
-            (shard.pos_hinted(h, k.as_bytes()), shard.pos(h, k.as_bytes()))
+            (
+                shard.pos_hinted(h, k.as_bytes()),
+                shard.pos(h, k.as_bytes()),
+            )
         };
         let last = ks.slot(b"k4").hash;
         assert!(shard.find_mut(last, b"k4").is_some());
