@@ -549,12 +549,12 @@ impl Locked<'_, '_> {
         &mut self,
         key: &[u8],
         versions: (u64, u64),
-        named: &[(u32, &[u8])],
+        (named, present): (&[(u32, &[u8])], Option<u64>),
         facts: &mut Vec<crate::effects::Fact>,
     ) -> bool {
         let slot = self.slot(key);
         let shard = self.shard_mut(slot.shard);
-        shard.note_elements(slot.hash, key, versions, (1, named), facts)
+        shard.note_elements(slot.hash, key, versions, (1, named), facts, present)
     }
 
     /// Active replication: what the counter at `key` (`field` of the hash,
@@ -828,6 +828,25 @@ impl Ctx<'_> {
     /// applying a peer's write, or the state is not the key's), the members
     /// are noted as touched for the lazy path instead.
     pub fn note_members(&mut self, l: &mut Locked, key: &[u8], stamp: u64, named: &[(u32, &[u8])]) {
+        self.note_members_present(l, key, stamp, (named, None));
+    }
+
+    /// [`Self::note_members`] of the set at `key` after SADD: every member
+    /// named is in the set now (what SADD does, whether it added it or
+    /// not), so none is looked up in the set again (DECISIONS 216).
+    pub fn note_added(&mut self, l: &mut Locked, key: &[u8], stamp: u64, named: &[(u32, &[u8])]) {
+        self.note_members_present(l, key, stamp, (named, Some(0)));
+    }
+
+    /// [`Self::note_members`]; `present`: every named member's fingerprint
+    /// now, where the caller knows it (`Shard::note_elements`).
+    fn note_members_present(
+        &mut self,
+        l: &mut Locked,
+        key: &[u8],
+        stamp: u64,
+        (named, present): (&[(u32, &[u8])], Option<u64>),
+    ) {
         // A link applying a peer's write stores the state it computed.
         if !self.core.active || !merge::fact::noting() {
             return;
@@ -835,7 +854,7 @@ impl Ctx<'_> {
         let prev = self.base_of(key);
         let noted = prev.is_some_and(|prev| {
             let a = self.active.as_mut().expect("active write");
-            l.note_elements(key, (prev, stamp), named, &mut a.facts)
+            l.note_elements(key, (prev, stamp), (named, present), &mut a.facts)
         });
         if !noted {
             l.touch_members(key, named.iter().map(|n| n.1));

@@ -187,7 +187,7 @@ fn sadd(ctx: &mut Ctx, args: Args) -> CmdResult {
     };
     e.version = version;
     if ctx.core.active {
-        ctx.note_members(&mut l, key, version, &named_args(&args, 2, 1));
+        ctx.note_added(&mut l, key, version, &named_args(&args, 2, 1));
     }
     if added > 0 {
         ctx.notify(class::SET, "sadd", key);

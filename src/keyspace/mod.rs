@@ -231,6 +231,10 @@ pub struct Shard {
     /// here has one: a shard pays one pointer (its padded size does not
     /// change).
     member_ttls: Option<Box<member_ttl::ShardTtls>>,
+    /// The position `find_mut` found last: a hint an active write's note
+    /// tries before the index (`pos_hinted`), as it names the key the
+    /// command just wrote.
+    found: usize,
 }
 
 impl Shard {
@@ -251,6 +255,18 @@ impl Shard {
         self.index
             .find(hash, |&i| &*entries.get(i as usize).key == key)
             .map(|&i| i as usize)
+    }
+
+    /// [`Self::pos`], trying the position `find_mut` found last first:
+    /// positions are `0..len` and keys unique, so an entry there with
+    /// `key` is the key's (a validated hint; DECISIONS 217).
+    #[inline]
+    fn pos_hinted(&self, hash: u64, key: &[u8]) -> Option<usize> {
+        let hint = self.found;
+        if hint < self.entries.len() && &*self.entries.get(hint).key == key {
+            return Some(hint);
+        }
+        self.pos(hash, key)
     }
 
     /// The version `key` has here: its entry's, else its tombstone's, else
@@ -486,6 +502,9 @@ impl Shard {
     /// fact goes to `facts` (none pushed where this stamp wrote the key
     /// already). False, nothing changed, where the key's merge state does
     /// not describe `prev` (the caller falls back to the lazy path).
+    /// `present`: Some(fingerprint) where the caller knows every named
+    /// member is in the key now with that fingerprint (SADD's members:
+    /// 0), so that none is looked up in the value again.
     pub fn note_elements(
         &mut self,
         hash: u64,
@@ -493,24 +512,9 @@ impl Shard {
         (prev, stamp): (u64, u64),
         (key_index, named): (u32, &[(u32, &[u8])]),
         facts: &mut Vec<merge::fact::Fact>,
+        present: Option<u64>,
     ) -> bool {
-        self.note_elements_counting(hash, key, (prev, stamp), (key_index, named), facts, None)
-    }
-
-    /// [`Self::note_elements`], for a write that counted into one of the
-    /// members named (`counting`: its argument index and the print of its
-    /// state before, `merge::fact::COUNTED`): that member's write travels
-    /// as a fact too, not by the key's state.
-    fn note_elements_counting(
-        &mut self,
-        hash: u64,
-        key: &[u8],
-        (prev, stamp): (u64, u64),
-        (key_index, named): (u32, &[(u32, &[u8])]),
-        facts: &mut Vec<merge::fact::Fact>,
-        counting: Option<(u32, u64)>,
-    ) -> bool {
-        let pos = self.pos(hash, key);
+        let pos = self.pos_hinted(hash, key);
         let entry = pos.map(|p| self.entries.get(p));
         // One lookup of the merge state, made here if the key has none.
         let fresh = || Box::new(merge::Elements::current(None, prev, None).wrap());
@@ -522,7 +526,7 @@ impl Shard {
         if e.version != prev {
             return false;
         }
-        note_named(e, entry, (stamp, counting), (key_index, named), facts);
+        note_named(e, entry, (stamp, present), (key_index, named), facts);
         true
     }
 
@@ -543,7 +547,9 @@ impl Shard {
         facts: &mut Vec<merge::fact::Fact>,
     ) {
         use merge::fact::{DROP, PREV, SHIFT, WORD};
-        let value = self.pos(hash, key).map(|p| &self.entries.get(p).value);
+        let value = self
+            .pos_hinted(hash, key)
+            .map(|p| &self.entries.get(p).value);
         // A list the write made: nothing before it.
         let made = matches!((ops, value), ([merge::lists::EndOp::Push { n, .. }], Some(Value::List(l))) if l.len() == *n);
         if made && !self.merge.contains_key(key) {
@@ -592,7 +598,7 @@ impl Shard {
         (by, before): (merge::Incr, merge::Base),
         facts: &mut Vec<merge::fact::Fact>,
     ) -> Option<Option<merge::Merged>> {
-        let pos = self.pos(hash, key);
+        let pos = self.pos_hinted(hash, key);
         let entry = pos.map(|p| self.entries.get(p));
         let scores = entry.is_some_and(|en| matches!(en.value, Value::ZSet(_)));
         // One lookup of the merge state; a hash HINCRBY made has nothing
@@ -614,25 +620,26 @@ impl Shard {
             e.scores = scores;
         }
         let counting = field_index.map(|i| (i, e.field_print(field)));
-        e.count_field(field, stamp, by, before);
-        // The write travels as a fact (`merge::fact::COUNTED`), with a
-        // float increment the record does not hold (HINCRBYFLOAT's is the
-        // HSET of its result; ZINCRBY's holds its increment). With no
-        // `counting`, `note_named` leaves no fact.
+        // The field's counter and dots in one pass, each looked up once,
+        // and the field read once in the value (DECISIONS 215). With no
+        // `counting`, no fact is left.
         let start = facts.len();
-        let named = [(field_index.unwrap_or(0), field)];
-        let settled = note_named(e, entry, (stamp, counting), (1, &named), facts);
+        let now = merge::elements::item_of(entry.map(|en| &en.value), field);
+        let float = matches!(by, merge::Incr::Float(_));
+        let ttl = entry.is_some_and(|en| en.expire_at() != 0);
+        let write = merge::elements::CountedWrite {
+            stamp,
+            field: (field_index.unwrap_or(0), field),
+            by: (by, before),
+            now,
+        };
+        let value = e.note_counted(write, counting.filter(|_| !ttl), float, facts);
         if let (merge::Incr::Float(f), false, true) = (by, scores, facts.len() > start) {
             merge::fact::float_words(f, facts);
         }
         // A float counter's value, which the caller writes (none is asked
         // of an integer one).
-        if !matches!(by, merge::Incr::Float(_)) {
-            return Some(None);
-        }
-        // (Its sum was read settling it, where it was at `stamp` already.)
-        let counter = e.counters.get(field).filter(|c| c.version == stamp);
-        Some(counter.map(|c| settled.unwrap_or_else(|| c.value())))
+        Some(value)
     }
 
     /// Active replication: `f` on `key`'s elements state (a set's, hash's
@@ -811,6 +818,7 @@ impl Shard {
     pub fn find_mut(&mut self, hash: u64, key: &[u8]) -> Option<&mut Entry> {
         let pos = self.pos(hash, key)?;
         self.before_write(pos);
+        self.found = pos;
         Some(self.entries.get_mut(pos))
     }
 
@@ -1288,22 +1296,21 @@ impl Keyspace {
     }
 }
 
-/// Active replication, at the origin of a write (`stamp` and `counting`,
-/// the key's argument index and the members named: see
-/// `Shard::note_elements_counting`) on the collection whose elements state
-/// is `e` (describing the key before it) and whose entry is now `entry`:
-/// the named members get their dots, and the write's fact goes to `facts`
-/// where it can travel as one. The value of the last named member's counter
-/// where settling it read that (`Elements::settle_counter`).
+/// Active replication, at the origin of a write stamped `stamp` on the
+/// collection whose elements state is `e` (describing the key before it)
+/// and whose entry is now `entry`: the named members (argument index,
+/// member) get their dots, and the write's fact goes to `facts` where it
+/// can travel as one. `present`: every named member's fingerprint now,
+/// where the caller knows it (see `Shard::note_elements`).
 fn note_named(
     e: &mut merge::Elements,
     entry: Option<&Entry>,
-    (stamp, counting): (u64, Option<(u32, u64)>),
+    (stamp, present): (u64, Option<u64>),
     (key_index, named): (u32, &[(u32, &[u8])]),
     facts: &mut Vec<merge::fact::Fact>,
-) -> Option<merge::Merged> {
+) {
     let value = entry.map(|en| &en.value);
-    let fp = |m: &[u8]| merge::elements::fingerprint_of(value, m);
+    let fp = |m: &[u8]| present.or_else(|| merge::elements::fingerprint_of(value, m));
     // The members named, on the stack when a few (most writes name one).
     let mut few = [(0, &[][..], None); 4];
     let many: Vec<merge::fact::Named<'_>>;
@@ -1320,15 +1327,14 @@ fn note_named(
     e.note_write(key_index, stamp, items, facts);
     // A counted field's write resets its counter (an increment of
     // this stamp stays), and travels by the key's state: a fact would
-    // not say what the reset saw. An increment says it
-    // (`COUNTED`).
+    // not say what the reset saw. (An increment travels as one:
+    // `Shard::count_field`.)
     let mut counted = false;
-    let mut settled = None;
-    for &(i, m) in named {
+    for &(_, m) in named {
         if e.counters.contains_key(m) {
-            counted |= counting.is_none_or(|(at, _)| at != i);
+            counted = true;
             let now = merge::elements::item_of(value, m);
-            settled = e.settle_counter(m, stamp, now.as_ref());
+            e.settle_counter(m, stamp, now.as_ref());
             e.keep_written(m, now);
         }
     }
@@ -1338,13 +1344,9 @@ fn note_named(
     // a TTL, and EXPIRE as a fact, were tried in the fifteenth session
     // and taken back: the long mode found TTLs diverging, seeds 4575
     // and 6838; docs/STATUS.md.)
-    let ttl = entry.is_some_and(|en| en.expire_at() != 0);
-    if ttl || counted || !merge::fact::ELEMENT_FACTS {
+    if entry.is_some_and(|en| en.expire_at() != 0) || counted || !merge::fact::ELEMENT_FACTS {
         facts.truncate(start);
-    } else if let (Some((at, print)), true) = (counting, facts.len() > start) {
-        facts.push((merge::fact::COUNTED | (at << merge::fact::SHIFT), print));
     }
-    settled
 }
 
 #[cfg(test)]
@@ -1371,6 +1373,46 @@ mod tests {
             _ => unreachable!(),
         };
         (k, v)
+    }
+
+    /// The position hint of an active write's note: right where it names
+    /// the key found last, and never a wrong entry once removals moved the
+    /// entries under it (the index answers then).
+    #[test]
+    fn a_stale_position_hint_still_finds_the_key() {
+        let ks = Keyspace::new(1);
+        let mut shard = Shard::default();
+        let names: Vec<String> = (0..5).map(|i| format!("k{i}")).collect();
+        for k in &names {
+            let s = ks.slot(k.as_bytes());
+            shard.insert(&ks.hasher, s.hash, entry(k, 0));
+        }
+        let at = |shard: &Shard, k: &str| {
+            let h = ks.slot(k.as_bytes()).hash;
+            (
+                shard.pos_hinted(h, k.as_bytes()),
+                shard.pos(h, k.as_bytes()),
+            )
+        };
+        let last = ks.slot(b"k4").hash;
+        assert!(shard.find_mut(last, b"k4").is_some());
+        let (hinted, indexed) = at(&shard, "k4");
+        assert_eq!(hinted, indexed);
+        // k4 (the hint's entry) moves into k1's hole; the hint is past the end.
+        shard.remove(&ks.hasher, ks.slot(b"k1").hash, b"k1");
+        for k in &names {
+            let (hinted, indexed) = at(&shard, k);
+            assert_eq!(hinted, indexed, "{k}");
+        }
+        // The hint on k0, which is then removed: another key takes its place.
+        assert!(shard.find_mut(ks.slot(b"k0").hash, b"k0").is_some());
+        shard.remove(&ks.hasher, ks.slot(b"k0").hash, b"k0");
+        assert_eq!(at(&shard, "k0"), (None, None));
+        for k in ["k2", "k3", "k4"] {
+            let (hinted, indexed) = at(&shard, k);
+            assert!(hinted.is_some(), "{k}");
+            assert_eq!(hinted, indexed, "{k}");
+        }
     }
 
     #[test]

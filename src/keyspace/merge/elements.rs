@@ -259,6 +259,64 @@ pub fn fingerprint_of(value: Option<&Value>, m: &[u8]) -> Option<u64> {
     }
 }
 
+/// Origin: an increment stamped `stamp` of field `m` counted into its
+/// counter in `counters` (made if it has none), which counts from the
+/// field's last other write (`newest`: its newest dot's stamp before the
+/// write) where it had no counter or one older than that. The counter.
+pub(super) fn count_into<'c>(
+    counters: &'c mut HashMap<Box<[u8]>, Counter>,
+    m: &[u8],
+    newest: Option<u64>,
+    (stamp, by, before): (u64, Incr, Base),
+) -> &'c mut Counter {
+    let slot = super::super::hlc::stamp_node(stamp);
+    // A counter the field has grows in place; one key hash and probe
+    // either way.
+    let c = match counters.entry_ref(m) {
+        hashbrown::hash_map::EntryRef::Occupied(o) => {
+            let c = o.into_mut();
+            if let Some(d) = newest.filter(|&d| c.version < d) {
+                *c = Counter::current(Some(c), d, before);
+            }
+            c
+        }
+        hashbrown::hash_map::EntryRef::Vacant(v) => v.insert(match newest {
+            Some(d) => Counter::current(None, d, before),
+            None => Counter::current(None, 0, Base::Absent),
+        }),
+    };
+    c.add(slot, by, stamp);
+    c
+}
+
+/// Counter `c` after a write stamped `stamp` left its field at `now`
+/// ([`Elements::settle_counter`]).
+pub(super) fn settle(c: &mut Counter, stamp: u64, now: Option<&Item>) -> Option<Merged> {
+    let base = Item::base(now);
+    if c.version > stamp || (now.is_none() && c.value() == Merged::Absent) {
+        return None;
+    }
+    // Where it describes the write already (an increment's own), as
+    // it is (`Counter::current` would clone it).
+    let value = c.value_at(stamp, base);
+    if value.is_none() {
+        *c = Counter::current(Some(c), stamp, base);
+    }
+    value
+}
+
+/// An increment of one field (sorted-set member) at its origin, as
+/// [`Elements::note_counted`] notes it: its stamp, the field (argument
+/// index, name), the increment and what the field read before it (as a
+/// counter base), and the field's value now (None: absent).
+#[derive(Clone)]
+pub struct CountedWrite<'a> {
+    pub stamp: u64,
+    pub field: (u32, &'a [u8]),
+    pub by: (Incr, Base),
+    pub now: Option<Item>,
+}
+
 /// What a join changes in the local value.
 #[derive(Debug, PartialEq)]
 pub enum Change {
@@ -328,18 +386,7 @@ impl Elements {
     /// The counter's value where it held that already (read to tell; the
     /// caller that wants it reads no second sum), else None.
     pub fn settle_counter(&mut self, m: &[u8], stamp: u64, now: Option<&Item>) -> Option<Merged> {
-        let c = self.counters.get_mut(m)?;
-        let base = Item::base(now);
-        if c.version > stamp || (now.is_none() && c.value() == Merged::Absent) {
-            return None;
-        }
-        // Where it describes the write already (an increment's own), as
-        // it is (`Counter::current` would clone it).
-        let value = c.value_at(stamp, base);
-        if value.is_none() {
-            *c = Counter::current(Some(c), stamp, base);
-        }
-        value
+        settle(self.counters.get_mut(m)?, stamp, now)
     }
 
     /// Origin, before HINCRBY stamped `stamp` adds `by` to field `m`,
@@ -349,21 +396,7 @@ impl Elements {
     /// The member's dot follows from `note_write`, as for any write.
     pub fn count_field(&mut self, m: &[u8], stamp: u64, by: Incr, before: Base) {
         let newest = self.newest(m).map(|d| d.stamp);
-        let slot = super::super::hlc::stamp_node(stamp);
-        // A counter the field has grows in place.
-        if let Some(c) = self.counters.get_mut(m) {
-            if let Some(d) = newest.filter(|&d| c.version < d) {
-                *c = Counter::current(Some(c), d, before);
-            }
-            c.add(slot, by, stamp);
-            return;
-        }
-        let mut c = match newest {
-            Some(d) => Counter::current(None, d, before),
-            None => Counter::current(None, 0, Base::Absent),
-        };
-        c.add(slot, by, stamp);
-        self.counters.insert(m.into(), c);
+        count_into(&mut self.counters, m, newest, (stamp, by, before));
     }
 
     /// Origin: the newest dot of counted field `m`, just written, keeps

@@ -247,6 +247,75 @@ impl Elements {
         emit
     }
 
+    /// Origin, after an increment (HINCRBY, HINCRBYFLOAT, ZINCRBY) of one
+    /// field, this state being the key's as it was before: as
+    /// `count_field` then `note_write` of the field, then the field's
+    /// counter settled and its new dot given the value written (the steps
+    /// `Shard::count_field` took one by one), with the field's dots and
+    /// counter each looked up once (DECISIONS 215). The fact stays in
+    /// `facts`, closed by `COUNTED` with `counting`'s print, only where
+    /// `counting` is Some and the stamp's first write of the key.
+    /// Returns, where `value` is asked, the counter's value if it is at
+    /// the write's stamp.
+    pub fn note_counted(
+        &mut self,
+        w: super::elements::CountedWrite<'_>,
+        counting: Option<(u32, u64)>,
+        value: bool,
+        facts: &mut Vec<Fact>,
+    ) -> Option<Merged> {
+        let (stamp, (i, m)) = (w.stamp, w.field);
+        let prev = self.cc.newest(stamp_node(stamp));
+        let emit = prev < stamp;
+        let start = facts.len();
+        facts.push((PREV | (1 << SHIFT), prev));
+        let drop = |d: &Dot| (DROP | (i << SHIFT), d.stamp);
+        let fp = w.now.as_ref().map(Item::fingerprint);
+        let dot = |fp| {
+            Dots::One(Dot {
+                stamp,
+                fp,
+                value: None,
+            })
+        };
+        // The field's newest dot's stamp before the write, its dots
+        // replaced by the write's (none where it is absent now).
+        let (newest, ds) = match (self.dots.entry_ref(m), fp) {
+            (EntryRef::Occupied(o), None) => {
+                let old = o.remove();
+                facts.extend(old.iter().map(drop));
+                (old.last().map(|d| d.stamp), None)
+            }
+            (EntryRef::Occupied(o), Some(fp)) => {
+                let ds = o.into_mut();
+                let old = std::mem::replace(ds, dot(fp));
+                facts.extend(old.iter().map(drop));
+                (old.last().map(|d| d.stamp), Some(ds))
+            }
+            (EntryRef::Vacant(_), None) => (None, None),
+            (EntryRef::Vacant(v), Some(fp)) => (None, Some(v.insert(dot(fp)))),
+        };
+        if fp.is_some() {
+            facts.push((ADD | (i << SHIFT), 0));
+        }
+        let c = super::elements::count_into(&mut self.counters, m, newest, (stamp, w.by.0, w.by.1));
+        let settled = super::elements::settle(c, stamp, w.now.as_ref());
+        let at = value && c.version == stamp;
+        let value = at.then(|| settled.unwrap_or_else(|| c.value()));
+        if let Some(d) = ds.and_then(|ds| ds.last_mut()) {
+            d.value = w.now.map(Box::new);
+        }
+        self.cc.see(stamp);
+        self.version = stamp;
+        match counting {
+            Some((at, print)) if emit && ELEMENT_FACTS => {
+                facts.push((COUNTED | (at << SHIFT), print))
+            }
+            _ => facts.truncate(start),
+        }
+        value
+    }
+
     /// Peer: applies a write's fact. `item(i)`: the member at argument i
     /// and the value the write gave it; `here(m)`: member m's value in the
     /// key now (the newest dot's value lives there). Returns what changes
@@ -691,6 +760,118 @@ mod tests {
         let got = other.apply_count(st(30, 1), &f2, (b"f", Incr::Int(2), false), None);
         assert_eq!(got, Err(NotApplied::Gap));
         assert_eq!(other, before, "a gap changes nothing");
+    }
+
+    /// `note_counted`'s reference: the steps `Shard::count_field` took one
+    /// by one before it (count, note the write, settle the counter, keep
+    /// the value written in the new dot, the fact kept or dropped).
+    fn counted_by_steps(
+        e: &mut Elements,
+        w: &super::super::elements::CountedWrite<'_>,
+        counting: Option<(u32, u64)>,
+        value: bool,
+    ) -> (Vec<Fact>, Option<Merged>) {
+        let (s, (i, m)) = (w.stamp, w.field);
+        e.count_field(m, s, w.by.0, w.by.1);
+        let mut facts = Vec::new();
+        let fp = w.now.as_ref().map(Item::fingerprint);
+        let emitted = e.note_write(1, s, &[(i, m, fp)], &mut facts);
+        let settled = e.settle_counter(m, s, w.now.as_ref());
+        e.keep_written(m, w.now.clone());
+        match counting {
+            Some((at, p)) if emitted && ELEMENT_FACTS => facts.push((COUNTED | (at << SHIFT), p)),
+            _ => facts.clear(),
+        }
+        let at = e.counters.get(m).filter(|c| value && c.version == s);
+        (facts, at.map(|c| settled.unwrap_or_else(|| c.value())))
+    }
+
+    /// The fused origin step leaves the state, the fact and the value the
+    /// step-by-step path did: a new field, one with a plain write's dot,
+    /// one with a counter, a concurrent dot joined from another node, the
+    /// same stamp twice (no fact), a field absent after, and a float
+    /// score, with and without a fact wanted.
+    #[test]
+    fn a_fused_count_matches_the_steps() {
+        use super::super::elements::CountedWrite;
+        fn int(by: i128, before: Base, now: &str) -> (Incr, Base, &str) {
+            (Incr::Int(by), before, now)
+        }
+        let mut other = Elements::default();
+        other.note_write(
+            1,
+            st(15, 2),
+            &[(2, b"f", Some(fingerprint(b"x")))],
+            &mut Vec::new(),
+        );
+        let (mut a, mut b) = (Elements::default(), Elements::default());
+        let steps = [
+            (st(10, 1), int(5, Base::Absent, "5")),
+            (st(20, 1), int(2, Base::Int(9), "11")),
+            (st(20, 1), int(1, Base::Int(11), "12")),
+            (st(30, 1), int(-4, Base::Int(12), "8")),
+            (st(40, 1), int(3, Base::Int(8), "")),
+            (st(50, 1), int(7, Base::Absent, "7")),
+        ];
+        for (n, (s, (by, before, now))) in steps.into_iter().enumerate() {
+            if n == 1 {
+                // A plain write of the field between (HSET f 9).
+                for e in [&mut a, &mut b] {
+                    let nine = Item::Field(b"9".to_vec());
+                    e.note_write(
+                        1,
+                        st(12, 1),
+                        &[(2, b"f", Some(nine.fingerprint()))],
+                        &mut Vec::new(),
+                    );
+                    e.settle_counter(b"f", st(12, 1), Some(&nine));
+                    e.keep_written(b"f", Some(nine));
+                }
+            }
+            if n == 3 {
+                a = a.join(None, &other, None).0;
+                b = b.join(None, &other, None).0;
+            }
+            let now = (!now.is_empty()).then(|| Item::Field(now.as_bytes().to_vec()));
+            let w = CountedWrite {
+                stamp: s,
+                field: (2, b"f"),
+                by: (by, before),
+                now,
+            };
+            let counting = (n % 2 == 0).then(|| (2, a.field_print(b"f")));
+            let want = counted_by_steps(&mut a, &w, counting, n % 3 == 0);
+            let mut facts = Vec::new();
+            let got = b.note_counted(w, counting, n % 3 == 0, &mut facts);
+            assert_eq!((facts, got), want, "step {n}");
+            assert_eq!(a, b, "step {n}");
+        }
+        // A sorted set's float score.
+        let (mut a, mut b) = (Elements::default(), Elements::default());
+        for (n, (s, by, before)) in [(st(10, 1), "1.5", 0.0), (st(20, 1), "0.1", 1.5)]
+            .into_iter()
+            .enumerate()
+        {
+            let by = Incr::Float(F80::parse(by.as_bytes()).unwrap());
+            let base = if n == 0 {
+                Base::Absent
+            } else {
+                Base::Score(F80::from_f64(before))
+            };
+            let now = Some(Item::Score(before + if n == 0 { 1.5 } else { 0.1 }));
+            let w = CountedWrite {
+                stamp: s,
+                field: (3, b"m"),
+                by: (by, base),
+                now,
+            };
+            let want = counted_by_steps(&mut a, &w, Some((3, 7)), true);
+            let mut facts = Vec::new();
+            let got = b.note_counted(w, Some((3, 7)), true, &mut facts);
+            assert!(got.is_some(), "the counter is at the write");
+            assert_eq!((facts, got), want, "score step {n}");
+            assert_eq!(a, b, "score step {n}");
+        }
     }
 
     #[test]
