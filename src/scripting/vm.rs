@@ -25,7 +25,24 @@ pub struct Vm {
     counted: usize,
     /// The prelude's `run` and `run_function`.
     pub(crate) run: (Function, Function),
+    /// FCALL's lookups, by the name argument as spelled, made at the
+    /// function directory's generation `found_gen` (`Functions::generation`):
+    /// a call finds its function here with no lock, copy or clone.
+    found: hashbrown::HashMap<Vec<u8>, Found, foldhash::fast::RandomState>,
+    found_gen: u64,
 }
+
+/// A function as FCALL found it: its name as registered, its flags, and
+/// its callback compiled in this state.
+pub struct Found {
+    pub name: String,
+    pub flags: u32,
+    pub f: Function,
+}
+
+/// At most this many names in `Vm::found` (a client spelling one name in
+/// every case cannot grow it without bound).
+const FOUND_MAX: usize = 64;
 
 /// The memory of every thread's Lua state (INFO's used_memory_lua), as
 /// each last saw it after a script.
@@ -39,6 +56,16 @@ pub fn cached_flags(core: &Core, sha: &str) -> Option<u32> {
         let vm = slot.as_ref()?;
         let owner = (core as *const Core as usize, core.scripts.generation());
         (vm.owner == owner).then(|| vm.funcs.get(sha).map(|f| f.1))?
+    })
+}
+
+/// The flags of FCALL's function `arg` if this thread found it at the
+/// directory's current generation (None also when its state is busy).
+pub fn found_flags(core: &Core, arg: &[u8]) -> Option<u32> {
+    let gen = core.functions.generation();
+    VM.with(|cell| {
+        let slot = cell.try_borrow().ok()?;
+        slot.as_ref()?.found(gen, arg).map(|f| f.flags)
     })
 }
 
@@ -187,6 +214,8 @@ impl Vm {
             owner: (0, 0),
             counted: 0,
             run,
+            found: Default::default(),
+            found_gen: 0,
         })
     }
 
@@ -307,6 +336,21 @@ impl Vm {
     pub fn keep_library(&mut self, lib: &str, id: u64, fs: Vec<Registered>) {
         let fs = fs.into_iter().map(|r| (r.info.name, r.f)).collect();
         self.libs.insert(lib.to_string(), (id, fs));
+    }
+
+    /// FCALL's function `arg` as this state last found it, if the
+    /// directory is still at generation `gen` (read before any lookup).
+    pub fn found(&self, gen: u64, arg: &[u8]) -> Option<&Found> {
+        (self.found_gen == gen).then(|| self.found.get(arg))?
+    }
+
+    /// Keeps what FCALL found for `arg` at generation `gen`.
+    pub fn keep_found(&mut self, gen: u64, arg: &[u8], found: Found) {
+        if self.found_gen != gen || self.found.len() >= FOUND_MAX {
+            self.found.clear();
+            self.found_gen = gen;
+        }
+        self.found.insert(arg.to_vec(), found);
     }
 
     /// Function `name` of `lib`, compiling the library here if this state
