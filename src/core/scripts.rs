@@ -211,7 +211,7 @@ impl Functions {
     }
 
     /// The directory's generation. Read it before a lookup: what the
-    /// lookup found is then no newer than the generation read, so a thread
+    /// lookup found is then no older than the generation read, so a thread
     /// may keep it until the generation changes.
     pub fn generation(&self) -> u64 {
         self.generation.load(Acquire)

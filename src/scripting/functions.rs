@@ -150,35 +150,47 @@ fn fcall_ro(ctx: &mut Ctx, args: Args) -> CmdResult {
 }
 
 /// FCALL: the function from this thread's lookups while the directory is
-/// unchanged (`Vm::found`), else from the directory, compiled here.
+/// unchanged (`Vm::found`: one hash lookup), else from the directory,
+/// compiled here and kept.
 fn call(ctx: &mut Ctx, args: Args, ro: bool) -> CmdResult {
     let core = ctx.core;
     let arg = args.get(1);
     vm::with(core, |vm| {
         let gen = core.functions.generation();
-        let miss = match vm.found(gen, arg) {
-            Some(_) => None,
-            None => Some(
-                core.functions
-                    .find(&String::from_utf8_lossy(arg))
-                    .ok_or_else(|| CmdError::err("Function not found"))?,
-            ),
-        };
-        let (list, n) = super::split_keys(args)?;
-        if let Some((name, flags, lib)) = miss {
-            let f = vm.library_function(&lib, &name).map_err(CmdError::Msg)?;
-            vm.keep_found(gen, arg, vm::Found { name, flags, f });
+        if let Some(found) = vm.found(gen, arg) {
+            let (list, n) = super::split_keys(args)?;
+            return run_found(ctx, vm, found, &list, n, ro);
         }
+        let (name, flags, lib) = core
+            .functions
+            .find(&String::from_utf8_lossy(arg))
+            .ok_or_else(|| CmdError::err("Function not found"))?;
+        let (list, n) = super::split_keys(args)?;
+        let f = vm.library_function(&lib, &name).map_err(CmdError::Msg)?;
+        vm.keep_found(gen, arg, vm::Found { name, flags, f });
         let found = vm.found(gen, arg).expect("kept above");
-        let run = super::Run {
-            f: &found.f,
-            name: &found.name,
-            keys: &list[..n],
-            argv: &list[n..],
-            function: true,
-        };
-        super::invoke(ctx, vm, run, found.flags, ro)
+        run_found(ctx, vm, found, &list, n, ro)
     })
+}
+
+/// Runs `found` with the first `n` of `list` as its keys, the rest as its
+/// arguments.
+fn run_found(
+    ctx: &mut Ctx,
+    vm: &vm::Vm,
+    found: &vm::Found,
+    list: &[&[u8]],
+    n: usize,
+    ro: bool,
+) -> CmdResult {
+    let run = super::Run {
+        f: &found.f,
+        name: &found.name,
+        keys: &list[..n],
+        argv: &list[n..],
+        function: true,
+    };
+    super::invoke(ctx, vm, run, found.flags, ro)
 }
 
 /// A library's code as its engine compiles it: from the line feed that
