@@ -689,6 +689,70 @@ fn functions_load_call_list_dump_restore_and_survive_a_reload() {
     );
 }
 
+/// Each thread keeps the functions FCALL found until the libraries change
+/// (DECISIONS 225): every change is seen at once, by every connection,
+/// in the function run and in the flags the call is checked with.
+#[test]
+fn fcall_sees_every_change_to_the_libraries() {
+    let s = Server::start(&[]);
+    let (mut a, mut b) = (s.raw(), s.raw());
+    let lib = |v: &str, flags: &str| {
+        format!(
+            "#!lua name=cached\n\
+             redis.register_function{{function_name='f', callback=function() return {v} end, \
+             flags={{{flags}}}}}\n\
+             redis.register_function('abcdefg', function() return {v}0 end)"
+        )
+    };
+    assert_eq!(raw(&mut a, &["FUNCTION", "LOAD", &lib("1", "")]), "cached");
+    for r in [&mut a, &mut b] {
+        assert_eq!(raw(r, &["FCALL", "f", "0"]), ":1");
+    }
+    // A function that may write is refused over maxmemory; one with
+    // no-writes is not (the flags the dispatcher asks for).
+    assert_eq!(raw(&mut a, &["CONFIG", "SET", "maxmemory", "1"]), "+OK");
+    assert!(raw(&mut a, &["FCALL", "f", "0"]).starts_with("-OOM "));
+    assert_eq!(raw(&mut a, &["CONFIG", "SET", "maxmemory", "0"]), "+OK");
+    let v2 = lib("2", "'no-writes'");
+    assert_eq!(raw(&mut b, &["FUNCTION", "LOAD", "REPLACE", &v2]), "cached");
+    assert_eq!(raw(&mut a, &["CONFIG", "SET", "maxmemory", "1"]), "+OK");
+    for r in [&mut a, &mut b] {
+        assert_eq!(raw(r, &["FCALL", "f", "0"]), ":2");
+        assert_eq!(raw(r, &["FCALL_RO", "f", "0"]), ":2");
+    }
+    assert_eq!(raw(&mut a, &["CONFIG", "SET", "maxmemory", "0"]), "+OK");
+    let v3 = lib("3", "");
+    assert_eq!(raw(&mut b, &["FUNCTION", "LOAD", "REPLACE", &v3]), "cached");
+    for r in [&mut a, &mut b] {
+        assert!(raw(r, &["FCALL_RO", "f", "0"])
+            .starts_with("-ERR Can not execute a script with write flag using *_ro command."));
+        assert_eq!(raw(r, &["FCALL", "f", "0"]), ":3");
+    }
+    // Every spelling of a name (more than a thread keeps at once).
+    for i in 0..128u32 {
+        let name: String = "abcdefg"
+            .chars()
+            .enumerate()
+            .map(|(j, c)| {
+                if i >> j & 1 == 1 {
+                    c.to_ascii_uppercase()
+                } else {
+                    c
+                }
+            })
+            .collect();
+        assert_eq!(raw(&mut a, &["FCALL", &name, "0"]), ":30", "{name}");
+    }
+    assert_eq!(raw(&mut b, &["FUNCTION", "DELETE", "cached"]), "+OK");
+    for r in [&mut a, &mut b] {
+        assert_eq!(raw(r, &["FCALL", "f", "0"]), "-ERR Function not found");
+        assert_eq!(
+            raw(r, &["FCALL", "ABCDEFG", "0"]),
+            "-ERR Function not found"
+        );
+    }
+}
+
 #[test]
 fn busy_scripts_get_busy_replies_and_can_be_killed() {
     let s = Server::start(&["--busy-reply-threshold", "50"]);

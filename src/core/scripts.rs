@@ -5,7 +5,9 @@
 //! thread drops what it compiled.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::Relaxed};
+use std::sync::atomic::{
+    AtomicBool, AtomicU64, AtomicUsize, Ordering::Acquire, Ordering::Relaxed, Ordering::Release,
+};
 use std::sync::Arc;
 
 use parking_lot::RwLock;
@@ -99,10 +101,31 @@ pub struct Library {
 }
 
 /// The FUNCTION libraries (FUNCTION LOAD/DELETE/FLUSH/RESTORE, FCALL).
-#[derive(Default)]
 pub struct Functions {
     state: RwLock<FunctionState>,
     next_id: AtomicU64,
+    /// Changed by every `update`, to a value no directory of this process
+    /// had before: a thread's FCALL lookups made at one generation stay
+    /// right while it lasts (`scripting::vm`'s function cache).
+    generation: AtomicU64,
+}
+
+/// Where `Functions::generation` values come from: process-wide, so two
+/// directories (several cores in one test process) never share one.
+static GENERATIONS: AtomicU64 = AtomicU64::new(0);
+
+fn new_generation() -> u64 {
+    GENERATIONS.fetch_add(1, Relaxed) + 1
+}
+
+impl Default for Functions {
+    fn default() -> Self {
+        Functions {
+            state: Default::default(),
+            next_id: Default::default(),
+            generation: AtomicU64::new(new_generation()),
+        }
+    }
 }
 
 #[derive(Default, Clone)]
@@ -161,18 +184,6 @@ impl Functions {
         self.next_id.fetch_add(1, Relaxed) + 1
     }
 
-    /// The library holding function `f` (any case), and the function.
-    pub fn find(&self, f: &str) -> Option<(Arc<Library>, FunctionInfo)> {
-        let s = self.state.read();
-        let lib = lookup_ci(&s.funcs, f)?;
-        let info = lib
-            .functions
-            .iter()
-            .find(|x| x.name.eq_ignore_ascii_case(f))?
-            .clone();
-        Some((lib.clone(), info))
-    }
-
     /// The flags of function `f`, if there is one (FCALL's flags, asked
     /// before every call: no copies).
     pub fn flags_of(&self, f: &str) -> Option<u32> {
@@ -190,9 +201,32 @@ impl Functions {
         self.state.read().clone()
     }
 
-    /// Runs `f` on the libraries, under the write lock.
+    /// Runs `f` on the libraries, under the write lock; a new generation
+    /// once they changed (before the lock is released).
     pub fn update<R>(&self, f: impl FnOnce(&mut FunctionState) -> R) -> R {
-        f(&mut self.state.write())
+        let mut state = self.state.write();
+        let r = f(&mut state);
+        self.generation.store(new_generation(), Release);
+        r
+    }
+
+    /// The directory's generation. Read it before a lookup: what the
+    /// lookup found is then no older than the generation read, so a thread
+    /// may keep it until the generation changes.
+    pub fn generation(&self) -> u64 {
+        self.generation.load(Acquire)
+    }
+
+    /// Function `f` (any case): its name as registered, its flags, its
+    /// library.
+    pub fn find(&self, f: &str) -> Option<(String, u32, Arc<Library>)> {
+        let s = self.state.read();
+        let lib = lookup_ci(&s.funcs, f)?;
+        let info = lib
+            .functions
+            .iter()
+            .find(|x| x.name.eq_ignore_ascii_case(f))?;
+        Some((info.name.clone(), info.flags, lib.clone()))
     }
 
     /// (libraries, functions).

@@ -20,7 +20,6 @@ use super::flags::NAMES;
 use super::vm;
 use crate::commands::flags::*;
 use crate::commands::keyspec::KeySpec;
-use crate::commands::util::arg_i64;
 use crate::commands::{CmdError, CmdResult, Command, Ctx};
 use crate::core::scripts::{FunctionState, Library};
 use crate::core::Core;
@@ -134,8 +133,9 @@ fn parent(_: &mut Ctx, _: Args) -> CmdResult {
 
 /// FCALL's flags for this call: its function's (fcallGetCommandFlags).
 fn fcall_flags(core: &Core, args: Args, f: u32) -> u32 {
-    let name = String::from_utf8_lossy(args.get(1));
-    match core.functions.flags_of(&name) {
+    let arg = args.get(1);
+    let found = vm::found_flags(core, arg);
+    match found.or_else(|| core.functions.flags_of(&String::from_utf8_lossy(arg))) {
         Some(flags) => super::flags::command_flags(f, flags),
         None => f,
     }
@@ -149,38 +149,48 @@ fn fcall_ro(ctx: &mut Ctx, args: Args) -> CmdResult {
     call(ctx, args, true)
 }
 
+/// FCALL: the function from this thread's lookups while the directory is
+/// unchanged (`Vm::found`: one hash lookup), else from the directory,
+/// compiled here and kept.
 fn call(ctx: &mut Ctx, args: Args, ro: bool) -> CmdResult {
-    let Some((lib, info)) = ctx
-        .core
-        .functions
-        .find(&String::from_utf8_lossy(args.get(1)))
-    else {
-        return Err(CmdError::err("Function not found"));
-    };
-    let (name, sflags) = (info.name, info.flags);
-    let n = arg_i64(args.get(2)).map_err(|_| CmdError::err("Bad number of keys provided"))?;
-    if n as i128 > args.len() as i128 - 3 {
-        return Err(CmdError::err(
-            "Number of keys can't be greater than number of args",
-        ));
-    }
-    if n < 0 {
-        return Err(CmdError::err("Number of keys can't be negative"));
-    }
-    let split = 3 + n as usize;
-    let keys: Vec<&[u8]> = (3..split).map(|i| args.get(i)).collect();
-    let argv: Vec<&[u8]> = (split..args.len()).map(|i| args.get(i)).collect();
-    vm::with(ctx.core, |vm| {
+    let core = ctx.core;
+    let arg = args.get(1);
+    vm::with(core, |vm| {
+        let gen = core.functions.generation();
+        if let Some(found) = vm.found(gen, arg) {
+            let (list, n) = super::split_keys(args)?;
+            return run_found(ctx, vm, found, &list, n, ro);
+        }
+        let (name, flags, lib) = core
+            .functions
+            .find(&String::from_utf8_lossy(arg))
+            .ok_or_else(|| CmdError::err("Function not found"))?;
+        let (list, n) = super::split_keys(args)?;
         let f = vm.library_function(&lib, &name).map_err(CmdError::Msg)?;
-        let run = super::Run {
-            f: &f,
-            name: &name,
-            keys: &keys,
-            argv: &argv,
-            function: true,
-        };
-        super::invoke(ctx, vm, run, sflags, ro)
+        vm.keep_found(gen, arg, vm::Found { name, flags, f });
+        let found = vm.found(gen, arg).expect("kept above");
+        run_found(ctx, vm, found, &list, n, ro)
     })
+}
+
+/// Runs `found` with the first `n` of `list` as its keys, the rest as its
+/// arguments.
+fn run_found(
+    ctx: &mut Ctx,
+    vm: &vm::Vm,
+    found: &vm::Found,
+    list: &[&[u8]],
+    n: usize,
+    ro: bool,
+) -> CmdResult {
+    let run = super::Run {
+        f: &found.f,
+        name: &found.name,
+        keys: &list[..n],
+        argv: &list[n..],
+        function: true,
+    };
+    super::invoke(ctx, vm, run, found.flags, ro)
 }
 
 /// A library's code as its engine compiles it: from the line feed that

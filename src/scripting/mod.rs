@@ -198,8 +198,24 @@ enum Source<'a> {
 /// EVAL's parsed arguments.
 struct Request<'a> {
     source: Source<'a>,
-    keys: Vec<&'a [u8]>,
-    argv: Vec<&'a [u8]>,
+    /// The keys, then the arguments.
+    list: Vec<&'a [u8]>,
+    nkeys: usize,
+}
+
+/// `numkeys key... arg...` from argument 2 on: the keys and arguments
+/// in one list, and how many of them are keys. Err: Redis's messages.
+pub(crate) fn split_keys(args: Args<'_>) -> Result<(Vec<&[u8]>, usize), CmdError> {
+    let n = arg_i64(args.get(2)).map_err(|_| CmdError::err("Bad number of keys provided"))?;
+    if n as i128 > args.len() as i128 - 3 {
+        return Err(CmdError::err(
+            "Number of keys can't be greater than number of args",
+        ));
+    }
+    if n < 0 {
+        return Err(CmdError::err("Number of keys can't be negative"));
+    }
+    Ok(((3..args.len()).map(|i| args.get(i)).collect(), n as usize))
 }
 
 fn parse(args: Args, by_sha: bool) -> Result<Request, CmdError> {
@@ -212,7 +228,6 @@ fn parse(args: Args, by_sha: bool) -> Result<Request, CmdError> {
     if n < 0 {
         return Err(CmdError::err("Number of keys can't be negative"));
     }
-    let split = 3 + n as usize;
     let source = if by_sha {
         Source::Sha(sha_key(args.get(1)))
     } else {
@@ -220,8 +235,8 @@ fn parse(args: Args, by_sha: bool) -> Result<Request, CmdError> {
     };
     Ok(Request {
         source,
-        keys: (3..split).map(|i| args.get(i)).collect(),
-        argv: (split..args.len()).map(|i| args.get(i)).collect(),
+        list: (3..args.len()).map(|i| args.get(i)).collect(),
+        nkeys: n as usize,
     })
 }
 
@@ -269,8 +284,8 @@ fn run(ctx: &mut Ctx, req: Request, ro: bool) -> CmdResult {
         let run = Run {
             f,
             name: sha,
-            keys: &req.keys,
-            argv: &req.argv,
+            keys: &req.list[..req.nkeys],
+            argv: &req.list[req.nkeys..],
             function: false,
         };
         invoke(ctx, vm, run, sflags, ro)

@@ -138,7 +138,7 @@ end
 local modes = priv.modes
 -- The running script's keys and arguments, as two new tables.
 local c_args = priv.c_args
--- Every run (priv.run, priv.run_function) starts with redis.setresp and
+-- Every run (priv.run; priv.run_function in C) starts with redis.setresp and
 -- set_repl's modes and the kill reset, done in Lua rather than from Rust
 -- (one call instead of a table write each), and returns the protocol
 -- with its result. (redis.call and acl_check_cmd act on the run Rust
@@ -493,15 +493,5 @@ priv.load_library = function(f)
   end
   return true, r
 end
--- Calls a function with its keys and arguments (through upvalues: no
--- closure made per call).
-local fn_f, fn_keys, fn_args
-local function call_fn() return fn_f(fn_keys, fn_args) end
-priv.run_function = function(f)
-  fn_f = f
-  fn_keys, fn_args = c_args()
-  modes[1], modes[2], priv.killed = 2, 3, false
-  local ok, r = real_xpcall(call_fn, handler)
-  fn_f, fn_keys, fn_args = nil, nil, nil
-  return ok, r, modes[1]
-end
+-- FUNCTIONs are called by priv.run_function, a C function (stack.rs):
+-- one lua_pcall with the handler below the function, as Redis's.

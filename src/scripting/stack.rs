@@ -7,7 +7,8 @@
  * reused argument buffer (`Scratch`: one buffer, its spans, the reply
  * buffer; nothing allocated per call once they have grown), pushing the
  * command's RESP reply onto the stack as the Lua value Redis makes of it
- * (`push_reply`), and raising a failed `redis.call`'s error table.
+ * (`push_reply`), raising a failed `redis.call`'s error table, and
+ * calling a FUNCTION under Redis's error handler (`run_function`).
  *
  * Why C functions rather than mlua callbacks: a callback took its
  * arguments as a Lua table the prelude built, converted them to owned
@@ -447,4 +448,41 @@ pub unsafe extern "C-unwind" fn script_args(l: *mut lua_State) -> c_int {
         }
     }
     2
+}
+
+/// `priv.run_function(f)`: calls FUNCTION `f` with the run's keys and
+/// arguments (`script_args`) under Redis's error handler, with one
+/// `lua_pcall` as Redis's luaCallFunction: returns ok, the result (or the
+/// handler's error table) and the protocol `redis.setresp` left. Resets
+/// the run's modes and `priv.killed` first. (It was Lua: a function, an
+/// upvalue trampoline and `xpcall`, three Lua calls around the one.)
+///
+/// Environment: the run's modes (as `redis_call`); upvalues: the handler,
+/// the private table, the string "killed".
+///
+/// # Safety
+/// `l` is the state running a closure made by `Vm::new` as described.
+pub unsafe extern "C-unwind" fn run_function(l: *mut lua_State) -> c_int {
+    // SAFETY: Lua calls this with a valid state; the upvalues and the
+    // environment are as documented; at most five slots are used (Lua
+    // gives a C function twenty). This frame owns nothing to drop.
+    unsafe {
+        ffi::lua_settop(l, 1);
+        ffi::lua_pushvalue(l, ffi::lua_upvalueindex(1));
+        ffi::lua_insert(l, 1);
+        ffi::lua_pushinteger(l, 2);
+        ffi::lua_rawseti(l, ffi::LUA_ENVIRONINDEX, 1);
+        ffi::lua_pushinteger(l, 3);
+        ffi::lua_rawseti(l, ffi::LUA_ENVIRONINDEX, 2);
+        ffi::lua_pushvalue(l, ffi::lua_upvalueindex(3));
+        ffi::lua_pushboolean(l, 0);
+        ffi::lua_rawset(l, ffi::lua_upvalueindex(2));
+        // [handler, f, keys, args] -> [handler, result]
+        script_args(l);
+        let status = ffi::lua_pcall(l, 2, 1, 1);
+        ffi::lua_pushboolean(l, (status == 0) as c_int);
+        ffi::lua_replace(l, 1);
+        ffi::lua_rawgeti(l, ffi::LUA_ENVIRONINDEX, 1);
+        3
+    }
 }

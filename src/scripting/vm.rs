@@ -25,7 +25,24 @@ pub struct Vm {
     counted: usize,
     /// The prelude's `run` and `run_function`.
     pub(crate) run: (Function, Function),
+    /// FCALL's lookups, by the name argument as spelled, made at the
+    /// function directory's generation `found_gen` (`Functions::generation`):
+    /// a call finds its function here with no lock, copy or clone.
+    found: hashbrown::HashMap<Vec<u8>, Found, foldhash::fast::RandomState>,
+    found_gen: u64,
 }
+
+/// A function as FCALL found it: its name as registered, its flags, and
+/// its callback compiled in this state.
+pub struct Found {
+    pub name: String,
+    pub flags: u32,
+    pub f: Function,
+}
+
+/// At most this many names in `Vm::found` (a client spelling one name in
+/// every case cannot grow it without bound).
+const FOUND_MAX: usize = 64;
 
 /// The memory of every thread's Lua state (INFO's used_memory_lua), as
 /// each last saw it after a script.
@@ -39,6 +56,16 @@ pub fn cached_flags(core: &Core, sha: &str) -> Option<u32> {
         let vm = slot.as_ref()?;
         let owner = (core as *const Core as usize, core.scripts.generation());
         (vm.owner == owner).then(|| vm.funcs.get(sha).map(|f| f.1))?
+    })
+}
+
+/// The flags of FCALL's function `arg` if this thread found it at the
+/// directory's current generation (None also when its state is busy).
+pub fn found_flags(core: &Core, arg: &[u8]) -> Option<u32> {
+    let gen = core.functions.generation();
+    VM.with(|cell| {
+        let slot = cell.try_borrow().ok()?;
+        slot.as_ref()?.found(gen, arg).map(|f| f.flags)
     })
 }
 
@@ -125,6 +152,15 @@ impl Vm {
         // globals, and scripts run in an environment that only reaches what
         // the prelude lists (no os, io, debug, loadfile, getfenv ...).
         let lua = unsafe { Lua::unsafe_new_with(libs, LuaOptions::new()) };
+        if global_is_mimalloc() {
+            // SAFETY: the state's blocks so far came from mlua's allocator
+            // through the global allocator, mimalloc: `lua_alloc`'s contract.
+            unsafe {
+                lua.exec_raw::<()>((), |state| {
+                    mlua::ffi::lua_setallocf(state, lua_alloc, std::ptr::null_mut())
+                })?;
+            }
+        }
         let private = lua.create_table()?;
         private.set("version", "7.0.15")?;
         private.set("version_num", 0x07000f)?;
@@ -178,7 +214,10 @@ impl Vm {
             mlua::HookTriggers::new().every_nth_instruction(100_000),
             count_hook,
         );
-        let run = (private.raw_get("run")?, private.raw_get("run_function")?);
+        let run = (
+            private.raw_get("run")?,
+            run_function(&lua, &private, &modes)?,
+        );
         Ok(Vm {
             lua,
             private,
@@ -187,6 +226,8 @@ impl Vm {
             owner: (0, 0),
             counted: 0,
             run,
+            found: Default::default(),
+            found_gen: 0,
         })
     }
 
@@ -307,6 +348,21 @@ impl Vm {
     pub fn keep_library(&mut self, lib: &str, id: u64, fs: Vec<Registered>) {
         let fs = fs.into_iter().map(|r| (r.info.name, r.f)).collect();
         self.libs.insert(lib.to_string(), (id, fs));
+    }
+
+    /// FCALL's function `arg` as this state last found it, if the
+    /// directory is still at generation `gen` (read before any lookup).
+    pub fn found(&self, gen: u64, arg: &[u8]) -> Option<&Found> {
+        (self.found_gen == gen).then(|| self.found.get(arg))?
+    }
+
+    /// Keeps what FCALL found for `arg` at generation `gen`.
+    pub fn keep_found(&mut self, gen: u64, arg: &[u8], found: Found) {
+        if self.found_gen != gen || self.found.len() >= FOUND_MAX {
+            self.found.clear();
+            self.found_gen = gen;
+        }
+        self.found.insert(arg.to_vec(), found);
     }
 
     /// Function `name` of `lib`, compiling the library here if this state
@@ -495,6 +551,78 @@ const TRAMPOLINES: [mlua::lua_CFunction; 8] = [
     trampoline::<6>,
     trampoline::<7>,
 ];
+
+/// The Lua states' allocator where the server's global allocator is
+/// mimalloc (not in unit tests): mimalloc's malloc API, as Redis gives Lua
+/// the libc's. mlua's allocator went through Rust's `GlobalAlloc`
+/// (mimalloc's aligned path, the server's byte count) and kept its own
+/// count: ~0.5k instructions an FCALL. Lua's memory is then counted by
+/// Lua (`used_memory_lua`), not in the server's `used_memory`, as in Redis.
+///
+/// # Safety
+/// `ptr` is null or a block from mimalloc.
+unsafe extern "C-unwind" fn lua_alloc(
+    _: *mut std::ffi::c_void,
+    ptr: *mut std::ffi::c_void,
+    _osize: usize,
+    nsize: usize,
+) -> *mut std::ffi::c_void {
+    // SAFETY: the contract: `ptr` is null or mimalloc's; mi_realloc of
+    // null allocates, and shrinking never fails (Lua 5.1 needs both).
+    unsafe {
+        if nsize == 0 {
+            libmimalloc_sys::mi_free(ptr);
+            return std::ptr::null_mut();
+        }
+        libmimalloc_sys::mi_realloc(ptr, nsize)
+    }
+}
+
+/// Whether the global allocator is mimalloc (the server's; unit tests and
+/// some test binaries use the system's): a block it gives is in
+/// mimalloc's heap. Then what mlua allocated may go to `lua_alloc`.
+fn global_is_mimalloc() -> bool {
+    extern "C" {
+        // mimalloc.h's; libmimalloc-sys declares it only with a feature
+        // that pulls in another crate.
+        fn mi_is_in_heap_region(p: *const std::ffi::c_void) -> bool;
+    }
+    static IS: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *IS.get_or_init(|| {
+        let layout = std::alloc::Layout::new::<u64>();
+        // SAFETY: a non-zero-sized layout; the block is freed with it;
+        // mi_is_in_heap_region only compares the address with mimalloc's
+        // regions.
+        unsafe {
+            let p = std::alloc::alloc(layout);
+            if p.is_null() {
+                return false;
+            }
+            let r = mi_is_in_heap_region(p as *const std::ffi::c_void);
+            std::alloc::dealloc(p, layout);
+            r
+        }
+    })
+}
+
+/// `stack::run_function` with its upvalues (the prelude's error handler,
+/// the private table, "killed") and the run's modes as its environment.
+fn run_function(lua: &Lua, private: &Table, modes: &Table) -> mlua::Result<Function> {
+    let handler: Function = private.raw_get("handler")?;
+    // SAFETY: the closure runs with modes, handler, private at 1..=3;
+    // lua_pushcclosure takes 2..=4 as the upvalues, leaving modes and the
+    // function; lua_setfenv on a C function always succeeds; only the
+    // function is left. `run_function` reads what this sets up.
+    unsafe {
+        lua.exec_raw((modes, handler, private), |state| {
+            mlua::ffi::lua_pushstring(state, c"killed".as_ptr());
+            mlua::ffi::lua_pushcclosure(state, super::stack::run_function, 3);
+            mlua::ffi::lua_pushvalue(state, 1);
+            mlua::ffi::lua_setfenv(state, -2);
+            mlua::ffi::lua_remove(state, 1);
+        })
+    }
+}
 
 /// The C function `f` with `env` as its environment (what
 /// `LUA_ENVIRONINDEX` reads in it).
