@@ -497,7 +497,7 @@ impl Stream {
 /// join that adds nothing to the newer side giving its value (DECISIONS
 /// 192-194); off again at its end (DECISIONS 179: full seed 25421, a stream
 /// at one version with a group on one node and none on another).
-pub const STREAM_FACTS: bool = false;
+pub const STREAM_FACTS: bool = true;
 
 /// What a stream write's fact says (DECISIONS 165-167), as the origin
 /// builds it and a peer reads it back from the record's `(kind | index,
