@@ -273,8 +273,9 @@ fn seeds_that_found_bugs() {
         (
             25421,
             "with stream facts on, a stream q0 at one version and one merge state context held \
-             group g0 on one node and no group on another (long mode, twenty-first session's \
-             final build; facts off again, DECISIONS 179)",
+             group g0 on one node and no group on another: a flush's replay removed the group, \
+             the flushing node's tombstone joined elsewhere kept it (long mode; facts off, \
+             DECISIONS 179, then on with the equal-version answer, 210)",
         ),
         (
             23745,

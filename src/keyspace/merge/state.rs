@@ -40,9 +40,9 @@ pub trait MergeType: Clone + Sized {
 
     /// Whether its join is exact, so that a peer's state as new as ours
     /// that lacks something ours holds is answered with ours
-    /// (`Link::version_join`'s `equal_behind`): not a sketch's nor a
-    /// stream's, whose copies at one version may differ in what a join
-    /// leaves each side (full seed 1187).
+    /// (`Link::version_join`'s `equal_behind`): not a sketch's, nor a
+    /// stream's with stream facts off, whose copies at one version may
+    /// differ in what a join leaves each side (full seed 1187).
     const EXACT_JOIN: bool = true;
 
     /// The stored enum holding it.
@@ -288,7 +288,12 @@ impl MergeType for Hll {
 
 impl MergeType for Stream {
     common!(Stream, Stream, b'S', boxed);
-    const EXACT_JOIN: bool = false;
+    /// With stream facts on, exact (DECISIONS 210): groups join per part
+    /// (`groups.rs`), so two states at one version join alike on both
+    /// sides, and the side whose state holds a removal the other lacks
+    /// must tell it (full seed 25421: a flush's replay removed a group its
+    /// maker had not seen, its tombstone's join elsewhere kept it).
+    const EXACT_JOIN: bool = super::stream::STREAM_FACTS;
     /// With stream facts on, the counter's rule (DECISIONS 183): the
     /// version is the newest stamp the state holds, however reached.
     const FRESH_COMMIT: bool = !super::stream::STREAM_FACTS;

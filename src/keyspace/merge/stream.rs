@@ -496,8 +496,10 @@ impl Stream {
 /// version); on again since the twenty-first, with the count's reset and a
 /// join that adds nothing to the newer side giving its value (DECISIONS
 /// 192-194); off again at its end (DECISIONS 179: full seed 25421, a stream
-/// at one version with a group on one node and none on another).
-pub const STREAM_FACTS: bool = false;
+/// at one version with a group on one node and none on another); on since
+/// the twenty-second, a stream's state at an equal version that lacks ours
+/// answered (DECISIONS 210, `state.rs`'s `EXACT_JOIN`).
+pub const STREAM_FACTS: bool = true;
 
 /// What a stream write's fact says (DECISIONS 165-167), as the origin
 /// builds it and a peer reads it back from the record's `(kind | index,
@@ -1090,5 +1092,36 @@ mod tests {
         out.clear();
         s.encode(&mut out);
         assert_eq!(Stream::decode(&out), Ok(s));
+    }
+
+    /// Full seed 25421 (DECISIONS 210): a group made by XGROUP CREATE
+    /// MKSTREAM on one node, a newer flush on another that had not seen
+    /// it. Where the flush replays over the group, its state covers the
+    /// group's dot and lacks it; where the flushing node's tombstone joins
+    /// the group's state, the group survives, at the flush's version. The
+    /// two states stand at one version: their join, in either order, is
+    /// the side without the group, which is why a stream's state at an
+    /// equal version that lacks ours is answered (`EXACT_JOIN`).
+    #[test]
+    fn a_flush_and_its_tombstone_join_to_one_state_in_either_order() {
+        let at = |ms: u64, slot: u64| (ms << 20) | slot;
+        let mut v = StreamValue::default();
+        let g = crate::keyspace::stream_groups::Group::new(StreamId::MIN, 0);
+        v.groups.insert(b"g0".to_vec(), g);
+        let mut made = Stream::default();
+        made.noted_groups(Some(&Value::Stream(Box::new(v.clone()))), at(10, A));
+        let flushed = Stream::current(Some(&made), at(20, B), None);
+        let tombstone = Stream::current(None, at(20, B), None);
+        let (kept, kept_v) = made.join(Some(&v), &tombstone, None, (0, 0));
+        assert_eq!(kept.version, flushed.version);
+        let kv = kept_v.expect("the group survives the tombstone's join");
+        assert!(kv.groups.contains_key(&b"g0"[..]));
+        for (j, jv) in [
+            flushed.join(None, &kept, Some(&kv), (0, 0)),
+            kept.join(Some(&kv), &flushed, None, (0, 0)),
+        ] {
+            assert!(j.same_content(&flushed), "{:?}", j.describe());
+            assert!(jv.is_none(), "{jv:?}");
+        }
     }
 }
