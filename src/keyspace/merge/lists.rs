@@ -51,6 +51,9 @@ use crate::keyspace::Value;
 use super::codec::{put_varint, Cursor};
 use super::fact::NotApplied;
 
+mod edits;
+pub use edits::{Change, Edit, EditFact, Place};
+
 /// A position's component: zone (-1 head, 0 child, 1 tail), then the
 /// order within it (see [`Lists::current`]).
 pub type Component = (i8, u64, u32);
@@ -63,6 +66,10 @@ pub struct Elem {
     pub pos: Vec<Component>,
     /// A fingerprint of the value, to diff a list against its elements.
     pub fp: u64,
+    /// The stamp of the element's last LSET (0: none). Its value is a
+    /// register: of two LSETs of one element, the newer's value is kept
+    /// ([`Lists::join`], [`Lists::apply_edit_fact`]).
+    pub set: u64,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Default)]
@@ -185,6 +192,7 @@ impl Ends {
                 id: (stamp, k),
                 pos,
                 fp,
+                set: 0,
             };
             if left {
                 self.head.push_front(e);
@@ -364,7 +372,15 @@ impl Lists {
             return m.clone();
         }
         let new: Vec<u64> = values(value).iter().map(|v| fingerprint(v)).collect();
-        if let Some(told) = meta.and_then(|m| m.told(version, &new)) {
+        Lists::current_fps(meta, version, &new)
+    }
+
+    /// [`Lists::current`] of a list whose values' fingerprints are `new`.
+    pub fn current_fps(meta: Option<&Lists>, version: u64, new: &[u64]) -> Lists {
+        if let Some(m) = meta.filter(|m| m.version == version) {
+            return m.clone();
+        }
+        if let Some(told) = meta.and_then(|m| m.told(version, new)) {
             return told;
         }
         // Writes after the told ones did not tell: the list is diffed
@@ -375,7 +391,7 @@ impl Lists {
             (None, Some(m)) => &m.elems,
             (None, None) => &[],
         };
-        let kept = matching(old, &new);
+        let kept = matching(old, new);
         let mut elems: Vec<Elem> = Vec::with_capacity(new.len());
         let mut k = 0u32;
         for (i, &f) in new.iter().enumerate() {
@@ -398,6 +414,7 @@ impl Lists {
                 id: (version, k),
                 pos,
                 fp: f,
+                set: 0,
             });
             k += 1;
         }
@@ -586,10 +603,17 @@ impl Lists {
         remote_values: &[Vec<u8>],
     ) -> (Lists, Vec<Vec<u8>>) {
         let mut kept: Vec<(&Elem, &[u8])> = Vec::new();
-        let has = |l: &Lists, id| l.elems.iter().any(|e| e.id == id);
+        let find = |l: &Lists, id| l.elems.iter().position(|e| e.id == id);
+        let has = |l: &Lists, id| find(l, id).is_some();
         for (e, v) in self.elems.iter().zip(local_values) {
-            if has(remote, e.id) || !remote.cc.covers(e.id.0) {
-                kept.push((e, v));
+            match find(remote, e.id) {
+                // Both hold it: the newer LSET's value (a register).
+                Some(j) if remote.elems[j].set > e.set => {
+                    kept.push((&remote.elems[j], &remote_values[j]));
+                }
+                Some(_) => kept.push((e, v)),
+                None if !remote.cc.covers(e.id.0) => kept.push((e, v)),
+                None => {}
             }
         }
         for (e, v) in remote.elems.iter().zip(remote_values) {
@@ -630,7 +654,21 @@ impl Lists {
                 put_varint(out, u64::from(b));
             }
         }
-        // After the elements, the TTL dots where there are any (`t`).
+        // After the elements, the LSET stamps where there are any (`s`:
+        // count, then index and stamp per element set).
+        let set: Vec<(usize, u64)> = (self.elems.iter().enumerate())
+            .filter(|(_, e)| e.set != 0)
+            .map(|(i, e)| (i, e.set))
+            .collect();
+        if !set.is_empty() {
+            out.push(b's');
+            put_varint(out, set.len() as u64);
+            for (i, s) in set {
+                put_varint(out, i as u64);
+                put_varint(out, s);
+            }
+        }
+        // Then the TTL dots where there are any (`t`).
         if !self.ttl.is_empty() {
             out.push(b't');
             self.ttl.encode(out);
@@ -659,14 +697,37 @@ impl Lists {
                 }
                 pos.push((zone, c.varint()?, small(c.varint()?)?));
             }
-            elems.push(Elem { id, pos, fp });
+            elems.push(Elem {
+                id,
+                pos,
+                fp,
+                set: 0,
+            });
         }
         let mut ttl = Ttl::default();
-        if !c.0.is_empty() {
-            if c.byte()? != b't' {
-                return Err("bad section in merge metadata".into());
+        let mut section = if c.0.is_empty() {
+            None
+        } else {
+            Some(c.byte()?)
+        };
+        if section == Some(b's') {
+            for _ in 0..c.count()? {
+                let i = usize::try_from(c.varint()?).unwrap_or(usize::MAX);
+                let e = elems
+                    .get_mut(i)
+                    .ok_or("bad list element in merge metadata")?;
+                e.set = c.varint()?;
             }
-            ttl = Ttl::decode(&mut c)?;
+            section = if c.0.is_empty() {
+                None
+            } else {
+                Some(c.byte()?)
+            };
+        }
+        match section {
+            None => {}
+            Some(b't') => ttl = Ttl::decode(&mut c)?,
+            Some(_) => return Err("bad section in merge metadata".into()),
         }
         c.end()?;
         Ok(Lists {

@@ -1,0 +1,305 @@
+//! Edits of a list away from its ends (LSET, LINSERT, LREM) as facts
+//! (issue 24; docs/MERGE.md section 9): the origin applies the edit to the
+//! list's elements by index and names the element ids it touched; a peer
+//! finds those ids in its own elements and applies the same edit there,
+//! with no round trip for the key's state. This module owns both halves:
+//! [`Lists::note_edit`] at the origin (with `Shard::note_list_edit`, which
+//! reads the list), [`Lists::apply_edit_fact`] at a peer.
+//!
+//! - LSET sets a register on the element: its id and position stay, its
+//!   value and `set` stamp change; of two LSETs of one element the newer
+//!   stamp's value is kept. An element removed (popped, LREM'd, trimmed)
+//!   concurrently with an LSET of it stays removed: the remove saw the id,
+//!   and an LSET makes no new element (DECISIONS 220).
+//! - LINSERT puts a new element `(stamp, 0)` as a child of its left
+//!   neighbour's position (the head or tail zone where it has none), as a
+//!   diff placed such an element before (RGA, lists.rs' module comment).
+//! - LREM removes the element ids it saw (an observed remove).
+//!
+//! A peer locates ids by a scan of its elements: O(list), as the lists
+//! have no index by id (the edits themselves are O(list) in Redis).
+
+use super::{Component, Elem, Lists};
+use crate::keyspace::hlc;
+use crate::keyspace::merge::context::fingerprint;
+use crate::keyspace::merge::fact::{self, Fact, NotApplied, ADD, DROP, PREV, SHIFT, WORD};
+use crate::keyspace::merge::MergeType;
+use crate::keyspace::{Shard, Value};
+
+/// An edit at its origin, by indices of the list (the values' fingerprints).
+pub enum Edit<'a> {
+    /// LSET: the element at `index` held `old`, now `new`.
+    Set { index: usize, old: u64, new: u64 },
+    /// LINSERT: a value `fp` put at `index` (of the list after it).
+    Insert { index: usize, fp: u64 },
+    /// LREM: the elements at `indices` (ascending, of the list before it),
+    /// each of value `fp`, removed.
+    Remove { indices: &'a [usize], fp: u64 },
+}
+
+/// Where an inserted element's position comes from (a WORD in its fact).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Place {
+    /// After the element of this id: a child of its position.
+    After((u64, u32)),
+    /// Before every element (a root of the head zone).
+    Head,
+    /// After every element (a root of the tail zone).
+    Tail,
+}
+
+/// An edit's fact as a peer applies it.
+pub enum EditFact<'a> {
+    Set { id: (u64, u32), fp: u64 },
+    Insert { place: Place, fp: u64 },
+    Remove { ids: &'a [(u64, u32)] },
+}
+
+/// What an applied edit fact changes in the list's values here: nothing,
+/// the value at an index, a value inserted at an index, the values at
+/// these (ascending) indices removed.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Change {
+    None,
+    Set(usize),
+    Insert(usize),
+    Remove(Vec<usize>),
+}
+
+impl Edit<'_> {
+    /// The fingerprints of the list before the edit, from those after it
+    /// (None where the indices do not fit).
+    fn before(&self, after: &[u64]) -> Option<Vec<u64>> {
+        let mut b = after.to_vec();
+        match *self {
+            Edit::Set { index, old, .. } => *b.get_mut(index)? = old,
+            Edit::Insert { index, .. } => {
+                (index < b.len()).then(|| b.remove(index))?;
+            }
+            Edit::Remove { indices, fp } => {
+                for &i in indices {
+                    (i <= b.len()).then(|| b.insert(i, fp))?;
+                }
+            }
+        }
+        Some(b)
+    }
+}
+
+/// An element id as a fact entry of `kind` (`kind | k << SHIFT, stamp`);
+/// None where its index does not fit the entry.
+fn entry(kind: u32, (stamp, k): (u64, u32)) -> Option<Fact> {
+    (k < 1 << (32 - SHIFT)).then_some((kind | (k << SHIFT), stamp))
+}
+
+/// The position of an element inserted by `stamp` at `place`
+/// (`anchor`: the position of `place`'s element, if any).
+fn inserted(place: Place, anchor: &[Component], stamp: u64) -> Vec<Component> {
+    match place {
+        Place::Head => vec![(-1, u64::MAX - stamp, 0)],
+        Place::Tail => vec![(1, stamp, 0)],
+        Place::After(_) => {
+            let mut p = anchor.to_vec();
+            p.push((0, u64::MAX - stamp, u32::MAX));
+            p
+        }
+    }
+}
+
+impl Place {
+    /// Its WORD's number in a fact.
+    fn word(self) -> u64 {
+        match self {
+            Place::After(_) => 0,
+            Place::Head => 1,
+            Place::Tail => 2,
+        }
+    }
+
+    /// The place a fact's WORD (and its anchor, for `After`) names.
+    pub fn of(word: u64, anchor: Option<(u64, u32)>) -> Option<Place> {
+        match word {
+            0 => anchor.map(Place::After),
+            1 => Some(Place::Head),
+            2 => Some(Place::Tail),
+            _ => None,
+        }
+    }
+}
+
+impl Lists {
+    /// At the origin: `self` is the list (current) before an edit stamped
+    /// `stamp`; the edit applied to its elements, the state at `stamp`.
+    /// Returns the fact's entries after its PREV, or None, nothing
+    /// changed, where the edit does not fit the elements.
+    pub fn note_edit(&mut self, stamp: u64, edit: &Edit) -> Option<Vec<Fact>> {
+        let mut facts = Vec::new();
+        match *edit {
+            Edit::Set { index, new, .. } => {
+                let e = self.elems.get_mut(index)?;
+                facts.push(entry(ADD, e.id)?);
+                (e.fp, e.set) = (new, stamp);
+            }
+            Edit::Insert { index, fp } => {
+                let len = self.elems.len();
+                let place = match index {
+                    i if i > len => return None,
+                    i if i == len => Place::Tail,
+                    0 => Place::Head,
+                    i => Place::After(self.elems[i - 1].id),
+                };
+                facts.push((WORD, place.word()));
+                let anchor: &[Component] = match place {
+                    Place::After(id) => {
+                        facts.push(entry(ADD, id)?);
+                        &self.elems[index - 1].pos
+                    }
+                    _ => &[],
+                };
+                let pos = inserted(place, anchor, stamp);
+                let id = (stamp, 0);
+                let set = 0;
+                self.elems.insert(index, Elem { id, pos, fp, set });
+            }
+            Edit::Remove { indices, .. } => {
+                if indices.iter().any(|&i| i >= self.elems.len()) {
+                    return None;
+                }
+                for &i in indices {
+                    facts.push(entry(DROP, self.elems[i].id)?);
+                }
+                for &i in indices.iter().rev() {
+                    self.elems.remove(i);
+                }
+            }
+        }
+        self.version = stamp;
+        self.ends = None;
+        self.cc.see(stamp);
+        Some(facts)
+    }
+
+    /// Peer: an edit's fact stamped `stamp` (`prev`: its PREV) on this
+    /// state, current at the key's `version`: applied to the elements by
+    /// id, the state at the newer of `version` and `stamp`. Returns what
+    /// it changes in the values here; a gap, nothing changed, where an id
+    /// it names has not arrived here, or the anchor of an insert is gone.
+    pub fn apply_edit_fact(
+        &mut self,
+        (version, stamp, prev): (u64, u64, u64),
+        fact: &EditFact,
+    ) -> Result<Change, NotApplied> {
+        if self.cc.covers(stamp) {
+            return Err(NotApplied::Duplicate);
+        }
+        if self.version != version || (prev != 0 && !self.cc.covers(prev)) {
+            return Err(NotApplied::Gap);
+        }
+        let change = match *fact {
+            EditFact::Set { id, fp } => self.set_here(id, fp, stamp)?,
+            EditFact::Insert { place, fp } => self.insert_here(place, fp, stamp)?,
+            EditFact::Remove { ids } => self.remove_here(ids)?,
+        };
+        self.version = version.max(stamp);
+        self.ends = None;
+        self.cc.see(stamp);
+        Ok(change)
+    }
+
+    fn find(&self, id: (u64, u32)) -> Option<usize> {
+        self.elems.iter().position(|e| e.id == id)
+    }
+
+    /// An LSET's register write: kept where newer than the element's.
+    fn set_here(&mut self, id: (u64, u32), fp: u64, stamp: u64) -> Result<Change, NotApplied> {
+        match self.find(id) {
+            Some(j) if self.elems[j].set < stamp => {
+                (self.elems[j].fp, self.elems[j].set) = (fp, stamp);
+                Ok(Change::Set(j))
+            }
+            Some(_) => Ok(Change::None),
+            // Removed here, concurrently: the remove wins.
+            None if self.cc.covers(id.0) => Ok(Change::None),
+            None => Err(NotApplied::Gap),
+        }
+    }
+
+    /// An insert, where its position sorts among the elements here.
+    fn insert_here(&mut self, place: Place, fp: u64, stamp: u64) -> Result<Change, NotApplied> {
+        let anchor: &[Component] = match place {
+            Place::After(a) => &self.elems[self.find(a).ok_or(NotApplied::Gap)?].pos,
+            _ => &[],
+        };
+        let pos = inserted(place, anchor, stamp);
+        let e = Elem {
+            id: (stamp, 0),
+            pos,
+            fp,
+            set: 0,
+        };
+        let key = (&e.pos, e.id);
+        let j = (self.elems.iter())
+            .position(|o| (&o.pos, o.id) > key)
+            .unwrap_or(self.elems.len());
+        self.elems.insert(j, e);
+        Ok(Change::Insert(j))
+    }
+
+    /// An observed remove: the ids still here go.
+    fn remove_here(&mut self, ids: &[(u64, u32)]) -> Result<Change, NotApplied> {
+        let mut at = Vec::with_capacity(ids.len());
+        for &id in ids {
+            match self.find(id) {
+                Some(j) => at.push(j),
+                None if self.cc.covers(id.0) => {}
+                None => return Err(NotApplied::Gap),
+            }
+        }
+        at.sort_unstable();
+        for &j in at.iter().rev() {
+            self.elems.remove(j);
+        }
+        Ok(Change::Remove(at))
+    }
+}
+
+impl Shard {
+    /// Active replication, at the origin of an edit stamped `stamp` of the
+    /// list at `key` (version `prev` before): its merge state follows the
+    /// edit by index ([`Lists::note_edit`]), and the write's fact goes to
+    /// `facts` (PREV, then the ids it named). Nothing changes, the write
+    /// left to the diff and its peers asking for the key's state, where
+    /// the key has no list state, or this stamp wrote it already (a
+    /// transaction's second write).
+    pub fn note_list_edit(
+        &mut self,
+        hash: u64,
+        key: &[u8],
+        (prev, stamp): (u64, u64),
+        edit: &Edit,
+        facts: &mut Vec<Fact>,
+    ) {
+        if !fact::LIST_EDIT_FACTS {
+            return;
+        }
+        let after: Vec<u64> = match self.pos(hash, key).map(|p| &self.entries.get(p).value) {
+            Some(Value::List(l)) => l.iter().map(fingerprint).collect(),
+            None => Vec::new(),
+            Some(_) => return,
+        };
+        let Some(old) = self.merge_meta(key).and_then(Lists::of) else {
+            return;
+        };
+        let newest = old.cc.newest(hlc::stamp_node(stamp));
+        let Some(before) = edit.before(&after).filter(|_| newest < stamp) else {
+            return;
+        };
+        let mut l = Lists::current_fps(Some(old), prev, &before);
+        let Some(entries) = l.note_edit(stamp, edit) else {
+            return;
+        };
+        self.set_merge_meta(key, l.wrap());
+        facts.push((PREV | (1 << SHIFT), newest));
+        facts.extend(entries);
+    }
+}
