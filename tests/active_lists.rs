@@ -90,10 +90,11 @@ fn concurrent_lsets_of_one_element_keep_the_newer() {
     both_hold(&p, "l", &["a", "B", "c"]);
 }
 
-/// An LSET of an element another node pops concurrently: the pop took the
-/// element (it saw its id), and the LSET makes no new one.
+/// An LSET of an element another node pops concurrently: the update wins
+/// (as a re-add wins over a concurrent remove): the element stays where it
+/// stood, with the LSET's value; the pop's client got the old value.
 #[test]
-fn an_lset_of_an_element_popped_concurrently_stays_popped() {
+fn an_lset_wins_over_a_concurrent_pop_of_its_element() {
     let p = Pair::start(&[]);
     let _: i64 = cmd(&mut p.a.conn(), &["RPUSH", "l", "a", "b", "c"]);
     converged(&[&p.a, &p.b]);
@@ -101,10 +102,11 @@ fn an_lset_of_an_element_popped_concurrently_stays_popped() {
         &p,
         |a| cmd::<()>(a, &["LSET", "l", "0", "X"]),
         |b| {
-            let _: String = cmd(b, &["LPOP", "l"]);
+            let popped: String = cmd(b, &["LPOP", "l"]);
+            assert_eq!(popped, "a");
         },
     );
-    both_hold(&p, "l", &["b", "c"]);
+    both_hold(&p, "l", &["X", "b", "c"]);
 }
 
 /// LINSERT after one element on both nodes: both elements land after it,

@@ -87,6 +87,15 @@ pub struct Lists {
     pub ttl: Ttl,
 }
 
+impl Elem {
+    /// Whether a node of causal context `cc` saw the element as it is:
+    /// its put, and its last LSET (an update wins over a concurrent
+    /// remove, as a re-add does; DECISIONS 220).
+    pub fn seen_by(&self, cc: &Context) -> bool {
+        cc.covers(self.id.0) && (self.set == 0 || cc.covers(self.set))
+    }
+}
+
 /// The list after writes that only pushed and popped at its ends, told by
 /// the writes ([`Lists::note_ends`]): the elements they pushed at the head
 /// (`head`, in list order), then the elements `from..to` of the state, then
@@ -239,6 +248,15 @@ impl Ends {
         }
         ids
     }
+}
+
+/// Whether the origin of a remove stamped `stamp` saw the element's last
+/// LSET: none, or its own (a node's writes reach a peer in order); an LSET
+/// of another node's may be concurrent with the remove, and only the
+/// key's state tells.
+pub fn set_seen_by_origin(el: &Elem, stamp: u64) -> bool {
+    use crate::keyspace::hlc::stamp_node;
+    el.set == 0 || (stamp_node(el.set) == stamp_node(stamp) && el.set < stamp)
 }
 
 /// What a write's end ops did ([`Lists::note_ends`]): the ids of the
@@ -517,7 +535,7 @@ impl Lists {
                 }
                 fits.then_some(fps.len())
             }
-            EndFact::Pop { left, ids } => self.popped_here(&e, left, ids).inspect(|&n| {
+            EndFact::Pop { left, ids } => self.popped_here(&e, left, ids, stamp).inspect(|&n| {
                 e.pop(left, n, &self.elems);
             }),
         };
@@ -540,12 +558,14 @@ impl Lists {
     /// at that end here: each id is there, next, or gone here already (a
     /// pop here took it too); None where one is elsewhere in the list, or
     /// was put by a write this state has not seen.
-    fn popped_here(&self, e: &Ends, left: bool, ids: &[(u64, u32)]) -> Option<usize> {
+    fn popped_here(&self, e: &Ends, left: bool, ids: &[(u64, u32)], stamp: u64) -> Option<usize> {
         let mut n = 0;
         for &id in ids {
-            if e.nth_from(&self.elems, left, n)
-                .is_some_and(|el| el.id == id)
-            {
+            if let Some(el) = e.nth_from(&self.elems, left, n).filter(|el| el.id == id) {
+                // An LSET here the pop may not have seen wins over it.
+                if !set_seen_by_origin(el, stamp) {
+                    return None;
+                }
                 n += 1;
                 continue;
             }
@@ -612,12 +632,12 @@ impl Lists {
                     kept.push((&remote.elems[j], &remote_values[j]));
                 }
                 Some(_) => kept.push((e, v)),
-                None if !remote.cc.covers(e.id.0) => kept.push((e, v)),
+                None if !e.seen_by(&remote.cc) => kept.push((e, v)),
                 None => {}
             }
         }
         for (e, v) in remote.elems.iter().zip(remote_values) {
-            if !has(self, e.id) && !self.cc.covers(e.id.0) {
+            if !has(self, e.id) && !e.seen_by(&self.cc) {
                 kept.push((e, v));
             }
         }

@@ -8,9 +8,12 @@
 //!
 //! - LSET sets a register on the element: its id and position stay, its
 //!   value and `set` stamp change; of two LSETs of one element the newer
-//!   stamp's value is kept. An element removed (popped, LREM'd, trimmed)
-//!   concurrently with an LSET of it stays removed: the remove saw the id,
-//!   and an LSET makes no new element (DECISIONS 220).
+//!   stamp's value is kept. An LSET concurrent with a remove of the
+//!   element (a pop, LREM, LTRIM) wins: the element stays, with the LSET's
+//!   value, where it stood (an update wins, as a re-add does; DECISIONS
+//!   220). A remove's fact that meets an element whose LSET its origin
+//!   may not have seen, and an LSET's fact whose element is gone here,
+//!   are gaps: the key's state decides.
 //! - LINSERT puts a new element `(stamp, 0)` as a child of its left
 //!   neighbour's position (the head or tail zone where it has none), as a
 //!   diff placed such an element before (RGA, lists.rs' module comment).
@@ -198,7 +201,7 @@ impl Lists {
         let change = match *fact {
             EditFact::Set { id, fp } => self.set_here(id, fp, stamp)?,
             EditFact::Insert { place, fp } => self.insert_here(place, fp, stamp)?,
-            EditFact::Remove { ids } => self.remove_here(ids)?,
+            EditFact::Remove { ids } => self.remove_here(ids, stamp)?,
         };
         self.version = version.max(stamp);
         self.ends = None;
@@ -218,8 +221,8 @@ impl Lists {
                 Ok(Change::Set(j))
             }
             Some(_) => Ok(Change::None),
-            // Removed here, concurrently: the remove wins.
-            None if self.cc.covers(id.0) => Ok(Change::None),
+            // Removed here (concurrently: the update wins, and where the
+            // element stood only the key's state tells), or not arrived.
             None => Err(NotApplied::Gap),
         }
     }
@@ -246,11 +249,12 @@ impl Lists {
     }
 
     /// An observed remove: the ids still here go.
-    fn remove_here(&mut self, ids: &[(u64, u32)]) -> Result<Change, NotApplied> {
+    fn remove_here(&mut self, ids: &[(u64, u32)], stamp: u64) -> Result<Change, NotApplied> {
         let mut at = Vec::with_capacity(ids.len());
         for &id in ids {
             match self.find(id) {
-                Some(j) => at.push(j),
+                Some(j) if super::set_seen_by_origin(&self.elems[j], stamp) => at.push(j),
+                Some(_) => return Err(NotApplied::Gap),
                 None if self.cc.covers(id.0) => {}
                 None => return Err(NotApplied::Gap),
             }
