@@ -307,3 +307,137 @@ impl Shard {
         facts.extend(entries);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::keyspace::hlc::make_stamp;
+    use crate::keyspace::list::ListValue;
+    use crate::keyspace::merge::lists::values;
+
+    fn list(items: &[&str]) -> Value {
+        let mut l = ListValue::new();
+        for i in items {
+            l.push_back(-2, i.as_bytes());
+        }
+        Value::List(Box::new(l))
+    }
+
+    fn fp(s: &str) -> u64 {
+        fingerprint(s.as_bytes())
+    }
+
+    fn id_of(f: &Fact) -> (u64, u32) {
+        (f.1, f.0 >> SHIFT)
+    }
+
+    /// An LSET, an LINSERT and an LREM among equal values, applied by
+    /// their facts on a peer that held what the origin held: the peer's
+    /// state is the origin's, and each fact changes the index it should.
+    #[test]
+    fn edit_facts_reproduce_the_origins_edits_among_equal_values() {
+        let s0 = make_stamp(10, 0, 1);
+        let base = Lists::current(None, s0, Some(&list(&["t", "t", "t", "u"])));
+        let (mut origin, mut peer) = (base.clone(), base.clone());
+        // LSET l 1 X.
+        let s1 = make_stamp(20, 0, 1);
+        let set = Edit::Set {
+            index: 1,
+            old: fp("t"),
+            new: fp("X"),
+        };
+        let f = origin.note_edit(s1, &set).unwrap();
+        let fact = EditFact::Set {
+            id: id_of(&f[0]),
+            fp: fp("X"),
+        };
+        assert_eq!(peer.apply_edit_fact((s0, s1, 0), &fact), Ok(Change::Set(1)));
+        assert_eq!(
+            peer.apply_edit_fact((s1, s1, 0), &fact),
+            Err(NotApplied::Duplicate)
+        );
+        // LINSERT l AFTER X n (after index 1): [t X n t u].
+        let s2 = make_stamp(30, 0, 1);
+        let ins = Edit::Insert {
+            index: 2,
+            fp: fp("n"),
+        };
+        let f = origin.note_edit(s2, &ins).unwrap();
+        assert_eq!(f[0], (WORD, 0));
+        let place = Place::of(f[0].1, Some(id_of(&f[1]))).unwrap();
+        let fact = EditFact::Insert { place, fp: fp("n") };
+        assert_eq!(
+            peer.apply_edit_fact((s1, s2, s1), &fact),
+            Ok(Change::Insert(2))
+        );
+        // LREM l -1 t: the last t (index 3), not the first.
+        let s3 = make_stamp(40, 0, 1);
+        let rem = Edit::Remove {
+            indices: &[3],
+            fp: fp("t"),
+        };
+        let f = origin.note_edit(s3, &rem).unwrap();
+        let ids: Vec<(u64, u32)> = f.iter().map(id_of).collect();
+        assert_eq!(ids, [base.elems[2].id]);
+        let fact = EditFact::Remove { ids: &ids };
+        assert_eq!(
+            peer.apply_edit_fact((s2, s3, s2), &fact),
+            Ok(Change::Remove(vec![3]))
+        );
+        assert!(origin.same_content(&peer));
+        assert_eq!(origin.version, peer.version);
+        // A fact whose PREV this peer has not seen is a gap.
+        let s5 = make_stamp(60, 0, 1);
+        let later = make_stamp(50, 0, 1);
+        let fact = EditFact::Remove { ids: &[] };
+        assert_eq!(
+            peer.apply_edit_fact((s3, s5, later), &fact),
+            Err(NotApplied::Gap)
+        );
+    }
+
+    /// Two LSETs of one element join to the newer's value either way, the
+    /// list as long as before; an LSET joins over a concurrent pop of its
+    /// element (update wins); the LSET stamps survive the encoding.
+    #[test]
+    fn lsets_join_as_a_register_that_wins_over_a_remove() {
+        let s0 = make_stamp(10, 0, 1);
+        let v0 = list(&["a", "b", "c"]);
+        let base = Lists::current(None, s0, Some(&v0));
+        let set = |node: u64, ms: u64, new: &str| {
+            let mut l = base.clone();
+            let edit = Edit::Set {
+                index: 1,
+                old: fp("b"),
+                new: fp(new),
+            };
+            l.note_edit(make_stamp(ms, 0, node), &edit).unwrap();
+            l
+        };
+        let (a, b) = (set(1, 20, "A"), set(2, 21, "B"));
+        let (va, vb) = (
+            values(Some(&list(&["a", "A", "c"]))),
+            values(Some(&list(&["a", "B", "c"]))),
+        );
+        let (ab, xab) = a.join(&va, &b, &vb);
+        let (ba, xba) = b.join(&vb, &a, &va);
+        assert_eq!((ab.elems.clone(), &xab), (ba.elems.clone(), &xba));
+        assert_eq!(xab, values(Some(&list(&["a", "B", "c"]))));
+        // B pops b (index 1) concurrently with A's LSET of it.
+        let mut popped = base.clone();
+        let rem = Edit::Remove {
+            indices: &[1],
+            fp: fp("b"),
+        };
+        popped.note_edit(make_stamp(22, 0, 2), &rem).unwrap();
+        let vp = values(Some(&list(&["a", "c"])));
+        let (j, x) = popped.join(&vp, &a, &va);
+        assert_eq!(x, va, "the LSET's element stays");
+        let (_, y) = a.join(&va, &popped, &vp);
+        assert_eq!(y, va);
+        let mut out = Vec::new();
+        j.encode(&mut out);
+        assert_eq!(Lists::decode(&out).unwrap(), j);
+        assert_eq!(j.elems[1].set, make_stamp(20, 0, 1));
+    }
+}
