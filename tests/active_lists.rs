@@ -49,6 +49,9 @@ fn edits_travel_as_facts_without_asking_for_state() {
     let _: i64 = cmd(&mut b, &["LREM", "l", "-1", "t"]);
     both_hold(&p, "l", &["h", "t", "X", "n", "u"]);
     let _: () = cmd(&mut b, &["LSET", "l", "-1", "U"]);
+    // Each write after the other's has arrived: a write here older than
+    // the key's version here (a concurrent one) is not the normal path.
+    both_hold(&p, "l", &["h", "t", "X", "n", "U"]);
     let _: i64 = cmd(&mut a, &["RPUSH", "l", "n"]);
     both_hold(&p, "l", &["h", "t", "X", "n", "U", "n"]);
     let _: i64 = cmd(&mut a, &["LREM", "l", "0", "n"]);

@@ -13,6 +13,7 @@
 //! the same version.
 
 use crate::effects::Fact;
+use crate::keyspace::list::ListValue;
 use crate::keyspace::merge::context::fingerprint;
 use crate::keyspace::merge::elements::{item_of, Change, Item};
 use crate::keyspace::merge::fact::{self, NotApplied, ADD, COUNTED, KIND, SHIFT};
@@ -447,9 +448,9 @@ impl Link {
         let slot = ks.slot(key);
         let mut g = ks.db(db).lock(slot.shard);
         let value = g.get_raw(slot.hash, key).map(|e| &e.value);
-        if !value.is_some_and(|v| matches!(v, Value::List(_))) {
+        let Some(Value::List(list)) = value else {
             return false;
-        }
+        };
         let version = g.version_of(slot.hash, key);
         if version > stamp {
             return covered::<Lists>(g.merge_meta(key), stamp);
@@ -457,17 +458,30 @@ impl Link {
         let Ok(state) = typed::<Lists>(g.merge_meta(key)) else {
             return false;
         };
-        let mut l = Lists::current(state, version, value);
-        let change = match l.apply_edit_fact((version, stamp, prev), &edit) {
+        // The state in place where it describes the key (the common
+        // case), else brought up to it (O(list), as a read would).
+        let fresh = match state {
+            Some(s) if s.version == version && s.ends.is_none() => None,
+            s => Some(Lists::current(s, version, value)),
+        };
+        let Some(l) = fresh.as_ref().or(state) else {
+            return false;
+        };
+        let change = match l.plan_edit_fact((version, stamp, prev), &edit) {
             Ok(c) => c,
             Err(NotApplied::Duplicate) => return true,
             Err(NotApplied::Gap) => return false,
         };
-        let values = crate::keyspace::merge::lists::values(value);
-        let Some(replay) = edit_replay(&change, &values, key, v) else {
+        let Some(replay) = edit_replay(&change, list, key, v) else {
             return false;
         };
-        g.set_merge_meta(key, l.wrap());
+        if let Some(f) = fresh {
+            g.set_merge_meta(key, f.wrap());
+        }
+        let Some(l) = g.merge_meta_mut(key).and_then(Meta::get_mut::<Lists>) else {
+            return false;
+        };
+        l.commit_edit_fact((version, stamp), &edit, &change);
         drop(g);
         let version = version.max(stamp);
         if let Some(argv) = replay {
@@ -617,32 +631,39 @@ fn edit_fact_of<'a, 'f>(
 /// last ones), and the key's state decides.
 fn edit_replay(
     change: &ListChange,
-    values: &[Vec<u8>],
+    list: &ListValue,
     key: &[u8],
     v: &[u8],
 ) -> Option<Option<Vec<Vec<u8>>>> {
     let cmd = |parts: &[&[u8]]| Some(Some(parts.iter().map(|p| p.to_vec()).collect()));
-    let first = |i: usize| values.iter().position(|x| *x == values[i]) == Some(i);
+    // The value at `i`, where this is its first occurrence.
+    let first = |i: usize| -> Option<&[u8]> {
+        let x = list.get(i)?;
+        (list.iter().position(|y| y == x) == Some(i)).then_some(x)
+    };
     match change {
         ListChange::None => Some(None),
         ListChange::Set(j) => cmd(&[b"LSET", key, j.to_string().as_bytes(), v]),
         ListChange::Insert(0) => cmd(&[b"LPUSH", key, v]),
-        ListChange::Insert(j) if *j == values.len() => cmd(&[b"RPUSH", key, v]),
-        ListChange::Insert(j) if first(j - 1) => {
-            cmd(&[b"LINSERT", key, b"AFTER", &values[j - 1], v])
-        }
-        ListChange::Insert(j) if first(*j) => cmd(&[b"LINSERT", key, b"BEFORE", &values[*j], v]),
-        ListChange::Insert(_) => None,
+        ListChange::Insert(j) if *j == list.len() => cmd(&[b"RPUSH", key, v]),
+        ListChange::Insert(j) => match (first(j - 1), first(*j)) {
+            (Some(x), _) => cmd(&[b"LINSERT", key, b"AFTER", x, v]),
+            (None, Some(x)) => cmd(&[b"LINSERT", key, b"BEFORE", x, v]),
+            (None, None) => None,
+        },
         ListChange::Remove(at) if at.is_empty() => Some(None),
         ListChange::Remove(at) => {
-            let occ: Vec<usize> = (0..values.len()).filter(|&i| values[i] == v).collect();
-            let n = at.len();
+            let occ: Vec<usize> = (list.iter().enumerate())
+                .filter(|(_, x)| *x == v)
+                .map(|(i, _)| i)
+                .collect();
+            let n = at.len() as i64;
             let count = if *at == occ {
                 0
             } else if occ.starts_with(at) {
-                n as i64
+                n
             } else if occ.ends_with(at) {
-                -(n as i64)
+                -n
             } else {
                 return None;
             };

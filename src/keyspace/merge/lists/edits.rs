@@ -184,11 +184,25 @@ impl Lists {
 
     /// Peer: an edit's fact stamped `stamp` (`prev`: its PREV) on this
     /// state, current at the key's `version`: applied to the elements by
-    /// id, the state at the newer of `version` and `stamp`. Returns what
-    /// it changes in the values here; a gap, nothing changed, where an id
-    /// it names has not arrived here, or the anchor of an insert is gone.
+    /// id ([`Lists::plan_edit_fact`], [`Lists::commit_edit_fact`]).
     pub fn apply_edit_fact(
         &mut self,
+        (version, stamp, prev): (u64, u64, u64),
+        fact: &EditFact,
+    ) -> Result<Change, NotApplied> {
+        let change = self.plan_edit_fact((version, stamp, prev), fact)?;
+        self.commit_edit_fact((version, stamp), fact, &change);
+        Ok(change)
+    }
+
+    /// What an edit's fact stamped `stamp` (`prev`: its PREV) changes in
+    /// the values of this state, current at the key's `version`; nothing
+    /// changed yet. A gap where an id it names has not arrived here, an
+    /// LSET's element is gone here (the LSET wins, and only the key's
+    /// state tells where it stood), the anchor of an insert is gone, or a
+    /// remove meets an LSET its origin may not have seen.
+    pub fn plan_edit_fact(
+        &self,
         (version, stamp, prev): (u64, u64, u64),
         fact: &EditFact,
     ) -> Result<Change, NotApplied> {
@@ -198,58 +212,75 @@ impl Lists {
         if self.version != version || (prev != 0 && !self.cc.covers(prev)) {
             return Err(NotApplied::Gap);
         }
-        let change = match *fact {
-            EditFact::Set { id, fp } => self.set_here(id, fp, stamp)?,
-            EditFact::Insert { place, fp } => self.insert_here(place, fp, stamp)?,
-            EditFact::Remove { ids } => self.remove_here(ids, stamp)?,
-        };
+        match *fact {
+            EditFact::Set { id, .. } => match self.find(id) {
+                Some(j) if self.elems[j].set < stamp => Ok(Change::Set(j)),
+                Some(_) => Ok(Change::None),
+                None => Err(NotApplied::Gap),
+            },
+            EditFact::Insert { place, .. } => {
+                let e = self.inserted_elem(place, 0, stamp)?;
+                let key = (&e.pos, e.id);
+                let j = (self.elems.iter())
+                    .position(|o| (&o.pos, o.id) > key)
+                    .unwrap_or(self.elems.len());
+                Ok(Change::Insert(j))
+            }
+            EditFact::Remove { ids } => self.removed_here(ids, stamp),
+        }
+    }
+
+    /// Applies a planned `change` of `fact` to the elements; the state at
+    /// the newer of `version` and `stamp`.
+    pub fn commit_edit_fact(
+        &mut self,
+        (version, stamp): (u64, u64),
+        fact: &EditFact,
+        change: &Change,
+    ) {
+        match (change, fact) {
+            (Change::Set(j), EditFact::Set { fp, .. }) => {
+                (self.elems[*j].fp, self.elems[*j].set) = (*fp, stamp);
+            }
+            (Change::Insert(j), EditFact::Insert { place, fp }) => {
+                if let Ok(e) = self.inserted_elem(*place, *fp, stamp) {
+                    self.elems.insert(*j, e);
+                }
+            }
+            (Change::Remove(at), _) => {
+                for &j in at.iter().rev() {
+                    self.elems.remove(j);
+                }
+            }
+            _ => {}
+        }
         self.version = version.max(stamp);
         self.ends = None;
         self.cc.see(stamp);
-        Ok(change)
     }
 
     fn find(&self, id: (u64, u32)) -> Option<usize> {
         self.elems.iter().position(|e| e.id == id)
     }
 
-    /// An LSET's register write: kept where newer than the element's.
-    fn set_here(&mut self, id: (u64, u32), fp: u64, stamp: u64) -> Result<Change, NotApplied> {
-        match self.find(id) {
-            Some(j) if self.elems[j].set < stamp => {
-                (self.elems[j].fp, self.elems[j].set) = (fp, stamp);
-                Ok(Change::Set(j))
-            }
-            Some(_) => Ok(Change::None),
-            // Removed here (concurrently: the update wins, and where the
-            // element stood only the key's state tells), or not arrived.
-            None => Err(NotApplied::Gap),
-        }
-    }
-
-    /// An insert, where its position sorts among the elements here.
-    fn insert_here(&mut self, place: Place, fp: u64, stamp: u64) -> Result<Change, NotApplied> {
+    /// The element an insert stamped `stamp` at `place` makes here (a gap
+    /// where its anchor is not here).
+    fn inserted_elem(&self, place: Place, fp: u64, stamp: u64) -> Result<Elem, NotApplied> {
         let anchor: &[Component] = match place {
             Place::After(a) => &self.elems[self.find(a).ok_or(NotApplied::Gap)?].pos,
             _ => &[],
         };
         let pos = inserted(place, anchor, stamp);
-        let e = Elem {
+        Ok(Elem {
             id: (stamp, 0),
             pos,
             fp,
             set: 0,
-        };
-        let key = (&e.pos, e.id);
-        let j = (self.elems.iter())
-            .position(|o| (&o.pos, o.id) > key)
-            .unwrap_or(self.elems.len());
-        self.elems.insert(j, e);
-        Ok(Change::Insert(j))
+        })
     }
 
-    /// An observed remove: the ids still here go.
-    fn remove_here(&mut self, ids: &[(u64, u32)], stamp: u64) -> Result<Change, NotApplied> {
+    /// An observed remove: the indices (ascending) of the ids still here.
+    fn removed_here(&self, ids: &[(u64, u32)], stamp: u64) -> Result<Change, NotApplied> {
         let mut at = Vec::with_capacity(ids.len());
         for &id in ids {
             match self.find(id) {
@@ -260,9 +291,6 @@ impl Lists {
             }
         }
         at.sort_unstable();
-        for &j in at.iter().rev() {
-            self.elems.remove(j);
-        }
         Ok(Change::Remove(at))
     }
 }
@@ -286,23 +314,35 @@ impl Shard {
         if !fact::LIST_EDIT_FACTS {
             return;
         }
-        let after: Vec<u64> = match self.pos(hash, key).map(|p| &self.entries.get(p).value) {
-            Some(Value::List(l)) => l.iter().map(fingerprint).collect(),
-            None => Vec::new(),
-            Some(_) => return,
-        };
+        let node = hlc::stamp_node(stamp);
         let Some(old) = self.merge_meta(key).and_then(Lists::of) else {
             return;
         };
-        let newest = old.cc.newest(hlc::stamp_node(stamp));
-        let Some(before) = edit.before(&after).filter(|_| newest < stamp) else {
+        let newest = old.cc.newest(node);
+        if newest >= stamp {
+            return;
+        }
+        // The common case: the state is the list's before the edit, and
+        // the edit applies in place. Else it is brought up to that version
+        // first (O(list), as a read would).
+        if old.version != prev || old.ends.is_some() {
+            let after: Vec<u64> = match self.pos(hash, key).map(|p| &self.entries.get(p).value) {
+                Some(Value::List(l)) => l.iter().map(fingerprint).collect(),
+                None => Vec::new(),
+                Some(_) => return,
+            };
+            let Some(before) = edit.before(&after) else {
+                return;
+            };
+            let fresh = Lists::current_fps(Some(old), prev, &before);
+            self.set_merge_meta(key, fresh.wrap());
+        }
+        let Some(l) = self.merge.get_mut(key).and_then(|m| m.get_mut::<Lists>()) else {
             return;
         };
-        let mut l = Lists::current_fps(Some(old), prev, &before);
         let Some(entries) = l.note_edit(stamp, edit) else {
             return;
         };
-        self.set_merge_meta(key, l.wrap());
         facts.push((PREV | (1 << SHIFT), newest));
         facts.extend(entries);
     }
