@@ -40,7 +40,10 @@
 //! next read takes the list they give instead of the diff. The same ids
 //! travel in the write's fact (keyspace/merge/fact.rs), and a peer applies
 //! a push or a pop at that end of its own list where it lands there
-//! ([`Lists::apply_end_fact`]), with no round trip.
+//! ([`Lists::apply_end_fact`]), with no round trip. LSET, LINSERT and LREM
+//! tell the state which elements they set, put after and removed, and
+//! travel as facts naming those ids (`lists/edits.rs`); an element's value
+//! is a register of its LSETs ([`Elem::set`]).
 
 use std::collections::VecDeque;
 
