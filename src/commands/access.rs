@@ -22,7 +22,7 @@ use crate::core::Core;
 use crate::keyspace::member_ttl::MemberTtls;
 use crate::keyspace::merge::MergeType;
 use crate::keyspace::{merge, Entry, Keyspace, Shard, ShardGuard, Slot, StrValue, Value};
-use merge::lists::EndOp;
+use merge::lists::{Edit, EndOp};
 
 enum Guards<'a> {
     One(usize, ShardGuard<'a>),
@@ -605,6 +605,19 @@ impl Locked<'_, '_> {
         shard.note_list_ends(slot.hash, key, versions, ops, facts);
     }
 
+    /// See [`Ctx::note_list_edit`].
+    pub fn note_list_edit(
+        &mut self,
+        key: &[u8],
+        versions: (u64, u64),
+        edit: &merge::lists::Edit,
+        facts: &mut Vec<crate::effects::Fact>,
+    ) {
+        let slot = self.slot(key);
+        let shard = self.shard_mut(slot.shard);
+        shard.note_list_edit(slot.hash, key, versions, edit, facts);
+    }
+
     /// Active replication: a write named `members` of the collection at
     /// `key` as added or set (keyspace/merge/elements.rs, `touched`).
     pub fn touch_members<'m>(&mut self, key: &[u8], members: impl Iterator<Item = &'m [u8]>) {
@@ -914,6 +927,20 @@ impl Ctx<'_> {
         if let Some(prev) = self.base_of(key) {
             let a = self.active.as_mut().expect("active write");
             l.note_list_ends(key, (prev, stamp), ops, &mut a.facts);
+        }
+    }
+
+    /// Active replication, after an edit stamped `stamp` of the list at
+    /// `key` away from its ends (LSET, LINSERT, LREM): its merge state
+    /// follows it by index and its fact names the element ids it touched
+    /// (keyspace/merge/lists/edits.rs).
+    pub fn note_list_edit(&mut self, l: &mut Locked, key: &[u8], stamp: u64, edit: &Edit) {
+        if !self.core.active || !merge::fact::noting() {
+            return;
+        }
+        if let Some(prev) = self.base_of(key) {
+            let a = self.active.as_mut().expect("active write");
+            l.note_list_edit(key, (prev, stamp), edit, &mut a.facts);
         }
     }
 }

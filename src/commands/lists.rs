@@ -23,7 +23,8 @@ use super::events::class;
 use super::util::{arg_i64, eq_ic};
 use super::{flags::*, CmdError, CmdResult, Command, Ctx};
 use crate::keyspace::list::ListValue;
-use crate::keyspace::merge::lists::EndOp;
+use crate::keyspace::merge::context::fingerprint;
+use crate::keyspace::merge::lists::{Edit, EndOp};
 use crate::keyspace::Value;
 use crate::protocol::{parse_i64, Args};
 
@@ -616,11 +617,16 @@ fn lset(ctx: &mut Ctx, args: Args) -> CmdResult {
     } else {
         index
     };
+    let old = list.get(i.max(0) as usize).map(fingerprint);
     if i < 0 || !list.set(fill, i as usize, v) {
         return Err(CmdError::err("index out of range"));
     }
     e.version = ctx.version_after(e.version);
     let version = e.version;
+    if let Some(old) = old {
+        let (index, new) = (i as usize, fingerprint(v));
+        ctx.note_list_edit(&mut l, key, version, &Edit::Set { index, old, new });
+    }
     ctx.out.ok();
     ctx.notify(class::LIST, "lset", key);
     let argv: Vec<&[u8]> = args.iter().collect();
@@ -648,10 +654,13 @@ fn linsert(ctx: &mut Ctx, args: Args) -> CmdResult {
         ctx.out.int(-1);
         return Ok(());
     };
-    list.insert(fill, p + after as usize, v);
+    let index = p + after as usize;
+    list.insert(fill, index, v);
     let len = list.len();
     e.version = ctx.version_after(e.version);
     let version = e.version;
+    let fp = fingerprint(v);
+    ctx.note_list_edit(&mut l, key, version, &Edit::Insert { index, fp });
     ctx.out.int(len as i64);
     ctx.notify(class::LIST, "linsert", key);
     let argv: Vec<&[u8]> = args.iter().collect();
@@ -669,6 +678,11 @@ fn lrem(ctx: &mut Ctx, args: Args) -> CmdResult {
     };
     let list = list_mut(&mut e.value);
     let limit = count.unsigned_abs().min(usize::MAX as u64) as usize;
+    // Which elements go, for the write's fact (active replication only).
+    let indices = match ctx.core.active {
+        true => matching_indices(list, v, limit, count < 0),
+        false => Vec::new(),
+    };
     let removed = list.remove_matching(v, limit, count < 0);
     ctx.out.int(removed as i64);
     if removed == 0 {
@@ -676,11 +690,37 @@ fn lrem(ctx: &mut Ctx, args: Args) -> CmdResult {
     }
     let version = ctx.version_after(e.version);
     e.version = version;
+    if indices.len() == removed {
+        let edit = Edit::Remove {
+            indices: &indices,
+            fp: fingerprint(v),
+        };
+        ctx.note_list_edit(&mut l, key, version, &edit);
+    }
     ctx.notify(class::LIST, "lrem", key);
     ctx.remove_if_empty(&mut l, key);
     let argv: Vec<&[u8]> = args.iter().collect();
     ctx.propagate(version, &argv);
     Ok(())
+}
+
+/// The indices (ascending) of the elements equal to `v` that LREM removes:
+/// the first `limit` of them (0: all) from the head, or from the tail.
+fn matching_indices(list: &ListValue, v: &[u8], limit: usize, from_tail: bool) -> Vec<usize> {
+    let mut at: Vec<usize> = (list.iter().enumerate())
+        .filter(|(_, x)| *x == v)
+        .map(|(i, _)| i)
+        .collect();
+    let n = if limit == 0 {
+        at.len()
+    } else {
+        limit.min(at.len())
+    };
+    match from_tail {
+        false => at.truncate(n),
+        true => at = at.split_off(at.len() - n),
+    }
+    at
 }
 
 fn ltrim(ctx: &mut Ctx, args: Args) -> CmdResult {

@@ -124,14 +124,17 @@ pub fn draw(rng: &mut StdRng) -> Vec<Vec<u8>> {
         },
         80..=89 => {
             let v = member(rng);
+            // The edits' variants from the member drawn (no more draws:
+            // the other keys' streams stay as they were).
+            let pick = usize::from(v.as_bytes().last().copied().unwrap_or(0)) % 3;
             let w: Vec<&str> = match rng.gen_range(0..12) {
                 0..=2 => vec!["LPUSH", "l0", &v],
                 3..=5 => vec!["RPUSH", "l0", &v, "x"],
                 6 => vec!["LPOP", "l0"],
                 7 => vec!["RPOP", "l0"],
-                8 => vec!["LREM", "l0", "1", &v],
-                9 => vec!["LINSERT", "l0", "BEFORE", &v, "y"],
-                10 => vec!["LSET", "l0", "1", &v],
+                8 => vec!["LREM", "l0", ["1", "0", "-1"][pick], &v],
+                9 => vec!["LINSERT", "l0", ["BEFORE", "AFTER"][pick % 2], &v, "y"],
+                10 => vec!["LSET", "l0", ["1", "-1", "0"][pick], &v],
                 _ => vec!["LTRIM", "l0", "0", "4"],
             };
             w.into_iter().map(String::from).collect()
@@ -357,8 +360,11 @@ pub fn observe(srv: &Server, key: &[u8]) -> Dots {
             let vals = lattice::keyspace::merge::lists::values(value);
             return (l.elems.iter().zip(vals))
                 .map(|(e, v)| {
+                    // Its dot: its put's, or its last LSET's (a register
+                    // on the element: an LSET replaces the element's dot).
                     let id = format!("{}.{}", e.id.0, e.id.1).into_bytes();
-                    (id, vec![(e.id.0, Item::Field(v))])
+                    let dot = if e.set == 0 { e.id.0 } else { e.set };
+                    (id, vec![(dot, Item::Field(v))])
                 })
                 .collect();
         }

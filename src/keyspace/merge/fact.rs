@@ -67,6 +67,11 @@ pub const ELEMENT_FACTS: bool = true;
 /// (docs/MERGE.md section 8, items 33 and 34).
 pub const LIST_FACTS: bool = true;
 
+/// Whether LSET, LINSERT and LREM emit their facts (lists/edits.rs; a
+/// switch as [`LIST_FACTS`]): off, their origin's list state follows them
+/// by the diff of values, and their peers ask for the key's state.
+pub const LIST_EDIT_FACTS: bool = true;
+
 /// One entry of a fact: the kind ORed into an argument index, and a stamp.
 pub type Fact = (u32, u64);
 

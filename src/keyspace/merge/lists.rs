@@ -40,7 +40,10 @@
 //! next read takes the list they give instead of the diff. The same ids
 //! travel in the write's fact (keyspace/merge/fact.rs), and a peer applies
 //! a push or a pop at that end of its own list where it lands there
-//! ([`Lists::apply_end_fact`]), with no round trip.
+//! ([`Lists::apply_end_fact`]), with no round trip. LSET, LINSERT and LREM
+//! tell the state which elements they set, put after and removed, and
+//! travel as facts naming those ids (`lists/edits.rs`); an element's value
+//! is a register of its LSETs ([`Elem::set`]).
 
 use std::collections::VecDeque;
 
@@ -50,6 +53,9 @@ use crate::keyspace::Value;
 
 use super::codec::{put_varint, Cursor};
 use super::fact::NotApplied;
+
+mod edits;
+pub use edits::{Change, Edit, EditFact, Place};
 
 /// A position's component: zone (-1 head, 0 child, 1 tail), then the
 /// order within it (see [`Lists::current`]).
@@ -63,6 +69,10 @@ pub struct Elem {
     pub pos: Vec<Component>,
     /// A fingerprint of the value, to diff a list against its elements.
     pub fp: u64,
+    /// The stamp of the element's last LSET (0: none). Its value is a
+    /// register: of two LSETs of one element, the newer's value is kept
+    /// ([`Lists::join`], [`Lists::apply_edit_fact`]).
+    pub set: u64,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Default)]
@@ -78,6 +88,15 @@ pub struct Lists {
     pub ends: Option<Ends>,
     /// The key's TTL dots (`ttl.rs`).
     pub ttl: Ttl,
+}
+
+impl Elem {
+    /// Whether a node of causal context `cc` saw the element as it is:
+    /// its put, and its last LSET (an update wins over a concurrent
+    /// remove, as a re-add does; DECISIONS 220).
+    pub fn seen_by(&self, cc: &Context) -> bool {
+        cc.covers(self.id.0) && (self.set == 0 || cc.covers(self.set))
+    }
 }
 
 /// The list after writes that only pushed and popped at its ends, told by
@@ -185,6 +204,7 @@ impl Ends {
                 id: (stamp, k),
                 pos,
                 fp,
+                set: 0,
             };
             if left {
                 self.head.push_front(e);
@@ -231,6 +251,15 @@ impl Ends {
         }
         ids
     }
+}
+
+/// Whether the origin of a remove stamped `stamp` saw the element's last
+/// LSET: none, or its own (a node's writes reach a peer in order); an LSET
+/// of another node's may be concurrent with the remove, and only the
+/// key's state tells.
+pub fn set_seen_by_origin(el: &Elem, stamp: u64) -> bool {
+    use crate::keyspace::hlc::stamp_node;
+    el.set == 0 || (stamp_node(el.set) == stamp_node(stamp) && el.set < stamp)
 }
 
 /// What a write's end ops did ([`Lists::note_ends`]): the ids of the
@@ -364,7 +393,15 @@ impl Lists {
             return m.clone();
         }
         let new: Vec<u64> = values(value).iter().map(|v| fingerprint(v)).collect();
-        if let Some(told) = meta.and_then(|m| m.told(version, &new)) {
+        Lists::current_fps(meta, version, &new)
+    }
+
+    /// [`Lists::current`] of a list whose values' fingerprints are `new`.
+    pub fn current_fps(meta: Option<&Lists>, version: u64, new: &[u64]) -> Lists {
+        if let Some(m) = meta.filter(|m| m.version == version) {
+            return m.clone();
+        }
+        if let Some(told) = meta.and_then(|m| m.told(version, new)) {
             return told;
         }
         // Writes after the told ones did not tell: the list is diffed
@@ -375,7 +412,7 @@ impl Lists {
             (None, Some(m)) => &m.elems,
             (None, None) => &[],
         };
-        let kept = matching(old, &new);
+        let kept = matching(old, new);
         let mut elems: Vec<Elem> = Vec::with_capacity(new.len());
         let mut k = 0u32;
         for (i, &f) in new.iter().enumerate() {
@@ -398,6 +435,7 @@ impl Lists {
                 id: (version, k),
                 pos,
                 fp: f,
+                set: 0,
             });
             k += 1;
         }
@@ -500,7 +538,7 @@ impl Lists {
                 }
                 fits.then_some(fps.len())
             }
-            EndFact::Pop { left, ids } => self.popped_here(&e, left, ids).inspect(|&n| {
+            EndFact::Pop { left, ids } => self.popped_here(&e, left, ids, stamp).inspect(|&n| {
                 e.pop(left, n, &self.elems);
             }),
         };
@@ -523,12 +561,14 @@ impl Lists {
     /// at that end here: each id is there, next, or gone here already (a
     /// pop here took it too); None where one is elsewhere in the list, or
     /// was put by a write this state has not seen.
-    fn popped_here(&self, e: &Ends, left: bool, ids: &[(u64, u32)]) -> Option<usize> {
+    fn popped_here(&self, e: &Ends, left: bool, ids: &[(u64, u32)], stamp: u64) -> Option<usize> {
         let mut n = 0;
         for &id in ids {
-            if e.nth_from(&self.elems, left, n)
-                .is_some_and(|el| el.id == id)
-            {
+            if let Some(el) = e.nth_from(&self.elems, left, n).filter(|el| el.id == id) {
+                // An LSET here the pop may not have seen wins over it.
+                if !set_seen_by_origin(el, stamp) {
+                    return None;
+                }
                 n += 1;
                 continue;
             }
@@ -586,14 +626,21 @@ impl Lists {
         remote_values: &[Vec<u8>],
     ) -> (Lists, Vec<Vec<u8>>) {
         let mut kept: Vec<(&Elem, &[u8])> = Vec::new();
-        let has = |l: &Lists, id| l.elems.iter().any(|e| e.id == id);
+        let find = |l: &Lists, id| l.elems.iter().position(|e| e.id == id);
+        let has = |l: &Lists, id| find(l, id).is_some();
         for (e, v) in self.elems.iter().zip(local_values) {
-            if has(remote, e.id) || !remote.cc.covers(e.id.0) {
-                kept.push((e, v));
+            match find(remote, e.id) {
+                // Both hold it: the newer LSET's value (a register).
+                Some(j) if remote.elems[j].set > e.set => {
+                    kept.push((&remote.elems[j], &remote_values[j]));
+                }
+                Some(_) => kept.push((e, v)),
+                None if !e.seen_by(&remote.cc) => kept.push((e, v)),
+                None => {}
             }
         }
         for (e, v) in remote.elems.iter().zip(remote_values) {
-            if !has(self, e.id) && !self.cc.covers(e.id.0) {
+            if !has(self, e.id) && !e.seen_by(&self.cc) {
                 kept.push((e, v));
             }
         }
@@ -630,7 +677,21 @@ impl Lists {
                 put_varint(out, u64::from(b));
             }
         }
-        // After the elements, the TTL dots where there are any (`t`).
+        // After the elements, the LSET stamps where there are any (`s`:
+        // count, then index and stamp per element set).
+        let set: Vec<(usize, u64)> = (self.elems.iter().enumerate())
+            .filter(|(_, e)| e.set != 0)
+            .map(|(i, e)| (i, e.set))
+            .collect();
+        if !set.is_empty() {
+            out.push(b's');
+            put_varint(out, set.len() as u64);
+            for (i, s) in set {
+                put_varint(out, i as u64);
+                put_varint(out, s);
+            }
+        }
+        // Then the TTL dots where there are any (`t`).
         if !self.ttl.is_empty() {
             out.push(b't');
             self.ttl.encode(out);
@@ -659,14 +720,37 @@ impl Lists {
                 }
                 pos.push((zone, c.varint()?, small(c.varint()?)?));
             }
-            elems.push(Elem { id, pos, fp });
+            elems.push(Elem {
+                id,
+                pos,
+                fp,
+                set: 0,
+            });
         }
         let mut ttl = Ttl::default();
-        if !c.0.is_empty() {
-            if c.byte()? != b't' {
-                return Err("bad section in merge metadata".into());
+        let mut section = if c.0.is_empty() {
+            None
+        } else {
+            Some(c.byte()?)
+        };
+        if section == Some(b's') {
+            for _ in 0..c.count()? {
+                let i = usize::try_from(c.varint()?).unwrap_or(usize::MAX);
+                let e = elems
+                    .get_mut(i)
+                    .ok_or("bad list element in merge metadata")?;
+                e.set = c.varint()?;
             }
-            ttl = Ttl::decode(&mut c)?;
+            section = if c.0.is_empty() {
+                None
+            } else {
+                Some(c.byte()?)
+            };
+        }
+        match section {
+            None => {}
+            Some(b't') => ttl = Ttl::decode(&mut c)?,
+            Some(_) => return Err("bad section in merge metadata".into()),
         }
         c.end()?;
         Ok(Lists {

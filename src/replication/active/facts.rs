@@ -13,10 +13,11 @@
 //! the same version.
 
 use crate::effects::Fact;
+use crate::keyspace::list::ListValue;
 use crate::keyspace::merge::context::fingerprint;
 use crate::keyspace::merge::elements::{item_of, Change, Item};
 use crate::keyspace::merge::fact::{self, NotApplied, ADD, COUNTED, KIND, SHIFT};
-use crate::keyspace::merge::lists::Lists;
+use crate::keyspace::merge::lists::{Change as ListChange, EditFact, Lists, Place};
 use crate::keyspace::merge::state::typed;
 use crate::keyspace::merge::{Base, Counter, Elements, Incr, MergeType, Merged, Meta};
 use crate::keyspace::Value;
@@ -42,6 +43,8 @@ enum Write {
         left: bool,
         push: bool,
     },
+    /// LSET, LINSERT, LREM: an edit of a list by element ids.
+    ListEdit,
 }
 
 /// The kind of collection a write is for.
@@ -78,6 +81,7 @@ fn write_of(argv: &Args, facts: &[Fact]) -> Option<Write> {
             left: false,
             push: true,
         }),
+        b"lset" | b"linsert" | b"lrem" => Some(Write::ListEdit),
         b"lpop" | b"rpop" if argv.len() <= 3 => Some(Write::List {
             left: name[0] == b'l',
             push: false,
@@ -93,7 +97,7 @@ fn collection(write: Write) -> Option<Collection> {
         Write::Hash => Some(Collection::Hash),
         Write::ZSet => Some(Collection::ZSet),
         Write::Remove(c) => Some(c),
-        Write::Increment(_) | Write::List { .. } => None,
+        Write::Increment(_) | Write::List { .. } | Write::ListEdit => None,
     }
 }
 
@@ -114,7 +118,7 @@ fn item_at<'a>(write: Write, argv: &Args<'a>, i: u32) -> Option<(&'a [u8], Item)
             // -0 is stored as 0 (DECISIONS 66).
             Item::Score(if s == 0.0 { 0.0 } else { s })
         }
-        Write::Increment(_) | Write::List { .. } => return None,
+        Write::Increment(_) | Write::List { .. } | Write::ListEdit => return None,
     };
     Some((m, item))
 }
@@ -144,6 +148,7 @@ impl Link {
             Some(Write::List { left, push }) => {
                 self.apply_list(db, key, stamp, facts, (left, push, argv))
             }
+            Some(Write::ListEdit) => self.apply_list_edit(db, key, stamp, facts, argv),
             Some(w) if facts.iter().any(|f| f.0 & KIND == COUNTED) => {
                 self.apply_count(db, key, stamp, facts, (w, argv))
             }
@@ -413,6 +418,81 @@ impl Link {
         true
     }
 
+    /// An edit's fact (LSET, LINSERT, LREM; keyspace/merge/lists/edits.rs):
+    /// the ids it names found here, the edit applied to the list's state,
+    /// and its change to the values replayed as an ordinary command
+    /// ([`edit_replay`]); false, the key's state asked for, where the ids
+    /// have not all arrived, the key is newer here or not a list, or no
+    /// one command makes the change here (values equal to its neighbours').
+    fn apply_list_edit(
+        &mut self,
+        db: usize,
+        key: &[u8],
+        stamp: u64,
+        facts: &[Fact],
+        argv: &Args,
+    ) -> bool {
+        let prev = facts.iter().find(|f| f.0 & KIND == fact::PREV);
+        let prev = prev.map_or(0, |f| f.1);
+        let ids = |kind: u32| -> Vec<(u64, u32)> {
+            (facts.iter())
+                .filter(|f| f.0 & KIND == kind)
+                .map(|f| (f.1, f.0 >> SHIFT))
+                .collect()
+        };
+        let (adds, drops) = (ids(ADD), ids(fact::DROP));
+        let Some((edit, v)) = edit_fact_of(argv, facts, &adds, &drops) else {
+            return false;
+        };
+        let ks = &self.node.core().keyspace;
+        let slot = ks.slot(key);
+        let mut g = ks.db(db).lock(slot.shard);
+        let value = g.get_raw(slot.hash, key).map(|e| &e.value);
+        let Some(Value::List(list)) = value else {
+            return false;
+        };
+        let version = g.version_of(slot.hash, key);
+        if version > stamp {
+            return covered::<Lists>(g.merge_meta(key), stamp);
+        }
+        let Ok(state) = typed::<Lists>(g.merge_meta(key)) else {
+            return false;
+        };
+        // The state in place where it describes the key (the common
+        // case), else brought up to it (O(list), as a read would).
+        let fresh = match state {
+            Some(s) if s.version == version && s.ends.is_none() => None,
+            s => Some(Lists::current(s, version, value)),
+        };
+        let Some(l) = fresh.as_ref().or(state) else {
+            return false;
+        };
+        let change = match l.plan_edit_fact((version, stamp, prev), &edit) {
+            Ok(c) => c,
+            Err(NotApplied::Duplicate) => return true,
+            Err(NotApplied::Gap) => return false,
+        };
+        let Some(replay) = edit_replay(&change, list, key, v) else {
+            return false;
+        };
+        if let Some(f) = fresh {
+            g.set_merge_meta(key, f.wrap());
+        }
+        let Some(l) = g.merge_meta_mut(key).and_then(Meta::get_mut::<Lists>) else {
+            return false;
+        };
+        l.commit_edit_fact((version, stamp), &edit, &change);
+        drop(g);
+        let version = version.max(stamp);
+        if let Some(argv) = replay {
+            let argv: Vec<&[u8]> = argv.iter().map(Vec::as_slice).collect();
+            self.replay(db, version, &argv);
+        }
+        self.raise_version(db, key, version);
+        self.note_merge_state(db, key);
+        true
+    }
+
     /// After a collection's fact applied to its merge state: its changes
     /// written as commands at `version`, the key and its state at that
     /// version, and the state noted for the AOF.
@@ -504,5 +584,90 @@ fn kind_of(write: Write) -> super::merging::Kind {
         Some(Collection::Hash) => Kind::Hash,
         Some(Collection::ZSet) => Kind::ZSet,
         _ => Kind::Set,
+    }
+}
+
+/// An edit's fact as the list state applies it, and the value it names
+/// (LSET's new value, LINSERT's inserted one, LREM's removed one).
+fn edit_fact_of<'a, 'f>(
+    argv: &Args<'a>,
+    facts: &[Fact],
+    adds: &[(u64, u32)],
+    drops: &'f [(u64, u32)],
+) -> Option<(EditFact<'f>, &'a [u8])> {
+    let name = argv.get(0).to_ascii_lowercase();
+    match &name[..] {
+        b"lset" if argv.len() == 4 => {
+            let (id, v) = (*adds.first()?, argv.get(3));
+            Some((
+                EditFact::Set {
+                    id,
+                    fp: fingerprint(v),
+                },
+                v,
+            ))
+        }
+        b"linsert" if argv.len() == 5 => {
+            let word = facts.iter().find(|f| f.0 == fact::WORD)?.1;
+            let place = Place::of(word, adds.first().copied())?;
+            let v = argv.get(4);
+            Some((
+                EditFact::Insert {
+                    place,
+                    fp: fingerprint(v),
+                },
+                v,
+            ))
+        }
+        b"lrem" if argv.len() == 4 => Some((EditFact::Remove { ids: drops }, argv.get(3))),
+        _ => None,
+    }
+}
+
+/// The one command that makes an edit's `change` to the list `values`
+/// here: Some(None) where it changes no value; None where no command does
+/// it exactly (an insert between values that occur earlier in the list, a
+/// remove of some of a value's occurrences that are not its first or
+/// last ones), and the key's state decides.
+fn edit_replay(
+    change: &ListChange,
+    list: &ListValue,
+    key: &[u8],
+    v: &[u8],
+) -> Option<Option<Vec<Vec<u8>>>> {
+    let cmd = |parts: &[&[u8]]| Some(Some(parts.iter().map(|p| p.to_vec()).collect()));
+    // The value at `i`, where this is its first occurrence.
+    let first = |i: usize| -> Option<&[u8]> {
+        let x = list.get(i)?;
+        (list.iter().position(|y| y == x) == Some(i)).then_some(x)
+    };
+    match change {
+        ListChange::None => Some(None),
+        ListChange::Set(j) => cmd(&[b"LSET", key, j.to_string().as_bytes(), v]),
+        ListChange::Insert(0) => cmd(&[b"LPUSH", key, v]),
+        ListChange::Insert(j) if *j == list.len() => cmd(&[b"RPUSH", key, v]),
+        ListChange::Insert(j) => match (first(j - 1), first(*j)) {
+            (Some(x), _) => cmd(&[b"LINSERT", key, b"AFTER", x, v]),
+            (None, Some(x)) => cmd(&[b"LINSERT", key, b"BEFORE", x, v]),
+            (None, None) => None,
+        },
+        ListChange::Remove(at) if at.is_empty() => Some(None),
+        ListChange::Remove(at) => {
+            let occ: Vec<usize> = (list.iter().enumerate())
+                .filter(|(_, x)| *x == v)
+                .map(|(i, _)| i)
+                .collect();
+            let n = at.len() as i64;
+            let count = if *at == occ {
+                0
+            } else if occ.starts_with(at) {
+                n
+            } else if occ.ends_with(at) {
+                -n
+            } else {
+                return None;
+            };
+            cmd(&[b"LREM", key, count.to_string().as_bytes(), v])
+        }
     }
 }
