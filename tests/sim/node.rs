@@ -58,7 +58,7 @@ impl Node {
         srv.effects.subscribe(rec.clone());
         if let Some(rdb) = rdb {
             let stats = load_reader(&srv, rdb, OnDuplicate::Fail).expect("load the node's RDB");
-            lattice::server::hooks::rdb_aux_loaded(&srv, &stats.aux);
+            lattice::server::hooks::rdb_aux_loaded(&srv, &stats.aux, &stats.expired_keys);
         }
         let host = srv.peer_host();
         active::start_stream(&host);
