@@ -84,6 +84,9 @@ fn full_sync_then_live(diskless: &str) {
     assert_eq!(info_field::<u64>(&mut m, "sync_full"), 1);
     let role: Vec<redis::Value> = cmd(&mut m, &["ROLE"]);
     assert_eq!(role[0], redis::Value::BulkString(b"master".to_vec()));
+    // CONFIG RESETSTAT zeroes the sync counters, as Redis's resetServerStats.
+    let _: () = cmd(&mut m, &["CONFIG", "RESETSTAT"]);
+    assert_eq!(info_field::<u64>(&mut m, "sync_full"), 0);
 }
 
 #[test]

@@ -312,6 +312,7 @@ fn resetstat(ctx: &mut Ctx, _args: Args) -> CmdResult {
     ctx.core.total_connections.store(0, Relaxed);
     ctx.core.rejected_connections.store(0, Relaxed);
     ctx.core.lazyfree.reset_freed();
+    ctx.admin.reset_stats();
     ctx.out.ok();
     Ok(())
 }

@@ -65,6 +65,8 @@ pub trait Admin: Sync {
     fn abort_bgsave(&self);
     /// SHUTDOWN ABORT: false when no shutdown is under way.
     fn abort_shutdown(&self) -> bool;
+    /// CONFIG RESETSTAT: the subsystems' counters (replication's syncs).
+    fn reset_stats(&self);
     /// LASTSAVE: unix seconds of the last successful save.
     fn lastsave(&self) -> u64;
     /// Whether a dataset is being loaded (CONFIG SET refuses some directives).

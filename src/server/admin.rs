@@ -48,6 +48,14 @@ impl Admin for Arc<Server> {
         self.shutdown.abort()
     }
 
+    fn reset_stats(&self) {
+        // Redis's resetServerStats: stat_sync_full, _partial_ok, _partial_err.
+        let m = &self.repl.master;
+        for c in [&m.sync_full, &m.sync_partial_ok, &m.sync_partial_err] {
+            c.store(0, Relaxed);
+        }
+    }
+
     fn lastsave(&self) -> u64 {
         self.lastsave_unix.load(Relaxed)
     }
