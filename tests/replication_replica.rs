@@ -282,6 +282,50 @@ fn restarts_resume_with_partial_resyncs() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// A replica made with REPLICAOF keeps its master in its config, as Redis's
+/// does: CONFIG GET replicaof names it, CONFIG REWRITE writes it, so the
+/// replica restarted from the rewritten file comes back as a replica and
+/// continues partially from its RDB (Redis's psync2 test "Partial resync
+/// after restart using RDB aux fields"); REPLICAOF NO ONE clears it.
+#[test]
+fn a_rewritten_config_brings_a_replica_back_as_one() {
+    let dir = tempdir("repl-rewrite");
+    let (conf, rdir) = (dir.join("replica.conf"), dir.join("r"));
+    std::fs::create_dir_all(&rdir).unwrap();
+    std::fs::write(&conf, format!("dir {}\n", rdir.display())).unwrap();
+    let (conf, rd) = (conf.to_str().unwrap(), rdir.to_str().unwrap());
+    let m = Server::start(&[]);
+    let mut mc = m.conn();
+    fill(&mut mc);
+    let mport = m.port.to_string();
+    let r = Server::start_with(Some(conf), &["--dir", rd]);
+    let mut rc = r.conn();
+    let _: () = cmd(&mut rc, &["REPLICAOF", "127.0.0.1", &mport]);
+    let got: Vec<String> = cmd(&mut rc, &["CONFIG", "GET", "replicaof"]);
+    assert_eq!(got, ["replicaof".to_string(), format!("127.0.0.1 {mport}")]);
+    eventually("the initial sync", || in_sync(&mut mc, &mut rc));
+    let _: () = cmd(&mut rc, &["CONFIG", "REWRITE"]);
+    let text = std::fs::read_to_string(conf).unwrap();
+    assert!(
+        text.contains(&format!("replicaof 127.0.0.1 {mport}")),
+        "{text}"
+    );
+    let _ = redis::cmd("SHUTDOWN").arg("SAVE").query::<()>(&mut rc);
+    drop(r);
+    let _: i64 = cmd(&mut mc, &["INCR", "while-replica-down"]);
+    let r = Server::start_with(Some(conf), &["--dir", rd]);
+    let mut rc = r.conn();
+    eventually("the resync after the restart", || in_sync(&mut mc, &mut rc));
+    assert_eq!(info_field::<u64>(&mut mc, "sync_full"), 1);
+    assert_eq!(info_field::<u64>(&mut mc, "sync_partial_ok"), 1);
+    let _: () = cmd(&mut rc, &["REPLICAOF", "NO", "ONE"]);
+    let got: Vec<String> = cmd(&mut rc, &["CONFIG", "GET", "replicaof"]);
+    assert_eq!(got, ["replicaof", ""]);
+    let _: () = cmd(&mut rc, &["CONFIG", "REWRITE"]);
+    let text = std::fs::read_to_string(conf).unwrap();
+    assert!(!text.contains("replicaof"), "{text}");
+}
+
 /// The commands a replica runs from its master's stream count in its INFO
 /// commandstats (Redis's master client goes through call()): three SETs on
 /// the master show as cmdstat_set calls=3 on the replica after a

@@ -274,6 +274,7 @@ fn follow(srv: &Arc<Server>, host: String, port: u16) {
     let side = &srv.repl.replica;
     side.stop_link();
     *side.master.lock() = Some((host.clone(), port));
+    remember_master(srv, vec![host.clone(), port.to_string()]);
     side.stage.set(Stage::Connect);
     side.down_since_ms.store(0, Relaxed);
     srv.repl.is_replica.store(true, Release);
@@ -287,6 +288,16 @@ fn follow(srv: &Arc<Server>, host: String, port: u16) {
         .spawn(move || link_thread(srv2, gen, host, port));
     if let Err(e) = spawned {
         log_warning!("Can't start the replication link thread: {e}");
+    }
+}
+
+/// Keeps the `replicaof` directive equal to the master we follow, as
+/// Redis's `server.masterhost` is: CONFIG GET replicaof reads it and CONFIG
+/// REWRITE writes it, so a replica restarted from a rewritten file comes
+/// back as a replica and continues from its RDB's replication id.
+fn remember_master(srv: &Server, args: Vec<String>) {
+    if let Err(e) = srv.config.write().set("replicaof", &args) {
+        log_warning!("Can't record the master in the config: {e}");
     }
 }
 
@@ -307,6 +318,7 @@ pub(crate) fn promote(srv: &Server) {
     }
     repl.replica.stop_link();
     *repl.replica.master.lock() = None;
+    remember_master(srv, vec!["no".into(), "one".into()]);
     repl.shift_replid();
     repl.is_replica.store(false, Release);
     // As Redis's replicationUnsetMaster: our replicas reconnect to learn
