@@ -503,10 +503,14 @@ fn tls_hello(b: &[u8]) -> bool {
     b.len() >= 3 && b[0] == 0x16 && b[1] == 0x03 && b[2] <= 0x04
 }
 
+/// This worker's connections waiting for input with nothing pending:
+/// client id -> socket. A map, not a list: every request at pipeline 1
+/// enters and leaves it, and a list's removal scanned all of them (~500
+/// instructions a request with 50 clients, callgrind; O(1) now).
+type IdleMap = hashbrown::HashMap<u64, std::os::fd::RawFd, foldhash::fast::FixedState>;
+
 thread_local! {
-    /// This worker's connections waiting for input with nothing pending:
-    /// (client id, socket).
-    static IDLE: RefCell<Vec<(u64, std::os::fd::RawFd)>> = const { RefCell::new(Vec::new()) };
+    static IDLE: RefCell<IdleMap> = RefCell::new(IdleMap::default());
 }
 
 /// A connection's place in `IDLE` while it waits for input.
@@ -514,14 +518,14 @@ struct Idle(u64);
 
 impl Idle {
     fn new(id: u64, fd: std::os::fd::RawFd) -> Idle {
-        IDLE.with(|v| v.borrow_mut().push((id, fd)));
+        IDLE.with(|v| v.borrow_mut().insert(id, fd));
         Idle(id)
     }
 }
 
 impl Drop for Idle {
     fn drop(&mut self) {
-        IDLE.with(|v| v.borrow_mut().retain(|&(id, _)| id != self.0));
+        IDLE.with(|v| v.borrow_mut().remove(&self.0));
     }
 }
 
@@ -534,8 +538,8 @@ impl Drop for Idle {
 /// partial command stays in the socket: the bytes are peeked, and only the
 /// complete commands answered are taken).
 pub fn serve_while_busy(srv: &Arc<Server>) {
-    let idle: Vec<(u64, std::os::fd::RawFd)> = IDLE.with(|v| v.borrow().clone());
-    for (_, fd) in idle {
+    let idle: Vec<std::os::fd::RawFd> = IDLE.with(|v| v.borrow().values().copied().collect());
+    for fd in idle {
         let mut buf = vec![0u8; 64 * 1024];
         // SAFETY: `fd` is the socket of a connection task of this thread,
         // open while it is in IDLE (the task removes it before it drops the
