@@ -632,6 +632,19 @@ impl Locked<'_, '_> {
             .reprint_member(slot.hash, key, m, stamp);
     }
 
+    /// See [`Shard::note_ttl`](crate::keyspace::Shard::note_ttl).
+    pub fn note_ttl(
+        &mut self,
+        key: &[u8],
+        versions: (u64, u64),
+        expiries: (u64, u64),
+        facts: &mut Vec<crate::effects::Fact>,
+    ) -> bool {
+        let slot = self.slot(key);
+        let shard = self.shard_mut(slot.shard);
+        shard.note_ttl(key, versions, expiries, facts)
+    }
+
     /// The version of `key`, which has no entry (its tombstone's, or 0).
     pub fn absent_version(&mut self, key: &[u8]) -> u64 {
         let slot = self.slot(key);
