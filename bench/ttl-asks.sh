@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Writes on keys with a TTL on an active pair (issue 24 item 1, DECISIONS
 # 228-230): the cache pattern, a hash per key written, given a TTL, then
-# written again under it; also a set. For each phase, the key states the
+# written again under it; also a set, and a counter made with a TTL. For each phase, the key states the
 # peer asked for (INFO `conflicts=`: with TTL facts off, every such write
 # is a state round trip), the writer's rate, and the seconds until the
 # peer has it all (DEBUG DIGESTs agree).
@@ -64,4 +64,6 @@ phase 'SADD s m' SADD s:__rand_int__ __rand_int__
 phase 'PEXPIRE s 100000' PEXPIRE s:__rand_int__ 100000
 phase 'SADD s m (under the TTL)' SADD s:__rand_int__ __rand_int__
 phase 'PERSIST s' PERSIST s:__rand_int__
+phase 'SET c 0 EX 1000 (a counter)' SET c:__rand_int__ 0 EX 1000
+phase 'INCR c (under the TTL)' INCR c:__rand_int__
 echo "keys with a TTL on the peer: $(cli $pb info keyspace | grep -oE 'expires=[0-9]+')"

@@ -171,3 +171,41 @@ fn a_ttl_register_merges_by_its_rules_on_a_partitioned_pair() {
         "no key state asked for after the heal"
     );
 }
+
+/// Counters with a TTL (made by SET EX: the TTL is the reset's) take
+/// increments as facts on both nodes at once; the TTL stays, every
+/// increment counts, and no key state is asked for.
+#[test]
+fn increments_of_a_counter_with_a_ttl_travel_as_facts() {
+    let p = Pair::start(&[]);
+    let (mut a, mut b) = (p.a.conn(), p.b.conn());
+    let keys: Vec<String> = (0..20).map(|i| format!("c{i}")).collect();
+    for k in &keys {
+        let _: () = cmd(&mut a, &["SET", k, "10", "PXAT", "4000000000000"]);
+    }
+    converged(&[&p.a, &p.b]);
+    let writes = |c: &mut redis::Connection| {
+        for i in 0..200 {
+            let mut pipe = redis::pipe();
+            pipe.cmd("INCR").arg(format!("c{}", i % 20));
+            pipe.cmd("INCRBY").arg(format!("c{}", (i + 7) % 20)).arg(2);
+            let _: () = pipe.query(c).unwrap();
+        }
+    };
+    std::thread::scope(|sc| {
+        let (a, b) = (&p.a, &p.b);
+        sc.spawn(move || writes(&mut a.conn()));
+        sc.spawn(move || writes(&mut b.conn()));
+    });
+    converged(&[&p.a, &p.b]);
+    for c in [&mut a, &mut b] {
+        let sum: i64 = keys.iter().map(|k| cmd::<i64>(c, &["GET", k])).sum();
+        assert_eq!(sum, 20 * 10 + 2 * (200 + 400));
+        assert_eq!(expiries(c, &keys), vec![4_000_000_000_000; 20]);
+    }
+    assert_eq!(
+        (conflicts(&mut a), conflicts(&mut b)),
+        (0, 0),
+        "no key state asked for"
+    );
+}

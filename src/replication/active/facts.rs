@@ -178,9 +178,12 @@ impl Link {
         let slot = ks.slot(key);
         let mut g = ks.db(db).lock(slot.shard);
         let e = g.get_raw(slot.hash, key);
-        // Another type, or a TTL here (a key with one merges by its state,
-        // so that its expiry merges too).
-        if e.is_some_and(|e| !matches!(e.value, Value::Str(_)) || e.expire_at() != 0) {
+        // Another type, or a TTL here while TTL facts are off (a key with
+        // one merges by its state then). With them on, the TTL is the
+        // reset's: ours, the fact's (`RESET`) or a newer one, which the
+        // increment keeps (`SET ... KEEPTTL`; DECISIONS 230).
+        let ttl_here = |e: &Entry| e.expire_at() != 0 && !fact::TTL_FACTS;
+        if e.is_some_and(|e| !matches!(e.value, Value::Str(_)) || ttl_here(e)) {
             return false;
         }
         let base = Base::of(e.map(|e| &e.value));
