@@ -386,10 +386,15 @@ impl Locked<'_, '_> {
         // The increment's fact (keyspace/merge/fact.rs): the key is
         // argument 1 of INCR, INCRBY, DECR and DECRBY, and of INCRBYFLOAT's
         // record (the SET of its result), whose increment goes in the
-        // fact's words. A key with a TTL travels by its state (its expiry
-        // merges with the state's). (Read only where a fact is wanted.)
-        let facts =
-            facts.filter(|_| (shard.get_raw(slot.hash, key)).is_none_or(|e| e.expire_at() == 0));
+        // fact's words. A key with a TTL has facts too where TTL facts are
+        // on: a counter's TTL is its reset's (EXPIRE is a reset; an
+        // increment keeps the TTL), and a peer applies the increment only
+        // where its reset is the fact's or newer (DECISIONS 230). (Read
+        // only where a fact is wanted.)
+        let ttl_facts = merge::fact::TTL_FACTS;
+        let facts = facts.filter(|_| {
+            ttl_facts || (shard.get_raw(slot.hash, key)).is_none_or(|e| e.expire_at() == 0)
+        });
         let c = shard.counter_at(key, prev, before);
         if let (Some(facts), Some((p, r))) = (facts, c.fact_base(version)) {
             facts.extend([(PREV | (1 << SHIFT), p), (RESET | (1 << SHIFT), r)]);
@@ -630,6 +635,19 @@ impl Locked<'_, '_> {
         let slot = self.slot(key);
         self.shard_mut(slot.shard)
             .reprint_member(slot.hash, key, m, stamp);
+    }
+
+    /// See [`Shard::note_ttl`](crate::keyspace::Shard::note_ttl).
+    pub fn note_ttl(
+        &mut self,
+        key: &[u8],
+        versions: (u64, u64),
+        expiries: (u64, u64),
+        facts: &mut Vec<crate::effects::Fact>,
+    ) -> bool {
+        let slot = self.slot(key);
+        let shard = self.shard_mut(slot.shard);
+        shard.note_ttl(key, versions, expiries, facts)
     }
 
     /// The version of `key`, which has no entry (its tombstone's, or 0).

@@ -10,6 +10,7 @@
 //! stream's own DEL removes the key, as on a Redis replica. Setting or
 //! clearing a TTL is a write: the key gets a new version.
 
+use super::access::Locked;
 use super::util::{arg_i64, eq_ic, lossy};
 use super::{flags::*, CmdError, CmdResult, Command, Ctx};
 use crate::protocol::Args;
@@ -157,6 +158,7 @@ fn expire_generic(
         let at = when.max(1) as u64;
         l.set_expire(key, at);
         l.set_version(key, v);
+        note_ttl(ctx, &mut l, key, v, (current, at));
         let at = at.to_string();
         ctx.propagate(v, &[b"PEXPIREAT", key, at.as_bytes()]);
         ctx.notify(super::events::class::GENERIC, "expire", key);
@@ -164,6 +166,24 @@ fn expire_generic(
     drop(l);
     ctx.out.int(1);
     Ok(())
+}
+
+/// Active replication, after a TTL write stamped `stamp` moved `key`'s
+/// expiry from `before` to `at` (0: none): a set's, hash's or sorted set's
+/// TTL register takes the write's dot, and the write's record carries its
+/// fact (`Shard::note_ttl`; keyspace/merge/ttl.rs). Not while a link
+/// applies a peer's write (it keeps the state itself); where no record
+/// wants the fact, the state follows all the same.
+fn note_ttl(ctx: &mut Ctx, l: &mut Locked, key: &[u8], stamp: u64, expiries: (u64, u64)) {
+    if !ctx.core.active || !crate::keyspace::merge::fact::noting() {
+        return;
+    }
+    let Some(prev) = ctx.base_of(key) else {
+        return;
+    };
+    let mut unwanted = Vec::new();
+    let facts = ctx.merge_facts().unwrap_or(&mut unwanted);
+    l.note_ttl(key, (prev, stamp), expiries, facts);
 }
 
 /// TTL family: the key's deadline, relative or absolute, in s or ms.
@@ -228,6 +248,7 @@ fn persist(ctx: &mut Ctx, args: Args) -> CmdResult {
             let v = ctx.version_after(version);
             l.set_expire(key, 0);
             l.set_version(key, v);
+            note_ttl(ctx, &mut l, key, v, (at, 0));
             ctx.propagate(v, &[b"PERSIST", key]);
             ctx.notify(super::events::class::GENERIC, "persist", key);
             true

@@ -530,6 +530,35 @@ impl Shard {
         true
     }
 
+    /// Active replication, at the origin of a TTL write stamped `stamp`
+    /// (EXPIRE and its family, PERSIST) that left the set, hash or sorted
+    /// set at `key` (version `prev`, expiring at `before`, until then)
+    /// expiring at `at` (0: none): its TTL register takes the write's dot
+    /// in place of those it saw, and its fact goes to `facts`
+    /// (`merge::ttl::Ttl::note_write`). False, nothing changed, where TTL facts
+    /// are off or the key's merge state does not describe it as it was
+    /// (the next read finds the write's dot lazily, `Ttl::refresh`).
+    pub fn note_ttl(
+        &mut self,
+        key: &[u8],
+        (prev, stamp): (u64, u64),
+        (before, at): (u64, u64),
+        facts: &mut Vec<merge::fact::Fact>,
+    ) -> bool {
+        if !merge::fact::TTL_FACTS || !merge::fact::ELEMENT_FACTS {
+            return false;
+        }
+        let Some(merge::Meta::Elements(e)) = self.merge.get_mut(key).map(|m| &mut **m) else {
+            return false;
+        };
+        if e.version != prev || e.ttl.at() != before {
+            return false;
+        }
+        e.ttl.note_write(&mut e.cc, (stamp, at), 1, facts);
+        e.version = stamp;
+        true
+    }
+
     /// Active replication, at the origin of a write stamped `stamp` that
     /// only pushed and popped at the ends of the list at `key` (version
     /// `prev` before): its merge state follows the ops in O(what they
@@ -626,7 +655,7 @@ impl Shard {
         let start = facts.len();
         let now = merge::elements::item_of(entry.map(|en| &en.value), field);
         let float = matches!(by, merge::Incr::Float(_));
-        let ttl = entry.is_some_and(|en| en.expire_at() != 0);
+        let ttl = no_ttl_fact(e, entry);
         let write = merge::elements::CountedWrite {
             stamp,
             field: (field_index.unwrap_or(0), field),
@@ -1338,15 +1367,30 @@ fn note_named(
             e.keep_written(m, now);
         }
     }
-    // A key with a TTL travels by its state (its expiry merges with
-    // the state's, docs/MERGE.md): no fact. Nor any while collections'
-    // facts are off (`merge::fact::ELEMENT_FACTS`). (Facts on keys with
-    // a TTL, and EXPIRE as a fact, were tried in the fifteenth session
-    // and taken back: the long mode found TTLs diverging, seeds 4575
-    // and 6838; docs/STATUS.md.)
-    if entry.is_some_and(|en| en.expire_at() != 0) || counted || !merge::fact::ELEMENT_FACTS {
+    // A key with a TTL has facts too: the write did not touch its TTL
+    // register (merge/ttl.rs), which a peer's must describe as ours does
+    // (`no_ttl_fact`). None while collections' facts are off
+    // (`merge::fact::ELEMENT_FACTS`).
+    if no_ttl_fact(e, entry) || counted || !merge::fact::ELEMENT_FACTS {
         facts.truncate(start);
     }
+    // A key the write deleted loses its TTL dots (as `Ttl::refresh` would
+    // find later): a peer's apply of the fact does the same.
+    if entry.is_none() && merge::fact::TTL_FACTS {
+        e.ttl = Default::default();
+    }
+}
+
+/// Whether a write on the collection whose elements state is `e` and whose
+/// entry is now `entry` travels by its state for its TTL: the key has one
+/// and TTL facts are off (`merge::fact::TTL_FACTS`), or its TTL register
+/// does not give its expiry (a write not noted changed it: the state read
+/// next finds that write's dot, `Ttl::refresh`). (Facts on keys with a
+/// TTL were first tried in the fifteenth session and taken back: full
+/// seeds 4575 and 6838; DECISIONS 228.)
+fn no_ttl_fact(e: &merge::Elements, entry: Option<&Entry>) -> bool {
+    let at = entry.map_or(0, Entry::expire_at);
+    (at != 0 && !merge::fact::TTL_FACTS) || (entry.is_some() && e.ttl.at() != at)
 }
 
 #[cfg(test)]

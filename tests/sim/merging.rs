@@ -114,13 +114,15 @@ pub fn draw(rng: &mut StdRng) -> Vec<Vec<u8>> {
                 ],
             }
         }
-        65..=79 => match rng.gen_range(0..10) {
+        65..=79 => match rng.gen_range(0..12) {
             0..=5 => {
                 let v = format!("v{}", rng.gen_range(0..3));
                 vec!["HSET".into(), "h0".into(), member(rng), v]
             }
             6..=8 => vec!["HDEL".into(), "h0".into(), member(rng)],
-            _ => vec!["DEL".into(), "h0".into()],
+            9 => vec!["DEL".into(), "h0".into()],
+            10 => ttl_write(rng, "h0"),
+            _ => vec!["PERSIST".into(), "h0".into()],
         },
         80..=89 => {
             let v = member(rng);
@@ -156,7 +158,7 @@ pub fn draw(rng: &mut StdRng) -> Vec<Vec<u8>> {
                 }
             }
         }
-        _ => match rng.gen_range(0..13) {
+        _ => match rng.gen_range(0..14) {
             0..=5 => {
                 let score = rng.gen_range(1..4).to_string();
                 vec!["ZADD".into(), "z0".into(), score, member(rng)]
@@ -164,10 +166,24 @@ pub fn draw(rng: &mut StdRng) -> Vec<Vec<u8>> {
             6..=8 => vec!["ZREM".into(), "z0".into(), member(rng)],
             9 => vec!["DEL".into(), "z0".into()],
             10 => vec!["ZINCRBY".into(), "z0".into(), quarter(rng), member(rng)],
+            11 => ttl_write(rng, "z0"),
             _ => vec!["ZINCRBY".into(), "z1".into(), quarter(rng), member(rng)],
         },
     };
     words.into_iter().map(String::into_bytes).collect()
+}
+
+/// A TTL write on `key` (far in the future: no key expires during a run):
+/// EXPIRE, PEXPIREAT, or EXPIRE GT (which leaves a longer TTL as it is).
+/// Travels as a fact of the key's TTL register (keyspace/merge/ttl.rs).
+fn ttl_write(rng: &mut StdRng, key: &str) -> Vec<String> {
+    let secs = rng.gen_range(100_000..100_010);
+    let w = |s: &[&str]| -> Vec<String> { s.iter().map(|w| w.to_string()).collect() };
+    match secs % 3 {
+        0 => w(&["EXPIRE", key, &secs.to_string()]),
+        1 => w(&["PEXPIREAT", key, &(4_000_000_000_000u64 + secs).to_string()]),
+        _ => w(&["EXPIRE", key, &secs.to_string(), "GT"]),
+    }
 }
 
 /// A command on the stream `x0`: XADD `*` (sometimes with MAXLEN), XDEL and
@@ -472,7 +488,8 @@ impl Log {
             *self.field_sums.entry(line[2].clone()).or_default() += delta(3);
             return;
         }
-        if key == b"h1" || line[0] == b"EXPIRE" || line[0] == b"PERSIST" {
+        let ttl = [&b"EXPIRE"[..], b"PEXPIREAT", b"PERSIST"];
+        if key == b"h1" || ttl.contains(&line[0].as_slice()) {
             return; // converged checks them
         }
         let has = |dots: &Dots, m: &[u8], stamp: u64| {

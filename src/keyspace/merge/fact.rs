@@ -72,6 +72,14 @@ pub const LIST_FACTS: bool = true;
 /// by the diff of values, and their peers ask for the key's state.
 pub const LIST_EDIT_FACTS: bool = true;
 
+/// Whether writes on a set, hash or sorted set with a TTL emit their facts,
+/// and EXPIRE, PEXPIRE, EXPIREAT, PEXPIREAT and PERSIST on one travel as
+/// facts of its TTL register (merge/ttl.rs: `PREV` and a `DROP` per TTL
+/// dot replaced, at the key's argument; the expiry is the record's
+/// PEXPIREAT argument, 0 for PERSIST). A switch as [`ELEMENT_FACTS`]: off,
+/// such writes travel as states (DECISIONS 228-230).
+pub const TTL_FACTS: bool = true;
+
 /// One entry of a fact: the kind ORed into an argument index, and a stamp.
 pub type Fact = (u32, u64);
 

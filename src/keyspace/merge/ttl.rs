@@ -16,9 +16,18 @@
 //! ([`Ttl::refresh`]). Every write brings the state up first (and a link
 //! before it applies a peer's write), so that write is the one that changed
 //! the TTL.
+//!
+//! A TTL write (EXPIRE and its family, PERSIST) on a set, hash or sorted
+//! set travels as a fact of this register where [`super::fact::TTL_FACTS`]
+//! is on (docs/MERGE.md section 9): the origin notes its dot at once
+//! ([`Ttl::note_write`]: the dots it saw go, its own comes) and names the
+//! dots it replaced; a peer applies it where it holds every one of them
+//! ([`Ttl::apply_write`]), else asks for the key's state.
 
 use super::codec::{put_varint, Cursor};
 use super::context::Context;
+use super::fact::{Fact, NotApplied, DROP, KIND, PREV, SHIFT};
+use crate::keyspace::hlc::stamp_node;
 
 /// The TTL dots of a key: `(stamp, expiry)`, oldest first; empty for a key
 /// no TTL write touched since it was made.
@@ -68,6 +77,66 @@ impl Ttl {
 
     pub fn is_empty(&self) -> bool {
         self.0.is_empty()
+    }
+
+    /// A TTL write stamped `stamp` that saw the dots stamped `seen` and
+    /// left the key expiring at `at` (0: none): those go, its own comes.
+    fn write(&mut self, seen: &[u64], stamp: u64, at: u64) {
+        self.0.retain(|d| !seen.contains(&d.0) && d.0 != stamp);
+        let i = self.0.partition_point(|d| d.0 < stamp);
+        self.0.insert(i, (stamp, at));
+    }
+
+    /// Origin, after a TTL write stamped `stamp` left its key expiring at
+    /// `at` (this register and `cc` describe the key before it): the write
+    /// replaces every dot (it saw them all), and its fact goes to `facts`
+    /// where it is the stamp's first write of the key: `PREV` (the
+    /// origin's newest stamp seen before) and a `DROP` per dot replaced,
+    /// all at the key's argument `key_index`. Returns whether it went.
+    pub fn note_write(
+        &mut self,
+        cc: &mut Context,
+        (stamp, at): (u64, u64),
+        key_index: u32,
+        facts: &mut Vec<Fact>,
+    ) -> bool {
+        let prev = cc.newest(stamp_node(stamp));
+        let emit = prev < stamp;
+        if emit {
+            facts.push((PREV | (key_index << SHIFT), prev));
+            let drops = self.0.iter().map(|d| (DROP | (key_index << SHIFT), d.0));
+            facts.extend(drops);
+        }
+        self.0 = vec![(stamp, at)];
+        cc.see(stamp);
+        emit
+    }
+
+    /// Peer: a TTL write's fact ([`Self::note_write`]) stamped `stamp`
+    /// that left its key expiring at `at`, applied where this register
+    /// holds every dot it replaced and `cc` has seen its `PREV`. Returns
+    /// the expiry the register resolves to after it, which the key takes.
+    pub fn apply_write(
+        &mut self,
+        cc: &mut Context,
+        (stamp, at): (u64, u64),
+        facts: &[Fact],
+    ) -> Result<u64, NotApplied> {
+        if cc.covers(stamp) {
+            return Err(NotApplied::Duplicate);
+        }
+        let prev = facts.iter().find(|f| f.0 & KIND == PREV).map_or(0, |f| f.1);
+        let seen: Vec<u64> = (facts.iter())
+            .filter(|f| f.0 & KIND == DROP)
+            .map(|f| f.1)
+            .collect();
+        let held = |s: &u64| self.0.iter().any(|d| d.0 == *s);
+        if (prev != 0 && !cc.covers(prev)) || !seen.iter().all(held) {
+            return Err(NotApplied::Gap);
+        }
+        self.write(&seen, stamp, at);
+        cc.see(stamp);
+        Ok(self.at())
     }
 
     /// `count (stamp at)*`.
@@ -140,6 +209,40 @@ mod tests {
         let mut abp_cc = a_cc.clone();
         abp_cc.join(&b_cc);
         assert_eq!(ab.join(&abp_cc, &p, &p_cc).at(), 0);
+    }
+
+    /// TTL writes as facts: concurrent EXPIREs on two nodes each apply
+    /// the other's fact and resolve to the longest; a PERSIST that saw both
+    /// wins; a fact applied twice changes nothing; a peer that lacks a dot
+    /// the write replaced (it missed it, or replaced it concurrently) asks.
+    #[test]
+    fn ttl_writes_apply_as_facts_where_the_dots_they_replaced_are_held() {
+        let (mut a, mut b) = (Ttl::default(), Ttl::default());
+        let (mut a_cc, mut b_cc) = (seen(&[st(10, 1)]), seen(&[st(10, 1)]));
+        let (mut fa, mut fb) = (Vec::new(), Vec::new());
+        assert!(a.note_write(&mut a_cc, (st(20, 1), 9000), 1, &mut fa));
+        assert!(b.note_write(&mut b_cc, (st(21, 2), 4000), 1, &mut fb));
+        assert_eq!(a.apply_write(&mut a_cc, (st(21, 2), 4000), &fb), Ok(9000));
+        assert_eq!(b.apply_write(&mut b_cc, (st(20, 1), 9000), &fa), Ok(9000));
+        let dup = b.apply_write(&mut b_cc, (st(20, 1), 9000), &fa);
+        assert_eq!(dup, Err(NotApplied::Duplicate));
+        assert_eq!((&a, &a_cc), (&b, &b_cc));
+        let mut fp = Vec::new();
+        let mut c = a.clone();
+        let mut c_cc = a_cc.clone();
+        assert!(a.note_write(&mut a_cc, (st(30, 1), 0), 1, &mut fp));
+        assert_eq!(fp.iter().filter(|f| f.0 & KIND == DROP).count(), 2);
+        assert_eq!(b.apply_write(&mut b_cc, (st(30, 1), 0), &fp), Ok(0));
+        assert_eq!((&a, &a_cc), (&b, &b_cc));
+        // A third node that replaced B's dot itself holds it no more.
+        let mut fc = Vec::new();
+        assert!(c.note_write(&mut c_cc, (st(25, 3), 100), 1, &mut fc));
+        let gap = c.apply_write(&mut c_cc, (st(30, 1), 0), &fp);
+        assert_eq!(gap, Err(NotApplied::Gap));
+        // A second TTL write of one stamp (a transaction's) has no fact.
+        let mut again = Vec::new();
+        assert!(!a.note_write(&mut a_cc, (st(30, 1), 5), 1, &mut again));
+        assert!(again.is_empty());
     }
 
     /// A TTL write that saw another replaces it: shortening a TTL works.

@@ -20,7 +20,7 @@ use crate::keyspace::merge::fact::{self, NotApplied, ADD, COUNTED, KIND, SHIFT};
 use crate::keyspace::merge::lists::{Change as ListChange, EditFact, Lists, Place};
 use crate::keyspace::merge::state::typed;
 use crate::keyspace::merge::{Base, Counter, Elements, Incr, MergeType, Merged, Meta};
-use crate::keyspace::Value;
+use crate::keyspace::{Entry, Value};
 use crate::protocol::Args;
 
 use super::link::Link;
@@ -45,6 +45,9 @@ enum Write {
     },
     /// LSET, LINSERT, LREM: an edit of a list by element ids.
     ListEdit,
+    /// PEXPIREAT (every EXPIRE's record; the expiry) and PERSIST (0): a
+    /// write of a collection's TTL register (keyspace/merge/ttl.rs).
+    Ttl(u64),
 }
 
 /// The kind of collection a write is for.
@@ -82,6 +85,11 @@ fn write_of(argv: &Args, facts: &[Fact]) -> Option<Write> {
             push: true,
         }),
         b"lset" | b"linsert" | b"lrem" => Some(Write::ListEdit),
+        b"pexpireat" if argv.len() == 3 => {
+            let at = std::str::from_utf8(argv.get(2)).ok()?.parse().ok()?;
+            Some(Write::Ttl(at))
+        }
+        b"persist" if argv.len() == 2 => Some(Write::Ttl(0)),
         b"lpop" | b"rpop" if argv.len() <= 3 => Some(Write::List {
             left: name[0] == b'l',
             push: false,
@@ -97,7 +105,7 @@ fn collection(write: Write) -> Option<Collection> {
         Write::Hash => Some(Collection::Hash),
         Write::ZSet => Some(Collection::ZSet),
         Write::Remove(c) => Some(c),
-        Write::Increment(_) | Write::List { .. } | Write::ListEdit => None,
+        Write::Increment(_) | Write::List { .. } | Write::ListEdit | Write::Ttl(_) => None,
     }
 }
 
@@ -118,7 +126,7 @@ fn item_at<'a>(write: Write, argv: &Args<'a>, i: u32) -> Option<(&'a [u8], Item)
             // -0 is stored as 0 (DECISIONS 66).
             Item::Score(if s == 0.0 { 0.0 } else { s })
         }
-        Write::Increment(_) | Write::List { .. } | Write::ListEdit => return None,
+        Write::Increment(_) | Write::List { .. } | Write::ListEdit | Write::Ttl(_) => return None,
     };
     Some((m, item))
 }
@@ -149,6 +157,7 @@ impl Link {
                 self.apply_list(db, key, stamp, facts, (left, push, argv))
             }
             Some(Write::ListEdit) => self.apply_list_edit(db, key, stamp, facts, argv),
+            Some(Write::Ttl(at)) => self.apply_ttl(db, key, (stamp, at), facts),
             Some(w) if facts.iter().any(|f| f.0 & KIND == COUNTED) => {
                 self.apply_count(db, key, stamp, facts, (w, argv))
             }
@@ -169,9 +178,12 @@ impl Link {
         let slot = ks.slot(key);
         let mut g = ks.db(db).lock(slot.shard);
         let e = g.get_raw(slot.hash, key);
-        // Another type, or a TTL here (a key with one merges by its state,
-        // so that its expiry merges too).
-        if e.is_some_and(|e| !matches!(e.value, Value::Str(_)) || e.expire_at() != 0) {
+        // Another type, or a TTL here while TTL facts are off (a key with
+        // one merges by its state then). With them on, the TTL is the
+        // reset's: ours, the fact's (`RESET`) or a newer one, which the
+        // increment keeps (`SET ... KEEPTTL`; DECISIONS 230).
+        let ttl_here = |e: &Entry| e.expire_at() != 0 && !fact::TTL_FACTS;
+        if e.is_some_and(|e| !matches!(e.value, Value::Str(_)) || ttl_here(e)) {
             return false;
         }
         let base = Base::of(e.map(|e| &e.value));
@@ -228,10 +240,8 @@ impl Link {
         let slot = ks.slot(key);
         let mut g = ks.db(db).lock(slot.shard);
         let c = collection(write);
-        if g.get_raw(slot.hash, key)
-            .is_some_and(|e| e.expire_at() != 0)
-        {
-            return false; // a key with a TTL merges by its state
+        if ttl_unfit(g.get_raw(slot.hash, key), g.merge_meta(key)) {
+            return false; // its TTL merges by its state
         }
         let fits = match g.get_raw(slot.hash, key).map(|e| &e.value) {
             None => true,
@@ -301,9 +311,11 @@ impl Link {
         let ks = &self.node.core().keyspace;
         let slot = ks.slot(key);
         let mut g = ks.db(db).lock(slot.shard);
+        if ttl_unfit(g.get_raw(slot.hash, key), g.merge_meta(key)) {
+            return false; // its TTL merges by its state
+        }
         let fits = match g.get_raw(slot.hash, key) {
             None => true,
-            Some(e) if e.expire_at() != 0 => false, // merges by its state
             Some(e) => match &e.value {
                 Value::Hash(_) => !scores,
                 Value::ZSet(_) => scores,
@@ -339,6 +351,70 @@ impl Link {
         };
         let put = [Change::Put(field.to_vec(), now)];
         self.settle_elements(db, key, write, &put, version.max(stamp));
+        true
+    }
+
+    /// A TTL write's fact (EXPIRE's PEXPIREAT record, PERSIST; keyspace/
+    /// merge/ttl.rs, `Ttl::apply_write`) on a set, hash or sorted set here
+    /// whose state describes it, TTL included: its TTL register takes the
+    /// write's dot in place of those it replaced, and the key the expiry
+    /// the register resolves to (PERSIST wins, else the latest), replayed
+    /// as PEXPIREAT or PERSIST where it changes. False, the key's state
+    /// asked for, where the fact does not apply (a dot it replaced is not
+    /// here: a concurrent TTL write here, or a gap).
+    fn apply_ttl(
+        &mut self,
+        db: usize,
+        key: &[u8],
+        (stamp, at): (u64, u64),
+        facts: &[Fact],
+    ) -> bool {
+        if !fact::TTL_FACTS {
+            return false;
+        }
+        let ks = &self.node.core().keyspace;
+        let slot = ks.slot(key);
+        let mut g = ks.db(db).lock(slot.shard);
+        let Some(entry) = g.get_raw(slot.hash, key) else {
+            return false;
+        };
+        if !crate::keyspace::merge::elements::is_collection(&entry.value) {
+            return false;
+        }
+        let before = entry.expire_at();
+        let version = g.version_of(slot.hash, key);
+        let Some(Meta::Elements(e)) = g.merge_meta_mut(key) else {
+            return false;
+        };
+        if e.version != version || e.ttl.at() != before {
+            return false;
+        }
+        if version > stamp {
+            return e.cc.covers(stamp);
+        }
+        let now = match e.ttl.apply_write(&mut e.cc, (stamp, at), facts) {
+            Ok(now) => now,
+            Err(NotApplied::Duplicate) => return true,
+            Err(NotApplied::Gap) => return false,
+        };
+        drop(g);
+        let version = version.max(stamp);
+        let now_text = now.to_string();
+        if now != before {
+            let argv: Vec<&[u8]> = match now {
+                0 => vec![b"PERSIST", key],
+                _ => vec![b"PEXPIREAT", key, now_text.as_bytes()],
+            };
+            self.replay(db, version, &argv);
+        }
+        self.raise_version(db, key, version);
+        let ks = &self.node.core().keyspace;
+        let mut g = ks.db(db).lock(slot.shard);
+        if let Some(e) = g.merge_meta_mut(key).and_then(Meta::get_mut::<Elements>) {
+            e.version = version;
+        }
+        drop(g); // before the AOF note, which locks the shard again
+        self.note_merge_state(db, key);
         true
     }
 
@@ -509,8 +585,14 @@ impl Link {
         let ks = &self.node.core().keyspace;
         let slot = ks.slot(key);
         let mut g = ks.db(db).lock(slot.shard);
+        let gone = g.get_raw(slot.hash, key).is_none();
         if let Some(e) = g.merge_meta_mut(key).and_then(Meta::get_mut::<Elements>) {
             e.version = version;
+            // A key the write deleted loses its TTL dots, as at its origin
+            // (keyspace/mod.rs, `note_named`).
+            if gone && fact::TTL_FACTS {
+                e.ttl = Default::default();
+            }
         }
         drop(g); // before the AOF note, which locks the shard again
         self.note_merge_state(db, key);
@@ -574,6 +656,27 @@ fn counted_in<'a>(write: Write, argv: &Args<'a>, facts: &[Fact]) -> Option<(&'a 
 
 /// Whether `meta` holds a state of `T` that has seen the write stamped
 /// `stamp` (a fact older than the key here: a duplicate where it has).
+/// Whether a collection fact cannot apply to the key whose entry here is
+/// `entry` and whose merge state is `meta` for its TTL: the key has one
+/// and TTL facts are off, or no elements state gives its expiry. Applying
+/// there would refresh the state's TTL register from the key's expiry
+/// (`Shard::with_elements`), a dot at the key's version that no other node
+/// has (the fifteenth session's TTL seeds 4575 and 6838; DECISIONS 228):
+/// the key's state decides instead.
+fn ttl_unfit(entry: Option<&Entry>, meta: Option<&Meta>) -> bool {
+    let Some(at) = entry.map(Entry::expire_at) else {
+        return false; // an absent key's dots go with it (`Ttl::refresh`)
+    };
+    if at != 0 && !fact::TTL_FACTS {
+        return true;
+    }
+    match typed::<Elements>(meta) {
+        Ok(Some(e)) => e.ttl.at() != at,
+        Ok(None) => at != 0,
+        Err(()) => false, // not a collection's state: the caller refuses it
+    }
+}
+
 fn covered<T: MergeType>(meta: Option<&Meta>, stamp: u64) -> bool {
     meta.and_then(T::of).is_some_and(|s| s.covers(stamp))
 }

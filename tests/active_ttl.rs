@@ -1,0 +1,211 @@
+//! Writes on sets, hashes and sorted sets with a TTL, and the TTL writes
+//! themselves (EXPIRE and its family, PERSIST), as facts (issue 24 item 1;
+//! keyspace/merge/ttl.rs, `fact::TTL_FACTS`): on an active pair of real
+//! processes, the peer applies them with no round trip for the key's state
+//! (INFO's `conflicts=` stays 0), and the TTL rules of docs/MERGE.md hold
+//! on a partitioned pair (a write that did not touch the TTL leaves it,
+//! the longest TTL wins, PERSIST wins, a TTL write that saw another
+//! replaces it, SET resets the whole key).
+
+mod common;
+
+use common::*;
+
+/// The `conflicts=` count of a node's link (key states it asked for).
+fn conflicts(c: &mut redis::Connection) -> u64 {
+    let info: String = cmd(c, &["INFO", "replication"]);
+    let line = info
+        .lines()
+        .find(|l| l.starts_with("peer0:"))
+        .expect("a peer line");
+    let field = line
+        .split(',')
+        .find(|f| f.starts_with("conflicts="))
+        .expect("a conflicts field");
+    field["conflicts=".len()..].parse().expect("a count")
+}
+
+/// Each key's absolute expiry (PEXPIRETIME: -1 none, -2 absent).
+fn expiries(c: &mut redis::Connection, keys: &[String]) -> Vec<i64> {
+    keys.iter()
+        .map(|k| cmd::<i64>(c, &["PEXPIRETIME", k]))
+        .collect()
+}
+
+/// The cache pattern on both nodes of a pair at once: a hash, a set and a
+/// sorted set per key written, given a TTL, written again, their TTL
+/// renewed, some persisted; then each node writes the other's keys. No
+/// node asks for a key's state, and both end with the same values and
+/// expiries.
+#[test]
+fn writes_on_keys_with_a_ttl_travel_as_facts_without_asking_for_state() {
+    let p = Pair::start(&[]);
+    let writes = |c: &mut redis::Connection, side: &str, of: &str| {
+        for i in 0..100 {
+            let (h, s, z) = (
+                format!("h:{of}{i}"),
+                format!("s:{of}{i}"),
+                format!("z:{of}{i}"),
+            );
+            let mut pipe = redis::pipe();
+            pipe.cmd("HSET").arg(&h).arg("f").arg(side);
+            pipe.cmd("EXPIRE").arg(&h).arg(100 + i);
+            pipe.cmd("HSET").arg(&h).arg(side).arg(i);
+            pipe.cmd("HINCRBY").arg(&h).arg("n").arg(1);
+            pipe.cmd("SADD").arg(&s).arg(side).arg("x");
+            pipe.cmd("PEXPIRE").arg(&s).arg(200_000 + i);
+            pipe.cmd("SREM").arg(&s).arg("x");
+            pipe.cmd("ZADD").arg(&z).arg(1).arg(side);
+            pipe.cmd("EXPIREAT")
+                .arg(&z)
+                .arg(4_000_000_000u64 + i as u64);
+            pipe.cmd("ZADD").arg(&z).arg(2).arg("m");
+            if i % 3 == 0 {
+                pipe.cmd("PERSIST").arg(&h);
+                pipe.cmd("HDEL").arg(&h).arg("f");
+            }
+            if i % 4 == 0 {
+                pipe.cmd("EXPIRE").arg(&s).arg(50);
+            }
+            let _: () = pipe.query(c).unwrap();
+        }
+    };
+    std::thread::scope(|sc| {
+        let (a, b) = (&p.a, &p.b);
+        sc.spawn(move || writes(&mut a.conn(), "a", "a"));
+        sc.spawn(move || writes(&mut b.conn(), "b", "b"));
+    });
+    converged(&[&p.a, &p.b]);
+    // Now each node writes the keys the other made (it has them).
+    std::thread::scope(|sc| {
+        let (a, b) = (&p.a, &p.b);
+        sc.spawn(move || writes(&mut a.conn(), "a", "b"));
+        sc.spawn(move || writes(&mut b.conn(), "b", "a"));
+    });
+    converged(&[&p.a, &p.b]);
+    let (mut a, mut b) = (p.a.conn(), p.b.conn());
+    let keys: Vec<String> = (0..100)
+        .flat_map(|i| ["h:a", "s:a", "z:a", "h:b", "s:b", "z:b"].map(|k| format!("{k}{i}")))
+        .collect();
+    let (at_a, at_b) = (expiries(&mut a, &keys), expiries(&mut b, &keys));
+    assert_eq!(at_a, at_b, "the same expiry on both nodes");
+    assert!(at_a.iter().all(|&t| t != -2), "every key present");
+    assert_eq!(at_a[0], -1, "h:a0 persisted");
+    assert!(at_a[6] > 0, "h:a1 keeps a TTL");
+    assert_eq!(
+        (conflicts(&mut a), conflicts(&mut b)),
+        (0, 0),
+        "no key state asked for"
+    );
+}
+
+/// The TTL rules on a partitioned pair, for a hash, a set and a sorted set
+/// whose writes travel as facts on both sides before and after the heal.
+#[test]
+fn a_ttl_register_merges_by_its_rules_on_a_partitioned_pair() {
+    let p = Pair::start(&[]);
+    let (mut a, mut b) = (p.a.conn(), p.b.conn());
+    let keys: Vec<String> = ["kept", "longest", "persisted", "shortened", "reset"]
+        .map(String::from)
+        .to_vec();
+    for k in &keys {
+        let _: i64 = cmd(&mut a, &["HSET", k, "f", "v"]);
+    }
+    let _: i64 = cmd(&mut a, &["EXPIRE", "shortened", "5000"]);
+    let _: i64 = cmd(&mut a, &["EXPIRE", "reset", "5000"]);
+    converged(&[&p.a, &p.b]);
+    p.partition();
+    // Absolute expiries, so that both nodes' answers compare exactly.
+    let t0 = 4_000_000_000i64;
+    let at = |secs: i64| (t0 + secs).to_string();
+    let _: i64 = cmd(&mut a, &["EXPIREAT", "kept", &at(1000)]);
+    let _: i64 = cmd(&mut b, &["HSET", "kept", "g", "w"]);
+    let _: i64 = cmd(&mut a, &["EXPIREAT", "longest", &at(1000)]);
+    let _: i64 = cmd(&mut b, &["EXPIREAT", "longest", &at(5000)]);
+    let _: i64 = cmd(&mut a, &["EXPIREAT", "persisted", &at(9000)]);
+    let _: i64 = cmd(&mut b, &["EXPIREAT", "persisted", &at(3000)]);
+    let _: i64 = cmd(&mut b, &["PERSIST", "persisted"]);
+    let _: i64 = cmd(&mut b, &["HSET", "persisted", "g", "w"]);
+    p.heal();
+    converged(&[&p.a, &p.b]);
+    let ms = |secs: i64| (t0 + secs) * 1000;
+    // A TTL write that saw the longer one replaces it; SET resets the key
+    // (no TTL, a string), on both nodes.
+    let _: i64 = cmd(&mut b, &["EXPIREAT", "shortened", &at(100)]);
+    let _: () = cmd(&mut b, &["SET", "reset", "s"]);
+    let _: i64 = cmd(&mut a, &["HSET", "kept", "h", "x"]);
+    converged(&[&p.a, &p.b]);
+    let want = vec![ms(1000), ms(5000), -1, ms(100), -1];
+    assert_eq!(expiries(&mut a, &keys), want);
+    assert_eq!(expiries(&mut b, &keys), want);
+    for c in [&mut a, &mut b] {
+        let n: i64 = cmd(c, &["HLEN", "kept"]);
+        assert_eq!(n, 3, "kept has f, g and h");
+        let n: i64 = cmd(c, &["HLEN", "persisted"]);
+        assert_eq!(n, 2);
+        let t: String = cmd(c, &["TYPE", "reset"]);
+        assert_eq!(t, "string");
+    }
+    // After the heal the writes travelled as facts again: a TTL write and
+    // a write under a TTL, each on a key the other node wrote last.
+    let asked = (conflicts(&mut a), conflicts(&mut b));
+    // (Each node's write after the other's has arrived: not concurrent.)
+    let _: i64 = cmd(&mut a, &["EXPIREAT", "longest", &at(7000)]);
+    converged(&[&p.a, &p.b]);
+    let _: i64 = cmd(&mut b, &["HSET", "longest", "g", "w"]);
+    let _: i64 = cmd(&mut a, &["SADD", "set", "m"]);
+    let _: i64 = cmd(&mut a, &["EXPIREAT", "set", &at(10)]);
+    let _: i64 = cmd(&mut a, &["ZADD", "zset", "1", "m"]);
+    let _: i64 = cmd(&mut a, &["EXPIREAT", "zset", &at(20)]);
+    converged(&[&p.a, &p.b]);
+    let _: i64 = cmd(&mut b, &["SADD", "set", "n"]);
+    let _: i64 = cmd(&mut b, &["PERSIST", "zset"]);
+    converged(&[&p.a, &p.b]);
+    let more: Vec<String> = ["longest", "set", "zset"].map(String::from).to_vec();
+    let want = vec![ms(7000), ms(10), -1];
+    assert_eq!(expiries(&mut a, &more), want);
+    assert_eq!(expiries(&mut b, &more), want);
+    assert_eq!(
+        (conflicts(&mut a), conflicts(&mut b)),
+        asked,
+        "no key state asked for after the heal"
+    );
+}
+
+/// Counters with a TTL (made by SET EX: the TTL is the reset's) take
+/// increments as facts on both nodes at once; the TTL stays, every
+/// increment counts, and no key state is asked for.
+#[test]
+fn increments_of_a_counter_with_a_ttl_travel_as_facts() {
+    let p = Pair::start(&[]);
+    let (mut a, mut b) = (p.a.conn(), p.b.conn());
+    let keys: Vec<String> = (0..20).map(|i| format!("c{i}")).collect();
+    for k in &keys {
+        let _: () = cmd(&mut a, &["SET", k, "10", "PXAT", "4000000000000"]);
+    }
+    converged(&[&p.a, &p.b]);
+    let writes = |c: &mut redis::Connection| {
+        for i in 0..200 {
+            let mut pipe = redis::pipe();
+            pipe.cmd("INCR").arg(format!("c{}", i % 20));
+            pipe.cmd("INCRBY").arg(format!("c{}", (i + 7) % 20)).arg(2);
+            let _: () = pipe.query(c).unwrap();
+        }
+    };
+    std::thread::scope(|sc| {
+        let (a, b) = (&p.a, &p.b);
+        sc.spawn(move || writes(&mut a.conn()));
+        sc.spawn(move || writes(&mut b.conn()));
+    });
+    converged(&[&p.a, &p.b]);
+    for c in [&mut a, &mut b] {
+        let sum: i64 = keys.iter().map(|k| cmd::<i64>(c, &["GET", k])).sum();
+        assert_eq!(sum, 20 * 10 + 2 * (200 + 400));
+        assert_eq!(expiries(c, &keys), vec![4_000_000_000_000; 20]);
+    }
+    assert_eq!(
+        (conflicts(&mut a), conflicts(&mut b)),
+        (0, 0),
+        "no key state asked for"
+    );
+}
