@@ -1,0 +1,198 @@
+//! Which writes on a merging key travel as facts and which still make the
+//! peer ask for the key's state (issue 24 item 1: "a state is asked for
+//! only where a fact's causal base is missing ... never on the normal
+//! path"; docs/MERGE.md section 9). On an active pair of real processes,
+//! each write command Redis has on a set, hash, sorted set, list or
+//! counter runs once on an existing key of one node, after everything
+//! before it has arrived; once the pair converged, the states both nodes
+//! asked for (INFO `conflicts=`) are read. Every command is in one of two
+//! lists: it travels as a fact (0 asks), or it asks, with the reason. The
+//! second list only shrinks: a command that stops asking fails the test
+//! until it moves to the first.
+
+mod common;
+
+use common::*;
+
+/// What a case's write is expected to do.
+#[derive(Clone, Copy, Debug)]
+enum Expect {
+    /// Travels as a fact: no state asked for.
+    Fact,
+    /// Asks for the state of its key(s), for the reason given.
+    Asks(&'static str),
+}
+use Expect::*;
+
+const DEL: &str = "a whole-key delete travels by version; a peer's merging key \
+                   converges by its state";
+const STORE: &str = "the destination is overwritten whole (a register write of the key): \
+                     its record has no fact";
+const MULTI_KEY: &str = "a record with two keys carries no fact";
+const POP: &str = "its record names no member it removed (ZPOPMIN key n), or goes \
+                   as several records of one stamp (SPOP's SREMs)";
+const TRIM: &str = "pops at both ends: a list fact tells one op only";
+const STRING: &str = "a string write on a counter is a reset of the whole key, by state";
+
+/// The write commands on a merging type, on existing keys (`@x` is key x
+/// of the case, made by [`setup`]), and what each does.
+const CASES: &[(&str, Expect)] = &[
+    // Sets.
+    ("SADD @s z", Fact),
+    ("SADD @s a", Fact),
+    ("SREM @s a", Fact),
+    ("SPOP @s", Asks(POP)),
+    ("SPOP @s 2", Asks(POP)),
+    ("SPOP @s 9", Asks(DEL)),
+    ("SMOVE @s @t a", Asks(MULTI_KEY)),
+    ("SMOVE @s @t c", Asks(POP)),
+    ("SINTERSTORE @t @s @t", Asks(STORE)),
+    ("SUNIONSTORE @t @s @t", Asks(STORE)),
+    ("SDIFFSTORE @t @s @t", Asks(STORE)),
+    // Hashes.
+    ("HSET @h f 9", Fact),
+    ("HSET @h q 1 f 3", Fact),
+    ("HMSET @h f 8", Fact),
+    ("HSETNX @h q 1", Fact),
+    ("HDEL @h f", Fact),
+    ("HINCRBY @h f 2", Fact),
+    ("HINCRBYFLOAT @h f 1.5", Fact),
+    // Sorted sets.
+    ("ZADD @z 9 a", Fact),
+    ("ZADD @z 9 q", Fact),
+    ("ZADD @z XX GT CH 9 a", Fact),
+    ("ZADD @z INCR 2 a", Fact),
+    ("ZINCRBY @z 2 a", Fact),
+    ("ZREM @z a", Fact),
+    ("ZPOPMIN @z", Asks(POP)),
+    ("ZPOPMAX @z 2", Asks(POP)),
+    ("BZPOPMIN @z 0", Asks(POP)),
+    ("BZPOPMAX @z 0", Asks(POP)),
+    ("ZMPOP 1 @z MIN", Asks(POP)),
+    ("BZMPOP 0 1 @z MAX COUNT 2", Asks(POP)),
+    ("ZREMRANGEBYSCORE @z 1 2", Asks(POP)),
+    ("ZREMRANGEBYRANK @z 0 1", Asks(POP)),
+    ("ZREMRANGEBYLEX @w [a [b", Asks(POP)),
+    ("ZRANGESTORE @y @z 0 1", Asks(STORE)),
+    ("ZUNIONSTORE @y 2 @z @y", Asks(STORE)),
+    ("ZINTERSTORE @y 2 @z @y", Asks(STORE)),
+    ("ZDIFFSTORE @y 2 @z @y", Asks(STORE)),
+    ("GEOADD @g 13.36 38.11 palermo", Fact),
+    // Lists.
+    ("LPUSH @l z", Fact),
+    ("RPUSH @l z y", Fact),
+    ("LPUSHX @l z", Fact),
+    ("RPUSHX @l z", Fact),
+    ("LPOP @l", Fact),
+    ("RPOP @l 2", Fact),
+    ("BLPOP @l 0", Fact),
+    ("BRPOP @l 0", Fact),
+    ("LMPOP 1 @l LEFT COUNT 2", Fact),
+    ("BLMPOP 0 1 @l RIGHT", Fact),
+    ("LSET @l 1 X", Fact),
+    ("LINSERT @l BEFORE c X", Fact),
+    ("LREM @l 1 c", Fact),
+    ("LTRIM @l 1 -2", Asks(TRIM)),
+    ("LTRIM @l 2 -1", Asks(TRIM)),
+    ("LMOVE @l @m LEFT RIGHT", Asks(MULTI_KEY)),
+    ("RPOPLPUSH @l @m", Asks(MULTI_KEY)),
+    ("BLMOVE @l @m RIGHT LEFT 0", Asks(MULTI_KEY)),
+    ("BRPOPLPUSH @l @m 0", Asks(MULTI_KEY)),
+    (
+        "LMOVE @l @l LEFT RIGHT",
+        Asks("a rotation is a pop and a push on one key: one record, two ops"),
+    ),
+    ("SORT @l ALPHA STORE @m", Asks(STORE)),
+    // Counters.
+    ("INCR @n", Fact),
+    ("INCRBY @n 3", Fact),
+    ("DECR @n", Fact),
+    ("DECRBY @n 3", Fact),
+    ("INCRBYFLOAT @n 1.5", Fact),
+    ("SET @n 7", Asks(STRING)),
+    ("GETSET @n 7", Asks(STRING)),
+    ("APPEND @n 1", Asks(STRING)),
+    ("SETRANGE @n 0 9", Asks(STRING)),
+    // Any merging type.
+    ("DEL @s", Asks(DEL)),
+    ("UNLINK @z", Asks(DEL)),
+    ("GETDEL @n", Asks(DEL)),
+    ("RENAME @h @r", Asks(MULTI_KEY)),
+    ("RENAMENX @l @r", Asks(MULTI_KEY)),
+    ("COPY @s @t REPLACE", Asks(STORE)),
+];
+
+/// The commands that make key `x` of case `i` (`@x`).
+fn setup(i: usize, x: &str) -> Vec<String> {
+    let k = format!("c{i}:{x}");
+    let line = match x {
+        "s" => "SADD K a b c d",
+        "t" => "SADD K c d e",
+        "h" => "HSET K f 1 g 2",
+        "z" => "ZADD K 1 a 2 b 3 c 4 d",
+        "y" => "ZADD K 1 c 5 e",
+        "w" => "ZADD K 0 a 0 b 0 c",
+        "g" => "GEOADD K 13.5 38.2 catania",
+        "l" => "RPUSH K a b c d e c",
+        "m" => "RPUSH K x y",
+        "n" => "INCRBY K 5",
+        _ => return vec![], // made by the write
+    };
+    line.split(' ')
+        .map(|w| if w == "K" { k.clone() } else { w.to_string() })
+        .collect()
+}
+
+/// The words of case `i`'s write, its `@x` keys named for the case.
+fn words(i: usize, write: &str) -> Vec<String> {
+    let at = |w: &str| w.strip_prefix('@').map(|x| format!("c{i}:{x}"));
+    write
+        .split(' ')
+        .map(|w| at(w).unwrap_or_else(|| w.to_string()))
+        .collect()
+}
+
+/// The states a node's link asked for (`conflicts=`).
+fn asks(c: &mut redis::Connection) -> u64 {
+    let info: String = cmd(c, &["INFO", "replication"]);
+    let line = info.lines().find(|l| l.starts_with("peer0:"));
+    let field = line.expect("a peer line").split(',');
+    let n = field.into_iter().find_map(|f| f.strip_prefix("conflicts="));
+    n.expect("a conflicts field").parse().unwrap()
+}
+
+#[test]
+fn each_merging_write_travels_as_a_fact_or_asks_for_a_stated_reason() {
+    let p = Pair::start(&[]);
+    let (mut a, mut b) = (p.a.conn(), p.b.conn());
+    for (i, (write, _)) in CASES.iter().enumerate() {
+        let mut keys: Vec<&str> = write
+            .split(' ')
+            .filter_map(|w| w.strip_prefix('@'))
+            .collect();
+        keys.sort_unstable();
+        keys.dedup();
+        for line in keys.into_iter().map(|x| setup(i, x)) {
+            if !line.is_empty() {
+                run(&mut a, &line).expect("setup");
+            }
+        }
+    }
+    converged(&[&p.a, &p.b]);
+    let mut wrong = Vec::new();
+    for (i, &(write, expect)) in CASES.iter().enumerate() {
+        let before = asks(&mut a) + asks(&mut b);
+        run(&mut a, &words(i, write)).unwrap_or_else(|e| panic!("{write}: {e}"));
+        converged(&[&p.a, &p.b]);
+        let asked = asks(&mut a) + asks(&mut b) - before;
+        eprintln!("{write}: {asked}");
+        match expect {
+            Fact if asked != 0 => wrong.push(format!("{write}: asked {asked}, listed as a fact")),
+            Asks(why) if asked == 0 => {
+                wrong.push(format!("{write}: asked none, listed as asking ({why})"))
+            }
+            _ => {}
+        }
+    }
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+}
