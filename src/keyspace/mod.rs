@@ -567,10 +567,23 @@ impl Shard {
         let Some(told) = ls.note_ends((prev, stamp), ops, value) else {
             return;
         };
-        if ops.len() != 1 || newest >= stamp || !merge::fact::LIST_FACTS {
+        // One op, or LTRIM's pops at both ends (its WORD: how many of its
+        // DROPs the head's pop took; DECISIONS 234).
+        let trim = merge::fact::LIST_MOVE_FACTS
+            && matches!(
+                ops,
+                [
+                    merge::lists::EndOp::Pop { left: true, .. },
+                    merge::lists::EndOp::Pop { left: false, .. }
+                ]
+            );
+        if (ops.len() != 1 && !trim) || newest >= stamp || !merge::fact::LIST_FACTS {
             return;
         }
         facts.push((PREV | (1 << SHIFT), newest));
+        if trim {
+            facts.push((WORD, told.head_popped as u64));
+        }
         match ops[0] {
             merge::lists::EndOp::Push { .. } => facts.push((WORD, u64::from(told.was_empty))),
             merge::lists::EndOp::Pop { .. } => {

@@ -268,6 +268,8 @@ pub fn set_seen_by_origin(el: &Elem, stamp: u64) -> bool {
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Told {
     pub popped: Vec<(u64, u32)>,
+    /// How many of `popped` the pops at the head took (LTRIM's first op).
+    pub head_popped: usize,
     pub was_empty: bool,
 }
 
@@ -490,7 +492,11 @@ impl Lists {
                         e.push_at(left, stamp, fps, told.was_empty);
                     });
                 }
-                EndOp::Pop { left, n } => told.popped.extend(e.pop(left, n, &self.elems)),
+                EndOp::Pop { left, n } => {
+                    let ids = e.pop(left, n, &self.elems);
+                    told.head_popped += if left { ids.len() } else { 0 };
+                    told.popped.extend(ids);
+                }
             }
         }
         e.at = stamp;
@@ -511,20 +517,7 @@ impl Lists {
         (version, stamp, prev): (u64, u64, u64),
         fact: EndFact<'_>,
     ) -> Result<usize, NotApplied> {
-        if self.cc.covers(stamp) {
-            return Err(NotApplied::Duplicate);
-        }
-        if prev != 0 && !self.cc.covers(prev) {
-            return Err(NotApplied::Gap);
-        }
-        let mut e = match self.ends.take() {
-            Some(e) if e.at == version => e,
-            None if self.version == version => Ends::fresh(self.elems.len(), version),
-            other => {
-                self.ends = other;
-                return Err(NotApplied::Gap);
-            }
-        };
+        let mut e = self.ends_for_fact((version, stamp, prev))?;
         let r = match fact {
             EndFact::Push {
                 left,
@@ -543,6 +536,58 @@ impl Lists {
             }),
         };
         if r.is_some() {
+            e.at = stamp.max(version);
+            self.cc.see(stamp);
+        }
+        self.ends = Some(e);
+        r.ok_or(NotApplied::Gap)
+    }
+
+    /// The told ends a fact stamped `stamp` (its PREV `prev`) applies to,
+    /// taken out of the state (the caller puts them back), on this state of
+    /// the key at `version`; a duplicate where the stamp is seen, a gap
+    /// where PREV is not or the state does not describe `version`.
+    fn ends_for_fact(
+        &mut self,
+        (version, stamp, prev): (u64, u64, u64),
+    ) -> Result<Ends, NotApplied> {
+        if self.cc.covers(stamp) {
+            return Err(NotApplied::Duplicate);
+        }
+        if prev != 0 && !self.cc.covers(prev) {
+            return Err(NotApplied::Gap);
+        }
+        match self.ends.take() {
+            Some(e) if e.at == version => Ok(e),
+            None if self.version == version => Ok(Ends::fresh(self.elems.len(), version)),
+            other => {
+                self.ends = other;
+                Err(NotApplied::Gap)
+            }
+        }
+    }
+
+    /// Peer: LTRIM's fact (DECISIONS 234): the ids it took at the head
+    /// (`head`, in the order taken) and at the tail (`tail`). Each is at
+    /// its end here, or gone here already (a pop here took it); returns how
+    /// many to drop at the head and at the tail here (what to replay, as
+    /// LTRIM), the state following; a gap, nothing changed, where an id is
+    /// elsewhere, unseen, or the two ends' elements overlap here.
+    pub fn apply_trim_fact(
+        &mut self,
+        (version, stamp, prev): (u64, u64, u64),
+        (head, tail): (&[(u64, u32)], &[(u64, u32)]),
+    ) -> Result<(usize, usize), NotApplied> {
+        let mut e = self.ends_for_fact((version, stamp, prev))?;
+        let front = self.popped_here(&e, true, head, stamp);
+        let back = self.popped_here(&e, false, tail, stamp);
+        let r = match (front, back) {
+            (Some(f), Some(b)) if f + b <= e.len() => Some((f, b)),
+            _ => None,
+        };
+        if let Some((f, b)) = r {
+            e.pop(true, f, &self.elems);
+            e.pop(false, b, &self.elems);
             e.at = stamp.max(version);
             self.cc.see(stamp);
         }

@@ -45,6 +45,8 @@ enum Write {
     },
     /// LSET, LINSERT, LREM: an edit of a list by element ids.
     ListEdit,
+    /// LTRIM: pops at both ends of a list.
+    Trim,
 }
 
 /// The kind of collection a write is for.
@@ -82,6 +84,7 @@ fn write_of(argv: &Args, facts: &[Fact]) -> Option<Write> {
             push: true,
         }),
         b"lset" | b"linsert" | b"lrem" => Some(Write::ListEdit),
+        b"ltrim" if argv.len() == 4 => Some(Write::Trim),
         b"lpop" | b"rpop" if argv.len() <= 3 => Some(Write::List {
             left: name[0] == b'l',
             push: false,
@@ -97,7 +100,7 @@ fn collection(write: Write) -> Option<Collection> {
         Write::Hash => Some(Collection::Hash),
         Write::ZSet => Some(Collection::ZSet),
         Write::Remove(c) => Some(c),
-        Write::Increment(_) | Write::List { .. } | Write::ListEdit => None,
+        Write::Increment(_) | Write::List { .. } | Write::ListEdit | Write::Trim => None,
     }
 }
 
@@ -118,7 +121,7 @@ fn item_at<'a>(write: Write, argv: &Args<'a>, i: u32) -> Option<(&'a [u8], Item)
             // -0 is stored as 0 (DECISIONS 66).
             Item::Score(if s == 0.0 { 0.0 } else { s })
         }
-        Write::Increment(_) | Write::List { .. } | Write::ListEdit => return None,
+        Write::Increment(_) | Write::List { .. } | Write::ListEdit | Write::Trim => return None,
     };
     Some((m, item))
 }
@@ -149,6 +152,7 @@ impl Link {
                 self.apply_list(db, key, stamp, facts, (left, push, argv))
             }
             Some(Write::ListEdit) => self.apply_list_edit(db, key, stamp, facts, argv),
+            Some(Write::Trim) => self.apply_trim(db, key, stamp, facts),
             Some(w) if facts.iter().any(|f| f.0 & KIND == COUNTED) => {
                 self.apply_count(db, key, stamp, facts, (w, argv))
             }
@@ -412,6 +416,68 @@ impl Link {
         };
         if n > 0 {
             self.replay(db, version, &argv);
+        }
+        self.raise_version(db, key, version);
+        self.note_merge_state(db, key);
+        true
+    }
+
+    /// LTRIM's fact (keyspace/merge/lists.rs, `apply_trim_fact`): the
+    /// elements it took at each end, those still here at that end, dropped
+    /// and replayed as an LTRIM of this list's indices; false, the key's
+    /// state asked for, where they are not at their ends here.
+    fn apply_trim(&mut self, db: usize, key: &[u8], stamp: u64, facts: &[Fact]) -> bool {
+        let prev = facts.iter().find(|f| f.0 & KIND == fact::PREV);
+        let prev = prev.map_or(0, |f| f.1);
+        let Some(front) = facts.iter().find(|f| f.0 == fact::WORD) else {
+            return false;
+        };
+        let ids: Vec<(u64, u32)> = (facts.iter())
+            .filter(|f| f.0 & KIND == fact::DROP)
+            .map(|f| (f.1, f.0 >> SHIFT))
+            .collect();
+        let Some((head, tail)) = usize::try_from(front.1)
+            .ok()
+            .and_then(|f| ids.split_at_checked(f))
+        else {
+            return false;
+        };
+        let ks = &self.node.core().keyspace;
+        let slot = ks.slot(key);
+        let mut g = ks.db(db).lock(slot.shard);
+        let value = g.get_raw(slot.hash, key).map(|e| &e.value);
+        if value.is_some_and(|v| !matches!(v, Value::List(_))) {
+            return false;
+        }
+        let version = g.version_of(slot.hash, key);
+        if version > stamp {
+            return covered::<Lists>(g.merge_meta(key), stamp);
+        }
+        let Ok(state) = typed::<Lists>(g.merge_meta(key)) else {
+            return false;
+        };
+        if state.is_none() {
+            let fresh = Lists::current(None, version, value);
+            g.set_merge_meta(key, fresh.wrap());
+        }
+        let Some(l) = g.merge_meta_mut(key).and_then(Meta::get_mut::<Lists>) else {
+            return false;
+        };
+        let applied = l.apply_trim_fact((version, stamp, prev), (head, tail));
+        drop(g);
+        let (f, b) = match applied {
+            Ok(n) => n,
+            Err(NotApplied::Duplicate) => return true,
+            Err(NotApplied::Gap) => return false,
+        };
+        let version = version.max(stamp);
+        if f + b > 0 {
+            let (start, stop) = (f.to_string(), format!("-{}", b + 1));
+            self.replay(
+                db,
+                version,
+                &[b"LTRIM", key, start.as_bytes(), stop.as_bytes()],
+            );
         }
         self.raise_version(db, key, version);
         self.note_merge_state(db, key);
