@@ -57,6 +57,10 @@ use super::fact::NotApplied;
 mod edits;
 pub use edits::{Change, Edit, EditFact, Place};
 
+/// An element's id: the stamp of the write that put it and its index
+/// among that write's new elements.
+pub type Id = (u64, u32);
+
 /// A position's component: zone (-1 head, 0 child, 1 tail), then the
 /// order within it (see [`Lists::current`]).
 pub type Component = (i8, u64, u32);
@@ -576,7 +580,7 @@ impl Lists {
     pub fn apply_trim_fact(
         &mut self,
         (version, stamp, prev): (u64, u64, u64),
-        (head, tail): (&[(u64, u32)], &[(u64, u32)]),
+        (head, tail): (&[Id], &[Id]),
     ) -> Result<(usize, usize), NotApplied> {
         let mut e = self.ends_for_fact((version, stamp, prev))?;
         let front = self.popped_here(&e, true, head, stamp);
