@@ -102,10 +102,9 @@ const CASES: &[(&str, Expect)] = &[
     ("BRPOPLPUSH @l @m 0", Fact),
     ("LMOVE @m @u LEFT LEFT", Fact),
     ("LMOVE @m @l RIGHT RIGHT", Fact),
-    (
-        "LMOVE @l @l LEFT RIGHT",
-        Asks("a rotation is a pop and a push on one key: one record, two ops"),
-    ),
+    ("LMOVE @l @l LEFT RIGHT", Fact),
+    ("RPOPLPUSH @l @l", Fact),
+    ("LMOVE @k @k LEFT LEFT", Fact),
     ("SORT @l ALPHA STORE @m", Asks(STORE)),
     // Counters.
     ("INCR @n", Fact),
@@ -140,6 +139,7 @@ fn setup(i: usize, x: &str) -> Vec<String> {
         "g" => "GEOADD K 13.5 38.2 catania",
         "l" => "RPUSH K a b c d e c",
         "m" => "RPUSH K x y",
+        "k" => "RPUSH K x",
         "n" => "INCRBY K 5",
         _ => return vec![], // made by the write
     };
@@ -338,4 +338,26 @@ fn lmove_and_a_concurrent_pop_of_equal_values_converge() {
         |b| assert_eq!(cmd::<String>(b, &["RPOP", "l"]), "t"),
     );
     lists_hold(&p, &[("l", &[]), ("m", &["t", "t"])]);
+}
+
+/// LMOVE of a list onto itself is a pop of the element (by id) and a push
+/// of its value: the element popped concurrently on the other node leaves
+/// once, and the value lands at the other end all the same.
+#[test]
+fn a_rotation_and_a_concurrent_pop_of_its_element_converge() {
+    let p = Pair::start(&[]);
+    let _: i64 = cmd(&mut p.a.conn(), &["RPUSH", "l", "a", "b", "c"]);
+    converged(&[&p.a, &p.b]);
+    concurrently(
+        &p,
+        |a| assert_eq!(cmd::<String>(a, &["LMOVE", "l", "l", "LEFT", "RIGHT"]), "a"),
+        |b| assert_eq!(cmd::<String>(b, &["LPOP", "l"]), "a"),
+    );
+    lists_hold(&p, &[("l", &["b", "c", "a"])]);
+    concurrently(
+        &p,
+        |a| assert_eq!(cmd::<String>(a, &["RPOPLPUSH", "l", "l"]), "a"),
+        |b| assert_eq!(cmd::<String>(b, &["LPOP", "l"]), "b"),
+    );
+    lists_hold(&p, &[("l", &["a", "c"])]);
 }

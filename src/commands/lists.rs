@@ -833,7 +833,8 @@ fn move_generic(
     };
     // Between two keys on an active node: the pop's record on the source
     // and the push's on the destination, each with its fact (DECISIONS
-    // 235); a rotation (one key) goes as the command, its state asked for.
+    // 235); a rotation (one key) goes as the command, with a fact of its
+    // pop and push (DECISIONS 237).
     let as_facts = ctx.core.active && fact::LIST_MOVE_FACTS && src != dst;
     if src == dst {
         ctx.note_list_ends(&mut l, src, version, &[pop, push]);

@@ -32,7 +32,8 @@
 //!   TTL a register of its own (checked by `converged`).
 //! - **Elements** (sets `s0`, `s1`; hash `h0`; sorted set `z0`: adds,
 //!   removes, ZPOPMIN/ZPOPMAX, ZREMRANGEBYSCORE/RANK, DEL; list `l0`:
-//!   pushes, pops, LREM, LINSERT, LSET, LTRIM at either or both ends,
+//!   pushes, pops, rotations (LMOVE/RPOPLPUSH onto itself), LREM,
+//!   LINSERT, LSET, LTRIM at either or both ends,
 //!   its elements named by their ids): around each command the origin's merge state of the key
 //!   is read (without storing it: `Meta::current`), and the dots it added
 //!   and removed are logged. The observed-remove rule then says exactly
@@ -131,7 +132,10 @@ pub fn draw(rng: &mut StdRng) -> Vec<Vec<u8>> {
             let w: Vec<&str> = match rng.gen_range(0..12) {
                 0..=2 => vec!["LPUSH", "l0", &v],
                 3..=5 => vec!["RPUSH", "l0", &v, "x"],
+                // A pop, or a rotation (a pop and a push of its value).
+                6 if pick == 2 => vec!["LMOVE", "l0", "l0", "LEFT", "RIGHT"],
                 6 => vec!["LPOP", "l0"],
+                7 if pick == 2 => vec!["RPOPLPUSH", "l0", "l0"],
                 7 => vec!["RPOP", "l0"],
                 8 => vec!["LREM", "l0", ["1", "0", "-1"][pick], &v],
                 9 => vec!["LINSERT", "l0", ["BEFORE", "AFTER"][pick % 2], &v, "y"],

@@ -47,6 +47,12 @@ enum Write {
     ListEdit,
     /// LTRIM: pops at both ends of a list.
     Trim,
+    /// LMOVE, RPOPLPUSH of a list onto itself: a pop at one end (`from`:
+    /// the head) and a push of its value at the other (`to`).
+    Rotate {
+        from: bool,
+        to: bool,
+    },
 }
 
 /// The kind of collection a write is for.
@@ -85,6 +91,17 @@ fn write_of(argv: &Args, facts: &[Fact]) -> Option<Write> {
         }),
         b"lset" | b"linsert" | b"lrem" => Some(Write::ListEdit),
         b"ltrim" if argv.len() == 4 => Some(Write::Trim),
+        b"lmove" if argv.len() == 5 && argv.get(1) == argv.get(2) => {
+            let side = |i: usize| argv.get(i).eq_ignore_ascii_case(b"left");
+            Some(Write::Rotate {
+                from: side(3),
+                to: side(4),
+            })
+        }
+        b"rpoplpush" if argv.len() == 3 && argv.get(1) == argv.get(2) => Some(Write::Rotate {
+            from: false,
+            to: true,
+        }),
         b"lpop" | b"rpop" if argv.len() <= 3 => Some(Write::List {
             left: name[0] == b'l',
             push: false,
@@ -100,7 +117,11 @@ fn collection(write: Write) -> Option<Collection> {
         Write::Hash => Some(Collection::Hash),
         Write::ZSet => Some(Collection::ZSet),
         Write::Remove(c) => Some(c),
-        Write::Increment(_) | Write::List { .. } | Write::ListEdit | Write::Trim => None,
+        Write::Increment(_)
+        | Write::List { .. }
+        | Write::ListEdit
+        | Write::Trim
+        | Write::Rotate { .. } => None,
     }
 }
 
@@ -121,7 +142,11 @@ fn item_at<'a>(write: Write, argv: &Args<'a>, i: u32) -> Option<(&'a [u8], Item)
             // -0 is stored as 0 (DECISIONS 66).
             Item::Score(if s == 0.0 { 0.0 } else { s })
         }
-        Write::Increment(_) | Write::List { .. } | Write::ListEdit | Write::Trim => return None,
+        Write::Increment(_)
+        | Write::List { .. }
+        | Write::ListEdit
+        | Write::Trim
+        | Write::Rotate { .. } => return None,
     };
     Some((m, item))
 }
@@ -153,6 +178,9 @@ impl Link {
             }
             Some(Write::ListEdit) => self.apply_list_edit(db, key, stamp, facts, argv),
             Some(Write::Trim) => self.apply_trim(db, key, stamp, facts),
+            Some(Write::Rotate { from, to }) => {
+                self.apply_rotate(db, key, stamp, facts, (from, to, argv))
+            }
             Some(w) if facts.iter().any(|f| f.0 & KIND == COUNTED) => {
                 self.apply_count(db, key, stamp, facts, (w, argv))
             }
@@ -479,6 +507,73 @@ impl Link {
                 &[b"LTRIM", key, start.as_bytes(), stop.as_bytes()],
             );
         }
+        self.raise_version(db, key, version);
+        self.note_merge_state(db, key);
+        true
+    }
+
+    /// A rotation's fact (LMOVE of a list onto itself; keyspace/merge/
+    /// lists.rs, `apply_rotate_fact`): the element it popped is at that
+    /// end here, and its value pushed at the other end lands there;
+    /// replayed as the same command. False, the key's state asked for,
+    /// where it does not.
+    fn apply_rotate(
+        &mut self,
+        db: usize,
+        key: &[u8],
+        stamp: u64,
+        facts: &[Fact],
+        (from, to, argv): (bool, bool, &Args),
+    ) -> bool {
+        let prev = facts.iter().find(|f| f.0 & KIND == fact::PREV);
+        let prev = prev.map_or(0, |f| f.1);
+        let drops: Vec<(u64, u32)> = (facts.iter())
+            .filter(|f| f.0 & KIND == fact::DROP)
+            .map(|f| (f.1, f.0 >> SHIFT))
+            .collect();
+        let (Some(word), [id]) = (facts.iter().find(|f| f.0 == fact::WORD), &drops[..]) else {
+            return false;
+        };
+        let ks = &self.node.core().keyspace;
+        let slot = ks.slot(key);
+        let mut g = ks.db(db).lock(slot.shard);
+        let value = g.get_raw(slot.hash, key).map(|e| &e.value);
+        let Some(Value::List(list)) = value else {
+            return false;
+        };
+        let end = if from {
+            Some(0)
+        } else {
+            list.len().checked_sub(1)
+        };
+        let Some(fp) = end.and_then(|i| list.get(i)).map(fingerprint) else {
+            return false;
+        };
+        let version = g.version_of(slot.hash, key);
+        if version > stamp {
+            return covered::<Lists>(g.merge_meta(key), stamp);
+        }
+        let Ok(state) = typed::<Lists>(g.merge_meta(key)) else {
+            return false;
+        };
+        if state.is_none() {
+            let fresh = Lists::current(None, version, value);
+            g.set_merge_meta(key, fresh.wrap());
+        }
+        let Some(l) = g.merge_meta_mut(key).and_then(Meta::get_mut::<Lists>) else {
+            return false;
+        };
+        let applied =
+            l.apply_rotate_fact((version, stamp, prev), (from, *id, to), (fp, word.1 == 1));
+        drop(g);
+        match applied {
+            Ok(()) => {}
+            Err(NotApplied::Duplicate) => return true,
+            Err(NotApplied::Gap) => return false,
+        }
+        let version = version.max(stamp);
+        let words: Vec<&[u8]> = argv.iter().collect();
+        self.replay(db, version, &words);
         self.raise_version(db, key, version);
         self.note_merge_state(db, key);
         true
