@@ -361,3 +361,48 @@ fn a_rotation_and_a_concurrent_pop_of_its_element_converge() {
     );
     lists_hold(&p, &[("l", &["a", "c"])]);
 }
+
+/// Every `conflicts=` of a node's links, summed.
+fn asks_all(c: &mut redis::Connection) -> u64 {
+    let info: String = cmd(c, &["INFO", "replication"]);
+    let fields = info.split([',', '\n', '\r']);
+    let n = fields.filter_map(|f| f.strip_prefix("conflicts="));
+    n.map(|n| n.parse::<u64>().unwrap()).sum()
+}
+
+/// On a 3-mesh, the converted removes and moves, from two nodes, ask no
+/// node for a state: each node applies each record once, however many
+/// links bring it.
+#[test]
+fn removes_and_moves_ask_for_no_state_on_a_mesh() {
+    let (nodes, _proxies) = mesh(3);
+    let all: Vec<&Server> = nodes.iter().collect();
+    let mut c: Vec<redis::Connection> = nodes.iter().map(Server::conn).collect();
+    let _: i64 = cmd(&mut c[0], &["SADD", "s", "a", "b", "c", "d"]);
+    let _: i64 = cmd(
+        &mut c[0],
+        &["ZADD", "z", "1", "a", "2", "b", "3", "c", "4", "d"],
+    );
+    let _: i64 = cmd(&mut c[0], &["RPUSH", "l", "t", "t", "t", "t", "t", "t"]);
+    converged(&all);
+    let before: u64 = c.iter_mut().map(asks_all).sum();
+    let writes: [(usize, &[&str]); 8] = [
+        (0, &["SPOP", "s"]),
+        (1, &["SMOVE", "s", "t", "d"]),
+        (0, &["ZPOPMIN", "z"]),
+        (1, &["ZREMRANGEBYRANK", "z", "-1", "-1"]),
+        (0, &["LTRIM", "l", "1", "-2"]),
+        (1, &["LMOVE", "l", "m", "LEFT", "LEFT"]),
+        (0, &["RPOPLPUSH", "l", "l"]),
+        (1, &["RPOPLPUSH", "l", "m"]),
+    ];
+    for (n, w) in writes {
+        let words: Vec<String> = w.iter().map(|w| w.to_string()).collect();
+        run(&mut c[n], &words).expect("a write");
+        converged(&all);
+    }
+    let after: u64 = c.iter_mut().map(asks_all).sum();
+    assert_eq!(after - before, 0, "states asked for on the mesh");
+    let m: Vec<String> = cmd(&mut c[2], &["LRANGE", "m", "0", "-1"]);
+    assert_eq!(m, ["t", "t"]);
+}
