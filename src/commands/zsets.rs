@@ -1323,8 +1323,8 @@ fn pop_from(
     }
     if !got.is_empty() {
         let v = bump(ctx, l, key);
-        let taken: Vec<Box<[u8]>> = got.iter().map(|(m, _)| m.clone()).collect();
         if as_zrem(ctx) {
+            let taken: Vec<Box<[u8]>> = got.iter().map(|(m, _)| m.clone()).collect();
             propagate_removed(ctx, l, (key, v), &taken, plain);
         }
         ctx.notify(class::ZSET, if max { "zpopmax" } else { "zpopmin" }, key);

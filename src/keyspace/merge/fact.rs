@@ -82,10 +82,11 @@ pub const LIST_EDIT_FACTS: bool = true;
 pub const REMOVE_FACTS: bool = true;
 
 /// Whether LTRIM (pops at both ends: a fact naming the ids it took at
-/// each) and LMOVE/RPOPLPUSH/BLMOVE/BRPOPLPUSH between two keys (a pop's
+/// each), LMOVE/RPOPLPUSH/BLMOVE/BRPOPLPUSH between two keys (a pop's
 /// record on the source and a push's on the destination, each with its
-/// fact) travel as facts (a switch as [`LIST_FACTS`]; off, as states).
-/// DECISIONS 234, 235.
+/// fact) and onto one key (a rotation: one fact of its pop and push)
+/// travel as facts (a switch as [`LIST_FACTS`]; off, as states).
+/// DECISIONS 234, 235, 237.
 pub const LIST_MOVE_FACTS: bool = true;
 
 /// One entry of a fact: the kind ORed into an argument index, and a stamp.
