@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Removes and moves on an active pair (issue 24, DECISIONS 233-235): ZPOPMIN,
-# ZREMRANGEBYRANK, SPOP, SMOVE, LTRIM and RPOPLPUSH on one node of a pair,
+# Removes and moves on an active pair (issue 24, DECISIONS 233-237): ZPOPMIN,
+# ZREMRANGEBYRANK, SPOP, SMOVE, LTRIM, RPOPLPUSH and LMOVE l l on one node of a pair,
 # against a sorted set, a set and a list of LEN members; per command the
 # writer's requests per second, the seconds until the peer's digest agrees,
 # and the key states the peer asked for (INFO `conflicts=`). A benchmark,
@@ -66,7 +66,7 @@ for i in range(0, n, 1000):
 " "$LEN" | cli $a >/dev/null
 converge $a $b >/dev/null
 printf '%-16s %12s %12s %10s\n' command rps converge_s asks
-for c in "ZPOPMIN z" "ZREMRANGEBYRANK z 0 0" "SPOP s" "SMOVE s t m__rand__" "LTRIM l 1 -2" "RPOPLPUSH l m"; do
+for c in "ZPOPMIN z" "ZREMRANGEBYRANK z 0 0" "SPOP s" "SMOVE s t m__rand__" "LTRIM l 1 -2" "RPOPLPUSH l m" "LMOVE l l LEFT RIGHT"; do
     before=$(state_asks $b)
     r=$(pipe $a $c)
     s=$(converge $a $b)
