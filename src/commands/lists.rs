@@ -24,6 +24,7 @@ use super::util::{arg_i64, eq_ic};
 use super::{flags::*, CmdError, CmdResult, Command, Ctx};
 use crate::keyspace::list::ListValue;
 use crate::keyspace::merge::context::fingerprint;
+use crate::keyspace::merge::fact;
 use crate::keyspace::merge::lists::{Edit, EndOp};
 use crate::keyspace::Value;
 use crate::protocol::{parse_i64, Args};
@@ -830,17 +831,31 @@ fn move_generic(
         left: to_left,
         n: 1,
     };
+    // Between two keys on an active node: the pop's record on the source
+    // and the push's on the destination, each with its fact (DECISIONS
+    // 235); a rotation (one key) goes as the command, with a fact of its
+    // pop and push (DECISIONS 237).
+    let as_facts = ctx.core.active && fact::LIST_MOVE_FACTS && src != dst;
     if src == dst {
         ctx.note_list_ends(&mut l, src, version, &[pop, push]);
     } else {
         ctx.note_list_ends(&mut l, src, version, &[pop]);
+        if as_facts {
+            let name: &[u8] = if from_left { b"LPOP" } else { b"RPOP" };
+            ctx.propagate(version, &[name, src]);
+        }
         ctx.note_list_ends(&mut l, dst, version, &[push]);
     }
     ctx.out.bulk(&v);
     ctx.notify(class::LIST, push_event(to_left), dst);
     ctx.signal_ready(ctx.db(), dst);
     finish_pop(ctx, &mut l, src, from_left);
-    ctx.propagate(version, argv);
+    if as_facts {
+        let name: &[u8] = if to_left { b"LPUSH" } else { b"RPUSH" };
+        ctx.propagate(version, &[name, dst, &v]);
+    } else {
+        ctx.propagate(version, argv);
+    }
     Ok(true)
 }
 

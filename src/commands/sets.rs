@@ -26,6 +26,7 @@ use super::collscan::{distinct_indices, parse_scan, rand_u64, reply_scan};
 use super::events::class;
 use super::util::{arg_i64, eq_ic};
 use super::{flags::*, CmdError, CmdResult, Command, Ctx};
+use crate::keyspace::merge::fact;
 use crate::keyspace::set::SetValue;
 use crate::keyspace::{StrValue, Value};
 use crate::protocol::Args;
@@ -368,18 +369,40 @@ fn spop(ctx: &mut Ctx, args: Args) -> CmdResult {
         }
     }
     ctx.notify(class::SET, "spop", key);
-    if whole || e.value.is_empty_collection() {
+    let emptied = whole || e.value.is_empty_collection();
+    // On an active node, one SREM of the members taken, with its fact
+    // (DECISIONS 233): a peer removes the dots the pop saw, no state asked.
+    let srem: Option<Vec<&[u8]>> = (ctx.core.active && fact::REMOVE_FACTS && !whole).then(|| {
+        [&b"SREM"[..], key]
+            .into_iter()
+            .chain(popped.iter().map(|m| &m[..]))
+            .collect()
+    });
+    if let Some(argv) = &srem {
+        ctx.note_members(&mut l, key, version, &named_args_of(argv));
+    }
+    if emptied {
         l.remove(key);
         ctx.notify(class::GENERIC, "del", key);
     }
     if whole {
         ctx.propagate(version, &[b"DEL", key]);
+    } else if let Some(argv) = srem {
+        ctx.propagate(version, &argv);
     } else {
         // One SREM per member, as Redis 7.0 propagates SPOP with a count.
         let records: Vec<Vec<&[u8]>> = popped.iter().map(|m| vec![&b"SREM"[..], key, m]).collect();
         ctx.propagate_unit(version, &records);
     }
     Ok(())
+}
+
+/// The members of a record `CMD key member...`, each with its argument
+/// index, as [`Ctx::note_members`] takes them.
+fn named_args_of<'m>(argv: &[&'m [u8]]) -> Vec<(u32, &'m [u8])> {
+    (argv.iter().enumerate().skip(2))
+        .map(|(i, m)| (i as u32, *m))
+        .collect()
 }
 
 fn smove(ctx: &mut Ctx, args: Args) -> CmdResult {
@@ -416,11 +439,20 @@ fn smove(ctx: &mut Ctx, args: Args) -> CmdResult {
     let version = ctx.version_after(prev);
     se.version = version;
     ctx.notify(class::SET, "srem", src);
+    // On an active node, the SREM from the source and the SADD to the
+    // destination go as two records, each with its fact (DECISIONS 233).
+    let as_facts = ctx.core.active && fact::REMOVE_FACTS;
+    if as_facts {
+        ctx.note_members(&mut l, src, version, &[(2, m)]);
+    }
     ctx.remove_if_empty(&mut l, src);
     ctx.out.int(1);
     if dst_has {
         ctx.propagate(version, &[b"SREM", src, m]);
         return Ok(());
+    }
+    if as_facts {
+        ctx.propagate(version, &[b"SREM", src, m]);
     }
     if dst_version.is_none() {
         l.put(
@@ -434,7 +466,12 @@ fn smove(ctx: &mut Ctx, args: Args) -> CmdResult {
     de.version = version;
     set_mut(&mut de.value).add(m, max);
     ctx.notify(class::SET, "sadd", dst);
-    ctx.propagate(version, &[b"SMOVE", src, dst, m]);
+    if as_facts {
+        ctx.note_added(&mut l, dst, version, &[(2, m)]);
+        ctx.propagate(version, &[b"SADD", dst, m]);
+    } else {
+        ctx.propagate(version, &[b"SMOVE", src, dst, m]);
+    }
     Ok(())
 }
 

@@ -35,6 +35,7 @@ use super::collscan::{parse_scan, rand_u64};
 use super::events::class;
 use super::util::{arg_i64, eq_ic, glob_match, parse_f64};
 use super::{flags::*, CmdError, CmdResult, Command, Ctx};
+use crate::keyspace::merge;
 use crate::keyspace::zset::{ZLimits, ZSetValue};
 use crate::keyspace::Value;
 use crate::protocol::{format_double, Args, ReplyBuf};
@@ -1219,6 +1220,7 @@ fn remrange_generic(ctx: &mut Ctx, args: Args, kind: Kind, event: &str) -> CmdRe
     let key = args.get(1);
     let mut l = ctx.open(key);
     let mut n = 0;
+    let mut taken: Vec<Box<[u8]>> = Vec::new();
     if let Some(e) = l.get_zset(key)? {
         let z = zs_mut(&mut e.value);
         let range = match kind {
@@ -1228,12 +1230,19 @@ fn remrange_generic(ctx: &mut Ctx, args: Args, kind: Kind, event: &str) -> CmdRe
                 .map(|(a, b)| (a, b - 1)),
         };
         if let Some((a, b)) = range {
+            if as_zrem(ctx) {
+                taken = z
+                    .iter_from(a, false)
+                    .take(b + 1 - a)
+                    .map(|(m, _)| m.into())
+                    .collect();
+            }
             n = z.remove_ranks(a, b);
         }
     }
     if n > 0 {
         let v = bump(ctx, &mut l, key);
-        ctx.propagate(v, &argv_of(args));
+        propagate_removed(ctx, &mut l, (key, v), &taken, &argv_of(args));
         ctx.notify(class::ZSET, event, key);
         ctx.remove_if_empty(&mut l, key);
     }
@@ -1256,15 +1265,47 @@ fn zremrangebylex(ctx: &mut Ctx, args: Args) -> CmdResult {
     remrange_generic(ctx, args, kind, "zremrangebylex")
 }
 
+/// Whether a remove that picks its members here (a pop, a range) goes as
+/// the ZREM of the members it took, with its fact (DECISIONS 233).
+fn as_zrem(ctx: &Ctx) -> bool {
+    ctx.core.active && merge::fact::REMOVE_FACTS
+}
+
+/// Propagates a remove of `taken` from `key` at version `v`: on an active
+/// node as `ZREM key taken...`, its members noted in the key's merge state
+/// (a peer applies it as a fact, as ZREM's); else as `plain` (what Redis
+/// propagates). Call before the key is removed if emptied.
+fn propagate_removed(
+    ctx: &mut Ctx,
+    l: &mut Locked,
+    (key, v): (&[u8], u64),
+    taken: &[Box<[u8]>],
+    plain: &[&[u8]],
+) {
+    if !as_zrem(ctx) {
+        return ctx.propagate(v, plain);
+    }
+    let argv: Vec<&[u8]> = [&b"ZREM"[..], key]
+        .into_iter()
+        .chain(taken.iter().map(|m| &m[..]))
+        .collect();
+    let named: Vec<(u32, &[u8])> = (argv.iter().enumerate().skip(2))
+        .map(|(i, m)| (i as u32, *m))
+        .collect();
+    ctx.note_members(l, key, v, &named);
+    ctx.propagate(v, &argv);
+}
+
 // ---------------------------------------------------------------- pops
 
-/// Pops up to `count` from `key` (already known to be a non-empty zset).
+/// Pops up to `count` from `key` (already known to be a non-empty zset),
+/// propagated as `plain` (or as a ZREM: [`propagate_removed`]).
 fn pop_from(
     ctx: &mut Ctx,
     l: &mut Locked,
     key: &[u8],
-    max: bool,
-    count: usize,
+    (max, count): (bool, usize),
+    plain: &[&[u8]],
 ) -> Vec<(Box<[u8]>, f64)> {
     let Some(e) = l.entry(key) else {
         return Vec::new();
@@ -1281,9 +1322,19 @@ fn pop_from(
         z.remove(m);
     }
     if !got.is_empty() {
-        bump(ctx, l, key);
+        let v = bump(ctx, l, key);
+        if as_zrem(ctx) {
+            let taken: Vec<Box<[u8]>> = got.iter().map(|(m, _)| m.clone()).collect();
+            propagate_removed(ctx, l, (key, v), &taken, plain);
+        }
         ctx.notify(class::ZSET, if max { "zpopmax" } else { "zpopmin" }, key);
         ctx.remove_if_empty(l, key);
+        if !as_zrem(ctx) {
+            let v = l
+                .entry(key)
+                .map_or_else(|| ctx.new_version(), |e| e.version);
+            ctx.propagate(v, plain);
+        }
     }
     got
 }
@@ -1306,11 +1357,7 @@ fn pop_generic(ctx: &mut Ctx, args: Args, max: bool) -> CmdResult {
         ctx.out.array(0);
         return Ok(());
     }
-    let got = pop_from(ctx, &mut l, key, max, count.unwrap_or(1));
-    let v = l
-        .entry(key)
-        .map_or_else(|| ctx.new_version(), |e| e.version);
-    ctx.propagate(v, &argv_of(args));
+    let got = pop_from(ctx, &mut l, key, (max, count.unwrap_or(1)), &argv_of(args));
     let items = got.iter().map(|(m, s)| (&m[..], *s));
     if count.is_none() {
         // A single pop is a flat [member, score] in both protocols.
@@ -1397,14 +1444,11 @@ fn mpop_from(
             Err(_) if retrying => continue,
             Err(e) => return Err(e),
         }
-        let got = pop_from(ctx, l, key, max, count);
-        let v = l
-            .entry(key)
-            .map_or_else(|| ctx.new_version(), |e| e.version);
         // Redis propagates the number actually popped.
-        let c = got.len().to_string();
+        let n = l.entry(key).map_or(0, |e| zs(&e.value).len()).min(count);
+        let c = n.to_string();
         let name: &[u8] = if max { b"ZPOPMAX" } else { b"ZPOPMIN" };
-        ctx.propagate(v, &[name, key, c.as_bytes()]);
+        let got = pop_from(ctx, l, key, (max, count), &[name, key, c.as_bytes()]);
         ctx.out.array(2);
         ctx.out.bulk(key);
         ctx.out.array(got.len());
@@ -1443,12 +1487,8 @@ fn bzpop_generic(ctx: &mut Ctx, args: Args, max: bool) -> CmdResult {
             Err(_) if retrying => continue,
             Err(e) => return Err(e),
         }
-        let got = pop_from(ctx, &mut l, key, max, 1);
-        let v = l
-            .entry(key)
-            .map_or_else(|| ctx.new_version(), |e| e.version);
         let name: &[u8] = if max { b"ZPOPMAX" } else { b"ZPOPMIN" };
-        ctx.propagate(v, &[name, key]);
+        let got = pop_from(ctx, &mut l, key, (max, 1), &[name, key]);
         let (m, score) = &got[0];
         ctx.out.array(3);
         ctx.out.bulk(key);

@@ -596,10 +596,22 @@ impl Shard {
         let Some(told) = ls.note_ends((prev, stamp), ops, value) else {
             return;
         };
-        if ops.len() != 1 || newest >= stamp || !merge::fact::LIST_FACTS {
+        // One op, or LTRIM's pops at both ends (its WORD: how many of its
+        // DROPs the head's pop took; DECISIONS 234), or a rotation's pop
+        // and push (its WORD: the push's zone; DECISIONS 237).
+        use merge::lists::EndOp::{Pop, Push};
+        let trim = matches!(ops, [Pop { left: true, .. }, Pop { left: false, .. }]);
+        let rotate = matches!(ops, [Pop { n: 1, .. }, Push { n: 1, .. }]) && told.popped.len() == 1;
+        let two = (trim || rotate) && merge::fact::LIST_MOVE_FACTS;
+        if (ops.len() != 1 && !two) || newest >= stamp || !merge::fact::LIST_FACTS {
             return;
         }
         facts.push((PREV | (1 << SHIFT), newest));
+        match (trim, rotate) {
+            (true, _) => facts.push((WORD, told.head_popped as u64)),
+            (_, true) => facts.push((WORD, u64::from(told.was_empty))),
+            _ => {}
+        }
         match ops[0] {
             merge::lists::EndOp::Push { .. } => facts.push((WORD, u64::from(told.was_empty))),
             merge::lists::EndOp::Pop { .. } => {

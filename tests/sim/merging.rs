@@ -31,7 +31,9 @@
 //! - **TTLs**: `s1` also takes EXPIRE (far in the future) and PERSIST, its
 //!   TTL a register of its own (checked by `converged`).
 //! - **Elements** (sets `s0`, `s1`; hash `h0`; sorted set `z0`: adds,
-//!   removes, DEL; list `l0`: pushes, pops, LREM, LINSERT, LSET, LTRIM,
+//!   removes, ZPOPMIN/ZPOPMAX, ZREMRANGEBYSCORE/RANK, DEL; list `l0`:
+//!   pushes, pops, rotations (LMOVE/RPOPLPUSH onto itself), LREM,
+//!   LINSERT, LSET, LTRIM at either or both ends,
 //!   its elements named by their ids): around each command the origin's merge state of the key
 //!   is read (without storing it: `Meta::current`), and the dots it added
 //!   and removed are logged. The observed-remove rule then says exactly
@@ -132,12 +134,20 @@ pub fn draw(rng: &mut StdRng) -> Vec<Vec<u8>> {
             let w: Vec<&str> = match rng.gen_range(0..12) {
                 0..=2 => vec!["LPUSH", "l0", &v],
                 3..=5 => vec!["RPUSH", "l0", &v, "x"],
+                // A pop, or a rotation (a pop and a push of its value).
+                6 if pick == 2 => vec!["LMOVE", "l0", "l0", "LEFT", "RIGHT"],
                 6 => vec!["LPOP", "l0"],
+                7 if pick == 2 => vec!["RPOPLPUSH", "l0", "l0"],
                 7 => vec!["RPOP", "l0"],
                 8 => vec!["LREM", "l0", ["1", "0", "-1"][pick], &v],
                 9 => vec!["LINSERT", "l0", ["BEFORE", "AFTER"][pick % 2], &v, "y"],
                 10 => vec!["LSET", "l0", ["1", "-1", "0"][pick], &v],
-                _ => vec!["LTRIM", "l0", "0", "4"],
+                // Trims at the tail, at both ends, at the head.
+                _ => match pick {
+                    0 => vec!["LTRIM", "l0", "0", "4"],
+                    1 => vec!["LTRIM", "l0", "1", "-1"],
+                    _ => vec!["LTRIM", "l0", "1", "-2"],
+                },
             };
             w.into_iter().map(String::from).collect()
         }
@@ -163,7 +173,19 @@ pub fn draw(rng: &mut StdRng) -> Vec<Vec<u8>> {
                 let score = rng.gen_range(1..4).to_string();
                 vec!["ZADD".into(), "z0".into(), score, member(rng)]
             }
-            6..=8 => vec!["ZREM".into(), "z0".into(), member(rng)],
+            6..=7 => vec!["ZREM".into(), "z0".into(), member(rng)],
+            8 => {
+                // Removes that pick their members here, the variant from
+                // the member drawn (no more draws: other keys' streams stay).
+                let m = member(rng);
+                let w: &[&str] = match m.as_bytes()[1] {
+                    b'0' => &["ZPOPMIN", "z0"],
+                    b'1' => &["ZPOPMAX", "z0", "2"],
+                    b'2' => &["ZREMRANGEBYSCORE", "z0", "2", "3"],
+                    _ => &["ZREMRANGEBYRANK", "z0", "0", "0"],
+                };
+                w.iter().map(|w| w.to_string()).collect()
+            }
             9 => vec!["DEL".into(), "z0".into()],
             10 => vec!["ZINCRBY".into(), "z0".into(), quarter(rng), member(rng)],
             11 => ttl_write(rng, "z0"),

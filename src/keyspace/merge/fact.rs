@@ -80,6 +80,23 @@ pub const LIST_EDIT_FACTS: bool = true;
 /// such writes travel as states (DECISIONS 228-230).
 pub const TTL_FACTS: bool = true;
 
+/// Whether the removes that pick their members at the origin (SPOP,
+/// SMOVE; ZPOPMIN/ZPOPMAX and their blocking and ZMPOP forms,
+/// ZREMRANGEBYSCORE/RANK/LEX) travel as facts: on an active node their
+/// record is the SREM/ZREM (and SMOVE's SADD) of the members they took,
+/// with its fact, as SREM's and ZREM's (a switch as [`ELEMENT_FACTS`]; off,
+/// they go as Redis propagates them and their peers ask for the key's
+/// state). DECISIONS 233.
+pub const REMOVE_FACTS: bool = true;
+
+/// Whether LTRIM (pops at both ends: a fact naming the ids it took at
+/// each), LMOVE/RPOPLPUSH/BLMOVE/BRPOPLPUSH between two keys (a pop's
+/// record on the source and a push's on the destination, each with its
+/// fact) and onto one key (a rotation: one fact of its pop and push)
+/// travel as facts (a switch as [`LIST_FACTS`]; off, as states).
+/// DECISIONS 234, 235, 237.
+pub const LIST_MOVE_FACTS: bool = true;
+
 /// One entry of a fact: the kind ORed into an argument index, and a stamp.
 pub type Fact = (u32, u64);
 

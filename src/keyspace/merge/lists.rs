@@ -57,6 +57,10 @@ use super::fact::NotApplied;
 mod edits;
 pub use edits::{Change, Edit, EditFact, Place};
 
+/// An element's id: the stamp of the write that put it and its index
+/// among that write's new elements.
+pub type Id = (u64, u32);
+
 /// A position's component: zone (-1 head, 0 child, 1 tail), then the
 /// order within it (see [`Lists::current`]).
 pub type Component = (i8, u64, u32);
@@ -155,7 +159,19 @@ impl Ends {
     /// (`was_empty`: the zone the pushing write found). The pushed element
     /// next to the end is the one pushed first, `k`.
     fn fits(&self, old: &[Elem], left: bool, (stamp, was_empty): (u64, bool), k: u32) -> bool {
-        let Some(end) = self.nth_from(old, left, 0) else {
+        self.fits_past(old, (left, 0), (stamp, was_empty), k)
+    }
+
+    /// [`Self::fits`] against the end element past the first `skip` ones
+    /// at that end (an element a rotation pops before it pushes).
+    fn fits_past(
+        &self,
+        old: &[Elem],
+        (left, skip): (bool, usize),
+        (stamp, was_empty): (u64, bool),
+        k: u32,
+    ) -> bool {
+        let Some(end) = self.nth_from(old, left, skip) else {
             return true;
         };
         // On the stack: a slice orders as the Vec an element stores.
@@ -268,6 +284,8 @@ pub fn set_seen_by_origin(el: &Elem, stamp: u64) -> bool {
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Told {
     pub popped: Vec<(u64, u32)>,
+    /// How many of `popped` the pops at the head took (LTRIM's first op).
+    pub head_popped: usize,
     pub was_empty: bool,
 }
 
@@ -490,7 +508,11 @@ impl Lists {
                         e.push_at(left, stamp, fps, told.was_empty);
                     });
                 }
-                EndOp::Pop { left, n } => told.popped.extend(e.pop(left, n, &self.elems)),
+                EndOp::Pop { left, n } => {
+                    let ids = e.pop(left, n, &self.elems);
+                    told.head_popped += if left { ids.len() } else { 0 };
+                    told.popped.extend(ids);
+                }
             }
         }
         e.at = stamp;
@@ -511,20 +533,7 @@ impl Lists {
         (version, stamp, prev): (u64, u64, u64),
         fact: EndFact<'_>,
     ) -> Result<usize, NotApplied> {
-        if self.cc.covers(stamp) {
-            return Err(NotApplied::Duplicate);
-        }
-        if prev != 0 && !self.cc.covers(prev) {
-            return Err(NotApplied::Gap);
-        }
-        let mut e = match self.ends.take() {
-            Some(e) if e.at == version => e,
-            None if self.version == version => Ends::fresh(self.elems.len(), version),
-            other => {
-                self.ends = other;
-                return Err(NotApplied::Gap);
-            }
-        };
+        let mut e = self.ends_for_fact((version, stamp, prev))?;
         let r = match fact {
             EndFact::Push {
                 left,
@@ -548,6 +557,94 @@ impl Lists {
         }
         self.ends = Some(e);
         r.ok_or(NotApplied::Gap)
+    }
+
+    /// The told ends a fact stamped `stamp` (its PREV `prev`) applies to,
+    /// taken out of the state (the caller puts them back), on this state of
+    /// the key at `version`; a duplicate where the stamp is seen, a gap
+    /// where PREV is not or the state does not describe `version`.
+    fn ends_for_fact(
+        &mut self,
+        (version, stamp, prev): (u64, u64, u64),
+    ) -> Result<Ends, NotApplied> {
+        if self.cc.covers(stamp) {
+            return Err(NotApplied::Duplicate);
+        }
+        if prev != 0 && !self.cc.covers(prev) {
+            return Err(NotApplied::Gap);
+        }
+        match self.ends.take() {
+            Some(e) if e.at == version => Ok(e),
+            None if self.version == version => Ok(Ends::fresh(self.elems.len(), version)),
+            other => {
+                self.ends = other;
+                Err(NotApplied::Gap)
+            }
+        }
+    }
+
+    /// Peer: LTRIM's fact (DECISIONS 234): the ids it took at the head
+    /// (`head`, in the order taken) and at the tail (`tail`). Each is at
+    /// its end here, or gone here already (a pop here took it); returns how
+    /// many to drop at the head and at the tail here (what to replay, as
+    /// LTRIM), the state following; a gap, nothing changed, where an id is
+    /// elsewhere, unseen, or the two ends' elements overlap here.
+    pub fn apply_trim_fact(
+        &mut self,
+        (version, stamp, prev): (u64, u64, u64),
+        (head, tail): (&[Id], &[Id]),
+    ) -> Result<(usize, usize), NotApplied> {
+        let mut e = self.ends_for_fact((version, stamp, prev))?;
+        let front = self.popped_here(&e, true, head, stamp);
+        let back = self.popped_here(&e, false, tail, stamp);
+        let r = match (front, back) {
+            (Some(f), Some(b)) if f + b <= e.len() => Some((f, b)),
+            _ => None,
+        };
+        if let Some((f, b)) = r {
+            e.pop(true, f, &self.elems);
+            e.pop(false, b, &self.elems);
+            e.at = stamp.max(version);
+            self.cc.see(stamp);
+        }
+        self.ends = Some(e);
+        r.ok_or(NotApplied::Gap)
+    }
+
+    /// Peer: the fact of an LMOVE of a list onto itself (a rotation,
+    /// DECISIONS 237): the element `id` it popped at one end (`from`: the
+    /// head) is at that end here, and its value (fingerprint `fp`, read
+    /// here) pushed anew at the other end (`to`) by `stamp` lands at that
+    /// end here; the state follows. A gap, nothing changed, where the
+    /// element is not at its end here (gone, or elsewhere: the value is
+    /// only known by it) or the push would not sort at its end.
+    pub fn apply_rotate_fact(
+        &mut self,
+        (version, stamp, prev): (u64, u64, u64),
+        (from, id, to): (bool, Id, bool),
+        (fp, was_empty): (u64, bool),
+    ) -> Result<(), NotApplied> {
+        let mut e = self.ends_for_fact((version, stamp, prev))?;
+        let at_end = self.popped_here(&e, from, &[id], stamp) == Some(1);
+        // After the pop: the list empty, or its end at `to` past the element
+        // popped where both ends are one.
+        let fits = e.len() <= 1
+            || e.fits_past(
+                &self.elems,
+                (to, usize::from(from == to)),
+                (stamp, was_empty),
+                0,
+            );
+        let ok = at_end && fits;
+        if ok {
+            e.pop(from, 1, &self.elems);
+            e.next_k = 0;
+            e.push_at(to, stamp, &[fp], was_empty);
+            e.at = stamp.max(version);
+            self.cc.see(stamp);
+        }
+        self.ends = Some(e);
+        ok.then_some(()).ok_or(NotApplied::Gap)
     }
 
     /// Whether `n` values pushed by `stamp` at one end land at that end
@@ -991,6 +1088,66 @@ mod tests {
             here.apply_end_fact((st(50, 2), st(40, 1), s2), push),
             Err(NotApplied::Gap)
         );
+    }
+
+    /// LTRIM's and a rotation's facts (DECISIONS 234, 237) among equal
+    /// values: the peer drops and moves the origin's elements by id and
+    /// ends with its state; an element gone here already is a pop of 0
+    /// for a trim, and a gap for a rotation (its value is only known by it).
+    #[test]
+    fn trim_and_rotation_facts_reproduce_the_origins_state() {
+        let (s0, s1, s2) = (st(10, 1), st(20, 1), st(30, 1));
+        let base = list(&["t", "t", "t", "t", "t"]);
+        let common = Lists::current(None, s0, Some(&base));
+        let (mut origin, mut peer) = (common.clone(), common.clone());
+        // LTRIM l 1 -2 at the origin: one at each end.
+        let trim = [
+            EndOp::Pop { left: true, n: 1 },
+            EndOp::Pop { left: false, n: 1 },
+        ];
+        let told = origin.note_ends((s0, s1), &trim, None).unwrap();
+        assert_eq!(told.head_popped, 1);
+        let (head, tail) = told.popped.split_at(told.head_popped);
+        // A peer that popped the head element too drops only the tail's.
+        let mut other = peer.clone();
+        other
+            .note_ends((s0, st(15, 2)), &[EndOp::Pop { left: true, n: 1 }], None)
+            .unwrap();
+        assert_eq!(
+            other.apply_trim_fact((st(15, 2), s1, s0), (head, tail)),
+            Ok((0, 1))
+        );
+        assert_eq!(peer.apply_trim_fact((s0, s1, s0), (head, tail)), Ok((1, 1)));
+        assert_eq!(
+            peer.apply_trim_fact((s1, s1, s0), (head, tail)),
+            Err(NotApplied::Duplicate)
+        );
+        // LMOVE l l LEFT RIGHT at the origin.
+        let rotate = [
+            EndOp::Pop { left: true, n: 1 },
+            EndOp::Push { left: false, n: 1 },
+        ];
+        let three = list(&["t", "t", "t"]);
+        let told = origin.note_ends((s1, s2), &rotate, Some(&three)).unwrap();
+        let fp = fingerprint(b"t");
+        let moved = (true, told.popped[0], false);
+        let mut gone = peer.clone();
+        gone.note_ends((s1, st(25, 2)), &[EndOp::Pop { left: true, n: 1 }], None)
+            .unwrap();
+        assert_eq!(
+            gone.apply_rotate_fact((st(25, 2), s2, s1), moved, (fp, told.was_empty)),
+            Err(NotApplied::Gap)
+        );
+        assert_eq!(
+            peer.apply_rotate_fact((s1, s2, s1), moved, (fp, told.was_empty)),
+            Ok(())
+        );
+        let (o, p) = (
+            Lists::current(Some(&origin), s2, Some(&three)),
+            Lists::current(Some(&peer), s2, Some(&three)),
+        );
+        assert!(o.same_content(&p));
+        assert_eq!(o.elems.last().map(|e| e.id), Some((s2, 0)));
     }
 
     /// A transaction's writes share a stamp: its pushes number their

@@ -48,6 +48,14 @@ enum Write {
     /// PEXPIREAT (every EXPIRE's record; the expiry) and PERSIST (0): a
     /// write of a collection's TTL register (keyspace/merge/ttl.rs).
     Ttl(u64),
+    /// LTRIM: pops at both ends of a list.
+    Trim,
+    /// LMOVE, RPOPLPUSH of a list onto itself: a pop at one end (`from`:
+    /// the head) and a push of its value at the other (`to`).
+    Rotate {
+        from: bool,
+        to: bool,
+    },
 }
 
 /// The kind of collection a write is for.
@@ -90,6 +98,18 @@ fn write_of(argv: &Args, facts: &[Fact]) -> Option<Write> {
             Some(Write::Ttl(at))
         }
         b"persist" if argv.len() == 2 => Some(Write::Ttl(0)),
+        b"ltrim" if argv.len() == 4 => Some(Write::Trim),
+        b"lmove" if argv.len() == 5 && argv.get(1) == argv.get(2) => {
+            let side = |i: usize| argv.get(i).eq_ignore_ascii_case(b"left");
+            Some(Write::Rotate {
+                from: side(3),
+                to: side(4),
+            })
+        }
+        b"rpoplpush" if argv.len() == 3 && argv.get(1) == argv.get(2) => Some(Write::Rotate {
+            from: false,
+            to: true,
+        }),
         b"lpop" | b"rpop" if argv.len() <= 3 => Some(Write::List {
             left: name[0] == b'l',
             push: false,
@@ -105,7 +125,12 @@ fn collection(write: Write) -> Option<Collection> {
         Write::Hash => Some(Collection::Hash),
         Write::ZSet => Some(Collection::ZSet),
         Write::Remove(c) => Some(c),
-        Write::Increment(_) | Write::List { .. } | Write::ListEdit | Write::Ttl(_) => None,
+        Write::Increment(_)
+        | Write::List { .. }
+        | Write::ListEdit
+        | Write::Trim
+        | Write::Rotate { .. }
+        | Write::Ttl(_) => None,
     }
 }
 
@@ -126,7 +151,12 @@ fn item_at<'a>(write: Write, argv: &Args<'a>, i: u32) -> Option<(&'a [u8], Item)
             // -0 is stored as 0 (DECISIONS 66).
             Item::Score(if s == 0.0 { 0.0 } else { s })
         }
-        Write::Increment(_) | Write::List { .. } | Write::ListEdit | Write::Ttl(_) => return None,
+        Write::Increment(_)
+        | Write::List { .. }
+        | Write::ListEdit
+        | Write::Trim
+        | Write::Rotate { .. }
+        | Write::Ttl(_) => return None,
     };
     Some((m, item))
 }
@@ -158,6 +188,10 @@ impl Link {
             }
             Some(Write::ListEdit) => self.apply_list_edit(db, key, stamp, facts, argv),
             Some(Write::Ttl(at)) => self.apply_ttl(db, key, (stamp, at), facts),
+            Some(Write::Trim) => self.apply_trim(db, key, stamp, facts),
+            Some(Write::Rotate { from, to }) => {
+                self.apply_rotate(db, key, stamp, facts, (from, to, argv))
+            }
             Some(w) if facts.iter().any(|f| f.0 & KIND == COUNTED) => {
                 self.apply_count(db, key, stamp, facts, (w, argv))
             }
@@ -489,6 +523,135 @@ impl Link {
         if n > 0 {
             self.replay(db, version, &argv);
         }
+        self.raise_version(db, key, version);
+        self.note_merge_state(db, key);
+        true
+    }
+
+    /// LTRIM's fact (keyspace/merge/lists.rs, `apply_trim_fact`): the
+    /// elements it took at each end, those still here at that end, dropped
+    /// and replayed as an LTRIM of this list's indices; false, the key's
+    /// state asked for, where they are not at their ends here.
+    fn apply_trim(&mut self, db: usize, key: &[u8], stamp: u64, facts: &[Fact]) -> bool {
+        let prev = facts.iter().find(|f| f.0 & KIND == fact::PREV);
+        let prev = prev.map_or(0, |f| f.1);
+        let Some(front) = facts.iter().find(|f| f.0 == fact::WORD) else {
+            return false;
+        };
+        let ids: Vec<(u64, u32)> = (facts.iter())
+            .filter(|f| f.0 & KIND == fact::DROP)
+            .map(|f| (f.1, f.0 >> SHIFT))
+            .collect();
+        let Some((head, tail)) = usize::try_from(front.1)
+            .ok()
+            .and_then(|f| ids.split_at_checked(f))
+        else {
+            return false;
+        };
+        let ks = &self.node.core().keyspace;
+        let slot = ks.slot(key);
+        let mut g = ks.db(db).lock(slot.shard);
+        let value = g.get_raw(slot.hash, key).map(|e| &e.value);
+        if value.is_some_and(|v| !matches!(v, Value::List(_))) {
+            return false;
+        }
+        let version = g.version_of(slot.hash, key);
+        if version > stamp {
+            return covered::<Lists>(g.merge_meta(key), stamp);
+        }
+        let Ok(state) = typed::<Lists>(g.merge_meta(key)) else {
+            return false;
+        };
+        if state.is_none() {
+            let fresh = Lists::current(None, version, value);
+            g.set_merge_meta(key, fresh.wrap());
+        }
+        let Some(l) = g.merge_meta_mut(key).and_then(Meta::get_mut::<Lists>) else {
+            return false;
+        };
+        let applied = l.apply_trim_fact((version, stamp, prev), (head, tail));
+        drop(g);
+        let (f, b) = match applied {
+            Ok(n) => n,
+            Err(NotApplied::Duplicate) => return true,
+            Err(NotApplied::Gap) => return false,
+        };
+        let version = version.max(stamp);
+        if f + b > 0 {
+            let (start, stop) = (f.to_string(), format!("-{}", b + 1));
+            self.replay(
+                db,
+                version,
+                &[b"LTRIM", key, start.as_bytes(), stop.as_bytes()],
+            );
+        }
+        self.raise_version(db, key, version);
+        self.note_merge_state(db, key);
+        true
+    }
+
+    /// A rotation's fact (LMOVE of a list onto itself; keyspace/merge/
+    /// lists.rs, `apply_rotate_fact`): the element it popped is at that
+    /// end here, and its value pushed at the other end lands there;
+    /// replayed as the same command. False, the key's state asked for,
+    /// where it does not.
+    fn apply_rotate(
+        &mut self,
+        db: usize,
+        key: &[u8],
+        stamp: u64,
+        facts: &[Fact],
+        (from, to, argv): (bool, bool, &Args),
+    ) -> bool {
+        let prev = facts.iter().find(|f| f.0 & KIND == fact::PREV);
+        let prev = prev.map_or(0, |f| f.1);
+        let drops: Vec<(u64, u32)> = (facts.iter())
+            .filter(|f| f.0 & KIND == fact::DROP)
+            .map(|f| (f.1, f.0 >> SHIFT))
+            .collect();
+        let (Some(word), [id]) = (facts.iter().find(|f| f.0 == fact::WORD), &drops[..]) else {
+            return false;
+        };
+        let ks = &self.node.core().keyspace;
+        let slot = ks.slot(key);
+        let mut g = ks.db(db).lock(slot.shard);
+        let value = g.get_raw(slot.hash, key).map(|e| &e.value);
+        let Some(Value::List(list)) = value else {
+            return false;
+        };
+        let end = if from {
+            Some(0)
+        } else {
+            list.len().checked_sub(1)
+        };
+        let Some(fp) = end.and_then(|i| list.get(i)).map(fingerprint) else {
+            return false;
+        };
+        let version = g.version_of(slot.hash, key);
+        if version > stamp {
+            return covered::<Lists>(g.merge_meta(key), stamp);
+        }
+        let Ok(state) = typed::<Lists>(g.merge_meta(key)) else {
+            return false;
+        };
+        if state.is_none() {
+            let fresh = Lists::current(None, version, value);
+            g.set_merge_meta(key, fresh.wrap());
+        }
+        let Some(l) = g.merge_meta_mut(key).and_then(Meta::get_mut::<Lists>) else {
+            return false;
+        };
+        let applied =
+            l.apply_rotate_fact((version, stamp, prev), (from, *id, to), (fp, word.1 == 1));
+        drop(g);
+        match applied {
+            Ok(()) => {}
+            Err(NotApplied::Duplicate) => return true,
+            Err(NotApplied::Gap) => return false,
+        }
+        let version = version.max(stamp);
+        let words: Vec<&[u8]> = argv.iter().collect();
+        self.replay(db, version, &words);
         self.raise_version(db, key, version);
         self.note_merge_state(db, key);
         true

@@ -1,0 +1,408 @@
+//! Which writes on a merging key travel as facts and which still make the
+//! peer ask for the key's state (issue 24 item 1: "a state is asked for
+//! only where a fact's causal base is missing ... never on the normal
+//! path"; docs/MERGE.md section 9). On an active pair of real processes,
+//! each write command Redis has on a set, hash, sorted set, list or
+//! counter runs once on an existing key of one node, after everything
+//! before it has arrived; once the pair converged, the states both nodes
+//! asked for (INFO `conflicts=`) are read. Every command is in one of two
+//! lists: it travels as a fact (0 asks), or it asks, with the reason. The
+//! second list only shrinks: a command that stops asking fails the test
+//! until it moves to the first.
+
+mod common;
+
+use common::*;
+
+/// What a case's write is expected to do.
+#[derive(Clone, Copy, Debug)]
+enum Expect {
+    /// Travels as a fact: no state asked for.
+    Fact,
+    /// Asks for the state of its key(s), for the reason given.
+    Asks(&'static str),
+}
+use Expect::*;
+
+const DEL: &str = "a whole-key delete travels by version; a peer's merging key \
+                   converges by its state";
+const STORE: &str = "the destination is overwritten whole (a register write of the key): \
+                     its record has no fact";
+const MULTI_KEY: &str = "a record with two keys carries no fact";
+const STRING: &str = "a string write on a counter is a reset of the whole key, by state";
+
+/// The write commands on a merging type, on existing keys (`@x` is key x
+/// of the case, made by [`setup`]), and what each does.
+const CASES: &[(&str, Expect)] = &[
+    // Sets.
+    ("SADD @s z", Fact),
+    ("SADD @s a", Fact),
+    ("SREM @s a", Fact),
+    ("SPOP @s", Fact),
+    ("SPOP @s 2", Fact),
+    ("SPOP @s 9", Asks(DEL)),
+    ("SMOVE @s @t a", Fact),
+    ("SMOVE @s @t c", Fact),
+    ("SMOVE @s @u a", Fact),
+    ("SPOP @o", Fact),
+    ("SINTERSTORE @t @s @t", Asks(STORE)),
+    ("SUNIONSTORE @t @s @t", Asks(STORE)),
+    ("SDIFFSTORE @t @s @t", Asks(STORE)),
+    // Hashes.
+    ("HSET @h f 9", Fact),
+    ("HSET @h q 1 f 3", Fact),
+    ("HMSET @h f 8", Fact),
+    ("HSETNX @h q 1", Fact),
+    ("HDEL @h f", Fact),
+    ("HINCRBY @h f 2", Fact),
+    ("HINCRBYFLOAT @h f 1.5", Fact),
+    // Sorted sets.
+    ("ZADD @z 9 a", Fact),
+    ("ZADD @z 9 q", Fact),
+    ("ZADD @z XX GT CH 9 a", Fact),
+    ("ZADD @z INCR 2 a", Fact),
+    ("ZINCRBY @z 2 a", Fact),
+    ("ZREM @z a", Fact),
+    ("ZPOPMIN @z", Fact),
+    ("ZPOPMAX @z 2", Fact),
+    ("BZPOPMIN @z 0", Fact),
+    ("BZPOPMAX @z 0", Fact),
+    ("ZMPOP 1 @z MIN", Fact),
+    ("BZMPOP 0 1 @z MAX COUNT 2", Fact),
+    ("ZREMRANGEBYSCORE @z 1 2", Fact),
+    ("ZREMRANGEBYRANK @z 0 1", Fact),
+    ("ZREMRANGEBYLEX @w [a [b", Fact),
+    ("ZPOPMAX @z 9", Fact),
+    ("ZRANGESTORE @y @z 0 1", Asks(STORE)),
+    ("ZUNIONSTORE @y 2 @z @y", Asks(STORE)),
+    ("ZINTERSTORE @y 2 @z @y", Asks(STORE)),
+    ("ZDIFFSTORE @y 2 @z @y", Asks(STORE)),
+    ("GEOADD @g 13.36 38.11 palermo", Fact),
+    // Lists.
+    ("LPUSH @l z", Fact),
+    ("RPUSH @l z y", Fact),
+    ("LPUSHX @l z", Fact),
+    ("RPUSHX @l z", Fact),
+    ("LPOP @l", Fact),
+    ("RPOP @l 2", Fact),
+    ("BLPOP @l 0", Fact),
+    ("BRPOP @l 0", Fact),
+    ("LMPOP 1 @l LEFT COUNT 2", Fact),
+    ("BLMPOP 0 1 @l RIGHT", Fact),
+    ("LSET @l 1 X", Fact),
+    ("LINSERT @l BEFORE c X", Fact),
+    ("LREM @l 1 c", Fact),
+    ("LTRIM @l 1 -2", Fact),
+    ("LTRIM @l 2 -1", Fact),
+    ("LTRIM @l 0 1", Fact),
+    ("LTRIM @l 9 1", Fact),
+    ("LMOVE @l @m LEFT RIGHT", Fact),
+    ("RPOPLPUSH @l @m", Fact),
+    ("BLMOVE @l @m RIGHT LEFT 0", Fact),
+    ("BRPOPLPUSH @l @m 0", Fact),
+    ("LMOVE @m @u LEFT LEFT", Fact),
+    ("LMOVE @m @l RIGHT RIGHT", Fact),
+    ("LMOVE @l @l LEFT RIGHT", Fact),
+    ("RPOPLPUSH @l @l", Fact),
+    ("LMOVE @k @k LEFT LEFT", Fact),
+    ("SORT @l ALPHA STORE @m", Asks(STORE)),
+    // Counters.
+    ("INCR @n", Fact),
+    ("INCRBY @n 3", Fact),
+    ("DECR @n", Fact),
+    ("DECRBY @n 3", Fact),
+    ("INCRBYFLOAT @n 1.5", Fact),
+    ("SET @n 7", Asks(STRING)),
+    ("GETSET @n 7", Asks(STRING)),
+    ("APPEND @n 1", Asks(STRING)),
+    ("SETRANGE @n 0 9", Asks(STRING)),
+    // Any merging type.
+    ("DEL @s", Asks(DEL)),
+    ("UNLINK @z", Asks(DEL)),
+    ("GETDEL @n", Asks(DEL)),
+    ("RENAME @h @r", Asks(MULTI_KEY)),
+    ("RENAMENX @l @r", Asks(MULTI_KEY)),
+    ("COPY @s @t REPLACE", Asks(STORE)),
+];
+
+/// The commands that make key `x` of case `i` (`@x`).
+fn setup(i: usize, x: &str) -> Vec<String> {
+    let k = format!("c{i}:{x}");
+    let line = match x {
+        "s" => "SADD K a b c d",
+        "t" => "SADD K c d e",
+        "o" => "SADD K a",
+        "h" => "HSET K f 1 g 2",
+        "z" => "ZADD K 1 a 2 b 3 c 4 d",
+        "y" => "ZADD K 1 c 5 e",
+        "w" => "ZADD K 0 a 0 b 0 c",
+        "g" => "GEOADD K 13.5 38.2 catania",
+        "l" => "RPUSH K a b c d e c",
+        "m" => "RPUSH K x y",
+        "k" => "RPUSH K x",
+        "n" => "INCRBY K 5",
+        _ => return vec![], // made by the write
+    };
+    line.split(' ')
+        .map(|w| if w == "K" { k.clone() } else { w.to_string() })
+        .collect()
+}
+
+/// The words of case `i`'s write, its `@x` keys named for the case.
+fn words(i: usize, write: &str) -> Vec<String> {
+    let at = |w: &str| w.strip_prefix('@').map(|x| format!("c{i}:{x}"));
+    write
+        .split(' ')
+        .map(|w| at(w).unwrap_or_else(|| w.to_string()))
+        .collect()
+}
+
+/// The states a node's link asked for (`conflicts=`).
+fn asks(c: &mut redis::Connection) -> u64 {
+    let info: String = cmd(c, &["INFO", "replication"]);
+    let line = info.lines().find(|l| l.starts_with("peer0:"));
+    let field = line.expect("a peer line").split(',');
+    let n = field.into_iter().find_map(|f| f.strip_prefix("conflicts="));
+    n.expect("a conflicts field").parse().unwrap()
+}
+
+#[test]
+fn each_merging_write_travels_as_a_fact_or_asks_for_a_stated_reason() {
+    let p = Pair::start(&[]);
+    let (mut a, mut b) = (p.a.conn(), p.b.conn());
+    for (i, (write, _)) in CASES.iter().enumerate() {
+        let mut keys: Vec<&str> = write
+            .split(' ')
+            .filter_map(|w| w.strip_prefix('@'))
+            .collect();
+        keys.sort_unstable();
+        keys.dedup();
+        for line in keys.into_iter().map(|x| setup(i, x)) {
+            if !line.is_empty() {
+                run(&mut a, &line).expect("setup");
+            }
+        }
+    }
+    converged(&[&p.a, &p.b]);
+    let mut wrong = Vec::new();
+    for (i, &(write, expect)) in CASES.iter().enumerate() {
+        let before = asks(&mut a) + asks(&mut b);
+        run(&mut a, &words(i, write)).unwrap_or_else(|e| panic!("{write}: {e}"));
+        converged(&[&p.a, &p.b]);
+        let asked = asks(&mut a) + asks(&mut b) - before;
+        eprintln!("{write}: {asked}");
+        match expect {
+            Fact if asked != 0 => wrong.push(format!("{write}: asked {asked}, listed as a fact")),
+            Asks(why) if asked == 0 => {
+                wrong.push(format!("{write}: asked none, listed as asking ({why})"))
+            }
+            _ => {}
+        }
+    }
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+}
+
+/// Partitions `p`, runs `on_a` then (a few ms later, so its stamp is the
+/// newer) `on_b`, and heals.
+fn concurrently(
+    p: &Pair,
+    on_a: impl FnOnce(&mut redis::Connection),
+    on_b: impl FnOnce(&mut redis::Connection),
+) {
+    let (mut a, mut b) = (p.a.conn(), p.b.conn());
+    p.partition();
+    on_a(&mut a);
+    std::thread::sleep(std::time::Duration::from_millis(5));
+    on_b(&mut b);
+    p.heal();
+}
+
+/// Both nodes answer `read` with `want` (sorted), then converge.
+fn both_read(p: &Pair, read: &[&str], want: &[&str]) {
+    let (mut a, mut b) = (p.a.conn(), p.b.conn());
+    let sorted = |c: &mut redis::Connection| {
+        let mut v: Vec<String> = cmd(c, read);
+        v.sort();
+        v
+    };
+    eventually(&format!("both nodes to read {read:?} = {want:?}"), || {
+        sorted(&mut a) == want && sorted(&mut b) == want
+    });
+    converged(&[&p.a, &p.b]);
+}
+
+/// SPOP and SMOVE remove the dots they saw, as SREM: a concurrent SADD of
+/// the member taken (a re-assert) keeps it; a member moved lands in the
+/// destination.
+#[test]
+fn spop_and_smove_lose_to_a_concurrent_re_add() {
+    let p = Pair::start(&[]);
+    let _: i64 = cmd(&mut p.a.conn(), &["SADD", "s", "m"]);
+    let _: i64 = cmd(&mut p.a.conn(), &["SADD", "t", "x"]);
+    converged(&[&p.a, &p.b]);
+    concurrently(
+        &p,
+        |a| assert_eq!(cmd::<String>(a, &["SPOP", "s"]), "m"),
+        |b| assert_eq!(cmd::<i64>(b, &["SADD", "s", "m"]), 0),
+    );
+    both_read(&p, &["SMEMBERS", "s"], &["m"]);
+    concurrently(
+        &p,
+        |a| assert_eq!(cmd::<i64>(a, &["SMOVE", "s", "t", "m"]), 1),
+        |b| assert_eq!(cmd::<i64>(b, &["SADD", "s", "m", "n"]), 1),
+    );
+    both_read(&p, &["SMEMBERS", "s"], &["m", "n"]);
+    both_read(&p, &["SMEMBERS", "t"], &["m", "x"]);
+}
+
+/// ZPOPMIN and ZREMRANGEBYSCORE remove the dots they saw, as ZREM: a
+/// member added concurrently in the range, or re-added, stays.
+#[test]
+fn zset_pops_and_ranges_keep_a_concurrent_add() {
+    let p = Pair::start(&[]);
+    let _: i64 = cmd(
+        &mut p.a.conn(),
+        &["ZADD", "z", "1", "a", "2", "b", "3", "c"],
+    );
+    converged(&[&p.a, &p.b]);
+    concurrently(
+        &p,
+        |a| {
+            let _: Vec<String> = cmd(a, &["ZPOPMIN", "z"]);
+            let _: i64 = cmd(a, &["ZREMRANGEBYSCORE", "z", "2", "5"]);
+        },
+        |b| {
+            let _: i64 = cmd(b, &["ZADD", "z", "4", "d"]);
+            let _: i64 = cmd(b, &["ZADD", "z", "1", "a"]);
+        },
+    );
+    both_read(&p, &["ZRANGE", "z", "0", "-1"], &["a", "d"]);
+}
+
+fn range(c: &mut redis::Connection, key: &str) -> Vec<String> {
+    cmd(c, &["LRANGE", key, "0", "-1"])
+}
+
+/// Both nodes hold the lists `want` (key, values), then converge.
+fn lists_hold(p: &Pair, want: &[(&str, &[&str])]) {
+    let (mut a, mut b) = (p.a.conn(), p.b.conn());
+    eventually(&format!("both nodes to hold {want:?}"), || {
+        want.iter()
+            .all(|(k, v)| range(&mut a, k) == *v && range(&mut b, k) == *v)
+    });
+    converged(&[&p.a, &p.b]);
+}
+
+/// LTRIM among equal values drops the elements it took, by id: a
+/// concurrent pop of another element leaves the list two shorter, of the
+/// same element one shorter (a token list neither gains nor loses one).
+#[test]
+fn ltrim_and_a_concurrent_pop_of_equal_values_drop_each_element_once() {
+    let p = Pair::start(&[]);
+    let _: i64 = cmd(&mut p.a.conn(), &["RPUSH", "l", "t", "t", "t", "t"]);
+    converged(&[&p.a, &p.b]);
+    concurrently(
+        &p,
+        |a| cmd::<()>(a, &["LTRIM", "l", "1", "-1"]),
+        |b| assert_eq!(cmd::<String>(b, &["RPOP", "l"]), "t"),
+    );
+    lists_hold(&p, &[("l", &["t", "t"])]);
+    let _: i64 = cmd(&mut p.a.conn(), &["RPUSH", "l", "u"]);
+    converged(&[&p.a, &p.b]);
+    concurrently(
+        &p,
+        |a| cmd::<()>(a, &["LTRIM", "l", "0", "-2"]),
+        |b| assert_eq!(cmd::<String>(b, &["RPOP", "l"]), "u"),
+    );
+    lists_hold(&p, &[("l", &["t", "t"])]);
+}
+
+/// LMOVE is a pop from its source and a push onto its destination: the
+/// element it took, popped concurrently on the other node, leaves the
+/// source once; the moved value lands in the destination; equal values
+/// are told apart by id.
+#[test]
+fn lmove_and_a_concurrent_pop_of_equal_values_converge() {
+    let p = Pair::start(&[]);
+    let _: i64 = cmd(&mut p.a.conn(), &["RPUSH", "l", "t", "t", "t"]);
+    converged(&[&p.a, &p.b]);
+    concurrently(
+        &p,
+        |a| assert_eq!(cmd::<String>(a, &["LMOVE", "l", "m", "RIGHT", "LEFT"]), "t"),
+        |b| assert_eq!(cmd::<String>(b, &["LPOP", "l"]), "t"),
+    );
+    lists_hold(&p, &[("l", &["t"]), ("m", &["t"])]);
+    concurrently(
+        &p,
+        |a| assert_eq!(cmd::<String>(a, &["RPOPLPUSH", "l", "m"]), "t"),
+        |b| assert_eq!(cmd::<String>(b, &["RPOP", "l"]), "t"),
+    );
+    lists_hold(&p, &[("l", &[]), ("m", &["t", "t"])]);
+}
+
+/// LMOVE of a list onto itself is a pop of the element (by id) and a push
+/// of its value: the element popped concurrently on the other node leaves
+/// once, and the value lands at the other end all the same.
+#[test]
+fn a_rotation_and_a_concurrent_pop_of_its_element_converge() {
+    let p = Pair::start(&[]);
+    let _: i64 = cmd(&mut p.a.conn(), &["RPUSH", "l", "a", "b", "c"]);
+    converged(&[&p.a, &p.b]);
+    concurrently(
+        &p,
+        |a| assert_eq!(cmd::<String>(a, &["LMOVE", "l", "l", "LEFT", "RIGHT"]), "a"),
+        |b| assert_eq!(cmd::<String>(b, &["LPOP", "l"]), "a"),
+    );
+    lists_hold(&p, &[("l", &["b", "c", "a"])]);
+    concurrently(
+        &p,
+        |a| assert_eq!(cmd::<String>(a, &["RPOPLPUSH", "l", "l"]), "a"),
+        |b| assert_eq!(cmd::<String>(b, &["LPOP", "l"]), "b"),
+    );
+    lists_hold(&p, &[("l", &["a", "c"])]);
+}
+
+/// Every `conflicts=` of a node's links, summed.
+fn asks_all(c: &mut redis::Connection) -> u64 {
+    let info: String = cmd(c, &["INFO", "replication"]);
+    let fields = info.split([',', '\n', '\r']);
+    let n = fields.filter_map(|f| f.strip_prefix("conflicts="));
+    n.map(|n| n.parse::<u64>().unwrap()).sum()
+}
+
+/// On a 3-mesh, the converted removes and moves, from two nodes, ask no
+/// node for a state: each node applies each record once, however many
+/// links bring it.
+#[test]
+fn removes_and_moves_ask_for_no_state_on_a_mesh() {
+    let (nodes, _proxies) = mesh(3);
+    let all: Vec<&Server> = nodes.iter().collect();
+    let mut c: Vec<redis::Connection> = nodes.iter().map(Server::conn).collect();
+    let _: i64 = cmd(&mut c[0], &["SADD", "s", "a", "b", "c", "d"]);
+    let _: i64 = cmd(
+        &mut c[0],
+        &["ZADD", "z", "1", "a", "2", "b", "3", "c", "4", "d"],
+    );
+    let _: i64 = cmd(&mut c[0], &["RPUSH", "l", "t", "t", "t", "t", "t", "t"]);
+    converged(&all);
+    let before: u64 = c.iter_mut().map(asks_all).sum();
+    let writes: [(usize, &[&str]); 8] = [
+        (0, &["SPOP", "s"]),
+        (1, &["SMOVE", "s", "t", "d"]),
+        (0, &["ZPOPMIN", "z"]),
+        (1, &["ZREMRANGEBYRANK", "z", "-1", "-1"]),
+        (0, &["LTRIM", "l", "1", "-2"]),
+        (1, &["LMOVE", "l", "m", "LEFT", "LEFT"]),
+        (0, &["RPOPLPUSH", "l", "l"]),
+        (1, &["RPOPLPUSH", "l", "m"]),
+    ];
+    for (n, w) in writes {
+        let words: Vec<String> = w.iter().map(|w| w.to_string()).collect();
+        run(&mut c[n], &words).expect("a write");
+        converged(&all);
+    }
+    let after: u64 = c.iter_mut().map(asks_all).sum();
+    assert_eq!(after - before, 0, "states asked for on the mesh");
+    let m: Vec<String> = cmd(&mut c[2], &["LRANGE", "m", "0", "-1"]);
+    assert_eq!(m, ["t", "t"]);
+}
