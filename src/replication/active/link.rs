@@ -1472,6 +1472,12 @@ impl Link {
         let &[(i, _)] = &first.bases[..] else {
             return None;
         };
+        if !Args::new(first.argv, &first.spans)
+            .get(0)
+            .eq_ignore_ascii_case(b"xclaim")
+        {
+            return None; // (a transaction's writes: their facts are not used)
+        }
         let key = &first.argv[first.spans.get(arg_index(i))?.clone()];
         let same = |w: &UnitWrite| {
             (w.db, w.stamp) == (first.db, first.stamp) && w.keys().all(|(_, k, _, _)| k == key)
