@@ -617,7 +617,7 @@ pub fn xack(ctx: &mut Ctx, args: Args) -> CmdResult {
         .get_mut(group)
         .expect("checked");
     // Per ID acknowledged (argument 3 + k), the dots its entry held.
-    let (mut drops, mut acked) = (Vec::new(), 0);
+    let (mut drops, mut acked, mut told) = (Vec::new(), 0, true);
     for (k, id) in ids.iter().enumerate() {
         if !g.ack(*id) {
             continue;
@@ -626,8 +626,10 @@ pub fn xack(ctx: &mut Ctx, args: Args) -> CmdResult {
         let held = dots
             .and_then(|m| m.pel.get(id))
             .map_or(&[][..], |p| &p.dots[..]);
+        told &= !held.is_empty(); // an entry with no dot: its peers ask
         drops.extend(held.iter().map(|d| (3 + k as u32, d.0)));
     }
+    let before = before.filter(|_| told);
     if acked > 0 {
         e.version = ctx.version_after(e.version);
         let version = e.version;
