@@ -835,3 +835,23 @@ fn a_job_queue_travels_as_facts() {
         merge_info(&mut a, "s") == merge_info(&mut b, "s")
     });
 }
+
+/// A stream's DEL is an observed remove (docs/MERGE.md's table, Redis
+/// Enterprise's Active-Active streams example): on one side of a partition
+/// DEL removes the entries its node had seen; an entry XADDed on the other
+/// side at once survives, and both nodes hold exactly it once healed.
+#[test]
+fn a_del_keeps_the_entries_added_elsewhere_at_once() {
+    let p = Pair::start(&[]);
+    let (mut a, mut b) = (p.a.conn(), p.b.conn());
+    xadd(&mut a, "s", "f", "seen");
+    converged(&[&p.a, &p.b]);
+    p.partition();
+    let _: i64 = cmd(&mut a, &["DEL", "s"]);
+    let late = xadd(&mut b, "s", "f", "late");
+    p.heal();
+    converged(&[&p.a, &p.b]);
+    assert_eq!(ids(&mut a, "s"), [late.clone()]);
+    assert_eq!(ids(&mut b, "s"), [late]);
+    assert_eq!(info(&mut a, "s"), info(&mut b, "s"));
+}
