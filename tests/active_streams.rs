@@ -519,9 +519,16 @@ fn conflicts(c: &mut redis::Connection) -> u64 {
     field["conflicts=".len()..].parse().unwrap()
 }
 
+/// Whether XACK and XREADGROUP's reads travel as facts (DECISIONS 239-240).
+fn group_facts() -> bool {
+    use lattice::keyspace::merge::{groups, stream};
+    stream::STREAM_FACTS && groups::GROUP_FACTS
+}
+
 /// A stream written on one node: XADD, XDEL and XTRIM travel as facts
-/// (the peer asks for no state), a group write (XREADGROUP) by one state
-/// round trip (DECISIONS 182); both nodes end with one merge state.
+/// (the peer asks for no state), a group write (XREADGROUP) as a fact with
+/// group facts on, else by one state round trip (DECISIONS 182, 240); both
+/// nodes end with one merge state.
 #[test]
 fn a_stream_written_on_one_node_travels_without_state_round_trips() {
     let p = Pair::start(&[]);
@@ -568,7 +575,9 @@ fn a_stream_written_on_one_node_travels_without_state_round_trips() {
     // read's records come together; DECISIONS 182).
     // With them off, it replays where its base matches: no ask.
     let asks = conflicts(&mut b) - before;
-    if lattice::keyspace::merge::stream::STREAM_FACTS {
+    if group_facts() {
+        assert_eq!(asks, 0, "{asks} asks for one XREADGROUP (a fact)");
+    } else if lattice::keyspace::merge::stream::STREAM_FACTS {
         assert!((1..=2).contains(&asks), "{asks} asks for one XREADGROUP");
     } else {
         assert_eq!(asks, 0, "{asks} asks for one XREADGROUP");
@@ -745,4 +754,105 @@ fn a_stream_made_anew_counts_from_zero_on_both_nodes() {
     let _: i64 = cmd(&mut a, &["DEL", "s"]);
     let id = xadd(&mut a, "s", "f", "z");
     agree(&mut a, ("1", &id));
+}
+
+/// XINFO GROUPS' fields of group `g` of `s` (entries-read and lag among them).
+fn group_info(c: &mut redis::Connection) -> Vec<(String, String)> {
+    let groups: Vec<redis::Value> = cmd(c, &["XINFO", "GROUPS", "s"]);
+    fields(&groups[0])
+}
+
+/// A group's entries-read is in the stream's merge state (DECISIONS 238):
+/// an `XGROUP SETID` of the same ID with a smaller ENTRIESREAD on one side
+/// of a partition is a reset, so it wins over reads on the other side as a
+/// SETID back does; once healed both nodes say the same last-delivered ID,
+/// entries-read and lag, and hold one merge state.
+#[test]
+fn entries_read_and_lag_agree_after_a_partition() {
+    let p = Pair::start(&[]);
+    let (mut a, mut b) = (p.a.conn(), p.b.conn());
+    let e: Vec<String> = (0..5)
+        .map(|i| xadd(&mut a, "s", "f", &i.to_string()))
+        .collect();
+    let _: String = cmd(&mut a, &["XGROUP", "CREATE", "s", "g", "0"]);
+    assert_eq!(read_group(&mut a, "g", "bob", 3), e[..3]);
+    groups_converged(&[&p.a, &p.b], "s");
+    p.partition();
+    let _: String = cmd(
+        &mut a,
+        &["XGROUP", "SETID", "s", "g", &e[2], "ENTRIESREAD", "1"],
+    );
+    assert_eq!(read_group(&mut b, "g", "dave", 1), e[3..4]);
+    xadd(&mut b, "s", "f", "late");
+    p.heal();
+    groups_converged(&[&p.a, &p.b], "s");
+    let want = |c: &mut redis::Connection| {
+        let f = group_info(c);
+        let get = |n: &str| f.iter().find(|p| p.0 == n).unwrap().1.clone();
+        (get("last-delivered-id"), get("entries-read"), get("lag"))
+    };
+    // 6 entries added, 1 read as counted by the SETID that won.
+    let got = (e[2].clone(), "1".to_string(), "5".to_string());
+    assert_eq!(want(&mut a), got);
+    assert_eq!(want(&mut b), got);
+    eventually("one merge state", || {
+        merge_info(&mut a, "s") == merge_info(&mut b, "s")
+    });
+}
+
+/// A job queue on one node at a time (XADD, XREADGROUP `>`, XACK), first
+/// on a, then on b: with group facts on, every write travels as a fact and
+/// neither node asks for a state (DECISIONS 239, 240); both end with the
+/// same groups (entries-read and lag among them) and one merge state.
+#[test]
+fn a_job_queue_travels_as_facts() {
+    let p = Pair::start(&[]);
+    let (mut a, mut b) = (p.a.conn(), p.b.conn());
+    xadd(&mut a, "s", "f", "first");
+    let _: String = cmd(&mut a, &["XGROUP", "CREATE", "s", "g", "$"]);
+    groups_converged(&[&p.a, &p.b], "s");
+    let before = (conflicts(&mut a), conflicts(&mut b));
+    for (c, who) in [(&mut a, "wa"), (&mut b, "wb")] {
+        for i in 0..20 {
+            xadd(c, "s", "job", &i.to_string());
+            let got = read_group(c, "g", who, 1);
+            assert_eq!(got.len(), 1, "{who} round {i}");
+            if i % 4 != 3 {
+                let acked: i64 = cmd(c, &["XACK", "s", "g", &got[0]]);
+                assert_eq!(acked, 1);
+            }
+        }
+        converged(&[&p.a, &p.b]);
+        groups_converged(&[&p.a, &p.b], "s");
+    }
+    if group_facts() {
+        assert_eq!((conflicts(&mut a), conflicts(&mut b)), before);
+    }
+    let view = groups_converged(&[&p.a, &p.b], "s");
+    assert_eq!(pending(&mut a, "g").len(), 10, "{view:?}");
+    assert_eq!(group_info(&mut a), group_info(&mut b));
+    eventually("one merge state", || {
+        merge_info(&mut a, "s") == merge_info(&mut b, "s")
+    });
+}
+
+/// A stream's DEL is an observed remove (docs/MERGE.md's table, Redis
+/// Enterprise's Active-Active streams example): on one side of a partition
+/// DEL removes the entries its node had seen; an entry XADDed on the other
+/// side at once survives, and both nodes hold exactly it once healed.
+#[test]
+fn a_del_keeps_the_entries_added_elsewhere_at_once() {
+    let p = Pair::start(&[]);
+    let (mut a, mut b) = (p.a.conn(), p.b.conn());
+    xadd(&mut a, "s", "f", "seen");
+    converged(&[&p.a, &p.b]);
+    p.partition();
+    let _: i64 = cmd(&mut a, &["DEL", "s"]);
+    let late = xadd(&mut b, "s", "f", "late");
+    p.heal();
+    converged(&[&p.a, &p.b]);
+    for c in [&mut a, &mut b] {
+        assert_eq!(ids(c, "s"), std::slice::from_ref(&late));
+    }
+    assert_eq!(info(&mut a, "s"), info(&mut b, "s"));
 }

@@ -263,7 +263,13 @@ impl Ctx<'_> {
             && !deferring();
         let db = self.client.db;
         if wrap {
+            // A fact noted for the unit goes with its first write, not the
+            // MULTI (XREADGROUP's, commands/stream_groups.rs).
+            let facts = self.active.as_mut().map(|a| std::mem::take(&mut a.facts));
             self.emit_effect(db, version, &[b"MULTI"]);
+            if let (Some(a), Some(f)) = (&mut self.active, facts) {
+                a.facts = f;
+            }
         }
         for r in records {
             self.propagate_db(db, version, r);

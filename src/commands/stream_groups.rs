@@ -23,6 +23,8 @@ use super::streams::{
 use super::util::{arg_i64, eq_ic};
 use super::{CmdError, CmdResult, Ctx};
 use crate::core::notify::class;
+use crate::keyspace::merge;
+use crate::keyspace::merge::stream::Stream;
 use crate::keyspace::stream::{Fields, StreamId, StreamValue};
 use crate::keyspace::stream_groups::{Group, Nack, INVALID_ENTRIES_READ};
 use crate::keyspace::Value;
@@ -107,10 +109,36 @@ fn propagate_records(ctx: &mut Ctx, version: &mut u64, records: &[Vec<Vec<u8>>])
 /// (present, or absent for MKSTREAM): its merge state brought up to the
 /// key's version, so that the note after the write dots exactly what the
 /// write changed (`keyspace/merge/groups.rs`).
-fn prepare_groups(ctx: &mut Ctx, l: &mut super::access::Locked, key: &[u8]) {
+/// The state it brought up to date.
+fn prepare_groups(ctx: &mut Ctx, l: &mut super::access::Locked, key: &[u8]) -> Option<Stream> {
     if ctx.core.active && get_stream(l, key).is_ok() {
         ctx.mark_merged(key);
-        l.prepare_stream(key);
+        return Some(l.prepare_stream(key));
+    }
+    None
+}
+
+/// Active replication: a group write's fact (XACK's, a read's: DECISIONS
+/// 239, 240), `push(prev, facts)` given its `PREV`, goes in the write's
+/// (first) record where group facts are on, the write is the first of its
+/// stamp on the key and the key has no TTL, as a stream write's
+/// (`streams.rs`); without one its peers ask for the key's state.
+fn note_group_fact(
+    ctx: &mut Ctx,
+    l: &mut super::access::Locked,
+    key: &[u8],
+    (before, stamp): (Option<&Stream>, u64),
+    push: impl FnOnce(u64, &mut Vec<crate::effects::Fact>),
+) {
+    if !(merge::stream::STREAM_FACTS && merge::groups::GROUP_FACTS && merge::fact::noting()) {
+        return;
+    }
+    if l.entry(key).is_none_or(|e| e.expire_at() != 0) {
+        return;
+    }
+    let prev = before.and_then(|b| b.fact_prev(stamp));
+    if let (Some(prev), Some(a)) = (prev, ctx.active.as_mut()) {
+        push(prev, &mut a.facts);
     }
 }
 
@@ -502,8 +530,9 @@ pub fn xreadgroup(ctx: &mut Ctx, args: Args) -> CmdResult {
     };
     let mut l = ctx.open_many(keys.iter().copied());
     let starts = readgroup_starts(&mut l, &keys, ids, q.group, retry)?;
+    let mut before = None;
     for key in &keys {
-        prepare_groups(ctx, &mut l, key);
+        before = prepare_groups(ctx, &mut l, key);
     }
     let mut served: Vec<Served> = Vec::new();
     let (mut version, mut written, mut all) = (0, Vec::new(), Vec::new());
@@ -531,6 +560,18 @@ pub fn xreadgroup(ctx: &mut Ctx, args: Args) -> CmdResult {
         note_groups(ctx, &mut l, key);
     }
     if !all.is_empty() {
+        // A `>` read of one stream (not NOACK) tells its fact (DECISIONS 240).
+        if let ([key], [None], false) = (&written[..], &starts[..], q.noack) {
+            let m = before.as_ref().and_then(|b| b.groups.get(q.group));
+            let first_is_claim = all[0][0].eq_ignore_ascii_case(b"XCLAIM");
+            if let (Some(m), true) = (m, first_is_claim) {
+                let m = m.clone();
+                let (consumer, now) = (q.consumer, q.now);
+                note_group_fact(ctx, &mut l, key, (before.as_ref(), version), |prev, f| {
+                    merge::groups::read_told(&m, consumer, prev, now).encode(f)
+                });
+            }
+        }
         let refs: Vec<Vec<&[u8]>> = all
             .iter()
             .map(|r| r.iter().map(|a| &a[..]).collect())
@@ -568,16 +609,36 @@ pub fn xack(ctx: &mut Ctx, args: Args) -> CmdResult {
         return Ok(());
     }
     let ids = ids?;
-    prepare_groups(ctx, &mut l, key);
+    let before = prepare_groups(ctx, &mut l, key);
+    let dots = before.as_ref().and_then(|b| b.groups.get(group));
     let e = l.entry(key).expect("present");
     let g = stream_mut(&mut e.value)
         .groups
         .get_mut(group)
         .expect("checked");
-    let acked = ids.into_iter().filter(|id| g.ack(*id)).count();
+    // Per ID acknowledged (argument 3 + k), the dots its entry held.
+    let (mut drops, mut acked, mut told) = (Vec::new(), 0, true);
+    for (k, id) in ids.iter().enumerate() {
+        if !g.ack(*id) {
+            continue;
+        }
+        acked += 1;
+        let held = dots
+            .and_then(|m| m.pel.get(id))
+            .map_or(&[][..], |p| &p.dots[..]);
+        told &= !held.is_empty(); // an entry with no dot: its peers ask
+        drops.extend(held.iter().map(|d| (3 + k as u32, d.0)));
+    }
+    let before = before.filter(|_| told);
     if acked > 0 {
-        propagate_self(ctx, &mut e.version, args);
+        e.version = ctx.version_after(e.version);
+        let version = e.version;
         note_groups(ctx, &mut l, key);
+        note_group_fact(ctx, &mut l, key, (before.as_ref(), version), |prev, f| {
+            merge::groups::AckTold { prev, drops }.encode(f)
+        });
+        let argv: Vec<&[u8]> = args.iter().collect();
+        ctx.propagate(version, &argv);
     }
     ctx.out.int(acked as i64);
     Ok(())

@@ -54,6 +54,9 @@ pub struct GroupMeta {
     pub reset: u64,
     /// Its last-delivered ID at the last note (a smaller one is a reset).
     pub last_id: StreamId,
+    /// Its entries-read at the last note (None: a state written before it
+    /// was kept, DECISIONS 238); one changed with the ID left is a reset.
+    pub read: Option<i64>,
     /// Per pending entry: its dots and the print of its NACK then.
     pub pel: BTreeMap<StreamId, Pending>,
     /// Per consumer: its dot, its seen time then, the CREATE dot it was
@@ -105,6 +108,7 @@ impl GroupMeta {
             dots: vec![stamp],
             reset: stamp,
             last_id: g.last_id,
+            read: Some(g.entries_read),
             ..Default::default()
         }
     }
@@ -116,13 +120,17 @@ impl GroupMeta {
 
     /// After a write stamped `stamp` left the group as `g`: every pending
     /// entry or consumer new or changed since the last note gets `stamp`
-    /// (a new one, the group's incarnation); a last-delivered ID moved back
-    /// is a reset.
+    /// (a new one, the group's incarnation); a last-delivered ID moved back,
+    /// or its entries-read lowered where the ID stayed (`XGROUP SETID` of
+    /// the same ID with a smaller ENTRIESREAD), is a reset: the register
+    /// `(ID, entries-read)` went back (DECISIONS 238).
     pub fn note(&mut self, g: &Group, stamp: u64) {
-        if g.last_id < self.last_id {
+        let recounted = g.last_id == self.last_id && self.read.is_some_and(|r| g.entries_read < r);
+        if g.last_id < self.last_id || recounted {
             self.reset = stamp;
         }
         self.last_id = g.last_id;
+        self.read = Some(g.entries_read);
         let inc = self.incarnation();
         note_pel(&mut self.pel, g, (stamp, inc));
         let seen = (g.consumers.iter()).map(|(name, c)| (name.clone(), c.seen_time as u64));
@@ -133,6 +141,7 @@ impl GroupMeta {
     /// dots).
     fn describing(mut self, g: &Group) -> GroupMeta {
         self.last_id = g.last_id;
+        self.read = Some(g.entries_read);
         for (id, e) in self.pel.iter_mut() {
             e.print = print(&g.pel[id]);
         }
@@ -449,6 +458,167 @@ fn join_consumers(
     }
 }
 
+/// Whether XACK and XREADGROUP's `>` reads travel as facts (DECISIONS
+/// 239, 240): applied at a peer in O(what they name) where their causal
+/// base holds there, else the peer asks for the key's state as for every
+/// other group write (DECISIONS 182). Only with stream facts on.
+pub const GROUP_FACTS: bool = true;
+
+/// An XACK's fact: `PREV 1, s` (the origin's newest stamp on the key) and
+/// per ID it acknowledged (argument i) per dot its pending entry held,
+/// `DROP i, dot`.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct AckTold {
+    pub prev: u64,
+    pub drops: Vec<(u32, u64)>,
+}
+
+/// An XREADGROUP `>` read's fact, on the first XCLAIM record of its unit
+/// (the IDs it delivered, their times and counts, the group's new last ID
+/// and entries-read are the unit's records): `PREV 1, s`; `RESET 0, r` the
+/// group's reset; `RESET 1, inc` its incarnation; `RESET 2, d` the
+/// consumer's dot before the read (0: it had none); `WORD 0, t` the
+/// consumer's seen time after it (a replay would take its own clock's).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ReadTold {
+    pub prev: u64,
+    pub reset: u64,
+    pub inc: u64,
+    pub consumer: u64,
+    pub seen: u64,
+}
+
+fn kind_at(kind: u32, i: u32) -> u32 {
+    kind | (i << super::fact::SHIFT)
+}
+
+impl AckTold {
+    pub fn encode(&self, facts: &mut Vec<super::fact::Fact>) {
+        facts.push((kind_at(super::fact::PREV, 1), self.prev));
+        let drops = self.drops.iter();
+        facts.extend(drops.map(|&(i, d)| (kind_at(super::fact::DROP, i), d)));
+    }
+
+    pub fn decode(facts: &[super::fact::Fact]) -> Option<AckTold> {
+        let mut told = AckTold::default();
+        for &(e, v) in facts {
+            match e & super::fact::KIND {
+                super::fact::PREV => told.prev = v,
+                super::fact::DROP => told.drops.push((e >> super::fact::SHIFT, v)),
+                _ => return None,
+            }
+        }
+        Some(told)
+    }
+}
+
+impl ReadTold {
+    pub fn encode(&self, facts: &mut Vec<super::fact::Fact>) {
+        use super::fact::{PREV, RESET, WORD};
+        facts.extend([
+            (kind_at(PREV, 1), self.prev),
+            (kind_at(RESET, 0), self.reset),
+            (kind_at(RESET, 1), self.inc),
+            (kind_at(RESET, 2), self.consumer),
+            (kind_at(WORD, 0), self.seen),
+        ]);
+    }
+
+    pub fn decode(facts: &[super::fact::Fact]) -> Option<ReadTold> {
+        use super::fact::{PREV, RESET, WORD};
+        let at = |e: u32| facts.iter().find(|f| f.0 == e).map(|f| f.1);
+        if facts.len() != 5 {
+            return None;
+        }
+        Some(ReadTold {
+            prev: at(kind_at(PREV, 1))?,
+            reset: at(kind_at(RESET, 0))?,
+            inc: at(kind_at(RESET, 1))?,
+            consumer: at(kind_at(RESET, 2))?,
+            seen: at(kind_at(WORD, 0))?,
+        })
+    }
+}
+
+/// Peer: whether an XACK's fact applies to the group `(g, m)` here (with
+/// the key's stamp context `cc`): every dot it names was seen here, and
+/// each acknowledged entry is gone here or holds only dots it names (a
+/// delivery or claim here it had not seen must survive it: DECISIONS 131).
+/// The IDs still pending here, which the replayed XACK removes.
+pub fn check_ack(
+    (g, m): (&Group, &GroupMeta),
+    cc: &Context,
+    told: &AckTold,
+    id_at: impl Fn(u32) -> Option<StreamId>,
+) -> Option<Vec<StreamId>> {
+    let mut here = Vec::new();
+    for &(i, dot) in &told.drops {
+        if !cc.covers(dot) {
+            return None;
+        }
+        let id = id_at(i)?;
+        if !g.pel.contains_key(&id) || here.contains(&id) {
+            continue;
+        }
+        let named = |d: &(u64, u64)| told.drops.iter().any(|t| t.0 == i && t.1 == d.0);
+        if !m.pel.get(&id).is_some_and(|p| p.dots.iter().all(named)) {
+            return None;
+        }
+        here.push(id);
+    }
+    Some(here)
+}
+
+/// What a peer checks an XREADGROUP read's fact against: its consumer,
+/// the IDs it delivered and the group's last ID and entries-read after it.
+pub struct Read<'a> {
+    pub consumer: &'a [u8],
+    pub ids: Vec<StreamId>,
+    pub last: (StreamId, i64),
+}
+
+/// Peer: whether a read's fact applies to the group `(g, m)` here: the
+/// same incarnation and reset, a last ID and entries-read not past the
+/// read's, the consumer as the origin saw it (or absent on both), and no
+/// pending entry here for the IDs it delivered, each of them here (a
+/// delivery here at once of the same entry, a SETID, a consumer touched
+/// here: the state joins).
+pub fn check_read(
+    (g, m): (&Group, &GroupMeta),
+    cc: &Context,
+    told: &ReadTold,
+    read: &Read,
+    value: &StreamValue,
+) -> bool {
+    let same_group = m.incarnation() == told.inc && m.reset == told.reset;
+    let not_past = (g.last_id, g.entries_read) <= read.last;
+    let consumer = match (
+        g.consumers.get(read.consumer),
+        m.consumers.get(read.consumer),
+    ) {
+        (None, None) => told.consumer == 0,
+        (Some(c), Some(p)) => {
+            p.dot == told.consumer && cc.covers(p.dot) && c.seen_time as u64 <= told.seen
+        }
+        _ => false,
+    };
+    let fresh = |id: &StreamId| {
+        !g.pel.contains_key(id) && !m.pel.contains_key(id) && value.entry(*id).is_some()
+    };
+    same_group && not_past && consumer && read.ids.iter().all(fresh)
+}
+
+/// Origin: a read's fact, from the group's state before it (`m`).
+pub fn read_told(m: &GroupMeta, consumer: &[u8], prev: u64, seen: i64) -> ReadTold {
+    ReadTold {
+        prev,
+        reset: m.reset,
+        inc: m.incarnation(),
+        consumer: m.consumers.get(consumer).map_or(0, |p| p.dot),
+        seen: seen as u64,
+    }
+}
+
 /// `count (name count dot* reset ms seq count (ms seq count (dot inc)*
 /// print)* count (name part)*)*`, a part `dot print inc`.
 pub fn encode(groups: &Groups, out: &mut Vec<u8>) {
@@ -479,6 +649,27 @@ pub fn encode(groups: &Groups, out: &mut Vec<u8>) {
             put_part(out, p);
         }
     }
+}
+
+/// The groups' entries-read, in name order (`count read+1*`, -1 as 0):
+/// a trailer after the stream state's, so that a state written before it
+/// decodes (DECISIONS 238).
+pub fn encode_reads(groups: &Groups, out: &mut Vec<u8>) {
+    put_varint(out, groups.len() as u64);
+    for m in groups.values() {
+        put_varint(out, m.read.map_or(0, |r| (r as u64).wrapping_add(1)));
+    }
+}
+
+/// Reads [`encode_reads`]'s trailer into `groups`.
+pub fn decode_reads(groups: &mut Groups, c: &mut Cursor) -> Result<(), String> {
+    if c.count()? != groups.len() {
+        return Err("merge metadata group count differs".into());
+    }
+    for m in groups.values_mut() {
+        m.read = Some(c.varint()?.wrapping_sub(1) as i64);
+    }
+    Ok(())
 }
 
 fn put_part(out: &mut Vec<u8>, p: &Part) {
@@ -706,6 +897,39 @@ mod tests {
             v.groups.get_mut(&b"g"[..]).unwrap().last_id = id(0)
         });
         assert_eq!(group(&joined(&a, &b)).last_id, id(0));
+    }
+
+    #[test]
+    fn an_entries_read_set_alone_wins_over_the_larger_and_the_state_holds_it() {
+        let (mut a, mut b) = (base(), base());
+        for n in [&mut a, &mut b] {
+            n.write(stamp(3, A), |v| {
+                v.groups.get_mut(&b"g"[..]).unwrap().entries_read = 3
+            });
+        }
+        // a: XGROUP SETID g <same ID> ENTRIESREAD 1; b: reads on.
+        a.write(stamp(5, A), |v| {
+            v.groups.get_mut(&b"g"[..]).unwrap().entries_read = 1
+        });
+        assert_eq!(a.0.groups[&b"g"[..]].reset, stamp(5, A));
+        let j = joined(&a, &b);
+        assert_eq!(group(&j).entries_read, 1);
+        assert_eq!(j.0.groups[&b"g"[..]].read, Some(1));
+        // A read on b concurrent with it moves the ID on: the SETID (a
+        // reset) still wins, as a SETID back does.
+        b.write(stamp(6, B), |v| {
+            let g = v.groups.get_mut(&b"g"[..]).unwrap();
+            (g.last_id, g.entries_read) = (id(4), 4);
+        });
+        let g = joined(&a, &b).1.groups[&b"g"[..]].clone();
+        assert_eq!((g.last_id, g.entries_read), (id(3), 1));
+        // Two states alike but for entries-read are not one state.
+        let mut c = a.clone();
+        c.0.groups.get_mut(&b"g"[..]).unwrap().read = Some(9);
+        assert!(!c.0.same_content(&a.0));
+        let mut out = Vec::new();
+        a.0.encode(&mut out);
+        assert_eq!(Stream::decode(&out).unwrap(), a.0);
     }
 
     #[test]

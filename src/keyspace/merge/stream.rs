@@ -363,10 +363,11 @@ impl Stream {
     }
 
     /// `kind 'S' | version base count (slot ms seq)* count (slot n)*
-    /// context ttl groups [reset below ms seq ms seq]` (`groups.rs`; a
+    /// context ttl groups [reset below ms seq ms seq [reads]]` (`groups.rs`; a
     /// state written before groups merged ends after the TTL, and decodes
     /// with none; the reset, max-deleted-entry-id and last ID set are
-    /// written where one is, DECISIONS 192, 195, 196).
+    /// written where one is, DECISIONS 192, 195, 196; the groups'
+    /// entries-read after them where a group has one, DECISIONS 238).
     pub fn encode(&self, out: &mut Vec<u8>) {
         out.push(b'S');
         put_varint(out, self.version);
@@ -385,13 +386,17 @@ impl Stream {
         self.cc.encode(out);
         self.ttl.encode(out);
         groups::encode(&self.groups, out);
-        if self.reset != 0 || self.deleted != StreamId::MIN || self.last != StreamId::MIN {
+        let reads = self.groups.values().any(|m| m.read.is_some());
+        if reads || self.reset != 0 || self.deleted != StreamId::MIN || self.last != StreamId::MIN {
             put_varint(out, self.reset);
             put_varint(out, self.below);
             for id in [self.deleted, self.last] {
                 put_varint(out, id.ms);
                 put_varint(out, id.seq);
             }
+        }
+        if reads {
+            groups::encode_reads(&self.groups, out);
         }
     }
 
@@ -423,7 +428,7 @@ impl Stream {
         }
         let cc = Context::decode(&mut c)?;
         let ttl = Ttl::decode(&mut c)?;
-        let groups = match c.0.is_empty() {
+        let mut groups = match c.0.is_empty() {
             true => Groups::new(),
             false => groups::decode(&mut c)?,
         };
@@ -436,6 +441,9 @@ impl Stream {
                 StreamId::new(c.varint()?, c.varint()?),
             ),
         };
+        if !c.0.is_empty() {
+            groups::decode_reads(&mut groups, &mut c)?;
+        }
         c.end()?;
         Ok(Stream {
             version,

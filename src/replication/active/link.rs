@@ -1147,6 +1147,9 @@ impl Link {
                     .collect()
             });
         let _hold = ks.hold(targets.as_deref());
+        if let Some(diverged) = self.apply_unit_fact(writes) {
+            return diverged;
+        }
         // Each key's first base in the unit is the version it must have
         // here; a later write's base is an earlier write's stamp. A key that
         // merges converges by its state (keyspace/merge.rs).
@@ -1425,13 +1428,16 @@ struct UnitWrite<'a> {
     bases: Vec<crate::effects::Base>,
     argv: &'a [u8],
     spans: Vec<std::ops::Range<usize>>,
+    /// Its fact (a consumer group read's, on its first write: DECISIONS 240).
+    facts: Vec<crate::effects::Fact>,
 }
 
 impl<'a> UnitWrite<'a> {
     fn decode(m: &record::Member<'a>, db: usize) -> Result<Self, String> {
         let (mut bases, mut spans) = (Vec::new(), Vec::new());
         // A unit's writes apply all or none by their bases; their facts
-        // are not used (a conflict asks for the keys' states).
+        // are not used (a conflict asks for the keys' states), but for a
+        // consumer group read's (`stream_facts.rs`).
         let mut facts = Vec::new();
         let argv = record::write_parts(m.stamp, m.tail, (&mut bases, &mut facts), &mut spans)?;
         if bases.iter().any(|&(i, _)| arg_index(i) >= spans.len()) {
@@ -1443,6 +1449,7 @@ impl<'a> UnitWrite<'a> {
             bases,
             argv,
             spans,
+            facts,
         })
     }
 
@@ -1453,6 +1460,40 @@ impl<'a> UnitWrite<'a> {
             let key = &argv[self.spans[arg_index(i)].clone()];
             (self.db, key, v, i)
         })
+    }
+}
+
+impl Link {
+    /// A unit whose first write carries a fact, all of one key: a consumer
+    /// group's read (`stream_facts.rs`). None where it is not one; else the
+    /// keys to ask for (none where it applied).
+    fn apply_unit_fact(&mut self, writes: &[UnitWrite<'_>]) -> Option<Vec<(usize, Vec<u8>)>> {
+        let first = writes.first().filter(|w| !w.facts.is_empty())?;
+        let &[(i, _)] = &first.bases[..] else {
+            return None;
+        };
+        if !Args::new(first.argv, &first.spans)
+            .get(0)
+            .eq_ignore_ascii_case(b"xclaim")
+        {
+            return None; // (a transaction's writes: their facts are not used)
+        }
+        let key = &first.argv[first.spans.get(arg_index(i))?.clone()];
+        let same = |w: &UnitWrite| {
+            (w.db, w.stamp) == (first.db, first.stamp) && w.keys().all(|(_, k, _, _)| k == key)
+        };
+        if !writes.iter().all(same) {
+            return None;
+        }
+        let args: Vec<Args> = (writes.iter())
+            .map(|w| Args::new(w.argv, &w.spans))
+            .collect();
+        let db = first.db;
+        if self.apply_group_read(db, key, first.stamp, &first.facts, &args) {
+            self.st.applied.fetch_add(writes.len() as u64, Relaxed);
+            return Some(vec![]);
+        }
+        Some(vec![(db, key.to_vec())])
     }
 }
 

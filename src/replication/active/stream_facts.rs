@@ -9,6 +9,12 @@
 //! caller asks for the key's state, as every stream write whose base moved
 //! did before.
 //!
+//! Consumer groups (DECISIONS 239, 240): an XACK's fact (the pending dots
+//! it removed) and a `>` read's unit (its XCLAIMs and SETID, the fact on
+//! the first) apply the same way where the group here is as the origin
+//! saw it, in O(what they name) plus the replay's note (O(the group's
+//! pending entries and consumers), not O(entries)).
+//!
 //! What the fact changes is written through ordinary commands replayed
 //! with the write's stamp (XADD of the entry with its ID, XDEL of the
 //! entries still here, XTRIM MINID just above the threshold), so the AOF
@@ -18,10 +24,12 @@
 
 use crate::effects::Fact;
 use crate::keyspace::merge::fact::NotApplied;
+use crate::keyspace::merge::groups::{self, AckTold, GroupMeta, Part, ReadTold};
 use crate::keyspace::merge::state::typed;
 use crate::keyspace::merge::stream::{stream_of, Stream, Told};
 use crate::keyspace::merge::{MergeType, Meta};
-use crate::keyspace::stream::StreamId;
+use crate::keyspace::stream::{StreamId, StreamValue};
+use crate::keyspace::stream_groups::Group;
 use crate::keyspace::Value;
 use crate::protocol::Args;
 
@@ -30,7 +38,7 @@ use super::link::Link;
 /// Whether a record's command is a stream write that carries a fact.
 pub(super) fn is_stream_write(argv: &Args) -> bool {
     let name = argv.get(0);
-    [&b"xadd"[..], b"xdel", b"xtrim"]
+    [&b"xadd"[..], b"xdel", b"xtrim", b"xack"]
         .iter()
         .any(|n| name.eq_ignore_ascii_case(n))
 }
@@ -53,6 +61,9 @@ impl Link {
         facts: &[Fact],
         argv: &Args,
     ) -> bool {
+        if argv.get(0).eq_ignore_ascii_case(b"xack") {
+            return self.apply_ack_fact(db, key, stamp, facts, argv);
+        }
         let Some(told) = Told::decode(facts) else {
             return false;
         };
@@ -144,5 +155,215 @@ impl Link {
             g.raise_version(slot.hash, key, version);
         }
         self.note_merge_state(db, key);
+    }
+}
+
+/// A group fact checked here (DECISIONS 239, 240): the key a stream with
+/// no TTL and a stream's state, brought to its version `version` here (the
+/// state returned), not a duplicate and its `PREV` seen, then `check`
+/// given the state, the stream and the group's value and state (Gap where
+/// it says None or the group is not here).
+fn group_fact_here<R>(
+    g: &crate::keyspace::Shard,
+    (hash, key, version): (u64, &[u8], u64),
+    (stamp, prev, group): (u64, u64, &[u8]),
+    check: impl FnOnce(&Stream, &StreamValue, &Group, &GroupMeta) -> Option<R>,
+) -> Result<(Stream, R), NotApplied> {
+    let e = g.get_raw(hash, key).ok_or(NotApplied::Gap)?;
+    let Value::Stream(v) = &e.value else {
+        return Err(NotApplied::Gap);
+    };
+    if e.expire_at() != 0 {
+        return Err(NotApplied::Gap);
+    }
+    let meta = typed::<Stream>(g.merge_meta(key)).map_err(|_| NotApplied::Gap)?;
+    let state = Stream::current(meta, version, Some(&e.value));
+    if state.cc.covers(stamp) {
+        return Err(NotApplied::Duplicate);
+    }
+    if prev != 0 && !state.cc.covers(prev) {
+        return Err(NotApplied::Gap);
+    }
+    let (Some(gv), Some(gm)) = (v.groups.get(group), state.groups.get(group)) else {
+        return Err(NotApplied::Gap);
+    };
+    let r = check(&state, v, gv, gm).ok_or(NotApplied::Gap)?;
+    Ok((state, r))
+}
+
+/// A consumer group read's unit as its records say it: `XCLAIM key group
+/// consumer 0 id TIME t RETRYCOUNT n FORCE JUSTID LASTID last` per entry
+/// delivered, then `XGROUP SETID key group last ENTRIESREAD n`.
+struct ReadUnit<'a> {
+    group: &'a [u8],
+    read: groups::Read<'a>,
+    times: Vec<i64>,
+}
+
+fn read_unit<'a>(key: &[u8], writes: &[Args<'a>]) -> Option<ReadUnit<'a>> {
+    let (setid, claims) = writes.split_last()?;
+    let num = |a: &[u8]| std::str::from_utf8(a).ok()?.parse::<i64>().ok();
+    let is = |a: &[u8], n: &[u8]| a.eq_ignore_ascii_case(n);
+    if setid.len() != 7 || !is(setid.get(0), b"xgroup") || !is(setid.get(1), b"setid") {
+        return None;
+    }
+    if setid.get(2) != key || !is(setid.get(5), b"entriesread") || claims.is_empty() {
+        return None;
+    }
+    let (group, consumer) = (setid.get(3), claims[0].get(3));
+    let last = (id_of(setid.get(4))?, num(setid.get(6))?);
+    let (mut ids, mut times) = (Vec::new(), Vec::new());
+    for c in claims {
+        let shape = c.len() == 14 && is(c.get(0), b"xclaim") && is(c.get(6), b"time");
+        if !shape || c.get(1) != key || c.get(2) != group || c.get(3) != consumer {
+            return None;
+        }
+        if c.get(4) != b"0" || !is(c.get(11), b"justid") || id_of(c.get(13))? != last.0 {
+            return None;
+        }
+        ids.push(id_of(c.get(5))?);
+        times.push(num(c.get(7))?);
+    }
+    let read = groups::Read {
+        consumer,
+        ids,
+        last,
+    };
+    Some(ReadUnit { group, read, times })
+}
+
+impl Link {
+    /// Applies an XACK's fact to `key` (DECISIONS 239); false where it does
+    /// not apply here: the caller asks for the key's state.
+    fn apply_ack_fact(
+        &mut self,
+        db: usize,
+        key: &[u8],
+        stamp: u64,
+        facts: &[Fact],
+        argv: &Args,
+    ) -> bool {
+        let Some(told) = AckTold::decode(facts) else {
+            return false;
+        };
+        let group = argv.get(2);
+        let id_at = |i: u32| (i >= 3 && (i as usize) < argv.len()).then(|| argv.get(i as usize));
+        let id_at = |i: u32| id_at(i).and_then(id_of);
+        let ks = &self.node.core().keyspace;
+        let slot = ks.slot(key);
+        let mut g = ks.db(db).lock(slot.shard);
+        let version = g.version_of(slot.hash, key);
+        let checked = group_fact_here(
+            &g,
+            (slot.hash, key, version),
+            (stamp, told.prev, group),
+            |state, _, gv, gm| groups::check_ack((gv, gm), &state.cc, &told, id_at),
+        );
+        let (state, here) = match checked {
+            Ok(c) => c,
+            Err(NotApplied::Duplicate) => return true,
+            Err(NotApplied::Gap) => return false,
+        };
+        g.set_merge_meta(key, state.wrap());
+        drop(g);
+        if !here.is_empty() {
+            let texts: Vec<String> = here.iter().map(|id| id.text()).collect();
+            let mut xack: Vec<&[u8]> = vec![b"XACK", key, group];
+            xack.extend(texts.iter().map(|t| t.as_bytes()));
+            self.replay(db, stamp, &xack);
+        }
+        self.settle_stream(db, key, stamp, version.max(stamp));
+        true
+    }
+
+    /// Applies a consumer group read's unit (`writes`, all of `key`, the
+    /// first carrying `facts`) at `stamp` (DECISIONS 240); false where it
+    /// does not apply here: the caller asks for the key's state.
+    pub(super) fn apply_group_read(
+        &mut self,
+        db: usize,
+        key: &[u8],
+        stamp: u64,
+        facts: &[Fact],
+        writes: &[Args],
+    ) -> bool {
+        let (Some(told), Some(unit)) = (ReadTold::decode(facts), read_unit(key, writes)) else {
+            return false;
+        };
+        let ks = &self.node.core().keyspace;
+        let slot = ks.slot(key);
+        let mut g = ks.db(db).lock(slot.shard);
+        if stamp < g.flushed_at() {
+            return true; // gone, as for any fact (facts.rs)
+        }
+        let version = g.version_of(slot.hash, key);
+        let checked = group_fact_here(
+            &g,
+            (slot.hash, key, version),
+            (stamp, told.prev, unit.group),
+            |state, v, gv, gm| {
+                let ok = groups::check_read((gv, gm), &state.cc, &told, &unit.read, v);
+                ok.then(|| gm.consumers.get(unit.read.consumer).copied())
+            },
+        );
+        let (state, part) = match checked {
+            Ok(c) => c,
+            Err(NotApplied::Duplicate) => return true,
+            Err(NotApplied::Gap) => return false,
+        };
+        g.set_merge_meta(key, state.wrap());
+        drop(g);
+        for w in writes {
+            self.replay_args(db, stamp, *w);
+        }
+        self.as_the_origin_read(db, key, stamp, (&told, &unit, part));
+        self.settle_stream(db, key, stamp, version.max(stamp));
+        true
+    }
+
+    /// After a read's replay: its delivery times and its consumer's seen
+    /// time the origin's (a replay takes its own clock's where a record
+    /// gives none or one ahead of it), its group's reset the origin's (a
+    /// replay's SETID after its XCLAIMs' LASTID may read as one), its
+    /// consumer's dot kept where the origin's seen time did not move.
+    fn as_the_origin_read(
+        &mut self,
+        db: usize,
+        key: &[u8],
+        stamp: u64,
+        (told, unit, part): (&ReadTold, &ReadUnit, Option<Part>),
+    ) {
+        let ks = &self.node.core().keyspace;
+        let slot = ks.slot(key);
+        let mut g = ks.db(db).lock(slot.shard);
+        let Some(Value::Stream(v)) = g.find_mut(slot.hash, key).map(|e| &mut e.value) else {
+            return;
+        };
+        let Some(gv) = v.groups.get_mut(unit.group) else {
+            return;
+        };
+        for (id, &t) in unit.read.ids.iter().zip(&unit.times) {
+            if let Some(n) = gv.pel.get_mut(id) {
+                n.delivery_time = t;
+            }
+        }
+        if let Some(c) = gv.consumers.get_mut(unit.read.consumer) {
+            c.seen_time = told.seen as i64;
+        }
+        let gv = gv.clone();
+        let Ok(Some(meta)) = typed::<Stream>(g.merge_meta(key)) else {
+            return;
+        };
+        let mut s = Stream::clone(meta);
+        if let Some(m) = s.groups.get_mut(unit.group) {
+            m.note(&gv, stamp);
+        }
+        if let Some(m) = s.groups.get_mut(unit.group) {
+            m.reset = told.reset;
+            if let Some(p) = part.filter(|p| p.print == told.seen) {
+                m.consumers.insert(unit.read.consumer.to_vec(), p);
+            }
+        }
+        g.set_merge_meta(key, s.wrap());
     }
 }

@@ -1,0 +1,79 @@
+#!/usr/bin/env bash
+# Consumer-group facts (issue 25 item 5, DECISIONS 239-240): an active pair
+# runs a job queue on one stream (per job: XADD, XREADGROUP GROUP g <worker>
+# COUNT 1 STREAMS s >, XACK of what it read). For each row: the jobs each
+# node's worker ran per second, and the key states the two links asked for
+# (`asks`, INFO `conflicts=`: 0 where every write traveled as a fact). The
+# pair must end with one stream (DEBUG DIGEST) and one XINFO GROUPS (with
+# entries-read and lag) on both nodes.
+#
+# Rows: "one node at a time" (a's worker, then b's: no concurrency, every
+# write's causal base is at the peer); "both at once" (both workers on the
+# one group: reads of the same entries and the group's last ID race, which
+# facts cannot order: those ask).
+#
+# Workers are Python (redis-py), one connection each, no pipelining: the
+# row measures asks, not throughput. BIN=<binary> compares another build.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+BIN=${BIN:-target/release/lattice-server}
+JOBS=${JOBS:-2000}
+SERVER_CPU=${SERVER_CPU:-0}
+CLIENT_CPU=${CLIENT_CPU:-1}
+BASE=${BASE:-7480}
+# shellcheck source=bench/lib.sh
+source bench/lib.sh
+
+cli() { redis-cli -p "$@"; }
+groups_of() { cli "$1" xinfo groups s | tr '\n' ' '; }
+converge() {
+    for _ in $(seq 600); do
+        [[ "$(cli "$1" debug digest)" == "$(cli "$2" debug digest)" &&
+           "$(groups_of "$1")" == "$(groups_of "$2")" ]] && return
+        sleep 0.1
+    done
+    echo "the nodes did not converge" >&2; exit 1
+}
+worker() { # port name jobs: jobs per second
+    taskset -c "$CLIENT_CPU" python3 - "$@" <<'PY'
+import sys, time, redis
+port, name, jobs = int(sys.argv[1]), sys.argv[2], int(sys.argv[3])
+r = redis.Redis(port=port)
+t = time.time()
+for i in range(jobs):
+    r.xadd("s", {"job": i})
+    got = r.xreadgroup("g", name, {"s": ">"}, count=1)
+    for _, entries in got:
+        r.xack("s", "g", *[e[0] for e in entries])
+print(f"{jobs / (time.time() - t):.0f}")
+PY
+}
+
+pa=$BASE; pb=$((BASE + 1))
+start_node $pa --active-replica yes; start_node $pb --active-replica yes
+cli $pa replicaof 127.0.0.1 $pb >/dev/null; cli $pb replicaof 127.0.0.1 $pa >/dev/null
+for _ in $(seq 100); do
+    [[ $(cli $pa info replication | grep -c state=connected) -ge 1 &&
+       $(cli $pb info replication | grep -c state=connected) -ge 1 ]] && break
+    sleep 0.1
+done
+echo "== $BIN: a job queue (XADD, XREADGROUP COUNT 1 >, XACK) on a pair; $JOBS jobs per worker"
+printf '%-22s %8s %8s %6s %s\n' row a/s b/s asks "a's XINFO GROUPS"
+row() { # name, "seq" or "both"
+    cli $pa del s >/dev/null
+    cli $pa xgroup create s g '$' mkstream >/dev/null; converge $pa $pb
+    local q0=$(( $(state_asks $pa) + $(state_asks $pb) ))
+    local ra=$WORK/ra rb=$WORK/rb
+    if [[ $2 == seq ]]; then
+        worker $pa wa "$JOBS" >"$ra"; converge $pa $pb
+        worker $pb wb "$JOBS" >"$rb"
+    else
+        worker $pa wa "$JOBS" >"$ra" & local j=$!
+        worker $pb wb "$JOBS" >"$rb"; wait $j
+    fi
+    converge $pa $pb
+    local q1=$(( $(state_asks $pa) + $(state_asks $pb) ))
+    printf '%-22s %8s %8s %6s %s\n' "$1" "$(cat "$ra")" "$(cat "$rb")" $((q1 - q0)) "$(groups_of $pa)"
+}
+row "one node at a time" seq
+row "both at once" both
