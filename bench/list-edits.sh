@@ -16,40 +16,6 @@ CLIENT_CPU=${CLIENT_CPU:-1}
 BASE=${BASE:-7480}
 source bench/lib.sh
 
-cli() { redis-cli -p "$@"; }
-link() { cli "$1" replicaof 127.0.0.1 "$2" >/dev/null; }
-wait_up() { # port peers
-    for _ in $(seq 100); do
-        [[ $(cli "$1" info replication | grep -c "state=connected") -ge $2 ]] && return
-        sleep 0.1
-    done
-}
-converge() { # portA portB: seconds until the digests agree
-    local t0; t0=$(date +%s.%N)
-    for _ in $(seq 1200); do
-        [[ "$(cli "$1" debug digest)" == "$(cli "$2" debug digest)" ]] && break
-        sleep 0.1
-    done
-    echo "$(date +%s.%N) - $t0" | bc
-}
-pipe() { # port command...: REQUESTS of the command (__rand__: a random
-    # index below LEN) through redis-cli --pipe; requests per second.
-    local p=$1; shift
-    python3 -c "
-import random, sys
-n, top, args = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3:]
-random.seed(1)
-out = []
-for _ in range(n):
-    a = [x.replace('__rand__', str(random.randrange(top))) for x in args]
-    out.append('*%d\\r\\n' % len(a) + ''.join('\$%d\\r\\n%s\\r\\n' % (len(x), x) for x in a))
-sys.stdout.write(''.join(out))
-" "$REQUESTS" "$LEN" "$@" >"$WORK/cmds"
-    local t0; t0=$(date +%s.%N)
-    taskset -c "$CLIENT_CPU" redis-cli -p "$p" --pipe <"$WORK/cmds" >/dev/null
-    echo "$REQUESTS / ($(date +%s.%N) - $t0)" | bc
-}
-
 a=$BASE; b=$((BASE + 1))
 start_node $a --active-replica yes
 start_node $b --active-replica yes
