@@ -24,8 +24,8 @@ enum Expect {
 }
 use Expect::*;
 
-const DEL: &str = "a whole-key delete travels by version; a peer's merging key \
-                   converges by its state";
+const DEL: &str = "a stream's delete (its groups) and a sketch's (a reset) travel by \
+                   version; a peer converges by the key's state";
 const STORE: &str = "the destination is overwritten whole (a register write of the key): \
                      its record has no fact";
 const MULTI_KEY: &str = "a record with two keys carries no fact";
@@ -40,7 +40,7 @@ const CASES: &[(&str, Expect)] = &[
     ("SREM @s a", Fact),
     ("SPOP @s", Fact),
     ("SPOP @s 2", Fact),
-    ("SPOP @s 9", Asks(DEL)),
+    ("SPOP @s 9", Fact),
     ("SMOVE @s @t a", Fact),
     ("SMOVE @s @t c", Fact),
     ("SMOVE @s @u a", Fact),
@@ -117,9 +117,12 @@ const CASES: &[(&str, Expect)] = &[
     ("APPEND @n 1", Asks(STRING)),
     ("SETRANGE @n 0 9", Asks(STRING)),
     // Any merging type.
-    ("DEL @s", Asks(DEL)),
-    ("UNLINK @z", Asks(DEL)),
-    ("GETDEL @n", Asks(DEL)),
+    ("DEL @s", Fact),
+    ("UNLINK @z", Fact),
+    ("GETDEL @n", Fact),
+    ("DEL @h @l @m", Fact),
+    ("DEL @x", Asks(DEL)),
+    ("UNLINK @p", Asks(DEL)),
     ("RENAME @h @r", Asks(MULTI_KEY)),
     ("RENAMENX @l @r", Asks(MULTI_KEY)),
     ("COPY @s @t REPLACE", Asks(STORE)),
@@ -141,6 +144,8 @@ fn setup(i: usize, x: &str) -> Vec<String> {
         "m" => "RPUSH K x y",
         "k" => "RPUSH K x",
         "n" => "INCRBY K 5",
+        "x" => "XADD K * f v",
+        "p" => "PFADD K a b",
         _ => return vec![], // made by the write
     };
     line.split(' ')

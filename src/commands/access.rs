@@ -650,6 +650,13 @@ impl Locked<'_, '_> {
         shard.note_ttl(key, versions, expiries, facts)
     }
 
+    /// See [`Ctx::note_delete`].
+    pub fn note_delete(&mut self, key: &[u8], facts: &mut Vec<crate::effects::Fact>) -> bool {
+        let slot = self.slot(key);
+        let shard = self.shard_mut(slot.shard);
+        (shard.merge_meta_now(slot.hash, key)).is_some_and(|m| merge::deletes::note(m, facts))
+    }
+
     /// The version of `key`, which has no entry (its tombstone's, or 0).
     pub fn absent_version(&mut self, key: &[u8]) -> u64 {
         let slot = self.slot(key);
@@ -946,6 +953,19 @@ impl Ctx<'_> {
             let a = self.active.as_mut().expect("active write");
             l.note_list_ends(key, (prev, stamp), ops, &mut a.facts);
         }
+    }
+
+    /// Active replication, after a whole-key delete of the counter, set,
+    /// hash, sorted set or list at `key` (DEL, UNLINK, GETDEL, SPOP of the
+    /// whole set), before its record `DEL key`: the record carries the
+    /// merge state the delete left, which its peers join with no round
+    /// trip (keyspace/merge/deletes.rs). False where it carries none.
+    pub fn note_delete(&mut self, l: &mut Locked, key: &[u8]) -> bool {
+        if !merge::fact::DELETE_FACTS {
+            return false;
+        }
+        self.merge_facts()
+            .is_some_and(|facts| l.note_delete(key, facts))
     }
 
     /// Active replication, after an edit stamped `stamp` of the list at

@@ -610,11 +610,34 @@ fn del_generic(ctx: &mut Ctx, args: Args, name: &'static [u8], lazy: bool) -> Cm
     let n = removed.len() - 1;
     if n > 0 {
         let v = ctx.new_version();
-        ctx.propagate(v, &removed);
+        propagate_delete_facts(ctx, &mut l, v, &mut removed);
+        if removed.len() > 1 {
+            ctx.propagate(v, &removed);
+        }
     }
     drop(l);
     ctx.out.int(n as i64);
     Ok(())
+}
+
+/// On an active node, each key of `removed` (after the command's name)
+/// whose delete carries the state it left goes as a record `NAME key` of
+/// its own, stamped `v` (keyspace/merge/deletes.rs, DECISIONS 242: a fact
+/// names one key); the others stay in `removed`, for one record.
+fn propagate_delete_facts(ctx: &mut Ctx, l: &mut Locked, v: u64, removed: &mut Vec<&[u8]>) {
+    if !ctx.core.active {
+        return;
+    }
+    let name = removed[0];
+    let mut rest = vec![name];
+    for &k in &removed[1..] {
+        if ctx.note_delete(l, k) {
+            ctx.propagate(v, &[name, k]);
+        } else {
+            rest.push(k);
+        }
+    }
+    *removed = rest;
 }
 
 fn exists(ctx: &mut Ctx, args: Args) -> CmdResult {

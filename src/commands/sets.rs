@@ -386,6 +386,7 @@ fn spop(ctx: &mut Ctx, args: Args) -> CmdResult {
         ctx.notify(class::GENERIC, "del", key);
     }
     if whole {
+        ctx.note_delete(&mut l, key);
         ctx.propagate(version, &[b"DEL", key]);
     } else if let Some(argv) = srem {
         ctx.propagate(version, &argv);

@@ -97,6 +97,13 @@ pub const REMOVE_FACTS: bool = true;
 /// DECISIONS 234, 235, 237.
 pub const LIST_MOVE_FACTS: bool = true;
 
+/// Whether whole-key deletes (DEL, UNLINK, GETDEL, SPOP of the whole set)
+/// of a counter, set, hash, sorted set or list carry the merge state their
+/// delete left, which a peer joins with no round trip (`deletes.rs`; a
+/// switch as [`ELEMENT_FACTS`]; off, their peers ask for the key's state).
+/// DECISIONS 242.
+pub const DELETE_FACTS: bool = true;
+
 /// One entry of a fact: the kind ORed into an argument index, and a stamp.
 pub type Fact = (u32, u64);
 

@@ -51,6 +51,7 @@
 
 mod codec;
 pub mod context;
+pub mod deletes;
 pub mod elements;
 pub mod fact;
 pub mod groups;

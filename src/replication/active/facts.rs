@@ -56,6 +56,9 @@ enum Write {
         from: bool,
         to: bool,
     },
+    /// DEL, UNLINK of one key (every whole-key delete's record): the
+    /// merge state the delete left (keyspace/merge/deletes.rs).
+    Delete,
 }
 
 /// The kind of collection a write is for.
@@ -110,6 +113,7 @@ fn write_of(argv: &Args, facts: &[Fact]) -> Option<Write> {
             from: false,
             to: true,
         }),
+        b"del" | b"unlink" if argv.len() == 2 => Some(Write::Delete),
         b"lpop" | b"rpop" if argv.len() <= 3 => Some(Write::List {
             left: name[0] == b'l',
             push: false,
@@ -130,7 +134,8 @@ fn collection(write: Write) -> Option<Collection> {
         | Write::ListEdit
         | Write::Trim
         | Write::Rotate { .. }
-        | Write::Ttl(_) => None,
+        | Write::Ttl(_)
+        | Write::Delete => None,
     }
 }
 
@@ -156,7 +161,8 @@ fn item_at<'a>(write: Write, argv: &Args<'a>, i: u32) -> Option<(&'a [u8], Item)
         | Write::ListEdit
         | Write::Trim
         | Write::Rotate { .. }
-        | Write::Ttl(_) => return None,
+        | Write::Ttl(_)
+        | Write::Delete => return None,
     };
     Some((m, item))
 }
@@ -189,6 +195,7 @@ impl Link {
             Some(Write::ListEdit) => self.apply_list_edit(db, key, stamp, facts, argv),
             Some(Write::Ttl(at)) => self.apply_ttl(db, key, (stamp, at), facts),
             Some(Write::Trim) => self.apply_trim(db, key, stamp, facts),
+            Some(Write::Delete) => self.apply_delete(db, key, stamp, facts),
             Some(Write::Rotate { from, to }) => {
                 self.apply_rotate(db, key, stamp, facts, (from, to, argv))
             }
@@ -198,6 +205,23 @@ impl Link {
             Some(w) => self.apply_elements(db, key, stamp, facts, (w, argv)),
             None => false,
         }
+    }
+
+    /// A whole-key delete's fact (keyspace/merge/deletes.rs): the merge
+    /// state the delete left at its origin joins with ours, as the state
+    /// a peer asked for before did (merging.rs), with no round trip: what
+    /// the deleter had seen goes, a concurrent write here survives. False,
+    /// the key's state asked for, where the key does not merge so here
+    /// (another type: whole-key last-writer-wins).
+    fn apply_delete(&mut self, db: usize, key: &[u8], stamp: u64, facts: &[Fact]) -> bool {
+        let Some(state) = crate::keyspace::merge::deletes::state_of(facts) else {
+            return false;
+        };
+        let merges = {
+            let ks = &self.node.core().keyspace;
+            ks.db(db).lock(ks.slot(key).shard).merges(key)
+        };
+        (self.merge_state(db, key, (stamp, 0), (&[], &state), merges)).is_some()
     }
 
     fn apply_increment(
