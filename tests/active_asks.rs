@@ -411,3 +411,70 @@ fn removes_and_moves_ask_for_no_state_on_a_mesh() {
     let m: Vec<String> = cmd(&mut c[2], &["LRANGE", "m", "0", "-1"]);
     assert_eq!(m, ["t", "t"]);
 }
+
+/// A whole-key delete is an observed remove of what its node had seen
+/// (docs/MERGE.md section 2): a member, field, element added concurrently
+/// on the other node survives it. Its record carries the state the delete
+/// left (DECISIONS 242), so neither node asks for one.
+#[test]
+fn a_delete_travels_as_a_fact_and_keeps_a_concurrent_add() {
+    let p = Pair::start(&[]);
+    let mut a = p.a.conn();
+    let _: i64 = cmd(&mut a, &["SADD", "s", "a", "b"]);
+    let _: i64 = cmd(&mut a, &["HSET", "h", "f", "1"]);
+    let _: i64 = cmd(&mut a, &["ZADD", "z", "1", "a"]);
+    let _: i64 = cmd(&mut a, &["RPUSH", "l", "a", "b"]);
+    converged(&[&p.a, &p.b]);
+    let before = asks(&mut a) + asks(&mut p.b.conn());
+    concurrently(
+        &p,
+        |a| assert_eq!(cmd::<i64>(a, &["DEL", "s", "h", "z", "l"]), 4),
+        |b| {
+            let _: i64 = cmd(b, &["SADD", "s", "y"]);
+            let _: i64 = cmd(b, &["HSET", "h", "g", "2"]);
+            let _: i64 = cmd(b, &["ZADD", "z", "2", "b"]);
+            let _: i64 = cmd(b, &["RPUSH", "l", "c"]);
+        },
+    );
+    both_read(&p, &["SMEMBERS", "s"], &["y"]);
+    both_read(&p, &["HGETALL", "h"], &["2", "g"]);
+    both_read(&p, &["ZRANGE", "z", "0", "-1"], &["b"]);
+    lists_hold(&p, &[("l", &["c"])]);
+    // Deleted again, now with nothing concurrent: gone on both.
+    let _: Vec<String> = cmd(&mut a, &["SPOP", "s", "5"]);
+    let _: i64 = cmd(&mut a, &["UNLINK", "h"]);
+    both_read(&p, &["KEYS", "[sh]"], &[]);
+    let asked = asks(&mut a) + asks(&mut p.b.conn()) - before;
+    assert_eq!(asked, 0, "states asked for by the deletes");
+}
+
+/// A counter's delete resets what its node had seen: an increment made
+/// concurrently on the other node survives it (the rules table: "SET/DEL
+/// on a counter"), and the delete asks for no state.
+#[test]
+fn a_counters_delete_keeps_a_concurrent_increment() {
+    let p = Pair::start(&[]);
+    let mut a = p.a.conn();
+    let _: i64 = cmd(&mut a, &["INCRBY", "n", "10"]);
+    let _: i64 = cmd(&mut p.b.conn(), &["INCRBY", "n", "5"]);
+    converged(&[&p.a, &p.b]);
+    let before = asks(&mut a) + asks(&mut p.b.conn());
+    concurrently(
+        &p,
+        |a| assert_eq!(cmd::<i64>(a, &["DEL", "n"]), 1),
+        |b| assert_eq!(cmd::<i64>(b, &["INCR", "n"]), 16),
+    );
+    let (mut a, mut b) = (p.a.conn(), p.b.conn());
+    eventually("both nodes to read n = 1", || {
+        let n = |c: &mut redis::Connection| cmd::<Option<String>>(c, &["GET", "n"]);
+        n(&mut a).as_deref() == Some("1") && n(&mut b).as_deref() == Some("1")
+    });
+    converged(&[&p.a, &p.b]);
+    // Then a delete with nothing concurrent, and the counter made again.
+    assert_eq!(cmd::<i64>(&mut b, &["DEL", "n"]), 1);
+    assert_eq!(cmd::<i64>(&mut b, &["INCR", "n"]), 1);
+    converged(&[&p.a, &p.b]);
+    assert_eq!(cmd::<String>(&mut a, &["GET", "n"]), "1");
+    let asked = asks(&mut a) + asks(&mut b) - before;
+    assert_eq!(asked, 0, "states asked for by the deletes");
+}
