@@ -650,11 +650,11 @@ impl Locked<'_, '_> {
         shard.note_ttl(key, versions, expiries, facts)
     }
 
-    /// See [`Ctx::note_delete`].
-    pub fn note_delete(&mut self, key: &[u8], facts: &mut Vec<crate::effects::Fact>) -> bool {
+    /// See [`Ctx::note_states`].
+    pub fn note_state(&mut self, key: &[u8], arg: u32, facts: &mut Vec<crate::effects::Fact>) -> bool {
         let slot = self.slot(key);
         let shard = self.shard_mut(slot.shard);
-        (shard.merge_meta_now(slot.hash, key)).is_some_and(|m| merge::deletes::note(m, facts))
+        merge::deletes::note_state(shard, (slot.hash, key), arg, facts)
     }
 
     /// The version of `key`, which has no entry (its tombstone's, or 0).
@@ -955,17 +955,21 @@ impl Ctx<'_> {
         }
     }
 
-    /// Active replication, after a whole-key delete of the counter, set,
-    /// hash, sorted set or list at `key` (DEL, UNLINK, GETDEL, SPOP of the
-    /// whole set), before its record `DEL key`: the record carries the
-    /// merge state the delete left, which its peers join with no round
-    /// trip (keyspace/merge/deletes.rs). False where it carries none.
-    pub fn note_delete(&mut self, l: &mut Locked, key: &[u8]) -> bool {
+    /// Active replication, after a whole-key delete or overwrite (DEL,
+    /// UNLINK, GETDEL, SPOP of the whole set, the *STOREs, COPY, RENAME)
+    /// of the keys `written`, each with its argument index in the record
+    /// about to be propagated: the record carries each key's state now,
+    /// which its peers join with no round trip (keyspace/merge/deletes.rs).
+    /// False, no state carried, where one of them does not travel so (a
+    /// stream, a sketch, a key with no merge state, a state too big).
+    pub fn note_states(&mut self, l: &mut Locked, written: &[(&[u8], u32)]) -> bool {
         if !merge::fact::DELETE_FACTS {
             return false;
         }
-        self.merge_facts()
-            .is_some_and(|facts| l.note_delete(key, facts))
+        let Some(facts) = self.merge_facts() else {
+            return false;
+        };
+        written.iter().all(|&(key, arg)| l.note_state(key, arg, facts))
     }
 
     /// Active replication, after an edit stamped `stamp` of the list at

@@ -631,7 +631,7 @@ fn propagate_delete_facts(ctx: &mut Ctx, l: &mut Locked, v: u64, removed: &mut V
     let name = removed[0];
     let mut rest = vec![name];
     for &k in &removed[1..] {
-        if ctx.note_delete(l, k) {
+        if ctx.note_states(l, &[(k, 1)]) {
             ctx.propagate(v, &[name, k]);
         } else {
             rest.push(k);

@@ -386,7 +386,7 @@ fn spop(ctx: &mut Ctx, args: Args) -> CmdResult {
         ctx.notify(class::GENERIC, "del", key);
     }
     if whole {
-        ctx.note_delete(&mut l, key);
+        ctx.note_states(&mut l, &[(key, 1)]);
         ctx.propagate(version, &[b"DEL", key]);
     } else if let Some(argv) = srem {
         ctx.propagate(version, &argv);

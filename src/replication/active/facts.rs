@@ -56,9 +56,6 @@ enum Write {
         from: bool,
         to: bool,
     },
-    /// DEL, UNLINK of one key (every whole-key delete's record): the
-    /// merge state the delete left (keyspace/merge/deletes.rs).
-    Delete,
 }
 
 /// The kind of collection a write is for.
@@ -113,7 +110,6 @@ fn write_of(argv: &Args, facts: &[Fact]) -> Option<Write> {
             from: false,
             to: true,
         }),
-        b"del" | b"unlink" if argv.len() == 2 => Some(Write::Delete),
         b"lpop" | b"rpop" if argv.len() <= 3 => Some(Write::List {
             left: name[0] == b'l',
             push: false,
@@ -134,8 +130,7 @@ fn collection(write: Write) -> Option<Collection> {
         | Write::ListEdit
         | Write::Trim
         | Write::Rotate { .. }
-        | Write::Ttl(_)
-        | Write::Delete => None,
+        | Write::Ttl(_) => None,
     }
 }
 
@@ -161,8 +156,7 @@ fn item_at<'a>(write: Write, argv: &Args<'a>, i: u32) -> Option<(&'a [u8], Item)
         | Write::ListEdit
         | Write::Trim
         | Write::Rotate { .. }
-        | Write::Ttl(_)
-        | Write::Delete => return None,
+        | Write::Ttl(_) => return None,
     };
     Some((m, item))
 }
@@ -195,7 +189,6 @@ impl Link {
             Some(Write::ListEdit) => self.apply_list_edit(db, key, stamp, facts, argv),
             Some(Write::Ttl(at)) => self.apply_ttl(db, key, (stamp, at), facts),
             Some(Write::Trim) => self.apply_trim(db, key, stamp, facts),
-            Some(Write::Delete) => self.apply_delete(db, key, stamp, facts),
             Some(Write::Rotate { from, to }) => {
                 self.apply_rotate(db, key, stamp, facts, (from, to, argv))
             }
@@ -207,21 +200,36 @@ impl Link {
         }
     }
 
-    /// A whole-key delete's fact (keyspace/merge/deletes.rs): the merge
-    /// state the delete left at its origin joins with ours, as the state
-    /// a peer asked for before did (merging.rs), with no round trip: what
-    /// the deleter had seen goes, a concurrent write here survives. False,
-    /// the key's state asked for, where the key does not merge so here
-    /// (another type: whole-key last-writer-wins).
-    fn apply_delete(&mut self, db: usize, key: &[u8], stamp: u64, facts: &[Fact]) -> bool {
-        let Some(state) = crate::keyspace::merge::deletes::state_of(facts) else {
-            return false;
-        };
-        let merges = {
-            let ks = &self.node.core().keyspace;
-            ks.db(db).lock(ks.slot(key).shard).merges(key)
-        };
-        (self.merge_state(db, key, (stamp, 0), (&[], &state), merges)).is_some()
+    /// A record that carries the states of the keys its write deleted or
+    /// overwrote (keyspace/merge/deletes.rs): each joins with ours, as the
+    /// state a peer asked for before did (merging.rs), with no round trip;
+    /// the record's other keys were only read. Returns the keys whose
+    /// state is asked for: those that do not merge so here (another type:
+    /// whole-key last-writer-wins).
+    pub(super) fn apply_states(
+        &mut self,
+        db: usize,
+        stamp: u64,
+        (bases, facts): (&[crate::effects::Base], &[Fact]),
+        argv: &Args,
+    ) -> Vec<Vec<u8>> {
+        let mut ask = Vec::new();
+        for &(i, _) in bases {
+            let arg = i & !crate::effects::MERGED_BASE;
+            let Some(state) = crate::keyspace::merge::deletes::state_of(facts, arg) else {
+                continue;
+            };
+            let key = argv.get(arg as usize);
+            let merges = {
+                let ks = &self.node.core().keyspace;
+                ks.db(db).lock(ks.slot(key).shard).merges(key)
+            };
+            let both = (&state.payload[..], &state.merge[..]);
+            if (self.merge_state(db, key, (stamp, state.at), both, merges)).is_none() {
+                ask.push(key.to_vec());
+            }
+        }
+        ask
     }
 
     fn apply_increment(

@@ -1063,6 +1063,13 @@ impl Link {
         // every shard itself, in order (an empty hold would have it lock
         // them as "outside the plan", logging each).
         let _hold = (!targets.is_empty()).then(|| ks.hold(Some(&targets)));
+        // A delete's or an overwrite's record carries the states of the
+        // keys it wrote (keyspace/merge/deletes.rs): joined, not replayed.
+        if crate::keyspace::merge::deletes::carries_states(facts) {
+            let ask = self.apply_states(db, stamp, (bases, facts), &argv);
+            self.st.applied.fetch_add(1, Relaxed);
+            return Ok(ask);
+        }
         // A merging write that carries its fact applies it, with no round
         // trip; where it cannot (a gap), the key's state is asked for.
         if let ([(i, _)], false) = (bases, facts.is_empty()) {
