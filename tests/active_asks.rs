@@ -26,9 +26,10 @@ use Expect::*;
 
 const DEL: &str = "a stream's delete (its groups) and a sketch's (a reset) travel by \
                    version; a peer converges by the key's state";
-const STORE: &str = "the destination is overwritten whole (a register write of the key): \
-                     its record has no fact";
-const MULTI_KEY: &str = "a record with two keys carries no fact";
+const STORE: &str = "SORT ... STORE onto an existing key goes as DEL and RPUSH in \
+                     MULTI/EXEC: a unit's writes carry no fact";
+const RENAMED_COUNTER: &str = "a renamed counter's destination has no merge state of its \
+                               own (the counter's stays with the source): by state";
 const STRING: &str = "a string write on a counter is a reset of the whole key, by state";
 
 /// The write commands on a merging type, on existing keys (`@x` is key x
@@ -45,9 +46,9 @@ const CASES: &[(&str, Expect)] = &[
     ("SMOVE @s @t c", Fact),
     ("SMOVE @s @u a", Fact),
     ("SPOP @o", Fact),
-    ("SINTERSTORE @t @s @t", Asks(STORE)),
-    ("SUNIONSTORE @t @s @t", Asks(STORE)),
-    ("SDIFFSTORE @t @s @t", Asks(STORE)),
+    ("SINTERSTORE @t @s @t", Fact),
+    ("SUNIONSTORE @t @s @t", Fact),
+    ("SDIFFSTORE @t @s @t", Fact),
     // Hashes.
     ("HSET @h f 9", Fact),
     ("HSET @h q 1 f 3", Fact),
@@ -73,10 +74,10 @@ const CASES: &[(&str, Expect)] = &[
     ("ZREMRANGEBYRANK @z 0 1", Fact),
     ("ZREMRANGEBYLEX @w [a [b", Fact),
     ("ZPOPMAX @z 9", Fact),
-    ("ZRANGESTORE @y @z 0 1", Asks(STORE)),
-    ("ZUNIONSTORE @y 2 @z @y", Asks(STORE)),
-    ("ZINTERSTORE @y 2 @z @y", Asks(STORE)),
-    ("ZDIFFSTORE @y 2 @z @y", Asks(STORE)),
+    ("ZRANGESTORE @y @z 0 1", Fact),
+    ("ZUNIONSTORE @y 2 @z @y", Fact),
+    ("ZINTERSTORE @y 2 @z @y", Fact),
+    ("ZDIFFSTORE @y 2 @z @y", Fact),
     ("GEOADD @g 13.36 38.11 palermo", Fact),
     // Lists.
     ("LPUSH @l z", Fact),
@@ -123,9 +124,10 @@ const CASES: &[(&str, Expect)] = &[
     ("DEL @h @l @m", Fact),
     ("DEL @x", Asks(DEL)),
     ("UNLINK @p", Asks(DEL)),
-    ("RENAME @h @r", Asks(MULTI_KEY)),
-    ("RENAMENX @l @r", Asks(MULTI_KEY)),
-    ("COPY @s @t REPLACE", Asks(STORE)),
+    ("RENAME @h @r", Fact),
+    ("RENAMENX @l @r", Fact),
+    ("RENAME @n @r", Asks(RENAMED_COUNTER)),
+    ("COPY @s @t REPLACE", Fact),
 ];
 
 /// The commands that make key `x` of case `i` (`@x`).
@@ -477,4 +479,53 @@ fn a_counters_delete_keeps_a_concurrent_increment() {
     assert_eq!(cmd::<String>(&mut a, &["GET", "n"]), "1");
     let asked = asks(&mut a) + asks(&mut b) - before;
     assert_eq!(asked, 0, "states asked for by the deletes");
+}
+
+/// An overwrite is a delete of what its node had seen of the destination
+/// plus the new contents as new adds (docs/MERGE.md section 2): a member
+/// added concurrently on the other node survives a *STORE, a COPY ...
+/// REPLACE and a RENAME onto its key, and a RENAME's source keeps what
+/// was added to it concurrently. Each record carries the states of the
+/// keys it wrote (DECISIONS 245-246), so neither node asks for one.
+#[test]
+fn an_overwrite_travels_as_a_fact_and_keeps_a_concurrent_add() {
+    let p = Pair::start(&[]);
+    let mut a = p.a.conn();
+    let _: i64 = cmd(&mut a, &["SADD", "s", "a", "b"]);
+    let _: i64 = cmd(&mut a, &["SADD", "t", "c"]);
+    let _: i64 = cmd(&mut a, &["SADD", "u", "d"]);
+    let _: i64 = cmd(&mut a, &["ZADD", "z", "1", "a", "2", "b"]);
+    let _: i64 = cmd(&mut a, &["ZADD", "w", "5", "e"]);
+    let _: i64 = cmd(&mut a, &["HSET", "h", "f", "1"]);
+    let _: i64 = cmd(&mut a, &["HSET", "g", "k", "2"]);
+    converged(&[&p.a, &p.b]);
+    let before = asks(&mut a) + asks(&mut p.b.conn());
+    concurrently(
+        &p,
+        |a| {
+            assert_eq!(cmd::<i64>(a, &["SUNIONSTORE", "s", "t"]), 1);
+            assert_eq!(cmd::<i64>(a, &["ZRANGESTORE", "z", "w", "0", "-1"]), 1);
+            assert_eq!(cmd::<i64>(a, &["COPY", "t", "u", "REPLACE"]), 1);
+            cmd::<()>(a, &["RENAME", "g", "h"]);
+        },
+        |b| {
+            let _: i64 = cmd(b, &["SADD", "s", "y"]);
+            let _: i64 = cmd(b, &["ZADD", "z", "3", "y"]);
+            let _: i64 = cmd(b, &["SADD", "u", "y"]);
+            let _: i64 = cmd(b, &["HSET", "h", "y", "3"]);
+            let _: i64 = cmd(b, &["HSET", "g", "x", "4"]);
+        },
+    );
+    both_read(&p, &["SMEMBERS", "s"], &["c", "y"]);
+    both_read(&p, &["ZRANGE", "z", "0", "-1"], &["e", "y"]);
+    both_read(&p, &["SMEMBERS", "u"], &["c", "y"]);
+    both_read(&p, &["HGETALL", "h"], &["2", "3", "k", "y"]);
+    both_read(&p, &["HGETALL", "g"], &["4", "x"]);
+    // Overwritten again, with nothing concurrent.
+    let _: i64 = cmd(&mut a, &["SINTERSTORE", "s", "t", "u"]);
+    let _: i64 = cmd(&mut a, &["ZUNIONSTORE", "z", "2", "z", "w"]);
+    both_read(&p, &["SMEMBERS", "s"], &["c"]);
+    both_read(&p, &["ZRANGE", "z", "0", "-1"], &["e", "y"]);
+    let asked = asks(&mut a) + asks(&mut p.b.conn()) - before;
+    assert_eq!(asked, 0, "states asked for by the overwrites");
 }

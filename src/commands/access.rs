@@ -956,20 +956,34 @@ impl Ctx<'_> {
     }
 
     /// Active replication, after a whole-key delete or overwrite (DEL,
-    /// UNLINK, GETDEL, SPOP of the whole set, the *STOREs, COPY, RENAME)
-    /// of the keys `written`, each with its argument index in the record
-    /// about to be propagated: the record carries each key's state now,
-    /// which its peers join with no round trip (keyspace/merge/deletes.rs).
-    /// False, no state carried, where one of them does not travel so (a
-    /// stream, a sketch, a key with no merge state, a state too big).
-    pub fn note_states(&mut self, l: &mut Locked, written: &[(&[u8], u32)]) -> bool {
+    /// UNLINK, GETDEL, SPOP of the whole set, the *STOREs, RENAME) of the
+    /// keys `written`, before the record `argv` that names them: the record
+    /// carries each key's state now, which its peers join with no round
+    /// trip (keyspace/merge/deletes.rs). False, no state carried, where one
+    /// of them does not travel so (a stream, a sketch, a key with no merge
+    /// state, states too big).
+    pub fn note_states(&mut self, l: &mut Locked, argv: &[&[u8]], written: &[&[u8]]) -> bool {
         if !merge::fact::DELETE_FACTS {
             return false;
         }
         let Some(facts) = self.merge_facts() else {
             return false;
         };
-        written.iter().all(|&(key, arg)| l.note_state(key, arg, facts))
+        let arg = |key| merge::deletes::arg_of(argv, key);
+        written.iter().all(|&k| l.note_state(k, arg(k), facts))
+    }
+
+    /// [`Self::note_states`] of one key, in `shard` (COPY's destination).
+    pub fn note_state_in(&mut self, shard: &mut Shard, argv: &[&[u8]], key: &[u8]) -> bool {
+        if !merge::fact::DELETE_FACTS {
+            return false;
+        }
+        let hash = self.core.keyspace.hasher.hash(key);
+        let Some(facts) = self.merge_facts() else {
+            return false;
+        };
+        let arg = merge::deletes::arg_of(argv, key);
+        merge::deletes::note_state(shard, (hash, key), arg, facts)
     }
 
     /// Active replication, after an edit stamped `stamp` of the list at

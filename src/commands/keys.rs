@@ -631,7 +631,7 @@ fn propagate_delete_facts(ctx: &mut Ctx, l: &mut Locked, v: u64, removed: &mut V
     let name = removed[0];
     let mut rest = vec![name];
     for &k in &removed[1..] {
-        if ctx.note_states(l, &[(k, 1)]) {
+        if ctx.note_states(l, &[name, k], &[k]) {
             ctx.propagate(v, &[name, k]);
         } else {
             rest.push(k);
@@ -719,6 +719,7 @@ fn rename_generic(ctx: &mut Ctx, args: Args, nx: bool) -> CmdResult {
         if let Some(t) = member_ttls {
             l.put_member_ttls(dst, t);
         }
+        ctx.note_states(&mut l, &[b"RENAME", src, dst], &[src, dst]);
         ctx.propagate(v, &[b"RENAME", src, dst]);
         ctx.notify(super::events::class::GENERIC, "rename_from", src);
         ctx.notify(super::events::class::GENERIC, "rename_to", dst);
@@ -917,6 +918,7 @@ fn copy(ctx: &mut Ctx, args: Args) -> CmdResult {
     // As the client sent it (Redis does): replayed in order, the replica
     // holds the same keys, so it copies exactly when we did.
     let argv: Vec<&[u8]> = (0..args.len()).map(|i| args.get(i)).collect();
+    ctx.note_state_in(p.dst(), &argv, dst);
     ctx.propagate(v, &argv);
     ctx.notify_db(dst_db, super::events::class::GENERIC, "copy_to", dst);
     ctx.signal_ready(dst_db, dst);

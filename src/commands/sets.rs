@@ -386,7 +386,7 @@ fn spop(ctx: &mut Ctx, args: Args) -> CmdResult {
         ctx.notify(class::GENERIC, "del", key);
     }
     if whole {
-        ctx.note_states(&mut l, &[(key, 1)]);
+        ctx.note_states(&mut l, &[b"DEL", key], &[key]);
         ctx.propagate(version, &[b"DEL", key]);
     } else if let Some(argv) = srem {
         ctx.propagate(version, &argv);
@@ -657,6 +657,7 @@ fn algebra_store(ctx: &mut Ctx, args: Args, op: Op, event: &str) -> CmdResult {
     }
     ctx.out.int(n as i64);
     let argv: Vec<&[u8]> = args.iter().collect();
+    ctx.note_states(&mut l, &argv, &[dst]);
     ctx.propagate(version, &argv);
     Ok(())
 }

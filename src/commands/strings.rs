@@ -465,8 +465,8 @@ fn getdel(ctx: &mut Ctx, args: Args) -> CmdResult {
     reply_value(ctx, key, Some(&*e));
     let version = ctx.version_after(e.version);
     l.remove(key);
-    ctx.note_states(&mut l, &[(key, 1)]);
     let del = ctx.user_del_name();
+    ctx.note_states(&mut l, &[del, key], &[key]);
     ctx.propagate(version, &[del, key]);
     ctx.notify(super::events::class::GENERIC, "del", key);
     Ok(())

@@ -357,6 +357,7 @@ pub(crate) fn store_sorted(
         if let Some(p) = prev {
             l.remove(dest);
             let v = ctx.version_after(p);
+            ctx.note_states(l, argv, &[dest]);
             ctx.propagate(v, argv);
             ctx.notify(class::GENERIC, "del", dest);
         }
@@ -368,6 +369,7 @@ pub(crate) fn store_sorted(
     };
     let z = ZSetValue::from_sorted(items, limits(ctx));
     l.put(dest, Value::ZSet(Box::new(z)), 0, v);
+    ctx.note_states(l, argv, &[dest]);
     ctx.propagate(v, argv);
     ctx.notify(class::ZSET, event, dest);
     ctx.signal_ready(ctx.db(), dest);

@@ -54,7 +54,7 @@ fn carried(meta: &Meta) -> bool {
 /// to `facts`. False, `facts` cleared, where the key does not travel so
 /// (the record then asks its peers, as before).
 pub fn note_state(shard: &mut Shard, (hash, key): (u64, &[u8]), arg: u32, facts: &mut Vec<Fact>) -> bool {
-    let fits = DELETE_FACTS && arg < 1 << (29 - KEY_SHIFT);
+    let fits = DELETE_FACTS && arg > 0 && arg < 1 << (29 - KEY_SHIFT);
     let mut merge = Vec::new();
     match shard.merge_meta_now(hash, key) {
         Some(m) if fits && carried(m) => m.encode(&mut merge),
@@ -85,6 +85,13 @@ pub fn note_state(shard: &mut Shard, (hash, key): (u64, &[u8]), arg: u32, facts:
         facts.push((word(3 + j as u32), u64::from_le_bytes(w)));
     }
     true
+}
+
+/// The argument index by which a record `argv` names `key` (its first
+/// after the command's name, as the record's base names it; 0: none).
+pub fn arg_of(argv: &[&[u8]], key: &[u8]) -> u32 {
+    let at = argv.iter().skip(1).position(|a| *a == key);
+    at.map_or(0, |i| i as u32 + 1)
 }
 
 /// Whether a fact entry is a word of a key's state.
