@@ -79,6 +79,10 @@ const CASES: &[(&str, Expect)] = &[
     ("ZINTERSTORE @y 2 @z @y", Fact),
     ("ZDIFFSTORE @y 2 @z @y", Fact),
     ("GEOADD @g 13.36 38.11 palermo", Fact),
+    (
+        "GEOSEARCHSTORE @y @g FROMLONLAT 13.5 38.2 BYRADIUS 10 km",
+        Fact,
+    ),
     // Lists.
     ("LPUSH @l z", Fact),
     ("RPUSH @l z y", Fact),

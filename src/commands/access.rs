@@ -651,10 +651,15 @@ impl Locked<'_, '_> {
     }
 
     /// See [`Ctx::note_states`].
-    pub fn note_state(&mut self, key: &[u8], arg: u32, facts: &mut Vec<crate::effects::Fact>) -> bool {
+    pub fn note_state(
+        &mut self,
+        key: &[u8],
+        arg: u32,
+        facts: &mut Vec<crate::effects::Fact>,
+    ) -> bool {
         let slot = self.slot(key);
         let shard = self.shard_mut(slot.shard);
-        merge::deletes::note_state(shard, (slot.hash, key), arg, facts)
+        merge::deletes::note_state(shard, (slot.hash, key), (arg, dump_payload), facts)
     }
 
     /// The version of `key`, which has no entry (its tombstone's, or 0).
@@ -777,6 +782,12 @@ impl Locked<'_, '_> {
             e.version = version;
         }
     }
+}
+
+/// A value's DUMP payload (a delete's or an overwrite's state,
+/// keyspace/merge/deletes.rs).
+fn dump_payload(v: &Value) -> Vec<u8> {
+    crate::persistence::rdb::encode::dump_payload(v, false)
 }
 
 /// A handler reached for a key whose shard it did not lock.
@@ -983,7 +994,7 @@ impl Ctx<'_> {
             return false;
         };
         let arg = merge::deletes::arg_of(argv, key);
-        merge::deletes::note_state(shard, (hash, key), arg, facts)
+        merge::deletes::note_state(shard, (hash, key), (arg, dump_payload), facts)
     }
 
     /// Active replication, after an edit stamped `stamp` of the list at

@@ -34,7 +34,7 @@
 
 use super::fact::{Fact, DELETE_FACTS, KIND, SHIFT, WORD};
 use super::Meta;
-use crate::keyspace::Shard;
+use crate::keyspace::{Shard, Value};
 
 /// The most bytes of state one record carries (DECISIONS 243).
 pub const MAX_BYTES: usize = 16 * 1024;
@@ -50,10 +50,15 @@ fn carried(meta: &Meta) -> bool {
 
 /// Origin, after a delete or an overwrite of `key` (at argument `arg` of
 /// the write's record) in `shard`: the key's state now (its merge state
-/// brought up to its version, its value's DUMP payload, its expiry) goes
-/// to `facts`. False, `facts` cleared, where the key does not travel so
-/// (the record then asks its peers, as before).
-pub fn note_state(shard: &mut Shard, (hash, key): (u64, &[u8]), arg: u32, facts: &mut Vec<Fact>) -> bool {
+/// brought up to its version, its value's DUMP payload by `dump`, its
+/// expiry) goes to `facts`. False, `facts` cleared, where the key does not
+/// travel so (the record then asks its peers, as before).
+pub fn note_state(
+    shard: &mut Shard,
+    (hash, key): (u64, &[u8]),
+    (arg, dump): (u32, impl Fn(&Value) -> Vec<u8>),
+    facts: &mut Vec<Fact>,
+) -> bool {
     let fits = DELETE_FACTS && arg > 0 && arg < 1 << (29 - KEY_SHIFT);
     let mut merge = Vec::new();
     match shard.merge_meta_now(hash, key) {
@@ -64,10 +69,7 @@ pub fn note_state(shard: &mut Shard, (hash, key): (u64, &[u8]), arg: u32, facts:
         }
     }
     let (payload, at) = match shard.get_raw(hash, key) {
-        Some(e) => (
-            crate::persistence::rdb::encode::dump_payload(&e.value, false),
-            e.expire_at(),
-        ),
+        Some(e) => (dump(&e.value), e.expire_at()),
         None => (Vec::new(), 0),
     };
     let carried_bytes: usize = facts.iter().filter(|f| is_state_word(f.0)).count() * 8;
@@ -141,7 +143,7 @@ pub fn state_of(facts: &[Fact], arg: u32) -> Option<KeyState> {
 mod tests {
     use super::*;
     use crate::keyspace::hlc::make_stamp;
-    use crate::keyspace::{Entry, Keyspace, Value};
+    use crate::keyspace::{Entry, Keyspace};
 
     /// A deleted set's state and a set's after an overwrite travel whole
     /// through the words, each under its key's argument index, and decode
@@ -157,21 +159,38 @@ mod tests {
         }
         let v1 = make_stamp(10, 0, 1);
         let value = Value::Set(Box::new(set));
-        shard.insert(&ks.hasher, t.hash, Entry::new(b"t".as_slice().into(), value, 99, v1));
-        shard.insert(&ks.hasher, s.hash, Entry::new(b"s".as_slice().into(), Value::string(b"x"), 0, v1));
+        shard.insert(
+            &ks.hasher,
+            t.hash,
+            Entry::new(b"t".as_slice().into(), value, 99, v1),
+        );
+        shard.insert(
+            &ks.hasher,
+            s.hash,
+            Entry::new(b"s".as_slice().into(), Value::string(b"x"), 0, v1),
+        );
         shard.merge_meta_now(s.hash, b"s");
         shard.remove(&ks.hasher, s.hash, b"s");
+        let dump = |_: &Value| b"payload".to_vec();
         let mut facts = vec![(WORD, 7)];
-        assert!(!note_state(&mut shard, (s.hash, b"s"), 1, &mut facts), "a string with no state");
+        assert!(
+            !note_state(&mut shard, (s.hash, b"s"), (1, dump), &mut facts),
+            "a string with no state"
+        );
         assert!(facts.is_empty());
-        assert!(note_state(&mut shard, (t.hash, b"t"), 2, &mut facts));
+        assert!(note_state(
+            &mut shard,
+            (t.hash, b"t"),
+            (2, dump),
+            &mut facts
+        ));
         assert!(carries_states(&facts));
         let got = state_of(&facts, 2).expect("t's state");
         assert_eq!(got.at, 99);
         let mut merge = Vec::new();
         shard.merge_meta(b"t").expect("noted").encode(&mut merge);
         assert_eq!(got.merge, merge);
-        assert!(!got.payload.is_empty());
+        assert_eq!(got.payload, b"payload");
         assert_eq!(state_of(&facts, 1), None);
         facts.pop();
         assert_eq!(state_of(&facts, 2), None, "a word missing");
