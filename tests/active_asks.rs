@@ -533,3 +533,42 @@ fn an_overwrite_travels_as_a_fact_and_keeps_a_concurrent_add() {
     let asked = asks(&mut a) + asks(&mut p.b.conn()) - before;
     assert_eq!(asked, 0, "states asked for by the overwrites");
 }
+
+/// On a 3-mesh, deletes and overwrites from two nodes ask no node for a
+/// state: each node joins each record's states once, however many links
+/// bring it, and all end equal.
+#[test]
+fn deletes_and_overwrites_ask_for_no_state_on_a_mesh() {
+    let (nodes, _proxies) = mesh(3);
+    let all: Vec<&Server> = nodes.iter().collect();
+    let mut c: Vec<redis::Connection> = nodes.iter().map(Server::conn).collect();
+    let _: i64 = cmd(&mut c[0], &["SADD", "s", "a", "b"]);
+    let _: i64 = cmd(&mut c[0], &["SADD", "t", "c"]);
+    let _: i64 = cmd(&mut c[1], &["ZADD", "z", "1", "a"]);
+    let _: i64 = cmd(&mut c[1], &["INCRBY", "n", "7"]);
+    let _: i64 = cmd(&mut c[2], &["INCRBY", "n", "3"]);
+    converged(&all);
+    let before: u64 = c.iter_mut().map(asks_all).sum();
+    let writes: [(usize, &[&str]); 6] = [
+        (0, &["SUNIONSTORE", "u", "s", "t"]),
+        (1, &["DEL", "s", "z"]),
+        (0, &["GETDEL", "n"]),
+        (1, &["RENAME", "u", "s"]),
+        (0, &["COPY", "t", "s", "REPLACE"]),
+        (1, &["SADD", "s", "d"]),
+    ];
+    for (n, w) in writes {
+        let words: Vec<String> = w.iter().map(|w| w.to_string()).collect();
+        run(&mut c[n], &words).expect("a write");
+        converged(&all);
+    }
+    let after: u64 = c.iter_mut().map(asks_all).sum();
+    assert_eq!(after - before, 0, "states asked for on the mesh");
+    for n in 0..3 {
+        let mut s: Vec<String> = cmd(&mut c[n], &["SMEMBERS", "s"]);
+        s.sort();
+        assert_eq!(s, ["c", "d"], "node {n}");
+        let keys: Vec<String> = cmd(&mut c[n], &["KEYS", "[nuz]"]);
+        assert!(keys.is_empty(), "node {n}: {keys:?}");
+    }
+}
