@@ -381,6 +381,22 @@ fn asks_all(c: &mut redis::Connection) -> u64 {
     n.map(|n| n.parse::<u64>().unwrap()).sum()
 }
 
+/// Runs `writes` (node, command) on the mesh `all` (`c`: a connection to
+/// each), converging after each; the states all nodes asked for meanwhile.
+fn asks_for_writes(
+    all: &[&Server],
+    c: &mut [redis::Connection],
+    writes: &[(usize, &[&str])],
+) -> u64 {
+    let before: u64 = c.iter_mut().map(asks_all).sum();
+    for &(n, w) in writes {
+        let words: Vec<String> = w.iter().map(|w| w.to_string()).collect();
+        run(&mut c[n], &words).expect("a write");
+        converged(all);
+    }
+    c.iter_mut().map(asks_all).sum::<u64>() - before
+}
+
 /// On a 3-mesh, the converted removes and moves, from two nodes, ask no
 /// node for a state: each node applies each record once, however many
 /// links bring it.
@@ -396,7 +412,6 @@ fn removes_and_moves_ask_for_no_state_on_a_mesh() {
     );
     let _: i64 = cmd(&mut c[0], &["RPUSH", "l", "t", "t", "t", "t", "t", "t"]);
     converged(&all);
-    let before: u64 = c.iter_mut().map(asks_all).sum();
     let writes: [(usize, &[&str]); 8] = [
         (0, &["SPOP", "s"]),
         (1, &["SMOVE", "s", "t", "d"]),
@@ -407,13 +422,8 @@ fn removes_and_moves_ask_for_no_state_on_a_mesh() {
         (0, &["RPOPLPUSH", "l", "l"]),
         (1, &["RPOPLPUSH", "l", "m"]),
     ];
-    for (n, w) in writes {
-        let words: Vec<String> = w.iter().map(|w| w.to_string()).collect();
-        run(&mut c[n], &words).expect("a write");
-        converged(&all);
-    }
-    let after: u64 = c.iter_mut().map(asks_all).sum();
-    assert_eq!(after - before, 0, "states asked for on the mesh");
+    let asked = asks_for_writes(&all, &mut c, &writes);
+    assert_eq!(asked, 0, "states asked for on the mesh");
     let m: Vec<String> = cmd(&mut c[2], &["LRANGE", "m", "0", "-1"]);
     assert_eq!(m, ["t", "t"]);
 }
@@ -548,7 +558,6 @@ fn deletes_and_overwrites_ask_for_no_state_on_a_mesh() {
     let _: i64 = cmd(&mut c[1], &["INCRBY", "n", "7"]);
     let _: i64 = cmd(&mut c[2], &["INCRBY", "n", "3"]);
     converged(&all);
-    let before: u64 = c.iter_mut().map(asks_all).sum();
     let writes: [(usize, &[&str]); 6] = [
         (0, &["SUNIONSTORE", "u", "s", "t"]),
         (1, &["DEL", "s", "z"]),
@@ -557,13 +566,8 @@ fn deletes_and_overwrites_ask_for_no_state_on_a_mesh() {
         (0, &["COPY", "t", "s", "REPLACE"]),
         (1, &["SADD", "s", "d"]),
     ];
-    for (n, w) in writes {
-        let words: Vec<String> = w.iter().map(|w| w.to_string()).collect();
-        run(&mut c[n], &words).expect("a write");
-        converged(&all);
-    }
-    let after: u64 = c.iter_mut().map(asks_all).sum();
-    assert_eq!(after - before, 0, "states asked for on the mesh");
+    let asked = asks_for_writes(&all, &mut c, &writes);
+    assert_eq!(asked, 0, "states asked for on the mesh");
     for n in 0..3 {
         let mut s: Vec<String> = cmd(&mut c[n], &["SMEMBERS", "s"]);
         s.sort();
