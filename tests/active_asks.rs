@@ -568,11 +568,11 @@ fn deletes_and_overwrites_ask_for_no_state_on_a_mesh() {
     ];
     let asked = asks_for_writes(&all, &mut c, &writes);
     assert_eq!(asked, 0, "states asked for on the mesh");
-    for n in 0..3 {
-        let mut s: Vec<String> = cmd(&mut c[n], &["SMEMBERS", "s"]);
+    for (n, c) in c.iter_mut().enumerate() {
+        let mut s: Vec<String> = cmd(c, &["SMEMBERS", "s"]);
         s.sort();
         assert_eq!(s, ["c", "d"], "node {n}");
-        let keys: Vec<String> = cmd(&mut c[n], &["KEYS", "[nuz]"]);
+        let keys: Vec<String> = cmd(c, &["KEYS", "[nuz]"]);
         assert!(keys.is_empty(), "node {n}: {keys:?}");
     }
 }
