@@ -847,7 +847,7 @@ impl Shard {
         };
         if self.entries.get(pos).is_expired(now_ms) {
             let e = self.remove_at(hasher, hash, pos);
-            self.unindex_expire(hash, e.expire_at());
+            self.unindex_expire(hasher, hash, e.expire_at());
             return Lookup::Expired(e);
         }
         self.before_write(pos);
@@ -886,7 +886,7 @@ impl Shard {
         };
         if let Some(o) = &old {
             if o.expire_at() != 0 {
-                self.unindex_expire(hash, o.expire_at());
+                self.unindex_expire(hasher, hash, o.expire_at());
             }
         }
         old
@@ -930,13 +930,13 @@ impl Shard {
         let pos = self.pos(hash, key)?;
         let e = self.remove_at(hasher, hash, pos);
         if e.expire_at() != 0 {
-            self.unindex_expire(hash, e.expire_at());
+            self.unindex_expire(hasher, hash, e.expire_at());
         }
         Some(e)
     }
 
     /// Sets or clears (`at == 0`) the expiry of an existing key.
-    pub fn set_expire(&mut self, _hasher: &KeyHasher, hash: u64, key: &[u8], at: u64) -> bool {
+    pub fn set_expire(&mut self, hasher: &KeyHasher, hash: u64, key: &[u8], at: u64) -> bool {
         let Some(pos) = self.pos(hash, key) else {
             return false;
         };
@@ -945,7 +945,7 @@ impl Shard {
         let old = key.expire_at();
         key.set_expire_at(at);
         if old != 0 {
-            self.unindex_expire(hash, old);
+            self.unindex_expire(hasher, hash, old);
         }
         if at != 0 {
             self.expires.insert((at, hash));
@@ -955,15 +955,26 @@ impl Shard {
 
     /// Drops the index entry `(at, hash)` unless another key with the same
     /// hash and expiry still needs it.
-    fn unindex_expire(&mut self, hash: u64, at: u64) {
-        let entries = &self.entries;
-        let still_needed = self
-            .index
-            .iter_hash(hash)
-            .any(|&i| entries.get(i as usize).expire_at() == at);
-        if !still_needed {
+    fn unindex_expire(&mut self, hasher: &KeyHasher, hash: u64, at: u64) {
+        if self.expiring_at(hasher, hash, at).is_none() {
             self.expires.remove(&(at, hash));
         }
+    }
+
+    /// The position of a key whose hash is `hash` and whose expiry is `at`:
+    /// the key an `expires` entry stands for. The index's probe for `hash`
+    /// also yields keys of other hashes (it matches 7 bits of it), and
+    /// keys given one expiry in one millisecond share `at`, so the full
+    /// hash is checked: without it, an entry outlived its key (INFO's
+    /// `expires=` counted it) or stood for another key's expiry.
+    fn expiring_at(&self, hasher: &KeyHasher, hash: u64, at: u64) -> Option<usize> {
+        let entries = &self.entries;
+        self.index
+            .find(hash, |&i| {
+                let e = entries.get(i as usize);
+                e.expire_at() == at && hasher.hash(&e.key) == hash
+            })
+            .map(|&i| i as usize)
     }
 
     /// Removes up to `max` keys whose expiry is due, calling `on_expired` for
@@ -984,15 +995,8 @@ impl Shard {
                 return (n, false);
             }
             self.expires.pop_first();
-            loop {
-                let entries = &self.entries;
-                let Some(&pos) = self
-                    .index
-                    .find(hash, |&i| entries.get(i as usize).expire_at() == at)
-                else {
-                    break;
-                };
-                let e = self.remove_at(hasher, hash, pos as usize);
+            while let Some(pos) = self.expiring_at(hasher, hash, at) {
+                let e = self.remove_at(hasher, hash, pos);
                 if let Some((key, stamp)) = on_expired(e) {
                     self.set_tombstone(&key, stamp);
                 }
@@ -1018,13 +1022,10 @@ impl Shard {
     }
 
     /// The key that expires first, for eviction's volatile-ttl.
-    pub fn soonest_expiring(&self) -> Option<&Entry> {
+    pub fn soonest_expiring(&self, hasher: &KeyHasher) -> Option<&Entry> {
         let &(at, hash) = self.expires.first()?;
-        let entries = &self.entries;
-        let &pos = self
-            .index
-            .find(hash, |&i| entries.get(i as usize).expire_at() == at)?;
-        Some(self.entries.get(pos as usize))
+        let pos = self.expiring_at(hasher, hash, at)?;
+        Some(self.entries.get(pos))
     }
 
     /// Removes every key; returns the old contents (to drop elsewhere for ASYNC).
@@ -1106,7 +1107,7 @@ impl Shard {
             let hash = hasher.hash(&self.entries.get(i).key);
             let e = self.remove_at(hasher, hash, i);
             if e.expire_at() != 0 {
-                self.unindex_expire(hash, e.expire_at());
+                self.unindex_expire(hasher, hash, e.expire_at());
             }
         }
     }
