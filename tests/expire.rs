@@ -319,3 +319,30 @@ fn expires_counts_keys_that_share_a_deadline() {
     }
     assert_eq!(expires(&mut c), "no db0");
 }
+
+/// INFO keyspace's `avg_ttl=` is the volatile keys' average TTL in ms (as
+/// Redis's, which estimates it from the keys its expiry cycle samples;
+/// here it is exact), and 0 with none.
+#[test]
+fn avg_ttl_is_the_volatile_keys_average() {
+    let s = Server::start(&[]);
+    let mut c = s.conn();
+    let db0 = |c: &mut redis::Connection| -> String {
+        let info: String = cmd(c, &["INFO", "keyspace"]);
+        info.lines()
+            .find(|l| l.starts_with("db0:"))
+            .unwrap()
+            .to_string()
+    };
+    set(&mut c, "plain", "v");
+    assert_eq!(db0(&mut c), "db0:keys=1,expires=0,avg_ttl=0");
+    assert_eq!(cmd::<String>(&mut c, &["SET", "a", "v", "EX", "100"]), "OK");
+    assert_eq!(
+        cmd::<String>(&mut c, &["SET", "b", "v", "PX", "50000"]),
+        "OK"
+    );
+    let line = db0(&mut c);
+    let avg: u64 = line.rsplit('=').next().unwrap().parse().unwrap();
+    assert!(line.starts_with("db0:keys=3,expires=2,avg_ttl="), "{line}");
+    assert!((65_000..=75_000).contains(&avg), "{line}");
+}

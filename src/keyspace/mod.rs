@@ -17,6 +17,7 @@
 //! by the cycle's budget.
 
 pub mod cron;
+mod deadlines;
 pub mod encoding;
 pub mod expire;
 pub mod hash;
@@ -39,7 +40,6 @@ pub mod table;
 pub mod value;
 pub mod zset;
 
-use std::collections::BTreeSet;
 use std::hash::BuildHasher;
 
 use hashbrown::HashTable;
@@ -211,7 +211,7 @@ pub struct Slot {
 pub struct Shard {
     entries: table::Slab,
     index: HashTable<u32>,
-    expires: BTreeSet<(u64, u64)>,
+    expires: deadlines::Deadlines,
     /// The running snapshot's pending entries here (see `snap.rs`).
     snap: Option<Box<snap::ShardSnap>>,
     /// Active replication only: deleted keys and the stamp of their
@@ -246,6 +246,11 @@ impl Shard {
     }
     pub fn volatile_len(&self) -> usize {
         self.expires.len()
+    }
+    /// The sum of the volatile keys' deadlines (unix ms), for their
+    /// average TTL ([`Db::volatile_stats`]).
+    pub fn deadline_sum(&self) -> u128 {
+        self.expires.sum()
     }
 
     /// Position of `key` in the slab.
@@ -871,7 +876,7 @@ impl Shard {
     /// Inserts or replaces an entry; returns the previous one.
     pub fn insert(&mut self, hasher: &KeyHasher, hash: u64, entry: Entry) -> Option<Entry> {
         if entry.expire_at() != 0 {
-            self.expires.insert((entry.expire_at(), hash));
+            self.expires.insert(entry.expire_at(), hash);
         }
         let old = match self.pos(hash, &entry.key) {
             Some(p) => {
@@ -920,7 +925,7 @@ impl Shard {
         vacant.insert(i);
         self.entries.push(entry);
         if at != 0 {
-            self.expires.insert((at, hash));
+            self.expires.insert(at, hash);
         }
         Ok(())
     }
@@ -948,7 +953,7 @@ impl Shard {
             self.unindex_expire(hasher, hash, old);
         }
         if at != 0 {
-            self.expires.insert((at, hash));
+            self.expires.insert(at, hash);
         }
         true
     }
@@ -957,7 +962,7 @@ impl Shard {
     /// hash and expiry still needs it.
     fn unindex_expire(&mut self, hasher: &KeyHasher, hash: u64, at: u64) {
         if self.expiring_at(hasher, hash, at).is_none() {
-            self.expires.remove(&(at, hash));
+            self.expires.remove(at, hash);
         }
     }
 
@@ -988,7 +993,7 @@ impl Shard {
     ) -> (usize, bool) {
         let mut n = 0;
         while n < max {
-            let Some(&(at, hash)) = self.expires.first() else {
+            let Some((at, hash)) = self.expires.first() else {
                 return (n, false);
             };
             if at > now_ms {
@@ -1003,7 +1008,7 @@ impl Shard {
                 n += 1;
             }
         }
-        let more = self.expires.first().is_some_and(|&(at, _)| at <= now_ms);
+        let more = self.expires.first().is_some_and(|(at, _)| at <= now_ms);
         (n, more)
     }
 
@@ -1023,7 +1028,7 @@ impl Shard {
 
     /// The key that expires first, for eviction's volatile-ttl.
     pub fn soonest_expiring(&self, hasher: &KeyHasher) -> Option<&Entry> {
-        let &(at, hash) = self.expires.first()?;
+        let (at, hash) = self.expires.first()?;
         let pos = self.expiring_at(hasher, hash, at)?;
         Some(self.entries.get(pos))
     }
@@ -1172,6 +1177,21 @@ impl Db {
             .iter()
             .map(|s| held::lock(&s.0).volatile_len())
             .sum()
+    }
+
+    /// How many keys have a TTL, and their average TTL in ms from `now_ms`
+    /// (0 with none, and never below 0: keys past their deadline that the
+    /// expiry cycle has not removed yet count as 0), for INFO keyspace.
+    pub fn volatile_stats(&self, now_ms: u64) -> (usize, u64) {
+        let (mut n, mut sum) = (0usize, 0u128);
+        for s in &self.shards {
+            let g = held::lock(&s.0);
+            n += g.volatile_len();
+            sum += g.deadline_sum();
+        }
+        let avg = if n == 0 { 0 } else { sum / n as u128 };
+        let ttl = avg.saturating_sub(u128::from(now_ms));
+        (n, u64::try_from(ttl).unwrap_or(u64::MAX))
     }
 }
 
