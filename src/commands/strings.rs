@@ -638,25 +638,29 @@ fn str_i64(s: &StrValue) -> Result<i64, CmdError> {
 
 fn incr_decr(ctx: &mut Ctx, args: Args, by: i64) -> CmdResult {
     let key = args.get(1);
+    // INCR/DECR key, INCRBY/DECRBY key n: the record's words, on the stack.
+    let mut words: [&[u8]; 3] = [b""; 3];
+    for (w, a) in words.iter_mut().zip(args.iter()) {
+        *w = a;
+    }
+    let argv = &words[..args.len()];
     let mut l = ctx.open(key);
-    let argv: Vec<&[u8]> = args.iter().collect();
-    let (n, before) = match l.get_str(key)? {
+    let (n, before, version) = match l.get_str(key)? {
         Some(e) => {
             let old = str_i64(str_of(&e.value))?;
             let n = old.checked_add(by).ok_or(CmdError::Overflow)?;
             let before = (e.version, Base::Int(old.into()));
             let version = ctx.version_after(e.version);
             super::access::set_str_keep_ttl(e, StrValue::Int(n), version);
-            (n, before)
+            (n, before, version)
         }
         None => {
             let before = (l.absent_version(key), Base::Absent);
             let version = ctx.new_version();
             l.put(key, Value::Str(StrValue::Int(by)), 0, version);
-            (by, before)
+            (by, before, version)
         }
     };
-    let version = l.entry(key).map_or(0, |e| e.version);
     if ctx.core.active {
         // Under active replication the key is a counter: concurrent
         // increments on other nodes add up (keyspace/merge.rs).
@@ -664,7 +668,7 @@ fn incr_decr(ctx: &mut Ctx, args: Args, by: i64) -> CmdResult {
         l.count_increment(key, before, Incr::Int(by.into()), version, facts);
         ctx.mark_merged(key);
     }
-    ctx.propagate(version, &argv);
+    ctx.propagate(version, argv);
     ctx.notify(super::events::class::STRING, "incrby", key);
     ctx.out.int(n);
     Ok(())
