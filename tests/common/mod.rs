@@ -388,6 +388,22 @@ pub fn eventually_within(what: &str, limit: Duration, mut f: impl FnMut() -> boo
     panic!("timed out ({limit:?}) waiting for {what}");
 }
 
+/// [`eventually`] for a check that also says what it saw: the last of it
+/// goes in the panic, so a wait that timed out shows where it stood.
+pub fn eventually_seen(what: &str, mut f: impl FnMut() -> (bool, String)) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let (ok, seen) = f();
+        if ok {
+            return;
+        }
+        if Instant::now() >= deadline {
+            panic!("timed out (30s) waiting for {what}; last seen: {seen}");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
 pub fn digest(c: &mut redis::Connection) -> String {
     cmd(c, &["DEBUG", "DIGEST"])
 }
