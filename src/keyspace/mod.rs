@@ -614,7 +614,15 @@ impl Shard {
         facts.push((PREV | (1 << SHIFT), newest));
         match (trim, rotate) {
             (true, _) => facts.push((WORD, told.head_popped as u64)),
-            (_, true) => facts.push((WORD, u64::from(told.was_empty))),
+            (_, true) => {
+                facts.push((WORD, u64::from(told.was_empty)));
+                // The value moved, which the record does not hold: the
+                // peer reads it at its end, so it must hold the same there
+                // (DECISIONS 261).
+                if let Some(fp) = pushed_fingerprint(value, ops[1]) {
+                    facts.push((WORD | (1 << SHIFT), fp));
+                }
+            }
             _ => {}
         }
         match ops[0] {
@@ -1116,6 +1124,21 @@ impl Shard {
             }
         }
     }
+}
+
+/// The fingerprint of the value a push of one element put at its end of
+/// `value` (a list), as a peer reads it there: a rotation's fact carries
+/// it (DECISIONS 261).
+fn pushed_fingerprint(value: Option<&Value>, push: merge::lists::EndOp) -> Option<u64> {
+    let (Some(Value::List(l)), merge::lists::EndOp::Push { left, .. }) = (value, push) else {
+        return None;
+    };
+    let end = if left {
+        Some(0)
+    } else {
+        l.len().checked_sub(1)
+    };
+    end.and_then(|i| l.get(i)).map(merge::context::fingerprint)
 }
 
 /// A deleted key and the stamp of its deletion, to leave as a tombstone.

@@ -627,6 +627,14 @@ impl Link {
         let Some(fp) = end.and_then(|i| list.get(i)).map(fingerprint) else {
             return false;
         };
+        // The value the origin moved (its fact's second word): a peer that
+        // holds another there (an LSET the origin saw and we have not)
+        // would push that one under the moved element's id, which no join
+        // could tell apart (simulator seed 51821; DECISIONS 261).
+        let moved = facts.iter().find(|f| f.0 == fact::WORD | (1 << SHIFT));
+        if moved.is_some_and(|f| f.1 != fp) {
+            return false;
+        }
         let version = g.version_of(slot.hash, key);
         if version > stamp {
             return covered::<Lists>(g.merge_meta(key), stamp);
