@@ -521,6 +521,31 @@ impl Lists {
         Some(told)
     }
 
+    /// Whether this state describes the key at `version`: its told ends
+    /// are at it, or with none told, its elements are.
+    pub fn describes(&self, version: u64) -> bool {
+        match &self.ends {
+            Some(e) => e.at == version,
+            None => self.version == version,
+        }
+    }
+
+    /// Both sides of a TTL write (merge/ttl.rs) that moved the key from
+    /// version `prev` to `stamp` and left its elements as they were: the
+    /// state follows where it described `prev` (its told ends, or its
+    /// elements, now at `stamp`). False, nothing changed, where it did not.
+    pub fn note_ttl_move(&mut self, prev: u64, stamp: u64) -> bool {
+        if !self.describes(prev) {
+            return false;
+        }
+        match &mut self.ends {
+            Some(e) => e.at = stamp,
+            None => self.version = stamp,
+        }
+        self.cc.see(stamp);
+        true
+    }
+
     /// Peer: a list write's fact stamped `stamp` (keyspace/merge/fact.rs;
     /// `prev`: its PREV), on this state of the key at `version`. Returns
     /// how many values to push or pop at that end here (what to replay),

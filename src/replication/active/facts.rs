@@ -19,6 +19,7 @@ use crate::keyspace::merge::elements::{item_of, Change, Item};
 use crate::keyspace::merge::fact::{self, NotApplied, ADD, COUNTED, KIND, SHIFT};
 use crate::keyspace::merge::lists::{Change as ListChange, EditFact, Lists, Place};
 use crate::keyspace::merge::state::typed;
+use crate::keyspace::merge::reset::{is_reset, ResetFact};
 use crate::keyspace::merge::{Base, Counter, Elements, Incr, MergeType, Merged, Meta};
 use crate::keyspace::{Entry, Value};
 use crate::protocol::Args;
@@ -177,6 +178,9 @@ impl Link {
         let ks = &self.node.core().keyspace;
         if stamp < ks.db(db).lock(ks.slot(key).shard).flushed_at() {
             return true;
+        }
+        if is_reset(stamp, facts) {
+            return self.apply_reset(db, key, stamp, facts, argv);
         }
         if super::stream_facts::is_stream_write(argv) {
             return self.apply_stream_fact(db, key, stamp, facts, argv);
@@ -389,13 +393,13 @@ impl Link {
     }
 
     /// A TTL write's fact (EXPIRE's PEXPIREAT record, PERSIST; keyspace/
-    /// merge/ttl.rs, `Ttl::apply_write`) on a set, hash or sorted set here
-    /// whose state describes it, TTL included: its TTL register takes the
-    /// write's dot in place of those it replaced, and the key the expiry
-    /// the register resolves to (PERSIST wins, else the latest), replayed
-    /// as PEXPIREAT or PERSIST where it changes. False, the key's state
-    /// asked for, where the fact does not apply (a dot it replaced is not
-    /// here: a concurrent TTL write here, or a gap).
+    /// merge/ttl.rs, `Ttl::apply_write`) on a set, hash, sorted set or list
+    /// here whose state describes it, TTL included: its TTL register takes
+    /// the write's dot in place of those it replaced, and the key the
+    /// expiry the register resolves to (PERSIST wins, else the latest),
+    /// replayed as PEXPIREAT or PERSIST where it changes. False, the key's
+    /// state asked for, where the fact does not apply (a dot it replaced is
+    /// not here: a concurrent TTL write here, or a gap).
     fn apply_ttl(
         &mut self,
         db: usize,
@@ -410,44 +414,118 @@ impl Link {
         let slot = ks.slot(key);
         let mut g = ks.db(db).lock(slot.shard);
         let Some(entry) = g.get_raw(slot.hash, key) else {
-            return false;
+                return false;
         };
-        if !crate::keyspace::merge::elements::is_collection(&entry.value) {
+        let list = matches!(entry.value, Value::List(_));
+        if !list && !crate::keyspace::merge::elements::is_collection(&entry.value) {
             return false;
         }
         let before = entry.expire_at();
         let version = g.version_of(slot.hash, key);
-        let Some(Meta::Elements(e)) = g.merge_meta_mut(key) else {
-            return false;
+        // The state's TTL register and context, where it describes the key.
+        let (ttl, cc) = match g.merge_meta_mut(key) {
+            Some(Meta::Elements(e)) if !list && e.version == version => (&mut e.ttl, &mut e.cc),
+            Some(Meta::List(l)) if list && fact::LIST_TTL_FACTS && l.describes(version) => {
+                (&mut l.ttl, &mut l.cc)
+            }
+            _ => return false,
         };
-        if e.version != version || e.ttl.at() != before {
+        if ttl.at() != before {
             return false;
         }
         if version > stamp {
-            return e.cc.covers(stamp);
+            return cc.covers(stamp);
         }
-        let now = match e.ttl.apply_write(&mut e.cc, (stamp, at), facts) {
+        let now = match ttl.apply_write(cc, (stamp, at), facts) {
             Ok(now) => now,
             Err(NotApplied::Duplicate) => return true,
             Err(NotApplied::Gap) => return false,
         };
         drop(g);
-        let version = version.max(stamp);
+        let moved = (version, version.max(stamp));
         let now_text = now.to_string();
         if now != before {
             let argv: Vec<&[u8]> = match now {
                 0 => vec![b"PERSIST", key],
                 _ => vec![b"PEXPIREAT", key, now_text.as_bytes()],
             };
-            self.replay(db, version, &argv);
+            self.replay(db, moved.1, &argv);
         }
-        self.raise_version(db, key, version);
+        self.raise_version(db, key, moved.1);
         let ks = &self.node.core().keyspace;
         let mut g = ks.db(db).lock(slot.shard);
-        if let Some(e) = g.merge_meta_mut(key).and_then(Meta::get_mut::<Elements>) {
-            e.version = version;
+        match g.merge_meta_mut(key) {
+            Some(Meta::Elements(e)) => e.version = moved.1,
+            Some(Meta::List(l)) => {
+                l.note_ttl_move(moved.0, moved.1);
+            }
+            _ => {}
         }
         drop(g); // before the AOF note, which locks the shard again
+        self.note_merge_state(db, key);
+        true
+    }
+
+    /// A counter's reset (keyspace/merge/reset.rs: SET and the other string
+    /// writes, and the TTL writes, on a counter): its register joins ours
+    /// (a join of states: nothing else need have arrived), and the key
+    /// takes the joined value and, as the fact's reset wins, its expiry,
+    /// replayed as `SET key value [PXAT at]`. False, the key's state asked
+    /// for, where the key here is no counter (another type, no counter
+    /// state), is newer than the write and lacks it, or its value is no
+    /// number that the record does not say (APPEND, SETRANGE, a TTL write).
+    fn apply_reset(
+        &mut self,
+        db: usize,
+        key: &[u8],
+        stamp: u64,
+        facts: &[Fact],
+        argv: &Args,
+    ) -> bool {
+        let Some(fact) = ResetFact::of(stamp, facts).filter(|_| fact::RESET_FACTS) else {
+            return false;
+        };
+        let name = argv.get(0).to_ascii_lowercase();
+        let said = matches!(&name[..], b"set" | b"mset") && argv.len() >= 3;
+        if fact.base.is_none() && !said {
+            return false;
+        }
+        let ks = &self.node.core().keyspace;
+        let slot = ks.slot(key);
+        let mut g = ks.db(db).lock(slot.shard);
+        let e = g.get_raw(slot.hash, key);
+        let sketch = |e: &Entry| crate::keyspace::merge::hll::is_sketch(&e.value);
+        if e.is_some_and(|e| !matches!(e.value, Value::Str(_)) || sketch(e)) {
+            return false;
+        }
+        let (at_here, base_here) = (e.map_or(0, Entry::expire_at), Base::of(e.map(|e| &e.value)));
+        let version = g.version_of(slot.hash, key);
+        let Ok(Some(counter)) = typed::<Counter>(g.merge_meta(key)) else {
+            return false;
+        };
+        let mine = Counter::current(Some(counter), version, base_here);
+        let joined = mine.apply_reset(stamp, &fact, Base::Other);
+        if version >= stamp {
+            // In the counter here already, or for its state to decide.
+            return joined.same_content(&mine);
+        }
+        let text = match joined.value() {
+            v @ (Merged::Int(_) | Merged::Float(_)) => v.text().unwrap_or_default().into_bytes(),
+            Merged::Other if said => argv.get(2).to_vec(),
+            _ => return false,
+        };
+        let changed = joined.value() != mine.value() || fact.at != at_here || fact.base.is_none();
+        g.set_merge_meta(key, joined.wrap());
+        drop(g);
+        if changed {
+            let at = fact.at.to_string();
+            let mut argv: Vec<&[u8]> = vec![b"SET", key, &text];
+            if fact.at != 0 {
+                argv.extend([&b"PXAT"[..], at.as_bytes()]);
+            }
+            self.replay(db, stamp, &argv);
+        }
+        self.raise_version(db, key, stamp);
         self.note_merge_state(db, key);
         true
     }
