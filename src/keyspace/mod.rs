@@ -637,6 +637,11 @@ impl Shard {
         let Some(told) = ls.note_ends((prev, stamp), ops, value) else {
             return;
         };
+        // A list made anew has no TTL: the dots of one deleted go (as the
+        // next refresh would find; the peer's push onto nothing too).
+        if made && merge::fact::LIST_TTL_FACTS {
+            ls.ttl = Default::default();
+        }
         // One op, or LTRIM's pops at both ends (its WORD: how many of its
         // DROPs the head's pop took; DECISIONS 234), or a rotation's pop
         // and push (its WORD: the push's zone; DECISIONS 237).

@@ -568,6 +568,7 @@ impl Link {
         if value.is_some_and(|v| !matches!(v, Value::List(_))) {
             return false;
         }
+        let absent = value.is_none();
         let version = g.version_of(slot.hash, key);
         if version > stamp {
             return covered::<Lists>(g.merge_meta(key), stamp);
@@ -583,7 +584,17 @@ impl Link {
         let Some(l) = g.merge_meta_mut(key).and_then(Meta::get_mut::<Lists>) else {
             return false;
         };
+        // A list a push makes here has no TTL, as at its origin where the
+        // push made it too; where it did not (a pop here emptied the list
+        // under a TTL the origin's keeps), the join decides the TTL.
+        let made_here = absent && push && fact::LIST_TTL_FACTS;
+        if made_here && !l.ttl.is_empty() && !facts.iter().any(|f| f.0 == fact::WORD && f.1 == 1) {
+            return false;
+        }
         let applied = l.apply_end_fact((version, stamp, prev), end_fact);
+        if made_here && applied.is_ok() {
+            l.ttl = Default::default();
+        }
         drop(g);
         let n = match applied {
             Ok(n) => n,
