@@ -584,7 +584,10 @@ impl Shard {
         facts: &mut Vec<merge::fact::Fact>,
     ) -> bool {
         // Most keys a string write touches have no merge state: one lookup.
-        if !matches!(self.merge.get(key).map(|m| &**m), Some(merge::Meta::Counter(_))) {
+        if !matches!(
+            self.merge.get(key).map(|m| &**m),
+            Some(merge::Meta::Counter(_))
+        ) {
             return false;
         }
         let Some(entry) = self.get_raw(hash, key) else {

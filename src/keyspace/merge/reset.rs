@@ -79,7 +79,9 @@ impl ResetFact {
         let mut observed: Vec<Part> = Vec::new();
         for f in facts.iter().filter(|f| f.0 & KIND == ADD) {
             let slot = u64::from(f.0 >> SHIFT);
-            let total = facts.iter().find(|t| t.0 == COUNTED | ((slot as u32) << SHIFT))?;
+            let total = facts
+                .iter()
+                .find(|t| t.0 == COUNTED | ((slot as u32) << SHIFT))?;
             observed.push(Part::new(slot, i128::from(total.1 as i64), F80::ZERO, f.1));
         }
         observed.sort_by_key(|p| p.slot);
@@ -111,7 +113,12 @@ impl Counter {
     /// a reader sees changes), and where this is the stamp's first write of
     /// the key its fact goes to `facts` (the module comment). Returns
     /// whether it went.
-    pub fn note_reset(&mut self, stamp: u64, (base, at): (Base, u64), facts: &mut Vec<Fact>) -> bool {
+    pub fn note_reset(
+        &mut self,
+        stamp: u64,
+        (base, at): (Base, u64),
+        facts: &mut Vec<Fact>,
+    ) -> bool {
         let first = self.version < stamp;
         let now = Counter::current(Some(self), stamp, base);
         *self = now;

@@ -18,8 +18,8 @@ use crate::keyspace::merge::context::fingerprint;
 use crate::keyspace::merge::elements::{item_of, Change, Item};
 use crate::keyspace::merge::fact::{self, NotApplied, ADD, COUNTED, KIND, SHIFT};
 use crate::keyspace::merge::lists::{Change as ListChange, EditFact, Lists, Place};
-use crate::keyspace::merge::state::typed;
 use crate::keyspace::merge::reset::{is_reset, ResetFact};
+use crate::keyspace::merge::state::typed;
 use crate::keyspace::merge::{Base, Counter, Elements, Incr, MergeType, Merged, Meta};
 use crate::keyspace::{Entry, Value};
 use crate::protocol::Args;
@@ -180,7 +180,7 @@ impl Link {
             return true;
         }
         if is_reset(stamp, facts) {
-            return self.apply_reset(db, key, stamp, facts, argv);
+            return self.apply_reset((db, key), (stamp, facts, argv));
         }
         if super::stream_facts::is_stream_write(argv) {
             return self.apply_stream_fact(db, key, stamp, facts, argv);
@@ -414,7 +414,7 @@ impl Link {
         let slot = ks.slot(key);
         let mut g = ks.db(db).lock(slot.shard);
         let Some(entry) = g.get_raw(slot.hash, key) else {
-                return false;
+            return false;
         };
         let list = matches!(entry.value, Value::List(_));
         if !list && !crate::keyspace::merge::elements::is_collection(&entry.value) {
@@ -474,14 +474,8 @@ impl Link {
     /// for, where the key here is no counter (another type, no counter
     /// state), is newer than the write and lacks it, or its value is no
     /// number that the record does not say (APPEND, SETRANGE, a TTL write).
-    fn apply_reset(
-        &mut self,
-        db: usize,
-        key: &[u8],
-        stamp: u64,
-        facts: &[Fact],
-        argv: &Args,
-    ) -> bool {
+    fn apply_reset(&mut self, (db, key): (usize, &[u8]), write: (u64, &[Fact], &Args)) -> bool {
+        let (stamp, facts, argv) = write;
         let Some(fact) = ResetFact::of(stamp, facts).filter(|_| fact::RESET_FACTS) else {
             return false;
         };
