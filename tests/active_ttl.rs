@@ -329,3 +329,48 @@ fn a_list_ttl_merges_by_its_rules_with_no_state_asked_after_the_heal() {
         "no key state asked for after the heal"
     );
 }
+
+/// Every `conflicts=` of a node's links, summed.
+fn asks_all(c: &mut redis::Connection) -> u64 {
+    let info: String = cmd(c, &["INFO", "replication"]);
+    let fields = info.split([',', '\n', '\r']);
+    let n = fields.filter_map(|f| f.strip_prefix("conflicts="));
+    n.map(|n| n.parse::<u64>().unwrap()).sum()
+}
+
+/// On a 3-mesh, a counter's resets and a list's TTL writes from each node
+/// in turn ask no node for a state: each node applies each record once,
+/// however many links bring it, and all end with one value and expiry.
+#[test]
+fn resets_and_list_ttls_ask_for_no_state_on_a_mesh() {
+    let (nodes, _proxies) = mesh(3);
+    let all: Vec<&Server> = nodes.iter().collect();
+    let mut c: Vec<redis::Connection> = nodes.iter().map(Server::conn).collect();
+    let _: i64 = cmd(&mut c[0], &["INCRBY", "n", "10"]);
+    let _: i64 = cmd(&mut c[0], &["RPUSH", "l", "a", "b"]);
+    converged(&all);
+    let before: u64 = c.iter_mut().map(asks_all).sum();
+    let writes: [(usize, &[&str]); 9] = [
+        (1, &["INCR", "n"]),
+        (2, &["SET", "n", "5"]),
+        (0, &["INCR", "n"]),
+        (1, &["PEXPIREAT", "n", "4000000000000"]),
+        (2, &["APPEND", "n", "0"]),
+        (0, &["PEXPIREAT", "l", "4000000000000"]),
+        (1, &["RPUSH", "l", "c"]),
+        (2, &["PEXPIREAT", "l", "4000000001000"]),
+        (0, &["PERSIST", "l"]),
+    ];
+    for (n, w) in writes {
+        let _: redis::Value = cmd(&mut c[n], w);
+        converged(&all);
+    }
+    let after: u64 = c.iter_mut().map(asks_all).sum();
+    assert_eq!(after - before, 0, "states asked for on the mesh");
+    for conn in c.iter_mut() {
+        assert_eq!(cmd::<String>(conn, &["GET", "n"]), "60");
+        assert_eq!(cmd::<i64>(conn, &["PEXPIRETIME", "n"]), 4_000_000_000_000);
+        assert_eq!(cmd::<i64>(conn, &["PEXPIRETIME", "l"]), -1);
+        assert_eq!(cmd::<i64>(conn, &["LLEN", "l"]), 3);
+    }
+}
