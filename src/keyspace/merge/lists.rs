@@ -915,6 +915,27 @@ mod tests {
         Value::List(Box::new(l))
     }
 
+    /// A TTL write moves the state to its stamp, elements as they were,
+    /// whether the ends told the list or its elements do; a state behind
+    /// the key does not move.
+    #[test]
+    fn a_ttl_write_moves_the_state_where_it_described_the_key() {
+        let st = |ms| make_stamp(ms, 0, 1);
+        let v = list(&["a", "b"]);
+        let mut told = Lists::current(None, st(1), None);
+        let push = [EndOp::Push { left: false, n: 2 }];
+        assert!(told.note_ends((st(1), st(2)), &push, Some(&v)).is_some());
+        let mut plain = Lists::current(None, st(2), Some(&v));
+        for l in [&mut told, &mut plain] {
+            assert!(l.describes(st(2)) && !l.describes(st(3)));
+            assert!(!l.note_ttl_move(st(1), st(3)), "behind the key");
+            assert!(l.note_ttl_move(st(2), st(3)));
+            assert!(l.describes(st(3)) && l.cc.covers(st(3)));
+        }
+        let now = |l: &Lists| Lists::current(Some(l), st(3), Some(&v)).elems;
+        assert_eq!(now(&told), now(&plain));
+    }
+
     /// A push's fingerprints read on the stack are the Vec's, in order.
     #[test]
     fn pushed_values_on_the_stack_read_as_in_a_vec() {
