@@ -499,28 +499,40 @@ impl Link {
         };
         let mine = Counter::current(Some(counter), version, base_here);
         let joined = mine.apply_reset(stamp, &fact, Base::Other);
-        if version >= stamp {
-            // In the counter here already, or for its state to decide.
-            return joined.same_content(&mine);
+        if joined.same_content(&mine) {
+            return true; // in the counter here already
         }
+        // The key's value and expiry: the winning reset's, increments it had
+        // not seen on top. A reset older than the key here (a write here
+        // came after it) joins all the same, at our version (DECISIONS 252).
+        let won = joined.reset == stamp;
+        let at = if won { fact.at } else { at_here };
         let text = match joined.value() {
-            v @ (Merged::Int(_) | Merged::Float(_)) => v.text().unwrap_or_default().into_bytes(),
-            Merged::Other if said => argv.get(2).to_vec(),
+            v @ (Merged::Int(_) | Merged::Float(_)) => v.text().map(String::into_bytes),
+            Merged::Other if !won => None, // our reset's value stays
+            Merged::Other if said => Some(argv.get(2).to_vec()),
             _ => return false,
         };
-        let changed = joined.value() != mine.value() || fact.at != at_here || fact.base.is_none();
+        let changed = joined.value() != mine.value() || at != at_here || won && fact.base.is_none();
+        let (late, version) = (version >= stamp, version.max(stamp));
         g.set_merge_meta(key, joined.wrap());
         drop(g);
-        if changed {
-            let at = fact.at.to_string();
-            let mut argv: Vec<&[u8]> = vec![b"SET", key, &text];
-            if fact.at != 0 {
+        if let (true, Some(text)) = (changed, &text) {
+            let at = at.to_string();
+            let mut argv: Vec<&[u8]> = vec![b"SET", key, text];
+            if at != "0" {
                 argv.extend([&b"PXAT"[..], at.as_bytes()]);
             }
-            self.replay(db, stamp, &argv);
+            self.replay(db, version, &argv);
         }
-        self.raise_version(db, key, stamp);
+        self.raise_version(db, key, version);
         self.note_merge_state(db, key);
+        // Its version did not move, so no peer learns the joined reset from
+        // a state at it: ours goes to every peer, as an increment's late
+        // part does (`apply_increment`; simulator seed 7573).
+        if late {
+            super::serve::answer_state(&*self.node, db, key);
+        }
         true
     }
 
