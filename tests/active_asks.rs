@@ -389,14 +389,6 @@ fn a_rotation_and_a_concurrent_pop_of_its_element_converge() {
     lists_hold(&p, &[("l", &["a", "c"])]);
 }
 
-/// Every `conflicts=` of a node's links, summed.
-fn asks_all(c: &mut redis::Connection) -> u64 {
-    let info: String = cmd(c, &["INFO", "replication"]);
-    let fields = info.split([',', '\n', '\r']);
-    let n = fields.filter_map(|f| f.strip_prefix("conflicts="));
-    n.map(|n| n.parse::<u64>().unwrap()).sum()
-}
-
 /// On a 3-mesh, the converted removes and moves, from two nodes, ask no
 /// node for a state: each node applies each record once, however many
 /// links bring it.

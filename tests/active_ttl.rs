@@ -336,14 +336,6 @@ fn a_list_ttl_merges_by_its_rules_with_no_state_asked_after_the_heal() {
     );
 }
 
-/// Every `conflicts=` of a node's links, summed.
-fn asks_all(c: &mut redis::Connection) -> u64 {
-    let info: String = cmd(c, &["INFO", "replication"]);
-    let fields = info.split([',', '\n', '\r']);
-    let n = fields.filter_map(|f| f.strip_prefix("conflicts="));
-    n.map(|n| n.parse::<u64>().unwrap()).sum()
-}
-
 /// On a 3-mesh, a counter's resets and a list's TTL writes from each node
 /// in turn ask no node for a state: each node applies each record once,
 /// however many links bring it, and all end with one value and expiry.
