@@ -363,6 +363,7 @@ fn set_generic(
         }
     } else {
         l.put(key, Value::string(val), expire_at, version);
+        ctx.note_reset(&mut l, key, version);
         match ctx
             .sent
             .filter(|s| !matches!(expire, ExpireOpt::At(_)) && is_set(s))
@@ -450,6 +451,7 @@ fn getset(ctx: &mut Ctx, args: Args) -> CmdResult {
     };
     let version = ctx.version_after(prev);
     l.put(key, Value::string(val), 0, version);
+    ctx.note_reset(&mut l, key, version);
     ctx.propagate(version, &[b"SET", key, val]);
     ctx.notify(super::events::class::STRING, "set", key);
     Ok(())
@@ -561,6 +563,9 @@ fn mset_generic(ctx: &mut Ctx, args: Args, nx: bool) -> CmdResult {
         l.put(args.get(i), Value::string(args.get(i + 1)), 0, version);
         ctx.notify(super::events::class::STRING, "set", args.get(i));
     }
+    if keys.len() == 1 {
+        ctx.note_reset(&mut l, keys[0], version);
+    }
     let argv: Vec<&[u8]> = args.iter().collect();
     ctx.propagate(version, &argv);
     if nx {
@@ -578,6 +583,7 @@ fn append(ctx: &mut Ctx, args: Args) -> CmdResult {
         None => {
             let version = ctx.new_version();
             l.put(key, Value::string(val), 0, version);
+            ctx.note_reset(&mut l, key, version);
             ctx.propagate(version, &[b"APPEND", key, val]);
             ctx.notify(super::events::class::STRING, "append", key);
             val.len()
@@ -589,7 +595,9 @@ fn append(ctx: &mut Ctx, args: Args) -> CmdResult {
             data.extend_from_slice(val);
             let total = data.len();
             e.version = ctx.version_after(e.version);
-            ctx.propagate(e.version, &[b"APPEND", key, val]);
+            let version = e.version;
+            ctx.note_reset(&mut l, key, version);
+            ctx.propagate(version, &[b"APPEND", key, val]);
             ctx.notify(super::events::class::STRING, "append", key);
             total
         }
@@ -785,6 +793,7 @@ fn setrange(ctx: &mut Ctx, args: Args) -> CmdResult {
             let total = data.len();
             let version = ctx.new_version();
             l.put(key, Value::Str(StrValue::raw(data)), 0, version);
+            ctx.note_reset(&mut l, key, version);
             ctx.propagate(version, &argv);
             ctx.notify(super::events::class::STRING, "setrange", key);
             total
@@ -803,7 +812,9 @@ fn setrange(ctx: &mut Ctx, args: Args) -> CmdResult {
                 data[off..end].copy_from_slice(val);
                 let total = data.len();
                 e.version = ctx.version_after(e.version);
-                ctx.propagate(e.version, &argv);
+                let version = e.version;
+                ctx.note_reset(&mut l, key, version);
+                ctx.propagate(version, &argv);
                 ctx.notify(super::events::class::STRING, "setrange", key);
                 total
             }

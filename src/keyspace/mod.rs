@@ -536,32 +536,76 @@ impl Shard {
     }
 
     /// Active replication, at the origin of a TTL write stamped `stamp`
-    /// (EXPIRE and its family, PERSIST) that left the set, hash or sorted
-    /// set at `key` (version `prev`, expiring at `before`, until then)
-    /// expiring at `at` (0: none): its TTL register takes the write's dot
-    /// in place of those it saw, and its fact goes to `facts`
-    /// (`merge::ttl::Ttl::note_write`). False, nothing changed, where TTL facts
-    /// are off or the key's merge state does not describe it as it was
-    /// (the next read finds the write's dot lazily, `Ttl::refresh`).
+    /// (EXPIRE and its family, PERSIST) that left the key (version `prev`,
+    /// expiring at `before`, until then) expiring at `at` (0: none): a
+    /// set's, hash's, sorted set's or list's TTL register takes the write's
+    /// dot in place of those it saw, and its fact goes to `facts`
+    /// (`merge::ttl::Ttl::note_write`); a counter's reset is the write's
+    /// ([`Self::note_counter_reset`]). False, nothing changed, where TTL
+    /// facts are off or the key's merge state does not describe it as it
+    /// was (the next read finds the write's dot lazily, `Ttl::refresh`).
     pub fn note_ttl(
         &mut self,
-        key: &[u8],
+        (hash, key): (u64, &[u8]),
         (prev, stamp): (u64, u64),
         (before, at): (u64, u64),
         facts: &mut Vec<merge::fact::Fact>,
     ) -> bool {
-        if !merge::fact::TTL_FACTS || !merge::fact::ELEMENT_FACTS {
+        use merge::fact::{ELEMENT_FACTS, LIST_FACTS, LIST_TTL_FACTS, TTL_FACTS};
+        if !TTL_FACTS {
             return false;
         }
-        let Some(merge::Meta::Elements(e)) = self.merge.get_mut(key).map(|m| &mut **m) else {
+        match self.merge.get_mut(key).map(|m| &mut **m) {
+            Some(merge::Meta::Elements(e)) if ELEMENT_FACTS => {
+                if e.version != prev || e.ttl.at() != before {
+                    return false;
+                }
+                e.ttl.note_write(&mut e.cc, (stamp, at), 1, facts);
+                e.version = stamp;
+                true
+            }
+            Some(merge::Meta::List(l)) if LIST_TTL_FACTS && LIST_FACTS => {
+                if l.ttl.at() != before || !l.describes(prev) {
+                    return false;
+                }
+                l.ttl.note_write(&mut l.cc, (stamp, at), 1, facts);
+                l.note_ttl_move(prev, stamp)
+            }
+            Some(merge::Meta::Counter(_)) => self.note_counter_reset(hash, key, stamp, facts),
+            _ => false,
+        }
+    }
+
+    /// Active replication, at the origin of a write stamped `stamp` on the
+    /// counter at `key` that is not an increment (SET and the other string
+    /// writes, a TTL write): its reset is noted at once and its fact goes
+    /// to `facts` (`merge::reset`). False where the key has no counter
+    /// state, holds a sketch, or no fact went.
+    pub fn note_counter_reset(
+        &mut self,
+        hash: u64,
+        key: &[u8],
+        stamp: u64,
+        facts: &mut Vec<merge::fact::Fact>,
+    ) -> bool {
+        // Most keys a string write touches have no merge state: one lookup.
+        if !matches!(
+            self.merge.get(key).map(|m| &**m),
+            Some(merge::Meta::Counter(_))
+        ) {
+            return false;
+        }
+        let Some(entry) = self.get_raw(hash, key) else {
             return false;
         };
-        if e.version != prev || e.ttl.at() != before {
+        let (base, at) = (merge::Base::of(Some(&entry.value)), entry.expire_at());
+        if !matches!(entry.value, Value::Str(_)) || merge::hll::is_sketch(&entry.value) {
             return false;
         }
-        e.ttl.note_write(&mut e.cc, (stamp, at), 1, facts);
-        e.version = stamp;
-        true
+        match self.merge.get_mut(key).map(|m| &mut **m) {
+            Some(merge::Meta::Counter(c)) => c.note_reset(stamp, (base, at), facts),
+            _ => false,
+        }
     }
 
     /// Active replication, at the origin of a write stamped `stamp` that
@@ -601,6 +645,11 @@ impl Shard {
         let Some(told) = ls.note_ends((prev, stamp), ops, value) else {
             return;
         };
+        // A list made anew has no TTL: the dots of one deleted go (as the
+        // next refresh would find; the peer's push onto nothing too).
+        if made && merge::fact::LIST_TTL_FACTS {
+            ls.ttl = Default::default();
+        }
         // One op, or LTRIM's pops at both ends (its WORD: how many of its
         // DROPs the head's pop took; DECISIONS 234), or a rotation's pop
         // and push (its WORD: the push's zone; DECISIONS 237).

@@ -482,6 +482,15 @@ pub fn wait_linked(n: &Server, peers: usize) {
     });
 }
 
+/// The key states a node's links asked for (every `conflicts=` of INFO
+/// replication, summed).
+pub fn asks_all(c: &mut redis::Connection) -> u64 {
+    let info: String = cmd(c, &["INFO", "replication"]);
+    let fields = info.split([',', '\n', '\r']);
+    let n = fields.filter_map(|f| f.strip_prefix("conflicts="));
+    n.map(|n| n.parse::<u64>().unwrap()).sum()
+}
+
 /// Waits until every node holds the same data: DEBUG DIGEST and DBSIZE at
 /// the same moment (DEBUG DIGEST skips a key whose TTL passed, DBSIZE
 /// counts it until it is removed: equal in the end).

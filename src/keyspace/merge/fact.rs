@@ -97,6 +97,18 @@ pub const REMOVE_FACTS: bool = true;
 /// DECISIONS 234, 235, 237.
 pub const LIST_MOVE_FACTS: bool = true;
 
+/// Whether a write on a counter that is not an increment (SET, GETSET,
+/// SETEX, APPEND, SETRANGE, MSET of one key; EXPIRE and its family, PERSIST)
+/// travels as a fact of the reset it makes (merge/reset.rs: the reset's
+/// base, the parts it observed and the key's expiry after it); off, such
+/// writes travel as states (DECISIONS 248-250).
+pub const RESET_FACTS: bool = true;
+
+/// Whether EXPIRE, PEXPIRE, EXPIREAT, PEXPIREAT and PERSIST on a list
+/// travel as facts of its TTL register, as on a set, hash or sorted set
+/// ([`TTL_FACTS`]; merge/ttl.rs); off, as states (DECISIONS 251).
+pub const LIST_TTL_FACTS: bool = true;
+
 /// One entry of a fact: the kind ORed into an argument index, and a stamp.
 pub type Fact = (u32, u64);
 
