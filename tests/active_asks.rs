@@ -30,7 +30,8 @@ const STORE: &str = "SORT ... STORE onto an existing key goes as DEL and RPUSH i
                      MULTI/EXEC: a unit's writes carry no fact";
 const RENAMED_COUNTER: &str = "a renamed counter's destination has no merge state of its \
                                own (the counter's stays with the source): by state";
-const STRING: &str = "a string write on a counter is a reset of the whole key, by state";
+const NOT_A_NUMBER: &str = "a reset to a value that is no number, which the record \
+                            (APPEND's, SETRANGE's) does not say: by state";
 
 /// The write commands on a merging type, on existing keys (`@x` is key x
 /// of the case, made by [`setup`]), and what each does.
@@ -117,16 +118,39 @@ const CASES: &[(&str, Expect)] = &[
     ("DECR @n", Fact),
     ("DECRBY @n 3", Fact),
     ("INCRBYFLOAT @n 1.5", Fact),
-    ("SET @n 7", Asks(STRING)),
-    ("GETSET @n 7", Asks(STRING)),
-    ("APPEND @n 1", Asks(STRING)),
-    ("SETRANGE @n 0 9", Asks(STRING)),
+    ("SET @n 7", Fact),
+    ("GETSET @n 7", Fact),
+    ("SET @n 7 GET", Fact),
+    ("SET @n x", Fact),
+    ("SETEX @n 100 7", Fact),
+    ("PSETEX @n 100000 7", Fact),
+    ("MSET @n 7", Fact),
+    ("APPEND @n 1", Fact),
+    ("SETRANGE @n 0 9", Fact),
+    ("APPEND @n x", Asks(NOT_A_NUMBER)),
+    ("SETRANGE @n 0 x", Asks(NOT_A_NUMBER)),
+    ("INCR @x", Fact),
+    ("SET @x 7 KEEPTTL", Fact),
+    // TTL writes on a list and a counter, and writes under a TTL.
+    ("EXPIRE @l 100", Fact),
+    ("PEXPIRE @l 100000", Fact),
+    ("EXPIREAT @l 4000000000", Fact),
+    ("PEXPIREAT @e 4000000000000", Fact),
+    ("PERSIST @e", Fact),
+    ("LPUSH @e z", Fact),
+    ("RPUSH @e z", Fact),
+    ("LPOP @e", Fact),
+    ("RPOP @e 2", Fact),
+    ("LSET @e 0 X", Fact),
+    ("EXPIRE @n 100", Fact),
+    ("PEXPIREAT @x 4000000000000", Fact),
+    ("PERSIST @x", Fact),
     // Any merging type.
     ("DEL @s", Fact),
     ("UNLINK @z", Fact),
     ("GETDEL @n", Fact),
     ("DEL @h @l @m", Fact),
-    ("DEL @x", Asks(DEL)),
+    ("DEL @q", Asks(DEL)),
     ("UNLINK @p", Asks(DEL)),
     ("RENAME @h @r", Fact),
     ("RENAMENX @l @r", Fact),
@@ -134,10 +158,10 @@ const CASES: &[(&str, Expect)] = &[
     ("COPY @s @t REPLACE", Fact),
 ];
 
-/// The commands that make key `x` of case `i` (`@x`).
-fn setup(i: usize, x: &str) -> Vec<String> {
+/// The commands that make key `x` of case `i` (`@x`), `;` between two.
+fn setup(i: usize, x: &str) -> Vec<Vec<String>> {
     let k = format!("c{i}:{x}");
-    let line = match x {
+    let lines = match x {
         "s" => "SADD K a b c d",
         "t" => "SADD K c d e",
         "o" => "SADD K a",
@@ -150,13 +174,18 @@ fn setup(i: usize, x: &str) -> Vec<String> {
         "m" => "RPUSH K x y",
         "k" => "RPUSH K x",
         "n" => "INCRBY K 5",
-        "x" => "XADD K * f v",
+        "e" => "RPUSH K a b c;EXPIRE K 1000",
+        "x" => "INCRBY K 5;EXPIRE K 1000",
+        "q" => "XADD K * f v",
         "p" => "PFADD K a b",
         _ => return vec![], // made by the write
     };
-    line.split(' ')
-        .map(|w| if w == "K" { k.clone() } else { w.to_string() })
-        .collect()
+    let line = |l: &str| {
+        l.split(' ')
+            .map(|w| if w == "K" { k.clone() } else { w.to_string() })
+            .collect()
+    };
+    lines.split(';').map(line).collect()
 }
 
 /// The words of case `i`'s write, its `@x` keys named for the case.
@@ -188,10 +217,8 @@ fn each_merging_write_travels_as_a_fact_or_asks_for_a_stated_reason() {
             .collect();
         keys.sort_unstable();
         keys.dedup();
-        for line in keys.into_iter().map(|x| setup(i, x)) {
-            if !line.is_empty() {
-                run(&mut a, &line).expect("setup");
-            }
+        for line in keys.into_iter().flat_map(|x| setup(i, x)) {
+            run(&mut a, &line).expect("setup");
         }
     }
     converged(&[&p.a, &p.b]);
@@ -371,14 +398,6 @@ fn a_rotation_and_a_concurrent_pop_of_its_element_converge() {
         |b| assert_eq!(cmd::<String>(b, &["LPOP", "l"]), "b"),
     );
     lists_hold(&p, &[("l", &["a", "c"])]);
-}
-
-/// Every `conflicts=` of a node's links, summed.
-fn asks_all(c: &mut redis::Connection) -> u64 {
-    let info: String = cmd(c, &["INFO", "replication"]);
-    let fields = info.split([',', '\n', '\r']);
-    let n = fields.filter_map(|f| f.strip_prefix("conflicts="));
-    n.map(|n| n.parse::<u64>().unwrap()).sum()
 }
 
 /// Runs `writes` (node, command) on the mesh `all` (`c`: a connection to

@@ -213,11 +213,14 @@ fn zincrby_on_both_sides_adds_up_as_a_counter() {
     let _: i64 = cmd(&mut a, &["ZADD", "z", "10", "r"]);
     let _: String = cmd(&mut b, &["ZINCRBY", "z", "1", "r"]);
     p.heal();
-    let want = |c: &mut redis::Connection| {
-        let v: Vec<String> = cmd(c, &["ZRANGE", "z", "0", "-1", "WITHSCORES"]);
-        v == ["m", "3.5", "r", "11"]
+    let zs = |c: &mut redis::Connection| -> Vec<String> {
+        cmd(c, &["ZRANGE", "z", "0", "-1", "WITHSCORES"])
     };
-    eventually("m 1+2+0.5, r 10+1", || want(&mut a) && want(&mut b));
+    eventually_seen("m 1+2+0.5, r 10+1", || {
+        let (on_a, on_b) = (zs(&mut a), zs(&mut b));
+        let ok = on_a == ["m", "3.5", "r", "11"] && on_b == on_a;
+        (ok, format!("a {on_a:?}, b {on_b:?}"))
+    });
     converged(&[&p.a, &p.b]);
 }
 
@@ -276,4 +279,56 @@ fn a_collections_ttl_merges_as_a_register_of_its_own() {
     let n: i64 = cmd(&mut b, &["SCARD", "kept"]);
     assert_eq!(n, 2);
     converged(&[&p.a, &p.b]);
+}
+
+/// A score counter made on both sides at once (a ZADD of the member on one
+/// node, a ZINCRBY on the other, partitioned), then reset by a ZADD on one
+/// side that saw both: the reset covers both parts, so only the other
+/// side's concurrent ZINCRBY adds to it.
+#[test]
+fn a_zadd_resets_a_score_counter_made_on_both_sides() {
+    let p = Pair::start(&[]);
+    let (mut a, mut b) = (p.a.conn(), p.b.conn());
+    p.partition();
+    let _: i64 = cmd(&mut a, &["ZADD", "z", "1", "r"]);
+    let _: String = cmd(&mut b, &["ZINCRBY", "z", "1", "r"]);
+    p.heal();
+    let zs = |c: &mut redis::Connection| -> Vec<String> {
+        cmd(c, &["ZRANGE", "z", "0", "-1", "WITHSCORES"])
+    };
+    // (Both sides hold r 1 until they exchanged: wait for the sum.)
+    eventually_seen("r 1+1", || {
+        let (on_a, on_b) = (zs(&mut a), zs(&mut b));
+        let ok = on_a == ["r", "2"] && on_b == on_a;
+        (ok, format!("a {on_a:?}, b {on_b:?}"))
+    });
+    p.partition();
+    let _: i64 = cmd(&mut a, &["ZADD", "z", "10", "r"]);
+    let _: String = cmd(&mut b, &["ZINCRBY", "z", "1", "r"]);
+    p.heal();
+    eventually_seen("r 10+1", || {
+        let (on_a, on_b) = (zs(&mut a), zs(&mut b));
+        let ok = on_a == ["r", "11"] && on_b == on_a;
+        (ok, format!("a {on_a:?}, b {on_b:?}"))
+    });
+}
+
+/// The same for a hash field: an HSET of a new field on one side and an
+/// HINCRBY of it on the other add up.
+#[test]
+fn an_hset_and_an_hincrby_of_a_new_field_add_up() {
+    let p = Pair::start(&[]);
+    let (mut a, mut b) = (p.a.conn(), p.b.conn());
+    p.partition();
+    let _: i64 = cmd(&mut a, &["HSET", "h", "f", "1"]);
+    let _: i64 = cmd(&mut b, &["HINCRBY", "h", "f", "1"]);
+    p.heal();
+    eventually_seen("f 1+1", || {
+        let x: Option<String> = cmd(&mut a, &["HGET", "h", "f"]);
+        let y: Option<String> = cmd(&mut b, &["HGET", "h", "f"]);
+        (
+            x.as_deref() == Some("2") && y == x,
+            format!("a {x:?}, b {y:?}"),
+        )
+    });
 }

@@ -209,3 +209,166 @@ fn increments_of_a_counter_with_a_ttl_travel_as_facts() {
         "no key state asked for"
     );
 }
+
+/// Both nodes of `p` answer `read` of each key with `want`, then converge.
+fn both_answer(p: &Pair, read: &str, keys: &[&str], want: &[i64]) {
+    let (mut a, mut b) = (p.a.conn(), p.b.conn());
+    let of = |c: &mut redis::Connection| -> Vec<i64> {
+        keys.iter().map(|k| cmd::<i64>(c, &[read, k])).collect()
+    };
+    eventually(&format!("{read} {keys:?} = {want:?} on both"), || {
+        of(&mut a) == want && of(&mut b) == want
+    });
+    converged(&[&p.a, &p.b]);
+}
+
+/// Writes on a counter that are not increments reset it (docs/MERGE.md
+/// section 2), and travel as facts of that reset (keyspace/merge/reset.rs,
+/// `fact::RESET_FACTS`): on a partitioned pair, an increment on one side
+/// and a reset on the other, either first, end with the increment counted
+/// on top of the reset's value (k=10; A: SET k 0, B: INCR -> 1), the key
+/// taking the reset's TTL, and no key state asked for: each side applies
+/// the other's write as it comes (a reset older than the key where it
+/// arrives joins all the same; an increment applies at any age).
+#[test]
+fn a_counter_reset_keeps_the_increments_it_had_not_seen_with_no_state_asked() {
+    let p = Pair::start(&[]);
+    let (mut a, mut b) = (p.a.conn(), p.b.conn());
+    let keys = ["set", "append", "setex", "expire", "getset", "persist"];
+    for k in keys {
+        let _: i64 = cmd(&mut a, &["INCRBY", k, "10"]);
+    }
+    let _: i64 = cmd(&mut a, &["EXPIRE", "persist", "1000"]);
+    converged(&[&p.a, &p.b]);
+    let t = "4000000000000";
+    p.partition();
+    // The first three keys' resets come first, the others' after B's INCR.
+    let incr = |b: &mut redis::Connection, keys: &[&str]| {
+        std::thread::sleep(std::time::Duration::from_millis(5));
+        for k in keys {
+            let _: i64 = cmd(b, &["INCR", k]);
+        }
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    };
+    incr(&mut b, &keys[3..]);
+    let _: () = cmd(&mut a, &["SET", "set", "0"]);
+    let _: i64 = cmd(&mut a, &["APPEND", "append", "1"]);
+    let _: () = cmd(&mut a, &["SET", "setex", "0", "PXAT", t]);
+    incr(&mut b, &keys[..3]);
+    let _: i64 = cmd(&mut a, &["PEXPIREAT", "expire", t]);
+    let _: String = cmd(&mut a, &["GETSET", "getset", "3"]);
+    let _: i64 = cmd(&mut a, &["PERSIST", "persist"]);
+    p.heal();
+    both_answer(&p, "GET", &keys, &[1, 102, 1, 11, 4, 11]);
+    let t: i64 = t.parse().unwrap();
+    both_answer(&p, "PEXPIRETIME", &keys, &[-1, -1, t, t, -1, -1]);
+    // And each node's reset after the other's increment has arrived.
+    let _: i64 = cmd(&mut b, &["PEXPIREAT", "set", &t.to_string()]);
+    converged(&[&p.a, &p.b]);
+    let _: i64 = cmd(&mut a, &["INCR", "set"]);
+    both_answer(&p, "GET", &["set"], &[2]);
+    both_answer(&p, "PEXPIRETIME", &["set"], &[t]);
+    assert_eq!(
+        (conflicts(&mut a), conflicts(&mut b)),
+        (0, 0),
+        "no key state asked for"
+    );
+}
+
+/// The TTL rules for a list (docs/MERGE.md section 2), whose TTL writes
+/// travel as facts of its TTL register (`fact::LIST_TTL_FACTS`): on a
+/// partitioned pair, an EXPIRE on one side and a later RPUSH on the other
+/// keep the TTL and both elements; of two EXPIREs the longest wins; a
+/// PERSIST wins over a concurrent EXPIRE. (A write older than the key
+/// where it arrives is for the key's state to decide, as on a hash: one
+/// ask per key there.) Then, each write after the other's has arrived,
+/// TTL writes and writes under a TTL ask for no state.
+#[test]
+fn a_list_ttl_merges_by_its_rules_with_no_state_asked_after_the_heal() {
+    let p = Pair::start(&[]);
+    let (mut a, mut b) = (p.a.conn(), p.b.conn());
+    let keys = ["kept", "longest", "persisted"];
+    for k in keys {
+        let _: i64 = cmd(&mut a, &["RPUSH", k, "a", "b"]);
+    }
+    converged(&[&p.a, &p.b]);
+    let t0 = 4_000_000_000i64;
+    let at = |secs: i64| (t0 + secs).to_string();
+    p.partition();
+    let _: i64 = cmd(&mut a, &["EXPIREAT", "kept", &at(1000)]);
+    let _: i64 = cmd(&mut a, &["EXPIREAT", "longest", &at(1000)]);
+    let _: i64 = cmd(&mut a, &["EXPIREAT", "persisted", &at(9000)]);
+    std::thread::sleep(std::time::Duration::from_millis(5));
+    let _: i64 = cmd(&mut b, &["RPUSH", "kept", "c"]);
+    let _: i64 = cmd(&mut b, &["EXPIREAT", "longest", &at(5000)]);
+    let _: i64 = cmd(&mut b, &["EXPIREAT", "persisted", &at(3000)]);
+    let _: i64 = cmd(&mut b, &["PERSIST", "persisted"]);
+    p.heal();
+    let ms = |secs: i64| (t0 + secs) * 1000;
+    both_answer(&p, "PEXPIRETIME", &keys, &[ms(1000), ms(5000), -1]);
+    both_answer(&p, "LLEN", &keys, &[3, 2, 2]);
+    let asked = (conflicts(&mut a), conflicts(&mut b));
+    // An RPUSH under the TTL, a TTL write that saw the longer one (it
+    // shortens the TTL), a pop, a PERSIST and an EXPIRE, each on the node
+    // that did not write the key last.
+    let steps: [(bool, &[&str]); 6] = [
+        (false, &["RPUSH", "kept", "d"]),
+        (true, &["EXPIREAT", "kept", &at(10)]),
+        (false, &["LPOP", "kept"]),
+        (true, &["PERSIST", "longest"]),
+        (false, &["EXPIRE", "persisted", "100000"]),
+        (true, &["RPUSH", "persisted", "c"]),
+    ];
+    for (on_a, w) in steps {
+        let c = if on_a { &mut a } else { &mut b };
+        let _: redis::Value = cmd(c, w);
+        converged(&[&p.a, &p.b]);
+    }
+    let at_a = expiries(&mut a, &keys.map(String::from));
+    assert_eq!(at_a, expiries(&mut b, &keys.map(String::from)));
+    assert_eq!(&at_a[..2], &[ms(10), -1]);
+    assert!(at_a[2] > 0, "persisted has a TTL again");
+    both_answer(&p, "LLEN", &keys, &[3, 2, 3]);
+    assert_eq!(
+        (conflicts(&mut a), conflicts(&mut b)),
+        asked,
+        "no key state asked for after the heal"
+    );
+}
+
+/// On a 3-mesh, a counter's resets and a list's TTL writes from each node
+/// in turn ask no node for a state: each node applies each record once,
+/// however many links bring it, and all end with one value and expiry.
+#[test]
+fn resets_and_list_ttls_ask_for_no_state_on_a_mesh() {
+    let (nodes, _proxies) = mesh(3);
+    let all: Vec<&Server> = nodes.iter().collect();
+    let mut c: Vec<redis::Connection> = nodes.iter().map(Server::conn).collect();
+    let _: i64 = cmd(&mut c[0], &["INCRBY", "n", "10"]);
+    let _: i64 = cmd(&mut c[0], &["RPUSH", "l", "a", "b"]);
+    converged(&all);
+    let before: u64 = c.iter_mut().map(asks_all).sum();
+    let writes: [(usize, &[&str]); 9] = [
+        (1, &["INCR", "n"]),
+        (2, &["SET", "n", "5"]),
+        (0, &["INCR", "n"]),
+        (1, &["PEXPIREAT", "n", "4000000000000"]),
+        (2, &["APPEND", "n", "0"]),
+        (0, &["PEXPIREAT", "l", "4000000000000"]),
+        (1, &["RPUSH", "l", "c"]),
+        (2, &["PEXPIREAT", "l", "4000000001000"]),
+        (0, &["PERSIST", "l"]),
+    ];
+    for (n, w) in writes {
+        let _: redis::Value = cmd(&mut c[n], w);
+        converged(&all);
+    }
+    let after: u64 = c.iter_mut().map(asks_all).sum();
+    assert_eq!(after - before, 0, "states asked for on the mesh");
+    for conn in c.iter_mut() {
+        assert_eq!(cmd::<String>(conn, &["GET", "n"]), "60");
+        assert_eq!(cmd::<i64>(conn, &["PEXPIRETIME", "n"]), 4_000_000_000_000);
+        assert_eq!(cmd::<i64>(conn, &["PEXPIRETIME", "l"]), -1);
+        assert_eq!(cmd::<i64>(conn, &["LLEN", "l"]), 3);
+    }
+}

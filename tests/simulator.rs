@@ -282,6 +282,11 @@ fn seeds_that_found_bugs() {
             "list element ids derived from values named two values; made at the origin since \
              list facts (long mode)",
         ),
+        (
+            51821,
+            "an LMOVE of a list onto itself, applied where an LSET of the element it moved had \
+             not arrived, pushed the old value under the moved element's id (long mode)",
+        ),
     ];
     for (seed, bug) in found {
         if let Err(f) = sim::run(seed, &sim::Options::default()) {

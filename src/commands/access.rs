@@ -647,7 +647,19 @@ impl Locked<'_, '_> {
     ) -> bool {
         let slot = self.slot(key);
         let shard = self.shard_mut(slot.shard);
-        shard.note_ttl(key, versions, expiries, facts)
+        shard.note_ttl((slot.hash, key), versions, expiries, facts)
+    }
+
+    /// See [`Shard::note_counter_reset`](crate::keyspace::Shard::note_counter_reset).
+    pub fn note_counter_reset(
+        &mut self,
+        key: &[u8],
+        stamp: u64,
+        facts: &mut Vec<crate::effects::Fact>,
+    ) -> bool {
+        let slot = self.slot(key);
+        let shard = self.shard_mut(slot.shard);
+        shard.note_counter_reset(slot.hash, key, stamp, facts)
     }
 
     /// See [`Ctx::note_states`].
@@ -995,6 +1007,20 @@ impl Ctx<'_> {
         };
         let arg = merge::deletes::arg_of(argv, key);
         merge::deletes::note_state(shard, (hash, key), (arg, dump_payload), facts)
+    }
+
+    /// Active replication, after a write stamped `stamp` on `key` that is
+    /// not an increment (SET, GETSET, SETEX, APPEND, SETRANGE, MSET of one
+    /// key): where the key is a counter, the write is its reset, noted at
+    /// once, and its record carries the reset's fact
+    /// (keyspace/merge/reset.rs; DECISIONS 248).
+    pub fn note_reset(&mut self, l: &mut Locked, key: &[u8], stamp: u64) {
+        if !self.core.active || !merge::fact::noting() {
+            return;
+        }
+        let mut unwanted = Vec::new();
+        let facts = self.merge_facts().unwrap_or(&mut unwanted);
+        l.note_counter_reset(key, stamp, facts);
     }
 
     /// Active replication, after an edit stamped `stamp` of the list at

@@ -167,7 +167,7 @@ fn pick_victim(srv: &Core, policy: Policy, dbs: &[usize]) -> Option<(usize, Key)
         let (db, start) = (dbs[rand_u64() as usize % dbs.len()], rand_u64() as usize);
         for i in 0..SHARDS {
             let g = srv.keyspace.db(db).lock((start + i) % SHARDS);
-            let Some(e) = sample(&g, policy) else {
+            let Some(e) = sample(&g, &srv.keyspace.hasher, policy) else {
                 continue;
             };
             let score = match policy {
@@ -189,7 +189,11 @@ fn pick_victim(srv: &Core, policy: Policy, dbs: &[usize]) -> Option<(usize, Key)
 
 /// A candidate from one shard: a random key, or for volatile policies a key
 /// with a TTL (the soonest to expire when random picks miss).
-fn sample(g: &crate::keyspace::Shard, policy: Policy) -> Option<&Entry> {
+fn sample<'a>(
+    g: &'a crate::keyspace::Shard,
+    hasher: &crate::keyspace::KeyHasher,
+    policy: Policy,
+) -> Option<&'a Entry> {
     if g.is_empty() {
         return None;
     }
@@ -207,7 +211,7 @@ fn sample(g: &crate::keyspace::Shard, policy: Policy) -> Option<&Entry> {
             }
         }
     }
-    g.soonest_expiring()
+    g.soonest_expiring(hasher)
 }
 
 /// Evicts `key` of `db` (if still there) while client `current` waits to

@@ -363,6 +363,7 @@ fn set_generic(
         }
     } else {
         l.put(key, Value::string(val), expire_at, version);
+        ctx.note_reset(&mut l, key, version);
         match ctx
             .sent
             .filter(|s| !matches!(expire, ExpireOpt::At(_)) && is_set(s))
@@ -450,6 +451,7 @@ fn getset(ctx: &mut Ctx, args: Args) -> CmdResult {
     };
     let version = ctx.version_after(prev);
     l.put(key, Value::string(val), 0, version);
+    ctx.note_reset(&mut l, key, version);
     ctx.propagate(version, &[b"SET", key, val]);
     ctx.notify(super::events::class::STRING, "set", key);
     Ok(())
@@ -562,6 +564,9 @@ fn mset_generic(ctx: &mut Ctx, args: Args, nx: bool) -> CmdResult {
         l.put(args.get(i), Value::string(args.get(i + 1)), 0, version);
         ctx.notify(super::events::class::STRING, "set", args.get(i));
     }
+    if keys.len() == 1 {
+        ctx.note_reset(&mut l, keys[0], version);
+    }
     let argv: Vec<&[u8]> = args.iter().collect();
     ctx.propagate(version, &argv);
     if nx {
@@ -579,6 +584,7 @@ fn append(ctx: &mut Ctx, args: Args) -> CmdResult {
         None => {
             let version = ctx.new_version();
             l.put(key, Value::string(val), 0, version);
+            ctx.note_reset(&mut l, key, version);
             ctx.propagate(version, &[b"APPEND", key, val]);
             ctx.notify(super::events::class::STRING, "append", key);
             val.len()
@@ -590,7 +596,9 @@ fn append(ctx: &mut Ctx, args: Args) -> CmdResult {
             data.extend_from_slice(val);
             let total = data.len();
             e.version = ctx.version_after(e.version);
-            ctx.propagate(e.version, &[b"APPEND", key, val]);
+            let version = e.version;
+            ctx.note_reset(&mut l, key, version);
+            ctx.propagate(version, &[b"APPEND", key, val]);
             ctx.notify(super::events::class::STRING, "append", key);
             total
         }
@@ -639,25 +647,29 @@ fn str_i64(s: &StrValue) -> Result<i64, CmdError> {
 
 fn incr_decr(ctx: &mut Ctx, args: Args, by: i64) -> CmdResult {
     let key = args.get(1);
+    // INCR/DECR key, INCRBY/DECRBY key n: the record's words, on the stack.
+    let mut words: [&[u8]; 3] = [b""; 3];
+    for (w, a) in words.iter_mut().zip(args.iter()) {
+        *w = a;
+    }
+    let argv = &words[..args.len()];
     let mut l = ctx.open(key);
-    let argv: Vec<&[u8]> = args.iter().collect();
-    let (n, before) = match l.get_str(key)? {
+    let (n, before, version) = match l.get_str(key)? {
         Some(e) => {
             let old = str_i64(str_of(&e.value))?;
             let n = old.checked_add(by).ok_or(CmdError::Overflow)?;
             let before = (e.version, Base::Int(old.into()));
             let version = ctx.version_after(e.version);
             super::access::set_str_keep_ttl(e, StrValue::Int(n), version);
-            (n, before)
+            (n, before, version)
         }
         None => {
             let before = (l.absent_version(key), Base::Absent);
             let version = ctx.new_version();
             l.put(key, Value::Str(StrValue::Int(by)), 0, version);
-            (by, before)
+            (by, before, version)
         }
     };
-    let version = l.entry(key).map_or(0, |e| e.version);
     if ctx.core.active {
         // Under active replication the key is a counter: concurrent
         // increments on other nodes add up (keyspace/merge.rs).
@@ -665,7 +677,7 @@ fn incr_decr(ctx: &mut Ctx, args: Args, by: i64) -> CmdResult {
         l.count_increment(key, before, Incr::Int(by.into()), version, facts);
         ctx.mark_merged(key);
     }
-    ctx.propagate(version, &argv);
+    ctx.propagate(version, argv);
     ctx.notify(super::events::class::STRING, "incrby", key);
     ctx.out.int(n);
     Ok(())
@@ -782,6 +794,7 @@ fn setrange(ctx: &mut Ctx, args: Args) -> CmdResult {
             let total = data.len();
             let version = ctx.new_version();
             l.put(key, Value::Str(StrValue::raw(data)), 0, version);
+            ctx.note_reset(&mut l, key, version);
             ctx.propagate(version, &argv);
             ctx.notify(super::events::class::STRING, "setrange", key);
             total
@@ -800,7 +813,9 @@ fn setrange(ctx: &mut Ctx, args: Args) -> CmdResult {
                 data[off..end].copy_from_slice(val);
                 let total = data.len();
                 e.version = ctx.version_after(e.version);
-                ctx.propagate(e.version, &argv);
+                let version = e.version;
+                ctx.note_reset(&mut l, key, version);
+                ctx.propagate(version, &argv);
                 ctx.notify(super::events::class::STRING, "setrange", key);
                 total
             }

@@ -17,6 +17,7 @@
 //! by the cycle's budget.
 
 pub mod cron;
+mod deadlines;
 pub mod encoding;
 pub mod expire;
 pub mod hash;
@@ -39,7 +40,6 @@ pub mod table;
 pub mod value;
 pub mod zset;
 
-use std::collections::BTreeSet;
 use std::hash::BuildHasher;
 
 use hashbrown::HashTable;
@@ -211,7 +211,7 @@ pub struct Slot {
 pub struct Shard {
     entries: table::Slab,
     index: HashTable<u32>,
-    expires: BTreeSet<(u64, u64)>,
+    expires: deadlines::Deadlines,
     /// The running snapshot's pending entries here (see `snap.rs`).
     snap: Option<Box<snap::ShardSnap>>,
     /// Active replication only: deleted keys and the stamp of their
@@ -246,6 +246,11 @@ impl Shard {
     }
     pub fn volatile_len(&self) -> usize {
         self.expires.len()
+    }
+    /// The sum of the volatile keys' deadlines (unix ms), for their
+    /// average TTL ([`Db::volatile_stats`]).
+    pub fn deadline_sum(&self) -> u128 {
+        self.expires.sum()
     }
 
     /// Position of `key` in the slab.
@@ -531,32 +536,76 @@ impl Shard {
     }
 
     /// Active replication, at the origin of a TTL write stamped `stamp`
-    /// (EXPIRE and its family, PERSIST) that left the set, hash or sorted
-    /// set at `key` (version `prev`, expiring at `before`, until then)
-    /// expiring at `at` (0: none): its TTL register takes the write's dot
-    /// in place of those it saw, and its fact goes to `facts`
-    /// (`merge::ttl::Ttl::note_write`). False, nothing changed, where TTL facts
-    /// are off or the key's merge state does not describe it as it was
-    /// (the next read finds the write's dot lazily, `Ttl::refresh`).
+    /// (EXPIRE and its family, PERSIST) that left the key (version `prev`,
+    /// expiring at `before`, until then) expiring at `at` (0: none): a
+    /// set's, hash's, sorted set's or list's TTL register takes the write's
+    /// dot in place of those it saw, and its fact goes to `facts`
+    /// (`merge::ttl::Ttl::note_write`); a counter's reset is the write's
+    /// ([`Self::note_counter_reset`]). False, nothing changed, where TTL
+    /// facts are off or the key's merge state does not describe it as it
+    /// was (the next read finds the write's dot lazily, `Ttl::refresh`).
     pub fn note_ttl(
         &mut self,
-        key: &[u8],
+        (hash, key): (u64, &[u8]),
         (prev, stamp): (u64, u64),
         (before, at): (u64, u64),
         facts: &mut Vec<merge::fact::Fact>,
     ) -> bool {
-        if !merge::fact::TTL_FACTS || !merge::fact::ELEMENT_FACTS {
+        use merge::fact::{ELEMENT_FACTS, LIST_FACTS, LIST_TTL_FACTS, TTL_FACTS};
+        if !TTL_FACTS {
             return false;
         }
-        let Some(merge::Meta::Elements(e)) = self.merge.get_mut(key).map(|m| &mut **m) else {
+        match self.merge.get_mut(key).map(|m| &mut **m) {
+            Some(merge::Meta::Elements(e)) if ELEMENT_FACTS => {
+                if e.version != prev || e.ttl.at() != before {
+                    return false;
+                }
+                e.ttl.note_write(&mut e.cc, (stamp, at), 1, facts);
+                e.version = stamp;
+                true
+            }
+            Some(merge::Meta::List(l)) if LIST_TTL_FACTS && LIST_FACTS => {
+                if l.ttl.at() != before || !l.describes(prev) {
+                    return false;
+                }
+                l.ttl.note_write(&mut l.cc, (stamp, at), 1, facts);
+                l.note_ttl_move(prev, stamp)
+            }
+            Some(merge::Meta::Counter(_)) => self.note_counter_reset(hash, key, stamp, facts),
+            _ => false,
+        }
+    }
+
+    /// Active replication, at the origin of a write stamped `stamp` on the
+    /// counter at `key` that is not an increment (SET and the other string
+    /// writes, a TTL write): its reset is noted at once and its fact goes
+    /// to `facts` (`merge::reset`). False where the key has no counter
+    /// state, holds a sketch, or no fact went.
+    pub fn note_counter_reset(
+        &mut self,
+        hash: u64,
+        key: &[u8],
+        stamp: u64,
+        facts: &mut Vec<merge::fact::Fact>,
+    ) -> bool {
+        // Most keys a string write touches have no merge state: one lookup.
+        if !matches!(
+            self.merge.get(key).map(|m| &**m),
+            Some(merge::Meta::Counter(_))
+        ) {
+            return false;
+        }
+        let Some(entry) = self.get_raw(hash, key) else {
             return false;
         };
-        if e.version != prev || e.ttl.at() != before {
+        let (base, at) = (merge::Base::of(Some(&entry.value)), entry.expire_at());
+        if !matches!(entry.value, Value::Str(_)) || merge::hll::is_sketch(&entry.value) {
             return false;
         }
-        e.ttl.note_write(&mut e.cc, (stamp, at), 1, facts);
-        e.version = stamp;
-        true
+        match self.merge.get_mut(key).map(|m| &mut **m) {
+            Some(merge::Meta::Counter(c)) => c.note_reset(stamp, (base, at), facts),
+            _ => false,
+        }
     }
 
     /// Active replication, at the origin of a write stamped `stamp` that
@@ -596,6 +645,11 @@ impl Shard {
         let Some(told) = ls.note_ends((prev, stamp), ops, value) else {
             return;
         };
+        // A list made anew has no TTL: the dots of one deleted go (as the
+        // next refresh would find; the peer's push onto nothing too).
+        if made && merge::fact::LIST_TTL_FACTS {
+            ls.ttl = Default::default();
+        }
         // One op, or LTRIM's pops at both ends (its WORD: how many of its
         // DROPs the head's pop took; DECISIONS 234), or a rotation's pop
         // and push (its WORD: the push's zone; DECISIONS 237).
@@ -609,7 +663,15 @@ impl Shard {
         facts.push((PREV | (1 << SHIFT), newest));
         match (trim, rotate) {
             (true, _) => facts.push((WORD, told.head_popped as u64)),
-            (_, true) => facts.push((WORD, u64::from(told.was_empty))),
+            (_, true) => {
+                facts.push((WORD, u64::from(told.was_empty)));
+                // The value moved, which the record does not hold: the
+                // peer reads it at its end, so it must hold the same there
+                // (DECISIONS 261).
+                if let Some(fp) = pushed_fingerprint(value, ops[1]) {
+                    facts.push((WORD | (1 << SHIFT), fp));
+                }
+            }
             _ => {}
         }
         match ops[0] {
@@ -847,7 +909,7 @@ impl Shard {
         };
         if self.entries.get(pos).is_expired(now_ms) {
             let e = self.remove_at(hasher, hash, pos);
-            self.unindex_expire(hash, e.expire_at());
+            self.unindex_expire(hasher, hash, e.expire_at());
             return Lookup::Expired(e);
         }
         self.before_write(pos);
@@ -871,7 +933,7 @@ impl Shard {
     /// Inserts or replaces an entry; returns the previous one.
     pub fn insert(&mut self, hasher: &KeyHasher, hash: u64, entry: Entry) -> Option<Entry> {
         if entry.expire_at() != 0 {
-            self.expires.insert((entry.expire_at(), hash));
+            self.expires.insert(entry.expire_at(), hash);
         }
         let old = match self.pos(hash, &entry.key) {
             Some(p) => {
@@ -886,7 +948,7 @@ impl Shard {
         };
         if let Some(o) = &old {
             if o.expire_at() != 0 {
-                self.unindex_expire(hash, o.expire_at());
+                self.unindex_expire(hasher, hash, o.expire_at());
             }
         }
         old
@@ -920,7 +982,7 @@ impl Shard {
         vacant.insert(i);
         self.entries.push(entry);
         if at != 0 {
-            self.expires.insert((at, hash));
+            self.expires.insert(at, hash);
         }
         Ok(())
     }
@@ -930,13 +992,13 @@ impl Shard {
         let pos = self.pos(hash, key)?;
         let e = self.remove_at(hasher, hash, pos);
         if e.expire_at() != 0 {
-            self.unindex_expire(hash, e.expire_at());
+            self.unindex_expire(hasher, hash, e.expire_at());
         }
         Some(e)
     }
 
     /// Sets or clears (`at == 0`) the expiry of an existing key.
-    pub fn set_expire(&mut self, _hasher: &KeyHasher, hash: u64, key: &[u8], at: u64) -> bool {
+    pub fn set_expire(&mut self, hasher: &KeyHasher, hash: u64, key: &[u8], at: u64) -> bool {
         let Some(pos) = self.pos(hash, key) else {
             return false;
         };
@@ -945,25 +1007,36 @@ impl Shard {
         let old = key.expire_at();
         key.set_expire_at(at);
         if old != 0 {
-            self.unindex_expire(hash, old);
+            self.unindex_expire(hasher, hash, old);
         }
         if at != 0 {
-            self.expires.insert((at, hash));
+            self.expires.insert(at, hash);
         }
         true
     }
 
     /// Drops the index entry `(at, hash)` unless another key with the same
     /// hash and expiry still needs it.
-    fn unindex_expire(&mut self, hash: u64, at: u64) {
-        let entries = &self.entries;
-        let still_needed = self
-            .index
-            .iter_hash(hash)
-            .any(|&i| entries.get(i as usize).expire_at() == at);
-        if !still_needed {
-            self.expires.remove(&(at, hash));
+    fn unindex_expire(&mut self, hasher: &KeyHasher, hash: u64, at: u64) {
+        if self.expiring_at(hasher, hash, at).is_none() {
+            self.expires.remove(at, hash);
         }
+    }
+
+    /// The position of a key whose hash is `hash` and whose expiry is `at`:
+    /// the key an `expires` entry stands for. The index's probe for `hash`
+    /// also yields keys of other hashes (it matches 7 bits of it), and
+    /// keys given one expiry in one millisecond share `at`, so the full
+    /// hash is checked: without it, an entry outlived its key (INFO's
+    /// `expires=` counted it) or stood for another key's expiry.
+    fn expiring_at(&self, hasher: &KeyHasher, hash: u64, at: u64) -> Option<usize> {
+        let entries = &self.entries;
+        self.index
+            .find(hash, |&i| {
+                let e = entries.get(i as usize);
+                e.expire_at() == at && hasher.hash(&e.key) == hash
+            })
+            .map(|&i| i as usize)
     }
 
     /// Removes up to `max` keys whose expiry is due, calling `on_expired` for
@@ -977,29 +1050,22 @@ impl Shard {
     ) -> (usize, bool) {
         let mut n = 0;
         while n < max {
-            let Some(&(at, hash)) = self.expires.first() else {
+            let Some((at, hash)) = self.expires.first() else {
                 return (n, false);
             };
             if at > now_ms {
                 return (n, false);
             }
             self.expires.pop_first();
-            loop {
-                let entries = &self.entries;
-                let Some(&pos) = self
-                    .index
-                    .find(hash, |&i| entries.get(i as usize).expire_at() == at)
-                else {
-                    break;
-                };
-                let e = self.remove_at(hasher, hash, pos as usize);
+            while let Some(pos) = self.expiring_at(hasher, hash, at) {
+                let e = self.remove_at(hasher, hash, pos);
                 if let Some((key, stamp)) = on_expired(e) {
                     self.set_tombstone(&key, stamp);
                 }
                 n += 1;
             }
         }
-        let more = self.expires.first().is_some_and(|&(at, _)| at <= now_ms);
+        let more = self.expires.first().is_some_and(|(at, _)| at <= now_ms);
         (n, more)
     }
 
@@ -1018,13 +1084,10 @@ impl Shard {
     }
 
     /// The key that expires first, for eviction's volatile-ttl.
-    pub fn soonest_expiring(&self) -> Option<&Entry> {
-        let &(at, hash) = self.expires.first()?;
-        let entries = &self.entries;
-        let &pos = self
-            .index
-            .find(hash, |&i| entries.get(i as usize).expire_at() == at)?;
-        Some(self.entries.get(pos as usize))
+    pub fn soonest_expiring(&self, hasher: &KeyHasher) -> Option<&Entry> {
+        let (at, hash) = self.expires.first()?;
+        let pos = self.expiring_at(hasher, hash, at)?;
+        Some(self.entries.get(pos))
     }
 
     /// Removes every key; returns the old contents (to drop elsewhere for ASYNC).
@@ -1106,10 +1169,25 @@ impl Shard {
             let hash = hasher.hash(&self.entries.get(i).key);
             let e = self.remove_at(hasher, hash, i);
             if e.expire_at() != 0 {
-                self.unindex_expire(hash, e.expire_at());
+                self.unindex_expire(hasher, hash, e.expire_at());
             }
         }
     }
+}
+
+/// The fingerprint of the value a push of one element put at its end of
+/// `value` (a list), as a peer reads it there: a rotation's fact carries
+/// it (DECISIONS 261).
+fn pushed_fingerprint(value: Option<&Value>, push: merge::lists::EndOp) -> Option<u64> {
+    let (Some(Value::List(l)), merge::lists::EndOp::Push { left, .. }) = (value, push) else {
+        return None;
+    };
+    let end = if left {
+        Some(0)
+    } else {
+        l.len().checked_sub(1)
+    };
+    end.and_then(|i| l.get(i)).map(merge::context::fingerprint)
 }
 
 /// A deleted key and the stamp of its deletion, to leave as a tombstone.
@@ -1171,6 +1249,21 @@ impl Db {
             .iter()
             .map(|s| held::lock(&s.0).volatile_len())
             .sum()
+    }
+
+    /// How many keys have a TTL, and their average TTL in ms from `now_ms`
+    /// (0 with none, and never below 0: keys past their deadline that the
+    /// expiry cycle has not removed yet count as 0), for INFO keyspace.
+    pub fn volatile_stats(&self, now_ms: u64) -> (usize, u64) {
+        let (mut n, mut sum) = (0usize, 0u128);
+        for s in &self.shards {
+            let g = held::lock(&s.0);
+            n += g.volatile_len();
+            sum += g.deadline_sum();
+        }
+        let avg = if n == 0 { 0 } else { sum / n as u128 };
+        let ttl = avg.saturating_sub(u128::from(now_ms));
+        (n, u64::try_from(ttl).unwrap_or(u64::MAX))
     }
 }
 

@@ -437,10 +437,10 @@ fn keyspace(srv: &Arc<Server>, o: &mut String) {
         let db = srv.keyspace.db(i);
         let keys = db.len();
         if keys > 0 {
+            let (expires, avg_ttl) = db.volatile_stats(crate::keyspace::hlc::unix_ms());
             let _ = write!(
                 o,
-                "db{i}:keys={keys},expires={},avg_ttl=0\r\n",
-                db.volatile_len()
+                "db{i}:keys={keys},expires={expires},avg_ttl={avg_ttl}\r\n"
             );
         }
     }

@@ -388,6 +388,22 @@ pub fn eventually_within(what: &str, limit: Duration, mut f: impl FnMut() -> boo
     panic!("timed out ({limit:?}) waiting for {what}");
 }
 
+/// [`eventually`] for a check that also says what it saw: the last of it
+/// goes in the panic, so a wait that timed out shows where it stood.
+pub fn eventually_seen(what: &str, mut f: impl FnMut() -> (bool, String)) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let (ok, seen) = f();
+        if ok {
+            return;
+        }
+        if Instant::now() >= deadline {
+            panic!("timed out (30s) waiting for {what}; last seen: {seen}");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
 pub fn digest(c: &mut redis::Connection) -> String {
     cmd(c, &["DEBUG", "DIGEST"])
 }
@@ -464,6 +480,15 @@ pub fn wait_linked(n: &Server, peers: usize) {
         let info: String = cmd(&mut c, &["INFO", "replication"]);
         info.matches("state=connected").count() == peers
     });
+}
+
+/// The key states a node's links asked for (every `conflicts=` of INFO
+/// replication, summed).
+pub fn asks_all(c: &mut redis::Connection) -> u64 {
+    let info: String = cmd(c, &["INFO", "replication"]);
+    let fields = info.split([',', '\n', '\r']);
+    let n = fields.filter_map(|f| f.strip_prefix("conflicts="));
+    n.map(|n| n.parse::<u64>().unwrap()).sum()
 }
 
 /// Waits until every node holds the same data: DEBUG DIGEST and DBSIZE at

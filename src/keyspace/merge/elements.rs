@@ -537,9 +537,13 @@ impl Elements {
         }
         // A side whose counters count the other kind (a hash's fields on
         // one side, a sorted set's scores on the other, both deleted) adds
-        // none.
-        let ours = (self.scores == scores).then(|| self.counter_of(m, ours, local_value));
-        let theirs = (remote.scores == scores).then(|| remote.counter_of(m, theirs, remote_value));
+        // none. A side with no counters has no kind (its `scores` says
+        // false): its newest dot of `m` is a reset there, as a hash's
+        // field's is (a ZADD concurrent with a ZINCRBY of a new member
+        // was lost: the score read the increment alone).
+        let counts = |e: &Elements| e.counters.is_empty() || e.scores == scores;
+        let ours = counts(self).then(|| self.counter_of(m, ours, local_value));
+        let theirs = counts(remote).then(|| remote.counter_of(m, theirs, remote_value));
         match (ours.flatten(), theirs.flatten()) {
             (Some(a), Some(b)) => Some(a.join(&b)),
             (a, b) => a.or(b),

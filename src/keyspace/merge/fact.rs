@@ -98,11 +98,23 @@ pub const REMOVE_FACTS: bool = true;
 pub const LIST_MOVE_FACTS: bool = true;
 
 /// Whether whole-key deletes (DEL, UNLINK, GETDEL, SPOP of the whole set)
-/// of a counter, set, hash, sorted set or list carry the merge state their
-/// delete left, which a peer joins with no round trip (`deletes.rs`; a
-/// switch as [`ELEMENT_FACTS`]; off, their peers ask for the key's state).
-/// DECISIONS 242.
+/// and overwrites (the *STOREs, COPY, RENAME) of a counter, set, hash,
+/// sorted set or list carry the states of the keys they wrote, which a peer
+/// joins with no round trip (`deletes.rs`; a switch as [`ELEMENT_FACTS`];
+/// off, their peers ask for the keys' states). DECISIONS 242-246.
 pub const DELETE_FACTS: bool = true;
+
+/// Whether a write on a counter that is not an increment (SET, GETSET,
+/// SETEX, APPEND, SETRANGE, MSET of one key; EXPIRE and its family, PERSIST)
+/// travels as a fact of the reset it makes (merge/reset.rs: the reset's
+/// base, the parts it observed and the key's expiry after it); off, such
+/// writes travel as states (DECISIONS 248-250).
+pub const RESET_FACTS: bool = true;
+
+/// Whether EXPIRE, PEXPIRE, EXPIREAT, PEXPIREAT and PERSIST on a list
+/// travel as facts of its TTL register, as on a set, hash or sorted set
+/// ([`TTL_FACTS`]; merge/ttl.rs); off, as states (DECISIONS 251).
+pub const LIST_TTL_FACTS: bool = true;
 
 /// One entry of a fact: the kind ORed into an argument index, and a stamp.
 pub type Fact = (u32, u64);

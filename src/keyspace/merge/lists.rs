@@ -521,6 +521,31 @@ impl Lists {
         Some(told)
     }
 
+    /// Whether this state describes the key at `version`: its told ends
+    /// are at it, or with none told, its elements are.
+    pub fn describes(&self, version: u64) -> bool {
+        match &self.ends {
+            Some(e) => e.at == version,
+            None => self.version == version,
+        }
+    }
+
+    /// Both sides of a TTL write (merge/ttl.rs) that moved the key from
+    /// version `prev` to `stamp` and left its elements as they were: the
+    /// state follows where it described `prev` (its told ends, or its
+    /// elements, now at `stamp`). False, nothing changed, where it did not.
+    pub fn note_ttl_move(&mut self, prev: u64, stamp: u64) -> bool {
+        if !self.describes(prev) {
+            return false;
+        }
+        match &mut self.ends {
+            Some(e) => e.at = stamp,
+            None => self.version = stamp,
+        }
+        self.cc.see(stamp);
+        true
+    }
+
     /// Peer: a list write's fact stamped `stamp` (keyspace/merge/fact.rs;
     /// `prev`: its PREV), on this state of the key at `version`. Returns
     /// how many values to push or pop at that end here (what to replay),
@@ -888,6 +913,27 @@ mod tests {
             l.push_back(-2, i.as_bytes());
         }
         Value::List(Box::new(l))
+    }
+
+    /// A TTL write moves the state to its stamp, elements as they were,
+    /// whether the ends told the list or its elements do; a state behind
+    /// the key does not move.
+    #[test]
+    fn a_ttl_write_moves_the_state_where_it_described_the_key() {
+        let st = |ms| make_stamp(ms, 0, 1);
+        let v = list(&["a", "b"]);
+        let mut told = Lists::current(None, st(1), None);
+        let push = [EndOp::Push { left: false, n: 2 }];
+        assert!(told.note_ends((st(1), st(2)), &push, Some(&v)).is_some());
+        let mut plain = Lists::current(None, st(2), Some(&v));
+        for l in [&mut told, &mut plain] {
+            assert!(l.describes(st(2)) && !l.describes(st(3)));
+            assert!(!l.note_ttl_move(st(1), st(3)), "behind the key");
+            assert!(l.note_ttl_move(st(2), st(3)));
+            assert!(l.describes(st(3)) && l.cc.covers(st(3)));
+        }
+        let now = |l: &Lists| Lists::current(Some(l), st(3), Some(&v)).elems;
+        assert_eq!(now(&told), now(&plain));
     }
 
     /// A push's fingerprints read on the stack are the Vec's, in order.

@@ -57,6 +57,7 @@ pub mod fact;
 pub mod groups;
 pub mod hll;
 pub mod lists;
+pub mod reset;
 pub mod state;
 pub mod stream;
 pub mod ttl;

@@ -19,7 +19,9 @@
 //!
 //! A TTL write (EXPIRE and its family, PERSIST) on a set, hash or sorted
 //! set travels as a fact of this register where [`super::fact::TTL_FACTS`]
-//! is on (docs/MERGE.md section 9): the origin notes its dot at once
+//! is on, and on a list where [`super::fact::LIST_TTL_FACTS`] is too
+//! (docs/MERGE.md section 9; a counter has no register: its TTL is its
+//! winning reset's, `reset.rs`): the origin notes its dot at once
 //! ([`Ttl::note_write`]: the dots it saw go, its own comes) and names the
 //! dots it replaced; a peer applies it where it holds every one of them
 //! ([`Ttl::apply_write`]), else asks for the key's state.

@@ -18,6 +18,7 @@ use crate::keyspace::merge::context::fingerprint;
 use crate::keyspace::merge::elements::{item_of, Change, Item};
 use crate::keyspace::merge::fact::{self, NotApplied, ADD, COUNTED, KIND, SHIFT};
 use crate::keyspace::merge::lists::{Change as ListChange, EditFact, Lists, Place};
+use crate::keyspace::merge::reset::{is_reset, ResetFact};
 use crate::keyspace::merge::state::typed;
 use crate::keyspace::merge::{Base, Counter, Elements, Incr, MergeType, Merged, Meta};
 use crate::keyspace::{Entry, Value};
@@ -177,6 +178,9 @@ impl Link {
         let ks = &self.node.core().keyspace;
         if stamp < ks.db(db).lock(ks.slot(key).shard).flushed_at() {
             return true;
+        }
+        if is_reset(stamp, facts) {
+            return self.apply_reset((db, key), (stamp, facts, argv));
         }
         if super::stream_facts::is_stream_write(argv) {
             return self.apply_stream_fact(db, key, stamp, facts, argv);
@@ -421,13 +425,13 @@ impl Link {
     }
 
     /// A TTL write's fact (EXPIRE's PEXPIREAT record, PERSIST; keyspace/
-    /// merge/ttl.rs, `Ttl::apply_write`) on a set, hash or sorted set here
-    /// whose state describes it, TTL included: its TTL register takes the
-    /// write's dot in place of those it replaced, and the key the expiry
-    /// the register resolves to (PERSIST wins, else the latest), replayed
-    /// as PEXPIREAT or PERSIST where it changes. False, the key's state
-    /// asked for, where the fact does not apply (a dot it replaced is not
-    /// here: a concurrent TTL write here, or a gap).
+    /// merge/ttl.rs, `Ttl::apply_write`) on a set, hash, sorted set or list
+    /// here whose state describes it, TTL included: its TTL register takes
+    /// the write's dot in place of those it replaced, and the key the
+    /// expiry the register resolves to (PERSIST wins, else the latest),
+    /// replayed as PEXPIREAT or PERSIST where it changes. False, the key's
+    /// state asked for, where the fact does not apply (a dot it replaced is
+    /// not here: a concurrent TTL write here, or a gap).
     fn apply_ttl(
         &mut self,
         db: usize,
@@ -444,43 +448,123 @@ impl Link {
         let Some(entry) = g.get_raw(slot.hash, key) else {
             return false;
         };
-        if !crate::keyspace::merge::elements::is_collection(&entry.value) {
+        let list = matches!(entry.value, Value::List(_));
+        if !list && !crate::keyspace::merge::elements::is_collection(&entry.value) {
             return false;
         }
         let before = entry.expire_at();
         let version = g.version_of(slot.hash, key);
-        let Some(Meta::Elements(e)) = g.merge_meta_mut(key) else {
-            return false;
+        // The state's TTL register and context, where it describes the key.
+        let (ttl, cc) = match g.merge_meta_mut(key) {
+            Some(Meta::Elements(e)) if !list && e.version == version => (&mut e.ttl, &mut e.cc),
+            Some(Meta::List(l)) if list && fact::LIST_TTL_FACTS && l.describes(version) => {
+                (&mut l.ttl, &mut l.cc)
+            }
+            _ => return false,
         };
-        if e.version != version || e.ttl.at() != before {
+        if ttl.at() != before {
             return false;
         }
         if version > stamp {
-            return e.cc.covers(stamp);
+            return cc.covers(stamp);
         }
-        let now = match e.ttl.apply_write(&mut e.cc, (stamp, at), facts) {
+        let now = match ttl.apply_write(cc, (stamp, at), facts) {
             Ok(now) => now,
             Err(NotApplied::Duplicate) => return true,
             Err(NotApplied::Gap) => return false,
         };
         drop(g);
-        let version = version.max(stamp);
+        let moved = (version, version.max(stamp));
         let now_text = now.to_string();
         if now != before {
             let argv: Vec<&[u8]> = match now {
                 0 => vec![b"PERSIST", key],
                 _ => vec![b"PEXPIREAT", key, now_text.as_bytes()],
             };
-            self.replay(db, version, &argv);
+            self.replay(db, moved.1, &argv);
         }
-        self.raise_version(db, key, version);
+        self.raise_version(db, key, moved.1);
         let ks = &self.node.core().keyspace;
         let mut g = ks.db(db).lock(slot.shard);
-        if let Some(e) = g.merge_meta_mut(key).and_then(Meta::get_mut::<Elements>) {
-            e.version = version;
+        match g.merge_meta_mut(key) {
+            Some(Meta::Elements(e)) => e.version = moved.1,
+            Some(Meta::List(l)) => {
+                l.note_ttl_move(moved.0, moved.1);
+            }
+            _ => {}
         }
         drop(g); // before the AOF note, which locks the shard again
         self.note_merge_state(db, key);
+        true
+    }
+
+    /// A counter's reset (keyspace/merge/reset.rs: SET and the other string
+    /// writes, and the TTL writes, on a counter): its register joins ours
+    /// (a join of states: nothing else need have arrived), and the key
+    /// takes the joined value and, as the fact's reset wins, its expiry,
+    /// replayed as `SET key value [PXAT at]`. False, the key's state asked
+    /// for, where the key here is no counter (another type, no counter
+    /// state), is newer than the write and lacks it, or its value is no
+    /// number that the record does not say (APPEND, SETRANGE, a TTL write).
+    fn apply_reset(&mut self, (db, key): (usize, &[u8]), write: (u64, &[Fact], &Args)) -> bool {
+        let (stamp, facts, argv) = write;
+        let Some(fact) = ResetFact::of(stamp, facts).filter(|_| fact::RESET_FACTS) else {
+            return false;
+        };
+        let name = argv.get(0).to_ascii_lowercase();
+        let said = matches!(&name[..], b"set" | b"mset") && argv.len() >= 3;
+        if fact.base.is_none() && !said {
+            return false;
+        }
+        let ks = &self.node.core().keyspace;
+        let slot = ks.slot(key);
+        let mut g = ks.db(db).lock(slot.shard);
+        let e = g.get_raw(slot.hash, key);
+        let sketch = |e: &Entry| crate::keyspace::merge::hll::is_sketch(&e.value);
+        if e.is_some_and(|e| !matches!(e.value, Value::Str(_)) || sketch(e)) {
+            return false;
+        }
+        let (at_here, base_here) = (e.map_or(0, Entry::expire_at), Base::of(e.map(|e| &e.value)));
+        let version = g.version_of(slot.hash, key);
+        let Ok(Some(counter)) = typed::<Counter>(g.merge_meta(key)) else {
+            return false;
+        };
+        let mine = Counter::current(Some(counter), version, base_here);
+        let joined = mine.apply_reset(stamp, &fact, Base::Other);
+        if joined.same_content(&mine) {
+            return true; // in the counter here already
+        }
+        // The key's value and expiry: the winning reset's, increments it had
+        // not seen on top. A reset older than the key here (a write here
+        // came after it) joins all the same, at our version (DECISIONS 252).
+        let won = joined.reset == stamp;
+        let at = if won { fact.at } else { at_here };
+        let text = match joined.value() {
+            v @ (Merged::Int(_) | Merged::Float(_)) => v.text().map(String::into_bytes),
+            Merged::Other if !won => None, // our reset's value stays
+            Merged::Other if said => Some(argv.get(2).to_vec()),
+            _ => return false,
+        };
+        let changed = joined.value() != mine.value() || at != at_here || won && fact.base.is_none();
+        let (late, version) = (version >= stamp, version.max(stamp));
+        g.set_merge_meta(key, joined.wrap());
+        drop(g);
+        if let (true, Some(text)) = (changed, &text) {
+            let at = at.to_string();
+            let mut argv: Vec<&[u8]> = vec![b"SET", key, text];
+            if at != "0" {
+                argv.extend([&b"PXAT"[..], at.as_bytes()]);
+            }
+            self.replay(db, version, &argv);
+        }
+        self.raise_version(db, key, version);
+        self.note_merge_state(db, key);
+        // Its version did not move, so no peer learns the joined reset from
+        // a state at it: ours goes to every peer, as an increment's late
+        // part does (`apply_increment`; simulator seed 7573).
+        if late {
+            super::serve::answer_state(&*self.node, db, key);
+        }
         true
     }
 
@@ -522,6 +606,7 @@ impl Link {
         if value.is_some_and(|v| !matches!(v, Value::List(_))) {
             return false;
         }
+        let absent = value.is_none();
         let version = g.version_of(slot.hash, key);
         if version > stamp {
             return covered::<Lists>(g.merge_meta(key), stamp);
@@ -537,7 +622,17 @@ impl Link {
         let Some(l) = g.merge_meta_mut(key).and_then(Meta::get_mut::<Lists>) else {
             return false;
         };
+        // A list a push makes here has no TTL, as at its origin where the
+        // push made it too; where it did not (a pop here emptied the list
+        // under a TTL the origin's keeps), the join decides the TTL.
+        let made_here = absent && push && fact::LIST_TTL_FACTS;
+        if made_here && !l.ttl.is_empty() && !facts.iter().any(|f| f.0 == fact::WORD && f.1 == 1) {
+            return false;
+        }
         let applied = l.apply_end_fact((version, stamp, prev), end_fact);
+        if made_here && applied.is_ok() {
+            l.ttl = Default::default();
+        }
         drop(g);
         let n = match applied {
             Ok(n) => n,
@@ -659,6 +754,14 @@ impl Link {
         let Some(fp) = end.and_then(|i| list.get(i)).map(fingerprint) else {
             return false;
         };
+        // The value the origin moved (its fact's second word): a peer that
+        // holds another there (an LSET the origin saw and we have not)
+        // would push that one under the moved element's id, which no join
+        // could tell apart (simulator seed 51821; DECISIONS 261).
+        let moved = facts.iter().find(|f| f.0 == fact::WORD | (1 << SHIFT));
+        if moved.is_some_and(|f| f.1 != fp) {
+            return false;
+        }
         let version = g.version_of(slot.hash, key);
         if version > stamp {
             return covered::<Lists>(g.merge_meta(key), stamp);
