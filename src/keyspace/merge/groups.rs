@@ -36,6 +36,8 @@
 //! of (consumer, delivery time, delivery count), which XREADGROUP and the
 //! XCLAIM records it propagates set alike.
 
+pub mod writes;
+
 use std::collections::BTreeMap;
 
 use super::codec::{put_bytes, put_varint, Cursor};
@@ -114,7 +116,7 @@ impl GroupMeta {
     }
 
     /// The incarnation parts made now belong to: its newest CREATE dot.
-    fn incarnation(&self) -> u64 {
+    pub fn incarnation(&self) -> u64 {
         self.dots.iter().copied().max().unwrap_or_default()
     }
 
