@@ -2,7 +2,7 @@
 //! peer ask for the key's state (issue 24 item 1: "a state is asked for
 //! only where a fact's causal base is missing ... never on the normal
 //! path"; docs/MERGE.md section 9). On an active pair of real processes,
-//! each write command Redis has on a set, hash, sorted set, list or
+//! each write command Redis has on a set, hash, sorted set, list, stream or
 //! counter runs once on an existing key of one node, after everything
 //! before it has arrived; once the pair converged, the states both nodes
 //! asked for (INFO `conflicts=`) are read. Every command is in one of two
@@ -30,6 +30,10 @@ const STORE: &str = "the destination is overwritten whole (a register write of t
                      its record has no fact";
 const MULTI_KEY: &str = "a record with two keys carries no fact";
 const STRING: &str = "a string write on a counter is a reset of the whole key, by state";
+const NOACK: &str = "a NOACK read's records (CREATECONSUMER, SETID) carry no fact";
+const MAKES: &str = "a stream made by the write (MKSTREAM) travels by its state";
+const XSETID: &str = "XSETID sets the stream's last ID and counts: no fact, by state";
+const STREAM_TTL: &str = "a TTL write on a stream travels by its state";
 
 /// The write commands on a merging type, on existing keys (`@x` is key x
 /// of the case, made by [`setup`]), and what each does.
@@ -116,6 +120,32 @@ const CASES: &[(&str, Expect)] = &[
     ("GETSET @n 7", Asks(STRING)),
     ("APPEND @n 1", Asks(STRING)),
     ("SETRANGE @n 0 9", Asks(STRING)),
+    // Streams (`@x`: entries %0 %1 %2, group g, %0 and %1 pending with
+    // alice, bob a consumer with none).
+    ("XADD @x * f 4", Fact),
+    ("XADD @x MAXLEN 2 * f 4", Fact),
+    ("XDEL @x %2", Fact),
+    ("XTRIM @x MAXLEN 1", Fact),
+    ("XACK @x g %0 %1", Fact),
+    ("XREADGROUP GROUP g bob COUNT 1 STREAMS @x >", Fact),
+    ("XREADGROUP GROUP g bob NOACK STREAMS @x >", Asks(NOACK)),
+    ("XCLAIM @x g bob 0 %0", Fact),
+    ("XCLAIM @x g bob 0 %0 %1 JUSTID", Fact),
+    ("XCLAIM @x g carol 0 %2 FORCE", Fact),
+    ("XAUTOCLAIM @x g bob 0 0", Fact),
+    ("XAUTOCLAIM @x g carol 0 0 COUNT 1 JUSTID", Fact),
+    ("XGROUP CREATE @x g2 $", Fact),
+    ("XGROUP CREATE @x g2 0 ENTRIESREAD 0", Fact),
+    ("XGROUP CREATE @v g 0 MKSTREAM", Asks(MAKES)),
+    ("XGROUP CREATECONSUMER @x g carol", Fact),
+    ("XGROUP DELCONSUMER @x g alice", Fact),
+    ("XGROUP DELCONSUMER @x g bob", Fact),
+    ("XGROUP SETID @x g 0", Fact),
+    ("XGROUP SETID @x g $ ENTRIESREAD 3", Fact),
+    ("XGROUP DESTROY @x g", Fact),
+    ("XSETID @x 9999999999999-0", Asks(XSETID)),
+    ("EXPIRE @x 100", Asks(STREAM_TTL)),
+    ("DEL @x", Asks(DEL)),
     // Any merging type.
     ("DEL @s", Asks(DEL)),
     ("UNLINK @z", Asks(DEL)),
@@ -148,6 +178,44 @@ fn setup(i: usize, x: &str) -> Vec<String> {
         .collect()
 }
 
+/// The commands that make key `x` of case `i`: [`setup`]'s line, or a
+/// stream's several (`@x`: three entries, group g, two read by alice,
+/// consumer bob).
+fn setup_lines(i: usize, x: &str) -> Vec<Vec<String>> {
+    if x != "x" {
+        return vec![setup(i, x)];
+    }
+    let k = format!("c{i}:x");
+    let lines = [
+        "XADD K * f 1",
+        "XADD K * f 2",
+        "XADD K * f 3",
+        "XGROUP CREATE K g 0",
+        "XREADGROUP GROUP g alice COUNT 2 STREAMS K >",
+        "XGROUP CREATECONSUMER K g bob",
+    ];
+    let word = |w: &str| if w == "K" { k.clone() } else { w.to_string() };
+    (lines.iter())
+        .map(|l| l.split(' ').map(word).collect())
+        .collect()
+}
+
+/// `words` with each `%j` the ID of entry j of the case's stream `@x`.
+fn with_entry_ids(c: &mut redis::Connection, i: usize, words: Vec<String>) -> Vec<String> {
+    if !words.iter().any(|w| w.starts_with('%')) {
+        return words;
+    }
+    let entries: Vec<(String, Vec<String>)> = cmd(c, &["XRANGE", &format!("c{i}:x"), "-", "+"]);
+    let id = |w: &str| {
+        Some(
+            entries[w.strip_prefix('%')?.parse::<usize>().ok()?]
+                .0
+                .clone(),
+        )
+    };
+    (words.into_iter()).map(|w| id(&w).unwrap_or(w)).collect()
+}
+
 /// The words of case `i`'s write, its `@x` keys named for the case.
 fn words(i: usize, write: &str) -> Vec<String> {
     let at = |w: &str| w.strip_prefix('@').map(|x| format!("c{i}:{x}"));
@@ -177,7 +245,7 @@ fn each_merging_write_travels_as_a_fact_or_asks_for_a_stated_reason() {
             .collect();
         keys.sort_unstable();
         keys.dedup();
-        for line in keys.into_iter().map(|x| setup(i, x)) {
+        for line in keys.into_iter().flat_map(|x| setup_lines(i, x)) {
             if !line.is_empty() {
                 run(&mut a, &line).expect("setup");
             }
@@ -187,7 +255,8 @@ fn each_merging_write_travels_as_a_fact_or_asks_for_a_stated_reason() {
     let mut wrong = Vec::new();
     for (i, &(write, expect)) in CASES.iter().enumerate() {
         let before = asks(&mut a) + asks(&mut b);
-        run(&mut a, &words(i, write)).unwrap_or_else(|e| panic!("{write}: {e}"));
+        let words = with_entry_ids(&mut a, i, words(i, write));
+        run(&mut a, &words).unwrap_or_else(|e| panic!("{write}: {e}"));
         converged(&[&p.a, &p.b]);
         let asked = asks(&mut a) + asks(&mut b) - before;
         eprintln!("{write}: {asked}");

@@ -205,7 +205,9 @@ fn propagate_claims(
     e.version = ctx.version_after(e.version);
     let version = e.version;
     let g = stream_of(&e.value).groups.get(group);
-    let seen = g.and_then(|g| g.consumers.get(consumer)).map(|c| c.seen_time);
+    let seen = g
+        .and_then(|g| g.consumers.get(consumer))
+        .map(|c| c.seen_time);
     note_groups(ctx, l, key);
     let ids: Option<Vec<(StreamId, bool)>> = (records.iter())
         .map(|r| {
@@ -347,7 +349,9 @@ pub fn xgroup_create(ctx: &mut Ctx, args: Args) -> CmdResult {
     e.version = stamp;
     note_groups(ctx, &mut l, key);
     // A group made in a stream present (not MKSTREAM's): its ID resolved.
-    let told = before.as_ref().map(|_| XgroupTold::default().with_register((last, read)));
+    let told = before
+        .as_ref()
+        .map(|_| XgroupTold::default().with_register((last, read)));
     note_xgroup_fact(ctx, &mut l, key, (before.as_ref(), stamp), told);
     let argv: Vec<&[u8]> = args.iter().collect();
     ctx.propagate(stamp, &argv);
@@ -1009,7 +1013,13 @@ pub fn xclaim(ctx: &mut Ctx, args: Args) -> CmdResult {
     }
     // A claim that moved the last ID (LASTID) tells no fact.
     let before = before.filter(|_| c.last_id <= before_last);
-    propagate_claims(ctx, &mut l, (key, group, consumer), before, (&records, &gone));
+    propagate_claims(
+        ctx,
+        &mut l,
+        (key, group, consumer),
+        before,
+        (&records, &gone),
+    );
     if created {
         ctx.notify(class::STREAM, "xgroup-createconsumer", key);
     }

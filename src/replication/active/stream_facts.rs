@@ -41,9 +41,16 @@ mod group_writes;
 /// Whether a record's command is a stream write that carries a fact.
 pub(super) fn is_stream_write(argv: &Args) -> bool {
     let name = argv.get(0);
-    [&b"xadd"[..], b"xdel", b"xtrim", b"xack", b"xclaim", b"xgroup"]
-        .iter()
-        .any(|n| name.eq_ignore_ascii_case(n))
+    [
+        &b"xadd"[..],
+        b"xdel",
+        b"xtrim",
+        b"xack",
+        b"xclaim",
+        b"xgroup",
+    ]
+    .iter()
+    .any(|n| name.eq_ignore_ascii_case(n))
 }
 
 /// A full entry ID as a record carries it (`ms-seq`).

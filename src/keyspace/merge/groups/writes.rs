@@ -227,7 +227,12 @@ pub fn setid_told(m: &GroupMeta, g: &Group, (prev, stamp): (u64, u64)) -> Xgroup
         prev,
         ..Default::default()
     };
-    told.resets = [Some(m.reset), Some(m.incarnation()), None, Some(after.reset)];
+    told.resets = [
+        Some(m.reset),
+        Some(m.incarnation()),
+        None,
+        Some(after.reset),
+    ];
     told.with_register((g.last_id, g.entries_read))
 }
 
@@ -278,7 +283,11 @@ pub fn check_delconsumer(
 /// here is one the origin removed (a CREATE here it had not seen keeps
 /// the group), or the group is gone here too.
 pub fn check_destroy(m: Option<&GroupMeta>, cc: &Context, told: &XgroupTold) -> bool {
-    m.is_none_or(|m| m.dots.iter().all(|d| told.drops.contains(d) && cc.covers(*d)))
+    m.is_none_or(|m| {
+        m.dots
+            .iter()
+            .all(|d| told.drops.contains(d) && cc.covers(*d))
+    })
 }
 
 /// The claim's fact of the group state `m` before it (the origin's): the
