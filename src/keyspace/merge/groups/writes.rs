@@ -166,7 +166,8 @@ pub fn check_claim(
 /// - DELCONSUMER: `RESET 2, d` the consumer's dot, `DROP 0, dot` per dot
 ///   of the pending entries it owned;
 /// - SETID: `RESET 0, r` the group's reset before, `RESET 1, inc`, `RESET
-///   3, r'` its reset after, `WORD 0..3` the last ID and entries-read set;
+///   2, m` its moved dot before, `RESET 3, r'` its reset after, `WORD 0..3`
+///   the last ID and entries-read set;
 /// - DESTROY: `DROP 0, dot` per CREATE dot of the group.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct XgroupTold {
@@ -230,7 +231,7 @@ pub fn setid_told(m: &GroupMeta, g: &Group, (prev, stamp): (u64, u64)) -> Xgroup
     told.resets = [
         Some(m.reset),
         Some(m.incarnation()),
-        None,
+        Some(m.moved),
         Some(after.reset),
     ];
     told.with_register((g.last_id, g.entries_read))
@@ -238,15 +239,16 @@ pub fn setid_told(m: &GroupMeta, g: &Group, (prev, stamp): (u64, u64)) -> Xgroup
 
 /// Whether a SETID's fact applies here: the same incarnation and reset
 /// before, and either the origin's SETID was a reset (it wins over what
-/// moved here, as in a join) or the register here is not past the one set
-/// (a read here past it would make the replay a reset the origin's was not).
-pub fn check_setid((g, m): (&Group, &GroupMeta), told: &XgroupTold) -> bool {
-    let ([Some(before), Some(inc), _, Some(after)], Some(set)) = (told.resets, told.register())
+/// moved here, as in a join) or the register here is the origin's before
+/// (its moved dot: a read here at once is a join's, DECISIONS 257).
+pub fn check_setid(m: &GroupMeta, told: &XgroupTold) -> bool {
+    let ([Some(before), Some(inc), Some(moved), Some(after)], Some(_)) =
+        (told.resets, told.register())
     else {
         return false;
     };
     let reset = after != before;
-    m.incarnation() == inc && m.reset == before && (reset || (g.last_id, g.entries_read) <= set)
+    m.incarnation() == inc && m.reset == before && (reset || m.moved == moved)
 }
 
 /// Whether a CREATECONSUMER's fact applies here: the same incarnation and

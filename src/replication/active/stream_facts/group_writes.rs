@@ -151,7 +151,7 @@ impl Link {
             }),
             _ => group_fact_here(&g, at, (stamp, told.prev, group), |state, _, gv, gm| {
                 let ok = match &sub[..] {
-                    b"setid" => writes::check_setid((gv, gm), &told),
+                    b"setid" => writes::check_setid(gm, &told),
                     b"createconsumer" => writes::check_createconsumer((gv, gm), &told, arg4),
                     b"delconsumer" => writes::check_delconsumer((gv, gm), &state.cc, &told, arg4),
                     b"destroy" => writes::check_destroy(Some(gm), &state.cc, &told),
