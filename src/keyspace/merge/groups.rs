@@ -544,7 +544,8 @@ pub struct AckTold {
 /// (the IDs it delivered, their times and counts, the group's new last ID
 /// and entries-read are the unit's records): `PREV 1, s`; `RESET 0, r` the
 /// group's reset; `RESET 1, inc` its incarnation; `RESET 2, d` the
-/// consumer's dot before the read (0: it had none); `WORD 0, t` the
+/// consumer's dot before the read (0: it had none); `RESET 3, m` the
+/// group's moved dot before it (DECISIONS 257); `WORD 0, t` the
 /// consumer's seen time after it (a replay would take its own clock's).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct ReadTold {

@@ -9,11 +9,12 @@
 //! caller asks for the key's state, as every stream write whose base moved
 //! did before.
 //!
-//! Consumer groups (DECISIONS 239, 240): an XACK's fact (the pending dots
-//! it removed) and a `>` read's unit (its XCLAIMs and SETID, the fact on
-//! the first) apply the same way where the group here is as the origin
-//! saw it, in O(what they name) plus the replay's note (O(the group's
-//! pending entries and consumers), not O(entries)).
+//! Consumer groups (DECISIONS 239, 240, 254, 255): an XACK's fact (the
+//! pending dots it removed), a `>` read's unit (its XCLAIMs and SETID, the
+//! fact on the first), a claim's records and XGROUP's subcommands
+//! (`group_writes.rs`) apply the same way where the group here is as the
+//! origin saw it, in O(what they name) plus the replay's note (O(the
+//! group's pending entries and consumers), not O(entries)).
 //!
 //! What the fact changes is written through ordinary commands replayed
 //! with the write's stamp (XADD of the entry with its ID, XDEL of the

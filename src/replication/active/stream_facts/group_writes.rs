@@ -15,15 +15,18 @@ use crate::protocol::Args;
 use super::{group_fact_here, id_of, stream_fact_here, AsOrigin};
 use crate::replication::active::link::Link;
 
+/// A claim's records: its group, the claim, and per record claimed (not
+/// gone) its ID and delivery time.
+struct ClaimUnit<'a> {
+    group: &'a [u8],
+    claim: Claim<'a>,
+    times: Vec<(StreamId, i64)>,
+}
+
 /// A claim as its records say it (`XCLAIM key group consumer 0 id TIME t
-/// RETRYCOUNT n FORCE JUSTID LASTID last` each, of one group and LASTID):
-/// the group, the claim, and per record claimed (not `gone`) its ID and
-/// delivery time.
-fn claim_of<'a>(
-    key: &[u8],
-    writes: &[Args<'a>],
-    gone: &[u32],
-) -> Option<(&'a [u8], Claim<'a>, Vec<(StreamId, i64)>)> {
+/// RETRYCOUNT n FORCE JUSTID LASTID last` each, of one group and LASTID;
+/// `gone` the records whose entries were gone at the origin).
+fn claim_of<'a>(key: &[u8], writes: &[Args<'a>], gone: &[u32]) -> Option<ClaimUnit<'a>> {
     let first = writes.first()?;
     let (group, last) = (first.get(2), id_of(first.get(13))?);
     let is = |a: &[u8], n: &[u8]| a.eq_ignore_ascii_case(n);
@@ -52,7 +55,11 @@ fn claim_of<'a>(
         claim.consumer = Some(c.get(3));
         times.push((id, std::str::from_utf8(c.get(7)).ok()?.parse().ok()?));
     }
-    Some((group, claim, times))
+    Some(ClaimUnit {
+        group,
+        claim,
+        times,
+    })
 }
 
 /// The command a peer replays for an XGROUP fact: CREATE and SETID with
@@ -83,7 +90,12 @@ impl Link {
         told: &ClaimTold,
         writes: &[Args],
     ) -> bool {
-        let Some((group, claim, times)) = claim_of(key, writes, &told.gone) else {
+        let Some(ClaimUnit {
+            group,
+            claim,
+            times,
+        }) = claim_of(key, writes, &told.gone)
+        else {
             return false;
         };
         let ks = &self.node.core().keyspace;
@@ -138,7 +150,7 @@ impl Link {
             return false;
         };
         let (sub, group) = (argv.get(1).to_ascii_lowercase(), argv.get(3));
-        let arg4 = (argv.len() > 4).then(|| argv.get(4)).unwrap_or_default();
+        let arg4: &[u8] = if argv.len() > 4 { argv.get(4) } else { b"" };
         let ks = &self.node.core().keyspace;
         let slot = ks.slot(key);
         let mut g = ks.db(db).lock(slot.shard);
