@@ -38,29 +38,19 @@ converge() {
     done
     echo "the nodes did not converge" >&2; exit 1
 }
-worker() { # port name jobs: jobs per second
+worker() { # port name jobs [noack]: jobs per second (noack: a worker that
+           # reads its jobs and dies before acknowledging them)
     taskset -c "$CLIENT_CPU" python3 - "$@" <<'PY'
 import sys, time, redis
 port, name, jobs = int(sys.argv[1]), sys.argv[2], int(sys.argv[3])
+ack = sys.argv[4:] != ["noack"]
 r = redis.Redis(port=port)
 t = time.time()
 for i in range(jobs):
     r.xadd("s", {"job": i})
     got = r.xreadgroup("g", name, {"s": ">"}, count=1)
-    for _, entries in got:
+    for _, entries in got if ack else []:
         r.xack("s", "g", *[e[0] for e in entries])
-print(f"{jobs / (time.time() - t):.0f}")
-PY
-}
-reader() { # port name jobs: reads without acknowledging (a worker that dies)
-    taskset -c "$CLIENT_CPU" python3 - "$@" <<'PY'
-import sys, time, redis
-port, name, jobs = int(sys.argv[1]), sys.argv[2], int(sys.argv[3])
-r = redis.Redis(port=port)
-t = time.time()
-for i in range(jobs):
-    r.xadd("s", {"job": i})
-    r.xreadgroup("g", name, {"s": ">"}, count=1)
 print(f"{jobs / (time.time() - t):.0f}")
 PY
 }
@@ -103,7 +93,7 @@ row() { # name, "seq" or "both"
         worker $pa wa "$JOBS" >"$ra"; converge $pa $pb
         worker $pb wb "$JOBS" >"$rb"
     elif [[ $2 == claims ]]; then
-        reader $pa wa "$JOBS" >"$ra"; converge $pa $pb
+        worker $pa wa "$JOBS" noack >"$ra"; converge $pa $pb
         recoverer $pb wb wa >"$rb"
     else
         worker $pa wa "$JOBS" >"$ra" & local j=$!

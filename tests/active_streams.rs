@@ -884,6 +884,19 @@ fn fully_converged(p: &Pair) -> String {
     full_view(&mut a)
 }
 
+/// Six entries added to `s` on a, group g made, the first `n` read there
+/// by w1; the pair converged. The entries' IDs.
+fn six_entries_and_a_read(p: &Pair, n: usize) -> Vec<String> {
+    let mut a = p.a.conn();
+    let e: Vec<String> = (0..6)
+        .map(|i| xadd(&mut a, "s", "f", &i.to_string()))
+        .collect();
+    let _: String = cmd(&mut a, &["XGROUP", "CREATE", "s", "g", "0"]);
+    assert_eq!(read_group(&mut a, "g", "w1", n), e[..n]);
+    fully_converged(p);
+    e
+}
+
 /// A job queue's recovery path (DECISIONS 254, 255): on one side of a
 /// partition a worker claims another's stale entries (XCLAIM, XAUTOCLAIM)
 /// and the group is managed (CREATECONSUMER, CREATE), while the other side
@@ -897,12 +910,7 @@ fn fully_converged(p: &Pair) -> String {
 fn claims_and_group_writes_travel_as_facts_beside_reads_elsewhere() {
     let p = Pair::start(&[]);
     let (mut a, mut b) = (p.a.conn(), p.b.conn());
-    let e: Vec<String> = (0..6)
-        .map(|i| xadd(&mut a, "s", "f", &i.to_string()))
-        .collect();
-    let _: String = cmd(&mut a, &["XGROUP", "CREATE", "s", "g", "0"]);
-    assert_eq!(read_group(&mut a, "g", "w1", 4), e[..4]);
-    fully_converged(&p);
+    let e = six_entries_and_a_read(&p, 4);
     let before = (conflicts(&mut a), conflicts(&mut b));
     p.partition();
     let claimed: Vec<String> = cmd(
@@ -960,12 +968,7 @@ fn claims_and_group_writes_travel_as_facts_beside_reads_elsewhere() {
 fn claims_and_group_writes_against_concurrent_writes_converge() {
     let p = Pair::start(&[]);
     let (mut a, mut b) = (p.a.conn(), p.b.conn());
-    let e: Vec<String> = (0..6)
-        .map(|i| xadd(&mut a, "s", "f", &i.to_string()))
-        .collect();
-    let _: String = cmd(&mut a, &["XGROUP", "CREATE", "s", "g", "0"]);
-    assert_eq!(read_group(&mut a, "g", "w1", 3), e[..3]);
-    fully_converged(&p);
+    let e = six_entries_and_a_read(&p, 3);
     let concurrently = |on_a: &[&str], on_b: &[&str]| {
         let (mut a, mut b) = (p.a.conn(), p.b.conn());
         p.partition();

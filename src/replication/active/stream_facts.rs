@@ -279,23 +279,15 @@ impl Link {
         let group = argv.get(2);
         let id_at = |i: u32| (i >= 3 && (i as usize) < argv.len()).then(|| argv.get(i as usize));
         let id_at = |i: u32| id_at(i).and_then(id_of);
-        let ks = &self.node.core().keyspace;
-        let slot = ks.slot(key);
-        let mut g = ks.db(db).lock(slot.shard);
-        let version = g.version_of(slot.hash, key);
-        let checked = group_fact_here(
-            &g,
-            (slot.hash, key, version),
-            (stamp, told.prev, group),
-            |state, _, gv, gm| groups::check_ack((gv, gm), &state.cc, &told, id_at),
-        );
-        let (state, here) = match checked {
+        let checked = self.checked_here(db, key, |g, at| {
+            group_fact_here(g, at, (stamp, told.prev, group), |state, _, gv, gm| {
+                groups::check_ack((gv, gm), &state.cc, &told, id_at)
+            })
+        });
+        let (version, here) = match checked {
             Ok(c) => c,
-            Err(NotApplied::Duplicate) => return true,
-            Err(NotApplied::Gap) => return false,
+            Err(applied) => return applied,
         };
-        g.set_merge_meta(key, state.wrap());
-        drop(g);
         if !here.is_empty() {
             let texts: Vec<String> = here.iter().map(|id| id.text()).collect();
             let mut xack: Vec<&[u8]> = vec![b"XACK", key, group];
@@ -327,26 +319,16 @@ impl Link {
         let (Some(told), Some(unit)) = (ReadTold::decode(facts), read_unit(key, writes)) else {
             return false;
         };
-        let ks = &self.node.core().keyspace;
-        let slot = ks.slot(key);
-        let mut g = ks.db(db).lock(slot.shard);
-        let version = g.version_of(slot.hash, key);
-        let checked = group_fact_here(
-            &g,
-            (slot.hash, key, version),
-            (stamp, told.prev, unit.group),
-            |state, v, gv, gm| {
+        let checked = self.checked_here(db, key, |g, at| {
+            group_fact_here(g, at, (stamp, told.prev, unit.group), |state, v, gv, gm| {
                 let ok = groups::check_read((gv, gm), &state.cc, &told, &unit.read, v);
                 ok.then(|| gm.consumers.get(unit.read.consumer).copied())
-            },
-        );
-        let (state, part) = match checked {
+            })
+        });
+        let (version, part) = match checked {
             Ok(c) => c,
-            Err(NotApplied::Duplicate) => return true,
-            Err(NotApplied::Gap) => return false,
+            Err(applied) => return applied,
         };
-        g.set_merge_meta(key, state.wrap());
-        drop(g);
         for w in writes {
             self.replay_args(db, stamp, *w);
         }
@@ -360,6 +342,34 @@ impl Link {
         self.as_the_origin(db, key, stamp, &origin);
         self.settle_stream(db, key, stamp, version.max(stamp));
         true
+    }
+
+    /// A group fact's `check` (given the key's shard and `(hash, key,
+    /// version)`: [`group_fact_here`], [`stream_fact_here`]) run under the
+    /// key's lock; where it holds, the state it brought up to date kept.
+    /// The key's version before and what `check` gave, or whether the
+    /// fact counts as applied (a duplicate) where it does not hold.
+    pub(super) fn checked_here<R>(
+        &mut self,
+        db: usize,
+        key: &[u8],
+        check: impl FnOnce(
+            &crate::keyspace::Shard,
+            (u64, &[u8], u64),
+        ) -> Result<(Stream, R), NotApplied>,
+    ) -> Result<(u64, R), bool> {
+        let ks = &self.node.core().keyspace;
+        let slot = ks.slot(key);
+        let mut g = ks.db(db).lock(slot.shard);
+        let version = g.version_of(slot.hash, key);
+        match check(&g, (slot.hash, key, version)) {
+            Ok((state, r)) => {
+                g.set_merge_meta(key, state.wrap());
+                Ok((version, r))
+            }
+            Err(NotApplied::Duplicate) => Err(true),
+            Err(NotApplied::Gap) => Err(false),
+        }
     }
 
     /// After a group write's replay: what the replay took from its own

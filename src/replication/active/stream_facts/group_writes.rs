@@ -6,9 +6,7 @@
 //! ([`Link::as_the_origin`]); else the caller asks for the key's state.
 
 use crate::effects::Fact;
-use crate::keyspace::merge::fact::NotApplied;
 use crate::keyspace::merge::groups::writes::{self, Claim, ClaimTold, XgroupTold};
-use crate::keyspace::merge::MergeType;
 use crate::keyspace::stream::StreamId;
 use crate::protocol::Args;
 
@@ -98,26 +96,16 @@ impl Link {
         else {
             return false;
         };
-        let ks = &self.node.core().keyspace;
-        let slot = ks.slot(key);
-        let mut g = ks.db(db).lock(slot.shard);
-        let version = g.version_of(slot.hash, key);
-        let checked = group_fact_here(
-            &g,
-            (slot.hash, key, version),
-            (stamp, told.prev, group),
-            |state, v, gv, gm| {
+        let checked = self.checked_here(db, key, |g, at| {
+            group_fact_here(g, at, (stamp, told.prev, group), |state, v, gv, gm| {
                 let ok = writes::check_claim((gv, gm), &state.cc, told, &claim, v);
                 ok.then(|| claim.consumer.and_then(|c| gm.consumers.get(c).copied()))
-            },
-        );
-        let (state, part) = match checked {
+            })
+        });
+        let (version, part) = match checked {
             Ok(c) => c,
-            Err(NotApplied::Duplicate) => return true,
-            Err(NotApplied::Gap) => return false,
+            Err(applied) => return applied,
         };
-        g.set_merge_meta(key, state.wrap());
-        drop(g);
         for w in writes {
             self.replay_args(db, stamp, *w);
         }
@@ -151,17 +139,12 @@ impl Link {
         };
         let (sub, group) = (argv.get(1).to_ascii_lowercase(), argv.get(3));
         let arg4: &[u8] = if argv.len() > 4 { argv.get(4) } else { b"" };
-        let ks = &self.node.core().keyspace;
-        let slot = ks.slot(key);
-        let mut g = ks.db(db).lock(slot.shard);
-        let version = g.version_of(slot.hash, key);
-        let at = (slot.hash, key, version);
-        let checked = match &sub[..] {
-            b"create" => stream_fact_here(&g, at, (stamp, told.prev), |state, v| {
+        let checked = self.checked_here(db, key, |g, at| match &sub[..] {
+            b"create" => stream_fact_here(g, at, (stamp, told.prev), |state, v| {
                 let absent = !v.groups.contains_key(group) && !state.groups.contains_key(group);
                 absent.then_some(None)
             }),
-            _ => group_fact_here(&g, at, (stamp, told.prev, group), |state, _, gv, gm| {
+            _ => group_fact_here(g, at, (stamp, told.prev, group), |state, _, gv, gm| {
                 let ok = match &sub[..] {
                     b"setid" => writes::check_setid(gm, &told),
                     b"createconsumer" => writes::check_createconsumer((gv, gm), &told, arg4),
@@ -171,14 +154,11 @@ impl Link {
                 };
                 ok.then(|| gm.consumers.get(arg4).copied())
             }),
-        };
-        let (state, part) = match checked {
+        });
+        let (version, part) = match checked {
             Ok(c) => c,
-            Err(NotApplied::Duplicate) => return true,
-            Err(NotApplied::Gap) => return false,
+            Err(applied) => return applied,
         };
-        g.set_merge_meta(key, state.wrap());
-        drop(g);
         let replay: Vec<&[u8]> = replay.iter().map(|a| &a[..]).collect();
         self.replay(db, stamp, &replay);
         let origin = AsOrigin {
