@@ -62,7 +62,7 @@ r = redis.Redis(port=port)
 t, n, batch = time.time(), 0, 0
 r.xgroup_createconsumer("s", "g", name)
 while True:
-    _, ids, _ = r.xautoclaim("s", "g", name, 0, "0-0", count=10, justid=True)
+    ids = r.xautoclaim("s", "g", name, 0, "0-0", count=10, justid=True)
     if not ids:
         break
     if batch % 2:
