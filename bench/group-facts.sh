@@ -10,7 +10,11 @@
 # Rows: "one node at a time" (a's worker, then b's: no concurrency, every
 # write's causal base is at the peer); "both at once" (both workers on the
 # one group: reads of the same entries and the group's last ID race, which
-# facts cannot order: those ask).
+# facts cannot order: those ask); "claims" (the recovery path, DECISIONS
+# 254-255: a's worker reads its jobs and dies before acknowledging them;
+# on b a recoverer makes a consumer, takes them over with XAUTOCLAIM COUNT
+# 10, hands every other batch to a third consumer with XCLAIM, acknowledges
+# them and deletes the dead worker; the rate is of claimed jobs).
 #
 # Workers are Python (redis-py), one connection each, no pipelining: the
 # row measures asks, not throughput. BIN=<binary> compares another build.
@@ -34,18 +38,39 @@ converge() {
     done
     echo "the nodes did not converge" >&2; exit 1
 }
-worker() { # port name jobs: jobs per second
+worker() { # port name jobs [noack]: jobs per second (noack: a worker that
+           # reads its jobs and dies before acknowledging them)
     taskset -c "$CLIENT_CPU" python3 - "$@" <<'PY'
 import sys, time, redis
 port, name, jobs = int(sys.argv[1]), sys.argv[2], int(sys.argv[3])
+ack = sys.argv[4:] != ["noack"]
 r = redis.Redis(port=port)
 t = time.time()
 for i in range(jobs):
     r.xadd("s", {"job": i})
     got = r.xreadgroup("g", name, {"s": ">"}, count=1)
-    for _, entries in got:
+    for _, entries in got if ack else []:
         r.xack("s", "g", *[e[0] for e in entries])
 print(f"{jobs / (time.time() - t):.0f}")
+PY
+}
+recoverer() { # port name dead: claims the dead worker's jobs; claimed per second
+    taskset -c "$CLIENT_CPU" python3 - "$@" <<'PY'
+import sys, time, redis
+port, name, dead = int(sys.argv[1]), sys.argv[2], sys.argv[3]
+r = redis.Redis(port=port)
+t, n, batch = time.time(), 0, 0
+r.xgroup_createconsumer("s", "g", name)
+while True:
+    ids = r.xautoclaim("s", "g", name, 0, "0-0", count=10, justid=True)
+    if not ids:
+        break
+    if batch % 2:
+        r.xclaim("s", "g", name + "-2", 0, ids, justid=True)
+    r.xack("s", "g", *ids)
+    n, batch = n + len(ids), batch + 1
+r.xgroup_delconsumer("s", "g", dead)
+print(f"{n / (time.time() - t):.0f}")
 PY
 }
 
@@ -67,6 +92,9 @@ row() { # name, "seq" or "both"
     if [[ $2 == seq ]]; then
         worker $pa wa "$JOBS" >"$ra"; converge $pa $pb
         worker $pb wb "$JOBS" >"$rb"
+    elif [[ $2 == claims ]]; then
+        worker $pa wa "$JOBS" noack >"$ra"; converge $pa $pb
+        recoverer $pb wb wa >"$rb"
     else
         worker $pa wa "$JOBS" >"$ra" & local j=$!
         worker $pb wb "$JOBS" >"$rb"; wait $j
@@ -77,3 +105,4 @@ row() { # name, "seq" or "both"
 }
 row "one node at a time" seq
 row "both at once" both
+row "claims" claims

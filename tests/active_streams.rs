@@ -856,3 +856,222 @@ fn a_del_keeps_the_entries_added_elsewhere_at_once() {
     }
     assert_eq!(info(&mut a, "s"), info(&mut b, "s"));
 }
+
+/// XINFO STREAM FULL of `s` as text, less the node layout (radix-tree
+/// fields): entries, counts, and every group's pending entries (owner,
+/// delivery time, count) and consumers (seen time), which the group views
+/// above leave out.
+fn full_view(c: &mut redis::Connection) -> String {
+    let v: Vec<redis::Value> = cmd(c, &["XINFO", "STREAM", "s", "FULL"]);
+    let kept = v
+        .chunks(2)
+        .filter(|p| !text(&p[0]).starts_with("radix-tree"));
+    let lines: Vec<String> = kept
+        .map(|p| format!("{} {}", text(&p[0]), text(&p[1])))
+        .collect();
+    lines.join("\n")
+}
+
+/// Waits until the pair's groups converged, then both nodes say the same
+/// XINFO STREAM FULL (times included) and hold one merge state; returns
+/// the view.
+fn fully_converged(p: &Pair) -> String {
+    groups_converged(&[&p.a, &p.b], "s");
+    let (mut a, mut b) = (p.a.conn(), p.b.conn());
+    eventually("one XINFO STREAM FULL and one merge state", || {
+        full_view(&mut a) == full_view(&mut b) && merge_info(&mut a, "s") == merge_info(&mut b, "s")
+    });
+    full_view(&mut a)
+}
+
+/// Six entries added to `s` on a, group g made, the first `n` read there
+/// by w1; the pair converged. The entries' IDs.
+fn six_entries_and_a_read(p: &Pair, n: usize) -> Vec<String> {
+    let mut a = p.a.conn();
+    let e: Vec<String> = (0..6)
+        .map(|i| xadd(&mut a, "s", "f", &i.to_string()))
+        .collect();
+    let _: String = cmd(&mut a, &["XGROUP", "CREATE", "s", "g", "0"]);
+    assert_eq!(read_group(&mut a, "g", "w1", n), e[..n]);
+    fully_converged(p);
+    e
+}
+
+/// A job queue's recovery path (DECISIONS 254, 255): on one side of a
+/// partition a worker claims another's stale entries (XCLAIM, XAUTOCLAIM)
+/// and the group is managed (CREATECONSUMER, CREATE), while the other side
+/// adds and reads new work; then, healed, DELCONSUMER, SETID and DESTROY
+/// on one node at a time. With claim and XGROUP facts on, neither node
+/// asks for a state (with them off, each of those writes asks), and after
+/// each step both say the same XINFO STREAM FULL, delivery and seen times
+/// included, and hold one merge state (`groups::writes::CLAIM_FACTS` and
+/// `XGROUP_FACTS` on; off, this test fails: the peers ask).
+#[test]
+fn claims_and_group_writes_travel_as_facts_beside_reads_elsewhere() {
+    let p = Pair::start(&[]);
+    let (mut a, mut b) = (p.a.conn(), p.b.conn());
+    let e = six_entries_and_a_read(&p, 4);
+    let before = (conflicts(&mut a), conflicts(&mut b));
+    p.partition();
+    let claimed: Vec<String> = cmd(
+        &mut a,
+        &["XCLAIM", "s", "g", "w2", "0", &e[0], &e[1], "JUSTID"],
+    );
+    assert_eq!(claimed, e[..2]);
+    let auto: (String, Vec<String>, Vec<String>) = cmd(
+        &mut a,
+        &[
+            "XAUTOCLAIM",
+            "s",
+            "g",
+            "w3",
+            "0",
+            "0",
+            "COUNT",
+            "1",
+            "JUSTID",
+        ],
+    );
+    assert_eq!(auto.1, e[..1]);
+    let _: i64 = cmd(&mut a, &["XGROUP", "CREATECONSUMER", "s", "g", "w4"]);
+    let _: String = cmd(&mut a, &["XGROUP", "CREATE", "s", "g2", "$"]);
+    xadd(&mut b, "s", "f", "late");
+    assert_eq!(read_group(&mut b, "g", "w5", 1), e[4..5]);
+    p.heal();
+    let view = fully_converged(&p);
+    assert_eq!(pending(&mut b, "g")[0].1, "w3", "{view}");
+    let steps: [(usize, &[&str]); 4] = [
+        (1, &["XGROUP", "DELCONSUMER", "s", "g", "w1"]),
+        (0, &["XGROUP", "SETID", "s", "g", &e[1]]),
+        (1, &["XGROUP", "DESTROY", "s", "g2"]),
+        (0, &["XGROUP", "SETID", "s", "g", "$", "ENTRIESREAD", "7"]),
+    ];
+    for (node, w) in steps {
+        let c = if node == 0 { &mut a } else { &mut b };
+        let _: redis::Value = cmd(c, w);
+        fully_converged(&p);
+    }
+    let asked = (conflicts(&mut a) - before.0, conflicts(&mut b) - before.1);
+    assert_eq!(asked, (0, 0), "states asked for");
+    assert_eq!(group_names(&mut a), ["g"]);
+    let pel: Vec<String> = pending(&mut a, "g").into_iter().map(|p| p.1).collect();
+    assert_eq!(pel, ["w3", "w2", "w5"]);
+}
+
+/// A claim or an XGROUP write against a concurrent write of the same parts
+/// on the other side of a partition (DECISIONS 131, 254, 255): the fact
+/// does not apply (the peer asks) and the states join: a claim survives a
+/// concurrent XACK of its entry; a DELCONSUMER keeps the entry claimed
+/// from that consumer elsewhere at once, with its new owner; a SETID back
+/// wins over a concurrent read; a consumer made on both sides is one.
+#[test]
+fn claims_and_group_writes_against_concurrent_writes_converge() {
+    let p = Pair::start(&[]);
+    let (mut a, mut b) = (p.a.conn(), p.b.conn());
+    let e = six_entries_and_a_read(&p, 3);
+    let concurrently = |on_a: &[&str], on_b: &[&str]| {
+        let (mut a, mut b) = (p.a.conn(), p.b.conn());
+        p.partition();
+        let _: redis::Value = cmd(&mut a, on_a);
+        std::thread::sleep(std::time::Duration::from_millis(5));
+        let _: redis::Value = cmd(&mut b, on_b);
+        p.heal();
+        fully_converged(&p)
+    };
+    let view = concurrently(
+        &["XCLAIM", "s", "g", "w2", "0", &e[0]],
+        &["XACK", "s", "g", &e[0]],
+    );
+    let owners = |c: &mut redis::Connection| -> Vec<(String, String)> {
+        pending(c, "g").into_iter().map(|p| (p.0, p.1)).collect()
+    };
+    let own = |id: &String, who: &str| (id.clone(), who.to_string());
+    let want = [own(&e[0], "w2"), own(&e[1], "w1"), own(&e[2], "w1")];
+    assert_eq!(owners(&mut a), want, "{view}");
+    let view = concurrently(
+        &["XGROUP", "DELCONSUMER", "s", "g", "w1"],
+        &["XCLAIM", "s", "g", "w3", "0", &e[2]],
+    );
+    assert_eq!(
+        owners(&mut a),
+        [own(&e[0], "w2"), own(&e[2], "w3")],
+        "{view}"
+    );
+    let view = concurrently(
+        &["XGROUP", "SETID", "s", "g", &e[0]],
+        &[
+            "XREADGROUP",
+            "GROUP",
+            "g",
+            "w4",
+            "COUNT",
+            "1",
+            "STREAMS",
+            "s",
+            ">",
+        ],
+    );
+    let last = |c: &mut redis::Connection| {
+        let f = group_info(c);
+        f.iter()
+            .find(|p| p.0 == "last-delivered-id")
+            .unwrap()
+            .1
+            .clone()
+    };
+    assert_eq!(
+        (last(&mut a), last(&mut b)),
+        (e[0].clone(), e[0].clone()),
+        "{view}"
+    );
+    let view = concurrently(
+        &["XGROUP", "CREATECONSUMER", "s", "g", "w9"],
+        &["XGROUP", "CREATECONSUMER", "s", "g", "w9"],
+    );
+    assert_eq!(view.matches("w9").count(), 1, "{view}");
+}
+
+/// XINFO GROUPS' entries-read and lag of group g of `s`.
+fn read_and_lag(c: &mut redis::Connection) -> (String, String) {
+    let f = group_info(c);
+    let get = |n: &str| f.iter().find(|p| p.0 == n).unwrap().1.clone();
+    (get("entries-read"), get("lag"))
+}
+
+/// Reads of one group on both sides of a partition, of entries added on
+/// each side (DECISIONS 241, 257): once healed, entries-read counts every
+/// entry up to the last-delivered ID, as Redis 7.0 does on one node, and
+/// lag the one entry left, on both nodes (with the recount off the larger
+/// side's count stayed: entries-read 3, lag 4); a read of it leaves lag 0.
+#[test]
+fn lag_counts_the_reads_of_both_sides_after_a_partition() {
+    let p = Pair::start(&[]);
+    let (mut a, mut b) = (p.a.conn(), p.b.conn());
+    let sleep = || std::thread::sleep(std::time::Duration::from_millis(5));
+    xadd(&mut a, "s", "f", "e0");
+    let _: String = cmd(&mut a, &["XGROUP", "CREATE", "s", "g", "0"]);
+    assert_eq!(read_group(&mut a, "g", "wa", 1).len(), 1);
+    fully_converged(&p);
+    p.partition();
+    for i in 0..3 {
+        xadd(&mut a, "s", "x", &i.to_string());
+    }
+    assert_eq!(read_group(&mut a, "g", "wa", 10).len(), 3);
+    sleep();
+    for i in 0..2 {
+        xadd(&mut b, "s", "y", &i.to_string());
+    }
+    assert_eq!(read_group(&mut b, "g", "wb", 10).len(), 2);
+    sleep();
+    let left = xadd(&mut a, "s", "x", "left");
+    p.heal();
+    fully_converged(&p);
+    for c in [&mut a, &mut b] {
+        assert_eq!(read_and_lag(c), ("6".into(), "1".into()));
+    }
+    assert_eq!(read_group(&mut b, "g", "wb", 10), [left]);
+    fully_converged(&p);
+    for c in [&mut a, &mut b] {
+        assert_eq!(read_and_lag(c), ("7".into(), "0".into()));
+    }
+}

@@ -287,6 +287,12 @@ fn seeds_that_found_bugs() {
             "an LMOVE of a list onto itself, applied where an LSET of the element it moved had \
              not arrived, pushed the old value under the moved element's id (long mode)",
         ),
+        (
+            75343,
+            "a push's fact that made a list anew at its origin applied where a pop had not \
+             emptied it, and kept the old list's TTL: one version, two expiries (long mode; \
+             DECISIONS 251)",
+        ),
     ];
     for (seed, bug) in found {
         if let Err(f) = sim::run(seed, &sim::Options::default()) {

@@ -24,6 +24,8 @@ use super::util::{arg_i64, eq_ic};
 use super::{CmdError, CmdResult, Ctx};
 use crate::core::notify::class;
 use crate::keyspace::merge;
+use crate::keyspace::merge::groups::writes::{self, XgroupTold};
+use crate::keyspace::merge::groups::GroupMeta;
 use crate::keyspace::merge::stream::Stream;
 use crate::keyspace::stream::{Fields, StreamId, StreamValue};
 use crate::keyspace::stream_groups::{Group, Nack, INVALID_ENTRIES_READ};
@@ -92,19 +94,6 @@ fn setid_record(key: &[u8], group: &[u8], g: &Group) -> Vec<Vec<u8>> {
     .collect()
 }
 
-/// Moves the key's version and propagates `records` as one unit.
-fn propagate_records(ctx: &mut Ctx, version: &mut u64, records: &[Vec<Vec<u8>>]) {
-    if records.is_empty() {
-        return;
-    }
-    *version = ctx.version_after(*version);
-    let refs: Vec<Vec<&[u8]>> = records
-        .iter()
-        .map(|r| r.iter().map(|a| &a[..]).collect())
-        .collect();
-    ctx.propagate_unit(*version, &refs);
-}
-
 /// Under active replication, before a group write of the stream at `key`
 /// (present, or absent for MKSTREAM): its merge state brought up to the
 /// key's version, so that the note after the write dots exactly what the
@@ -151,34 +140,96 @@ fn note_groups(ctx: &Ctx, l: &mut super::access::Locked, key: &[u8]) {
     }
 }
 
-/// The command's own argv, propagated after a change of the key at `v`.
-fn propagate_self(ctx: &mut Ctx, version: &mut u64, args: Args) {
-    *version = ctx.version_after(*version);
-    let argv: Vec<&[u8]> = args.iter().collect();
-    ctx.propagate(*version, &argv);
-}
-
 /// An XGROUP subcommand's change of the group `name` of the stream at `key`
 /// (both checked to exist): the merge state brought up to date, `change`
-/// made, the command propagated as it came, its dot noted, `event` notified.
+/// made (given the group's state before and the write's stamp, under
+/// active replication; it returns its fact where it has one), the command
+/// propagated as it came with that fact, its dot noted, `event` notified.
 fn change_group<R>(
     ctx: &mut Ctx,
     l: &mut super::access::Locked,
     (key, name): (&[u8], &[u8]),
     (args, event): (Args, &str),
-    change: impl FnOnce(&mut Group) -> R,
+    change: impl FnOnce(&mut Group, Option<(&GroupMeta, u64)>) -> (R, Option<XgroupTold>),
 ) -> R {
-    prepare_groups(ctx, l, key);
+    let before = prepare_groups(ctx, l, key);
     let e = l.entry(key).expect("present");
+    let stamp = ctx.version_after(e.version);
     let g = stream_mut(&mut e.value)
         .groups
         .get_mut(name)
         .expect("checked");
-    let r = change(g);
-    propagate_self(ctx, &mut e.version, args);
+    let m = before.as_ref().and_then(|b| b.groups.get(name));
+    let (r, told) = change(g, m.map(|m| (m, stamp)));
+    e.version = stamp;
     note_groups(ctx, l, key);
+    note_xgroup_fact(ctx, l, key, (before.as_ref(), stamp), told);
+    let argv: Vec<&[u8]> = args.iter().collect();
+    ctx.propagate(stamp, &argv);
     ctx.notify(class::STREAM, event, key);
     r
+}
+
+/// An XGROUP write's fact (DECISIONS 255), where it has one and XGROUP
+/// facts are on: given its `PREV` as [`note_group_fact`]'s.
+fn note_xgroup_fact(
+    ctx: &mut Ctx,
+    l: &mut super::access::Locked,
+    key: &[u8],
+    (before, stamp): (Option<&Stream>, u64),
+    told: Option<XgroupTold>,
+) {
+    if let Some(told) = told.filter(|_| writes::XGROUP_FACTS) {
+        note_group_fact(ctx, l, key, (before, stamp), |prev, f| {
+            XgroupTold { prev, ..told }.encode(f)
+        });
+    }
+}
+
+/// Propagates a claim's records (XCLAIM's, XAUTOCLAIM's: one per entry
+/// claimed or dropped, `gone` the IDs of those whose entries were gone) as
+/// one unit at a new version, its groups noted, with its fact on the
+/// first record where claim facts are on (DECISIONS 254) and `before`, the
+/// state before, is given (None: the claim moved the last ID).
+fn propagate_claims(
+    ctx: &mut Ctx,
+    l: &mut super::access::Locked,
+    (key, group, consumer): (&[u8], &[u8], &[u8]),
+    before: Option<Stream>,
+    (records, gone): (&[Vec<Vec<u8>>], &[StreamId]),
+) {
+    if records.is_empty() {
+        return;
+    }
+    let e = l.entry(key).expect("present");
+    e.version = ctx.version_after(e.version);
+    let version = e.version;
+    let g = stream_of(&e.value).groups.get(group);
+    let seen = g
+        .and_then(|g| g.consumers.get(consumer))
+        .map(|c| c.seen_time);
+    note_groups(ctx, l, key);
+    let ids: Option<Vec<(StreamId, bool)>> = (records.iter())
+        .map(|r| {
+            let id = strict_id(&r[5], 0).ok()?;
+            Some((id, gone.contains(&id)))
+        })
+        .collect();
+    let m = before.as_ref().and_then(|b| b.groups.get(group));
+    let claims = records[0][0].eq_ignore_ascii_case(b"XCLAIM");
+    if let (Some(ids), Some(m), true, true) = (ids, m, claims, writes::CLAIM_FACTS) {
+        let touched = ids.iter().any(|r| !r.1);
+        let seen = if touched { seen.unwrap_or_default() } else { 0 };
+        if let Some(told) = writes::claim_told(m, (consumer, seen), &ids, 0) {
+            note_group_fact(ctx, l, key, (before.as_ref(), version), |prev, f| {
+                writes::ClaimTold { prev, ..told }.encode(f)
+            });
+        }
+    }
+    let refs: Vec<Vec<&[u8]>> = (records.iter())
+        .map(|r| r.iter().map(|a| &a[..]).collect())
+        .collect();
+    ctx.propagate_unit(version, &refs);
 }
 
 // ---------------------------------------------------------------- XGROUP
@@ -273,12 +324,13 @@ pub fn xgroup_create(ctx: &mut Ctx, args: Args) -> CmdResult {
         return Err(syntax_sub_of(args, "XGROUP"));
     }
     let id = id.transpose()?;
+    let mut before = None;
     if !exists
         || !stream_of(&l.entry(key).expect("present").value)
             .groups
             .contains_key(name)
     {
-        prepare_groups(ctx, &mut l, key);
+        before = prepare_groups(ctx, &mut l, key).filter(|_| exists);
     }
     if !exists {
         let v = ctx.new_version();
@@ -293,8 +345,16 @@ pub fn xgroup_create(ctx: &mut Ctx, args: Args) -> CmdResult {
     }
     let last = id.unwrap_or(s.last_id);
     s.groups.insert(name.to_vec(), Group::new(last, read));
-    propagate_self(ctx, &mut e.version, args);
+    let stamp = ctx.version_after(e.version);
+    e.version = stamp;
     note_groups(ctx, &mut l, key);
+    // A group made in a stream present (not MKSTREAM's): its ID resolved.
+    let told = before
+        .as_ref()
+        .map(|_| XgroupTold::default().with_register((last, read)));
+    note_xgroup_fact(ctx, &mut l, key, (before.as_ref(), stamp), told);
+    let argv: Vec<&[u8]> = args.iter().collect();
+    ctx.propagate(stamp, &argv);
     ctx.notify(class::STREAM, "xgroup-create", key);
     ctx.out.ok();
     Ok(())
@@ -317,9 +377,10 @@ pub fn xgroup_setid(ctx: &mut Ctx, args: Args) -> CmdResult {
         return Err(syntax_sub_of(args, "XGROUP"));
     }
     let last = id.transpose()?.unwrap_or(s.last_id);
-    change_group(ctx, &mut l, (key, name), (args, "xgroup-setid"), |g| {
+    change_group(ctx, &mut l, (key, name), (args, "xgroup-setid"), |g, m| {
         g.last_id = last;
         g.entries_read = read;
+        ((), m.map(|(m, stamp)| writes::setid_told(m, g, (0, stamp))))
     });
     ctx.out.ok();
     Ok(())
@@ -335,11 +396,20 @@ pub fn xgroup_destroy(ctx: &mut Ctx, args: Args) -> CmdResult {
         ctx.out.int(0);
         return Ok(());
     }
-    prepare_groups(ctx, &mut l, key);
+    let before = prepare_groups(ctx, &mut l, key);
     let e = l.entry(key).expect("present");
     stream_mut(&mut e.value).groups.remove(name);
-    propagate_self(ctx, &mut e.version, args);
+    let stamp = ctx.version_after(e.version);
+    e.version = stamp;
     note_groups(ctx, &mut l, key);
+    let m = before.as_ref().and_then(|b| b.groups.get(name));
+    let told = m.map(|m| XgroupTold {
+        drops: m.dots.clone(),
+        ..Default::default()
+    });
+    note_xgroup_fact(ctx, &mut l, key, (before.as_ref(), stamp), told);
+    let argv: Vec<&[u8]> = args.iter().collect();
+    ctx.propagate(stamp, &argv);
     ctx.notify(class::STREAM, "xgroup-destroy", key);
     // Clients blocked on the group fail with NOGROUP.
     ctx.signal_ready(ctx.db(), key);
@@ -362,8 +432,14 @@ pub fn xgroup_createconsumer(ctx: &mut Ctx, args: Args) -> CmdResult {
         return Ok(());
     }
     let event = (args, "xgroup-createconsumer");
-    change_group(ctx, &mut l, (key, name), event, |g| {
-        g.touch_consumer(consumer, now, false)
+    change_group(ctx, &mut l, (key, name), event, |g, m| {
+        g.touch_consumer(consumer, now, false);
+        let told = m.map(|(m, _)| {
+            let mut t = XgroupTold::default();
+            (t.resets[1], t.words[3]) = (Some(m.incarnation()), Some(now as u64));
+            t
+        });
+        ((), told)
     });
     ctx.out.int(1);
     Ok(())
@@ -383,11 +459,28 @@ pub fn xgroup_delconsumer(ctx: &mut Ctx, args: Args) -> CmdResult {
         return Ok(());
     }
     let event = (args, "xgroup-delconsumer");
-    let pending = change_group(ctx, &mut l, (key, name), event, |g| {
-        g.delete_consumer(consumer).expect("checked")
+    let pending = change_group(ctx, &mut l, (key, name), event, |g, m| {
+        let told = m.and_then(|(m, _)| delconsumer_told(m, g, consumer));
+        (g.delete_consumer(consumer).expect("checked"), told)
     });
     ctx.out.int(pending as i64);
     Ok(())
+}
+
+/// DELCONSUMER's fact (DECISIONS 255): the consumer's dot and the dots of
+/// the pending entries it owns in `g` (the group before); None where one
+/// holds none.
+fn delconsumer_told(m: &GroupMeta, g: &Group, consumer: &[u8]) -> Option<XgroupTold> {
+    let mut told = XgroupTold::default();
+    told.resets[2] = Some(m.consumers.get(consumer)?.dot);
+    for id in &g.consumers.get(consumer)?.pel {
+        let dots = &m.pel.get(id)?.dots;
+        if dots.is_empty() {
+            return None;
+        }
+        told.drops.extend(dots.iter().map(|d| d.0));
+    }
+    Some(told)
 }
 
 // ---------------------------------------------------------------- XREADGROUP
@@ -849,7 +942,7 @@ pub fn xclaim(ctx: &mut Ctx, args: Args) -> CmdResult {
     }
     let minidle = minidle?;
     let c = parsed?;
-    prepare_groups(ctx, &mut l, key);
+    let before = prepare_groups(ctx, &mut l, key);
     let e = l.entry(key).expect("present");
     let s = stream_mut(&mut e.value);
     let time = c.time.filter(|t| (0..=now).contains(t)).unwrap_or(now);
@@ -858,10 +951,13 @@ pub fn xclaim(ctx: &mut Ctx, args: Args) -> CmdResult {
     let mut created = false;
     let mut have_consumer = false;
     let mut setid = false;
+    let mut gone = Vec::new();
+    let before_last;
     {
         let entries_of = |id: StreamId| s.entry(id);
         let fields: Vec<Option<Fields>> = c.ids.iter().map(|id| entries_of(*id)).collect();
         let g = s.groups.get_mut(group).expect("checked");
+        before_last = g.last_id;
         if c.last_id > g.last_id {
             g.last_id = c.last_id;
             setid = true;
@@ -873,6 +969,7 @@ pub fn xclaim(ctx: &mut Ctx, args: Args) -> CmdResult {
                     records.push(xclaim_record(key, group, id_arg, &n, g.last_id));
                     setid = false;
                     g.ack(*id);
+                    gone.push(*id);
                 }
                 continue;
             };
@@ -914,10 +1011,15 @@ pub fn xclaim(ctx: &mut Ctx, args: Args) -> CmdResult {
             records.push(setid_record(key, group, g));
         }
     }
-    propagate_records(ctx, &mut e.version, &records);
-    if !records.is_empty() {
-        note_groups(ctx, &mut l, key);
-    }
+    // A claim that moved the last ID (LASTID) tells no fact.
+    let before = before.filter(|_| c.last_id <= before_last);
+    propagate_claims(
+        ctx,
+        &mut l,
+        (key, group, consumer),
+        before,
+        (&records, &gone),
+    );
     if created {
         ctx.notify(class::STREAM, "xgroup-createconsumer", key);
     }
@@ -998,13 +1100,11 @@ pub fn xautoclaim(ctx: &mut Ctx, args: Args) -> CmdResult {
     if !found.is_some_and(|e| stream_of(&e.value).groups.contains_key(group)) {
         return Err(no_key_or_group(key, group));
     }
-    prepare_groups(ctx, &mut l, key);
+    let before = prepare_groups(ctx, &mut l, key);
     let e = l.entry(key).expect("present");
     let done = autoclaim_scan(stream_mut(&mut e.value), &a, (key, group, consumer), now);
-    propagate_records(ctx, &mut e.version, &done.records);
-    if !done.records.is_empty() {
-        note_groups(ctx, &mut l, key);
-    }
+    let records = (&done.records[..], &done.deleted[..]);
+    propagate_claims(ctx, &mut l, (key, group, consumer), before, records);
     if done.created {
         ctx.notify(class::STREAM, "xgroup-createconsumer", key);
     }

@@ -25,9 +25,9 @@
 //!   acknowledged XADD's entry but those an acknowledged XDEL, trim or DEL
 //!   removed where it ran (entries are members named by their IDs). Its
 //!   consumer groups (`g0`, `g1`: CREATE, XREADGROUP, XACK, XCLAIM,
-//!   XAUTOCLAIM, SETID, DELCONSUMER, DESTROY) are checked by `converged`:
-//!   every node ends with the same groups, last IDs, pending entries
-//!   (owner, delivery count) and consumers.
+//!   XAUTOCLAIM, SETID with or without ENTRIESREAD, DELCONSUMER, DESTROY)
+//!   are checked by `converged`: every node ends with the same groups,
+//!   last IDs, pending entries (owner, delivery count) and consumers.
 //! - **TTLs**: `s1` also takes EXPIRE (far in the future) and PERSIST, its
 //!   TTL a register of its own (checked by `converged`).
 //! - **Elements** (sets `s0`, `s1`; hash `h0`; sorted set `z0`: adds,
@@ -229,8 +229,8 @@ fn draw_stream(rng: &mut StdRng) -> Vec<String> {
 
 /// A consumer-group command on `x0` (groups `g0`, `g1`; consumers `c0`..
 /// `c2`): CREATE (MKSTREAM), XREADGROUP, XACK and XCLAIM of an entry the
-/// origin holds, XAUTOCLAIM, SETID back to the start, DELCONSUMER,
-/// DESTROY. Checked by `converged` (its canonical stream holds the groups,
+/// origin holds, XAUTOCLAIM, SETID back to the start or to an entry with
+/// ENTRIESREAD, DELCONSUMER, DESTROY. Checked by `converged` (its canonical stream holds the groups,
 /// their last IDs, pending entries with owners and counts, consumers).
 fn draw_group(rng: &mut StdRng) -> Vec<String> {
     let g = format!("g{}", rng.gen_range(0..2));
@@ -254,9 +254,13 @@ fn draw_group(rng: &mut StdRng) -> Vec<String> {
         8..=10 => w(&["XACK", "x0", &g, &pick]),
         11..=12 => w(&["XCLAIM", "x0", &g, &c, "0", &pick]),
         13 => w(&["XAUTOCLAIM", "x0", &g, &c, "0", "0-0", "COUNT", "2"]),
+        // (SETID ... ENTRIESREAD takes the draws made already, so that
+        // no seed's sequence of draws changed when it came: its count is
+        // the consumer's digit.)
         14 => match rng.gen_range(0..3) {
             0 => w(&["XGROUP", "SETID", "x0", &g, "0"]),
-            _ => w(&["XGROUP", "DELCONSUMER", "x0", &g, &c]),
+            1 => w(&["XGROUP", "DELCONSUMER", "x0", &g, &c]),
+            _ => w(&["XGROUP", "SETID", "x0", &g, &pick, "ENTRIESREAD", &c[1..]]),
         },
         _ => w(&["XGROUP", "DESTROY", "x0", &g]),
     }

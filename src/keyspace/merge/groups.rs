@@ -36,12 +36,14 @@
 //! of (consumer, delivery time, delivery count), which XREADGROUP and the
 //! XCLAIM records it propagates set alike.
 
+pub mod writes;
+
 use std::collections::BTreeMap;
 
 use super::codec::{put_bytes, put_varint, Cursor};
 use super::context::{fingerprint, Context};
 use crate::keyspace::stream::{StreamId, StreamValue};
-use crate::keyspace::stream_groups::{Consumer, Group, Nack};
+use crate::keyspace::stream_groups::{Consumer, Group, Nack, INVALID_ENTRIES_READ};
 
 /// One group's merge state (see the module comment).
 #[derive(Clone, Debug, PartialEq, Eq, Default)]
@@ -57,6 +59,12 @@ pub struct GroupMeta {
     /// Its entries-read at the last note (None: a state written before it
     /// was kept, DECISIONS 238); one changed with the ID left is a reset.
     pub read: Option<i64>,
+    /// The stamp of the write that last moved its register `(last ID,
+    /// entries-read)` (0: unknown, a state written before it was kept): a
+    /// side that has not seen the other's moved its own at once, and the
+    /// join counts entries-read again from the joined stream (DECISIONS
+    /// 257).
+    pub moved: u64,
     /// Per pending entry: its dots and the print of its NACK then.
     pub pel: BTreeMap<StreamId, Pending>,
     /// Per consumer: its dot, its seen time then, the CREATE dot it was
@@ -109,12 +117,13 @@ impl GroupMeta {
             reset: stamp,
             last_id: g.last_id,
             read: Some(g.entries_read),
+            moved: stamp,
             ..Default::default()
         }
     }
 
     /// The incarnation parts made now belong to: its newest CREATE dot.
-    fn incarnation(&self) -> u64 {
+    pub fn incarnation(&self) -> u64 {
         self.dots.iter().copied().max().unwrap_or_default()
     }
 
@@ -128,6 +137,9 @@ impl GroupMeta {
         let recounted = g.last_id == self.last_id && self.read.is_some_and(|r| g.entries_read < r);
         if g.last_id < self.last_id || recounted {
             self.reset = stamp;
+        }
+        if g.last_id != self.last_id || self.read.is_some_and(|r| r != g.entries_read) {
+            self.moved = stamp;
         }
         self.last_id = g.last_id;
         self.read = Some(g.entries_read);
@@ -271,8 +283,9 @@ fn survives(p: Part, other: Option<Part>, other_cc: &Context, alive: &[u64]) -> 
 }
 
 /// The joined groups of two sides (the stream is present after the join):
-/// each group as [`join_group`] gives it.
-pub fn join(a: &Side, b: &Side) -> (BTreeMap<Vec<u8>, Group>, Groups) {
+/// each group as [`join_group`] gives it; the names of those whose
+/// entries-read the joined stream must count again ([`recount`]).
+pub fn join(a: &Side, b: &Side) -> (BTreeMap<Vec<u8>, Group>, Groups, Vec<Vec<u8>>) {
     let mut names: Vec<&Vec<u8>> = Vec::new();
     for s in [a, b] {
         if let Some(v) = s.value {
@@ -281,14 +294,17 @@ pub fn join(a: &Side, b: &Side) -> (BTreeMap<Vec<u8>, Group>, Groups) {
     }
     names.sort();
     names.dedup();
-    let (mut groups, mut metas) = (BTreeMap::new(), Groups::new());
+    let (mut groups, mut metas, mut recount) = (BTreeMap::new(), Groups::new(), Vec::new());
     for name in names {
-        if let Some((g, m)) = join_group(a, b, name) {
+        if let Some((g, m, concurrent)) = join_group(a, b, name) {
             groups.insert(name.clone(), g);
             metas.insert(name.clone(), m);
+            if concurrent {
+                recount.push(name.clone());
+            }
         }
     }
-    (groups, metas)
+    (groups, metas, recount)
 }
 
 /// Dots one side holds that survive: held by both, or unseen by the other.
@@ -299,9 +315,10 @@ fn surviving(mine: &[u64], theirs: &[u64], their_cc: &Context) -> Vec<u64> {
         .collect()
 }
 
-/// The group `name` after the join of `a` and `b`; None where it was
-/// destroyed (every dot of it one side holds, the other saw and lacks).
-fn join_group(a: &Side, b: &Side, name: &[u8]) -> Option<(Group, GroupMeta)> {
+/// The group `name` after the join of `a` and `b`, and whether its
+/// register moved on both sides at once; None where it was destroyed
+/// (every dot of it one side holds, the other saw and lacks).
+fn join_group(a: &Side, b: &Side, name: &[u8]) -> Option<(Group, GroupMeta, bool)> {
     let (ha, hb) = (a.group(name), b.group(name));
     let no_dots = Vec::new();
     let dots_of = |h: &Option<Held>| h.as_ref().map_or(no_dots.clone(), |h| h.meta.dots.clone());
@@ -318,17 +335,60 @@ fn join_group(a: &Side, b: &Side, name: &[u8]) -> Option<(Group, GroupMeta)> {
         h.as_ref()
             .map(|h| (h.meta.reset, h.group.last_id, h.group.entries_read))
     };
-    let (reset, last_id, entries_read) = register(&ha).max(register(&hb)).expect("held");
+    let (ra, rb) = (register(&ha), register(&hb));
+    let (reset, last_id, entries_read) = ra.max(rb).expect("held");
+    let moved = |h: &Option<Held>| h.as_ref().map_or(0, |h| h.meta.moved);
     let mut group = Group::new(last_id, entries_read);
     let mut meta = GroupMeta {
         dots,
         reset,
+        moved: moved(&ha).max(moved(&hb)),
         ..Default::default()
     };
     join_pel((a, ha.as_ref()), (b, hb.as_ref()), &mut group, &mut meta);
     join_consumers((a, ha.as_ref()), (b, hb.as_ref()), &mut group, &mut meta);
     let meta = meta.describing(&group);
-    Some((group, meta))
+    let concurrent = match (ra, rb) {
+        (Some(x), Some(y)) if x.0 == y.0 && x != y => {
+            let (larger, smaller_moved) = if x > y {
+                (a, moved(&hb))
+            } else {
+                (b, moved(&ha))
+            };
+            RECOUNT_CONCURRENT_READS && smaller_moved != 0 && !larger.cc.covers(smaller_moved)
+        }
+        _ => false,
+    };
+    Some((group, meta, concurrent))
+}
+
+/// After a join where group `name`'s register moved on both sides at once
+/// (neither had seen the other's last move, so the larger side's count
+/// misses the other's reads: DECISIONS 241, 257): its entries-read as
+/// Redis 7.0 counts it on one node, every entry added up to its last ID,
+/// where the joined stream `v` tells it: the entries added less those
+/// after the last ID, where none after it was deleted; else Redis's
+/// estimate (`estimate_distance`); else the larger side's count stays.
+/// O(entries after the last ID).
+pub fn recount(v: &mut StreamValue, name: &[u8], metas: &mut Groups) {
+    let Some(last) = v.groups.get(name).map(|g| g.last_id) else {
+        return;
+    };
+    let counted = if !v.has_tombstones(Some(last), None) {
+        let after = last
+            .next()
+            .map_or(0, |n| v.range(n, StreamId::MAX, false).count());
+        Some((v.entries_added as i64).wrapping_sub(after as i64))
+    } else {
+        Some(v.estimate_distance(last)).filter(|&r| r != INVALID_ENTRIES_READ)
+    };
+    let (Some(read), Some(g)) = (counted, v.groups.get_mut(name)) else {
+        return;
+    };
+    g.entries_read = read;
+    if let Some(m) = metas.get_mut(name) {
+        m.read = Some(read);
+    }
 }
 
 /// The pending entries: per entry, the dots of either side that survive
@@ -464,6 +524,13 @@ fn join_consumers(
 /// other group write (DECISIONS 182). Only with stream facts on.
 pub const GROUP_FACTS: bool = true;
 
+/// Whether a join counts a group's entries-read again from the joined
+/// stream where its register moved on both sides at once, and a read's
+/// fact applies only where the register is the origin's before (DECISIONS
+/// 257; a switch for bisecting: off, the larger side's count stays, and
+/// lag may overstate after concurrent reads, DECISIONS 241).
+pub const RECOUNT_CONCURRENT_READS: bool = true;
+
 /// An XACK's fact: `PREV 1, s` (the origin's newest stamp on the key) and
 /// per ID it acknowledged (argument i) per dot its pending entry held,
 /// `DROP i, dot`.
@@ -477,12 +544,15 @@ pub struct AckTold {
 /// (the IDs it delivered, their times and counts, the group's new last ID
 /// and entries-read are the unit's records): `PREV 1, s`; `RESET 0, r` the
 /// group's reset; `RESET 1, inc` its incarnation; `RESET 2, d` the
-/// consumer's dot before the read (0: it had none); `WORD 0, t` the
+/// consumer's dot before the read (0: it had none); `RESET 3, m` the
+/// group's moved dot before it (DECISIONS 257); `WORD 0, t` the
 /// consumer's seen time after it (a replay would take its own clock's).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct ReadTold {
     pub prev: u64,
     pub reset: u64,
+    /// The group's moved dot before the read (DECISIONS 257).
+    pub moved: u64,
     pub inc: u64,
     pub consumer: u64,
     pub seen: u64,
@@ -520,6 +590,7 @@ impl ReadTold {
             (kind_at(RESET, 0), self.reset),
             (kind_at(RESET, 1), self.inc),
             (kind_at(RESET, 2), self.consumer),
+            (kind_at(RESET, 3), self.moved),
             (kind_at(WORD, 0), self.seen),
         ]);
     }
@@ -527,12 +598,13 @@ impl ReadTold {
     pub fn decode(facts: &[super::fact::Fact]) -> Option<ReadTold> {
         use super::fact::{PREV, RESET, WORD};
         let at = |e: u32| facts.iter().find(|f| f.0 == e).map(|f| f.1);
-        if facts.len() != 5 {
+        if facts.len() != 6 {
             return None;
         }
         Some(ReadTold {
             prev: at(kind_at(PREV, 1))?,
             reset: at(kind_at(RESET, 0))?,
+            moved: at(kind_at(RESET, 3))?,
             inc: at(kind_at(RESET, 1))?,
             consumer: at(kind_at(RESET, 2))?,
             seen: at(kind_at(WORD, 0))?,
@@ -591,7 +663,10 @@ pub fn check_read(
     value: &StreamValue,
 ) -> bool {
     let same_group = m.incarnation() == told.inc && m.reset == told.reset;
-    let not_past = (g.last_id, g.entries_read) <= read.last;
+    // The register as the origin's before the read (no read here at once,
+    // which a join counts again: DECISIONS 257), and not past the read's.
+    let as_before = m.moved == told.moved || !RECOUNT_CONCURRENT_READS;
+    let not_past = as_before && (g.last_id, g.entries_read) <= read.last;
     let consumer = match (
         g.consumers.get(read.consumer),
         m.consumers.get(read.consumer),
@@ -613,6 +688,7 @@ pub fn read_told(m: &GroupMeta, consumer: &[u8], prev: u64, seen: i64) -> ReadTo
     ReadTold {
         prev,
         reset: m.reset,
+        moved: m.moved,
         inc: m.incarnation(),
         consumer: m.consumers.get(consumer).map_or(0, |p| p.dot),
         seen: seen as u64,
@@ -662,6 +738,25 @@ pub fn encode_reads(groups: &Groups, out: &mut Vec<u8>) {
 }
 
 /// Reads [`encode_reads`]'s trailer into `groups`.
+/// The groups' moved dots (DECISIONS 257), after their entries-read:
+/// `count moved*`, in group order.
+pub fn encode_moved(groups: &Groups, out: &mut Vec<u8>) {
+    put_varint(out, groups.len() as u64);
+    for m in groups.values() {
+        put_varint(out, m.moved);
+    }
+}
+
+pub fn decode_moved(groups: &mut Groups, c: &mut Cursor) -> Result<(), String> {
+    if c.count()? != groups.len() {
+        return Err("merge metadata group count differs".into());
+    }
+    for m in groups.values_mut() {
+        m.moved = c.varint()?;
+    }
+    Ok(())
+}
+
 pub fn decode_reads(groups: &mut Groups, c: &mut Cursor) -> Result<(), String> {
     if c.count()? != groups.len() {
         return Err("merge metadata group count differs".into());
@@ -989,5 +1084,34 @@ mod tests {
         let back = Stream::decode(&out).unwrap();
         assert_eq!(back, n.0);
         assert!(!back.groups.is_empty());
+    }
+
+    /// DECISIONS 257: a recount takes the entries added up to the group's
+    /// last ID (entries-added less those after it) where no entry after it
+    /// was deleted; with one deleted after it, Redis's estimate, which
+    /// cannot tell here, so the count stays.
+    #[test]
+    fn a_recount_counts_the_entries_up_to_the_last_id() {
+        use crate::keyspace::stream::Fields;
+        let mut v = StreamValue::default();
+        for n in 1..=5 {
+            v.append(id(n), Fields::pack([&b"f"[..], b"v"].into_iter()), 0, 0);
+        }
+        // Two more added before them and deleted.
+        (v.entries_added, v.last_id, v.max_deleted) = (7, id(5), StreamId::new(0, A));
+        v.groups.insert(b"g".to_vec(), Group::new(id(3), 1));
+        let mut metas = super::Groups::new();
+        metas.insert(b"g".to_vec(), super::GroupMeta::default());
+        super::recount(&mut v, b"g", &mut metas);
+        assert_eq!(group_of(&v).entries_read, 5);
+        assert_eq!(metas[&b"g"[..]].read, Some(5));
+        v.max_deleted = id(4);
+        v.groups.get_mut(&b"g"[..]).unwrap().entries_read = 1;
+        super::recount(&mut v, b"g", &mut metas);
+        assert_eq!(group_of(&v).entries_read, 1);
+    }
+
+    fn group_of(v: &StreamValue) -> &Group {
+        &v.groups[&b"g"[..]]
     }
 }

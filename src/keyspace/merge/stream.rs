@@ -278,11 +278,14 @@ impl Stream {
             cc: &theirs.cc,
             version: theirs.version,
         };
-        let (kept, metas) = groups::join(&mine, &other);
+        let (kept, metas, recount) = groups::join(&mine, &other);
         joined.groups = metas;
         let value = self.join_values(ours, theirs, their_value, &joined, limits, !kept.is_empty());
         let value = value.map(|mut v| {
             v.groups = kept;
+            for name in &recount {
+                groups::recount(&mut v, name, &mut joined.groups);
+            }
             if let Some(p) = self.newer_alike(ours, theirs, their_value, &joined) {
                 (v.last_id, v.max_deleted) = (p.last_id, p.max_deleted);
                 v.entries_added = p.entries_added;
@@ -363,11 +366,12 @@ impl Stream {
     }
 
     /// `kind 'S' | version base count (slot ms seq)* count (slot n)*
-    /// context ttl groups [reset below ms seq ms seq [reads]]` (`groups.rs`; a
+    /// context ttl groups [reset below ms seq ms seq [reads moved]]` (`groups.rs`; a
     /// state written before groups merged ends after the TTL, and decodes
     /// with none; the reset, max-deleted-entry-id and last ID set are
     /// written where one is, DECISIONS 192, 195, 196; the groups'
-    /// entries-read after them where a group has one, DECISIONS 238).
+    /// entries-read after them where a group has one, DECISIONS 238, then
+    /// their moved dots, DECISIONS 257).
     pub fn encode(&self, out: &mut Vec<u8>) {
         out.push(b'S');
         put_varint(out, self.version);
@@ -397,6 +401,7 @@ impl Stream {
         }
         if reads {
             groups::encode_reads(&self.groups, out);
+            groups::encode_moved(&self.groups, out);
         }
     }
 
@@ -443,6 +448,9 @@ impl Stream {
         };
         if !c.0.is_empty() {
             groups::decode_reads(&mut groups, &mut c)?;
+        }
+        if !c.0.is_empty() {
+            groups::decode_moved(&mut groups, &mut c)?;
         }
         c.end()?;
         Ok(Stream {

@@ -9,11 +9,12 @@
 //! caller asks for the key's state, as every stream write whose base moved
 //! did before.
 //!
-//! Consumer groups (DECISIONS 239, 240): an XACK's fact (the pending dots
-//! it removed) and a `>` read's unit (its XCLAIMs and SETID, the fact on
-//! the first) apply the same way where the group here is as the origin
-//! saw it, in O(what they name) plus the replay's note (O(the group's
-//! pending entries and consumers), not O(entries)).
+//! Consumer groups (DECISIONS 239, 240, 254, 255): an XACK's fact (the
+//! pending dots it removed), a `>` read's unit (its XCLAIMs and SETID, the
+//! fact on the first), a claim's records and XGROUP's subcommands
+//! (`group_writes.rs`) apply the same way where the group here is as the
+//! origin saw it, in O(what they name) plus the replay's note (O(the
+//! group's pending entries and consumers), not O(entries)).
 //!
 //! What the fact changes is written through ordinary commands replayed
 //! with the write's stamp (XADD of the entry with its ID, XDEL of the
@@ -24,6 +25,7 @@
 
 use crate::effects::Fact;
 use crate::keyspace::merge::fact::NotApplied;
+use crate::keyspace::merge::groups::writes::ClaimTold;
 use crate::keyspace::merge::groups::{self, AckTold, GroupMeta, Part, ReadTold};
 use crate::keyspace::merge::state::typed;
 use crate::keyspace::merge::stream::{stream_of, Stream, Told};
@@ -35,12 +37,21 @@ use crate::protocol::Args;
 
 use super::link::Link;
 
+mod group_writes;
+
 /// Whether a record's command is a stream write that carries a fact.
 pub(super) fn is_stream_write(argv: &Args) -> bool {
     let name = argv.get(0);
-    [&b"xadd"[..], b"xdel", b"xtrim", b"xack"]
-        .iter()
-        .any(|n| name.eq_ignore_ascii_case(n))
+    [
+        &b"xadd"[..],
+        b"xdel",
+        b"xtrim",
+        b"xack",
+        b"xclaim",
+        b"xgroup",
+    ]
+    .iter()
+    .any(|n| name.eq_ignore_ascii_case(n))
 }
 
 /// A full entry ID as a record carries it (`ms-seq`).
@@ -61,8 +72,16 @@ impl Link {
         facts: &[Fact],
         argv: &Args,
     ) -> bool {
-        if argv.get(0).eq_ignore_ascii_case(b"xack") {
+        let name = argv.get(0);
+        if name.eq_ignore_ascii_case(b"xack") {
             return self.apply_ack_fact(db, key, stamp, facts, argv);
+        }
+        if name.eq_ignore_ascii_case(b"xclaim") {
+            let told = ClaimTold::decode(facts);
+            return told.is_some_and(|t| self.apply_claims(db, key, stamp, &t, &[*argv]));
+        }
+        if name.eq_ignore_ascii_case(b"xgroup") {
+            return self.apply_xgroup_fact(db, key, stamp, facts, argv);
         }
         let Some(told) = Told::decode(facts) else {
             return false;
@@ -158,16 +177,15 @@ impl Link {
     }
 }
 
-/// A group fact checked here (DECISIONS 239, 240): the key a stream with
-/// no TTL and a stream's state, brought to its version `version` here (the
-/// state returned), not a duplicate and its `PREV` seen, then `check`
-/// given the state, the stream and the group's value and state (Gap where
-/// it says None or the group is not here).
-fn group_fact_here<R>(
+/// A stream fact checked here: the key a stream with no TTL and a
+/// stream's state, brought to its version `version` here (the state
+/// returned), not a duplicate and its `PREV` seen, then `check` given the
+/// state and the stream (Gap where it says None).
+fn stream_fact_here<R>(
     g: &crate::keyspace::Shard,
     (hash, key, version): (u64, &[u8], u64),
-    (stamp, prev, group): (u64, u64, &[u8]),
-    check: impl FnOnce(&Stream, &StreamValue, &Group, &GroupMeta) -> Option<R>,
+    (stamp, prev): (u64, u64),
+    check: impl FnOnce(&Stream, &StreamValue) -> Option<R>,
 ) -> Result<(Stream, R), NotApplied> {
     let e = g.get_raw(hash, key).ok_or(NotApplied::Gap)?;
     let Value::Stream(v) = &e.value else {
@@ -184,11 +202,23 @@ fn group_fact_here<R>(
     if prev != 0 && !state.cc.covers(prev) {
         return Err(NotApplied::Gap);
     }
-    let (Some(gv), Some(gm)) = (v.groups.get(group), state.groups.get(group)) else {
-        return Err(NotApplied::Gap);
-    };
-    let r = check(&state, v, gv, gm).ok_or(NotApplied::Gap)?;
+    let r = check(&state, v).ok_or(NotApplied::Gap)?;
     Ok((state, r))
+}
+
+/// A group fact checked here (DECISIONS 239, 240, 254, 255): as
+/// [`stream_fact_here`], then `check` given the state, the stream and the
+/// group's value and state (Gap where the group is not here).
+fn group_fact_here<R>(
+    g: &crate::keyspace::Shard,
+    at: (u64, &[u8], u64),
+    (stamp, prev, group): (u64, u64, &[u8]),
+    check: impl FnOnce(&Stream, &StreamValue, &Group, &GroupMeta) -> Option<R>,
+) -> Result<(Stream, R), NotApplied> {
+    stream_fact_here(g, at, (stamp, prev), |state, v| {
+        let (gv, gm) = (v.groups.get(group)?, state.groups.get(group)?);
+        check(state, v, gv, gm)
+    })
 }
 
 /// A consumer group read's unit as its records say it: `XCLAIM key group
@@ -249,23 +279,15 @@ impl Link {
         let group = argv.get(2);
         let id_at = |i: u32| (i >= 3 && (i as usize) < argv.len()).then(|| argv.get(i as usize));
         let id_at = |i: u32| id_at(i).and_then(id_of);
-        let ks = &self.node.core().keyspace;
-        let slot = ks.slot(key);
-        let mut g = ks.db(db).lock(slot.shard);
-        let version = g.version_of(slot.hash, key);
-        let checked = group_fact_here(
-            &g,
-            (slot.hash, key, version),
-            (stamp, told.prev, group),
-            |state, _, gv, gm| groups::check_ack((gv, gm), &state.cc, &told, id_at),
-        );
-        let (state, here) = match checked {
+        let checked = self.checked_here(db, key, |g, at| {
+            group_fact_here(g, at, (stamp, told.prev, group), |state, _, gv, gm| {
+                groups::check_ack((gv, gm), &state.cc, &told, id_at)
+            })
+        });
+        let (version, here) = match checked {
             Ok(c) => c,
-            Err(NotApplied::Duplicate) => return true,
-            Err(NotApplied::Gap) => return false,
+            Err(applied) => return applied,
         };
-        g.set_merge_meta(key, state.wrap());
-        drop(g);
         if !here.is_empty() {
             let texts: Vec<String> = here.iter().map(|id| id.text()).collect();
             let mut xack: Vec<&[u8]> = vec![b"XACK", key, group];
@@ -287,83 +309,120 @@ impl Link {
         facts: &[Fact],
         writes: &[Args],
     ) -> bool {
+        let ks = &self.node.core().keyspace;
+        if stamp < ks.db(db).lock(ks.slot(key).shard).flushed_at() {
+            return true; // gone, as for any fact (facts.rs)
+        }
+        if let Some(told) = ClaimTold::decode(facts) {
+            return self.apply_claims(db, key, stamp, &told, writes);
+        }
         let (Some(told), Some(unit)) = (ReadTold::decode(facts), read_unit(key, writes)) else {
             return false;
         };
-        let ks = &self.node.core().keyspace;
-        let slot = ks.slot(key);
-        let mut g = ks.db(db).lock(slot.shard);
-        if stamp < g.flushed_at() {
-            return true; // gone, as for any fact (facts.rs)
-        }
-        let version = g.version_of(slot.hash, key);
-        let checked = group_fact_here(
-            &g,
-            (slot.hash, key, version),
-            (stamp, told.prev, unit.group),
-            |state, v, gv, gm| {
+        let checked = self.checked_here(db, key, |g, at| {
+            group_fact_here(g, at, (stamp, told.prev, unit.group), |state, v, gv, gm| {
                 let ok = groups::check_read((gv, gm), &state.cc, &told, &unit.read, v);
                 ok.then(|| gm.consumers.get(unit.read.consumer).copied())
-            },
-        );
-        let (state, part) = match checked {
+            })
+        });
+        let (version, part) = match checked {
             Ok(c) => c,
-            Err(NotApplied::Duplicate) => return true,
-            Err(NotApplied::Gap) => return false,
+            Err(applied) => return applied,
         };
-        g.set_merge_meta(key, state.wrap());
-        drop(g);
         for w in writes {
             self.replay_args(db, stamp, *w);
         }
-        self.as_the_origin_read(db, key, stamp, (&told, &unit, part));
+        let times = unit.read.ids.iter().copied().zip(unit.times).collect();
+        let origin = AsOrigin {
+            group: unit.group,
+            times,
+            consumer: Some((unit.read.consumer, told.seen, part)),
+            reset: Some(told.reset),
+        };
+        self.as_the_origin(db, key, stamp, &origin);
         self.settle_stream(db, key, stamp, version.max(stamp));
         true
     }
 
-    /// After a read's replay: its delivery times and its consumer's seen
-    /// time the origin's (a replay takes its own clock's where a record
-    /// gives none or one ahead of it), its group's reset the origin's (a
-    /// replay's SETID after its XCLAIMs' LASTID may read as one), its
-    /// consumer's dot kept where the origin's seen time did not move.
-    fn as_the_origin_read(
+    /// A group fact's `check` (given the key's shard and `(hash, key,
+    /// version)`: [`group_fact_here`], [`stream_fact_here`]) run under the
+    /// key's lock; where it holds, the state it brought up to date kept.
+    /// The key's version before and what `check` gave, or whether the
+    /// fact counts as applied (a duplicate) where it does not hold.
+    pub(super) fn checked_here<R>(
         &mut self,
         db: usize,
         key: &[u8],
-        stamp: u64,
-        (told, unit, part): (&ReadTold, &ReadUnit, Option<Part>),
-    ) {
+        check: impl FnOnce(
+            &crate::keyspace::Shard,
+            (u64, &[u8], u64),
+        ) -> Result<(Stream, R), NotApplied>,
+    ) -> Result<(u64, R), bool> {
+        let ks = &self.node.core().keyspace;
+        let slot = ks.slot(key);
+        let mut g = ks.db(db).lock(slot.shard);
+        let version = g.version_of(slot.hash, key);
+        match check(&g, (slot.hash, key, version)) {
+            Ok((state, r)) => {
+                g.set_merge_meta(key, state.wrap());
+                Ok((version, r))
+            }
+            Err(NotApplied::Duplicate) => Err(true),
+            Err(NotApplied::Gap) => Err(false),
+        }
+    }
+
+    /// After a group write's replay: what the replay took from its own
+    /// clock set to the origin's (`origin`: delivery times, a consumer's
+    /// seen time, where a record gives none or one ahead of our clock),
+    /// the group noted again at `stamp`, its reset the origin's where
+    /// given (a read's SETID after its XCLAIMs' LASTID may read as one),
+    /// the consumer's dot kept where the origin's seen time did not move.
+    pub(super) fn as_the_origin(&mut self, db: usize, key: &[u8], stamp: u64, origin: &AsOrigin) {
         let ks = &self.node.core().keyspace;
         let slot = ks.slot(key);
         let mut g = ks.db(db).lock(slot.shard);
         let Some(Value::Stream(v)) = g.find_mut(slot.hash, key).map(|e| &mut e.value) else {
             return;
         };
-        let Some(gv) = v.groups.get_mut(unit.group) else {
+        let Some(gv) = v.groups.get_mut(origin.group) else {
             return;
         };
-        for (id, &t) in unit.read.ids.iter().zip(&unit.times) {
+        for (id, t) in &origin.times {
             if let Some(n) = gv.pel.get_mut(id) {
-                n.delivery_time = t;
+                n.delivery_time = *t;
             }
         }
-        if let Some(c) = gv.consumers.get_mut(unit.read.consumer) {
-            c.seen_time = told.seen as i64;
+        if let Some((name, seen, _)) = origin.consumer {
+            if let Some(c) = gv.consumers.get_mut(name) {
+                c.seen_time = seen as i64;
+            }
         }
         let gv = gv.clone();
         let Ok(Some(meta)) = typed::<Stream>(g.merge_meta(key)) else {
             return;
         };
         let mut s = Stream::clone(meta);
-        if let Some(m) = s.groups.get_mut(unit.group) {
+        if let Some(m) = s.groups.get_mut(origin.group) {
             m.note(&gv, stamp);
-        }
-        if let Some(m) = s.groups.get_mut(unit.group) {
-            m.reset = told.reset;
-            if let Some(p) = part.filter(|p| p.print == told.seen) {
-                m.consumers.insert(unit.read.consumer.to_vec(), p);
+            m.reset = origin.reset.unwrap_or(m.reset);
+            if let Some((name, seen, Some(p))) = origin.consumer {
+                if p.print == seen {
+                    m.consumers.insert(name.to_vec(), p);
+                }
             }
         }
         g.set_merge_meta(key, s.wrap());
     }
+}
+
+/// What a group write's replay sets back to the origin's
+/// ([`Link::as_the_origin`]): per entry its delivery time; the consumer
+/// the write touched, its seen time after and its state before; the
+/// group's reset after.
+pub(super) struct AsOrigin<'a> {
+    pub group: &'a [u8],
+    pub times: Vec<(StreamId, i64)>,
+    pub consumer: Option<(&'a [u8], u64, Option<Part>)>,
+    pub reset: Option<u64>,
 }
