@@ -287,6 +287,7 @@ fn seeds_that_found_bugs() {
             "an LMOVE of a list onto itself, applied where an LSET of the element it moved had \
              not arrived, pushed the old value under the moved element's id (long mode)",
         ),
+        (74706, "the same as 51821 (BLMOVE RIGHT LEFT and RPOPLPUSH of a list onto itself)"),
         (
             75343,
             "a push's fact that made a list anew at its origin applied where a pop had not \
