@@ -344,8 +344,7 @@ fn bitop(ctx: &mut Ctx, args: Args) -> CmdResult {
         true
     };
     if wrote {
-        let argv: Vec<&[u8]> = args.iter().collect();
-        ctx.propagate(version, &argv);
+        ctx.propagate_args(version, &args);
         if len > 0 {
             ctx.notify(super::events::class::STRING, "set", dest)
         } else {

@@ -168,8 +168,7 @@ fn hset(ctx: &mut Ctx, args: Args) -> CmdResult {
         ctx.note_members(&mut l, key, version, &named_args(&args, 2, 2));
     }
     ctx.notify(class::HASH, "hset", key);
-    let argv: Vec<&[u8]> = args.iter().collect();
-    ctx.propagate(version, &argv);
+    ctx.propagate_args(version, &args);
     Ok(())
 }
 
@@ -339,8 +338,7 @@ fn hdel(ctx: &mut Ctx, args: Args) -> CmdResult {
         ctx.note_members(&mut l, key, version, &named_args(&args, 2, 1));
     }
     ctx.remove_if_empty(&mut l, key);
-    let argv: Vec<&[u8]> = args.iter().collect();
-    ctx.propagate(version, &argv);
+    ctx.propagate_args(version, &args);
     Ok(())
 }
 

@@ -300,8 +300,7 @@ fn push_generic(ctx: &mut Ctx, args: Args, left: bool, xx: bool) -> CmdResult {
     ctx.out.int(len as i64);
     ctx.notify(class::LIST, push_event(left), key);
     ctx.signal_ready(ctx.db(), key);
-    let argv: Vec<&[u8]> = args.iter().collect();
-    ctx.propagate(version, &argv);
+    ctx.propagate_args(version, &args);
     Ok(())
 }
 
@@ -361,8 +360,7 @@ fn pop_generic(ctx: &mut Ctx, args: Args, left: bool) -> CmdResult {
     e.version = version;
     ctx.note_list_ends(&mut l, key, version, &[EndOp::Pop { left, n }]);
     finish_pop(ctx, &mut l, key, left);
-    let argv: Vec<&[u8]> = args.iter().collect();
-    ctx.propagate(version, &argv);
+    ctx.propagate_args(version, &args);
     Ok(())
 }
 
@@ -630,8 +628,7 @@ fn lset(ctx: &mut Ctx, args: Args) -> CmdResult {
     }
     ctx.out.ok();
     ctx.notify(class::LIST, "lset", key);
-    let argv: Vec<&[u8]> = args.iter().collect();
-    ctx.propagate(version, &argv);
+    ctx.propagate_args(version, &args);
     Ok(())
 }
 
@@ -664,8 +661,7 @@ fn linsert(ctx: &mut Ctx, args: Args) -> CmdResult {
     ctx.note_list_edit(&mut l, key, version, &Edit::Insert { index, fp });
     ctx.out.int(len as i64);
     ctx.notify(class::LIST, "linsert", key);
-    let argv: Vec<&[u8]> = args.iter().collect();
-    ctx.propagate(version, &argv);
+    ctx.propagate_args(version, &args);
     Ok(())
 }
 
@@ -700,8 +696,7 @@ fn lrem(ctx: &mut Ctx, args: Args) -> CmdResult {
     }
     ctx.notify(class::LIST, "lrem", key);
     ctx.remove_if_empty(&mut l, key);
-    let argv: Vec<&[u8]> = args.iter().collect();
-    ctx.propagate(version, &argv);
+    ctx.propagate_args(version, &args);
     Ok(())
 }
 
@@ -762,8 +757,7 @@ fn ltrim(ctx: &mut Ctx, args: Args) -> CmdResult {
     ctx.notify(class::LIST, "ltrim", key);
     ctx.remove_if_empty(&mut l, key);
     if front + back > 0 {
-        let argv: Vec<&[u8]> = args.iter().collect();
-        ctx.propagate(version, &argv);
+        ctx.propagate_args(version, &args);
     }
     Ok(())
 }

@@ -151,6 +151,22 @@ pub fn families() -> [&'static [Command]; 23] {
 }
 
 impl Ctx<'_> {
+    /// [`Self::propagate`] of the command's own words: those of a usual
+    /// write (SADD k m, HSET k f v, INCRBY k n) go on the stack, so a
+    /// write makes no allocation for its record's argv.
+    pub fn propagate_args(&mut self, version: u64, args: &Args) {
+        const FEW: usize = 8;
+        if args.len() > FEW {
+            let argv: Vec<&[u8]> = args.iter().collect();
+            return self.propagate(version, &argv);
+        }
+        let mut words: [&[u8]; FEW] = [&[]; FEW];
+        for (w, a) in words.iter_mut().zip(args.iter()) {
+            *w = a;
+        }
+        self.propagate(version, &words[..args.len()]);
+    }
+
     /// Reports a write on the current database (see `effects.rs`). Call while
     /// still holding the shard locks of the keys written.
     pub fn propagate(&mut self, version: u64, argv: &[&[u8]]) {

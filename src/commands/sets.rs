@@ -193,8 +193,7 @@ fn sadd(ctx: &mut Ctx, args: Args) -> CmdResult {
     if added > 0 {
         ctx.notify(class::SET, "sadd", key);
     }
-    let argv: Vec<&[u8]> = args.iter().collect();
-    ctx.propagate(version, &argv);
+    ctx.propagate_args(version, &args);
     Ok(())
 }
 
@@ -225,8 +224,7 @@ fn srem(ctx: &mut Ctx, args: Args) -> CmdResult {
         ctx.note_members(&mut l, key, version, &named_args(&args, 2, 1));
     }
     ctx.remove_if_empty(&mut l, key);
-    let argv: Vec<&[u8]> = args.iter().collect();
-    ctx.propagate(version, &argv);
+    ctx.propagate_args(version, &args);
     Ok(())
 }
 

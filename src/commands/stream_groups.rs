@@ -164,8 +164,7 @@ fn change_group<R>(
     e.version = stamp;
     note_groups(ctx, l, key);
     note_xgroup_fact(ctx, l, key, (before.as_ref(), stamp), told);
-    let argv: Vec<&[u8]> = args.iter().collect();
-    ctx.propagate(stamp, &argv);
+    ctx.propagate_args(stamp, &args);
     ctx.notify(class::STREAM, event, key);
     r
 }
@@ -353,8 +352,7 @@ pub fn xgroup_create(ctx: &mut Ctx, args: Args) -> CmdResult {
         .as_ref()
         .map(|_| XgroupTold::default().with_register((last, read)));
     note_xgroup_fact(ctx, &mut l, key, (before.as_ref(), stamp), told);
-    let argv: Vec<&[u8]> = args.iter().collect();
-    ctx.propagate(stamp, &argv);
+    ctx.propagate_args(stamp, &args);
     ctx.notify(class::STREAM, "xgroup-create", key);
     ctx.out.ok();
     Ok(())
@@ -408,8 +406,7 @@ pub fn xgroup_destroy(ctx: &mut Ctx, args: Args) -> CmdResult {
         ..Default::default()
     });
     note_xgroup_fact(ctx, &mut l, key, (before.as_ref(), stamp), told);
-    let argv: Vec<&[u8]> = args.iter().collect();
-    ctx.propagate(stamp, &argv);
+    ctx.propagate_args(stamp, &args);
     ctx.notify(class::STREAM, "xgroup-destroy", key);
     // Clients blocked on the group fail with NOGROUP.
     ctx.signal_ready(ctx.db(), key);
@@ -730,8 +727,7 @@ pub fn xack(ctx: &mut Ctx, args: Args) -> CmdResult {
         note_group_fact(ctx, &mut l, key, (before.as_ref(), version), |prev, f| {
             merge::groups::AckTold { prev, drops }.encode(f)
         });
-        let argv: Vec<&[u8]> = args.iter().collect();
-        ctx.propagate(version, &argv);
+        ctx.propagate_args(version, &args);
     }
     ctx.out.int(acked as i64);
     Ok(())

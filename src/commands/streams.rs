@@ -732,8 +732,7 @@ fn xdel(ctx: &mut Ctx, args: Args) -> CmdResult {
             };
             note_fact(ctx, &mut l, key, (before, version), told);
         }
-        let argv: Vec<&[u8]> = args.iter().collect();
-        ctx.propagate(version, &argv);
+        ctx.propagate_args(version, &args);
         ctx.notify(class::STREAM, "xdel", key);
     }
     ctx.out.int(deleted);

@@ -567,8 +567,7 @@ fn mset_generic(ctx: &mut Ctx, args: Args, nx: bool) -> CmdResult {
     if keys.len() == 1 {
         ctx.note_reset(&mut l, keys[0], version);
     }
-    let argv: Vec<&[u8]> = args.iter().collect();
-    ctx.propagate(version, &argv);
+    ctx.propagate_args(version, &args);
     if nx {
         ctx.out.int(1);
     } else {
@@ -647,12 +646,6 @@ fn str_i64(s: &StrValue) -> Result<i64, CmdError> {
 
 fn incr_decr(ctx: &mut Ctx, args: Args, by: i64) -> CmdResult {
     let key = args.get(1);
-    // INCR/DECR key, INCRBY/DECRBY key n: the record's words, on the stack.
-    let mut words: [&[u8]; 3] = [b""; 3];
-    for (w, a) in words.iter_mut().zip(args.iter()) {
-        *w = a;
-    }
-    let argv = &words[..args.len()];
     let mut l = ctx.open(key);
     let (n, before, version) = match l.get_str(key)? {
         Some(e) => {
@@ -677,7 +670,7 @@ fn incr_decr(ctx: &mut Ctx, args: Args, by: i64) -> CmdResult {
         l.count_increment(key, before, Incr::Int(by.into()), version, facts);
         ctx.mark_merged(key);
     }
-    ctx.propagate(version, argv);
+    ctx.propagate_args(version, &args);
     ctx.notify(super::events::class::STRING, "incrby", key);
     ctx.out.int(n);
     Ok(())
