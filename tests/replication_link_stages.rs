@@ -43,6 +43,30 @@ impl FakeMaster {
         s
     }
 
+    /// The next connection of the replica listening on `port`: one whose
+    /// handshake says `REPLCONF listening-port <port>` (answered: +PONG to
+    /// PING, +OK to the rest). Any other is dropped: the tests run beside
+    /// others whose replicas may still retry a master port the system has
+    /// since handed to us (CI once accepted such a stray connection 1 s
+    /// after PSYNC and took it for an early reconnect).
+    fn accept_from(&self, port: u16) -> TcpStream {
+        loop {
+            let mut s = self.accept();
+            s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+            let said = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                FakeMaster::serve_until(&mut s, "REPLCONF").0
+            }));
+            let listening = matches!(&said, Ok(args) if args.len() == 3
+                && args[1].eq_ignore_ascii_case("listening-port")
+                && args[2] == port.to_string());
+            if listening {
+                s.write_all(b"+OK\r\n").unwrap();
+                s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+                return s;
+            }
+        }
+    }
+
     /// Answers the replica's commands (+PONG, +OK) until one named
     /// `last` arrives, which is left unanswered; returns its arguments and
     /// when the last reply started to go out (the replica heard from us no
@@ -146,7 +170,7 @@ fn role_state(r: &mut redis::Connection) -> String {
 /// before the replica's last wait began, so a slow test thread cannot make
 /// a correct replica look early).
 fn times_out_and_retries(fake: &FakeMaster, replica: &Server, silent: Instant, said: &str) {
-    let _again = fake.accept();
+    let _again = fake.accept_from(replica.port);
     assert!(
         silent.elapsed() >= Duration::from_secs(TIMEOUT_SECS),
         "reconnected after {:?}, before repl-timeout",
