@@ -23,32 +23,16 @@ BASE=${BASE:-7470}
 # shellcheck source=bench/lib.sh
 source bench/lib.sh
 
-cli() { redis-cli -p "$@"; }
 bench() { # port command...: requests per second
     local p=$1; shift
     taskset -c "$CLIENT_CPU" redis-benchmark -p "$p" -c 50 -P 16 -n "$REQUESTS" -r "$KEYSPACE" \
         -q "$@" 2>/dev/null | tr '\r' '\n' | grep -oE '[0-9.]+ requests per second' | tail -1 | cut -d' ' -f1
 }
-converge() { # portA portB: seconds until the digests agree
-    local t0; t0=$(date +%s.%N)
-    for _ in $(seq 1200); do
-        [[ "$(cli "$1" debug digest)" == "$(cli "$2" debug digest)" ]] && break
-        sleep 0.1
-    done
-    echo "$(date +%s.%N) - $t0" | bc
-}
-wait_up() { # port
-    for _ in $(seq 100); do
-        [[ $(cli "$1" info replication | grep -c "state=connected") -ge 1 ]] && return
-        sleep 0.1
-    done
-}
-
 pa=$BASE; pb=$((BASE + 1))
 start_node $pa --active-replica yes
 start_node $pb --active-replica yes
 cli $pa replicaof 127.0.0.1 $pb >/dev/null; cli $pb replicaof 127.0.0.1 $pa >/dev/null
-wait_up $pa; wait_up $pb
+wait_up $pa 1; wait_up $pb 1
 echo "== ttl-asks: $BIN; -P 16 -c 50 -n $REQUESTS -r $KEYSPACE"
 printf '%-34s %10s %8s %8s\n' phase writer/s asks settle-s
 phase() { # name command...
