@@ -294,6 +294,13 @@ fn seeds_that_found_bugs() {
              emptied it, and kept the old list's TTL: one version, two expiries (long mode; \
              DECISIONS 251)",
         ),
+        (
+            34852,
+            "a counter's part stamped before a flush, dropped where the flush was made and \
+             kept where it was written, came back under a later reset that had not seen it \
+             (long mode; DECISIONS 262)",
+        ),
+        (65203, "the same as 34852 (an INCRBY and a SETEX before a FLUSHALL, on a chain)"),
     ];
     for (seed, bug) in found {
         if let Err(f) = sim::run(seed, &sim::Options::default()) {

@@ -680,6 +680,35 @@ impl Counter {
         }
     }
 
+    /// A flush stamped `flushed` removed, on every node, each part written
+    /// before it (a flush removes what is older than its stamp, not what
+    /// its node had seen): such a part counts as observed by the reset
+    /// whatever the reset's node knew of it. Without it, a node that took
+    /// the part before the flush arrived brought it back under a later
+    /// reset that had never seen it, while the flushing node, which had
+    /// dropped it, did not (full seeds 34852, 65203; DECISIONS 262).
+    pub fn forget_before(&mut self, flushed: u64) {
+        let old = |p: &&Part| p.stamp < flushed;
+        if !self.parts.iter().filter(old).any(|p| !self.saw(p)) {
+            return;
+        }
+        let mut observed = self.observed.to_vec();
+        for p in self.parts.iter().filter(old) {
+            match observed.binary_search_by_key(&p.slot, |o| o.slot) {
+                Ok(i) if observed[i].stamp >= p.stamp => {}
+                Ok(i) => observed[i] = p.clone(),
+                Err(i) => observed.insert(i, p.clone()),
+            }
+        }
+        self.observed = observed.into_boxed_slice();
+    }
+
+    /// Whether the reset observed `part` as it is (or a later total of
+    /// its node).
+    fn saw(&self, part: &Part) -> bool {
+        (self.observed.iter()).any(|o| o.slot == part.slot && o.stamp >= part.stamp)
+    }
+
     /// Whether `self` and `other` are one state but for the version they
     /// describe (the reset, its base, and the parts seen and known).
     pub fn same_content(&self, other: &Counter) -> bool {
@@ -976,6 +1005,29 @@ mod tests {
         let mut other = c.clone();
         other.add(2, Incr::Int(2), 15);
         assert_eq!(del.join(&other).value(), Merged::Int(2));
+    }
+
+    /// A part stamped before a flush counts as observed by a later reset
+    /// that had not seen it (the flushing node dropped it); a part written
+    /// after the flush still counts; idempotent (DECISIONS 262).
+    #[test]
+    fn a_part_older_than_a_flush_is_forgotten() {
+        let mut c = at(10, Base::Absent);
+        c.add(1, Incr::Int(-3), 12); // written before the flush at 20
+        c.add(2, Incr::Int(9), 11);
+        let mut reset = Counter::current(None, 30, Base::Int(99));
+        reset.add(2, Incr::Int(9), 11);
+        reset.observed = reset.parts.clone(); // the reset saw node 2's part only
+        let mut joined = c.join(&reset);
+        assert_eq!(joined.value(), Merged::Int(96));
+        joined.forget_before(20);
+        assert_eq!(joined.value(), Merged::Int(99));
+        let once = joined.clone();
+        joined.forget_before(20);
+        assert_eq!(joined, once);
+        joined.add(1, Incr::Int(1), 40); // after the flush: its growth counts
+        joined.forget_before(20);
+        assert_eq!(joined.value(), Merged::Int(100));
     }
 
     fn f(s: &str) -> F80 {

@@ -530,7 +530,8 @@ impl Link {
             return false;
         };
         let mine = Counter::current(Some(counter), version, base_here);
-        let joined = mine.apply_reset(stamp, &fact, Base::Other);
+        let mut joined = mine.apply_reset(stamp, &fact, Base::Other);
+        joined.forget_before(g.flushed_at());
         if joined.same_content(&mine) {
             return true; // in the counter here already
         }

@@ -287,6 +287,7 @@ impl Link {
         }
         let remote = &remote;
         let mut joined = mine.join(remote);
+        joined.forget_before(self.flushed_at(db, key));
         let Some((outcome, version)) =
             self.version_joined(db, key, (&mine, remote), &mut joined, (true, true))
         else {
