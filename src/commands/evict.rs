@@ -25,8 +25,7 @@ use std::time::{Duration, Instant};
 use super::collscan::rand_u64;
 use super::flags::DENYOOM;
 use super::gone::{key_gone, to_stream, Gone, Why};
-use super::{CmdError, CommandId};
-use crate::core::client::ClientState;
+use super::CmdError;
 use crate::core::stats::WorkerStats;
 use crate::core::Core;
 use crate::keyspace::hlc::Hlc;
@@ -53,26 +52,22 @@ fn used_memory() -> u64 {
     crate::alloc::allocated_bytes().unwrap_or(0)
 }
 
-/// The maxmemory check before a command: evicts if over the limit, and
-/// refuses commands that would grow memory when that is not enough.
+/// The maxmemory check before client `current`'s command: evicts if over
+/// the limit, and refuses a call with `flags` that would grow memory when
+/// that is not enough (an EXEC's flags hold its queued commands').
 pub fn admit(
     srv: &Core,
     clock: &mut Hlc,
     stats: &WorkerStats,
-    client: &mut ClientState,
-    id: CommandId,
+    current: u64,
     flags: u32,
 ) -> Result<(), CmdError> {
     let limit = srv.hot.maxmemory.load(Relaxed);
-    if limit == 0 || used_memory() <= limit || evict(srv, clock, stats, client.id, limit) {
+    if limit == 0 || used_memory() <= limit || evict(srv, clock, stats, current, limit) {
         return Ok(());
     }
-    let cmd = srv.commands.get(id);
     if flags & DENYOOM != 0 {
         return Err(oom_error());
-    }
-    if cmd.name == "exec" && super::multi::queued_flags(srv, client) & DENYOOM != 0 {
-        return Err(super::multi::abort_exec(client, oom_error()));
     }
     Ok(())
 }

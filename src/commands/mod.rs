@@ -29,6 +29,7 @@ pub mod access;
 pub mod acl;
 pub mod bitops;
 pub mod blocking;
+pub mod call;
 pub mod collscan;
 pub mod config_cmd;
 pub mod connection;
@@ -524,7 +525,6 @@ impl Replayer<'_> {
             .commands
             .lookup(args.get(0))
             .ok_or("unknown command in effect")?;
-        let cmd = srv.commands.get(id);
         self.client.db = db;
         self.out.buf.clear();
         let mut ctx = Ctx {
@@ -539,7 +539,8 @@ impl Replayer<'_> {
             sent: None,
             active: srv.active.then(crate::core::ctx::ActiveWrite::new),
         };
-        (cmd.handler)(&mut ctx, args).map_err(|e| e.render())
+        let (r, _) = call::call(&mut ctx, id, args, call::Caller::Replay, None);
+        r.map_err(|e| e.render())
     }
 }
 
@@ -615,9 +616,7 @@ pub fn run_args(
     };
     // Counted in INFO commandstats as a connection's command is: a replica
     // counts what its master's stream ran, as Redis's call() does for it.
-    let start = std::time::Instant::now();
-    let r = (cmd.handler)(&mut ctx, args);
-    stats.record_call(id, start.elapsed().as_micros() as u64, r.is_err());
+    let (r, _) = call::call(&mut ctx, id, args, call::Caller::Internal, None);
     r.map_err(|e| e.render())?;
     Ok(out.buf)
 }

@@ -123,18 +123,6 @@ pub fn intercept(
     Ok(None)
 }
 
-/// Whether `name` is an EXEC whose queue holds a write (CLIENT PAUSE WRITE
-/// holds such an EXEC back, as Redis does).
-pub fn exec_may_write(srv: &Core, client: &ClientState, name: &str) -> bool {
-    name == "exec"
-        && client.multi.as_ref().is_some_and(|m| {
-            m.queue.iter().any(|q| {
-                let f = srv.commands.get(q.id).flags_for(srv, q.args());
-                f & (WRITE | MAY_REPLICATE) != 0
-            })
-        })
-}
-
 /// The flags of the commands queued in the client's transaction, ORed
 /// (0 outside MULTI): the maxmemory check refuses an EXEC holding denyoom.
 pub fn queued_flags(srv: &Core, client: &ClientState) -> u32 {
@@ -264,39 +252,21 @@ fn run_queue(ctx: &mut Ctx, m: &MultiState) {
     }
 }
 
-/// Runs one queued command as the dispatcher would, its error inline.
+/// Runs one queued command through `call()`, its error inline; the rules
+/// may have changed since it was queued (ACL, Redis's execCommand).
 fn run_one(ctx: &mut Ctx, q: &Queued) {
-    let cmd = ctx.core.commands.get(q.id);
-    let mark = ctx.out.len();
     ctx.out.resp = ctx.client.resp;
-    if ctx.core.clients.monitors.load(Relaxed) > 0 && cmd.flags & (ADMIN | SKIP_MONITOR) == 0 {
-        super::server_cmds::logs::feed_monitors(ctx.core, ctx.client, Some(q.id), q.args());
-    }
-    let start = quanta::Instant::now();
-    let r = super::acl::admit_queued(ctx.core, ctx.client, q.id, q.args()).and_then(|()| {
-        let mut sub = Ctx {
-            core: ctx.core,
-            admin: ctx.admin,
-            client: &mut *ctx.client,
-            out: &mut *ctx.out,
-            clock: &mut *ctx.clock,
-            stats: ctx.stats,
-            now_ms: ctx.now_ms,
-            replay_version: None,
-            sent: Some(q.args()),
-            active: crate::core::ctx::ActiveWrite::for_command(ctx.core, cmd.flags),
-        };
-        crate::commands::tracking::before_command(ctx.core, sub.client, q.id, q.args());
-        (cmd.handler)(&mut sub, q.args())
-    });
-    let usec = start.elapsed().as_micros() as u64;
-    ctx.stats.record_call(q.id, usec, r.is_err());
-    super::server_cmds::logs::maybe_slowlog(ctx.core, ctx.client, q.id, q.args(), usec);
-    if let Err(e) = r {
-        ctx.out.buf.truncate(mark);
+    let flags = ctx.core.commands.get(q.id).flags;
+    if let Err(e) = super::acl::admit_queued(ctx.core, ctx.client, q.id, q.args()) {
+        // Counted as a failed call, as Redis's execCommand counts it.
+        ctx.stats.record_call(q.id, 0, true);
         ctx.stats.record_error(&e.code());
         ctx.out.error(&e.render());
+        return;
     }
+    let mut sub = ctx.nested(None, q.args(), flags);
+    // A failure is in the reply already, inline.
+    let _ = super::call::call(&mut sub, q.id, q.args(), super::call::Caller::Exec, None);
 }
 
 /// Emits a transaction's effects: one alone, several between MULTI and EXEC

@@ -47,17 +47,42 @@ use crate::protocol::ReplyBuf;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 
-/// Dispatch hook, before a command's handler runs: registers the keys a
+/// `call()`'s hook, before a command's handler runs: registers the keys a
 /// read-only command reads when its client tracks them (see module doc).
+/// EVAL_RO, EVALSHA_RO and FCALL_RO register nothing themselves: their
+/// reads do (as Redis, [`before_script_command`]).
+#[inline]
 pub fn before_command(srv: &Core, client: &ClientState, cmd_id: usize, args: Args) {
-    let t = &srv.tracking;
-    if !t.active() || !client.tracking {
+    if !srv.tracking.active() || !client.tracking {
         return;
     }
     let cmd = srv.commands.get(cmd_id);
-    if cmd.flags & super::flags::READONLY == 0 {
+    if cmd.flags & super::flags::READONLY == 0
+        || matches!(cmd.name, "eval_ro" | "evalsha_ro" | "fcall_ro")
+    {
         return;
     }
+    let keys = cmd.key_positions(args);
+    remember(srv, client, keys.into_iter().map(|p| args.get(p)));
+}
+
+/// [`before_command`] for a command a script runs: a read-only one
+/// registers the keys the script declared, for the client running the
+/// script (Redis's trackingRememberKeys of the script's caller).
+pub fn before_script_command(srv: &Core, client: &ClientState, cmd_id: usize, declared: &[&[u8]]) {
+    if !srv.tracking.active() || !client.tracking || declared.is_empty() {
+        return;
+    }
+    if srv.commands.get(cmd_id).flags & super::flags::READONLY == 0 {
+        return;
+    }
+    remember(srv, client, declared.iter().copied());
+}
+
+/// Registers `keys` as read by `client`, unless its mode leaves this
+/// command out (BCAST; OPTIN without CACHING yes; OPTOUT with CACHING no).
+fn remember<'k>(srv: &Core, client: &ClientState, keys: impl Iterator<Item = &'k [u8]>) {
+    let t = &srv.tracking;
     let g = t.inner.lock();
     let Some(s) = g.clients.get(&client.id) else {
         return;
@@ -66,8 +91,7 @@ pub fn before_command(srv: &Core, client: &ClientState, cmd_id: usize, args: Arg
         return;
     }
     drop(g);
-    for p in cmd.key_positions(args) {
-        let key = args.get(p);
+    for key in keys {
         let mut shard = t.shard(key).lock();
         let ids = match shard.get_mut(key) {
             Some(ids) => ids,

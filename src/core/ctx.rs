@@ -133,6 +133,32 @@ impl ActiveWrite {
     }
 }
 
+impl<'a> Ctx<'a> {
+    /// The context of a command this one runs (EXEC's queued commands, a
+    /// script's calls), sent as `sent`, with command flags `flags`: its
+    /// client, clock and time are this command's; its reply goes to `out`
+    /// (None: this command's reply buffer).
+    pub fn nested<'b>(
+        &'b mut self,
+        out: Option<&'b mut ReplyBuf>,
+        sent: Args<'b>,
+        flags: u32,
+    ) -> Ctx<'b> {
+        Ctx {
+            core: self.core,
+            admin: self.admin,
+            active: ActiveWrite::for_command(self.core, flags),
+            client: &mut *self.client,
+            out: out.unwrap_or(&mut *self.out),
+            clock: &mut *self.clock,
+            stats: self.stats,
+            now_ms: self.now_ms,
+            replay_version: None,
+            sent: Some(sent),
+        }
+    }
+}
+
 impl Ctx<'_> {
     /// The selected database's index.
     pub fn db(&self) -> usize {

@@ -55,39 +55,31 @@ impl crate::server::hooks::Hooks for PersistenceHooks {
 /// async load, all but the `no_async_loading` ones); then, while the disk
 /// cannot take writes (a failed
 /// BGSAVE under `stop-writes-on-bgsave-error`), write commands, PING and an
-/// EXEC holding a write get MISCONF, as Redis's processCommand does. One
-/// relaxed load when all is well.
+/// EXEC holding a write get MISCONF, as Redis's processCommand does (an
+/// EXEC's `flags` hold its queued commands', `commands::call::admit`, which
+/// also ends the refused transaction). One relaxed load when all is well.
 pub fn admit_write(
     srv: &crate::server::Server,
-    client: &mut crate::core::client::ClientState,
+    _client: &mut crate::core::client::ClientState,
     id: crate::commands::CommandId,
     flags: u32,
 ) -> Result<(), crate::commands::CmdError> {
-    use crate::commands::{flags::LOADING, flags::NO_ASYNC_LOADING, flags::WRITE, multi, CmdError};
+    use crate::commands::{flags::LOADING, flags::NO_ASYNC_LOADING, flags::WRITE, CmdError};
     if srv.persist.loading.active() && flags & LOADING == 0 {
         return Err(CmdError::Msg(
             "LOADING Redis is loading the dataset in memory".into(),
         ));
     }
-    if srv.persist.loading.async_active() {
-        let cmd = srv.commands.get(id);
-        let deny = flags & NO_ASYNC_LOADING != 0
-            || (cmd.name == "exec" && multi::queued_flags(srv, client) & NO_ASYNC_LOADING != 0);
-        if deny {
-            return Err(CmdError::Msg(
-                "LOADING Redis is loading the dataset in memory".into(),
-            ));
-        }
+    if srv.persist.loading.async_active() && flags & NO_ASYNC_LOADING != 0 {
+        return Err(CmdError::Msg(
+            "LOADING Redis is loading the dataset in memory".into(),
+        ));
     }
     let Some(err) = save::disk_error(srv).or_else(|| aof::disk_error(srv)) else {
         return Ok(());
     };
-    let cmd = srv.commands.get(id);
-    if flags & WRITE != 0 || cmd.name == "ping" {
+    if flags & WRITE != 0 || srv.commands.get(id).name == "ping" {
         return Err(err);
-    }
-    if cmd.name == "exec" && multi::queued_flags(srv, client) & WRITE != 0 {
-        return Err(multi::abort_exec(client, err));
     }
     Ok(())
 }

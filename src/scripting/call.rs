@@ -6,8 +6,9 @@ use std::cell::Cell;
 
 use mlua::{Lua, Value};
 
+use crate::commands::call::{count_rejected, Caller};
 use crate::commands::flags::{DENYOOM, MAY_REPLICATE, NOSCRIPT, STALE, WRITE};
-use crate::commands::{CommandId, Ctx};
+use crate::commands::{CmdError, CommandId, Ctx};
 use crate::protocol::{Args, ReplyBuf};
 
 /// What a running script may do, fixed when it starts, and what it did.
@@ -17,6 +18,9 @@ pub struct Script<'k> {
     /// The declared keys; `None` when the script declared none and holds
     /// every shard.
     pub keys: Option<&'k [&'k [u8]]>,
+    /// The declared keys, also when it runs again holding every shard: a
+    /// read-only call tracks them for the client (`call()`'s Script).
+    pub declared: &'k [&'k [u8]],
     /// EVAL_RO / FCALL_RO, or a script flagged `no-writes`.
     pub read_only: bool,
     /// Flagged `allow-oom`: commands may grow memory past maxmemory.
@@ -192,9 +196,9 @@ fn check_keys(ctx: &Ctx, s: &Script, id: CommandId, args: Args) -> Result<(), Re
     )
 }
 
-/// Runs one command, writing its RESP reply into `out` (or returning the
-/// refusal). Errors are counted as the dispatcher counts them: a refusal
-/// as the command's rejected call, a failure as its failed call.
+/// Runs one command through `call()`, writing its RESP reply into `out`
+/// (or returning the refusal). A refusal counts as the command's rejected
+/// call, a failure as its failed call, as a client's would.
 fn run(ctx: &mut Ctx, s: &Script, args: Args, resp: u8, out: &mut ReplyBuf) -> Result<(), Refusal> {
     out.buf.clear();
     out.resp = resp;
@@ -205,51 +209,17 @@ fn run(ctx: &mut Ctx, s: &Script, args: Args, resp: u8, out: &mut ReplyBuf) -> R
         Ok(id) => id,
         Err(_) if s.widen.get() => return Err(WIDEN.into()),
         Err((id, msg)) => {
-            ctx.stats.record_rejected(id);
-            ctx.stats
-                .record_error(msg.split(' ').next().unwrap_or("ERR"));
+            let code = msg.split(' ').next().unwrap_or("ERR");
+            count_rejected(ctx, id, &CmdError::Msg(code.into()));
             return Err(msg);
         }
     };
-    let cmd = ctx.core.commands.get(id);
-    use crate::commands::flags::{ADMIN, SKIP_MONITOR};
-    if ctx
-        .core
-        .clients
-        .monitors
-        .load(std::sync::atomic::Ordering::Relaxed)
-        > 0
-        && cmd.flags & (ADMIN | SKIP_MONITOR) == 0
-    {
-        crate::commands::server_cmds::logs::feed_monitors_from(
-            ctx.core,
-            ctx.client.db,
-            "lua",
-            args,
-        );
-    }
-    let start = quanta::Instant::now();
-    let r = {
-        let mut sub = Ctx {
-            core: ctx.core,
-            admin: ctx.admin,
-            client: &mut *ctx.client,
-            out: &mut *out,
-            clock: &mut *ctx.clock,
-            stats: ctx.stats,
-            now_ms: ctx.now_ms,
-            replay_version: None,
-            sent: Some(args),
-            active: crate::core::ctx::ActiveWrite::for_command(ctx.core, cmd.flags),
-        };
-        (cmd.handler)(&mut sub, args)
+    let flags = ctx.core.commands.get(id).flags;
+    let caller = Caller::Script {
+        declared: s.declared,
     };
-    ctx.stats
-        .record_call(id, start.elapsed().as_micros() as u64, r.is_err());
-    if let Err(e) = r {
-        ctx.stats.record_error(&e.code());
-        out.buf.clear();
-        out.error(&e.render());
-    }
+    let mut sub = ctx.nested(Some(out), args, flags);
+    // A failure is the call's reply, converted for the script.
+    let _ = crate::commands::call::call(&mut sub, id, args, caller, None);
     Ok(())
 }

@@ -409,6 +409,7 @@ fn prepare<'k>(
     Ok(Script {
         db: ctx.client.db,
         keys: (!keys.is_empty()).then_some(keys),
+        declared: keys,
         read_only: ro || (!compat && sflags & flags::NO_WRITES != 0),
         allow_oom: !compat && sflags & flags::ALLOW_OOM != 0,
         oom: over,
@@ -676,63 +677,4 @@ pub fn kill(core: &Core, eval: bool) -> Result<(), CmdError> {
     Ok(())
 }
 
-/// The BUSY reply while a script (`eval`) or function runs past the
-/// threshold (Redis's slowevalerr / slowscripterr).
-pub fn busy_error(eval: bool) -> CmdError {
-    CmdError::Msg(format!(
-        "BUSY Redis is busy running a script. You can only call {} KILL or SHUTDOWN NOSAVE.",
-        if eval { "SCRIPT" } else { "FUNCTION" }
-    ))
-}
-
-/// BUSY for a command that needs what a script past the threshold holds:
-/// every command but the `allow_busy` ones while the script holds every
-/// shard, else the commands whose keys are in its shards (DECISIONS 57).
-/// SHUTDOWN needs NOSAVE while any script is busy.
-pub fn busy_check(
-    core: &Core,
-    db: usize,
-    id: crate::commands::CommandId,
-    args: Args,
-) -> Result<(), CmdError> {
-    if !core.scripts.busy.any() {
-        return Ok(());
-    }
-    let cmd = core.commands.get(id);
-    let runs = core.scripts.busy.runs();
-    let Some(first) = runs.first() else {
-        return Ok(());
-    };
-    if cmd.name == "shutdown" {
-        let nosave = args
-            .iter()
-            .skip(1)
-            .any(|a| a.eq_ignore_ascii_case(b"nosave"));
-        return if nosave {
-            Ok(())
-        } else {
-            Err(busy_error(first.eval))
-        };
-    }
-    if cmd.flags & ALLOW_BUSY != 0 {
-        return Ok(());
-    }
-    let keys = if cmd.name == "exec" {
-        None
-    } else {
-        crate::commands::multi::command_keys(core, id, args)
-    };
-    for r in &runs {
-        let hit = match (&r.shards, &keys) {
-            (None, _) | (_, None) => true,
-            (Some(held), Some(pos)) => pos.iter().any(|&p| {
-                let shard = core.keyspace.slot(args.get(p)).shard;
-                held.contains(&(db, shard))
-            }),
-        };
-        if hit {
-            return Err(busy_error(r.eval));
-        }
-    }
-    Ok(())
-}
+pub use crate::commands::call::busy_error;

@@ -28,8 +28,9 @@ use tokio::sync::{mpsc, Notify};
 
 use super::tls::HandOff;
 use super::{NewConn, Server};
-use crate::commands::server_cmds::logs;
+use crate::commands::call::{self, Caller};
 use crate::commands::{flags, CmdError, Ctx};
+use crate::core::ctx::ActiveWrite;
 use crate::core::client::{ClientState, Push, ReplyMode};
 use crate::core::stats::WorkerStats;
 use crate::keyspace::hlc::{unix_ms, Hlc};
@@ -730,12 +731,9 @@ fn pause_wait(
     // A command that will be rejected (unknown, wrong arity, no auth) gets
     // its error at once, as in Redis.
     let id = lookup_and_check(srv, client, args, false).ok()?;
-    let cmd = srv.commands.get(id);
     let all = srv.pause_all.load(Relaxed);
-    let f = cmd.flags_for(srv, args);
-    let pausable = all
-        || f & (flags::WRITE | flags::MAY_REPLICATE) != 0
-        || crate::commands::multi::exec_may_write(srv, client, cmd.name);
+    let f = call::effective_flags(srv, client, id, args);
+    let pausable = all || f & (flags::WRITE | flags::MAY_REPLICATE) != 0;
     if !pausable || unix_ms() >= until {
         return None;
     }
@@ -755,7 +753,9 @@ fn pause_wait(
 }
 
 /// Executes one command and appends its reply to `out`. `start` is when the
-/// command started; returns when it ended.
+/// command started; returns when it ended. Lookup and ACL here, admission
+/// and the run through `call()` (commands/call.rs), then what a client's
+/// reply needs: CLIENT REPLY and the invalidations of its own writes.
 pub fn dispatch(
     srv: &Arc<Server>,
     worker: &Worker,
@@ -765,106 +765,52 @@ pub fn dispatch(
     start: Instant,
 ) -> Instant {
     out.resp = client.resp;
-    let mut end = start;
     if client.acl_gen != srv.acl.generation() {
         srv.acl.refresh(client);
     }
-    let res = lookup_and_check(srv, client, args, true).and_then(|id| {
-        crate::scripting::busy_check(srv, client.db, id, args).map_err(|e| {
-            // An EXEC refused ends its transaction (Redis's execCommandAbort).
-            let e = if client.multi.is_some() && srv.commands.get(id).name == "exec" {
-                crate::commands::multi::abort_exec(client, e)
-            } else {
-                e
-            };
-            (Some(id), e)
-        })?;
-        let mut clock = worker.clock.borrow_mut();
-        // `replica-ignore-maxmemory yes` (the default): a replica evicts
-        // nothing itself; its master's evictions reach it as DELs.
-        let evicts = srv.hot.maxmemory.load(Relaxed) != 0
-            && !(srv.repl.is_replica() && srv.config.read().get_bool("replica-ignore-maxmemory"));
-        let flags = srv.commands.get(id).flags_for(srv, args);
-        let admitted = match evicts {
-            true => {
-                crate::commands::evict::admit(srv, &mut clock, &worker.stats, client, id, flags)
-            }
-            false => Ok(()),
-        };
-        admitted
-            .and_then(|()| super::hooks::admit(srv, client, id, flags))
-            .map(|()| id)
-            .map_err(|e| (Some(id), e))
+    let checked = lookup_and_check(srv, client, args, true);
+    let mut clock = worker.clock.borrow_mut();
+    let mut ctx = Ctx {
+        core: srv,
+        admin: srv,
+        client,
+        out,
+        clock: &mut clock,
+        stats: &worker.stats,
+        now_ms: worker.unix_ms_at(start),
+        replay_version: None,
+        sent: Some(args),
+        active: None,
+    };
+    let admitted = checked.and_then(|id| match call::admit(&mut ctx, id, args) {
+        Ok(_flags) => Ok(id),
+        Err(e) => Err((Some(id), e)),
     });
     // Invalidations of keys evicted just now go ahead of the reply (Redis).
-    crate::commands::tracking::append_deferred(srv, client.id, out);
-    let mark = out.len();
+    crate::commands::tracking::append_deferred(srv, ctx.client.id, ctx.out);
+    let mark = ctx.out.len();
     // In MULTI, commands are queued (Ok(None)) instead of run.
-    let res = crate::commands::multi::intercept(srv, client, out, args, res);
-    let (id, result, usec) = match res {
+    let mut end = start;
+    let ran = match crate::commands::multi::intercept(srv, ctx.client, ctx.out, args, admitted) {
         Err((id, e)) => {
-            worker.stats.record_rejected(id);
-            (None, Err(e), 0)
+            call::count_rejected(&ctx, id, &e);
+            ctx.out.buf.truncate(mark);
+            ctx.out.error(&e.render());
+            None
         }
-        Ok(None) => (None, Ok(()), 0),
+        Ok(None) => None,
         Ok(Some(id)) => {
-            let cmd = srv.commands.get(id);
-            // EXEC is shown after the commands it ran, as in Redis.
-            let monitored = srv.clients.monitors.load(Relaxed) > 0
-                && cmd.flags & (flags::ADMIN | flags::SKIP_MONITOR) == 0;
-            if monitored && cmd.name != "exec" {
-                logs::feed_monitors(srv, client, Some(id), args);
-            }
-            let mut clock = worker.clock.borrow_mut();
-            let mut ctx = Ctx {
-                core: srv,
-                admin: srv,
-                client: &mut *client,
-                out: &mut *out,
-                clock: &mut clock,
-                stats: &worker.stats,
-                now_ms: worker.unix_ms_at(start),
-                replay_version: None,
-                sent: Some(args),
-                active: crate::core::ctx::ActiveWrite::for_command(srv, cmd.flags),
-            };
-            crate::commands::tracking::before_command(srv, ctx.client, id, args);
-            let r = (cmd.handler)(&mut ctx, args);
-            let blocked = ctx.client.block.request.is_some();
-            if monitored && cmd.name == "exec" {
-                logs::feed_monitors(srv, client, Some(id), args);
-            }
-            end = Instant::now();
-            let usec = end.saturating_duration_since(start).as_micros() as u64;
-            // A call that blocked counts once, when it is served or ends
-            // (Redis's updateStatsOnUnblock; see `block_wait`).
-            if r.is_err() || !blocked {
-                worker.stats.record_call(id, usec, r.is_err());
-            }
-            if !blocked {
-                let event = match cmd.flags & flags::FAST {
-                    0 => "command",
-                    _ => "fast-command",
-                };
-                srv.latency_event(event, usec / 1000);
-            }
-            (Some(id), r, usec)
+            ctx.active = ActiveWrite::for_command(srv, srv.commands.get(id).flags);
+            end = call::call(&mut ctx, id, args, Caller::Client, Some(start))
+                .1
+                .unwrap_or(start);
+            Some(id)
         }
     };
-    if let Err(e) = &result {
-        out.buf.truncate(mark);
-        let msg = e.render();
-        if !matches!(e, CmdError::Counted(_)) {
-            worker.stats.record_error(&e.code());
-        }
-        out.error(&msg);
-    }
-    if let Some(id) = id {
-        logs::maybe_slowlog(srv, client, id, args, usec);
-        if let Some(sh) = &client.shared {
-            sh.last_cmd.store(id, Relaxed);
-            sh.db.store(client.db, Relaxed);
-        }
+    drop(ctx);
+    if let (Some(id), Some(sh)) = (ran, &client.shared) {
+        sh.last_cmd.store(id, Relaxed);
+        sh.db.store(client.db, Relaxed);
     }
     match client.reply_mode {
         ReplyMode::On => {}
@@ -878,7 +824,7 @@ pub fn dispatch(
             client.reply_mode = ReplyMode::Skip;
         }
     }
-    if let Some(id) = id {
+    if let Some(id) = ran {
         crate::commands::tracking::after_command(srv, client, id, out);
     }
     end

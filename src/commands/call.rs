@@ -1,0 +1,287 @@
+//! One way to run a command: [`call`], for every caller (Redis's server.c
+//! `call()`), and the admission a client's command passes first ([`admit`],
+//! Redis's processCommand checks after ACL).
+//!
+//! Five callers run handlers: a client's connection (`server/conn.rs`
+//! `dispatch`), EXEC's queued commands (`multi.rs`), a script's
+//! `redis.call` (`scripting/call.rs`), the replay of an effect record (an
+//! AOF, an active peer's stream: [`super::Replayer`]) and an in-process
+//! command ([`super::run_args`]: a replica's master stream, KEYDB.CRON, tests).
+//! They differ only in the bookkeeping around the handler, which the
+//! [`Caller`] names, as Redis's CMD_CALL_* flags do:
+//!
+//! | step                           | Client | Exec | Script        | Replay | Internal |
+//! |--------------------------------|--------|------|---------------|--------|----------|
+//! | MONITOR feed                   | yes    | yes  | yes, as "lua" |        |          |
+//! | tracking: remember keys read   | yes    | yes  | declared keys |        |          |
+//! | commandstats (calls, usec)     | yes    | yes  | yes           |        | yes      |
+//! | error reply and error stats    | yes    | yes  | yes           |        |          |
+//! | slowlog                        | yes    | yes  |               |        |          |
+//! | latency event                  | yes    |      |               |        |          |
+//!
+//! A script's read-only command remembers the script's declared keys for
+//! the client that runs the script (Redis's `trackingRememberKeys` of the
+//! script caller); EVAL_RO, EVALSHA_RO and FCALL_RO remember nothing
+//! themselves. What a command reports while it runs (its records through
+//! `Ctx::propagate`, keyspace events, WATCH and tracking invalidations) goes
+//! through the write choke point (`commands/mod.rs`), whoever called it; the
+//! callers that gather records (EXEC, a script) emit them as one unit.
+//!
+//! Admission ([`admit`]): the flags of the call are worked out once
+//! ([`effective_flags`]: for EXEC, with what its queued commands need), then
+//! a busy script, memory (eviction, OOM) and the subsystems' hooks
+//! (-LOADING, -MISCONF, -NOREPLICAS, -READONLY, -MASTERDOWN) decide in that
+//! order; an EXEC refused ends its transaction (Redis's rejectCommand). A
+//! script's calls are admitted by the script's own rules
+//! (`scripting/call.rs`, Redis's script.c), replays and in-process
+//! commands are obeyed.
+
+use std::sync::atomic::Ordering::Relaxed;
+
+use quanta::Instant;
+
+use super::flags::*;
+use super::server_cmds::logs;
+use super::{multi, tracking, CmdError, CmdResult, CommandId, Ctx};
+use crate::core::client::ClientState;
+use crate::core::Core;
+use crate::protocol::Args;
+
+/// Who runs a command, which decides the bookkeeping around its handler
+/// (see the module's table).
+#[derive(Clone, Copy)]
+pub enum Caller<'k> {
+    /// A client's command from its connection.
+    Client,
+    /// A command EXEC runs from its queue.
+    Exec,
+    /// A script's `redis.call`; `declared`: the keys the script declared.
+    Script { declared: &'k [&'k [u8]] },
+    /// An effect record replayed (AOF loading, an active peer's stream).
+    Replay,
+    /// A command run in-process (a replica's master stream, KEYDB.CRON).
+    Internal,
+}
+
+impl Caller<'_> {
+    /// Whether the call is fed to MONITOR and remembered for tracking.
+    #[inline]
+    fn observed(self) -> bool {
+        matches!(self, Caller::Client | Caller::Exec | Caller::Script { .. })
+    }
+    /// Whether INFO commandstats counts the call.
+    #[inline]
+    fn counted(self) -> bool {
+        !matches!(self, Caller::Replay)
+    }
+    /// Whether a failure becomes the reply (and counts in errorstats).
+    #[inline]
+    fn answers(self) -> bool {
+        self.observed()
+    }
+    /// Whether the slowlog may take the call.
+    #[inline]
+    fn slowlogged(self) -> bool {
+        matches!(self, Caller::Client | Caller::Exec)
+    }
+}
+
+/// Runs command `id` on `ctx` (whose `sent`, `active` and `replay_version`
+/// the caller set for it) with the caller's bookkeeping; `start` is when
+/// the command started (None: now). Returns the handler's result (a
+/// failure already in `ctx.out` when the caller answers) and when the
+/// command ended (None for a replay, which is not timed).
+#[inline]
+pub fn call(
+    ctx: &mut Ctx,
+    id: CommandId,
+    args: Args,
+    caller: Caller,
+    start: Option<Instant>,
+) -> (CmdResult, Option<Instant>) {
+    let core: &Core = ctx.core;
+    let cmd = core.commands.get(id);
+    if !caller.counted() {
+        return ((cmd.handler)(ctx, args), None);
+    }
+    let start = start.unwrap_or_else(Instant::now);
+    // EXEC is shown after the commands it ran, as in Redis.
+    let monitored = caller.observed()
+        && core.clients.monitors.load(Relaxed) > 0
+        && cmd.flags & (ADMIN | SKIP_MONITOR) == 0;
+    let exec = monitored && cmd.name == "exec";
+    if monitored && !exec {
+        feed_monitors(ctx, id, args, caller);
+    }
+    match caller {
+        Caller::Script { declared } => tracking::before_script_command(core, ctx.client, id, declared),
+        Caller::Client | Caller::Exec => tracking::before_command(core, ctx.client, id, args),
+        Caller::Replay | Caller::Internal => {}
+    }
+    let mark = ctx.out.len();
+    let r = (cmd.handler)(ctx, args);
+    if exec {
+        feed_monitors(ctx, id, args, caller);
+    }
+    let end = Instant::now();
+    let usec = end.saturating_duration_since(start).as_micros() as u64;
+    // A call that blocked counts once, when it is served or ends (Redis's
+    // updateStatsOnUnblock; conn.rs `block_wait`).
+    let blocked = ctx.client.block.request.is_some();
+    if r.is_err() || !blocked {
+        ctx.stats.record_call(id, usec, r.is_err());
+    }
+    if matches!(caller, Caller::Client) && !blocked {
+        let event = match cmd.flags & FAST {
+            0 => "command",
+            _ => "fast-command",
+        };
+        core.latency_event(event, usec / 1000);
+    }
+    if let (true, Err(e)) = (caller.answers(), &r) {
+        ctx.out.buf.truncate(mark);
+        if !matches!(e, CmdError::Counted(_)) {
+            ctx.stats.record_error(&e.code());
+        }
+        ctx.out.error(&e.render());
+    }
+    if caller.slowlogged() {
+        logs::maybe_slowlog(core, ctx.client, id, args, usec);
+    }
+    (r, Some(end))
+}
+
+/// MONITOR's line for the call: a client's with its address (secrets
+/// redacted), a script's as "lua".
+#[cold]
+fn feed_monitors(ctx: &Ctx, id: CommandId, args: Args, caller: Caller) {
+    match caller {
+        Caller::Script { .. } => logs::feed_monitors_from(ctx.core, ctx.client.db, "lua", args),
+        _ => logs::feed_monitors(ctx.core, ctx.client, Some(id), args),
+    }
+}
+
+/// A command refused before it ran (admission, a script's checks): counted
+/// as its rejected call (an unknown command as none) and in errorstats.
+pub fn count_rejected(ctx: &Ctx, id: Option<CommandId>, e: &CmdError) {
+    ctx.stats.record_rejected(id);
+    if !matches!(e, CmdError::Counted(_)) {
+        ctx.stats.record_error(&e.code());
+    }
+}
+
+/// The flags of this call, worked out once (Redis's getCommandFlags): the
+/// command's for its arguments, and for EXEC what its queued commands need
+/// (Redis's `mstate.cmd_flags`, `cmd_inv_flags`): a write, denyoom,
+/// may-replicate or no-async-loading one makes EXEC so, and one without
+/// `stale` takes it from EXEC.
+#[inline]
+pub fn effective_flags(core: &Core, client: &ClientState, id: CommandId, args: Args) -> u32 {
+    let cmd = core.commands.get(id);
+    let flags = cmd.flags_for(core, args);
+    match &client.multi {
+        Some(m) if cmd.name == "exec" => m.queue.iter().fold(flags, |f, q| {
+            let qf = core.commands.get(q.id).flags_for(core, q.args());
+            let stale = match qf & STALE {
+                0 => !STALE,
+                _ => u32::MAX,
+            };
+            (f | qf & (WRITE | DENYOOM | MAY_REPLICATE | NO_ASYNC_LOADING)) & stale
+        }),
+        _ => flags,
+    }
+}
+
+/// Whether a client's command may run now (after lookup, arity, auth and
+/// ACL): a busy script, memory, then the subsystems (see the module's
+/// comment). Returns the call's flags. An EXEC refused ends its transaction.
+pub fn admit(ctx: &mut Ctx, id: CommandId, args: Args) -> Result<u32, CmdError> {
+    let flags = effective_flags(ctx.core, ctx.client, id, args);
+    let admitted = busy_check(ctx.core, ctx.client.db, id, args)
+        .and_then(|()| admit_memory(ctx, flags))
+        .and_then(|()| ctx.admin.admit(ctx.client, id, flags));
+    match admitted {
+        Ok(()) => Ok(flags),
+        // (A hook that ended the transaction itself left MULTI already.)
+        Err(e) if ctx.client.multi.is_some() && ctx.core.commands.get(id).name == "exec" => {
+            Err(multi::abort_exec(ctx.client, e))
+        }
+        Err(e) => Err(e),
+    }
+}
+
+/// Evicts before the command when memory is over `maxmemory`, and refuses
+/// a denyoom call when nothing could be evicted. `replica-ignore-maxmemory
+/// yes` (the default): a replica evicts nothing itself; its master's
+/// evictions reach it as DELs.
+#[inline]
+fn admit_memory(ctx: &mut Ctx, flags: u32) -> Result<(), CmdError> {
+    if ctx.core.hot.maxmemory.load(Relaxed) == 0 {
+        return Ok(());
+    }
+    if ctx.admin.is_replica() && ctx.core.config.read().get_bool("replica-ignore-maxmemory") {
+        return Ok(());
+    }
+    super::evict::admit(ctx.core, ctx.clock, ctx.stats, ctx.client.id, flags)
+}
+
+/// The BUSY reply while a script (`eval`) or function runs past the
+/// threshold (Redis's slowevalerr / slowscripterr).
+pub fn busy_error(eval: bool) -> CmdError {
+    CmdError::Msg(format!(
+        "BUSY Redis is busy running a script. You can only call {} KILL or SHUTDOWN NOSAVE.",
+        if eval { "SCRIPT" } else { "FUNCTION" }
+    ))
+}
+
+/// BUSY for a command that needs what a script past the threshold holds:
+/// every command but the `allow_busy` ones while the script holds every
+/// shard, else the commands whose keys are in its shards (DECISIONS 57).
+/// SHUTDOWN needs NOSAVE while any script is busy.
+pub fn busy_check(core: &Core, db: usize, id: CommandId, args: Args) -> Result<(), CmdError> {
+    if !core.scripts.busy.any() {
+        return Ok(());
+    }
+    busy_check_slow(core, db, id, args)
+}
+
+#[cold]
+fn busy_check_slow(core: &Core, db: usize, id: CommandId, args: Args) -> Result<(), CmdError> {
+    let cmd = core.commands.get(id);
+    let runs = core.scripts.busy.runs();
+    let Some(first) = runs.first() else {
+        return Ok(());
+    };
+    if cmd.name == "shutdown" {
+        let nosave = args
+            .iter()
+            .skip(1)
+            .any(|a| a.eq_ignore_ascii_case(b"nosave"));
+        return if nosave {
+            Ok(())
+        } else {
+            Err(busy_error(first.eval))
+        };
+    }
+    if cmd.flags & ALLOW_BUSY != 0 {
+        return Ok(());
+    }
+    let keys = if cmd.name == "exec" {
+        None
+    } else {
+        multi::command_keys(core, id, args)
+    };
+    for r in &runs {
+        let hit = match (&r.shards, &keys) {
+            (None, _) | (_, None) => true,
+            (Some(held), Some(pos)) => pos.iter().any(|&p| {
+                let shard = core.keyspace.slot(args.get(p)).shard;
+                held.contains(&(db, shard))
+            }),
+        };
+        if hit {
+            return Err(busy_error(r.eval));
+        }
+    }
+    Ok(())
+}
