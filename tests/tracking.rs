@@ -263,3 +263,31 @@ fn caching_errors_and_scope() {
     assert_eq!(read_reply(&mut a), inv(&["tracked"]));
     assert_eq!(rc(&mut a, "PING"), "+PONG");
 }
+
+/// A script's read-only command tracks the keys the script declared, for
+/// the client running it (as Redis); a script that reads nothing, and
+/// EVAL_RO itself, track none.
+#[test]
+fn a_script_that_reads_tracks_its_declared_keys() {
+    let s = Server::start(&[]);
+    let mut a = resp3(&s);
+    assert_eq!(rc(&mut a, "CLIENT TRACKING on"), "+OK");
+    let mut c = s.conn();
+    let mset = |c: &mut redis::Connection| cmd::<()>(c, &["MSET", "k1", "1", "k2", "1"]);
+    // A write only: nothing tracked.
+    rc(&mut a, "EVAL redis.call('set','k3','x') 2 k1 k2");
+    mset(&mut c);
+    // A read of another key: both declared keys are tracked.
+    assert_eq!(rc(&mut a, "EVAL redis.call('get','k3') 2 k1 k2"), "_");
+    mset(&mut c);
+    assert_eq!(read_reply(&mut a), inv(&["k1"]));
+    assert_eq!(read_reply(&mut a), inv(&["k2"]));
+    // EVAL_RO tracks nothing by itself, only by its reads.
+    rc(&mut a, "EVAL_RO redis.call('ping') 2 k1 k2");
+    mset(&mut c);
+    rc(&mut a, "EVAL_RO redis.call('get','k1') 2 k1 k2");
+    mset(&mut c);
+    assert_eq!(read_reply(&mut a), inv(&["k1"]));
+    assert_eq!(read_reply(&mut a), inv(&["k2"]));
+    assert_eq!(rc(&mut a, "PING"), "+PONG");
+}
