@@ -114,7 +114,9 @@ pub fn call(
         feed_monitors(ctx, id, args, caller);
     }
     match caller {
-        Caller::Script { declared } => tracking::before_script_command(core, ctx.client, id, declared),
+        Caller::Script { declared } => {
+            tracking::before_script_command(core, ctx.client, id, declared)
+        }
         Caller::Client | Caller::Exec => tracking::before_command(core, ctx.client, id, args),
         Caller::Replay | Caller::Internal => {}
     }

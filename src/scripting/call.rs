@@ -1,6 +1,6 @@
-//! `redis.call` and `redis.pcall`: one command run from a script, as the
-//! dispatcher would run it, its reply converted to Lua (Redis's script.c
-//! `scriptCall` and its checks, in its order).
+//! `redis.call` and `redis.pcall`: one command run from a script through
+//! `commands::call` (as a `Script` caller), its reply converted to Lua
+//! (Redis's script.c `scriptCall` and its checks, in its order).
 
 use std::cell::Cell;
 

@@ -8,8 +8,9 @@
 //! is read until the replies are written (back-pressure), a batch stops
 //! executing once `OUT_BATCH_MAX` of replies are held, and pushed output is
 //! subject to `client-output-buffer-limit` (see `core/client.rs`).
-//! [`dispatch`] is the single path from parsed arguments to a handler: lookup,
-//! arity, auth, pause, MONITOR feed, execution, stats and slowlog.
+//! [`dispatch`] takes a client's parsed arguments to `commands::call`: lookup,
+//! arity, auth and ACL here, then admission and the run with its bookkeeping
+//! (MONITOR, tracking, stats, slowlog) there, then the reply's CLIENT REPLY mode.
 
 use std::cell::{Cell, RefCell};
 use std::rc::Rc;
@@ -30,8 +31,8 @@ use super::tls::HandOff;
 use super::{NewConn, Server};
 use crate::commands::call::{self, Caller};
 use crate::commands::{flags, CmdError, Ctx};
-use crate::core::ctx::ActiveWrite;
 use crate::core::client::{ClientState, Push, ReplyMode};
+use crate::core::ctx::ActiveWrite;
 use crate::core::stats::WorkerStats;
 use crate::keyspace::hlc::{unix_ms, Hlc};
 use crate::protocol::{Args, ParseLimits, Parsed, ReplyBuf, RequestParser};
