@@ -43,8 +43,11 @@ use quanta::Instant;
 use super::flags::*;
 use super::server_cmds::logs;
 use super::{multi, tracking, CmdError, CmdResult, CommandId, Ctx};
+use crate::core::admin::Admin;
 use crate::core::client::ClientState;
+use crate::core::stats::WorkerStats;
 use crate::core::Core;
+use crate::keyspace::hlc::Hlc;
 use crate::protocol::Args;
 
 /// Who runs a command, which decides the bookkeeping around its handler
@@ -90,8 +93,9 @@ impl Caller<'_> {
 /// the caller set for it) with the caller's bookkeeping; `start` is when
 /// the command started (None: now). Returns the handler's result (a
 /// failure already in `ctx.out` when the caller answers) and when the
-/// command ended (None for a replay, which is not timed).
-#[inline]
+/// command ended (None for a replay, which is not timed). Inlined, so each
+/// caller's steps are decided when it is compiled.
+#[inline(always)]
 pub fn call(
     ctx: &mut Ctx,
     id: CommandId,
@@ -165,10 +169,10 @@ fn feed_monitors(ctx: &Ctx, id: CommandId, args: Args, caller: Caller) {
 
 /// A command refused before it ran (admission, a script's checks): counted
 /// as its rejected call (an unknown command as none) and in errorstats.
-pub fn count_rejected(ctx: &Ctx, id: Option<CommandId>, e: &CmdError) {
-    ctx.stats.record_rejected(id);
+pub fn count_rejected(stats: &WorkerStats, id: Option<CommandId>, e: &CmdError) {
+    stats.record_rejected(id);
     if !matches!(e, CmdError::Counted(_)) {
-        ctx.stats.record_error(&e.code());
+        stats.record_error(&e.code());
     }
 }
 
@@ -177,54 +181,78 @@ pub fn count_rejected(ctx: &Ctx, id: Option<CommandId>, e: &CmdError) {
 /// (Redis's `mstate.cmd_flags`, `cmd_inv_flags`): a write, denyoom,
 /// may-replicate or no-async-loading one makes EXEC so, and one without
 /// `stale` takes it from EXEC.
-#[inline]
+#[inline(always)]
 pub fn effective_flags(core: &Core, client: &ClientState, id: CommandId, args: Args) -> u32 {
     let cmd = core.commands.get(id);
     let flags = cmd.flags_for(core, args);
     match &client.multi {
-        Some(m) if cmd.name == "exec" => m.queue.iter().fold(flags, |f, q| {
-            let qf = core.commands.get(q.id).flags_for(core, q.args());
-            let stale = match qf & STALE {
-                0 => !STALE,
-                _ => u32::MAX,
-            };
-            (f | qf & (WRITE | DENYOOM | MAY_REPLICATE | NO_ASYNC_LOADING)) & stale
-        }),
+        Some(m) if cmd.name == "exec" => exec_flags(core, m, flags),
         _ => flags,
     }
+}
+
+/// EXEC's flags with its queue's (see [`effective_flags`]).
+#[cold]
+fn exec_flags(core: &Core, m: &crate::core::multi::MultiState, flags: u32) -> u32 {
+    m.queue.iter().fold(flags, |f, q| {
+        let qf = core.commands.get(q.id).flags_for(core, q.args());
+        let stale = match qf & STALE {
+            0 => !STALE,
+            _ => u32::MAX,
+        };
+        (f | qf & (WRITE | DENYOOM | MAY_REPLICATE | NO_ASYNC_LOADING)) & stale
+    })
 }
 
 /// Whether a client's command may run now (after lookup, arity, auth and
 /// ACL): a busy script, memory, then the subsystems (see the module's
 /// comment). Returns the call's flags. An EXEC refused ends its transaction.
-pub fn admit(ctx: &mut Ctx, id: CommandId, args: Args) -> Result<u32, CmdError> {
-    let flags = effective_flags(ctx.core, ctx.client, id, args);
-    let admitted = busy_check(ctx.core, ctx.client.db, id, args)
-        .and_then(|()| admit_memory(ctx, flags))
-        .and_then(|()| ctx.admin.admit(ctx.client, id, flags));
+/// Generic over the admin so that the server's hooks are called directly
+/// on a client's path, not through the `dyn Admin` a handler sees.
+#[inline(always)]
+pub fn admit<A: Admin + ?Sized>(
+    core: &Core,
+    admin: &A,
+    clock: &mut Hlc,
+    stats: &WorkerStats,
+    client: &mut ClientState,
+    id: CommandId,
+    args: Args,
+) -> Result<u32, CmdError> {
+    let flags = effective_flags(core, client, id, args);
+    let admitted = busy_check(core, client.db, id, args)
+        .and_then(|()| admit_memory(core, admin, clock, stats, client.id, flags))
+        .and_then(|()| admin.admit(client, id, flags));
     match admitted {
         Ok(()) => Ok(flags),
         // (A hook that ended the transaction itself left MULTI already.)
-        Err(e) if ctx.client.multi.is_some() && ctx.core.commands.get(id).name == "exec" => {
-            Err(multi::abort_exec(ctx.client, e))
+        Err(e) if client.multi.is_some() && core.commands.get(id).name == "exec" => {
+            Err(multi::abort_exec(client, e))
         }
         Err(e) => Err(e),
     }
 }
 
-/// Evicts before the command when memory is over `maxmemory`, and refuses
-/// a denyoom call when nothing could be evicted. `replica-ignore-maxmemory
-/// yes` (the default): a replica evicts nothing itself; its master's
-/// evictions reach it as DELs.
-#[inline]
-fn admit_memory(ctx: &mut Ctx, flags: u32) -> Result<(), CmdError> {
-    if ctx.core.hot.maxmemory.load(Relaxed) == 0 {
+/// Evicts before client `current`'s command when memory is over
+/// `maxmemory`, and refuses a denyoom call when nothing could be evicted.
+/// `replica-ignore-maxmemory yes` (the default): a replica evicts nothing
+/// itself; its master's evictions reach it as DELs.
+#[inline(always)]
+fn admit_memory<A: Admin + ?Sized>(
+    core: &Core,
+    admin: &A,
+    clock: &mut Hlc,
+    stats: &WorkerStats,
+    current: u64,
+    flags: u32,
+) -> Result<(), CmdError> {
+    if core.hot.maxmemory.load(Relaxed) == 0 {
         return Ok(());
     }
-    if ctx.admin.is_replica() && ctx.core.config.read().get_bool("replica-ignore-maxmemory") {
+    if admin.is_replica() && core.config.read().get_bool("replica-ignore-maxmemory") {
         return Ok(());
     }
-    super::evict::admit(ctx.core, ctx.clock, ctx.stats, ctx.client.id, flags)
+    super::evict::admit(core, clock, stats, current, flags)
 }
 
 /// The BUSY reply while a script (`eval`) or function runs past the

@@ -210,7 +210,7 @@ fn run(ctx: &mut Ctx, s: &Script, args: Args, resp: u8, out: &mut ReplyBuf) -> R
         Err(_) if s.widen.get() => return Err(WIDEN.into()),
         Err((id, msg)) => {
             let code = msg.split(' ').next().unwrap_or("ERR");
-            count_rejected(ctx, id, &CmdError::Msg(code.into()));
+            count_rejected(ctx.stats, id, &CmdError::Msg(code.into()));
             return Err(msg);
         }
     };

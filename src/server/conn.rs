@@ -769,46 +769,46 @@ pub fn dispatch(
     if client.acl_gen != srv.acl.generation() {
         srv.acl.refresh(client);
     }
-    let checked = lookup_and_check(srv, client, args, true);
     let mut clock = worker.clock.borrow_mut();
-    let mut ctx = Ctx {
-        core: srv,
-        admin: srv,
-        client,
-        out,
-        clock: &mut clock,
-        stats: &worker.stats,
-        now_ms: worker.unix_ms_at(start),
-        replay_version: None,
-        sent: Some(args),
-        active: None,
-    };
-    let admitted = checked.and_then(|id| match call::admit(&mut ctx, id, args) {
-        Ok(_flags) => Ok(id),
-        Err(e) => Err((Some(id), e)),
+    let stats = &*worker.stats;
+    let admitted = lookup_and_check(srv, client, args, true).and_then(|id| {
+        match call::admit(srv, srv, &mut clock, stats, client, id, args) {
+            Ok(_flags) => Ok(id),
+            Err(e) => Err((Some(id), e)),
+        }
     });
     // Invalidations of keys evicted just now go ahead of the reply (Redis).
-    crate::commands::tracking::append_deferred(srv, ctx.client.id, ctx.out);
-    let mark = ctx.out.len();
+    crate::commands::tracking::append_deferred(srv, client.id, out);
+    let mark = out.len();
     // In MULTI, commands are queued (Ok(None)) instead of run.
     let mut end = start;
-    let ran = match crate::commands::multi::intercept(srv, ctx.client, ctx.out, args, admitted) {
+    let ran = match crate::commands::multi::intercept(srv, client, out, args, admitted) {
         Err((id, e)) => {
-            call::count_rejected(&ctx, id, &e);
-            ctx.out.buf.truncate(mark);
-            ctx.out.error(&e.render());
+            call::count_rejected(stats, id, &e);
+            out.buf.truncate(mark);
+            out.error(&e.render());
             None
         }
         Ok(None) => None,
         Ok(Some(id)) => {
-            ctx.active = ActiveWrite::for_command(srv, srv.commands.get(id).flags);
-            end = call::call(&mut ctx, id, args, Caller::Client, Some(start))
-                .1
-                .unwrap_or(start);
+            let mut ctx = Ctx {
+                core: srv,
+                admin: srv,
+                client: &mut *client,
+                out: &mut *out,
+                clock: &mut clock,
+                stats,
+                now_ms: worker.unix_ms_at(start),
+                replay_version: None,
+                sent: Some(args),
+                active: ActiveWrite::for_command(srv, srv.commands.get(id).flags),
+            };
+            let (_, ended) = call::call(&mut ctx, id, args, Caller::Client, Some(start));
+            end = ended.unwrap_or(start);
             Some(id)
         }
     };
-    drop(ctx);
+    drop(clock);
     if let (Some(id), Some(sh)) = (ran, &client.shared) {
         sh.last_cmd.store(id, Relaxed);
         sh.db.store(client.db, Relaxed);
