@@ -87,6 +87,11 @@ impl Caller<'_> {
     fn slowlogged(self) -> bool {
         matches!(self, Caller::Client | Caller::Exec)
     }
+    /// Whether the latency monitor sees the call ("command", "fast-command").
+    #[inline]
+    fn latency_sampled(self) -> bool {
+        matches!(self, Caller::Client)
+    }
 }
 
 /// Runs command `id` on `ctx` (whose `sent`, `active` and `replay_version`
@@ -137,7 +142,7 @@ pub fn call(
     if r.is_err() || !blocked {
         ctx.stats.record_call(id, usec, r.is_err());
     }
-    if matches!(caller, Caller::Client) && !blocked {
+    if caller.latency_sampled() && !blocked {
         let event = match cmd.flags & FAST {
             0 => "command",
             _ => "fast-command",
