@@ -1,5 +1,5 @@
 //! The deterministic fault simulator in CI (tests/sim/mod.rs says what it
-//! runs; docs/MERGE.md "The simulator (as built)" how to use it).
+//! runs; docs/MERGE-DESIGN.md "The simulator (as built)" how to use it).
 //!
 //! - `seeds`: [`CI_SEEDS`] seeds (`SIM_SEEDS=<n>` for more, `SIM_SEED=<n>`
 //!   for one, with its whole trace printed), all of which must pass.
@@ -32,7 +32,7 @@ const CI_SEEDS: u64 = 1000;
 const CI_MERGE_SEEDS: u64 = 500;
 
 /// Seeds that fail on today's code for a known reason not fixed yet,
-/// skipped by `seeds` (and reported; docs/MERGE.md section 8, "Open").
+/// skipped by `seeds` (and reported; docs/MERGE-DESIGN.md section 8, "Open").
 const KNOWN_OPEN: &[(u64, &str)] = &[];
 
 fn env(var: &str) -> Option<u64> {

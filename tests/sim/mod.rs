@@ -1,5 +1,5 @@
 //! The deterministic fault simulator of active replication (issue 13 item
-//! 7; docs/MERGE.md "The simulator (as built)").
+//! 7; docs/MERGE-DESIGN.md "The simulator (as built)").
 //!
 //! N real nodes (2 to 5 in-process `Server`s) in one of four topologies
 //! (pair, chain, ring, mesh), no sockets and no threads of their own: the

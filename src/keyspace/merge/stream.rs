@@ -1,4 +1,4 @@
-//! A stream's merge state (issue 25 item 5, docs/MERGE.md section 10,
+//! A stream's merge state (issue 25 item 5, docs/MERGE-DESIGN.md section 10,
 //! DECISIONS 106 and 112-117): what a stream key keeps beside its value so
 //! that entries added on different nodes are all kept, and XDEL and trims
 //! remove only what their node had seen.
