@@ -301,6 +301,13 @@ fn seeds_that_found_bugs() {
              (long mode; DECISIONS 262)",
         ),
         (65203, "the same as 34852 (an INCRBY and a SETEX before a FLUSHALL, on a chain)"),
+        (
+            95169,
+            "an increment older than the counter's reset, whose origin had lost its part to a \
+             write of another type since, applied on the peer without a new version: its \
+             origin, which took the newer reset's state whole, never saw it again (long mode; \
+             DECISIONS 271)",
+        ),
     ];
     for (seed, bug) in found {
         if let Err(f) = sim::run(seed, &sim::Options::default()) {
