@@ -23,6 +23,7 @@ pub mod conn;
 pub mod failover;
 pub mod keydb_view;
 pub mod master;
+pub(crate) mod node_link;
 pub mod replica;
 pub mod spill;
 pub mod stage;

@@ -16,7 +16,7 @@ use std::cell::Cell;
 use std::collections::{HashMap, HashSet};
 use std::fmt::Write as _;
 
-use std::net::{TcpStream, ToSocketAddrs};
+use std::net::TcpStream;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::*};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -27,6 +27,7 @@ use super::{applying, record, Active, Host, HostRef};
 use crate::core::stats::WorkerStats;
 use crate::keyspace::hlc::{unix_ms, Hlc, NODE_BITS};
 use crate::protocol::Args;
+use crate::replication::node_link;
 use crate::{log_notice, log_warning};
 
 /// One peer we pull from.
@@ -410,52 +411,38 @@ impl Conn {
     }
 }
 
-fn connect(host: &str, port: u16, timeout: Duration) -> Result<TcpStream, String> {
-    let addr = (host, port)
-        .to_socket_addrs()
-        .map_err(|e| format!("can't resolve {host}: {e}"))?
-        .next()
-        .ok_or_else(|| format!("can't resolve {host}"))?;
-    let s =
-        TcpStream::connect_timeout(&addr, timeout).map_err(|e| format!("can't connect: {e}"))?;
-    let _ = s.set_nodelay(true);
-    s.set_read_timeout(Some(Duration::from_secs(1)))
-        .and_then(|()| s.set_write_timeout(Some(timeout)))
-        .map_err(|e| e.to_string())?;
-    Ok(s)
+impl node_link::Handshake for Conn {
+    fn send(&mut self, argv: &[&[u8]]) -> Result<(), String> {
+        Conn::send(self, argv)
+    }
+
+    fn line(&mut self) -> Result<String, String> {
+        Conn::line(self)
+    }
 }
 
 /// AUTH (masterauth / masteruser) and REPLCONF listening-port, as a
-/// replica's handshake does (the TLS port over TLS). A refused AUTH still
-/// sends the LATTICE.PEER that follows, so that the peer logs the refused
-/// link too (`server/conn.rs`, `log_refused_link`), then ends the connection.
+/// replica's handshake does (the node-link client's steps,
+/// `replication/node_link.rs`). A refused AUTH still sends the
+/// LATTICE.PEER that follows, so that the peer logs the refused link too
+/// (`server/conn.rs`, `log_refused_link`), then ends the connection.
 fn handshake(node: &dyn Host, c: &mut Conn, hello: &Hello) -> Result<(), String> {
-    let (user, pass, port) = {
+    let (credentials, port) = {
         let cfg = node.core().config.read();
-        let port = match (cfg.get_bool("tls-replication"), cfg.get_i64("tls-port")) {
-            (true, p) if p != 0 => p.to_string(),
-            _ => node.port().to_string(),
-        };
-        (cfg.get_str("masteruser"), cfg.get_str("masterauth"), port)
+        let port = node_link::own_port(&cfg, node.port() as i64);
+        (node_link::Credentials::from_config(&cfg), port.to_string())
     };
-    if !pass.is_empty() {
-        if user.is_empty() {
-            c.send(&[b"AUTH", pass.as_bytes()])?;
-        } else {
-            c.send(&[b"AUTH", user.as_bytes(), pass.as_bytes()])?;
-        }
-        let r = c.line()?;
+    if let Some(r) = node_link::auth(c, &credentials)? {
         if r.starts_with('-') {
             let _ = c.send(&hello.argv.iter().map(Vec::as_slice).collect::<Vec<_>>());
             let _ = c.line();
             return Err(format!(
                 "Unable to AUTH to the peer as '{}': {r}",
-                if user.is_empty() { "default" } else { &user }
+                credentials.user_name()
             ));
         }
     }
-    c.send(&[b"REPLCONF", b"listening-port", port.as_bytes()])?;
-    let r = c.line()?;
+    let r = node_link::listening_port(c, &port)?;
     if r.starts_with('-') {
         return Err(format!("the peer refused REPLCONF: {r}"));
     }
@@ -469,18 +456,11 @@ fn run(
     stats: &Arc<WorkerStats>,
 ) -> Result<(), String> {
     let timeout = node.timeout();
-    let s = connect(&st.host, st.port, timeout)?;
+    let s = node_link::connect(&st.host, st.port, timeout, |e| {
+        format!("can't connect: {e}")
+    })?;
     *st.socket.lock() = s.try_clone().ok();
-    let tls = match node.core().config.read().get_bool("tls-replication") {
-        true => Some(
-            node.core()
-                .tls
-                .client()
-                .ok_or("tls-replication is on but TLS is not configured")?,
-        ),
-        false => None,
-    };
-    let s = crate::replication::conn::secure(s, &st.host, tls, "peer")?;
+    let s = node_link::secure(node.core(), s, &st.host, "peer")?;
     let mut c = Conn(crate::replication::conn::Conn::new(s, "peer", timeout));
     let hello = hello(&**node, st);
     handshake(&**node, &mut c, &hello)?;

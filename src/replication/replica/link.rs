@@ -3,7 +3,7 @@
 //! command stream (`stream.rs`); on any failure it logs why, waits a second
 //! and starts over. [`Peer`] is its socket and the stage it is in.
 
-use std::net::{TcpStream, ToSocketAddrs};
+use std::net::TcpStream;
 use std::sync::atomic::Ordering::*;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -13,6 +13,7 @@ use super::stream::stream;
 use super::ReplicaSide;
 use crate::keyspace::hlc::unix_ms;
 use crate::replication::conn::{Conn, Filled};
+use crate::replication::node_link;
 use crate::replication::repl_timeout;
 use crate::replication::stage::Stage;
 use crate::server::Server;
@@ -122,24 +123,15 @@ impl Peer<'_> {
     }
 }
 
-/// Resolves `host` and connects within `timeout`.
+/// Resolves `host` and connects within `timeout`, with Redis's texts for
+/// a failure.
 fn connect(host: &str, port: u16, timeout: Duration) -> Result<TcpStream, String> {
-    let addr = (host, port)
-        .to_socket_addrs()
-        .map_err(|e| format!("can't resolve {host}: {e}"))?
-        .next()
-        .ok_or_else(|| format!("can't resolve {host}"))?;
-    let s = TcpStream::connect_timeout(&addr, timeout).map_err(|e| match e.kind() {
+    node_link::connect(host, port, timeout, |e| match e.kind() {
         std::io::ErrorKind::TimedOut | std::io::ErrorKind::WouldBlock => {
             Stage::Connecting.timeout_message(timeout.as_secs())
         }
         _ => format!("Error condition on socket for SYNC: {e}"),
-    })?;
-    let _ = s.set_nodelay(true);
-    s.set_read_timeout(Some(Duration::from_secs(1)))
-        .and_then(|()| s.set_write_timeout(Some(timeout)))
-        .map_err(|e| e.to_string())?;
-    Ok(s)
+    })
 }
 
 fn run_link(srv: &Arc<Server>, gen: u64, host: &str, port: u16) -> Result<(), String> {
@@ -153,16 +145,7 @@ fn run_link(srv: &Arc<Server>, gen: u64, host: &str, port: u16) -> Result<(), St
     if side.generation.load(Acquire) != gen {
         return Ok(());
     }
-    let tls = match srv.config.read().get_bool("tls-replication") {
-        true => Some(
-            srv.core
-                .tls
-                .client()
-                .ok_or("tls-replication is on but TLS is not configured")?,
-        ),
-        false => None,
-    };
-    let s = crate::replication::conn::secure(s, host, tls, "master")?;
+    let s = node_link::secure(&srv.core, s, host, "master")?;
     let mut peer = Peer {
         conn: Conn::new(s, "master", timeout),
         side,
@@ -191,42 +174,25 @@ fn handshake(srv: &Server, peer: &mut Peer) -> Result<(), String> {
         return Err(format!("Error reply to PING from master: '{r}'"));
     }
     log_notice!("Master replied to PING, replication can continue...");
-    let (user, pass, announce_ip, announce_port, port) = {
+    let (credentials, announce_ip, lport) = {
         let c = srv.config.read();
-        // Over TLS the port we announce is our TLS port, as Redis's.
-        let port = match (c.get_bool("tls-replication"), c.get_i64("tls-port")) {
-            (true, p) if p != 0 => p,
-            _ => srv.tcp_port.load(Relaxed) as i64,
+        let lport = match c.get_i64("replica-announce-port") {
+            p if p > 0 => p,
+            _ => node_link::own_port(&c, srv.tcp_port.load(Relaxed) as i64),
         };
+        let ip = c.get_str("replica-announce-ip");
         (
-            c.get_str("masteruser"),
-            c.get_str("masterauth"),
-            c.get_str("replica-announce-ip"),
-            c.get_i64("replica-announce-port"),
-            port,
+            node_link::Credentials::from_config(&c),
+            ip,
+            lport.to_string(),
         )
     };
-    if !pass.is_empty() {
-        peer.begin(Stage::ReceiveAuthReply);
-        if user.is_empty() {
-            peer.send(&[b"AUTH", pass.as_bytes()])?;
-        } else {
-            peer.send(&[b"AUTH", user.as_bytes(), pass.as_bytes()])?;
-        }
-        let r = peer.line()?;
+    if let Some(r) = node_link::auth(peer, &credentials)? {
         if r.starts_with('-') {
             return Err(format!("Unable to AUTH to MASTER: {r}"));
         }
     }
-    let lport = if announce_port > 0 {
-        announce_port
-    } else {
-        port
-    }
-    .to_string();
-    peer.begin(Stage::ReceivePortReply);
-    peer.send(&[b"REPLCONF", b"listening-port", lport.as_bytes()])?;
-    let r = peer.line()?;
+    let r = node_link::listening_port(peer, &lport)?;
     if r.starts_with('-') {
         log_notice!("(Non critical) Master does not understand REPLCONF listening-port: {r}");
     }
@@ -242,4 +208,23 @@ fn handshake(srv: &Server, peer: &mut Peer) -> Result<(), String> {
         log_notice!("(Non critical) Master does not understand REPLCONF capa: {r}");
     }
     Ok(())
+}
+
+/// The handshake steps shared with the active links (`node_link.rs`),
+/// each shown as the link's stage.
+impl node_link::Handshake for Peer<'_> {
+    fn send(&mut self, argv: &[&[u8]]) -> Result<(), String> {
+        Peer::send(self, argv)
+    }
+
+    fn line(&mut self) -> Result<String, String> {
+        Peer::line(self)
+    }
+
+    fn step(&mut self, step: node_link::Step) {
+        self.begin(match step {
+            node_link::Step::Auth => Stage::ReceiveAuthReply,
+            node_link::Step::ListeningPort => Stage::ReceivePortReply,
+        });
+    }
 }
