@@ -12,7 +12,6 @@
 //! its writes since the newest we applied (`own_write_stamp`), then its
 //! new stream.
 
-use std::cell::Cell;
 use std::collections::{HashMap, HashSet};
 use std::fmt::Write as _;
 
@@ -25,7 +24,7 @@ use parking_lot::Mutex;
 
 use super::{applying, record, Active, Host, HostRef};
 use crate::core::stats::WorkerStats;
-use crate::keyspace::hlc::{unix_ms, Hlc, NODE_BITS};
+use crate::keyspace::hlc::{unix_ms, Hlc};
 use crate::protocol::Args;
 use crate::replication::node_link;
 use crate::{log_notice, log_warning};
@@ -1539,26 +1538,11 @@ fn local(node: &dyn Host, db: usize, key: &[u8], i: u32) -> Local {
 /// then its logical count, then the writing node's slot: a tie of time is
 /// broken by the slot, the same way on every node).
 fn newer(stamp: u64, local: u64) -> bool {
-    if SEEDED_BUG_NO_TIE_BREAK.with(Cell::get) {
-        // The planted bug: stamps equal but for the slot count as equal,
-        // so two nodes' concurrent writes each keep their own.
-        return stamp >> NODE_BITS > local >> NODE_BITS;
+    // The simulator may put another order here, on its thread only.
+    if let Some(order) = super::sim_hooks::stamp_order() {
+        return order(stamp, local);
     }
     stamp > local
-}
-
-thread_local! {
-    /// A bug planted on purpose, for the deterministic simulator to show
-    /// that it finds it (tests/simulator.rs): off unless a test turns it
-    /// on, and then on that test's thread only; no command reaches it.
-    static SEEDED_BUG_NO_TIE_BREAK: Cell<bool> = const { Cell::new(false) };
-}
-
-/// Turns the planted bug of [`newer`] on or off on this thread (tests
-/// only: the simulator's check that it catches an ordering bug).
-#[doc(hidden)]
-pub fn seeded_bug_no_tie_break(on: bool) {
-    SEEDED_BUG_NO_TIE_BREAK.with(|b| b.set(on));
 }
 
 /// The stamp of the last flush of `db` here (0: none).

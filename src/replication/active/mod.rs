@@ -55,6 +55,7 @@ mod merging;
 pub mod record;
 pub mod resume;
 pub mod serve;
+pub mod sim_hooks;
 pub mod stable;
 mod stream_facts;
 
