@@ -245,13 +245,8 @@ impl Active {
         let feeds = self.feeds.lock();
         let attached = feeds.iter().map(|f| f.pos.load(Acquire)).min();
         let gone = self.departed.lock().values().copied().min();
-        let keep = match (attached, gone) {
-            (Some(a), Some(g)) => a.min(g),
-            (a, g) => a.or(g).unwrap_or(0),
-        };
-        self.stream.pin_attached.store(attached.is_some(), Relaxed);
+        self.stream.set_pin(attached, gone);
         drop(feeds);
-        self.stream.keep_from.store(keep, Release);
         self.stream.trim();
     }
 

@@ -89,13 +89,7 @@ impl MasterSide {
             kept
         });
         drop(departed);
-        let attached = self.keep_from();
-        let keep = match (attached, self.departed_keep_from()) {
-            (Some(a), Some(d)) => a.min(d),
-            (a, d) => a.or(d).unwrap_or(0),
-        };
-        backlog.pin_attached.store(attached.is_some(), Relaxed);
-        if backlog.keep_from.swap(keep, Relaxed) != keep {
+        if backlog.set_pin(self.keep_from(), self.departed_keep_from()) {
             backlog.trim();
         }
     }
