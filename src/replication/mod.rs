@@ -260,7 +260,7 @@ impl crate::server::hooks::Hooks for ReplicationHooks {
     fn after_batch(&self, srv: &Server) -> Option<std::time::Duration> {
         srv.repl.backlog.wake_if_dirty();
         srv.repl.active.ring_if_dirty();
-        master::throttle(srv)
+        master::throttle(&srv.repl.master, &srv.repl.backlog)
     }
 
     fn cron(&self, srv: &Arc<Server>, worker: usize) {

@@ -84,7 +84,9 @@ pub(crate) async fn serve_replica<T>(
         .replicas
         .lock()
         .retain(|r| !Arc::ptr_eq(r, &handle));
-    srv.repl.master.depart(srv, &handle, timed_out);
+    srv.repl
+        .master
+        .depart(&srv.repl.backlog, &handle, timed_out);
     // What only this replica needed goes now (the pin moves or goes).
     srv.repl.master.update_keep_from(&srv.repl.backlog);
     log_notice!(

@@ -8,7 +8,7 @@ use std::sync::atomic::Ordering::*;
 
 use super::{MasterSide, ReplicaHandle};
 use crate::log_warning;
-use crate::server::Server;
+use crate::replication::backlog::Backlog;
 
 /// A replica that left behind the stream's end: where it would continue.
 pub(super) struct Departed {
@@ -41,8 +41,7 @@ impl MasterSide {
     /// memory holds) keeps what it has not acknowledged pinned until it
     /// returns (unless it already has, on a new connection). One that was
     /// keeping up gets what Redis gives it: `repl-backlog-size`.
-    pub(super) fn depart(&self, srv: &Server, handle: &ReplicaHandle, timed_out: bool) {
-        let b = &srv.repl.backlog;
+    pub(super) fn depart(&self, b: &Backlog, handle: &ReplicaHandle, timed_out: bool) {
         if b.disk_max.load(Relaxed) == 0 || handle.sent.load(Relaxed) == 0 {
             return;
         }
@@ -67,7 +66,7 @@ impl MasterSide {
     }
 
     /// Forgets every departed replica (the history was freed).
-    pub fn forget_departed(&self, backlog: &crate::replication::backlog::Backlog) {
+    pub fn forget_departed(&self, backlog: &Backlog) {
         self.departed.lock().clear();
         self.update_keep_from(backlog);
     }
@@ -75,7 +74,7 @@ impl MasterSide {
     /// has not acknowledged, or a departed one would continue from.
     /// Departed replicas whose history is gone (past the disk bound, or a
     /// new history) are forgotten with a log line: they will full-sync.
-    pub fn update_keep_from(&self, backlog: &crate::replication::backlog::Backlog) {
+    pub fn update_keep_from(&self, backlog: &Backlog) {
         let mut departed = self.departed.lock();
         departed.retain(|d| {
             let kept = backlog.disk_max.load(Relaxed) != 0 && backlog.can_continue_from(d.from);

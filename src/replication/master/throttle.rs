@@ -6,7 +6,7 @@ use std::sync::atomic::Ordering::*;
 use std::time::Duration;
 
 use super::MasterSide;
-use crate::server::Server;
+use crate::replication::backlog::Backlog;
 
 thread_local! {
     /// This thread appended to the backlog since the last [`throttle`].
@@ -23,12 +23,11 @@ thread_local! {
 /// is dropped after `repl-timeout` (see `feed`), or once it falls out of
 /// the hard limit, and full-syncs. `repl-lag-policy spill` (the default)
 /// keeps its bytes on disk instead and never makes writers wait.
-pub fn throttle(srv: &Server) -> Option<Duration> {
+pub fn throttle(m: &MasterSide, b: &Backlog) -> Option<Duration> {
     if !WROTE.with(|w| w.replace(false)) {
         return None;
     }
-    let m = &srv.repl.master;
-    let (lag, start, wall) = m.lag_over_start(srv)?;
+    let (lag, start, wall) = m.lag_over_start(b)?;
     let ms = (100 * (lag - start) / (wall - start).max(1)).clamp(1, 100);
     m.throttled.fetch_add(1, Relaxed);
     m.throttle_us.fetch_add(ms * 1000, Relaxed);
@@ -38,11 +37,10 @@ pub fn throttle(srv: &Server) -> Option<Duration> {
 impl MasterSide {
     /// (lag, repl-throttle-lag, wall) when throttling applies and the
     /// slowest replica lags past repl-throttle-lag.
-    fn lag_over_start(&self, srv: &Server) -> Option<(u64, u64, u64)> {
+    fn lag_over_start(&self, b: &Backlog) -> Option<(u64, u64, u64)> {
         if !self.throttle_on.load(Relaxed) {
             return None;
         }
-        let b = &srv.repl.backlog;
         let lag = self.max_unsent(b.end())?;
         let start = self.throttle_lag.load(Relaxed);
         let wall = match b.hard_cap.load(Relaxed) as u64 {
