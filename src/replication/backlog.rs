@@ -10,7 +10,7 @@
 //! replica therefore costs no memory of its own; the backlog keeps the bytes
 //! every connected replica still needs (beyond `repl-backlog-size`, up to the
 //! hard cap), and writers are slowed before the cap is reached (see
-//! `master.rs`, back-pressure).
+//! `master/throttle.rs`, back-pressure).
 //!
 //! Offsets are Redis's: `end` is master_repl_offset, the count of bytes ever
 //! appended under the current history; the buffer holds the bytes with

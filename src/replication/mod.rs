@@ -1,6 +1,6 @@
 //! Replication, Redis's protocol both ways (PSYNC2): this node as a master
-//! feeding replicas (`master.rs`) and as a replica of a Redis or LatticeDB
-//! master (`replica.rs`), sharing one stream (`backlog.rs`).
+//! feeding replicas (`master/`) and as a replica of a Redis or LatticeDB
+//! master (`replica/`), sharing one stream (`backlog.rs`).
 //!
 //! What is shared, and why it lives here:
 //! - The replication ids (`ReplIds`): master_replid, and master_replid2 with

@@ -47,7 +47,7 @@
 //!
 //! The serving side is `serve.rs` (LATTICE.PEER, a snapshot of key states
 //! for a peer that cannot continue, then the stream); the pulling side,
-//! one thread per peer, and the apply rule are `link.rs`.
+//! one thread per peer, and the apply rule are `link/`.
 
 mod facts;
 pub mod link;
