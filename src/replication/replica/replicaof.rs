@@ -7,8 +7,9 @@ use std::sync::atomic::Ordering::*;
 use std::sync::Arc;
 
 use super::link::link_thread;
-use crate::commands::{CmdError, CmdResult, Ctx};
+use crate::commands::{CmdResult, Ctx};
 use crate::protocol::Args;
+use crate::replication::commands::{replicaof_args, ReplicaOf};
 use crate::replication::stage::Stage;
 use crate::server::Server;
 use crate::{log_notice, log_warning};
@@ -25,24 +26,21 @@ pub fn replicaof(ctx: &mut Ctx, args: Args) -> CmdResult {
         let host = crate::server::of(ctx).peer_host();
         return crate::replication::active::link::replicaof(ctx, args, &host);
     }
-    let (host, port) = (args.get(1), args.get(2));
-    if host.eq_ignore_ascii_case(b"no") && port.eq_ignore_ascii_case(b"one") {
-        promote(crate::server::of(ctx));
-        ctx.out.ok();
-        return Ok(());
-    }
-    let port = crate::commands::util::arg_i64(port)?;
-    if !(0..=65535).contains(&port) {
-        return Err(CmdError::Msg("ERR Invalid master port".into()));
-    }
-    let host = String::from_utf8_lossy(host).into_owned();
+    let (host, port) = match replicaof_args(&args)? {
+        ReplicaOf::NoOne => {
+            promote(crate::server::of(ctx));
+            ctx.out.ok();
+            return Ok(());
+        }
+        ReplicaOf::Master(host, port) => (host, port),
+    };
     let repl = &crate::server::of(ctx).repl;
-    if repl.is_replica() && *repl.replica.master.lock() == Some((host.clone(), port as u16)) {
+    if repl.is_replica() && *repl.replica.master.lock() == Some((host.clone(), port)) {
         log_notice!("REPLICAOF would result into synchronization with the master we are already connected with. No operation performed.");
         ctx.out.simple("OK Already connected to specified master");
         return Ok(());
     }
-    follow(crate::server::of(ctx), host.clone(), port as u16);
+    follow(crate::server::of(ctx), host.clone(), port);
     log_notice!(
         "REPLICAOF {host}:{port} enabled (user request from 'id={}')",
         ctx.client.id

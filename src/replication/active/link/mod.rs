@@ -420,24 +420,21 @@ pub fn replicaof(
     args: Args,
     node: &HostRef,
 ) -> crate::commands::CmdResult {
-    use crate::commands::CmdError;
+    use crate::replication::commands::{replicaof_args, ReplicaOf};
     let active = node.active();
-    let (host, port) = (args.get(1), args.get(2));
-    if host.eq_ignore_ascii_case(b"no") && port.eq_ignore_ascii_case(b"one") {
-        drop_all(active);
-        log_notice!("Active replication: every peer dropped (REPLICAOF NO ONE)");
-        ctx.out.ok();
-        return Ok(());
-    }
-    let port = crate::commands::util::arg_i64(port)?;
-    if !(0..=65535).contains(&port) {
-        return Err(CmdError::Msg("ERR Invalid master port".into()));
-    }
-    let host = String::from_utf8_lossy(host).into_owned();
+    let (host, port) = match replicaof_args(&args)? {
+        ReplicaOf::NoOne => {
+            drop_all(active);
+            log_notice!("Active replication: every peer dropped (REPLICAOF NO ONE)");
+            ctx.out.ok();
+            return Ok(());
+        }
+        ReplicaOf::Master(host, port) => (host, port),
+    };
     if !ctx.core.config.read().get_bool("multi-master") {
-        keep_only(active, &host, port as u16);
+        keep_only(active, &host, port);
     }
-    if add_peer(node, host.clone(), port as u16) {
+    if add_peer(node, host.clone(), port) {
         log_notice!("Active replication: pulling from {host}:{port} (user request)");
         ctx.out.ok();
     } else {
