@@ -7,7 +7,7 @@
 //!   long run over cores, or go on from where one stopped).
 //! - `a_seed_replays_exactly`: a run is a function of its seed.
 //! - `the_planted_tie_break_bug_is_found`: with the stamp tie-break by
-//!   node slot dropped (`link::seeded_bug_no_tie_break`), the CI seeds
+//!   node slot dropped (`sim::planted`), the CI seeds
 //!   find a failure, and print it.
 //!
 //! How many seeds and events: CI runs it optimised (`cargo test --release
@@ -355,10 +355,10 @@ fn seeds_that_found_bugs() {
 
 #[test]
 fn the_planted_tie_break_bug_is_found() {
-    lattice::replication::active::link::seeded_bug_no_tie_break(true);
+    sim::planted::no_tie_break(true);
     let opts = sim::Options::default();
     let found = (0..CI_SEEDS).find_map(|seed| sim::run(seed, &opts).err());
-    lattice::replication::active::link::seeded_bug_no_tie_break(false);
+    sim::planted::no_tie_break(false);
     let f = found.expect("the simulator finds the planted bug within the CI seeds");
     println!("the planted bug, found:\n{f}");
 }

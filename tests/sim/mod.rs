@@ -29,6 +29,7 @@ pub mod check;
 pub mod merging;
 pub mod net;
 pub mod node;
+pub mod planted;
 
 use std::collections::BTreeSet;
 use std::sync::Arc;

@@ -22,7 +22,7 @@
 //! counters ([`Counter::join`]) is commutative, associative and idempotent:
 //! the later reset wins (equal resets join their observed parts), parts join
 //! by stamp. A node applies a peer's key state by joining it with its own
-//! (`replication/active/link.rs`).
+//! (`replication/active/link/`).
 //!
 //! Resets are recorded lazily: a counter describes the key at one version
 //! ([`Counter::version`]); a write that is not an increment moves the key's
