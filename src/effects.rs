@@ -39,7 +39,7 @@ pub use crate::keyspace::merge::fact::Fact;
 
 /// Set in a base's argument index when its key merges (a counter,
 /// `keyspace/merge.rs`): a peer merges the key's state instead of
-/// replaying the write (docs/MERGE.md). Mask it off to index the argv.
+/// replaying the write (docs/MERGE-DESIGN.md). Mask it off to index the argv.
 pub const MERGED_BASE: u32 = 1 << 31;
 
 /// One write, as it must be replayed.

@@ -110,7 +110,7 @@ fn a_delete_newer_than_a_write_wins_across_a_partition_and_the_other_way() {
 
 #[test]
 fn incr_on_both_sides_of_a_partition_adds_up_on_both() {
-    // Counters merge (docs/MERGE.md): every increment counts.
+    // Counters merge (docs/MERGE-DESIGN.md): every increment counts.
     let p = Pair::start(&[]);
     let (mut a, mut b) = (p.a.conn(), p.b.conn());
     let _: i64 = cmd(&mut a, &["INCR", "n"]);

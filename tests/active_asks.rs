@@ -1,7 +1,7 @@
 //! Which writes on a merging key travel as facts and which still make the
 //! peer ask for the key's state (issue 24 item 1: "a state is asked for
 //! only where a fact's causal base is missing ... never on the normal
-//! path"; docs/MERGE.md section 9). On an active pair of real processes,
+//! path"; docs/MERGE-DESIGN.md section 9). On an active pair of real processes,
 //! each write command Redis has on a set, hash, sorted set, list, stream or
 //! counter runs once on an existing key of one node, after everything
 //! before it has arrived; once the pair converged, the states both nodes
@@ -532,7 +532,7 @@ fn removes_and_moves_ask_for_no_state_on_a_mesh() {
 }
 
 /// A whole-key delete is an observed remove of what its node had seen
-/// (docs/MERGE.md section 2): a member, field, element added concurrently
+/// (docs/MERGE.md): a member, field, element added concurrently
 /// on the other node survives it. Its record carries the state the delete
 /// left (DECISIONS 242), so neither node asks for one.
 #[test]
@@ -599,7 +599,7 @@ fn a_counters_delete_keeps_a_concurrent_increment() {
 }
 
 /// An overwrite is a delete of what its node had seen of the destination
-/// plus the new contents as new adds (docs/MERGE.md section 2): a member
+/// plus the new contents as new adds (docs/MERGE.md): a member
 /// added concurrently on the other node survives a *STORE, a COPY ...
 /// REPLACE and a RENAME onto its key, and a RENAME's source keeps what
 /// was added to it concurrently. Each record carries the states of the

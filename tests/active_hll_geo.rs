@@ -1,5 +1,5 @@
 //! Issue 25 item 5: HyperLogLog and geo under active-active, on a
-//! partitioned pair and a 3-node mesh of real processes (docs/MERGE.md
+//! partitioned pair and a 3-node mesh of real processes (docs/MERGE-DESIGN.md
 //! section 2, DECISIONS 104 and 105). A sketch's registers join by maximum
 //! (a PFADD on each side of a partition: PFCOUNT counts both), a write that
 //! replaced the sketch wins over a concurrent PFADD (Redis Enterprise's

@@ -1,5 +1,5 @@
 //! List edits away from the ends (LSET, LINSERT, LREM) on a pair of real
-//! processes (issue 24; docs/MERGE.md sections 2 and 9): they travel as
+//! processes (issue 24; docs/MERGE.md and MERGE-DESIGN.md section 9): they travel as
 //! facts that name element ids (keyspace/merge/lists/edits.rs), so a peer
 //! applies them with no round trip for the key's state, and concurrent
 //! edits on a partitioned pair converge to the documented result.

@@ -1,4 +1,4 @@
-//! Merge semantics beyond last-writer-wins (issue 13, docs/MERGE.md), on
+//! Merge semantics beyond last-writer-wins (issue 13, docs/MERGE-DESIGN.md), on
 //! real processes linked through proxies that partition them.
 
 mod common;

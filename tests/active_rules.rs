@@ -1,7 +1,7 @@
 //! The merge rules issue 24 names, each on a partitioned pair of real
 //! processes (concurrent writes on both sides, then heal), checked against
 //! what Redis Enterprise's Active-Active databases document per data type
-//! (docs/MERGE.md section 2 is our table of them).
+//! (docs/MERGE.md is our table of them).
 
 mod common;
 
@@ -143,7 +143,7 @@ fn hincrby_on_both_sides_adds_up_as_a_counter() {
 
 /// Float counters: INCRBYFLOAT on a string and HINCRBYFLOAT on a field,
 /// on both sides of a partition, add up (each node's sum of its floats is
-/// its part, docs/MERGE.md), as do an INCRBY and an INCRBYFLOAT of one key;
+/// its part, docs/MERGE-DESIGN.md), as do an INCRBY and an INCRBYFLOAT of one key;
 /// a SET of a float on one side keeps the other side's concurrent float
 /// increment (a reset to a float is a base, as an integer's is).
 #[test]

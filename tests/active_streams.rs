@@ -1,5 +1,5 @@
 //! Issue 25 item 5: streams under active-active, on a partitioned pair and
-//! a 3-node mesh of real processes (docs/MERGE.md section 10, DECISIONS 106
+//! a 3-node mesh of real processes (docs/MERGE-DESIGN.md section 10, DECISIONS 106
 //! and 112-117). `*` makes IDs that carry the node's slot in their sequence's
 //! low bits, so two nodes never make one ID; every entry added on any node
 //! is kept, in one ID order everywhere; XDEL and trims remove only the

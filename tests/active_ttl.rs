@@ -2,7 +2,7 @@
 //! themselves (EXPIRE and its family, PERSIST), as facts (issue 24 item 1;
 //! keyspace/merge/ttl.rs, `fact::TTL_FACTS`): on an active pair of real
 //! processes, the peer applies them with no round trip for the key's state
-//! (INFO's `conflicts=` stays 0), and the TTL rules of docs/MERGE.md hold
+//! (INFO's `conflicts=` stays 0), and the TTL rules of docs/MERGE-DESIGN.md hold
 //! on a partitioned pair (a write that did not touch the TTL leaves it,
 //! the longest TTL wins, PERSIST wins, a TTL write that saw another
 //! replaces it, SET resets the whole key).
@@ -222,7 +222,7 @@ fn both_answer(p: &Pair, read: &str, keys: &[&str], want: &[i64]) {
     converged(&[&p.a, &p.b]);
 }
 
-/// Writes on a counter that are not increments reset it (docs/MERGE.md
+/// Writes on a counter that are not increments reset it (docs/MERGE-DESIGN.md
 /// section 2), and travel as facts of that reset (keyspace/merge/reset.rs,
 /// `fact::RESET_FACTS`): on a partitioned pair, an increment on one side
 /// and a reset on the other, either first, end with the increment counted
@@ -275,7 +275,7 @@ fn a_counter_reset_keeps_the_increments_it_had_not_seen_with_no_state_asked() {
     );
 }
 
-/// The TTL rules for a list (docs/MERGE.md section 2), whose TTL writes
+/// The TTL rules for a list (docs/MERGE.md), whose TTL writes
 /// travel as facts of its TTL register (`fact::LIST_TTL_FACTS`): on a
 /// partitioned pair, an EXPIRE on one side and a later RPUSH on the other
 /// keep the TTL and both elements; of two EXPIREs the longest wins; a

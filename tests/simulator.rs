@@ -1,5 +1,5 @@
 //! The deterministic fault simulator in CI (tests/sim/mod.rs says what it
-//! runs; docs/MERGE.md "The simulator (as built)" how to use it).
+//! runs; docs/MERGE-DESIGN.md "The simulator (as built)" how to use it).
 //!
 //! - `seeds`: [`CI_SEEDS`] seeds (`SIM_SEEDS=<n>` for more, `SIM_SEED=<n>`
 //!   for one, with its whole trace printed), all of which must pass.
@@ -7,7 +7,7 @@
 //!   long run over cores, or go on from where one stopped).
 //! - `a_seed_replays_exactly`: a run is a function of its seed.
 //! - `the_planted_tie_break_bug_is_found`: with the stamp tie-break by
-//!   node slot dropped (`link::seeded_bug_no_tie_break`), the CI seeds
+//!   node slot dropped (`sim::planted`), the CI seeds
 //!   find a failure, and print it.
 //!
 //! How many seeds and events: CI runs it optimised (`cargo test --release
@@ -32,7 +32,7 @@ const CI_SEEDS: u64 = 1000;
 const CI_MERGE_SEEDS: u64 = 500;
 
 /// Seeds that fail on today's code for a known reason not fixed yet,
-/// skipped by `seeds` (and reported; docs/MERGE.md section 8, "Open").
+/// skipped by `seeds` (and reported; docs/MERGE-DESIGN.md section 8, "Open").
 const KNOWN_OPEN: &[(u64, &str)] = &[];
 
 fn env(var: &str) -> Option<u64> {
@@ -301,6 +301,13 @@ fn seeds_that_found_bugs() {
              (long mode; DECISIONS 262)",
         ),
         (65203, "the same as 34852 (an INCRBY and a SETEX before a FLUSHALL, on a chain)"),
+        (
+            95169,
+            "an increment older than the counter's reset, whose origin had lost its part to a \
+             write of another type since, applied on the peer without a new version: its \
+             origin, which took the newer reset's state whole, never saw it again (long mode; \
+             DECISIONS 271)",
+        ),
     ];
     for (seed, bug) in found {
         if let Err(f) = sim::run(seed, &sim::Options::default()) {
@@ -348,10 +355,10 @@ fn seeds_that_found_bugs() {
 
 #[test]
 fn the_planted_tie_break_bug_is_found() {
-    lattice::replication::active::link::seeded_bug_no_tie_break(true);
+    sim::planted::no_tie_break(true);
     let opts = sim::Options::default();
     let found = (0..CI_SEEDS).find_map(|seed| sim::run(seed, &opts).err());
-    lattice::replication::active::link::seeded_bug_no_tie_break(false);
+    sim::planted::no_tie_break(false);
     let f = found.expect("the simulator finds the planted bug within the CI seeds");
     println!("the planted bug, found:\n{f}");
 }

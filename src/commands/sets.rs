@@ -178,7 +178,7 @@ fn sadd(ctx: &mut Ctx, args: Args) -> CmdResult {
     ctx.out.int(added as i64);
     // Under active replication an SADD that added nothing is a write all
     // the same: it re-asserts its members against a concurrent SREM
-    // elsewhere (docs/MERGE.md, "re-assert on add").
+    // elsewhere (docs/MERGE.md, "re-assert").
     if added == 0 && !ctx.core.active {
         return Ok(());
     }

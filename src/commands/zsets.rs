@@ -1033,7 +1033,7 @@ pub(crate) fn zadd_with(
     let mut l = ctx.open(key);
     // Under active replication an add of a present member with its score
     // is a write too: it re-asserts the member against a concurrent remove
-    // elsewhere (docs/MERGE.md, "re-assert on add").
+    // elsewhere (docs/MERGE.md, "re-assert").
     let reasserts = ctx.core.active;
     // ZINCRBY (ZADD INCR) counts into the member's score counter there.
     let counts = reasserts && f.incr;

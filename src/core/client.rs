@@ -430,7 +430,7 @@ impl ObufLimits {
 
 // ---------------------------------------------------------------- replication
 // What a connection asked of replication, kept in its state until the
-// connection acts on it (`replication/master.rs` serves them).
+// connection acts on it (`replication/master/` serves them).
 
 /// LATTICE.PEER: an active peer asks for our stream (see
 /// `replication/active/serve.rs`).

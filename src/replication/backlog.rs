@@ -10,7 +10,7 @@
 //! replica therefore costs no memory of its own; the backlog keeps the bytes
 //! every connected replica still needs (beyond `repl-backlog-size`, up to the
 //! hard cap), and writers are slowed before the cap is reached (see
-//! `master.rs`, back-pressure).
+//! `master/throttle.rs`, back-pressure).
 //!
 //! Offsets are Redis's: `end` is master_repl_offset, the count of bytes ever
 //! appended under the current history; the buffer holds the bytes with
@@ -122,15 +122,16 @@ pub struct Backlog {
     dirty: AtomicBool,
     /// Feeders wait here for new bytes.
     pub wake: Notify,
-    /// The lowest offset an attached replica still needs (0: none), kept
-    /// by the feeders; trimming never drops it unless over `hard_cap`.
-    pub keep_from: AtomicU64,
+    /// The lowest offset a reader still needs (0: none), set by
+    /// [`Backlog::set_pin`] only; trimming never drops it unless over
+    /// `hard_cap`.
+    keep_from: AtomicU64,
     /// Most bytes kept for lagging replicas (`client-output-buffer-limit
     /// replica` hard limit; 0: no limit).
     pub hard_cap: AtomicUsize,
-    /// Whether the pin is an attached replica's (else only replicas that
+    /// Whether the pin is an attached reader's (else only readers that
     /// left pin it: their bytes go to disk at once).
-    pub pin_attached: AtomicBool,
+    pin_attached: AtomicBool,
     /// repl-backlog-disk-size when the policy is `spill`, else 0 (no disk
     /// tier).
     pub disk_max: AtomicU64,
@@ -356,6 +357,24 @@ impl Backlog {
         } else {
             g.disk.drop_before(keep);
         }
+    }
+
+    /// Pins the history for its readers, the one place the policy lives
+    /// (the master's replicas, `master/pin.rs`; active peers,
+    /// `Active::pin`): trimming keeps every byte from the lowest offset a
+    /// reader still needs, of those attached (`attached`, the lowest of
+    /// theirs; None: no reader is attached) and of those that left and may
+    /// come back (`departed`). While an attached reader pins, its bytes
+    /// stay in memory up to a quarter of the hard limit; departed readers'
+    /// go to disk at once (`spill_at`). Returns whether the pin moved (the
+    /// caller trims).
+    pub fn set_pin(&self, attached: Option<u64>, departed: Option<u64>) -> bool {
+        let keep = match (attached, departed) {
+            (Some(a), Some(d)) => a.min(d),
+            (a, d) => a.or(d).unwrap_or(0),
+        };
+        self.pin_attached.store(attached.is_some(), Relaxed);
+        self.keep_from.swap(keep, Release) != keep
     }
 
     /// Trims now what no replica needs any more beyond `size` (a replica's

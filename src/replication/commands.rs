@@ -3,7 +3,8 @@
 //! command table (`server::command_families`).
 
 use super::{master, replica};
-use crate::commands::{flags::*, Command};
+use crate::commands::{flags::*, CmdError, Command};
+use crate::protocol::Args;
 
 pub static COMMANDS: &[Command] = crate::commands::command_table! {
     family(group = "server", acl = ""),
@@ -34,3 +35,26 @@ pub static COMMANDS: &[Command] = crate::commands::command_table! {
     cmd("failover", -1, ADMIN | NOSCRIPT | STALE, crate::replication::failover::failover)
         .doc("6.2.0", "Starts a coordinated failover from a server to one of its replicas."),
 };
+
+/// What REPLICAOF (and SLAVEOF) asks for, on a plain node (`replica/`) as
+/// on an active one (`active/link/`).
+pub(crate) enum ReplicaOf {
+    /// `NO ONE`.
+    NoOne,
+    /// `host port`: a master (or a peer) to follow.
+    Master(String, u16),
+}
+
+/// REPLICAOF's arguments, checked as Redis checks them.
+pub(crate) fn replicaof_args(args: &Args) -> Result<ReplicaOf, CmdError> {
+    let (host, port) = (args.get(1), args.get(2));
+    if host.eq_ignore_ascii_case(b"no") && port.eq_ignore_ascii_case(b"one") {
+        return Ok(ReplicaOf::NoOne);
+    }
+    let port = crate::commands::util::arg_i64(port)?;
+    if !(0..=65535).contains(&port) {
+        return Err(CmdError::Msg("ERR Invalid master port".into()));
+    }
+    let host = String::from_utf8_lossy(host).into_owned();
+    Ok(ReplicaOf::Master(host, port as u16))
+}

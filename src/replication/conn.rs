@@ -1,9 +1,10 @@
 //! A blocking connection to another node with a read buffer: what a
-//! replica's link to its master (replica.rs) and an active link to its
-//! peer (active/link.rs) share. Both run on threads of their own with
-//! blocking sockets whose read timeout is one second, so a quiet second
-//! returns to the caller (to check a stop flag, send an ACK) and the
-//! caller's own timeout counts from the last byte read (`progress`).
+//! replica's link to its master (replica/link.rs) and an active link to
+//! its peer (active/link/socket.rs) share, as they share `node_link.rs`.
+//! Both run on threads of their own with blocking sockets whose read
+//! timeout is one second, so a quiet second returns to the caller (to
+//! check a stop flag, send an ACK) and the caller's own timeout counts
+//! from the last byte read (`progress`).
 //!
 //! With `tls-replication yes` the socket carries a TLS session ([`Stream`],
 //! [`secure`]): the handshake completes before the caller's first command,

@@ -1,6 +1,6 @@
 //! Replication, Redis's protocol both ways (PSYNC2): this node as a master
-//! feeding replicas (`master.rs`) and as a replica of a Redis or LatticeDB
-//! master (`replica.rs`), sharing one stream (`backlog.rs`).
+//! feeding replicas (`master/`) and as a replica of a Redis or LatticeDB
+//! master (`replica/`), sharing one stream (`backlog.rs`).
 //!
 //! What is shared, and why it lives here:
 //! - The replication ids (`ReplIds`): master_replid, and master_replid2 with
@@ -23,6 +23,7 @@ pub mod conn;
 pub mod failover;
 pub mod keydb_view;
 pub mod master;
+pub(crate) mod node_link;
 pub mod replica;
 pub mod spill;
 pub mod stage;
@@ -259,7 +260,7 @@ impl crate::server::hooks::Hooks for ReplicationHooks {
     fn after_batch(&self, srv: &Server) -> Option<std::time::Duration> {
         srv.repl.backlog.wake_if_dirty();
         srv.repl.active.ring_if_dirty();
-        master::throttle(srv)
+        master::throttle(&srv.repl.master, &srv.repl.backlog)
     }
 
     fn cron(&self, srv: &Arc<Server>, worker: usize) {

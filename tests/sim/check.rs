@@ -110,7 +110,7 @@ impl History {
     /// tombstone for is a deletion that node made, as the sweep's expired
     /// keys are: logged as a DEL at the tombstone's stamp. Under active
     /// replication the load stamps it right after the expired version
-    /// (docs/MERGE.md section 8 item 28), which also beats a write of
+    /// (docs/MERGE-DESIGN.md section 8 item 28), which also beats a write of
     /// another node concurrent with that version in the same millisecond
     /// (seed 11594): a deletion the rules must know of.
     pub fn note_load_deletions(
@@ -207,7 +207,7 @@ impl Applied {
     /// applied twice). Not for a key that merges there: a counter converges
     /// by joining key states, each written at the higher of the two
     /// versions, so one version may be written again with what a later
-    /// state added (docs/MERGE.md; its writes are never replayed).
+    /// state added (docs/MERGE-DESIGN.md; its writes are never replayed).
     pub fn note(
         &mut self,
         (node, srv): (usize, &Server),
@@ -368,7 +368,7 @@ impl Rules for WholeKeyLww {
 
 /// Every key of every node holds what [`WholeKeyLww`] expects, but for
 /// counters (a write found the key merging, or a node holds merge state
-/// for it at the end): their rule (docs/MERGE.md) is not written here yet,
+/// for it at the end): their rule (docs/MERGE-DESIGN.md) is not written here yet,
 /// so they are checked by `converged` only.
 fn merge_rules(w: &World) -> Result<(), String> {
     let rules = WholeKeyLww;

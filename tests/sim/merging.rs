@@ -619,7 +619,7 @@ pub fn check(w: &World, log: &Log) -> Result<(), String> {
             }
         }
         // `x0`: every acknowledged XADD's entry, unless an acknowledged
-        // XDEL, trim or DEL removed it where it ran (docs/MERGE.md section
+        // XDEL, trim or DEL removed it where it ran (docs/MERGE-DESIGN.md section
         // 10, item 6).
         let entry = |m: &Vec<u8>| !m.starts_with(b"#");
         let want: Vec<Vec<u8>> = log

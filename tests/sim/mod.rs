@@ -1,5 +1,5 @@
 //! The deterministic fault simulator of active replication (issue 13 item
-//! 7; docs/MERGE.md "The simulator (as built)").
+//! 7; docs/MERGE-DESIGN.md "The simulator (as built)").
 //!
 //! N real nodes (2 to 5 in-process `Server`s) in one of four topologies
 //! (pair, chain, ring, mesh), no sockets and no threads of their own: the
@@ -29,6 +29,7 @@ pub mod check;
 pub mod merging;
 pub mod net;
 pub mod node;
+pub mod planted;
 
 use std::collections::BTreeSet;
 use std::sync::Arc;

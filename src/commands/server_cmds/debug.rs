@@ -191,7 +191,7 @@ fn clock_offset(ctx: &mut Ctx, args: Args) -> CmdResult {
     Ok(())
 }
 
-/// DEBUG MERGEINFO <key>: how the key merges (docs/MERGE.md), one line per
+/// DEBUG MERGEINFO <key>: how the key merges (docs/MERGE-DESIGN.md), one line per
 /// fact: its version and the slot of the node that wrote it; for a counter
 /// (keyspace/merge.rs) its reset, base and each node's part, as
 /// `slot:total@stamp`. Tombstoned keys show their deletion.

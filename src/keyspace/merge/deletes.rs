@@ -1,5 +1,5 @@
 //! Whole-key deletes and overwrites of a merging key as facts (issue 24
-//! item 1, DECISIONS 242-247; docs/MERGE.md section 9).
+//! item 1, DECISIONS 242-247; docs/MERGE-DESIGN.md section 9).
 //!
 //! A DEL, UNLINK, GETDEL or SPOP of a whole set on a counter, set, hash,
 //! sorted set or list is an observed remove of the whole key (section 2's

@@ -1,4 +1,4 @@
-//! Sets, hashes and sorted sets that merge per element (docs/MERGE.md):
+//! Sets, hashes and sorted sets that merge per element (docs/MERGE-DESIGN.md):
 //! an observed-remove set (add-wins) over the members, with each member's
 //! value (a hash field's, a sorted-set member's score) last-writer-wins.
 //!

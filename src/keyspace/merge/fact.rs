@@ -1,4 +1,4 @@
-//! Merge facts (issue 24, docs/MERGE.md "Facts"): what a merging write did
+//! Merge facts (issue 24, docs/MERGE-DESIGN.md "Facts"): what a merging write did
 //! to its key's merge state at its origin, carried in the write's record,
 //! so that a peer applies the write in O(what it named) with no round trip
 //! for the key's whole state.
@@ -23,7 +23,7 @@
 //!   not seen `d` has a gap.
 //!
 //! - `COUNTED i, p`: the write counted into the field (sorted-set member)
-//!   at argument i (HINCRBY, HINCRBYFLOAT, ZINCRBY; docs/MERGE.md, "field
+//!   at argument i (HINCRBY, HINCRBYFLOAT, ZINCRBY; docs/MERGE-DESIGN.md, "field
 //!   counters"); `p` is a print of that field's merge state (its counter
 //!   and dots) at the origin before the write. A peer whose state of the
 //!   field prints the same runs the origin's steps on it and ends where the
@@ -64,7 +64,7 @@ pub const ELEMENT_FACTS: bool = true;
 /// kept them off (237, 1140, 1187, 260, 807, ...) were a flush's survivors
 /// chosen by a stale or compacted state and a fact's result at its stamp
 /// holding more than the origin's, which no one answered
-/// (docs/MERGE.md section 8, items 33 and 34).
+/// (docs/MERGE-DESIGN.md section 8, items 33 and 34).
 pub const LIST_FACTS: bool = true;
 
 /// Whether LSET, LINSERT and LREM emit their facts (lists/edits.rs; a

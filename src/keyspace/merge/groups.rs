@@ -1,5 +1,5 @@
 //! A stream's consumer groups under active replication (issue 25 item 5,
-//! docs/MERGE.md section 10, DECISIONS 107 and 130-133): the merge state
+//! docs/MERGE-DESIGN.md section 10, DECISIONS 107 and 130-133): the merge state
 //! kept per group beside a stream's ([`super::stream::Stream`]), so that
 //! group writes made on two nodes at once converge per entry instead of one
 //! side's groups winning whole.

@@ -1,4 +1,4 @@
-//! A HyperLogLog's merge state (issue 25 item 5, docs/MERGE.md, DECISIONS
+//! A HyperLogLog's merge state (issue 25 item 5, docs/MERGE-DESIGN.md, DECISIONS
 //! 104): what a string key holding a sketch (`keyspace/hll.rs`) keeps beside
 //! its value so that PFADDs made on different nodes join by register
 //! maximum instead of the last writer winning.

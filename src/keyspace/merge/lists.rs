@@ -1,4 +1,4 @@
-//! Lists that merge per element (docs/MERGE.md): concurrent pushes on two
+//! Lists that merge per element (docs/MERGE-DESIGN.md): concurrent pushes on two
 //! nodes both survive, in one order on every node, and pops, LREM, LTRIM,
 //! LSET and LINSERT converge.
 //!

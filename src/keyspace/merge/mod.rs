@@ -1,4 +1,4 @@
-//! Merge metadata (issue 13, docs/MERGE.md): what a key keeps beside its
+//! Merge metadata (issue 13, docs/MERGE-DESIGN.md): what a key keeps beside its
 //! value so that concurrent writes on different nodes merge instead of the
 //! last writer winning: counters here, collections in `elements.rs`, lists
 //! in `lists.rs`.
@@ -22,7 +22,7 @@
 //! counters ([`Counter::join`]) is commutative, associative and idempotent:
 //! the later reset wins (equal resets join their observed parts), parts join
 //! by stamp. A node applies a peer's key state by joining it with its own
-//! (`replication/active/link.rs`).
+//! (`replication/active/link/`).
 //!
 //! Resets are recorded lazily: a counter describes the key at one version
 //! ([`Counter::version`]); a write that is not an increment moves the key's
@@ -229,7 +229,7 @@ impl Meta {
 
     /// A collection's or list's TTL dots brought up to the key at
     /// `version`, present or not, expiring at `at` (`ttl.rs`); a counter's
-    /// TTL follows its resets (docs/MERGE.md).
+    /// TTL follows its resets (docs/MERGE-DESIGN.md).
     pub fn refresh_ttl(&mut self, version: u64, present: bool, at: u64) {
         if let Some(ttl) = each_mut!(self, s => MergeType::ttl_mut(s)) {
             ttl.refresh(version, present, at);
@@ -415,7 +415,7 @@ pub enum Incr {
 }
 
 /// The strict decimal form Redis's string2ll accepts, widened to i128 (a
-/// merged counter can leave the i64 range, section "Overflow" of MERGE.md).
+/// merged counter can leave the i64 range, section "Overflow" of MERGE-DESIGN.md).
 fn parse_i128(b: &[u8]) -> Option<i128> {
     // Most values: up to 18 digits, no leading zero, an optional minus
     // (never "-0"), read with no string made; the rest as below.

@@ -1,6 +1,6 @@
 //! A counter's reset as a fact (issue 24, DECISIONS 248-250): a write on a
 //! counter that is not an increment (SET, GETSET, SETEX, APPEND, SETRANGE,
-//! MSET of one key; EXPIRE and its family, PERSIST) resets it (docs/MERGE.md
+//! MSET of one key; EXPIRE and its family, PERSIST) resets it (docs/MERGE-DESIGN.md
 //! section 2): its register `(stamp, base, observed)` takes the value the
 //! write left as its base and every part the writing node had as observed,
 //! so that increments it had not seen survive it.

@@ -1,4 +1,4 @@
-//! The merge trait (issue 24 item 4, docs/MERGE.md "Adding a merging type
+//! The merge trait (issue 24 item 4, docs/MERGE-DESIGN.md "Adding a merging type
 //! or operation"): what every merging state has, whatever its type, so
 //! that [`Meta`] (the stored enum) and the drivers that join states and
 //! apply facts (replication/active/merging.rs, facts.rs, stream_facts.rs)

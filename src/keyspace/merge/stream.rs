@@ -1,4 +1,4 @@
-//! A stream's merge state (issue 25 item 5, docs/MERGE.md section 10,
+//! A stream's merge state (issue 25 item 5, docs/MERGE-DESIGN.md section 10,
 //! DECISIONS 106 and 112-117): what a stream key keeps beside its value so
 //! that entries added on different nodes are all kept, and XDEL and trims
 //! remove only what their node had seen.
@@ -501,7 +501,7 @@ impl Stream {
 /// session, DECISIONS 182). A fact applies where the key moved, so one
 /// version no longer names one content: with them on, a stream's other
 /// writes (DEL, group writes) never replay by version match at a peer
-/// (`link.rs`, `Local::replays`: the peer asks for the key's state), and a
+/// (`link/apply.rs`, `Local::replays`: the peer asks for the key's state), and a
 /// stream join's version is the newer of the two sides' (the newest stamp
 /// the state holds, as a fact leaves it: `merging.rs`, `merge_stream`).
 /// Off, a stream write whose base moved at a peer costs a state round

@@ -1,4 +1,4 @@
-//! A merging collection's TTL as a register of its own (issue 24, docs/MERGE.md
+//! A merging collection's TTL as a register of its own (issue 24, docs/MERGE-DESIGN.md
 //! section 2): the writes that set or removed the key's TTL are *TTL dots*
 //! (the write's stamp and the expiry it left, 0 for none), kept as a
 //! collection keeps its members' dots (`elements.rs`): a TTL write replaces
@@ -20,7 +20,7 @@
 //! A TTL write (EXPIRE and its family, PERSIST) on a set, hash or sorted
 //! set travels as a fact of this register where [`super::fact::TTL_FACTS`]
 //! is on, and on a list where [`super::fact::LIST_TTL_FACTS`] is too
-//! (docs/MERGE.md section 9; a counter has no register: its TTL is its
+//! (docs/MERGE-DESIGN.md section 9; a counter has no register: its TTL is its
 //! winning reset's, `reset.rs`): the origin notes its dot at once
 //! ([`Ttl::note_write`]: the dots it saw go, its own comes) and names the
 //! dots it replaced; a peer applies it where it holds every one of them

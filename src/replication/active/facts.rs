@@ -264,10 +264,15 @@ impl Link {
         let mut c = Counter::current(counter, version, base);
         let before = c.value();
         // A late fact (older than the key here) from a node this counter
-        // holds no part of: the nodes that applied it hold more than those
-        // that took a state without it, at one version (see below).
+        // holds no part of, or older than its reset: the nodes that applied
+        // it hold more than those that took a state without it, at one
+        // version (see below). Older than the reset, its origin may have
+        // lost its own part since, to a write of another type that a newer
+        // reset elsewhere then replaced: that node takes the reset's state
+        // whole and never sees its increment again (full seed 95169).
         let slot_of = crate::keyspace::hlc::stamp_node(stamp);
-        let late_part = stamp < version && !c.parts.iter().any(|p| p.slot == slot_of);
+        let unknown_node = !c.parts.iter().any(|p| p.slot == slot_of);
+        let late_part = stamp < version && (unknown_node || stamp < c.reset);
         match c.apply_increment(stamp, by, facts) {
             Ok(()) => {}
             Err(NotApplied::Duplicate) => return true,

@@ -1,5 +1,5 @@
 //! How a link applies a peer's key state where the key merges
-//! (keyspace/merge/, docs/MERGE.md): a counter's parts and a collection's
+//! (keyspace/merge/, docs/MERGE-DESIGN.md): a counter's parts and a collection's
 //! elements join with ours instead of the newer state replacing ours. The
 //! join's result is written through ordinary commands replayed with its
 //! stamp (SET, DEL, SADD, SREM, HSET, HDEL, ZADD, ZREM), so the AOF and
@@ -598,7 +598,7 @@ impl Link {
     ///   came by it (DECISIONS 77: a fresh stamp per commit left a node
     ///   that reached the same counter by facts at another version);
     /// - for a collection or a list (`fresh`), a fresh stamp of ours: a
-    ///   state no node had (they travel as states, section 3 of MERGE.md).
+    ///   state no node had (they travel as states, section 3 of MERGE-DESIGN.md).
     ///
     /// `same`: whether the join equals the local and the remote state but
     /// for their versions.

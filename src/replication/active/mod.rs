@@ -47,7 +47,7 @@
 //!
 //! The serving side is `serve.rs` (LATTICE.PEER, a snapshot of key states
 //! for a peer that cannot continue, then the stream); the pulling side,
-//! one thread per peer, and the apply rule are `link.rs`.
+//! one thread per peer, and the apply rule are `link/`.
 
 mod facts;
 pub mod link;
@@ -55,6 +55,7 @@ mod merging;
 pub mod record;
 pub mod resume;
 pub mod serve;
+pub mod sim_hooks;
 pub mod stable;
 mod stream_facts;
 
@@ -244,13 +245,8 @@ impl Active {
         let feeds = self.feeds.lock();
         let attached = feeds.iter().map(|f| f.pos.load(Acquire)).min();
         let gone = self.departed.lock().values().copied().min();
-        let keep = match (attached, gone) {
-            (Some(a), Some(g)) => a.min(g),
-            (a, g) => a.or(g).unwrap_or(0),
-        };
-        self.stream.pin_attached.store(attached.is_some(), Relaxed);
+        self.stream.set_pin(attached, gone);
         drop(feeds);
-        self.stream.keep_from.store(keep, Release);
         self.stream.trim();
     }
 

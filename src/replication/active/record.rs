@@ -20,7 +20,7 @@
 //!
 //! A *unit* is the writes of one MULTI/EXEC (a transaction, or a command
 //! Redis propagates as several records), which a peer applies all or none
-//! (link.rs): one record, so one seq, and no other record between its
+//! (link/apply.rs): one record, so one seq, and no other record between its
 //! writes. Its header's db is the first write's and its stamp the newest
 //! write's; `first` is stamp - the first write's stamp, and each member is
 //! `db zigzag(stamp - previous member's stamp) len tail`, `tail` a write's

@@ -574,7 +574,7 @@ fn feed_start(active: &Active, me: (u64, u64), req: &PeerRequest, cont: bool) ->
 /// our new stream while we still hold it all, so that it gets what we
 /// did since the start that its keys' stamps do not tell (a join's
 /// commit at another node's version: simulator seeds 52792, 96643;
-/// docs/MERGE.md section 8 item 31); else our stream's end.
+/// docs/MERGE-DESIGN.md section 8 item 31); else our stream's end.
 fn first_offset(active: &Active, req: &PeerRequest, start: &FeedStart, cont: bool) -> u64 {
     let stream = &active.stream;
     if cont {

@@ -258,7 +258,7 @@ impl Stability {
     /// cutoff nothing older can still arrive anywhere. A late copy of a
     /// key state (a peer answers every ask, and a link asks again after
     /// a reconnect: two answers, the wait ending at the first; docs/
-    /// MERGE.md section 8 item 35) is then not installed again.
+    /// MERGE-DESIGN.md section 8 item 35) is then not installed again.
     pub fn collected_below(&self, stamp: u64) -> bool {
         stamp < self.exact.load(Relaxed)
     }

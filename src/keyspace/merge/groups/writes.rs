@@ -1,5 +1,5 @@
 //! The consumer-group writes beside XACK and XREADGROUP's `>` read that
-//! travel as facts (DECISIONS 254-256; docs/MERGE.md section 9): the
+//! travel as facts (DECISIONS 254-256; docs/MERGE-DESIGN.md section 9): the
 //! claims of XCLAIM and XAUTOCLAIM, and XGROUP's CREATE, CREATECONSUMER,
 //! DELCONSUMER, SETID and DESTROY. What the origin tells and what a peer
 //! checks before it replays the write at its stamp; the link's side is

@@ -1,5 +1,5 @@
 //! Edits of a list away from its ends (LSET, LINSERT, LREM) as facts
-//! (issue 24; docs/MERGE.md section 9): the origin applies the edit to the
+//! (issue 24; docs/MERGE-DESIGN.md section 9): the origin applies the edit to the
 //! list's elements by index and names the element ids it touched; a peer
 //! finds those ids in its own elements and applies the same edit there,
 //! with no round trip for the key's state. This module owns both halves:

@@ -1,623 +1,38 @@
-//! The pulling side of active replication: one thread per peer reads the
-//! peer's stream and applies its records by the rule in `mod.rs`.
-//!
-//! The link remembers the peer's stream id and the next offset across
-//! reconnects, so a dropped connection continues where it stopped; a peer
-//! that restarted (a new stream id) or no longer holds that offset sends a
-//! snapshot of key states instead, merged key by key into the live data
-//! (the newer stamp wins), while this node serves reads and writes. The
-//! position also survives a restart of this node, saved with its data
-//! (`resume.rs`): the first connection then asks to continue from it. A
-//! peer that restarted sends, instead of a snapshot, the keys we lack of
-//! its writes since the newest we applied (`own_write_stamp`), then its
-//! new stream.
+//! The sans-IO pulling side of one connection ([`Link`]): the apply rule
+//! (module doc of `active/mod.rs`) over the batches the peer sends, the
+//! key states it asks for and how they apply, and what goes back to the
+//! peer. Facts (`facts.rs`, `stream_facts.rs`) and joins (`merging.rs`)
+//! are further `impl Link` blocks.
 
-use std::cell::Cell;
 use std::collections::{HashMap, HashSet};
-use std::fmt::Write as _;
 
-use std::net::{TcpStream, ToSocketAddrs};
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::*};
+use std::sync::atomic::Ordering::*;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
-use parking_lot::Mutex;
-
-use super::{applying, record, Active, Host, HostRef};
+use super::{direct_ids, Hello, LinkState};
 use crate::core::stats::WorkerStats;
-use crate::keyspace::hlc::{unix_ms, Hlc, NODE_BITS};
+use crate::keyspace::hlc::{unix_ms, Hlc};
 use crate::protocol::Args;
+use crate::replication::active::{
+    applying, record, rejoin_refusal, serve, sim_hooks, state_fingerprint, update_quorum, Host,
+    HostRef,
+};
 use crate::{log_notice, log_warning};
-
-/// One peer we pull from.
-pub struct LinkState {
-    pub host: String,
-    pub port: u16,
-    stop: AtomicBool,
-    up: AtomicBool,
-    /// The peer's node id, once a handshake told it (0: not yet).
-    peer_id: AtomicU64,
-    /// The peer's stream id and the next offset we want from it.
-    stream_id: Mutex<String>,
-    next: AtomicU64,
-    /// Everything of the peer's stream before `next` is applied here,
-    /// snapshot included (false from a +FULL until its end): only then is
-    /// the position worth saving (`position`) or continuing from. Written
-    /// under `stream_id`'s lock.
-    settled: AtomicBool,
-    /// A position loaded at start that this link continues from: the slot
-    /// our stamps had and the stamp from which the peer sends back the keys
-    /// we wrote (see `resume.rs`). Cleared once settled.
-    resume: Mutex<Option<(u64, u64)>>,
-    /// The newest stamp of the peer's own writes applied from its stream
-    /// (0: none since its last snapshot began), and its slot (u64::MAX:
-    /// unknown): after the peer restarts, it sends what we lack of its
-    /// stream from that stamp instead of a snapshot (`resume.rs`).
-    own_write_stamp: AtomicU64,
-    peer_slot: AtomicU64,
-    /// Merging the keys a restarted peer sent by stamp: a reconnect before
-    /// the end asks for them again, not for its stream's offset.
-    by_stamp: AtomicBool,
-    /// The position last written to the AOF (`resume::aof_notes`).
-    noted: Mutex<String>,
-    /// Keys whose state a connection asked for and that did not come
-    /// before it ended, as they were asked (together or alone): the next
-    /// connection asks again. The records that made us ask are behind
-    /// `next` already, so nothing else would (found by the simulator).
-    pending: Mutex<Vec<Vec<DbKey>>>,
-    /// Keys asked for and not answered yet: while some are, `position` is
-    /// not saved (a restart would forget them; the last position saved
-    /// before, or a snapshot, makes the link see those records again).
-    asking: AtomicUsize,
-    last_io_ms: AtomicU64,
-    /// Records applied as they came, and keys whose state we asked for.
-    applied: AtomicU64,
-    conflicts: AtomicU64,
-    /// Snapshots taken from this peer (it could not continue our offset),
-    /// and connections that continued its stream (after a reconnect, or a
-    /// restart from a saved position).
-    snapshots: AtomicU64,
-    continues: AtomicU64,
-    socket: Mutex<Option<TcpStream>>,
-    last_error: Mutex<String>,
-}
-
-impl LinkState {
-    /// INFO's value for this peer.
-    pub fn info(&self, o: &mut String) {
-        let up = self.up.load(Acquire);
-        let idle = unix_ms().saturating_sub(self.last_io_ms.load(Relaxed)) / 1000;
-        let _ = write!(
-            o,
-            "host={},port={},state={},offset={},last_io_seconds_ago={},applied={},conflicts={},snapshots={},continues={}",
-            self.host,
-            self.port,
-            if up { "connected" } else { "connecting" },
-            self.next.load(Relaxed).saturating_sub(1),
-            if self.last_io_ms.load(Relaxed) == 0 {
-                -1
-            } else {
-                idle as i64
-            },
-            self.applied.load(Relaxed),
-            self.conflicts.load(Relaxed),
-            self.snapshots.load(Relaxed),
-            self.continues.load(Relaxed),
-        );
-    }
-
-    /// `host:port`: names the link (its stable bounds, `stable.rs`).
-    pub fn key(&self) -> String {
-        format!("{}:{}", self.host, self.port)
-    }
-
-    pub fn is_up(&self) -> bool {
-        self.up.load(Acquire)
-    }
-
-    /// The last offset of the peer's stream applied here (ROLE and INFO's
-    /// KeyDB view, `active-replica-view keydb`).
-    pub fn offset(&self) -> u64 {
-        self.next.load(Relaxed).saturating_sub(1)
-    }
-
-    /// Seconds since the link last heard from its peer (-1: never).
-    pub fn idle_seconds(&self) -> i64 {
-        match self.last_io_ms.load(Relaxed) {
-            0 => -1,
-            t => (unix_ms().saturating_sub(t) / 1000) as i64,
-        }
-    }
-
-    /// The peer's node id while the link is up.
-    pub fn peer_id(&self) -> Option<u64> {
-        let id = self.peer_id.load(Acquire);
-        (self.is_up() && id != 0).then_some(id)
-    }
-
-    /// Where this link stands in the peer's stream, while settled; `slot`
-    /// is the one our stamps carry.
-    pub fn position(&self, slot: u64) -> Option<super::resume::SavedLink> {
-        let sid = self.stream_id.lock();
-        if !self.settled.load(Acquire) || *sid == "?" || self.asking.load(Acquire) > 0 {
-            return None;
-        }
-        Some(super::resume::SavedLink {
-            host: self.host.clone(),
-            port: self.port,
-            node_id: self.peer_id.load(Acquire),
-            stream_id: sid.clone(),
-            next: self.next.load(Acquire),
-            own_slot: slot,
-            own_write_stamp: self.own_write_stamp.load(Acquire),
-        })
-    }
-
-    /// Records `v` as the position last noted in the AOF; false if it was.
-    pub fn note_if_changed(&self, v: &str) -> bool {
-        let mut noted = self.noted.lock();
-        if *noted == v {
-            return false;
-        }
-        v.clone_into(&mut noted);
-        true
-    }
-
-    /// What LATTICE.PEER asks for: the stream id and offset to continue
-    /// from ("?" unless settled or resuming a loaded position), the slot
-    /// and stamp from which our own keys come back (resuming only), and
-    /// the peer's id and the stamp from which it sends what we lack of its
-    /// own writes if it cannot continue (we applied some: `FROM-ORIGIN`).
-    fn request(&self) -> Ask {
-        let sid = self.stream_id.lock();
-        let resume = *self.resume.lock();
-        let (peer, stamp) = (
-            self.peer_id.load(Acquire),
-            self.own_write_stamp.load(Acquire),
-        );
-        let own_writes = (peer != 0 && stamp != 0).then_some((peer, stamp));
-        let by_stamp = self.by_stamp.load(Acquire);
-        let (sid, next) = if by_stamp || !(self.settled.load(Acquire) || resume.is_some()) {
-            ("?".into(), 0)
-        } else {
-            (sid.clone(), self.next.load(Acquire))
-        };
-        Ask {
-            sid,
-            next,
-            since: resume,
-            own_writes,
-        }
-    }
-
-    /// The peer's answer to LATTICE.PEER: its stream id and our offset in
-    /// it; a snapshot (or the keys a resume needs) follows unless `settled`.
-    fn start_at(&self, sid: &str, next: u64, settled: bool) {
-        let mut known = self.stream_id.lock();
-        self.settled.store(settled, Release);
-        sid.clone_into(&mut known);
-        self.next.store(next, Release);
-    }
-
-    /// The snapshot (or a resume's keys) is merged.
-    fn settle(&self) {
-        if !self.settled.load(Acquire) {
-            let _sid = self.stream_id.lock();
-            self.settled.store(true, Release);
-            *self.resume.lock() = None;
-            self.by_stamp.store(false, Release);
-        }
-    }
-
-    /// A handshake's answer named the peer (and its slot, if it told): the
-    /// stamp of its writes we applied belongs to the node we knew.
-    fn met(&self, peer_id: u64, slot: Option<u64>) {
-        if self.peer_id.swap(peer_id, AcqRel) != peer_id {
-            self.own_write_stamp.store(0, Release);
-        }
-        self.peer_slot.store(slot.unwrap_or(u64::MAX), Release);
-    }
-
-    fn stop(&self) {
-        self.stop.store(true, Release);
-        if let Some(s) = self.socket.lock().take() {
-            let _ = s.shutdown(std::net::Shutdown::Both);
-        }
-    }
-}
-
-/// A key and its database.
-type DbKey = (usize, Vec<u8>);
-
-/// What a link's LATTICE.PEER asks for (`LinkState::request`).
-struct Ask {
-    sid: String,
-    next: u64,
-    /// `SINCE`: our slot, and the stamp from which our own keys come back.
-    since: Option<(u64, u64)>,
-    /// `FROM-ORIGIN`: the peer's id and the newest stamp of its writes
-    /// applied here.
-    own_writes: Option<(u64, u64)>,
-}
-
-/// Starts pulling from `host:port`, unless we already do.
-pub fn add_peer(node: &HostRef, host: String, port: u16) -> bool {
-    let Some(st) = new_link(node, host, port) else {
-        return false;
-    };
-    let node = node.clone();
-    let spawned = std::thread::Builder::new()
-        .name("lattice-peer-link".into())
-        .spawn(move || link_thread(&node, &st));
-    if let Err(e) = spawned {
-        log_warning!("Active replication: can't start a link thread: {e}");
-    }
-    true
-}
-
-/// The link to `host:port`, registered in [`Active::links`] with the
-/// position the loaded data holds for it, unless we have one already
-/// (None). [`add_peer`] then starts its thread; the simulator
-/// (tests/simulator.rs) drives it with bytes in memory instead (see
-/// [`hello`] and [`Link`]).
-pub fn new_link(node: &HostRef, host: String, port: u16) -> Option<Arc<LinkState>> {
-    let mut links = node.active().links.lock();
-    if links.iter().any(|l| l.host == host && l.port == port) {
-        return None;
-    }
-    let saved = super::resume::take(node.active(), &host, port);
-    if let Some((s, _)) = &saved {
-        log_notice!(
-            "Active peer {host}:{port}: continuing from offset {} of its stream {} (node {:016x}), as the loaded data holds",
-            s.next,
-            s.stream_id,
-            s.node_id
-        );
-    }
-    let st = Arc::new(LinkState {
-        host,
-        port,
-        stop: AtomicBool::new(false),
-        up: AtomicBool::new(false),
-        peer_id: AtomicU64::new(saved.as_ref().map_or(0, |s| s.0.node_id)),
-        stream_id: Mutex::new(saved.as_ref().map_or("?".into(), |s| s.0.stream_id.clone())),
-        next: AtomicU64::new(saved.as_ref().map_or(0, |s| s.0.next)),
-        own_write_stamp: AtomicU64::new(saved.as_ref().map_or(0, |s| s.0.own_write_stamp)),
-        peer_slot: AtomicU64::new(u64::MAX),
-        by_stamp: AtomicBool::new(false),
-        settled: AtomicBool::new(false),
-        resume: Mutex::new(saved.map(|(s, since)| (s.own_slot, since))),
-        noted: Mutex::new(String::new()),
-        pending: Mutex::new(Vec::new()),
-        asking: AtomicUsize::new(0),
-        last_io_ms: AtomicU64::new(0),
-        applied: AtomicU64::new(0),
-        conflicts: AtomicU64::new(0),
-        snapshots: AtomicU64::new(0),
-        continues: AtomicU64::new(0),
-        socket: Mutex::new(None),
-        last_error: Mutex::new(String::new()),
-    });
-    links.push(st.clone());
-    Some(st)
-}
-
-/// Stops pulling from every peer (REPLICAOF NO ONE).
-pub fn drop_all(active: &Active) {
-    for l in active.links.lock().drain(..) {
-        l.stop();
-    }
-}
-
-/// Stops pulling from every peer but `host:port` (REPLICAOF without
-/// multi-master: the new peer replaces the old).
-pub fn keep_only(active: &Active, host: &str, port: u16) {
-    active.links.lock().retain(|l| {
-        let keep = l.host == host && l.port == port;
-        if !keep {
-            l.stop();
-        }
-        keep
-    });
-}
-
-fn link_thread(node: &HostRef, st: &Arc<LinkState>) {
-    let mut clock = Hlc::new(node.identity().1);
-    let stats = node.core().new_worker_stats();
-    while !st.stop.load(Acquire) {
-        log_notice!("Connecting to active peer {}:{}", st.host, st.port);
-        node.active().stability.forget_link(&st.key());
-        // A panic applying a record (a bug) ends this connection, logged,
-        // and the link reconnects from its last applied batch, instead of
-        // the thread dying and the peer never being heard again.
-        let ran = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            run(node, st, &mut clock, &stats)
-        }));
-        let ran = ran.unwrap_or_else(|p| {
-            let what = (p.downcast_ref::<&str>().map(|s| s.to_string()))
-                .or_else(|| p.downcast_ref::<String>().cloned())
-                .unwrap_or_default();
-            Err(format!(
-                "a panic applying the peer's stream ({what}); reconnecting"
-            ))
-        });
-        if let Err(e) = ran {
-            if !st.stop.load(Acquire) {
-                log_warning!("Active replication link with {}:{}: {e}", st.host, st.port);
-                *st.last_error.lock() = e;
-            }
-        }
-        closed(&**node, st);
-        *st.socket.lock() = None;
-        if st.stop.load(Acquire) {
-            break;
-        }
-        std::thread::sleep(Duration::from_secs(1));
-    }
-}
-
-/// The socket with its read buffer, talking to an active peer.
-struct Conn(crate::replication::conn::Conn);
-
-impl std::ops::Deref for Conn {
-    type Target = crate::replication::conn::Conn;
-    fn deref(&self) -> &Self::Target {
-        &self.0
-    }
-}
-
-impl std::ops::DerefMut for Conn {
-    fn deref_mut(&mut self) -> &mut Self::Target {
-        &mut self.0
-    }
-}
-
-/// A connection of the link ended (its socket closed, or the simulator
-/// cut it): the link is down until the next handshake.
-pub fn closed(node: &dyn Host, st: &LinkState) {
-    if st.up.swap(false, AcqRel) {
-        node.active().direct_gen.fetch_add(1, AcqRel);
-        super::update_quorum(node.active(), node.core());
-    }
-}
-
-impl Conn {
-    fn send(&mut self, argv: &[&[u8]]) -> Result<(), String> {
-        self.0.send(argv).map_err(|e| format!("write error: {e}"))
-    }
-
-    /// Reads more; Ok(0) after a second without bytes, an error once
-    /// `timeout` passed without any.
-    fn fill(&mut self) -> Result<usize, String> {
-        use crate::replication::conn::Filled;
-        match self.0.fill()? {
-            Filled::Bytes(n) => Ok(n),
-            Filled::Quiet => Ok(0),
-            Filled::TimedOut => Err(format!(
-                "the peer sent nothing for {} s",
-                self.timeout.as_secs()
-            )),
-        }
-    }
-
-    fn line(&mut self) -> Result<String, String> {
-        loop {
-            if let Some(line) = self.0.take_line()? {
-                return Ok(line);
-            }
-            self.fill()?;
-        }
-    }
-}
-
-fn connect(host: &str, port: u16, timeout: Duration) -> Result<TcpStream, String> {
-    let addr = (host, port)
-        .to_socket_addrs()
-        .map_err(|e| format!("can't resolve {host}: {e}"))?
-        .next()
-        .ok_or_else(|| format!("can't resolve {host}"))?;
-    let s =
-        TcpStream::connect_timeout(&addr, timeout).map_err(|e| format!("can't connect: {e}"))?;
-    let _ = s.set_nodelay(true);
-    s.set_read_timeout(Some(Duration::from_secs(1)))
-        .and_then(|()| s.set_write_timeout(Some(timeout)))
-        .map_err(|e| e.to_string())?;
-    Ok(s)
-}
-
-/// AUTH (masterauth / masteruser) and REPLCONF listening-port, as a
-/// replica's handshake does (the TLS port over TLS). A refused AUTH still
-/// sends the LATTICE.PEER that follows, so that the peer logs the refused
-/// link too (`server/conn.rs`, `log_refused_link`), then ends the connection.
-fn handshake(node: &dyn Host, c: &mut Conn, hello: &Hello) -> Result<(), String> {
-    let (user, pass, port) = {
-        let cfg = node.core().config.read();
-        let port = match (cfg.get_bool("tls-replication"), cfg.get_i64("tls-port")) {
-            (true, p) if p != 0 => p.to_string(),
-            _ => node.port().to_string(),
-        };
-        (cfg.get_str("masteruser"), cfg.get_str("masterauth"), port)
-    };
-    if !pass.is_empty() {
-        if user.is_empty() {
-            c.send(&[b"AUTH", pass.as_bytes()])?;
-        } else {
-            c.send(&[b"AUTH", user.as_bytes(), pass.as_bytes()])?;
-        }
-        let r = c.line()?;
-        if r.starts_with('-') {
-            let _ = c.send(&hello.argv.iter().map(Vec::as_slice).collect::<Vec<_>>());
-            let _ = c.line();
-            return Err(format!(
-                "Unable to AUTH to the peer as '{}': {r}",
-                if user.is_empty() { "default" } else { &user }
-            ));
-        }
-    }
-    c.send(&[b"REPLCONF", b"listening-port", port.as_bytes()])?;
-    let r = c.line()?;
-    if r.starts_with('-') {
-        return Err(format!("the peer refused REPLCONF: {r}"));
-    }
-    Ok(())
-}
-
-fn run(
-    node: &HostRef,
-    st: &Arc<LinkState>,
-    clock: &mut Hlc,
-    stats: &Arc<WorkerStats>,
-) -> Result<(), String> {
-    let timeout = node.timeout();
-    let s = connect(&st.host, st.port, timeout)?;
-    *st.socket.lock() = s.try_clone().ok();
-    let tls = match node.core().config.read().get_bool("tls-replication") {
-        true => Some(
-            node.core()
-                .tls
-                .client()
-                .ok_or("tls-replication is on but TLS is not configured")?,
-        ),
-        false => None,
-    };
-    let s = crate::replication::conn::secure(s, &st.host, tls, "peer")?;
-    let mut c = Conn(crate::replication::conn::Conn::new(s, "peer", timeout));
-    let hello = hello(&**node, st);
-    handshake(&**node, &mut c, &hello)?;
-    c.send(&hello.argv.iter().map(Vec::as_slice).collect::<Vec<_>>())?;
-    let reply = c.line()?;
-    let mut link = Link::open(node, st, (clock.clone(), stats.clone()), &hello, &reply)?;
-    let r = pump(&mut link, &mut c);
-    // The clock lives on across connections.
-    clock.clone_from(&link.clock);
-    r
-}
-
-/// What a link sends to open a connection (`LATTICE.PEER ...`), and what
-/// [`Link::open`] needs to read the answer.
-pub struct Hello {
-    pub argv: Vec<Vec<u8>>,
-    /// The stream id we asked to continue ("?": none).
-    known: String,
-    /// [`Active::direct_gen`] before asking: a change since is told to the
-    /// peer (`LATTICE.DIRECT`).
-    gen: u64,
-}
-
-/// A link (re)connects: until its peer's first PING it bounds nothing
-/// (`stable.rs`); what it asks for.
-pub fn hello(node: &dyn Host, st: &LinkState) -> Hello {
-    node.active().stability.forget_link(&st.key());
-    let gen = node.active().direct_gen.load(Acquire);
-    let ask = st.request();
-    let argv = peer_argv(node, st, &ask);
-    Hello {
-        argv,
-        known: ask.sid,
-        gen,
-    }
-}
-
-/// The socket loop of a connection: applies what arrives, answers.
-fn pump(link: &mut Link, c: &mut Conn) -> Result<(), String> {
-    let (mut last_ack, mut last_report) = (Instant::now(), None::<Instant>);
-    loop {
-        let mut ask = Vec::new();
-        c.start += link.apply_bytes(&c.buf[c.start..], &mut ask)?;
-        // A feed sends whole batches; bytes that stay short of one (a
-        // damaged length that waits for bytes never coming) end the link.
-        if c.start < c.buf.len() && link.sealed_at.elapsed() > c.timeout {
-            return Err(format!(
-                "no whole batch from the peer for {} s (damaged stream?)",
-                c.timeout.as_secs()
-            ));
-        }
-        // Acknowledge what we applied at once (WAIT on the peer counts
-        // it), and once a second anyway; our stable stamp once a second.
-        let second = Duration::from_secs(1);
-        let ack_due = last_ack.elapsed() >= second;
-        let stable_due = last_report.is_none_or(|t| t.elapsed() >= second);
-        for argv in link.replies(ask, ack_due, stable_due) {
-            c.send(&argv.iter().map(Vec::as_slice).collect::<Vec<_>>())?;
-            match argv[0].as_slice() {
-                b"LATTICE.ACK" => last_ack = Instant::now(),
-                b"LATTICE.STABLE" => last_report = Some(Instant::now()),
-                _ => {}
-            }
-        }
-        if link.st.stop.load(Acquire) {
-            return Ok(());
-        }
-        if c.fill()? > 0 {
-            link.st.last_io_ms.store(unix_ms(), Relaxed);
-        }
-    }
-}
-
-/// LATTICE.PEER's arguments for `ask`.
-fn peer_argv(node: &dyn Host, st: &LinkState, ask: &Ask) -> Vec<Vec<u8>> {
-    let (id, slot) = node.identity();
-    let mut argv: Vec<Vec<u8>> = vec![b"LATTICE.PEER".to_vec()];
-    let words = [format!("{id:016x}"), slot.to_string(), ask.sid.clone()];
-    argv.extend(words.into_iter().map(String::into_bytes));
-    argv.push(ask.next.to_string().into_bytes());
-    argv.extend(
-        direct_ids(node.active(), st)
-            .into_iter()
-            .map(String::into_bytes),
-    );
-    if let Some((slot, stamp)) = ask.since {
-        argv.extend([
-            b"SINCE".to_vec(),
-            stamp.to_string().into(),
-            slot.to_string().into(),
-        ]);
-    }
-    if let Some((node_id, stamp)) = ask.own_writes {
-        let from = crate::core::client::FromOrigin {
-            node_id,
-            stamp,
-            direct_slots: direct_slots(node.active(), st),
-        };
-        argv.push(b"FROM-ORIGIN".to_vec());
-        argv.extend(super::resume::from_origin_args(&from).map(String::into_bytes));
-    }
-    argv
-}
-
-/// The slots of the other peers we pull from (those known): their keys
-/// come from them, not from a peer that forwarded them.
-fn direct_slots(active: &Active, st: &LinkState) -> Vec<u64> {
-    let links = active.links.lock();
-    let others = links.iter().filter(|l| !std::ptr::eq(&***l, st));
-    others
-        .map(|l| l.peer_slot.load(Acquire))
-        .filter(|&s| s != u64::MAX)
-        .collect()
-}
-
-/// The node ids (hex) we pull from directly, but the one `st` pulls from.
-fn direct_ids(active: &Active, st: &LinkState) -> Vec<String> {
-    let own = st.peer_id.load(Acquire);
-    let mut ids: Vec<u64> = active.direct_origins();
-    ids.retain(|&d| d != own);
-    ids.iter().map(|d| format!("{d:016x}")).collect()
-}
-
 /// One connection's pulling side: the apply rule (module doc of `mod.rs`)
 /// over the batches the peer sends, and what goes back to it. The socket
 /// loop (`pump`) feeds it what it reads; it is also the simulator's seam
 /// (tests/simulator.rs), which feeds it batches held in memory:
-/// [`Link::open`] with the peer's answer to [`hello`], then
-/// [`Link::apply_bytes`] and [`Link::replies`] per delivery, [`closed`]
+/// [`Link::open`] with the peer's answer to [`hello`](super::hello), then
+/// [`Link::apply_bytes`] and [`Link::replies`] per delivery, [`closed`](super::closed)
 /// when the connection ends.
 pub struct Link {
     /// Owned, so that a link can outlive any borrow (the simulator keeps
     /// one per connection); a method that holds shards while it calls
     /// `&mut self` ones clones it first.
-    pub(super) node: HostRef,
-    st: Arc<LinkState>,
-    pub(super) clock: Hlc,
+    pub(in crate::replication::active) node: HostRef,
+    pub(super) st: Arc<LinkState>,
+    pub(in crate::replication::active) clock: Hlc,
     stats: Arc<WorkerStats>,
     /// Still reading the snapshot (its bytes are not stream offsets).
     snapshot: bool,
@@ -629,7 +44,7 @@ pub struct Link {
     groups: HashMap<u64, StateGroup>,
     next_group: u64,
     /// When the last sealed batch was applied.
-    sealed_at: Instant,
+    pub(super) sealed_at: Instant,
     /// The client and reply buffer records run with, kept across records.
     client: crate::core::client::ClientState,
     out: crate::protocol::ReplyBuf,
@@ -641,7 +56,7 @@ pub struct Link {
     facts: Vec<crate::effects::Fact>,
     spans: Vec<std::ops::Range<usize>>,
     fwd: Vec<u8>,
-    /// The [`Active::direct_gen`] the peer was last told of, and the
+    /// The [`Active::direct_gen`](crate::replication::active::Active::direct_gen) the peer was last told of, and the
     /// offset last acknowledged.
     gen: u64,
     last_acked: u64,
@@ -651,7 +66,7 @@ pub struct Link {
 }
 
 impl Link {
-    /// The peer's answer to [`hello`]'s LATTICE.PEER (`reply`, its first
+    /// The peer's answer to [`hello`](super::hello)'s LATTICE.PEER (`reply`, its first
     /// line): where the connection starts in its stream, and the link for
     /// it. `tools`: the clock and counters its writes run with.
     pub fn open(
@@ -697,7 +112,7 @@ impl Link {
         st.up.store(true, Release);
         let active = node.active();
         active.direct_gen.fetch_add(1, AcqRel);
-        super::update_quorum(active, node.core());
+        update_quorum(active, node.core());
         st.last_io_ms.store(unix_ms(), Relaxed);
         // After the five fields, a +FULL or a +RESUME by stamp says why we
         // could not continue (older peers send none).
@@ -821,7 +236,7 @@ impl Link {
     /// collected here anyway sends nothing that is applied (`stable.rs`).
     fn refuse_if_away_too_long(&self) -> Result<(), String> {
         let id = self.st.peer_id.load(Acquire);
-        match super::rejoin_refusal(self.node.active(), self.node.core(), id) {
+        match rejoin_refusal(self.node.active(), self.node.core(), id) {
             Some(why) => Err(why),
             None => Ok(()),
         }
@@ -1254,8 +669,7 @@ impl Link {
         let first_sight = || {
             !self.snapshot
                 && rec.origin != active.node_id.load(Relaxed)
-                && active
-                    .first_state_sight(super::state_fingerprint(rec.origin, db, key, stamp, merge))
+                && active.first_state_sight(state_fingerprint(rec.origin, db, key, stamp, merge))
         };
         let wanted = active.wanted(rec.origin);
         let first = wanted && first_sight();
@@ -1319,7 +733,7 @@ impl Link {
             let payload = g.get_raw(slot.hash, key).map_or_else(Vec::new, |e| {
                 crate::persistence::rdb::encode::dump_payload(&e.value, false)
             });
-            (payload, super::serve::merge_state(&g, key))
+            (payload, serve::merge_state(&g, key))
         };
         // Only between types (a DUMP payload's first byte, absent: none):
         // one type at one version is one write, whose copies may differ in
@@ -1333,7 +747,7 @@ impl Link {
         match rank(theirs).cmp(&rank((&ours.0, &ours.1))) {
             std::cmp::Ordering::Greater => true,
             std::cmp::Ordering::Less => {
-                super::serve::answer_state(&*self.node, db, key);
+                serve::answer_state(&*self.node, db, key);
                 false
             }
             std::cmp::Ordering::Equal => false,
@@ -1341,7 +755,12 @@ impl Link {
     }
 
     /// Runs a record's command with its stamp, as the origin's write.
-    pub(super) fn replay_args(&mut self, db: usize, stamp: u64, args: Args) {
+    pub(in crate::replication::active) fn replay_args(
+        &mut self,
+        db: usize,
+        stamp: u64,
+        args: Args,
+    ) {
         let mut r = crate::commands::Replayer {
             host: self.node.admin(),
             clock: &mut self.clock,
@@ -1356,14 +775,14 @@ impl Link {
     }
 
     /// [`Self::replay_args`] for a command made here (a key state).
-    pub(super) fn replay(&mut self, db: usize, stamp: u64, argv: &[&[u8]]) {
+    pub(in crate::replication::active) fn replay(&mut self, db: usize, stamp: u64, argv: &[&[u8]]) {
         let owned = crate::protocol::OwnedArgs::new(argv);
         self.replay_args(db, stamp, owned.args());
     }
 
     /// Replaces `key` with a DUMP payload expiring at `at` (0: never), as a
     /// write stamped `stamp`: `RESTORE key at payload REPLACE ABSTTL`.
-    pub(super) fn restore_at(
+    pub(in crate::replication::active) fn restore_at(
         &mut self,
         db: usize,
         key: &[u8],
@@ -1559,26 +978,11 @@ fn local(node: &dyn Host, db: usize, key: &[u8], i: u32) -> Local {
 /// then its logical count, then the writing node's slot: a tie of time is
 /// broken by the slot, the same way on every node).
 fn newer(stamp: u64, local: u64) -> bool {
-    if SEEDED_BUG_NO_TIE_BREAK.with(Cell::get) {
-        // The planted bug: stamps equal but for the slot count as equal,
-        // so two nodes' concurrent writes each keep their own.
-        return stamp >> NODE_BITS > local >> NODE_BITS;
+    // The simulator may put another order here, on its thread only.
+    if let Some(order) = sim_hooks::stamp_order() {
+        return order(stamp, local);
     }
     stamp > local
-}
-
-thread_local! {
-    /// A bug planted on purpose, for the deterministic simulator to show
-    /// that it finds it (tests/simulator.rs): off unless a test turns it
-    /// on, and then on that test's thread only; no command reaches it.
-    static SEEDED_BUG_NO_TIE_BREAK: Cell<bool> = const { Cell::new(false) };
-}
-
-/// Turns the planted bug of [`newer`] on or off on this thread (tests
-/// only: the simulator's check that it catches an ordering bug).
-#[doc(hidden)]
-pub fn seeded_bug_no_tie_break(on: bool) {
-    SEEDED_BUG_NO_TIE_BREAK.with(|b| b.set(on));
 }
 
 /// The stamp of the last flush of `db` here (0: none).
@@ -1588,38 +992,4 @@ fn flushed_at(node: &dyn Host, db: usize) -> u64 {
         .map(|i| ks.db(db).lock(i).flushed_at())
         .max()
         .unwrap_or(0)
-}
-
-/// REPLICAOF on an active node: `NO ONE` stops pulling from every peer;
-/// `host port` adds a peer under `multi-master`, else replaces the peer.
-/// The node stays writable and keeps its data (KeyDB's behaviour).
-pub fn replicaof(
-    ctx: &mut crate::commands::Ctx,
-    args: Args,
-    node: &HostRef,
-) -> crate::commands::CmdResult {
-    use crate::commands::CmdError;
-    let active = node.active();
-    let (host, port) = (args.get(1), args.get(2));
-    if host.eq_ignore_ascii_case(b"no") && port.eq_ignore_ascii_case(b"one") {
-        drop_all(active);
-        log_notice!("Active replication: every peer dropped (REPLICAOF NO ONE)");
-        ctx.out.ok();
-        return Ok(());
-    }
-    let port = crate::commands::util::arg_i64(port)?;
-    if !(0..=65535).contains(&port) {
-        return Err(CmdError::Msg("ERR Invalid master port".into()));
-    }
-    let host = String::from_utf8_lossy(host).into_owned();
-    if !ctx.core.config.read().get_bool("multi-master") {
-        keep_only(active, &host, port as u16);
-    }
-    if add_peer(node, host.clone(), port as u16) {
-        log_notice!("Active replication: pulling from {host}:{port} (user request)");
-        ctx.out.ok();
-    } else {
-        ctx.out.simple("OK Already connected to specified master");
-    }
-    Ok(())
 }
