@@ -123,27 +123,6 @@ pub fn intercept(
     Ok(None)
 }
 
-/// The flags of the commands queued in the client's transaction, ORed
-/// (0 outside MULTI): the maxmemory check refuses an EXEC holding denyoom.
-pub fn queued_flags(srv: &Core, client: &ClientState) -> u32 {
-    client.multi.as_ref().map_or(0, |m| {
-        m.queue.iter().fold(0, |f, q| {
-            f | srv.commands.get(q.id).flags_for(srv, q.args())
-        })
-    })
-}
-
-/// The flags every queued command has, ANDed (all bits outside MULTI or
-/// for an empty queue): a stale replica refuses an EXEC holding a command
-/// without the stale flag.
-pub fn queued_common_flags(srv: &Core, client: &ClientState) -> u32 {
-    client.multi.as_ref().map_or(u32::MAX, |m| {
-        m.queue.iter().fold(u32::MAX, |f, q| {
-            f & srv.commands.get(q.id).flags_for(srv, q.args())
-        })
-    })
-}
-
 /// RESET: leaves MULTI and forgets the watched keys.
 pub fn reset(client: &mut ClientState) {
     take_multi(client);

@@ -393,82 +393,54 @@ pub(crate) fn replica_hard_limit(v: &str) -> usize {
 
 /// `min-replicas-to-write`: a master with fewer good replicas (online,
 /// acknowledged within `min-replicas-max-lag` seconds) refuses writes, and
-/// an EXEC holding one, with NOREPLICAS. One relaxed load when unset.
+/// an EXEC holding one, with NOREPLICAS. One relaxed load when unset. An
+/// EXEC's `flags` hold its queued commands' (`commands::call::admit`, which
+/// also ends a refused transaction).
 pub fn admit_write(
     srv: &Server,
-    client: &mut crate::core::client::ClientState,
-    id: crate::commands::CommandId,
+    _client: &mut crate::core::client::ClientState,
+    _id: crate::commands::CommandId,
     flags: u32,
 ) -> Result<(), crate::commands::CmdError> {
-    use crate::commands::{flags::WRITE, multi, CmdError};
+    use crate::commands::{flags::WRITE, CmdError};
     if srv.repl.is_replica() {
-        return replica_admit(srv, client, id, flags);
+        return replica_admit(srv, flags);
     }
     if srv.core.active && srv.repl.active.below_quorum.load(Relaxed) {
-        deny_stale(srv, client, id, flags)?;
+        deny_stale(flags)?;
     }
     let need = srv.hot.min_replicas_to_write.load(Relaxed);
-    if need == 0 {
-        return Ok(());
-    }
-    let cmd = srv.commands.get(id);
-    let writes =
-        flags & WRITE != 0 || (cmd.name == "exec" && multi::queued_flags(srv, client) & WRITE != 0);
-    if !writes {
+    if need == 0 || flags & WRITE == 0 {
         return Ok(());
     }
     let max_lag_ms = srv.hot.min_replicas_max_lag.load(Relaxed) * 1000;
     if srv.repl.master.good_replicas(max_lag_ms) as u64 >= need {
         return Ok(());
     }
-    let err = CmdError::Msg("NOREPLICAS Not enough good replicas to write.".into());
-    if cmd.name == "exec" {
-        return Err(multi::abort_exec(client, err));
-    }
-    Err(err)
+    Err(CmdError::Msg(
+        "NOREPLICAS Not enough good replicas to write.".into(),
+    ))
 }
 
 /// MASTERDOWN for a command without the `stale` flag (a replica whose
 /// master link is down, an active node below `replica-quorum`, both with
-/// `replica-serve-stale-data no`). EXEC is refused if one of its queued
-/// commands would be (Redis's cmd_inv_flags), aborting the transaction.
-fn deny_stale(
-    srv: &Server,
-    client: &mut crate::core::client::ClientState,
-    id: crate::commands::CommandId,
-    flags: u32,
-) -> Result<(), crate::commands::CmdError> {
-    use crate::commands::{flags::STALE, multi, CmdError};
-    let cmd = srv.commands.get(id);
-    let is_exec = cmd.name == "exec";
-    let stale_ok = if is_exec {
-        multi::queued_common_flags(srv, client) & STALE != 0
-    } else {
-        flags & STALE != 0
-    };
-    if stale_ok {
+/// `replica-serve-stale-data no`); an EXEC lacks it when one of its queued
+/// commands does (Redis's cmd_inv_flags).
+fn deny_stale(flags: u32) -> Result<(), crate::commands::CmdError> {
+    use crate::commands::{flags::STALE, CmdError};
+    if flags & STALE != 0 {
         return Ok(());
     }
-    let down = CmdError::Msg(
+    Err(CmdError::Msg(
         "MASTERDOWN Link with MASTER is down and replica-serve-stale-data is set to 'no'.".into(),
-    );
-    if is_exec {
-        return Err(multi::abort_exec(client, down));
-    }
-    Err(down)
+    ))
 }
 
 /// On a replica: MASTERDOWN while the link is down with
 /// `replica-serve-stale-data no` (commands without the stale flag), and
 /// READONLY for writes with `replica-read-only yes`.
-fn replica_admit(
-    srv: &Server,
-    client: &mut crate::core::client::ClientState,
-    id: crate::commands::CommandId,
-    flags: u32,
-) -> Result<(), crate::commands::CmdError> {
-    use crate::commands::{flags::WRITE, multi, CmdError};
-    let cmd = srv.commands.get(id);
+fn replica_admit(srv: &Server, flags: u32) -> Result<(), crate::commands::CmdError> {
+    use crate::commands::{flags::WRITE, CmdError};
     let (serve_stale, read_only) = {
         let c = srv.config.read();
         (
@@ -477,16 +449,12 @@ fn replica_admit(
         )
     };
     if !serve_stale && !srv.repl.replica.link_up() {
-        deny_stale(srv, client, id, flags)?;
+        deny_stale(flags)?;
     }
-    let writes =
-        flags & WRITE != 0 || (cmd.name == "exec" && multi::queued_flags(srv, client) & WRITE != 0);
-    if read_only && writes {
-        let err = CmdError::Msg("READONLY You can't write against a read only replica.".into());
-        if cmd.name == "exec" {
-            return Err(multi::abort_exec(client, err));
-        }
-        return Err(err);
+    if read_only && flags & WRITE != 0 {
+        return Err(CmdError::Msg(
+            "READONLY You can't write against a read only replica.".into(),
+        ));
     }
     Ok(())
 }
