@@ -576,3 +576,28 @@ fn client_list_counts_queued_commands() {
     exec_raw(&mut c);
     assert_eq!(multi_field(&mut other), "multi=-1");
 }
+
+/// An EXEC refused at EXEC time for what its queue holds (a write that
+/// `min-replicas-to-write` now refuses; a read is let through) answers
+/// EXECABORT with the reason and ends the transaction, as Redis's
+/// rejectCommand: admission decides once, with EXEC's flags holding its
+/// queue's.
+#[test]
+fn exec_refused_for_its_queued_write_ends_the_transaction() {
+    let s = Server::start(&[]);
+    let mut c = s.conn();
+    let mut o = s.conn();
+    cmd::<()>(&mut c, &["MULTI"]);
+    cmd::<String>(&mut c, &["SET", "k", "v"]);
+    cmd::<()>(&mut o, &["CONFIG", "SET", "min-replicas-to-write", "1"]);
+    assert_eq!(
+        cmd_err(&mut c, &["EXEC"]),
+        "EXECABORT Transaction discarded because of: NOREPLICAS Not enough good replicas to write."
+    );
+    assert_eq!(cmd_err(&mut c, &["DISCARD"]), "ERR DISCARD without MULTI");
+    assert_eq!(cmd::<i64>(&mut c, &["EXISTS", "k"]), 0);
+    // A queue of reads runs.
+    cmd::<()>(&mut c, &["MULTI"]);
+    cmd::<String>(&mut c, &["GET", "k"]);
+    assert_eq!(exec_raw(&mut c), V::Array(vec![V::Nil]));
+}
