@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs every test LatticeDB has, in order:
 #   1. cargo fmt --check
-#   2. the layering of src/ (ci/layers.py, docs/ARCHITECTURE.md "Layers")
+#   2. the layering of src/ (ci/layers.py, docs/ARCHITECTURE.md "Layers"), and no `pub fn`
+#      that nothing names (ci/unused.py)
 #   3. cargo clippy --all-targets -- -D warnings
 #   4. cargo test (unit, integration and doc tests)
 #   5. cargo build --release, then the simulator optimised (cargo test --release --test simulator)
@@ -56,6 +57,7 @@ suite_total() {
 
 step fmt cargo fmt --all -- --check --color never
 step layers python3 ci/layers.py
+step unused python3 ci/unused.py
 step clippy cargo clippy --all-targets -- -D warnings
 # The simulator is `test = false` (Cargo.toml), which --all-targets leaves out.
 step clippy-simulator cargo clippy --test simulator -- -D warnings

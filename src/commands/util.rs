@@ -8,20 +8,6 @@ pub fn arg_i64(a: &[u8]) -> Result<i64, CmdError> {
     parse_i64(a).ok_or(CmdError::NotInteger)
 }
 
-/// A non-negative integer argument with a custom error.
-pub fn arg_u64_or(a: &[u8], err: &str) -> Result<u64, CmdError> {
-    match parse_i64(a) {
-        Some(n) if n >= 0 => Ok(n as u64),
-        _ => Err(CmdError::err(err)),
-    }
-}
-
-/// A float argument as Redis's getLongDoubleFromObject / strtold: no spaces,
-/// accepts "inf"/"-inf"/"+inf", rejects "nan" ("ERR value is not a valid float").
-pub fn arg_f64(a: &[u8]) -> Result<f64, CmdError> {
-    parse_f64(a).ok_or(CmdError::NotFloat)
-}
-
 pub fn parse_f64(a: &[u8]) -> Option<f64> {
     let s = std::str::from_utf8(a).ok()?;
     if s.is_empty() || s.starts_with(char::is_whitespace) || s.ends_with(char::is_whitespace) {

@@ -210,17 +210,6 @@ pub fn parse_args(args: &[String]) -> Result<Invocation, String> {
     Ok(Invocation::Run(Box::new(cfg)))
 }
 
-/// Kept for callers of the old entry point.
-pub fn load_from_args(args: &[String]) -> Result<Config, String> {
-    match parse_args(args)? {
-        Invocation::Run(c) => Ok(*c),
-        Invocation::Print(s) => {
-            println!("{s}");
-            std::process::exit(0)
-        }
-    }
-}
-
 /// Redis's fatal config error text.
 pub fn fatal(line_no: usize, line: &str, reason: &str) -> String {
     format!(

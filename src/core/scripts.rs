@@ -172,10 +172,6 @@ impl FunctionState {
         }
         true
     }
-
-    pub fn function_count(&self) -> usize {
-        self.funcs.len()
-    }
 }
 
 impl Functions {

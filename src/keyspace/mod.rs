@@ -471,10 +471,6 @@ impl Shard {
         }
     }
 
-    pub fn set_counter(&mut self, key: &[u8], c: merge::Counter) {
-        self.set_merge_meta(key, c.wrap());
-    }
-
     /// `key`'s merge state brought up to its version and value now, and
     /// stored so (a state about to leave the node: a member's dot must not
     /// change once a peer saw it; `merge/elements.rs`). None if the key
@@ -792,10 +788,6 @@ impl Shard {
     /// The keys with merge state.
     pub fn merge_keys(&self) -> Vec<Box<[u8]>> {
         self.merge.keys().cloned().collect()
-    }
-
-    pub fn counter_count(&self) -> usize {
-        self.merge.len()
     }
 
     /// The stamp of `key`'s deletion, if it left a tombstone.
@@ -1302,36 +1294,6 @@ impl Keyspace {
         }
     }
 
-    /// Locks the shards of `keys` in one database, in ascending order.
-    pub fn lock_keys<'a, I>(&'a self, db: usize, keys: I) -> MultiLock<'a>
-    where
-        I: IntoIterator<Item = &'a [u8]>,
-    {
-        let mut idx: Vec<usize> = keys.into_iter().map(|k| self.slot(k).shard).collect();
-        idx.sort_unstable();
-        idx.dedup();
-        let d = self.db(db);
-        MultiLock {
-            guards: idx.into_iter().map(|i| (i, d.lock(i))).collect(),
-        }
-    }
-
-    /// Swaps the contents of two databases atomically (SWAPDB).
-    pub fn swap_dbs(&self, a: usize, b: usize) {
-        if a == b {
-            return;
-        }
-        let (lo, hi) = if a < b { (a, b) } else { (b, a) };
-        let mut ga = self.db(lo).lock_all();
-        let mut gb = self.db(hi).lock_all();
-        for (x, y) in ga.iter_mut().zip(gb.iter_mut()) {
-            // A running snapshot knows shards by their database at the cut.
-            x.snap_drain();
-            y.snap_drain();
-            std::mem::swap(&mut **x, &mut **y);
-        }
-    }
-
     /// Total keys across databases.
     pub fn total_keys(&self) -> usize {
         self.dbs.iter().map(|d| d.len()).sum()
@@ -1360,22 +1322,6 @@ impl Keyspace {
                 std::mem::swap(&mut **x, &mut **y);
             }
         }
-    }
-}
-
-/// Guards for a set of shards of one database, held together.
-pub struct MultiLock<'a> {
-    guards: Vec<(usize, ShardGuard<'a>)>,
-}
-
-impl<'a> MultiLock<'a> {
-    /// The locked shard with index `shard` (must be one that was locked).
-    pub fn shard(&mut self, shard: usize) -> &mut Shard {
-        let i = self
-            .guards
-            .binary_search_by_key(&shard, |g| g.0)
-            .expect("shard was locked");
-        &mut self.guards[i].1
     }
 }
 

@@ -68,7 +68,7 @@ pub use lists::Lists;
 pub use state::MergeType;
 
 use crate::keyspace::longdouble::F80;
-use crate::keyspace::{StrValue, Value};
+use crate::keyspace::Value;
 
 /// A key's merge state: how it merges.
 #[derive(Clone, Debug, PartialEq)]
@@ -787,16 +787,6 @@ fn join_parts(a: &[Part], b: &[Part]) -> Box<[Part]> {
     out.into_boxed_slice()
 }
 
-/// A merged integer as the string value a key holds: an `Int` when it fits
-/// in 64 bits, else its digits (INCR then answers "not an integer", as
-/// Redis does for a string out of range).
-pub fn int_str(n: i128) -> StrValue {
-    match i64::try_from(n) {
-        Ok(v) => StrValue::Int(v),
-        Err(_) => StrValue::from_bytes(n.to_string().as_bytes()),
-    }
-}
-
 // ---- Encoding (key states on the stream, RDB aux) -------------------------
 
 fn put_parts(out: &mut Vec<u8>, parts: &[Part]) {
@@ -1180,7 +1170,7 @@ mod tests {
 
     #[test]
     fn base_reads_strict_integers_only() {
-        let s = |b: &[u8]| Value::Str(StrValue::from_bytes(b));
+        let s = |b: &[u8]| Value::Str(crate::keyspace::StrValue::from_bytes(b));
         assert_eq!(Base::of(Some(&s(b"42"))), Base::Int(42));
         assert_eq!(Base::of(Some(&s(b"042"))), Base::Other);
         assert_eq!(
