@@ -30,7 +30,16 @@ use crate::server::Server;
 
 /// The start-up load in progress, for `-LOADING` replies and INFO's
 /// loading_* fields. Clients are served meanwhile; commands without the
-/// `loading` flag are refused (see `persistence::admit_write`). A replica's
+/// `loading` flag are refused (see `persistence::admit_write`).
+///
+/// Start-up accepts no connection until it reads a file or is done
+/// ([`Loading::admit_clients`]): as Redis, which serves clients only from
+/// inside a file's load (processEventsWhileBlocked), a client that connects
+/// to a server with nothing to load waits in the listen backlog, and its
+/// first command runs once the AOF is open. Before, it got -LOADING while
+/// the empty AOF base file was created and synced (the Tcl test "Multi Part
+/// AOF can start when no aof and no manifest" failed on a slow disk). A
+/// replica's
 /// `swapdb` load of the same history is an *async* load instead: the old
 /// dataset serves every command but the `no_async_loading` ones.
 #[derive(Default)]
@@ -51,9 +60,23 @@ pub struct Loading {
     /// while we were stopped, until replication takes them
     /// ([`Loading::take_deletions`]).
     deletions: parking_lot::Mutex<Vec<u64>>,
+    /// Start-up: whether the listeners accept yet (false until then).
+    clients_admitted: tokio::sync::watch::Sender<bool>,
 }
 
 impl Loading {
+    /// Lets the listeners accept: a start-up load begins reading a file
+    /// (its clients get -LOADING), or start-up is done. Idempotent.
+    pub fn admit_clients(&self) {
+        self.clients_admitted.send_replace(true);
+    }
+
+    /// Returns once [`Loading::admit_clients`] was called.
+    pub async fn clients_admitted(&self) {
+        let mut admitted = self.clients_admitted.subscribe();
+        let _ = admitted.wait_for(|&yes| yes).await;
+    }
+
     #[inline]
     pub fn active(&self) -> bool {
         self.active.load(Relaxed)
@@ -218,6 +241,7 @@ pub fn load_file(
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
         Err(e) => return Err(format!("Error opening {}: {e}", path.display())),
     };
+    srv.persist.loading.admit_clients();
     let started = Instant::now();
     let size = f.metadata().map(|m| m.len()).unwrap_or(0);
     log_notice!(
@@ -793,6 +817,7 @@ pub fn begin_startup(srv: &Server) {
 pub fn at_startup(srv: &Arc<Server>) -> Result<(), String> {
     let r = load_startup_data(srv);
     srv.persist.loading.end();
+    srv.persist.loading.admit_clients();
     r
 }
 

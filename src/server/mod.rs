@@ -589,6 +589,7 @@ fn acceptor_main(
             let l = tokio::net::UnixListener::from_std(l).expect("unix listener");
             let (workers, next, srv) = (workers.clone(), next.clone(), srv.clone());
             tokio::spawn(async move {
+                srv.persist.loading.clients_admitted().await;
                 let mut failed = AcceptErrors::default();
                 loop {
                     let s = match l.accept().await {
@@ -648,6 +649,8 @@ fn serve_listener(
     let l = tokio::net::TcpListener::from_std(l).expect("listener");
     let (workers, next, srv) = (workers.to_vec(), next.clone(), srv.clone());
     tokio::spawn(async move {
+        // Start-up accepts once it loads a file or is done (Loading's doc).
+        srv.persist.loading.clients_admitted().await;
         let mut failed = AcceptErrors::default();
         loop {
             let (s, addr) = match l.accept().await {

@@ -213,6 +213,7 @@ fn load_files(srv: &Arc<Server>, dir: &Path, fname: &str, m: &Manifest) -> Resul
     if total == 0 {
         return Ok(false);
     }
+    srv.persist.loading.admit_clients();
     let start = std::time::Instant::now();
     let n = files.len();
     let mut aux = Vec::new();
