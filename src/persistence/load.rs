@@ -26,7 +26,7 @@ use crate::commands::access::lru_clock;
 use crate::keyspace::hlc::{unix_ms, Hlc};
 use crate::keyspace::{Entry, Keyspace, Slot};
 use crate::log_notice;
-use crate::server::Server;
+use crate::persistence::Host;
 
 /// The start-up load in progress, for `-LOADING` replies and INFO's
 /// loading_* fields. Clients are served meanwhile; commands without the
@@ -231,8 +231,8 @@ pub enum OnDuplicate {
 }
 
 /// Loads `path` into the keyspace. `Ok(None)` when the file does not exist.
-pub fn load_file(
-    srv: &Arc<Server>,
+pub fn load_file<H: Host>(
+    srv: &Arc<H>,
     path: &Path,
     dup: OnDuplicate,
 ) -> Result<Option<LoadStats>, String> {
@@ -241,7 +241,7 @@ pub fn load_file(
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
         Err(e) => return Err(format!("Error opening {}: {e}", path.display())),
     };
-    srv.persist.loading.admit_clients();
+    srv.persist().loading.admit_clients();
     let started = Instant::now();
     let size = f.metadata().map(|m| m.len()).unwrap_or(0);
     log_notice!(
@@ -251,7 +251,7 @@ pub fn load_file(
     );
     let r = Counting {
         inner: f,
-        loading: &srv.persist.loading,
+        loading: &srv.persist().loading,
     };
     let stats =
         load_reader(srv, BufReader::with_capacity(1 << 20, r), dup).map_err(|e| match e {
@@ -278,7 +278,7 @@ pub fn load_file(
         "DB loaded from disk: {:.3} seconds",
         started.elapsed().as_secs_f64()
     );
-    let st = &srv.persist.rdb;
+    let st = &srv.persist().rdb;
     st.last_load_keys.store(stats.keys, Relaxed);
     st.last_load_expired.store(stats.expired, Relaxed);
     Ok(Some(stats))
@@ -293,24 +293,24 @@ const BATCH: usize = 1024;
 /// them when they fall behind) build the entries and insert them, each owning a disjoint set of
 /// shards, so their shard locks are never contended and decoding overlaps
 /// insertion.
-pub fn load_reader(
-    srv: &Arc<Server>,
+pub fn load_reader<H: Host>(
+    srv: &Arc<H>,
     r: impl io::Read,
     dup: OnDuplicate,
 ) -> Result<LoadStats, RdbError> {
-    load_reader_into(srv, &srv.keyspace, r, dup)
+    load_reader_into(srv, &srv.core().keyspace, r, dup)
 }
 
 /// [`load_reader`] into `ks`: the server's keyspace or a replica's staging
 /// one (made by [`Keyspace::staging`], same hasher, so `srv.keyspace.slot`
 /// holds for it).
-pub fn load_reader_into(
-    srv: &Arc<Server>,
+pub fn load_reader_into<H: Host>(
+    srv: &Arc<H>,
     ks: &Keyspace,
     r: impl io::Read,
     dup: OnDuplicate,
 ) -> Result<LoadStats, RdbError> {
-    let verify_checksum = srv.config.read().get_bool("rdbchecksum");
+    let verify_checksum = srv.core().config.read().get_bool("rdbchecksum");
     // RESIZEDB: size every shard of the database once (keys spread evenly).
     // The hint is the file's word: bounded, so a lying file costs at most
     // ~90 MB of index up front (16M keys per database).
@@ -328,14 +328,14 @@ pub fn load_reader_into(
         }
     };
     let opts = LoadOpts {
-        limits: &srv.hot.encoding,
+        limits: &srv.core().hot.encoding,
         verify_checksum,
         on_resize: Some(&reserve),
         on_aux: Some(&log_aux),
     };
     let now = unix_ms();
     let now_lru = lru_clock(now);
-    let key_delay = srv.config.read().get_i64("key-load-delay").max(0) as u64;
+    let key_delay = srv.core().config.read().get_i64("key-load-delay").max(0) as u64;
     let inserters = std::thread::available_parallelism()
         .map(|n| n.get())
         .unwrap_or(1);
@@ -361,18 +361,18 @@ pub fn load_reader_into(
         // have over the key.
         let after = |v: u64| {
             use crate::keyspace::hlc::NODE_BITS;
-            (((v >> NODE_BITS) + 1) << NODE_BITS) | srv.identity.slot
+            (((v >> NODE_BITS) + 1) << NODE_BITS) | srv.core().node_id
         };
         let mut expired_keys: Vec<(usize, Vec<u8>, u64)> = Vec::new();
         let mut expired_names: Vec<(usize, Vec<u8>)> = Vec::new();
         // (A master's; only its start-up load uses them, see LoadStats.)
-        let keep_names = !srv.active && !srv.repl.is_replica();
+        let keep_names = !srv.core().active && !srv.is_replica();
         let mut seen = 0u64;
         let started = Instant::now();
         let mut last_log = started;
         let mut on_key = |k: LoadedKey| -> Result<(), RdbError> {
             seen += 1;
-            let loading = &srv.persist.loading;
+            let loading = &srv.persist().loading;
             loading.keys.fetch_add(1, Relaxed);
             loading.check_aborted().map_err(RdbError::Io)?;
             if seen.is_multiple_of(256) && last_log.elapsed() >= PROGRESS_EVERY {
@@ -381,7 +381,7 @@ pub fn load_reader_into(
             }
             if k.expire_at_ms != 0 && k.expire_at_ms <= now {
                 expired += 1;
-                if let (true, Some(v)) = (srv.active, k.version) {
+                if let (true, Some(v)) = (srv.core().active, k.version) {
                     expired_keys.push((k.db, k.key, after(v)));
                 } else if keep_names {
                     expired_names.push((k.db, k.key));
@@ -391,7 +391,7 @@ pub fn load_reader_into(
             if key_delay > 0 {
                 std::thread::sleep(std::time::Duration::from_micros(key_delay));
             }
-            let slot = srv.keyspace.slot(&k.key);
+            let slot = srv.core().keyspace.slot(&k.key);
             let i = slot.shard % inserters;
             batches[i].push((slot, k));
             if batches[i].len() >= BATCH {
@@ -427,7 +427,7 @@ pub fn load_reader_into(
         // their names, as Redis loads them.
         let replace = matches!(dup, OnDuplicate::Replace);
         crate::scripting::load_functions(
-            &srv.core,
+            srv.core(),
             std::mem::take(&mut summary.functions),
             replace,
         )
@@ -436,12 +436,14 @@ pub fn load_reader_into(
             RdbError::Corrupt(e)
         })?;
         restore_member_ttls(srv, ks, &summary.member_ttls);
-        if srv.active {
+        if srv.core().active {
             let stamps = expired_keys.iter().map(|k| k.2);
-            srv.persist.loading.deletions.lock().extend(stamps);
+            srv.persist().loading.deletions.lock().extend(stamps);
             summary.tombstones.extend(expired_keys);
             let max = restore_deletions(ks, &summary)?;
-            srv.stamp_floor.fetch_max(max_version.max(max), Relaxed);
+            srv.core()
+                .stamp_floor
+                .fetch_max(max_version.max(max), Relaxed);
         }
         Ok(LoadStats {
             keys,
@@ -516,11 +518,11 @@ fn inserter_failed() -> RdbError {
 /// the members they still hold. Under active replication they are not
 /// loaded (member TTLs are not part of the merge state yet; docs/DECISIONS.md
 /// 121): a warning says how many were dropped.
-fn restore_member_ttls(srv: &Server, ks: &Keyspace, ttls: &[decode::MemberTtl]) {
+fn restore_member_ttls<H: Host + ?Sized>(srv: &H, ks: &Keyspace, ttls: &[decode::MemberTtl]) {
     if ttls.is_empty() {
         return;
     }
-    if srv.active {
+    if srv.core().active {
         crate::log_warning!(
             "RDB: {} member TTLs not loaded: member expiry is not supported under active replication yet",
             ttls.len()
@@ -586,14 +588,14 @@ fn restore_deletions(ks: &Keyspace, summary: &decode::LoadSummary) -> Result<u64
 /// An inserter thread: its batches' keys into their shards. After an error
 /// it keeps draining (so the decoder never blocks) and reports the first.
 /// Returns the keys inserted and their highest version.
-fn insert_batches(
-    srv: &Server,
+fn insert_batches<H: Host + ?Sized>(
+    srv: &H,
     ks: &Keyspace,
     rx: std::sync::mpsc::Receiver<Vec<(Slot, LoadedKey)>>,
     now_lru: u32,
     dup: OnDuplicate,
 ) -> Result<(u64, u64), RdbError> {
-    let mut clock = Hlc::new(srv.node_id);
+    let mut clock = Hlc::new(srv.core().node_id);
     let (mut n, mut max) = (0, 0);
     let mut err = None;
     for batch in rx {
@@ -658,15 +660,15 @@ fn insert(
 /// A replica's full sync: empties every database and loads `path`,
 /// serving -LOADING meanwhile; on failure (or abort) the databases are
 /// left empty.
-pub fn load_for_replica(srv: &Arc<Server>, path: &Path) -> Result<(), String> {
+pub fn load_for_replica<H: Host>(srv: &Arc<H>, path: &Path) -> Result<(), String> {
     let size = std::fs::metadata(path).map(|m| m.len()).unwrap_or(0);
-    srv.persist.loading.begin(size);
+    srv.persist().loading.begin(size);
     empty_all(srv);
     let r = load_file(srv, path, OnDuplicate::Fail);
     if r.is_err() {
         empty_all(srv);
     }
-    srv.persist.loading.end();
+    srv.persist().loading.end();
     r.map(|_| ())
 }
 
@@ -691,45 +693,45 @@ pub struct ReplicaLoad {
 impl ReplicaLoad {
     /// Sets INFO's loading/async_loading (`total`: the payload's size, 0
     /// when unknown) and, for [`SocketLoad::Live`], empties the databases.
-    pub fn begin(srv: &Server, mode: SocketLoad, total: u64) -> ReplicaLoad {
+    pub fn begin<H: Host + ?Sized>(srv: &H, mode: SocketLoad, total: u64) -> ReplicaLoad {
         let staging = match mode {
             SocketLoad::Live => {
-                srv.persist.loading.begin(total);
+                srv.persist().loading.begin(total);
                 empty_all(srv);
                 None
             }
             SocketLoad::Swap { async_load } => {
                 if async_load {
-                    srv.persist.loading.begin_async(total);
+                    srv.persist().loading.begin_async(total);
                 } else {
-                    srv.persist.loading.begin(total);
+                    srv.persist().loading.begin(total);
                 }
-                Some(srv.keyspace.staging())
+                Some(srv.core().keyspace.staging())
             }
         };
         ReplicaLoad { staging }
     }
 
     /// The keyspace the payload's keys go into.
-    pub fn target<'a>(&'a self, srv: &'a Server) -> &'a Keyspace {
-        self.staging.as_ref().unwrap_or(&srv.keyspace)
+    pub fn target<'a, H: Host + ?Sized>(&'a self, srv: &'a H) -> &'a Keyspace {
+        self.staging.as_ref().unwrap_or(&srv.core().keyspace)
     }
 
     /// The whole payload loaded: a staging dataset replaces the live one
     /// at once, the old data is freed on the lazyfree thread.
-    pub fn commit(self, srv: &Server) {
+    pub fn commit<H: Host + ?Sized>(self, srv: &H) {
         if let Some(staging) = self.staging {
             log_notice!("MASTER <-> REPLICA sync: Swapping active DB with loaded DB");
-            srv.keyspace.swap_with(&staging);
+            srv.core().keyspace.swap_with(&staging);
             discard(srv, staging);
             log_notice!("MASTER <-> REPLICA sync: Discarding old DB in background");
         }
-        srv.persist.loading.end();
+        srv.persist().loading.end();
     }
 
     /// The payload failed: a staging dataset is dropped (the old data was
     /// never touched); live databases loaded in part are emptied.
-    pub fn abort(self, srv: &Server) {
+    pub fn abort<H: Host + ?Sized>(self, srv: &H) {
         match self.staging {
             Some(staging) => {
                 discard(srv, staging);
@@ -737,12 +739,12 @@ impl ReplicaLoad {
             }
             None => empty_all(srv),
         }
-        srv.persist.loading.end();
+        srv.persist().loading.end();
     }
 }
 
 /// Frees a staging keyspace's contents on the lazyfree thread.
-fn discard(srv: &Server, ks: Keyspace) {
+fn discard<H: Host + ?Sized>(srv: &H, ks: Keyspace) {
     let mut taken = Vec::new();
     for mut shards in ks.lock_everything() {
         for g in shards.iter_mut() {
@@ -751,29 +753,29 @@ fn discard(srv: &Server, ks: Keyspace) {
             }
         }
     }
-    srv.lazyfree.free_shards(taken);
+    srv.core().lazyfree.free_shards(taken);
 }
 
 /// Empties every database without propagating (DEBUG RELOAD, replicas
 /// before a full sync), freeing the data on the lazyfree thread.
-pub fn empty_all(srv: &Server) {
-    crate::scripting::clear_functions(&srv.core);
+pub fn empty_all<H: Host + ?Sized>(srv: &H) {
+    crate::scripting::clear_functions(srv.core());
     let mut taken = Vec::new();
-    for mut shards in srv.keyspace.lock_everything() {
+    for mut shards in srv.core().keyspace.lock_everything() {
         for g in shards.iter_mut() {
             if !g.is_empty() {
                 taken.push(g.take_all());
             }
         }
     }
-    srv.lazyfree.free_shards(taken);
+    srv.core().lazyfree.free_shards(taken);
 }
 
 /// DEBUG RELOAD: save the RDB file, empty the keyspace and load the file
 /// back (each step skippable), as Redis does to check that what is saved
 /// is what is loaded.
-pub fn debug_reload(
-    srv: &Arc<Server>,
+pub fn debug_reload<H: Host>(
+    srv: &Arc<H>,
     steps: crate::core::admin::Reload,
 ) -> Result<(), crate::commands::CmdError> {
     use crate::commands::CmdError;
@@ -784,7 +786,7 @@ pub fn debug_reload(
     if steps.flush {
         empty_all(srv);
     }
-    let path = std::path::PathBuf::from(srv.config.read().get_str("dbfilename"));
+    let path = std::path::PathBuf::from(srv.core().config.read().get_str("dbfilename"));
     let dup = if steps.merge {
         OnDuplicate::Replace
     } else {
@@ -804,38 +806,38 @@ pub fn debug_reload(
 /// Marks the server as loading, before it accepts clients: from then on
 /// commands without the `loading` flag get `-LOADING` until [`at_startup`]
 /// is done.
-pub fn begin_startup(srv: &Server) {
-    let path = srv.config.read().get_str("dbfilename");
+pub fn begin_startup<H: Host + ?Sized>(srv: &H) {
+    let path = srv.core().config.read().get_str("dbfilename");
     let size = std::fs::metadata(path).map(|m| m.len()).unwrap_or(0);
-    srv.persist.loading.begin(size);
+    srv.persist().loading.begin(size);
 }
 
 /// At start-up, while clients are already served: the AOF when `appendonly
 /// yes` (it is the more complete record: the RDB is not loaded then, even
 /// if the AOF is empty, as in Redis), else the RDB file. Errors stop the
 /// server with Redis's words (the AOF's are logged already: empty text).
-pub fn at_startup(srv: &Arc<Server>) -> Result<(), String> {
+pub fn at_startup<H: Host>(srv: &Arc<H>) -> Result<(), String> {
     let r = load_startup_data(srv);
-    srv.persist.loading.end();
-    srv.persist.loading.admit_clients();
+    srv.persist().loading.end();
+    srv.persist().loading.admit_clients();
     r
 }
 
-fn load_startup_data(srv: &Arc<Server>) -> Result<(), String> {
+fn load_startup_data<H: Host>(srv: &Arc<H>) -> Result<(), String> {
     // Reads the AOF manifest even when off (CONFIG SET appendonly yes
     // later continues from it).
     super::aof::load_at_startup(srv)?;
-    if srv.config.read().get_bool("appendonly") {
+    if srv.core().config.read().get_bool("appendonly") {
         return Ok(());
     }
-    let path = std::path::PathBuf::from(srv.config.read().get_str("dbfilename"));
+    let path = std::path::PathBuf::from(srv.core().config.read().get_str("dbfilename"));
     match load_file(srv, &path, OnDuplicate::Fail) {
         Ok(Some(stats)) => {
-            crate::server::hooks::rdb_aux_loaded(srv, &stats.aux, &stats.expired_keys);
+            srv.rdb_aux_loaded(&stats.aux, &stats.expired_keys);
             Ok(())
         }
         Ok(None) => Ok(()),
-        Err(_) if srv.persist.loading.stopped_for_shutdown() => {
+        Err(_) if srv.persist().loading.stopped_for_shutdown() => {
             Err("the load was stopped by a shutdown".into())
         }
         Err(e) => {

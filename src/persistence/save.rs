@@ -15,7 +15,7 @@ use std::sync::Arc;
 use super::snapshot::{self, SnapshotError, SnapshotJob};
 use crate::commands::CmdError;
 use crate::keyspace::hlc::unix_ms;
-use crate::server::Server;
+use crate::persistence::Host;
 use crate::{log_notice, log_warning};
 
 /// How long after a failed BGSAVE the schedule tries again (Redis's
@@ -66,8 +66,9 @@ impl RdbState {
 }
 
 /// The server's count of writes since start (all workers).
-pub fn dirty_total(srv: &Server) -> u64 {
-    srv.workers
+pub fn dirty_total<H: Host + ?Sized>(srv: &H) -> u64 {
+    srv.core()
+        .workers
         .lock()
         .iter()
         .map(|w| w.dirty.load(Relaxed))
@@ -75,12 +76,12 @@ pub fn dirty_total(srv: &Server) -> u64 {
 }
 
 /// Writes since the last successful save.
-pub fn dirty_since_save(srv: &Server) -> u64 {
-    dirty_total(srv).saturating_sub(srv.persist.rdb.dirty_at_save.load(Relaxed))
+pub fn dirty_since_save<H: Host + ?Sized>(srv: &H) -> u64 {
+    dirty_total(srv).saturating_sub(srv.persist().rdb.dirty_at_save.load(Relaxed))
 }
 
-fn rdb_path(srv: &Server) -> PathBuf {
-    PathBuf::from(srv.config.read().get_str("dbfilename"))
+fn rdb_path<H: Host + ?Sized>(srv: &H) -> PathBuf {
+    PathBuf::from(srv.core().config.read().get_str("dbfilename"))
 }
 
 fn cores() -> usize {
@@ -93,13 +94,13 @@ fn cores() -> usize {
 type OnSaved = Box<dyn FnOnce(&io::Result<u64>) + Send>;
 
 /// Starts a snapshot to the RDB file; `done` also gets the outcome.
-fn start_rdb(
-    srv: &Arc<Server>,
+fn start_rdb<H: Host>(
+    srv: &Arc<H>,
     threads: usize,
     background: bool,
     done: OnSaved,
 ) -> Result<(), SnapshotError> {
-    let st = &srv.persist.rdb;
+    let st = &srv.persist().rdb;
     let path = rdb_path(srv);
     let srv_cut = srv.clone();
     let srv_done = srv.clone();
@@ -114,10 +115,10 @@ fn start_rdb(
         aux: Vec::new(),
         at_cut: Some(Box::new(move || {
             let d = dirty_total(&srv_cut);
-            srv_cut.persist.rdb.dirty_at_cut.store(d, Relaxed);
+            srv_cut.persist().rdb.dirty_at_cut.store(d, Relaxed);
         })),
         done: Box::new(move |r: io::Result<u64>| {
-            let st = &srv_done.persist.rdb;
+            let st = &srv_done.persist().rdb;
             finish(&srv_done, &r, background, started);
             if background {
                 st.bgsave_running.store(false, Release);
@@ -137,13 +138,13 @@ fn start_rdb(
 }
 
 /// Bookkeeping after a save, as Redis's backgroundSaveDoneHandler.
-fn finish(srv: &Server, r: &io::Result<u64>, background: bool, started_ms: u64) {
-    let st = &srv.persist.rdb;
+fn finish<H: Host + ?Sized>(srv: &H, r: &io::Result<u64>, background: bool, started_ms: u64) {
+    let st = &srv.persist().rdb;
     match r {
         Ok(_) => {
             st.dirty_at_save
                 .store(st.dirty_at_cut.load(Relaxed), Relaxed);
-            srv.lastsave_unix.store(started_ms / 1000, Relaxed);
+            srv.last_save().store(started_ms / 1000, Relaxed);
             st.last_ok.store(true, Relaxed);
             // Redis's child says "DB saved on disk" (tagged C), then its
             // parent that the background save ended.
@@ -173,8 +174,8 @@ fn finish(srv: &Server, r: &io::Result<u64>, background: bool, started_ms: u64) 
 }
 
 /// SAVE: a snapshot with every core; returns once the file is on disk.
-pub fn save(srv: &Arc<Server>) -> Result<(), CmdError> {
-    if srv.persist.snapshot.running() {
+pub fn save<H: Host>(srv: &Arc<H>) -> Result<(), CmdError> {
+    if srv.persist().snapshot.running() {
         return Err(CmdError::err("Background save already in progress"));
     }
     let (tx, rx) = std::sync::mpsc::channel();
@@ -197,12 +198,16 @@ pub fn save(srv: &Arc<Server>) -> Result<(), CmdError> {
 /// BGSAVE [SCHEDULE]: the status line to reply.
 /// `in_exec`: inside a transaction the save is scheduled for the cron, as
 /// Redis does (the cut must not take locks while EXEC holds some).
-pub fn bgsave(srv: &Arc<Server>, schedule: bool, in_exec: bool) -> Result<&'static str, CmdError> {
-    let st = &srv.persist.rdb;
+pub fn bgsave<H: Host>(
+    srv: &Arc<H>,
+    schedule: bool,
+    in_exec: bool,
+) -> Result<&'static str, CmdError> {
+    let st = &srv.persist().rdb;
     if st.bgsave_running() {
         return Err(CmdError::err("Background save already in progress"));
     }
-    if srv.persist.snapshot.running() || in_exec {
+    if srv.persist().snapshot.running() || in_exec {
         if schedule || in_exec {
             st.bgsave_scheduled.store(true, Relaxed);
             return Ok("Background saving scheduled");
@@ -230,8 +235,8 @@ fn background_threads() -> usize {
 
 /// FLUSHALL stops a running BGSAVE (Redis kills the child): the dataset it
 /// was saving is gone, and the change counter stays as it was.
-pub fn abort_bgsave(srv: &Server) {
-    if srv.persist.rdb.bgsave_running() {
+pub fn abort_bgsave<H: Host + ?Sized>(srv: &H) {
+    if srv.persist().rdb.bgsave_running() {
         snapshot::abort(srv);
     }
 }
@@ -239,8 +244,11 @@ pub fn abort_bgsave(srv: &Server) {
 /// The first `save` point (seconds, changes) for which `due` holds, read
 /// from the directive in place: the cron asks every tick, without
 /// allocating.
-fn find_save_point(srv: &Server, due: impl Fn(u64, u64) -> bool) -> Option<(u64, u64)> {
-    let cfg = srv.config.read();
+fn find_save_point<H: Host + ?Sized>(
+    srv: &H,
+    due: impl Fn(u64, u64) -> bool,
+) -> Option<(u64, u64)> {
+    let cfg = srv.core().config.read();
     let mut nums = cfg
         .get("save")
         .unwrap_or("")
@@ -254,18 +262,15 @@ fn find_save_point(srv: &Server, due: impl Fn(u64, u64) -> bool) -> Option<(u64,
     None
 }
 
-fn has_save_points(srv: &Server) -> bool {
+fn has_save_points<H: Host + ?Sized>(srv: &H) -> bool {
     find_save_point(srv, |_, _| true).is_some()
 }
 
 /// Each cron tick (worker 0): a scheduled BGSAVE, or one the `save`
 /// points ask for (Redis's serverCron).
-pub fn cron(srv: &Arc<Server>) {
-    let st = &srv.persist.rdb;
-    if srv.persist.snapshot.running()
-        || srv.shutting_down.load(Relaxed)
-        || srv.persist.loading.active()
-    {
+pub fn cron<H: Host>(srv: &Arc<H>) {
+    let st = &srv.persist().rdb;
+    if srv.persist().snapshot.running() || srv.shutting_down() || srv.persist().loading.active() {
         return;
     }
     if st.bgsave_scheduled.swap(false, Relaxed) {
@@ -273,7 +278,7 @@ pub fn cron(srv: &Arc<Server>) {
         return;
     }
     let now = unix_ms() / 1000;
-    let last = srv.lastsave_unix.load(Relaxed);
+    let last = srv.last_save().load(Relaxed);
     let retry_ok = st.last_ok.load(Relaxed)
         || now.saturating_sub(st.last_try_unix.load(Relaxed)) >= RETRY_DELAY_SECS;
     if !retry_ok {
@@ -290,15 +295,15 @@ pub fn cron(srv: &Arc<Server>) {
 /// Saving at shutdown: `SHUTDOWN SAVE`, or the default when save points
 /// exist. Returns false if the save failed (then Redis refuses to exit
 /// unless FORCE).
-pub fn save_on_shutdown(srv: &Arc<Server>, force_save: bool) -> bool {
+pub fn save_on_shutdown<H: Host>(srv: &Arc<H>, force_save: bool) -> bool {
     // Redis's order: the AOF is fsynced first, then the final RDB.
-    if srv.persist.aof.core.is_open() {
+    if srv.persist().aof.core.is_open() {
         log_notice!("Calling fsync() on the AOF file.");
         super::aof::on_shutdown(srv);
     }
     // Never while loading (even SHUTDOWN SAVE): the file would be
     // overwritten with half of the data (Redis's prepareForShutdown).
-    let loading = &srv.persist.loading;
+    let loading = &srv.persist().loading;
     if loading.active() || loading.stopped_for_shutdown() || (!force_save && !has_save_points(srv))
     {
         return true;
@@ -315,8 +320,8 @@ pub fn save_on_shutdown(srv: &Arc<Server>, force_save: bool) -> bool {
 }
 
 /// Waits for a running snapshot (at shutdown, before the final save).
-pub fn wait_for_snapshot(srv: &Server) {
-    while srv.persist.snapshot.running() {
+pub fn wait_for_snapshot<H: Host + ?Sized>(srv: &H) {
+    while srv.persist().snapshot.running() {
         std::thread::sleep(std::time::Duration::from_millis(10));
     }
 }
@@ -324,11 +329,15 @@ pub fn wait_for_snapshot(srv: &Server) {
 /// `stop-writes-on-bgsave-error`: while the last background save failed
 /// and save points exist, write commands (and PING) get MISCONF. One
 /// relaxed load when the last save succeeded.
-pub fn disk_error(srv: &Server) -> Option<CmdError> {
-    if srv.persist.rdb.last_ok.load(Relaxed) {
+pub fn disk_error<H: Host + ?Sized>(srv: &H) -> Option<CmdError> {
+    if srv.persist().rdb.last_ok.load(Relaxed) {
         return None;
     }
-    let stop = srv.config.read().get_bool("stop-writes-on-bgsave-error");
+    let stop = srv
+        .core()
+        .config
+        .read()
+        .get_bool("stop-writes-on-bgsave-error");
     if !stop || !has_save_points(srv) {
         return None;
     }
@@ -343,10 +352,10 @@ pub fn disk_error(srv: &Server) -> Option<CmdError> {
 }
 
 /// The rdb_* lines of INFO persistence (after `loading` and the cow lines).
-pub fn info_fields(srv: &Server, o: &mut String) {
+pub fn info_fields<H: Host + ?Sized>(srv: &H, o: &mut String) {
     use std::fmt::Write;
-    let st = &srv.persist.rdb;
-    let running = st.bgsave_running() || srv.persist.snapshot.for_replicas.load(Relaxed);
+    let st = &srv.persist().rdb;
+    let running = st.bgsave_running() || srv.persist().snapshot.for_replicas.load(Relaxed);
     let current = if running {
         (unix_ms().saturating_sub(st.bgsave_start_ms.load(Relaxed)) / 1000) as i64
     } else {
@@ -365,7 +374,7 @@ pub fn info_fields(srv: &Server, o: &mut String) {
         ("rdb_bgsave_in_progress", (running as u8).to_string()),
         (
             "rdb_last_save_time",
-            srv.lastsave_unix.load(Relaxed).to_string(),
+            srv.last_save().load(Relaxed).to_string(),
         ),
         ("rdb_last_bgsave_status", status.to_string()),
         (

@@ -28,7 +28,7 @@ use super::rdb::{AUX_SUBEXPIRE_KEY, AUX_SUBEXPIRE_WHEN};
 use crate::keyspace::member_ttl::{has_member, MemberTtls};
 use crate::keyspace::snap::SnapSink;
 use crate::keyspace::{Entry, SHARDS};
-use crate::server::Server;
+use crate::persistence::Host;
 
 /// Stop a batch once its serialized bytes pass this (bounds lock hold time
 /// and the memory in flight).
@@ -270,10 +270,10 @@ impl SnapSink for Preserved {
 }
 
 /// The save options the configuration asks for.
-pub fn save_opts(srv: &Server) -> SaveOpts {
-    let compress = srv.config.read().get_bool("rdbcompression");
+pub fn save_opts<H: Host + ?Sized>(srv: &H) -> SaveOpts {
+    let compress = srv.core().config.read().get_bool("rdbcompression");
     let now_lru = crate::commands::access::lru_clock(crate::keyspace::hlc::unix_ms());
-    let ev = &srv.hot.eviction;
+    let ev = &srv.core().hot.eviction;
     let policy = ev.policy();
     let meta = if policy.is_lfu() {
         KeyMeta::Freq {
@@ -289,23 +289,28 @@ pub fn save_opts(srv: &Server) -> SaveOpts {
 }
 
 /// Takes the cut and starts the background writer.
-pub fn start(srv: &Arc<Server>, job: SnapshotJob) -> Result<(), SnapshotError> {
-    let state = &srv.persist.snapshot;
+pub fn start<H: Host>(srv: &Arc<H>, job: SnapshotJob) -> Result<(), SnapshotError> {
+    let state = &srv.persist().snapshot;
     if state.running.swap(true, AcqRel) {
         return Err(SnapshotError::Busy);
     }
     state.aborted.store(false, Relaxed);
-    let delay = srv.config.read().get_i64("rdb-key-save-delay").max(0) as usize;
+    let delay = srv
+        .core()
+        .config
+        .read()
+        .get_i64("rdb-key-save-delay")
+        .max(0) as usize;
     state.key_delay_us.store(delay, Relaxed);
     let opts = save_opts(srv);
-    let ndb = srv.keyspace.num_dbs();
+    let ndb = srv.core().keyspace.num_dbs();
     let preserved = Arc::new(Preserved {
         bufs: (0..ndb).map(|_| Mutex::new(Vec::new())).collect(),
         keys: AtomicUsize::new(0),
         form: Form {
             format: job.format,
             opts,
-            active: srv.active,
+            active: srv.core().active,
         },
         deletions: Mutex::new(Vec::new()),
     });
@@ -313,7 +318,7 @@ pub fn start(srv: &Arc<Server>, job: SnapshotJob) -> Result<(), SnapshotError> {
     let total: usize = sizes.iter().map(|s| s.0).sum();
     state.keys_total.store(total, Relaxed);
     state.keys_done.store(0, Relaxed);
-    let checksum = srv.config.read().get_bool("rdbchecksum");
+    let checksum = srv.core().config.read().get_bool("rdbchecksum");
     let writer_srv = srv.clone();
     let spawned = std::thread::Builder::new()
         .name("lattice-save".into())
@@ -340,7 +345,7 @@ pub fn start(srv: &Arc<Server>, job: SnapshotJob) -> Result<(), SnapshotError> {
             });
             // Should the write have failed midway, drop what shards still hold.
             finish_cut(&srv);
-            srv.persist.snapshot.running.store(false, Release);
+            srv.persist().snapshot.running.store(false, Release);
             (job.done)(r);
         });
     if let Err(e) = spawned {
@@ -355,15 +360,15 @@ pub fn start(srv: &Arc<Server>, job: SnapshotJob) -> Result<(), SnapshotError> {
 /// database's (keys, volatile keys) at the cut, and the aux fields of that
 /// instant (`replication::save_info`, an active node's link positions),
 /// those an AOF base carries as annotations for the AOF form.
-fn cut(
-    srv: &Server,
+fn cut<H: Host + ?Sized>(
+    srv: &H,
     sink: &Arc<Preserved>,
     at_cut: Option<Box<dyn FnOnce() + Send>>,
 ) -> (Vec<(usize, usize)>, AuxFields) {
     // A replica applies a command and counts its bytes under this lock:
     // the offset saved matches the data saved.
-    let _applying = srv.repl.replica.apply_lock.lock();
-    let mut all = srv.keyspace.lock_everything();
+    let _applying = srv.replica_apply_lock();
+    let mut all = srv.core().keyspace.lock_everything();
     let (sink_form, sink_deletions) = (sink.form, &sink.deletions);
     let sink: Arc<dyn SnapSink> = sink.clone();
     let mut sizes = Vec::with_capacity(all.len());
@@ -376,7 +381,7 @@ fn cut(
             g.snap_begin(db, sink.clone());
         }
         sizes.push((keys, volatile));
-        if srv.active {
+        if srv.core().active {
             // Copied here, at the instant the keys are cut: a tombstone
             // comes and goes with its key, so a later copy could hold a
             // key and its tombstone both, or neither.
@@ -389,7 +394,7 @@ fn cut(
                 sink_form.tombstones(&mut d.tail, g.tombstones());
             }
             for g in shards.iter_mut() {
-                sink_form.merge_states(&mut d.tail, (&srv.keyspace, db), g);
+                sink_form.merge_states(&mut d.tail, (&srv.core().keyspace, db), g);
             }
             deletions.push(d);
         }
@@ -399,8 +404,8 @@ fn cut(
         f();
     }
     let aux = match sink_form.format {
-        SnapFormat::Rdb => crate::server::hooks::rdb_aux(srv),
-        SnapFormat::Aof => crate::server::hooks::aof_notes(srv, true),
+        SnapFormat::Rdb => srv.rdb_aux(),
+        SnapFormat::Aof => srv.aof_notes(true),
     };
     (sizes, aux)
 }
@@ -408,16 +413,16 @@ fn cut(
 /// Stops the running snapshot (FLUSHALL stops a BGSAVE, as Redis kills its
 /// child): the marks go at once, so the flush does not hand every key over,
 /// and the writer fails with `Interrupted` instead of renaming.
-pub fn abort(srv: &Server) {
-    srv.persist.snapshot.aborted.store(true, Relaxed);
+pub fn abort<H: Host + ?Sized>(srv: &H) {
+    srv.persist().snapshot.aborted.store(true, Relaxed);
     finish_cut(srv);
 }
 
 /// Clears any snapshot marks left (after a failed write).
-fn finish_cut(srv: &Server) {
-    for db in 0..srv.keyspace.num_dbs() {
+fn finish_cut<H: Host + ?Sized>(srv: &H) {
+    for db in 0..srv.core().keyspace.num_dbs() {
         for s in 0..SHARDS {
-            srv.keyspace.db(db).lock(s).snap_abort();
+            srv.core().keyspace.db(db).lock(s).snap_abort();
         }
     }
 }
@@ -425,10 +430,14 @@ fn finish_cut(srv: &Server) {
 /// RDB: magic, version and aux fields, as Redis's rdbSaveInfoAuxFields.
 /// AOF: the timestamp annotation when `aof-timestamp-enabled`, then the
 /// aux annotations (`extra`).
-fn header_bytes(srv: &Server, format: SnapFormat, extra: &[(String, String)]) -> Vec<u8> {
+fn header_bytes<H: Host + ?Sized>(
+    srv: &H,
+    format: SnapFormat,
+    extra: &[(String, String)],
+) -> Vec<u8> {
     let mut h = Vec::new();
     if format == SnapFormat::Aof {
-        if srv.config.read().get_bool("aof-timestamp-enabled") {
+        if srv.core().config.read().get_bool("aof-timestamp-enabled") {
             let now = crate::keyspace::hlc::unix_ms() / 1000;
             h.extend_from_slice(format!("#TS:{now}\r\n").as_bytes());
         }
@@ -436,7 +445,7 @@ fn header_bytes(srv: &Server, format: SnapFormat, extra: &[(String, String)]) ->
             crate::persistence::aof::writer::write_aux_note(&mut h, k, v);
         }
         // The FUNCTION libraries, as Redis's rewriteFunctions writes them.
-        for code in crate::scripting::function_code(srv) {
+        for code in crate::scripting::function_code(srv.core()) {
             h.extend_from_slice(
                 format!("*3\r\n$8\r\nFUNCTION\r\n$4\r\nLOAD\r\n${}\r\n", code.len()).as_bytes(),
             );
@@ -465,7 +474,7 @@ fn header_bytes(srv: &Server, format: SnapFormat, extra: &[(String, String)]) ->
         encode::write_aux(&mut h, b"aof-base", b"0");
     }
     // The FUNCTION libraries, after the aux fields (Redis's rdbSaveFunctions).
-    for code in crate::scripting::function_code(srv) {
+    for code in crate::scripting::function_code(srv.core()) {
         encode::write_function(&mut h, &code, true);
     }
     h
@@ -477,8 +486,8 @@ type DbSizes = [(usize, usize)];
 type AuxFields = Vec<(String, String)>;
 
 /// Writes the snapshot into `out` (diskless replication); returns the bytes.
-fn write_stream(
-    srv: &Arc<Server>,
+fn write_stream<H: Host>(
+    srv: &Arc<H>,
     (out, header, sizes): (Box<dyn Write + Send>, &[u8], &DbSizes),
     preserved: &Preserved,
     checksum: bool,
@@ -494,8 +503,8 @@ fn write_stream(
 }
 
 /// The header, then each database's keys; fails if the snapshot was aborted.
-fn write_body<W: Write>(
-    srv: &Arc<Server>,
+fn write_body<W: Write, H: Host>(
+    srv: &Arc<H>,
     w: &mut FileWriter<W>,
     (header, sizes): (&[u8], &[(usize, usize)]),
     preserved: &Preserved,
@@ -524,7 +533,7 @@ fn write_body<W: Write>(
             w.write(&d.tail)?;
         }
     }
-    if srv.persist.snapshot.aborted.load(Relaxed) {
+    if srv.persist().snapshot.aborted.load(Relaxed) {
         return Err(io::Error::new(
             io::ErrorKind::Interrupted,
             "snapshot aborted",
@@ -536,8 +545,8 @@ fn write_body<W: Write>(
 /// Writes the temporary file, syncs it and renames it to `path`.
 /// `what`: the target path, the header bytes, each database's (keys,
 /// volatile keys) at the cut.
-fn write_file(
-    srv: &Arc<Server>,
+fn write_file<H: Host>(
+    srv: &Arc<H>,
     what: (&Path, &[u8], &[(usize, usize)]),
     preserved: &Preserved,
     checksum: bool,
@@ -593,8 +602,8 @@ fn sync_dir(path: &Path) {
 /// One database's keys: serializer threads take shards from a shared
 /// counter and send batches; this thread writes them, and the entries
 /// commands handed over meanwhile.
-fn write_db<W: Write>(
-    srv: &Arc<Server>,
+fn write_db<W: Write, H: Host>(
+    srv: &Arc<H>,
     db: usize,
     w: &mut FileWriter<W>,
     preserved: &Preserved,
@@ -631,8 +640,8 @@ fn write_db<W: Write>(
     })
 }
 
-fn flush_preserved<W: Write>(
-    srv: &Server,
+fn flush_preserved<W: Write, H: Host + ?Sized>(
+    srv: &H,
     w: &mut FileWriter<W>,
     p: &Preserved,
     db: usize,
@@ -648,8 +657,8 @@ fn flush_preserved<W: Write>(
 /// `rdb-key-save-delay`: the writer spends that many microseconds per key
 /// it writes, whether a serializer or a command handed the key over (so a
 /// test can stretch a save as Redis's child does, writes or not).
-fn pace(srv: &Server, keys: usize) {
-    let state = &srv.persist.snapshot;
+fn pace<H: Host + ?Sized>(srv: &H, keys: usize) {
+    let state = &srv.persist().snapshot;
     let delay = state.key_delay_us.load(Relaxed) as u64;
     if delay == 0 || keys == 0 {
         return;
@@ -666,16 +675,16 @@ fn pace(srv: &Server, keys: usize) {
 }
 
 /// A serializer thread: whole shards, batch by batch.
-fn serialize_shards(
-    srv: &Server,
+fn serialize_shards<H: Host + ?Sized>(
+    srv: &H,
     db: usize,
     next: &AtomicUsize,
     form: &Form,
     tx: &mpsc::SyncSender<(usize, Vec<u8>)>,
 ) {
-    let progress = &srv.persist.snapshot.keys_done;
+    let progress = &srv.persist().snapshot.keys_done;
     // With rdb-key-save-delay the writer paces keys one by one (see pace).
-    let delay = srv.persist.snapshot.key_delay_us.load(Relaxed) > 0;
+    let delay = srv.persist().snapshot.key_delay_us.load(Relaxed) > 0;
     let batch = if delay { 1 } else { BATCH_KEYS };
     loop {
         let shard = next.fetch_add(1, Relaxed);
@@ -684,11 +693,16 @@ fn serialize_shards(
         }
         loop {
             let (mut versions, mut body, mut n) = (Vec::new(), Vec::new(), 0);
-            let done = srv.keyspace.db(db).lock(shard).snap_step(batch, |e, ttls| {
-                n += 1;
-                form.entry(&mut body, &mut versions, e, ttls);
-                body.len() < BATCH_BYTES
-            });
+            let done = srv
+                .core()
+                .keyspace
+                .db(db)
+                .lock(shard)
+                .snap_step(batch, |e, ttls| {
+                    n += 1;
+                    form.entry(&mut body, &mut versions, e, ttls);
+                    body.len() < BATCH_BYTES
+                });
             if n > 0 {
                 progress.fetch_add(n, Relaxed);
                 let mut chunk = Vec::with_capacity(body.len() + versions.len() + 32);

@@ -77,7 +77,7 @@ pub trait Hooks: Sync {
 
 /// The subsystems, in call order.
 pub static HOOKS: [&dyn Hooks; 3] = [
-    &crate::persistence::HOOKS,
+    &super::persistence_host::HOOKS,
     &crate::replication::HOOKS,
     &super::identity::HOOKS,
 ];

@@ -19,6 +19,7 @@ pub mod cron_jobs;
 pub mod hooks;
 pub mod identity;
 pub mod info;
+pub mod persistence_host;
 pub mod shutdown;
 pub mod supervise;
 pub mod tls;

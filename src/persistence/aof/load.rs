@@ -29,7 +29,7 @@ use std::sync::atomic::Ordering::Relaxed;
 use super::rdb_base::Aux;
 use crate::effects::Effect;
 use crate::keyspace::hlc::Hlc;
-use crate::server::Server;
+use crate::persistence::Host;
 use crate::{log_notice, log_warning};
 
 /// How a file loaded.
@@ -47,8 +47,8 @@ pub enum Loaded {
 pub struct Failed(pub String);
 
 /// Reading state shared by the file's commands.
-struct Replayer<'a> {
-    srv: &'a Arc<Server>,
+struct Replayer<'a, H: Host> {
+    srv: &'a Arc<H>,
     clock: Hlc,
     stats: WorkerStats,
     db: usize,
@@ -82,8 +82,8 @@ enum Stop {
 
 /// Loads `dir/name`, adding its aux fields to `aux`. `last`: whether it is
 /// the last file of the AOF (only that one may be truncated).
-pub fn load_file(
-    srv: &Arc<Server>,
+pub fn load_file<H: Host>(
+    srv: &Arc<H>,
     (dir, name): (&Path, &str),
     last: bool,
     old_style: bool,
@@ -138,16 +138,16 @@ fn open(path: &Path, name: &str) -> Result<Option<Reader>, Failed> {
 /// stopped (None: a clean end) and the offset of the last whole command (or
 /// of the MULTI of a transaction left open, which then counts as a short
 /// read: its commands were only queued).
-fn replay_commands(
-    srv: &Arc<Server>,
+fn replay_commands<H: Host>(
+    srv: &Arc<H>,
     r: &mut Reader,
     name: &str,
     aux: &mut Aux,
 ) -> (Option<Stop>, u64) {
     let mut rp = Replayer {
         srv,
-        clock: Hlc::new(srv.node_id),
-        stats: WorkerStats::new(srv.commands.all.len()),
+        clock: Hlc::new(srv.core().node_id),
+        stats: WorkerStats::new(srv.core().commands.all.len()),
         db: 0,
         stamp: None,
         queued: None,
@@ -184,14 +184,14 @@ fn replay_commands(
 }
 
 /// A file that ended inside a command.
-fn truncated(
-    srv: &Server,
+fn truncated<H: Host + ?Sized>(
+    srv: &H,
     path: &Path,
     name: &str,
     last: bool,
     valid_up_to: u64,
 ) -> Result<Loaded, Failed> {
-    let allowed = srv.config.read().get_bool("aof-load-truncated");
+    let allowed = srv.core().config.read().get_bool("aof-load-truncated");
     if allowed && last {
         log_warning!("!!! Warning: short read while loading the AOF file {name}!!!");
         log_warning!("!!! Truncating the AOF {name} at offset {valid_up_to} !!!");
@@ -221,8 +221,8 @@ fn truncated(
 
 /// An RDB base file, or the RDB preamble of an old-style AOF (whose AOF
 /// tail is then read as usual).
-fn load_rdb_part(
-    srv: &Arc<Server>,
+fn load_rdb_part<H: Host>(
+    srv: &Arc<H>,
     r: &mut Reader,
     name: &str,
     old_style: bool,
@@ -251,10 +251,10 @@ fn load_rdb_part(
     }
 }
 
-impl Replayer<'_> {
+impl<H: Host> Replayer<'_, H> {
     /// Runs (or queues, inside MULTI) one command.
     fn apply(&mut self, argv: Vec<Vec<u8>>, file: &str) -> Result<(), String> {
-        let Some(id) = self.srv.commands.lookup(&argv[0]) else {
+        let Some(id) = self.srv.core().commands.lookup(&argv[0]) else {
             let m = format!(
                 "Unknown command '{}' reading the append only file {file}",
                 String::from_utf8_lossy(&argv[0])
@@ -262,13 +262,13 @@ impl Replayer<'_> {
             log_warning!("{m}");
             return Err(m);
         };
-        let name = self.srv.commands.get(id).name;
+        let name = self.srv.core().commands.get(id).name;
         match name {
             "select" => {
                 let db = std::str::from_utf8(argv.get(1).map_or(&b""[..], |v| v))
                     .ok()
                     .and_then(|s| s.parse::<usize>().ok())
-                    .filter(|&d| d < self.srv.keyspace.num_dbs());
+                    .filter(|&d| d < self.srv.core().keyspace.num_dbs());
                 match db {
                     Some(d) => self.db = d,
                     None => {
@@ -298,26 +298,26 @@ impl Replayer<'_> {
     }
 
     fn run(&mut self, db: usize, argv: Vec<Vec<u8>>, stamp: Option<u64>) {
-        let Some(id) = self.srv.commands.lookup(&argv[0]) else {
+        let Some(id) = self.srv.core().commands.lookup(&argv[0]) else {
             return;
         };
-        if !self.srv.commands.get(id).arity_ok(argv.len()) {
+        if !self.srv.core().commands.get(id).arity_ok(argv.len()) {
             log_warning!(
                 "Skipping '{}' with a wrong number of arguments in the AOF",
                 String::from_utf8_lossy(&argv[0])
             );
             return;
         }
-        let active = self.srv.active;
+        let active = self.srv.core().active;
         let version = match stamp {
             Some(s) => s,
             // Unstamped (written by a plain node): a fresh stamp, after
             // every one loaded so far under active replication.
-            None if active => self.clock.after(self.srv.stamp_floor.load(Relaxed)),
+            None if active => self.clock.after(self.srv.core().stamp_floor.load(Relaxed)),
             None => self.clock.now(),
         };
         if active {
-            self.srv.stamp_floor.fetch_max(version, Relaxed);
+            self.srv.core().stamp_floor.fetch_max(version, Relaxed);
         }
         let e = Effect {
             db,
@@ -326,10 +326,12 @@ impl Replayer<'_> {
             bases: vec![],
             facts: vec![],
         };
-        if let Err(err) = crate::commands::replay(self.srv, &mut self.clock, &self.stats, &e) {
+        if let Err(err) =
+            crate::commands::replay(self.srv.admin(), &mut self.clock, &self.stats, &e)
+        {
             let name = String::from_utf8_lossy(&e.argv[0]).to_ascii_lowercase();
             crate::core::propagation::failed(
-                self.srv,
+                self.srv.core(),
                 crate::core::propagation::Source::Aof,
                 &err,
                 &name,
@@ -348,7 +350,7 @@ impl Replayer<'_> {
         if !name.eq_ignore_ascii_case(b"del") && !name.eq_ignore_ascii_case(b"unlink") {
             return;
         }
-        let ks = &self.srv.keyspace;
+        let ks = &self.srv.core().keyspace;
         for key in &e.argv[1..] {
             let slot = ks.slot(key);
             let mut g = ks.db(e.db).lock(slot.shard);
@@ -505,14 +507,20 @@ fn atoi(s: &[u8]) -> i64 {
 /// A `#LM:` annotation: the key's merge state, set where the file stands
 /// (after the write that merged it). A damaged one stops the load, as a
 /// damaged command does.
-fn restore_merge_state(srv: &Server, db: usize, key: &[u8], state: &[u8]) -> Result<(), String> {
-    if db >= srv.keyspace.num_dbs() {
+fn restore_merge_state<H: Host + ?Sized>(
+    srv: &H,
+    db: usize,
+    key: &[u8],
+    state: &[u8],
+) -> Result<(), String> {
+    if db >= srv.core().keyspace.num_dbs() {
         return Err(format!("a merge state for database {db}, out of range"));
     }
     let meta = crate::keyspace::merge::Meta::decode(state)
         .map_err(|e| format!("a damaged merge state in the AOF: {e}"))?;
-    let slot = srv.keyspace.slot(key);
-    srv.keyspace
+    let slot = srv.core().keyspace.slot(key);
+    srv.core()
+        .keyspace
         .db(db)
         .lock(slot.shard)
         .set_merge_meta(key, meta);

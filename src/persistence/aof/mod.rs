@@ -36,7 +36,7 @@ use std::sync::Arc;
 use parking_lot::Mutex;
 
 use crate::commands::CmdError;
-use crate::server::Server;
+use crate::persistence::Host;
 use crate::{log_notice, log_warning};
 use manifest::Manifest;
 use rewrite::{RewriteStats, StartError};
@@ -59,8 +59,8 @@ pub struct AofState {
 /// on, the batch's writes are in the file (and fsynced with `always`)
 /// before anyone hears of them. One relaxed load when the AOF is off.
 #[inline]
-pub fn before_reply(srv: &Server) {
-    let core = &srv.persist.aof.core;
+pub fn before_reply<H: Host + ?Sized>(srv: &H) {
+    let core = &srv.persist().aof.core;
     if core.active.load(Relaxed) {
         core.before_reply();
     }
@@ -68,8 +68,8 @@ pub fn before_reply(srv: &Server) {
 
 /// The MISCONF error write commands get while the AOF cannot be written
 /// (`persistence::admit_write` applies it as Redis's processCommand does).
-pub fn disk_error(srv: &Server) -> Option<CmdError> {
-    let core = &srv.persist.aof.core;
+pub fn disk_error<H: Host + ?Sized>(srv: &H) -> Option<CmdError> {
+    let core = &srv.persist().aof.core;
     if !core.write_err.load(Relaxed) {
         return None;
     }
@@ -91,8 +91,8 @@ pub(crate) fn open_append(path: &Path, truncate: bool) -> std::io::Result<std::f
     Ok(f)
 }
 
-fn names(srv: &Server) -> (PathBuf, String) {
-    let cfg = srv.config.read();
+fn names<H: Host + ?Sized>(srv: &H) -> (PathBuf, String) {
+    let cfg = srv.core().config.read();
     (
         PathBuf::from(cfg.get_str("appenddirname")),
         cfg.get_str("appendfilename"),
@@ -100,9 +100,9 @@ fn names(srv: &Server) -> (PathBuf, String) {
 }
 
 /// Mirrors the AOF settings read on the write path.
-fn load_settings(srv: &Server) {
-    let cfg = srv.config.read();
-    let core = &srv.persist.aof.core;
+fn load_settings<H: Host + ?Sized>(srv: &H) {
+    let cfg = srv.core().config.read();
+    let core = &srv.persist().aof.core;
     let policy = match cfg.get_str("appendfsync").as_str() {
         "always" => writer::FSYNC_ALWAYS,
         "no" => writer::FSYNC_NO,
@@ -111,7 +111,7 @@ fn load_settings(srv: &Server) {
     core.policy.store(policy, Relaxed);
     core.timestamps
         .store(cfg.get_bool("aof-timestamp-enabled"), Relaxed);
-    core.stamps.store(srv.active, Relaxed);
+    core.stamps.store(srv.core().active, Relaxed);
 }
 
 /// Start-up (before listeners serve): reads the manifest and, with
@@ -119,7 +119,7 @@ fn load_settings(srv: &Server) {
 /// Returns whether data came from the AOF; Err stops the server: its
 /// reasons were logged as Redis logs them and the error is empty, so the
 /// log's last line stays Redis's (tools and tests read it).
-pub fn load_at_startup(srv: &Arc<Server>) -> Result<bool, String> {
+pub fn load_at_startup<H: Host>(srv: &Arc<H>) -> Result<bool, String> {
     load_settings(srv);
     startup(srv).map_err(|e| {
         if !e.is_empty() {
@@ -130,9 +130,9 @@ pub fn load_at_startup(srv: &Arc<Server>) -> Result<bool, String> {
 }
 
 /// Err: the reason, or "" if it was logged already.
-fn startup(srv: &Arc<Server>) -> Result<bool, String> {
+fn startup<H: Host>(srv: &Arc<H>) -> Result<bool, String> {
     let (dir, fname) = names(srv);
-    let on = srv.config.read().get_bool("appendonly");
+    let on = srv.core().config.read().get_bool("appendonly");
     let mut m = match manifest::load(&dir, &fname) {
         Ok(m) => m.unwrap_or_default(),
         Err(e) if on => return Err(e),
@@ -142,7 +142,7 @@ fn startup(srv: &Arc<Server>) -> Result<bool, String> {
         }
     };
     if !on {
-        *srv.persist.aof.manifest.lock() = m;
+        *srv.persist().aof.manifest.lock() = m;
         return Ok(false);
     }
     upgrade_if_needed(&dir, &fname, &mut m)?;
@@ -196,7 +196,12 @@ fn upgrade_if_needed(dir: &Path, fname: &str, m: &mut Manifest) -> Result<(), St
 }
 
 /// Loads base then incr files (loadAppendOnlyFiles).
-fn load_files(srv: &Arc<Server>, dir: &Path, fname: &str, m: &Manifest) -> Result<bool, String> {
+fn load_files<H: Host>(
+    srv: &Arc<H>,
+    dir: &Path,
+    fname: &str,
+    m: &Manifest,
+) -> Result<bool, String> {
     let files = m.load_order();
     if files.is_empty() {
         return Ok(false);
@@ -213,7 +218,7 @@ fn load_files(srv: &Arc<Server>, dir: &Path, fname: &str, m: &Manifest) -> Resul
     if total == 0 {
         return Ok(false);
     }
-    srv.persist.loading.admit_clients();
+    srv.persist().loading.admit_clients();
     let start = std::time::Instant::now();
     let n = files.len();
     let mut aux = Vec::new();
@@ -240,14 +245,14 @@ fn load_files(srv: &Arc<Server>, dir: &Path, fname: &str, m: &Manifest) -> Resul
         "DB loaded from append only file: {:.3} seconds",
         start.elapsed().as_secs_f64()
     );
-    crate::server::hooks::aof_aux_loaded(srv, &aux);
+    srv.aof_aux_loaded(&aux);
     Ok(true)
 }
 
 /// Creates the base of an empty AOF, opens the last incr file (creating one
 /// if none) and persists the manifest (aofOpenIfNeededOnServerStart).
-fn open_on_start(
-    srv: &Arc<Server>,
+fn open_on_start<H: Host>(
+    srv: &Arc<H>,
     dir: &Path,
     fname: &str,
     mut m: Manifest,
@@ -260,7 +265,8 @@ fn open_on_start(
     };
     std::fs::create_dir_all(dir).map_err(dir_err)?;
     if m.base.is_none() && m.incrs.is_empty() {
-        let rdb = srv.config.read().get_bool("aof-use-rdb-preamble") && rdb_base::rdb_supported();
+        let rdb =
+            srv.core().config.read().get_bool("aof-use-rdb-preamble") && rdb_base::rdb_supported();
         let name = m.new_base(fname, rdb);
         let data = if rdb { rdb_base::empty_rdb() } else { vec![] };
         write_synced(&dir.join(&name), &data)
@@ -281,7 +287,7 @@ fn open_on_start(
     } else {
         log_notice!("Creating AOF incr file {name} on server start");
     }
-    let st = &srv.persist.aof;
+    let st = &srv.persist().aof;
     let size_of =
         |f: &manifest::AofFile| std::fs::metadata(dir.join(&f.name)).map_or(0, |md| md.len());
     let total: u64 = m.load_order().into_iter().map(size_of).sum();
@@ -308,35 +314,35 @@ fn write_synced(path: &Path, data: &[u8]) -> std::io::Result<()> {
 
 /// Subscribes the sink (once), starts the once-a-second thread, and turns
 /// recording on.
-fn start_recording(srv: &Arc<Server>) {
+fn start_recording<H: Host>(srv: &Arc<H>) {
     subscribe(srv);
-    srv.persist.aof.core.active.store(true, Relaxed);
+    srv.persist().aof.core.active.store(true, Relaxed);
 }
 
-fn subscribe(srv: &Arc<Server>) {
-    let st = &srv.persist.aof;
+fn subscribe<H: Host>(srv: &Arc<H>) {
+    let st = &srv.persist().aof;
     if st.subscribed.swap(true, AcqRel) {
         return;
     }
-    srv.effects.subscribe(st.core.clone());
+    srv.core().effects.subscribe(st.core.clone());
     let weak = Arc::downgrade(srv);
     let _ = std::thread::Builder::new()
         .name("lattice-aof-fsync".into())
         .spawn(move || loop {
             std::thread::sleep(std::time::Duration::from_secs(1));
             let Some(srv) = weak.upgrade() else { return };
-            if srv.persist.aof.core.is_open() {
-                srv.persist.aof.core.tick();
+            if srv.persist().aof.core.is_open() {
+                srv.persist().aof.core.tick();
             }
         });
 }
 
 /// After CONFIG SET: applies the AOF settings, turning the AOF on (with a
 /// rewrite, as Redis) or off. Err: it could not be turned on.
-pub fn config_changed(srv: &Arc<Server>) -> Result<(), String> {
+pub fn config_changed<H: Host>(srv: &Arc<H>) -> Result<(), String> {
     load_settings(srv);
-    let want = srv.config.read().get_bool("appendonly");
-    let st = &srv.persist.aof;
+    let want = srv.core().config.read().get_bool("appendonly");
+    let st = &srv.persist().aof;
     let on = st.core.active.load(Relaxed) || st.core.is_open();
     if want && !on && !st.wait_rewrite.load(Relaxed) {
         subscribe(srv);
@@ -368,8 +374,8 @@ pub fn config_changed(srv: &Arc<Server>) -> Result<(), String> {
 
 /// Once per cron pass (worker 0): scheduled rewrites and the automatic
 /// rewrite on growth (auto-aof-rewrite-percentage / -min-size).
-pub fn cron(srv: &Arc<Server>) {
-    let st = &srv.persist.aof;
+pub fn cron<H: Host>(srv: &Arc<H>) {
+    let st = &srv.persist().aof;
     if st.core.active.load(Relaxed) {
         note_aux(srv);
     }
@@ -381,7 +387,7 @@ pub fn cron(srv: &Arc<Server>) {
         return;
     }
     if scheduled {
-        if !srv.persist.snapshot.running() {
+        if !srv.persist().snapshot.running() {
             let _ = rewrite::start(srv);
         }
         return;
@@ -390,7 +396,7 @@ pub fn cron(srv: &Arc<Server>) {
         return;
     }
     let (perc, min) = {
-        let cfg = srv.config.read();
+        let cfg = srv.core().config.read();
         (
             cfg.get_i64("auto-aof-rewrite-percentage"),
             cfg.get_i64("auto-aof-rewrite-min-size").max(0) as u64,
@@ -410,26 +416,26 @@ pub fn cron(srv: &Arc<Server>) {
 
 /// Once a second: the aux fields that changed (an active node's link
 /// positions), as annotations after the records written so far.
-fn note_aux(srv: &Server) {
+fn note_aux<H: Host + ?Sized>(srv: &H) {
     static LAST_MS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
     let now = crate::keyspace::hlc::unix_ms();
     if now.saturating_sub(LAST_MS.load(Relaxed)) < 1000 {
         return;
     }
     LAST_MS.store(now, Relaxed);
-    let notes = crate::server::hooks::aof_notes(srv, false);
-    srv.persist.aof.core.note_aux(&notes);
+    let notes = srv.aof_notes(false);
+    srv.persist().aof.core.note_aux(&notes);
 }
 
 /// BGREWRITEAOF: the status line to reply.
-pub fn bgrewriteaof(srv: &Arc<Server>) -> Result<&'static str, CmdError> {
+pub fn bgrewriteaof<H: Host>(srv: &Arc<H>) -> Result<&'static str, CmdError> {
     match rewrite::start(srv) {
         Ok(()) => Ok("Background append only file rewriting started"),
         Err(StartError::InProgress) => Err(CmdError::err(
             "Background append only file rewriting already in progress",
         )),
         Err(StartError::Busy) => {
-            srv.persist.aof.rw.lock().scheduled = true;
+            srv.persist().aof.rw.lock().scheduled = true;
             Ok("Background append only file rewriting scheduled")
         }
         Err(StartError::Failed(_)) => Err(CmdError::err(
@@ -441,10 +447,10 @@ pub fn bgrewriteaof(srv: &Arc<Server>) -> Result<&'static str, CmdError> {
 /// The aof_* lines of INFO persistence, in Redis's order; Redis puts the
 /// module_fork_* pair between the always-present block and the block shown
 /// while the AOF is on, so those two lines are written here too.
-pub fn info_fields(srv: &Server, out: &mut String) {
+pub fn info_fields<H: Host + ?Sized>(srv: &H, out: &mut String) {
     use std::fmt::Write;
-    let st = &srv.persist.aof;
-    let on = srv.config.read().get_bool("appendonly");
+    let st = &srv.persist().aof;
+    let on = srv.core().config.read().get_bool("appendonly");
     let rw = st.rw.lock();
     let current = rw.started.map_or(-1, |t| t.elapsed().as_secs() as i64);
     let core = &st.core;
@@ -478,8 +484,8 @@ pub fn info_fields(srv: &Server, out: &mut String) {
 /// again from the manifest on disk (deleting history files first). Exits if
 /// it cannot be loaded, as Redis does. Recording pauses meanwhile so the
 /// replayed commands are not appended again.
-pub fn debug_loadaof(srv: &Arc<Server>) {
-    let st = &srv.persist.aof;
+pub fn debug_loadaof<H: Host>(srv: &Arc<H>) {
+    let st = &srv.persist().aof;
     let was_on = st.core.active.load(Relaxed);
     if was_on {
         st.core.flush(true);
@@ -508,13 +514,13 @@ pub fn debug_loadaof(srv: &Arc<Server>) {
 
 /// DEBUG AOF-FLUSH-SLEEP: sleep before each AOF write (tests use it to
 /// check that replies wait for the write).
-pub fn set_flush_sleep(srv: &Server, us: u64) {
-    srv.persist.aof.core.flush_sleep_us.store(us, Relaxed);
+pub fn set_flush_sleep<H: Host + ?Sized>(srv: &H, us: u64) {
+    srv.persist().aof.core.flush_sleep_us.store(us, Relaxed);
 }
 
 /// At shutdown: everything buffered is written and fsynced.
-pub fn on_shutdown(srv: &Server) {
-    let core = &srv.persist.aof.core;
+pub fn on_shutdown<H: Host + ?Sized>(srv: &H) {
+    let core = &srv.persist().aof.core;
     if core.is_open() {
         core.flush(true);
     }

@@ -8,7 +8,7 @@
 use std::io::Read;
 use std::sync::Arc;
 
-use crate::server::Server;
+use crate::persistence::Host;
 
 /// Whether RDB bases can be loaded (and so may be written).
 pub fn rdb_supported() -> bool {
@@ -18,7 +18,7 @@ pub fn rdb_supported() -> bool {
 /// Loads the RDB at the reader's position, leaving the reader just past
 /// its checksum (an AOF tail may follow: the decoder reads no further).
 /// Returns its aux fields.
-pub fn load(srv: &Arc<Server>, r: &mut impl Read) -> Result<Aux, String> {
+pub fn load<H: Host>(srv: &Arc<H>, r: &mut impl Read) -> Result<Aux, String> {
     use crate::persistence::load::{load_reader, OnDuplicate};
     load_reader(srv, r, OnDuplicate::Fail)
         .map(|stats| stats.aux)

@@ -22,8 +22,8 @@ use std::time::Instant;
 
 use super::{manifest, AofState};
 use crate::keyspace::{Entry, Value};
+use crate::persistence::Host;
 use crate::protocol::request as resp;
-use crate::server::Server;
 use crate::{log_notice, log_warning};
 
 /// Elements per command in a rewritten collection (AOF_REWRITE_ITEMS_PER_CMD).
@@ -246,8 +246,8 @@ pub struct Job {
 
 /// Starts a rewrite. While the AOF is being turned on (`wait_rewrite`),
 /// recording starts at the cut.
-pub fn start(srv: &Arc<Server>) -> Result<(), StartError> {
-    let st = &srv.persist.aof;
+pub fn start<H: Host>(srv: &Arc<H>) -> Result<(), StartError> {
+    let st = &srv.persist().aof;
     {
         let mut rw = st.rw.lock();
         if rw.in_progress {
@@ -304,8 +304,8 @@ pub fn start(srv: &Arc<Server>) -> Result<(), StartError> {
 }
 
 /// The snapshot request: switch files at the cut, install the base when done.
-fn job(
-    srv: &Arc<Server>,
+fn job<H: Host>(
+    srv: &Arc<H>,
     path: PathBuf,
     rdb: bool,
     next: Option<(std::fs::File, String)>,
@@ -330,8 +330,8 @@ fn job(
     }
 }
 
-fn paths(srv: &Server) -> (PathBuf, String, bool) {
-    let cfg = srv.config.read();
+fn paths<H: Host + ?Sized>(srv: &H) -> (PathBuf, String, bool) {
+    let cfg = srv.core().config.read();
     let rdb = cfg.get_bool("aof-use-rdb-preamble") && super::rdb_base::rdb_supported();
     (
         PathBuf::from(cfg.get_str("appenddirname")),
@@ -344,8 +344,11 @@ fn paths(srv: &Server) -> (PathBuf, String, bool) {
 /// AOF off). With the AOF on it enters the persisted manifest now, so the
 /// cut only swaps file handles; while turning on, it enters the manifest
 /// with its base (Redis's temp incr file).
-fn prepare_incr(srv: &Server, waiting: bool) -> Result<Option<(std::fs::File, String)>, String> {
-    let st = &srv.persist.aof;
+fn prepare_incr<H: Host + ?Sized>(
+    srv: &H,
+    waiting: bool,
+) -> Result<Option<(std::fs::File, String)>, String> {
+    let st = &srv.persist().aof;
     if !waiting && !st.core.active.load(Relaxed) {
         return Ok(None);
     }
@@ -370,8 +373,8 @@ fn prepare_incr(srv: &Server, waiting: bool) -> Result<Option<(std::fs::File, St
 /// At the cut (every shard locked): appends go to the new incr file from
 /// here. False if the buffer could not be written to the old one first
 /// (the base would then repeat writes the new incr also holds).
-fn at_cut(srv: &Arc<Server>, next: Option<(std::fs::File, String)>, waiting: bool) -> bool {
-    let st = &srv.persist.aof;
+fn at_cut<H: Host>(srv: &Arc<H>, next: Option<(std::fs::File, String)>, waiting: bool) -> bool {
+    let st = &srv.persist().aof;
     let Some((file, name)) = next else {
         return true;
     };
@@ -402,15 +405,15 @@ fn at_cut(srv: &Arc<Server>, next: Option<(std::fs::File, String)>, waiting: boo
 }
 
 /// The snapshot finished (its own thread): install the base or give up.
-fn done(
-    srv: &Arc<Server>,
+fn done<H: Host>(
+    srv: &Arc<H>,
     res: std::io::Result<u64>,
     cut_ok: bool,
     base_name: &str,
     rdb: bool,
     waiting: bool,
 ) {
-    let st = &srv.persist.aof;
+    let st = &srv.persist().aof;
     let (dir, _, _) = paths(srv);
     let outcome = match res {
         Ok(_) if !cut_ok => Err("could not switch to a new incr file".to_string()),
@@ -444,8 +447,13 @@ fn done(
 
 /// Writes the manifest naming the new base; the old base and the incr
 /// files it covers become history.
-fn install(srv: &Server, base_name: &str, rdb: bool, bytes: u64) -> Result<(), String> {
-    let st = &srv.persist.aof;
+fn install<H: Host + ?Sized>(
+    srv: &H,
+    base_name: &str,
+    rdb: bool,
+    bytes: u64,
+) -> Result<(), String> {
+    let st = &srv.persist().aof;
     let (dir, fname, _) = paths(srv);
     let _ = manifest::fsync_dir(&dir);
     let mut m = st.manifest.lock();
@@ -480,9 +488,9 @@ fn finished(st: &AofState, ok: bool) {
 }
 
 /// Deletes history files (aofDelHistoryFiles), unless `aof-disable-auto-gc`.
-pub fn delete_history(srv: &Server) {
-    let st = &srv.persist.aof;
-    if srv.config.read().get_bool("aof-disable-auto-gc") {
+pub fn delete_history<H: Host + ?Sized>(srv: &H) {
+    let st = &srv.persist().aof;
+    if srv.core().config.read().get_bool("aof-disable-auto-gc") {
         return;
     }
     let (dir, fname, _) = paths(srv);

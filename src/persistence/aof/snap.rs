@@ -7,10 +7,10 @@ use std::sync::Arc;
 
 use super::rewrite::{Job, StartError};
 use crate::persistence::snapshot::{self, SnapFormat, SnapshotError, SnapshotJob};
-use crate::server::Server;
+use crate::persistence::Host;
 
 /// Takes the snapshot `job` describes, in the background.
-pub fn start(srv: &Arc<Server>, job: Job) -> Result<(), StartError> {
+pub fn start<H: Host>(srv: &Arc<H>, job: Job) -> Result<(), StartError> {
     let threads = std::thread::available_parallelism()
         .map_or(1, |n| n.get())
         .div_ceil(2);
