@@ -518,7 +518,7 @@ fn inserter_failed() -> RdbError {
 /// the members they still hold. Under active replication they are not
 /// loaded (member TTLs are not part of the merge state yet; docs/DECISIONS.md
 /// 121): a warning says how many were dropped.
-fn restore_member_ttls<H: Host + ?Sized>(srv: &H, ks: &Keyspace, ttls: &[decode::MemberTtl]) {
+fn restore_member_ttls(srv: &impl Host, ks: &Keyspace, ttls: &[decode::MemberTtl]) {
     if ttls.is_empty() {
         return;
     }
@@ -588,8 +588,8 @@ fn restore_deletions(ks: &Keyspace, summary: &decode::LoadSummary) -> Result<u64
 /// An inserter thread: its batches' keys into their shards. After an error
 /// it keeps draining (so the decoder never blocks) and reports the first.
 /// Returns the keys inserted and their highest version.
-fn insert_batches<H: Host + ?Sized>(
-    srv: &H,
+fn insert_batches(
+    srv: &impl Host,
     ks: &Keyspace,
     rx: std::sync::mpsc::Receiver<Vec<(Slot, LoadedKey)>>,
     now_lru: u32,
@@ -693,7 +693,7 @@ pub struct ReplicaLoad {
 impl ReplicaLoad {
     /// Sets INFO's loading/async_loading (`total`: the payload's size, 0
     /// when unknown) and, for [`SocketLoad::Live`], empties the databases.
-    pub fn begin<H: Host + ?Sized>(srv: &H, mode: SocketLoad, total: u64) -> ReplicaLoad {
+    pub fn begin(srv: &impl Host, mode: SocketLoad, total: u64) -> ReplicaLoad {
         let staging = match mode {
             SocketLoad::Live => {
                 srv.persist().loading.begin(total);
@@ -713,13 +713,13 @@ impl ReplicaLoad {
     }
 
     /// The keyspace the payload's keys go into.
-    pub fn target<'a, H: Host + ?Sized>(&'a self, srv: &'a H) -> &'a Keyspace {
+    pub fn target<'a, H: Host>(&'a self, srv: &'a H) -> &'a Keyspace {
         self.staging.as_ref().unwrap_or(&srv.core().keyspace)
     }
 
     /// The whole payload loaded: a staging dataset replaces the live one
     /// at once, the old data is freed on the lazyfree thread.
-    pub fn commit<H: Host + ?Sized>(self, srv: &H) {
+    pub fn commit(self, srv: &impl Host) {
         if let Some(staging) = self.staging {
             log_notice!("MASTER <-> REPLICA sync: Swapping active DB with loaded DB");
             srv.core().keyspace.swap_with(&staging);
@@ -731,7 +731,7 @@ impl ReplicaLoad {
 
     /// The payload failed: a staging dataset is dropped (the old data was
     /// never touched); live databases loaded in part are emptied.
-    pub fn abort<H: Host + ?Sized>(self, srv: &H) {
+    pub fn abort(self, srv: &impl Host) {
         match self.staging {
             Some(staging) => {
                 discard(srv, staging);
@@ -744,7 +744,7 @@ impl ReplicaLoad {
 }
 
 /// Frees a staging keyspace's contents on the lazyfree thread.
-fn discard<H: Host + ?Sized>(srv: &H, ks: Keyspace) {
+fn discard(srv: &impl Host, ks: Keyspace) {
     let mut taken = Vec::new();
     for mut shards in ks.lock_everything() {
         for g in shards.iter_mut() {
@@ -758,7 +758,7 @@ fn discard<H: Host + ?Sized>(srv: &H, ks: Keyspace) {
 
 /// Empties every database without propagating (DEBUG RELOAD, replicas
 /// before a full sync), freeing the data on the lazyfree thread.
-pub fn empty_all<H: Host + ?Sized>(srv: &H) {
+pub fn empty_all(srv: &impl Host) {
     crate::scripting::clear_functions(srv.core());
     let mut taken = Vec::new();
     for mut shards in srv.core().keyspace.lock_everything() {
@@ -806,7 +806,7 @@ pub fn debug_reload<H: Host>(
 /// Marks the server as loading, before it accepts clients: from then on
 /// commands without the `loading` flag get `-LOADING` until [`at_startup`]
 /// is done.
-pub fn begin_startup<H: Host + ?Sized>(srv: &H) {
+pub fn begin_startup(srv: &impl Host) {
     let path = srv.core().config.read().get_str("dbfilename");
     let size = std::fs::metadata(path).map(|m| m.len()).unwrap_or(0);
     srv.persist().loading.begin(size);

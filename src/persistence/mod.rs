@@ -125,8 +125,8 @@ impl<H: Host> Host for Arc<H> {
 /// EXEC holding a write get MISCONF, as Redis's processCommand does (an
 /// EXEC's `flags` hold its queued commands', `commands::call::admit`, which
 /// also ends the refused transaction). One relaxed load when all is well.
-pub fn admit_write<H: Host + ?Sized>(
-    srv: &H,
+pub fn admit_write(
+    srv: &impl Host,
     id: crate::commands::CommandId,
     flags: u32,
 ) -> Result<(), crate::commands::CmdError> {

@@ -66,7 +66,7 @@ impl RdbState {
 }
 
 /// The server's count of writes since start (all workers).
-pub fn dirty_total<H: Host + ?Sized>(srv: &H) -> u64 {
+pub fn dirty_total(srv: &impl Host) -> u64 {
     srv.core()
         .workers
         .lock()
@@ -76,11 +76,11 @@ pub fn dirty_total<H: Host + ?Sized>(srv: &H) -> u64 {
 }
 
 /// Writes since the last successful save.
-pub fn dirty_since_save<H: Host + ?Sized>(srv: &H) -> u64 {
+pub fn dirty_since_save(srv: &impl Host) -> u64 {
     dirty_total(srv).saturating_sub(srv.persist().rdb.dirty_at_save.load(Relaxed))
 }
 
-fn rdb_path<H: Host + ?Sized>(srv: &H) -> PathBuf {
+fn rdb_path(srv: &impl Host) -> PathBuf {
     PathBuf::from(srv.core().config.read().get_str("dbfilename"))
 }
 
@@ -138,7 +138,7 @@ fn start_rdb<H: Host>(
 }
 
 /// Bookkeeping after a save, as Redis's backgroundSaveDoneHandler.
-fn finish<H: Host + ?Sized>(srv: &H, r: &io::Result<u64>, background: bool, started_ms: u64) {
+fn finish(srv: &impl Host, r: &io::Result<u64>, background: bool, started_ms: u64) {
     let st = &srv.persist().rdb;
     match r {
         Ok(_) => {
@@ -235,7 +235,7 @@ fn background_threads() -> usize {
 
 /// FLUSHALL stops a running BGSAVE (Redis kills the child): the dataset it
 /// was saving is gone, and the change counter stays as it was.
-pub fn abort_bgsave<H: Host + ?Sized>(srv: &H) {
+pub fn abort_bgsave(srv: &impl Host) {
     if srv.persist().rdb.bgsave_running() {
         snapshot::abort(srv);
     }
@@ -244,10 +244,7 @@ pub fn abort_bgsave<H: Host + ?Sized>(srv: &H) {
 /// The first `save` point (seconds, changes) for which `due` holds, read
 /// from the directive in place: the cron asks every tick, without
 /// allocating.
-fn find_save_point<H: Host + ?Sized>(
-    srv: &H,
-    due: impl Fn(u64, u64) -> bool,
-) -> Option<(u64, u64)> {
+fn find_save_point(srv: &impl Host, due: impl Fn(u64, u64) -> bool) -> Option<(u64, u64)> {
     let cfg = srv.core().config.read();
     let mut nums = cfg
         .get("save")
@@ -262,7 +259,7 @@ fn find_save_point<H: Host + ?Sized>(
     None
 }
 
-fn has_save_points<H: Host + ?Sized>(srv: &H) -> bool {
+fn has_save_points(srv: &impl Host) -> bool {
     find_save_point(srv, |_, _| true).is_some()
 }
 
@@ -320,7 +317,7 @@ pub fn save_on_shutdown<H: Host>(srv: &Arc<H>, force_save: bool) -> bool {
 }
 
 /// Waits for a running snapshot (at shutdown, before the final save).
-pub fn wait_for_snapshot<H: Host + ?Sized>(srv: &H) {
+pub fn wait_for_snapshot(srv: &impl Host) {
     while srv.persist().snapshot.running() {
         std::thread::sleep(std::time::Duration::from_millis(10));
     }
@@ -329,7 +326,7 @@ pub fn wait_for_snapshot<H: Host + ?Sized>(srv: &H) {
 /// `stop-writes-on-bgsave-error`: while the last background save failed
 /// and save points exist, write commands (and PING) get MISCONF. One
 /// relaxed load when the last save succeeded.
-pub fn disk_error<H: Host + ?Sized>(srv: &H) -> Option<CmdError> {
+pub fn disk_error(srv: &impl Host) -> Option<CmdError> {
     if srv.persist().rdb.last_ok.load(Relaxed) {
         return None;
     }
@@ -352,7 +349,7 @@ pub fn disk_error<H: Host + ?Sized>(srv: &H) -> Option<CmdError> {
 }
 
 /// The rdb_* lines of INFO persistence (after `loading` and the cow lines).
-pub fn info_fields<H: Host + ?Sized>(srv: &H, o: &mut String) {
+pub fn info_fields(srv: &impl Host, o: &mut String) {
     use std::fmt::Write;
     let st = &srv.persist().rdb;
     let running = st.bgsave_running() || srv.persist().snapshot.for_replicas.load(Relaxed);

@@ -270,7 +270,7 @@ impl SnapSink for Preserved {
 }
 
 /// The save options the configuration asks for.
-pub fn save_opts<H: Host + ?Sized>(srv: &H) -> SaveOpts {
+pub fn save_opts(srv: &impl Host) -> SaveOpts {
     let compress = srv.core().config.read().get_bool("rdbcompression");
     let now_lru = crate::commands::access::lru_clock(crate::keyspace::hlc::unix_ms());
     let ev = &srv.core().hot.eviction;
@@ -360,8 +360,8 @@ pub fn start<H: Host>(srv: &Arc<H>, job: SnapshotJob) -> Result<(), SnapshotErro
 /// database's (keys, volatile keys) at the cut, and the aux fields of that
 /// instant (`replication::save_info`, an active node's link positions),
 /// those an AOF base carries as annotations for the AOF form.
-fn cut<H: Host + ?Sized>(
-    srv: &H,
+fn cut(
+    srv: &impl Host,
     sink: &Arc<Preserved>,
     at_cut: Option<Box<dyn FnOnce() + Send>>,
 ) -> (Vec<(usize, usize)>, AuxFields) {
@@ -413,13 +413,13 @@ fn cut<H: Host + ?Sized>(
 /// Stops the running snapshot (FLUSHALL stops a BGSAVE, as Redis kills its
 /// child): the marks go at once, so the flush does not hand every key over,
 /// and the writer fails with `Interrupted` instead of renaming.
-pub fn abort<H: Host + ?Sized>(srv: &H) {
+pub fn abort(srv: &impl Host) {
     srv.persist().snapshot.aborted.store(true, Relaxed);
     finish_cut(srv);
 }
 
 /// Clears any snapshot marks left (after a failed write).
-fn finish_cut<H: Host + ?Sized>(srv: &H) {
+fn finish_cut(srv: &impl Host) {
     for db in 0..srv.core().keyspace.num_dbs() {
         for s in 0..SHARDS {
             srv.core().keyspace.db(db).lock(s).snap_abort();
@@ -430,11 +430,7 @@ fn finish_cut<H: Host + ?Sized>(srv: &H) {
 /// RDB: magic, version and aux fields, as Redis's rdbSaveInfoAuxFields.
 /// AOF: the timestamp annotation when `aof-timestamp-enabled`, then the
 /// aux annotations (`extra`).
-fn header_bytes<H: Host + ?Sized>(
-    srv: &H,
-    format: SnapFormat,
-    extra: &[(String, String)],
-) -> Vec<u8> {
+fn header_bytes(srv: &impl Host, format: SnapFormat, extra: &[(String, String)]) -> Vec<u8> {
     let mut h = Vec::new();
     if format == SnapFormat::Aof {
         if srv.core().config.read().get_bool("aof-timestamp-enabled") {
@@ -640,7 +636,7 @@ fn write_db<W: Write, H: Host>(
     })
 }
 
-fn flush_preserved<W: Write, H: Host + ?Sized>(
+fn flush_preserved<W: Write, H: Host>(
     srv: &H,
     w: &mut FileWriter<W>,
     p: &Preserved,
@@ -657,7 +653,7 @@ fn flush_preserved<W: Write, H: Host + ?Sized>(
 /// `rdb-key-save-delay`: the writer spends that many microseconds per key
 /// it writes, whether a serializer or a command handed the key over (so a
 /// test can stretch a save as Redis's child does, writes or not).
-fn pace<H: Host + ?Sized>(srv: &H, keys: usize) {
+fn pace(srv: &impl Host, keys: usize) {
     let state = &srv.persist().snapshot;
     let delay = state.key_delay_us.load(Relaxed) as u64;
     if delay == 0 || keys == 0 {
@@ -675,8 +671,8 @@ fn pace<H: Host + ?Sized>(srv: &H, keys: usize) {
 }
 
 /// A serializer thread: whole shards, batch by batch.
-fn serialize_shards<H: Host + ?Sized>(
-    srv: &H,
+fn serialize_shards(
+    srv: &impl Host,
     db: usize,
     next: &AtomicUsize,
     form: &Form,

@@ -184,8 +184,8 @@ fn replay_commands<H: Host>(
 }
 
 /// A file that ended inside a command.
-fn truncated<H: Host + ?Sized>(
-    srv: &H,
+fn truncated(
+    srv: &impl Host,
     path: &Path,
     name: &str,
     last: bool,
@@ -507,12 +507,7 @@ fn atoi(s: &[u8]) -> i64 {
 /// A `#LM:` annotation: the key's merge state, set where the file stands
 /// (after the write that merged it). A damaged one stops the load, as a
 /// damaged command does.
-fn restore_merge_state<H: Host + ?Sized>(
-    srv: &H,
-    db: usize,
-    key: &[u8],
-    state: &[u8],
-) -> Result<(), String> {
+fn restore_merge_state(srv: &impl Host, db: usize, key: &[u8], state: &[u8]) -> Result<(), String> {
     if db >= srv.core().keyspace.num_dbs() {
         return Err(format!("a merge state for database {db}, out of range"));
     }

@@ -59,7 +59,7 @@ pub struct AofState {
 /// on, the batch's writes are in the file (and fsynced with `always`)
 /// before anyone hears of them. One relaxed load when the AOF is off.
 #[inline]
-pub fn before_reply<H: Host + ?Sized>(srv: &H) {
+pub fn before_reply(srv: &impl Host) {
     let core = &srv.persist().aof.core;
     if core.active.load(Relaxed) {
         core.before_reply();
@@ -68,7 +68,7 @@ pub fn before_reply<H: Host + ?Sized>(srv: &H) {
 
 /// The MISCONF error write commands get while the AOF cannot be written
 /// (`persistence::admit_write` applies it as Redis's processCommand does).
-pub fn disk_error<H: Host + ?Sized>(srv: &H) -> Option<CmdError> {
+pub fn disk_error(srv: &impl Host) -> Option<CmdError> {
     let core = &srv.persist().aof.core;
     if !core.write_err.load(Relaxed) {
         return None;
@@ -91,7 +91,7 @@ pub(crate) fn open_append(path: &Path, truncate: bool) -> std::io::Result<std::f
     Ok(f)
 }
 
-fn names<H: Host + ?Sized>(srv: &H) -> (PathBuf, String) {
+fn names(srv: &impl Host) -> (PathBuf, String) {
     let cfg = srv.core().config.read();
     (
         PathBuf::from(cfg.get_str("appenddirname")),
@@ -100,7 +100,7 @@ fn names<H: Host + ?Sized>(srv: &H) -> (PathBuf, String) {
 }
 
 /// Mirrors the AOF settings read on the write path.
-fn load_settings<H: Host + ?Sized>(srv: &H) {
+fn load_settings(srv: &impl Host) {
     let cfg = srv.core().config.read();
     let core = &srv.persist().aof.core;
     let policy = match cfg.get_str("appendfsync").as_str() {
@@ -416,7 +416,7 @@ pub fn cron<H: Host>(srv: &Arc<H>) {
 
 /// Once a second: the aux fields that changed (an active node's link
 /// positions), as annotations after the records written so far.
-fn note_aux<H: Host + ?Sized>(srv: &H) {
+fn note_aux(srv: &impl Host) {
     static LAST_MS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
     let now = crate::keyspace::hlc::unix_ms();
     if now.saturating_sub(LAST_MS.load(Relaxed)) < 1000 {
@@ -447,7 +447,7 @@ pub fn bgrewriteaof<H: Host>(srv: &Arc<H>) -> Result<&'static str, CmdError> {
 /// The aof_* lines of INFO persistence, in Redis's order; Redis puts the
 /// module_fork_* pair between the always-present block and the block shown
 /// while the AOF is on, so those two lines are written here too.
-pub fn info_fields<H: Host + ?Sized>(srv: &H, out: &mut String) {
+pub fn info_fields(srv: &impl Host, out: &mut String) {
     use std::fmt::Write;
     let st = &srv.persist().aof;
     let on = srv.core().config.read().get_bool("appendonly");
@@ -514,12 +514,12 @@ pub fn debug_loadaof<H: Host>(srv: &Arc<H>) {
 
 /// DEBUG AOF-FLUSH-SLEEP: sleep before each AOF write (tests use it to
 /// check that replies wait for the write).
-pub fn set_flush_sleep<H: Host + ?Sized>(srv: &H, us: u64) {
+pub fn set_flush_sleep(srv: &impl Host, us: u64) {
     srv.persist().aof.core.flush_sleep_us.store(us, Relaxed);
 }
 
 /// At shutdown: everything buffered is written and fsynced.
-pub fn on_shutdown<H: Host + ?Sized>(srv: &H) {
+pub fn on_shutdown(srv: &impl Host) {
     let core = &srv.persist().aof.core;
     if core.is_open() {
         core.flush(true);

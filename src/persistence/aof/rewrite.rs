@@ -330,7 +330,7 @@ fn job<H: Host>(
     }
 }
 
-fn paths<H: Host + ?Sized>(srv: &H) -> (PathBuf, String, bool) {
+fn paths(srv: &impl Host) -> (PathBuf, String, bool) {
     let cfg = srv.core().config.read();
     let rdb = cfg.get_bool("aof-use-rdb-preamble") && super::rdb_base::rdb_supported();
     (
@@ -344,10 +344,7 @@ fn paths<H: Host + ?Sized>(srv: &H) -> (PathBuf, String, bool) {
 /// AOF off). With the AOF on it enters the persisted manifest now, so the
 /// cut only swaps file handles; while turning on, it enters the manifest
 /// with its base (Redis's temp incr file).
-fn prepare_incr<H: Host + ?Sized>(
-    srv: &H,
-    waiting: bool,
-) -> Result<Option<(std::fs::File, String)>, String> {
+fn prepare_incr(srv: &impl Host, waiting: bool) -> Result<Option<(std::fs::File, String)>, String> {
     let st = &srv.persist().aof;
     if !waiting && !st.core.active.load(Relaxed) {
         return Ok(None);
@@ -447,12 +444,7 @@ fn done<H: Host>(
 
 /// Writes the manifest naming the new base; the old base and the incr
 /// files it covers become history.
-fn install<H: Host + ?Sized>(
-    srv: &H,
-    base_name: &str,
-    rdb: bool,
-    bytes: u64,
-) -> Result<(), String> {
+fn install(srv: &impl Host, base_name: &str, rdb: bool, bytes: u64) -> Result<(), String> {
     let st = &srv.persist().aof;
     let (dir, fname, _) = paths(srv);
     let _ = manifest::fsync_dir(&dir);
@@ -488,7 +480,7 @@ fn finished(st: &AofState, ok: bool) {
 }
 
 /// Deletes history files (aofDelHistoryFiles), unless `aof-disable-auto-gc`.
-pub fn delete_history<H: Host + ?Sized>(srv: &H) {
+pub fn delete_history(srv: &impl Host) {
     let st = &srv.persist().aof;
     if srv.core().config.read().get_bool("aof-disable-auto-gc") {
         return;
