@@ -23,6 +23,7 @@ pub mod multi;
 pub mod notify;
 pub mod propagation;
 pub mod pubsub;
+pub mod random;
 pub mod scripts;
 pub mod stats;
 pub mod table;

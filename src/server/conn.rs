@@ -450,7 +450,7 @@ async fn serve_stream<T>(
         if let Some(w) = client.repl_wait.take() {
             // WAIT/WAITAOF: the replies before it are out; answer once the
             // replicas (or the disk) acknowledged, then read on.
-            crate::replication::master::answer_wait(&srv, w, &shared.kill, &mut out).await;
+            crate::replication::master::answer_wait(&*srv, w, &shared.kill, &mut out).await;
             if write_all(&io, &out.buf, &shared.kill).await.is_err() {
                 break;
             }

@@ -102,15 +102,15 @@ impl ReplicaSide {
     }
 
     /// ROLE on a replica: ["slave", host, port, state, offset].
-    pub fn role_reply(&self, ctx: &mut Ctx) -> CmdResult {
+    /// `offset`: master_repl_offset.
+    pub fn role_reply(&self, ctx: &mut Ctx, offset: u64) -> CmdResult {
         let (host, port) = self.master.lock().clone().unwrap_or_default();
         ctx.out.array(5);
         ctx.out.bulk(b"slave");
         ctx.out.bulk(host.as_bytes());
         ctx.out.int(port as i64);
         ctx.out.bulk(self.stage.get().role_state().as_bytes());
-        ctx.out
-            .int(crate::server::of(ctx).repl.backlog.end() as i64);
+        ctx.out.int(offset as i64);
         Ok(())
     }
 
