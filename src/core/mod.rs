@@ -25,6 +25,7 @@ pub mod propagation;
 pub mod pubsub;
 pub mod random;
 pub mod scripts;
+pub mod sockio;
 pub mod stats;
 pub mod table;
 pub mod tls;

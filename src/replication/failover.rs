@@ -22,7 +22,7 @@ use std::time::{Duration, Instant};
 use crate::commands::util::{arg_i64, eq_ic};
 use crate::commands::{CmdError, CmdResult, Ctx};
 use crate::protocol::Args;
-use crate::replication::host::Host;
+use crate::replication::host::{self, Host};
 use crate::{log_notice, log_warning};
 
 const NONE: u8 = 0;
@@ -100,7 +100,7 @@ fn parse(args: Args) -> Result<(Plan, bool), CmdError> {
 
 pub fn failover<H: Host>(ctx: &mut Ctx, args: Args) -> CmdResult {
     let (plan, abort) = parse(args)?;
-    let srv = crate::replication::host::of::<H>(ctx);
+    let srv = host::of::<H>(ctx);
     let fo = &srv.repl().failover;
     if abort {
         if fo.state.load(Relaxed) == NONE {

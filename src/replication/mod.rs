@@ -37,7 +37,7 @@ use std::sync::Arc;
 use parking_lot::Mutex;
 
 use crate::effects::{Effect, EffectRef, EffectSink};
-use crate::replication::host::Host;
+use host::Host;
 
 /// The replication ids of this node's history (Redis's replid/replid2).
 #[derive(Clone, Debug)]
@@ -219,7 +219,7 @@ pub fn role<H: Host>(
     ctx: &mut crate::commands::Ctx,
     _args: crate::protocol::Args,
 ) -> crate::commands::CmdResult {
-    let srv = crate::replication::host::of::<H>(ctx);
+    let srv = host::of::<H>(ctx);
     let repl = &srv.repl();
     if repl.is_replica() {
         return repl.replica.role_reply(ctx, repl.backlog.end());

@@ -9,7 +9,7 @@ use super::feed::host_of;
 use super::SyncRequest;
 use crate::commands::{CmdError, CmdResult, Ctx};
 use crate::protocol::Args;
-use crate::replication::host::Host;
+use crate::replication::host::{self, Host};
 use crate::{log_notice, log_warning};
 
 pub fn psync<H: Host>(ctx: &mut Ctx, args: Args) -> CmdResult {
@@ -28,20 +28,15 @@ pub fn psync<H: Host>(ctx: &mut Ctx, args: Args) -> CmdResult {
     let replid = String::from_utf8_lossy(args.get(1)).into_owned();
     if args.len() > 3 && args.get(3).eq_ignore_ascii_case(b"failover") {
         // Our master hands over to us (FAILOVER): promote, then serve it.
-        if replid
-            != crate::replication::host::of::<H>(ctx)
-                .repl()
-                .ids
-                .lock()
-                .replid
-        {
+        let srv = host::of::<H>(ctx);
+        if replid != srv.repl().ids.lock().replid {
             return Err(CmdError::Msg(
                 "ERR PSYNC FAILOVER replid must match my replid.".into(),
             ));
         }
         log_notice!("Failover request received for replid {replid}.");
-        catch_up_before_promotion(&**crate::replication::host::of::<H>(ctx), offset);
-        crate::replication::replica::promote(&**crate::replication::host::of::<H>(ctx));
+        catch_up_before_promotion(&**srv, offset);
+        crate::replication::replica::promote(&**srv);
     }
     request_sync::<H>(ctx, true, replid, offset)
 }
@@ -69,7 +64,7 @@ fn catch_up_before_promotion<H: Host>(srv: &H, offset: i64) {
 
 /// LATTICE.PEER: an active peer asks for our stream (`active/serve.rs`).
 pub fn lattice_peer<H: Host>(ctx: &mut Ctx, args: Args) -> CmdResult {
-    let host = crate::replication::host::of::<H>(ctx).peer_host();
+    let host = host::of::<H>(ctx).peer_host();
     crate::replication::active::serve::peer_cmd(ctx, args, &*host)
 }
 
@@ -81,12 +76,8 @@ fn request_sync<H: Host>(ctx: &mut Ctx, psync: bool, replid: String, offset: i64
     if ctx.client.sync_request.is_some() || ctx.client.shared.is_none() {
         return Ok(()); // already a replica (Redis ignores it)
     }
-    if crate::replication::host::of::<H>(ctx).repl().is_replica()
-        && !crate::replication::host::of::<H>(ctx)
-            .repl()
-            .replica
-            .link_up()
-    {
+    let repl = host::of::<H>(ctx).repl();
+    if repl.is_replica() && !repl.replica.link_up() {
         return Err(CmdError::Msg(
             "NOMASTERLINK Can't SYNC while not connected with my master".into(),
         ));

@@ -16,9 +16,9 @@ use tokio::io::unix::AsyncFd;
 use super::fullsync::{snapshot_threads, DisklessPipe, SnapDone};
 use super::ReplicaHandle;
 use crate::core::client::ClientShared;
+use crate::core::sockio::{read_some, write_all, QueryBuf};
 use crate::keyspace::hlc::unix_ms;
 use crate::replication::host::{Host, ReplicaSnapshot};
-use crate::server::conn::{read_some, write_all, QueryBuf};
 use crate::{log_notice, log_warning};
 
 /// A replica waiting for the next diskless snapshot.

@@ -17,11 +17,11 @@ use tokio::io::unix::AsyncFd;
 use super::fullsync::full_sync;
 use super::{ReplConf, ReplicaHandle, SyncRequest};
 use crate::core::client::{ClientShared, ClientState};
+use crate::core::sockio::{read_some, write_all, QueryBuf};
 use crate::keyspace::hlc::unix_ms;
 use crate::protocol::{ParseLimits, Parsed, RequestParser};
 use crate::replication::host::Host;
 use crate::replication::repl_timeout;
-use crate::server::conn::{read_some, write_all, QueryBuf};
 use crate::{log_notice, log_warning};
 
 /// Serves a replica on its connection until it goes away: the PSYNC reply,

@@ -15,8 +15,8 @@ use tokio::io::unix::AsyncFd;
 use super::diskless::{send_diskless, wait_shared_snapshot, SyncReaders};
 use super::{ReplConf, ReplicaHandle, SyncRequest};
 use crate::core::client::ClientShared;
+use crate::core::sockio::{write_all, QueryBuf};
 use crate::replication::host::Host;
-use crate::server::conn::{write_all, QueryBuf};
 use crate::{log_notice, log_warning};
 
 /// `temp-repl-<pid>-<client>.rdb`: a disk-based sync's file.

@@ -9,7 +9,7 @@ use super::{ReplWait, WaitAof, WaitRequest};
 use crate::commands::{CmdError, CmdResult, Ctx};
 use crate::keyspace::hlc::unix_ms;
 use crate::protocol::Args;
-use crate::replication::host::Host;
+use crate::replication::host::{self, Host};
 
 /// A WAIT/WAITAOF timeout argument (ms, 0: forever) as a unix-ms deadline
 /// (0: none).
@@ -31,12 +31,13 @@ fn wait_deadline(ctx: &Ctx, arg: &[u8]) -> Result<u64, CmdError> {
 pub fn wait<H: Host>(ctx: &mut Ctx, args: Args) -> CmdResult {
     let replicas = crate::commands::util::arg_i64(args.get(1))?;
     let deadline_ms = wait_deadline(ctx, args.get(2))?;
-    if crate::replication::host::of::<H>(ctx).repl().is_replica() {
+    let srv = host::of::<H>(ctx);
+    if srv.repl().is_replica() {
         return Err(CmdError::Msg(
             "ERR WAIT cannot be used with replica instances. Please also note that since Redis 4.0 if a replica is configured to be writable (which is not the default) writes to replicas are just local and are not propagated.".into(),
         ));
     }
-    let repl = &crate::replication::host::of::<H>(ctx).repl();
+    let repl = srv.repl();
     let offset = repl.backlog.end();
     let active_offset = repl.active.stream.end();
     let acked = repl.master.acked(offset) + repl.active.acked(active_offset);
@@ -44,7 +45,7 @@ pub fn wait<H: Host>(ctx: &mut Ctx, args: Args) -> CmdResult {
         ctx.out.int(acked as i64);
         return Ok(());
     }
-    request_acks(&**crate::replication::host::of::<H>(ctx));
+    request_acks(&**srv);
     ctx.client.repl_wait = Some(ReplWait::Wait(WaitRequest {
         offset,
         active_offset,
@@ -119,12 +120,12 @@ pub fn waitaof<H: Host>(ctx: &mut Ctx, args: Args) -> CmdResult {
     let numlocal = crate::commands::util::arg_i64(args.get(1))?;
     let numreplicas = crate::commands::util::arg_i64(args.get(2))?;
     let deadline_ms = wait_deadline(ctx, args.get(3))?;
-    if crate::replication::host::of::<H>(ctx).repl().is_replica() {
+    let srv = host::of::<H>(ctx);
+    if srv.repl().is_replica() {
         return Err(CmdError::Msg(
             "ERR WAITAOF cannot be used with replica instances. Please also note that writes to replicas are just local and are not propagated.".into(),
         ));
     }
-    let srv = crate::replication::host::of::<H>(ctx);
     if numlocal > 0 && !srv.aof_on() {
         return Err(CmdError::Msg(
             "ERR WAITAOF cannot be used when numlocal is set but appendonly is disabled.".into(),
@@ -132,7 +133,7 @@ pub fn waitaof<H: Host>(ctx: &mut Ctx, args: Args) -> CmdResult {
     }
     let w = WaitAof {
         local_end: (numlocal > 0).then(|| srv.aof_end()),
-        offset: crate::replication::host::of::<H>(ctx).repl().backlog.end(),
+        offset: srv.repl().backlog.end(),
         replicas: numreplicas.max(0) as usize,
         deadline_ms,
     };
@@ -141,16 +142,11 @@ pub fn waitaof<H: Host>(ctx: &mut Ctx, args: Args) -> CmdResult {
         let local = w.local_end.is_some_and(|end| srv.aof_synced_to(end));
         ctx.out.array(2);
         ctx.out.int(local as i64);
-        ctx.out.int(
-            crate::replication::host::of::<H>(ctx)
-                .repl()
-                .master
-                .fsynced(w.offset) as i64,
-        );
+        ctx.out.int(srv.repl().master.fsynced(w.offset) as i64);
         return Ok(());
     }
     if numreplicas > 0 {
-        request_acks(&**crate::replication::host::of::<H>(ctx));
+        request_acks(&**srv);
     }
     ctx.client.repl_wait = Some(ReplWait::WaitAof(w));
     Ok(())

@@ -86,7 +86,9 @@ pub struct ReplicaSide {
     paused_until_ms: AtomicU64,
     /// Held while a command from the master is applied and its bytes
     /// counted, and by a snapshot's cut: the offset saved in an RDB
-    /// (repl-offset) matches its data.
+    /// (repl-offset) matches its data. Taken through [`Self::hold_apply`]
+    /// (still `pub` for persistence's snapshot cut, until it goes through
+    /// its host too).
     pub apply_lock: Mutex<()>,
 }
 
@@ -99,6 +101,13 @@ impl ReplicaSide {
     /// The link's stage (see `stage.rs`).
     pub fn stage(&self) -> Stage {
         self.stage.get()
+    }
+
+    /// Holds the apply lock (see `apply_lock`): what the replica applied,
+    /// its offset and its stream's database are of one instant meanwhile.
+    #[inline]
+    pub fn hold_apply(&self) -> parking_lot::MutexGuard<'_, ()> {
+        self.apply_lock.lock()
     }
 
     /// ROLE on a replica: ["slave", host, port, state, offset].

@@ -97,7 +97,7 @@ fn full_sync<H: Host>(
     let repl = &srv.repl();
     let side = &repl.replica;
     // A snapshot's cut sees the new data with the new history, or neither.
-    let cut = side.apply_lock.lock();
+    let cut = side.hold_apply();
     if let Some(job) = loaded {
         srv.commit_socket_load(job);
     }

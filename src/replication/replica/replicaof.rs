@@ -10,7 +10,7 @@ use super::link::link_thread;
 use crate::commands::{CmdResult, Ctx};
 use crate::protocol::Args;
 use crate::replication::commands::{replicaof_args, ReplicaOf};
-use crate::replication::host::Host;
+use crate::replication::host::{self, Host};
 use crate::replication::stage::Stage;
 use crate::{log_notice, log_warning};
 
@@ -22,25 +22,26 @@ pub fn getack(_ctx: &mut Ctx) -> CmdResult {
 
 /// REPLICAOF host port | NO ONE (and SLAVEOF).
 pub fn replicaof<H: Host>(ctx: &mut Ctx, args: Args) -> CmdResult {
+    let srv = host::of::<H>(ctx);
     if ctx.core.active {
-        let host = crate::replication::host::of::<H>(ctx).peer_host();
+        let host = srv.peer_host();
         return crate::replication::active::link::replicaof(ctx, args, &host);
     }
     let (host, port) = match replicaof_args(&args)? {
         ReplicaOf::NoOne => {
-            promote(&**crate::replication::host::of::<H>(ctx));
+            promote(&**srv);
             ctx.out.ok();
             return Ok(());
         }
         ReplicaOf::Master(host, port) => (host, port),
     };
-    let repl = &crate::replication::host::of::<H>(ctx).repl();
+    let repl = srv.repl();
     if repl.is_replica() && *repl.replica.master.lock() == Some((host.clone(), port)) {
         log_notice!("REPLICAOF would result into synchronization with the master we are already connected with. No operation performed.");
         ctx.out.simple("OK Already connected to specified master");
         return Ok(());
     }
-    follow(crate::replication::host::of::<H>(ctx), host.clone(), port);
+    follow(srv, host.clone(), port);
     log_notice!(
         "REPLICAOF {host}:{port} enabled (user request from 'id={}')",
         ctx.client.id

@@ -89,7 +89,7 @@ impl Link<'_> {
     /// sub-replica's full sync, continues at exactly the right byte).
     fn apply_buffered<H: Host>(&mut self, srv: &Arc<H>, peer: &mut Peer) -> Result<bool, String> {
         let side = &srv.repl().replica;
-        let _applying = side.apply_lock.lock();
+        let _applying = side.hold_apply();
         let mut acked = false;
         let mut relayed = peer.start;
         loop {
