@@ -21,7 +21,7 @@ impl<H: Host> Commands<H> {
     cmd("sync", 1, ADMIN | NOSCRIPT | NO_ASYNC_LOADING | NO_MULTI, master::sync::<H>)
         .doc("1.0.0", "An internal command used in replication.")
         .complexity("O(N)"),
-    cmd("replconf", -1, ADMIN | NOSCRIPT | LOADING | STALE | ALLOW_BUSY, master::replconf::<H>)
+    cmd("replconf", -1, ADMIN | NOSCRIPT | LOADING | STALE | ALLOW_BUSY, master::replconf)
         .doc("3.0.0", "An internal command for configuring the replication stream."),
     cmd("replicaof", 3, ADMIN | NOSCRIPT | STALE | NO_ASYNC_LOADING, replica::replicaof::<H>)
         .doc("5.0.0", "Configures a server as replica of another, or promotes it to a master."),

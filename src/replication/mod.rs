@@ -178,7 +178,7 @@ impl EffectSink for Feed {
 pub fn info_section<H: Host>(srv: &H, o: &mut String) {
     o.push_str("# Replication\r\n");
     let repl = &srv.repl();
-    let keydb = keydb_view::enabled(&srv.core());
+    let keydb = keydb_view::enabled(srv.core());
     if repl.is_replica() {
         o.push_str("role:slave\r\n");
         repl.replica.info_fields(srv, o);
@@ -189,7 +189,7 @@ pub fn info_section<H: Host>(srv: &H, o: &mut String) {
         o.push_str("role:master\r\n");
     }
     if srv.core().active {
-        active::info_fields(&srv.repl().active, &srv.core(), o);
+        active::info_fields(&srv.repl().active, srv.core(), o);
     }
     repl.master.info_fields(srv, o, keydb);
     let ids = repl.ids.lock().clone();
@@ -224,7 +224,7 @@ pub fn role<H: Host>(
     if repl.is_replica() {
         return repl.replica.role_reply(ctx, repl.backlog.end());
     }
-    if keydb_view::enabled(&srv.core()) {
+    if keydb_view::enabled(srv.core()) {
         return keydb_view::role(ctx, repl);
     }
     let list = repl.master.replicas.lock().clone();

@@ -92,7 +92,7 @@ fn request_sync<H: Host>(ctx: &mut Ctx, psync: bool, replid: String, offset: i64
 
 /// REPLCONF <option> <value> ...: listening-port, ip-address, capa, ack,
 /// getack (on a replica, from its master), rdb-only and the like.
-pub fn replconf<H: Host>(ctx: &mut Ctx, args: Args) -> CmdResult {
+pub fn replconf(ctx: &mut Ctx, args: Args) -> CmdResult {
     if args.len().is_multiple_of(2) {
         return Err(CmdError::Syntax);
     }

@@ -145,7 +145,7 @@ fn run_link<H: Host>(srv: &Arc<H>, gen: u64, host: &str, port: u16) -> Result<()
     if side.generation.load(Acquire) != gen {
         return Ok(());
     }
-    let s = node_link::secure(&srv.core(), s, host, "master")?;
+    let s = node_link::secure(srv.core(), s, host, "master")?;
     let mut peer = Peer {
         conn: Conn::new(s, "master", timeout),
         side,
