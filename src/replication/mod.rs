@@ -177,7 +177,7 @@ impl EffectSink for Feed {
 /// INFO's replication section.
 pub fn info_section<H: Host>(srv: &H, o: &mut String) {
     o.push_str("# Replication\r\n");
-    let repl = &srv.repl();
+    let repl = srv.repl();
     let keydb = keydb_view::enabled(srv.core());
     if repl.is_replica() {
         o.push_str("role:slave\r\n");
@@ -220,7 +220,7 @@ pub fn role<H: Host>(
     _args: crate::protocol::Args,
 ) -> crate::commands::CmdResult {
     let srv = host::of::<H>(ctx);
-    let repl = &srv.repl();
+    let repl = srv.repl();
     if repl.is_replica() {
         return repl.replica.role_reply(ctx, repl.backlog.end());
     }
@@ -254,7 +254,7 @@ pub fn cron<H: Host>(srv: &H) {
     use std::sync::atomic::AtomicU64;
     static LAST_PING_MS: AtomicU64 = AtomicU64::new(0);
     static NO_REPLICAS_SINCE_MS: AtomicU64 = AtomicU64::new(0);
-    let repl = &srv.repl();
+    let repl = srv.repl();
     let now = crate::keyspace::hlc::unix_ms();
     // Departed replicas whose history is gone stop pinning the backlog.
     repl.master.update_keep_from(&repl.backlog);
@@ -387,7 +387,7 @@ fn replica_admit<H: Host>(srv: &H, flags: u32) -> Result<(), crate::commands::Cm
 /// stream has selected, so that a restarted node continues partially.
 /// Called at a snapshot's cut, with every shard locked.
 pub fn save_info<H: Host>(srv: &H) -> Vec<(String, String)> {
-    let repl = &srv.repl();
+    let repl = srv.repl();
     if !repl.has_history.load(Acquire) {
         return Vec::new();
     }
@@ -429,7 +429,7 @@ pub fn restore_save_info<H: Host>(
     if id.len() != 40 {
         return;
     }
-    let repl = &srv.repl();
+    let repl = srv.repl();
     *repl.ids.lock() = ReplIds {
         replid: id,
         replid2: NO_REPLID.into(),

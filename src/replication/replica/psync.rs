@@ -57,7 +57,7 @@ pub(super) fn psync<H: Host>(srv: &Arc<H>, gen: u64, peer: &mut Peer) -> Result<
 /// (replid, offset) for PSYNC: our own history ("?" when we have none
 /// worth continuing, e.g. before our first sync).
 fn cached_master<H: Host>(srv: &H) -> (String, u64) {
-    let repl = &srv.repl();
+    let repl = srv.repl();
     if !repl.has_history.load(Acquire) {
         return ("?".into(), 0);
     }
@@ -67,7 +67,7 @@ fn cached_master<H: Host>(srv: &H) -> (String, u64) {
 /// +CONTINUE [<new replid>]: a new id means our master changed history
 /// (a failover); ours becomes replid2, valid up to our offset.
 fn continue_from<H: Host>(srv: &H, new_id: &str, old_id: &str) {
-    let repl = &srv.repl();
+    let repl = srv.repl();
     log_notice!("Successful partial resynchronization with master.");
     if !new_id.is_empty() && new_id != old_id {
         let mut ids = repl.ids.lock();
@@ -94,7 +94,7 @@ fn full_sync<H: Host>(
     offset: u64,
 ) -> Result<(), String> {
     let loaded = receive_payload(srv, gen, peer, replid)?;
-    let repl = &srv.repl();
+    let repl = srv.repl();
     let side = &repl.replica;
     // A snapshot's cut sees the new data with the new history, or neither.
     let cut = side.hold_apply();

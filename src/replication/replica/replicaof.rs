@@ -104,7 +104,7 @@ pub(crate) fn follow_for_failover<H: Host>(srv: &Arc<H>, host: String, port: u16
 /// REPLICAOF NO ONE: a master again, with a new replication id; the old
 /// one stays as replid2 so our replicas can continue partially.
 pub(crate) fn promote<H: Host>(srv: &H) {
-    let repl = &srv.repl();
+    let repl = srv.repl();
     if !repl.is_replica() {
         return;
     }
