@@ -44,7 +44,7 @@ use super::flags::*;
 use super::server_cmds::logs;
 use super::{multi, tracking, CmdError, CmdResult, CommandId, Ctx};
 use crate::core::admin::Admin;
-use crate::core::client::ClientState;
+use crate::core::client::{ClientState, MASTER_LINK_ID};
 use crate::core::stats::WorkerStats;
 use crate::core::Core;
 use crate::keyspace::hlc::Hlc;
@@ -159,7 +159,34 @@ pub fn call(
     if caller.slowlogged() {
         logs::maybe_slowlog(core, ctx.client, id, args, usec);
     }
+    // As Redis's setExpire on a writable replica (read-only by default).
+    if caller.answers() && cmd.flags & WRITE != 0 && !core.hot.replica_read_only.load(Relaxed) {
+        remember_replica_ttls(ctx, id, args);
+    }
     (r, Some(end))
+}
+
+/// On a writable replica, after its own client's write: remembers the
+/// command's keys that now have a TTL, which the replica expires itself
+/// (`keyspace/expire.rs` `ReplicaKeys`; its master's keys expire by the
+/// master's DELs).
+#[cold]
+fn remember_replica_ttls(ctx: &Ctx, id: CommandId, args: Args) {
+    let core = ctx.core;
+    if core.active || ctx.client.id == MASTER_LINK_ID || !ctx.admin.is_replica() {
+        return;
+    }
+    let db = ctx.client.db;
+    for pos in core.commands.get(id).key_positions(args) {
+        let key = args.get(pos);
+        let slot = core.keyspace.slot(key);
+        let shard = core.keyspace.db(db).lock(slot.shard);
+        let at = shard.get_raw(slot.hash, key).map_or(0, |e| e.expire_at());
+        drop(shard);
+        if at != 0 {
+            core.replica_keys.remember(db, key, at);
+        }
+    }
 }
 
 /// MONITOR's line for the call: a client's with its address (secrets
