@@ -27,14 +27,27 @@ fn caught_up(master: &mut redis::Connection, replica: &mut redis::Connection) ->
         && info_field::<u64>(replica, "master_repl_offset") == offset
 }
 
+/// SETs each `[key, value, px]` on the master, waits for the replica, then
+/// `then_ms` more.
+fn set_on_master(
+    mc: &mut redis::Connection,
+    rc: &mut redis::Connection,
+    sets: &[[&str; 3]],
+    then_ms: u64,
+) {
+    for [key, value, px] in sets {
+        let _: () = cmd(mc, &["SET", key, value, "PX", px]);
+    }
+    eventually("the writes", || caught_up(mc, rc));
+    std::thread::sleep(Duration::from_millis(then_ms));
+}
+
 #[test]
 fn a_replica_hides_an_expired_key_and_keeps_it_for_its_master() {
     let (m, r) = pair();
     let (mut mc, mut rc) = (m.conn(), r.conn());
-    let _: () = cmd(&mut mc, &["SET", "gone", "v", "PX", "100"]);
-    let _: () = cmd(&mut mc, &["SET", "k", "1", "PX", "400"]);
-    eventually("the writes", || caught_up(&mut mc, &mut rc));
-    std::thread::sleep(Duration::from_millis(200));
+    let sets = [["gone", "v", "100"], ["k", "1", "400"]];
+    set_on_master(&mut mc, &mut rc, &sets, 200);
     // Read as missing, but not deleted: the master has not said so.
     assert_eq!(cmd::<Option<String>>(&mut rc, &["GET", "gone"]), None);
     assert_eq!(cmd::<i64>(&mut rc, &["EXISTS", "gone"]), 0);
@@ -62,10 +75,8 @@ fn a_replica_hides_an_expired_key_and_keeps_it_for_its_master() {
 fn a_write_on_a_writable_replica_deletes_an_expired_key_a_read_does_not() {
     let (m, r) = pair();
     let (mut mc, mut rc) = (m.conn(), r.conn());
-    let _: () = cmd(&mut mc, &["SET", "key1", "5", "PX", "10"]);
-    let _: () = cmd(&mut mc, &["SET", "key2", "5", "PX", "10"]);
-    eventually("the writes", || caught_up(&mut mc, &mut rc));
-    std::thread::sleep(Duration::from_millis(50));
+    let sets = [["key1", "5", "10"], ["key2", "5", "10"]];
+    set_on_master(&mut mc, &mut rc, &sets, 50);
     let _: () = cmd(&mut rc, &["CONFIG", "SET", "replica-read-only", "no"]);
     assert_eq!(cmd::<i64>(&mut rc, &["DBSIZE"]), 2);
     // INCR deletes the expired key1 and creates it again, without a TTL.
@@ -81,8 +92,7 @@ fn a_writable_replica_expires_the_keys_its_clients_gave_a_ttl() {
     let (m, r) = pair();
     let (mut mc, mut rc) = (m.conn(), r.conn());
     // The master's key with a TTL is the master's to expire.
-    let _: () = cmd(&mut mc, &["SET", "theirs", "v", "PX", "100"]);
-    eventually("the write", || caught_up(&mut mc, &mut rc));
+    set_on_master(&mut mc, &mut rc, &[["theirs", "v", "100"]], 0);
     let _: () = cmd(&mut rc, &["CONFIG", "SET", "replica-read-only", "no"]);
     let _: () = cmd(&mut rc, &["SET", "a", "1", "PX", "200"]);
     let _: () = cmd(&mut rc, &["SET", "b", "2"]);

@@ -235,7 +235,11 @@ impl<'a> Ctx<'a> {
         // A replayed effect stream carries the deletions of expired keys
         // itself (as Redis replicas and AOF loading do not expire keys).
         let due = e.is_expired(now) && self.replay_version.is_none();
-        let fate = if due { self.expired_key_fate() } else { Fate::Live };
+        let fate = if due {
+            self.expired_key_fate()
+        } else {
+            Fate::Live
+        };
         if fate == Fate::Hidden {
             l.hide_expired = now;
             return None;

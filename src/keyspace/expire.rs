@@ -124,6 +124,9 @@ pub fn active_expire_cycle(
     st
 }
 
+/// A remembered key: (deadline, db, key).
+type Remembered = (u64, usize, Box<[u8]>);
+
 /// The keys a writable replica's own clients gave a TTL, which the
 /// replica expires itself (its master knows nothing of them), by the
 /// deadline they had when remembered: `(deadline, db, key)`. A key whose
@@ -131,7 +134,7 @@ pub fn active_expire_cycle(
 /// at its new one; one without a TTL or gone is forgotten.
 #[derive(Default)]
 pub struct ReplicaKeys {
-    due: Mutex<BTreeSet<(u64, usize, Box<[u8]>)>>,
+    due: Mutex<BTreeSet<Remembered>>,
     /// The set's size, read without the lock by the cron.
     len: AtomicUsize,
 }
@@ -192,7 +195,7 @@ impl ReplicaKeys {
     }
 
     /// Takes the earliest remembered key if it is due at `now_ms`.
-    fn pop_due(&self, now_ms: u64) -> Option<(u64, usize, Box<[u8]>)> {
+    fn pop_due(&self, now_ms: u64) -> Option<Remembered> {
         let mut due = self.due.lock();
         if due.first().is_none_or(|f| f.0 > now_ms) {
             return None;

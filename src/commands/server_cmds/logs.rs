@@ -450,7 +450,14 @@ pub fn maybe_slowlog(srv: &Core, client: &ClientState, id: usize, args: Args, us
     }
     let addr = || client.shared.as_ref().map(|s| s.addr.clone());
     let name = || client.name.clone();
-    slowlog_push(srv, id, args, usec, addr().unwrap_or_default(), name().unwrap_or_default());
+    slowlog_push(
+        srv,
+        id,
+        args,
+        usec,
+        addr().unwrap_or_default(),
+        name().unwrap_or_default(),
+    );
 }
 
 /// Whether a call of `usec` microseconds reaches `slowlog-log-slower-than`.
