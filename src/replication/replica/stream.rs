@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::link::Peer;
-use crate::core::client::ClientState;
+use crate::core::client::{ClientState, MASTER_LINK_ID};
 use crate::keyspace::hlc::Hlc;
 use crate::protocol::{ParseLimits, Parsed, RequestParser};
 use crate::replication::host::Host;
@@ -15,7 +15,7 @@ use crate::replication::host::Host;
 /// The command stream, until the link fails or REPLICAOF changes it.
 pub(super) fn stream<H: Host>(srv: &Arc<H>, gen: u64, peer: &mut Peer) -> Result<(), String> {
     let side = &srv.repl().replica;
-    let mut client = ClientState::new(u64::MAX);
+    let mut client = ClientState::new(MASTER_LINK_ID);
     client.db = side.master_db.load(Relaxed);
     let mut clock = Hlc::new(srv.node_id);
     let stats = srv.new_worker_stats();
