@@ -25,8 +25,7 @@ too, so that fixing an edge removes its entry in the same change.
 A subsystem can also be reached without an import, through the field that
 holds its state on the server (`srv.persist.aof`, `srv.repl.backlog`): a file
 of another subsystem that does so fails too (FIELDS; server/ and main.rs,
-which wire the subsystems together, may). Files under FIELD_CHECK_OFF are not
-checked yet.
+which wire the subsystems together, may).
 
 Usage: python3 ci/layers.py [--list]   (--list prints every violation, allowed or not)
 """
@@ -60,10 +59,6 @@ FIELDS = {
     "persistence": re.compile(r"\.persist\s*\.\s*[a-z_]+"),
     "replication": re.compile(r"\.repl\s*\.\s*[a-z_]+"),
 }
-# Where the field check does not run yet: replication still takes the whole
-# server and reaches persistence's state through it (issue 27 item 2; delete
-# the entry once it takes the core and its own state through a host).
-FIELD_CHECK_OFF = ("replication",)
 
 
 def module_of(rel: str) -> tuple[str, int, int] | None:
@@ -163,11 +158,6 @@ def field_reaches() -> list[tuple[str, str, int]]:
     return found
 
 
-def checked_for_fields(file: str) -> bool:
-    rel = file.removeprefix("src/")
-    return not any(rel == p or rel.startswith(p + "/") for p in FIELD_CHECK_OFF)
-
-
 def read_allow() -> dict[tuple[str, str], str]:
     allow = {}
     if ALLOW.exists():
@@ -190,8 +180,7 @@ def main(argv: list[str]) -> int:
         for f, d, why in found:
             print(f"{f} -> {d}  # {why}{'' if (f, d) in allow else '  (NOT ALLOWED)'}")
         for f, owner, line in reaches:
-            off = "" if checked_for_fields(f) else "  (not checked yet)"
-            print(f"{f}:{line} reaches {owner} through its field on the server{off}")
+            print(f"{f}:{line} reaches {owner} through its field on the server  (NOT ALLOWED)")
         return 0
     bad = [(f, d, why) for f, d, why in found if (f, d) not in allow]
     # Every import circle runs through server/: a known exception may only
@@ -203,15 +192,13 @@ def main(argv: list[str]) -> int:
         print(f"layers: {f} names {d}: {why} (docs/ARCHITECTURE.md, Layers)")
     for f, d in stale:
         print(f"layers: {ALLOW.name} lists {f} -> {d}, which no longer happens: delete the entry")
-    reached = [(f, owner, line) for f, owner, line in reaches if checked_for_fields(f)]
-    for f, owner, line in reached:
+    for f, owner, line in reaches:
         print(f"layers: {f}:{line} reaches {owner}'s state through the server's field: "
               f"take it through a host instead (docs/ARCHITECTURE.md, Layers)")
     print(f"layers: {len(found)} upward imports, {len(found) - len(bad)} of them known "
           f"({len(allow)} entries in {ALLOW.name}), {len(bad)} new, {len(stale)} stale; "
-          f"{len(reached)} reaches through a field, {len(reaches) - len(reached)} more "
-          f"in {', '.join(p + '/' for p in FIELD_CHECK_OFF)} (not checked yet)")
-    return 1 if bad or stale or reached else 0
+          f"{len(reaches)} reaches through a field")
+    return 1 if bad or stale or reaches else 0
 
 
 if __name__ == "__main__":

@@ -929,3 +929,55 @@ fn a_script_push_wakes_a_blocked_client() {
         );
     }
 }
+
+/// SLOWLOG GET's entries as (args, client address, client name), newest
+/// first, the timing fields left out.
+fn slowlog(c: &mut redis::Connection) -> Vec<(Vec<String>, String, String)> {
+    let entries: Vec<(i64, i64, i64, Vec<String>, String, String)> =
+        cmd(c, &["SLOWLOG", "GET", "-1"]);
+    entries
+        .into_iter()
+        .map(|(_, _, _, args, addr, name)| (args, addr, name))
+        .collect()
+}
+
+#[test]
+fn a_scripts_commands_go_to_the_slowlog_as_redis_logs_them() {
+    let script = "redis.call('set','a','b'); return redis.call('get','a')";
+    let s = Server::start(&[]);
+    let o = RedisOracle::start(&[]);
+    let mut logs = vec![];
+    for mut c in [s.conn(), o.conn()] {
+        let _: () = cmd(&mut c, &["CONFIG", "SET", "slowlog-log-slower-than", "0"]);
+        let _: () = cmd(&mut c, &["CLIENT", "SETNAME", "me"]);
+        let _: () = cmd(&mut c, &["SLOWLOG", "RESET"]);
+        assert_eq!(cmd::<String>(&mut c, &["EVAL", script, "0"]), "b");
+        let log = slowlog(&mut c);
+        // The EVAL itself, with our connection's address and name.
+        assert_eq!(log[0].0, ["EVAL", script, "0"]);
+        assert_eq!(log[0].2, "me");
+        logs.push(log[..3].iter().skip(1).cloned().collect::<Vec<_>>());
+    }
+    let lua = |args: &[&str]| {
+        let args = args.iter().map(|a| a.to_string()).collect();
+        (args, "?:0".to_string(), String::new())
+    };
+    assert_eq!(logs[0], [lua(&["get", "a"]), lua(&["set", "a", "b"])]);
+    assert_eq!(logs[0], logs[1], "as redis-server 7.0");
+}
+
+#[test]
+fn a_scripts_slow_fast_command_is_a_latency_event() {
+    let s = Server::start(&[]);
+    let mut c = s.conn();
+    let _: () = cmd(&mut c, &["CONFIG", "SET", "latency-monitor-threshold", "1"]);
+    // EXISTS is a fast command; of 7,000 keys, 20 times, one call at least
+    // takes a millisecond. Only the script's call can be a "fast-command"
+    // event: EVAL is not fast.
+    let script = "local t = {} for i = 1, 7000 do t[i] = 'k' .. i end \
+                  for i = 1, 20 do redis.call('exists', unpack(t)) end return 1";
+    let _: i64 = cmd(&mut c, &["EVAL", script, "0"]);
+    let latest: Vec<(String, i64, i64, i64)> = cmd(&mut c, &["LATENCY", "LATEST"]);
+    let events: Vec<&str> = latest.iter().map(|e| e.0.as_str()).collect();
+    assert!(events.contains(&"fast-command"), "{latest:?}");
+}

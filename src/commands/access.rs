@@ -18,6 +18,7 @@ use std::sync::atomic::Ordering::Relaxed;
 
 use super::events::{class, notify_keyspace};
 use super::{CmdError, Ctx};
+use crate::core::client::MASTER_LINK_ID;
 use crate::core::Core;
 use crate::keyspace::member_ttl::MemberTtls;
 use crate::keyspace::merge::MergeType;
@@ -56,6 +57,17 @@ pub struct Locked<'a, 'k> {
     /// read as missing (Redis's expireIfNeeded under a pause): the
     /// command's clock then, 0 otherwise.
     hide_expired: u64,
+}
+
+/// What lazy expiry does with a key it finds (`Ctx::expired_key_fate`).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Fate {
+    /// Not expired, or expired but live for the master's stream.
+    Live,
+    /// Expired and read as missing, but left in place.
+    Hidden,
+    /// Expired and deleted (the deletion propagated).
+    Deleted,
 }
 
 /// Seconds-resolution LRU clock, as Redis's LRU_CLOCK (24 bits).
@@ -163,6 +175,42 @@ impl<'a> Ctx<'a> {
         until != 0 && self.now_ms < until
     }
 
+    /// What lazy expiry does with a key found logically expired (Redis's
+    /// expireIfNeeded). A plain replica leaves expiry to its master: the
+    /// master's stream sees the key as it is, its own clients' reads do
+    /// not see it, and only a write on a writable replica deletes it. A
+    /// CLIENT PAUSE hides it; otherwise it is deleted.
+    #[cold]
+    fn expired_key_fate(&self) -> Fate {
+        if !self.core.active && self.admin.is_replica() {
+            if self.client.id == MASTER_LINK_ID {
+                return Fate::Live;
+            }
+            if self.core.hot.replica_read_only.load(Relaxed) || !self.runs_write() {
+                return Fate::Hidden;
+            }
+        }
+        if self.expiry_paused() {
+            return Fate::Hidden;
+        }
+        Fate::Deleted
+    }
+
+    /// Whether the command running is a write (Redis's LOOKUP_WRITE).
+    fn runs_write(&self) -> bool {
+        let Some(sent) = self.sent.filter(|a| !a.is_empty()) else {
+            return false;
+        };
+        let table = &self.core.commands;
+        let Some(mut id) = table.lookup(sent.get(0)) else {
+            return false;
+        };
+        if table.has_subcommands(id) && sent.len() > 1 {
+            id = table.lookup_sub(id, sent.get(1)).unwrap_or(id);
+        }
+        table.get(id).is_write()
+    }
+
     fn new_key_event(&self, db: usize) -> Option<(&'a Core, usize)> {
         let on = self.core.hot.notify_keyspace_events.load(Relaxed) & class::NEW != 0;
         on.then_some((self.core, db))
@@ -186,11 +234,17 @@ impl<'a> Ctx<'a> {
         let mut e = shard.find_mut(slot.hash, key)?;
         // A replayed effect stream carries the deletions of expired keys
         // itself (as Redis replicas and AOF loading do not expire keys).
-        if e.is_expired(now) && self.replay_version.is_none() && self.expiry_paused() {
+        let due = e.is_expired(now) && self.replay_version.is_none();
+        let fate = if due {
+            self.expired_key_fate()
+        } else {
+            Fate::Live
+        };
+        if fate == Fate::Hidden {
             l.hide_expired = now;
             return None;
         }
-        if e.is_expired(now) && self.replay_version.is_none() {
+        if fate == Fate::Deleted {
             let prev = e.version;
             let stamp = self.deletion_stamp(prev);
             let old = shard.remove(&ks.hasher, slot.hash, key);

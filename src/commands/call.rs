@@ -16,9 +16,11 @@
 //! | tracking: remember keys read   | yes    | yes  | declared keys |        |          |
 //! | commandstats (calls, usec)     | yes    | yes  | yes           |        | yes      |
 //! | error reply and error stats    | yes    | yes  | yes           |        |          |
-//! | slowlog                        | yes    | yes  |               |        |          |
-//! | latency event                  | yes    |      |               |        |          |
+//! | slowlog                        | yes    | yes  | yes, as "?:0" |        |          |
+//! | latency event                  | yes    |      | yes           |        |          |
 //!
+//! A script's calls are logged as Redis's Lua client's (address "?:0", no
+//! name), after them the script's own command; not while a file loads.
 //! A script's read-only command remembers the script's declared keys for
 //! the client that runs the script (Redis's `trackingRememberKeys` of the
 //! script caller); EVAL_RO, EVALSHA_RO and FCALL_RO remember nothing
@@ -44,7 +46,7 @@ use super::flags::*;
 use super::server_cmds::logs;
 use super::{multi, tracking, CmdError, CmdResult, CommandId, Ctx};
 use crate::core::admin::Admin;
-use crate::core::client::ClientState;
+use crate::core::client::{ClientState, MASTER_LINK_ID};
 use crate::core::stats::WorkerStats;
 use crate::core::Core;
 use crate::keyspace::hlc::Hlc;
@@ -82,15 +84,16 @@ impl Caller<'_> {
     fn answers(self) -> bool {
         self.observed()
     }
-    /// Whether the slowlog may take the call.
-    #[inline]
-    fn slowlogged(self) -> bool {
-        matches!(self, Caller::Client | Caller::Exec)
-    }
     /// Whether the latency monitor sees the call ("command", "fast-command").
     #[inline]
     fn latency_sampled(self) -> bool {
-        matches!(self, Caller::Client)
+        matches!(self, Caller::Client | Caller::Script { .. })
+    }
+    /// Whether the call may go to the slowlog and the latency monitor now:
+    /// a script's calls not while a file loads (an AOF's EVAL), as Redis.
+    #[inline]
+    fn logs_now(self, ctx: &Ctx) -> bool {
+        !matches!(self, Caller::Script { .. }) || !ctx.admin.loading()
     }
 }
 
@@ -142,7 +145,7 @@ pub fn call(
     if r.is_err() || !blocked {
         ctx.stats.record_call(id, usec, r.is_err());
     }
-    if caller.latency_sampled() && !blocked {
+    if caller.latency_sampled() && !blocked && caller.logs_now(ctx) {
         let event = match cmd.flags & FAST {
             0 => "command",
             _ => "fast-command",
@@ -156,10 +159,42 @@ pub fn call(
         }
         ctx.out.error(&e.render());
     }
-    if caller.slowlogged() {
-        logs::maybe_slowlog(core, ctx.client, id, args, usec);
+    match caller {
+        // Redis's Lua client: no address ("?:0"), no name.
+        Caller::Script { .. } if logs::slow_enough(core, usec) && caller.logs_now(ctx) => {
+            logs::slowlog_push(core, id, args, usec, "?:0".into(), String::new())
+        }
+        Caller::Client | Caller::Exec => logs::maybe_slowlog(core, ctx.client, id, args, usec),
+        _ => {}
+    }
+    // As Redis's setExpire on a writable replica (read-only by default).
+    if caller.answers() && cmd.flags & WRITE != 0 && !core.hot.replica_read_only.load(Relaxed) {
+        remember_replica_ttls(ctx, id, args);
     }
     (r, Some(end))
+}
+
+/// On a writable replica, after its own client's write: remembers the
+/// command's keys that now have a TTL, which the replica expires itself
+/// (`keyspace/expire.rs` `ReplicaKeys`; its master's keys expire by the
+/// master's DELs).
+#[cold]
+fn remember_replica_ttls(ctx: &Ctx, id: CommandId, args: Args) {
+    let core = ctx.core;
+    if core.active || ctx.client.id == MASTER_LINK_ID || !ctx.admin.is_replica() {
+        return;
+    }
+    let db = ctx.client.db;
+    for pos in core.commands.get(id).key_positions(args) {
+        let key = args.get(pos);
+        let slot = core.keyspace.slot(key);
+        let shard = core.keyspace.db(db).lock(slot.shard);
+        let at = shard.get_raw(slot.hash, key).map_or(0, |e| e.expire_at());
+        drop(shard);
+        if at != 0 {
+            core.replica_keys.remember(db, key, at);
+        }
+    }
 }
 
 /// MONITOR's line for the call: a client's with its address (secrets

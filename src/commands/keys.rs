@@ -220,6 +220,8 @@ fn swapdb(ctx: &mut Ctx, args: Args) -> CmdResult {
         ctx.propagate(v, &[b"SWAPDB", args.get(1), args.get(2)]);
         ctx.core.blocking.signal_db(lo);
         ctx.core.blocking.signal_db(hi);
+        // A writable replica's remembered keys are in the other db now.
+        ctx.core.replica_keys.clear();
     }
     ctx.out.ok();
     Ok(())
@@ -325,6 +327,8 @@ fn flushall(ctx: &mut Ctx, args: Args) -> CmdResult {
         let v = ctx.new_version();
         ctx.propagate(v, &[b"FLUSHALL"]);
     }
+    // As Redis's flushSlaveKeysWithExpireList.
+    ctx.core.replica_keys.clear();
     for db in 0..ctx.core.keyspace.num_dbs() {
         ctx.core.blocking.signal_db(db);
     }

@@ -43,6 +43,11 @@ pub enum ReplyMode {
     SkipNext,
 }
 
+/// The id a replica's link to its master runs the master's commands as
+/// (`replication/replica/stream.rs`, Redis's CLIENT_MASTER): lazy expiry
+/// never hides nor deletes a key for it (`commands/access.rs`).
+pub const MASTER_LINK_ID: u64 = u64::MAX;
+
 /// Per-connection state owned by the connection's task.
 pub struct ClientState {
     pub id: u64,

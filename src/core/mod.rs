@@ -23,7 +23,9 @@ pub mod multi;
 pub mod notify;
 pub mod propagation;
 pub mod pubsub;
+pub mod random;
 pub mod scripts;
+pub mod sockio;
 pub mod stats;
 pub mod table;
 pub mod tls;
@@ -96,6 +98,9 @@ pub struct Core {
     pub latency: latency::LatencyMonitor,
     /// KEYDB.CRON jobs to run (`keyspace/cron.rs`, `server/cron_jobs.rs`).
     pub cron: crate::keyspace::cron::Schedule,
+    /// A writable replica's keys its own clients gave a TTL, which it
+    /// expires itself (`keyspace/expire.rs`, `commands/call.rs`).
+    pub replica_keys: crate::keyspace::expire::ReplicaKeys,
 }
 
 impl Core {
@@ -138,6 +143,7 @@ impl Core {
             tls: Default::default(),
             latency: Default::default(),
             cron: Default::default(),
+            replica_keys: Default::default(),
         }
     }
 
@@ -184,6 +190,8 @@ pub struct HotConfig {
     /// `latency-monitor-threshold` in milliseconds (0: no latency events).
     pub latency_threshold_ms: AtomicU64,
     pub active_expire: AtomicBool,
+    /// `replica-read-only`: as a replica, refuse clients' writes.
+    pub replica_read_only: AtomicBool,
     /// `protected-mode`: without a password, only loopback clients are served.
     pub protected_mode: AtomicBool,
     /// `client-output-buffer-limit`, parsed (see `crate::core::client::ObufLimits`).
@@ -245,6 +253,8 @@ impl HotConfig {
             .store(c.get_bool("lazyfree-lazy-user-del"), Relaxed);
         self.lazyfree_expire
             .store(c.get_bool("lazyfree-lazy-expire"), Relaxed);
+        self.replica_read_only
+            .store(c.get_bool("replica-read-only"), Relaxed);
         self.maxmemory
             .store(c.get_i64("maxmemory").max(0) as u64, Relaxed);
         self.busy_reply_threshold

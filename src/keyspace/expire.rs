@@ -17,9 +17,18 @@
 //! shard of every database gets its turn instead of the first ones only. The
 //! clock is read after every shard that had due keys and every 32 shards
 //! visited, so a cycle overruns its budget by at most one batch.
+//!
+//! A replica runs no such cycle: its master's DELs expire its keys. Only
+//! the keys its own clients gave a TTL (a writable replica,
+//! `replica-read-only no`) it expires itself, from [`ReplicaKeys`]
+//! (Redis's slaveKeysWithExpire and expireSlaveKeys).
 
 use std::cell::Cell;
+use std::collections::BTreeSet;
+use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
 use std::time::{Duration, Instant};
+
+use parking_lot::Mutex;
 
 use super::member_ttl::MembersGone;
 use super::{Entry, Keyspace, SHARDS};
@@ -115,6 +124,88 @@ pub fn active_expire_cycle(
     st
 }
 
+/// A remembered key: (deadline, db, key).
+type Remembered = (u64, usize, Box<[u8]>);
+
+/// The keys a writable replica's own clients gave a TTL, which the
+/// replica expires itself (its master knows nothing of them), by the
+/// deadline they had when remembered: `(deadline, db, key)`. A key whose
+/// TTL changed since is checked at its old deadline and remembered again
+/// at its new one; one without a TTL or gone is forgotten.
+#[derive(Default)]
+pub struct ReplicaKeys {
+    due: Mutex<BTreeSet<Remembered>>,
+    /// The set's size, read without the lock by the cron.
+    len: AtomicUsize,
+}
+
+impl ReplicaKeys {
+    /// Remembers `key` of `db`, which expires at `at` (unix ms).
+    pub fn remember(&self, db: usize, key: &[u8], at: u64) {
+        let mut due = self.due.lock();
+        due.insert((at, db, key.into()));
+        self.len.store(due.len(), Relaxed);
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len.load(Relaxed) == 0
+    }
+
+    /// Forgets every key (the node is no longer a writable replica).
+    pub fn clear(&self) {
+        let mut due = self.due.lock();
+        due.clear();
+        self.len.store(0, Relaxed);
+    }
+
+    /// Removes the remembered keys due at `now_ms`, at most `limit`
+    /// checked; `on_expired(db, entry)` is called for each, under its
+    /// shard lock, as in [`active_expire_cycle`]. Returns how many.
+    pub fn expire_due(
+        &self,
+        ks: &Keyspace,
+        now_ms: u64,
+        limit: usize,
+        mut on_expired: impl FnMut(usize, Entry),
+    ) -> usize {
+        let mut expired = 0;
+        for _ in 0..limit {
+            let Some((_, db, key)) = self.pop_due(now_ms) else {
+                break;
+            };
+            if db >= ks.num_dbs() {
+                continue;
+            }
+            let slot = ks.slot(&key);
+            let mut g = ks.db(db).lock(slot.shard);
+            let at = g.get_raw(slot.hash, &key).map_or(0, |e| e.expire_at());
+            if at == 0 {
+                continue;
+            }
+            if at > now_ms {
+                self.remember(db, &key, at);
+                continue;
+            }
+            if let Some(e) = g.remove(&ks.hasher, slot.hash, &key) {
+                on_expired(db, e);
+                expired += 1;
+            }
+        }
+        expired
+    }
+
+    /// Takes the earliest remembered key if it is due at `now_ms`.
+    fn pop_due(&self, now_ms: u64) -> Option<Remembered> {
+        let mut due = self.due.lock();
+        if due.first().is_none_or(|f| f.0 > now_ms) {
+            return None;
+        }
+        let first = due.pop_first();
+        self.len.store(due.len(), Relaxed);
+        first
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -201,5 +292,33 @@ mod tests {
             }
         }
         assert_eq!(total, 4000);
+    }
+
+    #[test]
+    fn replica_keys_expire_when_due_and_follow_a_changed_ttl() {
+        let ks = Keyspace::new(2);
+        let keys = ReplicaKeys::default();
+        let put = |key: &str, at: u64| {
+            let s = ks.slot(key.as_bytes());
+            let e = Entry::new(key.as_bytes().into(), Value::string(b"v"), at, 1);
+            ks.db(1).lock(s.shard).insert(&ks.hasher, s.hash, e);
+        };
+        put("due", 100);
+        put("later", 900);
+        put("persisted", 0);
+        put("moved", 900);
+        keys.remember(1, b"due", 100);
+        keys.remember(1, b"later", 900);
+        keys.remember(1, b"persisted", 100);
+        keys.remember(1, b"moved", 100);
+        keys.remember(1, b"missing", 100);
+        let mut seen = vec![];
+        let n = keys.expire_due(&ks, 500, 100, |db, e| seen.push((db, e.key.to_vec())));
+        assert_eq!((n, seen), (1, vec![(1, b"due".to_vec())]));
+        assert_eq!(ks.db(1).len(), 3);
+        // "moved" is remembered again at its new deadline, with "later".
+        assert_eq!(keys.expire_due(&ks, 1000, 100, |_, _| {}), 2);
+        assert_eq!(ks.db(1).len(), 1);
+        assert!(keys.is_empty());
     }
 }

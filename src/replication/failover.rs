@@ -22,7 +22,7 @@ use std::time::{Duration, Instant};
 use crate::commands::util::{arg_i64, eq_ic};
 use crate::commands::{CmdError, CmdResult, Ctx};
 use crate::protocol::Args;
-use crate::server::Server;
+use crate::replication::host::{self, Host};
 use crate::{log_notice, log_warning};
 
 const NONE: u8 = 0;
@@ -98,10 +98,10 @@ fn parse(args: Args) -> Result<(Plan, bool), CmdError> {
     Ok((plan, abort))
 }
 
-pub fn failover(ctx: &mut Ctx, args: Args) -> CmdResult {
+pub fn failover<H: Host>(ctx: &mut Ctx, args: Args) -> CmdResult {
     let (plan, abort) = parse(args)?;
-    let srv = crate::server::of(ctx);
-    let fo = &srv.repl.failover;
+    let srv = host::of::<H>(ctx);
+    let fo = &srv.repl().failover;
     if abort {
         if fo.state.load(Relaxed) == NONE {
             return Err(CmdError::err("No failover in progress."));
@@ -114,17 +114,17 @@ pub fn failover(ctx: &mut Ctx, args: Args) -> CmdResult {
             .compare_exchange(WAITING, NONE, AcqRel, Relaxed)
             .is_ok()
         {
-            end(srv, "FAILOVER ABORT");
+            end(&**srv, "FAILOVER ABORT");
         }
         ctx.out.ok();
         return Ok(());
     }
-    if srv.repl.is_replica() {
+    if srv.repl().is_replica() {
         return Err(CmdError::err(
             "FAILOVER is not valid when server is a replica.",
         ));
     }
-    let replicas = srv.repl.master.replicas.lock().clone();
+    let replicas = srv.repl().master.replicas.lock().clone();
     if replicas.is_empty() {
         return Err(CmdError::err("FAILOVER requires connected replicas."));
     }
@@ -148,7 +148,7 @@ pub fn failover(ctx: &mut Ctx, args: Args) -> CmdResult {
         .name("lattice-failover".into())
         .spawn(move || drive(&srv2, plan, generation));
     if spawned.is_err() {
-        end(srv, "could not start the failover thread");
+        end(&**srv, "could not start the failover thread");
         return Err(CmdError::err("FAILOVER could not start"));
     }
     log_notice!("FAILOVER requested by client id={}", ctx.client.id);
@@ -156,8 +156,8 @@ pub fn failover(ctx: &mut Ctx, args: Args) -> CmdResult {
     Ok(())
 }
 
-fn end(srv: &Server, why: &str) {
-    let fo = &srv.repl.failover;
+fn end<H: Host>(srv: &H, why: &str) {
+    let fo = &srv.repl().failover;
     if !why.is_empty() {
         log_warning!("FAILOVER aborted: {why}");
     }
@@ -165,18 +165,18 @@ fn end(srv: &Server, why: &str) {
     srv.pause_writes(false);
 }
 
-fn drive(srv: &Arc<Server>, plan: Plan, generation: u64) {
-    let fo = &srv.repl.failover;
+fn drive<H: Host>(srv: &Arc<H>, plan: Plan, generation: u64) {
+    let fo = &srv.repl().failover;
     let aborted = || fo.generation.load(Acquire) != generation;
     let start = Instant::now();
     let deadline = (plan.timeout_ms > 0).then(|| start + Duration::from_millis(plan.timeout_ms));
-    let offset = srv.repl.backlog.end();
+    let offset = srv.repl().backlog.end();
     // 1. Wait for the target (or any replica) to acknowledge everything.
     let target = loop {
         if aborted() {
             return; // FAILOVER ABORT ended it
         }
-        if let Some(t) = synced_target(srv, &plan, offset) {
+        if let Some(t) = synced_target(&**srv, &plan, offset) {
             break t;
         }
         if deadline.is_some_and(|d| Instant::now() >= d) {
@@ -189,9 +189,9 @@ fn drive(srv: &Arc<Server>, plan: Plan, generation: u64) {
                 );
                 break t;
             }
-            return end(srv, "Failover target did not sync within the timeout");
+            return end(&**srv, "Failover target did not sync within the timeout");
         }
-        super::master::request_acks(srv);
+        super::master::request_acks(&**srv);
         std::thread::sleep(Duration::from_millis(10));
     };
     // 2. Become the target's replica; its PSYNC FAILOVER promotes it.
@@ -210,11 +210,11 @@ fn drive(srv: &Arc<Server>, plan: Plan, generation: u64) {
     super::replica::follow_for_failover(srv, target.0.clone(), target.1);
     let handover = Instant::now() + Duration::from_millis(plan.timeout_ms.max(5000));
     while Instant::now() < handover && !aborted() {
-        if srv.repl.replica.failover_refused.swap(false, AcqRel) {
-            super::replica::promote(srv);
-            return end(srv, "Failover target rejected psync request");
+        if srv.repl().replica.failover_refused.swap(false, AcqRel) {
+            super::replica::promote(&**srv);
+            return end(&**srv, "Failover target rejected psync request");
         }
-        if srv.repl.replica.link_up() {
+        if srv.repl().replica.link_up() {
             fo.state.store(NONE, Relaxed);
             srv.pause_writes(false);
             log_notice!("Failover to {}:{} succeeded", target.0, target.1);
@@ -223,16 +223,16 @@ fn drive(srv: &Arc<Server>, plan: Plan, generation: u64) {
         std::thread::sleep(Duration::from_millis(10));
     }
     // 3. The target did not take over: master again.
-    super::replica::promote(srv);
+    super::replica::promote(&**srv);
     end(
-        srv,
+        &**srv,
         "the target did not accept the failover; this node is a master again",
     );
 }
 
 /// The replica to hand over to, once it acknowledged `offset`.
-fn synced_target(srv: &Server, plan: &Plan, offset: u64) -> Option<(String, u16)> {
-    let replicas = srv.repl.master.replicas.lock().clone();
+fn synced_target<H: Host>(srv: &H, plan: &Plan, offset: u64) -> Option<(String, u16)> {
+    let replicas = srv.repl().master.replicas.lock().clone();
     replicas
         .iter()
         .filter(|r| *r.state.lock() == "online" && r.ack_offset.load(Relaxed) >= offset)

@@ -21,6 +21,7 @@ pub mod backlog;
 pub mod commands;
 pub mod conn;
 pub mod failover;
+pub mod host;
 pub mod keydb_view;
 pub mod master;
 pub(crate) mod node_link;
@@ -36,7 +37,7 @@ use std::sync::Arc;
 use parking_lot::Mutex;
 
 use crate::effects::{Effect, EffectRef, EffectSink};
-use crate::server::Server;
+use host::Host;
 
 /// The replication ids of this node's history (Redis's replid/replid2).
 #[derive(Clone, Debug)]
@@ -54,7 +55,7 @@ pub const NO_REPLID: &str = "0000000000000000000000000000000000000000";
 impl ReplIds {
     fn new() -> Self {
         ReplIds {
-            replid: crate::server::random_hex(40),
+            replid: crate::core::random::random_hex(40),
             replid2: NO_REPLID.into(),
             second_offset: -1,
         }
@@ -92,7 +93,7 @@ impl Default for Replication {
             master: Default::default(),
             replica: Default::default(),
             failover: Default::default(),
-            active: Arc::new(active::Active::new(crate::server::random_hex(40))),
+            active: Arc::new(active::Active::new(crate::core::random::random_hex(40))),
             fed: AtomicBool::new(false),
             has_history: AtomicBool::new(false),
         }
@@ -108,7 +109,7 @@ impl Replication {
     /// Starts the backlog (the first replica attached, or a replica that
     /// will relay to its own replicas), and subscribes it to the write
     /// effects once: before that, writes build no records for it.
-    pub fn activate_backlog(&self, srv: &Server) {
+    pub fn activate_backlog<H: Host>(&self, srv: &H) {
         let size = srv.config.read().get_i64("repl-backlog-size").max(1) as usize;
         self.backlog.activate(size);
         self.backlog.start_spiller(std::path::Path::new("."));
@@ -126,7 +127,7 @@ impl Replication {
     /// configuration: when a replica attaches (before its first byte, so a
     /// burst of writes right after a sync is already held back), then each
     /// cron tick (CONFIG SET).
-    pub fn load_limits(&self, srv: &Server) {
+    pub fn load_limits<H: Host>(&self, srv: &H) {
         let c = srv.config.read();
         self.master.load_throttle_conf(&c);
         let hard = replica_hard_limit(&c.get_str("client-output-buffer-limit"));
@@ -142,7 +143,7 @@ impl Replication {
     /// current offset (Redis's shiftReplicationId, at promotion).
     pub fn shift_replid(&self) {
         let mut ids = self.ids.lock();
-        ids.replid2 = std::mem::replace(&mut ids.replid, crate::server::random_hex(40));
+        ids.replid2 = std::mem::replace(&mut ids.replid, crate::core::random::random_hex(40));
         ids.second_offset = self.backlog.end() as i64 + 1;
     }
 }
@@ -174,10 +175,10 @@ impl EffectSink for Feed {
 }
 
 /// INFO's replication section.
-pub fn info_section(srv: &Server, o: &mut String) {
+pub fn info_section<H: Host>(srv: &H, o: &mut String) {
     o.push_str("# Replication\r\n");
-    let repl = &srv.repl;
-    let keydb = keydb_view::enabled(&srv.core);
+    let repl = srv.repl();
+    let keydb = keydb_view::enabled(srv.core());
     if repl.is_replica() {
         o.push_str("role:slave\r\n");
         repl.replica.info_fields(srv, o);
@@ -187,8 +188,8 @@ pub fn info_section(srv: &Server, o: &mut String) {
     } else {
         o.push_str("role:master\r\n");
     }
-    if srv.core.active {
-        active::info_fields(&srv.repl.active, &srv.core, o);
+    if srv.core().active {
+        active::info_fields(&srv.repl().active, srv.core(), o);
     }
     repl.master.info_fields(srv, o, keydb);
     let ids = repl.ids.lock().clone();
@@ -214,16 +215,16 @@ pub fn info_section(srv: &Server, o: &mut String) {
 
 /// ROLE: ["master", offset, [[ip, port, ack offset], ...]] or
 /// ["slave", host, port, state, offset].
-pub fn role(
+pub fn role<H: Host>(
     ctx: &mut crate::commands::Ctx,
     _args: crate::protocol::Args,
 ) -> crate::commands::CmdResult {
-    let srv = crate::server::of(ctx);
-    let repl = &srv.repl;
+    let srv = host::of::<H>(ctx);
+    let repl = srv.repl();
     if repl.is_replica() {
-        return repl.replica.role_reply(ctx);
+        return repl.replica.role_reply(ctx, repl.backlog.end());
     }
-    if keydb_view::enabled(&srv.core) {
+    if keydb_view::enabled(srv.core()) {
         return keydb_view::role(ctx, repl);
     }
     let list = repl.master.replicas.lock().clone();
@@ -241,97 +242,19 @@ pub fn role(
     Ok(())
 }
 
-/// Replication's part in serving connections (`server/hooks.rs`).
+/// Replication's part in serving connections (`server/hooks.rs`; the
+/// server implements it, `server/replication_host.rs`).
 pub struct ReplicationHooks;
 pub static HOOKS: ReplicationHooks = ReplicationHooks;
-
-impl crate::server::hooks::Hooks for ReplicationHooks {
-    fn admit(
-        &self,
-        srv: &Server,
-        client: &mut crate::core::client::ClientState,
-        id: crate::commands::CommandId,
-        flags: u32,
-    ) -> Result<(), crate::commands::CmdError> {
-        admit_write(srv, client, id, flags)
-    }
-
-    /// Wakes the feeders of what the batch wrote; the throttle's wait.
-    fn after_batch(&self, srv: &Server) -> Option<std::time::Duration> {
-        srv.repl.backlog.wake_if_dirty();
-        srv.repl.active.ring_if_dirty();
-        master::throttle(&srv.repl.master, &srv.repl.backlog)
-    }
-
-    fn cron(&self, srv: &Arc<Server>, worker: usize) {
-        if worker == 0 {
-            cron(srv);
-            if srv.core.active {
-                active::cron(&srv.repl.active, &srv.core);
-            }
-        }
-        srv.repl.backlog.wake_if_dirty();
-        srv.repl.active.ring_if_dirty();
-    }
-
-    /// repl-id, repl-offset and repl-stream-db, as Redis saves them; on an
-    /// active node, each link's position (`active/resume.rs`), but not in
-    /// a full sync's payload (a replica would take our positions).
-    fn rdb_aux(&self, srv: &Server) -> Vec<(String, String)> {
-        let mut aux = save_info(srv);
-        if srv.core.active && !srv.persist.snapshot.for_replicas.load(Relaxed) {
-            let slot = srv.identity.slot;
-            aux.extend(active::resume::aux_fields(&srv.repl.active, slot));
-        }
-        aux
-    }
-
-    fn rdb_aux_loaded(
-        &self,
-        srv: &Server,
-        aux: &[(Vec<u8>, Vec<u8>)],
-        expired: &[(usize, Vec<u8>)],
-    ) {
-        restore_save_info(srv, aux, expired);
-        restore_active_links(srv, aux);
-    }
-
-    fn aof_notes(&self, srv: &Server, all: bool) -> Vec<(String, String)> {
-        if !srv.core.active {
-            return Vec::new();
-        }
-        active::resume::aof_notes(&srv.repl.active, srv.identity.slot, all)
-    }
-
-    fn aof_aux_loaded(&self, srv: &Server, aux: &[(Vec<u8>, Vec<u8>)]) {
-        restore_active_links(srv, aux);
-    }
-
-    /// A replica's keys expire by its master's DELs (Redis's rule).
-    fn expires_keys(&self, srv: &Server) -> bool {
-        !srv.repl.is_replica()
-    }
-}
-
-/// After loading an RDB file or the AOF on an active node: the links'
-/// saved positions, and the deletions the load made (active/resume.rs).
-fn restore_active_links(srv: &Server, aux: &[(Vec<u8>, Vec<u8>)]) {
-    if srv.core.active {
-        let floor = srv.stamp_floor.load(Acquire);
-        active::resume::restore(&srv.repl.active, aux, floor);
-        let deleted = srv.persist.loading.take_deletions();
-        active::resume::note_load_deletions(&srv.repl.active, deleted);
-    }
-}
 
 /// Worker 0's cron: PINGs replicas every `repl-ping-replica-period`
 /// through the stream (as Redis, so it counts in the offsets and keeps an
 /// idle link alive), and keeps the backlog's hard cap current.
-pub fn cron(srv: &Server) {
+pub fn cron<H: Host>(srv: &H) {
     use std::sync::atomic::AtomicU64;
     static LAST_PING_MS: AtomicU64 = AtomicU64::new(0);
     static NO_REPLICAS_SINCE_MS: AtomicU64 = AtomicU64::new(0);
-    let repl = &srv.repl;
+    let repl = srv.repl();
     let now = crate::keyspace::hlc::unix_ms();
     // Departed replicas whose history is gone stop pinning the backlog.
     repl.master.update_keep_from(&repl.backlog);
@@ -377,7 +300,7 @@ pub fn cron(srv: &Server) {
 }
 
 /// `repl-timeout`: how long either end of a link waits without progress.
-pub(crate) fn repl_timeout(srv: &Server) -> std::time::Duration {
+pub(crate) fn repl_timeout<H: Host>(srv: &H) -> std::time::Duration {
     std::time::Duration::from_secs(srv.config.read().get_i64("repl-timeout").max(1) as u64)
 }
 
@@ -396,17 +319,17 @@ pub(crate) fn replica_hard_limit(v: &str) -> usize {
 /// an EXEC holding one, with NOREPLICAS. One relaxed load when unset. An
 /// EXEC's `flags` hold its queued commands' (`commands::call::admit`, which
 /// also ends a refused transaction).
-pub fn admit_write(
-    srv: &Server,
+pub fn admit_write<H: Host>(
+    srv: &H,
     _client: &mut crate::core::client::ClientState,
     _id: crate::commands::CommandId,
     flags: u32,
 ) -> Result<(), crate::commands::CmdError> {
     use crate::commands::{flags::WRITE, CmdError};
-    if srv.repl.is_replica() {
+    if srv.repl().is_replica() {
         return replica_admit(srv, flags);
     }
-    if srv.core.active && srv.repl.active.below_quorum.load(Relaxed) {
+    if srv.core().active && srv.repl().active.below_quorum.load(Relaxed) {
         deny_stale(flags)?;
     }
     let need = srv.hot.min_replicas_to_write.load(Relaxed);
@@ -414,7 +337,7 @@ pub fn admit_write(
         return Ok(());
     }
     let max_lag_ms = srv.hot.min_replicas_max_lag.load(Relaxed) * 1000;
-    if srv.repl.master.good_replicas(max_lag_ms) as u64 >= need {
+    if srv.repl().master.good_replicas(max_lag_ms) as u64 >= need {
         return Ok(());
     }
     Err(CmdError::Msg(
@@ -439,7 +362,7 @@ fn deny_stale(flags: u32) -> Result<(), crate::commands::CmdError> {
 /// On a replica: MASTERDOWN while the link is down with
 /// `replica-serve-stale-data no` (commands without the stale flag), and
 /// READONLY for writes with `replica-read-only yes`.
-fn replica_admit(srv: &Server, flags: u32) -> Result<(), crate::commands::CmdError> {
+fn replica_admit<H: Host>(srv: &H, flags: u32) -> Result<(), crate::commands::CmdError> {
     use crate::commands::{flags::WRITE, CmdError};
     let (serve_stale, read_only) = {
         let c = srv.config.read();
@@ -448,7 +371,7 @@ fn replica_admit(srv: &Server, flags: u32) -> Result<(), crate::commands::CmdErr
             c.get_bool("replica-read-only"),
         )
     };
-    if !serve_stale && !srv.repl.replica.link_up() {
+    if !serve_stale && !srv.repl().replica.link_up() {
         deny_stale(flags)?;
     }
     if read_only && flags & WRITE != 0 {
@@ -463,8 +386,8 @@ fn replica_admit(srv: &Server, flags: u32) -> Result<(), crate::commands::CmdErr
 /// rdbPopulateSaveInfo): our history's id and offset, and the database the
 /// stream has selected, so that a restarted node continues partially.
 /// Called at a snapshot's cut, with every shard locked.
-pub fn save_info(srv: &Server) -> Vec<(String, String)> {
-    let repl = &srv.repl;
+pub fn save_info<H: Host>(srv: &H) -> Vec<(String, String)> {
+    let repl = srv.repl();
     if !repl.has_history.load(Acquire) {
         return Vec::new();
     }
@@ -487,7 +410,11 @@ pub fn save_info(srv: &Server) -> Vec<(String, String)> {
 /// under a new id, the file's as its second (replid2, valid up to the
 /// file's offset), and its backlog starts with the deletions of the keys
 /// the load found expired (`expired`), which its replicas still hold.
-pub fn restore_save_info(srv: &Server, aux: &[(Vec<u8>, Vec<u8>)], expired: &[(usize, Vec<u8>)]) {
+pub fn restore_save_info<H: Host>(
+    srv: &H,
+    aux: &[(Vec<u8>, Vec<u8>)],
+    expired: &[(usize, Vec<u8>)],
+) {
     let get = |k: &[u8]| {
         aux.iter()
             .find(|(key, _)| key == k)
@@ -502,7 +429,7 @@ pub fn restore_save_info(srv: &Server, aux: &[(Vec<u8>, Vec<u8>)], expired: &[(u
     if id.len() != 40 {
         return;
     }
-    let repl = &srv.repl;
+    let repl = srv.repl();
     *repl.ids.lock() = ReplIds {
         replid: id,
         replid2: NO_REPLID.into(),

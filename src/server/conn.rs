@@ -25,7 +25,7 @@ use std::io::{Read, Write};
 use std::os::fd::AsRawFd;
 
 use tokio::io::unix::AsyncFd;
-use tokio::sync::{mpsc, Notify};
+use tokio::sync::mpsc;
 
 use super::tls::HandOff;
 use super::{NewConn, Server};
@@ -33,6 +33,7 @@ use crate::commands::call::{self, Caller};
 use crate::commands::{flags, CmdError, Ctx};
 use crate::core::client::{ClientState, Push, ReplyMode};
 use crate::core::ctx::ActiveWrite;
+use crate::core::sockio::{read_some, write_all, QueryBuf};
 use crate::core::stats::WorkerStats;
 use crate::keyspace::hlc::{unix_ms, Hlc};
 use crate::protocol::{Args, ParseLimits, Parsed, ReplyBuf, RequestParser};
@@ -155,84 +156,6 @@ fn set_keepalive(s: &std::net::TcpStream, secs: i64) {
     }
 }
 
-/// The query buffer: `data[start..end]` holds unparsed bytes. `data` is
-/// zero-filled once when it grows, so reads go straight into it without
-/// `unsafe` and without re-zeroing per read.
-pub(crate) struct QueryBuf {
-    data: Vec<u8>,
-    start: usize,
-    end: usize,
-}
-
-impl QueryBuf {
-    const INITIAL: usize = 16 * 1024;
-
-    pub(crate) fn new() -> Self {
-        QueryBuf {
-            data: vec![0; Self::INITIAL],
-            start: 0,
-            end: 0,
-        }
-    }
-    pub(crate) fn pending(&self) -> &[u8] {
-        &self.data[self.start..self.end]
-    }
-    pub(crate) fn consume(&mut self, n: usize) {
-        self.start += n;
-        if self.start == self.end {
-            self.start = 0;
-            self.end = 0;
-        }
-    }
-    /// Free space to read into, compacting or growing when low.
-    fn spare(&mut self) -> &mut [u8] {
-        if self.data.len() - self.end < 4096 {
-            if self.start > 0 {
-                self.data.copy_within(self.start..self.end, 0);
-                self.end -= self.start;
-                self.start = 0;
-            }
-            if self.data.len() - self.end < 4096 {
-                let n = self.data.len() * 2;
-                self.data.resize(n, 0);
-            }
-        }
-        &mut self.data[self.end..]
-    }
-    /// Gives back memory after a big request has been consumed.
-    fn shrink_if_idle(&mut self) {
-        if self.start == self.end && self.data.len() > 1 << 20 {
-            *self = QueryBuf::new();
-        }
-    }
-}
-
-/// Reads into `qb`. Returns 0 on EOF. A short read clears the readiness
-/// flag itself (edge-triggered epoll re-arms on new data), which saves the
-/// extra `read` returning EAGAIN that a plain async read costs per request.
-pub(crate) async fn read_some<T>(io: &AsyncFd<T>, qb: &mut QueryBuf) -> std::io::Result<usize>
-where
-    T: AsRawFd,
-    for<'a> &'a T: Read,
-{
-    loop {
-        let mut guard = io.readable().await?;
-        let spare = qb.spare();
-        let room = spare.len();
-        match guard.try_io(|inner| inner.get_ref().read(spare)) {
-            Ok(Ok(n)) => {
-                if n > 0 && n < room {
-                    guard.clear_ready();
-                }
-                qb.end += n;
-                return Ok(n);
-            }
-            Ok(Err(e)) => return Err(e),
-            Err(_would_block) => continue,
-        }
-    }
-}
-
 /// Replies held for a client that has not authenticated, at most.
 const UNAUTH_OUTPUT_MAX: usize = 1024;
 
@@ -251,49 +174,6 @@ where
         }
     }
     io.get_ref().flush().is_ok()
-}
-
-/// Writes all of `buf`, waiting for writability only when the socket is full.
-/// A `kill` notification (output buffer limit, see `core/client.rs`) aborts the
-/// wait, so a peer that never reads cannot pin the connection here.
-pub(crate) async fn write_all<T>(
-    io: &AsyncFd<T>,
-    mut buf: &[u8],
-    kill: &Notify,
-) -> std::io::Result<()>
-where
-    T: AsRawFd,
-    for<'a> &'a T: Write,
-{
-    while !buf.is_empty() {
-        match io.get_ref().write(buf) {
-            Ok(0) => return Err(std::io::ErrorKind::WriteZero.into()),
-            Ok(n) => buf = &buf[n..],
-            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
-                tokio::select! {
-                    g = io.writable() => g?.clear_ready(),
-                    _ = kill.notified() => return Err(std::io::ErrorKind::ConnectionAborted.into()),
-                }
-            }
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(e),
-        }
-    }
-    // A TLS stream may hold records the socket did not take (a no-op for
-    // plain sockets).
-    loop {
-        match io.get_ref().flush() {
-            Ok(()) => return Ok(()),
-            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
-                tokio::select! {
-                    g = io.writable() => g?.clear_ready(),
-                    _ = kill.notified() => return Err(std::io::ErrorKind::ConnectionAborted.into()),
-                }
-            }
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(e),
-        }
-    }
 }
 
 async fn serve_stream<T>(
@@ -450,7 +330,7 @@ async fn serve_stream<T>(
         if let Some(w) = client.repl_wait.take() {
             // WAIT/WAITAOF: the replies before it are out; answer once the
             // replicas (or the disk) acknowledged, then read on.
-            crate::replication::master::answer_wait(&srv, w, &shared.kill, &mut out).await;
+            crate::replication::master::answer_wait(&*srv, w, &shared.kill, &mut out).await;
             if write_all(&io, &out.buf, &shared.kill).await.is_err() {
                 break;
             }

@@ -27,6 +27,7 @@ pub async fn worker_cron(srv: Arc<Server>, worker: Rc<Worker>, index: usize, nwo
             super::cron_jobs::run_due(&srv, &worker);
             crate::commands::tracking::cron(&srv);
             super::info::sample_rates(&srv);
+            expire_replica_keys(&srv, &worker);
         }
         super::hooks::cron(&srv, index);
         if !srv.hot.active_expire.load(Relaxed) || !super::hooks::expires_keys(&srv) {
@@ -68,4 +69,27 @@ fn end_pause_if_due(srv: &Server) {
         srv.pause_until_ms.store(0, Relaxed);
         srv.unpaused.notify_waiters();
     }
+}
+
+/// A replica's own cycle: the keys its own clients gave a TTL (a writable
+/// replica), which its master knows nothing of (Redis's expireSlaveKeys);
+/// a master forgets them, its cycle covers every key.
+fn expire_replica_keys(srv: &Server, worker: &Worker) {
+    let keys = &srv.replica_keys;
+    if keys.is_empty() || !srv.hot.active_expire.load(Relaxed) {
+        return;
+    }
+    if super::hooks::expires_keys(srv) {
+        return keys.clear();
+    }
+    let gone = Gone {
+        core: srv,
+        stats: &worker.stats,
+        client: 0,
+        now_ms: 0,
+    };
+    let clock = &mut worker.clock.borrow_mut();
+    keys.expire_due(&srv.keyspace, unix_ms(), 1000, |db, e| {
+        actively_expired(&gone, clock, db, e);
+    });
 }

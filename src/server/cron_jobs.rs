@@ -37,6 +37,12 @@ pub fn run_due(srv: &Arc<Server>, worker: &Worker) {
         }
         return;
     }
+    // Start-up's load is still filling the keyspace: a scan now would
+    // mark it scanned and miss the jobs an RDB brings after (an AOF's
+    // KEYDB.CRON records schedule themselves; an RDB's keys do not).
+    if srv.persist.loading.active() {
+        return;
+    }
     let paused = srv.pause_until_ms.load(Relaxed);
     if paused != 0 && unix_ms() < paused {
         return;

@@ -20,6 +20,7 @@ pub mod hooks;
 pub mod identity;
 pub mod info;
 pub mod persistence_host;
+pub mod replication_host;
 pub mod shutdown;
 pub mod supervise;
 pub mod tls;
@@ -147,7 +148,7 @@ pub fn command_families() -> Vec<&'static [crate::commands::Command]> {
     let mut f = crate::commands::families().to_vec();
     f.push(crate::scripting::COMMANDS);
     f.push(crate::scripting::FUNCTION_COMMANDS);
-    f.push(crate::replication::commands::COMMANDS);
+    f.push(crate::replication::commands::Commands::<Server>::TABLE);
     f
 }
 
@@ -186,27 +187,7 @@ pub fn of<'a>(ctx: &crate::commands::Ctx<'a>) -> &'a Arc<Server> {
         .expect("the admin of every Ctx is the server")
 }
 
-/// Random lowercase hex (run ids), seeded from the clock and address space.
-pub fn random_hex(n: usize) -> String {
-    use std::hash::{BuildHasher, Hasher};
-    let mut out = String::with_capacity(n);
-    let state = std::collections::hash_map::RandomState::new();
-    let mut i = 0u64;
-    while out.len() < n {
-        let mut h = state.build_hasher();
-        h.write_u64(i);
-        h.write_u128(
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .unwrap_or_default()
-                .as_nanos(),
-        );
-        out.push_str(&format!("{:016x}", h.finish()));
-        i += 1;
-    }
-    out.truncate(n);
-    out
-}
+pub use crate::core::random::random_hex;
 
 /// A connection accepted by the acceptor, on its way to a worker.
 pub enum NewConn {

@@ -42,7 +42,7 @@ impl persistence::Host for Server {
     }
 
     fn replica_apply_lock(&self) -> MutexGuard<'_, ()> {
-        self.repl.replica.apply_lock.lock()
+        self.repl.replica.hold_apply()
     }
 
     fn rdb_aux(&self) -> Vec<(String, String)> {

@@ -445,10 +445,30 @@ pub fn feed_monitors_from(srv: &Core, db: usize, who: &str, args: Args) {
 }
 
 pub fn maybe_slowlog(srv: &Core, client: &ClientState, id: usize, args: Args, usec: u64) {
-    let threshold = srv.hot.slowlog_slower_than.load(Relaxed) as i64;
-    if threshold < 0 || (usec as i64) < threshold {
+    if !slow_enough(srv, usec) {
         return;
     }
+    let addr = || client.shared.as_ref().map(|s| s.addr.clone());
+    let name = || client.name.clone();
+    slowlog_push(
+        srv,
+        id,
+        args,
+        usec,
+        addr().unwrap_or_default(),
+        name().unwrap_or_default(),
+    );
+}
+
+/// Whether a call of `usec` microseconds reaches `slowlog-log-slower-than`.
+pub fn slow_enough(srv: &Core, usec: u64) -> bool {
+    let threshold = srv.hot.slowlog_slower_than.load(Relaxed) as i64;
+    threshold >= 0 && (usec as i64) >= threshold
+}
+
+/// Logs the call, by a client at `addr` named `name`, into the slowlog
+/// (it was slow enough).
+pub fn slowlog_push(srv: &Core, id: usize, args: Args, usec: u64, addr: String, name: String) {
     let cmd = srv.commands.get(id);
     if cmd.flags & SKIP_SLOWLOG != 0 {
         return;
@@ -476,12 +496,8 @@ pub fn maybe_slowlog(srv: &Core, client: &ClientState, id: usize, args: Args, us
         time: unix_ms() / 1000,
         usec,
         args: shown,
-        addr: client
-            .shared
-            .as_ref()
-            .map(|s| s.addr.clone())
-            .unwrap_or_default(),
-        name: client.name.clone().unwrap_or_default(),
+        addr,
+        name,
     };
     let mut log = srv.slowlog.lock();
     log.push_front(entry);

@@ -9,10 +9,10 @@ use super::feed::host_of;
 use super::SyncRequest;
 use crate::commands::{CmdError, CmdResult, Ctx};
 use crate::protocol::Args;
-use crate::server::Server;
+use crate::replication::host::{self, Host};
 use crate::{log_notice, log_warning};
 
-pub fn psync(ctx: &mut Ctx, args: Args) -> CmdResult {
+pub fn psync<H: Host>(ctx: &mut Ctx, args: Args) -> CmdResult {
     let offset = crate::commands::util::arg_i64(args.get(2)).inspect_err(|_| {
         let conf = ctx.client.replconf.as_deref().cloned().unwrap_or_default();
         let ip = conf.ip.clone().or_else(|| {
@@ -28,16 +28,17 @@ pub fn psync(ctx: &mut Ctx, args: Args) -> CmdResult {
     let replid = String::from_utf8_lossy(args.get(1)).into_owned();
     if args.len() > 3 && args.get(3).eq_ignore_ascii_case(b"failover") {
         // Our master hands over to us (FAILOVER): promote, then serve it.
-        if replid != crate::server::of(ctx).repl.ids.lock().replid {
+        let srv = host::of::<H>(ctx);
+        if replid != srv.repl().ids.lock().replid {
             return Err(CmdError::Msg(
                 "ERR PSYNC FAILOVER replid must match my replid.".into(),
             ));
         }
         log_notice!("Failover request received for replid {replid}.");
-        catch_up_before_promotion(crate::server::of(ctx), offset);
-        crate::replication::replica::promote(crate::server::of(ctx));
+        catch_up_before_promotion(&**srv, offset);
+        crate::replication::replica::promote(&**srv);
     }
-    request_sync(ctx, true, replid, offset)
+    request_sync::<H>(ctx, true, replid, offset)
 }
 
 /// A master failing over to us asks to continue from `offset`: what it
@@ -49,31 +50,34 @@ pub fn psync(ctx: &mut Ctx, args: Args) -> CmdResult {
 /// force" case): wait for it, a bounded time, so that the master gets its
 /// partial sync instead of a full one. This blocks one worker for at most
 /// `MAX_WAIT`, once per failover.
-fn catch_up_before_promotion(srv: &Server, offset: i64) {
+fn catch_up_before_promotion<H: Host>(srv: &H, offset: i64) {
     const MAX_WAIT: Duration = Duration::from_millis(500);
     let want = (offset - 1).max(0) as u64;
     let start = std::time::Instant::now();
-    while srv.repl.backlog.end() < want && srv.repl.replica.link_up() && start.elapsed() < MAX_WAIT
+    while srv.repl().backlog.end() < want
+        && srv.repl().replica.link_up()
+        && start.elapsed() < MAX_WAIT
     {
         std::thread::sleep(Duration::from_millis(1));
     }
 }
 
 /// LATTICE.PEER: an active peer asks for our stream (`active/serve.rs`).
-pub fn lattice_peer(ctx: &mut Ctx, args: Args) -> CmdResult {
-    let host = crate::server::of(ctx).peer_host();
+pub fn lattice_peer<H: Host>(ctx: &mut Ctx, args: Args) -> CmdResult {
+    let host = host::of::<H>(ctx).peer_host();
     crate::replication::active::serve::peer_cmd(ctx, args, &*host)
 }
 
-pub fn sync(ctx: &mut Ctx, _args: Args) -> CmdResult {
-    request_sync(ctx, false, "?".into(), -1)
+pub fn sync<H: Host>(ctx: &mut Ctx, _args: Args) -> CmdResult {
+    request_sync::<H>(ctx, false, "?".into(), -1)
 }
 
-fn request_sync(ctx: &mut Ctx, psync: bool, replid: String, offset: i64) -> CmdResult {
+fn request_sync<H: Host>(ctx: &mut Ctx, psync: bool, replid: String, offset: i64) -> CmdResult {
     if ctx.client.sync_request.is_some() || ctx.client.shared.is_none() {
         return Ok(()); // already a replica (Redis ignores it)
     }
-    if crate::server::of(ctx).repl.is_replica() && !crate::server::of(ctx).repl.replica.link_up() {
+    let repl = host::of::<H>(ctx).repl();
+    if repl.is_replica() && !repl.replica.link_up() {
         return Err(CmdError::Msg(
             "NOMASTERLINK Can't SYNC while not connected with my master".into(),
         ));

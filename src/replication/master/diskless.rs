@@ -16,9 +16,9 @@ use tokio::io::unix::AsyncFd;
 use super::fullsync::{snapshot_threads, DisklessPipe, SnapDone};
 use super::ReplicaHandle;
 use crate::core::client::ClientShared;
+use crate::core::sockio::{read_some, write_all, QueryBuf};
 use crate::keyspace::hlc::unix_ms;
-use crate::server::conn::{read_some, write_all, QueryBuf};
-use crate::server::Server;
+use crate::replication::host::{Host, ReplicaSnapshot};
 use crate::{log_notice, log_warning};
 
 /// A replica waiting for the next diskless snapshot.
@@ -44,8 +44,8 @@ pub(super) struct SyncGroup {
 /// `repl-diskless-sync-max-replicas` replicas wait), then waits for it to
 /// start, sending newlines meanwhile as Redis does. Every replica of one
 /// snapshot gets the same cut offset.
-pub(super) async fn wait_shared_snapshot<T>(
-    srv: &Arc<Server>,
+pub(super) async fn wait_shared_snapshot<T, H: Host>(
+    srv: &Arc<H>,
     io: &AsyncFd<T>,
     qb: &mut QueryBuf,
     handle: &Arc<ReplicaHandle>,
@@ -70,7 +70,7 @@ where
         log_notice!("Delay next BGSAVE for diskless SYNC");
     }
     let opened = {
-        let mut pending = srv.repl.master.pending_sync.lock();
+        let mut pending = srv.repl().master.pending_sync.lock();
         let group = pending.get_or_insert_with(|| SyncGroup {
             members: Vec::new(),
             since_ms: unix_ms(),
@@ -97,7 +97,7 @@ where
             // No keepalive while a DEBUG SLEEP runs: Redis's blocks the
             // whole server, and tests rely on the replica timing out then.
             _ = tokio::time::sleep(Duration::from_secs(1)) => {
-                if !srv.repl.replica.debug_sleeping() {
+                if !srv.repl().replica.debug_sleeping() {
                     write_all(io, b"\n", &shared.kill).await.ok()?;
                 }
             }
@@ -114,19 +114,19 @@ pub(super) struct SyncReaders {
 }
 
 impl SyncReaders {
-    pub(super) fn leave(&self, srv: &Server) {
+    pub(super) fn leave<H: Host>(&self, srv: &H) {
         if self.left.fetch_sub(1, Relaxed) == 1 && !self.finished.load(Relaxed) {
             log_warning!("Diskless rdb transfer, last replica dropped, killing fork child");
-            crate::persistence::snapshot::abort(srv);
+            srv.abort_snapshot();
         }
     }
 }
 
 /// The thread behind a [`SyncGroup`]: waits until the group is due, then
 /// starts its snapshot (retrying while another save runs).
-fn coordinate_shared_sync(srv: &Arc<Server>) {
-    use crate::persistence::snapshot::{self, SnapshotError};
-    let master = &srv.repl.master;
+fn coordinate_shared_sync<H: Host>(srv: &Arc<H>) {
+    use crate::replication::host::SnapshotStart;
+    let master = &srv.repl().master;
     loop {
         let (delay_ms, max) = {
             let c = srv.config.read();
@@ -152,12 +152,12 @@ fn coordinate_shared_sync(srv: &Arc<Server>) {
             }
             let due = unix_ms().saturating_sub(group.since_ms) >= delay_ms
                 || (max > 0 && group.members.len() as i64 >= max);
-            if due && !srv.persist.snapshot.running() {
+            if due && !srv.snapshot_running() {
                 drop(pending);
-                match snapshot::start(srv, shared_job(srv)) {
+                match srv.start_snapshot(shared_job(srv)) {
                     Ok(()) => return,
-                    Err(SnapshotError::Busy) => {}
-                    Err(SnapshotError::Spawn(e)) => {
+                    Err(SnapshotStart::Busy) => {}
+                    Err(SnapshotStart::Spawn(e)) => {
                         log_warning!("Can't start the snapshot for replicas: {e}");
                         master.pending_sync.lock().take(); // their syncs fail
                         return;
@@ -172,8 +172,7 @@ fn coordinate_shared_sync(srv: &Arc<Server>) {
 /// The job of a shared diskless snapshot: at the cut it takes the waiting
 /// group (whoever joined until that instant), gives them all the cut's
 /// offset, and streams to all of them.
-fn shared_job(srv: &Arc<Server>) -> crate::persistence::snapshot::SnapshotJob {
-    use crate::persistence::snapshot::{SnapFormat, SnapshotJob};
+fn shared_job<H: Host>(srv: &Arc<H>) -> ReplicaSnapshot {
     let sinks = Arc::new(Mutex::new(Vec::new()));
     let dones = Arc::new(Mutex::new(Vec::new()));
     let (srv_cut, cut_sinks, cut_dones) = (srv.clone(), sinks.clone(), dones.clone());
@@ -185,11 +184,11 @@ fn shared_job(srv: &Arc<Server>) -> crate::persistence::snapshot::SnapshotJob {
     let (cut_readers, done_readers) = (readers.clone(), readers);
     let done_sinks = sinks.clone();
     let at_cut = move || {
-        let group = srv_cut.repl.master.pending_sync.lock().take();
+        let group = srv_cut.repl().master.pending_sync.lock().take();
         let members = group.map(|g| g.members).unwrap_or_default();
-        let b = &srv_cut.repl.backlog;
+        let b = &srv_cut.repl().backlog;
         let end = b.end();
-        srv_cut.persist.snapshot.for_replicas.store(true, Relaxed);
+        srv_cut.set_snapshot_for_replicas(true);
         log_notice!("Starting BGSAVE for SYNC with target: replicas sockets");
         log_notice!(
             "Background RDB transfer started (a snapshot thread, {} replicas)",
@@ -205,14 +204,13 @@ fn shared_job(srv: &Arc<Server>) -> crate::persistence::snapshot::SnapshotJob {
             cut_sinks.lock().push(m.writer);
             cut_dones.lock().push(m.done);
         }
-        srv_cut.repl.master.update_keep_from(b);
+        srv_cut.repl().master.update_keep_from(b);
         b.forget_db();
     };
-    SnapshotJob {
-        format: SnapFormat::Rdb,
+    ReplicaSnapshot {
         path: std::path::PathBuf::new(),
         stream: Some(Box::new(Fanout(sinks))),
-        at_cut: Some(Box::new(at_cut)),
+        at_cut: Box::new(at_cut),
         done: Box::new(move |r| {
             done_readers.finished.store(true, Relaxed);
             match &r {
@@ -225,7 +223,7 @@ fn shared_job(srv: &Arc<Server>) -> crate::persistence::snapshot::SnapshotJob {
                 }
                 Err(e) => log_warning!("Background transfer error: {e}"),
             }
-            srv_done.persist.snapshot.for_replicas.store(false, Relaxed);
+            srv_done.set_snapshot_for_replicas(false);
             for d in dones.lock().drain(..) {
                 let each = match &r {
                     Ok(n) => Ok(*n),
@@ -234,8 +232,7 @@ fn shared_job(srv: &Arc<Server>) -> crate::persistence::snapshot::SnapshotJob {
                 let _ = d.send(each);
             }
         }),
-        threads: snapshot_threads(srv),
-        aux: Vec::new(),
+        threads: snapshot_threads(&**srv),
     }
 }
 
@@ -273,7 +270,7 @@ where
     for<'a> &'a T: Read + Write,
 {
     use tokio::io::AsyncReadExt;
-    let mark = crate::server::random_hex(40);
+    let mark = crate::core::random::random_hex(40);
     write_all(io, format!("$EOF:{mark}\r\n").as_bytes(), &shared.kill).await?;
     let mut buf = vec![0u8; 256 * 1024];
     loop {

@@ -17,17 +17,17 @@ use tokio::io::unix::AsyncFd;
 use super::fullsync::full_sync;
 use super::{ReplConf, ReplicaHandle, SyncRequest};
 use crate::core::client::{ClientShared, ClientState};
+use crate::core::sockio::{read_some, write_all, QueryBuf};
 use crate::keyspace::hlc::unix_ms;
 use crate::protocol::{ParseLimits, Parsed, RequestParser};
+use crate::replication::host::Host;
 use crate::replication::repl_timeout;
-use crate::server::conn::{read_some, write_all, QueryBuf};
-use crate::server::Server;
 use crate::{log_notice, log_warning};
 
 /// Serves a replica on its connection until it goes away: the PSYNC reply,
 /// the full sync if needed, then the stream.
-pub(crate) async fn serve_replica<T>(
-    srv: &Arc<Server>,
+pub(crate) async fn serve_replica<T, H: Host>(
+    srv: &Arc<H>,
     io: &AsyncFd<T>,
     mut qb: QueryBuf,
     client: &ClientState,
@@ -54,10 +54,10 @@ pub(crate) async fn serve_replica<T>(
         handle.ip,
         conf.listening_port
     );
-    srv.repl.activate_backlog(srv);
+    srv.repl().activate_backlog(&**srv);
     shared.flags.lock().push('S');
-    srv.repl.master.replicas.lock().push(handle.clone());
-    let start = match partial_from(srv, &req, &handle) {
+    srv.repl().master.replicas.lock().push(handle.clone());
+    let start = match partial_from(&**srv, &req, &handle) {
         Some(from) => continue_partial(srv, io, &conf, &handle, from, shared)
             .await
             .map(|from| (from, false)),
@@ -65,7 +65,7 @@ pub(crate) async fn serve_replica<T>(
     };
     let mut timed_out = false;
     if let Some((from, streamed)) = start {
-        srv.repl.master.returned(&handle);
+        srv.repl().master.returned(&handle);
         *handle.state.lock() = "online";
         handle.ack_ms.store(unix_ms(), Relaxed);
         if streamed {
@@ -79,16 +79,16 @@ pub(crate) async fn serve_replica<T>(
         }
         timed_out = feed(srv, io, qb, &handle, from, streamed, shared).await;
     }
-    srv.repl
+    srv.repl()
         .master
         .replicas
         .lock()
         .retain(|r| !Arc::ptr_eq(r, &handle));
-    srv.repl
+    srv.repl()
         .master
-        .depart(&srv.repl.backlog, &handle, timed_out);
+        .depart(&srv.repl().backlog, &handle, timed_out);
     // What only this replica needed goes now (the pin moves or goes).
-    srv.repl.master.update_keep_from(&srv.repl.backlog);
+    srv.repl().master.update_keep_from(&srv.repl().backlog);
     log_notice!(
         "Connection with replica {}:{} lost.",
         handle.ip,
@@ -113,13 +113,13 @@ pub(super) fn host_of(addr: &str) -> String {
 
 /// The offset a PSYNC may continue from, if this history has it; logs
 /// why not as Redis's masterTryPartialResynchronization does.
-fn partial_from(srv: &Server, req: &SyncRequest, handle: &ReplicaHandle) -> Option<u64> {
-    let master = &srv.repl.master;
+fn partial_from<H: Host>(srv: &H, req: &SyncRequest, handle: &ReplicaHandle) -> Option<u64> {
+    let master = &srv.repl().master;
     let name = format!("{}:{}", handle.ip, handle.port.load(Relaxed));
     if !req.psync {
         return None; // SYNC: a full sync, nothing more to say
     }
-    let ids = srv.repl.ids.lock().clone();
+    let ids = srv.repl().ids.lock().clone();
     let same = req.replid == ids.replid;
     let previous = req.replid == ids.replid2 && req.offset <= ids.second_offset;
     if !same && !previous {
@@ -144,13 +144,13 @@ fn partial_from(srv: &Server, req: &SyncRequest, handle: &ReplicaHandle) -> Opti
         }
         return None;
     }
-    if req.offset < 0 || !srv.repl.backlog.can_continue_from(req.offset as u64) {
+    if req.offset < 0 || !srv.repl().backlog.can_continue_from(req.offset as u64) {
         master.sync_partial_err.fetch_add(1, Relaxed);
         log_notice!(
             "Unable to partial resync with replica {name} for lack of backlog (Replica request was: {}).",
             req.offset
         );
-        if req.offset > 0 && req.offset as u64 > srv.repl.backlog.end() + 1 {
+        if req.offset > 0 && req.offset as u64 > srv.repl().backlog.end() + 1 {
             log_warning!(
                 "Warning: replica {name} tried to PSYNC with an offset that is greater than the master replication offset."
             );
@@ -160,8 +160,8 @@ fn partial_from(srv: &Server, req: &SyncRequest, handle: &ReplicaHandle) -> Opti
     Some(req.offset as u64)
 }
 
-async fn continue_partial<T>(
-    srv: &Arc<Server>,
+async fn continue_partial<T, H: Host>(
+    srv: &Arc<H>,
     io: &AsyncFd<T>,
     conf: &ReplConf,
     handle: &ReplicaHandle,
@@ -174,8 +174,8 @@ where
 {
     handle.ack_offset.store(from - 1, Relaxed);
     handle.sent.store(from, Relaxed);
-    srv.repl.master.update_keep_from(&srv.repl.backlog);
-    let replid = srv.repl.ids.lock().replid.clone();
+    srv.repl().master.update_keep_from(&srv.repl().backlog);
+    let replid = srv.repl().ids.lock().replid.clone();
     let line = if conf.capa_psync2 {
         format!("+CONTINUE {replid}\r\n")
     } else {
@@ -183,13 +183,13 @@ where
     };
     // Counted before the reply leaves, as Redis's (whose reply is sent
     // later from its buffer): a replica that sees +CONTINUE sees it counted.
-    srv.repl.master.sync_partial_ok.fetch_add(1, Relaxed);
+    srv.repl().master.sync_partial_ok.fetch_add(1, Relaxed);
     write_all(io, line.as_bytes(), &shared.kill).await.ok()?;
     log_notice!(
         "Partial resynchronization request from {}:{} accepted. Sending {} bytes of backlog starting from offset {}.",
         handle.ip,
         handle.port.load(Relaxed),
-        srv.repl.backlog.end() + 1 - from,
+        srv.repl().backlog.end() + 1 - from,
         from
     );
     Some(from)
@@ -202,8 +202,8 @@ where
 /// replica's first ACK, as Redis does: a replica spots the end of an
 /// `$EOF:` payload by the mark being the last bytes it read, so stream
 /// bytes arriving right behind the mark would hide it.
-async fn feed<T>(
-    srv: &Arc<Server>,
+async fn feed<T, H: Host>(
+    srv: &Arc<H>,
     io: &AsyncFd<T>,
     mut qb: QueryBuf,
     handle: &ReplicaHandle,
@@ -215,7 +215,7 @@ where
     T: AsRawFd,
     for<'a> &'a T: Read + Write,
 {
-    let backlog = &srv.repl.backlog;
+    let backlog = &srv.repl().backlog;
     let mut parser = RequestParser::new();
     let mut buf = Vec::with_capacity(256 * 1024);
     loop {
@@ -226,7 +226,7 @@ where
         let n = match backlog.read(from, if await_ack { 0 } else { 1 << 20 }, &mut buf) {
             Ok(n) => n,
             Err(_) => {
-                srv.repl.master.lag_disconnects.fetch_add(1, Relaxed);
+                srv.repl().master.lag_disconnects.fetch_add(1, Relaxed);
                 let (first, held) = backlog.range();
                 log_warning!(
                     "Replica {}:{} fell out of the backlog (behind the replica hard limit in memory, or repl-backlog-disk-size on disk): closing it, it will resync (next offset {from}, memory {first}..={}, {held} bytes, hard cap {}; disk {} bytes)",
@@ -244,7 +244,8 @@ where
             // link that stays open but carries nothing) is dropped, as
             // Redis drops one that stops acknowledging: writers must not
             // wait on it, and under the spill policy its bytes stay pinned.
-            let wrote = tokio::time::timeout(repl_timeout(srv), write_all(io, &buf, &shared.kill));
+            let wrote =
+                tokio::time::timeout(repl_timeout(&**srv), write_all(io, &buf, &shared.kill));
             match wrote.await {
                 Ok(Ok(())) => {}
                 Ok(Err(_)) => return false,
@@ -260,12 +261,12 @@ where
             from += n as u64;
             if handle.sent.swap(from, Relaxed) == 0 {
                 // From its first byte on, this replica pins the backlog.
-                srv.repl.master.update_keep_from(backlog);
+                srv.repl().master.update_keep_from(backlog);
             }
         }
         // After that the pin moves with its ACKs, not with what was sent:
         // see keep_from.
-        if n == 0 && replica_timed_out(srv, handle) {
+        if n == 0 && replica_timed_out(&**srv, handle) {
             log_warning!(
                 "Disconnecting timedout replica (streaming sync): {}",
                 handle.ip
@@ -290,12 +291,12 @@ where
                 match read_acks(&mut parser, &mut qb, handle) {
                     None => return false,
                     Some(true) => {
-                        srv.repl.master.update_keep_from(backlog);
+                        srv.repl().master.update_keep_from(backlog);
                         if await_ack {
                             await_ack = false;
                             log_synced(handle);
                         }
-                        srv.repl.master.acked_notify.notify_waiters()
+                        srv.repl().master.acked_notify.notify_waiters()
                     }
                     Some(false) => {}
                 }
@@ -307,7 +308,7 @@ where
 
 /// No ACK from the replica for `repl-timeout` (checked when the feed is
 /// idle, so the configuration lock stays off the streaming path).
-fn replica_timed_out(srv: &Server, handle: &ReplicaHandle) -> bool {
+fn replica_timed_out<H: Host>(srv: &H, handle: &ReplicaHandle) -> bool {
     let timeout_ms = repl_timeout(srv).as_millis() as u64;
     unix_ms().saturating_sub(handle.ack_ms.load(Relaxed)) > timeout_ms
 }

@@ -15,8 +15,8 @@ use tokio::io::unix::AsyncFd;
 use super::diskless::{send_diskless, wait_shared_snapshot, SyncReaders};
 use super::{ReplConf, ReplicaHandle, SyncRequest};
 use crate::core::client::ClientShared;
-use crate::server::conn::{write_all, QueryBuf};
-use crate::server::Server;
+use crate::core::sockio::{write_all, QueryBuf};
+use crate::replication::host::Host;
 use crate::{log_notice, log_warning};
 
 /// `temp-repl-<pid>-<client>.rdb`: a disk-based sync's file.
@@ -27,8 +27,8 @@ fn sync_file_name(client_id: u64) -> std::path::PathBuf {
 /// Takes a snapshot for this replica and sends it; returns the offset the
 /// stream continues from, or None if the sync failed (the connection
 /// closes and the replica retries).
-pub(super) async fn full_sync<T>(
-    srv: &Arc<Server>,
+pub(super) async fn full_sync<T, H: Host>(
+    srv: &Arc<H>,
     io: &AsyncFd<T>,
     qb: &mut QueryBuf,
     (conf, req): (&ReplConf, &SyncRequest),
@@ -40,7 +40,7 @@ where
     for<'a> &'a T: Read + Write,
 {
     let diskless = conf.capa_eof && srv.config.read().get_bool("repl-diskless-sync");
-    srv.repl.master.sync_full.fetch_add(1, Relaxed);
+    srv.repl().master.sync_full.fetch_add(1, Relaxed);
     let (offset, pipe, done) = if diskless {
         wait_shared_snapshot(srv, io, qb, handle, shared).await?
     } else {
@@ -50,7 +50,7 @@ where
         started
     };
     if req.psync {
-        let replid = srv.repl.ids.lock().replid.clone();
+        let replid = srv.repl().ids.lock().replid.clone();
         let line = format!("+FULLRESYNC {replid} {offset}\r\n");
         write_all(io, line.as_bytes(), &shared.kill).await.ok()?;
     }
@@ -60,7 +60,7 @@ where
         Some((pipe, readers)) => {
             let sent = send_diskless(io, qb, pipe, done, shared).await;
             if sent.is_err() {
-                readers.leave(srv);
+                readers.leave(&**srv);
             }
             sent
         }
@@ -83,8 +83,8 @@ pub(super) type DisklessPipe = (tokio::net::UnixStream, Arc<SyncReaders>);
 /// Starts a disk-based snapshot for this replica alone (waiting for a
 /// running one to end, with newline keepalives as Redis sends); returns
 /// the cut's offset and the completion.
-async fn start_snapshot<T>(
-    srv: &Arc<Server>,
+async fn start_snapshot<T, H: Host>(
+    srv: &Arc<H>,
     io: &AsyncFd<T>,
     handle: &Arc<ReplicaHandle>,
     shared: &ClientShared,
@@ -93,30 +93,29 @@ where
     T: AsRawFd,
     for<'a> &'a T: Write,
 {
-    use crate::persistence::snapshot::{self, SnapFormat, SnapshotError, SnapshotJob};
+    use crate::replication::host::{ReplicaSnapshot, SnapshotStart};
     let mut waited = 0u32;
     loop {
         let (tx, rx) = tokio::sync::oneshot::channel();
         let cut_offset = Arc::new(AtomicU64::new(0));
         let (srv_cut, h, off) = (srv.clone(), handle.clone(), cut_offset.clone());
         let srv_done = srv.clone();
-        let job = SnapshotJob {
-            format: SnapFormat::Rdb,
+        let job = ReplicaSnapshot {
             path: sync_file_name(handle.client_id),
             stream: None,
-            at_cut: Some(Box::new(move || {
+            at_cut: Box::new(move || {
                 // Every shard is locked: no write is half in the stream.
-                let b = &srv_cut.repl.backlog;
+                let b = &srv_cut.repl().backlog;
                 let end = b.end();
                 off.store(end, Relaxed);
-                srv_cut.persist.snapshot.for_replicas.store(true, Relaxed);
+                srv_cut.set_snapshot_for_replicas(true);
                 h.ack_offset.store(end, Relaxed);
                 h.sent.store(end + 1, Relaxed);
-                srv_cut.repl.master.update_keep_from(b);
+                srv_cut.repl().master.update_keep_from(b);
                 b.forget_db();
-            })),
+            }),
             done: Box::new(move |r| {
-                srv_done.persist.snapshot.for_replicas.store(false, Relaxed);
+                srv_done.set_snapshot_for_replicas(false);
                 // Redis's child, then its parent (as a BGSAVE's).
                 match &r {
                     Ok(n) => {
@@ -127,20 +126,19 @@ where
                 }
                 let _ = tx.send(r);
             }),
-            threads: snapshot_threads(srv),
-            aux: Vec::new(),
+            threads: snapshot_threads(&**srv),
         };
-        match snapshot::start(srv, job) {
+        match srv.start_snapshot(job) {
             Ok(()) => return Some((cut_offset.load(Relaxed), None, rx)),
-            Err(SnapshotError::Busy) => {
+            Err(SnapshotStart::Busy) => {
                 // Another save runs: wait for it, keeping the link alive.
                 tokio::time::sleep(Duration::from_millis(100)).await;
                 waited += 1;
-                if waited.is_multiple_of(10) && !srv.repl.replica.debug_sleeping() {
+                if waited.is_multiple_of(10) && !srv.repl().replica.debug_sleeping() {
                     write_all(io, b"\n", &shared.kill).await.ok()?;
                 }
             }
-            Err(SnapshotError::Spawn(e)) => {
+            Err(SnapshotStart::Spawn(e)) => {
                 log_warning!("Can't start the snapshot for a replica: {e}");
                 return None;
             }
@@ -150,7 +148,7 @@ where
 
 /// Serializer threads for a replication snapshot: half the cores, one
 /// when `rdb-key-save-delay` stretches it (the delay is per key).
-pub(super) fn snapshot_threads(srv: &Server) -> usize {
+pub(super) fn snapshot_threads<H: Host>(srv: &H) -> usize {
     if srv.config.read().get_i64("rdb-key-save-delay") != 0 {
         return 1;
     }

@@ -8,19 +8,21 @@ use std::sync::atomic::Ordering::*;
 
 use super::MasterSide;
 use crate::keyspace::hlc::unix_ms;
-use crate::server::Server;
+use crate::replication::host::Host;
 
 impl MasterSide {
     /// connected_slaves and the slaveN lines.
     /// `keydb`: the peers pulling from us are listed too, as KeyDB lists
     /// them (`keydb_view.rs`).
-    pub fn info_fields(&self, srv: &Server, o: &mut String, keydb: bool) {
+    pub fn info_fields<H: Host>(&self, srv: &H, o: &mut String, keydb: bool) {
         let list = self.replicas.lock().clone();
         let mut feeds = String::new();
         let n_feeds = match keydb {
-            true => {
-                crate::replication::keydb_view::info_feeds(&srv.repl.active, list.len(), &mut feeds)
-            }
+            true => crate::replication::keydb_view::info_feeds(
+                &srv.repl().active,
+                list.len(),
+                &mut feeds,
+            ),
             false => 0,
         };
         let _ = write!(o, "connected_slaves:{}\r\n", list.len() + n_feeds);
@@ -46,8 +48,8 @@ impl MasterSide {
 
     /// LatticeDB's own lines (after Redis's): how far the slowest replica
     /// is, what the backlog holds for it, and the back-pressure applied.
-    pub fn lag_fields(&self, srv: &Server, o: &mut String) {
-        let b = &srv.repl.backlog;
+    pub fn lag_fields<H: Host>(&self, srv: &H, o: &mut String) {
+        let b = &srv.repl().backlog;
         let lag = self.max_unsent(b.end()).unwrap_or(0);
         let _ = write!(
             o,
@@ -76,8 +78,8 @@ impl MasterSide {
     /// been sent yet. Redis frees a byte once every replica's socket took
     /// it; we keep it until acknowledged (see `keep_from`), which
     /// `repl_backlog_held_bytes` shows.
-    pub fn buffer_bytes(&self, srv: &Server) -> usize {
-        let b = &srv.repl.backlog;
+    pub fn buffer_bytes<H: Host>(&self, srv: &H) -> usize {
+        let b = &srv.repl().backlog;
         let held = b.held();
         let size = srv.config.read().get_i64("repl-backlog-size").max(0) as usize;
         let end = b.end() + 1;

@@ -3,14 +3,13 @@
 //! the connection awaits the replicas' ACKs (`answer_wait`) before it reads
 //! on.
 
-use std::sync::atomic::Ordering::*;
 use std::time::Duration;
 
 use super::{ReplWait, WaitAof, WaitRequest};
 use crate::commands::{CmdError, CmdResult, Ctx};
 use crate::keyspace::hlc::unix_ms;
 use crate::protocol::Args;
-use crate::server::Server;
+use crate::replication::host::{self, Host};
 
 /// A WAIT/WAITAOF timeout argument (ms, 0: forever) as a unix-ms deadline
 /// (0: none).
@@ -29,15 +28,16 @@ fn wait_deadline(ctx: &Ctx, arg: &[u8]) -> Result<u64, CmdError> {
 /// WAIT numreplicas timeout: how many replicas acknowledged every write
 /// this server made so far (this client's included), waiting up to
 /// `timeout` ms (0: forever) for `numreplicas` of them.
-pub fn wait(ctx: &mut Ctx, args: Args) -> CmdResult {
+pub fn wait<H: Host>(ctx: &mut Ctx, args: Args) -> CmdResult {
     let replicas = crate::commands::util::arg_i64(args.get(1))?;
     let deadline_ms = wait_deadline(ctx, args.get(2))?;
-    if crate::server::of(ctx).repl.is_replica() {
+    let srv = host::of::<H>(ctx);
+    if srv.repl().is_replica() {
         return Err(CmdError::Msg(
             "ERR WAIT cannot be used with replica instances. Please also note that since Redis 4.0 if a replica is configured to be writable (which is not the default) writes to replicas are just local and are not propagated.".into(),
         ));
     }
-    let repl = &crate::server::of(ctx).repl;
+    let repl = srv.repl();
     let offset = repl.backlog.end();
     let active_offset = repl.active.stream.end();
     let acked = repl.master.acked(offset) + repl.active.acked(active_offset);
@@ -45,7 +45,7 @@ pub fn wait(ctx: &mut Ctx, args: Args) -> CmdResult {
         ctx.out.int(acked as i64);
         return Ok(());
     }
-    request_acks(crate::server::of(ctx));
+    request_acks(&**srv);
     ctx.client.repl_wait = Some(ReplWait::Wait(WaitRequest {
         offset,
         active_offset,
@@ -56,8 +56,8 @@ pub fn wait(ctx: &mut Ctx, args: Args) -> CmdResult {
 }
 
 /// Waits for `w` and writes its reply into `out`.
-pub async fn answer_wait(
-    srv: &Server,
+pub async fn answer_wait<H: Host>(
+    srv: &H,
     w: ReplWait,
     kill: &tokio::sync::Notify,
     out: &mut crate::protocol::ReplyBuf,
@@ -78,8 +78,8 @@ pub async fn answer_wait(
 
 /// Asks every replica for an immediate ACK (REPLCONF GETACK * in the
 /// stream, as Redis does for WAIT).
-pub(crate) fn request_acks(srv: &Server) {
-    let b = &srv.repl.backlog;
+pub(crate) fn request_acks<H: Host>(srv: &H) {
+    let b = &srv.repl().backlog;
     if b.is_active() {
         b.append_raw(b"*3\r\n$8\r\nREPLCONF\r\n$6\r\nGETACK\r\n$1\r\n*\r\n");
         b.wake_if_dirty();
@@ -88,12 +88,12 @@ pub(crate) fn request_acks(srv: &Server) {
 
 /// Waits until `w.replicas` replicas acknowledged `w.offset`, the deadline
 /// passes or the client is killed; returns how many did.
-pub async fn wait_acks(srv: &Server, w: WaitRequest, kill: &tokio::sync::Notify) -> usize {
-    let master = &srv.repl.master;
+pub async fn wait_acks<H: Host>(srv: &H, w: WaitRequest, kill: &tokio::sync::Notify) -> usize {
+    let master = &srv.repl().master;
     // Active peers acknowledge on their own (no notify): poll them often.
-    let step = if srv.core.active { 5 } else { 100 };
+    let step = if srv.core().active { 5 } else { 100 };
     loop {
-        let n = master.acked(w.offset) + srv.repl.active.acked(w.active_offset);
+        let n = master.acked(w.offset) + srv.repl().active.acked(w.active_offset);
         let now = unix_ms();
         if n >= w.replicas || (w.deadline_ms != 0 && now >= w.deadline_ms) {
             return n;
@@ -116,54 +116,56 @@ pub async fn wait_acks(srv: &Server, w: WaitRequest, kill: &tokio::sync::Notify)
 /// client's writes are fsynced to our AOF (numlocal 1) and to the AOF of
 /// `numreplicas` replicas (their REPLCONF ACK ... FACK offsets); replies
 /// [local fsynced 0|1, replicas that fsynced].
-pub fn waitaof(ctx: &mut Ctx, args: Args) -> CmdResult {
+pub fn waitaof<H: Host>(ctx: &mut Ctx, args: Args) -> CmdResult {
     let numlocal = crate::commands::util::arg_i64(args.get(1))?;
     let numreplicas = crate::commands::util::arg_i64(args.get(2))?;
     let deadline_ms = wait_deadline(ctx, args.get(3))?;
-    if crate::server::of(ctx).repl.is_replica() {
+    let srv = host::of::<H>(ctx);
+    if srv.repl().is_replica() {
         return Err(CmdError::Msg(
             "ERR WAITAOF cannot be used with replica instances. Please also note that writes to replicas are just local and are not propagated.".into(),
         ));
     }
-    let aof = &crate::server::of(ctx).persist.aof.core;
-    if numlocal > 0 && !aof.active.load(Relaxed) {
+    if numlocal > 0 && !srv.aof_on() {
         return Err(CmdError::Msg(
             "ERR WAITAOF cannot be used when numlocal is set but appendonly is disabled.".into(),
         ));
     }
     let w = WaitAof {
-        local_end: (numlocal > 0).then(|| aof.my_end()),
-        offset: crate::server::of(ctx).repl.backlog.end(),
+        local_end: (numlocal > 0).then(|| srv.aof_end()),
+        offset: srv.repl().backlog.end(),
         replicas: numreplicas.max(0) as usize,
         deadline_ms,
     };
     if ctx.client.in_exec {
         // Inside EXEC nothing can wait: the state as it is now.
-        let local = w.local_end.is_some_and(|end| aof.synced_to(end));
+        let local = w.local_end.is_some_and(|end| srv.aof_synced_to(end));
         ctx.out.array(2);
         ctx.out.int(local as i64);
-        ctx.out
-            .int(crate::server::of(ctx).repl.master.fsynced(w.offset) as i64);
+        ctx.out.int(srv.repl().master.fsynced(w.offset) as i64);
         return Ok(());
     }
     if numreplicas > 0 {
-        request_acks(crate::server::of(ctx));
+        request_acks(&**srv);
     }
     ctx.client.repl_wait = Some(ReplWait::WaitAof(w));
     Ok(())
 }
 
 /// Waits for a WAITAOF's fsyncs; returns (local fsynced, replicas fsynced).
-pub async fn waitaof_acks(srv: &Server, w: WaitAof, kill: &tokio::sync::Notify) -> (bool, usize) {
-    let aof = &srv.persist.aof.core;
-    let master = &srv.repl.master;
+pub async fn waitaof_acks<H: Host>(
+    srv: &H,
+    w: WaitAof,
+    kill: &tokio::sync::Notify,
+) -> (bool, usize) {
+    let master = &srv.repl().master;
     if let Some(end) = w.local_end {
-        if !aof.synced_to(end) {
-            aof.flush(true); // fsync now rather than at the next second
+        if !srv.aof_synced_to(end) {
+            srv.aof_fsync(); // fsync now rather than at the next second
         }
     }
     loop {
-        let local = w.local_end.is_none_or(|end| aof.synced_to(end));
+        let local = w.local_end.is_none_or(|end| srv.aof_synced_to(end));
         let n = master.fsynced(w.offset);
         let now = unix_ms();
         let done = local && n >= w.replicas;

@@ -6,18 +6,18 @@ use std::sync::atomic::Ordering::*;
 
 use super::ReplicaSide;
 use crate::keyspace::hlc::unix_ms;
-use crate::server::Server;
+use crate::replication::host::Host;
 
 impl ReplicaSide {
     /// INFO's replica-only fields, from master_host to replica_announced.
-    pub fn info_fields(&self, srv: &Server, o: &mut String) {
+    pub fn info_fields<H: Host>(&self, srv: &H, o: &mut String) {
         let (host, port) = self.master.lock().clone().unwrap_or_default();
         let up = self.link_up();
         let now = unix_ms();
         let last_io = (now.saturating_sub(self.last_io_ms.load(Relaxed)) / 1000) as i64;
         let stage = self.stage.get();
         let syncing = stage.syncing();
-        let offset = srv.repl.backlog.end();
+        let offset = srv.repl().backlog.end();
         let _ = write!(
             o,
             "master_host:{host}\r\nmaster_port:{port}\r\nmaster_link_status:{}\r\n\

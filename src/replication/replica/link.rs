@@ -13,14 +13,14 @@ use super::stream::stream;
 use super::ReplicaSide;
 use crate::keyspace::hlc::unix_ms;
 use crate::replication::conn::{Conn, Filled};
+use crate::replication::host::Host;
 use crate::replication::node_link;
 use crate::replication::repl_timeout;
 use crate::replication::stage::Stage;
-use crate::server::Server;
 use crate::{log_notice, log_warning};
 
-pub(super) fn link_thread(srv: Arc<Server>, gen: u64, host: String, port: u16) {
-    let side = &srv.repl.replica;
+pub(super) fn link_thread<H: Host>(srv: Arc<H>, gen: u64, host: String, port: u16) {
+    let side = &srv.repl().replica;
     let current = || side.generation.load(Acquire) == gen;
     while current() {
         side.wait_out_pause(gen);
@@ -134,9 +134,9 @@ fn connect(host: &str, port: u16, timeout: Duration) -> Result<TcpStream, String
     })
 }
 
-fn run_link(srv: &Arc<Server>, gen: u64, host: &str, port: u16) -> Result<(), String> {
-    let side = &srv.repl.replica;
-    let timeout = repl_timeout(srv);
+fn run_link<H: Host>(srv: &Arc<H>, gen: u64, host: &str, port: u16) -> Result<(), String> {
+    let side = &srv.repl().replica;
+    let timeout = repl_timeout(&**srv);
     if side.generation.load(Acquire) == gen {
         side.stage.set(Stage::Connecting);
     }
@@ -145,7 +145,7 @@ fn run_link(srv: &Arc<Server>, gen: u64, host: &str, port: u16) -> Result<(), St
     if side.generation.load(Acquire) != gen {
         return Ok(());
     }
-    let s = node_link::secure(&srv.core, s, host, "master")?;
+    let s = node_link::secure(srv.core(), s, host, "master")?;
     let mut peer = Peer {
         conn: Conn::new(s, "master", timeout),
         side,
@@ -153,7 +153,7 @@ fn run_link(srv: &Arc<Server>, gen: u64, host: &str, port: u16) -> Result<(), St
         stage: Stage::Connecting,
     };
     log_notice!("MASTER <-> REPLICA sync started");
-    handshake(srv, &mut peer)?;
+    handshake(&**srv, &mut peer)?;
     psync(srv, gen, &mut peer)?;
     side.up.store(true, Release);
     peer.begin(Stage::Connected);
@@ -162,7 +162,7 @@ fn run_link(srv: &Arc<Server>, gen: u64, host: &str, port: u16) -> Result<(), St
 }
 
 /// PING, AUTH, REPLCONF: Redis's handshake, with its error texts.
-fn handshake(srv: &Server, peer: &mut Peer) -> Result<(), String> {
+fn handshake<H: Host>(srv: &H, peer: &mut Peer) -> Result<(), String> {
     peer.begin(Stage::ReceivePingReply);
     peer.send(&[b"PING"])?;
     let r = peer.line()?;
@@ -178,7 +178,7 @@ fn handshake(srv: &Server, peer: &mut Peer) -> Result<(), String> {
         let c = srv.config.read();
         let lport = match c.get_i64("replica-announce-port") {
             p if p > 0 => p,
-            _ => node_link::own_port(&c, srv.tcp_port.load(Relaxed) as i64),
+            _ => node_link::own_port(&c, srv.port() as i64),
         };
         let ip = c.get_str("replica-announce-ip");
         (

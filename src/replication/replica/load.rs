@@ -11,9 +11,8 @@ use std::time::{Duration, Instant};
 use super::link::Peer;
 use super::socket_load::load_from_socket;
 use crate::keyspace::hlc::unix_ms;
-use crate::persistence::load::{ReplicaLoad, SocketLoad};
+use crate::replication::host::{Host, SocketLoadMode};
 use crate::replication::stage::Stage;
-use crate::server::Server;
 use crate::{log_notice, log_warning};
 
 /// The full-sync payload's header: `$<len>` or `$EOF:<40 byte mark>`.
@@ -48,31 +47,31 @@ fn parse_payload_header(header: &str) -> Result<PayloadSpec, String> {
 /// `repl-diskless-load`: whether this payload is parsed straight from the
 /// socket, and into what. `swapdb` loads asynchronously (old data served)
 /// when the master continues the history we hold (same replid, as Redis).
-fn socket_load_mode(srv: &Server, replid: &str) -> Option<SocketLoad> {
+fn socket_load_mode<H: Host>(srv: &H, replid: &str) -> Option<SocketLoadMode> {
     let mode = srv.config.read().get_str("repl-diskless-load");
     match mode.as_str() {
-        "swapdb" => Some(SocketLoad::Swap {
-            async_load: srv.repl.ids.lock().replid == replid,
+        "swapdb" => Some(SocketLoadMode::Swap {
+            async_load: srv.repl().ids.lock().replid == replid,
         }),
-        "on-empty-db" if srv.keyspace.total_keys() == 0 => Some(SocketLoad::Live),
+        "on-empty-db" if srv.keyspace.total_keys() == 0 => Some(SocketLoadMode::Live),
         _ => None,
     }
 }
 /// The payload's header, then the payload, loaded; a socket load's
 /// staging data is returned to be committed with the new history.
-pub(super) fn receive_payload(
-    srv: &Arc<Server>,
+pub(super) fn receive_payload<H: Host>(
+    srv: &Arc<H>,
     gen: u64,
     peer: &mut Peer,
     replid: &str,
-) -> Result<Option<ReplicaLoad>, String> {
-    let side = &srv.repl.replica;
+) -> Result<Option<H::SocketLoad>, String> {
+    let side = &srv.repl().replica;
     peer.begin(Stage::ReceivePayloadHeader);
     let header = peer.line()?;
     let spec = parse_payload_header(&header)?;
     side.sync_total.store(spec.len.unwrap_or(0), Relaxed);
     side.sync_read.store(0, Relaxed);
-    let socket = socket_load_mode(srv, replid);
+    let socket = socket_load_mode(&**srv, replid);
     let to = if socket.is_some() {
         "to parser"
     } else {
@@ -87,8 +86,8 @@ pub(super) fn receive_payload(
     peer.begin(Stage::ReceivePayload);
     match socket {
         Some(mode) => {
-            let taken = || srv.persist.loading.progress();
-            let job = watched(srv, peer, taken, |peer| {
+            let taken = || srv.load_progress();
+            let job = watched(&**srv, peer, taken, |peer| {
                 load_from_socket(srv, gen, peer, &spec, mode)
             });
             job.map(Some)
@@ -104,8 +103,8 @@ pub(super) fn receive_payload(
 /// loader read plus keys it decoded): if it stays still for longer than
 /// `repl-timeout`, the helper logs the stage's timeout and aborts the
 /// load, which fails at its next read or key.
-fn watched<T>(
-    srv: &Server,
+fn watched<T, H: Host>(
+    srv: &H,
     peer: &mut Peer,
     taken: impl Fn() -> u64 + Sync,
     work: impl FnOnce(&mut Peer) -> T,
@@ -119,7 +118,7 @@ fn watched<T>(
         timeout: peer.timeout,
     };
     std::thread::scope(|scope| {
-        let helper = scope.spawn(|| watch.run(&taken, &srv.persist.loading));
+        let helper = scope.spawn(|| watch.run(&taken, &|| srv.abort_load()));
         let r = work(peer);
         watch.done.store(true, Release);
         helper.thread().unpark();
@@ -136,7 +135,7 @@ struct Watch {
 }
 
 impl Watch {
-    fn run(&self, taken: &dyn Fn() -> u64, loading: &crate::persistence::load::Loading) {
+    fn run(&self, taken: &dyn Fn() -> u64, abort: &dyn Fn()) {
         let second = Duration::from_secs(1);
         let (mut seen, mut moved, mut newline) = (taken(), Instant::now(), Instant::now());
         while !self.done.load(Acquire) {
@@ -154,7 +153,7 @@ impl Watch {
                 // (A second more than the socket's own timeout, which
                 // reports a master gone quiet first.)
                 log_warning!("{}", self.stage.timeout_message(self.timeout.as_secs()));
-                loading.abort();
+                abort();
                 return;
             }
         }
@@ -162,17 +161,15 @@ impl Watch {
 }
 /// `repl-diskless-load disabled`: the payload into a temp file, loaded as
 /// at start-up, then renamed to `dbfilename`.
-fn load_via_file(srv: &Arc<Server>, peer: &mut Peer, spec: &PayloadSpec) -> Result<(), String> {
+fn load_via_file<H: Host>(srv: &Arc<H>, peer: &mut Peer, spec: &PayloadSpec) -> Result<(), String> {
     let tmp = format!("temp-{}.{}.rdb", unix_ms() / 1000, std::process::id());
-    let r = receive_rdb(srv, peer, spec, &tmp).and_then(|()| {
+    let r = receive_rdb(&**srv, peer, spec, &tmp).and_then(|()| {
         log_notice!("MASTER <-> REPLICA sync: Flushing old data");
         log_notice!("MASTER <-> REPLICA sync: Loading DB in memory");
         peer.begin(Stage::Loading);
         let path = std::path::Path::new(&tmp);
-        let taken = || srv.persist.loading.progress();
-        watched(srv, peer, taken, |_| {
-            crate::persistence::load::load_for_replica(srv, path)
-        })
+        let taken = || srv.load_progress();
+        watched(&**srv, peer, taken, |_| srv.load_file(path))
     });
     if let Err(e) = r {
         let _ = std::fs::remove_file(&tmp);
@@ -187,13 +184,13 @@ fn load_via_file(srv: &Arc<Server>, peer: &mut Peer, spec: &PayloadSpec) -> Resu
 }
 
 /// `$<len>\r\n<bytes>` or `$EOF:<40 byte mark>\r\n<bytes><mark>` into `path`.
-fn receive_rdb(
-    srv: &Server,
+fn receive_rdb<H: Host>(
+    srv: &H,
     peer: &mut Peer,
     spec: &PayloadSpec,
     path: &str,
 ) -> Result<(), String> {
-    let side = &srv.repl.replica;
+    let side = &srv.repl().replica;
     let (len, eof_mark) = (spec.len, &spec.mark);
     let mut f = std::io::BufWriter::new(std::fs::File::create(path).map_err(|e| {
         format!("Opening the temp file needed for MASTER <-> REPLICA synchronization: {e}")

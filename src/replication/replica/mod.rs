@@ -86,7 +86,9 @@ pub struct ReplicaSide {
     paused_until_ms: AtomicU64,
     /// Held while a command from the master is applied and its bytes
     /// counted, and by a snapshot's cut: the offset saved in an RDB
-    /// (repl-offset) matches its data.
+    /// (repl-offset) matches its data. Taken through [`Self::hold_apply`]
+    /// (still `pub` for persistence's snapshot cut, until it goes through
+    /// its host too).
     pub apply_lock: Mutex<()>,
 }
 
@@ -101,16 +103,23 @@ impl ReplicaSide {
         self.stage.get()
     }
 
+    /// Holds the apply lock (see `apply_lock`): what the replica applied,
+    /// its offset and its stream's database are of one instant meanwhile.
+    #[inline]
+    pub fn hold_apply(&self) -> parking_lot::MutexGuard<'_, ()> {
+        self.apply_lock.lock()
+    }
+
     /// ROLE on a replica: ["slave", host, port, state, offset].
-    pub fn role_reply(&self, ctx: &mut Ctx) -> CmdResult {
+    /// `offset`: master_repl_offset.
+    pub fn role_reply(&self, ctx: &mut Ctx, offset: u64) -> CmdResult {
         let (host, port) = self.master.lock().clone().unwrap_or_default();
         ctx.out.array(5);
         ctx.out.bulk(b"slave");
         ctx.out.bulk(host.as_bytes());
         ctx.out.int(port as i64);
         ctx.out.bulk(self.stage.get().role_state().as_bytes());
-        ctx.out
-            .int(crate::server::of(ctx).repl.backlog.end() as i64);
+        ctx.out.int(offset as i64);
         Ok(())
     }
 

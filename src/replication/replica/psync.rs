@@ -8,13 +8,13 @@ use std::sync::Arc;
 use super::link::Peer;
 use super::load::receive_payload;
 use super::replicaof::disconnect_replicas;
+use crate::replication::host::Host;
 use crate::replication::stage::Stage;
-use crate::server::Server;
 use crate::{log_notice, log_warning};
 
 /// PSYNC for what we hold: the stream continues, or a full sync first.
-pub(super) fn psync(srv: &Arc<Server>, gen: u64, peer: &mut Peer) -> Result<(), String> {
-    let (replid, offset) = cached_master(srv);
+pub(super) fn psync<H: Host>(srv: &Arc<H>, gen: u64, peer: &mut Peer) -> Result<(), String> {
+    let (replid, offset) = cached_master(&**srv);
     // Redis's replica says which PSYNC it tries.
     let off_arg = if replid == "?" {
         log_notice!("Partial resynchronization not possible (no cached master)");
@@ -27,7 +27,7 @@ pub(super) fn psync(srv: &Arc<Server>, gen: u64, peer: &mut Peer) -> Result<(), 
         (offset + 1).to_string()
     };
     peer.begin(Stage::ReceivePsyncReply);
-    let failover = srv.repl.replica.failover_psync.swap(false, AcqRel);
+    let failover = srv.repl().replica.failover_psync.swap(false, AcqRel);
     if failover {
         peer.send(&[b"PSYNC", replid.as_bytes(), off_arg.as_bytes(), b"FAILOVER"])?;
     } else {
@@ -35,7 +35,7 @@ pub(super) fn psync(srv: &Arc<Server>, gen: u64, peer: &mut Peer) -> Result<(), 
     }
     let reply = peer.line()?;
     if failover && reply.starts_with('-') {
-        srv.repl.replica.failover_refused.store(true, Release);
+        srv.repl().replica.failover_refused.store(true, Release);
     }
     if let Some(rest) = reply.strip_prefix("+FULLRESYNC ") {
         let mut w = rest.split_whitespace();
@@ -47,7 +47,7 @@ pub(super) fn psync(srv: &Arc<Server>, gen: u64, peer: &mut Peer) -> Result<(), 
         log_notice!("Full resync from master: {id}:{off}");
         full_sync(srv, gen, peer, &id, off)
     } else if let Some(rest) = reply.strip_prefix("+CONTINUE") {
-        continue_from(srv, rest.trim(), &replid);
+        continue_from(&**srv, rest.trim(), &replid);
         log_notice!("MASTER <-> REPLICA sync: Master accepted a Partial Resynchronization.");
         Ok(())
     } else {
@@ -56,8 +56,8 @@ pub(super) fn psync(srv: &Arc<Server>, gen: u64, peer: &mut Peer) -> Result<(), 
 }
 /// (replid, offset) for PSYNC: our own history ("?" when we have none
 /// worth continuing, e.g. before our first sync).
-fn cached_master(srv: &Server) -> (String, u64) {
-    let repl = &srv.repl;
+fn cached_master<H: Host>(srv: &H) -> (String, u64) {
+    let repl = srv.repl();
     if !repl.has_history.load(Acquire) {
         return ("?".into(), 0);
     }
@@ -66,8 +66,8 @@ fn cached_master(srv: &Server) -> (String, u64) {
 
 /// +CONTINUE [<new replid>]: a new id means our master changed history
 /// (a failover); ours becomes replid2, valid up to our offset.
-fn continue_from(srv: &Server, new_id: &str, old_id: &str) {
-    let repl = &srv.repl;
+fn continue_from<H: Host>(srv: &H, new_id: &str, old_id: &str) {
+    let repl = srv.repl();
     log_notice!("Successful partial resynchronization with master.");
     if !new_id.is_empty() && new_id != old_id {
         let mut ids = repl.ids.lock();
@@ -86,20 +86,20 @@ fn continue_from(srv: &Server, new_id: &str, old_id: &str) {
 /// Loads the payload (into a temp file first, or straight from the
 /// socket, per `repl-diskless-load`); on any failure no half-loaded
 /// dataset is left (see `persistence::load`) and the error is returned.
-fn full_sync(
-    srv: &Arc<Server>,
+fn full_sync<H: Host>(
+    srv: &Arc<H>,
     gen: u64,
     peer: &mut Peer,
     replid: &str,
     offset: u64,
 ) -> Result<(), String> {
     let loaded = receive_payload(srv, gen, peer, replid)?;
-    let repl = &srv.repl;
+    let repl = srv.repl();
     let side = &repl.replica;
     // A snapshot's cut sees the new data with the new history, or neither.
-    let cut = side.apply_lock.lock();
+    let cut = side.hold_apply();
     if let Some(job) = loaded {
-        job.commit(srv);
+        srv.commit_socket_load(job);
     }
     repl.backlog.reset_to(offset);
     *repl.ids.lock() = crate::replication::ReplIds {
@@ -108,20 +108,20 @@ fn full_sync(
         second_offset: -1,
     };
     side.master_db.store(0, Relaxed);
-    repl.activate_backlog(srv);
+    repl.activate_backlog(&**srv);
     repl.has_history.store(true, Release);
     drop(cut);
-    dataset_replaced(srv);
+    dataset_replaced(&**srv);
     restart_aof(srv);
     // Our own replicas follow a history that just ended: they resync.
-    disconnect_replicas(srv);
+    disconnect_replicas(&**srv);
     log_notice!("MASTER <-> REPLICA sync: Finished with success");
     Ok(())
 }
 /// A full sync replaced the dataset: as Redis (signalFlushedDb, or
 /// swapMainDbWithTempDb), WATCHed keys are touched, tracking clients get a
 /// flush invalidation and clients blocked on keys look again.
-fn dataset_replaced(srv: &Server) {
+fn dataset_replaced<H: Host>(srv: &H) {
     srv.watch.touch_db(None);
     crate::commands::tracking::invalidate_all(srv, u64::MAX);
     for db in 0..srv.keyspace.num_dbs() {
@@ -132,18 +132,11 @@ fn dataset_replaced(srv: &Server) {
 /// With the AOF on, its files still hold the old dataset: a rewrite (or
 /// one scheduled after the running one) bases it on the new one, as
 /// Redis's restartAOFAfterSYNC.
-fn restart_aof(srv: &Arc<Server>) {
-    use crate::persistence::aof::rewrite::{start, StartError};
+fn restart_aof<H: Host>(srv: &Arc<H>) {
     if !srv.config.read().get_bool("appendonly") {
         return;
     }
-    match start(srv) {
-        Ok(()) => {}
-        Err(StartError::InProgress | StartError::Busy) => {
-            srv.persist.aof.rw.lock().scheduled = true;
-        }
-        Err(StartError::Failed(e)) => {
-            log_warning!("Can't rewrite the AOF after the sync with the master: {e}");
-        }
+    if let Err(e) = srv.rebase_aof() {
+        log_warning!("Can't rewrite the AOF after the sync with the master: {e}");
     }
 }

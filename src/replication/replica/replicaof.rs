@@ -10,8 +10,8 @@ use super::link::link_thread;
 use crate::commands::{CmdResult, Ctx};
 use crate::protocol::Args;
 use crate::replication::commands::{replicaof_args, ReplicaOf};
+use crate::replication::host::{self, Host};
 use crate::replication::stage::Stage;
-use crate::server::Server;
 use crate::{log_notice, log_warning};
 
 /// REPLCONF GETACK from a client other than our master link: nothing to do
@@ -21,26 +21,27 @@ pub fn getack(_ctx: &mut Ctx) -> CmdResult {
 }
 
 /// REPLICAOF host port | NO ONE (and SLAVEOF).
-pub fn replicaof(ctx: &mut Ctx, args: Args) -> CmdResult {
+pub fn replicaof<H: Host>(ctx: &mut Ctx, args: Args) -> CmdResult {
+    let srv = host::of::<H>(ctx);
     if ctx.core.active {
-        let host = crate::server::of(ctx).peer_host();
+        let host = srv.peer_host();
         return crate::replication::active::link::replicaof(ctx, args, &host);
     }
     let (host, port) = match replicaof_args(&args)? {
         ReplicaOf::NoOne => {
-            promote(crate::server::of(ctx));
+            promote(&**srv);
             ctx.out.ok();
             return Ok(());
         }
         ReplicaOf::Master(host, port) => (host, port),
     };
-    let repl = &crate::server::of(ctx).repl;
+    let repl = srv.repl();
     if repl.is_replica() && *repl.replica.master.lock() == Some((host.clone(), port)) {
         log_notice!("REPLICAOF would result into synchronization with the master we are already connected with. No operation performed.");
         ctx.out.simple("OK Already connected to specified master");
         return Ok(());
     }
-    follow(crate::server::of(ctx), host.clone(), port);
+    follow(srv, host.clone(), port);
     log_notice!(
         "REPLICAOF {host}:{port} enabled (user request from 'id={}')",
         ctx.client.id
@@ -50,7 +51,7 @@ pub fn replicaof(ctx: &mut Ctx, args: Args) -> CmdResult {
 }
 
 /// The `replicaof` directive at start-up ("host port").
-pub fn start_from_config(srv: &Arc<Server>) {
+pub fn start_from_config<H: Host>(srv: &Arc<H>) {
     let v = srv.config.read().get_str("replicaof");
     // Several lines: the last one wins, as in Redis.
     if let Some((h, p)) = crate::config::directives::replicaof_pairs(&v).pop() {
@@ -61,14 +62,14 @@ pub fn start_from_config(srv: &Arc<Server>) {
 /// Becomes a replica of host:port: the current history is the cached
 /// master (so a demoted master can continue partially from its new master,
 /// PSYNC2), then the link thread starts.
-fn follow(srv: &Arc<Server>, host: String, port: u16) {
-    let side = &srv.repl.replica;
+fn follow<H: Host>(srv: &Arc<H>, host: String, port: u16) {
+    let side = &srv.repl().replica;
     side.stop_link();
     *side.master.lock() = Some((host.clone(), port));
-    remember_master(srv, vec![host.clone(), port.to_string()]);
+    remember_master(&**srv, vec![host.clone(), port.to_string()]);
     side.stage.set(Stage::Connect);
     side.down_since_ms.store(0, Relaxed);
-    srv.repl.is_replica.store(true, Release);
+    srv.repl().is_replica.store(true, Release);
     crate::log::set_role(b'S');
     // Clients blocked on keys would wait for writes that now come from the
     // master only: Redis unblocks them with an error; we let them time out.
@@ -86,7 +87,7 @@ fn follow(srv: &Arc<Server>, host: String, port: u16) {
 /// Redis's `server.masterhost` is: CONFIG GET replicaof reads it and CONFIG
 /// REWRITE writes it, so a replica restarted from a rewritten file comes
 /// back as a replica and continues from its RDB's replication id.
-fn remember_master(srv: &Server, args: Vec<String>) {
+fn remember_master<H: Host>(srv: &H, args: Vec<String>) {
     if let Err(e) = srv.config.write().set("replicaof", &args) {
         log_warning!("Can't record the master in the config: {e}");
     }
@@ -94,16 +95,16 @@ fn remember_master(srv: &Server, args: Vec<String>) {
 
 /// FAILOVER's step 2: become the replica of `host:port`, whose PSYNC
 /// carries FAILOVER so that the target promotes itself first.
-pub(crate) fn follow_for_failover(srv: &Arc<Server>, host: String, port: u16) {
-    srv.repl.replica.failover_refused.store(false, Release);
-    srv.repl.replica.failover_psync.store(true, Release);
+pub(crate) fn follow_for_failover<H: Host>(srv: &Arc<H>, host: String, port: u16) {
+    srv.repl().replica.failover_refused.store(false, Release);
+    srv.repl().replica.failover_psync.store(true, Release);
     follow(srv, host, port);
 }
 
 /// REPLICAOF NO ONE: a master again, with a new replication id; the old
 /// one stays as replid2 so our replicas can continue partially.
-pub(crate) fn promote(srv: &Server) {
-    let repl = &srv.repl;
+pub(crate) fn promote<H: Host>(srv: &H) {
+    let repl = srv.repl();
     if !repl.is_replica() {
         return;
     }
@@ -121,8 +122,8 @@ pub(crate) fn promote(srv: &Server) {
 
 /// Closes our replicas' links (Redis's disconnectSlaves): each reconnects
 /// and PSYNCs, which tells it our current replication id.
-pub(super) fn disconnect_replicas(srv: &Server) {
-    for r in srv.repl.master.replicas.lock().iter() {
+pub(super) fn disconnect_replicas<H: Host>(srv: &H) {
+    for r in srv.repl().master.replicas.lock().iter() {
         if let Some(c) = srv.clients.get(r.client_id) {
             c.kill_now();
         }

@@ -8,8 +8,7 @@ use std::sync::Arc;
 
 use super::link::Peer;
 use super::load::PayloadSpec;
-use crate::persistence::load::{ReplicaLoad, SocketLoad};
-use crate::server::Server;
+use crate::replication::host::{Host, SocketLoadMode};
 use crate::{log_notice, log_warning};
 
 /// Diskless load: the RDB decoded as it arrives. `Live` empties the
@@ -18,20 +17,20 @@ use crate::{log_notice, log_warning};
 /// complete. A short read, a corrupt payload or a broken mark aborts: the
 /// staging data is dropped (the old dataset stays), live databases are
 /// emptied.
-pub(super) fn load_from_socket(
-    srv: &Arc<Server>,
+pub(super) fn load_from_socket<H: Host>(
+    srv: &Arc<H>,
     gen: u64,
     peer: &mut Peer,
     spec: &PayloadSpec,
-    mode: SocketLoad,
-) -> Result<ReplicaLoad, String> {
-    if mode == SocketLoad::Live {
+    mode: SocketLoadMode,
+) -> Result<H::SocketLoad, String> {
+    if mode == SocketLoadMode::Live {
         log_notice!("MASTER <-> REPLICA sync: Flushing old data");
     }
-    let job = ReplicaLoad::begin(srv, mode, spec.len.unwrap_or(0));
+    let job = srv.begin_socket_load(mode, spec.len.unwrap_or(0));
     log_notice!("MASTER <-> REPLICA sync: Loading DB in memory");
     let mut sock = SocketPayload {
-        srv,
+        srv: &**srv,
         gen,
         peer,
         left: spec.len,
@@ -45,25 +44,24 @@ pub(super) fn load_from_socket(
         Ok(()) => Ok(job),
         Err(e) => {
             log_warning!("Failed trying to load the MASTER synchronization DB from socket: {e}");
-            job.abort(srv);
+            srv.abort_socket_load(job);
             Err(e)
         }
     }
 }
 
-fn load_socket_payload(
-    srv: &Arc<Server>,
-    job: &ReplicaLoad,
-    sock: &mut SocketPayload,
+fn load_socket_payload<H: Host>(
+    srv: &Arc<H>,
+    job: &H::SocketLoad,
+    sock: &mut SocketPayload<H>,
 ) -> Result<(), String> {
-    use crate::persistence::load::{load_reader_into, OnDuplicate};
     let mut br = std::io::BufReader::with_capacity(64 * 1024, &mut *sock);
-    let r = load_reader_into(srv, job.target(srv), &mut br, OnDuplicate::Fail);
+    let r = srv.load_socket(job, &mut br);
     let leftover = br.buffer().len();
     drop(br);
     if let Err(e) = r {
-        log_warning!("Internal error in RDB reading offset {} -> {e}. Failure loading rdb format from socket, assuming connection error, resuming operation.", srv.repl.replica.sync_read.load(Relaxed));
-        return Err(e.to_string());
+        log_warning!("Internal error in RDB reading offset {} -> {e}. Failure loading rdb format from socket, assuming connection error, resuming operation.", srv.repl().replica.sync_read.load(Relaxed));
+        return Err(e);
     }
     sock.finish(leftover)
 }
@@ -74,8 +72,8 @@ fn load_socket_payload(
 /// go back to the peer's buffer. Timeouts (`repl-timeout` without a byte
 /// from the master, or an aborted load), a closed link and a REPLICAOF
 /// elsewhere are read errors.
-struct SocketPayload<'a, 'p> {
-    srv: &'a Server,
+struct SocketPayload<'a, 'p, H> {
+    srv: &'a H,
     gen: u64,
     peer: &'a mut Peer<'p>,
     left: Option<u64>,
@@ -86,12 +84,12 @@ struct SocketPayload<'a, 'p> {
     marked: bool,
 }
 
-impl SocketPayload<'_, '_> {
+impl<H: Host> SocketPayload<'_, '_, H> {
     /// Waits for unread bytes in the peer's buffer.
     fn more(&mut self) -> std::io::Result<()> {
         use std::io::{Error, ErrorKind};
-        let side = &self.srv.repl.replica;
-        self.srv.persist.loading.check_aborted()?;
+        let side = &self.srv.repl().replica;
+        self.srv.check_load_aborted()?;
         while self.peer.start == self.peer.buf.len() {
             if side.generation.load(Acquire) != self.gen {
                 return Err(Error::other("the replication link was replaced"));
@@ -106,8 +104,12 @@ impl SocketPayload<'_, '_> {
     }
 
     fn count(&self, n: usize) {
-        self.srv.repl.replica.sync_read.fetch_add(n as u64, Relaxed);
-        self.srv.persist.loading.add_loaded(n as u64);
+        self.srv
+            .repl()
+            .replica
+            .sync_read
+            .fetch_add(n as u64, Relaxed);
+        self.srv.add_loaded(n as u64);
     }
 
     /// After the RDB decoded: the rest of the payload must be empty (with
@@ -166,7 +168,7 @@ impl SocketPayload<'_, '_> {
     }
 }
 
-impl Read for SocketPayload<'_, '_> {
+impl<H: Host> Read for SocketPayload<'_, '_, H> {
     fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
         let Some(left) = self.left else {
             return self.read_marked(buf);

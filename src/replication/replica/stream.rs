@@ -7,15 +7,15 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::link::Peer;
-use crate::core::client::ClientState;
+use crate::core::client::{ClientState, MASTER_LINK_ID};
 use crate::keyspace::hlc::Hlc;
 use crate::protocol::{ParseLimits, Parsed, RequestParser};
-use crate::server::Server;
+use crate::replication::host::Host;
 
 /// The command stream, until the link fails or REPLICAOF changes it.
-pub(super) fn stream(srv: &Arc<Server>, gen: u64, peer: &mut Peer) -> Result<(), String> {
-    let side = &srv.repl.replica;
-    let mut client = ClientState::new(u64::MAX);
+pub(super) fn stream<H: Host>(srv: &Arc<H>, gen: u64, peer: &mut Peer) -> Result<(), String> {
+    let side = &srv.repl().replica;
+    let mut client = ClientState::new(MASTER_LINK_ID);
     client.db = side.master_db.load(Relaxed);
     let mut clock = Hlc::new(srv.node_id);
     let stats = srv.new_worker_stats();
@@ -50,7 +50,7 @@ pub(super) fn stream(srv: &Arc<Server>, gen: u64, peer: &mut Peer) -> Result<(),
             return Ok(());
         }
         if last_ack.elapsed() >= ACK_EVERY {
-            send_ack(srv, peer)?;
+            send_ack(&**srv, peer)?;
             last_ack = Instant::now();
         }
         side.wait_out_pause(gen);
@@ -68,8 +68,8 @@ pub(super) fn stream(srv: &Arc<Server>, gen: u64, peer: &mut Peer) -> Result<(),
             last_ack = Instant::now();
         }
         // The batch's writes go to the AOF now, as a client's would.
-        crate::persistence::aof::before_reply(srv);
-        srv.repl.backlog.wake_if_dirty();
+        srv.aof_before_reply();
+        srv.repl().backlog.wake_if_dirty();
     }
 }
 
@@ -87,9 +87,9 @@ impl Link<'_> {
     /// `apply_lock`, so a snapshot's cut sees the data, the offset and the
     /// stream's database of one instant (an RDB saved here, or a
     /// sub-replica's full sync, continues at exactly the right byte).
-    fn apply_buffered(&mut self, srv: &Arc<Server>, peer: &mut Peer) -> Result<bool, String> {
-        let side = &srv.repl.replica;
-        let _applying = side.apply_lock.lock();
+    fn apply_buffered<H: Host>(&mut self, srv: &Arc<H>, peer: &mut Peer) -> Result<bool, String> {
+        let side = &srv.repl().replica;
+        let _applying = side.hold_apply();
         let mut acked = false;
         let mut relayed = peer.start;
         loop {
@@ -104,7 +104,13 @@ impl Link<'_> {
                 && args.get(0).eq_ignore_ascii_case(b"replconf")
                 && args.get(1).eq_ignore_ascii_case(b"getack");
             if !getack && !args.is_empty() {
-                let r = crate::commands::run_args(srv, self.clock, self.stats, self.client, args);
+                let r = crate::commands::run_args(
+                    srv.admin(),
+                    self.clock,
+                    self.stats,
+                    self.client,
+                    args,
+                );
                 if let Err(e) = r {
                     let name = String::from_utf8_lossy(args.get(0)).to_ascii_lowercase();
                     crate::core::propagation::failed(
@@ -118,15 +124,19 @@ impl Link<'_> {
             peer.start += consumed;
             if getack {
                 // The offset it reports counts the GETACK itself.
-                srv.repl.backlog.append_raw(&peer.buf[relayed..peer.start]);
+                srv.repl()
+                    .backlog
+                    .append_raw(&peer.buf[relayed..peer.start]);
                 relayed = peer.start;
-                send_ack(srv, peer)?;
+                send_ack(&**srv, peer)?;
                 acked = true;
             }
         }
         // One relay per read, not per command.
         if relayed < peer.start {
-            srv.repl.backlog.append_raw(&peer.buf[relayed..peer.start]);
+            srv.repl()
+                .backlog
+                .append_raw(&peer.buf[relayed..peer.start]);
         }
         side.master_db.store(self.client.db, Relaxed);
         Ok(acked)
@@ -135,12 +145,11 @@ impl Link<'_> {
 
 /// REPLCONF ACK <offset> [FACK <aof offset>] (FACK when our AOF is on and
 /// fsynced: WAITAOF on our master counts us then).
-fn send_ack(srv: &Server, peer: &mut Peer) -> Result<(), String> {
+fn send_ack<H: Host>(srv: &H, peer: &mut Peer) -> Result<(), String> {
     wait_out_stop_signal();
-    crate::persistence::aof::before_reply(srv);
-    let off = srv.repl.backlog.end().to_string();
-    let aof = &srv.persist.aof.core;
-    if aof.active.load(Relaxed) && aof.synced_to(aof.my_end()) {
+    srv.aof_before_reply();
+    let off = srv.repl().backlog.end().to_string();
+    if srv.aof_on() && srv.aof_synced_to(srv.aof_end()) {
         peer.send(&[b"REPLCONF", b"ACK", off.as_bytes(), b"FACK", off.as_bytes()])
     } else {
         peer.send(&[b"REPLCONF", b"ACK", off.as_bytes()])
