@@ -252,7 +252,11 @@ fn swapdb_async_loading(abort: bool) {
         assert_eq!(cmd::<i64>(&mut rc, &["EXISTS", "big:0", "big:199999"]), 0);
         return;
     }
-    eventually("swapped in", || in_sync(&mut mc, &mut rc));
+    // 200,000 keys sent slowly (rdb-key-save-delay): 20-29 s on 2 quiet
+    // cores, so the 30 s of `eventually` timed out on a loaded one.
+    eventually_within("swapped in", Duration::from_secs(180), || {
+        in_sync(&mut mc, &mut rc)
+    });
     assert_eq!(cmd::<Option<String>>(&mut rc, &["GET", "mykey"]), None);
     assert_eq!(info_field::<u8>(&mut rc, "async_loading"), 0);
     let _: () = cmd(&mut watcher, &["MULTI"]);
@@ -359,8 +363,9 @@ fn bad_payloads_leave_no_half_loaded_data(mode: &str) {
         ]
         .concat(),
     ];
+    let mut next = listener.accept().unwrap().0;
     for (i, p) in payloads.drain(..).enumerate() {
-        let (mut s, _) = listener.accept().unwrap();
+        let mut s = next;
         handshake(&mut s);
         let id = "a".repeat(40);
         s.write_all(format!("+FULLRESYNC {id} 0\r\n").as_bytes())
@@ -369,6 +374,10 @@ fn bad_payloads_leave_no_half_loaded_data(mode: &str) {
         s.flush().unwrap();
         std::thread::sleep(Duration::from_millis(100));
         drop(s);
+        // The replica connects again only once this load failed, and its
+        // new link waits for our handshake: no load runs while we look.
+        // (Waiting for "loading:0" alone passed before the load began.)
+        next = listener.accept().unwrap().0;
         eventually("the load to fail", || {
             info_field::<u8>(&mut rc, "loading") == 0
                 && info_field::<String>(&mut rc, "master_link_status") == "down"
@@ -376,7 +385,7 @@ fn bad_payloads_leave_no_half_loaded_data(mode: &str) {
         assert_eq!(cmd::<i64>(&mut rc, &["DBSIZE"]), old, "payload {i}");
         assert_eq!(cmd::<i64>(&mut rc, &["EXISTS", "new:0"]), 0, "payload {i}");
     }
-    let (mut s, _) = listener.accept().unwrap();
+    let mut s = next;
     handshake(&mut s);
     let id = "b".repeat(40);
     s.write_all(format!("+FULLRESYNC {id} 0\r\n").as_bytes())
