@@ -24,8 +24,8 @@ enum Expect {
 }
 use Expect::*;
 
-const DEL: &str = "a stream's delete (its groups) and a sketch's (a reset) travel by \
-                   version; a peer converges by the key's state";
+const DEL: &str = "a sketch's delete (a reset) travels by version; a peer converges by \
+                   the key's state";
 const STORE: &str = "SORT ... STORE onto an existing key goes as DEL and RPUSH in \
                      MULTI/EXEC: a unit's writes carry no fact";
 const RENAMED_COUNTER: &str = "a renamed counter's destination has no merge state of its \
@@ -174,7 +174,7 @@ const CASES: &[(&str, Expect)] = &[
     ("XGROUP DESTROY @x g", Fact),
     ("XSETID @x 9999999999999-0", Asks(XSETID)),
     ("EXPIRE @x 100", Asks(STREAM_TTL)),
-    ("DEL @x", Asks(DEL)),
+    ("DEL @x", Fact),
     // Any merging type.
     ("DEL @s", Fact),
     ("UNLINK @z", Fact),

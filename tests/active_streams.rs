@@ -1075,3 +1075,42 @@ fn lag_counts_the_reads_of_both_sides_after_a_partition() {
         assert_eq!(read_and_lag(c), ("7".into(), "0".into()));
     }
 }
+
+/// Both nodes' asks (INFO `conflicts=`), summed.
+fn pair_asks(p: &Pair) -> u64 {
+    asks_all(&mut p.a.conn()) + asks_all(&mut p.b.conn())
+}
+
+/// A stream's DEL (and UNLINK) is an observed remove of what its node had
+/// seen (docs/MERGE.md): an entry and a group made concurrently on the
+/// other node survive it, the entries and group it saw do not. Its record
+/// carries the state the delete left (DECISIONS 282), so the node it
+/// reaches asks for none (the deleter asks for the concurrent XADD's key:
+/// a fact of a stream deleted here).
+#[test]
+fn a_streams_delete_travels_as_a_fact_and_keeps_a_concurrent_add() {
+    let p = Pair::start(&[]);
+    let (mut a, mut b) = (p.a.conn(), p.b.conn());
+    six_entries_and_a_read(&p, 2);
+    let b_before = asks_all(&mut b);
+    p.partition();
+    assert_eq!(cmd::<i64>(&mut a, &["DEL", "s"]), 1);
+    std::thread::sleep(std::time::Duration::from_millis(5));
+    let kept = xadd(&mut b, "s", "f", "b");
+    let _: String = cmd(&mut b, &["XGROUP", "CREATE", "s", "h", "0"]);
+    p.heal();
+    fully_converged(&p);
+    for c in [&mut a, &mut b] {
+        assert_eq!(ids(c, "s"), [kept.clone()]);
+        assert_eq!(group_names(c), ["h"]);
+    }
+    assert_eq!(asks_all(&mut b) - b_before, 0, "b asked for the DEL's key");
+    // Deleted again with nothing concurrent: gone on both, no ask.
+    let before = pair_asks(&p);
+    assert_eq!(cmd::<i64>(&mut b, &["UNLINK", "s"]), 1);
+    converged(&[&p.a, &p.b]);
+    for c in [&mut a, &mut b] {
+        assert_eq!(cmd::<i64>(c, &["EXISTS", "s"]), 0);
+    }
+    assert_eq!(pair_asks(&p) - before, 0, "states asked for by the UNLINK");
+}
