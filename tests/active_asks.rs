@@ -35,7 +35,6 @@ const NOT_A_NUMBER: &str = "a reset to a value that is no number, which the reco
 const NOACK: &str = "a NOACK read's records (CREATECONSUMER, SETID) carry no fact";
 const MAKES: &str = "a stream made by the write (MKSTREAM) travels by its state";
 const XSETID: &str = "XSETID sets the stream's last ID and counts: no fact, by state";
-const STREAM_TTL: &str = "a TTL write on a stream travels by its state";
 
 /// The write commands on a merging type, on existing keys (`@x` is key x
 /// of the case, made by [`setup`]), and what each does.
@@ -173,7 +172,9 @@ const CASES: &[(&str, Expect)] = &[
     ("XGROUP SETID @x g $ ENTRIESREAD 3", Fact),
     ("XGROUP DESTROY @x g", Fact),
     ("XSETID @x 9999999999999-0", Asks(XSETID)),
-    ("EXPIRE @x 100", Asks(STREAM_TTL)),
+    ("EXPIRE @x 100", Fact),
+    ("PEXPIREAT @j 4000000000000", Fact),
+    ("PERSIST @j", Fact),
     ("DEL @x", Fact),
     // Any merging type.
     ("DEL @s", Fact),
@@ -207,6 +208,7 @@ fn setup(i: usize, x: &str) -> Vec<Vec<String>> {
         "e" => "RPUSH K a b c;EXPIRE K 1000",
         "q" => "INCRBY K 5;EXPIRE K 1000",
         "p" => "PFADD K a b",
+        "j" => "XADD K * f 1;EXPIRE K 1000",
         _ => return vec![], // made by the write
     };
     let line = |l: &str| {

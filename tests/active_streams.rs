@@ -1114,3 +1114,56 @@ fn a_streams_delete_travels_as_a_fact_and_keeps_a_concurrent_add() {
     }
     assert_eq!(pair_asks(&p) - before, 0, "states asked for by the UNLINK");
 }
+
+/// `key`'s absolute expiry in ms (PEXPIRETIME: -1 none, -2 no key).
+fn expiry(c: &mut redis::Connection, key: &str) -> i64 {
+    cmd(c, &["PEXPIRETIME", key])
+}
+
+/// Both nodes hold `s` expiring at one time, `want` where given (Some(-1):
+/// none); returns it.
+fn one_expiry(p: &Pair, want: Option<i64>) -> i64 {
+    let (mut a, mut b) = (p.a.conn(), p.b.conn());
+    eventually("one expiry of s on both nodes", || {
+        let (ea, eb) = (expiry(&mut a, "s"), expiry(&mut b, "s"));
+        ea == eb && want.is_none_or(|w| w == ea)
+    });
+    expiry(&mut a, "s")
+}
+
+/// EXPIRE & co and PERSIST on a stream write its TTL register, as on a set
+/// (docs/MERGE.md): with nothing concurrent they travel as facts (no ask,
+/// DECISIONS 283); concurrent TTL writes resolve to the longest, PERSIST
+/// wins over a concurrent EXPIRE.
+#[test]
+fn a_streams_ttl_writes_travel_as_facts_and_merge_as_a_sets() {
+    let p = Pair::start(&[]);
+    let (mut a, mut b) = (p.a.conn(), p.b.conn());
+    six_entries_and_a_read(&p, 2);
+    let before = pair_asks(&p);
+    assert_eq!(cmd::<i64>(&mut a, &["EXPIRE", "s", "1000"]), 1);
+    let at = one_expiry(&p, None);
+    assert!(at > 0, "an expiry: {at}");
+    assert_eq!(cmd::<i64>(&mut b, &["PEXPIREAT", "s", "4000000000000"]), 1);
+    one_expiry(&p, Some(4_000_000_000_000));
+    assert_eq!(cmd::<i64>(&mut a, &["PERSIST", "s"]), 1);
+    one_expiry(&p, Some(-1));
+    fully_converged(&p);
+    assert_eq!(pair_asks(&p) - before, 0, "states asked for by the TTL writes");
+    // Concurrent: the longest TTL, then PERSIST over an EXPIRE.
+    p.partition();
+    let _: i64 = cmd(&mut a, &["PEXPIREAT", "s", "4000000000000"]);
+    std::thread::sleep(std::time::Duration::from_millis(5));
+    let _: i64 = cmd(&mut b, &["PEXPIREAT", "s", "3000000000000"]);
+    p.heal();
+    one_expiry(&p, Some(4_000_000_000_000));
+    fully_converged(&p);
+    p.partition();
+    let _: i64 = cmd(&mut a, &["PERSIST", "s"]);
+    std::thread::sleep(std::time::Duration::from_millis(5));
+    let _: i64 = cmd(&mut b, &["PEXPIREAT", "s", "4500000000000"]);
+    p.heal();
+    one_expiry(&p, Some(-1));
+    fully_converged(&p);
+    assert_eq!(ids(&mut a, "s").len(), 6);
+}

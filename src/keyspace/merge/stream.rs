@@ -45,6 +45,11 @@ use crate::keyspace::hlc::{stamp_node, NODE_BITS};
 use crate::keyspace::stream::{StreamId, StreamValue};
 use crate::keyspace::Value;
 
+/// Whether EXPIRE & co and PERSIST on a stream travel as facts of its TTL
+/// register, as on a set (`ttl.rs`; DECISIONS 283); off, the peer asks
+/// for the stream's state.
+pub const STREAM_TTL_FACTS: bool = true;
+
 /// The slot an entry ID names (its sequence's low bits).
 pub fn slot_of(id: StreamId) -> u64 {
     id.seq & ((1 << NODE_BITS) - 1)
