@@ -34,7 +34,6 @@ const NOT_A_NUMBER: &str = "a reset to a value that is no number, which the reco
                             (APPEND's, SETRANGE's) does not say: by state";
 const NOACK: &str = "a NOACK read's records (CREATECONSUMER, SETID) carry no fact";
 const MAKES: &str = "a stream made by the write (MKSTREAM) travels by its state";
-const XSETID: &str = "XSETID sets the stream's last ID and counts: no fact, by state";
 
 /// The write commands on a merging type, on existing keys (`@x` is key x
 /// of the case, made by [`setup`]), and what each does.
@@ -171,7 +170,11 @@ const CASES: &[(&str, Expect)] = &[
     ("XGROUP SETID @x g 0", Fact),
     ("XGROUP SETID @x g $ ENTRIESREAD 3", Fact),
     ("XGROUP DESTROY @x g", Fact),
-    ("XSETID @x 9999999999999-0", Asks(XSETID)),
+    ("XSETID @x 9999999999999-0", Fact),
+    (
+        "XSETID @x 9999999999999-0 ENTRIESADDED 10 MAXDELETEDID 9999999999998-0",
+        Fact,
+    ),
     ("EXPIRE @x 100", Fact),
     ("PEXPIREAT @j 4000000000000", Fact),
     ("PERSIST @j", Fact),

@@ -1167,3 +1167,47 @@ fn a_streams_ttl_writes_travel_as_facts_and_merge_as_a_sets() {
     fully_converged(&p);
     assert_eq!(ids(&mut a, "s").len(), 6);
 }
+
+/// XSETID (with ENTRIESADDED and MAXDELETEDID) travels as a fact where
+/// nothing was written concurrently (DECISIONS 284): no ask, one XINFO
+/// STREAM on both nodes. Against a concurrent XADD elsewhere it asks, and
+/// the states join: the entry kept, the last ID the higher, and the count
+/// XSETID set with the add it had not seen on top (DECISIONS 192).
+#[test]
+fn xsetid_travels_as_a_fact_and_joins_with_a_concurrent_add() {
+    let p = Pair::start(&[]);
+    let (mut a, mut b) = (p.a.conn(), p.b.conn());
+    six_entries_and_a_read(&p, 2);
+    let before = pair_asks(&p);
+    let _: () = cmd(&mut a, &["XSETID", "s", "9000000000000-0"]);
+    let _: () = cmd(
+        &mut b,
+        &[
+            "XSETID",
+            "s",
+            "9000000000001-0",
+            "ENTRIESADDED",
+            "20",
+            "MAXDELETEDID",
+            "9000000000000-5",
+        ],
+    );
+    fully_converged(&p);
+    let want = info(&mut a, "s");
+    assert_eq!(want.get("entries-added").map(String::as_str), Some("20"));
+    assert_eq!(info(&mut b, "s"), want);
+    assert_eq!(pair_asks(&p) - before, 0, "states asked for by XSETID");
+    p.partition();
+    let _: () = cmd(
+        &mut a,
+        &["XSETID", "s", "9000000000002-0", "ENTRIESADDED", "30"],
+    );
+    std::thread::sleep(std::time::Duration::from_millis(5));
+    xadd(&mut b, "s", "f", "late");
+    p.heal();
+    fully_converged(&p);
+    let (ia, ib) = (info(&mut a, "s"), info(&mut b, "s"));
+    assert_eq!(ia, ib);
+    assert_eq!(ia.get("entries-added").map(String::as_str), Some("31"));
+    assert_eq!(ia.get("length").map(String::as_str), Some("7"));
+}

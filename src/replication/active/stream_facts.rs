@@ -28,7 +28,7 @@ use crate::keyspace::merge::fact::NotApplied;
 use crate::keyspace::merge::groups::writes::ClaimTold;
 use crate::keyspace::merge::groups::{self, AckTold, GroupMeta, Part, ReadTold};
 use crate::keyspace::merge::state::typed;
-use crate::keyspace::merge::stream::{stream_of, Stream, Told};
+use crate::keyspace::merge::stream::{stream_of, SetidTold, Stream, Told};
 use crate::keyspace::merge::{MergeType, Meta};
 use crate::keyspace::stream::{StreamId, StreamValue};
 use crate::keyspace::stream_groups::Group;
@@ -49,6 +49,7 @@ pub(super) fn is_stream_write(argv: &Args) -> bool {
         b"xack",
         b"xclaim",
         b"xgroup",
+        b"xsetid",
     ]
     .iter()
     .any(|n| name.eq_ignore_ascii_case(n))
@@ -82,6 +83,9 @@ impl Link {
         }
         if name.eq_ignore_ascii_case(b"xgroup") {
             return self.apply_xgroup_fact(db, key, stamp, facts, argv);
+        }
+        if name.eq_ignore_ascii_case(b"xsetid") {
+            return self.apply_setid_fact(db, key, stamp, facts, argv);
         }
         let Some(told) = Told::decode(facts) else {
             return false;
@@ -263,6 +267,35 @@ fn read_unit<'a>(key: &[u8], writes: &[Args<'a>]) -> Option<ReadUnit<'a>> {
 }
 
 impl Link {
+    /// Applies XSETID's fact to `key` (DECISIONS 284): replayed where the
+    /// stream's state here prints as the one the origin's write built on;
+    /// false where it does not apply here: the caller asks for the key's
+    /// state.
+    fn apply_setid_fact(
+        &mut self,
+        db: usize,
+        key: &[u8],
+        stamp: u64,
+        facts: &[Fact],
+        argv: &Args,
+    ) -> bool {
+        let Some(told) = SetidTold::decode(facts) else {
+            return false;
+        };
+        let checked = self.checked_here(db, key, |g, at| {
+            stream_fact_here(g, at, (stamp, told.prev), |state, _| {
+                (state.setid_print() == told.print).then_some(())
+            })
+        });
+        let version = match checked {
+            Ok((version, ())) => version,
+            Err(applied) => return applied,
+        };
+        self.replay_args(db, stamp, *argv);
+        self.settle_stream(db, key, stamp, version.max(stamp));
+        true
+    }
+
     /// Applies an XACK's fact to `key` (DECISIONS 239); false where it does
     /// not apply here: the caller asks for the key's state.
     fn apply_ack_fact(
