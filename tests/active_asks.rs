@@ -32,7 +32,6 @@ const RENAMED_COUNTER: &str = "a renamed counter's destination has no merge stat
                                own (the counter's stays with the source): by state";
 const NOT_A_NUMBER: &str = "a reset to a value that is no number, which the record \
                             (APPEND's, SETRANGE's) does not say: by state";
-const NOACK: &str = "a NOACK read's records (CREATECONSUMER, SETID) carry no fact";
 const MAKES: &str = "a stream made by the write (MKSTREAM) travels by its state";
 
 /// The write commands on a merging type, on existing keys (`@x` is key x
@@ -155,7 +154,8 @@ const CASES: &[(&str, Expect)] = &[
     ("XTRIM @x MAXLEN 1", Fact),
     ("XACK @x g %0 %1", Fact),
     ("XREADGROUP GROUP g bob COUNT 1 STREAMS @x >", Fact),
-    ("XREADGROUP GROUP g bob NOACK STREAMS @x >", Asks(NOACK)),
+    ("XREADGROUP GROUP g bob NOACK STREAMS @x >", Fact),
+    ("XREADGROUP GROUP g dave NOACK COUNT 1 STREAMS @x >", Fact),
     ("XCLAIM @x g bob 0 %0", Fact),
     ("XCLAIM @x g bob 0 %0 %1 JUSTID", Fact),
     ("XCLAIM @x g carol 0 %2 FORCE", Fact),

@@ -1211,3 +1211,54 @@ fn xsetid_travels_as_a_fact_and_joins_with_a_concurrent_add() {
     assert_eq!(ia.get("entries-added").map(String::as_str), Some("31"));
     assert_eq!(ia.get("length").map(String::as_str), Some("7"));
 }
+
+/// XREADGROUP ... NOACK `>` as `who`: the IDs delivered (none pending).
+fn read_noack(c: &mut redis::Connection, who: &str, n: usize) -> Vec<String> {
+    let n = n.to_string();
+    let args = [
+        "XREADGROUP",
+        "GROUP",
+        "g",
+        who,
+        "COUNT",
+        &n,
+        "NOACK",
+        "STREAMS",
+        "s",
+        ">",
+    ];
+    let v: Option<Vec<(String, Entries)>> = cmd(c, &args);
+    v.into_iter().flatten().flat_map(|(_, e)| e).map(|e| e.0).collect()
+}
+
+/// NOACK reads travel as facts (DECISIONS 285): by an existing consumer
+/// (one `XGROUP SETID` record) and by a consumer the read makes (`XGROUP
+/// CREATECONSUMER` then SETID), with nothing concurrent, no node asks and
+/// both hold one XINFO STREAM FULL (seen times included). NOACK reads on
+/// both sides of a partition join: the larger last-delivered ID, both
+/// consumers, nothing pending from them.
+#[test]
+fn noack_reads_travel_as_facts_and_join_after_a_partition() {
+    let p = Pair::start(&[]);
+    let (mut a, mut b) = (p.a.conn(), p.b.conn());
+    let e = six_entries_and_a_read(&p, 1);
+    let before = pair_asks(&p);
+    assert_eq!(read_noack(&mut a, "w1", 1), e[1..2]);
+    fully_converged(&p);
+    assert_eq!(read_noack(&mut b, "w2", 1), e[2..3]);
+    fully_converged(&p);
+    assert_eq!(read_noack(&mut a, "w2", 1), e[3..4]);
+    fully_converged(&p);
+    assert_eq!(pair_asks(&p) - before, 0, "states asked for by NOACK reads");
+    p.partition();
+    assert_eq!(read_noack(&mut a, "w3", 1), e[4..5]);
+    std::thread::sleep(std::time::Duration::from_millis(5));
+    assert_eq!(read_noack(&mut b, "w4", 2), e[4..6]);
+    p.heal();
+    let view = fully_converged(&p);
+    assert!(view.contains("w3") && view.contains("w4"), "{view}");
+    assert_eq!(pending(&mut a, "g"), [(e[0].clone(), "w1".to_string(), 1)]);
+    let last = group_info(&mut b);
+    let last = last.iter().find(|f| f.0 == "last-delivered-id").unwrap();
+    assert_eq!(last.1, e[5]);
+}

@@ -107,6 +107,11 @@ fn prepare_groups(ctx: &mut Ctx, l: &mut super::access::Locked, key: &[u8]) -> O
     None
 }
 
+/// Whether a NOACK read (its `XGROUP SETID`, after an `XGROUP
+/// CREATECONSUMER` where it made the consumer) travels as a fact
+/// (DECISIONS 285); off, its peers ask for the stream's state.
+const READ_FACTS_NOACK: bool = true;
+
 /// Active replication: a group write's fact (XACK's, a read's: DECISIONS
 /// 239, 240), `push(prev, facts)` given its `PREV`, goes in the write's
 /// (first) record where group facts are on, the write is the first of its
@@ -650,15 +655,24 @@ pub fn xreadgroup(ctx: &mut Ctx, args: Args) -> CmdResult {
         note_groups(ctx, &mut l, key);
     }
     if !all.is_empty() {
-        // A `>` read of one stream (not NOACK) tells its fact (DECISIONS 240).
-        if let ([key], [None], false) = (&written[..], &starts[..], q.noack) {
+        // A `>` read of one stream tells its fact (DECISIONS 240); a NOACK
+        // read's names its consumer by print (DECISIONS 285).
+        if let ([key], [None]) = (&written[..], &starts[..]) {
             let m = before.as_ref().and_then(|b| b.groups.get(q.group));
-            let first_is_claim = all[0][0].eq_ignore_ascii_case(b"XCLAIM");
-            if let (Some(m), true) = (m, first_is_claim) {
+            let is = |r: &[Vec<u8>], name: &[u8], at: usize| {
+                r.get(at).is_some_and(|a| a.eq_ignore_ascii_case(name))
+            };
+            let shape = match q.noack {
+                false => is(&all[0], b"XCLAIM", 0),
+                true => all.last().is_some_and(|r| is(r, b"SETID", 1)),
+            };
+            if let (Some(m), true) = (m, shape && READ_FACTS_NOACK | !q.noack) {
                 let m = m.clone();
-                let (consumer, now) = (q.consumer, q.now);
+                let (consumer, now, noack) = (q.consumer, q.now, q.noack);
                 note_group_fact(ctx, &mut l, key, (before.as_ref(), version), |prev, f| {
-                    merge::groups::read_told(&m, consumer, prev, now).encode(f)
+                    let mut told = merge::groups::read_told(&m, consumer, prev, now);
+                    told.noack = noack.then(|| merge::context::fingerprint(consumer));
+                    told.encode(f)
                 });
             }
         }

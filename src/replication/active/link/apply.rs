@@ -13,6 +13,7 @@ use std::time::Instant;
 use super::{direct_ids, Hello, LinkState};
 use crate::core::stats::WorkerStats;
 use crate::keyspace::hlc::{unix_ms, Hlc};
+use crate::keyspace::merge::groups::ReadTold;
 use crate::protocol::Args;
 use crate::replication::active::{
     applying, record, rejoin_refusal, serve, sim_hooks, state_fingerprint, update_quorum, Host,
@@ -898,9 +899,9 @@ impl Link {
         let &[(i, _)] = &first.bases[..] else {
             return None;
         };
-        if !Args::new(first.argv, &first.spans)
-            .get(0)
-            .eq_ignore_ascii_case(b"xclaim")
+        let name = Args::new(first.argv, &first.spans).get(0);
+        let noack = || ReadTold::decode(&first.facts).is_some_and(|t| t.noack.is_some());
+        if !name.eq_ignore_ascii_case(b"xclaim") && !(name.eq_ignore_ascii_case(b"xgroup") && noack())
         {
             return None; // (a transaction's writes: their facts are not used)
         }
