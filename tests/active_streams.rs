@@ -1262,3 +1262,41 @@ fn noack_reads_travel_as_facts_and_join_after_a_partition() {
     let last = last.iter().find(|f| f.0 == "last-delivered-id").unwrap();
     assert_eq!(last.1, e[5]);
 }
+
+/// XGROUP CREATE ... MKSTREAM of a missing key travels as a fact (DECISIONS
+/// 286): on a key never written and on a stream deleted before, no node
+/// asks and both hold one stream and group (entries-added 0, as Redis).
+/// Made on both sides of a partition, the two streams join: both groups.
+#[test]
+fn a_stream_made_by_xgroup_create_mkstream_travels_as_a_fact() {
+    let p = Pair::start(&[]);
+    let (mut a, mut b) = (p.a.conn(), p.b.conn());
+    let before = pair_asks(&p);
+    let mk = |c: &mut redis::Connection, g: &str| {
+        let _: String = cmd(c, &["XGROUP", "CREATE", "s", g, "$", "MKSTREAM"]);
+    };
+    mk(&mut a, "g");
+    fully_converged(&p);
+    xadd(&mut b, "s", "f", "1");
+    fully_converged(&p);
+    assert_eq!(cmd::<i64>(&mut a, &["DEL", "s"]), 1);
+    converged(&[&p.a, &p.b]);
+    mk(&mut b, "h");
+    fully_converged(&p);
+    for c in [&mut a, &mut b] {
+        assert_eq!(group_names(c), ["h"]);
+        assert_eq!(info(c, "s").get("entries-added").map(String::as_str), Some("0"));
+    }
+    assert_eq!(pair_asks(&p) - before, 0, "states asked for by MKSTREAM");
+    assert_eq!(cmd::<i64>(&mut a, &["DEL", "s"]), 1);
+    converged(&[&p.a, &p.b]);
+    p.partition();
+    mk(&mut a, "g1");
+    std::thread::sleep(std::time::Duration::from_millis(5));
+    mk(&mut b, "g2");
+    p.heal();
+    fully_converged(&p);
+    for c in [&mut a, &mut b] {
+        assert_eq!(group_names(c), ["g1", "g2"]);
+    }
+}

@@ -334,7 +334,7 @@ pub fn xgroup_create(ctx: &mut Ctx, args: Args) -> CmdResult {
             .groups
             .contains_key(name)
     {
-        before = prepare_groups(ctx, &mut l, key).filter(|_| exists);
+        before = prepare_groups(ctx, &mut l, key).filter(|_| exists || writes::MKSTREAM_FACTS);
     }
     if !exists {
         let v = ctx.new_version();
@@ -352,10 +352,13 @@ pub fn xgroup_create(ctx: &mut Ctx, args: Args) -> CmdResult {
     let stamp = ctx.version_after(e.version);
     e.version = stamp;
     note_groups(ctx, &mut l, key);
-    // A group made in a stream present (not MKSTREAM's): its ID resolved.
-    let told = before
-        .as_ref()
-        .map(|_| XgroupTold::default().with_register((last, read)));
+    // Its ID resolved; MKSTREAM's of a missing key with the print of the
+    // deleted stream's state it made the key on (DECISIONS 286).
+    let told = before.as_ref().map(|b| {
+        let mut told = XgroupTold::default().with_register((last, read));
+        told.words[4] = (!exists).then(|| b.print());
+        told
+    });
     note_xgroup_fact(ctx, &mut l, key, (before.as_ref(), stamp), told);
     ctx.propagate_args(stamp, &args);
     ctx.notify(class::STREAM, "xgroup-create", key);

@@ -647,6 +647,15 @@ impl Stream {
         (prev < stamp).then_some(prev)
     }
 
+    /// A print of the whole state (version included): two states that
+    /// print the same make the same state of a write replayed on them
+    /// (XGROUP CREATE MKSTREAM of a missing key, DECISIONS 286).
+    pub fn print(&self) -> u64 {
+        let mut b = Vec::new();
+        self.encode(&mut b);
+        super::context::fingerprint(&b)
+    }
+
     /// What an XSETID's result depends on besides its arguments (its
     /// fact's print, [`SetidTold`]): the per-slot counts, the count's
     /// reset, max-deleted-entry-id and the last ID.
