@@ -155,6 +155,8 @@ const CASES: &[(&str, Expect)] = &[
     ("XREADGROUP GROUP g bob COUNT 1 STREAMS @x >", Fact),
     ("XREADGROUP GROUP g bob NOACK STREAMS @x >", Fact),
     ("XREADGROUP GROUP g dave NOACK COUNT 1 STREAMS @x >", Fact),
+    ("XREADGROUP GROUP g bob STREAMS @x @xb > >", Fact),
+    ("XREADGROUP GROUP g bob NOACK STREAMS @x @xb > >", Fact),
     ("XCLAIM @x g bob 0 %0", Fact),
     ("XCLAIM @x g bob 0 %0 %1 JUSTID", Fact),
     ("XCLAIM @x g carol 0 %2 FORCE", Fact),
@@ -222,13 +224,13 @@ fn setup(i: usize, x: &str) -> Vec<Vec<String>> {
 }
 
 /// The commands that make key `x` of case `i`: [`setup`]'s line, or a
-/// stream's several (`@x`: three entries, group g, two read by alice,
-/// consumer bob).
+/// stream's several (`@x`, `@xb`: three entries, group g, two read by
+/// alice, consumer bob).
 fn setup_lines(i: usize, x: &str) -> Vec<Vec<String>> {
-    if x != "x" {
+    if x != "x" && x != "xb" {
         return setup(i, x);
     }
-    let k = format!("c{i}:x");
+    let k = format!("c{i}:{x}");
     let lines = [
         "XADD K * f 1",
         "XADD K * f 2",
@@ -312,8 +314,10 @@ fn each_merging_write_travels_as_a_fact_or_asks_for_a_stated_reason() {
         let words = with_entry_ids(&mut a, i, words(i, write));
         run(&mut a, &words).unwrap_or_else(|e| panic!("{write}: {e}"));
         converged(&[&p.a, &p.b]);
-        if write.contains("@x") {
-            groups_converged(&mut a, &mut b, &format!("c{i}:x"));
+        for x in ["x", "xb"] {
+            if write.split(' ').any(|w| w == format!("@{x}")) {
+                groups_converged(&mut a, &mut b, &format!("c{i}:{x}"));
+            }
         }
         let asked = asks(&mut a) + asks(&mut b) - before;
         eprintln!("{write}: {asked}");

@@ -1300,3 +1300,49 @@ fn a_stream_made_by_xgroup_create_mkstream_travels_as_a_fact() {
         assert_eq!(group_names(c), ["g1", "g2"]);
     }
 }
+
+/// An XREADGROUP of several streams (one unit: each stream's records led
+/// by its fact) travels as facts (DECISIONS 285), NOACK or not: no ask,
+/// one group state per stream on both nodes. On both sides of a partition
+/// the reads join per stream.
+#[test]
+fn a_read_of_several_streams_travels_as_facts() {
+    let p = Pair::start(&[]);
+    let (mut a, mut b) = (p.a.conn(), p.b.conn());
+    for k in ["s", "t"] {
+        for i in 0..4 {
+            xadd(&mut a, k, "f", &i.to_string());
+        }
+        let _: String = cmd(&mut a, &["XGROUP", "CREATE", k, "g", "0"]);
+    }
+    fully_converged(&p);
+    let read = |c: &mut redis::Connection, who: &str, noack: bool| {
+        let mut args = vec!["XREADGROUP", "GROUP", "g", who, "COUNT", "1"];
+        args.extend(noack.then_some("NOACK"));
+        args.extend(["STREAMS", "s", "t", ">", ">"]);
+        let v: Vec<(String, Entries)> = cmd(c, &args);
+        assert_eq!(v.len(), 2, "{who}: both streams served");
+    };
+    let both = |p: &Pair| {
+        fully_converged(p);
+        let mut t = groups_converged(&[&p.a, &p.b], "t");
+        t.sort();
+        t
+    };
+    let before = pair_asks(&p);
+    read(&mut a, "w1", false);
+    both(&p);
+    read(&mut b, "w2", true);
+    both(&p);
+    read(&mut a, "w2", false);
+    both(&p);
+    assert_eq!(pair_asks(&p) - before, 0, "states asked for by the reads");
+    p.partition();
+    read(&mut a, "w3", false);
+    std::thread::sleep(std::time::Duration::from_millis(5));
+    read(&mut b, "w4", false);
+    p.heal();
+    let view = both(&p);
+    assert!(view.iter().any(|l| l.contains("w3")), "{view:?}");
+    assert!(view.iter().any(|l| l.contains("w4")), "{view:?}");
+}
