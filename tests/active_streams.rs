@@ -1149,7 +1149,11 @@ fn a_streams_ttl_writes_travel_as_facts_and_merge_as_a_sets() {
     assert_eq!(cmd::<i64>(&mut a, &["PERSIST", "s"]), 1);
     one_expiry(&p, Some(-1));
     fully_converged(&p);
-    assert_eq!(pair_asks(&p) - before, 0, "states asked for by the TTL writes");
+    assert_eq!(
+        pair_asks(&p) - before,
+        0,
+        "states asked for by the TTL writes"
+    );
     // Concurrent: the longest TTL, then PERSIST over an EXPIRE.
     p.partition();
     let _: i64 = cmd(&mut a, &["PEXPIREAT", "s", "4000000000000"]);
@@ -1228,7 +1232,11 @@ fn read_noack(c: &mut redis::Connection, who: &str, n: usize) -> Vec<String> {
         ">",
     ];
     let v: Option<Vec<(String, Entries)>> = cmd(c, &args);
-    v.into_iter().flatten().flat_map(|(_, e)| e).map(|e| e.0).collect()
+    v.into_iter()
+        .flatten()
+        .flat_map(|(_, e)| e)
+        .map(|e| e.0)
+        .collect()
 }
 
 /// NOACK reads travel as facts (DECISIONS 285): by an existing consumer
@@ -1285,7 +1293,10 @@ fn a_stream_made_by_xgroup_create_mkstream_travels_as_a_fact() {
     fully_converged(&p);
     for c in [&mut a, &mut b] {
         assert_eq!(group_names(c), ["h"]);
-        assert_eq!(info(c, "s").get("entries-added").map(String::as_str), Some("0"));
+        assert_eq!(
+            info(c, "s").get("entries-added").map(String::as_str),
+            Some("0")
+        );
     }
     assert_eq!(pair_asks(&p) - before, 0, "states asked for by MKSTREAM");
     assert_eq!(cmd::<i64>(&mut a, &["DEL", "s"]), 1);

@@ -696,7 +696,13 @@ pub fn xreadgroup(ctx: &mut Ctx, args: Args) -> CmdResult {
         for (j, &(k, at)) in runs.iter().enumerate().filter(|_| distinct) {
             let end = runs.get(j + 1).map_or(all.len(), |r| r.1);
             let before = befores[k].as_ref();
-            let told = read_fact(ctx, &mut l, (keys[k], starts[k]), (before, version), (&all[at..end], &q));
+            let told = read_fact(
+                ctx,
+                &mut l,
+                (keys[k], starts[k]),
+                (before, version),
+                (&all[at..end], &q),
+            );
             facts.extend(told.map(|f| (at, f)));
         }
         let refs: Vec<Vec<&[u8]>> = all

@@ -666,7 +666,15 @@ impl Stream {
             put_varint(&mut b, n);
         }
         let (deleted, last) = (self.deleted, self.last_id());
-        for n in [self.base, self.reset, self.below, deleted.ms, deleted.seq, last.ms, last.seq] {
+        for n in [
+            self.base,
+            self.reset,
+            self.below,
+            deleted.ms,
+            deleted.seq,
+            last.ms,
+            last.seq,
+        ] {
             put_varint(&mut b, n);
         }
         super::context::fingerprint(&b)

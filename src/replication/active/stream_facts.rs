@@ -309,7 +309,13 @@ impl Link {
     /// The consumer a NOACK read's unit (`writes`) names: the one its
     /// `XGROUP CREATECONSUMER` makes, else the one consumer of its group
     /// here whose name has the fact's `print` (None: none, or two).
-    fn noack_consumer(&self, db: usize, key: &[u8], writes: &[Args], print: u64) -> Option<Vec<u8>> {
+    fn noack_consumer(
+        &self,
+        db: usize,
+        key: &[u8],
+        writes: &[Args],
+        print: u64,
+    ) -> Option<Vec<u8>> {
         if let [made, _] = writes {
             return Some(made.get(4).to_vec()).filter(|_| made.len() == 5);
         }

@@ -902,8 +902,12 @@ impl Link {
         let mut rest = writes;
         while let Some(first) = rest.first() {
             let key = unit_fact_key(first, writes[0].stamp)?;
-            let n = rest.iter().take_while(|w| w.facts.is_empty() || std::ptr::eq(*w, first));
-            let n = n.take_while(|w| w.keys().all(|(_, k, _, _)| k == key)).count();
+            let n = rest
+                .iter()
+                .take_while(|w| w.facts.is_empty() || std::ptr::eq(*w, first));
+            let n = n
+                .take_while(|w| w.keys().all(|(_, k, _, _)| k == key))
+                .count();
             let same = |w: &UnitWrite| (w.db, w.stamp) == (first.db, first.stamp);
             if !rest[..n].iter().all(same) {
                 return None;
@@ -913,9 +917,7 @@ impl Link {
         }
         let mut asks = Vec::new();
         for (key, run) in runs {
-            let args: Vec<Args> = (run.iter())
-                .map(|w| Args::new(w.argv, &w.spans))
-                .collect();
+            let args: Vec<Args> = (run.iter()).map(|w| Args::new(w.argv, &w.spans)).collect();
             let (db, first) = (run[0].db, &run[0]);
             if self.apply_group_read(db, key, first.stamp, &first.facts, &args) {
                 self.st.applied.fetch_add(run.len() as u64, Relaxed);

@@ -6,8 +6,8 @@
 //! ([`Link::as_the_origin`]); else the caller asks for the key's state.
 
 use crate::effects::Fact;
-use crate::keyspace::merge::groups::writes::{self, Claim, ClaimTold, XgroupTold};
 use crate::keyspace::merge::fact::NotApplied;
+use crate::keyspace::merge::groups::writes::{self, Claim, ClaimTold, XgroupTold};
 use crate::keyspace::merge::groups::Part;
 use crate::keyspace::merge::state::typed;
 use crate::keyspace::merge::stream::Stream;
