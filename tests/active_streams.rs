@@ -1101,7 +1101,7 @@ fn a_streams_delete_travels_as_a_fact_and_keeps_a_concurrent_add() {
     p.heal();
     fully_converged(&p);
     for c in [&mut a, &mut b] {
-        assert_eq!(ids(c, "s"), [kept.clone()]);
+        assert_eq!(ids(c, "s"), std::slice::from_ref(&kept));
         assert_eq!(group_names(c), ["h"]);
     }
     assert_eq!(asks_all(&mut b) - b_before, 0, "b asked for the DEL's key");

@@ -942,7 +942,9 @@ fn unit_fact_key<'a>(w: &UnitWrite<'a>, stamp: u64) -> Option<&'a [u8]> {
     };
     let name = Args::new(w.argv, &w.spans).get(0);
     let noack = || ReadTold::decode(&w.facts).is_some_and(|t| t.noack.is_some());
-    if !name.eq_ignore_ascii_case(b"xclaim") && !(name.eq_ignore_ascii_case(b"xgroup") && noack()) {
+    let leads =
+        name.eq_ignore_ascii_case(b"xclaim") || (name.eq_ignore_ascii_case(b"xgroup") && noack());
+    if !leads {
         return None;
     }
     Some(&w.argv[w.spans.get(arg_index(i))?.clone()])
