@@ -1141,6 +1141,7 @@ fn a_streams_ttl_writes_travel_as_facts_and_merge_as_a_sets() {
     let (mut a, mut b) = (p.a.conn(), p.b.conn());
     six_entries_and_a_read(&p, 2);
     let before = pair_asks(&p);
+    let _: () = cmd(&mut a, &["XSETID", "s", "9000000000000-0"]);
     assert_eq!(cmd::<i64>(&mut a, &["EXPIRE", "s", "1000"]), 1);
     let at = one_expiry(&p, None);
     assert!(at > 0, "an expiry: {at}");

@@ -864,6 +864,9 @@ fn xsetid(ctx: &mut Ctx, args: Args) -> CmdResult {
     let version = e.version;
     if let Some(before) = &state {
         note_setid_fact(ctx, &mut l, key, (before, version));
+        // The state at the write's version now, as a peer's replay leaves
+        // it (a TTL write next finds it describing the key: DECISIONS 283).
+        l.prepare_stream(key);
     }
     let argv: Vec<&[u8]> = args.iter().collect();
     ctx.propagate(version, &argv);
