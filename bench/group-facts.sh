@@ -14,7 +14,12 @@
 # 254-255: a's worker reads its jobs and dies before acknowledging them;
 # on b a recoverer makes a consumer, takes them over with XAUTOCLAIM COUNT
 # 10, hands every other batch to a third consumer with XCLAIM, acknowledges
-# them and deletes the dead worker; the rate is of claimed jobs).
+# them and deletes the dead worker; the rate is of claimed jobs); "noack,
+# two streams" (DECISIONS 285: per job an XADD to each of s and t and one
+# XREADGROUP ... NOACK COUNT 1 STREAMS s t > >, a's worker then b's); "key
+# writes" (DECISIONS 282-286: per round on a, then on b, XSETID s with
+# ENTRIESADDED, EXPIRE s, PERSIST s, DEL s, XGROUP CREATE s g $ MKSTREAM;
+# the rate is of rounds).
 #
 # Workers are Python (redis-py), one connection each, no pipelining: the
 # row measures asks, not throughput. BIN=<binary> compares another build.
@@ -43,15 +48,35 @@ worker() { # port name jobs [noack]: jobs per second (noack: a worker that
     taskset -c "$CLIENT_CPU" python3 - "$@" <<'PY'
 import sys, time, redis
 port, name, jobs = int(sys.argv[1]), sys.argv[2], int(sys.argv[3])
-ack = sys.argv[4:] != ["noack"]
+mode = sys.argv[4] if len(sys.argv) > 4 else ""
 r = redis.Redis(port=port)
 t = time.time()
 for i in range(jobs):
+    if mode == "noack2":
+        r.xadd("s", {"job": i}); r.xadd("t", {"job": i})
+        r.xreadgroup("g", name, {"s": ">", "t": ">"}, count=1, noack=True)
+        continue
     r.xadd("s", {"job": i})
     got = r.xreadgroup("g", name, {"s": ">"}, count=1)
-    for _, entries in got if ack else []:
+    for _, entries in got if mode != "noack" else []:
         r.xack("s", "g", *[e[0] for e in entries])
 print(f"{jobs / (time.time() - t):.0f}")
+PY
+}
+keywrites() { # port rounds: rounds per second
+    taskset -c "$CLIENT_CPU" python3 - "$@" <<'PY'
+import sys, time, redis
+port, rounds = int(sys.argv[1]), int(sys.argv[2])
+r = redis.Redis(port=port)
+t = time.time()
+for i in range(rounds):
+    r.xadd("s", {"job": i})
+    last = r.xinfo_stream("s")["last-generated-id"]
+    r.execute_command("XSETID", "s", last, "ENTRIESADDED", 100 + i)
+    r.expire("s", 1000); r.persist("s")
+    r.delete("s")
+    r.xgroup_create("s", "g", "$", mkstream=True)
+print(f"{rounds / (time.time() - t):.0f}")
 PY
 }
 recoverer() { # port name dead: claims the dead worker's jobs; claimed per second
@@ -84,9 +109,10 @@ for _ in $(seq 100); do
 done
 echo "== $BIN: a job queue (XADD, XREADGROUP COUNT 1 >, XACK) on a pair; $JOBS jobs per worker"
 printf '%-22s %8s %8s %6s %s\n' row a/s b/s asks "a's XINFO GROUPS"
-row() { # name, "seq" or "both"
-    cli $pa del s >/dev/null
-    cli $pa xgroup create s g '$' mkstream >/dev/null; converge $pa $pb
+row() { # name, "seq", "both", "claims", "noack2" or "keys"
+    cli $pa del s t >/dev/null
+    cli $pa xgroup create s g '$' mkstream >/dev/null
+    cli $pa xgroup create t g '$' mkstream >/dev/null; converge $pa $pb
     local q0=$(( $(state_asks $pa) + $(state_asks $pb) ))
     local ra=$WORK/ra rb=$WORK/rb
     if [[ $2 == seq ]]; then
@@ -95,6 +121,12 @@ row() { # name, "seq" or "both"
     elif [[ $2 == claims ]]; then
         worker $pa wa "$JOBS" noack >"$ra"; converge $pa $pb
         recoverer $pb wb wa >"$rb"
+    elif [[ $2 == noack2 ]]; then
+        worker $pa wa "$JOBS" noack2 >"$ra"; converge $pa $pb
+        worker $pb wb "$JOBS" noack2 >"$rb"
+    elif [[ $2 == keys ]]; then
+        keywrites $pa $((JOBS / 10)) >"$ra"; converge $pa $pb
+        keywrites $pb $((JOBS / 10)) >"$rb"
     else
         worker $pa wa "$JOBS" >"$ra" & local j=$!
         worker $pb wb "$JOBS" >"$rb"; wait $j
@@ -106,3 +138,5 @@ row() { # name, "seq" or "both"
 row "one node at a time" seq
 row "both at once" both
 row "claims" claims
+row "noack, two streams" noack2
+row "key writes" keys

@@ -1075,3 +1075,286 @@ fn lag_counts_the_reads_of_both_sides_after_a_partition() {
         assert_eq!(read_and_lag(c), ("7".into(), "0".into()));
     }
 }
+
+/// Both nodes' asks (INFO `conflicts=`), summed.
+fn pair_asks(p: &Pair) -> u64 {
+    asks_all(&mut p.a.conn()) + asks_all(&mut p.b.conn())
+}
+
+/// A stream's DEL (and UNLINK) is an observed remove of what its node had
+/// seen (docs/MERGE.md): an entry and a group made concurrently on the
+/// other node survive it, the entries and group it saw do not. Its record
+/// carries the state the delete left (DECISIONS 282), so the node it
+/// reaches asks for none (the deleter asks for the concurrent XADD's key:
+/// a fact of a stream deleted here).
+#[test]
+fn a_streams_delete_travels_as_a_fact_and_keeps_a_concurrent_add() {
+    let p = Pair::start(&[]);
+    let (mut a, mut b) = (p.a.conn(), p.b.conn());
+    six_entries_and_a_read(&p, 2);
+    let b_before = asks_all(&mut b);
+    p.partition();
+    assert_eq!(cmd::<i64>(&mut a, &["DEL", "s"]), 1);
+    std::thread::sleep(std::time::Duration::from_millis(5));
+    let kept = xadd(&mut b, "s", "f", "b");
+    let _: String = cmd(&mut b, &["XGROUP", "CREATE", "s", "h", "0"]);
+    p.heal();
+    fully_converged(&p);
+    for c in [&mut a, &mut b] {
+        assert_eq!(ids(c, "s"), std::slice::from_ref(&kept));
+        assert_eq!(group_names(c), ["h"]);
+    }
+    assert_eq!(asks_all(&mut b) - b_before, 0, "b asked for the DEL's key");
+    // Deleted again with nothing concurrent: gone on both, no ask.
+    let before = pair_asks(&p);
+    assert_eq!(cmd::<i64>(&mut b, &["UNLINK", "s"]), 1);
+    converged(&[&p.a, &p.b]);
+    for c in [&mut a, &mut b] {
+        assert_eq!(cmd::<i64>(c, &["EXISTS", "s"]), 0);
+    }
+    assert_eq!(pair_asks(&p) - before, 0, "states asked for by the UNLINK");
+}
+
+/// `key`'s absolute expiry in ms (PEXPIRETIME: -1 none, -2 no key).
+fn expiry(c: &mut redis::Connection, key: &str) -> i64 {
+    cmd(c, &["PEXPIRETIME", key])
+}
+
+/// Both nodes hold `s` expiring at one time, `want` where given (Some(-1):
+/// none); returns it.
+fn one_expiry(p: &Pair, want: Option<i64>) -> i64 {
+    let (mut a, mut b) = (p.a.conn(), p.b.conn());
+    eventually("one expiry of s on both nodes", || {
+        let (ea, eb) = (expiry(&mut a, "s"), expiry(&mut b, "s"));
+        ea == eb && want.is_none_or(|w| w == ea)
+    });
+    expiry(&mut a, "s")
+}
+
+/// EXPIRE & co and PERSIST on a stream write its TTL register, as on a set
+/// (docs/MERGE.md): with nothing concurrent they travel as facts (no ask,
+/// DECISIONS 283); concurrent TTL writes resolve to the longest, PERSIST
+/// wins over a concurrent EXPIRE.
+#[test]
+fn a_streams_ttl_writes_travel_as_facts_and_merge_as_a_sets() {
+    let p = Pair::start(&[]);
+    let (mut a, mut b) = (p.a.conn(), p.b.conn());
+    six_entries_and_a_read(&p, 2);
+    let before = pair_asks(&p);
+    let _: () = cmd(&mut a, &["XSETID", "s", "9000000000000-0"]);
+    assert_eq!(cmd::<i64>(&mut a, &["EXPIRE", "s", "1000"]), 1);
+    let at = one_expiry(&p, None);
+    assert!(at > 0, "an expiry: {at}");
+    assert_eq!(cmd::<i64>(&mut b, &["PEXPIREAT", "s", "4000000000000"]), 1);
+    one_expiry(&p, Some(4_000_000_000_000));
+    assert_eq!(cmd::<i64>(&mut a, &["PERSIST", "s"]), 1);
+    one_expiry(&p, Some(-1));
+    fully_converged(&p);
+    assert_eq!(
+        pair_asks(&p) - before,
+        0,
+        "states asked for by the TTL writes"
+    );
+    // Concurrent: the longest TTL, then PERSIST over an EXPIRE.
+    p.partition();
+    let _: i64 = cmd(&mut a, &["PEXPIREAT", "s", "4000000000000"]);
+    std::thread::sleep(std::time::Duration::from_millis(5));
+    let _: i64 = cmd(&mut b, &["PEXPIREAT", "s", "3000000000000"]);
+    p.heal();
+    one_expiry(&p, Some(4_000_000_000_000));
+    fully_converged(&p);
+    p.partition();
+    let _: i64 = cmd(&mut a, &["PERSIST", "s"]);
+    std::thread::sleep(std::time::Duration::from_millis(5));
+    let _: i64 = cmd(&mut b, &["PEXPIREAT", "s", "4500000000000"]);
+    p.heal();
+    one_expiry(&p, Some(-1));
+    fully_converged(&p);
+    assert_eq!(ids(&mut a, "s").len(), 6);
+}
+
+/// XSETID (with ENTRIESADDED and MAXDELETEDID) travels as a fact where
+/// nothing was written concurrently (DECISIONS 284): no ask, one XINFO
+/// STREAM on both nodes. Against a concurrent XADD elsewhere it asks, and
+/// the states join: the entry kept, the last ID the higher, and the count
+/// XSETID set with the add it had not seen on top (DECISIONS 192).
+#[test]
+fn xsetid_travels_as_a_fact_and_joins_with_a_concurrent_add() {
+    let p = Pair::start(&[]);
+    let (mut a, mut b) = (p.a.conn(), p.b.conn());
+    six_entries_and_a_read(&p, 2);
+    let before = pair_asks(&p);
+    let _: () = cmd(&mut a, &["XSETID", "s", "9000000000000-0"]);
+    let _: () = cmd(
+        &mut b,
+        &[
+            "XSETID",
+            "s",
+            "9000000000001-0",
+            "ENTRIESADDED",
+            "20",
+            "MAXDELETEDID",
+            "9000000000000-5",
+        ],
+    );
+    fully_converged(&p);
+    let want = info(&mut a, "s");
+    assert_eq!(want.get("entries-added").map(String::as_str), Some("20"));
+    assert_eq!(info(&mut b, "s"), want);
+    assert_eq!(pair_asks(&p) - before, 0, "states asked for by XSETID");
+    p.partition();
+    let _: () = cmd(
+        &mut a,
+        &["XSETID", "s", "9000000000002-0", "ENTRIESADDED", "30"],
+    );
+    std::thread::sleep(std::time::Duration::from_millis(5));
+    xadd(&mut b, "s", "f", "late");
+    p.heal();
+    fully_converged(&p);
+    let (ia, ib) = (info(&mut a, "s"), info(&mut b, "s"));
+    assert_eq!(ia, ib);
+    assert_eq!(ia.get("entries-added").map(String::as_str), Some("31"));
+    assert_eq!(ia.get("length").map(String::as_str), Some("7"));
+}
+
+/// XREADGROUP ... NOACK `>` as `who`: the IDs delivered (none pending).
+fn read_noack(c: &mut redis::Connection, who: &str, n: usize) -> Vec<String> {
+    let n = n.to_string();
+    let args = [
+        "XREADGROUP",
+        "GROUP",
+        "g",
+        who,
+        "COUNT",
+        &n,
+        "NOACK",
+        "STREAMS",
+        "s",
+        ">",
+    ];
+    let v: Option<Vec<(String, Entries)>> = cmd(c, &args);
+    v.into_iter()
+        .flatten()
+        .flat_map(|(_, e)| e)
+        .map(|e| e.0)
+        .collect()
+}
+
+/// NOACK reads travel as facts (DECISIONS 285): by an existing consumer
+/// (one `XGROUP SETID` record) and by a consumer the read makes (`XGROUP
+/// CREATECONSUMER` then SETID), with nothing concurrent, no node asks and
+/// both hold one XINFO STREAM FULL (seen times included). NOACK reads on
+/// both sides of a partition join: the larger last-delivered ID, both
+/// consumers, nothing pending from them.
+#[test]
+fn noack_reads_travel_as_facts_and_join_after_a_partition() {
+    let p = Pair::start(&[]);
+    let (mut a, mut b) = (p.a.conn(), p.b.conn());
+    let e = six_entries_and_a_read(&p, 1);
+    let before = pair_asks(&p);
+    assert_eq!(read_noack(&mut a, "w1", 1), e[1..2]);
+    fully_converged(&p);
+    assert_eq!(read_noack(&mut b, "w2", 1), e[2..3]);
+    fully_converged(&p);
+    assert_eq!(read_noack(&mut a, "w2", 1), e[3..4]);
+    fully_converged(&p);
+    assert_eq!(pair_asks(&p) - before, 0, "states asked for by NOACK reads");
+    p.partition();
+    assert_eq!(read_noack(&mut a, "w3", 1), e[4..5]);
+    std::thread::sleep(std::time::Duration::from_millis(5));
+    assert_eq!(read_noack(&mut b, "w4", 2), e[4..6]);
+    p.heal();
+    let view = fully_converged(&p);
+    assert!(view.contains("w3") && view.contains("w4"), "{view}");
+    assert_eq!(pending(&mut a, "g"), [(e[0].clone(), "w1".to_string(), 1)]);
+    let last = group_info(&mut b);
+    let last = last.iter().find(|f| f.0 == "last-delivered-id").unwrap();
+    assert_eq!(last.1, e[5]);
+}
+
+/// XGROUP CREATE ... MKSTREAM of a missing key travels as a fact (DECISIONS
+/// 286): on a key never written and on a stream deleted before, no node
+/// asks and both hold one stream and group (entries-added 0, as Redis).
+/// Made on both sides of a partition, the two streams join: both groups.
+#[test]
+fn a_stream_made_by_xgroup_create_mkstream_travels_as_a_fact() {
+    let p = Pair::start(&[]);
+    let (mut a, mut b) = (p.a.conn(), p.b.conn());
+    let before = pair_asks(&p);
+    let mk = |c: &mut redis::Connection, g: &str| {
+        let _: String = cmd(c, &["XGROUP", "CREATE", "s", g, "$", "MKSTREAM"]);
+    };
+    mk(&mut a, "g");
+    fully_converged(&p);
+    xadd(&mut b, "s", "f", "1");
+    fully_converged(&p);
+    assert_eq!(cmd::<i64>(&mut a, &["DEL", "s"]), 1);
+    converged(&[&p.a, &p.b]);
+    mk(&mut b, "h");
+    fully_converged(&p);
+    for c in [&mut a, &mut b] {
+        assert_eq!(group_names(c), ["h"]);
+        assert_eq!(
+            info(c, "s").get("entries-added").map(String::as_str),
+            Some("0")
+        );
+    }
+    assert_eq!(pair_asks(&p) - before, 0, "states asked for by MKSTREAM");
+    assert_eq!(cmd::<i64>(&mut a, &["DEL", "s"]), 1);
+    converged(&[&p.a, &p.b]);
+    p.partition();
+    mk(&mut a, "g1");
+    std::thread::sleep(std::time::Duration::from_millis(5));
+    mk(&mut b, "g2");
+    p.heal();
+    fully_converged(&p);
+    for c in [&mut a, &mut b] {
+        assert_eq!(group_names(c), ["g1", "g2"]);
+    }
+}
+
+/// An XREADGROUP of several streams (one unit: each stream's records led
+/// by its fact) travels as facts (DECISIONS 285), NOACK or not: no ask,
+/// one group state per stream on both nodes. On both sides of a partition
+/// the reads join per stream.
+#[test]
+fn a_read_of_several_streams_travels_as_facts() {
+    let p = Pair::start(&[]);
+    let (mut a, mut b) = (p.a.conn(), p.b.conn());
+    for k in ["s", "t"] {
+        for i in 0..4 {
+            xadd(&mut a, k, "f", &i.to_string());
+        }
+        let _: String = cmd(&mut a, &["XGROUP", "CREATE", k, "g", "0"]);
+    }
+    fully_converged(&p);
+    let read = |c: &mut redis::Connection, who: &str, noack: bool| {
+        let mut args = vec!["XREADGROUP", "GROUP", "g", who, "COUNT", "1"];
+        args.extend(noack.then_some("NOACK"));
+        args.extend(["STREAMS", "s", "t", ">", ">"]);
+        let v: Vec<(String, Entries)> = cmd(c, &args);
+        assert_eq!(v.len(), 2, "{who}: both streams served");
+    };
+    let both = |p: &Pair| {
+        fully_converged(p);
+        let mut t = groups_converged(&[&p.a, &p.b], "t");
+        t.sort();
+        t
+    };
+    let before = pair_asks(&p);
+    read(&mut a, "w1", false);
+    both(&p);
+    read(&mut b, "w2", true);
+    both(&p);
+    read(&mut a, "w2", false);
+    both(&p);
+    assert_eq!(pair_asks(&p) - before, 0, "states asked for by the reads");
+    p.partition();
+    read(&mut a, "w3", false);
+    std::thread::sleep(std::time::Duration::from_millis(5));
+    read(&mut b, "w4", false);
+    p.heal();
+    let view = both(&p);
+    assert!(view.iter().any(|l| l.contains("w3")), "{view:?}");
+    assert!(view.iter().any(|l| l.contains("w4")), "{view:?}");
+}

@@ -273,6 +273,21 @@ impl Ctx<'_> {
     /// count: one SREM per member): outside a transaction, several records
     /// go between MULTI and EXEC, as Redis wraps a command's records.
     pub fn propagate_unit(&mut self, version: u64, records: &[Vec<&[u8]>]) {
+        // A fact noted for the unit goes with its first write, not the
+        // MULTI (XREADGROUP's, commands/stream_groups.rs).
+        let facts = self.active.as_mut().map(|a| std::mem::take(&mut a.facts));
+        self.propagate_unit_facts(version, records, vec![(0, facts.unwrap_or_default())]);
+    }
+
+    /// [`Self::propagate_unit`], each record `i` of `facts` (in order)
+    /// carrying its fact (a read of several streams: each stream's first
+    /// record, commands/stream_groups.rs).
+    pub fn propagate_unit_facts(
+        &mut self,
+        version: u64,
+        records: &[Vec<&[u8]>],
+        facts: Vec<(usize, Vec<crate::effects::Fact>)>,
+    ) {
         // While expiry DELs are held back, their release wraps the unit.
         let wrap = records.len() > 1
             && self.client.exec_effects.is_none()
@@ -280,15 +295,13 @@ impl Ctx<'_> {
             && !deferring();
         let db = self.client.db;
         if wrap {
-            // A fact noted for the unit goes with its first write, not the
-            // MULTI (XREADGROUP's, commands/stream_groups.rs).
-            let facts = self.active.as_mut().map(|a| std::mem::take(&mut a.facts));
             self.emit_effect(db, version, &[b"MULTI"]);
-            if let (Some(a), Some(f)) = (&mut self.active, facts) {
+        }
+        let mut facts = facts.into_iter().peekable();
+        for (i, r) in records.iter().enumerate() {
+            if let (Some((_, f)), Some(a)) = (facts.next_if(|f| f.0 == i), &mut self.active) {
                 a.facts = f;
             }
-        }
-        for r in records {
             self.propagate_db(db, version, r);
         }
         if wrap {

@@ -107,6 +107,11 @@ fn prepare_groups(ctx: &mut Ctx, l: &mut super::access::Locked, key: &[u8]) -> O
     None
 }
 
+/// Whether a NOACK read (its `XGROUP SETID`, after an `XGROUP
+/// CREATECONSUMER` where it made the consumer) travels as a fact
+/// (DECISIONS 285); off, its peers ask for the stream's state.
+const READ_FACTS_NOACK: bool = true;
+
 /// Active replication: a group write's fact (XACK's, a read's: DECISIONS
 /// 239, 240), `push(prev, facts)` given its `PREV`, goes in the write's
 /// (first) record where group facts are on, the write is the first of its
@@ -329,7 +334,7 @@ pub fn xgroup_create(ctx: &mut Ctx, args: Args) -> CmdResult {
             .groups
             .contains_key(name)
     {
-        before = prepare_groups(ctx, &mut l, key).filter(|_| exists);
+        before = prepare_groups(ctx, &mut l, key).filter(|_| exists || writes::MKSTREAM_FACTS);
     }
     if !exists {
         let v = ctx.new_version();
@@ -347,10 +352,13 @@ pub fn xgroup_create(ctx: &mut Ctx, args: Args) -> CmdResult {
     let stamp = ctx.version_after(e.version);
     e.version = stamp;
     note_groups(ctx, &mut l, key);
-    // A group made in a stream present (not MKSTREAM's): its ID resolved.
-    let told = before
-        .as_ref()
-        .map(|_| XgroupTold::default().with_register((last, read)));
+    // Its ID resolved; MKSTREAM's of a missing key with the print of the
+    // deleted stream's state it made the key on (DECISIONS 286).
+    let told = before.as_ref().map(|b| {
+        let mut told = XgroupTold::default().with_register((last, read));
+        told.words[4] = (!exists).then(|| b.print());
+        told
+    });
     note_xgroup_fact(ctx, &mut l, key, (before.as_ref(), stamp), told);
     ctx.propagate_args(stamp, &args);
     ctx.notify(class::STREAM, "xgroup-create", key);
@@ -600,6 +608,37 @@ fn serve_stream(
     Some((entries, records, created))
 }
 
+/// A `>` read's fact for one stream's records (DECISIONS 240; a NOACK
+/// read's names its consumer by print, DECISIONS 285): None where the read
+/// tells none (a history read, the group unknown before, facts off).
+fn read_fact(
+    ctx: &mut Ctx,
+    l: &mut super::access::Locked,
+    (key, start): (&[u8], Option<StreamId>),
+    (before, version): (Option<&Stream>, u64),
+    (records, q): (&[Vec<Vec<u8>>], &GroupServe),
+) -> Option<Vec<crate::effects::Fact>> {
+    let m = before?.groups.get(q.group)?.clone();
+    let is = |r: &[Vec<u8>], name: &[u8], at: usize| {
+        r.get(at).is_some_and(|a| a.eq_ignore_ascii_case(name))
+    };
+    let shape = match q.noack {
+        false => is(records.first()?, b"XCLAIM", 0),
+        true => READ_FACTS_NOACK && is(records.last()?, b"SETID", 1),
+    };
+    if start.is_some() || !shape {
+        return None;
+    }
+    let (consumer, now, noack) = (q.consumer, q.now, q.noack);
+    note_group_fact(ctx, l, key, (before, version), |prev, f| {
+        let mut told = merge::groups::read_told(&m, consumer, prev, now);
+        told.noack = noack.then(|| merge::context::fingerprint(consumer));
+        told.encode(f)
+    });
+    let facts = std::mem::take(&mut ctx.active.as_mut()?.facts);
+    (!facts.is_empty()).then_some(facts)
+}
+
 pub fn xreadgroup(ctx: &mut Ctx, args: Args) -> CmdResult {
     let r = parse_read(ctx, args, true)?;
     let (gi, ci) = r.group.expect("checked by parse_read");
@@ -620,12 +659,13 @@ pub fn xreadgroup(ctx: &mut Ctx, args: Args) -> CmdResult {
     };
     let mut l = ctx.open_many(keys.iter().copied());
     let starts = readgroup_starts(&mut l, &keys, ids, q.group, retry)?;
-    let mut before = None;
-    for key in &keys {
-        before = prepare_groups(ctx, &mut l, key);
-    }
+    let befores: Vec<Option<Stream>> = (keys.iter())
+        .map(|key| prepare_groups(ctx, &mut l, key))
+        .collect();
     let mut served: Vec<Served> = Vec::new();
     let (mut version, mut written, mut all) = (0, Vec::new(), Vec::new());
+    // Per key written: its index in `keys` and its first record's in `all`.
+    let mut runs: Vec<(usize, usize)> = Vec::new();
     for (k, &key) in keys.iter().enumerate() {
         q.key = key;
         let e = l.entry(key).expect("checked above");
@@ -637,6 +677,7 @@ pub fn xreadgroup(ctx: &mut Ctx, args: Args) -> CmdResult {
         if !records.is_empty() {
             version = version.max(ctx.version_after(e.version));
             written.push(key);
+            runs.push((k, all.len()));
             all.extend(records);
         }
         if created {
@@ -650,23 +691,25 @@ pub fn xreadgroup(ctx: &mut Ctx, args: Args) -> CmdResult {
         note_groups(ctx, &mut l, key);
     }
     if !all.is_empty() {
-        // A `>` read of one stream (not NOACK) tells its fact (DECISIONS 240).
-        if let ([key], [None], false) = (&written[..], &starts[..], q.noack) {
-            let m = before.as_ref().and_then(|b| b.groups.get(q.group));
-            let first_is_claim = all[0][0].eq_ignore_ascii_case(b"XCLAIM");
-            if let (Some(m), true) = (m, first_is_claim) {
-                let m = m.clone();
-                let (consumer, now) = (q.consumer, q.now);
-                note_group_fact(ctx, &mut l, key, (before.as_ref(), version), |prev, f| {
-                    merge::groups::read_told(&m, consumer, prev, now).encode(f)
-                });
-            }
+        let mut facts = Vec::new();
+        let distinct = keys.iter().enumerate().all(|(i, k)| !keys[..i].contains(k));
+        for (j, &(k, at)) in runs.iter().enumerate().filter(|_| distinct) {
+            let end = runs.get(j + 1).map_or(all.len(), |r| r.1);
+            let before = befores[k].as_ref();
+            let told = read_fact(
+                ctx,
+                &mut l,
+                (keys[k], starts[k]),
+                (before, version),
+                (&all[at..end], &q),
+            );
+            facts.extend(told.map(|f| (at, f)));
         }
         let refs: Vec<Vec<&[u8]>> = all
             .iter()
             .map(|r| r.iter().map(|a| &a[..]).collect())
             .collect();
-        ctx.propagate_unit(version, &refs);
+        ctx.propagate_unit_facts(version, &refs, facts);
     }
     if !served.is_empty() {
         reply_read(ctx.out, &keys, &served);

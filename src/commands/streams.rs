@@ -401,6 +401,28 @@ fn note_fact(
     told(prev).encode(&mut a.facts);
 }
 
+/// Active replication: XSETID's fact (DECISIONS 284), its `PREV` and the
+/// print of the state it built on (`before`), where it is the first write
+/// of its stamp on the key and the key has no TTL.
+fn note_setid_fact(
+    ctx: &mut Ctx,
+    l: &mut super::access::Locked,
+    key: &[u8],
+    (before, stamp): (&merge::stream::Stream, u64),
+) {
+    if !merge::stream::SETID_FACTS || !merge::stream::STREAM_FACTS || !merge::fact::noting() {
+        return;
+    }
+    if l.entry(key).is_none_or(|e| e.expire_at() != 0) {
+        return;
+    }
+    let (Some(prev), Some(a)) = (before.fact_prev(stamp), ctx.active.as_mut()) else {
+        return;
+    };
+    let print = before.setid_print();
+    merge::stream::SetidTold { prev, print }.encode(&mut a.facts);
+}
+
 /// What an active node's IDs are made from: the milliseconds of the
 /// write's stamp (or the clock's) and the node's slot; whether the ID
 /// came from a client (explicit IDs of another slot are refused) or a
@@ -839,8 +861,15 @@ fn xsetid(ctx: &mut Ctx, args: Args) -> CmdResult {
         s.max_deleted = max_del;
     }
     e.version = ctx.version_after(e.version);
+    let version = e.version;
+    if let Some(before) = &state {
+        note_setid_fact(ctx, &mut l, key, (before, version));
+        // The state at the write's version now, as a peer's replay leaves
+        // it (a TTL write next finds it describing the key: DECISIONS 283).
+        l.prepare_stream(key);
+    }
     let argv: Vec<&[u8]> = args.iter().collect();
-    ctx.propagate(e.version, &argv);
+    ctx.propagate(version, &argv);
     ctx.notify(class::STREAM, "xsetid", key);
     ctx.out.ok();
     Ok(())

@@ -534,8 +534,8 @@ impl Shard {
     /// Active replication, at the origin of a TTL write stamped `stamp`
     /// (EXPIRE and its family, PERSIST) that left the key (version `prev`,
     /// expiring at `before`, until then) expiring at `at` (0: none): a
-    /// set's, hash's, sorted set's or list's TTL register takes the write's
-    /// dot in place of those it saw, and its fact goes to `facts`
+    /// set's, hash's, sorted set's, list's or stream's TTL register takes
+    /// the write's dot in place of those it saw, and its fact goes to `facts`
     /// (`merge::ttl::Ttl::note_write`); a counter's reset is the write's
     /// ([`Self::note_counter_reset`]). False, nothing changed, where TTL
     /// facts are off or the key's merge state does not describe it as it
@@ -566,6 +566,14 @@ impl Shard {
                 }
                 l.ttl.note_write(&mut l.cc, (stamp, at), 1, facts);
                 l.note_ttl_move(prev, stamp)
+            }
+            Some(merge::Meta::Stream(s)) if merge::stream::STREAM_TTL_FACTS => {
+                if s.version != prev || s.ttl.at() != before {
+                    return false;
+                }
+                s.ttl.note_write(&mut s.cc, (stamp, at), 1, facts);
+                s.version = stamp;
+                true
             }
             Some(merge::Meta::Counter(_)) => self.note_counter_reset(hash, key, stamp, facts),
             _ => false,

@@ -29,8 +29,10 @@
 //! absent), 2 the expiry (0: none), then the merge state's bytes and the
 //! payload's, eight to a word, little end first. Other facts' `WORD`s are
 //! numbered 0 and 1, below any state's. A record whose states would pass
-//! [`MAX_BYTES`] carries none: its peers ask, as before. Streams (their
-//! groups) and HyperLogLogs (a delete is a reset) keep asking.
+//! [`MAX_BYTES`] carries none: its peers ask, as before. A stream's
+//! delete travels so too (its state is its context, counts and groups'
+//! dots, O(nodes + groups): DECISIONS 282), an overwrite onto a stream
+//! and HyperLogLogs (a delete is a reset) keep asking.
 
 use super::fact::{Fact, DELETE_FACTS, KIND, SHIFT, WORD};
 use super::Meta;
@@ -43,9 +45,15 @@ pub const MAX_BYTES: usize = 16 * 1024;
 const KEY_SHIFT: u32 = 16;
 
 /// Whether a key whose merge state is `meta` travels by it: a counter's,
-/// a collection's or a list's (streams and sketches keep asking).
-fn carried(meta: &Meta) -> bool {
-    matches!(meta, Meta::Counter(_) | Meta::Elements(_) | Meta::List(_))
+/// a collection's or a list's; a stream's where the write deleted it
+/// (`present`: it holds a value after the write; DECISIONS 282);
+/// sketches keep asking.
+fn carried(meta: &Meta, present: bool) -> bool {
+    match meta {
+        Meta::Counter(_) | Meta::Elements(_) | Meta::List(_) => true,
+        Meta::Stream(_) => !present,
+        _ => false,
+    }
 }
 
 /// Origin, after a delete or an overwrite of `key` (at argument `arg` of
@@ -61,8 +69,9 @@ pub fn note_state(
 ) -> bool {
     let fits = DELETE_FACTS && arg > 0 && arg < 1 << (29 - KEY_SHIFT);
     let mut merge = Vec::new();
+    let present = shard.get_raw(hash, key).is_some();
     match shard.merge_meta_now(hash, key) {
-        Some(m) if fits && carried(m) => m.encode(&mut merge),
+        Some(m) if fits && carried(m, present) => m.encode(&mut merge),
         _ => {
             facts.clear();
             return false;

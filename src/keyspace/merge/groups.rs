@@ -556,7 +556,16 @@ pub struct ReadTold {
     pub inc: u64,
     pub consumer: u64,
     pub seen: u64,
+    /// A NOACK read's (`WORD 7, p`, DECISIONS 285; an index no other
+    /// group fact uses): the print of its
+    /// consumer's name, which its records (`XGROUP SETID`, after an
+    /// `XGROUP CREATECONSUMER` where the read made the consumer) do not
+    /// name otherwise.
+    pub noack: Option<u64>,
 }
+
+/// The `WORD` of a NOACK read's fact that names its consumer.
+const NOACK_WORD: u32 = 7;
 
 fn kind_at(kind: u32, i: u32) -> u32 {
     kind | (i << super::fact::SHIFT)
@@ -593,15 +602,20 @@ impl ReadTold {
             (kind_at(RESET, 3), self.moved),
             (kind_at(WORD, 0), self.seen),
         ]);
+        if let Some(print) = self.noack {
+            facts.push((kind_at(WORD, NOACK_WORD), print));
+        }
     }
 
     pub fn decode(facts: &[super::fact::Fact]) -> Option<ReadTold> {
         use super::fact::{PREV, RESET, WORD};
         let at = |e: u32| facts.iter().find(|f| f.0 == e).map(|f| f.1);
-        if facts.len() != 6 {
+        let noack = at(kind_at(WORD, NOACK_WORD));
+        if facts.len() != 6 + usize::from(noack.is_some()) {
             return None;
         }
         Some(ReadTold {
+            noack,
             prev: at(kind_at(PREV, 1))?,
             reset: at(kind_at(RESET, 0))?,
             moved: at(kind_at(RESET, 3))?,
@@ -692,6 +706,7 @@ pub fn read_told(m: &GroupMeta, consumer: &[u8], prev: u64, seen: i64) -> ReadTo
         inc: m.incarnation(),
         consumer: m.consumers.get(consumer).map_or(0, |p| p.dot),
         seen: seen as u64,
+        noack: None,
     }
 }
 

@@ -45,6 +45,11 @@ use crate::keyspace::hlc::{stamp_node, NODE_BITS};
 use crate::keyspace::stream::{StreamId, StreamValue};
 use crate::keyspace::Value;
 
+/// Whether EXPIRE & co and PERSIST on a stream travel as facts of its TTL
+/// register, as on a set (`ttl.rs`; DECISIONS 283); off, the peer asks
+/// for the stream's state.
+pub const STREAM_TTL_FACTS: bool = true;
+
 /// The slot an entry ID names (its sequence's low bits).
 pub fn slot_of(id: StreamId) -> u64 {
     id.seq & ((1 << NODE_BITS) - 1)
@@ -517,6 +522,10 @@ impl Stream {
 /// answered (DECISIONS 210, `state.rs`'s `EXACT_JOIN`).
 pub const STREAM_FACTS: bool = true;
 
+/// Whether XSETID travels as a fact ([`SetidTold`], DECISIONS 284); off,
+/// its peers ask for the stream's state.
+pub const SETID_FACTS: bool = true;
+
 /// What a stream write's fact says (DECISIONS 165-167), as the origin
 /// builds it and a peer reads it back from the record's `(kind | index,
 /// stamp)` pairs (`fact.rs`):
@@ -597,6 +606,38 @@ impl Told {
     }
 }
 
+/// What XSETID's fact says (DECISIONS 284): `PREV 1, s` as a stream
+/// write's, and `WORD 0, p`: the print ([`Stream::setid_print`]) of the
+/// state the write built on (its count and IDs), so that a peer replays
+/// the XSETID only where its own state prints the same (no add, XDEL or
+/// XSETID here that the origin had not seen): the replay then gives the
+/// origin's value and state.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SetidTold {
+    pub prev: u64,
+    pub print: u64,
+}
+
+impl SetidTold {
+    pub fn encode(&self, facts: &mut Vec<fact::Fact>) {
+        facts.push((fact::PREV | (1 << fact::SHIFT), self.prev));
+        facts.push((fact::WORD, self.print));
+    }
+
+    /// Reads a fact back; None where it is not XSETID's.
+    pub fn decode(facts: &[fact::Fact]) -> Option<SetidTold> {
+        match facts {
+            [(p, prev), (fact::WORD, print)] if *p == fact::PREV | (1 << fact::SHIFT) => {
+                Some(SetidTold {
+                    prev: *prev,
+                    print: *print,
+                })
+            }
+            _ => None,
+        }
+    }
+}
+
 impl Stream {
     /// Origin, before a write stamped `stamp`: its fact's `PREV`, or None
     /// where this stamp wrote the key already (a transaction's second
@@ -604,6 +645,39 @@ impl Stream {
     pub fn fact_prev(&self, stamp: u64) -> Option<u64> {
         let prev = self.cc.newest(stamp_node(stamp));
         (prev < stamp).then_some(prev)
+    }
+
+    /// A print of the whole state (version included): two states that
+    /// print the same make the same state of a write replayed on them
+    /// (XGROUP CREATE MKSTREAM of a missing key, DECISIONS 286).
+    pub fn print(&self) -> u64 {
+        let mut b = Vec::new();
+        self.encode(&mut b);
+        super::context::fingerprint(&b)
+    }
+
+    /// What an XSETID's result depends on besides its arguments (its
+    /// fact's print, [`SetidTold`]): the per-slot counts, the count's
+    /// reset, max-deleted-entry-id and the last ID.
+    pub fn setid_print(&self) -> u64 {
+        let mut b = Vec::new();
+        for &(slot, n) in &self.added {
+            put_varint(&mut b, slot);
+            put_varint(&mut b, n);
+        }
+        let (deleted, last) = (self.deleted, self.last_id());
+        for n in [
+            self.base,
+            self.reset,
+            self.below,
+            deleted.ms,
+            deleted.seq,
+            last.ms,
+            last.seq,
+        ] {
+            put_varint(&mut b, n);
+        }
+        super::context::fingerprint(&b)
     }
 
     /// Origin: a trim's part of the fact: threshold `t` and, per slot this

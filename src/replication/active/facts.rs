@@ -20,6 +20,7 @@ use crate::keyspace::merge::fact::{self, NotApplied, ADD, COUNTED, KIND, SHIFT};
 use crate::keyspace::merge::lists::{Change as ListChange, EditFact, Lists, Place};
 use crate::keyspace::merge::reset::{is_reset, ResetFact};
 use crate::keyspace::merge::state::typed;
+use crate::keyspace::merge::stream::STREAM_TTL_FACTS;
 use crate::keyspace::merge::{Base, Counter, Elements, Incr, MergeType, Merged, Meta};
 use crate::keyspace::{Entry, Value};
 use crate::protocol::Args;
@@ -454,7 +455,8 @@ impl Link {
             return false;
         };
         let list = matches!(entry.value, Value::List(_));
-        if !list && !crate::keyspace::merge::elements::is_collection(&entry.value) {
+        let stream = matches!(entry.value, Value::Stream(_));
+        if !list && !stream && !crate::keyspace::merge::elements::is_collection(&entry.value) {
             return false;
         }
         let before = entry.expire_at();
@@ -464,6 +466,9 @@ impl Link {
             Some(Meta::Elements(e)) if !list && e.version == version => (&mut e.ttl, &mut e.cc),
             Some(Meta::List(l)) if list && fact::LIST_TTL_FACTS && l.describes(version) => {
                 (&mut l.ttl, &mut l.cc)
+            }
+            Some(Meta::Stream(s)) if stream && STREAM_TTL_FACTS && s.version == version => {
+                (&mut s.ttl, &mut s.cc)
             }
             _ => return false,
         };
@@ -496,6 +501,7 @@ impl Link {
             Some(Meta::List(l)) => {
                 l.note_ttl_move(moved.0, moved.1);
             }
+            Some(Meta::Stream(s)) => s.version = moved.1,
             _ => {}
         }
         drop(g); // before the AOF note, which locks the shard again

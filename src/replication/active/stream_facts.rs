@@ -28,7 +28,7 @@ use crate::keyspace::merge::fact::NotApplied;
 use crate::keyspace::merge::groups::writes::ClaimTold;
 use crate::keyspace::merge::groups::{self, AckTold, GroupMeta, Part, ReadTold};
 use crate::keyspace::merge::state::typed;
-use crate::keyspace::merge::stream::{stream_of, Stream, Told};
+use crate::keyspace::merge::stream::{stream_of, SetidTold, Stream, Told};
 use crate::keyspace::merge::{MergeType, Meta};
 use crate::keyspace::stream::{StreamId, StreamValue};
 use crate::keyspace::stream_groups::Group;
@@ -49,6 +49,7 @@ pub(super) fn is_stream_write(argv: &Args) -> bool {
         b"xack",
         b"xclaim",
         b"xgroup",
+        b"xsetid",
     ]
     .iter()
     .any(|n| name.eq_ignore_ascii_case(n))
@@ -81,7 +82,13 @@ impl Link {
             return told.is_some_and(|t| self.apply_claims(db, key, stamp, &t, &[*argv]));
         }
         if name.eq_ignore_ascii_case(b"xgroup") {
+            if ReadTold::decode(facts).is_some_and(|t| t.noack.is_some()) {
+                return self.apply_group_read(db, key, stamp, facts, &[*argv]);
+            }
             return self.apply_xgroup_fact(db, key, stamp, facts, argv);
+        }
+        if name.eq_ignore_ascii_case(b"xsetid") {
+            return self.apply_setid_fact(db, key, stamp, facts, argv);
         }
         let Some(told) = Told::decode(facts) else {
             return false;
@@ -230,18 +237,26 @@ struct ReadUnit<'a> {
     times: Vec<i64>,
 }
 
-fn read_unit<'a>(key: &[u8], writes: &[Args<'a>]) -> Option<ReadUnit<'a>> {
-    let (setid, claims) = writes.split_last()?;
+/// A read's `XGROUP SETID key group last ENTRIESREAD n` record: its group
+/// and the register it sets.
+fn setid_of<'a>(key: &[u8], setid: &Args<'a>) -> Option<(&'a [u8], (StreamId, i64))> {
     let num = |a: &[u8]| std::str::from_utf8(a).ok()?.parse::<i64>().ok();
     let is = |a: &[u8], n: &[u8]| a.eq_ignore_ascii_case(n);
     if setid.len() != 7 || !is(setid.get(0), b"xgroup") || !is(setid.get(1), b"setid") {
         return None;
     }
-    if setid.get(2) != key || !is(setid.get(5), b"entriesread") || claims.is_empty() {
+    if setid.get(2) != key || !is(setid.get(5), b"entriesread") {
         return None;
     }
-    let (group, consumer) = (setid.get(3), claims[0].get(3));
-    let last = (id_of(setid.get(4))?, num(setid.get(6))?);
+    Some((setid.get(3), (id_of(setid.get(4))?, num(setid.get(6))?)))
+}
+
+fn read_unit<'a>(key: &[u8], writes: &[Args<'a>]) -> Option<ReadUnit<'a>> {
+    let (setid, claims) = writes.split_last()?;
+    let num = |a: &[u8]| std::str::from_utf8(a).ok()?.parse::<i64>().ok();
+    let is = |a: &[u8], n: &[u8]| a.eq_ignore_ascii_case(n);
+    let (group, last) = setid_of(key, setid)?;
+    let consumer = claims.first()?.get(3);
     let (mut ids, mut times) = (Vec::new(), Vec::new());
     for c in claims {
         let shape = c.len() == 14 && is(c.get(0), b"xclaim") && is(c.get(6), b"time");
@@ -262,7 +277,90 @@ fn read_unit<'a>(key: &[u8], writes: &[Args<'a>]) -> Option<ReadUnit<'a>> {
     Some(ReadUnit { group, read, times })
 }
 
+/// A NOACK read's unit as its records say it (DECISIONS 285): `XGROUP
+/// CREATECONSUMER key group consumer` where it made the consumer, then
+/// `XGROUP SETID key group last ENTRIESREAD n`; its consumer `name` (found
+/// by [`Link::noack_consumer`]); nothing delivered is pending.
+fn noack_unit<'a>(key: &[u8], writes: &[Args<'a>], name: &'a [u8]) -> Option<ReadUnit<'a>> {
+    let (setid, made) = writes.split_last()?;
+    let (group, last) = setid_of(key, setid)?;
+    let is = |a: &[u8], n: &[u8]| a.eq_ignore_ascii_case(n);
+    if let [c] = made {
+        let shape = c.len() == 5 && is(c.get(0), b"xgroup") && is(c.get(1), b"createconsumer");
+        if !shape || c.get(2) != key || c.get(3) != group || c.get(4) != name {
+            return None;
+        }
+    } else if !made.is_empty() {
+        return None;
+    }
+    let read = groups::Read {
+        consumer: name,
+        ids: Vec::new(),
+        last,
+    };
+    Some(ReadUnit {
+        group,
+        read,
+        times: Vec::new(),
+    })
+}
+
 impl Link {
+    /// The consumer a NOACK read's unit (`writes`) names: the one its
+    /// `XGROUP CREATECONSUMER` makes, else the one consumer of its group
+    /// here whose name has the fact's `print` (None: none, or two).
+    fn noack_consumer(
+        &self,
+        db: usize,
+        key: &[u8],
+        writes: &[Args],
+        print: u64,
+    ) -> Option<Vec<u8>> {
+        if let [made, _] = writes {
+            return Some(made.get(4).to_vec()).filter(|_| made.len() == 5);
+        }
+        let group = writes.first()?.get(3);
+        let ks = &self.node.core().keyspace;
+        let slot = ks.slot(key);
+        let g = ks.db(db).lock(slot.shard);
+        let v = stream_of(g.get_raw(slot.hash, key).map(|e| &e.value))?;
+        let fingerprint = crate::keyspace::merge::context::fingerprint;
+        let mut named = (v.groups.get(group)?.consumers.keys()).filter(|n| fingerprint(n) == print);
+        match (named.next(), named.next()) {
+            (Some(name), None) => Some(name.to_vec()),
+            _ => None,
+        }
+    }
+
+    /// Applies XSETID's fact to `key` (DECISIONS 284): replayed where the
+    /// stream's state here prints as the one the origin's write built on;
+    /// false where it does not apply here: the caller asks for the key's
+    /// state.
+    fn apply_setid_fact(
+        &mut self,
+        db: usize,
+        key: &[u8],
+        stamp: u64,
+        facts: &[Fact],
+        argv: &Args,
+    ) -> bool {
+        let Some(told) = SetidTold::decode(facts) else {
+            return false;
+        };
+        let checked = self.checked_here(db, key, |g, at| {
+            stream_fact_here(g, at, (stamp, told.prev), |state, _| {
+                (state.setid_print() == told.print).then_some(())
+            })
+        });
+        let version = match checked {
+            Ok((version, ())) => version,
+            Err(applied) => return applied,
+        };
+        self.replay_args(db, stamp, *argv);
+        self.settle_stream(db, key, stamp, version.max(stamp));
+        true
+    }
+
     /// Applies an XACK's fact to `key` (DECISIONS 239); false where it does
     /// not apply here: the caller asks for the key's state.
     fn apply_ack_fact(
@@ -316,7 +414,21 @@ impl Link {
         if let Some(told) = ClaimTold::decode(facts) {
             return self.apply_claims(db, key, stamp, &told, writes);
         }
-        let (Some(told), Some(unit)) = (ReadTold::decode(facts), read_unit(key, writes)) else {
+        let Some(told) = ReadTold::decode(facts) else {
+            return false;
+        };
+        let name = match told.noack {
+            Some(print) => match self.noack_consumer(db, key, writes, print) {
+                Some(name) => name,
+                None => return false,
+            },
+            None => Vec::new(),
+        };
+        let unit = match told.noack {
+            Some(_) => noack_unit(key, writes, &name),
+            None => read_unit(key, writes),
+        };
+        let Some(unit) = unit else {
             return false;
         };
         let checked = self.checked_here(db, key, |g, at| {

@@ -158,10 +158,17 @@ pub fn check_claim(
     })
 }
 
+/// Whether XGROUP CREATE ... MKSTREAM of a missing key travels as a fact
+/// (DECISIONS 286); off, its peers ask for the stream's state.
+pub const MKSTREAM_FACTS: bool = true;
+
 /// An XGROUP subcommand's fact (DECISIONS 255), on its record: `PREV 1,
 /// s` and per subcommand
 /// - CREATE: `WORD 0..3` the group's last ID (ms, seq) and entries-read
-///   as the origin resolved them (`$`), replayed with them;
+///   as the origin resolved them (`$`), replayed with them; with MKSTREAM
+///   of a missing key, `WORD 4, p` the print of the key's stream state
+///   before ([`crate::keyspace::merge::stream::Stream::print`]: the
+///   deleted stream's, DECISIONS 286);
 /// - CREATECONSUMER: `RESET 1, inc`, `WORD 3, t` the consumer's seen time;
 /// - DELCONSUMER: `RESET 2, d` the consumer's dot, `DROP 0, dot` per dot
 ///   of the pending entries it owned;
@@ -173,7 +180,7 @@ pub fn check_claim(
 pub struct XgroupTold {
     pub prev: u64,
     pub resets: [Option<u64>; 4],
-    pub words: [Option<u64>; 4],
+    pub words: [Option<u64>; 5],
     pub drops: Vec<u64>,
 }
 
@@ -206,7 +213,7 @@ impl XgroupTold {
 
     /// The last ID and entries-read it carries (CREATE, SETID).
     pub fn register(&self) -> Option<(StreamId, i64)> {
-        let [Some(ms), Some(seq), Some(read), _] = self.words else {
+        let [Some(ms), Some(seq), Some(read), ..] = self.words else {
             return None;
         };
         Some((StreamId::new(ms, seq), read as i64))

@@ -13,6 +13,7 @@ use std::time::Instant;
 use super::{direct_ids, Hello, LinkState};
 use crate::core::stats::WorkerStats;
 use crate::keyspace::hlc::{unix_ms, Hlc};
+use crate::keyspace::merge::groups::ReadTold;
 use crate::protocol::Args;
 use crate::replication::active::{
     applying, record, rejoin_refusal, serve, sim_hooks, state_fingerprint, update_quorum, Host,
@@ -890,37 +891,63 @@ impl<'a> UnitWrite<'a> {
 }
 
 impl Link {
-    /// A unit whose first write carries a fact, all of one key: a consumer
-    /// group's read (`stream_facts.rs`). None where it is not one; else the
-    /// keys to ask for (none where it applied).
+    /// A unit whose writes are consumer group reads' or a claim's records
+    /// (`stream_facts.rs`): per key a run of its writes, the first carrying
+    /// the fact (a read of several streams: several runs). None where it
+    /// is not one; else the keys to ask for (none where all applied).
     fn apply_unit_fact(&mut self, writes: &[UnitWrite<'_>]) -> Option<Vec<(usize, Vec<u8>)>> {
-        let first = writes.first().filter(|w| !w.facts.is_empty())?;
-        let &[(i, _)] = &first.bases[..] else {
-            return None;
-        };
-        if !Args::new(first.argv, &first.spans)
-            .get(0)
-            .eq_ignore_ascii_case(b"xclaim")
-        {
-            return None; // (a transaction's writes: their facts are not used)
+        // Per stream read (a read of several streams: one run per key, each
+        // led by its fact, DECISIONS 285), the run's key and its writes.
+        let mut runs: Vec<(&[u8], &[UnitWrite<'_>])> = Vec::new();
+        let mut rest = writes;
+        while let Some(first) = rest.first() {
+            let key = unit_fact_key(first, writes[0].stamp)?;
+            let n = rest
+                .iter()
+                .take_while(|w| w.facts.is_empty() || std::ptr::eq(*w, first));
+            let n = n
+                .take_while(|w| w.keys().all(|(_, k, _, _)| k == key))
+                .count();
+            let same = |w: &UnitWrite| (w.db, w.stamp) == (first.db, first.stamp);
+            if !rest[..n].iter().all(same) {
+                return None;
+            }
+            runs.push((key, &rest[..n]));
+            rest = &rest[n..];
         }
-        let key = &first.argv[first.spans.get(arg_index(i))?.clone()];
-        let same = |w: &UnitWrite| {
-            (w.db, w.stamp) == (first.db, first.stamp) && w.keys().all(|(_, k, _, _)| k == key)
-        };
-        if !writes.iter().all(same) {
-            return None;
+        let mut asks = Vec::new();
+        for (key, run) in runs {
+            let args: Vec<Args> = (run.iter()).map(|w| Args::new(w.argv, &w.spans)).collect();
+            let (db, first) = (run[0].db, &run[0]);
+            if self.apply_group_read(db, key, first.stamp, &first.facts, &args) {
+                self.st.applied.fetch_add(run.len() as u64, Relaxed);
+            } else {
+                asks.push((db, key.to_vec()));
+            }
         }
-        let args: Vec<Args> = (writes.iter())
-            .map(|w| Args::new(w.argv, &w.spans))
-            .collect();
-        let db = first.db;
-        if self.apply_group_read(db, key, first.stamp, &first.facts, &args) {
-            self.st.applied.fetch_add(writes.len() as u64, Relaxed);
-            return Some(vec![]);
-        }
-        Some(vec![(db, key.to_vec())])
+        Some(asks)
     }
+}
+
+/// The key of a unit's write `w` that leads a group read's or claim's
+/// records with their fact (an XCLAIM, or a NOACK read's XGROUP), of the
+/// unit's `stamp`; None where it is not one (a transaction's writes: their
+/// facts are not used).
+fn unit_fact_key<'a>(w: &UnitWrite<'a>, stamp: u64) -> Option<&'a [u8]> {
+    if w.facts.is_empty() || w.stamp != stamp {
+        return None;
+    }
+    let &[(i, _)] = &w.bases[..] else {
+        return None;
+    };
+    let name = Args::new(w.argv, &w.spans).get(0);
+    let noack = || ReadTold::decode(&w.facts).is_some_and(|t| t.noack.is_some());
+    let leads =
+        name.eq_ignore_ascii_case(b"xclaim") || (name.eq_ignore_ascii_case(b"xgroup") && noack());
+    if !leads {
+        return None;
+    }
+    Some(&w.argv[w.spans.get(arg_index(i))?.clone()])
 }
 
 /// The databases a FLUSHDB (`db`) or FLUSHALL (all `n`) record empties.
