@@ -1185,6 +1185,9 @@ fn xsetid_travels_as_a_fact_and_joins_with_a_concurrent_add() {
     six_entries_and_a_read(&p, 2);
     let before = pair_asks(&p);
     let _: () = cmd(&mut a, &["XSETID", "s", "9000000000000-0"]);
+    // b's XSETID after a's arrived: else the two are concurrent, and
+    // concurrent writes of one key ask (the race CI met).
+    fully_converged(&p);
     let _: () = cmd(
         &mut b,
         &[
