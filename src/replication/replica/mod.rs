@@ -86,10 +86,10 @@ pub struct ReplicaSide {
     paused_until_ms: AtomicU64,
     /// Held while a command from the master is applied and its bytes
     /// counted, and by a snapshot's cut: the offset saved in an RDB
-    /// (repl-offset) matches its data. Taken through [`Self::hold_apply`]
-    /// (still `pub` for persistence's snapshot cut, until it goes through
-    /// its host too).
-    pub apply_lock: Mutex<()>,
+    /// (repl-offset) matches its data. Taken only through
+    /// [`Self::hold_apply`] (persistence's snapshot cut reaches it through
+    /// its host).
+    apply_lock: Mutex<()>,
 }
 
 impl ReplicaSide {
