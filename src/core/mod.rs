@@ -17,6 +17,7 @@ pub mod client;
 pub mod ctx;
 pub mod error;
 pub mod eviction;
+pub mod info;
 pub mod keyspec;
 pub mod latency;
 pub mod multi;

@@ -23,6 +23,7 @@ use std::time::Instant;
 use super::rdb::decode::{self, LoadOpts, LoadedKey};
 use super::rdb::RdbError;
 use crate::commands::access::lru_clock;
+use crate::core::info::{Fields, Value};
 use crate::keyspace::hlc::{unix_ms, Hlc};
 use crate::keyspace::{Entry, Keyspace, Slot};
 use crate::log_notice;
@@ -160,11 +161,11 @@ impl Loading {
         Ok(())
     }
 
-    /// While loading, the progress lines of INFO persistence.
-    pub fn info_fields(&self, o: &mut String) {
-        use std::fmt::Write;
+    /// While loading, the progress fields of INFO persistence.
+    pub fn info_fields(&self) -> Fields {
+        let mut f = Fields::new();
         if !self.active() && !self.async_active() {
-            return;
+            return f;
         }
         let total = self.total_bytes.load(Relaxed);
         let done = self.loaded_bytes.load(Relaxed);
@@ -180,12 +181,13 @@ impl Loading {
         } else {
             1
         };
-        let _ = write!(
-            o,
-            "loading_start_time:{start}\r\nloading_total_bytes:{total}\r\n\
-             loading_rdb_used_mem:0\r\nloading_loaded_bytes:{done}\r\n\
-             loading_loaded_perc:{perc:.2}%\r\nloading_eta_seconds:{eta}\r\n"
-        );
+        f.add("loading_start_time", start)
+            .add("loading_total_bytes", total)
+            .add("loading_rdb_used_mem", 0)
+            .add("loading_loaded_bytes", done)
+            .add("loading_loaded_perc", Value::percent(perc))
+            .add("loading_eta_seconds", eta);
+        f
     }
 }
 

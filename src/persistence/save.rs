@@ -14,6 +14,7 @@ use std::sync::Arc;
 
 use super::snapshot::{self, SnapshotError, SnapshotJob};
 use crate::commands::CmdError;
+use crate::core::info::Fields;
 use crate::keyspace::hlc::unix_ms;
 use crate::persistence::Host;
 use crate::{log_notice, log_warning};
@@ -348,9 +349,8 @@ pub fn disk_error(srv: &impl Host) -> Option<CmdError> {
     ))
 }
 
-/// The rdb_* lines of INFO persistence (after `loading` and the cow lines).
-pub fn info_fields(srv: &impl Host, o: &mut String) {
-    use std::fmt::Write;
+/// The rdb_* fields of INFO persistence (after `loading` and the cow lines).
+pub fn info_fields(srv: &impl Host) -> Fields {
     let st = &srv.persist().rdb;
     let running = st.bgsave_running() || srv.persist().snapshot.for_replicas.load(Relaxed);
     let current = if running {
@@ -363,34 +363,22 @@ pub fn info_fields(srv: &impl Host, o: &mut String) {
     } else {
         "err"
     };
-    let lines: [(&str, String); 10] = [
-        (
-            "rdb_changes_since_last_save",
-            dirty_since_save(srv).to_string(),
-        ),
-        ("rdb_bgsave_in_progress", (running as u8).to_string()),
-        (
-            "rdb_last_save_time",
-            srv.last_save().load(Relaxed).to_string(),
-        ),
-        ("rdb_last_bgsave_status", status.to_string()),
-        (
+    let mut f = Fields::new();
+    f.add("rdb_changes_since_last_save", dirty_since_save(srv))
+        .add("rdb_bgsave_in_progress", running)
+        .add("rdb_last_save_time", srv.last_save().load(Relaxed))
+        .add("rdb_last_bgsave_status", status)
+        .add(
             "rdb_last_bgsave_time_sec",
-            st.last_bgsave_secs.load(Relaxed).to_string(),
-        ),
-        ("rdb_current_bgsave_time_sec", current.to_string()),
-        ("rdb_saves", st.saves.load(Relaxed).to_string()),
-        ("rdb_last_cow_size", "0".into()),
-        (
+            st.last_bgsave_secs.load(Relaxed),
+        )
+        .add("rdb_current_bgsave_time_sec", current)
+        .add("rdb_saves", st.saves.load(Relaxed))
+        .add("rdb_last_cow_size", 0)
+        .add(
             "rdb_last_load_keys_expired",
-            st.last_load_expired.load(Relaxed).to_string(),
-        ),
-        (
-            "rdb_last_load_keys_loaded",
-            st.last_load_keys.load(Relaxed).to_string(),
-        ),
-    ];
-    for (k, v) in lines {
-        let _ = write!(o, "{k}:{v}\r\n");
-    }
+            st.last_load_expired.load(Relaxed),
+        )
+        .add("rdb_last_load_keys_loaded", st.last_load_keys.load(Relaxed));
+    f
 }

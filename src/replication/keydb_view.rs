@@ -19,11 +19,11 @@
 //!   `wait_bgsave` until the peer acknowledged our stream past its
 //!   snapshot), counted in connected_slaves.
 
-use std::fmt::Write as _;
 use std::sync::atomic::Ordering::*;
 
 use super::active::Active;
 use super::Replication;
+use crate::core::info::Fields;
 use crate::core::Core;
 
 /// Whether ROLE and INFO show this node as KeyDB does.
@@ -36,11 +36,12 @@ pub fn has_links(active: &Active) -> bool {
     !active.links.lock().is_empty()
 }
 
-/// INFO's lines after `role:active-replica`.
-pub fn info_links(active: &Active, o: &mut String) {
+/// INFO's fields after `role:active-replica`.
+pub fn info_links(active: &Active) -> Fields {
     let links = active.links.lock().clone();
     let up = links.iter().filter(|l| l.is_up()).count();
-    let _ = write!(o, "connected_masters:{up}\r\n");
+    let mut f = Fields::new();
+    f.add("connected_masters", up);
     for (i, l) in links.iter().enumerate() {
         let p = if i == 0 {
             String::new()
@@ -48,17 +49,18 @@ pub fn info_links(active: &Active, o: &mut String) {
             format!("_{i}")
         };
         let off = l.offset();
-        let _ = write!(
-            o,
-            "master{p}_host:{}\r\nmaster{p}_port:{}\r\nmaster{p}_link_status:{}\r\n\
-             master{p}_last_io_seconds_ago:{}\r\nmaster{p}_sync_in_progress:0\r\n\
-             slave_read_repl_offset:{off}\r\nslave_repl_offset:{off}\r\n",
-            l.host,
-            l.port,
-            if l.is_up() { "up" } else { "down" },
-            l.idle_seconds(),
-        );
+        f.add(format!("master{p}_host"), l.host.clone())
+            .add(format!("master{p}_port"), l.port)
+            .add(
+                format!("master{p}_link_status"),
+                if l.is_up() { "up" } else { "down" },
+            )
+            .add(format!("master{p}_last_io_seconds_ago"), l.idle_seconds())
+            .add(format!("master{p}_sync_in_progress"), 0)
+            .add("slave_read_repl_offset", off)
+            .add("slave_repl_offset", off);
     }
+    f
 }
 
 /// The peers pulling from us as (ip, port, offset, online): KeyDB lists
@@ -80,19 +82,20 @@ fn feeds(active: &Active) -> Vec<(String, String, u64, bool)> {
         .collect()
 }
 
-/// The peers pulling from us as INFO's slaveN lines, numbered after the
-/// Redis replicas (`first`), and how many there are.
-pub fn info_feeds(active: &Active, first: usize, o: &mut String) -> usize {
-    let list = feeds(active);
-    for (i, (ip, port, off, online)) in list.iter().enumerate() {
-        let state = if *online { "online" } else { "wait_bgsave" };
-        let _ = write!(
-            o,
-            "slave{}:ip={ip},port={port},state={state},offset={off},lag=0\r\n",
-            first + i
-        );
+/// The peers pulling from us as INFO's slaveN fields, numbered after the
+/// Redis replicas (`first`).
+pub fn info_feeds(active: &Active, first: usize) -> Fields {
+    let mut f = Fields::new();
+    for (i, (ip, port, off, online)) in feeds(active).into_iter().enumerate() {
+        let mut line = Fields::new();
+        line.add("ip", ip)
+            .add("port", port)
+            .add("state", if online { "online" } else { "wait_bgsave" })
+            .add("offset", off)
+            .add("lag", 0);
+        f.add(format!("slave{}", first + i), line);
     }
-    list.len()
+    f
 }
 
 /// ROLE in KeyDB's view.

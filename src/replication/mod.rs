@@ -30,12 +30,12 @@ pub mod spill;
 pub mod stage;
 pub mod tls_link;
 
-use std::fmt::Write as _;
 use std::sync::atomic::{AtomicBool, Ordering::*};
 use std::sync::Arc;
 
 use parking_lot::Mutex;
 
+use crate::core::info::Fields;
 use crate::effects::{Effect, EffectRef, EffectSink};
 use host::Host;
 
@@ -175,42 +175,43 @@ impl EffectSink for Feed {
 }
 
 /// INFO's replication section.
-pub fn info_section<H: Host>(srv: &H, o: &mut String) {
-    o.push_str("# Replication\r\n");
+pub fn info_fields<H: Host>(srv: &H) -> Fields {
+    let mut f = Fields::new();
     let repl = srv.repl();
     let keydb = keydb_view::enabled(srv.core());
     if repl.is_replica() {
-        o.push_str("role:slave\r\n");
-        repl.replica.info_fields(srv, o);
+        f.add("role", "slave");
+        f.append(repl.replica.info_fields(srv));
     } else if keydb && keydb_view::has_links(&repl.active) {
-        o.push_str("role:active-replica\r\n");
-        keydb_view::info_links(&repl.active, o);
+        f.add("role", "active-replica");
+        f.append(keydb_view::info_links(&repl.active));
     } else {
-        o.push_str("role:master\r\n");
+        f.add("role", "master");
     }
     if srv.core().active {
-        active::info_fields(&srv.repl().active, srv.core(), o);
+        f.append(active::info_fields(&srv.repl().active, srv.core()));
     }
-    repl.master.info_fields(srv, o, keydb);
+    f.append(repl.master.info_fields(srv, keydb));
     let ids = repl.ids.lock().clone();
     let (first, histlen) = repl.backlog.range();
     let active = repl.backlog.is_active();
-    let _ = write!(
-        o,
-        "master_failover_state:{}\r\nmaster_replid:{}\r\nmaster_replid2:{}\r\n\
-         master_repl_offset:{}\r\nsecond_repl_offset:{}\r\nrepl_backlog_active:{}\r\n\
-         repl_backlog_size:{}\r\nrepl_backlog_first_byte_offset:{}\r\nrepl_backlog_histlen:{}\r\n",
-        repl.failover.state_name(),
-        ids.replid,
-        ids.replid2,
-        repl.backlog.end(),
-        ids.second_offset,
-        active as u8,
-        srv.config.read().get_i64("repl-backlog-size"),
-        if active { first } else { 0 },
-        if active { histlen } else { 0 },
-    );
-    repl.master.lag_fields(srv, o);
+    f.add("master_failover_state", repl.failover.state_name())
+        .add("master_replid", ids.replid)
+        .add("master_replid2", ids.replid2)
+        .add("master_repl_offset", repl.backlog.end())
+        .add("second_repl_offset", ids.second_offset)
+        .add("repl_backlog_active", active)
+        .add(
+            "repl_backlog_size",
+            srv.config.read().get_i64("repl-backlog-size"),
+        )
+        .add(
+            "repl_backlog_first_byte_offset",
+            if active { first } else { 0 },
+        )
+        .add("repl_backlog_histlen", if active { histlen } else { 0 });
+    f.append(repl.master.lag_fields(srv));
+    f
 }
 
 /// ROLE: ["master", offset, [[ip, port, ack offset], ...]] or

@@ -1,50 +1,93 @@
 //! INFO's text: Redis 7's sections, field names and layout.
 //!
-//! Each section is built by its own function into `# Name\r\n` plus `k:v\r\n`
-//! lines; sections are joined by a blank line and always come in Redis's
-//! order whatever order they were asked in (`commands/server_cmds/info.rs`
-//! picks them). Client libraries parse this text (redis-py into a dict,
-//! node-redis for `loading:`), so every line is either a header or
-//! `key:value`. Counters are summed over the workers' stats.
+//! Each section's fields come as data (`core/info.rs` [`Fields`]): this
+//! file builds the server's own sections (server, clients, memory, stats,
+//! cpu, the per-command ones, keyspace) and takes persistence's and
+//! replication's fields from their subsystems. One formatter,
+//! `write_section`, writes them all: `# Name\r\n` plus a `name:value\r\n`
+//! line a field; sections are joined by a blank line and always come in
+//! Redis's order whatever order they were asked in
+//! (`commands/server_cmds/info.rs` picks them). Client libraries parse this
+//! text (redis-py into a dict, node-redis for `loading:`), so every line is
+//! either a header or `name:value`. Counters are summed over the workers'
+//! stats.
 
 use std::fmt::Write as _;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 
 use super::Server;
+use crate::core::info::{Fields, Value};
 use crate::core::stats::{sum, Metric, WorkerStats};
 
 /// The INFO text of the given sections.
 pub fn info_text(srv: &Arc<Server>, sections: &[&str]) -> String {
     let workers = srv.workers.lock().clone();
-    let mut parts = vec![];
+    let mut out = String::with_capacity(4096);
     for s in sections {
-        let mut o = String::new();
-        match *s {
-            "server" => server(srv, &mut o),
-            "clients" => clients(srv, &mut o),
-            "memory" => memory(srv, &mut o),
-            "persistence" => persistence(srv, &mut o),
-            "stats" => stats(srv, &workers, &mut o),
-            "replication" => crate::replication::info_section(&**srv, &mut o),
-            "cpu" => cpu(&mut o),
-            "modules" => o.push_str("# Modules\r\n"),
-            "commandstats" => commandstats(srv, &workers, &mut o),
-            "errorstats" => errorstats(&workers, &mut o),
-            "latencystats" => latencystats(srv, &workers, &mut o),
-            "cluster" => o.push_str("# Cluster\r\ncluster_enabled:0\r\n"),
-            "keyspace" => keyspace(srv, &mut o),
-            _ => {}
+        let (title, fields) = match *s {
+            "server" => ("Server", server(srv)),
+            "clients" => ("Clients", clients(srv)),
+            "memory" => ("Memory", memory(srv)),
+            "persistence" => ("Persistence", persistence(srv)),
+            "stats" => ("Stats", stats(srv, &workers)),
+            "replication" => ("Replication", crate::replication::info_fields(&**srv)),
+            "cpu" => ("CPU", cpu()),
+            "modules" => ("Modules", Fields::new()),
+            "commandstats" => ("Commandstats", commandstats(srv, &workers)),
+            "errorstats" => ("Errorstats", errorstats(&workers)),
+            "latencystats" => ("Latencystats", latencystats(srv, &workers)),
+            "cluster" => ("Cluster", cluster()),
+            "keyspace" => ("Keyspace", keyspace(srv)),
+            _ => continue, // (the command names only these)
+        };
+        if !out.is_empty() {
+            out.push_str("\r\n");
         }
-        parts.push(o);
+        write_section(&mut out, title, &fields);
     }
-    parts.join("\r\n")
+    out
 }
 
-/// Appends `k:v\r\n` lines.
+/// The one formatter of INFO's text: `# Title`, then `name:value` lines.
+fn write_section(o: &mut String, title: &str, fields: &Fields) {
+    o.push_str("# ");
+    o.push_str(title);
+    o.push_str("\r\n");
+    for (name, value) in fields.iter() {
+        o.push_str(name);
+        o.push(':');
+        write_value(o, value);
+        o.push_str("\r\n");
+    }
+}
+
+/// A value as Redis writes it; a list as `k=v,k=v`.
+fn write_value(o: &mut String, value: &Value) {
+    let _ = match value {
+        Value::Int(n) => write!(o, "{n}"),
+        Value::Uint(n) => write!(o, "{n}"),
+        Value::Float(v, decimals) => write!(o, "{v:.decimals$}"),
+        Value::Percent(v) => write!(o, "{v:.2}%"),
+        Value::Str(s) => Ok(o.push_str(s)),
+        Value::List(items) => {
+            for (i, (k, v)) in items.iter().enumerate() {
+                if i > 0 {
+                    o.push(',');
+                }
+                o.push_str(k);
+                o.push('=');
+                write_value(o, v);
+            }
+            Ok(())
+        }
+    };
+}
+
+/// Appends fields, one `"name" => value` a line.
 macro_rules! kv {
-    ($o:expr, $($k:literal => $v:expr),* $(,)?) => {
-        $( let _ = write!($o, concat!($k, ":{}\r\n"), $v); )*
+    ($f:expr, $($k:literal => $v:expr),* $(,)?) => {
+        $( $f.add($k, $v); )*
     };
 }
 
@@ -68,13 +111,14 @@ fn uname() -> (String, String) {
     }
 }
 
-fn server(srv: &Arc<Server>, o: &mut String) {
+fn server(srv: &Arc<Server>) -> Fields {
+    let mut f = Fields::new();
     let cfg = srv.config.read();
     let (os, arch) = uname();
     let now_us = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap_or_default()
-        .as_micros();
+        .as_micros() as u64;
     let up = srv.started.elapsed().as_secs();
     let exe = std::env::current_exe()
         .map(|p| p.display().to_string())
@@ -85,8 +129,7 @@ fn server(srv: &Arc<Server>, o: &mut String) {
         .map(|p| p.display().to_string())
         .unwrap_or_default();
     let hz = srv.hot.hz.load(Relaxed);
-    o.push_str("# Server\r\n");
-    kv!(o,
+    kv!(f,
         "redis_version" => crate::REDIS_VERSION,
         "redis_git_sha1" => "00000000",
         "redis_git_dirty" => 0,
@@ -100,7 +143,7 @@ fn server(srv: &Arc<Server>, o: &mut String) {
         "gcc_version" => "0.0.0",
         "process_id" => std::process::id(),
         "process_supervised" => super::supervise::info_name(),
-        "run_id" => srv.run_id,
+        "run_id" => srv.run_id.clone(),
         "lattice_node_id" => srv.identity.hex(),
         "lattice_node_slot" => srv.identity.slot,
         "tcp_port" => srv.tcp_port.load(Relaxed),
@@ -118,18 +161,19 @@ fn server(srv: &Arc<Server>, o: &mut String) {
     );
     // Redis's one conditional field: a shutdown waiting for replicas.
     if let Some(left) = srv.shutdown.wait_left_ms() {
-        kv!(o, "shutdown_in_milliseconds" => left);
+        kv!(f, "shutdown_in_milliseconds" => left);
     }
+    f
     // (No `listenerN` lines: they are Redis 7.2's; we report 7.0's fields,
     // DECISIONS 60.)
 }
 
-fn clients(srv: &Arc<Server>, o: &mut String) {
+fn clients(srv: &Arc<Server>) -> Fields {
+    let mut f = Fields::new();
     let all = srv.clients.snapshot();
     let max_in = all.iter().map(|c| c.qbuf.load(Relaxed)).max().unwrap_or(0);
     let max_out = all.iter().map(|c| c.obuf.load(Relaxed)).max().unwrap_or(0);
-    o.push_str("# Clients\r\n");
-    kv!(o,
+    kv!(f,
         // Replicas are not clients here, as in Redis.
         "connected_clients" => all.iter().filter(|c| !c.flags.lock().contains('S')).count(),
         "cluster_connections" => 0,
@@ -140,6 +184,7 @@ fn clients(srv: &Arc<Server>, o: &mut String) {
         "tracking_clients" => srv.tracking.stats().0,
         "clients_in_timeout_table" => 0,
     );
+    f
 }
 
 pub use crate::alloc::{rss_bytes, used_memory};
@@ -173,7 +218,8 @@ fn total_system_memory() -> u64 {
         * 1024
 }
 
-fn memory(srv: &Arc<Server>, o: &mut String) {
+fn memory(srv: &Arc<Server>) -> Fields {
+    let mut f = Fields::new();
     let (used, peak) = used_memory();
     let rss = rss_bytes();
     let frag = rss as f64 / used.max(1) as f64;
@@ -187,19 +233,18 @@ fn memory(srv: &Arc<Server>, o: &mut String) {
     let startup = 1024 * 1024u64;
     let dataset = used.saturating_sub(startup);
     let lua = crate::scripting::lua_memory() as u64;
-    o.push_str("# Memory\r\n");
-    kv!(o,
+    kv!(f,
         "used_memory" => used,
         "used_memory_human" => human(used),
         "used_memory_rss" => rss,
         "used_memory_rss_human" => human(rss),
         "used_memory_peak" => peak,
         "used_memory_peak_human" => human(peak),
-        "used_memory_peak_perc" => format!("{:.2}%", used as f64 * 100.0 / peak.max(1) as f64),
+        "used_memory_peak_perc" => Value::percent(used as f64 * 100.0 / peak.max(1) as f64),
         "used_memory_overhead" => startup,
         "used_memory_startup" => startup,
         "used_memory_dataset" => dataset,
-        "used_memory_dataset_perc" => format!("{:.2}%", dataset as f64 * 100.0 / used.max(1) as f64),
+        "used_memory_dataset_perc" => Value::percent(dataset as f64 * 100.0 / used.max(1) as f64),
         "allocator_allocated" => used,
         "allocator_active" => used,
         "allocator_resident" => rss,
@@ -221,13 +266,13 @@ fn memory(srv: &Arc<Server>, o: &mut String) {
         "maxmemory" => maxmemory,
         "maxmemory_human" => human(maxmemory),
         "maxmemory_policy" => policy,
-        "allocator_frag_ratio" => "1.00",
+        "allocator_frag_ratio" => Value::float(1.0, 2),
         "allocator_frag_bytes" => 0,
-        "allocator_rss_ratio" => format!("{frag:.2}"),
+        "allocator_rss_ratio" => Value::float(frag, 2),
         "allocator_rss_bytes" => rss as i64 - used as i64,
-        "rss_overhead_ratio" => "1.00",
+        "rss_overhead_ratio" => Value::float(1.0, 2),
         "rss_overhead_bytes" => 0,
-        "mem_fragmentation_ratio" => format!("{frag:.2}"),
+        "mem_fragmentation_ratio" => Value::float(frag, 2),
         "mem_fragmentation_bytes" => rss as i64 - used as i64,
         "mem_not_counted_for_evict" => 0,
         "mem_replication_backlog" => 0,
@@ -241,24 +286,26 @@ fn memory(srv: &Arc<Server>, o: &mut String) {
         "lazyfree_pending_objects" => srv.lazyfree.pending(),
         "lazyfreed_objects" => srv.lazyfree.freed(),
     );
+    f
 }
 
-fn persistence(srv: &Arc<Server>, o: &mut String) {
+fn persistence(srv: &Arc<Server>) -> Fields {
+    let mut f = Fields::new();
     let snap = &srv.persist.snapshot;
-    o.push_str("# Persistence\r\n");
-    kv!(o,
+    kv!(f,
         "loading" => srv.persist.loading.active() as u8,
         "async_loading" => srv.persist.loading.async_active() as u8,
         "current_cow_peak" => 0,
         "current_cow_size" => 0,
         "current_cow_size_age" => 0,
-        "current_fork_perc" => "0.00",
+        "current_fork_perc" => Value::float(0.0, 2),
         "current_save_keys_processed" => snap.keys_done.load(Relaxed) * snap.running() as usize,
         "current_save_keys_total" => snap.keys_total.load(Relaxed) * snap.running() as usize,
     );
-    crate::persistence::save::info_fields(srv, o);
-    crate::persistence::aof::info_fields(srv, o);
-    srv.persist.loading.info_fields(o);
+    f.append(crate::persistence::save::info_fields(srv));
+    f.append(crate::persistence::aof::info_fields(srv));
+    f.append(srv.persist.loading.info_fields());
+    f
 }
 
 /// Samples the counters behind INFO's instantaneous rates (the cron's job).
@@ -271,7 +318,8 @@ pub fn sample_rates(srv: &Server) {
     ]);
 }
 
-fn stats(srv: &Arc<Server>, w: &[Arc<WorkerStats>], o: &mut String) {
+fn stats(srv: &Arc<Server>, w: &[Arc<WorkerStats>]) -> Fields {
+    let mut f = Fields::new();
     let processed = sum(w, |s| &s.commands_processed);
     let input = sum(w, |s| &s.net_input_bytes);
     let output = sum(w, |s| &s.net_output_bytes);
@@ -282,8 +330,7 @@ fn stats(srv: &Arc<Server>, w: &[Arc<WorkerStats>], o: &mut String) {
     let ops = srv.metrics.rate(Metric::Commands) as u64;
     let ikbps = srv.metrics.rate(Metric::NetInput) / 1024.0;
     let okbps = srv.metrics.rate(Metric::NetOutput) / 1024.0;
-    o.push_str("# Stats\r\n");
-    kv!(o,
+    kv!(f,
         "total_connections_received" => srv.total_connections.load(Relaxed),
         "total_commands_processed" => processed,
         "instantaneous_ops_per_sec" => ops,
@@ -291,16 +338,16 @@ fn stats(srv: &Arc<Server>, w: &[Arc<WorkerStats>], o: &mut String) {
         "total_net_output_bytes" => output,
         "total_net_repl_input_bytes" => 0,
         "total_net_repl_output_bytes" => 0,
-        "instantaneous_input_kbps" => format!("{ikbps:.2}"),
-        "instantaneous_output_kbps" => format!("{okbps:.2}"),
-        "instantaneous_input_repl_kbps" => "0.00",
-        "instantaneous_output_repl_kbps" => "0.00",
+        "instantaneous_input_kbps" => Value::float(ikbps, 2),
+        "instantaneous_output_kbps" => Value::float(okbps, 2),
+        "instantaneous_input_repl_kbps" => Value::float(0.0, 2),
+        "instantaneous_output_repl_kbps" => Value::float(0.0, 2),
         "rejected_connections" => srv.rejected_connections.load(Relaxed),
         "sync_full" => srv.repl.master.sync_full.load(Relaxed),
         "sync_partial_ok" => srv.repl.master.sync_partial_ok.load(Relaxed),
         "sync_partial_err" => srv.repl.master.sync_partial_err.load(Relaxed),
         "expired_keys" => sum(w, |s| &s.expired_keys),
-        "expired_stale_perc" => "0.00",
+        "expired_stale_perc" => Value::float(0.0, 2),
         "expired_time_cap_reached_count" => 0,
         "expire_cycle_cpu_milliseconds" => 0,
         "evicted_keys" => sum(w, |s| &s.evicted_keys),
@@ -335,6 +382,7 @@ fn stats(srv: &Arc<Server>, w: &[Arc<WorkerStats>], o: &mut String) {
         "reply_buffer_shrinks" => 0,
         "reply_buffer_expands" => 0,
     );
+    f
 }
 
 /// (system, user) CPU seconds of `who` (RUSAGE_SELF, RUSAGE_CHILDREN, RUSAGE_THREAD).
@@ -350,26 +398,29 @@ fn rusage(who: libc::c_int) -> (f64, f64) {
     }
 }
 
-fn cpu(o: &mut String) {
+fn cpu() -> Fields {
     let (s, u) = rusage(libc::RUSAGE_SELF);
     let (cs, cu) = rusage(libc::RUSAGE_CHILDREN);
     let (ts, tu) = rusage(libc::RUSAGE_THREAD);
-    o.push_str("# CPU\r\n");
-    kv!(o,
-        "used_cpu_sys" => format!("{s:.6}"),
-        "used_cpu_user" => format!("{u:.6}"),
-        "used_cpu_sys_children" => format!("{cs:.6}"),
-        "used_cpu_user_children" => format!("{cu:.6}"),
-        "used_cpu_sys_main_thread" => format!("{ts:.6}"),
-        "used_cpu_user_main_thread" => format!("{tu:.6}"),
+    let mut f = Fields::new();
+    kv!(f,
+        "used_cpu_sys" => Value::float(s, 6),
+        "used_cpu_user" => Value::float(u, 6),
+        "used_cpu_sys_children" => Value::float(cs, 6),
+        "used_cpu_user_children" => Value::float(cu, 6),
+        "used_cpu_sys_main_thread" => Value::float(ts, 6),
+        "used_cpu_user_main_thread" => Value::float(tu, 6),
     );
+    f
 }
 
-fn commandstats(srv: &Arc<Server>, w: &[Arc<WorkerStats>], o: &mut String) {
-    o.push_str("# Commandstats\r\n");
+fn commandstats(srv: &Arc<Server>, w: &[Arc<WorkerStats>]) -> Fields {
+    let mut f = Fields::new();
     for (id, name) in srv.commands.full_names.iter().enumerate() {
-        let get = |f: fn(&crate::core::stats::CmdStats) -> &std::sync::atomic::AtomicU64| {
-            w.iter().map(|s| f(&s.cmds[id]).load(Relaxed)).sum::<u64>()
+        let get = |field: fn(&crate::core::stats::CmdStats) -> &std::sync::atomic::AtomicU64| {
+            w.iter()
+                .map(|s| field(&s.cmds[id]).load(Relaxed))
+                .sum::<u64>()
         };
         let calls = get(|c| &c.calls);
         let rejected = get(|c| &c.rejected);
@@ -383,65 +434,80 @@ fn commandstats(srv: &Arc<Server>, w: &[Arc<WorkerStats>], o: &mut String) {
         } else {
             usec as f64 / calls as f64
         };
-        let _ = write!(
-            o,
-            "cmdstat_{name}:calls={calls},usec={usec},usec_per_call={per:.2},rejected_calls={rejected},failed_calls={failed}\r\n"
+        let mut line = Fields::new();
+        kv!(line,
+            "calls" => calls,
+            "usec" => usec,
+            "usec_per_call" => Value::float(per, 2),
+            "rejected_calls" => rejected,
+            "failed_calls" => failed,
         );
+        f.add(format!("cmdstat_{name}"), line);
     }
+    f
 }
 
 /// Each command's latency percentiles (`latency-tracking-info-percentiles`)
 /// in microseconds, from its histogram (core/stats.rs: the upper bound of
 /// the power-of-two step, DECISIONS 101).
-fn latencystats(srv: &Arc<Server>, w: &[Arc<WorkerStats>], o: &mut String) {
-    o.push_str("# Latencystats\r\n");
+fn latencystats(srv: &Arc<Server>, w: &[Arc<WorkerStats>]) -> Fields {
     let wanted = srv
         .config
         .read()
         .get_str("latency-tracking-info-percentiles");
     let ps: Vec<(String, f64)> = wanted
         .split_whitespace()
-        .filter_map(|p| Some((p.to_string(), p.parse().ok()?)))
+        .filter_map(|p| Some((format!("p{p}"), p.parse().ok()?)))
         .collect();
+    let mut f = Fields::new();
     for (id, name) in srv.commands.full_names.iter().enumerate() {
         let h = crate::core::stats::histogram(w, id);
         if h.iter().all(|&n| n == 0) {
             continue;
         }
-        let _ = write!(o, "latency_percentiles_usec_{name}:");
-        for (i, (label, p)) in ps.iter().enumerate() {
+        let mut line = Fields::new();
+        for (label, p) in &ps {
             let ns = crate::core::stats::percentile_ns(&h, *p);
-            let sep = if i == 0 { "" } else { "," };
-            let _ = write!(o, "{sep}p{label}={:.3}", ns as f64 / 1000.0);
+            line.add(label.clone(), Value::float(ns as f64 / 1000.0, 3));
         }
-        o.push_str("\r\n");
+        f.add(format!("latency_percentiles_usec_{name}"), line);
     }
+    f
 }
 
-fn errorstats(w: &[Arc<WorkerStats>], o: &mut String) {
+fn errorstats(w: &[Arc<WorkerStats>]) -> Fields {
     let mut all = std::collections::BTreeMap::<String, u64>::new();
     for s in w {
         for (k, v) in s.errors.lock().iter() {
             *all.entry(k.clone()).or_default() += v;
         }
     }
-    o.push_str("# Errorstats\r\n");
+    let mut f = Fields::new();
     for (k, v) in all {
-        let _ = write!(o, "errorstat_{k}:count={v}\r\n");
+        let mut line = Fields::new();
+        line.add("count", v);
+        f.add(format!("errorstat_{k}"), line);
     }
+    f
 }
 
-fn keyspace(srv: &Arc<Server>, o: &mut String) {
-    o.push_str("# Keyspace\r\n");
+fn cluster() -> Fields {
+    let mut f = Fields::new();
+    f.add("cluster_enabled", 0);
+    f
+}
+
+fn keyspace(srv: &Arc<Server>) -> Fields {
+    let mut f = Fields::new();
     for i in 0..srv.keyspace.num_dbs() {
         let db = srv.keyspace.db(i);
         let keys = db.len();
         if keys > 0 {
             let (expires, avg_ttl) = db.volatile_stats(crate::keyspace::hlc::unix_ms());
-            let _ = write!(
-                o,
-                "db{i}:keys={keys},expires={expires},avg_ttl={avg_ttl}\r\n"
-            );
+            let mut line = Fields::new();
+            kv!(line, "keys" => keys, "expires" => expires, "avg_ttl" => avg_ttl);
+            f.add(format!("db{i}"), line);
         }
     }
+    f
 }

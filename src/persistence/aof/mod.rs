@@ -36,6 +36,7 @@ use std::sync::Arc;
 use parking_lot::Mutex;
 
 use crate::commands::CmdError;
+use crate::core::info::Fields;
 use crate::persistence::Host;
 use crate::{log_notice, log_warning};
 use manifest::Manifest;
@@ -444,40 +445,38 @@ pub fn bgrewriteaof<H: Host>(srv: &Arc<H>) -> Result<&'static str, CmdError> {
     }
 }
 
-/// The aof_* lines of INFO persistence, in Redis's order; Redis puts the
+/// The aof_* fields of INFO persistence, in Redis's order; Redis puts the
 /// module_fork_* pair between the always-present block and the block shown
-/// while the AOF is on, so those two lines are written here too.
-pub fn info_fields(srv: &impl Host, out: &mut String) {
-    use std::fmt::Write;
+/// while the AOF is on, so those two fields are here too.
+pub fn info_fields(srv: &impl Host) -> Fields {
     let st = &srv.persist().aof;
     let on = srv.core().config.read().get_bool("appendonly");
     let rw = st.rw.lock();
     let current = rw.started.map_or(-1, |t| t.elapsed().as_secs() as i64);
     let core = &st.core;
     let ok = |b: bool| if b { "ok" } else { "err" };
-    let _ = write!(
-        out,
-        "aof_enabled:{}\r\naof_rewrite_in_progress:{}\r\naof_rewrite_scheduled:{}\r\naof_last_rewrite_time_sec:{}\r\naof_current_rewrite_time_sec:{current}\r\naof_last_bgrewrite_status:{}\r\naof_rewrites:{}\r\naof_rewrites_consecutive_failures:{}\r\naof_last_write_status:{}\r\naof_last_cow_size:0\r\nmodule_fork_in_progress:0\r\nmodule_fork_last_cow_size:0\r\n",
-        on as u8,
-        rw.in_progress as u8,
-        rw.scheduled as u8,
-        rw.last_time_sec,
-        ok(rw.last_ok),
-        rw.rewrites,
-        rw.consecutive_failures,
-        ok(!core.write_err.load(Relaxed)),
-    );
+    let mut f = Fields::new();
+    f.add("aof_enabled", on)
+        .add("aof_rewrite_in_progress", rw.in_progress)
+        .add("aof_rewrite_scheduled", rw.scheduled)
+        .add("aof_last_rewrite_time_sec", rw.last_time_sec)
+        .add("aof_current_rewrite_time_sec", current)
+        .add("aof_last_bgrewrite_status", ok(rw.last_ok))
+        .add("aof_rewrites", rw.rewrites)
+        .add("aof_rewrites_consecutive_failures", rw.consecutive_failures)
+        .add("aof_last_write_status", ok(!core.write_err.load(Relaxed)))
+        .add("aof_last_cow_size", 0)
+        .add("module_fork_in_progress", 0)
+        .add("module_fork_last_cow_size", 0);
     if on {
-        let _ = write!(
-            out,
-            "aof_current_size:{}\r\naof_base_size:{}\r\naof_pending_rewrite:{}\r\naof_buffer_length:{}\r\naof_pending_bio_fsync:0\r\naof_delayed_fsync:{}\r\n",
-            core.current_size.load(Relaxed),
-            core.base_size.load(Relaxed),
-            rw.scheduled as u8,
-            core.buffered(),
-            core.delayed_fsync.load(Relaxed),
-        );
+        f.add("aof_current_size", core.current_size.load(Relaxed))
+            .add("aof_base_size", core.base_size.load(Relaxed))
+            .add("aof_pending_rewrite", rw.scheduled)
+            .add("aof_buffer_length", core.buffered())
+            .add("aof_pending_bio_fsync", 0)
+            .add("aof_delayed_fsync", core.delayed_fsync.load(Relaxed));
     }
+    f
 }
 
 /// DEBUG LOADAOF: flushes the AOF, empties the keyspace and loads the AOF

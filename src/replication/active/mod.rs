@@ -69,6 +69,7 @@ use parking_lot::{Condvar, Mutex};
 
 use super::backlog::Backlog;
 use crate::core::admin::Admin;
+use crate::core::info::Fields;
 use crate::core::Core;
 use crate::effects::{EffectRef, EffectSink};
 
@@ -671,9 +672,8 @@ fn ping(active: &Active) {
     active.bell.ring();
 }
 
-/// INFO replication's lines for the peers of an active node.
-pub fn info_fields(active: &Active, core: &Core, o: &mut String) {
-    use std::fmt::Write as _;
+/// INFO replication's fields for the peers of an active node.
+pub fn info_fields(active: &Active, core: &Core) -> Fields {
     let st = &active.stability;
     let stable = st.stable.load(Relaxed);
     // How far behind this node's clock what is stable here is (-1: nothing).
@@ -684,40 +684,35 @@ pub fn info_fields(active: &Active, core: &Core, o: &mut String) {
     let cutoff = st.cutoff.load(Relaxed);
     // Each stamp also as the time it names (unix ms), for an operator.
     let ms = crate::keyspace::hlc::stamp_ms;
-    let _ = write!(
-        o,
-        "active_tombstones:{}\r\nactive_tombstones_collected:{}\r\nactive_tombstones_forced:{}\r\nactive_stable_stamp:{stable}\r\nactive_stable_unix_ms:{}\r\nactive_stable_lag_ms:{lag}\r\nactive_collect_cutoff:{cutoff}\r\nactive_collect_cutoff_unix_ms:{}\r\n",
-        tombstones(core),
-        st.collected.load(Relaxed),
-        st.forced.load(Relaxed),
-        ms(stable),
-        ms(cutoff),
-    );
+    let mut f = Fields::new();
+    f.add("active_tombstones", tombstones(core))
+        .add("active_tombstones_collected", st.collected.load(Relaxed))
+        .add("active_tombstones_forced", st.forced.load(Relaxed))
+        .add("active_stable_stamp", stable)
+        .add("active_stable_unix_ms", ms(stable))
+        .add("active_stable_lag_ms", lag)
+        .add("active_collect_cutoff", cutoff)
+        .add("active_collect_cutoff_unix_ms", ms(cutoff));
     let links = active.links.lock();
     // KeyDB's summary of its links (its tests and tools read it); never a
     // top-level master_link_status, which clients take for a replica's.
     let all_up = links.iter().all(|l| l.is_up());
-    let _ = write!(
-        o,
-        "active_replica:1\r\nactive_peers:{}\r\nmaster_global_link_status:{}\r\n",
-        links.len(),
-        if all_up { "up" } else { "down" }
-    );
+    f.add("active_replica", 1)
+        .add("active_peers", links.len())
+        .add(
+            "master_global_link_status",
+            if all_up { "up" } else { "down" },
+        );
     for (i, l) in links.iter().enumerate() {
-        let _ = write!(o, "peer{i}:");
-        l.info(o);
-        o.push_str("\r\n");
+        f.add(format!("peer{i}"), l.info());
     }
-    let _ = write!(
-        o,
-        "active_stream_offset:{}\r\nactive_own_records:{}\r\nactive_own_bytes:{}\r\nactive_sent_bytes:{}\r\nactive_feeds:{}\r\n",
-        active.stream.end(),
-        active.records.load(Relaxed),
-        active.own_bytes.load(Relaxed),
-        active.sent_bytes.load(Relaxed),
-        active.feeds.lock().len()
-    );
-    serve::feed_lines(active, o);
+    f.add("active_stream_offset", active.stream.end())
+        .add("active_own_records", active.records.load(Relaxed))
+        .add("active_own_bytes", active.own_bytes.load(Relaxed))
+        .add("active_sent_bytes", active.sent_bytes.load(Relaxed))
+        .add("active_feeds", active.feeds.lock().len());
+    f.append(serve::feed_fields(active));
+    f
 }
 
 #[cfg(test)]

@@ -37,6 +37,7 @@ use super::resume::KeyFilter;
 use super::{Active, Host, HostRef};
 use crate::commands::{CmdError, CmdResult, Ctx};
 use crate::core::client::{FromOrigin, PeerRequest};
+use crate::core::info::Fields;
 use crate::core::Core;
 use crate::effects::EffectRef;
 use crate::protocol::Args;
@@ -853,19 +854,19 @@ fn merge_states_now(g: &mut crate::keyspace::Shard, ks: &crate::keyspace::Keyspa
 }
 
 /// INFO: the peers reading our stream.
-pub fn feed_lines(active: &Active, o: &mut String) {
-    use std::fmt::Write as _;
+pub fn feed_fields(active: &Active) -> Fields {
     let end = active.stream.end();
-    for (i, f) in active.feeds.lock().iter().enumerate() {
-        let _ = write!(
-            o,
-            "feed{i}:addr={},node={:016x},offset={},lag_bytes={}\r\n",
-            f.addr,
-            f.node_id,
-            f.pos.load(Acquire),
-            (end + 1).saturating_sub(f.pos.load(Acquire))
-        );
+    let mut f = Fields::new();
+    for (i, feed) in active.feeds.lock().iter().enumerate() {
+        let pos = feed.pos.load(Acquire);
+        let mut line = Fields::new();
+        line.add("addr", feed.addr.clone())
+            .add("node", format!("{:016x}", feed.node_id))
+            .add("offset", pos)
+            .add("lag_bytes", (end + 1).saturating_sub(pos));
+        f.add(format!("feed{i}"), line);
     }
+    f
 }
 
 #[cfg(test)]

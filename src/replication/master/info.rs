@@ -1,76 +1,76 @@
 //! INFO replication's master fields: the attached replicas (Redis's
-//! connected_slaves and slaveN lines, with KeyDB's view of active peers),
+//! connected_slaves and slaveN fields, with KeyDB's view of active peers),
 //! LatticeDB's lag and back-pressure lines, and the replication buffers'
 //! size as Redis counts it. Reads the state, changes nothing.
 
-use std::fmt::Write as _;
 use std::sync::atomic::Ordering::*;
 
 use super::MasterSide;
+use crate::core::info::Fields;
 use crate::keyspace::hlc::unix_ms;
 use crate::replication::host::Host;
 
 impl MasterSide {
-    /// connected_slaves and the slaveN lines.
+    /// connected_slaves and the slaveN fields.
     /// `keydb`: the peers pulling from us are listed too, as KeyDB lists
     /// them (`keydb_view.rs`).
-    pub fn info_fields<H: Host>(&self, srv: &H, o: &mut String, keydb: bool) {
+    pub fn info_fields<H: Host>(&self, srv: &H, keydb: bool) -> Fields {
         let list = self.replicas.lock().clone();
-        let mut feeds = String::new();
-        let n_feeds = match keydb {
-            true => crate::replication::keydb_view::info_feeds(
-                &srv.repl().active,
-                list.len(),
-                &mut feeds,
-            ),
-            false => 0,
+        let feeds = match keydb {
+            true => crate::replication::keydb_view::info_feeds(&srv.repl().active, list.len()),
+            false => Fields::new(),
         };
-        let _ = write!(o, "connected_slaves:{}\r\n", list.len() + n_feeds);
+        let mut f = Fields::new();
+        f.add("connected_slaves", list.len() + feeds.len());
         let lag = srv.hot.min_replicas_max_lag.load(Relaxed);
         if srv.hot.min_replicas_to_write.load(Relaxed) > 0 && lag > 0 {
-            let good = self.good_replicas(lag * 1000);
-            let _ = write!(o, "min_slaves_good_slaves:{good}\r\n");
+            f.add("min_slaves_good_slaves", self.good_replicas(lag * 1000));
         }
         let now = unix_ms();
         for (i, r) in list.iter().enumerate() {
-            let _ = write!(
-                o,
-                "slave{i}:ip={},port={},state={},offset={},lag={}\r\n",
-                r.ip,
-                r.port.load(Relaxed),
-                r.state.lock(),
-                r.ack_offset.load(Relaxed),
-                now.saturating_sub(r.ack_ms.load(Relaxed)) / 1000,
-            );
+            let mut line = Fields::new();
+            line.add("ip", r.ip.clone())
+                .add("port", r.port.load(Relaxed))
+                .add("state", r.state.lock().to_string())
+                .add("offset", r.ack_offset.load(Relaxed))
+                .add("lag", now.saturating_sub(r.ack_ms.load(Relaxed)) / 1000);
+            f.add(format!("slave{i}"), line);
         }
-        o.push_str(&feeds);
+        f.append(feeds);
+        f
     }
 
-    /// LatticeDB's own lines (after Redis's): how far the slowest replica
+    /// LatticeDB's own fields (after Redis's): how far the slowest replica
     /// is, what the backlog holds for it, and the back-pressure applied.
-    pub fn lag_fields<H: Host>(&self, srv: &H, o: &mut String) {
+    pub fn lag_fields<H: Host>(&self, srv: &H) -> Fields {
         let b = &srv.repl().backlog;
         let lag = self.max_unsent(b.end()).unwrap_or(0);
-        let _ = write!(
-            o,
-            "repl_lag_policy:{}\r\nrepl_max_replica_lag_bytes:{lag}\r\nrepl_backlog_held_bytes:{}\r\n\
-             repl_throttled_batches:{}\r\nrepl_throttle_wait_ms:{}\r\nrepl_lag_disconnects:{}\r\n",
-            srv.config.read().get_str("repl-lag-policy"),
-            b.held(),
-            self.throttled.load(Relaxed),
-            self.throttle_us.load(Relaxed) / 1000,
-            self.lag_disconnects.load(Relaxed),
-        );
         let (disk_first, disk_bytes) = b.disk_range();
-        let _ = write!(
-            o,
-            "repl_backlog_disk_bytes:{disk_bytes}\r\nrepl_backlog_disk_first_byte_offset:{disk_first}\r\n\
-             repl_backlog_disk_dropped_bytes:{}\r\nrepl_backlog_disk_write_errors:{}\r\n\
-             repl_departed_replicas:{}\r\n",
+        let mut f = Fields::new();
+        f.add(
+            "repl_lag_policy",
+            srv.config.read().get_str("repl-lag-policy").to_string(),
+        )
+        .add("repl_max_replica_lag_bytes", lag)
+        .add("repl_backlog_held_bytes", b.held())
+        .add("repl_throttled_batches", self.throttled.load(Relaxed))
+        .add(
+            "repl_throttle_wait_ms",
+            self.throttle_us.load(Relaxed) / 1000,
+        )
+        .add("repl_lag_disconnects", self.lag_disconnects.load(Relaxed))
+        .add("repl_backlog_disk_bytes", disk_bytes)
+        .add("repl_backlog_disk_first_byte_offset", disk_first)
+        .add(
+            "repl_backlog_disk_dropped_bytes",
             b.disk_dropped.load(Relaxed),
+        )
+        .add(
+            "repl_backlog_disk_write_errors",
             b.spill_errors.load(Relaxed),
-            self.departed.lock().len(),
-        );
+        )
+        .add("repl_departed_replicas", self.departed.lock().len());
+        f
     }
 
     /// INFO's mem_total_replication_buffers, as Redis counts it: the

@@ -1,16 +1,16 @@
 //! INFO replication's replica fields, from master_host to
 //! master_sync_stage_seconds. Reads the link's state, changes nothing.
 
-use std::fmt::Write as _;
 use std::sync::atomic::Ordering::*;
 
 use super::ReplicaSide;
+use crate::core::info::{Fields, Value};
 use crate::keyspace::hlc::unix_ms;
 use crate::replication::host::Host;
 
 impl ReplicaSide {
     /// INFO's replica-only fields, from master_host to replica_announced.
-    pub fn info_fields<H: Host>(&self, srv: &H, o: &mut String) {
+    pub fn info_fields<H: Host>(&self, srv: &H) -> Fields {
         let (host, port) = self.master.lock().clone().unwrap_or_default();
         let up = self.link_up();
         let now = unix_ms();
@@ -18,15 +18,14 @@ impl ReplicaSide {
         let stage = self.stage.get();
         let syncing = stage.syncing();
         let offset = srv.repl().backlog.end();
-        let _ = write!(
-            o,
-            "master_host:{host}\r\nmaster_port:{port}\r\nmaster_link_status:{}\r\n\
-             master_last_io_seconds_ago:{}\r\nmaster_sync_in_progress:{}\r\n\
-             slave_read_repl_offset:{offset}\r\nslave_repl_offset:{offset}\r\n",
-            if up { "up" } else { "down" },
-            if up { last_io } else { -1 },
-            syncing as u8,
-        );
+        let mut f = Fields::new();
+        f.add("master_host", host)
+            .add("master_port", port)
+            .add("master_link_status", if up { "up" } else { "down" })
+            .add("master_last_io_seconds_ago", if up { last_io } else { -1 })
+            .add("master_sync_in_progress", syncing)
+            .add("slave_read_repl_offset", offset)
+            .add("slave_repl_offset", offset);
         if syncing {
             let (total, read) = (self.sync_total.load(Relaxed), self.sync_read.load(Relaxed));
             let perc = if total > 0 {
@@ -34,14 +33,12 @@ impl ReplicaSide {
             } else {
                 0.0
             };
-            let _ = write!(
-                o,
-                "master_sync_total_bytes:{total}\r\nmaster_sync_read_bytes:{read}\r\n\
-                 master_sync_left_bytes:{}\r\nmaster_sync_perc:{perc:.2}\r\n\
-                 master_sync_last_io_seconds_ago:{last_io}\r\n",
+            f.add("master_sync_total_bytes", total)
+                .add("master_sync_read_bytes", read)
                 // Negative with an EOF mark (size unknown), as Redis prints it.
-                total as i64 - read as i64,
-            );
+                .add("master_sync_left_bytes", total as i64 - read as i64)
+                .add("master_sync_perc", Value::float(perc, 2))
+                .add("master_sync_last_io_seconds_ago", last_io);
         }
         if !up {
             let since = self.down_since_ms.load(Relaxed);
@@ -50,18 +47,14 @@ impl ReplicaSide {
             } else {
                 (now.saturating_sub(since) / 1000) as i64
             };
-            let _ = write!(o, "master_link_down_since_seconds:{secs}\r\n");
+            f.add("master_link_down_since_seconds", secs);
         }
         let c = srv.config.read();
-        let _ = write!(
-            o,
-            "slave_priority:{}\r\nslave_read_only:{}\r\nreplica_announced:{}\r\n\
-             master_sync_stage:{}\r\nmaster_sync_stage_seconds:{}\r\n",
-            c.get_i64("replica-priority"),
-            c.get_bool("replica-read-only") as u8,
-            c.get_bool("replica-announced") as u8,
-            stage.name(),
-            self.stage.seconds(),
-        );
+        f.add("slave_priority", c.get_i64("replica-priority"))
+            .add("slave_read_only", c.get_bool("replica-read-only"))
+            .add("replica_announced", c.get_bool("replica-announced"))
+            .add("master_sync_stage", stage.name())
+            .add("master_sync_stage_seconds", self.stage.seconds());
+        f
     }
 }

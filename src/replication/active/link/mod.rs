@@ -19,8 +19,6 @@
 //! `apply.rs` is the sans-IO [`Link`], the apply rule over what arrives,
 //! which the simulator drives without sockets (tests/sim/).
 
-use std::fmt::Write as _;
-
 use std::net::TcpStream;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::*};
 use std::sync::Arc;
@@ -28,6 +26,7 @@ use std::sync::Arc;
 use parking_lot::Mutex;
 
 use super::{Active, Host, HostRef};
+use crate::core::info::Fields;
 use crate::keyspace::hlc::unix_ms;
 use crate::protocol::Args;
 use crate::{log_notice, log_warning};
@@ -91,27 +90,20 @@ pub struct LinkState {
 }
 
 impl LinkState {
-    /// INFO's value for this peer.
-    pub fn info(&self, o: &mut String) {
+    /// INFO's value for this peer (its `peerN` field).
+    pub fn info(&self) -> Fields {
         let up = self.up.load(Acquire);
-        let idle = unix_ms().saturating_sub(self.last_io_ms.load(Relaxed)) / 1000;
-        let _ = write!(
-            o,
-            "host={},port={},state={},offset={},last_io_seconds_ago={},applied={},conflicts={},snapshots={},continues={}",
-            self.host,
-            self.port,
-            if up { "connected" } else { "connecting" },
-            self.next.load(Relaxed).saturating_sub(1),
-            if self.last_io_ms.load(Relaxed) == 0 {
-                -1
-            } else {
-                idle as i64
-            },
-            self.applied.load(Relaxed),
-            self.conflicts.load(Relaxed),
-            self.snapshots.load(Relaxed),
-            self.continues.load(Relaxed),
-        );
+        let mut f = Fields::new();
+        f.add("host", self.host.clone())
+            .add("port", self.port)
+            .add("state", if up { "connected" } else { "connecting" })
+            .add("offset", self.next.load(Relaxed).saturating_sub(1))
+            .add("last_io_seconds_ago", self.idle_seconds())
+            .add("applied", self.applied.load(Relaxed))
+            .add("conflicts", self.conflicts.load(Relaxed))
+            .add("snapshots", self.snapshots.load(Relaxed))
+            .add("continues", self.continues.load(Relaxed));
+        f
     }
 
     /// `host:port`: names the link (its stable bounds, `stable.rs`).
