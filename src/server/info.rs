@@ -511,3 +511,31 @@ fn keyspace(srv: &Arc<Server>) -> Fields {
     }
     f
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Each kind of value as Redis writes it, in the fields' order.
+    #[test]
+    fn a_section_is_written_as_redis_writes_it() {
+        let mut line = Fields::new();
+        line.add("calls", 3u64)
+            .add("usec_per_call", Value::float(1.0 / 3.0, 2));
+        let mut f = Fields::new();
+        f.add("negative", -1i64)
+            .add("flag", true)
+            .add("cpu", Value::float(0.5, 6))
+            .add("perc", Value::percent(12.5))
+            .add("name", "spill")
+            .add(format!("cmdstat_{}", "get"), line)
+            .add("latency_percentiles_usec_ping", Fields::new());
+        let mut o = String::new();
+        write_section(&mut o, "Stats", &f);
+        assert_eq!(
+            o,
+            "# Stats\r\nnegative:-1\r\nflag:1\r\ncpu:0.500000\r\nperc:12.50%\r\nname:spill\r\n\
+             cmdstat_get:calls=3,usec_per_call=0.33\r\nlatency_percentiles_usec_ping:\r\n"
+        );
+    }
+}
