@@ -69,7 +69,7 @@ fn write_value(o: &mut String, value: &Value) {
         Value::Uint(n) => write!(o, "{n}"),
         Value::Float(v, decimals) => write!(o, "{v:.decimals$}"),
         Value::Percent(v) => write!(o, "{v:.2}%"),
-        Value::Str(s) => Ok(o.push_str(s)),
+        Value::Str(s) => o.write_str(s),
         Value::List(items) => {
             for (i, (k, v)) in items.iter().enumerate() {
                 if i > 0 {
