@@ -145,7 +145,7 @@ fn is_repl_only(name: Option<&[u8]>) -> bool {
 
 /// The command a record sends to plain replicas: a [`REPLICAS_ONLY`]
 /// record's carried command, else the record's own.
-pub fn for_replicas<'a, T: AsRef<[u8]>>(argv: &'a [T]) -> &'a [T] {
+pub fn for_replicas<T: AsRef<[u8]>>(argv: &[T]) -> &[T] {
     match argv.first() {
         Some(n) if n.as_ref() == REPLICAS_ONLY => &argv[1..],
         _ => argv,
