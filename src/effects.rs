@@ -110,6 +110,11 @@ impl EffectRef<'_> {
     pub fn aof_only(&self) -> bool {
         self.argv.first().is_some_and(|a| *a == MERGE_STATE)
     }
+
+    /// A command for plain replicas alone ([`REPLICAS_ONLY`]).
+    pub fn replicas_alone(&self) -> bool {
+        self.argv.first().is_some_and(|a| *a == REPLICAS_ONLY)
+    }
 }
 
 /// The name of a record that is no command: a key's merge state after an
@@ -121,10 +126,30 @@ impl EffectRef<'_> {
 /// stream never see it.
 pub const MERGE_STATE: &[u8] = b"\0lattice-merge";
 
+/// The name of a record that carries, after it, a command for plain
+/// replicas alone, never run here (`[REPLICAS_ONLY, command...]`: DEBUG
+/// REPLICATE, Redis's replicationFeedSlaves of its arguments). The
+/// replicas' feed sends the command after the name; the AOF and the active
+/// stream skip the record.
+pub const REPLICAS_ONLY: &[u8] = b"\0lattice-replicas";
+
 /// Records for replicas only, never the AOF: PUBLISH and SPUBLISH (Redis
-/// propagates them with PROPAGATE_REPL alone).
+/// propagates them with PROPAGATE_REPL alone), and [`REPLICAS_ONLY`]'s.
 fn is_repl_only(name: Option<&[u8]>) -> bool {
-    name.is_some_and(|n| n.eq_ignore_ascii_case(b"publish") || n.eq_ignore_ascii_case(b"spublish"))
+    name.is_some_and(|n| {
+        n.eq_ignore_ascii_case(b"publish")
+            || n.eq_ignore_ascii_case(b"spublish")
+            || n == REPLICAS_ONLY
+    })
+}
+
+/// The command a record sends to plain replicas: a [`REPLICAS_ONLY`]
+/// record's carried command, else the record's own.
+pub fn for_replicas<T: AsRef<[u8]>>(argv: &[T]) -> &[T] {
+    match argv.first() {
+        Some(n) if n.as_ref() == REPLICAS_ONLY => &argv[1..],
+        _ => argv,
+    }
 }
 
 /// A consumer of the stream (AOF writer, replication feed, test recorder).

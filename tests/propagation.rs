@@ -347,3 +347,34 @@ fn migrate_propagates_one_del() {
     expect(&mut r, &[&["select", "0"], &["del", "sa", "sb"]]);
     expect_quiet(&mut r);
 }
+
+/// DEBUG REPLICATE sends its command to replicas without running it here,
+/// as Redis's (its tests make a replica diverge with it): the master's
+/// keyspace and its AOF never see the command, the replica's stream does.
+#[test]
+fn debug_replicate_reaches_replicas_alone() {
+    let s = Server::start(&["--appendonly", "yes"]);
+    let mut c = s.conn();
+    let mut r = attach(&s);
+    let ok: String = cmd(&mut c, &["DEBUG", "REPLICATE", "SET", "diverged", "1"]);
+    assert_eq!(ok, "OK");
+    expect(&mut r, &[&["select", "0"], &["set", "diverged", "1"]]);
+    let _: () = cmd(&mut c, &["SET", "kept", "2"]);
+    expect(&mut r, &[&["set", "kept", "2"]]);
+    expect_quiet(&mut r);
+    assert_eq!(cmd::<Option<String>>(&mut c, &["GET", "diverged"]), None);
+    // Both writes have reached the AOF's file once the second is in it
+    // (appendfsync everysec writes each event loop's batch).
+    let aof = || -> String {
+        let dir = s.dir.join("appendonlydir");
+        let mut text = String::new();
+        for f in std::fs::read_dir(dir).unwrap().flatten() {
+            text += &String::from_utf8_lossy(&std::fs::read(f.path()).unwrap());
+        }
+        text
+    };
+    eventually("SET kept in the AOF", || aof().contains("kept"));
+    assert!(!aof().contains("diverged"), "the AOF holds {:?}", aof());
+    let err = cmd_err(&mut c, &["DEBUG", "REPLICATE"]);
+    assert!(err.contains("unknown subcommand"), "{err}");
+}

@@ -111,3 +111,27 @@ fn a_writable_replica_expires_the_keys_its_clients_gave_a_ttl() {
     assert_eq!(cmd::<i64>(&mut rc, &["EXISTS", "c", "d"]), 2);
     assert!(info_field::<u64>(&mut rc, "expired_keys") >= 2);
 }
+
+#[test]
+fn a_full_sync_forgets_the_keys_a_writable_replica_remembered() {
+    let (_first_master, r) = pair();
+    let mut rc = r.conn();
+    let _: () = cmd(&mut rc, &["CONFIG", "SET", "replica-read-only", "no"]);
+    let _: () = cmd(&mut rc, &["SET", "mine", "1", "PX", "300"]);
+    assert_eq!(info_field::<u64>(&mut rc, "slave_expires_tracked_keys"), 1);
+    // A second master, whose `mine` has a TTL of its own: after the full
+    // sync the key is that master's, which the replica must not expire.
+    let m2 = Server::start(&[]);
+    let mut m2c = m2.conn();
+    let _: () = cmd(&mut m2c, &["DEBUG", "SET-ACTIVE-EXPIRE", "0"]);
+    let _: () = cmd(&mut m2c, &["SET", "mine", "theirs", "PX", "600"]);
+    let _: () = cmd(&mut rc, &["REPLICAOF", "127.0.0.1", &m2.port.to_string()]);
+    eventually("the sync from the second master", || {
+        caught_up(&mut m2c, &mut rc) && cmd::<i64>(&mut rc, &["DBSIZE"]) == 1
+    });
+    assert_eq!(info_field::<u64>(&mut rc, "slave_expires_tracked_keys"), 0);
+    std::thread::sleep(Duration::from_millis(900));
+    // Past both deadlines: the key is hidden from reads, kept for its master.
+    assert_eq!(cmd::<Option<String>>(&mut rc, &["GET", "mine"]), None);
+    let _: String = cmd(&mut rc, &["DEBUG", "OBJECT", "mine"]);
+}

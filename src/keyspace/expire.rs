@@ -151,6 +151,13 @@ impl ReplicaKeys {
         self.len.load(Relaxed) == 0
     }
 
+    /// How many deadlines are remembered (INFO's
+    /// `slave_expires_tracked_keys`; a key whose TTL a client changed is
+    /// counted once per deadline until its old one has passed).
+    pub fn len(&self) -> usize {
+        self.len.load(Relaxed)
+    }
+
     /// Forgets every key (the node is no longer a writable replica).
     pub fn clear(&self) {
         let mut due = self.due.lock();

@@ -725,6 +725,7 @@ impl ReplicaLoad {
         if let Some(staging) = self.staging {
             log_notice!("MASTER <-> REPLICA sync: Swapping active DB with loaded DB");
             srv.core().keyspace.swap_with(&staging);
+            srv.core().replica_keys.clear(); // as swapMainDbWithTempDb
             discard(srv, staging);
             log_notice!("MASTER <-> REPLICA sync: Discarding old DB in background");
         }
@@ -762,6 +763,9 @@ fn discard(srv: &impl Host, ks: Keyspace) {
 /// before a full sync), freeing the data on the lazyfree thread.
 pub fn empty_all(srv: &impl Host) {
     crate::scripting::clear_functions(srv.core());
+    // A writable replica's own TTL keys are gone (Redis's emptyData(-1)
+    // flushes slaveKeysWithExpire).
+    srv.core().replica_keys.clear();
     let mut taken = Vec::new();
     for mut shards in srv.core().keyspace.lock_everything() {
         for g in shards.iter_mut() {

@@ -159,7 +159,8 @@ impl EffectSink for Feed {
         if self.is_replica.load(Relaxed) || e.aof_only() {
             return;
         }
-        self.backlog.append_command(e.db, e.argv);
+        self.backlog
+            .append_command(e.db, crate::effects::for_replicas(e.argv));
         master::WROTE.with(|w| w.set(true));
     }
 
@@ -168,7 +169,8 @@ impl EffectSink for Feed {
             return;
         }
         self.backlog.append_commands(
-            (effects.iter().filter(|e| !e.aof_only())).map(|e| (e.db, &e.argv[..])),
+            (effects.iter().filter(|e| !e.aof_only()))
+                .map(|e| (e.db, crate::effects::for_replicas(&e.argv[..]))),
         );
         master::WROTE.with(|w| w.set(true));
     }

@@ -362,7 +362,7 @@ fn stats(srv: &Arc<Server>, w: &[Arc<WorkerStats>]) -> Fields {
         "latest_fork_usec" => 0,
         "total_forks" => 0,
         "migrate_cached_sockets" => 0,
-        "slave_expires_tracked_keys" => 0,
+        "slave_expires_tracked_keys" => srv.replica_keys.len(),
         "active_defrag_hits" => 0,
         "active_defrag_misses" => 0,
         "active_defrag_key_hits" => 0,

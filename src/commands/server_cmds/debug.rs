@@ -77,6 +77,9 @@ const DEBUG_HELP: &[&str] = &[
     "MERGEINFO <key>",
     "    Show how <key> merges under active replication: its version, the node",
     "    slot that wrote it and, for a counter, each node's part.",
+    "REPLICATE <command> [<arg> ...]",
+    "    Send <command> to the replicas without running it here (the AOF and",
+    "    active peers do not get it).",
     "SET-ACTIVE-EXPIRE <0|1>",
     "    Setting it to 0 disables expiring keys in background when they are not",
     "    accessed (otherwise the Redis behavior). Setting it to 1 reenables back the",
@@ -156,6 +159,13 @@ pub fn debug(ctx: &mut Ctx, args: Args) -> CmdResult {
             .and_then(|s| s.parse::<u64>().ok())
             .ok_or(CmdError::NotInteger)?;
         ctx.admin.debug_aof_flush_sleep(us);
+        ctx.out.ok();
+    } else if eq_ic(sub, "REPLICATE") && n >= 3 {
+        // Sends the command to plain replicas without running it here
+        // (Redis's tests make a replica diverge with it).
+        let mut argv: Vec<&[u8]> = vec![crate::effects::REPLICAS_ONLY];
+        argv.extend(args.iter().skip(2));
+        ctx.propagate_repl_only(&argv);
         ctx.out.ok();
     } else if eq_ic(sub, "LOADAOF") && n == 2 {
         ctx.admin.debug_loadaof();

@@ -375,7 +375,7 @@ struct StreamFeed(Arc<Active>);
 
 impl EffectSink for StreamFeed {
     fn on_effect(&self, e: &EffectRef<'_>) {
-        if APPLYING.with(|a| a.get()) || e.aof_only() {
+        if APPLYING.with(|a| a.get()) || e.aof_only() || e.replicas_alone() {
             return;
         }
         if UNIT_DEPTH.with(|d| d.get()) > 0 || is_unit_bound(e.argv) {
