@@ -18,19 +18,23 @@
 //! A GET goes `server/conn.rs` -> `core/ctx.rs` -> `commands/strings.rs`
 //! -> `commands/access.rs` -> `keyspace/mod.rs` and back.
 
-pub mod alloc;
-pub mod commands;
-pub mod config;
-pub mod core;
-pub mod effects;
-pub mod glob;
-pub mod keyspace;
+mod alloc;
+mod commands;
+mod config;
+mod core;
+mod effects;
+mod glob;
+mod keyspace;
+// Public for the logging macros, which expand to `$crate::log::log`.
 pub mod log;
-pub mod persistence;
-pub mod protocol;
-pub mod replication;
-pub mod scripting;
-pub mod server;
+mod persistence;
+mod protocol;
+mod replication;
+mod scripting;
+mod server;
+
+// What the binary, tests, benchmark and fuzz targets use (see its header).
+pub mod facade;
 
 /// The Redis version whose behaviour we match and report everywhere
 /// (INFO `redis_version`, HELLO, `--version`, RDB `redis-ver`, the fatal
