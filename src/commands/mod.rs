@@ -64,7 +64,7 @@ pub use crate::core::error::CmdError;
 pub use crate::core::keyspec;
 pub(crate) use crate::core::table::command_table;
 pub use crate::core::table::{
-    flags, CmdResult, Command, CommandId, CommandTable, Handler, KeyFlagsFn, KeysFn,
+    flags, CmdResult, Command, CommandId, CommandTable, Handler,
 };
 
 use crate::core::admin::Admin;

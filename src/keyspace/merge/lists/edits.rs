@@ -185,6 +185,7 @@ impl Lists {
     /// Peer: an edit's fact stamped `stamp` (`prev`: its PREV) on this
     /// state, current at the key's `version`: applied to the elements by
     /// id ([`Lists::plan_edit_fact`], [`Lists::commit_edit_fact`]).
+    #[cfg(test)]
     pub fn apply_edit_fact(
         &mut self,
         (version, stamp, prev): (u64, u64, u64),
