@@ -33,7 +33,8 @@ use mimalloc::MiMalloc;
 
 // The server's allocator, counted as in main.rs.
 #[global_allocator]
-static GLOBAL: lattice::facade::alloc::Counting<MiMalloc> = lattice::facade::alloc::Counting(MiMalloc);
+static GLOBAL: lattice::facade::alloc::Counting<MiMalloc> =
+    lattice::facade::alloc::Counting(MiMalloc);
 
 struct Opts {
     threads: Vec<usize>,

@@ -136,7 +136,9 @@ pub mod replication {
             pub use crate::replication::active::link::{closed, hello, new_link, Link, LinkState};
         }
         pub mod serve {
-            pub use crate::replication::active::serve::{on_peer_command, peer_request, Feed, Step};
+            pub use crate::replication::active::serve::{
+                on_peer_command, peer_request, Feed, Step,
+            };
         }
     }
 }

@@ -9,7 +9,8 @@ use mimalloc::MiMalloc;
 
 // mimalloc, with every allocation counted for INFO's used_memory.
 #[global_allocator]
-static GLOBAL: lattice::facade::alloc::Counting<MiMalloc> = lattice::facade::alloc::Counting(MiMalloc);
+static GLOBAL: lattice::facade::alloc::Counting<MiMalloc> =
+    lattice::facade::alloc::Counting(MiMalloc);
 
 fn main() {
     lattice::facade::alloc::mark_installed();

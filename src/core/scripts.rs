@@ -226,7 +226,6 @@ impl Functions {
         let s = self.state.read();
         (s.libs.len(), s.funcs.len())
     }
-
 }
 
 /// A script or function that ran past `busy-reply-threshold` (Redis's

@@ -361,9 +361,11 @@ fn stream_ids(srv: &Server, key: &[u8]) -> Vec<Vec<u8>> {
     let slot = ks.slot(key);
     let g = ks.db(DB).lock(slot.shard);
     match g.get_raw(slot.hash, key).map(|e| &e.value) {
-        Some(lattice::facade::keyspace::Value::Stream(s)) => (s.range(StreamId::MIN, StreamId::MAX, false))
-            .map(|(id, _)| id.text().into_bytes())
-            .collect(),
+        Some(lattice::facade::keyspace::Value::Stream(s)) => {
+            (s.range(StreamId::MIN, StreamId::MAX, false))
+                .map(|(id, _)| id.text().into_bytes())
+                .collect()
+        }
         _ => vec![],
     }
 }
