@@ -52,7 +52,8 @@ pub mod effects {
 
 /// Values, clocks and the merge rules the checkers compare with.
 pub mod keyspace {
-    pub use crate::keyspace::{set_thread_fixed_hash, Entry, Value, SHARDS};
+    pub use crate::keyspace::value::Value;
+    pub use crate::keyspace::{set_thread_fixed_hash, Entry, SHARDS};
     pub mod encoding {
         pub use crate::keyspace::encoding::EncodingLimits;
     }
