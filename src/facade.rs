@@ -130,9 +130,7 @@ pub mod protocol {
 /// Active-active's sans-IO link and feed, driven by the simulator.
 pub mod replication {
     pub mod active {
-        pub use crate::replication::active::{
-            cron, sim_hooks, start_stream, stream_lock_wait, HostRef,
-        };
+        pub use crate::replication::active::{cron, start_stream, stream_lock_wait, HostRef};
         pub mod link {
             pub use crate::replication::active::link::{closed, hello, new_link, Link, LinkState};
         }
@@ -140,6 +138,9 @@ pub mod replication {
             pub use crate::replication::active::serve::{
                 on_peer_command, peer_request, Feed, Step,
             };
+        }
+        pub mod sim_hooks {
+            pub use crate::replication::active::sim_hooks::{set_stamp_order, StampOrder};
         }
     }
 }
