@@ -21,11 +21,11 @@
 use std::sync::{Arc, Barrier};
 use std::time::Instant;
 
-use lattice::commands::run_local;
-use lattice::config::Config;
-use lattice::core::client::ClientState;
-use lattice::keyspace::hlc::Hlc;
-use lattice::server::Server;
+use lattice::facade::commands::run_local;
+use lattice::facade::config::Config;
+use lattice::facade::core::client::ClientState;
+use lattice::facade::keyspace::hlc::Hlc;
+use lattice::facade::server::Server;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
@@ -33,7 +33,8 @@ use mimalloc::MiMalloc;
 
 // The server's allocator, counted as in main.rs.
 #[global_allocator]
-static GLOBAL: lattice::alloc::Counting<MiMalloc> = lattice::alloc::Counting(MiMalloc);
+static GLOBAL: lattice::facade::alloc::Counting<MiMalloc> =
+    lattice::facade::alloc::Counting(MiMalloc);
 
 struct Opts {
     threads: Vec<usize>,
@@ -119,7 +120,7 @@ fn server(active: bool) -> Arc<Server> {
     }
     let srv = Server::new(c);
     if active {
-        lattice::replication::active::start_stream(&srv.peer_host());
+        lattice::facade::replication::active::start_stream(&srv.peer_host());
     }
     srv
 }
@@ -139,8 +140,8 @@ fn command<'a>(cmd: &str, key: &'a [u8]) -> [&'a [u8]; 3] {
 /// stream's (how many, ns waited).
 fn waits() -> [(u64, u64); 2] {
     [
-        lattice::keyspace::held::lock_wait(),
-        lattice::replication::active::stream_lock_wait(),
+        lattice::facade::keyspace::held::lock_wait(),
+        lattice::facade::replication::active::stream_lock_wait(),
     ]
 }
 

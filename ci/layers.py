@@ -13,7 +13,7 @@ bottom first (a path prefix picks the layer; the longest prefix wins):
     5 commands     commands, scripting (may name commands, not named by them)
     6 persistence  persistence
     7 replication  replication
-    8 server       server, main.rs
+    8 server       server, main.rs, facade (the public face: names every layer)
 
 Two modules of one layer may not name each other in both directions (no
 circle); the prefix order inside a layer above says which way is allowed.
@@ -48,7 +48,7 @@ LAYERS = [
     ("commands", 5, 0), ("scripting", 5, 1),
     ("persistence", 6, 0),
     ("replication", 7, 0),
-    ("server", 8, 0), ("main", 8, 1),
+    ("server", 8, 0), ("main", 8, 1), ("facade", 8, 2),
 ]
 
 

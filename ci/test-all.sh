@@ -2,8 +2,9 @@
 # Runs every test LatticeDB has, in order:
 #   1. cargo fmt --check
 #   2. the layering of src/ (ci/layers.py, docs/ARCHITECTURE.md "Layers"), and no `pub fn`
-#      that nothing names (ci/unused.py)
-#   3. cargo clippy --all-targets -- -D warnings
+#      that nothing names (ci/unused.py: what the facade makes public, which rustc counts as used)
+#   3. cargo clippy --all-targets -- -D warnings (with every module but the facade private,
+#      rustc's dead-code lint makes an unused item an error here)
 #   4. cargo test (unit, integration and doc tests)
 #   5. cargo build --release, then the simulator optimised (cargo test --release --test simulator)
 #   6. redis-py's test suite against the release binary   (ci/redis-py.sh)

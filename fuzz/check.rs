@@ -8,7 +8,7 @@
 //! append a read to the buffer, parse until `Incomplete`, drop `consumed`
 //! bytes after each command, stop at the first error.
 
-use lattice::protocol::{ParseLimits, Parsed, RequestParser};
+use lattice::facade::protocol::{ParseLimits, Parsed, RequestParser};
 
 /// What a stream parses to: its commands and the error that ended it, if any.
 #[derive(Debug, PartialEq, Eq)]

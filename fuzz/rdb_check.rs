@@ -5,8 +5,8 @@
 //! (no empty collection, which Redis would never hold; a stream's entries
 //! read the same forwards, backwards and one by one by ID).
 
-use lattice::keyspace::encoding::EncodingLimits;
-use lattice::persistence::rdb::decode::{self, LoadOpts};
+use lattice::facade::keyspace::encoding::EncodingLimits;
+use lattice::facade::persistence::rdb::decode::{self, LoadOpts};
 
 /// Redis 7.0's default encoding limits.
 pub fn default_limits() -> EncodingLimits {
@@ -41,9 +41,9 @@ pub fn check(data: &[u8], limits: &EncodingLimits) {
 
 /// A loaded stream's entries: strictly rising, as many as its length, the
 /// same backwards, each found by its ID, the first and last where they are.
-fn check_stream(v: &lattice::keyspace::Value) {
-    use lattice::keyspace::stream::StreamId;
-    let lattice::keyspace::Value::Stream(x) = v else {
+fn check_stream(v: &lattice::facade::keyspace::Value) {
+    use lattice::facade::keyspace::stream::StreamId;
+    let lattice::facade::keyspace::Value::Stream(x) = v else {
         return;
     };
     let all: Vec<_> = x.range(StreamId::MIN, StreamId::MAX, false).collect();

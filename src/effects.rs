@@ -92,6 +92,8 @@ pub struct EffectRef<'a> {
 }
 
 impl EffectRef<'_> {
+    // `&self` as it was: clippy asks for `self` of crate-private items only (DECISIONS 303).
+    #[allow(clippy::wrong_self_convention)]
     pub fn to_owned(&self) -> Effect {
         Effect {
             db: self.db,

@@ -2,6 +2,9 @@
 //!
 //! The modules are layered; each may use only itself and the layers below
 //! (docs/ARCHITECTURE.md "Layers", checked by `ci/layers.py`), top first:
+//! - `facade.rs`      the library's public face: what the binary, tests,
+//!   simulator, benchmark and fuzz targets use; every other module is
+//!   private to the crate (but `log`, for its macros)
 //! - `server/`        listeners, workers, connections (`conn.rs`), cron, INFO
 //! - `replication/`   PSYNC2 in both roles, the backlog and its disk tier
 //! - `persistence/`   snapshots, RDB files, the AOF (its RDB codec,
@@ -18,19 +21,29 @@
 //! A GET goes `server/conn.rs` -> `core/ctx.rs` -> `commands/strings.rs`
 //! -> `commands/access.rs` -> `keyspace/mod.rs` and back.
 
-pub mod alloc;
-pub mod commands;
-pub mod config;
-pub mod core;
-pub mod effects;
-pub mod glob;
-pub mod keyspace;
+// `pub(crate)` by default: this lint flags a `pub` item the facade does not
+// reach. It is `allow` until the one-time rewrite of today's `pub` items
+// (docs/STATUS.md, twenty-seventh session, visibility), then `warn`, which
+// CI's clippy `-D warnings` makes an error.
+#![allow(unreachable_pub)]
+
+mod alloc;
+mod commands;
+mod config;
+mod core;
+mod effects;
+mod glob;
+mod keyspace;
+// Public for the logging macros, which expand to `$crate::log::log`.
 pub mod log;
-pub mod persistence;
-pub mod protocol;
-pub mod replication;
-pub mod scripting;
-pub mod server;
+mod persistence;
+mod protocol;
+mod replication;
+mod scripting;
+mod server;
+
+// What the binary, tests, benchmark and fuzz targets use (see its header).
+pub mod facade;
 
 /// The Redis version whose behaviour we match and report everywhere
 /// (INFO `redis_version`, HELLO, `--version`, RDB `redis-ver`, the fatal

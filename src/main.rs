@@ -5,18 +5,22 @@
 //! banner, what the config load decided and a notice for each no-op
 //! directive in use (docs/CONFIG.md), then runs the server.
 
+use lattice::facade::alloc::{mark_installed, Counting};
+use lattice::facade::config::parse::{parse_args, Invocation};
+use lattice::facade::config::{warn_noop, Config};
+use lattice::facade::server::{self, supervise};
 use mimalloc::MiMalloc;
 
 // mimalloc, with every allocation counted for INFO's used_memory.
 #[global_allocator]
-static GLOBAL: lattice::alloc::Counting<MiMalloc> = lattice::alloc::Counting(MiMalloc);
+static GLOBAL: Counting<MiMalloc> = Counting(MiMalloc);
 
 fn main() {
-    lattice::alloc::mark_installed();
+    mark_installed();
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let mut config = match lattice::config::parse::parse_args(&args) {
-        Ok(lattice::config::parse::Invocation::Run(c)) => *c,
-        Ok(lattice::config::parse::Invocation::Print(s)) => {
+    let mut config = match parse_args(&args) {
+        Ok(Invocation::Run(c)) => *c,
+        Ok(Invocation::Print(s)) => {
             println!("{s}");
             std::process::exit(0);
         }
@@ -29,7 +33,7 @@ fn main() {
         disable_thp();
     }
     // `supervised`: a supervised server stays in the foreground (Redis).
-    let supervisor = lattice::server::supervise::detect(&config.get_str("supervised"));
+    let supervisor = supervise::detect(&config.get_str("supervised"));
     let supervised = matches!(supervisor, Ok(Some(_)));
     if config.get_bool("daemonize") && !supervised {
         daemonize(&mut config);
@@ -70,7 +74,7 @@ fn main() {
         config.threads()
     );
     match &supervisor {
-        Ok(Some(s)) => lattice::server::supervise::start(s),
+        Ok(Some(s)) => supervise::start(s),
         Ok(None) => {}
         Err(warning) => lattice::log_warning!("{warning}"),
     }
@@ -78,16 +82,16 @@ fn main() {
         lattice::log_warning!("{note}");
     }
     for name in config.noops_in_use() {
-        lattice::config::warn_noop(name);
+        warn_noop(name);
     }
     // The banner once the listeners are bound, as Redis prints it (after
     // initServer): tools read its " PID: " line as "this port is mine".
-    let banner = |config: &lattice::config::Config| {
+    let banner = |config: &Config| {
         if config.get_bool("always-show-logo") {
             print_logo(config);
         }
     };
-    match lattice::server::run(config, banner) {
+    match server::run(config, banner) {
         Ok(code) => std::process::exit(code),
         Err(e) => {
             // Empty: the reason was logged already (Redis's last line, which
@@ -102,7 +106,7 @@ fn main() {
 
 /// `daemonize yes`: detach into the background as redis-server does (stdio to
 /// /dev/null, default pidfile /var/run/redis.pid). Runs before any thread.
-fn daemonize(config: &mut lattice::config::Config) {
+fn daemonize(config: &mut Config) {
     // SAFETY: called from main before any other thread exists, so fork() in
     // daemon() duplicates a single-threaded process; the arguments are plain
     // flags (keep the working directory, redirect stdio to /dev/null).
@@ -119,7 +123,7 @@ fn daemonize(config: &mut lattice::config::Config) {
 /// The start-up banner (`always-show-logo yes`). Like Redis's, it names the
 /// port and the PID: tools that start the server (Redis's own test suite)
 /// wait for " PID: <pid>" in its output.
-fn print_logo(config: &lattice::config::Config) {
+fn print_logo(config: &Config) {
     println!(
         "\n    LatticeDB {} (Redis {} compatible) 64 bit\n    Running in standalone mode\n    Port: {}\n    PID: {}\n",
         lattice::LATTICE_VERSION,

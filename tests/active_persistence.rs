@@ -172,8 +172,8 @@ fn writes_after_loading_a_stamp_from_the_future_are_stamped_after_it() {
 /// our decoder), and Redis 7.0 loads it with the same data.
 #[test]
 fn tombstones_and_flushes_are_in_the_rdb_and_redis_loads_it() {
-    use lattice::keyspace::encoding::EncodingLimits;
-    use lattice::persistence::rdb::decode::{self, LoadOpts};
+    use lattice::facade::keyspace::encoding::EncodingLimits;
+    use lattice::facade::persistence::rdb::decode::{self, LoadOpts};
     let dir = tempdir("tombs");
     let s = node(&dir, &[]);
     let mut c = s.conn();

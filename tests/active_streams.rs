@@ -521,7 +521,7 @@ fn conflicts(c: &mut redis::Connection) -> u64 {
 
 /// Whether XACK and XREADGROUP's reads travel as facts (DECISIONS 239-240).
 fn group_facts() -> bool {
-    use lattice::keyspace::merge::{groups, stream};
+    use lattice::facade::keyspace::merge::{groups, stream};
     stream::STREAM_FACTS && groups::GROUP_FACTS
 }
 
@@ -577,7 +577,7 @@ fn a_stream_written_on_one_node_travels_without_state_round_trips() {
     let asks = conflicts(&mut b) - before;
     if group_facts() {
         assert_eq!(asks, 0, "{asks} asks for one XREADGROUP (a fact)");
-    } else if lattice::keyspace::merge::stream::STREAM_FACTS {
+    } else if lattice::facade::keyspace::merge::stream::STREAM_FACTS {
         assert!((1..=2).contains(&asks), "{asks} asks for one XREADGROUP");
     } else {
         assert_eq!(asks, 0, "{asks} asks for one XREADGROUP");
@@ -630,7 +630,7 @@ fn concurrent_xadds_on_both_nodes_travel_as_facts() {
     // (With the switch off, DECISIONS 169: each XADD whose base moved at
     // the peer asks for the key's state, and the rest must hold all the
     // same.)
-    if lattice::keyspace::merge::stream::STREAM_FACTS {
+    if lattice::facade::keyspace::merge::stream::STREAM_FACTS {
         assert_eq!((conflicts(&mut a), conflicts(&mut b)), before);
     }
     let len: i64 = cmd(&mut a, &["XLEN", "s"]);
@@ -644,7 +644,7 @@ fn concurrent_xadds_on_both_nodes_travel_as_facts() {
     assert_eq!(info(&mut a, "s")["entries-added"], "601");
     // (Joined by states, the facts off, the two merge states may differ in
     // the stamps their last joins saw while the streams agree.)
-    if lattice::keyspace::merge::stream::STREAM_FACTS {
+    if lattice::facade::keyspace::merge::stream::STREAM_FACTS {
         assert_eq!(merge_info(&mut a, "s"), merge_info(&mut b, "s"));
     }
     // Reads from an ID see the merged order too (a late entry is not
@@ -683,7 +683,7 @@ fn removes_against_concurrent_xadds_converge() {
     converged(&[&p.a, &p.b]);
     assert_eq!(entries(&mut a, "s"), entries(&mut b, "s"));
     assert_eq!(info(&mut a, "s"), info(&mut b, "s"));
-    if lattice::keyspace::merge::stream::STREAM_FACTS {
+    if lattice::facade::keyspace::merge::stream::STREAM_FACTS {
         assert_eq!(merge_info(&mut a, "s"), merge_info(&mut b, "s"));
     }
     // Quiet now: one more XDEL and XTRIM each travel as a fact. Each
@@ -699,13 +699,13 @@ fn removes_against_concurrent_xadds_converge() {
     converged(&[&p.a, &p.b]);
     let _: String = cmd(&mut b, &["XADD", "s", "MAXLEN", "5", "*", "f", "end"]);
     converged(&[&p.a, &p.b]);
-    if lattice::keyspace::merge::stream::STREAM_FACTS {
+    if lattice::facade::keyspace::merge::stream::STREAM_FACTS {
         assert_eq!((conflicts(&mut a), conflicts(&mut b)), before);
     }
     let len: i64 = cmd(&mut b, &["XLEN", "s"]);
     assert_eq!(len, 5);
     assert_eq!(entries(&mut a, "s"), entries(&mut b, "s"));
-    if lattice::keyspace::merge::stream::STREAM_FACTS {
+    if lattice::facade::keyspace::merge::stream::STREAM_FACTS {
         assert_eq!(merge_info(&mut a, "s"), merge_info(&mut b, "s"));
     }
 }

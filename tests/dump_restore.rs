@@ -11,7 +11,7 @@ mod rdb_check;
 
 use common::*;
 
-use lattice::persistence::rdb::CRC64;
+use lattice::facade::persistence::rdb::CRC64;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
@@ -182,7 +182,7 @@ fn round_trips_every_type() {
     let pttl: i64 = cmd(&mut c, &["PTTL", "s_emb"]);
     // Up to 4 s for a loaded machine between RESTORE and PTTL.
     assert!(pttl > 1000 && pttl <= 5000, "{pttl}");
-    let at = lattice::keyspace::hlc::unix_ms() + 100_000;
+    let at = lattice::facade::keyspace::hlc::unix_ms() + 100_000;
     assert_eq!(
         restore(&mut c, "abs", &at.to_string(), &p, &["ABSTTL"]),
         "OK"
@@ -514,12 +514,12 @@ fn mutated_payloads_never_panic() {
 /// DEL; replaying the effects rebuilds the same keys, deadlines and versions.
 #[test]
 fn restore_propagates_deterministically() {
-    use lattice::commands::{replay, run_local};
-    use lattice::config::Config;
-    use lattice::core::client::ClientState;
-    use lattice::effects::Recorder;
-    use lattice::keyspace::hlc::Hlc;
-    use lattice::server::Server;
+    use lattice::facade::commands::{replay, run_local};
+    use lattice::facade::config::Config;
+    use lattice::facade::core::client::ClientState;
+    use lattice::facade::effects::Recorder;
+    use lattice::facade::keyspace::hlc::Hlc;
+    use lattice::facade::server::Server;
     use std::sync::Arc;
 
     let srv = Server::new(Config::default());
@@ -534,7 +534,7 @@ fn restore_propagates_deterministically() {
     // "$<n>\r\n<payload>\r\n"
     let start = reply.iter().position(|&b| b == b'\n').unwrap() + 1;
     let payload = reply[start..reply.len() - 2].to_vec();
-    let abs = (lattice::keyspace::hlc::unix_ms() + 500_000).to_string();
+    let abs = (lattice::facade::keyspace::hlc::unix_ms() + 500_000).to_string();
     run(&[b"RESTORE", b"rel", b"100000", &payload]).unwrap();
     run(&[b"RESTORE", b"abs", abs.as_bytes(), &payload, b"absttl"]).unwrap();
     run(&[b"RESTORE", b"none", b"0", &payload, b"IDLETIME", b"5"]).unwrap();
@@ -556,7 +556,7 @@ fn restore_propagates_deterministically() {
         ("RESTORE", "rel", "ABSTTL")
     );
     let at: u64 = rel[2].parse().unwrap();
-    let now = lattice::keyspace::hlc::unix_ms();
+    let now = lattice::facade::keyspace::hlc::unix_ms();
     assert!(at > now + 90_000 && at <= now + 100_000, "{at}");
     assert_eq!(argv[2][2], abs);
     assert_eq!(argv[2].len(), 5);

@@ -38,17 +38,17 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use lattice::commands::gone::{actively_expired, Gone};
-use lattice::commands::{replay, run_local};
-use lattice::config::Config;
-use lattice::core::client::ClientState;
-use lattice::core::stats::WorkerStats;
-use lattice::effects::{Effect, Recorder};
-use lattice::keyspace::expire::active_expire_cycle;
-use lattice::keyspace::hlc::{unix_ms, Hlc};
-use lattice::keyspace::SHARDS;
-use lattice::persistence::rdb::encode::dump_payload;
-use lattice::server::Server;
+use lattice::facade::commands::gone::{actively_expired, Gone};
+use lattice::facade::commands::{replay, run_local};
+use lattice::facade::config::Config;
+use lattice::facade::core::client::ClientState;
+use lattice::facade::core::stats::WorkerStats;
+use lattice::facade::effects::{Effect, Recorder};
+use lattice::facade::keyspace::expire::active_expire_cycle;
+use lattice::facade::keyspace::hlc::{unix_ms, Hlc};
+use lattice::facade::keyspace::SHARDS;
+use lattice::facade::persistence::rdb::encode::dump_payload;
+use lattice::facade::server::Server;
 
 #[path = "common/workload.rs"]
 mod workload;
@@ -57,8 +57,8 @@ use workload::*;
 // The counting allocator, so that `maxmemory` sees memory and evicts (the
 // eviction run of the concurrent workload).
 #[global_allocator]
-static ALLOC: lattice::alloc::Counting<std::alloc::System> =
-    lattice::alloc::Counting(std::alloc::System);
+static ALLOC: lattice::facade::alloc::Counting<std::alloc::System> =
+    lattice::facade::alloc::Counting(std::alloc::System);
 
 /// A stub MIGRATE target: answers +OK to every command it is sent.
 fn migrate_target() -> u16 {
@@ -362,7 +362,7 @@ fn env_or(var: &str, default: u64) -> u64 {
 /// each eviction policy in turn) until `done`, as CONFIG SET makes the
 /// server evict at once; returns the keys evicted.
 fn eviction(srv: &Arc<Server>, done: &AtomicBool) -> u64 {
-    lattice::alloc::mark_installed();
+    lattice::facade::alloc::mark_installed();
     let mut clock = Hlc::new(srv.node_id);
     let stats = srv.new_worker_stats();
     let mut client = ClientState::new(2);
@@ -379,7 +379,7 @@ fn eviction(srv: &Arc<Server>, done: &AtomicBool) -> u64 {
     let mut i = 0;
     while !done.load(Ordering::Relaxed) {
         config_set("maxmemory-policy", policies[i % policies.len()]);
-        let used = lattice::alloc::allocated_bytes().unwrap();
+        let used = lattice::facade::alloc::allocated_bytes().unwrap();
         config_set("maxmemory", &used.saturating_sub(2048).max(1).to_string());
         config_set("maxmemory", "0");
         i += 1;

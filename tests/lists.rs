@@ -527,15 +527,15 @@ fn blocked_timeout_and_disconnect_cleanup() {
 /// with the same versions (LMPOP as LPOP/RPOP n, BLPOP as LPOP, ...).
 #[test]
 fn list_effects_replay_identically() {
-    use lattice::commands::{replay, run_local};
-    use lattice::config::Config;
-    use lattice::core::client::ClientState;
-    use lattice::effects::Recorder;
-    use lattice::keyspace::hlc::Hlc;
-    use lattice::keyspace::{Value, SHARDS};
+    use lattice::facade::commands::{replay, run_local};
+    use lattice::facade::config::Config;
+    use lattice::facade::core::client::ClientState;
+    use lattice::facade::effects::Recorder;
+    use lattice::facade::keyspace::hlc::Hlc;
+    use lattice::facade::keyspace::{Value, SHARDS};
     use std::sync::Arc;
 
-    let srv = lattice::server::Server::new(Config::default());
+    let srv = lattice::facade::server::Server::new(Config::default());
     let rec = Arc::new(Recorder::default());
     srv.effects.subscribe(rec.clone());
     let mut clock = Hlc::new(srv.node_id);
@@ -585,7 +585,7 @@ fn list_effects_replay_identically() {
         let argv: Vec<&[u8]> = line.iter().map(|a| a.as_bytes()).collect();
         let _ = run_local(&srv, &mut clock, &stats, &mut client, &argv);
     }
-    let copy = lattice::server::Server::new(Config::default());
+    let copy = lattice::facade::server::Server::new(Config::default());
     let mut clock2 = Hlc::new(copy.node_id);
     let stats2 = copy.new_worker_stats();
     let effects = rec.0.lock().clone();
@@ -593,7 +593,7 @@ fn list_effects_replay_identically() {
     for e in &effects {
         replay(&copy, &mut clock2, &stats2, e).unwrap_or_else(|err| panic!("{e:?}: {err}"));
     }
-    let dump = |s: &lattice::server::Server| {
+    let dump = |s: &lattice::facade::server::Server| {
         let mut m = std::collections::BTreeMap::new();
         for sh in 0..SHARDS {
             for e in s.keyspace.db(0).lock(sh).iter() {

@@ -403,13 +403,13 @@ fn redis_rs_atomic_pipeline_and_stats() {
 
 #[test]
 fn effects_of_a_transaction_are_one_unit() {
-    use lattice::commands::{replay, run_local};
-    use lattice::config::Config;
-    use lattice::core::client::ClientState;
-    use lattice::effects::Recorder;
-    use lattice::keyspace::hlc::Hlc;
+    use lattice::facade::commands::{replay, run_local};
+    use lattice::facade::config::Config;
+    use lattice::facade::core::client::ClientState;
+    use lattice::facade::effects::Recorder;
+    use lattice::facade::keyspace::hlc::Hlc;
 
-    let srv = lattice::server::Server::new(Config::default());
+    let srv = lattice::facade::server::Server::new(Config::default());
     let rec = Arc::new(Recorder::default());
     srv.effects.subscribe(rec.clone());
     let mut clock = Hlc::new(srv.node_id);
@@ -436,7 +436,7 @@ fn effects_of_a_transaction_are_one_unit() {
         .collect();
     assert_eq!(names, ["MULTI", "SET", "SET", "EXEC", "SET"]);
 
-    let copy = lattice::server::Server::new(Config::default());
+    let copy = lattice::facade::server::Server::new(Config::default());
     let mut clock2 = Hlc::new(copy.node_id);
     let stats2 = copy.new_worker_stats();
     for e in rec.0.lock().iter() {

@@ -13,8 +13,8 @@ mod rdb_check;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use lattice::keyspace::Value;
-use lattice::persistence::rdb::decode::{self, LoadOpts};
+use lattice::facade::keyspace::Value;
+use lattice::facade::persistence::rdb::decode::{self, LoadOpts};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
@@ -55,7 +55,7 @@ fn canon(v: &Value) -> Canon {
         }
         Value::ZSet(z) => Canon::ZSet(z.iter().map(|(m, s)| (m.to_vec(), s)).collect()),
         Value::Stream(x) => {
-            use lattice::keyspace::stream::StreamId;
+            use lattice::facade::keyspace::stream::StreamId;
             let es = x.range(StreamId::MIN, StreamId::MAX, false);
             Canon::Stream(
                 es.map(|(id, f)| (id.text(), f.items().map(|b| b.to_vec()).collect()))
@@ -142,7 +142,7 @@ fn decode_file(path: &Path) -> Keys {
         limits: &limits,
         verify_checksum: true,
     };
-    let now = lattice::keyspace::hlc::unix_ms();
+    let now = lattice::facade::keyspace::hlc::unix_ms();
     let mut out = Keys::new();
     decode::load(&data[..], &opts, &mut |k| {
         if k.expire_at_ms == 0 || k.expire_at_ms > now {
@@ -355,7 +355,7 @@ fn mutate_many(data: &[u8], rounds: usize, seed: u64) {
 fn payload_of(body: &[u8]) -> Vec<u8> {
     let mut p = body.to_vec();
     p.extend_from_slice(&10u16.to_le_bytes());
-    let crc = lattice::persistence::rdb::CRC64.checksum(&p);
+    let crc = lattice::facade::persistence::rdb::CRC64.checksum(&p);
     p.extend_from_slice(&crc.to_le_bytes());
     p
 }
@@ -364,12 +364,12 @@ fn payload_of(body: &[u8]) -> Vec<u8> {
 /// expiries, databases and the per-key versions of the aux field.
 #[test]
 fn writer_and_loader_agree() {
-    use lattice::keyspace::hash::{HashLimits, HashValue};
-    use lattice::keyspace::list::ListValue;
-    use lattice::keyspace::set::SetValue;
-    use lattice::keyspace::zset::{ZLimits, ZSetValue};
-    use lattice::keyspace::Entry;
-    use lattice::persistence::rdb::encode;
+    use lattice::facade::keyspace::hash::{HashLimits, HashValue};
+    use lattice::facade::keyspace::list::ListValue;
+    use lattice::facade::keyspace::set::SetValue;
+    use lattice::facade::keyspace::zset::{ZLimits, ZSetValue};
+    use lattice::facade::keyspace::Entry;
+    use lattice::facade::persistence::rdb::encode;
 
     let hl = HashLimits {
         entries: 512,

@@ -356,13 +356,13 @@ mod replay {
     use std::collections::BTreeMap;
     use std::sync::Arc;
 
-    use lattice::commands::{replay, run_local};
-    use lattice::config::Config;
-    use lattice::core::client::ClientState;
-    use lattice::effects::Recorder;
-    use lattice::keyspace::hlc::Hlc;
-    use lattice::keyspace::{Value, SHARDS};
-    use lattice::server::Server;
+    use lattice::facade::commands::{replay, run_local};
+    use lattice::facade::config::Config;
+    use lattice::facade::core::client::ClientState;
+    use lattice::facade::effects::Recorder;
+    use lattice::facade::keyspace::hlc::Hlc;
+    use lattice::facade::keyspace::{Value, SHARDS};
+    use lattice::facade::server::Server;
     use rand::rngs::StdRng;
     use rand::{Rng, SeedableRng};
 

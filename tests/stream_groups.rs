@@ -13,7 +13,7 @@ mod common;
 mod rdb_check;
 use common::*;
 
-use lattice::persistence::rdb::CRC64;
+use lattice::facade::persistence::rdb::CRC64;
 
 use rand::{rngs::StdRng, Rng, SeedableRng};
 use redis::Value as V;

@@ -589,13 +589,13 @@ fn lex_ranges_over_mixed_scores_ignore_the_tree_shape() {
 
 #[test]
 fn effects_replay_to_the_same_state() {
-    use lattice::commands::{replay, run_local};
-    use lattice::config::Config;
-    use lattice::core::client::ClientState;
-    use lattice::effects::Recorder;
-    use lattice::keyspace::hlc::Hlc;
-    use lattice::keyspace::{Value, SHARDS};
-    use lattice::server::Server as Srv;
+    use lattice::facade::commands::{replay, run_local};
+    use lattice::facade::config::Config;
+    use lattice::facade::core::client::ClientState;
+    use lattice::facade::effects::Recorder;
+    use lattice::facade::keyspace::hlc::Hlc;
+    use lattice::facade::keyspace::{Value, SHARDS};
+    use lattice::facade::server::Server as Srv;
     use rand::rngs::StdRng;
     use rand::{Rng, SeedableRng};
     use std::sync::Arc;

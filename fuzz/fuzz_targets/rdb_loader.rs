@@ -10,7 +10,7 @@ mod rdb_check;
 
 fuzz_target!(|data: &[u8]| {
     thread_local! {
-        static LIMITS: lattice::keyspace::encoding::EncodingLimits = rdb_check::default_limits();
+        static LIMITS: lattice::facade::keyspace::encoding::EncodingLimits = rdb_check::default_limits();
     }
     LIMITS.with(|l| rdb_check::check(data, l));
 });

@@ -18,7 +18,7 @@ use std::sync::atomic::Ordering::Relaxed;
 use super::Ctx;
 use crate::core::Core;
 
-pub use crate::core::notify::{class, parse_classes};
+pub use crate::core::notify::class;
 
 /// Publishes a keyspace notification (Redis's notifyKeyspaceEvent); usable
 /// without a command context (the active expiry cycle). `now_ms` 0: read

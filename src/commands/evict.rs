@@ -31,7 +31,7 @@ use crate::core::Core;
 use crate::keyspace::hlc::Hlc;
 use crate::keyspace::{Entry, Key, SHARDS};
 
-pub use crate::core::eviction::{EvictionConfig, Policy};
+pub use crate::core::eviction::Policy;
 
 /// Redis's OOM error.
 pub fn oom_error() -> CmdError {

@@ -63,9 +63,7 @@ pub use crate::core::ctx::Ctx;
 pub use crate::core::error::CmdError;
 pub use crate::core::keyspec;
 pub(crate) use crate::core::table::command_table;
-pub use crate::core::table::{
-    flags, CmdResult, Command, CommandId, CommandTable, Handler, KeyFlagsFn, KeysFn,
-};
+pub use crate::core::table::{flags, CmdResult, Command, CommandId, CommandTable, Handler};
 
 use crate::core::admin::Admin;
 use crate::core::client::ClientState;

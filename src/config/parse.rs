@@ -224,6 +224,7 @@ pub fn fatal(line_no: usize, line: &str, reason: &str) -> String {
 /// The config-file words that are not values of the table
 /// (`directives.rs`) but handled by the loader itself, with their status
 /// (docs/CONFIG.md lists them too; a test keeps the two in step).
+#[cfg(test)]
 pub const LOADER_DIRECTIVES: &[(&str, Status)] = &[
     ("include", Status::Built),
     // Refused: a renamed command would stay reachable under its name.

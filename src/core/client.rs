@@ -164,7 +164,6 @@ pub struct ClientShared {
     /// CLIENT NO-EVICT / NO-TOUCH / pubsub flags for CLIENT LIST.
     pub flags: Mutex<String>,
     pub tx: mpsc::UnboundedSender<Push>,
-    pub unix: bool,
     /// Bytes pushed through `tx` not yet written to the socket, and how many
     /// pushes that is (CLIENT LIST `oll`).
     pub pushed: AtomicUsize,
@@ -211,7 +210,6 @@ impl ClientRegistry {
         now_ms: u64,
         tx: mpsc::UnboundedSender<Push>,
     ) -> Arc<ClientShared> {
-        let unix = addr.is_none();
         // Redis shows a unix-socket client as "<path>:0", local "<path>".
         let path = self.unix_path.lock().clone();
         let c = Arc::new(ClientShared {
@@ -234,7 +232,6 @@ impl ClientRegistry {
             lib: Mutex::new((String::new(), String::new())),
             flags: Mutex::new(String::new()),
             tx,
-            unix,
             pushed: AtomicUsize::new(0),
             pushed_items: AtomicUsize::new(0),
             soft_since_ms: AtomicU64::new(0),
@@ -257,10 +254,6 @@ impl ClientRegistry {
 
     pub fn len(&self) -> usize {
         self.clients.lock().len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
     }
 
     /// A snapshot of every client, by id.
@@ -370,6 +363,7 @@ pub struct ObufLimits {
 }
 
 /// Redis's default `client-output-buffer-limit`.
+#[cfg(test)]
 pub const DEFAULT_OBUF_LIMITS: &str = "normal 0 0 0 replica 256mb 64mb 60 pubsub 32mb 8mb 60";
 
 impl ObufLimits {

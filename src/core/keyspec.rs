@@ -19,6 +19,7 @@ use crate::protocol::eq_ic;
 use crate::protocol::Args;
 
 /// The flag names a spec may carry (Redis's key-spec flags).
+#[cfg(test)]
 pub const FLAG_NAMES: &[&str] = &[
     "RW",
     "RO",

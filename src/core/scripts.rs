@@ -54,10 +54,6 @@ impl ScriptCache {
         self.bodies.read().len()
     }
 
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-
     /// Bytes the cached scripts take.
     pub fn bytes(&self) -> usize {
         self.bytes.load(Relaxed)
@@ -229,11 +225,6 @@ impl Functions {
     pub fn counts(&self) -> (usize, usize) {
         let s = self.state.read();
         (s.libs.len(), s.funcs.len())
-    }
-
-    /// Bytes of the libraries' code (INFO's used_memory_functions).
-    pub fn bytes(&self) -> usize {
-        self.state.read().libs.values().map(|l| l.code.len()).sum()
     }
 }
 

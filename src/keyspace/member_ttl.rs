@@ -46,10 +46,6 @@ impl MemberTtls {
         self.by_member.get(member).copied()
     }
 
-    pub fn len(&self) -> usize {
-        self.by_member.len()
-    }
-
     pub fn is_empty(&self) -> bool {
         self.by_member.is_empty()
     }

@@ -398,11 +398,6 @@ impl Shard {
         self.merge.get_mut(key).map(|m| &mut **m)
     }
 
-    /// `key`'s counter state, if it is a counter.
-    pub fn counter(&self, key: &[u8]) -> Option<&merge::Counter> {
-        self.merge_meta(key).and_then(merge::Meta::get)
-    }
-
     /// `key`'s counter at `version`, whose value gives `base`
     /// ([`merge::Counter::current`]), stored, to change in place: the
     /// stored one as it is where it describes that version already (every
@@ -903,6 +898,7 @@ impl Shard {
     /// Finds a live key. An expired key is removed and returned in `Err` so
     /// the caller can propagate its deletion (lazy expiry).
     #[inline]
+    #[cfg(test)]
     pub fn lookup(&mut self, hasher: &KeyHasher, hash: u64, key: &[u8], now_ms: u64) -> Lookup<'_> {
         let Some(pos) = self.pos(hash, key) else {
             return Lookup::Missing;
@@ -1194,6 +1190,7 @@ fn pushed_fingerprint(value: Option<&Value>, push: merge::lists::EndOp) -> Optio
 pub type Tombstone = (Vec<u8>, u64);
 
 /// Result of [`Shard::lookup`].
+#[cfg(test)]
 pub enum Lookup<'a> {
     Found(&'a mut Entry),
     Expired(Entry),
@@ -1238,10 +1235,6 @@ impl Db {
     /// Number of keys (locks shards one at a time: a snapshot per shard).
     pub fn len(&self) -> usize {
         self.shards.iter().map(|s| held::lock(&s.0).len()).sum()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
     }
 
     pub fn volatile_len(&self) -> usize {

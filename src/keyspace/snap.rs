@@ -71,6 +71,7 @@ impl ShardSnap {
         self.remaining
     }
 
+    #[cfg(test)]
     pub fn is_pending(&self, pos: usize) -> bool {
         self.pending
             .get(pos / 64)

@@ -25,8 +25,6 @@ use crate::protocol::parse_i64;
 
 /// Redis's OBJ_ENCODING_EMBSTR_SIZE_LIMIT.
 pub const EMBSTR_LIMIT: usize = 44;
-/// Largest string value (proto-max-bulk-len default; Redis's 512 MB).
-pub const MAX_STRING: usize = 512 * 1024 * 1024;
 /// Longest string stored inside a [`StrValue`].
 pub const STR_INLINE: usize = 22;
 
@@ -56,6 +54,8 @@ pub enum StrValue {
     /// Written whole, longer: embstr up to [`EMBSTR_LIMIT`] bytes, raw above.
     Boxed(Box<[u8]>),
     /// Modified in place (or created for that): always raw.
+    // Boxed: a bare Vec would make StrValue 32 bytes, not 24 (the size test below).
+    #[allow(clippy::box_collection)]
     Raw(Box<Vec<u8>>),
 }
 

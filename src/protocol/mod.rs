@@ -15,7 +15,8 @@ mod reply;
 pub mod request;
 
 pub use parse::parse_i64;
-pub use parse::{Args, OwnedArgs, ParseError, ParseLimits, Parsed, RequestParser};
+pub use parse::Args;
+pub use parse::{OwnedArgs, ParseLimits, Parsed, RequestParser};
 pub use reply::{fmt_i64 as fmt_i64_pub, format_double, format_g, ReplyBuf};
 
 /// Case-insensitive comparison of an argument with an ASCII keyword.

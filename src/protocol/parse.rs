@@ -90,6 +90,8 @@ impl<'a> Args<'a> {
         let buf = self.buf;
         self.spans.iter().map(move |r| &buf[r.clone()])
     }
+    // `&self` as it was: clippy asks for `self` of crate-private items only (DECISIONS 303).
+    #[allow(clippy::wrong_self_convention)]
     pub fn to_vec(&self) -> Vec<Vec<u8>> {
         self.iter().map(|a| a.to_vec()).collect()
     }

@@ -181,15 +181,6 @@ impl Backlog {
         g.buf = VecDeque::new();
     }
 
-    /// repl-backlog-size changed.
-    pub fn resize(&self, size: usize) {
-        let mut g = self.inner.lock();
-        g.size = size.max(16 * 1024);
-        if g.buf.len() > g.size {
-            self.trim_locked(&mut g);
-        }
-    }
-
     /// Drops the history and restarts at `offset` (a replica that loaded
     /// its master's snapshot, or a new replication id).
     pub fn reset_to(&self, offset: u64) {

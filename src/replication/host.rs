@@ -31,8 +31,6 @@ pub trait Host: std::ops::Deref<Target = Core> + Send + Sync + Sized + 'static {
     fn repl(&self) -> &super::Replication;
     /// The upper layers, through which the master's stream is replayed.
     fn admin(self: &Arc<Self>) -> &dyn Admin;
-    /// The slot this node's stamps carry.
-    fn slot(&self) -> u64;
     /// The port clients reach this node on (REPLCONF listening-port).
     fn port(&self) -> u16;
     /// A handle on the node for active replication's threads.

@@ -43,7 +43,6 @@ use crate::{log_verbose, log_warning};
 pub struct Worker {
     pub clock: RefCell<Hlc>,
     pub stats: Arc<WorkerStats>,
-    pub index: usize,
     /// An `Instant` and the unix time in µs it corresponds to: wall-clock time is
     /// derived from the monotonic reading each command takes anyway, so a
     /// command costs one clock read. The cron refreshes it (`sync_wall_clock`).
@@ -59,11 +58,10 @@ fn unix_us() -> u64 {
 }
 
 impl Worker {
-    pub fn new(srv: Arc<Server>, stats: Arc<WorkerStats>, index: usize) -> Self {
+    pub fn new(srv: Arc<Server>, stats: Arc<WorkerStats>) -> Self {
         Worker {
             clock: RefCell::new(Hlc::new(srv.node_id)),
             stats,
-            index,
             wall_base: Cell::new((Instant::now(), unix_us())),
         }
     }

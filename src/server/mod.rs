@@ -46,7 +46,6 @@ use crate::{log_notice, log_warning};
 pub struct Server {
     pub core: Core,
     pub started: Instant,
-    pub start_unix_ms: u64,
     pub run_id: String,
     /// The node id and the slot its stamps carry (`identity.rs`).
     pub identity: identity::Identity,
@@ -90,7 +89,6 @@ impl Server {
                 CommandTable::build(&command_families()),
             ),
             started: Instant::now(),
-            start_unix_ms: now,
             run_id,
             identity,
             tcp_port: AtomicUsize::new(0),
@@ -177,14 +175,6 @@ impl Server {
     pub fn peer_host(self: &Arc<Self>) -> crate::replication::active::HostRef {
         Arc::new(PeerHost(self.clone()))
     }
-}
-
-pub fn of<'a>(ctx: &crate::commands::Ctx<'a>) -> &'a Arc<Server> {
-    let admin: &'a dyn crate::core::admin::Admin = ctx.admin;
-    admin
-        .as_any()
-        .downcast_ref::<Arc<Server>>()
-        .expect("the admin of every Ctx is the server")
 }
 
 pub use crate::core::random::random_hex;
@@ -525,7 +515,7 @@ fn worker_main(
         .build()
         .expect("tokio runtime");
     let local = tokio::task::LocalSet::new();
-    let worker = std::rc::Rc::new(conn::Worker::new(srv.clone(), stats, index));
+    let worker = std::rc::Rc::new(conn::Worker::new(srv.clone(), stats));
     local.block_on(&rt, async move {
         tokio::task::spawn_local(cron::worker_cron(
             srv.clone(),

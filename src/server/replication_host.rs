@@ -24,9 +24,6 @@ impl Host for Server {
     fn admin(self: &Arc<Self>) -> &dyn Admin {
         self
     }
-    fn slot(&self) -> u64 {
-        self.identity.slot
-    }
     fn port(&self) -> u16 {
         self.tcp_port.load(Relaxed) as u16
     }

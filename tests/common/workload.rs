@@ -16,12 +16,12 @@
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
-use lattice::commands::run_local;
-use lattice::config::Config;
-use lattice::core::client::ClientState;
-use lattice::keyspace::hlc::{unix_ms, Hlc};
-use lattice::keyspace::Value;
-use lattice::server::Server;
+use lattice::facade::commands::run_local;
+use lattice::facade::config::Config;
+use lattice::facade::core::client::ClientState;
+use lattice::facade::keyspace::hlc::{unix_ms, Hlc};
+use lattice::facade::keyspace::Value;
+use lattice::facade::server::Server;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
@@ -1044,7 +1044,7 @@ pub fn canonical(v: &Value) -> Vec<u8> {
             false,
         ),
         Value::Stream(x) => {
-            use lattice::keyspace::stream::StreamId;
+            use lattice::facade::keyspace::stream::StreamId;
             let mut items: Vec<Vec<u8>> = x
                 .range(StreamId::MIN, StreamId::MAX, false)
                 .map(|(id, f)| {

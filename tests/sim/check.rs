@@ -19,9 +19,9 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
-use lattice::effects::{Effect, MERGED_BASE};
-use lattice::keyspace::SHARDS;
-use lattice::server::Server;
+use lattice::facade::effects::{Effect, MERGED_BASE};
+use lattice::facade::keyspace::SHARDS;
+use lattice::facade::server::Server;
 
 use super::node::Node;
 use crate::workload::canonical;

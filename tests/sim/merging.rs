@@ -45,10 +45,10 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use lattice::keyspace::hll;
-use lattice::keyspace::merge::elements::{item_of, items, Item};
-use lattice::keyspace::merge::Meta;
-use lattice::server::Server;
+use lattice::facade::keyspace::hll;
+use lattice::facade::keyspace::merge::elements::{item_of, items, Item};
+use lattice::facade::keyspace::merge::Meta;
+use lattice::facade::server::Server;
 use rand::rngs::StdRng;
 use rand::Rng;
 
@@ -356,14 +356,16 @@ fn live_groups(members: impl Iterator<Item = Vec<u8>>) -> BTreeSet<String> {
 /// The entry IDs of the stream at `key` on `srv`, in order (none where it
 /// is absent or no stream).
 fn stream_ids(srv: &Server, key: &[u8]) -> Vec<Vec<u8>> {
-    use lattice::keyspace::stream::StreamId;
+    use lattice::facade::keyspace::stream::StreamId;
     let ks = &srv.keyspace;
     let slot = ks.slot(key);
     let g = ks.db(DB).lock(slot.shard);
     match g.get_raw(slot.hash, key).map(|e| &e.value) {
-        Some(lattice::keyspace::Value::Stream(s)) => (s.range(StreamId::MIN, StreamId::MAX, false))
-            .map(|(id, _)| id.text().into_bytes())
-            .collect(),
+        Some(lattice::facade::keyspace::Value::Stream(s)) => {
+            (s.range(StreamId::MIN, StreamId::MAX, false))
+                .map(|(id, _)| id.text().into_bytes())
+                .collect()
+        }
         _ => vec![],
     }
 }
@@ -402,7 +404,7 @@ pub fn observe(srv: &Server, key: &[u8]) -> Dots {
         Some(Meta::List(l)) => {
             // A list's elements are members named by their ids.
             let value = g.get_raw(slot.hash, key).map(|e| &e.value);
-            let vals = lattice::keyspace::merge::lists::values(value);
+            let vals = lattice::facade::keyspace::merge::lists::values(value);
             return (l.elems.iter().zip(vals))
                 .map(|(e, v)| {
                     // Its dot: its put's, or its last LSET's (a register

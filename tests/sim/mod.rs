@@ -34,8 +34,8 @@ pub mod planted;
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
-use lattice::replication::active;
-use lattice::server::identity::Identity;
+use lattice::facade::replication::active;
+use lattice::facade::server::identity::Identity;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
@@ -223,11 +223,11 @@ pub fn run(seed: u64, opts: &Options) -> Result<Report, Box<Failure>> {
     lattice::log::set_level(lattice::log::Level::Warning);
     // Keys land in the same shards, and snapshots send them in the same
     // order, in every run (the hasher's seed is random otherwise).
-    lattice::keyspace::set_thread_fixed_hash(true);
+    lattice::facade::keyspace::set_thread_fixed_hash(true);
     let mut sim = Sim::new(seed, opts);
     let r = sim.run_all();
-    lattice::keyspace::hlc::set_thread_clock(None);
-    lattice::keyspace::set_thread_fixed_hash(false);
+    lattice::facade::keyspace::hlc::set_thread_clock(None);
+    lattice::facade::keyspace::set_thread_fixed_hash(false);
     r.map_err(|what| Box::new(sim.failure(what)))
 }
 

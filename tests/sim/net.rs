@@ -15,10 +15,10 @@
 use std::collections::VecDeque;
 use std::sync::Arc;
 
-use lattice::keyspace::hlc::Hlc;
-use lattice::protocol::OwnedArgs;
-use lattice::replication::active::link::{self, Link, LinkState};
-use lattice::replication::active::serve::{self, Feed, Step};
+use lattice::facade::keyspace::hlc::Hlc;
+use lattice::facade::protocol::OwnedArgs;
+use lattice::facade::replication::active::link::{self, Link, LinkState};
+use lattice::facade::replication::active::serve::{self, Feed, Step};
 
 use super::node::{port_of, Node};
 

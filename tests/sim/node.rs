@@ -12,17 +12,17 @@ use std::io::Write;
 use std::sync::mpsc;
 use std::sync::Arc;
 
-use lattice::commands::run_local;
-use lattice::config::Config;
-use lattice::core::client::ClientState;
-use lattice::core::stats::WorkerStats;
-use lattice::effects::{Effect, Recorder};
-use lattice::keyspace::hlc::{set_thread_clock, Hlc};
-use lattice::persistence::load::{load_reader, OnDuplicate};
-use lattice::persistence::snapshot::{self, SnapFormat, SnapshotJob};
-use lattice::replication::active::{self, HostRef};
-use lattice::server::identity::Identity;
-use lattice::server::Server;
+use lattice::facade::commands::run_local;
+use lattice::facade::config::Config;
+use lattice::facade::core::client::ClientState;
+use lattice::facade::core::stats::WorkerStats;
+use lattice::facade::effects::{Effect, Recorder};
+use lattice::facade::keyspace::hlc::{set_thread_clock, Hlc};
+use lattice::facade::persistence::load::{load_reader, OnDuplicate};
+use lattice::facade::persistence::snapshot::{self, SnapFormat, SnapshotJob};
+use lattice::facade::replication::active::{self, HostRef};
+use lattice::facade::server::identity::Identity;
+use lattice::facade::server::Server;
 
 /// The port a node is known by (a link to it is `sim:<port>`).
 pub fn port_of(idx: usize) -> u16 {
@@ -58,7 +58,7 @@ impl Node {
         srv.effects.subscribe(rec.clone());
         if let Some(rdb) = rdb {
             let stats = load_reader(&srv, rdb, OnDuplicate::Fail).expect("load the node's RDB");
-            lattice::server::hooks::rdb_aux_loaded(&srv, &stats.aux, &stats.expired_keys);
+            lattice::facade::server::hooks::rdb_aux_loaded(&srv, &stats.aux, &stats.expired_keys);
         }
         let host = srv.peer_host();
         active::start_stream(&host);

@@ -4,8 +4,8 @@
 //! in place of the real one on the test's thread through the library's
 //! seam (`replication::active::sim_hooks`).
 
-use lattice::keyspace::hlc::NODE_BITS;
-use lattice::replication::active::sim_hooks;
+use lattice::facade::keyspace::hlc::NODE_BITS;
+use lattice::facade::replication::active::sim_hooks;
 
 /// Stamps equal but for the slot count as equal, so two nodes' concurrent
 /// writes each keep their own.

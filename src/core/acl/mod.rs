@@ -26,7 +26,7 @@ use std::sync::Arc;
 use parking_lot::{Mutex, RwLock};
 
 use super::table::CommandTable;
-pub use user::{Denied, RuleError, User};
+pub use user::{Denied, User};
 
 /// What ACL LOG records a denial as.
 #[derive(Clone, Copy, Debug, PartialEq)]

@@ -722,6 +722,7 @@ impl Counter {
     }
 
     /// The value as a key's string, when it is an integer.
+    #[cfg(test)]
     pub fn int_value(&self) -> Option<i128> {
         match self.value() {
             Merged::Int(n) => Some(n),

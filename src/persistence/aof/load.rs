@@ -44,7 +44,7 @@ pub enum Loaded {
 
 /// Why loading stopped (the reason was logged).
 #[derive(Debug)]
-pub struct Failed(pub String);
+pub struct Failed;
 
 /// Reading state shared by the file's commands.
 struct Replayer<'a, H: Host> {
@@ -77,7 +77,7 @@ enum Stop {
     Eof,
     /// Malformed input.
     Format,
-    Fatal(String),
+    Fatal,
 }
 
 /// Loads `dir/name`, adding its aux fields to `aux`. `last`: whether it is
@@ -103,11 +103,11 @@ pub fn load_file<H: Host>(
     let (stop, valid_up_to) = replay_commands(srv, &mut r, name, aux);
     match stop {
         None => Ok(Loaded::Ok),
-        Some(Stop::Fatal(m)) => Err(Failed(m)),
+        Some(Stop::Fatal) => Err(Failed),
         Some(Stop::Format) => {
             let m = format!("Bad file format reading the append only file {name}: make a backup of your AOF file, then use ./redis-check-aof --fix <filename.manifest>");
             log_warning!("{m}");
-            Err(Failed(m))
+            Err(Failed)
         }
         Some(Stop::Eof) => truncated(srv, &path, name, last, valid_up_to),
     }
@@ -122,7 +122,7 @@ fn open(path: &Path, name: &str) -> Result<Option<Reader>, Failed> {
             format!("Fatal error: can't open the append log file {name} for reading: {e}")
         };
         log_warning!("{m}");
-        Failed(m)
+        Failed
     })?;
     if file.metadata().map(|m| m.len()).unwrap_or(0) == 0 {
         return Ok(None);
@@ -160,16 +160,16 @@ fn replay_commands<H: Host>(
             Ok(Some(Item::Stamp(s))) => rp.stamp = Some(s),
             Ok(Some(Item::Aux(k, v))) => aux.push((k, v)),
             Ok(Some(Item::MergeState(db, key, state))) => {
-                if let Err(e) = restore_merge_state(srv, db, &key, &state) {
-                    break Some(Stop::Fatal(e));
+                if restore_merge_state(srv, db, &key, &state).is_err() {
+                    break Some(Stop::Fatal);
                 }
             }
             Ok(Some(Item::Command(argv))) => {
                 if rp.queued.is_none() && argv[0].eq_ignore_ascii_case(b"multi") {
                     valid_before_multi = valid_up_to;
                 }
-                if let Err(e) = rp.apply(argv, name) {
-                    break Some(Stop::Fatal(e));
+                if rp.apply(argv, name).is_err() {
+                    break Some(Stop::Fatal);
                 }
                 valid_up_to = r.pos;
             }
@@ -216,7 +216,7 @@ fn truncated(
         format!("Unexpected end of file reading the append only file {name}. You can: 1) Make a backup of your AOF file, then use ./redis-check-aof --fix <filename.manifest>. 2) Alternatively you can set the 'aof-load-truncated' configuration option to yes and restart the server.")
     };
     log_warning!("{m}");
-    Err(Failed(m))
+    Err(Failed)
 }
 
 /// An RDB base file, or the RDB preamble of an old-style AOF (whose AOF
@@ -246,7 +246,7 @@ fn load_rdb_part<H: Host>(
                 format!("Error reading the RDB base file {name}, AOF loading aborted: {e}")
             };
             log_warning!("{m}");
-            Err(Failed(m))
+            Err(Failed)
         }
     }
 }
@@ -385,7 +385,7 @@ impl Reader {
         let n = (&mut self.inner)
             .take(64 * 1024)
             .read_until(b'\n', &mut l)
-            .map_err(|e| Stop::Fatal(read_error(e)))?;
+            .map_err(read_error)?;
         self.pos += n as u64;
         Ok(l)
     }
@@ -395,7 +395,7 @@ impl Reader {
         let got = (&mut self.inner)
             .take(n as u64)
             .read_to_end(&mut v)
-            .map_err(|e| Stop::Fatal(read_error(e)))?;
+            .map_err(read_error)?;
         self.pos += got as u64;
         if got < n {
             return Err(Stop::Eof);
@@ -404,10 +404,9 @@ impl Reader {
     }
 }
 
-fn read_error(e: std::io::Error) -> String {
-    let m = format!("Unrecoverable error reading the append only file: {e}");
-    log_warning!("{m}");
-    m
+fn read_error(e: std::io::Error) -> Stop {
+    log_warning!("Unrecoverable error reading the append only file: {e}");
+    Stop::Fatal
 }
 
 /// The next command or stamp annotation (other annotations are skipped);

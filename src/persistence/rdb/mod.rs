@@ -109,7 +109,6 @@ pub mod opcode {
 
 /// Length encoding: the top two bits of the first byte.
 pub mod len {
-    pub const BITS_6: u8 = 0;
     pub const BITS_14: u8 = 1;
     /// 0x80: a 32-bit big-endian length follows; 0x81: a 64-bit one.
     pub const LEN_32: u8 = 0x80;

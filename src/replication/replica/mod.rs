@@ -48,7 +48,7 @@ use parking_lot::Mutex;
 
 use crate::commands::{CmdResult, Ctx};
 use crate::keyspace::hlc::unix_ms;
-use crate::replication::stage::{Stage, StageClock};
+use crate::replication::stage::StageClock;
 
 mod info;
 mod link;
@@ -96,11 +96,6 @@ impl ReplicaSide {
     /// The link to our master is up (our own replicas may sync then).
     pub fn link_up(&self) -> bool {
         self.up.load(Acquire)
-    }
-
-    /// The link's stage (see `stage.rs`).
-    pub fn stage(&self) -> Stage {
-        self.stage.get()
     }
 
     /// Holds the apply lock (see `apply_lock`): what the replica applied,

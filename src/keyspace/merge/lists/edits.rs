@@ -4,7 +4,8 @@
 //! finds those ids in its own elements and applies the same edit there,
 //! with no round trip for the key's state. This module owns both halves:
 //! [`Lists::note_edit`] at the origin (with `Shard::note_list_edit`, which
-//! reads the list), [`Lists::apply_edit_fact`] at a peer.
+//! reads the list), [`Lists::plan_edit_fact`] then [`Lists::commit_edit_fact`]
+//! at a peer.
 //!
 //! - LSET sets a register on the element: its id and position stay, its
 //!   value and `set` stamp change; of two LSETs of one element the newer
@@ -185,6 +186,7 @@ impl Lists {
     /// Peer: an edit's fact stamped `stamp` (`prev`: its PREV) on this
     /// state, current at the key's `version`: applied to the elements by
     /// id ([`Lists::plan_edit_fact`], [`Lists::commit_edit_fact`]).
+    #[cfg(test)]
     pub fn apply_edit_fact(
         &mut self,
         (version, stamp, prev): (u64, u64, u64),
