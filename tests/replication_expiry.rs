@@ -46,7 +46,7 @@ fn set_on_master(
 fn a_replica_hides_an_expired_key_and_keeps_it_for_its_master() {
     let (m, r) = pair();
     let (mut mc, mut rc) = (m.conn(), r.conn());
-    let sets = [["gone", "v", "100"], ["k", "1", "400"]];
+    let sets = [["gone", "v", "100"], ["k", "1", "1500"]];
     set_on_master(&mut mc, &mut rc, &sets, 200);
     // Read as missing, but not deleted: the master has not said so.
     assert_eq!(cmd::<Option<String>>(&mut rc, &["GET", "gone"]), None);
@@ -57,9 +57,11 @@ fn a_replica_hides_an_expired_key_and_keeps_it_for_its_master() {
     // The master's INCR, sent while k is live there, lands after k's
     // deadline here: it finds k as it is (the TTL stays), not a new key.
     let mut sleeper = r.conn();
-    let nap = std::thread::spawn(move || cmd::<()>(&mut sleeper, &["DEBUG", "SLEEP", "0.6"]));
+    let nap = std::thread::spawn(move || cmd::<()>(&mut sleeper, &["DEBUG", "SLEEP", "1.8"]));
     std::thread::sleep(Duration::from_millis(100));
-    let _: i64 = cmd(&mut mc, &["INCR", "k"]);
+    // 2: k was live on the master (the premise; its TTL leaves 1.2 s for
+    // the link to catch up before this).
+    assert_eq!(cmd::<i64>(&mut mc, &["INCR", "k"]), 2);
     nap.join().unwrap();
     eventually("the INCR", || caught_up(&mut mc, &mut rc));
     assert_eq!(cmd::<i64>(&mut rc, &["EXISTS", "k"]), 0);
@@ -124,13 +126,15 @@ fn a_full_sync_forgets_the_keys_a_writable_replica_remembered() {
     let m2 = Server::start(&[]);
     let mut m2c = m2.conn();
     let _: () = cmd(&mut m2c, &["DEBUG", "SET-ACTIVE-EXPIRE", "0"]);
-    let _: () = cmd(&mut m2c, &["SET", "mine", "theirs", "PX", "600"]);
+    // Its TTL outlasts the full sync, however slow the box.
+    let _: () = cmd(&mut m2c, &["SET", "mine", "theirs", "PX", "5000"]);
+    let set_at = std::time::Instant::now();
     let _: () = cmd(&mut rc, &["REPLICAOF", "127.0.0.1", &m2.port.to_string()]);
     eventually("the sync from the second master", || {
         caught_up(&mut m2c, &mut rc) && cmd::<i64>(&mut rc, &["DBSIZE"]) == 1
     });
     assert_eq!(info_field::<u64>(&mut rc, "slave_expires_tracked_keys"), 0);
-    std::thread::sleep(Duration::from_millis(900));
+    std::thread::sleep(Duration::from_millis(5300).saturating_sub(set_at.elapsed()));
     // Past both deadlines: the key is hidden from reads, kept for its master.
     assert_eq!(cmd::<Option<String>>(&mut rc, &["GET", "mine"]), None);
     let _: String = cmd(&mut rc, &["DEBUG", "OBJECT", "mine"]);
