@@ -359,6 +359,63 @@ fn a_frozen_replica_slows_writers_instead_of_being_dropped() {
     assert!(dropped >= 1 && full >= 2, "full {full} dropped {dropped}");
 }
 
+/// A CONFIG SET of `repl-lag-policy` holds from the next command on: with
+/// a frozen replica far behind, the SET right after `throttle` is slowed,
+/// and the SET right after `spill` is not. (The back-pressure settings
+/// used to be re-read by worker 0's cron, here once a second with `hz 1`,
+/// so the first SET ran unthrottled.)
+#[test]
+fn config_set_repl_lag_policy_applies_from_the_next_command() {
+    let s = Server::start(&[
+        "--hz",
+        "1",
+        "--repl-diskless-sync-delay",
+        "0",
+        "--repl-throttle-lag",
+        "1mb",
+    ]);
+    let r = Server::start(&[
+        "--repl-diskless-sync-delay",
+        "0",
+        "--replicaof",
+        "127.0.0.1",
+        &s.port.to_string(),
+    ]);
+    let (mut m, mut rc) = (s.conn(), r.conn());
+    eventually("the initial sync", || in_sync(&mut m, &mut rc));
+    let pid = r.child.id().to_string();
+    let signal = |sig: &str| {
+        std::process::Command::new("kill")
+            .args([sig, &pid])
+            .status()
+            .unwrap();
+    };
+    signal("-STOP");
+    // 32 MB the frozen replica cannot take: its socket buffers fill, the
+    // rest stays unsent (`spill`, the default, never slows the writers).
+    let value = "v".repeat(1 << 20);
+    for i in 0..32 {
+        let _: () = cmd(&mut m, &["SET", &format!("big{i}"), &value]);
+    }
+    eventually("the replica to lag past repl-throttle-lag", || {
+        info_field::<u64>(&mut m, "repl_max_replica_lag_bytes") > 4 << 20
+    });
+    let throttled = |m: &mut redis::Connection| info_field::<u64>(m, "repl_throttled_batches");
+    assert_eq!(throttled(&mut m), 0, "spill never slows writers");
+    let _: () = cmd(&mut m, &["CONFIG", "SET", "repl-lag-policy", "throttle"]);
+    let _: () = cmd(&mut m, &["SET", "k", "1"]);
+    let after_throttle = throttled(&mut m);
+    assert_eq!(
+        after_throttle, 1,
+        "the SET right after the CONFIG SET waited"
+    );
+    let _: () = cmd(&mut m, &["CONFIG", "SET", "repl-lag-policy", "spill"]);
+    let _: () = cmd(&mut m, &["SET", "k", "2"]);
+    assert_eq!(throttled(&mut m), after_throttle, "spill again: no wait");
+    signal("-CONT");
+    eventually("the catch-up", || in_sync(&mut m, &mut rc));
+}
+
 #[test]
 fn the_backlog_is_freed_after_repl_backlog_ttl_without_replicas() {
     let s = Server::start(&["--repl-diskless-sync-delay", "0", "--repl-backlog-ttl", "1"]);
