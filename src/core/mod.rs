@@ -177,7 +177,11 @@ impl Core {
     }
 }
 
-/// Configuration values read on the hot path, mirrored from [`Config`].
+/// Configuration values read on a hot path (per command, per connection
+/// event, per replicated write, per cron tick), mirrored from [`Config`]
+/// by [`HotConfig::load`] at start-up and in the CONFIG SET that changes
+/// them, so a new value holds from the next command on; no cron refreshes
+/// a copy (docs/ARCHITECTURE.md, "Configuration on hot paths").
 #[derive(Default)]
 pub struct HotConfig {
     pub proto_max_bulk_len: AtomicUsize,
