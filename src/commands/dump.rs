@@ -65,7 +65,7 @@ pub static COMMANDS: &[Command] = crate::commands::command_table! {
 fn compress(ctx: &Ctx) -> bool {
     ctx.core
         .hot
-        .persist
+        .persistence
         .rdbcompression
         .load(std::sync::atomic::Ordering::Relaxed)
 }

@@ -226,9 +226,9 @@ pub struct HotConfig {
     /// `tracking-table-max-keys` (0: no limit), enforced by the cron.
     pub tracking_table_max_keys: AtomicUsize,
     /// The values replication reads per command, per write or per tick.
-    pub repl: ReplicationConfig,
+    pub replication: ReplicationConfig,
     /// The values persistence and DUMP read per command or per tick.
-    pub persist: PersistenceConfig,
+    pub persistence: PersistenceConfig,
 }
 
 /// Replication's hot values (see [`HotConfig`]).
@@ -381,8 +381,8 @@ impl HotConfig {
             c.get_i64("tracking-table-max-keys").max(0) as usize,
             Relaxed,
         );
-        self.repl.load(c);
-        self.persist.load(c);
+        self.replication.load(c);
+        self.persistence.load(c);
     }
 }
 

@@ -244,7 +244,7 @@ pub fn abort_bgsave(srv: &impl Host) {
 /// The first `save` point (seconds, changes) for which `due` holds (the
 /// cron asks every tick; the points are parsed by `HotConfig::load`).
 fn find_save_point(srv: &impl Host, due: impl Fn(u64, u64) -> bool) -> Option<(u64, u64)> {
-    let points = srv.core().hot.persist.save_points.read();
+    let points = srv.core().hot.persistence.save_points.read();
     points
         .iter()
         .copied()
@@ -325,7 +325,7 @@ pub fn disk_error(srv: &impl Host) -> Option<CmdError> {
     let stop = srv
         .core()
         .hot
-        .persist
+        .persistence
         .stop_writes_on_bgsave_error
         .load(Relaxed);
     if !stop || !has_save_points(srv) {

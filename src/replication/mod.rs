@@ -280,7 +280,7 @@ pub fn cron<H: Host>(srv: &H) {
             }
             t => t,
         };
-        let ttl = srv.hot.repl.backlog_ttl_secs.load(Relaxed);
+        let ttl = srv.hot.replication.backlog_ttl_secs.load(Relaxed);
         if ttl > 0 && now.saturating_sub(since) >= ttl * 1000 {
             repl.backlog.deactivate();
             repl.master.forget_departed(&repl.backlog);
@@ -293,7 +293,7 @@ pub fn cron<H: Host>(srv: &H) {
         return;
     }
     NO_REPLICAS_SINCE_MS.store(0, Relaxed);
-    let period = srv.hot.repl.ping_period_secs.load(Relaxed) * 1000;
+    let period = srv.hot.replication.ping_period_secs.load(Relaxed) * 1000;
     // The first period starts now: a new replica's stream does not begin
     // with a PING (Redis pings on its cron's period, not on attach).
     if LAST_PING_MS.load(Relaxed) == 0 {
@@ -308,7 +308,7 @@ pub fn cron<H: Host>(srv: &H) {
 
 /// `repl-timeout`: how long either end of a link waits without progress.
 pub(crate) fn repl_timeout<H: Host>(srv: &H) -> std::time::Duration {
-    srv.hot.repl.timeout()
+    srv.hot.replication.timeout()
 }
 
 /// The hard limit of the `replica` class in a client-output-buffer-limit
@@ -371,7 +371,7 @@ fn deny_stale(flags: u32) -> Result<(), crate::commands::CmdError> {
 /// READONLY for writes with `replica-read-only yes`.
 fn replica_admit<H: Host>(srv: &H, flags: u32) -> Result<(), crate::commands::CmdError> {
     use crate::commands::{flags::WRITE, CmdError};
-    let serve_stale = srv.hot.repl.serve_stale_data.load(Relaxed);
+    let serve_stale = srv.hot.replication.serve_stale_data.load(Relaxed);
     let read_only = srv.hot.replica_read_only.load(Relaxed);
     if !serve_stale && !srv.repl().replica.link_up() {
         deny_stale(flags)?;

@@ -113,6 +113,6 @@ impl Admin for Arc<Server> {
     fn serving_stale(&self) -> bool {
         self.repl.is_replica()
             && !self.repl.replica.link_up()
-            && !self.hot.repl.serve_stale_data.load(Relaxed)
+            && !self.hot.replication.serve_stale_data.load(Relaxed)
     }
 }

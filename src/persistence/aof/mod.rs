@@ -395,7 +395,7 @@ pub fn cron<H: Host>(srv: &Arc<H>) {
     if !st.core.active.load(Relaxed) {
         return;
     }
-    let hot = &srv.core().hot.persist;
+    let hot = &srv.core().hot.persistence;
     let perc = hot.auto_aof_rewrite_percentage.load(Relaxed);
     let min = hot.auto_aof_rewrite_min_size.load(Relaxed);
     let size = st.core.current_size.load(Relaxed);

@@ -95,7 +95,7 @@ impl dyn Host + '_ {
 
     /// `repl-timeout`.
     pub fn timeout(&self) -> Duration {
-        self.core().hot.repl.timeout()
+        self.core().hot.replication.timeout()
     }
 }
 
@@ -575,8 +575,8 @@ pub fn record_own_writes(host: &HostRef) {
 /// or down). `replica-quorum` -1, the default, never refuses: an active
 /// node serves whatever its peers do.
 pub fn update_quorum(active: &Active, core: &Core) {
-    let quorum = core.hot.repl.quorum.load(Relaxed);
-    let serve_stale = core.hot.repl.serve_stale_data.load(Relaxed);
+    let quorum = core.hot.replication.quorum.load(Relaxed);
+    let serve_stale = core.hot.replication.serve_stale_data.load(Relaxed);
     let below = quorum >= 0 && !serve_stale && {
         let up = active.links.lock().iter().filter(|l| l.is_up()).count();
         (up as i64) < quorum
@@ -600,7 +600,7 @@ pub fn cron(active: &Active, core: &Core) {
 
 /// `active-tombstone-grace` in ms.
 fn grace_ms(core: &Core) -> u64 {
-    1000 * core.hot.repl.tombstone_grace_secs.load(Relaxed)
+    1000 * core.hot.replication.tombstone_grace_secs.load(Relaxed)
 }
 
 /// Forgets, a slice of the keyspace per call, the tombstones below every

@@ -395,7 +395,7 @@ impl Link {
         let now = crate::keyspace::hlc::stamp_clock_ms();
         let ms = crate::keyspace::hlc::stamp_ms(stamp);
         if ms > now {
-            let max = core.hot.repl.max_clock_skew_ms.load(Relaxed);
+            let max = core.hot.replication.max_clock_skew_ms.load(Relaxed);
             if ms - now > max {
                 return Err(format!(
                     "a record is stamped {} ms ahead of this node's clock (active-max-clock-skew is {max} ms): check the clocks of both nodes",
