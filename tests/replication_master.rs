@@ -276,6 +276,28 @@ fn waitaof_waits_for_the_local_fsync() {
     assert!(err.contains("appendonly is disabled"), "{err}");
 }
 
+/// A replica of `master`, synced, and a way to signal its process
+/// (`-STOP` freezes it, `-CONT` thaws it).
+fn synced_replica(master: &Server) -> (Server, impl Fn(&str) + Send + 'static) {
+    let r = Server::start(&[
+        "--repl-diskless-sync-delay",
+        "0",
+        "--replicaof",
+        "127.0.0.1",
+        &master.port.to_string(),
+    ]);
+    let (mut m, mut rc) = (master.conn(), r.conn());
+    eventually("the initial sync", || in_sync(&mut m, &mut rc));
+    let pid = r.child.id().to_string();
+    let signal = move |sig: &str| {
+        std::process::Command::new("kill")
+            .args([sig, &pid])
+            .status()
+            .unwrap();
+    };
+    (r, signal)
+}
+
 /// SET 8 KB values as fast as one client goes while the replica is frozen
 /// (SIGSTOP) for a while: returns the master's (sync_full,
 /// repl_throttled_batches, repl_lag_disconnects) once the replica caught
@@ -293,22 +315,8 @@ fn frozen_replica_under_load(policy: &str) -> (u64, u64, u64) {
         "--client-output-buffer-limit",
         "replica 8mb 4mb 60",
     ]);
-    let r = Server::start(&[
-        "--repl-diskless-sync-delay",
-        "0",
-        "--replicaof",
-        "127.0.0.1",
-        &s.port.to_string(),
-    ]);
+    let (r, signal) = synced_replica(&s);
     let (mut m, mut rc) = (s.conn(), r.conn());
-    eventually("the initial sync", || in_sync(&mut m, &mut rc));
-    let pid = r.child.id().to_string();
-    let signal = move |sig: &str| {
-        std::process::Command::new("kill")
-            .args([sig, &pid])
-            .status()
-            .unwrap();
-    };
     signal("-STOP");
     // Thawed after 2 s and once the policy acted (writes slowed, or the
     // replica dropped) or the writes are done, whichever is first: the
@@ -374,22 +382,8 @@ fn config_set_repl_lag_policy_applies_from_the_next_command() {
         "--repl-throttle-lag",
         "1mb",
     ]);
-    let r = Server::start(&[
-        "--repl-diskless-sync-delay",
-        "0",
-        "--replicaof",
-        "127.0.0.1",
-        &s.port.to_string(),
-    ]);
+    let (r, signal) = synced_replica(&s);
     let (mut m, mut rc) = (s.conn(), r.conn());
-    eventually("the initial sync", || in_sync(&mut m, &mut rc));
-    let pid = r.child.id().to_string();
-    let signal = |sig: &str| {
-        std::process::Command::new("kill")
-            .args([sig, &pid])
-            .status()
-            .unwrap();
-    };
     signal("-STOP");
     // 32 MB the frozen replica cannot take: its socket buffers fill, the
     // rest stays unsent (`spill`, the default, never slows the writers).
