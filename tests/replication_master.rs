@@ -276,6 +276,28 @@ fn waitaof_waits_for_the_local_fsync() {
     assert!(err.contains("appendonly is disabled"), "{err}");
 }
 
+/// A replica of `master`, synced, and a way to signal its process
+/// (`-STOP` freezes it, `-CONT` thaws it).
+fn synced_replica(master: &Server) -> (Server, impl Fn(&str) + Send + 'static) {
+    let r = Server::start(&[
+        "--repl-diskless-sync-delay",
+        "0",
+        "--replicaof",
+        "127.0.0.1",
+        &master.port.to_string(),
+    ]);
+    let (mut m, mut rc) = (master.conn(), r.conn());
+    eventually("the initial sync", || in_sync(&mut m, &mut rc));
+    let pid = r.child.id().to_string();
+    let signal = move |sig: &str| {
+        std::process::Command::new("kill")
+            .args([sig, &pid])
+            .status()
+            .unwrap();
+    };
+    (r, signal)
+}
+
 /// SET 8 KB values as fast as one client goes while the replica is frozen
 /// (SIGSTOP) for a while: returns the master's (sync_full,
 /// repl_throttled_batches, repl_lag_disconnects) once the replica caught
@@ -293,22 +315,8 @@ fn frozen_replica_under_load(policy: &str) -> (u64, u64, u64) {
         "--client-output-buffer-limit",
         "replica 8mb 4mb 60",
     ]);
-    let r = Server::start(&[
-        "--repl-diskless-sync-delay",
-        "0",
-        "--replicaof",
-        "127.0.0.1",
-        &s.port.to_string(),
-    ]);
+    let (r, signal) = synced_replica(&s);
     let (mut m, mut rc) = (s.conn(), r.conn());
-    eventually("the initial sync", || in_sync(&mut m, &mut rc));
-    let pid = r.child.id().to_string();
-    let signal = move |sig: &str| {
-        std::process::Command::new("kill")
-            .args([sig, &pid])
-            .status()
-            .unwrap();
-    };
     signal("-STOP");
     // Thawed after 2 s and once the policy acted (writes slowed, or the
     // replica dropped) or the writes are done, whichever is first: the
@@ -357,6 +365,49 @@ fn a_frozen_replica_slows_writers_instead_of_being_dropped() {
     let (full, throttled, dropped) = frozen_replica_under_load("disconnect");
     assert_eq!(throttled, 0);
     assert!(dropped >= 1 && full >= 2, "full {full} dropped {dropped}");
+}
+
+/// A CONFIG SET of `repl-lag-policy` holds from the next command on: with
+/// a frozen replica far behind, the SET right after `throttle` is slowed,
+/// and the SET right after `spill` is not. (The back-pressure settings
+/// used to be re-read by worker 0's cron, here once a second with `hz 1`,
+/// so the first SET ran unthrottled.)
+#[test]
+fn config_set_repl_lag_policy_applies_from_the_next_command() {
+    let s = Server::start(&[
+        "--hz",
+        "1",
+        "--repl-diskless-sync-delay",
+        "0",
+        "--repl-throttle-lag",
+        "1mb",
+    ]);
+    let (r, signal) = synced_replica(&s);
+    let (mut m, mut rc) = (s.conn(), r.conn());
+    signal("-STOP");
+    // 32 MB the frozen replica cannot take: its socket buffers fill, the
+    // rest stays unsent (`spill`, the default, never slows the writers).
+    let value = "v".repeat(1 << 20);
+    for i in 0..32 {
+        let _: () = cmd(&mut m, &["SET", &format!("big{i}"), &value]);
+    }
+    eventually("the replica to lag past repl-throttle-lag", || {
+        info_field::<u64>(&mut m, "repl_max_replica_lag_bytes") > 4 << 20
+    });
+    let throttled = |m: &mut redis::Connection| info_field::<u64>(m, "repl_throttled_batches");
+    assert_eq!(throttled(&mut m), 0, "spill never slows writers");
+    let _: () = cmd(&mut m, &["CONFIG", "SET", "repl-lag-policy", "throttle"]);
+    let _: () = cmd(&mut m, &["SET", "k", "1"]);
+    let after_throttle = throttled(&mut m);
+    assert_eq!(
+        after_throttle, 1,
+        "the SET right after the CONFIG SET waited"
+    );
+    let _: () = cmd(&mut m, &["CONFIG", "SET", "repl-lag-policy", "spill"]);
+    let _: () = cmd(&mut m, &["SET", "k", "2"]);
+    assert_eq!(throttled(&mut m), after_throttle, "spill again: no wait");
+    signal("-CONT");
+    eventually("the catch-up", || in_sync(&mut m, &mut rc));
 }
 
 #[test]

@@ -241,6 +241,7 @@ fn add_log(
     let client_info = client.shared.as_ref().map_or(String::new(), |sh| {
         super::server_cmds::client::client_line(core, sh, Some(current))
     });
+    // A denied command's entry, which formats a client line anyway.
     let max = core.config.read().get_i64("acllog-max-len").max(0) as usize;
     core.acl.log(
         LogEntry {

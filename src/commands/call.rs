@@ -289,7 +289,7 @@ fn admit_memory<A: Admin + ?Sized>(
     if core.hot.maxmemory.load(Relaxed) == 0 {
         return Ok(());
     }
-    if admin.is_replica() && core.config.read().get_bool("replica-ignore-maxmemory") {
+    if admin.is_replica() && core.hot.replica_ignore_maxmemory.load(Relaxed) {
         return Ok(());
     }
     super::evict::admit(core, clock, stats, current, flags)

@@ -239,7 +239,13 @@ fn set(ctx: &mut Ctx, args: Args) -> CmdResult {
         return Err(set_failed("appendonly", &e));
     }
     // A lower maxmemory (or a new policy) takes effect now, as in Redis.
-    if !(ctx.admin.is_replica() && ctx.core.config.read().get_bool("replica-ignore-maxmemory")) {
+    if !(ctx.admin.is_replica()
+        && ctx
+            .core
+            .hot
+            .replica_ignore_maxmemory
+            .load(std::sync::atomic::Ordering::Relaxed))
+    {
         super::evict::evict_if_over(ctx);
     }
     ctx.out.ok();

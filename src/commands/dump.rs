@@ -63,7 +63,11 @@ pub static COMMANDS: &[Command] = crate::commands::command_table! {
 };
 
 fn compress(ctx: &Ctx) -> bool {
-    ctx.core.config.read().get_bool("rdbcompression")
+    ctx.core
+        .hot
+        .persistence
+        .rdbcompression
+        .load(std::sync::atomic::Ordering::Relaxed)
 }
 
 // ---------------------------------------------------------------- DUMP
@@ -152,12 +156,7 @@ fn restore(ctx: &mut Ctx, args: Args) -> CmdResult {
     // Decoded before locking; its errors are reported in Redis's order.
     let ttl = arg_i64(ttl_arg);
     let value = decode::decode_dump_payload(args.get(3), &ctx.core.hot.encoding);
-    let lfu_policy = ctx
-        .core
-        .config
-        .read()
-        .get_str("maxmemory-policy")
-        .contains("lfu");
+    let lfu_policy = ctx.core.hot.eviction.policy().is_lfu();
     let mut l = ctx.open(key);
     let old_version = l.entry(key).map(|e| e.version);
     if old_version.is_some() && !o.replace {

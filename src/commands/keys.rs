@@ -232,7 +232,7 @@ fn swapdb(ctx: &mut Ctx, args: Args) -> CmdResult {
 /// Parses `[ASYNC|SYNC]`; true means free the data on a background thread.
 fn parse_flush(ctx: &Ctx, args: Args) -> Result<bool, CmdError> {
     match args.len() {
-        1 => Ok(ctx.core.config.read().get_bool("lazyfree-lazy-user-flush")),
+        1 => Ok(ctx.core.hot.lazyfree_user_flush.load(Relaxed)),
         2 if eq_ic(args.get(1), "ASYNC") => Ok(true),
         2 if eq_ic(args.get(1), "SYNC") => Ok(false),
         _ => Err(CmdError::Syntax),
@@ -971,11 +971,10 @@ struct Policy {
 
 impl Policy {
     fn read(ctx: &Ctx) -> Policy {
-        let cfg = ctx.core.config.read();
-        let p = cfg.get_str("maxmemory-policy");
+        let p = ctx.core.hot.eviction.policy();
         Policy {
-            lfu: p.contains("lfu"),
-            no_shared: cfg.get_i64("maxmemory") != 0 && (p.contains("lru") || p.contains("lfu")),
+            lfu: p.is_lfu(),
+            no_shared: ctx.core.hot.maxmemory.load(Relaxed) != 0 && (p.is_lru() || p.is_lfu()),
         }
     }
 }
@@ -998,7 +997,7 @@ fn object_freq(ctx: &mut Ctx, args: Args) -> CmdResult {
         if !policy.lfu {
             return Err(CmdError::err("An LFU maxmemory policy is not selected, access frequency not tracked. Please note that when switching between policies at runtime LRU and LFU data will take some time to adjust."));
         }
-        let decay = ctx.core.config.read().get_i64("lfu-decay-time").max(0) as u32;
+        let decay = ctx.core.hot.eviction.lfu_decay_time();
         Ok(e.lfu_decayed(lru_clock(ctx.now_ms), decay) as i64)
     })
 }

@@ -285,7 +285,7 @@ pub fn cron(srv: &Core) {
     if !t.active() {
         return;
     }
-    let max = srv.config.read().get_i64("tracking-table-max-keys").max(0) as usize;
+    let max = srv.hot.tracking_table_max_keys.load(Relaxed);
     let total: usize = t.table.iter().map(|s| s.lock().len()).sum();
     if max > 0 && total > max {
         let mut n = total - max;

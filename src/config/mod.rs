@@ -7,8 +7,17 @@
 //! change what clients or operators see: a non-default value fails start-up
 //! and CONFIG SET). docs/CONFIG.md lists every directive with its status and
 //! why; a test keeps it and this table in step. Values are kept as normalised strings, as CONFIG
-//! GET shows them; typed getters read them, and the server mirrors the few
-//! hot ones into atomics (`server::HotConfig`).
+//! GET shows them, and typed getters read them.
+//!
+//! Configuration on hot paths (docs/ARCHITECTURE.md): a value read per
+//! command, per connection event, per replicated write or per cron tick is
+//! read from `core::HotConfig` (`Core::hot`), a mirror in atomics that
+//! `HotConfig::load` fills at start-up and inside the CONFIG SET that
+//! changes it (`Core::config_changed`; a subsystem's own copies through
+//! `Admin::config_changed`), never from a cron. Start-up, syncs, snapshots,
+//! admin commands and error paths read this `Config` in place. A new
+//! directive read on a hot path adds its field to `HotConfig` and its line
+//! to `HotConfig::load`.
 
 pub mod directives;
 pub mod parse;

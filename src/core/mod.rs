@@ -178,7 +178,11 @@ impl Core {
     }
 }
 
-/// Configuration values read on the hot path, mirrored from [`Config`].
+/// Configuration values read on a hot path (per command, per connection
+/// event, per replicated write, per cron tick), mirrored from [`Config`]
+/// by [`HotConfig::load`] at start-up and in the CONFIG SET that changes
+/// them, so a new value holds from the next command on; no cron refreshes
+/// a copy (docs/ARCHITECTURE.md, "Configuration on hot paths").
 #[derive(Default)]
 pub struct HotConfig {
     pub proto_max_bulk_len: AtomicUsize,
@@ -213,6 +217,103 @@ pub struct HotConfig {
     /// `busy-reply-threshold` (`lua-time-limit`), milliseconds.
     pub busy_reply_threshold: AtomicU64,
     pub eviction: eviction::EvictionConfig,
+    /// `tcp-keepalive` (seconds, 0: off), set on each accepted socket.
+    pub tcp_keepalive: AtomicU64,
+    /// `replica-ignore-maxmemory`: a replica leaves eviction to its master.
+    pub replica_ignore_maxmemory: AtomicBool,
+    /// `lazyfree-lazy-user-flush`: FLUSHDB/FLUSHALL without a mode free
+    /// in the background.
+    pub lazyfree_user_flush: AtomicBool,
+    /// `tracking-table-max-keys` (0: no limit), enforced by the cron.
+    pub tracking_table_max_keys: AtomicUsize,
+    /// The values replication reads per command, per write or per tick.
+    pub replication: ReplicationConfig,
+    /// The values persistence and DUMP read per command or per tick.
+    pub persistence: PersistenceConfig,
+}
+
+/// Replication's hot values (see [`HotConfig`]).
+#[derive(Default)]
+pub struct ReplicationConfig {
+    /// `repl-timeout` in seconds (at least 1).
+    pub timeout_secs: AtomicU64,
+    /// `repl-ping-replica-period` in seconds (at least 1).
+    pub ping_period_secs: AtomicU64,
+    /// `repl-backlog-ttl` in seconds (0: kept for ever).
+    pub backlog_ttl_secs: AtomicU64,
+    /// `replica-serve-stale-data`: a replica whose link is down still
+    /// serves reads.
+    pub serve_stale_data: AtomicBool,
+    /// `replica-quorum` (-1: never refuse) of an active node.
+    pub quorum: std::sync::atomic::AtomicI64,
+    /// `active-max-clock-skew` in ms: a peer's record further ahead of
+    /// our clock is refused.
+    pub max_clock_skew_ms: AtomicU64,
+    /// `active-tombstone-grace` in seconds.
+    pub tombstone_grace_secs: AtomicU64,
+}
+
+impl ReplicationConfig {
+    fn load(&self, c: &Config) {
+        let secs = |name: &str, min: i64| c.get_i64(name).max(min) as u64;
+        self.timeout_secs.store(secs("repl-timeout", 1), Relaxed);
+        self.ping_period_secs
+            .store(secs("repl-ping-replica-period", 1), Relaxed);
+        self.backlog_ttl_secs
+            .store(secs("repl-backlog-ttl", 0), Relaxed);
+        self.serve_stale_data
+            .store(c.get_bool("replica-serve-stale-data"), Relaxed);
+        self.quorum.store(c.get_i64("replica-quorum"), Relaxed);
+        self.max_clock_skew_ms
+            .store(secs("active-max-clock-skew", 0), Relaxed);
+        self.tombstone_grace_secs
+            .store(secs("active-tombstone-grace", 0), Relaxed);
+    }
+
+    /// `repl-timeout`: how long either end of a link waits without progress.
+    pub fn timeout(&self) -> std::time::Duration {
+        std::time::Duration::from_secs(self.timeout_secs.load(Relaxed))
+    }
+}
+
+/// Persistence's hot values (see [`HotConfig`]).
+#[derive(Default)]
+pub struct PersistenceConfig {
+    /// The `save` points, (seconds, changes) in the directive's order.
+    pub save_points: RwLock<Vec<(u64, u64)>>,
+    /// `stop-writes-on-bgsave-error`.
+    pub stop_writes_on_bgsave_error: AtomicBool,
+    /// `auto-aof-rewrite-percentage` (0: no automatic rewrite).
+    pub auto_aof_rewrite_percentage: std::sync::atomic::AtomicI64,
+    /// `auto-aof-rewrite-min-size` in bytes.
+    pub auto_aof_rewrite_min_size: AtomicU64,
+    /// `rdbcompression`, which DUMP's payloads follow too.
+    pub rdbcompression: AtomicBool,
+}
+
+impl PersistenceConfig {
+    fn load(&self, c: &Config) {
+        let mut nums = c
+            .get("save")
+            .unwrap_or("")
+            .split_whitespace()
+            .filter_map(|s| s.parse().ok());
+        let mut points = vec![];
+        while let (Some(secs), Some(changes)) = (nums.next(), nums.next()) {
+            points.push((secs, changes));
+        }
+        *self.save_points.write() = points;
+        self.stop_writes_on_bgsave_error
+            .store(c.get_bool("stop-writes-on-bgsave-error"), Relaxed);
+        self.auto_aof_rewrite_percentage
+            .store(c.get_i64("auto-aof-rewrite-percentage"), Relaxed);
+        self.auto_aof_rewrite_min_size.store(
+            c.get_i64("auto-aof-rewrite-min-size").max(0) as u64,
+            Relaxed,
+        );
+        self.rdbcompression
+            .store(c.get_bool("rdbcompression"), Relaxed);
+    }
 }
 
 impl HotConfig {
@@ -265,6 +366,24 @@ impl HotConfig {
         self.min_replicas_max_lag
             .store(c.get_i64("min-replicas-max-lag").max(0) as u64, Relaxed);
         self.eviction.load(c);
+        self.load_others(c);
+    }
+
+    /// The rest of [`HotConfig::load`]: connections, flushes, tracking
+    /// and the subsystems' values.
+    fn load_others(&self, c: &Config) {
+        self.tcp_keepalive
+            .store(c.get_i64("tcp-keepalive").max(0) as u64, Relaxed);
+        self.replica_ignore_maxmemory
+            .store(c.get_bool("replica-ignore-maxmemory"), Relaxed);
+        self.lazyfree_user_flush
+            .store(c.get_bool("lazyfree-lazy-user-flush"), Relaxed);
+        self.tracking_table_max_keys.store(
+            c.get_i64("tracking-table-max-keys").max(0) as usize,
+            Relaxed,
+        );
+        self.replication.load(c);
+        self.persistence.load(c);
     }
 }
 

@@ -27,6 +27,7 @@ pub fn failed(core: &Core, source: Source, err: &str, command: &str) {
     crate::log_warning!(
         "== CRITICAL == This {from} is sending an error to its {to}: '{err}' after processing the command '{command}'"
     );
+    // An error path, once before a possible abort: read in place.
     let (behavior, read_only) = {
         let c = core.config.read();
         (

@@ -242,22 +242,14 @@ pub fn abort_bgsave(srv: &impl Host) {
     }
 }
 
-/// The first `save` point (seconds, changes) for which `due` holds, read
-/// from the directive in place: the cron asks every tick, without
-/// allocating.
+/// The first `save` point (seconds, changes) for which `due` holds (the
+/// cron asks every tick; the points are parsed by `HotConfig::load`).
 fn find_save_point(srv: &impl Host, due: impl Fn(u64, u64) -> bool) -> Option<(u64, u64)> {
-    let cfg = srv.core().config.read();
-    let mut nums = cfg
-        .get("save")
-        .unwrap_or("")
-        .split_whitespace()
-        .filter_map(|s| s.parse().ok());
-    while let (Some(secs), Some(changes)) = (nums.next(), nums.next()) {
-        if due(secs, changes) {
-            return Some((secs, changes));
-        }
-    }
-    None
+    let points = srv.core().hot.persistence.save_points.read();
+    points
+        .iter()
+        .copied()
+        .find(|&(secs, changes)| due(secs, changes))
 }
 
 fn has_save_points(srv: &impl Host) -> bool {
@@ -333,9 +325,10 @@ pub fn disk_error(srv: &impl Host) -> Option<CmdError> {
     }
     let stop = srv
         .core()
-        .config
-        .read()
-        .get_bool("stop-writes-on-bgsave-error");
+        .hot
+        .persistence
+        .stop_writes_on_bgsave_error
+        .load(Relaxed);
     if !stop || !has_save_points(srv) {
         return None;
     }

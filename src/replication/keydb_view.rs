@@ -26,7 +26,8 @@ use super::Replication;
 use crate::core::info::Fields;
 use crate::core::Core;
 
-/// Whether ROLE and INFO show this node as KeyDB does.
+/// Whether ROLE and INFO show this node as KeyDB does (read in place:
+/// those two commands only).
 pub fn enabled(core: &Core) -> bool {
     core.active && core.config.read().get_str("active-replica-view") == "keydb"
 }

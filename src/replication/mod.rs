@@ -125,8 +125,8 @@ impl Replication {
 
     /// Reads the back-pressure settings and the backlog's hard cap from the
     /// configuration: when a replica attaches (before its first byte, so a
-    /// burst of writes right after a sync is already held back), then each
-    /// cron tick (CONFIG SET).
+    /// burst of writes right after a sync is already held back), and in
+    /// the CONFIG SET that changes one ([`config_changed`]).
     pub fn load_limits<H: Host>(&self, srv: &H) {
         let c = srv.config.read();
         self.master.load_throttle_conf(&c);
@@ -250,9 +250,17 @@ pub fn role<H: Host>(
 pub struct ReplicationHooks;
 pub static HOOKS: ReplicationHooks = ReplicationHooks;
 
+/// After CONFIG SET: the backlog's limits and the back-pressure settings
+/// hold from the next command on (the rest of replication reads
+/// `Core::hot`, which the same CONFIG SET reloaded).
+pub fn config_changed<H: Host>(srv: &H) {
+    srv.repl().load_limits(srv);
+}
+
 /// Worker 0's cron: PINGs replicas every `repl-ping-replica-period`
 /// through the stream (as Redis, so it counts in the offsets and keeps an
-/// idle link alive), and keeps the backlog's hard cap current.
+/// idle link alive), and frees a lone master's backlog after
+/// `repl-backlog-ttl`.
 pub fn cron<H: Host>(srv: &H) {
     use std::sync::atomic::AtomicU64;
     static LAST_PING_MS: AtomicU64 = AtomicU64::new(0);
@@ -275,7 +283,7 @@ pub fn cron<H: Host>(srv: &H) {
             }
             t => t,
         };
-        let ttl = srv.config.read().get_i64("repl-backlog-ttl").max(0) as u64;
+        let ttl = srv.hot.replication.backlog_ttl_secs.load(Relaxed);
         if ttl > 0 && now.saturating_sub(since) >= ttl * 1000 {
             repl.backlog.deactivate();
             repl.master.forget_departed(&repl.backlog);
@@ -288,8 +296,7 @@ pub fn cron<H: Host>(srv: &H) {
         return;
     }
     NO_REPLICAS_SINCE_MS.store(0, Relaxed);
-    repl.load_limits(srv);
-    let period = srv.config.read().get_i64("repl-ping-replica-period").max(1) as u64 * 1000;
+    let period = srv.hot.replication.ping_period_secs.load(Relaxed) * 1000;
     // The first period starts now: a new replica's stream does not begin
     // with a PING (Redis pings on its cron's period, not on attach).
     if LAST_PING_MS.load(Relaxed) == 0 {
@@ -304,7 +311,7 @@ pub fn cron<H: Host>(srv: &H) {
 
 /// `repl-timeout`: how long either end of a link waits without progress.
 pub(crate) fn repl_timeout<H: Host>(srv: &H) -> std::time::Duration {
-    std::time::Duration::from_secs(srv.config.read().get_i64("repl-timeout").max(1) as u64)
+    srv.hot.replication.timeout()
 }
 
 /// The hard limit of the `replica` class in a client-output-buffer-limit
@@ -367,13 +374,8 @@ fn deny_stale(flags: u32) -> Result<(), crate::commands::CmdError> {
 /// READONLY for writes with `replica-read-only yes`.
 fn replica_admit<H: Host>(srv: &H, flags: u32) -> Result<(), crate::commands::CmdError> {
     use crate::commands::{flags::WRITE, CmdError};
-    let (serve_stale, read_only) = {
-        let c = srv.config.read();
-        (
-            c.get_bool("replica-serve-stale-data"),
-            c.get_bool("replica-read-only"),
-        )
-    };
+    let serve_stale = srv.hot.replication.serve_stale_data.load(Relaxed);
+    let read_only = srv.hot.replica_read_only.load(Relaxed);
     if !serve_stale && !srv.repl().replica.link_up() {
         deny_stale(flags)?;
     }

@@ -66,6 +66,7 @@ impl Admin for Arc<Server> {
     }
 
     fn config_changed(&self) -> Result<(), String> {
+        crate::replication::config_changed(&**self);
         if self.core.active {
             crate::replication::active::update_quorum(&self.repl.active, &self.core);
         }
@@ -112,6 +113,6 @@ impl Admin for Arc<Server> {
     fn serving_stale(&self) -> bool {
         self.repl.is_replica()
             && !self.repl.replica.link_up()
-            && !self.config.read().get_bool("replica-serve-stale-data")
+            && !self.hot.replication.serve_stale_data.load(Relaxed)
     }
 }

@@ -103,13 +103,13 @@ pub async fn serve(srv: Arc<Server>, worker: Rc<Worker>, conn: NewConn) {
     match conn {
         NewConn::Tcp(s, addr) => {
             let _ = s.set_nonblocking(true);
-            set_keepalive(&s, srv.config.read().get_i64("tcp-keepalive"));
+            set_keepalive(&s, srv.hot.tcp_keepalive.load(Relaxed));
             let laddr = s.local_addr().ok();
             serve_stream(srv, worker, s, Some(addr), laddr, false).await
         }
         NewConn::Tls(s, addr) => {
             let _ = s.set_nonblocking(true);
-            set_keepalive(&s, srv.config.read().get_i64("tcp-keepalive"));
+            set_keepalive(&s, srv.hot.tcp_keepalive.load(Relaxed));
             let laddr = s.local_addr().ok();
             let Some(config) = srv.core.tls.server() else {
                 return;
@@ -126,8 +126,8 @@ pub async fn serve(srv: Arc<Server>, worker: Rc<Worker>, conn: NewConn) {
     }
 }
 
-fn set_keepalive(s: &std::net::TcpStream, secs: i64) {
-    if secs <= 0 {
+fn set_keepalive(s: &std::net::TcpStream, secs: u64) {
+    if secs == 0 {
         return;
     }
     let fd = s.as_raw_fd();
@@ -836,6 +836,7 @@ fn protected_allowed(srv: &Server, client: &ClientState, id: usize) -> Result<()
         true => ("enable-module-command", "MODULE"),
         false => ("enable-debug-command", "DEBUG"),
     };
+    // DEBUG and MODULE are rare admin commands: read in place.
     let setting = srv.config.read().get_str(directive);
     if setting == "yes" || (setting == "local" && client.local) {
         return Ok(());

@@ -396,13 +396,9 @@ pub fn cron<H: Host>(srv: &Arc<H>) {
     if !st.core.active.load(Relaxed) {
         return;
     }
-    let (perc, min) = {
-        let cfg = srv.core().config.read();
-        (
-            cfg.get_i64("auto-aof-rewrite-percentage"),
-            cfg.get_i64("auto-aof-rewrite-min-size").max(0) as u64,
-        )
-    };
+    let hot = &srv.core().hot.persistence;
+    let perc = hot.auto_aof_rewrite_percentage.load(Relaxed);
+    let min = hot.auto_aof_rewrite_min_size.load(Relaxed);
     let size = st.core.current_size.load(Relaxed);
     if perc <= 0 || size <= min {
         return;

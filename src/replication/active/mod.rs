@@ -96,8 +96,7 @@ impl dyn Host + '_ {
 
     /// `repl-timeout`.
     pub fn timeout(&self) -> Duration {
-        let secs = self.core().config.read().get_i64("repl-timeout").max(1);
-        Duration::from_secs(secs as u64)
+        self.core().hot.replication.timeout()
     }
 }
 
@@ -577,13 +576,8 @@ pub fn record_own_writes(host: &HostRef) {
 /// or down). `replica-quorum` -1, the default, never refuses: an active
 /// node serves whatever its peers do.
 pub fn update_quorum(active: &Active, core: &Core) {
-    let (quorum, serve_stale) = {
-        let c = core.config.read();
-        (
-            c.get_i64("replica-quorum"),
-            c.get_bool("replica-serve-stale-data"),
-        )
-    };
+    let quorum = core.hot.replication.quorum.load(Relaxed);
+    let serve_stale = core.hot.replication.serve_stale_data.load(Relaxed);
     let below = quorum >= 0 && !serve_stale && {
         let up = active.links.lock().iter().filter(|l| l.is_up()).count();
         (up as i64) < quorum
@@ -607,7 +601,7 @@ pub fn cron(active: &Active, core: &Core) {
 
 /// `active-tombstone-grace` in ms.
 fn grace_ms(core: &Core) -> u64 {
-    1000 * core.config.read().get_i64("active-tombstone-grace").max(0) as u64
+    1000 * core.hot.replication.tombstone_grace_secs.load(Relaxed)
 }
 
 /// Forgets, a slice of the keyspace per call, the tombstones below every

@@ -67,7 +67,7 @@ impl MasterSide {
             .max()
     }
 
-    /// Re-reads the back-pressure settings (cron).
+    /// Re-reads the back-pressure settings (a replica attaches, CONFIG SET).
     pub fn load_throttle_conf(&self, c: &crate::config::Config) {
         let lag = c.get_i64("repl-throttle-lag").max(0) as u64;
         self.throttle_lag.store(lag, Relaxed);

@@ -395,7 +395,7 @@ impl Link {
         let now = crate::keyspace::hlc::stamp_clock_ms();
         let ms = crate::keyspace::hlc::stamp_ms(stamp);
         if ms > now {
-            let max = core.config.read().get_i64("active-max-clock-skew").max(0) as u64;
+            let max = core.hot.replication.max_clock_skew_ms.load(Relaxed);
             if ms - now > max {
                 return Err(format!(
                     "a record is stamped {} ms ahead of this node's clock (active-max-clock-skew is {max} ms): check the clocks of both nodes",
