@@ -149,6 +149,8 @@ const CASES: &[(&str, Expect)] = &[
     // alice, bob a consumer with none).
     ("XADD @x * f 4", Fact),
     ("XADD @x MAXLEN 2 * f 4", Fact),
+    ("XADD @v * f 1", Fact),
+    ("XADD @v MAXLEN 0 * f 1", Fact),
     ("XDEL @x %2", Fact),
     ("XTRIM @x MAXLEN 1", Fact),
     ("XACK @x g %0 %1", Fact),

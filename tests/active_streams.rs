@@ -1361,3 +1361,41 @@ fn a_read_of_several_streams_travels_as_facts() {
     assert!(view.iter().any(|l| l.contains("w3")), "{view:?}");
     assert!(view.iter().any(|l| l.contains("w4")), "{view:?}");
 }
+
+/// The XADD that makes a stream travels as a fact (DECISIONS 297): on a
+/// key never written and on a stream deleted before (with a trim), no
+/// node asks, and both hold one stream (entries-added as the origin's).
+/// Made by XADD on both sides of a partition, the two streams join: both
+/// entries, on both nodes.
+#[test]
+fn the_xadd_that_makes_a_stream_travels_as_a_fact() {
+    let p = Pair::start(&[]);
+    let (mut a, mut b) = (p.a.conn(), p.b.conn());
+    let before = pair_asks(&p);
+    xadd(&mut a, "s", "f", "1");
+    fully_converged(&p);
+    xadd(&mut b, "s", "f", "2");
+    fully_converged(&p);
+    assert_eq!(cmd::<i64>(&mut a, &["DEL", "s"]), 1);
+    converged(&[&p.a, &p.b]);
+    let _: String = cmd(&mut b, &["XADD", "s", "MAXLEN", "1", "*", "f", "3"]);
+    fully_converged(&p);
+    for c in [&mut a, &mut b] {
+        assert_eq!(ids(c, "s").len(), 1);
+        assert_eq!(info(c, "s").get("entries-added").map(String::as_str), Some("1"));
+    }
+    assert_eq!(pair_asks(&p) - before, 0, "states asked for by a stream's first XADD");
+    assert_eq!(cmd::<i64>(&mut a, &["DEL", "s"]), 1);
+    converged(&[&p.a, &p.b]);
+    p.partition();
+    let ia = xadd(&mut a, "s", "a", "1");
+    std::thread::sleep(std::time::Duration::from_millis(5));
+    let ib = xadd(&mut b, "s", "b", "1");
+    p.heal();
+    fully_converged(&p);
+    let mut want = vec![ia, ib];
+    want.sort();
+    for c in [&mut a, &mut b] {
+        assert_eq!(ids(c, "s"), want);
+    }
+}

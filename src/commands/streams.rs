@@ -613,12 +613,15 @@ fn xadd(ctx: &mut Ctx, args: Args) -> CmdResult {
             (s.entries_added, s.max_deleted, s.last_id) = (added, deleted, last);
         }
         ctx.mark_merged(key);
-        if !created {
+        // A stream it made: the print of the state it made it on, the
+        // record replayed as it came (DECISIONS 297).
+        if !created || merge::stream::MADE_FACTS {
             let told = |prev| Told {
                 prev,
                 add: Some(idpos as u32),
                 drops: vec![],
-                trim: trimmed_to.map(|t| before.trim_told(t, Some(id))),
+                trim: (trimmed_to.filter(|_| !created)).map(|t| before.trim_told(t, Some(id))),
+                made: created.then(|| before.print()),
             };
             note_fact(ctx, &mut l, key, (before, version), told);
         }

@@ -93,6 +93,9 @@ impl Link {
         let Some(told) = Told::decode(facts) else {
             return false;
         };
+        if told.made.is_some() {
+            return self.apply_made_fact(db, key, stamp, &told, argv);
+        }
         let id_at = |i: u32| (i >= 2 && (i as usize) < argv.len()).then(|| argv.get(i as usize));
         let id_at = |i: u32| id_at(i).and_then(id_of);
         let ks = &self.node.core().keyspace;
@@ -124,6 +127,29 @@ impl Link {
         g.set_merge_meta(key, state.wrap());
         drop(g);
         self.replay_stream_fact(db, key, stamp, &told, argv);
+        self.settle_stream(db, key, stamp, version.max(stamp));
+        true
+    }
+
+    /// Applies the fact of an XADD that made the stream (DECISIONS 297):
+    /// replayed as it came where the key is absent here too and its state
+    /// prints as the one the origin made the key on (`missing_here`), so
+    /// the replay makes the origin's stream and state; false where it does
+    /// not apply here: the caller asks for the key's state.
+    fn apply_made_fact(
+        &mut self,
+        db: usize,
+        key: &[u8],
+        stamp: u64,
+        told: &Told,
+        argv: &Args,
+    ) -> bool {
+        let checked = self.checked_here(db, key, |g, at| missing_here(g, at, (stamp, told.made)));
+        let version = match checked {
+            Ok((version, _)) => version,
+            Err(applied) => return applied,
+        };
+        self.replay_args(db, stamp, *argv);
         self.settle_stream(db, key, stamp, version.max(stamp));
         true
     }
@@ -211,6 +237,31 @@ fn stream_fact_here<R>(
     }
     let r = check(&state, v).ok_or(NotApplied::Gap)?;
     Ok((state, r))
+}
+
+/// A write that makes a stream (XGROUP CREATE ... MKSTREAM, DECISIONS
+/// 286; XADD, 297) checked here: the key absent here too, and its stream state here (a deleted
+/// stream's, brought to its version as the origin's command brought its
+/// own) the one the origin made the key on (the same `print`), so the
+/// replay makes the origin's stream and state.
+fn missing_here(
+    g: &crate::keyspace::Shard,
+    (hash, key, version): (u64, &[u8], u64),
+    (stamp, print): (u64, Option<u64>),
+) -> Result<(Stream, Option<Part>), NotApplied> {
+    if g.get_raw(hash, key).is_some() {
+        return Err(NotApplied::Gap);
+    }
+    let meta = typed::<Stream>(g.merge_meta(key)).map_err(|_| NotApplied::Gap)?;
+    let mut state = Stream::current(meta, version, None);
+    state.ttl.refresh(version, false, 0);
+    if state.cc.covers(stamp) {
+        return Err(NotApplied::Duplicate);
+    }
+    match Some(state.print()) == print {
+        true => Ok((state, None)),
+        false => Err(NotApplied::Gap),
+    }
 }
 
 /// A group fact checked here (DECISIONS 239, 240, 254, 255): as
