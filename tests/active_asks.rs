@@ -181,6 +181,10 @@ const CASES: &[(&str, Expect)] = &[
     ("EXPIRE @x 100", Fact),
     ("PEXPIREAT @j 4000000000000", Fact),
     ("PERSIST @j", Fact),
+    ("XADD @j * f 2", Fact),
+    ("XADD @j MAXLEN 1 * f 2", Fact),
+    ("XTRIM @j MAXLEN 0", Fact),
+    ("XSETID @j 9999999999999-0", Fact),
     ("DEL @x", Fact),
     // Any merging type.
     ("DEL @s", Fact),

@@ -1399,3 +1399,44 @@ fn the_xadd_that_makes_a_stream_travels_as_a_fact() {
         assert_eq!(ids(c, "s"), want);
     }
 }
+
+/// Stream writes on a stream with a TTL travel as facts where its state's
+/// TTL register gives the expiry on both nodes (DECISIONS 298): XADD, XDEL,
+/// XTRIM and XSETID ask for no state and keep the TTL. XADDs on both sides
+/// of a partition join: both entries, one TTL.
+#[test]
+fn stream_writes_on_a_stream_with_a_ttl_travel_as_facts() {
+    let p = Pair::start(&[]);
+    let (mut a, mut b) = (p.a.conn(), p.b.conn());
+    let first = xadd(&mut a, "s", "f", "1");
+    assert_eq!(cmd::<i64>(&mut a, &["PEXPIREAT", "s", "4000000000000"]), 1);
+    fully_converged(&p);
+    let before = pair_asks(&p);
+    let second = xadd(&mut a, "s", "f", "2");
+    fully_converged(&p);
+    xadd(&mut b, "s", "f", "3");
+    fully_converged(&p);
+    assert_eq!(cmd::<i64>(&mut a, &["XDEL", "s", &first]), 1);
+    fully_converged(&p);
+    let _: String = cmd(&mut b, &["XSETID", "s", "9999999999999-0"]);
+    fully_converged(&p);
+    assert_eq!(cmd::<i64>(&mut a, &["XTRIM", "s", "MINID", &second]), 0);
+    let _: String = cmd(&mut a, &["XADD", "s", "MAXLEN", "2", "*", "f", "4"]);
+    fully_converged(&p);
+    assert_eq!(pair_asks(&p) - before, 0, "states asked for by writes under a TTL");
+    for c in [&mut a, &mut b] {
+        assert_eq!(cmd::<i64>(c, &["PEXPIRETIME", "s"]), 4000000000000);
+        assert_eq!(ids(c, "s").len(), 2);
+    }
+    p.partition();
+    let ia = xadd(&mut a, "s", "a", "1");
+    std::thread::sleep(std::time::Duration::from_millis(5));
+    let ib = xadd(&mut b, "s", "b", "1");
+    p.heal();
+    fully_converged(&p);
+    for c in [&mut a, &mut b] {
+        let held = ids(c, "s");
+        assert!(held.contains(&ia) && held.contains(&ib), "{held:?}");
+        assert_eq!(cmd::<i64>(c, &["PEXPIRETIME", "s"]), 4000000000000);
+    }
+}

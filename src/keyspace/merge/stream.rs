@@ -522,6 +522,12 @@ impl Stream {
 /// answered (DECISIONS 210, `state.rs`'s `EXACT_JOIN`).
 pub const STREAM_FACTS: bool = true;
 
+/// Whether XADD, XDEL, XTRIM and XSETID on a stream with a TTL travel as
+/// facts where the stream state's TTL register gives the key's expiry at
+/// the origin and at the peer, as a set's writes (DECISIONS 228, 298);
+/// off, they ask for the stream's state.
+pub const TTL_WRITE_FACTS: bool = true;
+
 /// Whether XSETID travels as a fact ([`SetidTold`], DECISIONS 284); off,
 /// its peers ask for the stream's state.
 pub const SETID_FACTS: bool = true;

@@ -5,9 +5,10 @@
 //! every entry the write removed), it applies in O(what it names) even
 //! where the key moved here through this node's own writes: IDs never
 //! collide (they end in their node's slot), so a peer's entry lands in ID
-//! order beside ours. Else (a gap, a key absent here or with a TTL) the
-//! caller asks for the key's state, as every stream write whose base moved
-//! did before.
+//! order beside ours. Else (a gap, a key absent here (but for the XADD
+//! that made it, DECISIONS 297), or with a TTL its state's register does
+//! not give, 298) the caller asks for the key's state, as every stream
+//! write whose base moved did before.
 //!
 //! Consumer groups (DECISIONS 239, 240, 254, 255): an XACK's fact (the
 //! pending dots it removed), a `>` read's unit (its XCLAIMs and SETID, the
@@ -109,13 +110,13 @@ impl Link {
             let Value::Stream(s) = &e.value else {
                 return false;
             };
-            if e.expire_at() != 0 {
-                return false; // a key with a TTL merges by its state
-            }
             let Ok(meta) = typed::<Stream>(g.merge_meta(key)) else {
                 return false;
             };
             let state = Stream::current(meta, version, Some(&e.value));
+            if ttl_unfit(&state, e.expire_at()) {
+                return false; // a key with a TTL merges by its state
+            }
             let checked = state.check_fact(stamp, &told, s, id_at);
             (state, checked)
         };
@@ -210,7 +211,17 @@ impl Link {
     }
 }
 
-/// A stream fact checked here: the key a stream with no TTL and a
+/// Whether a stream fact cannot apply to a key expiring at `at` (0: no
+/// TTL) whose state is `state` for its TTL: it has one and its state's
+/// register does not give it (or such facts are off). Applying there would
+/// refresh the register from the key, a dot no other node has (DECISIONS
+/// 228, 298): the key's state decides instead.
+fn ttl_unfit(state: &Stream, at: u64) -> bool {
+    at != 0 && (!crate::keyspace::merge::stream::TTL_WRITE_FACTS || state.ttl.at() != at)
+}
+
+/// A stream fact checked here: the key a stream with no TTL (or one its
+/// state's TTL register gives: [`ttl_unfit`]) and a
 /// stream's state, brought to its version `version` here (the state
 /// returned), not a duplicate and its `PREV` seen, then `check` given the
 /// state and the stream (Gap where it says None).
@@ -224,11 +235,11 @@ fn stream_fact_here<R>(
     let Value::Stream(v) = &e.value else {
         return Err(NotApplied::Gap);
     };
-    if e.expire_at() != 0 {
-        return Err(NotApplied::Gap);
-    }
     let meta = typed::<Stream>(g.merge_meta(key)).map_err(|_| NotApplied::Gap)?;
     let state = Stream::current(meta, version, Some(&e.value));
+    if ttl_unfit(&state, e.expire_at()) {
+        return Err(NotApplied::Gap);
+    }
     if state.cc.covers(stamp) {
         return Err(NotApplied::Duplicate);
     }
