@@ -197,6 +197,10 @@ const CASES: &[(&str, Expect)] = &[
     ("RENAMENX @l @r", Fact),
     ("RENAME @n @r", Asks(RENAMED_COUNTER)),
     ("COPY @s @t REPLACE", Fact),
+    ("RENAME @x @r", Fact),
+    ("RENAMENX @x @r", Fact),
+    ("COPY @x @r", Fact),
+    ("COPY @j @x REPLACE", Fact),
 ];
 
 /// The commands that make key `x` of case `i` (`@x`), `;` between two.

@@ -1440,3 +1440,57 @@ fn stream_writes_on_a_stream_with_a_ttl_travel_as_facts() {
         assert_eq!(cmd::<i64>(c, &["PEXPIRETIME", "s"]), 4000000000000);
     }
 }
+
+/// Both nodes say one XINFO STREAM FULL of `key` (times included) and hold
+/// one merge state of it, after [`converged`].
+fn key_converged(p: &Pair, key: &str) {
+    converged(&[&p.a, &p.b]);
+    let (mut a, mut b) = (p.a.conn(), p.b.conn());
+    let full = |c: &mut redis::Connection| format!("{:?}", run(c, &s(&["XINFO", "STREAM", key, "FULL"])));
+    eventually(&format!("one XINFO STREAM FULL and merge state of {key}"), || {
+        full(&mut a) == full(&mut b) && merge_info(&mut a, key) == merge_info(&mut b, key)
+    });
+}
+
+/// RENAME, RENAMENX and COPY of a stream carry the states of the keys they
+/// wrote, as a collection's (DECISIONS 300): no node asks, and both hold
+/// one stream, groups included. A RENAME on one side of a partition and an
+/// XADD to its source on the other: the source keeps the concurrent entry
+/// (an observed remove), the destination holds what the RENAME moved.
+#[test]
+fn a_streams_rename_and_copy_travel_as_facts() {
+    let p = Pair::start(&[]);
+    let (mut a, mut b) = (p.a.conn(), p.b.conn());
+    for i in 0..3 {
+        xadd(&mut a, "s", "f", &i.to_string());
+    }
+    let _: String = cmd(&mut a, &["XGROUP", "CREATE", "s", "g", "0"]);
+    let _: redis::Value = cmd(&mut a, &["XREADGROUP", "GROUP", "g", "w", "COUNT", "1", "STREAMS", "s", ">"]);
+    key_converged(&p, "s");
+    let before = pair_asks(&p);
+    let _: String = cmd(&mut a, &["RENAME", "s", "r"]);
+    key_converged(&p, "r");
+    assert_eq!(cmd::<i64>(&mut b, &["RENAMENX", "r", "t"]), 1);
+    key_converged(&p, "t");
+    assert_eq!(cmd::<i64>(&mut a, &["COPY", "t", "u"]), 1);
+    key_converged(&p, "u");
+    xadd(&mut b, "u", "f", "3");
+    key_converged(&p, "u");
+    assert_eq!(pair_asks(&p) - before, 0, "states asked for by RENAME and COPY");
+    for c in [&mut a, &mut b] {
+        assert_eq!(ids(c, "t").len(), 3);
+        assert_eq!(ids(c, "u").len(), 4);
+        assert_eq!(cmd::<i64>(c, &["EXISTS", "s", "r"]), 0);
+    }
+    p.partition();
+    let _: String = cmd(&mut a, &["RENAME", "t", "v"]);
+    std::thread::sleep(std::time::Duration::from_millis(5));
+    let late = xadd(&mut b, "t", "f", "late");
+    p.heal();
+    key_converged(&p, "t");
+    key_converged(&p, "v");
+    for c in [&mut a, &mut b] {
+        assert_eq!(ids(c, "t"), [late.clone()]);
+        assert_eq!(ids(c, "v").len(), 3);
+    }
+}
