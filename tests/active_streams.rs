@@ -1494,3 +1494,41 @@ fn a_streams_rename_and_copy_travel_as_facts() {
         assert_eq!(ids(c, "v").len(), 3);
     }
 }
+
+/// Consumer-group writes on a stream with a TTL travel as facts too
+/// (DECISIONS 298): reads, an XACK, XGROUP's subcommands ask for no state
+/// and keep the TTL; reads of one group on both sides of a partition join.
+#[test]
+fn group_writes_on_a_stream_with_a_ttl_travel_as_facts() {
+    let p = Pair::start(&[]);
+    let (mut a, mut b) = (p.a.conn(), p.b.conn());
+    for i in 0..6 {
+        xadd(&mut a, "s", "f", &i.to_string());
+    }
+    let _: String = cmd(&mut a, &["XGROUP", "CREATE", "s", "g", "0"]);
+    assert_eq!(cmd::<i64>(&mut a, &["PEXPIREAT", "s", "4000000000000"]), 1);
+    fully_converged(&p);
+    let before = pair_asks(&p);
+    let read = |c: &mut redis::Connection, who: &str| {
+        let v: Vec<(String, Entries)> =
+            cmd(c, &["XREADGROUP", "GROUP", "g", who, "COUNT", "1", "STREAMS", "s", ">"]);
+        v[0].1[0].0.clone()
+    };
+    let first = read(&mut a, "w1");
+    fully_converged(&p);
+    read(&mut b, "w2");
+    fully_converged(&p);
+    assert_eq!(cmd::<i64>(&mut b, &["XACK", "s", "g", &first]), 1);
+    fully_converged(&p);
+    let _: i64 = cmd(&mut a, &["XGROUP", "CREATECONSUMER", "s", "g", "w3"]);
+    fully_converged(&p);
+    assert_eq!(pair_asks(&p) - before, 0, "states asked for by group writes under a TTL");
+    p.partition();
+    read(&mut a, "w1");
+    read(&mut b, "w2");
+    p.heal();
+    fully_converged(&p);
+    for c in [&mut a, &mut b] {
+        assert_eq!(cmd::<i64>(c, &["PEXPIRETIME", "s"]), 4000000000000);
+    }
+}
