@@ -1382,17 +1382,19 @@ fn the_xadd_that_makes_a_stream_travels_as_a_fact() {
     fully_converged(&p);
     for c in [&mut a, &mut b] {
         assert_eq!(ids(c, "s").len(), 1);
-        assert_eq!(info(c, "s").get("entries-added").map(String::as_str), Some("1"));
+        assert_eq!(
+            info(c, "s").get("entries-added").map(String::as_str),
+            Some("1")
+        );
     }
-    assert_eq!(pair_asks(&p) - before, 0, "states asked for by a stream's first XADD");
+    assert_eq!(
+        pair_asks(&p) - before,
+        0,
+        "states asked for by a stream's first XADD"
+    );
     assert_eq!(cmd::<i64>(&mut a, &["DEL", "s"]), 1);
     converged(&[&p.a, &p.b]);
-    p.partition();
-    let ia = xadd(&mut a, "s", "a", "1");
-    std::thread::sleep(std::time::Duration::from_millis(5));
-    let ib = xadd(&mut b, "s", "b", "1");
-    p.heal();
-    fully_converged(&p);
+    let (ia, ib) = xadds_on_both_sides(&p);
     let mut want = vec![ia, ib];
     want.sort();
     for c in [&mut a, &mut b] {
@@ -1423,17 +1425,16 @@ fn stream_writes_on_a_stream_with_a_ttl_travel_as_facts() {
     assert_eq!(cmd::<i64>(&mut a, &["XTRIM", "s", "MINID", &second]), 0);
     let _: String = cmd(&mut a, &["XADD", "s", "MAXLEN", "2", "*", "f", "4"]);
     fully_converged(&p);
-    assert_eq!(pair_asks(&p) - before, 0, "states asked for by writes under a TTL");
+    assert_eq!(
+        pair_asks(&p) - before,
+        0,
+        "states asked for by writes under a TTL"
+    );
     for c in [&mut a, &mut b] {
         assert_eq!(cmd::<i64>(c, &["PEXPIRETIME", "s"]), 4000000000000);
         assert_eq!(ids(c, "s").len(), 2);
     }
-    p.partition();
-    let ia = xadd(&mut a, "s", "a", "1");
-    std::thread::sleep(std::time::Duration::from_millis(5));
-    let ib = xadd(&mut b, "s", "b", "1");
-    p.heal();
-    fully_converged(&p);
+    let (ia, ib) = xadds_on_both_sides(&p);
     for c in [&mut a, &mut b] {
         let held = ids(c, "s");
         assert!(held.contains(&ia) && held.contains(&ib), "{held:?}");
@@ -1441,15 +1442,47 @@ fn stream_writes_on_a_stream_with_a_ttl_travel_as_facts() {
     }
 }
 
+/// An XADD to `s` on each side of a partition, a's first; the pair healed
+/// and converged. The two IDs.
+fn xadds_on_both_sides(p: &Pair) -> (String, String) {
+    p.partition();
+    let ia = xadd(&mut p.a.conn(), "s", "a", "1");
+    std::thread::sleep(std::time::Duration::from_millis(5));
+    let ib = xadd(&mut p.b.conn(), "s", "b", "1");
+    p.heal();
+    fully_converged(p);
+    (ia, ib)
+}
+
+/// `n` entries added to `s`, group g made at 0.
+fn stream_with_group(c: &mut redis::Connection, n: usize) {
+    for i in 0..n {
+        xadd(c, "s", "f", &i.to_string());
+    }
+    let _: String = cmd(c, &["XGROUP", "CREATE", "s", "g", "0"]);
+}
+
+/// `who` reads one new entry of `s` in group g: its ID.
+fn read_one(c: &mut redis::Connection, who: &str) -> String {
+    let mut args: Vec<&str> = "XREADGROUP GROUP g _ COUNT 1 STREAMS s >"
+        .split(' ')
+        .collect();
+    args[3] = who;
+    let v: Vec<(String, Entries)> = cmd(c, &args);
+    v[0].1[0].0.clone()
+}
+
 /// Both nodes say one XINFO STREAM FULL of `key` (times included) and hold
 /// one merge state of it, after [`converged`].
 fn key_converged(p: &Pair, key: &str) {
     converged(&[&p.a, &p.b]);
     let (mut a, mut b) = (p.a.conn(), p.b.conn());
-    let full = |c: &mut redis::Connection| format!("{:?}", run(c, &s(&["XINFO", "STREAM", key, "FULL"])));
-    eventually(&format!("one XINFO STREAM FULL and merge state of {key}"), || {
-        full(&mut a) == full(&mut b) && merge_info(&mut a, key) == merge_info(&mut b, key)
-    });
+    let full =
+        |c: &mut redis::Connection| format!("{:?}", run(c, &s(&["XINFO", "STREAM", key, "FULL"])));
+    eventually(
+        &format!("one XINFO STREAM FULL and merge state of {key}"),
+        || full(&mut a) == full(&mut b) && merge_info(&mut a, key) == merge_info(&mut b, key),
+    );
 }
 
 /// RENAME, RENAMENX and COPY of a stream carry the states of the keys they
@@ -1461,11 +1494,8 @@ fn key_converged(p: &Pair, key: &str) {
 fn a_streams_rename_and_copy_travel_as_facts() {
     let p = Pair::start(&[]);
     let (mut a, mut b) = (p.a.conn(), p.b.conn());
-    for i in 0..3 {
-        xadd(&mut a, "s", "f", &i.to_string());
-    }
-    let _: String = cmd(&mut a, &["XGROUP", "CREATE", "s", "g", "0"]);
-    let _: redis::Value = cmd(&mut a, &["XREADGROUP", "GROUP", "g", "w", "COUNT", "1", "STREAMS", "s", ">"]);
+    stream_with_group(&mut a, 3);
+    read_one(&mut a, "w");
     key_converged(&p, "s");
     let before = pair_asks(&p);
     let _: String = cmd(&mut a, &["RENAME", "s", "r"]);
@@ -1476,7 +1506,11 @@ fn a_streams_rename_and_copy_travel_as_facts() {
     key_converged(&p, "u");
     xadd(&mut b, "u", "f", "3");
     key_converged(&p, "u");
-    assert_eq!(pair_asks(&p) - before, 0, "states asked for by RENAME and COPY");
+    assert_eq!(
+        pair_asks(&p) - before,
+        0,
+        "states asked for by RENAME and COPY"
+    );
     for c in [&mut a, &mut b] {
         assert_eq!(ids(c, "t").len(), 3);
         assert_eq!(ids(c, "u").len(), 4);
@@ -1490,7 +1524,7 @@ fn a_streams_rename_and_copy_travel_as_facts() {
     key_converged(&p, "t");
     key_converged(&p, "v");
     for c in [&mut a, &mut b] {
-        assert_eq!(ids(c, "t"), [late.clone()]);
+        assert_eq!(ids(c, "t"), std::slice::from_ref(&late));
         assert_eq!(ids(c, "v").len(), 3);
     }
 }
@@ -1502,30 +1536,26 @@ fn a_streams_rename_and_copy_travel_as_facts() {
 fn group_writes_on_a_stream_with_a_ttl_travel_as_facts() {
     let p = Pair::start(&[]);
     let (mut a, mut b) = (p.a.conn(), p.b.conn());
-    for i in 0..6 {
-        xadd(&mut a, "s", "f", &i.to_string());
-    }
-    let _: String = cmd(&mut a, &["XGROUP", "CREATE", "s", "g", "0"]);
+    stream_with_group(&mut a, 6);
     assert_eq!(cmd::<i64>(&mut a, &["PEXPIREAT", "s", "4000000000000"]), 1);
     fully_converged(&p);
     let before = pair_asks(&p);
-    let read = |c: &mut redis::Connection, who: &str| {
-        let v: Vec<(String, Entries)> =
-            cmd(c, &["XREADGROUP", "GROUP", "g", who, "COUNT", "1", "STREAMS", "s", ">"]);
-        v[0].1[0].0.clone()
-    };
-    let first = read(&mut a, "w1");
+    let first = read_one(&mut a, "w1");
     fully_converged(&p);
-    read(&mut b, "w2");
+    read_one(&mut b, "w2");
     fully_converged(&p);
     assert_eq!(cmd::<i64>(&mut b, &["XACK", "s", "g", &first]), 1);
     fully_converged(&p);
     let _: i64 = cmd(&mut a, &["XGROUP", "CREATECONSUMER", "s", "g", "w3"]);
     fully_converged(&p);
-    assert_eq!(pair_asks(&p) - before, 0, "states asked for by group writes under a TTL");
+    assert_eq!(
+        pair_asks(&p) - before,
+        0,
+        "states asked for by group writes under a TTL"
+    );
     p.partition();
-    read(&mut a, "w1");
-    read(&mut b, "w2");
+    read_one(&mut a, "w1");
+    read_one(&mut b, "w2");
     p.heal();
     fully_converged(&p);
     for c in [&mut a, &mut b] {

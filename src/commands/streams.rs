@@ -389,9 +389,7 @@ impl std::ops::Deref for Before {
 /// whose state before it was `before` may carry its fact for its TTL: none,
 /// or one the state's register gave (DECISIONS 165, 298).
 fn ttl_fits(e: Option<&crate::keyspace::Entry>, before: &Before) -> bool {
-    e.is_some_and(|e| {
-        e.expire_at() == 0 || (merge::stream::TTL_WRITE_FACTS && before.ttl_noted)
-    })
+    e.is_some_and(|e| e.expire_at() == 0 || (merge::stream::TTL_WRITE_FACTS && before.ttl_noted))
 }
 
 /// After a trim: its threshold, every entry at or below it gone (the
