@@ -19,7 +19,10 @@
 # XREADGROUP ... NOACK COUNT 1 STREAMS s t > >, a's worker then b's); "key
 # writes" (DECISIONS 282-286: per round on a, then on b, XSETID s with
 # ENTRIESADDED, EXPIRE s, PERSIST s, DEL s, XGROUP CREATE s g $ MKSTREAM;
-# the rate is of rounds).
+# the rate is of rounds); "made, TTL, renamed" (DECISIONS 297-300: per
+# round on a, then on b, DEL s, XADD s (making it), EXPIRE s, XADD s,
+# XGROUP CREATE s g $, XADD s, a NOACK read of s, RENAME s u and back,
+# COPY s v REPLACE; the rate is of rounds).
 #
 # Workers are Python (redis-py), one connection each, no pipelining: the
 # row measures asks, not throughput. BIN=<binary> compares another build.
@@ -79,6 +82,26 @@ for i in range(rounds):
 print(f"{rounds / (time.time() - t):.0f}")
 PY
 }
+keywrites2() { # port rounds: rounds per second (a stream made by XADD,
+               # written under a TTL, renamed and copied)
+    taskset -c "$CLIENT_CPU" python3 - "$@" <<'PY'
+import sys, time, redis
+port, rounds = int(sys.argv[1]), int(sys.argv[2])
+r = redis.Redis(port=port)
+t = time.time()
+for i in range(rounds):
+    r.delete("s")
+    r.xadd("s", {"job": i})
+    r.expire("s", 1000)
+    r.xadd("s", {"job": i})
+    r.xgroup_create("s", "g", "$")
+    r.xadd("s", {"job": i})
+    r.xreadgroup("g", "w", {"s": ">"}, count=1, noack=True)
+    r.rename("s", "u"); r.rename("u", "s")
+    r.copy("s", "v", replace=True)
+print(f"{rounds / (time.time() - t):.0f}")
+PY
+}
 recoverer() { # port name dead: claims the dead worker's jobs; claimed per second
     taskset -c "$CLIENT_CPU" python3 - "$@" <<'PY'
 import sys, time, redis
@@ -109,7 +132,7 @@ for _ in $(seq 100); do
 done
 echo "== $BIN: a job queue (XADD, XREADGROUP COUNT 1 >, XACK) on a pair; $JOBS jobs per worker"
 printf '%-22s %8s %8s %6s %s\n' row a/s b/s asks "a's XINFO GROUPS"
-row() { # name, "seq", "both", "claims", "noack2" or "keys"
+row() { # name, "seq", "both", "claims", "noack2", "keys" or "keys2"
     cli $pa del s t >/dev/null
     cli $pa xgroup create s g '$' mkstream >/dev/null
     cli $pa xgroup create t g '$' mkstream >/dev/null; converge $pa $pb
@@ -127,6 +150,9 @@ row() { # name, "seq", "both", "claims", "noack2" or "keys"
     elif [[ $2 == keys ]]; then
         keywrites $pa $((JOBS / 10)) >"$ra"; converge $pa $pb
         keywrites $pb $((JOBS / 10)) >"$rb"
+    elif [[ $2 == keys2 ]]; then
+        keywrites2 $pa $((JOBS / 10)) >"$ra"; converge $pa $pb
+        keywrites2 $pb $((JOBS / 10)) >"$rb"
     else
         worker $pa wa "$JOBS" >"$ra" & local j=$!
         worker $pb wb "$JOBS" >"$rb"; wait $j
@@ -140,3 +166,4 @@ row "both at once" both
 row "claims" claims
 row "noack, two streams" noack2
 row "key writes" keys
+row "made, TTL, renamed" keys2

@@ -149,6 +149,8 @@ const CASES: &[(&str, Expect)] = &[
     // alice, bob a consumer with none).
     ("XADD @x * f 4", Fact),
     ("XADD @x MAXLEN 2 * f 4", Fact),
+    ("XADD @v * f 1", Fact),
+    ("XADD @v MAXLEN 0 * f 1", Fact),
     ("XDEL @x %2", Fact),
     ("XTRIM @x MAXLEN 1", Fact),
     ("XACK @x g %0 %1", Fact),
@@ -179,6 +181,15 @@ const CASES: &[(&str, Expect)] = &[
     ("EXPIRE @x 100", Fact),
     ("PEXPIREAT @j 4000000000000", Fact),
     ("PERSIST @j", Fact),
+    ("XADD @j * f 2", Fact),
+    ("XADD @j MAXLEN 1 * f 2", Fact),
+    ("XTRIM @j MAXLEN 0", Fact),
+    ("XSETID @j 9999999999999-0", Fact),
+    ("XREADGROUP GROUP g bob COUNT 1 STREAMS @jg >", Fact),
+    ("XREADGROUP GROUP g bob NOACK STREAMS @jg >", Fact),
+    ("XGROUP CREATECONSUMER @jg g carol", Fact),
+    ("XGROUP SETID @jg g 0", Fact),
+    ("XGROUP CREATE @jg g2 $", Fact),
     ("DEL @x", Fact),
     // Any merging type.
     ("DEL @s", Fact),
@@ -191,6 +202,10 @@ const CASES: &[(&str, Expect)] = &[
     ("RENAMENX @l @r", Fact),
     ("RENAME @n @r", Asks(RENAMED_COUNTER)),
     ("COPY @s @t REPLACE", Fact),
+    ("RENAME @x @r", Fact),
+    ("RENAMENX @x @r", Fact),
+    ("COPY @x @r", Fact),
+    ("COPY @j @x REPLACE", Fact),
 ];
 
 /// The commands that make key `x` of case `i` (`@x`), `;` between two.
@@ -213,6 +228,7 @@ fn setup(i: usize, x: &str) -> Vec<Vec<String>> {
         "q" => "INCRBY K 5;EXPIRE K 1000",
         "p" => "PFADD K a b",
         "j" => "XADD K * f 1;EXPIRE K 1000",
+        "jg" => "XADD K * f 1;XGROUP CREATE K g 0;EXPIRE K 1000",
         _ => return vec![], // made by the write
     };
     let line = |l: &str| {
@@ -314,7 +330,7 @@ fn each_merging_write_travels_as_a_fact_or_asks_for_a_stated_reason() {
         let words = with_entry_ids(&mut a, i, words(i, write));
         run(&mut a, &words).unwrap_or_else(|e| panic!("{write}: {e}"));
         converged(&[&p.a, &p.b]);
-        for x in ["x", "xb"] {
+        for x in ["x", "xb", "jg"] {
             if write.split(' ').any(|w| w == format!("@{x}")) {
                 groups_converged(&mut a, &mut b, &format!("c{i}:{x}"));
             }

@@ -1361,3 +1361,204 @@ fn a_read_of_several_streams_travels_as_facts() {
     assert!(view.iter().any(|l| l.contains("w3")), "{view:?}");
     assert!(view.iter().any(|l| l.contains("w4")), "{view:?}");
 }
+
+/// The XADD that makes a stream travels as a fact (DECISIONS 297): on a
+/// key never written and on a stream deleted before (with a trim), no
+/// node asks, and both hold one stream (entries-added as the origin's).
+/// Made by XADD on both sides of a partition, the two streams join: both
+/// entries, on both nodes.
+#[test]
+fn the_xadd_that_makes_a_stream_travels_as_a_fact() {
+    let p = Pair::start(&[]);
+    let (mut a, mut b) = (p.a.conn(), p.b.conn());
+    let before = pair_asks(&p);
+    xadd(&mut a, "s", "f", "1");
+    fully_converged(&p);
+    xadd(&mut b, "s", "f", "2");
+    fully_converged(&p);
+    assert_eq!(cmd::<i64>(&mut a, &["DEL", "s"]), 1);
+    converged(&[&p.a, &p.b]);
+    let _: String = cmd(&mut b, &["XADD", "s", "MAXLEN", "1", "*", "f", "3"]);
+    fully_converged(&p);
+    for c in [&mut a, &mut b] {
+        assert_eq!(ids(c, "s").len(), 1);
+        assert_eq!(
+            info(c, "s").get("entries-added").map(String::as_str),
+            Some("1")
+        );
+    }
+    assert_eq!(
+        pair_asks(&p) - before,
+        0,
+        "states asked for by a stream's first XADD"
+    );
+    assert_eq!(cmd::<i64>(&mut a, &["DEL", "s"]), 1);
+    converged(&[&p.a, &p.b]);
+    let (ia, ib) = xadds_on_both_sides(&p);
+    let mut want = vec![ia, ib];
+    want.sort();
+    for c in [&mut a, &mut b] {
+        assert_eq!(ids(c, "s"), want);
+    }
+}
+
+/// Stream writes on a stream with a TTL travel as facts where its state's
+/// TTL register gives the expiry on both nodes (DECISIONS 298): XADD, XDEL,
+/// XTRIM and XSETID ask for no state and keep the TTL. XADDs on both sides
+/// of a partition join: both entries, one TTL.
+#[test]
+fn stream_writes_on_a_stream_with_a_ttl_travel_as_facts() {
+    let p = Pair::start(&[]);
+    let (mut a, mut b) = (p.a.conn(), p.b.conn());
+    let first = xadd(&mut a, "s", "f", "1");
+    assert_eq!(cmd::<i64>(&mut a, &["PEXPIREAT", "s", "4000000000000"]), 1);
+    fully_converged(&p);
+    let before = pair_asks(&p);
+    let second = xadd(&mut a, "s", "f", "2");
+    fully_converged(&p);
+    xadd(&mut b, "s", "f", "3");
+    fully_converged(&p);
+    assert_eq!(cmd::<i64>(&mut a, &["XDEL", "s", &first]), 1);
+    fully_converged(&p);
+    let _: String = cmd(&mut b, &["XSETID", "s", "9999999999999-0"]);
+    fully_converged(&p);
+    assert_eq!(cmd::<i64>(&mut a, &["XTRIM", "s", "MINID", &second]), 0);
+    let _: String = cmd(&mut a, &["XADD", "s", "MAXLEN", "2", "*", "f", "4"]);
+    fully_converged(&p);
+    assert_eq!(
+        pair_asks(&p) - before,
+        0,
+        "states asked for by writes under a TTL"
+    );
+    for c in [&mut a, &mut b] {
+        assert_eq!(cmd::<i64>(c, &["PEXPIRETIME", "s"]), 4000000000000);
+        assert_eq!(ids(c, "s").len(), 2);
+    }
+    let (ia, ib) = xadds_on_both_sides(&p);
+    for c in [&mut a, &mut b] {
+        let held = ids(c, "s");
+        assert!(held.contains(&ia) && held.contains(&ib), "{held:?}");
+        assert_eq!(cmd::<i64>(c, &["PEXPIRETIME", "s"]), 4000000000000);
+    }
+}
+
+/// An XADD to `s` on each side of a partition, a's first; the pair healed
+/// and converged. The two IDs.
+fn xadds_on_both_sides(p: &Pair) -> (String, String) {
+    p.partition();
+    let ia = xadd(&mut p.a.conn(), "s", "a", "1");
+    std::thread::sleep(std::time::Duration::from_millis(5));
+    let ib = xadd(&mut p.b.conn(), "s", "b", "1");
+    p.heal();
+    fully_converged(p);
+    (ia, ib)
+}
+
+/// `n` entries added to `s`, group g made at 0.
+fn stream_with_group(c: &mut redis::Connection, n: usize) {
+    for i in 0..n {
+        xadd(c, "s", "f", &i.to_string());
+    }
+    let _: String = cmd(c, &["XGROUP", "CREATE", "s", "g", "0"]);
+}
+
+/// `who` reads one new entry of `s` in group g: its ID.
+fn read_one(c: &mut redis::Connection, who: &str) -> String {
+    let mut args: Vec<&str> = "XREADGROUP GROUP g _ COUNT 1 STREAMS s >"
+        .split(' ')
+        .collect();
+    args[3] = who;
+    let v: Vec<(String, Entries)> = cmd(c, &args);
+    v[0].1[0].0.clone()
+}
+
+/// Both nodes say one XINFO STREAM FULL of `key` (times included) and hold
+/// one merge state of it, after [`converged`].
+fn key_converged(p: &Pair, key: &str) {
+    converged(&[&p.a, &p.b]);
+    let (mut a, mut b) = (p.a.conn(), p.b.conn());
+    let full =
+        |c: &mut redis::Connection| format!("{:?}", run(c, &s(&["XINFO", "STREAM", key, "FULL"])));
+    eventually(
+        &format!("one XINFO STREAM FULL and merge state of {key}"),
+        || full(&mut a) == full(&mut b) && merge_info(&mut a, key) == merge_info(&mut b, key),
+    );
+}
+
+/// RENAME, RENAMENX and COPY of a stream carry the states of the keys they
+/// wrote, as a collection's (DECISIONS 300): no node asks, and both hold
+/// one stream, groups included. A RENAME on one side of a partition and an
+/// XADD to its source on the other: the source keeps the concurrent entry
+/// (an observed remove), the destination holds what the RENAME moved.
+#[test]
+fn a_streams_rename_and_copy_travel_as_facts() {
+    let p = Pair::start(&[]);
+    let (mut a, mut b) = (p.a.conn(), p.b.conn());
+    stream_with_group(&mut a, 3);
+    read_one(&mut a, "w");
+    key_converged(&p, "s");
+    let before = pair_asks(&p);
+    let _: String = cmd(&mut a, &["RENAME", "s", "r"]);
+    key_converged(&p, "r");
+    assert_eq!(cmd::<i64>(&mut b, &["RENAMENX", "r", "t"]), 1);
+    key_converged(&p, "t");
+    assert_eq!(cmd::<i64>(&mut a, &["COPY", "t", "u"]), 1);
+    key_converged(&p, "u");
+    xadd(&mut b, "u", "f", "3");
+    key_converged(&p, "u");
+    assert_eq!(
+        pair_asks(&p) - before,
+        0,
+        "states asked for by RENAME and COPY"
+    );
+    for c in [&mut a, &mut b] {
+        assert_eq!(ids(c, "t").len(), 3);
+        assert_eq!(ids(c, "u").len(), 4);
+        assert_eq!(cmd::<i64>(c, &["EXISTS", "s", "r"]), 0);
+    }
+    p.partition();
+    let _: String = cmd(&mut a, &["RENAME", "t", "v"]);
+    std::thread::sleep(std::time::Duration::from_millis(5));
+    let late = xadd(&mut b, "t", "f", "late");
+    p.heal();
+    key_converged(&p, "t");
+    key_converged(&p, "v");
+    for c in [&mut a, &mut b] {
+        assert_eq!(ids(c, "t"), std::slice::from_ref(&late));
+        assert_eq!(ids(c, "v").len(), 3);
+    }
+}
+
+/// Consumer-group writes on a stream with a TTL travel as facts too
+/// (DECISIONS 298): reads, an XACK, XGROUP's subcommands ask for no state
+/// and keep the TTL; reads of one group on both sides of a partition join.
+#[test]
+fn group_writes_on_a_stream_with_a_ttl_travel_as_facts() {
+    let p = Pair::start(&[]);
+    let (mut a, mut b) = (p.a.conn(), p.b.conn());
+    stream_with_group(&mut a, 6);
+    assert_eq!(cmd::<i64>(&mut a, &["PEXPIREAT", "s", "4000000000000"]), 1);
+    fully_converged(&p);
+    let before = pair_asks(&p);
+    let first = read_one(&mut a, "w1");
+    fully_converged(&p);
+    read_one(&mut b, "w2");
+    fully_converged(&p);
+    assert_eq!(cmd::<i64>(&mut b, &["XACK", "s", "g", &first]), 1);
+    fully_converged(&p);
+    let _: i64 = cmd(&mut a, &["XGROUP", "CREATECONSUMER", "s", "g", "w3"]);
+    fully_converged(&p);
+    assert_eq!(
+        pair_asks(&p) - before,
+        0,
+        "states asked for by group writes under a TTL"
+    );
+    p.partition();
+    read_one(&mut a, "w1");
+    read_one(&mut b, "w2");
+    p.heal();
+    fully_converged(&p);
+    for c in [&mut a, &mut b] {
+        assert_eq!(cmd::<i64>(c, &["PEXPIRETIME", "s"]), 4000000000000);
+    }
+}

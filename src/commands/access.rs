@@ -513,6 +513,18 @@ impl Locked<'_, '_> {
         s
     }
 
+    /// Active replication, before [`Self::prepare_stream`]: whether the
+    /// stream state's TTL register at `key` gives the key's expiry (none
+    /// where it has no TTL), so that a write's fact builds on a register
+    /// its peers can hold too (DECISIONS 298; as a set's, 228).
+    pub fn stream_ttl_noted(&mut self, key: &[u8]) -> bool {
+        let slot = self.slot(key);
+        let shard = self.shard_mut(slot.shard);
+        let at = shard.get_raw(slot.hash, key).map_or(0, |e| e.expire_at());
+        let meta = shard.merge_meta(key).and_then(merge::Meta::get);
+        meta.map_or(at == 0, |s: &merge::stream::Stream| s.ttl.at() == at)
+    }
+
     /// Active replication: XADD stamped `stamp` added the entry `id` to the
     /// stream at `key` ([`Self::prepare_stream`] ran first; `made`: the
     /// XADD made the stream, whose count starts over): its merge state has

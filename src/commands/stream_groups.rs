@@ -98,11 +98,16 @@ fn setid_record(key: &[u8], group: &[u8], g: &Group) -> Vec<Vec<u8>> {
 /// (present, or absent for MKSTREAM): its merge state brought up to the
 /// key's version, so that the note after the write dots exactly what the
 /// write changed (`keyspace/merge/groups.rs`).
-/// The state it brought up to date.
+/// The state it brought up to date, which the write's fact builds on:
+/// None (no fact) where the key has a TTL its state's register did not
+/// give (`Locked::stream_ttl_noted`; DECISIONS 298).
 fn prepare_groups(ctx: &mut Ctx, l: &mut super::access::Locked, key: &[u8]) -> Option<Stream> {
     if ctx.core.active && get_stream(l, key).is_ok() {
         ctx.mark_merged(key);
-        return Some(l.prepare_stream(key));
+        let noted = l.stream_ttl_noted(key) && merge::stream::TTL_WRITE_FACTS;
+        let state = l.prepare_stream(key);
+        let ttl = l.entry(key).is_some_and(|e| e.expire_at() != 0);
+        return (!ttl || noted).then_some(state);
     }
     None
 }
@@ -115,8 +120,9 @@ const READ_FACTS_NOACK: bool = true;
 /// Active replication: a group write's fact (XACK's, a read's: DECISIONS
 /// 239, 240), `push(prev, facts)` given its `PREV`, goes in the write's
 /// (first) record where group facts are on, the write is the first of its
-/// stamp on the key and the key has no TTL, as a stream write's
-/// (`streams.rs`); without one its peers ask for the key's state.
+/// stamp on the key and `before` is given (none where the key's TTL does
+/// not fit: [`prepare_groups`]), as a stream write's (`streams.rs`);
+/// without one its peers ask for the key's state.
 fn note_group_fact(
     ctx: &mut Ctx,
     l: &mut super::access::Locked,
@@ -127,7 +133,7 @@ fn note_group_fact(
     if !(merge::stream::STREAM_FACTS && merge::groups::GROUP_FACTS && merge::fact::noting()) {
         return;
     }
-    if l.entry(key).is_none_or(|e| e.expire_at() != 0) {
+    if l.entry(key).is_none() {
         return;
     }
     let prev = before.and_then(|b| b.fact_prev(stamp));

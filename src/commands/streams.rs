@@ -359,13 +359,37 @@ fn prepare(
     ctx: &mut Ctx,
     l: &mut super::access::Locked,
     key: &[u8],
-) -> Result<Option<merge::stream::Stream>, CmdError> {
+) -> Result<Option<Before>, CmdError> {
     if !ctx.core.active {
         return Ok(None);
     }
     get_stream(l, key)?;
     ctx.mark_merged(key);
-    Ok(Some(l.prepare_stream(key)))
+    let ttl_noted = l.stream_ttl_noted(key);
+    let state = l.prepare_stream(key);
+    Ok(Some(Before { state, ttl_noted }))
+}
+
+/// A stream's merge state before a write ([`prepare`]), and whether its
+/// TTL register gave the key's expiry before it was brought up to date
+/// (`Locked::stream_ttl_noted`: a fact on a key with a TTL needs it).
+struct Before {
+    state: merge::stream::Stream,
+    ttl_noted: bool,
+}
+
+impl std::ops::Deref for Before {
+    type Target = merge::stream::Stream;
+    fn deref(&self) -> &merge::stream::Stream {
+        &self.state
+    }
+}
+
+/// Whether a write on the stream whose entry is `e` (after the write) and
+/// whose state before it was `before` may carry its fact for its TTL: none,
+/// or one the state's register gave (DECISIONS 165, 298).
+fn ttl_fits(e: Option<&crate::keyspace::Entry>, before: &Before) -> bool {
+    e.is_some_and(|e| e.expire_at() == 0 || (merge::stream::TTL_WRITE_FACTS && before.ttl_noted))
 }
 
 /// After a trim: its threshold, every entry at or below it gone (the
@@ -380,19 +404,19 @@ fn trimmed_to(s: &StreamValue) -> StreamId {
 /// Active replication: the fact of a stream write stamped `stamp` at
 /// `key` (`before`: the key's merge state before it), `told(prev)` given
 /// its `PREV`, goes in the write's record where the write is the first of
-/// its stamp on the key and the key has no TTL (one with a TTL merges by
-/// its state, as a collection's: DECISIONS 165).
+/// its stamp on the key and the key has no TTL or one its state's register
+/// gave ([`ttl_fits`]; else it merges by its state: DECISIONS 165, 298).
 fn note_fact(
     ctx: &mut Ctx,
     l: &mut super::access::Locked,
     key: &[u8],
-    (before, stamp): (&merge::stream::Stream, u64),
+    (before, stamp): (&Before, u64),
     told: impl FnOnce(u64) -> Told,
 ) {
     if !merge::stream::STREAM_FACTS || !merge::fact::noting() {
         return;
     }
-    if l.entry(key).is_none_or(|e| e.expire_at() != 0) {
+    if !ttl_fits(l.entry(key).map(|e| &*e), before) {
         return;
     }
     let (Some(prev), Some(a)) = (before.fact_prev(stamp), ctx.active.as_mut()) else {
@@ -403,17 +427,17 @@ fn note_fact(
 
 /// Active replication: XSETID's fact (DECISIONS 284), its `PREV` and the
 /// print of the state it built on (`before`), where it is the first write
-/// of its stamp on the key and the key has no TTL.
+/// of its stamp on the key and its TTL fits ([`ttl_fits`]).
 fn note_setid_fact(
     ctx: &mut Ctx,
     l: &mut super::access::Locked,
     key: &[u8],
-    (before, stamp): (&merge::stream::Stream, u64),
+    (before, stamp): (&Before, u64),
 ) {
     if !merge::stream::SETID_FACTS || !merge::stream::STREAM_FACTS || !merge::fact::noting() {
         return;
     }
-    if l.entry(key).is_none_or(|e| e.expire_at() != 0) {
+    if !ttl_fits(l.entry(key).map(|e| &*e), before) {
         return;
     }
     let (Some(prev), Some(a)) = (before.fact_prev(stamp), ctx.active.as_mut()) else {
@@ -613,12 +637,15 @@ fn xadd(ctx: &mut Ctx, args: Args) -> CmdResult {
             (s.entries_added, s.max_deleted, s.last_id) = (added, deleted, last);
         }
         ctx.mark_merged(key);
-        if !created {
+        // A stream it made: the print of the state it made it on, the
+        // record replayed as it came (DECISIONS 297).
+        if !created || merge::stream::MADE_FACTS {
             let told = |prev| Told {
                 prev,
                 add: Some(idpos as u32),
                 drops: vec![],
-                trim: trimmed_to.map(|t| before.trim_told(t, Some(id))),
+                trim: (trimmed_to.filter(|_| !created)).map(|t| before.trim_told(t, Some(id))),
+                made: created.then(|| before.print()),
             };
             note_fact(ctx, &mut l, key, (before, version), told);
         }

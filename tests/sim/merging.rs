@@ -27,7 +27,9 @@
 //!   consumer groups (`g0`, `g1`: CREATE, XREADGROUP, XACK, XCLAIM,
 //!   XAUTOCLAIM, SETID with or without ENTRIESREAD, DELCONSUMER, DESTROY)
 //!   are checked by `converged`: every node ends with the same groups,
-//!   last IDs, pending entries (owner, delivery count) and consumers.
+//!   last IDs, pending entries (owner, delivery count) and consumers. A
+//!   second stream, `x1` (XADD making it, DEL, XSETID, TTL writes and
+//!   PERSIST, CREATE MKSTREAM, reads of both streams), by `converged`.
 //! - **TTLs**: `s1` also takes EXPIRE (far in the future) and PERSIST, its
 //!   TTL a register of its own (checked by `converged`).
 //! - **Elements** (sets `s0`, `s1`; hash `h0`; sorted set `z0`: adds,
@@ -216,14 +218,46 @@ fn draw_stream(rng: &mut StdRng) -> Vec<String> {
     let v = |rng: &mut StdRng| format!("v{}", rng.gen_range(0..9));
     let n = |rng: &mut StdRng| rng.gen_range(2..8).to_string();
     let w = |s: &[&str]| -> Vec<String> { s.iter().map(|w| w.to_string()).collect() };
-    match rng.gen_range(0..24) {
+    match rng.gen_range(0..28) {
         0..=5 => w(&["XADD", "x0", "*", "f", &v(rng)]),
         6 => w(&["XADD", "x0", "MAXLEN", "=", &n(rng), "*", "f", &v(rng)]),
         7..=8 => w(&["XDEL", "x0", &pick(rng)]),
         9 => w(&["XTRIM", "x0", "MAXLEN", "=", &n(rng)]),
         10 => w(&["XTRIM", "x0", "MINID", "=", &pick(rng)]),
         11 => w(&["DEL", "x0"]),
+        24.. => draw_second_stream(rng),
         _ => draw_group(rng),
+    }
+}
+
+/// A command on the second stream `x1` (checked by `converged` only):
+/// XADD `*` (which makes it where it is absent: DECISIONS 297), DEL,
+/// XSETID to its top entry (`@top1`, bound by [`bind`]; with ENTRIESADDED
+/// and MAXDELETEDID or not), a TTL write or PERSIST, XGROUP CREATE
+/// MKSTREAM, and a read of both streams (NOACK or not).
+fn draw_second_stream(rng: &mut StdRng) -> Vec<String> {
+    let w = |s: &[&str]| -> Vec<String> { s.iter().map(|w| w.to_string()).collect() };
+    let c = format!("c{}", rng.gen_range(0..3));
+    let read = ["XREADGROUP", "GROUP", "g0", &c, "COUNT", "2"];
+    let streams = ["STREAMS", "x0", "x1", ">", ">"];
+    match rng.gen_range(0..12) {
+        0..=2 => w(&["XADD", "x1", "*", "f", &c]),
+        3 => w(&["DEL", "x1"]),
+        4 => w(&["XSETID", "x1", "@top1"]),
+        5 => w(&[
+            "XSETID",
+            "x1",
+            "@top1",
+            "ENTRIESADDED",
+            "100",
+            "MAXDELETEDID",
+            "@top1",
+        ]),
+        6 => ttl_write(rng, "x1"),
+        7 => w(&["PERSIST", "x1"]),
+        8 => w(&["XGROUP", "CREATE", "x1", "g0", "0", "MKSTREAM"]),
+        9 => w(&[&read[..], &["NOACK"], &streams].concat()),
+        _ => w(&[&read[..], &streams].concat()),
     }
 }
 
@@ -271,9 +305,13 @@ fn draw_group(rng: &mut StdRng) -> Vec<String> {
 
 /// `line` with each `@pick<k>` replaced by the ID of the `k`-th entry
 /// (modulo their number) of the stream `x0` on `srv` (`0-1` where it has
-/// none): XDEL and XTRIM MINID of entries the origin holds.
+/// none): XDEL and XTRIM MINID of entries the origin holds; each `@top1`
+/// by the top entry's ID of `x1` (`0-1` where it has none).
 pub fn bind(srv: &Server, mut line: Vec<Vec<u8>>) -> Vec<Vec<u8>> {
     let ids: Vec<Vec<u8>> = stream_ids(srv, b"x0");
+    for w in line.iter_mut().skip(2).filter(|w| *w == b"@top1") {
+        *w = (stream_ids(srv, b"x1").pop()).unwrap_or_else(|| b"0-1".to_vec());
+    }
     for w in line.iter_mut().skip(2) {
         let Some(k) = w.strip_prefix(b"@pick") else {
             continue;

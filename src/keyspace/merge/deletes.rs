@@ -31,8 +31,10 @@
 //! numbered 0 and 1, below any state's. A record whose states would pass
 //! [`MAX_BYTES`] carries none: its peers ask, as before. A stream's
 //! delete travels so too (its state is its context, counts and groups'
-//! dots, O(nodes + groups): DECISIONS 282), an overwrite onto a stream
-//! and HyperLogLogs (a delete is a reset) keep asking.
+//! dots, O(nodes + groups): DECISIONS 282), and so does a RENAME or COPY
+//! that leaves a stream (its state and payload, O(key) within
+//! [`MAX_BYTES`] as any overwrite's: DECISIONS 300); HyperLogLogs (a
+//! delete is a reset) keep asking.
 
 use super::fact::{Fact, DELETE_FACTS, KIND, SHIFT, WORD};
 use super::Meta;
@@ -46,15 +48,21 @@ const KEY_SHIFT: u32 = 16;
 
 /// Whether a key whose merge state is `meta` travels by it: a counter's,
 /// a collection's or a list's; a stream's where the write deleted it
-/// (`present`: it holds a value after the write; DECISIONS 282);
-/// sketches keep asking.
+/// (`present`: it holds a value after the write; DECISIONS 282), or, with
+/// [`STREAM_OVERWRITES`], where it holds one (RENAME, COPY: DECISIONS
+/// 300; within [`MAX_BYTES`] as every overwrite); sketches keep asking.
 fn carried(meta: &Meta, present: bool) -> bool {
     match meta {
         Meta::Counter(_) | Meta::Elements(_) | Meta::List(_) => true,
-        Meta::Stream(_) => !present,
+        Meta::Stream(_) => !present || STREAM_OVERWRITES,
         _ => false,
     }
 }
+
+/// Whether a write that leaves a stream at a key it wrote (RENAME,
+/// RENAMENX, COPY onto it) carries the stream's state as a collection's
+/// overwrite does (DECISIONS 300); off, its peers ask for it.
+pub const STREAM_OVERWRITES: bool = true;
 
 /// Origin, after a delete or an overwrite of `key` (at argument `arg` of
 /// the write's record) in `shard`: the key's state now (its merge state
@@ -68,6 +76,7 @@ pub fn note_state(
     facts: &mut Vec<Fact>,
 ) -> bool {
     let fits = DELETE_FACTS && arg > 0 && arg < 1 << (29 - KEY_SHIFT);
+    stream_state_made(shard, hash, key);
     let mut merge = Vec::new();
     let present = shard.get_raw(hash, key).is_some();
     match shard.merge_meta_now(hash, key) {
@@ -96,6 +105,27 @@ pub fn note_state(
         facts.push((word(3 + j as u32), u64::from_le_bytes(w)));
     }
     true
+}
+
+/// A stream a write left at `key` with no merge state of its own (RENAME,
+/// COPY onto the key: the state stayed with the source) gets the one it
+/// would be given lazily (`Stream::current`: it has seen every entry it
+/// holds, its groups dotted at its version), so that its overwrite
+/// carries it (DECISIONS 300).
+fn stream_state_made(shard: &mut Shard, hash: u64, key: &[u8]) {
+    if !STREAM_OVERWRITES || shard.merge_meta(key).is_some() {
+        return;
+    }
+    let Some(e) = shard.get_raw(hash, key) else {
+        return;
+    };
+    if !matches!(e.value, Value::Stream(_)) {
+        return;
+    }
+    let (at, version) = (e.expire_at(), shard.version_of(hash, key));
+    let mut s = super::stream::Stream::current(None, version, Some(&e.value));
+    s.ttl.refresh(version, true, at);
+    shard.set_merge_meta(key, Meta::Stream(Box::new(s)));
 }
 
 /// The argument index by which a record `argv` names `key` (its first

@@ -522,9 +522,23 @@ impl Stream {
 /// answered (DECISIONS 210, `state.rs`'s `EXACT_JOIN`).
 pub const STREAM_FACTS: bool = true;
 
+/// Whether XADD, XDEL, XTRIM and XSETID on a stream with a TTL travel as
+/// facts where the stream state's TTL register gives the key's expiry at
+/// the origin and at the peer, as a set's writes (DECISIONS 228, 298);
+/// off, they ask for the stream's state.
+pub const TTL_WRITE_FACTS: bool = true;
+
 /// Whether XSETID travels as a fact ([`SetidTold`], DECISIONS 284); off,
 /// its peers ask for the stream's state.
 pub const SETID_FACTS: bool = true;
+
+/// Whether the XADD that makes a stream travels as a fact ([`Told`]'s
+/// `made`, DECISIONS 297); off, its peers ask for the stream's state.
+pub const MADE_FACTS: bool = true;
+
+/// The `WORD` index of [`Told`]'s `made`: above a trim's words (0 to
+/// `3 + 2 * slot`), below the key states' (`deletes.rs`, `1 << 16` on).
+const MADE_WORD: u32 = (1 << 16) - 1;
 
 /// What a stream write's fact says (DECISIONS 165-167), as the origin
 /// builds it and a peer reads it back from the record's `(kind | index,
@@ -541,13 +555,18 @@ pub const SETID_FACTS: bool = true;
 ///   `WORD 2 + 2k` and `WORD 3 + 2k`: the highest ID of slot k the origin
 ///   had seen at or below T (its bound: what the peer must have seen); a
 ///   bound that is T itself (the usual case: the origin saw past T) is
-///   `WORD 2 + 2k, 0` alone, two or three bytes on the wire.
+///   `WORD 2 + 2k, 0` alone, two or three bytes on the wire;
+/// - `WORD 2^16 - 1, p`: the XADD made the key (DECISIONS 297); `p` the print
+///   ([`Stream::print`]) of the (deleted) stream's state it made it on:
+///   a peer where the key is absent and its state prints the same replays
+///   the record as it came (the trim's words are then not told).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Told {
     pub prev: u64,
     pub add: Option<u32>,
     pub drops: Vec<u32>,
     pub trim: Option<(StreamId, Vec<(u64, StreamId)>)>,
+    pub made: Option<u64>,
 }
 
 impl Told {
@@ -574,6 +593,9 @@ impl Told {
                 }
             }
         }
+        if let Some(print) = self.made {
+            facts.push((fact::WORD | (MADE_WORD << fact::SHIFT), print));
+        }
     }
 
     /// Reads a fact back; None where it is not a stream write's.
@@ -586,6 +608,7 @@ impl Told {
                 fact::PREV => told.prev = v,
                 fact::ADD if told.add.is_none() => told.add = Some(i),
                 fact::DROP => told.drops.push(i),
+                fact::WORD if i == MADE_WORD => told.made = Some(v),
                 fact::WORD => words.push((u64::from(i), v)),
                 _ => return None,
             }
@@ -949,6 +972,7 @@ mod tests {
             add: Some(4),
             drops: vec![],
             trim: Some((id(9, 0, A), vec![(A, id(9, 0, A)), (B, id(8, 1, B))])),
+            made: None,
         };
         let mut facts = Vec::new();
         told.encode(&mut facts);
@@ -959,6 +983,7 @@ mod tests {
             add: Some(4),
             drops: vec![],
             trim: Some((id(0, 0, A), vec![(A, id(0, 0, A))])),
+            made: Some(u64::MAX - 3),
         };
         let mut facts = Vec::new();
         told.encode(&mut facts);

@@ -5,9 +5,10 @@
 //! every entry the write removed), it applies in O(what it names) even
 //! where the key moved here through this node's own writes: IDs never
 //! collide (they end in their node's slot), so a peer's entry lands in ID
-//! order beside ours. Else (a gap, a key absent here or with a TTL) the
-//! caller asks for the key's state, as every stream write whose base moved
-//! did before.
+//! order beside ours. Else (a gap, a key absent here (but for the XADD
+//! that made it, DECISIONS 297), or with a TTL its state's register does
+//! not give, 298) the caller asks for the key's state, as every stream
+//! write whose base moved did before.
 //!
 //! Consumer groups (DECISIONS 239, 240, 254, 255): an XACK's fact (the
 //! pending dots it removed), a `>` read's unit (its XCLAIMs and SETID, the
@@ -93,6 +94,9 @@ impl Link {
         let Some(told) = Told::decode(facts) else {
             return false;
         };
+        if told.made.is_some() {
+            return self.apply_made_fact(db, key, stamp, &told, argv);
+        }
         let id_at = |i: u32| (i >= 2 && (i as usize) < argv.len()).then(|| argv.get(i as usize));
         let id_at = |i: u32| id_at(i).and_then(id_of);
         let ks = &self.node.core().keyspace;
@@ -106,13 +110,13 @@ impl Link {
             let Value::Stream(s) = &e.value else {
                 return false;
             };
-            if e.expire_at() != 0 {
-                return false; // a key with a TTL merges by its state
-            }
             let Ok(meta) = typed::<Stream>(g.merge_meta(key)) else {
                 return false;
             };
             let state = Stream::current(meta, version, Some(&e.value));
+            if ttl_unfit(&state, e.expire_at()) {
+                return false; // a key with a TTL merges by its state
+            }
             let checked = state.check_fact(stamp, &told, s, id_at);
             (state, checked)
         };
@@ -124,6 +128,29 @@ impl Link {
         g.set_merge_meta(key, state.wrap());
         drop(g);
         self.replay_stream_fact(db, key, stamp, &told, argv);
+        self.settle_stream(db, key, stamp, version.max(stamp));
+        true
+    }
+
+    /// Applies the fact of an XADD that made the stream (DECISIONS 297):
+    /// replayed as it came where the key is absent here too and its state
+    /// prints as the one the origin made the key on (`missing_here`), so
+    /// the replay makes the origin's stream and state; false where it does
+    /// not apply here: the caller asks for the key's state.
+    fn apply_made_fact(
+        &mut self,
+        db: usize,
+        key: &[u8],
+        stamp: u64,
+        told: &Told,
+        argv: &Args,
+    ) -> bool {
+        let checked = self.checked_here(db, key, |g, at| missing_here(g, at, (stamp, told.made)));
+        let version = match checked {
+            Ok((version, _)) => version,
+            Err(applied) => return applied,
+        };
+        self.replay_args(db, stamp, *argv);
         self.settle_stream(db, key, stamp, version.max(stamp));
         true
     }
@@ -184,7 +211,17 @@ impl Link {
     }
 }
 
-/// A stream fact checked here: the key a stream with no TTL and a
+/// Whether a stream fact cannot apply to a key expiring at `at` (0: no
+/// TTL) whose state is `state` for its TTL: it has one and its state's
+/// register does not give it (or such facts are off). Applying there would
+/// refresh the register from the key, a dot no other node has (DECISIONS
+/// 228, 298): the key's state decides instead.
+fn ttl_unfit(state: &Stream, at: u64) -> bool {
+    at != 0 && (!crate::keyspace::merge::stream::TTL_WRITE_FACTS || state.ttl.at() != at)
+}
+
+/// A stream fact checked here: the key a stream with no TTL (or one its
+/// state's TTL register gives: [`ttl_unfit`]) and a
 /// stream's state, brought to its version `version` here (the state
 /// returned), not a duplicate and its `PREV` seen, then `check` given the
 /// state and the stream (Gap where it says None).
@@ -198,11 +235,11 @@ fn stream_fact_here<R>(
     let Value::Stream(v) = &e.value else {
         return Err(NotApplied::Gap);
     };
-    if e.expire_at() != 0 {
-        return Err(NotApplied::Gap);
-    }
     let meta = typed::<Stream>(g.merge_meta(key)).map_err(|_| NotApplied::Gap)?;
     let state = Stream::current(meta, version, Some(&e.value));
+    if ttl_unfit(&state, e.expire_at()) {
+        return Err(NotApplied::Gap);
+    }
     if state.cc.covers(stamp) {
         return Err(NotApplied::Duplicate);
     }
@@ -211,6 +248,31 @@ fn stream_fact_here<R>(
     }
     let r = check(&state, v).ok_or(NotApplied::Gap)?;
     Ok((state, r))
+}
+
+/// A write that makes a stream (XGROUP CREATE ... MKSTREAM, DECISIONS
+/// 286; XADD, 297) checked here: the key absent here too, and its stream state here (a deleted
+/// stream's, brought to its version as the origin's command brought its
+/// own) the one the origin made the key on (the same `print`), so the
+/// replay makes the origin's stream and state.
+fn missing_here(
+    g: &crate::keyspace::Shard,
+    (hash, key, version): (u64, &[u8], u64),
+    (stamp, print): (u64, Option<u64>),
+) -> Result<(Stream, Option<Part>), NotApplied> {
+    if g.get_raw(hash, key).is_some() {
+        return Err(NotApplied::Gap);
+    }
+    let meta = typed::<Stream>(g.merge_meta(key)).map_err(|_| NotApplied::Gap)?;
+    let mut state = Stream::current(meta, version, None);
+    state.ttl.refresh(version, false, 0);
+    if state.cc.covers(stamp) {
+        return Err(NotApplied::Duplicate);
+    }
+    match Some(state.print()) == print {
+        true => Ok((state, None)),
+        false => Err(NotApplied::Gap),
+    }
 }
 
 /// A group fact checked here (DECISIONS 239, 240, 254, 255): as

@@ -6,16 +6,11 @@
 //! ([`Link::as_the_origin`]); else the caller asks for the key's state.
 
 use crate::effects::Fact;
-use crate::keyspace::merge::fact::NotApplied;
 use crate::keyspace::merge::groups::writes::{self, Claim, ClaimTold, XgroupTold};
-use crate::keyspace::merge::groups::Part;
-use crate::keyspace::merge::state::typed;
-use crate::keyspace::merge::stream::Stream;
 use crate::keyspace::stream::StreamId;
-use crate::keyspace::Shard;
 use crate::protocol::Args;
 
-use super::{group_fact_here, id_of, stream_fact_here, AsOrigin};
+use super::{group_fact_here, id_of, missing_here, stream_fact_here, AsOrigin};
 use crate::replication::active::link::Link;
 
 /// A claim's records: its group, the claim, and per record claimed (not
@@ -82,31 +77,6 @@ fn xgroup_replay(argv: &Args, told: &XgroupTold) -> Option<Vec<Vec<u8>>> {
         out.push(argv.get(4).to_vec());
     }
     Some(out)
-}
-
-/// XGROUP CREATE ... MKSTREAM of a missing key checked here (DECISIONS
-/// 286): the key absent here too, and its stream state here (a deleted
-/// stream's, brought to its version as the origin's command brought its
-/// own) the one the origin made the key on (the same `print`), so the
-/// replay makes the origin's stream and state.
-fn missing_here(
-    g: &Shard,
-    (hash, key, version): (u64, &[u8], u64),
-    (stamp, print): (u64, Option<u64>),
-) -> Result<(Stream, Option<Part>), NotApplied> {
-    if g.get_raw(hash, key).is_some() {
-        return Err(NotApplied::Gap);
-    }
-    let meta = typed::<Stream>(g.merge_meta(key)).map_err(|_| NotApplied::Gap)?;
-    let mut state = Stream::current(meta, version, None);
-    state.ttl.refresh(version, false, 0);
-    if state.cc.covers(stamp) {
-        return Err(NotApplied::Duplicate);
-    }
-    match Some(state.print()) == print {
-        true => Ok((state, None)),
-        false => Err(NotApplied::Gap),
-    }
 }
 
 impl Link {
