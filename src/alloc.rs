@@ -117,7 +117,7 @@ unsafe impl<A: GlobalAlloc> GlobalAlloc for Counting<A> {
 }
 
 /// Resident set size in bytes, from /proc/self/statm.
-pub fn rss_bytes() -> u64 {
+pub(crate) fn rss_bytes() -> u64 {
     let pages = std::fs::read_to_string("/proc/self/statm")
         .ok()
         .and_then(|s| s.split_whitespace().nth(1)?.parse::<u64>().ok())
@@ -129,7 +129,7 @@ pub fn rss_bytes() -> u64 {
 
 /// Heap bytes allocated (the RSS where allocations are not counted);
 /// remembers the peak across calls.
-pub fn used_memory() -> (u64, u64) {
+pub(crate) fn used_memory() -> (u64, u64) {
     static PEAK: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
     let used = allocated_bytes().unwrap_or_else(rss_bytes);
     let peak = PEAK

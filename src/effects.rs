@@ -33,9 +33,9 @@ use parking_lot::Mutex;
 /// name in `argv` and the version it had then (0: absent, no tombstone).
 /// A peer applies the write as it is only where its keys have these
 /// versions (docs/ACTIVE-ACTIVE-DESIGN.md, "What travels").
-pub type Base = (u32, u64);
+pub(crate) type Base = (u32, u64);
 
-pub use crate::keyspace::merge::fact::Fact;
+pub(crate) use crate::keyspace::merge::fact::Fact;
 
 /// Set in a base's argument index when its key merges (a counter,
 /// `keyspace/merge.rs`): a peer merges the key's state instead of
@@ -126,14 +126,14 @@ impl EffectRef<'_> {
 /// restarted from its AOF keeps the per-node parts and dots it merged
 /// (the writes it replays rebuild only its own). Replicas and the active
 /// stream never see it.
-pub const MERGE_STATE: &[u8] = b"\0lattice-merge";
+pub(crate) const MERGE_STATE: &[u8] = b"\0lattice-merge";
 
 /// The name of a record that carries, after it, a command for plain
 /// replicas alone, never run here (`[REPLICAS_ONLY, command...]`: DEBUG
 /// REPLICATE, Redis's replicationFeedSlaves of its arguments). The
 /// replicas' feed sends the command after the name; the AOF and the active
 /// stream skip the record.
-pub const REPLICAS_ONLY: &[u8] = b"\0lattice-replicas";
+pub(crate) const REPLICAS_ONLY: &[u8] = b"\0lattice-replicas";
 
 /// Records for replicas only, never the AOF: PUBLISH and SPUBLISH (Redis
 /// propagates them with PROPAGATE_REPL alone), and [`REPLICAS_ONLY`]'s.
@@ -147,7 +147,7 @@ fn is_repl_only(name: Option<&[u8]>) -> bool {
 
 /// The command a record sends to plain replicas: a [`REPLICAS_ONLY`]
 /// record's carried command, else the record's own.
-pub fn for_replicas<T: AsRef<[u8]>>(argv: &[T]) -> &[T] {
+pub(crate) fn for_replicas<T: AsRef<[u8]>>(argv: &[T]) -> &[T] {
     match argv.first() {
         Some(n) if n.as_ref() == REPLICAS_ONLY => &argv[1..],
         _ => argv,

@@ -7,7 +7,7 @@
 /// comparison: an ACL key pattern such as `~app:*` is matched against
 /// every key a restricted user's command names (the general matcher was
 /// ~130 instructions a GET).
-pub fn glob_match(pattern: &[u8], s: &[u8], nocase: bool) -> bool {
+pub(crate) fn glob_match(pattern: &[u8], s: &[u8], nocase: bool) -> bool {
     if let (Some((b'*', prefix)), false) = (pattern.split_last(), nocase) {
         if !prefix
             .iter()

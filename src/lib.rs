@@ -22,10 +22,10 @@
 //! -> `commands/access.rs` -> `keyspace/mod.rs` and back.
 
 // `pub(crate)` by default: this lint flags a `pub` item the facade does not
-// reach. It is `allow` until the one-time rewrite of today's `pub` items
-// (docs/STATUS.md, twenty-seventh session, visibility), then `warn`, which
-// CI's clippy `-D warnings` makes an error.
-#![allow(unreachable_pub)]
+// reach (CI's clippy `-D warnings` makes it an error), so an item is `pub`
+// only where a user of the library (main.rs, tests, benches, fuzz) needs it
+// through `facade` (DECISIONS 304).
+#![warn(unreachable_pub)]
 
 mod alloc;
 mod commands;

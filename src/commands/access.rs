@@ -71,7 +71,7 @@ enum Fate {
 }
 
 /// Seconds-resolution LRU clock, as Redis's LRU_CLOCK (24 bits).
-pub fn lru_clock(now_ms: u64) -> u32 {
+pub(crate) fn lru_clock(now_ms: u64) -> u32 {
     ((now_ms / 1000) & 0xFF_FFFF) as u32
 }
 
@@ -883,14 +883,18 @@ fn shard_find<'s>(shard: &'s mut Shard, hash: u64, key: &[u8]) -> Option<&'s mut
 }
 
 /// Replaces a string entry's value in place, keeping its TTL.
-pub fn set_str_keep_ttl(e: &mut Entry, v: StrValue, version: u64) {
+pub(crate) fn set_str_keep_ttl(e: &mut Entry, v: StrValue, version: u64) {
     e.value = Value::Str(v);
     e.version = version;
 }
 
 /// The arguments from `from` on, every `step`th, with their indexes: the
 /// members a write named, for [`Ctx::note_members`].
-pub fn named_args<'a>(args: &'a crate::protocol::Args, from: usize, step: usize) -> NamedArgs<'a> {
+pub(crate) fn named_args<'a>(
+    args: &'a crate::protocol::Args,
+    from: usize,
+    step: usize,
+) -> NamedArgs<'a> {
     let mut named = NamedArgs {
         few: [(0, &[]); 4],
         n: 0,
@@ -913,7 +917,7 @@ pub fn named_args<'a>(args: &'a crate::protocol::Args, from: usize, step: usize)
 /// [`named_args`]'s members: on the stack when a few (most writes name
 /// one), so that noting them allocates nothing (an HSET's one allocation
 /// a write, issue 24).
-pub struct NamedArgs<'a> {
+pub(crate) struct NamedArgs<'a> {
     few: [(u32, &'a [u8]); 4],
     n: usize,
     many: Vec<(u32, &'a [u8])>,

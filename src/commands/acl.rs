@@ -20,7 +20,7 @@ use crate::protocol::Args;
 const ADM: u32 = ADMIN | NOSCRIPT | LOADING | STALE;
 const OPEN: u32 = NOSCRIPT | LOADING | STALE;
 
-pub static COMMANDS: &[Command] = crate::commands::command_table! {
+pub(crate) static COMMANDS: &[Command] = crate::commands::command_table! {
     family(group = "server", acl = ""),
     container("acl", -2, help)
         .doc("6.0.0", "A container for Access List Control commands.")
@@ -114,7 +114,7 @@ fn sub_syntax(args: Args) -> CmdError {
 /// Whether the client's user may run `args` (command `id`); a denial is
 /// logged under `context` and returned as Redis's NOPERM error for it.
 #[inline]
-pub fn admit(
+pub(crate) fn admit(
     core: &Core,
     client: &ClientState,
     id: CommandId,
@@ -171,7 +171,12 @@ fn reason_text(d: Denied) -> &'static str {
 
 /// EXEC's check of a queued command: the rules may have changed since it
 /// was queued (Redis's execCommand).
-pub fn admit_queued(core: &Core, client: &ClientState, id: CommandId, args: Args) -> CmdResult {
+pub(crate) fn admit_queued(
+    core: &Core,
+    client: &ClientState,
+    id: CommandId,
+    args: Args,
+) -> CmdResult {
     let Some(u) = client.user.as_ref().filter(|u| !u.free) else {
         return Ok(());
     };
@@ -212,7 +217,7 @@ fn log_denial(
 }
 
 /// A failed AUTH (or HELLO AUTH) for `user`.
-pub fn log_auth_failure(core: &Core, client: &ClientState, user: &[u8], cmd: &[u8]) {
+pub(crate) fn log_auth_failure(core: &Core, client: &ClientState, user: &[u8], cmd: &[u8]) {
     let context = match client.multi.is_some() {
         true => LogContext::Multi,
         false => LogContext::Toplevel,
@@ -267,7 +272,7 @@ fn has_space(s: &[u8]) -> bool {
 
 /// Applies SETUSER rules to a copy of `current` (or a new user) and returns
 /// it, or Redis's error naming the rule that failed; nothing is changed.
-pub fn apply_rules(
+pub(crate) fn apply_rules(
     core: &Core,
     name: &str,
     current: Option<&User>,
@@ -357,7 +362,7 @@ fn kill_pubsub_clients(ctx: &mut Ctx, name: &str, new: &User) {
 }
 
 /// Closes every connection authenticated as one of `names`.
-pub fn kill_user_clients(ctx: &mut Ctx, names: &[String]) {
+pub(crate) fn kill_user_clients(ctx: &mut Ctx, names: &[String]) {
     for c in ctx.core.clients.snapshot() {
         if names.contains(&*c.user.lock()) {
             if c.id == ctx.client.id {
@@ -433,7 +438,7 @@ fn users(ctx: &mut Ctx, _args: Args) -> CmdResult {
 }
 
 /// `user <name> <rules>` lines, as ACL LIST and ACL SAVE write them.
-pub fn user_lines(core: &Core) -> Vec<String> {
+pub(crate) fn user_lines(core: &Core) -> Vec<String> {
     let users = core.acl.users();
     users
         .iter()
@@ -651,7 +656,7 @@ fn save(ctx: &mut Ctx, _args: Args) -> CmdResult {
 /// Reads an ACL file into a new set of users (Redis's ACLLoadFromFile):
 /// every line `user <name> <rules>`; any error, reported with its file and
 /// line, and nothing is loaded.
-pub fn load_file(core: &Core, path: &str) -> Result<BTreeMap<String, Arc<User>>, String> {
+pub(crate) fn load_file(core: &Core, path: &str) -> Result<BTreeMap<String, Arc<User>>, String> {
     let text = std::fs::read_to_string(path).map_err(|e| {
         format!(
             "Error loading ACLs, opening file '{path}': {}",
@@ -698,7 +703,7 @@ fn load_line(
 }
 
 /// Start-up: the users of `user` directives or of `aclfile` (never both).
-pub fn load_at_startup(core: &Core, user_lines: &[Vec<String>]) -> Result<(), String> {
+pub(crate) fn load_at_startup(core: &Core, user_lines: &[Vec<String>]) -> Result<(), String> {
     let file = core.config.read().get_str("aclfile");
     if !file.is_empty() && !user_lines.is_empty() {
         return Err("Configuring Redis with users defined in redis.conf and at the same setting an ACL file path is invalid. This setup is very likely to lead to configuration errors and security holes, please define either an ACL file or declare users directly in your redis.conf, but not both.".into());

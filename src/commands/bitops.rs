@@ -18,7 +18,7 @@ use super::{flags::*, CmdError, CmdResult, Command, Ctx};
 use crate::keyspace::{StrValue, Value};
 use crate::protocol::Args;
 
-pub static COMMANDS: &[Command] = crate::commands::command_table! {
+pub(crate) static COMMANDS: &[Command] = crate::commands::command_table! {
     family(group = "bitmap", acl = "bitmap"),
     cmd("setbit", 4, WRITE | DENYOOM, setbit)
         .doc("2.2.0", "Sets or clears the bit at offset of the string value. Creates the key if it doesn't exist.")

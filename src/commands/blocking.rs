@@ -8,7 +8,7 @@ use crate::protocol::Args;
 
 /// Blocks the client on `keys` (their locks held by the caller), or, where
 /// it may not block (MULTI/EXEC, replay), replies the timeout's null array.
-pub fn block_or_null(ctx: &mut Ctx, args: Args, keys: &[&[u8]], deadline_ms: u64) {
+pub(crate) fn block_or_null(ctx: &mut Ctx, args: Args, keys: &[&[u8]], deadline_ms: u64) {
     if may_block(ctx) {
         let keys = keys.iter().map(|k| k.to_vec()).collect();
         block_on(ctx, args, keys, deadline_ms);
@@ -18,7 +18,7 @@ pub fn block_or_null(ctx: &mut Ctx, args: Args, keys: &[&[u8]], deadline_ms: u64
 }
 
 /// Whether the client running `ctx` may block.
-pub fn may_block(ctx: &Ctx) -> bool {
+pub(crate) fn may_block(ctx: &Ctx) -> bool {
     ctx.client.shared.is_some()
         && !ctx.client.block.deny
         && !ctx.client.in_exec
@@ -27,7 +27,7 @@ pub fn may_block(ctx: &Ctx) -> bool {
 
 /// A blocking command's timeout in seconds, as Redis's
 /// getTimeoutFromObjectOrReply: the deadline in unix ms (0 = forever).
-pub fn parse_timeout(now_ms: u64, a: &[u8]) -> Result<u64, CmdError> {
+pub(crate) fn parse_timeout(now_ms: u64, a: &[u8]) -> Result<u64, CmdError> {
     let secs = crate::commands::util::parse_f64(a)
         .ok_or(CmdError::err("timeout is not a float or out of range"))?;
     let ms = (secs * 1000.0).ceil();
@@ -45,12 +45,17 @@ pub fn parse_timeout(now_ms: u64, a: &[u8]) -> Result<u64, CmdError> {
 
 /// Blocks the client on `keys` (call while holding their locks). The caller
 /// has checked [`may_block`].
-pub fn block_on(ctx: &mut Ctx, args: Args, keys: Vec<Vec<u8>>, deadline_ms: u64) {
+pub(crate) fn block_on(ctx: &mut Ctx, args: Args, keys: Vec<Vec<u8>>, deadline_ms: u64) {
     block_on_argv(ctx, args.to_vec(), keys, deadline_ms);
 }
 
 /// [`block_on`], re-running `argv` when woken (XREAD's `$` resolved).
-pub fn block_on_argv(ctx: &mut Ctx, argv: Vec<Vec<u8>>, keys: Vec<Vec<u8>>, deadline_ms: u64) {
+pub(crate) fn block_on_argv(
+    ctx: &mut Ctx,
+    argv: Vec<Vec<u8>>,
+    keys: Vec<Vec<u8>>,
+    deadline_ms: u64,
+) {
     let (ticket, deadline_ms) = match ctx.client.block.retry {
         Some((t, d)) => (Some(t), d),
         None => (None, deadline_ms),

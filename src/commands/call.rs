@@ -55,7 +55,7 @@ use crate::protocol::Args;
 /// Who runs a command, which decides the bookkeeping around its handler
 /// (see the module's table).
 #[derive(Clone, Copy)]
-pub enum Caller<'k> {
+pub(crate) enum Caller<'k> {
     /// A client's command from its connection.
     Client,
     /// A command EXEC runs from its queue.
@@ -104,7 +104,7 @@ impl Caller<'_> {
 /// command ended (None for a replay, which is not timed). Inlined, so each
 /// caller's steps are decided when it is compiled.
 #[inline(always)]
-pub fn call(
+pub(crate) fn call(
     ctx: &mut Ctx,
     id: CommandId,
     args: Args,
@@ -209,7 +209,7 @@ fn feed_monitors(ctx: &Ctx, id: CommandId, args: Args, caller: Caller) {
 
 /// A command refused before it ran (admission, a script's checks): counted
 /// as its rejected call (an unknown command as none) and in errorstats.
-pub fn count_rejected(stats: &WorkerStats, id: Option<CommandId>, e: &CmdError) {
+pub(crate) fn count_rejected(stats: &WorkerStats, id: Option<CommandId>, e: &CmdError) {
     stats.record_rejected(id);
     if !matches!(e, CmdError::Counted(_)) {
         stats.record_error(&e.code());
@@ -222,7 +222,7 @@ pub fn count_rejected(stats: &WorkerStats, id: Option<CommandId>, e: &CmdError) 
 /// may-replicate or no-async-loading one makes EXEC so, and one without
 /// `stale` takes it from EXEC.
 #[inline(always)]
-pub fn effective_flags(core: &Core, client: &ClientState, id: CommandId, args: Args) -> u32 {
+pub(crate) fn effective_flags(core: &Core, client: &ClientState, id: CommandId, args: Args) -> u32 {
     let cmd = core.commands.get(id);
     let flags = cmd.flags_for(core, args);
     match &client.multi {
@@ -250,7 +250,7 @@ fn exec_flags(core: &Core, m: &crate::core::multi::MultiState, flags: u32) -> u3
 /// Generic over the admin so that the server's hooks are called directly
 /// on a client's path, not through the `dyn Admin` a handler sees.
 #[inline(always)]
-pub fn admit<A: Admin + ?Sized>(
+pub(crate) fn admit<A: Admin + ?Sized>(
     core: &Core,
     admin: &A,
     clock: &mut Hlc,
@@ -297,7 +297,7 @@ fn admit_memory<A: Admin + ?Sized>(
 
 /// The BUSY reply while a script (`eval`) or function runs past the
 /// threshold (Redis's slowevalerr / slowscripterr).
-pub fn busy_error(eval: bool) -> CmdError {
+pub(crate) fn busy_error(eval: bool) -> CmdError {
     CmdError::Msg(format!(
         "BUSY Redis is busy running a script. You can only call {} KILL or SHUTDOWN NOSAVE.",
         if eval { "SCRIPT" } else { "FUNCTION" }
@@ -308,7 +308,12 @@ pub fn busy_error(eval: bool) -> CmdError {
 /// every command but the `allow_busy` ones while the script holds every
 /// shard, else the commands whose keys are in its shards (DECISIONS 57).
 /// SHUTDOWN needs NOSAVE while any script is busy.
-pub fn busy_check(core: &Core, db: usize, id: CommandId, args: Args) -> Result<(), CmdError> {
+pub(crate) fn busy_check(
+    core: &Core,
+    db: usize,
+    id: CommandId,
+    args: Args,
+) -> Result<(), CmdError> {
     if !core.scripts.busy.any() {
         return Ok(());
     }

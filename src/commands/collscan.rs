@@ -24,7 +24,7 @@ use super::CmdError;
 use crate::protocol::{Args, ReplyBuf};
 
 /// Parsed `cursor [MATCH pattern] [COUNT count]`.
-pub struct ScanOpts<'a> {
+pub(crate) struct ScanOpts<'a> {
     pub cursor: u64,
     pub count: usize,
     pub pattern: Option<&'a [u8]>,
@@ -34,13 +34,13 @@ pub struct ScanOpts<'a> {
 
 impl ScanOpts<'_> {
     /// Whether an element (a field, member) passes MATCH.
-    pub fn matches(&self, e: &[u8]) -> bool {
+    pub(crate) fn matches(&self, e: &[u8]) -> bool {
         self.pattern.is_none_or(|p| glob_match(p, e, false))
     }
 }
 
 /// Parses a cursor as Redis's strtoul does (a leading '-' wraps around).
-pub fn parse_cursor(a: &[u8]) -> Result<u64, CmdError> {
+pub(crate) fn parse_cursor(a: &[u8]) -> Result<u64, CmdError> {
     let invalid = || CmdError::err("invalid cursor");
     let (neg, digits) = match a.split_first() {
         Some((b'-', rest)) => (true, rest),
@@ -57,13 +57,13 @@ pub fn parse_cursor(a: &[u8]) -> Result<u64, CmdError> {
 }
 
 /// Parses `HSCAN key cursor [MATCH p] [COUNT n]` (cursor at index 2).
-pub fn parse_scan(args: Args<'_>) -> Result<ScanOpts<'_>, CmdError> {
+pub(crate) fn parse_scan(args: Args<'_>) -> Result<ScanOpts<'_>, CmdError> {
     parse_scan_at(args, 2, false)
 }
 
 /// Parses a SCAN-family command whose cursor is `args[cursor_at]`, options
 /// after it; TYPE is accepted only when `allow_type` (SCAN itself).
-pub fn parse_scan_at(
+pub(crate) fn parse_scan_at(
     args: Args<'_>,
     cursor_at: usize,
     allow_type: bool,
@@ -99,7 +99,7 @@ pub fn parse_scan_at(
 }
 
 /// Replies `[cursor, [elements...]]` (a flat array in both protocols).
-pub fn reply_scan(out: &mut ReplyBuf, cursor: u64, items: &[Vec<u8>]) {
+pub(crate) fn reply_scan(out: &mut ReplyBuf, cursor: u64, items: &[Vec<u8>]) {
     out.array(2);
     out.bulk(cursor.to_string().as_bytes());
     out.array(items.len());
@@ -123,7 +123,7 @@ fn seed() -> u64 {
 }
 
 /// A random u64 (xorshift64*).
-pub fn rand_u64() -> u64 {
+pub(crate) fn rand_u64() -> u64 {
     RNG.with(|c| {
         let mut x = c.get();
         x ^= x >> 12;
@@ -135,14 +135,14 @@ pub fn rand_u64() -> u64 {
 }
 
 /// A random index below `n` (> 0).
-pub fn rand_below(n: usize) -> usize {
+pub(crate) fn rand_below(n: usize) -> usize {
     (rand_u64() % n as u64) as usize
 }
 
 /// `count` distinct indices below `n` (`count <= n`), in random order:
 /// a partial Fisher-Yates shuffle when `count` is a good part of `n`,
 /// rejection sampling otherwise.
-pub fn distinct_indices(n: usize, count: usize) -> Vec<usize> {
+pub(crate) fn distinct_indices(n: usize, count: usize) -> Vec<usize> {
     if count * 3 > n {
         let mut v: Vec<usize> = (0..n).collect();
         for i in 0..count {

@@ -18,7 +18,7 @@ use crate::protocol::Args;
 
 const ADMIN_FLAGS: u32 = ADMIN | NOSCRIPT | LOADING | STALE;
 
-pub static COMMANDS: &[Command] = crate::commands::command_table! {
+pub(crate) static COMMANDS: &[Command] = crate::commands::command_table! {
     family(group = "server", acl = ""),
     container("config", -2, help)
         .doc("2.0.0", "A container for server configuration commands.")
@@ -349,7 +349,7 @@ fn rewrite(ctx: &mut Ctx, _args: Args) -> CmdResult {
 }
 
 /// The config-file lines that express `value` for `d`.
-pub fn render(d: &Directive, value: &str) -> Vec<String> {
+pub(crate) fn render(d: &Directive, value: &str) -> Vec<String> {
     let words: Vec<&str> = value.split_whitespace().collect();
     let line = |rest: &str| format!("{} {}", d.name, rest);
     match d.kind {
@@ -399,7 +399,7 @@ fn str_repr(v: &str) -> String {
 }
 
 /// Rewrites `path` to hold `cfg`, keeping what can be kept.
-pub fn rewrite_file(
+pub(crate) fn rewrite_file(
     cfg: &Config,
     path: &std::path::Path,
     users: Option<&[String]>,
@@ -453,7 +453,7 @@ fn with_users(text: &str, users: &[String]) -> String {
 }
 
 /// The new text of a config file whose old text is `old`.
-pub fn rewrite_text(cfg: &Config, old: &str) -> String {
+pub(crate) fn rewrite_text(cfg: &Config, old: &str) -> String {
     let mut lines: Vec<Option<String>> = old.lines().map(|l| Some(l.to_string())).collect();
     // Where each known directive stands in the old file.
     let mut at: HashMap<&'static str, Vec<usize>> = HashMap::new();

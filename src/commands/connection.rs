@@ -9,7 +9,7 @@ use super::util::{arg_i64, eq_ic};
 use super::{flags::*, CmdError, CmdResult, Command, Ctx};
 use crate::protocol::Args;
 
-pub static COMMANDS: &[Command] = crate::commands::command_table! {
+pub(crate) static COMMANDS: &[Command] = crate::commands::command_table! {
     family(group = "connection", acl = "connection"),
     cmd("ping", -1, FAST, ping)
         .doc("1.0.0", "Returns the server's liveliness response.")
@@ -181,7 +181,7 @@ fn authenticate(ctx: &mut Ctx, user: &[u8], pass: &[u8], cmd: &[u8]) -> CmdResul
 }
 
 /// Makes `u` the connection's user (CLIENT LIST shows its name).
-pub fn set_user(
+pub(crate) fn set_user(
     core: &crate::core::Core,
     client: &mut crate::core::client::ClientState,
     u: std::sync::Arc<crate::core::acl::User>,

@@ -24,7 +24,7 @@ use crate::keyspace::cron::CronJob;
 use crate::keyspace::Value;
 use crate::protocol::{parse_i64, Args};
 
-pub static COMMANDS: &[Command] = crate::commands::command_table! {
+pub(crate) static COMMANDS: &[Command] = crate::commands::command_table! {
     family(group = "scripting", acl = "scripting"),
     cmd("keydb.cron", -5, WRITE | DENYOOM, keydb_cron)
         .doc("6.5.2", "Run a specified script after start + delay, optionally repeating every delay interval. The job may be cancelled by deleting the key associated with the job (name parameter)")
@@ -33,7 +33,7 @@ pub static COMMANDS: &[Command] = crate::commands::command_table! {
 };
 
 /// The job KEYDB.CRON's arguments describe, for database `db` at `now`.
-pub fn parse(args: Args, now: u64, owner: u64) -> Result<CronJob, CmdError> {
+pub(crate) fn parse(args: Args, now: u64, owner: u64) -> Result<CronJob, CmdError> {
     let single = match args.get(2) {
         m if m.eq_ignore_ascii_case(b"single") => true,
         m if m.eq_ignore_ascii_case(b"repeat") => false,

@@ -31,7 +31,7 @@ use crate::keyspace::Entry;
 use crate::persistence::rdb::{decode, encode, RdbError};
 use crate::protocol::{request, Args};
 
-pub static COMMANDS: &[Command] = crate::commands::command_table! {
+pub(crate) static COMMANDS: &[Command] = crate::commands::command_table! {
     family(group = "generic", acl = "keyspace"),
     cmd("dump", 2, READONLY, dump)
         .doc("2.6.0", "Returns a serialized representation of the value stored at a key.")

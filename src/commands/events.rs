@@ -18,12 +18,19 @@ use std::sync::atomic::Ordering::Relaxed;
 use super::Ctx;
 use crate::core::Core;
 
-pub use crate::core::notify::class;
+pub(crate) use crate::core::notify::class;
 
 /// Publishes a keyspace notification (Redis's notifyKeyspaceEvent); usable
 /// without a command context (the active expiry cycle). `now_ms` 0: read
 /// the clock, only if something is published.
-pub fn notify_keyspace(srv: &Core, db: usize, class: u32, event: &str, key: &[u8], now_ms: u64) {
+pub(crate) fn notify_keyspace(
+    srv: &Core,
+    db: usize,
+    class: u32,
+    event: &str,
+    key: &[u8],
+    now_ms: u64,
+) {
     let flags = srv.hot.notify_keyspace_events.load(Relaxed);
     if flags & class == 0 || flags & (class::KEYSPACE | class::KEYEVENT) == 0 {
         return;

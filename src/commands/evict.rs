@@ -31,17 +31,17 @@ use crate::core::Core;
 use crate::keyspace::hlc::Hlc;
 use crate::keyspace::{Entry, Key, SHARDS};
 
-pub use crate::core::eviction::Policy;
+pub(crate) use crate::core::eviction::Policy;
 
 /// Redis's OOM error.
-pub fn oom_error() -> CmdError {
+pub(crate) fn oom_error() -> CmdError {
     CmdError::Msg("OOM command not allowed when used memory > 'maxmemory'.".into())
 }
 
 /// Whether used memory is over `maxmemory` (Redis's
 /// pre_command_oom_state after the command's eviction): a script that
 /// starts then may not grow memory until it has written.
-pub fn over_maxmemory(srv: &Core) -> bool {
+pub(crate) fn over_maxmemory(srv: &Core) -> bool {
     let limit = srv.hot.maxmemory.load(Relaxed);
     limit != 0 && used_memory() > limit
 }
@@ -55,7 +55,7 @@ fn used_memory() -> u64 {
 /// The maxmemory check before client `current`'s command: evicts if over
 /// the limit, and refuses a call with `flags` that would grow memory when
 /// that is not enough (an EXEC's flags hold its queued commands').
-pub fn admit(
+pub(crate) fn admit(
     srv: &Core,
     clock: &mut Hlc,
     stats: &WorkerStats,
@@ -75,7 +75,7 @@ pub fn admit(
 /// Evicts now if memory is over `maxmemory` (after CONFIG SET). Not inside
 /// EXEC: as Redis, a transaction runs whole and eviction waits for the next
 /// command (and its DELs follow the transaction in the effect stream).
-pub fn evict_if_over(ctx: &mut super::Ctx) {
+pub(crate) fn evict_if_over(ctx: &mut super::Ctx) {
     if ctx.client.in_exec {
         return;
     }
@@ -258,7 +258,7 @@ fn evict_key(
 
 /// An access under an LFU policy: decay, then a logarithmic increment
 /// (Redis's updateLFU / LFULogIncr), and the access time for the next decay.
-pub fn lfu_touch(srv: &Core, e: &mut Entry, now_lru: u32) {
+pub(crate) fn lfu_touch(srv: &Core, e: &mut Entry, now_lru: u32) {
     let cfg = &srv.hot.eviction;
     let mut c = e.lfu_decayed(now_lru, cfg.lfu_decay_time.load(Relaxed));
     if c < 255 {

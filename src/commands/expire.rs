@@ -15,7 +15,7 @@ use super::util::{arg_i64, eq_ic, lossy};
 use super::{flags::*, CmdError, CmdResult, Command, Ctx};
 use crate::protocol::Args;
 
-pub static COMMANDS: &[Command] = crate::commands::command_table! {
+pub(crate) static COMMANDS: &[Command] = crate::commands::command_table! {
     family(group = "generic", acl = "keyspace"),
     cmd("expire", -3, WRITE | FAST, expire)
         .doc("1.0.0", "Sets the expiration time of a key in seconds.")

@@ -29,7 +29,7 @@ use geohash::{Kind, Shape};
 const RADIUS_CX: &str = "O(N+log(M)) where N is the number of elements inside the bounding box of the circular area delimited by center and radius and M is the number of items inside the index.";
 const SEARCH_CX: &str = "O(N+log(M)) where N is the number of elements in the grid-aligned bounding box area around the shape provided as the filter and M is the number of items inside the shape";
 
-pub static COMMANDS: &[Command] = crate::commands::command_table! {
+pub(crate) static COMMANDS: &[Command] = crate::commands::command_table! {
     family(group = "geo", acl = "geo"),
     cmd("geoadd", -5, WRITE | DENYOOM, geoadd)
         .doc("3.2.0", "Add one or more geospatial items in the geospatial index represented using a sorted set")

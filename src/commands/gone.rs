@@ -23,7 +23,7 @@ use crate::keyspace::hlc::Hlc;
 
 /// Why a key went.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Why {
+pub(crate) enum Why {
     /// Its expiry passed (lazy or active expiry).
     Expired,
     /// Evicted under `maxmemory`.
@@ -34,7 +34,7 @@ impl Why {
     /// DEL, or UNLINK when such a key's value is freed lazily
     /// (`lazyfree-lazy-expire`, `lazyfree-lazy-eviction`), as Redis
     /// propagates it.
-    pub fn del_name(self, srv: &Core) -> &'static [u8] {
+    pub(crate) fn del_name(self, srv: &Core) -> &'static [u8] {
         let lazy = match self {
             Why::Expired => srv.hot.lazyfree_expire.load(Relaxed),
             Why::Evicted => srv.hot.eviction.lazy(),
@@ -76,7 +76,7 @@ impl<'a> super::Ctx<'a> {
 /// gone from its shard, whose lock the caller still holds): see the module
 /// doc. `emit` gets the DEL/UNLINK record last and sends it where the caller
 /// sends records ([`to_stream`] for the cron and eviction).
-pub fn key_gone(g: &Gone, why: Why, db: usize, key: &[u8], emit: impl FnOnce(&[&[u8]])) {
+pub(crate) fn key_gone(g: &Gone, why: Why, db: usize, key: &[u8], emit: impl FnOnce(&[&[u8]])) {
     let srv = g.core;
     match why {
         Why::Expired => {
@@ -99,7 +99,7 @@ pub fn key_gone(g: &Gone, why: Why, db: usize, key: &[u8], emit: impl FnOnce(&[&
 /// dbGenericDelete signals a deleted stream, so a blocked XREADGROUP fails
 /// with UNBLOCKED at once rather than at its timeout. A blocked XREAD re-runs
 /// and keeps waiting, as with Redis.
-pub fn wake_stream_waiters(core: &Core, db: usize, e: &crate::keyspace::Entry) {
+pub(crate) fn wake_stream_waiters(core: &Core, db: usize, e: &crate::keyspace::Entry) {
     if matches!(e.value, crate::keyspace::Value::Stream(_)) && !core.blocking.is_empty() {
         core.blocking.signal(db, &e.key);
     }
@@ -108,7 +108,7 @@ pub fn wake_stream_waiters(core: &Core, db: usize, e: &crate::keyspace::Entry) {
 /// The stamp of the deletion of a key whose version was `prev`: after it
 /// (and, under active replication, after the node's stamp floor), so that
 /// the deletion wins over the write it undoes on every node.
-pub fn stamp_after(core: &Core, clock: &mut Hlc, prev: u64) -> u64 {
+pub(crate) fn stamp_after(core: &Core, clock: &mut Hlc, prev: u64) -> u64 {
     let now = crate::keyspace::hlc::unix_ms();
     if !core.active {
         return clock.after_at(prev, now);
@@ -134,7 +134,7 @@ impl super::Ctx<'_> {
 /// The bases of a DEL record for a key gone by itself (its name is the
 /// record's argument 1): under active replication a peer deletes it only
 /// where it still has the version that expired or was evicted here.
-pub fn bases(core: &Core, prev: u64) -> Vec<crate::effects::Base> {
+pub(crate) fn bases(core: &Core, prev: u64) -> Vec<crate::effects::Base> {
     if core.active {
         vec![(1, prev)]
     } else {
@@ -173,7 +173,12 @@ pub fn actively_expired(
 /// An `emit` for [`key_gone`] outside a command (the cron, eviction): the
 /// record goes straight to the effect stream, stamped `stamp`, if any
 /// stream is on; `prev` is the version the key had.
-pub fn to_stream(srv: &Core, db: usize, stamp: u64, prev: u64) -> impl FnOnce(&[&[u8]]) + '_ {
+pub(crate) fn to_stream(
+    srv: &Core,
+    db: usize,
+    stamp: u64,
+    prev: u64,
+) -> impl FnOnce(&[&[u8]]) + '_ {
     move |argv| {
         if srv.effects.enabled() {
             let bases = bases(srv, prev);
@@ -196,7 +201,7 @@ pub fn to_stream(srv: &Core, db: usize, stamp: u64, prev: u64) -> impl FnOnce(&[
 /// "zrem" for sets and sorted sets), the dirty count, WATCH and tracking,
 /// and last the HDEL / SREM / ZREM of those members for the AOF and
 /// replicas, which never expire members themselves.
-pub fn members_gone(
+pub(crate) fn members_gone(
     g: &Gone,
     db: usize,
     m: &crate::keyspace::member_ttl::MembersGone,
@@ -224,7 +229,7 @@ pub fn members_gone(
 /// stamped after the key's version; returns that stamp (the key's new
 /// version) and whether an emptied key leaves a tombstone (active
 /// replication).
-pub fn members_actively_expired(
+pub(crate) fn members_actively_expired(
     g: &Gone,
     clock: &mut Hlc,
     db: usize,

@@ -23,7 +23,7 @@ use super::{flags::*, CmdError, CmdResult, Command, Ctx};
 use crate::keyspace::Value;
 use crate::protocol::{parse_i64, Args};
 
-pub static COMMANDS: &[Command] = crate::commands::command_table! {
+pub(crate) static COMMANDS: &[Command] = crate::commands::command_table! {
     family(group = "hash", acl = "hash"),
     cmd("hexpire", -6, WRITE | FAST, hexpire)
         .doc("7.4.0", "Set expiry for hash field using relative time to expire (seconds)")

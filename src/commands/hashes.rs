@@ -23,7 +23,7 @@ use crate::keyspace::merge::{Base, Incr};
 use crate::keyspace::{Entry, Value};
 use crate::protocol::{parse_i64, Args};
 
-pub static COMMANDS: &[Command] = crate::commands::command_table! {
+pub(crate) static COMMANDS: &[Command] = crate::commands::command_table! {
     family(group = "hash", acl = "hash"),
     // KeyDB's (issue 28 item 3; KeyDB's t_hash.cpp hrenameCommand).
     cmd("keydb.hrename", 4, WRITE | FAST, keydb_hrename)

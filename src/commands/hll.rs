@@ -23,7 +23,7 @@ use crate::keyspace::hll::{self, Corrupt, REGISTERS};
 use crate::keyspace::{Entry, StrValue, Value};
 use crate::protocol::Args;
 
-pub static COMMANDS: &[Command] = crate::commands::command_table! {
+pub(crate) static COMMANDS: &[Command] = crate::commands::command_table! {
     family(group = "hyperloglog", acl = "hyperloglog"),
     cmd("pfadd", -2, WRITE | DENYOOM | FAST, pfadd)
         .doc("2.8.9", "Adds the specified elements to the specified HyperLogLog.")

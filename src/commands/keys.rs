@@ -46,7 +46,7 @@ use crate::core::Core;
 use crate::keyspace::{Entry, Key, Shard, ShardGuard, StrValue, Value, SHARDS};
 use crate::protocol::Args;
 
-pub static COMMANDS: &[Command] = crate::commands::command_table! {
+pub(crate) static COMMANDS: &[Command] = crate::commands::command_table! {
     family(group = "generic", acl = "keyspace"),
     cmd("swapdb", 3, WRITE | FAST, swapdb, acl = "dangerous")
         .group("server")

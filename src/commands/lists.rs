@@ -29,7 +29,7 @@ use crate::keyspace::merge::lists::{Edit, EndOp};
 use crate::keyspace::Value;
 use crate::protocol::{parse_i64, Args};
 
-pub static COMMANDS: &[Command] = crate::commands::command_table! {
+pub(crate) static COMMANDS: &[Command] = crate::commands::command_table! {
     family(group = "list", acl = "list"),
     cmd("lpush", -3, WRITE | DENYOOM | FAST, lpush)
         .doc("1.0.0", "Prepends one or more elements to a list. Creates the key if it doesn't exist.")

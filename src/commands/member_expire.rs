@@ -22,7 +22,7 @@ use super::{flags::*, CmdError, CmdResult, Command, Ctx};
 use crate::keyspace::member_ttl::{has_member, member_type};
 use crate::protocol::Args;
 
-pub static COMMANDS: &[Command] = crate::commands::command_table! {
+pub(crate) static COMMANDS: &[Command] = crate::commands::command_table! {
     family(group = "generic", acl = "keyspace"),
     cmd("expiremember", -4, WRITE | FAST, expiremember)
         .doc("6.0.0", "Sets the expiration time of a member of a set, hash or sorted set (KeyDB).")
@@ -36,7 +36,7 @@ pub static COMMANDS: &[Command] = crate::commands::command_table! {
 };
 
 /// The error of a TTL-setting command on a node under active replication.
-pub fn refused_under_active() -> CmdError {
+pub(crate) fn refused_under_active() -> CmdError {
     CmdError::err(
         "member expiry is not supported under active replication yet (docs/MEMBER-EXPIRY.md)",
     )
@@ -112,7 +112,7 @@ fn set_member_deadline(ctx: &mut Ctx, args: Args, n: i64, ms: bool, base_ms: i64
 /// TTL / PTTL key member (KeyDB's ttlGenericCommand with a subkey): -2 no
 /// key, -1 the member has no TTL (or is not there), else the time left,
 /// at least 0 (seconds rounded to nearest).
-pub fn member_ttl(ctx: &mut Ctx, args: Args, ms: bool) -> CmdResult {
+pub(crate) fn member_ttl(ctx: &mut Ctx, args: Args, ms: bool) -> CmdResult {
     let (key, member) = (args.get(1), args.get(2));
     let prev = ctx.client.no_touch;
     ctx.client.no_touch = true;

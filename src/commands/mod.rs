@@ -25,45 +25,45 @@
 //! its write through [`Ctx::propagate`]. Failures are returned as typed
 //! [`CmdError`]s and rendered to Redis's exact strings by the dispatcher.
 
-pub mod access;
-pub mod acl;
-pub mod bitops;
-pub mod blocking;
-pub mod call;
-pub mod collscan;
-pub mod config_cmd;
-pub mod connection;
-pub mod cron;
-pub mod dump;
-pub mod events;
-pub mod evict;
-pub mod expire;
-pub mod geo;
-pub mod gone;
-pub mod hash_ttl;
-pub mod hashes;
-pub mod hll;
-pub mod keys;
-pub mod lists;
-pub mod member_expire;
-pub mod multi;
-pub mod pubsub;
-pub mod server_cmds;
-pub mod sets;
-pub mod sort;
-pub mod stream_groups;
-pub mod streams;
-pub mod strings;
-pub mod tracking;
-pub mod unbuilt;
-pub mod util;
-pub mod zsets;
+pub(crate) mod access;
+pub(crate) mod acl;
+pub(crate) mod bitops;
+pub(crate) mod blocking;
+pub(crate) mod call;
+pub(crate) mod collscan;
+pub(crate) mod config_cmd;
+pub(crate) mod connection;
+pub(crate) mod cron;
+pub(crate) mod dump;
+pub(crate) mod events;
+pub(crate) mod evict;
+pub(crate) mod expire;
+pub(crate) mod geo;
+pub(crate) mod gone;
+pub(crate) mod hash_ttl;
+pub(crate) mod hashes;
+pub(crate) mod hll;
+pub(crate) mod keys;
+pub(crate) mod lists;
+pub(crate) mod member_expire;
+pub(crate) mod multi;
+pub(crate) mod pubsub;
+pub(crate) mod server_cmds;
+pub(crate) mod sets;
+pub(crate) mod sort;
+pub(crate) mod stream_groups;
+pub(crate) mod streams;
+pub(crate) mod strings;
+pub(crate) mod tracking;
+pub(crate) mod unbuilt;
+pub(crate) mod util;
+pub(crate) mod zsets;
 
-pub use crate::core::ctx::Ctx;
-pub use crate::core::error::CmdError;
-pub use crate::core::keyspec;
+pub(crate) use crate::core::ctx::Ctx;
+pub(crate) use crate::core::error::CmdError;
+pub(crate) use crate::core::keyspec;
 pub(crate) use crate::core::table::command_table;
-pub use crate::core::table::{flags, CmdResult, Command, CommandId, CommandTable, Handler};
+pub(crate) use crate::core::table::{flags, CmdResult, Command, CommandId, CommandTable, Handler};
 
 use crate::core::admin::Admin;
 use crate::core::client::ClientState;
@@ -121,7 +121,7 @@ mod form_tests {
 
 /// The families of this layer; the server adds those of the layers above
 /// (`server::command_families`) and builds the table from all of them.
-pub fn families() -> [&'static [Command]; 23] {
+pub(crate) fn families() -> [&'static [Command]; 23] {
     [
         connection::COMMANDS,
         strings::COMMANDS,
@@ -520,7 +520,7 @@ pub fn replay(
 
 /// What replaying records needs, kept across records by a caller that
 /// replays many (an active peer's link: no allocation per record).
-pub struct Replayer<'a> {
+pub(crate) struct Replayer<'a> {
     pub host: &'a dyn Admin,
     pub clock: &'a mut Hlc,
     pub stats: &'a WorkerStats,
@@ -530,7 +530,7 @@ pub struct Replayer<'a> {
 
 impl Replayer<'_> {
     /// Runs the command `args` in `db` with the record's version.
-    pub fn replay(&mut self, db: usize, version: u64, args: Args) -> Result<(), String> {
+    pub(crate) fn replay(&mut self, db: usize, version: u64, args: Args) -> Result<(), String> {
         let srv = self.host.core();
         let id = srv
             .commands
@@ -571,7 +571,7 @@ pub fn run_local(
 
 /// [`run_local`] for a command already parsed (a replica's link runs its
 /// master's stream through here, without copying each command).
-pub fn run_args(
+pub(crate) fn run_args(
     host: &dyn Admin,
     clock: &mut Hlc,
     stats: &WorkerStats,

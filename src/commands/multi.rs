@@ -57,7 +57,7 @@ use crate::protocol::{Args, ReplyBuf};
 
 const TX: u32 = NOSCRIPT | LOADING | STALE | FAST | ALLOW_BUSY;
 
-pub static COMMANDS: &[Command] = crate::commands::command_table! {
+pub(crate) static COMMANDS: &[Command] = crate::commands::command_table! {
     family(group = "transactions", acl = "transaction"),
     cmd("multi", 1, TX, multi)
         .doc("1.2.0", "Starts a transaction."),
@@ -79,12 +79,12 @@ pub static COMMANDS: &[Command] = crate::commands::command_table! {
 // ---------------------------------------------------------------- queueing
 
 /// The result of looking a command up, as `conn.rs` computes it.
-pub type Checked = Result<CommandId, (Option<CommandId>, CmdError)>;
+pub(crate) type Checked = Result<CommandId, (Option<CommandId>, CmdError)>;
 
 /// Called by the dispatcher for a client in MULTI. Returns `Ok(None)` when
 /// the command was queued (`+QUEUED` written), `Ok(Some(id))` to run it now,
 /// or the error to reply (which flags the transaction).
-pub fn intercept(
+pub(crate) fn intercept(
     srv: &Core,
     client: &mut ClientState,
     out: &mut ReplyBuf,
@@ -124,14 +124,14 @@ pub fn intercept(
 }
 
 /// RESET: leaves MULTI and forgets the watched keys.
-pub fn reset(client: &mut ClientState) {
+pub(crate) fn reset(client: &mut ClientState) {
     take_multi(client);
     client.watches = None;
 }
 
 /// EXEC refused before it ran, because `err` refuses one of its queued
 /// commands (Redis's EXECABORT "because of" reply): the transaction ends.
-pub fn abort_exec(client: &mut ClientState, err: CmdError) -> CmdError {
+pub(crate) fn abort_exec(client: &mut ClientState, err: CmdError) -> CmdError {
     reset(client);
     CmdError::Msg(format!(
         "EXECABORT Transaction discarded because of: {}",
@@ -322,7 +322,7 @@ fn needs_everything(name: &str) -> bool {
 
 /// The key arguments of one command (`id`, full name resolved), or `None`
 /// when it may touch data beyond them (a script checks its calls with it).
-pub fn command_keys(srv: &Core, id: CommandId, args: Args) -> Option<Vec<usize>> {
+pub(crate) fn command_keys(srv: &Core, id: CommandId, args: Args) -> Option<Vec<usize>> {
     let name = srv.commands.full_names[id].as_str();
     if needs_everything(name) {
         return None;
@@ -377,7 +377,7 @@ fn plan_locks(
 
 /// Marks the watchers of the keys an effect `argv` wrote on `db` dirty.
 /// Called by `Ctx::propagate_db` when the registry is active.
-pub fn touch_write(srv: &Core, db: usize, argv: &[&[u8]]) {
+pub(crate) fn touch_write(srv: &Core, db: usize, argv: &[&[u8]]) {
     let reg = &srv.watch;
     let Some(&name) = argv.first() else { return };
     let lname = name.to_ascii_lowercase();

@@ -23,7 +23,7 @@ use crate::protocol::Args;
 const SUB_FLAGS: u32 = PUBSUB | NOSCRIPT | LOADING | STALE;
 const PUB_FLAGS: u32 = PUBSUB | LOADING | STALE | FAST | MAY_REPLICATE;
 
-pub static COMMANDS: &[Command] = crate::commands::command_table! {
+pub(crate) static COMMANDS: &[Command] = crate::commands::command_table! {
     family(group = "pubsub", acl = ""),
     cmd("subscribe", -2, SUB_FLAGS, subscribe)
         .doc("2.0.0", "Listens for messages published to channels.")
@@ -102,7 +102,7 @@ const HELP: &[&str] = &[
 
 /// RESP2 subscribed mode (Redis's processCommand check): a client with any
 /// subscription may only run these; `full_name` is "name" or "parent|sub".
-pub fn check_subscribed_mode(client: &ClientState, full_name: &str) -> Result<(), CmdError> {
+pub(crate) fn check_subscribed_mode(client: &ClientState, full_name: &str) -> Result<(), CmdError> {
     if client.resp != 2 || client.pubsub.total() == 0 {
         return Ok(());
     }
@@ -116,12 +116,12 @@ pub fn check_subscribed_mode(client: &ClientState, full_name: &str) -> Result<()
 }
 
 /// Whether PING must answer in the subscribed-mode shape (["pong", arg]).
-pub fn in_resp2_subscribed_mode(client: &ClientState) -> bool {
+pub(crate) fn in_resp2_subscribed_mode(client: &ClientState) -> bool {
     client.resp == 2 && client.pubsub.total() > 0
 }
 
 /// Drops every subscription of a client without replies (disconnect, RESET).
-pub fn remove_client(srv: &Core, client: &mut ClientState) {
+pub(crate) fn remove_client(srv: &Core, client: &mut ClientState) {
     srv.pubsub.remove_client(&mut client.pubsub, client.id);
     sync_shared(client);
 }

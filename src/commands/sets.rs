@@ -31,7 +31,7 @@ use crate::keyspace::set::SetValue;
 use crate::keyspace::{StrValue, Value};
 use crate::protocol::Args;
 
-pub static COMMANDS: &[Command] = crate::commands::command_table! {
+pub(crate) static COMMANDS: &[Command] = crate::commands::command_table! {
     family(group = "set", acl = "set"),
     cmd("sadd", -3, WRITE | DENYOOM | FAST, sadd)
         .doc("1.0.0", "Adds one or more members to a set. Creates the key if it doesn't exist.")

@@ -26,7 +26,7 @@ use crate::protocol::Args;
 
 const CX: &str = "O(N+M*log(M)) where N is the number of elements in the list or set to sort, and M the number of returned elements. When the elements are not sorted, complexity is O(N).";
 
-pub static COMMANDS: &[Command] = crate::commands::command_table! {
+pub(crate) static COMMANDS: &[Command] = crate::commands::command_table! {
     family(group = "generic", acl = "set sortedset list"),
     cmd("sort", -2, WRITE | DENYOOM, sort, acl = "dangerous")
         .doc("1.0.0", "Sorts the elements in a list, a set, or a sorted set, optionally storing the result.")

@@ -264,7 +264,7 @@ const XGROUP_HELP: &[&str] = &[
     "    Prints this help.",
 ];
 
-pub fn xgroup_help(ctx: &mut Ctx, _args: Args) -> CmdResult {
+pub(crate) fn xgroup_help(ctx: &mut Ctx, _args: Args) -> CmdResult {
     ctx.out.array(XGROUP_HELP.len());
     for l in XGROUP_HELP {
         ctx.out.simple(l);
@@ -274,7 +274,7 @@ pub fn xgroup_help(ctx: &mut Ctx, _args: Args) -> CmdResult {
 
 /// XGROUP itself: the dispatcher resolves the subcommand of a client's
 /// call, but a replayed record (a replica, the AOF) comes here.
-pub fn xgroup_parent(ctx: &mut Ctx, args: Args) -> CmdResult {
+pub(crate) fn xgroup_parent(ctx: &mut Ctx, args: Args) -> CmdResult {
     let sub = args.get(1);
     let handler = [
         ("create", xgroup_create as super::Handler, 5),
@@ -320,7 +320,7 @@ fn key_must_exist() -> CmdError {
     CmdError::err("The XGROUP subcommand requires the key to exist. Note that for CREATE you may want to use the MKSTREAM option to create an empty stream automatically.")
 }
 
-pub fn xgroup_create(ctx: &mut Ctx, args: Args) -> CmdResult {
+pub(crate) fn xgroup_create(ctx: &mut Ctx, args: Args) -> CmdResult {
     let (mkstream, read) = group_options(args, true)?;
     let id_arg = args.get(4);
     let id = (id_arg != b"$").then(|| strict_id(id_arg, 0));
@@ -372,7 +372,7 @@ pub fn xgroup_create(ctx: &mut Ctx, args: Args) -> CmdResult {
     Ok(())
 }
 
-pub fn xgroup_setid(ctx: &mut Ctx, args: Args) -> CmdResult {
+pub(crate) fn xgroup_setid(ctx: &mut Ctx, args: Args) -> CmdResult {
     let (_, read) = group_options(args, false)?;
     let id_arg = args.get(4);
     let id = (id_arg != b"$").then(|| parse_id(id_arg, 0, false, false).map(|r| r.0));
@@ -398,7 +398,7 @@ pub fn xgroup_setid(ctx: &mut Ctx, args: Args) -> CmdResult {
     Ok(())
 }
 
-pub fn xgroup_destroy(ctx: &mut Ctx, args: Args) -> CmdResult {
+pub(crate) fn xgroup_destroy(ctx: &mut Ctx, args: Args) -> CmdResult {
     let (key, name) = (args.get(2), args.get(3));
     let mut l = ctx.open(key);
     let Some(e) = get_stream(&mut l, key)? else {
@@ -428,7 +428,7 @@ pub fn xgroup_destroy(ctx: &mut Ctx, args: Args) -> CmdResult {
     Ok(())
 }
 
-pub fn xgroup_createconsumer(ctx: &mut Ctx, args: Args) -> CmdResult {
+pub(crate) fn xgroup_createconsumer(ctx: &mut Ctx, args: Args) -> CmdResult {
     let (key, name, consumer) = (args.get(2), args.get(3), args.get(4));
     let now = ctx.now_ms as i64;
     let mut l = ctx.open(key);
@@ -456,7 +456,7 @@ pub fn xgroup_createconsumer(ctx: &mut Ctx, args: Args) -> CmdResult {
     Ok(())
 }
 
-pub fn xgroup_delconsumer(ctx: &mut Ctx, args: Args) -> CmdResult {
+pub(crate) fn xgroup_delconsumer(ctx: &mut Ctx, args: Args) -> CmdResult {
     let (key, name, consumer) = (args.get(2), args.get(3), args.get(4));
     let mut l = ctx.open(key);
     let Some(e) = get_stream(&mut l, key)? else {
@@ -645,7 +645,7 @@ fn read_fact(
     (!facts.is_empty()).then_some(facts)
 }
 
-pub fn xreadgroup(ctx: &mut Ctx, args: Args) -> CmdResult {
+pub(crate) fn xreadgroup(ctx: &mut Ctx, args: Args) -> CmdResult {
     let r = parse_read(ctx, args, true)?;
     let (gi, ci) = r.group.expect("checked by parse_read");
     let keys: Vec<&[u8]> = (0..r.n).map(|k| args.get(r.streams + k)).collect();
@@ -734,7 +734,7 @@ pub fn xreadgroup(ctx: &mut Ctx, args: Args) -> CmdResult {
 
 // ---------------------------------------------------------------- XACK
 
-pub fn xack(ctx: &mut Ctx, args: Args) -> CmdResult {
+pub(crate) fn xack(ctx: &mut Ctx, args: Args) -> CmdResult {
     let ids: Result<Vec<StreamId>, CmdError> =
         args.iter().skip(3).map(|a| strict_id(a, 0)).collect();
     let (key, group) = (args.get(1), args.get(2));
@@ -833,7 +833,7 @@ fn parse_pending(args: Args) -> Result<Option<PendingRange>, CmdError> {
     }))
 }
 
-pub fn xpending(ctx: &mut Ctx, args: Args) -> CmdResult {
+pub(crate) fn xpending(ctx: &mut Ctx, args: Args) -> CmdResult {
     let range = parse_pending(args)?;
     let (key, group) = (args.get(1), args.get(2));
     let now = ctx.now_ms as i64;
@@ -975,7 +975,7 @@ fn min_idle(a: &[u8], cmd: &str) -> Result<i64, CmdError> {
         .ok_or_else(|| CmdError::err(format!("Invalid min-idle-time argument for {cmd}")))
 }
 
-pub fn xclaim(ctx: &mut Ctx, args: Args) -> CmdResult {
+pub(crate) fn xclaim(ctx: &mut Ctx, args: Args) -> CmdResult {
     let now = ctx.now_ms as i64;
     let minidle = min_idle(args.get(4), "XCLAIM");
     let parsed = parse_claim(args, now);
@@ -1136,7 +1136,7 @@ struct AutoClaimed {
     created: bool,
 }
 
-pub fn xautoclaim(ctx: &mut Ctx, args: Args) -> CmdResult {
+pub(crate) fn xautoclaim(ctx: &mut Ctx, args: Args) -> CmdResult {
     let a = parse_autoclaim(args)?;
     let (key, group, consumer) = (args.get(1), args.get(2), args.get(3));
     let now = ctx.now_ms as i64;
@@ -1232,7 +1232,7 @@ fn autoclaim_scan(
 // ---------------------------------------------------------------- XINFO
 
 /// A group's `entries-read` and `lag` fields (XINFO GROUPS, STREAM FULL).
-pub fn reply_read_counters(out: &mut ReplyBuf, s: &StreamValue, g: &Group) {
+pub(crate) fn reply_read_counters(out: &mut ReplyBuf, s: &StreamValue, g: &Group) {
     out.bulk(b"entries-read");
     if g.entries_read == INVALID_ENTRIES_READ {
         out.null();
@@ -1247,7 +1247,13 @@ pub fn reply_read_counters(out: &mut ReplyBuf, s: &StreamValue, g: &Group) {
 }
 
 /// One group of XINFO STREAM FULL (PELs cut at `count`, 0: all).
-pub fn reply_group_full(out: &mut ReplyBuf, s: &StreamValue, name: &[u8], g: &Group, count: usize) {
+pub(crate) fn reply_group_full(
+    out: &mut ReplyBuf,
+    s: &StreamValue,
+    name: &[u8],
+    g: &Group,
+    count: usize,
+) {
     let take = if count == 0 { usize::MAX } else { count };
     out.map(7);
     out.bulk(b"name");

@@ -25,7 +25,7 @@ use crate::keyspace::stream::{Fields, StreamId, StreamValue, Trim};
 use crate::keyspace::{Entry, Value};
 use crate::protocol::{parse_i64, Args, ReplyBuf};
 
-pub static COMMANDS: &[Command] = crate::commands::command_table! {
+pub(crate) static COMMANDS: &[Command] = crate::commands::command_table! {
     family(group = "stream", acl = "stream"),
     cmd("xadd", -5, WRITE | DENYOOM | FAST, xadd)
         .doc("5.0.0", "Appends a new entry to a stream")

@@ -21,7 +21,7 @@ use crate::keyspace::merge::{Base, Incr};
 use crate::keyspace::{Entry, StrValue, Value};
 use crate::protocol::Args;
 
-pub static COMMANDS: &[Command] = crate::commands::command_table! {
+pub(crate) static COMMANDS: &[Command] = crate::commands::command_table! {
     family(group = "string", acl = "string"),
     cmd("get", 2, READONLY | FAST, get)
         .doc("1.0.0", "Returns the string value of a key.")
@@ -178,7 +178,7 @@ fn reply_value(ctx: &mut Ctx, key: &[u8], e: Option<&Entry>) {
 
 /// When a write's key must (not) exist.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
-pub enum Cond {
+pub(crate) enum Cond {
     Always,
     Nx,
     Xx,
@@ -186,7 +186,7 @@ pub enum Cond {
 
 /// A parsed expiry option.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
-pub enum ExpireOpt {
+pub(crate) enum ExpireOpt {
     None,
     KeepTtl,
     /// Absolute unix ms.
@@ -269,7 +269,12 @@ fn unit_name(u: ExpUnit) -> &'static [u8] {
 }
 
 /// Turns EX/PX/EXAT/PXAT `n` into an absolute unix ms, with Redis's checks.
-pub fn expire_at_from(unit: &[u8], n: &[u8], now_ms: u64, cmd: &str) -> Result<u64, CmdError> {
+pub(crate) fn expire_at_from(
+    unit: &[u8],
+    n: &[u8],
+    now_ms: u64,
+    cmd: &str,
+) -> Result<u64, CmdError> {
     let invalid = || CmdError::err(format!("invalid expire time in '{cmd}' command"));
     let v = arg_i64(n)?;
     if v <= 0 {
@@ -394,7 +399,13 @@ fn is_set(sent: &Args) -> bool {
 }
 
 /// Propagates a SET with its expiry made absolute.
-pub fn propagate_set(ctx: &mut Ctx, version: u64, key: &[u8], val: &[u8], expire: ExpireOpt) {
+pub(crate) fn propagate_set(
+    ctx: &mut Ctx,
+    version: u64,
+    key: &[u8],
+    val: &[u8],
+    expire: ExpireOpt,
+) {
     match expire {
         ExpireOpt::None => ctx.propagate(version, &[b"SET", key, val]),
         ExpireOpt::KeepTtl => ctx.propagate(version, &[b"SET", key, val, b"KEEPTTL"]),

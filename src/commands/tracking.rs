@@ -52,7 +52,7 @@ use std::sync::Arc;
 /// EVAL_RO, EVALSHA_RO and FCALL_RO register nothing themselves: their
 /// reads do (as Redis, [`before_script_command`]).
 #[inline]
-pub fn before_command(srv: &Core, client: &ClientState, cmd_id: usize, args: Args) {
+pub(crate) fn before_command(srv: &Core, client: &ClientState, cmd_id: usize, args: Args) {
     if !srv.tracking.active() || !client.tracking {
         return;
     }
@@ -69,7 +69,12 @@ pub fn before_command(srv: &Core, client: &ClientState, cmd_id: usize, args: Arg
 /// [`before_command`] for a command a script runs: a read-only one
 /// registers the keys the script declared, for the client running the
 /// script (Redis's trackingRememberKeys of the script's caller).
-pub fn before_script_command(srv: &Core, client: &ClientState, cmd_id: usize, declared: &[&[u8]]) {
+pub(crate) fn before_script_command(
+    srv: &Core,
+    client: &ClientState,
+    cmd_id: usize,
+    declared: &[&[u8]],
+) {
     if !srv.tracking.active() || !client.tracking || declared.is_empty() {
         return;
     }
@@ -106,7 +111,7 @@ fn remember<'k>(srv: &Core, client: &ClientState, keys: impl Iterator<Item = &'k
 /// Dispatch hook, after a top-level command's reply is in `out`: ends the
 /// CLIENT CACHING flag's scope (as Redis, it survives CLIENT subcommands and
 /// a transaction until EXEC) and appends the invalidations it deferred.
-pub fn after_command(srv: &Core, client: &ClientState, cmd_id: usize, out: &mut ReplyBuf) {
+pub(crate) fn after_command(srv: &Core, client: &ClientState, cmd_id: usize, out: &mut ReplyBuf) {
     let t = &srv.tracking;
     if !t.active() {
         return;
@@ -127,7 +132,7 @@ pub fn after_command(srv: &Core, client: &ClientState, cmd_id: usize, out: &mut 
 /// Appends the invalidations deferred for client `id` to its output: after
 /// its reply for its own writes, before it for keys evicted to admit its
 /// command (dispatch calls this both before and after the handler).
-pub fn append_deferred(srv: &Core, id: u64, out: &mut ReplyBuf) {
+pub(crate) fn append_deferred(srv: &Core, id: u64, out: &mut ReplyBuf) {
     let t = &srv.tracking;
     if t.deferred.load(Relaxed) == 0 {
         return;
@@ -148,7 +153,7 @@ pub fn append_deferred(srv: &Core, id: u64, out: &mut ReplyBuf) {
 }
 
 /// Write hook (from `Ctx::propagate_db`): invalidates the keys `argv` wrote.
-pub fn touch_write(ctx: &Ctx, argv: &[&[u8]]) {
+pub(crate) fn touch_write(ctx: &Ctx, argv: &[&[u8]]) {
     let Some(&name) = argv.first() else { return };
     let srv = ctx.core;
     if name.eq_ignore_ascii_case(b"flushall") || name.eq_ignore_ascii_case(b"flushdb") {
@@ -173,7 +178,7 @@ pub fn touch_write(ctx: &Ctx, argv: &[&[u8]]) {
 
 /// Expiry hook: `key` expired and was deleted, lazily during client
 /// `current`'s command or (current 0) by the active expiry cycle.
-pub fn touch_expired(srv: &Core, current: u64, key: &[u8]) {
+pub(crate) fn touch_expired(srv: &Core, current: u64, key: &[u8]) {
     if !srv.tracking.active() {
         return;
     }
@@ -246,7 +251,7 @@ pub(crate) fn invalidate_all(srv: &Core, current: u64) {
 /// Sends the BCAST invalidations collected since the last call: per prefix,
 /// one message per client with the keys written (a NOLOOP client's own
 /// writes left out). Called after each connection batch and cron pass.
-pub fn flush_bcast(srv: &Core) {
+pub(crate) fn flush_bcast(srv: &Core) {
     let t = &srv.tracking;
     if !t.bcast_pending.load(Relaxed) || !t.bcast_pending.swap(false, Relaxed) {
         return;
@@ -280,7 +285,7 @@ pub fn flush_bcast(srv: &Core) {
 
 /// Cron hook (worker 0): enforces `tracking-table-max-keys` by invalidating
 /// tracked keys until the table fits, and sends pending BCAST messages.
-pub fn cron(srv: &Core) {
+pub(crate) fn cron(srv: &Core) {
     let t = &srv.tracking;
     if !t.active() {
         return;
@@ -371,7 +376,7 @@ fn err(s: &str) -> CmdError {
 }
 
 /// CLIENT TRACKING ON|OFF [REDIRECT id] [PREFIX p ...] [BCAST] [OPTIN] [OPTOUT] [NOLOOP]
-pub fn tracking(ctx: &mut Ctx, args: Args) -> CmdResult {
+pub(crate) fn tracking(ctx: &mut Ctx, args: Args) -> CmdResult {
     let mut n = Settings::default();
     let mut prefixes: Vec<Vec<u8>> = Vec::new();
     let mut i = 3;
@@ -505,7 +510,7 @@ fn overlap(p: &[u8], q: &[u8], what: &str) -> CmdError {
 }
 
 /// CLIENT CACHING YES|NO
-pub fn caching(ctx: &mut Ctx, args: Args) -> CmdResult {
+pub(crate) fn caching(ctx: &mut Ctx, args: Args) -> CmdResult {
     let me = ctx.client.id;
     let t = &ctx.core.tracking;
     let mut g = t.inner.lock();
@@ -533,7 +538,7 @@ pub fn caching(ctx: &mut Ctx, args: Args) -> CmdResult {
 }
 
 /// CLIENT GETREDIR
-pub fn getredir(ctx: &mut Ctx, _args: Args) -> CmdResult {
+pub(crate) fn getredir(ctx: &mut Ctx, _args: Args) -> CmdResult {
     let r = ctx.core.tracking.redirect_of(ctx.client.id);
     ctx.out.int(r.map_or(-1, |r| r as i64));
     Ok(())
@@ -541,7 +546,7 @@ pub fn getredir(ctx: &mut Ctx, _args: Args) -> CmdResult {
 
 /// CLIENT LIST / INFO: the tracking flags ("t", then "R" for a broken
 /// redirect and "B" for BCAST) and `redir=` (-1 when not tracking).
-pub fn list_fields(srv: &Core, id: u64) -> (String, i64) {
+pub(crate) fn list_fields(srv: &Core, id: u64) -> (String, i64) {
     if !srv.tracking.active() {
         return (String::new(), -1);
     }
@@ -560,7 +565,7 @@ pub fn list_fields(srv: &Core, id: u64) -> (String, i64) {
 }
 
 /// CLIENT TRACKINGINFO
-pub fn trackinginfo(ctx: &mut Ctx, _args: Args) -> CmdResult {
+pub(crate) fn trackinginfo(ctx: &mut Ctx, _args: Args) -> CmdResult {
     let s = ctx
         .core
         .tracking

@@ -18,7 +18,7 @@
 use super::{flags::*, CmdError, CmdResult, Command, Ctx};
 use crate::protocol::Args;
 
-pub static COMMANDS: &[Command] = crate::commands::command_table! {
+pub(crate) static COMMANDS: &[Command] = crate::commands::command_table! {
     family(group = "server", acl = ""),
     container("module", -2, module_parent)
         .doc("4.0.0", "A container for module commands")
@@ -43,7 +43,7 @@ static MODULE_SUBCOMMANDS: &[Command] = crate::commands::command_table! {
 };
 
 /// Where the commands LatticeDB does not build are listed.
-pub const DOCS_PAGE: &str = "docs/COMMANDS.md";
+pub(crate) const DOCS_PAGE: &str = "docs/COMMANDS.md";
 
 fn module_parent(_: &mut Ctx, _: Args) -> CmdResult {
     Err(CmdError::err("unknown subcommand"))
@@ -89,7 +89,7 @@ const KEYDB_SUBS: &[(&str, &str)] = &[];
 
 /// The error for a subcommand the table does not have, when it names one
 /// of KeyDB's (OBJECT LASTMODIFIED).
-pub fn sub_not_built(cmd: &str, sub: &[u8]) -> Option<CmdError> {
+pub(crate) fn sub_not_built(cmd: &str, sub: &[u8]) -> Option<CmdError> {
     let sub = String::from_utf8_lossy(sub).to_ascii_lowercase();
     KEYDB_SUBS.contains(&(cmd, sub.as_str())).then(|| {
         CmdError::err(format!(
@@ -102,7 +102,7 @@ pub fn sub_not_built(cmd: &str, sub: &[u8]) -> Option<CmdError> {
 
 /// The error for a command name the table does not have, when it names a
 /// command of a feature not built (see the module comment).
-pub fn not_built(name: &[u8]) -> Option<CmdError> {
+pub(crate) fn not_built(name: &[u8]) -> Option<CmdError> {
     let lower = String::from_utf8_lossy(name).to_ascii_lowercase();
     KEYDB.contains(&lower.as_str()).then(|| {
         CmdError::err(format!(

@@ -4,11 +4,11 @@ use super::CmdError;
 use crate::protocol::parse_i64;
 
 /// An i64 argument ("ERR value is not an integer or out of range").
-pub fn arg_i64(a: &[u8]) -> Result<i64, CmdError> {
+pub(crate) fn arg_i64(a: &[u8]) -> Result<i64, CmdError> {
     parse_i64(a).ok_or(CmdError::NotInteger)
 }
 
-pub fn parse_f64(a: &[u8]) -> Option<f64> {
+pub(crate) fn parse_f64(a: &[u8]) -> Option<f64> {
     let s = std::str::from_utf8(a).ok()?;
     if s.is_empty() || s.starts_with(char::is_whitespace) || s.ends_with(char::is_whitespace) {
         return None;
@@ -65,12 +65,12 @@ fn parse_hex_f64(s: &str) -> Option<f64> {
     Some(if neg { -v } else { v })
 }
 
-pub use crate::glob::glob_match;
+pub(crate) use crate::glob::glob_match;
 
-pub use crate::protocol::eq_ic;
+pub(crate) use crate::protocol::eq_ic;
 
 /// Lossy UTF-8 rendering of an argument for error messages.
-pub fn lossy(a: &[u8]) -> String {
+pub(crate) fn lossy(a: &[u8]) -> String {
     String::from_utf8_lossy(a).into_owned()
 }
 

@@ -70,7 +70,7 @@ fn numkeys_at(args: Args, i: usize) -> Vec<usize> {
 
 const RANGE_CX: &str = "O(log(N)+M) with N being the number of elements in the sorted set and M the number of elements returned.";
 
-pub static COMMANDS: &[Command] = crate::commands::command_table! {
+pub(crate) static COMMANDS: &[Command] = crate::commands::command_table! {
     family(group = "sorted-set", acl = "sortedset"),
     cmd("zadd", -4, WRITE | DENYOOM | FAST, zadd)
         .doc("1.2.0", "Adds one or more members to a sorted set, or updates their scores. Creates the key if it doesn't exist.")

@@ -48,9 +48,9 @@ pub enum Kind {
     ReplicaOf,
 }
 
-pub const INT: i64 = i32::MAX as i64;
-pub const UINT: i64 = u32::MAX as i64;
-pub const LONG: i64 = i64::MAX;
+pub(crate) const INT: i64 = i32::MAX as i64;
+pub(crate) const UINT: i64 = u32::MAX as i64;
+pub(crate) const LONG: i64 = i64::MAX;
 
 impl Kind {
     /// Checks `args` and returns the value as CONFIG GET shows it.
@@ -234,7 +234,7 @@ fn norm_cob(args: &[String]) -> Result<String, String> {
 }
 
 /// Merges normalised client-output-buffer-limit groups into `current`.
-pub fn merge_cob(current: &str, update: &str) -> String {
+pub(crate) fn merge_cob(current: &str, update: &str) -> String {
     let mut groups: Vec<Vec<String>> = current
         .split_whitespace()
         .map(String::from)
@@ -330,7 +330,7 @@ fn norm_replicaof(args: &[String]) -> Result<String, String> {
 }
 
 /// The `(host, port)` pairs of a `replicaof` value.
-pub fn replicaof_pairs(v: &str) -> Vec<(String, u16)> {
+pub(crate) fn replicaof_pairs(v: &str) -> Vec<(String, u16)> {
     let w: Vec<&str> = v.split_whitespace().collect();
     w.chunks(2)
         .filter_map(|p| Some((p.first()?.to_string(), p.get(1)?.parse().ok()?)))
@@ -404,7 +404,7 @@ const fn d(name: &'static str, kind: Kind, default: &'static str) -> Directive {
 
 use Kind::*;
 
-pub static DIRECTIVES: &[Directive] = &[
+pub(crate) static DIRECTIVES: &[Directive] = &[
     // Redis 7.0 (CONFIG GET *), in alphabetical order.
     d(
         "acl-pubsub-default",

@@ -19,12 +19,12 @@
 //! directive read on a hot path adds its field to `HotConfig` and its line
 //! to `HotConfig::load`.
 
-pub mod directives;
-pub mod parse;
+pub(crate) mod directives;
+pub(crate) mod parse;
 
 use std::collections::{BTreeMap, BTreeSet};
 
-pub use directives::{Directive, Kind, Status, DIRECTIVES};
+pub(crate) use directives::{Directive, Kind, Status, DIRECTIVES};
 
 /// The live configuration.
 #[derive(Clone, Debug)]
@@ -216,7 +216,7 @@ impl Config {
 }
 
 /// The reason a refused directive's value stops start-up and CONFIG SET.
-pub fn refused_reason(d: &Directive) -> String {
+pub(crate) fn refused_reason(d: &Directive) -> String {
     format!(
         "'{}' is not supported by LatticeDB yet (docs/CONFIG.md): refusing rather than ignore it",
         d.name

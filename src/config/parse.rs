@@ -11,7 +11,7 @@ use super::{Config, Kind, Status};
 
 /// Parses "1gb", "10mb", "5k", "100" (Redis's memtoull: k=1000, kb=1024 ...).
 #[allow(clippy::result_unit_err)] // kept: callers match on Ok/Err only
-pub fn parse_memory(s: &str) -> Result<i64, ()> {
+pub(crate) fn parse_memory(s: &str) -> Result<i64, ()> {
     let l = s.to_ascii_lowercase();
     let (num, mul): (&str, i64) = if let Some(n) = l.strip_suffix("gb") {
         (n, 1 << 30)
@@ -36,7 +36,7 @@ pub fn parse_memory(s: &str) -> Result<i64, ()> {
 
 /// Splits one config line into words (sdssplitargs rules).
 #[allow(clippy::result_unit_err)]
-pub fn split_line(line: &str) -> Result<Vec<String>, ()> {
+pub(crate) fn split_line(line: &str) -> Result<Vec<String>, ()> {
     let mut out = Vec::new();
     let mut p = crate::protocol::RequestParser::new();
     let mut tmp = line.as_bytes().to_vec();
@@ -54,7 +54,7 @@ pub fn split_line(line: &str) -> Result<Vec<String>, ()> {
 
 /// Appends `b` quoted as Redis's `sdscatrepr` does, byte by byte (bytes
 /// outside printable ASCII as `\xNN`): MONITOR lines, AOF manifest names.
-pub fn push_quoted_bytes(o: &mut String, b: &[u8]) {
+pub(crate) fn push_quoted_bytes(o: &mut String, b: &[u8]) {
     o.push('"');
     for &c in b {
         match c {
@@ -75,7 +75,7 @@ pub fn push_quoted_bytes(o: &mut String, b: &[u8]) {
 }
 
 /// Quotes a value as Redis's `sdscatrepr` does.
-pub fn quote(s: &str) -> String {
+pub(crate) fn quote(s: &str) -> String {
     let mut o = String::with_capacity(s.len() + 2);
     o.push('"');
     for c in s.chars() {
@@ -120,7 +120,7 @@ pub enum Invocation {
 
 /// Turns `--name v v --other v` into config text, one directive a line.
 /// An I/O error as strerror() words, without Rust's "(os error N)".
-pub fn io_error_text(e: &std::io::Error) -> String {
+pub(crate) fn io_error_text(e: &std::io::Error) -> String {
     let s = e.to_string();
     s.split(" (os error").next().unwrap_or(&s).to_string()
 }
@@ -211,7 +211,7 @@ pub fn parse_args(args: &[String]) -> Result<Invocation, String> {
 }
 
 /// Redis's fatal config error text.
-pub fn fatal(line_no: usize, line: &str, reason: &str) -> String {
+pub(crate) fn fatal(line_no: usize, line: &str, reason: &str) -> String {
     format!(
         "\n*** FATAL CONFIG FILE ERROR (Redis {}) ***\nReading the configuration file, at line {}\n>>> '{}'\n{}",
         crate::REDIS_VERSION,
@@ -225,7 +225,7 @@ pub fn fatal(line_no: usize, line: &str, reason: &str) -> String {
 /// (`directives.rs`) but handled by the loader itself, with their status
 /// (docs/CONFIG.md lists them too; a test keeps the two in step).
 #[cfg(test)]
-pub const LOADER_DIRECTIVES: &[(&str, Status)] = &[
+pub(crate) const LOADER_DIRECTIVES: &[(&str, Status)] = &[
     ("include", Status::Built),
     // Refused: a renamed command would stay reachable under its name.
     ("rename-command", Status::Refused),
@@ -243,7 +243,7 @@ pub const LOADER_DIRECTIVES: &[(&str, Status)] = &[
 
 /// State across the lines of one load (and its includes).
 #[derive(Default)]
-pub struct Loader {
+pub(crate) struct Loader {
     /// A `save` line was seen: later ones append instead of replacing.
     save_seen: bool,
     /// A `replicaof` line was seen: later ones append (several peers under
@@ -257,7 +257,7 @@ pub struct Loader {
 
 impl Loader {
     /// A loader that only computes values (see [`Loader::dry`]).
-    pub fn dry() -> Loader {
+    pub(crate) fn dry() -> Loader {
         Loader {
             dry: true,
             ..Default::default()
@@ -265,7 +265,7 @@ impl Loader {
     }
 
     /// Applies every line of a config text.
-    pub fn load_text(&mut self, cfg: &mut Config, text: &str) -> Result<(), String> {
+    pub(crate) fn load_text(&mut self, cfg: &mut Config, text: &str) -> Result<(), String> {
         for (n, raw) in text.split('\n').enumerate() {
             let line = raw.trim_matches(|c| c == ' ' || c == '\t' || c == '\r');
             if line.is_empty() || line.starts_with('#') {
@@ -434,7 +434,7 @@ fn glob_files(path: &str) -> Vec<String> {
 
 /// `dir` changes the working directory at once, as in Redis; CONFIG GET dir
 /// then shows the absolute path.
-pub fn change_dir(dir: &str) -> Result<String, String> {
+pub(crate) fn change_dir(dir: &str) -> Result<String, String> {
     std::env::set_current_dir(dir).map_err(|e| io_error_text(&e))?;
     Ok(std::env::current_dir()
         .map(|p| p.to_string_lossy().into_owned())

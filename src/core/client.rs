@@ -46,7 +46,7 @@ pub enum ReplyMode {
 /// The id a replica's link to its master runs the master's commands as
 /// (`replication/replica/stream.rs`, Redis's CLIENT_MASTER): lazy expiry
 /// never hides nor deletes a key for it (`commands/access.rs`).
-pub const MASTER_LINK_ID: u64 = u64::MAX;
+pub(crate) const MASTER_LINK_ID: u64 = u64::MAX;
 
 /// Per-connection state owned by the connection's task.
 pub struct ClientState {
@@ -364,7 +364,8 @@ pub struct ObufLimits {
 
 /// Redis's default `client-output-buffer-limit`.
 #[cfg(test)]
-pub const DEFAULT_OBUF_LIMITS: &str = "normal 0 0 0 replica 256mb 64mb 60 pubsub 32mb 8mb 60";
+pub(crate) const DEFAULT_OBUF_LIMITS: &str =
+    "normal 0 0 0 replica 256mb 64mb 60 pubsub 32mb 8mb 60";
 
 impl ObufLimits {
     /// Parses `<class> <hard> <soft> <soft-secs>` groups over the defaults

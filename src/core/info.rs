@@ -10,7 +10,7 @@ use std::borrow::Cow;
 
 /// A field's name: most are literals, a numbered one (`slave0`, `db3`,
 /// `cmdstat_get`) is built.
-pub type Name = Cow<'static, str>;
+pub(crate) type Name = Cow<'static, str>;
 
 /// A field's value, written as Redis writes it.
 #[derive(Debug, Clone, PartialEq)]

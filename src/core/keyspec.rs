@@ -20,7 +20,7 @@ use crate::protocol::Args;
 
 /// The flag names a spec may carry (Redis's key-spec flags).
 #[cfg(test)]
-pub const FLAG_NAMES: &[&str] = &[
+pub(crate) const FLAG_NAMES: &[&str] = &[
     "RW",
     "RO",
     "OW",
@@ -182,7 +182,7 @@ fn keyword_pos(args: Args, kw: &str, from: i32) -> Option<i64> {
 /// The spec an entry without `.key_specs` gets: its first/last/step keys
 /// with RW/update (write commands) or RO/access flags; unknown for an entry
 /// with a keys function.
-pub fn derived(cmd: &Command) -> Option<KeySpec> {
+pub(crate) fn derived(cmd: &Command) -> Option<KeySpec> {
     if cmd.keys_fn.is_none() && cmd.first_key <= 0 {
         return None;
     }
@@ -204,7 +204,7 @@ pub fn derived(cmd: &Command) -> Option<KeySpec> {
 }
 
 /// The specs COMMAND INFO shows for `cmd`.
-pub fn specs_of(cmd: &Command) -> Vec<KeySpec> {
+pub(crate) fn specs_of(cmd: &Command) -> Vec<KeySpec> {
     if !cmd.key_specs.is_empty() {
         return cmd.key_specs.to_vec();
     }
@@ -213,7 +213,7 @@ pub fn specs_of(cmd: &Command) -> Vec<KeySpec> {
 
 /// The flags of the key at `pos` in `args`: what the entry's key-flags
 /// function says, else those of the first spec that finds it, else of the first spec that cannot say (unknown/keyword).
-pub fn flags_for(cmd: &Command, args: Args, pos: usize) -> &'static [&'static str] {
+pub(crate) fn flags_for(cmd: &Command, args: Args, pos: usize) -> &'static [&'static str] {
     if let Some(flags) = cmd.key_flags_fn.and_then(|f| f(args, pos)) {
         return flags;
     }

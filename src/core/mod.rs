@@ -10,28 +10,28 @@
 //! to it, so code of the upper layers reads `srv.keyspace` as before, while
 //! a handler's `Ctx` carries only `&Core` and `&dyn Admin`.
 
-pub mod acl;
-pub mod admin;
-pub mod blocking;
-pub mod client;
-pub mod ctx;
-pub mod error;
-pub mod eviction;
-pub mod info;
-pub mod keyspec;
-pub mod latency;
-pub mod multi;
-pub mod notify;
-pub mod propagation;
-pub mod pubsub;
-pub mod random;
-pub mod scripts;
-pub mod sockio;
-pub mod stats;
-pub mod table;
-pub mod tls;
-pub mod tls_key;
-pub mod tracking;
+pub(crate) mod acl;
+pub(crate) mod admin;
+pub(crate) mod blocking;
+pub(crate) mod client;
+pub(crate) mod ctx;
+pub(crate) mod error;
+pub(crate) mod eviction;
+pub(crate) mod info;
+pub(crate) mod keyspec;
+pub(crate) mod latency;
+pub(crate) mod multi;
+pub(crate) mod notify;
+pub(crate) mod propagation;
+pub(crate) mod pubsub;
+pub(crate) mod random;
+pub(crate) mod scripts;
+pub(crate) mod sockio;
+pub(crate) mod stats;
+pub(crate) mod table;
+pub(crate) mod tls;
+pub(crate) mod tls_key;
+pub(crate) mod tracking;
 
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering::Relaxed};
 use std::sync::Arc;

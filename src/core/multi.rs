@@ -47,7 +47,7 @@ impl Queued {
 }
 
 /// One client's watch of one key, as the registry sees it.
-pub struct WatchEntry {
+pub(crate) struct WatchEntry {
     /// The watching client's dirty flag (shared by all its watched keys).
     pub(crate) dirty: Arc<AtomicBool>,
     /// The key was logically present (existing, not expired) at WATCH.

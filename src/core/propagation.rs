@@ -9,7 +9,7 @@ use super::Core;
 
 /// Where the failed command came from.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
-pub enum Source {
+pub(crate) enum Source {
     /// This replica's master.
     Master,
     /// The AOF being loaded.
@@ -18,7 +18,7 @@ pub enum Source {
 
 /// Logs a command from `source` that answered `err`, and stops the process
 /// when `propagation-error-behavior` says so.
-pub fn failed(core: &Core, source: Source, err: &str, command: &str) {
+pub(crate) fn failed(core: &Core, source: Source, err: &str, command: &str) {
     let (from, to) = match source {
         Source::Master => ("replica", "master"),
         Source::Aof => ("server", "AOF-loading-client"),

@@ -1,7 +1,7 @@
 //! Random identifiers: run ids, replication ids, EOF marks.
 
 /// Random lowercase hex (run ids), seeded from the clock and address space.
-pub fn random_hex(n: usize) -> String {
+pub(crate) fn random_hex(n: usize) -> String {
     use std::hash::{BuildHasher, Hasher};
     let mut out = String::with_capacity(n);
     let state = std::collections::hash_map::RandomState::new();

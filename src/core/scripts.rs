@@ -13,7 +13,7 @@ use std::sync::Arc;
 use parking_lot::RwLock;
 
 /// A cached script: its body and its shebang's flags.
-pub type Cached = (Arc<[u8]>, u32);
+pub(crate) type Cached = (Arc<[u8]>, u32);
 
 #[derive(Default)]
 pub struct ScriptCache {

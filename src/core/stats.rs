@@ -28,19 +28,19 @@ pub struct CmdStats {
 }
 
 /// Latency steps: 1024 ns * 2^k for k in 0..21, past Redis's 1 s ceiling.
-pub const HIST_STEPS: usize = 21;
+pub(crate) const HIST_STEPS: usize = 21;
 
 /// The step of a latency of `usec` microseconds: the first k whose upper
 /// bound, 1032 * 2^k - 1 ns, is at least the latency.
 #[inline]
-pub fn step_of(usec: u64) -> usize {
+pub(crate) fn step_of(usec: u64) -> usize {
     let q = usec.saturating_mul(1000).min(1_000_000_000) / 1032;
     ((64 - q.leading_zeros()) as usize).min(HIST_STEPS - 1)
 }
 
 /// The upper bound of step `k` in nanoseconds (what LATENCY HISTOGRAM
 /// shows divided by 1000, and INFO's percentiles divided by 1000.0).
-pub fn step_bound_ns(k: usize) -> u64 {
+pub(crate) fn step_bound_ns(k: usize) -> u64 {
     1032u64 * (1 << k) - 1
 }
 
@@ -162,7 +162,7 @@ impl WorkerStats {
 /// Command `id`'s latency histogram summed over the workers (calls by
 /// step); all zero when it was not called since the last reset with
 /// `latency-tracking yes`.
-pub fn histogram(workers: &[std::sync::Arc<WorkerStats>], id: usize) -> [u64; HIST_STEPS] {
+pub(crate) fn histogram(workers: &[std::sync::Arc<WorkerStats>], id: usize) -> [u64; HIST_STEPS] {
     let mut h = [0u64; HIST_STEPS];
     for w in workers {
         for (k, c) in w.cmds[id].hist.iter().enumerate() {
@@ -175,7 +175,7 @@ pub fn histogram(workers: &[std::sync::Arc<WorkerStats>], id: usize) -> [u64; HI
 /// The latency (ns) at percentile `p` of a histogram, as HdrHistogram's
 /// hdr_value_at_percentile picks it: the upper bound of the step holding
 /// the call ranked round(p% of the calls), at least the first.
-pub fn percentile_ns(h: &[u64; HIST_STEPS], p: f64) -> u64 {
+pub(crate) fn percentile_ns(h: &[u64; HIST_STEPS], p: f64) -> u64 {
     let total: u64 = h.iter().sum();
     let rank = ((p / 100.0 * total as f64 + 0.5) as u64).max(1);
     let mut seen = 0;
@@ -189,7 +189,10 @@ pub fn percentile_ns(h: &[u64; HIST_STEPS], p: f64) -> u64 {
 }
 
 /// Sums of every worker's counters.
-pub fn sum(workers: &[std::sync::Arc<WorkerStats>], f: impl Fn(&WorkerStats) -> &AtomicU64) -> u64 {
+pub(crate) fn sum(
+    workers: &[std::sync::Arc<WorkerStats>],
+    f: impl Fn(&WorkerStats) -> &AtomicU64,
+) -> u64 {
     workers.iter().map(|w| f(w).load(Relaxed)).sum()
 }
 

@@ -15,15 +15,15 @@ use super::error::CmdError;
 use super::keyspec;
 use crate::protocol::Args;
 
-pub type CmdResult = Result<(), CmdError>;
-pub type Handler = fn(&mut Ctx, Args) -> CmdResult;
+pub(crate) type CmdResult = Result<(), CmdError>;
+pub(crate) type Handler = fn(&mut Ctx, Args) -> CmdResult;
 /// Extracts key positions for commands whose keys are not first/last/step.
-pub type KeysFn = fn(Args) -> Vec<usize>;
+pub(crate) type KeysFn = fn(Args) -> Vec<usize>;
 /// The key-spec flags of the key at a position, for `variable_flags` commands.
-pub type KeyFlagsFn = fn(Args, usize) -> Option<&'static [&'static str]>;
+pub(crate) type KeyFlagsFn = fn(Args, usize) -> Option<&'static [&'static str]>;
 /// The flags of one call of a command whose flags depend on its arguments
 /// (Redis's getCommandFlags: EVAL with a shebang, FCALL by its function).
-pub type FlagsFn = fn(&super::Core, Args, u32) -> u32;
+pub(crate) type FlagsFn = fn(&super::Core, Args, u32) -> u32;
 
 fn category_mask(cmd: &Command) -> u32 {
     acl_categories(cmd)
@@ -33,36 +33,36 @@ fn category_mask(cmd: &Command) -> u32 {
 }
 
 /// Command flags (Redis 7's names, see COMMAND INFO).
-pub mod flags {
-    pub const WRITE: u32 = 1 << 0;
-    pub const READONLY: u32 = 1 << 1;
-    pub const DENYOOM: u32 = 1 << 2;
-    pub const ADMIN: u32 = 1 << 3;
-    pub const PUBSUB: u32 = 1 << 4;
-    pub const NOSCRIPT: u32 = 1 << 5;
-    pub const BLOCKING: u32 = 1 << 6;
-    pub const LOADING: u32 = 1 << 7;
-    pub const STALE: u32 = 1 << 8;
-    pub const SKIP_MONITOR: u32 = 1 << 9;
-    pub const SKIP_SLOWLOG: u32 = 1 << 10;
-    pub const FAST: u32 = 1 << 11;
-    pub const NO_AUTH: u32 = 1 << 12;
-    pub const MAY_REPLICATE: u32 = 1 << 13;
-    pub const NO_MULTI: u32 = 1 << 14;
-    pub const ALLOW_BUSY: u32 = 1 << 15;
-    pub const NO_MANDATORY_KEYS: u32 = 1 << 16;
+pub(crate) mod flags {
+    pub(crate) const WRITE: u32 = 1 << 0;
+    pub(crate) const READONLY: u32 = 1 << 1;
+    pub(crate) const DENYOOM: u32 = 1 << 2;
+    pub(crate) const ADMIN: u32 = 1 << 3;
+    pub(crate) const PUBSUB: u32 = 1 << 4;
+    pub(crate) const NOSCRIPT: u32 = 1 << 5;
+    pub(crate) const BLOCKING: u32 = 1 << 6;
+    pub(crate) const LOADING: u32 = 1 << 7;
+    pub(crate) const STALE: u32 = 1 << 8;
+    pub(crate) const SKIP_MONITOR: u32 = 1 << 9;
+    pub(crate) const SKIP_SLOWLOG: u32 = 1 << 10;
+    pub(crate) const FAST: u32 = 1 << 11;
+    pub(crate) const NO_AUTH: u32 = 1 << 12;
+    pub(crate) const MAY_REPLICATE: u32 = 1 << 13;
+    pub(crate) const NO_MULTI: u32 = 1 << 14;
+    pub(crate) const ALLOW_BUSY: u32 = 1 << 15;
+    pub(crate) const NO_MANDATORY_KEYS: u32 = 1 << 16;
     /// Runs only as `enable-debug-command` allows (Redis's CMD_PROTECTED;
     /// not shown by COMMAND INFO, as in Redis).
-    pub const PROTECTED: u32 = 1 << 17;
-    pub const NO_ASYNC_LOADING: u32 = 1 << 18;
+    pub(crate) const PROTECTED: u32 = 1 << 17;
+    pub(crate) const NO_ASYNC_LOADING: u32 = 1 << 18;
     /// Served on a cluster node importing the slot after ASKING (Redis's
     /// CMD_ASKING; RESTORE-ASKING only): shown by COMMAND INFO, nothing
     /// else, as cluster mode is not built.
-    pub const ASKING: u32 = 1 << 19;
+    pub(crate) const ASKING: u32 = 1 << 19;
 
     /// Flag names in the order Redis 7 prints them in COMMAND INFO, except
     /// `allow_busy`, which Redis prints after the derived `movablekeys`.
-    pub const NAMES: &[(u32, &str)] = &[
+    pub(crate) const NAMES: &[(u32, &str)] = &[
         (WRITE, "write"),
         (READONLY, "readonly"),
         (DENYOOM, "denyoom"),
@@ -303,7 +303,7 @@ impl Command {
 
 /// ACL categories in Redis's order (acl.c's ACLCommandCategories): a
 /// category's index is its bit in [`CommandTable::categories`].
-pub const ACL_CATEGORIES: &[&str] = &[
+pub(crate) const ACL_CATEGORIES: &[&str] = &[
     "keyspace",
     "read",
     "write",
@@ -328,7 +328,7 @@ pub const ACL_CATEGORIES: &[&str] = &[
 ];
 
 /// The command's ACL categories: declared plus implied by its flags.
-pub fn acl_categories(cmd: &Command) -> Vec<&'static str> {
+pub(crate) fn acl_categories(cmd: &Command) -> Vec<&'static str> {
     use flags::*;
     let f = cmd.flags;
     let declared: Vec<&str> = cmd.acl.split_whitespace().collect();
@@ -352,7 +352,7 @@ pub fn acl_categories(cmd: &Command) -> Vec<&'static str> {
 }
 
 /// The bit of a category in [`CommandTable::categories`], by name.
-pub fn category_bit(name: &[u8]) -> Option<u32> {
+pub(crate) fn category_bit(name: &[u8]) -> Option<u32> {
     ACL_CATEGORIES
         .iter()
         .position(|c| c.as_bytes().eq_ignore_ascii_case(name))
@@ -371,7 +371,7 @@ pub struct CommandTable {
     pub categories: Vec<u32>,
 }
 
-pub type CommandId = usize;
+pub(crate) type CommandId = usize;
 
 impl CommandTable {
     pub fn build(families: &[&'static [Command]]) -> CommandTable {

@@ -72,19 +72,19 @@ impl Tls {
 
 /// Whether TLS is to be configured at all: Redis's condition (`tls-port`,
 /// `tls-replication` or `tls-cluster`).
-pub fn wanted(cfg: &Config) -> bool {
+pub(crate) fn wanted(cfg: &Config) -> bool {
     cfg.get_i64("tls-port") != 0 || cfg.get_bool("tls-replication") || cfg.get_bool("tls-cluster")
 }
 
 /// The directives a change of which rebuilds the configurations
 /// (`tls-port` too: a TLS port opened at run time needs them).
-pub fn is_tls_directive(name: &str) -> bool {
+pub(crate) fn is_tls_directive(name: &str) -> bool {
     name.starts_with("tls-")
 }
 
 /// Builds both sides from `cfg` (see the module comment); the error is
 /// the line to log.
-pub fn build(cfg: &Config) -> Result<Configs, String> {
+pub(crate) fn build(cfg: &Config) -> Result<Configs, String> {
     let cert_file = cfg.get_str("tls-cert-file");
     let key_file = cfg.get_str("tls-key-file");
     if cert_file.is_empty() {

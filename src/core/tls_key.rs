@@ -24,14 +24,14 @@ use rustls::pki_types::PrivateKeyDer;
 
 /// The key in `path`, decrypted with `pass` if it is encrypted; the error
 /// is the whole line to log.
-pub fn load_key(path: &str, pass: &str) -> Result<PrivateKeyDer<'static>, String> {
+pub(crate) fn load_key(path: &str, pass: &str) -> Result<PrivateKeyDer<'static>, String> {
     let fail = |e: String| format!("Failed to load private key: {path}: {e}");
     let text = std::fs::read(path).map_err(|e| fail(e.to_string()))?;
     read_key(&text, pass).map_err(fail)
 }
 
 /// The key in PEM `text` (see the module comment).
-pub fn read_key(text: &[u8], pass: &str) -> Result<PrivateKeyDer<'static>, String> {
+pub(crate) fn read_key(text: &[u8], pass: &str) -> Result<PrivateKeyDer<'static>, String> {
     if let Some(block) = legacy_block(text) {
         return decrypt_legacy(&block, pass);
     }

@@ -12,7 +12,7 @@
 use std::collections::BTreeSet;
 
 #[derive(Default)]
-pub struct Deadlines {
+pub(super) struct Deadlines {
     set: BTreeSet<(u64, u64)>,
     /// The sum of the deadlines in `set` (u128: 2^64 deadlines of 2^64 ms
     /// cannot overflow it).
@@ -20,35 +20,35 @@ pub struct Deadlines {
 }
 
 impl Deadlines {
-    pub fn len(&self) -> usize {
+    pub(super) fn len(&self) -> usize {
         self.set.len()
     }
 
-    pub fn insert(&mut self, at: u64, hash: u64) {
+    pub(super) fn insert(&mut self, at: u64, hash: u64) {
         if self.set.insert((at, hash)) {
             self.sum += u128::from(at);
         }
     }
 
-    pub fn remove(&mut self, at: u64, hash: u64) {
+    pub(super) fn remove(&mut self, at: u64, hash: u64) {
         if self.set.remove(&(at, hash)) {
             self.sum -= u128::from(at);
         }
     }
 
     /// The soonest deadline and its key's hash.
-    pub fn first(&self) -> Option<(u64, u64)> {
+    pub(super) fn first(&self) -> Option<(u64, u64)> {
         self.set.first().copied()
     }
 
-    pub fn pop_first(&mut self) -> Option<(u64, u64)> {
+    pub(super) fn pop_first(&mut self) -> Option<(u64, u64)> {
         let first = self.set.pop_first()?;
         self.sum -= u128::from(first.0);
         Some(first)
     }
 
     /// The sum of the deadlines, to average them over several shards.
-    pub fn sum(&self) -> u128 {
+    pub(super) fn sum(&self) -> u128 {
         self.sum
     }
 }

@@ -46,12 +46,12 @@ pub fn lock_wait() -> (u64, u64) {
 }
 
 /// A thread's tally of contended locks: how many, and nanoseconds waited.
-pub type Tally = std::thread::LocalKey<Cell<(u64, u64)>>;
+pub(crate) type Tally = std::thread::LocalKey<Cell<(u64, u64)>>;
 
 /// Locks `m`, counting the wait in `tally` where another thread holds it
 /// (shard locks here; the active stream's lock uses it too).
 #[inline]
-pub fn lock_tallied<'a, T>(m: &'a Mutex<T>, tally: &'static Tally) -> MutexGuard<'a, T> {
+pub(crate) fn lock_tallied<'a, T>(m: &'a Mutex<T>, tally: &'static Tally) -> MutexGuard<'a, T> {
     match m.try_lock() {
         Some(g) => g,
         None => lock_contended(m, tally),
@@ -103,13 +103,13 @@ impl DerefMut for ShardGuard<'_> {
 }
 
 /// Whether this thread holds shards (EXEC's or a script's [`Hold`]).
-pub fn holding() -> bool {
+pub(crate) fn holding() -> bool {
     ACTIVE.with(|a| a.get())
 }
 
 /// Locks `m`, or borrows it if this thread's EXEC already holds it.
 #[inline]
-pub fn lock(m: &Mutex<Shard>) -> ShardGuard<'_> {
+pub(crate) fn lock(m: &Mutex<Shard>) -> ShardGuard<'_> {
     if ACTIVE.with(|a| a.get()) {
         return lock_in_exec(m);
     }

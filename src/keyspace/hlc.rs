@@ -37,22 +37,22 @@ use std::sync::atomic::{AtomicI64, Ordering::Relaxed};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 pub const NODE_BITS: u32 = 10;
-pub const LOGICAL_BITS: u32 = 12;
+pub(crate) const LOGICAL_BITS: u32 = 12;
 const LOW_BITS: u32 = NODE_BITS + LOGICAL_BITS;
 const NODE_MASK: u64 = (1 << NODE_BITS) - 1;
 
 /// Build a stamp from its parts.
-pub fn make_stamp(ms: u64, logical: u64, node: u64) -> u64 {
+pub(crate) fn make_stamp(ms: u64, logical: u64, node: u64) -> u64 {
     (ms << LOW_BITS) | ((logical & ((1 << LOGICAL_BITS) - 1)) << NODE_BITS) | (node & NODE_MASK)
 }
 
 /// The wall-clock millisecond part of a stamp.
-pub fn stamp_ms(stamp: u64) -> u64 {
+pub(crate) fn stamp_ms(stamp: u64) -> u64 {
     stamp >> LOW_BITS
 }
 
 /// The node id part of a stamp.
-pub fn stamp_node(stamp: u64) -> u64 {
+pub(crate) fn stamp_node(stamp: u64) -> u64 {
     stamp & NODE_MASK
 }
 
@@ -90,12 +90,12 @@ static CLOCK_OFFSET_MS: AtomicI64 = AtomicI64::new(0);
 
 /// Runs this process's stamps `ms` ahead of the wall clock (negative:
 /// behind), to test nodes whose clocks disagree.
-pub fn set_clock_offset(ms: i64) {
+pub(crate) fn set_clock_offset(ms: i64) {
     CLOCK_OFFSET_MS.store(ms, Relaxed);
 }
 
 /// The offset [`set_clock_offset`] set.
-pub fn clock_offset() -> i64 {
+pub(crate) fn clock_offset() -> i64 {
     CLOCK_OFFSET_MS.load(Relaxed)
 }
 
@@ -107,7 +107,7 @@ fn stamp_time(wall_ms: u64) -> u64 {
 
 /// This node's clock as its stamps see it (the wall clock plus the debug
 /// offset): what a peer's stamp is compared with.
-pub fn stamp_clock_ms() -> u64 {
+pub(crate) fn stamp_clock_ms() -> u64 {
     stamp_time(unix_ms())
 }
 

@@ -30,13 +30,13 @@
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Corrupt;
 
-pub const HDR: usize = 16;
-pub const P: u32 = 14;
-pub const Q: u32 = 64 - P;
+pub(crate) const HDR: usize = 16;
+pub(crate) const P: u32 = 14;
+pub(crate) const Q: u32 = 64 - P;
 pub const REGISTERS: usize = 1 << P;
-pub const DENSE_SIZE: usize = HDR + (REGISTERS * 6).div_ceil(8);
-pub const DENSE: u8 = 0;
-pub const SPARSE: u8 = 1;
+pub(crate) const DENSE_SIZE: usize = HDR + (REGISTERS * 6).div_ceil(8);
+pub(crate) const DENSE: u8 = 0;
+pub(crate) const SPARSE: u8 = 1;
 const VAL_MAX_VALUE: u8 = 32;
 const VAL_MAX_LEN: usize = 4;
 const ZERO_MAX_LEN: usize = 64;
@@ -46,7 +46,7 @@ const ALPHA_INF: f64 = 0.721_347_520_444_481_7;
 
 /// One sparse opcode.
 #[derive(Clone, Copy, Debug, PartialEq)]
-pub enum Op {
+pub(crate) enum Op {
     /// `len` zero registers, one byte (ZERO) or two (XZERO).
     Zero { len: usize, wide: bool },
     /// `len` registers of value `val`.
@@ -70,7 +70,7 @@ impl Op {
 
 /// The opcode at `b[i]` (an XZERO cut short reads its missing byte as 0,
 /// as the string's terminator does in Redis).
-pub fn op_at(b: &[u8], i: usize) -> Op {
+pub(crate) fn op_at(b: &[u8], i: usize) -> Op {
     let c = b[i];
     match c & 0xc0 {
         0x00 => Op::Zero {
@@ -108,7 +108,7 @@ fn push_zero(out: &mut Vec<u8>, len: usize) {
 
 /// Redis's isHLLObjectOrReply checks (anything else is WRONGTYPE's
 /// "Key is not a valid HyperLogLog string value.").
-pub fn looks_valid(b: &[u8]) -> bool {
+pub(crate) fn looks_valid(b: &[u8]) -> bool {
     b.len() >= HDR
         && &b[..4] == b"HYLL"
         && b[4] <= SPARSE
@@ -116,7 +116,7 @@ pub fn looks_valid(b: &[u8]) -> bool {
 }
 
 /// A new, empty sketch: sparse, one XZERO covering every register.
-pub fn new_sketch() -> Vec<u8> {
+pub(crate) fn new_sketch() -> Vec<u8> {
     let mut v = Vec::with_capacity(64);
     v.extend_from_slice(b"HYLL");
     v.push(SPARSE);
@@ -125,12 +125,12 @@ pub fn new_sketch() -> Vec<u8> {
     v
 }
 
-pub fn is_sparse(b: &[u8]) -> bool {
+pub(crate) fn is_sparse(b: &[u8]) -> bool {
     b[4] == SPARSE
 }
 
 /// MurmurHash64A (Austin Appleby's, 64-bit, little-endian reads).
-pub fn murmur64a(data: &[u8], seed: u64) -> u64 {
+pub(crate) fn murmur64a(data: &[u8], seed: u64) -> u64 {
     const M: u64 = 0xc6a4_a793_5bd1_e995;
     const R: u32 = 47;
     let mut h = seed ^ (data.len() as u64).wrapping_mul(M);
@@ -166,7 +166,7 @@ pub fn pattern(ele: &[u8]) -> (usize, u8) {
 }
 
 /// Register `i` of the dense registers `r` (past its end reads as 0).
-pub fn dense_get(r: &[u8], i: usize) -> u8 {
+pub(crate) fn dense_get(r: &[u8], i: usize) -> u8 {
     let byte = i * 6 / 8;
     let fb = (i * 6) & 7;
     let b0 = r[byte] as u16;
@@ -193,7 +193,7 @@ fn unpack8(c: &[u8]) -> [u8; 8] {
 /// one by one with [`dense_get`] spends ~25 instructions a register on,
 /// this does in under two (PFCOUNT of several keys reads every register
 /// of every key).
-pub fn unpack_dense(r: &[u8]) -> Box<[u8; REGISTERS]> {
+pub(crate) fn unpack_dense(r: &[u8]) -> Box<[u8; REGISTERS]> {
     let mut out = Box::new([0u8; REGISTERS]);
     for (o, c) in out.chunks_exact_mut(8).zip(r.chunks_exact(6)) {
         o.copy_from_slice(&unpack8(c));
@@ -202,7 +202,7 @@ pub fn unpack_dense(r: &[u8]) -> Box<[u8; REGISTERS]> {
 }
 
 /// Sets register `i` of the dense registers `r` to `v`.
-pub fn dense_set(r: &mut [u8], i: usize, v: u8) {
+pub(crate) fn dense_set(r: &mut [u8], i: usize, v: u8) {
     let byte = i * 6 / 8;
     let fb = (i * 6) & 7;
     let v = v as u16;
@@ -214,22 +214,22 @@ pub fn dense_set(r: &mut [u8], i: usize, v: u8) {
 }
 
 /// The cached cardinality, if valid.
-pub fn cached(b: &[u8]) -> Option<u64> {
+pub(crate) fn cached(b: &[u8]) -> Option<u64> {
     let card = u64::from_le_bytes(b[8..16].try_into().expect("8 bytes"));
     (b[15] & 0x80 == 0).then_some(card)
 }
 
-pub fn set_cache(b: &mut [u8], card: u64) {
+pub(crate) fn set_cache(b: &mut [u8], card: u64) {
     b[8..16].copy_from_slice(&card.to_le_bytes());
 }
 
-pub fn invalidate(b: &mut [u8]) {
+pub(crate) fn invalidate(b: &mut [u8]) {
     b[15] |= 0x80;
 }
 
 /// Turns a sparse sketch dense in place (hllSparseToDense); a dense one
 /// is left alone.
-pub fn to_dense(v: &mut Vec<u8>) -> Result<(), Corrupt> {
+pub(crate) fn to_dense(v: &mut Vec<u8>) -> Result<(), Corrupt> {
     if !is_sparse(v) {
         return Ok(());
     }
@@ -259,7 +259,7 @@ pub fn to_dense(v: &mut Vec<u8>) -> Result<(), Corrupt> {
 }
 
 /// Sets register `index` to `count` if that raises it; whether it did.
-pub fn set_register(
+pub(crate) fn set_register(
     v: &mut Vec<u8>,
     index: usize,
     count: u8,
@@ -280,7 +280,7 @@ pub fn set_register(
 }
 
 /// Adds an element (hllAdd); whether a register changed.
-pub fn add(v: &mut Vec<u8>, ele: &[u8], max_bytes: usize) -> Result<bool, Corrupt> {
+pub(crate) fn add(v: &mut Vec<u8>, ele: &[u8], max_bytes: usize) -> Result<bool, Corrupt> {
     let (index, count) = pattern(ele);
     set_register(v, index, count, max_bytes)
 }
@@ -387,7 +387,7 @@ fn merge_vals(v: &mut Vec<u8>, mut p: usize) {
 
 /// The register histogram (hllDenseRegHisto / hllSparseRegHisto); a
 /// sparse sketch not covering exactly 16384 registers is corrupt.
-pub fn histogram(v: &[u8]) -> Result<[u64; 64], Corrupt> {
+pub(crate) fn histogram(v: &[u8]) -> Result<[u64; 64], Corrupt> {
     if !is_sparse(v) {
         return Ok(raw_histogram(&unpack_dense(&v[HDR..])));
     }
@@ -409,7 +409,7 @@ pub fn histogram(v: &[u8]) -> Result<[u64; 64], Corrupt> {
 }
 
 /// The histogram of plain registers (one byte each).
-pub fn raw_histogram(regs: &[u8; REGISTERS]) -> [u64; 64] {
+pub(crate) fn raw_histogram(regs: &[u8; REGISTERS]) -> [u64; 64] {
     let mut h = [0u64; 64];
     for &r in regs.iter() {
         h[(r & 63) as usize] += 1;
@@ -452,7 +452,7 @@ fn tau(mut x: f64) -> f64 {
 
 /// The cardinality estimate from a register histogram (hllCount: Ertl,
 /// "New cardinality estimation algorithms for HyperLogLog sketches").
-pub fn estimate(h: &[u64; 64]) -> u64 {
+pub(crate) fn estimate(h: &[u64; 64]) -> u64 {
     let m = REGISTERS as f64;
     let q = Q as usize;
     let mut z = m * tau((m - h[q + 1] as f64) / m);
@@ -495,7 +495,7 @@ pub fn merge_into(max: &mut [u8; REGISTERS], v: &[u8]) -> Result<(), Corrupt> {
 }
 
 /// PFDEBUG DECODE's text of a sparse sketch ("Z:16384", "v:3,1 z:5"...).
-pub fn decode(v: &[u8]) -> String {
+pub(crate) fn decode(v: &[u8]) -> String {
     let mut s = String::new();
     let mut i = HDR;
     while i < v.len() {

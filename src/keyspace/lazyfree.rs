@@ -20,7 +20,7 @@ use std::sync::{Arc, OnceLock};
 use super::{Entry, Shard};
 
 /// Values needing more allocations than this to free go to the thread.
-pub const LAZYFREE_THRESHOLD: usize = 64;
+pub(crate) const LAZYFREE_THRESHOLD: usize = 64;
 
 /// What the thread drops: (the data, how many objects it counts as).
 struct Garbage {

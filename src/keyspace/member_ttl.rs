@@ -100,7 +100,7 @@ pub struct MembersGone {
 /// member deadline (the active cycle's index). A shard holds one only while
 /// some key of it has a member TTL.
 #[derive(Default)]
-pub struct ShardTtls {
+pub(crate) struct ShardTtls {
     by_key: HashMap<Box<[u8]>, MemberTtls>,
     due: BTreeSet<(u64, Box<[u8]>)>,
 }
@@ -149,12 +149,12 @@ pub(super) fn of<'a>(index: &'a Option<Box<ShardTtls>>, key: &[u8]) -> Option<&'
 }
 
 /// Whether `value` is a type whose members can have TTLs.
-pub fn member_type(value: &Value) -> bool {
+pub(crate) fn member_type(value: &Value) -> bool {
     matches!(value, Value::Set(_) | Value::Hash(_) | Value::ZSet(_))
 }
 
 /// Whether `member` is in the collection `value`.
-pub fn has_member(value: &Value, member: &[u8]) -> bool {
+pub(crate) fn has_member(value: &Value, member: &[u8]) -> bool {
     match value {
         Value::Set(s) => s.contains(member),
         Value::Hash(h) => h.contains(member),

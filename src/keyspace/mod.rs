@@ -16,29 +16,29 @@
 //! in order instead of sampling, and the memory held by expired keys is bounded
 //! by the cycle's budget.
 
-pub mod cron;
+pub(crate) mod cron;
 mod deadlines;
-pub mod encoding;
-pub mod expire;
-pub mod hash;
-pub mod held;
-pub mod hlc;
-pub mod hll;
-pub mod lazyfree;
-pub mod list;
-pub mod longdouble;
-pub mod member_ttl;
-pub mod merge;
-pub mod ordtable;
-pub mod packed;
-pub mod set;
-pub mod snap;
-pub mod stream;
-pub mod stream_groups;
-pub mod stream_node;
-pub mod table;
-pub mod value;
-pub mod zset;
+pub(crate) mod encoding;
+pub(crate) mod expire;
+pub(crate) mod hash;
+pub(crate) mod held;
+pub(crate) mod hlc;
+pub(crate) mod hll;
+pub(crate) mod lazyfree;
+pub(crate) mod list;
+pub(crate) mod longdouble;
+pub(crate) mod member_ttl;
+pub(crate) mod merge;
+pub(crate) mod ordtable;
+pub(crate) mod packed;
+pub(crate) mod set;
+pub(crate) mod snap;
+pub(crate) mod stream;
+pub(crate) mod stream_groups;
+pub(crate) mod stream_node;
+pub(crate) mod table;
+pub(crate) mod value;
+pub(crate) mod zset;
 
 use std::hash::BuildHasher;
 
@@ -46,10 +46,10 @@ use hashbrown::HashTable;
 use merge::MergeType;
 use parking_lot::Mutex;
 
-pub use held::{Hold, ShardGuard};
+pub(crate) use held::{Hold, ShardGuard};
 
-pub use table::Key;
-pub use value::{StrValue, Value};
+pub(crate) use table::Key;
+pub(crate) use value::{StrValue, Value};
 
 /// Shards per database (a power of two).
 pub const SHARDS: usize = 256;
@@ -143,7 +143,7 @@ impl Entry {
 
 /// Pads a shard to its own cache lines so neighbouring locks don't false-share.
 #[repr(align(128))]
-pub struct PaddedShard(pub Mutex<Shard>);
+pub(crate) struct PaddedShard(pub Mutex<Shard>);
 
 /// The hasher shared by every shard, and of their side maps (tombstones,
 /// merge state): hashbrown's own (foldhash), with a random seed, or a fixed
@@ -1187,7 +1187,7 @@ fn pushed_fingerprint(value: Option<&Value>, push: merge::lists::EndOp) -> Optio
 }
 
 /// A deleted key and the stamp of its deletion, to leave as a tombstone.
-pub type Tombstone = (Vec<u8>, u64);
+pub(crate) type Tombstone = (Vec<u8>, u64);
 
 /// Result of [`Shard::lookup`].
 #[cfg(test)]

@@ -69,7 +69,7 @@ impl KeyOf for Packed {
 
 /// Packs a field and its value into one allocation:
 /// `varint(field len) field value`.
-pub fn pack(field: &[u8], value: &[u8]) -> Box<[u8]> {
+pub(crate) fn pack(field: &[u8], value: &[u8]) -> Box<[u8]> {
     let mut v = Vec::with_capacity(field.len() + value.len() + 5);
     let mut n = field.len();
     loop {
@@ -88,7 +88,7 @@ pub fn pack(field: &[u8], value: &[u8]) -> Box<[u8]> {
 
 /// The (field, value) of a [`pack`]ed element.
 #[inline]
-pub fn unpack(e: &[u8]) -> (&[u8], &[u8]) {
+pub(crate) fn unpack(e: &[u8]) -> (&[u8], &[u8]) {
     let (mut n, mut shift, mut i) = (0usize, 0, 0);
     loop {
         let b = e[i];
@@ -109,7 +109,7 @@ fn hasher() -> &'static hashbrown::DefaultHashBuilder {
 
 /// The hash that orders elements (and that cursors are made of).
 #[inline]
-pub fn hash_of(key: &[u8]) -> u64 {
+pub(crate) fn hash_of(key: &[u8]) -> u64 {
     hasher().hash_one(key)
 }
 
@@ -376,7 +376,7 @@ fn empty_slots(homes: usize) -> Vec<Option<Box<[u8]>>> {
 }
 
 /// Bytes an allocator hands out for `n` requested (rounded to 8).
-pub fn alloc_size(n: usize) -> usize {
+pub(crate) fn alloc_size(n: usize) -> usize {
     (n + 7) & !7
 }
 

@@ -11,7 +11,7 @@
 
 /// See the module comment.
 #[derive(Clone, Debug, Default, PartialEq)]
-pub struct Packed {
+pub(crate) struct Packed {
     buf: Vec<u8>,
     count: usize,
 }
@@ -66,7 +66,7 @@ fn read_back(buf: &[u8], end: usize) -> (usize, usize, usize) {
 }
 
 impl Packed {
-    pub fn one(v: &[u8]) -> Packed {
+    pub(crate) fn one(v: &[u8]) -> Packed {
         Packed {
             buf: encoded(v),
             count: 1,
@@ -76,30 +76,30 @@ impl Packed {
     /// One element, with room for `cap` bytes: a chunk that follows a full
     /// one will fill up too, so it skips the doubling (and the freed
     /// buffers it leaves behind).
-    pub fn one_with_capacity(v: &[u8], cap: usize) -> Packed {
+    pub(crate) fn one_with_capacity(v: &[u8], cap: usize) -> Packed {
         let mut buf = Vec::with_capacity(cap.max(v.len() + 10));
         encode(v, &mut buf);
         Packed { buf, count: 1 }
     }
 
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.count
     }
 
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.count == 0
     }
 
     /// Heap bytes held.
-    pub fn capacity(&self) -> usize {
+    pub(crate) fn capacity(&self) -> usize {
         self.buf.capacity()
     }
 
-    pub fn shrink_to_fit(&mut self) {
+    pub(crate) fn shrink_to_fit(&mut self) {
         self.buf.shrink_to_fit();
     }
 
-    pub fn iter(&self) -> Iter<'_> {
+    pub(crate) fn iter(&self) -> Iter<'_> {
         Iter {
             buf: &self.buf,
             front: 0,
@@ -117,7 +117,7 @@ impl Packed {
     }
 
     /// Elements from index `from` on.
-    pub fn range_from(&self, from: usize) -> Iter<'_> {
+    pub(crate) fn range_from(&self, from: usize) -> Iter<'_> {
         Iter {
             buf: &self.buf,
             front: self.offset(from.min(self.count)),
@@ -125,7 +125,7 @@ impl Packed {
         }
     }
 
-    pub fn get(&self, i: usize) -> Option<&[u8]> {
+    pub(crate) fn get(&self, i: usize) -> Option<&[u8]> {
         if i >= self.count {
             return None;
         }
@@ -133,17 +133,17 @@ impl Packed {
         Some(&self.buf[s..s + len])
     }
 
-    pub fn push_back(&mut self, v: &[u8]) {
+    pub(crate) fn push_back(&mut self, v: &[u8]) {
         encode(v, &mut self.buf);
         self.count += 1;
     }
 
-    pub fn push_front(&mut self, v: &[u8]) {
+    pub(crate) fn push_front(&mut self, v: &[u8]) {
         self.buf.splice(0..0, encoded(v));
         self.count += 1;
     }
 
-    pub fn pop_front(&mut self) -> Option<Box<[u8]>> {
+    pub(crate) fn pop_front(&mut self) -> Option<Box<[u8]>> {
         if self.count == 0 {
             return None;
         }
@@ -154,7 +154,7 @@ impl Packed {
         Some(v)
     }
 
-    pub fn pop_back(&mut self) -> Option<Box<[u8]>> {
+    pub(crate) fn pop_back(&mut self) -> Option<Box<[u8]>> {
         if self.count == 0 {
             return None;
         }
@@ -166,21 +166,21 @@ impl Packed {
     }
 
     /// Replaces element `i` (which must exist).
-    pub fn set(&mut self, i: usize, v: &[u8]) {
+    pub(crate) fn set(&mut self, i: usize, v: &[u8]) {
         let at = self.offset(i);
         let end = read_fwd(&self.buf, at).2;
         self.buf.splice(at..end, encoded(v));
     }
 
     /// Inserts `v` before element `i` (`i == len()` appends).
-    pub fn insert(&mut self, i: usize, v: &[u8]) {
+    pub(crate) fn insert(&mut self, i: usize, v: &[u8]) {
         let at = self.offset(i);
         self.buf.splice(at..at, encoded(v));
         self.count += 1;
     }
 
     /// Moves elements `at..` into a new sequence.
-    pub fn split_off(&mut self, at: usize) -> Packed {
+    pub(crate) fn split_off(&mut self, at: usize) -> Packed {
         let off = self.offset(at);
         let tail = Packed {
             buf: self.buf.split_off(off),
@@ -191,7 +191,7 @@ impl Packed {
     }
 
     /// Keeps the elements for which `keep` is true, in order.
-    pub fn retain(&mut self, mut keep: impl FnMut(&[u8]) -> bool) {
+    pub(crate) fn retain(&mut self, mut keep: impl FnMut(&[u8]) -> bool) {
         let mut out = Vec::with_capacity(self.buf.len());
         let mut count = 0;
         for e in self.iter() {
@@ -205,7 +205,7 @@ impl Packed {
     }
 
     /// Removes the first `n` elements.
-    pub fn drain_front(&mut self, n: usize) {
+    pub(crate) fn drain_front(&mut self, n: usize) {
         let n = n.min(self.count);
         let off = self.offset(n);
         self.buf.drain(..off);
@@ -213,7 +213,7 @@ impl Packed {
     }
 
     /// Keeps the first `n` elements.
-    pub fn truncate(&mut self, n: usize) {
+    pub(crate) fn truncate(&mut self, n: usize) {
         if n < self.count {
             let off = self.offset(n);
             self.buf.truncate(off);

@@ -35,7 +35,7 @@ pub trait SnapSink: Send + Sync {
 }
 
 /// A running snapshot's state in one shard.
-pub struct ShardSnap {
+pub(crate) struct ShardSnap {
     /// Bit `i` set: slab position `i` holds an entry of the cut that the
     /// snapshot has not taken yet.
     pending: Vec<u64>,
@@ -51,7 +51,7 @@ pub struct ShardSnap {
 
 impl ShardSnap {
     /// Every position below `len` pending.
-    pub fn new(len: usize, db: usize, sink: Arc<dyn SnapSink>) -> ShardSnap {
+    pub(crate) fn new(len: usize, db: usize, sink: Arc<dyn SnapSink>) -> ShardSnap {
         let mut pending = vec![u64::MAX; len.div_ceil(64)];
         if !len.is_multiple_of(64) {
             if let Some(last) = pending.last_mut() {
@@ -67,19 +67,19 @@ impl ShardSnap {
         }
     }
 
-    pub fn remaining(&self) -> usize {
+    pub(crate) fn remaining(&self) -> usize {
         self.remaining
     }
 
     #[cfg(test)]
-    pub fn is_pending(&self, pos: usize) -> bool {
+    pub(crate) fn is_pending(&self, pos: usize) -> bool {
         self.pending
             .get(pos / 64)
             .is_some_and(|w| w & (1 << (pos % 64)) != 0)
     }
 
     /// Clears `pos`'s bit; returns whether it was set.
-    pub fn take(&mut self, pos: usize) -> bool {
+    pub(crate) fn take(&mut self, pos: usize) -> bool {
         let Some(w) = self.pending.get_mut(pos / 64) else {
             return false;
         };
@@ -93,14 +93,14 @@ impl ShardSnap {
     }
 
     /// The entry at `pos` is about to change: preserve it if still pending.
-    pub fn before_write(&mut self, pos: usize, e: &Entry, ttls: Option<&MemberTtls>) {
+    pub(crate) fn before_write(&mut self, pos: usize, e: &Entry, ttls: Option<&MemberTtls>) {
         if self.take(pos) {
             self.sink.preserve(self.db, e, ttls);
         }
     }
 
     /// The entry at `from` (the slab's last) moved to `to`.
-    pub fn moved(&mut self, from: usize, to: usize) {
+    pub(crate) fn moved(&mut self, from: usize, to: usize) {
         if self.take(from) {
             self.remaining += 1;
             let w = &mut self.pending[to / 64];
@@ -111,7 +111,7 @@ impl ShardSnap {
     /// The highest pending position below `below`, for the saver's walk
     /// (downward, so entries moved by removals are never skipped: a removal
     /// moves the last entry, which the walk has already passed or is at).
-    pub fn next_pending(&self, below: usize) -> Option<usize> {
+    pub(crate) fn next_pending(&self, below: usize) -> Option<usize> {
         let mut i = below.min(self.pending.len() * 64);
         while i > 0 {
             let wi = (i - 1) / 64;

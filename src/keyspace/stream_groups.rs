@@ -17,7 +17,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use super::stream::{Fields, StreamId, StreamValue};
 
 /// A group's entries-read counter when it is not known (SCG_INVALID_ENTRIES_READ).
-pub const INVALID_ENTRIES_READ: i64 = -1;
+pub(crate) const INVALID_ENTRIES_READ: i64 = -1;
 
 /// One pending entry: who holds it, when it was last delivered (unix ms)
 /// and how many times.

@@ -22,12 +22,12 @@
 use super::stream::{Fields, StreamId};
 
 /// The entry was deleted (XDEL or an exact trim) but still occupies bytes.
-pub const DELETED: u8 = 1;
+pub(crate) const DELETED: u8 = 1;
 /// The entry's field names are the node's master fields.
-pub const SAMEFIELDS: u8 = 2;
+pub(crate) const SAMEFIELDS: u8 = 2;
 
 #[derive(Clone, Debug, PartialEq, Default)]
-pub struct Node {
+pub(crate) struct Node {
     /// Master fields, then entries (module comment).
     buf: Vec<u8>,
     /// Live entries.
@@ -42,7 +42,7 @@ pub struct Node {
 
 /// An entry located in a node's buffer.
 #[derive(Clone, Copy, Debug)]
-pub struct Raw {
+pub(crate) struct Raw {
     pub id: StreamId,
     /// Offset of its flag byte.
     at: usize,
@@ -52,7 +52,7 @@ pub struct Raw {
 }
 
 impl Raw {
-    pub fn deleted(&self) -> bool {
+    pub(crate) fn deleted(&self) -> bool {
         self.flags & DELETED != 0
     }
 }
@@ -92,7 +92,7 @@ fn item<'a>(buf: &'a [u8], at: &mut usize) -> &'a [u8] {
 }
 
 /// A walk over a node's entries ([`Node::iter`]).
-pub struct Cursor<'a> {
+pub(crate) struct Cursor<'a> {
     buf: &'a [u8],
     /// The next entry's flag byte.
     at: usize,
@@ -141,7 +141,7 @@ impl Iterator for Cursor<'_> {
 
 impl Node {
     /// An empty node whose master fields are `f`'s field names.
-    pub fn open(f: &Fields) -> Node {
+    pub(crate) fn open(f: &Fields) -> Node {
         let mut buf = Vec::new();
         put_varint(&mut buf, (f.count() / 2) as u64);
         for name in f.items().step_by(2) {
@@ -169,7 +169,7 @@ impl Node {
 
     /// Appends entry `id` (above every ID in the node; `key` is the node's
     /// key, the base of the first entry's deltas).
-    pub fn push(&mut self, key: StreamId, id: StreamId, f: &Fields) {
+    pub(crate) fn push(&mut self, key: StreamId, id: StreamId, f: &Fields) {
         let prev = if self.total == 0 { key } else { self.last };
         let same = self.has_master_fields(f);
         self.buf.push(if same { SAMEFIELDS } else { 0 });
@@ -195,12 +195,12 @@ impl Node {
     }
 
     /// Every entry, deleted ones included, in ID order.
-    pub fn raws(&self, key: StreamId) -> Vec<Raw> {
+    pub(crate) fn raws(&self, key: StreamId) -> Vec<Raw> {
         self.iter(key).collect()
     }
 
     /// Every entry, deleted ones included, in ID order, decoded as needed.
-    pub fn iter(&self, key: StreamId) -> Cursor<'_> {
+    pub(crate) fn iter(&self, key: StreamId) -> Cursor<'_> {
         let mut at = 0;
         let n = varint(&self.buf, &mut at) as usize;
         for _ in 0..n {
@@ -215,7 +215,7 @@ impl Node {
     }
 
     /// The fields and values of entry `r`.
-    pub fn fields(&self, r: &Raw) -> Fields {
+    pub(crate) fn fields(&self, r: &Raw) -> Fields {
         let buf = &self.buf;
         let mut at = r.items;
         if r.flags & SAMEFIELDS != 0 {
@@ -233,18 +233,18 @@ impl Node {
     }
 
     /// Marks entry `r` (live) deleted.
-    pub fn mark_deleted(&mut self, r: &Raw) {
+    pub(crate) fn mark_deleted(&mut self, r: &Raw) {
         self.buf[r.at] |= DELETED;
         self.live -= 1;
     }
 
     /// Gives back the growth slack of a node no longer appended to.
-    pub fn seal(&mut self) {
+    pub(crate) fn seal(&mut self) {
         self.buf.shrink_to_fit();
     }
 
     /// Heap bytes of the node (MEMORY USAGE).
-    pub fn heap(&self) -> usize {
+    pub(crate) fn heap(&self) -> usize {
         self.buf.capacity()
     }
 }

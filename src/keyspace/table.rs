@@ -25,7 +25,7 @@ use std::ops::Deref;
 use super::Entry;
 
 /// Longest key stored inline in a [`Key`].
-pub const KEY_INLINE: usize = 18;
+pub(crate) const KEY_INLINE: usize = 18;
 
 /// Access metadata carried in a key's spare bytes: the 24-bit LRU clock
 /// (little endian) and the 8-bit LFU counter. Byte-aligned so that it fits
@@ -238,7 +238,7 @@ impl fmt::Debug for Key {
 }
 
 /// Entries per chunk: as many as fit in 4096 bytes.
-pub const CHUNK: usize = {
+pub(crate) const CHUNK: usize = {
     let n = 4096 / std::mem::size_of::<Entry>();
     if n == 0 {
         1
@@ -251,34 +251,34 @@ pub const CHUNK: usize = {
 const FIRST_CHUNK: usize = 2;
 
 #[derive(Default)]
-pub struct Slab {
+pub(crate) struct Slab {
     chunks: Vec<Vec<Entry>>,
     len: usize,
 }
 
 impl Slab {
     #[inline]
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.len
     }
 
     #[inline]
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.len == 0
     }
 
     #[inline]
-    pub fn get(&self, i: usize) -> &Entry {
+    pub(crate) fn get(&self, i: usize) -> &Entry {
         &self.chunks[i / CHUNK][i % CHUNK]
     }
 
     #[inline]
-    pub fn get_mut(&mut self, i: usize) -> &mut Entry {
+    pub(crate) fn get_mut(&mut self, i: usize) -> &mut Entry {
         &mut self.chunks[i / CHUNK][i % CHUNK]
     }
 
     /// Appends `e`; returns its position.
-    pub fn push(&mut self, e: Entry) -> usize {
+    pub(crate) fn push(&mut self, e: Entry) -> usize {
         if self.len.is_multiple_of(CHUNK) {
             let cap = if self.len == 0 {
                 FIRST_CHUNK.min(CHUNK)
@@ -299,7 +299,7 @@ impl Slab {
 
     /// Removes the entry at `i`, moving the last entry (at position
     /// `len - 1` before the call) into its place. Returns the removed entry.
-    pub fn swap_remove(&mut self, i: usize) -> Entry {
+    pub(crate) fn swap_remove(&mut self, i: usize) -> Entry {
         assert!(i < self.len, "slab index out of range");
         let last_chunk = self.chunks.last_mut().expect("non-empty");
         let last = last_chunk.pop().expect("last chunk is never empty");
@@ -314,7 +314,7 @@ impl Slab {
         }
     }
 
-    pub fn iter(&self) -> impl Iterator<Item = &Entry> {
+    pub(crate) fn iter(&self) -> impl Iterator<Item = &Entry> {
         self.chunks.iter().flatten()
     }
 }

@@ -24,9 +24,9 @@ use super::zset::ZSetValue;
 use crate::protocol::parse_i64;
 
 /// Redis's OBJ_ENCODING_EMBSTR_SIZE_LIMIT.
-pub const EMBSTR_LIMIT: usize = 44;
+pub(crate) const EMBSTR_LIMIT: usize = 44;
 /// Longest string stored inside a [`StrValue`].
-pub const STR_INLINE: usize = 22;
+pub(crate) const STR_INLINE: usize = 22;
 
 #[derive(Clone, Debug, PartialEq)]
 pub enum Value {

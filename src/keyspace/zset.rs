@@ -44,7 +44,7 @@ pub struct ZLimits {
 
 /// Orders (score, member) pairs as Redis does: by score, then member bytes.
 #[inline]
-pub fn key_cmp(s1: f64, m1: &[u8], s2: f64, m2: &[u8]) -> Ordering {
+pub(crate) fn key_cmp(s1: f64, m1: &[u8], s2: f64, m2: &[u8]) -> Ordering {
     s1.partial_cmp(&s2)
         .unwrap_or(Ordering::Equal)
         .then_with(|| m1.cmp(m2))

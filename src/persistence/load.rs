@@ -192,7 +192,7 @@ impl Loading {
 }
 
 /// Why a load stopped by [`Loading::abort`] failed.
-pub const LOAD_ABORTED: &str = "the load made no progress for repl-timeout";
+pub(crate) const LOAD_ABORTED: &str = "the load made no progress for repl-timeout";
 
 /// Counts the bytes read, for INFO's loading_loaded_bytes; fails once the
 /// load is aborted.
@@ -233,7 +233,7 @@ pub enum OnDuplicate {
 }
 
 /// Loads `path` into the keyspace. `Ok(None)` when the file does not exist.
-pub fn load_file<H: Host>(
+pub(crate) fn load_file<H: Host>(
     srv: &Arc<H>,
     path: &Path,
     dup: OnDuplicate,
@@ -306,7 +306,7 @@ pub fn load_reader<H: Host>(
 /// [`load_reader`] into `ks`: the server's keyspace or a replica's staging
 /// one (made by [`Keyspace::staging`], same hasher, so `srv.keyspace.slot`
 /// holds for it).
-pub fn load_reader_into<H: Host>(
+pub(crate) fn load_reader_into<H: Host>(
     srv: &Arc<H>,
     ks: &Keyspace,
     r: impl io::Read,
@@ -662,7 +662,7 @@ fn insert(
 /// A replica's full sync: empties every database and loads `path`,
 /// serving -LOADING meanwhile; on failure (or abort) the databases are
 /// left empty.
-pub fn load_for_replica<H: Host>(srv: &Arc<H>, path: &Path) -> Result<(), String> {
+pub(crate) fn load_for_replica<H: Host>(srv: &Arc<H>, path: &Path) -> Result<(), String> {
     let size = std::fs::metadata(path).map(|m| m.len()).unwrap_or(0);
     srv.persist().loading.begin(size);
     empty_all(srv);
@@ -761,7 +761,7 @@ fn discard(srv: &impl Host, ks: Keyspace) {
 
 /// Empties every database without propagating (DEBUG RELOAD, replicas
 /// before a full sync), freeing the data on the lazyfree thread.
-pub fn empty_all(srv: &impl Host) {
+pub(crate) fn empty_all(srv: &impl Host) {
     crate::scripting::clear_functions(srv.core());
     // A writable replica's own TTL keys are gone (Redis's emptyData(-1)
     // flushes slaveKeysWithExpire).
@@ -780,7 +780,7 @@ pub fn empty_all(srv: &impl Host) {
 /// DEBUG RELOAD: save the RDB file, empty the keyspace and load the file
 /// back (each step skippable), as Redis does to check that what is saved
 /// is what is loaded.
-pub fn debug_reload<H: Host>(
+pub(crate) fn debug_reload<H: Host>(
     srv: &Arc<H>,
     steps: crate::core::admin::Reload,
 ) -> Result<(), crate::commands::CmdError> {
@@ -812,7 +812,7 @@ pub fn debug_reload<H: Host>(
 /// Marks the server as loading, before it accepts clients: from then on
 /// commands without the `loading` flag get `-LOADING` until [`at_startup`]
 /// is done.
-pub fn begin_startup(srv: &impl Host) {
+pub(crate) fn begin_startup(srv: &impl Host) {
     let path = srv.core().config.read().get_str("dbfilename");
     let size = std::fs::metadata(path).map(|m| m.len()).unwrap_or(0);
     srv.persist().loading.begin(size);
@@ -822,7 +822,7 @@ pub fn begin_startup(srv: &impl Host) {
 /// yes` (it is the more complete record: the RDB is not loaded then, even
 /// if the AOF is empty, as in Redis), else the RDB file. Errors stop the
 /// server with Redis's words (the AOF's are logged already: empty text).
-pub fn at_startup<H: Host>(srv: &Arc<H>) -> Result<(), String> {
+pub(crate) fn at_startup<H: Host>(srv: &Arc<H>) -> Result<(), String> {
     let r = load_startup_data(srv);
     srv.persist().loading.end();
     srv.persist().loading.admit_clients();

@@ -6,11 +6,11 @@
 //! Redis. Our own per-key version stamps travel in an RDB aux field that Redis
 //! ignores (see `rdb/mod.rs`).
 
-pub mod aof;
-pub mod load;
-pub mod rdb;
-pub mod save;
-pub mod snapshot;
+pub(crate) mod aof;
+pub(crate) mod load;
+pub(crate) mod rdb;
+pub(crate) mod save;
+pub(crate) mod snapshot;
 
 use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
@@ -125,7 +125,7 @@ impl<H: Host> Host for Arc<H> {
 /// EXEC holding a write get MISCONF, as Redis's processCommand does (an
 /// EXEC's `flags` hold its queued commands', `commands::call::admit`, which
 /// also ends the refused transaction). One relaxed load when all is well.
-pub fn admit_write(
+pub(crate) fn admit_write(
     srv: &impl Host,
     id: crate::commands::CommandId,
     flags: u32,

@@ -67,7 +67,7 @@ impl RdbState {
 }
 
 /// The server's count of writes since start (all workers).
-pub fn dirty_total(srv: &impl Host) -> u64 {
+pub(crate) fn dirty_total(srv: &impl Host) -> u64 {
     srv.core()
         .workers
         .lock()
@@ -77,7 +77,7 @@ pub fn dirty_total(srv: &impl Host) -> u64 {
 }
 
 /// Writes since the last successful save.
-pub fn dirty_since_save(srv: &impl Host) -> u64 {
+pub(crate) fn dirty_since_save(srv: &impl Host) -> u64 {
     dirty_total(srv).saturating_sub(srv.persist().rdb.dirty_at_save.load(Relaxed))
 }
 
@@ -175,7 +175,7 @@ fn finish(srv: &impl Host, r: &io::Result<u64>, background: bool, started_ms: u6
 }
 
 /// SAVE: a snapshot with every core; returns once the file is on disk.
-pub fn save<H: Host>(srv: &Arc<H>) -> Result<(), CmdError> {
+pub(crate) fn save<H: Host>(srv: &Arc<H>) -> Result<(), CmdError> {
     if srv.persist().snapshot.running() {
         return Err(CmdError::err("Background save already in progress"));
     }
@@ -199,7 +199,7 @@ pub fn save<H: Host>(srv: &Arc<H>) -> Result<(), CmdError> {
 /// BGSAVE [SCHEDULE]: the status line to reply.
 /// `in_exec`: inside a transaction the save is scheduled for the cron, as
 /// Redis does (the cut must not take locks while EXEC holds some).
-pub fn bgsave<H: Host>(
+pub(crate) fn bgsave<H: Host>(
     srv: &Arc<H>,
     schedule: bool,
     in_exec: bool,
@@ -236,7 +236,7 @@ fn background_threads() -> usize {
 
 /// FLUSHALL stops a running BGSAVE (Redis kills the child): the dataset it
 /// was saving is gone, and the change counter stays as it was.
-pub fn abort_bgsave(srv: &impl Host) {
+pub(crate) fn abort_bgsave(srv: &impl Host) {
     if srv.persist().rdb.bgsave_running() {
         snapshot::abort(srv);
     }
@@ -258,7 +258,7 @@ fn has_save_points(srv: &impl Host) -> bool {
 
 /// Each cron tick (worker 0): a scheduled BGSAVE, or one the `save`
 /// points ask for (Redis's serverCron).
-pub fn cron<H: Host>(srv: &Arc<H>) {
+pub(crate) fn cron<H: Host>(srv: &Arc<H>) {
     let st = &srv.persist().rdb;
     if srv.persist().snapshot.running() || srv.shutting_down() || srv.persist().loading.active() {
         return;
@@ -285,7 +285,7 @@ pub fn cron<H: Host>(srv: &Arc<H>) {
 /// Saving at shutdown: `SHUTDOWN SAVE`, or the default when save points
 /// exist. Returns false if the save failed (then Redis refuses to exit
 /// unless FORCE).
-pub fn save_on_shutdown<H: Host>(srv: &Arc<H>, force_save: bool) -> bool {
+pub(crate) fn save_on_shutdown<H: Host>(srv: &Arc<H>, force_save: bool) -> bool {
     // Redis's order: the AOF is fsynced first, then the final RDB.
     if srv.persist().aof.core.is_open() {
         log_notice!("Calling fsync() on the AOF file.");
@@ -310,7 +310,7 @@ pub fn save_on_shutdown<H: Host>(srv: &Arc<H>, force_save: bool) -> bool {
 }
 
 /// Waits for a running snapshot (at shutdown, before the final save).
-pub fn wait_for_snapshot(srv: &impl Host) {
+pub(crate) fn wait_for_snapshot(srv: &impl Host) {
     while srv.persist().snapshot.running() {
         std::thread::sleep(std::time::Duration::from_millis(10));
     }
@@ -319,7 +319,7 @@ pub fn wait_for_snapshot(srv: &impl Host) {
 /// `stop-writes-on-bgsave-error`: while the last background save failed
 /// and save points exist, write commands (and PING) get MISCONF. One
 /// relaxed load when the last save succeeded.
-pub fn disk_error(srv: &impl Host) -> Option<CmdError> {
+pub(crate) fn disk_error(srv: &impl Host) -> Option<CmdError> {
     if srv.persist().rdb.last_ok.load(Relaxed) {
         return None;
     }
@@ -343,7 +343,7 @@ pub fn disk_error(srv: &impl Host) -> Option<CmdError> {
 }
 
 /// The rdb_* fields of INFO persistence (after `loading` and the cow lines).
-pub fn info_fields(srv: &impl Host) -> Fields {
+pub(crate) fn info_fields(srv: &impl Host) -> Fields {
     let st = &srv.persist().rdb;
     let running = st.bgsave_running() || srv.persist().snapshot.for_replicas.load(Relaxed);
     let current = if running {

@@ -270,7 +270,7 @@ impl SnapSink for Preserved {
 }
 
 /// The save options the configuration asks for.
-pub fn save_opts(srv: &impl Host) -> SaveOpts {
+pub(crate) fn save_opts(srv: &impl Host) -> SaveOpts {
     let compress = srv.core().config.read().get_bool("rdbcompression");
     let now_lru = crate::commands::access::lru_clock(crate::keyspace::hlc::unix_ms());
     let ev = &srv.core().hot.eviction;
@@ -413,7 +413,7 @@ fn cut(
 /// Stops the running snapshot (FLUSHALL stops a BGSAVE, as Redis kills its
 /// child): the marks go at once, so the flush does not hand every key over,
 /// and the writer fails with `Interrupted` instead of renaming.
-pub fn abort(srv: &impl Host) {
+pub(crate) fn abort(srv: &impl Host) {
     srv.persist().snapshot.aborted.store(true, Relaxed);
     finish_cut(srv);
 }

@@ -12,15 +12,15 @@
 
 mod parse;
 mod reply;
-pub mod request;
+pub(crate) mod request;
 
-pub use parse::parse_i64;
-pub use parse::Args;
+pub(crate) use parse::parse_i64;
+pub(crate) use parse::Args;
 pub use parse::{OwnedArgs, ParseLimits, Parsed, RequestParser};
-pub use reply::{fmt_i64 as fmt_i64_pub, format_double, format_g, ReplyBuf};
+pub(crate) use reply::{fmt_i64 as fmt_i64_pub, format_double, format_g, ReplyBuf};
 
 /// Case-insensitive comparison of an argument with an ASCII keyword.
 #[inline]
-pub fn eq_ic(a: &[u8], kw: &str) -> bool {
+pub(crate) fn eq_ic(a: &[u8], kw: &str) -> bool {
     a.eq_ignore_ascii_case(kw.as_bytes())
 }

@@ -294,7 +294,7 @@ fn read_line_int(
 
 /// Strict decimal i64 parse as Redis's string2ll: no spaces, no '+', no
 /// leading zeros (except "0"), no overflow.
-pub fn parse_i64(s: &[u8]) -> Option<i64> {
+pub(crate) fn parse_i64(s: &[u8]) -> Option<i64> {
     if s.is_empty() || s.len() > 20 {
         return None;
     }

@@ -177,7 +177,7 @@ impl ReplyBuf {
 }
 
 /// Format a double as Redis does for replies (`%.17g`, with "inf"/"-inf"/"nan").
-pub fn format_double(d: f64) -> String {
+pub(crate) fn format_double(d: f64) -> String {
     if d.is_nan() {
         return "nan".into();
     }
@@ -195,7 +195,7 @@ pub fn format_double(d: f64) -> String {
 }
 
 /// C's `%.{prec}g`.
-pub fn format_g(d: f64, prec: usize) -> String {
+pub(crate) fn format_g(d: f64, prec: usize) -> String {
     if d == 0.0 {
         return if d.is_sign_negative() {
             "-0".into()
@@ -248,7 +248,7 @@ fn itoa_buf() -> [u8; 20] {
 
 /// Formats `n` into the tail of `b` and returns the digits.
 #[inline]
-pub fn fmt_i64(b: &mut [u8; 20], n: i64) -> &[u8] {
+pub(crate) fn fmt_i64(b: &mut [u8; 20], n: i64) -> &[u8] {
     let neg = n < 0;
     let mut v = n.unsigned_abs();
     let mut i = b.len();

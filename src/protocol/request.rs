@@ -4,34 +4,34 @@
 //! MIGRATE sends it to the target server.
 
 /// Appends the array header of a command with `argc` arguments.
-pub fn array(out: &mut Vec<u8>, argc: usize) {
+pub(crate) fn array(out: &mut Vec<u8>, argc: usize) {
     out.push(b'*');
     push_num(out, argc as i64);
     out.extend_from_slice(b"\r\n");
 }
 
 /// Appends one bulk argument.
-pub fn bulk(out: &mut Vec<u8>, arg: &[u8]) {
+pub(crate) fn bulk(out: &mut Vec<u8>, arg: &[u8]) {
     bulk_header(out, arg.len());
     out.extend_from_slice(arg);
     out.extend_from_slice(b"\r\n");
 }
 
 /// Appends `$<len>\r\n`, a bulk argument's header (its bytes and CRLF follow).
-pub fn bulk_header(out: &mut Vec<u8>, len: usize) {
+pub(crate) fn bulk_header(out: &mut Vec<u8>, len: usize) {
     out.push(b'$');
     push_num(out, len as i64);
     out.extend_from_slice(b"\r\n");
 }
 
 /// Appends one bulk argument holding a decimal integer.
-pub fn bulk_int(out: &mut Vec<u8>, n: i64) {
+pub(crate) fn bulk_int(out: &mut Vec<u8>, n: i64) {
     let mut b = [0u8; 20];
     bulk(out, super::reply::fmt_i64(&mut b, n));
 }
 
 /// Appends a whole command.
-pub fn command<A: AsRef<[u8]>>(out: &mut Vec<u8>, argv: &[A]) {
+pub(crate) fn command<A: AsRef<[u8]>>(out: &mut Vec<u8>, argv: &[A]) {
     array(out, argv.len());
     for a in argv {
         bulk(out, a.as_ref());
@@ -39,7 +39,7 @@ pub fn command<A: AsRef<[u8]>>(out: &mut Vec<u8>, argv: &[A]) {
 }
 
 /// Appends `SELECT <db>`.
-pub fn select(out: &mut Vec<u8>, db: usize) {
+pub(crate) fn select(out: &mut Vec<u8>, db: usize) {
     array(out, 2);
     bulk(out, b"SELECT");
     bulk_int(out, db as i64);

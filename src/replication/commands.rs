@@ -10,10 +10,10 @@ use crate::commands::{flags::*, CmdError, Command};
 use crate::protocol::Args;
 
 /// The replication commands of a node whose host is `H`.
-pub struct Commands<H>(std::marker::PhantomData<H>);
+pub(crate) struct Commands<H>(std::marker::PhantomData<H>);
 
 impl<H: Host> Commands<H> {
-    pub const TABLE: &'static [Command] = crate::commands::command_table! {
+    pub(crate) const TABLE: &'static [Command] = crate::commands::command_table! {
     family(group = "server", acl = ""),
     cmd("psync", -3, ADMIN | NOSCRIPT | NO_ASYNC_LOADING | NO_MULTI, master::psync::<H>)
         .doc("2.8.0", "An internal command used in replication.")

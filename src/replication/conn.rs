@@ -23,14 +23,14 @@ use rustls::{ClientConfig, ClientConnection};
 use super::tls_link::SharedTls;
 
 /// A link's socket: plain, or carrying a TLS session.
-pub enum Stream {
+pub(crate) enum Stream {
     Plain(TcpStream),
     Tls(Box<SharedTls>),
 }
 
 impl Stream {
     /// The TCP socket beneath (to clone for a shutdown from elsewhere).
-    pub fn tcp(&self) -> &TcpStream {
+    pub(crate) fn tcp(&self) -> &TcpStream {
         match self {
             Stream::Plain(s) => s,
             Stream::Tls(t) => &t.sock,
@@ -38,7 +38,7 @@ impl Stream {
     }
 
     /// Another handle another thread may write with.
-    pub fn try_clone(&self) -> std::io::Result<Stream> {
+    pub(crate) fn try_clone(&self) -> std::io::Result<Stream> {
         Ok(match self {
             Stream::Plain(s) => Stream::Plain(s.try_clone()?),
             Stream::Tls(t) => Stream::Tls(Box::new(t.try_clone()?)),
@@ -46,7 +46,7 @@ impl Stream {
     }
 
     /// Writes all of `buf` through a shared handle.
-    pub fn send_shared(&self, buf: &[u8]) -> std::io::Result<()> {
+    pub(crate) fn send_shared(&self, buf: &[u8]) -> std::io::Result<()> {
         match self {
             Stream::Plain(s) => (&*s).write_all(buf),
             Stream::Tls(t) => t.send(buf),
@@ -83,7 +83,7 @@ impl Write for Stream {
 /// TLS handshake with `host` (whose name is not checked: `core/tls.rs`).
 /// The error names what failed ("TLS handshake with the master failed:
 /// invalid peer certificate: UnknownIssuer").
-pub fn secure(
+pub(crate) fn secure(
     s: TcpStream,
     host: &str,
     tls: Option<Arc<ClientConfig>>,
@@ -117,7 +117,7 @@ pub fn secure(
     Ok(Stream::Tls(Box::new(SharedTls::new(sock, c))))
 }
 
-pub struct Conn {
+pub(crate) struct Conn {
     pub s: Stream,
     /// The other side, in messages: "master", "peer".
     who: &'static str,
@@ -131,7 +131,7 @@ pub struct Conn {
 }
 
 /// What one read gave.
-pub enum Filled {
+pub(crate) enum Filled {
     Bytes(usize),
     /// A second without bytes, `timeout` not passed yet.
     Quiet,
@@ -140,7 +140,7 @@ pub enum Filled {
 }
 
 impl Conn {
-    pub fn new(s: Stream, who: &'static str, timeout: Duration) -> Self {
+    pub(crate) fn new(s: Stream, who: &'static str, timeout: Duration) -> Self {
         Conn {
             s,
             who,
@@ -153,7 +153,7 @@ impl Conn {
 
     /// Sends a command; an error is the socket's (a write timeout means
     /// the other side read nothing for that long).
-    pub fn send(&mut self, argv: &[&[u8]]) -> std::io::Result<()> {
+    pub(crate) fn send(&mut self, argv: &[&[u8]]) -> std::io::Result<()> {
         let mut out = Vec::new();
         crate::protocol::request::command(&mut out, argv);
         self.s.write_all(&out)
@@ -161,7 +161,7 @@ impl Conn {
 
     /// Reads more bytes into the buffer. Errors: the connection closed or
     /// failed.
-    pub fn fill(&mut self) -> Result<Filled, String> {
+    pub(crate) fn fill(&mut self) -> Result<Filled, String> {
         // Drop what was consumed: at once when all was, else once it is
         // 64 KB (a stream rarely ends a read on a record's end, and the
         // buffer must not grow with it).
@@ -197,7 +197,7 @@ impl Conn {
     /// The next reply line in the buffer (without CRLF), if a whole one is
     /// there; bare newlines before it (a master's keepalives while it
     /// prepares a sync) are skipped.
-    pub fn take_line(&mut self) -> Result<Option<String>, String> {
+    pub(crate) fn take_line(&mut self) -> Result<Option<String>, String> {
         while self.start < self.buf.len() && self.buf[self.start] == b'\n' {
             self.start += 1;
         }

@@ -98,7 +98,7 @@ fn parse(args: Args) -> Result<(Plan, bool), CmdError> {
     Ok((plan, abort))
 }
 
-pub fn failover<H: Host>(ctx: &mut Ctx, args: Args) -> CmdResult {
+pub(crate) fn failover<H: Host>(ctx: &mut Ctx, args: Args) -> CmdResult {
     let (plan, abort) = parse(args)?;
     let srv = host::of::<H>(ctx);
     let fo = &srv.repl().failover;

@@ -120,7 +120,7 @@ pub enum SocketLoadMode {
 
 /// The host behind a replication command's `Ctx` (the command table's
 /// entries are instantiated for the host type, `commands.rs`).
-pub fn of<'a, H: Host>(ctx: &crate::commands::Ctx<'a>) -> &'a Arc<H> {
+pub(crate) fn of<'a, H: Host>(ctx: &crate::commands::Ctx<'a>) -> &'a Arc<H> {
     let admin: &'a dyn Admin = ctx.admin;
     admin
         .as_any()

@@ -28,17 +28,17 @@ use crate::core::Core;
 
 /// Whether ROLE and INFO show this node as KeyDB does (read in place:
 /// those two commands only).
-pub fn enabled(core: &Core) -> bool {
+pub(crate) fn enabled(core: &Core) -> bool {
     core.active && core.config.read().get_str("active-replica-view") == "keydb"
 }
 
 /// Whether this node has links to peers (KeyDB: a non-empty master list).
-pub fn has_links(active: &Active) -> bool {
+pub(crate) fn has_links(active: &Active) -> bool {
     !active.links.lock().is_empty()
 }
 
 /// INFO's fields after `role:active-replica`.
-pub fn info_links(active: &Active) -> Fields {
+pub(crate) fn info_links(active: &Active) -> Fields {
     let links = active.links.lock().clone();
     let up = links.iter().filter(|l| l.is_up()).count();
     let mut f = Fields::new();
@@ -85,7 +85,7 @@ fn feeds(active: &Active) -> Vec<(String, String, u64, bool)> {
 
 /// The peers pulling from us as INFO's slaveN fields, numbered after the
 /// Redis replicas (`first`).
-pub fn info_feeds(active: &Active, first: usize) -> Fields {
+pub(crate) fn info_feeds(active: &Active, first: usize) -> Fields {
     let mut f = Fields::new();
     for (i, (ip, port, off, online)) in feeds(active).into_iter().enumerate() {
         let mut line = Fields::new();
@@ -100,7 +100,10 @@ pub fn info_feeds(active: &Active, first: usize) -> Fields {
 }
 
 /// ROLE in KeyDB's view.
-pub fn role(ctx: &mut crate::commands::Ctx, repl: &Replication) -> crate::commands::CmdResult {
+pub(crate) fn role(
+    ctx: &mut crate::commands::Ctx,
+    repl: &Replication,
+) -> crate::commands::CmdResult {
     let links = repl.active.links.lock().clone();
     if links.is_empty() {
         let replicas = repl.master.replicas.lock().clone();

@@ -16,19 +16,19 @@
 //!
 //! INFO replication and ROLE are rendered here from both sides.
 
-pub mod active;
-pub mod backlog;
-pub mod commands;
-pub mod conn;
-pub mod failover;
-pub mod host;
-pub mod keydb_view;
-pub mod master;
+pub(crate) mod active;
+pub(crate) mod backlog;
+pub(crate) mod commands;
+pub(crate) mod conn;
+pub(crate) mod failover;
+pub(crate) mod host;
+pub(crate) mod keydb_view;
+pub(crate) mod master;
 pub(crate) mod node_link;
-pub mod replica;
-pub mod spill;
-pub mod stage;
-pub mod tls_link;
+pub(crate) mod replica;
+pub(crate) mod spill;
+pub(crate) mod stage;
+pub(crate) mod tls_link;
 
 use std::sync::atomic::{AtomicBool, Ordering::*};
 use std::sync::Arc;
@@ -50,7 +50,7 @@ pub struct ReplIds {
     pub second_offset: i64,
 }
 
-pub const NO_REPLID: &str = "0000000000000000000000000000000000000000";
+pub(crate) const NO_REPLID: &str = "0000000000000000000000000000000000000000";
 
 impl ReplIds {
     fn new() -> Self {
@@ -177,7 +177,7 @@ impl EffectSink for Feed {
 }
 
 /// INFO's replication section.
-pub fn info_fields<H: Host>(srv: &H) -> Fields {
+pub(crate) fn info_fields<H: Host>(srv: &H) -> Fields {
     let mut f = Fields::new();
     let repl = srv.repl();
     let keydb = keydb_view::enabled(srv.core());
@@ -218,7 +218,7 @@ pub fn info_fields<H: Host>(srv: &H) -> Fields {
 
 /// ROLE: ["master", offset, [[ip, port, ack offset], ...]] or
 /// ["slave", host, port, state, offset].
-pub fn role<H: Host>(
+pub(crate) fn role<H: Host>(
     ctx: &mut crate::commands::Ctx,
     _args: crate::protocol::Args,
 ) -> crate::commands::CmdResult {
@@ -247,13 +247,13 @@ pub fn role<H: Host>(
 
 /// Replication's part in serving connections (`server/hooks.rs`; the
 /// server implements it, `server/replication_host.rs`).
-pub struct ReplicationHooks;
-pub static HOOKS: ReplicationHooks = ReplicationHooks;
+pub(crate) struct ReplicationHooks;
+pub(crate) static HOOKS: ReplicationHooks = ReplicationHooks;
 
 /// After CONFIG SET: the backlog's limits and the back-pressure settings
 /// hold from the next command on (the rest of replication reads
 /// `Core::hot`, which the same CONFIG SET reloaded).
-pub fn config_changed<H: Host>(srv: &H) {
+pub(crate) fn config_changed<H: Host>(srv: &H) {
     srv.repl().load_limits(srv);
 }
 
@@ -261,7 +261,7 @@ pub fn config_changed<H: Host>(srv: &H) {
 /// through the stream (as Redis, so it counts in the offsets and keeps an
 /// idle link alive), and frees a lone master's backlog after
 /// `repl-backlog-ttl`.
-pub fn cron<H: Host>(srv: &H) {
+pub(crate) fn cron<H: Host>(srv: &H) {
     use std::sync::atomic::AtomicU64;
     static LAST_PING_MS: AtomicU64 = AtomicU64::new(0);
     static NO_REPLICAS_SINCE_MS: AtomicU64 = AtomicU64::new(0);
@@ -329,7 +329,7 @@ pub(crate) fn replica_hard_limit(v: &str) -> usize {
 /// an EXEC holding one, with NOREPLICAS. One relaxed load when unset. An
 /// EXEC's `flags` hold its queued commands' (`commands::call::admit`, which
 /// also ends a refused transaction).
-pub fn admit_write<H: Host>(
+pub(crate) fn admit_write<H: Host>(
     srv: &H,
     _client: &mut crate::core::client::ClientState,
     _id: crate::commands::CommandId,
@@ -391,7 +391,7 @@ fn replica_admit<H: Host>(srv: &H, flags: u32) -> Result<(), crate::commands::Cm
 /// rdbPopulateSaveInfo): our history's id and offset, and the database the
 /// stream has selected, so that a restarted node continues partially.
 /// Called at a snapshot's cut, with every shard locked.
-pub fn save_info<H: Host>(srv: &H) -> Vec<(String, String)> {
+pub(crate) fn save_info<H: Host>(srv: &H) -> Vec<(String, String)> {
     let repl = srv.repl();
     if !repl.has_history.load(Acquire) {
         return Vec::new();
@@ -415,7 +415,7 @@ pub fn save_info<H: Host>(srv: &H) -> Vec<(String, String)> {
 /// under a new id, the file's as its second (replid2, valid up to the
 /// file's offset), and its backlog starts with the deletions of the keys
 /// the load found expired (`expired`), which its replicas still hold.
-pub fn restore_save_info<H: Host>(
+pub(crate) fn restore_save_info<H: Host>(
     srv: &H,
     aux: &[(Vec<u8>, Vec<u8>)],
     expired: &[(usize, Vec<u8>)],

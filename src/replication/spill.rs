@@ -26,10 +26,10 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 /// A segment is closed, and the next one started, at this size.
-pub const SEGMENT_BYTES: u64 = 64 << 20;
+pub(crate) const SEGMENT_BYTES: u64 = 64 << 20;
 
 /// One segment file: the stream's bytes `start .. start + len`.
-pub struct Segment {
+pub(crate) struct Segment {
     start: u64,
     len: u64,
     file: Arc<File>,
@@ -38,7 +38,7 @@ pub struct Segment {
 
 impl Segment {
     /// Creates the file for the bytes from offset `start` on, in `dir`.
-    pub fn create(dir: &Path, start: u64) -> io::Result<Segment> {
+    pub(crate) fn create(dir: &Path, start: u64) -> io::Result<Segment> {
         let name = format!("repl-backlog-{}-{start}.spill", std::process::id());
         let path = std::path::absolute(dir.join(name))?;
         let file = std::fs::OpenOptions::new()
@@ -55,13 +55,13 @@ impl Segment {
         })
     }
 
-    pub fn file(&self) -> &File {
+    pub(crate) fn file(&self) -> &File {
         &self.file
     }
 }
 
 /// Writes `bytes` at file position `pos` (a spill job's append).
-pub fn write_at(file: &File, bytes: &[u8], pos: u64) -> io::Result<()> {
+pub(crate) fn write_at(file: &File, bytes: &[u8], pos: u64) -> io::Result<()> {
     file.write_all_at(bytes, pos)
 }
 
@@ -73,7 +73,7 @@ impl Drop for Segment {
 
 /// Where a read of the disk tier goes: the file, the position in it, and
 /// how many bytes from there are in this segment.
-pub struct DiskRead {
+pub(crate) struct DiskRead {
     pub file: Arc<File>,
     pub pos: u64,
     pub avail: u64,
@@ -81,7 +81,7 @@ pub struct DiskRead {
 
 impl DiskRead {
     /// Appends up to `max` bytes to `out`.
-    pub fn read_into(&self, max: usize, out: &mut Vec<u8>) -> io::Result<usize> {
+    pub(crate) fn read_into(&self, max: usize, out: &mut Vec<u8>) -> io::Result<usize> {
         let n = (self.avail as usize).min(max);
         let at = out.len();
         out.resize(at + n, 0);
@@ -98,44 +98,44 @@ impl DiskRead {
 /// The segments, oldest first; contiguous (each starts where the previous
 /// one ends).
 #[derive(Default)]
-pub struct DiskTier {
+pub(crate) struct DiskTier {
     segs: VecDeque<Segment>,
     bytes: u64,
 }
 
 impl DiskTier {
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.bytes == 0
     }
 
     /// Bytes on disk.
-    pub fn bytes(&self) -> u64 {
+    pub(crate) fn bytes(&self) -> u64 {
         self.bytes
     }
 
     /// The first offset held (meaningless when empty).
-    pub fn first(&self) -> u64 {
+    pub(crate) fn first(&self) -> u64 {
         self.segs.front().map_or(0, |s| s.start)
     }
 
     /// The offset after the last one held: where the next spill goes.
-    pub fn next(&self) -> u64 {
+    pub(crate) fn next(&self) -> u64 {
         self.segs.back().map_or(0, |s| s.start + s.len)
     }
 
     /// Whether `offset` is held.
-    pub fn holds(&self, offset: u64) -> bool {
+    pub(crate) fn holds(&self, offset: u64) -> bool {
         !self.is_empty() && offset >= self.first() && offset < self.next()
     }
 
     /// Drops every segment (their files are removed).
-    pub fn clear(&mut self) {
+    pub(crate) fn clear(&mut self) {
         self.segs.clear();
         self.bytes = 0;
     }
 
     /// Drops the segments that end at or before `offset`.
-    pub fn drop_before(&mut self, offset: u64) {
+    pub(crate) fn drop_before(&mut self, offset: u64) {
         while let Some(s) = self.segs.front() {
             if s.start + s.len > offset {
                 break;
@@ -147,7 +147,7 @@ impl DiskTier {
 
     /// Drops the oldest segments until at most `max` bytes remain; returns
     /// the bytes dropped.
-    pub fn bound(&mut self, max: u64) -> u64 {
+    pub(crate) fn bound(&mut self, max: u64) -> u64 {
         let before = self.bytes;
         while self.bytes > max {
             match self.segs.pop_front() {
@@ -159,7 +159,7 @@ impl DiskTier {
     }
 
     /// Where `from` is read from, if held.
-    pub fn locate(&self, from: u64) -> Option<DiskRead> {
+    pub(crate) fn locate(&self, from: u64) -> Option<DiskRead> {
         if !self.holds(from) {
             return None;
         }
@@ -173,14 +173,14 @@ impl DiskTier {
     }
 
     /// The last segment's file and end, if it has room for more.
-    pub fn open_tail(&self) -> Option<(Arc<File>, u64)> {
+    pub(crate) fn open_tail(&self) -> Option<(Arc<File>, u64)> {
         let s = self.segs.back()?;
         (s.len < SEGMENT_BYTES).then(|| (s.file.clone(), s.len))
     }
 
     /// Records `n` bytes written at the tail: into `new` if a new segment
     /// was started for them, else into the last segment.
-    pub fn extend(&mut self, new: Option<Segment>, n: u64) {
+    pub(crate) fn extend(&mut self, new: Option<Segment>, n: u64) {
         if let Some(seg) = new {
             self.segs.push_back(seg);
         }
@@ -194,7 +194,7 @@ impl DiskTier {
 /// Removes segment files a previous process left in `dir` (it crashed, or
 /// was killed, while spilling): they belong to a history nobody can
 /// continue.
-pub fn remove_stale_files(dir: &Path) {
+pub(crate) fn remove_stale_files(dir: &Path) {
     let Ok(dir) = std::fs::read_dir(dir) else {
         return;
     };

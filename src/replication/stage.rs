@@ -15,7 +15,7 @@ use crate::keyspace::hlc::unix_ms;
 /// One stage of the link, in the order a sync goes through them (Redis's
 /// `repl_state`s, with the transfer split in three).
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
-pub enum Stage {
+pub(crate) enum Stage {
     /// Waiting to connect (the pause between attempts).
     Connect,
     /// The TCP connection is being set up.
@@ -53,7 +53,7 @@ const ALL: [Stage; 12] = [
 
 impl Stage {
     /// INFO's `master_sync_stage`.
-    pub fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         match self {
             Stage::Connect => "connect",
             Stage::Connecting => "connecting",
@@ -71,7 +71,7 @@ impl Stage {
     }
 
     /// ROLE's state, as Redis names it.
-    pub fn role_state(self) -> &'static str {
+    pub(crate) fn role_state(self) -> &'static str {
         match self {
             Stage::Connect => "connect",
             Stage::Connecting => "connecting",
@@ -82,7 +82,7 @@ impl Stage {
     }
 
     /// INFO's master_sync_in_progress (Redis's transfer state).
-    pub fn syncing(self) -> bool {
+    pub(crate) fn syncing(self) -> bool {
         matches!(
             self,
             Stage::ReceivePayloadHeader | Stage::ReceivePayload | Stage::Loading
@@ -108,7 +108,7 @@ impl Stage {
 
     /// The warning of a timeout in this stage: Redis's (its
     /// replicationCron's, by state), then what the link waited for.
-    pub fn timeout_message(self, secs: u64) -> String {
+    pub(crate) fn timeout_message(self, secs: u64) -> String {
         let redis = match self {
             Stage::ReceivePayloadHeader | Stage::ReceivePayload => {
                 "Timeout receiving bulk data from MASTER... If the problem persists try to set the 'repl-timeout' parameter in redis.conf to a larger value."
@@ -123,23 +123,23 @@ impl Stage {
 
 /// The current stage and since when (unix ms), readable without a lock.
 #[derive(Default)]
-pub struct StageClock {
+pub(crate) struct StageClock {
     stage: AtomicU8,
     since_ms: AtomicU64,
 }
 
 impl StageClock {
-    pub fn set(&self, s: Stage) {
+    pub(crate) fn set(&self, s: Stage) {
         self.since_ms.store(unix_ms(), Relaxed);
         self.stage.store(s as u8, Relaxed);
     }
 
-    pub fn get(&self) -> Stage {
+    pub(crate) fn get(&self) -> Stage {
         ALL[self.stage.load(Relaxed) as usize]
     }
 
     /// Whole seconds in the current stage.
-    pub fn seconds(&self) -> u64 {
+    pub(crate) fn seconds(&self) -> u64 {
         unix_ms().saturating_sub(self.since_ms.load(Relaxed)) / 1000
     }
 }

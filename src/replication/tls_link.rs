@@ -14,7 +14,7 @@ use std::sync::Arc;
 use parking_lot::Mutex;
 use rustls::{ClientConnection, ConnectionCommon, SideData};
 
-pub struct SharedTls {
+pub(crate) struct SharedTls {
     pub sock: TcpStream,
     tls: Arc<Mutex<ClientConnection>>,
     write: Arc<Mutex<()>>,
@@ -24,7 +24,7 @@ pub struct SharedTls {
 
 impl SharedTls {
     /// `conn` (its handshake done) over `sock`.
-    pub fn new(sock: TcpStream, mut conn: ClientConnection) -> SharedTls {
+    pub(crate) fn new(sock: TcpStream, mut conn: ClientConnection) -> SharedTls {
         // A write is encrypted whole (the writer holds it anyway).
         conn.set_buffer_limit(None);
         SharedTls {
@@ -36,7 +36,7 @@ impl SharedTls {
     }
 
     /// Another handle on the same session and socket (for writing).
-    pub fn try_clone(&self) -> io::Result<SharedTls> {
+    pub(crate) fn try_clone(&self) -> io::Result<SharedTls> {
         Ok(SharedTls {
             sock: self.sock.try_clone()?,
             tls: self.tls.clone(),
@@ -46,7 +46,7 @@ impl SharedTls {
     }
 
     /// Encrypts `buf` and writes it, with what the session had pending.
-    pub fn send(&self, buf: &[u8]) -> io::Result<()> {
+    pub(crate) fn send(&self, buf: &[u8]) -> io::Result<()> {
         let _order = self.write.lock();
         let out = seal(&mut **self.tls.lock(), buf)?;
         (&self.sock).write_all(&out)
@@ -62,7 +62,7 @@ impl Read for SharedTls {
 /// `plain` encrypted by the session, with the records it had pending: what
 /// goes on the socket next (the caller holds the session's lock, so
 /// records leave in its order).
-pub fn seal<D: SideData>(t: &mut ConnectionCommon<D>, plain: &[u8]) -> io::Result<Vec<u8>> {
+pub(crate) fn seal<D: SideData>(t: &mut ConnectionCommon<D>, plain: &[u8]) -> io::Result<Vec<u8>> {
     t.writer().write_all(plain)?;
     let mut out = Vec::with_capacity(plain.len() + 64);
     while t.wants_write() {
@@ -75,7 +75,7 @@ pub fn seal<D: SideData>(t: &mut ConnectionCommon<D>, plain: &[u8]) -> io::Resul
 /// session's lock, reads the socket outside it (`raw`: ciphertext read and
 /// not yet taken by the session). A socket read timeout surfaces as
 /// WouldBlock.
-pub fn read_shared<C, D>(
+pub(crate) fn read_shared<C, D>(
     tls: &Mutex<C>,
     raw: &mut Vec<u8>,
     sock: &mut TcpStream,

@@ -16,7 +16,7 @@ fn fold(args: Variadic<f64>, f: fn(i32, i32) -> i32) -> Result<i32> {
     Ok(it.fold(first, f))
 }
 
-pub fn library(lua: &Lua) -> Result<Table> {
+pub(super) fn library(lua: &Lua) -> Result<Table> {
     let t = lua.create_table()?;
     t.set("tobit", lua.create_function(|_, x: f64| Ok(tobit(x)))?)?;
     t.set("bnot", lua.create_function(|_, x: f64| Ok(!tobit(x)))?)?;

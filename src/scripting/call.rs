@@ -12,7 +12,7 @@ use crate::commands::{CmdError, CommandId, Ctx};
 use crate::protocol::{Args, ReplyBuf};
 
 /// What a running script may do, fixed when it starts, and what it did.
-pub struct Script<'k> {
+pub(super) struct Script<'k> {
     /// The database the script started in (EVAL's client's).
     pub db: usize,
     /// The declared keys; `None` when the script declared none and holds
@@ -52,14 +52,14 @@ type Refusal = String;
 /// The run's modes as redis.call passes them: the protocol
 /// (redis.setresp, 2 or 3) and the replication (redis.set_repl, 0 to 3).
 #[derive(Clone, Copy)]
-pub struct Modes {
+pub(super) struct Modes {
     pub resp: u8,
     pub repl: u8,
 }
 
 /// Runs the command `args`, its reply (an error reply too) written into
 /// `reply`; Err: the refusal's text (the command did not run).
-pub fn run_into(
+pub(super) fn run_into(
     ctx: &mut Ctx,
     s: &Script,
     args: Args,
@@ -77,13 +77,13 @@ pub fn run_into(
 }
 
 /// The `n` arguments packed in `t` by the prelude (nils kept).
-pub fn table_args(n: usize, t: &mlua::Table) -> mlua::Result<Vec<Value>> {
+pub(super) fn table_args(n: usize, t: &mlua::Table) -> mlua::Result<Vec<Value>> {
     (1..=n).map(|i| t.raw_get::<Value>(i)).collect()
 }
 
 /// `{err = msg}`, marked when the error was counted in the error
 /// statistics already (so the script's reply does not count it again).
-pub fn error_table(lua: &Lua, msg: &str, counted: bool) -> mlua::Result<Value> {
+pub(super) fn error_table(lua: &Lua, msg: &str, counted: bool) -> mlua::Result<Value> {
     let t = lua.create_table()?;
     t.set("err", msg)?;
     if counted {
@@ -94,7 +94,7 @@ pub fn error_table(lua: &Lua, msg: &str, counted: bool) -> mlua::Result<Value> {
 
 /// The call's arguments as strings; numbers as "%.17g" (Redis does not
 /// use Lua's own conversion, which loses precision).
-pub fn argv(lua: &Lua, args: &[Value]) -> Result<Vec<Vec<u8>>, Refusal> {
+pub(super) fn argv(lua: &Lua, args: &[Value]) -> Result<Vec<Vec<u8>>, Refusal> {
     if args.is_empty() {
         return Err("ERR Please specify at least one argument for this redis lib call".into());
     }
@@ -111,7 +111,7 @@ pub fn argv(lua: &Lua, args: &[Value]) -> Result<Vec<Vec<u8>>, Refusal> {
 
 /// Looks a command (and subcommand) up as a script sees it: None when
 /// unknown.
-pub fn lookup(ctx: &Ctx, args: Args) -> Option<CommandId> {
+pub(super) fn lookup(ctx: &Ctx, args: Args) -> Option<CommandId> {
     let t = &ctx.core.commands;
     let mut id = t.lookup(args.get(0))?;
     if t.has_subcommands(id) && args.len() > 1 {

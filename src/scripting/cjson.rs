@@ -46,7 +46,7 @@ fn null() -> Value {
 }
 
 /// The raw functions (see the module comment), for the prelude to wrap.
-pub fn library(lua: &Lua) -> Result<Table> {
+pub(super) fn library(lua: &Lua) -> Result<Table> {
     let cfg: Cfg = Rc::new(RefCell::new(Config::default()));
     let t = lua.create_table()?;
     let c = cfg.clone();

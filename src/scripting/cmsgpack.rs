@@ -10,7 +10,7 @@ use mlua::{Lua, MultiValue, Result, Table, Value};
 /// Tables nested deeper than this are packed as nil (circular references).
 const MAX_NESTING: usize = 16;
 
-pub fn library(lua: &Lua) -> Result<Table> {
+pub(super) fn library(lua: &Lua) -> Result<Table> {
     let t = lua.create_table()?;
     t.set(
         "pack",

@@ -16,7 +16,7 @@ const MAX_DEPTH: usize = 1000;
 /// -> error, `ok` -> status, `double`, `big_number`, `verbatim_string`,
 /// `map`, `set` -> those, any other table -> array of its items up to the
 /// first nil.
-pub fn lua_to_reply(out: &mut ReplyBuf, v: &Value, depth: usize, resp: u8) {
+pub(super) fn lua_to_reply(out: &mut ReplyBuf, v: &Value, depth: usize, resp: u8) {
     match v {
         Value::String(s) => out.bulk(&s.as_bytes()),
         Value::Integer(n) => out.int(*n),
@@ -110,7 +110,7 @@ fn table_to_reply(out: &mut ReplyBuf, t: &Table, depth: usize, resp: u8) {
 }
 
 /// An error's text as a reply line: no leading '-', no line breaks.
-pub fn error_line(msg: &str) -> String {
+pub(super) fn error_line(msg: &str) -> String {
     msg.strip_prefix('-')
         .unwrap_or(msg)
         .replace(['\r', '\n'], " ")

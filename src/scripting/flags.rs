@@ -7,15 +7,15 @@ use crate::commands::flags::{DENYOOM, MAY_REPLICATE, STALE, WRITE};
 
 /// A script without a shebang: Redis's backwards-compatible mode (may
 /// write, checked command by command; no flag is declared).
-pub const EVAL_COMPAT: u32 = 1 << 0;
-pub const NO_WRITES: u32 = 1 << 1;
-pub const ALLOW_OOM: u32 = 1 << 2;
-pub const ALLOW_STALE: u32 = 1 << 3;
-pub const NO_CLUSTER: u32 = 1 << 4;
-pub const ALLOW_CROSS_SLOT: u32 = 1 << 5;
+pub(super) const EVAL_COMPAT: u32 = 1 << 0;
+pub(super) const NO_WRITES: u32 = 1 << 1;
+pub(super) const ALLOW_OOM: u32 = 1 << 2;
+pub(super) const ALLOW_STALE: u32 = 1 << 3;
+pub(super) const NO_CLUSTER: u32 = 1 << 4;
+pub(super) const ALLOW_CROSS_SLOT: u32 = 1 << 5;
 
 /// The flags by their names, in Redis's order.
-pub const NAMES: [(u32, &str); 5] = [
+pub(super) const NAMES: [(u32, &str); 5] = [
     (NO_WRITES, "no-writes"),
     (ALLOW_OOM, "allow-oom"),
     (ALLOW_STALE, "allow-stale"),
@@ -23,7 +23,7 @@ pub const NAMES: [(u32, &str); 5] = [
     (ALLOW_CROSS_SLOT, "allow-cross-slot-keys"),
 ];
 
-pub fn by_name(name: &[u8]) -> Option<u32> {
+pub(super) fn by_name(name: &[u8]) -> Option<u32> {
     NAMES
         .iter()
         .find(|(_, n)| n.as_bytes() == name)
@@ -33,7 +33,7 @@ pub fn by_name(name: &[u8]) -> Option<u32> {
 /// The shebang of `body`: its flags, and the length of its first line
 /// (which is not compiled; its line feed is, so line numbers stay right).
 /// A body without one is in compatibility mode. Err: Redis's message.
-pub fn shebang(body: &[u8]) -> Result<(u32, usize), String> {
+pub(super) fn shebang(body: &[u8]) -> Result<(u32, usize), String> {
     if !body.starts_with(b"#!") {
         return Ok((EVAL_COMPAT, 0));
     }
@@ -65,7 +65,7 @@ pub fn shebang(body: &[u8]) -> Result<(u32, usize), String> {
 /// The command flags of a call of a script with `script` flags (Redis's
 /// scriptFlagsToCmdFlags): a script that declared flags writes, needs
 /// memory and refuses stale data unless it says otherwise.
-pub fn command_flags(cmd: u32, script: u32) -> u32 {
+pub(super) fn command_flags(cmd: u32, script: u32) -> u32 {
     if script & EVAL_COMPAT != 0 {
         return cmd;
     }

@@ -28,7 +28,7 @@ use crate::protocol::Args;
 const FCALL: u32 = NOSCRIPT | SKIP_MONITOR | MAY_REPLICATE | NO_MANDATORY_KEYS | STALE;
 const FCALL_RO: u32 = NOSCRIPT | SKIP_MONITOR | NO_MANDATORY_KEYS | STALE | READONLY;
 
-pub static COMMANDS: &[Command] = crate::commands::command_table! {
+pub(crate) static COMMANDS: &[Command] = crate::commands::command_table! {
     family(group = "scripting", acl = "scripting"),
     cmd("fcall", -3, FCALL, fcall)
         .doc("7.0.0", "Invoke a function")
@@ -195,7 +195,7 @@ fn run_found(
 
 /// A library's code as its engine compiles it: from the line feed that
 /// ends its metadata line (kept, so line numbers stay right).
-pub fn code_of(code: &[u8]) -> &[u8] {
+pub(super) fn code_of(code: &[u8]) -> &[u8] {
     let end = code.iter().position(|&b| b == b'\n').unwrap_or(code.len());
     &code[end..]
 }
@@ -236,7 +236,7 @@ fn metadata(code: &[u8]) -> Result<(String, String), String> {
 
 /// Compiles and registers `code` in this thread's state, returning the
 /// library to install (not yet installed). Err: the reply's error.
-pub fn build(core: &Core, code: &[u8]) -> Result<Library, CmdError> {
+pub(super) fn build(core: &Core, code: &[u8]) -> Result<Library, CmdError> {
     let (engine, name) = metadata(code).map_err(CmdError::err)?;
     if name.is_empty() || !name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_') {
         return Err(CmdError::err(
@@ -264,7 +264,7 @@ pub fn build(core: &Core, code: &[u8]) -> Result<Library, CmdError> {
 /// Installs the libraries of an RDB file (`replace`: over libraries of
 /// the same names, as DEBUG RELOAD MERGE; else such a library fails the
 /// load, as in Redis). Err: why, logged by the caller.
-pub fn load_saved(core: &Core, codes: Vec<Vec<u8>>, replace: bool) -> Result<(), String> {
+pub(crate) fn load_saved(core: &Core, codes: Vec<Vec<u8>>, replace: bool) -> Result<(), String> {
     for code in codes {
         let lib = build(core, &code).map_err(|e| e.render())?;
         core.functions.update(|s| s.add(Arc::new(lib), replace))?;
@@ -275,12 +275,12 @@ pub fn load_saved(core: &Core, codes: Vec<Vec<u8>>, replace: bool) -> Result<(),
 /// Drops every library (the databases were emptied for a load: DEBUG
 /// RELOAD, a replica's full sync; Redis's emptyData without
 /// EMPTYDB_NOFUNCTIONS).
-pub fn clear(core: &Core) {
+pub(crate) fn clear(core: &Core) {
     core.functions.update(|s| *s = FunctionState::default());
 }
 
 /// The libraries' code, in name order (what the RDB file keeps).
-pub fn saved_code(core: &Core) -> Vec<Vec<u8>> {
+pub(crate) fn saved_code(core: &Core) -> Vec<Vec<u8>> {
     core.functions
         .snapshot()
         .libs
@@ -367,7 +367,7 @@ fn stats(ctx: &mut Ctx, _: Args) -> CmdResult {
 
 /// FUNCTION STATS's reply (also answered while a script is busy on the
 /// client's own thread).
-pub fn write_stats(core: &Core, out: &mut crate::protocol::ReplyBuf) -> CmdResult {
+pub(crate) fn write_stats(core: &Core, out: &mut crate::protocol::ReplyBuf) -> CmdResult {
     let (libs, funcs) = core.functions.counts();
     let runs = core.scripts.busy.runs();
     if runs.first().is_some_and(|r| r.eval) {

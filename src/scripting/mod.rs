@@ -34,11 +34,11 @@ mod functions;
 mod stack;
 mod vm;
 
-pub use functions::{
+pub(crate) use functions::{
     clear as clear_functions, load_saved as load_functions, saved_code as function_code,
     write_stats as function_stats, COMMANDS as FUNCTION_COMMANDS,
 };
-pub use vm::lua_memory;
+pub(crate) use vm::lua_memory;
 
 use crate::commands::flags::*;
 use crate::commands::keyspec::KeySpec;
@@ -51,7 +51,7 @@ use call::Script;
 const EVAL: u32 = NOSCRIPT | STALE | SKIP_MONITOR | NO_MANDATORY_KEYS | MAY_REPLICATE;
 const EVAL_RO: u32 = NOSCRIPT | STALE | SKIP_MONITOR | NO_MANDATORY_KEYS | READONLY;
 
-pub static COMMANDS: &[Command] = crate::commands::command_table! {
+pub(crate) static COMMANDS: &[Command] = crate::commands::command_table! {
     family(group = "scripting", acl = "scripting"),
     cmd("eval", -3, EVAL, eval)
         .doc("2.6.0", "Execute a Lua script server side")
@@ -655,7 +655,7 @@ fn script_kill(ctx: &mut Ctx, _: Args) -> CmdResult {
 
 /// SCRIPT KILL (`eval`) or FUNCTION KILL: stops the oldest script past
 /// the threshold, unless it wrote (Redis's scriptKill).
-pub fn kill(core: &Core, eval: bool) -> Result<(), CmdError> {
+pub(crate) fn kill(core: &Core, eval: bool) -> Result<(), CmdError> {
     use std::sync::atomic::Ordering::Relaxed;
     let Some(r) = core.scripts.busy.runs().into_iter().next() else {
         return Err(CmdError::Msg(
@@ -677,4 +677,4 @@ pub fn kill(core: &Core, eval: bool) -> Result<(), CmdError> {
     Ok(())
 }
 
-pub use crate::commands::call::busy_error;
+pub(crate) use crate::commands::call::busy_error;

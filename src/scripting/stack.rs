@@ -66,7 +66,7 @@ fn put_scratch(s: Box<Scratch>) {
 
 /// Resumes the panic a command raised inside `redis.call`, once the Lua
 /// call that ran the script has returned.
-pub fn resume_panic() {
+pub(super) fn resume_panic() {
     if let Some(p) = PANIC.with(|p| p.borrow_mut().take()) {
         std::panic::resume_unwind(p);
     }
@@ -109,7 +109,7 @@ enum Outcome {
 ///
 /// # Safety
 /// Called by Lua only, on a function `Vm::new` made (see `modes`).
-pub unsafe extern "C-unwind" fn redis_call(l: *mut lua_State) -> c_int {
+pub(super) unsafe extern "C-unwind" fn redis_call(l: *mut lua_State) -> c_int {
     // SAFETY: Lua calls this with a valid state; `call` leaves one value.
     unsafe {
         match call(l) {
@@ -123,7 +123,7 @@ pub unsafe extern "C-unwind" fn redis_call(l: *mut lua_State) -> c_int {
 ///
 /// # Safety
 /// As `redis_call`.
-pub unsafe extern "C-unwind" fn redis_pcall(l: *mut lua_State) -> c_int {
+pub(super) unsafe extern "C-unwind" fn redis_pcall(l: *mut lua_State) -> c_int {
     // SAFETY: as in `redis_call`.
     unsafe {
         match call(l) {
@@ -429,7 +429,7 @@ unsafe fn set_field(l: *mut lua_State) {
 ///
 /// # Safety
 /// Called by Lua only.
-pub unsafe extern "C-unwind" fn script_args(l: *mut lua_State) -> c_int {
+pub(super) unsafe extern "C-unwind" fn script_args(l: *mut lua_State) -> c_int {
     let lists = super::bound_lists();
     // SAFETY: two tables pushed, each string set into the table below it;
     // the lists borrow the bound run's arguments, alive while it runs.
@@ -462,7 +462,7 @@ pub unsafe extern "C-unwind" fn script_args(l: *mut lua_State) -> c_int {
 ///
 /// # Safety
 /// `l` is the state running a closure made by `Vm::new` as described.
-pub unsafe extern "C-unwind" fn run_function(l: *mut lua_State) -> c_int {
+pub(super) unsafe extern "C-unwind" fn run_function(l: *mut lua_State) -> c_int {
     // SAFETY: Lua calls this with a valid state; the upvalues and the
     // environment are as documented; at most five slots are used (Lua
     // gives a C function twenty). This frame owns nothing to drop.

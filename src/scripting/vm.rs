@@ -11,7 +11,7 @@ use crate::core::Core;
 type FastMap<V> = hashbrown::HashMap<String, V, foldhash::fast::RandomState>;
 
 /// A thread's Lua state and the scripts compiled in it.
-pub struct Vm {
+pub(crate) struct Vm {
     pub lua: Lua,
     /// The prelude's private table (`rcall`, `run`, `env`, `G`, `resp`).
     pub private: Table,
@@ -34,7 +34,7 @@ pub struct Vm {
 
 /// A function as FCALL found it: its name as registered, its flags, and
 /// its callback compiled in this state.
-pub struct Found {
+pub(crate) struct Found {
     pub name: String,
     pub flags: u32,
     pub f: Function,
@@ -50,7 +50,7 @@ static LUA_MEMORY: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsi
 
 /// The flags of script `sha` if this thread compiled it (None also when
 /// its state is busy running a script).
-pub fn cached_flags(core: &Core, sha: &str) -> Option<u32> {
+pub(super) fn cached_flags(core: &Core, sha: &str) -> Option<u32> {
     VM.with(|cell| {
         let slot = cell.try_borrow().ok()?;
         let vm = slot.as_ref()?;
@@ -61,7 +61,7 @@ pub fn cached_flags(core: &Core, sha: &str) -> Option<u32> {
 
 /// The flags of FCALL's function `arg` if this thread found it at the
 /// directory's current generation (None also when its state is busy).
-pub fn found_flags(core: &Core, arg: &[u8]) -> Option<u32> {
+pub(super) fn found_flags(core: &Core, arg: &[u8]) -> Option<u32> {
     let gen = core.functions.generation();
     VM.with(|cell| {
         let slot = cell.try_borrow().ok()?;
@@ -70,12 +70,12 @@ pub fn found_flags(core: &Core, arg: &[u8]) -> Option<u32> {
 }
 
 /// The memory all Lua states use.
-pub fn lua_memory() -> usize {
+pub(crate) fn lua_memory() -> usize {
     LUA_MEMORY.load(std::sync::atomic::Ordering::Relaxed)
 }
 
 /// The script running on this thread, for the count hook.
-pub struct Current {
+pub(super) struct Current {
     pub start: std::time::Instant,
     pub busy: std::sync::Arc<crate::core::scripts::Busy>,
     pub threshold_ms: u64,
@@ -88,7 +88,7 @@ pub struct Current {
 
 /// What a run's `Running` record is made of, should it pass the busy
 /// threshold (most runs do not, and pay for no copy of their arguments).
-pub struct Pending<'a> {
+pub(super) struct Pending<'a> {
     pub eval: bool,
     pub name: &'a str,
     /// The command that runs it (FUNCTION STATS).
@@ -126,7 +126,7 @@ thread_local! {
 
 /// Runs `f` with this thread's VM, built on first use and cleared of its
 /// compiled scripts when the cache was flushed since.
-pub fn with<R>(core: &Core, f: impl FnOnce(&mut Vm) -> R) -> R {
+pub(super) fn with<R>(core: &Core, f: impl FnOnce(&mut Vm) -> R) -> R {
     VM.with(|cell| {
         let mut slot = cell.borrow_mut();
         let owner = (core as *const Core as usize, core.scripts.generation());
@@ -243,7 +243,7 @@ impl Vm {
     }
 
     /// The script `sha` if this state compiled it, with its flags.
-    pub fn compiled(&self, sha: &str) -> Option<(&Function, u32)> {
+    pub(crate) fn compiled(&self, sha: &str) -> Option<(&Function, u32)> {
         self.funcs.get(sha).map(|(f, flags)| (f, *flags))
     }
 
@@ -251,7 +251,7 @@ impl Vm {
     /// its line feed kept) unless this state has it; returns its flags.
     /// Err: the reply's error, Redis's shebang message or "Error
     /// compiling script (new function): ...".
-    pub fn compile(&mut self, sha: &str, body: &[u8]) -> Result<u32, String> {
+    pub(crate) fn compile(&mut self, sha: &str, body: &[u8]) -> Result<u32, String> {
         if let Some(f) = self.funcs.get(sha) {
             return Ok(f.1);
         }
@@ -277,7 +277,7 @@ impl Vm {
 
     /// Compiles a library's code (after its metadata line) and runs it to
     /// register its functions. Err: the reply's error text.
-    pub fn load_library(&self, code: &[u8]) -> Result<Vec<Registered>, String> {
+    pub(crate) fn load_library(&self, code: &[u8]) -> Result<Vec<Registered>, String> {
         let env: Table = self.private.raw_get("fenv").map_err(|e| e.to_string())?;
         let f = self
             .lua
@@ -345,19 +345,19 @@ impl Vm {
     }
 
     /// Keeps the functions of library `lib` (compiled here as `id`).
-    pub fn keep_library(&mut self, lib: &str, id: u64, fs: Vec<Registered>) {
+    pub(crate) fn keep_library(&mut self, lib: &str, id: u64, fs: Vec<Registered>) {
         let fs = fs.into_iter().map(|r| (r.info.name, r.f)).collect();
         self.libs.insert(lib.to_string(), (id, fs));
     }
 
     /// FCALL's function `arg` as this state last found it, if the
     /// directory is still at generation `gen` (read before any lookup).
-    pub fn found(&self, gen: u64, arg: &[u8]) -> Option<&Found> {
+    pub(crate) fn found(&self, gen: u64, arg: &[u8]) -> Option<&Found> {
         (self.found_gen == gen).then(|| self.found.get(arg))?
     }
 
     /// Keeps what FCALL found for `arg` at generation `gen`.
-    pub fn keep_found(&mut self, gen: u64, arg: &[u8], found: Found) {
+    pub(crate) fn keep_found(&mut self, gen: u64, arg: &[u8], found: Found) {
         if self.found_gen != gen || self.found.len() >= FOUND_MAX {
             self.found.clear();
             self.found_gen = gen;
@@ -367,7 +367,7 @@ impl Vm {
 
     /// Function `name` of `lib`, compiling the library here if this state
     /// has not got this version of it.
-    pub fn library_function(
+    pub(crate) fn library_function(
         &mut self,
         lib: &crate::core::scripts::Library,
         name: &str,
@@ -391,7 +391,7 @@ impl Vm {
 
 /// Sets the script this thread runs (None when it ends); returns the one
 /// that was set.
-pub fn set_current(c: Option<Current>) -> Option<Current> {
+pub(super) fn set_current(c: Option<Current>) -> Option<Current> {
     CURRENT.with(|x| std::mem::replace(&mut *x.borrow_mut(), c))
 }
 
@@ -464,10 +464,10 @@ fn stop(lua: &Lua, err: &str) -> mlua::Result<()> {
 }
 
 /// The error a killed script ends with.
-pub const KILLED: &str = "Script killed by user with SCRIPT KILL...";
+pub(super) const KILLED: &str = "Script killed by user with SCRIPT KILL...";
 
 /// A function a library registered, with its callback.
-pub struct Registered {
+pub(crate) struct Registered {
     pub info: crate::core::scripts::FunctionInfo,
     pub f: Function,
 }
@@ -484,12 +484,12 @@ fn log(_: &Lua, (level, msg): (i64, String)) -> mlua::Result<()> {
 }
 
 /// The SHA1 of `data` in lower-case hex.
-pub fn sha1_hex(data: &[u8]) -> String {
+pub(super) fn sha1_hex(data: &[u8]) -> String {
     String::from_utf8_lossy(&sha1_key(data)).into_owned()
 }
 
 /// The SHA1 of `data` in lower-case hex, on the stack.
-pub fn sha1_key(data: &[u8]) -> [u8; 40] {
+pub(super) fn sha1_key(data: &[u8]) -> [u8; 40] {
     use sha1::{Digest, Sha1};
     const HEX: &[u8; 16] = b"0123456789abcdef";
     let mut key = [0u8; 40];

@@ -40,7 +40,7 @@ use crate::protocol::{Args, ParseLimits, Parsed, ReplyBuf, RequestParser};
 use crate::{log_verbose, log_warning};
 
 /// What one worker thread owns: its clock and counters.
-pub struct Worker {
+pub(crate) struct Worker {
     pub clock: RefCell<Hlc>,
     pub stats: Arc<WorkerStats>,
     /// An `Instant` and the unix time in µs it corresponds to: wall-clock time is
@@ -58,7 +58,7 @@ fn unix_us() -> u64 {
 }
 
 impl Worker {
-    pub fn new(srv: Arc<Server>, stats: Arc<WorkerStats>) -> Self {
+    pub(crate) fn new(srv: Arc<Server>, stats: Arc<WorkerStats>) -> Self {
         Worker {
             clock: RefCell::new(Hlc::new(srv.node_id)),
             stats,
@@ -67,13 +67,13 @@ impl Worker {
     }
 
     /// Re-reads the wall clock (follows system time adjustments).
-    pub fn sync_wall_clock(&self) {
+    pub(crate) fn sync_wall_clock(&self) {
         self.wall_base.set((Instant::now(), unix_us()));
     }
 
     /// The unix ms at monotonic instant `t`.
     #[inline]
-    pub fn unix_ms_at(&self, t: Instant) -> u64 {
+    pub(crate) fn unix_ms_at(&self, t: Instant) -> u64 {
         // Added in microseconds and truncated once, so the result is never
         // behind a direct clock read by more than that read's own truncation.
         let (base, us) = self.wall_base.get();
@@ -90,7 +90,7 @@ const PROTECTED_DENIED: &str = "-DENIED Redis is running in protected mode becau
 /// whose address is not loopback is refused, whatever `bind` says; unix
 /// socket clients (no address) are served. An IPv4 address mapped into
 /// IPv6 (`::ffff:127.0.0.1`, on a dual-stack socket) counts as what it maps.
-pub fn protected_refuses(
+pub(crate) fn protected_refuses(
     peer: Option<std::net::SocketAddr>,
     protected_mode: bool,
     has_password: bool,
@@ -99,7 +99,7 @@ pub fn protected_refuses(
 }
 
 /// Serves one accepted connection until it closes.
-pub async fn serve(srv: Arc<Server>, worker: Rc<Worker>, conn: NewConn) {
+pub(crate) async fn serve(srv: Arc<Server>, worker: Rc<Worker>, conn: NewConn) {
     match conn {
         NewConn::Tcp(s, addr) => {
             let _ = s.set_nonblocking(true);
@@ -417,7 +417,7 @@ impl Drop for Idle {
 /// Only connections waiting for input with nothing buffered are served (a
 /// partial command stays in the socket: the bytes are peeked, and only the
 /// complete commands answered are taken).
-pub fn serve_while_busy(srv: &Arc<Server>) {
+pub(crate) fn serve_while_busy(srv: &Arc<Server>) {
     let idle: Vec<std::os::fd::RawFd> = IDLE.with(|v| v.borrow().values().copied().collect());
     for fd in idle {
         let mut buf = vec![0u8; 64 * 1024];
@@ -635,7 +635,7 @@ fn pause_wait(
 /// command started; returns when it ended. Lookup and ACL here, admission
 /// and the run through `call()` (commands/call.rs), then what a client's
 /// reply needs: CLIENT REPLY and the invalidations of its own writes.
-pub fn dispatch(
+pub(crate) fn dispatch(
     srv: &Arc<Server>,
     worker: &Worker,
     client: &mut ClientState,

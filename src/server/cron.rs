@@ -13,7 +13,12 @@ use crate::commands::gone::{actively_expired, members_actively_expired, Gone};
 use crate::keyspace::expire::active_expire_cycle;
 use crate::keyspace::hlc::unix_ms;
 
-pub async fn worker_cron(srv: Arc<Server>, worker: Rc<Worker>, index: usize, nworkers: usize) {
+pub(crate) async fn worker_cron(
+    srv: Arc<Server>,
+    worker: Rc<Worker>,
+    index: usize,
+    nworkers: usize,
+) {
     let mut more_due = false;
     loop {
         let hz = srv.hot.hz.load(Relaxed).max(1);

@@ -29,7 +29,7 @@ use crate::keyspace::hlc::unix_ms;
 use crate::keyspace::{Value, SHARDS};
 
 /// Worker 0's part: runs what is due.
-pub fn run_due(srv: &Arc<Server>, worker: &Worker) {
+pub(crate) fn run_due(srv: &Arc<Server>, worker: &Worker) {
     let sched = &srv.core.cron;
     if srv.repl.is_replica() {
         if sched.scanned.load(Acquire) || !sched.is_empty() {

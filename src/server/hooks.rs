@@ -15,7 +15,7 @@ use crate::commands::{CmdError, CommandId};
 use crate::core::client::ClientState;
 
 /// A subsystem's part in serving connections (see the module comment).
-pub trait Hooks: Sync {
+pub(crate) trait Hooks: Sync {
     /// Before a command runs (after lookup and arity): an error refuses it.
     /// `flags`: the command's flags for this call (`Command::flags_for`).
     fn admit(
@@ -76,13 +76,13 @@ pub trait Hooks: Sync {
 }
 
 /// The subsystems, in call order.
-pub static HOOKS: [&dyn Hooks; 3] = [
+pub(crate) static HOOKS: [&dyn Hooks; 3] = [
     &super::persistence_host::HOOKS,
     &crate::replication::HOOKS,
     &super::identity::HOOKS,
 ];
 
-pub fn admit(
+pub(crate) fn admit(
     srv: &Server,
     client: &mut ClientState,
     id: CommandId,
@@ -94,19 +94,19 @@ pub fn admit(
 }
 
 /// The longest wait any subsystem asks for.
-pub fn after_batch(srv: &Server) -> Option<Duration> {
+pub(crate) fn after_batch(srv: &Server) -> Option<Duration> {
     HOOKS.iter().filter_map(|h| h.after_batch(srv)).max()
 }
 
-pub fn before_reply(srv: &Server) {
+pub(crate) fn before_reply(srv: &Server) {
     HOOKS.iter().for_each(|h| h.before_reply(srv))
 }
 
-pub fn cron(srv: &Arc<Server>, worker: usize) {
+pub(crate) fn cron(srv: &Arc<Server>, worker: usize) {
     HOOKS.iter().for_each(|h| h.cron(srv, worker))
 }
 
-pub fn rdb_aux(srv: &Server) -> Vec<(String, String)> {
+pub(crate) fn rdb_aux(srv: &Server) -> Vec<(String, String)> {
     HOOKS.iter().flat_map(|h| h.rdb_aux(srv)).collect()
 }
 
@@ -116,14 +116,14 @@ pub fn rdb_aux_loaded(srv: &Server, aux: &[(Vec<u8>, Vec<u8>)], expired: &[(usiz
         .for_each(|h| h.rdb_aux_loaded(srv, aux, expired))
 }
 
-pub fn aof_notes(srv: &Server, all: bool) -> Vec<(String, String)> {
+pub(crate) fn aof_notes(srv: &Server, all: bool) -> Vec<(String, String)> {
     HOOKS.iter().flat_map(|h| h.aof_notes(srv, all)).collect()
 }
 
-pub fn aof_aux_loaded(srv: &Server, aux: &[(Vec<u8>, Vec<u8>)]) {
+pub(crate) fn aof_aux_loaded(srv: &Server, aux: &[(Vec<u8>, Vec<u8>)]) {
     HOOKS.iter().for_each(|h| h.aof_aux_loaded(srv, aux))
 }
 
-pub fn expires_keys(srv: &Server) -> bool {
+pub(crate) fn expires_keys(srv: &Server) -> bool {
     HOOKS.iter().all(|h| h.expires_keys(srv))
 }

@@ -17,7 +17,7 @@ use crate::config::Config;
 use crate::keyspace::hlc::NODE_BITS;
 
 /// The aux field carrying the node id.
-pub const AUX_NODE_ID: &str = "lattice-node-id";
+pub(crate) const AUX_NODE_ID: &str = "lattice-node-id";
 
 /// The node id and the slot its stamps carry.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -46,7 +46,7 @@ impl Identity {
 
 /// The slot of a node id: a fixed hash (splitmix64's finalizer, the same
 /// on every build and platform) mod 1024.
-pub fn derive_slot(node_id: u64) -> u64 {
+pub(crate) fn derive_slot(node_id: u64) -> u64 {
     let mut z = node_id;
     z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
     z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
@@ -65,7 +65,7 @@ fn random_id() -> u64 {
 }
 
 /// A node id from hex (the aux field's value); None if malformed or 0.
-pub fn parse_id(hex: &[u8]) -> Option<u64> {
+pub(crate) fn parse_id(hex: &[u8]) -> Option<u64> {
     let s = std::str::from_utf8(hex).ok()?;
     if s.is_empty() || s.len() > 16 || !s.bytes().all(|b| b.is_ascii_hexdigit()) {
         return None;
@@ -85,7 +85,7 @@ fn saved_id(path: &str) -> Option<u64> {
 /// At start-up: the `node-id` directive, else the id in `dbfilename`, else a
 /// fresh one; the slot from `node-slot`, else derived. And whether the id
 /// is fresh (drawn now): then no peer can know this node from before.
-pub fn resolve(config: &Config) -> (Identity, bool) {
+pub(crate) fn resolve(config: &Config) -> (Identity, bool) {
     let configured = config.get_str("node-id");
     let known = parse_id(configured.as_bytes()).or_else(|| saved_id(&config.get_str("dbfilename")));
     let slot = config.get_str("node-slot").parse().unwrap_or(-1);
@@ -98,9 +98,9 @@ pub fn resolve(config: &Config) -> (Identity, bool) {
 /// Writes the node id into every RDB file we keep, not into a full sync's
 /// payload: a replica renames that payload to its `dbfilename`, and would
 /// take its master's id at its next start.
-pub struct IdentityHooks;
+pub(crate) struct IdentityHooks;
 
-pub static HOOKS: IdentityHooks = IdentityHooks;
+pub(crate) static HOOKS: IdentityHooks = IdentityHooks;
 
 impl Hooks for IdentityHooks {
     fn rdb_aux(&self, srv: &Server) -> Vec<(String, String)> {

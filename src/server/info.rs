@@ -21,7 +21,7 @@ use crate::core::info::{Fields, Value};
 use crate::core::stats::{sum, Metric, WorkerStats};
 
 /// The INFO text of the given sections.
-pub fn info_text(srv: &Arc<Server>, sections: &[&str]) -> String {
+pub(crate) fn info_text(srv: &Arc<Server>, sections: &[&str]) -> String {
     let workers = srv.workers.lock().clone();
     let mut out = String::with_capacity(4096);
     for s in sections {
@@ -187,10 +187,10 @@ fn clients(srv: &Arc<Server>) -> Fields {
     f
 }
 
-pub use crate::alloc::{rss_bytes, used_memory};
+pub(crate) use crate::alloc::{rss_bytes, used_memory};
 
 /// Redis's bytesToHuman: "895.39K".
-pub fn human(n: u64) -> String {
+pub(crate) fn human(n: u64) -> String {
     let d = n as f64;
     const UNITS: &[(f64, &str)] = &[
         (1024.0 * 1024.0 * 1024.0 * 1024.0 * 1024.0, "P"),
@@ -309,7 +309,7 @@ fn persistence(srv: &Arc<Server>) -> Fields {
 }
 
 /// Samples the counters behind INFO's instantaneous rates (the cron's job).
-pub fn sample_rates(srv: &Server) {
+pub(crate) fn sample_rates(srv: &Server) {
     let w = srv.workers.lock().clone();
     srv.metrics.sample([
         sum(&w, |s| &s.commands_processed),

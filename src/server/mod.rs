@@ -12,18 +12,18 @@
 //! [`Server`] is what all threads share: keyspace, configuration, command
 //! table, client registry, counters and the write-effect stream.
 
-pub mod admin;
-pub mod conn;
-pub mod cron;
-pub mod cron_jobs;
-pub mod hooks;
-pub mod identity;
-pub mod info;
-pub mod persistence_host;
-pub mod replication_host;
-pub mod shutdown;
-pub mod supervise;
-pub mod tls;
+pub(crate) mod admin;
+pub(crate) mod conn;
+pub(crate) mod cron;
+pub(crate) mod cron_jobs;
+pub(crate) mod hooks;
+pub(crate) mod identity;
+pub(crate) mod info;
+pub(crate) mod persistence_host;
+pub(crate) mod replication_host;
+pub(crate) mod shutdown;
+pub(crate) mod supervise;
+pub(crate) mod tls;
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::Relaxed};
@@ -35,7 +35,7 @@ use tokio::sync::mpsc;
 
 use crate::commands::CommandTable;
 use crate::config::Config;
-pub use crate::core::admin::ShutdownKind;
+pub(crate) use crate::core::admin::ShutdownKind;
 use crate::core::stats::WorkerStats;
 use crate::core::Core;
 use crate::{log_notice, log_warning};
@@ -142,7 +142,7 @@ impl Server {
 
 /// Every family of the command table: the commands layer's, then the
 /// replication commands (written in `replication/`, above the commands).
-pub fn command_families() -> Vec<&'static [crate::commands::Command]> {
+pub(crate) fn command_families() -> Vec<&'static [crate::commands::Command]> {
     let mut f = crate::commands::families().to_vec();
     f.push(crate::scripting::COMMANDS);
     f.push(crate::scripting::FUNCTION_COMMANDS);
@@ -177,10 +177,10 @@ impl Server {
     }
 }
 
-pub use crate::core::random::random_hex;
+pub(crate) use crate::core::random::random_hex;
 
 /// A connection accepted by the acceptor, on its way to a worker.
-pub enum NewConn {
+pub(crate) enum NewConn {
     Tcp(std::net::TcpStream, SocketAddr),
     /// A connection to `tls-port`.
     Tls(std::net::TcpStream, SocketAddr),
@@ -189,7 +189,7 @@ pub enum NewConn {
 
 /// New listeners for the acceptor: those of `port` (plain) or `tls-port`
 /// replace the current ones, which close before `done` is told.
-pub struct Rebind {
+pub(crate) struct Rebind {
     tls: bool,
     listeners: Vec<std::net::TcpListener>,
     done: std::sync::mpsc::Sender<()>,

@@ -63,8 +63,8 @@ impl persistence::Host for Server {
 }
 
 /// Persistence's part in serving connections.
-pub struct PersistenceHooks;
-pub static HOOKS: PersistenceHooks = PersistenceHooks;
+pub(crate) struct PersistenceHooks;
+pub(crate) static HOOKS: PersistenceHooks = PersistenceHooks;
 
 impl hooks::Hooks for PersistenceHooks {
     fn admit(

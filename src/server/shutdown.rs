@@ -95,7 +95,7 @@ impl State {
 }
 
 /// The main thread's handling of one request; true: exit now.
-pub fn handle(srv: &Arc<Server>, kind: ShutdownKind, attempt: u64) -> bool {
+pub(crate) fn handle(srv: &Arc<Server>, kind: ShutdownKind, attempt: u64) -> bool {
     if attempt < srv.shutdown.attempt() {
         return false; // its attempt was refused while it waited in line
     }

@@ -63,7 +63,7 @@ pub fn start(s: &Supervisor) {
 }
 
 /// What INFO's `process_supervised` says.
-pub fn info_name() -> &'static str {
+pub(crate) fn info_name() -> &'static str {
     if SYSTEMD.get().is_some() {
         "systemd"
     } else {
@@ -72,7 +72,7 @@ pub fn info_name() -> &'static str {
 }
 
 /// Sends one sd_notify message if systemd supervises us; true if sent.
-pub fn notify(msg: &str) -> bool {
+pub(crate) fn notify(msg: &str) -> bool {
     let Some(path) = SYSTEMD.get() else {
         return false;
     };

@@ -32,7 +32,7 @@ use crate::log_warning;
 
 /// What a connection hands over when it becomes an active peer's feed:
 /// its TLS session, if it has one.
-pub trait HandOff {
+pub(crate) trait HandOff {
     fn take_tls(&self) -> Option<ServerConnection> {
         None
     }

@@ -12,18 +12,18 @@
 
 use std::f64::consts::PI;
 
-pub const STEP_MAX: u8 = 26;
-pub const LAT_MIN: f64 = -85.051_128_78;
-pub const LAT_MAX: f64 = 85.051_128_78;
-pub const LONG_MIN: f64 = -180.0;
-pub const LONG_MAX: f64 = 180.0;
+pub(super) const STEP_MAX: u8 = 26;
+pub(super) const LAT_MIN: f64 = -85.051_128_78;
+pub(super) const LAT_MAX: f64 = 85.051_128_78;
+pub(super) const LONG_MIN: f64 = -180.0;
+pub(super) const LONG_MAX: f64 = 180.0;
 const D_R: f64 = PI / 180.0;
-pub const EARTH_RADIUS: f64 = 6_372_797.560_856;
+pub(super) const EARTH_RADIUS: f64 = 6_372_797.560_856;
 const MERCATOR_MAX: f64 = 20_037_726.37;
 
 /// A cell: `step` bits of each coordinate, interleaved.
 #[derive(Clone, Copy, Debug, PartialEq, Default)]
-pub struct Bits {
+pub(super) struct Bits {
     pub bits: u64,
     pub step: u8,
 }
@@ -35,20 +35,20 @@ impl Bits {
 }
 
 #[derive(Clone, Copy, Debug, Default)]
-pub struct Range {
+pub(super) struct Range {
     pub min: f64,
     pub max: f64,
 }
 
 /// The longitude and latitude ranges a cell covers.
 #[derive(Clone, Copy, Debug, Default)]
-pub struct Area {
+pub(super) struct Area {
     pub lon: Range,
     pub lat: Range,
 }
 
 /// Redis's coordinate ranges (geohashGetCoordRange).
-pub const WGS84: (Range, Range) = (
+pub(super) const WGS84: (Range, Range) = (
     Range {
         min: LONG_MIN,
         max: LONG_MAX,
@@ -86,7 +86,7 @@ fn deinterleave(v: u64) -> u64 {
 
 /// The cell of `step` bits holding (lon, lat) over the given ranges;
 /// None outside Redis's limits (geohashEncode).
-pub fn encode(ranges: (Range, Range), lon: f64, lat: f64, step: u8) -> Option<Bits> {
+pub(super) fn encode(ranges: (Range, Range), lon: f64, lat: f64, step: u8) -> Option<Bits> {
     let (lon_r, lat_r) = ranges;
     if !(LONG_MIN..=LONG_MAX).contains(&lon) || !(LAT_MIN..=LAT_MAX).contains(&lat) {
         return None;
@@ -104,7 +104,7 @@ pub fn encode(ranges: (Range, Range), lon: f64, lat: f64, step: u8) -> Option<Bi
 }
 
 /// The area of a cell (geohashDecode).
-pub fn decode(ranges: (Range, Range), h: Bits) -> Area {
+pub(super) fn decode(ranges: (Range, Range), h: Bits) -> Area {
     let (lon_r, lat_r) = ranges;
     let sep = deinterleave(h.bits);
     let (ilat, ilon) = (sep as u32, (sep >> 32) as u32);
@@ -124,14 +124,14 @@ pub fn decode(ranges: (Range, Range), h: Bits) -> Area {
 }
 
 /// The center of an area, clamped to the limits: [lon, lat].
-pub fn center(a: &Area) -> [f64; 2] {
+pub(super) fn center(a: &Area) -> [f64; 2] {
     let lon = ((a.lon.min + a.lon.max) / 2.0).clamp(LONG_MIN, LONG_MAX);
     let lat = ((a.lat.min + a.lat.max) / 2.0).clamp(LAT_MIN, LAT_MAX);
     [lon, lat]
 }
 
 /// The position a sorted-set score stands for (decodeGeohash).
-pub fn decode_score(score: f64) -> [f64; 2] {
+pub(super) fn decode_score(score: f64) -> [f64; 2] {
     let h = Bits {
         bits: score as u64,
         step: STEP_MAX,
@@ -140,12 +140,12 @@ pub fn decode_score(score: f64) -> [f64; 2] {
 }
 
 /// A cell's 52-bit score prefix (geohashAlign52Bits).
-pub fn align52(h: Bits) -> u64 {
+pub(super) fn align52(h: Bits) -> u64 {
     h.bits << (52 - h.step as u32 * 2)
 }
 
 /// The score of a position (GEOADD's).
-pub fn score_of(lon: f64, lat: f64) -> Option<f64> {
+pub(super) fn score_of(lon: f64, lat: f64) -> Option<f64> {
     encode(WGS84, lon, lat, STEP_MAX).map(|h| align52(h) as f64)
 }
 
@@ -158,7 +158,7 @@ fn rad_deg(a: f64) -> f64 {
 }
 
 /// Haversine distance in meters (geohashGetDistance).
-pub fn distance(lon1: f64, lat1: f64, lon2: f64, lat2: f64) -> f64 {
+pub(super) fn distance(lon1: f64, lat1: f64, lon2: f64, lat2: f64) -> f64 {
     let (lon1r, lon2r) = (deg_rad(lon1), deg_rad(lon2));
     let v = ((lon2r - lon1r) / 2.0).sin();
     if v == 0.0 {
@@ -177,14 +177,14 @@ fn lat_distance(lat1: f64, lat2: f64) -> f64 {
 /// What a search covers: a circle or a box around `xy`, sizes in the
 /// unit `conversion` converts to meters.
 #[derive(Clone, Copy, Debug)]
-pub struct Shape {
+pub(super) struct Shape {
     pub xy: [f64; 2],
     pub conversion: f64,
     pub kind: Kind,
 }
 
 #[derive(Clone, Copy, Debug)]
-pub enum Kind {
+pub(super) enum Kind {
     Radius(f64),
     Box { width: f64, height: f64 },
 }
@@ -192,7 +192,7 @@ pub enum Kind {
 impl Shape {
     /// The distance from the center to a point inside the shape, or None
     /// (geoWithinShape).
-    pub fn within(&self, lon: f64, lat: f64) -> Option<f64> {
+    pub(super) fn within(&self, lon: f64, lat: f64) -> Option<f64> {
         let [x1, y1] = self.xy;
         match self.kind {
             Kind::Radius(r) => {
@@ -302,7 +302,7 @@ fn neighbour(h: Bits, dx: i8, dy: i8) -> Bits {
 /// The cells a search scans, in Redis's order (center, N, S, E, W, NE,
 /// NW, SE, SW), a dropped neighbour as the zero cell
 /// (geohashCalculateAreasByShapeWGS84 and membersOfAllNeighbors' order).
-pub fn cells(shape: &Shape) -> [Bits; 9] {
+pub(super) fn cells(shape: &Shape) -> [Bits; 9] {
     let [min_lon, min_lat, max_lon, max_lat] = shape.bounds();
     let [lon, lat] = shape.xy;
     let mut steps = estimate_steps(shape.radius_meters(), lat);
@@ -354,7 +354,7 @@ pub fn cells(shape: &Shape) -> [Bits; 9] {
 }
 
 /// The score range [min, max) of a cell (scoresOfGeoHashBox).
-pub fn score_range(h: Bits) -> (f64, f64) {
+pub(super) fn score_range(h: Bits) -> (f64, f64) {
     let next = Bits {
         bits: h.bits + 1,
         step: h.step,
@@ -364,13 +364,13 @@ pub fn score_range(h: Bits) -> (f64, f64) {
 
 /// Whether a scanned cell is to be skipped: zero (dropped), or the same as
 /// the one scanned last (huge radii make neighbours coincide).
-pub fn skip(cells: &[Bits; 9], i: usize, last: Option<usize>) -> bool {
+pub(super) fn skip(cells: &[Bits; 9], i: usize, last: Option<usize>) -> bool {
     cells[i].is_zero() || last.is_some_and(|l| cells[l] == cells[i])
 }
 
 /// GEOHASH's standard 11-character geohash of a score (latitude over
 /// -90..90, as the standard wants, with a zero last character).
-pub fn standard_hash(score: f64) -> [u8; 11] {
+pub(super) fn standard_hash(score: f64) -> [u8; 11] {
     const ALPHABET: &[u8; 32] = b"0123456789bcdefghjkmnpqrstuvwxyz";
     let [lon, lat] = decode_score(score);
     let std = (

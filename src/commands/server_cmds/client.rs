@@ -18,7 +18,7 @@ use crate::protocol::Args;
 const CONN: u32 = NOSCRIPT | LOADING | STALE;
 const ADM: u32 = ADMIN | NOSCRIPT | LOADING | STALE;
 
-pub static SUBCOMMANDS: &[Command] = crate::commands::command_table! {
+pub(crate) static SUBCOMMANDS: &[Command] = crate::commands::command_table! {
     family(group = "connection", acl = "connection"),
     cmd("id", 2, CONN, id)
         .doc("5.0.0", "Returns the unique client ID of the connection."),

@@ -16,7 +16,7 @@ use crate::protocol::{Args, ReplyBuf};
 
 const CMD: u32 = LOADING | STALE;
 
-pub static SUBCOMMANDS: &[Command] = crate::commands::command_table! {
+pub(super) static SUBCOMMANDS: &[Command] = crate::commands::command_table! {
     family(group = "server", acl = "connection"),
     cmd("count", 2, CMD, count)
         .doc("2.8.13", "Returns a count of commands."),
@@ -83,7 +83,7 @@ fn flag_names(cmd: &Command) -> Vec<&'static str> {
     v
 }
 
-pub use crate::core::table::acl_categories;
+pub(super) use crate::core::table::acl_categories;
 
 fn write_key_specs(out: &mut ReplyBuf, cmd: &Command) {
     let specs = keyspec::specs_of(cmd);
@@ -206,7 +206,7 @@ fn resolve(ctx: &Ctx, name: &[u8]) -> Option<CommandId> {
     }
 }
 
-pub fn command_all(ctx: &mut Ctx, _args: Args) -> CmdResult {
+pub(super) fn command_all(ctx: &mut Ctx, _args: Args) -> CmdResult {
     let ids: Vec<CommandId> = ctx.core.commands.top_level().map(|(id, _)| id).collect();
     ctx.out.array(ids.len());
     for id in ids {

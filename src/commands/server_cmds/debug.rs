@@ -20,7 +20,7 @@ use crate::keyspace::stream::StreamId;
 use crate::keyspace::{Entry, Value};
 use crate::protocol::Args;
 
-pub static MEMORY_SUBCOMMANDS: &[Command] = crate::commands::command_table! {
+pub(super) static MEMORY_SUBCOMMANDS: &[Command] = crate::commands::command_table! {
     family(group = "server", acl = ""),
     cmd("usage", -3, READONLY, usage)
         .doc("4.0.0", "Estimates the memory usage of a key.")
@@ -103,7 +103,7 @@ fn atof(a: &[u8]) -> f64 {
     s[..end].parse().unwrap_or(0.0)
 }
 
-pub fn debug(ctx: &mut Ctx, args: Args) -> CmdResult {
+pub(super) fn debug(ctx: &mut Ctx, args: Args) -> CmdResult {
     let sub = args.get(1);
     let n = args.len();
     if eq_ic(sub, "HELP") && n == 2 {

@@ -49,7 +49,7 @@ fn wanted(args: Args) -> Vec<&'static str> {
         .collect()
 }
 
-pub fn info(ctx: &mut Ctx, args: Args) -> CmdResult {
+pub(super) fn info(ctx: &mut Ctx, args: Args) -> CmdResult {
     let text = ctx.admin.info(&wanted(args));
     ctx.out.verbatim(text.as_bytes());
     Ok(())

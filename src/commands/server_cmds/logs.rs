@@ -21,7 +21,7 @@ use crate::protocol::Args;
 
 const ADM: u32 = ADMIN | NOSCRIPT | LOADING | STALE;
 
-pub static SLOWLOG_SUBCOMMANDS: &[Command] = crate::commands::command_table! {
+pub(crate) static SLOWLOG_SUBCOMMANDS: &[Command] = crate::commands::command_table! {
     family(group = "server", acl = ""),
     cmd("get", -2, ADM, slowlog_get)
         .doc("2.2.12", "Returns the slow log's entries.")
@@ -38,7 +38,7 @@ pub static SLOWLOG_SUBCOMMANDS: &[Command] = crate::commands::command_table! {
         .doc("6.2.0", "Show helpful text about the different subcommands"),
 };
 
-pub static LATENCY_SUBCOMMANDS: &[Command] = crate::commands::command_table! {
+pub(crate) static LATENCY_SUBCOMMANDS: &[Command] = crate::commands::command_table! {
     family(group = "server", acl = ""),
     cmd("latest", 2, ADM, latency_latest)
         .doc("2.8.13", "Returns the latest latency samples for all events.")
@@ -343,7 +343,7 @@ const REDACTED: &[u8] = b"(redacted)";
 /// The positions of the arguments of command `id` that SLOWLOG and
 /// MONITOR show as "(redacted)": where Redis's handlers call
 /// redactClientCommandArgument.
-pub fn redacted(srv: &Core, id: usize, args: Args) -> Vec<usize> {
+pub(crate) fn redacted(srv: &Core, id: usize, args: Args) -> Vec<usize> {
     let n = args.len();
     let is = |i: usize, w: &str| args.get(i).eq_ignore_ascii_case(w.as_bytes());
     match srv.commands.full_names[id].as_str() {
@@ -397,7 +397,7 @@ fn options_redacted(args: Args, from: usize, opts: &[(&str, usize, bool)]) -> Ve
 
 /// A MONITOR line for the client's command `id` (None: one with nothing
 /// to redact, EVAL's and FCALL's own line).
-pub fn feed_monitors(srv: &Core, client: &ClientState, id: Option<usize>, args: Args) {
+pub(crate) fn feed_monitors(srv: &Core, client: &ClientState, id: Option<usize>, args: Args) {
     let addr = client
         .shared
         .as_ref()
@@ -422,7 +422,7 @@ pub fn feed_monitors(srv: &Core, client: &ClientState, id: Option<usize>, args: 
 
 /// A MONITOR line for a command of `who` ("lua" for a script's command,
 /// as Redis shows it) in database `db`.
-pub fn feed_monitors_from(srv: &Core, db: usize, who: &str, args: Args) {
+pub(crate) fn feed_monitors_from(srv: &Core, db: usize, who: &str, args: Args) {
     let (client_db, addr) = (db, who);
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -444,7 +444,7 @@ pub fn feed_monitors_from(srv: &Core, db: usize, who: &str, args: Args) {
         .feed_monitors(Arc::new(line.into_bytes()), &limit);
 }
 
-pub fn maybe_slowlog(srv: &Core, client: &ClientState, id: usize, args: Args, usec: u64) {
+pub(crate) fn maybe_slowlog(srv: &Core, client: &ClientState, id: usize, args: Args, usec: u64) {
     if !slow_enough(srv, usec) {
         return;
     }
@@ -461,14 +461,21 @@ pub fn maybe_slowlog(srv: &Core, client: &ClientState, id: usize, args: Args, us
 }
 
 /// Whether a call of `usec` microseconds reaches `slowlog-log-slower-than`.
-pub fn slow_enough(srv: &Core, usec: u64) -> bool {
+pub(crate) fn slow_enough(srv: &Core, usec: u64) -> bool {
     let threshold = srv.hot.slowlog_slower_than.load(Relaxed) as i64;
     threshold >= 0 && (usec as i64) >= threshold
 }
 
 /// Logs the call, by a client at `addr` named `name`, into the slowlog
 /// (it was slow enough).
-pub fn slowlog_push(srv: &Core, id: usize, args: Args, usec: u64, addr: String, name: String) {
+pub(crate) fn slowlog_push(
+    srv: &Core,
+    id: usize,
+    args: Args,
+    usec: u64,
+    addr: String,
+    name: String,
+) {
     let cmd = srv.commands.get(id);
     if cmd.flags & SKIP_SLOWLOG != 0 {
         return;

@@ -17,7 +17,7 @@ use crate::protocol::Args;
 
 const VERSION_LINE: &str = "Redis ver. 7.0.15\n";
 
-pub fn lolwut(ctx: &mut Ctx, args: Args) -> CmdResult {
+pub(super) fn lolwut(ctx: &mut Ctx, args: Args) -> CmdResult {
     let mut version = 7;
     let mut rest = 1;
     if args.len() >= 3 && args.get(1).eq_ignore_ascii_case(b"version") {

@@ -14,7 +14,7 @@ pub(crate) mod client;
 mod command;
 mod debug;
 mod info;
-pub mod logs;
+pub(crate) mod logs;
 mod lolwut;
 mod persist;
 mod sha1;
@@ -28,7 +28,7 @@ use crate::protocol::Args;
 
 const ADM: u32 = ADMIN | NOSCRIPT | LOADING | STALE;
 
-pub static COMMANDS: &[Command] = crate::commands::command_table! {
+pub(crate) static COMMANDS: &[Command] = crate::commands::command_table! {
     family(group = "server", acl = ""),
     cmd("info", -1, LOADING | STALE, info::info, acl = "dangerous")
         .doc("1.0.0", "Returns information and statistics about the server.")
@@ -102,7 +102,7 @@ pub(crate) fn reply_help(ctx: &mut Ctx, cmd: &str, lines: &[&str]) {
 }
 
 /// CLIENT SETNAME's rule: no spaces, newlines or other special characters.
-pub fn validate_client_name(name: &[u8]) -> Result<(), CmdError> {
+pub(crate) fn validate_client_name(name: &[u8]) -> Result<(), CmdError> {
     if name.iter().any(|&c| !(b'!'..=b'~').contains(&c)) {
         return Err(CmdError::err(
             "Client names cannot contain spaces, newlines or special characters.",
@@ -111,7 +111,7 @@ pub fn validate_client_name(name: &[u8]) -> Result<(), CmdError> {
     Ok(())
 }
 
-pub fn set_client_name(ctx: &mut Ctx, name: &[u8]) {
+pub(crate) fn set_client_name(ctx: &mut Ctx, name: &[u8]) {
     let s = String::from_utf8_lossy(name).into_owned();
     if let Some(sh) = &ctx.client.shared {
         *sh.name.lock() = s.clone();

@@ -5,14 +5,14 @@ use super::super::util::eq_ic;
 use super::super::{CmdError, CmdResult, Ctx};
 use crate::protocol::Args;
 
-pub fn save(ctx: &mut Ctx, _args: Args) -> CmdResult {
+pub(super) fn save(ctx: &mut Ctx, _args: Args) -> CmdResult {
     ctx.admin.save()?;
     ctx.out.ok();
     Ok(())
 }
 
 /// BGSAVE [SCHEDULE]
-pub fn bgsave(ctx: &mut Ctx, args: Args) -> CmdResult {
+pub(super) fn bgsave(ctx: &mut Ctx, args: Args) -> CmdResult {
     let schedule = match args.len() {
         1 => false,
         2 if eq_ic(args.get(1), "SCHEDULE") => true,
@@ -24,7 +24,7 @@ pub fn bgsave(ctx: &mut Ctx, args: Args) -> CmdResult {
 }
 
 /// BGREWRITEAOF
-pub fn bgrewriteaof(ctx: &mut Ctx, _args: Args) -> CmdResult {
+pub(super) fn bgrewriteaof(ctx: &mut Ctx, _args: Args) -> CmdResult {
     let line = ctx.admin.bgrewriteaof()?;
     ctx.out.simple(line);
     Ok(())

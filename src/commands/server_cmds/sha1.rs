@@ -6,12 +6,12 @@
 use sha1::{Digest, Sha1};
 
 /// The SHA-1 of `data`.
-pub fn sha1(data: &[u8]) -> [u8; 20] {
+pub(super) fn sha1(data: &[u8]) -> [u8; 20] {
     Sha1::digest(data).into()
 }
 
 /// Lower-case hex of a digest.
-pub fn hex(d: &[u8; 20]) -> String {
+pub(super) fn hex(d: &[u8; 20]) -> String {
     d.iter().map(|b| format!("{b:02x}")).collect()
 }
 

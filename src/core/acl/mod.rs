@@ -17,7 +17,7 @@
  * an empty value makes it `nopass`.
  */
 
-pub mod user;
+pub(crate) mod user;
 
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
@@ -26,7 +26,7 @@ use std::sync::Arc;
 use parking_lot::{Mutex, RwLock};
 
 use super::table::CommandTable;
-pub use user::{Denied, User};
+pub(crate) use user::{Denied, User};
 
 /// What ACL LOG records a denial as.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -83,7 +83,7 @@ pub struct LogEntry {
 const LOG_GROUPING_MS: u64 = 60_000;
 
 /// The user every connection starts as.
-pub const DEFAULT: &str = "default";
+pub(crate) const DEFAULT: &str = "default";
 
 pub struct Acl {
     users: RwLock<BTreeMap<String, Arc<User>>>,
@@ -248,7 +248,7 @@ impl Acl {
 }
 
 /// Redis's default user: `on nopass ~* &* +@all`.
-pub fn default_user(t: &CommandTable) -> User {
+pub(crate) fn default_user(t: &CommandTable) -> User {
     let mut u = User::new("default", false);
     for op in ["+@all", "~*", "&*", "on", "nopass"] {
         u.apply(t, op.as_bytes(), false)

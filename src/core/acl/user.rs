@@ -22,8 +22,8 @@ use crate::glob::glob_match;
 use crate::protocol::Args;
 
 /// Key pattern permissions (`%R~`, `%W~`, `~` is both).
-pub const READ: u8 = 1;
-pub const WRITE: u8 = 2;
+pub(crate) const READ: u8 = 1;
+pub(crate) const WRITE: u8 = 2;
 
 #[derive(Clone, Debug, PartialEq)]
 pub struct KeyPattern {
@@ -542,7 +542,7 @@ fn is_sub(t: &CommandTable, id: CommandId) -> bool {
 }
 
 /// SHA-256 of a password, in lower-case hex (how Redis stores them).
-pub fn hash_password(pass: &[u8]) -> String {
+pub(crate) fn hash_password(pass: &[u8]) -> String {
     let digest = Sha256::digest(pass);
     digest.iter().map(|b| format!("{b:02x}")).collect()
 }
@@ -555,7 +555,7 @@ fn valid_hash(h: &[u8]) -> bool {
 
 /// Compares two equal-length strings in time independent of where they
 /// differ (a password hash must not leak its prefix through timing).
-pub fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+pub(crate) fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
     if a.len() != b.len() {
         return false;
     }
@@ -936,7 +936,7 @@ fn password_hash(op: &[u8]) -> Result<String, RuleError> {
 /// (`(~x` `+get)` becomes `(~x +get)`), as Redis's
 /// ACLMergeSelectorArguments; an unclosed parenthesis is an error naming
 /// the argument where it opened.
-pub fn merge_selectors(args: &[Vec<u8>]) -> Result<Vec<Vec<u8>>, Vec<u8>> {
+pub(crate) fn merge_selectors(args: &[Vec<u8>]) -> Result<Vec<Vec<u8>>, Vec<u8>> {
     let mut out = vec![];
     let mut open: Option<(usize, Vec<u8>)> = None;
     for (i, a) in args.iter().enumerate() {

@@ -4,7 +4,7 @@
 
 use crate::keyspace::longdouble::F80;
 
-pub fn put_varint(out: &mut Vec<u8>, mut v: u64) {
+pub(super) fn put_varint(out: &mut Vec<u8>, mut v: u64) {
     while v >= 0x80 {
         out.push(v as u8 | 0x80);
         v >>= 7;
@@ -12,7 +12,7 @@ pub fn put_varint(out: &mut Vec<u8>, mut v: u64) {
     out.push(v as u8);
 }
 
-pub fn put_bytes(out: &mut Vec<u8>, b: &[u8]) {
+pub(super) fn put_bytes(out: &mut Vec<u8>, b: &[u8]) {
     put_varint(out, b.len() as u64);
     out.extend_from_slice(b);
 }
@@ -22,7 +22,7 @@ pub struct Cursor<'a>(pub &'a [u8]);
 
 /// A long double, exactly: `0 neg m e` for a finite one (m u64, e i32,
 /// little-endian), `1 neg` an infinity, `2` NaN.
-pub fn put_f80(out: &mut Vec<u8>, f: F80) {
+pub(super) fn put_f80(out: &mut Vec<u8>, f: F80) {
     match f {
         F80::Fin { neg, m, e } => {
             out.extend_from_slice(&[0, neg as u8]);
@@ -36,7 +36,7 @@ pub fn put_f80(out: &mut Vec<u8>, f: F80) {
 
 /// A total order of long doubles by their coding (a tie-break, not a
 /// numeric order).
-pub fn f80_key(f: F80) -> (u8, bool, u64, i32) {
+pub(super) fn f80_key(f: F80) -> (u8, bool, u64, i32) {
     match f {
         F80::Fin { neg, m, e } => (0, neg, m, e),
         F80::Inf(neg) => (1, neg, 0, 0),

@@ -82,7 +82,7 @@ impl Context {
 
 /// FNV-1a of a value: the same on every node (a fingerprint travels in
 /// states).
-pub fn fingerprint(b: &[u8]) -> u64 {
+pub(crate) fn fingerprint(b: &[u8]) -> u64 {
     b.iter().fold(0xcbf2_9ce4_8422_2325, |h, &c| {
         (h ^ u64::from(c)).wrapping_mul(0x0100_0000_01b3)
     })

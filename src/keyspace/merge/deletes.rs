@@ -41,7 +41,7 @@ use super::Meta;
 use crate::keyspace::{Shard, Value};
 
 /// The most bytes of state one record carries (DECISIONS 243).
-pub const MAX_BYTES: usize = 16 * 1024;
+pub(crate) const MAX_BYTES: usize = 16 * 1024;
 
 /// The word number of a state's first word: the key's argument index.
 const KEY_SHIFT: u32 = 16;
@@ -62,14 +62,14 @@ fn carried(meta: &Meta, present: bool) -> bool {
 /// Whether a write that leaves a stream at a key it wrote (RENAME,
 /// RENAMENX, COPY onto it) carries the stream's state as a collection's
 /// overwrite does (DECISIONS 300); off, its peers ask for it.
-pub const STREAM_OVERWRITES: bool = true;
+pub(crate) const STREAM_OVERWRITES: bool = true;
 
 /// Origin, after a delete or an overwrite of `key` (at argument `arg` of
 /// the write's record) in `shard`: the key's state now (its merge state
 /// brought up to its version, its value's DUMP payload by `dump`, its
 /// expiry) goes to `facts`. False, `facts` cleared, where the key does not
 /// travel so (the record then asks its peers, as before).
-pub fn note_state(
+pub(crate) fn note_state(
     shard: &mut Shard,
     (hash, key): (u64, &[u8]),
     (arg, dump): (u32, impl Fn(&Value) -> Vec<u8>),
@@ -130,7 +130,7 @@ fn stream_state_made(shard: &mut Shard, hash: u64, key: &[u8]) {
 
 /// The argument index by which a record `argv` names `key` (its first
 /// after the command's name, as the record's base names it; 0: none).
-pub fn arg_of(argv: &[&[u8]], key: &[u8]) -> u32 {
+pub(crate) fn arg_of(argv: &[&[u8]], key: &[u8]) -> u32 {
     let at = argv.iter().skip(1).position(|a| *a == key);
     at.map_or(0, |i| i as u32 + 1)
 }
@@ -141,13 +141,13 @@ fn is_state_word(entry: u32) -> bool {
 }
 
 /// Whether a record's fact carries key states (see the module comment).
-pub fn carries_states(facts: &[Fact]) -> bool {
+pub(crate) fn carries_states(facts: &[Fact]) -> bool {
     facts.iter().any(|f| is_state_word(f.0))
 }
 
 /// A key's state as a record carries it.
 #[derive(Debug, PartialEq)]
-pub struct KeyState {
+pub(crate) struct KeyState {
     pub merge: Vec<u8>,
     /// The value's DUMP payload (empty: the key is absent).
     pub payload: Vec<u8>,
@@ -157,7 +157,7 @@ pub struct KeyState {
 
 /// Peer: the state a record's fact carries for the key at argument `arg`
 /// (None: none, or not whole).
-pub fn state_of(facts: &[Fact], arg: u32) -> Option<KeyState> {
+pub(crate) fn state_of(facts: &[Fact], arg: u32) -> Option<KeyState> {
     let base = arg.checked_shl(KEY_SHIFT)?;
     let word = |w: u32| {
         let entry = WORD | ((base | w) << SHIFT);

@@ -218,7 +218,7 @@ fn counts_in(value: Option<&Value>, scores: bool) -> bool {
 }
 
 /// Whether `value` merges per element.
-pub fn is_collection(value: &Value) -> bool {
+pub(crate) fn is_collection(value: &Value) -> bool {
     matches!(value, Value::Set(_) | Value::Hash(_) | Value::ZSet(_))
 }
 
@@ -250,7 +250,7 @@ pub fn item_of(value: Option<&Value>, m: &[u8]) -> Option<Item> {
 
 /// The fingerprint of member `m`'s value in `value` (`item_of(value,
 /// m)`'s, without copying a hash field's value out).
-pub fn fingerprint_of(value: Option<&Value>, m: &[u8]) -> Option<u64> {
+pub(crate) fn fingerprint_of(value: Option<&Value>, m: &[u8]) -> Option<u64> {
     match value? {
         Value::Set(s) => s.contains(m).then_some(0),
         Value::Hash(h) => h.get(m).map(fingerprint),

@@ -56,7 +56,7 @@ use crate::keyspace::longdouble::F80;
 /// per write, while their origin still keeps its elements' state current
 /// in O(members named), `Elements::note_write`). A peer applies one only
 /// where it is newer than the key there (DECISIONS 77).
-pub const ELEMENT_FACTS: bool = true;
+pub(crate) const ELEMENT_FACTS: bool = true;
 
 /// Whether list pushes and pops emit their facts (lists.rs,
 /// `Lists::apply_end_fact`; a switch for bisecting, as [`ELEMENT_FACTS`]).
@@ -65,12 +65,12 @@ pub const ELEMENT_FACTS: bool = true;
 /// chosen by a stale or compacted state and a fact's result at its stamp
 /// holding more than the origin's, which no one answered
 /// (docs/MERGE-DESIGN.md section 8, items 33 and 34).
-pub const LIST_FACTS: bool = true;
+pub(crate) const LIST_FACTS: bool = true;
 
 /// Whether LSET, LINSERT and LREM emit their facts (lists/edits.rs; a
 /// switch as [`LIST_FACTS`]): off, their origin's list state follows them
 /// by the diff of values, and their peers ask for the key's state.
-pub const LIST_EDIT_FACTS: bool = true;
+pub(crate) const LIST_EDIT_FACTS: bool = true;
 
 /// Whether writes on a set, hash or sorted set with a TTL emit their facts,
 /// and EXPIRE, PEXPIRE, EXPIREAT, PEXPIREAT and PERSIST on one travel as
@@ -78,7 +78,7 @@ pub const LIST_EDIT_FACTS: bool = true;
 /// dot replaced, at the key's argument; the expiry is the record's
 /// PEXPIREAT argument, 0 for PERSIST). A switch as [`ELEMENT_FACTS`]: off,
 /// such writes travel as states (DECISIONS 228-230).
-pub const TTL_FACTS: bool = true;
+pub(crate) const TTL_FACTS: bool = true;
 
 /// Whether the removes that pick their members at the origin (SPOP,
 /// SMOVE; ZPOPMIN/ZPOPMAX and their blocking and ZMPOP forms,
@@ -87,7 +87,7 @@ pub const TTL_FACTS: bool = true;
 /// with its fact, as SREM's and ZREM's (a switch as [`ELEMENT_FACTS`]; off,
 /// they go as Redis propagates them and their peers ask for the key's
 /// state). DECISIONS 233.
-pub const REMOVE_FACTS: bool = true;
+pub(crate) const REMOVE_FACTS: bool = true;
 
 /// Whether LTRIM (pops at both ends: a fact naming the ids it took at
 /// each), LMOVE/RPOPLPUSH/BLMOVE/BRPOPLPUSH between two keys (a pop's
@@ -95,49 +95,49 @@ pub const REMOVE_FACTS: bool = true;
 /// fact) and onto one key (a rotation: one fact of its pop and push)
 /// travel as facts (a switch as [`LIST_FACTS`]; off, as states).
 /// DECISIONS 234, 235, 237.
-pub const LIST_MOVE_FACTS: bool = true;
+pub(crate) const LIST_MOVE_FACTS: bool = true;
 
 /// Whether whole-key deletes (DEL, UNLINK, GETDEL, SPOP of the whole set)
 /// and overwrites (the *STOREs, COPY, RENAME) of a counter, set, hash,
 /// sorted set or list carry the states of the keys they wrote, which a peer
 /// joins with no round trip (`deletes.rs`; a switch as [`ELEMENT_FACTS`];
 /// off, their peers ask for the keys' states). DECISIONS 242-246.
-pub const DELETE_FACTS: bool = true;
+pub(crate) const DELETE_FACTS: bool = true;
 
 /// Whether a write on a counter that is not an increment (SET, GETSET,
 /// SETEX, APPEND, SETRANGE, MSET of one key; EXPIRE and its family, PERSIST)
 /// travels as a fact of the reset it makes (merge/reset.rs: the reset's
 /// base, the parts it observed and the key's expiry after it); off, such
 /// writes travel as states (DECISIONS 248-250).
-pub const RESET_FACTS: bool = true;
+pub(crate) const RESET_FACTS: bool = true;
 
 /// Whether EXPIRE, PEXPIRE, EXPIREAT, PEXPIREAT and PERSIST on a list
 /// travel as facts of its TTL register, as on a set, hash or sorted set
 /// ([`TTL_FACTS`]; merge/ttl.rs); off, as states (DECISIONS 251).
-pub const LIST_TTL_FACTS: bool = true;
+pub(crate) const LIST_TTL_FACTS: bool = true;
 
 /// One entry of a fact: the kind ORed into an argument index, and a stamp.
-pub type Fact = (u32, u64);
+pub(crate) type Fact = (u32, u64);
 
 /// The kind bits of a [`Fact`]'s first half; the argument index is above
 /// them (`kind | index << SHIFT`: small numbers, one byte on the wire).
-pub const KIND: u32 = 7;
-pub const SHIFT: u32 = 3;
-pub const PREV: u32 = 1;
-pub const RESET: u32 = 2;
-pub const ADD: u32 = 3;
-pub const DROP: u32 = 4;
-pub const COUNTED: u32 = 5;
-pub const WORD: u32 = 6;
+pub(crate) const KIND: u32 = 7;
+pub(crate) const SHIFT: u32 = 3;
+pub(crate) const PREV: u32 = 1;
+pub(crate) const RESET: u32 = 2;
+pub(crate) const ADD: u32 = 3;
+pub(crate) const DROP: u32 = 4;
+pub(crate) const COUNTED: u32 = 5;
+pub(crate) const WORD: u32 = 6;
 
 /// Whether a fact entry's second half is a number (coded as it is), not a
 /// stamp (coded as its distance below the write's).
-pub fn is_raw(entry: u32) -> bool {
+pub(crate) fn is_raw(entry: u32) -> bool {
     matches!(entry & KIND, COUNTED | WORD)
 }
 
 /// A float increment as two `WORD` entries (see the module comment).
-pub fn float_words(f: F80, facts: &mut Vec<Fact>) {
+pub(crate) fn float_words(f: F80, facts: &mut Vec<Fact>) {
     let (neg, m, e) = match f {
         F80::Fin { neg, m, e } => (neg, m, e),
         _ => return, // increments are finite
@@ -147,7 +147,7 @@ pub fn float_words(f: F80, facts: &mut Vec<Fact>) {
 }
 
 /// The float increment a fact's `WORD` entries carry, if any.
-pub fn words_float(facts: &[Fact]) -> Option<F80> {
+pub(crate) fn words_float(facts: &[Fact]) -> Option<F80> {
     let word = |j: u32| {
         facts
             .iter()
@@ -170,12 +170,12 @@ thread_local! {
 }
 
 /// Whether a write here notes its merge facts (not while a link applies).
-pub fn noting() -> bool {
+pub(crate) fn noting() -> bool {
     !APPLYING.with(std::cell::Cell::get)
 }
 
 /// Runs `f` with noting off (see [`noting`]).
-pub fn applying<R>(f: impl FnOnce() -> R) -> R {
+pub(crate) fn applying<R>(f: impl FnOnce() -> R) -> R {
     let was = APPLYING.with(|a| a.replace(true));
     let r = f();
     APPLYING.with(|a| a.set(was));
@@ -237,13 +237,13 @@ impl Counter {
 
 /// A member a write named, as the origin notes it: its argument index, the
 /// member, and its value's fingerprint now (None: it is absent now).
-pub type Named<'a> = (u32, &'a [u8], Option<u64>);
+pub(crate) type Named<'a> = (u32, &'a [u8], Option<u64>);
 
 /// A dot's stamp and fingerprint.
 type StampAndPrint = (u64, u64);
 
 /// What applying a fact changes in a collection's value.
-pub use super::elements::Change;
+pub(crate) use super::elements::Change;
 
 impl Elements {
     /// Origin, after a write stamped `stamp` named `members` of this

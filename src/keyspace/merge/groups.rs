@@ -36,7 +36,7 @@
 //! of (consumer, delivery time, delivery count), which XREADGROUP and the
 //! XCLAIM records it propagates set alike.
 
-pub mod writes;
+pub(crate) mod writes;
 
 use std::collections::BTreeMap;
 
@@ -99,7 +99,7 @@ pub struct Part {
 }
 
 /// The groups' merge states of a stream, by group name.
-pub type Groups = BTreeMap<Vec<u8>, GroupMeta>;
+pub(crate) type Groups = BTreeMap<Vec<u8>, GroupMeta>;
 
 /// What tells a NACK changed.
 fn print(n: &Nack) -> u64 {
@@ -207,7 +207,7 @@ fn note_parts<K: Ord + Clone>(
 /// After a write stamped `stamp` left the stream's groups as `value`'s
 /// (None: the key is gone): groups made get `stamp` as their dot, groups
 /// gone are dropped, the others noted ([`GroupMeta::note`]).
-pub fn note(groups: &mut Groups, value: Option<&StreamValue>, stamp: u64) {
+pub(crate) fn note(groups: &mut Groups, value: Option<&StreamValue>, stamp: u64) {
     let Some(v) = value else {
         groups.clear();
         return;
@@ -224,7 +224,7 @@ pub fn note(groups: &mut Groups, value: Option<&StreamValue>, stamp: u64) {
 /// One side of a join: its groups' states, its stream, its causal context
 /// and version (the dot of a part its state does not name: a write that
 /// changed it without a note, such as a history read).
-pub struct Side<'a> {
+pub(crate) struct Side<'a> {
     pub groups: &'a Groups,
     pub value: Option<&'a StreamValue>,
     pub cc: &'a Context,
@@ -285,7 +285,7 @@ fn survives(p: Part, other: Option<Part>, other_cc: &Context, alive: &[u64]) -> 
 /// The joined groups of two sides (the stream is present after the join):
 /// each group as [`join_group`] gives it; the names of those whose
 /// entries-read the joined stream must count again ([`recount`]).
-pub fn join(a: &Side, b: &Side) -> (BTreeMap<Vec<u8>, Group>, Groups, Vec<Vec<u8>>) {
+pub(crate) fn join(a: &Side, b: &Side) -> (BTreeMap<Vec<u8>, Group>, Groups, Vec<Vec<u8>>) {
     let mut names: Vec<&Vec<u8>> = Vec::new();
     for s in [a, b] {
         if let Some(v) = s.value {
@@ -370,7 +370,7 @@ fn join_group(a: &Side, b: &Side, name: &[u8]) -> Option<(Group, GroupMeta, bool
 /// after the last ID, where none after it was deleted; else Redis's
 /// estimate (`estimate_distance`); else the larger side's count stays.
 /// O(entries after the last ID).
-pub fn recount(v: &mut StreamValue, name: &[u8], metas: &mut Groups) {
+pub(crate) fn recount(v: &mut StreamValue, name: &[u8], metas: &mut Groups) {
     let Some(last) = v.groups.get(name).map(|g| g.last_id) else {
         return;
     };
@@ -529,13 +529,13 @@ pub const GROUP_FACTS: bool = true;
 /// fact applies only where the register is the origin's before (DECISIONS
 /// 257; a switch for bisecting: off, the larger side's count stays, and
 /// lag may overstate after concurrent reads, DECISIONS 241).
-pub const RECOUNT_CONCURRENT_READS: bool = true;
+pub(crate) const RECOUNT_CONCURRENT_READS: bool = true;
 
 /// An XACK's fact: `PREV 1, s` (the origin's newest stamp on the key) and
 /// per ID it acknowledged (argument i) per dot its pending entry held,
 /// `DROP i, dot`.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct AckTold {
+pub(crate) struct AckTold {
     pub prev: u64,
     pub drops: Vec<(u32, u64)>,
 }
@@ -548,7 +548,7 @@ pub struct AckTold {
 /// group's moved dot before it (DECISIONS 257); `WORD 0, t` the
 /// consumer's seen time after it (a replay would take its own clock's).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct ReadTold {
+pub(crate) struct ReadTold {
     pub prev: u64,
     pub reset: u64,
     /// The group's moved dot before the read (DECISIONS 257).
@@ -572,13 +572,13 @@ fn kind_at(kind: u32, i: u32) -> u32 {
 }
 
 impl AckTold {
-    pub fn encode(&self, facts: &mut Vec<super::fact::Fact>) {
+    pub(crate) fn encode(&self, facts: &mut Vec<super::fact::Fact>) {
         facts.push((kind_at(super::fact::PREV, 1), self.prev));
         let drops = self.drops.iter();
         facts.extend(drops.map(|&(i, d)| (kind_at(super::fact::DROP, i), d)));
     }
 
-    pub fn decode(facts: &[super::fact::Fact]) -> Option<AckTold> {
+    pub(crate) fn decode(facts: &[super::fact::Fact]) -> Option<AckTold> {
         let mut told = AckTold::default();
         for &(e, v) in facts {
             match e & super::fact::KIND {
@@ -592,7 +592,7 @@ impl AckTold {
 }
 
 impl ReadTold {
-    pub fn encode(&self, facts: &mut Vec<super::fact::Fact>) {
+    pub(crate) fn encode(&self, facts: &mut Vec<super::fact::Fact>) {
         use super::fact::{PREV, RESET, WORD};
         facts.extend([
             (kind_at(PREV, 1), self.prev),
@@ -607,7 +607,7 @@ impl ReadTold {
         }
     }
 
-    pub fn decode(facts: &[super::fact::Fact]) -> Option<ReadTold> {
+    pub(crate) fn decode(facts: &[super::fact::Fact]) -> Option<ReadTold> {
         use super::fact::{PREV, RESET, WORD};
         let at = |e: u32| facts.iter().find(|f| f.0 == e).map(|f| f.1);
         let noack = at(kind_at(WORD, NOACK_WORD));
@@ -631,7 +631,7 @@ impl ReadTold {
 /// each acknowledged entry is gone here or holds only dots it names (a
 /// delivery or claim here it had not seen must survive it: DECISIONS 131).
 /// The IDs still pending here, which the replayed XACK removes.
-pub fn check_ack(
+pub(crate) fn check_ack(
     (g, m): (&Group, &GroupMeta),
     cc: &Context,
     told: &AckTold,
@@ -657,7 +657,7 @@ pub fn check_ack(
 
 /// What a peer checks an XREADGROUP read's fact against: its consumer,
 /// the IDs it delivered and the group's last ID and entries-read after it.
-pub struct Read<'a> {
+pub(crate) struct Read<'a> {
     pub consumer: &'a [u8],
     pub ids: Vec<StreamId>,
     pub last: (StreamId, i64),
@@ -669,7 +669,7 @@ pub struct Read<'a> {
 /// pending entry here for the IDs it delivered, each of them here (a
 /// delivery here at once of the same entry, a SETID, a consumer touched
 /// here: the state joins).
-pub fn check_read(
+pub(crate) fn check_read(
     (g, m): (&Group, &GroupMeta),
     cc: &Context,
     told: &ReadTold,
@@ -698,7 +698,7 @@ pub fn check_read(
 }
 
 /// Origin: a read's fact, from the group's state before it (`m`).
-pub fn read_told(m: &GroupMeta, consumer: &[u8], prev: u64, seen: i64) -> ReadTold {
+pub(crate) fn read_told(m: &GroupMeta, consumer: &[u8], prev: u64, seen: i64) -> ReadTold {
     ReadTold {
         prev,
         reset: m.reset,
@@ -712,7 +712,7 @@ pub fn read_told(m: &GroupMeta, consumer: &[u8], prev: u64, seen: i64) -> ReadTo
 
 /// `count (name count dot* reset ms seq count (ms seq count (dot inc)*
 /// print)* count (name part)*)*`, a part `dot print inc`.
-pub fn encode(groups: &Groups, out: &mut Vec<u8>) {
+pub(crate) fn encode(groups: &Groups, out: &mut Vec<u8>) {
     put_varint(out, groups.len() as u64);
     for (name, m) in groups {
         put_bytes(out, name);
@@ -745,7 +745,7 @@ pub fn encode(groups: &Groups, out: &mut Vec<u8>) {
 /// The groups' entries-read, in name order (`count read+1*`, -1 as 0):
 /// a trailer after the stream state's, so that a state written before it
 /// decodes (DECISIONS 238).
-pub fn encode_reads(groups: &Groups, out: &mut Vec<u8>) {
+pub(crate) fn encode_reads(groups: &Groups, out: &mut Vec<u8>) {
     put_varint(out, groups.len() as u64);
     for m in groups.values() {
         put_varint(out, m.read.map_or(0, |r| (r as u64).wrapping_add(1)));
@@ -755,14 +755,14 @@ pub fn encode_reads(groups: &Groups, out: &mut Vec<u8>) {
 /// Reads [`encode_reads`]'s trailer into `groups`.
 /// The groups' moved dots (DECISIONS 257), after their entries-read:
 /// `count moved*`, in group order.
-pub fn encode_moved(groups: &Groups, out: &mut Vec<u8>) {
+pub(crate) fn encode_moved(groups: &Groups, out: &mut Vec<u8>) {
     put_varint(out, groups.len() as u64);
     for m in groups.values() {
         put_varint(out, m.moved);
     }
 }
 
-pub fn decode_moved(groups: &mut Groups, c: &mut Cursor) -> Result<(), String> {
+pub(crate) fn decode_moved(groups: &mut Groups, c: &mut Cursor) -> Result<(), String> {
     if c.count()? != groups.len() {
         return Err("merge metadata group count differs".into());
     }
@@ -772,7 +772,7 @@ pub fn decode_moved(groups: &mut Groups, c: &mut Cursor) -> Result<(), String> {
     Ok(())
 }
 
-pub fn decode_reads(groups: &mut Groups, c: &mut Cursor) -> Result<(), String> {
+pub(crate) fn decode_reads(groups: &mut Groups, c: &mut Cursor) -> Result<(), String> {
     if c.count()? != groups.len() {
         return Err("merge metadata group count differs".into());
     }
@@ -796,7 +796,7 @@ fn get_part(c: &mut Cursor) -> Result<Part, String> {
     })
 }
 
-pub fn decode(c: &mut Cursor) -> Result<Groups, String> {
+pub(crate) fn decode(c: &mut Cursor) -> Result<Groups, String> {
     let mut groups = Groups::new();
     for _ in 0..c.count()? {
         let name = c.bytes()?.to_vec();
@@ -826,7 +826,7 @@ pub fn decode(c: &mut Cursor) -> Result<Groups, String> {
 
 /// DEBUG MERGEINFO's line: per group its dots, reset, and how many
 /// pending entries and consumers carry dots.
-pub fn describe(groups: &Groups) -> String {
+pub(crate) fn describe(groups: &Groups) -> String {
     let parts: Vec<String> = (groups.iter())
         .map(|(name, m)| {
             let dots: Vec<String> = m.dots.iter().map(u64::to_string).collect();

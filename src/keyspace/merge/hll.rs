@@ -52,7 +52,7 @@ pub struct Hll {
 }
 
 /// The sketch bytes of a value, if it holds a valid-looking one.
-pub fn sketch_of(value: Option<&Value>) -> Option<Vec<u8>> {
+pub(crate) fn sketch_of(value: Option<&Value>) -> Option<Vec<u8>> {
     match value {
         Some(Value::Str(s)) => s.with_bytes(|b| sketch::looks_valid(b).then(|| b.to_vec())),
         _ => None,
@@ -60,7 +60,7 @@ pub fn sketch_of(value: Option<&Value>) -> Option<Vec<u8>> {
 }
 
 /// Whether a value is a string holding a sketch.
-pub fn is_sketch(value: &Value) -> bool {
+pub(crate) fn is_sketch(value: &Value) -> bool {
     matches!(value, Value::Str(s) if s.with_bytes(sketch::looks_valid))
 }
 
@@ -72,7 +72,7 @@ fn registers(b: &[u8]) -> Option<Box<[u8; sketch::REGISTERS]>> {
 }
 
 /// The registers' fingerprint of a value (0: no sketch, or a damaged one).
-pub fn digest(value: Option<&Value>) -> u64 {
+pub(crate) fn digest(value: Option<&Value>) -> u64 {
     sketch_of(value)
         .and_then(|b| registers(&b))
         .map_or(0, |r| fingerprint(&r[..]) | 1)
@@ -232,7 +232,7 @@ fn digest_bytes(b: Option<&[u8]>) -> u64 {
 /// pass `max_bytes`; the cached estimate stale), so the result is the same
 /// bytes on every node whichever side is whose. A side that is absent or
 /// no sketch (one reset cannot give two such values) counts as empty.
-pub fn join_values(a: Option<&[u8]>, b: Option<&[u8]>, max_bytes: usize) -> Option<Vec<u8>> {
+pub(crate) fn join_values(a: Option<&[u8]>, b: Option<&[u8]>, max_bytes: usize) -> Option<Vec<u8>> {
     if a == b {
         return a.map(<[u8]>::to_vec);
     }

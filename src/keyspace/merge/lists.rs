@@ -55,15 +55,15 @@ use super::codec::{put_varint, Cursor};
 use super::fact::NotApplied;
 
 mod edits;
-pub use edits::{Change, Edit, EditFact, Place};
+pub(crate) use edits::{Change, Edit, EditFact, Place};
 
 /// An element's id: the stamp of the write that put it and its index
 /// among that write's new elements.
-pub type Id = (u64, u32);
+pub(crate) type Id = (u64, u32);
 
 /// A position's component: zone (-1 head, 0 child, 1 tail), then the
 /// order within it (see [`Lists::current`]).
-pub type Component = (i8, u64, u32);
+pub(crate) type Component = (i8, u64, u32);
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Elem {
@@ -134,7 +134,7 @@ pub enum EndOp {
 /// head of a list that held elements: the left zone, newest first, and the
 /// push's last value first (LPUSH a b gives `b a`); otherwise the right
 /// zone, newest last, an LPUSH's values again in reverse (module comment).
-pub fn push_position(left: bool, was_empty: bool, stamp: u64, k: u32) -> Component {
+pub(crate) fn push_position(left: bool, was_empty: bool, stamp: u64, k: u32) -> Component {
     match (left, was_empty) {
         (true, false) => (-1, u64::MAX - stamp, u32::MAX - k),
         (true, true) => (1, stamp, u32::MAX - k),
@@ -273,7 +273,7 @@ impl Ends {
 /// LSET: none, or its own (a node's writes reach a peer in order); an LSET
 /// of another node's may be concurrent with the remove, and only the
 /// key's state tells.
-pub fn set_seen_by_origin(el: &Elem, stamp: u64) -> bool {
+pub(crate) fn set_seen_by_origin(el: &Elem, stamp: u64) -> bool {
     use crate::keyspace::hlc::stamp_node;
     el.set == 0 || (stamp_node(el.set) == stamp_node(stamp) && el.set < stamp)
 }

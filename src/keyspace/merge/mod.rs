@@ -50,22 +50,22 @@
 //! observed) and both are collected together.
 
 mod codec;
-pub mod context;
-pub mod deletes;
-pub mod elements;
-pub mod fact;
-pub mod groups;
-pub mod hll;
-pub mod lists;
-pub mod reset;
-pub mod state;
-pub mod stream;
-pub mod ttl;
+pub(crate) mod context;
+pub(crate) mod deletes;
+pub(crate) mod elements;
+pub(crate) mod fact;
+pub(crate) mod groups;
+pub(crate) mod hll;
+pub(crate) mod lists;
+pub(crate) mod reset;
+pub(crate) mod state;
+pub(crate) mod stream;
+pub(crate) mod ttl;
 
 use codec::{put_varint, Cursor};
-pub use elements::Elements;
-pub use lists::Lists;
-pub use state::MergeType;
+pub(crate) use elements::Elements;
+pub(crate) use lists::Lists;
+pub(crate) use state::MergeType;
 
 use crate::keyspace::longdouble::F80;
 use crate::keyspace::Value;
@@ -87,7 +87,7 @@ pub enum Meta {
 
 /// Whether a value merges by its parts (members, fields, elements) rather
 /// than as a counter or a whole: sets, hashes, sorted sets and lists.
-pub fn merges_by_parts(value: &Value) -> bool {
+pub(crate) fn merges_by_parts(value: &Value) -> bool {
     elements::is_collection(value) || matches!(value, Value::List(_))
 }
 

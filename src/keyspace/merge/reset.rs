@@ -48,7 +48,7 @@ pub struct ResetFact {
 /// Whether a write stamped `stamp` carries a reset's fact (its own stamp
 /// as `RESET`, and a base: a transaction's INCR after its SET names the
 /// SET's reset, of the same stamp, but no base).
-pub fn is_reset(stamp: u64, facts: &[Fact]) -> bool {
+pub(crate) fn is_reset(stamp: u64, facts: &[Fact]) -> bool {
     facts.contains(&(RESET | (1 << SHIFT), stamp))
         && facts.iter().any(|f| f.0 == WORD | (BASE_TAG << SHIFT))
 }

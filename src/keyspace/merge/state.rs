@@ -109,7 +109,7 @@ pub trait MergeType: Clone + Sized {
 /// The state of type `T` in `meta`: `Ok(None)` where there is none,
 /// `Err(())` where there is one of another type.
 #[allow(clippy::result_unit_err)]
-pub fn typed<T: MergeType>(meta: Option<&Meta>) -> Result<Option<&T>, ()> {
+pub(crate) fn typed<T: MergeType>(meta: Option<&Meta>) -> Result<Option<&T>, ()> {
     match meta {
         None => Ok(None),
         Some(m) => T::of(m).map(Some).ok_or(()),

@@ -48,10 +48,10 @@ use crate::keyspace::Value;
 /// Whether EXPIRE & co and PERSIST on a stream travel as facts of its TTL
 /// register, as on a set (`ttl.rs`; DECISIONS 283); off, the peer asks
 /// for the stream's state.
-pub const STREAM_TTL_FACTS: bool = true;
+pub(crate) const STREAM_TTL_FACTS: bool = true;
 
 /// The slot an entry ID names (its sequence's low bits).
-pub fn slot_of(id: StreamId) -> u64 {
+pub(crate) fn slot_of(id: StreamId) -> u64 {
     id.seq & ((1 << NODE_BITS) - 1)
 }
 
@@ -88,7 +88,7 @@ pub struct Stream {
 }
 
 /// The stream a value holds, if it is one.
-pub fn stream_of(v: Option<&Value>) -> Option<&StreamValue> {
+pub(crate) fn stream_of(v: Option<&Value>) -> Option<&StreamValue> {
     match v {
         Some(Value::Stream(s)) => Some(s),
         _ => None,
@@ -526,15 +526,15 @@ pub const STREAM_FACTS: bool = true;
 /// facts where the stream state's TTL register gives the key's expiry at
 /// the origin and at the peer, as a set's writes (DECISIONS 228, 298);
 /// off, they ask for the stream's state.
-pub const TTL_WRITE_FACTS: bool = true;
+pub(crate) const TTL_WRITE_FACTS: bool = true;
 
 /// Whether XSETID travels as a fact ([`SetidTold`], DECISIONS 284); off,
 /// its peers ask for the stream's state.
-pub const SETID_FACTS: bool = true;
+pub(crate) const SETID_FACTS: bool = true;
 
 /// Whether the XADD that makes a stream travels as a fact ([`Told`]'s
 /// `made`, DECISIONS 297); off, its peers ask for the stream's state.
-pub const MADE_FACTS: bool = true;
+pub(crate) const MADE_FACTS: bool = true;
 
 /// The `WORD` index of [`Told`]'s `made`: above a trim's words (0 to
 /// `3 + 2 * slot`), below the key states' (`deletes.rs`, `1 << 16` on).
@@ -636,19 +636,19 @@ impl Told {
 /// XSETID here that the origin had not seen): the replay then gives the
 /// origin's value and state.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct SetidTold {
+pub(crate) struct SetidTold {
     pub prev: u64,
     pub print: u64,
 }
 
 impl SetidTold {
-    pub fn encode(&self, facts: &mut Vec<fact::Fact>) {
+    pub(crate) fn encode(&self, facts: &mut Vec<fact::Fact>) {
         facts.push((fact::PREV | (1 << fact::SHIFT), self.prev));
         facts.push((fact::WORD, self.print));
     }
 
     /// Reads a fact back; None where it is not XSETID's.
-    pub fn decode(facts: &[fact::Fact]) -> Option<SetidTold> {
+    pub(crate) fn decode(facts: &[fact::Fact]) -> Option<SetidTold> {
         match facts {
             [(p, prev), (fact::WORD, print)] if *p == fact::PREV | (1 << fact::SHIFT) => {
                 Some(SetidTold {
@@ -820,7 +820,7 @@ fn merged_entries(
 /// Whether two streams hold the same entries, IDs, counts and groups (their
 /// node layout aside: a stream rebuilt by a join may split its nodes
 /// elsewhere).
-pub fn same_value(a: Option<&StreamValue>, b: Option<&StreamValue>) -> bool {
+pub(crate) fn same_value(a: Option<&StreamValue>, b: Option<&StreamValue>) -> bool {
     match (a, b) {
         (None, None) => true,
         (Some(a), Some(b)) => {

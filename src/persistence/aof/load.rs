@@ -34,7 +34,7 @@ use crate::{log_notice, log_warning};
 
 /// How a file loaded.
 #[derive(Debug, PartialEq, Eq)]
-pub enum Loaded {
+pub(crate) enum Loaded {
     Ok,
     /// Zero bytes.
     Empty,
@@ -44,7 +44,7 @@ pub enum Loaded {
 
 /// Why loading stopped (the reason was logged).
 #[derive(Debug)]
-pub struct Failed;
+pub(crate) struct Failed;
 
 /// Reading state shared by the file's commands.
 struct Replayer<'a, H: Host> {
@@ -82,7 +82,7 @@ enum Stop {
 
 /// Loads `dir/name`, adding its aux fields to `aux`. `last`: whether it is
 /// the last file of the AOF (only that one may be truncated).
-pub fn load_file<H: Host>(
+pub(crate) fn load_file<H: Host>(
     srv: &Arc<H>,
     (dir, name): (&Path, &str),
     last: bool,
@@ -363,7 +363,7 @@ impl<H: Host> Replayer<'_, H> {
 
 /// A reader that counts the bytes consumed (the offset of the last whole
 /// command is where a truncated file is cut).
-pub struct Reader {
+pub(crate) struct Reader {
     inner: BufReader<std::fs::File>,
     pub pos: u64,
     /// The text of a merge-state annotation continued on `#LM+` lines.

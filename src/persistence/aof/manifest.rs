@@ -49,7 +49,7 @@ pub struct Manifest {
 }
 
 /// Names derived from `appendfilename`.
-pub fn manifest_name(filename: &str) -> String {
+pub(crate) fn manifest_name(filename: &str) -> String {
     format!("{filename}.manifest")
 }
 
@@ -311,7 +311,7 @@ impl std::fmt::Display for ManifestError {
 
 /// Reads `<dir>/<filename>.manifest`; `Ok(None)` if the directory or the
 /// file does not exist.
-pub fn load(dir: &Path, filename: &str) -> Result<Option<Manifest>, String> {
+pub(crate) fn load(dir: &Path, filename: &str) -> Result<Option<Manifest>, String> {
     let path = dir.join(manifest_name(filename));
     match std::fs::read(&path) {
         Ok(text) => Manifest::parse(&text).map(Some).map_err(|e| e.to_string()),
@@ -324,7 +324,7 @@ pub fn load(dir: &Path, filename: &str) -> Result<Option<Manifest>, String> {
 }
 
 /// Writes the manifest atomically (temp file, fsync, rename, fsync dir).
-pub fn persist(dir: &Path, filename: &str, m: &Manifest) -> Result<(), String> {
+pub(crate) fn persist(dir: &Path, filename: &str, m: &Manifest) -> Result<(), String> {
     let tmp = dir.join(temp_manifest_name(filename));
     let dst: PathBuf = dir.join(manifest_name(filename));
     let write = || -> std::io::Result<()> {
@@ -349,7 +349,7 @@ pub fn persist(dir: &Path, filename: &str, m: &Manifest) -> Result<(), String> {
 }
 
 /// fsyncs a directory so a rename or a new file in it is durable.
-pub fn fsync_dir(dir: &Path) -> std::io::Result<()> {
+pub(crate) fn fsync_dir(dir: &Path) -> std::io::Result<()> {
     std::fs::File::open(dir)?.sync_all()
 }
 

@@ -22,12 +22,12 @@
 //! `persistence/load.rs`); the AOF, when on, replaces the RDB file as the
 //! source (as Redis).
 
-pub mod load;
-pub mod manifest;
+pub(crate) mod load;
+pub(crate) mod manifest;
 mod rdb_base;
-pub mod rewrite;
+pub(crate) mod rewrite;
 mod snap;
-pub mod writer;
+pub(crate) mod writer;
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering::*};
@@ -60,7 +60,7 @@ pub struct AofState {
 /// on, the batch's writes are in the file (and fsynced with `always`)
 /// before anyone hears of them. One relaxed load when the AOF is off.
 #[inline]
-pub fn before_reply(srv: &impl Host) {
+pub(crate) fn before_reply(srv: &impl Host) {
     let core = &srv.persist().aof.core;
     if core.active.load(Relaxed) {
         core.before_reply();
@@ -69,7 +69,7 @@ pub fn before_reply(srv: &impl Host) {
 
 /// The MISCONF error write commands get while the AOF cannot be written
 /// (`persistence::admit_write` applies it as Redis's processCommand does).
-pub fn disk_error(srv: &impl Host) -> Option<CmdError> {
+pub(crate) fn disk_error(srv: &impl Host) -> Option<CmdError> {
     let core = &srv.persist().aof.core;
     if !core.write_err.load(Relaxed) {
         return None;
@@ -120,7 +120,7 @@ fn load_settings(srv: &impl Host) {
 /// Returns whether data came from the AOF; Err stops the server: its
 /// reasons were logged as Redis logs them and the error is empty, so the
 /// log's last line stays Redis's (tools and tests read it).
-pub fn load_at_startup<H: Host>(srv: &Arc<H>) -> Result<bool, String> {
+pub(crate) fn load_at_startup<H: Host>(srv: &Arc<H>) -> Result<bool, String> {
     load_settings(srv);
     startup(srv).map_err(|e| {
         if !e.is_empty() {
@@ -340,7 +340,7 @@ fn subscribe<H: Host>(srv: &Arc<H>) {
 
 /// After CONFIG SET: applies the AOF settings, turning the AOF on (with a
 /// rewrite, as Redis) or off. Err: it could not be turned on.
-pub fn config_changed<H: Host>(srv: &Arc<H>) -> Result<(), String> {
+pub(crate) fn config_changed<H: Host>(srv: &Arc<H>) -> Result<(), String> {
     load_settings(srv);
     let want = srv.core().config.read().get_bool("appendonly");
     let st = &srv.persist().aof;
@@ -375,7 +375,7 @@ pub fn config_changed<H: Host>(srv: &Arc<H>) -> Result<(), String> {
 
 /// Once per cron pass (worker 0): scheduled rewrites and the automatic
 /// rewrite on growth (auto-aof-rewrite-percentage / -min-size).
-pub fn cron<H: Host>(srv: &Arc<H>) {
+pub(crate) fn cron<H: Host>(srv: &Arc<H>) {
     let st = &srv.persist().aof;
     if st.core.active.load(Relaxed) {
         note_aux(srv);
@@ -425,7 +425,7 @@ fn note_aux(srv: &impl Host) {
 }
 
 /// BGREWRITEAOF: the status line to reply.
-pub fn bgrewriteaof<H: Host>(srv: &Arc<H>) -> Result<&'static str, CmdError> {
+pub(crate) fn bgrewriteaof<H: Host>(srv: &Arc<H>) -> Result<&'static str, CmdError> {
     match rewrite::start(srv) {
         Ok(()) => Ok("Background append only file rewriting started"),
         Err(StartError::InProgress) => Err(CmdError::err(
@@ -444,7 +444,7 @@ pub fn bgrewriteaof<H: Host>(srv: &Arc<H>) -> Result<&'static str, CmdError> {
 /// The aof_* fields of INFO persistence, in Redis's order; Redis puts the
 /// module_fork_* pair between the always-present block and the block shown
 /// while the AOF is on, so those two fields are here too.
-pub fn info_fields(srv: &impl Host) -> Fields {
+pub(crate) fn info_fields(srv: &impl Host) -> Fields {
     let st = &srv.persist().aof;
     let on = srv.core().config.read().get_bool("appendonly");
     let rw = st.rw.lock();
@@ -479,7 +479,7 @@ pub fn info_fields(srv: &impl Host) -> Fields {
 /// again from the manifest on disk (deleting history files first). Exits if
 /// it cannot be loaded, as Redis does. Recording pauses meanwhile so the
 /// replayed commands are not appended again.
-pub fn debug_loadaof<H: Host>(srv: &Arc<H>) {
+pub(crate) fn debug_loadaof<H: Host>(srv: &Arc<H>) {
     let st = &srv.persist().aof;
     let was_on = st.core.active.load(Relaxed);
     if was_on {
@@ -509,12 +509,12 @@ pub fn debug_loadaof<H: Host>(srv: &Arc<H>) {
 
 /// DEBUG AOF-FLUSH-SLEEP: sleep before each AOF write (tests use it to
 /// check that replies wait for the write).
-pub fn set_flush_sleep(srv: &impl Host, us: u64) {
+pub(crate) fn set_flush_sleep(srv: &impl Host, us: u64) {
     srv.persist().aof.core.flush_sleep_us.store(us, Relaxed);
 }
 
 /// At shutdown: everything buffered is written and fsynced.
-pub fn on_shutdown(srv: &impl Host) {
+pub(crate) fn on_shutdown(srv: &impl Host) {
     let core = &srv.persist().aof.core;
     if core.is_open() {
         core.flush(true);

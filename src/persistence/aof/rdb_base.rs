@@ -11,14 +11,14 @@ use std::sync::Arc;
 use crate::persistence::Host;
 
 /// Whether RDB bases can be loaded (and so may be written).
-pub fn rdb_supported() -> bool {
+pub(super) fn rdb_supported() -> bool {
     true
 }
 
 /// Loads the RDB at the reader's position, leaving the reader just past
 /// its checksum (an AOF tail may follow: the decoder reads no further).
 /// Returns its aux fields.
-pub fn load<H: Host>(srv: &Arc<H>, r: &mut impl Read) -> Result<Aux, String> {
+pub(super) fn load<H: Host>(srv: &Arc<H>, r: &mut impl Read) -> Result<Aux, String> {
     use crate::persistence::load::{load_reader, OnDuplicate};
     load_reader(srv, r, OnDuplicate::Fail)
         .map(|stats| stats.aux)
@@ -26,10 +26,10 @@ pub fn load<H: Host>(srv: &Arc<H>, r: &mut impl Read) -> Result<Aux, String> {
 }
 
 /// Aux fields (name, value), from RDB parts and `#AUX:` annotations.
-pub type Aux = Vec<(Vec<u8>, Vec<u8>)>;
+pub(super) type Aux = Vec<(Vec<u8>, Vec<u8>)>;
 
 /// An RDB file holding no keys: header, EOF opcode, CRC-64.
-pub fn empty_rdb() -> Vec<u8> {
+pub(super) fn empty_rdb() -> Vec<u8> {
     use crate::persistence::rdb::{opcode, CRC64, RDB_VERSION};
     let mut v = format!("REDIS{RDB_VERSION:04}").into_bytes();
     v.push(opcode::EOF);

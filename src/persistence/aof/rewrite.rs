@@ -117,7 +117,7 @@ fn stream_commands(
 /// Appends the commands that rebuild `e`: SET, or RPUSH / HMSET / SADD /
 /// ZADD in batches of 64 elements, then PEXPIREAT for a TTL; with a
 /// `stamp` (active replication), each after its stamp annotation.
-pub fn encode_entry_commands(out: &mut Vec<u8>, e: &Entry, stamp: Option<u64>) {
+pub(crate) fn encode_entry_commands(out: &mut Vec<u8>, e: &Entry, stamp: Option<u64>) {
     let key: &[u8] = &e.key;
     let note = |out: &mut Vec<u8>| {
         if let Some(s) = stamp {
@@ -198,7 +198,7 @@ fn batched(
 }
 
 /// Appends `SELECT db` (a rewritten base selects each non-empty database).
-pub fn encode_select(out: &mut Vec<u8>, db: usize) {
+pub(crate) fn encode_select(out: &mut Vec<u8>, db: usize) {
     resp::select(out, db);
 }
 
@@ -229,7 +229,7 @@ impl Default for RewriteStats {
 
 /// Why a rewrite did not start.
 #[derive(Debug, PartialEq, Eq)]
-pub enum StartError {
+pub(crate) enum StartError {
     InProgress,
     /// Another snapshot (BGSAVE) runs: try again when it ends.
     Busy,
@@ -237,7 +237,7 @@ pub enum StartError {
 }
 
 /// The snapshot request (the shape of `persistence::snapshot`'s job).
-pub struct Job {
+pub(crate) struct Job {
     pub path: PathBuf,
     pub rdb: bool,
     pub at_cut: Box<dyn FnOnce() + Send>,
@@ -246,7 +246,7 @@ pub struct Job {
 
 /// Starts a rewrite. While the AOF is being turned on (`wait_rewrite`),
 /// recording starts at the cut.
-pub fn start<H: Host>(srv: &Arc<H>) -> Result<(), StartError> {
+pub(crate) fn start<H: Host>(srv: &Arc<H>) -> Result<(), StartError> {
     let st = &srv.persist().aof;
     {
         let mut rw = st.rw.lock();
@@ -480,7 +480,7 @@ fn finished(st: &AofState, ok: bool) {
 }
 
 /// Deletes history files (aofDelHistoryFiles), unless `aof-disable-auto-gc`.
-pub fn delete_history(srv: &impl Host) {
+pub(crate) fn delete_history(srv: &impl Host) {
     let st = &srv.persist().aof;
     if srv.core().config.read().get_bool("aof-disable-auto-gc") {
         return;

@@ -10,7 +10,7 @@ use crate::persistence::snapshot::{self, SnapFormat, SnapshotError, SnapshotJob}
 use crate::persistence::Host;
 
 /// Takes the snapshot `job` describes, in the background.
-pub fn start<H: Host>(srv: &Arc<H>, job: Job) -> Result<(), StartError> {
+pub(super) fn start<H: Host>(srv: &Arc<H>, job: Job) -> Result<(), StartError> {
     let threads = std::thread::available_parallelism()
         .map_or(1, |n| n.get())
         .div_ceil(2);

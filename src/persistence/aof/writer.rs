@@ -42,25 +42,25 @@ use crate::effects::{Effect, EffectRef, EffectSink};
 use crate::log_warning;
 use crate::protocol::request as resp;
 
-pub const FSYNC_NO: u8 = 0;
-pub const FSYNC_EVERYSEC: u8 = 1;
-pub const FSYNC_ALWAYS: u8 = 2;
+pub(crate) const FSYNC_NO: u8 = 0;
+pub(crate) const FSYNC_EVERYSEC: u8 = 1;
+pub(crate) const FSYNC_ALWAYS: u8 = 2;
 
 /// The annotation that gives the next command of an AOF its stamp.
-pub const STAMP_NOTE: &[u8] = b"#LV:";
+pub(crate) const STAMP_NOTE: &[u8] = b"#LV:";
 
 /// Appends a stamp annotation: `#LV:<stamp>\r\n`.
-pub fn write_stamp(out: &mut Vec<u8>, stamp: u64) {
+pub(crate) fn write_stamp(out: &mut Vec<u8>, stamp: u64) {
     out.extend_from_slice(STAMP_NOTE);
     out.extend_from_slice(stamp.to_string().as_bytes());
     out.extend_from_slice(b"\r\n");
 }
 
 /// The annotation carrying an aux field: `#AUX:<name> <value>`.
-pub const AUX_NOTE: &[u8] = b"#AUX:";
+pub(crate) const AUX_NOTE: &[u8] = b"#AUX:";
 
 /// Appends an aux annotation (`name` and `value` hold no line break).
-pub fn write_aux_note(out: &mut Vec<u8>, name: &str, value: &str) {
+pub(crate) fn write_aux_note(out: &mut Vec<u8>, name: &str, value: &str) {
     out.extend_from_slice(AUX_NOTE);
     out.extend_from_slice(name.as_bytes());
     out.push(b' ');
@@ -69,10 +69,10 @@ pub fn write_aux_note(out: &mut Vec<u8>, name: &str, value: &str) {
 }
 
 /// The annotation carrying a key's merge state (`effects::MERGE_STATE`).
-pub const MERGE_NOTE: &[u8] = b"#LM:";
+pub(crate) const MERGE_NOTE: &[u8] = b"#LM:";
 
 /// The annotation continued by the next line (a long merge state).
-pub const MERGE_NOTE_PART: &[u8] = b"#LM+";
+pub(crate) const MERGE_NOTE_PART: &[u8] = b"#LM+";
 
 /// The longest annotation line we write: Redis reads annotations into a
 /// 1024-byte buffer (`AOF_ANNOTATION_LINE_MAX_LEN`), and the rest of a
@@ -81,7 +81,7 @@ const NOTE_LINE_MAX: usize = 1000;
 
 /// Appends a merge-state annotation: `#LM:<db> <key hex> <state hex>`,
 /// its text cut into `#LM+` lines first where it is long.
-pub fn write_merge_note(out: &mut Vec<u8>, db: usize, key: &[u8], state: &[u8]) {
+pub(crate) fn write_merge_note(out: &mut Vec<u8>, db: usize, key: &[u8], state: &[u8]) {
     let mut text = db.to_string().into_bytes();
     text.push(b' ');
     hex_into(&mut text, key);
@@ -109,7 +109,7 @@ fn hex_into(out: &mut Vec<u8>, b: &[u8]) {
 }
 
 /// The bytes of a lowercase or uppercase hex string (None if it is not).
-pub fn unhex(h: &[u8]) -> Option<Vec<u8>> {
+pub(crate) fn unhex(h: &[u8]) -> Option<Vec<u8>> {
     if !h.len().is_multiple_of(2) {
         return None;
     }

@@ -38,7 +38,7 @@ use crate::keyspace::Value;
 /// DEBUG SET-SKIP-CHECKSUM-VALIDATION: RESTORE payloads and loaded files
 /// are not checked against their CRC-64 (Redis's server-wide
 /// skip_checksum_validation, used by its corrupt-dump tests).
-pub static SKIP_CHECKSUM_VALIDATION: AtomicBool = AtomicBool::new(false);
+pub(crate) static SKIP_CHECKSUM_VALIDATION: AtomicBool = AtomicBool::new(false);
 
 /// Most elements reserved up front from a claimed count.
 const RESERVE_CAP: usize = 4096;
@@ -58,7 +58,7 @@ pub struct LoadedKey {
 }
 
 /// Told an aux field's name and value.
-pub type AuxHook = dyn Fn(&[u8], &[u8]);
+pub(crate) type AuxHook = dyn Fn(&[u8], &[u8]);
 
 pub struct LoadOpts<'a> {
     pub limits: &'a EncodingLimits,
@@ -95,7 +95,7 @@ pub struct LoadSummary {
 }
 
 /// One member TTL read from a file: (database, key, member, unix ms).
-pub type MemberTtl = (usize, Vec<u8>, Vec<u8>, u64);
+pub(crate) type MemberTtl = (usize, Vec<u8>, Vec<u8>, u64);
 
 fn corrupt(s: impl Into<String>) -> RdbError {
     RdbError::Corrupt(s.into())
@@ -702,12 +702,12 @@ pub fn load(
 }
 
 /// An aux field: name and value.
-pub type AuxField = (Vec<u8>, Vec<u8>);
+pub(crate) type AuxField = (Vec<u8>, Vec<u8>);
 
 /// The aux fields at the head of an RDB file (before its first other
 /// record), without reading further: what start-up needs before the server
 /// is built (the node id, see `server/identity.rs`).
-pub fn leading_aux(r: impl Read) -> Result<Vec<AuxField>, RdbError> {
+pub(crate) fn leading_aux(r: impl Read) -> Result<Vec<AuxField>, RdbError> {
     let mut s = Src::new(r);
     read_header(&mut s)?;
     let mut aux = Vec::new();
@@ -944,7 +944,7 @@ pub fn decode_dump_payload(payload: &[u8], limits: &EncodingLimits) -> Result<Va
 
 /// The libraries' code in a FUNCTION DUMP payload (checked by the caller:
 /// `verify_dump_payload`): RDB_OPCODE_FUNCTION2 records, each a string.
-pub fn decode_function_payload(payload: &[u8]) -> Result<Vec<Vec<u8>>, String> {
+pub(crate) fn decode_function_payload(payload: &[u8]) -> Result<Vec<Vec<u8>>, String> {
     let mut s = Src::new(&payload[..payload.len() - 10]);
     let mut out = Vec::new();
     while !s.r.is_empty() {
@@ -966,7 +966,7 @@ pub fn decode_function_payload(payload: &[u8]) -> Result<Vec<Vec<u8>>, String> {
 }
 
 /// The footer checks only (Redis's verifyDumpPayload).
-pub fn verify_dump_payload(payload: &[u8]) -> Result<(), RdbError> {
+pub(crate) fn verify_dump_payload(payload: &[u8]) -> Result<(), RdbError> {
     if payload.len() < 10 {
         return Err(RdbError::BadHeader("DUMP payload too short".into()));
     }

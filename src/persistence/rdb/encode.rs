@@ -64,7 +64,7 @@ impl Default for SaveOpts {
 }
 
 /// A length in RDB's variable encoding.
-pub fn write_len(out: &mut Vec<u8>, n: u64) {
+pub(crate) fn write_len(out: &mut Vec<u8>, n: u64) {
     if n < 1 << 6 {
         out.push(n as u8);
     } else if n < 1 << 14 {
@@ -98,7 +98,7 @@ fn write_int_encoded(out: &mut Vec<u8>, v: i64) -> bool {
 /// A string (rdbSaveRawString): int-encoded when it is a canonical integer
 /// of at most 11 characters that fits 32 bits, LZF-compressed when allowed
 /// and worth it, raw otherwise.
-pub fn write_string(out: &mut Vec<u8>, s: &[u8], compress: bool) {
+pub(crate) fn write_string(out: &mut Vec<u8>, s: &[u8], compress: bool) {
     if s.len() <= 11 {
         if let Some(v) = parse_i64(s) {
             if write_int_encoded(out, v) {
@@ -141,7 +141,7 @@ fn write_lzf(out: &mut Vec<u8>, s: &[u8]) -> bool {
 /// bytes, element count), entries each followed by its back-length, and an
 /// 0xFF terminator. Elements that are canonical integers get integer
 /// encodings, as lpAppend chooses.
-pub struct Listpack {
+pub(crate) struct Listpack {
     buf: Vec<u8>,
     count: usize,
 }
@@ -153,14 +153,14 @@ impl Default for Listpack {
 }
 
 impl Listpack {
-    pub fn new() -> Listpack {
+    pub(crate) fn new() -> Listpack {
         Listpack {
             buf: vec![0; 6],
             count: 0,
         }
     }
 
-    pub fn push(&mut self, s: &[u8]) {
+    pub(crate) fn push(&mut self, s: &[u8]) {
         let start = self.buf.len();
         match parse_i64(s) {
             Some(v) => self.push_int_body(v),
@@ -171,7 +171,7 @@ impl Listpack {
         self.count += 1;
     }
 
-    pub fn push_int(&mut self, v: i64) {
+    pub(crate) fn push_int(&mut self, v: i64) {
         let start = self.buf.len();
         self.push_int_body(v);
         let entry_len = (self.buf.len() - start) as u64;
@@ -216,7 +216,7 @@ impl Listpack {
     }
 
     /// The finished listpack's bytes.
-    pub fn finish(mut self) -> Vec<u8> {
+    pub(crate) fn finish(mut self) -> Vec<u8> {
         self.buf.push(0xFF);
         let total = self.buf.len() as u32;
         self.buf[0..4].copy_from_slice(&total.to_le_bytes());
@@ -265,7 +265,7 @@ fn intset_bytes(v: &[i64]) -> Vec<u8> {
 }
 
 /// The RDB type byte `value` is written with.
-pub fn type_of(value: &Value) -> u8 {
+pub(crate) fn type_of(value: &Value) -> u8 {
     match value {
         Value::Str(_) => types::STRING,
         Value::List(_) => types::LIST_QUICKLIST_2,
@@ -281,7 +281,7 @@ pub fn type_of(value: &Value) -> u8 {
 }
 
 /// A value's type byte and body (what DUMP wraps, what a key record holds).
-pub fn encode_value(out: &mut Vec<u8>, value: &Value, compress: bool) {
+pub(crate) fn encode_value(out: &mut Vec<u8>, value: &Value, compress: bool) {
     out.push(type_of(value));
     encode_value_body(out, value, compress);
 }
@@ -350,7 +350,7 @@ fn write_zset(out: &mut Vec<u8>, z: &ZSetValue, compress: bool) {
 
 /// One key record: its expiry, eviction metadata, type, name and value
 /// (rdbSaveKeyValuePair).
-pub fn encode_entry(out: &mut Vec<u8>, e: &Entry, opts: &SaveOpts) {
+pub(crate) fn encode_entry(out: &mut Vec<u8>, e: &Entry, opts: &SaveOpts) {
     let at = e.expire_at();
     if at != 0 {
         out.push(opcode::EXPIRETIME_MS);
@@ -443,7 +443,7 @@ pub fn encode_entries<'a>(
 }
 
 /// An aux field.
-pub fn write_aux(out: &mut Vec<u8>, name: &[u8], value: &[u8]) {
+pub(crate) fn write_aux(out: &mut Vec<u8>, name: &[u8], value: &[u8]) {
     out.push(opcode::AUX);
     write_string(out, name, false);
     write_string(out, value, false);
@@ -451,7 +451,7 @@ pub fn write_aux(out: &mut Vec<u8>, name: &[u8], value: &[u8]) {
 
 /// Appends one tombstone to the value of an `AUX_TOMBSTONES` field
 /// (`rdb/mod.rs`): stamp, key length, key.
-pub fn push_tombstone(value: &mut Vec<u8>, key: &[u8], stamp: u64) {
+pub(crate) fn push_tombstone(value: &mut Vec<u8>, key: &[u8], stamp: u64) {
     value.extend_from_slice(&stamp.to_le_bytes());
     value.extend_from_slice(&(key.len() as u32).to_le_bytes());
     value.extend_from_slice(key);
@@ -459,7 +459,7 @@ pub fn push_tombstone(value: &mut Vec<u8>, key: &[u8], stamp: u64) {
 
 /// Appends one key's merge state to the value of an `AUX_MERGE` field
 /// (`rdb/mod.rs`).
-pub fn push_merge_state(value: &mut Vec<u8>, key: &[u8], state: &[u8]) {
+pub(crate) fn push_merge_state(value: &mut Vec<u8>, key: &[u8], state: &[u8]) {
     value.extend_from_slice(&(key.len() as u32).to_le_bytes());
     value.extend_from_slice(key);
     value.extend_from_slice(&(state.len() as u32).to_le_bytes());
@@ -484,13 +484,16 @@ pub fn write_select_db(out: &mut Vec<u8>, db: usize, keys: u64, volatile: u64) {
 /// CRC-64 of everything before it (8 bytes LE).
 /// One FUNCTION library as RDB keeps it (Redis's rdbSaveFunctions):
 /// RDB_OPCODE_FUNCTION2 and its code.
-pub fn write_function(out: &mut Vec<u8>, code: &[u8], compress: bool) {
+pub(crate) fn write_function(out: &mut Vec<u8>, code: &[u8], compress: bool) {
     out.push(opcode::FUNCTION2);
     write_string(out, code, compress);
 }
 
 /// FUNCTION DUMP's payload: the libraries, the RDB version, the CRC-64.
-pub fn function_payload<'a>(codes: impl Iterator<Item = &'a [u8]>, compress: bool) -> Vec<u8> {
+pub(crate) fn function_payload<'a>(
+    codes: impl Iterator<Item = &'a [u8]>,
+    compress: bool,
+) -> Vec<u8> {
     let mut out = Vec::new();
     for c in codes {
         write_function(&mut out, c, compress);

@@ -134,7 +134,7 @@ fn match_len(input: &[u8], r: usize, ip: usize, maxlen: usize) -> usize {
 
 /// Compresses `input` into at most `limit` bytes: None if it does not fit
 /// (as liblzf's 0; Redis passes the length less 4 and stores raw then).
-pub fn compress(input: &[u8], limit: usize) -> Option<Vec<u8>> {
+pub(crate) fn compress(input: &[u8], limit: usize) -> Option<Vec<u8>> {
     // Positions are u32 (a string is at most 512 MB).
     if input.len() < 3 || input.len() > u32::MAX as usize {
         return None;
@@ -200,7 +200,7 @@ fn compress_with(input: &[u8], limit: usize, htab: &mut Table) -> Option<Vec<u8>
 
 /// Decompresses `input` into exactly `len` bytes; None if the data is
 /// corrupt or decodes to another length.
-pub fn decompress(input: &[u8], len: usize) -> Option<Vec<u8>> {
+pub(crate) fn decompress(input: &[u8], len: usize) -> Option<Vec<u8>> {
     let mut out = Vec::with_capacity(len);
     let mut ip = 0;
     while ip < input.len() {

@@ -48,7 +48,7 @@ fn le_signed(b: &[u8]) -> i64 {
 }
 
 /// The elements of a ziplist.
-pub fn ziplist(b: &[u8]) -> Result<Vec<Vec<u8>>, RdbError> {
+pub(crate) fn ziplist(b: &[u8]) -> Result<Vec<Vec<u8>>, RdbError> {
     const W: &str = "ziplist";
     if b.len() < 11 {
         return Err(corrupt(W, "too short"));
@@ -133,7 +133,7 @@ fn backlen_size(l: usize) -> usize {
 }
 
 /// The elements of a listpack.
-pub fn listpack(b: &[u8]) -> Result<Vec<Vec<u8>>, RdbError> {
+pub(crate) fn listpack(b: &[u8]) -> Result<Vec<Vec<u8>>, RdbError> {
     const W: &str = "listpack";
     if b.len() < 7 {
         return Err(corrupt(W, "too short"));
@@ -209,7 +209,7 @@ fn decode_backlen(b: &[u8]) -> Option<usize> {
 }
 
 /// The field/value pairs of a zipmap (flattened: f1, v1, f2, v2...).
-pub fn zipmap(b: &[u8]) -> Result<Vec<Vec<u8>>, RdbError> {
+pub(crate) fn zipmap(b: &[u8]) -> Result<Vec<Vec<u8>>, RdbError> {
     const W: &str = "zipmap";
     if b.len() < 2 || b[b.len() - 1] != 0xFF {
         return Err(corrupt(W, "bad framing"));
@@ -249,7 +249,7 @@ pub fn zipmap(b: &[u8]) -> Result<Vec<Vec<u8>>, RdbError> {
 }
 
 /// The members of an intset, ascending.
-pub fn intset(b: &[u8]) -> Result<Vec<i64>, RdbError> {
+pub(crate) fn intset(b: &[u8]) -> Result<Vec<i64>, RdbError> {
     const W: &str = "intset";
     let width = le_u32(b, 0, W)? as usize;
     if !matches!(width, 2 | 4 | 8) {

@@ -29,7 +29,7 @@ const FLAG_DELETED: i64 = 1;
 const FLAG_SAMEFIELDS: i64 = 2;
 
 /// One node's listpack, from its master ID and entries.
-pub fn node_listpack(master: StreamId, entries: &[(StreamId, Fields)]) -> Vec<u8> {
+pub(crate) fn node_listpack(master: StreamId, entries: &[(StreamId, Fields)]) -> Vec<u8> {
     let mut lp = Listpack::new();
     let master_fields: Vec<&[u8]> = entries[0].1.items().step_by(2).collect();
     lp.push_int(entries.len() as i64);
@@ -67,7 +67,10 @@ fn bad(why: &str) -> RdbError {
 
 /// The entries of one node's listpack elements (deleted ones skipped),
 /// checked against the master entry's counts.
-pub fn parse_node(master: StreamId, els: &[Vec<u8>]) -> Result<Vec<(StreamId, Fields)>, RdbError> {
+pub(crate) fn parse_node(
+    master: StreamId,
+    els: &[Vec<u8>],
+) -> Result<Vec<(StreamId, Fields)>, RdbError> {
     let int = |at: usize| -> Result<i64, RdbError> {
         let e = els.get(at).ok_or_else(|| bad("truncated"))?;
         parse_i64(e).ok_or_else(|| bad("integer expected"))
@@ -163,14 +166,14 @@ fn parse_entry(
 }
 
 /// Every node of `s`: its 16-byte key and listpack.
-pub fn node_blobs(s: &StreamValue) -> Vec<([u8; 16], Vec<u8>)> {
+pub(crate) fn node_blobs(s: &StreamValue) -> Vec<([u8; 16], Vec<u8>)> {
     s.nodes()
         .map(|(m, es)| (m.to_be(), node_listpack(m, &es)))
         .collect()
 }
 
 /// A master ID from a node key.
-pub fn node_key(k: &[u8]) -> Result<StreamId, RdbError> {
+pub(crate) fn node_key(k: &[u8]) -> Result<StreamId, RdbError> {
     if k.len() != 16 {
         return Err(bad("node key is not 16 bytes"));
     }
@@ -180,7 +183,7 @@ pub fn node_key(k: &[u8]) -> Result<StreamId, RdbError> {
 }
 
 /// The consumer groups of `x` (type 19's layout).
-pub fn write_groups(out: &mut Vec<u8>, x: &StreamValue, compress: bool) {
+pub(crate) fn write_groups(out: &mut Vec<u8>, x: &StreamValue, compress: bool) {
     write_len(out, x.groups.len() as u64);
     for (name, g) in &x.groups {
         write_string(out, name, compress);
@@ -207,7 +210,7 @@ pub fn write_groups(out: &mut Vec<u8>, x: &StreamValue, compress: bool) {
 
 /// What the group reader needs from the RDB source: lengths, strings, raw
 /// bytes.
-pub trait GroupSrc {
+pub(crate) trait GroupSrc {
     /// An RDB length (rdbLoadLen).
     fn rdb_len(&mut self) -> Result<u64, RdbError>;
     fn string(&mut self) -> Result<Vec<u8>, RdbError>;
@@ -224,7 +227,11 @@ fn raw_id(b: [u8; 16]) -> StreamId {
 
 /// Reads the consumer groups into `x` (types 15 and 19; a type 15 group's
 /// entries-read is estimated, as Redis does).
-pub fn read_groups<S: GroupSrc>(s: &mut S, x: &mut StreamValue, v2: bool) -> Result<(), RdbError> {
+pub(crate) fn read_groups<S: GroupSrc>(
+    s: &mut S,
+    x: &mut StreamValue,
+    v2: bool,
+) -> Result<(), RdbError> {
     for _ in 0..s.rdb_len()? {
         let name = s.string()?;
         let last = StreamId::new(s.rdb_len()?, s.rdb_len()?);

@@ -50,13 +50,13 @@
 //! one thread per peer, and the apply rule are `link/`.
 
 mod facts;
-pub mod link;
+pub(crate) mod link;
 mod merging;
-pub mod record;
-pub mod resume;
-pub mod serve;
-pub mod sim_hooks;
-pub mod stable;
+pub(crate) mod record;
+pub(crate) mod resume;
+pub(crate) mod serve;
+pub(crate) mod sim_hooks;
+pub(crate) mod stable;
 mod stream_facts;
 
 use std::cell::{Cell, RefCell};
@@ -126,7 +126,13 @@ impl SeenStates {
 }
 
 /// What [`Active::first_state_sight`] knows a key state by.
-pub fn state_fingerprint(origin: u64, db: usize, key: &[u8], stamp: u64, merge: &[u8]) -> u64 {
+pub(crate) fn state_fingerprint(
+    origin: u64,
+    db: usize,
+    key: &[u8],
+    stamp: u64,
+    merge: &[u8],
+) -> u64 {
     use std::hash::{Hash, Hasher};
     let mut h = std::collections::hash_map::DefaultHasher::new();
     (origin, db, key, stamp, merge).hash(&mut h);
@@ -362,7 +368,7 @@ thread_local! {
 }
 
 /// Runs `f` as the application of a peer's record (see [`APPLYING`]).
-pub fn applying<R>(f: impl FnOnce() -> R) -> R {
+pub(crate) fn applying<R>(f: impl FnOnce() -> R) -> R {
     APPLYING.with(|a| a.set(true));
     let r = f();
     APPLYING.with(|a| a.set(false));
@@ -485,7 +491,7 @@ fn is_unit_bound(argv: &[&[u8]]) -> bool {
 /// config names. `fresh_id`: our node id was drawn at this start; our own
 /// writes then enter the stream from the first peer that attaches on
 /// ([`record_own_writes`]), else from now on.
-pub fn start(host: &HostRef, fresh_id: bool) {
+pub(crate) fn start(host: &HostRef, fresh_id: bool) {
     prepare_stream(host);
     if !fresh_id {
         record_own_writes(host);
@@ -560,7 +566,7 @@ fn prepare_stream(host: &HostRef) {
 /// known to no peer: none holds our stream's id (new at every start, told
 /// only by a feed's answer) or resumes by our node id, so the first to
 /// attach takes a snapshot, which starts at the stream's end anyway.
-pub fn record_own_writes(host: &HostRef) {
+pub(crate) fn record_own_writes(host: &HostRef) {
     let active = host.active();
     // Under the lock until subscribed: a second peer attaching at once
     // must not choose its start before our writes are recorded.
@@ -575,7 +581,7 @@ pub fn record_own_writes(host: &HostRef) {
 /// Recomputes [`Active::below_quorum`] (the cron, CONFIG SET, a link up
 /// or down). `replica-quorum` -1, the default, never refuses: an active
 /// node serves whatever its peers do.
-pub fn update_quorum(active: &Active, core: &Core) {
+pub(crate) fn update_quorum(active: &Active, core: &Core) {
     let quorum = core.hot.replication.quorum.load(Relaxed);
     let serve_stale = core.hot.replication.serve_stale_data.load(Relaxed);
     let below = quorum >= 0 && !serve_stale && {
@@ -639,13 +645,13 @@ fn collect_tombstones(active: &Active, core: &Core) {
 
 /// Why the peer `node` may not rejoin (it was away longer than the grace
 /// while tombstones were collected anyway), if so.
-pub fn rejoin_refusal(active: &Active, core: &Core, node: u64) -> Option<String> {
+pub(crate) fn rejoin_refusal(active: &Active, core: &Core, node: u64) -> Option<String> {
     let now = crate::keyspace::hlc::unix_ms();
     active.stability.rejoin_refusal(node, grace_ms(core), now)
 }
 
 /// Tombstones held (INFO).
-pub fn tombstones(core: &Core) -> usize {
+pub(crate) fn tombstones(core: &Core) -> usize {
     let ks = &core.keyspace;
     (0..ks.num_dbs())
         .flat_map(|db| (0..crate::keyspace::SHARDS).map(move |s| (db, s)))
@@ -667,7 +673,7 @@ fn ping(active: &Active) {
 }
 
 /// INFO replication's fields for the peers of an active node.
-pub fn info_fields(active: &Active, core: &Core) -> Fields {
+pub(crate) fn info_fields(active: &Active, core: &Core) -> Fields {
     let st = &active.stability;
     let stable = st.stable.load(Relaxed);
     // How far behind this node's clock what is stable here is (-1: nothing).

@@ -52,16 +52,16 @@ use std::ops::Range;
 use crate::effects::{Base, EffectRef, Fact};
 use crate::keyspace::merge::fact;
 
-pub const WRITE: u8 = b'W';
-pub const UNIT: u8 = b'U';
-pub const STATE: u8 = b'S';
-pub const PING: u8 = b'P';
+pub(crate) const WRITE: u8 = b'W';
+pub(crate) const UNIT: u8 = b'U';
+pub(crate) const STATE: u8 = b'S';
+pub(crate) const PING: u8 = b'P';
 /// On the wire only: the end of a snapshot's key states.
-pub const SNAP_END: u8 = b'E';
+pub(crate) const SNAP_END: u8 = b'E';
 
 const BATCH: u8 = b'B';
 /// A batch's header: 'B', len, next, crc.
-pub const BATCH_HEADER: usize = 1 + 4 + 8 + 4;
+pub(crate) const BATCH_HEADER: usize = 1 + 4 + 8 + 4;
 
 fn put_varint(out: &mut Vec<u8>, mut v: u64) {
     while v >= 0x80 {
@@ -85,7 +85,7 @@ fn unzigzag(v: u64) -> i64 {
 }
 
 /// Reads a record's fields in order.
-pub struct Reader<'a>(pub &'a [u8]);
+pub(crate) struct Reader<'a>(pub &'a [u8]);
 
 impl<'a> Reader<'a> {
     /// A varint: one byte at once, up to ten read from one 8-byte word and
@@ -93,7 +93,7 @@ impl<'a> Reader<'a> {
     /// else byte by byte ([`Self::varint_slow`], which also tells the
     /// errors).
     #[inline]
-    pub fn varint(&mut self) -> Result<u64, String> {
+    pub(crate) fn varint(&mut self) -> Result<u64, String> {
         match self.0.first() {
             Some(&b) if b < 0x80 => {
                 self.0 = &self.0[1..];
@@ -160,7 +160,7 @@ impl<'a> Reader<'a> {
     }
 
     #[inline]
-    pub fn bytes(&mut self) -> Result<&'a [u8], String> {
+    pub(crate) fn bytes(&mut self) -> Result<&'a [u8], String> {
         let n = self.varint()?;
         self.take(usize::try_from(n).map_err(|_| "bad length in an active record")?)
     }
@@ -173,7 +173,7 @@ impl<'a> Reader<'a> {
 
 /// A record, decoded but for its tail.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Rec<'a> {
+pub(crate) struct Rec<'a> {
     pub kind: u8,
     pub origin: u64,
     /// The origin's write number (writes and units only; 0: never
@@ -186,7 +186,7 @@ pub struct Rec<'a> {
 
 impl Rec<'_> {
     /// A record of `kind` with no header fields yet and an empty tail.
-    pub fn bare(kind: u8) -> Self {
+    pub(crate) fn bare(kind: u8) -> Self {
         Rec {
             kind,
             origin: 0,
@@ -210,7 +210,7 @@ fn frame(out: &mut Vec<u8>, body: impl FnOnce(&mut Vec<u8>)) {
 
 /// Appends a write record: `origin`'s write number `seq` (0: a record that
 /// is never forwarded, e.g. a snapshot's flush).
-pub fn encode_write(out: &mut Vec<u8>, origin: u64, seq: u64, e: &EffectRef<'_>) {
+pub(crate) fn encode_write(out: &mut Vec<u8>, origin: u64, seq: u64, e: &EffectRef<'_>) {
     with_room(out, write_bound(e), |p| put_write(p, origin, seq, e));
 }
 
@@ -218,7 +218,12 @@ pub fn encode_write(out: &mut Vec<u8>, origin: u64, seq: u64, e: &EffectRef<'_>)
 /// bound where it is shorter and otherwise left as it is (a writer thread
 /// keeps one: no zero-filling and truncating per record, issue 24); returns
 /// the record's length, `room[..len]`.
-pub fn encode_write_in(room: &mut Vec<u8>, origin: u64, seq: u64, e: &EffectRef<'_>) -> usize {
+pub(crate) fn encode_write_in(
+    room: &mut Vec<u8>,
+    origin: u64,
+    seq: u64,
+    e: &EffectRef<'_>,
+) -> usize {
     let bound = write_bound(e);
     if room.len() < bound {
         room.resize(bound, 0);
@@ -377,7 +382,7 @@ impl Put<'_> {
 /// The writes of a unit, gathered as they are made (the origin's writer
 /// thread buffers them from MULTI to EXEC), then stored as one record.
 #[derive(Default)]
-pub struct UnitBuilder {
+pub(crate) struct UnitBuilder {
     members: Vec<u8>,
     count: u64,
     db: usize,
@@ -388,18 +393,18 @@ pub struct UnitBuilder {
 }
 
 impl UnitBuilder {
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.count == 0
     }
 
     /// Forgets the writes gathered (a new unit starts).
-    pub fn clear(&mut self) {
+    pub(crate) fn clear(&mut self) {
         self.members.clear();
         self.count = 0;
     }
 
     /// Adds a write to the unit.
-    pub fn push(&mut self, e: &EffectRef<'_>) {
+    pub(crate) fn push(&mut self, e: &EffectRef<'_>) {
         if self.count == 0 {
             (self.db, self.first, self.last, self.newest) = (e.db, e.version, e.version, 0);
         }
@@ -417,7 +422,7 @@ impl UnitBuilder {
     }
 
     /// Appends the unit as one stored record: `origin`'s write number `seq`.
-    pub fn finish(&self, out: &mut Vec<u8>, origin: u64, seq: u64) {
+    pub(crate) fn finish(&self, out: &mut Vec<u8>, origin: u64, seq: u64) {
         frame(out, |out| {
             out.push(UNIT);
             out.extend_from_slice(&origin.to_le_bytes());
@@ -434,7 +439,7 @@ impl UnitBuilder {
 /// Appends a key's state as `origin` holds it: `(stamp, expire at)`, its
 /// DUMP payload (empty: absent) and, for a key that merges, its merge
 /// state (`keyspace/merge.rs`; empty: none, the field is left out).
-pub fn encode_state(
+pub(crate) fn encode_state(
     out: &mut Vec<u8>,
     origin: u64,
     db: usize,
@@ -458,7 +463,7 @@ pub fn encode_state(
 
 /// Appends a ping: `words` are what it tells the peers (stable.rs); it
 /// also keeps an idle link's timeout from firing.
-pub fn encode_ping(out: &mut Vec<u8>, words: &[&[u8]]) {
+pub(crate) fn encode_ping(out: &mut Vec<u8>, words: &[&[u8]]) {
     frame(out, |out| {
         out.push(PING);
         put_varint(out, words.len() as u64);
@@ -469,7 +474,7 @@ pub fn encode_ping(out: &mut Vec<u8>, words: &[&[u8]]) {
 }
 
 /// Appends `r` as stored (a forwarded record enters our stream so).
-pub fn encode_stored(out: &mut Vec<u8>, r: &Rec<'_>) {
+pub(crate) fn encode_stored(out: &mut Vec<u8>, r: &Rec<'_>) {
     frame(out, |out| {
         out.push(r.kind);
         if matches!(r.kind, WRITE | UNIT | STATE) {
@@ -486,7 +491,7 @@ pub fn encode_stored(out: &mut Vec<u8>, r: &Rec<'_>) {
 
 /// The first whole stored frame of `buf`: its body and its length with
 /// the length field.
-pub fn next_frame(buf: &[u8]) -> Option<(&[u8], usize)> {
+pub(crate) fn next_frame(buf: &[u8]) -> Option<(&[u8], usize)> {
     let len = u32::from_le_bytes(buf.get(..4)?.try_into().unwrap()) as usize;
     let body = buf.get(4..4 + len)?;
     Some((body, 4 + len))
@@ -494,7 +499,7 @@ pub fn next_frame(buf: &[u8]) -> Option<(&[u8], usize)> {
 
 /// The origin of a stored write, unit or state (the feed's filter reads
 /// only this).
-pub fn origin_of(body: &[u8]) -> Option<u64> {
+pub(crate) fn origin_of(body: &[u8]) -> Option<u64> {
     match body.first() {
         Some(&WRITE | &UNIT | &STATE) => Reader(&body[1..]).u64_le().ok(),
         _ => None,
@@ -502,7 +507,7 @@ pub fn origin_of(body: &[u8]) -> Option<u64> {
 }
 
 #[inline]
-pub fn decode_stored(body: &[u8]) -> Result<Rec<'_>, String> {
+pub(crate) fn decode_stored(body: &[u8]) -> Result<Rec<'_>, String> {
     let (&kind, rest) = body.split_first().ok_or("empty active record")?;
     let mut r = Reader(rest);
     let mut rec = Rec::bare(kind);
@@ -527,7 +532,7 @@ pub fn decode_stored(body: &[u8]) -> Result<Rec<'_>, String> {
 /// A write's tail: its bases (into `bases`, as versions), its fact (into
 /// `facts`, empty where it has none) and its argument spans within the
 /// returned slice (into `spans`).
-pub fn write_parts<'a>(
+pub(crate) fn write_parts<'a>(
     stamp: u64,
     tail: &'a [u8],
     (bases, facts): (&mut Vec<Base>, &mut Vec<Fact>),
@@ -585,7 +590,10 @@ pub fn write_parts<'a>(
 
 /// An argument list (a write's, a ping's): a count, then length-prefixed
 /// strings; their spans within the returned slice go into `spans`.
-pub fn argv_parts<'a>(tail: &'a [u8], spans: &mut Vec<Range<usize>>) -> Result<&'a [u8], String> {
+pub(crate) fn argv_parts<'a>(
+    tail: &'a [u8],
+    spans: &mut Vec<Range<usize>>,
+) -> Result<&'a [u8], String> {
     spans.clear();
     if tail.is_empty() {
         return Ok(tail); // a bare ping
@@ -605,7 +613,7 @@ pub fn argv_parts<'a>(tail: &'a [u8], spans: &mut Vec<Range<usize>>) -> Result<&
 }
 
 /// A state's tail: (expire at, key, payload).
-pub fn state_parts(tail: &[u8]) -> Result<(u64, &[u8], &[u8]), String> {
+pub(crate) fn state_parts(tail: &[u8]) -> Result<(u64, &[u8], &[u8]), String> {
     let mut r = Reader(tail);
     let at = r.varint()?;
     let key = r.bytes()?;
@@ -614,7 +622,7 @@ pub fn state_parts(tail: &[u8]) -> Result<(u64, &[u8], &[u8]), String> {
 }
 
 /// A state's merge state (empty: the key does not merge).
-pub fn state_merge(tail: &[u8]) -> Result<&[u8], String> {
+pub(crate) fn state_merge(tail: &[u8]) -> Result<&[u8], String> {
     let mut r = Reader(tail);
     r.varint()?;
     r.bytes()?;
@@ -628,7 +636,7 @@ pub fn state_merge(tail: &[u8]) -> Result<&[u8], String> {
 /// One write of a unit's tail: its database, stamp and write tail (for
 /// [`write_parts`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Member<'a> {
+pub(crate) struct Member<'a> {
     pub db: usize,
     pub stamp: u64,
     pub tail: &'a [u8],
@@ -636,7 +644,7 @@ pub struct Member<'a> {
 
 /// A unit's tail: its writes, in order (into `members`); `stamp` is the
 /// unit's.
-pub fn unit_parts<'a>(
+pub(crate) fn unit_parts<'a>(
     stamp: u64,
     tail: &'a [u8],
     members: &mut Vec<Member<'a>>,
@@ -697,7 +705,7 @@ fn code_kind(code: u8) -> Result<u8, String> {
 /// One side of a connection's record coding: what the previous record
 /// said, which the next one's header is written against. Both ends start
 /// from the feeding node's id and zeros at each connection.
-pub struct Coder {
+pub(crate) struct Coder {
     origin: u64,
     seq: u64,
     db: usize,
@@ -705,7 +713,7 @@ pub struct Coder {
 }
 
 impl Coder {
-    pub fn new(feeding_node: u64) -> Self {
+    pub(crate) fn new(feeding_node: u64) -> Self {
         Coder {
             origin: feeding_node,
             seq: 0,
@@ -715,7 +723,7 @@ impl Coder {
     }
 
     /// Appends `r` coded against the previous record.
-    pub fn put(&mut self, out: &mut Vec<u8>, r: &Rec<'_>) {
+    pub(crate) fn put(&mut self, out: &mut Vec<u8>, r: &Rec<'_>) {
         let flags_at = out.len();
         let mut flags = kind_code(r.kind);
         out.push(0);
@@ -745,7 +753,7 @@ impl Coder {
     }
 
     /// Reads the next record of `r`.
-    pub fn get<'a>(&mut self, r: &mut Reader<'a>) -> Result<Rec<'a>, String> {
+    pub(crate) fn get<'a>(&mut self, r: &mut Reader<'a>) -> Result<Rec<'a>, String> {
         let (&flags, rest) = r.0.split_first().ok_or("truncated active record")?;
         r.0 = rest;
         let kind = code_kind(flags & KIND_BITS)?;
@@ -773,7 +781,7 @@ impl Coder {
 }
 
 /// Starts a batch in `out`; returns where it starts (for [`end_batch`]).
-pub fn begin_batch(out: &mut Vec<u8>) -> usize {
+pub(crate) fn begin_batch(out: &mut Vec<u8>) -> usize {
     let start = out.len();
     out.push(BATCH);
     out.extend_from_slice(&[0; BATCH_HEADER - 1]);
@@ -781,7 +789,7 @@ pub fn begin_batch(out: &mut Vec<u8>) -> usize {
 }
 
 /// Ends the batch begun at `start`: the peer continues from `next` after it.
-pub fn end_batch(out: &mut [u8], start: usize, next: u64) {
+pub(crate) fn end_batch(out: &mut [u8], start: usize, next: u64) {
     let len = (out.len() - start - BATCH_HEADER) as u32;
     out[start + 1..start + 5].copy_from_slice(&len.to_le_bytes());
     out[start + 5..start + 13].copy_from_slice(&next.to_le_bytes());
@@ -796,7 +804,7 @@ fn batch_crc(len_next: &[u8], records: &[u8]) -> u32 {
 /// A whole batch at the start of `buf`, checked: Some((next, the records'
 /// range, the batch's length)); None until it has all arrived; an error
 /// when the bytes are damaged.
-pub fn next_batch(buf: &[u8]) -> Result<Option<(u64, Range<usize>, usize)>, String> {
+pub(crate) fn next_batch(buf: &[u8]) -> Result<Option<(u64, Range<usize>, usize)>, String> {
     if buf.first().is_some_and(|&b| b != BATCH) {
         return Err("damaged stream from the peer (not a batch)".into());
     }

@@ -43,7 +43,7 @@ use crate::core::client::{FromOrigin, PeerRequest};
 use crate::keyspace::hlc::{make_stamp, stamp_ms, stamp_node};
 
 /// The aux field (and AOF annotation) holding one link's position.
-pub const AUX_LINK: &str = "lattice-link";
+pub(crate) const AUX_LINK: &str = "lattice-link";
 
 /// The aux field (and AOF annotation at a new base) holding the sequence
 /// number of our last record, so that a restart numbers on above it even
@@ -51,7 +51,7 @@ pub const AUX_LINK: &str = "lattice-link";
 /// start at the start time; peers forward only what passes the highest
 /// they saw of us, `Active::first_sight`: simulator seed 1500, a clock
 /// 12 s ahead at the first start and back at the restart).
-pub const AUX_SEQ: &str = "lattice-seq";
+pub(crate) const AUX_SEQ: &str = "lattice-seq";
 
 /// How far before the newest stamp loaded our lost writes may be stamped:
 /// a write stamped just before another can reach the AOF just after it.
@@ -120,7 +120,7 @@ impl SavedLink {
 
 /// The aux fields of every settled link (at a snapshot's cut); `slot` is
 /// the one our stamps carry.
-pub fn aux_fields(active: &Active, slot: u64) -> Vec<(String, String)> {
+pub(crate) fn aux_fields(active: &Active, slot: u64) -> Vec<(String, String)> {
     let mut aux: Vec<_> = (active.links.lock().iter())
         .filter_map(|l| l.position(slot))
         .map(|p| (AUX_LINK.to_string(), p.encode()))
@@ -131,7 +131,7 @@ pub fn aux_fields(active: &Active, slot: u64) -> Vec<(String, String)> {
 
 /// The AOF's annotations: every settled link's position if `all` (a new
 /// base), else those that changed since they were last noted.
-pub fn aof_notes(active: &Active, slot: u64, all: bool) -> Vec<(String, String)> {
+pub(crate) fn aof_notes(active: &Active, slot: u64, all: bool) -> Vec<(String, String)> {
     let links = active.links.lock();
     let mut notes = Vec::new();
     for l in links.iter() {
@@ -169,7 +169,7 @@ pub struct Loaded {
 /// resuming our stream gets whatever its stamp (simulator seed 21491: a
 /// chain whose middle node restarted, its expired key's tombstone never
 /// reached the far end).
-pub fn note_load_deletions(active: &Active, stamps: Vec<u64>) {
+pub(crate) fn note_load_deletions(active: &Active, stamps: Vec<u64>) {
     if stamps.is_empty() {
         return;
     }
@@ -178,14 +178,14 @@ pub fn note_load_deletions(active: &Active, stamps: Vec<u64>) {
 }
 
 /// At start, after loading: the stamp floor our writes since follow.
-pub fn note_start(active: &Active, floor: u64) {
+pub(crate) fn note_start(active: &Active, floor: u64) {
     active.saved_links.lock().start_floor = Some(floor);
 }
 
 /// After loading: the positions the data holds (the last one per host and
 /// port wins: the AOF notes each change), for the links `start` creates;
 /// `floor` is the stamp floor the load left.
-pub fn restore(active: &Active, aux: &[(Vec<u8>, Vec<u8>)], floor: u64) {
+pub(crate) fn restore(active: &Active, aux: &[(Vec<u8>, Vec<u8>)], floor: u64) {
     let mut loaded = active.saved_links.lock();
     loaded.lost_since = lost_writes_since(floor);
     for (_, v) in aux.iter().filter(|(k, _)| k == AUX_SEQ.as_bytes()) {
@@ -210,7 +210,7 @@ pub fn restore(active: &Active, aux: &[(Vec<u8>, Vec<u8>)], floor: u64) {
 /// The loaded position of the link to `host:port`, taken (each is used
 /// once, by the link created at start), and the stamp from which the peer
 /// must send back our keys.
-pub fn take(active: &Active, host: &str, port: u16) -> Option<(SavedLink, u64)> {
+pub(crate) fn take(active: &Active, host: &str, port: u16) -> Option<(SavedLink, u64)> {
     let mut loaded = active.saved_links.lock();
     let links = &mut loaded.links;
     let i = links
@@ -223,7 +223,7 @@ pub fn take(active: &Active, host: &str, port: u16) -> Option<(SavedLink, u64)> 
 /// first: those stamped with a slot of `since` at or after its stamp, and
 /// with `others_but`, those of every slot neither in `since` nor in it.
 #[derive(Clone, Debug, Default)]
-pub struct KeyFilter {
+pub(crate) struct KeyFilter {
     pub since: Vec<(u64, u64)>,
     pub others_but: Option<HashSet<u64>>,
     /// Stamps sent whatever `since` says (`Loaded::deleted_at_load`).
@@ -232,7 +232,7 @@ pub struct KeyFilter {
 
 impl KeyFilter {
     /// Keys stamped with `slot` at or after `since`, only.
-    pub fn slot_since(slot: u64, since: u64) -> KeyFilter {
+    pub(crate) fn slot_since(slot: u64, since: u64) -> KeyFilter {
         KeyFilter {
             since: vec![(slot, since)],
             ..KeyFilter::default()
@@ -240,7 +240,7 @@ impl KeyFilter {
     }
 
     /// Whether a key (or a flush) stamped `stamp` is sent.
-    pub fn wants(&self, stamp: u64) -> bool {
+    pub(crate) fn wants(&self, stamp: u64) -> bool {
         if self.exact.contains(&stamp) {
             return true;
         }
@@ -268,7 +268,11 @@ impl KeyFilter {
 /// address (our id differs), or applied none of our writes since its last
 /// snapshot of us. `me`: our node id and slot. With `SINCE` (it restarted
 /// too), its own keys it may have lost as well.
-pub fn origin_filter(active: &Active, me: (u64, u64), req: &PeerRequest) -> Option<KeyFilter> {
+pub(crate) fn origin_filter(
+    active: &Active,
+    me: (u64, u64),
+    req: &PeerRequest,
+) -> Option<KeyFilter> {
     let from = req.from_origin.as_ref()?;
     if from.node_id != me.0 || from.stamp == 0 {
         return None;
@@ -297,7 +301,7 @@ pub fn origin_filter(active: &Active, me: (u64, u64), req: &PeerRequest) -> Opti
 
 /// `FROM-ORIGIN`'s three arguments: the peer's node id, the stamp, and
 /// the slots we hear directly (comma-separated; `-`: none).
-pub fn from_origin_args(from: &FromOrigin) -> [String; 3] {
+pub(crate) fn from_origin_args(from: &FromOrigin) -> [String; 3] {
     let slots: Vec<String> = from.direct_slots.iter().map(u64::to_string).collect();
     [
         format!("{:016x}", from.node_id),
@@ -311,7 +315,7 @@ pub fn from_origin_args(from: &FromOrigin) -> [String; 3] {
 }
 
 /// Parses [`from_origin_args`]' form; None if malformed.
-pub fn parse_from_origin(id: &[u8], stamp: &[u8], slots: &[u8]) -> Option<FromOrigin> {
+pub(crate) fn parse_from_origin(id: &[u8], stamp: &[u8], slots: &[u8]) -> Option<FromOrigin> {
     let text = |b| std::str::from_utf8(b).ok();
     let slots = text(slots)?;
     let direct_slots = match slots {

@@ -128,7 +128,7 @@ fn parse_peer_tail(args: &Args) -> Result<PeerTail, CmdError> {
 /// LATTICE.PEER <node id (hex)> <slot> <stream id | ?> <offset> [<node id
 /// it pulls from> ...] [SINCE <stamp> <slot>] [FROM-ORIGIN <our node id>
 /// <stamp> <slots>].
-pub fn peer_cmd(ctx: &mut Ctx, args: Args, host: &dyn Host) -> CmdResult {
+pub(crate) fn peer_cmd(ctx: &mut Ctx, args: Args, host: &dyn Host) -> CmdResult {
     let req = peer_request(args, host)?;
     if ctx.client.shared.is_none() {
         return Err(CmdError::err("LATTICE.PEER needs a connection"));
@@ -180,7 +180,7 @@ pub fn peer_request(args: Args, host: &dyn Host) -> Result<PeerRequest, CmdError
 /// thread of its own with a blocking duplicate of the socket (the worker
 /// closes its own fd when it returns), and the connection's TLS session
 /// if it came to the TLS port.
-pub fn hand_off(
+pub(crate) fn hand_off(
     host: &HostRef,
     fd: RawFd,
     leftover: &[u8],
@@ -854,7 +854,7 @@ fn merge_states_now(g: &mut crate::keyspace::Shard, ks: &crate::keyspace::Keyspa
 }
 
 /// INFO: the peers reading our stream.
-pub fn feed_fields(active: &Active) -> Fields {
+pub(crate) fn feed_fields(active: &Active) -> Fields {
     let end = active.stream.end();
     let mut f = Fields::new();
     for (i, feed) in active.feeds.lock().iter().enumerate() {

@@ -48,7 +48,7 @@ use crate::protocol::Args;
 
 /// How long a command may take between its stamp and its record entering
 /// the stream: a PING's own bound is this far behind the stamp clock.
-pub const STAMP_MARGIN_MS: u64 = 2000;
+pub(crate) const STAMP_MARGIN_MS: u64 = 2000;
 
 /// What a link's peer said in its last PING.
 struct Bounds {

@@ -12,7 +12,7 @@ use crate::protocol::Args;
 use crate::replication::host::{self, Host};
 use crate::{log_notice, log_warning};
 
-pub fn psync<H: Host>(ctx: &mut Ctx, args: Args) -> CmdResult {
+pub(crate) fn psync<H: Host>(ctx: &mut Ctx, args: Args) -> CmdResult {
     let offset = crate::commands::util::arg_i64(args.get(2)).inspect_err(|_| {
         let conf = ctx.client.replconf.as_deref().cloned().unwrap_or_default();
         let ip = conf.ip.clone().or_else(|| {
@@ -63,12 +63,12 @@ fn catch_up_before_promotion<H: Host>(srv: &H, offset: i64) {
 }
 
 /// LATTICE.PEER: an active peer asks for our stream (`active/serve.rs`).
-pub fn lattice_peer<H: Host>(ctx: &mut Ctx, args: Args) -> CmdResult {
+pub(crate) fn lattice_peer<H: Host>(ctx: &mut Ctx, args: Args) -> CmdResult {
     let host = host::of::<H>(ctx).peer_host();
     crate::replication::active::serve::peer_cmd(ctx, args, &*host)
 }
 
-pub fn sync<H: Host>(ctx: &mut Ctx, _args: Args) -> CmdResult {
+pub(crate) fn sync<H: Host>(ctx: &mut Ctx, _args: Args) -> CmdResult {
     request_sync::<H>(ctx, false, "?".into(), -1)
 }
 
@@ -92,7 +92,7 @@ fn request_sync<H: Host>(ctx: &mut Ctx, psync: bool, replid: String, offset: i64
 
 /// REPLCONF <option> <value> ...: listening-port, ip-address, capa, ack,
 /// getack (on a replica, from its master), rdb-only and the like.
-pub fn replconf(ctx: &mut Ctx, args: Args) -> CmdResult {
+pub(crate) fn replconf(ctx: &mut Ctx, args: Args) -> CmdResult {
     if args.len().is_multiple_of(2) {
         return Err(CmdError::Syntax);
     }

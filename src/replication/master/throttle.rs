@@ -23,7 +23,7 @@ thread_local! {
 /// is dropped after `repl-timeout` (see `feed`), or once it falls out of
 /// the hard limit, and full-syncs. `repl-lag-policy spill` (the default)
 /// keeps its bytes on disk instead and never makes writers wait.
-pub fn throttle(m: &MasterSide, b: &Backlog) -> Option<Duration> {
+pub(crate) fn throttle(m: &MasterSide, b: &Backlog) -> Option<Duration> {
     if !WROTE.with(|w| w.replace(false)) {
         return None;
     }

@@ -28,7 +28,7 @@ fn wait_deadline(ctx: &Ctx, arg: &[u8]) -> Result<u64, CmdError> {
 /// WAIT numreplicas timeout: how many replicas acknowledged every write
 /// this server made so far (this client's included), waiting up to
 /// `timeout` ms (0: forever) for `numreplicas` of them.
-pub fn wait<H: Host>(ctx: &mut Ctx, args: Args) -> CmdResult {
+pub(crate) fn wait<H: Host>(ctx: &mut Ctx, args: Args) -> CmdResult {
     let replicas = crate::commands::util::arg_i64(args.get(1))?;
     let deadline_ms = wait_deadline(ctx, args.get(2))?;
     let srv = host::of::<H>(ctx);
@@ -56,7 +56,7 @@ pub fn wait<H: Host>(ctx: &mut Ctx, args: Args) -> CmdResult {
 }
 
 /// Waits for `w` and writes its reply into `out`.
-pub async fn answer_wait<H: Host>(
+pub(crate) async fn answer_wait<H: Host>(
     srv: &H,
     w: ReplWait,
     kill: &tokio::sync::Notify,
@@ -88,7 +88,11 @@ pub(crate) fn request_acks<H: Host>(srv: &H) {
 
 /// Waits until `w.replicas` replicas acknowledged `w.offset`, the deadline
 /// passes or the client is killed; returns how many did.
-pub async fn wait_acks<H: Host>(srv: &H, w: WaitRequest, kill: &tokio::sync::Notify) -> usize {
+pub(super) async fn wait_acks<H: Host>(
+    srv: &H,
+    w: WaitRequest,
+    kill: &tokio::sync::Notify,
+) -> usize {
     let master = &srv.repl().master;
     // Active peers acknowledge on their own (no notify): poll them often.
     let step = if srv.core().active { 5 } else { 100 };
@@ -116,7 +120,7 @@ pub async fn wait_acks<H: Host>(srv: &H, w: WaitRequest, kill: &tokio::sync::Not
 /// client's writes are fsynced to our AOF (numlocal 1) and to the AOF of
 /// `numreplicas` replicas (their REPLCONF ACK ... FACK offsets); replies
 /// [local fsynced 0|1, replicas that fsynced].
-pub fn waitaof<H: Host>(ctx: &mut Ctx, args: Args) -> CmdResult {
+pub(crate) fn waitaof<H: Host>(ctx: &mut Ctx, args: Args) -> CmdResult {
     let numlocal = crate::commands::util::arg_i64(args.get(1))?;
     let numreplicas = crate::commands::util::arg_i64(args.get(2))?;
     let deadline_ms = wait_deadline(ctx, args.get(3))?;
@@ -153,7 +157,7 @@ pub fn waitaof<H: Host>(ctx: &mut Ctx, args: Args) -> CmdResult {
 }
 
 /// Waits for a WAITAOF's fsyncs; returns (local fsynced, replicas fsynced).
-pub async fn waitaof_acks<H: Host>(
+pub(super) async fn waitaof_acks<H: Host>(
     srv: &H,
     w: WaitAof,
     kill: &tokio::sync::Notify,

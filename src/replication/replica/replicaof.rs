@@ -16,12 +16,12 @@ use crate::{log_notice, log_warning};
 
 /// REPLCONF GETACK from a client other than our master link: nothing to do
 /// (the link answers its master's GETACK itself).
-pub fn getack(_ctx: &mut Ctx) -> CmdResult {
+pub(crate) fn getack(_ctx: &mut Ctx) -> CmdResult {
     Ok(())
 }
 
 /// REPLICAOF host port | NO ONE (and SLAVEOF).
-pub fn replicaof<H: Host>(ctx: &mut Ctx, args: Args) -> CmdResult {
+pub(crate) fn replicaof<H: Host>(ctx: &mut Ctx, args: Args) -> CmdResult {
     let srv = host::of::<H>(ctx);
     if ctx.core.active {
         let host = srv.peer_host();
@@ -51,7 +51,7 @@ pub fn replicaof<H: Host>(ctx: &mut Ctx, args: Args) -> CmdResult {
 }
 
 /// The `replicaof` directive at start-up ("host port").
-pub fn start_from_config<H: Host>(srv: &Arc<H>) {
+pub(crate) fn start_from_config<H: Host>(srv: &Arc<H>) {
     let v = srv.config.read().get_str("replicaof");
     // Several lines: the last one wins, as in Redis.
     if let Some((h, p)) = crate::config::directives::replicaof_pairs(&v).pop() {

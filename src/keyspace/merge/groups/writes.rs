@@ -23,12 +23,12 @@ use crate::keyspace::stream_groups::Group;
 
 /// Whether XCLAIM's and XAUTOCLAIM's claims travel as facts (DECISIONS
 /// 254; a switch for bisecting: off, their peers ask for the key's state).
-pub const CLAIM_FACTS: bool = true;
+pub(crate) const CLAIM_FACTS: bool = true;
 
 /// Whether XGROUP CREATE (of a present stream), CREATECONSUMER,
 /// DELCONSUMER, SETID and DESTROY travel as facts (DECISIONS 255; a switch
 /// as [`CLAIM_FACTS`]).
-pub const XGROUP_FACTS: bool = true;
+pub(crate) const XGROUP_FACTS: bool = true;
 
 /// A claim's fact, on the first of its records (`XCLAIM key group
 /// consumer 0 id TIME t RETRYCOUNT n FORCE JUSTID LASTID last`, one per
@@ -39,7 +39,7 @@ pub const XGROUP_FACTS: bool = true;
 /// entry held, `DROP i, dot` (none: a FORCE claim of an entry not
 /// pending); `ADD i, s` for a record whose entry was gone at the origin.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct ClaimTold {
+pub(crate) struct ClaimTold {
     pub prev: u64,
     pub inc: u64,
     pub consumer: u64,
@@ -49,7 +49,7 @@ pub struct ClaimTold {
 }
 
 impl ClaimTold {
-    pub fn encode(&self, facts: &mut Vec<Fact>) {
+    pub(crate) fn encode(&self, facts: &mut Vec<Fact>) {
         facts.extend([
             (kind_at(PREV, 1), self.prev),
             (kind_at(RESET, 1), self.inc),
@@ -61,7 +61,7 @@ impl ClaimTold {
     }
 
     /// None where `facts` are not a claim's (a read's carry `RESET 0`).
-    pub fn decode(facts: &[Fact]) -> Option<ClaimTold> {
+    pub(crate) fn decode(facts: &[Fact]) -> Option<ClaimTold> {
         let mut told = ClaimTold::default();
         let mut have = 0;
         for &(e, v) in facts {
@@ -90,7 +90,7 @@ impl ClaimTold {
 /// A claim as its records say it: per record the entry's ID, and the
 /// claimant (the consumer of the records whose entries were here) and the
 /// records' LASTID.
-pub struct Claim<'a> {
+pub(crate) struct Claim<'a> {
     pub consumer: Option<&'a [u8]>,
     pub ids: Vec<StreamId>,
     pub last: StreamId,
@@ -120,7 +120,7 @@ fn consumer_as_told(
 /// pending here (acknowledged here: the claim, unseen by that XACK, makes
 /// it pending again as a join keeps its dot); an entry the origin made
 /// pending (FORCE, no dot named) pending nowhere here.
-pub fn check_claim(
+pub(crate) fn check_claim(
     (g, m): (&Group, &GroupMeta),
     cc: &Context,
     told: &ClaimTold,
@@ -160,7 +160,7 @@ pub fn check_claim(
 
 /// Whether XGROUP CREATE ... MKSTREAM of a missing key travels as a fact
 /// (DECISIONS 286); off, its peers ask for the stream's state.
-pub const MKSTREAM_FACTS: bool = true;
+pub(crate) const MKSTREAM_FACTS: bool = true;
 
 /// An XGROUP subcommand's fact (DECISIONS 255), on its record: `PREV 1,
 /// s` and per subcommand
@@ -177,7 +177,7 @@ pub const MKSTREAM_FACTS: bool = true;
 ///   the last ID and entries-read set;
 /// - DESTROY: `DROP 0, dot` per CREATE dot of the group.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct XgroupTold {
+pub(crate) struct XgroupTold {
     pub prev: u64,
     pub resets: [Option<u64>; 4],
     pub words: [Option<u64>; 5],
@@ -185,7 +185,7 @@ pub struct XgroupTold {
 }
 
 impl XgroupTold {
-    pub fn encode(&self, facts: &mut Vec<Fact>) {
+    pub(crate) fn encode(&self, facts: &mut Vec<Fact>) {
         facts.push((kind_at(PREV, 1), self.prev));
         for (i, r) in self.resets.iter().enumerate() {
             facts.extend(r.map(|r| (kind_at(RESET, i as u32), r)));
@@ -196,7 +196,7 @@ impl XgroupTold {
         facts.extend(self.drops.iter().map(|&d| (kind_at(DROP, 0), d)));
     }
 
-    pub fn decode(facts: &[Fact]) -> Option<XgroupTold> {
+    pub(crate) fn decode(facts: &[Fact]) -> Option<XgroupTold> {
         let mut told = XgroupTold::default();
         for &(e, v) in facts {
             let i = (e >> SHIFT) as usize;
@@ -212,7 +212,7 @@ impl XgroupTold {
     }
 
     /// The last ID and entries-read it carries (CREATE, SETID).
-    pub fn register(&self) -> Option<(StreamId, i64)> {
+    pub(crate) fn register(&self) -> Option<(StreamId, i64)> {
         let [Some(ms), Some(seq), Some(read), ..] = self.words else {
             return None;
         };
@@ -220,7 +220,7 @@ impl XgroupTold {
     }
 
     /// Told with a last ID and entries-read.
-    pub fn with_register(mut self, (id, read): (StreamId, i64)) -> XgroupTold {
+    pub(crate) fn with_register(mut self, (id, read): (StreamId, i64)) -> XgroupTold {
         self.words[..3].copy_from_slice(&[Some(id.ms), Some(id.seq), Some(read as u64)]);
         self
     }
@@ -228,7 +228,7 @@ impl XgroupTold {
 
 /// The SETID fact of a group whose state was `m` before and whose value is
 /// `g` after a SETID stamped `stamp` (its reset after as the note gives it).
-pub fn setid_told(m: &GroupMeta, g: &Group, (prev, stamp): (u64, u64)) -> XgroupTold {
+pub(crate) fn setid_told(m: &GroupMeta, g: &Group, (prev, stamp): (u64, u64)) -> XgroupTold {
     let mut after = m.clone();
     after.note(g, stamp);
     let mut told = XgroupTold {
@@ -248,7 +248,7 @@ pub fn setid_told(m: &GroupMeta, g: &Group, (prev, stamp): (u64, u64)) -> Xgroup
 /// before, and either the origin's SETID was a reset (it wins over what
 /// moved here, as in a join) or the register here is the origin's before
 /// (its moved dot: a read here at once is a join's, DECISIONS 257).
-pub fn check_setid(m: &GroupMeta, told: &XgroupTold) -> bool {
+pub(crate) fn check_setid(m: &GroupMeta, told: &XgroupTold) -> bool {
     let ([Some(before), Some(inc), Some(moved), Some(after)], Some(_)) =
         (told.resets, told.register())
     else {
@@ -261,7 +261,11 @@ pub fn check_setid(m: &GroupMeta, told: &XgroupTold) -> bool {
 /// Whether a CREATECONSUMER's fact applies here: the same incarnation and
 /// the consumer made nowhere here (one made here at once: the join keeps
 /// both dots' latest, which the replay, a no-op here, would not).
-pub fn check_createconsumer((g, m): (&Group, &GroupMeta), told: &XgroupTold, name: &[u8]) -> bool {
+pub(crate) fn check_createconsumer(
+    (g, m): (&Group, &GroupMeta),
+    told: &XgroupTold,
+    name: &[u8],
+) -> bool {
     told.resets[1] == Some(m.incarnation())
         && !g.consumers.contains_key(name)
         && !m.consumers.contains_key(name)
@@ -271,7 +275,7 @@ pub fn check_createconsumer((g, m): (&Group, &GroupMeta), told: &XgroupTold, nam
 /// DELCONSUMER here too), or here with the dot the origin removed and
 /// owning only pending entries whose dots the fact names (a delivery or
 /// claim here it had not seen survives, and its consumer with it).
-pub fn check_delconsumer(
+pub(crate) fn check_delconsumer(
     (g, m): (&Group, &GroupMeta),
     cc: &Context,
     told: &XgroupTold,
@@ -291,7 +295,7 @@ pub fn check_delconsumer(
 /// Whether a DESTROY's fact applies here: every CREATE dot of the group
 /// here is one the origin removed (a CREATE here it had not seen keeps
 /// the group), or the group is gone here too.
-pub fn check_destroy(m: Option<&GroupMeta>, cc: &Context, told: &XgroupTold) -> bool {
+pub(crate) fn check_destroy(m: Option<&GroupMeta>, cc: &Context, told: &XgroupTold) -> bool {
     m.is_none_or(|m| {
         m.dots
             .iter()
@@ -303,7 +307,7 @@ pub fn check_destroy(m: Option<&GroupMeta>, cc: &Context, told: &XgroupTold) -> 
 /// claimant `consumer` (seen at `seen` after, 0: not touched), and per
 /// record its entry's ID and whether that entry was gone. None where a
 /// pending entry it replaced holds no dot (its peers then ask).
-pub fn claim_told(
+pub(crate) fn claim_told(
     m: &GroupMeta,
     (consumer, seen): (&[u8], i64),
     records: &[(StreamId, bool)],

@@ -241,7 +241,7 @@ struct Ask {
 }
 
 /// Starts pulling from `host:port`, unless we already do.
-pub fn add_peer(node: &HostRef, host: String, port: u16) -> bool {
+pub(crate) fn add_peer(node: &HostRef, host: String, port: u16) -> bool {
     let Some(st) = new_link(node, host, port) else {
         return false;
     };
@@ -303,7 +303,7 @@ pub fn new_link(node: &HostRef, host: String, port: u16) -> Option<Arc<LinkState
 }
 
 /// Stops pulling from every peer (REPLICAOF NO ONE).
-pub fn drop_all(active: &Active) {
+pub(crate) fn drop_all(active: &Active) {
     for l in active.links.lock().drain(..) {
         l.stop();
     }
@@ -311,7 +311,7 @@ pub fn drop_all(active: &Active) {
 
 /// Stops pulling from every peer but `host:port` (REPLICAOF without
 /// multi-master: the new peer replaces the old).
-pub fn keep_only(active: &Active, host: &str, port: u16) {
+pub(crate) fn keep_only(active: &Active, host: &str, port: u16) {
     active.links.lock().retain(|l| {
         let keep = l.host == host && l.port == port;
         if !keep {
@@ -407,7 +407,7 @@ fn direct_ids(active: &Active, st: &LinkState) -> Vec<String> {
 /// REPLICAOF on an active node: `NO ONE` stops pulling from every peer;
 /// `host port` adds a peer under `multi-master`, else replaces the peer.
 /// The node stays writable and keeps its data (KeyDB's behaviour).
-pub fn replicaof(
+pub(crate) fn replicaof(
     ctx: &mut crate::commands::Ctx,
     args: Args,
     node: &HostRef,
