@@ -475,7 +475,7 @@ fn execute(ctx: &mut Ctx, vm: &vm::Vm, s: &Script, run: &Run) -> CmdResult {
 struct Bound<'c, 'a> {
     ctx: &'c std::cell::RefCell<&'c mut Ctx<'a>>,
     script: &'c Script<'c>,
-    /// KEYS and ARGV (a function's keys and arguments), for `priv.c_args`.
+    /// KEYS and ARGV (a function's keys and arguments), for `stack::push_args`.
     keys: &'c [&'c [u8]],
     argv: &'c [&'c [u8]],
 }
@@ -534,7 +534,8 @@ pub(crate) fn bound_acl_check(lua: &mlua::Lua) -> mlua::Result<mlua::Function> {
     })
 }
 
-/// Calls the script through the prelude's `run` (xpcall with Redis's error
+/// Calls the script through its run closure (`stack::run_script` or
+/// `run_function`: one lua_pcall under Redis's error
 /// handler) with `redis.call` bound to `ctx` for the call's duration.
 fn call_with(
     ctx: &mut Ctx,
@@ -550,8 +551,8 @@ fn call_with(
         argv: run.argv,
     };
     let _guard = BoundGuard(BOUND.with(|b| b.replace(&bound as *const Bound as *const ())));
-    // The prelude's run and run_function reset the run's modes, take the
-    // keys and arguments (`priv.c_args`; KEYS and ARGV for EVAL) and call
+    // `stack::run_script` and `run_function` reset the run's modes, take the
+    // keys and arguments (`stack::push_args`; KEYS and ARGV for EVAL) and call
     // the script under Redis's error handler.
     let go = if run.function { &vm.run.1 } else { &vm.run.0 };
     let r = go.call::<(bool, mlua::Value, u8)>(run.f);

@@ -23,7 +23,8 @@ pub(crate) struct Vm {
     owner: (usize, u64),
     /// This state's memory as last added to `LUA_MEMORY`.
     counted: usize,
-    /// The prelude's `run` and `run_function`.
+    /// The runs of EVAL scripts and FUNCTIONs (`stack::run_script`,
+    /// `stack::run_function`).
     pub(crate) run: (Function, Function),
     /// FCALL's lookups, by the name argument as spelled, made at the
     /// function directory's generation `found_gen` (`Functions::generation`):
@@ -201,10 +202,6 @@ impl Vm {
             "c_pcall",
             with_env(&lua, super::stack::redis_pcall, &modes)?,
         )?;
-        // SAFETY: `script_args` pushes two tables (see it).
-        private.set("c_args", unsafe {
-            lua.create_c_function(super::stack::script_args)
-        }?)?;
         lua.load(include_str!("prelude.lua"))
             .set_name("=prelude")
             .call::<()>(private.clone())?;
@@ -214,9 +211,17 @@ impl Vm {
             mlua::HookTriggers::new().every_nth_instruction(100_000),
             count_hook,
         );
+        let g: Table = private.raw_get("G")?;
+        let env_seen: Table = private.raw_get("env_seen")?;
+        let globals = [
+            mlua::Value::Table(g),
+            mlua::Value::Table(env_seen),
+            mlua::Value::String(lua.create_string("KEYS")?),
+            mlua::Value::String(lua.create_string("ARGV")?),
+        ];
         let run = (
-            private.raw_get("run")?,
-            run_function(&lua, &private, &modes)?,
+            run_closure(&lua, super::stack::run_script, &private, &modes, &globals)?,
+            run_closure(&lua, super::stack::run_function, &private, &modes, &[])?,
         );
         Ok(Vm {
             lua,
@@ -605,18 +610,35 @@ fn global_is_mimalloc() -> bool {
     })
 }
 
-/// `stack::run_function` with its upvalues (the prelude's error handler,
-/// the private table, "killed") and the run's modes as its environment.
-fn run_function(lua: &Lua, private: &Table, modes: &Table) -> mlua::Result<Function> {
+/// A run's C closure (`stack::run_function` or `stack::run_script`) with
+/// its upvalues: the prelude's error handler, the private table, "killed",
+/// then `more`; and the run's modes as its environment.
+fn run_closure(
+    lua: &Lua,
+    f: mlua::lua_CFunction,
+    private: &Table,
+    modes: &Table,
+    more: &[mlua::Value],
+) -> mlua::Result<Function> {
     let handler: Function = private.raw_get("handler")?;
-    // SAFETY: the closure runs with modes, handler, private at 1..=3;
-    // lua_pushcclosure takes 2..=4 as the upvalues, leaving modes and the
-    // function; lua_setfenv on a C function always succeeds; only the
-    // function is left. `run_function` reads what this sets up.
+    let n = 3 + more.len() as std::ffi::c_int;
+    let mut args = mlua::MultiValue::new();
+    for v in [
+        mlua::Value::Table(modes.clone()),
+        mlua::Value::Function(handler),
+        mlua::Value::Table(private.clone()),
+        mlua::Value::String(lua.create_string("killed")?),
+    ] {
+        args.push_back(v);
+    }
+    args.extend(more.iter().cloned());
+    // SAFETY: the closure runs with modes at 1 and the upvalues at
+    // 2..=n+1; lua_pushcclosure takes them, leaving modes and the function;
+    // lua_setfenv on a C function always succeeds; only the function is
+    // left. `stack`'s run functions read what this sets up.
     unsafe {
-        lua.exec_raw((modes, handler, private), |state| {
-            mlua::ffi::lua_pushstring(state, c"killed".as_ptr());
-            mlua::ffi::lua_pushcclosure(state, super::stack::run_function, 3);
+        lua.exec_raw(args, |state| {
+            mlua::ffi::lua_pushcclosure(state, f, n);
             mlua::ffi::lua_pushvalue(state, 1);
             mlua::ffi::lua_setfenv(state, -2);
             mlua::ffi::lua_remove(state, 1);
