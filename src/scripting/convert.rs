@@ -340,25 +340,6 @@ unsafe fn coerced_field(l: *mut lua_State, t: c_int, key: &CStr) -> Option<Vec<u
     }
 }
 
-/// The message of a run closure's own failure (an error outside the
-/// script's protected call: memory), as mlua wrote it.
-///
-/// # Safety
-/// `l` is valid with the error value on top (`status` its code).
-pub(super) unsafe fn run_error(l: *mut lua_State, status: c_int) -> String {
-    // SAFETY: the contract; a string is copied while on the stack.
-    let msg = unsafe {
-        match ffi::lua_type(l, -1) {
-            ffi::LUA_TSTRING => String::from_utf8_lossy(bytes(l, -1)).into_owned(),
-            _ => "unknown error".into(),
-        }
-    };
-    match status {
-        ffi::LUA_ERRMEM => format!("memory error: {msg}"),
-        _ => format!("runtime error: {msg}"),
-    }
-}
-
 /// An error's text as a reply line: no leading '-', no line breaks.
 pub(super) fn error_line(msg: &str) -> String {
     msg.strip_prefix('-')

@@ -545,19 +545,19 @@ fn call_with(
     // SAFETY: `l` is the state's main thread, not running anything (no
     // script nests: EVAL and FCALL are refused inside one), so its stack
     // is mlua's between calls, with LUA_MINSTACK free slots: the two
-    // registry reads push without growing it. The protected call leaves
-    // its three results (lua_pcall pads with nil) or one error above
-    // `top`; `Results` pops them, also on unwinding (`resume_panic`).
+    // registry reads push without growing it. The run closure calls the
+    // script under its own lua_pcall; outside it, it only makes tables
+    // and strings and sets table fields, whose one error (out of memory)
+    // is not caught here, as in Redis (unprotected, Lua ends the process,
+    // as Rust does on an allocation failure). It leaves its three results
+    // above `top`; `Results` pops them, also on unwinding (`resume_panic`).
     unsafe {
         let top = mlua::ffi::lua_gettop(l);
         let results = convert::Results { l, top };
         mlua::ffi::lua_rawgeti(l, mlua::ffi::LUA_REGISTRYINDEX, go.id().into());
         mlua::ffi::lua_rawgeti(l, mlua::ffi::LUA_REGISTRYINDEX, run.f.into());
-        let status = mlua::ffi::lua_pcall(l, 1, 3, 0);
+        mlua::ffi::lua_call(l, 1, 3);
         stack::resume_panic();
-        if status != 0 {
-            return Err(CmdError::err(convert::run_error(l, status)));
-        }
         Ok(results)
     }
 }
