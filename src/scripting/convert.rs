@@ -54,7 +54,11 @@ impl Results {
         // contract), so these are valid absolute indices.
         unsafe {
             let l = self.l;
-            let resp = if ffi::lua_tonumber(l, resp) == 3.0 { 3 } else { 2 };
+            let resp = if ffi::lua_tonumber(l, resp) == 3.0 {
+                3
+            } else {
+                2
+            };
             if ffi::lua_toboolean(l, ok) == 0 {
                 return Err(failure(l, value, name));
             }
@@ -333,8 +337,7 @@ unsafe fn coerced_field(l: *mut lua_State, t: c_int, key: &CStr) -> Option<Vec<u
     // number becomes a string in place), which is popped after the copy.
     unsafe {
         let ty = field(l, t, key);
-        let s = (ty == ffi::LUA_TSTRING || ty == ffi::LUA_TNUMBER)
-            .then(|| bytes(l, -1).to_vec());
+        let s = (ty == ffi::LUA_TSTRING || ty == ffi::LUA_TNUMBER).then(|| bytes(l, -1).to_vec());
         ffi::lua_settop(l, -2);
         s
     }
