@@ -448,11 +448,10 @@ fn execute(ctx: &mut Ctx, vm: &vm::Vm, s: &Script, run: &Run) -> CmdResult {
             ctx.core.blocking.signal(db, &key);
         }
     }
-    let results = result?;
     if s.widen.get() {
         return Ok(());
     }
-    results.reply(ctx.out, run.name)
+    result.reply(ctx.out, run.name)
 }
 
 /// What `redis.call` and `redis.acl_check_cmd` act on while a script runs:
@@ -526,12 +525,7 @@ pub(crate) fn bound_acl_check(lua: &mlua::Lua) -> mlua::Result<mlua::Function> {
 /// `run_function`: one lua_pcall under Redis's error handler) with
 /// `redis.call` bound to `ctx` for the call's duration; the run's results
 /// stay on the stack for the reply (`convert::Results`).
-fn call_with(
-    ctx: &mut Ctx,
-    vm: &vm::Vm,
-    s: &Script,
-    run: &Run,
-) -> Result<convert::Results, CmdError> {
+fn call_with(ctx: &mut Ctx, vm: &vm::Vm, s: &Script, run: &Run) -> convert::Results {
     let cell = std::cell::RefCell::new(ctx);
     let bound = Bound {
         ctx: &cell,
@@ -558,7 +552,7 @@ fn call_with(
         mlua::ffi::lua_rawgeti(l, mlua::ffi::LUA_REGISTRYINDEX, run.f.into());
         mlua::ffi::lua_call(l, 1, 3);
         stack::resume_panic();
-        Ok(results)
+        results
     }
 }
 
