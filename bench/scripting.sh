@@ -26,7 +26,9 @@
 # for EVALSHA and FCALL of a one-command script (INCR) and a three-command
 # one (SET, INCR, GET), at pipeline 16 (IPIPES="1 16" for both): each run's
 # total less that of an idle run (start-up and shutdown), over
-# IREQUESTS (20000) requests, -c 50 -r 1000.
+# IREQUESTS (20000) requests, -c 50 -r 1000. ISKIP_REDIS=1 counts lattice
+# only (redis-server's column shows "-"), for a step measured against a
+# redis-server count taken earlier the same way.
 #
 # Environment: ROUNDS (3), REQUESTS (pipeline 16, 400000), REQUESTS_P1 (100000), CLIENTS
 # (50), KEYSPACE (-r, 100000), SERVER_CPU (0), CLIENT_CPU (1), MT_THREADS
@@ -82,7 +84,9 @@ redis.register_function('f3', function(keys, args) redis.call('SET', keys[1], ar
             grep -oE '[0-9]+ instructions' | cut -d' ' -f1
     }
     printf '%-14s %4s %14s %14s %7s\n' workload pipe redis lattice ratio
-    for bin in "$REDIS_SERVER" "$LATTICE"; do
+    local bins=("$REDIS_SERVER" "$LATTICE")
+    [[ -n "${ISKIP_REDIS:-}" ]] && bins=("$LATTICE")
+    for bin in "${bins[@]}"; do
         idle="$(count "$bin" -c 50 -n 50 PING)"
         for pipe in ${IPIPES:-16}; do
             for w in evalsha-1cmd evalsha-3cmd fcall-1cmd fcall-3cmd; do
@@ -94,8 +98,8 @@ redis.register_function('f3', function(keys, args) redis.call('SET', keys[1], ar
     done
     for pipe in ${IPIPES:-16}; do
         for w in evalsha-1cmd evalsha-3cmd fcall-1cmd fcall-3cmd; do
-            printf '%-14s %4s %14s %14s %7s\n' "$w" "$pipe" "${R[$w-$pipe-$REDIS_SERVER]}" \
-                "${R[$w-$pipe-$LATTICE]}" "$(awk -v a="${R[$w-$pipe-$REDIS_SERVER]}" \
+            printf '%-14s %4s %14s %14s %7s\n' "$w" "$pipe" "${R[$w-$pipe-$REDIS_SERVER]:--}" \
+                "${R[$w-$pipe-$LATTICE]}" "$(awk -v a="${R[$w-$pipe-$REDIS_SERVER]:-0}" \
                 -v b="${R[$w-$pipe-$LATTICE]}" 'BEGIN { printf "%.2f", a / b }')"
         done
     done

@@ -167,7 +167,8 @@ fn call(ctx: &mut Ctx, args: Args, ro: bool) -> CmdResult {
             .ok_or_else(|| CmdError::err("Function not found"))?;
         let (list, n) = super::split_keys(args)?;
         let f = vm.library_function(&lib, &name).map_err(CmdError::Msg)?;
-        vm.keep_found(gen, arg, vm::Found { name, flags, f });
+        vm.keep_found(gen, arg, (name, flags, f))
+            .map_err(|e| CmdError::err(e.to_string()))?;
         let found = vm.found(gen, arg).expect("kept above");
         run_found(ctx, vm, found, &list, n, ro)
     })
@@ -184,7 +185,7 @@ fn run_found(
     ro: bool,
 ) -> CmdResult {
     let run = super::Run {
-        f: &found.f,
+        f: found.f.id(),
         name: &found.name,
         keys: &list[..n],
         argv: &list[n..],

@@ -282,7 +282,7 @@ fn run(ctx: &mut Ctx, req: Request, ro: bool) -> CmdResult {
         }
         let (f, sflags) = vm.compiled(sha).ok_or_else(noscript)?;
         let run = Run {
-            f,
+            f: f.id(),
             name: sha,
             keys: &req.list[..req.nkeys],
             argv: &req.list[req.nkeys..],
@@ -294,7 +294,8 @@ fn run(ctx: &mut Ctx, req: Request, ro: bool) -> CmdResult {
 
 /// A script or function to run, with its keys and arguments.
 pub(crate) struct Run<'a> {
-    pub f: &'a mlua::Function,
+    /// The compiled script or function's registry reference.
+    pub f: std::ffi::c_int,
     /// The SHA1 (EVAL) or function name (FCALL), for error replies.
     pub name: &'a str,
     pub keys: &'a [&'a [u8]],
@@ -420,10 +421,6 @@ fn prepare<'k>(
     })
 }
 
-fn lua_err(e: mlua::Error) -> CmdError {
-    CmdError::err(e.to_string())
-}
-
 /// Runs `f` with `redis.call` bound to this client, its writes buffered
 /// and emitted as one unit; writes the reply (an error as the command's).
 fn execute(ctx: &mut Ctx, vm: &vm::Vm, s: &Script, run: &Run) -> CmdResult {
@@ -451,20 +448,10 @@ fn execute(ctx: &mut Ctx, vm: &vm::Vm, s: &Script, run: &Run) -> CmdResult {
             ctx.core.blocking.signal(db, &key);
         }
     }
-    let (ok, value, resp) = result.map_err(lua_err)?;
     if s.widen.get() {
         return Ok(());
     }
-    if !ok {
-        return Err(failure(&value, run.name));
-    }
-    if let mlua::Value::Table(t) = &value {
-        if let Ok(mlua::Value::String(e)) = t.raw_get::<mlua::Value>("err") {
-            return Err(reply_error(t, convert::error_line(&e.to_string_lossy())));
-        }
-    }
-    convert::lua_to_reply(ctx.out, &value, 0, resp);
-    Ok(())
+    result.reply(ctx.out, run.name)
 }
 
 /// What `redis.call` and `redis.acl_check_cmd` act on while a script runs:
@@ -475,7 +462,7 @@ fn execute(ctx: &mut Ctx, vm: &vm::Vm, s: &Script, run: &Run) -> CmdResult {
 struct Bound<'c, 'a> {
     ctx: &'c std::cell::RefCell<&'c mut Ctx<'a>>,
     script: &'c Script<'c>,
-    /// KEYS and ARGV (a function's keys and arguments), for `priv.c_args`.
+    /// KEYS and ARGV (a function's keys and arguments), for `stack::push_args`.
     keys: &'c [&'c [u8]],
     argv: &'c [&'c [u8]],
 }
@@ -534,14 +521,11 @@ pub(crate) fn bound_acl_check(lua: &mlua::Lua) -> mlua::Result<mlua::Function> {
     })
 }
 
-/// Calls the script through the prelude's `run` (xpcall with Redis's error
-/// handler) with `redis.call` bound to `ctx` for the call's duration.
-fn call_with(
-    ctx: &mut Ctx,
-    vm: &vm::Vm,
-    s: &Script,
-    run: &Run,
-) -> mlua::Result<(bool, mlua::Value, u8)> {
+/// Calls the script through its run closure (`stack::run_script` or
+/// `run_function`: one lua_pcall under Redis's error handler) with
+/// `redis.call` bound to `ctx` for the call's duration; the run's results
+/// stay on the stack for the reply (`convert::Results`).
+fn call_with(ctx: &mut Ctx, vm: &vm::Vm, s: &Script, run: &Run) -> convert::Results {
     let cell = std::cell::RefCell::new(ctx);
     let bound = Bound {
         ctx: &cell,
@@ -550,13 +534,26 @@ fn call_with(
         argv: run.argv,
     };
     let _guard = BoundGuard(BOUND.with(|b| b.replace(&bound as *const Bound as *const ())));
-    // The prelude's run and run_function reset the run's modes, take the
-    // keys and arguments (`priv.c_args`; KEYS and ARGV for EVAL) and call
-    // the script under Redis's error handler.
     let go = if run.function { &vm.run.1 } else { &vm.run.0 };
-    let r = go.call::<(bool, mlua::Value, u8)>(run.f);
-    stack::resume_panic();
-    r
+    let l = vm.state;
+    // SAFETY: `l` is the state's main thread, not running anything (no
+    // script nests: EVAL and FCALL are refused inside one), so its stack
+    // is mlua's between calls, with LUA_MINSTACK free slots: the two
+    // registry reads push without growing it. The run closure calls the
+    // script under its own lua_pcall; outside it, it only makes tables
+    // and strings and sets table fields, whose one error (out of memory)
+    // is not caught here, as in Redis (unprotected, Lua ends the process,
+    // as Rust does on an allocation failure). It leaves its three results
+    // above `top`; `Results` pops them, also on unwinding (`resume_panic`).
+    unsafe {
+        let top = mlua::ffi::lua_gettop(l);
+        let results = convert::Results { l, top };
+        mlua::ffi::lua_rawgeti(l, mlua::ffi::LUA_REGISTRYINDEX, go.id().into());
+        mlua::ffi::lua_rawgeti(l, mlua::ffi::LUA_REGISTRYINDEX, run.f.into());
+        mlua::ffi::lua_call(l, 1, 3);
+        stack::resume_panic();
+        results
+    }
 }
 
 /// `redis.acl_check_cmd(cmd, ...)`: whether the script's caller's user may
@@ -581,38 +578,6 @@ fn acl_check(
         _ => true,
     };
     Ok((true, mlua::Value::Boolean(allowed)))
-}
-
-/// An error table's reply: counted already when it came from a command.
-fn reply_error(t: &mlua::Table, line: String) -> CmdError {
-    if t.raw_get::<bool>("ignore_error_stats_update")
-        .unwrap_or(false)
-    {
-        CmdError::Counted(line)
-    } else {
-        CmdError::Msg(line)
-    }
-}
-
-/// A failed script's error: Redis's "<err> script: <sha or function>, on
-/// @user_script:<line>." when the error handler found the line.
-fn failure(v: &mlua::Value, sha: &str) -> CmdError {
-    let mlua::Value::Table(t) = v else {
-        return CmdError::err("unknown error");
-    };
-    let err: String = match t.raw_get::<mlua::Value>("err") {
-        Ok(mlua::Value::String(s)) => s.to_string_lossy(),
-        _ => return CmdError::err("unknown error"),
-    };
-    let src: Option<String> = t.raw_get("source").ok();
-    let line: Option<i64> = t.raw_get("line").ok();
-    let line = match (src, line) {
-        (Some(src), Some(line)) => {
-            convert::error_line(&format!("{err} script: {sha}, on {src}:{line}."))
-        }
-        _ => convert::error_line(&err),
-    };
-    reply_error(t, line)
 }
 
 // ---------------------------------------------------------------- SCRIPT

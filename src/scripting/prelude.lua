@@ -136,13 +136,10 @@ end
 -- (redis.set_repl). redis.call and redis.pcall (C functions, stack.rs) read
 -- them from this table, their environment.
 local modes = priv.modes
--- The running script's keys and arguments, as two new tables.
-local c_args = priv.c_args
--- Every run (priv.run; priv.run_function in C) starts with redis.setresp and
--- set_repl's modes and the kill reset, done in Lua rather than from Rust
--- (one call instead of a table write each), and returns the protocol
--- with its result. (redis.call and acl_check_cmd act on the run Rust
--- binds; outside one they fail.)
+-- Every run (stack.rs's run_script and run_function, C functions) starts
+-- with redis.setresp and set_repl's modes and the kill reset, and returns
+-- the protocol with its result. (redis.call and acl_check_cmd act on the
+-- run Rust binds; outside one they fail.)
 
 -- An error reply as redis.pcall returns it (luaPushErrorBuff): "-CODE msg"
 -- keeps its code, anything else gets ERR.
@@ -352,18 +349,10 @@ meta_view[env] = ro({__index = missing})
 G._G = env
 priv.env, priv.G = env, G
 
--- Runs an EVAL script with its KEYS and ARGV: ok, result, protocol. They
--- go into the globals and into what env has shown, so reading KEYS is a
+-- An EVAL script runs through `stack::run_script` (C): KEYS and ARGV go
+-- into G and into what env has shown (env_seen), so reading KEYS is a
 -- table lookup, not a call of env_seen's __index.
-local handler = priv.handler
-priv.run = function(f)
-  local keys, argv = c_args()
-  G.KEYS, G.ARGV = keys, argv
-  env_seen.KEYS, env_seen.ARGV = keys, argv
-  modes[1], modes[2], priv.killed = 2, 3, false
-  local ok, r = real_xpcall(f, handler)
-  return ok, r, modes[1]
-end
+priv.env_seen = env_seen
 
 -- FUNCTION libraries. A library's code runs once per state to register
 -- its functions, in `fenv` while `loading`: only `redis` (register_function,
@@ -493,5 +482,5 @@ priv.load_library = function(f)
   end
   return true, r
 end
--- FUNCTIONs are called by priv.run_function, a C function (stack.rs):
+-- FUNCTIONs are called by stack.rs's run_function, a C function:
 -- one lua_pcall with the handler below the function, as Redis's.

@@ -8,7 +8,8 @@
  * buffer; nothing allocated per call once they have grown), pushing the
  * command's RESP reply onto the stack as the Lua value Redis makes of it
  * (`push_reply`), raising a failed `redis.call`'s error table, and
- * calling a FUNCTION under Redis's error handler (`run_function`).
+ * calling a script or FUNCTION under Redis's error handler (`run_script`,
+ * `run_function`).
  *
  * Why C functions rather than mlua callbacks: a callback took its
  * arguments as a Lua table the prelude built, converted them to owned
@@ -424,12 +425,12 @@ unsafe fn set_field(l: *mut lua_State) {
     }
 }
 
-/// `priv.c_args()`: the running script's KEYS and ARGV (a function's keys
-/// and arguments) as two new tables.
+/// Pushes the running script's KEYS and ARGV (a function's keys and
+/// arguments) as two new tables (nil, nil outside a run).
 ///
 /// # Safety
-/// Called by Lua only.
-pub(super) unsafe extern "C-unwind" fn script_args(l: *mut lua_State) -> c_int {
+/// `l` is valid with two free slots (and two for the table being filled).
+unsafe fn push_args(l: *mut lua_State) {
     let lists = super::bound_lists();
     // SAFETY: two tables pushed, each string set into the table below it;
     // the lists borrow the bound run's arguments, alive while it runs.
@@ -437,7 +438,7 @@ pub(super) unsafe extern "C-unwind" fn script_args(l: *mut lua_State) -> c_int {
         let Some((keys, argv)) = lists else {
             ffi::lua_pushnil(l);
             ffi::lua_pushnil(l);
-            return 2;
+            return;
         };
         for list in [keys, argv] {
             ffi::lua_createtable(l, list.len().min(1 << 20) as c_int, 0);
@@ -447,25 +448,19 @@ pub(super) unsafe extern "C-unwind" fn script_args(l: *mut lua_State) -> c_int {
             }
         }
     }
-    2
 }
 
-/// `priv.run_function(f)`: calls FUNCTION `f` with the run's keys and
-/// arguments (`script_args`) under Redis's error handler, with one
-/// `lua_pcall` as Redis's luaCallFunction: returns ok, the result (or the
-/// handler's error table) and the protocol `redis.setresp` left. Resets
-/// the run's modes and `priv.killed` first. (It was Lua: a function, an
-/// upvalue trampoline and `xpcall`, three Lua calls around the one.)
-///
-/// Environment: the run's modes (as `redis_call`); upvalues: the handler,
-/// the private table, the string "killed".
+/// Starts a run as Redis's scriptRun does: the modes back to RESP2 and
+/// replicate-all, `priv.killed` false; then puts the error handler below
+/// the function at 1 (the stack is then [handler, f]).
 ///
 /// # Safety
-/// `l` is the state running a closure made by `Vm::new` as described.
-pub(super) unsafe extern "C-unwind" fn run_function(l: *mut lua_State) -> c_int {
-    // SAFETY: Lua calls this with a valid state; the upvalues and the
-    // environment are as documented; at most five slots are used (Lua
-    // gives a C function twenty). This frame owns nothing to drop.
+/// `l` is in a closure of `run_closure`'s making (modes as environment,
+/// the handler, the private table and "killed" as upvalues 1-3), with the
+/// function at 1 and three free slots.
+unsafe fn begin_run(l: *mut lua_State) {
+    // SAFETY: the contract; rawset on the private table (a plain table)
+    // with a key it has does not allocate.
     unsafe {
         ffi::lua_settop(l, 1);
         ffi::lua_pushvalue(l, ffi::lua_upvalueindex(1));
@@ -477,12 +472,70 @@ pub(super) unsafe extern "C-unwind" fn run_function(l: *mut lua_State) -> c_int 
         ffi::lua_pushvalue(l, ffi::lua_upvalueindex(3));
         ffi::lua_pushboolean(l, 0);
         ffi::lua_rawset(l, ffi::lua_upvalueindex(2));
-        // [handler, f, keys, args] -> [handler, result]
-        script_args(l);
-        let status = ffi::lua_pcall(l, 2, 1, 1);
+    }
+}
+
+/// Calls the function at 2 with the `nargs` values above it under the
+/// handler at 1, as Redis's luaCallFunction (one `lua_pcall`), and
+/// returns ok, the result (or the handler's error table) and the protocol
+/// `redis.setresp` left.
+///
+/// # Safety
+/// As `begin_run`, the stack being [handler, f, args...].
+unsafe fn finish_run(l: *mut lua_State, nargs: c_int) -> c_int {
+    // SAFETY: the contract; [handler, f, args..] -> [ok, result, resp].
+    unsafe {
+        let status = ffi::lua_pcall(l, nargs, 1, 1);
         ffi::lua_pushboolean(l, (status == 0) as c_int);
         ffi::lua_replace(l, 1);
         ffi::lua_rawgeti(l, ffi::LUA_ENVIRONINDEX, 1);
         3
+    }
+}
+
+/// A FUNCTION's run: calls FUNCTION `f` with the run's keys and
+/// arguments as its two parameters (`push_args`) under Redis's error
+/// handler: ok, the result (or the error table), the protocol. (It was
+/// Lua: a function, an upvalue trampoline and `xpcall`, three Lua calls
+/// around the one.)
+///
+/// # Safety
+/// `l` is the state running the closure `vm::run_closure` made of it.
+pub(super) unsafe extern "C-unwind" fn run_function(l: *mut lua_State) -> c_int {
+    // SAFETY: Lua calls this with a valid state and the upvalues and
+    // environment `run_closure` gave it; at most six slots are used (Lua
+    // gives a C function twenty). This frame owns nothing to drop.
+    unsafe {
+        begin_run(l);
+        push_args(l);
+        finish_run(l, 2)
+    }
+}
+
+/// An EVAL script's run: runs `f` as `run_function` runs a FUNCTION,
+/// with no parameters: the run's keys and arguments go into the globals
+/// KEYS and ARGV and into what the sandbox has shown of the globals
+/// (upvalues 4 and 5: G and env_seen; 6 and 7: the strings "KEYS" and
+/// "ARGV", so no key is interned per run). It was Lua (four table writes
+/// and `xpcall`) around the one call.
+///
+/// # Safety
+/// As `run_function`.
+pub(super) unsafe extern "C-unwind" fn run_script(l: *mut lua_State) -> c_int {
+    // SAFETY: as in `run_function`; [handler, f, keys, argv]: each table
+    // is pushed with its key below it and set with lua_rawset (G and
+    // env_seen are plain tables, their __index does not run).
+    unsafe {
+        begin_run(l);
+        push_args(l);
+        for table in [4, 5] {
+            for (key, value) in [(6, 3), (7, 4)] {
+                ffi::lua_pushvalue(l, ffi::lua_upvalueindex(key));
+                ffi::lua_pushvalue(l, value);
+                ffi::lua_rawset(l, ffi::lua_upvalueindex(table));
+            }
+        }
+        ffi::lua_settop(l, 2);
+        finish_run(l, 0)
     }
 }

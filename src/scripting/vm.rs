@@ -3,7 +3,7 @@
 
 use std::cell::RefCell;
 
-use mlua::{Function, Lua, LuaOptions, StdLib, Table};
+use mlua::{Function, Lua, LuaOptions, RegistryKey, StdLib, Table};
 
 use crate::core::Core;
 
@@ -15,7 +15,11 @@ pub(crate) struct Vm {
     pub lua: Lua,
     /// The prelude's private table (`rcall`, `run`, `env`, `G`, `resp`).
     pub private: Table,
-    funcs: FastMap<(Function, u32)>,
+    /// The state's main thread, on which runs are called
+    /// (`call_with`: registry references, not mlua's call).
+    pub(crate) state: *mut mlua::lua_State,
+    /// The scripts compiled here (in the registry) and their flags.
+    funcs: FastMap<(RegistryKey, u32)>,
     /// FUNCTION libraries compiled here, by name: the library's id and its
     /// functions.
     libs: FastMap<(u64, FastMap<Function>)>,
@@ -23,8 +27,9 @@ pub(crate) struct Vm {
     owner: (usize, u64),
     /// This state's memory as last added to `LUA_MEMORY`.
     counted: usize,
-    /// The prelude's `run` and `run_function`.
-    pub(crate) run: (Function, Function),
+    /// The runs of EVAL scripts and FUNCTIONs (`stack::run_script`,
+    /// `stack::run_function`), in the registry.
+    pub(crate) run: (RegistryKey, RegistryKey),
     /// FCALL's lookups, by the name argument as spelled, made at the
     /// function directory's generation `found_gen` (`Functions::generation`):
     /// a call finds its function here with no lock, copy or clone.
@@ -33,11 +38,11 @@ pub(crate) struct Vm {
 }
 
 /// A function as FCALL found it: its name as registered, its flags, and
-/// its callback compiled in this state.
+/// its callback compiled in this state (in the registry).
 pub(crate) struct Found {
     pub name: String,
     pub flags: u32,
-    pub f: Function,
+    pub f: RegistryKey,
 }
 
 /// At most this many names in `Vm::found` (a client spelling one name in
@@ -133,6 +138,7 @@ pub(super) fn with<R>(core: &Core, f: impl FnOnce(&mut Vm) -> R) -> R {
         let vm = slot.get_or_insert_with(|| Vm::new().expect("the Lua environment builds"));
         if vm.owner != owner {
             vm.funcs.clear();
+            vm.lua.expire_registry_values();
             vm.owner = owner;
             let _ = vm.lua.gc_collect();
         }
@@ -201,10 +207,6 @@ impl Vm {
             "c_pcall",
             with_env(&lua, super::stack::redis_pcall, &modes)?,
         )?;
-        // SAFETY: `script_args` pushes two tables (see it).
-        private.set("c_args", unsafe {
-            lua.create_c_function(super::stack::script_args)
-        }?)?;
         lua.load(include_str!("prelude.lua"))
             .set_name("=prelude")
             .call::<()>(private.clone())?;
@@ -214,13 +216,38 @@ impl Vm {
             mlua::HookTriggers::new().every_nth_instruction(100_000),
             count_hook,
         );
+        let g: Table = private.raw_get("G")?;
+        let env_seen: Table = private.raw_get("env_seen")?;
+        let globals = [
+            mlua::Value::Table(g),
+            mlua::Value::Table(env_seen),
+            mlua::Value::String(lua.create_string("KEYS")?),
+            mlua::Value::String(lua.create_string("ARGV")?),
+        ];
         let run = (
-            private.raw_get("run")?,
-            run_function(&lua, &private, &modes)?,
+            lua.create_registry_value(run_closure(
+                &lua,
+                super::stack::run_script,
+                &private,
+                &modes,
+                &globals,
+            )?)?,
+            lua.create_registry_value(run_closure(
+                &lua,
+                super::stack::run_function,
+                &private,
+                &modes,
+                &[],
+            )?)?,
         );
+        let mut state = std::ptr::null_mut();
+        // SAFETY: only reads the pointer of the state the closure runs
+        // on: the main thread's (exec_raw calls it there).
+        unsafe { lua.exec_raw::<()>((), |l| state = l)? };
         Ok(Vm {
             lua,
             private,
+            state,
             funcs: Default::default(),
             libs: Default::default(),
             owner: (0, 0),
@@ -243,7 +270,7 @@ impl Vm {
     }
 
     /// The script `sha` if this state compiled it, with its flags.
-    pub(crate) fn compiled(&self, sha: &str) -> Option<(&Function, u32)> {
+    pub(crate) fn compiled(&self, sha: &str) -> Option<(&RegistryKey, u32)> {
         self.funcs.get(sha).map(|(f, flags)| (f, *flags))
     }
 
@@ -271,6 +298,10 @@ impl Vm {
                 };
                 format!("ERR Error compiling script (new function): {m}")
             })?;
+        let f = self
+            .lua
+            .create_registry_value(f)
+            .map_err(|e| e.to_string())?;
         self.funcs.insert(sha.to_string(), (f, flags));
         Ok(flags)
     }
@@ -356,13 +387,22 @@ impl Vm {
         (self.found_gen == gen).then(|| self.found.get(arg))?
     }
 
-    /// Keeps what FCALL found for `arg` at generation `gen`.
-    pub(crate) fn keep_found(&mut self, gen: u64, arg: &[u8], found: Found) {
+    /// Keeps what FCALL found for `arg` at generation `gen`: the function
+    /// `f` registered as `name` with `flags`.
+    pub(crate) fn keep_found(
+        &mut self,
+        gen: u64,
+        arg: &[u8],
+        (name, flags, f): (String, u32, Function),
+    ) -> mlua::Result<()> {
         if self.found_gen != gen || self.found.len() >= FOUND_MAX {
             self.found.clear();
+            self.lua.expire_registry_values();
             self.found_gen = gen;
         }
-        self.found.insert(arg.to_vec(), found);
+        let f = self.lua.create_registry_value(f)?;
+        self.found.insert(arg.to_vec(), Found { name, flags, f });
+        Ok(())
     }
 
     /// Function `name` of `lib`, compiling the library here if this state
@@ -605,18 +645,35 @@ fn global_is_mimalloc() -> bool {
     })
 }
 
-/// `stack::run_function` with its upvalues (the prelude's error handler,
-/// the private table, "killed") and the run's modes as its environment.
-fn run_function(lua: &Lua, private: &Table, modes: &Table) -> mlua::Result<Function> {
+/// A run's C closure (`stack::run_function` or `stack::run_script`) with
+/// its upvalues: the prelude's error handler, the private table, "killed",
+/// then `more`; and the run's modes as its environment.
+fn run_closure(
+    lua: &Lua,
+    f: mlua::lua_CFunction,
+    private: &Table,
+    modes: &Table,
+    more: &[mlua::Value],
+) -> mlua::Result<Function> {
     let handler: Function = private.raw_get("handler")?;
-    // SAFETY: the closure runs with modes, handler, private at 1..=3;
-    // lua_pushcclosure takes 2..=4 as the upvalues, leaving modes and the
-    // function; lua_setfenv on a C function always succeeds; only the
-    // function is left. `run_function` reads what this sets up.
+    let n = 3 + more.len() as std::ffi::c_int;
+    let mut args = mlua::MultiValue::new();
+    for v in [
+        mlua::Value::Table(modes.clone()),
+        mlua::Value::Function(handler),
+        mlua::Value::Table(private.clone()),
+        mlua::Value::String(lua.create_string("killed")?),
+    ] {
+        args.push_back(v);
+    }
+    args.extend(more.iter().cloned());
+    // SAFETY: the closure runs with modes at 1 and the upvalues at
+    // 2..=n+1; lua_pushcclosure takes them, leaving modes and the function;
+    // lua_setfenv on a C function always succeeds; only the function is
+    // left. `stack`'s run functions read what this sets up.
     unsafe {
-        lua.exec_raw((modes, handler, private), |state| {
-            mlua::ffi::lua_pushstring(state, c"killed".as_ptr());
-            mlua::ffi::lua_pushcclosure(state, super::stack::run_function, 3);
+        lua.exec_raw(args, |state| {
+            mlua::ffi::lua_pushcclosure(state, f, n);
             mlua::ffi::lua_pushvalue(state, 1);
             mlua::ffi::lua_setfenv(state, -2);
             mlua::ffi::lua_remove(state, 1);
