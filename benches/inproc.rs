@@ -37,7 +37,9 @@
 //!
 //! `cargo bench --bench inproc -- [--threads 1,2,4] [--ops N] [--keys K]
 //! [--dist uniform,zipf] [--cmd get,set,incr,lpush,hset,sadd]
-//! [--feed plain,repl,active] [--pipeline P] [--repeat R] [--pin]`
+//! [--feed plain,repl,active] [--pipeline P] [--repeat R] [--pin]
+//! [--config name=value,...]` (e.g. `--config maxmemory=64gb`: every
+//! command then sums the allocator's per-thread counters)
 //! (bench/inproc.sh). A benchmark, not a test: it asserts nothing.
 
 use std::sync::{Arc, Barrier};
@@ -69,6 +71,8 @@ struct Opts {
     pipeline: usize,
     repeat: usize,
     pin: bool,
+    /// Directives set on every node (`--config maxmemory=64gb,...`).
+    config: Vec<(String, String)>,
 }
 
 fn list(v: &str) -> Vec<String> {
@@ -86,6 +90,7 @@ fn parse_opts() -> Opts {
         pipeline: 16,
         repeat: 3,
         pin: false,
+        config: Vec::new(),
     };
     let args: Vec<String> = std::env::args().skip(1).collect();
     let mut it = args.iter();
@@ -101,6 +106,13 @@ fn parse_opts() -> Opts {
             "--pipeline" => o.pipeline = val().parse().unwrap_or(o.pipeline).max(1),
             "--repeat" => o.repeat = val().parse().unwrap_or(o.repeat).max(1),
             "--pin" => o.pin = true,
+            "--config" => {
+                o.config = list(&val())
+                    .iter()
+                    .filter_map(|d| d.split_once('='))
+                    .map(|(k, v)| (k.to_string(), v.to_string()))
+                    .collect()
+            }
             _ => {} // cargo bench passes --bench
         }
     }
@@ -143,9 +155,12 @@ fn draw_keys(o: &Opts, zipf: Option<&Zipf>, thread: usize) -> Vec<u32> {
 }
 
 /// A fresh node whose writes leave it by `feed` (module comment).
-fn server(feed: &str) -> Arc<Server> {
+fn server(o: &Opts, feed: &str) -> Arc<Server> {
     let mut c = Config::default();
     c.set("loglevel", &["warning".into()]).expect("loglevel");
+    for (k, v) in &o.config {
+        c.set(k, &[v.clone()]).expect("--config directive");
+    }
     if feed == "active" {
         c.set("active-replica", &["yes".into()])
             .expect("active-replica");
@@ -236,7 +251,7 @@ impl Outcome {
 /// One run on a fresh node: every key written once, then `threads`
 /// sessions run their picks at once.
 fn run_once(o: &Opts, cmd: &str, feed: &str, keys: &[u8], picks: &[Vec<u32>]) -> Outcome {
-    let srv = server(feed);
+    let srv = server(o, feed);
     let mut setup = Session::new(&srv, 0);
     let all: Vec<u32> = (0..o.keys as u32).collect();
     let fill = if cmd == "get" { "set" } else { cmd };
@@ -317,16 +332,18 @@ fn run(o: &Opts, cmd: &str, dist: &str, feed: &str, threads: usize, keys: &[u8],
 }
 
 fn main() {
+    lattice::facade::alloc::mark_installed(); // as main.rs: used_memory counts
     let o = parse_opts();
     println!(
-        "{} ops per thread, {} keys, pipeline {}, best of {}, {} cpus{}; \
+        "{} ops per thread, {} keys, pipeline {}, best of {}, {} cpus{}{:?}; \
          scaling = per-thread rate / 1-thread rate; waits per 1k commands, ns per command",
         o.ops,
         o.keys,
         o.pipeline,
         o.repeat,
         ncpus(),
-        if o.pin { ", pinned" } else { "" }
+        if o.pin { ", pinned" } else { "" },
+        o.config,
     );
     println!(
         "{:<6} {:<8} {:<7} {:>3} {:>11} {:>11} {:>6} {:>7} {:>6} {:>7} {:>6} {:>7} {:>6}  load",
