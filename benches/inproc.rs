@@ -159,7 +159,8 @@ fn server(o: &Opts, feed: &str) -> Arc<Server> {
     let mut c = Config::default();
     c.set("loglevel", &["warning".into()]).expect("loglevel");
     for (k, v) in &o.config {
-        c.set(k, &[v.clone()]).expect("--config directive");
+        c.set(k, std::slice::from_ref(v))
+            .expect("--config directive");
     }
     if feed == "active" {
         c.set("active-replica", &["yes".into()])
@@ -223,7 +224,10 @@ fn drive(s: &mut Session, cmd: &str, keys: &[u8], picks: &[u32], pipeline: usize
     }
     let secs = start.elapsed().as_secs_f64();
     let w1 = waits();
-    (secs, std::array::from_fn(|i| (w1[i].0 - w0[i].0, w1[i].1 - w0[i].1)))
+    (
+        secs,
+        std::array::from_fn(|i| (w1[i].0 - w0[i].0, w1[i].1 - w0[i].1)),
+    )
 }
 
 /// What one run measured: each thread's seconds and waits.
@@ -298,7 +302,9 @@ fn load_average() -> String {
 /// 1-thread run.
 fn run(o: &Opts, cmd: &str, dist: &str, feed: &str, threads: usize, keys: &[u8], base: &mut f64) {
     let zipf = (dist == "zipf").then(|| Zipf::new(o.keys, 0.99));
-    let picks: Vec<Vec<u32>> = (0..threads).map(|t| draw_keys(o, zipf.as_ref(), t)).collect();
+    let picks: Vec<Vec<u32>> = (0..threads)
+        .map(|t| draw_keys(o, zipf.as_ref(), t))
+        .collect();
     drop(zipf);
     let load = load_average();
     let best = (0..o.repeat)
