@@ -169,6 +169,8 @@ pub mod server {
     /// counters; a batch ends with the hooks a connection runs before it
     /// writes its replies (`hooks::after_batch`, `before_reply`). Not
     /// registered among the clients (CLIENT LIST), and no pause wait.
+    /// Defined here, not re-exported, so that `dispatch`, `Worker` and
+    /// `ReplyBuf` stay `pub(crate)` (DECISIONS 319).
     pub mod conn {
         use std::ops::Range;
         use std::sync::Arc;
