@@ -129,6 +129,9 @@ pub mod protocol {
 
 /// Active-active's sans-IO link and feed, driven by the simulator.
 pub mod replication {
+    pub mod backlog {
+        pub use crate::replication::backlog::append_lock_wait;
+    }
     pub mod active {
         pub use crate::replication::active::{cron, start_stream, stream_lock_wait, HostRef};
         pub mod link {
@@ -156,5 +159,85 @@ pub mod server {
     }
     pub mod supervise {
         pub use crate::server::supervise::{detect, start};
+    }
+
+    /// A connection's command path without its socket, for the in-process
+    /// benchmark (benches/inproc.rs): each command goes through the
+    /// dispatch a connection's loop calls (`conn::dispatch`: lookup, ACL,
+    /// admission, `call` with a client's bookkeeping, tracking) from
+    /// parsed arguments to the reply bytes, on a worker's own clock and
+    /// counters; a batch ends with the hooks a connection runs before it
+    /// writes its replies (`hooks::after_batch`, `before_reply`). Not
+    /// registered among the clients (CLIENT LIST), and no pause wait.
+    /// Defined here, not re-exported, so that `dispatch`, `Worker` and
+    /// `ReplyBuf` stay `pub(crate)` (DECISIONS 319).
+    pub mod conn {
+        use std::ops::Range;
+        use std::sync::Arc;
+
+        use quanta::Instant;
+
+        use crate::core::client::ClientState;
+        use crate::protocol::{Args, ReplyBuf};
+        use crate::server::conn::{dispatch, Worker};
+        use crate::server::Server;
+
+        pub struct Session {
+            srv: Arc<Server>,
+            worker: Worker,
+            client: ClientState,
+            out: ReplyBuf,
+            /// The arguments laid out as the parser leaves them: one
+            /// buffer and the spans in it (reused, no allocation a command).
+            buf: Vec<u8>,
+            spans: Vec<Range<usize>>,
+            /// When the next command starts (each command's end).
+            t: Instant,
+        }
+
+        impl Session {
+            /// A connection of client `id` with the default user, on a
+            /// worker of its own (its stats are summed into INFO's).
+            pub fn new(srv: &Arc<Server>, id: u64) -> Session {
+                let mut client = ClientState::new(id);
+                client.authenticated = !srv.acl.auth_required();
+                crate::commands::connection::set_user(srv, &mut client, srv.acl.default_user());
+                Session {
+                    srv: srv.clone(),
+                    worker: Worker::new(srv.clone(), srv.new_worker_stats()),
+                    client,
+                    out: ReplyBuf::default(),
+                    buf: Vec::with_capacity(256),
+                    spans: Vec::with_capacity(8),
+                    t: Instant::now(),
+                }
+            }
+
+            /// Runs one command; its reply is appended to the batch's.
+            pub fn run(&mut self, argv: &[&[u8]]) {
+                self.buf.clear();
+                self.spans.clear();
+                for a in argv {
+                    let at = self.buf.len();
+                    self.buf.extend_from_slice(a);
+                    self.spans.push(at..self.buf.len());
+                }
+                let args = Args::new(&self.buf, &self.spans);
+                let (srv, worker) = (&self.srv, &self.worker);
+                self.t = dispatch(srv, worker, &mut self.client, &mut self.out, args, self.t);
+            }
+
+            /// Ends a batch as a connection does before writing: the
+            /// subsystems' follow-up (replica feeders woken, AOF), then
+            /// the replies, returned and cleared.
+            pub fn end_batch(&mut self) -> usize {
+                let _ = crate::server::hooks::after_batch(&self.srv);
+                crate::server::hooks::before_reply(&self.srv);
+                let n = self.out.buf.len();
+                self.out.buf.clear();
+                self.t = Instant::now();
+                n
+            }
+        }
     }
 }

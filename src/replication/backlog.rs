@@ -47,6 +47,19 @@ use tokio::sync::Notify;
 
 use super::spill::{self, DiskTier, Segment};
 
+thread_local! {
+    /// This thread's appends that found a backlog's lock held, and the
+    /// nanoseconds they waited.
+    static APPEND_WAITED: std::cell::Cell<(u64, u64)> = const { std::cell::Cell::new((0, 0)) };
+}
+
+/// This thread's contended appends to a backlog (the replication feed's or
+/// the active stream's) so far: how many, and the nanoseconds waited
+/// (benches/inproc.rs).
+pub fn append_lock_wait() -> (u64, u64) {
+    APPEND_WAITED.with(std::cell::Cell::get)
+}
+
 /// Over `size` by this much before trimming (so trimming, which looks at the
 /// replicas' positions, runs once per this many bytes, not per write).
 const TRIM_SLACK: usize = 64 * 1024;
@@ -224,7 +237,7 @@ impl Backlog {
         SCRATCH.with(|s| {
             let mut s = s.borrow_mut();
             s.clear();
-            let mut g = self.inner.lock();
+            let mut g = self.lock_appending();
             if !g.active {
                 return;
             }
@@ -255,7 +268,7 @@ impl Backlog {
     /// Appends several commands (database, argv) under one lock: a
     /// transaction's MULTI ... EXEC with no other writer's record inside.
     pub fn append_commands<'e>(&self, records: impl IntoIterator<Item = (usize, &'e [Vec<u8>])>) {
-        let mut g = self.inner.lock();
+        let mut g = self.lock_appending();
         if !g.active {
             return;
         }
@@ -273,7 +286,7 @@ impl Backlog {
     /// Appends bytes as they are (a replica relaying its master's stream,
     /// or a PING). `db` is the database the bytes leave selected, if known.
     pub fn append_raw(&self, bytes: &[u8]) {
-        let mut g = self.inner.lock();
+        let mut g = self.lock_appending();
         if g.active {
             self.push_locked(&mut g, bytes);
         } else {
@@ -282,6 +295,13 @@ impl Backlog {
             g.end += bytes.len() as u64;
             self.end.store(g.end, Release);
         }
+    }
+
+    /// The buffer's lock for a writer's append, its contended takes
+    /// counted per thread ([`append_lock_wait`]).
+    #[inline]
+    fn lock_appending(&self) -> parking_lot::MutexGuard<'_, Inner> {
+        crate::keyspace::held::lock_tallied(&self.inner, &APPEND_WAITED)
     }
 
     fn push_locked(&self, g: &mut Inner, bytes: &[u8]) {
