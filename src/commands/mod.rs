@@ -566,17 +566,19 @@ pub fn run_local(
     argv: &[&[u8]],
 ) -> Result<Vec<u8>, String> {
     let owned = crate::protocol::OwnedArgs::new(argv);
-    run_args(host, clock, stats, client, owned.args())
+    run_args(host, clock, stats, client, owned.args(), call::Caller::Internal)
 }
 
-/// [`run_local`] for a command already parsed (a replica's link runs its
-/// master's stream through here, without copying each command).
+/// [`run_local`] for a command already parsed, as `caller` (a replica's
+/// link runs its master's stream through here as [`call::Caller::Master`],
+/// without copying each command).
 pub(crate) fn run_args(
     host: &dyn Admin,
     clock: &mut Hlc,
     stats: &WorkerStats,
     client: &mut ClientState,
     args: Args,
+    caller: call::Caller,
 ) -> Result<Vec<u8>, String> {
     let srv = host.core();
     if args.is_empty() {
@@ -627,7 +629,7 @@ pub(crate) fn run_args(
     };
     // Counted in INFO commandstats as a connection's command is: a replica
     // counts what its master's stream ran, as Redis's call() does for it.
-    let (r, _) = call::call(&mut ctx, id, args, call::Caller::Internal, None);
+    let (r, _) = call::call(&mut ctx, id, args, caller, None);
     r.map_err(|e| e.render())?;
     Ok(out.buf)
 }

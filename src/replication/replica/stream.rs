@@ -7,6 +7,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::link::Peer;
+use crate::commands::call::Caller;
 use crate::core::client::{ClientState, MASTER_LINK_ID};
 use crate::keyspace::hlc::Hlc;
 use crate::protocol::{ParseLimits, Parsed, RequestParser};
@@ -17,6 +18,7 @@ pub(super) fn stream<H: Host>(srv: &Arc<H>, gen: u64, peer: &mut Peer) -> Result
     let side = &srv.repl().replica;
     let mut client = ClientState::new(MASTER_LINK_ID);
     client.db = side.master_db.load(Relaxed);
+    client.internal_addr = master_addr(peer);
     let mut clock = Hlc::new(srv.node_id);
     let stats = srv.new_worker_stats();
     let mut parser = RequestParser::new();
@@ -73,6 +75,13 @@ pub(super) fn stream<H: Host>(srv: &Arc<H>, gen: u64, peer: &mut Peer) -> Result
     }
 }
 
+/// Where MONITOR and the slowlog show the master's commands from, as Redis
+/// shows its master client: the master's address (the socket's peer).
+fn master_addr(peer: &Peer) -> Option<Arc<str>> {
+    let addr = peer.conn.s.tcp().peer_addr().ok()?;
+    Some(addr.to_string().into())
+}
+
 /// What applies the master's commands: the master client and its clock.
 struct Link<'a> {
     clock: &'a mut Hlc,
@@ -110,6 +119,7 @@ impl Link<'_> {
                     self.stats,
                     self.client,
                     args,
+                    Caller::Master,
                 );
                 if let Err(e) = r {
                     let name = String::from_utf8_lossy(args.get(0)).to_ascii_lowercase();
