@@ -135,14 +135,6 @@ pub(crate) fn call(
     let mark = ctx.out.len();
     let r = (cmd.handler)(ctx, args);
     let end = Instant::now();
-    // Shown once it ran, as Redis's call() does: EXEC after the commands
-    // it ran, SELECT in the database it chose.
-    if caller.monitored()
-        && core.clients.monitors.load(Relaxed) > 0
-        && cmd.flags & (ADMIN | SKIP_MONITOR) == 0
-    {
-        feed_monitors(ctx, id, args, caller);
-    }
     let usec = end.saturating_duration_since(start).as_micros() as u64;
     // A call that blocked counts once, when it is served or ends (Redis's
     // updateStatsOnUnblock; conn.rs `block_wait`).
@@ -173,6 +165,14 @@ pub(crate) fn call(
             logs::maybe_slowlog(core, ctx.client, id, args, usec)
         }
         _ => {}
+    }
+    // Shown once it ran, as Redis's call() does: EXEC after the commands
+    // it ran, SELECT in the database it chose, after its slowlog entry.
+    if caller.monitored()
+        && core.clients.monitors.load(Relaxed) > 0
+        && cmd.flags & (ADMIN | SKIP_MONITOR) == 0
+    {
+        feed_monitors(ctx, id, args, caller);
     }
     // As Redis's setExpire on a writable replica (read-only by default).
     if caller.answers() && cmd.flags & WRITE != 0 && !core.hot.replica_read_only.load(Relaxed) {
