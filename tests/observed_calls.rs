@@ -152,3 +152,60 @@ fn a_replica_shows_its_masters_commands_as_redis_does() {
     );
     assert_eq!((lines, slow), replica_view(false));
 }
+
+/// The names in LATENCY LATEST and the commands in SLOWLOG GET after a
+/// transaction whose one queued command is a FAST one made slow (LPUSH of
+/// 200,000 elements, over a 1 ms threshold).
+fn exec_view(node: &Node) -> (Vec<String>, Vec<String>) {
+    let mut c = node.conn();
+    for (k, v) in [
+        ("latency-monitor-threshold", "1"),
+        ("slowlog-log-slower-than", "0"),
+    ] {
+        let _: () = cmd(&mut c, &["CONFIG", "SET", k, v]);
+    }
+    let _: i64 = cmd(&mut c, &["LATENCY", "RESET"]);
+    let _: () = cmd(&mut c, &["SLOWLOG", "RESET"]);
+    let mut lpush = redis::cmd("LPUSH");
+    lpush.arg("big");
+    for i in 0..200_000 {
+        lpush.arg(i);
+    }
+    let _: Value = redis::pipe()
+        .atomic()
+        .add_command(lpush)
+        .query(&mut c)
+        .unwrap();
+    let latest: Vec<Vec<Value>> = cmd(&mut c, &["LATENCY", "LATEST"]);
+    let mut events: Vec<String> = latest
+        .iter()
+        .map(|e| redis::from_redis_value(&e[0]).unwrap())
+        .filter(|e: &String| e.ends_with("command"))
+        .collect();
+    events.sort();
+    let entries: Vec<Value> = cmd(&mut c, &["SLOWLOG", "GET", "-1"]);
+    let slow = entries
+        .iter()
+        .rev()
+        .map(|e| {
+            let Value::Array(f) = e else { panic!("{e:?}") };
+            let argv: Vec<String> = redis::from_redis_value(&f[3]).unwrap();
+            argv[0].to_lowercase()
+        })
+        .filter(|name| ["multi", "lpush", "exec"].contains(&name.as_str()))
+        .collect();
+    (events, slow)
+}
+
+#[test]
+fn execs_queued_commands_are_slowlog_entries_and_latency_events() {
+    let ours = exec_view(&Node::start(true, &[]));
+    assert_eq!(
+        ours,
+        (
+            vec!["command".to_string(), "fast-command".into()],
+            vec!["multi".to_string(), "lpush".into()]
+        )
+    );
+    assert_eq!(ours, exec_view(&Node::start(false, &[])));
+}

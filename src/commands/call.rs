@@ -18,11 +18,14 @@
 //! | commandstats (calls, usec)   | yes    | yes  | yes           |        | yes    | yes      |
 //! | error reply and error stats  | yes    | yes  | yes           |        |        |          |
 //! | slowlog                      | yes    | yes  | yes, as "?:0" |        | yes    |          |
-//! | latency event                | yes    |      | yes           |        | yes    |          |
+//! | latency event                | yes    | yes  | yes           |        | yes    |          |
 //!
 //! The master's commands show as Redis's master client's: at the master's
 //! address, without a name (the link's client, `replication/replica/
-//! stream.rs`); so do the commands its transactions run (Exec).
+//! stream.rs`); so do the commands its transactions run (Exec). EXEC's
+//! queued commands are slowlog entries and latency events of their own,
+//! as Redis's execCommand calls them with CMD_CALL_FULL; EXEC itself is
+//! a latency event ("command") but no slowlog entry (`skip_slowlog`).
 //!
 //! A script's calls are logged as Redis's Lua client's (address "?:0", no
 //! name), after them the script's own command; not while a file loads.
@@ -95,7 +98,7 @@ impl Caller<'_> {
     /// Whether the latency monitor sees the call ("command", "fast-command").
     #[inline]
     fn latency_sampled(self) -> bool {
-        matches!(self, Caller::Client | Caller::Script { .. } | Caller::Master)
+        self.monitored()
     }
     /// Whether the call may go to the slowlog and the latency monitor now:
     /// a script's calls not while a file loads (an AOF's EVAL), as Redis.
