@@ -199,7 +199,8 @@ fn every_redis_and_keydb_command_is_known() {
         let got = reply(&mut ours, &[name]);
         assert!(
             got.starts_with("ERR wrong number of arguments")
-                || got.ends_with("is KeyDB's and not supported by LatticeDB yet (docs/COMMANDS.md)"),
+                || got
+                    .ends_with("is KeyDB's and not supported by LatticeDB yet (docs/COMMANDS.md)"),
             "{name}: {got}"
         );
     }

@@ -566,7 +566,14 @@ pub fn run_local(
     argv: &[&[u8]],
 ) -> Result<Vec<u8>, String> {
     let owned = crate::protocol::OwnedArgs::new(argv);
-    run_args(host, clock, stats, client, owned.args(), call::Caller::Internal)
+    run_args(
+        host,
+        clock,
+        stats,
+        client,
+        owned.args(),
+        call::Caller::Internal,
+    )
 }
 
 /// [`run_local`] for a command already parsed, as `caller` (a replica's
