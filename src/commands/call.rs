@@ -6,7 +6,7 @@
 //! `dispatch`), EXEC's queued commands (`multi.rs`), a script's
 //! `redis.call` (`scripting/call.rs`), the replay of an effect record (an
 //! AOF, an active peer's stream: [`super::Replayer`]), a replica's master
-//! stream ([`super::run_args`], Redis's master client) and an in-process
+//! stream ([`super::run_master`], Redis's master client) and an in-process
 //! command ([`super::run_local`]: KEYDB.CRON, tests). They differ only in
 //! the bookkeeping around the handler, which the [`Caller`] names, as
 //! Redis's CMD_CALL_* flags do:

@@ -566,20 +566,27 @@ pub fn run_local(
     argv: &[&[u8]],
 ) -> Result<Vec<u8>, String> {
     let owned = crate::protocol::OwnedArgs::new(argv);
-    run_args(
-        host,
-        clock,
-        stats,
-        client,
-        owned.args(),
-        call::Caller::Internal,
-    )
+    let caller = call::Caller::Internal;
+    run_args_as(host, clock, stats, client, owned.args(), caller)
 }
 
-/// [`run_local`] for a command already parsed, as `caller` (a replica's
-/// link runs its master's stream through here as [`call::Caller::Master`],
-/// without copying each command).
-pub(crate) fn run_args(
+/// A command of a replica's master stream, already parsed: [`run_local`]
+/// as Redis's master client ([`call::Caller::Master`]), without copying it.
+pub(crate) fn run_master(
+    host: &dyn Admin,
+    clock: &mut Hlc,
+    stats: &WorkerStats,
+    client: &mut ClientState,
+    args: Args,
+) -> Result<Vec<u8>, String> {
+    let caller = call::Caller::Master;
+    run_args_as(host, clock, stats, client, args, caller)
+}
+
+/// Runs `args` as `caller`; inlined into each of the two above, so that
+/// `call()`'s steps for the caller are decided when it is compiled.
+#[inline(always)]
+fn run_args_as(
     host: &dyn Admin,
     clock: &mut Hlc,
     stats: &WorkerStats,

@@ -1,5 +1,5 @@
 //! The command stream once synced: each command runs as the master client
-//! (`commands::run_args`), its exact bytes are relayed to our backlog, and
+//! (`commands::run_master`), its exact bytes are relayed to our backlog, and
 //! the link acknowledges ten times a second and on GETACK.
 
 use std::sync::atomic::Ordering::*;
@@ -7,7 +7,6 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::link::Peer;
-use crate::commands::call::Caller;
 use crate::core::client::{ClientState, MASTER_LINK_ID};
 use crate::keyspace::hlc::Hlc;
 use crate::protocol::{ParseLimits, Parsed, RequestParser};
@@ -113,13 +112,12 @@ impl Link<'_> {
                 && args.get(0).eq_ignore_ascii_case(b"replconf")
                 && args.get(1).eq_ignore_ascii_case(b"getack");
             if !getack && !args.is_empty() {
-                let r = crate::commands::run_args(
+                let r = crate::commands::run_master(
                     srv.admin(),
                     self.clock,
                     self.stats,
                     self.client,
                     args,
-                    Caller::Master,
                 );
                 if let Err(e) = r {
                     let name = String::from_utf8_lossy(args.get(0)).to_ascii_lowercase();
