@@ -126,11 +126,14 @@ fn lolwut_version_5_draws_schotter() {
     assert!(canvas.iter().any(|l| l.chars().any(|c| c != '\u{2800}')));
 }
 
-/// Each command (and subcommand) of redis-server 7.0.15's COMMAND table,
-/// with its arity.
-fn redis_table(c: &mut redis::Connection) -> Vec<(String, i64, Vec<(String, i64)>)> {
+/// A command's name and arity.
+type NameArity = (String, i64);
+
+/// Each command of redis-server 7.0.15's COMMAND table, with its arity and
+/// its subcommands'.
+fn redis_table(c: &mut redis::Connection) -> Vec<(String, i64, Vec<NameArity>)> {
     let entries: Vec<Vec<redis::Value>> = cmd(c, &["COMMAND"]);
-    let name_arity = |e: &[redis::Value]| -> (String, i64) {
+    let name_arity = |e: &[redis::Value]| -> NameArity {
         (
             redis::from_redis_value(&e[0]).unwrap(),
             redis::from_redis_value(&e[1]).unwrap(),
