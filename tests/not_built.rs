@@ -125,3 +125,88 @@ fn lolwut_version_5_draws_schotter() {
     }
     assert!(canvas.iter().any(|l| l.chars().any(|c| c != '\u{2800}')));
 }
+
+/// A command's name and arity.
+type NameArity = (String, i64);
+
+/// Each command of redis-server 7.0.15's COMMAND table, with its arity and
+/// its subcommands'.
+fn redis_table(c: &mut redis::Connection) -> Vec<(String, i64, Vec<NameArity>)> {
+    let entries: Vec<Vec<redis::Value>> = cmd(c, &["COMMAND"]);
+    let name_arity = |e: &[redis::Value]| -> NameArity {
+        (
+            redis::from_redis_value(&e[0]).unwrap(),
+            redis::from_redis_value(&e[1]).unwrap(),
+        )
+    };
+    entries
+        .iter()
+        .map(|e| {
+            let (name, arity) = name_arity(e);
+            let subs: Vec<Vec<redis::Value>> = redis::from_redis_value(&e[9]).unwrap();
+            let subs = subs.iter().map(|s| name_arity(s)).collect();
+            (name, arity, subs)
+        })
+        .collect()
+}
+
+/// Walks every command Redis 7.0 has: LatticeDB lists it, and a call that
+/// cannot run (too few arguments, an unknown subcommand) fails with
+/// Redis's own error, never "unknown command". Then KeyDB's own commands:
+/// built, or "not supported by LatticeDB yet".
+#[test]
+fn every_redis_and_keydb_command_is_known() {
+    let (s, o) = (Server::start(&[]), RedisOracle::start(&[]));
+    let (mut ours, mut redis) = (s.conn(), o.conn());
+    let table = redis_table(&mut redis);
+    assert!(table.len() >= 200, "{}", table.len());
+    let listed: Vec<String> = cmd(&mut ours, &["COMMAND", "LIST"]);
+    let mut probes: Vec<Vec<String>> = vec![];
+    for (name, arity, subs) in &table {
+        assert!(listed.contains(name), "COMMAND LIST lacks {name}");
+        if !subs.is_empty() {
+            probes.push(vec![name.clone(), "NOSUCHSUB".into()]);
+        } else if !matches!(arity, 1 | -1) {
+            probes.push(vec![name.clone()]);
+        }
+        for (full, arity) in subs {
+            assert!(listed.contains(full), "COMMAND LIST lacks {full}");
+            // Only the calls too short to run (a 2-argument one would run).
+            if !matches!(arity, 2 | -2) {
+                probes.push(full.split('|').map(str::to_string).collect());
+            }
+        }
+    }
+    assert!(probes.len() >= 250, "{}", probes.len());
+    for p in &probes {
+        let args: Vec<&str> = p.iter().map(String::as_str).collect();
+        let (got, want) = (reply(&mut ours, &args), reply(&mut redis, &args));
+        assert!(!got.contains("unknown command"), "{args:?}: {got}");
+        assert_eq!(got, want, "{args:?}");
+    }
+    // KeyDB 6.3's own commands: none is an unknown command to us.
+    let keydb = [
+        "KEYDB.CRON",
+        "KEYDB.HRENAME",
+        "KEYDB.MEXISTS",
+        "KEYDB.NHGET",
+        "KEYDB.NHSET",
+        "KEYDB.MVCCRESTORE",
+        "EXPIREMEMBER",
+        "EXPIREMEMBERAT",
+        "PEXPIREMEMBERAT",
+        "RREPLAY",
+        "LFENCE",
+    ];
+    for name in keydb {
+        let got = reply(&mut ours, &[name]);
+        assert!(
+            got.starts_with("ERR wrong number of arguments")
+                || got
+                    .ends_with("is KeyDB's and not supported by LatticeDB yet (docs/COMMANDS.md)"),
+            "{name}: {got}"
+        );
+    }
+    let got = reply(&mut ours, &["OBJECT", "LASTMODIFIED"]);
+    assert!(got.starts_with("ERR wrong number of arguments"), "{got}");
+}

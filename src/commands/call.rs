@@ -2,22 +2,30 @@
 //! `call()`), and the admission a client's command passes first ([`admit`],
 //! Redis's processCommand checks after ACL).
 //!
-//! Five callers run handlers: a client's connection (`server/conn.rs`
+//! Six callers run handlers: a client's connection (`server/conn.rs`
 //! `dispatch`), EXEC's queued commands (`multi.rs`), a script's
 //! `redis.call` (`scripting/call.rs`), the replay of an effect record (an
-//! AOF, an active peer's stream: [`super::Replayer`]) and an in-process
-//! command ([`super::run_args`]: a replica's master stream, KEYDB.CRON, tests).
-//! They differ only in the bookkeeping around the handler, which the
-//! [`Caller`] names, as Redis's CMD_CALL_* flags do:
+//! AOF, an active peer's stream: [`super::Replayer`]), a replica's master
+//! stream ([`super::run_master`], Redis's master client) and an in-process
+//! command ([`super::run_local`]: KEYDB.CRON, tests). They differ only in
+//! the bookkeeping around the handler, which the [`Caller`] names, as
+//! Redis's CMD_CALL_* flags do:
 //!
-//! | step                           | Client | Exec | Script        | Replay | Internal |
-//! |--------------------------------|--------|------|---------------|--------|----------|
-//! | MONITOR feed                   | yes    | yes  | yes, as "lua" |        |          |
-//! | tracking: remember keys read   | yes    | yes  | declared keys |        |          |
-//! | commandstats (calls, usec)     | yes    | yes  | yes           |        | yes      |
-//! | error reply and error stats    | yes    | yes  | yes           |        |          |
-//! | slowlog                        | yes    | yes  | yes, as "?:0" |        |          |
-//! | latency event                  | yes    |      | yes           |        |          |
+//! | step                         | Client | Exec | Script        | Replay | Master | Internal |
+//! |------------------------------|--------|------|---------------|--------|--------|----------|
+//! | MONITOR feed                 | yes    | yes  | yes, as "lua" |        | yes    |          |
+//! | tracking: remember keys read | yes    | yes  | declared keys |        |        |          |
+//! | commandstats (calls, usec)   | yes    | yes  | yes           |        | yes    | yes      |
+//! | error reply and error stats  | yes    | yes  | yes           |        |        |          |
+//! | slowlog                      | yes    | yes  | yes, as "?:0" |        | yes    |          |
+//! | latency event                | yes    | yes  | yes           |        | yes    |          |
+//!
+//! The master's commands show as Redis's master client's: at the master's
+//! address, without a name (the link's client, `replication/replica/
+//! stream.rs`); so do the commands its transactions run (Exec). EXEC's
+//! queued commands are slowlog entries and latency events of their own,
+//! as Redis's execCommand calls them with CMD_CALL_FULL; EXEC itself is
+//! a latency event ("command") but no slowlog entry (`skip_slowlog`).
 //!
 //! A script's calls are logged as Redis's Lua client's (address "?:0", no
 //! name), after them the script's own command; not while a file loads.
@@ -64,15 +72,18 @@ pub(crate) enum Caller<'k> {
     Script { declared: &'k [&'k [u8]] },
     /// An effect record replayed (AOF loading, an active peer's stream).
     Replay,
-    /// A command run in-process (a replica's master stream, KEYDB.CRON).
+    /// A command of a replica's master stream (Redis's master client runs
+    /// them with CMD_CALL_FULL; its failures are not replies).
+    Master,
+    /// A command run in-process (KEYDB.CRON, tests).
     Internal,
 }
 
 impl Caller<'_> {
-    /// Whether the call is fed to MONITOR and remembered for tracking.
+    /// Whether the call is fed to MONITOR.
     #[inline]
-    fn observed(self) -> bool {
-        matches!(self, Caller::Client | Caller::Exec | Caller::Script { .. })
+    fn monitored(self) -> bool {
+        self.answers() || matches!(self, Caller::Master)
     }
     /// Whether INFO commandstats counts the call.
     #[inline]
@@ -82,12 +93,12 @@ impl Caller<'_> {
     /// Whether a failure becomes the reply (and counts in errorstats).
     #[inline]
     fn answers(self) -> bool {
-        self.observed()
+        matches!(self, Caller::Client | Caller::Exec | Caller::Script { .. })
     }
     /// Whether the latency monitor sees the call ("command", "fast-command").
     #[inline]
     fn latency_sampled(self) -> bool {
-        matches!(self, Caller::Client | Caller::Script { .. })
+        self.monitored()
     }
     /// Whether the call may go to the slowlog and the latency monitor now:
     /// a script's calls not while a file loads (an AOF's EVAL), as Redis.
@@ -117,26 +128,15 @@ pub(crate) fn call(
         return ((cmd.handler)(ctx, args), None);
     }
     let start = start.unwrap_or_else(Instant::now);
-    // EXEC is shown after the commands it ran, as in Redis.
-    let monitored = caller.observed()
-        && core.clients.monitors.load(Relaxed) > 0
-        && cmd.flags & (ADMIN | SKIP_MONITOR) == 0;
-    let exec = monitored && cmd.name == "exec";
-    if monitored && !exec {
-        feed_monitors(ctx, id, args, caller);
-    }
     match caller {
         Caller::Script { declared } => {
             tracking::before_script_command(core, ctx.client, id, declared)
         }
         Caller::Client | Caller::Exec => tracking::before_command(core, ctx.client, id, args),
-        Caller::Replay | Caller::Internal => {}
+        Caller::Replay | Caller::Master | Caller::Internal => {}
     }
     let mark = ctx.out.len();
     let r = (cmd.handler)(ctx, args);
-    if exec {
-        feed_monitors(ctx, id, args, caller);
-    }
     let end = Instant::now();
     let usec = end.saturating_duration_since(start).as_micros() as u64;
     // A call that blocked counts once, when it is served or ends (Redis's
@@ -164,8 +164,18 @@ pub(crate) fn call(
         Caller::Script { .. } if logs::slow_enough(core, usec) && caller.logs_now(ctx) => {
             logs::slowlog_push(core, id, args, usec, "?:0".into(), String::new())
         }
-        Caller::Client | Caller::Exec => logs::maybe_slowlog(core, ctx.client, id, args, usec),
+        Caller::Client | Caller::Exec | Caller::Master => {
+            logs::maybe_slowlog(core, ctx.client, id, args, usec)
+        }
         _ => {}
+    }
+    // Shown once it ran, as Redis's call() does: EXEC after the commands
+    // it ran, SELECT in the database it chose, after its slowlog entry.
+    if caller.monitored()
+        && core.clients.monitors.load(Relaxed) > 0
+        && cmd.flags & (ADMIN | SKIP_MONITOR) == 0
+    {
+        feed_monitors(ctx, id, args, caller);
     }
     // As Redis's setExpire on a writable replica (read-only by default).
     if caller.answers() && cmd.flags & WRITE != 0 && !core.hot.replica_read_only.load(Relaxed) {

@@ -566,17 +566,33 @@ pub fn run_local(
     argv: &[&[u8]],
 ) -> Result<Vec<u8>, String> {
     let owned = crate::protocol::OwnedArgs::new(argv);
-    run_args(host, clock, stats, client, owned.args())
+    let caller = call::Caller::Internal;
+    run_args_as(host, clock, stats, client, owned.args(), caller)
 }
 
-/// [`run_local`] for a command already parsed (a replica's link runs its
-/// master's stream through here, without copying each command).
-pub(crate) fn run_args(
+/// A command of a replica's master stream, already parsed: [`run_local`]
+/// as Redis's master client ([`call::Caller::Master`]), without copying it.
+pub(crate) fn run_master(
     host: &dyn Admin,
     clock: &mut Hlc,
     stats: &WorkerStats,
     client: &mut ClientState,
     args: Args,
+) -> Result<Vec<u8>, String> {
+    let caller = call::Caller::Master;
+    run_args_as(host, clock, stats, client, args, caller)
+}
+
+/// Runs `args` as `caller`; inlined into each of the two above, so that
+/// `call()`'s steps for the caller are decided when it is compiled.
+#[inline(always)]
+fn run_args_as(
+    host: &dyn Admin,
+    clock: &mut Hlc,
+    stats: &WorkerStats,
+    client: &mut ClientState,
+    args: Args,
+    caller: call::Caller,
 ) -> Result<Vec<u8>, String> {
     let srv = host.core();
     if args.is_empty() {
@@ -627,7 +643,7 @@ pub(crate) fn run_args(
     };
     // Counted in INFO commandstats as a connection's command is: a replica
     // counts what its master's stream ran, as Redis's call() does for it.
-    let (r, _) = call::call(&mut ctx, id, args, call::Caller::Internal, None);
+    let (r, _) = call::call(&mut ctx, id, args, caller, None);
     r.map_err(|e| e.render())?;
     Ok(out.buf)
 }

@@ -81,8 +81,16 @@ fn module_load(_: &mut Ctx, args: Args) -> CmdResult {
     )))
 }
 
-/// KeyDB's commands not built yet, by lower-case name.
-const KEYDB: &[&str] = &["keydb.nhget", "keydb.nhset"];
+/// KeyDB's commands not built yet, by lower-case name: its nested hashes,
+/// its MVCC restore, and the two its own active replication sends between
+/// KeyDB nodes (RREPLAY's envelope and LFENCE; ours speaks LATTICE.PEER).
+const KEYDB: &[&str] = &[
+    "keydb.nhget",
+    "keydb.nhset",
+    "keydb.mvccrestore",
+    "rreplay",
+    "lfence",
+];
 
 /// KeyDB's subcommands not built yet: (command, subcommand).
 const KEYDB_SUBS: &[(&str, &str)] = &[];

@@ -76,6 +76,10 @@ pub struct ClientState {
     /// Set by SHUTDOWN: the server should stop after this reply.
     pub shutdown_requested: Option<crate::core::admin::ShutdownKind>,
     pub shared: Option<Arc<ClientShared>>,
+    /// The address MONITOR and the slowlog show for a client the server
+    /// runs itself, which has no `shared` (a replica's master client: the
+    /// master's address, as Redis shows it).
+    pub internal_addr: Option<Arc<str>>,
     /// Pub/sub subscriptions (see `core/pubsub.rs`).
     pub pubsub: crate::core::pubsub::ClientSubs,
     /// Transactions (`commands/multi.rs`): the open MULTI, if any.
@@ -127,6 +131,7 @@ impl ClientState {
             close_after_reply: false,
             shutdown_requested: None,
             shared: None,
+            internal_addr: None,
             pubsub: Default::default(),
             multi: None,
             in_exec: false,
@@ -139,6 +144,16 @@ impl ClientState {
             sync_request: None,
             peer_request: None,
             repl_wait: None,
+        }
+    }
+
+    /// The client's address as MONITOR and the slowlog show it ("" for
+    /// the server's own clients but the master's).
+    pub(crate) fn shown_addr(&self) -> String {
+        match (&self.shared, &self.internal_addr) {
+            (Some(sh), _) => sh.addr.clone(),
+            (None, Some(addr)) => addr.to_string(),
+            (None, None) => String::new(),
         }
     }
 }

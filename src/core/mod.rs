@@ -159,13 +159,19 @@ impl Core {
 
     /// Records a latency event of `ms` milliseconds if it reaches
     /// `latency-monitor-threshold` (Redis's latencyAddSampleIfNeeded).
-    #[inline]
+    /// Inlined: every command pays the comparison, only a slow one the rest.
+    #[inline(always)]
     pub fn latency_event(&self, event: &str, ms: u64) {
         let t = self.hot.latency_threshold_ms.load(Relaxed);
         if t > 0 && ms >= t {
-            let now = crate::keyspace::hlc::unix_ms() / 1000;
-            self.latency.add(event, ms, now);
+            self.latency_add(event, ms);
         }
+    }
+
+    #[cold]
+    fn latency_add(&self, event: &str, ms: u64) {
+        let now = crate::keyspace::hlc::unix_ms() / 1000;
+        self.latency.add(event, ms, now);
     }
 
     /// Mirrors the configuration's hot values after a change (CONFIG SET).

@@ -398,11 +398,7 @@ fn options_redacted(args: Args, from: usize, opts: &[(&str, usize, bool)]) -> Ve
 /// A MONITOR line for the client's command `id` (None: one with nothing
 /// to redact, EVAL's and FCALL's own line).
 pub(crate) fn feed_monitors(srv: &Core, client: &ClientState, id: Option<usize>, args: Args) {
-    let addr = client
-        .shared
-        .as_ref()
-        .map(|s| s.addr.clone())
-        .unwrap_or_default();
+    let addr = client.shown_addr();
     let hidden = id.map_or(vec![], |id| redacted(srv, id, args));
     if hidden.is_empty() {
         return feed_monitors_from(srv, client.db, &addr, args);
@@ -448,16 +444,8 @@ pub(crate) fn maybe_slowlog(srv: &Core, client: &ClientState, id: usize, args: A
     if !slow_enough(srv, usec) {
         return;
     }
-    let addr = || client.shared.as_ref().map(|s| s.addr.clone());
-    let name = || client.name.clone();
-    slowlog_push(
-        srv,
-        id,
-        args,
-        usec,
-        addr().unwrap_or_default(),
-        name().unwrap_or_default(),
-    );
+    let name = client.name.clone().unwrap_or_default();
+    slowlog_push(srv, id, args, usec, client.shown_addr(), name);
 }
 
 /// Whether a call of `usec` microseconds reaches `slowlog-log-slower-than`.

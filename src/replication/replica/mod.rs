@@ -8,7 +8,7 @@
 //! `dbfilename`), or with `repl-diskless-load` straight from the socket
 //! (`SocketPayload`): `on-empty-db` into the empty databases, `swapdb` into
 //! a staging dataset swapped in on success (DECISIONS 30). Each
-//! command runs through `commands::run_args` as the master client (exempt
+//! command runs through `commands::run_master` as the master client (exempt
 //! from read-only, no replies), and its exact bytes are appended to the
 //! backlog, which makes our offset the master's and is what our own
 //! replicas read. A thread, not a task: the link's work is sequential and

@@ -1,5 +1,5 @@
 //! The command stream once synced: each command runs as the master client
-//! (`commands::run_args`), its exact bytes are relayed to our backlog, and
+//! (`commands::run_master`), its exact bytes are relayed to our backlog, and
 //! the link acknowledges ten times a second and on GETACK.
 
 use std::sync::atomic::Ordering::*;
@@ -17,6 +17,7 @@ pub(super) fn stream<H: Host>(srv: &Arc<H>, gen: u64, peer: &mut Peer) -> Result
     let side = &srv.repl().replica;
     let mut client = ClientState::new(MASTER_LINK_ID);
     client.db = side.master_db.load(Relaxed);
+    client.internal_addr = master_addr(peer);
     let mut clock = Hlc::new(srv.node_id);
     let stats = srv.new_worker_stats();
     let mut parser = RequestParser::new();
@@ -73,6 +74,13 @@ pub(super) fn stream<H: Host>(srv: &Arc<H>, gen: u64, peer: &mut Peer) -> Result
     }
 }
 
+/// Where MONITOR and the slowlog show the master's commands from, as Redis
+/// shows its master client: the master's address (the socket's peer).
+fn master_addr(peer: &Peer) -> Option<Arc<str>> {
+    let addr = peer.conn.s.tcp().peer_addr().ok()?;
+    Some(addr.to_string().into())
+}
+
 /// What applies the master's commands: the master client and its clock.
 struct Link<'a> {
     clock: &'a mut Hlc,
@@ -104,7 +112,7 @@ impl Link<'_> {
                 && args.get(0).eq_ignore_ascii_case(b"replconf")
                 && args.get(1).eq_ignore_ascii_case(b"getack");
             if !getack && !args.is_empty() {
-                let r = crate::commands::run_args(
+                let r = crate::commands::run_master(
                     srv.admin(),
                     self.clock,
                     self.stats,

@@ -1,0 +1,211 @@
+//! What MONITOR, the slowlog and the latency monitor see of the commands a
+//! server runs for others: a replica's of its master's stream (Redis's
+//! master client, run with CMD_CALL_FULL) and EXEC's of its queued
+//! commands. Each check runs on a LatticeDB pair and on a redis-server
+//! 7.0.15 pair, and the two views must be the same.
+
+mod common;
+
+use common::*;
+use redis::Value;
+
+/// A master and its replica, synced; `ours` picks LatticeDB or Redis.
+enum Node {
+    Ours(Server),
+    Redis(RedisOracle),
+}
+
+impl Node {
+    fn start(ours: bool, extra: &[&str]) -> Node {
+        match ours {
+            true => Node::Ours(Server::start(extra)),
+            false => Node::Redis(RedisOracle::start(extra)),
+        }
+    }
+    fn port(&self) -> u16 {
+        match self {
+            Node::Ours(s) => s.port,
+            Node::Redis(o) => o.port,
+        }
+    }
+    fn conn(&self) -> redis::Connection {
+        match self {
+            Node::Ours(s) => s.conn(),
+            Node::Redis(o) => o.conn(),
+        }
+    }
+    fn raw(&self) -> Raw {
+        let s = std::net::TcpStream::connect(("127.0.0.1", self.port())).unwrap();
+        s.set_read_timeout(Some(std::time::Duration::from_secs(30)))
+            .unwrap();
+        Raw {
+            r: std::io::BufReader::new(s.try_clone().unwrap()),
+            w: s,
+        }
+    }
+}
+
+fn synced_pair(ours: bool) -> (Node, Node) {
+    let m = Node::start(ours, &[]);
+    let mport = m.port().to_string();
+    let r = Node::start(ours, &["--replicaof", "127.0.0.1", &mport]);
+    let (mut mc, mut rc) = (m.conn(), r.conn());
+    let _: () = cmd(&mut mc, &["SET", "warm", "up"]);
+    eventually("the replica in sync", || in_sync(&mut mc, &mut rc));
+    (m, r)
+}
+
+/// A MONITOR line as "[db who] cmd args", the command name in lower case,
+/// the master's address as "master" (None: a line of the link's own
+/// chatter, PING and REPLCONF).
+fn shown(line: &str, master: &str) -> Option<String> {
+    let rest = line.trim_end().split_once(' ')?.1;
+    let (who, argv) = rest.split_once("] ")?;
+    let (name, args) = argv.split_once(' ').unwrap_or((argv, ""));
+    let name = name.to_lowercase();
+    if name == "\"ping\"" || name == "\"replconf\"" {
+        return None;
+    }
+    let who = who.replace(master, "master");
+    Some(format!("{who}] {name} {args}").trim_end().to_string())
+}
+
+/// The replica's MONITOR lines and SLOWLOG entries (command, address,
+/// name) for what its master's clients ran.
+fn replica_view(ours: bool) -> (Vec<String>, Vec<String>) {
+    let (m, r) = synced_pair(ours);
+    let master = format!("127.0.0.1:{}", m.port());
+    let mut rc = r.conn();
+    let _: () = cmd(&mut rc, &["CONFIG", "SET", "slowlog-log-slower-than", "0"]);
+    let _: () = cmd(&mut rc, &["SLOWLOG", "RESET"]);
+    let mut mon = r.raw();
+    mon.send(b"MONITOR\r\n");
+    assert_eq!(mon.line(), "+OK\r\n");
+
+    let mut mc = m.conn();
+    let _: () = cmd(&mut mc, &["SELECT", "3"]);
+    let _: () = cmd(&mut mc, &["SET", "a", "1"]);
+    let _: () = cmd(&mut mc, &["SELECT", "0"]);
+    let _: Value = redis::pipe()
+        .atomic()
+        .cmd("SET")
+        .arg("b")
+        .arg("2")
+        .cmd("INCR")
+        .arg("c")
+        .query(&mut mc)
+        .unwrap();
+    let _: () = cmd(&mut mc, &["SET", "end", "1"]);
+
+    let mut lines = vec![];
+    while !lines.iter().any(|l: &String| l.contains("\"end\"")) {
+        let line = mon.line();
+        assert!(line.starts_with('+'), "{line:?} after {lines:?}");
+        lines.extend(shown(&line, &master));
+    }
+    let entries: Vec<Value> = cmd(&mut rc, &["SLOWLOG", "GET", "-1"]);
+    let mut slow: Vec<String> = entries
+        .iter()
+        .rev()
+        .map(|e| {
+            let Value::Array(f) = e else { panic!("{e:?}") };
+            let argv: Vec<String> = redis::from_redis_value(&f[3]).unwrap();
+            let addr: String = redis::from_redis_value(&f[4]).unwrap();
+            let name: String = redis::from_redis_value(&f[5]).unwrap();
+            let who = if addr == master { "master" } else { "client" };
+            format!("{} {who} name={name:?}", argv.join(" ").to_lowercase())
+        })
+        .filter(|e| !e.starts_with("ping") && !e.starts_with("replconf"))
+        .collect();
+    // The replica's own clients' commands (SLOWLOG RESET, MONITOR) aside.
+    slow.retain(|e| e.contains(" master "));
+    (lines, slow)
+}
+
+#[test]
+fn a_replica_shows_its_masters_commands_as_redis_does() {
+    let (lines, slow) = replica_view(true);
+    assert_eq!(
+        lines,
+        [
+            "[3 master] \"select\" \"3\"",
+            "[3 master] \"set\" \"a\" \"1\"",
+            "[0 master] \"select\" \"0\"",
+            "[0 master] \"multi\"",
+            "[0 master] \"set\" \"b\" \"2\"",
+            "[0 master] \"incr\" \"c\"",
+            "[0 master] \"exec\"",
+            "[0 master] \"set\" \"end\" \"1\"",
+        ]
+    );
+    assert_eq!(
+        slow,
+        [
+            "select 3 master name=\"\"",
+            "set a 1 master name=\"\"",
+            "select 0 master name=\"\"",
+            "multi master name=\"\"",
+            "set b 2 master name=\"\"",
+            "incr c master name=\"\"",
+            "set end 1 master name=\"\"",
+        ]
+    );
+    assert_eq!((lines, slow), replica_view(false));
+}
+
+/// The names in LATENCY LATEST and the commands in SLOWLOG GET after a
+/// transaction whose one queued command is a FAST one made slow (LPUSH of
+/// 200,000 elements, over a 1 ms threshold).
+fn exec_view(node: &Node) -> (Vec<String>, Vec<String>) {
+    let mut c = node.conn();
+    for (k, v) in [
+        ("latency-monitor-threshold", "1"),
+        ("slowlog-log-slower-than", "0"),
+    ] {
+        let _: () = cmd(&mut c, &["CONFIG", "SET", k, v]);
+    }
+    let _: i64 = cmd(&mut c, &["LATENCY", "RESET"]);
+    let _: () = cmd(&mut c, &["SLOWLOG", "RESET"]);
+    let mut lpush = redis::cmd("LPUSH");
+    lpush.arg("big");
+    for i in 0..200_000 {
+        lpush.arg(i);
+    }
+    let _: Value = redis::pipe()
+        .atomic()
+        .add_command(lpush)
+        .query(&mut c)
+        .unwrap();
+    let latest: Vec<Vec<Value>> = cmd(&mut c, &["LATENCY", "LATEST"]);
+    let mut events: Vec<String> = latest
+        .iter()
+        .map(|e| redis::from_redis_value(&e[0]).unwrap())
+        .filter(|e: &String| e.ends_with("command"))
+        .collect();
+    events.sort();
+    let entries: Vec<Value> = cmd(&mut c, &["SLOWLOG", "GET", "-1"]);
+    let slow = entries
+        .iter()
+        .rev()
+        .map(|e| {
+            let Value::Array(f) = e else { panic!("{e:?}") };
+            let argv: Vec<String> = redis::from_redis_value(&f[3]).unwrap();
+            argv[0].to_lowercase()
+        })
+        .filter(|name| ["multi", "lpush", "exec"].contains(&name.as_str()))
+        .collect();
+    (events, slow)
+}
+
+#[test]
+fn execs_queued_commands_are_slowlog_entries_and_latency_events() {
+    let ours = exec_view(&Node::start(true, &[]));
+    assert_eq!(
+        ours,
+        (
+            vec!["command".to_string(), "fast-command".into()],
+            vec!["multi".to_string(), "lpush".into()]
+        )
+    );
+    assert_eq!(ours, exec_view(&Node::start(false, &[])));
+}
