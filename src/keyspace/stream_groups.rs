@@ -6,8 +6,9 @@
 //!
 //! The PEL and the consumers' own PELs are one structure
 //! ([`super::stream_pel`]): an ID is in a consumer's PEL exactly when the
-//! group's NACK for it names that consumer, by construction. Groups and consumers are kept in byte
-//! order of their names, as Redis's radix trees list them. The lag and
+//! group's NACK for it names that consumer, by construction. Groups and
+//! consumers are kept in byte order of their names, as Redis's radix trees
+//! list them. The lag and
 //! entries-read arithmetic is Redis 7.0's (streamEstimateDistanceFromFirst-
 //! EverEntry, streamRangeHasTombstones, streamReplyWithCGLag).
 
