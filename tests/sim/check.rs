@@ -299,6 +299,13 @@ pub type Check = fn(&World) -> Result<(), String>;
 /// The final checks, in order.
 pub const CHECKS: &[(&str, Check)] = &[("converged", converged), ("merge rules", merge_rules)];
 
+/// A key's merge state as DEBUG MERGEINFO describes it, on one line.
+pub fn merge_state(srv: &Server, k: &Key) -> Option<String> {
+    let slot = srv.keyspace.slot(&k.1);
+    let g = srv.keyspace.db(k.0).lock(slot.shard);
+    g.merge_meta(&k.1).map(|m| m.describe().join(" | "))
+}
+
 /// Every node holds the same keys with the same values, expiry and
 /// versions (beyond the horizon).
 fn converged(w: &World) -> Result<(), String> {
@@ -307,12 +314,7 @@ fn converged(w: &World) -> Result<(), String> {
         let keys: BTreeSet<&Key> = first.keys().chain(d.keys()).collect();
         for k in keys {
             if first.get(k) != d.get(k) {
-                let meta = |n: usize| {
-                    let srv = &w.nodes[n].srv;
-                    let slot = srv.keyspace.slot(&k.1);
-                    let g = srv.keyspace.db(k.0).lock(slot.shard);
-                    g.merge_meta(&k.1).map(|m| m.describe().join(" | "))
-                };
+                let meta = |n: usize| merge_state(&w.nodes[n].srv, k);
                 return Err(format!(
                     "{}: node 0 holds {:?}, node {i} holds {:?} (merge states: {:?} / {:?})",
                     show_key(k),

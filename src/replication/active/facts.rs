@@ -459,6 +459,9 @@ impl Link {
         if !list && !stream && !crate::keyspace::merge::elements::is_collection(&entry.value) {
             return false;
         }
+        if crate::keyspace::merge::ttl::other_type(facts, &entry.value) {
+            return false; // a type conflict: the key's state decides
+        }
         let before = entry.expire_at();
         let version = g.version_of(slot.hash, key);
         // The state's TTL register and context, where it describes the key.
