@@ -96,6 +96,9 @@ pub mod keyspace {
     pub mod stream {
         pub use crate::keyspace::stream::StreamId;
     }
+    pub mod stream_pel {
+        pub use crate::keyspace::stream_pel::Pel;
+    }
     pub mod zset {
         pub use crate::keyspace::zset::{ZLimits, ZSetValue};
     }

@@ -60,7 +60,7 @@ fn xclaim_record(key: &[u8], group: &[u8], id: &[u8], n: &Nack, last: StreamId) 
         &b"XCLAIM"[..],
         key,
         group,
-        &n.consumer,
+        n.consumer(),
         b"0",
         id,
         b"TIME",
@@ -484,8 +484,9 @@ pub(crate) fn xgroup_delconsumer(ctx: &mut Ctx, args: Args) -> CmdResult {
 fn delconsumer_told(m: &GroupMeta, g: &Group, consumer: &[u8]) -> Option<XgroupTold> {
     let mut told = XgroupTold::default();
     told.resets[2] = Some(m.consumers.get(consumer)?.dot);
-    for id in &g.consumers.get(consumer)?.pel {
-        let dots = &m.pel.get(id)?.dots;
+    g.consumers.get(consumer)?;
+    for (id, _) in g.pel.of(consumer) {
+        let dots = &m.pel.get(&id)?.dots;
         if dots.is_empty() {
             return None;
         }
@@ -847,24 +848,17 @@ pub(crate) fn xpending(ctx: &mut Ctx, args: Args) -> CmdResult {
         pending_summary(out, g);
         return Ok(());
     };
-    let pel: Vec<StreamId> = match r.consumer {
-        Some(c) => match g.consumers.get(args.get(c)) {
-            Some(c) => c.pel.iter().copied().collect(),
-            None => {
-                out.array(0);
-                return Ok(());
-            }
-        },
-        None => Vec::new(),
-    };
-    let ids: Box<dyn Iterator<Item = StreamId>> = match r.consumer {
-        Some(_) => Box::new(pel.into_iter().filter(|id| *id >= r.start)),
-        None if r.start <= r.end => Box::new(g.pel.range(r.start..).map(|(id, _)| *id)),
+    let ids: Box<dyn Iterator<Item = (StreamId, &Nack)>> = match r.consumer {
+        Some(c) if !g.consumers.contains_key(args.get(c)) => {
+            out.array(0);
+            return Ok(());
+        }
+        Some(c) => Box::new(g.pel.of_from(args.get(c), r.start)),
+        None if r.start <= r.end => Box::new(g.pel.range(r.start..).map(|(id, n)| (*id, n))),
         None => Box::new(std::iter::empty()),
     };
     let rows: Vec<(StreamId, &Nack)> = ids
-        .take_while(|id| *id <= r.end)
-        .map(|id| (id, &g.pel[&id]))
+        .take_while(|(id, _)| *id <= r.end)
         .filter(|(_, n)| r.idle == 0 || now.saturating_sub(n.delivery_time) >= r.idle)
         .take(r.count)
         .collect();
@@ -872,7 +866,7 @@ pub(crate) fn xpending(ctx: &mut Ctx, args: Args) -> CmdResult {
     for (id, n) in rows {
         out.array(4);
         out.bulk(id.text().as_bytes());
-        out.bulk(&n.consumer);
+        out.bulk(n.consumer());
         out.int(now.saturating_sub(n.delivery_time).max(0));
         out.int(n.delivery_count as i64);
     }
@@ -890,16 +884,15 @@ fn pending_summary(out: &mut ReplyBuf, g: &Group) {
     };
     out.bulk(first.text().as_bytes());
     out.bulk(last.text().as_bytes());
-    let holders: Vec<_> = g
-        .consumers
-        .iter()
-        .filter(|(_, c)| !c.pel.is_empty())
+    let holders: Vec<(&Vec<u8>, usize)> = (g.consumers.keys())
+        .map(|name| (name, g.pel.count_of(name)))
+        .filter(|(_, n)| *n > 0)
         .collect();
     out.array(holders.len());
-    for (name, c) in holders {
+    for (name, n) in holders {
         out.array(2);
         out.bulk(name);
-        out.bulk(c.pel.len().to_string().as_bytes());
+        out.bulk(n.to_string().as_bytes());
     }
 }
 
@@ -1020,14 +1013,7 @@ pub(crate) fn xclaim(ctx: &mut Ctx, args: Args) -> CmdResult {
             };
             let fresh = c.force && !g.pel.contains_key(id);
             if fresh {
-                g.pel.insert(
-                    *id,
-                    Nack {
-                        consumer: Vec::new(),
-                        delivery_time: now,
-                        delivery_count: 1,
-                    },
-                );
+                g.pel.insert(*id, consumer, now, 1);
             }
             let Some(n) = g.pel.get(id) else {
                 continue;
@@ -1269,7 +1255,7 @@ pub(crate) fn reply_group_full(
     for (id, n) in pel {
         out.array(4);
         out.bulk(id.text().as_bytes());
-        out.bulk(&n.consumer);
+        out.bulk(n.consumer());
         out.int(n.delivery_time);
         out.int(n.delivery_count as i64);
     }
@@ -1282,12 +1268,11 @@ pub(crate) fn reply_group_full(
         out.bulk(b"seen-time");
         out.int(c.seen_time);
         out.bulk(b"pel-count");
-        out.int(c.pel.len() as i64);
+        out.int(g.pel.count_of(cname) as i64);
         out.bulk(b"pending");
-        let ids: Vec<_> = c.pel.iter().take(take).collect();
+        let ids: Vec<_> = g.pel.of(cname).take(take).collect();
         out.array(ids.len());
-        for id in ids {
-            let n = &g.pel[id];
+        for (id, n) in ids {
             out.array(3);
             out.bulk(id.text().as_bytes());
             out.int(n.delivery_time);

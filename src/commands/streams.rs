@@ -1278,7 +1278,7 @@ fn xinfo_consumers(ctx: &mut Ctx, args: Args) -> CmdResult {
         out.bulk(b"name");
         out.bulk(name);
         out.bulk(b"pending");
-        out.int(c.pel.len() as i64);
+        out.int(gr.pel.count_of(name) as i64);
         out.bulk(b"idle");
         out.int(now.saturating_sub(c.seen_time).max(0));
     }

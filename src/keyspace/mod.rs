@@ -36,6 +36,7 @@ pub(crate) mod snap;
 pub(crate) mod stream;
 pub(crate) mod stream_groups;
 pub(crate) mod stream_node;
+pub(crate) mod stream_pel;
 pub(crate) mod table;
 pub(crate) mod value;
 pub(crate) mod zset;

@@ -4,42 +4,35 @@
 //! delivered, unacknowledged entry, naming its consumer), and its consumers
 //! with their own PELs (the IDs they hold).
 //!
-//! A NACK names its consumer by name instead of pointing at it; every
-//! operation here keeps the two sides in step (an ID is in a consumer's PEL
-//! exactly when the group's NACK for it names that consumer), which the RDB
-//! loader checks on untrusted input. Groups and consumers are kept in byte
-//! order of their names, as Redis's radix trees list them. The lag and
+//! The PEL and the consumers' own PELs are one structure
+//! ([`super::stream_pel`]): an ID is in a consumer's PEL exactly when the
+//! group's NACK for it names that consumer, by construction. Groups and
+//! consumers are kept in byte order of their names, as Redis's radix trees
+//! list them. The lag and
 //! entries-read arithmetic is Redis 7.0's (streamEstimateDistanceFromFirst-
 //! EverEntry, streamRangeHasTombstones, streamReplyWithCGLag).
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 
 use super::stream::{Fields, StreamId, StreamValue};
+pub(crate) use super::stream_pel::{Nack, Pel};
 
 /// A group's entries-read counter when it is not known (SCG_INVALID_ENTRIES_READ).
 pub(crate) const INVALID_ENTRIES_READ: i64 = -1;
 
-/// One pending entry: who holds it, when it was last delivered (unix ms)
-/// and how many times.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Nack {
-    pub consumer: Vec<u8>,
-    pub delivery_time: i64,
-    pub delivery_count: u64,
-}
-
+/// A consumer; its pending entries are the group PEL's
+/// ([`Pel::of`], [`Pel::count_of`]).
 #[derive(Clone, Debug, PartialEq, Default)]
 pub struct Consumer {
     /// Unix ms of its last read or claim.
     pub seen_time: i64,
-    pub pel: BTreeSet<StreamId>,
 }
 
 #[derive(Clone, Debug, PartialEq)]
 pub struct Group {
     pub last_id: StreamId,
     pub entries_read: i64,
-    pub pel: BTreeMap<StreamId, Nack>,
+    pub pel: Pel,
     pub consumers: BTreeMap<Vec<u8>, Consumer>,
 }
 
@@ -48,7 +41,7 @@ impl Group {
         Group {
             last_id,
             entries_read,
-            pel: BTreeMap::new(),
+            pel: Pel::default(),
             consumers: BTreeMap::new(),
         }
     }
@@ -64,10 +57,7 @@ impl Group {
                 false
             }
             None => {
-                let c = Consumer {
-                    seen_time: now,
-                    pel: BTreeSet::new(),
-                };
+                let c = Consumer { seen_time: now };
                 self.consumers.insert(name.to_vec(), c);
                 true
             }
@@ -77,58 +67,31 @@ impl Group {
     /// Gives entry `id` to `consumer` (created by the caller), as a first
     /// delivery: a NACK already there (after XGROUP SETID) moves to it.
     pub fn deliver(&mut self, id: StreamId, consumer: &[u8], now: i64) -> Nack {
-        if let Some(old) = self.pel.get(&id).map(|n| n.consumer.clone()) {
-            if let Some(c) = self.consumers.get_mut(&old) {
-                c.pel.remove(&id);
-            }
-        }
-        let nack = Nack {
-            consumer: consumer.to_vec(),
-            delivery_time: now,
-            delivery_count: 1,
-        };
-        self.pel.insert(id, nack.clone());
-        if let Some(c) = self.consumers.get_mut(consumer) {
-            c.pel.insert(id);
-        }
-        nack
+        self.pel.insert(id, consumer, now, 1);
+        self.pel[&id].clone()
     }
 
     /// Removes the NACK of `id` from the group and its consumer (XACK, or
     /// a claim of an entry that is gone); whether there was one.
     pub fn ack(&mut self, id: StreamId) -> bool {
-        let Some(n) = self.pel.remove(&id) else {
-            return false;
-        };
-        if let Some(c) = self.consumers.get_mut(&n.consumer) {
-            c.pel.remove(&id);
-        }
-        true
+        self.pel.remove(&id).is_some()
     }
 
     /// Moves the NACK of `id` (present) to `consumer` (present).
     pub fn reassign(&mut self, id: StreamId, consumer: &[u8]) {
-        let Some(n) = self.pel.get_mut(&id) else {
+        let Some(n) = self.pel.get(&id) else {
             return;
         };
-        if n.consumer != consumer {
-            let old = std::mem::replace(&mut n.consumer, consumer.to_vec());
-            if let Some(c) = self.consumers.get_mut(&old) {
-                c.pel.remove(&id);
-            }
-        }
-        if let Some(c) = self.consumers.get_mut(consumer) {
-            c.pel.insert(id);
+        if n.consumer() != consumer {
+            let (time, count) = (n.delivery_time, n.delivery_count);
+            self.pel.insert(id, consumer, time, count);
         }
     }
 
     /// Deletes a consumer and its pending entries; how many it had.
     pub fn delete_consumer(&mut self, name: &[u8]) -> Option<usize> {
-        let c = self.consumers.remove(name)?;
-        for id in &c.pel {
-            self.pel.remove(id);
-        }
-        Some(c.pel.len())
+        self.consumers.remove(name)?;
+        Some(self.pel.remove_owner(name))
     }
 }
 
@@ -256,11 +219,9 @@ impl StreamValue {
     ) -> Vec<(StreamId, Option<Fields>)> {
         let take = if count == 0 { usize::MAX } else { count };
         let g = self.groups.get(group).expect("group checked");
-        let ids: Vec<StreamId> = g.consumers[consumer]
-            .pel
-            .range(start..)
+        let ids: Vec<StreamId> = (g.pel.of_from(consumer, start))
             .take(take)
-            .copied()
+            .map(|(id, _)| id)
             .collect();
         let out: Vec<(StreamId, Option<Fields>)> =
             ids.iter().map(|id| (*id, self.entry(*id))).collect();
@@ -283,10 +244,12 @@ impl StreamValue {
             .map(|(name, g)| {
                 name.len()
                     + 96
-                    + g.pel.values().map(|n| n.consumer.len() + 64).sum::<usize>()
-                    + g.consumers
-                        .iter()
-                        .map(|(c, v)| c.len() + 64 + 24 * v.pel.len())
+                    + g.pel
+                        .values()
+                        .map(|n| n.consumer().len() + 64)
+                        .sum::<usize>()
+                    + (g.consumers.keys())
+                        .map(|c| c.len() + 64 + 24 * g.pel.count_of(c))
                         .sum::<usize>()
             })
             .sum()

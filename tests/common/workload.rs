@@ -1071,12 +1071,13 @@ pub fn canonical(v: &Value) -> Vec<u8> {
                     String::from_utf8_lossy(name),
                     gr.last_id.text()
                 );
-                for (id, n) in &gr.pel {
-                    let c = String::from_utf8_lossy(&n.consumer);
+                for (id, n) in gr.pel.iter() {
+                    let c = String::from_utf8_lossy(n.consumer());
                     line += &format!(" {}:{c}:{}", id.text(), n.delivery_count);
                 }
-                for (c, v) in &gr.consumers {
-                    line += &format!(" [{}:{}]", String::from_utf8_lossy(c), v.pel.len());
+                for c in gr.consumers.keys() {
+                    let held = gr.pel.count_of(c);
+                    line += &format!(" [{}:{held}]", String::from_utf8_lossy(c));
                 }
                 items.push(line.into_bytes());
             }

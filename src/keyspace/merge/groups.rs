@@ -43,7 +43,7 @@ use std::collections::BTreeMap;
 use super::codec::{put_bytes, put_varint, Cursor};
 use super::context::{fingerprint, Context};
 use crate::keyspace::stream::{StreamId, StreamValue};
-use crate::keyspace::stream_groups::{Consumer, Group, Nack, INVALID_ENTRIES_READ};
+use crate::keyspace::stream_groups::{Consumer, Group, Nack, Pel, INVALID_ENTRIES_READ};
 
 /// One group's merge state (see the module comment).
 #[derive(Clone, Debug, PartialEq, Eq, Default)]
@@ -103,7 +103,7 @@ pub(crate) type Groups = BTreeMap<Vec<u8>, GroupMeta>;
 
 /// What tells a NACK changed.
 fn print(n: &Nack) -> u64 {
-    let mut b = n.consumer.clone();
+    let mut b = n.consumer().to_vec();
     b.extend_from_slice(&n.delivery_time.to_le_bytes());
     b.extend_from_slice(&n.delivery_count.to_le_bytes());
     fingerprint(&b)
@@ -169,7 +169,7 @@ impl GroupMeta {
 /// (a changed one keeps the incarnation of its latest dot).
 fn note_pel(pel: &mut BTreeMap<StreamId, Pending>, g: &Group, (stamp, inc): (u64, u64)) {
     pel.retain(|id, _| g.pel.contains_key(id));
-    for (id, n) in &g.pel {
+    for (id, n) in g.pel.iter() {
         let p = print(n);
         let e = pel.entry(*id).or_default();
         if e.dots.is_empty() || e.print != p {
@@ -401,7 +401,7 @@ fn join_pel(
     group: &mut Group,
     meta: &mut GroupMeta,
 ) {
-    let empty = BTreeMap::new();
+    let empty = Pel::default();
     let pa = a.1.map_or(&empty, |h| &held_group(h).pel);
     let pb = b.1.map_or(&empty, |h| &held_group(h).pel);
     let dots = |s: (&Side, Option<&Held>), id: &StreamId| {
@@ -429,13 +429,17 @@ fn join_pel(
         }
         let key = |c: &&(u64, &Nack)| {
             let n = c.1;
-            (c.0, n.delivery_time, n.delivery_count, n.consumer.clone())
+            (
+                c.0,
+                n.delivery_time,
+                n.delivery_count,
+                n.consumer().to_vec(),
+            )
         };
         let Some(&(_, n)) = cands.iter().max_by_key(key) else {
             continue;
         };
-        let mut n = n.clone();
-        n.delivery_count = cands
+        let count = cands
             .iter()
             .map(|c| c.1.delivery_count)
             .max()
@@ -450,7 +454,7 @@ fn join_pel(
                 print: 0,
             },
         );
-        group.pel.insert(*id, n);
+        group.pel.insert(*id, n.consumer(), n.delivery_time, count);
     }
 }
 
@@ -470,7 +474,7 @@ fn join_consumers(
     let part =
         |s: (&Side, Option<&Held>), name: &[u8]| s.1.map(|h| h.consumer_part(name, s.0.version));
     let owners: std::collections::BTreeSet<Vec<u8>> =
-        group.pel.values().map(|n| n.consumer.clone()).collect();
+        group.pel.values().map(|n| n.consumer().to_vec()).collect();
     let names: std::collections::BTreeSet<&Vec<u8>> = ca.keys().chain(cb.keys()).collect();
     for name in names {
         let xa = (ca.get(name)).and_then(|c| Some((part(a, name)?, c.seen_time)));
@@ -492,29 +496,24 @@ fn join_consumers(
         };
         let seen = cands.iter().map(|c| c.1).max().unwrap_or_default();
         meta.consumers.insert(name.clone(), p);
-        let c = Consumer {
-            seen_time: seen,
-            pel: Default::default(),
-        };
+        let c = Consumer { seen_time: seen };
         group.consumers.insert(name.clone(), c);
     }
     // An owner neither side lists (a damaged state): made, seen when it got
     // the entry.
     let nacks: Vec<(StreamId, Nack)> = group.pel.iter().map(|(i, n)| (*i, n.clone())).collect();
     for (id, n) in nacks {
-        let c = group
+        group
             .consumers
-            .entry(n.consumer.clone())
+            .entry(n.consumer().to_vec())
             .or_insert_with(|| {
                 let &(dot, inc) = meta.pel[&id].dots.last().expect("kept");
                 let part = Part { dot, print: 0, inc };
-                meta.consumers.insert(n.consumer.clone(), part);
+                meta.consumers.insert(n.consumer().to_vec(), part);
                 Consumer {
                     seen_time: n.delivery_time,
-                    pel: Default::default(),
                 }
             });
-        c.pel.insert(id);
     }
 }
 
@@ -934,10 +933,10 @@ mod tests {
         let j = joined(&a, &b);
         let g = group(&j);
         assert_eq!(g.pel.keys().copied().collect::<Vec<_>>(), vec![id(3)]);
-        assert_eq!(g.pel[&id(3)].consumer, b"carol");
+        assert_eq!(g.pel[&id(3)].consumer(), b"carol");
         assert_eq!(g.pel[&id(3)].delivery_count, 2);
-        assert!(g.consumers[&b"carol"[..]].pel.contains(&id(3)));
-        assert!(g.consumers[&b"bob"[..]].pel.is_empty());
+        assert!(g.pel.of(b"carol").any(|(i, _)| i == id(3)));
+        assert_eq!(g.pel.count_of(b"bob"), 0);
     }
 
     #[test]
@@ -953,7 +952,7 @@ mod tests {
         }
         let g = joined(&a, &b);
         let n = &group(&g).pel[&id(1)];
-        assert_eq!((&n.consumer[..], n.delivery_count), (&b"y"[..], 4));
+        assert_eq!((n.consumer(), n.delivery_count), (&b"y"[..], 4));
     }
 
     #[test]
@@ -1057,7 +1056,7 @@ mod tests {
         let g = group(&j);
         // bob's entries a saw are gone with him; the new one kept him.
         assert_eq!(g.pel.keys().copied().collect::<Vec<_>>(), vec![id(4)]);
-        assert_eq!(g.consumers[&b"bob"[..]].pel.len(), 1);
+        assert_eq!(g.pel.count_of(b"bob"), 1);
         // Without the delivery, the delete holds.
         let (mut a2, b2) = (base(), base());
         a2.write(stamp(5, A), |v| {

@@ -83,12 +83,11 @@ fn stream_commands(
             read.as_bytes(),
         ];
         cmd(out, &create);
-        for (cname, c) in &g.consumers {
-            if c.pel.is_empty() {
+        for cname in g.consumers.keys() {
+            if g.pel.count_of(cname) == 0 {
                 cmd(out, &[b"XGROUP", b"CREATECONSUMER", key, name, cname]);
             }
-            for id in &c.pel {
-                let n = &g.pel[id];
+            for (id, n) in g.pel.of(cname) {
                 let (id, time, count) = (
                     id.text(),
                     n.delivery_time.to_string(),

@@ -19,10 +19,12 @@
 //! holds (Redis checks that one only under deep sanitization; a NACK
 //! without a consumer would break our invariants, so it is always refused).
 
+use std::collections::BTreeMap;
+
 use super::encode::{write_len, write_string, Listpack};
 use super::RdbError;
 use crate::keyspace::stream::{Fields, StreamId, StreamValue};
-use crate::keyspace::stream_groups::{Consumer, Group, Nack, INVALID_ENTRIES_READ};
+use crate::keyspace::stream_groups::{Consumer, Group, INVALID_ENTRIES_READ};
 use crate::protocol::parse_i64;
 
 const FLAG_DELETED: i64 = 1;
@@ -191,7 +193,7 @@ pub(crate) fn write_groups(out: &mut Vec<u8>, x: &StreamValue, compress: bool) {
         write_len(out, g.last_id.seq);
         write_len(out, g.entries_read as u64);
         write_len(out, g.pel.len() as u64);
-        for (id, n) in &g.pel {
+        for (id, n) in g.pel.iter() {
             out.extend_from_slice(&id.to_be());
             out.extend_from_slice(&n.delivery_time.to_le_bytes());
             write_len(out, n.delivery_count);
@@ -200,8 +202,8 @@ pub(crate) fn write_groups(out: &mut Vec<u8>, x: &StreamValue, compress: bool) {
         for (cname, c) in &g.consumers {
             write_string(out, cname, compress);
             out.extend_from_slice(&c.seen_time.to_le_bytes());
-            write_len(out, c.pel.len() as u64);
-            for id in &c.pel {
+            write_len(out, g.pel.count_of(cname) as u64);
+            for (id, _) in g.pel.of(cname) {
                 out.extend_from_slice(&id.to_be());
             }
         }
@@ -248,59 +250,57 @@ pub(crate) fn read_groups<S: GroupSrc>(
         }
         let read = if read < 0 { INVALID_ENTRIES_READ } else { read };
         let mut g = Group::new(last, read);
-        read_pel(s, &mut g)?;
-        read_consumers(s, &mut g)?;
+        let pel = read_pel(s)?;
+        read_consumers(s, &mut g, pel)?;
         x.groups.insert(name, g);
     }
     Ok(())
 }
 
-/// The group PEL, its NACKs not yet owned ([`read_consumers`] names
-/// their consumers).
-fn read_pel<S: GroupSrc>(s: &mut S, g: &mut Group) -> Result<(), RdbError> {
+/// A group PEL's entries not yet owned (delivery time and count by ID):
+/// [`read_consumers`] names their consumers.
+type Unowned = BTreeMap<StreamId, (i64, u64)>;
+
+/// The group PEL, its NACKs not yet owned.
+fn read_pel<S: GroupSrc>(s: &mut S) -> Result<Unowned, RdbError> {
+    let mut pel = Unowned::new();
     for _ in 0..s.rdb_len()? {
         let id = raw_id(s.raw::<16>()?);
-        let nack = Nack {
-            consumer: Vec::new(),
-            delivery_time: i64::from_le_bytes(s.raw::<8>()?),
-            delivery_count: s.rdb_len()?,
-        };
-        if g.pel.insert(id, nack).is_some() {
+        let time = i64::from_le_bytes(s.raw::<8>()?);
+        if pel.insert(id, (time, s.rdb_len()?)).is_some() {
             return Err(corrupt(
                 "Duplicated global PEL entry loading stream consumer group",
             ));
         }
     }
-    Ok(())
+    Ok(pel)
 }
 
-fn read_consumers<S: GroupSrc>(s: &mut S, g: &mut Group) -> Result<(), RdbError> {
-    let mut owned = std::collections::BTreeSet::new();
+/// The consumers, each taking its entries of `pel` into the group's.
+fn read_consumers<S: GroupSrc>(s: &mut S, g: &mut Group, mut pel: Unowned) -> Result<(), RdbError> {
     for _ in 0..s.rdb_len()? {
         let name = s.string()?;
         if g.consumers.contains_key(&name) {
             return Err(corrupt("Duplicate stream consumer detected."));
         }
-        let mut c = Consumer {
+        let c = Consumer {
             seen_time: i64::from_le_bytes(s.raw::<8>()?),
-            ..Consumer::default()
         };
         for _ in 0..s.rdb_len()? {
             let id = raw_id(s.raw::<16>()?);
-            let Some(n) = g.pel.get_mut(&id) else {
+            let Some((time, count)) = pel.remove(&id) else {
+                if g.pel.contains_key(&id) {
+                    return Err(corrupt(
+                        "Stream consumer PEL entry already has a consumer assigned",
+                    ));
+                }
                 return Err(corrupt("Consumer entry not found in group global PEL"));
             };
-            if !owned.insert(id) {
-                return Err(corrupt(
-                    "Stream consumer PEL entry already has a consumer assigned",
-                ));
-            }
-            n.consumer = name.clone();
-            c.pel.insert(id);
+            g.pel.insert(id, &name, time, count);
         }
         g.consumers.insert(name, c);
     }
-    if owned.len() != g.pel.len() {
+    if !pel.is_empty() {
         return Err(corrupt("Stream CG PEL entry without consumer"));
     }
     Ok(())

@@ -281,15 +281,15 @@ pub(crate) fn check_delconsumer(
     told: &XgroupTold,
     name: &[u8],
 ) -> bool {
-    let Some(c) = g.consumers.get(name) else {
+    if !g.consumers.contains_key(name) {
         return !m.consumers.contains_key(name);
-    };
+    }
     let dot = told.resets[2].unwrap_or_default();
     if m.consumers.get(name).is_none_or(|p| p.dot != dot) || !cc.covers(dot) {
         return false;
     }
     let named = |d: &(u64, u64)| told.drops.contains(&d.0) && cc.covers(d.0);
-    (c.pel.iter()).all(|id| m.pel.get(id).is_some_and(|p| p.dots.iter().all(named)))
+    (g.pel.of(name)).all(|(id, _)| m.pel.get(&id).is_some_and(|p| p.dots.iter().all(named)))
 }
 
 /// Whether a DESTROY's fact applies here: every CREATE dot of the group
