@@ -58,39 +58,7 @@ pub const EXCLUDED: &[(&str, &str)] = &[
     (
         "keydb.cron",
         "its job runs later on a timer, not as a replayed write; it propagates as RESTORE (drawn), tests/cron.rs",
-    ),    (
-        "expiremember",
-        "member expiry: refused under active replication, which the simulator runs (DECISIONS 121); excluded so no seed moves; replication and replay in tests/member_expiry.rs",
-    ),
-    (
-        "expirememberat",
-        "member expiry: refused under active replication, which the simulator runs (DECISIONS 121); excluded so no seed moves; replication and replay in tests/member_expiry.rs",
-    ),
-    (
-        "pexpirememberat",
-        "member expiry: refused under active replication, which the simulator runs (DECISIONS 121); excluded so no seed moves; replication and replay in tests/member_expiry.rs",
-    ),
-    (
-        "hexpire",
-        "member expiry: refused under active replication, which the simulator runs (DECISIONS 121); excluded so no seed moves; replication and replay in tests/member_expiry.rs",
-    ),
-    (
-        "hpexpire",
-        "member expiry: refused under active replication, which the simulator runs (DECISIONS 121); excluded so no seed moves; replication and replay in tests/member_expiry.rs",
-    ),
-    (
-        "hexpireat",
-        "member expiry: refused under active replication, which the simulator runs (DECISIONS 121); excluded so no seed moves; replication and replay in tests/member_expiry.rs",
-    ),
-    (
-        "hpexpireat",
-        "member expiry: refused under active replication, which the simulator runs (DECISIONS 121); excluded so no seed moves; replication and replay in tests/member_expiry.rs",
-    ),
-    (
-        "hpersist",
-        "member expiry: refused under active replication, which the simulator runs (DECISIONS 121); excluded so no seed moves; replication and replay in tests/member_expiry.rs",
-    ),
-];
+    ),];
 
 /// One generated command line.
 pub type Line = Vec<Vec<u8>>;
@@ -537,7 +505,57 @@ pub fn template(name: &str, g: &mut Gen) -> Option<Line> {
         }
         "persist" => {
             let t = g.pick(&POOLS);
-            args!["PERSIST", g.key(t)]
+            match g.chance(0.3) {
+                // KeyDB's PERSIST of one member's TTL.
+                true => args!["PERSIST", g.key(t), g.member()],
+                false => args!["PERSIST", g.key(t)],
+            }
+        }
+        // --- member expiry (KeyDB's spelling, on sets, hashes and sorted
+        // sets; Redis 7.4's, on hashes)
+        "expiremember" => {
+            let t = g.pick(&['t', 'h', 'z']);
+            let mut l = args!["EXPIREMEMBER", g.key(t), g.member()];
+            match g.chance(0.5) {
+                true => l.extend(args![g.ttl("ms"), "ms"]),
+                false => l.extend(args![g.ttl("s")]),
+            }
+            l
+        }
+        "expirememberat" | "pexpirememberat" => {
+            let t = g.pick(&['t', 'h', 'z']);
+            let unit = if name == "expirememberat" {
+                "unix s"
+            } else {
+                "unix ms"
+            };
+            args![name.to_uppercase(), g.key(t), g.member(), g.ttl(unit)]
+        }
+        "hexpire" | "hpexpire" | "hexpireat" | "hpexpireat" => {
+            let unit = match name {
+                "hexpire" => "s",
+                "hpexpire" => "ms",
+                "hexpireat" => "unix s",
+                _ => "unix ms",
+            };
+            let mut l = args![
+                name.to_uppercase(),
+                g.key('h'),
+                g.ttl(unit).replace('-', "")
+            ];
+            if g.chance(0.4) {
+                l.extend(args![g.pick(&["NX", "XX", "GT", "LT"])]);
+            }
+            let fields = g.members(3);
+            l.extend(args!["FIELDS", fields.len()]);
+            l.extend(fields.into_iter().map(String::into_bytes));
+            l
+        }
+        "hpersist" => {
+            let fields = g.members(3);
+            let mut l = args!["HPERSIST", g.key('h'), "FIELDS", fields.len()];
+            l.extend(fields.into_iter().map(String::into_bytes));
+            l
         }
         // --- lists
         "lpush" | "rpush" | "lpushx" | "rpushx" => {
