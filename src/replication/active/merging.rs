@@ -229,7 +229,14 @@ impl Link {
             return;
         }
         match Meta::decode(merge) {
-            Ok(m) => self.store(db, key, m),
+            Ok(m) => {
+                // Its members' TTLs too (a RESTORE carries none).
+                if let Some(e) = m.get::<Elements>().filter(|e| !e.member_ttls.is_empty()) {
+                    let version = e.version;
+                    self.set_member_expiries(db, key, e, version);
+                }
+                self.store(db, key, m)
+            }
             Err(e) => log_warning!("A key state from an active peer is damaged: {e}"),
         }
     }
