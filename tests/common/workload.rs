@@ -60,6 +60,22 @@ pub const EXCLUDED: &[(&str, &str)] = &[
         "its job runs later on a timer, not as a replayed write; it propagates as RESTORE (drawn), tests/cron.rs",
     ),];
 
+/// The commands that write a member's TTL (docs/MEMBER-EXPIRY.md): drawn by
+/// the simulator; not by tests/effects_replay.rs, whose one-unit check
+/// does not model the removals of due members that go ahead of a
+/// command's record by design (DECISIONS 119).
+pub const MEMBER_TTL_WRITES: &[&str] = &[
+    "expiremember",
+    "expirememberat",
+    "pexpirememberat",
+    "hexpire",
+    "hpexpire",
+    "hexpireat",
+    "hpexpireat",
+    // Writes only where a field has a TTL.
+    "hpersist",
+];
+
 /// One generated command line.
 pub type Line = Vec<Vec<u8>>;
 
@@ -515,6 +531,11 @@ pub fn template(name: &str, g: &mut Gen) -> Option<Line> {
         // sets; Redis 7.4's, on hashes)
         "expiremember" => {
             let t = g.pick(&['t', 'h', 'z']);
+            if g.chance(0.2) {
+                // A read of a member's TTL now and then: it expires due
+                // members lazily, as a write's open does.
+                return Some(args![g.pick(&["TTL", "PTTL"]), g.key(t), g.member()]);
+            }
             let mut l = args!["EXPIREMEMBER", g.key(t), g.member()];
             match g.chance(0.5) {
                 true => l.extend(args![g.ttl("ms"), "ms"]),
@@ -553,7 +574,12 @@ pub fn template(name: &str, g: &mut Gen) -> Option<Line> {
         }
         "hpersist" => {
             let fields = g.members(3);
-            let mut l = args!["HPERSIST", g.key('h'), "FIELDS", fields.len()];
+            // Now and then a read of the fields' TTLs instead (as above).
+            let name = match g.chance(0.2) {
+                true => g.pick(&["HTTL", "HPEXPIRETIME"]),
+                false => "HPERSIST",
+            };
+            let mut l = args![name, g.key('h'), "FIELDS", fields.len()];
             l.extend(fields.into_iter().map(String::into_bytes));
             l
         }
