@@ -303,6 +303,13 @@ pub const CHECKS: &[(&str, Check)] = &[
     ("merge rules", merge_rules),
 ];
 
+/// `key`'s merge state on `srv`, as DEBUG MERGEINFO shows it.
+fn merge_state(srv: &Server, k: &Key) -> Option<String> {
+    let slot = srv.keyspace.slot(&k.1);
+    let g = srv.keyspace.db(k.0).lock(slot.shard);
+    g.merge_meta(&k.1).map(|m| m.describe().join(" | "))
+}
+
 /// The TTLs of `key`'s members on `srv` (its members present only).
 fn member_ttls(srv: &Server, key: &Key) -> Vec<(Vec<u8>, u64)> {
     let ks = &srv.keyspace;
@@ -334,12 +341,7 @@ fn member_ttls_converged(w: &World) -> Result<(), String> {
         for (i, n) in w.nodes.iter().enumerate().skip(1) {
             let other = member_ttls(&n.srv, k);
             if first != other {
-                let meta = |n: usize| {
-                    let srv = &w.nodes[n].srv;
-                    let slot = srv.keyspace.slot(&k.1);
-                    let g = srv.keyspace.db(k.0).lock(slot.shard);
-                    g.merge_meta(&k.1).map(|m| m.describe().join(" | "))
-                };
+                let meta = |n: usize| merge_state(&w.nodes[n].srv, k);
                 return Err(format!(
                     "{}: node 0's member TTLs {first:?}, node {i}'s {other:?} (merge states: {:?} / {:?})",
                     show_key(k),
@@ -360,12 +362,7 @@ fn converged(w: &World) -> Result<(), String> {
         let keys: BTreeSet<&Key> = first.keys().chain(d.keys()).collect();
         for k in keys {
             if first.get(k) != d.get(k) {
-                let meta = |n: usize| {
-                    let srv = &w.nodes[n].srv;
-                    let slot = srv.keyspace.slot(&k.1);
-                    let g = srv.keyspace.db(k.0).lock(slot.shard);
-                    g.merge_meta(&k.1).map(|m| m.describe().join(" | "))
-                };
+                let meta = |n: usize| merge_state(&w.nodes[n].srv, k);
                 return Err(format!(
                     "{}: node 0 holds {:?}, node {i} holds {:?} (merge states: {:?} / {:?})",
                     show_key(k),

@@ -156,18 +156,8 @@ impl MemberTtlDots {
 
 #[cfg(test)]
 mod tests {
+    use super::super::ttl::tests::{seen, st};
     use super::*;
-    use crate::keyspace::hlc::make_stamp;
-
-    fn st(ms: u64, node: u64) -> u64 {
-        make_stamp(ms, 0, node)
-    }
-
-    fn seen(stamps: &[u64]) -> Context {
-        let mut cc = Context::default();
-        stamps.iter().for_each(|&s| cc.see(s));
-        cc
-    }
 
     fn side(ttls: &[(&str, u64)]) -> MemberTtls {
         let mut t = MemberTtls::default();
