@@ -372,3 +372,45 @@ fn resets_and_list_ttls_ask_for_no_state_on_a_mesh() {
         assert_eq!(cmd::<i64>(conn, &["LLEN", "l"]), 3);
     }
 }
+
+/// A TTL write made on one type meets the other type of a concurrent
+/// write (DECISIONS 322; simulator seed 35412). On a chain a - b - c, with
+/// a cut off: b makes `t` a set (c gets it), a makes it a sorted set, then
+/// c gives the set a TTL. The TTL write is the key's last writer, so its
+/// set, with its TTL, is the key on every node after the heal: a's sorted
+/// set must not take the TTL write's version for itself (which left a and
+/// the others each with their own type at one version, for good).
+#[test]
+fn a_ttl_write_on_one_type_does_not_stamp_a_concurrent_other_type() {
+    let mm = ["--multi-master", "yes"];
+    let (a, b, c) = (active_node(&mm), active_node(&mm), active_node(&mm));
+    let (b_to_a, a_to_b) = (proxy::Proxy::start(b.port), proxy::Proxy::start(a.port));
+    let (b_to_c, c_to_b) = (proxy::Proxy::start(b.port), proxy::Proxy::start(c.port));
+    pull(&a, b_to_a.port);
+    pull(&b, a_to_b.port);
+    pull(&b, c_to_b.port);
+    pull(&c, b_to_c.port);
+    for (n, links) in [(&a, 1), (&b, 2), (&c, 1)] {
+        wait_linked(n, links);
+    }
+    b_to_a.cut();
+    a_to_b.cut();
+    let (mut ca, mut cb, mut cc) = (a.conn(), b.conn(), c.conn());
+    let _: i64 = cmd(&mut cb, &["SADD", "t", "m"]);
+    eventually("c to hold b's set", || {
+        cmd::<String>(&mut cc, &["TYPE", "t"]) == "set"
+    });
+    let _: i64 = cmd(&mut ca, &["ZADD", "t", "1", "m"]);
+    std::thread::sleep(std::time::Duration::from_millis(5)); // a later stamp
+    let _: i64 = cmd(&mut cc, &["PEXPIREAT", "t", "4000000000000"]);
+    eventually("b to take c's TTL write", || {
+        cmd::<i64>(&mut cb, &["PEXPIRETIME", "t"]) == 4_000_000_000_000
+    });
+    b_to_a.heal();
+    a_to_b.heal();
+    converged(&[&a, &b, &c]);
+    for conn in [&mut ca, &mut cb, &mut cc] {
+        assert_eq!(cmd::<String>(conn, &["TYPE", "t"]), "set");
+        assert_eq!(cmd::<i64>(conn, &["PEXPIRETIME", "t"]), 4_000_000_000_000);
+    }
+}

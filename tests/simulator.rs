@@ -308,6 +308,12 @@ fn seeds_that_found_bugs() {
              origin, which took the newer reset's state whole, never saw it again (long mode; \
              DECISIONS 271)",
         ),
+        (
+            35412,
+            "a TTL write's fact, made on a sorted set, applied to a concurrent set on one peer \
+             and to the sorted set on another: two types at one version (long mode; DECISIONS \
+             322)",
+        ),
     ];
     for (seed, bug) in found {
         if let Err(f) = sim::run(seed, &sim::Options::default()) {

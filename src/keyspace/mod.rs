@@ -558,12 +558,19 @@ impl Shard {
         if !TTL_FACTS || self.member_ttls_in_play(key, self.merge_meta(key)) {
             return false; // member TTLs: by the key's state (DECISIONS 308)
         }
+        // The fact names the type it found (a peer of another type asks).
+        let found = self
+            .get_raw(hash, key)
+            .map(|e| merge::ttl::type_code(&e.value));
+        let typed = merge::ttl::type_fact(found.unwrap_or(0));
         match self.merge.get_mut(key).map(|m| &mut **m) {
             Some(merge::Meta::Elements(e)) if ELEMENT_FACTS => {
                 if e.version != prev || e.ttl.at() != before {
                     return false;
                 }
-                e.ttl.note_write(&mut e.cc, (stamp, at), 1, facts);
+                if e.ttl.note_write(&mut e.cc, (stamp, at), 1, facts) {
+                    facts.push(typed);
+                }
                 e.version = stamp;
                 true
             }
@@ -571,14 +578,18 @@ impl Shard {
                 if l.ttl.at() != before || !l.describes(prev) {
                     return false;
                 }
-                l.ttl.note_write(&mut l.cc, (stamp, at), 1, facts);
+                if l.ttl.note_write(&mut l.cc, (stamp, at), 1, facts) {
+                    facts.push(typed);
+                }
                 l.note_ttl_move(prev, stamp)
             }
             Some(merge::Meta::Stream(s)) if merge::stream::STREAM_TTL_FACTS => {
                 if s.version != prev || s.ttl.at() != before {
                     return false;
                 }
-                s.ttl.note_write(&mut s.cc, (stamp, at), 1, facts);
+                if s.ttl.note_write(&mut s.cc, (stamp, at), 1, facts) {
+                    facts.push(typed);
+                }
                 s.version = stamp;
                 true
             }

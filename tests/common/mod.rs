@@ -8,6 +8,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 pub mod proxy;
+pub mod rdb;
 
 pub struct Server {
     pub child: Child,

@@ -354,6 +354,13 @@ fn member_ttls_converged(w: &World) -> Result<(), String> {
     Ok(())
 }
 
+/// A key's merge state as DEBUG MERGEINFO describes it, on one line.
+pub fn merge_state(srv: &Server, k: &Key) -> Option<String> {
+    let slot = srv.keyspace.slot(&k.1);
+    let g = srv.keyspace.db(k.0).lock(slot.shard);
+    g.merge_meta(&k.1).map(|m| m.describe().join(" | "))
+}
+
 /// Every node holds the same keys with the same values, expiry and
 /// versions (beyond the horizon).
 fn converged(w: &World) -> Result<(), String> {

@@ -194,9 +194,10 @@ pub struct Sim {
     deliveries: usize,
     trace: Vec<String>,
     full_trace: bool,
-    /// `SIM_WATCH=<db>:<key>`: the key's state on every node is traced
-    /// after every event that changes it (debugging a failure).
-    watch: Option<(check::Key, Vec<check::KeyState>)>,
+    /// `SIM_WATCH=<db>:<key>`: the key's state and merge state on every
+    /// node are traced after every event that changes them (debugging a
+    /// failure).
+    watch: Option<(check::Key, Vec<Watched>)>,
     /// The furthest any node's clock read before its last jump back.
     peak_clock: u64,
     report: Report,
@@ -211,8 +212,12 @@ fn payloads() -> Payloads {
     P.get_or_init(|| Arc::new(workload::payloads())).clone()
 }
 
+/// What the trace shows of a watched key on one node: its state and its
+/// merge state.
+type Watched = (check::KeyState, Option<String>);
+
 /// The key `SIM_WATCH=<db>:<key>` names, if set.
-fn watched() -> Option<(check::Key, Vec<check::KeyState>)> {
+fn watched() -> Option<(check::Key, Vec<Watched>)> {
     let w = std::env::var("SIM_WATCH").ok()?;
     let (db, key) = w.split_once(':')?;
     Some(((db.parse().ok()?, key.as_bytes().to_vec()), Vec::new()))
@@ -325,16 +330,19 @@ impl Sim {
         let Some((key, was)) = self.watch.take() else {
             return;
         };
-        let now: Vec<check::KeyState> = self
+        let now: Vec<Watched> = self
             .nodes
             .iter()
-            .map(|n| check::key_state(&n.srv, key.0, &key.1))
+            .map(|n| {
+                let state = check::key_state(&n.srv, key.0, &key.1);
+                (state, check::merge_state(&n.srv, &key))
+            })
             .collect();
-        if now != was {
-            for (i, s) in now.iter().enumerate() {
-                if was.get(i) != Some(s) {
-                    self.trace_line(format!("  watch {}: n{i} {s:?}", check::show_key(&key)));
-                }
+        for (i, (s, m)) in now.iter().enumerate() {
+            if was.get(i) != Some(&(s.clone(), m.clone())) {
+                let m = m.as_deref().unwrap_or("none");
+                let k = check::show_key(&key);
+                self.trace_line(format!("  watch {k}: n{i} {s:?}\n      merge: {m}"));
             }
         }
         self.watch = Some((key, now));

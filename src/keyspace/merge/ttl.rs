@@ -28,8 +28,44 @@
 
 use super::codec::{put_varint, Cursor};
 use super::context::Context;
-use super::fact::{Fact, NotApplied, DROP, KIND, PREV, SHIFT};
+use super::fact::{Fact, NotApplied, DROP, KIND, PREV, SHIFT, WORD};
 use crate::keyspace::hlc::stamp_node;
+use crate::keyspace::value::Value;
+
+/// The `WORD` index at which a TTL write's fact names the type of the value
+/// it found ([`type_code`]; below `stream.rs`'s made-word and the key
+/// states' words of `deletes.rs`). `PREV` and the dots replaced say what the
+/// origin saw of the key's TTL, nothing of its value: a peer whose key holds
+/// another type is on the other side of a type conflict, which the key's
+/// whole state resolves (the last writer wins the key, docs/MERGE.md).
+/// Applied there, the fact stamped each side's own value with the write's
+/// version, and the two never compared again (simulator seed 35412: a set
+/// on one node, a sorted set on the other, one version). DECISIONS 322.
+const TYPE_WORD: u32 = (1 << 16) - 2;
+
+/// The code [`TYPE_WORD`] carries for a value that has a TTL register.
+pub(crate) fn type_code(value: &Value) -> u64 {
+    match value {
+        Value::Set(_) => 1,
+        Value::Hash(_) => 2,
+        Value::ZSet(_) => 3,
+        Value::List(_) => 4,
+        Value::Stream(_) => 5,
+        Value::Str(_) | Value::Cron(_) => 0,
+    }
+}
+
+/// The fact entry naming the type `code` of the value a TTL write found.
+pub(crate) fn type_fact(code: u64) -> Fact {
+    (WORD | (TYPE_WORD << SHIFT), code)
+}
+
+/// Whether a TTL write's `facts` were made on a value of another type than
+/// `value` (false where they name none: an origin before DECISIONS 322).
+pub(crate) fn other_type(facts: &[Fact], value: &Value) -> bool {
+    let word = facts.iter().find(|f| f.0 == WORD | (TYPE_WORD << SHIFT));
+    word.is_some_and(|f| f.1 != type_code(value))
+}
 
 /// The TTL dots of a key: `(stamp, expiry)`, oldest first; empty for a key
 /// no TTL write touched since it was made.

@@ -463,6 +463,9 @@ impl Link {
         if !list && !stream && !crate::keyspace::merge::elements::is_collection(&entry.value) {
             return false;
         }
+        if crate::keyspace::merge::ttl::other_type(facts, &entry.value) {
+            return false; // a type conflict: the key's state decides
+        }
         if g.member_ttls_in_play(key, g.merge_meta(key)) {
             return false; // member TTLs: by the key's state (DECISIONS 308)
         }
