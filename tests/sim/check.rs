@@ -303,13 +303,6 @@ pub const CHECKS: &[(&str, Check)] = &[
     ("merge rules", merge_rules),
 ];
 
-/// `key`'s merge state on `srv`, as DEBUG MERGEINFO shows it.
-fn merge_state(srv: &Server, k: &Key) -> Option<String> {
-    let slot = srv.keyspace.slot(&k.1);
-    let g = srv.keyspace.db(k.0).lock(slot.shard);
-    g.merge_meta(&k.1).map(|m| m.describe().join(" | "))
-}
-
 /// The TTLs of `key`'s members on `srv` (its members present only).
 fn member_ttls(srv: &Server, key: &Key) -> Vec<(Vec<u8>, u64)> {
     let ks = &srv.keyspace;
