@@ -2,7 +2,8 @@
 //! EXPIREMEMBER family with its replies and errors (KeyDB's expire.cpp),
 //! TTL / PTTL with a member, lazy and active expiry of set members, hash
 //! fields and sorted-set members, what replicas (ours and a redis-server)
-//! and the AOF get, RENAME, and the refusal under active replication.
+//! and the AOF get, RENAME, and how member TTLs merge under active
+//! replication.
 //!
 //! No test waits for a clock: a member is made due with a deadline in the
 //! past (PEXPIREMEMBERAT key member 1), and active expiry is observed
@@ -255,21 +256,118 @@ fn aof_replays_member_deadlines() {
     );
 }
 
+/// The TTL of `key`'s `member` in seconds on each of `nodes` (KeyDB's
+/// `TTL key member`), once they agree (a join may still be on its way).
+fn agreed_member_ttl(nodes: &mut [redis::Connection], key: &str, member: &str) -> i64 {
+    let mut last = Vec::new();
+    eventually("the nodes to agree on a member's TTL", || {
+        last = (nodes.iter_mut())
+            .map(|c| cmd::<i64>(c, &["TTL", key, member]))
+            .collect();
+        last.windows(2).all(|w| w[0].abs_diff(w[1]) <= 1)
+    });
+    last[0]
+}
+
+/// Under active replication a member's TTL merges as the key's
+/// (DECISIONS 305-306): concurrent TTL writes on one member end at the
+/// longest on both nodes, a write that cleared a TTL it saw (HPERSIST, an
+/// HSET of the field, KeyDB's PERSIST key member) wins over a concurrent
+/// TTL write.
 #[test]
-fn refused_under_active_replication_and_nothing_diverges() {
+fn concurrent_member_ttls_converge_under_active_replication() {
     let p = Pair::start(&[]);
     let (mut a, mut b) = (p.a.conn(), p.b.conn());
     let _: i64 = cmd(&mut a, &["SADD", "s", "x", "y"]);
-    let e = cmd_err(&mut a, &["EXPIREMEMBER", "s", "x", "10"]);
-    assert!(e.contains("not supported under active replication"), "{e}");
+    let _: i64 = cmd(&mut a, &["HSET", "h", "f", "1", "g", "2"]);
+    let _: i64 = cmd(&mut a, &["ZADD", "z", "1", "m"]);
+    assert_eq!(cmd::<i64>(&mut a, &["EXPIREMEMBER", "h", "f", "50"]), 1);
+    converged(&[&p.a, &p.b]);
+    let mut both = [p.a.conn(), p.b.conn()];
+    assert_eq!(agreed_member_ttl(&mut both, "h", "f"), 50);
     p.partition();
-    let _: i64 = cmd(&mut b, &["SADD", "s", "z"]);
-    let e = cmd_err(&mut b, &["PEXPIREMEMBERAT", "s", "z", "1"]);
-    assert!(e.contains("not supported under active replication"), "{e}");
-    assert_eq!(cmd::<i64>(&mut b, &["TTL", "s", "z"]), -1);
+    assert_eq!(cmd::<i64>(&mut a, &["EXPIREMEMBER", "s", "x", "100"]), 1);
+    assert_eq!(cmd::<i64>(&mut b, &["EXPIREMEMBER", "s", "x", "500"]), 1);
+    assert_eq!(cmd::<i64>(&mut a, &["EXPIREMEMBER", "z", "m", "900"]), 1);
+    assert_eq!(cmd::<i64>(&mut b, &["EXPIREMEMBER", "z", "m", "300"]), 1);
+    let set: Vec<i64> = cmd(&mut a, &["HEXPIRE", "h", "100", "FIELDS", "2", "f", "g"]);
+    assert_eq!(set, [1, 1]);
+    let _: i64 = cmd(&mut b, &["HSET", "h", "f", "3"]);
+    let _: i64 = cmd(&mut b, &["EXPIREMEMBER", "s", "y", "50"]);
+    assert_eq!(cmd::<i64>(&mut a, &["PERSIST", "s", "y"]), 0);
     p.heal();
     converged(&[&p.a, &p.b]);
-    assert_eq!(sorted(cmd(&mut a, &["SMEMBERS", "s"])), ["x", "y", "z"]);
+    assert!((498..=500).contains(&agreed_member_ttl(&mut both, "s", "x")));
+    assert!((898..=900).contains(&agreed_member_ttl(&mut both, "z", "m")));
+    assert_eq!(
+        agreed_member_ttl(&mut both, "h", "f"),
+        -1,
+        "HSET cleared it"
+    );
+    assert!((98..=100).contains(&agreed_member_ttl(&mut both, "h", "g")));
+    assert!((48..=50).contains(&agreed_member_ttl(&mut both, "s", "y")));
+    assert_eq!(cmd::<String>(&mut b, &["HGET", "h", "f"]), "3");
+    // A PERSIST of the member that saw its TTL removes it everywhere.
+    assert_eq!(cmd::<i64>(&mut b, &["PERSIST", "s", "y"]), 1);
+    assert_eq!(agreed_member_ttl(&mut both, "s", "y"), -1);
+    let gone: Vec<i64> = cmd(&mut a, &["HPERSIST", "h", "FIELDS", "1", "g"]);
+    assert_eq!(gone, [1]);
+    assert_eq!(agreed_member_ttl(&mut both, "h", "g"), -1);
+}
+
+/// A member's expiry is its node's observed remove (DECISIONS 307): the
+/// expired member is gone on both nodes, and a re-add of it on the other
+/// node concurrent with the expiry survives on both.
+#[test]
+fn expired_members_go_on_both_nodes_and_a_concurrent_readd_survives() {
+    let p = Pair::start(&[]);
+    let (mut a, mut b) = (p.a.conn(), p.b.conn());
+    let _: i64 = cmd(&mut a, &["SADD", "s", "a", "b"]);
+    let _: i64 = cmd(&mut a, &["HSET", "h", "f", "1", "g", "2"]);
+    let _: i64 = cmd(&mut a, &["ZADD", "z", "1", "a", "2", "b"]);
+    converged(&[&p.a, &p.b]);
+    // An expiry on A, a re-add on B, concurrently.
+    p.partition();
+    for key in ["s", "z"] {
+        assert_eq!(cmd::<i64>(&mut a, &["PEXPIREMEMBERAT", key, "a", "1"]), 1);
+    }
+    assert_eq!(sorted(cmd(&mut a, &["SMEMBERS", "s"])), ["b"]);
+    assert_eq!(
+        cmd::<Vec<String>>(&mut a, &["ZRANGE", "z", "0", "-1"]),
+        ["b"]
+    );
+    assert_eq!(cmd::<i64>(&mut b, &["SADD", "s", "a"]), 0);
+    assert_eq!(cmd::<i64>(&mut b, &["ZADD", "z", "5", "a"]), 0);
+    p.heal();
+    converged(&[&p.a, &p.b]);
+    for c in [&mut a, &mut b] {
+        assert_eq!(sorted(cmd(c, &["SMEMBERS", "s"])), ["a", "b"]);
+        let z: Vec<String> = cmd(c, &["ZRANGE", "z", "0", "-1", "WITHSCORES"]);
+        assert_eq!(z, ["b", "2", "a", "5"]);
+        assert_eq!(cmd::<i64>(c, &["TTL", "s", "a"]), -1);
+    }
+    // An expiry nobody races: gone on both.
+    assert_eq!(cmd::<i64>(&mut a, &["PEXPIREMEMBERAT", "s", "b", "1"]), 1);
+    let past: Vec<i64> = cmd(&mut b, &["HPEXPIREAT", "h", "1", "FIELDS", "1", "f"]);
+    assert_eq!(past, [2], "a deadline in the past deletes at once");
+    assert_eq!(sorted(cmd(&mut a, &["SMEMBERS", "s"])), ["a"]);
+    converged(&[&p.a, &p.b]);
+    for c in [&mut a, &mut b] {
+        assert_eq!(sorted(cmd(c, &["SMEMBERS", "s"])), ["a"]);
+        assert_eq!(sorted(cmd(c, &["HKEYS", "h"])), ["g"]);
+    }
+}
+
+/// An RDB's member TTLs load on an active node too (DECISIONS 309).
+#[test]
+fn an_active_node_loads_member_ttls_from_its_rdb() {
+    let s = active_node(&[]);
+    let mut c = s.conn();
+    let _: i64 = cmd(&mut c, &["SADD", "s", "a", "b"]);
+    assert_eq!(cmd::<i64>(&mut c, &["EXPIREMEMBER", "s", "a", "1000"]), 1);
+    let () = cmd(&mut c, &["DEBUG", "RELOAD"]);
+    let ttl: i64 = cmd(&mut c, &["TTL", "s", "a"]);
+    assert!((998..=1000).contains(&ttl), "{ttl}");
 }
 
 /// The far deadline of `c` survived (998..=1000 s left), and `a`, due,

@@ -43,7 +43,7 @@ pub(crate) static COMMANDS: &[Command] = crate::commands::command_table! {
     cmd("pexpiretime", 2, READONLY | FAST, pexpiretime)
         .doc("7.0.0", "Returns the expiration time of a key as a Unix milliseconds timestamp.")
         .keys(1, 1, 1),
-    cmd("persist", 2, WRITE | FAST, persist)
+    cmd("persist", -2, WRITE | FAST, persist)
         .doc("2.2.0", "Removes the expiration time of a key.")
         .keys(1, 1, 1),
 };
@@ -240,6 +240,9 @@ fn pexpiretime(ctx: &mut Ctx, args: Args) -> CmdResult {
 }
 
 fn persist(ctx: &mut Ctx, args: Args) -> CmdResult {
+    if args.len() > 2 {
+        return super::member_expire::persist_member(ctx, args);
+    }
     let key = args.get(1);
     let mut l = ctx.open(key);
     let state = l.entry(key).map(|e| (e.expire_at(), e.version));

@@ -173,9 +173,6 @@ fn set_generic(ctx: &mut Ctx, args: Args, ms: bool, relative: bool, name: &str) 
     let when = deadline(ctx, args, ms, relative, name)?;
     let (cond, at) = parse_cond(args);
     let fields = parse_fields(args, at)?;
-    if ctx.core.active && ctx.replay_version.is_none() {
-        return Err(super::member_expire::refused_under_active());
-    }
     let key = args.get(1);
     let mut l = ctx.open(key);
     let Some(e) = l.get_hash(key)? else {

@@ -14,8 +14,9 @@
 //! that command and keeps the member until the HDEL / SREM / ZREM of its
 //! expiry arrives: docs/DECISIONS.md 119).
 //!
-//! Under active replication the TTL-setting commands are refused for now
-//! (docs/DECISIONS.md 121): a member TTL is not part of the merge state.
+//! `PERSIST key member` (KeyDB's; `expire.rs` hands it here) clears one.
+//! Under active replication a member's TTL is part of the key's merge
+//! state (`keyspace/merge/member_ttls.rs`, docs/DECISIONS.md 305-309).
 
 use super::util::arg_i64;
 use super::{flags::*, CmdError, CmdResult, Command, Ctx};
@@ -34,13 +35,6 @@ pub(crate) static COMMANDS: &[Command] = crate::commands::command_table! {
         .doc("6.0.0", "Sets the expiration time of a member to a Unix milliseconds timestamp (KeyDB).")
         .keys(1, 1, 1),
 };
-
-/// The error of a TTL-setting command on a node under active replication.
-pub(crate) fn refused_under_active() -> CmdError {
-    CmdError::err(
-        "member expiry is not supported under active replication yet (docs/MEMBER-EXPIRY.md)",
-    )
-}
 
 fn expiremember(ctx: &mut Ctx, args: Args) -> CmdResult {
     let n = arg_i64(args.get(3))?;
@@ -77,9 +71,6 @@ fn parse_unit(a: &[u8]) -> Result<bool, CmdError> {
 
 /// KeyDB's expireMemberCore: `n` seconds (or ms) after `base_ms`.
 fn set_member_deadline(ctx: &mut Ctx, args: Args, n: i64, ms: bool, base_ms: i64) -> CmdResult {
-    if ctx.core.active && ctx.replay_version.is_none() {
-        return Err(refused_under_active());
-    }
     // KeyDB's arithmetic wraps; ours saturates (a deadline past i64 is
     // "never" either way), and a deadline at or before the epoch is due.
     let when = (if ms { n } else { n.saturating_mul(1000) }).saturating_add(base_ms);
@@ -106,6 +97,32 @@ fn set_member_deadline(ctx: &mut Ctx, args: Args, n: i64, ms: bool, base_ms: i64
     ctx.propagate(v, &[b"PEXPIREMEMBERAT", key, member, at.as_bytes()]);
     drop(l);
     ctx.out.int(1);
+    Ok(())
+}
+
+/// PERSIST key member (KeyDB's persistCommand with a subkey): 1 when the
+/// member's TTL was removed, else 0 (no key, no member, no TTL);
+/// `ERR Invalid arguments` past 3 arguments. Propagates as itself.
+pub(crate) fn persist_member(ctx: &mut Ctx, args: Args) -> CmdResult {
+    if args.len() > 3 {
+        return Err(CmdError::err("Invalid arguments"));
+    }
+    let (key, member) = (args.get(1), args.get(2));
+    let mut l = ctx.open(key);
+    let Some(version) = l.entry(key).map(|e| e.version) else {
+        drop(l);
+        ctx.out.int(0);
+        return Ok(());
+    };
+    let cleared = l.clear_member_ttl(key, member);
+    if cleared {
+        let v = ctx.version_after(version);
+        l.set_version(key, v);
+        ctx.propagate(v, &[b"PERSIST", key, member]);
+        ctx.notify(super::events::class::GENERIC, "persist", key);
+    }
+    drop(l);
+    ctx.out.int(i64::from(cleared));
     Ok(())
 }
 

@@ -26,7 +26,7 @@
 
 use std::collections::{BTreeSet, HashMap};
 
-use super::{Entry, Shard, Value};
+use super::{merge, Entry, Shard, Value};
 
 /// The member TTLs of one key: member -> absolute unix ms, and the same
 /// ordered by time.
@@ -343,6 +343,80 @@ impl Shard {
     /// Whether the active cycle has member work here.
     pub fn has_member_due(&self) -> bool {
         self.member_ttls.is_some()
+    }
+}
+
+/// Active replication: a member's TTL in the key's merge state
+/// (`merge/member_ttls.rs`, DECISIONS 305-309).
+impl Shard {
+    /// Whether `key` (whose value is `value`) has member TTLs here or in
+    /// its merge state `meta`: its writes then travel by its state, not as
+    /// facts (DECISIONS 308).
+    pub fn member_ttls_in_play(&self, key: &[u8], meta: Option<&merge::Meta>) -> bool {
+        let held = meta
+            .and_then(merge::Meta::get::<merge::Elements>)
+            .is_some_and(|e| !e.member_ttls.is_empty());
+        held || self.member_ttls(key).is_some()
+    }
+
+    /// Whether the member TTL registers of `key`'s state `meta` disagree
+    /// with its side map (a write changed a member's TTL since they were
+    /// read).
+    pub(super) fn member_ttls_stale(
+        &self,
+        key: &[u8],
+        value: Option<&Value>,
+        meta: Option<&merge::Meta>,
+    ) -> bool {
+        let side = self.member_ttls(key);
+        match meta.and_then(merge::Meta::get::<merge::Elements>) {
+            Some(e) if !e.member_ttls.is_empty() || side.is_some() => e
+                .member_ttls
+                .differ(side, |m| value.is_some_and(|v| has_member(v, m))),
+            _ => false,
+        }
+    }
+
+    /// What `key`'s side map must change to hold what the member TTL
+    /// registers `joined` resolve to (a join's): each member present
+    /// whose deadline differs, with its deadline (0: none).
+    pub fn member_ttl_writes(
+        &self,
+        hash: u64,
+        key: &[u8],
+        joined: &merge::member_ttls::MemberTtlDots,
+    ) -> Vec<(Box<[u8]>, u64)> {
+        let side = self.member_ttls(key);
+        let Some(value) = self.get_raw(hash, key).map(|e| &e.value) else {
+            return Vec::new();
+        };
+        let side_at = |m: &[u8]| side.and_then(|s| s.get(m)).unwrap_or(0);
+        let mut writes: Vec<(Box<[u8]>, u64)> = (joined.resolved())
+            .filter(|&(m, at)| has_member(value, m) && side_at(m) != at)
+            .map(|(m, at)| (m.into(), at))
+            .collect();
+        let cleared = (side.into_iter().flat_map(MemberTtls::iter))
+            .filter(|&(m, _)| joined.at(m) == 0 && has_member(value, m));
+        writes.extend(cleared.map(|(m, _)| (m.into(), 0)));
+        writes
+    }
+
+    /// `meta`, `key`'s state brought up to `version`, takes its member
+    /// TTLs from the side map (`MemberTtlDots::refresh`).
+    pub(super) fn refresh_member_ttls(
+        &self,
+        key: &[u8],
+        value: Option<&Value>,
+        version: u64,
+        meta: &mut merge::Meta,
+    ) {
+        let side = self.member_ttls(key);
+        if let Some(e) = meta.get_mut::<merge::Elements>() {
+            if side.is_some() || !e.member_ttls.is_empty() {
+                let present = |m: &[u8]| value.is_some_and(|v| has_member(v, m));
+                e.member_ttls.refresh(version, side, present);
+            }
+        }
     }
 }
 

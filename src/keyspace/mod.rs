@@ -483,10 +483,12 @@ impl Shard {
             Some(e) => (true, e.expire_at()),
             None => (false, 0),
         };
-        let stale_ttl = old.is_some_and(|m| m.ttl_differs(present, at));
+        let stale_ttl = old.is_some_and(|m| m.ttl_differs(present, at))
+            || self.member_ttls_stale(key, value, old);
         if old.is_none_or(|m| m.version() != version) || stale_ttl {
             let mut now = merge::Meta::current(old, version, value);
             now.refresh_ttl(version, present, at);
+            self.refresh_member_ttls(key, value, version, &mut now);
             self.set_merge_meta(key, now);
         }
         self.merge_meta(key)
@@ -513,6 +515,7 @@ impl Shard {
     ) -> bool {
         let pos = self.pos_hinted(hash, key);
         let entry = pos.map(|p| self.entries.get(p));
+        let member_ttls = self.member_ttls(key).is_some();
         // One lookup of the merge state, made here if the key has none.
         let fresh = || Box::new(merge::Elements::current(None, prev, None).wrap());
         // A variant pattern on this write path (as in `count_field`).
@@ -523,7 +526,16 @@ impl Shard {
         if e.version != prev {
             return false;
         }
+        let start = facts.len();
         note_named(e, entry, (stamp, present), (key_index, named), facts);
+        // A key with member TTLs travels by its state (DECISIONS 308); a
+        // member TTL the write cleared (HSET's) is its dot.
+        if member_ttls || !e.member_ttls.is_empty() {
+            facts.truncate(start);
+            let side = member_ttl::of(&self.member_ttls, key);
+            let present = |m: &[u8]| entry.is_some_and(|en| member_ttl::has_member(&en.value, m));
+            e.member_ttls.refresh(stamp, side, present);
+        }
         true
     }
 
@@ -544,8 +556,8 @@ impl Shard {
         facts: &mut Vec<merge::fact::Fact>,
     ) -> bool {
         use merge::fact::{ELEMENT_FACTS, LIST_FACTS, LIST_TTL_FACTS, TTL_FACTS};
-        if !TTL_FACTS {
-            return false;
+        if !TTL_FACTS || self.member_ttls_in_play(key, self.merge_meta(key)) {
+            return false; // member TTLs: by the key's state (DECISIONS 308)
         }
         // The fact names the type it found (a peer of another type asks).
         let found = self
@@ -715,6 +727,7 @@ impl Shard {
         let pos = self.pos_hinted(hash, key);
         let entry = pos.map(|p| self.entries.get(p));
         let scores = entry.is_some_and(|en| matches!(en.value, Value::ZSet(_)));
+        let member_ttls = self.member_ttls(key).is_some();
         // One lookup of the merge state; a hash HINCRBY made has nothing
         // before it.
         let fresh = || Box::new(merge::Elements::current(None, prev, None).wrap());
@@ -740,7 +753,8 @@ impl Shard {
         let start = facts.len();
         let now = merge::elements::item_of(entry.map(|en| &en.value), field);
         let float = matches!(by, merge::Incr::Float(_));
-        let ttl = no_ttl_fact(e, entry);
+        // A key with member TTLs travels by its state (DECISIONS 308).
+        let ttl = no_ttl_fact(e, entry) || member_ttls || !e.member_ttls.is_empty();
         let write = merge::elements::CountedWrite {
             stamp,
             field: (field_index.unwrap_or(0), field),
@@ -780,17 +794,21 @@ impl Shard {
         let at = pos.map_or(0, |p| self.entries.get(p).expire_at());
         match merge::state::typed::<merge::Elements>(self.merge.get(key).map(|m| &**m)) {
             Ok(None) => {
-                let fresh = merge::Elements::made(version, value, at);
-                self.merge.insert(key.into(), Box::new(fresh.wrap()));
+                let mut fresh = merge::Elements::made(version, value, at).wrap();
+                self.refresh_member_ttls(key, value, version, &mut fresh);
+                self.merge.insert(key.into(), Box::new(fresh));
             }
             Ok(Some(e))
                 if e.version != version
                     || e.ttl.at() != at
-                    || (pos.is_none() && !e.ttl.is_empty()) =>
+                    || (pos.is_none() && !e.ttl.is_empty())
+                    || self.member_ttls_stale(key, value, self.merge_meta(key)) =>
             {
                 let mut now = merge::Elements::current(Some(e), version, value);
                 now.ttl.refresh(version, pos.is_some(), at);
-                self.set_merge_meta(key, now.wrap());
+                let mut now = now.wrap();
+                self.refresh_member_ttls(key, value, version, &mut now);
+                self.set_merge_meta(key, now);
             }
             Ok(Some(_)) => {}
             Err(()) => return None,

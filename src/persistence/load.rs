@@ -437,7 +437,7 @@ pub(crate) fn load_reader_into<H: Host>(
             crate::log_warning!("Failed loading library from the RDB file: {e}");
             RdbError::Corrupt(e)
         })?;
-        restore_member_ttls(srv, ks, &summary.member_ttls);
+        restore_member_ttls(ks, &summary.member_ttls);
         if srv.core().active {
             let stamps = expired_keys.iter().map(|k| k.2);
             srv.persist().loading.deletions.lock().extend(stamps);
@@ -517,20 +517,10 @@ fn inserter_failed() -> RdbError {
 }
 
 /// The file's member TTLs (`keyspace/member_ttl.rs`) onto its keys, for
-/// the members they still hold. Under active replication they are not
-/// loaded (member TTLs are not part of the merge state yet; docs/DECISIONS.md
-/// 121): a warning says how many were dropped.
-fn restore_member_ttls(srv: &impl Host, ks: &Keyspace, ttls: &[decode::MemberTtl]) {
-    if ttls.is_empty() {
-        return;
-    }
-    if srv.core().active {
-        crate::log_warning!(
-            "RDB: {} member TTLs not loaded: member expiry is not supported under active replication yet",
-            ttls.len()
-        );
-        return;
-    }
+/// the members they still hold. Under active replication too: a key's
+/// merge state takes them from the side map when next read, as dots of
+/// the key's version (docs/DECISIONS.md 309).
+fn restore_member_ttls(ks: &Keyspace, ttls: &[decode::MemberTtl]) {
     for (db, key, member, at) in ttls.iter().filter(|t| t.0 < ks.num_dbs()) {
         let slot = ks.slot(key);
         let mut g = ks.db(*db).lock(slot.shard);

@@ -20,7 +20,7 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use lattice::facade::effects::{Effect, MERGED_BASE};
-use lattice::facade::keyspace::SHARDS;
+use lattice::facade::keyspace::{Value, SHARDS};
 use lattice::facade::server::Server;
 
 use super::node::Node;
@@ -297,7 +297,55 @@ pub fn dump(srv: &Server) -> BTreeMap<Key, KeyState> {
 pub type Check = fn(&World) -> Result<(), String>;
 
 /// The final checks, in order.
-pub const CHECKS: &[(&str, Check)] = &[("converged", converged), ("merge rules", merge_rules)];
+pub const CHECKS: &[(&str, Check)] = &[
+    ("converged", converged),
+    ("member TTLs", member_ttls_converged),
+    ("merge rules", merge_rules),
+];
+
+/// The TTLs of `key`'s members on `srv` (its members present only).
+fn member_ttls(srv: &Server, key: &Key) -> Vec<(Vec<u8>, u64)> {
+    let ks = &srv.keyspace;
+    let slot = ks.slot(&key.1);
+    let g = ks.db(key.0).lock(slot.shard);
+    let (Some(e), Some(t)) = (g.get_raw(slot.hash, &key.1), g.member_ttls(&key.1)) else {
+        return Vec::new();
+    };
+    let present = |m: &[u8]| match &e.value {
+        Value::Set(s) => s.contains(m),
+        Value::Hash(h) => h.contains(m),
+        Value::ZSet(z) => z.score(m).is_some(),
+        _ => false,
+    };
+    let mut out: Vec<(Vec<u8>, u64)> = (t.iter())
+        .filter(|(m, _)| present(m))
+        .map(|(m, at)| (m.to_vec(), at))
+        .collect();
+    out.sort();
+    out
+}
+
+/// Every node holds the same member TTLs on the keys it holds (beyond the
+/// horizon): a member's TTL merges as the key's (DECISIONS 305).
+fn member_ttls_converged(w: &World) -> Result<(), String> {
+    let keys: BTreeSet<&Key> = w.dumps.iter().flat_map(|d| d.keys()).collect();
+    for k in keys {
+        let first = member_ttls(&w.nodes[0].srv, k);
+        for (i, n) in w.nodes.iter().enumerate().skip(1) {
+            let other = member_ttls(&n.srv, k);
+            if first != other {
+                let meta = |n: usize| merge_state(&w.nodes[n].srv, k);
+                return Err(format!(
+                    "{}: node 0's member TTLs {first:?}, node {i}'s {other:?} (merge states: {:?} / {:?})",
+                    show_key(k),
+                    meta(0),
+                    meta(i)
+                ));
+            }
+        }
+    }
+    Ok(())
+}
 
 /// A key's merge state as DEBUG MERGEINFO describes it, on one line.
 pub fn merge_state(srv: &Server, k: &Key) -> Option<String> {

@@ -47,6 +47,7 @@
 use hashbrown::HashMap;
 
 use super::context::{fingerprint, Context};
+use super::member_ttls::MemberTtlDots;
 use super::ttl::Ttl;
 use super::{Base, Counter, Incr, Merged};
 use crate::keyspace::longdouble::F80;
@@ -175,6 +176,8 @@ pub struct Elements {
     pub scores: bool,
     /// The key's TTL dots (`ttl.rs`).
     pub ttl: Ttl,
+    /// Each member's TTL dots (`member_ttls.rs`).
+    pub member_ttls: MemberTtlDots,
 }
 
 /// A member's value in a collection.
@@ -346,6 +349,7 @@ impl Elements {
                 .unwrap_or_default(),
             scores: meta.is_some_and(|m| m.scores && counts_in(value, true)),
             ttl: meta.map(|m| m.ttl.clone()).unwrap_or_default(),
+            member_ttls: (meta.map(|m| m.member_ttls.clone())).unwrap_or_default(),
         };
         let touched = |m: &[u8]| meta.is_some_and(|old| old.touched.iter().any(|t| &**t == m));
         e.cc.see(version);
@@ -439,7 +443,7 @@ impl Elements {
     pub fn same_content(&self, other: &Elements) -> bool {
         (self.dots == other.dots && self.cc == other.cc)
             && (self.counters == other.counters && self.ttl == other.ttl)
-            && self.scores == other.scores
+            && (self.scores == other.scores && self.member_ttls == other.member_ttls)
     }
 
     /// Joins `remote` (whose value is `remote_value`) into `self` (the
@@ -459,6 +463,7 @@ impl Elements {
             counters: HashMap::new(),
             scores: scores_of(self, local_value, remote, remote_value),
             ttl: self.ttl.join(&self.cc, &remote.ttl, &remote.cc),
+            member_ttls: MemberTtlDots::default(),
         };
         out.cc.join(&remote.cc);
         let mut members: Vec<&Box<[u8]>> = (self.dots.keys())
@@ -515,6 +520,9 @@ impl Elements {
         if out.dots.is_empty() {
             out.ttl = Ttl::default(); // a deleted key's TTL goes with it
         }
+        let kept = out.dots.keys().map(|m| &m[..]);
+        let (ours, theirs) = (&self.member_ttls, &remote.member_ttls);
+        out.member_ttls = ours.join(&self.cc, theirs, &remote.cc, kept);
         out.scores &= !out.counters.is_empty(); // one state, one coding
         (out, changes)
     }
@@ -697,6 +705,10 @@ impl Elements {
             out.push(b't');
             self.ttl.encode(out);
         }
+        if !self.member_ttls.is_empty() {
+            out.push(b'm');
+            self.member_ttls.encode(out);
+        }
     }
 
     pub fn decode(b: &[u8]) -> Result<Elements, String> {
@@ -734,6 +746,7 @@ impl Elements {
         }
         let mut counters = HashMap::new();
         let mut ttl = Ttl::default();
+        let mut member_ttls = MemberTtlDots::default();
         let mut scores = false;
         while !c.0.is_empty() {
             match c.byte()? {
@@ -745,6 +758,7 @@ impl Elements {
                     }
                 }
                 b't' if ttl.is_empty() => ttl = Ttl::decode(&mut c)?,
+                b'm' if member_ttls.is_empty() => member_ttls = MemberTtlDots::decode(&mut c)?,
                 _ => return Err("bad section in merge metadata".into()),
             }
         }
@@ -757,6 +771,7 @@ impl Elements {
             counters,
             scores,
             ttl,
+            member_ttls,
         })
     }
 
@@ -811,6 +826,9 @@ impl Elements {
         }
         if !self.ttl.is_empty() {
             lines.push(self.ttl.describe());
+        }
+        if !self.member_ttls.is_empty() {
+            lines.push(self.member_ttls.describe());
         }
         lines
     }

@@ -57,6 +57,7 @@ pub(crate) mod fact;
 pub(crate) mod groups;
 pub(crate) mod hll;
 pub(crate) mod lists;
+pub(crate) mod member_ttls;
 pub(crate) mod reset;
 pub(crate) mod state;
 pub(crate) mod stream;

@@ -206,15 +206,17 @@ impl Ttl {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
     use crate::keyspace::hlc::make_stamp;
 
-    fn st(ms: u64, node: u64) -> u64 {
+    /// A stamp of node `node` at `ms`.
+    pub(in crate::keyspace::merge) fn st(ms: u64, node: u64) -> u64 {
         make_stamp(ms, 0, node)
     }
 
-    fn seen(stamps: &[u64]) -> Context {
+    /// A context that saw `stamps`.
+    pub(in crate::keyspace::merge) fn seen(stamps: &[u64]) -> Context {
         let mut cc = Context::default();
         stamps.iter().for_each(|&s| cc.see(s));
         cc

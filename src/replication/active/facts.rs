@@ -316,8 +316,10 @@ impl Link {
         let slot = ks.slot(key);
         let mut g = ks.db(db).lock(slot.shard);
         let c = collection(write);
-        if ttl_unfit(g.get_raw(slot.hash, key), g.merge_meta(key)) {
-            return false; // its TTL merges by its state
+        if ttl_unfit(g.get_raw(slot.hash, key), g.merge_meta(key))
+            || g.member_ttls_in_play(key, g.merge_meta(key))
+        {
+            return false; // its TTLs merge by its state
         }
         let fits = match g.get_raw(slot.hash, key).map(|e| &e.value) {
             None => true,
@@ -387,8 +389,10 @@ impl Link {
         let ks = &self.node.core().keyspace;
         let slot = ks.slot(key);
         let mut g = ks.db(db).lock(slot.shard);
-        if ttl_unfit(g.get_raw(slot.hash, key), g.merge_meta(key)) {
-            return false; // its TTL merges by its state
+        if ttl_unfit(g.get_raw(slot.hash, key), g.merge_meta(key))
+            || g.member_ttls_in_play(key, g.merge_meta(key))
+        {
+            return false; // its TTLs merge by its state
         }
         let fits = match g.get_raw(slot.hash, key) {
             None => true,
@@ -461,6 +465,9 @@ impl Link {
         }
         if crate::keyspace::merge::ttl::other_type(facts, &entry.value) {
             return false; // a type conflict: the key's state decides
+        }
+        if g.member_ttls_in_play(key, g.merge_meta(key)) {
+            return false; // member TTLs: by the key's state (DECISIONS 308)
         }
         let before = entry.expire_at();
         let version = g.version_of(slot.hash, key);

@@ -229,7 +229,14 @@ impl Link {
             return;
         }
         match Meta::decode(merge) {
-            Ok(m) => self.store(db, key, m),
+            Ok(m) => {
+                // Its members' TTLs too (a RESTORE carries none).
+                if let Some(e) = m.get::<Elements>().filter(|e| !e.member_ttls.is_empty()) {
+                    let version = e.version;
+                    self.set_member_expiries(db, key, e, version);
+                }
+                self.store(db, key, m)
+            }
             Err(e) => log_warning!("A key state from an active peer is damaged: {e}"),
         }
     }
@@ -360,6 +367,7 @@ impl Link {
             argv.extend(words.iter().map(|w| &w[..]));
             self.replay(db, version, &argv);
         }
+        self.set_member_expiries(db, key, &joined, version);
         self.set_expiry(db, key, joined.ttl.at(), version);
         self.finish(db, key, joined, (outcome, version))
     }
@@ -713,6 +721,29 @@ impl Link {
         }
         let at = at.to_string();
         self.replay(db, stamp, &[b"PEXPIREAT", key, at.as_bytes()]);
+    }
+
+    /// Gives the key's members the TTLs the joined registers resolve to
+    /// (keyspace/merge/member_ttls.rs), replayed stamped `stamp` as
+    /// `PEXPIREMEMBERAT key member ms` or KeyDB's `PERSIST key member`
+    /// where they have another now.
+    fn set_member_expiries(&mut self, db: usize, key: &[u8], joined: &Elements, stamp: u64) {
+        let ks = &self.node.core().keyspace;
+        let slot = ks.slot(key);
+        let writes =
+            (ks.db(db).lock(slot.shard)).member_ttl_writes(slot.hash, key, &joined.member_ttls);
+        for (member, at) in writes {
+            if at == 0 {
+                self.replay(db, stamp, &[b"PERSIST", key, &member]);
+            } else {
+                let at = at.to_string();
+                self.replay(
+                    db,
+                    stamp,
+                    &[b"PEXPIREMEMBERAT", key, &member, at.as_bytes()],
+                );
+            }
+        }
     }
 
     /// Stores the key's merge state, and tells the AOF (the writes that
