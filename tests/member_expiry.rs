@@ -436,16 +436,7 @@ fn a_replica_full_sync_carries_member_ttls() {
 /// {f: v}, each followed by KeyDB's aux pairs (`a` far ahead, `f` due),
 /// then a pair for a key that was skipped, and no checksum.
 fn keydb_rdb(far_ms: u64) -> Vec<u8> {
-    fn string(out: &mut Vec<u8>, s: &[u8]) {
-        assert!(s.len() < 64);
-        out.push(s.len() as u8);
-        out.extend_from_slice(s);
-    }
-    fn aux(out: &mut Vec<u8>, k: &[u8], v: &[u8]) {
-        out.push(0xFA);
-        string(out, k);
-        string(out, v);
-    }
+    use common::rdb::{aux, string};
     let mut f = b"REDIS0009".to_vec();
     aux(&mut f, b"redis-ver", b"6.3.4");
     f.extend_from_slice(&[0xFE, 0]); // SELECTDB 0
