@@ -209,3 +209,51 @@ fn execs_queued_commands_are_slowlog_entries_and_latency_events() {
     );
     assert_eq!(ours, exec_view(&Node::start(false, &[])));
 }
+
+/// What a writable replica's INFO counts of a master command that fails
+/// there (its key holds another type here): errorstats under the error's
+/// code, total_error_replies, unexpected_error_replies (Redis's errors
+/// "sent" to a master), and the command's failed_calls.
+fn master_error_counts(ours: bool) -> Vec<String> {
+    let (m, r) = synced_pair(ours);
+    let (mut mc, mut rc) = (m.conn(), r.conn());
+    let _: () = cmd(&mut rc, &["CONFIG", "SET", "replica-read-only", "no"]);
+    let _: () = cmd(&mut mc, &["SET", "k", "1"]);
+    eventually("the replica holds k", || {
+        cmd::<Option<String>>(&mut rc, &["GET", "k"]).is_some()
+    });
+    let _: () = cmd(&mut rc, &["CONFIG", "RESETSTAT"]);
+    let _: i64 = cmd(&mut rc, &["DEL", "k"]);
+    let _: i64 = cmd(&mut rc, &["LPUSH", "k", "a"]);
+    let _: i64 = cmd(&mut mc, &["INCR", "k"]);
+    let _: () = cmd(&mut mc, &["SET", "done", "1"]);
+    eventually("the replica ran the master's INCR", || {
+        cmd::<Option<String>>(&mut rc, &["GET", "done"]).is_some()
+    });
+    let mut lines = Vec::new();
+    for section in ["errorstats", "stats", "commandstats"] {
+        let info: String = cmd(&mut rc, &["INFO", section]);
+        let wanted = |l: &&str| {
+            l.starts_with("errorstat_")
+                || l.starts_with("total_error_replies")
+                || l.starts_with("unexpected_error_replies")
+                || l.starts_with("cmdstat_incr:")
+        };
+        for l in info.lines().filter(wanted) {
+            // usec fields differ; the counts are what is compared.
+            let counts = l.split(',').filter(|f| !f.contains("usec"));
+            lines.push(counts.collect::<Vec<_>>().join(","));
+        }
+    }
+    lines
+}
+
+#[test]
+fn a_masters_command_that_fails_on_the_replica_counts_as_redis_counts_it() {
+    let ours = master_error_counts(true);
+    assert_eq!(ours, master_error_counts(false));
+    assert!(
+        ours.contains(&"errorstat_WRONGTYPE:count=1".to_string()),
+        "{ours:?}"
+    );
+}

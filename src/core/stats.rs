@@ -64,6 +64,9 @@ pub struct WorkerStats {
     pub net_output_bytes: AtomicU64,
     /// Errors by code ("ERR", "WRONGTYPE"): rare, so a mutex is fine.
     pub errors: Mutex<HashMap<String, u64>>,
+    /// Errors a replica's master stream met (INFO `unexpected_error_replies`,
+    /// Redis's errors "sent" to a master, which reads none of them).
+    pub unexpected_errors: AtomicU64,
 }
 
 impl WorkerStats {
@@ -80,6 +83,7 @@ impl WorkerStats {
             net_input_bytes: AtomicU64::new(0),
             net_output_bytes: AtomicU64::new(0),
             errors: Mutex::new(HashMap::new()),
+            unexpected_errors: AtomicU64::new(0),
         }
     }
 
@@ -152,6 +156,7 @@ impl WorkerStats {
             &self.evicted_keys,
             &self.net_input_bytes,
             &self.net_output_bytes,
+            &self.unexpected_errors,
         ] {
             a.store(0, Relaxed);
         }

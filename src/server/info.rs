@@ -375,7 +375,7 @@ fn stats(srv: &Arc<Server>, w: &[Arc<WorkerStats>]) -> Fields {
         "tracking_total_keys" => srv.tracking.stats().1,
         "tracking_total_items" => srv.tracking.total_items(),
         "tracking_total_prefixes" => srv.tracking.stats().2,
-        "unexpected_error_replies" => 0,
+        "unexpected_error_replies" => sum(w, |s| &s.unexpected_errors),
         "total_error_replies" => errors,
         "dump_payload_sanitizations" => 0,
         "total_reads_processed" => processed,

@@ -120,6 +120,7 @@ impl Link<'_> {
                     args,
                 );
                 if let Err(e) = r {
+                    master_error_counted(self.stats, &e);
                     let name = String::from_utf8_lossy(args.get(0)).to_ascii_lowercase();
                     crate::core::propagation::failed(
                         srv,
@@ -198,4 +199,18 @@ fn wait_out_stop_signal() {
         }
         std::thread::sleep(Duration::from_millis(1));
     }
+}
+
+/// A command of the master's stream that failed here counts as Redis's
+/// `afterErrorReply` counts an error "sent" to the master client (which
+/// reads none): in errorstats under its code, in total_error_replies, and
+/// in unexpected_error_replies.
+fn master_error_counted(stats: &crate::core::stats::WorkerStats, err: &str) {
+    let code = err
+        .split(' ')
+        .next()
+        .filter(|c| !c.is_empty())
+        .unwrap_or("ERR");
+    stats.record_error(code);
+    stats.unexpected_errors.fetch_add(1, Relaxed);
 }
