@@ -16,7 +16,7 @@
 //! | MONITOR feed                 | yes    | yes  | yes, as "lua" |        | yes    |          |
 //! | tracking: remember keys read | yes    | yes  | declared keys |        |        |          |
 //! | commandstats (calls, usec)   | yes    | yes  | yes           |        | yes    | yes      |
-//! | error reply and error stats  | yes    | yes  | yes           |        |        |          |
+//! | error reply and error stats  | yes    | yes  | yes           |        | stats* |          |
 //! | slowlog                      | yes    | yes  | yes, as "?:0" |        | yes    |          |
 //! | latency event                | yes    | yes  | yes           |        | yes    |          |
 //!
@@ -26,6 +26,8 @@
 //! queued commands are slowlog entries and latency events of their own,
 //! as Redis's execCommand calls them with CMD_CALL_FULL; EXEC itself is
 //! a latency event ("command") but no slowlog entry (`skip_slowlog`).
+//! (*) A master command's failure is no reply; the link counts it in
+//! errorstats (`replication/replica/stream.rs`), as Redis's afterErrorReply.
 //!
 //! A script's calls are logged as Redis's Lua client's (address "?:0", no
 //! name), after them the script's own command; not while a file loads.

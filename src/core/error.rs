@@ -71,8 +71,18 @@ impl CmdError {
 
     /// The error code counted by INFO errorstats ("ERR", "WRONGTYPE", ...).
     pub fn code(&self) -> String {
-        let r = self.render();
-        r.split(' ').next().unwrap_or("ERR").to_string()
+        error_code(&self.render()).to_string()
+    }
+}
+
+/// The code INFO errorstats counts a rendered error under: its first word
+/// ("ERR" where it has none).
+pub(crate) fn error_code(rendered: &str) -> &str {
+    let first = rendered.split(' ').next().unwrap_or_default();
+    if first.is_empty() {
+        "ERR"
+    } else {
+        first
     }
 }
 

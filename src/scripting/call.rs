@@ -209,7 +209,7 @@ fn run(ctx: &mut Ctx, s: &Script, args: Args, resp: u8, out: &mut ReplyBuf) -> R
         Ok(id) => id,
         Err(_) if s.widen.get() => return Err(WIDEN.into()),
         Err((id, msg)) => {
-            let code = msg.split(' ').next().unwrap_or("ERR");
+            let code = crate::core::error::error_code(&msg);
             count_rejected(ctx.stats, id, &CmdError::Msg(code.into()));
             return Err(msg);
         }

@@ -206,11 +206,7 @@ fn wait_out_stop_signal() {
 /// reads none): in errorstats under its code, in total_error_replies, and
 /// in unexpected_error_replies.
 fn master_error_counted(stats: &crate::core::stats::WorkerStats, err: &str) {
-    let code = err
-        .split(' ')
-        .next()
-        .filter(|c| !c.is_empty())
-        .unwrap_or("ERR");
+    let code = crate::core::error::error_code(err);
     stats.record_error(code);
     stats.unexpected_errors.fetch_add(1, Relaxed);
 }
