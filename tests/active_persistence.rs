@@ -850,3 +850,127 @@ fn the_peer_of_a_restarted_node_gets_what_it_forwarded_of_another_origin() {
     // A's keys written within a second of its last and C's 21 keys.
     assert_resumed_by_stamp(&a, &b, 20 + 21 + 1, before);
 }
+
+/// `XINFO STREAM key`'s counters a join of two histories sets: the
+/// entries-added count, the last ID, the max-deleted-entry-id.
+fn stream_counts(c: &mut redis::Connection, key: &str) -> Vec<String> {
+    let info: Vec<redis::Value> = cmd(c, &["XINFO", "STREAM", key]);
+    let text = |v: &redis::Value| match v {
+        redis::Value::BulkString(b) => String::from_utf8_lossy(b).into_owned(),
+        redis::Value::SimpleString(s) => s.clone(),
+        redis::Value::Int(n) => n.to_string(),
+        other => format!("{other:?}"),
+    };
+    let fields = ["entries-added", "last-generated-id", "max-deleted-entry-id"];
+    (info.chunks(2))
+        .filter(|kv| fields.contains(&text(&kv[0]).as_str()))
+        .map(|kv| format!("{} {}", text(&kv[0]), text(&kv[1])))
+        .collect()
+}
+
+/// DECISIONS 323 (simulator seeds 2808, 52336): A joins B's stream with
+/// a history B lacks and commits the join at B's version (a stream's
+/// version is the newest stamp it holds, DECISIONS 183), answering it into
+/// its stream, which B does not pull at that moment; A then restarts from
+/// its RDB. B resumes A's new stream by stamp, from the last of A's own
+/// writes it applied, and must still get the answer: the key's version is
+/// B's own, so only A's note of the answer finds it.
+///
+/// The history: A's add to `q` is older than B's FLUSHALL but reaches B
+/// after it (dropped there); A applies the flush after its add, and its
+/// tombstone keeps the stream's history (DECISIONS 195-196), so A's join
+/// with B's new `q` counts both adds.
+#[test]
+fn a_join_answered_at_the_peers_version_reaches_it_after_a_restart_from_the_rdb() {
+    an_answer_survives_a_restart(&[], true);
+}
+
+/// The same, A keeping an AOF (the note is in the merge-state annotation
+/// written as the answer is made).
+#[test]
+fn a_join_answered_at_the_peers_version_reaches_it_after_a_restart_from_the_aof() {
+    an_answer_survives_a_restart(&["--appendonly", "yes", "--appendfsync", "always"], false);
+}
+
+/// The test of the two above: A started with `extra`, saving with SAVE
+/// before it is killed where `save`.
+fn an_answer_survives_a_restart(extra: &[&str], save: bool) {
+    let tag = if save {
+        "answer-resume-rdb"
+    } else {
+        "answer-resume-aof"
+    };
+    let (dir, slot) = (tempdir(tag), unique_node_slot());
+    let a = node_a(&dir, &slot, extra);
+    let b = active_node(&[]);
+    let (to_a, to_b) = (
+        common::proxy::Proxy::start(a.port),
+        common::proxy::Proxy::start(b.port),
+    );
+    pull(&a, to_b.port);
+    pull(&b, to_a.port);
+    wait_linked(&a, 1);
+    wait_linked(&b, 1);
+    let (mut ca, mut cb) = (a.conn(), b.conn());
+    let () = cmd(&mut ca, &["SET", "a-first", "1"]);
+    converged(&[&a, &b]);
+    if !save {
+        // A base that keeps A's node id (the peer resumes by stamp only
+        // from the node it pulled from).
+        rewrite(&mut ca);
+    }
+    to_a.cut();
+    to_b.cut();
+    let _: String = cmd(&mut ca, &["XADD", "q", "*", "f", "a"]);
+    std::thread::sleep(Duration::from_millis(1100));
+    let () = cmd(&mut cb, &["FLUSHALL"]);
+    let () = cmd(&mut ca, &["SET", "a-later", "1"]);
+    // B takes A's add (older than its flush: dropped) and A's later write,
+    // the newest of A's own writes B applies before A restarts.
+    to_a.heal();
+    eventually("B to apply A's later write", || {
+        cmd::<Option<String>>(&mut cb, &["GET", "a-later"]).is_some()
+    });
+    to_a.cut();
+    let _: String = cmd(&mut cb, &["XADD", "q", "*", "f", "b"]);
+    to_b.heal();
+    eventually("A to join B's stream with its own history", || {
+        cmd::<i64>(&mut ca, &["XLEN", "q"]) == 1
+            && stream_counts(&mut ca, "q").contains(&"entries-added 2".to_string())
+    });
+    if save {
+        let () = cmd(&mut ca, &["SAVE"]);
+    } else {
+        // The AOF notes A's position in B's stream at most once a second:
+        // past the join, so that A does not make it again after the
+        // restart (only the note then tells A's new stream about it).
+        std::thread::sleep(Duration::from_millis(1500));
+    }
+    drop(ca);
+    drop(a);
+    let mut args = extra.to_vec();
+    let b_port = to_b.port.to_string();
+    args.extend(["--replicaof", "127.0.0.1", &b_port]);
+    let a = node_a(&dir, &slot, &args);
+    to_a.retarget(a.port);
+    to_a.heal();
+    wait_linked(&a, 1);
+    wait_linked(&b, 1);
+    let (mut ca, mut cb) = (a.conn(), b.conn());
+    let () = cmd(&mut cb, &["SET", "b-after-restart", "1"]);
+    let () = cmd(&mut ca, &["SET", "a-after-restart", "1"]);
+    converged(&[&a, &b]);
+    eventually("one stream on both nodes", || {
+        stream_counts(&mut ca, "q") == stream_counts(&mut cb, "q")
+    });
+    assert!(
+        stream_counts(&mut cb, "q").contains(&"entries-added 2".to_string()),
+        "{:?}",
+        stream_counts(&mut cb, "q")
+    );
+    assert!(
+        b.log().contains("resumes with the keys this node lacks"),
+        "{}",
+        b.log()
+    );
+}

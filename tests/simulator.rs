@@ -314,6 +314,13 @@ fn seeds_that_found_bugs() {
              and to the sorted set on another: two types at one version (long mode; DECISIONS \
              322)",
         ),
+        (
+            2808,
+            "a stream's join committed at its peer's version and answered into the node's \
+             stream; the node restarted from its RDB before the peer pulled it, and the resume \
+             by stamp never sent the key again (DECISIONS 323)",
+        ),
+        (52336, "the same as 2808 (an XSETID's last ID kept by a flush's tombstone)"),
     ];
     for (seed, bug) in found {
         if let Err(f) = sim::run(seed, &sim::Options::default()) {

@@ -227,6 +227,15 @@ pub struct Shard {
     /// of the last writer winning (counters, `merge.rs`). A deleted key's
     /// stays with its tombstone. Empty (and unallocated) otherwise.
     merge: hashbrown::HashMap<Box<[u8]>, Box<merge::Meta>, KeyHasher>,
+    /// Active replication: the merging keys whose state this node sent its
+    /// peers at another node's version (a join committed at the newer
+    /// side's version, as counters' and streams' are, DECISIONS 183; an
+    /// answer to a peer's state that lacked ours), each with our stamp of
+    /// the last such answer. A peer that cannot continue our stream (we
+    /// restarted, or trimmed it) resumes by stamp and gets these keys
+    /// too: their version does not carry our slot (DECISIONS 323).
+    /// Kept in the files with the key's merge state.
+    answered: hashbrown::HashMap<Box<[u8]>, u64, KeyHasher>,
     /// The member TTLs of the keys that have some, and those keys by
     /// their earliest member deadline (`member_ttl.rs`). None while no key
     /// here has one: a shard pays one pointer (its padded size does not
@@ -424,6 +433,34 @@ impl Shard {
     /// Whether `key` has merge state.
     pub fn merges(&self, key: &[u8]) -> bool {
         !self.merge.is_empty() && self.merge.contains_key(key)
+    }
+
+    /// Our stamp of the last answer that sent `key`'s state at another
+    /// node's version (`answered`), if any.
+    pub fn answered(&self, key: &[u8]) -> Option<u64> {
+        if self.answered.is_empty() {
+            return None;
+        }
+        self.answered.get(key).copied()
+    }
+
+    /// Notes that `key`'s state went to the peers at another node's
+    /// version, by an answer stamped `stamp` (ours).
+    pub fn note_answered(&mut self, key: &[u8], stamp: u64) {
+        match self.answered.get_mut(key) {
+            Some(s) => *s = (*s).max(stamp),
+            None => {
+                self.answered.insert(key.into(), stamp);
+            }
+        }
+    }
+
+    /// Forgets the answer notes of keys that no longer merge.
+    fn prune_answered(&mut self) {
+        if !self.answered.is_empty() {
+            let merge = &self.merge;
+            self.answered.retain(|k, _| merge.contains_key(k));
+        }
     }
 
     pub fn set_merge_meta(&mut self, key: &[u8], m: merge::Meta) {
@@ -881,6 +918,7 @@ impl Shard {
                 for k in drop {
                     self.merge.remove(&k);
                 }
+                self.prune_answered();
             }
             self.tombstones.retain(|k, s| !gone(k, *s));
             if self.tombstones.is_empty() {

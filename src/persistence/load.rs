@@ -568,11 +568,15 @@ fn restore_deletions(ks: &Keyspace, summary: &decode::LoadSummary) -> Result<u64
         if *db >= ks.num_dbs() {
             return Err(bad_db(ks.num_dbs()));
         }
-        let m = crate::keyspace::merge::Meta::decode(state)
+        let (m, answered) = crate::keyspace::merge::Meta::decode_stored(state)
             .map_err(|e| RdbError::Corrupt(format!("bad lattice-merge aux field: {e}")))?;
-        max = max.max(m.version());
+        max = max.max(m.version()).max(answered.unwrap_or(0));
         let slot = ks.slot(key);
-        ks.db(*db).lock(slot.shard).set_merge_meta(key, m);
+        let mut g = ks.db(*db).lock(slot.shard);
+        g.set_merge_meta(key, m);
+        if let Some(stamp) = answered {
+            g.note_answered(key, stamp);
+        }
     }
     Ok(max)
 }

@@ -146,11 +146,12 @@ impl Form {
     ) {
         let (mut value, mut state) = (Vec::new(), Vec::new());
         for key in g.merge_keys() {
+            let answered = g.answered(&key);
             let Some(m) = g.merge_meta_now(ks.slot(&key).hash, &key) else {
                 continue;
             };
             state.clear();
-            m.encode(&mut state);
+            m.encode_stored(answered, &mut state);
             if self.format == SnapFormat::Aof {
                 crate::persistence::aof::writer::write_merge_note(out, db, &key, &state);
                 continue;

@@ -82,12 +82,27 @@ fn saved_id(path: &str) -> Option<u64> {
         .and_then(|(_, v)| parse_id(v))
 }
 
-/// At start-up: the `node-id` directive, else the id in `dbfilename`, else a
-/// fresh one; the slot from `node-slot`, else derived. And whether the id
-/// is fresh (drawn now): then no peer can know this node from before.
+/// The id saved in the AOF's base, where it is an RDB file (the AOF is
+/// what the node loads when `appendonly` is on, and a rewrite's base
+/// carries the id as a snapshot does).
+fn aof_saved_id(config: &Config) -> Option<u64> {
+    let dir = std::path::PathBuf::from(config.get_str("appenddirname"));
+    let manifest =
+        crate::persistence::aof::manifest::load(&dir, &config.get_str("appendfilename")).ok()??;
+    let base = manifest.base?;
+    saved_id(dir.join(&base.name).to_str()?)
+}
+
+/// At start-up: the `node-id` directive, else the id in the files the node
+/// loads (the AOF's base where `appendonly` is on, then `dbfilename`),
+/// else a fresh one; the slot from `node-slot`, else derived. And whether
+/// the id is fresh (drawn now): then no peer can know this node from before.
 pub(crate) fn resolve(config: &Config) -> (Identity, bool) {
     let configured = config.get_str("node-id");
-    let known = parse_id(configured.as_bytes()).or_else(|| saved_id(&config.get_str("dbfilename")));
+    let aof = || (config.get_str("appendonly") == "yes").then(|| aof_saved_id(config))?;
+    let known = parse_id(configured.as_bytes())
+        .or_else(aof)
+        .or_else(|| saved_id(&config.get_str("dbfilename")));
     let slot = config.get_str("node-slot").parse().unwrap_or(-1);
     (
         Identity::new(known.unwrap_or_else(random_id), slot),

@@ -144,6 +144,10 @@ fn current_as<T: MergeType>(meta: Option<&Meta>, version: u64, value: Option<&Va
     T::current(meta.and_then(T::of), version, value).wrap()
 }
 
+/// The first byte of a stored merge state that starts with the key's
+/// answer note ([`Meta::encode_stored`]); no state's tag.
+const ANSWERED_TAG: u8 = b'A';
+
 fn decode_as<T: MergeType>(b: &[u8]) -> Result<Meta, String> {
     T::decode(b).map(T::wrap)
 }
@@ -170,6 +174,27 @@ impl Meta {
 
     pub fn encode(&self, out: &mut Vec<u8>) {
         each!(self, s => MergeType::encode(s, out))
+    }
+
+    /// Its encoding as this node's files keep it: [`Self::encode`]'s,
+    /// after the key's answer note where it has one (`Shard::answered`:
+    /// local, so never in a state sent to a peer).
+    pub fn encode_stored(&self, answered: Option<u64>, out: &mut Vec<u8>) {
+        if let Some(stamp) = answered {
+            out.push(ANSWERED_TAG);
+            put_varint(out, stamp);
+        }
+        self.encode(out);
+    }
+
+    /// [`Self::encode_stored`]'s form: the state and the answer note.
+    pub fn decode_stored(b: &[u8]) -> Result<(Meta, Option<u64>), String> {
+        if b.first() != Some(&ANSWERED_TAG) {
+            return Ok((Meta::decode(b)?, None));
+        }
+        let mut c = Cursor(&b[1..]);
+        let stamp = c.varint()?;
+        Ok((Meta::decode(c.0)?, Some(stamp)))
     }
 
     pub fn decode(b: &[u8]) -> Result<Meta, String> {
@@ -921,6 +946,23 @@ mod tests {
 
     fn at(version: u64, base: Base) -> Counter {
         Counter::current(None, version, base)
+    }
+
+    /// A stored state reads back with its answer note, or none; a state
+    /// sent to a peer (`encode`) never reads as one that has a note.
+    #[test]
+    fn a_stored_state_keeps_its_answer_note() {
+        let meta = at(7, Base::Int(3)).wrap();
+        for note in [None, Some(0), Some(u64::MAX)] {
+            let mut out = Vec::new();
+            meta.encode_stored(note, &mut out);
+            assert_eq!(Meta::decode_stored(&out), Ok((meta.clone(), note)));
+        }
+        let mut out = Vec::new();
+        meta.encode(&mut out);
+        assert_eq!(Meta::decode_stored(&out), Ok((meta.clone(), None)));
+        assert!(Meta::decode(&[ANSWERED_TAG, 1, b'C']).is_err());
+        assert!(Meta::decode_stored(&[ANSWERED_TAG]).is_err());
     }
 
     /// The integer reading's short path reads what the string round trip

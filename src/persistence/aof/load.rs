@@ -510,13 +510,13 @@ fn restore_merge_state(srv: &impl Host, db: usize, key: &[u8], state: &[u8]) -> 
     if db >= srv.core().keyspace.num_dbs() {
         return Err(format!("a merge state for database {db}, out of range"));
     }
-    let meta = crate::keyspace::merge::Meta::decode(state)
+    let (meta, answered) = crate::keyspace::merge::Meta::decode_stored(state)
         .map_err(|e| format!("a damaged merge state in the AOF: {e}"))?;
     let slot = srv.core().keyspace.slot(key);
-    srv.core()
-        .keyspace
-        .db(db)
-        .lock(slot.shard)
-        .set_merge_meta(key, meta);
+    let mut g = srv.core().keyspace.db(db).lock(slot.shard);
+    g.set_merge_meta(key, meta);
+    if let Some(stamp) = answered {
+        g.note_answered(key, stamp);
+    }
     Ok(())
 }

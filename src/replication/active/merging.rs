@@ -8,13 +8,14 @@
 //! replaces (whole-key last-writer-wins, the caller's path).
 
 use super::applying;
+use crate::core::Core;
 use crate::effects::EffectRef;
 use crate::keyspace::merge::elements::{Change, Elements, Item};
 use crate::keyspace::merge::hll::{is_sketch, Hll};
 use crate::keyspace::merge::lists::{values, Lists};
 use crate::keyspace::merge::stream::{same_value, stream_of, Stream as StreamState};
 use crate::keyspace::merge::{merges_by_parts, Base, Counter, MergeType, Merged, Meta};
-use crate::keyspace::Value;
+use crate::keyspace::{Shard, Value};
 use crate::log_warning;
 
 use super::link::Link;
@@ -768,22 +769,7 @@ impl Link {
         }
         let slot = core.keyspace.slot(key);
         let g = core.keyspace.db(db).lock(slot.shard);
-        let mut state = Vec::new();
-        match g.merge_meta(key) {
-            Some(meta) => meta.encode(&mut state),
-            None => return,
-        }
-        let argv: [&[u8]; 3] = [crate::effects::MERGE_STATE, key, &state];
-        applying(|| {
-            core.effects.emit(&EffectRef {
-                db,
-                version: 0,
-                argv: &argv,
-                bases: &[],
-                facts: &[],
-            })
-        });
-        drop(g);
+        emit_merge_state(core, &g, db, key);
     }
 
     /// Deletes `key` as a write stamped `stamp` (a peer's deletion, a
@@ -893,6 +879,27 @@ pub(super) fn put_words(kind: Kind, puts: &[&Change]) -> (&'static [u8], Vec<Vec
         _ => b"SADD",
     };
     (name, words)
+}
+
+/// [`Link::note_merge_state`] under the shard's lock `g`, the caller having
+/// checked that the AOF wants it: the key's merge state as the files keep
+/// it (its answer note included), for the AOF.
+pub(super) fn emit_merge_state(core: &Core, g: &Shard, db: usize, key: &[u8]) {
+    let mut state = Vec::new();
+    match g.merge_meta(key) {
+        Some(meta) => meta.encode_stored(g.answered(key), &mut state),
+        None => return,
+    }
+    let argv: [&[u8]; 3] = [crate::effects::MERGE_STATE, key, &state];
+    applying(|| {
+        core.effects.emit(&EffectRef {
+            db,
+            version: 0,
+            argv: &argv,
+            bases: &[],
+            facts: &[],
+        })
+    });
 }
 
 #[cfg(test)]

@@ -32,8 +32,9 @@
 //! the states of our slot's keys and tombstones stamped since that stamp
 //! (or since our files' newest, if older) less [`OWN_WRITES_MARGIN_MS`],
 //! every key of an origin it does not hear directly (not one of `<slots>`
-//! or its own), then our stream from its end, as after a snapshot
-//! ([`origin_filter`]).
+//! or its own), and every key whose state we answered at another node's
+//! version since (its own included: `Shard::answered`, DECISIONS 323),
+//! then our stream, as after a snapshot ([`origin_filter`]).
 
 use std::collections::HashSet;
 use std::sync::Arc;

@@ -40,6 +40,7 @@ use crate::core::client::{FromOrigin, PeerRequest};
 use crate::core::info::Fields;
 use crate::core::Core;
 use crate::effects::EffectRef;
+use crate::keyspace::hlc::stamp_node;
 use crate::protocol::Args;
 use crate::protocol::{ParseLimits, Parsed, RequestParser};
 use crate::{log_notice, log_warning};
@@ -614,8 +615,11 @@ fn send_states(
                 // A key is wanted by its version, or by a write its merge
                 // state holds (a fact applied here keeps the key's version
                 // another node's while it adds that node's part or dot).
+                // So is a key whose state we answered at another node's
+                // version (`Shard::answered`, DECISIONS 323).
                 let by_merge = |key: &[u8]| {
                     (g.merge_meta(key)).is_some_and(|m| m.stamps().into_iter().any(wanted))
+                        || g.answered(key).is_some_and(wanted)
                 };
                 for e in g.iter().filter(|e| wanted(e.version) || by_merge(&e.key)) {
                     let payload = crate::persistence::rdb::encode::dump_payload(&e.value, false);
@@ -811,27 +815,49 @@ pub fn on_peer_command(host: &dyn Host, feed: &FeedState, args: Args) {
 /// Puts the state of `key` in the stream, under its shard's lock so that it
 /// lands in order with the writes to it.
 pub(super) fn answer_state(host: &dyn Host, db: usize, key: &[u8]) {
-    let ks = &host.core().keyspace;
-    let me = host.identity().0;
+    let core = host.core();
+    let ks = &core.keyspace;
+    let (me, my_slot) = host.identity();
     let slot = ks.slot(key);
     let mut g = ks.db(db).lock(slot.shard);
     g.merge_meta_now(slot.hash, key);
     let mut buf = Vec::new();
-    match g.get_raw(slot.hash, key) {
+    let version = match g.get_raw(slot.hash, key) {
         Some(e) => {
             let payload = crate::persistence::rdb::encode::dump_payload(&e.value, false);
             let merge = merge_state(&g, key);
             let s = (e.version, e.expire_at());
             encode_state(&mut buf, me, db, key, s, (&payload, &merge));
+            e.version
         }
         None => {
             let stamp = g.version_of(slot.hash, key);
             let merge = merge_state(&g, key);
             encode_state(&mut buf, me, db, key, (stamp, 0), (b"", &merge));
+            stamp
+        }
+    };
+    if stamp_node(version) != my_slot && g.merges(key) {
+        // Its version is not ours: a peer resuming by stamp would not find
+        // it by its version, so note it (DECISIONS 323).
+        g.note_answered(key, answer_stamp(core, my_slot));
+        if core.effects.merge_state_wanted() {
+            super::merging::emit_merge_state(core, &g, db, key);
         }
     }
     host.active().append(&buf);
     drop(g);
+}
+
+/// The stamp an answer's note carries: our clock now (or our stamp floor,
+/// where our stamps ran ahead of it), with our slot, so that a peer's
+/// resume by stamp, which asks for our writes since the last it applied
+/// less a margin (resume.rs), takes the key where it did not get the
+/// answer.
+fn answer_stamp(core: &Core, my_slot: u64) -> u64 {
+    use crate::keyspace::hlc::{make_stamp, stamp_clock_ms, stamp_ms};
+    let floor = core.stamp_floor.load(std::sync::atomic::Ordering::Relaxed);
+    make_stamp(stamp_clock_ms().max(stamp_ms(floor)), 0, my_slot)
 }
 
 /// The merge state a key's state record carries (keyspace/merge/): empty
