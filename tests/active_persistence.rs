@@ -868,7 +868,7 @@ fn stream_counts(c: &mut redis::Connection, key: &str) -> Vec<String> {
         .collect()
 }
 
-/// DECISIONS 323 (simulator seeds 2808, 52336): A joins B's stream with
+/// DECISIONS 334 (simulator seeds 2808, 52336): A joins B's stream with
 /// a history B lacks and commits the join at B's version (a stream's
 /// version is the newest stamp it holds, DECISIONS 183), answering it into
 /// its stream, which B does not pull at that moment; A then restarts from

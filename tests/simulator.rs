@@ -318,7 +318,7 @@ fn seeds_that_found_bugs() {
             2808,
             "a stream's join committed at its peer's version and answered into the node's \
              stream; the node restarted from its RDB before the peer pulled it, and the resume \
-             by stamp never sent the key again (DECISIONS 323)",
+             by stamp never sent the key again (DECISIONS 334)",
         ),
         (52336, "the same as 2808 (an XSETID's last ID kept by a flush's tombstone)"),
     ];

@@ -220,22 +220,14 @@ pub struct Shard {
     /// (docs/ACTIVE-ACTIVE-DESIGN.md, "Tombstones"). Invisible to commands; a key
     /// written again leaves this map. Empty (and unallocated) otherwise.
     tombstones: hashbrown::HashMap<Box<[u8]>, u64, KeyHasher>,
-    /// Active replication: the stamp of the last FLUSHDB/FLUSHALL; a key
-    /// absent here is at least this old (a per-database tombstone).
-    flushed_at: u64,
     /// Active replication: the merge state of the keys that merge instead
     /// of the last writer winning (counters, `merge.rs`). A deleted key's
     /// stays with its tombstone. Empty (and unallocated) otherwise.
     merge: hashbrown::HashMap<Box<[u8]>, Box<merge::Meta>, KeyHasher>,
-    /// Active replication: the merging keys whose state this node sent its
-    /// peers at another node's version (a join committed at the newer
-    /// side's version, as counters' and streams' are, DECISIONS 183; an
-    /// answer to a peer's state that lacked ours), each with our stamp of
-    /// the last such answer. A peer that cannot continue our stream (we
-    /// restarted, or trimmed it) resumes by stamp and gets these keys
-    /// too: their version does not carry our slot (DECISIONS 323).
-    /// Kept in the files with the key's merge state.
-    answered: hashbrown::HashMap<Box<[u8]>, u64, KeyHasher>,
+    /// Active replication's flush stamp and answer notes (`ActiveSide`):
+    /// None until a flush or an answer (a pointer: the shard keeps to two
+    /// cache lines).
+    side: Option<Box<ActiveSide>>,
     /// The member TTLs of the keys that have some, and those keys by
     /// their earliest member deadline (`member_ttl.rs`). None while no key
     /// here has one: a shard pays one pointer (its padded size does not
@@ -245,6 +237,24 @@ pub struct Shard {
     /// tries before the index (`pos_hinted`), as it names the key the
     /// command just wrote.
     found: usize,
+}
+
+/// What a shard keeps for active replication beside its keys' tombstones
+/// and merge states, boxed: a plain node never has it.
+#[derive(Default)]
+struct ActiveSide {
+    /// The stamp of the last FLUSHDB/FLUSHALL; a key absent here is at
+    /// least this old (a per-database tombstone).
+    flushed_at: u64,
+    /// The merging keys whose state this node sent its peers at another
+    /// node's version (a join committed at the newer side's version, as
+    /// counters' and streams' are, DECISIONS 183; an answer to a peer's
+    /// state that lacked ours), each with our stamp of the last such
+    /// answer. A peer that cannot continue our stream (we restarted, or
+    /// trimmed it) resumes by stamp and gets these keys too: their version
+    /// does not carry our slot (DECISIONS 334). Kept in the files with the
+    /// key's merge state.
+    answered: hashbrown::HashMap<Box<[u8]>, u64, KeyHasher>,
 }
 
 impl Shard {
@@ -296,17 +306,18 @@ impl Shard {
     /// The version of `key` where it has no entry: its tombstone's, or the
     /// last flush's, or 0.
     pub fn absent_version(&self, key: &[u8]) -> u64 {
-        self.tombstone(key).unwrap_or(0).max(self.flushed_at)
+        self.tombstone(key).unwrap_or(0).max(self.flushed_at())
     }
 
     /// The stamp of the last flush (active replication), 0 if none.
     pub fn flushed_at(&self) -> u64 {
-        self.flushed_at
+        self.side.as_ref().map_or(0, |a| a.flushed_at)
     }
 
     /// Sets the stamp of the last flush (loading a file that recorded it).
     pub fn set_flushed_at(&mut self, stamp: u64) {
-        self.flushed_at = self.flushed_at.max(stamp);
+        let side = self.side.get_or_insert_with(Box::default);
+        side.flushed_at = side.flushed_at.max(stamp);
     }
 
     /// FLUSHDB under active replication, stamped `stamp`: drops every key
@@ -335,7 +346,7 @@ impl Shard {
             }
         }
         self.flush_older_elements(hasher, stamp);
-        self.flushed_at = self.flushed_at.max(stamp);
+        self.set_flushed_at(stamp);
     }
 
     /// A flush's part in the sets, hashes and sorted sets it leaves (newer
@@ -438,28 +449,26 @@ impl Shard {
     /// Our stamp of the last answer that sent `key`'s state at another
     /// node's version (`answered`), if any.
     pub fn answered(&self, key: &[u8]) -> Option<u64> {
-        if self.answered.is_empty() {
-            return None;
-        }
-        self.answered.get(key).copied()
+        self.side.as_ref()?.answered.get(key).copied()
     }
 
     /// Notes that `key`'s state went to the peers at another node's
     /// version, by an answer stamped `stamp` (ours).
     pub fn note_answered(&mut self, key: &[u8], stamp: u64) {
-        match self.answered.get_mut(key) {
+        let notes = &mut self.side.get_or_insert_with(Box::default).answered;
+        match notes.get_mut(key) {
             Some(s) => *s = (*s).max(stamp),
             None => {
-                self.answered.insert(key.into(), stamp);
+                notes.insert(key.into(), stamp);
             }
         }
     }
 
     /// Forgets the answer notes of keys that no longer merge.
     fn prune_answered(&mut self) {
-        if !self.answered.is_empty() {
+        if let Some(side) = &mut self.side {
             let merge = &self.merge;
-            self.answered.retain(|k, _| merge.contains_key(k));
+            side.answered.retain(|k, _| merge.contains_key(k));
         }
     }
 
@@ -1632,7 +1641,8 @@ mod tests {
     #[test]
     fn entry_is_56_bytes() {
         assert_eq!(std::mem::size_of::<Entry>(), 56);
-        // A shard fits two cache lines (member TTLs cost it one pointer).
+        // A shard fits two cache lines (member TTLs and active
+        // replication's flush stamp and answer notes cost it a pointer each).
         assert_eq!(std::mem::size_of::<PaddedShard>(), 256);
     }
 

@@ -33,7 +33,7 @@
 //! (or since our files' newest, if older) less [`OWN_WRITES_MARGIN_MS`],
 //! every key of an origin it does not hear directly (not one of `<slots>`
 //! or its own), and every key whose state we answered at another node's
-//! version since (its own included: `Shard::answered`, DECISIONS 323),
+//! version since (its own included: `Shard::answered`, DECISIONS 334),
 //! then our stream, as after a snapshot ([`origin_filter`]).
 
 use std::collections::HashSet;

@@ -616,7 +616,7 @@ fn send_states(
                 // state holds (a fact applied here keeps the key's version
                 // another node's while it adds that node's part or dot).
                 // So is a key whose state we answered at another node's
-                // version (`Shard::answered`, DECISIONS 323).
+                // version (`Shard::answered`, DECISIONS 334).
                 let by_merge = |key: &[u8]| {
                     (g.merge_meta(key)).is_some_and(|m| m.stamps().into_iter().any(wanted))
                         || g.answered(key).is_some_and(wanted)
@@ -839,7 +839,7 @@ pub(super) fn answer_state(host: &dyn Host, db: usize, key: &[u8]) {
     };
     if stamp_node(version) != my_slot && g.merges(key) {
         // Its version is not ours: a peer resuming by stamp would not find
-        // it by its version, so note it (DECISIONS 323).
+        // it by its version, so note it (DECISIONS 334).
         g.note_answered(key, answer_stamp(core, my_slot));
         if core.effects.merge_state_wanted() {
             super::merging::emit_merge_state(core, &g, db, key);
