@@ -314,6 +314,11 @@ fn seeds_that_found_bugs() {
              and to the sorted set on another: two types at one version (long mode; DECISIONS \
              322)",
         ),
+        (
+            43263,
+            "an XADD refused on a deleted stream left a tombstone at its stamp, sent to no one; \
+             a join later stood at it: one content, two versions (DECISIONS 329)",
+        ),
     ];
     for (seed, bug) in found {
         if let Err(f) = sim::run(seed, &sim::Options::default()) {
