@@ -761,7 +761,7 @@ fn a_stream_made_anew_counts_from_zero_on_both_nodes() {
 /// holds on both nodes once healed (full simulator seed 43,263, DECISIONS
 /// 329). Two refusals: an ID at or below a deleted stream's last (which an
 /// active node keeps, DECISIONS 196) and an explicit ID of another node's
-/// slot. Each left a tombstone at its stamp, which beat the peer's SET.
+/// slot. Each left a tombstone at its stamp, newer than the peer's SET.
 #[test]
 fn a_refused_xadd_on_a_missing_key_does_not_stamp_it() {
     let p = Pair::start(&[]);
