@@ -756,6 +756,41 @@ fn a_stream_made_anew_counts_from_zero_on_both_nodes() {
     agree(&mut a, ("1", &id));
 }
 
+/// An XADD refused on a missing key writes nothing: it does not stamp the
+/// key, so a write made concurrently elsewhere, older than the refusal,
+/// holds on both nodes once healed (full simulator seed 43,263, DECISIONS
+/// 329). Two refusals: an ID at or below a deleted stream's last (which an
+/// active node keeps, DECISIONS 196) and an explicit ID of another node's
+/// slot. Each left a tombstone at its stamp, newer than the peer's SET.
+#[test]
+fn a_refused_xadd_on_a_missing_key_does_not_stamp_it() {
+    let p = Pair::start(&[]);
+    let (mut a, mut b) = (p.a.conn(), p.b.conn());
+    let _: String = cmd(&mut a, &["XADD", "s1", "9-*", "f", "v"]);
+    converged(&[&p.a, &p.b]);
+    let _: i64 = cmd(&mut a, &["DEL", "s1"]);
+    converged(&[&p.a, &p.b]);
+    p.partition();
+    for key in ["s1", "s2"] {
+        let _: () = cmd(&mut a, &["SET", key, "x"]);
+    }
+    std::thread::sleep(std::time::Duration::from_millis(5));
+    let err = cmd_err(&mut b, &["XADD", "s1", "4-*", "f", "v"]);
+    assert!(err.contains("equal or smaller"), "{err}");
+    let other = format!("1-{}", (slot(&mut b) + 1) % 1024);
+    let err = cmd_err(&mut b, &["XADD", "s2", &other, "f", "v"]);
+    assert!(err.contains("active replication"), "{err}");
+    p.heal();
+    let want = Some("x".to_string());
+    eventually("both SETs to hold on both nodes", || {
+        ["s1", "s2"].iter().all(|k| {
+            poll::<Option<String>>(&mut a, &["GET", k]).flatten() == want
+                && poll::<Option<String>>(&mut b, &["GET", k]).flatten() == want
+        })
+    });
+    converged(&[&p.a, &p.b]);
+}
+
 /// XINFO GROUPS' fields of group `g` of `s` (entries-read and lag among them).
 fn group_info(c: &mut redis::Connection) -> Vec<(String, String)> {
     let groups: Vec<redis::Value> = cmd(c, &["XINFO", "GROUPS", "s"]);

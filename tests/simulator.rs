@@ -321,6 +321,11 @@ fn seeds_that_found_bugs() {
              by stamp never sent the key again (DECISIONS 334)",
         ),
         (52336, "the same as 2808 (an XSETID's last ID kept by a flush's tombstone)"),
+        (
+            43263,
+            "an XADD refused on a deleted stream left a tombstone at its stamp, sent to no one; \
+             a join later stood at it: one content, two versions (DECISIONS 329)",
+        ),
     ];
     for (seed, bug) in found {
         if let Err(f) = sim::run(seed, &sim::Options::default()) {

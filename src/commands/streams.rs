@@ -582,19 +582,18 @@ fn xadd(ctx: &mut Ctx, args: Args) -> CmdResult {
     } else {
         prepare(ctx, &mut l, key)?
     };
-    let created = match get_stream(&mut l, key)? {
-        Some(_) => false,
+    // A stream to make is put only once its ID is found: an XADD refused
+    // (an ID at or below a deleted stream's last, DECISIONS 196) leaves the
+    // key, and its tombstone's version, as they were (DECISIONS 329).
+    let mut made: Option<Box<StreamValue>> = None;
+    let s = match get_stream(&mut l, key)? {
+        Some(e) => stream_of(&e.value),
         None if t.nomkstream => {
             ctx.out.null();
             return Ok(());
         }
-        None => {
-            l.put(key, Value::Stream(Box::default()), 0, 0);
-            true
-        }
+        None => made.insert(Box::default()),
     };
-    let e = l.entry(key).expect("present");
-    let s = stream_mut(&mut e.value);
     if s.last_id == StreamId::MAX {
         return Err(CmdError::err(
             "The stream has exhausted the last possible ID, unable to add more items",
@@ -603,16 +602,13 @@ fn xadd(ctx: &mut Ctx, args: Args) -> CmdResult {
     let id = match merge_state.as_ref() {
         Some(m) => active_id(s, m, t.id, id_clock(ctx)),
         None => next_id(s, t.id, ctx.now_ms),
-    };
-    let id = match id {
-        Ok(id) => id,
-        Err(err) => {
-            if created {
-                l.remove(key);
-            }
-            return Err(err);
-        }
-    };
+    }?;
+    let created = made.is_some();
+    if let Some(s) = made {
+        l.put(key, Value::Stream(s), 0, 0);
+    }
+    let e = l.entry(key).expect("present");
+    let s = stream_mut(&mut e.value);
     let packed = Fields::pack(args.iter().skip(fields));
     if id <= s.last_id {
         s.insert(id, packed, max_bytes, max_entries); // a late entry (above)

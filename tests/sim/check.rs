@@ -169,6 +169,22 @@ pub fn merges(srv: &Server, db: usize, key: &[u8]) -> bool {
     srv.keyspace.db(db).lock(slot.shard).merges(key)
 }
 
+/// The version of every word of `words` read as a key, in each of the
+/// first `dbs` databases (a tombstone's too): what a command that sent
+/// nothing to its peers must leave as it was, since no peer would hear of
+/// a stamp it took (full seed 43,263: a refused XADD stamped a tombstone).
+pub fn versions_named(srv: &Server, dbs: usize, words: &[&[u8]]) -> Vec<u64> {
+    let ks = &srv.keyspace;
+    let mut out = Vec::with_capacity(dbs * words.len());
+    for db in 0..dbs.min(ks.num_dbs()) {
+        for w in words {
+            let slot = ks.slot(w);
+            out.push(ks.db(db).lock(slot.shard).version_of(slot.hash, w));
+        }
+    }
+    out
+}
+
 /// `key` as `srv` holds it now (expired or not: what the table holds).
 pub fn key_state(srv: &Server, db: usize, key: &[u8]) -> KeyState {
     let ks = &srv.keyspace;

@@ -30,6 +30,8 @@ impl Sim {
         }
         let (lines, _) = workload::step(&mut self.gen, &self.cmds, self.total);
         let from = self.nodes[i].effects_len();
+        let words: Vec<&[u8]> = lines.iter().flatten().map(Vec::as_slice).collect();
+        let versions = check::versions_named(&self.nodes[i].srv, self.gen.dbs, &words);
         for l in &lines {
             if let Err(e) = self.nodes[i].run(l) {
                 if !workload::expected_error(&e) {
@@ -44,6 +46,7 @@ impl Sim {
             shown.join("; "),
             effects.len()
         ));
+        self.unsent_stamps(i, effects.is_empty(), (&words, &versions))?;
         self.report.commands += lines.len();
         self.history
             .note_command(&self.nodes[i], &effects, self.event)
@@ -56,6 +59,8 @@ impl Sim {
         let from = self.nodes[i].effects_len();
         let key = merging::observed_key(&line);
         let before = merging::observe(&self.nodes[i].srv, &key);
+        let words: Vec<&[u8]> = line.iter().map(Vec::as_slice).collect();
+        let versions = check::versions_named(&self.nodes[i].srv, 1, &words);
         let reply = self.nodes[i].run(&line);
         let after = merging::observe(&self.nodes[i].srv, &key);
         self.merge_log.note(&line, reply.is_ok(), (&before, &after));
@@ -65,9 +70,37 @@ impl Sim {
             show(&line),
             effects.len()
         ));
+        self.unsent_stamps(i, effects.is_empty(), (&words, &versions))?;
         self.report.commands += 1;
         self.history
             .note_command(&self.nodes[i], &effects, self.event)
+    }
+
+    /// A client step on node `i` that recorded nothing (`silent`) left
+    /// every key it named at the version it had (`versions`, of `words`
+    /// before it ran: [`check::versions_named`]).
+    fn unsent_stamps(
+        &self,
+        i: usize,
+        silent: bool,
+        (words, versions): (&[&[u8]], &[u64]),
+    ) -> Result<(), String> {
+        if !silent {
+            return Ok(());
+        }
+        let dbs = versions.len() / words.len().max(1);
+        let now = check::versions_named(&self.nodes[i].srv, dbs, words);
+        let changed = (now.iter().zip(versions)).position(|(a, b)| a != b);
+        match changed {
+            None => Ok(()),
+            Some(at) => Err(format!(
+                "n{i} recorded nothing but moved db {} key {}'s version from {} to {}",
+                at / words.len(),
+                String::from_utf8_lossy(words[at % words.len()]),
+                versions[at],
+                now[at]
+            )),
+        }
     }
 
     /// The feed of a random connection sends what its stream has new.
