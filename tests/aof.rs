@@ -432,6 +432,79 @@ fn interop(preamble: &str) {
     }
 }
 
+/// What a server's INFO counts of the commands that failed while it loaded
+/// its AOF (an INCR of a list, alone and in a transaction): the errorstats,
+/// error totals and commandstats lines, without their times.
+fn aof_error_counts(bin: &str) -> Vec<String> {
+    let dir = tempdir(&format!("aof-errors-{}", bin.len()));
+    let resp = |argv: &[&str]| {
+        let mut b = format!("*{}\r\n", argv.len());
+        for a in argv {
+            b += &format!("${}\r\n{a}\r\n", a.len());
+        }
+        b
+    };
+    let file: String = [
+        resp(&["RPUSH", "k", "a"]),
+        resp(&["INCR", "k"]),
+        resp(&["SET", "x", "1"]),
+        resp(&["MULTI"]),
+        resp(&["INCR", "k"]),
+        resp(&["SET", "y", "1"]),
+        resp(&["EXEC"]),
+    ]
+    .concat();
+    std::fs::write(dir.join("appendonly.aof"), file).unwrap();
+    let n = Node::start_bin(bin, &dir, &["--appendonly", "yes", "--save", ""]);
+    let mut c = n.conn();
+    // The commands around the failures ran.
+    assert_eq!(cmd::<Vec<String>>(&mut c, &["MGET", "x", "y"]), ["1", "1"]);
+    // The start-up probes' own errors (-LOADING here, a client library's
+    // CLIENT SETINFO there) are left out of the total.
+    let errorstats: String = cmd(&mut c, &["INFO", "errorstats"]);
+    let probes: i64 = (errorstats.lines())
+        .filter(|l| l.starts_with("errorstat_") && !l.starts_with("errorstat_WRONGTYPE"))
+        .filter_map(|l| l.rsplit_once("count=")?.1.trim().parse::<i64>().ok())
+        .sum();
+    let mut lines: Vec<String> = (errorstats.lines())
+        .filter(|l| l.starts_with("errorstat_WRONGTYPE"))
+        .map(String::from)
+        .collect();
+    let total: i64 = info_field(&mut c, "total_error_replies");
+    lines.push(format!("total_error_replies:{}", total - probes));
+    let unexpected: i64 = info_field(&mut c, "unexpected_error_replies");
+    lines.push(format!("unexpected_error_replies:{unexpected}"));
+    let commandstats: String = cmd(&mut c, &["INFO", "commandstats"]);
+    for l in commandstats
+        .lines()
+        .filter(|l| l.starts_with("cmdstat_incr:"))
+    {
+        let counts = l.split(',').filter(|f| !f.contains("usec"));
+        lines.push(counts.collect::<Vec<_>>().join(","));
+    }
+    assert!(
+        log(&dir).contains("This server is sending an error to its AOF-loading-client"),
+        "{}",
+        log(&dir)
+    );
+    lines
+}
+
+#[test]
+fn errors_met_loading_the_aof_count_as_redis_counts_them() {
+    let ours = aof_error_counts(env!("CARGO_BIN_EXE_lattice-server"));
+    assert_eq!(ours, aof_error_counts("/usr/bin/redis-server"));
+    assert_eq!(
+        ours,
+        [
+            "errorstat_WRONGTYPE:count=2",
+            "total_error_replies:2",
+            "unexpected_error_replies:2",
+            "cmdstat_incr:calls=0,rejected_calls=0,failed_calls=1",
+        ]
+    );
+}
+
 #[test]
 fn old_single_file_aof_is_adopted() {
     let dir = tempdir("upgrade");
