@@ -505,6 +505,56 @@ fn errors_met_loading_the_aof_count_as_redis_counts_them() {
     );
 }
 
+/// While DEBUG LOADAOF replays a slow script, another client's PING gets
+/// -LOADING, and once it is done the script's write is there.
+fn other_clients_see_loading_during_debug_loadaof(bin: &str) {
+    let dir = tempdir(&format!("loadaof-loading-{}", bin.len()));
+    let script =
+        "redis.call('set',KEYS[1],'y'); for i=1,300000 do redis.call('ping') end return 'ok'";
+    let argv = ["EVAL", script, "1", "x"];
+    let mut file = format!("*2\r\n$6\r\nSELECT\r\n$1\r\n9\r\n*{}\r\n", argv.len());
+    for a in argv {
+        file += &format!("${}\r\n{a}\r\n", a.len());
+    }
+    std::fs::write(dir.join("appendonly.aof"), file).unwrap();
+    let extra = [
+        "--appendonly",
+        "yes",
+        "--save",
+        "",
+        "--lua-time-limit",
+        "1",
+        "--enable-debug-command",
+        "yes",
+    ];
+    let n = Node::start_bin(bin, &dir, &extra);
+    let mut loader = n.conn();
+    let mut other = n.conn();
+    let reload = std::thread::spawn(move || {
+        cmd::<String>(&mut loader, &["DEBUG", "LOADAOF"]);
+    });
+    let mut seen = String::new();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !seen.starts_with("LOADING") && Instant::now() < deadline {
+        seen = match redis::cmd("PING").query::<String>(&mut other) {
+            Ok(_) => String::new(),
+            Err(e) if e.kind() == redis::ErrorKind::BusyLoadingError => "LOADING".into(),
+            Err(e) => e.to_string(),
+        };
+    }
+    reload.join().unwrap();
+    assert!(seen.starts_with("LOADING"), "{bin}: {seen:?}");
+    let _: () = cmd(&mut other, &["SELECT", "9"]);
+    assert_eq!(cmd::<String>(&mut other, &["GET", "x"]), "y");
+    assert_eq!(info_field::<i64>(&mut other, "loading"), 0);
+}
+
+#[test]
+fn debug_loadaof_answers_loading_to_other_clients() {
+    other_clients_see_loading_during_debug_loadaof(env!("CARGO_BIN_EXE_lattice-server"));
+    other_clients_see_loading_during_debug_loadaof("/usr/bin/redis-server");
+}
+
 #[test]
 fn old_single_file_aof_is_adopted() {
     let dir = tempdir("upgrade");
