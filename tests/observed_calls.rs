@@ -322,6 +322,23 @@ fn master_client_view(ours: bool) -> Vec<String> {
         ));
     }
     view.push(format!("new socket: {}", g["laddr"] != f["laddr"]));
+    // A WAIT right behind a write makes the master ask for an ACK: the
+    // master client's last command is then REPLCONF.
+    let _: (String, i64) = redis::pipe()
+        .cmd("SET")
+        .arg("c")
+        .arg("1")
+        .cmd("WAIT")
+        .arg(1)
+        .arg(5000)
+        .query(&mut mc)
+        .unwrap();
+    let mut asked = String::new();
+    eventually("the master client ran the GETACK", || {
+        asked = fields(&listed(&mut rc)[0])["cmd"].clone();
+        asked == "replconf"
+    });
+    view.push(format!("after WAIT, cmd={asked}"));
     let by_id: i64 = cmd(&mut rc, &["CLIENT", "KILL", "ID", &g["id"]]);
     view.push(format!("kill id: {by_id}"));
     view

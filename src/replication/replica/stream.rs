@@ -143,6 +143,10 @@ impl Link<'_> {
                 relayed = peer.start;
                 send_ack(&**srv, peer)?;
                 acked = true;
+                // Redis's master client ran REPLCONF (CLIENT LIST cmd=).
+                if let Some(id) = srv.commands.lookup(b"replconf") {
+                    self.client.last_cmd = id;
+                }
             }
         }
         // One relay per read, not per command.
