@@ -432,6 +432,129 @@ fn interop(preamble: &str) {
     }
 }
 
+/// What a server's INFO counts of the commands that failed while it loaded
+/// its AOF (an INCR of a list, alone and in a transaction): the errorstats,
+/// error totals and commandstats lines, without their times.
+fn aof_error_counts(bin: &str) -> Vec<String> {
+    let dir = tempdir(&format!("aof-errors-{}", bin.len()));
+    let resp = |argv: &[&str]| {
+        let mut b = format!("*{}\r\n", argv.len());
+        for a in argv {
+            b += &format!("${}\r\n{a}\r\n", a.len());
+        }
+        b
+    };
+    let file: String = [
+        resp(&["RPUSH", "k", "a"]),
+        resp(&["INCR", "k"]),
+        resp(&["SET", "x", "1"]),
+        resp(&["MULTI"]),
+        resp(&["INCR", "k"]),
+        resp(&["SET", "y", "1"]),
+        resp(&["EXEC"]),
+    ]
+    .concat();
+    std::fs::write(dir.join("appendonly.aof"), file).unwrap();
+    let n = Node::start_bin(bin, &dir, &["--appendonly", "yes", "--save", ""]);
+    let mut c = n.conn();
+    // The commands around the failures ran.
+    assert_eq!(cmd::<Vec<String>>(&mut c, &["MGET", "x", "y"]), ["1", "1"]);
+    // The start-up probes' own errors (-LOADING here, a client library's
+    // CLIENT SETINFO there) are left out of the total.
+    let errorstats: String = cmd(&mut c, &["INFO", "errorstats"]);
+    let probes: i64 = (errorstats.lines())
+        .filter(|l| l.starts_with("errorstat_") && !l.starts_with("errorstat_WRONGTYPE"))
+        .filter_map(|l| l.rsplit_once("count=")?.1.trim().parse::<i64>().ok())
+        .sum();
+    let mut lines: Vec<String> = (errorstats.lines())
+        .filter(|l| l.starts_with("errorstat_WRONGTYPE"))
+        .map(String::from)
+        .collect();
+    let total: i64 = info_field(&mut c, "total_error_replies");
+    lines.push(format!("total_error_replies:{}", total - probes));
+    let unexpected: i64 = info_field(&mut c, "unexpected_error_replies");
+    lines.push(format!("unexpected_error_replies:{unexpected}"));
+    let commandstats: String = cmd(&mut c, &["INFO", "commandstats"]);
+    for l in commandstats
+        .lines()
+        .filter(|l| l.starts_with("cmdstat_incr:"))
+    {
+        let counts = l.split(',').filter(|f| !f.contains("usec"));
+        lines.push(counts.collect::<Vec<_>>().join(","));
+    }
+    assert!(
+        log(&dir).contains("This server is sending an error to its AOF-loading-client"),
+        "{}",
+        log(&dir)
+    );
+    lines
+}
+
+#[test]
+fn errors_met_loading_the_aof_count_as_redis_counts_them() {
+    let ours = aof_error_counts(env!("CARGO_BIN_EXE_lattice-server"));
+    assert_eq!(ours, aof_error_counts("/usr/bin/redis-server"));
+    assert_eq!(
+        ours,
+        [
+            "errorstat_WRONGTYPE:count=2",
+            "total_error_replies:2",
+            "unexpected_error_replies:2",
+            "cmdstat_incr:calls=0,rejected_calls=0,failed_calls=1",
+        ]
+    );
+}
+
+/// While DEBUG LOADAOF replays a slow script, another client's PING gets
+/// -LOADING, and once it is done the script's write is there.
+fn other_clients_see_loading_during_debug_loadaof(bin: &str) {
+    let dir = tempdir(&format!("loadaof-loading-{}", bin.len()));
+    let script =
+        "redis.call('set',KEYS[1],'y'); for i=1,300000 do redis.call('ping') end return 'ok'";
+    let argv = ["EVAL", script, "1", "x"];
+    let mut file = format!("*2\r\n$6\r\nSELECT\r\n$1\r\n9\r\n*{}\r\n", argv.len());
+    for a in argv {
+        file += &format!("${}\r\n{a}\r\n", a.len());
+    }
+    std::fs::write(dir.join("appendonly.aof"), file).unwrap();
+    let extra = [
+        "--appendonly",
+        "yes",
+        "--save",
+        "",
+        "--lua-time-limit",
+        "1",
+        "--enable-debug-command",
+        "yes",
+    ];
+    let n = Node::start_bin(bin, &dir, &extra);
+    let mut loader = n.conn();
+    let mut other = n.conn();
+    let reload = std::thread::spawn(move || {
+        cmd::<String>(&mut loader, &["DEBUG", "LOADAOF"]);
+    });
+    let mut seen = String::new();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !seen.starts_with("LOADING") && Instant::now() < deadline {
+        seen = match redis::cmd("PING").query::<String>(&mut other) {
+            Ok(_) => String::new(),
+            Err(e) if e.kind() == redis::ErrorKind::BusyLoadingError => "LOADING".into(),
+            Err(e) => e.to_string(),
+        };
+    }
+    reload.join().unwrap();
+    assert!(seen.starts_with("LOADING"), "{bin}: {seen:?}");
+    let _: () = cmd(&mut other, &["SELECT", "9"]);
+    assert_eq!(cmd::<String>(&mut other, &["GET", "x"]), "y");
+    assert_eq!(info_field::<i64>(&mut other, "loading"), 0);
+}
+
+#[test]
+fn debug_loadaof_answers_loading_to_other_clients() {
+    other_clients_see_loading_during_debug_loadaof(env!("CARGO_BIN_EXE_lattice-server"));
+    other_clients_see_loading_during_debug_loadaof("/usr/bin/redis-server");
+}
+
 #[test]
 fn old_single_file_aof_is_adopted() {
     let dir = tempdir("upgrade");

@@ -257,3 +257,96 @@ fn a_masters_command_that_fails_on_the_replica_counts_as_redis_counts_it() {
         "{ours:?}"
     );
 }
+
+/// One CLIENT LIST line's fields, by name.
+fn fields(line: &str) -> std::collections::HashMap<String, String> {
+    (line.split_whitespace())
+        .filter_map(|f| f.split_once('='))
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
+}
+
+/// The replica's master client (`flags=M`) as its users see it: CLIENT
+/// LIST and its TYPE filter, INFO's connected_clients, and CLIENT KILL by
+/// user, by type (the link comes back by a partial resync, keeping the
+/// client's id, database and last command, as Redis's cached master) and
+/// by id. Fields that depend on the process (memory, timings) are left out.
+fn master_client_view(ours: bool) -> Vec<String> {
+    let (m, r) = synced_pair(ours);
+    let (mut mc, mut rc) = (m.conn(), r.conn());
+    let _: () = cmd(&mut mc, &["SELECT", "3"]);
+    let _: () = cmd(&mut mc, &["SET", "b", "1"]);
+    let _: () = cmd(&mut rc, &["SELECT", "3"]);
+    eventually("the replica holds b", || {
+        cmd::<Option<String>>(&mut rc, &["GET", "b"]).is_some()
+    });
+    let listed = |rc: &mut redis::Connection| -> Vec<String> {
+        let all: String = cmd(rc, &["CLIENT", "LIST"]);
+        all.lines()
+            .filter(|l| l.contains("flags=M"))
+            .map(String::from)
+            .collect()
+    };
+    let masters = listed(&mut rc);
+    assert_eq!(masters.len(), 1, "{masters:?}");
+    let f = fields(&masters[0]);
+    let typed: String = cmd(&mut rc, &["CLIENT", "LIST", "TYPE", "master"]);
+    assert_eq!(fields(typed.trim_end())["id"], f["id"]);
+    // Its laddr is the replica's end of the link, as the master lists it.
+    let replicas: String = cmd(&mut mc, &["CLIENT", "LIST", "TYPE", "replica"]);
+    assert_eq!(fields(replicas.trim_end())["addr"], f["laddr"]);
+    let mut view: Vec<String> = ["name", "flags", "db", "sub", "psub", "multi", "cmd", "user"]
+        .iter()
+        .map(|k| format!("{k}={}", f[*k]))
+        .collect();
+    view.push(format!(
+        "addr is the master: {}",
+        f["addr"] == format!("127.0.0.1:{}", m.port())
+    ));
+    let connected: i64 = info_field(&mut rc, "connected_clients");
+    view.push(format!("connected_clients={connected}"));
+    let by_user: i64 = cmd(&mut rc, &["CLIENT", "KILL", "USER", "default"]);
+    view.push(format!("kill user default: {by_user}"));
+    let by_type: i64 = cmd(&mut rc, &["CLIENT", "KILL", "TYPE", "master"]);
+    view.push(format!("kill type master: {by_type}"));
+    let mut back = Vec::new();
+    eventually("the master client listed again", || {
+        back = listed(&mut rc);
+        !back.is_empty() && in_sync(&mut mc, &mut rc)
+    });
+    let g = fields(&back[0]);
+    for k in ["id", "db", "cmd"] {
+        view.push(format!(
+            "after a partial resync, {k} kept: {}",
+            g[k] == f[k]
+        ));
+    }
+    view.push(format!("new socket: {}", g["laddr"] != f["laddr"]));
+    // A WAIT right behind a write makes the master ask for an ACK: the
+    // master client's last command is then REPLCONF.
+    let _: (String, i64) = redis::pipe()
+        .cmd("SET")
+        .arg("c")
+        .arg("1")
+        .cmd("WAIT")
+        .arg(1)
+        .arg(5000)
+        .query(&mut mc)
+        .unwrap();
+    let mut asked = String::new();
+    eventually("the master client ran the GETACK", || {
+        asked = fields(&listed(&mut rc)[0])["cmd"].clone();
+        asked == "replconf"
+    });
+    view.push(format!("after WAIT, cmd={asked}"));
+    let by_id: i64 = cmd(&mut rc, &["CLIENT", "KILL", "ID", &g["id"]]);
+    view.push(format!("kill id: {by_id}"));
+    view
+}
+
+#[test]
+fn a_replica_lists_its_master_client_as_redis_does() {
+    let ours = master_client_view(true);
+    assert_eq!(ours, master_client_view(false));
+    assert!(ours.contains(&"flags=M".to_string()), "{ours:?}");
+}

@@ -618,6 +618,10 @@ fn run_args_as(
             .render()
         })?;
     }
+    if matches!(caller, call::Caller::Master) {
+        // As Redis's processCommand sets c->lastcmd, queued or not.
+        client.last_cmd = id;
+    }
     let cmd = srv.commands.get(id);
     if !cmd.arity_ok(args.len()) {
         return Err(CmdError::WrongArity(srv.commands.full_names[id].clone()).render());

@@ -80,6 +80,10 @@ pub struct ClientState {
     /// runs itself, which has no `shared` (a replica's master client: the
     /// master's address, as Redis shows it).
     pub internal_addr: Option<Arc<str>>,
+    /// The command table id of the master client's last command (CLIENT
+    /// LIST `cmd=`; `usize::MAX`: none yet). Only `commands::run_master`
+    /// sets it: a connection's record is refreshed by the connection.
+    pub last_cmd: usize,
     /// Pub/sub subscriptions (see `core/pubsub.rs`).
     pub pubsub: crate::core::pubsub::ClientSubs,
     /// Transactions (`commands/multi.rs`): the open MULTI, if any.
@@ -132,6 +136,7 @@ impl ClientState {
             shutdown_requested: None,
             shared: None,
             internal_addr: None,
+            last_cmd: usize::MAX,
             pubsub: Default::default(),
             multi: None,
             in_exec: false,
@@ -227,34 +232,33 @@ impl ClientRegistry {
     ) -> Arc<ClientShared> {
         // Redis shows a unix-socket client as "<path>:0", local "<path>".
         let path = self.unix_path.lock().clone();
-        let c = Arc::new(ClientShared {
-            id,
-            addr: addr
-                .map(|a| a.to_string())
-                .unwrap_or_else(|| format!("{path}:0")),
-            laddr: laddr.map(|a| a.to_string()).unwrap_or(path),
-            fd,
-            created_ms: now_ms,
-            last_interaction_ms: AtomicU64::new(now_ms),
-            db: AtomicUsize::new(0),
-            last_cmd: AtomicUsize::new(usize::MAX),
-            qbuf: AtomicUsize::new(0),
-            obuf: AtomicUsize::new(0),
-            resp: AtomicUsize::new(2),
-            monitor: AtomicBool::new(false),
-            name: Mutex::new(String::new()),
-            user: Mutex::new("default".into()),
-            lib: Mutex::new((String::new(), String::new())),
-            flags: Mutex::new(String::new()),
-            tx,
-            pushed: AtomicUsize::new(0),
-            pushed_items: AtomicUsize::new(0),
-            soft_since_ms: AtomicU64::new(0),
-            closing: AtomicBool::new(false),
-            kill: Notify::new(),
-            subs: Default::default(),
-            multi_queued: std::sync::atomic::AtomicI64::new(-1),
-        });
+        let addr = addr
+            .map(|a| a.to_string())
+            .unwrap_or_else(|| format!("{path}:0"));
+        let laddr = laddr.map(|a| a.to_string()).unwrap_or(path);
+        let c = Arc::new(ClientShared::new(id, addr, laddr, fd, now_ms, tx));
+        self.clients.lock().insert(id, c.clone());
+        c
+    }
+
+    /// Lists a replica's master client (Redis's CLIENT_MASTER, `flags=M`):
+    /// `addr` is the master's end of the link, `laddr` ours. Nothing reads
+    /// its channel: the link thread owns the client and refreshes the
+    /// record once per read (`replication/replica/master_client.rs`).
+    pub fn register_master(
+        &self,
+        id: u64,
+        addr: String,
+        laddr: String,
+        fd: i32,
+        created_ms: u64,
+    ) -> Arc<ClientShared> {
+        let (tx, _) = mpsc::unbounded_channel();
+        let c = ClientShared::new(id, addr, laddr, fd, created_ms, tx);
+        *c.flags.lock() = "M".into();
+        // Redis's master client has no ACL user.
+        *c.user.lock() = "(superuser)".into();
+        let c = Arc::new(c);
         self.clients.lock().insert(id, c.clone());
         c
     }
@@ -264,6 +268,14 @@ impl ClientRegistry {
             if c.monitor.load(Relaxed) {
                 self.monitors.fetch_sub(1, Relaxed);
             }
+        }
+    }
+
+    /// Unregisters `c` unless its id now names another record.
+    pub fn unregister_record(&self, c: &Arc<ClientShared>) {
+        let mut clients = self.clients.lock();
+        if clients.get(&c.id).is_some_and(|now| Arc::ptr_eq(now, c)) {
+            clients.remove(&c.id);
         }
     }
 
@@ -292,6 +304,43 @@ impl ClientRegistry {
 }
 
 impl ClientShared {
+    /// A fresh record: database 0, no command yet, the default user.
+    fn new(
+        id: u64,
+        addr: String,
+        laddr: String,
+        fd: i32,
+        now_ms: u64,
+        tx: mpsc::UnboundedSender<Push>,
+    ) -> ClientShared {
+        ClientShared {
+            id,
+            addr,
+            laddr,
+            fd,
+            created_ms: now_ms,
+            last_interaction_ms: AtomicU64::new(now_ms),
+            db: AtomicUsize::new(0),
+            last_cmd: AtomicUsize::new(usize::MAX),
+            qbuf: AtomicUsize::new(0),
+            obuf: AtomicUsize::new(0),
+            resp: AtomicUsize::new(2),
+            monitor: AtomicBool::new(false),
+            name: Mutex::new(String::new()),
+            user: Mutex::new("default".into()),
+            lib: Mutex::new((String::new(), String::new())),
+            flags: Mutex::new(String::new()),
+            tx,
+            pushed: AtomicUsize::new(0),
+            pushed_items: AtomicUsize::new(0),
+            soft_since_ms: AtomicU64::new(0),
+            closing: AtomicBool::new(false),
+            kill: Notify::new(),
+            subs: Default::default(),
+            multi_queued: std::sync::atomic::AtomicI64::new(-1),
+        }
+    }
+
     /// Queues bytes for this client and enforces its output buffer limit.
     /// Once the client is closing, pushes are dropped.
     pub fn push(&self, bytes: Arc<Vec<u8>>, limit: &ObufLimit, now_ms: u64) {

@@ -753,6 +753,17 @@ fn discard(srv: &impl Host, ks: Keyspace) {
     srv.core().lazyfree.free_shards(taken);
 }
 
+/// DEBUG LOADAOF: the server is loading while `load` runs, as Redis's
+/// startLoadingFile marks it: other clients get -LOADING and INFO says
+/// `loading:1` (Redis's one thread answers them so between its load's
+/// steps and a slow script's; ours answer at once).
+pub(crate) fn while_loading<T>(srv: &impl Host, load: impl FnOnce() -> T) -> T {
+    srv.persist().loading.begin(0);
+    let r = load();
+    srv.persist().loading.end();
+    r
+}
+
 /// Empties every database without propagating (DEBUG RELOAD, replicas
 /// before a full sync), freeing the data on the lazyfree thread.
 pub(crate) fn empty_all(srv: &impl Host) {

@@ -337,6 +337,10 @@ fn parse_kill(args: Args) -> Result<KillFilter, CmdError> {
 }
 
 fn matches(ctx: &Ctx, f: &KillFilter, c: &ClientShared) -> bool {
+    // Redis's master client has no user: USER never names it.
+    if f.user.is_some() && kind_of(c) == Kind::Master {
+        return false;
+    }
     if f.user.as_ref().is_some_and(|u| *u != *c.user.lock()) {
         return false;
     }
@@ -350,12 +354,18 @@ fn matches(ctx: &Ctx, f: &KillFilter, c: &ClientShared) -> bool {
         && !(f.skipme && is_self(ctx, c))
 }
 
-/// Closes `c`: our own connection after this reply, others at once.
+/// Closes `c`: our own connection after this reply, others at once; the
+/// master client's record by closing our master link's socket (the link
+/// reconnects and resyncs partially, as Redis's replica does).
 fn kill_one(ctx: &mut Ctx, c: &Arc<ClientShared>) {
     if is_self(ctx, c) {
         ctx.client.close_after_reply = true;
     } else {
-        c.kill_now();
+        if kind_of(c) == Kind::Master {
+            (ctx.admin).kill_master_link_if(&|peer, local| peer == c.addr && local == c.laddr);
+        } else {
+            c.kill_now();
+        }
         // Gone from CLIENT LIST and INFO at once, as Redis frees it in the
         // call; its connection task finishes closing on its own thread.
         ctx.core.clients.unregister(c.id);
@@ -376,10 +386,7 @@ fn kill(ctx: &mut Ctx, args: Args) -> CmdResult {
             .into_iter()
             .filter(|c| matches(ctx, &f, c))
             .collect();
-        let link = ctx
-            .admin
-            .kill_master_link_if(&|peer, _| f.addr.as_deref() == Some(peer));
-        if victims.is_empty() && !link {
+        if victims.is_empty() {
             return Err(CmdError::err("No such client"));
         }
         for c in &victims {
@@ -404,26 +411,8 @@ fn kill(ctx: &mut Ctx, args: Args) -> CmdResult {
     for c in &victims {
         kill_one(ctx, c);
     }
-    let link = kill_master_link(ctx, &f);
-    ctx.out.int(victims.len() as i64 + link as i64);
+    ctx.out.int(victims.len() as i64);
     Ok(())
-}
-
-/// Our master's link, when the filter names it (by address or TYPE master;
-/// it has no client id or age here).
-fn kill_master_link(ctx: &Ctx, f: &KillFilter) -> bool {
-    if f.id.is_some() || f.user.is_some() || f.maxage.is_some() {
-        return false;
-    }
-    if f.kind.is_some_and(|k| k != Kind::Master) {
-        return false;
-    }
-    if f.kind.is_none() && f.addr.is_none() && f.laddr.is_none() {
-        return false;
-    }
-    ctx.admin.kill_master_link_if(&|peer, local| {
-        f.addr.as_deref().is_none_or(|a| a == peer) && f.laddr.as_deref().is_none_or(|a| a == local)
-    })
 }
 
 fn pause(ctx: &mut Ctx, args: Args) -> CmdResult {

@@ -56,6 +56,9 @@ struct Replayer<'a, H: Host> {
     stamp: Option<u64>,
     /// Commands of an open MULTI (with their stamps), applied at its EXEC.
     queued: Option<Vec<Queued>>,
+    /// Where the errors commands meet are counted for INFO (made at the
+    /// first: a load without errors registers nothing).
+    counted: Option<Arc<WorkerStats>>,
 }
 
 /// A command of an open MULTI: database, arguments, stamp.
@@ -151,6 +154,7 @@ fn replay_commands<H: Host>(
         db: 0,
         stamp: None,
         queued: None,
+        counted: None,
     };
     let mut valid_up_to = r.pos;
     let mut valid_before_multi = r.pos;
@@ -283,21 +287,22 @@ impl<H: Host> Replayer<'_, H> {
             "multi" => self.queued = Some(vec![]),
             "exec" => {
                 for (db, argv, stamp) in self.queued.take().unwrap_or_default() {
-                    self.run(db, argv, stamp);
+                    self.run(db, argv, stamp, true);
                 }
             }
             _ => {
                 let stamp = self.stamp.take();
                 match &mut self.queued {
                     Some(q) => q.push((self.db, argv, stamp)),
-                    None => self.run(self.db, argv, stamp),
+                    None => self.run(self.db, argv, stamp, false),
                 }
             }
         }
         Ok(())
     }
 
-    fn run(&mut self, db: usize, argv: Vec<Vec<u8>>, stamp: Option<u64>) {
+    /// Runs one command (`in_exec`: one of a transaction's, at its EXEC).
+    fn run(&mut self, db: usize, argv: Vec<Vec<u8>>, stamp: Option<u64>, in_exec: bool) {
         let Some(id) = self.srv.core().commands.lookup(&argv[0]) else {
             return;
         };
@@ -329,7 +334,13 @@ impl<H: Host> Replayer<'_, H> {
         if let Err(err) =
             crate::commands::replay(self.srv.admin(), &mut self.clock, &self.stats, &e)
         {
-            let name = String::from_utf8_lossy(&e.argv[0]).to_ascii_lowercase();
+            self.count_error(&err, &e.argv, in_exec);
+            // Redis names the command its AOF client ran: EXEC for a
+            // transaction's.
+            let name = match in_exec {
+                true => "exec".to_string(),
+                false => String::from_utf8_lossy(&e.argv[0]).to_ascii_lowercase(),
+            };
             crate::core::propagation::failed(
                 self.srv.core(),
                 crate::core::propagation::Source::Aof,
@@ -339,6 +350,21 @@ impl<H: Host> Replayer<'_, H> {
         }
         if active && stamp.is_some() {
             self.tombstones_for_absent(&e);
+        }
+    }
+
+    /// A command's error counts as Redis's `afterErrorReply` counts one
+    /// "sent" to its AOF client: errorstats under its code,
+    /// total_error_replies and unexpected_error_replies; and, for a
+    /// transaction's command (which Redis's EXEC runs through call(), whose
+    /// calls and time are not counted while loading), its failed_calls.
+    fn count_error(&mut self, err: &str, argv: &[Vec<u8>], in_exec: bool) {
+        let core = self.srv.core();
+        let stats = self.counted.get_or_insert_with(|| core.new_worker_stats());
+        stats.record_error(crate::core::error::error_code(err));
+        stats.unexpected_errors.fetch_add(1, Relaxed);
+        if let Some(id) = in_exec.then(|| full_id(core, argv)).flatten() {
+            stats.cmds[id].failed.fetch_add(1, Relaxed);
         }
     }
 
@@ -358,6 +384,16 @@ impl<H: Host> Replayer<'_, H> {
                 g.set_tombstone(key, e.version);
             }
         }
+    }
+}
+
+/// The command table id `argv` runs, its subcommand's for a container
+/// (where Redis counts a call).
+fn full_id(core: &crate::core::Core, argv: &[Vec<u8>]) -> Option<usize> {
+    let id = core.commands.lookup(&argv[0])?;
+    match core.commands.has_subcommands(id) {
+        true => core.commands.lookup_sub(id, argv.get(1)?),
+        false => Some(id),
     }
 }
 

@@ -478,7 +478,9 @@ pub(crate) fn info_fields(srv: &impl Host) -> Fields {
 /// DEBUG LOADAOF: flushes the AOF, empties the keyspace and loads the AOF
 /// again from the manifest on disk (deleting history files first). Exits if
 /// it cannot be loaded, as Redis does. Recording pauses meanwhile so the
-/// replayed commands are not appended again.
+/// replayed commands are not appended again, and other clients get
+/// -LOADING, as Redis's (its integration/aof "EVAL timeout with slow
+/// verbatim Lua script from AOF").
 pub(crate) fn debug_loadaof<H: Host>(srv: &Arc<H>) {
     let st = &srv.persist().aof;
     let was_on = st.core.active.load(Relaxed);
@@ -486,6 +488,15 @@ pub(crate) fn debug_loadaof<H: Host>(srv: &Arc<H>) {
         st.core.flush(true);
     }
     st.core.active.store(false, Relaxed);
+    crate::persistence::load::while_loading(&**srv, || reload_files(srv));
+    st.core.active.store(was_on, Relaxed);
+    log_warning!("Append Only File loaded by DEBUG LOADAOF");
+}
+
+/// DEBUG LOADAOF's load: the keyspace emptied, the manifest read again, the
+/// files replayed; exits if they cannot be loaded, as Redis does.
+fn reload_files<H: Host>(srv: &Arc<H>) {
+    let st = &srv.persist().aof;
     crate::persistence::load::empty_all(srv);
     let (dir, fname) = names(srv);
     match manifest::load(&dir, &fname) {
@@ -503,8 +514,6 @@ pub(crate) fn debug_loadaof<H: Host>(srv: &Arc<H>) {
         }
         std::process::exit(1);
     }
-    st.core.active.store(was_on, Relaxed);
-    log_warning!("Append Only File loaded by DEBUG LOADAOF");
 }
 
 /// DEBUG AOF-FLUSH-SLEEP: sleep before each AOF write (tests use it to

@@ -53,6 +53,7 @@ use crate::replication::stage::StageClock;
 mod info;
 mod link;
 mod load;
+mod master_client;
 mod psync;
 mod replicaof;
 mod socket_load;
@@ -77,6 +78,8 @@ pub struct ReplicaSide {
     sync_read: AtomicU64,
     /// Database the master client has selected (kept across links).
     master_db: AtomicUsize,
+    /// The master client's id and age in CLIENT LIST (`master_client.rs`).
+    master_client: master_client::Identity,
     /// The next PSYNC is a FAILOVER hand-over (see `failover.rs`).
     failover_psync: AtomicBool,
     /// The target answered that PSYNC with an error (an ACL without

@@ -108,6 +108,7 @@ fn full_sync<H: Host>(
         second_offset: -1,
     };
     side.master_db.store(0, Relaxed);
+    side.master_client.forget();
     repl.activate_backlog(&**srv);
     repl.has_history.store(true, Release);
     drop(cut);

@@ -7,6 +7,7 @@ use std::sync::atomic::Ordering::*;
 use std::sync::Arc;
 
 use super::link::link_thread;
+use super::master_client;
 use crate::commands::{CmdResult, Ctx};
 use crate::protocol::Args;
 use crate::replication::commands::{replicaof_args, ReplicaOf};
@@ -65,6 +66,7 @@ pub(crate) fn start_from_config<H: Host>(srv: &Arc<H>) {
 fn follow<H: Host>(srv: &Arc<H>, host: String, port: u16) {
     let side = &srv.repl().replica;
     side.stop_link();
+    master_client::unlist(&srv.clients, &side.master_client, false);
     *side.master.lock() = Some((host.clone(), port));
     remember_master(&**srv, vec![host.clone(), port.to_string()]);
     side.stage.set(Stage::Connect);
@@ -109,6 +111,7 @@ pub(crate) fn promote<H: Host>(srv: &H) {
         return;
     }
     repl.replica.stop_link();
+    master_client::unlist(&srv.clients, &repl.replica.master_client, true);
     *repl.replica.master.lock() = None;
     remember_master(srv, vec!["no".into(), "one".into()]);
     repl.shift_replid();

@@ -18,6 +18,7 @@ pub(super) fn stream<H: Host>(srv: &Arc<H>, gen: u64, peer: &mut Peer) -> Result
     let mut client = ClientState::new(MASTER_LINK_ID);
     client.db = side.master_db.load(Relaxed);
     client.internal_addr = master_addr(peer);
+    let listed = super::master_client::list(&srv.clients, &side.master_client, peer, &mut client);
     let mut clock = Hlc::new(srv.node_id);
     let stats = srv.new_worker_stats();
     let mut parser = RequestParser::new();
@@ -28,6 +29,7 @@ pub(super) fn stream<H: Host>(srv: &Arc<H>, gen: u64, peer: &mut Peer) -> Result
         stats: &stats,
         client: &mut client,
         parser: &mut parser,
+        listed: &listed,
     };
     let mut buffered = peer.start < peer.buf.len();
     // Redis's replicas ACK once a second, from their cron; ten times keeps
@@ -87,6 +89,8 @@ struct Link<'a> {
     stats: &'a crate::core::stats::WorkerStats,
     client: &'a mut ClientState,
     parser: &'a mut RequestParser,
+    /// The master client's CLIENT LIST record, refreshed once per read.
+    listed: &'a super::master_client::Listed<'a>,
 }
 
 impl Link<'_> {
@@ -139,6 +143,10 @@ impl Link<'_> {
                 relayed = peer.start;
                 send_ack(&**srv, peer)?;
                 acked = true;
+                // Redis's master client ran REPLCONF (CLIENT LIST cmd=).
+                if let Some(id) = srv.commands.lookup(b"replconf") {
+                    self.client.last_cmd = id;
+                }
             }
         }
         // One relay per read, not per command.
@@ -148,6 +156,8 @@ impl Link<'_> {
                 .append_raw(&peer.buf[relayed..peer.start]);
         }
         side.master_db.store(self.client.db, Relaxed);
+        self.listed
+            .refresh(self.client, side.last_io_ms.load(Relaxed));
         Ok(acked)
     }
 }
