@@ -28,7 +28,7 @@ KEYS="${KEYS:-1000000}"
 SERVER_CPU="${SERVER_CPU:-0}"
 CLIENT_CPU="${CLIENT_CPU:-1}"
 REDIS_SERVER="${REDIS_SERVER:-/usr/bin/redis-server}"
-LATTICE="$ROOT/target/release/lattice-server"
+LATTICE="${LATTICE:-$ROOT/target/release/lattice-server}"
 # shellcheck source=bench/lib.sh
 source "$ROOT/bench/lib.sh"
 

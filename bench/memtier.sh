@@ -9,7 +9,8 @@
 # memtier's p99 latency, and the ratios.
 #
 # Tests (memtier --command, keys "key:1".."key:KEYSPACE" uniformly random,
-# 16-byte values; one key per collection as redis-benchmark's -t tests):
+# "n:1".. for the scripts, whose INCR needs keys SET has not filled with
+# text; 16-byte values; one key per collection as redis-benchmark's -t tests):
 #   set, get              SET __key__ __data__ / GET __key__
 #   lpush, lpop           LPUSH mylist __data__ / LPOP mylist
 #   sadd, hset, zadd      SADD myset __key__ / HSET myhash __key__ __data__ /
@@ -82,10 +83,11 @@ command() {
 # one_test PORT TEST PIPELINE: "ops/s p99_ms" of one memtier run of
 # REQUESTS requests.
 one_test() {
-    local port="$1" t="$2" pipe="$3"
+    local port="$1" t="$2" pipe="$3" prefix=key:
+    [[ $t == evalsha-* || $t == fcall-* ]] && prefix=n:
     taskset -c "$CLIENT_CPU" "$MEMTIER" -p "$port" --threads 1 --clients "$CLIENTS" \
         --pipeline "$pipe" --requests $((REQUESTS / CLIENTS)) --distinct-client-seed \
-        --key-prefix key: --key-minimum 1 --key-maximum "$KEYSPACE" -d 16 \
+        --key-prefix "$prefix" --key-minimum 1 --key-maximum "$KEYSPACE" -d 16 \
         --command "$(command "$t")" --command-key-pattern R --hide-histogram \
         --json-out-file "$WORK/memtier.json" >"$WORK/memtier.out" 2>&1 ||
         { cat "$WORK/memtier.out" >&2 && exit 1; }
