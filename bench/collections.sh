@@ -48,19 +48,14 @@ one_test() {
     fi
 }
 
+# make_zr PORT: the 100-member sorted set ZRANGE reads.
+make_zr() {
+    for i in $(seq 1 100); do echo "ZADD zr $i m$i"; done | redis-cli -p "$1" >/dev/null
+}
+
 if [[ -z "${SKIP_RPS:-}" ]]; then
     declare -A R L RC LC RP LP
-    for round in $(seq 1 "$ROUNDS"); do
-        for name in redis lattice; do
-            port="$(free_port)"
-            start_server "$name" "$port"
-            for i in $(seq 1 100); do echo "ZADD zr $i m$i"; done |
-                redis-cli -p "$port" >/dev/null
-            measure_round "$name" "$port"
-            stop_server
-        done
-        echo "round $round done" >&2
-    done
+    run_rounds make_zr
     rps_table 15
 fi
 

@@ -69,18 +69,8 @@ TESTS="set get"
 one_test() { rps_p99 "$@"; }
 
 if [[ -z "${SKIP_RPS:-}" ]]; then
-    # ROUNDS rounds, alternating servers, so that a noisy neighbour hurts both
-    # alike; the table shows each test's median.
     declare -A R L RC LC RP LP
-    for round in $(seq 1 "$ROUNDS"); do
-        for name in redis lattice; do
-            port="$(free_port)"
-            start_server "$name" "$port"
-            measure_round "$name" "$port"
-            stop_server
-        done
-        echo "round $round done" >&2
-    done
+    run_rounds
     rps_table 12
 fi
 

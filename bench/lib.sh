@@ -152,6 +152,24 @@ measure_round() {
     done
 }
 
+# run_rounds [PREPARE]: ROUNDS rounds alternating redis and lattice: each
+# server started alone, `PREPARE PORT` run on it (a function of the
+# sourcing script's, e.g. loading scripts), then measure_round, then
+# stopped; so a noisy neighbour hurts both alike.
+run_rounds() {
+    local prepare="${1:-}" round name port
+    for round in $(seq 1 "$ROUNDS"); do
+        for name in redis lattice; do
+            port="$(free_port)"
+            start_server "$name" "$port"
+            if [[ -n $prepare ]]; then "$prepare" "$port"; fi
+            measure_round "$name" "$port"
+            stop_server
+        done
+        echo "round $round done" >&2
+    done
+}
+
 # rps_table WIDTH: the medians measure_round collected, per test and
 # pipeline, lattice against redis (WIDTH: the test column's), with the
 # p99 columns when p99s were collected.

@@ -104,16 +104,7 @@ prepare() {
 }
 
 declare -A R L RC LC RP LP
-for round in $(seq 1 "$ROUNDS"); do
-    for name in redis lattice; do
-        port="$(free_port)"
-        start_server "$name" "$port"
-        prepare "$port"
-        measure_round "$name" "$port"
-        stop_server
-    done
-    echo "round $round done" >&2
-done
+run_rounds prepare
 printf '\nmemtier_benchmark: 1 thread, -c %s, keys 1..%s, P=1 %s requests, P=16 %s; servers on CPU %s (lattice 1 thread), memtier on CPU %s; median of %s rounds\n' \
     "$CLIENTS" "$KEYSPACE" "$REQUESTS_P1" "$REQUESTS" "$SERVER_CPU" "$CLIENT_CPU" "$ROUNDS"
 rps_table 17

@@ -121,16 +121,7 @@ one_test() {
 }
 
 declare -A R L RC LC RP LP
-for round in $(seq 1 "$ROUNDS"); do
-    for name in redis lattice; do
-        port="$(free_port)"
-        start_server "$name" "$port"
-        load_scripts "$port"
-        measure_round "$name" "$port"
-        stop_server
-    done
-    echo "round $round done" >&2
-done
+run_rounds load_scripts
 printf '\nscripting: -c %s -r %s, P=1 %s requests, P=16 %s; servers on CPU %s (lattice 1 thread), redis-benchmark on CPU %s; median of %s rounds\n' \
     "$CLIENTS" "$KEYSPACE" "$REQUESTS_P1" "$REQUESTS" "$SERVER_CPU" "$CLIENT_CPU" "$ROUNDS"
 rps_table 17
