@@ -18,7 +18,8 @@
 #       SKIP_BUILD, which would run the build so too)
 #
 # The build (without SKIP_BUILD): `cargo build --release` and the scaling
-# bench's `cargo bench --bench inproc --no-run`. memtier is built by hand
+# bench's `cargo bench --bench inproc --no-run` (with SKIP_BUILD and no such
+# binary the scaling step is skipped, said at the start). memtier is built by hand
 # (bench/memtier.sh's header). Environment: ROUNDS (3: alternating rounds
 # within each script, medians shown), REQUESTS, REQUESTS_P1 (the scripts'
 # defaults), MEMTIER, INPROC_OPS (1000000 a thread), STEPS (some of
@@ -49,11 +50,19 @@ step() {
     echo "$before -> $(loadavg)" >"$OUT/$name.load"
 }
 
-# inproc: the scaling bench's newest binary at 1 and 2 threads, pinned.
+# inproc_bin: the scaling bench's newest binary, or nothing.
+inproc_bin() {
+    find "$ROOT/target/release/deps" -maxdepth 1 -name 'inproc-*' ! -name '*.d' \
+        -printf '%T@ %p\n' 2>/dev/null | sort -rn | head -1 | cut -d' ' -f2
+}
+if has inproc && [[ -z "$(inproc_bin)" ]]; then
+    echo "== inproc skipped: no bench binary (cargo bench --bench inproc --no-run, or run without SKIP_BUILD)" >&2
+    STEPS="${STEPS/inproc/}"
+fi
+
+# inproc: the scaling bench at 1 and 2 threads, pinned.
 inproc() {
-    local bin
-    bin="$(ls -t "$ROOT"/target/release/deps/inproc-* | grep -v '\.d$' | head -1)"
-    "$bin" --threads 1,2 --cmd get,set,incr,lpush,hset --feed plain --dist uniform \
+    "$(inproc_bin)" --threads 1,2 --cmd get,set,incr,lpush,hset --feed plain --dist uniform \
         --ops "${INPROC_OPS:-1000000}" --repeat 3 --pin
 }
 
