@@ -4,9 +4,12 @@
 # thread; redis-benchmark pinned to CPU 1; 50 clients; ROUNDS alternating
 # rounds, medians shown):
 #
-# - throughput of LPUSH, LPOP, HSET, ZADD (redis-benchmark's own tests,
-#   16-byte values, -r 100000) and ZRANGE zr 0 9 WITHSCORES on a 100-member
-#   sorted set, at pipeline 1 and 16, with the server's CPU ns per request;
+# - throughput of LPUSH, LPOP, SADD, HSET, ZADD, LRANGE_100 (redis-benchmark's
+#   own tests, 16-byte values, -r 100000; LRANGE_100 reads the first 100 of
+#   a 600-element list redis-benchmark fills first) and ZRANGE zr 0 9
+#   WITHSCORES on a 100-member sorted set, at pipeline 1 and 16, with the
+#   server's CPU ns per request and redis-benchmark's p99 latency (TESTS
+#   picks some: TESTS="lpush sadd");
 # - memory of one 1,000,000-element list, hash, set and sorted set
 #   (elements "e:%010d", hash values and scores from the index), loaded with
 #   redis-cli --pipe: RSS delta per element, and the peak during the load.
@@ -25,7 +28,7 @@ ELEMENTS="${ELEMENTS:-1000000}"
 SERVER_CPU="${SERVER_CPU:-0}"
 CLIENT_CPU="${CLIENT_CPU:-1}"
 REDIS_SERVER="${REDIS_SERVER:-/usr/bin/redis-server}"
-LATTICE="$ROOT/target/release/lattice-server"
+LATTICE="${LATTICE:-$ROOT/target/release/lattice-server}"
 # shellcheck source=bench/lib.sh
 source "$ROOT/bench/lib.sh"
 
@@ -33,32 +36,27 @@ if [[ -z "${SKIP_BUILD:-}" ]]; then
     (cd "$ROOT" && cargo build --release --quiet)
 fi
 
-TESTS="lpush lpop hset zadd zrange"
+TESTS="${TESTS:-lpush lpop sadd hset zadd lrange_100 zrange}"
 
-# one_test PORT TEST PIPELINE: rps of one test on the running server.
+# one_test PORT TEST PIPELINE: "rps p99_ms" of one test on the running server.
 one_test() {
     local port="$1" t="$2" pipe="$3"
     if [[ $t == zrange ]]; then
-        rps_cmd "$port" "$pipe" ZRANGE zr 0 9 WITHSCORES
+        rps_p99_cmd "$port" "$pipe" ZRANGE zr 0 9 WITHSCORES
     else
-        rps "$port" "$t" "$pipe"
+        rps_p99 "$port" "$t" "$pipe"
     fi
 }
 
+# make_zr PORT: the 100-member sorted set ZRANGE reads.
+make_zr() {
+    for i in $(seq 1 100); do echo "ZADD zr $i m$i"; done | redis-cli -p "$1" >/dev/null
+}
+
 if [[ -z "${SKIP_RPS:-}" ]]; then
-    declare -A R L RC LC
-    for round in $(seq 1 "$ROUNDS"); do
-        for name in redis lattice; do
-            port="$(free_port)"
-            start_server "$name" "$port"
-            for i in $(seq 1 100); do echo "ZADD zr $i m$i"; done |
-                redis-cli -p "$port" >/dev/null
-            measure_round "$name" "$port"
-            stop_server
-        done
-        echo "round $round done" >&2
-    done
-    rps_table 12
+    declare -A R L RC LC RP LP
+    run_rounds make_zr
+    rps_table 15
 fi
 
 # make_load TYPE: the RESP stream building one ELEMENTS-element collection

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Compares lattice-server with redis-server (Debian's /usr/bin/redis-server):
-# throughput of SET/GET at pipeline 1 and 16, and memory per key after loading
-# 1,000,000 distinct keys with 16-byte values.
+# throughput of SET/GET at pipeline 1 and 16 (requests per second, the
+# server's CPU per request and redis-benchmark's p99 latency), and memory per
+# key after loading 1,000,000 distinct keys with 16-byte values.
 #
 # Each server runs alone, pinned to CPU 0 (`taskset -c 0`; lattice with one
 # worker thread), and redis-benchmark is pinned to CPU 1, so both servers get
@@ -27,7 +28,7 @@ KEYS="${KEYS:-1000000}"
 SERVER_CPU="${SERVER_CPU:-0}"
 CLIENT_CPU="${CLIENT_CPU:-1}"
 REDIS_SERVER="${REDIS_SERVER:-/usr/bin/redis-server}"
-LATTICE="$ROOT/target/release/lattice-server"
+LATTICE="${LATTICE:-$ROOT/target/release/lattice-server}"
 # shellcheck source=bench/lib.sh
 source "$ROOT/bench/lib.sh"
 
@@ -62,46 +63,15 @@ if [[ -z "${SKIP_BUILD:-}" ]]; then
 fi
 
 
+TESTS="set get"
+
+# one_test PORT TEST PIPELINE: "rps p99_ms" of one test on the running server.
+one_test() { rps_p99 "$@"; }
+
 if [[ -z "${SKIP_RPS:-}" ]]; then
-    # ROUNDS rounds, alternating servers, so that a noisy neighbour hurts both
-    # alike; the table shows each test's median.
-    declare -A R L RC LC
-    for round in $(seq 1 "$ROUNDS"); do
-        for name in redis lattice; do
-            port="$(free_port)"
-            start_server "$name" "$port"
-            for pipe in 1 16; do
-                n=$REQUESTS
-                [[ $pipe == 1 ]] && n=$REQUESTS_P1
-                for t in set get; do
-                    c0="$(cpu_ns "$SERVER_PID")"
-                    v="$(REQUESTS=$n rps "$port" "$t" "$pipe")"
-                    c1="$(cpu_ns "$SERVER_PID")"
-                    ns=$(((c1 - c0) / n))
-                    if [[ $name == redis ]]; then
-                        R[$t-$pipe]+="$v " RC[$t-$pipe]+="$ns "
-                    else
-                        L[$t-$pipe]+="$v " LC[$t-$pipe]+="$ns "
-                    fi
-                done
-            done
-            stop_server
-        done
-        echo "round $round done" >&2
-    done
-    printf '\n%-12s | %12s | %12s | %6s | %14s | %16s | %9s\n' test "redis rps" \
-        "lattice rps" ratio "redis cpu ns/r" "lattice cpu ns/r" "cpu ratio"
-    printf '%s\n' "-------------+--------------+--------------+--------+----------------+------------------+----------"
-    ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", (b>0 ? a/b : 0) }'; }
-    for pipe in 1 16; do
-        for t in set get; do
-            r=$(median <<<"${R[$t-$pipe]}") l=$(median <<<"${L[$t-$pipe]}")
-            rc=$(median <<<"${RC[$t-$pipe]}") lc=$(median <<<"${LC[$t-$pipe]}")
-            printf '%-12s | %12s | %12s | %6s | %14s | %16s | %9s\n' "${t^^} P=$pipe" \
-                "$r" "$l" "$(ratio "$l" "$r")" "$rc" "$lc" "$(ratio "$rc" "$lc")"
-        done
-    done
-    echo "(cpu ratio = redis CPU per request / lattice CPU per request; >1 means lattice does more per core)"
+    declare -A R L RC LC RP LP
+    run_rounds
+    rps_table 12
 fi
 
 if [[ -z "${SKIP_MEM:-}" ]]; then

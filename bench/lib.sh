@@ -64,23 +64,32 @@ rss_kb() { awk '/^VmRSS:/ {print $2}' "/proc/$1/status"; }
 # so each reading waits for the server to go idle first.
 cpu_ns() { sleep 0.2; cat /proc/"$1"/task/*/schedstat | awk '{ s += $1 } END { printf "%.0f", s }'; }
 
-# rps PORT TEST PIPELINE: requests per second from redis-benchmark --csv.
-rps() {
-    local port="$1" test="$2" pipe="$3"
-    taskset -c "$CLIENT_CPU" redis-benchmark -p "$port" -c "$CLIENTS" -n "$REQUESTS" \
-        -d 16 -r "$KEYSPACE" -P "$pipe" -t "$test" --csv -q 2>/dev/null |
-        awk -F'","' 'NR>1 || !/^"test"/ { gsub(/"/, "", $2); print $2; exit }'
+# bench_csv: "rps p99_ms" of redis-benchmark --csv's last result line (a
+# test that fills a key first, as lrange_100's LPUSH, prints that line first).
+bench_csv() {
+    awk -F'","' '!/^"test"/ { gsub(/"/, "", $2); gsub(/"/, "", $7); last = $2 " " $7 }
+        END { if (last != "") print last }'
 }
 
+# rps_p99 PORT TEST PIPELINE: "rps p99_ms" of one redis-benchmark test (-t).
+rps_p99() {
+    local port="$1" test="$2" pipe="$3"
+    taskset -c "$CLIENT_CPU" redis-benchmark -p "$port" -c "$CLIENTS" -n "$REQUESTS" \
+        -d 16 -r "$KEYSPACE" -P "$pipe" -t "$test" --csv -q 2>/dev/null | bench_csv
+}
 
-# rps_cmd PORT PIPELINE ARGS...: requests per second of one custom command.
-rps_cmd() {
+# rps_p99_cmd PORT PIPELINE ARGS...: "rps p99_ms" of one custom command.
+rps_p99_cmd() {
     local port="$1" pipe="$2"
     shift 2
     taskset -c "$CLIENT_CPU" redis-benchmark -p "$port" -c "$CLIENTS" -n "$REQUESTS" \
-        -r "$KEYSPACE" -P "$pipe" --csv -q "$@" 2>/dev/null |
-        awk -F'","' 'NR>1 || !/^"test"/ { gsub(/"/, "", $2); print $2; exit }'
+        -r "$KEYSPACE" -P "$pipe" --csv -q "$@" 2>/dev/null | bench_csv
 }
+
+# rps PORT TEST PIPELINE / rps_cmd PORT PIPELINE ARGS...: requests per
+# second alone.
+rps() { rps_p99 "$@" | cut -d' ' -f1; }
+rps_cmd() { rps_p99_cmd "$@" | cut -d' ' -f1; }
 
 median() { tr ' ' '\n' | grep -v '^$' | sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
 
@@ -117,47 +126,79 @@ load_rss() {
 }
 
 # measure_round NAME PORT: for pipelines 1 and 16 and each test of $TESTS,
-# runs `one_test PORT TEST PIPE` (the sourcing script's; it prints rps) with
-# REQUESTS requests (REQUESTS_P1 at pipeline 1), and appends the rps and the
-# server's CPU ns per request to R and RC (NAME redis) or L and LC (lattice):
-# associative arrays the caller declares (bash scoping is dynamic).
+# runs `one_test PORT TEST PIPE` (the sourcing script's; it prints rps, or
+# "rps p99_ms") with REQUESTS requests (REQUESTS_P1 at pipeline 1), and
+# appends the rps and the server's CPU ns per request to R and RC (NAME
+# redis) or L and LC (lattice), and the p99 to RP or LP when one_test gives
+# one: associative arrays the caller declares (bash scoping is dynamic).
 measure_round() {
-    local name="$1" port="$2" pipe n t c0 c1 v ns
+    local name="$1" port="$2" pipe n t c0 c1 v p ns
     for pipe in 1 16; do
         n=$REQUESTS
         [[ $pipe == 1 ]] && n=$REQUESTS_P1
         for t in $TESTS; do
             c0="$(cpu_ns "$SERVER_PID")"
-            v="$(REQUESTS=$n one_test "$port" "$t" "$pipe")"
+            read -r v p <<<"$(REQUESTS=$n one_test "$port" "$t" "$pipe")"
             c1="$(cpu_ns "$SERVER_PID")"
             ns=$(((c1 - c0) / n))
             if [[ $name == redis ]]; then
                 R[$t-$pipe]+="$v " RC[$t-$pipe]+="$ns "
+                [[ -n $p ]] && RP[$t-$pipe]+="$p "
             else
                 L[$t-$pipe]+="$v " LC[$t-$pipe]+="$ns "
+                [[ -n $p ]] && LP[$t-$pipe]+="$p "
             fi
         done
     done
 }
 
+# run_rounds [PREPARE]: ROUNDS rounds alternating redis and lattice: each
+# server started alone, `PREPARE PORT` run on it (a function of the
+# sourcing script's, e.g. loading scripts), then measure_round, then
+# stopped; so a noisy neighbour hurts both alike.
+run_rounds() {
+    local prepare="${1:-}" round name port
+    for round in $(seq 1 "$ROUNDS"); do
+        for name in redis lattice; do
+            port="$(free_port)"
+            start_server "$name" "$port"
+            if [[ -n $prepare ]]; then "$prepare" "$port"; fi
+            measure_round "$name" "$port"
+            stop_server
+        done
+        echo "round $round done" >&2
+    done
+}
+
 # rps_table WIDTH: the medians measure_round collected, per test and
-# pipeline, lattice against redis (WIDTH: the test column's).
+# pipeline, lattice against redis (WIDTH: the test column's), with the
+# p99 columns when p99s were collected.
 rps_table() {
-    local w="$1" pipe t r l rc lc
+    local w="$1" pipe t r l rc lc rp lp p99=""
     ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", (b>0 ? a/b : 0) }'; }
-    printf "\n%-${w}s | %12s | %12s | %6s | %14s | %16s | %9s\n" test "redis rps" \
+    [[ -n "$(declare -p RP 2>/dev/null)" ]] && ((${#RP[@]})) && p99=1
+    printf "\n%-${w}s | %12s | %12s | %6s | %14s | %16s | %9s" test "redis rps" \
         "lattice rps" ratio "redis cpu ns/r" "lattice cpu ns/r" "cpu ratio"
-    printf '%s+--------------+--------------+--------+----------------+------------------+----------\n' \
+    [[ -n $p99 ]] && printf ' | %13s | %15s' "redis p99 ms" "lattice p99 ms"
+    printf '\n%s+--------------+--------------+--------+----------------+------------------+----------' \
         "$(printf '%*s' $((w + 1)) '' | tr ' ' -)"
+    [[ -n $p99 ]] && printf -- '-+---------------+----------------'
+    echo
     for pipe in 1 16; do
         for t in $TESTS; do
             r=$(median <<<"${R[$t-$pipe]}") l=$(median <<<"${L[$t-$pipe]}")
             rc=$(median <<<"${RC[$t-$pipe]}") lc=$(median <<<"${LC[$t-$pipe]}")
-            printf "%-${w}s | %12s | %12s | %6s | %14s | %16s | %9s\n" "${t^^} P=$pipe" \
+            printf "%-${w}s | %12s | %12s | %6s | %14s | %16s | %9s" "${t^^} P=$pipe" \
                 "$r" "$l" "$(ratio "$l" "$r")" "$rc" "$lc" "$(ratio "$rc" "$lc")"
+            if [[ -n $p99 ]]; then
+                rp=$(median <<<"${RP[$t-$pipe]:-}") lp=$(median <<<"${LP[$t-$pipe]:-}")
+                printf ' | %13s | %15s' "${rp:--}" "${lp:--}"
+            fi
+            echo
         done
     done
     echo "(ratio = lattice / redis rps; cpu ratio = redis / lattice ns per request: > 1 means lattice spends less)"
+    [[ -z $p99 ]] || echo "(p99: the load generator's 99th percentile latency, ms; medians of the rounds' p99s)"
 }
 
 # Nodes of an active pair or mesh (bench/merge.sh, bench/stream-facts.sh).
@@ -220,4 +261,30 @@ sys.stdout.write(''.join(out))
     local t0; t0=$(date +%s.%N)
     taskset -c "$CLIENT_CPU" redis-cli -p "$p" --pipe <"$WORK/cmds" >/dev/null
     echo "$REQUESTS / ($(date +%s.%N) - $t0)" | bc
+}
+
+# The scripts of issue 29's table (bench/scripting.sh, bench/memtier.sh):
+# one, two and three commands on KEYS[1], as EVAL scripts and as the
+# functions f1, f2, f3 of one library. load_scripts PORT loads them into
+# the running server, checks one call of each, and sets SHA1, SHA2, SHA3.
+SCRIPT_1CMD="return redis.call('INCR', KEYS[1])"
+SCRIPT_2CMD="redis.call('GET', KEYS[1]); return redis.call('INCR', KEYS[1])"
+SCRIPT_3CMD="redis.call('SET', KEYS[1], ARGV[1]); redis.call('INCR', KEYS[1]); return redis.call('GET', KEYS[1])"
+SCRIPT_LIBRARY="#!lua name=benchlib
+redis.register_function('f1', function(keys, args) return redis.call('INCR', keys[1]) end)
+redis.register_function('f2', function(keys, args) redis.call('GET', keys[1]); return redis.call('INCR', keys[1]) end)
+redis.register_function('f3', function(keys, args) redis.call('SET', keys[1], args[1]); redis.call('INCR', keys[1]); return redis.call('GET', keys[1]) end)"
+load_scripts() {
+    local port="$1" i sha got
+    for i in 1 2 3; do
+        local var="SCRIPT_${i}CMD"
+        sha="$(redis-cli -p "$port" SCRIPT LOAD "${!var}")"
+        printf -v "SHA$i" %s "$sha"
+    done
+    redis-cli -p "$port" FUNCTION LOAD REPLACE "$SCRIPT_LIBRARY" >/dev/null
+    for i in 1 2 3; do
+        local var="SHA$i"
+        got="$(redis-cli -p "$port" EVALSHA "${!var}" 1 probe$i 7)$(redis-cli -p "$port" FCALL f$i 1 probe$i 7)"
+        [[ "$got" =~ ^[0-9]+$ ]] || { echo "script $i failed: $got" >&2; exit 1; }
+    done
 }

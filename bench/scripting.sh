@@ -1,19 +1,21 @@
 #!/usr/bin/env bash
-# Scripting throughput (issue 14 "Benchmark"): EVALSHA of a small script and
-# FCALL of the same code as a function, against redis-server 7.0 side by side.
+# Scripting throughput (issues 14 and 29, "Benchmark"): EVALSHA of small
+# scripts and FCALL of the same code as functions, against redis-server 7.0
+# side by side. The scripts (bench/lib.sh SCRIPT_*), on KEYS[1]:
 #
-#   script:   redis.call('GET', KEYS[1]); return redis.call('INCR', KEYS[1])
-#   command:  EVALSHA <sha> 1 key:__rand_int__   /   FCALL getincr 1 key:__rand_int__
+#   1cmd:  INCR                 2cmd:  GET, INCR           3cmd:  SET ARGV[1], INCR, GET
+#   command:  EVALSHA <sha> 1 key:__rand_int__ 7   /   FCALL f1|f2|f3 1 key:__rand_int__ 7
 #
 # Each server runs alone pinned to SERVER_CPU (lattice with --server-threads
 # 1), redis-benchmark pinned to CLIENT_CPU, at pipeline 1 and 16. ROUNDS
 # rounds alternate the two servers and the table shows each figure's median
 # (as bench/compare.sh), so a noisy neighbour on the shared cores hurts both
-# alike; ratios are of those medians, all from the one run. "cpu ns/req" is the server's CPU time per request
+# alike; ratios are of those medians, all from the one run; p99 is
+# redis-benchmark's. "cpu ns/r" is the server's CPU time per request
 # (bench/lib.sh cpu_ns): at pipeline 16 the one-threaded redis-benchmark can
-# saturate first, and CPU per request is what it cannot cap. A last column
-# (one measurement) runs lattice unpinned with MT_THREADS worker threads and redis-benchmark
-# unpinned with --threads MT_CLIENT_THREADS (on a 2-core machine the client
+# saturate first, and CPU per request is what it cannot cap. A last table
+# (one measurement, the 2-command script) runs lattice unpinned with
+# MT_THREADS worker threads and redis-benchmark unpinned with --threads MT_CLIENT_THREADS (on a 2-core machine the client
 # shares the cores with the server, so it shows that one node uses more than
 # one core, not how far it scales).
 #
@@ -32,7 +34,8 @@
 #
 # Environment: ROUNDS (3), REQUESTS (pipeline 16, 400000), REQUESTS_P1 (100000), CLIENTS
 # (50), KEYSPACE (-r, 100000), SERVER_CPU (0), CLIENT_CPU (1), MT_THREADS
-# (2), MT_CLIENT_THREADS (2), SKIP_BUILD, SKIP_MT, LATTICE (the binary).
+# (2), MT_CLIENT_THREADS (2), SKIP_BUILD, SKIP_MT, LATTICE (the binary),
+# TESTS (some of evalsha-1cmd ... fcall-3cmd).
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
@@ -50,10 +53,6 @@ LATTICE="${LATTICE:-$ROOT/target/release/lattice-server}"
 # shellcheck source=bench/lib.sh
 source "$ROOT/bench/lib.sh"
 
-SCRIPT="redis.call('GET', KEYS[1]); return redis.call('INCR', KEYS[1])"
-LIBRARY="#!lua name=benchlib
-redis.register_function('getincr', function(keys, args) redis.call('GET', keys[1]); return redis.call('INCR', keys[1]) end)"
-
 if [[ -z "${SKIP_BUILD:-}" ]]; then
     (cd "$ROOT" && cargo build --release --quiet)
 fi
@@ -66,11 +65,7 @@ resp() {
 
 # instructions: the INSTRUCTIONS=1 table (see the header).
 instructions() {
-    local s1="return redis.call('INCR', KEYS[1])"
-    local s3="redis.call('SET', KEYS[1], ARGV[1]); redis.call('INCR', KEYS[1]); return redis.call('GET', KEYS[1])"
-    local lib="#!lua name=ilib
-redis.register_function('f1', function(keys, args) return redis.call('INCR', keys[1]) end)
-redis.register_function('f3', function(keys, args) redis.call('SET', keys[1], args[1]); redis.call('INCR', keys[1]); return redis.call('GET', keys[1]) end)"
+    local s1="$SCRIPT_1CMD" s3="$SCRIPT_3CMD" lib="$SCRIPT_LIBRARY"
     local setup="$WORK/setup.resp" n="${IREQUESTS:-20000}" sha1 sha3 bin idle total pipe w
     { resp SCRIPT LOAD "$s1"; resp SCRIPT LOAD "$s3"; resp FUNCTION LOAD REPLACE "$lib"; } >"$setup"
     sha1="$(printf %s "$s1" | sha1sum | cut -c1-40)"
@@ -111,45 +106,25 @@ if [[ -n "${INSTRUCTIONS:-}" ]]; then
     exit 0
 fi
 
-# prepare PORT: loads the script and the library, sets SHA.
-prepare() {
-    SHA="$(redis-cli -p "$1" SCRIPT LOAD "$SCRIPT")"
-    redis-cli -p "$1" FUNCTION LOAD REPLACE "$LIBRARY" >/dev/null
-    [[ "$(redis-cli -p "$1" EVALSHA "$SHA" 1 probe)" == 1 ]] || { echo "EVALSHA failed" >&2; exit 1; }
-    [[ "$(redis-cli -p "$1" FCALL getincr 1 probe)" == 2 ]] || { echo "FCALL failed" >&2; exit 1; }
+TESTS="${TESTS:-evalsha-1cmd evalsha-2cmd evalsha-3cmd fcall-1cmd fcall-2cmd fcall-3cmd}"
+
+# one_test PORT TEST PIPELINE: "rps p99_ms" of one script test.
+one_test() {
+    local port="$1" t="$2" pipe="$3" sha
+    case $t in
+    evalsha-*)
+        sha="SHA${t:8:1}"
+        rps_p99_cmd "$port" "$pipe" EVALSHA "${!sha}" 1 'key:__rand_int__' 7
+        ;;
+    fcall-*) rps_p99_cmd "$port" "$pipe" FCALL "f${t:6:1}" 1 'key:__rand_int__' 7 ;;
+    esac
 }
 
-# measure NAME PORT: fills V[NAME-test-pipe] (rps) and C[...] (cpu ns/req).
-declare -A V C
-measure() {
-    local name="$1" port="$2" pipe n c0 c1 v
-    for pipe in 1 16; do
-        n=$REQUESTS
-        [[ $pipe == 1 ]] && n=$REQUESTS_P1
-        for t in evalsha fcall; do
-            c0="$(cpu_ns "$SERVER_PID")"
-            if [[ $t == evalsha ]]; then
-                v="$(REQUESTS=$n rps_cmd "$port" "$pipe" EVALSHA "$SHA" 1 'key:__rand_int__')"
-            else
-                v="$(REQUESTS=$n rps_cmd "$port" "$pipe" FCALL getincr 1 'key:__rand_int__')"
-            fi
-            c1="$(cpu_ns "$SERVER_PID")"
-            V[$name-$t-$pipe]+="$v "
-            C[$name-$t-$pipe]+="$(((c1 - c0) / n)) "
-        done
-    done
-}
-
-for round in $(seq 1 "$ROUNDS"); do
-    for name in redis lattice; do
-        port="$(free_port)"
-        start_server "$name" "$port"
-        prepare "$port"
-        measure "$name" "$port"
-        stop_server
-    done
-    echo "round $round done" >&2
-done
+declare -A R L RC LC RP LP
+run_rounds load_scripts
+printf '\nscripting: -c %s -r %s, P=1 %s requests, P=16 %s; servers on CPU %s (lattice 1 thread), redis-benchmark on CPU %s; median of %s rounds\n' \
+    "$CLIENTS" "$KEYSPACE" "$REQUESTS_P1" "$REQUESTS" "$SERVER_CPU" "$CLIENT_CPU" "$ROUNDS"
+rps_table 17
 
 if [[ -z "${SKIP_MT:-}" ]]; then
     port="$(free_port)"
@@ -157,38 +132,19 @@ if [[ -z "${SKIP_MT:-}" ]]; then
         --dir "$WORK" >"$WORK/lattice-mt.log" 2>&1 &
     SERVER_PID=$!
     wait_port "$port"
-    prepare "$port"
+    load_scripts "$port"
+    printf '\nlattice unpinned, %s worker threads, redis-benchmark --threads %s (one run):\n' \
+        "$MT_THREADS" "$MT_CLIENT_THREADS"
     for pipe in 1 16; do
         n=$REQUESTS
         [[ $pipe == 1 ]] && n=$REQUESTS_P1
-        for t in evalsha fcall; do
-            if [[ $t == evalsha ]]; then
-                cmd=(EVALSHA "$SHA" 1 'key:__rand_int__')
-            else
-                cmd=(FCALL getincr 1 'key:__rand_int__')
-            fi
-            V[mt-$t-$pipe]+="$(redis-benchmark -p "$port" -c "$CLIENTS" -n "$n" -r "$KEYSPACE" \
-                -P "$pipe" --threads "$MT_CLIENT_THREADS" --csv -q "${cmd[@]}" 2>/dev/null |
-                awk -F'","' 'NR>1 || !/^"test"/ { gsub(/"/, "", $2); print $2; exit }') "
+        for t in evalsha-2cmd fcall-2cmd; do
+            cmd=(EVALSHA "$SHA2" 1 'key:__rand_int__')
+            [[ $t == fcall-2cmd ]] && cmd=(FCALL f2 1 'key:__rand_int__')
+            printf '%-17s | %12s rps\n' "${t^^} P=$pipe" "$(redis-benchmark -p "$port" -c "$CLIENTS" \
+                -n "$n" -r "$KEYSPACE" -P "$pipe" --threads "$MT_CLIENT_THREADS" --csv -q \
+                "${cmd[@]}" 2>/dev/null | bench_csv | cut -d' ' -f1)"
         done
     done
     stop_server
-    echo "lattice (unpinned) done" >&2
 fi
-
-ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", (b>0 ? a/b : 0) }'; }
-printf '\nscripting: -c %s -r %s, P=1 %s requests, P=16 %s; servers on CPU %s (lattice 1 thread), redis-benchmark on CPU %s; median of %s rounds\n' \
-    "$CLIENTS" "$KEYSPACE" "$REQUESTS_P1" "$REQUESTS" "$SERVER_CPU" "$CLIENT_CPU" "$ROUNDS"
-printf '%-12s | %10s | %11s | %5s | %10s | %11s | %9s | %18s\n' test "redis rps" "lattice rps" ratio \
-    "redis ns/r" "lattice ns/r" "cpu ratio" "lattice ${MT_THREADS}t unpinned"
-printf '%s\n' "-------------+------------+-------------+-------+------------+--------------+-----------+-------------------"
-for t in evalsha fcall; do
-    for pipe in 1 16; do
-        r=$(median <<<"${V[redis-$t-$pipe]}") l=$(median <<<"${V[lattice-$t-$pipe]}")
-        rc=$(median <<<"${C[redis-$t-$pipe]}") lc=$(median <<<"${C[lattice-$t-$pipe]}")
-        mt=$(median <<<"${V[mt-$t-$pipe]:-}")
-        printf '%-12s | %10s | %11s | %5s | %10s | %12s | %9s | %18s\n' "${t^^} P=$pipe" "$r" "$l" \
-            "$(ratio "$l" "$r")" "$rc" "$lc" "$(ratio "$rc" "$lc")" "${mt:--}"
-    done
-done
-echo "(ratio = lattice rps / redis rps; cpu ratio = redis CPU per request / lattice CPU per request, >1 means lattice does more per core)"
