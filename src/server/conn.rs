@@ -280,9 +280,10 @@ async fn serve_stream<T>(
         }
         worker.stats.add_net(n as u64, 0);
         shared.last_interaction_ms.store(unix_ms(), Relaxed);
-        let (close, more) =
+        let batch =
             process_input(&srv, &worker, &mut *client, &mut parser, &mut qb, &mut out).await;
-        more_input = more;
+        let close = batch.close;
+        more_input = batch.more;
         crate::commands::tracking::flush_bcast(&srv);
         qb.shrink_if_idle();
         shared.qbuf.store(qb.end - qb.start, Relaxed);
@@ -290,6 +291,13 @@ async fn serve_stream<T>(
             tokio::time::sleep(wait).await;
         }
         if !out.is_empty() {
+            if batch.ran > 1 {
+                // A pipelined batch's replies wait for the other
+                // connections this turn woke to run theirs: the client then
+                // reads many replies per wake-up, as Redis's replies wait
+                // for the end of its event loop's turn (DECISIONS 335).
+                tokio::task::yield_now().await;
+            }
             super::hooks::before_reply(&srv);
             worker.stats.add_net(0, out.len() as u64);
             // The whole batch's replies are written before more input is
@@ -512,9 +520,24 @@ impl Drop for Registered<'_> {
 /// to a slow reader never piles up in memory (back-pressure).
 const OUT_BATCH_MAX: usize = 4 << 20;
 
+/// What a run of [`process_input`] left: whether to close the connection,
+/// whether commands are left in the query buffer, and how many ran.
+struct Batch {
+    close: bool,
+    more: bool,
+    ran: u32,
+}
+
+impl Batch {
+    fn stop(close: bool, more: bool, ran: u32) -> Batch {
+        Batch { close, more, ran }
+    }
+}
+
 /// Executes the complete commands in the query buffer. Returns whether the
-/// connection must close (QUIT, protocol error, query buffer limit), and
-/// whether it stopped early with commands left (`out` reached OUT_BATCH_MAX).
+/// connection must close (QUIT, protocol error, query buffer limit),
+/// whether it stopped early with commands left (`out` reached
+/// OUT_BATCH_MAX), and how many commands ran ([`Batch`]).
 async fn process_input(
     srv: &Arc<Server>,
     worker: &Worker,
@@ -522,7 +545,7 @@ async fn process_input(
     parser: &mut RequestParser,
     qb: &mut QueryBuf,
     out: &mut ReplyBuf,
-) -> (bool, bool) {
+) -> Batch {
     // CLIENT LIST's qbuf while the batch runs: the whole read, the running
     // command included, as Redis's query buffer until the batch is done.
     if let Some(sh) = &client.shared {
@@ -530,6 +553,7 @@ async fn process_input(
     }
     // One clock read per command: each command's end is the next one's start.
     let mut t = Instant::now();
+    let mut ran = 0;
     loop {
         // Per command: an AUTH earlier in this batch lifts the
         // unauthenticated caps for the commands after it, as in Redis.
@@ -556,13 +580,14 @@ async fn process_input(
                         t = Instant::now();
                     }
                     t = dispatch(srv, worker, client, out, parser.args(qb.pending()), t);
+                    ran += 1;
                 }
                 qb.consume(consumed);
                 if client.block.request.is_some()
                     || client.repl_wait.is_some()
                     || client.shutdown_requested.is_some()
                 {
-                    return (false, qb.start != qb.end);
+                    return Batch::stop(false, qb.start != qb.end, ran);
                 }
                 if srv.blocking.busy() {
                     // Clients this command woke are served before it replies.
@@ -571,17 +596,17 @@ async fn process_input(
                         .await;
                 }
                 if client.close_after_reply {
-                    return (true, false);
+                    return Batch::stop(true, false, ran);
                 }
                 if out.len() >= OUT_BATCH_MAX {
-                    return (false, qb.start != qb.end);
+                    return Batch::stop(false, qb.start != qb.end, ran);
                 }
             }
             Ok(Parsed::Incomplete) => break,
             Err(e) => {
                 out.error(&format!("ERR Protocol error: {}", e.0));
                 log_verbose!("Protocol error ({}) from client: id={}", e.0, client.id);
-                return (true, false);
+                return Batch::stop(true, false, ran);
             }
         }
     }
@@ -591,9 +616,9 @@ async fn process_input(
             "Closing client that reached max query buffer length: id={} qbuf={pending}",
             client.id
         );
-        return (true, false);
+        return Batch::stop(true, false, ran);
     }
-    (false, false)
+    Batch::stop(false, false, ran)
 }
 
 /// If CLIENT PAUSE applies to this command, a future that resolves when the
