@@ -30,6 +30,13 @@ const STORE: &str = "SORT ... STORE onto an existing key goes as DEL and RPUSH i
                      MULTI/EXEC: a unit's writes carry no fact";
 const RENAMED_COUNTER: &str = "a renamed counter's destination has no merge state of its \
                                own (the counter's stays with the source): by state";
+const CLEARS_MEMBER_TTL: &str = "a write that clears a member's TTL (HSET of a field with one) or \
+                                 replays as one on the peer (HINCRBY's HSET): by state, so that \
+                                 its clearing dot is made once (DECISIONS 327)";
+const REMOVES_MEMBER_TTL: &str =
+    "a remove of a member with TTL dots: a peer holding the member by \
+                                  a concurrent add must drop the dots the remover saw, which the \
+                                  fact does not name (DECISIONS 327)";
 const NOT_A_NUMBER: &str = "a reset to a value that is no number, which the record \
                             (APPEND's, SETRANGE's) does not say: by state";
 
@@ -145,6 +152,34 @@ const CASES: &[(&str, Expect)] = &[
     ("EXPIRE @n 100", Fact),
     ("PEXPIREAT @q 4000000000000", Fact),
     ("PERSIST @q", Fact),
+    // Member TTL writes, and writes on keys with member TTLs (`@ms`,
+    // `@mh`, `@mz`: member a / field f with a TTL; DECISIONS 326-327).
+    ("EXPIREMEMBER @ms b 100", Fact),
+    ("EXPIREMEMBER @ms a 500", Fact),
+    ("EXPIREMEMBER @ms a 500000 ms", Fact),
+    ("EXPIREMEMBERAT @mz a 4000000000", Fact),
+    ("PEXPIREMEMBERAT @mz b 4000000000000", Fact),
+    ("PERSIST @ms a", Fact),
+    ("HEXPIRE @mh 100 FIELDS 2 f g", Fact),
+    ("HPEXPIRE @mh 100000 NX FIELDS 2 f g", Fact),
+    ("HEXPIREAT @mh 4000000000 GT FIELDS 1 f", Fact),
+    ("HPERSIST @mh FIELDS 1 f", Fact),
+    ("SADD @ms z", Fact),
+    ("SADD @ms a", Fact),
+    ("SREM @ms b", Fact),
+    ("ZPOPMIN @mz", Asks(REMOVES_MEMBER_TTL)),
+    ("SREM @ms a", Asks(REMOVES_MEMBER_TTL)),
+    ("HSET @mh g 9", Fact),
+    ("HINCRBY @mh g 2", Fact),
+    ("HSET @mh f 9", Asks(CLEARS_MEMBER_TTL)),
+    ("HINCRBY @mh f 2", Asks(CLEARS_MEMBER_TTL)),
+    ("HDEL @mh f", Asks(REMOVES_MEMBER_TTL)),
+    ("ZADD @mz 9 a", Fact),
+    ("ZINCRBY @mz 2 a", Fact),
+    ("ZREM @mz b", Fact),
+    ("EXPIRE @ms 100", Fact),
+    ("EXPIRE @mh 100", Fact),
+    ("PEXPIREAT @mz 4000000000000", Fact),
     // Streams (`@x`: entries %0 %1 %2, group g, %0 and %1 pending with
     // alice, bob a consumer with none).
     ("XADD @x * f 4", Fact),
@@ -229,6 +264,9 @@ fn setup(i: usize, x: &str) -> Vec<Vec<String>> {
         "p" => "PFADD K a b",
         "j" => "XADD K * f 1;EXPIRE K 1000",
         "jg" => "XADD K * f 1;XGROUP CREATE K g 0;EXPIRE K 1000",
+        "ms" => "SADD K a b c;EXPIREMEMBER K a 1000",
+        "mh" => "HSET K f 1 g 2;HEXPIRE K 1000 FIELDS 1 f",
+        "mz" => "ZADD K 1 a 2 b;EXPIREMEMBER K a 1000",
         _ => return vec![], // made by the write
     };
     let line = |l: &str| {

@@ -716,6 +716,19 @@ impl Locked<'_, '_> {
         shard.note_ttl((slot.hash, key), versions, expiries, facts)
     }
 
+    /// See [`Shard::note_member_ttls`](crate::keyspace::Shard::note_member_ttls).
+    pub fn note_member_ttls(
+        &mut self,
+        key: &[u8],
+        versions: (u64, u64),
+        writes: &[(u32, &[u8], u64, u64)],
+        facts: &mut Vec<crate::effects::Fact>,
+    ) -> bool {
+        let slot = self.slot(key);
+        let shard = self.shard_mut(slot.shard);
+        shard.note_member_ttls((slot.hash, key), versions, writes, facts)
+    }
+
     /// See [`Shard::note_counter_reset`](crate::keyspace::Shard::note_counter_reset).
     pub fn note_counter_reset(
         &mut self,

@@ -26,12 +26,23 @@
 //! After a join, the side map takes what the joined registers resolve to
 //! (replication/active/merging.rs replays it as PEXPIREMEMBERAT or
 //! `PERSIST key member`).
+//!
+//! A member TTL write (PEXPIREMEMBERAT, every EXPIREMEMBER's record;
+//! HPEXPIREAT, every HEXPIRE's; HPERSIST; `PERSIST key member`) travels as
+//! a fact of these registers (DECISIONS 326), as the key's TTL write does
+//! (`ttl.rs`): the origin notes its dots at once ([`MemberTtlDots::note_write`]:
+//! `PREV`, and per member a `DROP` of each dot it replaced at the member's
+//! argument index); a peer applies it where it holds every dot replaced
+//! and every member named ([`MemberTtlDots::apply_write`]), else asks for
+//! the key's state.
 
 use std::collections::BTreeMap;
 
 use super::codec::{put_bytes, put_varint, Cursor};
 use super::context::Context;
+use super::fact::{Fact, NotApplied, DROP, KIND, PREV, SHIFT};
 use super::ttl::Ttl;
+use crate::keyspace::hlc::stamp_node;
 use crate::keyspace::member_ttl::MemberTtls;
 
 /// Each member's TTL dots (members without any are not held). A
@@ -50,6 +61,11 @@ impl MemberTtlDots {
         self.0.get(member).map_or(0, Ttl::at)
     }
 
+    /// Whether `member` has TTL dots.
+    pub fn has(&self, member: &[u8]) -> bool {
+        self.0.contains_key(member)
+    }
+
     /// Every member with dots and the deadline they resolve to (0: none).
     pub fn resolved(&self) -> impl Iterator<Item = (&[u8], u64)> {
         self.0.iter().map(|(m, t)| (&**m, t.at()))
@@ -62,6 +78,110 @@ impl MemberTtlDots {
         let side_at = |m: &[u8]| side.and_then(|s| s.get(m)).unwrap_or(0);
         let held_differ = (self.0.iter()).any(|(m, t)| !present(m) || side_at(m) != t.at());
         held_differ || side.is_some_and(|s| s.iter().any(|(m, at)| present(m) && self.at(m) != at))
+    }
+
+    /// As [`Self::differ`], leaving out the members `named` (a write about
+    /// to change their TTLs, checked by the caller).
+    pub fn differ_but(
+        &self,
+        side: Option<&MemberTtls>,
+        present: impl Fn(&[u8]) -> bool,
+        named: &[&[u8]],
+    ) -> bool {
+        let others = |m: &[u8]| !named.contains(&m);
+        let side_at = |m: &[u8]| side.and_then(|s| s.get(m)).unwrap_or(0);
+        let held_differ = (self.0.iter())
+            .filter(|(m, _)| others(m))
+            .any(|(m, t)| !present(m) || side_at(m) != t.at());
+        held_differ
+            || side.is_some_and(|s| {
+                s.iter()
+                    .any(|(m, at)| others(m) && present(m) && self.at(m) != at)
+            })
+    }
+
+    /// Members removed lose their dots (a write's removes, applied).
+    pub fn retain_present(&mut self, present: impl Fn(&[u8]) -> bool) {
+        self.0.retain(|m, _| present(m));
+    }
+
+    /// Origin, after a member TTL write stamped `stamp` left each member
+    /// of `writes` (its argument index, the member, its deadline now; 0:
+    /// cleared) with that deadline (these registers and `cc` describe the
+    /// key before it): each member's dots become the write's one (it saw
+    /// them all), and its fact goes to `facts`, `PREV` at the key's
+    /// argument 1 and a `DROP` per dot replaced at the member's index,
+    /// where it is the stamp's first write of the key (else nothing is
+    /// pushed and false is returned; the registers follow all the same).
+    pub fn note_write(
+        &mut self,
+        cc: &mut Context,
+        stamp: u64,
+        writes: &[(u32, &[u8], u64)],
+        facts: &mut Vec<Fact>,
+    ) -> bool {
+        let prev = cc.newest(stamp_node(stamp));
+        let emit = prev < stamp;
+        if emit {
+            facts.push((PREV | (1 << SHIFT), prev));
+        }
+        for (k, &(i, m, at)) in writes.iter().enumerate() {
+            if writes[..k].iter().any(|w| w.1 == m) {
+                continue; // named twice: its first names what it replaced
+            }
+            let old = self.0.remove(m);
+            if emit {
+                let drops = old.iter().flat_map(Ttl::stamps);
+                facts.extend(drops.map(|d| (DROP | (i << SHIFT), d)));
+            }
+            let mut t = Ttl::default();
+            t.write(&[], stamp, at);
+            self.0.insert(m.into(), t);
+        }
+        cc.see(stamp);
+        emit
+    }
+
+    /// Peer: a member TTL write's fact ([`Self::note_write`]) stamped
+    /// `stamp`, its `writes` read from its record (argument index, member,
+    /// deadline), applied where `cc` has seen its `PREV`, every member it
+    /// names is `present` here and these registers hold every dot it
+    /// replaced. Returns each member with the deadline its register
+    /// resolves to after it, which the key's side map takes.
+    pub fn apply_write<'m>(
+        &mut self,
+        cc: &mut Context,
+        stamp: u64,
+        (writes, facts): (&[(u32, &'m [u8], u64)], &[Fact]),
+        present: impl Fn(&[u8]) -> bool,
+    ) -> Result<Vec<(&'m [u8], u64)>, NotApplied> {
+        if cc.covers(stamp) {
+            return Err(NotApplied::Duplicate);
+        }
+        let prev = facts.iter().find(|f| f.0 & KIND == PREV).map_or(0, |f| f.1);
+        let dropped = |i: u32| {
+            (facts.iter())
+                .filter(move |f| f.0 & KIND == DROP && f.0 >> SHIFT == i)
+                .map(|f| f.1)
+        };
+        let held = |&(i, m, _): &(u32, &[u8], u64)| {
+            let t = self.0.get(m);
+            present(m) && dropped(i).all(|d| t.is_some_and(|t| t.holds(d)))
+        };
+        let named = |f: &Fact| writes.iter().any(|w| f.0 >> SHIFT == w.0);
+        let drops_named = (facts.iter()).filter(|f| f.0 & KIND == DROP).all(named);
+        if (prev != 0 && !cc.covers(prev)) || !drops_named || !writes.iter().all(held) {
+            return Err(NotApplied::Gap);
+        }
+        let mut out = Vec::with_capacity(writes.len());
+        for &(i, m, at) in writes {
+            let seen: Vec<u64> = dropped(i).collect();
+            let t = self.0.entry(m.into()).or_default();
+            t.write(&seen, stamp, at);
+            out.push((m, t.at()));
+        }
+        cc.see(stamp);
+        Ok(out)
     }
 
     /// The registers brought up to the key at `version` whose side map is
