@@ -741,3 +741,69 @@ fn deletes_and_overwrites_ask_for_no_state_on_a_mesh() {
         assert!(keys.is_empty(), "node {n}: {keys:?}");
     }
 }
+
+/// `key`'s `member` TTL in seconds on both nodes, once they agree.
+fn member_ttl_on_both(p: &Pair, key: &str, member: &str) -> i64 {
+    let (mut a, mut b) = (p.a.conn(), p.b.conn());
+    let mut last = (0, 0);
+    eventually("both nodes to agree on a member's TTL", || {
+        last = (
+            cmd::<i64>(&mut a, &["TTL", key, member]),
+            cmd::<i64>(&mut b, &["TTL", key, member]),
+        );
+        last.0.abs_diff(last.1) <= 1
+    });
+    last.0
+}
+
+/// Member TTL writes travel as facts (DECISIONS 326): one applies on the
+/// peer with no state asked for; a concurrent write on the same member
+/// replaced the dot the other's fact names, so each side lacks it and asks
+/// for the key's state, and the join gives both the longest TTL; after
+/// that, writes are facts again. An SADD of a member concurrent with a
+/// HSET that cleared a field's TTL elsewhere: the peer's replay of the
+/// HSET would clear it again, so it asks (DECISIONS 327).
+#[test]
+fn member_ttl_facts_apply_and_a_replaced_dot_asks() {
+    let p = Pair::start(&[]);
+    let (mut a, mut b) = (p.a.conn(), p.b.conn());
+    let _: i64 = cmd(&mut a, &["SADD", "s", "x", "y"]);
+    let _: i64 = cmd(&mut a, &["HSET", "h", "f", "1", "g", "2"]);
+    assert_eq!(cmd::<i64>(&mut a, &["EXPIREMEMBER", "s", "x", "100"]), 1);
+    converged(&[&p.a, &p.b]);
+    let before = asks(&mut a) + asks(&mut b);
+    // A fact applied: the peer takes the TTL with no state asked for.
+    assert_eq!(cmd::<i64>(&mut a, &["EXPIREMEMBER", "s", "x", "200"]), 1);
+    let set: Vec<i64> = cmd(&mut b, &["HEXPIRE", "h", "300", "FIELDS", "1", "f"]);
+    assert_eq!(set, [1]);
+    assert!((198..=200).contains(&member_ttl_on_both(&p, "s", "x")));
+    assert!((298..=300).contains(&member_ttl_on_both(&p, "h", "f")));
+    converged(&[&p.a, &p.b]);
+    assert_eq!(asks(&mut a) + asks(&mut b), before, "facts applied");
+    // Concurrent writes of one member's TTL: each replaced the dot the
+    // other's fact names, so both ask, and the longest wins on both.
+    concurrently(
+        &p,
+        |a| assert_eq!(cmd::<i64>(a, &["EXPIREMEMBER", "s", "x", "400"]), 1),
+        |b| assert_eq!(cmd::<i64>(b, &["EXPIREMEMBER", "s", "x", "300"]), 1),
+    );
+    assert!((398..=400).contains(&member_ttl_on_both(&p, "s", "x")));
+    converged(&[&p.a, &p.b]);
+    let after = asks(&mut a) + asks(&mut b);
+    assert!(after > before, "a fact whose replaced dot is gone asks");
+    // An HSET that clears a field's TTL asks; the peer agrees it is gone.
+    let _: i64 = cmd(&mut b, &["HSET", "h", "f", "5"]);
+    assert_eq!(member_ttl_on_both(&p, "h", "f"), -1);
+    converged(&[&p.a, &p.b]);
+    let cleared = asks(&mut a) + asks(&mut b);
+    assert!(cleared > after, "HSET of a field with a TTL goes by state");
+    // Writes that change no member TTL, and member TTL writes, are facts.
+    let _: i64 = cmd(&mut b, &["SADD", "s", "z"]);
+    let _: i64 = cmd(&mut a, &["HSET", "h", "g", "7"]);
+    assert_eq!(cmd::<i64>(&mut b, &["PERSIST", "s", "x"]), 1);
+    let gone: Vec<i64> = cmd(&mut a, &["HPERSIST", "h", "FIELDS", "1", "f"]);
+    assert_eq!(gone, [-1]);
+    assert_eq!(member_ttl_on_both(&p, "s", "x"), -1);
+    converged(&[&p.a, &p.b]);
+    assert_eq!(asks(&mut a) + asks(&mut b), cleared, "facts again");
+}

@@ -329,6 +329,48 @@ mod tests {
         assert!(a.join(&a_cc, &a, &a_cc, std::iter::empty()).is_empty());
     }
 
+    /// Member TTL writes as facts (DECISIONS 326): concurrent first
+    /// writes on two nodes each apply the other's and resolve as a join
+    /// would; a fact applied twice changes nothing; a clear that saw both
+    /// applies where both dots are held; a peer that lacks a dot the write
+    /// replaced, or the member, asks (a gap).
+    #[test]
+    fn member_ttl_writes_apply_as_facts_where_the_dots_they_replaced_are_held() {
+        let (mut a, mut b) = (MemberTtlDots::default(), MemberTtlDots::default());
+        let (mut a_cc, mut b_cc) = (seen(&[st(10, 1)]), seen(&[st(10, 1)]));
+        let (mut fa, mut fb) = (Vec::new(), Vec::new());
+        assert!(a.note_write(&mut a_cc, st(20, 1), &[(2, b"m", 9000)], &mut fa));
+        let (mut d, mut d_cc) = (a.clone(), a_cc.clone());
+        assert!(b.note_write(&mut b_cc, st(21, 2), &[(2, b"m", 4000)], &mut fb));
+        let wa: [(u32, &[u8], u64); 1] = [(2, b"m", 9000)];
+        let wb: [(u32, &[u8], u64); 1] = [(2, b"m", 4000)];
+        let on_a = a.apply_write(&mut a_cc, st(21, 2), (&wb, &fb), ALL);
+        let on_b = b.apply_write(&mut b_cc, st(20, 1), (&wa, &fa), ALL);
+        assert_eq!(
+            (on_a, on_b),
+            (Ok(vec![(&b"m"[..], 9000)]), Ok(vec![(&b"m"[..], 9000)]))
+        );
+        assert_eq!((&a, &a_cc), (&b, &b_cc));
+        let dup = b.apply_write(&mut b_cc, st(20, 1), (&wa, &fa), ALL);
+        assert_eq!(dup, Err(NotApplied::Duplicate));
+        // A clear that saw both dots names both.
+        let mut fp = Vec::new();
+        assert!(a.note_write(&mut a_cc, st(30, 1), &[(2, b"m", 0)], &mut fp));
+        assert_eq!(fp.iter().filter(|f| f.0 == DROP | (2 << SHIFT)).count(), 2);
+        let wp: [(u32, &[u8], u64); 1] = [(2, b"m", 0)];
+        let on_b = b.apply_write(&mut b_cc, st(30, 1), (&wp, &fp), ALL);
+        assert_eq!(on_b, Ok(vec![(&b"m"[..], 0)]));
+        assert_eq!((&a, &a_cc), (&b, &b_cc));
+        // D never got B's write: it lacks a dot the clear replaced.
+        let gap = d.apply_write(&mut d_cc, st(30, 1), (&wp, &fp), ALL);
+        assert_eq!(gap, Err(NotApplied::Gap));
+        // A node without the member asks too.
+        let mut e = MemberTtlDots::default();
+        let mut e_cc = seen(&[st(10, 1)]);
+        let gone = e.apply_write(&mut e_cc, st(20, 1), (&wa, &fa), |m| m != b"m");
+        assert_eq!(gone, Err(NotApplied::Gap));
+    }
+
     #[test]
     fn registers_and_side_maps_compare_and_round_trip() {
         let s = side(&[("a", 100), ("b", 200)]);
