@@ -963,6 +963,26 @@ impl Ctx<'_> {
             .map(|a| &mut a.facts)
     }
 
+    /// Active replication, after a write on `key`: `note` with the key's
+    /// version before the write and the facts its record carries (a scratch
+    /// list where no record wants them: the merge state follows all the
+    /// same). Not while a link applies a peer's write (it keeps the state
+    /// itself).
+    pub fn note_fact(
+        &mut self,
+        key: &[u8],
+        note: impl FnOnce(u64, &mut Vec<crate::effects::Fact>),
+    ) {
+        if !self.core.active || !merge::fact::noting() {
+            return;
+        }
+        let Some(prev) = self.base_of(key) else {
+            return;
+        };
+        let mut unwanted = Vec::new();
+        note(prev, self.merge_facts().unwrap_or(&mut unwanted));
+    }
+
     /// Active replication, after a write stamped `stamp` changed the set,
     /// hash or sorted set at `key` (argument 1): `named` are the members it
     /// added, set or removed (argument index, member). The key's merge

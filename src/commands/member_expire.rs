@@ -147,15 +147,9 @@ pub(crate) fn note_member_ttls(
     stamp: u64,
     writes: &[(u32, &[u8], u64, u64)],
 ) {
-    if !ctx.core.active || !crate::keyspace::merge::fact::noting() {
-        return;
-    }
-    let Some(prev) = ctx.base_of(key) else {
-        return;
-    };
-    let mut unwanted = Vec::new();
-    let facts = ctx.merge_facts().unwrap_or(&mut unwanted);
-    l.note_member_ttls(key, (prev, stamp), writes, facts);
+    ctx.note_fact(key, |prev, facts| {
+        l.note_member_ttls(key, (prev, stamp), writes, facts);
+    });
 }
 
 /// TTL / PTTL key member (KeyDB's ttlGenericCommand with a subkey): -2 no

@@ -45,6 +45,10 @@ use super::ttl::Ttl;
 use crate::keyspace::hlc::stamp_node;
 use crate::keyspace::member_ttl::MemberTtls;
 
+/// A member TTL write on one member, as its record names it: the member's
+/// argument index, the member, its deadline (unix ms; 0: cleared).
+pub(crate) type MemberWrite<'a> = (u32, &'a [u8], u64);
+
 /// Each member's TTL dots (members without any are not held). A
 /// `BTreeMap`, empty and unallocated for a collection without member
 /// TTLs, in member order for the encoding.
@@ -117,7 +121,7 @@ impl MemberTtlDots {
         &mut self,
         cc: &mut Context,
         stamp: u64,
-        writes: &[(u32, &[u8], u64)],
+        writes: &[MemberWrite<'_>],
         facts: &mut Vec<Fact>,
     ) -> bool {
         let prev = cc.newest(stamp_node(stamp));
@@ -152,7 +156,7 @@ impl MemberTtlDots {
         &mut self,
         cc: &mut Context,
         stamp: u64,
-        (writes, facts): (&[(u32, &'m [u8], u64)], &[Fact]),
+        (writes, facts): (&[MemberWrite<'m>], &[Fact]),
         present: impl Fn(&[u8]) -> bool,
     ) -> Result<Vec<(&'m [u8], u64)>, NotApplied> {
         if cc.covers(stamp) {
@@ -164,7 +168,7 @@ impl MemberTtlDots {
                 .filter(move |f| f.0 & KIND == DROP && f.0 >> SHIFT == i)
                 .map(|f| f.1)
         };
-        let held = |&(i, m, _): &(u32, &[u8], u64)| {
+        let held = |&(i, m, _): &MemberWrite<'_>| {
             let t = self.0.get(m);
             present(m) && dropped(i).all(|d| t.is_some_and(|t| t.holds(d)))
         };

@@ -16,16 +16,13 @@ use crate::effects::Fact;
 use crate::keyspace::member_ttl::{has_member, member_type};
 use crate::keyspace::merge::elements::Elements;
 use crate::keyspace::merge::fact::{NotApplied, DROP, KIND, SHIFT};
+use crate::keyspace::merge::member_ttls::MemberWrite;
 use crate::keyspace::merge::ttl::other_type;
 use crate::keyspace::merge::Meta;
 use crate::keyspace::Shard;
 use crate::protocol::{parse_i64, Args};
 
 use super::link::Link;
-
-/// A member TTL write a record names: argument index, member, deadline
-/// (unix ms; 0: cleared).
-type MemberWrite<'a> = (u32, &'a [u8], u64);
 
 /// The member TTL writes of a record, if it is one (see the module
 /// comment); None for any other command.
