@@ -349,16 +349,6 @@ impl Shard {
 /// Active replication: a member's TTL in the key's merge state
 /// (`merge/member_ttls.rs`, DECISIONS 305-309).
 impl Shard {
-    /// Whether `key` (whose value is `value`) has member TTLs here or in
-    /// its merge state `meta`: its writes then travel by its state, not as
-    /// facts (DECISIONS 308).
-    pub fn member_ttls_in_play(&self, key: &[u8], meta: Option<&merge::Meta>) -> bool {
-        let held = meta
-            .and_then(merge::Meta::get::<merge::Elements>)
-            .is_some_and(|e| !e.member_ttls.is_empty());
-        held || self.member_ttls(key).is_some()
-    }
-
     /// Whether the member TTL registers of `key`'s state `meta` disagree
     /// with its side map for a member other than those `named` (a write
     /// about to change or clear their TTLs, which the caller checks):
