@@ -44,6 +44,8 @@ phase() { # name command...
     q1=$(state_asks $pb)
     printf '%-34s %10s %8s %8.2f\n' "$name" "$w" $((q1 - q0)) "$t"
 }
+# Another script's phases on the same pair (bench/member-ttl-asks.sh).
+if [[ -n ${PHASES_FROM:-} ]]; then source "$PHASES_FROM"; exit 0; fi
 phase 'HSET h f v (no TTL yet)' HSET h:__rand_int__ f __rand_int__
 phase 'EXPIRE h 100' EXPIRE h:__rand_int__ 100
 phase 'HSET h g v (under the TTL)' HSET h:__rand_int__ g __rand_int__

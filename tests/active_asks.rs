@@ -30,6 +30,13 @@ const STORE: &str = "SORT ... STORE onto an existing key goes as DEL and RPUSH i
                      MULTI/EXEC: a unit's writes carry no fact";
 const RENAMED_COUNTER: &str = "a renamed counter's destination has no merge state of its \
                                own (the counter's stays with the source): by state";
+const CLEARS_MEMBER_TTL: &str = "a write that clears a member's TTL (HSET of a field with one) or \
+                                 replays as one on the peer (HINCRBY's HSET): by state, so that \
+                                 its clearing dot is made once (DECISIONS 327)";
+const REMOVES_MEMBER_TTL: &str =
+    "a remove of a member with TTL dots: a peer holding the member by \
+                                  a concurrent add must drop the dots the remover saw, which the \
+                                  fact does not name (DECISIONS 327)";
 const NOT_A_NUMBER: &str = "a reset to a value that is no number, which the record \
                             (APPEND's, SETRANGE's) does not say: by state";
 
@@ -145,6 +152,34 @@ const CASES: &[(&str, Expect)] = &[
     ("EXPIRE @n 100", Fact),
     ("PEXPIREAT @q 4000000000000", Fact),
     ("PERSIST @q", Fact),
+    // Member TTL writes, and writes on keys with member TTLs (`@ms`,
+    // `@mh`, `@mz`: member a / field f with a TTL; DECISIONS 326-327).
+    ("EXPIREMEMBER @ms b 100", Fact),
+    ("EXPIREMEMBER @ms a 500", Fact),
+    ("EXPIREMEMBER @ms a 500000 ms", Fact),
+    ("EXPIREMEMBERAT @mz a 4000000000", Fact),
+    ("PEXPIREMEMBERAT @mz b 4000000000000", Fact),
+    ("PERSIST @ms a", Fact),
+    ("HEXPIRE @mh 100 FIELDS 2 f g", Fact),
+    ("HPEXPIRE @mh 100000 NX FIELDS 2 f g", Fact),
+    ("HEXPIREAT @mh 4000000000 GT FIELDS 1 f", Fact),
+    ("HPERSIST @mh FIELDS 1 f", Fact),
+    ("SADD @ms z", Fact),
+    ("SADD @ms a", Fact),
+    ("SREM @ms b", Fact),
+    ("ZPOPMIN @mz", Asks(REMOVES_MEMBER_TTL)),
+    ("SREM @ms a", Asks(REMOVES_MEMBER_TTL)),
+    ("HSET @mh g 9", Fact),
+    ("HINCRBY @mh g 2", Fact),
+    ("HSET @mh f 9", Asks(CLEARS_MEMBER_TTL)),
+    ("HINCRBY @mh f 2", Asks(CLEARS_MEMBER_TTL)),
+    ("HDEL @mh f", Asks(REMOVES_MEMBER_TTL)),
+    ("ZADD @mz 9 a", Fact),
+    ("ZINCRBY @mz 2 a", Fact),
+    ("ZREM @mz b", Fact),
+    ("EXPIRE @ms 100", Fact),
+    ("EXPIRE @mh 100", Fact),
+    ("PEXPIREAT @mz 4000000000000", Fact),
     // Streams (`@x`: entries %0 %1 %2, group g, %0 and %1 pending with
     // alice, bob a consumer with none).
     ("XADD @x * f 4", Fact),
@@ -229,6 +264,9 @@ fn setup(i: usize, x: &str) -> Vec<Vec<String>> {
         "p" => "PFADD K a b",
         "j" => "XADD K * f 1;EXPIRE K 1000",
         "jg" => "XADD K * f 1;XGROUP CREATE K g 0;EXPIRE K 1000",
+        "ms" => "SADD K a b c;EXPIREMEMBER K a 1000",
+        "mh" => "HSET K f 1 g 2;HEXPIRE K 1000 FIELDS 1 f",
+        "mz" => "ZADD K 1 a 2 b;EXPIREMEMBER K a 1000",
         _ => return vec![], // made by the write
     };
     let line = |l: &str| {
@@ -702,4 +740,70 @@ fn deletes_and_overwrites_ask_for_no_state_on_a_mesh() {
         let keys: Vec<String> = cmd(c, &["KEYS", "[nuz]"]);
         assert!(keys.is_empty(), "node {n}: {keys:?}");
     }
+}
+
+/// `key`'s `member` TTL in seconds on both nodes, once they agree.
+fn member_ttl_on_both(p: &Pair, key: &str, member: &str) -> i64 {
+    let (mut a, mut b) = (p.a.conn(), p.b.conn());
+    let mut last = (0, 0);
+    eventually("both nodes to agree on a member's TTL", || {
+        last = (
+            cmd::<i64>(&mut a, &["TTL", key, member]),
+            cmd::<i64>(&mut b, &["TTL", key, member]),
+        );
+        last.0.abs_diff(last.1) <= 1
+    });
+    last.0
+}
+
+/// Member TTL writes travel as facts (DECISIONS 326): one applies on the
+/// peer with no state asked for; a concurrent write on the same member
+/// replaced the dot the other's fact names, so each side lacks it and asks
+/// for the key's state, and the join gives both the longest TTL; after
+/// that, writes are facts again. An SADD of a member concurrent with a
+/// HSET that cleared a field's TTL elsewhere: the peer's replay of the
+/// HSET would clear it again, so it asks (DECISIONS 327).
+#[test]
+fn member_ttl_facts_apply_and_a_replaced_dot_asks() {
+    let p = Pair::start(&[]);
+    let (mut a, mut b) = (p.a.conn(), p.b.conn());
+    let _: i64 = cmd(&mut a, &["SADD", "s", "x", "y"]);
+    let _: i64 = cmd(&mut a, &["HSET", "h", "f", "1", "g", "2"]);
+    assert_eq!(cmd::<i64>(&mut a, &["EXPIREMEMBER", "s", "x", "100"]), 1);
+    converged(&[&p.a, &p.b]);
+    let before = asks(&mut a) + asks(&mut b);
+    // A fact applied: the peer takes the TTL with no state asked for.
+    assert_eq!(cmd::<i64>(&mut a, &["EXPIREMEMBER", "s", "x", "200"]), 1);
+    let set: Vec<i64> = cmd(&mut b, &["HEXPIRE", "h", "300", "FIELDS", "1", "f"]);
+    assert_eq!(set, [1]);
+    assert!((198..=200).contains(&member_ttl_on_both(&p, "s", "x")));
+    assert!((298..=300).contains(&member_ttl_on_both(&p, "h", "f")));
+    converged(&[&p.a, &p.b]);
+    assert_eq!(asks(&mut a) + asks(&mut b), before, "facts applied");
+    // Concurrent writes of one member's TTL: each replaced the dot the
+    // other's fact names, so both ask, and the longest wins on both.
+    concurrently(
+        &p,
+        |a| assert_eq!(cmd::<i64>(a, &["EXPIREMEMBER", "s", "x", "400"]), 1),
+        |b| assert_eq!(cmd::<i64>(b, &["EXPIREMEMBER", "s", "x", "300"]), 1),
+    );
+    assert!((398..=400).contains(&member_ttl_on_both(&p, "s", "x")));
+    converged(&[&p.a, &p.b]);
+    let after = asks(&mut a) + asks(&mut b);
+    assert!(after > before, "a fact whose replaced dot is gone asks");
+    // An HSET that clears a field's TTL asks; the peer agrees it is gone.
+    let _: i64 = cmd(&mut b, &["HSET", "h", "f", "5"]);
+    assert_eq!(member_ttl_on_both(&p, "h", "f"), -1);
+    converged(&[&p.a, &p.b]);
+    let cleared = asks(&mut a) + asks(&mut b);
+    assert!(cleared > after, "HSET of a field with a TTL goes by state");
+    // Writes that change no member TTL, and member TTL writes, are facts.
+    let _: i64 = cmd(&mut b, &["SADD", "s", "z"]);
+    let _: i64 = cmd(&mut a, &["HSET", "h", "g", "7"]);
+    assert_eq!(cmd::<i64>(&mut b, &["PERSIST", "s", "x"]), 1);
+    let gone: Vec<i64> = cmd(&mut a, &["HPERSIST", "h", "FIELDS", "1", "f"]);
+    assert_eq!(gone, [-1]);
+    assert_eq!(member_ttl_on_both(&p, "s", "x"), -1);
+    converged(&[&p.a, &p.b]);
+    assert_eq!(asks(&mut a) + asks(&mut b), cleared, "facts again");
 }

@@ -716,6 +716,19 @@ impl Locked<'_, '_> {
         shard.note_ttl((slot.hash, key), versions, expiries, facts)
     }
 
+    /// See [`Shard::note_member_ttls`](crate::keyspace::Shard::note_member_ttls).
+    pub fn note_member_ttls(
+        &mut self,
+        key: &[u8],
+        versions: (u64, u64),
+        writes: &[(u32, &[u8], u64, u64)],
+        facts: &mut Vec<crate::effects::Fact>,
+    ) -> bool {
+        let slot = self.slot(key);
+        let shard = self.shard_mut(slot.shard);
+        shard.note_member_ttls((slot.hash, key), versions, writes, facts)
+    }
+
     /// See [`Shard::note_counter_reset`](crate::keyspace::Shard::note_counter_reset).
     pub fn note_counter_reset(
         &mut self,
@@ -948,6 +961,26 @@ impl Ctx<'_> {
             .as_mut()
             .filter(|_| wanted)
             .map(|a| &mut a.facts)
+    }
+
+    /// Active replication, after a write on `key`: `note` with the key's
+    /// version before the write and the facts its record carries (a scratch
+    /// list where no record wants them: the merge state follows all the
+    /// same). Not while a link applies a peer's write (it keeps the state
+    /// itself).
+    pub fn note_fact(
+        &mut self,
+        key: &[u8],
+        note: impl FnOnce(u64, &mut Vec<crate::effects::Fact>),
+    ) {
+        if !self.core.active || !merge::fact::noting() {
+            return;
+        }
+        let Some(prev) = self.base_of(key) else {
+            return;
+        };
+        let mut unwanted = Vec::new();
+        note(prev, self.merge_facts().unwrap_or(&mut unwanted));
     }
 
     /// Active replication, after a write stamped `stamp` changed the set,

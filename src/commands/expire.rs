@@ -175,15 +175,9 @@ fn expire_generic(
 /// applies a peer's write (it keeps the state itself); where no record
 /// wants the fact, the state follows all the same.
 fn note_ttl(ctx: &mut Ctx, l: &mut Locked, key: &[u8], stamp: u64, expiries: (u64, u64)) {
-    if !ctx.core.active || !crate::keyspace::merge::fact::noting() {
-        return;
-    }
-    let Some(prev) = ctx.base_of(key) else {
-        return;
-    };
-    let mut unwanted = Vec::new();
-    let facts = ctx.merge_facts().unwrap_or(&mut unwanted);
-    l.note_ttl(key, (prev, stamp), expiries, facts);
+    ctx.note_fact(key, |prev, facts| {
+        l.note_ttl(key, (prev, stamp), expiries, facts);
+    });
 }
 
 /// TTL family: the key's deadline, relative or absolute, in s or ms.

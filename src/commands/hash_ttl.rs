@@ -18,6 +18,7 @@
 //! deadline in the past is stored, not applied (the stream's own HDEL
 //! follows, as for keys).
 
+use super::member_expire::note_member_ttls;
 use super::util::{arg_i64, eq_ic};
 use super::{flags::*, CmdError, CmdResult, Command, Ctx};
 use crate::keyspace::Value;
@@ -165,7 +166,8 @@ fn parse_cond(args: Args) -> (Cond, usize) {
 /// What a setting command did to each field.
 struct Outcome<'a> {
     codes: Vec<i64>,
-    set: Vec<&'a [u8]>,
+    /// The fields set, each with its deadline before (0: none).
+    set: Vec<(&'a [u8], u64)>,
     deleted: Vec<&'a [u8]>,
 }
 
@@ -191,9 +193,10 @@ fn set_generic(ctx: &mut Ctx, args: Args, ms: bool, relative: bool, name: &str) 
         let f = args.get(i);
         let present =
             matches!(l.entry(key).map(|e| &e.value), Some(Value::Hash(h)) if h.contains(f));
+        let before = l.member_ttl(key, f);
         if !present {
             o.codes.push(-2);
-        } else if !cond.allows(l.member_ttl(key, f), when) {
+        } else if !cond.allows(before, when) {
             o.codes.push(0);
         } else if now_due {
             if let Some(Value::Hash(h)) = l.entry(key).map(|e| &mut e.value) {
@@ -204,7 +207,7 @@ fn set_generic(ctx: &mut Ctx, args: Args, ms: bool, relative: bool, name: &str) 
             o.codes.push(2);
         } else {
             l.set_member_ttl(key, f, when.max(1));
-            o.set.push(f);
+            o.set.push((f, before.unwrap_or(0)));
             o.codes.push(1);
         }
     }
@@ -212,6 +215,14 @@ fn set_generic(ctx: &mut Ctx, args: Args, ms: bool, relative: bool, name: &str) 
         let v = ctx.version_after(prev);
         if let Some(e) = l.entry(key) {
             e.version = v;
+        }
+        if o.deleted.is_empty() {
+            // The record names the fields set from its argument 5.
+            let at = when.max(1);
+            let writes: Vec<(u32, &[u8], u64, u64)> = (o.set.iter().enumerate())
+                .map(|(i, &(f, before))| (5 + i as u32, f, before, at))
+                .collect();
+            note_member_ttls(ctx, &mut l, key, v, &writes);
         }
         propagate_set(ctx, key, when, &o, v);
         ctx.remove_if_empty(&mut l, key);
@@ -224,7 +235,7 @@ fn propagate_set(ctx: &mut Ctx, key: &[u8], when: u64, o: &Outcome, v: u64) {
     if !o.set.is_empty() {
         let (at, n) = (when.max(1).to_string(), o.set.len().to_string());
         let mut argv: Vec<&[u8]> = vec![b"HPEXPIREAT", key, at.as_bytes(), b"FIELDS", n.as_bytes()];
-        argv.extend(o.set.iter().copied());
+        argv.extend(o.set.iter().map(|s| s.0));
         ctx.propagate(v, &argv);
         ctx.notify(super::events::class::HASH, "hexpire", key);
     }
@@ -311,10 +322,11 @@ fn hpersist(ctx: &mut Ctx, args: Args) -> CmdResult {
         let f = args.get(i);
         let present =
             matches!(l.entry(key).map(|e| &e.value), Some(Value::Hash(h)) if h.contains(f));
+        let before = l.member_ttl(key, f).unwrap_or(0);
         codes.push(if !present {
             -2
         } else if l.clear_member_ttl(key, f) {
-            cleared.push(f);
+            cleared.push((f, before));
             1
         } else {
             -1
@@ -325,9 +337,14 @@ fn hpersist(ctx: &mut Ctx, args: Args) -> CmdResult {
         if let Some(e) = l.entry(key) {
             e.version = v;
         }
+        // The record names the fields cleared from its argument 4.
+        let writes: Vec<(u32, &[u8], u64, u64)> = (cleared.iter().enumerate())
+            .map(|(i, &(f, before))| (4 + i as u32, f, before, 0))
+            .collect();
+        note_member_ttls(ctx, &mut l, key, v, &writes);
         let n = cleared.len().to_string();
         let mut argv: Vec<&[u8]> = vec![b"HPERSIST", key, b"FIELDS", n.as_bytes()];
-        argv.extend(cleared.iter().copied());
+        argv.extend(cleared.iter().map(|c| c.0));
         ctx.propagate(v, &argv);
         ctx.notify(super::events::class::HASH, "hpersist", key);
     }

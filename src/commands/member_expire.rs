@@ -16,8 +16,11 @@
 //!
 //! `PERSIST key member` (KeyDB's; `expire.rs` hands it here) clears one.
 //! Under active replication a member's TTL is part of the key's merge
-//! state (`keyspace/merge/member_ttls.rs`, docs/DECISIONS.md 305-309).
+//! state (`keyspace/merge/member_ttls.rs`, docs/DECISIONS.md 305-309), and
+//! each of these writes (HEXPIRE's and HPERSIST's too) carries its fact
+//! ([`note_member_ttls`], DECISIONS 326).
 
+use super::access::Locked;
 use super::util::arg_i64;
 use super::{flags::*, CmdError, CmdResult, Command, Ctx};
 use crate::keyspace::member_ttl::{has_member, member_type};
@@ -92,7 +95,9 @@ fn set_member_deadline(ctx: &mut Ctx, args: Args, n: i64, ms: bool, base_ms: i64
     }
     let v = ctx.version_after(e.version);
     e.version = v;
+    let before = l.member_ttl(key, member).unwrap_or(0);
     l.set_member_ttl(key, member, at);
+    note_member_ttls(ctx, &mut l, key, v, &[(2, member, before, at)]);
     let at = at.to_string();
     ctx.propagate(v, &[b"PEXPIREMEMBERAT", key, member, at.as_bytes()]);
     drop(l);
@@ -114,16 +119,37 @@ pub(crate) fn persist_member(ctx: &mut Ctx, args: Args) -> CmdResult {
         ctx.out.int(0);
         return Ok(());
     };
+    let before = l.member_ttl(key, member).unwrap_or(0);
     let cleared = l.clear_member_ttl(key, member);
     if cleared {
         let v = ctx.version_after(version);
         l.set_version(key, v);
+        note_member_ttls(ctx, &mut l, key, v, &[(2, member, before, 0)]);
         ctx.propagate(v, &[b"PERSIST", key, member]);
         ctx.notify(super::events::class::GENERIC, "persist", key);
     }
     drop(l);
     ctx.out.int(i64::from(cleared));
     Ok(())
+}
+
+/// Active replication, after a member TTL write stamped `stamp` moved each
+/// member of `writes` (argument index in its record, member, deadline
+/// before, deadline now; 0: none) in the side map: the members' TTL
+/// registers take the write's dot, and its record carries the fact a peer
+/// applies with no round trip (`Shard::note_member_ttls`). Not while a link
+/// applies a peer's write (it keeps the state itself); where no record
+/// wants the fact, the state follows all the same.
+pub(crate) fn note_member_ttls(
+    ctx: &mut Ctx,
+    l: &mut Locked,
+    key: &[u8],
+    stamp: u64,
+    writes: &[(u32, &[u8], u64, u64)],
+) {
+    ctx.note_fact(key, |prev, facts| {
+        l.note_member_ttls(key, (prev, stamp), writes, facts);
+    });
 }
 
 /// TTL / PTTL key member (KeyDB's ttlGenericCommand with a subkey): -2 no

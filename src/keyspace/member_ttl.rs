@@ -349,14 +349,81 @@ impl Shard {
 /// Active replication: a member's TTL in the key's merge state
 /// (`merge/member_ttls.rs`, DECISIONS 305-309).
 impl Shard {
-    /// Whether `key` (whose value is `value`) has member TTLs here or in
-    /// its merge state `meta`: its writes then travel by its state, not as
-    /// facts (DECISIONS 308).
-    pub fn member_ttls_in_play(&self, key: &[u8], meta: Option<&merge::Meta>) -> bool {
-        let held = meta
-            .and_then(merge::Meta::get::<merge::Elements>)
-            .is_some_and(|e| !e.member_ttls.is_empty());
-        held || self.member_ttls(key).is_some()
+    /// Whether the member TTL registers of `key`'s state `meta` disagree
+    /// with its side map for a member other than those `named` (a write
+    /// about to change or clear their TTLs, which the caller checks):
+    /// element and key TTL writes travel as facts only where they do not
+    /// (DECISIONS 327).
+    pub fn member_ttls_stale_but(
+        &self,
+        (hash, key): (u64, &[u8]),
+        meta: Option<&merge::Meta>,
+        named: &[&[u8]],
+    ) -> bool {
+        let side = self.member_ttls(key);
+        let value = self.get_raw(hash, key).map(|e| &e.value);
+        match meta.and_then(merge::Meta::get::<merge::Elements>) {
+            Some(e) if !e.member_ttls.is_empty() || side.is_some() => {
+                let present = |m: &[u8]| value.is_some_and(|v| has_member(v, m));
+                e.member_ttls.differ_but(side, present, named)
+            }
+            _ => false,
+        }
+    }
+
+    /// Active replication, at the origin of a member TTL write stamped
+    /// `stamp` on `key` (version `prev` before) that moved each member of
+    /// `writes` (argument index, member, deadline before, deadline now; 0:
+    /// none) and is in the side map already: the members' registers take
+    /// the write's dot and its fact goes to `facts`, with the type of the
+    /// value (`MemberTtlDots::note_write`, DECISIONS 326). False, nothing
+    /// changed, where the key's state does not describe it as it was (its
+    /// version, its TTL, each member's deadline): the lazy path finds the
+    /// write (`MemberTtlDots::refresh`).
+    pub fn note_member_ttls(
+        &mut self,
+        (hash, key): (u64, &[u8]),
+        (prev, stamp): (u64, u64),
+        writes: &[(u32, &[u8], u64, u64)],
+        facts: &mut Vec<merge::fact::Fact>,
+    ) -> bool {
+        let Some(entry) = self.get_raw(hash, key) else {
+            return false;
+        };
+        let typed = merge::ttl::type_fact(merge::ttl::type_code(&entry.value));
+        let named: Vec<&[u8]> = writes.iter().map(|w| w.1).collect();
+        let meta = self.merge_meta(key);
+        if self.member_ttls_stale_but((hash, key), meta, &named) {
+            return false;
+        }
+        let at = entry.expire_at();
+        let Some(merge::Meta::Elements(e)) = self.merge.get_mut(key).map(|m| &mut **m) else {
+            return false;
+        };
+        let before_held = writes.iter().all(|w| e.member_ttls.at(w.1) == w.2);
+        if e.version != prev || e.ttl.at() != at || !before_held {
+            return false;
+        }
+        let now: Vec<(u32, &[u8], u64)> = writes.iter().map(|w| (w.0, w.1, w.3)).collect();
+        if e.member_ttls.note_write(&mut e.cc, stamp, &now, facts) {
+            facts.push(typed);
+        }
+        e.version = stamp;
+        true
+    }
+
+    /// Active replication, after a peer's element write applied as a fact
+    /// (SREM, HDEL, ZREM, an add): members it removed lose their TTL dots,
+    /// as their side map entries went with them.
+    pub fn drop_gone_member_ttls(&mut self, hash: u64, key: &[u8]) {
+        let pos = self.pos(hash, key);
+        let value = pos.map(|p| &self.entries.get(p).value);
+        if let Some(merge::Meta::Elements(e)) = self.merge.get_mut(key).map(|m| &mut **m) {
+            if !e.member_ttls.is_empty() {
+                e.member_ttls
+                    .retain_present(|m| value.is_some_and(|v| has_member(v, m)));
+            }
+        }
     }
 
     /// Whether the member TTL registers of `key`'s state `meta` disagree

@@ -574,12 +574,23 @@ impl Shard {
         }
         let start = facts.len();
         note_named(e, entry, (stamp, present), (key_index, named), facts);
-        // A key with member TTLs travels by its state (DECISIONS 308); a
-        // member TTL the write cleared (HSET's) is its dot.
+        // On a key with member TTLs the write travels as a fact where it
+        // changed no member's TTL dots; a member TTL it cleared (HSET's)
+        // is its dot, and the write travels by the key's state, as one
+        // that removed a member with TTL dots (DECISIONS 327).
         if member_ttls || !e.member_ttls.is_empty() {
-            facts.truncate(start);
             let side = member_ttl::of(&self.member_ttls, key);
             let present = |m: &[u8]| entry.is_some_and(|en| member_ttl::has_member(&en.value, m));
+            let names: Vec<&[u8]> = named.iter().map(|n| n.1).collect();
+            let side_at = |m: &[u8]| side.and_then(|s| s.get(m)).unwrap_or(0);
+            let cleared = (names.iter()).any(|m| present(m) && e.member_ttls.at(m) != side_at(m));
+            // A member removed with TTL dots: a peer that holds it by a
+            // concurrent add must drop the dots this node saw, which the
+            // fact does not name.
+            let removed_ttl = (names.iter()).any(|m| !present(m) && e.member_ttls.has(m));
+            if cleared || removed_ttl || e.member_ttls.differ_but(side, present, &names) {
+                facts.truncate(start);
+            }
             e.member_ttls.refresh(stamp, side, present);
         }
         true
@@ -602,8 +613,13 @@ impl Shard {
         facts: &mut Vec<merge::fact::Fact>,
     ) -> bool {
         use merge::fact::{ELEMENT_FACTS, LIST_FACTS, LIST_TTL_FACTS, TTL_FACTS};
-        if !TTL_FACTS || self.member_ttls_in_play(key, self.merge_meta(key)) {
-            return false; // member TTLs: by the key's state (DECISIONS 308)
+        if !TTL_FACTS {
+            return false;
+        }
+        // Member TTLs whose registers are not the side map's: by the key's
+        // state (DECISIONS 327).
+        if self.member_ttls_stale_but((hash, key), self.merge_meta(key), &[]) {
+            return false;
         }
         // The fact names the type it found (a peer of another type asks).
         let found = self
@@ -799,8 +815,14 @@ impl Shard {
         let start = facts.len();
         let now = merge::elements::item_of(entry.map(|en| &en.value), field);
         let float = matches!(by, merge::Incr::Float(_));
-        // A key with member TTLs travels by its state (DECISIONS 308).
-        let ttl = no_ttl_fact(e, entry) || member_ttls || !e.member_ttls.is_empty();
+        // A key with member TTLs travels as a fact where its registers
+        // are the side map's (DECISIONS 327): an increment keeps the TTL.
+        let stale_members = (member_ttls || !e.member_ttls.is_empty()) && {
+            let side = member_ttl::of(&self.member_ttls, key);
+            let present = |m: &[u8]| entry.is_some_and(|en| member_ttl::has_member(&en.value, m));
+            e.member_ttls.differ(side, present)
+        };
+        let ttl = no_ttl_fact(e, entry) || stale_members;
         let write = merge::elements::CountedWrite {
             stamp,
             field: (field_index.unwrap_or(0), field),

@@ -31,7 +31,10 @@
 //!   second stream, `x1` (XADD making it, DEL, XSETID, TTL writes and
 //!   PERSIST, CREATE MKSTREAM, reads of both streams), by `converged`.
 //! - **TTLs**: `s1` also takes EXPIRE (far in the future) and PERSIST, its
-//!   TTL a register of its own (checked by `converged`).
+//!   TTL a register of its own (checked by `converged`). Member TTLs
+//!   (EXPIREMEMBER and its family, HEXPIRE/HPEXPIREAT, HPERSIST, `PERSIST
+//!   key member`, far in the future) on `s1`, `h0` and `z0`, each member's
+//!   a register of its own (checked by `member TTLs`, DECISIONS 309).
 //! - **Elements** (sets `s0`, `s1`; hash `h0`; sorted set `z0`: adds,
 //!   removes, ZPOPMIN/ZPOPMAX, ZREMRANGEBYSCORE/RANK, DEL; list `l0`:
 //!   pushes, pops, rotations (LMOVE/RPOPLPUSH onto itself), LREM,
@@ -72,7 +75,7 @@ const MEMBERS: [&str; 4] = ["m0", "m1", "m2", "m3"];
 /// One command of the merge workload.
 pub fn draw(rng: &mut StdRng) -> Vec<Vec<u8>> {
     let member = |rng: &mut StdRng| MEMBERS[rng.gen_range(0..MEMBERS.len())].to_string();
-    let words: Vec<String> = match rng.gen_range(0..130) {
+    let words: Vec<String> = match rng.gen_range(0..145) {
         0..=29 => {
             let key = format!("c{}", rng.gen_range(0..2));
             match rng.gen_range(0..5) {
@@ -153,6 +156,7 @@ pub fn draw(rng: &mut StdRng) -> Vec<Vec<u8>> {
             };
             w.into_iter().map(String::from).collect()
         }
+        130.. => draw_member_ttl(rng),
         110.. => draw_stream(rng),
         100..=109 => {
             // HyperLogLog: `p0` only grows (PFADD), `p1` also takes DEL,
@@ -207,6 +211,56 @@ fn ttl_write(rng: &mut StdRng, key: &str) -> Vec<String> {
         0 => w(&["EXPIRE", key, &secs.to_string()]),
         1 => w(&["PEXPIREAT", key, &(4_000_000_000_000u64 + secs).to_string()]),
         _ => w(&["EXPIRE", key, &secs.to_string(), "GT"]),
+    }
+}
+
+/// A write of a member's TTL (DECISIONS 306, 309) on `s1`, `h0` or `z0`,
+/// far in the future (no member expires during a run, so the dot model of
+/// [`Log`] needs no expiries): EXPIREMEMBER (s or ms), EXPIREMEMBERAT,
+/// PEXPIREMEMBERAT, KeyDB's `PERSIST key member`, and on `h0` HEXPIRE,
+/// HPEXPIREAT (with NX/XX/GT/LT now and then) and HPERSIST of 1-2
+/// fields. `h0`'s HSETs clear a field's TTL (DECISIONS 306). Checked by
+/// `member TTLs` (tests/sim/check.rs): every node ends with the same TTLs.
+fn draw_member_ttl(rng: &mut StdRng) -> Vec<String> {
+    let key = ["s1", "h0", "z0"][rng.gen_range(0..3)];
+    let m = MEMBERS[rng.gen_range(0..MEMBERS.len())];
+    let secs = rng.gen_range(100_000..100_010);
+    let at_ms = (4_000_000_000_000u64 + secs).to_string();
+    let secs = secs.to_string();
+    let w = |s: &[&str]| -> Vec<String> { s.iter().map(|w| w.to_string()).collect() };
+    let fields = |rng: &mut StdRng| -> Vec<&str> {
+        let n = rng.gen_range(1..3);
+        (0..n)
+            .map(|_| MEMBERS[rng.gen_range(0..MEMBERS.len())])
+            .collect()
+    };
+    match rng.gen_range(0..10) {
+        0..=1 => w(&["EXPIREMEMBER", key, m, &secs]),
+        2 => w(&["EXPIREMEMBER", key, m, &format!("{secs}000"), "ms"]),
+        3 => w(&["EXPIREMEMBERAT", key, m, &at_ms[..at_ms.len() - 3]]),
+        4 => w(&["PEXPIREMEMBERAT", key, m, &at_ms]),
+        5 => w(&["PERSIST", key, m]),
+        6..=7 => {
+            let flag = ["", "NX", "XX", "GT", "LT"][rng.gen_range(0..5)];
+            let fs = fields(rng);
+            let name = if fs.len() == 1 {
+                "HEXPIRE"
+            } else {
+                "HPEXPIREAT"
+            };
+            let when = if fs.len() == 1 { &secs } else { &at_ms };
+            let mut l = w(&[name, "h0", when]);
+            l.extend((!flag.is_empty()).then(|| flag.to_string()));
+            l.extend(w(&["FIELDS", &fs.len().to_string()]));
+            l.extend(w(&fs));
+            l
+        }
+        _ => {
+            let fs = fields(rng);
+            let mut l = w(&["HPERSIST", "h0", "FIELDS", &fs.len().to_string()]);
+            l.extend(w(&fs));
+            l
+        }
     }
 }
 
@@ -558,8 +612,19 @@ impl Log {
             return;
         }
         let ttl = [&b"EXPIRE"[..], b"PEXPIREAT", b"PERSIST"];
-        if key == b"h1" || ttl.contains(&line[0].as_slice()) {
-            return; // converged checks them
+        let member_ttl = [
+            &b"EXPIREMEMBER"[..],
+            b"EXPIREMEMBERAT",
+            b"PEXPIREMEMBERAT",
+            b"HEXPIRE",
+            b"HPEXPIREAT",
+            b"HPERSIST",
+        ];
+        if key == b"h1"
+            || ttl.contains(&line[0].as_slice())
+            || member_ttl.contains(&line[0].as_slice())
+        {
+            return; // converged and `member TTLs` check them
         }
         let has = |dots: &Dots, m: &[u8], stamp: u64| {
             dots.get(m)

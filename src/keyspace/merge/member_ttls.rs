@@ -26,13 +26,28 @@
 //! After a join, the side map takes what the joined registers resolve to
 //! (replication/active/merging.rs replays it as PEXPIREMEMBERAT or
 //! `PERSIST key member`).
+//!
+//! A member TTL write (PEXPIREMEMBERAT, every EXPIREMEMBER's record;
+//! HPEXPIREAT, every HEXPIRE's; HPERSIST; `PERSIST key member`) travels as
+//! a fact of these registers (DECISIONS 326), as the key's TTL write does
+//! (`ttl.rs`): the origin notes its dots at once ([`MemberTtlDots::note_write`]:
+//! `PREV`, and per member a `DROP` of each dot it replaced at the member's
+//! argument index); a peer applies it where it holds every dot replaced
+//! and every member named ([`MemberTtlDots::apply_write`]), else asks for
+//! the key's state.
 
 use std::collections::BTreeMap;
 
 use super::codec::{put_bytes, put_varint, Cursor};
 use super::context::Context;
+use super::fact::{Fact, NotApplied, DROP, KIND, PREV, SHIFT};
 use super::ttl::Ttl;
+use crate::keyspace::hlc::stamp_node;
 use crate::keyspace::member_ttl::MemberTtls;
+
+/// A member TTL write on one member, as its record names it: the member's
+/// argument index, the member, its deadline (unix ms; 0: cleared).
+pub(crate) type MemberWrite<'a> = (u32, &'a [u8], u64);
 
 /// Each member's TTL dots (members without any are not held). A
 /// `BTreeMap`, empty and unallocated for a collection without member
@@ -50,6 +65,11 @@ impl MemberTtlDots {
         self.0.get(member).map_or(0, Ttl::at)
     }
 
+    /// Whether `member` has TTL dots.
+    pub fn has(&self, member: &[u8]) -> bool {
+        self.0.contains_key(member)
+    }
+
     /// Every member with dots and the deadline they resolve to (0: none).
     pub fn resolved(&self) -> impl Iterator<Item = (&[u8], u64)> {
         self.0.iter().map(|(m, t)| (&**m, t.at()))
@@ -62,6 +82,110 @@ impl MemberTtlDots {
         let side_at = |m: &[u8]| side.and_then(|s| s.get(m)).unwrap_or(0);
         let held_differ = (self.0.iter()).any(|(m, t)| !present(m) || side_at(m) != t.at());
         held_differ || side.is_some_and(|s| s.iter().any(|(m, at)| present(m) && self.at(m) != at))
+    }
+
+    /// As [`Self::differ`], leaving out the members `named` (a write about
+    /// to change their TTLs, checked by the caller).
+    pub fn differ_but(
+        &self,
+        side: Option<&MemberTtls>,
+        present: impl Fn(&[u8]) -> bool,
+        named: &[&[u8]],
+    ) -> bool {
+        let others = |m: &[u8]| !named.contains(&m);
+        let side_at = |m: &[u8]| side.and_then(|s| s.get(m)).unwrap_or(0);
+        let held_differ = (self.0.iter())
+            .filter(|(m, _)| others(m))
+            .any(|(m, t)| !present(m) || side_at(m) != t.at());
+        held_differ
+            || side.is_some_and(|s| {
+                s.iter()
+                    .any(|(m, at)| others(m) && present(m) && self.at(m) != at)
+            })
+    }
+
+    /// Members removed lose their dots (a write's removes, applied).
+    pub fn retain_present(&mut self, present: impl Fn(&[u8]) -> bool) {
+        self.0.retain(|m, _| present(m));
+    }
+
+    /// Origin, after a member TTL write stamped `stamp` left each member
+    /// of `writes` (its argument index, the member, its deadline now; 0:
+    /// cleared) with that deadline (these registers and `cc` describe the
+    /// key before it): each member's dots become the write's one (it saw
+    /// them all), and its fact goes to `facts`, `PREV` at the key's
+    /// argument 1 and a `DROP` per dot replaced at the member's index,
+    /// where it is the stamp's first write of the key (else nothing is
+    /// pushed and false is returned; the registers follow all the same).
+    pub fn note_write(
+        &mut self,
+        cc: &mut Context,
+        stamp: u64,
+        writes: &[MemberWrite<'_>],
+        facts: &mut Vec<Fact>,
+    ) -> bool {
+        let prev = cc.newest(stamp_node(stamp));
+        let emit = prev < stamp;
+        if emit {
+            facts.push((PREV | (1 << SHIFT), prev));
+        }
+        for (k, &(i, m, at)) in writes.iter().enumerate() {
+            if writes[..k].iter().any(|w| w.1 == m) {
+                continue; // named twice: its first names what it replaced
+            }
+            let old = self.0.remove(m);
+            if emit {
+                let drops = old.iter().flat_map(Ttl::stamps);
+                facts.extend(drops.map(|d| (DROP | (i << SHIFT), d)));
+            }
+            let mut t = Ttl::default();
+            t.write(&[], stamp, at);
+            self.0.insert(m.into(), t);
+        }
+        cc.see(stamp);
+        emit
+    }
+
+    /// Peer: a member TTL write's fact ([`Self::note_write`]) stamped
+    /// `stamp`, its `writes` read from its record (argument index, member,
+    /// deadline), applied where `cc` has seen its `PREV`, every member it
+    /// names is `present` here and these registers hold every dot it
+    /// replaced. Returns each member with the deadline its register
+    /// resolves to after it, which the key's side map takes.
+    pub fn apply_write<'m>(
+        &mut self,
+        cc: &mut Context,
+        stamp: u64,
+        (writes, facts): (&[MemberWrite<'m>], &[Fact]),
+        present: impl Fn(&[u8]) -> bool,
+    ) -> Result<Vec<(&'m [u8], u64)>, NotApplied> {
+        if cc.covers(stamp) {
+            return Err(NotApplied::Duplicate);
+        }
+        let prev = facts.iter().find(|f| f.0 & KIND == PREV).map_or(0, |f| f.1);
+        let dropped = |i: u32| {
+            (facts.iter())
+                .filter(move |f| f.0 & KIND == DROP && f.0 >> SHIFT == i)
+                .map(|f| f.1)
+        };
+        let held = |&(i, m, _): &MemberWrite<'_>| {
+            let t = self.0.get(m);
+            present(m) && dropped(i).all(|d| t.is_some_and(|t| t.holds(d)))
+        };
+        let named = |f: &Fact| writes.iter().any(|w| f.0 >> SHIFT == w.0);
+        let drops_named = (facts.iter()).filter(|f| f.0 & KIND == DROP).all(named);
+        if (prev != 0 && !cc.covers(prev)) || !drops_named || !writes.iter().all(held) {
+            return Err(NotApplied::Gap);
+        }
+        let mut out = Vec::with_capacity(writes.len());
+        for &(i, m, at) in writes {
+            let seen: Vec<u64> = dropped(i).collect();
+            let t = self.0.entry(m.into()).or_default();
+            t.write(&seen, stamp, at);
+            out.push((m, t.at()));
+        }
+        cc.see(stamp);
+        Ok(out)
     }
 
     /// The registers brought up to the key at `version` whose side map is
@@ -207,6 +331,48 @@ mod tests {
         assert!(a.join(&a_cc, &b, &b_cc, kept.into_iter()).is_empty());
         assert!(b.join(&b_cc, &a, &a_cc, kept.into_iter()).is_empty());
         assert!(a.join(&a_cc, &a, &a_cc, std::iter::empty()).is_empty());
+    }
+
+    /// Member TTL writes as facts (DECISIONS 326): concurrent first
+    /// writes on two nodes each apply the other's and resolve as a join
+    /// would; a fact applied twice changes nothing; a clear that saw both
+    /// applies where both dots are held; a peer that lacks a dot the write
+    /// replaced, or the member, asks (a gap).
+    #[test]
+    fn member_ttl_writes_apply_as_facts_where_the_dots_they_replaced_are_held() {
+        let (mut a, mut b) = (MemberTtlDots::default(), MemberTtlDots::default());
+        let (mut a_cc, mut b_cc) = (seen(&[st(10, 1)]), seen(&[st(10, 1)]));
+        let (mut fa, mut fb) = (Vec::new(), Vec::new());
+        assert!(a.note_write(&mut a_cc, st(20, 1), &[(2, b"m", 9000)], &mut fa));
+        let (mut d, mut d_cc) = (a.clone(), a_cc.clone());
+        assert!(b.note_write(&mut b_cc, st(21, 2), &[(2, b"m", 4000)], &mut fb));
+        let wa: [(u32, &[u8], u64); 1] = [(2, b"m", 9000)];
+        let wb: [(u32, &[u8], u64); 1] = [(2, b"m", 4000)];
+        let on_a = a.apply_write(&mut a_cc, st(21, 2), (&wb, &fb), ALL);
+        let on_b = b.apply_write(&mut b_cc, st(20, 1), (&wa, &fa), ALL);
+        assert_eq!(
+            (on_a, on_b),
+            (Ok(vec![(&b"m"[..], 9000)]), Ok(vec![(&b"m"[..], 9000)]))
+        );
+        assert_eq!((&a, &a_cc), (&b, &b_cc));
+        let dup = b.apply_write(&mut b_cc, st(20, 1), (&wa, &fa), ALL);
+        assert_eq!(dup, Err(NotApplied::Duplicate));
+        // A clear that saw both dots names both.
+        let mut fp = Vec::new();
+        assert!(a.note_write(&mut a_cc, st(30, 1), &[(2, b"m", 0)], &mut fp));
+        assert_eq!(fp.iter().filter(|f| f.0 == DROP | (2 << SHIFT)).count(), 2);
+        let wp: [(u32, &[u8], u64); 1] = [(2, b"m", 0)];
+        let on_b = b.apply_write(&mut b_cc, st(30, 1), (&wp, &fp), ALL);
+        assert_eq!(on_b, Ok(vec![(&b"m"[..], 0)]));
+        assert_eq!((&a, &a_cc), (&b, &b_cc));
+        // D never got B's write: it lacks a dot the clear replaced.
+        let gap = d.apply_write(&mut d_cc, st(30, 1), (&wp, &fp), ALL);
+        assert_eq!(gap, Err(NotApplied::Gap));
+        // A node without the member asks too.
+        let mut e = MemberTtlDots::default();
+        let mut e_cc = seen(&[st(10, 1)]);
+        let gone = e.apply_write(&mut e_cc, st(20, 1), (&wa, &fa), |m| m != b"m");
+        assert_eq!(gone, Err(NotApplied::Gap));
     }
 
     #[test]

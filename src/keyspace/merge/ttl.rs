@@ -117,9 +117,19 @@ impl Ttl {
         self.0.is_empty()
     }
 
+    /// Whether the dot stamped `stamp` is held.
+    pub(super) fn holds(&self, stamp: u64) -> bool {
+        self.0.iter().any(|d| d.0 == stamp)
+    }
+
+    /// The stamps of the dots held, oldest first.
+    pub(super) fn stamps(&self) -> impl Iterator<Item = u64> + '_ {
+        self.0.iter().map(|d| d.0)
+    }
+
     /// A TTL write stamped `stamp` that saw the dots stamped `seen` and
     /// left the key expiring at `at` (0: none): those go, its own comes.
-    fn write(&mut self, seen: &[u64], stamp: u64, at: u64) {
+    pub(super) fn write(&mut self, seen: &[u64], stamp: u64, at: u64) {
         self.0.retain(|d| !seen.contains(&d.0) && d.0 != stamp);
         let i = self.0.partition_point(|d| d.0 < stamp);
         self.0.insert(i, (stamp, at));

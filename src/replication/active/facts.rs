@@ -186,6 +186,9 @@ impl Link {
         if super::stream_facts::is_stream_write(argv) {
             return self.apply_stream_fact(db, key, stamp, facts, argv);
         }
+        if let Some(writes) = super::member_ttl_facts::member_ttl_writes(argv) {
+            return self.apply_member_ttl((db, key), stamp, facts, &writes);
+        }
         match write_of(argv, facts) {
             Some(Write::Increment(by)) => self.apply_increment(db, key, stamp, by, facts),
             Some(Write::List { left, push }) => {
@@ -317,7 +320,7 @@ impl Link {
         let mut g = ks.db(db).lock(slot.shard);
         let c = collection(write);
         if ttl_unfit(g.get_raw(slot.hash, key), g.merge_meta(key))
-            || g.member_ttls_in_play(key, g.merge_meta(key))
+            || super::member_ttl_facts::member_ttls_unfit(&g, (slot.hash, key), facts, argv)
         {
             return false; // its TTLs merge by its state
         }
@@ -390,7 +393,7 @@ impl Link {
         let slot = ks.slot(key);
         let mut g = ks.db(db).lock(slot.shard);
         if ttl_unfit(g.get_raw(slot.hash, key), g.merge_meta(key))
-            || g.member_ttls_in_play(key, g.merge_meta(key))
+            || super::member_ttl_facts::member_ttls_unfit(&g, (slot.hash, key), facts, argv)
         {
             return false; // its TTLs merge by its state
         }
@@ -466,8 +469,8 @@ impl Link {
         if crate::keyspace::merge::ttl::other_type(facts, &entry.value) {
             return false; // a type conflict: the key's state decides
         }
-        if g.member_ttls_in_play(key, g.merge_meta(key)) {
-            return false; // member TTLs: by the key's state (DECISIONS 308)
+        if g.member_ttls_stale_but((slot.hash, key), g.merge_meta(key), &[]) {
+            return false; // member TTLs not in the state: by the key's state
         }
         let before = entry.expire_at();
         let version = g.version_of(slot.hash, key);
@@ -906,6 +909,8 @@ impl Link {
         let slot = ks.slot(key);
         let mut g = ks.db(db).lock(slot.shard);
         let gone = g.get_raw(slot.hash, key).is_none();
+        // Members the write removed lose their TTL dots (DECISIONS 327).
+        g.drop_gone_member_ttls(slot.hash, key);
         if let Some(e) = g.merge_meta_mut(key).and_then(Meta::get_mut::<Elements>) {
             e.version = version;
             // A key the write deleted loses its TTL dots, as at its origin

@@ -51,6 +51,7 @@
 
 mod facts;
 pub(crate) mod link;
+mod member_ttl_facts;
 mod merging;
 pub(crate) mod record;
 pub(crate) mod resume;
