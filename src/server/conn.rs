@@ -528,12 +528,6 @@ struct Batch {
     ran: u32,
 }
 
-impl Batch {
-    fn stop(close: bool, more: bool, ran: u32) -> Batch {
-        Batch { close, more, ran }
-    }
-}
-
 /// Executes the complete commands in the query buffer. Returns whether the
 /// connection must close (QUIT, protocol error, query buffer limit),
 /// whether it stopped early with commands left (`out` reached
@@ -587,7 +581,11 @@ async fn process_input(
                     || client.repl_wait.is_some()
                     || client.shutdown_requested.is_some()
                 {
-                    return Batch::stop(false, qb.start != qb.end, ran);
+                    return Batch {
+                        close: false,
+                        more: qb.start != qb.end,
+                        ran,
+                    };
                 }
                 if srv.blocking.busy() {
                     // Clients this command woke are served before it replies.
@@ -596,17 +594,29 @@ async fn process_input(
                         .await;
                 }
                 if client.close_after_reply {
-                    return Batch::stop(true, false, ran);
+                    return Batch {
+                        close: true,
+                        more: false,
+                        ran,
+                    };
                 }
                 if out.len() >= OUT_BATCH_MAX {
-                    return Batch::stop(false, qb.start != qb.end, ran);
+                    return Batch {
+                        close: false,
+                        more: qb.start != qb.end,
+                        ran,
+                    };
                 }
             }
             Ok(Parsed::Incomplete) => break,
             Err(e) => {
                 out.error(&format!("ERR Protocol error: {}", e.0));
                 log_verbose!("Protocol error ({}) from client: id={}", e.0, client.id);
-                return Batch::stop(true, false, ran);
+                return Batch {
+                    close: true,
+                    more: false,
+                    ran,
+                };
             }
         }
     }
@@ -616,9 +626,17 @@ async fn process_input(
             "Closing client that reached max query buffer length: id={} qbuf={pending}",
             client.id
         );
-        return Batch::stop(true, false, ran);
+        return Batch {
+            close: true,
+            more: false,
+            ran,
+        };
     }
-    Batch::stop(false, false, ran)
+    Batch {
+        close: false,
+        more: false,
+        ran,
+    }
 }
 
 /// If CLIENT PAUSE applies to this command, a future that resolves when the
