@@ -39,6 +39,7 @@ from common import (CACHE, ROOT, TRIAGE, Server, log, read_skiplist, run, run_gr
                     server_binary, write_skiplist)
 
 SKIPLIST = ROOT / "ci" / "tcl-skiplist.txt"
+WAITS = ROOT / "ci" / "tcl-waits.txt"
 SRC_PARENT = CACHE / "redis-src"
 NO_PROGRESS = int(os.environ.get("TCL_NO_PROGRESS_TIMEOUT", "60"))
 UNIT_TIMEOUT = int(os.environ.get("TCL_UNIT_TIMEOUT", "300"))
@@ -63,6 +64,56 @@ def source_dir() -> Path:
         if not found:
             sys.exit(f"apt-get source did not produce a redis-7.0* tree in {SRC_PARENT}")
     return found[-1].parents[1]
+
+
+TEST_RE = re.compile(r'^\s*test\s+[{"](.+?)[}"]\s+\{\s*$')
+
+
+def add_upstream_waits(src: Path) -> None:
+    """Inserts the waits of ci/tcl-waits.txt (added by Redis in later releases
+    to tests that raced a blocking command against a write on another
+    connection) after their anchor lines. Idempotent: an anchor already
+    followed by its wait counts as done, so the cached tree is patched once."""
+    edits: dict[Path, list[list[str]]] = {}
+    for n, raw in enumerate(WAITS.read_text().splitlines(), 1):
+        if not raw.strip() or raw.startswith("#"):
+            continue
+        fields = [f.strip() for f in raw.split(" | ")]
+        if len(fields) != 6:
+            sys.exit(f"{WAITS}:{n}: expected 6 fields separated by ' | ', got: {raw}")
+        edits.setdefault(src / "tests" / f"{fields[0]}.tcl", []).append(fields)
+    for path, entries in edits.items():
+        lines = path.read_text().splitlines(keepends=True)
+        for unit, test, which, anchor, wait, _upstream in entries:
+            lines = insert_wait(lines, test, which, anchor, wait,
+                                f"{WAITS.name}: {unit}: {test}: {anchor}")
+        path.write_text("".join(lines))
+
+
+def insert_wait(lines: list[str], test: str, which: str, anchor: str, wait: str,
+                where: str) -> list[str]:
+    """Adds `wait` after the chosen occurrences (1-based, or every one) of
+    `anchor` inside every test named `test`; a test's body runs to the next
+    `test` line. Exits if no chosen occurrence is found."""
+    wanted = None if which == "*" else {int(x) for x in which.split(",")}
+    out, in_test, seen, hits = [], False, 0, set()
+    for i, line in enumerate(lines):
+        m = TEST_RE.match(line)
+        if m:
+            in_test, seen = m.group(1) == test, 0
+        out.append(line)
+        if not (in_test and line.strip() == anchor):
+            continue
+        seen += 1
+        if wanted is not None and seen not in wanted:
+            continue
+        hits.add(seen)
+        if i + 1 >= len(lines) or lines[i + 1].strip() != wait:
+            indent = line[: len(line) - len(line.lstrip())]
+            out.append(f"{indent}{wait}\n")
+    if not hits or (wanted is not None and hits != wanted):
+        sys.exit(f"{where}: anchor not found in the fetched suite")
+    return out
 
 
 def all_units(src: Path) -> list[str]:
@@ -286,6 +337,7 @@ def main(argv: list[str]) -> int:
     only = [a for a in argv if a not in ("--update-skiplist", "--spawn", "--tls")]
     start = time.time()
     src = source_dir()
+    add_upstream_waits(src)
     header, entries = read_skiplist(SKIPLIST)
     # update mode: run as if the TRIAGE entries were not there, then rewrite them
     active = [e for e in entries if not (update and e.triage)]
