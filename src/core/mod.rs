@@ -201,6 +201,8 @@ pub struct HotConfig {
     /// `latency-monitor-threshold` in milliseconds (0: no latency events).
     pub latency_threshold_ms: AtomicU64,
     pub active_expire: AtomicBool,
+    /// DEBUG PAUSE-CRON: the workers' periodic work is skipped while set.
+    pub cron_paused: AtomicBool,
     /// `replica-read-only`: as a replica, refuse clients' writes.
     pub replica_read_only: AtomicBool,
     /// `protected-mode`: without a password, only loopback clients are served.

@@ -27,6 +27,9 @@ pub(crate) async fn worker_cron(
         let wait = if more_due { period / 10 } else { period };
         tokio::time::sleep(wait).await;
         worker.sync_wall_clock();
+        if srv.hot.cron_paused.load(Relaxed) {
+            continue; // DEBUG PAUSE-CRON (Redis's serverCron returns at once)
+        }
         if index == 0 {
             end_pause_if_due(&srv);
             super::cron_jobs::run_due(&srv, &worker);

@@ -74,6 +74,8 @@ const DEBUG_HELP: &[&str] = &[
     "CLOCK-OFFSET [<ms>]",
     "    Run the version stamps this node issues <ms> ahead of the wall clock",
     "    (negative: behind; expiry keeps the wall clock). Without <ms>: the offset.",
+    "PAUSE-CRON <0|1>",
+    "    Stop periodic cron job processing.",
     "MERGEINFO <key>",
     "    Show how <key> merges under active replication: its version, the node",
     "    slot that wrote it and, for a counter, each node's part.",
@@ -121,6 +123,10 @@ pub(super) fn debug(ctx: &mut Ctx, args: Args) -> CmdResult {
     } else if eq_ic(sub, "SET-ACTIVE-EXPIRE") && n == 3 {
         let on = atof(args.get(2)) as i64 != 0;
         ctx.core.hot.active_expire.store(on, Relaxed);
+        ctx.out.ok();
+    } else if eq_ic(sub, "PAUSE-CRON") && n == 3 {
+        let on = atof(args.get(2)) as i64 != 0;
+        ctx.core.hot.cron_paused.store(on, Relaxed);
         ctx.out.ok();
     } else if eq_ic(sub, "ERROR") && n == 3 {
         // Replies with the given text as an error (clients' test suites use it).
