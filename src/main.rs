@@ -7,7 +7,7 @@
 
 use lattice::facade::alloc::{mark_installed, Counting};
 use lattice::facade::config::parse::{parse_args, Invocation};
-use lattice::facade::config::{warn_noop, Config};
+use lattice::facade::config::{oom, warn_noop, Config};
 use lattice::facade::server::{self, supervise};
 use mimalloc::MiMalloc;
 
@@ -45,6 +45,18 @@ fn main() {
     if let Some(l) = lattice::log::Level::parse(&config.get_str("loglevel")) {
         lattice::log::set_level(l);
     }
+    if config.get_bool("syslog-enabled") {
+        let (ident, facility) = (
+            config.get_str("syslog-ident"),
+            config.get_str("syslog-facility"),
+        );
+        if let Err(e) =
+            lattice::log::open_syslog(&ident, &facility, &config.get_str("syslog-socket"))
+        {
+            eprintln!("Can't open a socket for syslog: {e}");
+            std::process::exit(1);
+        }
+    }
     // Redis's first three lines: warnings, tagged C (logged before the
     // server knows its role).
     lattice::log_warning!("oO0OoO0OoO0Oo LatticeDB is starting oO0OoO0OoO0Oo");
@@ -68,6 +80,12 @@ fn main() {
         && !config.get_bool("active-replica")
         && !config.get_bool("multi-master");
     lattice::log::set_role(if replica { b'S' } else { b'M' });
+    // oom-score-adj: the role's score now, and again at each role change.
+    let _ = oom::apply(
+        &config.get_str("oom-score-adj"),
+        &config.get_str("oom-score-adj-values"),
+    );
+    lattice::log::on_role_change(oom::role_changed);
     lattice::log_notice!(
         "Running mode=standalone, port={}, server-threads={}.",
         config.port(),
