@@ -1,7 +1,8 @@
 //! `lattice-server [/path/to/redis.conf | -] [--directive value ...]`
 //!
 //! Parses the configuration (exiting 1 with Redis's fatal config error text
-//! on a bad one), daemonizes if asked, opens the log file, logs the start-up
+//! on a bad one), daemonizes if asked, opens the log file (and syslog),
+//! sets the OOM score (`oom-score-adj`), logs the start-up
 //! banner, what the config load decided and a notice for each no-op
 //! directive in use (docs/CONFIG.md), then runs the server.
 
@@ -38,25 +39,7 @@ fn main() {
     if config.get_bool("daemonize") && !supervised {
         daemonize(&mut config);
     }
-    if let Err(e) = lattice::log::set_file(&config.get_str("logfile")) {
-        eprintln!("Can't open the log file: {e}");
-        std::process::exit(1);
-    }
-    if let Some(l) = lattice::log::Level::parse(&config.get_str("loglevel")) {
-        lattice::log::set_level(l);
-    }
-    if config.get_bool("syslog-enabled") {
-        let (ident, facility) = (
-            config.get_str("syslog-ident"),
-            config.get_str("syslog-facility"),
-        );
-        if let Err(e) =
-            lattice::log::open_syslog(&ident, &facility, &config.get_str("syslog-socket"))
-        {
-            eprintln!("Can't open a socket for syslog: {e}");
-            std::process::exit(1);
-        }
-    }
+    open_log(&config);
     // Redis's first three lines: warnings, tagged C (logged before the
     // server knows its role).
     lattice::log_warning!("oO0OoO0OoO0Oo LatticeDB is starting oO0OoO0OoO0Oo");
@@ -117,6 +100,30 @@ fn main() {
             if !e.is_empty() {
                 lattice::log_warning!("{e}");
             }
+            std::process::exit(1);
+        }
+    }
+}
+
+/// The log: `logfile` (or stdout), `loglevel`, and syslog too with
+/// `syslog-enabled yes`. Exits 1 when the file cannot be opened.
+fn open_log(config: &Config) {
+    if let Err(e) = lattice::log::set_file(&config.get_str("logfile")) {
+        eprintln!("Can't open the log file: {e}");
+        std::process::exit(1);
+    }
+    if let Some(l) = lattice::log::Level::parse(&config.get_str("loglevel")) {
+        lattice::log::set_level(l);
+    }
+    if config.get_bool("syslog-enabled") {
+        let (ident, facility) = (
+            config.get_str("syslog-ident"),
+            config.get_str("syslog-facility"),
+        );
+        if let Err(e) =
+            lattice::log::open_syslog(&ident, &facility, &config.get_str("syslog-socket"))
+        {
+            eprintln!("Can't open a socket for syslog: {e}");
             std::process::exit(1);
         }
     }
