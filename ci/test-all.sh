@@ -97,7 +97,7 @@ if [ "$release_ok" -eq 1 ]; then
         integration/psync2 integration/psync2-reg integration/psync2-pingoff \
         integration/psync2-master-restart integration/replication-psync integration/failover \
         integration/replication-buffer integration/redis-cli integration/replication-4 integration/shutdown \
-        unit/acl unit/acl-v2 unit/auth unit/info
+        unit/acl unit/acl-v2 unit/auth unit/info unit/oom-score-adj
     suite_total tcl-spawn tcl
     # The suite's TLS mode (issue 26): every server it spawns serves tls-port only, with
     # tls-replication; certificates from ci/gen-test-certs.sh (DECISIONS 93).

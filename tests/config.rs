@@ -131,8 +131,6 @@ fn refused_directives() {
         &["--cluster-enabled", "yes"],
         &["--loadmodule", "/nonexistent/module.so"],
         &["--maxmemory-clients", "10%"],
-        &["--syslog-enabled", "yes"],
-        &["--oom-score-adj", "yes"],
         &["--shutdown-on-sigterm", "save", "nosave"],
     ] {
         let (code, err) = run_fail(args);

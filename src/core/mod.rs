@@ -25,6 +25,7 @@ pub(crate) mod notify;
 pub(crate) mod propagation;
 pub(crate) mod pubsub;
 pub(crate) mod random;
+pub(crate) mod replica_disk;
 pub(crate) mod scripts;
 pub(crate) mod sockio;
 pub(crate) mod stats;

@@ -36,6 +36,7 @@ pub(crate) async fn worker_cron(
             crate::commands::tracking::cron(&srv);
             super::info::sample_rates(&srv);
             expire_replica_keys(&srv, &worker);
+            super::sync_files::cron(&srv);
         }
         super::hooks::cron(&srv, index);
         if !srv.hot.active_expire.load(Relaxed) || !super::hooks::expires_keys(&srv) {
