@@ -177,6 +177,9 @@ fn shared_job<H: Host>(srv: &Arc<H>) -> ReplicaSnapshot {
     let (srv_cut, cut_sinks, cut_dones) = (srv.clone(), sinks.clone(), dones.clone());
     let cut_readers = readers.clone();
     let at_cut = move || {
+        // Known before any replica hears of it: a FLUSHALL it answers by
+        // then finds it (`stop_for_flushall`).
+        *srv_cut.repl().master.diskless_sync.lock() = Some(cut_readers.clone());
         let group = srv_cut.repl().master.pending_sync.lock().take();
         let members = group.map(|g| g.members).unwrap_or_default();
         let b = &srv_cut.repl().backlog;
@@ -201,7 +204,6 @@ fn shared_job<H: Host>(srv: &Arc<H>) -> ReplicaSnapshot {
         }
         srv_cut.repl().master.update_keep_from(b);
         b.forget_db();
-        *srv_cut.repl().master.diskless_sync.lock() = Some(cut_readers);
     };
     let srv_done = srv.clone();
     ReplicaSnapshot {
