@@ -256,7 +256,7 @@ fn unwanted_snapshot(t: &Target, save: &str) -> bool {
     let mut c = t.conn();
     let _: () = cmd(&mut c, &["CONFIG", "SET", "save", save]);
     slow_keys(&mut c, "1000000");
-    let mut raw = link(t, true);
+    let raw = link(t, true);
     eventually("the snapshot", || {
         info_field::<u64>(&mut c, "rdb_bgsave_in_progress") == 1
     });

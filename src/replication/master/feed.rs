@@ -225,7 +225,17 @@ where
 {
     let backlog = &srv.repl().backlog;
     let mut buf = Vec::with_capacity(256 * 1024);
+    // What came before (with a partial resync's PSYNC, or during the
+    // transfer) is served first.
+    let mut input = Some(Ok(()));
     loop {
+        if let Some(r) = input {
+            if r.and_then(|()| serve_input(srv, link, &mut await_ack))
+                .is_err()
+            {
+                return false;
+            }
+        }
         let notified = backlog.wake.notified();
         tokio::pin!(notified);
         notified.as_mut().enable();
@@ -256,7 +266,7 @@ where
         }
         // Input: read what is there without waiting when there is more to send.
         let shared = link.shared;
-        let input = tokio::select! {
+        input = tokio::select! {
             biased;
             _ = shared.kill.notified() => return false,
             r = Link::read(link.io, &mut link.qb) => Some(r),
@@ -264,19 +274,30 @@ where
             _ = &mut notified => None,
             _ = tokio::time::sleep(Duration::from_millis(100)) => None,
         };
-        let acked = match input.map(|r| r.and_then(|()| link.take_input(&**srv))) {
-            None | Some(Ok(false)) => false,
-            Some(Ok(true)) => true,
-            Some(Err(Closed)) => return false,
-        };
-        if acked {
-            srv.repl().master.update_keep_from(backlog);
-            if std::mem::take(&mut await_ack) {
-                log_synced(&link.handle);
-            }
-            srv.repl().master.acked_notify.notify_waiters()
-        }
     }
+}
+
+/// Serves what the replica sent (`link.rs`); an ACK moves the backlog's
+/// pin, wakes WAIT, and after a diskless transfer lets the stream start.
+fn serve_input<T, H: Host>(
+    srv: &Arc<H>,
+    link: &mut Link<'_, T>,
+    await_ack: &mut bool,
+) -> Result<(), Closed>
+where
+    T: AsRawFd,
+    for<'a> &'a T: Read + Write,
+{
+    if !link.take_input(&**srv)? {
+        return Ok(());
+    }
+    let master = &srv.repl().master;
+    master.update_keep_from(&srv.repl().backlog);
+    if std::mem::take(await_ack) {
+        log_synced(&link.handle);
+    }
+    master.acked_notify.notify_waiters();
+    Ok(())
 }
 
 /// Writes stream bytes to the replica. A replica that takes nothing for

@@ -167,6 +167,7 @@ where
         self.take_input(srv).ok()?;
         let second = Duration::from_secs(1);
         let mut tick = tokio::time::interval_at(tokio::time::Instant::now() + second, second);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         let (io, shared) = (self.io, self.shared);
         loop {
             tokio::select! {
@@ -224,10 +225,12 @@ fn run_one<H: Host>(
     let mut out = ReplyBuf::new(client.resp);
     (runner.run)(client, args, &mut out);
     // What the connection would do after such a command has no place on a
-    // link: WAIT's wait, a second SYNC (ignored, as Redis), LATTICE.PEER.
+    // link: WAIT's wait, a second SYNC (ignored, as Redis), LATTICE.PEER's
+    // hand-off, SHUTDOWN's (not honoured from a link, DECISIONS 344).
     client.repl_wait = None;
     client.sync_request = None;
     client.peer_request = None;
+    client.shutdown_requested = None;
     if out.is_empty() {
         return Ok(());
     }
