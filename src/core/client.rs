@@ -547,6 +547,9 @@ pub struct ReplConf {
     pub ip: Option<String>,
     pub capa_eof: bool,
     pub capa_psync2: bool,
+    /// The connection is a replica's link (it sent SYNC or PSYNC): its
+    /// commands may not touch the keyspace (`replication::admit_write`).
+    pub linked: bool,
 }
 
 /// A PSYNC or SYNC to serve once the connection's replies are written.

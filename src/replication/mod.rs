@@ -324,17 +324,27 @@ pub(crate) fn replica_hard_limit(v: &str) -> usize {
         .map_or(256 << 20, |b| b as usize)
 }
 
+/// Replication's admission of a command, in Redis's processCommand order:
 /// `min-replicas-to-write`: a master with fewer good replicas (online,
 /// acknowledged within `min-replicas-max-lag` seconds) refuses writes, and
-/// an EXEC holding one, with NOREPLICAS. One relaxed load when unset. An
-/// EXEC's `flags` hold its queued commands' (`commands::call::admit`, which
-/// also ends a refused transaction).
+/// an EXEC holding one, with NOREPLICAS (one relaxed load when unset); a
+/// replica's READONLY and MASTERDOWN; last, a replica's link may not touch
+/// the keyspace (`master/link.rs`). An EXEC's `flags` hold its queued
+/// commands' (`commands::call::admit`, which also ends a refused
+/// transaction).
 pub(crate) fn admit_write<H: Host>(
     srv: &H,
-    _client: &mut crate::core::client::ClientState,
+    client: &mut crate::core::client::ClientState,
     _id: crate::commands::CommandId,
     flags: u32,
 ) -> Result<(), crate::commands::CmdError> {
+    admit_by_role(srv, flags)?;
+    master::admit_on_link(client, flags)
+}
+
+/// A replica's MASTERDOWN and READONLY; a master's (or an active node's)
+/// MASTERDOWN below quorum and NOREPLICAS.
+fn admit_by_role<H: Host>(srv: &H, flags: u32) -> Result<(), crate::commands::CmdError> {
     use crate::commands::{flags::WRITE, CmdError};
     if srv.repl().is_replica() {
         return replica_admit(srv, flags);

@@ -41,7 +41,8 @@ impl Admin for Arc<Server> {
     }
 
     fn abort_bgsave(&self) {
-        save::abort_bgsave(self)
+        save::abort_bgsave(self);
+        crate::replication::master::stop_for_flushall(&**self);
     }
 
     fn abort_shutdown(&self) -> bool {

@@ -354,8 +354,17 @@ async fn serve_stream<T>(
             break;
         }
         if let Some(req) = client.sync_request.take() {
-            // PSYNC/SYNC: from here on this connection is a replica's feed.
-            crate::replication::master::serve_replica(&srv, &io, qb, client, req, &shared).await;
+            // PSYNC/SYNC: from here on this connection is a replica's feed;
+            // what the replica sends on it runs as a command would here.
+            let mut run = |c: &mut ClientState, a: Args, o: &mut ReplyBuf| {
+                dispatch(&srv, &worker, c, o, a, Instant::now());
+            };
+            let link = crate::replication::master::Runner {
+                run: &mut run,
+                stats: &worker.stats,
+            };
+            crate::replication::master::serve_replica(&srv, &io, qb, client, req, &shared, link)
+                .await;
             break;
         }
         if client.block.request.is_some() {
@@ -580,6 +589,7 @@ async fn process_input(
                 if client.block.request.is_some()
                     || client.repl_wait.is_some()
                     || client.shutdown_requested.is_some()
+                    || client.sync_request.is_some()
                 {
                     return Batch {
                         close: false,

@@ -73,7 +73,8 @@ pub(crate) fn sync<H: Host>(ctx: &mut Ctx, _args: Args) -> CmdResult {
 }
 
 fn request_sync<H: Host>(ctx: &mut Ctx, psync: bool, replid: String, offset: i64) -> CmdResult {
-    if ctx.client.sync_request.is_some() || ctx.client.shared.is_none() {
+    let linked = ctx.client.replconf.as_ref().is_some_and(|c| c.linked);
+    if linked || ctx.client.sync_request.is_some() || ctx.client.shared.is_none() {
         return Ok(()); // already a replica (Redis ignores it)
     }
     let repl = host::of::<H>(ctx).repl();

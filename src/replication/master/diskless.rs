@@ -11,12 +11,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use parking_lot::Mutex;
-use tokio::io::unix::AsyncFd;
 
 use super::fullsync::{snapshot_threads, DisklessPipe, SnapDone};
-use super::ReplicaHandle;
-use crate::core::client::ClientShared;
-use crate::core::sockio::{read_some, write_all, QueryBuf};
+use super::link::{Closed, Link};
+use super::{ReplicaHandle, Stop};
+use crate::core::sockio::write_all;
 use crate::keyspace::hlc::unix_ms;
 use crate::replication::host::{Host, ReplicaSnapshot};
 use crate::{log_notice, log_warning};
@@ -42,15 +41,12 @@ pub(super) struct SyncGroup {
 /// Joins the diskless snapshot about to start (or opens one, started by a
 /// coordinator thread once `repl-diskless-sync-delay` seconds pass or
 /// `repl-diskless-sync-max-replicas` replicas wait), then waits for it to
-/// start, sending newlines meanwhile as Redis does. Every replica of one
+/// start, serving the link meanwhile (`link.rs`). Every replica of one
 /// snapshot gets the same cut offset.
 pub(super) async fn wait_shared_snapshot<T, H: Host>(
     srv: &Arc<H>,
-    io: &AsyncFd<T>,
-    qb: &mut QueryBuf,
-    handle: &Arc<ReplicaHandle>,
-    shared: &ClientShared,
-) -> Option<(u64, Option<DisklessPipe>, SnapDone)>
+    link: &mut Link<'_, T>,
+) -> Option<(u64, DisklessPipe, SnapDone)>
 where
     T: AsRawFd,
     for<'a> &'a T: Read + Write,
@@ -58,10 +54,10 @@ where
     let (writer, reader) = std::os::unix::net::UnixStream::pair().ok()?;
     reader.set_nonblocking(true).ok()?;
     let reader = tokio::net::UnixStream::from_std(reader).ok()?;
-    let (started_tx, mut started) = tokio::sync::oneshot::channel();
+    let (started_tx, started) = tokio::sync::oneshot::channel();
     let (done_tx, done) = tokio::sync::oneshot::channel();
     let member = SyncMember {
-        handle: handle.clone(),
+        handle: link.handle.clone(),
         writer,
         started: started_tx,
         done: done_tx,
@@ -88,22 +84,8 @@ where
             return None;
         }
     }
-    let (offset, readers) = loop {
-        tokio::select! {
-            r = &mut started => break r.ok()?,
-            _ = shared.kill.notified() => return None,
-            // The replica hung up (what it sends is kept for the feed).
-            r = read_some(io, qb) => if !matches!(r, Ok(n) if n > 0) { return None },
-            // No keepalive while a DEBUG SLEEP runs: Redis's blocks the
-            // whole server, and tests rely on the replica timing out then.
-            _ = tokio::time::sleep(Duration::from_secs(1)) => {
-                if !srv.repl().replica.debug_sleeping() {
-                    write_all(io, b"\n", &shared.kill).await.ok()?;
-                }
-            }
-        }
-    };
-    Some((offset, Some((reader, readers)), done))
+    let (offset, readers) = link.wait_serving(&**srv, started).await?.ok()?;
+    Some((offset, (reader, readers), done))
 }
 
 /// The replicas still reading one shared diskless snapshot: when the last
@@ -111,14 +93,26 @@ where
 pub(super) struct SyncReaders {
     left: std::sync::atomic::AtomicUsize,
     finished: std::sync::atomic::AtomicBool,
+    /// Why the snapshot was stopped, if it was.
+    stopped: Mutex<Option<Stop>>,
 }
 
 impl SyncReaders {
     pub(super) fn leave<H: Host>(&self, srv: &H) {
-        if self.left.fetch_sub(1, Relaxed) == 1 && !self.finished.load(Relaxed) {
-            log_warning!("Diskless rdb transfer, last replica dropped, killing fork child");
-            srv.abort_snapshot();
+        if self.left.fetch_sub(1, Relaxed) == 1 && !self.finished.load(Acquire) {
+            log_warning!("Diskless rdb transfer, last replica dropped, killing fork child.");
+            self.stop(srv, Stop::Unwanted);
         }
+    }
+
+    /// Stops the snapshot (once, and only while it runs).
+    pub(super) fn stop<H: Host>(&self, srv: &H, why: Stop) {
+        let mut stopped = self.stopped.lock();
+        if self.finished.load(Acquire) || stopped.is_some() {
+            return;
+        }
+        *stopped = Some(why);
+        srv.abort_snapshot();
     }
 }
 
@@ -175,23 +169,27 @@ fn coordinate_shared_sync<H: Host>(srv: &Arc<H>) {
 fn shared_job<H: Host>(srv: &Arc<H>) -> ReplicaSnapshot {
     let sinks = Arc::new(Mutex::new(Vec::new()));
     let dones = Arc::new(Mutex::new(Vec::new()));
-    let (srv_cut, cut_sinks, cut_dones) = (srv.clone(), sinks.clone(), dones.clone());
-    let srv_done = srv.clone();
     let readers = Arc::new(SyncReaders {
         left: Default::default(),
         finished: Default::default(),
+        stopped: Mutex::new(None),
     });
-    let (cut_readers, done_readers) = (readers.clone(), readers);
-    let done_sinks = sinks.clone();
+    let (srv_cut, cut_sinks, cut_dones) = (srv.clone(), sinks.clone(), dones.clone());
+    let cut_readers = readers.clone();
     let at_cut = move || {
+        // Known before any replica hears of it: a FLUSHALL it answers by
+        // then finds it (`stop_for_flushall`).
+        *srv_cut.repl().master.diskless_sync.lock() = Some(cut_readers.clone());
         let group = srv_cut.repl().master.pending_sync.lock().take();
         let members = group.map(|g| g.members).unwrap_or_default();
         let b = &srv_cut.repl().backlog;
         let end = b.end();
         srv_cut.set_snapshot_for_replicas(true);
         log_notice!("Starting BGSAVE for SYNC with target: replicas sockets");
+        // The snapshot is a thread of this process: its pid is ours.
         log_notice!(
-            "Background RDB transfer started (a snapshot thread, {} replicas)",
+            "Background RDB transfer started by pid {} (a snapshot thread, {} replicas)",
+            std::process::id(),
             members.len()
         );
         for m in members {
@@ -207,23 +205,13 @@ fn shared_job<H: Host>(srv: &Arc<H>) -> ReplicaSnapshot {
         srv_cut.repl().master.update_keep_from(b);
         b.forget_db();
     };
+    let srv_done = srv.clone();
     ReplicaSnapshot {
         path: std::path::PathBuf::new(),
-        stream: Some(Box::new(Fanout(sinks))),
+        stream: Some(Box::new(Fanout(sinks.clone()))),
         at_cut: Box::new(at_cut),
         done: Box::new(move |r| {
-            done_readers.finished.store(true, Relaxed);
-            match &r {
-                Ok(n) => {
-                    log_warning!(
-                        "Diskless rdb transfer, done reading from pipe, {} replicas still up.",
-                        done_sinks.lock().len()
-                    );
-                    log_notice!("Background RDB transfer terminated with success ({n} bytes)");
-                }
-                Err(e) => log_warning!("Background transfer error: {e}"),
-            }
-            srv_done.set_snapshot_for_replicas(false);
+            shared_done(&*srv_done, &readers, sinks.lock().len(), &r);
             for d in dones.lock().drain(..) {
                 let each = match &r {
                     Ok(n) => Ok(*n),
@@ -234,6 +222,34 @@ fn shared_job<H: Host>(srv: &Arc<H>) -> ReplicaSnapshot {
         }),
         threads: snapshot_threads(&**srv),
     }
+}
+
+/// A shared diskless snapshot ended (`up`: replicas still reading): its
+/// lines as Redis's parent logs them once the child's pipe is drained, and
+/// for a failure, one "SYNC failed" per replica.
+fn shared_done<H: Host>(srv: &H, readers: &Arc<SyncReaders>, up: usize, r: &std::io::Result<u64>) {
+    readers.finished.store(true, Release);
+    {
+        let mut running = srv.repl().master.diskless_sync.lock();
+        if running.as_ref().is_some_and(|s| Arc::ptr_eq(s, readers)) {
+            *running = None;
+        }
+    }
+    log_warning!("Diskless rdb transfer, done reading from pipe, {up} replicas still up.");
+    match r {
+        Ok(n) => log_notice!("Background RDB transfer terminated with success ({n} bytes)"),
+        Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {
+            let why = *readers.stopped.lock();
+            log_warning!("Background transfer terminated {}", Stop::says(why));
+        }
+        Err(e) => log_warning!("Background transfer error: {e}"),
+    }
+    if r.is_err() {
+        for _ in 0..up {
+            log_warning!("SYNC failed. BGSAVE child returned an error");
+        }
+    }
+    srv.set_snapshot_for_replicas(false);
 }
 
 /// Writes a diskless snapshot to every replica of its group; a replica
@@ -257,13 +273,12 @@ impl Write for Fanout {
 
 /// Sends the diskless snapshot as `$EOF:<mark>\r\n<rdb><mark>`; the mark
 /// goes only once the snapshot reported success, so a failed one never
-/// looks complete to the replica.
-pub(super) async fn send_diskless<T>(
-    io: &AsyncFd<T>,
-    qb: &mut QueryBuf,
+/// looks complete to the replica. The link is served meanwhile (`link.rs`).
+pub(super) async fn send_diskless<T, H: Host>(
+    srv: &Arc<H>,
+    link: &mut Link<'_, T>,
     mut pipe: tokio::net::UnixStream,
     done: SnapDone,
-    shared: &ClientShared,
 ) -> std::io::Result<()>
 where
     T: AsRawFd,
@@ -271,27 +286,29 @@ where
 {
     use tokio::io::AsyncReadExt;
     let mark = crate::core::random::random_hex(40);
-    write_all(io, format!("$EOF:{mark}\r\n").as_bytes(), &shared.kill).await?;
+    let (io, shared) = (link.io, link.shared);
+    let kill = &shared.kill;
+    write_all(io, format!("$EOF:{mark}\r\n").as_bytes(), kill).await?;
     let mut buf = vec![0u8; 256 * 1024];
     loop {
         // A slow snapshot (rdb-key-save-delay) may send nothing for long:
-        // watch the replica's side meanwhile, so one that hung up is let go.
+        // serve the replica's side meanwhile, so one that hung up is let go.
         let n = tokio::select! {
             r = pipe.read(&mut buf) => r?,
             // CLIENT KILL: the link ends now, not when the payload is sent.
-            _ = shared.kill.notified() => return Err(std::io::ErrorKind::ConnectionAborted.into()),
-            r = read_some(io, qb) => match r {
-                Ok(n) if n > 0 => continue,
-                _ => return Err(std::io::ErrorKind::ConnectionReset.into()),
+            _ = kill.notified() => return Err(std::io::ErrorKind::ConnectionAborted.into()),
+            r = Link::read(io, &mut link.qb) => match r.and_then(|()| link.take_input(&**srv)) {
+                Ok(_) => continue,
+                Err(Closed) => return Err(std::io::ErrorKind::ConnectionReset.into()),
             },
         };
         if n == 0 {
             break;
         }
-        write_all(io, &buf[..n], &shared.kill).await?;
+        write_all(io, &buf[..n], kill).await?;
     }
     let n = done.await.map_err(|_| std::io::ErrorKind::BrokenPipe)??;
-    write_all(io, mark.as_bytes(), &shared.kill).await?;
+    write_all(io, mark.as_bytes(), kill).await?;
     log_notice!("Diskless sync of {n} bytes to replica done");
     Ok(())
 }

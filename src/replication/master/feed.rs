@@ -2,8 +2,9 @@
 //! the PSYNC (a partial resync from the backlog, or a full sync,
 //! `fullsync.rs`), then becomes the replica's feeder: it copies the
 //! backlog past the replica's offset into the socket whenever there is
-//! some (woken once per writer batch and by the cron), and reads the
-//! replica's `REPLCONF ACK`s, which move the backlog's pin (`pin.rs`).
+//! some (woken once per writer batch and by the cron), and serves what the
+//! replica sends (`link.rs`): its `REPLCONF ACK`s move the backlog's pin
+//! (`pin.rs`).
 
 use std::io::{Read, Write};
 use std::os::fd::AsRawFd;
@@ -15,40 +16,32 @@ use parking_lot::Mutex;
 use tokio::io::unix::AsyncFd;
 
 use super::fullsync::full_sync;
+use super::link::{Closed, Link, Runner};
 use super::{ReplConf, ReplicaHandle, SyncRequest};
 use crate::core::client::{ClientShared, ClientState};
-use crate::core::sockio::{read_some, write_all, QueryBuf};
+use crate::core::sockio::{write_all, QueryBuf};
 use crate::keyspace::hlc::unix_ms;
-use crate::protocol::{ParseLimits, Parsed, RequestParser};
 use crate::replication::host::Host;
 use crate::replication::repl_timeout;
 use crate::{log_notice, log_warning};
 
 /// Serves a replica on its connection until it goes away: the PSYNC reply,
-/// the full sync if needed, then the stream.
-pub(crate) async fn serve_replica<T, H: Host>(
+/// the full sync if needed, then the stream. What the replica sends meanwhile
+/// runs through `runner` (`link.rs`).
+pub(crate) async fn serve_replica<'a, T, H: Host>(
     srv: &Arc<H>,
-    io: &AsyncFd<T>,
-    mut qb: QueryBuf,
-    client: &ClientState,
+    io: &'a AsyncFd<T>,
+    qb: QueryBuf,
+    client: &'a mut ClientState,
     req: SyncRequest,
-    shared: &Arc<ClientShared>,
+    shared: &'a Arc<ClientShared>,
+    runner: Runner<'a>,
 ) where
     T: AsRawFd,
-    for<'a> &'a T: Read + Write,
+    for<'b> &'b T: Read + Write,
 {
     let conf = client.replconf.as_deref().cloned().unwrap_or_default();
-    let ip = conf.ip.clone().unwrap_or_else(|| host_of(&shared.addr));
-    let handle = Arc::new(ReplicaHandle {
-        client_id: client.id,
-        ip,
-        port: AtomicU64::new(conf.listening_port as u64),
-        ack_offset: AtomicU64::new(0),
-        fack_offset: AtomicU64::new(0),
-        ack_ms: AtomicU64::new(unix_ms()),
-        sent: AtomicU64::new(0),
-        state: Mutex::new("wait_bgsave"),
-    });
+    let handle = new_handle(client.id, &conf, shared);
     log_notice!(
         "Replica {}:{} asks for synchronization",
         handle.ip,
@@ -57,11 +50,12 @@ pub(crate) async fn serve_replica<T, H: Host>(
     srv.repl().activate_backlog(&**srv);
     shared.flags.lock().push('S');
     srv.repl().master.replicas.lock().push(handle.clone());
+    let mut link = Link::new((io, qb), client, shared, runner, handle.clone());
     let start = match partial_from(&**srv, &req, &handle) {
-        Some(from) => continue_partial(srv, io, &conf, &handle, from, shared)
+        Some(from) => continue_partial(srv, &link, &conf, from)
             .await
             .map(|from| (from, false)),
-        None => full_sync(srv, io, &mut qb, (&conf, &req), &handle, shared).await,
+        None => full_sync(srv, &mut link, (&conf, &req)).await,
     };
     let mut timed_out = false;
     if let Some((from, streamed)) = start {
@@ -77,18 +71,34 @@ pub(crate) async fn serve_replica<T, H: Host>(
         } else {
             log_synced(&handle);
         }
-        timed_out = feed(srv, io, qb, &handle, from, streamed, shared).await;
+        timed_out = feed(srv, &mut link, from, streamed).await;
     }
-    srv.repl()
-        .master
-        .replicas
-        .lock()
-        .retain(|r| !Arc::ptr_eq(r, &handle));
-    srv.repl()
-        .master
-        .depart(&srv.repl().backlog, &handle, timed_out);
+    detach(&**srv, &handle, timed_out);
+}
+
+fn new_handle(client_id: u64, conf: &ReplConf, shared: &ClientShared) -> Arc<ReplicaHandle> {
+    let ip = conf.ip.clone().unwrap_or_else(|| host_of(&shared.addr));
+    Arc::new(ReplicaHandle {
+        client_id,
+        ip,
+        port: AtomicU64::new(conf.listening_port as u64),
+        ack_offset: AtomicU64::new(0),
+        fack_offset: AtomicU64::new(0),
+        ack_ms: AtomicU64::new(unix_ms()),
+        sent: AtomicU64::new(0),
+        state: Mutex::new("wait_bgsave"),
+    })
+}
+
+/// The replica's connection ended: it leaves the replicas, the snapshot it
+/// waited for (`disk.rs`) and the backlog's pin.
+fn detach<H: Host>(srv: &H, handle: &Arc<ReplicaHandle>, timed_out: bool) {
+    let master = &srv.repl().master;
+    master.replicas.lock().retain(|r| !Arc::ptr_eq(r, handle));
+    super::disk::leave(srv, handle);
+    master.depart(&srv.repl().backlog, handle, timed_out);
     // What only this replica needed goes now (the pin moves or goes).
-    srv.repl().master.update_keep_from(&srv.repl().backlog);
+    master.update_keep_from(&srv.repl().backlog);
     log_notice!(
         "Connection with replica {}:{} lost.",
         handle.ip,
@@ -162,16 +172,15 @@ fn partial_from<H: Host>(srv: &H, req: &SyncRequest, handle: &ReplicaHandle) -> 
 
 async fn continue_partial<T, H: Host>(
     srv: &Arc<H>,
-    io: &AsyncFd<T>,
+    link: &Link<'_, T>,
     conf: &ReplConf,
-    handle: &ReplicaHandle,
     from: u64,
-    shared: &ClientShared,
 ) -> Option<u64>
 where
     T: AsRawFd,
-    for<'a> &'a T: Write,
+    for<'a> &'a T: Read + Write,
 {
+    let handle = &link.handle;
     handle.ack_offset.store(from - 1, Relaxed);
     handle.sent.store(from, Relaxed);
     srv.repl().master.update_keep_from(&srv.repl().backlog);
@@ -184,7 +193,9 @@ where
     // Counted before the reply leaves, as Redis's (whose reply is sent
     // later from its buffer): a replica that sees +CONTINUE sees it counted.
     srv.repl().master.sync_partial_ok.fetch_add(1, Relaxed);
-    write_all(io, line.as_bytes(), &shared.kill).await.ok()?;
+    write_all(link.io, line.as_bytes(), &link.shared.kill)
+        .await
+        .ok()?;
     log_notice!(
         "Partial resynchronization request from {}:{} accepted. Sending {} bytes of backlog starting from offset {}.",
         handle.ip,
@@ -195,8 +206,8 @@ where
     Some(from)
 }
 /// The stream: copies the backlog past `from` to the replica whenever
-/// there is some, and reads its REPLCONF ACKs; ends when the replica goes,
-/// true when it was dropped for `repl-timeout`.
+/// there is some, and serves what it sends (its REPLCONF ACKs); ends when
+/// the replica goes, true when it was dropped for `repl-timeout`.
 ///
 /// After a diskless transfer (`await_ack`) nothing is sent until the
 /// replica's first ACK, as Redis does: a replica spots the end of an
@@ -204,106 +215,132 @@ where
 /// bytes arriving right behind the mark would hide it.
 async fn feed<T, H: Host>(
     srv: &Arc<H>,
-    io: &AsyncFd<T>,
-    mut qb: QueryBuf,
-    handle: &ReplicaHandle,
+    link: &mut Link<'_, T>,
     mut from: u64,
     mut await_ack: bool,
-    shared: &ClientShared,
 ) -> bool
 where
     T: AsRawFd,
     for<'a> &'a T: Read + Write,
 {
     let backlog = &srv.repl().backlog;
-    let mut parser = RequestParser::new();
     let mut buf = Vec::with_capacity(256 * 1024);
+    // What came before (with a partial resync's PSYNC, or during the
+    // transfer) is served first.
+    let mut input = Some(Ok(()));
     loop {
+        if let Some(r) = input {
+            if r.and_then(|()| serve_input(srv, link, &mut await_ack))
+                .is_err()
+            {
+                return false;
+            }
+        }
         let notified = backlog.wake.notified();
         tokio::pin!(notified);
         notified.as_mut().enable();
         buf.clear();
-        let n = match backlog.read(from, if await_ack { 0 } else { 1 << 20 }, &mut buf) {
-            Ok(n) => n,
-            Err(_) => {
-                srv.repl().master.lag_disconnects.fetch_add(1, Relaxed);
-                let (first, held) = backlog.range();
-                log_warning!(
-                    "Replica {}:{} fell out of the backlog (behind the replica hard limit in memory, or repl-backlog-disk-size on disk): closing it, it will resync (next offset {from}, memory {first}..={}, {held} bytes, hard cap {}; disk {} bytes)",
-                    handle.ip,
-                    handle.port.load(Relaxed),
-                    backlog.end(),
-                    backlog.hard_cap.load(Relaxed),
-                    backlog.disk_range().1,
-                );
-                return false;
-            }
+        let max = if await_ack { 0 } else { 1 << 20 };
+        let Ok(n) = backlog.read(from, max, &mut buf) else {
+            fell_out(&**srv, &link.handle, from);
+            return false;
         };
         if n > 0 {
-            // A replica that takes nothing for repl-timeout (stopped, or a
-            // link that stays open but carries nothing) is dropped, as
-            // Redis drops one that stops acknowledging: writers must not
-            // wait on it, and under the spill policy its bytes stay pinned.
-            let wrote =
-                tokio::time::timeout(repl_timeout(&**srv), write_all(io, &buf, &shared.kill));
-            match wrote.await {
-                Ok(Ok(())) => {}
-                Ok(Err(_)) => return false,
-                Err(_) => {
-                    log_warning!(
-                        "Disconnecting timedout replica (streaming sync): {}:{} took no bytes for repl-timeout",
-                        handle.ip,
-                        handle.port.load(Relaxed)
-                    );
-                    return true;
-                }
+            if let Some(timed_out) = send_stream(srv, link, &buf).await {
+                return timed_out;
             }
             from += n as u64;
-            if handle.sent.swap(from, Relaxed) == 0 {
+            if link.handle.sent.swap(from, Relaxed) == 0 {
                 // From its first byte on, this replica pins the backlog.
                 srv.repl().master.update_keep_from(backlog);
             }
         }
         // After that the pin moves with its ACKs, not with what was sent:
         // see keep_from.
-        if n == 0 && replica_timed_out(&**srv, handle) {
+        if n == 0 && replica_timed_out(&**srv, &link.handle) {
             log_warning!(
                 "Disconnecting timedout replica (streaming sync): {}",
-                handle.ip
+                link.handle.ip
             );
             return true;
         }
-        // Acks: read what is there without waiting when there is more to send.
-        let input = tokio::select! {
+        // Input: read what is there without waiting when there is more to send.
+        let shared = link.shared;
+        input = tokio::select! {
             biased;
             _ = shared.kill.notified() => return false,
-            r = read_some(io, &mut qb) => Some(r),
+            r = Link::read(link.io, &mut link.qb) => Some(r),
             _ = std::future::ready(()), if n > 0 => None,
             _ = &mut notified => None,
             _ = tokio::time::sleep(Duration::from_millis(100)) => None,
         };
-        match input {
-            Some(Ok(0)) | Some(Err(_)) => return false,
-            Some(Ok(_)) => {
-                // Any input shows the replica alive: it sends newlines
-                // while it loads a big payload, as Redis's replicas do.
-                handle.ack_ms.store(unix_ms(), Relaxed);
-                match read_acks(&mut parser, &mut qb, handle) {
-                    None => return false,
-                    Some(true) => {
-                        srv.repl().master.update_keep_from(backlog);
-                        if await_ack {
-                            await_ack = false;
-                            log_synced(handle);
-                        }
-                        srv.repl().master.acked_notify.notify_waiters()
-                    }
-                    Some(false) => {}
-                }
-            }
-            None => {}
+    }
+}
+
+/// Serves what the replica sent (`link.rs`); an ACK moves the backlog's
+/// pin, wakes WAIT, and after a diskless transfer lets the stream start.
+fn serve_input<T, H: Host>(
+    srv: &Arc<H>,
+    link: &mut Link<'_, T>,
+    await_ack: &mut bool,
+) -> Result<(), Closed>
+where
+    T: AsRawFd,
+    for<'a> &'a T: Read + Write,
+{
+    if !link.take_input(&**srv)? {
+        return Ok(());
+    }
+    let master = &srv.repl().master;
+    master.update_keep_from(&srv.repl().backlog);
+    if std::mem::take(await_ack) {
+        log_synced(&link.handle);
+    }
+    master.acked_notify.notify_waiters();
+    Ok(())
+}
+
+/// Writes stream bytes to the replica. A replica that takes nothing for
+/// repl-timeout (stopped, or a link that stays open but carries nothing)
+/// is dropped, as Redis drops one that stops acknowledging: writers must
+/// not wait on it, and under the spill policy its bytes stay pinned.
+/// None: written; else the link ends (true: timed out).
+async fn send_stream<T, H: Host>(srv: &Arc<H>, link: &Link<'_, T>, buf: &[u8]) -> Option<bool>
+where
+    T: AsRawFd,
+    for<'a> &'a T: Read + Write,
+{
+    let wrote = tokio::time::timeout(
+        repl_timeout(&**srv),
+        write_all(link.io, buf, &link.shared.kill),
+    );
+    match wrote.await {
+        Ok(Ok(())) => None,
+        Ok(Err(_)) => Some(false),
+        Err(_) => {
+            log_warning!(
+                "Disconnecting timedout replica (streaming sync): {}:{} took no bytes for repl-timeout",
+                link.handle.ip,
+                link.handle.port.load(Relaxed)
+            );
+            Some(true)
         }
     }
+}
+
+/// The replica's next offset is no longer in the backlog: it is closed.
+fn fell_out<H: Host>(srv: &H, handle: &ReplicaHandle, from: u64) {
+    let backlog = &srv.repl().backlog;
+    srv.repl().master.lag_disconnects.fetch_add(1, Relaxed);
+    let (first, held) = backlog.range();
+    log_warning!(
+        "Replica {}:{} fell out of the backlog (behind the replica hard limit in memory, or repl-backlog-disk-size on disk): closing it, it will resync (next offset {from}, memory {first}..={}, {held} bytes, hard cap {}; disk {} bytes)",
+        handle.ip,
+        handle.port.load(Relaxed),
+        backlog.end(),
+        backlog.hard_cap.load(Relaxed),
+        backlog.disk_range().1,
+    );
 }
 
 /// No ACK from the replica for `repl-timeout` (checked when the feed is
@@ -311,44 +348,4 @@ where
 fn replica_timed_out<H: Host>(srv: &H, handle: &ReplicaHandle) -> bool {
     let timeout_ms = repl_timeout(srv).as_millis() as u64;
     unix_ms().saturating_sub(handle.ack_ms.load(Relaxed)) > timeout_ms
-}
-
-/// Handles the commands a replica sends on its link (REPLCONF ACK <offset>
-/// [FACK <aof offset>], PING): whether one was an ACK; None on a protocol
-/// error.
-fn read_acks(
-    parser: &mut RequestParser,
-    qb: &mut QueryBuf,
-    handle: &ReplicaHandle,
-) -> Option<bool> {
-    let mut acked = false;
-    loop {
-        match parser.parse(qb.pending(), &ParseLimits::default()) {
-            Ok(Parsed::Command { consumed }) => {
-                let args = parser.args(qb.pending());
-                if args.len() >= 3
-                    && args.get(0).eq_ignore_ascii_case(b"replconf")
-                    && args.get(1).eq_ignore_ascii_case(b"ack")
-                {
-                    if let Some(off) = std::str::from_utf8(args.get(2))
-                        .ok()
-                        .and_then(|s| s.parse::<u64>().ok())
-                    {
-                        handle.ack_offset.fetch_max(off, Relaxed);
-                        handle.ack_ms.store(unix_ms(), Relaxed);
-                        acked = true;
-                    }
-                    let fack = (args.len() >= 5 && args.get(3).eq_ignore_ascii_case(b"fack"))
-                        .then(|| std::str::from_utf8(args.get(4)).ok()?.parse::<u64>().ok())
-                        .flatten();
-                    if let Some(f) = fack {
-                        handle.fack_offset.fetch_max(f, Relaxed);
-                    }
-                }
-                qb.consume(consumed);
-            }
-            Ok(Parsed::Incomplete) => return Some(acked),
-            Err(_) => return None,
-        }
-    }
 }

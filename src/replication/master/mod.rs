@@ -12,8 +12,12 @@
 //! - `wait.rs`: WAIT and WAITAOF, and the GETACKs they put in the stream;
 //! - `feed.rs`: a replica's connection once it asked (`serve_replica`): the
 //!   partial resync, then the stream and its ACKs;
-//! - `fullsync.rs`: a full sync's snapshot for one replica (to a file) and
-//!   the payload's transfer;
+//! - `link.rs`: what a replica sends on its link, served in every phase
+//!   (ACKs; other commands run, and one that is answered drops the link);
+//! - `fullsync.rs`: a full sync: its snapshot, +FULLRESYNC and the
+//!   payload's transfer;
+//! - `disk.rs`: disk-based full syncs, shared by the replicas that ask
+//!   while one is taken, stopped when none waits for it;
 //! - `diskless.rs`: diskless full syncs shared by the replicas that ask
 //!   within `repl-diskless-sync-delay`;
 //! - `pin.rs`: what the backlog keeps for attached and departed replicas;
@@ -35,20 +39,23 @@ use crate::core::client::{ReplConf, ReplWait, SyncRequest, WaitAof, WaitRequest}
 use crate::keyspace::hlc::unix_ms;
 
 mod commands;
+mod disk;
 mod diskless;
 mod feed;
 mod fullsync;
 mod info;
+mod link;
 mod pin;
 mod throttle;
 mod wait;
 
 pub(crate) use commands::{lattice_peer, psync, replconf, sync};
 pub(crate) use feed::serve_replica;
+pub(crate) use link::{admit_on_link, Runner};
 pub(crate) use throttle::{throttle, WROTE};
 pub(crate) use wait::{answer_wait, request_acks, wait, waitaof};
 
-use diskless::SyncGroup;
+use diskless::{SyncGroup, SyncReaders};
 use pin::Departed;
 
 /// One attached replica, as INFO's slaveN line shows it.
@@ -87,9 +94,48 @@ pub struct MasterSide {
     throttle_on: std::sync::atomic::AtomicBool,
     /// Replicas waiting for the next shared diskless snapshot.
     pending_sync: Mutex<Option<SyncGroup>>,
+    /// The diskless snapshot running, and who still reads it.
+    diskless_sync: Mutex<Option<Arc<SyncReaders>>>,
+    /// The disk snapshot running for replicas, and who waits for it.
+    disk_sync: Mutex<Option<Arc<disk::DiskSync>>>,
     /// Replicas that left with bytes unacknowledged, under `repl-lag-policy
     /// spill`: their history is kept (on disk) for their partial resync.
     departed: Mutex<Vec<Departed>>,
+}
+
+/// Why a snapshot for replicas was stopped before its end.
+#[derive(Clone, Copy, Debug)]
+pub(super) enum Stop {
+    /// FLUSHALL: the dataset it holds is gone (Redis kills its RDB child).
+    Flushall,
+    /// No replica waits for it any more (and no `save` point wants it).
+    Unwanted,
+}
+
+impl Stop {
+    /// The end of the line that says a snapshot ended this way.
+    fn says(why: Option<Stop>) -> &'static str {
+        match why {
+            Some(Stop::Flushall) => "by FLUSHALL",
+            Some(Stop::Unwanted) => "as no replica waits for it",
+            None => "before its end (stopped)",
+        }
+    }
+}
+
+/// FLUSHALL: a snapshot running for replicas holds a dataset that is gone,
+/// so it stops, as Redis kills its RDB child; its replicas' syncs fail
+/// ("SYNC failed") and they sync again, from a new snapshot.
+pub(crate) fn stop_for_flushall<H: crate::replication::host::Host>(srv: &H) {
+    let master = &srv.repl().master;
+    let disk = master.disk_sync.lock().clone();
+    if let Some(sync) = disk {
+        sync.stop(srv, Stop::Flushall);
+    }
+    let diskless = master.diskless_sync.lock().clone();
+    if let Some(readers) = diskless {
+        readers.stop(srv, Stop::Flushall);
+    }
 }
 
 impl ReplicaHandle {
