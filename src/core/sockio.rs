@@ -16,6 +16,9 @@ pub(crate) struct QueryBuf {
     data: Vec<u8>,
     pub(crate) start: usize,
     pub(crate) end: usize,
+    /// Set by [`QueryBuf::reserve`]: reads fill `data` up to here without
+    /// growing it (0: none).
+    want: usize,
 }
 
 impl QueryBuf {
@@ -26,13 +29,34 @@ impl QueryBuf {
             data: vec![0; Self::INITIAL],
             start: 0,
             end: 0,
+            want: 0,
         }
+    }
+    /// The bytes the buffer holds (its share of the client's memory).
+    pub(crate) fn capacity(&self) -> usize {
+        self.data.len()
+    }
+    /// Makes room for `need` bytes of pending input at once, as Redis
+    /// does for an argument of 32 KiB or more (PROTO_MBULK_BIG_ARG): the
+    /// buffer is sized to the command's announced length, not doubled on
+    /// the way, so a client's memory shows what it sent.
+    pub(crate) fn reserve(&mut self, need: usize) {
+        if self.start > 0 {
+            self.data.copy_within(self.start..self.end, 0);
+            self.end -= self.start;
+            self.start = 0;
+        }
+        if self.data.len() < need {
+            self.data.resize(need, 0);
+        }
+        self.want = need;
     }
     pub(crate) fn pending(&self) -> &[u8] {
         &self.data[self.start..self.end]
     }
     pub(crate) fn consume(&mut self, n: usize) {
         self.start += n;
+        self.want = 0;
         if self.start == self.end {
             self.start = 0;
             self.end = 0;
@@ -40,6 +64,9 @@ impl QueryBuf {
     }
     /// Free space to read into, compacting or growing when low.
     fn spare(&mut self) -> &mut [u8] {
+        if self.end < self.want {
+            return &mut self.data[self.end..self.want];
+        }
         if self.data.len() - self.end < 4096 {
             if self.start > 0 {
                 self.data.copy_within(self.start..self.end, 0);
