@@ -32,22 +32,23 @@ impl QueryBuf {
             want: 0,
         }
     }
-    /// The bytes the buffer holds (its share of the client's memory).
-    pub(crate) fn capacity(&self) -> usize {
-        self.data.len()
+    /// The buffer's share of the client's memory: its size, or the length
+    /// of the big argument it is reading if more (the memory the client
+    /// asked the server to hold: Redis allocates it as the length arrives,
+    /// and its client eviction counts it from then).
+    pub(crate) fn memory(&self) -> usize {
+        self.data.len().max(self.want)
     }
-    /// Makes room for `need` bytes of pending input at once, as Redis
-    /// does for an argument of 32 KiB or more (PROTO_MBULK_BIG_ARG): the
-    /// buffer is sized to the command's announced length, not doubled on
-    /// the way, so a client's memory shows what it sent.
+    /// Announces `need` bytes of pending input (an argument of 32 KiB or
+    /// more, Redis's PROTO_MBULK_BIG_ARG): the buffer keeps doubling as
+    /// the bytes arrive, never past `need` (so a client's memory shows what
+    /// it sent, not twice that), and reads stop at the argument's end. A
+    /// claimed length is never allocated up front.
     pub(crate) fn reserve(&mut self, need: usize) {
         if self.start > 0 {
             self.data.copy_within(self.start..self.end, 0);
             self.end -= self.start;
             self.start = 0;
-        }
-        if self.data.len() < need {
-            self.data.resize(need, 0);
         }
         self.want = need;
     }
@@ -65,7 +66,12 @@ impl QueryBuf {
     /// Free space to read into, compacting or growing when low.
     fn spare(&mut self) -> &mut [u8] {
         if self.end < self.want {
-            return &mut self.data[self.end..self.want];
+            if self.data.len() == self.end {
+                let n = (self.data.len() * 2).min(self.want);
+                self.data.resize(n, 0);
+            }
+            let stop = self.data.len().min(self.want);
+            return &mut self.data[self.end..stop];
         }
         if self.data.len() - self.end < 4096 {
             if self.start > 0 {

@@ -2,12 +2,16 @@
 //!
 //! The loop reads whatever the socket has into the query buffer, executes
 //! every complete command in it (a pipeline of any depth) with replies
-//! appended to one output buffer, and writes that buffer once. Only a framing
-//! error or a limit breach closes the connection; command errors are replies.
-//! Memory per connection stays bounded whatever the peer does: no more input
-//! is read until the replies are written (back-pressure), a batch stops
-//! executing once `OUT_BATCH_MAX` of replies are held, and pushed output is
-//! subject to `client-output-buffer-limit` (see `core/client.rs`).
+//! appended to one output buffer, and writes what the socket takes of it.
+//! Only a framing error or a limit breach closes the connection; command
+//! errors are replies. Replies the socket does not take are held while the
+//! connection reads and runs the client's next commands, as Redis does, up
+//! to `HELD_MAX` (then back-pressure: no more input until the socket takes
+//! some); a batch stops executing once `OUT_BATCH_MAX` of replies are held;
+//! output is subject to `client-output-buffer-limit` (see `core/client.rs`)
+//! and the client's memory to `maxmemory-clients` (`core/client_mem.rs`:
+//! the connection publishes it at the end of a batch and when a command's
+//! replies reallocate the reply buffer).
 //! [`dispatch`] takes a client's parsed arguments to `commands::call`: lookup,
 //! arity, auth and ACL here, then admission and the run with its bookkeeping
 //! (MONITOR, tracking, stats, slowlog) there, then the reply's CLIENT REPLY mode.
@@ -235,13 +239,16 @@ async fn serve_stream<T>(
     let mut mem = client_mem::Publisher::default();
     mem.update(
         &shared,
-        qb.capacity() + out.buf.capacity() + client_mem::structures(client),
+        qb.memory() + out.buf.capacity() + client_mem::structures(client),
     );
     // The first bytes of a TCP connection are looked at once: a TLS
     // handshake sent to the plain port is logged and closed.
     let mut first_read = !tls && addr.is_some();
     'conn: loop {
         let held = sent < out.buf.len();
+        // Past HELD_MAX of held replies, no more commands run until the
+        // socket takes some (back-pressure, for a client that never reads).
+        let room = out.buf.len() - sent <= HELD_MAX;
         // Waiting for input with nothing pending: a script past its
         // threshold on this thread may answer this client (BUSY).
         // (Not a TLS connection: its socket carries records, not commands.)
@@ -255,6 +262,9 @@ async fn serve_stream<T>(
             p = rx.recv() => match p {
                 Some(Push::Bytes(b)) => {
                     if !take_push(&io, &b, &mut out, sent, &shared).await { break 'conn; }
+                    if account(&srv, client, &mut mem, &qb, &mut out, &mut sent, &shared) {
+                        break 'conn;
+                    }
                     continue 'conn;
                 }
                 Some(Push::Kill) | None => break 'conn,
@@ -270,8 +280,8 @@ async fn serve_stream<T>(
                 }
                 continue 'conn;
             }
-            _ = std::future::ready(()), if more_input => 0,
-            r = read_some(&io, &mut qb), if !more_input => match r {
+            _ = std::future::ready(()), if more_input && room => 0,
+            r = read_some(&io, &mut qb), if !more_input && room => match r {
                 Ok(0) | Err(_) => break 'conn,
                 Ok(n) => n,
             },
@@ -524,7 +534,7 @@ fn account(
             *sent = 0;
         }
     }
-    let base = qb.capacity() + out.buf.capacity() + client_mem::structures(client);
+    let base = qb.memory() + out.buf.capacity() + client_mem::structures(client);
     mem.update(shared, base)
 }
 
@@ -662,6 +672,13 @@ impl Drop for Registered<'_> {
 /// in the query buffer until `out` is written, so a pipeline of big replies
 /// to a slow reader never piles up in memory (back-pressure).
 const OUT_BATCH_MAX: usize = 4 << 20;
+
+/// Replies a connection holds for a socket that does not take them, at
+/// most (give or take a batch's): past it, the connection stops reading and
+/// running the client's commands. Redis holds without bound (only
+/// `client-output-buffer-limit` and client eviction close such a client);
+/// this keeps one client that never reads from using the memory of many.
+const HELD_MAX: usize = 32 << 20;
 
 /// What a run of [`process_input`] left: whether to close the connection,
 /// whether commands are left in the query buffer, and how many ran.
@@ -835,7 +852,7 @@ fn grew_over(
     if (limit.hard > 0 || limit.soft > 0) && sh.check_output_limit(&limit, unix_ms()) {
         return true;
     }
-    let base = qb.capacity() + out.buf.capacity() + client_mem::structures(client);
+    let base = qb.memory() + out.buf.capacity() + client_mem::structures(client);
     mem.update(sh, base)
 }
 
