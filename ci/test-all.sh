@@ -90,7 +90,7 @@ if [ "$release_ok" -eq 1 ]; then
     # About 7.5 minutes, most of it the replication units: a budget above the default 480 s.
     # integration/replication (all its tests but the skip list's pass, ~130 s) is not
     # here: CI's 20 minutes cannot take it; run it with bash ci/tcl.sh --spawn.
-    step tcl-spawn env TCL_BUDGET=720 bash ci/tcl.sh --spawn unit/maxmemory integration/rdb \
+    step tcl-spawn env TCL_BUDGET=720 bash ci/tcl.sh --spawn unit/maxmemory unit/client-eviction integration/rdb \
         integration/convert-zipmap-hash-on-load integration/convert-ziplist-hash-on-load \
         integration/convert-ziplist-zset-on-load integration/aof integration/aof-multi-part integration/corrupt-dump \
         unit/wait integration/replication-2 integration/replication-3 integration/block-repl \

@@ -83,7 +83,7 @@ fn a_client_over_the_limit_is_evicted_and_counted() {
 }
 
 #[test]
-fn no_evict_exempts_a_client_and_turning_it_off_evicts_it() {
+fn no_evict_exempts_a_client_even_over_the_limit() {
     let s = Server::start(&["--maxmemory-clients", "1mb"]);
     let mut c = s.conn();
     let _: () = cmd(&mut c, &["CLIENT", "NO-EVICT", "on"]);

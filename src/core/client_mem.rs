@@ -180,7 +180,7 @@ impl MemBook {
             open.map(|c| (c.mem_counted.load(Relaxed), c.clone()))
                 .collect()
         };
-        victims.sort_by(|a, b| b.0.cmp(&a.0));
+        victims.sort_by_key(|v| std::cmp::Reverse(v.0));
         for (_, c) in victims {
             if self.total() <= limit {
                 return;
