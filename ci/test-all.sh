@@ -90,14 +90,14 @@ if [ "$release_ok" -eq 1 ]; then
     # About 7.5 minutes, most of it the replication units: a budget above the default 480 s.
     # integration/replication (all its tests but the skip list's pass, ~130 s) is not
     # here: CI's 20 minutes cannot take it; run it with bash ci/tcl.sh --spawn.
-    step tcl-spawn env TCL_BUDGET=720 bash ci/tcl.sh --spawn unit/maxmemory unit/client-eviction integration/rdb \
+    step tcl-spawn env TCL_BUDGET=720 bash ci/tcl.sh --spawn unit/maxmemory integration/rdb \
         integration/convert-zipmap-hash-on-load integration/convert-ziplist-hash-on-load \
         integration/convert-ziplist-zset-on-load integration/aof integration/aof-multi-part integration/corrupt-dump \
         unit/wait integration/replication-2 integration/replication-3 integration/block-repl \
         integration/psync2 integration/psync2-reg integration/psync2-pingoff \
         integration/psync2-master-restart integration/replication-psync integration/failover \
         integration/replication-buffer integration/redis-cli integration/replication-4 integration/shutdown \
-        unit/acl unit/acl-v2 unit/auth unit/info
+        unit/acl unit/acl-v2 unit/auth unit/info unit/oom-score-adj
     suite_total tcl-spawn tcl
     # The suite's TLS mode (issue 26): every server it spawns serves tls-port only, with
     # tls-replication; certificates from ci/gen-test-certs.sh (DECISIONS 93).
