@@ -29,7 +29,7 @@ pub mod commands {
 
 /// Configuration: the command line and redis.conf.
 pub mod config {
-    pub use crate::config::{warn_noop, Config};
+    pub use crate::config::{oom, warn_noop, Config};
     pub mod parse {
         pub use crate::config::parse::{parse_args, Invocation};
     }

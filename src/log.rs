@@ -1,6 +1,10 @@
 //! Logging in Redis's format: `pid:role dd Mon yyyy hh:mm:ss.mmm <level> message`,
 //! where role is `M`/`S`/`C` as Redis's (see [`set_role`], [`as_child`]) and
-//! level is `.` debug, `-` verbose, `*` notice, `#` warning.
+//! level is `.` debug, `-` verbose, `*` notice, `#` warning. With
+//! `syslog-enabled yes` each message goes to syslog too (`syslog.rs`).
+
+mod syslog;
+pub use syslog::{facility_code as syslog_facility_code, open as open_syslog};
 
 use std::io::Write;
 use std::sync::atomic::{AtomicU8, Ordering};
@@ -50,9 +54,25 @@ thread_local! {
     static CHILD: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
 }
 
+/// What runs after each [`set_role`] (the OOM score's class, config::oom).
+static ROLE_HOOK: std::sync::OnceLock<fn()> = std::sync::OnceLock::new();
+
 /// Sets the process's role tag (`M` or `S`).
 pub fn set_role(tag: u8) {
     ROLE.store(tag, Ordering::Relaxed);
+    if let Some(hook) = ROLE_HOOK.get() {
+        hook();
+    }
+}
+
+/// The process's role tag (`M`, `S`, or `C` before it is known).
+pub fn role_tag() -> u8 {
+    ROLE.load(Ordering::Relaxed)
+}
+
+/// Runs `hook` after every later role change (once set, kept).
+pub fn on_role_change(hook: fn()) {
+    let _ = ROLE_HOOK.set(hook);
 }
 
 /// Runs `f` with this thread's lines tagged `C`, as the lines Redis's fork
@@ -118,6 +138,17 @@ pub fn log(l: Level, msg: &str) {
             let _ = std::io::stdout().lock().write_all(line.as_bytes());
         }
     }
+    drop(f);
+    syslog::send(l, msg);
+}
+
+/// Now in UTC: (month 1-12, day of the month, seconds since midnight).
+fn utc_now() -> (u32, u32, i64) {
+    let secs = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs() as i64);
+    let (_, mo, d) = civil_from_days(secs.div_euclid(86400));
+    (mo, d, secs.rem_euclid(86400))
 }
 
 /// "22 Nov 2026 19:56:06.123" in UTC.

@@ -1,13 +1,14 @@
 //! `lattice-server [/path/to/redis.conf | -] [--directive value ...]`
 //!
 //! Parses the configuration (exiting 1 with Redis's fatal config error text
-//! on a bad one), daemonizes if asked, opens the log file, logs the start-up
+//! on a bad one), daemonizes if asked, opens the log file (and syslog),
+//! sets the OOM score (`oom-score-adj`), logs the start-up
 //! banner, what the config load decided and a notice for each no-op
 //! directive in use (docs/CONFIG.md), then runs the server.
 
 use lattice::facade::alloc::{mark_installed, Counting};
 use lattice::facade::config::parse::{parse_args, Invocation};
-use lattice::facade::config::{warn_noop, Config};
+use lattice::facade::config::{oom, warn_noop, Config};
 use lattice::facade::server::{self, supervise};
 use mimalloc::MiMalloc;
 
@@ -38,13 +39,7 @@ fn main() {
     if config.get_bool("daemonize") && !supervised {
         daemonize(&mut config);
     }
-    if let Err(e) = lattice::log::set_file(&config.get_str("logfile")) {
-        eprintln!("Can't open the log file: {e}");
-        std::process::exit(1);
-    }
-    if let Some(l) = lattice::log::Level::parse(&config.get_str("loglevel")) {
-        lattice::log::set_level(l);
-    }
+    open_log(&config);
     // Redis's first three lines: warnings, tagged C (logged before the
     // server knows its role).
     lattice::log_warning!("oO0OoO0OoO0Oo LatticeDB is starting oO0OoO0OoO0Oo");
@@ -68,6 +63,12 @@ fn main() {
         && !config.get_bool("active-replica")
         && !config.get_bool("multi-master");
     lattice::log::set_role(if replica { b'S' } else { b'M' });
+    // oom-score-adj: the role's score now, and again at each role change.
+    let _ = oom::apply(
+        &config.get_str("oom-score-adj"),
+        &config.get_str("oom-score-adj-values"),
+    );
+    lattice::log::on_role_change(oom::role_changed);
     lattice::log_notice!(
         "Running mode=standalone, port={}, server-threads={}.",
         config.port(),
@@ -99,6 +100,30 @@ fn main() {
             if !e.is_empty() {
                 lattice::log_warning!("{e}");
             }
+            std::process::exit(1);
+        }
+    }
+}
+
+/// The log: `logfile` (or stdout), `loglevel`, and syslog too with
+/// `syslog-enabled yes`. Exits 1 when the file cannot be opened.
+fn open_log(config: &Config) {
+    if let Err(e) = lattice::log::set_file(&config.get_str("logfile")) {
+        eprintln!("Can't open the log file: {e}");
+        std::process::exit(1);
+    }
+    if let Some(l) = lattice::log::Level::parse(&config.get_str("loglevel")) {
+        lattice::log::set_level(l);
+    }
+    if config.get_bool("syslog-enabled") {
+        let (ident, facility) = (
+            config.get_str("syslog-ident"),
+            config.get_str("syslog-facility"),
+        );
+        if let Err(e) =
+            lattice::log::open_syslog(&ident, &facility, &config.get_str("syslog-socket"))
+        {
+            eprintln!("Can't open a socket for syslog: {e}");
             std::process::exit(1);
         }
     }

@@ -130,8 +130,6 @@ fn refused_directives() {
         &["--user", "bob", "on", "--user", "bob", "off"],
         &["--cluster-enabled", "yes"],
         &["--loadmodule", "/nonexistent/module.so"],
-        &["--syslog-enabled", "yes"],
-        &["--oom-score-adj", "yes"],
         &["--shutdown-on-sigterm", "save", "nosave"],
     ] {
         let (code, err) = run_fail(args);

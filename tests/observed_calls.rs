@@ -305,6 +305,14 @@ fn master_client_view(ours: bool) -> Vec<String> {
     ));
     let connected: i64 = info_field(&mut rc, "connected_clients");
     view.push(format!("connected_clients={connected}"));
+    // A user named as our record's placeholder names no client: deleting
+    // it leaves the link alone.
+    let _: () = cmd(&mut rc, &["ACL", "SETUSER", "(superuser)", "on"]);
+    let deleted: i64 = cmd(&mut rc, &["ACL", "DELUSER", "(superuser)"]);
+    view.push(format!("deluser (superuser): {deleted}"));
+    let kept = listed(&mut rc);
+    let same = kept.len() == 1 && fields(&kept[0])["laddr"] == f["laddr"];
+    view.push(format!("link kept after the deluser: {same}"));
     let by_user: i64 = cmd(&mut rc, &["CLIENT", "KILL", "USER", "default"]);
     view.push(format!("kill user default: {by_user}"));
     let by_type: i64 = cmd(&mut rc, &["CLIENT", "KILL", "TYPE", "master"]);

@@ -310,6 +310,32 @@ fn debug_reload_keeps_every_key_and_encoding() {
     assert_eq!(cmd::<String>(&mut c, &["DEBUG", "DIGEST"]), digest);
 }
 
+/// While DEBUG RELOAD empties and refills the keyspace, other clients get
+/// -LOADING (as Redis's), never a half-loaded keyspace.
+#[test]
+fn other_clients_get_loading_errors_during_debug_reload() {
+    let srv = Server::start(&[]);
+    let mut c = srv.conn();
+    let () = cmd(&mut c, &["DEBUG", "POPULATE", "200"]);
+    // 200 keys at 20 ms each: four seconds of loading to observe.
+    let () = cmd(&mut c, &["CONFIG", "SET", "key-load-delay", "20000"]);
+    let reload = std::thread::spawn(move || cmd::<String>(&mut c, &["DEBUG", "RELOAD"]));
+    let mut o = srv.conn();
+    let mut saw_loading = false;
+    while !reload.is_finished() {
+        match run(&mut o, &s(&["DBSIZE"])) {
+            Ok(redis::Value::Int(200)) => {}
+            Err(e) if e.contains("loading the dataset") => saw_loading = true,
+            other => panic!("a half-loaded keyspace: DBSIZE {other:?}"),
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    assert_eq!(reload.join().unwrap(), "OK");
+    assert!(saw_loading, "four seconds of reload and no -LOADING");
+    assert_eq!(cmd::<i64>(&mut o, &["DBSIZE"]), 200);
+    assert_eq!(cmd::<String>(&mut o, &["GET", "key:7"]), "value:7");
+}
+
 #[test]
 fn clients_get_loading_errors_while_the_dump_loads() {
     let dir = std::env::temp_dir().join(format!("lattice-loading-{}", std::process::id()));

@@ -291,3 +291,27 @@ fn a_script_that_reads_tracks_its_declared_keys() {
     assert_eq!(read_reply(&mut a), inv(&["k2"]));
     assert_eq!(rc(&mut a, "PING"), "+PONG");
 }
+
+/// `tracking-table-max-keys` applies before the tracking client's next
+/// command, not only in the cron (Redis's #11715): with the cron paused
+/// (DEBUG PAUSE-CRON), a command queued in MULTI gets the invalidation of
+/// the key evicted from the table ahead of its QUEUED, then EXEC runs.
+#[test]
+fn the_tracking_table_limit_applies_before_the_next_command() {
+    let s = Server::start(&[]);
+    let mut a = resp3(&s);
+    let mut c = s.conn();
+    cmd::<()>(&mut c, &["DEBUG", "PAUSE-CRON", "1"]);
+    assert_eq!(rc(&mut a, "CLIENT TRACKING on"), "+OK");
+    assert_eq!(rc(&mut a, "MGET k1 k2"), "*2[_,_]");
+    assert_eq!(rc(&mut a, "MULTI"), "+OK");
+    cmd::<()>(&mut c, &["CONFIG", "SET", "tracking-table-max-keys", "1"]);
+    // The cron is paused: nothing is evicted until a command runs (any
+    // client's, as in Redis; here the tracking client's own).
+    a.send(b"PING\r\n");
+    let got = read_reply(&mut a);
+    assert!(got == inv(&["k1"]) || got == inv(&["k2"]), "{got}");
+    assert_eq!(read_reply(&mut a), "+QUEUED");
+    assert_eq!(rc(&mut a, "EXEC"), "*1[+PONG]");
+    cmd::<()>(&mut c, &["DEBUG", "PAUSE-CRON", "0"]);
+}

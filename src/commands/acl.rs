@@ -364,13 +364,15 @@ fn kill_pubsub_clients(ctx: &mut Ctx, name: &str, new: &User) {
 /// Closes every connection authenticated as one of `names`.
 pub(crate) fn kill_user_clients(ctx: &mut Ctx, names: &[String]) {
     for c in ctx.core.clients.snapshot() {
-        if names.contains(&*c.user.lock()) {
-            if c.id == ctx.client.id {
-                ctx.client.close_after_reply = true;
-            } else {
-                c.kill_now();
-                ctx.core.clients.unregister(c.id);
-            }
+        // A replica's master client has no user (its record shows one).
+        if c.is_master_link() || !names.contains(&*c.user.lock()) {
+            continue;
+        }
+        if c.id == ctx.client.id {
+            ctx.client.close_after_reply = true;
+        } else {
+            c.kill_now();
+            ctx.core.clients.unregister(c.id);
         }
     }
 }

@@ -274,6 +274,7 @@ pub(crate) fn admit<A: Admin + ?Sized>(
     let flags = effective_flags(core, client, id, args);
     let admitted = busy_check(core, client.db, id, args)
         .and_then(|()| admit_memory(core, admin, clock, stats, client.id, flags))
+        .map(|()| tracking::limit_table(core, client.id))
         .and_then(|()| admin.admit(client, id, flags));
     match admitted {
         Ok(()) => Ok(flags),

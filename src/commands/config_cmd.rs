@@ -211,6 +211,7 @@ fn set(ctx: &mut Ctx, args: Args) -> CmdResult {
     }
     let tls = rebuild_tls(&cfg, &checked)?;
     listen_on_new_ports(ctx, &cfg, &checked)?;
+    apply_oom_score(&cfg, &checked)?;
     for (d, mut v) in checked {
         match d.name {
             "requirepass" => ctx.core.acl.set_requirepass(&ctx.core.commands, &v),
@@ -276,6 +277,28 @@ fn listen_on_new_ports(
         })?;
     }
     Ok(())
+}
+
+/// `oom-score-adj` or `oom-score-adj-values` changed among the pairs: the
+/// process's OOM score is written before the values are stored; a score
+/// that cannot be written changes nothing (Redis's updateOOMScoreAdj, whose
+/// error names the first of the two that changed).
+fn apply_oom_score(cfg: &Config, pairs: &[(&'static Directive, String)]) -> Result<(), CmdError> {
+    const NAMES: [&str; 2] = ["oom-score-adj", "oom-score-adj-values"];
+    let Some((first, _)) = pairs
+        .iter()
+        .find(|(d, v)| NAMES.contains(&d.name) && cfg.get(d.name) != Some(v.as_str()))
+    else {
+        return Ok(());
+    };
+    let value = |name: &str| {
+        let given = pairs.iter().rev().find(|(d, _)| d.name == name);
+        given.map_or_else(|| cfg.get_str(name), |(_, v)| v.clone())
+    };
+    crate::config::oom::apply(&value(NAMES[0]), &value(NAMES[1])).map_err(|e| {
+        crate::log_warning!("Failed applying new configuration. Possibly related to new {} setting. Restoring previous settings.", first.name);
+        set_failed(first.name, &e)
+    })
 }
 
 /// A `tls-*` directive among the pairs: the TLS configurations built from

@@ -626,6 +626,10 @@ fn run_args_as(
     if !cmd.arity_ok(args.len()) {
         return Err(CmdError::WrongArity(srv.commands.full_names[id].clone()).render());
     }
+    if matches!(caller, call::Caller::Master) {
+        let write = cmd.flags_for(srv, args) & flags::WRITE != 0;
+        crate::core::replica_disk::check(host, write, cmd.name == "ping");
+    }
     let mut out = ReplyBuf::new(client.resp);
     // In MULTI the command is queued, as on a connection.
     match multi::intercept(srv, client, &mut out, args, Ok(id)) {

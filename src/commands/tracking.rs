@@ -11,8 +11,9 @@
 //!   is ignored, as in Redis), sharded by key hash. An id stays in it after its client stops
 //!   tracking (Redis does no id cleanup either); a stale id is skipped when
 //!   sending. When the last tracking client stops, the table is emptied
-//!   (Redis keeps stale ids; here writes stop consulting the table then). `tracking-table-max-keys` is enforced by the cron, which
-//!   invalidates keys until the table fits.
+//!   (Redis keeps stale ids; here writes stop consulting the table then).
+//!   `tracking-table-max-keys` is enforced before every command and by the
+//!   cron (`limit_table`), which invalidate keys until the table fits.
 //! - the prefix table of BCAST clients: prefix → its clients and the keys
 //!   written since the last broadcast, each with the client that wrote it
 //!   (0 for expiry) so NOLOOP clients can leave out their own writes.
@@ -44,7 +45,7 @@ use crate::core::client::ClientState;
 use crate::core::tracking::{Inner, Payload, Prefix, Settings, Tracking};
 use crate::core::Core;
 use crate::protocol::ReplyBuf;
-use std::sync::atomic::Ordering::Relaxed;
+use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
 use std::sync::Arc;
 
 /// `call()`'s hook, before a command's handler runs: registers the keys a
@@ -100,7 +101,10 @@ fn remember<'k>(srv: &Core, client: &ClientState, keys: impl Iterator<Item = &'k
         let mut shard = t.shard(key).lock();
         let ids = match shard.get_mut(key) {
             Some(ids) => ids,
-            None => shard.entry(key.to_vec()).or_default(),
+            None => {
+                t.keys.fetch_add(1, Relaxed);
+                shard.entry(key.to_vec()).or_default()
+            }
         };
         if ids.insert(client.id) {
             t.items.fetch_add(1, Relaxed);
@@ -203,6 +207,13 @@ fn invalidate_key(srv: &Core, current: u64, writer: u64, key: &[u8]) {
             t.bcast_pending.store(true, Relaxed);
         }
     }
+    notify_readers(srv, current, key);
+}
+
+/// Tells the clients that read `key` that it changed, except `current`
+/// itself with NOLOOP; `current`'s own message waits for its reply.
+fn notify_readers(srv: &Core, current: u64, key: &[u8]) {
+    let t = &srv.tracking;
     let Some(ids) = t.take_key(key) else {
         return;
     };
@@ -283,30 +294,55 @@ pub(crate) fn flush_bcast(srv: &Core) {
     }
 }
 
-/// Cron hook (worker 0): enforces `tracking-table-max-keys` by invalidating
-/// tracked keys until the table fits, and sends pending BCAST messages.
+/// Cron hook (worker 0): enforces `tracking-table-max-keys` and sends
+/// pending BCAST messages.
 pub(crate) fn cron(srv: &Core) {
-    let t = &srv.tracking;
-    if !t.active() {
+    if !srv.tracking.active() {
         return;
     }
-    let max = srv.hot.tracking_table_max_keys.load(Relaxed);
-    let total: usize = t.table.iter().map(|s| s.lock().len()).sum();
-    if max > 0 && total > max {
-        let mut n = total - max;
-        let mut victims: Vec<Vec<u8>> = Vec::with_capacity(n);
-        for s in &t.table {
-            let s = s.lock();
-            let k = n.min(s.len());
-            victims.extend(s.keys().take(k).cloned());
-            n -= k;
-        }
-        for key in victims {
-            // Evicted, not written: no client is excluded or deferred.
-            invalidate_key(srv, 0, 0, &key);
-        }
-    }
+    limit_table(srv, 0);
     flush_bcast(srv);
+}
+
+/// Enforces `tracking-table-max-keys` (Redis's trackingLimitUsedSlots): run
+/// before every command of client `current` (`call::admit`) and by the
+/// cron (`current` 0). Over the limit, tracked keys are invalidated as if
+/// evicted: `current`'s own message goes ahead of its reply (dispatch
+/// appends deferred messages before the handler runs), a NOLOOP `current`
+/// gets none, as in Redis. Each call does at most 100 x (calls in a row
+/// that ended still over the limit + 1) keys, Redis's bounded effort, so
+/// lowering the limit far does not stall one command.
+pub(crate) fn limit_table(srv: &Core, current: u64) {
+    static ROUNDS_OVER: AtomicUsize = AtomicUsize::new(0);
+    let t = &srv.tracking;
+    let max = srv.hot.tracking_table_max_keys.load(Relaxed);
+    let total = t.keys.load(Relaxed);
+    if max == 0 || total <= max || !t.active() {
+        return;
+    }
+    let effort = 100 * (ROUNDS_OVER.load(Relaxed) + 1);
+    let mut n = (total - max).min(effort);
+    let over = total - max > effort;
+    let mut victims: Vec<Vec<u8>> = Vec::with_capacity(n);
+    for s in &t.table {
+        let s = s.lock();
+        let k = n.min(s.len());
+        victims.extend(s.keys().take(k).cloned());
+        n -= k;
+    }
+    for key in victims {
+        // Evicted, not written: its readers are told, BCAST clients are
+        // not (Redis's trackingInvalidateKey with bcast 0).
+        notify_readers(srv, current, &key);
+    }
+    ROUNDS_OVER.store(
+        if over {
+            ROUNDS_OVER.load(Relaxed) + 1
+        } else {
+            0
+        },
+        Relaxed,
+    );
 }
 
 /// Sends one invalidation for tracking client `id` to where it goes: its

@@ -442,7 +442,7 @@ pub(crate) static DIRECTIVES: &[Directive] = &[
     d("auto-aof-rewrite-min-size", Memory, "67108864").built(),
     d("auto-aof-rewrite-percentage", Int(0, INT), "100").built(),
     d("bgsave_cpulist", Str, "").imm(),
-    d("bind-source-addr", Str, "").refused(),
+    d("bind-source-addr", Str, "").built(),
     d("bio_cpulist", Str, "").imm(),
     d("busy-reply-threshold", Int(0, LONG), "5000")
         .built()
@@ -573,8 +573,8 @@ pub(crate) static DIRECTIVES: &[Directive] = &[
         Enum(&["no", "yes", "relative", "absolute"]),
         "no",
     )
-    .refused(),
-    d("oom-score-adj-values", OomValues, "0 200 800"),
+    .built(),
+    d("oom-score-adj-values", OomValues, "0 200 800").built(),
     d("pidfile", Str, "").built().imm(),
     d(
         "proc-title-template",
@@ -589,7 +589,7 @@ pub(crate) static DIRECTIVES: &[Directive] = &[
     .built(),
     d("protected-mode", Bool, "yes").built(),
     d("proto-max-bulk-len", Memory, "536870912").built(),
-    d("rdb-del-sync-files", Bool, "no").refused(),
+    d("rdb-del-sync-files", Bool, "no").built(),
     d("rdb-save-incremental-fsync", Bool, "yes"),
     d("rdbchecksum", Bool, "yes").imm().built(),
     d("rdbcompression", Bool, "yes").built(),
@@ -625,7 +625,7 @@ pub(crate) static DIRECTIVES: &[Directive] = &[
         .alias(&["slave-announce-port"])
         .built(),
     d("replica-announced", Bool, "yes").built(),
-    d("replica-ignore-disk-write-errors", Bool, "no").refused(),
+    d("replica-ignore-disk-write-errors", Bool, "no").built(),
     d("replica-ignore-maxmemory", Bool, "yes")
         .alias(&["slave-ignore-maxmemory"])
         .built(),
@@ -678,7 +678,7 @@ pub(crate) static DIRECTIVES: &[Directive] = &[
     )
     .imm()
     .built(),
-    d("syslog-enabled", Bool, "no").imm().refused(),
+    d("syslog-enabled", Bool, "no").imm().built(),
     d(
         "syslog-facility",
         Enum(&[
@@ -686,8 +686,11 @@ pub(crate) static DIRECTIVES: &[Directive] = &[
         ]),
         "local0",
     )
-    .imm(),
-    d("syslog-ident", Str, "redis").imm(),
+    .imm()
+    .built(),
+    d("syslog-ident", Str, "redis").imm().built(),
+    // LatticeDB: the Unix datagram socket syslog lines go to (log/syslog.rs, DECISIONS 337).
+    d("syslog-socket", Str, "/dev/log").imm().built(),
     d("tcp-backlog", Int(0, INT), "511").imm().built(),
     d("tcp-keepalive", Int(0, INT), "300").built(),
     d("timeout", Int(0, INT), "0").built(),

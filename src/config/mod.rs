@@ -20,6 +20,7 @@
 //! to `HotConfig::load`.
 
 pub(crate) mod directives;
+pub mod oom;
 pub(crate) mod parse;
 
 use std::collections::{BTreeMap, BTreeSet};

@@ -98,6 +98,9 @@ pub trait Admin: Sync {
         id: usize,
         flags: u32,
     ) -> Result<(), CmdError>;
+    /// Whether the disk cannot take writes now (the MISCONF state: a failed
+    /// BGSAVE under stop-writes-on-bgsave-error, or an AOF write error).
+    fn disk_write_error(&self) -> bool;
     /// A replica whose link to its master is down, with
     /// `replica-serve-stale-data no`: only `stale` commands may run.
     fn serving_stale(&self) -> bool;

@@ -341,6 +341,12 @@ impl ClientRegistry {
 }
 
 impl ClientShared {
+    /// The record of a replica's link to its master (`flags=M`), which has
+    /// no ACL user: its `user` only fills CLIENT LIST.
+    pub fn is_master_link(&self) -> bool {
+        self.flags.lock().contains('M')
+    }
+
     /// A fresh record: database 0, no command yet, the default user.
     fn new(
         id: u64,

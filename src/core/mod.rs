@@ -26,6 +26,7 @@ pub(crate) mod notify;
 pub(crate) mod propagation;
 pub(crate) mod pubsub;
 pub(crate) mod random;
+pub(crate) mod replica_disk;
 pub(crate) mod scripts;
 pub(crate) mod sockio;
 pub(crate) mod stats;
@@ -210,7 +211,7 @@ pub struct HotConfig {
     /// `latency-monitor-threshold` in milliseconds (0: no latency events).
     pub latency_threshold_ms: AtomicU64,
     pub active_expire: AtomicBool,
-    /// DEBUG PAUSE-CRON: the workers' cron ticks do nothing.
+    /// DEBUG PAUSE-CRON: the workers' periodic work is skipped while set.
     pub cron_paused: AtomicBool,
     /// DEBUG REPLYBUFFER RESIZING 0: a connection keeps its reply buffer's
     /// capacity (tests of client memory want stable figures).

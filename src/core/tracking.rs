@@ -56,6 +56,9 @@ pub struct Tracking {
     pub(crate) bcast_pending: AtomicBool,
     /// (key, client) pairs in the table (INFO tracking_total_items).
     pub(crate) items: AtomicUsize,
+    /// Keys in the table: what `tracking-table-max-keys` limits, read
+    /// before every command while some client tracks.
+    pub(crate) keys: AtomicUsize,
     pub(crate) inner: Mutex<Inner>,
     /// Sharded by key hash, so writes to untracked keys while some client
     /// tracks only take one shard's lock. Never held with `inner`.
@@ -71,6 +74,7 @@ impl Default for Tracking {
             nprefixes: AtomicUsize::new(0),
             bcast_pending: AtomicBool::new(false),
             items: AtomicUsize::new(0),
+            keys: AtomicUsize::new(0),
             inner: Mutex::default(),
             table: std::array::from_fn(|_| Mutex::default()),
         }
@@ -101,6 +105,7 @@ impl Tracking {
     pub(crate) fn take_key(&self, key: &[u8]) -> Option<Vec<u64>> {
         let ids = self.shard(key).lock().remove(key)?;
         self.items.fetch_sub(ids.len(), Relaxed);
+        self.keys.fetch_sub(1, Relaxed);
         let mut ids: Vec<u64> = ids.into_iter().collect();
         ids.sort_unstable();
         Some(ids)
@@ -111,6 +116,7 @@ impl Tracking {
             let mut s = s.lock();
             self.items
                 .fetch_sub(s.values().map(|x| x.len()).sum(), Relaxed);
+            self.keys.fetch_sub(s.len(), Relaxed);
             *s = HashMap::new();
         }
     }

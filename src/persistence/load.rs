@@ -784,7 +784,10 @@ pub(crate) fn empty_all(srv: &impl Host) {
 
 /// DEBUG RELOAD: save the RDB file, empty the keyspace and load the file
 /// back (each step skippable), as Redis does to check that what is saved
-/// is what is loaded.
+/// is what is loaded. From the emptying to the end of the load the server
+/// is loading: other clients get -LOADING (Redis's rdbLoad sets `loading`
+/// and answers the events it serves meanwhile so), never a half-loaded
+/// keyspace.
 pub(crate) fn debug_reload<H: Host>(
     srv: &Arc<H>,
     steps: crate::core::admin::Reload,
@@ -794,16 +797,20 @@ pub(crate) fn debug_reload<H: Host>(
         super::save::wait_for_snapshot(srv);
         super::save::save(srv).map_err(|_| CmdError::err("Error trying to save the DB"))?;
     }
-    if steps.flush {
-        empty_all(srv);
-    }
     let path = std::path::PathBuf::from(srv.core().config.read().get_str("dbfilename"));
     let dup = if steps.merge {
         OnDuplicate::Replace
     } else {
         OnDuplicate::Fail
     };
-    match load_file(srv, &path, dup) {
+    let size = std::fs::metadata(&path).map(|m| m.len()).unwrap_or(0);
+    srv.persist().loading.begin(size);
+    if steps.flush {
+        empty_all(srv);
+    }
+    let loaded = load_file(srv, &path, dup);
+    srv.persist().loading.end();
+    match loaded {
         Ok(Some(_)) => {
             crate::log_warning!("DB reloaded by DEBUG RELOAD");
             Ok(())

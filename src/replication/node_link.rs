@@ -16,13 +16,14 @@ use super::conn::Stream;
 use crate::config::Config;
 use crate::core::Core;
 
-/// Resolves `host` and connects within `timeout`, with the socket options
-/// both links use: no Nagle delay, a one-second read timeout (a quiet
-/// second returns to the caller) and `timeout` to write. `failed` words a
-/// connection error (each link logs its own text).
+/// Resolves `host` and connects within `timeout` from `bind-source-addr`
+/// (if set), with the socket options both links use: no Nagle delay, a
+/// one-second read timeout (a quiet second returns to the caller) and
+/// `timeout` to write. `failed` words a connection error (each link logs
+/// its own text).
 pub(crate) fn connect(
-    host: &str,
-    port: u16,
+    core: &Core,
+    (host, port): (&str, u16),
     timeout: Duration,
     failed: impl FnOnce(std::io::Error) -> String,
 ) -> Result<TcpStream, String> {
@@ -31,12 +32,38 @@ pub(crate) fn connect(
         .map_err(|e| format!("can't resolve {host}: {e}"))?
         .next()
         .ok_or_else(|| format!("can't resolve {host}"))?;
-    let s = TcpStream::connect_timeout(&addr, timeout).map_err(failed)?;
+    let source = core.config.read().get_str("bind-source-addr");
+    let s = connect_from(&source, &addr, timeout).map_err(failed)?;
     let _ = s.set_nodelay(true);
     s.set_read_timeout(Some(Duration::from_secs(1)))
         .and_then(|()| s.set_write_timeout(Some(timeout)))
         .map_err(|e| e.to_string())?;
     Ok(s)
+}
+
+/// A socket bound to `source` (Redis's bind-source-addr: an address,
+/// resolved as a host name would be; "" lets the kernel choose), connected
+/// to `addr` within `timeout`. A bind that fails fails the connection, as
+/// Redis's anetTcpGenericConnect (`bind: <reason>`).
+fn connect_from(
+    source: &str,
+    addr: &std::net::SocketAddr,
+    timeout: Duration,
+) -> std::io::Result<TcpStream> {
+    use socket2::{Domain, Socket, Type};
+    if source.is_empty() {
+        return TcpStream::connect_timeout(addr, timeout);
+    }
+    let bind_err = |e: std::io::Error| std::io::Error::new(e.kind(), format!("bind: {e}"));
+    let from = (source, 0)
+        .to_socket_addrs()
+        .map_err(bind_err)?
+        .find(|a| a.is_ipv4() == addr.is_ipv4())
+        .ok_or_else(|| bind_err(std::io::ErrorKind::AddrNotAvailable.into()))?;
+    let s = Socket::new(Domain::for_address(*addr), Type::STREAM, None)?;
+    s.bind(&from.into()).map_err(bind_err)?;
+    s.connect_timeout(&(*addr).into(), timeout)?;
+    Ok(s.into())
 }
 
 /// `s` as the link's stream: over TLS with `tls-replication` on (the

@@ -110,6 +110,10 @@ impl Admin for Arc<Server> {
         super::hooks::admit(self, client, id, flags)
     }
 
+    fn disk_write_error(&self) -> bool {
+        save::disk_error(self).is_some() || aof::disk_error(self).is_some()
+    }
+
     fn serving_stale(&self) -> bool {
         self.repl.is_replica()
             && !self.repl.replica.link_up()

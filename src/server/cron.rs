@@ -28,8 +28,7 @@ pub(crate) async fn worker_cron(
         tokio::time::sleep(wait).await;
         worker.sync_wall_clock();
         if srv.hot.cron_paused.load(Relaxed) {
-            // DEBUG PAUSE-CRON 1 (tests that must see a change's own path).
-            continue;
+            continue; // DEBUG PAUSE-CRON (Redis's serverCron returns at once)
         }
         if index == 0 {
             // Client eviction: figures pushes left unpublished, and limits.
@@ -39,6 +38,7 @@ pub(crate) async fn worker_cron(
             crate::commands::tracking::cron(&srv);
             super::info::sample_rates(&srv);
             expire_replica_keys(&srv, &worker);
+            super::sync_files::cron(&srv);
         }
         super::hooks::cron(&srv, index);
         if !srv.hot.active_expire.load(Relaxed) || !super::hooks::expires_keys(&srv) {

@@ -23,6 +23,7 @@ pub(crate) mod persistence_host;
 pub(crate) mod replication_host;
 pub(crate) mod shutdown;
 pub(crate) mod supervise;
+pub(crate) mod sync_files;
 pub(crate) mod tls;
 
 use std::net::SocketAddr;
@@ -63,6 +64,8 @@ pub struct Server {
     pub persist: crate::persistence::Persistence,
     /// Replication, both roles (`src/replication/`).
     pub repl: crate::replication::Replication,
+    /// The sync payload a replica loaded, for `rdb-del-sync-files` (`sync_files.rs`).
+    pub(crate) sync_file: sync_files::SyncFileNote,
 }
 
 impl std::ops::Deref for Server {
@@ -99,6 +102,7 @@ impl Server {
             lastsave_unix: AtomicU64::new(now / 1000),
             persist: Default::default(),
             repl: Default::default(),
+            sync_file: Default::default(),
         });
         // A script past busy-reply-threshold answers its thread's other
         // clients through this (DECISIONS 57).

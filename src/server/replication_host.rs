@@ -60,7 +60,9 @@ impl Host for Server {
     }
 
     fn load_file(self: &Arc<Self>, path: &Path) -> Result<(), String> {
-        load::load_for_replica(self, path)
+        load::load_for_replica(self, path)?;
+        super::sync_files::loaded(self, path);
+        Ok(())
     }
     fn begin_socket_load(&self, mode: SocketLoadMode, total: u64) -> load::ReplicaLoad {
         let mode = match mode {

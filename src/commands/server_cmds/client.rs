@@ -338,7 +338,7 @@ fn parse_kill(args: Args) -> Result<KillFilter, CmdError> {
 
 fn matches(ctx: &Ctx, f: &KillFilter, c: &ClientShared) -> bool {
     // Redis's master client has no user: USER never names it.
-    if f.user.is_some() && kind_of(c) == Kind::Master {
+    if f.user.is_some() && c.is_master_link() {
         return false;
     }
     if f.user.as_ref().is_some_and(|u| *u != *c.user.lock()) {

@@ -71,13 +71,13 @@ const DEBUG_HELP: &[&str] = &[
     "    unit tests to simulate Redis errors.",
     "LOG <message>",
     "    Write <message> to the server log.",
-    "PAUSE-CRON <0|1>",
-    "    Stop periodic cron job processing.",
     "REPLYBUFFER RESIZING <0|1>",
     "    Enable or disable the reply buffer resize cron job",
     "CLOCK-OFFSET [<ms>]",
     "    Run the version stamps this node issues <ms> ahead of the wall clock",
     "    (negative: behind; expiry keeps the wall clock). Without <ms>: the offset.",
+    "PAUSE-CRON <0|1>",
+    "    Stop periodic cron job processing.",
     "MERGEINFO <key>",
     "    Show how <key> merges under active replication: its version, the node",
     "    slot that wrote it and, for a counter, each node's part.",
@@ -126,6 +126,10 @@ pub(super) fn debug(ctx: &mut Ctx, args: Args) -> CmdResult {
         let on = atof(args.get(2)) as i64 != 0;
         ctx.core.hot.active_expire.store(on, Relaxed);
         ctx.out.ok();
+    } else if eq_ic(sub, "PAUSE-CRON") && n == 3 {
+        let on = atof(args.get(2)) as i64 != 0;
+        ctx.core.hot.cron_paused.store(on, Relaxed);
+        ctx.out.ok();
     } else if eq_ic(sub, "ERROR") && n == 3 {
         // Replies with the given text as an error (clients' test suites use it).
         return Err(CmdError::Msg(lossy(args.get(2))));
@@ -170,10 +174,6 @@ pub(super) fn debug(ctx: &mut Ctx, args: Args) -> CmdResult {
         let mut argv: Vec<&[u8]> = vec![crate::effects::REPLICAS_ONLY];
         argv.extend(args.iter().skip(2));
         ctx.propagate_repl_only(&argv);
-        ctx.out.ok();
-    } else if eq_ic(sub, "PAUSE-CRON") && n == 3 {
-        let on = atof(args.get(2)) as i64 != 0;
-        ctx.core.hot.cron_paused.store(on, Relaxed);
         ctx.out.ok();
     } else if eq_ic(sub, "REPLYBUFFER") && n == 4 && eq_ic(args.get(2), "RESIZING") {
         let on = atof(args.get(3)) as i64 != 0;

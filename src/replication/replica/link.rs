@@ -125,8 +125,13 @@ impl Peer<'_> {
 
 /// Resolves `host` and connects within `timeout`, with Redis's texts for
 /// a failure.
-fn connect(host: &str, port: u16, timeout: Duration) -> Result<TcpStream, String> {
-    node_link::connect(host, port, timeout, |e| match e.kind() {
+fn connect(
+    core: &crate::core::Core,
+    host: &str,
+    port: u16,
+    timeout: Duration,
+) -> Result<TcpStream, String> {
+    node_link::connect(core, (host, port), timeout, |e| match e.kind() {
         std::io::ErrorKind::TimedOut | std::io::ErrorKind::WouldBlock => {
             Stage::Connecting.timeout_message(timeout.as_secs())
         }
@@ -140,7 +145,7 @@ fn run_link<H: Host>(srv: &Arc<H>, gen: u64, host: &str, port: u16) -> Result<()
     if side.generation.load(Acquire) == gen {
         side.stage.set(Stage::Connecting);
     }
-    let s = connect(host, port, timeout)?;
+    let s = connect(srv.core(), host, port, timeout)?;
     *side.socket.lock() = s.try_clone().ok();
     if side.generation.load(Acquire) != gen {
         return Ok(());

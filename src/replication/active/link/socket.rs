@@ -137,7 +137,7 @@ fn run(
     stats: &Arc<WorkerStats>,
 ) -> Result<(), String> {
     let timeout = node.timeout();
-    let s = node_link::connect(&st.host, st.port, timeout, |e| {
+    let s = node_link::connect(node.core(), (&st.host, st.port), timeout, |e| {
         format!("can't connect: {e}")
     })?;
     *st.socket.lock() = s.try_clone().ok();
