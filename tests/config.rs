@@ -130,7 +130,6 @@ fn refused_directives() {
         &["--user", "bob", "on", "--user", "bob", "off"],
         &["--cluster-enabled", "yes"],
         &["--loadmodule", "/nonexistent/module.so"],
-        &["--maxmemory-clients", "10%"],
         &["--shutdown-on-sigterm", "save", "nosave"],
     ] {
         let (code, err) = run_fail(args);
@@ -156,9 +155,9 @@ fn refused_directives() {
     let mut c = s.conn();
     assert_eq!(get(&mut c, "tls-port"), "0");
     // CONFIG SET refuses what start-up refuses, and takes the default.
-    let e = cmd_err(&mut c, &["CONFIG", "SET", "maxmemory-clients", "10%"]);
+    let e = cmd_err(&mut c, &["CONFIG", "SET", "maxclients-reserved", "10"]);
     assert!(
-        e.contains("CONFIG SET failed (possibly related to argument 'maxmemory-clients') - 'maxmemory-clients' is not supported"),
+        e.contains("CONFIG SET failed (possibly related to argument 'maxclients-reserved') - 'maxclients-reserved' is not supported"),
         "{e}"
     );
     // TLS links without certificates: Redis's error, as at start-up.
@@ -174,8 +173,8 @@ fn refused_directives() {
     let log = String::from_utf8_lossy(&out.stdout);
     assert!(log.contains("No tls-cert-file configured!"), "{log}");
     assert!(log.contains("Failed to configure TLS"), "{log}");
-    let _: () = cmd(&mut c, &["CONFIG", "SET", "maxmemory-clients", "0"]);
-    assert_eq!(get(&mut c, "maxmemory-clients"), "0");
+    let _: () = cmd(&mut c, &["CONFIG", "SET", "maxclients-reserved", "0"]);
+    assert_eq!(get(&mut c, "maxclients-reserved"), "0");
 }
 
 /// Several `replicaof` lines: a plain replica follows the last one (as

@@ -115,7 +115,11 @@ pub(crate) fn intercept(
             CmdError::err("Command not allowed inside a transaction"),
         ));
     }
-    m.queue.push(Queued::new(id, args));
+    let q = Queued::new(id, args);
+    m.bytes += std::mem::size_of::<Queued>()
+        + q.flat.capacity()
+        + q.spans.capacity() * std::mem::size_of::<std::ops::Range<usize>>();
+    m.queue.push(q);
     if let Some(sh) = &client.shared {
         sh.multi_queued.store(m.queue.len() as i64, Relaxed);
     }

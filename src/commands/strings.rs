@@ -793,7 +793,10 @@ fn setrange(ctx: &mut Ctx, args: Args) -> CmdResult {
         None if val.is_empty() => 0,
         None => {
             check_len(ctx, offset, val.len() as u64)?;
-            let mut data = vec![0u8; offset as usize];
+            // Sized once, as Redis's createObject of offset+len: growing a
+            // zeroed prefix by the value doubled its allocation.
+            let mut data = Vec::with_capacity(offset as usize + val.len());
+            data.resize(offset as usize, 0);
             data.extend_from_slice(val);
             let total = data.len();
             let version = ctx.new_version();

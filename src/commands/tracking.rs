@@ -453,6 +453,7 @@ pub(crate) fn tracking(ctx: &mut Ctx, args: Args) -> CmdResult {
     if !on {
         t.remove_client(me);
         ctx.client.tracking = false;
+        ctx.client.tracking_prefixes = 0;
         ctx.out.ok();
         return Ok(());
     }
@@ -460,6 +461,7 @@ pub(crate) fn tracking(ctx: &mut Ctx, args: Args) -> CmdResult {
     let old = g.clients.get(&me).cloned();
     check_on(&n, &prefixes, old.as_ref())?;
     enable(t, &mut g, me, n, old, prefixes);
+    ctx.client.tracking_prefixes = g.clients.get(&me).map_or(0, |s| s.prefixes.len());
     drop(g);
     ctx.client.tracking = true;
     ctx.out.ok();

@@ -537,7 +537,7 @@ pub(crate) static DIRECTIVES: &[Directive] = &[
     d("masteruser", Str, "").built(),
     d("maxclients", Int(1, UINT), "10000").built(),
     d("maxmemory", Memory, "0").built(),
-    d("maxmemory-clients", MemOrPercent, "0").refused(),
+    d("maxmemory-clients", MemOrPercent, "0").built(),
     d("maxmemory-eviction-tenacity", Int(0, 100), "10").built(),
     d(
         "maxmemory-policy",

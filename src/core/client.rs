@@ -15,7 +15,6 @@
 //! connection task selects on it even while blocked writing to a peer that
 //! never reads, so it drops the channel (and its memory) promptly.
 
-use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::Relaxed};
 use std::sync::Arc;
@@ -71,6 +70,8 @@ pub struct ClientState {
     /// CLIENT TRACKING is on (a hint: reads by other clients skip the
     /// tracking registry's lock; see `commands/tracking.rs`).
     pub tracking: bool,
+    /// BCAST prefixes of its tracking (its memory, `core/client_mem.rs`).
+    pub tracking_prefixes: usize,
     /// Set by QUIT, SHUTDOWN or a self-kill: close once replies are written.
     pub close_after_reply: bool,
     /// Set by SHUTDOWN: the server should stop after this reply.
@@ -132,6 +133,7 @@ impl ClientState {
             no_touch: false,
             monitor: false,
             tracking: false,
+            tracking_prefixes: 0,
             close_after_reply: false,
             shutdown_requested: None,
             shared: None,
@@ -198,19 +200,39 @@ pub struct ClientShared {
     pub subs: [AtomicUsize; 3],
     /// Commands queued by an open MULTI; -1 outside one (CLIENT LIST multi=).
     pub multi_queued: std::sync::atomic::AtomicI64,
+    /// The connection's share of this client's memory: its buffers and
+    /// structures, without `pushed` (see `core/client_mem.rs`).
+    pub mem_base: AtomicUsize,
+    /// What the memory book counts for this client (`mem_base + pushed`
+    /// when last published; 0 once closing or when not counted).
+    pub mem_counted: AtomicUsize,
+    /// Counted in the clients' memory (false for a replica's feed).
+    pub mem_kind_counted: AtomicBool,
+    /// Set when client eviction closed it (no longer listed).
+    pub evicted: AtomicBool,
+    /// The book this client is counted in.
+    pub(crate) book: std::sync::Weak<super::client_mem::MemBook>,
 }
 
 /// All connected clients.
 #[derive(Default)]
 pub struct ClientRegistry {
     next_id: AtomicU64,
-    clients: Mutex<BTreeMap<u64, Arc<ClientShared>>>,
+    /// The clients by id, and their memory (`core/client_mem.rs`).
+    pub book: Arc<super::client_mem::MemBook>,
     pub monitors: AtomicUsize,
     /// The `unixsocket` path, for the addresses of unix-socket clients.
     unix_path: Mutex<String>,
 }
 
 impl ClientRegistry {
+    /// A registry whose client eviction starts with `limit` bytes (0: off).
+    pub fn with_limit(limit: usize) -> ClientRegistry {
+        let r = ClientRegistry::default();
+        r.book.set_limit(limit);
+        r
+    }
+
     /// Records the unix socket path (at start-up).
     pub fn set_unix_path(&self, path: &str) {
         *self.unix_path.lock() = path.to_string();
@@ -236,8 +258,10 @@ impl ClientRegistry {
             .map(|a| a.to_string())
             .unwrap_or_else(|| format!("{path}:0"));
         let laddr = laddr.map(|a| a.to_string()).unwrap_or(path);
-        let c = Arc::new(ClientShared::new(id, addr, laddr, fd, now_ms, tx));
-        self.clients.lock().insert(id, c.clone());
+        let mut c = ClientShared::new(id, addr, laddr, fd, now_ms, tx);
+        c.book = Arc::downgrade(&self.book);
+        let c = Arc::new(c);
+        self.book.clients.lock().insert(id, c.clone());
         c
     }
 
@@ -258,47 +282,60 @@ impl ClientRegistry {
         *c.flags.lock() = "M".into();
         // Redis's master client has no ACL user.
         *c.user.lock() = "(superuser)".into();
+        c.mem_kind_counted.store(false, Relaxed);
         let c = Arc::new(c);
-        self.clients.lock().insert(id, c.clone());
+        self.book.clients.lock().insert(id, c.clone());
         c
     }
 
     pub fn unregister(&self, id: u64) {
-        if let Some(c) = self.clients.lock().remove(&id) {
+        let gone = self.book.clients.lock().remove(&id);
+        if let Some(c) = gone {
             if c.monitor.load(Relaxed) {
                 self.monitors.fetch_sub(1, Relaxed);
             }
+            self.book.uncount(&c);
         }
     }
 
     /// Unregisters `c` unless its id now names another record.
     pub fn unregister_record(&self, c: &Arc<ClientShared>) {
-        let mut clients = self.clients.lock();
+        let mut clients = self.book.clients.lock();
         if clients.get(&c.id).is_some_and(|now| Arc::ptr_eq(now, c)) {
             clients.remove(&c.id);
         }
     }
 
     pub fn len(&self) -> usize {
-        self.clients.lock().len()
+        self.book.clients.lock().len()
     }
 
-    /// A snapshot of every client, by id.
+    /// A snapshot of every client, by id (an evicted client is gone at
+    /// once, as Redis frees it, though its task may still be closing).
     pub fn snapshot(&self) -> Vec<Arc<ClientShared>> {
-        self.clients.lock().values().cloned().collect()
+        let clients = self.book.clients.lock();
+        let listed = clients.values().filter(|c| !c.evicted.load(Relaxed));
+        listed.cloned().collect()
     }
 
     pub fn get(&self, id: u64) -> Option<Arc<ClientShared>> {
-        self.clients.lock().get(&id).cloned()
+        self.book.clients.lock().get(&id).cloned()
     }
 
     /// Sends an encoded line to every MONITOR client, enforcing `limit`.
     pub fn feed_monitors(&self, line: Arc<Vec<u8>>, limit: &ObufLimit) {
         let now = crate::keyspace::hlc::unix_ms();
-        for c in self.clients.lock().values() {
-            if c.monitor.load(Relaxed) {
-                c.push(line.clone(), limit, now);
-            }
+        // Pushed outside the map's lock: a push may evict clients.
+        let monitors: Vec<Arc<ClientShared>> = self
+            .book
+            .clients
+            .lock()
+            .values()
+            .filter(|c| c.monitor.load(Relaxed))
+            .cloned()
+            .collect();
+        for c in monitors {
+            c.push(line.clone(), limit, now);
         }
     }
 }
@@ -344,6 +381,11 @@ impl ClientShared {
             kill: Notify::new(),
             subs: Default::default(),
             multi_queued: std::sync::atomic::AtomicI64::new(-1),
+            mem_base: AtomicUsize::new(0),
+            mem_counted: AtomicUsize::new(0),
+            mem_kind_counted: AtomicBool::new(true),
+            evicted: AtomicBool::new(false),
+            book: std::sync::Weak::new(),
         }
     }
 
@@ -356,7 +398,9 @@ impl ClientShared {
         self.pushed.fetch_add(bytes.len(), Relaxed);
         self.pushed_items.fetch_add(1, Relaxed);
         let _ = self.tx.send(Push::Bytes(bytes));
-        self.check_output_limit(limit, now_ms);
+        if !self.check_output_limit(limit, now_ms) {
+            super::client_mem::pushed(self);
+        }
     }
 
     /// CLIENT KILL: closes the connection at once, even while it is blocked

@@ -14,6 +14,7 @@ pub(crate) mod acl;
 pub(crate) mod admin;
 pub(crate) mod blocking;
 pub(crate) mod client;
+pub(crate) mod client_mem;
 pub(crate) mod ctx;
 pub(crate) mod error;
 pub(crate) mod eviction;
@@ -112,6 +113,7 @@ impl Core {
         hot.active_expire.store(true, Relaxed);
         hot.load(&config);
         let active = config.get_bool("active-replica") || config.get_bool("multi-master");
+        let client_limit = Self::client_limit(&config);
         let acl = acl::Acl::new(&commands);
         acl.set_pubsub_default(config.get_str("acl-pubsub-default") == "allchannels");
         acl.set_requirepass(&commands, &config.get_str("requirepass"));
@@ -124,7 +126,7 @@ impl Core {
             hot,
             effects: Effects::default(),
             commands,
-            clients: ClientRegistry::default(),
+            clients: ClientRegistry::with_limit(client_limit),
             workers: Mutex::new(vec![]),
             metrics: Default::default(),
             node_id,
@@ -175,9 +177,16 @@ impl Core {
         self.latency.add(event, ms, now);
     }
 
+    /// `maxmemory-clients` in bytes (0: no client eviction).
+    fn client_limit(c: &Config) -> usize {
+        let maxmemory = c.get_i64("maxmemory").max(0) as u64;
+        client_mem::limit_of(&c.get_str("maxmemory-clients"), maxmemory)
+    }
+
     /// Mirrors the configuration's hot values after a change (CONFIG SET).
     pub fn config_changed(&self, c: &Config) {
         self.hot.load(c);
+        self.clients.book.set_limit(Self::client_limit(c));
         let tracking = c.get_bool("latency-tracking");
         for w in self.workers.lock().iter() {
             w.latency_tracking.store(tracking, Relaxed);
@@ -204,6 +213,9 @@ pub struct HotConfig {
     pub active_expire: AtomicBool,
     /// DEBUG PAUSE-CRON: the workers' periodic work is skipped while set.
     pub cron_paused: AtomicBool,
+    /// DEBUG REPLYBUFFER RESIZING 0: a connection keeps its reply buffer's
+    /// capacity (tests of client memory want stable figures).
+    pub reply_no_resize: AtomicBool,
     /// `replica-read-only`: as a replica, refuse clients' writes.
     pub replica_read_only: AtomicBool,
     /// `protected-mode`: without a password, only loopback clients are served.

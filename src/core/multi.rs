@@ -22,6 +22,8 @@ pub struct MultiState {
     pub(crate) queue: Vec<Queued>,
     /// A command was rejected while queueing: EXEC answers EXECABORT.
     pub(crate) aborted: bool,
+    /// The queued commands' memory (client eviction, `core/client_mem.rs`).
+    pub(crate) bytes: usize,
 }
 
 /// One queued command, its arguments copied out of the query buffer.

@@ -16,6 +16,9 @@ pub(crate) struct QueryBuf {
     data: Vec<u8>,
     pub(crate) start: usize,
     pub(crate) end: usize,
+    /// Set by [`QueryBuf::reserve`]: reads fill `data` up to here without
+    /// growing it (0: none).
+    want: usize,
 }
 
 impl QueryBuf {
@@ -26,13 +29,35 @@ impl QueryBuf {
             data: vec![0; Self::INITIAL],
             start: 0,
             end: 0,
+            want: 0,
         }
+    }
+    /// The buffer's share of the client's memory: its size, or the length
+    /// of the big argument it is reading if more (the memory the client
+    /// asked the server to hold: Redis allocates it as the length arrives,
+    /// and its client eviction counts it from then).
+    pub(crate) fn memory(&self) -> usize {
+        self.data.len().max(self.want)
+    }
+    /// Announces `need` bytes of pending input (an argument of 32 KiB or
+    /// more, Redis's PROTO_MBULK_BIG_ARG): the buffer keeps doubling as
+    /// the bytes arrive, never past `need` (so a client's memory shows what
+    /// it sent, not twice that), and reads stop at the argument's end. A
+    /// claimed length is never allocated up front.
+    pub(crate) fn reserve(&mut self, need: usize) {
+        if self.start > 0 {
+            self.data.copy_within(self.start..self.end, 0);
+            self.end -= self.start;
+            self.start = 0;
+        }
+        self.want = need;
     }
     pub(crate) fn pending(&self) -> &[u8] {
         &self.data[self.start..self.end]
     }
     pub(crate) fn consume(&mut self, n: usize) {
         self.start += n;
+        self.want = 0;
         if self.start == self.end {
             self.start = 0;
             self.end = 0;
@@ -40,6 +65,14 @@ impl QueryBuf {
     }
     /// Free space to read into, compacting or growing when low.
     fn spare(&mut self) -> &mut [u8] {
+        if self.end < self.want {
+            if self.data.len() == self.end {
+                let n = (self.data.len() * 2).min(self.want);
+                self.data.resize(n, 0);
+            }
+            let stop = self.data.len().min(self.want);
+            return &mut self.data[self.end..stop];
+        }
         if self.data.len() - self.end < 4096 {
             if self.start > 0 {
                 self.data.copy_within(self.start..self.end, 0);

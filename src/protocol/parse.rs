@@ -133,6 +133,10 @@ pub struct RequestParser {
     /// Inline commands are unescaped into this buffer.
     inline_buf: Vec<u8>,
     inline: bool,
+    /// The bulk the last `Incomplete` waits for: where its body starts
+    /// and where the command needs the buffer to reach (its body and
+    /// CRLF), both relative to the command's start.
+    waiting: Option<(usize, usize)>,
 }
 
 impl RequestParser {
@@ -152,6 +156,7 @@ impl RequestParser {
 
     /// Try to parse one command at the start of `buf`.
     pub fn parse(&mut self, buf: &[u8], limits: &ParseLimits) -> Result<Parsed, ParseError> {
+        self.waiting = None;
         if self.remaining.is_none() {
             if self.spans.capacity() > 4096 {
                 // Give back what a command with very many arguments grew.
@@ -210,6 +215,7 @@ impl RequestParser {
             }
             let end = body + len as usize;
             if buf.len() < end + 2 {
+                self.waiting = Some((body, end + 2));
                 return Ok(Parsed::Incomplete);
             }
             // Redis does not check the trailing CRLF's bytes, only skips them.
@@ -226,6 +232,14 @@ impl RequestParser {
         self.remaining = None;
         self.spans.clear();
         self.pos = 0;
+    }
+
+    /// After `Incomplete`: the bulk being waited for, as (where its body
+    /// starts, the length the command needs), relative to the command's
+    /// start (the query buffer reserves room for a big one at once, and
+    /// CLIENT LIST's `qbuf` shows its body, as Redis's big-argument mode).
+    pub fn waiting_bulk(&self) -> Option<(usize, usize)> {
+        self.waiting
     }
 
     /// Whether a multibulk command is partially parsed.

@@ -2,12 +2,16 @@
 //!
 //! The loop reads whatever the socket has into the query buffer, executes
 //! every complete command in it (a pipeline of any depth) with replies
-//! appended to one output buffer, and writes that buffer once. Only a framing
-//! error or a limit breach closes the connection; command errors are replies.
-//! Memory per connection stays bounded whatever the peer does: no more input
-//! is read until the replies are written (back-pressure), a batch stops
-//! executing once `OUT_BATCH_MAX` of replies are held, and pushed output is
-//! subject to `client-output-buffer-limit` (see `core/client.rs`).
+//! appended to one output buffer, and writes what the socket takes of it.
+//! Only a framing error or a limit breach closes the connection; command
+//! errors are replies. Replies the socket does not take are held while the
+//! connection reads and runs the client's next commands, as Redis does, up
+//! to `HELD_MAX` (then back-pressure: no more input until the socket takes
+//! some); a batch stops executing once `OUT_BATCH_MAX` of replies are held;
+//! output is subject to `client-output-buffer-limit` (see `core/client.rs`)
+//! and the client's memory to `maxmemory-clients` (`core/client_mem.rs`:
+//! the connection publishes it at the end of a batch and when a command's
+//! replies reallocate the reply buffer).
 //! [`dispatch`] takes a client's parsed arguments to `commands::call`: lookup,
 //! arity, auth and ACL here, then admission and the run with its bookkeeping
 //! (MONITOR, tracking, stats, slowlog) there, then the reply's CLIENT REPLY mode.
@@ -32,6 +36,7 @@ use super::{NewConn, Server};
 use crate::commands::call::{self, Caller};
 use crate::commands::{flags, CmdError, Ctx};
 use crate::core::client::{ClientState, Push, ReplyMode};
+use crate::core::client_mem;
 use crate::core::ctx::ActiveWrite;
 use crate::core::sockio::{read_some, write_all, QueryBuf};
 use crate::core::stats::WorkerStats;
@@ -227,14 +232,28 @@ async fn serve_stream<T>(
     // Set when process_input stopped early because `out` grew large: the
     // commands left in the query buffer run after the write, before any read.
     let mut more_input = false;
+    // `out.buf[..sent]` is written; the rest waits for the socket, and the
+    // connection reads and runs commands meanwhile, as Redis does (a plain
+    // socket; a TLS one writes its replies before it reads on).
+    let mut sent = 0;
+    let mut mem = client_mem::Publisher::default();
+    mem.update(
+        &shared,
+        qb.memory() + out.buf.capacity() + client_mem::structures(client),
+    );
     // The first bytes of a TCP connection are looked at once: a TLS
     // handshake sent to the plain port is logged and closed.
     let mut first_read = !tls && addr.is_some();
     'conn: loop {
+        let held = sent < out.buf.len();
+        // Past HELD_MAX of held replies, no more commands run until the
+        // socket takes some (back-pressure, for a client that never reads).
+        let room = out.buf.len() - sent <= HELD_MAX;
         // Waiting for input with nothing pending: a script past its
         // threshold on this thread may answer this client (BUSY).
         // (Not a TLS connection: its socket carries records, not commands.)
-        let _idle = (!tls && !more_input && qb.pending().is_empty()).then(|| Idle::new(id, fd));
+        let quiet = !tls && !more_input && !held && qb.pending().is_empty();
+        let _idle = quiet.then(|| Idle::new(id, fd));
         let timeout = srv.hot.timeout_secs.load(Relaxed);
         let idle = timeout > 0 && !client.monitor && client.pubsub.total() == 0;
         let n = tokio::select! {
@@ -242,14 +261,27 @@ async fn serve_stream<T>(
             _ = shared.kill.notified() => break 'conn,
             p = rx.recv() => match p {
                 Some(Push::Bytes(b)) => {
-                    if write_all(&io, &b, &shared.kill).await.is_err() { break 'conn; }
-                    shared.push_written(b.len());
+                    if !take_push(&io, &b, &mut out, sent, &shared).await { break 'conn; }
+                    if account(&srv, client, &mut mem, &qb, &mut out, &mut sent, &shared) {
+                        break 'conn;
+                    }
                     continue 'conn;
                 }
                 Some(Push::Kill) | None => break 'conn,
             },
-            _ = std::future::ready(()), if more_input => 0,
-            r = read_some(&io, &mut qb), if !more_input => match r {
+            g = io.writable(), if held => {
+                let Ok(mut g) = g else { break 'conn };
+                if write_held(&io, &out.buf, &mut sent).is_err() { break 'conn; }
+                if sent < out.buf.len() {
+                    g.clear_ready();
+                }
+                if account(&srv, client, &mut mem, &qb, &mut out, &mut sent, &shared) {
+                    break 'conn;
+                }
+                continue 'conn;
+            }
+            _ = std::future::ready(()), if more_input && room => 0,
+            r = read_some(&io, &mut qb), if !more_input && room => match r {
                 Ok(0) | Err(_) => break 'conn,
                 Ok(n) => n,
             },
@@ -263,10 +295,9 @@ async fn serve_stream<T>(
         while let Ok(p) = rx.try_recv() {
             match p {
                 Push::Bytes(b) => {
-                    if write_all(&io, &b, &shared.kill).await.is_err() {
+                    if !take_push(&io, &b, &mut out, sent, &shared).await {
                         break 'conn;
                     }
-                    shared.push_written(b.len());
                 }
                 Push::Kill => break 'conn,
             }
@@ -280,17 +311,29 @@ async fn serve_stream<T>(
         }
         worker.stats.add_net(n as u64, 0);
         shared.last_interaction_ms.store(unix_ms(), Relaxed);
-        let batch =
-            process_input(&srv, &worker, &mut *client, &mut parser, &mut qb, &mut out).await;
+        let held_before = out.buf.len() - sent;
+        let batch = process_input(
+            &srv,
+            &worker,
+            &mut *client,
+            &mut parser,
+            &mut qb,
+            (&mut out, sent),
+            &mut mem,
+        )
+        .await;
         let close = batch.close;
         more_input = batch.more;
         crate::commands::tracking::flush_bcast(&srv);
         qb.shrink_if_idle();
-        shared.qbuf.store(qb.end - qb.start, Relaxed);
+        shared.qbuf.store(shown_qbuf(&qb, &parser), Relaxed);
+        if batch.evicted {
+            break;
+        }
         if let Some(wait) = super::hooks::after_batch(&srv) {
             tokio::time::sleep(wait).await;
         }
-        if !out.is_empty() {
+        if out.buf.len() > sent {
             if batch.ran > 1 {
                 // A pipelined batch's replies wait for the other
                 // connections this turn woke to run theirs: the client then
@@ -299,19 +342,11 @@ async fn serve_stream<T>(
                 tokio::task::yield_now().await;
             }
             super::hooks::before_reply(&srv);
-            worker.stats.add_net(0, out.len() as u64);
-            // The whole batch's replies are written before more input is
-            // read: a client that never reads stops being read from
-            // (back-pressure), so `out` holds at most one read's replies.
-            shared.obuf.store(out.len(), Relaxed);
-            let limits = *srv.hot.obuf_limits.read();
-            let limit = if client.monitor {
-                limits.monitor()
-            } else if client.pubsub.total() > 0 {
-                limits.pubsub
-            } else {
-                limits.normal
-            };
+            worker
+                .stats
+                .add_net(0, (out.buf.len() - sent - held_before) as u64);
+            shared.obuf.store(out.buf.len() - sent, Relaxed);
+            let limit = output_limit(&srv, client);
             if (limit.hard > 0 || limit.soft > 0) && shared.check_output_limit(&limit, unix_ms()) {
                 break;
             }
@@ -320,18 +355,27 @@ async fn serve_stream<T>(
                 // server hold its replies: past 1 KiB, or whatever the
                 // socket does not take at once, it is closed (Redis's fix
                 // for CVE-2025-21605).
-                if out.len() > UNAUTH_OUTPUT_MAX || !write_now(&io, &out.buf) {
+                if out.len() > UNAUTH_OUTPUT_MAX || !write_now(&io, &out.buf[sent..]) {
                     log_verbose!("Closing unauthenticated client over its output limit: id={id}");
                     break;
                 }
-            } else if write_all(&io, &out.buf, &shared.kill).await.is_err() {
+                sent = out.buf.len();
+            } else if tls || must_drain(client, close) {
+                // Before a state that writes on its own (or closes), the
+                // replies are all out.
+                if write_all(&io, &out.buf[sent..], &shared.kill)
+                    .await
+                    .is_err()
+                {
+                    break;
+                }
+                sent = out.buf.len();
+            } else if write_held(&io, &out.buf, &mut sent).is_err() {
                 break;
             }
-            shared.obuf.store(0, Relaxed);
-            out.buf.clear();
-            if out.buf.capacity() > 1 << 20 {
-                out.buf = Vec::with_capacity(16 * 1024);
-            }
+        }
+        if account(&srv, client, &mut mem, &qb, &mut out, &mut sent, &shared) {
+            break;
         }
         if let Some(w) = client.repl_wait.take() {
             // WAIT/WAITAOF: the replies before it are out; answer once the
@@ -354,8 +398,11 @@ async fn serve_stream<T>(
             break;
         }
         if let Some(req) = client.sync_request.take() {
-            // PSYNC/SYNC: from here on this connection is a replica's feed;
-            // what the replica sends on it runs as a command would here.
+            // PSYNC/SYNC: from here on this connection is a replica's feed,
+            // which client eviction does not count; what the replica sends
+            // on it runs as a command would here.
+            shared.mem_kind_counted.store(false, Relaxed);
+            srv.clients.book.uncount(&shared);
             let mut run = |c: &mut ClientState, a: Args, o: &mut ReplyBuf| {
                 dispatch(&srv, &worker, c, o, a, Instant::now());
             };
@@ -392,6 +439,112 @@ async fn serve_stream<T>(
             break;
         }
     }
+}
+
+/// The `client-output-buffer-limit` class of `client`.
+fn output_limit(srv: &Server, client: &ClientState) -> crate::core::client::ObufLimit {
+    let limits = *srv.hot.obuf_limits.read();
+    if client.monitor {
+        limits.monitor()
+    } else if client.pubsub.total() > 0 {
+        limits.pubsub
+    } else {
+        limits.normal
+    }
+}
+
+/// Whether the batch left a state that writes on its own or closes, so
+/// the replies held must be written first.
+fn must_drain(client: &ClientState, close: bool) -> bool {
+    close
+        || client.repl_wait.is_some()
+        || client.peer_request.is_some()
+        || client.sync_request.is_some()
+        || client.block.request.is_some()
+        || client.shutdown_requested.is_some()
+}
+
+/// CLIENT LIST's `qbuf`: the bytes not yet run, but only the body of a big
+/// argument being received, as Redis shows its query buffer then.
+fn shown_qbuf(qb: &QueryBuf, parser: &RequestParser) -> usize {
+    let pending = qb.end - qb.start;
+    match parser.waiting_bulk() {
+        Some((body, need)) if need - body >= BIG_ARG => pending.saturating_sub(body),
+        _ => pending,
+    }
+}
+
+/// Writes what the socket takes of `buf[*sent..]` without waiting.
+fn write_held<T>(io: &AsyncFd<T>, buf: &[u8], sent: &mut usize) -> std::io::Result<()>
+where
+    T: AsRawFd,
+    for<'a> &'a T: Write,
+{
+    while *sent < buf.len() {
+        match io.get_ref().write(&buf[*sent..]) {
+            Ok(0) => return Err(std::io::ErrorKind::WriteZero.into()),
+            Ok(n) => *sent += n,
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => return Ok(()),
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}
+
+/// A push from another client (pub/sub, tracking, MONITOR): behind replies
+/// still held it joins them (in order); otherwise it is written now.
+/// Returns false when the connection is gone.
+async fn take_push<T>(
+    io: &AsyncFd<T>,
+    b: &[u8],
+    out: &mut ReplyBuf,
+    sent: usize,
+    shared: &crate::core::client::ClientShared,
+) -> bool
+where
+    T: AsRawFd,
+    for<'a> &'a T: Write,
+{
+    if sent < out.buf.len() {
+        out.buf.extend_from_slice(b);
+        shared.obuf.store(out.buf.len() - sent, Relaxed);
+    } else if write_all(io, b, &shared.kill).await.is_err() {
+        return false;
+    }
+    shared.push_written(b.len());
+    true
+}
+
+/// After a write or a batch: forgets the replies written, then publishes
+/// the client's memory (`core/client_mem.rs`), which may evict clients.
+/// Returns whether this client must close (evicted).
+fn account(
+    srv: &Server,
+    client: &ClientState,
+    mem: &mut client_mem::Publisher,
+    qb: &QueryBuf,
+    out: &mut ReplyBuf,
+    sent: &mut usize,
+    shared: &crate::core::client::ClientShared,
+) -> bool {
+    if *sent == out.buf.len() {
+        *sent = 0;
+        out.buf.clear();
+        shared.obuf.store(0, Relaxed);
+        if out.buf.capacity() > 1 << 20 && !srv.hot.reply_no_resize.load(Relaxed) {
+            out.buf = Vec::with_capacity(16 * 1024);
+        }
+    } else {
+        shared.obuf.store(out.buf.len() - *sent, Relaxed);
+        if *sent > 1 << 20 && *sent * 2 > out.buf.len() {
+            // Most of it is written: give the front back.
+            out.buf.drain(..*sent);
+            *sent = 0;
+        }
+    }
+    let base = qb.memory() + out.buf.capacity() + client_mem::structures(client);
+    mem.update(shared, base)
 }
 
 /// Whether `b` starts as a TLS ClientHello record does (handshake, 3.x),
@@ -529,13 +682,26 @@ impl Drop for Registered<'_> {
 /// to a slow reader never piles up in memory (back-pressure).
 const OUT_BATCH_MAX: usize = 4 << 20;
 
+/// Replies a connection holds for a socket that does not take them, at
+/// most (give or take a batch's): past it, the connection stops reading and
+/// running the client's commands. Redis holds without bound (only
+/// `client-output-buffer-limit` and client eviction close such a client);
+/// this keeps one client that never reads from using the memory of many.
+const HELD_MAX: usize = 32 << 20;
+
 /// What a run of [`process_input`] left: whether to close the connection,
 /// whether commands are left in the query buffer, and how many ran.
 struct Batch {
     close: bool,
     more: bool,
     ran: u32,
+    /// Client eviction closed this client during the batch.
+    evicted: bool,
 }
+
+/// An argument this long is read into a query buffer sized for it at once
+/// (Redis's PROTO_MBULK_BIG_ARG).
+const BIG_ARG: usize = 32 * 1024;
 
 /// Executes the complete commands in the query buffer. Returns whether the
 /// connection must close (QUIT, protocol error, query buffer limit),
@@ -547,7 +713,8 @@ async fn process_input(
     client: &mut ClientState,
     parser: &mut RequestParser,
     qb: &mut QueryBuf,
-    out: &mut ReplyBuf,
+    (out, sent): (&mut ReplyBuf, usize),
+    mem: &mut client_mem::Publisher,
 ) -> Batch {
     // CLIENT LIST's qbuf while the batch runs: the whole read, the running
     // command included, as Redis's query buffer until the batch is done.
@@ -557,6 +724,10 @@ async fn process_input(
     // One clock read per command: each command's end is the next one's start.
     let mut t = Instant::now();
     let mut ran = 0;
+    // A command whose replies reallocated the reply buffer publishes the
+    // client's memory at once (client eviction), checking the output
+    // buffer limit first, as Redis does on each reply.
+    let mut out_cap = out.buf.capacity();
     loop {
         // Per command: an AUTH earlier in this batch lifts the
         // unauthenticated caps for the commands after it, as in Redis.
@@ -586,6 +757,17 @@ async fn process_input(
                     ran += 1;
                 }
                 qb.consume(consumed);
+                if out.buf.capacity() != out_cap {
+                    out_cap = out.buf.capacity();
+                    if grew_over(srv, client, mem, qb, (out, sent)) {
+                        return Batch {
+                            close: true,
+                            more: false,
+                            ran,
+                            evicted: true,
+                        };
+                    }
+                }
                 if client.block.request.is_some()
                     || client.repl_wait.is_some()
                     || client.shutdown_requested.is_some()
@@ -595,6 +777,7 @@ async fn process_input(
                         close: false,
                         more: qb.start != qb.end,
                         ran,
+                        evicted: false,
                     };
                 }
                 if srv.blocking.busy() {
@@ -608,6 +791,7 @@ async fn process_input(
                         close: true,
                         more: false,
                         ran,
+                        evicted: false,
                     };
                 }
                 if out.len() >= OUT_BATCH_MAX {
@@ -615,10 +799,18 @@ async fn process_input(
                         close: false,
                         more: qb.start != qb.end,
                         ran,
+                        evicted: false,
                     };
                 }
             }
-            Ok(Parsed::Incomplete) => break,
+            Ok(Parsed::Incomplete) => {
+                if let Some((body, need)) = parser.waiting_bulk() {
+                    if need - body >= BIG_ARG {
+                        qb.reserve(need);
+                    }
+                }
+                break;
+            }
             Err(e) => {
                 out.error(&format!("ERR Protocol error: {}", e.0));
                 log_verbose!("Protocol error ({}) from client: id={}", e.0, client.id);
@@ -626,6 +818,7 @@ async fn process_input(
                     close: true,
                     more: false,
                     ran,
+                    evicted: false,
                 };
             }
         }
@@ -640,13 +833,37 @@ async fn process_input(
             close: true,
             more: false,
             ran,
+            evicted: false,
         };
     }
     Batch {
         close: false,
         more: false,
         ran,
+        evicted: false,
     }
+}
+
+/// After a command reallocated the reply buffer: closes the client if its
+/// output is over its limit, else publishes its memory (which may evict
+/// it). Returns whether it must close now. `out.buf[..sent]` is written.
+fn grew_over(
+    srv: &Server,
+    client: &ClientState,
+    mem: &mut client_mem::Publisher,
+    qb: &QueryBuf,
+    (out, sent): (&ReplyBuf, usize),
+) -> bool {
+    let Some(sh) = &client.shared else {
+        return false;
+    };
+    sh.obuf.store(out.buf.len() - sent, Relaxed);
+    let limit = output_limit(srv, client);
+    if (limit.hard > 0 || limit.soft > 0) && sh.check_output_limit(&limit, unix_ms()) {
+        return true;
+    }
+    let base = qb.memory() + out.buf.capacity() + client_mem::structures(client);
+    mem.update(sh, base)
 }
 
 /// If CLIENT PAUSE applies to this command, a future that resolves when the

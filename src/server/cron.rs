@@ -31,6 +31,8 @@ pub(crate) async fn worker_cron(
             continue; // DEBUG PAUSE-CRON (Redis's serverCron returns at once)
         }
         if index == 0 {
+            // Client eviction: figures pushes left unpublished, and limits.
+            srv.clients.book.republish_all();
             end_pause_if_due(&srv);
             super::cron_jobs::run_due(&srv, &worker);
             crate::commands::tracking::cron(&srv);

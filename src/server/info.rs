@@ -192,6 +192,16 @@ fn clients(srv: &Arc<Server>) -> Fields {
 
 pub(crate) use crate::alloc::{rss_bytes, used_memory};
 
+/// INFO's `mem_clients_normal`: the memory of the clients that client
+/// eviction counts (normal and pub/sub ones).
+fn clients_memory(srv: &Server) -> usize {
+    let all = srv.clients.snapshot();
+    let counted = all.iter().filter(|c| c.mem_kind_counted.load(Relaxed));
+    counted
+        .map(|c| crate::core::client_mem::client_memory(c))
+        .sum()
+}
+
 /// Redis's bytesToHuman: "895.39K".
 pub(crate) fn human(n: u64) -> String {
     let d = n as f64;
@@ -281,7 +291,7 @@ fn memory(srv: &Arc<Server>) -> Fields {
         "mem_replication_backlog" => 0,
         "mem_total_replication_buffers" => srv.repl.master.buffer_bytes(&**srv),
         "mem_clients_slaves" => 0,
-        "mem_clients_normal" => 0,
+        "mem_clients_normal" => clients_memory(srv),
         "mem_cluster_links" => 0,
         "mem_aof_buffer" => 0,
         "mem_allocator" => "mimalloc",
@@ -354,7 +364,7 @@ fn stats(srv: &Arc<Server>, w: &[Arc<WorkerStats>]) -> Fields {
         "expired_time_cap_reached_count" => 0,
         "expire_cycle_cpu_milliseconds" => 0,
         "evicted_keys" => sum(w, |s| &s.evicted_keys),
-        "evicted_clients" => 0,
+        "evicted_clients" => srv.clients.book.evicted_clients(),
         "total_eviction_exceeded_time" => 0,
         "current_eviction_exceeded_time" => 0,
         "keyspace_hits" => sum(w, |s| &s.keyspace_hits),

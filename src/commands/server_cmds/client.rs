@@ -227,7 +227,7 @@ pub(crate) fn client_line(core: &Core, c: &ClientShared, current: Option<&str>) 
         16384usize.saturating_sub(qbuf),
         c.pushed_items.load(Relaxed),
         c.output_memory(),
-        16384 * 2 + qbuf + c.output_memory() + 1024,
+        crate::core::client_mem::client_memory(c),
         c.user.lock(),
         c.resp.load(Relaxed),
     )
@@ -492,6 +492,10 @@ fn no_evict(ctx: &mut Ctx, args: Args) -> CmdResult {
     let on = on_off(args.get(2))?;
     ctx.client.no_evict = on;
     set_flag(ctx, 'e', on);
+    if !on {
+        // Now evictable: it may be what is over the limit.
+        ctx.core.clients.book.republish_all();
+    }
     ctx.out.ok();
     Ok(())
 }

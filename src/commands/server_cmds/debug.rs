@@ -71,6 +71,8 @@ const DEBUG_HELP: &[&str] = &[
     "    unit tests to simulate Redis errors.",
     "LOG <message>",
     "    Write <message> to the server log.",
+    "REPLYBUFFER RESIZING <0|1>",
+    "    Enable or disable the reply buffer resize cron job",
     "CLOCK-OFFSET [<ms>]",
     "    Run the version stamps this node issues <ms> ahead of the wall clock",
     "    (negative: behind; expiry keeps the wall clock). Without <ms>: the offset.",
@@ -172,6 +174,10 @@ pub(super) fn debug(ctx: &mut Ctx, args: Args) -> CmdResult {
         let mut argv: Vec<&[u8]> = vec![crate::effects::REPLICAS_ONLY];
         argv.extend(args.iter().skip(2));
         ctx.propagate_repl_only(&argv);
+        ctx.out.ok();
+    } else if eq_ic(sub, "REPLYBUFFER") && n == 4 && eq_ic(args.get(2), "RESIZING") {
+        let on = atof(args.get(3)) as i64 != 0;
+        ctx.core.hot.reply_no_resize.store(!on, Relaxed);
         ctx.out.ok();
     } else if eq_ic(sub, "LOADAOF") && n == 2 {
         ctx.admin.debug_loadaof();
