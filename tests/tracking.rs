@@ -315,3 +315,36 @@ fn the_tracking_table_limit_applies_before_the_next_command() {
     assert_eq!(rc(&mut a, "EXEC"), "*1[+PONG]");
     cmd::<()>(&mut c, &["DEBUG", "PAUSE-CRON", "0"]);
 }
+
+/// Once a client has read QUIT's +OK, it is gone for every other
+/// connection (Redis frees it before serving the next event): CLIENT LIST
+/// no longer shows it, and a client redirecting its invalidations to it is
+/// told the redirect broke. Repeated, as the two connections may be served
+/// by two workers.
+#[test]
+fn a_client_that_quit_is_gone_once_its_reply_is_read() {
+    let s = Server::start(&[]);
+    let mut t = resp3(&s);
+    let mut c = s.conn();
+    for round in 0..30 {
+        let mut q = s.raw();
+        let id = run(&mut q, "CLIENT ID", 1)[1..].trim().to_string();
+        let on = format!("CLIENT TRACKING on REDIRECT {id}");
+        assert_eq!(rc(&mut t, &on), "+OK");
+        let key = format!("k{round}");
+        assert_eq!(rc(&mut t, &format!("GET {key}")), "_");
+        assert_eq!(run(&mut q, "QUIT", 1), "+OK\r\n");
+        let list: String = cmd(&mut c, &["CLIENT", "LIST"]);
+        assert!(
+            !list.contains(&format!("id={id} ")),
+            "round {round}: {list}"
+        );
+        cmd::<()>(&mut c, &["SET", &key, "1"]);
+        let got = read_reply(&mut t);
+        assert!(
+            got.contains("tracking-redir-broken"),
+            "round {round}: {got}"
+        );
+        assert_eq!(rc(&mut t, "CLIENT TRACKING off"), "+OK");
+    }
+}

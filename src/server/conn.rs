@@ -323,6 +323,16 @@ async fn serve_stream<T>(
         )
         .await;
         let close = batch.close;
+        if close {
+            // QUIT, or an ACL change that ends this client: it leaves the
+            // registries before its last reply goes out, so once that reply
+            // is read no command on another connection finds it (Redis frees
+            // it before serving the next event; DECISIONS 22: a reply read
+            // happens before what its client sends next). Client eviction
+            // stops counting it too.
+            shared.mem_kind_counted.store(false, Relaxed);
+            leave_registries(&srv, client);
+        }
         more_input = batch.more;
         crate::commands::tracking::flush_bcast(&srv);
         qb.shrink_if_idle();
@@ -670,11 +680,16 @@ struct Registered<'a> {
 
 impl Drop for Registered<'_> {
     fn drop(&mut self) {
-        let id = self.client.id;
-        crate::commands::pubsub::remove_client(self.srv, &mut self.client);
-        self.srv.tracking.remove_client(id);
-        self.srv.clients.unregister(id);
+        leave_registries(self.srv, &mut self.client);
     }
+}
+
+/// Takes `client` out of the registries (idempotent).
+fn leave_registries(srv: &Server, client: &mut ClientState) {
+    let id = client.id;
+    crate::commands::pubsub::remove_client(srv, client);
+    srv.tracking.remove_client(id);
+    srv.clients.unregister(id);
 }
 
 /// Replies held before they are written: past this, complete commands wait
