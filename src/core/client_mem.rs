@@ -210,6 +210,13 @@ impl MemBook {
 
 /// A push to `c` grew its output: publish it, and evict if over.
 pub(crate) fn pushed(c: &ClientShared) {
+    publish_to_book(c);
+}
+
+/// Publishes `c`'s figure to its book when a limit is set, and evicts what
+/// is over. Without a limit nothing is published (a plain load): setting
+/// one republishes every client ([`MemBook::set_limit`]).
+fn publish_to_book(c: &ClientShared) {
     if !ANY_LIMIT.load(Relaxed) {
         return;
     }
@@ -234,11 +241,7 @@ impl Publisher {
         if base != self.last {
             self.last = base;
             c.mem_base.store(base, Relaxed);
-            if let Some(book) = c.book.upgrade() {
-                if book.limit() != 0 && book.publish(c) {
-                    book.evict();
-                }
-            }
+            publish_to_book(c);
         }
         c.closing.load(Relaxed)
     }
