@@ -131,8 +131,10 @@ struct Slot {
     /// Some(0): end of stream; Some(-errno): error.
     rx_end: Cell<Option<i32>>,
     recv_armed: Cell<bool>,
-    /// The receive was stopped (RX_PAUSE or a hand-off): not re-armed.
+    /// The receive was stopped at RX_PAUSE: re-armed once the queue is empty.
     paused: Cell<bool>,
+    /// A hand-off stopped the receive for good.
+    leaving: Cell<bool>,
     reader: Cell<Option<Waker>>,
     /// Owned by the kernel while the send is in flight: not touched then.
     send_buf: RefCell<Vec<u8>>,
@@ -369,8 +371,11 @@ impl Ring {
                 }
             }
         }
-        let stopped = slot.closed.get() || slot.paused.get() || slot.rx_end.get().is_some();
-        if !more && !stopped {
+        let stopped = slot.closed.get() || slot.leaving.get() || slot.rx_end.get().is_some();
+        // A paused receive whose queue was taken meanwhile goes on now
+        // (otherwise the loop's next take re-arms it).
+        if !more && !stopped && (!slot.paused.get() || slot.rx_len() == 0) {
+            slot.paused.set(false);
             self.arm_recv(key, slot);
         }
         slot.wake_reader();
@@ -395,6 +400,7 @@ impl UringIo {
             rx_end: Cell::new(None),
             recv_armed: Cell::new(false),
             paused: Cell::new(false),
+            leaving: Cell::new(false),
             reader: Cell::new(None),
             send_buf: RefCell::new(Vec::new()),
             send: Cell::new(SendState::Idle),
@@ -432,7 +438,8 @@ impl UringIo {
         }
         drop(rx);
         let drained = s.rx_len() == 0;
-        if drained && s.paused.get() && !s.recv_armed.get() && s.rx_end.get().is_none() {
+        let stopped = s.closed.get() || s.leaving.get() || s.rx_end.get().is_some();
+        if drained && s.paused.get() && !s.recv_armed.get() && !stopped {
             s.paused.set(false);
             self.ring.arm_recv(self.key, s);
         }
@@ -555,8 +562,8 @@ impl ConnIo for UringIo {
         self.send_settled().await;
         let mut unused = 0;
         self.settle(&mut unused)?;
+        self.slot.leaving.set(true);
         if self.slot.recv_armed.get() {
-            self.slot.paused.set(true);
             self.ring.cancel(self.key, RECV);
         }
         poll_fn(|cx| {
