@@ -89,11 +89,11 @@ fn pos_of(slot: u32, shift: u32) -> u32 {
 
 /// A shard's key index: hash -> slab position. See the module comment.
 pub(crate) struct Index {
-    groups: Vec<Group>,
-    /// Positions held.
-    len: usize,
+    groups: Box<[Group]>,
+    /// Positions held (a shard's positions are `u32`s).
+    len: u32,
     /// Tombstones held.
-    deleted: usize,
+    deleted: u32,
     /// Bits of a slot that hold the position.
     shift: u32,
 }
@@ -101,7 +101,7 @@ pub(crate) struct Index {
 impl Default for Index {
     fn default() -> Self {
         Index {
-            groups: Vec::new(),
+            groups: Box::default(),
             len: 0,
             deleted: 0,
             shift: MIN_SHIFT,
@@ -230,8 +230,8 @@ impl Index {
 
     /// Makes room for `more` positions without growing meanwhile.
     pub(crate) fn reserve(&mut self, more: usize, rehash: impl Fn(u32) -> u64) {
-        let need = self.len + more;
-        if need + self.deleted <= Self::max_filled(self.groups.len()) {
+        let need = self.len as usize + more;
+        if need + self.deleted as usize <= Self::max_filled(self.groups.len()) {
             return;
         }
         // Tombstones alone filled it and the keys leave a quarter free:
@@ -248,13 +248,16 @@ impl Index {
 
     /// Re-inserts every position into a table of `groups` groups.
     fn rebuild(&mut self, groups: usize, rehash: impl Fn(u32) -> u64) {
-        let old = std::mem::replace(&mut self.groups, vec![Group::EMPTY; groups]);
+        let old = std::mem::replace(
+            &mut self.groups,
+            vec![Group::EMPTY; groups].into_boxed_slice(),
+        );
         let old_shift = self.shift;
         let slots = (groups * GROUP) as u64;
         self.shift = (64 - slots.leading_zeros()).clamp(MIN_SHIFT, 32);
         self.len = 0;
         self.deleted = 0;
-        for group in &old {
+        for group in old.iter() {
             for &s in &group.0 {
                 if s < DELETED {
                     let pos = pos_of(s, old_shift);
@@ -345,7 +348,7 @@ mod tests {
                 idx.insert_unique(h, pos, |p| hash_of(snapshot[p as usize]));
                 model.insert(k, ());
             }
-            assert_eq!(idx.len, model.len());
+            assert_eq!(idx.len as usize, model.len());
         }
         for (p, &k) in slab.iter().enumerate() {
             assert_eq!(
