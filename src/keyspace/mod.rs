@@ -24,6 +24,7 @@ pub(crate) mod hash;
 pub(crate) mod held;
 pub(crate) mod hlc;
 pub(crate) mod hll;
+mod index;
 pub(crate) mod lazyfree;
 pub(crate) mod list;
 pub(crate) mod longdouble;
@@ -43,7 +44,6 @@ pub(crate) mod zset;
 
 use std::hash::BuildHasher;
 
-use hashbrown::HashTable;
 use merge::MergeType;
 use parking_lot::Mutex;
 
@@ -211,7 +211,7 @@ pub struct Slot {
 #[derive(Default)]
 pub struct Shard {
     entries: table::Slab,
-    index: HashTable<u32>,
+    index: index::Index,
     expires: deadlines::Deadlines,
     /// The running snapshot's pending entries here (see `snap.rs`).
     snap: Option<Box<snap::ShardSnap>>,
@@ -278,8 +278,8 @@ impl Shard {
     fn pos(&self, hash: u64, key: &[u8]) -> Option<usize> {
         let entries = &self.entries;
         self.index
-            .find(hash, |&i| &*entries.get(i as usize).key == key)
-            .map(|&i| i as usize)
+            .find(hash, |i| &*entries.get(i as usize).key == key)
+            .map(|i| i as usize)
     }
 
     /// [`Self::pos`], trying the position `find_mut` found last first:
@@ -967,7 +967,7 @@ impl Shard {
         let i = u32::try_from(self.entries.push(entry)).expect("shard holds < 2^32 keys");
         let entries = &self.entries;
         self.index
-            .insert_unique(hash, i, |&j| hasher.hash(&entries.get(j as usize).key));
+            .insert_unique(hash, i, |j| hasher.hash(&entries.get(j as usize).key));
     }
 
     /// Removes the entry at `pos` (whose key hashes to `hash`) from the slab
@@ -975,9 +975,7 @@ impl Shard {
     fn remove_at(&mut self, hasher: &KeyHasher, hash: u64, pos: usize) -> Entry {
         self.before_write(pos);
         let p = pos as u32;
-        if let Ok(occ) = self.index.find_entry(hash, |&i| i == p) {
-            occ.remove();
-        }
+        self.index.remove(hash, p);
         let e = self.entries.swap_remove(pos);
         self.forget_member_ttls(&e.key);
         if pos < self.entries.len() {
@@ -987,9 +985,7 @@ impl Shard {
                 s.moved(last as usize, pos);
             }
             let h = hasher.hash(&self.entries.get(pos).key);
-            if let Some(slot) = self.index.find_mut(h, |&i| i == last) {
-                *slot = p;
-            }
+            self.index.replace(h, last, p);
         }
         e
     }
@@ -1054,28 +1050,17 @@ impl Shard {
     pub fn reserve(&mut self, hasher: &KeyHasher, more: usize) {
         let entries = &self.entries;
         self.index
-            .reserve(more, |&j| hasher.hash(&entries.get(j as usize).key));
+            .reserve(more, |j| hasher.hash(&entries.get(j as usize).key));
     }
 
-    /// Inserts an entry whose key must be new, with one probe of the index
-    /// (loading); gives the entry back if the key is already there.
+    /// Inserts an entry whose key must be new (loading); gives the entry
+    /// back if the key is already there.
     pub fn insert_new(&mut self, hasher: &KeyHasher, hash: u64, entry: Entry) -> Result<(), Entry> {
-        let entries = &self.entries;
-        let slot = self.index.entry(
-            hash,
-            |&i| *entries.get(i as usize).key == *entry.key,
-            |&j| hasher.hash(&entries.get(j as usize).key),
-        );
-        let hashbrown::hash_table::Entry::Vacant(vacant) = slot else {
+        if self.pos(hash, &entry.key).is_some() {
             return Err(entry);
-        };
-        if !self.tombstones.is_empty() {
-            self.tombstones.remove(&*entry.key);
         }
         let at = entry.expire_at();
-        let i = u32::try_from(self.entries.len()).expect("shard holds < 2^32 keys");
-        vacant.insert(i);
-        self.entries.push(entry);
+        self.push(hasher, hash, entry);
         if at != 0 {
             self.expires.insert(at, hash);
         }
@@ -1120,18 +1105,18 @@ impl Shard {
 
     /// The position of a key whose hash is `hash` and whose expiry is `at`:
     /// the key an `expires` entry stands for. The index's probe for `hash`
-    /// also yields keys of other hashes (it matches 7 bits of it), and
+    /// also yields keys of other hashes (it matches 8 bits of it), and
     /// keys given one expiry in one millisecond share `at`, so the full
     /// hash is checked: without it, an entry outlived its key (INFO's
     /// `expires=` counted it) or stood for another key's expiry.
     fn expiring_at(&self, hasher: &KeyHasher, hash: u64, at: u64) -> Option<usize> {
         let entries = &self.entries;
         self.index
-            .find(hash, |&i| {
+            .find(hash, |i| {
                 let e = entries.get(i as usize);
                 e.expire_at() == at && hasher.hash(&e.key) == hash
             })
-            .map(|&i| i as usize)
+            .map(|i| i as usize)
     }
 
     /// Removes up to `max` keys whose expiry is due, calling `on_expired` for
@@ -1386,8 +1371,9 @@ impl Keyspace {
     #[inline]
     pub fn slot(&self, key: &[u8]) -> Slot {
         let hash = self.hasher.hash(key);
-        // High-middle bits pick the shard; hashbrown uses the low bits for the
-        // bucket and the top 7 for its tag, so the three stay independent.
+        // High-middle bits pick the shard; the shard's index uses the low
+        // 32 bits for the group and the top 8 for its tag (`index.rs`), so
+        // the three stay independent.
         Slot {
             hash,
             shard: ((hash >> 32) as usize) & (SHARDS - 1),
