@@ -194,25 +194,44 @@ impl ListValue {
     }
 
     pub fn pop_front(&mut self) -> Option<Box<[u8]>> {
-        let c = self.chunks.front_mut()?;
-        let v = c.items.pop_front()?;
-        c.bytes -= v.len() + ENTRY_OVERHEAD;
-        if c.items.is_empty() {
-            self.chunks.pop_front();
-        }
-        self.len -= 1;
-        Some(v)
+        self.pop_with(true, |v| v.into())
     }
 
     pub fn pop_back(&mut self) -> Option<Box<[u8]>> {
-        let c = self.chunks.back_mut()?;
-        let v = c.items.pop_back()?;
-        c.bytes -= v.len() + ENTRY_OVERHEAD;
+        self.pop_with(false, |v| v.into())
+    }
+
+    /// Pops from the head (`left`) or the tail, handing the element's bytes
+    /// to `f` before they are dropped (a reply written from them needs no
+    /// copy).
+    pub fn pop_with<R>(&mut self, left: bool, f: impl FnOnce(&[u8]) -> R) -> Option<R> {
+        let c = if left {
+            self.chunks.front_mut()?
+        } else {
+            self.chunks.back_mut()?
+        };
+        let mut n = 0;
+        let r = if left {
+            c.items.pop_front_with(|v| {
+                n = v.len();
+                f(v)
+            })
+        } else {
+            c.items.pop_back_with(|v| {
+                n = v.len();
+                f(v)
+            })
+        }?;
+        c.bytes -= n + ENTRY_OVERHEAD;
         if c.items.is_empty() {
-            self.chunks.pop_back();
+            if left {
+                self.chunks.pop_front();
+            } else {
+                self.chunks.pop_back();
+            }
         }
         self.len -= 1;
-        Some(v)
+        Some(r)
     }
 
     /// Pops from the head (`left`) or the tail.

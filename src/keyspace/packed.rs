@@ -315,28 +315,41 @@ impl Packed {
         true
     }
 
+    #[cfg(test)]
     pub(crate) fn pop_front(&mut self) -> Option<Box<[u8]>> {
+        self.pop_front_with(|v| v.into())
+    }
+
+    #[cfg(test)]
+    pub(crate) fn pop_back(&mut self) -> Option<Box<[u8]>> {
+        self.pop_back_with(|v| v.into())
+    }
+
+    /// Removes the first element, handing its bytes to `f` first (no copy
+    /// of them is made).
+    pub(crate) fn pop_front_with<R>(&mut self, f: impl FnOnce(&[u8]) -> R) -> Option<R> {
         if self.count == 0 {
             return None;
         }
         let (s, len, end) = read_fwd(self.live(), 0);
-        let v: Box<[u8]> = self.live()[s..s + len].into();
+        let r = f(&self.live()[s..s + len]);
         self.advance(end);
         self.count -= 1;
         self.reset_if_empty();
-        Some(v)
+        Some(r)
     }
 
-    pub(crate) fn pop_back(&mut self) -> Option<Box<[u8]>> {
+    /// Removes the last element, handing its bytes to `f` first.
+    pub(crate) fn pop_back_with<R>(&mut self, f: impl FnOnce(&[u8]) -> R) -> Option<R> {
         if self.count == 0 {
             return None;
         }
         let (start, s, len) = read_back(self.live(), self.buf.len() - self.head());
-        let v: Box<[u8]> = self.live()[s..s + len].into();
+        let r = f(&self.live()[s..s + len]);
         self.buf.truncate(self.head() + start);
         self.count -= 1;
         self.reset_if_empty();
-        Some(v)
+        Some(r)
     }
 
     /// Replaces element `i` (which must exist).
