@@ -81,9 +81,22 @@ fn encode_into(v: &[u8], dst: &mut [u8]) {
 }
 
 fn encoded(v: &[u8]) -> Vec<u8> {
-    let mut out = Vec::with_capacity(enc_len(v));
+    let mut out = Vec::with_capacity(v.len() + 10);
     encode(v, &mut out);
     out
+}
+
+#[cfg(test)]
+thread_local! {
+    /// Bytes moved by regrowing and recentring, for the tests' amortized
+    /// bounds.
+    static MOVED: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+}
+
+#[inline]
+fn counted_move(_n: usize) {
+    #[cfg(test)]
+    MOVED.with(|m| m.set(m.get() + _n));
 }
 
 /// (start of the element's bytes, their length, end of the element) for
@@ -244,31 +257,52 @@ impl Packed {
         }
     }
 
-    /// Moves the live bytes to the start of the buffer.
-    fn close_front(&mut self) {
-        let h = self.head();
-        if h > 0 {
-            self.buf.copy_within(h.., 0);
-            self.buf.truncate(self.buf.len() - h);
-            self.head = 0;
+    /// Moves the live bytes so that they start at `to` (the buffer ends
+    /// with them).
+    fn move_live(&mut self, to: usize) {
+        let (h, live) = (self.head(), self.buf.len() - self.head());
+        counted_move(live);
+        if to > h {
+            self.buf.resize(to + live, 0);
         }
+        self.buf.copy_within(h..h + live, to);
+        self.buf.truncate(to + live);
+        self.head = to as u32;
     }
 
     /// Drops `n` bytes at the front of the live bytes.
     fn advance(&mut self, n: usize) {
         let h = self.head() + n;
         if h > u32::MAX as usize {
-            self.buf.drain(..h);
-            self.head = 0;
+            self.move_live(0);
+            self.buf.drain(..n);
         } else {
             self.head = h as u32;
         }
     }
 
+    /// Free bytes in the allocation beyond the live ones, when they are
+    /// enough to recentre: `n` for the push and as many as the live bytes
+    /// besides, so each side gets at least half the live size and the move
+    /// is paid for by that many bytes of pushes (amortized O(1)).
+    fn spare_to_recentre(&self, n: usize) -> Option<usize> {
+        let live = self.buf.len() - self.head();
+        let spare = self.buf.capacity() - live;
+        (spare >= live + n).then_some(spare)
+    }
+
     pub(crate) fn push_back(&mut self, v: &[u8]) {
         let n = enc_len(v);
-        if self.buf.len() + n > self.buf.capacity() && self.head() >= self.buf.len() - self.head() {
-            self.close_front();
+        if self.buf.len() + n > self.buf.capacity() {
+            match self.spare_to_recentre(n) {
+                // The push gets `n` and half of the rest; the front keeps the other half.
+                Some(spare) if self.head() > 0 => self.move_live((spare - n) / 2),
+                // The Vec's own growth (doubling); the front room is kept.
+                _ => {
+                    counted_move(self.buf.len());
+                    self.buf.reserve(n);
+                }
+            }
         }
         encode(v, &mut self.buf);
         self.count += 1;
@@ -277,7 +311,7 @@ impl Packed {
     pub(crate) fn push_front(&mut self, v: &[u8]) {
         let n = enc_len(v);
         if self.head() < n && !self.grow_front(n) {
-            self.close_front();
+            self.move_live(0);
             self.buf.splice(0..0, encoded(v));
             self.count += 1;
             return;
@@ -288,29 +322,29 @@ impl Packed {
         self.count += 1;
     }
 
-    /// Makes at least `need` bytes of front room, and as many as the live
-    /// bytes (amortized O(1) pushes), in the same allocation when it is
-    /// large enough. False when `need` is past what `head` can hold.
+    /// Makes at least `need` bytes of front room: recentred in the same
+    /// allocation when its spare allows (`spare_to_recentre`), else in one
+    /// twice as large (as the Vec grows at the back) whose new bytes all
+    /// go to the front, the back's spare kept. False when `need` is past
+    /// what `head` can hold.
     fn grow_front(&mut self, need: usize) -> bool {
         if need > u32::MAX as usize {
             return false;
         }
-        let h = self.head();
-        let live = self.buf.len() - h;
-        let room = need.max(live).min(u32::MAX as usize);
-        let total = room + live;
-        if self.buf.capacity() >= total {
-            if self.buf.len() < total {
-                self.buf.resize(total, 0);
-            }
-            self.buf.copy_within(h..h + live, room);
-            self.buf.truncate(total);
-        } else {
-            let mut nb = Vec::with_capacity(total);
-            nb.resize(room, 0);
-            nb.extend_from_slice(&self.buf[h..]);
-            self.buf = nb;
+        let max = u32::MAX as usize;
+        if let Some(spare) = self.spare_to_recentre(need) {
+            self.move_live((need + (spare - need) / 2).min(max));
+            return true;
         }
+        let (h, live) = (self.head(), self.buf.len() - self.head());
+        let back = self.buf.capacity() - self.buf.len();
+        let cap = (2 * self.buf.capacity()).max(live + need + back).max(8);
+        let room = (cap - live - back).min(max);
+        counted_move(live);
+        let mut nb = Vec::with_capacity(room + live + back);
+        nb.resize(room, 0);
+        nb.extend_from_slice(&self.buf[h..]);
+        self.buf = nb;
         self.head = room as u32;
         true
     }
@@ -584,6 +618,46 @@ mod tests {
             .skip(1)
             .map(|e| u32::from_le_bytes(e.try_into().unwrap()))
             .eq(0..10_000));
+    }
+
+    /// Regrowing and recentring move O(1) bytes per pushed byte, whatever
+    /// the mix of ends: one end only, alternating ends, and queues either
+    /// way (the pops at the other end).
+    #[test]
+    fn moves_are_amortized_constant() {
+        for pattern in 0..5 {
+            let mut p = Packed::one(b"seed");
+            MOVED.with(|m| m.set(0));
+            let mut pushed = 0;
+            for i in 0..100_000u32 {
+                let v = i.to_le_bytes();
+                let front = match pattern {
+                    0 => true,
+                    1 => false,
+                    _ => i % 2 == 0,
+                };
+                if front {
+                    p.push_front(&v);
+                } else {
+                    p.push_back(&v);
+                }
+                pushed += 6;
+                match pattern {
+                    3 if p.len() > 1000 => drop(p.pop_back()),
+                    4 if p.len() > 1000 => drop(p.pop_front()),
+                    _ => {}
+                }
+            }
+            let moved = MOVED.with(|m| m.get());
+            assert!(
+                moved <= 4 * pushed,
+                "pattern {pattern}: {moved} bytes moved for {pushed}"
+            );
+            assert!(
+                p.capacity() <= 4 * (p.buf.len() - p.head()) + 64,
+                "pattern {pattern}"
+            );
+        }
     }
 
     /// A queue in one buffer (push at one end, pop at the other) reuses its
