@@ -12,12 +12,15 @@
 //! Both ends are O(1) without moving the other elements: the elements live
 //! in `buf[head..]`, and `buf[..head]` is room at the front. A push at the
 //! front writes its element backwards into that room; a pop at the front
-//! only advances `head`; the back is the Vec's own end. When the front room
-//! runs out it is regrown to at least the live bytes' size (so a regrow,
-//! which moves them once, is paid for by as many bytes of later pushes),
-//! and a push at the back that would reallocate while the front room is as
-//! large as the live bytes moves them down instead, so a queue (push at one
-//! end, pop at the other) reuses its buffer rather than growing it.
+//! only advances `head`; the back is the Vec's own end. When the side a
+//! push needs is full, the live bytes are recentred inside the allocation
+//! if its spare allows (the push's bytes plus half the rest to that side),
+//! else the allocation doubles, its new bytes on the side that ran out (at
+//! the back that is the Vec's own growth). Up to 8 KiB of live bytes any
+//! spare allows it, so a small list's allocation grows exactly as a Vec's
+//! and costs what it did; above that the spare must be the live size too,
+//! so a move is paid for by as many bytes of pushes (amortized O(1)). A
+//! queue (push at one end, pop at the other) thus reuses its buffer.
 //! `head` and `count` are u32 so that a chunk costs what it did before the
 //! front room (the list keeps a chunk's count far below 2^32; a front room
 //! past 2^32 bytes is closed up, see `advance`).
@@ -36,6 +39,10 @@ pub(crate) struct Packed {
 pub(crate) const MAX_COUNT: usize = u32::MAX as usize - 1;
 
 const BIG: u8 = 0xFF;
+
+/// Live bytes up to which a push may recentre them into any spare (see
+/// `spare_to_recentre`): the default fill's chunk size.
+const SMALL: usize = 8192;
 
 /// Bytes `v` takes encoded.
 #[inline]
@@ -282,13 +289,18 @@ impl Packed {
     }
 
     /// Free bytes in the allocation beyond the live ones, when they are
-    /// enough to recentre: `n` for the push and as many as the live bytes
-    /// besides, so each side gets at least half the live size and the move
-    /// is paid for by that many bytes of pushes (amortized O(1)).
+    /// enough to recentre for a push of `n` bytes. Up to `SMALL` live bytes
+    /// any spare will do: the allocation grows as a Vec's would, so a small
+    /// list holds no more than before the front room, and a move costs at
+    /// most what every push at the head used to. Above it the spare must
+    /// also be as large as the live bytes, so each side gets at least half
+    /// their size and the move is paid for by that many bytes of pushes
+    /// (amortized O(1)).
     fn spare_to_recentre(&self, n: usize) -> Option<usize> {
         let live = self.buf.len() - self.head();
         let spare = self.buf.capacity() - live;
-        (spare >= live + n).then_some(spare)
+        let extra = if live <= SMALL { 0 } else { live };
+        (spare >= extra + n).then_some(spare)
     }
 
     pub(crate) fn push_back(&mut self, v: &[u8]) {
@@ -622,41 +634,76 @@ mod tests {
 
     /// Regrowing and recentring move O(1) bytes per pushed byte, whatever
     /// the mix of ends: one end only, alternating ends, and queues either
-    /// way (the pops at the other end).
+    /// way (the pops at the other end) above `SMALL` live bytes. A queue
+    /// under it may move its live bytes more often (any spare is used
+    /// before the allocation grows), ten bytes per byte pushed here,
+    /// where every head push or pop used to move them all.
     #[test]
     fn moves_are_amortized_constant() {
-        for pattern in 0..5 {
+        for (pattern, queue, bound) in [
+            (0, 0, 4),
+            (1, 0, 4),
+            (2, 0, 4),
+            (3, 3000, 4),
+            (4, 3000, 4),
+            (3, 1000, 16),
+            (4, 1000, 16),
+        ] {
             let mut p = Packed::one(b"seed");
             MOVED.with(|m| m.set(0));
             let mut pushed = 0;
             for i in 0..100_000u32 {
                 let v = i.to_le_bytes();
-                let front = match pattern {
-                    0 => true,
-                    1 => false,
-                    _ => i % 2 == 0,
-                };
-                if front {
+                if pattern == 0 || (pattern >= 2 && i % 2 == 0) || pattern == 3 {
                     p.push_front(&v);
                 } else {
                     p.push_back(&v);
                 }
                 pushed += 6;
-                match pattern {
-                    3 if p.len() > 1000 => drop(p.pop_back()),
-                    4 if p.len() > 1000 => drop(p.pop_front()),
-                    _ => {}
+                if queue > 0 && p.len() > queue {
+                    drop(if pattern == 3 {
+                        p.pop_back()
+                    } else {
+                        p.pop_front()
+                    });
                 }
             }
             let moved = MOVED.with(|m| m.get());
+            let live = p.buf.len() - p.head();
             assert!(
-                moved <= 4 * pushed,
-                "pattern {pattern}: {moved} bytes moved for {pushed}"
+                moved <= bound * pushed,
+                "pattern {pattern}/{queue}: {moved} bytes moved for {pushed}"
             );
             assert!(
-                p.capacity() <= 4 * (p.buf.len() - p.head()) + 64,
-                "pattern {pattern}"
+                p.capacity() <= 4 * live + 64,
+                "pattern {pattern}/{queue}: {} for {live}",
+                p.capacity()
             );
+        }
+    }
+
+    /// Up to `SMALL` live bytes, pushes at mixed ends grow the allocation
+    /// as a Vec grows (doubling when full): at most twice the live bytes.
+    #[test]
+    fn small_buffers_grow_as_a_vec() {
+        for pattern in 0..3 {
+            let mut p = Packed::one(b"seed");
+            let mut i = 0u32;
+            while p.buf.len() - p.head() < SMALL - 100 {
+                let v = format!("element:{i}");
+                if pattern == 0 || (pattern == 2 && i % 3 == 0) || (pattern == 1 && i % 2 == 0) {
+                    p.push_front(v.as_bytes());
+                } else {
+                    p.push_back(v.as_bytes());
+                }
+                let live = p.buf.len() - p.head();
+                assert!(
+                    p.capacity() <= 2 * live + 16,
+                    "pattern {pattern} live {live} cap {}",
+                    p.capacity()
+                );
+                i += 1;
+            }
         }
     }
 
