@@ -196,14 +196,13 @@ impl Packed {
     }
 
     /// Drops the front room and the spare capacity (a full chunk that will
-    /// not grow again), unless they are under an eighth of the live bytes
-    /// (a chunk sized for its fill up front ends with less than an element
-    /// spare: copying it would save little).
+    /// not grow again).
     pub(crate) fn shrink_to_fit(&mut self) {
-        let live = self.buf.len() - self.head();
-        if self.buf.capacity() - live > live / 8 {
+        if self.head > 0 {
             self.buf = self.live().to_vec();
             self.head = 0;
+        } else {
+            self.buf.shrink_to_fit();
         }
     }
 
