@@ -653,7 +653,7 @@ mod tests {
             let mut pushed = 0;
             for i in 0..100_000u32 {
                 let v = i.to_le_bytes();
-                if pattern == 0 || (pattern >= 2 && i % 2 == 0) || pattern == 3 {
+                if pattern == 0 || (pattern >= 2 && i.is_multiple_of(2)) || pattern == 3 {
                     p.push_front(&v);
                 } else {
                     p.push_back(&v);
@@ -690,7 +690,10 @@ mod tests {
             let mut i = 0u32;
             while p.buf.len() - p.head() < SMALL - 100 {
                 let v = format!("element:{i}");
-                if pattern == 0 || (pattern == 2 && i % 3 == 0) || (pattern == 1 && i % 2 == 0) {
+                if pattern == 0
+                    || (pattern == 2 && i.is_multiple_of(3))
+                    || (pattern == 1 && i.is_multiple_of(2))
+                {
                     p.push_front(v.as_bytes());
                 } else {
                     p.push_back(v.as_bytes());
