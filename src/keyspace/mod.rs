@@ -31,6 +31,7 @@ pub(crate) mod member_ttl;
 pub(crate) mod merge;
 pub(crate) mod ordtable;
 pub(crate) mod packed;
+pub(crate) mod prefetch;
 pub(crate) mod set;
 pub(crate) mod snap;
 pub(crate) mod stream;
@@ -42,6 +43,7 @@ pub(crate) mod value;
 pub(crate) mod zset;
 
 use std::hash::BuildHasher;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
 use hashbrown::HashTable;
 use merge::MergeType;
@@ -143,8 +145,16 @@ impl Entry {
 }
 
 /// Pads a shard to its own cache lines so neighbouring locks don't false-share.
+/// Beside it, where its index's table is (`prefetch.rs`): published by
+/// the lock holder at unlock, read by prefetches without the lock.
 #[repr(align(128))]
-pub(crate) struct PaddedShard(pub Mutex<Shard>);
+pub(crate) struct PaddedShard(pub Mutex<Shard>, pub AtomicU64);
+
+impl PaddedShard {
+    fn new(shard: Shard) -> PaddedShard {
+        PaddedShard(Mutex::new(shard), AtomicU64::new(0))
+    }
+}
 
 /// The hasher shared by every shard, and of their side maps (tombstones,
 /// merge state): hashbrown's own (foldhash), with a random seed, or a fixed
@@ -211,7 +221,7 @@ pub struct Slot {
 #[derive(Default)]
 pub struct Shard {
     entries: table::Slab,
-    index: HashTable<u32>,
+    index: HashTable<u32, prefetch::IndexAlloc>,
     expires: deadlines::Deadlines,
     /// The running snapshot's pending entries here (see `snap.rs`).
     snap: Option<Box<snap::ShardSnap>>,
@@ -271,6 +281,30 @@ impl Shard {
     /// average TTL ([`Db::volatile_stats`]).
     pub fn deadline_sum(&self) -> u128 {
         self.expires.sum()
+    }
+
+    /// Where the index's table is, for prefetches without the lock
+    /// (`prefetch.rs`); stored in `hint` if it changed. The lock holder
+    /// calls it when it unlocks.
+    #[inline]
+    pub(crate) fn publish_hint(&self, hint: &AtomicU64) {
+        let h = prefetch::index_hint(self.index.allocator().block(), self.index.allocation_size());
+        if hint.load(Relaxed) != h {
+            hint.store(h, Relaxed);
+        }
+    }
+
+    /// Prefetches the slab entry the index holds for `hash` (its first
+    /// candidate: the key is not compared, so no entry is read).
+    #[inline]
+    fn prefetch_entry(&self, hash: u64) {
+        if let Some(&i) = self.index.iter_hash(hash).next() {
+            if (i as usize) < self.entries.len() {
+                let at = std::ptr::from_ref(self.entries.get(i as usize)) as usize;
+                prefetch::prefetch_line(at);
+                prefetch::prefetch_line(at + std::mem::size_of::<Entry>() - 1);
+            }
+        }
     }
 
     /// Position of `key` in the slab.
@@ -1305,7 +1339,7 @@ impl Default for Db {
     fn default() -> Self {
         Db {
             shards: (0..SHARDS)
-                .map(|_| PaddedShard(Mutex::new(Shard::default())))
+                .map(|_| PaddedShard::new(Shard::default()))
                 .collect(),
         }
     }
@@ -1316,30 +1350,50 @@ impl Db {
     /// `held.rs`).
     #[inline]
     pub fn lock(&self, shard: usize) -> ShardGuard<'_> {
-        held::lock(&self.shards[shard].0)
+        held::lock(&self.shards[shard])
+    }
+
+    /// Prefetches what a lookup of `slot` reads first, its index group and
+    /// slots, without locking (`prefetch.rs`, step 1).
+    #[inline]
+    pub fn prefetch(&self, slot: Slot) {
+        let hint = self.shards[slot.shard].1.load(Relaxed);
+        if let Some(addrs) = prefetch::group_addrs(hint, slot.hash) {
+            addrs.into_iter().for_each(prefetch::prefetch_line);
+        }
+    }
+
+    /// Prefetches the slab entry of `slot`'s key if the shard is free
+    /// (`prefetch.rs`, step 2: best after [`Db::prefetch`] had time).
+    #[inline]
+    pub fn prefetch_entry(&self, slot: Slot) {
+        if let Some(g) = self.try_lock(slot.shard) {
+            g.prefetch_entry(slot.hash);
+        }
     }
 
     /// Locks a shard if no one holds it (background work that can come
     /// back later: the expiry cycle must not wait behind a long script
     /// holding the shard, DECISIONS 57). Not for use inside EXEC.
     pub fn try_lock(&self, shard: usize) -> Option<ShardGuard<'_>> {
-        self.shards[shard].0.try_lock().map(ShardGuard::Owned)
+        let s = &self.shards[shard];
+        s.0.try_lock().map(|g| ShardGuard::Owned(g, &s.1))
     }
 
     /// Locks every shard in index order.
     pub fn lock_all(&self) -> Vec<ShardGuard<'_>> {
-        self.shards.iter().map(|s| held::lock(&s.0)).collect()
+        self.shards.iter().map(held::lock).collect()
     }
 
     /// Number of keys (locks shards one at a time: a snapshot per shard).
     pub fn len(&self) -> usize {
-        self.shards.iter().map(|s| held::lock(&s.0).len()).sum()
+        self.shards.iter().map(|s| held::lock(s).len()).sum()
     }
 
     pub fn volatile_len(&self) -> usize {
         self.shards
             .iter()
-            .map(|s| held::lock(&s.0).volatile_len())
+            .map(|s| held::lock(s).volatile_len())
             .sum()
     }
 
@@ -1349,7 +1403,7 @@ impl Db {
     pub fn volatile_stats(&self, now_ms: u64) -> (usize, u64) {
         let (mut n, mut sum) = (0usize, 0u128);
         for s in &self.shards {
-            let g = held::lock(&s.0);
+            let g = held::lock(s);
             n += g.volatile_len();
             sum += g.deadline_sum();
         }
@@ -1666,6 +1720,47 @@ mod tests {
         // A shard fits two cache lines (member TTLs and active
         // replication's flush stamp and answer notes cost it a pointer each).
         assert_eq!(std::mem::size_of::<PaddedShard>(), 256);
+    }
+
+    #[test]
+    fn the_prefetch_hint_locates_the_index_slots() {
+        // A wrong reading of hashbrown's layout would make prefetches miss
+        // (never wrong results): check it against where `find` answers.
+        let ks = Keyspace::new(1);
+        let mut shard = Shard::default();
+        for n in 0..5000 {
+            let key = format!("key:{n}");
+            let hash = ks.hasher.hash(key.as_bytes());
+            shard.insert(&ks.hasher, hash, entry(&key, 0));
+            if n % 3 == 0 {
+                let gone = format!("key:{}", n / 3);
+                let h = ks.hasher.hash(gone.as_bytes());
+                shard.remove(&ks.hasher, h, gone.as_bytes());
+            }
+        }
+        let hint = AtomicU64::new(0);
+        shard.publish_hint(&hint);
+        let h = hint.load(Relaxed);
+        assert_ne!(h, 0);
+        let buckets = 1usize << (h >> 56);
+        assert!(buckets >= shard.len() && buckets <= 4 * shard.len());
+        let mut in_group = 0;
+        for e in shard.iter() {
+            let hash = ks.hasher.hash(&e.key);
+            let found = shard.index.find(hash, |&i| *shard.entries.get(i as usize).key == *e.key);
+            let at = std::ptr::from_ref(found.unwrap()) as usize;
+            let [group, first, _] = prefetch::group_addrs(h, hash).unwrap();
+            let ctrl = group - (hash as usize & (buckets - 1));
+            assert_eq!((ctrl - at) % 4, 0);
+            let i = (ctrl - at) / 4 - 1;
+            assert!(i < buckets);
+            let distance = i.wrapping_sub(hash as usize) & (buckets - 1);
+            if distance < 16 {
+                in_group += 1;
+                assert!(at <= first && first - at < 64);
+            }
+        }
+        assert!(in_group * 10 >= shard.len() * 9, "{in_group} of {}", shard.len());
     }
 
     #[test]
