@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Two lattice-server builds side by side: the server's CPU per request
+# lattice-server builds side by side: the server's CPU per request
 # (its threads' schedstat over a fixed number of requests) under
 # redis-benchmark, for a change to the hot path measured against the build
 # before it. Each server runs alone pinned to CPU 0 with one worker,
@@ -7,8 +7,11 @@
 # every run prints its own line (plus the load average before it), so the
 # spread is visible.
 #
-#   bash bench/ab-cpu.sh OLD_BIN NEW_BIN
+#   bash bench/ab-cpu.sh OLD_BIN NEW_BIN [MORE_BINS...]
 #   TESTS="set get" PIPELINES="16 1" ROUNDS=5 bash bench/ab-cpu.sh A B
+#
+# A build is named by its file's name in the output (copy each build
+# somewhere first: cargo replaces target/release/lattice-server).
 #
 # TESTS: redis-benchmark tests (set, get, sadd, hset, zadd, lpush, ...);
 # REQUESTS (2000000 at pipeline 16, a tenth at pipeline 1), CLIENTS (50),
@@ -16,7 +19,7 @@
 # ZADD of every key once) so reads find keys.
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
-OLD="$1" NEW="$2"
+BUILDS=("$@")
 TESTS="${TESTS:-set get}"
 PIPELINES="${PIPELINES:-16 1}"
 ROUNDS="${ROUNDS:-3}"
@@ -33,10 +36,10 @@ bench() {
 }
 
 port=$(free_port)
-printf '%-6s %-4s %-5s %-4s %12s %8s\n' build test P round "cpu ns/req" load1
+printf '%-20s %-5s %-3s %-5s %10s %6s\n' build test P round "cpu ns/req" load1
 for round in $(seq 1 "$ROUNDS"); do
-    for build in old new; do
-        if [[ $build == old ]]; then LATTICE="$OLD"; else LATTICE="$NEW"; fi
+    for LATTICE in "${BUILDS[@]}"; do
+        build=$(basename "$LATTICE")
         start_server lattice "$port"
         bench "$port" -P 16 -n $((KEYSPACE * 4)) -t set,hset,sadd,zadd
         for p in $PIPELINES; do
@@ -49,7 +52,7 @@ for round in $(seq 1 "$ROUNDS"); do
                 after=$(cpu_ns "$SERVER_PID")
                 awk -v b="$build" -v t="$t" -v p="$p" -v r="$round" -v c=$((after - before)) \
                     -v n="$n" -v l="$load" \
-                    'BEGIN { printf "%-6s %-4s %-5s %-4s %12.0f %8s\n", b, t, p, r, c / n, l }'
+                    'BEGIN { printf "%-20s %-5s %-3s %-5s %10.0f %6s\n", b, t, p, r, c / n, l }'
             done
         done
         stop_server

@@ -83,7 +83,10 @@ fn a_deep_pipeline_answers_as_redis_does_reply_by_reply() {
             701 => cmds.extend([s(&["HSET", "h:2", "f", "v"]), s(&["EXEC"])]),
             1200 => cmds.extend([s(&["MULTI"]), s(&["SET", "s:3"]), s(&["EXEC"])]),
             1500 => cmds.push(s(&["BLPOP", "l:none", "0.2"])),
-            1501 => cmds.extend([s(&["RPUSH", "l:1", "x"]), s(&["BLPOP", "l:none", "l:1", "0"])]),
+            1501 => cmds.extend([
+                s(&["RPUSH", "l:1", "x"]),
+                s(&["BLPOP", "l:none", "l:1", "0"]),
+            ]),
             1800 => cmds.extend([s(&["SELECT", "1"]), s(&["SET", "s:1", "other"])]),
             2100 => cmds.extend([s(&["GET", "s:1"]), s(&["SELECT", "0"])]),
             2400 => cmds.extend([s(&["CLIENT", "REPLY", "SKIP"]), s(&["INCR", "s:2"])]),

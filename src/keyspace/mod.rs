@@ -1747,7 +1747,9 @@ mod tests {
         let mut in_group = 0;
         for e in shard.iter() {
             let hash = ks.hasher.hash(&e.key);
-            let found = shard.index.find(hash, |&i| *shard.entries.get(i as usize).key == *e.key);
+            let found = shard
+                .index
+                .find(hash, |&i| *shard.entries.get(i as usize).key == *e.key);
             let at = std::ptr::from_ref(found.unwrap()) as usize;
             let [group, first, _] = prefetch::group_addrs(h, hash).unwrap();
             let ctrl = group - (hash as usize & (buckets - 1));
@@ -1760,7 +1762,11 @@ mod tests {
                 assert!(at <= first && first - at < 64);
             }
         }
-        assert!(in_group * 10 >= shard.len() * 9, "{in_group} of {}", shard.len());
+        assert!(
+            in_group * 10 >= shard.len() * 9,
+            "{in_group} of {}",
+            shard.len()
+        );
     }
 
     #[test]

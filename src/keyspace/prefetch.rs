@@ -118,9 +118,7 @@ pub(crate) fn prefetch_line(addr: usize) {
     // SDM, "PREFETCHh"; AMD APM likewise): it reads nothing the program
     // sees, whatever the address, so no memory-safety condition applies.
     unsafe {
-        core::arch::x86_64::_mm_prefetch::<{ core::arch::x86_64::_MM_HINT_T0 }>(
-            addr as *const i8,
-        );
+        core::arch::x86_64::_mm_prefetch::<{ core::arch::x86_64::_MM_HINT_T0 }>(addr as *const i8);
     }
     #[cfg(not(target_arch = "x86_64"))]
     let _ = addr;
