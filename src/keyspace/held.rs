@@ -122,16 +122,15 @@ pub(crate) fn holding() -> bool {
 
 /// Locks `m`, or borrows it if this thread's EXEC already holds it.
 #[inline]
-pub(crate) fn lock(s: &PaddedShard) -> ShardGuard<'_> {
+pub(crate) fn lock<'a>(m: &'a Mutex<Shard>, hint: &'a AtomicU64) -> ShardGuard<'a> {
     if ACTIVE.with(|a| a.get()) {
-        return lock_in_exec(s);
+        return lock_in_exec(m, hint);
     }
-    ShardGuard::Owned(lock_counted(&s.0), &s.1)
+    ShardGuard::Owned(lock_counted(m), hint)
 }
 
 #[cold]
-fn lock_in_exec(s: &PaddedShard) -> ShardGuard<'_> {
-    let m = &s.0;
+fn lock_in_exec<'a>(m: &'a Mutex<Shard>, hint: &'a AtomicU64) -> ShardGuard<'a> {
     if is_held(m) {
         // SAFETY: this thread holds `m`'s lock (EXEC's `Hold`, which keeps it
         // until after every command of the transaction returned, and never
@@ -145,7 +144,7 @@ fn lock_in_exec(s: &PaddedShard) -> ShardGuard<'_> {
     // must then list it as needing every shard): locking out of order
     // risks a deadlock, so make it visible.
     crate::log_warning!("EXEC: a queued command locked a shard outside the transaction's plan");
-    ShardGuard::Owned(lock_counted(m), &s.1)
+    ShardGuard::Owned(lock_counted(m), hint)
 }
 
 /// Whether `m` is the mutex of a held shard: its address lies in a held

@@ -14,7 +14,7 @@
 //!    table's block; with the block's size (`allocation_size`) that gives
 //!    the control bytes and the bucket count ([`index_hint`], hashbrown
 //!    0.15's layout for `u32` buckets). The shard's lock holder publishes
-//!    the pair in an atomic beside the mutex when it unlocks (`held.rs`), so
+//!    the pair in an atomic of the database's hint array when it unlocks (`held.rs`), so
 //!    a prefetch reads one atomic and never takes the lock. A hint gone
 //!    stale (the table grew since, or EXEC changed it under held locks)
 //!    names freed or unrelated memory: harmless for a prefetch, which never
