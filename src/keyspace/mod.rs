@@ -227,7 +227,7 @@ pub struct Shard {
     /// stays with its tombstone. Empty (and unallocated) otherwise.
     merge: hashbrown::HashMap<Box<[u8]>, Box<merge::Meta>, KeyHasher>,
     /// Active replication's flush stamp and answer notes (`ActiveSide`):
-    /// None until a flush or an answer (a pointer: the shard keeps to two
+    /// None until a flush or an answer (a pointer: the shard keeps to three
     /// cache lines).
     side: Option<Box<ActiveSide>>,
     /// The member TTLs of the keys that have some, and those keys by
