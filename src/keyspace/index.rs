@@ -269,28 +269,52 @@ impl Index {
         }
     }
 
-    /// Asks the CPU to bring `hash`'s home group into cache: a batch of
-    /// lookups issues these first, so their misses overlap.
+    /// The first position whose slot carries `hash`'s tag in its probe
+    /// sequence (the key not compared): the entry a prefetch brings in.
     #[inline]
-    #[allow(dead_code)] // wired to the pipelined batch's key prefetch next
-    pub(crate) fn prefetch(&self, hash: u64) {
-        if let Some(g) = self.groups.get(self.home(hash)) {
-            prefetch_line(g as *const Group as *const i8);
+    pub(crate) fn first_candidate(&self, hash: u64) -> Option<u32> {
+        self.probe(hash, |_| true)
+            .map(|At(g, i)| pos_of(self.groups[g].0[i], self.shift))
+    }
+
+    /// Where the groups are and how many, packed into one word that the
+    /// lock holder publishes for prefetches made without the lock
+    /// (`prefetch.rs`, [`hinted_group`]); 0 for an empty table or one too
+    /// big to describe (no prefetch then).
+    pub(crate) fn hint(&self) -> u64 {
+        let n = self.groups.len() as u64;
+        if n == 0 || n >= 1 << (64 - HINT_ADDR_BITS) {
+            return 0;
         }
+        let addr = self.groups.as_ptr() as u64 >> 6;
+        if addr >= 1 << HINT_ADDR_BITS {
+            return 0;
+        }
+        addr | n << HINT_ADDR_BITS
+    }
+
+    /// The address of `hash`'s home group.
+    #[cfg(test)]
+    pub(crate) fn home_addr(&self, hash: u64) -> usize {
+        std::ptr::from_ref(&self.groups[self.home(hash)]) as usize
     }
 }
 
+/// Bits of a hint holding a group address (64-byte aligned, so shifted
+/// by 6: user-space addresses below 2^48); the rest hold the group count.
+const HINT_ADDR_BITS: u32 = 42;
+
+/// The address of `hash`'s home group in the table a [`Index::hint`]
+/// described. The table may have been replaced since: the address is then
+/// stale, which a prefetch tolerates (it never faults).
 #[inline]
-#[allow(dead_code)]
-fn prefetch_line(p: *const i8) {
-    #[cfg(target_arch = "x86_64")]
-    // SAFETY: a prefetch is a hint and never faults, whatever the address;
-    // this one points into a live allocation besides.
-    unsafe {
-        std::arch::x86_64::_mm_prefetch(p, std::arch::x86_64::_MM_HINT_T0);
+pub(crate) fn hinted_group(hint: u64, hash: u64) -> Option<usize> {
+    if hint == 0 {
+        return None;
     }
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = p;
+    let base = (hint & ((1 << HINT_ADDR_BITS) - 1)) << 6;
+    let n = hint >> HINT_ADDR_BITS;
+    Some((base + (((hash & 0xFFFF_FFFF) * n) >> 32) * GROUP as u64 * 4) as usize)
 }
 
 #[cfg(test)]

@@ -31,6 +31,7 @@ use std::os::fd::AsRawFd;
 use tokio::io::unix::AsyncFd;
 use tokio::sync::mpsc;
 
+use super::lookahead::Lookahead;
 use super::tls::HandOff;
 use super::{NewConn, Server};
 use crate::commands::call::{self, Caller};
@@ -743,7 +744,10 @@ async fn process_input(
     // client's memory at once (client eviction), checking the output
     // buffer limit first, as Redis does on each reply.
     let mut out_cap = out.buf.capacity();
+    // The keys of the commands ahead, prefetched (`lookahead.rs`).
+    let mut ahead = Lookahead::new();
     loop {
+        ahead.before_command(&srv.keyspace, client.db, qb.pending());
         // Per command: an AUTH earlier in this batch lifts the
         // unauthenticated caps for the commands after it, as in Redis.
         let limits = ParseLimits {
