@@ -15,7 +15,8 @@
 //! - **Cache lines per lookup.** hashbrown keeps control bytes and slots in
 //!   two arrays, two lines for one probe; here a group of 16 slots is one
 //!   64-byte line with the tags inside, so a lookup reads one line of index,
-//!   then the entry. [`Index::prefetch`] names that line.
+//!   then the entry. [`Index::hint`] lets a prefetch name that line
+//!   without the shard's lock (`prefetch.rs`).
 //!
 //! Layout: `groups` of 16 `u32` slots. A slot is `tag << shift | position`;
 //! `shift` (the position's bits) is 24 until the table outgrows 2^24 slots,
@@ -314,7 +315,8 @@ pub(crate) fn hinted_group(hint: u64, hash: u64) -> Option<usize> {
     }
     let base = (hint & ((1 << HINT_ADDR_BITS) - 1)) << 6;
     let n = hint >> HINT_ADDR_BITS;
-    Some((base + (((hash & 0xFFFF_FFFF) * n) >> 32) * GROUP as u64 * 4) as usize)
+    let home = ((hash & 0xFFFF_FFFF) * n) >> 32;
+    Some((base + home * std::mem::size_of::<Group>() as u64) as usize)
 }
 
 #[cfg(test)]

@@ -205,7 +205,8 @@ pub struct Slot {
 /// The entries live contiguously in `entries` (no empty slots), and the hash
 /// table `index` (`index.rs`) holds only their positions with 8 bits of
 /// hash, 4 bytes a slot, so the table's slack (it stays between 58 % and
-/// 7/8 full) costs 4 bytes per empty slot instead of a whole `Entry`. Removal swaps the last entry into the hole (`swap_remove`) and
+/// 7/8 full) costs 4 bytes per empty slot instead of a whole `Entry`.
+/// Removal swaps the last entry into the hole (`swap_remove`) and
 /// re-points its index slot. Each shard grows on its own, so a resize copies
 /// 1/256 of a database at a time: there is no database-wide 2x spike. See
 /// docs/PERFORMANCE.md for the measurements.
@@ -226,7 +227,7 @@ pub struct Shard {
     /// stays with its tombstone. Empty (and unallocated) otherwise.
     merge: hashbrown::HashMap<Box<[u8]>, Box<merge::Meta>, KeyHasher>,
     /// Active replication's flush stamp and answer notes (`ActiveSide`):
-    /// None until a flush or an answer (a pointer: the shard keeps to three
+    /// None until a flush or an answer (a pointer: the shard keeps to two
     /// cache lines).
     side: Option<Box<ActiveSide>>,
     /// The member TTLs of the keys that have some, and those keys by

@@ -16,7 +16,7 @@
 use crate::keyspace::{Db, Keyspace, Slot};
 
 /// Commands looked at in one scan of the query buffer: about as many index
-/// groups as the core can have in flight (three prefetches each).
+/// groups (one line each) as the core can have misses in flight.
 const WINDOW: usize = 16;
 
 /// How many commands ahead of the running one the slab entry is
