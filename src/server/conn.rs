@@ -1196,9 +1196,9 @@ where
         let (ticket, woken) = (guard.waiter.ticket(), guard.waiter.was_woken());
         let guard_unblocked = guard.waiter.unblocked();
         // Held until this client re-ran (and passed its wake-up on).
-        let _token = guard.finish();
-        match outcome {
-            Outcome::Close => break false,
+        let token = guard.finish();
+        let ended = match outcome {
+            Outcome::Close => Some(false),
             Outcome::Timeout => {
                 if woken {
                     srv.blocking.signal_keys(db, &keys);
@@ -1206,7 +1206,7 @@ where
                 count_blocked_call(srv, worker, &argv, false);
                 out.resp = client.resp;
                 out.null_array();
-                break true;
+                Some(true)
             }
             Outcome::Woken if guard_unblocked.is_some() => {
                 if woken {
@@ -1221,7 +1221,7 @@ where
                     }
                     _ => out.null_array(),
                 }
-                break true;
+                Some(true)
             }
             Outcome::Woken => {
                 client.block.retry = Some((ticket, deadline_ms));
@@ -1247,9 +1247,21 @@ where
                 } else {
                     srv.blocking.signal_after(db, &keys, ticket);
                 }
+                client.block.request.is_none().then_some(true)
             }
+        };
+        if ended.is_some() {
+            // Unblocked before the wake-up is given back: the writer that
+            // woke this client replies once it is given back (settle), and
+            // its client's next INFO must not count this one as blocked.
+            shared.flags.lock().retain(|c| c != 'b');
+        }
+        drop(token);
+        if let Some(alive) = ended {
+            break alive;
         }
     };
+    // (Already cleared above unless the loop had no request to wait on.)
     shared.flags.lock().retain(|c| c != 'b');
     alive
 }
