@@ -700,3 +700,64 @@ fn blocked_client_ignores_key_turned_into_another_type() {
     cmd::<i64>(c, &["LPUSH", "list", "b"]);
     assert_eq!(reply(&mut r1), "*2\r\n$4\r\nlist\r\n$1\r\nb\r\n");
 }
+
+/// Pushes and pops at both ends interleaved with LINSERT, LSET, LREM,
+/// LTRIM and LPOS, short and long (300 and 5,000-byte) elements, under a
+/// count fill and a byte-class fill: every reply and the whole list equal
+/// redis-server's, and a DUMP of ours restores in Redis to the same list.
+#[test]
+fn head_and_tail_edits_match_redis() {
+    use rand::{rngs::StdRng, Rng, SeedableRng};
+    for fill in ["5", "-1"] {
+        let srv = Server::start(&["--list-max-listpack-size", fill]);
+        let o = RedisOracle::start(&["--list-max-listpack-size", fill]);
+        let (a, b) = (&mut srv.conn(), &mut o.conn());
+        let mut rng = StdRng::seed_from_u64(29);
+        let val = |rng: &mut StdRng| match rng.gen_range(0..20) {
+            0 => "L".repeat(5000),
+            1..=3 => format!("{}", rng.gen_range(0..4)).repeat(300),
+            _ => format!("v{}", rng.gen_range(0..8)),
+        };
+        for step in 0..1500 {
+            let (v, w) = (val(&mut rng), val(&mut rng));
+            let i = rng.gen_range(-12..12).to_string();
+            let (t0, t1) = (
+                rng.gen_range(0..3).to_string(),
+                rng.gen_range(-3..0).to_string(),
+            );
+            let rank = if step % 2 == 0 { "1" } else { "-1" };
+            let args: Vec<String> = match rng.gen_range(0..16) {
+                0..=3 => s(&["LPUSH", "l", &v, &w]),
+                4 | 5 => s(&["RPUSH", "l", &v]),
+                6 => s(&["LPOP", "l"]),
+                7 => s(&["RPOP", "l", "2"]),
+                8 => s(&["LPOP", "l", "3"]),
+                9 => s(&["LINSERT", "l", "BEFORE", &w, &v]),
+                10 => s(&["LSET", "l", &i, &v]),
+                11 => s(&["LREM", "l", &i, &v]),
+                12 if step % 10 == 0 => s(&["LTRIM", "l", &t0, &t1]),
+                13 => s(&["LPOS", "l", &v, "RANK", rank]),
+                _ => s(&["LINDEX", "l", &i]),
+            };
+            assert_eq!(
+                run(a, &args),
+                run(b, &args),
+                "fill {fill} step {step}: {args:?}"
+            );
+            if step % 25 == 0 {
+                assert_eq!(range(a, "l"), range(b, "l"), "fill {fill} step {step}");
+            }
+        }
+        assert_eq!(range(a, "l"), range(b, "l"));
+        if exists(a, "l") {
+            let dump: Vec<u8> = redis::cmd("DUMP").arg("l").query(a).unwrap();
+            let _: () = redis::cmd("RESTORE")
+                .arg("r")
+                .arg(0)
+                .arg(dump)
+                .query(b)
+                .unwrap();
+            assert_eq!(range(b, "r"), range(a, "l"));
+        }
+    }
+}

@@ -342,16 +342,15 @@ fn pop_generic(ctx: &mut Ctx, args: Args, left: bool) -> CmdResult {
     let list = list_mut(&mut e.value);
     let n = match count {
         None => {
-            let v = list.pop(left).expect("stored lists are never empty");
-            ctx.out.bulk(&v);
+            list.pop_with(left, |v| ctx.out.bulk(v))
+                .expect("stored lists are never empty");
             1
         }
         Some(n) => {
             let k = (n as usize).min(list.len());
             ctx.out.array(k);
             for _ in 0..k {
-                let v = list.pop(left).expect("k <= len");
-                ctx.out.bulk(&v);
+                list.pop_with(left, |v| ctx.out.bulk(v)).expect("k <= len");
             }
             k
         }
@@ -391,8 +390,7 @@ fn mpop_from(
         ctx.out.bulk(key);
         ctx.out.array(k);
         for _ in 0..k {
-            let v = list.pop(left).expect("k <= len");
-            ctx.out.bulk(&v);
+            list.pop_with(left, |v| ctx.out.bulk(v)).expect("k <= len");
         }
         let version = ctx.version_after(e.version);
         e.version = version;

@@ -399,7 +399,7 @@ impl ClientShared {
         self.pushed_items.fetch_add(1, Relaxed);
         let _ = self.tx.send(Push::Bytes(bytes));
         if !self.check_output_limit(limit, now_ms) {
-            super::client_mem::pushed(self);
+            super::client_mem::publish_to_book(self);
         }
     }
 

@@ -208,15 +208,11 @@ impl MemBook {
     }
 }
 
-/// A push to `c` grew its output: publish it, and evict if over.
-pub(crate) fn pushed(c: &ClientShared) {
-    publish_to_book(c);
-}
-
 /// Publishes `c`'s figure to its book when a limit is set, and evicts what
-/// is over. Without a limit nothing is published (a plain load): setting
+/// is over: after a push grew its output, and when its connection's share
+/// changed. Without a limit nothing is published (a plain load): setting
 /// one republishes every client ([`MemBook::set_limit`]).
-fn publish_to_book(c: &ClientShared) {
+pub(crate) fn publish_to_book(c: &ClientShared) {
     if !ANY_LIMIT.load(Relaxed) {
         return;
     }

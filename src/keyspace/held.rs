@@ -26,6 +26,7 @@
 
 use std::cell::{Cell, RefCell};
 use std::ops::{Deref, DerefMut};
+use std::sync::atomic::AtomicU64;
 
 use parking_lot::{Mutex, MutexGuard};
 
@@ -75,10 +76,22 @@ fn lock_counted(m: &Mutex<Shard>) -> MutexGuard<'_, Shard> {
     lock_tallied(m, &WAITED)
 }
 
-/// A locked shard: owned (a real lock) or borrowed from the locks EXEC holds.
+/// A locked shard: owned (a real lock, with the shard's prefetch hint) or
+/// borrowed from the locks EXEC holds.
 pub enum ShardGuard<'a> {
-    Owned(MutexGuard<'a, Shard>),
+    Owned(MutexGuard<'a, Shard>, &'a AtomicU64),
     Borrowed(&'a mut Shard),
+}
+
+impl Drop for ShardGuard<'_> {
+    /// An owned lock publishes where the shard's index is before it
+    /// unlocks (`prefetch.rs`); a borrowed one leaves it to a later lock.
+    #[inline]
+    fn drop(&mut self) {
+        if let ShardGuard::Owned(g, hint) = self {
+            g.publish_hint(hint);
+        }
+    }
 }
 
 impl Deref for ShardGuard<'_> {
@@ -86,7 +99,7 @@ impl Deref for ShardGuard<'_> {
     #[inline]
     fn deref(&self) -> &Shard {
         match self {
-            ShardGuard::Owned(g) => g,
+            ShardGuard::Owned(g, _) => g,
             ShardGuard::Borrowed(s) => s,
         }
     }
@@ -96,7 +109,7 @@ impl DerefMut for ShardGuard<'_> {
     #[inline]
     fn deref_mut(&mut self) -> &mut Shard {
         match self {
-            ShardGuard::Owned(g) => g,
+            ShardGuard::Owned(g, _) => g,
             ShardGuard::Borrowed(s) => s,
         }
     }
@@ -109,15 +122,15 @@ pub(crate) fn holding() -> bool {
 
 /// Locks `m`, or borrows it if this thread's EXEC already holds it.
 #[inline]
-pub(crate) fn lock(m: &Mutex<Shard>) -> ShardGuard<'_> {
+pub(crate) fn lock<'a>(m: &'a Mutex<Shard>, hint: &'a AtomicU64) -> ShardGuard<'a> {
     if ACTIVE.with(|a| a.get()) {
-        return lock_in_exec(m);
+        return lock_in_exec(m, hint);
     }
-    ShardGuard::Owned(lock_counted(m))
+    ShardGuard::Owned(lock_counted(m), hint)
 }
 
 #[cold]
-fn lock_in_exec(m: &Mutex<Shard>) -> ShardGuard<'_> {
+fn lock_in_exec<'a>(m: &'a Mutex<Shard>, hint: &'a AtomicU64) -> ShardGuard<'a> {
     if is_held(m) {
         // SAFETY: this thread holds `m`'s lock (EXEC's `Hold`, which keeps it
         // until after every command of the transaction returned, and never
@@ -131,7 +144,7 @@ fn lock_in_exec(m: &Mutex<Shard>) -> ShardGuard<'_> {
     // must then list it as needing every shard): locking out of order
     // risks a deadlock, so make it visible.
     crate::log_warning!("EXEC: a queued command locked a shard outside the transaction's plan");
-    ShardGuard::Owned(lock_counted(m))
+    ShardGuard::Owned(lock_counted(m), hint)
 }
 
 /// Whether `m` is the mutex of a held shard: its address lies in a held

@@ -8,8 +8,11 @@
 //! `list-max-listpack-size` (positive: entries per chunk; negative: a byte
 //! class, -1 = 4 KiB ... -5 = 64 KiB), so an insertion or removal in the
 //! middle moves at most one chunk's pointers, never the whole list's.
-//! Pushes and pops at both ends are O(1) amortized; positional access
-//! (LINDEX, LSET, LRANGE's start) walks chunk lengths, O(n / chunk size).
+//! Pushes and pops at both ends are O(1) amortized and move no other
+//! element's bytes (a chunk keeps room at its front too, see packed.rs; the
+//! chunk started at the head when the head one is full gets its room at the
+//! front); positional access (LINDEX, LSET, LRANGE's start) walks chunk
+//! lengths, O(n / chunk size).
 //!
 //! The fill limit is passed to every operation that may grow a chunk, so
 //! CONFIG SET list-max-listpack-size applies to the writes made after it.
@@ -20,7 +23,7 @@
 
 use std::collections::VecDeque;
 
-use super::packed::Packed;
+use super::packed::{Packed, MAX_COUNT};
 
 /// One chunk (a quicklist node): never empty once in a list.
 #[derive(Clone, Debug, Default)]
@@ -54,11 +57,12 @@ impl Chunk {
     }
 
     /// The chunk started when the end chunk is full: sized for a byte-class
-    /// fill up front (see `Packed::one_with_capacity`).
-    fn after_full(v: &[u8], fill: i64) -> Chunk {
+    /// fill up front (see `Packed::one_with_capacity`), its room on the side
+    /// it will grow from (`front` for the head chunk).
+    fn after_full(v: &[u8], fill: i64, front: bool) -> Chunk {
         let cap = if fill < 0 { size_class(fill) } else { 0 };
         Chunk {
-            items: Packed::one_with_capacity(v, cap),
+            items: Packed::one_with_capacity(v, cap, front),
             bytes: v.len() + ENTRY_OVERHEAD,
         }
     }
@@ -69,7 +73,7 @@ impl Chunk {
             return true;
         }
         if fill > 0 {
-            self.items.len() < fill as usize
+            self.items.len() < (fill as usize).min(MAX_COUNT)
         } else {
             self.bytes + len + ENTRY_OVERHEAD <= size_class(fill)
         }
@@ -78,7 +82,7 @@ impl Chunk {
     /// Whether the chunk is over `fill` (after an insertion in the middle).
     fn over(&self, fill: i64) -> bool {
         if fill > 0 {
-            self.items.len() > fill as usize
+            self.items.len() > (fill as usize).min(MAX_COUNT)
         } else {
             self.items.len() > 1 && self.bytes > size_class(fill)
         }
@@ -159,7 +163,7 @@ impl ListValue {
             }
             // Full: it will not grow again from this end.
             c.items.shrink_to_fit();
-            self.chunks.push_front(Chunk::after_full(v, fill));
+            self.chunks.push_front(Chunk::after_full(v, fill, true));
             return;
         }
         self.chunks.push_front(Chunk::one(v));
@@ -174,7 +178,7 @@ impl ListValue {
                 return;
             }
             c.items.shrink_to_fit();
-            self.chunks.push_back(Chunk::after_full(v, fill));
+            self.chunks.push_back(Chunk::after_full(v, fill, false));
             return;
         }
         self.chunks.push_back(Chunk::one(v));
@@ -190,25 +194,44 @@ impl ListValue {
     }
 
     pub fn pop_front(&mut self) -> Option<Box<[u8]>> {
-        let c = self.chunks.front_mut()?;
-        let v = c.items.pop_front()?;
-        c.bytes -= v.len() + ENTRY_OVERHEAD;
-        if c.items.is_empty() {
-            self.chunks.pop_front();
-        }
-        self.len -= 1;
-        Some(v)
+        self.pop_with(true, |v| v.into())
     }
 
     pub fn pop_back(&mut self) -> Option<Box<[u8]>> {
-        let c = self.chunks.back_mut()?;
-        let v = c.items.pop_back()?;
-        c.bytes -= v.len() + ENTRY_OVERHEAD;
+        self.pop_with(false, |v| v.into())
+    }
+
+    /// Pops from the head (`left`) or the tail, handing the element's bytes
+    /// to `f` before they are dropped (a reply written from them needs no
+    /// copy).
+    pub fn pop_with<R>(&mut self, left: bool, f: impl FnOnce(&[u8]) -> R) -> Option<R> {
+        let c = if left {
+            self.chunks.front_mut()?
+        } else {
+            self.chunks.back_mut()?
+        };
+        let mut n = 0;
+        let r = if left {
+            c.items.pop_front_with(|v| {
+                n = v.len();
+                f(v)
+            })
+        } else {
+            c.items.pop_back_with(|v| {
+                n = v.len();
+                f(v)
+            })
+        }?;
+        c.bytes -= n + ENTRY_OVERHEAD;
         if c.items.is_empty() {
-            self.chunks.pop_back();
+            if left {
+                self.chunks.pop_front();
+            } else {
+                self.chunks.pop_back();
+            }
         }
         self.len -= 1;
-        Some(v)
+        Some(r)
     }
 
     /// Pops from the head (`left`) or the tail.
@@ -281,7 +304,9 @@ impl ListValue {
         self.split_if_over(fill, ci);
     }
 
-    /// Splits chunk `ci` in halves when it grew past `fill`.
+    /// Splits chunk `ci` in halves when it grew past `fill`, and the halves
+    /// again while they are (a long element LSET into a byte-class chunk
+    /// can leave a half over; a chunk of one element never is).
     fn split_if_over(&mut self, fill: i64, ci: usize) {
         if !self.chunks[ci].over(fill) {
             return;
@@ -295,6 +320,8 @@ impl ListValue {
         c.recount();
         tail.recount();
         self.chunks.insert(ci + 1, tail);
+        self.split_if_over(fill, ci + 1);
+        self.split_if_over(fill, ci);
     }
 
     /// Index of the first element equal to `pivot`.
@@ -395,6 +422,123 @@ mod tests {
         let ar: Vec<&[u8]> = l.iter().rev().collect();
         let br: Vec<&[u8]> = m.iter().rev().map(|v| &v[..]).collect();
         assert_eq!(ar, br);
+    }
+
+    /// Chunk invariants: none empty, lengths and byte counts add up, each
+    /// within `fill` (a byte class may hold one element larger than it).
+    fn chunks_ok(l: &ListValue, fill: i64) {
+        assert_eq!(l.chunks.iter().map(|c| c.items.len()).sum::<usize>(), l.len);
+        for c in &l.chunks {
+            assert!(!c.items.is_empty());
+            let mut r = c.clone();
+            r.recount();
+            assert_eq!(r.bytes, c.bytes);
+            assert!(!c.over(fill), "chunk of {} over {fill}", c.items.len());
+        }
+    }
+
+    /// Interleaved pushes and pops at both ends with LINSERT, LSET, LREM,
+    /// LTRIM, LPOS and LINDEX in the middle, for positive and negative
+    /// fills, short and long (>= 255 bytes, larger than a 4 KiB class)
+    /// elements, against a VecDeque.
+    #[test]
+    fn against_model_all_fills() {
+        for fill in [1, 2, 5, 128, -1, -2, -5] {
+            let mut l = ListValue::new();
+            let mut m: VecDeque<Vec<u8>> = VecDeque::new();
+            let mut x: u64 = 11u64.wrapping_add(fill as u64);
+            for step in 0..4000u64 {
+                x = x
+                    .wrapping_mul(6364136223846793005)
+                    .wrapping_add(1442695040888963407);
+                let r = (x >> 24) as usize;
+                let len = match r % 50 {
+                    0 => 5000,
+                    1..=4 => 255 + r % 400,
+                    _ => 1 + r % 12,
+                };
+                let v: Vec<u8> = (0..len).map(|k| b'a' + ((k + r % 5) % 5) as u8).collect();
+                match (x >> 33) % 12 {
+                    0..=2 => {
+                        l.push_front(fill, &v);
+                        m.push_front(v);
+                    }
+                    3 | 4 => {
+                        l.push_back(fill, &v);
+                        m.push_back(v);
+                    }
+                    5 => assert_eq!(l.pop_front().map(|b| b.to_vec()), m.pop_front()),
+                    6 => assert_eq!(l.pop_back().map(|b| b.to_vec()), m.pop_back()),
+                    7 => {
+                        let i = r % (m.len() + 1);
+                        l.insert(fill, i, &v);
+                        m.insert(i, v);
+                    }
+                    8 if !m.is_empty() => {
+                        let i = r % m.len();
+                        assert!(l.set(fill, i, &v));
+                        m[i] = v;
+                    }
+                    9 if step % 4 == 0 => {
+                        let (a, b) = (r % 3, (r >> 4) % 3);
+                        l.drop_front(a);
+                        m.drain(..a.min(m.len()));
+                        l.drop_back(b);
+                        m.truncate(m.len().saturating_sub(b));
+                    }
+                    10 => {
+                        let n = l.remove_matching(&v, 1, step % 2 == 0);
+                        let at = if step % 2 == 0 {
+                            m.iter().rposition(|e| *e == v)
+                        } else {
+                            m.iter().position(|e| *e == v)
+                        };
+                        assert_eq!(n, at.map_or(0, |i| m.remove(i).map_or(0, |_| 1)));
+                    }
+                    _ => {
+                        assert_eq!(l.position(&v), m.iter().position(|e| *e == v));
+                        if !m.is_empty() {
+                            let i = r % m.len();
+                            assert_eq!(l.get(i), Some(&m[i][..]));
+                        }
+                    }
+                }
+                if step % 16 == 0 {
+                    model_eq(&l, &m);
+                    chunks_ok(&l, fill);
+                    let s = r % (m.len() + 1);
+                    assert!(l.iter_from(s).eq(m.iter().skip(s).map(|v| &v[..])));
+                }
+            }
+            model_eq(&l, &m);
+            assert_eq!(l.clone(), l);
+        }
+    }
+
+    /// LPUSH onto a long list: the head chunk is sized for its class with
+    /// the room at its front, and the full chunks behind it hold no more
+    /// than their class.
+    #[test]
+    fn head_pushes_fill_chunks_from_the_front() {
+        let mut l = ListValue::new();
+        for i in 0..100_000u32 {
+            l.push_front(-2, format!("{i:016}").as_bytes());
+        }
+        assert_eq!(l.get(0), Some(&b"0000000000099999"[..]));
+        assert_eq!(l.get(99_999), Some(&b"0000000000000000"[..]));
+        let per_chunk = 8192 / 18;
+        assert_eq!(l.chunk_count(), 100_000usize.div_ceil(per_chunk));
+        for c in l.chunks.iter().skip(1) {
+            assert!(c.items.capacity() <= 8192, "{}", c.items.capacity());
+        }
+        assert!(l.mem_usage() < 100_000 * 19 + l.chunk_count() * 48 + 8192);
+        for i in (0..100_000u32).rev() {
+            assert_eq!(
+                l.pop_front().as_deref(),
+                Some(format!("{i:016}").as_bytes())
+            );
+        }
+        assert!(l.is_empty() && l.chunk_count() == 0);
     }
 
     #[test]

@@ -24,6 +24,7 @@ pub(crate) mod hash;
 pub(crate) mod held;
 pub(crate) mod hlc;
 pub(crate) mod hll;
+mod index;
 pub(crate) mod lazyfree;
 pub(crate) mod list;
 pub(crate) mod longdouble;
@@ -31,6 +32,7 @@ pub(crate) mod member_ttl;
 pub(crate) mod merge;
 pub(crate) mod ordtable;
 pub(crate) mod packed;
+pub(crate) mod prefetch;
 pub(crate) mod set;
 pub(crate) mod snap;
 pub(crate) mod stream;
@@ -42,8 +44,8 @@ pub(crate) mod value;
 pub(crate) mod zset;
 
 use std::hash::BuildHasher;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
-use hashbrown::HashTable;
 use merge::MergeType;
 use parking_lot::Mutex;
 
@@ -201,17 +203,17 @@ pub struct Slot {
 /// index of its volatile keys.
 ///
 /// The entries live contiguously in `entries` (no empty slots), and the hash
-/// table `index` holds only their positions (`u32`, 4 bytes + 1 control byte
-/// per bucket), so the table's unavoidable slack (hashbrown keeps it between
-/// 7/16 and 7/8 full) costs 5 bytes per empty bucket instead of a whole
-/// `Entry`. Removal swaps the last entry into the hole (`swap_remove`) and
+/// table `index` (`index.rs`) holds only their positions with 8 bits of
+/// hash, 4 bytes a slot, so the table's slack (it stays between 58 % and
+/// 7/8 full) costs 4 bytes per empty slot instead of a whole `Entry`.
+/// Removal swaps the last entry into the hole (`swap_remove`) and
 /// re-points its index slot. Each shard grows on its own, so a resize copies
 /// 1/256 of a database at a time: there is no database-wide 2x spike. See
 /// docs/PERFORMANCE.md for the measurements.
 #[derive(Default)]
 pub struct Shard {
     entries: table::Slab,
-    index: HashTable<u32>,
+    index: index::Index,
     expires: deadlines::Deadlines,
     /// The running snapshot's pending entries here (see `snap.rs`).
     snap: Option<Box<snap::ShardSnap>>,
@@ -273,13 +275,37 @@ impl Shard {
         self.expires.sum()
     }
 
+    /// Where the index's table is, for prefetches without the lock
+    /// (`prefetch.rs`); stored in `hint` if it changed. The lock holder
+    /// calls it when it unlocks.
+    #[inline]
+    pub(crate) fn publish_hint(&self, hint: &AtomicU64) {
+        let h = self.index.hint();
+        if hint.load(Relaxed) != h {
+            hint.store(h, Relaxed);
+        }
+    }
+
+    /// Prefetches the slab entry the index holds for `hash` (its first
+    /// candidate: the key is not compared, so no entry is read).
+    #[inline]
+    fn prefetch_entry(&self, hash: u64) {
+        if let Some(i) = self.index.first_candidate(hash) {
+            if (i as usize) < self.entries.len() {
+                let at = std::ptr::from_ref(self.entries.get(i as usize)) as usize;
+                prefetch::prefetch_line(at);
+                prefetch::prefetch_line(at + std::mem::size_of::<Entry>() - 1);
+            }
+        }
+    }
+
     /// Position of `key` in the slab.
     #[inline]
     fn pos(&self, hash: u64, key: &[u8]) -> Option<usize> {
         let entries = &self.entries;
         self.index
-            .find(hash, |&i| &*entries.get(i as usize).key == key)
-            .map(|&i| i as usize)
+            .find(hash, |i| &*entries.get(i as usize).key == key)
+            .map(|i| i as usize)
     }
 
     /// [`Self::pos`], trying the position `find_mut` found last first:
@@ -967,7 +993,7 @@ impl Shard {
         let i = u32::try_from(self.entries.push(entry)).expect("shard holds < 2^32 keys");
         let entries = &self.entries;
         self.index
-            .insert_unique(hash, i, |&j| hasher.hash(&entries.get(j as usize).key));
+            .insert_unique(hash, i, |j| hasher.hash(&entries.get(j as usize).key));
     }
 
     /// Removes the entry at `pos` (whose key hashes to `hash`) from the slab
@@ -975,9 +1001,7 @@ impl Shard {
     fn remove_at(&mut self, hasher: &KeyHasher, hash: u64, pos: usize) -> Entry {
         self.before_write(pos);
         let p = pos as u32;
-        if let Ok(occ) = self.index.find_entry(hash, |&i| i == p) {
-            occ.remove();
-        }
+        self.index.remove(hash, p);
         let e = self.entries.swap_remove(pos);
         self.forget_member_ttls(&e.key);
         if pos < self.entries.len() {
@@ -987,9 +1011,7 @@ impl Shard {
                 s.moved(last as usize, pos);
             }
             let h = hasher.hash(&self.entries.get(pos).key);
-            if let Some(slot) = self.index.find_mut(h, |&i| i == last) {
-                *slot = p;
-            }
+            self.index.replace(h, last, p);
         }
         e
     }
@@ -1054,28 +1076,17 @@ impl Shard {
     pub fn reserve(&mut self, hasher: &KeyHasher, more: usize) {
         let entries = &self.entries;
         self.index
-            .reserve(more, |&j| hasher.hash(&entries.get(j as usize).key));
+            .reserve(more, |j| hasher.hash(&entries.get(j as usize).key));
     }
 
-    /// Inserts an entry whose key must be new, with one probe of the index
-    /// (loading); gives the entry back if the key is already there.
+    /// Inserts an entry whose key must be new (loading); gives the entry
+    /// back if the key is already there.
     pub fn insert_new(&mut self, hasher: &KeyHasher, hash: u64, entry: Entry) -> Result<(), Entry> {
-        let entries = &self.entries;
-        let slot = self.index.entry(
-            hash,
-            |&i| *entries.get(i as usize).key == *entry.key,
-            |&j| hasher.hash(&entries.get(j as usize).key),
-        );
-        let hashbrown::hash_table::Entry::Vacant(vacant) = slot else {
+        if self.pos(hash, &entry.key).is_some() {
             return Err(entry);
-        };
-        if !self.tombstones.is_empty() {
-            self.tombstones.remove(&*entry.key);
         }
         let at = entry.expire_at();
-        let i = u32::try_from(self.entries.len()).expect("shard holds < 2^32 keys");
-        vacant.insert(i);
-        self.entries.push(entry);
+        self.push(hasher, hash, entry);
         if at != 0 {
             self.expires.insert(at, hash);
         }
@@ -1120,18 +1131,18 @@ impl Shard {
 
     /// The position of a key whose hash is `hash` and whose expiry is `at`:
     /// the key an `expires` entry stands for. The index's probe for `hash`
-    /// also yields keys of other hashes (it matches 7 bits of it), and
+    /// also yields keys of other hashes (it matches 8 bits of it), and
     /// keys given one expiry in one millisecond share `at`, so the full
     /// hash is checked: without it, an entry outlived its key (INFO's
     /// `expires=` counted it) or stood for another key's expiry.
     fn expiring_at(&self, hasher: &KeyHasher, hash: u64, at: u64) -> Option<usize> {
         let entries = &self.entries;
         self.index
-            .find(hash, |&i| {
+            .find(hash, |i| {
                 let e = entries.get(i as usize);
                 e.expire_at() == at && hasher.hash(&e.key) == hash
             })
-            .map(|&i| i as usize)
+            .map(|i| i as usize)
     }
 
     /// Removes up to `max` keys whose expiry is due, calling `on_expired` for
@@ -1299,6 +1310,10 @@ pub enum Lookup<'a> {
 /// One database: [`SHARDS`] locked shards.
 pub struct Db {
     shards: Box<[PaddedShard]>,
+    /// Where each shard's index table is (`prefetch.rs`): published by the
+    /// lock holder at unlock, read by prefetches without the lock. Apart
+    /// from the shards: 2 KiB a database, read densely.
+    hints: Box<[AtomicU64]>,
 }
 
 impl Default for Db {
@@ -1307,6 +1322,7 @@ impl Default for Db {
             shards: (0..SHARDS)
                 .map(|_| PaddedShard(Mutex::new(Shard::default())))
                 .collect(),
+            hints: (0..SHARDS).map(|_| AtomicU64::new(0)).collect(),
         }
     }
 }
@@ -1316,31 +1332,60 @@ impl Db {
     /// `held.rs`).
     #[inline]
     pub fn lock(&self, shard: usize) -> ShardGuard<'_> {
-        held::lock(&self.shards[shard].0)
+        held::lock(&self.shards[shard].0, &self.hints[shard])
+    }
+
+    /// Prefetches what a lookup of `slot` reads first, its index group and
+    /// slots, without locking (`prefetch.rs`, step 1).
+    #[inline]
+    pub fn prefetch(&self, slot: Slot) {
+        let hint = self.hints[slot.shard].load(Relaxed);
+        if let Some(group) = index::hinted_group(hint, slot.hash) {
+            prefetch::prefetch_line(group);
+        }
+    }
+
+    /// Prefetches the slab entry of `slot`'s key if the shard is free
+    /// (`prefetch.rs`, step 2: best after [`Db::prefetch`] had time).
+    #[inline]
+    pub fn prefetch_entry(&self, slot: Slot) {
+        if let Some(g) = self.try_lock(slot.shard) {
+            g.prefetch_entry(slot.hash);
+        }
     }
 
     /// Locks a shard if no one holds it (background work that can come
     /// back later: the expiry cycle must not wait behind a long script
     /// holding the shard, DECISIONS 57). Not for use inside EXEC.
     pub fn try_lock(&self, shard: usize) -> Option<ShardGuard<'_>> {
-        self.shards[shard].0.try_lock().map(ShardGuard::Owned)
+        let hint = &self.hints[shard];
+        self.shards[shard]
+            .0
+            .try_lock()
+            .map(|g| ShardGuard::Owned(g, hint))
     }
 
     /// Locks every shard in index order.
     pub fn lock_all(&self) -> Vec<ShardGuard<'_>> {
-        self.shards.iter().map(|s| held::lock(&s.0)).collect()
+        self.lock_each().collect()
+    }
+
+    /// Each shard locked in turn, in index order (one at a time unless
+    /// collected).
+    fn lock_each(&self) -> impl Iterator<Item = ShardGuard<'_>> {
+        self.shards
+            .iter()
+            .zip(&self.hints)
+            .map(|(s, h)| held::lock(&s.0, h))
     }
 
     /// Number of keys (locks shards one at a time: a snapshot per shard).
     pub fn len(&self) -> usize {
-        self.shards.iter().map(|s| held::lock(&s.0).len()).sum()
+        self.lock_each().map(|g| g.len()).sum()
     }
 
     pub fn volatile_len(&self) -> usize {
-        self.shards
-            .iter()
-            .map(|s| held::lock(&s.0).volatile_len())
-            .sum()
+        self.lock_each().map(|g| g.volatile_len()).sum()
     }
 
     /// How many keys have a TTL, and their average TTL in ms from `now_ms`
@@ -1348,8 +1393,7 @@ impl Db {
     /// expiry cycle has not removed yet count as 0), for INFO keyspace.
     pub fn volatile_stats(&self, now_ms: u64) -> (usize, u64) {
         let (mut n, mut sum) = (0usize, 0u128);
-        for s in &self.shards {
-            let g = held::lock(&s.0);
+        for g in self.lock_each() {
             n += g.volatile_len();
             sum += g.deadline_sum();
         }
@@ -1386,8 +1430,9 @@ impl Keyspace {
     #[inline]
     pub fn slot(&self, key: &[u8]) -> Slot {
         let hash = self.hasher.hash(key);
-        // High-middle bits pick the shard; hashbrown uses the low bits for the
-        // bucket and the top 7 for its tag, so the three stay independent.
+        // High-middle bits pick the shard; the shard's index uses the low
+        // 32 bits for the group and the top 8 for its tag (`index.rs`), so
+        // the three stay independent.
         Slot {
             hash,
             shard: ((hash >> 32) as usize) & (SHARDS - 1),
@@ -1666,6 +1711,35 @@ mod tests {
         // A shard fits two cache lines (member TTLs and active
         // replication's flush stamp and answer notes cost it a pointer each).
         assert_eq!(std::mem::size_of::<PaddedShard>(), 256);
+    }
+
+    #[test]
+    fn the_prefetch_hint_names_each_keys_home_group() {
+        // A wrong hint would make prefetches miss (never wrong results):
+        // check it against where the index's probe for each key starts.
+        let ks = Keyspace::new(1);
+        let mut shard = Shard::default();
+        for n in 0..5000 {
+            let key = format!("key:{n}");
+            let hash = ks.hasher.hash(key.as_bytes());
+            shard.insert(&ks.hasher, hash, entry(&key, 0));
+            if n % 3 == 0 {
+                let gone = format!("key:{}", n / 3);
+                let h = ks.hasher.hash(gone.as_bytes());
+                shard.remove(&ks.hasher, h, gone.as_bytes());
+            }
+        }
+        let hint = AtomicU64::new(0);
+        shard.publish_hint(&hint);
+        let h = hint.load(Relaxed);
+        assert_ne!(h, 0);
+        for e in shard.iter() {
+            let hash = ks.hasher.hash(&e.key);
+            assert_eq!(
+                index::hinted_group(h, hash),
+                Some(shard.index.home_addr(hash))
+            );
+        }
     }
 
     #[test]

@@ -31,6 +31,7 @@ use std::os::fd::AsRawFd;
 use tokio::io::unix::AsyncFd;
 use tokio::sync::mpsc;
 
+use super::lookahead::Lookahead;
 use super::tls::HandOff;
 use super::{NewConn, Server};
 use crate::commands::call::{self, Caller};
@@ -724,7 +725,10 @@ async fn process_input(
     // client's memory at once (client eviction), checking the output
     // buffer limit first, as Redis does on each reply.
     let mut out_cap = out.buf.capacity();
+    // The keys of the commands ahead, prefetched (`lookahead.rs`).
+    let mut ahead = Lookahead::new();
     loop {
+        ahead.before_command(&srv.keyspace, client.db, qb.pending());
         // Per command: an AUTH earlier in this batch lifts the
         // unauthenticated caps for the commands after it, as in Redis.
         let limits = ParseLimits {
@@ -1169,9 +1173,9 @@ async fn block_wait<I: ConnIo>(
         let (ticket, woken) = (guard.waiter.ticket(), guard.waiter.was_woken());
         let guard_unblocked = guard.waiter.unblocked();
         // Held until this client re-ran (and passed its wake-up on).
-        let _token = guard.finish();
-        match outcome {
-            Outcome::Close => break false,
+        let token = guard.finish();
+        let ended = match outcome {
+            Outcome::Close => Some(false),
             Outcome::Timeout => {
                 if woken {
                     srv.blocking.signal_keys(db, &keys);
@@ -1179,7 +1183,7 @@ async fn block_wait<I: ConnIo>(
                 count_blocked_call(srv, worker, &argv, false);
                 out.resp = client.resp;
                 out.null_array();
-                break true;
+                Some(true)
             }
             Outcome::Woken if guard_unblocked.is_some() => {
                 if woken {
@@ -1194,7 +1198,7 @@ async fn block_wait<I: ConnIo>(
                     }
                     _ => out.null_array(),
                 }
-                break true;
+                Some(true)
             }
             Outcome::Woken => {
                 client.block.retry = Some((ticket, deadline_ms));
@@ -1220,9 +1224,21 @@ async fn block_wait<I: ConnIo>(
                 } else {
                     srv.blocking.signal_after(db, &keys, ticket);
                 }
+                client.block.request.is_none().then_some(true)
             }
+        };
+        if ended.is_some() {
+            // Unblocked before the wake-up is given back: the writer that
+            // woke this client replies once it is given back (settle), and
+            // its client's next INFO must not count this one as blocked.
+            shared.flags.lock().retain(|c| c != 'b');
+        }
+        drop(token);
+        if let Some(alive) = ended {
+            break alive;
         }
     };
+    // (Already cleared above unless the loop had no request to wait on.)
     shared.flags.lock().retain(|c| c != 'b');
     alive
 }

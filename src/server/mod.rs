@@ -19,6 +19,7 @@ pub(crate) mod cron_jobs;
 pub(crate) mod hooks;
 pub(crate) mod identity;
 pub(crate) mod info;
+mod lookahead;
 pub(crate) mod persistence_host;
 pub(crate) mod replication_host;
 pub(crate) mod shutdown;
