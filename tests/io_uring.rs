@@ -157,7 +157,7 @@ fn pubsub_messages_from_another_connection_arrive() {
     let mut sub = s.raw();
     assert_eq!(
         raw_cmd(&mut sub, &["SUBSCRIBE", "ch"]),
-        "*3[subscribe,ch,1]"
+        "*3[subscribe,ch,:1]"
     );
     let mut c = s.conn();
     for i in 0..200 {

@@ -581,50 +581,70 @@ impl Drop for Idle {
 /// complete commands answered are taken).
 pub(crate) fn serve_while_busy(srv: &Arc<Server>) {
     let idle: Vec<std::os::fd::RawFd> = IDLE.with(|v| v.borrow().values().copied().collect());
+    let ring = super::uring::current();
     for fd in idle {
-        let mut buf = vec![0u8; 64 * 1024];
-        // SAFETY: `fd` is the socket of a connection task of this thread,
-        // open while it is in IDLE (the task removes it before it drops the
-        // socket); `buf` is writable for its length.
-        let n = unsafe {
-            libc::recv(
-                fd,
-                buf.as_mut_ptr().cast(),
-                buf.len(),
-                libc::MSG_PEEK | libc::MSG_DONTWAIT,
-            )
-        };
-        if n <= 0 {
-            continue;
-        }
-        buf.truncate(n as usize);
-        let mut parser = RequestParser::new();
-        let limits = ParseLimits::default();
-        let mut used = 0;
         let mut out = ReplyBuf::new(2);
-        while let Ok(Parsed::Command { consumed }) = parser.parse(&buf[used..], &limits) {
-            let args = parser.args(&buf[used..]);
-            if !args.is_empty() {
-                answer_busy(srv, args, &mut out);
-            }
-            used += consumed;
-        }
-        if used == 0 {
+        let on_ring = ring
+            .as_ref()
+            .is_some_and(|r| r.answer_queued(fd, |queued| answer_commands(srv, queued, &mut out)));
+        if !on_ring && !answer_socket(srv, fd, &mut out) {
             continue;
         }
-        // SAFETY: as above; this takes exactly the bytes parsed.
-        unsafe {
-            libc::recv(fd, buf.as_mut_ptr().cast(), used, libc::MSG_DONTWAIT);
-            if !out.buf.is_empty() {
+        if !out.buf.is_empty() {
+            // SAFETY: `fd` is the socket of a connection task of this thread,
+            // open while it is in IDLE (the task removes it before it drops
+            // the socket), with no send of the ring in flight (nothing held).
+            unsafe {
                 libc::send(
                     fd,
                     out.buf.as_ptr().cast(),
                     out.buf.len(),
                     libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL,
-                );
-            }
+                )
+            };
         }
     }
+}
+
+/// An epoll connection's part of `serve_while_busy`: answers the complete
+/// commands waiting in the socket and takes exactly their bytes (false if
+/// there were none).
+fn answer_socket(srv: &Arc<Server>, fd: std::os::fd::RawFd, out: &mut ReplyBuf) -> bool {
+    let mut buf = vec![0u8; 64 * 1024];
+    // SAFETY: `fd` as in `serve_while_busy`; `buf` is writable for its length.
+    let n = unsafe {
+        libc::recv(
+            fd,
+            buf.as_mut_ptr().cast(),
+            buf.len(),
+            libc::MSG_PEEK | libc::MSG_DONTWAIT,
+        )
+    };
+    if n <= 0 {
+        return false;
+    }
+    let used = answer_commands(srv, &buf[..n as usize], out);
+    if used > 0 {
+        // SAFETY: as above; this takes exactly the bytes parsed.
+        unsafe { libc::recv(fd, buf.as_mut_ptr().cast(), used, libc::MSG_DONTWAIT) };
+    }
+    used > 0
+}
+
+/// Answers the complete commands at the start of `input` (a partial one
+/// stays for the connection); returns the bytes they took.
+fn answer_commands(srv: &Arc<Server>, input: &[u8], out: &mut ReplyBuf) -> usize {
+    let mut parser = RequestParser::new();
+    let limits = ParseLimits::default();
+    let mut used = 0;
+    while let Ok(Parsed::Command { consumed }) = parser.parse(&input[used..], &limits) {
+        let args = parser.args(&input[used..]);
+        if !args.is_empty() {
+            answer_busy(srv, args, out);
+        }
+        used += consumed;
+    }
+    used
 }
 
 /// One command of a client served by `serve_while_busy`.

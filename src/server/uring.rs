@@ -243,7 +243,7 @@ impl Ring {
         let ring = IoUring::builder()
             .setup_cqsize(ENTRIES * 4)
             .setup_single_issuer()
-            .setup_defer_taskrun()
+            .setup_coop_taskrun()
             .build(ENTRIES)?;
         let bufs = BufRing::new()?;
         // SAFETY: the entries stay mapped until `bufs` drops, which is after
@@ -346,6 +346,35 @@ impl Ring {
         }
     }
 
+    /// Re-arms a receive stopped at RX_PAUSE once its queue was taken.
+    fn resume_if_drained(&self, key: u64, s: &Slot) {
+        let stopped = s.closed.get() || s.leaving.get() || s.rx_end.get().is_some();
+        if s.rx_len() == 0 && s.paused.get() && !s.recv_armed.get() && !stopped {
+            s.paused.set(false);
+            self.arm_recv(key, s);
+        }
+    }
+
+    /// `serve_while_busy` for this ring's connection on `fd` (false if it
+    /// is not one): the ring takes a socket's bytes as they arrive, so the
+    /// commands a busy script keeps waiting are in the connection's receive
+    /// queue, not in the socket. Runs what the kernel completed, hands the
+    /// queue to `answer`, and drops the bytes it says it used.
+    pub(crate) fn answer_queued(&self, fd: RawFd, answer: impl FnOnce(&[u8]) -> usize) -> bool {
+        self.submit_and_reap(true);
+        let found = self.conns.borrow().iter().find_map(|(&key, s)| {
+            (s.fd == fd && !s.closed.get() && !s.leaving.get()).then(|| (key, s.clone()))
+        });
+        let Some((key, slot)) = found else {
+            return false;
+        };
+        let from = slot.rx_off.get();
+        let used = answer(&slot.rx.borrow()[from..]);
+        slot.rx_off.set(from + used);
+        self.resume_if_drained(key, &slot);
+        true
+    }
+
     fn received(&self, key: u64, slot: &Slot, res: i32, flags: u32, bid: Option<u16>) {
         if let Some(bid) = bid {
             if res > 0 && !slot.closed.get() {
@@ -437,12 +466,7 @@ impl UringIo {
             s.rx_off.set(from + n);
         }
         drop(rx);
-        let drained = s.rx_len() == 0;
-        let stopped = s.closed.get() || s.leaving.get() || s.rx_end.get().is_some();
-        if drained && s.paused.get() && !s.recv_armed.get() && !stopped {
-            s.paused.set(false);
-            self.ring.arm_recv(self.key, s);
-        }
+        self.ring.resume_if_drained(self.key, s);
         n
     }
 
