@@ -521,6 +521,7 @@ fn worker_main(
     if uring {
         // The ring's SQEs queued during a turn go in once, before the park.
         builder.on_thread_park(uring::turn);
+        builder.on_thread_unpark(uring::awake);
     }
     let rt = builder.enable_all().build().expect("tokio runtime");
     let local = tokio::task::LocalSet::new();
@@ -547,7 +548,7 @@ fn uring_start(index: usize, nworkers: usize) {
     static REFUSED: std::sync::Once = std::sync::Once::new();
     match uring::install() {
         Ok(()) if index == 0 => log_notice!(
-            "io_uring: plain TCP connections use a ring per worker ({nworkers} workers, SINGLE_ISSUER|DEFER_TASKRUN)"
+            "io_uring: plain TCP connections use a ring per worker ({nworkers} workers, SINGLE_ISSUER|COOP_TASKRUN)"
         ),
         Ok(()) => {}
         Err(e) => REFUSED.call_once(|| {

@@ -21,9 +21,12 @@
 //! A connection's Rc'd [`Slot`] stays in the ring's table until the kernel
 //! has reported the end of its receive and send, so the send buffer lives
 //! as long as the kernel may read it. Set-up: `SINGLE_ISSUER |
-//! DEFER_TASKRUN` (completions run only in this thread's own
-//! `io_uring_enter`, so a script's busy-serving peek of an idle socket
-//! sees bytes the ring has not taken).
+//! COOP_TASKRUN`: a completion's task work runs as this thread leaves any
+//! syscall (a sleeping thread is woken for it), which posts the CQE and
+//! signals the eventfd at once. `DEFER_TASKRUN` was tried first: its
+//! eventfd wake-up came ~12 ms late (DECISIONS 347). So the ring may take
+//! an idle connection's bytes while a script runs: `serve_while_busy`
+//! answers a ring connection from its receive queue ([`Ring::answer_queued`]).
 //! TLS and unix sockets, and hand-offs (PSYNC, LATTICE.PEER:
 //! [`UringIo`]'s `into_epoll`) use epoll.
 
@@ -76,16 +79,29 @@ pub(crate) fn install() -> io::Result<()> {
     Ok(())
 }
 
-/// The `on_thread_park` hook: submits what the turn queued, then reaps.
+/// The `on_thread_park` hook: submits what the turn queued, then reaps,
+/// and lets the ring signal its eventfd while the thread sleeps.
 pub(crate) fn turn() {
     if let Some(r) = current() {
         r.submit_and_reap(false);
+        // Every CQE of this ring is posted by this thread (inline, or by
+        // task work as it leaves a syscall), so none can land between
+        // this reap and the flag: the next ones come after epoll_wait.
+        r.ring.borrow_mut().completion().enable_eventfd();
+    }
+}
+
+/// The `on_thread_unpark` hook: while the thread runs, CQEs are reaped at
+/// the next park, so the ring need not signal (a send completing inside
+/// the turn's own submit would wake epoll for nothing).
+pub(crate) fn awake() {
+    if let Some(r) = current() {
+        r.ring.borrow_mut().completion().disable_eventfd();
     }
 }
 
 /// Reaps completions that arrive while the thread waits in epoll: the
-/// ring signals its eventfd when a completion's work is queued for this
-/// thread (with DEFER_TASKRUN the ring's own fd does not wake epoll then).
+/// ring signals its eventfd when it posts a CQE.
 async fn drive(ring: Rc<Ring>) {
     // SAFETY: the eventfd stays open for the thread's life (the ring is in
     // RING, never taken out), longer than this registration.
@@ -100,11 +116,13 @@ async fn drive(ring: Rc<Ring>) {
         let Ok(mut g) = fd.readable().await else {
             return;
         };
-        let mut n = [0u8; 8];
-        // SAFETY: reads 8 bytes into `n` from the non-blocking eventfd.
-        unsafe { libc::read(ring.evfd, n.as_mut_ptr().cast(), 8) };
+        // The eventfd's count is never read: epoll (edge-triggered under
+        // tokio) reports each signal whatever the count, and a read is a
+        // syscall per wake-up.
         g.clear_ready();
-        ring.submit_and_reap(true);
+        // The task work that posted the CQEs ran as epoll_wait returned:
+        // they are in the queue, no GETEVENTS needed.
+        ring.submit_and_reap(false);
     }
 }
 
@@ -299,8 +317,9 @@ impl Ring {
     }
 
     /// Submits queued SQEs and (`events`, or when submitting) runs the
-    /// completions' deferred work, then handles every CQE. A turn with
-    /// nothing to submit makes no syscall.
+    /// completions' pending task work (which waits for this thread's next
+    /// syscall while it runs in user space), then handles every CQE. A turn
+    /// with nothing to submit makes no syscall.
     fn submit_and_reap(&self, events: bool) {
         let mut done: Vec<(u64, i32, u32)> = Vec::new();
         {
