@@ -17,9 +17,7 @@
 #   SERVERS="lattice" LATTICE=/path/to/lattice-server bench/syscalls.sh
 #   LATTICE_ARGS="--hz 10" bench/syscalls.sh        # extra lattice arguments
 #   SERVERS="redis lattice lattice-uring"   # lattice-uring: $LATTICE with
-#       LATTICE_IO_URING=1 (the io_uring prototype of branch kernel-path-uring;
-#       a build without it ignores the variable and serves on epoll);
-#       lattice-uring-plain: the same without DEFER_TASKRUN
+#       `--io-uring yes` (server/uring.rs); lattice: `--io-uring no` (epoll)
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
@@ -107,11 +105,10 @@ for c in $CLIENT_LIST; do
         for name in $SERVERS; do
             port="$(free_port)"
             if [[ $name == lattice* ]]; then
-                uring=0 plain=0
-                [[ $name == lattice-uring* ]] && uring=1
-                [[ $name == lattice-uring-plain ]] && plain=1
+                uring=no
+                [[ $name == lattice-uring ]] && uring=yes
                 # shellcheck disable=SC2086
-                LATTICE_IO_URING=$uring LATTICE_IO_URING_PLAIN=$plain taskset -c "$SERVER_CPU" "$LATTICE" --port "$port" \
+                taskset -c "$SERVER_CPU" "$LATTICE" --port "$port" --io-uring "$uring" \
                     --server-threads 1 --save "" --appendonly no --dir "$WORK" \
                     ${LATTICE_ARGS:-} >"$WORK/lattice.log" 2>&1 &
                 SERVER_PID=$!

@@ -756,6 +756,9 @@ pub(crate) static DIRECTIVES: &[Directive] = &[
         .imm()
         .alias(&["io-threads"]),
     d("server-thread-affinity", Str, "no").imm().built(),
+    // LatticeDB: plain TCP connections do their socket I/O through a ring
+    // per worker (server/uring.rs) instead of epoll; read at start-up.
+    d("io-uring", Bool, "no").imm().built(),
     d("active-replica", Bool, "no").built().imm(),
     d("multi-master", Bool, "no").built().imm(),
     // LatticeDB: how ROLE and INFO show a node with active-replica links.

@@ -2,6 +2,12 @@
 //! (`server/conn.rs`) and replication's feeder, which serves a replica on
 //! the connection it arrived on (`replication/master/feed.rs`): the query
 //! buffer, edge-triggered reads into it, and writes that a kill aborts.
+//!
+//! [`ConnIo`] is what the connection loop needs of its socket, so that loop
+//! is written once for two kinds of I/O: an `AsyncFd` (epoll, every kind of
+//! connection) and, with `io-uring yes`, a plain TCP connection's place in
+//! its worker's ring (`server/uring.rs`). A hand-off (PSYNC, LATTICE.PEER)
+//! always continues on an `AsyncFd` ([`ConnIo::into_epoll`]).
 
 use std::io::{Read, Write};
 use std::os::fd::AsRawFd;
@@ -63,8 +69,9 @@ impl QueryBuf {
             self.end = 0;
         }
     }
-    /// Free space to read into, compacting or growing when low.
-    fn spare(&mut self) -> &mut [u8] {
+    /// Free space to read into, compacting or growing when low (a read
+    /// then adds what it put there to `end`).
+    pub(crate) fn spare(&mut self) -> &mut [u8] {
         if self.end < self.want {
             if self.data.len() == self.end {
                 let n = (self.data.len() * 2).min(self.want);
@@ -160,5 +167,109 @@ where
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
             Err(e) => return Err(e),
         }
+    }
+}
+
+/// Writes what the socket takes of `buf[*sent..]` without waiting.
+pub(crate) fn write_held<T>(io: &AsyncFd<T>, buf: &[u8], sent: &mut usize) -> std::io::Result<()>
+where
+    T: AsRawFd,
+    for<'a> &'a T: Write,
+{
+    while *sent < buf.len() {
+        match io.get_ref().write(&buf[*sent..]) {
+            Ok(0) => return Err(std::io::ErrorKind::WriteZero.into()),
+            Ok(n) => *sent += n,
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => return Ok(()),
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}
+
+/// Writes all of `buf` if the socket takes it without waiting.
+pub(crate) fn write_now<T>(io: &AsyncFd<T>, buf: &[u8]) -> bool
+where
+    T: AsRawFd,
+    for<'a> &'a T: Write,
+{
+    write_now_std(io.get_ref(), buf)
+}
+
+/// Writes all of `buf` to a non-blocking `w` if it takes it without waiting.
+pub(crate) fn write_now_std<W: Write>(mut w: W, mut buf: &[u8]) -> bool {
+    while !buf.is_empty() {
+        match w.write(buf) {
+            Ok(0) => return false,
+            Ok(n) => buf = &buf[n..],
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(_) => return false,
+        }
+    }
+    w.flush().is_ok()
+}
+
+/// A connection's socket as the connection loop uses it. Output is
+/// `buf[*sent..]` of the caller's reply buffer: bytes count as written
+/// (`sent` moves) only once the kernel took them, so replies held for a
+/// client that does not read are the caller's, counted and limited there.
+#[allow(async_fn_in_trait)]
+pub(crate) trait ConnIo {
+    /// The stream a hand-off continues with.
+    type Stream: AsRawFd;
+    fn raw_fd(&self) -> std::os::fd::RawFd;
+    /// Input received but not yet in a query buffer (none on epoll).
+    fn buffered(&self) -> bool;
+    /// Reads into `qb`; 0 on EOF.
+    async fn read_some(&self, qb: &mut QueryBuf) -> std::io::Result<usize>;
+    /// Starts writing `buf[*sent..]` without waiting; `sent` moves by what
+    /// the kernel has taken so far.
+    fn write_held(&self, buf: &[u8], sent: &mut usize) -> std::io::Result<()>;
+    /// Waits until held output can make progress, then as `write_held`.
+    async fn write_more(&self, buf: &[u8], sent: &mut usize) -> std::io::Result<()>;
+    /// Writes all of `buf` now or reports false (nothing may wait).
+    fn write_now(&self, buf: &[u8]) -> bool;
+    /// Writes all of `buf` (which starts with the held output, if any),
+    /// waiting as needed; `kill` aborts.
+    async fn write_all(&self, buf: &[u8], kill: &Notify) -> std::io::Result<()>;
+    /// The socket on epoll, with every byte already received moved to `qb`.
+    async fn into_epoll(self, qb: &mut QueryBuf) -> std::io::Result<AsyncFd<Self::Stream>>;
+}
+
+impl<T> ConnIo for AsyncFd<T>
+where
+    T: AsRawFd,
+    for<'a> &'a T: Read + Write,
+{
+    type Stream = T;
+    fn raw_fd(&self) -> std::os::fd::RawFd {
+        self.get_ref().as_raw_fd()
+    }
+    fn buffered(&self) -> bool {
+        false
+    }
+    async fn read_some(&self, qb: &mut QueryBuf) -> std::io::Result<usize> {
+        read_some(self, qb).await
+    }
+    fn write_held(&self, buf: &[u8], sent: &mut usize) -> std::io::Result<()> {
+        write_held(self, buf, sent)
+    }
+    async fn write_more(&self, buf: &[u8], sent: &mut usize) -> std::io::Result<()> {
+        let mut g = self.writable().await?;
+        write_held(self, buf, sent)?;
+        if *sent < buf.len() {
+            g.clear_ready();
+        }
+        Ok(())
+    }
+    fn write_now(&self, buf: &[u8]) -> bool {
+        write_now(self, buf)
+    }
+    async fn write_all(&self, buf: &[u8], kill: &Notify) -> std::io::Result<()> {
+        write_all(self, buf, kill).await
+    }
+    async fn into_epoll(self, _qb: &mut QueryBuf) -> std::io::Result<AsyncFd<T>> {
+        Ok(self)
     }
 }

@@ -39,7 +39,7 @@ use crate::commands::{flags, CmdError, Ctx};
 use crate::core::client::{ClientState, Push, ReplyMode};
 use crate::core::client_mem;
 use crate::core::ctx::ActiveWrite;
-use crate::core::sockio::{read_some, write_all, QueryBuf};
+use crate::core::sockio::{ConnIo, QueryBuf};
 use crate::core::stats::WorkerStats;
 use crate::keyspace::hlc::{unix_ms, Hlc};
 use crate::protocol::{Args, ParseLimits, Parsed, ReplyBuf, RequestParser};
@@ -111,7 +111,11 @@ pub(crate) async fn serve(srv: Arc<Server>, worker: Rc<Worker>, conn: NewConn) {
             let _ = s.set_nonblocking(true);
             set_keepalive(&s, srv.hot.tcp_keepalive.load(Relaxed));
             let laddr = s.local_addr().ok();
-            serve_stream(srv, worker, s, Some(addr), laddr, false).await
+            if let Some(ring) = super::uring::current() {
+                let io = super::uring::UringIo::new(ring, s);
+                return serve_stream(srv, worker, io, Some(addr), laddr, false).await;
+            }
+            serve_epoll(srv, worker, s, Some(addr), laddr, false).await
         }
         NewConn::Tls(s, addr) => {
             let _ = s.set_nonblocking(true);
@@ -121,13 +125,13 @@ pub(crate) async fn serve(srv: Arc<Server>, worker: Rc<Worker>, conn: NewConn) {
                 return;
             };
             match super::tls::TlsStream::new(s, config, addr.to_string()) {
-                Ok(t) => serve_stream(srv, worker, t, Some(addr), laddr, true).await,
+                Ok(t) => serve_epoll(srv, worker, t, Some(addr), laddr, true).await,
                 Err(e) => log_verbose!("Error accepting a client connection: {e}"),
             }
         }
         NewConn::Unix(s) => {
             let _ = s.set_nonblocking(true);
-            serve_stream(srv, worker, s, None, None, false).await
+            serve_epoll(srv, worker, s, None, None, false).await
         }
     }
 }
@@ -163,24 +167,8 @@ fn set_keepalive(s: &std::net::TcpStream, secs: u64) {
 /// Replies held for a client that has not authenticated, at most.
 const UNAUTH_OUTPUT_MAX: usize = 1024;
 
-/// Writes all of `buf` if the socket takes it without waiting.
-fn write_now<T>(io: &AsyncFd<T>, mut buf: &[u8]) -> bool
-where
-    T: AsRawFd,
-    for<'a> &'a T: Write,
-{
-    while !buf.is_empty() {
-        match io.get_ref().write(buf) {
-            Ok(0) => return false,
-            Ok(n) => buf = &buf[n..],
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-            Err(_) => return false,
-        }
-    }
-    io.get_ref().flush().is_ok()
-}
-
-async fn serve_stream<T>(
+/// Serves a connection on epoll (TLS, unix sockets, `io-uring no`).
+async fn serve_epoll<T>(
     srv: Arc<Server>,
     worker: Rc<Worker>,
     stream: T,
@@ -191,19 +179,32 @@ async fn serve_stream<T>(
     T: AsRawFd + HandOff,
     for<'a> &'a T: Read + Write,
 {
-    let fd = stream.as_raw_fd();
     // SAFETY: `stream` is an owned std TcpStream/UnixStream moved into the
     // AsyncFd; its fd stays open and unchanged until the AsyncFd drops it.
     let Ok(io) = (unsafe { AsyncFd::register(stream) }) else {
         return;
     };
+    serve_stream(srv, worker, io, addr, laddr, tls).await
+}
+
+async fn serve_stream<I>(
+    srv: Arc<Server>,
+    worker: Rc<Worker>,
+    io: I,
+    addr: Option<std::net::SocketAddr>,
+    laddr: Option<std::net::SocketAddr>,
+    tls: bool,
+) where
+    I: ConnIo,
+    I::Stream: HandOff,
+    for<'a> &'a I::Stream: Read + Write,
+{
+    let fd = io.raw_fd();
     let id = srv.clients.next_id();
     if srv.clients.len() >= srv.hot.maxclients.load(Relaxed) {
         srv.rejected_connections.fetch_add(1, Relaxed);
         // One non-blocking write, as Redis: a refused client gets no more.
-        let _ = io
-            .get_ref()
-            .write(b"-ERR max number of clients reached\r\n");
+        let _ = io.write_now(b"-ERR max number of clients reached\r\n");
         return;
     }
     if protected_refuses(
@@ -212,7 +213,7 @@ async fn serve_stream<T>(
         !srv.acl.default_user().nopass,
     ) {
         srv.rejected_connections.fetch_add(1, Relaxed);
-        let _ = io.get_ref().write(PROTECTED_DENIED.as_bytes());
+        let _ = io.write_now(PROTECTED_DENIED.as_bytes());
         return;
     }
     let (tx, mut rx) = mpsc::unbounded_channel();
@@ -253,7 +254,7 @@ async fn serve_stream<T>(
         // Waiting for input with nothing pending: a script past its
         // threshold on this thread may answer this client (BUSY).
         // (Not a TLS connection: its socket carries records, not commands.)
-        let quiet = !tls && !more_input && !held && qb.pending().is_empty();
+        let quiet = !tls && !more_input && !held && qb.pending().is_empty() && !io.buffered();
         let _idle = quiet.then(|| Idle::new(id, fd));
         let timeout = srv.hot.timeout_secs.load(Relaxed);
         let idle = timeout > 0 && !client.monitor && client.pubsub.total() == 0;
@@ -270,19 +271,15 @@ async fn serve_stream<T>(
                 }
                 Some(Push::Kill) | None => break 'conn,
             },
-            g = io.writable(), if held => {
-                let Ok(mut g) = g else { break 'conn };
-                if write_held(&io, &out.buf, &mut sent).is_err() { break 'conn; }
-                if sent < out.buf.len() {
-                    g.clear_ready();
-                }
+            w = io.write_more(&out.buf, &mut sent), if held => {
+                if w.is_err() { break 'conn; }
                 if account(&srv, client, &mut mem, &qb, &mut out, &mut sent, &shared) {
                     break 'conn;
                 }
                 continue 'conn;
             }
             _ = std::future::ready(()), if more_input && room => 0,
-            r = read_some(&io, &mut qb), if !more_input && room => match r {
+            r = io.read_some(&mut qb), if !more_input && room => match r {
                 Ok(0) | Err(_) => break 'conn,
                 Ok(n) => n,
             },
@@ -366,7 +363,7 @@ async fn serve_stream<T>(
                 // server hold its replies: past 1 KiB, or whatever the
                 // socket does not take at once, it is closed (Redis's fix
                 // for CVE-2025-21605).
-                if out.len() > UNAUTH_OUTPUT_MAX || !write_now(&io, &out.buf[sent..]) {
+                if out.len() > UNAUTH_OUTPUT_MAX || !io.write_now(&out.buf[sent..]) {
                     log_verbose!("Closing unauthenticated client over its output limit: id={id}");
                     break;
                 }
@@ -374,14 +371,11 @@ async fn serve_stream<T>(
             } else if tls || must_drain(client, close) {
                 // Before a state that writes on its own (or closes), the
                 // replies are all out.
-                if write_all(&io, &out.buf[sent..], &shared.kill)
-                    .await
-                    .is_err()
-                {
+                if io.write_all(&out.buf[sent..], &shared.kill).await.is_err() {
                     break;
                 }
                 sent = out.buf.len();
-            } else if write_held(&io, &out.buf, &mut sent).is_err() {
+            } else if io.write_held(&out.buf, &mut sent).is_err() {
                 break;
             }
         }
@@ -392,7 +386,7 @@ async fn serve_stream<T>(
             // WAIT/WAITAOF: the replies before it are out; answer once the
             // replicas (or the disk) acknowledged, then read on.
             crate::replication::master::answer_wait(&*srv, w, &shared.kill, &mut out).await;
-            if write_all(&io, &out.buf, &shared.kill).await.is_err() {
+            if io.write_all(&out.buf, &shared.kill).await.is_err() {
                 break;
             }
             out.buf.clear();
@@ -400,7 +394,12 @@ async fn serve_stream<T>(
         }
         if let Some(req) = client.peer_request.take() {
             // LATTICE.PEER: the connection becomes an active peer's feed,
-            // on a thread of its own (with its TLS session, if any).
+            // on a thread of its own (with its TLS session, if any),
+            // taken over from epoll (a ring's receive is stopped first, and
+            // what it had received joins the query buffer).
+            let Ok(io) = io.into_epoll(&mut qb).await else {
+                break;
+            };
             let fd = io.get_ref().as_raw_fd();
             let addr = shared.addr.clone();
             let host = srv.peer_host();
@@ -421,6 +420,10 @@ async fn serve_stream<T>(
                 run: &mut run,
                 stats: &worker.stats,
             };
+            // The feeder runs on epoll (see LATTICE.PEER above).
+            let Ok(io) = io.into_epoll(&mut qb).await else {
+                break;
+            };
             crate::replication::master::serve_replica(&srv, &io, qb, client, req, &shared, link)
                 .await;
             break;
@@ -440,7 +443,7 @@ async fn serve_stream<T>(
             srv.shutdown.refused_after(attempt, &shared.kill).await;
             shared.flags.lock().retain(|c| c != 'b');
             out.error("ERR Errors trying to SHUTDOWN. Check logs.");
-            if write_all(&io, &out.buf, &shared.kill).await.is_err() {
+            if io.write_all(&out.buf, &shared.kill).await.is_err() {
                 break;
             }
             out.buf.clear();
@@ -485,42 +488,20 @@ fn shown_qbuf(qb: &QueryBuf, parser: &RequestParser) -> usize {
     }
 }
 
-/// Writes what the socket takes of `buf[*sent..]` without waiting.
-fn write_held<T>(io: &AsyncFd<T>, buf: &[u8], sent: &mut usize) -> std::io::Result<()>
-where
-    T: AsRawFd,
-    for<'a> &'a T: Write,
-{
-    while *sent < buf.len() {
-        match io.get_ref().write(&buf[*sent..]) {
-            Ok(0) => return Err(std::io::ErrorKind::WriteZero.into()),
-            Ok(n) => *sent += n,
-            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => return Ok(()),
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(e),
-        }
-    }
-    Ok(())
-}
-
 /// A push from another client (pub/sub, tracking, MONITOR): behind replies
 /// still held it joins them (in order); otherwise it is written now.
 /// Returns false when the connection is gone.
-async fn take_push<T>(
-    io: &AsyncFd<T>,
+async fn take_push<I: ConnIo>(
+    io: &I,
     b: &[u8],
     out: &mut ReplyBuf,
     sent: usize,
     shared: &crate::core::client::ClientShared,
-) -> bool
-where
-    T: AsRawFd,
-    for<'a> &'a T: Write,
-{
+) -> bool {
     if sent < out.buf.len() {
         out.buf.extend_from_slice(b);
         shared.obuf.store(out.buf.len() - sent, Relaxed);
-    } else if write_all(io, b, &shared.kill).await.is_err() {
+    } else if io.write_all(b, &shared.kill).await.is_err() {
         return false;
     }
     shared.push_written(b.len());
@@ -600,50 +581,70 @@ impl Drop for Idle {
 /// complete commands answered are taken).
 pub(crate) fn serve_while_busy(srv: &Arc<Server>) {
     let idle: Vec<std::os::fd::RawFd> = IDLE.with(|v| v.borrow().values().copied().collect());
+    let ring = super::uring::current();
     for fd in idle {
-        let mut buf = vec![0u8; 64 * 1024];
-        // SAFETY: `fd` is the socket of a connection task of this thread,
-        // open while it is in IDLE (the task removes it before it drops the
-        // socket); `buf` is writable for its length.
-        let n = unsafe {
-            libc::recv(
-                fd,
-                buf.as_mut_ptr().cast(),
-                buf.len(),
-                libc::MSG_PEEK | libc::MSG_DONTWAIT,
-            )
-        };
-        if n <= 0 {
-            continue;
-        }
-        buf.truncate(n as usize);
-        let mut parser = RequestParser::new();
-        let limits = ParseLimits::default();
-        let mut used = 0;
         let mut out = ReplyBuf::new(2);
-        while let Ok(Parsed::Command { consumed }) = parser.parse(&buf[used..], &limits) {
-            let args = parser.args(&buf[used..]);
-            if !args.is_empty() {
-                answer_busy(srv, args, &mut out);
-            }
-            used += consumed;
-        }
-        if used == 0 {
+        let on_ring = ring
+            .as_ref()
+            .is_some_and(|r| r.answer_queued(fd, |queued| answer_commands(srv, queued, &mut out)));
+        if !on_ring && !answer_socket(srv, fd, &mut out) {
             continue;
         }
-        // SAFETY: as above; this takes exactly the bytes parsed.
-        unsafe {
-            libc::recv(fd, buf.as_mut_ptr().cast(), used, libc::MSG_DONTWAIT);
-            if !out.buf.is_empty() {
+        if !out.buf.is_empty() {
+            // SAFETY: `fd` is the socket of a connection task of this thread,
+            // open while it is in IDLE (the task removes it before it drops
+            // the socket), with no send of the ring in flight (nothing held).
+            unsafe {
                 libc::send(
                     fd,
                     out.buf.as_ptr().cast(),
                     out.buf.len(),
                     libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL,
-                );
-            }
+                )
+            };
         }
     }
+}
+
+/// An epoll connection's part of `serve_while_busy`: answers the complete
+/// commands waiting in the socket and takes exactly their bytes (false if
+/// there were none).
+fn answer_socket(srv: &Arc<Server>, fd: std::os::fd::RawFd, out: &mut ReplyBuf) -> bool {
+    let mut buf = vec![0u8; 64 * 1024];
+    // SAFETY: `fd` as in `serve_while_busy`; `buf` is writable for its length.
+    let n = unsafe {
+        libc::recv(
+            fd,
+            buf.as_mut_ptr().cast(),
+            buf.len(),
+            libc::MSG_PEEK | libc::MSG_DONTWAIT,
+        )
+    };
+    if n <= 0 {
+        return false;
+    }
+    let used = answer_commands(srv, &buf[..n as usize], out);
+    if used > 0 {
+        // SAFETY: as above; this takes exactly the bytes parsed.
+        unsafe { libc::recv(fd, buf.as_mut_ptr().cast(), used, libc::MSG_DONTWAIT) };
+    }
+    used > 0
+}
+
+/// Answers the complete commands at the start of `input` (a partial one
+/// stays for the connection); returns the bytes they took.
+fn answer_commands(srv: &Arc<Server>, input: &[u8], out: &mut ReplyBuf) -> usize {
+    let mut parser = RequestParser::new();
+    let limits = ParseLimits::default();
+    let mut used = 0;
+    while let Ok(Parsed::Command { consumed }) = parser.parse(&input[used..], &limits) {
+        let args = parser.args(&input[used..]);
+        if !args.is_empty() {
+            answer_busy(srv, args, out);
+        }
+        used += consumed;
+    }
+    used
 }
 
 /// One command of a client served by `serve_while_busy`.
@@ -1148,19 +1149,15 @@ fn count_blocked_call(srv: &Server, worker: &Worker, argv: &[Vec<u8>], failed: b
 /// only buffered), re-running the command on each wake-up until it is
 /// served; its reply (or the timeout's null array) ends up in `out`.
 /// Returns false when the connection must close.
-async fn block_wait<T>(
+async fn block_wait<I: ConnIo>(
     srv: &Arc<Server>,
     worker: &Worker,
     client: &mut ClientState,
-    io: &AsyncFd<T>,
+    io: &I,
     qb: &mut QueryBuf,
     out: &mut ReplyBuf,
     shared: &crate::core::client::ClientShared,
-) -> bool
-where
-    T: AsRawFd,
-    for<'a> &'a T: Read,
-{
+) -> bool {
     use crate::core::blocking::BlockRequest;
     enum Outcome {
         Woken,
@@ -1185,7 +1182,7 @@ where
                 _ = guard.waiter.wait() => break Outcome::Woken,
                 _ = tokio::time::sleep(std::time::Duration::from_millis(left)), if deadline_ms > 0 => break Outcome::Timeout,
                 _ = shared.kill.notified() => break Outcome::Close,
-                r = read_some(io, qb) => {
+                r = io.read_some(qb) => {
                     let over = qb.end - qb.start > srv.hot.query_buffer_limit.load(Relaxed);
                     if over || !matches!(r, Ok(n) if n > 0) {
                         break Outcome::Close;

@@ -26,6 +26,7 @@ pub(crate) mod shutdown;
 pub(crate) mod supervise;
 pub(crate) mod sync_files;
 pub(crate) mod tls;
+pub(crate) mod uring;
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::Relaxed};
@@ -515,13 +516,20 @@ fn worker_main(
     nworkers: usize,
     mut rx: mpsc::UnboundedReceiver<NewConn>,
 ) {
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .expect("tokio runtime");
+    let uring = srv.config.read().get_bool("io-uring");
+    let mut builder = tokio::runtime::Builder::new_current_thread();
+    if uring {
+        // The ring's SQEs queued during a turn go in once, before the park.
+        builder.on_thread_park(uring::turn);
+        builder.on_thread_unpark(uring::awake);
+    }
+    let rt = builder.enable_all().build().expect("tokio runtime");
     let local = tokio::task::LocalSet::new();
     let worker = std::rc::Rc::new(conn::Worker::new(srv.clone(), stats));
     local.block_on(&rt, async move {
+        if uring {
+            uring_start(index, nworkers);
+        }
         tokio::task::spawn_local(cron::worker_cron(
             srv.clone(),
             worker.clone(),
@@ -532,6 +540,21 @@ fn worker_main(
             tokio::task::spawn_local(conn::serve(srv.clone(), worker.clone(), c));
         }
     });
+}
+
+/// `io-uring yes`: this worker's ring, or epoll with one log line (per
+/// server) saying why; the first worker logs which one serves.
+fn uring_start(index: usize, nworkers: usize) {
+    static REFUSED: std::sync::Once = std::sync::Once::new();
+    match uring::install() {
+        Ok(()) if index == 0 => log_notice!(
+            "io_uring: plain TCP connections use a ring per worker ({nworkers} workers, SINGLE_ISSUER|COOP_TASKRUN)"
+        ),
+        Ok(()) => {}
+        Err(e) => REFUSED.call_once(|| {
+            log_warning!("io_uring is unavailable ({e}): connections use epoll")
+        }),
+    }
 }
 
 fn acceptor_main(

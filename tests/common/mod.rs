@@ -57,6 +57,14 @@ impl Server {
             if !extra.contains(&"--repl-diskless-sync-delay") {
                 cmd.args(["--repl-diskless-sync-delay", "0"]);
             }
+            // LATTICE_TEST_IO_URING=yes: every server serves plain TCP
+            // through io_uring (tests/io_uring.rs; docs/PERFORMANCE.md
+            // "Kernel path" has the suite's results with it on).
+            if let Ok(v) = std::env::var("LATTICE_TEST_IO_URING") {
+                if !extra.contains(&"--io-uring") {
+                    cmd.args(["--io-uring", &v]);
+                }
+            }
             cmd.args(extra);
             let log = std::fs::File::create(dir.join("server.log")).unwrap();
             cmd.stdout(log.try_clone().unwrap()).stderr(log);
