@@ -47,9 +47,12 @@ pub(crate) fn over_maxmemory(srv: &Core) -> bool {
 }
 
 /// Bytes used, as eviction counts them: the allocator's count (0, so no
-/// eviction, in a build without the counting allocator).
+/// eviction, in a build without the counting allocator) less the pushes
+/// on their way to other connections (`client::PushBuf`: an evicted key's
+/// invalidations must not evict more keys).
 fn used_memory() -> u64 {
-    crate::alloc::allocated_bytes().unwrap_or(0)
+    let pushes = crate::core::client::pushes_in_flight() as u64;
+    crate::alloc::allocated_bytes().map_or(0, |b| b.saturating_sub(pushes))
 }
 
 /// The maxmemory check before client `current`'s command: evicts if over

@@ -11,7 +11,6 @@
 
 use super::keyspec::KeySpec;
 use std::sync::atomic::Ordering::Relaxed;
-use std::sync::Arc;
 
 use super::util::lossy;
 use super::{flags::*, CmdError, CmdResult, Command, Ctx};
@@ -159,7 +158,11 @@ fn confirm_despite_reply_mode(ctx: &mut Ctx, mark: usize) {
     let bytes = ctx.out.buf.split_off(mark);
     if let Some(sh) = &ctx.client.shared {
         let limit = ctx.core.hot.obuf_limits.read().pubsub;
-        sh.push(Arc::new(bytes), &limit, ctx.now_ms);
+        sh.push(
+            crate::core::client::PushBuf::shared(bytes),
+            &limit,
+            ctx.now_ms,
+        );
     }
 }
 

@@ -402,7 +402,11 @@ fn deliver(
         Some((id, out)) if id == to.id => out.buf.extend_from_slice(&msg),
         _ => {
             let limit = srv.hot.obuf_limits.read().pubsub;
-            to.push(Arc::new(msg), &limit, crate::keyspace::hlc::unix_ms());
+            to.push(
+                crate::core::client::PushBuf::shared(msg),
+                &limit,
+                crate::keyspace::hlc::unix_ms(),
+            );
         }
     }
 }

@@ -25,10 +25,46 @@ use tokio::sync::mpsc;
 
 /// Something pushed to a connection by another.
 pub enum Push {
-    /// Already-encoded bytes to write (MONITOR lines, pub/sub messages).
-    Bytes(Arc<Vec<u8>>),
+    /// Already-encoded bytes to write (MONITOR lines, pub/sub messages,
+    /// invalidations).
+    Bytes(Arc<PushBuf>),
     /// CLIENT KILL or timeout: close the connection.
     Kill,
+}
+
+/// Bytes on their way to connections, shared by every client a message
+/// goes to. They are counted once ([`pushes_in_flight`]) from creation until
+/// the last holder drops them (written, or copied into a reply buffer):
+/// maxmemory leaves them out, as Redis's pending writes are flushed to the
+/// sockets before its next command, and counting them would make eviction
+/// feed itself (each evicted key's invalidations evicting more keys).
+pub struct PushBuf(Vec<u8>);
+
+static PUSHES_IN_FLIGHT: AtomicUsize = AtomicUsize::new(0);
+
+impl PushBuf {
+    pub fn shared(bytes: Vec<u8>) -> Arc<PushBuf> {
+        PUSHES_IN_FLIGHT.fetch_add(bytes.capacity(), Relaxed);
+        Arc::new(PushBuf(bytes))
+    }
+}
+
+impl std::ops::Deref for PushBuf {
+    type Target = Vec<u8>;
+    fn deref(&self) -> &Vec<u8> {
+        &self.0
+    }
+}
+
+impl Drop for PushBuf {
+    fn drop(&mut self) {
+        PUSHES_IN_FLIGHT.fetch_sub(self.0.capacity(), Relaxed);
+    }
+}
+
+/// Heap bytes of pushes not yet written or taken into a reply buffer.
+pub(crate) fn pushes_in_flight() -> usize {
+    PUSHES_IN_FLIGHT.load(Relaxed)
 }
 
 /// CLIENT REPLY mode.
@@ -323,7 +359,7 @@ impl ClientRegistry {
     }
 
     /// Sends an encoded line to every MONITOR client, enforcing `limit`.
-    pub fn feed_monitors(&self, line: Arc<Vec<u8>>, limit: &ObufLimit) {
+    pub fn feed_monitors(&self, line: Arc<PushBuf>, limit: &ObufLimit) {
         let now = crate::keyspace::hlc::unix_ms();
         // Pushed outside the map's lock: a push may evict clients.
         let monitors: Vec<Arc<ClientShared>> = self
@@ -391,7 +427,7 @@ impl ClientShared {
 
     /// Queues bytes for this client and enforces its output buffer limit.
     /// Once the client is closing, pushes are dropped.
-    pub fn push(&self, bytes: Arc<Vec<u8>>, limit: &ObufLimit, now_ms: u64) {
+    pub fn push(&self, bytes: Arc<PushBuf>, limit: &ObufLimit, now_ms: u64) {
         if self.closing.load(Relaxed) {
             return;
         }
@@ -681,7 +717,7 @@ mod tests {
         assert!(!c.check_output_limit(&limit, 13_000));
         assert!(c.check_output_limit(&limit, 15_001));
         // Closing: further pushes are dropped, not queued.
-        c.push(Arc::new(vec![0; 10]), &limit, 15_002);
+        c.push(PushBuf::shared(vec![0; 10]), &limit, 15_002);
         assert_eq!(c.pushed.load(Relaxed), 0);
     }
 }

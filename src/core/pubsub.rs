@@ -21,7 +21,7 @@ use std::sync::Arc;
 use hashbrown::{HashMap, HashSet};
 use parking_lot::RwLock;
 
-use super::client::{ClientShared, ObufLimit};
+use super::client::{ClientShared, ObufLimit, PushBuf};
 use crate::protocol::ReplyBuf;
 
 /// The three subscription namespaces.
@@ -91,11 +91,11 @@ pub struct PubSub {
 /// A message encoded for RESP2 and RESP3 clients, built on first use.
 struct Encoded<'a> {
     parts: &'a [&'a [u8]],
-    forms: [Option<Arc<Vec<u8>>>; 2],
+    forms: [Option<Arc<PushBuf>>; 2],
 }
 
 impl Encoded<'_> {
-    fn for_resp(&mut self, resp: usize) -> Arc<Vec<u8>> {
+    fn for_resp(&mut self, resp: usize) -> Arc<PushBuf> {
         let i = (resp >= 3) as usize;
         self.forms[i]
             .get_or_insert_with(|| {
@@ -104,7 +104,7 @@ impl Encoded<'_> {
                 for p in self.parts {
                     b.bulk(p);
                 }
-                Arc::new(b.buf)
+                PushBuf::shared(b.buf)
             })
             .clone()
     }

@@ -263,7 +263,7 @@ async fn serve_stream<I>(
             _ = shared.kill.notified() => break 'conn,
             p = rx.recv() => match p {
                 Some(Push::Bytes(b)) => {
-                    if !take_push(&io, &b, &mut out, sent, &shared).await { break 'conn; }
+                    if !take_push(&io, &b, &mut out, &mut sent, &shared) { break 'conn; }
                     if account(&srv, client, &mut mem, &qb, &mut out, &mut sent, &shared) {
                         break 'conn;
                     }
@@ -293,7 +293,7 @@ async fn serve_stream<I>(
         while let Ok(p) = rx.try_recv() {
             match p {
                 Push::Bytes(b) => {
-                    if !take_push(&io, &b, &mut out, sent, &shared).await {
+                    if !take_push(&io, &b, &mut out, &mut sent, &shared) {
                         break 'conn;
                     }
                 }
@@ -488,23 +488,26 @@ fn shown_qbuf(qb: &QueryBuf, parser: &RequestParser) -> usize {
     }
 }
 
-/// A push from another client (pub/sub, tracking, MONITOR): behind replies
-/// still held it joins them (in order); otherwise it is written now.
-/// Returns false when the connection is gone.
-async fn take_push<I: ConnIo>(
+/// Takes a push into the reply buffer, behind the replies held, and starts
+/// writing if none were: the loop writes it as it writes replies, never
+/// waiting here, so the channel is drained at once and a client that does
+/// not read holds its pushes in its reply buffer, counted (used memory,
+/// client eviction) and limited as Redis's output buffer. Pushes still in
+/// the channel are in flight (`PushBuf`), which maxmemory leaves out.
+fn take_push<I: ConnIo>(
     io: &I,
     b: &[u8],
     out: &mut ReplyBuf,
-    sent: usize,
+    sent: &mut usize,
     shared: &crate::core::client::ClientShared,
 ) -> bool {
-    if sent < out.buf.len() {
-        out.buf.extend_from_slice(b);
-        shared.obuf.store(out.buf.len() - sent, Relaxed);
-    } else if io.write_all(b, &shared.kill).await.is_err() {
+    let idle = *sent == out.buf.len();
+    out.buf.extend_from_slice(b);
+    shared.push_written(b.len());
+    if idle && io.write_held(&out.buf, sent).is_err() {
         return false;
     }
-    shared.push_written(b.len());
+    shared.obuf.store(out.buf.len() - *sent, Relaxed);
     true
 }
 

@@ -188,6 +188,17 @@ fn flags_of(c: &ClientShared) -> String {
     f
 }
 
+/// CLIENT LIST's `obl` and `oll` for `held` bytes of replies and pushes
+/// and `queued` pushes not yet taken, in the shape of Redis's output: a
+/// 16 KB buffer, then a list of 16 KB blocks.
+fn output_shape(held: usize, queued: usize) -> (usize, usize) {
+    const BLOCK: usize = 16 * 1024;
+    (
+        held.min(BLOCK),
+        queued + held.saturating_sub(BLOCK).div_ceil(BLOCK),
+    )
+}
+
 /// One CLIENT LIST line (without the newline). `current` is the full name of
 /// the command being run when `c` is the calling client.
 pub(crate) fn client_line(core: &Core, c: &ClientShared, current: Option<&str>) -> String {
@@ -201,7 +212,7 @@ pub(crate) fn client_line(core: &Core, c: &ClientShared, current: Option<&str>) 
         },
     };
     let qbuf = c.qbuf.load(Relaxed);
-    let obuf = c.obuf.load(Relaxed);
+    let (obuf, oll) = output_shape(c.obuf.load(Relaxed), c.pushed_items.load(Relaxed));
     let (lib_name, lib_ver) = c.lib.lock().clone();
     let (tflags, redir) = crate::commands::tracking::list_fields(core, c.id);
     let mut flags = flags_of(c);
@@ -225,7 +236,7 @@ pub(crate) fn client_line(core: &Core, c: &ClientShared, current: Option<&str>) 
         c.subs[2].load(Relaxed),
         c.multi_queued.load(Relaxed),
         16384usize.saturating_sub(qbuf),
-        c.pushed_items.load(Relaxed),
+        oll,
         c.output_memory(),
         crate::core::client_mem::client_memory(c),
         c.user.lock(),

@@ -11,7 +11,6 @@ use std::sync::atomic::Ordering::Relaxed;
 
 use super::super::{flags::*, CmdError, CmdResult, Command, Ctx};
 use super::reply_help;
-use std::sync::Arc;
 
 use crate::core::client::ClientState;
 use crate::core::stats::{histogram, step_bound_ns, HIST_STEPS};
@@ -436,8 +435,10 @@ pub(crate) fn feed_monitors_from(srv: &Core, db: usize, who: &str, args: Args) {
     }
     line.push_str("\r\n");
     let limit = srv.hot.obuf_limits.read().monitor();
-    srv.clients
-        .feed_monitors(Arc::new(line.into_bytes()), &limit);
+    srv.clients.feed_monitors(
+        crate::core::client::PushBuf::shared(line.into_bytes()),
+        &limit,
+    );
 }
 
 pub(crate) fn maybe_slowlog(srv: &Core, client: &ClientState, id: usize, args: Args, usec: u64) {
