@@ -585,6 +585,9 @@ impl Drop for Idle {
 pub(crate) fn serve_while_busy(srv: &Arc<Server>) {
     let idle: Vec<std::os::fd::RawFd> = IDLE.with(|v| v.borrow().values().copied().collect());
     let ring = super::uring::current();
+    if let Some(r) = &ring {
+        r.reap_now(); // once for all of this thread's ring connections
+    }
     for fd in idle {
         let mut out = ReplyBuf::new(2);
         let on_ring = ring

@@ -316,6 +316,12 @@ impl Ring {
         self.push(sqe);
     }
 
+    /// Runs the completions the kernel has for this thread now (a busy
+    /// script's hook, between two count-hook calls).
+    pub(crate) fn reap_now(&self) {
+        self.submit_and_reap(true);
+    }
+
     /// Submits queued SQEs and (`events`, or when submitting) runs the
     /// completions' pending task work (which waits for this thread's next
     /// syscall while it runs in user space), then handles every CQE. A turn
@@ -377,10 +383,10 @@ impl Ring {
     /// `serve_while_busy` for this ring's connection on `fd` (false if it
     /// is not one): the ring takes a socket's bytes as they arrive, so the
     /// commands a busy script keeps waiting are in the connection's receive
-    /// queue, not in the socket. Runs what the kernel completed, hands the
+    /// queue, not in the socket. Hands the
     /// queue to `answer`, and drops the bytes it says it used.
+    /// (Call [`Ring::reap_now`] first: the kernel's completions land there.)
     pub(crate) fn answer_queued(&self, fd: RawFd, answer: impl FnOnce(&[u8]) -> usize) -> bool {
-        self.submit_and_reap(true);
         let found = self.conns.borrow().iter().find_map(|(&key, s)| {
             (s.fd == fd && !s.closed.get() && !s.leaving.get()).then(|| (key, s.clone()))
         });
